@@ -1,0 +1,29 @@
+"""wattbench: how much useful LLM inference a kilowatt buys.
+
+Library entry points are imported lazily so that ``wattbench --help`` stays instant::
+
+    from wattbench import run_benchmark, RunConfig
+    result = run_benchmark(RunConfig(target="http://127.0.0.1:8000", concurrency=[1, 8]))
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "run_benchmark", "RunConfig", "load_result"]
+
+
+def __getattr__(name: str):  # lazy entry points
+    if name == "run_benchmark":
+        from wattbench.runner import run_benchmark
+
+        return run_benchmark
+    if name == "RunConfig":
+        from wattbench.config import RunConfig
+
+        return RunConfig
+    if name == "load_result":
+        from wattbench.results.rundir import load_result
+
+        return load_result
+    raise AttributeError(name)

@@ -1,0 +1,3 @@
+from wattbench.cli.main import main
+
+main()

@@ -1,0 +1,68 @@
+"""Helpers shared by command modules: error handling and list parsing. No computing here."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Callable
+
+import typer
+from pydantic import ValidationError
+
+from wattbench.errors import WattbenchError
+
+
+def one_line(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors():
+            loc = ".".join(str(x) for x in err.get("loc", ()) if x != "__root__")
+            msg = err.get("msg", "invalid").removeprefix("Value error, ")
+            parts.append(f"{loc}: {msg}" if loc else msg)
+        return "; ".join(parts)
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+
+
+def handle_errors(fn: Callable) -> Callable:
+    """Wrap a command: WattbenchError/ValidationError -> one line on stderr, documented exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except ValidationError as e:
+            typer.echo(f"wattbench: error: {one_line(e)}", err=True)
+            raise typer.Exit(2) from None
+        except WattbenchError as e:
+            typer.echo(f"wattbench: error: {one_line(e)}", err=True)
+            tail = getattr(e, "log_tail", "")
+            if tail:
+                typer.echo("--- last lines of the engine log ---", err=True)
+                typer.echo(tail.rstrip(), err=True)
+            raise typer.Exit(e.exit_code) from None
+
+    return wrapper
+
+
+def split_list(value: str | None, cast: Callable = str, name: str = "value") -> list:
+    """Parse a comma list like ``1,8,64``; raise UserError naming the bad item."""
+    from wattbench.errors import UserError
+
+    if value is None or value == "":
+        return []
+    out = []
+    for item in str(value).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            out.append(cast(item))
+        except ValueError:
+            raise UserError(f"{name}: {item!r} is not a valid {cast.__name__}; give e.g. 1,8,64") from None
+    return out
+
+
+def stdout_is_tty() -> bool:
+    return sys.stdout.isatty()

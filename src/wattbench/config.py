@@ -1,0 +1,116 @@
+"""Run configuration: what the CLI validates its flags into and what the library runs.
+
+Secrets (API keys, BMC passwords) are never fields here: they are read from the environment or
+passed as ``SecretStr`` and excluded from every dump written to disk.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # target
+    target: str | None = None  # base URL; None = start the embedded engine
+    targets: list[str] = Field(default_factory=list)  # several replicas (issue 11)
+    model: str | None = None
+    api: Literal["completions", "chat"] = "completions"
+    api_key: SecretStr | None = Field(default=None, exclude=True)
+    request_timeout_s: float = 600.0
+    stall_timeout_s: float = 120.0  # no bytes for this long -> timeout
+
+    # engine (when no target)
+    engine: Literal["transformers", "vllm", "sglang", "llamacpp"] = "transformers"
+    engine_model: str | None = None  # preset name or local path
+    engine_args: list[str] = Field(default_factory=list)
+    device: str | None = None  # cuda | cpu | None=auto
+
+    # load
+    concurrency: list[int] = Field(default_factory=list)
+    rate: list[float] = Field(default_factory=list)
+    arrival: str = "poisson"  # poisson | constant | gamma:K
+    num_requests: int | None = None
+    duration_s: float | None = None
+    warmup_s: float | None = None
+    warmup_requests: int | None = None
+    workers: int | None = None  # None = auto
+    seed: int = 0
+
+    # workload
+    workload: str | None = None  # preset name or file
+    input_tokens: str = "256"
+    output_tokens: str = "128"
+    tokenizer: str | None = None
+    speedup: float = 1.0
+    keep_output_text: bool = False
+
+    # sensors
+    sensors: list[str] = Field(default_factory=list)  # specs; empty = auto-detect
+    no_sensors: bool = False
+    sample_interval_s: float = 0.1
+    idle_s: float = 3.0
+    idle_after_s: float = 0.0
+
+    # efficiency
+    price_per_kwh: float = 0.15
+    currency: str = "USD"
+    pue: float = 1.0
+
+    # SLO / trials (issue 5)
+    slo: str | None = None
+    trials: int = 1
+    cooldown_s: float = 0.0
+
+    # output
+    out: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    db: str | None = None
+    register: bool = True
+    html: bool = True
+
+    @field_validator("concurrency")
+    @classmethod
+    def _pos_conc(cls, v: list[int]) -> list[int]:
+        for c in v:
+            if c < 1:
+                raise ValueError(f"concurrency must be >= 1, got {c}")
+        return v
+
+    @field_validator("rate")
+    @classmethod
+    def _pos_rate(cls, v: list[float]) -> list[float]:
+        for r in v:
+            if not r > 0:
+                raise ValueError(f"rate must be > 0 requests/s, got {r}")
+        return v
+
+    @field_validator("pue")
+    @classmethod
+    def _pue(cls, v: float) -> float:
+        if v < 1.0:
+            raise ValueError(f"PUE must be >= 1.0, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _levels(self) -> "RunConfig":
+        if self.concurrency and self.rate:
+            raise ValueError("give --concurrency or --rate, not both")
+        if self.num_requests is not None and self.num_requests < 1:
+            raise ValueError("--num-requests must be >= 1")
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise ValueError("--duration must be > 0 seconds")
+        return self
+
+    def levels(self) -> list[tuple[str, float]]:
+        """The load levels in run order: ("concurrency", N) or ("rate", R)."""
+        if self.rate:
+            return [("rate", r) for r in self.rate]
+        return [("concurrency", c) for c in (self.concurrency or [1])]
+
+    def public_dict(self) -> dict:
+        """The config as written to result.json: no secrets."""
+        return self.model_dump(mode="json", exclude={"api_key"})

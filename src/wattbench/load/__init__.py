@@ -1,0 +1,1 @@
+"""Arrival schedules, the async streaming client, worker processes, sweeps and adaptive search."""

@@ -1,0 +1,1 @@
+"""Versioned result schema, run directories and the SQLite history store."""

@@ -1,0 +1,245 @@
+"""The versioned result schema (pydantic v2).
+
+A run directory holds ``result.json`` (this model), ``requests.jsonl`` (one ``RequestRecord`` per
+line), ``telemetry.jsonl`` (raw sensor samples) and reports. Units are in every name.
+``SCHEMA_VERSION`` bumps on any incompatible change; readers refuse newer major versions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+Verdict = Literal["valid", "warn", "invalid"]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+# ---------------------------------------------------------------- per request
+
+
+class RequestRecord(_M):
+    """One request as the client saw it. Times are the run's monotonic clock in ns."""
+
+    id: int
+    level: int
+    worker: int = 0
+    warmup: bool = False
+    session_id: str | None = None
+    turn: int | None = None
+    target: str | None = None  # base URL when several targets are driven
+    scheduled_ns: int | None = None  # when the schedule wanted it sent (open loop)
+    sent_ns: int
+    first_token_ns: int | None = None  # first content chunk's bytes arrived
+    last_token_ns: int | None = None  # last content chunk's bytes arrived
+    end_ns: int | None = None  # stream closed / response complete
+    chunk_ns: list[int] = Field(default_factory=list)  # arrival time of every content chunk
+    input_tokens: int | None = None  # from usage
+    output_tokens: int | None = None  # from usage
+    requested_input_tokens: int | None = None
+    requested_output_tokens: int | None = None
+    token_source: str = "usage"  # usage | tokenizer | approx
+    ok: bool = True
+    error: str | None = None  # class: http_<status> | timeout | disconnect | bad_stream | connect
+    error_detail: str | None = None
+    http_status: int | None = None
+    output_text: str | None = None  # kept only when asked (agree, debugging)
+
+
+# ---------------------------------------------------------------- statistics
+
+
+class Stats(_M):
+    """Summary of a latency figure (ms). ``count`` is how many values went in."""
+
+    count: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    min: float | None = None
+    std: float | None = None
+
+
+class Latency(_M):
+    ttft_ms: Stats = Field(default_factory=Stats)
+    tpot_ms: Stats = Field(default_factory=Stats)
+    itl_ms: Stats = Field(default_factory=Stats)
+    e2e_ms: Stats = Field(default_factory=Stats)
+
+
+class Throughput(_M):
+    output_tokens_per_s: float = 0.0
+    input_tokens_per_s: float = 0.0
+    total_tokens_per_s: float = 0.0
+    requests_per_s: float = 0.0
+    duration_s: float = 0.0
+    output_tokens: int = 0
+    input_tokens: int = 0
+
+
+class Requests(_M):
+    completed: int = 0
+    failed: int = 0
+    warmup: int = 0
+    errors: dict[str, int] = Field(default_factory=dict)
+
+
+class LoadStats(_M):
+    """What the load generator asked for and what it achieved."""
+
+    mode: Literal["concurrency", "rate", "trace"] = "concurrency"
+    target_concurrency: int | None = None
+    target_rate_rps: float | None = None
+    achieved_rate_rps: float | None = None
+    mean_in_flight: float | None = None
+    arrival: str | None = None
+    send_lag_ms: Stats = Field(default_factory=Stats)
+    client_cpu_pct: float | None = None  # of one core, max over workers
+    workers: int = 1
+    saturated: bool = False
+    saturation_reasons: list[str] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- energy
+
+
+class BoundaryEnergy(_M):
+    """Energy and efficiency at one power boundary over one window."""
+
+    boundary: str
+    method: str  # counter | power_integral | declared | estimate | sum
+    label: Literal["measured", "declared", "estimate"] = "measured"
+    energy_j: float | None = None
+    avg_power_w: float | None = None
+    p95_power_w: float | None = None
+    p99_power_w: float | None = None
+    max_power_w: float | None = None
+    idle_power_w: float | None = None
+    idle_energy_j: float | None = None
+    dynamic_energy_j: float | None = None
+    j_per_output_token: float | None = None
+    j_per_token: float | None = None
+    output_tokens_per_s_per_kw: float | None = None
+    tokens_per_kwh: float | None = None  # total (input + output) tokens per kWh
+    output_tokens_per_kwh: float | None = None
+    cost_per_million_output_tokens: float | None = None
+    uncertainty_pct: float | None = None
+    coverage: float | None = None  # fraction of the window covered by samples (0..1)
+    largest_gap_s: float | None = None
+    devices: list[str] = Field(default_factory=list)
+    channels: list[str] = Field(default_factory=list)
+    cross_check: dict[str, Any] = Field(default_factory=dict)  # e.g. counter vs power integral
+    notes: list[str] = Field(default_factory=list)
+
+
+class Window(_M):
+    """A measurement window on the run's monotonic clock."""
+
+    start_ns: int
+    end_ns: int
+    duration_s: float
+    kind: str = "full"  # full | steady
+
+
+class Validity(_M):
+    verdict: Verdict = "valid"
+    reasons: list[str] = Field(default_factory=list)
+
+
+class LevelResult(_M):
+    index: int
+    label: str  # e.g. "concurrency=8" or "rate=4.0"
+    load: LoadStats = Field(default_factory=LoadStats)
+    window: Window | None = None
+    steady_window: Window | None = None
+    requests: Requests = Field(default_factory=Requests)
+    latency: Latency = Field(default_factory=Latency)
+    throughput: Throughput = Field(default_factory=Throughput)
+    energy: dict[str, BoundaryEnergy] = Field(default_factory=dict)
+    energy_steady: dict[str, BoundaryEnergy] = Field(default_factory=dict)
+    energy_unavailable_reason: str | None = None
+    token_source: str = "usage"
+    validity: Validity = Field(default_factory=Validity)
+    thermal: dict[str, Any] = Field(default_factory=dict)
+    server_metrics: dict[str, Any] = Field(default_factory=dict)  # summaries of scraped series
+    goodput: dict[str, Any] | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- run
+
+
+class ClockInfo(_M):
+    source: str = "time.perf_counter_ns"
+    anchor_wall_ns: int
+    anchor_mono_ns: int
+    anchor_uncertainty_ns: int = 0
+
+
+class GPUInfo(_M):
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    driver: str | None = None
+    cuda_driver: str | None = None
+    power_limit_w: float | None = None
+    default_power_limit_w: float | None = None
+    memory_total_bytes: int | None = None
+    pstate: str | None = None
+
+
+class Environment(_M):
+    hostname: str | None = None
+    os: str | None = None
+    kernel: str | None = None
+    python: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    memory_total_bytes: int | None = None
+    gpus: list[GPUInfo] = Field(default_factory=list)
+    packages: dict[str, str] = Field(default_factory=dict)
+
+
+class ServerInfo(_M):
+    base_url: str | None = None
+    engine: str | None = None  # vllm | sglang | tgi | llamacpp | transformers | openai
+    version: str | None = None
+    model: str | None = None
+    models: list[str] = Field(default_factory=list)
+    max_model_len: int | None = None
+    launched: bool = False
+    launch_command: list[str] | None = None
+    effective_config: dict[str, Any] = Field(default_factory=dict)
+    metrics_endpoint: str | None = None
+    supports_ignore_eos: bool | None = None
+    output_length_forced: bool | None = None
+    stream_batching: dict[str, Any] = Field(default_factory=dict)
+
+
+class Result(_M):
+    schema_version: int = SCHEMA_VERSION
+    wattbench_version: str
+    run_id: str
+    created_at: str  # ISO 8601 UTC, from the wall anchor
+    status: Literal["running", "complete", "interrupted", "failed"] = "running"
+    status_detail: str | None = None
+    clock: ClockInfo
+    config: dict[str, Any] = Field(default_factory=dict)
+    environment: Environment = Field(default_factory=Environment)
+    server: ServerInfo = Field(default_factory=ServerInfo)
+    sensors: list[dict[str, Any]] = Field(default_factory=list)  # Channel.to_dict() per channel
+    sensor_problems: list[str] = Field(default_factory=list)
+    idle: dict[str, Any] = Field(default_factory=dict)  # boundary -> {power_w, duration_s, ...}
+    levels: list[LevelResult] = Field(default_factory=list)
+    validity: Validity = Field(default_factory=Validity)
+    warnings: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    extra: dict[str, Any] = Field(default_factory=dict)
