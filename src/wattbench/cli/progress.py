@@ -1,0 +1,70 @@
+"""Live progress for ``wattbench run``: a rich progress bar per level (requests done, tokens/s, watts).
+
+It only renders what the runner reports through its progress callback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class RunProgress:
+    def __init__(self, console: Console, enabled: bool = True):
+        self.console = console
+        self.enabled = enabled
+        self._progress: Progress | None = None
+        self._tasks: dict[int, Any] = {}
+
+    def __enter__(self) -> "RunProgress":
+        if self.enabled:
+            self._progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[stats]}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=False,
+            )
+            self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+            self._progress = None
+
+    def update(self, event: str, data: dict) -> None:
+        p = self._progress
+        if p is None:
+            return
+        if event == "phase":
+            p.console.log(data.get("message", data.get("name", "")))
+        elif event == "level_start":
+            self._tasks[data["index"]] = p.add_task(
+                f"level {data['index'] + 1}/{data.get('levels', '?')} {data.get('label', '')}",
+                total=data.get("total"),
+                stats="",
+            )
+        elif event == "progress":
+            task = self._tasks.get(data.get("index", -1))
+            if task is None:
+                return
+            parts = []
+            tps = data.get("output_tokens_per_s")
+            if tps is None and data.get("elapsed_s"):
+                tps = data.get("output_tokens", 0) / max(data["elapsed_s"], 1e-9)
+            if tps is not None:
+                parts.append(f"{tps:,.0f} out tok/s")
+            if data.get("power_w") is not None:
+                parts.append(f"{data['power_w']:,.0f} W")
+            if data.get("failed"):
+                parts.append(f"[red]{data['failed']} failed[/red]")
+            p.update(task, completed=data.get("done", 0), stats=" · ".join(parts))
+        elif event == "level_done":
+            task = self._tasks.get(data.get("index", -1))
+            if task is not None:
+                p.update(task, completed=p.tasks[task].total or p.tasks[task].completed)

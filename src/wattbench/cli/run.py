@@ -1,0 +1,175 @@
+"""``wattbench run``: parse flags into a RunConfig, call ``run_benchmark``, render progress and summary."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import List, Optional
+
+import typer
+
+from wattbench.cli.common import handle_errors, split_list
+
+HELP = """Benchmark an OpenAI-compatible server (or the embedded engine when no --target is given).
+
+Examples:
+
+  wattbench run                                   # embedded engine, default load
+
+  wattbench run --target http://127.0.0.1:8000 --concurrency 1,8,64 --num-requests 200
+
+  wattbench run --target http://host:8000/v1 --rate 2,4,8 --arrival poisson --duration 60
+"""
+
+
+def _parse_warmup(value: Optional[str]) -> tuple[Optional[float], Optional[int]]:
+    """``10s`` = ten seconds, ``10`` = ten requests."""
+    from wattbench.errors import UserError
+
+    if value is None or value == "":
+        return None, None
+    v = value.strip().lower()
+    try:
+        if v.endswith("s"):
+            secs = float(v[:-1])
+            if secs < 0:
+                raise ValueError
+            return secs, None
+        n = int(v)
+        if n < 0:
+            raise ValueError
+        return None, n
+    except ValueError:
+        raise UserError(f"--warmup {value!r}: give seconds like 10s or a number of requests like 20") from None
+
+
+def _install_sigterm() -> None:
+    """SIGTERM behaves like Ctrl-C: the run stops cleanly and keeps what it measured."""
+
+    def _handler(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _handler)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run", help=HELP)
+    @handle_errors
+    def run(
+        target: Optional[str] = typer.Option(None, "--target", "-t", help="Base URL of an OpenAI-compatible server (with or without /v1). Omit to start the embedded engine."),
+        model: Optional[str] = typer.Option(None, "--model", "-m", help="Model name on the server (default: first of /v1/models); with no --target, a preset name (tiny, llama-1b, llama-8b, qwen-7b) or a local HF model directory."),
+        api: str = typer.Option("completions", "--api", help="completions or chat."),
+        api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (or env WATTBENCH_API_KEY / OPENAI_API_KEY). Never written anywhere.", show_default=False),
+        concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", help="Closed loop: concurrent streams; a comma list runs levels in turn (1,8,64)."),
+        rate: Optional[str] = typer.Option(None, "--rate", "-r", help="Open loop: requests/s; a comma list runs levels in turn (2,4,8)."),
+        arrival: str = typer.Option("poisson", "--arrival", help="Open-loop arrivals: poisson, constant or gamma:K."),
+        num_requests: Optional[int] = typer.Option(None, "--num-requests", "-n", help="Measured requests per level (warm-up excluded)."),
+        duration: Optional[float] = typer.Option(None, "--duration", "-d", help="Seconds of load per level."),
+        warmup: Optional[str] = typer.Option(None, "--warmup", help="Excluded from statistics: 10s (seconds) or 20 (requests)."),
+        workers: Optional[int] = typer.Option(None, "--workers", help="Load-generator processes (default: auto)."),
+        seed: int = typer.Option(0, "--seed", help="Seed for arrivals and lengths."),
+        workload: Optional[str] = typer.Option(None, "--workload", "-w", help="Preset (chat, summarize, generate, rag, code) or a dataset/trace file."),
+        input_tokens: str = typer.Option("256", "--input-tokens", help="N, uniform:A:B, normal:MU:SIGMA or lognormal:MU:SIGMA."),
+        output_tokens: str = typer.Option("128", "--output-tokens", help="N, uniform:A:B, normal:MU:SIGMA or lognormal:MU:SIGMA."),
+        tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Local HF tokenizer (tokenizer.json or its directory) for token-exact prompts."),
+        speedup: float = typer.Option(1.0, "--speedup", help="Trace replay: divide inter-arrival gaps by this."),
+        sensor: Optional[List[str]] = typer.Option(None, "--sensor", "-s", help="Sensor spec, repeatable (nvml, rapl, ipmi, const:node=700, …). Default: auto-detect."),
+        no_sensors: bool = typer.Option(False, "--no-sensors", help="Sample no power meter."),
+        sample_interval: float = typer.Option(0.1, "--sample-interval", help="Seconds between sensor polls."),
+        idle: float = typer.Option(3.0, "--idle", help="Seconds of idle baseline before the first level (0 to skip)."),
+        idle_after: float = typer.Option(0.0, "--idle-after", help="Seconds of idle baseline after the last level."),
+        price_per_kwh: float = typer.Option(0.15, "--price-per-kwh", help="Electricity price per kWh."),
+        currency: str = typer.Option("USD", "--currency"),
+        pue: float = typer.Option(1.0, "--pue", help="Power usage effectiveness for the facility figure (>= 1)."),
+        slo: Optional[str] = typer.Option(None, "--slo", help="e.g. ttft_p99=500ms,tpot_p99=50ms."),
+        trials: int = typer.Option(1, "--trials", help="Repeat every level N times (mean and 95% CI)."),
+        cooldown: float = typer.Option(0.0, "--cooldown", help="Seconds between trials."),
+        engine: str = typer.Option("transformers", "--engine", help="Engine to start when no --target: transformers, vllm, sglang, llamacpp."),
+        engine_arg: Optional[List[str]] = typer.Option(None, "--engine-arg", help="Extra argument passed to the engine (repeatable)."),
+        device: Optional[str] = typer.Option(None, "--device", help="Engine device: cuda or cpu (default: cuda when present)."),
+        out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default ./wattbench-results/<run_id>)."),
+        tag: Optional[List[str]] = typer.Option(None, "--tag", help="Tag the run in the history store (repeatable)."),
+        db: Optional[str] = typer.Option(None, "--db", help="History database (default: user data directory)."),
+        no_register: bool = typer.Option(False, "--no-register", help="Do not add the run to the history store."),
+        no_html: bool = typer.Option(False, "--no-html", help="Do not write report.html."),
+        keep_output_text: bool = typer.Option(False, "--keep-output-text", help="Keep response texts in requests.jsonl."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress goes to stderr)."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    ) -> None:
+        from pydantic import SecretStr
+
+        from wattbench.config import RunConfig
+        from wattbench.errors import Interrupted
+
+        warmup_s, warmup_requests = _parse_warmup(warmup)
+        engine_model = None
+        if target is None and model is not None:
+            engine_model, model = model, None
+        config = RunConfig(
+            target=target,
+            model=model,
+            api=api,  # type: ignore[arg-type]
+            api_key=SecretStr(api_key) if api_key else None,
+            concurrency=split_list(concurrency, int, "--concurrency"),
+            rate=split_list(rate, float, "--rate"),
+            arrival=arrival,
+            num_requests=num_requests,
+            duration_s=duration,
+            warmup_s=warmup_s,
+            warmup_requests=warmup_requests,
+            workers=workers,
+            seed=seed,
+            workload=workload,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            tokenizer=tokenizer,
+            speedup=speedup,
+            sensors=list(sensor or []),
+            no_sensors=no_sensors,
+            sample_interval_s=sample_interval,
+            idle_s=idle,
+            idle_after_s=idle_after,
+            price_per_kwh=price_per_kwh,
+            currency=currency,
+            pue=pue,
+            slo=slo,
+            trials=trials,
+            cooldown_s=cooldown,
+            engine=engine,  # type: ignore[arg-type]
+            engine_model=engine_model,
+            engine_args=list(engine_arg or []),
+            device=device,
+            out=out,
+            tags=list(tag or []),
+            db=db,
+            register=not no_register,
+            html=not no_html,
+            keep_output_text=keep_output_text,
+        )
+        from wattbench.cli.progress import RunProgress
+        from wattbench.report.terminal import summary_renderables
+
+        from rich.console import Console
+
+        err_console = Console(stderr=True)
+        out_console = Console()
+        display = RunProgress(err_console if as_json else out_console, enabled=not quiet and sys.stderr.isatty() or (not quiet and os.environ.get("WATTBENCH_PROGRESS") == "1"))
+        _install_sigterm()
+        from wattbench.runner import run_benchmark
+
+        try:
+            with display:
+                result = run_benchmark(config, progress=display.update)
+        except Interrupted as e:
+            partial = getattr(e, "result", None)
+            if partial is not None and partial.levels:
+                for r in summary_renderables(partial):
+                    err_console.print(r)
+            typer.echo(f"wattbench: {e}", err=True)
+            raise typer.Exit(130) from None
+        if as_json:
+            sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+            return
+        for r in summary_renderables(result):
+            out_console.print(r)
