@@ -1,0 +1,82 @@
+"""Compare a wattbench run's accelerator energy per level with an independent observer's log.
+
+Usage: python crosscheck.py RUN_DIR METER.jsonl [--json OUT]
+For every level window [start_ns, end_ns] in RUN_DIR/result.json:
+  * independent NVML counter energy: the observer's counter interpolated linearly at both edges;
+  * nvidia-smi 1 s poll: trapezoid of the 1 s power samples over the window (edges interpolated);
+and the relative differences against wattbench's ``energy.accelerator.energy_j``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def interp(ts, vs, t):
+    if not ts or t < ts[0] or t > ts[-1]:
+        return None
+    lo, hi = 0, len(ts) - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ts[mid] <= t:
+            lo = mid
+        else:
+            hi = mid
+    if ts[hi] == ts[lo]:
+        return vs[lo]
+    return vs[lo] + (vs[hi] - vs[lo]) * (t - ts[lo]) / (ts[hi] - ts[lo])
+
+
+def trapezoid(ts, vs, a, b):
+    pts = [(a, interp(ts, vs, a))] + [(t, v) for t, v in zip(ts, vs) if a < t < b] + [(b, interp(ts, vs, b))]
+    if pts[0][1] is None or pts[-1][1] is None:
+        return None
+    return sum((t2 - t1) / 1e9 * (v1 + v2) / 2 for (t1, v1), (t2, v2) in zip(pts, pts[1:]))
+
+
+def main() -> None:
+    run_dir, meter = Path(sys.argv[1]), Path(sys.argv[2])
+    result = json.loads((run_dir / "result.json").read_text())
+    nvml: dict[int, tuple[list, list]] = {}
+    smi: dict[int, tuple[list, list]] = {}
+    for line in meter.read_text().splitlines():
+        r = json.loads(line)
+        d = nvml if r["src"] == "nvml" else smi
+        ts, vs = d.setdefault(r["gpu"], ([], []))
+        ts.append(r["t_ns"])
+        vs.append(r["energy_mj"] / 1000.0 if r["src"] == "nvml" else r["power_w"])
+    rows = []
+    for lv in result["levels"]:
+        w = lv.get("window")
+        acc = (lv.get("energy") or {}).get("accelerator")
+        if not w or not acc:
+            continue
+        a, b = w["start_ns"], w["end_ns"]
+        ind = sum((interp(*nvml[g], b) or 0) - (interp(*nvml[g], a) or 0) for g in nvml)
+        smi_j = sum(trapezoid(*smi[g], a, b) or 0 for g in smi)
+        wb = acc["energy_j"]
+        rows.append(
+            {
+                "level": lv["label"],
+                "duration_s": w["duration_s"],
+                "wattbench_j": wb,
+                "independent_nvml_j": ind,
+                "diff_pct": 100 * (wb - ind) / ind if ind else None,
+                "nvidia_smi_1s_j": smi_j,
+                "smi_diff_pct": 100 * (smi_j - ind) / ind if ind else None,
+            }
+        )
+    for r in rows:
+        print(
+            f"{r['level']:>18}  {r['duration_s']:7.1f} s  wattbench {r['wattbench_j']:10.1f} J  "
+            f"independent {r['independent_nvml_j']:10.1f} J  diff {r['diff_pct']:+.3f}%  "
+            f"nvidia-smi 1s {r['nvidia_smi_1s_j']:10.1f} J ({r['smi_diff_pct']:+.2f}%)"
+        )
+    if "--json" in sys.argv:
+        Path(sys.argv[sys.argv.index("--json") + 1]).write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
