@@ -91,7 +91,7 @@ class MeasuredNode:
     gpus: int
     accelerator_w: float | None  # per accelerator, when measured at the accelerator boundary
     host_overhead_w: float | None
-    output_tokens_per_s: float
+    output_tokens_per_s: float | None  # None: not known (nameplate node without a figure)
     goodput_output_tokens_per_s: float | None
     verdict: str
     power_source: str
