@@ -206,10 +206,9 @@ def find_gpu(name: str, table: HardwareTable | None = None) -> GPUSpec:
     known = ", ".join(table.names())
     if len(prefixed) > 1:
         raise UserError(f"GPU {name!r} is ambiguous ({', '.join(g.name for g in prefixed)}); known GPUs: {known}")
-    close = difflib.get_close_matches(key, [normalize_gpu_name(n) for n in table.names()], n=1, cutoff=0.6)
-    hint = ""
-    if close:
-        hint = " (did you mean " + next(n for n in table.names() if normalize_gpu_name(n) == close[0]) + "?)"
+    by_key = {normalize_gpu_name(n): g.name for g in table.gpus for n in [g.name, *g.aliases]}
+    close = difflib.get_close_matches(key, list(by_key), n=1, cutoff=0.6)
+    hint = f" (did you mean {by_key[close[0]]}?)" if close else ""
     raise UserError(
         f"unknown GPU {name!r}{hint}; known GPUs: {known}. "
         "Add a row with --hardware FILE or in " + str(default_user_hardware_path())

@@ -304,3 +304,34 @@ def power_first(
         total_output_tokens_per_s=sum(a.output_tokens_per_s for a in allocations),
         unallocated_w=site_kw * 1000.0 - power, options=fitting, excluded=excluded, warnings=warnings,
     )
+
+
+CANDIDATE_KEYS = {"run": str, "boundary": str, "name": str, "gpus": int, "host_overhead_w": float}
+
+
+def parse_candidate_arg(text: str, boundary: str = "accelerator") -> Candidate:
+    """A ``--candidates`` value: a run directory, or ``run=DIR,boundary=node,name=X,gpus=8``."""
+    from pathlib import Path
+
+    from wattbench.planning.measured import load_result
+
+    t = text.strip()
+    if "=" not in t or Path(t).expanduser().exists():
+        return Candidate(result=load_result(t), boundary=boundary)
+    kw: dict[str, Any] = {}
+    for item in t.split(","):
+        if not item.strip():
+            continue
+        if "=" not in item:
+            raise UserError(f"--candidates {text!r}: {item!r} is not key=value")
+        k, v = (s.strip() for s in item.split("=", 1))
+        if k not in CANDIDATE_KEYS:
+            raise UserError(f"--candidates {text!r}: unknown key {k!r}; use {', '.join(CANDIDATE_KEYS)}")
+        try:
+            kw[k] = CANDIDATE_KEYS[k](v)
+        except ValueError:
+            raise UserError(f"--candidates {text!r}: {k}={v!r} is not a valid {CANDIDATE_KEYS[k].__name__}") from None
+    if "run" not in kw:
+        raise UserError(f"--candidates {text!r}: give a run directory or run=DIR,…")
+    return Candidate(result=load_result(kw["run"]), boundary=kw.get("boundary", boundary), name=kw.get("name"),
+                     gpus_per_node=kw.get("gpus"), host_overhead_w=kw.get("host_overhead_w"))

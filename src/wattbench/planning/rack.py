@@ -282,3 +282,32 @@ def plan_rack(
         ))
     return RackPlan(rack_kw=rack_kw, headroom_pct=headroom_pct, usable_w=usable, boundary=boundary,
                     percentile=percentile, thresholds=t, rows=rows)
+
+
+RUN_KEYS = {"run": str, "level": int, "gpus": int, "gpus_per_node": int, "name": str, "host_overhead_w": float}
+
+
+def parse_node_arg(text: str) -> NodeSpec | MeasuredNodeRef:
+    """A ``--node`` value: a run directory, ``run=DIR,level=2,gpus=8,name=X``, or a NodeSpec string."""
+    from pathlib import Path
+
+    from wattbench.planning.measured import load_result
+
+    t = text.strip()
+    if "=" not in t or Path(t).expanduser().exists():
+        return MeasuredNodeRef(result=load_result(t))
+    fields = dict(item.split("=", 1) for item in t.split(",") if "=" in item)
+    if "run" not in fields:
+        return parse_node_spec(t)
+    kw: dict[str, Any] = {}
+    for k, v in fields.items():
+        k = k.strip()
+        if k not in RUN_KEYS:
+            raise UserError(f"--node {text!r}: unknown key {k!r} for a run; use {', '.join(RUN_KEYS)}")
+        try:
+            kw[k] = RUN_KEYS[k](v.strip())
+        except ValueError:
+            raise UserError(f"--node {text!r}: {k}={v!r} is not a valid {RUN_KEYS[k].__name__}") from None
+    gpus = kw.pop("gpus", None) or kw.pop("gpus_per_node", None)
+    return MeasuredNodeRef(result=load_result(kw["run"]), level=kw.get("level"), gpus_per_node=gpus,
+                           name=kw.get("name"), host_overhead_w=kw.get("host_overhead_w"))
