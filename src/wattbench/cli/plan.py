@@ -44,15 +44,25 @@ def _table(title: str, columns: list[str]):
 
 
 def _print(*renderables) -> None:
+    """Tables as they are; plain strings printed literally (no rich markup in names or paths)."""
     from rich.console import Console
+    from rich.text import Text
 
     con = Console()
     for r in renderables:
-        con.print(r)
+        con.print(Text(r) if isinstance(r, str) else r)
 
 
-def _warnings(ws: list[str]) -> list[str]:
-    return [f"[yellow]warning:[/yellow] {w}" for w in ws]
+def _warnings(ws: list[str]):
+    from rich.text import Text
+
+    return [Text.assemble(("warning: ", "yellow"), w) for w in ws]
+
+
+def _cell(text: str):
+    from rich.text import Text
+
+    return Text(text)
 
 
 def register(app: typer.Typer) -> None:
@@ -123,7 +133,7 @@ def register(app: typer.Typer) -> None:
     def rack_cmd(
         rack_kw: float = typer.Option(..., "--rack-kw", help="Power budget of one rack in kW."),
         node: Optional[List[str]] = typer.Option(None, "--node", help="A run directory, run=DIR,level=I,gpus=N,name=X, or a spec name=X,power_w=W | accelerator_w=W,gpus=N | gpu=H200,gpus=N [,host_overhead_w=W,tokens_per_s=T,goodput_tokens_per_s=G]. Repeatable."),
-        more: Optional[List[str]] = typer.Argument(None, help="More --node values."),
+        more: Optional[List[str]] = typer.Argument(None, metavar="NODE", help="More --node values."),
         boundary: str = typer.Option("accelerator", "--boundary", help="Boundary of measured power: accelerator, node or wall."),
         percentile: str = typer.Option("p95", "--percentile", help="p95 or p99 (also max, avg)."),
         host_overhead_w: Optional[float] = typer.Option(None, "--host-overhead-w", help="Declared host power per node (CPU, memory, fans, NICs) added to accelerator power."),
@@ -152,7 +162,7 @@ def register(app: typer.Typer) -> None:
         )
         ws: list[str] = []
         for r in plan.rows:
-            t.add_row(r.name, _num(r.node_power_w), str(r.nodes_per_rack), _num(r.rack_power_w / 1000, ",.1f"),
+            t.add_row(_cell(r.name), _num(r.node_power_w), str(r.nodes_per_rack), _num(r.rack_power_w / 1000, ",.1f"),
                       _num(r.gpus_per_rack, ",d") if r.gpus_per_rack else "-", _num(r.accelerator_w),
                       r.cooling, _num(r.rack_output_tokens_per_s), _num(r.rack_goodput_output_tokens_per_s),
                       _num(r.output_tokens_per_s_per_kw, ",.1f"))
@@ -165,7 +175,7 @@ def register(app: typer.Typer) -> None:
     def power_first_cmd(
         site_kw: float = typer.Option(..., "--site-kw", help="Site (or hall) IT power cap in kW."),
         candidates: Optional[List[str]] = typer.Option(None, "--candidates", help="A run directory or run=DIR,boundary=B,name=X,gpus=N. Repeatable."),
-        more: Optional[List[str]] = typer.Argument(None, help="More candidate run directories."),
+        more: Optional[List[str]] = typer.Argument(None, metavar="RUN", help="More candidate run directories."),
         slo: Optional[str] = typer.Option(None, "--slo", help="Latency limits, e.g. ttft_p95_ms=500,tpot_p95_ms=50."),
         headroom_pct: float = typer.Option(10.0, "--headroom-pct", help="Percent of site power kept unallocated."),
         boundary: str = typer.Option("accelerator", "--boundary", help="Boundary of measured power: accelerator, node or wall."),
@@ -190,7 +200,7 @@ def register(app: typer.Typer) -> None:
         )
         for a in plan.allocations:
             o = a.option
-            t.add_row(o.name, o.level_label, _num(o.node_power_w), f"{a.nodes:,}", _num(a.power_w / 1000, ",.1f"),
+            t.add_row(_cell(o.name), _cell(o.level_label), _num(o.node_power_w), f"{a.nodes:,}", _num(a.power_w / 1000, ",.1f"),
                       _num(a.value_output_tokens_per_s), o.value_kind)
         t.add_row("total", "", "", "", _num(plan.total_power_w / 1000, ",.1f"),
                   _num(plan.total_value_output_tokens_per_s), "")

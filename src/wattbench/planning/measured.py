@@ -52,7 +52,7 @@ def load_result(path: str | Path) -> Result:
 def result_name(result: Result) -> str:
     gpu = result.environment.gpus[0].name if result.environment.gpus else None
     parts = [p for p in (result.server.model, gpu) if p]
-    return " / ".join(parts) + f" [{result.run_id}]" if parts else result.run_id
+    return " / ".join(parts) + f" ({result.run_id})" if parts else result.run_id
 
 
 def get_level(result: Result, index: int) -> LevelResult:

@@ -212,4 +212,10 @@ def roofline_for_result(
         measured_tokens_per_s=lv.throughput.output_tokens_per_s, hardware=hardware,
     )
     res.measured_from = measured_from
+    n_run = len(result.environment.gpus)
+    if n_run > gpus:
+        res.warnings.append(
+            f"the run saw {n_run} GPUs but the bound is for {gpus}; if the server used them all "
+            f"(tensor parallel or replicas), give --gpus {n_run}"
+        )
     return res

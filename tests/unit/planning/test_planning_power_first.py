@@ -51,14 +51,14 @@ def test_optimal_against_brute_force(site_kw):
 def test_invalid_levels_left_out():
     plan = power_first(10, _cands())
     assert len(plan.options) == 4
-    assert any("[B] level 2" in e and "invalid" in e for e in plan.excluded)
+    assert any("(B) level 2" in e and "invalid" in e for e in plan.excluded)
 
 
 def test_slo_filters_levels():
     plan = power_first(10, _cands(), slo=parse_slo("ttft_p95_ms=500,tpot_p95_ms=40"))
     kept = {(o.run_id, o.level_index) for o in plan.options}
     assert kept == {("A", 0), ("B", 0), ("B", 1)}
-    assert any("[A] level 1" in e and "ttft p95 900.0 ms > 500 ms" in e for e in plan.excluded)
+    assert any("(A) level 1" in e and "ttft p95 900.0 ms > 500 ms" in e for e in plan.excluded)
     assert plan.total_value_output_tokens_per_s == pytest.approx(_brute(plan.options, 9000))
 
 

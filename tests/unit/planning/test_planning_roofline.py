@@ -100,3 +100,12 @@ def test_measured_above_bound_warns():
     res = make_result("r2", [make_level(0, out_tps=400.0)])
     r = roofline_for_result(res, 0, "llama-8b", context=0)
     assert r.measured_pct_of_bound > 100 and any("exceeds" in w for w in r.warnings)
+
+
+def test_run_with_more_gpus_than_bound_warns():
+    res = make_result("r3", [make_level(0, out_tps=1000.0, concurrency=8)], gpus=4)
+    r = roofline_for_result(res, 0, "llama-8b")
+    assert any("--gpus 4" in w for w in r.warnings)
+    r4 = roofline_for_result(res, 0, "llama-8b", gpus=4)
+    assert not any("--gpus" in w for w in r4.warnings)
+    assert r4.memory_bandwidth_bytes_per_s == 4 * 4.8e12
