@@ -149,3 +149,21 @@ def test_subprocess_tco_json():
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["electricity_cost_per_year"] == pytest.approx(36_792_000)
+
+
+def test_roofline_with_hardware_file(app, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    f = tmp_path / "hw.json"
+    f.write_text(json.dumps({"version": 1, "gpus": [
+        {"name": "Lab GPU", "vendor": "X", "form_factor": "pcie", "tdp_w": 300, "memory_bytes": 96e9,
+         "memory_bandwidth_bytes_per_s": 2e12, "bf16_dense_flops": 5e14,
+         "source": {"title": "lab measurement sheet", "url": "https://example.org/lab"}}]}))
+    res = invoke(app, "roofline", "--model", "llama-8b", "--gpu", "lab-gpu", "--hardware", str(f), "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["bound_tokens_per_s"] == pytest.approx(2e12 / (8_030_261_248 * 2))
+    # the user config dir is read without --hardware
+    cfg = tmp_path / "cfg" / "wattbench"
+    cfg.mkdir(parents=True)
+    (cfg / "hardware.json").write_text(f.read_text())
+    res = invoke(app, "roofline", "--model", "llama-8b", "--gpu", "Lab GPU", "--json")
+    assert res.exit_code == 0, res.output
