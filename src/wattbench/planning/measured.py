@@ -1,0 +1,205 @@
+"""Turning a measured run into planning inputs: node power at a percentile, throughput, goodput, latency.
+
+This is the one place planners read ``Result`` objects. Conventions:
+
+* Power comes from ``level.energy[boundary]`` (the level's full measurement window), at ``p95`` or
+  ``p99`` of the sampled power. At the ``accelerator`` boundary the figure is the sum over the
+  measured devices (``BoundaryEnergy.devices``); a node's power is then
+  ``figure / devices × gpus_per_node + host overhead``, where the host overhead is the declared
+  ``host_overhead_w`` or, when none is declared, the same percentile measured at the ``host``
+  boundary of the same level, or 0 with a warning. At the ``node`` and ``wall`` boundaries the
+  figure already covers the whole node and is used as is.
+* Throughput and goodput (``level.goodput["output_tokens_per_s"]``) are scaled by
+  ``gpus_per_node / devices`` when the node has more accelerators than were measured (independent
+  replicas assumed; a warning says so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wattbench.errors import UserError
+from wattbench.results.schema import LevelResult, Result
+
+NODE_BOUNDARIES = ("accelerator", "node", "wall")
+PERCENTILES = ("p95", "p99", "max", "avg")
+
+
+def load_result(path: str | Path) -> Result:
+    """Load a run directory (or its ``result.json``).
+
+    Uses ``wattbench.results.rundir.load_result`` where that module exists; otherwise reads and
+    validates ``result.json`` directly.
+    """
+    try:
+        from wattbench.results.rundir import load_result as _load  # type: ignore[import-not-found]
+    except ImportError:
+        _load = None
+    if _load is not None:
+        return _load(path)
+    p = Path(path).expanduser()
+    f = p / "result.json" if p.is_dir() else p
+    if not f.is_file():
+        raise UserError(f"no result at {path}: give a run directory containing result.json")
+    try:
+        return Result.model_validate_json(f.read_text())
+    except ValueError as e:
+        first = str(e).strip().splitlines()[0]
+        raise UserError(f"{f} is not a wattbench result ({first})") from None
+
+
+def result_name(result: Result) -> str:
+    gpu = result.environment.gpus[0].name if result.environment.gpus else None
+    parts = [p for p in (result.server.model, gpu) if p]
+    return " / ".join(parts) + f" ({result.run_id})" if parts else result.run_id
+
+
+def get_level(result: Result, index: int) -> LevelResult:
+    for lv in result.levels:
+        if lv.index == index:
+            return lv
+    if 0 <= index < len(result.levels):
+        return result.levels[index]
+    have = ", ".join(str(lv.index) for lv in result.levels) or "none"
+    raise UserError(f"run {result.run_id} has no level {index}; levels: {have}")
+
+
+def boundary_power_w(level: LevelResult, boundary: str, percentile: str) -> float | None:
+    be = level.energy.get(boundary)
+    if be is None:
+        return None
+    return {
+        "p95": be.p95_power_w,
+        "p99": be.p99_power_w,
+        "max": be.max_power_w,
+        "avg": be.avg_power_w,
+    }[percentile]
+
+
+@dataclass
+class MeasuredNode:
+    """One level of one run seen as a node: its power and what it delivers."""
+
+    name: str
+    run_id: str
+    level_index: int
+    level_label: str
+    boundary: str
+    percentile: str
+    node_power_w: float
+    gpus: int
+    accelerator_w: float | None  # per accelerator, when measured at the accelerator boundary
+    host_overhead_w: float | None
+    output_tokens_per_s: float | None  # None: not known (nameplate node without a figure)
+    goodput_output_tokens_per_s: float | None
+    verdict: str
+    power_source: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def check_boundary_percentile(boundary: str, percentile: str) -> None:
+    if boundary not in NODE_BOUNDARIES:
+        raise UserError(f"boundary {boundary!r} cannot size a node; use one of {', '.join(NODE_BOUNDARIES)}")
+    if percentile not in PERCENTILES:
+        raise UserError(f"percentile {percentile!r} is not supported; use one of {', '.join(PERCENTILES)}")
+
+
+def measured_node(
+    result: Result,
+    level: int | None = None,
+    boundary: str = "accelerator",
+    percentile: str = "p95",
+    gpus_per_node: int | None = None,
+    host_overhead_w: float | None = None,
+    name: str | None = None,
+) -> MeasuredNode:
+    """Node power and delivery for one level (default: the level with the highest output throughput)."""
+    check_boundary_percentile(boundary, percentile)
+    if host_overhead_w is not None and host_overhead_w < 0:
+        raise UserError(f"host overhead {host_overhead_w} W is negative; give 0 or more")
+    if gpus_per_node is not None and gpus_per_node < 1:
+        raise UserError(f"gpus per node must be at least 1, got {gpus_per_node}")
+    if level is None:
+        usable = [lv for lv in result.levels if boundary_power_w(lv, boundary, percentile) is not None]
+        if not usable:
+            raise UserError(_no_power_msg(result, boundary, percentile))
+        lv = max(usable, key=lambda x: x.throughput.output_tokens_per_s)
+    else:
+        lv = get_level(result, level)
+    power = boundary_power_w(lv, boundary, percentile)
+    if power is None:
+        raise UserError(_no_power_msg(result, boundary, percentile, lv))
+    if power <= 0:
+        raise UserError(f"run {result.run_id} level {lv.index}: {percentile} power at {boundary} is {power} W (not positive)")
+    warnings: list[str] = []
+    be = lv.energy[boundary]
+    if be.label != "measured":
+        warnings.append(f"{boundary} power of run {result.run_id} is {be.label}, not measured")
+    if boundary == "accelerator":
+        measured = len(be.devices) or len(result.environment.gpus) or 1
+        gpus = gpus_per_node or measured
+        per_acc = power / measured
+        if host_overhead_w is not None:
+            host = host_overhead_w
+            host_src = f"declared host {host:g} W"
+        else:
+            hp = boundary_power_w(lv, "host", percentile)
+            if hp is not None:
+                host = hp
+                host_src = f"measured host {percentile} {host:.0f} W"
+            else:
+                host = 0.0
+                host_src = "no host overhead"
+                warnings.append(
+                    f"run {result.run_id}: node power counts accelerators only (no host measurement and no "
+                    "--host-overhead-w); rack density is overstated"
+                )
+        node_w = per_acc * gpus + host
+        src = f"measured {percentile} accelerator {per_acc:.0f} W × {gpus} + {host_src}"
+    else:
+        measured = len(result.environment.gpus) or 1
+        gpus = gpus_per_node or measured
+        per_acc = None
+        host = None
+        node_w = power
+        src = f"measured {percentile} at {boundary}"
+        if gpus_per_node is not None and gpus_per_node != measured:
+            raise UserError(
+                f"run {result.run_id} was measured at the {boundary} boundary with {measured} GPUs; "
+                "a different --gpus-per-node needs the accelerator boundary"
+            )
+    scale = gpus / measured
+    if scale != 1:
+        warnings.append(
+            f"run {result.run_id}: measured on {measured} accelerators, scaled to {gpus} per node "
+            "(assumes independent replicas)"
+        )
+    goodput = (lv.goodput or {}).get("output_tokens_per_s")
+    return MeasuredNode(
+        name=name or result_name(result),
+        run_id=result.run_id,
+        level_index=lv.index,
+        level_label=lv.label,
+        boundary=boundary,
+        percentile=percentile,
+        node_power_w=node_w,
+        gpus=gpus,
+        accelerator_w=per_acc,
+        host_overhead_w=host,
+        output_tokens_per_s=lv.throughput.output_tokens_per_s * scale,
+        goodput_output_tokens_per_s=None if goodput is None else float(goodput) * scale,
+        verdict=lv.validity.verdict,
+        power_source=src,
+        warnings=warnings,
+    )
+
+
+def _no_power_msg(result: Result, boundary: str, percentile: str, lv: LevelResult | None = None) -> str:
+    levels = [lv] if lv is not None else result.levels
+    have = sorted({b for x in levels for b, e in x.energy.items()})
+    where = f"level {lv.index}" if lv is not None else "any level"
+    return (
+        f"run {result.run_id} has no {percentile} power at the {boundary} boundary in {where}"
+        f" (boundaries with energy: {', '.join(have) or 'none'}); choose --boundary from those"
+    )

@@ -1,0 +1,180 @@
+"""Total cost of ownership: electricity, rack rent, cooling, maintenance, amortization; cost per million tokens.
+
+Yearly figures (``hours`` = operating hours per year, 8,760 by default):
+
+    it_energy_kwh        = it_kw × load × hours
+    facility_energy_kwh  = it_energy_kwh × pue
+    electricity          = facility_energy_kwh × price_per_kwh
+    cooling              = it_energy_kwh × cooling_cost_per_kwh      (only cooling NOT already in the PUE)
+    rack_rent            = rack_rent_per_month × 12 × racks
+    maintenance          = hardware_cost × maintenance_pct_per_year / 100
+    amortization         = hardware_cost / amortization_years         (straight line)
+
+``load`` is the average fraction of ``it_kw`` drawn over the year. PUE already charges the
+facility's cooling energy; ``cooling_cost_per_kwh`` is for cooling billed separately (e.g. a chilled
+water tariff with PUE given as 1). Giving both a PUE above 1 and a cooling tariff counts cooling twice;
+the result carries a warning when that happens.
+
+Tokens per year come from a measured efficiency (``tokens_per_kwh`` of IT energy, e.g. a result's
+``output_tokens_per_kwh`` at the node or wall boundary × the IT energy), or from a fleet throughput
+(``tokens_per_s`` at full load × load × hours × 3600). Cost per million tokens = total cost / tokens ×
+1e6; the electricity-only figure is reported too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from wattbench.errors import UserError
+
+HOURS_PER_YEAR = 8760.0
+Period = Literal["year", "month"]
+
+
+@dataclass
+class TCOResult:
+    currency: str
+    period: str
+    it_kw: float
+    load: float
+    hours_per_year: float
+    pue: float
+    price_per_kwh: float
+    it_energy_kwh_per_year: float
+    facility_energy_kwh_per_year: float
+    electricity_cost_per_year: float
+    cooling_cost_per_year: float
+    rack_rent_per_year: float
+    maintenance_cost_per_year: float
+    amortization_per_year: float
+    total_cost_per_year: float
+    costs_per_period: dict[str, float]
+    total_cost_per_period: float
+    tokens_per_year: float | None = None
+    tokens_source: str | None = None
+    cost_per_million_tokens: float | None = None
+    electricity_cost_per_million_tokens: float | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _nonneg(name: str, v: float | None) -> None:
+    if v is not None and v < 0:
+        raise UserError(f"{name} = {v} is negative; give 0 or more")
+
+
+def tco(
+    it_kw: float,
+    price_per_kwh: float,
+    load: float = 1.0,
+    hours: float = HOURS_PER_YEAR,
+    pue: float = 1.0,
+    rack_rent_per_month: float = 0.0,
+    racks: int = 0,
+    cooling_cost_per_kwh: float = 0.0,
+    maintenance_pct_per_year: float = 0.0,
+    hardware_cost: float = 0.0,
+    amortization_years: float | None = None,
+    currency: str = "USD",
+    period: Period = "year",
+    tokens_per_kwh: float | None = None,
+    tokens_per_s: float | None = None,
+) -> TCOResult:
+    if it_kw <= 0:
+        raise UserError(f"IT power {it_kw} kW must be positive")
+    if not 0 < load <= 1:
+        raise UserError(f"load {load} must be the average fraction of IT power drawn, in (0, 1]")
+    if not 0 < hours <= HOURS_PER_YEAR:
+        raise UserError(f"hours {hours} must be operating hours per year, in (0, {HOURS_PER_YEAR:.0f}]")
+    if pue < 1:
+        raise UserError(f"PUE {pue} is below 1; PUE is facility power / IT power (1.0 or more)")
+    for n, v in (("price per kWh", price_per_kwh), ("rack rent per month", rack_rent_per_month),
+                 ("racks", racks), ("cooling cost per kWh", cooling_cost_per_kwh),
+                 ("maintenance % per year", maintenance_pct_per_year), ("hardware cost", hardware_cost),
+                 ("tokens per kWh", tokens_per_kwh), ("tokens per s", tokens_per_s)):
+        _nonneg(n, v)
+    if amortization_years is not None and amortization_years <= 0:
+        raise UserError(f"amortization years {amortization_years} must be positive")
+    if period not in ("year", "month"):
+        raise UserError(f"period {period!r} must be 'year' or 'month'")
+    if tokens_per_kwh is not None and tokens_per_s is not None:
+        raise UserError("give either tokens per kWh (measured efficiency) or tokens per s (throughput), not both")
+    warnings: list[str] = []
+    if rack_rent_per_month > 0 and racks == 0:
+        warnings.append("rack rent given but --racks is 0: no rent counted")
+    if hardware_cost > 0 and amortization_years is None:
+        warnings.append("hardware cost given without --amortization-years: no amortization counted")
+    if pue > 1 and cooling_cost_per_kwh > 0:
+        warnings.append(
+            "PUE > 1 already charges cooling energy; a separate cooling cost per kWh may count cooling twice"
+        )
+
+    it_kwh = it_kw * load * hours
+    facility_kwh = it_kwh * pue
+    electricity = facility_kwh * price_per_kwh
+    cooling = it_kwh * cooling_cost_per_kwh
+    rent = rack_rent_per_month * 12.0 * racks
+    maintenance = hardware_cost * maintenance_pct_per_year / 100.0
+    amortization = hardware_cost / amortization_years if amortization_years else 0.0
+    total = electricity + cooling + rent + maintenance + amortization
+    div = 12.0 if period == "month" else 1.0
+    per_period = {
+        "electricity": electricity / div,
+        "cooling": cooling / div,
+        "rack_rent": rent / div,
+        "maintenance": maintenance / div,
+        "amortization": amortization / div,
+    }
+    res = TCOResult(
+        currency=currency, period=period, it_kw=it_kw, load=load, hours_per_year=hours, pue=pue,
+        price_per_kwh=price_per_kwh, it_energy_kwh_per_year=it_kwh, facility_energy_kwh_per_year=facility_kwh,
+        electricity_cost_per_year=electricity, cooling_cost_per_year=cooling, rack_rent_per_year=rent,
+        maintenance_cost_per_year=maintenance, amortization_per_year=amortization, total_cost_per_year=total,
+        costs_per_period=per_period, total_cost_per_period=total / div, warnings=warnings,
+    )
+    tokens = None
+    if tokens_per_kwh is not None:
+        tokens = tokens_per_kwh * it_kwh
+        res.tokens_source = f"{tokens_per_kwh:.6g} tokens per IT kWh × {it_kwh:.6g} kWh"
+    elif tokens_per_s is not None:
+        tokens = tokens_per_s * load * hours * 3600.0
+        res.tokens_source = f"{tokens_per_s:.6g} tokens/s × load {load:g} × {hours:g} h"
+    if tokens is not None:
+        res.tokens_per_year = tokens
+        if tokens > 0:
+            res.cost_per_million_tokens = total / tokens * 1e6
+            res.electricity_cost_per_million_tokens = electricity / tokens * 1e6
+        else:
+            warnings.append("zero tokens per year: no cost per million tokens")
+    return res
+
+
+def tokens_per_kwh_from_result(result, level: int | None, boundary: str) -> tuple[float, list[str]]:
+    """Output tokens per kWh at ``boundary`` for a level (default: the most efficient valid level)."""
+    from wattbench.planning.measured import get_level
+
+    warnings: list[str] = []
+    if boundary in ("accelerator", "accelerator_memory", "cpu", "dram", "host"):
+        warnings.append(
+            f"tokens per kWh at the {boundary} boundary leave out the rest of the node: cost per token is "
+            "understated; prefer --boundary node or wall"
+        )
+
+    def eff(lv):
+        be = lv.energy.get(boundary)
+        return None if be is None else be.output_tokens_per_kwh
+
+    if level is None:
+        usable = [lv for lv in result.levels if eff(lv) and lv.validity.verdict != "invalid"]
+        if not usable:
+            raise UserError(f"run {result.run_id} has no output tokens per kWh at the {boundary} boundary")
+        lv = max(usable, key=eff)
+    else:
+        lv = get_level(result, level)
+    value = eff(lv)
+    if not value:
+        raise UserError(f"run {result.run_id} level {lv.index} has no output tokens per kWh at the {boundary} boundary")
+    return float(value), warnings

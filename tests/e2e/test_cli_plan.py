@@ -1,0 +1,169 @@
+"""``wattbench plan …`` through the real CLI app (CliRunner) and once as a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.fakes.planning_results import make_level, make_result, write_run
+from wattbench.cli.main import build_app
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+@pytest.fixture(scope="module")
+def app():
+    return build_app()
+
+
+def invoke(app, *args):
+    return CliRunner().invoke(app, ["plan", *args])
+
+
+def _err(res) -> str:
+    try:
+        return res.stderr
+    except ValueError:  # older click without separate stderr
+        return res.output
+
+
+def test_tco_worked_example_json(app):
+    res = invoke(app, "tco", "--it-kw", "10000", "--load", "0.7", "--price-per-kwh", "0.6", "--pue", "1", "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["electricity_cost_per_year"] == pytest.approx(36_792_000)
+
+
+def test_tco_table_and_month(app):
+    res = invoke(app, "tco", "--it-kw", "10000", "--load", "0.7", "--price-per-kwh", "0.6", "--period", "month")
+    assert res.exit_code == 0, res.output
+    assert "3,066,000.00" in res.stdout  # 36,792,000 / 12
+
+
+def test_roofline_json_299(app):
+    res = invoke(app, "roofline", "--model", "llama-8b", "--gpu", "H200", "--dtype", "bf16", "--batch", "1",
+                 "--context", "0", "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["bound_tokens_per_s"] == pytest.approx(298.87, abs=0.05)
+    assert d["kv_bytes_per_token"] == 131072
+
+
+def test_roofline_table(app):
+    res = invoke(app, "roofline", "--model", "llama-8b", "--gpu", "h200-sxm")
+    assert res.exit_code == 0, res.output
+    assert "298.9" in res.stdout and "memory-bound" in res.stdout
+
+
+def test_unknown_gpu_exit_2_one_line(app):
+    res = invoke(app, "roofline", "--model", "llama-8b", "--gpu", "H300")
+    assert res.exit_code == 2
+    err = _err(res).strip()
+    assert err.startswith("wattbench: error: unknown GPU 'H300'") and "H200 SXM" in err
+    assert "Traceback" not in res.output and len(err.splitlines()) == 1
+
+
+def test_rack_worked_examples_json(app):
+    res = invoke(app, "rack", "--rack-kw", "15", "--node", "name=a,power_w=1400", "--node", "name=b,power_w=1800",
+                 "name=c,power_w=1100", "name=d,power_w=900", "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert [r["nodes_per_rack"] for r in d["rows"]] == [10, 8, 13, 16]
+
+
+def test_rack_liquid(app):
+    res = invoke(app, "rack", "--rack-kw", "22.4", "--node", "name=x,accelerator_w=1400,gpus=4", "--json")
+    assert res.exit_code == 0, res.output
+    row = json.loads(res.stdout)["rows"][0]
+    assert row["cooling"] == "liquid" and row["rack_power_w"] == 22400
+
+
+@pytest.mark.parametrize("node,rack_kw,needle", [
+    ("name=a,power_w=-1400", "15", "negative"),
+    ("name=a,power_w=1400", "1", "smaller than one node"),
+])
+def test_rack_errors_exit_2(app, node, rack_kw, needle):
+    res = invoke(app, "rack", "--rack-kw", rack_kw, "--node", node)
+    assert res.exit_code == 2
+    assert needle in _err(res) and "Traceback" not in res.output
+
+
+def _runs(tmp_path):
+    a = make_result("run-a", [
+        make_level(0, out_tps=900, acc_p95_w=1150, goodput_tps=800, ttft_p95_ms=200, concurrency=8),
+        make_level(1, out_tps=1500, acc_p95_w=1420, goodput_tps=1300, ttft_p95_ms=900, concurrency=32),
+    ])
+    b = make_result("run-b", [make_level(0, out_tps=500, acc_p95_w=640, goodput_tps=470, ttft_p95_ms=150)],
+                    gpu="NVIDIA L40S")
+    return write_run(tmp_path / "a", a), write_run(tmp_path / "b", b)
+
+
+def test_rack_from_run_dirs(app, tmp_path):
+    a, b = _runs(tmp_path)
+    res = invoke(app, "rack", "--rack-kw", "15", "--node", str(a), str(b), "--host-overhead-w", "300", "--json")
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["rows"]
+    assert rows[0]["node_power_w"] == 1720 and rows[0]["nodes_per_rack"] == 8
+    assert rows[0]["rack_goodput_output_tokens_per_s"] == 8 * 1300
+    assert rows[1]["node_power_w"] == 940 and rows[1]["nodes_per_rack"] == 15
+
+
+def test_roofline_with_result(app, tmp_path):
+    a, _ = _runs(tmp_path)
+    res = invoke(app, "roofline", "--model", "llama-8b", "--result", str(a), "--level", "1", "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["gpu"] == "H200 SXM" and d["batch"] == 32 and d["context"] == 1100
+    assert d["measured_pct_of_bound"] == pytest.approx(100 * 1500 / d["bound_tokens_per_s"])
+
+
+def test_power_first_with_slo(app, tmp_path):
+    a, b = _runs(tmp_path)
+    res = invoke(app, "power-first", "--site-kw", "10", "--candidates", str(a), str(b),
+                 "--slo", "ttft_p95_ms=500", "--host-overhead-w", "0", "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["budget_w"] == 9000
+    assert {(x["option"]["run_id"], x["option"]["level_index"]) for x in d["allocations"]} <= {("run-a", 0), ("run-b", 0)}
+    # best mix of 1150 W/800 and 640 W/470 under 9000 W: 14 × B = 8960 W, 6580 tok/s
+    assert d["total_value_output_tokens_per_s"] == pytest.approx(6580)
+    table = invoke(app, "power-first", "--site-kw", "10", "--candidates", str(a), str(b), "--slo", "ttft_p95_ms=500")
+    assert table.exit_code == 0 and "breaks the SLO" in " ".join(table.stdout.split())
+
+
+def test_missing_result_dir_exit_2(app, tmp_path):
+    res = invoke(app, "power-first", "--site-kw", "10", "--candidates", str(tmp_path / "nope"))
+    assert res.exit_code == 2 and "no result" in _err(res)
+
+
+def test_subprocess_tco_json():
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    out = subprocess.run(
+        [sys.executable, "-m", "wattbench", "plan", "tco", "--it-kw", "10000", "--load", "0.7",
+         "--price-per-kwh", "0.6", "--pue", "1", "--json"],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["electricity_cost_per_year"] == pytest.approx(36_792_000)
+
+
+def test_roofline_with_hardware_file(app, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    f = tmp_path / "hw.json"
+    f.write_text(json.dumps({"version": 1, "gpus": [
+        {"name": "Lab GPU", "vendor": "X", "form_factor": "pcie", "tdp_w": 300, "memory_bytes": 96e9,
+         "memory_bandwidth_bytes_per_s": 2e12, "bf16_dense_flops": 5e14,
+         "source": {"title": "lab measurement sheet", "url": "https://example.org/lab"}}]}))
+    res = invoke(app, "roofline", "--model", "llama-8b", "--gpu", "lab-gpu", "--hardware", str(f), "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["bound_tokens_per_s"] == pytest.approx(2e12 / (8_030_261_248 * 2))
+    # the user config dir is read without --hardware
+    cfg = tmp_path / "cfg" / "wattbench"
+    cfg.mkdir(parents=True)
+    (cfg / "hardware.json").write_text(f.read_text())
+    res = invoke(app, "roofline", "--model", "llama-8b", "--gpu", "Lab GPU", "--json")
+    assert res.exit_code == 0, res.output

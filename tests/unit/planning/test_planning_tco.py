@@ -1,0 +1,68 @@
+import pytest
+
+from tests.fakes.planning_results import make_level, make_result
+from wattbench.errors import UserError
+from wattbench.planning.tco import tco, tokens_per_kwh_from_result
+
+
+def test_worked_example_10mw():
+    r = tco(it_kw=10000, load=0.7, price_per_kwh=0.6, pue=1)
+    assert r.electricity_cost_per_year == pytest.approx(10000 * 0.7 * 8760 * 0.6) == 36_792_000
+    assert r.total_cost_per_year == pytest.approx(36_792_000)
+
+
+def test_all_components_and_month_period():
+    r = tco(it_kw=100, price_per_kwh=0.2, load=0.5, pue=1.3, rack_rent_per_month=2000, racks=5,
+            maintenance_pct_per_year=8, hardware_cost=3_000_000, amortization_years=4, period="month",
+            currency="EUR")
+    it_kwh = 100 * 0.5 * 8760
+    assert r.it_energy_kwh_per_year == it_kwh
+    assert r.electricity_cost_per_year == pytest.approx(it_kwh * 1.3 * 0.2)
+    assert r.rack_rent_per_year == 2000 * 12 * 5
+    assert r.maintenance_cost_per_year == pytest.approx(240_000)
+    assert r.amortization_per_year == pytest.approx(750_000)
+    total = it_kwh * 1.3 * 0.2 + 120_000 + 240_000 + 750_000
+    assert r.total_cost_per_year == pytest.approx(total)
+    assert r.total_cost_per_period == pytest.approx(total / 12)
+    assert r.costs_per_period["rack_rent"] == pytest.approx(10_000)
+    assert r.currency == "EUR" and not r.warnings
+
+
+def test_cost_per_million_tokens_from_efficiency_and_throughput():
+    r = tco(it_kw=10, price_per_kwh=0.1, tokens_per_kwh=1_000_000)
+    tokens = 10 * 8760 * 1_000_000
+    assert r.tokens_per_year == tokens
+    assert r.cost_per_million_tokens == pytest.approx(10 * 8760 * 0.1 / tokens * 1e6) == pytest.approx(0.1)
+    t = tco(it_kw=10, price_per_kwh=0.1, load=0.5, tokens_per_s=1000)
+    assert t.tokens_per_year == 1000 * 0.5 * 8760 * 3600
+    assert t.cost_per_million_tokens == pytest.approx(10 * 0.5 * 8760 * 0.1 / t.tokens_per_year * 1e6)
+
+
+def test_cooling_double_count_warning():
+    r = tco(it_kw=10, price_per_kwh=0.1, pue=1.4, cooling_cost_per_kwh=0.02)
+    assert r.cooling_cost_per_year == pytest.approx(10 * 8760 * 0.02)
+    assert any("twice" in w for w in r.warnings)
+    assert not tco(it_kw=10, price_per_kwh=0.1, pue=1.0, cooling_cost_per_kwh=0.02).warnings
+
+
+@pytest.mark.parametrize("kw", [
+    dict(it_kw=-1), dict(load=0), dict(load=1.5), dict(pue=0.9), dict(price_per_kwh=-0.1),
+    dict(hours=9000), dict(amortization_years=0), dict(period="week"),
+    dict(tokens_per_kwh=1, tokens_per_s=1),
+])
+def test_errors(kw):
+    args = dict(it_kw=10, price_per_kwh=0.1) | kw
+    with pytest.raises(UserError):
+        tco(**args)
+
+
+def test_tokens_per_kwh_from_result():
+    res = make_result("T", [
+        make_level(0, out_tps=10, node_p95_w=1000, node_tokens_per_kwh=2e5),
+        make_level(1, out_tps=20, node_p95_w=1200, node_tokens_per_kwh=5e5),
+        make_level(2, out_tps=30, node_p95_w=1300, node_tokens_per_kwh=9e5, verdict="invalid"),
+    ])
+    assert tokens_per_kwh_from_result(res, None, "node") == (5e5, [])
+    assert tokens_per_kwh_from_result(res, 0, "node")[0] == 2e5
+    with pytest.raises(UserError, match="accelerator"):
+        tokens_per_kwh_from_result(res, None, "accelerator")
