@@ -11,7 +11,9 @@ Algorithm (docs/accounting.md, "Counters"):
    * ``d < 0`` and ``max_value`` known: a **wrap**, ``d += max_value``;
    * ``d < 0`` without ``max_value``, or any delta whose implied power ``d / dt`` is implausible
      (above ``max_power_w`` when given, else above ``IMPLAUSIBLE_FACTOR`` × the median implied
-     power of the normal intervals): a **reset**. Its delta is skipped and the interval's energy
+     power of the normal intervals), or a wrap whose corrected delta implies more than
+     ``WRAP_LOCAL_FACTOR`` × the larger of its neighbouring intervals' power (on a wrapping counter
+     a reset otherwise reads as a wrap adding up to ``max_value``): a **reset**. Its delta is skipped and the interval's energy
      is taken from ``fill(t_a, t_b)`` (the integral of a power channel of the same device) when
      given, else interpolated as the mean power of the neighbouring normal intervals × dt; the
      interpolated energy is reported (``fill_interp_j``) and enters the uncertainty.
@@ -32,6 +34,7 @@ import numpy as np
 from wattbench.accounting.sampling import DEFAULT_GAP_FACTOR, coverage, expected_period_s
 
 IMPLAUSIBLE_FACTOR = 50.0
+WRAP_LOCAL_FACTOR = 3.0
 
 
 @dataclass
@@ -107,6 +110,12 @@ def counter_energy(
         good = power[normal & (d > 0)]
         limit = IMPLAUSIBLE_FACTOR * float(np.median(good)) if len(good) >= 3 else np.inf
     implausible = ~reset & (power > limit)
+    # a wrap must also look like its neighbours: on a wrapping counter a reset reads as a "wrap"
+    # adding up to max_value, which shows as a power far above the intervals around it
+    for i in np.flatnonzero(wrap & ~implausible):
+        neigh = [power[j] for j in (i - 1, i + 1) if 0 <= j < len(d) and normal[j] and d[j] >= 0]
+        if neigh and power[i] > WRAP_LOCAL_FACTOR * max(neigh):
+            implausible[i] = True
     reset |= implausible
     wrap &= ~reset
 

@@ -22,7 +22,7 @@ def test_step_exact_at_and_between_samples():
     t = grid(0, 10, 0.1)
     r = counter_energy(ns(t), cum(tr, t), 1 * S, 9 * S, update_period_s=0.1)
     assert r.energy_j == pytest.approx(1600.0, abs=1e-9)
-    r2 = counter_energy(ns(t), cum(tr, t), int(1.05 * S), int(8.95 * S), update_period_s=0.1)
+    r2 = counter_energy(ns(t), cum(tr, t), round(1.05 * S), round(8.95 * S), update_period_s=0.1)
     assert r2.energy_j == pytest.approx(3.9 * 100 + 3.95 * 300 + 0.05 * 100, abs=1e-9)
     # edge bound: one update period's energy at each edge (100 W left, 300 W right)
     assert r.edge_error_j == pytest.approx(0.1 * 100 + 0.1 * 300)
@@ -37,7 +37,7 @@ def test_ramp_exact():
     assert r.energy_j == pytest.approx(50 * (49 - 4), rel=1e-12)
     # mid-interval edges: linear interpolation of a convex cumulative errs by h^2/8*E'' at each
     # edge, the same at both ends, so the difference is still exact
-    r2 = counter_energy(ns(t), cum(tr, t), int(2.05 * S), int(7.05 * S))
+    r2 = counter_energy(ns(t), cum(tr, t), round(2.05 * S), round(7.05 * S))
     assert r2.energy_j == pytest.approx(50 * (7.05**2 - 2.05**2), rel=1e-9)
 
 
@@ -45,7 +45,7 @@ def test_wrap_with_max_value():
     t = grid(0, 20, 0.1)
     true = 200.0 * t
     v = np.fmod(true, 1000.0)
-    r = counter_energy(ns(t), v, int(0.5 * S), int(19.5 * S), max_value=1000.0)
+    r = counter_energy(ns(t), v, round(0.5 * S), round(19.5 * S), max_value=1000.0)
     assert r.energy_j == pytest.approx(200.0 * 19.0, abs=1e-6)
     assert r.wraps == 3
     assert r.resets == 0
@@ -108,7 +108,7 @@ def test_nvml_staircase_repeats_are_not_gaps():
     assert r.points < 100  # repeats collapsed, only the neighbourhood kept
     # a window ending right on a read: first-seen times keep it exact, while interpolating the
     # repeats literally is biased by most of a period's energy at that edge
-    r2 = counter_energy(ns(reads), v, 1 * S, int(9.09 * S))
+    r2 = counter_energy(ns(reads), v, 1 * S, round(9.09 * S))
     assert r2.energy_j == pytest.approx(200.0 * 8.09, abs=1e-6)
     naive = np.interp([1.0, 9.09], reads, v)
     assert (naive[1] - naive[0]) == pytest.approx(1610.0)
@@ -131,7 +131,7 @@ def test_gap_counter_energy_exact_but_coverage_lower():
 
 def test_window_beyond_series_extrapolates_and_loses_coverage():
     t = grid(2, 10, 0.1)
-    r = counter_energy(ns(t), 200.0 * t, int(1.5 * S), 9 * S, update_period_s=0.1)
+    r = counter_energy(ns(t), 200.0 * t, round(1.5 * S), 9 * S, update_period_s=0.1)
     assert r.energy_j == pytest.approx(200.0 * 7.5, abs=1e-6)
     assert r.coverage == pytest.approx(1 - 0.5 / 7.5)
     assert r.largest_gap_s == pytest.approx(0.5)
