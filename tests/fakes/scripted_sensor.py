@@ -100,7 +100,10 @@ class ScriptedSensor(Sensor):
         self.resets_at_s = sorted(resets_at_s)
         self.gaps_s = list(gaps_s)
         self.update_period_s = update_period_s
-        self.energy_fn = energy_fn or (lambda t: energy_of(power_w, 0.0, t, 2000))
+        if energy_fn is None:
+            energy_fn = (lambda t: power_w.energy(0.0, t)) if isinstance(power_w, Trace) else (
+                lambda t: energy_of(power_w, 0.0, t, 2000))
+        self.energy_fn = energy_fn
         self.clock = clock
         self.t_open_ns: int | None = None
 

@@ -19,7 +19,8 @@ Channel choice, per boundary and device (docs/accounting.md, "Boundaries"):
 7. ``label`` is the least trustworthy part: measured < declared < estimate.
 8. Where a device has a counter and a measured power channel, both are kept: ``cross_check`` holds
    the counter energy, the power integral and ``diff_pct = 100 × (integral − counter) / counter``
-   per device and summed; the counter remains the figure.
+   per device and summed; the counter remains the figure. A power channel whose coverage is below
+   ``CROSS_MIN_COVERAGE`` is listed but not used to judge the counter (uncertainty, validity).
 
 ``node``, ``wall`` and ``cluster`` are never synthesised from their parts: a sum of metered parts
 misses fans, PSU losses and the rest of the board, and would be a misleading per-kW figure.
@@ -40,6 +41,7 @@ from wattbench.telemetry.base import BOUNDARIES, CONTAINS, Channel, TelemetryLog
 METHOD_RANK = {"measured": 0, "declared": 1, "estimate": 2}
 LABELS = ("measured", "declared", "estimate")
 FACILITY_SOURCES = ("cluster", "wall", "node")
+CROSS_MIN_COVERAGE = 0.95  # a power channel below this coverage is not used to judge a counter
 
 
 @dataclass
@@ -174,6 +176,7 @@ def device_energy(
                     "power_integral_j": first.energy_j,
                     "power_channel": powers[0].id,
                     "diff_pct": _diff_pct(r.energy_j, first.energy_j),
+                    "power_coverage": first.coverage,
                 }
                 others_x = {
                     pid: {"power_integral_j": pi.energy_j, "diff_pct": _diff_pct(r.energy_j, pi.energy_j)}
@@ -183,7 +186,8 @@ def device_energy(
                 if others_x:
                     cross["others"] = others_x
                 # the instant power channel shows peaks better than a counter's per-period average
-                poly_t, poly_w = first.poly_t_ns, first.poly_w
+                if first.coverage >= CROSS_MIN_COVERAGE:
+                    poly_t, poly_w = first.poly_t_ns, first.poly_w
         energy, cov, lg, gaps, period = r.energy_j, r.coverage, r.largest_gap_s, r.gaps, r.update_period_s
         edge, fill_interp, resets, wraps = r.edge_error_j, r.fill_interp_j, r.resets, r.wraps
     else:
@@ -192,8 +196,11 @@ def device_energy(
         energy, cov, lg, gaps, period = r.energy_j, r.coverage, r.largest_gap_s, r.gaps, r.update_period_s
         edge, fill_interp, resets, wraps = r.edge_error_j, 0.0, 0, 0
         poly_t, poly_w = r.poly_t_ns, r.poly_w
+    # a poorly covered power channel says little about the counter: its disagreement is shown but
+    # neither enters the uncertainty nor the validity verdict
+    trusted = cross is not None and cross["power_coverage"] >= CROSS_MIN_COVERAGE
     u, parts = combine_pct(energy, meter_pct=meter_pct(ch), edge_error_j=edge, coverage=cov,
-                           fill_interp_j=fill_interp, cross_diff_pct=cross["diff_pct"] if cross else None)
+                           fill_interp_j=fill_interp, cross_diff_pct=cross["diff_pct"] if trusted else None)
     return DeviceEnergy(
         device=ch.device, channel=ch.id, method=method, label=ch.method, energy_j=energy, coverage=cov,
         largest_gap_s=lg, gaps=gaps, resets=resets, wraps=wraps, update_period_s=period, edge_error_j=edge,
@@ -218,7 +225,10 @@ def _merge_cross(parts: list[DeviceEnergy]) -> dict:
         "counter_j": c,
         "power_integral_j": i,
         "diff_pct": _diff_pct(c, i),
-        "max_abs_device_diff_pct": max(abs(p.cross_check["diff_pct"]) for p in both),
+        "max_abs_device_diff_pct": max(
+            (abs(p.cross_check["diff_pct"]) for p in both if p.cross_check["power_coverage"] >= CROSS_MIN_COVERAGE),
+            default=None,
+        ),
         "devices": {p.device or p.channel: p.cross_check for p in both},
     }
 

@@ -153,3 +153,14 @@ def test_device_with_no_readings_falls_through_to_next_channel():
     acc = boundary_totals(log, W0, W1)["accelerator"]
     assert acc.energy_j == pytest.approx(2000.0)
     assert acc.method == "power_integral"
+
+
+def test_poorly_covered_power_channel_does_not_judge_the_counter():
+    t = T[T <= 5.0 + 1e-9]  # power channel stops half-way through the window
+    log = build_log(counter("c", 200), (power_channel("p", update_period_s=0.1), t, np.full(len(t), 200.0)))
+    acc = boundary_totals(log, W0, W1)["accelerator"]
+    dev = acc.cross_check["devices"]["dev0"]
+    assert dev["power_coverage"] == pytest.approx(4.0 / 8.0)
+    assert dev["diff_pct"] == pytest.approx(0.0)
+    assert acc.cross_check["max_abs_device_diff_pct"] is None
+    assert acc.parts[0].uncertainty_parts["cross_check"] == 0.0

@@ -62,3 +62,20 @@ def test_build_log_units():
 
     log = build_log((power_channel("p"), [0.5, 1.25], [10, 20]))
     assert log.series("p") == ([500_000_000, 1_250_000_000], [10.0, 20.0])
+
+
+def test_scripted_sensor_on_the_real_clock():
+    import time
+
+    tr = Trace([(0, 100), (100, 100)])
+    sen = ScriptedSensor(tr)  # default clock: time.perf_counter_ns
+    log = TelemetryLog()
+    log.add_channels(sen.open())
+    for _ in range(4):
+        log.add(sen.read())
+        time.sleep(0.005)
+    t, v = log.series("scripted.energy")
+    for ti, vi in zip(t, v):
+        assert vi == pytest.approx(100.0 * (ti - sen.t_open_ns) / 1e9, rel=1e-9)
+    tp, vp = log.series("scripted.power")
+    assert tp == t and vp == [100.0] * 4
