@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from wattbench.accounting.boundaries import BoundaryTotal, boundary_totals
-from wattbench.accounting.idle import IdlePower, idle_split, measure_idle
+from wattbench.accounting.idle import IdlePower, dynamic_uncertainty_pct, idle_split, measure_idle
 from wattbench.accounting.steady import full_window, steady_window
 from wattbench.accounting.thermal import thermal_summary
 from wattbench.accounting.validity import (
@@ -142,6 +142,8 @@ def account_window(
             gaps=t.gaps,
             update_period_s=t.update_period_s,
             uncertainty_parts={p.device or p.channel: p.uncertainty_parts for p in t.parts},
+            dynamic_uncertainty_pct=dynamic_uncertainty_pct(e, t.uncertainty_pct, idle_j,
+                                                            ip.uncertainty_pct if ip else None),
         )
     findings = energy_findings(totals, dur) + failure_findings(log, start_ns, end_ns)
     findings += throttle_findings(log, start_ns, end_ns)

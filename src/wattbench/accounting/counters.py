@@ -155,11 +155,12 @@ def counter_energy(
     a, b = 0.0, float(t1 - t0)
     energy = cum_at(b) - cum_at(a)
 
-    def bracket_power(x: float) -> float:
-        k = int(np.clip(np.searchsorted(tf, x, side="right") - 1, 0, len(power) - 1))
+    def bracket_power(x: float, side: str) -> float:
+        # the interval holding the edge; an edge on a point takes the interval inside the window
+        k = int(np.clip(np.searchsorted(tf, x, side=side) - 1, 0, len(power) - 1))
         return float(power[k])
 
-    edge_err = p * (abs(bracket_power(a)) + abs(bracket_power(b)))
+    edge_err = p * (abs(bracket_power(a, "right")) + abs(bracket_power(b, "left")))
 
     wraps = int(np.sum(wrap & overlap))
     resets = int(np.sum(reset & overlap))

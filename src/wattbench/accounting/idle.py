@@ -10,6 +10,10 @@ For a load window of duration ``T`` with gross energy ``E``::
 
     idle_energy_j    = idle_power_w × T
     dynamic_energy_j = E − idle_energy_j
+
+and its uncertainty adds the absolute errors of both (one meter, so not independent)::
+
+    dynamic_uncertainty_pct = (E·u_E + idle_energy_j·u_idle) / dynamic_energy_j
 """
 
 from __future__ import annotations
@@ -75,3 +79,16 @@ def idle_split(gross_energy_j: float | None, idle_power_w: float | None, duratio
         return None, None
     idle_j = idle_power_w * duration_s
     return idle_j, (None if gross_energy_j is None else gross_energy_j - idle_j)
+
+
+def dynamic_uncertainty_pct(
+    gross_energy_j: float | None, gross_pct: float | None, idle_energy_j: float | None, idle_pct: float | None
+) -> float | None:
+    """Uncertainty of ``gross − idle``: the two absolute errors add linearly (same meter, so not
+    independent), relative to the dynamic energy. ``None`` when the dynamic energy is not positive."""
+    if None in (gross_energy_j, gross_pct, idle_energy_j, idle_pct):
+        return None
+    dyn = gross_energy_j - idle_energy_j
+    if dyn <= 0:
+        return None
+    return (abs(gross_energy_j) * gross_pct + abs(idle_energy_j) * idle_pct) / dyn

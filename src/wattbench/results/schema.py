@@ -144,6 +144,7 @@ class BoundaryEnergy(_M):
     wraps: int | None = None  # energy-counter wraparounds in the window
     update_period_s: float | None = None  # effective meter update period (largest of the devices)
     uncertainty_parts: dict[str, dict[str, float]] = Field(default_factory=dict)  # device -> term -> %
+    dynamic_uncertainty_pct: float | None = None  # of dynamic_energy_j (gross and idle errors added)
 
 
 class Window(_M):

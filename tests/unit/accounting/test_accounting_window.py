@@ -56,6 +56,10 @@ def test_all_fields_filled_with_idle_and_dynamic_split():
     assert (g.p95_power_w, g.p99_power_w, g.max_power_w) == (pytest.approx(400.0),) * 3
     # nvml: meter 5%; edges 0.1 s x 400 W each = 80 J of 3200 J = 2.5%
     assert g.uncertainty_pct == pytest.approx(math.sqrt(5**2 + 2.5**2))
+    # idle window 0..4.9 s at 80 W: edges 2 x 0.1 s x 80 W = 16 J of 392 J
+    u_idle = math.sqrt(5**2 + (100 * 16 / 392) ** 2)
+    assert idle["accelerator"].uncertainty_pct == pytest.approx(u_idle)
+    assert g.dynamic_uncertainty_pct == pytest.approx((3200 * g.uncertainty_pct + 640 * u_idle) / 2560)
     assert acc.window.kind == "steady"
     dumped = g.model_dump()
     for k in ("energy_j", "avg_power_w", "p95_power_w", "p99_power_w", "max_power_w", "idle_power_w",
