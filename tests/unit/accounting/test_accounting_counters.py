@@ -141,3 +141,18 @@ def test_too_few_points():
     r = counter_energy(ns([1.0]), [5.0], 0, 2 * S)
     assert r.energy_j is None
     assert math.isclose(r.coverage, 0.0)
+
+
+def test_rapl_range_wrap():
+    # intel-rapl:0 max_energy_range_uj = 262143328850 µJ; counter starts 500 J below the top
+    max_j = 262143328850 / 1e6
+    t = grid(0, 10, 0.1)
+    true = max_j - 500.0 + 150.0 * t  # 150 W package
+    v = np.where(true >= max_j, true - max_j, true)
+    r = counter_energy(ns(t), v, 1 * S, 9 * S, max_value=max_j)
+    assert r.energy_j == pytest.approx(1200.0, abs=1e-6)
+    assert (r.wraps, r.resets) == (1, 0)
+    # the same drop without the range known is a reset, filled from neighbours
+    r = counter_energy(ns(t), v, 1 * S, 9 * S)
+    assert (r.wraps, r.resets) == (0, 1)
+    assert r.energy_j == pytest.approx(1200.0, abs=1e-6)
