@@ -138,6 +138,13 @@ class BoundaryEnergy(_M):
     channels: list[str] = Field(default_factory=list)
     cross_check: dict[str, Any] = Field(default_factory=dict)  # e.g. counter vs power integral
     notes: list[str] = Field(default_factory=list)
+    # added by accounting: what went into coverage and uncertainty (docs/accounting.md)
+    gaps: int | None = None  # sample gaps overlapping the window
+    resets: int | None = None  # energy-counter resets in the window
+    wraps: int | None = None  # energy-counter wraparounds in the window
+    update_period_s: float | None = None  # effective meter update period (largest of the devices)
+    uncertainty_parts: dict[str, dict[str, float]] = Field(default_factory=dict)  # device -> term -> %
+    dynamic_uncertainty_pct: float | None = None  # of dynamic_energy_j (gross and idle errors added)
 
 
 class Window(_M):

@@ -1,0 +1,146 @@
+"""Validity verdicts: ``valid`` | ``warn`` | ``invalid`` with reasons; the worst finding wins.
+
+==========================================  ===========================  ====================
+rule                                        warn                         invalid
+==========================================  ===========================  ====================
+coverage (per boundary)                     < 0.95                       < 0.80
+largest gap                                 > 1 s                        —
+counter resets in the window                any                          —
+counter vs power integral, worst device     |diff| > 5 %                 |diff| > 15 %
+window length in meter update periods       < 10                         < 3
+no energy for a boundary that has channels  always                       —
+sensor read failures in the window          any                          —
+power/thermal capping bits (0x4 0x8 0x20    any sample                   —
+0x40 0x80) in clock-event reasons
+client saturated (LoadStats.saturated)      yes                          —
+achieved vs target rate (open loop)         |diff| > 10 %                —
+token source not ``usage``/``tokenizer``    approximate                  —
+==========================================  ===========================  ====================
+
+Why these thresholds: below 80 % coverage a fifth of the window's energy is interpolated, more
+than any meter's error; 5 % is NVML's stated accuracy, so a counter/integral disagreement beyond it
+is more than the meters' own error, and beyond 15 % one of the two is not measuring the same thing.
+A window shorter than 10 update periods carries up to 20 % edge error (one period each edge); under
+3 periods the figure is mostly edge. A 10 % rate shortfall in an open loop means the load was not
+the one asked for (Poisson scatter of a few hundred requests stays well within it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wattbench.accounting.thermal import throttling
+from wattbench.results.schema import LoadStats, Validity
+from wattbench.telemetry.base import TelemetryLog
+
+COVERAGE_WARN = 0.95
+COVERAGE_INVALID = 0.80
+LARGEST_GAP_WARN_S = 1.0
+CROSS_WARN_PCT = 5.0
+CROSS_INVALID_PCT = 15.0
+MIN_PERIODS_WARN = 10.0
+MIN_PERIODS_INVALID = 3.0
+RATE_WARN_PCT = 10.0
+GOOD_TOKEN_SOURCES = ("usage", "tokenizer")
+_ORDER = ("valid", "warn", "invalid")
+
+
+@dataclass(frozen=True)
+class Finding:
+    verdict: str  # warn | invalid
+    reason: str
+
+    def text(self) -> str:
+        return f"{self.verdict}: {self.reason}"
+
+
+def energy_findings(totals: dict, duration_s: float) -> list[Finding]:
+    """Findings from per-boundary totals (``boundaries.BoundaryTotal``). Composite boundaries
+    (host sum, facility × PUE) repeat their parts' findings, so they are skipped."""
+    out: list[Finding] = []
+    for b, t in totals.items():
+        if t.composite:
+            continue
+        if t.energy_j is None:
+            out.append(Finding("warn", f"{b}: no energy could be computed ({'; '.join(t.notes[-1:])})"))
+            continue
+        if t.method == "declared":
+            continue  # a declared constant is not sampled: coverage and gaps do not apply
+        if t.coverage is not None and t.coverage < COVERAGE_INVALID:
+            out.append(Finding("invalid", f"{b}: sample coverage {t.coverage:.2f} < {COVERAGE_INVALID}"))
+        elif t.coverage is not None and t.coverage < COVERAGE_WARN:
+            out.append(Finding("warn", f"{b}: sample coverage {t.coverage:.2f} < {COVERAGE_WARN}"))
+        if t.largest_gap_s is not None and t.largest_gap_s > LARGEST_GAP_WARN_S:
+            out.append(Finding("warn", f"{b}: largest sample gap {t.largest_gap_s:.2f} s > {LARGEST_GAP_WARN_S:g} s"))
+        if t.resets:
+            out.append(Finding("warn", f"{b}: energy counter reset {t.resets} time(s) in the window"))
+        worst = t.cross_check.get("max_abs_device_diff_pct") if t.cross_check else None
+        if worst is not None and worst > CROSS_INVALID_PCT:
+            out.append(Finding("invalid", f"{b}: counter and power integral disagree by {worst:.1f}% "
+                                          f"(> {CROSS_INVALID_PCT:g}%)"))
+        elif worst is not None and worst > CROSS_WARN_PCT:
+            out.append(Finding("warn", f"{b}: counter and power integral disagree by {worst:.1f}% "
+                                       f"(> {CROSS_WARN_PCT:g}%)"))
+        if t.update_period_s > 0 and duration_s > 0:
+            n = duration_s / t.update_period_s
+            if n < MIN_PERIODS_INVALID:
+                out.append(Finding("invalid", f"{b}: window {duration_s:.3g} s is {n:.1f} meter update periods "
+                                              f"(< {MIN_PERIODS_INVALID:g})"))
+            elif n < MIN_PERIODS_WARN:
+                out.append(Finding("warn", f"{b}: window {duration_s:.3g} s is {n:.1f} meter update periods "
+                                           f"(< {MIN_PERIODS_WARN:g})"))
+    return out
+
+
+def failure_findings(log: TelemetryLog, t0: int, t1: int) -> list[Finding]:
+    by_sensor: dict[str, list[str]] = {}
+    for f in log.failures:
+        if t0 <= f.t_ns <= t1:
+            by_sensor.setdefault(f.sensor, []).append(f.error)
+    return [Finding("warn", f"sensor {s} failed {len(errs)} time(s) in the window (first: {errs[0]})")
+            for s, errs in sorted(by_sensor.items())]
+
+
+def throttle_findings(log: TelemetryLog, t0: int, t1: int) -> list[Finding]:
+    out = []
+    for dev, r in sorted(throttling(log, t0, t1).items()):
+        if r["capping_reasons"]:
+            out.append(Finding("warn", f"{dev}: clocks capped ({', '.join(r['capping_reasons'])}) in "
+                                       f"{100 * r['capping_fraction']:.0f}% of samples"))
+    return out
+
+
+def load_findings(load: LoadStats | None, token_source: str | None = None) -> list[Finding]:
+    out: list[Finding] = []
+    if load is not None:
+        if load.saturated:
+            why = "; ".join(load.saturation_reasons) or "no reason given"
+            out.append(Finding("warn", f"load generator saturated: {why}"))
+        if load.mode == "rate" and load.target_rate_rps and load.achieved_rate_rps is not None:
+            diff = 100.0 * (load.achieved_rate_rps - load.target_rate_rps) / load.target_rate_rps
+            if abs(diff) > RATE_WARN_PCT:
+                out.append(Finding("warn", f"achieved rate {load.achieved_rate_rps:.3g} req/s is {diff:+.1f}% "
+                                           f"from the target {load.target_rate_rps:.3g} (> {RATE_WARN_PCT:g}%)"))
+    if token_source is not None and token_source not in GOOD_TOKEN_SOURCES:
+        out.append(Finding("warn", f"token counts are {token_source}, not from the server's usage or tokenizer"))
+    return out
+
+
+def combine(findings: list[Finding]) -> Validity:
+    """Worst verdict; reasons in order, duplicates removed."""
+    verdict = "valid"
+    reasons: list[str] = []
+    for f in findings:
+        if _ORDER.index(f.verdict) > _ORDER.index(verdict):
+            verdict = f.verdict
+        if f.text() not in reasons:
+            reasons.append(f.text())
+    return Validity(verdict=verdict, reasons=reasons)
+
+
+def worst(*validities: Validity) -> Validity:
+    verdict = max((v.verdict for v in validities), key=_ORDER.index, default="valid")
+    reasons: list[str] = []
+    for v in validities:
+        reasons += [r for r in v.reasons if r not in reasons]
+    return Validity(verdict=verdict, reasons=reasons)

@@ -1,0 +1,174 @@
+"""Ground-truth power traces: a scripted ``Sensor`` and a pure ``TelemetryLog`` builder.
+
+``ScriptedSensor`` plays a known power trace ``power_w(elapsed_s)``: on each ``read()`` it reports,
+at the current ``time.perf_counter_ns()``, the power (W) and/or the exact cumulative energy (J,
+the integral of the trace since ``open()``, computed analytically or by fine quadrature). Faults
+can be injected: counter wrap (``max_value``), counter resets at given elapsed times, and gaps
+(intervals in which ``read()`` raises, as a failing meter does). It works with a real sampler.
+
+``build_log`` makes a ``TelemetryLog`` straight from arrays for unit tests, no clock involved.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from wattbench.telemetry.base import Channel, Reading, Sensor, TelemetryLog
+
+
+class Trace:
+    """A piecewise-linear power trace ``[(t_s, watts), ...]`` with exact energy.
+
+    Repeat a time to make a step: ``Trace([(0, 100), (5, 100), (5, 300), (10, 300)])``.
+    Before the first point and after the last, the end values are held.
+    """
+
+    def __init__(self, points: Sequence[tuple[float, float]]) -> None:
+        self.t = np.array([p[0] for p in points], dtype=np.float64)
+        self.w = np.array([p[1] for p in points], dtype=np.float64)
+        if np.any(np.diff(self.t) < 0):
+            raise ValueError("trace times must not decrease")
+
+    def __call__(self, t_s: float) -> float:
+        # right-continuous at steps: the last point with time <= t decides a repeated time
+        k = int(np.searchsorted(self.t, t_s, side="right"))
+        if k == 0:
+            return float(self.w[0])
+        if k >= len(self.t):
+            return float(self.w[-1])
+        t0, t1, w0, w1 = self.t[k - 1], self.t[k], self.w[k - 1], self.w[k]
+        return float(w0 + (w1 - w0) * (t_s - t0) / (t1 - t0)) if t1 > t0 else float(w1)
+
+    def energy(self, a_s: float, b_s: float) -> float:
+        """Exact integral over ``[a_s, b_s]``."""
+        if b_s <= a_s:
+            return 0.0
+        knots = [a_s] + [float(x) for x in self.t if a_s < x < b_s] + [b_s]
+        total = 0.0
+        for x0, x1 in zip(knots, knots[1:]):
+            if x1 > x0:
+                # linear within (x0, x1): evaluate just inside to avoid step ambiguity
+                eps = (x1 - x0) * 1e-9
+                w0, w1 = self(x0 + eps), self(x1 - eps)
+                total += 0.5 * (w0 + w1) * (x1 - x0)
+        return total
+
+    def cumulative(self, t_s: float) -> float:
+        return self.energy(float(min(self.t[0], 0.0)), t_s)
+
+
+def step_trace(levels: Sequence[tuple[float, float]]) -> Trace:
+    """``[(from_s, watts), ...]``: piecewise-constant power as a ``Trace``."""
+    pts: list[tuple[float, float]] = []
+    for i, (s, w) in enumerate(sorted(levels)):
+        if pts:
+            pts.append((s, pts[-1][1]))
+        pts.append((s, w))
+    return Trace(pts)
+
+
+class ScriptedSensor(Sensor):
+    """Plays ``power_w(elapsed_s)``; channels: ``<name>.energy`` (counter) and/or ``<name>.power``."""
+
+    def __init__(
+        self,
+        power_w: Callable[[float], float],
+        *,
+        name: str = "scripted",
+        boundary: str = "accelerator",
+        device: str = "dev0",
+        counter: bool = True,
+        power: bool = True,
+        max_value: float | None = None,
+        resets_at_s: Sequence[float] = (),
+        gaps_s: Sequence[tuple[float, float]] = (),
+        update_period_s: float = 0.01,
+        poll_interval_s: float = 0.01,
+        energy_fn: Callable[[float], float] | None = None,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        self.name = name
+        self.poll_interval_s = poll_interval_s
+        self.power_w = power_w
+        self.boundary, self.device = boundary, device
+        self.counter, self.power = counter, power
+        self.max_value = max_value
+        self.resets_at_s = sorted(resets_at_s)
+        self.gaps_s = list(gaps_s)
+        self.update_period_s = update_period_s
+        if energy_fn is None:
+            energy_fn = (lambda t: power_w.energy(0.0, t)) if isinstance(power_w, Trace) else (
+                lambda t: energy_of(power_w, 0.0, t, 2000))
+        self.energy_fn = energy_fn
+        self.clock = clock
+        self.t_open_ns: int | None = None
+
+    def channels(self) -> list[Channel]:
+        out = []
+        if self.counter:
+            out.append(Channel(id=f"{self.name}.energy", sensor=self.name, kind="counter", quantity="energy",
+                               unit="J", boundary=self.boundary, device=self.device, primary=True,
+                               update_period_s=self.update_period_s, max_value=self.max_value, source="scripted"))
+        if self.power:
+            out.append(Channel(id=f"{self.name}.power", sensor=self.name, kind="power", quantity="power",
+                               unit="W", boundary=self.boundary, device=self.device, primary=not self.counter,
+                               update_period_s=self.update_period_s, source="scripted"))
+        return out
+
+    def open(self) -> list[Channel]:
+        self.t_open_ns = self.clock()
+        return self.channels()
+
+    def counter_value(self, elapsed_s: float) -> float:
+        """What the counter shows: energy since the last reset, modulo ``max_value``."""
+        since = max([r for r in self.resets_at_s if r <= elapsed_s], default=0.0)
+        e = self.energy_fn(elapsed_s) - (self.energy_fn(since) if since > 0 else 0.0)
+        return math.fmod(e, self.max_value) if self.max_value else e
+
+    def read(self) -> list[Reading]:
+        if self.t_open_ns is None:
+            raise RuntimeError("ScriptedSensor.read() before open()")
+        t = self.clock()
+        el = (t - self.t_open_ns) / 1e9
+        if any(a <= el < b for a, b in self.gaps_s):
+            raise OSError(f"scripted gap at {el:.3f} s")
+        out = []
+        if self.counter:
+            out.append(Reading(t, f"{self.name}.energy", self.counter_value(el)))
+        if self.power:
+            out.append(Reading(t, f"{self.name}.power", float(self.power_w(el))))
+        return out
+
+
+def build_log(*series: tuple[Channel, Sequence[float], Sequence[float]], failures=()) -> TelemetryLog:
+    """A ``TelemetryLog`` from ``(channel, times_s, values)`` triples (times in s, stored as ns)."""
+    log = TelemetryLog()
+    for ch, ts, vs in series:
+        log.add_channels([ch])
+        log.add([Reading(int(round(t * 1e9)), ch.id, float(v)) for t, v in zip(ts, vs)])
+    log.failures.extend(failures)
+    return log
+
+
+def counter_channel(cid: str = "c", *, boundary: str = "accelerator", device: str = "dev0", **kw) -> Channel:
+    kw.setdefault("primary", True)
+    return Channel(id=cid, sensor=kw.pop("sensor", "scripted"), kind="counter", quantity="energy", unit="J",
+                   boundary=boundary, device=device, **kw)
+
+
+def power_channel(cid: str = "p", *, boundary: str = "accelerator", device: str = "dev0", **kw) -> Channel:
+    return Channel(id=cid, sensor=kw.pop("sensor", "scripted"), kind="power", quantity=kw.pop("quantity", "power"),
+                   unit="W", boundary=boundary, device=device, **kw)
+
+
+def aux_channel(cid: str, quantity: str, *, device: str = "dev0") -> Channel:
+    return Channel(id=cid, sensor="scripted", kind="aux", quantity=quantity, unit="", device=device)
+
+
+def grid(a_s: float, b_s: float, step_s: float) -> np.ndarray:
+    n = int(round((b_s - a_s) / step_s))
+    return a_s + step_s * np.arange(n + 1)
