@@ -13,6 +13,8 @@ Definitions (all in milliseconds, ``None`` where the record lacks what the figur
 
 from __future__ import annotations
 
+import numpy as np
+
 from wattbench.results.schema import RequestRecord
 
 _NS_PER_MS = 1e6
@@ -26,8 +28,9 @@ def _ms(a: int | None, b: int | None) -> float | None:
 
 def inter_chunk_gaps_ms(record: RequestRecord) -> list[float]:
     """Gaps between consecutive content chunks of one request, in ms (chunk order as recorded)."""
-    c = record.chunk_ns
-    return [(c[i] - c[i - 1]) / _NS_PER_MS for i in range(1, len(c))]
+    if len(record.chunk_ns) < 2:
+        return []
+    return (np.diff(np.asarray(record.chunk_ns, dtype=np.int64)) / _NS_PER_MS).tolist()
 
 
 def per_request_latencies(record: RequestRecord) -> dict[str, float | int | None]:
@@ -42,13 +45,14 @@ def per_request_latencies(record: RequestRecord) -> dict[str, float | int | None
         and record.last_token_ns is not None
     ):
         tpot = (record.last_token_ns - record.first_token_ns) / _NS_PER_MS / (out - 1)
-    gaps = inter_chunk_gaps_ms(record)
+    c = record.chunk_ns
+    gaps = np.diff(np.asarray(c, dtype=np.int64)) / _NS_PER_MS if len(c) >= 2 else None
     return {
         "ttft_ms": _ms(record.sent_ns, record.first_token_ns),
         "e2e_ms": _ms(record.sent_ns, end),
         "tpot_ms": tpot,
-        "itl_mean_ms": (sum(gaps) / len(gaps)) if gaps else None,
-        "itl_max_ms": max(gaps) if gaps else None,
+        "itl_mean_ms": float(gaps.mean()) if gaps is not None else None,
+        "itl_max_ms": float(gaps.max()) if gaps is not None else None,
         "send_lag_ms": _ms(record.scheduled_ns, record.sent_ns),
         "chunks": len(record.chunk_ns),
     }

@@ -231,8 +231,16 @@ class RunData:
     def server_timeline(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         return read_server_timeline(self.path, self.notes)
 
+    @cached_property
+    def _by_level(self) -> dict[int, list[RequestRecord]]:
+        out: dict[int, list[RequestRecord]] = {}
+        for r in self.requests:
+            out.setdefault(r.level, []).append(r)
+        return out
+
     def level_requests(self, index: int) -> list[RequestRecord]:
-        return [r for r in self.requests if r.level == index]
+        """Requests of one level (warm-up included), in file order."""
+        return self._by_level.get(index, [])
 
 
 def load_runs(paths: list[str | Path]) -> list[RunData]:
