@@ -660,6 +660,8 @@ def build_html(runs: list[RunData]) -> str:
         from wattbench.errors import UserError
 
         raise UserError("give at least one run directory to report on")
+    for run in runs:  # load side files first so their notes reach the validity banners
+        run.requests, run.telemetry, run.server_timeline  # noqa: B018
     doc = _Doc()
     title = "wattbench report: " + ", ".join(r.run_id for r in runs)
     doc.add(f"<h1>{e(title)}</h1>")

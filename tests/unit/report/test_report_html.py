@@ -143,3 +143,28 @@ def test_write_run_html_into_run_dir(report_run_dir, tmp_path):
     shutil.copytree(report_run_dir, d)
     p = write_run_html(d)
     assert p == d / "report.html" and p.stat().st_size > 4_000_000
+
+
+def test_minimal_result_without_side_files_or_levels(tmp_path):
+    from wattbench.results.schema import ClockInfo, LevelResult, Result
+
+    def write(levels):
+        d = tmp_path / f"r{len(levels)}"
+        d.mkdir()
+        r = Result(wattbench_version="0.1.0", run_id="bare", created_at="2026-01-01T00:00:00Z",
+                   clock=ClockInfo(anchor_wall_ns=1, anchor_mono_ns=1), levels=levels, status="interrupted",
+                   status_detail="Ctrl-C")
+        (d / "result.json").write_text(r.model_dump_json())
+        return d
+
+    page = build_html([RunData(write([]))])
+    assert "status interrupted: Ctrl-C" in page
+    lv = LevelResult(index=0, label="rate=2", energy_unavailable_reason="no sensors")
+    lv.load.mode = "rate"
+    lv.load.target_rate_rps = 2.0
+    run = RunData(write([lv]))
+    page = build_html([run])
+    assert "rate=2: no window and no requests; no timeline" in page
+    assert "energy unavailable: no sensors" in page
+    assert any("requests.jsonl is missing" in n for n in run.notes)
+    assert page.index("requests.jsonl is missing") < page.index('class="run"')
