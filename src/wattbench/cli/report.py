@@ -1,0 +1,66 @@
+"""``wattbench report RUN [RUN …]``: reports of run directories (terminal, HTML, CSV, Markdown)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from wattbench.cli.common import handle_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report")
+    @handle_errors
+    def report(
+        runs: list[Path] = typer.Argument(..., help="Run directories (each holds result.json).", show_default=False),
+        html: Path | None = typer.Option(None, "--html", help="Write a self-contained HTML report to FILE."),
+        csv_dir: Path | None = typer.Option(None, "--csv", help="Write levels.csv and requests.csv into DIR."),
+        md: Path | None = typer.Option(None, "--md", help="Write a Markdown summary (for a PR or issue) to FILE."),
+        json_out: bool = typer.Option(False, "--json", help="Print the written files and level headlines as JSON."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the summary table."),
+    ) -> None:
+        """Summarize run directories; optionally write HTML, CSV and Markdown reports."""
+        import json
+
+        from wattbench.report.data import load_runs
+
+        data = load_runs(runs)
+        written: dict[str, list[str]] = {}
+        if html is not None:
+            from wattbench.report.html import render_html
+
+            written["html"] = [str(render_html(data, html))]
+        if csv_dir is not None:
+            from wattbench.report.csv import write_csvs
+
+            written["csv"] = [str(p) for p in write_csvs(data, csv_dir)]
+        if md is not None:
+            from wattbench.report.markdown import write_markdown
+
+            written["md"] = [str(write_markdown(data, md))]
+        if json_out:
+            from wattbench.report import format as F
+
+            doc = {
+                "written": written,
+                "runs": [
+                    {"run_id": d.run_id, "path": str(d.path), "verdict": d.result.validity.verdict,
+                     "levels": [{"index": lv.index, "label": lv.label, "verdict": lv.validity.verdict,
+                                 "headline": F.headline(lv)} for lv in d.result.levels]}
+                    for d in data
+                ],
+            }
+            typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+            return
+        from rich.console import Console
+
+        from wattbench.report.terminal import run_summary
+
+        console = Console()
+        if not quiet:
+            for d in data:
+                console.print(run_summary(d.result))
+        for kind, paths in written.items():
+            for p in paths:
+                console.print(f"wrote {kind}: {p}", markup=False, highlight=False)

@@ -1,0 +1,98 @@
+"""Time series of what the client saw, for plotting a run on one time axis.
+
+These are display series, not headline figures (those come from ``result.json``):
+
+- ``output_tokens_per_s_buckets``: output tokens per second in fixed buckets, from chunk arrival
+  times. A request's ``output_tokens`` (from the server's usage) are spread evenly over its content
+  chunks, because a chunk may carry several tokens. A request without chunk times but with a
+  token count puts all its tokens at its last-token (or end) time.
+- ``in_flight_steps``: requests in flight (sent, not yet ended) as a step function.
+- ``counter_power_w``: power from consecutive readings of a cumulative energy counter, for
+  drawing channels that have no power reading; decreasing steps (reset/wrap) are skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from wattbench.results.schema import RequestRecord
+
+
+def output_tokens_per_s_buckets(
+    records: Iterable[RequestRecord], start_ns: int, end_ns: int, bucket_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Output tokens/s per bucket over [start_ns, end_ns).
+
+    Returns ``(bucket_start_ns, tokens_per_s)``; the last bucket may be shorter than ``bucket_s``
+    and is divided by its own length.
+    """
+    if bucket_s <= 0:
+        raise ValueError(f"bucket_s must be > 0, got {bucket_s}")
+    if end_ns <= start_ns:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    bucket_ns = int(round(bucket_s * 1e9))
+    edges = np.arange(start_ns, end_ns, bucket_ns, dtype=np.int64)
+    edges = np.append(edges, np.int64(end_ns))
+    times: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    for r in records:
+        tokens = r.output_tokens
+        if not tokens:
+            continue
+        if r.chunk_ns:
+            t = np.asarray(r.chunk_ns, dtype=np.int64)
+            times.append(t)
+            weights.append(np.full(t.size, tokens / t.size))
+        else:
+            at = r.last_token_ns if r.last_token_ns is not None else r.end_ns
+            if at is None:
+                continue
+            times.append(np.asarray([at], dtype=np.int64))
+            weights.append(np.asarray([float(tokens)]))
+    if times:
+        counts, _ = np.histogram(np.concatenate(times), bins=edges, weights=np.concatenate(weights))
+    else:
+        counts = np.zeros(edges.size - 1)
+    widths_s = np.diff(edges) / 1e9
+    return edges[:-1], counts / widths_s
+
+
+def in_flight_steps(records: Iterable[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
+    """Requests in flight after each send/end event: ``(t_ns, count)`` sorted by time.
+
+    A request with no end time (the run stopped while it was in flight) stays counted.
+    At equal timestamps ends are applied before sends.
+    """
+    t: list[int] = []
+    d: list[int] = []
+    for r in records:
+        t.append(r.sent_ns)
+        d.append(1)
+        end = r.end_ns if r.end_ns is not None else r.last_token_ns
+        if end is not None:
+            t.append(end)
+            d.append(-1)
+    if not t:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    ta = np.asarray(t, dtype=np.int64)
+    da = np.asarray(d, dtype=np.int64)
+    order = np.lexsort((da, ta))  # by time, then -1 before +1
+    return ta[order], np.cumsum(da[order])
+
+
+def counter_power_w(t_ns: Iterable[int], energy_j: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Power between consecutive counter readings, stamped at the interval midpoint.
+
+    Intervals with no time step or a decreasing counter (reset or wrap) are dropped.
+    """
+    t = np.asarray(list(t_ns), dtype=np.int64)
+    e = np.asarray(list(energy_j), dtype=float)
+    if t.size < 2:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    dt = np.diff(t)
+    de = np.diff(e)
+    keep = (dt > 0) & (de >= 0)
+    mid = t[:-1] + dt // 2
+    return mid[keep], de[keep] / (dt[keep] / 1e9)

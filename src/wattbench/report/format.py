@@ -1,0 +1,112 @@
+"""Text shared by the terminal, Markdown and HTML reports: number formatting, boundary order and
+the one-line headline of a level. Values are shown as stored in ``result.json``; the only
+conversion is W -> kW for display.
+"""
+
+from __future__ import annotations
+
+from wattbench.results.schema import BoundaryEnergy, LevelResult, Result
+from wattbench.telemetry.base import BOUNDARIES
+
+LABEL_RANK = {"measured": 0, "declared": 1, "estimate": 2}
+MISSING = "–"
+
+
+def fmt(x: float | int | None, unit: str = "") -> str:
+    """A number for people: thousands separators, about three significant digits."""
+    if x is None:
+        return MISSING
+    try:
+        xf = float(x)
+    except (TypeError, ValueError):
+        return MISSING
+    if xf != xf:  # NaN
+        return MISSING
+    a = abs(xf)
+    if a >= 1000:
+        s = f"{xf:,.0f}"
+    elif a >= 100:
+        s = f"{xf:.0f}"
+    elif a >= 10:
+        s = f"{xf:.1f}"
+    elif a >= 1:
+        s = f"{xf:.2f}"
+    elif a == 0:
+        s = "0"
+    else:
+        s = f"{xf:.2g}"
+    return f"{s} {unit}" if unit else s
+
+
+def fmt_pct(x: float | None) -> str:
+    return MISSING if x is None else f"{x:.1f}%"
+
+
+def fmt_fraction_pct(x: float | None) -> str:
+    """A 0..1 fraction shown as a percentage."""
+    return MISSING if x is None else f"{x * 100:.1f}%"
+
+
+def boundary_order(names) -> list[str]:
+    """Boundaries inner to outer (``BOUNDARIES`` order), unknown names after, alphabetically."""
+    names = set(names)
+    known = [b for b in BOUNDARIES if b in names]
+    return known + sorted(names - set(known))
+
+
+def result_boundaries(result: Result, steady: bool = False) -> list[str]:
+    """Every boundary that any level of the run has energy for."""
+    names: set[str] = set()
+    for lv in result.levels:
+        names.update((lv.energy_steady if steady else lv.energy).keys())
+    return boundary_order(names)
+
+
+def headline_boundary(level: LevelResult) -> tuple[str, BoundaryEnergy] | None:
+    """The boundary a level's headline quotes: measured before declared before estimate,
+    then inner before outer. ``None`` when the level has no energy."""
+    if not level.energy:
+        return None
+    order = {b: i for i, b in enumerate(boundary_order(level.energy))}
+    name = min(level.energy, key=lambda b: (LABEL_RANK.get(level.energy[b].label, 3), order[b]))
+    return name, level.energy[name]
+
+
+def energy_unavailable_reason(level: LevelResult) -> str:
+    return level.energy_unavailable_reason or "no sensor covered this level"
+
+
+def headline(level: LevelResult) -> str:
+    """``1,234 out tok/s · 0.41 kW (accelerator) · 3,010 tok/s/kW · 0.33 J/tok · p99 TTFT 180 ms``."""
+    parts = [f"{fmt(level.throughput.output_tokens_per_s)} out tok/s"]
+    hb = headline_boundary(level)
+    if hb is None:
+        parts.append(f"energy unavailable: {energy_unavailable_reason(level)}")
+    else:
+        name, be = hb
+        where = name if be.label == "measured" else f"{name}, {be.label}"
+        kw = None if be.avg_power_w is None else be.avg_power_w / 1000.0
+        parts.append(f"{fmt(kw)} kW ({where})")
+        parts.append(f"{fmt(be.output_tokens_per_s_per_kw)} tok/s/kW")
+        parts.append(f"{fmt(be.j_per_output_token)} J/tok")
+    parts.append(f"p99 TTFT {fmt(level.latency.ttft_ms.p99)} ms")
+    return " · ".join(parts)
+
+
+def level_target(level: LevelResult) -> str:
+    ld = level.load
+    if ld.mode == "concurrency" and ld.target_concurrency is not None:
+        return str(ld.target_concurrency)
+    if ld.mode == "rate" and ld.target_rate_rps is not None:
+        return f"{ld.target_rate_rps:g}/s"
+    return MISSING
+
+
+def level_target_value(level: LevelResult) -> float | None:
+    """The load a level asked for (concurrency or requests/s), as a number for axes and CSV."""
+    ld = level.load
+    if ld.mode == "concurrency":
+        return None if ld.target_concurrency is None else float(ld.target_concurrency)
+    if ld.mode == "rate":
+        return ld.target_rate_rps
+    return None

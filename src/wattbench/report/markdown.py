@@ -1,0 +1,102 @@
+"""A Markdown summary fit for a pull request or an issue comment.
+
+Per run: verdict and reasons first, then per level a headline line and a table with the
+boundaries side by side (each labelled measured / declared / estimate). Numbers as stored in
+``result.json``. Text from labels, reasons and names is escaped for GitHub Markdown (HTML
+entities for ``<``, ``>``, ``&``; ``|`` and backticks backslash-escaped).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+from wattbench.errors import UserError
+from wattbench.report import format as F
+from wattbench.report.data import RunData
+from wattbench.results.schema import BoundaryEnergy
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
+VERDICT_MARK = {"valid": "✅", "warn": "⚠️", "invalid": "❌"}
+
+# (row title, BoundaryEnergy attribute, unit)
+ENERGY_ROWS: list[tuple[str, str, str]] = [
+    ("avg power", "avg_power_w", "W"),
+    ("p99 power", "p99_power_w", "W"),
+    ("energy", "energy_j", "J"),
+    ("idle power", "idle_power_w", "W"),
+    ("dynamic energy", "dynamic_energy_j", "J"),
+    ("output tok/s per kW", "output_tokens_per_s_per_kw", ""),
+    ("J per output token", "j_per_output_token", "J"),
+    ("output tokens per kWh", "output_tokens_per_kwh", ""),
+    ("cost per M output tokens", "cost_per_million_output_tokens", ""),
+    ("uncertainty", "uncertainty_pct", "%"),
+]
+
+
+def md(text: object) -> str:
+    """Escape text for a Markdown table cell or line."""
+    s = html.escape("" if text is None else str(text), quote=False)
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    return s.replace("\r", " ").replace("\n", " ")
+
+
+def _energy_table(energy: dict[str, BoundaryEnergy]) -> list[str]:
+    bounds = F.boundary_order(energy)
+    head = "| | " + " | ".join(f"{md(b)} ({md(energy[b].label)}, {md(energy[b].method)})" for b in bounds) + " |"
+    lines = [head, "|---|" + "---:|" * len(bounds)]
+    for title, attr, unit in ENERGY_ROWS:
+        cells = [F.fmt(getattr(energy[b], attr), unit) for b in bounds]
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def render_markdown(runs: list[RunData]) -> str:
+    """The Markdown text for ``runs``."""
+    out: list[str] = []
+    for run in runs:
+        r = run.result
+        v = r.validity
+        out.append(f"### wattbench run `{md(r.run_id).replace('`', '')}` — {VERDICT_MARK.get(v.verdict, '')} "
+                   f"{md(v.verdict)}")
+        meta = [f"server {md(r.server.engine or F.MISSING)} {md(r.server.version or '')}".rstrip(),
+                f"model {md(r.server.model or F.MISSING)}", f"status {md(r.status)}"]
+        if r.tags:
+            meta.append("tags " + ", ".join(md(t) for t in r.tags))
+        out.append(" · ".join(meta))
+        out.append("")
+        for reason in [*v.reasons, *r.warnings, *r.sensor_problems, *run.notes]:
+            out.append(f"- {md(reason)}")
+        if v.reasons or r.warnings or r.sensor_problems or run.notes:
+            out.append("")
+        for lv in r.levels:
+            mark = VERDICT_MARK.get(lv.validity.verdict, "")
+            out.append(f"**{md(lv.label)}** {mark} {md(lv.validity.verdict)}: {md(F.headline(lv))}")
+            out.append("")
+            for reason in lv.validity.reasons:
+                out.append(f"- {md(reason)}")
+            if lv.validity.reasons:
+                out.append("")
+            L = lv.latency
+            out.append(f"requests {lv.requests.completed} ok / {lv.requests.failed} failed · "
+                       f"TTFT p50 {F.fmt(L.ttft_ms.p50)} ms, p99 {F.fmt(L.ttft_ms.p99)} ms · "
+                       f"TPOT p50 {F.fmt(L.tpot_ms.p50)} ms, p99 {F.fmt(L.tpot_ms.p99)} ms · "
+                       f"E2E p99 {F.fmt(L.e2e_ms.p99)} ms")
+            out.append("")
+            if lv.energy:
+                out.extend(_energy_table(lv.energy))
+            else:
+                out.append(f"_energy unavailable: {md(F.energy_unavailable_reason(lv))}_")
+            out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write_markdown(runs: list[RunData], path: str | Path) -> Path:
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_markdown(runs), encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot write the Markdown report to {path}: {exc.strerror or exc}") from None
+    return path

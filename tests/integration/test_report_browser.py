@@ -1,0 +1,76 @@
+"""The HTML report in headless Chromium: no console errors, plots render, injected scripts stay inert,
+nothing is fetched from the network, and the screenshot shows a real page."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.browser import find_chromium, inspect_page, png_stats
+from tests.fakes.report_runs import write_run
+from wattbench.report.data import RunData
+from wattbench.report.html import render_html
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(find_chromium() is None, reason="chromium not installed (apt-get install -y chromium)"),
+]
+
+ALL_PLOTS_DRAWN = (
+    "document.querySelectorAll('script.plot-data').length > 0 && "
+    "document.querySelectorAll('.js-plotly-plot').length === document.querySelectorAll('script.plot-data').length && "
+    "Array.from(document.querySelectorAll('.js-plotly-plot')).every(p => p.querySelector('.main-svg'))"
+)
+CHECKS = {
+    "plot_divs": "document.querySelectorAll('.js-plotly-plot').length",
+    "plot_specs": "document.querySelectorAll('script.plot-data').length",
+    "main_svgs": "document.querySelectorAll('.js-plotly-plot .main-svg').length",
+    "traces": "document.querySelectorAll('.js-plotly-plot .trace').length",
+    "pwned": "typeof window.__pwned",
+    "script_elements": "document.scripts.length",
+    "text": "document.body.innerText",
+    "legend_text": "Array.from(document.querySelectorAll('.legendtext')).map(e => e.textContent).join('\\n')",
+    "pre_text": "Array.from(document.querySelectorAll('pre')).map(e => e.textContent).join('\\n')",
+    "xtitles": "Array.from(document.querySelectorAll('.g-xtitle')).map(e => e.textContent)",
+    "first_banner": "document.querySelector('.banner') && document.querySelector('.banner').textContent",
+    "first_plot_below_banner": "document.querySelector('.banner').getBoundingClientRect().top < "
+                               "document.querySelector('.js-plotly-plot').getBoundingClientRect().top",
+}
+
+
+def _check(path, shot):
+    rep = inspect_page(path, wait_js=ALL_PLOTS_DRAWN, evaluate=CHECKS, screenshot=shot)
+    assert rep.errors() == []
+    assert all(u.startswith(("file://", "data:", "blob:", "about:")) for u in rep.requests), rep.requests
+    v = rep.values
+    assert v["plot_divs"] == v["plot_specs"] >= 1
+    assert v["main_svgs"] >= v["plot_divs"]
+    assert v["traces"] > v["plot_divs"]
+    assert v["pwned"] == "undefined"
+    stats = png_stats(shot)
+    assert stats["width"] == 1400 and stats["height"] == 1000
+    assert stats["colors"] > 20 and 0.02 < stats["nonwhite_fraction"] < 0.98
+    return rep
+
+
+def test_single_run_report_in_chromium(tmp_path):
+    run = RunData(write_run(tmp_path / "run"))
+    html = render_html([run], tmp_path / "report.html")
+    rep = _check(html, tmp_path / "report.png")
+    v = rep.values
+    assert v["plot_divs"] == 3 + 5  # 3 timelines, latency, throughput, tok/s/kW, Pareto, idle/dynamic
+    # injected text is shown as text, in HTML and inside plots
+    assert "<script>window.__pwned=1;alert(1)</script> tell me a story" in v["pre_text"]
+    assert "concurrency=16 </script><script>window.__pwned=3</script>" in v["text"]
+    assert 'model_name="tiny-<script>window.__pwned=4</script>-model"' in v["legend_text"]
+    assert v["first_banner"].startswith("run-report-fake: INVALID")
+    assert v["first_plot_below_banner"] is True
+    assert "time since run start (s)" in v["xtitles"]
+
+
+def test_no_energy_and_comparison_report_in_chromium(tmp_path):
+    a = RunData(write_run(tmp_path / "a"))
+    b = RunData(write_run(tmp_path / "b", energy=False, run_id="run-noenergy", slo=False))
+    html = render_html([a, b], tmp_path / "cmp.html")
+    rep = _check(html, tmp_path / "cmp.png")
+    assert "energy unavailable: no sensors: --no-sensors was given" in rep.values["text"]
+    assert "Comparison of runs" in rep.values["text"]

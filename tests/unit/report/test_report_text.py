@@ -1,0 +1,100 @@
+"""Markdown, terminal and the shared headline."""
+
+from rich.console import Console
+
+from wattbench.report import format as F
+from wattbench.report.data import RunData
+from wattbench.report.markdown import md, render_markdown
+from wattbench.report.terminal import make_progress, progress_fields, run_summary
+from wattbench.results.schema import BoundaryEnergy, LevelResult, Latency, Stats, Throughput
+
+
+def level(**energy):
+    return LevelResult(
+        index=0, label="concurrency=8",
+        throughput=Throughput(output_tokens_per_s=1234.4),
+        latency=Latency(ttft_ms=Stats(count=10, p99=180.2)),
+        energy=energy,
+    )
+
+
+def test_headline_format():
+    lv = level(
+        node=BoundaryEnergy(boundary="node", method="power_integral", label="measured", avg_power_w=900.0,
+                            output_tokens_per_s_per_kw=1371.0, j_per_output_token=0.73),
+        accelerator=BoundaryEnergy(boundary="accelerator", method="counter", label="measured", avg_power_w=410.0,
+                                   output_tokens_per_s_per_kw=3010.2, j_per_output_token=0.332),
+    )
+    assert F.headline(lv) == "1,234 out tok/s · 0.41 kW (accelerator) · 3,010 tok/s/kW · 0.33 J/tok · p99 TTFT 180 ms"
+
+
+def test_headline_prefers_measured_and_names_the_label():
+    lv = level(
+        accelerator=BoundaryEnergy(boundary="accelerator", method="estimate", label="estimate", avg_power_w=300.0),
+        wall=BoundaryEnergy(boundary="wall", method="power_integral", label="measured", avg_power_w=1500.0,
+                            output_tokens_per_s_per_kw=822.9, j_per_output_token=1.2),
+    )
+    assert "1.50 kW (wall)" in F.headline(lv)
+    only_declared = level(node=BoundaryEnergy(boundary="node", method="declared", label="declared", avg_power_w=2000.0))
+    assert "2.00 kW (node, declared)" in F.headline(only_declared)
+    none = LevelResult(index=1, label="x", energy_unavailable_reason="no sensor found")
+    assert "energy unavailable: no sensor found" in F.headline(none)
+
+
+def test_fmt():
+    assert [F.fmt(x) for x in (None, 0, 0.0123, 1.234, 12.34, 123.4, 1234.5, float("nan"))] == [
+        "–", "0", "0.012", "1.23", "12.3", "123", "1,234", "–"]
+
+
+def test_markdown_summary(report_run_dir):
+    run = RunData(report_run_dir)
+    text = render_markdown([run])
+    assert text.startswith("### wattbench run `run-report-fake`")
+    assert "| | accelerator (measured, counter) | node (measured, power\\_integral) |" in text
+    assert "<script>" not in text and "&lt;/script&gt;" in text
+    lv = run.result.levels[1]
+    assert f"| avg power | {F.fmt(lv.energy['accelerator'].avg_power_w)} W | {F.fmt(lv.energy['node'].avg_power_w)} W |" in text
+    assert "⚠️ warn" in text and "- sample coverage 97% below 99% at node" in text
+    assert md("a|b_c") == "a\\|b\\_c"
+
+
+def test_markdown_no_energy(report_noenergy_dir):
+    text = render_markdown([RunData(report_noenergy_dir)])
+    assert text.count("_energy unavailable: no sensors: --no-sensors was given_") == 3
+    assert "| avg power" not in text
+
+
+def render(renderable, width=200):
+    c = Console(record=True, width=width, color_system=None)
+    c.print(renderable)
+    return c.export_text()
+
+
+def test_terminal_summary(report_run_dir):
+    run = RunData(report_run_dir)
+    out = render(run_summary(run.result))
+    assert out.index("verdict: invalid") < out.index("accelerator")
+    for lv in run.result.levels:
+        assert F.headline(lv) in out
+        assert f"{F.fmt(lv.energy['node'].output_tokens_per_s_per_kw)} tok/s/kW" in out
+    assert "measured" in out
+    # a label with rich markup is shown as typed
+    assert "</script><script>window.__pwned=3</script>" in out
+
+
+def test_terminal_no_energy(report_noenergy_dir):
+    out = render(run_summary(RunData(report_noenergy_dir).result))
+    assert out.count("energy unavailable: no sensors: --no-sensors was given") >= 3
+
+
+def test_progress_renderable():
+    f = progress_fields(1234.0, {"node": 900.0, "accelerator": 412.0})
+    assert f == {"tok_s": "1,234 out tok/s", "watts": "412 W (accelerator), 900 W (node)"}
+    assert progress_fields()["watts"] == "no power reading"
+    c = Console(record=True, width=150, color_system=None)
+    p = make_progress(console=c, auto_refresh=False)
+    task = p.add_task("concurrency=8", total=500, **progress_fields())
+    p.update(task, completed=120, **f)
+    c.print(p.get_renderable())
+    out = c.export_text()
+    assert "120/500" in out and "1,234 out tok/s" in out and "412 W (accelerator)" in out
