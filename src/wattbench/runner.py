@@ -62,6 +62,8 @@ class _RunState:
     scraper: Any = None
     engine: Any = None
     records_written: int = 0
+    idle_power: dict | None = None
+    energy_unavailable_reason: str | None = None
     telemetry_writer: Any = None
     timeline_written: int = 0
     cleanup: list[Callable[[], None]] = field(default_factory=list)
@@ -143,9 +145,9 @@ def _write_report(state: _RunState) -> None:
     if not state.config.html or state.run_dir is None:
         return
     try:
-        from wattbench.report.html import render_run_dir
+        from wattbench.report.html import write_run_html
 
-        render_run_dir(state.run_dir, state.run_dir / "report.html")
+        write_run_html(state.run_dir)
     except Exception as e:  # the report must never cost the measurement
         msg = f"report.html could not be written: {e}"
         if state.result is not None and msg not in state.result.warnings:
@@ -156,7 +158,7 @@ def _write_report(state: _RunState) -> None:
 
 
 def _account_level(state: _RunState, index: int, spec, outcome, token_source: str) -> LevelResult:
-    from wattbench.accounting import account_window, level_validity, thermal_summary
+    from wattbench.accounting import account_window, level_validity
     from wattbench.metrics.latency import summarize_level
 
     cfg = state.config
@@ -190,11 +192,19 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
     if outcome.stopped_early:
         level.extra["stopped_early"] = outcome.stopped_early
 
-    reasons: list[str] = []
+    from wattbench.accounting.validity import Finding
+
+    accounted = None
+    extra: list = []
+    if level.requests.failed:
+        total = level.requests.failed + level.requests.completed
+        share = level.requests.failed / max(total, 1)
+        extra.append(Finding("invalid" if share > 0.5 else "warn",
+                             f"{level.requests.failed} of {total} requests failed ({share:.0%})"))
     if state.sampler is not None and level.window.duration_s > 0:
         tlog = state.sampler.log
-        idle = result.extra.get("_idle_power")
-        acc = account_window(
+        idle = state.idle_power
+        accounted = account_window(
             tlog,
             outcome.start_ns,
             outcome.end_ns,
@@ -205,39 +215,29 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
             pue=cfg.pue,
             kind="full",
         )
-        level.energy = acc.energy
-        reasons.extend(acc.reasons)
+        level.energy = accounted.energy
+        level.thermal = accounted.thermal
         if level.steady_window is not None:
-            steady_ids = _steady_tokens(outcome.records, level.steady_window)
+            out_tok, in_tok = _steady_tokens(outcome.records, level.steady_window)
             acc_s = account_window(
                 tlog,
                 level.steady_window.start_ns,
                 level.steady_window.end_ns,
-                output_tokens=steady_ids[0],
-                total_tokens=steady_ids[0] + steady_ids[1],
+                output_tokens=out_tok,
+                total_tokens=out_tok + in_tok,
                 idle=idle,
                 price_per_kwh=cfg.price_per_kwh,
                 pue=cfg.pue,
                 kind="steady",
             )
             level.energy_steady = acc_s.energy
-        level.thermal = thermal_summary(tlog, outcome.start_ns, outcome.end_ns)
         if not level.energy:
             level.energy_unavailable_reason = "no power or energy channel produced readings in this window"
     else:
-        level.energy_unavailable_reason = result.extra.get("_energy_unavailable_reason") or (
-            "no sensor was sampled"
-        )
+        level.energy_unavailable_reason = state.energy_unavailable_reason or "no sensor was sampled"
     if state.scraper is not None:
         level.server_metrics = state.scraper.timeline().summary(outcome.start_ns, outcome.end_ns)
-    level.validity = level_validity(
-        energy_reasons=reasons,
-        load=outcome.load,
-        requests=requests,
-        token_source=token_source,
-        energy_available=bool(level.energy),
-        window_s=level.window.duration_s,
-    )
+    level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra)
     return level
 
 
@@ -293,8 +293,6 @@ def _finish(state: _RunState, status: str, detail: str | None) -> None:
 
     state.result.status = status  # type: ignore[assignment]
     state.result.status_detail = detail
-    state.result.extra.pop("_idle_power", None)
-    state.result.extra.pop("_energy_unavailable_reason", None)
     with contextlib.suppress(Exception):
         if state.sampler is not None and state.telemetry_writer is not None:
             state.telemetry_writer.flush(state.sampler.log)
@@ -409,8 +407,9 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
             else "no power meter could be read on this machine"
             + (": " + "; ".join(problems) if problems else "")
         )
-        result.extra["_energy_unavailable_reason"] = why
+        state.energy_unavailable_reason = why
         result.warnings.append(f"energy unavailable: {why}")
+    result.extra["run_dir"] = str(run_dir)
     state.result = result
     if sampler is not None:
         state.telemetry_writer = TelemetryWriter(run_dir / "telemetry.jsonl", sampler.channels, state.anchor)
@@ -436,9 +435,9 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         time.sleep(cfg.idle_s)
         t1 = now_ns()
         idle = measure_idle(sampler.log, t0, t1)
-        result.idle = {b: i.model_dump() if hasattr(i, "model_dump") else dict(i) for b, i in idle.items()}
+        result.idle = {b: i.to_dict() for b, i in idle.items()}
         result.extra["idle_window"] = {"start_ns": t0, "end_ns": t1, "duration_s": (t1 - t0) / 1e9}
-        result.extra["_idle_power"] = idle
+        state.idle_power = idle
 
     # 6. the levels.
     levels = cfg.levels()
@@ -481,8 +480,13 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         t0 = now_ns()
         time.sleep(cfg.idle_after_s)
         t1 = now_ns()
-        after = measure_idle(sampler.log, t0, t1)
-        result.extra["idle_after"] = {b: i.model_dump() if hasattr(i, "model_dump") else dict(i) for b, i in after.items()}
+        w = result.extra.get("idle_window")
+        if w:  # before and after together: averaged idle power per boundary and its drift
+            both = measure_idle(sampler.log, w["start_ns"], w["end_ns"], after_start_ns=t0, after_end_ns=t1)
+        else:
+            both = measure_idle(sampler.log, t0, t1)
+        result.extra["idle_after_window"] = {"start_ns": t0, "end_ns": t1, "duration_s": (t1 - t0) / 1e9}
+        result.idle = {b: i.to_dict() for b, i in both.items()}
 
     # 8. close out.
     verdicts = [lv.validity.verdict for lv in result.levels]

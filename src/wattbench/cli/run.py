@@ -148,7 +148,7 @@ def register(app: typer.Typer) -> None:
             keep_output_text=keep_output_text,
         )
         from wattbench.cli.progress import RunProgress
-        from wattbench.report.terminal import summary_renderables
+        from wattbench.report.terminal import run_summary
 
         from rich.console import Console
 
@@ -164,12 +164,12 @@ def register(app: typer.Typer) -> None:
         except Interrupted as e:
             partial = getattr(e, "result", None)
             if partial is not None and partial.levels:
-                for r in summary_renderables(partial):
-                    err_console.print(r)
+                err_console.print(run_summary(partial))
             typer.echo(f"wattbench: {e}", err=True)
             raise typer.Exit(130) from None
         if as_json:
             sys.stdout.write(result.model_dump_json(indent=2) + "\n")
             return
-        for r in summary_renderables(result):
-            out_console.print(r)
+        out_console.print(run_summary(result))
+        if result.extra.get("run_dir"):
+            out_console.print(f"results: {result.extra['run_dir']}")
