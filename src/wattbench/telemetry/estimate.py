@@ -48,8 +48,9 @@ def cpu_model_and_sockets(cpuinfo: str | Path = "/proc/cpuinfo") -> tuple[str | 
 def lookup_tdp_w(model: str | None) -> float | None:
     if not model:
         return None
+    norm = " ".join(re.sub(r"\((R|TM|tm|r)\)", " ", model).split())
     for key in sorted(TDP_TABLE, key=len, reverse=True):
-        if key in model:
+        if key in norm:
             return TDP_TABLE[key]
     return None
 
