@@ -73,8 +73,9 @@ class DcgmSensor(Sensor):
         try:
             for fam in text_string_to_metric_families(text):
                 for s in fam.samples:
-                    if s.name in (POWER, ENERGY) and all(s.labels.get(k) == v for k, v in self.matchers.items()):
-                        out.append((s.name, s.labels, float(s.value)))
+                    name = ENERGY if s.name == ENERGY + "_total" else s.name
+                    if name in (POWER, ENERGY) and all(s.labels.get(k) == v for k, v in self.matchers.items()):
+                        out.append((name, s.labels, float(s.value)))
         except ValueError as e:
             raise SensorError(f"dcgm: {self.url} is not Prometheus text format ({e})", "point at the exporter's /metrics") from None
         return out

@@ -78,6 +78,13 @@ class RedfishSensor(Sensor):
             return ctx
         return ssl.create_default_context(cafile=self.ca_file)
 
+    @staticmethod
+    def _fatal(message: str, fix: str = "") -> SensorError:
+        """An error no other chassis or resource would avoid (auth, TLS, unreachable)."""
+        e = SensorError(message, fix)
+        e.fatal = True  # type: ignore[attr-defined]
+        return e
+
     def get(self, path: str) -> dict:
         url = path if path.startswith("http") else self.base_url + path
         req = urllib.request.Request(url, headers={"Accept": "application/json"})
@@ -88,17 +95,17 @@ class RedfishSensor(Sensor):
                 return json.loads(r.read())
         except urllib.error.HTTPError as e:
             if e.code in (401, 403):
-                raise SensorError(f"redfish: {url} answered {e.code}",
+                raise self._fatal(f"redfish: {url} answered {e.code}",
                                   "set REDFISH_USER/REDFISH_PASSWORD or give `creds=FILE` with `user:password`") from None
             raise SensorError(f"redfish: {url} answered HTTP {e.code}") from None
         except urllib.error.URLError as e:
             reason = e.reason
             if isinstance(reason, ssl.SSLCertVerificationError):
-                raise SensorError(f"redfish: TLS certificate of {self.base_url} not trusted ({reason.verify_message})",
+                raise self._fatal(f"redfish: TLS certificate of {self.base_url} not trusted ({reason.verify_message})",
                                   "give `ca=FILE` with the BMC's CA, or `insecure` to skip verification") from None
-            raise SensorError(f"redfish: cannot reach {url} ({reason})", "check the BMC address and that HTTPS is enabled") from None
+            raise self._fatal(f"redfish: cannot reach {url} ({reason})", "check the BMC address and that HTTPS is enabled") from None
         except (TimeoutError, OSError) as e:
-            raise SensorError(f"redfish: cannot reach {url} ({e})", "check the BMC address") from None
+            raise self._fatal(f"redfish: cannot reach {url} ({e})", "check the BMC address") from None
         except json.JSONDecodeError:
             raise SensorError(f"redfish: {url} did not return JSON", "is this a Redfish service? try /redfish/v1") from None
 
@@ -111,7 +118,9 @@ class RedfishSensor(Sensor):
         """Reading functions for one chassis, in order of preference."""
         try:
             ch = self.get(chassis_path)
-        except SensorError:
+        except SensorError as e:
+            if getattr(e, "fatal", False):
+                raise
             ch = {}
         env_path = self._link(ch, "EnvironmentMetrics") or chassis_path + "/EnvironmentMetrics"
         power_path = self._link(ch, "Power") or chassis_path + "/Power"
@@ -155,7 +164,7 @@ class RedfishSensor(Sensor):
                 try:
                     fn()
                 except SensorError as e:
-                    if "401" in str(e) or "403" in str(e) or "TLS" in str(e) or "cannot reach" in str(e):
+                    if getattr(e, "fatal", False):
                         raise
                     continue
                 except (KeyError, IndexError, TypeError, ValueError):
