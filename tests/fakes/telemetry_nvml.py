@@ -7,6 +7,7 @@ raise NVMLError_NotSupported (e.g. {"nvmlDeviceGetTotalEnergyConsumption", "fiel
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 NVML_ERROR_NOT_SUPPORTED = 3
@@ -59,7 +60,8 @@ class FakeNvml:
     NVMLError = NVMLError
     NVMLError_NotSupported = NVMLError_NotSupported
 
-    def __init__(self, gpus=None, unsupported=(), init_error=None, driver="580.65.06", cuda=13000):
+    def __init__(self, gpus=None, unsupported=(), init_error=None, driver="580.65.06", cuda=13000,
+                 update_period_s=None):
         self.gpus = gpus if gpus is not None else [FakeGPU()]
         self.unsupported = set(unsupported)
         self.init_error = init_error
@@ -68,6 +70,8 @@ class FakeNvml:
         self.inits = 0
         self.calls: dict[str, int] = {}
         self.fail_next: dict[str, Exception] = {}
+        self.update_period_s = update_period_s  # if set, values refresh on this grid (like the driver's 100 ms)
+        self._tick = None
 
     # helpers for tests
     def advance(self, seconds: float) -> None:
@@ -75,6 +79,13 @@ class FakeNvml:
             g.energy_mj += int(g.power_mw * seconds)
 
     def _check(self, fn: str):
+        if self.update_period_s:
+            k = int(time.perf_counter() / self.update_period_s)
+            if self._tick is not None and k != self._tick:
+                self.advance(self.update_period_s * (k - self._tick))
+                for g in self.gpus:
+                    g.power_mw += 1000
+            self._tick = k
         self.calls[fn] = self.calls.get(fn, 0) + 1
         if fn in self.fail_next:
             raise self.fail_next.pop(fn)
