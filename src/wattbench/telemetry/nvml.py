@@ -114,6 +114,8 @@ class NvmlSensor(Sensor):
             self.poll_interval_s = poll_interval_s
         self.warnings: list[str] = []
         self.sample_offset_mode = "wall_anchor"
+        self.soft_errors: dict[str, int] = {}
+        self.last_soft_error = ""
         self._gpus: list[dict] = []
         self._initialized = False
         self._last_aux_ns: int | None = None
@@ -273,12 +275,21 @@ class NvmlSensor(Sensor):
                 mw = nv.nvmlDeviceGetPowerUsage(h)
                 b = now_ns()
                 out.append(Reading((a + b) // 2, f"{p}.power", mw / 1000.0))
+            # a failing aux gauge or sample drain costs only that value (counted in soft_errors);
+            # a failing counter/power read above raises, and the sampler records the gap.
             if g["samples"] and do_samples:
-                out.extend(self._drain(g))
+                try:
+                    out.extend(self._drain(g))
+                except Exception as e:
+                    self._soft(f"{p}.power_samples", e)
             if do_aux:
                 for cid, fn in g["aux"]:
                     a = now_ns()
-                    v = fn()
+                    try:
+                        v = fn()
+                    except Exception as e:
+                        self._soft(cid, e)
+                        continue
                     b = now_ns()
                     out.append(Reading((a + b) // 2, cid, float(v)))
         if do_aux:
@@ -286,6 +297,10 @@ class NvmlSensor(Sensor):
         if do_samples:
             self._last_drain_ns = t
         return out
+
+    def _soft(self, cid: str, exc: BaseException) -> None:
+        self.soft_errors[cid] = self.soft_errors.get(cid, 0) + 1
+        self.last_soft_error = f"{cid}: {type(exc).__name__}: {exc}"
 
     def _drain(self, g: dict) -> list[Reading]:
         nv = self.nvml
@@ -324,6 +339,7 @@ class NvmlSensor(Sensor):
             "poll_interval_s": self.poll_interval_s,
             "indices": [g["index"] for g in self._gpus] or self.indices,
             "sample_offset_mode": self.sample_offset_mode,
+            "soft_errors": dict(self.soft_errors),
         }
 
 

@@ -147,3 +147,16 @@ def test_gpu_inventory():
 
 def test_gpu_inventory_without_nvml():
     assert gpu_inventory(FakeNvml(init_error=NVMLError(12))) == []
+
+
+def test_aux_failure_mid_run_keeps_energy():
+    nv = FakeNvml()
+    s = NvmlSensor(nvml=nv, aux_every_s=0)
+    s.open()
+    nv.fail_next["nvmlDeviceGetTemperature"] = NVMLError(15)  # GPU lost, for this one call
+    got = by_id(s.read())
+    assert "nvml.gpu0.energy" in got and "nvml.gpu0.temperature_c" not in got
+    assert s.soft_errors == {"nvml.gpu0.temperature_c": 1}
+    nv.fail_next["nvmlDeviceGetTotalEnergyConsumption"] = NVMLError(15)
+    with pytest.raises(NVMLError):  # the energy figure's failure reaches the sampler as a gap
+        s.read()
