@@ -240,13 +240,18 @@ class NvmlSensor(Sensor):
         return chans
 
     def _reasons_fn(self, h):
+        """Clock-event reasons (driver >= 535), else the older throttle-reasons call."""
         nv = self.nvml
-        fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None
-        )
-        if fn is None:
-            return None
-        return lambda: fn(h)
+        for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
+            fn = getattr(nv, name, None)
+            if fn is None:
+                continue
+            try:
+                fn(h)
+            except Exception:
+                continue
+            return lambda fn=fn: fn(h)
+        return None
 
     # -- read -------------------------------------------------------------------------------
     def read(self) -> list[Reading]:

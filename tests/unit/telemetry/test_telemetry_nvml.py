@@ -160,3 +160,13 @@ def test_aux_failure_mid_run_keeps_energy():
     nv.fail_next["nvmlDeviceGetTotalEnergyConsumption"] = NVMLError(15)
     with pytest.raises(NVMLError):  # the energy figure's failure reaches the sampler as a gap
         s.read()
+
+
+def test_throttle_reasons_fallback_on_older_driver():
+    class Older(FakeNvml):
+        def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+            return 0x20
+
+    s = NvmlSensor(nvml=Older(unsupported={"nvmlDeviceGetCurrentClocksEventReasons"}))
+    s.open()
+    assert by_id(s.read())["nvml.gpu0.clock_event_reasons"][0].value == 0x20
