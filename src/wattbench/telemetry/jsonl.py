@@ -5,15 +5,15 @@ Line 1, the header::
     {"format": "wattbench.telemetry", "version": 1, "anchor": {"wall_ns":…, "mono_ns":…, "uncertainty_ns":…},
      "channels": [Channel.to_dict(), …]}
 
-then any number of batch lines, one per channel per flush (columnar, compact)::
+then batch lines of readings, ``{"r": [[t_ns, channel_id, value], …]}`` (at most ``BATCH_ROWS``
+rows a line), and failure lines ``{"failure": {"sensor":…, "t_ns":…, "error":…}}``. Readers
+also accept single readings ``{"t_ns": int, "c": channel_id, "v": value}`` and later
+``{"channels": […]}`` lines that add channels (the same format ``wattbench.report`` reads).
+Timestamps are the run's monotonic ns; the anchor maps them to wall time.
 
-    {"c": "nvml.gpu0.energy", "t": [mono_ns, …], "v": [value, …]}
-
-and failure lines ``{"failure": {"sensor":…, "t_ns":…, "error":…}}``. Timestamps are the run's
-monotonic ns; the anchor maps them to wall time. ``TelemetryWriter.flush(log)`` appends only what
-arrived since the previous flush, so calling it after every level keeps the file complete when a
-run is interrupted. ``read_telemetry`` rebuilds a ``TelemetryLog``; a torn last line (a crash in
-the middle of a write) is ignored.
+``TelemetryWriter.flush(log)`` appends only what arrived since the previous flush, so calling it
+after every level keeps the file complete when a run is interrupted. ``read_telemetry``
+rebuilds a ``TelemetryLog``; a torn last line (a crash in the middle of a write) is ignored.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from wattbench.telemetry.base import Channel, SensorFailure, TelemetryLog
 
 FORMAT = "wattbench.telemetry"
 VERSION = 1
+BATCH_ROWS = 5000
 
 
 def _dumps(obj) -> str:
@@ -60,15 +61,22 @@ class TelemetryWriter:
         shorter of its two lists as seen now.
         """
         lines: list[str] = []
+        rows: list[list] = []
         n_total = 0
         for cid in list(log.t_ns.keys()):
             ts, vs = log.t_ns[cid], log.values.get(cid, [])
             n = min(len(ts), len(vs))
             start = self._written.get(cid, 0)
+            for i in range(start, n):
+                rows.append([ts[i], cid, vs[i]])
+                if len(rows) >= BATCH_ROWS:
+                    lines.append(_dumps({"r": rows}))
+                    rows = []
             if n > start:
-                lines.append(_dumps({"c": cid, "t": ts[start:n], "v": vs[start:n]}))
                 self._written[cid] = n
                 n_total += n - start
+        if rows:
+            lines.append(_dumps({"r": rows}))
         failures = log.failures
         nf = len(failures)
         for f in failures[self._failures_written:nf]:
@@ -94,8 +102,8 @@ def read_header(path: str | Path) -> dict:
         header = json.loads(first)
     except json.JSONDecodeError:
         raise UserError(f"{path}: not a wattbench telemetry file (first line is not JSON)") from None
-    if header.get("format") != FORMAT:
-        raise UserError(f"{path}: not a wattbench telemetry file (format {header.get('format')!r})")
+    if not isinstance(header, dict) or header.get("format", FORMAT) != FORMAT or "channels" not in header:
+        raise UserError(f"{path}: not a wattbench telemetry file (its first line must hold the channels)")
     if header.get("version", 0) > VERSION:
         raise UserError(f"{path}: telemetry version {header['version']} is newer than this wattbench; upgrade it")
     return header
@@ -109,7 +117,18 @@ def read_telemetry(path: str | Path) -> TelemetryLog:
     header = read_header(path)
     log = TelemetryLog()
     fields = set(Channel.__dataclass_fields__)
-    log.add_channels([Channel(**{k: v for k, v in c.items() if k in fields}) for c in header.get("channels", [])])
+
+    def channels(dicts: list) -> list[Channel]:
+        return [Channel(**{k: v for k, v in c.items() if k in fields}) for c in dicts or []]
+
+    log.add_channels(channels(header.get("channels", [])))
+
+    def add(t, c, v) -> None:
+        if v is None:
+            return
+        log.t_ns.setdefault(c, []).append(int(t))
+        log.values.setdefault(c, []).append(float(v))
+
     with path.open() as f:
         f.readline()
         for line in f:
@@ -120,13 +139,16 @@ def read_telemetry(path: str | Path) -> TelemetryLog:
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 break  # torn last line from an interrupted write
-            if "failure" in rec:
+            if "r" in rec:
+                for t, c, v in rec["r"]:
+                    add(t, c, v)
+            elif "failure" in rec:
                 fr = rec["failure"]
                 log.failures.append(SensorFailure(sensor=fr["sensor"], t_ns=int(fr["t_ns"]), error=fr["error"]))
-                continue
-            cid = rec["c"]
-            log.t_ns.setdefault(cid, []).extend(int(t) for t in rec["t"])
-            log.values.setdefault(cid, []).extend(float(v) for v in rec["v"])
+            elif "channels" in rec:
+                log.add_channels(channels(rec["channels"]))
+            elif "t_ns" in rec and "c" in rec:
+                add(rec["t_ns"], rec["c"], rec.get("v"))
     for cid, ts in log.t_ns.items():  # sample-buffer drains can interleave; keep series sorted
         if any(b < a for a, b in zip(ts, ts[1:])):
             pairs = sorted(zip(ts, log.values[cid]))

@@ -130,3 +130,32 @@ def test_write_whole_log(tmp_path):
     p = write_telemetry(tmp_path / "t.jsonl", log)
     assert read_telemetry(p).series("x") == ([5, 9], [1.5, 2.5])
     assert read_anchor(p) is None
+
+
+def test_jsonl_batches_split_and_other_writers_lines(tmp_path, monkeypatch):
+    import json
+
+    from wattbench.telemetry import jsonl
+    from wattbench.telemetry.base import Channel, Reading, TelemetryLog
+
+    monkeypatch.setattr(jsonl, "BATCH_ROWS", 3)
+    log = TelemetryLog()
+    log.add_channels([Channel(id="a", sensor="s", kind="power", quantity="power", unit="W")])
+    log.add([Reading(i, "a", float(i)) for i in range(7)])
+    p = write_telemetry(tmp_path / "t.jsonl", log)
+    lines = p.read_text().splitlines()
+    assert [len(json.loads(x)["r"]) for x in lines[1:]] == [3, 3, 1]
+    # lines another writer may produce: single samples and a later channels line
+    with p.open("a") as f:
+        f.write(json.dumps({"channels": [{"id": "b", "sensor": "s", "kind": "counter", "quantity": "energy",
+                                          "unit": "J", "extra_field": 1}]}) + "\n")
+        f.write(json.dumps({"t_ns": 100, "c": "b", "v": 5.0}) + "\n")
+    back = read_telemetry(p)
+    assert back.series("a") == (list(range(7)), [float(i) for i in range(7)])
+    assert back.channels["b"].kind == "counter" and back.series("b") == ([100], [5.0])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"hello": 1}\n')
+    from wattbench.errors import UserError
+
+    with pytest.raises(UserError, match="not a wattbench telemetry file"):
+        read_telemetry(bad)
