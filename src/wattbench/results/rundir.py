@@ -138,11 +138,11 @@ def check_schema_version(path: Path, data: dict, supported: int = SCHEMA_VERSION
         )
 
 
-def load_model(path: Path, model: type[M], what: str = "result") -> M:
+def load_model(path: Path, model: type[M], what: str = "result", supported: int = SCHEMA_VERSION) -> M:
     data = read_json_file(path)
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object ({what}), found {type(data).__name__}")
-    check_schema_version(path, data)
+    check_schema_version(path, data, supported)
     try:
         return model.model_validate(data)
     except ValidationError as e:

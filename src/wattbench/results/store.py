@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from wattbench.errors import UserError
+from wattbench.results.agreement import AGREEMENT_FILE, load_agreement
 from wattbench.results.rundir import RESULT_FILE, load_result
 from wattbench.results.schema import Result
 
@@ -273,6 +274,27 @@ class HistoryStore:
         rec.notes = notes
         return rec
 
+    def register_agreement(self, agreement: Any, run_dir: str | os.PathLike) -> RunRecord:
+        """Index an output-agreement run (kind ``agree``); its summary holds the headline metrics."""
+        path = str(Path(run_dir).resolve())
+        t = agreement.targets
+        m = agreement.metrics
+        summary = {"targets": [f"{x.model} @ {x.base_url}" for x in t],
+                   "exact_match_rate": m.exact_match_rate, "token_agreement": m.token_agreement,
+                   "token_basis": m.token_basis, "prompts": m.prompts,
+                   "structured_valid_rate": [m.structured_valid_rate_a, m.structured_valid_rate_b]}
+        with self._tx() as c:
+            c.execute(
+                """INSERT INTO runs(run_id, kind, path, created_at, registered_at, model, status, verdict,
+                       wattbench_version, summary) VALUES (?,?,?,?,?,?,?,?,?,?)
+                   ON CONFLICT(run_id) DO UPDATE SET path=excluded.path, model=excluded.model,
+                       summary=excluded.summary""",
+                (agreement.run_id, "agree", path, agreement.created_at, _utc_now_iso(),
+                 " vs ".join(x.model for x in t), "complete", None, agreement.wattbench_version,
+                 json.dumps(summary)),
+            )
+        return self.get(agreement.run_id)
+
     def import_dirs(self, paths: list[str | os.PathLike]) -> tuple[list[RunRecord], list[str]]:
         """Register every run directory (a directory holding result.json) under ``paths``.
 
@@ -287,15 +309,17 @@ class HistoryStore:
             if root.is_file():
                 files = [root]
             else:
-                files = sorted(root.rglob(RESULT_FILE))
+                files = sorted(list(root.rglob(RESULT_FILE)) + list(root.rglob(AGREEMENT_FILE)))
             for f in files:
                 try:
+                    if f.name == AGREEMENT_FILE:
+                        records.append(self.register_agreement(load_agreement(f), f.parent))
+                        continue
                     res = load_result(f)
                 except UserError as e:
                     problems.append(str(e))
                     continue
-                kind = "agree" if res.extra.get("kind") == "agree" else "run"
-                records.append(self.register(res, f.parent, kind=kind))
+                records.append(self.register(res, f.parent))
         return records, problems
 
     def tag(self, ref: str, tag: str, force: bool = False) -> RunRecord:
