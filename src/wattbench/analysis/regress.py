@@ -178,7 +178,7 @@ def evaluate(check: Check, a, b, boundary: str, label: str) -> CheckOutcome:
         ci = ""
         if out.noise_aware:
             ci = f", beyond its CI [{_fmt(check, out.change_ci[0])}, {_fmt(check, out.change_ci[1])}]"
-        out.message = (f"{check.text} FAILED at {label}: {check.metric} {va:.6g} -> {vb:.6g} "
+        out.message = (f"{check.text} at {label}: {check.metric} {va:.6g} -> {vb:.6g} "
                        f"({_fmt(check, out.change)}{ci}); limit {check.describe_threshold()}, missed by "
                        f"{_fmt(check, out.miss).lstrip('+')}")
     else:

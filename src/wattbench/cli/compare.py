@@ -34,31 +34,34 @@ def _cell(v, spec: str, ci=None, base=None) -> str:
 
 
 def render_findings(console, findings, incomparable=(), warnings=()) -> None:
+    from rich.markup import escape
+
     if incomparable:
         console.print("[bold yellow]compared with --force despite:[/bold yellow]")
         for p in incomparable:
-            console.print(f"  [yellow]! {p.line()}[/yellow]")
+            console.print(f"  [yellow]! {escape(p.line())}[/yellow]")
     for w in warnings:
-        console.print(f"[yellow]warning:[/yellow] {w}")
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
     if findings:
         console.print("[bold]diagnosis[/bold]")
         colour = {"alert": "red", "warn": "yellow", "info": "cyan"}
         for f in findings:
-            where = f" [{f.level}]" if f.level else ""
-            console.print(f"  [{colour.get(f.severity, 'white')}]{f.severity}[/] {f.id}{where}: {f.message}")
+            where = escape(f" [{f.level}]") if f.level else ""
+            console.print(f"  [{colour.get(f.severity, 'white')}]{f.severity}[/] {f.id}{where}: {escape(f.message)}")
 
 
 def render(cmp, agreement=None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    c = Console()
+    c = Console(highlight=False)
     for row in cmp.levels:
-        t = Table(title=f"{row.key} @ {cmp.boundary}", title_justify="left")
+        t = Table(title=escape(f"{row.key} @ {cmp.boundary}"), title_justify="left")
         t.add_column("figure")
         for rid, label, verdict in zip(cmp.run_ids, row.labels, row.verdicts):
             mark = "" if verdict == "valid" else f" ({verdict})"
-            t.add_column(f"{rid}{mark}", justify="right")
+            t.add_column(escape(f"{rid}{mark}"), justify="right")
         for key, (name, spec) in FIGURE_LABELS.items():
             vals = [f.get(key) for f in row.figures]
             if all(v is None for v in vals):
@@ -68,16 +71,19 @@ def render(cmp, agreement=None) -> None:
             t.add_row(name, *cells)
         c.print(t)
         for d in row.decompositions:
-            c.print(f"  {d.candidate} vs {cmp.run_ids[0]}: {d.text()}")
+            c.print(escape(f"  {d.candidate} vs {cmp.run_ids[0]}: {d.text()}"))
     if cmp.unmatched:
-        c.print("[dim]unmatched levels: " + "; ".join(cmp.unmatched) + "[/dim]")
+        c.print("[dim]unmatched levels: " + escape("; ".join(cmp.unmatched)) + "[/dim]")
     render_findings(c, cmp.findings, cmp.incomparable, cmp.warnings)
     if agreement is not None:
         m = agreement.metrics
-        c.print(f"[bold]output agreement[/bold] ({agreement.run_id}): exact match {m.exact_match_rate:.1%}, "
-                f"token agreement {m.token_agreement:.1%} ({m.token_basis}), "
-                f"structured valid {m.structured_valid_rate_a if m.structured_valid_rate_a is not None else '—'} / "
-                f"{m.structured_valid_rate_b if m.structured_valid_rate_b is not None else '—'}")
+        def pct(x):
+            return "—" if x is None else f"{x:.1%}"
+
+        c.print("[bold]output agreement[/bold] " + escape(
+            f"({agreement.run_id}): exact match {pct(m.exact_match_rate)}, token agreement "
+            f"{pct(m.token_agreement)} ({m.token_basis}), structured valid A {pct(m.structured_valid_rate_a)} / "
+            f"B {pct(m.structured_valid_rate_b)}"))
 
 
 def register(app: typer.Typer) -> None:

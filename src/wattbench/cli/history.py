@@ -53,8 +53,9 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         t = Table(show_lines=False)
-        for col in ("run id", "created", "kind", "model", "engine", "gpu", "boundaries", "verdict", "tags"):
-            t.add_column(col)
+        t.add_column("run id", no_wrap=True)
+        for col in ("created", "kind", "model", "engine", "gpu", "boundaries", "verdict", "tags"):
+            t.add_column(col, overflow="fold")
         for r in runs:
             t.add_row(r.run_id, (r.created_at or "")[:19], r.kind, r.model or "—",
                       f"{r.engine or '—'} {r.engine_version or ''}".strip(), r.gpu or "—",
@@ -79,8 +80,8 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        c = Console()
-        c.print(f"[bold]{rec.run_id}[/bold] ({rec.kind}) {rec.status or ''} verdict {rec.verdict or '—'}")
+        c = Console(highlight=False, markup=False)
+        c.print(f"{rec.run_id} ({rec.kind}) {rec.status or ''} verdict {rec.verdict or '—'}")
         c.print(f"  path      {rec.path}")
         c.print(f"  created   {rec.created_at}")
         c.print(f"  model     {rec.model or '—'}  engine {rec.engine or '—'} {rec.engine_version or ''}")

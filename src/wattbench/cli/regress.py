@@ -48,18 +48,19 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(data, indent=2))
         else:
             from rich.console import Console
+            from rich.markup import escape
 
             from wattbench.cli.compare import render_findings
 
-            c = Console(highlight=False)
+            c = Console(highlight=False, soft_wrap=True)
             for o in rep.outcomes:
                 if o.status == "fail":
-                    c.print(f"[red]FAIL[/red] {o.message}")
+                    c.print(f"[red]FAIL[/red] {escape(o.message)}")
                 elif o.status == "skipped":
-                    c.print(f"[dim]skip {o.message}[/dim]")
+                    c.print(f"[dim]skip {escape(o.message)}[/dim]")
             held = sum(1 for o in rep.outcomes if o.status == "pass")
             verdict = "[green]all checks hold[/green]" if rep.passed else f"[red]{len(rep.failed)} failed[/red]"
-            c.print(f"{rep.run_id} vs baseline {rep.baseline_id} @ {rep.boundary}: {held} held, {verdict}")
+            c.print(escape(f"{rep.run_id} vs baseline {rep.baseline_id} @ {rep.boundary}: {held} held, ") + verdict)
             render_findings(c, rep.findings, rep.incomparable if rep.forced else
                             [p for p in rep.incomparable if p.category != "setup"])
         raise typer.Exit(0 if rep.passed else 1)
