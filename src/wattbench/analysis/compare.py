@@ -164,7 +164,7 @@ def match_levels(a: Result, b: Result, match: str) -> tuple[list[tuple[LevelResu
     pairs, un, used = [], [], set()
     for lv in a.levels:
         k = level_key(lv)
-        if k in by_key and k[1] is not None:
+        if k in by_key:
             pairs.append((lv, by_key[k]))
             used.add(k)
         else:
