@@ -468,3 +468,11 @@ def resolve_run_path(ref: str, db: str | os.PathLike | None = None) -> Path:
 def load_ref(ref: str, db: str | os.PathLike | None = None) -> Result:
     """Load the Result a reference names."""
     return load_result(resolve_run_path(ref, db))
+
+
+def register_run_dir(run_dir: str | os.PathLike, result: Result | None = None,
+                     db: str | os.PathLike | None = None) -> RunRecord:
+    """Register a written run directory in the history (the runner calls this after each write)."""
+    res = result if result is not None else load_result(run_dir)
+    with HistoryStore(db) as store:
+        return store.register(res, run_dir)

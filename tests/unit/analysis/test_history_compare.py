@@ -162,3 +162,22 @@ def test_invalid_levels_warned_and_need_two():
         compare([a])
     # serialisable
     assert "per_kw_ratio" in c.model_dump_json()
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=40, deadline=None)
+@given(ta=st.floats(10, 1e5), tb=st.floats(10, 1e5), pa=st.floats(50, 1e5), pb=st.floats(50, 1e5))
+def test_decomposition_identity(ta, tb, pa, pb):
+    a = make_result("a", levels=[make_level(0, value=8, output_tokens_per_s=ta, power_w=pa, duration_s=100)])
+    b = make_result("b", levels=[make_level(0, value=8, output_tokens_per_s=tb, power_w=pb, duration_s=100)])
+    # force: at tiny throughputs the factory's whole-request rounding changes the achieved lengths
+    c = compare([a, b], force=True)
+    d = c.levels[0].decompositions[0]
+    assert d.per_kw_ratio == pytest.approx(d.throughput_ratio * d.power_ratio)
+    fa, fb = c.levels[0].figures
+    assert d.per_kw_ratio == pytest.approx(fb["output_tokens_per_s_per_kw"] / fa["output_tokens_per_s_per_kw"],
+                                           rel=1e-9)
+    assert d.j_per_output_token_ratio == pytest.approx(1 / d.per_kw_ratio, rel=1e-9)

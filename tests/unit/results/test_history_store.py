@@ -11,7 +11,7 @@ import pytest
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.errors import UserError
 from wattbench.results.rundir import write_result
-from wattbench.results.store import SCHEMA_VERSION, HistoryStore, load_ref, resolve_run_path
+from wattbench.results.store import SCHEMA_VERSION, HistoryStore, load_ref, register_run_dir, resolve_run_path
 
 
 @pytest.fixture
@@ -176,8 +176,8 @@ def _register_many(db: str, base: str, prefix: str, n: int) -> None:
 
 
 def test_two_processes_register_concurrently(tmp_path):
+    # neither process finds the database: both create and migrate it at once, then register
     db = str(tmp_path / "c.sqlite3")
-    HistoryStore(db).close()
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_register_many, args=(db, str(tmp_path), p, 15)) for p in ("px", "py")]
     for p in procs:
@@ -190,3 +190,10 @@ def test_two_processes_register_concurrently(tmp_path):
         assert len(s.tags()) == 30
         n_levels = s.conn.execute("SELECT count(*) FROM levels").fetchone()[0]
         assert n_levels == 60
+
+
+def test_register_run_dir_helper(tmp_path):
+    r, d = _write(tmp_path, "helper-1")
+    rec = register_run_dir(d, db=tmp_path / "x.sqlite3")
+    assert rec.run_id == "helper-1" and rec.path == str(d.resolve())
+    assert register_run_dir(d, r, db=tmp_path / "x.sqlite3").run_id == "helper-1"
