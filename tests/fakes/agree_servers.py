@@ -22,12 +22,13 @@ def bpe_like_tokens(text: str) -> list[str]:
 
 class FakeOpenAIServer:
     def __init__(self, model: str, answers: dict[str, str], default: str = "I don't know.",
-                 logprobs_supported: bool = True, fail_prompts: set[str] | None = None):
+                 logprobs_supported: bool = True, fail_prompts: set[str] | None = None, fail_status: int = 503):
         self.model = model
         self.answers = answers
         self.default = default
         self.logprobs_supported = logprobs_supported
         self.fail_prompts = set(fail_prompts or ())
+        self.fail_status = fail_status
         self.requests: list[dict[str, Any]] = []
         self.port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -60,7 +61,7 @@ class FakeOpenAIServer:
         else:
             prompt = body.get("prompt", "")
         if prompt in self.fail_prompts:
-            return web.json_response({"error": {"message": "overloaded"}}, status=503)
+            return web.json_response({"error": {"message": "refused"}}, status=self.fail_status)
         toks = bpe_like_tokens(self._answer(prompt))[: int(body.get("max_tokens", 16))]
         text = "".join(toks)
         choice: dict[str, Any] = {"index": 0, "finish_reason": "length" if len(toks) == body.get("max_tokens")

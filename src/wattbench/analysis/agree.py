@@ -303,6 +303,8 @@ class _Client:
                         if attempt == 0 and self.logprobs and 400 <= resp.status < 500:
                             self.logprobs = False  # the server may not support logprobs: retry without
                             continue
+                        if attempt == 1:
+                            self.logprobs = True  # failed without logprobs too: they were not the cause
                         return SideOutput(error=f"http_{resp.status}: {text}", latency_ms=elapsed_ms)
             except asyncio.TimeoutError:
                 return SideOutput(error=f"timeout after {self.timeout_s:g} s")

@@ -154,6 +154,9 @@ def load_result(path_or_dir: str | os.PathLike) -> Result:
     p = Path(path_or_dir)
     if not p.exists():
         raise UserError(f"{p}: no such run directory or result file")
+    if p.is_dir() and not (p / RESULT_FILE).exists() and (p / "agreement.json").exists():
+        raise UserError(f"{p}: an output-agreement run, not a benchmark result (show it with "
+                        "`wattbench compare A B --agreement RUN`)")
     return load_model(result_path(p), Result, "result")
 
 

@@ -139,3 +139,15 @@ def test_bad_prompt_files(tmp_path, content, msg):
     p.write_text(content)
     with pytest.raises(UserError, match=msg):
         load_prompts(p)
+
+
+def test_other_4xx_does_not_disable_logprobs(tmp_path):
+    # B refuses one prompt with 422 whether or not logprobs are asked: after the retry without them
+    # fails too, logprobs are asked for again
+    with FakeOpenAIServer("a", ANSWERS_A) as a, \
+            FakeOpenAIServer("b", ANSWERS_B, fail_prompts={"2+2?"}, fail_status=422) as b:
+        agr = run_agreement(a.url, b.url, load_prompts(_prompts_file(tmp_path)), max_tokens=32, concurrency=1)
+        assert [("logprobs" in r) for r in b.requests] == [True, True, False, True, True]
+    assert agr.metrics.failed_b == 1
+    assert agr.targets[1].token_source == "server_logprobs"
+    assert agr.metrics.token_basis == "server_tokens"

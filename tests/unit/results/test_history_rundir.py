@@ -102,3 +102,9 @@ def test_bad_request_line_numbered(tmp_path):
     (tmp_path / "requests.jsonl").write_text('{"id": 1, "level": 0}\n')
     with pytest.raises(UserError, match=r"line 1: missing field sent_ns"):
         load_requests(tmp_path)
+
+
+def test_agreement_dir_is_not_a_result(tmp_path):
+    (tmp_path / "agreement.json").write_text("{}")
+    with pytest.raises(UserError, match="an output-agreement run, not a benchmark result"):
+        load_result(tmp_path)
