@@ -32,6 +32,7 @@ from wattbench.analysis.figures import (
     headline,
     level_key,
     outermost_common_boundary,
+    select_window,
     trial_ci,
 )
 from wattbench.errors import UserError
@@ -97,6 +98,7 @@ class Comparison(BaseModel):
     run_ids: list[str]
     boundary: str
     match: Literal["key", "index"]
+    window: Literal["full", "steady"] = "full"
     levels: list[LevelComparison] = Field(default_factory=list)
     unmatched: list[str] = Field(default_factory=list)
     incomparable: list[Incomparability] = Field(default_factory=list)
@@ -200,10 +202,14 @@ def refusal_message(problems: list[Incomparability], what: str = "runs") -> str:
 
 
 def compare(results: list[Result], force: bool = False, boundary: str | None = None,
-            match: Literal["key", "index"] = "key") -> Comparison:
-    """Compare results[1:] against results[0] level by level at one boundary."""
+            match: Literal["key", "index"] = "key", window: Literal["full", "steady"] = "full") -> Comparison:
+    """Compare results[1:] against results[0] level by level at one boundary.
+
+    ``window``: energy figures of the full measurement window or of the steady-state window.
+    """
     if len(results) < 2:
         raise UserError("compare needs at least two runs")
+    results = [select_window(r, window) for r in results]
     for r in results:
         if not r.levels:
             raise UserError(f"run {r.run_id} has no measured levels")
@@ -211,7 +217,7 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
         raise UserError(f"match must be 'key' or 'index', got {match!r}")
     bnd = resolve_boundary(results, boundary)
     base = results[0]
-    cmp = Comparison(run_ids=[r.run_id for r in results], boundary=bnd, match=match, forced=force)
+    cmp = Comparison(run_ids=[r.run_id for r in results], boundary=bnd, match=match, window=window, forced=force)
 
     per_candidate_pairs = []
     problems: list[Incomparability] = []
@@ -269,4 +275,8 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
         for lv in r.levels:
             if lv.validity.verdict == "invalid":
                 cmp.warnings.append(f"run {r.run_id} level {lv.label} is invalid: {'; '.join(lv.validity.reasons)}")
+            if lv.load.saturated:
+                why = "; ".join(lv.load.saturation_reasons) or "client saturated"
+                cmp.warnings.append(f"run {r.run_id} level {lv.label}: the load generator was saturated ({why}); "
+                                    "its figures describe the client as much as the server")
     return cmp

@@ -2,7 +2,8 @@
 
 Compare, regress and diagnosis all read a level through :func:`headline`, so a metric name means
 the same thing everywhere (``docs/compare.md`` lists them). Energy figures are read at one power
-boundary from ``LevelResult.energy`` (the full measurement window).
+boundary from ``LevelResult.energy`` (the full measurement window), or — after
+:func:`select_window` with ``"steady"`` — from ``LevelResult.energy_steady``.
 
 Trials (``--trials N``) put per-figure means and confidence intervals in
 ``level.extra["trials"]``::
@@ -209,6 +210,24 @@ def trial_ci(level: LevelResult, name: str, boundary: str | None) -> TrialCI | N
     conf = entry.get("confidence", block.get("confidence"))
     return TrialCI(mean=mean, low=lo, high=hi, n=int(n) if isinstance(n, int) else None,
                    confidence=float(conf) if isinstance(conf, (int, float)) else None)
+
+
+def select_window(result: Result, window: str) -> Result:
+    """The result with each level's energy figures taken from ``window``: ``full`` (as written) or
+    ``steady`` (``energy_steady``, the steady-state window). A copy; the input is not changed."""
+    from wattbench.errors import UserError
+
+    if window == "full":
+        return result
+    if window != "steady":
+        raise UserError(f"window must be 'full' or 'steady', got {window!r}")
+    out = result.model_copy(deep=True)
+    for lv in out.levels:
+        if not lv.energy_steady:
+            raise UserError(f"run {result.run_id} level {lv.label} has no steady-state energy figures; "
+                            "use the full window")
+        lv.energy = lv.energy_steady
+    return out
 
 
 def level_key(level: LevelResult) -> tuple[str, float | None]:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
 from wattbench.analysis.compare import match_levels, refusal_message, resolve_boundary
 from wattbench.analysis.diagnose import Finding, diagnose
-from wattbench.analysis.figures import METRIC_NAMES, headline, trial_ci
+from wattbench.analysis.figures import METRIC_NAMES, headline, select_window, trial_ci
 from wattbench.errors import UserError
 from wattbench.results.schema import Result
 
@@ -82,6 +82,7 @@ class RegressReport(BaseModel):
     run_id: str
     baseline_id: str
     boundary: str
+    window: Literal["full", "steady"] = "full"
     checks: list[Check]
     outcomes: list[CheckOutcome] = Field(default_factory=list)
     incomparable: list[Incomparability] = Field(default_factory=list)
@@ -189,11 +190,12 @@ def evaluate(check: Check, a, b, boundary: str, label: str) -> CheckOutcome:
 
 def regress(result: Result, baseline: Result, checks: str | list[Check] = DEFAULT_CHECKS,
             boundary: str | None = None, force: bool = False,
-            match: Literal["key", "index"] = "key") -> RegressReport:
+            match: Literal["key", "index"] = "key", window: Literal["full", "steady"] = "full") -> RegressReport:
     """Evaluate ``checks`` on every level of ``result`` matched to one of ``baseline``."""
     parsed = parse_checks(checks) if isinstance(checks, str) else list(checks)
     if not parsed:
         raise UserError("no checks given")
+    result, baseline = select_window(result, window), select_window(baseline, window)
     bnd = resolve_boundary([baseline, result], boundary)
     pairs, unmatched = match_levels(baseline, result, match)
     if not pairs:
@@ -206,7 +208,8 @@ def regress(result: Result, baseline: Result, checks: str | list[Check] = DEFAUL
     blocking = [p for p in problems if p.category != "setup"]
     if blocking and not force:
         raise UserError(refusal_message(blocking, "run and its baseline"))
-    report = RegressReport(run_id=result.run_id, baseline_id=baseline.run_id, boundary=bnd, checks=parsed,
+    report = RegressReport(run_id=result.run_id, baseline_id=baseline.run_id, boundary=bnd, window=window,
+                           checks=parsed,
                            incomparable=problems, forced=force, unmatched=unmatched)
     for check in parsed:
         outs = [evaluate(check, a, b, bnd, b.label) for a, b in pairs]

@@ -96,6 +96,7 @@ def register(app: typer.Typer) -> None:
                                                help="Power boundary for the ratios (default: the outermost "
                                                     "measured in every run)."),
         force: bool = typer.Option(False, "--force", help="Compare incomparable runs; each reason is flagged."),
+        window: str = typer.Option("full", "--window", help="Energy window: full or steady (steady state)."),
         match: str = typer.Option("key", "--match", help="Pair levels by 'key' (concurrency/rate) or 'index'."),
         agreement: Optional[str] = typer.Option(None, "--agreement",
                                                 help="An `agree` run to show next to the energy figures."),
@@ -111,7 +112,7 @@ def register(app: typer.Typer) -> None:
         if len(runs) < 2:
             raise UserError("compare needs at least two runs (directories, ids or tags)")
         results = [load_ref(r, db) for r in runs]
-        cmp = compare(results, force=force, boundary=boundary, match=match)  # type: ignore[arg-type]
+        cmp = compare(results, force=force, boundary=boundary, match=match, window=window)  # type: ignore[arg-type]
         agr = None
         if agreement:
             from wattbench.analysis.agree import load_agreement_ref

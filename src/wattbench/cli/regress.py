@@ -25,6 +25,7 @@ def register(app: typer.Typer) -> None:
                                     help="Comma list of checks."),
         boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary for energy checks."),
         force: bool = typer.Option(False, "--force", help="Check even when workloads/measurement differ."),
+        window: str = typer.Option("full", "--window", help="Energy window: full or steady (steady state)."),
         match: str = typer.Option("key", "--match", help="Pair levels by 'key' or 'index'."),
         out: Optional[str] = typer.Option(None, "--out", help="Also write the report JSON to this file."),
         db: Optional[str] = typer.Option(None, "--db", help="History database for ids, tags and baselines."),
@@ -37,7 +38,8 @@ def register(app: typer.Typer) -> None:
         checks = parse_checks(fail_on)  # bad check strings fail before any file is read
         cand = load_ref(result, db)
         base = load_ref(baseline, db)
-        rep = regress(cand, base, checks, boundary=boundary, force=force, match=match)  # type: ignore[arg-type]
+        rep = regress(cand, base, checks, boundary=boundary, force=force,
+                      match=match, window=window)  # type: ignore[arg-type]
         if out:
             write_json_atomic(out, rep)
         if as_json:

@@ -181,3 +181,25 @@ def test_decomposition_identity(ta, tb, pa, pb):
     assert d.per_kw_ratio == pytest.approx(fb["output_tokens_per_s_per_kw"] / fa["output_tokens_per_s_per_kw"],
                                            rel=1e-9)
     assert d.j_per_output_token_ratio == pytest.approx(1 / d.per_kw_ratio, rel=1e-9)
+
+
+def test_steady_window_and_saturation_warning():
+    from tests.fakes.results_factory import make_energy
+
+    a = make_result("a", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=600)])
+    b = make_result("b", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=600, saturated=True)])
+    tp = a.levels[0].throughput
+    a.levels[0].energy_steady = {"accelerator": make_energy("accelerator", 650.0, 50.0, tp.output_tokens,
+                                                            tp.input_tokens)}
+    b.levels[0].energy_steady = {"accelerator": make_energy("accelerator", 520.0, 50.0, tp.output_tokens,
+                                                            tp.input_tokens)}
+    full = compare([a, b])
+    assert full.levels[0].decompositions[0].power_ratio == pytest.approx(1.0)
+    steady = compare([a, b], window="steady")
+    assert steady.window == "steady"
+    assert steady.levels[0].decompositions[0].power_ratio == pytest.approx(1.25)
+    assert a.levels[0].energy["accelerator"].avg_power_w == 600.0  # inputs untouched
+    assert any("load generator was saturated" in w for w in full.warnings)
+    c = make_result("c", levels=[make_level(0, value=8)])
+    with pytest.raises(UserError, match="run c level concurrency=8 has no steady-state energy figures"):
+        compare([a, c], window="steady")

@@ -127,3 +127,17 @@ def test_unmeasured_metric_is_bad_input():
     a, b = _pair()
     with pytest.raises(UserError, match="goodput_rps is not measured in both runs"):
         regress(b, a, "goodput_rps:-5%")
+
+
+def test_regress_steady_window():
+    from tests.fakes.results_factory import make_energy
+
+    a, b = _pair()
+    tp = a.levels[0].throughput
+    a.levels[0].energy_steady = {"accelerator": make_energy("accelerator", 600.0, 50.0, tp.output_tokens,
+                                                            tp.input_tokens)}
+    b.levels[0].energy_steady = {"accelerator": make_energy("accelerator", 660.0, 50.0, tp.output_tokens,
+                                                            tp.input_tokens)}
+    assert regress(b, a, "avg_power_w:+5%").passed
+    rep = regress(b, a, "avg_power_w:+5%", window="steady")
+    assert rep.window == "steady" and rep.failed[0].miss == pytest.approx(0.05)
