@@ -222,11 +222,12 @@ def score(specs: list[PromptSpec], sides: list[tuple[SideOutput, SideOutput]],
         arr = np.asarray(divs, dtype=float)
         ds.min, ds.max = int(arr.min()), int(arr.max())
         ds.p50, ds.p90, ds.mean = float(np.percentile(arr, 50)), float(np.percentile(arr, 90)), float(arr.mean())
-        hist: dict[str, int] = {}
+        counts: dict[str, int] = {}
         for d in divs:
             k = _bucket(d)
-            hist[k] = hist.get(k, 0) + 1
-        ds.histogram = hist
+            counts[k] = counts.get(k, 0) + 1
+        order = [_bucket(lo) for lo, _ in DIVERGENCE_BUCKETS]  # buckets in position order
+        ds.histogram = {k: counts[k] for k in order if k in counts}
     structured = [(s, a, b) for s, (a, b) in zip(specs, sides) if s.structured]
     m = AgreementMetrics(
         prompts=len(specs),

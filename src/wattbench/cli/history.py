@@ -92,15 +92,22 @@ def register(app: typer.Typer) -> None:
             for k, v in rec.summary.items():
                 c.print(f"  {k:<9} {v}")
         if rec.levels:
-            t = Table()
-            for col in ("level", "tok/s", "TTFT p99 ms", "TPOT p99 ms", "boundary", "power W", "J/out tok",
-                        "tok/s per kW", "verdict"):
-                t.add_column(col)
+            bnds = sorted({lv["boundary"] for lv in rec.levels if lv["boundary"]})
+            from rich import box
+
+            t = Table(title=f"per level, energy at {', '.join(bnds) or '—'} (latency in ms)", title_justify="left",
+                      box=box.SIMPLE_HEAD, pad_edge=False)
+            t.add_column("level", no_wrap=True)
+            for col in ("tok/s", "TTFT p99", "TPOT p99", "W", "J/tok", "tok/s/kW"):
+                t.add_column(col, justify="right", no_wrap=True)
+            show_verdict = any(lv["verdict"] != "valid" for lv in rec.levels)  # narrow tables when all valid
+            if show_verdict:
+                t.add_column("verdict", no_wrap=True)
             for lv in rec.levels:
-                t.add_row(lv["label"], _fmt(lv["output_tokens_per_s"]), _fmt(lv["ttft_p99_ms"]),
-                          _fmt(lv["tpot_p99_ms"]), lv["boundary"] or "—", _fmt(lv["avg_power_w"]),
-                          _fmt(lv["j_per_output_token"], ".4f"), _fmt(lv["output_tokens_per_s_per_kw"]),
-                          lv["verdict"] or "—")
+                cells = [lv["label"], _fmt(lv["output_tokens_per_s"]), _fmt(lv["ttft_p99_ms"]),
+                         _fmt(lv["tpot_p99_ms"]), _fmt(lv["avg_power_w"]), _fmt(lv["j_per_output_token"], ".4f"),
+                         _fmt(lv["output_tokens_per_s_per_kw"])]
+                t.add_row(*cells, *([lv["verdict"] or "—"] if show_verdict else []))
             c.print(t)
 
     @hist.command("tag", help="Tag a run. A tag names one run; --force moves an existing tag.")
