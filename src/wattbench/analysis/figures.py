@@ -235,8 +235,8 @@ def level_key(level: LevelResult) -> tuple[str, float | None]:
     ld = level.load
     if ld.mode == "concurrency":
         return ("concurrency", float(ld.target_concurrency) if ld.target_concurrency is not None else None)
-    if ld.mode == "rate":
-        return ("rate", float(ld.target_rate_rps) if ld.target_rate_rps is not None else None)
+    if ld.mode == "rate":  # rounded so 0.1 + 0.2 and 0.3 name the same level
+        return ("rate", round(float(ld.target_rate_rps), 9) if ld.target_rate_rps is not None else None)
     return ("trace", None)
 
 
