@@ -1,0 +1,247 @@
+"""Headline figures of a load level, by name, and the trial confidence intervals behind them.
+
+Compare, regress and diagnosis all read a level through :func:`headline`, so a metric name means
+the same thing everywhere (``docs/compare.md`` lists them). Energy figures are read at one power
+boundary from ``LevelResult.energy`` (the full measurement window), or — after
+:func:`select_window` with ``"steady"`` — from ``LevelResult.energy_steady``.
+
+Trials (``--trials N``) put per-figure means and confidence intervals in
+``level.extra["trials"]``::
+
+    {"n": 5, "confidence": 0.95,
+     "figures": {"output_tokens_per_s": {"mean": 1000.0, "ci_low": 980.0, "ci_high": 1020.0},
+                 "avg_power_w@accelerator": {"mean": 700.0, "ci_low": 690.0, "ci_high": 710.0}}}
+
+An energy figure is keyed ``name@boundary``; a plain ``name`` key for an energy figure is read as
+belonging to every boundary (a run that measured one boundary).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from wattbench.results.schema import LevelResult, Result
+from wattbench.telemetry.base import BOUNDARIES
+
+# figures read from BoundaryEnergy at the chosen boundary
+ENERGY_FIGURES = (
+    "avg_power_w",
+    "max_power_w",
+    "idle_power_w",
+    "energy_j",
+    "dynamic_energy_j",
+    "j_per_output_token",
+    "j_per_token",
+    "output_tokens_per_s_per_kw",
+    "tokens_per_kwh",
+    "output_tokens_per_kwh",
+    "cost_per_million_output_tokens",
+)
+THROUGHPUT_FIGURES = ("output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s", "requests_per_s")
+LATENCY_KINDS = ("ttft", "tpot", "itl", "e2e")
+LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99", "max")
+OTHER_FIGURES = (
+    "failed_pct",
+    "goodput_rps",
+    "goodput_output_tokens_per_s",
+    "mean_running",
+    "mean_waiting",
+    "client_cpu_pct",
+    "max_temp_c",
+    "sm_clock_mhz",
+    "gpu_utilization_pct",
+)
+
+
+def all_metric_names() -> list[str]:
+    names = list(THROUGHPUT_FIGURES) + list(ENERGY_FIGURES)
+    names += [f"{k}_{s}_ms" for k in LATENCY_KINDS for s in LATENCY_STATS]
+    names += list(OTHER_FIGURES)
+    return names
+
+
+METRIC_NAMES = frozenset(all_metric_names())
+
+# figures where a higher value is better (used to phrase findings and table arrows)
+HIGHER_IS_BETTER = frozenset(
+    {"output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s", "requests_per_s",
+     "output_tokens_per_s_per_kw", "tokens_per_kwh", "output_tokens_per_kwh", "goodput_rps",
+     "goodput_output_tokens_per_s"}
+)
+
+
+def _num(v: Any) -> float | None:
+    """A number from a gauge summary: a plain number or a dict with ``mean``."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, dict):
+        for key in ("mean", "avg", "value"):
+            if key in v:
+                return _num(v[key])
+    return None
+
+
+def gauge(d: dict[str, Any], *names: str, stat: str | None = None) -> float | None:
+    """First present gauge among ``names``; ``stat`` picks a key of a summary dict (min/max/mean)."""
+    for n in names:
+        if n in d:
+            v = d[n]
+            if stat and isinstance(v, dict) and stat in v:
+                return _num(v[stat])
+            got = _num(v)
+            if got is not None:
+                return got
+    return None
+
+
+def throttle_reasons(level: LevelResult) -> list[str]:
+    """Throttle reasons seen in a level, from ``thermal`` (a list, or a dict reason -> fraction)."""
+    v = level.thermal.get("throttle_reasons") or level.thermal.get("clocks_event_reasons")
+    if isinstance(v, dict):
+        return sorted(k for k, frac in v.items() if frac)
+    if isinstance(v, (list, tuple)):
+        return [str(x) for x in v]
+    if isinstance(v, str) and v:
+        return [v]
+    return []
+
+
+def measured_boundaries(level: LevelResult) -> list[str]:
+    """Boundaries with an average power figure, inner to outer."""
+    found = [b for b, e in level.energy.items() if e.avg_power_w is not None]
+    order = {b: i for i, b in enumerate(BOUNDARIES)}
+    return sorted(found, key=lambda b: (order.get(b, len(order)), b))
+
+
+def outermost_common_boundary(results: list[Result]) -> str | None:
+    """The outermost boundary every level of every result measured."""
+    common: set[str] | None = None
+    for r in results:
+        for lv in r.levels:
+            s = set(measured_boundaries(lv))
+            common = s if common is None else common & s
+    if not common:
+        return None
+    order = {b: i for i, b in enumerate(BOUNDARIES)}
+    return max(common, key=lambda b: (order.get(b, -1), b))
+
+
+def headline(level: LevelResult, boundary: str | None) -> dict[str, float | None]:
+    """Every named figure of a level (None where not measured)."""
+    out: dict[str, float | None] = {}
+    tp = level.throughput
+    for name in THROUGHPUT_FIGURES:
+        out[name] = float(getattr(tp, name))
+    lat = level.latency
+    for kind in LATENCY_KINDS:
+        st = getattr(lat, f"{kind}_ms")
+        for s in LATENCY_STATS:
+            v = getattr(st, s)
+            out[f"{kind}_{s}_ms"] = None if v is None else float(v)
+    e = level.energy.get(boundary) if boundary else None
+    for name in ENERGY_FIGURES:
+        v = getattr(e, name) if e is not None else None
+        out[name] = None if v is None else float(v)
+    req = level.requests
+    total = req.completed + req.failed
+    out["failed_pct"] = 100.0 * req.failed / total if total else None
+    gp = level.goodput or {}
+    out["goodput_rps"] = gauge(gp, "requests_per_s", "goodput_rps", "rps")
+    out["goodput_output_tokens_per_s"] = gauge(gp, "output_tokens_per_s", "goodput_output_tokens_per_s")
+    sm = level.server_metrics
+    out["mean_running"] = gauge(sm, "num_requests_running", "running", "running_mean")
+    out["mean_waiting"] = gauge(sm, "num_requests_waiting", "waiting", "waiting_mean")
+    out["client_cpu_pct"] = level.load.client_cpu_pct
+    th = level.thermal
+    out["max_temp_c"] = gauge(th, "max_temp_c", "temperature_c", stat="max")
+    out["sm_clock_mhz"] = gauge(th, "sm_clock_mhz", "sm_clock", stat="mean")
+    out["gpu_utilization_pct"] = gauge(th, "gpu_utilization_pct", "utilization_pct", stat="mean")
+    return out
+
+
+@dataclass(frozen=True)
+class TrialCI:
+    """Mean and confidence interval of one figure over trials."""
+
+    mean: float
+    low: float
+    high: float
+    n: int | None = None
+    confidence: float | None = None
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2.0
+
+    @property
+    def rel_half_width(self) -> float:
+        """Half-width relative to the mean: the first-order half-width of log(mean)."""
+        return self.half_width / abs(self.mean) if self.mean else float("inf")
+
+
+def trial_ci(level: LevelResult, name: str, boundary: str | None) -> TrialCI | None:
+    """The trials CI of a figure, or None when the level has no trials block for it."""
+    block = level.extra.get("trials")
+    if not isinstance(block, dict):
+        return None
+    figs = block.get("figures", block)
+    if not isinstance(figs, dict):
+        return None
+    entry = None
+    if name in ENERGY_FIGURES and boundary:
+        entry = figs.get(f"{name}@{boundary}")
+        if entry is None and isinstance(figs.get(boundary), dict):
+            entry = figs[boundary].get(name)
+    if entry is None:
+        entry = figs.get(name)
+    if not isinstance(entry, dict):
+        return None
+    mean = _num(entry.get("mean"))
+    lo, hi = _num(entry.get("ci_low")), _num(entry.get("ci_high"))
+    if (lo is None or hi is None) and mean is not None and _num(entry.get("ci_half_width")) is not None:
+        hw = _num(entry["ci_half_width"])
+        lo, hi = mean - hw, mean + hw
+    if mean is None or lo is None or hi is None or hi < lo:
+        return None
+    n = entry.get("n", block.get("n"))
+    conf = entry.get("confidence", block.get("confidence"))
+    return TrialCI(mean=mean, low=lo, high=hi, n=int(n) if isinstance(n, int) else None,
+                   confidence=float(conf) if isinstance(conf, (int, float)) else None)
+
+
+def select_window(result: Result, window: str) -> Result:
+    """The result with each level's energy figures taken from ``window``: ``full`` (as written) or
+    ``steady`` (``energy_steady``, the steady-state window). A copy; the input is not changed."""
+    from wattbench.errors import UserError
+
+    if window == "full":
+        return result
+    if window != "steady":
+        raise UserError(f"window must be 'full' or 'steady', got {window!r}")
+    out = result.model_copy(deep=True)
+    for lv in out.levels:
+        if not lv.energy_steady:
+            raise UserError(f"run {result.run_id} level {lv.label} has no steady-state energy figures; "
+                            "use the full window")
+        lv.energy = lv.energy_steady
+    return out
+
+
+def level_key(level: LevelResult) -> tuple[str, float | None]:
+    """(mode, target value) used to match levels across runs."""
+    ld = level.load
+    if ld.mode == "concurrency":
+        return ("concurrency", float(ld.target_concurrency) if ld.target_concurrency is not None else None)
+    if ld.mode == "rate":  # rounded so 0.1 + 0.2 and 0.3 name the same level
+        return ("rate", round(float(ld.target_rate_rps), 9) if ld.target_rate_rps is not None else None)
+    return ("trace", None)
+
+
+def describe_key(key: tuple[str, float | None]) -> str:
+    mode, v = key
+    if v is None:
+        return mode
+    return f"{mode}={v:g}"

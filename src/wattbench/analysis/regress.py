@@ -1,0 +1,221 @@
+"""The regression gate: does a run hold every check against a baseline?
+
+Check syntax (``docs/compare.md``): a comma list of ``METRIC:SIGN AMOUNT[UNIT]``::
+
+    j_per_output_token:+5%         fails when J/output token rises more than 5%
+    output_tokens_per_s:-3%        fails when throughput falls more than 3%
+    ttft_p99_ms:+20ms              fails when p99 TTFT rises more than 20 ms (absolute)
+    failed_pct:+1pp                fails when the failed share rises more than 1 percentage point
+    avg_power_w:+25W               absolute, in the metric's unit (W/kW, J/mJ, ms/s, pp)
+
+The sign names the bad direction. Every check is evaluated at every matched level.
+
+Noise rule. Without trials a check fails when the change is beyond the threshold. When both
+levels carry trial CIs for the metric, the change must be beyond the threshold even at the end of
+its CI nearest to "no change": for a relative check the ratio's CI is ``[R·e^-w, R·e^w]`` with
+``w = sqrt((h_a/m_a)² + (h_b/m_b)²)`` (log-ratio delta method), and a ``+`` check fails only if
+``R·e^-w − 1 > threshold`` (a ``−`` check only if ``1 − R·e^w > threshold``); for an absolute
+check the difference's half-width is ``sqrt(h_a² + h_b²)`` and the check fails only if
+``|change| − half-width > threshold`` in the bad direction. The miss reported is how far that
+bound lies beyond the threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
+from wattbench.analysis.compare import match_levels, refusal_message, resolve_boundary
+from wattbench.analysis.diagnose import Finding, diagnose
+from wattbench.analysis.figures import METRIC_NAMES, headline, select_window, trial_ci
+from wattbench.errors import UserError
+from wattbench.results.schema import Result
+
+DEFAULT_CHECKS = "j_per_output_token:+5%,output_tokens_per_s:-3%"
+
+# unit suffix -> (metric name suffix it applies to, factor to the metric's unit)
+_UNITS: dict[str, tuple[tuple[str, ...], float]] = {
+    "ms": (("_ms",), 1.0),
+    "s": (("_ms",), 1000.0),
+    "w": (("_w",), 1.0),
+    "kw": (("_w",), 1000.0),
+    "j": (("_j", "j_per_output_token", "j_per_token"), 1.0),
+    "mj": (("_j", "j_per_output_token", "j_per_token"), 1e-3),
+    "pp": (("_pct",), 1.0),
+}
+
+_CHECK_RE = re.compile(r"^\s*([a-z0-9_]+)\s*:\s*([+-])\s*([0-9]*\.?[0-9]+)\s*(%|[a-zA-Z]+)?\s*$")
+
+
+class Check(BaseModel):
+    metric: str
+    direction: Literal["+", "-"]  # the bad direction
+    kind: Literal["relative", "absolute"]
+    threshold: float  # a fraction (relative) or in the metric's unit (absolute)
+    text: str
+
+    def describe_threshold(self) -> str:
+        if self.kind == "relative":
+            return f"{self.direction}{self.threshold * 100:g}%"
+        return f"{self.direction}{self.threshold:g}"
+
+
+class CheckOutcome(BaseModel):
+    check: Check
+    level: str
+    baseline: float | None = None
+    candidate: float | None = None
+    change: float | None = None  # relative fraction or absolute, candidate vs baseline
+    change_ci: list[float] | None = None  # [low, high] of the change when trials exist
+    bound: float | None = None  # the change in the bad direction at the CI end nearest zero
+    status: Literal["pass", "fail", "skipped"] = "pass"
+    miss: float | None = None  # how far beyond the threshold (same kind/unit as the threshold)
+    noise_aware: bool = False
+    message: str = ""
+
+
+class RegressReport(BaseModel):
+    run_id: str
+    baseline_id: str
+    boundary: str
+    window: Literal["full", "steady"] = "full"
+    checks: list[Check]
+    outcomes: list[CheckOutcome] = Field(default_factory=list)
+    incomparable: list[Incomparability] = Field(default_factory=list)
+    forced: bool = False
+    findings: list[Finding] = Field(default_factory=list)
+    unmatched: list[str] = Field(default_factory=list)
+
+    @property
+    def failed(self) -> list[CheckOutcome]:
+        return [o for o in self.outcomes if o.status == "fail"]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+
+def parse_checks(spec: str) -> list[Check]:
+    """Parse ``metric:+5%,metric:-3%,ttft_p99_ms:+20ms``; UserError naming a bad item."""
+    if spec is None or not str(spec).strip():
+        raise UserError("no checks given; e.g. --fail-on j_per_output_token:+5%,output_tokens_per_s:-3%")
+    out = []
+    for item in str(spec).split(","):
+        if not item.strip():
+            continue
+        m = _CHECK_RE.match(item)
+        if not m:
+            raise UserError(f"check {item.strip()!r} is not METRIC:+N% or METRIC:-N% (or an absolute amount "
+                            "like ttft_p99_ms:+20ms); e.g. j_per_output_token:+5%")
+        metric, sign, amount, unit = m.group(1), m.group(2), float(m.group(3)), m.group(4)
+        if metric not in METRIC_NAMES:
+            close = [n for n in sorted(METRIC_NAMES) if metric.split("_")[0] in n][:5]
+            hint = f"; did you mean {', '.join(close)}" if close else "; see docs/compare.md for the metric names"
+            raise UserError(f"check {item.strip()!r}: unknown metric {metric!r}{hint}")
+        if unit == "%":
+            out.append(Check(metric=metric, direction=sign, kind="relative", threshold=amount / 100.0,
+                             text=item.strip()))
+            continue
+        factor = 1.0
+        if unit:
+            u = _UNITS.get(unit.lower())
+            if u is None or not any(metric.endswith(sfx) or metric == sfx for sfx in u[0]):
+                raise UserError(f"check {item.strip()!r}: unit {unit!r} does not fit metric {metric!r}; use % for "
+                                "a relative change or the metric's own unit (ms/s, W/kW, J/mJ, pp)")
+            factor = u[1]
+        out.append(Check(metric=metric, direction=sign, kind="absolute", threshold=amount * factor,
+                         text=item.strip()))
+    if not out:
+        raise UserError("no checks given; e.g. --fail-on j_per_output_token:+5%,output_tokens_per_s:-3%")
+    return out
+
+
+def _fmt(check: Check, x: float) -> str:
+    if check.kind == "relative":
+        return f"{x * 100:+.2f}%"
+    return f"{x:+.4g}"
+
+
+def evaluate(check: Check, a, b, boundary: str, label: str) -> CheckOutcome:
+    va, vb = headline(a, boundary)[check.metric], headline(b, boundary)[check.metric]
+    out = CheckOutcome(check=check, level=label, baseline=va, candidate=vb)
+    if va is None or vb is None:
+        out.status = "skipped"
+        out.message = f"{check.metric} not measured at {label} in {'the baseline' if va is None else 'the run'}"
+        return out
+    sgn = 1.0 if check.direction == "+" else -1.0
+    ca, cb = trial_ci(a, check.metric, boundary), trial_ci(b, check.metric, boundary)
+    if check.kind == "relative":
+        if va == 0:
+            out.status = "skipped"
+            out.message = f"{check.metric} is 0 in the baseline at {label}; a relative change is undefined"
+            return out
+        ratio = vb / va
+        out.change = ratio - 1.0
+        if ca and cb and ratio > 0:
+            w = math.sqrt(ca.rel_half_width ** 2 + cb.rel_half_width ** 2)
+            lo, hi = ratio * math.exp(-w) - 1.0, ratio * math.exp(w) - 1.0
+            out.change_ci = [lo, hi]
+            out.noise_aware = True
+            out.bound = lo if sgn > 0 else -hi
+        else:
+            out.bound = sgn * out.change
+    else:
+        out.change = vb - va
+        if ca and cb:
+            hw = math.sqrt(ca.half_width ** 2 + cb.half_width ** 2)
+            out.change_ci = [out.change - hw, out.change + hw]
+            out.noise_aware = True
+            out.bound = sgn * out.change - hw
+        else:
+            out.bound = sgn * out.change
+    if out.bound > check.threshold:
+        out.status = "fail"
+        out.miss = out.bound - check.threshold
+        ci = ""
+        if out.noise_aware:
+            ci = f", beyond its CI [{_fmt(check, out.change_ci[0])}, {_fmt(check, out.change_ci[1])}]"
+        out.message = (f"{check.text} at {label}: {check.metric} {va:.6g} -> {vb:.6g} "
+                       f"({_fmt(check, out.change)}{ci}); limit {check.describe_threshold()}, missed by "
+                       f"{_fmt(check, out.miss).lstrip('+')}")
+    else:
+        out.message = (f"{check.text} holds at {label}: {check.metric} {va:.6g} -> {vb:.6g} "
+                       f"({_fmt(check, out.change)})")
+    return out
+
+
+def regress(result: Result, baseline: Result, checks: str | list[Check] = DEFAULT_CHECKS,
+            boundary: str | None = None, force: bool = False,
+            match: Literal["key", "index"] = "key", window: Literal["full", "steady"] = "full") -> RegressReport:
+    """Evaluate ``checks`` on every level of ``result`` matched to one of ``baseline``."""
+    parsed = parse_checks(checks) if isinstance(checks, str) else list(checks)
+    if not parsed:
+        raise UserError("no checks given")
+    result, baseline = select_window(result, window), select_window(baseline, window)
+    bnd = resolve_boundary([baseline, result], boundary)
+    pairs, unmatched = match_levels(baseline, result, match)
+    if not pairs:
+        raise UserError(f"no load level of {result.run_id} matches one of baseline {baseline.run_id} "
+                        f"({', '.join(lv.label for lv in baseline.levels)} vs "
+                        f"{', '.join(lv.label for lv in result.levels)})")
+    problems = check_runs(baseline, result)
+    for a, b in pairs:
+        problems.extend(check_levels(a, b, bnd))
+    blocking = [p for p in problems if p.category != "setup"]
+    if blocking and not force:
+        raise UserError(refusal_message(blocking, "run and its baseline"))
+    report = RegressReport(run_id=result.run_id, baseline_id=baseline.run_id, boundary=bnd, window=window,
+                           checks=parsed,
+                           incomparable=problems, forced=force, unmatched=unmatched)
+    for check in parsed:
+        outs = [evaluate(check, a, b, bnd, b.label) for a, b in pairs]
+        if all(o.status == "skipped" for o in outs):
+            raise UserError(f"check {check.text!r}: {check.metric} is not measured in both runs at any matched "
+                            f"level ({outs[0].message})")
+        report.outcomes.extend(outs)
+    report.findings = diagnose(baseline, result, pairs, bnd)
+    return report

@@ -1,0 +1,131 @@
+"""`wattbench compare A B [C …]`: side-by-side per level, the per-kW ratio decomposed."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from wattbench.cli.common import handle_errors
+
+FIGURE_LABELS = {
+    "output_tokens_per_s": ("output tok/s", ".1f"),
+    "avg_power_w": ("avg power W", ".1f"),
+    "output_tokens_per_s_per_kw": ("tok/s per kW", ".1f"),
+    "j_per_output_token": ("J / output token", ".4f"),
+    "ttft_p50_ms": ("TTFT p50 ms", ".1f"),
+    "ttft_p99_ms": ("TTFT p99 ms", ".1f"),
+    "tpot_p50_ms": ("TPOT p50 ms", ".2f"),
+    "tpot_p99_ms": ("TPOT p99 ms", ".2f"),
+    "goodput_rps": ("goodput req/s", ".2f"),
+    "failed_pct": ("failed %", ".2f"),
+}
+
+
+def _cell(v, spec: str, ci=None, base=None) -> str:
+    if v is None:
+        return "—"
+    s = format(v, spec)
+    if ci:
+        s += f" [{format(ci[0], spec)}, {format(ci[1], spec)}]"
+    if base not in (None, 0):
+        s += f" ({v / base:.2f}×)"
+    return s
+
+
+def render_findings(console, findings, incomparable=(), warnings=()) -> None:
+    from rich.markup import escape
+
+    if incomparable:
+        console.print("[bold yellow]compared with --force despite:[/bold yellow]")
+        for p in incomparable:
+            console.print(f"  [yellow]! {escape(p.line())}[/yellow]")
+    for w in warnings:
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    if findings:
+        console.print("[bold]diagnosis[/bold]")
+        colour = {"alert": "red", "warn": "yellow", "info": "cyan"}
+        for f in findings:
+            where = escape(f" [{f.level}]") if f.level else ""
+            console.print(f"  [{colour.get(f.severity, 'white')}]{f.severity}[/] {f.id}{where}: {escape(f.message)}")
+
+
+def render(cmp, agreement=None) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    c = Console(highlight=False)
+    for row in cmp.levels:
+        t = Table(title=escape(f"{row.key} @ {cmp.boundary}"), title_justify="left")
+        t.add_column("figure")
+        for rid, label, verdict in zip(cmp.run_ids, row.labels, row.verdicts):
+            mark = "" if verdict == "valid" else f" ({verdict})"
+            t.add_column(escape(f"{rid}{mark}"), justify="right")
+        for key, (name, spec) in FIGURE_LABELS.items():
+            vals = [f.get(key) for f in row.figures]
+            if all(v is None for v in vals):
+                continue
+            cells = [_cell(v, spec, ci.get(key), vals[0] if i else None)
+                     for i, (v, ci) in enumerate(zip(vals, row.cis or [{}] * len(vals)))]
+            t.add_row(name, *cells)
+        c.print(t)
+        for d in row.decompositions:
+            c.print(escape(f"  {d.candidate} vs {cmp.run_ids[0]}: {d.text()}"))
+    if cmp.unmatched:
+        c.print("[dim]unmatched levels: " + escape("; ".join(cmp.unmatched)) + "[/dim]")
+    render_findings(c, cmp.findings, cmp.incomparable, cmp.warnings)
+    if agreement is not None:
+        m = agreement.metrics
+        def pct(x):
+            return "—" if x is None else f"{x:.1%}"
+
+        c.print("[bold]output agreement[/bold] " + escape(
+            f"({agreement.run_id}): exact match {pct(m.exact_match_rate)}, token agreement "
+            f"{pct(m.token_agreement)} ({m.token_basis}), structured valid A {pct(m.structured_valid_rate_a)} / "
+            f"B {pct(m.structured_valid_rate_b)}"))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("compare", help="Compare runs level by level; the first is the baseline. "
+                                 "Per kW = throughput ratio × power ratio at one boundary.")
+    @handle_errors
+    def compare_cmd(
+        runs: List[str] = typer.Argument(..., help="Two or more run directories, run ids, tags or baselines."),
+        boundary: Optional[str] = typer.Option(None, "--boundary",
+                                               help="Power boundary for the ratios (default: the outermost "
+                                                    "measured in every run)."),
+        force: bool = typer.Option(False, "--force", help="Compare incomparable runs; each reason is flagged."),
+        window: str = typer.Option("full", "--window", help="Energy window: full or steady (steady state)."),
+        match: str = typer.Option("key", "--match", help="Pair levels by 'key' (concurrency/rate) or 'index'."),
+        agreement: Optional[str] = typer.Option(None, "--agreement",
+                                                help="An `agree` run to show next to the energy figures."),
+        out: Optional[str] = typer.Option(None, "--out", help="Also write the comparison JSON to this file."),
+        db: Optional[str] = typer.Option(None, "--db", help="History database for ids and tags."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
+        from wattbench.analysis.compare import compare
+        from wattbench.errors import UserError
+        from wattbench.results.rundir import write_json_atomic
+        from wattbench.results.store import load_ref
+
+        if len(runs) < 2:
+            raise UserError("compare needs at least two runs (directories, ids or tags)")
+        results = [load_ref(r, db) for r in runs]
+        cmp = compare(results, force=force, boundary=boundary, match=match, window=window)  # type: ignore[arg-type]
+        agr = None
+        if agreement:
+            from wattbench.analysis.agree import load_agreement_ref
+
+            agr = load_agreement_ref(agreement, db)
+        if out:
+            write_json_atomic(out, cmp)
+        if as_json:
+            data = cmp.model_dump(mode="json")
+            if agr is not None:
+                data["agreement"] = agr.model_dump(mode="json", exclude={"prompts"})
+            import json
+
+            typer.echo(json.dumps(data, indent=2))
+            return
+        render(cmp, agr)

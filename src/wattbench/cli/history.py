@@ -1,0 +1,199 @@
+"""`wattbench history list|show|tag|untag|baseline|import`: the run index (SQLite)."""
+
+from __future__ import annotations
+
+import json
+from typing import List, Optional
+
+import typer
+
+from wattbench.cli.common import handle_errors
+
+DB_HELP = "History database (default: $WATTBENCH_DB or the user data directory's history.sqlite3)."
+
+
+def _fmt(v, spec: str = ".1f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def _print_json(data) -> None:
+    typer.echo(json.dumps(data, indent=2, default=str))
+
+
+def register(app: typer.Typer) -> None:
+    hist = typer.Typer(help="The run history: list, show, tag, set baselines, import run directories.",
+                       no_args_is_help=True)
+
+    @hist.command("list", help="List registered runs, newest first.")
+    @handle_errors
+    def list_cmd(
+        model: Optional[str] = typer.Option(None, "--model", help="Substring of the model name."),
+        engine: Optional[str] = typer.Option(None, "--engine", help="Substring of the engine name."),
+        gpu: Optional[str] = typer.Option(None, "--gpu", help="Substring of the GPU description."),
+        tag: Optional[str] = typer.Option(None, "--tag", help="Only the run with this tag."),
+        kind: Optional[str] = typer.Option(None, "--kind", help="run or agree."),
+        since: Optional[str] = typer.Option(None, "--since", help="ISO date, e.g. 2026-11-01."),
+        limit: int = typer.Option(50, "--limit", help="At most this many runs (0 = all)."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
+        from wattbench.results.store import HistoryStore
+
+        with HistoryStore(db) as store:
+            runs = store.list_runs(model=model, engine=engine, gpu=gpu, tag=tag, kind=kind, since=since,
+                                   limit=limit or None)
+        if as_json:
+            _print_json([r.to_dict() for r in runs])
+            return
+        if not runs:
+            typer.echo("no runs registered" + (" matching the filters" if any((model, engine, gpu, tag, kind,
+                                                                               since)) else ""))
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(show_lines=False)
+        t.add_column("run id", no_wrap=True)
+        for col in ("created", "kind", "model", "engine", "gpu", "boundaries", "verdict", "tags"):
+            t.add_column(col, overflow="fold")
+        for r in runs:
+            t.add_row(r.run_id, (r.created_at or "")[:19], r.kind, r.model or "—",
+                      f"{r.engine or '—'} {r.engine_version or ''}".strip(), r.gpu or "—",
+                      ",".join(r.boundaries) or "—", r.verdict or "—",
+                      ",".join(r.tags + [f"baseline:{b}" for b in r.baselines]))
+        Console().print(t)
+
+    @hist.command("show", help="Show one run (directory, run id, id prefix, tag or baseline name).")
+    @handle_errors
+    def show_cmd(
+        ref: str = typer.Argument(..., help="Run directory, run id, id prefix, tag or baseline."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
+        from wattbench.results.store import HistoryStore
+
+        with HistoryStore(db) as store:
+            rec = store.get(ref)
+        if as_json:
+            _print_json(rec.to_dict())
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        c = Console(highlight=False, markup=False)
+        c.print(f"{rec.run_id} ({rec.kind}) {rec.status or ''} verdict {rec.verdict or '—'}")
+        c.print(f"  path      {rec.path}")
+        c.print(f"  created   {rec.created_at}")
+        c.print(f"  model     {rec.model or '—'}  engine {rec.engine or '—'} {rec.engine_version or ''}")
+        c.print(f"  gpu       {rec.gpu or '—'}  boundaries {', '.join(rec.boundaries) or '—'}")
+        if rec.tags or rec.baselines:
+            c.print(f"  tags      {', '.join(rec.tags) or '—'}  baselines {', '.join(rec.baselines) or '—'}")
+        if rec.summary:
+            for k, v in rec.summary.items():
+                c.print(f"  {k:<9} {v}")
+        if rec.levels:
+            bnds = sorted({lv["boundary"] for lv in rec.levels if lv["boundary"]})
+            from rich import box
+
+            t = Table(title=f"per level, energy at {', '.join(bnds) or '—'} (latency in ms)", title_justify="left",
+                      box=box.SIMPLE_HEAD, pad_edge=False)
+            t.add_column("level", no_wrap=True)
+            for col in ("tok/s", "TTFT p99", "TPOT p99", "W", "J/tok", "tok/s/kW"):
+                t.add_column(col, justify="right", no_wrap=True)
+            show_verdict = any(lv["verdict"] != "valid" for lv in rec.levels)  # narrow tables when all valid
+            if show_verdict:
+                t.add_column("verdict", no_wrap=True)
+            for lv in rec.levels:
+                cells = [lv["label"], _fmt(lv["output_tokens_per_s"]), _fmt(lv["ttft_p99_ms"]),
+                         _fmt(lv["tpot_p99_ms"]), _fmt(lv["avg_power_w"]), _fmt(lv["j_per_output_token"], ".4f"),
+                         _fmt(lv["output_tokens_per_s_per_kw"])]
+                t.add_row(*cells, *([lv["verdict"] or "—"] if show_verdict else []))
+            c.print(t)
+
+    @hist.command("tag", help="Tag a run. A tag names one run; --force moves an existing tag.")
+    @handle_errors
+    def tag_cmd(
+        ref: str = typer.Argument(..., help="The run to tag."),
+        tag: str = typer.Argument(..., help="The tag."),
+        force: bool = typer.Option(False, "--force", help="Move the tag if it names another run."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
+        from wattbench.results.store import HistoryStore
+
+        with HistoryStore(db) as store:
+            rec = store.tag(ref, tag, force=force)
+        if as_json:
+            _print_json({"tag": tag, "run_id": rec.run_id})
+        else:
+            typer.echo(f"{tag} -> {rec.run_id}")
+
+    @hist.command("untag", help="Remove a tag.")
+    @handle_errors
+    def untag_cmd(
+        tag: str = typer.Argument(..., help="The tag to remove."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    ) -> None:
+        from wattbench.results.store import HistoryStore
+
+        with HistoryStore(db) as store:
+            store.untag(tag)
+        typer.echo(f"removed tag {tag}")
+
+    @hist.command("baseline", help="Set baseline NAME to a run; with only NAME show it; with none list them.")
+    @handle_errors
+    def baseline_cmd(
+        name: Optional[str] = typer.Argument(None, help="Baseline name, e.g. main."),
+        ref: Optional[str] = typer.Argument(None, help="The run it points at."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
+        from wattbench.errors import UserError
+        from wattbench.results.store import HistoryStore
+
+        with HistoryStore(db) as store:
+            if name is None:
+                data = store.baselines()
+            elif ref is None:
+                data = store.baselines()
+                if name not in data:
+                    raise UserError(f"no baseline {name!r} in {store.path}; set one with "
+                                    f"`wattbench history baseline {name} RUN`")
+                data = {name: data[name]}
+            else:
+                rec = store.set_baseline(name, ref)
+                data = {name: rec.run_id}
+        if as_json:
+            _print_json(data)
+        elif not data:
+            typer.echo("no baselines set")
+        else:
+            for k, v in data.items():
+                typer.echo(f"{k} -> {v}")
+
+    @hist.command("import", help="Register run directories (searched recursively for result.json).")
+    @handle_errors
+    def import_cmd(
+        paths: List[str] = typer.Argument(..., help="Run directories or folders holding them."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
+        from wattbench.results.store import HistoryStore
+
+        with HistoryStore(db) as store:
+            recs, problems = store.import_dirs(paths)
+        if as_json:
+            _print_json({"imported": [r.run_id for r in recs], "problems": problems,
+                         "notes": [n for r in recs for n in r.notes]})
+        else:
+            for r in recs:
+                typer.echo(f"imported {r.run_id}  {r.path}")
+                for n in r.notes:
+                    typer.echo(f"  note: {n}")
+            for p in problems:
+                typer.echo(f"skipped: {p}", err=True)
+            typer.echo(f"{len(recs)} run(s) imported, {len(problems)} skipped")
+        if problems and not recs:
+            raise typer.Exit(2)
+
+    app.add_typer(hist, name="history")

@@ -1,0 +1,186 @@
+"""Reading and writing run directories.
+
+A run directory holds ``result.json`` (a :class:`~wattbench.results.schema.Result`) and
+``requests.jsonl`` (one :class:`~wattbench.results.schema.RequestRecord` per line). Writes are
+atomic (temporary file in the same directory, fsync, ``os.replace``) so a crash mid-write leaves
+the previous complete file. Reads use JSON and pydantic only (never pickle or eval); a missing or
+corrupt file raises :class:`~wattbench.errors.UserError` naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from wattbench.errors import UserError
+from wattbench.results.schema import SCHEMA_VERSION, RequestRecord, Result
+
+RESULT_FILE = "result.json"
+REQUESTS_FILE = "requests.jsonl"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename durable too (not possible on every platform)
+        dfd = os.open(str(path.parent), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def write_json_atomic(path: str | os.PathLike, model: BaseModel) -> Path:
+    """Write a pydantic model as indented JSON, atomically."""
+    p = Path(path)
+    _atomic_write_bytes(p, (model.model_dump_json(indent=2) + "\n").encode("utf-8"))
+    return p
+
+
+def write_result(run_dir: str | os.PathLike, result: Result) -> Path:
+    """Write ``result.json`` into ``run_dir`` atomically; returns the file's path."""
+    return write_json_atomic(Path(run_dir) / RESULT_FILE, result)
+
+
+def append_requests(run_dir: str | os.PathLike, records: Iterable[RequestRecord | dict]) -> Path:
+    """Append request records to ``requests.jsonl`` (one JSON object per line) and fsync."""
+    path = Path(run_dir) / REQUESTS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for r in records:
+        if isinstance(r, BaseModel):
+            lines.append(r.model_dump_json())
+        else:
+            lines.append(RequestRecord.model_validate(r).model_dump_json())
+    with open(path, "ab") as f:
+        if lines:
+            f.write(("\n".join(lines) + "\n").encode("utf-8"))
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def describe_validation_error(exc: ValidationError, limit: int = 3) -> str:
+    """One line naming the fields that are missing or wrong."""
+    parts = []
+    for err in exc.errors()[:limit]:
+        loc = ".".join(str(x) for x in err.get("loc", ()))
+        if err.get("type") == "missing":
+            parts.append(f"missing field {loc}")
+        else:
+            msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+            parts.append(f"field {loc}: {msg}" if loc else msg)
+    more = len(exc.errors()) - limit
+    if more > 0:
+        parts.append(f"and {more} more problem(s)")
+    return "; ".join(parts)
+
+
+def read_json_file(path: Path) -> Any:
+    """Parse a JSON file; UserError naming the file and where it is broken."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: missing (no such file)") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, expected a JSON file") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot be read ({e.strerror or e})") from None
+    if not text.strip():
+        raise UserError(f"{path}: empty file (the run may have been killed before writing it)")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}: not valid JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
+
+
+def result_path(path_or_dir: str | os.PathLike) -> Path:
+    """The ``result.json`` a path names: the file itself, or the one inside a directory."""
+    p = Path(path_or_dir)
+    if p.is_dir():
+        return p / RESULT_FILE
+    return p
+
+
+def check_schema_version(path: Path, data: dict, supported: int = SCHEMA_VERSION) -> None:
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise UserError(f"{path}: schema_version {version!r} is not an integer")
+    if version > supported:
+        raise UserError(
+            f"{path}: schema_version {version} is newer than this wattbench reads ({supported}); "
+            "upgrade wattbench to read it"
+        )
+
+
+def load_model(path: Path, model: type[M], what: str = "result", supported: int = SCHEMA_VERSION) -> M:
+    data = read_json_file(path)
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object ({what}), found {type(data).__name__}")
+    check_schema_version(path, data, supported)
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise UserError(f"{path}: {describe_validation_error(e)}") from None
+
+
+def load_result(path_or_dir: str | os.PathLike) -> Result:
+    """Read a run's ``result.json`` (give the run directory or the file)."""
+    p = Path(path_or_dir)
+    if not p.exists():
+        raise UserError(f"{p}: no such run directory or result file")
+    if p.is_dir() and not (p / RESULT_FILE).exists() and (p / "agreement.json").exists():
+        raise UserError(f"{p}: an output-agreement run, not a benchmark result (show it with "
+                        "`wattbench compare A B --agreement RUN`)")
+    return load_model(result_path(p), Result, "result")
+
+
+def load_requests(run_dir: str | os.PathLike) -> list[RequestRecord]:
+    """Read ``requests.jsonl``; a bad line is reported with its line number."""
+    path = Path(run_dir)
+    if path.is_dir():
+        path = path / REQUESTS_FILE
+    if not path.exists():
+        raise UserError(f"{path}: missing (no such file)")
+    out: list[RequestRecord] = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as e:
+                # a torn last line from a killed run is reported like any other corruption
+                raise UserError(f"{path}: line {lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(data, dict):
+                raise UserError(f"{path}: line {lineno}: expected a JSON object")
+            try:
+                out.append(RequestRecord.model_validate(data))
+            except ValidationError as e:
+                raise UserError(f"{path}: line {lineno}: {describe_validation_error(e)}") from None
+    return out

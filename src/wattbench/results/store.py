@@ -1,0 +1,478 @@
+"""The SQLite history store: an embedded index of run directories, with tags and baselines.
+
+The store holds no measurements of its own: ``result.json`` in each run directory is the truth.
+It indexes each run (id, path, model, engine, GPU, boundaries, status, verdict, kind) and each
+level's headline figures so ``history list`` needs no file reads, and it names runs:
+
+- a **tag** points at one run; it is unique like a git tag and moves only with ``force``;
+- a **baseline** is a name (``main``, ``h200-vllm``) pointing at the run a gate compares against.
+
+A reference (``ref``) is, in this order: an existing run directory or result file, an exact run
+id, a tag, a baseline name, or a unique prefix of a run id.
+
+Default location: ``platformdirs.user_data_dir("wattbench")/history.sqlite3``; ``$WATTBENCH_DB``
+or an explicit path overrides it. The database runs in WAL mode with a busy timeout, and every
+write is one ``BEGIN IMMEDIATE`` transaction, so several processes may register runs at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from wattbench.errors import UserError
+from wattbench.results.agreement import AGREEMENT_FILE, load_agreement
+from wattbench.results.rundir import RESULT_FILE, load_result
+from wattbench.results.schema import Result
+
+DB_ENV = "WATTBENCH_DB"
+DB_FILENAME = "history.sqlite3"
+BUSY_TIMEOUT_S = 30.0
+MIN_PREFIX = 4
+
+
+def default_db_path() -> Path:
+    env = os.environ.get(DB_ENV)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("wattbench")) / DB_FILENAME
+
+
+def _utc_now_iso() -> str:
+    # a calendar stamp for "when registered", never used as an interval
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# ------------------------------------------------------------------ schema and migrations
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    # statement by statement: executescript() would COMMIT the migration's open transaction
+    for stmt in script.split(";"):
+        if stmt.strip():
+            conn.execute(stmt)
+
+
+def _m1(conn: sqlite3.Connection) -> None:
+    _run_script(
+        conn,
+        """
+        CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL DEFAULT 'run',
+            path TEXT NOT NULL,
+            created_at TEXT,
+            registered_at TEXT NOT NULL,
+            model TEXT,
+            engine TEXT,
+            engine_version TEXT,
+            gpu TEXT,
+            boundaries TEXT NOT NULL DEFAULT '[]',
+            status TEXT,
+            verdict TEXT,
+            wattbench_version TEXT,
+            summary TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX runs_created ON runs(created_at);
+        CREATE TABLE levels (
+            run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+            idx INTEGER NOT NULL,
+            label TEXT NOT NULL,
+            mode TEXT,
+            target REAL,
+            output_tokens_per_s REAL,
+            ttft_p99_ms REAL,
+            tpot_p99_ms REAL,
+            boundary TEXT,
+            avg_power_w REAL,
+            j_per_output_token REAL,
+            output_tokens_per_s_per_kw REAL,
+            verdict TEXT,
+            PRIMARY KEY (run_id, idx)
+        );
+        CREATE TABLE tags (
+            tag TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+            tagged_at TEXT NOT NULL
+        );
+        CREATE TABLE baselines (
+            name TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+            set_at TEXT NOT NULL
+        );
+        """
+    )
+
+
+# index = version reached after applying; append new migrations, never edit old ones
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    kind: str
+    path: str
+    created_at: str | None
+    registered_at: str
+    model: str | None
+    engine: str | None
+    engine_version: str | None
+    gpu: str | None
+    boundaries: list[str]
+    status: str | None
+    verdict: str | None
+    wattbench_version: str | None
+    summary: dict[str, Any] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    baselines: list[str] = field(default_factory=list)
+    levels: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _gpu_desc(result: Result) -> str | None:
+    names = [g.name for g in result.environment.gpus if g.name]
+    if not names:
+        return None
+    uniq = sorted(set(names))
+    return ", ".join(f"{names.count(n)}x {n}" for n in uniq)
+
+
+def _level_rows(result: Result) -> list[tuple]:
+    from wattbench.analysis.figures import level_key, measured_boundaries
+
+    rows = []
+    for lv in result.levels:
+        bnds = measured_boundaries(lv)
+        b = bnds[-1] if bnds else None
+        e = lv.energy.get(b) if b else None
+        mode, target = level_key(lv)
+        rows.append((result.run_id, lv.index, lv.label, mode, target, lv.throughput.output_tokens_per_s,
+                     lv.latency.ttft_ms.p99, lv.latency.tpot_ms.p99, b,
+                     e.avg_power_w if e else None, e.j_per_output_token if e else None,
+                     e.output_tokens_per_s_per_kw if e else None, lv.validity.verdict))
+    return rows
+
+
+class HistoryStore:
+    """A connection to one history database. Use as a context manager or call ``close()``."""
+
+    def __init__(self, path: str | os.PathLike | None = None, create: bool = True):
+        self.path = Path(path).expanduser() if path else default_db_path()
+        if not self.path.exists():
+            if not create:
+                raise UserError(f"{self.path}: no history database here (run `wattbench history import DIR` or "
+                                "`wattbench run` to create one, or pass --db)")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise UserError(f"{self.path.parent}: cannot create the history directory ({e.strerror})") from None
+        try:
+            self.conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            self.conn.execute("PRAGMA journal_mode = WAL")
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except sqlite3.DatabaseError as e:
+            raise UserError(f"{self.path}: not a usable wattbench history database ({e})") from None
+
+    # -------------------------------------------------------------- plumbing
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "HistoryStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def schema_version(self) -> int:
+        row = self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name='schema_meta'").fetchone()
+        if row is None:
+            return 0
+        row = self.conn.execute("SELECT version FROM schema_meta").fetchone()
+        return int(row[0]) if row else 0
+
+    def _migrate(self) -> None:
+        with self._tx() as c:
+            c.execute("CREATE TABLE IF NOT EXISTS schema_meta (version INTEGER NOT NULL)")
+            row = c.execute("SELECT version FROM schema_meta").fetchone()
+            current = int(row[0]) if row else 0
+            if row is None:
+                c.execute("INSERT INTO schema_meta(version) VALUES (0)")
+            if current > SCHEMA_VERSION:
+                raise UserError(f"{self.path}: history schema version {current} is newer than this wattbench "
+                                f"({SCHEMA_VERSION}); upgrade wattbench")
+            for version in range(current, SCHEMA_VERSION):
+                MIGRATIONS[version](c)
+                c.execute("UPDATE schema_meta SET version = ?", (version + 1,))
+
+    # -------------------------------------------------------------- writing
+
+    def register(self, result: Result, run_dir: str | os.PathLike, kind: str = "run",
+                 summary: dict[str, Any] | None = None) -> RunRecord:
+        """Index a run (re-registering updates it). Tags in ``result.tags`` are applied when free."""
+        from wattbench.analysis.figures import measured_boundaries
+
+        path = str(Path(run_dir).resolve())
+        bnds: list[str] = []
+        for lv in result.levels:
+            for b in measured_boundaries(lv):
+                if b not in bnds:
+                    bnds.append(b)
+        notes: list[str] = []
+        with self._tx() as c:
+            c.execute(
+                """INSERT INTO runs(run_id, kind, path, created_at, registered_at, model, engine, engine_version,
+                       gpu, boundaries, status, verdict, wattbench_version, summary)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+                   ON CONFLICT(run_id) DO UPDATE SET kind=excluded.kind, path=excluded.path,
+                       created_at=excluded.created_at, model=excluded.model, engine=excluded.engine,
+                       engine_version=excluded.engine_version, gpu=excluded.gpu, boundaries=excluded.boundaries,
+                       status=excluded.status, verdict=excluded.verdict,
+                       wattbench_version=excluded.wattbench_version, summary=excluded.summary""",
+                (result.run_id, kind, path, result.created_at, _utc_now_iso(),
+                 result.server.model or result.config.get("model"), result.server.engine, result.server.version,
+                 _gpu_desc(result), json.dumps(bnds), result.status, result.validity.verdict,
+                 result.wattbench_version, json.dumps(summary or {})),
+            )
+            c.execute("DELETE FROM levels WHERE run_id = ?", (result.run_id,))
+            c.executemany("INSERT INTO levels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", _level_rows(result))
+            for tag in result.tags:
+                row = c.execute("SELECT run_id FROM tags WHERE tag = ?", (tag,)).fetchone()
+                if row is None:
+                    c.execute("INSERT INTO tags VALUES (?,?,?)", (tag, result.run_id, _utc_now_iso()))
+                elif row[0] != result.run_id:
+                    notes.append(f"tag {tag!r} already names run {row[0]}; not moved "
+                                 f"(use `wattbench history tag {result.run_id} {tag} --force`)")
+        rec = self.get(result.run_id)
+        rec.notes = notes
+        return rec
+
+    def register_agreement(self, agreement: Any, run_dir: str | os.PathLike) -> RunRecord:
+        """Index an output-agreement run (kind ``agree``); its summary holds the headline metrics."""
+        path = str(Path(run_dir).resolve())
+        t = agreement.targets
+        m = agreement.metrics
+        summary = {"targets": [f"{x.model} @ {x.base_url}" for x in t],
+                   "exact_match_rate": m.exact_match_rate, "token_agreement": m.token_agreement,
+                   "token_basis": m.token_basis, "prompts": m.prompts,
+                   "structured_valid_rate": [m.structured_valid_rate_a, m.structured_valid_rate_b]}
+        with self._tx() as c:
+            c.execute(
+                """INSERT INTO runs(run_id, kind, path, created_at, registered_at, model, status, verdict,
+                       wattbench_version, summary) VALUES (?,?,?,?,?,?,?,?,?,?)
+                   ON CONFLICT(run_id) DO UPDATE SET path=excluded.path, model=excluded.model,
+                       summary=excluded.summary""",
+                (agreement.run_id, "agree", path, agreement.created_at, _utc_now_iso(),
+                 " vs ".join(x.model for x in t), "complete", None, agreement.wattbench_version,
+                 json.dumps(summary)),
+            )
+        return self.get(agreement.run_id)
+
+    def import_dirs(self, paths: list[str | os.PathLike]) -> tuple[list[RunRecord], list[str]]:
+        """Register every run directory (a directory holding result.json) under ``paths``.
+
+        Returns the registered records and one problem line per directory that could not be read
+        (a corrupt result.json does not stop the rest of the import).
+        """
+        records, problems = [], []
+        for p in paths:
+            root = Path(p)
+            if not root.exists():
+                raise UserError(f"{root}: no such file or directory")
+            if root.is_file():
+                files = [root]
+            else:
+                files = sorted(list(root.rglob(RESULT_FILE)) + list(root.rglob(AGREEMENT_FILE)))
+            for f in files:
+                try:
+                    if f.name == AGREEMENT_FILE:
+                        records.append(self.register_agreement(load_agreement(f), f.parent))
+                        continue
+                    res = load_result(f)
+                except UserError as e:
+                    problems.append(str(e))
+                    continue
+                records.append(self.register(res, f.parent))
+        return records, problems
+
+    def tag(self, ref: str, tag: str, force: bool = False) -> RunRecord:
+        _check_name(tag, "tag")
+        rec = self.get(ref)
+        with self._tx() as c:
+            row = c.execute("SELECT run_id FROM tags WHERE tag = ?", (tag,)).fetchone()
+            if row is not None and row[0] != rec.run_id and not force:
+                raise UserError(f"tag {tag!r} already names run {row[0]}; pass --force to move it to {rec.run_id}")
+            c.execute("INSERT INTO tags VALUES (?,?,?) ON CONFLICT(tag) DO UPDATE SET run_id=excluded.run_id, "
+                      "tagged_at=excluded.tagged_at", (tag, rec.run_id, _utc_now_iso()))
+        return self.get(rec.run_id)
+
+    def untag(self, tag: str) -> None:
+        with self._tx() as c:
+            if c.execute("DELETE FROM tags WHERE tag = ?", (tag,)).rowcount == 0:
+                raise UserError(f"no tag {tag!r} in {self.path}")
+
+    def set_baseline(self, name: str, ref: str) -> RunRecord:
+        _check_name(name, "baseline name")
+        rec = self.get(ref)
+        with self._tx() as c:
+            c.execute("INSERT INTO baselines VALUES (?,?,?) ON CONFLICT(name) DO UPDATE SET run_id=excluded.run_id, "
+                      "set_at=excluded.set_at", (name, rec.run_id, _utc_now_iso()))
+        return self.get(rec.run_id)
+
+    # -------------------------------------------------------------- reading
+
+    def _record(self, row: sqlite3.Row, full: bool = True) -> RunRecord:
+        rid = row["run_id"]
+        rec = RunRecord(
+            run_id=rid, kind=row["kind"], path=row["path"], created_at=row["created_at"],
+            registered_at=row["registered_at"], model=row["model"], engine=row["engine"],
+            engine_version=row["engine_version"], gpu=row["gpu"], boundaries=json.loads(row["boundaries"]),
+            status=row["status"], verdict=row["verdict"], wattbench_version=row["wattbench_version"],
+            summary=json.loads(row["summary"] or "{}"),
+        )
+        rec.tags = [r[0] for r in self.conn.execute("SELECT tag FROM tags WHERE run_id=? ORDER BY tag", (rid,))]
+        rec.baselines = [r[0] for r in self.conn.execute(
+            "SELECT name FROM baselines WHERE run_id=? ORDER BY name", (rid,))]
+        if full:
+            rec.levels = [dict(r) for r in self.conn.execute(
+                "SELECT * FROM levels WHERE run_id=? ORDER BY idx", (rid,))]
+            for lv in rec.levels:
+                lv.pop("run_id", None)
+        return rec
+
+    def _by_id(self, run_id: str) -> RunRecord | None:
+        row = self.conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return self._record(row) if row else None
+
+    def get(self, ref: str) -> RunRecord:
+        """Resolve a reference: run directory/result path, run id, tag, baseline, unique id prefix."""
+        ref = str(ref)
+        p = Path(ref).expanduser()
+        if p.exists():
+            d = (p.parent if p.is_file() else p).resolve()
+            row = self.conn.execute("SELECT * FROM runs WHERE path = ?", (str(d),)).fetchone()
+            if row is not None:
+                return self._record(row)
+            res = load_result(p)
+            rec = self._by_id(res.run_id)
+            if rec is not None:
+                return rec
+            raise UserError(f"{p}: run {res.run_id} is not in the history {self.path} "
+                            "(`wattbench history import` it first)")
+        rec = self._by_id(ref)
+        if rec is not None:
+            return rec
+        for table, col in (("tags", "tag"), ("baselines", "name")):
+            row = self.conn.execute(f"SELECT run_id FROM {table} WHERE {col} = ?", (ref,)).fetchone()
+            if row is not None:
+                rec = self._by_id(row[0])
+                if rec is not None:
+                    return rec
+        if len(ref) >= MIN_PREFIX:
+            like = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            rows = self.conn.execute("SELECT run_id FROM runs WHERE run_id LIKE ? ESCAPE '\\' LIMIT 6",
+                                     (like,)).fetchall()
+            if len(rows) == 1:
+                return self._by_id(rows[0][0])  # type: ignore[return-value]
+            if len(rows) > 1:
+                raise UserError(f"{ref!r} is ambiguous: it begins {', '.join(r[0] for r in rows[:5])}"
+                                f"{' …' if len(rows) > 5 else ''}; give more of the run id")
+        raise UserError(f"{ref!r}: no such run directory, run id, tag or baseline (history: {self.path})")
+
+    def list_runs(self, model: str | None = None, engine: str | None = None, gpu: str | None = None,
+                  tag: str | None = None, kind: str | None = None, status: str | None = None,
+                  since: str | None = None, limit: int | None = None) -> list[RunRecord]:
+        """Runs, newest first. Text filters are case-insensitive substrings; ``since`` an ISO date."""
+        where, args = [], []
+        for col, val in (("model", model), ("engine", engine), ("gpu", gpu)):
+            if val:
+                where.append(f"lower(coalesce({col}, '')) LIKE ?")
+                args.append(f"%{val.lower()}%")
+        if kind:
+            where.append("kind = ?")
+            args.append(kind)
+        if status:
+            where.append("status = ?")
+            args.append(status)
+        if since:
+            where.append("created_at >= ?")
+            args.append(since)
+        if tag:
+            where.append("run_id IN (SELECT run_id FROM tags WHERE tag = ?)")
+            args.append(tag)
+        sql = "SELECT * FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, run_id DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        return [self._record(r, full=False) for r in self.conn.execute(sql, args)]
+
+    def tags(self) -> dict[str, str]:
+        return {r[0]: r[1] for r in self.conn.execute("SELECT tag, run_id FROM tags ORDER BY tag")}
+
+    def baselines(self) -> dict[str, str]:
+        return {r[0]: r[1] for r in self.conn.execute("SELECT name, run_id FROM baselines ORDER BY name")}
+
+
+def _check_name(name: str, what: str) -> None:
+    if not name or not name.strip() or any(ch.isspace() for ch in name) or "/" in name:
+        raise UserError(f"{what} {name!r} must be non-empty without spaces or '/'")
+
+
+def resolve_run_path(ref: str, db: str | os.PathLike | None = None) -> Path:
+    """The run directory a reference names. A path on disk needs no database; anything else is
+    looked up in the history (which must already exist: a lookup never creates one)."""
+    p = Path(ref).expanduser()
+    if p.exists():
+        return p
+    db_path = Path(db).expanduser() if db else default_db_path()
+    if not db_path.exists():
+        raise UserError(f"{ref}: no such run directory, and no history database at {db_path} to look it up "
+                        "as a run id, tag or baseline")
+    with HistoryStore(db_path, create=False) as store:
+        rec = store.get(ref)
+    run_dir = Path(rec.path)
+    if not run_dir.exists():
+        raise UserError(f"{ref}: the history points at {run_dir}, which no longer exists (moved or deleted?)")
+    return run_dir
+
+
+def load_ref(ref: str, db: str | os.PathLike | None = None) -> Result:
+    """Load the Result a reference names."""
+    return load_result(resolve_run_path(ref, db))
+
+
+def register_run_dir(run_dir: str | os.PathLike, result: Result | None = None,
+                     db: str | os.PathLike | None = None) -> RunRecord:
+    """Register a written run directory in the history (the runner calls this after each write)."""
+    res = result if result is not None else load_result(run_dir)
+    with HistoryStore(db) as store:
+        return store.register(res, run_dir)

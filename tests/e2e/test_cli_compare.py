@@ -1,0 +1,193 @@
+"""The compare / regress / history / agree commands end to end (in-process CliRunner, plus one
+real `python -m wattbench` subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.fakes.agree_servers import FakeOpenAIServer
+from tests.fakes.results_factory import make_level, make_result
+from wattbench.cli.main import build_app
+from wattbench.results.rundir import write_result
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+@pytest.fixture
+def app():
+    return build_app()
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    p = tmp_path / "hist.sqlite3"
+    monkeypatch.setenv("WATTBENCH_DB", str(p))
+    return p
+
+
+def _platform_dirs(tmp_path):
+    big = make_result("run-1400w", power_limit_w=1400.0,
+                      levels=[make_level(0, value=8, output_tokens_per_s=2000.0, power_w=1400.0)])
+    small = make_result("run-700w", power_limit_w=700.0,
+                        levels=[make_level(0, value=8, output_tokens_per_s=1900.0, power_w=700.0)])
+    write_result(tmp_path / "big", big)
+    write_result(tmp_path / "small", small)
+    return tmp_path / "big", tmp_path / "small"
+
+
+def test_compare_platform_claim_from_files(runner, app, tmp_path, db):
+    big, small = _platform_dirs(tmp_path)
+    r = runner.invoke(app, ["compare", str(big), str(small)])
+    assert r.exit_code == 0, r.output
+    assert "per kW: 1.90× = throughput 0.95× × power 2.00×" in r.output
+    r = runner.invoke(app, ["compare", str(big), str(small), "--json"])
+    data = json.loads(r.stdout)
+    d = data["levels"][0]["decompositions"][0]
+    assert d["per_kw_ratio"] == pytest.approx(1.9)
+    assert d["throughput_ratio"] == pytest.approx(0.95) and d["power_ratio"] == pytest.approx(2.0)
+    assert not db.exists()  # comparing paths needs no history
+
+
+def test_compare_refusal_and_force(runner, app, tmp_path, db):
+    a = make_result("a")
+    b = make_result("b", model="other-model", engine_version="0.12.0")
+    write_result(tmp_path / "a", a)
+    write_result(tmp_path / "b", b)
+    r = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert r.exit_code == 2
+    assert "not comparable: model differs" in r.stderr and "engine version differs" in r.stderr
+    assert "Traceback" not in r.output
+    r = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--force"])
+    assert r.exit_code == 0, r.output
+    assert "compared with --force despite" in r.output
+    assert "model differs: Qwen/Qwen2.5-0.5B-Instruct vs other-model" in r.output
+    assert "engine_changed" in r.output
+    out = tmp_path / "cmp.json"
+    r = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--force", "--json",
+                            "--out", str(out)])
+    data = json.loads(r.stdout)
+    assert data["forced"] is True and {p["field"] for p in data["incomparable"]} == {"model", "engine_version"}
+    assert json.loads(out.read_text())["findings"][0]["id"] == "engine_changed"
+
+
+def test_compare_missing_and_corrupt_files_named(runner, app, tmp_path, db):
+    big, _ = _platform_dirs(tmp_path)
+    r = runner.invoke(app, ["compare", str(big), str(tmp_path / "run-x")])
+    assert r.exit_code == 2
+    assert f"{tmp_path / 'run-x'}: no such run directory" in r.stderr
+    (tmp_path / "run-y").mkdir()
+    r = runner.invoke(app, ["compare", str(big), str(tmp_path / "run-y")])
+    assert r.exit_code == 2 and f"{tmp_path / 'run-y' / 'result.json'}: missing" in r.stderr
+    bad = tmp_path / "run-z"
+    bad.mkdir()
+    text = (big / "result.json").read_text().splitlines()
+    text[2] = text[2] + ","  # a stray comma on line 3
+    (bad / "result.json").write_text("\n".join(text))
+    r = runner.invoke(app, ["compare", str(big), str(bad)])
+    assert r.exit_code == 2
+    assert f"{bad / 'result.json'}: not valid JSON at line" in r.stderr
+    data = json.loads((big / "result.json").read_text())
+    del data["clock"]
+    (bad / "result.json").write_text(json.dumps(data))
+    r = runner.invoke(app, ["compare", str(big), str(bad)])
+    assert r.exit_code == 2 and f"{bad / 'result.json'}: missing field clock" in r.stderr
+
+
+def test_regress_exit_codes(runner, app, tmp_path, db):
+    base = make_result("base", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=600)])
+    ok = make_result("ok", levels=[make_level(0, value=8, output_tokens_per_s=990, power_w=600)])
+    bad = make_result("bad", levels=[make_level(0, value=8, output_tokens_per_s=950, power_w=660)])
+    for r in (base, ok, bad):
+        write_result(tmp_path / r.run_id, r)
+    r = runner.invoke(app, ["history", "import", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["history", "baseline", "main", "base"])
+    assert r.exit_code == 0 and "main -> base" in r.output
+    checks = "j_per_output_token:+5%,output_tokens_per_s:-3%"
+    r = runner.invoke(app, ["regress", "ok", "--baseline", "main", "--fail-on", checks])
+    assert r.exit_code == 0, r.output
+    assert "all checks hold" in r.output
+    r = runner.invoke(app, ["regress", str(tmp_path / "bad"), "--baseline", "main", "--fail-on", checks])
+    assert r.exit_code == 1, r.output
+    assert "FAIL output_tokens_per_s:-3% at concurrency=8" in r.output
+    assert "missed by 2.00%" in r.output
+    r = runner.invoke(app, ["regress", "bad", "--baseline", "main", "--fail-on", checks, "--json"])
+    assert r.exit_code == 1
+    data = json.loads(r.stdout)
+    assert data["passed"] is False and len([o for o in data["outcomes"] if o["status"] == "fail"]) == 2
+    r = runner.invoke(app, ["regress", "bad", "--baseline", "main", "--fail-on", "nonsense:+5%"])
+    assert r.exit_code == 2 and "unknown metric 'nonsense'" in r.stderr
+    r = runner.invoke(app, ["regress", "bad", "--baseline", "nobaseline", "--fail-on", checks])
+    assert r.exit_code == 2 and "'nobaseline': no such run directory, run id, tag or baseline" in r.stderr
+
+
+def test_history_round_trip(runner, app, tmp_path, db):
+    big, small = _platform_dirs(tmp_path)
+    r = runner.invoke(app, ["history", "import", str(tmp_path)])
+    assert "2 run(s) imported" in r.output
+    r = runner.invoke(app, ["history", "tag", "run-700w", "candidate"])
+    assert r.exit_code == 0 and "candidate -> run-700w" in r.output
+    r = runner.invoke(app, ["history", "tag", "run-1400w", "candidate"])
+    assert r.exit_code == 2 and "pass --force" in r.stderr
+    r = runner.invoke(app, ["history", "list", "--json"])
+    runs = json.loads(r.stdout)
+    assert {x["run_id"] for x in runs} == {"run-1400w", "run-700w"}
+    r = runner.invoke(app, ["history", "show", "candidate", "--json"])
+    rec = json.loads(r.stdout)
+    assert rec["run_id"] == "run-700w" and rec["levels"][0]["avg_power_w"] == 700
+    assert rec["path"] == str(small.resolve())
+    r = runner.invoke(app, ["history", "show", "run-7"])
+    assert r.exit_code == 0 and "run-700w" in r.output
+    r = runner.invoke(app, ["history", "list"])
+    assert r.exit_code == 0 and "run-700w" in r.output
+    # compare by tag and id through the history
+    r = runner.invoke(app, ["compare", "run-1400w", "candidate", "--json"])
+    assert json.loads(r.stdout)["levels"][0]["decompositions"][0]["per_kw_ratio"] == pytest.approx(1.9)
+
+
+def test_agree_cli_stores_and_registers(runner, app, tmp_path, db):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "hi"}\n{"id": "b", "prompt": "bye"}\n')
+    with FakeOpenAIServer("m", {"hi": "hello there", "bye": "see you soon"}) as a, \
+            FakeOpenAIServer("m-q", {"hi": "hello there", "bye": "see ya"}) as b:
+        out = tmp_path / "agree-run"
+        r = runner.invoke(app, ["agree", a.url, b.url, "--prompts", str(prompts), "--out", str(out),
+                                "--max-tokens", "16", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["metrics"]["exact_match_rate"] == 0.5
+    assert (out / "agreement.json").exists()
+    r = runner.invoke(app, ["history", "list", "--kind", "agree", "--json"])
+    runs = json.loads(r.stdout)
+    assert len(runs) == 1 and runs[0]["summary"]["exact_match_rate"] == 0.5 and runs[0]["model"] == "m vs m-q"
+    # shown next to an energy comparison
+    big, small = _platform_dirs(tmp_path / "runs")
+    r = runner.invoke(app, ["compare", str(big), str(small), "--agreement", data["run_id"]])
+    assert r.exit_code == 0, r.output
+    assert "output agreement" in r.output and "exact match 50.0%" in r.output
+
+
+def test_subprocess_python_m(tmp_path):
+    big, small = _platform_dirs(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), WATTBENCH_DB=str(tmp_path / "h.sqlite3"))
+    p = subprocess.run([sys.executable, "-m", "wattbench", "compare", str(big), str(small), "--json"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["levels"][0]["decompositions"][0]["per_kw_ratio"] == pytest.approx(1.9)
+    p = subprocess.run([sys.executable, "-m", "wattbench", "compare", str(big), str(tmp_path / "nope")],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 2
+    assert p.stderr.strip().startswith("wattbench: error:") and "nope: no such run directory" in p.stderr
+    assert "Traceback" not in p.stderr

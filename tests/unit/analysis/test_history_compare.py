@@ -1,0 +1,205 @@
+"""compare: level matching, the per-kW decomposition, CIs, comparability refusal and --force."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.fakes.results_factory import make_level, make_result, trials_block
+from wattbench.analysis.compare import compare, log_ratio_ci
+from wattbench.analysis.figures import TrialCI
+from wattbench.errors import UserError
+
+
+def _platforms():
+    big = make_result("gpu-1400w", power_limit_w=1400.0, gpu_name="BigGPU",
+                      levels=[make_level(0, value=8, output_tokens_per_s=2000.0, power_w=1400.0),
+                              make_level(1, value=32, output_tokens_per_s=5000.0, power_w=1400.0)])
+    small = make_result("gpu-700w", power_limit_w=700.0, gpu_name="SmallGPU",
+                        levels=[make_level(0, value=8, output_tokens_per_s=1900.0, power_w=700.0),
+                                make_level(1, value=32, output_tokens_per_s=4750.0, power_w=700.0)])
+    return big, small
+
+
+def test_platform_claim_decomposition():
+    big, small = _platforms()
+    c = compare([big, small])
+    assert c.boundary == "accelerator"
+    assert [lv.key for lv in c.levels] == ["concurrency=8", "concurrency=32"]
+    d = c.levels[0].decompositions[0]
+    assert d.throughput_ratio == pytest.approx(0.95)
+    assert d.power_ratio == pytest.approx(2.0)
+    assert d.per_kw_ratio == pytest.approx(1.9)
+    assert d.j_per_output_token_ratio == pytest.approx(1 / 1.9)
+    assert d.text() == "per kW: 1.90× = throughput 0.95× × power 2.00×"
+    # the side-by-side per-kW figures agree with the ratio
+    f = c.levels[0].figures
+    assert f[1]["output_tokens_per_s_per_kw"] / f[0]["output_tokens_per_s_per_kw"] == pytest.approx(1.9)
+    assert c.incomparable == [] and not c.forced
+    # a platform that does 95% of the work at half the power is not diagnosed as throttled
+    assert not [x for x in c.findings if x.id == "throughput_and_power_down"]
+
+
+def test_match_by_key_ignores_order_and_reports_unmatched():
+    a = make_result("a", levels=[make_level(0, value=1, output_tokens_per_s=100, power_w=300),
+                                 make_level(1, value=8, output_tokens_per_s=800, power_w=600)])
+    b = make_result("b", levels=[make_level(0, value=8, output_tokens_per_s=880, power_w=600),
+                                 make_level(1, value=64, output_tokens_per_s=2000, power_w=690)])
+    c = compare([a, b])
+    assert [lv.key for lv in c.levels] == ["concurrency=8"]
+    assert c.levels[0].indices == [1, 0]
+    assert c.levels[0].decompositions[0].per_kw_ratio == pytest.approx(1.1)
+    assert "a: concurrency=1 not in b" in c.unmatched
+    assert "b: concurrency=64 not in a" in c.unmatched
+
+
+def test_match_by_index_flags_level_difference():
+    a = make_result("a", levels=[make_level(0, value=8, output_tokens_per_s=800, power_w=600)])
+    b = make_result("b", levels=[make_level(0, value=16, output_tokens_per_s=1200, power_w=650)])
+    with pytest.raises(UserError, match="no load level of b matches one of a"):
+        compare([a, b])
+    with pytest.raises(UserError, match="concurrency/rate differs: concurrency=8 vs concurrency=16"):
+        compare([a, b], match="index")
+    c = compare([a, b], match="index", force=True)
+    assert [p.field for p in c.incomparable] == ["load_level"]
+    assert c.levels[0].decompositions[0].per_kw_ratio == pytest.approx(1.5 * 600 / 650)
+
+
+def test_refusal_lists_every_reason():
+    a = make_result("a")
+    b = make_result("b", model="meta-llama/Llama-3.1-8B", dtype="fp8", engine_version="0.12.0",
+                    workload="summarize", output_tokens="512", slo="ttft_p99=500ms")
+    with pytest.raises(UserError) as ei:
+        compare([a, b])
+    msg = str(ei.value)
+    for part in ("model differs: Qwen/Qwen2.5-0.5B-Instruct vs meta-llama/Llama-3.1-8B",
+                 "dtype/precision differs: bfloat16 vs fp8", "engine version differs: 0.11.0 vs 0.12.0",
+                 "workload differs: chat vs summarize", "requested output length differs: 128 vs 512",
+                 "SLO differs: None vs ttft_p99=500ms", "--force"):
+        assert part in msg
+    c = compare([a, b], force=True)
+    assert c.forced
+    assert {p.field for p in c.incomparable} == {"model", "precision", "engine_version", "workload",
+                                                 "output_tokens", "slo"}
+
+
+def test_sensor_method_and_achieved_length():
+    a = make_result("a", levels=[make_level(0, value=8, method="counter")])
+    b = make_result("b", levels=[make_level(0, value=8, method="power_integral")])
+    with pytest.raises(UserError, match="sensor method at accelerator differs: counter/measured vs "
+                                        "power_integral/measured at concurrency=8"):
+        compare([a, b])
+    c = make_result("c", levels=[make_level(0, value=8, output_len=100)])
+    with pytest.raises(UserError, match=r"achieved mean output length differs by more than 10%: 128.2 vs 100.0 tokens"):
+        compare([a, c])
+
+
+def test_boundary_default_outermost_and_never_mixed():
+    a = make_result("a", levels=[make_level(0, value=8, power_w={"accelerator": 600, "node": 1000, "wall": 1100})])
+    b = make_result("b", levels=[make_level(0, value=8, power_w={"accelerator": 500, "node": 800})])
+    assert compare([a, b]).boundary == "node"
+    assert compare([a, b]).levels[0].decompositions[0].power_ratio == pytest.approx(1000 / 800)
+    assert compare([a, b], boundary="accelerator").levels[0].decompositions[0].power_ratio == pytest.approx(1.2)
+    with pytest.raises(UserError, match="run b level concurrency=8 has no wall power .*never compared"):
+        compare([a, b], boundary="wall", force=True)
+
+
+def test_three_runs_each_against_first():
+    a = make_result("a", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=500)])
+    b = make_result("b", levels=[make_level(0, value=8, output_tokens_per_s=1100, power_w=500)])
+    c = make_result("c", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=400)])
+    cmp = compare([a, b, c])
+    ds = cmp.levels[0].decompositions
+    assert [d.candidate for d in ds] == ["b", "c"]
+    assert [round(d.per_kw_ratio, 4) for d in ds] == [1.1, 1.25]
+    assert len(cmp.levels[0].figures) == 3
+
+
+def test_ci_propagation_log_delta():
+    # throughput 1000 ± 20 vs 950 ± 19 ; power 1400 ± 14 vs 700 ± 14
+    a = make_result("a", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=1400,
+                                            trials=trials_block({"output_tokens_per_s": (1000, 20),
+                                                                 "avg_power_w@accelerator": (1400, 14)}))])
+    b = make_result("b", levels=[make_level(0, value=8, output_tokens_per_s=950, power_w=700,
+                                            trials=trials_block({"output_tokens_per_s": (950, 19),
+                                                                 "avg_power_w": (700, 14)}))])
+    d = compare([a, b]).levels[0].decompositions[0]
+    wt = math.sqrt(0.02 ** 2 + 0.02 ** 2)
+    assert d.throughput_ci.low == pytest.approx(0.95 * math.exp(-wt))
+    assert d.throughput_ci.high == pytest.approx(0.95 * math.exp(wt))
+    wp = math.sqrt(0.01 ** 2 + 0.02 ** 2)
+    assert d.power_ci.high == pytest.approx(2.0 * math.exp(wp))
+    wk = math.sqrt(wt ** 2 + wp ** 2)
+    assert d.per_kw_ci.low == pytest.approx(1.9 * math.exp(-wk))
+    assert d.per_kw_ci.confidence == 0.95
+    assert "95% CI" in d.text()
+
+
+def test_per_kw_ci_prefers_trials_own_figure():
+    blk = {"output_tokens_per_s": (1000, 50), "avg_power_w": (1000, 50), "output_tokens_per_s_per_kw": (1000, 10)}
+    a = make_result("a", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=1000,
+                                            trials=trials_block(blk))])
+    b = make_result("b", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=1000,
+                                            trials=trials_block(blk))])
+    d = compare([a, b]).levels[0].decompositions[0]
+    w = math.sqrt(2) * 0.01
+    assert d.per_kw_ci.high == pytest.approx(math.exp(w))
+
+
+def test_log_ratio_ci_symmetric_in_log():
+    ci = log_ratio_ci(2.0, TrialCI(10, 9, 11), TrialCI(20, 18, 22))
+    assert math.log(ci.high / 2.0) == pytest.approx(-math.log(ci.low / 2.0))
+    assert ci.high == pytest.approx(2.0 * math.exp(math.sqrt(0.02)))
+
+
+def test_invalid_levels_warned_and_need_two():
+    a = make_result("a", levels=[make_level(0, value=8, verdict="invalid")])
+    b = make_result("b", levels=[make_level(0, value=8)])
+    c = compare([a, b])
+    assert any("level concurrency=8 is invalid" in w for w in c.warnings)
+    with pytest.raises(UserError, match="at least two runs"):
+        compare([a])
+    # serialisable
+    assert "per_kw_ratio" in c.model_dump_json()
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@settings(max_examples=40, deadline=None)
+@given(ta=st.floats(10, 1e5), tb=st.floats(10, 1e5), pa=st.floats(50, 1e5), pb=st.floats(50, 1e5))
+def test_decomposition_identity(ta, tb, pa, pb):
+    a = make_result("a", levels=[make_level(0, value=8, output_tokens_per_s=ta, power_w=pa, duration_s=100)])
+    b = make_result("b", levels=[make_level(0, value=8, output_tokens_per_s=tb, power_w=pb, duration_s=100)])
+    # force: at tiny throughputs the factory's whole-request rounding changes the achieved lengths
+    c = compare([a, b], force=True)
+    d = c.levels[0].decompositions[0]
+    assert d.per_kw_ratio == pytest.approx(d.throughput_ratio * d.power_ratio)
+    fa, fb = c.levels[0].figures
+    assert d.per_kw_ratio == pytest.approx(fb["output_tokens_per_s_per_kw"] / fa["output_tokens_per_s_per_kw"],
+                                           rel=1e-9)
+    assert d.j_per_output_token_ratio == pytest.approx(1 / d.per_kw_ratio, rel=1e-9)
+
+
+def test_steady_window_and_saturation_warning():
+    from tests.fakes.results_factory import make_energy
+
+    a = make_result("a", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=600)])
+    b = make_result("b", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=600, saturated=True)])
+    tp = a.levels[0].throughput
+    a.levels[0].energy_steady = {"accelerator": make_energy("accelerator", 650.0, 50.0, tp.output_tokens,
+                                                            tp.input_tokens)}
+    b.levels[0].energy_steady = {"accelerator": make_energy("accelerator", 520.0, 50.0, tp.output_tokens,
+                                                            tp.input_tokens)}
+    full = compare([a, b])
+    assert full.levels[0].decompositions[0].power_ratio == pytest.approx(1.0)
+    steady = compare([a, b], window="steady")
+    assert steady.window == "steady"
+    assert steady.levels[0].decompositions[0].power_ratio == pytest.approx(1.25)
+    assert a.levels[0].energy["accelerator"].avg_power_w == 600.0  # inputs untouched
+    assert any("load generator was saturated" in w for w in full.warnings)
+    c = make_result("c", levels=[make_level(0, value=8)])
+    with pytest.raises(UserError, match="run c level concurrency=8 has no steady-state energy figures"):
+        compare([a, c], window="steady")

@@ -1,0 +1,64 @@
+"""Headline figures and trial CIs as compare/regress/diagnosis read them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.results_factory import make_level, make_result
+from wattbench.analysis.figures import (
+    METRIC_NAMES,
+    headline,
+    level_key,
+    outermost_common_boundary,
+    throttle_reasons,
+    trial_ci,
+)
+
+
+def test_headline_reads_every_family():
+    lv = make_level(0, value=8, output_tokens_per_s=1000, power_w={"accelerator": 500, "node": 800},
+                    failed=4, goodput_rps=3.5, waiting_mean=2.0, gpu_utilization_pct=77, sm_clock_mhz=1500)
+    h = headline(lv, "node")
+    assert set(h) == METRIC_NAMES
+    assert h["avg_power_w"] == 800
+    assert h["output_tokens_per_s_per_kw"] == pytest.approx(1000 / 0.8)
+    assert h["failed_pct"] == pytest.approx(100 * 4 / (lv.requests.completed + 4))
+    assert h["goodput_rps"] == 3.5 and h["mean_waiting"] == 2.0
+    assert h["gpu_utilization_pct"] == 77 and h["sm_clock_mhz"] == 1500
+    assert h["ttft_p99_ms"] == 120.0 and h["tpot_p50_ms"] == 20.0
+    assert headline(lv, "wall")["avg_power_w"] is None
+
+
+def test_gauge_forms_and_throttle_dict():
+    lv = make_level(0)
+    lv.thermal = {"sm_clock_mhz": 1410, "temperature_c": {"max": 88, "mean": 80},
+                  "throttle_reasons": {"hw_slowdown": 0.0, "sw_power_cap": 0.4}}
+    h = headline(lv, "accelerator")
+    assert h["sm_clock_mhz"] == 1410 and h["max_temp_c"] == 88
+    assert throttle_reasons(lv) == ["sw_power_cap"]
+
+
+def test_trial_ci_key_forms():
+    lv = make_level(0)
+    lv.extra["trials"] = {"n": 3, "confidence": 0.9, "figures": {
+        "output_tokens_per_s": {"mean": 100.0, "ci_half_width": 5.0},
+        "avg_power_w@node": {"mean": 900.0, "ci_low": 880.0, "ci_high": 920.0},
+        "accelerator": {"avg_power_w": {"mean": 500.0, "ci_low": 490.0, "ci_high": 510.0}},
+        "ttft_p99_ms": {"mean": 10.0, "ci_low": 12.0, "ci_high": 8.0},  # inverted: ignored
+    }}
+    ci = trial_ci(lv, "output_tokens_per_s", "node")
+    assert (ci.low, ci.high, ci.n, ci.confidence) == (95.0, 105.0, 3, 0.9)
+    assert trial_ci(lv, "avg_power_w", "node").half_width == 20.0
+    assert trial_ci(lv, "avg_power_w", "accelerator").rel_half_width == pytest.approx(0.02)
+    assert trial_ci(lv, "ttft_p99_ms", "node") is None
+    assert trial_ci(make_level(0), "output_tokens_per_s", "node") is None
+
+
+def test_boundaries_and_keys():
+    a = make_result("a", levels=[make_level(0, value=8, power_w={"accelerator": 1, "node": 2, "wall": 3})])
+    b = make_result("b", levels=[make_level(0, value=8, power_w={"accelerator": 1, "node": 2})])
+    assert outermost_common_boundary([a, b]) == "node"
+    assert outermost_common_boundary([a]) == "wall"
+    r1 = make_level(0, mode="rate", value=0.1 + 0.2)
+    r2 = make_level(0, mode="rate", value=0.3)
+    assert level_key(r1) == level_key(r2) == ("rate", 0.3)

@@ -1,0 +1,143 @@
+"""regress: check parsing, pass/fail with the size of the miss, the noise rule, refusals."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.fakes.results_factory import make_level, make_result, trials_block
+from wattbench.analysis.regress import parse_checks, regress
+from wattbench.errors import UserError
+
+
+def test_parse_checks():
+    cs = parse_checks("j_per_output_token:+5%, output_tokens_per_s:-3%,ttft_p99_ms:+20ms,tpot_p99_ms:+0.01s,"
+                      "avg_power_w:+0.05kW,failed_pct:+1pp,j_per_token:+50mJ,e2e_p99_ms:+100")
+    assert [(c.metric, c.direction, c.kind) for c in cs][:3] == [
+        ("j_per_output_token", "+", "relative"), ("output_tokens_per_s", "-", "relative"),
+        ("ttft_p99_ms", "+", "absolute")]
+    assert cs[0].threshold == pytest.approx(0.05)
+    assert cs[1].threshold == pytest.approx(0.03)
+    assert cs[2].threshold == 20
+    assert cs[3].threshold == pytest.approx(10.0)  # 0.01 s in ms
+    assert cs[4].threshold == pytest.approx(50.0)  # W
+    assert cs[5].threshold == 1.0
+    assert cs[6].threshold == pytest.approx(0.05)  # J
+    assert cs[7].threshold == 100
+
+
+@pytest.mark.parametrize("bad,msg", [
+    ("j_per_output_token+5%", "is not METRIC:\\+N%"),
+    ("joules:+5%", "unknown metric 'joules'"),
+    ("ttft_p99_ms:+20W", "unit 'W' does not fit metric 'ttft_p99_ms'"),
+    ("output_tokens_per_s:5%", "is not METRIC"),
+    ("", "no checks given"),
+])
+def test_bad_checks(bad, msg):
+    with pytest.raises(UserError, match=msg):
+        parse_checks(bad)
+
+
+def _pair(tput_b=1000.0, power_b=600.0, ttft_b=120.0, trials_a=None, trials_b=None):
+    a = make_result("base", levels=[make_level(0, value=8, output_tokens_per_s=1000.0, power_w=600.0,
+                                               ttft_p99_ms=120.0, trials=trials_a)])
+    b = make_result("cand", levels=[make_level(0, value=8, output_tokens_per_s=tput_b, power_w=power_b,
+                                               ttft_p99_ms=ttft_b, trials=trials_b)])
+    return a, b
+
+
+def test_all_hold():
+    a, b = _pair(tput_b=990.0, power_b=610.0)
+    rep = regress(b, a, "j_per_output_token:+5%,output_tokens_per_s:-3%")
+    assert rep.passed
+    assert [o.status for o in rep.outcomes] == ["pass", "pass"]
+    assert rep.outcomes[1].change == pytest.approx(-0.01)
+
+
+def test_failure_reports_size_of_miss():
+    # J/token = P / tput: 660/950 vs 600/1000 -> +15.79%; throughput -5%
+    a, b = _pair(tput_b=950.0, power_b=660.0)
+    rep = regress(b, a, "j_per_output_token:+5%,output_tokens_per_s:-3%,ttft_p99_ms:+20ms")
+    assert not rep.passed
+    f = {o.check.metric: o for o in rep.failed}
+    assert set(f) == {"j_per_output_token", "output_tokens_per_s"}
+    jt = (660 / 950) / (600 / 1000) - 1
+    assert f["j_per_output_token"].change == pytest.approx(jt)
+    assert f["j_per_output_token"].miss == pytest.approx(jt - 0.05)
+    assert f["output_tokens_per_s"].miss == pytest.approx(0.02)
+    assert "missed by 2.00%" in f["output_tokens_per_s"].message
+    assert "limit -3%" in f["output_tokens_per_s"].message
+
+
+def test_absolute_check():
+    a, b = _pair(ttft_b=150.0)
+    rep = regress(b, a, "ttft_p99_ms:+20ms")
+    assert rep.failed[0].miss == pytest.approx(10.0)
+    assert "missed by 10" in rep.failed[0].message
+    assert regress(b, a, "ttft_p99_ms:+40ms").passed
+
+
+def test_noise_rule_relative():
+    # throughput -5% point change; CIs of ±2% each -> w = 2.83%: bound = 1 - 0.95*e^w = 2.27% < 3% -> holds
+    ta = trials_block({"output_tokens_per_s": (1000.0, 20.0)})
+    tb = trials_block({"output_tokens_per_s": (950.0, 19.0)})
+    a, b = _pair(tput_b=950.0, trials_a=ta, trials_b=tb)
+    o = regress(b, a, "output_tokens_per_s:-3%").outcomes[0]
+    w = math.sqrt(2) * 0.02
+    assert o.noise_aware
+    assert o.bound == pytest.approx(1 - 0.95 * math.exp(w))
+    assert o.status == "pass"
+    # same point change without trials fails
+    a2, b2 = _pair(tput_b=950.0)
+    assert regress(b2, a2, "output_tokens_per_s:-3%").outcomes[0].status == "fail"
+    # a larger drop fails even beyond the CI; the miss is measured from the CI bound
+    tb3 = trials_block({"output_tokens_per_s": (900.0, 18.0)})
+    a3, b3 = _pair(tput_b=900.0, trials_a=ta, trials_b=tb3)
+    o3 = regress(b3, a3, "output_tokens_per_s:-3%").outcomes[0]
+    assert o3.status == "fail"
+    assert o3.miss == pytest.approx(1 - 0.9 * math.exp(w) - 0.03)
+
+
+def test_noise_rule_absolute():
+    ta = trials_block({"ttft_p99_ms": (120.0, 6.0)})
+    tb = trials_block({"ttft_p99_ms": (150.0, 8.0)})
+    a, b = _pair(ttft_b=150.0, trials_a=ta, trials_b=tb)
+    o = regress(b, a, "ttft_p99_ms:+20ms").outcomes[0]
+    assert o.bound == pytest.approx(30 - 10.0)  # sqrt(6²+8²) = 10
+    assert o.status == "pass"
+    o2 = regress(b, a, "ttft_p99_ms:+15ms").outcomes[0]
+    assert o2.status == "fail" and o2.miss == pytest.approx(5.0)
+
+
+def test_regress_refuses_workload_change_but_not_engine_upgrade():
+    a = make_result("base")
+    b = make_result("cand", engine_version="0.12.0", driver="590.10")
+    rep = regress(b, a, "output_tokens_per_s:-3%")
+    assert rep.passed
+    assert {f.id for f in rep.findings} >= {"engine_changed", "driver_changed"}
+    assert [p.field for p in rep.incomparable] == ["engine_version"]
+    c = make_result("cand2", workload="summarize")
+    with pytest.raises(UserError, match="run and its baseline are not comparable: workload differs"):
+        regress(c, a, "output_tokens_per_s:-3%")
+    assert regress(c, a, "output_tokens_per_s:-3%", force=True).forced
+
+
+def test_unmeasured_metric_is_bad_input():
+    a, b = _pair()
+    with pytest.raises(UserError, match="goodput_rps is not measured in both runs"):
+        regress(b, a, "goodput_rps:-5%")
+
+
+def test_regress_steady_window():
+    from tests.fakes.results_factory import make_energy
+
+    a, b = _pair()
+    tp = a.levels[0].throughput
+    a.levels[0].energy_steady = {"accelerator": make_energy("accelerator", 600.0, 50.0, tp.output_tokens,
+                                                            tp.input_tokens)}
+    b.levels[0].energy_steady = {"accelerator": make_energy("accelerator", 660.0, 50.0, tp.output_tokens,
+                                                            tp.input_tokens)}
+    assert regress(b, a, "avg_power_w:+5%").passed
+    rep = regress(b, a, "avg_power_w:+5%", window="steady")
+    assert rep.window == "steady" and rep.failed[0].miss == pytest.approx(0.05)
