@@ -137,7 +137,7 @@ def test_power_first_with_slo(app, tmp_path):
 
 def test_missing_result_dir_exit_2(app, tmp_path):
     res = invoke(app, "power-first", "--site-kw", "10", "--candidates", str(tmp_path / "nope"))
-    assert res.exit_code == 2 and "no result" in _err(res)
+    assert res.exit_code == 2 and "nope: no such run directory" in _err(res)
 
 
 def test_subprocess_tco_json():
