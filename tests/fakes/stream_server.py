@@ -82,7 +82,8 @@ class Script:
     def _new_stats() -> dict:
         return {"connections": 0, "requests": 0, "streams_done": 0, "tokens": 0, "faults": {},
                 "first_late_sum": 0.0, "first_late_max": 0.0, "first_n": 0,
-                "late_sum": 0.0, "late_max": 0.0, "late_n": 0, "max_active": 0, "active": 0}
+                "late_sum": 0.0, "late_max": 0.0, "late_n": 0, "max_active": 0, "active": 0,
+                "ttft_ns_sum": 0, "ttft_n": 0, "itl_span_ns": 0, "itl_gaps": 0}
 
     def pick_fault(self) -> str | None:
         a = self.a
@@ -104,6 +105,10 @@ class Script:
                                     "max": s["first_late_max"] * 1e3},
             "token_late_ms": {"mean": (s["late_sum"] / s["late_n"] * 1e3) if s["late_n"] else None,
                               "max": s["late_max"] * 1e3},
+            # What the server actually did, on perf_counter_ns (CLOCK_MONOTONIC, shared with the
+            # client): request bytes read -> first token written; first -> last token written.
+            "actual_ttft_ms": (s["ttft_ns_sum"] / s["ttft_n"] / 1e6) if s["ttft_n"] else None,
+            "actual_itl_ms": (s["itl_span_ns"] / s["itl_gaps"] / 1e6) if s["itl_gaps"] else None,
         }
         if reset:
             active = s["active"]
@@ -115,7 +120,8 @@ class Script:
 class Stream:
     """One streaming response, driven by loop timers on absolute deadlines."""
 
-    __slots__ = ("proto", "script", "api", "n", "k", "t0", "fault", "prompt_tokens", "handle", "cut_at")
+    __slots__ = ("proto", "script", "api", "n", "k", "t0", "fault", "prompt_tokens", "handle", "cut_at",
+                 "recv_ns", "first_ns")
 
     def __init__(self, proto, script: Script, api: str, n: int, prompt_tokens: int, fault):
         self.proto = proto
@@ -127,6 +133,8 @@ class Stream:
         self.prompt_tokens = prompt_tokens
         self.cut_at = n // 2 if fault in ("drop", "stall", "malformed", "error_event") else -1
         self.t0 = proto.loop.time()
+        self.recv_ns = proto.recv_ns
+        self.first_ns = 0
         proto.transport.write(script.head % proto.recv_ns)
         st = script.stats
         st["active"] += 1
@@ -167,9 +175,16 @@ class Stream:
                 self.end()
                 return
         w(sc.content[self.api])
+        if self.k == 0:
+            self.first_ns = time.perf_counter_ns()
+            st["ttft_ns_sum"] += self.first_ns - self.recv_ns
+            st["ttft_n"] += 1
         st["tokens"] += sc.a.tokens_per_chunk
         self.k += 1
         if self.k >= self.n:
+            if self.n > 1:
+                st["itl_span_ns"] += time.perf_counter_ns() - self.first_ns
+                st["itl_gaps"] += self.n - 1
             tail = sc.finish[self.api]
             if not sc.a.no_usage:
                 comp = self.n * sc.a.tokens_per_chunk

@@ -583,7 +583,7 @@ def _worker_process(plan: _Plan, conn) -> None:
         for k in range(0, len(recs), 2000):
             conn.send(("records", [r.model_dump() for r in recs[k : k + 2000]]))
         conn.send(("result", cpu_pct, worker.stop_ns, interrupted, worker.done, worker.failed, worker.output_tokens))
-    except (EOFError, BrokenPipeError):
+    except (EOFError, BrokenPipeError):  # the parent is gone: nothing to report to
         pass
     except BaseException:  # report the bug to the parent, which raises it
         try:
@@ -687,20 +687,24 @@ def _deadline_ns(spec: LevelSpec, feeder: _Feeder | None, t0_ns: int) -> int | N
     return t0_ns + int(((spec.warmup_s or 0.0) + spec.duration_s) * 1e9)
 
 
-def _run_loop(coro_fn):
-    """Run ``coro_fn(loop)`` on a fresh (uv)loop; SIGINT sets the returned flag instead of raising."""
+def _run_loop(coro_fn, fast: bool = True):
+    """Run ``coro_fn(loop)`` on a fresh loop (uvloop when ``fast``); SIGINT sets the returned flag
+    instead of raising."""
     from wattbench.load.client import new_event_loop
 
-    loop = new_event_loop()
+    loop = new_event_loop() if fast else asyncio.new_event_loop()
     interrupted = threading.Event()
-    main_thread = threading.current_thread() is threading.main_thread()
+    # A plain Python handler (not loop.add_signal_handler: uvloop's signal wake-up fd outlived
+    # the loop and, reused as a pipe fd by the next level's workers, corrupted their messages).
+    # The coordinating coroutines poll the flag every 50 ms.
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
     try:
-        if main_thread:
-            loop.add_signal_handler(signal.SIGINT, interrupted.set)
         return loop.run_until_complete(coro_fn(loop, interrupted)), interrupted.is_set()
     finally:
-        if main_thread:
-            loop.remove_signal_handler(signal.SIGINT)
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
@@ -828,7 +832,7 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
             except (EOFError, OSError):
                 loop.remove_reader(c.fileno())
                 if results[w] is None:
-                    errors.append(f"load worker {w} exited unexpectedly")
+                    errors.append(f"load worker {w} exited unexpectedly (exit code {procs[w].exitcode})")
                     results[w] = _WorkerResult([RequestRecord.model_construct(**r) for r in records[w]], None, None, True)
             if all(r is not None for r in results) and not finished.done():
                 finished.set_result(None)
@@ -863,7 +867,7 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
             raise WattbenchError("load worker failed:\n" + "\n".join(errors))
         return results
 
-    results, interrupted = _run_loop(go)
+    results, interrupted = _run_loop(go, fast=False)  # coordination only: no need for uvloop
     return results, t0_ns, interrupted or any(r.interrupted for r in results)
 
 
