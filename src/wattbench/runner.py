@@ -241,6 +241,16 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
     return level
 
 
+def _save_level(state: _RunState, index: int, spec, outcome, token_source: str) -> None:
+    """Account a finished (or interrupted) level and write everything measured so far."""
+    assert state.result is not None
+    level = _account_level(state, index, spec, outcome, token_source)
+    state.result.levels.append(level)
+    _write_level_artifacts(state, outcome.records)
+    _write_report(state)
+    _emit(state, "level_done", index=index, level=level)
+
+
 def _steady_tokens(records, window: Window) -> tuple[int, int]:
     """Output and input tokens attributable to the steady window.
 
@@ -465,14 +475,14 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
                 p["power_w"] = sampler.latest_power_w()
             _emit(state, "progress", index=_i, **p)
 
-        outcome = run_level(spec, target, workload.requests(spec), on_progress=on_progress)
-        level = _account_level(state, index, spec, outcome, workload.token_source)
-        result.levels.append(level)
-        _write_level_artifacts(state, outcome.records)
-        _write_report(state)
-        _emit(state, "level_done", index=index, level=level)
-        if outcome.stopped_early == "interrupted":
-            raise Interrupted("interrupted")
+        try:
+            outcome = run_level(spec, target, workload.requests(spec), on_progress=on_progress)
+        except Interrupted as e:  # keep the completed requests of the interrupted level
+            partial = getattr(e, "outcome", None)
+            if partial is not None and partial.records:
+                _save_level(state, index, spec, partial, workload.token_source)
+            raise
+        _save_level(state, index, spec, outcome, workload.token_source)
 
     # 7. idle after the last level (optional): drift check.
     if sampler is not None and cfg.idle_after_s > 0:

@@ -116,3 +116,28 @@ def summarize_level(
     else:
         thr = Throughput(duration_s=0.0, output_tokens=out_tok, input_tokens=in_tok)
     return req, lat, thr
+
+
+def tokens_in_window(records: Iterable[RequestRecord], start_ns: int, end_ns: int) -> tuple[int, int]:
+    """Output and input tokens attributable to ``[start_ns, end_ns]`` (the steady-state window).
+
+    Output tokens of each completed, measured request are counted pro rata to the part of its
+    generation span (first to last content chunk) that lies inside the window; input tokens of a
+    request count when its first token (the end of its prefill) falls inside the window.
+    Returns rounded integers (output, input).
+    """
+    out = 0.0
+    inp = 0
+    for r in records:
+        if r.warmup or not r.ok or r.first_token_ns is None or r.last_token_ns is None:
+            continue
+        n = r.output_tokens or 0
+        a, b = r.first_token_ns, r.last_token_ns
+        if b > a:
+            overlap = max(0, min(b, end_ns) - max(a, start_ns))
+            out += n * overlap / (b - a)
+        elif start_ns <= a <= end_ns:
+            out += n
+        if start_ns <= a <= end_ns:
+            inp += r.input_tokens or 0
+    return int(round(out)), inp
