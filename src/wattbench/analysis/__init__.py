@@ -1,0 +1,1 @@
+"""Compare, regression gate and diagnosis rules, Pareto frontier, roofline."""

@@ -1,0 +1,1 @@
+"""Latency and throughput statistics, goodput under SLOs, efficiency figures."""
