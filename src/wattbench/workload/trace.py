@@ -38,12 +38,13 @@ from wattbench.workload.source import Workload, file_sha256
 from wattbench.workload.synthetic import PromptBuilder, request_rng
 from wattbench.workload.tokenizer import TokenSource
 
-TIME_FIELDS = (("arrival_s", 1.0), ("timestamp_s", 1.0), ("time_s", 1.0), ("timestamp_ms", 1e-3),
+# (field, units per second: a number in the field is divided by this)
+TIME_FIELDS = (("arrival_s", 1.0), ("timestamp_s", 1.0), ("time_s", 1.0), ("timestamp_ms", 1000.0),
                ("timestamp", None), ("TIMESTAMP", 1.0))
 INPUT_FIELDS = ("input_tokens", "input_length", "ContextTokens", "prompt_tokens")
 OUTPUT_FIELDS = ("output_tokens", "output_length", "GeneratedTokens", "completion_tokens")
 SESSION_FIELDS = ("session_id", "conversation_id", "chat_id")
-UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}  # units per second
 
 _DT = re.compile(r"^(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2})(?:\.(\d+))?\s*(Z|[+-]\d{2}:?\d{2})?$")
 
@@ -101,13 +102,13 @@ def parse_row(obj: dict, line: int, path: str, time_unit: str | None = None) -> 
     name, tv = _pick(obj, [n for n, _ in TIME_FIELDS])
     if name is None:
         raise UserError(f"{where}: no timestamp field (one of {', '.join(n for n, _ in TIME_FIELDS)})")
-    scale = dict(TIME_FIELDS)[name]
+    per_s = dict(TIME_FIELDS)[name]
     if name == "timestamp":
-        scale = UNITS[time_unit] if time_unit else 1e-3  # Mooncake: milliseconds
+        per_s = UNITS[time_unit] if time_unit else 1e3  # Mooncake: milliseconds
     if isinstance(tv, bool):
         raise UserError(f"{where}: '{name}' is not a time: {tv!r}")
     try:
-        t_s = float(tv) * scale
+        t_s = float(tv) / per_s
     except (TypeError, ValueError):
         if not isinstance(tv, str):
             raise UserError(f"{where}: '{name}' is not a time: {tv!r}") from None
