@@ -75,6 +75,9 @@ class HFTokenizer:
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=False)
 
+    def decode_batch(self, seqs: list[list[int]]) -> list[str]:
+        return self._tok.decode_batch([list(s) for s in seqs], skip_special_tokens=False)
+
     def count(self, text: str) -> int:
         return len(self.encode(text))
 

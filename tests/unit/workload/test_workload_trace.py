@@ -130,22 +130,21 @@ def test_replayed_inter_arrival_gaps_within_1ms_of_the_trace(tmp_path):
     offsets = [s.arrival_s for s in w.specs()]
     assert offsets == [r["timestamp"] / 1000 for r in rows]  # exact offsets from the first row
     # Real timing on a shared machine: foreign CPU load (or a cgroup CPU quota) can delay one
-    # wake-up by many ms. Take the best of 5 replays; if none is within 1 ms, fail only when the
-    # host itself can wake a plain sleeper within 1 ms right now (else skip, saying why).
-    worst = None
-    for _ in range(5):
+    # wake-up by many ms. Take the best of up to 8 replays; after each, time a plain sleeper. Fail
+    # only when no replay was within 1 ms although the host woke every plain sleeper within 1 ms
+    # (else skip, saying why).
+    worst, host_overrun = None, 0.0
+    for _ in range(8):
         sent = asyncio.run(_replay(offsets))
         err = max(abs(s / 1e9 - o) for s, o in zip(sent, offsets))
         gaps = max(abs((sent[i] - sent[i - 1]) / 1e9 - (offsets[i] - offsets[i - 1])) for i in range(1, len(sent)))
         worst = max(err, gaps) if worst is None else min(worst, max(err, gaps))
         if worst < 0.001:
             break
-    if worst >= 0.001:
-        jitter = []
-        for _ in range(20):
+        for _ in range(10):
             t = time.perf_counter_ns()
-            time.sleep(0.005)
-            jitter.append((time.perf_counter_ns() - t) / 1e9 - 0.005)
-        if max(jitter) > 0.001:
-            pytest.skip(f"host too loaded to time 1 ms: a plain 5 ms sleep overran by up to {max(jitter) * 1e3:.1f} ms")
+            time.sleep(0.002)
+            host_overrun = max(host_overrun, (time.perf_counter_ns() - t) / 1e9 - 0.002)
+    if worst >= 0.001 and host_overrun > 0.001:
+        pytest.skip(f"host too loaded to time 1 ms: a plain 2 ms sleep overran by up to {host_overrun * 1e3:.1f} ms")
     assert worst < 0.001
