@@ -135,12 +135,14 @@ def _sniff_file(path: Path) -> str:
 def load_workload(name_or_path: str | None, token_source: TokenSource, seed: int = 0, *,
                   input_tokens: str = "256", output_tokens: str = "128", max_context_tokens: int | None = None,
                   speedup: float = 1.0, time_unit: str | None = None, kind: str | None = None,
-                  dataset_filters: dict | None = None, limit: int | None = None) -> Workload:
+                  dataset_filters: dict | None = None, limit: int | None = None,
+                  prefix_blocks: int | None = None) -> Workload:
     """Resolve ``--workload NAME|FILE`` into a workload.
 
     ``None`` or ``"synthetic"``: ``--input-tokens``/``--output-tokens``. A preset name: that preset.
     A file: a trace (CSV, or JSONL rows with a timestamp and an input length) or a dataset (JSONL
-    prompts/messages, ShareGPT JSON); ``kind="trace"|"dataset"`` forces the choice.
+    prompts/messages, ShareGPT JSON); ``kind="trace"|"dataset"`` forces the choice. Traces:
+    ``speedup``, ``time_unit``, ``prefix_blocks`` (Mooncake hash_ids as shared blocks of that size).
     ``describe()`` of the result always carries ``name`` and, for files, ``path`` and ``sha256``.
     """
     from wattbench.workload.synthetic import SyntheticWorkload
@@ -164,7 +166,7 @@ def load_workload(name_or_path: str | None, token_source: TokenSource, seed: int
         from wattbench.workload.trace import TraceWorkload
 
         return TraceWorkload(path, token_source, seed, speedup=speedup, time_unit=time_unit,
-                             max_input_tokens=max_context_tokens, limit=limit)
+                             max_input_tokens=max_context_tokens, limit=limit, prefix_blocks=prefix_blocks)
     if kind == "dataset":
         from wattbench.workload.dataset import DatasetWorkload
 

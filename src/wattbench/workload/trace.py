@@ -16,6 +16,12 @@ order (a file out of order is sorted; ``describe()`` counts the rows that were).
 at ``arrival_s = (t_i - t_first) / speedup`` seconds after the level starts, with a synthetic
 token-exact prompt of its input length and ``max_tokens`` = its output length.
 
+With ``prefix_blocks=B`` (Mooncake uses B = 512) and rows carrying ``hash_ids``, prompts are built
+from blocks instead: each hash id stands for the same B-token text wherever it appears, the full
+blocks are concatenated and the last (partial) block is filled to the exact input length from a
+generator seeded by its hash id. Requests that share hash ids then share prompt prefixes, so the
+server's prefix cache sees the reuse the trace recorded.
+
 A row with a missing or unreadable field, or a negative length, is an error naming ``FILE:LINE``.
 Rows with 0 input or 0 output tokens (a request that cannot be replayed as a generation) are
 skipped and counted in ``describe()["skipped"]``.
@@ -184,7 +190,11 @@ class TraceWorkload(Workload):
     def __init__(self, path: str | Path, token_source: TokenSource, seed: int = 0, *, speedup: float = 1.0,
                  time_unit: str | None = None, max_input_tokens: int | None = None,
                  max_output_tokens: int | None = None, limit: int | None = None, name: str | None = None,
-                 builder: PromptBuilder | None = None):
+                 builder: PromptBuilder | None = None, prefix_blocks: int | None = None):
+        if prefix_blocks is not None and prefix_blocks < 1:
+            raise UserError(f"prefix block size must be >= 1 token, got {prefix_blocks}")
+        self.prefix_blocks = prefix_blocks
+        self._blocks: dict = {}
         if not (isinstance(speedup, (int, float)) and math.isfinite(speedup) and speedup > 0):
             raise UserError(f"--speedup must be > 0, got {speedup!r}")
         self.path = str(path)
@@ -239,7 +249,10 @@ class TraceWorkload(Workload):
         for b in range(start, stop, batch):
             idx = list(range(b, min(stop, b + batch)))
             jobs = [(self.rows[i].input_tokens, i, request_rng(self.seed, i, stream=3)) for i in idx]
-            prompts = self.builder.unique_prompts(jobs)
+            plain = [j for j, i in zip(jobs, idx) if not self._uses_blocks(self.rows[i])]
+            built = iter(self.builder.unique_prompts(plain)) if plain else iter(())
+            prompts = [self._block_prompt(self.rows[i]) if self._uses_blocks(self.rows[i]) else next(built)
+                       for i in idx]
             for i, prompt in zip(idx, prompts):
                 r = self.rows[i]
                 tags = {"workload": self.name, "line": r.line}
@@ -249,12 +262,42 @@ class TraceWorkload(Workload):
                                   token_source=self.token_source, session_id=r.session_id,
                                   arrival_s=self.arrival_s(i), min_tokens=r.output_tokens, tags=tags)
 
+    def _uses_blocks(self, r: TraceRow) -> bool:
+        return bool(self.prefix_blocks and r.hash_ids)
+
+    def _block_text(self, h) -> str:
+        key = str(h)
+        t = self._blocks.get(key)
+        if t is None:
+            import zlib
+
+            rng = request_rng(self.seed, zlib.crc32(key.encode()), stream=11)
+            t = self.builder.text(self.prefix_blocks, rng, "")
+            if len(self._blocks) < 100_000:
+                self._blocks[key] = t
+        return t
+
+    def _block_prompt(self, r: TraceRow) -> str:
+        """Full blocks of the row's hash ids, then the last block filled to the exact input length."""
+        import zlib
+
+        b = self.prefix_blocks
+        full = min(len(r.hash_ids) - 1, (r.input_tokens - 1) // b)
+        prefix = "".join(self._block_text(h) for h in r.hash_ids[:full])
+        last = str(r.hash_ids[full]) if full < len(r.hash_ids) else "end"
+        rng = request_rng(self.seed, zlib.crc32(f"{last}/{r.input_tokens}".encode()), stream=12)
+        while prefix and self.builder.count(prefix) >= r.input_tokens:  # joins merged: drop a block
+            full -= 1
+            prefix = "".join(self._block_text(h) for h in r.hash_ids[:full])
+        return self.builder.text(r.input_tokens, rng, prefix)
+
     def describe(self) -> dict:
         n = len(self.rows)
         return {"name": self.name, "kind": "trace", "path": self.path, "sha256": file_sha256(self.path),
                 "seed": self.seed, "token_source": self.token_source, "tokenizer": self.ts.describe(),
                 "rows": n, "skipped": dict(self.skipped), "rows_out_of_order": self.out_of_order,
-                "speedup": self.speedup, "time_unit": self.time_unit, "replay_duration_s": self.duration_s(),
+                "speedup": self.speedup, "time_unit": self.time_unit, "prefix_blocks": self.prefix_blocks,
+                "replay_duration_s": self.duration_s(),
                 "trace_rate_rps": (n - 1) / (self.duration_s() * self.speedup) if n > 1 and self.duration_s() > 0
                 else None,
                 "input_tokens_mean": sum(r.input_tokens for r in self.rows) / n,

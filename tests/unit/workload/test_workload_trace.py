@@ -148,3 +148,26 @@ def test_replayed_inter_arrival_gaps_within_1ms_of_the_trace(tmp_path):
     if worst >= 0.001 and host_overrun > 0.001:
         pytest.skip(f"host too loaded to time 1 ms: a plain 2 ms sleep overran by up to {host_overrun * 1e3:.1f} ms")
     assert worst < 0.001
+
+
+def test_mooncake_hash_ids_become_shared_prefix_blocks(tmp_path, bpe):
+    rows = [{"timestamp": 0, "input_length": 150, "output_length": 3, "hash_ids": [7, 8, 9]},
+            {"timestamp": 10, "input_length": 130, "output_length": 3, "hash_ids": [7, 8, 11]},
+            {"timestamp": 20, "input_length": 90, "output_length": 3, "hash_ids": [7, 12]},
+            {"timestamp": 30, "input_length": 120, "output_length": 3, "hash_ids": [13, 14, 15]}]
+    w = TraceWorkload(write_jsonl(tmp_path / "m.jsonl", rows), bpe, prefix_blocks=50)
+    specs = list(w.specs())
+    assert [bpe.count(s.prompt) for s in specs] == [150, 130, 90, 120]
+    ids = [bpe.encode(s.prompt) for s in specs]
+
+    def common(a, b):
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return n
+
+    assert common(ids[0], ids[1]) >= 95  # blocks 7 and 8 shared (2 x 50 tokens, joins may merge)
+    assert 45 <= common(ids[0], ids[2]) < 95  # only block 7
+    assert common(ids[0], ids[3]) < 5  # nothing shared
+    plain = list(TraceWorkload(write_jsonl(tmp_path / "m.jsonl", rows), bpe).specs())
+    assert common(bpe.encode(plain[0].prompt), bpe.encode(plain[1].prompt)) < 5
