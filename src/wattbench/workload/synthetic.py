@@ -62,7 +62,6 @@ class PromptBuilder:
         self.seed = int(seed)
         self.exact = bool(getattr(token_source, "exact", False))
         self._pool: list[int] = []
-        self._pool_np: np.ndarray | None = None
         self._count_cache: dict[str, int] = {}
 
     # ------------------------------------------------------------------ pool
@@ -77,7 +76,6 @@ class PromptBuilder:
         while len(ids) < need:  # very unusual tokenizers: keep appending
             ids = ids + ids
         self._pool = list(ids)
-        self._pool_np = np.asarray(self._pool)
 
     def count(self, text: str) -> int:
         c = self._count_cache.get(text)
@@ -132,11 +130,12 @@ class PromptBuilder:
 
     def unique_prompts(self, jobs: list[tuple[int, int, np.random.Generator]], *, head: str = "",
                        shared: str = "") -> list[str]:
-        """``unique_prompt`` for many ``(n_tokens, index, rng)`` at once; same texts, batched tokenizer calls.
+        """Unique token-exact prompts for many ``(n_tokens, index, rng)`` with batched tokenizer calls.
 
         The first candidate of every prompt (prefix + one pool slice) is decoded and verified in
-        one batch; the few whose count is off by a merge go through ``unique_prompt``'s iteration
-        with the same generator, so a prompt is identical however it is batched.
+        one batch; the few whose count is off by a merge continue in ``unique_prompt`` with the
+        same generator. Each job's path depends only on its own generator, so a prompt is
+        identical however the jobs are batched (request ``i`` alone or among 63 others).
         """
         if not self.exact:
             return [self.unique_prompt(n, i, rng, head=head, shared=shared) for n, i, rng in jobs]
