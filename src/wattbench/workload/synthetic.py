@@ -155,10 +155,11 @@ class PromptBuilder:
         if not self.exact:
             return [self.unique_prompt(n, i, rng, head=head, shared=shared) for n, i, rng in jobs]
         out: list[str | None] = [None] * len(jobs)
-        prefixes = []
-        for n, i, rng in jobs:
-            prefixes.append(shared + f"{int(rng.integers(100000, 999999))}-{i}:" + head)
-        pre_counts = [len(x) for x in self._encode_many(prefixes)]
+        own = [f"{int(rng.integers(100000, 999999))}-{i}:" + head for _, i, rng in jobs]
+        prefixes = [shared + x for x in own]
+        # a long shared prefix is counted once; a merge at its join is caught by the verification
+        base = self.count(shared) if shared else 0
+        pre_counts = [base + len(x) for x in self._encode_many(own)]
         self._ensure_pool(max(n for n, _, _ in jobs) + 8)
         pool = self._pool
         slices, where = [], []
