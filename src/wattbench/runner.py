@@ -109,18 +109,19 @@ def _open_sensors(config: RunConfig) -> tuple[list, list[str]]:
 
 
 def _build_workload(config: RunConfig, target, server: ServerInfo, tokenizer_path: str | None):
+    """The workload and its token source: ``--tokenizer`` (or the launched model's tokenizer),
+    else the server's ``/tokenize``, else approximate lengths (recorded as such)."""
     from wattbench.workload.presets import load_workload
+    from wattbench.workload.tokenizer import open_token_source
 
+    ts = open_token_source(tokenizer_path, base_url=target.base_url, model=target.model, api_key=target.api_key)
     return load_workload(
         config.workload,
+        ts,
+        config.seed,
         input_tokens=config.input_tokens,
         output_tokens=config.output_tokens,
-        tokenizer=tokenizer_path,
-        base_url=target.base_url,
-        model=target.model,
-        api_key=target.api_key,
-        seed=config.seed,
-        api=config.api,
+        max_context_tokens=server.max_model_len,
         speedup=config.speedup,
     )
 
@@ -449,12 +450,16 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         result.extra["idle_window"] = {"start_ns": t0, "end_ns": t1, "duration_s": (t1 - t0) / 1e9}
         state.idle_power = idle
 
-    # 6. the levels.
+    # 6. the levels. Each level takes fresh requests (no prefix-cache hits from the previous one).
+    from wattbench.workload.trace import TraceWorkload
+
+    is_trace = isinstance(workload, TraceWorkload)
+    used = 0
     levels = cfg.levels()
     for index, (mode, value) in enumerate(levels):
         spec = LevelSpec(
             index=index,
-            mode=("trace" if workload.is_trace else mode),
+            mode=("trace" if is_trace else mode),
             value=value,
             arrival=cfg.arrival,
             num_requests=cfg.num_requests,
@@ -465,7 +470,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
             workers=cfg.workers,
             speedup=cfg.speedup,
         )
-        if spec.num_requests is None and spec.duration_s is None and not workload.is_trace:
+        if spec.num_requests is None and spec.duration_s is None and not is_trace:
             spec.num_requests = _default_num_requests(mode, value)
         _emit(state, "level_start", index=index, label=spec.label, total=spec.num_requests, levels=len(levels))
 
@@ -476,13 +481,14 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
             _emit(state, "progress", index=_i, **p)
 
         try:
-            outcome = run_level(spec, target, workload.requests(spec), on_progress=on_progress)
+            outcome = run_level(spec, target, workload.specs(None, start=0 if is_trace else used), on_progress=on_progress)
         except Interrupted as e:  # keep the completed requests of the interrupted level
             partial = getattr(e, "outcome", None)
             if partial is not None and partial.records:
                 _save_level(state, index, spec, partial, workload.token_source)
             raise
         _save_level(state, index, spec, outcome, workload.token_source)
+        used += len(outcome.records)
 
     # 7. idle after the last level (optional): drift check.
     if sampler is not None and cfg.idle_after_s > 0:
