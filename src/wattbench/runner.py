@@ -368,7 +368,11 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         keep_output_text=cfg.keep_output_text,
     )
     workload = _build_workload(cfg, target, server, tokenizer_path)
-    target.extra_body = dict(server.force_length_body)
+    # Force output lengths only on servers that accept the fields (strict servers reject them).
+    if server.supports_ignore_eos:
+        target.extra_body = dict(server.force_length_body or {"ignore_eos": True})
+        target.send_min_tokens = True
+        server.force_length_body = dict(target.extra_body)
     server.output_length_forced = bool(target.extra_body)
 
     # 2. sensors (nothing is written before the input has been checked).
