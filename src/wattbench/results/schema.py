@@ -222,6 +222,14 @@ class ServerInfo(_M):
     supports_ignore_eos: bool | None = None
     output_length_forced: bool | None = None
     stream_batching: dict[str, Any] = Field(default_factory=dict)
+    # engine-specific request fields that force the output length (e.g. {"ignore_eos": true})
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    detected_by: list[str] = Field(default_factory=list)  # evidence for `engine`
+    # set when wattbench launched the server
+    pid: int | None = None
+    model_path: str | None = None
+    start_duration_s: float | None = None
+    log_path: str | None = None
 
 
 class Result(_M):
