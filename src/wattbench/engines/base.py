@@ -361,6 +361,8 @@ def _fill_server_info(h: EngineHandle) -> None:
     si.effective_config = eff
     si.supports_ignore_eos = h.engine.accepts_ignore_eos
     for k, v in h.engine.server_info_extra(h.plan, eff).items():
+        if k == "metrics_endpoint" and isinstance(v, str) and v.startswith("/"):
+            v = h.root_url + v
         setattr(si, k, v)
     si.start_duration_s = h.start_duration_s
     si.pid = h.pid

@@ -20,6 +20,7 @@ Nothing is downloaded. A preset is a Hugging Face model directory (``config.json
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -156,7 +157,8 @@ _VOWELS = ["a", "e", "i", "o", "u", "ai", "ea", "ee", "ie", "oo", "ou"]
 _CODAS = ["", "", "n", "r", "s", "t", "l", "m", "nd", "ng", "rt", "st", "ck"]
 
 
-def training_text(num_words: int = 400_000, seed: int = TOKENIZER_SEED) -> list[str]:
+@functools.lru_cache(maxsize=2)
+def training_text(num_words: int = 150_000, seed: int = TOKENIZER_SEED) -> tuple[str, ...]:
     """Seeded English-like text: common words and pseudo-words with Zipf-like frequencies."""
     rng = random.Random(seed)
     lexicon = list(_COMMON_WORDS)
@@ -177,7 +179,7 @@ def training_text(num_words: int = 400_000, seed: int = TOKENIZER_SEED) -> list[
         if rng.random() < 0.2:
             sent.insert(rng.randrange(len(sent)), str(rng.randint(0, 99999)))
         lines.append(" ".join(sent) + rng.choice([".", ".", ".", "?", "!", ","]))
-    return lines
+    return tuple(lines)
 
 
 def build_tokenizer(family: str, vocab_size: int):
@@ -309,21 +311,35 @@ def model_config(preset: Preset, tok, dtype: str) -> dict[str, Any]:
 # ------------------------------------------------------------------ weights
 
 
-def _write_weights(config_dir: Path, out: Path, dtype: str, device: str) -> None:
+def tensor_shapes(preset: Preset) -> list[tuple[str, tuple[int, ...]]]:
+    """Hugging Face parameter names and shapes of the preset (Llama / Qwen2 layout)."""
+    h, i, hd = preset.hidden_size, preset.intermediate_size, preset.head_dim
+    q, kv = preset.num_attention_heads * hd, preset.num_key_value_heads * hd
+    bias = preset.family == "qwen2"
+    out: list[tuple[str, tuple[int, ...]]] = [("model.embed_tokens.weight", (preset.vocab_size, h))]
+    for L in range(preset.num_hidden_layers):
+        p = f"model.layers.{L}."
+        out += [(p + "self_attn.q_proj.weight", (q, h)), (p + "self_attn.k_proj.weight", (kv, h)),
+                (p + "self_attn.v_proj.weight", (kv, h)), (p + "self_attn.o_proj.weight", (h, q))]
+        if bias:
+            out += [(p + "self_attn.q_proj.bias", (q,)), (p + "self_attn.k_proj.bias", (kv,)),
+                    (p + "self_attn.v_proj.bias", (kv,))]
+        out += [(p + "mlp.gate_proj.weight", (i, h)), (p + "mlp.up_proj.weight", (i, h)),
+                (p + "mlp.down_proj.weight", (h, i)),
+                (p + "input_layernorm.weight", (h,)), (p + "post_attention_layernorm.weight", (h,))]
+    out.append(("model.norm.weight", (h,)))
+    if not preset.tie_word_embeddings:
+        out.append(("lm_head.weight", (preset.vocab_size, h)))
+    return out
+
+
+def _write_weights(preset: Preset, out: Path, dtype: str, device: str) -> None:
     """Write random weights as safetensors shards, filled from a seeded pool (see module doc)."""
     import torch
     from safetensors.torch import save_file
-    from transformers import AutoConfig, AutoModelForCausalLM
 
     tdtype = getattr(torch, dtype)
-    config = AutoConfig.from_pretrained(config_dir)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, dtype=tdtype)
-    shapes = [(n, tuple(p.shape)) for n, p in model.state_dict().items()]
-    if getattr(config, "tie_word_embeddings", False):
-        shapes = [(n, s) for n, s in shapes if n != "lm_head.weight"]
-    del model
-
+    shapes = tensor_shapes(preset)
     gen = torch.Generator(device="cpu").manual_seed(WEIGHT_SEED)
     pool_n = 1 << 22
     pool = (torch.randn(pool_n, generator=gen, dtype=torch.float32) * 0.02).to(device=device, dtype=tdtype)
@@ -464,7 +480,7 @@ def build_preset(preset: Preset, out: Path, dtype: str, weights: bool = True, de
     }
     (out / "generation_config.json").write_text(json.dumps(gen, indent=2))
     if weights:
-        _write_weights(out, out, dtype, device)
+        _write_weights(preset, out, dtype, device)
 
 
 def resolve_model(model: str | None, device: str, weights: bool = True, cache_dir: Path | None = None) -> tuple[Path, str | None]:
