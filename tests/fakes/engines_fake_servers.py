@@ -69,6 +69,15 @@ llamacpp:requests_deferred 0
 """
 
 
+def _h(fn):
+    """An async aiohttp handler around a plain function of the request."""
+
+    async def handler(request):
+        return fn(request)
+
+    return handler
+
+
 def _models(entries: list[dict]) -> dict:
     return {"object": "list", "data": entries}
 
@@ -85,9 +94,9 @@ def vllm_app(api_key: str | None = None) -> web.Application:
         }]))
 
     app.router.add_get("/v1/models", models)
-    app.router.add_get("/version", lambda r: web.json_response({"version": "0.32.0+cpu"}))
-    app.router.add_get("/health", lambda r: web.Response(status=200))
-    app.router.add_get("/metrics", lambda r: web.Response(text=VLLM_METRICS))
+    app.router.add_get("/version", _h(lambda r: web.json_response({"version": "0.32.0+cpu"})))
+    app.router.add_get("/health", _h(lambda r: web.Response(status=200)))
+    app.router.add_get("/metrics", _h(lambda r: web.Response(text=VLLM_METRICS)))
     return app
 
 
@@ -99,11 +108,11 @@ def sglang_app() -> web.Application:
         "schedule_policy": "fcfs", "version": "0.5.4",
         "internal_states": [{"max_total_num_tokens": 500000, "attention_backend": "fa3"}],
     }
-    app.router.add_get("/v1/models", lambda r: web.json_response(_models([{
-        "id": "x", "object": "model", "created": 1, "owned_by": "sglang", "root": "x", "max_model_len": 32768}])))
-    app.router.add_get("/get_server_info", lambda r: web.json_response(info))
-    app.router.add_get("/health", lambda r: web.Response(status=200))
-    app.router.add_get("/metrics", lambda r: web.Response(text=SGLANG_METRICS))
+    app.router.add_get("/v1/models", _h(lambda r: web.json_response(_models([{
+        "id": "x", "object": "model", "created": 1, "owned_by": "sglang", "root": "x", "max_model_len": 32768}]))))
+    app.router.add_get("/get_server_info", _h(lambda r: web.json_response(info)))
+    app.router.add_get("/health", _h(lambda r: web.Response(status=200)))
+    app.router.add_get("/metrics", _h(lambda r: web.Response(text=SGLANG_METRICS)))
     return app
 
 
@@ -115,11 +124,11 @@ def tgi_app() -> web.Application:
         "max_total_tokens": 4096, "validation_workers": 2, "max_client_batch_size": 4,
         "router": "text-generation-router", "version": "3.1.0", "sha": "abc", "docker_label": "sha-abc",
     }
-    app.router.add_get("/v1/models", lambda r: web.json_response(_models([{
-        "id": "org/m", "object": "model", "created": 0, "owned_by": "org/m"}])))
-    app.router.add_get("/info", lambda r: web.json_response(info))
-    app.router.add_get("/health", lambda r: web.Response(status=200))
-    app.router.add_get("/metrics", lambda r: web.Response(text=TGI_METRICS))
+    app.router.add_get("/v1/models", _h(lambda r: web.json_response(_models([{
+        "id": "org/m", "object": "model", "created": 0, "owned_by": "org/m"}]))))
+    app.router.add_get("/info", _h(lambda r: web.json_response(info)))
+    app.router.add_get("/health", _h(lambda r: web.Response(status=200)))
+    app.router.add_get("/metrics", _h(lambda r: web.Response(text=TGI_METRICS)))
     return app
 
 
@@ -135,26 +144,26 @@ def llamacpp_app() -> web.Application:
     app.middlewares.append(server_header)
     props = {"default_generation_settings": {"n_ctx": 8192, "params": {}}, "total_slots": 4,
              "model_path": "/m/q.gguf", "build_info": "b6500-1a2b3c4"}
-    app.router.add_get("/v1/models", lambda r: web.json_response(_models([{
-        "id": "q.gguf", "object": "model", "created": 1, "owned_by": "llamacpp", "meta": {"n_ctx_train": 131072}}])))
-    app.router.add_get("/props", lambda r: web.json_response(props))
-    app.router.add_get("/health", lambda r: web.json_response({"status": "ok"}))
-    app.router.add_get("/metrics", lambda r: web.Response(text=LLAMACPP_METRICS))
+    app.router.add_get("/v1/models", _h(lambda r: web.json_response(_models([{
+        "id": "q.gguf", "object": "model", "created": 1, "owned_by": "llamacpp", "meta": {"n_ctx_train": 131072}}]))))
+    app.router.add_get("/props", _h(lambda r: web.json_response(props)))
+    app.router.add_get("/health", _h(lambda r: web.json_response({"status": "ok"})))
+    app.router.add_get("/metrics", _h(lambda r: web.Response(text=LLAMACPP_METRICS)))
     return app
 
 
 def transformers_app() -> web.Application:
     app = web.Application()
-    app.router.add_get("/v1/models", lambda r: web.json_response(_models([{
-        "owned_by": "local", "id": "/m/tiny", "object": "model", "created": 0, "status": {"value": "loaded"}}])))
-    app.router.add_get("/health", lambda r: web.json_response({"status": "ok"}))
+    app.router.add_get("/v1/models", _h(lambda r: web.json_response(_models([{
+        "owned_by": "local", "id": "/m/tiny", "object": "model", "created": 0, "status": {"value": "loaded"}}]))))
+    app.router.add_get("/health", _h(lambda r: web.json_response({"status": "ok"})))
     return app
 
 
 def generic_app() -> web.Application:
     app = web.Application()
-    app.router.add_get("/v1/models", lambda r: web.json_response(_models([{
-        "id": "gpt-x", "object": "model", "created": 0, "owned_by": "someone"}])))
+    app.router.add_get("/v1/models", _h(lambda r: web.json_response(_models([{
+        "id": "gpt-x", "object": "model", "created": 0, "owned_by": "someone"}]))))
     return app
 
 
