@@ -71,6 +71,10 @@ class Engine(ABC):
     def version(self) -> str | None:
         return None
 
+    def warmup_body(self) -> dict[str, Any] | None:
+        """A request to send once after start (engines with a slow first request), or None."""
+        return None
+
     def effective_config(self, plan: LaunchPlan, log_text: str, base_url: str) -> dict[str, Any]:
         return dict(plan.info)
 
@@ -107,8 +111,11 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     except OSError:
         return ""
     # progress bars write \r-separated updates: keep the last state of each line
-    out = [ln.rsplit("\r", 1)[-1] for ln in data.splitlines()]
-    return "\n".join(ln for ln in out[-lines:])
+    # (str.splitlines would split on \r as well)
+    out = [ln.rstrip("\r").rsplit("\r", 1)[-1] for ln in data.split("\n")]
+    while out and not out[-1]:
+        out.pop()
+    return "\n".join(out[-lines:])
 
 
 def flag_value(args: list[str], *names: str) -> str | None:
@@ -326,10 +333,32 @@ def start(
     try:
         handle.wait_ready(timeout_s)
         _fill_server_info(handle)
+        _warm_up(handle, timeout_s)
     except BaseException:
         handle.stop(grace_s=5.0)
         raise
     return handle
+
+
+def _warm_up(h: EngineHandle, timeout_s: float) -> None:
+    """Send the engine's warm-up request so its one-off first-request cost stays out of a run."""
+    body = h.engine.warmup_body()
+    if body is None:
+        return
+    body = {"model": h.model, **body}
+    req = urllib.request.Request(h.base_url + "/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    t0 = now_ns()
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as r:  # noqa: S310 (loopback only)
+            r.read()
+    except urllib.error.HTTPError as e:
+        raise EngineError(f"{h.engine.name} server answered HTTP {e.code} to its warm-up request "
+                          f"(log: {h.log_path})", log_tail=log_tail(h.log_path)) from None
+    except (urllib.error.URLError, OSError, TimeoutError) as e:
+        raise EngineError(f"{h.engine.name} server failed its warm-up request: {e} (log: {h.log_path})",
+                          log_tail=log_tail(h.log_path)) from None
+    h.server_info.warmup_duration_s = (now_ns() - t0) / 1e9
 
 
 def _fill_server_info(h: EngineHandle) -> None:

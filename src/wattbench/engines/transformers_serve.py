@@ -66,6 +66,10 @@ class TransformersServe(Engine):
             return None
         return out.stdout.strip() or None
 
+    def warmup_body(self) -> dict[str, Any] | None:
+        # The first request initialises continuous batching (paged cache, ~10 s on 2 CPU cores).
+        return {"prompt": "warm up", "max_tokens": 4, "stream": False}
+
     def plan(self, model, device, engine_args, host, port, scratch) -> LaunchPlan:
         path, preset = resolve_model(model, device)
         self._preset = preset

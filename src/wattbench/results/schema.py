@@ -229,6 +229,7 @@ class ServerInfo(_M):
     pid: int | None = None
     model_path: str | None = None
     start_duration_s: float | None = None
+    warmup_duration_s: float | None = None  # the launcher's one warm-up request after start
     log_path: str | None = None
 
 
