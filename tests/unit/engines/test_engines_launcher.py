@@ -125,3 +125,39 @@ def test_log_tail_keeps_last_lines_and_progress_state(tmp_path):
     p.write_text("".join(f"line {i}\n" for i in range(100)) + "bar 10%\rbar 100%\n")
     tail = log_tail(p, lines=3)
     assert tail.splitlines() == ["line 98", "line 99", "bar 100%"]
+
+
+HOLDER = """
+import sys, time
+sys.path[:0] = [{src!r}, {tests!r}]
+from pathlib import Path
+from wattbench.engines.base import start
+from unit.engines.test_engines_launcher import FakeEngine
+h = start(FakeEngine("ok"), None, "cpu", [], Path({run!r}), timeout_s=20)
+print("ENGINE_PID", h.pid, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_engine_dies_with_its_parent(tmp_path, sig):
+    """SIGTERM to the parent unwinds (atexit stops the engine); SIGKILL: PR_SET_PDEATHSIG does."""
+    import signal
+    import subprocess
+
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    tests = str(Path(__file__).resolve().parents[2])
+    code = HOLDER.format(src=src, tests=tests, run=str(tmp_path))
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        line = parent.stdout.readline()
+        assert line.startswith("ENGINE_PID"), line
+        engine_pid = int(line.split()[1])
+        assert not gone(engine_pid, timeout_s=0.2)
+        parent.send_signal(getattr(signal, sig))
+        parent.wait(timeout=30)
+        assert gone(engine_pid, timeout_s=20)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
