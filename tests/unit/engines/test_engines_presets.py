@@ -128,3 +128,28 @@ def test_resolve_model_paths(tmp_path):
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text("{}")
     assert presets.resolve_model(str(tmp_path / "m"), "cpu") == ((tmp_path / "m").resolve(), None)
+
+
+def test_plan_shards_bounds_each_shard():
+    shapes = presets.tensor_shapes(presets.PRESETS["llama-8b"])
+    plan = presets.plan_shards(shapes, 2)
+    assert [n for shard in plan for n in shard] == [n for n, _ in shapes]  # all, in order
+    sizes = [sum(2 * presets.math.prod(dict(shapes)[n]) for n in shard) for shard in plan]
+    assert max(sizes) <= presets._MAX_SHARD_BYTES and len(plan) == 4
+    assert sum(sizes) == presets.PRESETS["llama-8b"].weight_bytes()
+
+
+def test_sharded_write_is_loadable(tmp_path, monkeypatch):
+    from safetensors import safe_open
+
+    monkeypatch.setattr(presets, "_MAX_SHARD_BYTES", 8 * 1024**2)  # force several shards for tiny
+    d = presets.ensure_preset("tiny", cache_dir=tmp_path)
+    index = json.loads((d / "model.safetensors.index.json").read_text())
+    files = sorted(set(index["weight_map"].values()))
+    assert len(files) >= 2 and not (d / "model.safetensors").exists()
+    names = set()
+    for f in files:
+        with safe_open(str(d / f), "pt") as sf:
+            names |= set(sf.keys())
+    assert names == {n for n, _ in presets.tensor_shapes(presets.PRESETS["tiny"])}
+    assert index["metadata"]["total_size"] == presets.PRESETS["tiny"].weight_bytes()
