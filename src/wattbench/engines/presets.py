@@ -184,7 +184,20 @@ def training_text(num_words: int = 150_000, seed: int = TOKENIZER_SEED) -> tuple
 
 
 def build_tokenizer(family: str, vocab_size: int):
-    """A byte-level BPE ``tokenizers.Tokenizer`` with exactly ``vocab_size`` entries."""
+    """A byte-level BPE ``tokenizers.Tokenizer`` with exactly ``vocab_size`` entries (deterministic;
+    trained once per process for each family and size)."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(_tokenizer_json(family, vocab_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer_json(family: str, vocab_size: int) -> str:
+    return train_tokenizer(family, vocab_size).to_str()
+
+
+def train_tokenizer(family: str, vocab_size: int):
+    """Train the tokenizer from scratch (``build_tokenizer`` caches this)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     specials = _SPECIAL[family]

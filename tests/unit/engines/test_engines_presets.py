@@ -73,12 +73,15 @@ def test_generation_config_has_no_reachable_end_token(tiny_dir):
     assert 0 <= cfg["eos_token_id"] < cfg["vocab_size"]
 
 
-def test_tokenizer_is_deterministic_and_padded_exactly():
-    a = presets.build_tokenizer("qwen2", 9000)
-    b = presets.build_tokenizer("qwen2", 9000)
-    assert a.to_str() == b.to_str()
-    assert a.get_vocab_size(with_added_tokens=True) == 9000
-    assert a.token_to_id("<|im_end|>") is not None
+def test_tokenizer_is_deterministic_and_padded_exactly(tiny_dir):
+    from tokenizers import Tokenizer
+
+    fresh = presets.train_tokenizer("llama", 8000)  # a second training, not the cached one
+    assert fresh.to_str() == Tokenizer.from_file(str(tiny_dir / "tokenizer.json")).to_str()
+    q = presets.build_tokenizer("qwen2", 12000)  # more than BPE learns from the text: padded
+    assert q.get_vocab_size(with_added_tokens=True) == 12000
+    assert q.token_to_id("<|im_end|>") is not None
+    assert q.decode([11999]) and q.decode([11999]) != q.decode([11998])
 
 
 @pytest.mark.parametrize(
