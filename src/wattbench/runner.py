@@ -65,7 +65,6 @@ class _RunState:
     idle_power: dict | None = None
     energy_unavailable_reason: str | None = None
     telemetry_writer: Any = None
-    timeline_written: int = 0
     cleanup: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -136,9 +135,7 @@ def _write_level_artifacts(state: _RunState, outcome_records: list) -> None:
     if state.sampler is not None and state.telemetry_writer is not None:
         state.telemetry_writer.flush(state.sampler.log)
     if state.scraper is not None:
-        state.timeline_written = state.scraper.timeline().append_jsonl(
-            state.run_dir / "server_timeline.jsonl", start=state.timeline_written
-        )
+        state.scraper.timeline.to_jsonl(state.run_dir / "server_timeline.jsonl")
     rundir.write_result(state.run_dir, state.result)
 
 
@@ -237,7 +234,9 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
     else:
         level.energy_unavailable_reason = state.energy_unavailable_reason or "no sensor was sampled"
     if state.scraper is not None:
-        level.server_metrics = state.scraper.timeline().summary(outcome.start_ns, outcome.end_ns)
+        # one scrape after the window so its end is bracketed by scrapes (counter deltas interpolate)
+        time.sleep(min(state.scraper.interval_s * 1.2, 2.0))
+        level.server_metrics = state.scraper.timeline.summary(outcome.start_ns, outcome.end_ns)
     level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra)
     return level
 
@@ -343,17 +342,15 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         )
         base_url = normalize_base_url(handle.base_url)
         launched_info = handle.server_info
-        if tokenizer_path is None and getattr(handle, "model_dir", None) is not None:
-            tokenizer_path = str(handle.model_dir)
+        if tokenizer_path is None and handle.plan.model_path:
+            tokenizer_path = handle.plan.model_path  # the served model's own tokenizer: exact lengths
 
     model, models = asyncio.run(check_target(base_url, api_key, cfg.model))
     server = asyncio.run(detect_server(base_url, api_key))
     if launched_info is not None:
-        merged = launched_info.model_dump()
-        merged.update({k: v for k, v in server.model_dump().items() if v not in (None, [], {}, False)})
-        merged["launched"] = True
-        merged["effective_config"] = {**server.effective_config, **launched_info.effective_config}
-        server = ServerInfo.model_validate(merged)
+        from wattbench.server.detect import merge_launched
+
+        server = merge_launched(launched_info, server)
     server.base_url = base_url
     server.model = model
     server.models = models
@@ -436,7 +433,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     if server.metrics_endpoint:
         from wattbench.server.metrics import MetricsScraper
 
-        scraper = MetricsScraper(server.metrics_endpoint, interval_s=0.5, engine=server.engine)
+        scraper = MetricsScraper(server.metrics_endpoint, interval_s=0.5, engine=server.engine, api_key=api_key)
         scraper.start()
         stack.callback(scraper.stop)
         state.scraper = scraper

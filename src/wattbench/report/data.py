@@ -114,21 +114,28 @@ def read_telemetry(run_dir: Path, notes: list[str]) -> TelemetryLog:
 
 
 def read_server_timeline(run_dir: Path, notes: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Scraped server series of ``server_timeline.jsonl``: name -> (t_ns, values), time-sorted."""
+    """Scraped server series of ``server_timeline.jsonl``: name -> (t_ns, values), time-sorted.
+    A torn last line (a run killed while writing) is skipped with a note."""
     path = run_dir / SERVER_TIMELINE_FILE
     if not path.exists():
         return {}
     acc: dict[str, tuple[list[int], list[float]]] = {}
+    # format: wattbench.server.metrics.ServerTimeline.to_jsonl (a meta line, then {"t_ns", series: value…})
     for lineno, obj in _iter_jsonl(path, notes):
-        if not isinstance(obj, dict) or "series" not in obj or "t_ns" not in obj:
-            raise UserError(f"{path}: line {lineno} is not a scraped value {{t_ns, series, v}}")
-        v = obj.get("v")
-        if v is None:
+        if not isinstance(obj, dict):
+            raise UserError(f"{path}: line {lineno} is not a JSON object")
+        if obj.get("type") == "meta":
             continue
-        ts, vs = acc.setdefault(str(obj["series"]), ([], []))
+        if "t_ns" not in obj:
+            raise UserError(f"{path}: line {lineno} has no t_ns; not a server timeline scrape")
         try:
-            ts.append(int(obj["t_ns"]))
-            vs.append(float(v))
+            t = int(obj["t_ns"])
+            for name, v in obj.items():
+                if name == "t_ns" or v is None:
+                    continue
+                ts, vs = acc.setdefault(str(name), ([], []))
+                ts.append(t)
+                vs.append(float(v))
         except (TypeError, ValueError):
             raise UserError(f"{path}: line {lineno} has a non-numeric time or value") from None
     out = {}
