@@ -69,7 +69,7 @@ class RunConfig(BaseModel):
     out: str | None = None
     tags: list[str] = Field(default_factory=list)
     db: str | None = None
-    register: bool = True
+    register_run: bool = True  # add the run to the history store
     html: bool = True
 
     @field_validator("concurrency")

@@ -241,10 +241,20 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
     return level
 
 
-def _save_level(state: _RunState, index: int, spec, outcome, token_source: str) -> None:
+def _count_source(records) -> str:
+    """Where the level's token counts come from: the server's ``usage`` for every completed
+    request, or ``missing`` when some completed request had none (then throughput undercounts)."""
+    done = [r for r in records if r.ok and not r.warmup]
+    if done and any(r.output_tokens is None for r in done):
+        return "missing"
+    return "usage"
+
+
+def _save_level(state: _RunState, index: int, spec, outcome, prompt_length_source: str) -> None:
     """Account a finished (or interrupted) level and write everything measured so far."""
     assert state.result is not None
-    level = _account_level(state, index, spec, outcome, token_source)
+    level = _account_level(state, index, spec, outcome, _count_source(outcome.records))
+    level.extra["prompt_length_source"] = prompt_length_source
     state.result.levels.append(level)
     _write_level_artifacts(state, outcome.records)
     _write_report(state)
@@ -412,6 +422,12 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         tags=list(cfg.tags),
     )
     result.extra["workload"] = workload.describe()
+    result.extra["prompt_length_source"] = workload.token_source
+    if workload.token_source == "approx":
+        result.warnings.append(
+            "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
+            "token counts still come from the server's usage"
+        )
     if sampler is None:
         why = (
             "--no-sensors was given"
@@ -513,7 +529,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         reasons=sorted({f"{lv.label}: {r}" for lv in result.levels for r in lv.validity.reasons}),
     )
     _finish(state, "complete", None)
-    if cfg.register:
+    if cfg.register_run:
         with contextlib.suppress(Exception):  # history is an index; the run directory is the record
             from wattbench.results.store import HistoryStore
 
