@@ -97,14 +97,19 @@ def _api_key(config: RunConfig) -> str | None:
 
 
 def _open_sensors(config: RunConfig) -> tuple[list, list[str]]:
-    """Sensors to sample and the problems met while looking for them (each with its fix)."""
+    """Sensors to sample and the problems met while looking for them (each with its fix).
+
+    Auto-detection with the embedded engine (which runs on this machine) adds an
+    estimate-labelled CPU figure where no CPU meter exists, so a CPU-only newcomer sees an
+    honest, labelled estimate rather than nothing.
+    """
     if config.no_sensors:
         return [], []
     from wattbench.telemetry import detect, spec
 
     if config.sensors:
         return [spec.parse_sensor_spec(s) for s in config.sensors], []
-    return detect.autodetect()
+    return detect.autodetect(estimate_cpu=config.target is None)
 
 
 def _build_workload(config: RunConfig, target, server: ServerInfo, tokenizer_path: str | None):
