@@ -43,6 +43,7 @@ QUANTITIES = {
     "sm_clock_mhz": ("sm_clock_mhz", "clock_sm_mhz"),
     "throttle_reasons": ("clock_event_reasons", "throttle_reasons", "clocks_event_reasons"),
     "power_limit_w": ("power_limit_w", "enforced_power_limit_w"),
+    "gpu_util_pct": ("gpu_util_pct", "utilization_pct", "gpu_utilization_pct"),
 }
 
 
