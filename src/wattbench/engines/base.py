@@ -219,7 +219,7 @@ class EngineHandle:
 
     def wait_ready(self, timeout_s: float) -> None:
         t0 = now_ns()
-        deadline = time.monotonic() + timeout_s
+        deadline_ns = t0 + int(timeout_s * 1e9)
         delay = 0.2
         while True:
             rc = self.proc.poll()
@@ -232,7 +232,7 @@ class EngineHandle:
                 if self.proc.poll() is None:
                     break
                 continue  # died just now: reported above
-            if time.monotonic() > deadline:
+            if now_ns() > deadline_ns:
                 raise EngineError(
                     f"{self.engine.name} server did not become healthy within {timeout_s:.0f} s "
                     f"(log: {self.log_path}); raise the start timeout for large models",
