@@ -324,8 +324,10 @@ ADDRESS_IN_USE = ("address already in use", "errno 98")
 
 def _start_once(engine: Engine, model: str | None, device: str, engine_args: list[str], run_dir: Path,
                 timeout_s: float, host: str, port: int) -> EngineHandle:
-    scratch = run_dir / "engine-scratch"
-    scratch.mkdir(exist_ok=True)
+    from wattbench.engines.presets import default_cache_dir
+
+    scratch = default_cache_dir() / "engine-scratch" / engine.name  # kept out of the run directory
+    scratch.mkdir(parents=True, exist_ok=True)
     plan = engine.plan(model, device, list(engine_args), host, port, scratch)
     env = dict(os.environ)
     env.update(plan.env)
