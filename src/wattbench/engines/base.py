@@ -219,7 +219,7 @@ class EngineHandle:
 
     def wait_ready(self, timeout_s: float) -> None:
         t0 = now_ns()
-        deadline = time.monotonic() + timeout_s
+        deadline_ns = t0 + int(timeout_s * 1e9)
         delay = 0.2
         while True:
             rc = self.proc.poll()
@@ -232,7 +232,7 @@ class EngineHandle:
                 if self.proc.poll() is None:
                     break
                 continue  # died just now: reported above
-            if time.monotonic() > deadline:
+            if now_ns() > deadline_ns:
                 raise EngineError(
                     f"{self.engine.name} server did not become healthy within {timeout_s:.0f} s "
                     f"(log: {self.log_path}); raise the start timeout for large models",
@@ -324,8 +324,10 @@ ADDRESS_IN_USE = ("address already in use", "errno 98")
 
 def _start_once(engine: Engine, model: str | None, device: str, engine_args: list[str], run_dir: Path,
                 timeout_s: float, host: str, port: int) -> EngineHandle:
-    scratch = run_dir / "engine-scratch"
-    scratch.mkdir(exist_ok=True)
+    from wattbench.engines.presets import default_cache_dir
+
+    scratch = default_cache_dir() / "engine-scratch" / engine.name  # kept out of the run directory
+    scratch.mkdir(parents=True, exist_ok=True)
     plan = engine.plan(model, device, list(engine_args), host, port, scratch)
     env = dict(os.environ)
     env.update(plan.env)

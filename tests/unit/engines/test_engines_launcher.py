@@ -17,6 +17,12 @@ from wattbench.errors import EngineError
 FAKE = Path(__file__).resolve().parents[2] / "fakes" / "engines_fake_engine.py"
 
 
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    """Engine scratch folders go to the wattbench cache dir: keep them per test."""
+    monkeypatch.setenv("WATTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+
+
 class FakeEngine(Engine):
     name = "fake"
     install_hint = "pip install fake-engine"
