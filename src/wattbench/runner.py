@@ -381,10 +381,8 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     )
     workload = _build_workload(cfg, target, server, tokenizer_path)
     # Force output lengths only on servers that accept the fields (strict servers reject them).
-    if server.supports_ignore_eos:
-        target.extra_body = dict(server.force_length_body or {"ignore_eos": True})
-        target.send_min_tokens = True
-        server.force_length_body = dict(target.extra_body)
+    target.extra_body = dict(server.extra_body)
+    target.send_min_tokens = bool(server.supports_ignore_eos)
     server.output_length_forced = bool(target.extra_body)
 
     # 2. sensors (nothing is written before the input has been checked).
