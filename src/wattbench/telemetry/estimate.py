@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from wattbench.clock import now_ns
-from wattbench.errors import SensorError, UserError
+from wattbench.errors import UserError
 from wattbench.telemetry.base import Channel, Reading, Sensor
 
 # Vendor TDP per socket (W), from the vendors' product pages. Substring match on the model name.
