@@ -507,6 +507,9 @@ class _PipeLink:
         self.cancel = asyncio.Event()
         self._waiting: asyncio.Future | None = None
         loop.add_reader(conn.fileno(), self._readable)
+        # uvloop (libuv's uv_poll) switches a watched fd to non-blocking; a Connection needs a
+        # blocking fd, or sending a large batch of records fails half-way with EAGAIN.
+        os.set_blocking(conn.fileno(), True)
 
     def _readable(self) -> None:
         try:
@@ -694,9 +697,8 @@ def _run_loop(coro_fn, fast: bool = True):
 
     loop = new_event_loop() if fast else asyncio.new_event_loop()
     interrupted = threading.Event()
-    # A plain Python handler (not loop.add_signal_handler: uvloop's signal wake-up fd outlived
-    # the loop and, reused as a pipe fd by the next level's workers, corrupted their messages).
-    # The coordinating coroutines poll the flag every 50 ms.
+    # A plain Python handler, not loop.add_signal_handler: the coordinating coroutines poll the
+    # flag every 50 ms, and no loop-owned signal fd is left behind between levels.
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
@@ -829,16 +831,19 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
                         results[w] = _WorkerResult([], None, None, True)
                         loop.remove_reader(c.fileno())
                         break
-            except (EOFError, OSError):
+            except (EOFError, OSError) as e:
                 loop.remove_reader(c.fileno())
                 if results[w] is None:
-                    errors.append(f"load worker {w} exited unexpectedly (exit code {procs[w].exitcode})")
+                    errors.append(
+                        f"load worker {w} exited unexpectedly (exit code {procs[w].exitcode}, {e!r})"
+                    )
                     results[w] = _WorkerResult([RequestRecord.model_construct(**r) for r in records[w]], None, None, True)
             if all(r is not None for r in results) and not finished.done():
                 finished.set_result(None)
 
         for w, c in enumerate(conns):
             loop.add_reader(c.fileno(), on_msg, w)
+            os.set_blocking(c.fileno(), True)  # see _PipeLink
         last = 0
         cancelled = False
         while not finished.done():
