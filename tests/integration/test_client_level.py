@@ -132,6 +132,7 @@ def test_closed_loop_duration_drain_and_progress():
     first = min(r.sent_ns for r in meas)
     assert all(r.sent_ns - first < 1.1e9 for r in meas)
     assert 0 < out.load.drain_s < 0.3  # requests take ~140 ms
+    assert out.load.client_loop_lag_ms.count > 50  # the 10 ms probe ran through the level
     assert out.load.mean_in_flight == pytest.approx(4, abs=0.6)
     assert seen and seen[-1]["done"] == len(out.records) and seen[-1]["failed"] == 0
     assert seen[-1]["output_tokens"] == 10 * len(out.records)

@@ -125,3 +125,36 @@ def test_assemble_flags_saturation():
     slow = [rec(i, 200 * i, 200 * i + 10, sched=200 * i) for i in range(10)]
     out = _assemble(spec(mode="rate", value=10.0), [_WorkerResult(slow, 5.0, None, False)], 0, 10.0, 1)
     assert out.load.saturation_reasons == ["achieved rate 5.00/s < 95% of target 10.00/s"]
+
+
+def test_assemble_flags_a_starved_event_loop():
+    records = [rec(i, 10 * i, 10 * i + 5) for i in range(4)]
+    calm = _WorkerResult(records, 20.0, None, False, [300_000] * 50)  # 0.3 ms
+    out = _assemble(spec(value=1), [calm], 0, None, 1)
+    assert out.load.client_loop_lag_ms.count == 50 and not out.load.saturated
+    starved = _WorkerResult(records, 20.0, None, False, [300_000] * 40 + [8_000_000] * 10)
+    out = _assemble(spec(value=1), [starved], 0, None, 1)
+    assert out.load.client_loop_lag_ms.max == pytest.approx(8.0)
+    assert out.load.saturated and "loop lag p99 8.0 ms" in out.load.saturation_reasons[0]
+
+
+def test_sleep_until_never_wakes_early():
+    import asyncio
+
+    from wattbench.clock import now_ns
+    from wattbench.load.client import new_event_loop
+    from wattbench.load.level import _sleep_until
+
+    async def go():
+        early = 0
+        for _ in range(30):
+            due = now_ns() + 2_400_000  # uvloop alone wakes early from most 2.4 ms sleeps
+            await _sleep_until(due)
+            early += now_ns() < due
+        return early
+
+    loop = new_event_loop()
+    try:
+        assert loop.run_until_complete(go()) == 0
+    finally:
+        loop.close()
