@@ -11,7 +11,9 @@ closed-loop levels of growing concurrency. For every step it reports:
   CLOCK_MONOTONIC: the client's own arrival-stamp error, free of the server's timer lateness;
 - ``itl_err_ms`` likewise for the mean inter-token latency (server write gaps as truth);
 - ``server_wake_ms``: mean time from the client's write of a request to the server reading it
-  (kernel + the server process getting a CPU), shown because it grows when the host is busy.
+  (kernel + the server process getting a CPU), shown because it grows when the host is busy;
+- ``loop_lag_p99_ms``: p99 lateness of the client's 10 ms event-loop probe (how long the client
+  waited for a CPU or for its own work): arrival stamps can be late by this much.
 
 The sustainable chunk rate of one worker is the largest step whose ``ttft_err_ms`` stays within
 1 ms of the error at the lightest step.
@@ -98,6 +100,8 @@ def one_step(base: str, stats, conc: int, workers: int, out_tokens: int, per_str
         "itl_ms": lat.itl_ms.mean,
         "itl_err_ms": lat.itl_ms.mean - true_itl,
         "server_wake_ms": wake,
+        "loop_lag_p99_ms": out.load.client_loop_lag_ms.p99,
+        "saturated": out.load.saturated,
         "server_timer_late_ms": server["token_late_ms"]["mean"],
         "failed": req_s.failed,
         "wall_s": wall,
@@ -133,6 +137,7 @@ def main(argv=None) -> int:
                     f"ttft_err={row['ttft_err_ms']:+6.2f} ms (p99 ttft {row['ttft_p99_ms']:.1f}) "
                     f"itl_err={row['itl_err_ms']:+6.3f} ms server_wake={row['server_wake_ms']:.2f} ms "
                     f"server_late={row['server_timer_late_ms']:.2f} ms "
+                    f"loop_lag_p99={row['loop_lag_p99_ms']:.2f} ms "
                     f"failed={row['failed']}",
                     flush=True,
                 )
