@@ -127,7 +127,7 @@ RULES: tuple[Rule, ...] = (
          "fail", "the GPU ran out of memory",
          "lower gpu_memory_utilization / max_num_seqs / max_model_len, free the GPU of other processes, "
          "or use a larger GPU or tensor parallelism"),
-    Rule("host_oom", "resources", r"Out of memory: Killed process|oom-kill|oom_reaper|MemoryError|"
+    Rule("host_oom", "resources", r"Out of memory: Killed process|oom-kill|oom_reaper|(?<![\w.])MemoryError|"
          r"exited with code (-9|137)\b|Killed\s*$",
          "fail", "the host ran out of memory (the kernel's OOM killer)",
          "give the server more RAM, lower its CPU KV-cache/swap space, or run fewer processes"),
@@ -296,6 +296,20 @@ def config_in_effect(log: str) -> dict[str, str]:
     return out
 
 
+def _is_dir(s: str) -> bool:
+    try:
+        return "\n" not in s and Path(s).is_dir()
+    except (OSError, ValueError):  # a long error text is not a path
+        return False
+
+
+def _is_file(s: str) -> bool:
+    try:
+        return "\n" not in s and Path(s).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def diagnose_failure(failure: str | Path | BaseException | None = None, server_log: str | Path | None = None,
                      ) -> list[Check]:
     """Apply the troubleshooting order to an error text / exception, a server log, and/or a run
@@ -305,24 +319,23 @@ def diagnose_failure(failure: str | Path | BaseException | None = None, server_l
     error_text = None
     if isinstance(failure, BaseException):
         error_text = f"{type(failure).__name__}: {failure}"
-    elif failure is not None and (isinstance(failure, Path) or ("\n" not in str(failure) and len(str(failure)) < 4096
-                                                              and Path(str(failure)).is_dir())):
+    elif failure is not None and (isinstance(failure, Path) or _is_dir(str(failure))):
         run = load_run(failure)
     elif failure is not None:
         error_text = str(failure)
     log_text = None
     if server_log is not None:
-        p = Path(server_log) if not isinstance(server_log, str) or "\n" not in server_log else None
-        if p is not None and p.is_file():
-            log_text = _read_log(p)
-        elif isinstance(server_log, str):
+        if isinstance(server_log, Path) or _is_file(server_log):
+            log_text = _read_log(Path(server_log))
+        else:
             log_text = server_log
     if log_text is None and run is not None:
         log_text = run.get("server_log")
     sources = _sources(error_text, log_text, run)
     checks: list[Check] = []
+    matched = any(_find(r, sources)[0] is not None for r in RULES if r.status == "fail")
     for step in STEPS:
-        checks.extend(_step(step, sources, run, log_text))
+        checks.extend(_step(step, sources, run, log_text, matched))
     first = next((c for c in checks if c.status == "fail"), None) or next((c for c in checks if c.status == "warn"), None)
     if first is None:
         head = Check("troubleshoot.first_cause", G, "pass" if sources else "skip",
@@ -337,7 +350,8 @@ def diagnose_failure(failure: str | Path | BaseException | None = None, server_l
     return [head] + checks
 
 
-def _step(step: str, sources: list[tuple[str, str]], run: dict | None, log_text: str | None) -> list[Check]:
+def _step(step: str, sources: list[tuple[str, str]], run: dict | None, log_text: str | None,
+          matched: bool = False) -> list[Check]:
     out: list[Check] = []
     for rule in RULES:
         if rule.step != step:
@@ -356,7 +370,7 @@ def _step(step: str, sources: list[tuple[str, str]], run: dict | None, log_text:
         out.append(Check(f"troubleshoot.{step}.{rule.id}", G, rule.status,
                          f"{rule.message}: {_quote(ev.text)} [{ev.source}" + (f", {n} lines" if n > 1 else "") + "]",
                          rule.fix, {"source": ev.source, "line": ev.text.strip(), "count": n}))
-    out.extend(_run_facts(step, run, log_text, out))
+    out.extend(_run_facts(step, run, log_text, matched))
     if not out:
         out.append(Check(f"troubleshoot.{step}", G, "pass", f"{step}: nothing found"))
     return out
@@ -374,7 +388,7 @@ def _all_lines(rule: Rule, sources: list[tuple[str, str]], limit: int) -> list[s
     return list(seen)
 
 
-def _run_facts(step: str, run: dict | None, log_text: str | None, found: list[Check]) -> list[Check]:
+def _run_facts(step: str, run: dict | None, log_text: str | None, matched: bool) -> list[Check]:
     """Facts of a run directory that are not log lines."""
     out: list[Check] = []
     errors = (run or {}).get("errors", {})
@@ -385,7 +399,7 @@ def _run_facts(step: str, run: dict | None, log_text: str | None, found: list[Ch
                              f"the server's max_model_len {run['max_model_len']}",
                              "shorten prompts/outputs or raise the server's context (--max-model-len)"))
         bad = {k: v for k, v in errors.items() if k in ("http_400", "http_413", "http_422")}
-        if bad and not found:
+        if bad and not matched:
             sample = next((run["error_samples"].get(k) for k in bad if run["error_samples"].get(k)), "")
             out.append(Check("troubleshoot.input.rejected", G, "fail",
                              "requests rejected as invalid: " + ", ".join(f"{k} × {v}" for k, v in bad.items())
@@ -414,7 +428,7 @@ def _run_facts(step: str, run: dict | None, log_text: str | None, found: list[Ch
             out.append(Check("troubleshoot.logs.server_errors", G, "warn",
                              "server-side failures: " + ", ".join(f"{k} × {v}" for k, v in srv.items()),
                              "the server failed or went away: read server.log around those times"))
-    if step == "logs" and log_text and not any(c.status == "fail" for c in found):
+    if step == "logs" and log_text and not matched:  # a generic note only when no rule explained the failure
         excs = TRACEBACK_RX.findall(log_text)
         if excs:
             name, _, msg = excs[-1]
