@@ -102,8 +102,8 @@ class Monitor:
         if self._started:
             return self
         raw = self._build_sensors()
-        self.sensors = [ResilientSensor(s, self.sample_interval_s,
-                                        Backoff(base_s=max(0.5, self.sample_interval_s), cap_s=self.backoff_cap_s))
+        base = max(0.5, self.sample_interval_s)
+        self.sensors = [ResilientSensor(s, self.sample_interval_s, Backoff(base_s=base, cap_s=max(base, self.backoff_cap_s)))
                         for s in raw]
         self.sampler = Sampler(self.sensors, interval_s=self.sample_interval_s)
         self.sampler.log = self.tracker.log  # bounded: the sampler's own log would grow forever
@@ -252,10 +252,10 @@ class Monitor:
                     k = (now_ns() - t0) // period
         except KeyboardInterrupt:
             pass
-        self._drain()
+        self.flush()
         return self.summary()
 
-    def _drain(self) -> None:
+    def flush(self) -> None:
         """Let the sampler cover the last mark (up to a few sample periods), then account it."""
         import time
 
