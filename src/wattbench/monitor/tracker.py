@@ -15,8 +15,8 @@ downstream:
 
 * cumulative totals (energy per boundary, tokens, time);
 * sliding windows (e.g. 10 s, 1 min, 10 min): sums over the spans that lie inside the window;
-* idle/loaded segmentation: a span is ``loaded`` when the server had running requests at either
-  end or its output token rate exceeds ``idle_threshold_tok_s``, ``idle`` otherwise, ``unknown``
+* idle/loaded segmentation: a span is ``loaded`` when the server had running requests at its end
+  or its output token rate exceeds ``idle_threshold_tok_s``, ``idle`` otherwise, ``unknown``
   when its tokens are unknown; consecutive spans of one state form a segment.
 
 Memory is flat: readings are trimmed to the next window's needs, spans are kept only for the
@@ -35,6 +35,7 @@ from wattbench.telemetry.base import Channel, Reading
 DEFAULT_WINDOWS_S = (10.0, 60.0, 600.0)
 DEFAULT_IDLE_THRESHOLD_TOK_S = 1.0
 MAX_PENDING = 64
+REBUILD_EVERY = 1000
 
 
 def window_label(seconds: float) -> str:
@@ -90,6 +91,24 @@ class _Acc:
             self.prompt_tokens += s.prompt_tokens or 0.0
             for b, e in s.energy_j.items():
                 self.tok_energy_j[b] = self.tok_energy_j.get(b, 0.0) + e
+
+    def sub(self, s: Span) -> None:
+        """Remove a span added before (sliding windows)."""
+        d = s.duration_s
+        self.duration_s -= d
+        for b, e in s.energy_j.items():
+            self.energy_j[b] -= e
+            self.energy_s[b] -= d
+            if self.energy_s[b] <= 1e-9:
+                del self.energy_j[b], self.energy_s[b]
+        if s.output_tokens is not None:
+            self.tok_duration_s -= d
+            self.output_tokens -= s.output_tokens
+            self.prompt_tokens -= s.prompt_tokens or 0.0
+            for b, e in s.energy_j.items():
+                self.tok_energy_j[b] -= e
+                if self.tok_duration_s <= 1e-9:
+                    self.tok_energy_j.pop(b, None)
 
     def figures(self) -> dict[str, Any]:
         from wattbench.metrics import efficiency as eff
@@ -151,7 +170,10 @@ class EfficiencyTracker:
         self._last: tuple[int, dict | None] | None = None  # last accounted mark
         self._good: tuple[int, dict] | None = None  # last successful scrape accounted
         self._pending: list[tuple[int, int, dict[str, float], dict[str, float]]] = []  # intervals since _good
-        self.spans: deque[Span] = deque()
+        self.spans: deque[Span] = deque()  # spans inside the longest window
+        # per window: spans inside it and their running sums (rebuilt every REBUILD_EVERY spans)
+        self._win: list[tuple[float, deque, _Acc]] = [(w, deque(), _Acc()) for w in self.windows_s]
+        self._since_rebuild = 0
         self.total = _Acc()
         self.states: dict[str, _Acc] = {}
         self.segment: Segment | None = None
@@ -236,7 +258,6 @@ class EfficiencyTracker:
             if len(self._pending) > MAX_PENDING:  # a long outage: keep one merged interval, not one per tick
                 self._pending = [_merge(self._pending)]
             return None  # wait for the next successful scrape: tokens over the gap are unknown until then
-        running_before = self._good[1].get("running") if self._good is not None else None
         t0, _, energy, cov = _merge(self._pending)
         self._pending = []
         span = Span(t0, t1, energy, coverage=cov)
@@ -251,20 +272,38 @@ class EfficiencyTracker:
             self.counter_resets += int(span.counter_reset)
         if srv is not None:
             self._good = (t1, srv)
-        span.state = self._state(span, running_before)
+        span.state = self._state(span)
         self.total.add(span)
         self.states.setdefault(span.state, _Acc()).add(span)
         self.spans.append(span)
         self.last_span = span
         longest = int(self.windows_s[-1] * 1e9)
-        while self.spans and self.spans[0].t1_ns < t1 - longest:
+        while self.spans and self.spans[0].t0_ns < t1 - longest:
             self.spans.popleft()
+        self._slide(span)
         return span
 
-    def _state(self, span: Span, running_before: float | None) -> str:
+    def _slide(self, span: Span) -> None:
+        self._since_rebuild += 1
+        rebuild = self._since_rebuild >= REBUILD_EVERY  # bound floating-point drift of the running sums
+        if rebuild:
+            self._since_rebuild = 0
+        for i, (w, dq, acc) in enumerate(self._win):
+            start = span.t1_ns - int(w * 1e9)
+            dq.append(span)
+            acc.add(span)
+            while dq and dq[0].t0_ns < start:
+                acc.sub(dq.popleft())
+            if rebuild:
+                fresh = _Acc()
+                for x in dq:
+                    fresh.add(x)
+                self._win[i] = (w, dq, fresh)
+
+    def _state(self, span: Span) -> str:
         if span.output_tokens is None:
             return "unknown"
-        busy = (span.running or 0) > 0 or (running_before or 0) > 0
+        busy = (span.running or 0) > 0
         rate = span.output_tokens / span.duration_s if span.duration_s > 0 else 0.0
         return "loaded" if busy or rate > self.idle_threshold_tok_s else "idle"
 
@@ -285,19 +324,8 @@ class EfficiencyTracker:
 
     # -- output -----------------------------------------------------------------------------
     def windows(self) -> dict[str, dict[str, Any]]:
-        """Figures over each sliding window (spans fully inside it), plus ``total``."""
-        out: dict[str, dict[str, Any]] = {}
-        if not self.spans:
-            return {window_label(w): _Acc().figures() for w in self.windows_s} | {"total": self.total.figures()}
-        end = self.spans[-1].t1_ns
-        for w in self.windows_s:
-            acc = _Acc()
-            start = end - int(w * 1e9)
-            for s in reversed(self.spans):
-                if s.t0_ns < start:
-                    break
-                acc.add(s)
-            out[window_label(w)] = acc.figures()
+        """Figures over each sliding window (the spans that lie fully inside it), plus ``total``."""
+        out = {window_label(w): acc.figures() for w, _, acc in self._win}
         out["total"] = self.total.figures()
         return out
 
