@@ -41,6 +41,7 @@ def main(argv=None) -> int:
     p.add_argument("--hz", type=float, default=10.0, help="sensor samples per simulated second")
     p.add_argument("--interval", type=float, default=1.0, help="simulated seconds between scrapes")
     p.add_argument("--report-min", type=float, default=5.0)
+    p.add_argument("--segments-kept", type=int, default=256, help="ring of closed idle/loaded segments")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
 
@@ -50,7 +51,7 @@ def main(argv=None) -> int:
                              boundary="accelerator", device=f"gpu{g}", primary=True, update_period_s=0.1))
         chans.append(Channel(id=f"nvml.gpu{g}.power_instant", sensor="nvml", kind="power", quantity="power",
                              unit="W", boundary="accelerator", device=f"gpu{g}", update_period_s=0.1))
-    tr = EfficiencyTracker()
+    tr = EfficiencyTracker(segments_kept=a.segments_kept)
     tr.add_channels(chans)
     tmp = tempfile.NamedTemporaryFile(prefix="wattbench-soak-", suffix=".jsonl", delete=False)
     tmp.close()
@@ -107,7 +108,7 @@ def main(argv=None) -> int:
             gc.collect()
             cur, _ = tracemalloc.get_traced_memory()
             rows.append({"sim_min": round(sim_s / 60, 2), "rss_mib": proc.memory_info().rss / 2**20,
-                         "heap_kib": cur / 1024, "buffered_points": tr.log.points(), "spans": len(tr.spans),
+                         "heap_kib": cur / 1024, "buffered_points": tr.log.points(), "spans": len(tr.spans), "segments_kept": len(tr.closed),
                          "readings_fed": readings_fed, "wall_s": time.perf_counter() - wall0})
             next_report += a.report_min * 60
     wall = time.perf_counter() - wall0
@@ -146,10 +147,10 @@ def main(argv=None) -> int:
     else:
         print(f"{out['command']}\n{out['machine']}  {out['date']}")
         print(f"{a.minutes:g} simulated min at {a.hz:g} Hz in {wall:.1f} s wall ({out['speedup']:.0f}x)")
-        print(f"{'sim min':>8} {'RSS MiB':>9} {'heap KiB':>9} {'buffered':>9} {'spans':>6} {'readings fed':>13}")
+        print(f"{'sim min':>8} {'RSS MiB':>9} {'heap KiB':>9} {'buffered':>9} {'spans':>6} {'segments':>9} {'readings fed':>13}")
         for r in rows:
             print(f"{r['sim_min']:>8.1f} {r['rss_mib']:>9.1f} {r['heap_kib']:>9.1f} {r['buffered_points']:>9} "
-                  f"{r['spans']:>6} {r['readings_fed']:>13}")
+                  f"{r['spans']:>6} {r['segments_kept']:>9} {r['readings_fed']:>13}")
         print(f"growth after minute 10: RSS {out['rss_growth_after_10min_mib']:+.2f} MiB, "
               f"heap {out['heap_growth_after_10min_kib']:+.1f} KiB")
         print("check:", json.dumps(check))
