@@ -25,6 +25,7 @@ class TraceSensor(Sensor):
         self.failing = False
         self.reads = 0
         self.attempts = 0
+        self.read_times: list[int] = []
 
     def open(self):
         with self._lock:
@@ -37,6 +38,12 @@ class TraceSensor(Sensor):
         with self._lock:
             self._changes.append((t, float(watts)))
         return t
+
+    def bracket_gap_s(self, t: int) -> float:
+        """Seconds between the reads just before and just after ``t``."""
+        before = max(x for x in self.read_times if x <= t)
+        after = min(x for x in self.read_times if x > t)
+        return (after - before) / 1e9
 
     def true_energy(self, t0: int, t1: int) -> float:
         with self._lock:
@@ -55,4 +62,5 @@ class TraceSensor(Sensor):
             raise OSError("scripted meter failure")
         t = now_ns()
         self.reads += 1
+        self.read_times.append(t)
         return [Reading(t, f"{self.name}.energy", self.true_energy(self._changes[0][0], t))]

@@ -40,6 +40,11 @@ def run_doctor(
     from wattbench.doctor import environment as env
     from wattbench.doctor import server as srv
 
+    if not environment and target is None and run_dir is None and checklist is None and not exporters:
+        from wattbench.errors import UserError
+
+        raise UserError("nothing to check: keep the environment checks, or give --target, --run, --checklist "
+                        "or --exporter")
     declared = cl.load_checklist(checklist) if checklist else None
     if target is not None:
         from wattbench.server.openai import normalize_base_url
@@ -55,7 +60,8 @@ def run_doctor(
         tp = torch_probe or env.probe_torch
         report.add(env.torch_check(tp(), facts.get("driver_cuda"), facts.get("gpu_count", 0) > 0))
         report.add(env.engine_checks(versions if versions is not None else env.installed_versions(),
-                                     requires if requires is not None else env.installed_requires()))
+                                     requires if requires is not None else env.installed_requires(),
+                                     facts.get("driver_cuda")))
         report.add(env.sensor_checks(sensors, nvml=nvml, measure_s=sensor_measure_s, **(sensor_kw or {})))
     probe = None
     if target is not None:

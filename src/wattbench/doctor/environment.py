@@ -350,8 +350,19 @@ def _base_version(v: str) -> str:
     return v.split("+", 1)[0]
 
 
-def engine_checks(versions: dict[str, str], requires: dict[str, list[str]]) -> list[Check]:
-    """vLLM / SGLang presence and whether the installed torch is the one each pins."""
+def _cuda_tag(version: str) -> str | None:
+    """``0.11.0+cu128`` -> ``12.8`` (the CUDA build a wheel's local version names), else None."""
+    m = re.search(r"\+cu(\d{2,3})\b", version or "")
+    if not m:
+        return None
+    d = m.group(1)
+    return f"{d[:-1]}.{d[-1]}"
+
+
+def engine_checks(versions: dict[str, str], requires: dict[str, list[str]],
+                  driver_cuda: str | None = None) -> list[Check]:
+    """vLLM / SGLang presence; whether the installed torch is the one each pins; whether a CUDA
+    build named in its version (``+cu128``) is newer than the driver supports."""
     out = []
     torch_v = versions.get("torch")
     for dist in ENGINE_DISTS:
@@ -360,7 +371,12 @@ def engine_checks(versions: dict[str, str], requires: dict[str, list[str]]) -> l
         v = versions[dist]
         pin = _pin(requires.get(dist, []), "torch")
         data = {"version": v, "torch_pin": pin, "torch": torch_v}
-        if pin and torch_v and _base_version(pin) != _base_version(torch_v):
+        built, drv = _major_minor(_cuda_tag(v)), _major_minor(driver_cuda)
+        if built and drv and built[0] > drv[0]:
+            out.append(Check(f"env.{dist}", G, "fail",
+                             f"{dist} {v} is built for CUDA {_cuda_tag(v)} but the driver supports CUDA {driver_cuda}",
+                             f"install a {dist} build for CUDA {drv[0]}.x, or upgrade the driver", data))
+        elif pin and torch_v and _base_version(pin) != _base_version(torch_v):
             out.append(Check(f"env.{dist}", G, "fail",
                              f"{dist} {v} requires torch=={pin} but torch {torch_v} is installed",
                              f"reinstall into a clean venv: `pip install {dist}=={v}` (it brings its torch), or "

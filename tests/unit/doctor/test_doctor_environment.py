@@ -148,6 +148,13 @@ def test_engine_torch_pin_mismatch():
     assert env.engine_checks({"torch": "2.13.0"}, {})[0].status == "skip"
 
 
+def test_engine_cuda_build_vs_driver():
+    c = env.engine_checks({"vllm": "0.11.0+cu130"}, {}, "12.4")[0]
+    assert c.status == "fail" and "CUDA 13.0" in c.message and "12.4" in c.message
+    assert env.engine_checks({"vllm": "0.11.0+cu128"}, {}, "12.4")[0].status == "pass"
+    assert env._cuda_tag("0.32.0+cpu") is None and env._cuda_tag("0.8.5+cu126") == "12.6"
+
+
 def test_python_version():
     assert env.python_check((3, 9, 18)).status == "fail"
     assert env.python_check((3, 11, 7)).status == "pass"

@@ -164,6 +164,8 @@ def test_cli_doctor_run_exit_codes(tmp_path):
     app = build_app()
     r = CliRunner().invoke(app, ["doctor", "--no-env", "--run", str(tmp_path / "missing")])
     assert r.exit_code == 2 and "not a directory" in r.output
+    r = CliRunner().invoke(app, ["doctor", "--no-env"])
+    assert r.exit_code == 2 and "nothing to check" in r.output
     d = _run_dir(tmp_path, log=CUDA_OOM)
     r = CliRunner().invoke(app, ["doctor", "--no-env", "--run", str(d), "--json"])
     assert r.exit_code == 1
