@@ -91,3 +91,39 @@ def test_doctor_against_the_scripted_stream_server():
     assert c["server.metrics"]["status"] == "warn"
     assert c["server.rate_limit"]["data"]["burst"] == 4 and c["server.rate_limit"]["data"]["http_429"] == 0
     assert code == 0
+
+
+def test_monitor_against_ops_server_process(tmp_path):
+    """The monitor counts exactly the tokens a real server process generated, at a declared power."""
+    import time
+    import urllib.request
+
+    from wattbench.monitor import Monitor
+
+    proc, url = start(FAKES / "ops_server.py")
+    try:
+        def complete(n):
+            body = json.dumps({"model": "tiny", "prompt": "a b c", "max_tokens": n, "stream": True,
+                               "stream_options": {"include_usage": True}}).encode()
+            req = urllib.request.Request(url + "/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                r.read()
+
+        m = Monitor(url, ["const:node=400"], interval_s=0.2, listen=None, history_path=tmp_path / "h.jsonl",
+                    sample_interval_s=0.05)
+        with m:
+            m.tick()
+            for n in (5, 7, 11):
+                complete(n)
+                time.sleep(0.2)
+                m.tick()
+            time.sleep(0.1)
+            m.flush()
+            snap = m.snapshot()
+    finally:
+        stop(proc)
+    tot = snap["windows"]["total"]
+    assert tot["output_tokens"] == 23 and tot["prompt_tokens"] == 9
+    assert tot["j_per_output_token"]["node"] == pytest.approx(400 * tot["duration_s"] / 23, rel=1e-6)
+    assert snap["sources"]["server"]["engine"] == "vllm" and snap["sources"]["server"]["errors"] == 0
