@@ -34,6 +34,7 @@ class OpsServerConfig:
     limit_per_s: int = 0  # 0: no rate limiting
     gpu_memory_utilization: str = "0.9"
     latency_histogram: bool = True
+    chat_only: bool = False  # /v1/completions answers 404 (a chat model behind a chat-only route)
 
 
 class OpsServer:
@@ -101,6 +102,8 @@ class OpsServer:
             return web.json_response({"error": {"message": "rate limit exceeded"}}, status=429,
                                      headers={"retry-after": "1", **hdrs})
         chat = request.path.endswith("/chat/completions")
+        if self.cfg.chat_only and not chat:
+            return web.json_response({"error": {"message": "Not Found"}}, status=404)
         text = " ".join(m.get("content", "") for m in body.get("messages", [])) if chat else body.get("prompt", "")
         n_in = len(str(text).split())
         n_out = int(body.get("max_tokens") or 16)

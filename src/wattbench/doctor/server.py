@@ -142,13 +142,14 @@ async def _probe(target: str, api_key: str | None, burst: int, timeout_s: float)
         model = pr.info.model
         if not model:
             return pr
-        for api in ("completions", "chat"):
+        for api in ("completions", "chat"):  # a chat-only model refuses completions: try chat then
             try:
                 sp = await _stream_once(s, base, model, api, api_key, max_tokens=4)
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
                 sp = StreamProbe(api=api, error=f"{type(e).__name__}: {e}")
-            pr.stream = sp
-            if sp.status not in (404, 405):
+            if api == "completions" or sp.status == 200 or pr.stream.status in (404, 405):
+                pr.stream = sp  # a missing completions route says less than chat's own answer
+            if sp.status not in (400, 404, 405, 422) or api == "chat":
                 break
         pr.rate_limit_headers.update(_rate_headers(pr.stream.headers))
         if burst > 0:

@@ -48,6 +48,18 @@ def test_missing_usage_chunk_fails():
     assert u.status == "fail" and "without a usage chunk" in u.message and u.data["chunks"] == 4
 
 
+def test_chat_only_server_is_probed_through_chat():
+    with serve(OpsServerConfig(chat_only=True, max_model_len=3)) as (url, _):
+        pr = probe_server(url, burst=2)
+    u = by_id(server_checks(pr))["server.stream_usage"]
+    # completions answers 404 so chat is tried; chat refuses the probe for its length: that is shown
+    assert pr.stream.api == "chat" and u.status == "fail" and "maximum context length is 3" in u.message
+    with serve(OpsServerConfig(chat_only=True)) as (url, srv):
+        pr = probe_server(url, burst=2)
+    u = by_id(server_checks(pr))["server.stream_usage"]
+    assert u.status == "pass" and u.data["api"] == "chat" and srv.requests == 1 + 2
+
+
 def test_rate_limiting_429_detected():
     with serve(OpsServerConfig(limit_per_s=3)) as (url, srv):
         pr = probe_server(url, burst=8)
