@@ -24,7 +24,6 @@ import datetime as _dt
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from wattbench.doctor.check import Check
 from wattbench.doctor.server import CONCURRENCY_KEYS, REQUEST_ID_HEADERS, ServerProbe, effective_config, engine_values
