@@ -1,1 +1,1 @@
-"""Latency and throughput statistics, goodput under SLOs, efficiency figures."""
+"""Latency and throughput statistics, goodput under SLOs, efficiency figures, confidence intervals."""

@@ -103,6 +103,8 @@ class LoadStats(_M):
     arrival: str | None = None
     send_lag_ms: Stats = Field(default_factory=Stats)
     client_cpu_pct: float | None = None  # of one core, max over workers
+    client_cpu_pct_per_worker: list[float] = Field(default_factory=list)
+    drain_s: float | None = None  # from when sending stopped to when the last request ended
     workers: int = 1
     saturated: bool = False
     saturation_reasons: list[str] = Field(default_factory=list)

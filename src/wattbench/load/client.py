@@ -1,0 +1,295 @@
+"""The async streaming client: one request in, one ``RequestRecord`` out.
+
+This is the clock of the whole tool, so the hot path is kept short and the timestamps are taken
+as close to the socket as aiohttp allows:
+
+- ``sent_ns``: taken by an aiohttp trace hook (``on_request_chunk_sent``) immediately before the
+  request bytes (headers and body, coalesced) are written to the socket — not when the coroutine
+  asked for the request: on Python < 3.12 aiohttp writes the body from a separate task one loop
+  turn later, and with many streams that queueing would otherwise count as server latency.
+  Client queueing shows up instead as send lag (``scheduled_ns`` → ``sent_ns``) in open loop.
+- arrival times: the connection's protocol (a ``ResponseHandler`` subclass installed in the
+  connector) stamps ``perf_counter_ns`` at the top of ``data_received``, i.e. when the event loop
+  read the bytes from the socket, before HTTP parsing, before the reading task is woken, before
+  SSE splitting and JSON parsing (orjson). Should the private connector hook be missing in some
+  aiohttp version, the time the read returned is used instead.
+- ``first_token_ns`` is the first chunk whose content is non-empty, ``chunk_ns`` every content
+  chunk, ``last_token_ns`` the last one (a request ends at its last content chunk), ``end_ns``
+  when the stream finished (``[DONE]``) or broke.
+- one ``aiohttp.ClientSession`` per worker, ``TCPConnector(limit=0, limit_per_host=0)`` (no
+  100-connection cap), a 1 MiB read buffer (no 64 KiB cap), keep-alive connections.
+
+Several SSE events that arrive in one socket read share that read's timestamp.
+
+Tokens come only from the server's ``usage`` chunk; when a server sends none, the record keeps
+``input_tokens``/``output_tokens`` at None and says ``token_source="none"`` (the runner decides the
+fallback). Errors are classified, never retried: ``http_<status>`` (429 included, Retry-After is
+not honoured), ``timeout`` (total request timeout), ``stall`` (no bytes for
+``target.stall_timeout_s``), ``disconnect`` (stream closed before ``[DONE]``/``finish_reason``),
+``bad_stream`` (malformed SSE/JSON or an error object in the stream), ``connect`` (no connection).
+A failed request keeps the timestamps it got, with ``ok=False``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+
+import aiohttp
+import orjson
+
+from wattbench.clock import now_ns
+from wattbench.load.types import TargetSpec
+from wattbench.results.schema import RequestRecord
+from wattbench.server.openai import (
+    auth_headers,
+    build_payload,
+    endpoint_url,
+    stream_error,
+)
+from wattbench.server.sse import DONE, SSEParser
+from wattbench.workload.base import RequestSpec
+
+__all__ = ["StreamClient", "READ_BUFSIZE", "new_event_loop"]
+
+READ_BUFSIZE = 2**20  # bytes; aiohttp's default is 64 KiB
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop when importable, else the default asyncio loop."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux/macOS
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+try:  # aiohttp internals: the protocol class and the connector's protocol factory
+    from aiohttp.client_proto import ResponseHandler as _ResponseHandler
+except ImportError:  # pragma: no cover
+    _ResponseHandler = None
+
+
+if _ResponseHandler is not None:
+
+    class _TimedResponseHandler(_ResponseHandler):
+        """Stamps the arrival of every socket read before aiohttp parses it."""
+
+        rx_ns = 0
+
+        def data_received(self, data: bytes, _now=now_ns) -> None:
+            self.rx_ns = _now()
+            super().data_received(data)
+
+
+def _timed_connector(**kw) -> aiohttp.TCPConnector:
+    connector = aiohttp.TCPConnector(**kw)
+    factory = getattr(connector, "_factory", None)
+    if _ResponseHandler is not None and isinstance(factory, functools.partial) and factory.func is _ResponseHandler:
+        connector._factory = functools.partial(_TimedResponseHandler, *factory.args, **factory.keywords)
+    return connector
+
+
+class _SentAt:
+    """Per-request holder the trace hook writes the wire time into."""
+
+    __slots__ = ("ns",)
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+
+async def _on_chunk_sent(session, ctx, params) -> None:
+    holder = ctx.trace_request_ctx
+    if holder is not None and not holder.ns:
+        holder.ns = now_ns()
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    if secret and secret in text:
+        text = text.replace(secret, "***")
+    return text
+
+
+class StreamClient:
+    """One worker's HTTP client. Use as ``async with StreamClient(target) as c: await c.send(...)``."""
+
+    def __init__(self, target: TargetSpec, concurrency: int = 0):
+        self.target = target
+        self.concurrency = concurrency
+        self._session: aiohttp.ClientSession | None = None
+        self._headers = auth_headers(target.api_key)
+        self._url = endpoint_url(target)
+
+    async def __aenter__(self) -> "StreamClient":
+        # limit=0: no cap on connections (aiohttp's default is 100 total).
+        connector = _timed_connector(limit=0, limit_per_host=0, ttl_dns_cache=300)
+        trace = aiohttp.TraceConfig()
+        trace.on_request_chunk_sent.append(_on_chunk_sent)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            trace_configs=[trace],
+            cookie_jar=aiohttp.DummyCookieJar(),
+            read_bufsize=READ_BUFSIZE,
+            timeout=aiohttp.ClientTimeout(
+                total=self.target.request_timeout_s,
+                sock_read=self.target.stall_timeout_s,
+            ),
+            auto_decompress=True,
+        )
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def __repr__(self) -> str:
+        return f"StreamClient(target={self.target!r})"
+
+    async def send(
+        self,
+        spec: RequestSpec,
+        target: TargetSpec | None = None,
+        level: int = 0,
+        id: int = 0,
+        worker: int = 0,
+        *,
+        scheduled_ns: int | None = None,
+        warmup: bool = False,
+        keep_text: bool = False,
+    ) -> RequestRecord:
+        """Send one streaming request and return what the client saw."""
+        target = target or self.target
+        session = self._session
+        assert session is not None, "use StreamClient as an async context manager"
+        url = self._url if target is self.target else endpoint_url(target)
+        headers = self._headers if target is self.target else auth_headers(target.api_key)
+        body = orjson.dumps(build_payload(spec, target))
+        keep = keep_text or target.keep_output_text
+        is_chat = target.api == "chat"
+
+        chunk_ns: list[int] = []
+        texts: list[str] = []
+        usage = None
+        status = None
+        error = None
+        detail = None
+        done = False
+        finished = False  # a finish_reason was seen
+        parser = SSEParser()
+        loads = orjson.loads
+
+        sent_at = _SentAt()
+        asked_ns = now_ns()
+        try:
+            async with session.post(url, data=body, headers=headers, trace_request_ctx=sent_at) as resp:
+                status = resp.status
+                if status != 200:
+                    error = f"http_{status}"
+                    raw = await resp.read()
+                    detail = raw[:300].decode("utf-8", "replace")
+                else:
+                    read = resp.content.readany
+                    conn = resp.connection
+                    proto = conn.protocol if conn is not None else None
+                    timed = isinstance(getattr(proto, "rx_ns", None), int)
+                    while not done:
+                        data = await read()
+                        # Arrival: when the loop read these bytes off the socket, before parsing.
+                        t = proto.rx_ns if timed else now_ns()
+                        if not data:
+                            break  # EOF
+                        for _event, payload in parser.feed(data):
+                            if payload == DONE:
+                                done = True
+                                break
+                            try:
+                                obj = loads(payload)
+                            except orjson.JSONDecodeError:
+                                error = "bad_stream"
+                                detail = "malformed JSON in stream: " + payload[:120].decode(
+                                    "utf-8", "replace"
+                                )
+                                done = True
+                                break
+                            if type(obj) is not dict:
+                                error, detail, done = "bad_stream", "stream event is not an object", True
+                                break
+                            choices = obj.get("choices")
+                            if choices:
+                                c0 = choices[0]
+                                if is_chat:
+                                    d = c0.get("delta")
+                                    text = (
+                                        (d.get("content") or d.get("reasoning_content") or d.get("reasoning"))
+                                        if d
+                                        else None
+                                    )
+                                else:
+                                    text = c0.get("text")
+                                if text:
+                                    chunk_ns.append(t)
+                                    if keep:
+                                        texts.append(text)
+                                if c0.get("finish_reason"):
+                                    finished = True
+                            elif "error" in obj or obj.get("object") == "error":
+                                error = "bad_stream"
+                                detail = "error in stream: " + (stream_error(obj) or "")
+                                done = True
+                                break
+                            u = obj.get("usage")
+                            if u:
+                                usage = u
+                    if error is None and not done and not (finished and usage is not None):
+                        error = "disconnect"
+                        detail = "stream closed before [DONE]"
+        except asyncio.CancelledError:
+            raise
+        except aiohttp.ClientConnectorError as e:
+            error, detail = "connect", e.__class__.__name__ + ": " + str(getattr(e, "os_error", "") or e)
+        except aiohttp.SocketTimeoutError:
+            error, detail = "stall", f"no bytes for {target.stall_timeout_s:g} s"
+        except aiohttp.ConnectionTimeoutError:
+            error, detail = "connect", "timed out connecting"
+        except (asyncio.TimeoutError, TimeoutError):
+            error, detail = "timeout", f"request exceeded {target.request_timeout_s:g} s"
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError) as e:
+            error, detail = "disconnect", e.__class__.__name__
+        except aiohttp.ClientResponseError as e:
+            error, detail = "bad_stream", f"{e.__class__.__name__}: {e.message}"
+        except aiohttp.ClientError as e:
+            error, detail = "disconnect", e.__class__.__name__
+        end_ns = now_ns()
+        sent_ns = sent_at.ns or asked_ns  # no wire time when the connection failed
+
+        in_tok = out_tok = None
+        if usage is not None:
+            in_tok = usage.get("prompt_tokens")
+            out_tok = usage.get("completion_tokens")
+        rec = RequestRecord(
+            id=id,
+            level=level,
+            worker=worker,
+            warmup=warmup,
+            session_id=spec.session_id,
+            turn=spec.turn if spec.session_id is not None else None,
+            scheduled_ns=scheduled_ns,
+            sent_ns=sent_ns,
+            first_token_ns=chunk_ns[0] if chunk_ns else None,
+            last_token_ns=chunk_ns[-1] if chunk_ns else None,
+            end_ns=end_ns,
+            chunk_ns=chunk_ns,
+            input_tokens=in_tok,
+            output_tokens=out_tok,
+            requested_input_tokens=spec.input_tokens,
+            requested_output_tokens=spec.max_tokens,
+            token_source="usage" if usage is not None else "none",
+            ok=error is None,
+            error=error,
+            error_detail=_scrub(detail, target.api_key) if detail else None,
+            http_status=status,
+            output_text="".join(texts) if keep else None,
+        )
+        return rec

@@ -1,0 +1,971 @@
+"""Run one load level: closed loop, open loop or trace replay, in one or several worker processes.
+
+``run_level(spec, target, requests, on_progress) -> LevelOutcome``
+
+Modes
+-----
+- **closed loop** (``mode="concurrency"``): N streams, each sends its next request when the
+  previous one ended. Bounded by ``num_requests`` (measured requests) and/or ``duration_s``; a
+  finite ``requests`` iterable also ends the level when it runs out.
+- **open loop** (``mode="rate"``): arrivals at ``t0 + offset`` on the monotonic clock from a seeded
+  ``poisson``/``constant``/``gamma:K`` schedule (``load/schedule.py``); each record carries
+  ``scheduled_ns`` and ``sent_ns`` (their difference is the send lag). Bounded by ``num_requests``
+  and/or ``duration_s``.
+- **trace** (``mode="trace"``): arrivals at ``RequestSpec.arrival_s / speedup`` (offsets shifted so
+  the first arrival is at 0).
+
+Warm-up (``warmup_s`` and/or ``warmup_requests``) comes first; its requests are marked
+``warmup=True`` and excluded from the window and from statistics. A request is warm-up when it
+was *handed out* (closed loop) or *scheduled* (open loop) before the warm-up ended, or was among
+the first ``warmup_requests``. ``duration_s`` counts from the end of the warm-up. At the duration
+the level stops sending and lets the requests in flight finish; ``load.drain_s`` records how long
+that took.
+
+Sessions: requests with the same ``session_id`` go in the order the workload gives them (turn
+order), each after the previous turn finished plus ``think_time_s``, carrying the earlier turns'
+messages and the server's answers (chat API) or the concatenated prompt and answers
+(completions API). A session always runs on one worker. In a closed loop a stream that picked a
+later turn waits for it (a user thinking is part of the session).
+
+Workers
+-------
+``spec.workers`` worker processes (``None`` = auto, see ``auto_workers``). One worker runs in the
+calling process on its own event loop (uvloop when importable); several are started with the
+``spawn`` context, each with its own loop and ``aiohttp`` session. Closed loop concurrency is
+partitioned (N // W each, the remainder to the first ones); open-loop arrivals are interleaved
+(arrival i to worker i mod W; a session sticks to the worker of its first turn). All workers get
+the same absolute start time ``t0`` on ``perf_counter_ns`` — CLOCK_MONOTONIC on Linux, one clock
+for every process of the host — so their records merge without conversion. Closed-loop requests
+are pulled from the parent on demand (small prefetch), so ``requests`` may be an endless callable.
+
+Interruption: a SIGINT (Ctrl-C) while a level runs in the main thread cancels the requests in
+flight and raises ``wattbench.errors.Interrupted`` whose ``outcome`` attribute is the partial
+``LevelOutcome`` (completed requests only, ``stopped_early="interrupted"``); worker processes
+ignore SIGINT and are cancelled by the parent.
+
+Client saturation: ``load.saturated`` is set, with reasons, when the send-lag p99 exceeds
+``max(5 ms, 10% of the mean inter-arrival time)``, when the achieved rate is below 95% of the
+target (open loop and trace), or when a worker used more than 90% of one core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import math
+import os
+import signal
+import threading
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+
+from wattbench.clock import now_ns
+from wattbench.errors import Interrupted, UserError, WattbenchError
+from wattbench.load.schedule import iter_arrival_times, parse_arrival
+from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
+from wattbench.metrics.latency import request_end_ns, stats
+from wattbench.results.schema import LoadStats, RequestRecord
+from wattbench.workload.base import RequestSpec
+
+__all__ = ["run_level", "auto_workers", "STREAMS_PER_WORKER", "ARRIVALS_PER_WORKER_RPS"]
+
+# Auto worker rule (docs/benchmarks.md, "Client overhead"): one worker keeps its timestamps
+# within 1 ms up to ~256 concurrent streams at ~20 ms inter-token latency; open loop, one worker
+# per 100 requests/s of target rate.
+STREAMS_PER_WORKER = 256
+ARRIVALS_PER_WORKER_RPS = 100.0
+PROGRESS_PERIOD_S = 0.2  # on_progress at most 5 times/s
+START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
+
+SAT_CPU_PCT = 90.0
+SAT_RATE_FRACTION = 0.95
+SAT_LAG_FLOOR_MS = 5.0
+SAT_LAG_FRACTION = 0.10
+
+Item = tuple  # (index, RequestSpec, warmup: bool)
+
+
+def auto_workers(spec: LevelSpec, cpu_count: int | None = None) -> int:
+    """Workers for a level when ``spec.workers`` is None: enough that each worker drives at most
+    ``STREAMS_PER_WORKER`` concurrent streams (closed loop) or ``ARRIVALS_PER_WORKER_RPS``
+    arrivals/s (open loop), never more than the host's cores; trace replay uses one."""
+    cpus = cpu_count or os.cpu_count() or 1
+    if spec.mode == "concurrency":
+        need = math.ceil(spec.value / STREAMS_PER_WORKER)
+    elif spec.mode == "rate":
+        need = math.ceil(spec.value / ARRIVALS_PER_WORKER_RPS)
+    else:
+        need = 1
+    return max(1, min(cpus, need))
+
+
+# ------------------------------------------------------------------------------------- plans
+
+
+@dataclass
+class _Plan:
+    """What one worker does (picklable)."""
+
+    worker: int
+    level: int
+    mode: str
+    target: TargetSpec
+    concurrency: int = 0  # closed loop
+    arrivals: list | None = None  # open loop: [(index, offset_s, spec, warmup)] sorted by offset
+    stop_after_s: float | None = None  # closed loop: stop sending at t0 + this
+    progress_period_s: float = PROGRESS_PERIOD_S
+
+
+def _source(requests) -> Iterator[tuple[int, RequestSpec]]:
+    if callable(requests):
+        for i in itertools.count():
+            try:
+                spec = requests(i)
+            except (IndexError, StopIteration):
+                return
+            if spec is None:
+                return
+            yield i, spec
+    else:
+        yield from enumerate(requests)
+
+
+class _Feeder:
+    """Hands closed-loop requests to workers on demand (in the parent process).
+
+    Decides warm-up at hand-out time, enforces ``num_requests``, keeps a session on one worker,
+    and stops at the deadline.
+    """
+
+    def __init__(self, spec: LevelSpec, requests, n_workers: int):
+        self._it = _source(requests)
+        self.spec = spec
+        self.n_workers = n_workers
+        self.pending = [deque() for _ in range(n_workers)]
+        self.owner: dict[str, int] = {}
+        self.handed = 0
+        self.measured = 0
+        self.t0_ns: int | None = None
+        self.first_measured_ns: int | None = None
+        self.exhausted = False  # the source ran out
+        self.closed = False
+        self.lock = threading.Lock()
+
+    def _warm(self, now: int) -> bool:
+        s = self.spec
+        if s.warmup_requests and self.handed < s.warmup_requests:
+            return True
+        if s.warmup_s and self.t0_ns is not None and now < self.t0_ns + int(s.warmup_s * 1e9):
+            return True
+        return False
+
+    def _limit_reached(self) -> bool:
+        n = self.spec.num_requests
+        return n is not None and self.measured >= n
+
+    def take(self, worker: int, n: int) -> tuple[list[Item], bool]:
+        """Up to ``n`` items for ``worker``; the flag says no more will ever come."""
+        with self.lock:
+            out: list[Item] = []
+            pend = self.pending[worker]
+            scanned = 0
+            while len(out) < n and not self.closed:
+                if pend:
+                    idx, spec = pend.popleft()
+                else:
+                    if self.exhausted or scanned > 64 + 4 * n:
+                        break
+                    try:
+                        idx, spec = next(self._it)
+                    except StopIteration:
+                        self.exhausted = True
+                        break
+                    scanned += 1
+                    sid = spec.session_id
+                    if sid is not None:
+                        w = self.owner.setdefault(sid, worker)
+                        if w != worker:
+                            self.pending[w].append((idx, spec))
+                            continue
+                now = now_ns()
+                warm = self._warm(now)
+                if not warm and self._limit_reached():
+                    self.closed = True
+                    break
+                self.handed += 1
+                if not warm:
+                    self.measured += 1
+                    if self.first_measured_ns is None:
+                        self.first_measured_ns = now
+                out.append((idx, spec, warm))
+            end = self.closed or self._limit_reached() or (self.exhausted and not pend)
+            return out, end
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+
+
+def _open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list], float | None, bool]:
+    """Materialize the open-loop/trace arrivals and partition them over workers.
+
+    Returns (per-worker arrival lists, target rate (trace: from the schedule), source exhausted
+    early)."""
+    src = _source(requests)
+    arrivals: list[tuple[int, float, RequestSpec, bool]] = []
+    exhausted = False
+    wr = spec.warmup_requests or 0
+    ws = spec.warmup_s or 0.0
+    if spec.mode == "rate":
+        if spec.num_requests is None and spec.duration_s is None:
+            raise UserError("an open-loop level needs --num-requests or --duration")
+        warm_end: float | None = None  # where the measured phase starts
+        measured = 0
+        for off in iter_arrival_times(spec.value, spec.arrival, spec.seed):
+            warm = len(arrivals) < wr or off < ws
+            if not warm:
+                if warm_end is None:
+                    warm_end = ws if not wr else off
+                if spec.num_requests is not None and measured >= spec.num_requests:
+                    break
+                if spec.duration_s is not None and off >= warm_end + spec.duration_s:
+                    break
+            try:
+                idx, rs = next(src)
+            except StopIteration:
+                exhausted = True
+                break
+            arrivals.append((idx, off, rs, warm))
+            if not warm:
+                measured += 1
+        target_rate = spec.value
+    else:  # trace
+        if not spec.speedup > 0:
+            raise UserError(f"--speedup must be positive, got {spec.speedup!r}")
+        items = []
+        for idx, rs in src:
+            if rs.arrival_s is None:
+                raise UserError(
+                    f"trace request {idx} has no arrival time; a trace needs an arrival offset per request"
+                )
+            items.append((idx, rs.arrival_s / spec.speedup, rs))
+        items.sort(key=lambda x: x[1])
+        base = items[0][1] if items else 0.0
+        measured = 0
+        warm_end = None
+        for k, (idx, off, rs) in enumerate(items):
+            off -= base
+            warm = k < wr or off < ws
+            if not warm:
+                if warm_end is None:
+                    warm_end = ws if not wr else off
+                if spec.num_requests is not None and measured >= spec.num_requests:
+                    break
+                if spec.duration_s is not None and off >= warm_end + spec.duration_s:
+                    break
+                measured += 1
+            arrivals.append((idx, off, rs, warm))
+        span = arrivals[-1][1] - arrivals[0][1] if len(arrivals) > 1 else 0.0
+        target_rate = (len(arrivals) - 1) / span if span > 0 else None
+    parts: list[list] = [[] for _ in range(n_workers)]
+    owner: dict[str, int] = {}
+    for k, a in enumerate(arrivals):
+        w = k % n_workers
+        sid = a[2].session_id
+        if sid is not None:
+            w = owner.setdefault(sid, w)
+        parts[w].append(a)
+    return parts, target_rate, exhausted
+
+
+# ------------------------------------------------------------------------------------ worker
+
+
+class _Session:
+    __slots__ = ("messages", "text", "tail", "last_end_ns")
+
+    def __init__(self) -> None:
+        self.messages: list[dict] = []
+        self.text = ""
+        self.tail: asyncio.Future | None = None
+        self.last_end_ns: int | None = None
+
+
+class _Worker:
+    """One worker's event-loop side. ``link`` connects it to the parent (in-process or pipe)."""
+
+    def __init__(self, plan: _Plan, link):
+        self.plan = plan
+        self.link = link
+        self.records: list[RequestRecord] = []
+        self.done = 0
+        self.failed = 0
+        self.output_tokens = 0
+        self.stop_ns: int | None = None  # when this worker stopped sending
+        self.sessions: dict[str, _Session] = {}
+        self.tasks: set[asyncio.Task] = set()
+        self.client = None
+
+    # -- one request (with session handling)
+    async def _one(self, idx: int, spec: RequestSpec, scheduled_ns: int | None, warm: bool) -> None:
+        plan = self.plan
+        keep_user = plan.target.keep_output_text
+        sid = spec.session_id
+        if sid is None:
+            rec = await self.client.send(
+                spec, plan.target, plan.level, idx, plan.worker, scheduled_ns=scheduled_ns, warmup=warm
+            )
+        else:
+            st = self.sessions.get(sid)
+            if st is None:
+                st = self.sessions[sid] = _Session()
+            prev = st.tail
+            mine = asyncio.get_running_loop().create_future()
+            st.tail = mine
+            try:
+                if prev is not None:
+                    await prev
+                if st.last_end_ns is not None and spec.think_time_s > 0:
+                    wait_ns = st.last_end_ns + int(spec.think_time_s * 1e9) - now_ns()
+                    if wait_ns > 0:
+                        await asyncio.sleep(wait_ns / 1e9)
+                if scheduled_ns is not None:
+                    scheduled_ns = max(scheduled_ns, now_ns())
+                turn_spec = self._with_history(spec, st)
+                rec = await self.client.send(
+                    turn_spec,
+                    plan.target,
+                    plan.level,
+                    idx,
+                    plan.worker,
+                    scheduled_ns=scheduled_ns,
+                    warmup=warm,
+                    keep_text=True,
+                )
+                answer = rec.output_text or ""
+                if plan.target.api == "chat":
+                    st.messages = list(turn_spec.messages or []) + [{"role": "assistant", "content": answer}]
+                else:
+                    st.text = (turn_spec.prompt or "") + answer
+                st.last_end_ns = request_end_ns(rec)
+                if not keep_user:
+                    rec.output_text = None
+            finally:
+                if not mine.done():
+                    mine.set_result(None)
+        self.records.append(rec)
+        if rec.ok:
+            self.done += 1
+            self.output_tokens += rec.output_tokens or 0
+        else:
+            self.failed += 1
+
+    def _with_history(self, spec: RequestSpec, st: _Session) -> RequestSpec:
+        if self.plan.target.api == "chat":
+            own = spec.messages if spec.messages is not None else [{"role": "user", "content": spec.prompt or ""}]
+            return dataclasses.replace(spec, messages=st.messages + list(own))
+        return dataclasses.replace(spec, prompt=st.text + (spec.prompt or ""))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # -- closed loop
+    async def _closed(self, t0_ns: int) -> None:
+        plan = self.plan
+        link = self.link
+        stop_at = t0_ns + int(plan.stop_after_s * 1e9) if plan.stop_after_s is not None else None
+        buf: deque = deque()
+        state = {"end": False}
+        lock = asyncio.Lock()
+        low = max(1, plan.concurrency // 2)
+
+        def stopped() -> bool:
+            return link.stop.is_set() or (stop_at is not None and now_ns() >= stop_at)
+
+        async def refill() -> None:
+            async with lock:
+                if state["end"] or len(buf) > low:
+                    return
+                items, end = await link.fetch(max(1, plan.concurrency))
+                buf.extend(items)
+                state["end"] = end
+
+        def no_more() -> None:
+            if self.stop_ns is None:  # sending stopped now; the drain starts
+                self.stop_ns = now_ns()
+            return None
+
+        async def next_item():
+            while True:
+                if stopped():
+                    return no_more()
+                if buf:
+                    item = buf.popleft()
+                    if len(buf) <= low and not state["end"] and not lock.locked():
+                        self._spawn(refill())
+                    return item
+                if state["end"]:
+                    return no_more()
+                await refill()
+                if not buf and not state["end"]:
+                    await asyncio.sleep(0.02)  # the parent had nothing for us yet (sessions)
+
+        async def stream() -> None:
+            while True:
+                item = await next_item()
+                if item is None:
+                    return
+                idx, spec, warm = item
+                await self._one(idx, spec, None, warm)
+
+        streams = [asyncio.ensure_future(stream()) for _ in range(plan.concurrency)]
+        self.tasks.update(streams)
+        try:
+            await asyncio.gather(*streams)
+        finally:
+            if self.stop_ns is None:
+                self.stop_ns = now_ns()
+            for t in list(self.tasks):  # a prefetch still waiting for the parent
+                if not t.done():
+                    t.cancel()
+
+    # -- open loop / trace
+    async def _open(self, t0_ns: int) -> None:
+        link = self.link
+        for idx, off, spec, warm in self.plan.arrivals or ():
+            if link.stop.is_set():
+                break
+            when = t0_ns + int(off * 1e9)
+            delay = when - now_ns()
+            if delay > 0:
+                await asyncio.sleep(delay / 1e9)
+            self._spawn(self._one(idx, spec, when, warm))
+        self.stop_ns = now_ns()
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=False)
+
+    async def run(self, t0_ns: int) -> bool:
+        """Run until the level's bound; returns True when it was cancelled (interrupt)."""
+        from wattbench.load.client import StreamClient
+
+        plan = self.plan
+        conc = plan.concurrency if plan.mode == "concurrency" else len(plan.arrivals or ())
+        async with StreamClient(plan.target, conc) as client:
+            self.client = client
+            delay = t0_ns - now_ns()
+            if delay > 0:
+                await asyncio.sleep(delay / 1e9)
+            body = self._closed(t0_ns) if plan.mode == "concurrency" else self._open(t0_ns)
+            main = asyncio.ensure_future(body)
+            cancel = asyncio.ensure_future(self.link.cancel.wait())
+            await asyncio.wait({main, cancel}, return_when=asyncio.FIRST_COMPLETED)
+            interrupted = cancel.done()
+            if interrupted:
+                main.cancel()
+                for t in list(self.tasks):
+                    t.cancel()
+                await asyncio.gather(main, *list(self.tasks), return_exceptions=True)
+                if self.stop_ns is None:
+                    self.stop_ns = now_ns()
+            else:
+                cancel.cancel()
+                main.result()  # re-raise a bug
+        return interrupted
+
+
+# ------------------------------------------------------------------------------------ links
+
+
+class _LocalLink:
+    """The worker runs in the calling process: the feeder is called directly."""
+
+    def __init__(self, feeder: _Feeder | None, worker: int):
+        self.feeder = feeder
+        self.worker = worker
+        self.stop = asyncio.Event()
+        self.cancel = asyncio.Event()
+
+    async def fetch(self, n: int) -> tuple[list[Item], bool]:
+        return self.feeder.take(self.worker, n)
+
+
+class _PipeLink:
+    """The worker is a subprocess: requests come from the parent over a pipe."""
+
+    def __init__(self, conn, loop: asyncio.AbstractEventLoop):
+        self.conn = conn
+        self.loop = loop
+        self.stop = asyncio.Event()
+        self.cancel = asyncio.Event()
+        self._waiting: asyncio.Future | None = None
+        loop.add_reader(conn.fileno(), self._readable)
+
+    def _readable(self) -> None:
+        try:
+            while self.conn.poll():
+                msg = self.conn.recv()
+                kind = msg[0]
+                if kind == "items":
+                    if self._waiting is not None and not self._waiting.done():
+                        self._waiting.set_result((msg[1], msg[2]))
+                elif kind == "stop":
+                    self.stop.set()
+                elif kind == "cancel":
+                    self.stop.set()
+                    self.cancel.set()
+        except (EOFError, OSError):  # the parent is gone
+            self.loop.remove_reader(self.conn.fileno())
+            self.stop.set()
+            self.cancel.set()
+            if self._waiting is not None and not self._waiting.done():
+                self._waiting.set_result(([], True))
+
+    async def fetch(self, n: int) -> tuple[list[Item], bool]:
+        self._waiting = self.loop.create_future()
+        self.conn.send(("need", n))
+        return await self._waiting
+
+    def close(self) -> None:
+        try:
+            self.loop.remove_reader(self.conn.fileno())
+        except (ValueError, OSError):
+            pass
+
+
+def _cpu_s_process() -> float:
+    import psutil
+
+    t = psutil.Process().cpu_times()
+    return t.user + t.system
+
+
+def _worker_process(plan: _Plan, conn) -> None:
+    """Entry point of a worker subprocess (spawned)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides
+    from wattbench.load.client import new_event_loop
+
+    loop = new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        conn.send(("ready", now_ns()))
+        msg = conn.recv()
+        if msg[0] != "start":
+            return
+        t0_ns = msg[1]
+        link = _PipeLink(conn, loop)
+        worker = _Worker(plan, link)
+
+        async def progress() -> None:
+            while True:
+                await asyncio.sleep(plan.progress_period_s)
+                conn.send(("progress", worker.done, worker.failed, worker.output_tokens))
+
+        async def main() -> bool:
+            ptask = asyncio.ensure_future(progress())
+            try:
+                return await worker.run(t0_ns)
+            finally:
+                ptask.cancel()
+
+        cpu0, wall0 = _cpu_s_process(), now_ns()
+        interrupted = loop.run_until_complete(main())
+        cpu_pct = 100.0 * (_cpu_s_process() - cpu0) / max(1e-9, (now_ns() - wall0) / 1e9)
+        link.close()
+        recs = worker.records
+        for k in range(0, len(recs), 2000):
+            conn.send(("records", [r.model_dump() for r in recs[k : k + 2000]]))
+        conn.send(("result", cpu_pct, worker.stop_ns, interrupted, worker.done, worker.failed, worker.output_tokens))
+    except (EOFError, BrokenPipeError):
+        pass
+    except BaseException:  # report the bug to the parent, which raises it
+        try:
+            conn.send(("error", traceback.format_exc()))
+        except (OSError, EOFError):
+            pass
+    finally:
+        loop.close()
+        conn.close()
+
+
+# ------------------------------------------------------------------------------------ parent
+
+
+@dataclass
+class _WorkerResult:
+    records: list[RequestRecord]
+    cpu_pct: float | None
+    stop_ns: int | None
+    interrupted: bool
+
+
+def _validate(spec: LevelSpec) -> None:
+    if spec.mode == "concurrency" and not (spec.value >= 1 and float(spec.value).is_integer()):
+        raise UserError(f"--concurrency must be a whole number >= 1, got {spec.value!r}")
+    if spec.mode == "rate":
+        if not (math.isfinite(spec.value) and spec.value > 0):
+            raise UserError(f"--rate must be a positive number of requests/s, got {spec.value!r}")
+        parse_arrival(spec.arrival)
+    if spec.num_requests is not None and spec.num_requests < 1:
+        raise UserError(f"--num-requests must be >= 1, got {spec.num_requests}")
+    if spec.duration_s is not None and not spec.duration_s > 0:
+        raise UserError(f"--duration must be positive, got {spec.duration_s!r}")
+    if spec.workers is not None and spec.workers < 1:
+        raise UserError(f"--workers must be >= 1, got {spec.workers}")
+
+
+def run_level(
+    spec: LevelSpec,
+    target: TargetSpec,
+    requests: Iterable[RequestSpec] | Callable[[int], RequestSpec],
+    on_progress: Callable[[dict], None] | None = None,
+) -> LevelOutcome:
+    """Run one level and return its records, window and load statistics (see module doc)."""
+    _validate(spec)
+    n_workers = spec.workers or auto_workers(spec)
+    if spec.mode == "concurrency":
+        n_workers = min(n_workers, int(spec.value))
+        if spec.num_requests is None and spec.duration_s is None and callable(requests):
+            raise UserError("a closed-loop level needs --num-requests or --duration")
+    feeder: _Feeder | None = None
+    target_rate = None
+    exhausted_early = False
+    plans: list[_Plan] = []
+    if spec.mode == "concurrency":
+        feeder = _Feeder(spec, requests, n_workers)
+        conc = int(spec.value)
+        stop_after = None
+        if spec.duration_s is not None and not spec.warmup_requests:
+            stop_after = (spec.warmup_s or 0.0) + spec.duration_s
+        for w in range(n_workers):
+            share = conc // n_workers + (1 if w < conc % n_workers else 0)
+            plans.append(_Plan(w, spec.index, spec.mode, target, concurrency=share, stop_after_s=stop_after))
+    else:
+        parts, target_rate, exhausted_early = _open_arrivals(spec, requests, n_workers)
+        plans = [_Plan(w, spec.index, spec.mode, target, arrivals=parts[w]) for w in range(n_workers)]
+    if n_workers == 1:
+        results, t0_ns, interrupted = _run_inprocess(plans[0], feeder, spec, on_progress)
+    else:
+        results, t0_ns, interrupted = _run_subprocesses(plans, feeder, spec, on_progress)
+    if feeder is not None and spec.num_requests is not None and feeder.exhausted:
+        exhausted_early = feeder.measured < spec.num_requests
+    outcome = _assemble(spec, results, t0_ns, target_rate, n_workers)
+    if interrupted:
+        outcome.stopped_early = "interrupted"
+        err = Interrupted(f"level {spec.label} interrupted; {len(outcome.records)} completed requests kept")
+        err.outcome = outcome
+        raise err
+    if exhausted_early:
+        outcome.stopped_early = "requests_exhausted"
+    return outcome
+
+
+def _progress_dict(done: int, failed: int, out_tok: int, t0_ns: int) -> dict:
+    return {
+        "done": done,
+        "failed": failed,
+        "output_tokens": out_tok,
+        "elapsed_s": max(0.0, (now_ns() - t0_ns) / 1e9),
+    }
+
+
+def _deadline_ns(spec: LevelSpec, feeder: _Feeder | None, t0_ns: int) -> int | None:
+    """Closed loop: when to stop sending (None: not known yet / no duration bound)."""
+    if feeder is None or spec.duration_s is None:
+        return None
+    if spec.warmup_requests:
+        if feeder.first_measured_ns is None:
+            return None
+        return feeder.first_measured_ns + int(spec.duration_s * 1e9)
+    return t0_ns + int(((spec.warmup_s or 0.0) + spec.duration_s) * 1e9)
+
+
+def _run_loop(coro_fn):
+    """Run ``coro_fn(loop)`` on a fresh (uv)loop; SIGINT sets the returned flag instead of raising."""
+    from wattbench.load.client import new_event_loop
+
+    loop = new_event_loop()
+    interrupted = threading.Event()
+    main_thread = threading.current_thread() is threading.main_thread()
+    try:
+        if main_thread:
+            loop.add_signal_handler(signal.SIGINT, interrupted.set)
+        return loop.run_until_complete(coro_fn(loop, interrupted)), interrupted.is_set()
+    finally:
+        if main_thread:
+            loop.remove_signal_handler(signal.SIGINT)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+def _run_inprocess(plan: _Plan, feeder, spec: LevelSpec, on_progress):
+    async def go(loop, interrupted: threading.Event):
+        link = _LocalLink(feeder, 0)
+        worker = _Worker(plan, link)
+        t0_ns = now_ns() + 1_000_000
+        if feeder is not None:
+            feeder.t0_ns = t0_ns
+        thread_cpu0, wall0 = time.thread_time_ns(), now_ns()
+        task = asyncio.ensure_future(worker.run(t0_ns))
+        last = 0
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.05)
+            if interrupted.is_set() and not link.cancel.is_set():
+                link.stop.set()
+                link.cancel.set()
+            dl = _deadline_ns(spec, feeder, t0_ns)
+            if dl is not None and now_ns() >= dl and not link.stop.is_set():
+                feeder.close()
+                link.stop.set()
+            if on_progress is not None and now_ns() - last >= PROGRESS_PERIOD_S * 1e9:
+                last = now_ns()
+                on_progress(_progress_dict(worker.done, worker.failed, worker.output_tokens, t0_ns))
+        was_cancelled = task.result()
+        cpu_pct = 100.0 * (time.thread_time_ns() - thread_cpu0) / max(1, now_ns() - wall0)
+        if on_progress is not None:
+            on_progress(_progress_dict(worker.done, worker.failed, worker.output_tokens, t0_ns))
+        return [_WorkerResult(worker.records, cpu_pct, worker.stop_ns, was_cancelled)], t0_ns
+
+    (results, t0_ns), interrupted = _run_loop(go)
+    return results, t0_ns, interrupted or any(r.interrupted for r in results)
+
+
+def _run_subprocesses(plans: list[_Plan], feeder, spec: LevelSpec, on_progress):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    conns, procs = [], []
+    for plan in plans:
+        parent_conn, child_conn = ctx.Pipe(duplex=True)
+        p = ctx.Process(target=_worker_process, args=(plan, child_conn), daemon=True,
+                        name=f"wattbench-worker-{plan.worker}")
+        p.start()
+        child_conn.close()
+        conns.append(parent_conn)
+        procs.append(p)
+    try:
+        return _coordinate(plans, conns, procs, feeder, spec, on_progress)
+    finally:
+        for c in conns:
+            c.close()
+        for p in procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+
+
+def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
+    n = len(plans)
+    # Wait for every worker to be ready (imports done), then give all the same t0.
+    for w, c in enumerate(conns):
+        if not c.poll(120):
+            raise WattbenchError(f"load worker {w} did not start within 120 s")
+        try:
+            msg = c.recv()
+        except EOFError:
+            raise WattbenchError(
+                f"load worker {w} exited while starting (a script that starts several workers "
+                "must guard its entry point with `if __name__ == '__main__':`)"
+            ) from None
+        if msg[0] == "error":
+            raise WattbenchError(f"load worker {w} failed to start:\n{msg[1]}")
+    t0_ns = now_ns() + START_MARGIN_NS
+    if feeder is not None:
+        feeder.t0_ns = t0_ns
+    for c in conns:
+        c.send(("start", t0_ns))
+
+    async def go(loop, interrupted: threading.Event):
+        records: list[list] = [[] for _ in range(n)]
+        results: list[_WorkerResult | None] = [None] * n
+        counts = [(0, 0, 0)] * n
+        finished = loop.create_future()
+        errors: list[str] = []
+        stopped = [False]
+
+        def broadcast(msg) -> None:
+            for w in range(n):
+                if results[w] is None:
+                    try:
+                        conns[w].send(msg)
+                    except (OSError, BrokenPipeError):
+                        pass
+
+        def on_msg(w: int) -> None:
+            c = conns[w]
+            try:
+                while c.poll():
+                    msg = c.recv()
+                    kind = msg[0]
+                    if kind == "need":
+                        items, end = feeder.take(w, msg[1]) if feeder is not None else ([], True)
+                        c.send(("items", items, end))
+                    elif kind == "progress":
+                        counts[w] = msg[1:4]
+                    elif kind == "records":
+                        records[w].extend(msg[1])
+                    elif kind == "result":
+                        _, cpu, stop_ns, intr, d, f, o = msg
+                        counts[w] = (d, f, o)
+                        results[w] = _WorkerResult(
+                            [RequestRecord.model_construct(**r) for r in records[w]], cpu, stop_ns, intr
+                        )
+                        loop.remove_reader(c.fileno())
+                        break
+                    elif kind == "error":
+                        errors.append(msg[1])
+                        results[w] = _WorkerResult([], None, None, True)
+                        loop.remove_reader(c.fileno())
+                        break
+            except (EOFError, OSError):
+                loop.remove_reader(c.fileno())
+                if results[w] is None:
+                    errors.append(f"load worker {w} exited unexpectedly")
+                    results[w] = _WorkerResult([RequestRecord.model_construct(**r) for r in records[w]], None, None, True)
+            if all(r is not None for r in results) and not finished.done():
+                finished.set_result(None)
+
+        for w, c in enumerate(conns):
+            loop.add_reader(c.fileno(), on_msg, w)
+        last = 0
+        cancelled = False
+        while not finished.done():
+            await asyncio.wait({finished}, timeout=0.05)
+            if interrupted.is_set() and not cancelled:
+                cancelled = True
+                broadcast(("cancel",))
+            dl = _deadline_ns(spec, feeder, t0_ns)
+            if dl is not None and now_ns() >= dl and not stopped[0]:
+                stopped[0] = True
+                feeder.close()
+                broadcast(("stop",))
+            if on_progress is not None and now_ns() - last >= PROGRESS_PERIOD_S * 1e9:
+                last = now_ns()
+                on_progress(_progress_dict(*(sum(x) for x in zip(*counts)), t0_ns))
+            if not finished.done() and not any(p.is_alive() for p in procs):
+                await asyncio.sleep(0.2)
+                for w in range(n):
+                    on_msg(w)
+                if not finished.done():
+                    errors.append("load workers exited without a result")
+                    break
+        if on_progress is not None:
+            on_progress(_progress_dict(*(sum(x) for x in zip(*counts)), t0_ns))
+        if errors:
+            raise WattbenchError("load worker failed:\n" + "\n".join(errors))
+        return results
+
+    results, interrupted = _run_loop(go)
+    return results, t0_ns, interrupted or any(r.interrupted for r in results)
+
+
+# ---------------------------------------------------------------------------------- outcome
+
+
+def _first_reach_ns(records: list[RequestRecord], level: int) -> int | None:
+    """First time the number of requests in flight reached ``level``."""
+    ev = []
+    for r in records:
+        end = request_end_ns(r)
+        ev.append((r.sent_ns, 1))
+        if end is not None:
+            ev.append((end, -1))
+    ev.sort(key=lambda e: (e[0], e[1]))  # ends before starts at the same instant
+    n = 0
+    for t, d in ev:
+        n += d
+        if n >= level:
+            return t
+    return None
+
+
+def _mean_in_flight(records: list[RequestRecord], start_ns: int, end_ns: int) -> float | None:
+    if end_ns <= start_ns or not records:
+        return None
+    total = 0
+    for r in records:
+        e = request_end_ns(r)
+        if e is None:
+            continue
+        a, b = max(r.sent_ns, start_ns), min(e, end_ns)
+        if b > a:
+            total += b - a
+    return total / (end_ns - start_ns)
+
+
+def _assemble(spec: LevelSpec, results: list[_WorkerResult], t0_ns: int, target_rate, n_workers: int) -> LevelOutcome:
+    records = sorted((r for res in results for r in res.records), key=lambda r: r.sent_ns)
+    measured = [r for r in records if not r.warmup]
+    if measured:
+        start_ns = min(r.sent_ns for r in measured)
+        end_ns = max(request_end_ns(r) or r.sent_ns for r in measured)
+    else:
+        start_ns = end_ns = t0_ns
+    # Steady window.
+    steady_start = steady_end = None
+    if measured:
+        if spec.mode == "concurrency":
+            reach = _first_reach_ns(records, int(spec.value))
+            steady_start = max(reach, start_ns) if reach is not None else None
+        else:
+            steady_start = start_ns
+        last_send = max(r.sent_ns for r in records)
+        ends = [e for r in records if (e := request_end_ns(r)) is not None and e >= last_send]
+        steady_end = min(ends) if ends else None
+        if steady_start is None or steady_end is None or steady_end <= steady_start:
+            steady_start = steady_end = None
+    # Load statistics.
+    load = LoadStats(mode=spec.mode, workers=n_workers)
+    if spec.mode == "concurrency":
+        load.target_concurrency = int(spec.value)
+    else:
+        load.target_rate_rps = target_rate
+        load.arrival = spec.arrival if spec.mode == "rate" else "trace"
+    if len(measured) > 1:
+        if spec.mode == "concurrency":
+            dur = (end_ns - start_ns) / 1e9
+            load.achieved_rate_rps = sum(1 for r in measured if r.ok) / dur if dur > 0 else None
+        else:
+            span = (measured[-1].sent_ns - measured[0].sent_ns) / 1e9
+            load.achieved_rate_rps = (len(measured) - 1) / span if span > 0 else None
+    load.mean_in_flight = _mean_in_flight(records, start_ns, end_ns)
+    lags = [(r.sent_ns - r.scheduled_ns) / 1e6 for r in measured if r.scheduled_ns is not None]
+    load.send_lag_ms = stats(lags)
+    cpus = [res.cpu_pct for res in results if res.cpu_pct is not None]
+    load.client_cpu_pct = max(cpus) if cpus else None
+    load.client_cpu_pct_per_worker = cpus
+    stops = [res.stop_ns for res in results if res.stop_ns is not None]
+    if stops and records:
+        last_end = max(request_end_ns(r) or r.sent_ns for r in records)
+        load.drain_s = max(0.0, (last_end - max(stops)) / 1e9)
+    # Saturation guard.
+    reasons = []
+    if load.send_lag_ms.count and target_rate:
+        limit = max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target_rate)
+        if load.send_lag_ms.p99 > limit:
+            reasons.append(f"send lag p99 {load.send_lag_ms.p99:.1f} ms > {limit:.1f} ms")
+    if spec.mode != "concurrency" and target_rate and load.achieved_rate_rps is not None:
+        if load.achieved_rate_rps < SAT_RATE_FRACTION * target_rate:
+            reasons.append(
+                f"achieved rate {load.achieved_rate_rps:.2f}/s < 95% of target {target_rate:.2f}/s"
+            )
+    if load.client_cpu_pct is not None and load.client_cpu_pct > SAT_CPU_PCT:
+        reasons.append(f"client worker CPU {load.client_cpu_pct:.0f}% of a core > {SAT_CPU_PCT:.0f}%")
+    load.saturated = bool(reasons)
+    load.saturation_reasons = reasons
+    return LevelOutcome(
+        records=records,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        steady_start_ns=steady_start,
+        steady_end_ns=steady_end,
+        load=load,
+    )

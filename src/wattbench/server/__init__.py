@@ -1,0 +1,1 @@
+"""The OpenAI protocol (completions, chat, SSE parsing, usage), server detection, /metrics scraping."""

@@ -1,0 +1,217 @@
+"""The OpenAI HTTP protocol as wattbench speaks it: base URLs, request bodies, stream chunks,
+and the pre-flight check of a target.
+
+Only this module knows the wire format of ``/v1/completions``, ``/v1/chat/completions`` and
+``/v1/models``. The API key travels only in the ``Authorization`` header: it is never part of a
+message, an exception text or a repr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import urlsplit, urlunsplit
+
+from wattbench.errors import TargetError, UserError
+from wattbench.load.types import TargetSpec
+from wattbench.workload.base import RequestSpec
+
+__all__ = [
+    "normalize_base_url",
+    "safe_url",
+    "endpoint_url",
+    "auth_headers",
+    "build_payload",
+    "chunk_text",
+    "stream_error",
+    "fetch_models",
+    "check_target",
+]
+
+CHECK_TIMEOUT_S = 10.0
+
+
+def normalize_base_url(url: str) -> str:
+    """``http://h:8000``, ``http://h:8000/``, ``http://h:8000/v1/`` -> ``http://h:8000/v1``."""
+    raw = (url or "").strip()
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UserError(
+            f"--target {safe_url(raw)!r} is not an http(s) URL; give the server's base URL, "
+            "e.g. http://127.0.0.1:8000 or http://127.0.0.1:8000/v1"
+        )
+    path = parts.path.rstrip("/")
+    if not path.endswith("/v1"):
+        path += "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def safe_url(url: str) -> str:
+    """The URL without any ``user:password@`` part, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def endpoint_url(target: TargetSpec) -> str:
+    return target.base_url + ("/chat/completions" if target.api == "chat" else "/completions")
+
+
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def build_payload(spec: RequestSpec, target: TargetSpec) -> dict:
+    """The JSON body of one streaming request.
+
+    Always ``stream=True`` with ``stream_options.include_usage`` (token counts come from the
+    server's usage chunk), ``temperature=0``, ``max_tokens`` from the spec. ``min_tokens`` is sent
+    when the spec asks for it. ``target.extra_body`` (engine-specific fields such as
+    ``ignore_eos``) is merged last and wins. The chat API wraps a bare prompt as one user message;
+    the completions API needs a prompt.
+    """
+    body: dict = {
+        "model": target.model,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": spec.max_tokens,
+        "temperature": 0,
+    }
+    if target.api == "chat":
+        if spec.messages is not None:
+            body["messages"] = spec.messages
+        else:
+            body["messages"] = [{"role": "user", "content": spec.prompt or ""}]
+    else:
+        if spec.prompt is None:
+            if spec.messages is not None:
+                raise UserError(
+                    "the workload has chat messages but --api is completions; use --api chat"
+                )
+            raise UserError("a request has no prompt; the workload must give a prompt or messages")
+        body["prompt"] = spec.prompt
+    if spec.min_tokens is not None:
+        body["min_tokens"] = spec.min_tokens
+    if target.extra_body:
+        body.update(target.extra_body)
+    return body
+
+
+def chunk_text(obj: dict) -> str | None:
+    """Generated text carried by one parsed stream chunk (completions or chat), or None.
+
+    Completions: ``choices[0].text``. Chat: ``choices[0].delta.content``, or the reasoning
+    field (``reasoning_content`` / ``reasoning``) of reasoning models — generated tokens too, so
+    they count for TTFT/ITL. Usage-only chunks (``choices: []``) give None.
+    """
+    choices = obj.get("choices")
+    if not choices:
+        return None
+    c = choices[0]
+    text = c.get("text")
+    if text:
+        return text
+    delta = c.get("delta")
+    if delta:
+        return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+    return None
+
+
+def stream_error(obj: dict) -> str | None:
+    """The message of an in-stream error object (``{"error": ...}`` or ``{"object": "error"}``)."""
+    err = obj.get("error")
+    if err is None and obj.get("object") == "error":
+        err = obj
+    if err is None:
+        return None
+    if isinstance(err, dict):
+        msg = err.get("message") or err.get("type") or str(err)
+    else:
+        msg = str(err)
+    return str(msg)[:300]
+
+
+async def fetch_models(session, base_url: str, api_key: str | None) -> list[str]:
+    """The model ids of ``GET {base_url}/models``. Raises TargetError when the answer is not
+    OpenAI's ``{"data": [{"id": ...}, ...]}``; aiohttp errors (connection) propagate."""
+    import orjson
+
+    url = base_url + "/models"
+    async with session.get(url, headers=auth_headers(api_key)) as resp:
+        body = await resp.read()
+        if resp.status in (401, 403):
+            raise TargetError(
+                f"{safe_url(base_url)} refused the request with HTTP {resp.status}; "
+                "give the right key with --api-key or WATTBENCH_API_KEY"
+            )
+        if resp.status != 200:
+            raise TargetError(
+                f"{safe_url(base_url)} is not OpenAI-compatible: GET /v1/models answered "
+                f"HTTP {resp.status}; point --target at an OpenAI-compatible server"
+            )
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        obj = None
+    data = obj.get("data") if isinstance(obj, dict) else None
+    if not isinstance(data, list) or not all(isinstance(m, dict) and "id" in m for m in data):
+        raise TargetError(
+            f"{safe_url(base_url)} is not OpenAI-compatible: GET /v1/models did not return "
+            "OpenAI JSON ({\"data\": [{\"id\": ...}]}); point --target at an OpenAI-compatible server"
+        )
+    return [str(m["id"]) for m in data]
+
+
+async def check_target(
+    base_url: str, api_key: str | None, model: str | None, timeout_s: float = CHECK_TIMEOUT_S
+) -> tuple[str, list[str]]:
+    """Pre-flight: is the server there, does it speak OpenAI, does it serve the model?
+
+    Returns ``(model, models)`` — ``model`` defaults to the first served id. Every failure is a
+    ``TargetError`` with one line that says what to do.
+    """
+    import aiohttp
+
+    base_url = normalize_base_url(base_url)
+    shown = safe_url(base_url)
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            models = await fetch_models(session, base_url, api_key)
+    except TargetError:
+        raise
+    except aiohttp.ClientConnectorError as e:
+        reason = getattr(e, "os_error", None)
+        why = getattr(reason, "strerror", None) or str(reason or e).split(" [")[-1].rstrip("]")
+        raise TargetError(
+            f"cannot reach {shown} ({why}); start the server or fix --target"
+        ) from None
+    except (asyncio.TimeoutError, TimeoutError):
+        raise TargetError(
+            f"{shown} did not answer GET /v1/models within {timeout_s:g} s; "
+            "check that the server is up and --target is right"
+        ) from None
+    except aiohttp.ClientError as e:
+        raise TargetError(
+            f"{shown} is not OpenAI-compatible: GET /v1/models failed ({e.__class__.__name__}); "
+            "point --target at an OpenAI-compatible server"
+        ) from None
+    if model is None:
+        if not models:
+            raise TargetError(f"{shown} serves no models (GET /v1/models is empty); load a model")
+        return models[0], models
+    if model not in models:
+        shown_models = ", ".join(models[:20]) + (" …" if len(models) > 20 else "")
+        raise TargetError(
+            f"model {model!r} is not served by {shown}; available: {shown_models or '(none)'}"
+        )
+    return model, models

@@ -1,0 +1,349 @@
+"""A scripted OpenAI-compatible streaming server: ground truth for the client's clock.
+
+Speaks ``GET /v1/models``, ``POST /v1/completions`` and ``POST /v1/chat/completions`` (SSE over
+HTTP/1.1 chunked transfer, keep-alive) with a known time to first token and inter-token latency:
+token k of a request is written at ``t_request + ttft + k * itl`` (absolute deadlines, so a late
+timer does not shift the tokens after it). Payload bytes are precomputed; one timer per stream on
+a plain asyncio event loop, so a single process serves hundreds of concurrent streams.
+
+Faults, chosen per request by a seeded RNG: HTTP 500, HTTP 429 with ``Retry-After``, a stream
+dropped half-way (connection closed without the chunked terminator), a stall half-way (no more
+bytes, connection left open), a malformed JSON event half-way, an in-stream error object.
+
+``GET /stats`` returns what the server did (requests, tokens, and how late its timers fired:
+``first_token_late_ms``/``token_late_ms`` mean and max), so a test can tell server lag from client
+error. ``GET /stats/reset`` returns and clears them.
+
+Run: ``python tests/fakes/stream_server.py --port 0 --ttft-ms 100 --itl-ms 20``; it prints
+``LISTENING <port>`` on stdout once bound (127.0.0.1 only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import signal
+import sys
+import time
+
+CRLF = b"\r\n"
+
+
+def _chunk(data: bytes) -> bytes:
+    """One HTTP/1.1 chunk."""
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _event(obj) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+class Script:
+    def __init__(self, a: argparse.Namespace):
+        self.a = a
+        self.ttft_s = a.ttft_ms / 1e3
+        self.itl_s = a.itl_ms / 1e3
+        self.rng = random.Random(a.seed)
+        self.models = [m for m in a.model.split(",") if m]
+        self.stats = self._new_stats()
+        piece = a.token_text * a.tokens_per_chunk
+        # Precomputed SSE events (chunk-framed) per API.
+        self.content = {
+            "completions": _chunk(_event({
+                "id": "cmpl-fake", "object": "text_completion", "model": self.models[0],
+                "choices": [{"index": 0, "text": piece, "finish_reason": None}],
+            })),
+            "chat": _chunk(_event({
+                "id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": self.models[0],
+                "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+            })),
+        }
+        self.finish = {
+            "completions": _chunk(_event({
+                "id": "cmpl-fake", "object": "text_completion", "model": self.models[0],
+                "choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+            })),
+            "chat": _chunk(_event({
+                "id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": self.models[0],
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+            })),
+        }
+        self.done = _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+        self.malformed = _chunk(b'data: {"choices": [{"text": "x"\n\n')
+        self.error_event = _chunk(_event({"error": {"message": "scripted failure", "type": "server_error"}}))
+        self.head = (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\nX-Recv-Ns: %d\r\n\r\n"
+        )
+
+    @staticmethod
+    def _new_stats() -> dict:
+        return {"connections": 0, "requests": 0, "streams_done": 0, "tokens": 0, "faults": {},
+                "first_late_sum": 0.0, "first_late_max": 0.0, "first_n": 0,
+                "late_sum": 0.0, "late_max": 0.0, "late_n": 0, "max_active": 0, "active": 0}
+
+    def pick_fault(self) -> str | None:
+        a = self.a
+        u = self.rng.random()
+        for name, p in (("500", a.fail_rate), ("429", a.rate_limit_rate), ("drop", a.drop_rate),
+                        ("stall", a.stall_rate), ("malformed", a.malformed_rate),
+                        ("error_event", a.error_event_rate)):
+            if u < p:
+                return name
+            u -= p
+        return None
+
+    def stats_json(self, reset: bool) -> bytes:
+        s = self.stats
+        out = {
+            "connections": s["connections"], "requests": s["requests"], "streams_done": s["streams_done"], "tokens": s["tokens"],
+            "faults": s["faults"], "max_active": s["max_active"],
+            "first_token_late_ms": {"mean": (s["first_late_sum"] / s["first_n"] * 1e3) if s["first_n"] else None,
+                                    "max": s["first_late_max"] * 1e3},
+            "token_late_ms": {"mean": (s["late_sum"] / s["late_n"] * 1e3) if s["late_n"] else None,
+                              "max": s["late_max"] * 1e3},
+        }
+        if reset:
+            active = s["active"]
+            self.stats = self._new_stats()
+            self.stats["active"] = active
+        return json.dumps(out).encode()
+
+
+class Stream:
+    """One streaming response, driven by loop timers on absolute deadlines."""
+
+    __slots__ = ("proto", "script", "api", "n", "k", "t0", "fault", "prompt_tokens", "handle", "cut_at")
+
+    def __init__(self, proto, script: Script, api: str, n: int, prompt_tokens: int, fault):
+        self.proto = proto
+        self.script = script
+        self.api = api
+        self.n = n
+        self.k = 0
+        self.fault = fault
+        self.prompt_tokens = prompt_tokens
+        self.cut_at = n // 2 if fault in ("drop", "stall", "malformed", "error_event") else -1
+        self.t0 = proto.loop.time()
+        proto.transport.write(script.head % proto.recv_ns)
+        st = script.stats
+        st["active"] += 1
+        st["max_active"] = max(st["max_active"], st["active"])
+        self.handle = proto.loop.call_at(self.t0 + script.ttft_s, self.tick)
+
+    def tick(self) -> None:
+        proto, sc = self.proto, self.script
+        if proto.transport is None or proto.transport.is_closing():
+            self.finish_stats()
+            return
+        loop = proto.loop
+        deadline = self.t0 + sc.ttft_s + self.k * sc.itl_s
+        late = loop.time() - deadline
+        st = sc.stats
+        st["late_sum"] += late
+        st["late_n"] += 1
+        if late > st["late_max"]:
+            st["late_max"] = late
+        if self.k == 0:
+            st["first_late_sum"] += late
+            st["first_n"] += 1
+            if late > st["first_late_max"]:
+                st["first_late_max"] = late
+        w = proto.transport.write
+        if self.k == self.cut_at:
+            if self.fault == "drop":
+                self.finish_stats()
+                proto.transport.close()  # FIN without the chunked terminator
+                return
+            if self.fault == "stall":
+                self.handle = None  # no more bytes; the connection stays open
+                return
+            if self.fault == "malformed":
+                w(sc.malformed)
+            elif self.fault == "error_event":
+                w(sc.error_event + sc.done)
+                self.end()
+                return
+        w(sc.content[self.api])
+        st["tokens"] += sc.a.tokens_per_chunk
+        self.k += 1
+        if self.k >= self.n:
+            tail = sc.finish[self.api]
+            if not sc.a.no_usage:
+                comp = self.n * sc.a.tokens_per_chunk
+                tail += _chunk(_event({
+                    "id": "fake", "object": "chat.completion.chunk" if self.api == "chat" else "text_completion",
+                    "model": sc.models[0], "choices": [],
+                    "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": comp,
+                              "total_tokens": self.prompt_tokens + comp},
+                }))
+            w(tail + sc.done)
+            self.end()
+            return
+        self.handle = loop.call_at(self.t0 + sc.ttft_s + self.k * sc.itl_s, self.tick)
+
+    def end(self) -> None:
+        self.finish_stats()
+        self.proto.stream = None
+        self.proto.process()  # a pipelined request may be waiting
+
+    def finish_stats(self) -> None:
+        if self.handle is not False:
+            self.script.stats["active"] -= 1
+            self.script.stats["streams_done"] += 1
+            self.handle = False
+
+    def cancel(self) -> None:
+        if self.handle:
+            self.handle.cancel()
+        self.finish_stats()
+
+
+class Proto(asyncio.Protocol):
+    def __init__(self, script: Script, loop):
+        self.script = script
+        self.loop = loop
+        self.transport = None
+        self.buf = b""
+        self.stream: Stream | None = None
+        self._auth: str | None = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.script.stats["connections"] += 1
+
+    def connection_lost(self, exc):
+        if self.stream is not None:
+            self.stream.cancel()
+            self.stream = None
+        self.transport = None
+
+    def data_received(self, data: bytes):
+        self.recv_ns = time.perf_counter_ns()
+        self.buf += data
+        self.process()
+
+    def process(self) -> None:
+        while self.stream is None and self.transport is not None:
+            i = self.buf.find(b"\r\n\r\n")
+            if i < 0:
+                return
+            head = self.buf[:i].decode("latin-1").split("\r\n")
+            length = 0
+            self._auth = None
+            for line in head[1:]:
+                name, _, value = line.partition(":")
+                name = name.strip().lower()
+                if name == "content-length":
+                    length = int(value.strip())
+                elif name == "authorization":
+                    self._auth = value.strip()
+            if len(self.buf) < i + 4 + length:
+                return
+            body = self.buf[i + 4 : i + 4 + length]
+            self.buf = self.buf[i + 4 + length :]
+            parts = head[0].split(" ")
+            self.handle(parts[0], parts[1] if len(parts) > 1 else "/", body)
+
+    def respond(self, status: int, body: bytes, ctype: bytes = b"application/json", extra: bytes = b"") -> None:
+        reason = {200: b"OK", 404: b"Not Found", 400: b"Bad Request", 429: b"Too Many Requests",
+                  500: b"Internal Server Error"}.get(status, b"X")
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%sConnection: keep-alive\r\n\r\n%s"
+            % (status, reason, ctype, len(body), extra, body)
+        )
+
+    def handle(self, method: str, path: str, body: bytes) -> None:
+        sc = self.script
+        path = path.split("?", 1)[0].rstrip("/")
+        if method == "GET" and path == "/v1/models":
+            if sc.a.not_openai:
+                self.respond(200, b"<html><body>hello</body></html>", b"text/html")
+            else:
+                data = [{"id": m, "object": "model", "owned_by": "fake"} for m in sc.models]
+                self.respond(200, json.dumps({"object": "list", "data": data}).encode())
+            return
+        if method == "GET" and path in ("/stats", "/stats/reset"):
+            self.respond(200, sc.stats_json(reset=path.endswith("reset")))
+            return
+        if method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
+            api = "chat" if path.endswith("chat/completions") else "completions"
+            try:
+                req = json.loads(body)
+            except ValueError:
+                self.respond(400, b'{"error": {"message": "bad json"}}')
+                return
+            if sc.a.expect_key and self._auth != f"Bearer {sc.a.expect_key}":
+                self.respond(401, b'{"error": {"message": "bad key"}}')
+                return
+            sc.stats["requests"] += 1
+            fault = sc.pick_fault()
+            if fault:
+                sc.stats["faults"][fault] = sc.stats["faults"].get(fault, 0) + 1
+            if fault == "500":
+                self.respond(500, b'{"error": {"message": "scripted 500"}}')
+                return
+            if fault == "429":
+                self.respond(429, b'{"error": {"message": "slow down"}}', extra=b"Retry-After: 1\r\n")
+                return
+            n = sc.a.output_tokens or int(req.get("max_tokens") or 16)
+            n = max(1, -(-n // sc.a.tokens_per_chunk))  # chunks
+            if api == "chat":
+                text = " ".join(str(m.get("content", "")) for m in req.get("messages", []))
+            else:
+                text = str(req.get("prompt", ""))
+            self.stream = Stream(self, sc, api, n, len(text.split()), fault)
+            return
+        self.respond(404, b'{"error": {"message": "not found"}}')
+
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--model", default="fake-model", help="comma list of served model ids")
+    p.add_argument("--ttft-ms", type=float, default=50.0)
+    p.add_argument("--itl-ms", type=float, default=5.0)
+    p.add_argument("--output-tokens", type=int, default=0, help="tokens per response; 0 = the request's max_tokens")
+    p.add_argument("--tokens-per-chunk", type=int, default=1)
+    p.add_argument("--token-text", default=" tok")
+    p.add_argument("--no-usage", action="store_true")
+    p.add_argument("--not-openai", action="store_true", help="answer /v1/models with HTML")
+    p.add_argument("--expect-key", default=None, help="require this bearer key on completions")
+    p.add_argument("--fail-rate", type=float, default=0.0, help="fraction answered HTTP 500")
+    p.add_argument("--rate-limit-rate", type=float, default=0.0, help="fraction answered HTTP 429")
+    p.add_argument("--drop-rate", type=float, default=0.0, help="fraction dropped half-way")
+    p.add_argument("--stall-rate", type=float, default=0.0, help="fraction stalled half-way")
+    p.add_argument("--malformed-rate", type=float, default=0.0)
+    p.add_argument("--error-event-rate", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    a = p.parse_args(argv)
+
+    if a.loop == "uvloop":
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    script = Script(a)
+    server = loop.run_until_complete(
+        loop.create_server(lambda: Proto(script, loop), "127.0.0.1", a.port, backlog=4096)
+    )
+    port = server.sockets[0].getsockname()[1]
+    sys.stdout.write(f"LISTENING {port}\n")
+    sys.stdout.flush()
+    stop = loop.create_future()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+    loop.run_until_complete(stop)
+    server.close()
+    loop.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
