@@ -1,0 +1,76 @@
+"""``wattbench sensors``: list the power meters this machine has, read each once, measure how
+often each updates. Rendering only; ``wattbench.telemetry.detect.inventory`` does the work."""
+
+from __future__ import annotations
+
+import json
+from typing import List, Optional
+
+import typer
+
+from wattbench.cli.common import handle_errors
+
+
+def _fmt(v, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit == "bitmask":
+        return hex(int(v))
+    if unit == "B":
+        return f"{v / 2**30:,.1f} GiB"
+    if abs(v) >= 100:
+        return f"{v:,.1f} {unit}"
+    return f"{v:,.3g} {unit}"
+
+
+def _period(d: dict) -> str:
+    p = d.get("measured_update_s")
+    if p is None:
+        return "no change" if d.get("reads") else "-"
+    return f"{p * 1000:,.0f} ms" if p < 10 else f"{p:,.0f} s"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("sensors")
+    @handle_errors
+    def sensors(
+        sensor: Optional[List[str]] = typer.Option(None, "--sensor", "-s", help="Sensor spec, repeatable (nvml, rapl, ipmi, const:node=700, …). Default: auto-detect."),
+        measure: float = typer.Option(1.5, "--measure", help="Seconds to poll fast to measure each channel's update period."),
+        estimate_cpu: bool = typer.Option(False, "--estimate-cpu", help="In auto-detection, add a CPU power estimate when no CPU meter exists."),
+        as_json: bool = typer.Option(False, "--json", help="Print the inventory as JSON."),
+    ) -> None:
+        """List each power meter and channel with boundary, kind, unit, method, a value and its update period."""
+        from wattbench.errors import UserError
+        from wattbench.telemetry.detect import inventory
+
+        if measure < 0:
+            raise UserError(f"--measure must be >= 0 seconds, got {measure}")
+        kw = {} if sensor else {"estimate_cpu": estimate_cpu}
+        rows = inventory(list(sensor or []), measure_s=measure, **kw)
+        if as_json:
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console()
+        chans = [r for r in rows if r["type"] == "channel"]
+        problems = [r["problem"] for r in rows if r["type"] == "problem"]
+        if chans:
+            wide = console.width >= 140
+            t = Table(title="Power meters on this machine", show_lines=False)
+            for col in ("channel", "boundary", "kind", "method", "value", "update", "read") + (("source",) if wide else ()):
+                t.add_column(col, overflow="fold", no_wrap=col != "source")
+            for r in chans:
+                primary = " *" if r.get("primary") else ""
+                t.add_row(
+                    r["id"] + primary, r.get("boundary") or "-", r["kind"], r["method"], _fmt(r.get("value"), r["unit"]),
+                    _period(r), f"{r['read_ms']:.2f} ms" if r.get("read_ms") is not None else "-",
+                    *((r.get("source", ""),) if wide else ()),
+                )
+            console.print(t)
+            console.print("* primary channel for its boundary and device")
+        else:
+            console.print("No power meter could be read on this machine.")
+        for p in problems:
+            console.print(f"[yellow]problem:[/yellow] {p}", highlight=False)

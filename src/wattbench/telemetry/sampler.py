@@ -1,0 +1,263 @@
+"""The sampler: one daemon thread that polls every sensor on absolute deadlines.
+
+Each sensor is polled at its own period: its ``poll_interval_s`` when it sets one (on the
+instance or its class), else the sampler's ``interval_s``. Deadlines are absolute
+(``t0 + k·period``), so a slow read does not push later reads back; a deadline already missed
+by a whole period is skipped (counted in ``overhead()['missed_deadlines']``) instead of being
+read in a burst.
+
+A read that raises is recorded as a ``SensorFailure`` (the accounting sees the gap) and the
+sampler carries on. Sensors that cannot be opened are left out and their ``SensorError``
+message (which names the fix) goes to ``problems``. The thread never touches the event loop;
+``snapshot()`` / ``latest_power_w()`` are safe to call from any thread for a live display.
+
+The sampler measures its own cost: ``overhead()`` reports the thread's CPU time
+(``time.thread_time_ns`` inside the thread) against the wall time it ran, as % of one core.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+from wattbench.clock import now_ns
+from wattbench.errors import SensorError
+from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor, SensorFailure, TelemetryLog
+
+
+class TelemetrySink(Protocol):
+    """Receives what the sampler sees as it sees it (e.g. ``jsonl.TelemetryWriter``)."""
+
+    def channels(self, channels: list[Channel]) -> None: ...
+    def write(self, readings: list[Reading]) -> None: ...
+    def failure(self, failure: SensorFailure) -> None: ...
+
+
+def period_of(sensor: Sensor, default_s: float) -> float:
+    """The sensor's own poll period if it sets one, else ``default_s``."""
+    if "poll_interval_s" in vars(sensor) or type(sensor).poll_interval_s is not Sensor.poll_interval_s:
+        return float(sensor.poll_interval_s)
+    return float(default_s)
+
+
+class Sampler:
+    def __init__(self, sensors: list[Sensor], interval_s: float = 0.1, sink: TelemetrySink | None = None) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval_s must be > 0")
+        self.sensors = list(sensors)
+        self.interval_s = interval_s
+        self.sink = sink
+        self.log = TelemetryLog()
+        self.problems: list[str] = []
+        self.opened: list[Sensor] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._latest: dict[str, tuple[int, float]] = {}
+        self._prev: dict[str, tuple[int, float]] = {}
+        self._is_open = False
+        self._cpu_ns = 0
+        self._run_wall_ns = 0
+        self._reads = 0
+        self._failures = 0
+        self._missed = 0
+        self._read_ns: dict[str, int] = {}
+
+    # -- lifecycle --------------------------------------------------------------------------
+    @property
+    def channels(self) -> list[Channel]:
+        """Every channel of the sensors that opened."""
+        return list(self.log.channels.values())
+
+    def open(self) -> list[str]:
+        """Open every sensor; keep the ones that open. Returns the problems met (each names its
+        fix); they are also kept in ``problems``."""
+        if self._is_open:
+            return []
+        before = len(self.problems)
+        for s in self.sensors:
+            try:
+                chans = s.open()
+            except SensorError as e:
+                self.problems.append(f"{s.name}: {e}")
+                self._close_one(s)
+                continue
+            self.problems.extend(getattr(s, "warnings", []) or [])
+            if not chans:
+                self.problems.append(f"{s.name}: opened but offers no channel on this machine")
+                self._close_one(s)
+                continue
+            self.opened.append(s)
+            self.log.add_channels(chans)
+            if self.sink is not None:
+                self.sink.channels(chans)
+        self._is_open = True
+        return self.problems[before:]
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("sampler already started")
+        self.open()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="wattbench-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> TelemetryLog:
+        """Stop the thread, close the sensors, return everything seen."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        for s in self.opened:
+            self._close_one(s)
+        self.opened = []
+        return self.log
+
+    close = stop
+
+    def __enter__(self) -> "Sampler":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @staticmethod
+    def _close_one(s: Sensor) -> None:
+        try:
+            s.close()
+        except Exception:  # a sensor that fails to close must not lose the run's telemetry
+            pass
+
+    # -- the thread -------------------------------------------------------------------------
+    def _run(self) -> None:
+        cpu0 = time.thread_time_ns()
+        wall0 = now_ns()
+        periods = [int(period_of(s, self.interval_s) * 1e9) for s in self.opened]
+        due = [wall0] * len(self.opened)
+        try:
+            while not self._stop.is_set() and self.opened:
+                t = now_ns()
+                nxt = min(due)
+                if nxt > t:
+                    if self._stop.wait((nxt - t) / 1e9):
+                        break
+                    continue
+                for i, s in enumerate(self.opened):
+                    if due[i] > t:
+                        continue
+                    self._poll(s)
+                    due[i] += periods[i]
+                    after = now_ns()
+                    if due[i] <= after:  # overran by at least a whole period: skip, do not burst
+                        missed = (after - due[i]) // periods[i] + 1
+                        self._missed += int(missed)
+                        due[i] += int(missed) * periods[i]
+                self._cpu_ns = time.thread_time_ns() - cpu0
+                self._run_wall_ns = now_ns() - wall0
+        finally:
+            self._cpu_ns = time.thread_time_ns() - cpu0
+            self._run_wall_ns = now_ns() - wall0
+
+    def _poll(self, s: Sensor) -> None:
+        a = now_ns()
+        try:
+            readings = s.read()
+        except Exception as e:  # any failure: record it, keep the run going
+            f = SensorFailure(sensor=s.name, t_ns=now_ns(), error=f"{type(e).__name__}: {e}"[:500])
+            with self._lock:
+                self.log.failures.append(f)
+                self._failures += 1
+            if self.sink is not None:
+                self.sink.failure(f)
+            return
+        self._read_ns[s.name] = self._read_ns.get(s.name, 0) + (now_ns() - a)
+        with self._lock:
+            self.log.add(readings)
+            self._reads += 1
+            for r in readings:
+                old = self._latest.get(r.channel)
+                if old is not None:
+                    self._prev[r.channel] = old
+                self._latest[r.channel] = (r.t_ns, r.value)
+        if self.sink is not None and readings:
+            self.sink.write(readings)
+
+    # -- live access ------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, tuple[int, float]]:
+        """Latest (t_ns, value) of every channel seen so far."""
+        with self._lock:
+            return dict(self._latest)
+
+    def latest_power_w(self) -> float | None:
+        """For a live display only: one figure of watts now.
+
+        The sum over devices of ``latest_power_by_channel()`` at one boundary: ``accelerator``
+        when any primary accelerator channel exists, else the innermost boundary (BOUNDARIES
+        order) with a measured primary channel, else any. Never adds two boundaries.
+        """
+        per = self.latest_power_by_channel()
+        if not per:
+            return None
+        chans = self.log.channels
+        by_boundary: dict[str, list[Channel]] = {}
+        for cid in per:
+            c = chans[cid]
+            by_boundary.setdefault(c.boundary or "", []).append(c)
+        order = [b for b in BOUNDARIES if b in by_boundary]
+        measured = [b for b in order if any(c.method == "measured" for c in by_boundary[b])]
+        pick = measured[0] if measured else (order[0] if order else next(iter(by_boundary)))
+        return sum(per[c.id] for c in by_boundary[pick])
+
+    def latest_power_by_channel(self) -> dict[str, float]:
+        """For a live display only: latest watts per primary channel, keyed by channel id.
+
+        A primary power channel gives its latest value. A primary counter shows the latest value
+        of a power channel of the same sensor, boundary and device when there is one, else the slope of
+        its last two readings. Energy figures come from ``wattbench.accounting``, not from here.
+        """
+        out: dict[str, float] = {}
+        with self._lock:
+            latest, prev = dict(self._latest), dict(self._prev)
+        chans = self.log.channels
+        for cid, c in chans.items():
+            if not c.primary or cid not in latest:
+                continue
+            if c.kind == "power":
+                out[cid] = latest[cid][1]
+                continue
+            buddy = [
+                o.id for o in chans.values()
+                if o.kind == "power" and o.sensor == c.sensor and o.boundary == c.boundary and o.device == c.device
+                and o.id in latest
+                and o.quantity == "power"
+            ]
+            if buddy:
+                out[cid] = latest[sorted(buddy)[0]][1]
+            elif cid in prev:
+                (t1, v1), (t0, v0) = latest[cid], prev[cid]
+                if t1 > t0 and v1 >= v0:
+                    out[cid] = (v1 - v0) / ((t1 - t0) / 1e9)
+        return out
+
+    def gpu_inventory(self) -> list:
+        """GPUInfo for the GPUs of an open NVML sensor (the result's environment); [] without one."""
+        from wattbench.telemetry.nvml import NvmlSensor, gpu_inventory
+
+        for s in self.sensors:
+            if isinstance(s, NvmlSensor):
+                return gpu_inventory(s.nvml if s.nvml is not None else s._nvml_arg)
+        return []
+
+    def overhead(self) -> dict:
+        """The sampler thread's own cost so far (or over its whole life once stopped)."""
+        wall = self._run_wall_ns
+        return {
+            "cpu_s": self._cpu_ns / 1e9,
+            "wall_s": wall / 1e9,
+            "cpu_pct_of_core": 100.0 * self._cpu_ns / wall if wall > 0 else 0.0,
+            "reads": self._reads,
+            "failures": self._failures,
+            "missed_deadlines": self._missed,
+            "read_time_s": {k: v / 1e9 for k, v in self._read_ns.items()},
+        }

@@ -1,0 +1,107 @@
+import json
+
+import pytest
+from telemetry_nvml import FakeGPU, FakeNvml, NVMLError
+from telemetry_sysfs import jetson_tree, rapl_tree
+from typer.testing import CliRunner
+
+from wattbench.telemetry.detect import autodetect, inventory
+from wattbench.telemetry.estimate import CpuEstimateSensor
+from wattbench.telemetry.ipmi import IpmiSensor
+from wattbench.telemetry.jetson import JetsonSensor
+from wattbench.telemetry.nvidia_smi import NvidiaSmiSensor
+from wattbench.telemetry.nvml import NvmlSensor
+from wattbench.telemetry.rapl import RaplSensor
+
+
+def base_kw(tmp_path, **kw):
+    d = dict(powercap_root=tmp_path / "pc", jetson_root=tmp_path / "i2c", ipmi_device=tmp_path / "ipmi0",
+             kfd_device=tmp_path / "kfd", which=lambda name: None)
+    d.update(kw)
+    return d
+
+
+def test_nothing_here(tmp_path):
+    sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(init_error=NVMLError(12))))
+    assert sensors == [] and problems == []
+
+
+def test_nvml_rapl_ipmi(tmp_path):
+    rapl_tree(tmp_path / "pc")
+    (tmp_path / "ipmi0").write_text("")
+    sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(), which=lambda n: f"/usr/bin/{n}"))
+    assert [type(s) for s in sensors] == [NvmlSensor, RaplSensor, IpmiSensor]
+    assert problems == []
+
+
+def test_nvml_broken_falls_back_to_nvidia_smi(tmp_path):
+    sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(init_error=NVMLError(18)),
+                                             which=lambda n: "/usr/bin/nvidia-smi" if n == "nvidia-smi" else None))
+    assert [type(s) for s in sensors] == [NvidiaSmiSensor]
+    assert "falling back to nvidia-smi" in problems[0] and "nvidia-ml-py" in problems[0]
+
+
+def test_rapl_permission_and_missing_ipmitool(tmp_path, monkeypatch):
+    rapl_tree(tmp_path / "pc")
+    (tmp_path / "ipmi0").write_text("")
+
+    def deny(self, path):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(RaplSensor, "_read_text", deny)
+    sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(gpus=[])))
+    assert sensors == []
+    text = "\n".join(problems)
+    assert "rapl: permission denied" in text and "chmod a+r" in text
+    assert "ipmitool is missing" in text and "apt-get install ipmitool" in text
+    assert "estimate:cpu" in text  # says how to get CPU power without adding an estimate
+
+
+def test_estimate_only_when_asked_and_no_cpu_meter(tmp_path):
+    kw = base_kw(tmp_path, nvml=FakeNvml(gpus=[]))
+    assert autodetect(**kw)[0] == []
+    sensors, _ = autodetect(**kw, estimate_cpu=True)
+    assert [type(s) for s in sensors] == [CpuEstimateSensor]
+    rapl_tree(tmp_path / "pc")
+    sensors, _ = autodetect(**kw, estimate_cpu=True)
+    assert [type(s) for s in sensors] == [RaplSensor]
+
+
+def test_jetson_detected(tmp_path):
+    jetson_tree(tmp_path / "i2c", {1: ("VDD_IN", 1000, 5000)})
+    sensors, _ = autodetect(**base_kw(tmp_path, nvml=FakeNvml(gpus=[])))
+    assert [type(s) for s in sensors] == [JetsonSensor]
+
+
+def test_inventory_measures_update_period(tmp_path):
+    nv = FakeNvml(gpus=[FakeGPU()], update_period_s=0.1, unsupported={"nvmlDeviceGetSamples"})
+    rows = inventory(None, measure_s=1.0, **base_kw(tmp_path, nvml=nv))
+    chans = {r["id"]: r for r in rows if r["type"] == "channel"}
+    e = chans["nvml.gpu0.energy"]
+    assert e["value"] == pytest.approx(1000.0, abs=50)
+    assert e["measured_update_s"] == pytest.approx(0.1, abs=0.025)
+    assert chans["nvml.gpu0.power_instant"]["measured_update_s"] == pytest.approx(0.1, abs=0.025)
+    assert e["read_ms"] is not None and e["boundary"] == "accelerator"
+    assert chans["nvml.gpu0.temperature_c"]["measured_update_s"] is None  # never changes in the fake
+
+
+def test_inventory_specs_and_problems(tmp_path):
+    rows = inventory(["const:node=700", f"file:{tmp_path / 'missing.csv'}"], measure_s=0.1)
+    chans = [r for r in rows if r["type"] == "channel"]
+    probs = [r["problem"] for r in rows if r["type"] == "problem"]
+    assert [(c["id"], c["value"], c["method"]) for c in chans] == [("const.node", 700.0, "declared")]
+    assert len(probs) == 1 and "does not exist" in probs[0]
+
+
+def test_cli_sensors_json_and_table(tmp_path):
+    from wattbench.cli.main import build_app
+
+    app = build_app()
+    r = CliRunner().invoke(app, ["sensors", "--sensor", "const:wall=812.5", "--measure", "0.1", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)
+    assert rows[0]["id"] == "const.wall" and rows[0]["value"] == 812.5
+    r = CliRunner().invoke(app, ["sensors", "--sensor", "const:wall=812.5", "--measure", "0.1"])
+    assert r.exit_code == 0 and "const.wall" in r.output and "812.5 W" in r.output and "declared" in r.output
+    r = CliRunner().invoke(app, ["sensors", "--sensor", "const:wall"])
+    assert r.exit_code == 2 and "bad --sensor 'const:wall'" in r.output

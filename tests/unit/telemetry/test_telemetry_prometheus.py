@@ -1,0 +1,114 @@
+import socket
+
+import pytest
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.metrics_core import Metric
+from telemetry_http import JsonServer
+
+from wattbench.errors import SensorError
+from wattbench.telemetry.prometheus import DcgmSensor, PromQuerySensor
+
+
+class DcgmCollector:
+    """Exposes series named exactly as dcgm-exporter names them (counter without _total)."""
+
+    def __init__(self):
+        self.power = {"0": 312.5, "1": 150.25}
+        self.energy_mj = {"0": 9_000_000, "1": 4_000_000}
+
+    def collect(self):
+        p = Metric("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "gauge")
+        e = Metric("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", "counter")
+        for gpu in self.power:
+            labels = {"gpu": gpu, "UUID": f"GPU-{gpu}", "device": f"nvidia{gpu}", "modelName": "NVIDIA H200",
+                      "Hostname": "node1"}
+            p.add_sample("DCGM_FI_DEV_POWER_USAGE", labels, self.power[gpu])
+            e.add_sample("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", labels, self.energy_mj[gpu])
+        yield p
+        yield e
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def exporter():
+    reg = CollectorRegistry()
+    col = DcgmCollector()
+    reg.register(col)
+    port = free_port()
+    server, thread = start_http_server(port, addr="127.0.0.1", registry=reg)
+    yield col, f"http://127.0.0.1:{port}/metrics"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_dcgm_all_series(exporter):
+    col, url = exporter
+    s = DcgmSensor(url)
+    chans = {c.id: c for c in s.open()}
+    assert set(chans) == {"dcgm.Hostnamenode1.gpu0.power", "dcgm.Hostnamenode1.gpu0.energy",
+                          "dcgm.Hostnamenode1.gpu1.power", "dcgm.Hostnamenode1.gpu1.energy"}
+    e = chans["dcgm.Hostnamenode1.gpu0.energy"]
+    assert (e.kind, e.unit, e.primary, e.boundary) == ("counter", "J", True, "accelerator")
+    assert chans["dcgm.Hostnamenode1.gpu0.power"].primary is False  # the counter is preferred
+    got = {r.channel: r.value for r in s.read()}
+    assert got["dcgm.Hostnamenode1.gpu0.energy"] == 9000.0  # mJ -> J
+    assert got["dcgm.Hostnamenode1.gpu1.power"] == 150.25
+    col.energy_mj["0"] += 312_500
+    got = {r.channel: r.value for r in s.read()}
+    assert got["dcgm.Hostnamenode1.gpu0.energy"] == 9312.5
+
+
+def test_dcgm_label_matcher(exporter):
+    _, url = exporter
+    s = DcgmSensor(url, matchers={"gpu": "1", "Hostname": "node1"}, boundary="accelerator")
+    ids = sorted(c.id for c in s.open())
+    assert ids == ["dcgm.Hostnamenode1.gpu1.energy", "dcgm.Hostnamenode1.gpu1.power"]
+    assert {r.channel for r in s.read()} == set(ids)
+
+
+def test_dcgm_no_match_names_fix(exporter):
+    _, url = exporter
+    with pytest.raises(SensorError, match="matching"):
+        DcgmSensor(url, matchers={"gpu": "7"}).open()
+
+
+def test_dcgm_unreachable():
+    with pytest.raises(SensorError, match="cannot reach"):
+        DcgmSensor(f"http://127.0.0.1:{free_port()}/metrics").open()
+
+
+def query_api(values):
+    def handler(q):
+        expr = q["query"][0]
+        if expr == "bad(":
+            return {"status": "error", "errorType": "bad_data", "error": "parse error"}
+        return {"status": "success", "data": {"resultType": "vector", "result": [
+            {"metric": {"instance": inst}, "value": [1700000000.0, str(w)]} for inst, w in values.items()]}}
+    return {"/api/v1/query": handler}
+
+
+def test_prom_query():
+    values = {"node1:9100": 1200.5, "node2:9100": 1100.0}
+    with JsonServer(query_api(values)) as srv:
+        s = PromQuerySensor(srv.url, 'sum by (instance) (node_power_watts{job="bmc"})')
+        chans = {c.id: c for c in s.open()}
+        assert set(chans) == {"prom.instance_node1_9100", "prom.instance_node2_9100"}
+        assert all(c.boundary == "node" and c.kind == "power" for c in chans.values())
+        values["node1:9100"] = 1300.0
+        got = {r.channel: r.value for r in s.read()}
+        assert got == {"prom.instance_node1_9100": 1300.0, "prom.instance_node2_9100": 1100.0}
+        assert any("query=sum+by" in h for h in srv.hits)
+
+
+def test_prom_query_error():
+    with JsonServer(query_api({})) as srv:
+        with pytest.raises(SensorError, match="parse error"):
+            PromQuerySensor(srv.url, "bad(").open()
+        with pytest.raises(SensorError, match="no series"):
+            PromQuerySensor(srv.url, "up").open()

@@ -1,0 +1,161 @@
+import time
+
+import pytest
+from telemetry_scripted import ScriptedSensor
+
+from wattbench.errors import SensorError
+from wattbench.telemetry.jsonl import TelemetryWriter, read_anchor, read_telemetry, write_telemetry
+from wattbench.clock import ClockAnchor
+from wattbench.telemetry.sampler import Sampler, period_of
+
+
+def test_period_of():
+    assert period_of(ScriptedSensor(), 0.05) == 0.05  # no own interval -> the sampler's
+    assert period_of(ScriptedSensor(poll_interval_s=1.0), 0.05) == 1.0
+
+
+def test_deadlines_do_not_drift_and_counter_matches():
+    s = ScriptedSensor(power_w=250.0)
+    sm = Sampler([s], interval_s=0.02)
+    assert sm.open() == []
+    sm.start()
+    time.sleep(0.5)
+    log = sm.stop()
+    assert s.closed
+    ts = s.read_times
+    # absolute deadlines: read k happens at t0 + k*20ms (+ wake-up latency, never accumulated)
+    t0 = ts[0]
+    lateness = [(t - t0) - k * 20_000_000 for k, t in enumerate(ts)]
+    assert all(x >= -1_000_000 for x in lateness)
+    assert max(lateness[-5:]) < 15_000_000  # no accumulated drift after ~25 reads
+    assert 20 <= len(ts) <= 27
+    t, v = log.series("scripted.energy")
+    assert len(t) == len(ts)
+    # the counter is scripted: energy between first and last reading = 250 W x elapsed
+    assert v[-1] - v[0] == pytest.approx(250.0 * (t[-1] - t[0]) / 1e9, rel=1e-9)
+
+
+def test_own_poll_interval_respected():
+    fast = ScriptedSensor(name="fast")
+    slow = ScriptedSensor(name="slow", poll_interval_s=0.2)
+    sm = Sampler([fast, slow], interval_s=0.02)
+    sm.start()
+    time.sleep(0.45)
+    sm.stop()
+    assert 2 <= slow.reads <= 4
+    assert fast.reads >= 4 * slow.reads
+
+
+def test_failure_mid_run_leaves_gap_and_continues():
+    s = ScriptedSensor(fail_on={3, 4})
+    sm = Sampler([s], interval_s=0.02)
+    sm.start()
+    time.sleep(0.25)
+    log = sm.stop()
+    assert len(log.failures) == 2
+    assert all("scripted failure" in f.error for f in log.failures)
+    t, _ = log.series("scripted.energy")
+    assert len(t) == s.reads - 2
+    # the gap: readings 2 -> 5 are ~3 periods apart
+    assert (t[2] - t[1]) > 2.5 * 20_000_000
+    assert sm.overhead()["failures"] == 2
+
+
+def test_open_error_becomes_problem():
+    bad = ScriptedSensor(name="bad", open_error=SensorError("no access", "run as root"))
+    good = ScriptedSensor(name="good")
+    sm = Sampler([bad, good], interval_s=0.05)
+    problems = sm.open()
+    assert problems == ["bad: no access (run as root)"]
+    assert [c.id for c in sm.channels] == ["good.energy", "good.power"]
+    sm.close()
+
+
+def test_snapshot_and_latest_power():
+    a = ScriptedSensor(name="a", power_w=300.0)
+    b = ScriptedSensor(name="b", power_w=200.0)
+    n = ScriptedSensor(name="n", power_w=900.0, boundary="node")
+    sm = Sampler([a, b, n], interval_s=0.02)
+    sm.start()
+    time.sleep(0.15)
+    snap = sm.snapshot()
+    per = sm.latest_power_by_channel()
+    total = sm.latest_power_w()
+    sm.stop()
+    assert snap["a.power"][1] == 300.0
+    assert per == {"a.energy": 300.0, "b.energy": 200.0, "n.energy": 900.0}
+    assert total == 500.0  # accelerator boundary only, never added to node
+
+
+def test_overhead_measured():
+    sm = Sampler([ScriptedSensor()], interval_s=0.01)
+    sm.start()
+    time.sleep(0.3)
+    sm.stop()
+    o = sm.overhead()
+    assert 0.25 < o["wall_s"] < 1.0
+    assert 0 < o["cpu_s"] < o["wall_s"]
+    assert o["cpu_pct_of_core"] == pytest.approx(100 * o["cpu_s"] / o["wall_s"])
+    assert o["reads"] >= 20
+
+
+def test_jsonl_roundtrip_incremental(tmp_path):
+    s = ScriptedSensor(fail_on={2})
+    sm = Sampler([s], interval_s=0.01)
+    sm.start()
+    anchor = ClockAnchor.take()
+    w = TelemetryWriter(tmp_path / "telemetry.jsonl", sm.channels, anchor)
+    time.sleep(0.1)
+    w.flush(sm.log)
+    time.sleep(0.1)
+    log = sm.stop()
+    w.flush(log)
+    back = read_telemetry(tmp_path / "telemetry.jsonl")
+    assert back.channels == log.channels
+    assert back.series("scripted.energy") == log.series("scripted.energy")
+    assert len(back.failures) == 1 and back.failures[0].t_ns == log.failures[0].t_ns
+    assert read_anchor(tmp_path / "telemetry.jsonl") == anchor
+    # a torn last line is ignored
+    with open(tmp_path / "telemetry.jsonl", "a") as f:
+        f.write('{"c": "scripted.energy", "t": [1,')
+    assert read_telemetry(tmp_path / "telemetry.jsonl").series("scripted.power") == log.series("scripted.power")
+
+
+def test_write_whole_log(tmp_path):
+    from wattbench.telemetry.base import Channel, Reading, TelemetryLog
+
+    log = TelemetryLog()
+    log.add_channels([Channel(id="x", sensor="s", kind="power", quantity="power", unit="W")])
+    log.add([Reading(5, "x", 1.5), Reading(9, "x", 2.5)])
+    p = write_telemetry(tmp_path / "t.jsonl", log)
+    assert read_telemetry(p).series("x") == ([5, 9], [1.5, 2.5])
+    assert read_anchor(p) is None
+
+
+def test_jsonl_batches_split_and_other_writers_lines(tmp_path, monkeypatch):
+    import json
+
+    from wattbench.telemetry import jsonl
+    from wattbench.telemetry.base import Channel, Reading, TelemetryLog
+
+    monkeypatch.setattr(jsonl, "BATCH_ROWS", 3)
+    log = TelemetryLog()
+    log.add_channels([Channel(id="a", sensor="s", kind="power", quantity="power", unit="W")])
+    log.add([Reading(i, "a", float(i)) for i in range(7)])
+    p = write_telemetry(tmp_path / "t.jsonl", log)
+    lines = p.read_text().splitlines()
+    assert [len(json.loads(x)["r"]) for x in lines[1:]] == [3, 3, 1]
+    # lines another writer may produce: single samples and a later channels line
+    with p.open("a") as f:
+        f.write(json.dumps({"channels": [{"id": "b", "sensor": "s", "kind": "counter", "quantity": "energy",
+                                          "unit": "J", "extra_field": 1}]}) + "\n")
+        f.write(json.dumps({"t_ns": 100, "c": "b", "v": 5.0}) + "\n")
+    back = read_telemetry(p)
+    assert back.series("a") == (list(range(7)), [float(i) for i in range(7)])
+    assert back.channels["b"].kind == "counter" and back.series("b") == ([100], [5.0])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"hello": 1}\n')
+    from wattbench.errors import UserError
+
+    with pytest.raises(UserError, match="not a wattbench telemetry file"):
+        read_telemetry(bad)
