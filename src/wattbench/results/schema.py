@@ -108,6 +108,7 @@ class LoadStats(_M):
     workers: int = 1
     saturated: bool = False
     saturation_reasons: list[str] = Field(default_factory=list)
+    actors: list[dict[str, Any]] = Field(default_factory=list)  # distributed: per load actor (node, clock, cpu)
 
 
 # ---------------------------------------------------------------- energy
