@@ -239,8 +239,16 @@ class RayCluster:
             ).remote(node_id, self.sensor_specs, self.sensor_interval_s, factory, self.skew("sensor", k),
                      self.estimate_cpu)
             started.append(_Sensor(h, node_id, n.get("NodeManagerHostname"), n.get("NodeManagerAddress")))
-        opened = [s.handle.open.remote() for s in started]
-        for s, ref in zip(started, opened):
+        # clocks first (the samplers are not running yet), then open every node's meters at once
+        for s in started:
+            try:
+                s.offsets.append(self._offset(s.handle))
+            except Exception as e:  # the actor could not start on its node
+                s.status = "died"
+                self._problem(s, f"sensor actor did not start ({_short(e)})")
+        live = [s for s in started if s.status != "died"]
+        opened = [s.handle.open.remote() for s in live]
+        for s, ref in zip(live, opened):
             try:
                 r = ray.get(ref)
             except Exception as e:  # the actor died while opening
@@ -251,12 +259,6 @@ class RayCluster:
             s.channels = list(r["channels"])
             s.problems = list(r["problems"])
             self.sensor_problems += [f"node {_short_id(s.node_id)}: {p}" for p in r["problems"]]
-            if s.status == "ok":
-                try:
-                    s.offsets.append(self._offset(s.handle))
-                except Exception as e:
-                    s.status = "died"
-                    self._problem(s, f"sensor actor died ({_short(e)})")
             if s.status != "ok":
                 try:
                     ray.kill(s.handle)
