@@ -433,6 +433,8 @@ class RayCluster:
                 "cpu_pct": res["cpu_pct"], "clock_offset_ns": ld.offsets[0].offset_ns,
                 "clock_uncertainty_ns": line.uncertainty_ns, "clock_rtt_ns": ld.offsets[0].rtt_ns,
                 "drift_ppm": drift_ppm(ld.offsets[0], ld.offsets[-1]) if len(ld.offsets) > 1 else None,
+                # ± on drift_ppm: both offsets' bounds over the time between them (short levels: large)
+                "drift_uncertainty_ppm": _drift_u(ld.offsets),
             })
         outcome = lv._assemble(spec, worker_results, t0, target_rate, n)
         if stopped:
@@ -497,6 +499,12 @@ def _fill_clock(ni: NodeInfo, offsets: list[ClockOffset]) -> None:
     ni.clock_offset_ns = offsets[0].offset_ns
     ni.clock_uncertainty_ns = line.uncertainty_ns
     ni.clock_rtt_ns = min(o.rtt_ns for o in offsets)
+
+
+def _drift_u(offsets: list[ClockOffset]) -> float | None:
+    if len(offsets) < 2 or offsets[-1].at_driver_ns <= offsets[0].at_driver_ns:
+        return None
+    return (offsets[0].uncertainty_ns + offsets[-1].uncertainty_ns) / (offsets[-1].at_driver_ns - offsets[0].at_driver_ns) * 1e6
 
 
 def _share(total: int | None, a: int, n: int) -> int | None:
