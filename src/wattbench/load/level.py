@@ -45,7 +45,10 @@ ignore SIGINT and are cancelled by the parent.
 
 Client saturation: ``load.saturated`` is set, with reasons, when the send-lag p99 exceeds
 ``max(5 ms, 10% of the mean inter-arrival time)``, when the achieved rate is below 95% of the
-target (open loop and trace), or when a worker used more than 90% of one core.
+target (open loop and trace), when a worker used more than 90% of one core, or when the event
+loop's lag p99 exceeds 2 ms. The loop lag is measured by a 10 ms timer in every worker: a client
+that is not CPU-bound itself can still be starved of CPU by other processes (measured on a shared
+host: 20% of a core used, arrival stamps 5-25 ms late), and only this probe sees that.
 """
 
 from __future__ import annotations
@@ -63,7 +66,6 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
-import numpy as np
 
 from wattbench.clock import now_ns
 from wattbench.errors import Interrupted, UserError, WattbenchError
@@ -83,6 +85,8 @@ ARRIVALS_PER_WORKER_RPS = 100.0
 PROGRESS_PERIOD_S = 0.2  # on_progress at most 5 times/s
 START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
 
+LOOP_PROBE_S = 0.01  # the loop-lag probe's period
+SAT_LOOP_LAG_MS = 2.0  # loop-lag p99 above this: arrival stamps may be late by that much
 SAT_CPU_PCT = 90.0
 SAT_RATE_FRACTION = 0.95
 SAT_LAG_FLOOR_MS = 5.0
@@ -291,6 +295,14 @@ def _open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list
 # ------------------------------------------------------------------------------------ worker
 
 
+async def _sleep_until(when_ns: int) -> None:
+    """Sleep until ``when_ns`` on the monotonic clock, never returning early: uvloop's timers
+    have whole-millisecond resolution and wake up to 1 ms early (measured: most 2.4 ms sleeps),
+    so sleep again for what is left."""
+    while (left := when_ns - now_ns()) > 0:
+        await asyncio.sleep(left / 1e9)
+
+
 class _Session:
     __slots__ = ("messages", "text", "tail", "last_end_ns", "target")
 
@@ -316,6 +328,17 @@ class _Worker:
         self.sessions: dict[str, _Session] = {}
         self.tasks: set[asyncio.Task] = set()
         self.client = None
+        self.loop_lag_ns: list[int] = []
+
+    async def _probe_loop_lag(self) -> None:
+        """Sleep LOOP_PROBE_S at a time and record how late each wake-up is: the delay any
+        socket read of this worker can suffer before it is stamped."""
+        period = int(LOOP_PROBE_S * 1e9)
+        lags = self.loop_lag_ns
+        while True:
+            due = now_ns() + period
+            await asyncio.sleep(LOOP_PROBE_S)
+            lags.append(max(0, now_ns() - due))
 
     # -- one request (with session handling)
     async def _one(
@@ -342,9 +365,7 @@ class _Worker:
                 if prev is not None:
                     await prev
                 if st.last_end_ns is not None and spec.think_time_s > 0:
-                    wait_ns = st.last_end_ns + int(spec.think_time_s * 1e9) - now_ns()
-                    if wait_ns > 0:
-                        await asyncio.sleep(wait_ns / 1e9)
+                    await _sleep_until(st.last_end_ns + int(spec.think_time_s * 1e9))
                 if scheduled_ns is not None:
                     scheduled_ns = max(scheduled_ns, now_ns())
                 turn_spec = self._with_history(spec, st)
@@ -463,9 +484,7 @@ class _Worker:
             if link.stop.is_set():
                 break
             when = t0_ns + int(off * 1e9)
-            delay = when - now_ns()
-            if delay > 0:
-                await asyncio.sleep(delay / 1e9)
+            await _sleep_until(when)
             self._spawn(self._one(idx, spec, when, warm, self._target_of(k)))
         self.stop_ns = now_ns()
         while self.tasks:
@@ -479,13 +498,13 @@ class _Worker:
         conc = plan.concurrency if plan.mode == "concurrency" else len(plan.arrivals or ())
         async with StreamClient(plan.target, conc) as client:
             self.client = client
-            delay = t0_ns - now_ns()
-            if delay > 0:
-                await asyncio.sleep(delay / 1e9)
+            await _sleep_until(t0_ns)
             body = self._closed(t0_ns) if plan.mode == "concurrency" else self._open(t0_ns)
             main = asyncio.ensure_future(body)
+            probe = asyncio.ensure_future(self._probe_loop_lag())
             cancel = asyncio.ensure_future(self.link.cancel.wait())
             await asyncio.wait({main, cancel}, return_when=asyncio.FIRST_COMPLETED)
+            probe.cancel()
             interrupted = cancel.done()
             if interrupted:
                 main.cancel()
@@ -526,6 +545,9 @@ class _PipeLink:
         self.cancel = asyncio.Event()
         self._waiting: asyncio.Future | None = None
         loop.add_reader(conn.fileno(), self._readable)
+        # uvloop (libuv's uv_poll) switches a watched fd to non-blocking; a Connection needs a
+        # blocking fd, or sending a large batch of records fails half-way with EAGAIN.
+        os.set_blocking(conn.fileno(), True)
 
     def _readable(self) -> None:
         try:
@@ -601,8 +623,9 @@ def _worker_process(plan: _Plan, conn) -> None:
         recs = worker.records
         for k in range(0, len(recs), 2000):
             conn.send(("records", [r.model_dump() for r in recs[k : k + 2000]]))
-        conn.send(("result", cpu_pct, worker.stop_ns, interrupted, worker.done, worker.failed, worker.output_tokens))
-    except (EOFError, BrokenPipeError):
+        conn.send(("result", cpu_pct, worker.stop_ns, interrupted, worker.done, worker.failed,
+                   worker.output_tokens, worker.loop_lag_ns))
+    except (EOFError, BrokenPipeError):  # the parent is gone: nothing to report to
         pass
     except BaseException:  # report the bug to the parent, which raises it
         try:
@@ -623,6 +646,7 @@ class _WorkerResult:
     cpu_pct: float | None
     stop_ns: int | None
     interrupted: bool
+    loop_lag_ns: list[int] = dataclasses.field(default_factory=list)
 
 
 def _validate(spec: LevelSpec) -> None:
@@ -741,20 +765,23 @@ def _deadline_ns(spec: LevelSpec, feeder: _Feeder | None, t0_ns: int) -> int | N
     return t0_ns + int(((spec.warmup_s or 0.0) + spec.duration_s) * 1e9)
 
 
-def _run_loop(coro_fn):
-    """Run ``coro_fn(loop)`` on a fresh (uv)loop; SIGINT sets the returned flag instead of raising."""
+def _run_loop(coro_fn, fast: bool = True):
+    """Run ``coro_fn(loop)`` on a fresh loop (uvloop when ``fast``); SIGINT sets the returned flag
+    instead of raising."""
     from wattbench.load.client import new_event_loop
 
-    loop = new_event_loop()
+    loop = new_event_loop() if fast else asyncio.new_event_loop()
     interrupted = threading.Event()
-    main_thread = threading.current_thread() is threading.main_thread()
+    # A plain Python handler, not loop.add_signal_handler: the coordinating coroutines poll the
+    # flag every 50 ms, and no loop-owned signal fd is left behind between levels.
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
     try:
-        if main_thread:
-            loop.add_signal_handler(signal.SIGINT, interrupted.set)
         return loop.run_until_complete(coro_fn(loop, interrupted)), interrupted.is_set()
     finally:
-        if main_thread:
-            loop.remove_signal_handler(signal.SIGINT)
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
 
@@ -785,7 +812,7 @@ def _run_inprocess(plan: _Plan, feeder, spec: LevelSpec, on_progress):
         cpu_pct = 100.0 * (time.thread_time_ns() - thread_cpu0) / max(1, now_ns() - wall0)
         if on_progress is not None:
             on_progress(_progress_dict(worker.done, worker.failed, worker.output_tokens, t0_ns))
-        return [_WorkerResult(worker.records, cpu_pct, worker.stop_ns, was_cancelled)], t0_ns
+        return [_WorkerResult(worker.records, cpu_pct, worker.stop_ns, was_cancelled, worker.loop_lag_ns)], t0_ns
 
     (results, t0_ns), interrupted = _run_loop(go)
     return results, t0_ns, interrupted or any(r.interrupted for r in results)
@@ -867,10 +894,10 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
                     elif kind == "records":
                         records[w].extend(msg[1])
                     elif kind == "result":
-                        _, cpu, stop_ns, intr, d, f, o = msg
+                        _, cpu, stop_ns, intr, d, f, o, lags = msg
                         counts[w] = (d, f, o)
                         results[w] = _WorkerResult(
-                            [RequestRecord.model_construct(**r) for r in records[w]], cpu, stop_ns, intr
+                            [RequestRecord.model_construct(**r) for r in records[w]], cpu, stop_ns, intr, lags
                         )
                         loop.remove_reader(c.fileno())
                         break
@@ -879,16 +906,19 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
                         results[w] = _WorkerResult([], None, None, True)
                         loop.remove_reader(c.fileno())
                         break
-            except (EOFError, OSError):
+            except (EOFError, OSError) as e:
                 loop.remove_reader(c.fileno())
                 if results[w] is None:
-                    errors.append(f"load worker {w} exited unexpectedly")
+                    errors.append(
+                        f"load worker {w} exited unexpectedly (exit code {procs[w].exitcode}, {e!r})"
+                    )
                     results[w] = _WorkerResult([RequestRecord.model_construct(**r) for r in records[w]], None, None, True)
             if all(r is not None for r in results) and not finished.done():
                 finished.set_result(None)
 
         for w, c in enumerate(conns):
             loop.add_reader(c.fileno(), on_msg, w)
+            os.set_blocking(c.fileno(), True)  # see _PipeLink
         last = 0
         cancelled = False
         while not finished.done():
@@ -917,7 +947,7 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
             raise WattbenchError("load worker failed:\n" + "\n".join(errors))
         return results
 
-    results, interrupted = _run_loop(go)
+    results, interrupted = _run_loop(go, fast=False)  # coordination only: no need for uvloop
     return results, t0_ns, interrupted or any(r.interrupted for r in results)
 
 
@@ -996,6 +1026,7 @@ def _assemble(spec: LevelSpec, results: list[_WorkerResult], t0_ns: int, target_
     cpus = [res.cpu_pct for res in results if res.cpu_pct is not None]
     load.client_cpu_pct = max(cpus) if cpus else None
     load.client_cpu_pct_per_worker = cpus
+    load.client_loop_lag_ms = stats([x / 1e6 for res in results for x in res.loop_lag_ns])
     stops = [res.stop_ns for res in results if res.stop_ns is not None]
     if stops and records:
         last_end = max(request_end_ns(r) or r.sent_ns for r in records)
@@ -1011,6 +1042,12 @@ def _assemble(spec: LevelSpec, results: list[_WorkerResult], t0_ns: int, target_
             reasons.append(
                 f"achieved rate {load.achieved_rate_rps:.2f}/s < 95% of target {target_rate:.2f}/s"
             )
+    lag = load.client_loop_lag_ms
+    if lag.count >= 20 and lag.p99 > SAT_LOOP_LAG_MS:
+        reasons.append(
+            f"client event loop lag p99 {lag.p99:.1f} ms > {SAT_LOOP_LAG_MS:.0f} ms "
+            "(arrival timestamps may be late by that much: the client waits for a CPU or is busy)"
+        )
     if load.client_cpu_pct is not None and load.client_cpu_pct > SAT_CPU_PCT:
         reasons.append(f"client worker CPU {load.client_cpu_pct:.0f}% of a core > {SAT_CPU_PCT:.0f}%")
     load.saturated = bool(reasons)

@@ -105,6 +105,9 @@ class LoadStats(_M):
     client_cpu_pct: float | None = None  # of one core, max over workers
     client_cpu_pct_per_worker: list[float] = Field(default_factory=list)
     drain_s: float | None = None  # from when sending stopped to when the last request ended
+    # How late a 10 ms timer in each worker's event loop fired (all workers pooled): when the
+    # client process waits for a CPU, its arrival stamps are late by about this much.
+    client_loop_lag_ms: Stats = Field(default_factory=Stats)
     workers: int = 1
     saturated: bool = False
     saturation_reasons: list[str] = Field(default_factory=list)

@@ -1,0 +1,51 @@
+"""Start ``tests/fakes/stream_server.py`` as a real process and stop it by PID."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+SERVER = Path(__file__).with_name("stream_server.py")
+
+
+@contextmanager
+def stream_server(*args: str):
+    """Yield ``(base_url, stats)``; ``stats(reset=False)`` reads the server's /stats."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVER), "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        if not line.startswith("LISTENING"):
+            raise RuntimeError(f"stream server did not start: {line!r} {proc.stderr.read()[:2000]}")
+        base = f"http://127.0.0.1:{int(line.split()[1])}"
+
+        def stats(reset: bool = False) -> dict:
+            with urllib.request.urlopen(base + ("/stats/reset" if reset else "/stats"), timeout=10) as r:
+                return json.loads(r.read())
+
+        def per_request() -> dict:
+            with urllib.request.urlopen(base + "/stats/requests", timeout=10) as r:
+                return json.loads(r.read())
+
+        stats.per_request = per_request
+        yield base, stats
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
