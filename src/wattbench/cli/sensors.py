@@ -26,7 +26,7 @@ def _fmt(v, unit: str) -> str:
 def _period(d: dict) -> str:
     p = d.get("measured_update_s")
     if p is None:
-        return "no change" if d.get("reads") else "-"
+        return f"no change in {d.get('measure_s', 0):g} s" if d.get("reads") else "not read"
     return f"{p * 1000:,.0f} ms" if p < 10 else f"{p:,.0f} s"
 
 
@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
             wide = console.width >= 140
             t = Table(title="Power meters on this machine", show_lines=False)
             for col in ("channel", "boundary", "kind", "method", "value", "update", "read") + (("source",) if wide else ()):
-                t.add_column(col, overflow="fold", no_wrap=col != "source")
+                t.add_column(col, overflow="fold")
             for r in chans:
                 primary = " *" if r.get("primary") else ""
                 t.add_row(

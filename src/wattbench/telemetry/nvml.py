@@ -192,6 +192,13 @@ class NvmlSensor(Sensor):
             ok, vals = self._probe(f"gpu{i} {q}", nv.nvmlDeviceGetFieldValues, h, [fid])
             if not ok or not vals or field_value(vals[0]) is None:
                 continue
+            if q == "memory_power":
+                # a driver without the memory scope may ignore scopeId and answer the board total
+                ok2, both = self._probe(f"gpu{i} {q}", nv.nvmlDeviceGetFieldValues, h, [fi_inst, fid])
+                if ok2 and field_value(both[0]) is not None and field_value(both[0]) == field_value(both[1]):
+                    self.warnings.append(f"nvml: gpu{i} memory-scope power equals the board total; "
+                                         "the driver ignores the scope, channel dropped")
+                    continue
             g["fields"].append((f"{prefix}.{q}", fid))
             primary = q == "power_instant" and not has_counter
             chans.append(ch(q, "power", "W", boundary, source, quantity=quantity, resolution=0.001,

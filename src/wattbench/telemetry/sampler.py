@@ -1,4 +1,8 @@
-"""The sampler: one daemon thread that polls every sensor on absolute deadlines.
+"""The sampler: daemon threads that poll the sensors on absolute deadlines.
+
+One thread per opened sensor, so a slow meter (``ipmitool`` taking 300 ms, a Redfish BMC
+timing out) never delays the GPU counter reads; each sensor's ``read()`` is only ever called
+from its own thread, so sensors need not be thread-safe.
 
 Each sensor is polled at its own period: its ``poll_interval_s`` when it sets one (on the
 instance or its class), else the sampler's ``interval_s``. Deadlines are absolute
@@ -53,12 +57,14 @@ class Sampler:
         self.opened: list[Sensor] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._started = False
+        self._t_start_ns = 0
+        self._t_stop_ns: int | None = None
+        self._cpu_by_thread: dict[str, int] = {}
         self._latest: dict[str, tuple[int, float]] = {}
         self._prev: dict[str, tuple[int, float]] = {}
         self._is_open = False
-        self._cpu_ns = 0
-        self._run_wall_ns = 0
         self._reads = 0
         self._failures = 0
         self._missed = 0
@@ -96,18 +102,27 @@ class Sampler:
         return self.problems[before:]
 
     def start(self) -> None:
-        if self._thread is not None:
+        if self._started:
             raise RuntimeError("sampler already started")
+        self._started = True
         self.open()
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="wattbench-sampler", daemon=True)
-        self._thread.start()
+        self._t_start_ns = now_ns()
+        for i, s in enumerate(self.opened):
+            period_ns = int(period_of(s, self.interval_s) * 1e9)
+            t = threading.Thread(target=self._loop, args=(s, period_ns, f"{i}:{s.name}"),
+                                 name=f"wattbench-sampler-{s.name}", daemon=True)
+            self._threads.append(t)
+        for t in self._threads:
+            t.start()
 
     def stop(self) -> TelemetryLog:
-        """Stop the thread, close the sensors, return everything seen."""
+        """Stop the threads, close the sensors, return everything seen."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        for t in self._threads:
+            t.join()
+        if self._started and self._t_stop_ns is None:
+            self._t_stop_ns = now_ns()
         for s in self.opened:
             self._close_one(s)
         self.opened = []
@@ -129,35 +144,28 @@ class Sampler:
         except Exception:  # a sensor that fails to close must not lose the run's telemetry
             pass
 
-    # -- the thread -------------------------------------------------------------------------
-    def _run(self) -> None:
+    # -- the threads ------------------------------------------------------------------------
+    def _loop(self, s: Sensor, period_ns: int, key: str) -> None:
         cpu0 = time.thread_time_ns()
-        wall0 = now_ns()
-        periods = [int(period_of(s, self.interval_s) * 1e9) for s in self.opened]
-        due = [wall0] * len(self.opened)
+        due = now_ns()
         try:
-            while not self._stop.is_set() and self.opened:
+            while not self._stop.is_set():
                 t = now_ns()
-                nxt = min(due)
-                if nxt > t:
-                    if self._stop.wait((nxt - t) / 1e9):
+                if due > t:
+                    if self._stop.wait((due - t) / 1e9):
                         break
                     continue
-                for i, s in enumerate(self.opened):
-                    if due[i] > t:
-                        continue
-                    self._poll(s)
-                    due[i] += periods[i]
-                    after = now_ns()
-                    if due[i] <= after:  # overran by at least a whole period: skip, do not burst
-                        missed = (after - due[i]) // periods[i] + 1
+                self._poll(s)
+                due += period_ns
+                after = now_ns()
+                if due <= after:  # overran by at least a whole period: skip, do not burst
+                    missed = (after - due) // period_ns + 1
+                    with self._lock:
                         self._missed += int(missed)
-                        due[i] += int(missed) * periods[i]
-                self._cpu_ns = time.thread_time_ns() - cpu0
-                self._run_wall_ns = now_ns() - wall0
+                    due += int(missed) * period_ns
+                self._cpu_by_thread[key] = time.thread_time_ns() - cpu0
         finally:
-            self._cpu_ns = time.thread_time_ns() - cpu0
-            self._run_wall_ns = now_ns() - wall0
+            self._cpu_by_thread[key] = time.thread_time_ns() - cpu0
 
     def _poll(self, s: Sensor) -> None:
         a = now_ns()
@@ -171,8 +179,9 @@ class Sampler:
             if self.sink is not None:
                 self.sink.failure(f)
             return
-        self._read_ns[s.name] = self._read_ns.get(s.name, 0) + (now_ns() - a)
+        took = now_ns() - a
         with self._lock:
+            self._read_ns[s.name] = self._read_ns.get(s.name, 0) + took
             self.log.add(readings)
             self._reads += 1
             for r in readings:
@@ -184,6 +193,12 @@ class Sampler:
             self.sink.write(readings)
 
     # -- live access ------------------------------------------------------------------------
+    def series(self, channel_id: str) -> tuple[list[int], list[float]]:
+        """A consistent copy of one channel's series, safe while the sampler runs."""
+        with self._lock:
+            t, v = self.log.series(channel_id)
+            return list(t), list(v)
+
     def snapshot(self) -> dict[str, tuple[int, float]]:
         """Latest (t_ns, value) of every channel seen so far."""
         with self._lock:
@@ -250,12 +265,21 @@ class Sampler:
         return []
 
     def overhead(self) -> dict:
-        """The sampler thread's own cost so far (or over its whole life once stopped)."""
-        wall = self._run_wall_ns
+        """The sampler threads' own cost so far (or over their whole life once stopped).
+
+        ``cpu_s`` sums the CPU time of every sampler thread; ``cpu_pct_of_core`` divides it by
+        the wall time the sampler ran.
+        """
+        if not self._started:
+            wall = 0
+        else:
+            wall = (self._t_stop_ns if self._t_stop_ns is not None else now_ns()) - self._t_start_ns
+        cpu = sum(self._cpu_by_thread.values())
         return {
-            "cpu_s": self._cpu_ns / 1e9,
+            "cpu_s": cpu / 1e9,
             "wall_s": wall / 1e9,
-            "cpu_pct_of_core": 100.0 * self._cpu_ns / wall if wall > 0 else 0.0,
+            "cpu_pct_of_core": 100.0 * cpu / wall if wall > 0 else 0.0,
+            "threads": len(self._threads),
             "reads": self._reads,
             "failures": self._failures,
             "missed_deadlines": self._missed,

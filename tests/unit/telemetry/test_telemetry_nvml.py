@@ -170,3 +170,11 @@ def test_throttle_reasons_fallback_on_older_driver():
     s = NvmlSensor(nvml=Older(unsupported={"nvmlDeviceGetCurrentClocksEventReasons"}))
     s.open()
     assert by_id(s.read())["nvml.gpu0.clock_event_reasons"][0].value == 0x20
+
+
+def test_memory_scope_ignored_by_driver_is_dropped():
+    nv = FakeNvml(gpus=[FakeGPU(power_mw=90_000, mem_power_mw=90_000)])  # scope ignored: same as total
+    s = NvmlSensor(nvml=nv)
+    ids = {c.id for c in s.open()}
+    assert "nvml.gpu0.memory_power" not in ids and "nvml.gpu0.power_instant" in ids
+    assert any("ignores the scope" in w for w in s.warnings)

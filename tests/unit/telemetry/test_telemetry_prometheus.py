@@ -34,17 +34,30 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def exporter():
+@pytest.fixture(scope="module")
+def _endpoint():
+    """One real exposition endpoint for the module (its shutdown takes 0.5 s)."""
     reg = CollectorRegistry()
-    col = DcgmCollector()
-    reg.register(col)
+    holder = {"col": DcgmCollector()}
+
+    class Proxy:
+        def collect(self):
+            return holder["col"].collect()
+
+    reg.register(Proxy())
     port = free_port()
     server, thread = start_http_server(port, addr="127.0.0.1", registry=reg)
-    yield col, f"http://127.0.0.1:{port}/metrics"
+    yield holder, f"http://127.0.0.1:{port}/metrics"
     server.shutdown()
     server.server_close()
     thread.join()
+
+
+@pytest.fixture
+def exporter(_endpoint):
+    holder, url = _endpoint
+    holder["col"] = DcgmCollector()  # fresh scripted values per test
+    return holder["col"], url
 
 
 def test_dcgm_all_series(exporter):

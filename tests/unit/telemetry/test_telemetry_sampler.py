@@ -159,3 +159,21 @@ def test_jsonl_batches_split_and_other_writers_lines(tmp_path, monkeypatch):
 
     with pytest.raises(UserError, match="not a wattbench telemetry file"):
         read_telemetry(bad)
+
+
+def test_slow_sensor_does_not_delay_fast_one():
+    class Slow(ScriptedSensor):
+        def read(self):
+            time.sleep(0.25)
+            return super().read()
+
+    fast = ScriptedSensor(name="fast")
+    slow = Slow(name="slow", poll_interval_s=0.3)
+    sm = Sampler([fast, slow], interval_s=0.02)
+    sm.start()
+    time.sleep(0.6)
+    sm.stop()
+    gaps = [(b - a) / 1e6 for a, b in zip(fast.read_times, fast.read_times[1:])]
+    assert max(gaps) < 150  # a shared thread would stall >= 250 ms behind each slow read
+    assert sm.overhead()["threads"] == 2
+    assert sm.series("fast.power")[1][0] == 100.0
