@@ -63,3 +63,19 @@ def test_open_loop_weighted_arrivals_two_workers(servers):
     assert (per[fast].requests.completed, per[slow].requests.completed) == (30, 10)
     # arrivals kept their absolute schedule (median send lag; the tail is the shared box's)
     assert out.load.send_lag_ms.p50 < 10
+
+
+def test_a_session_stays_on_the_target_of_its_first_turn(servers):
+    reqs = [RequestSpec(prompt=f"s{s} t{t}", max_tokens=3, session_id=f"s{s}", turn=t)
+            for t in range(3) for s in range(3)]
+    chat = [TargetSpec(base_url=t.base_url, model="fake-model", api="chat") for t in servers]
+    spec = LevelSpec(index=0, mode="rate", value=50, arrival="constant", num_requests=len(reqs))
+    out = run_level_multi(spec, chat, reqs)
+    by_session: dict[str, set] = {}
+    for r in out.records:
+        assert r.ok
+        by_session.setdefault(r.session_id, set()).add(r.target)
+    # with 3 sessions and 2 targets, request k's own route (k mod 2) would move every session
+    # between the replicas from turn to turn; sticking to the first turn's target keeps each on one
+    assert len(by_session) == 3 and all(len(v) == 1 for v in by_session.values())
+    assert by_session["s0"] == by_session["s2"] != by_session["s1"]
