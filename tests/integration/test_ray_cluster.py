@@ -157,3 +157,19 @@ def test_sensor_actor_dies_and_the_run_goes_on(cluster, target):
     assert w.energy_j == pytest.approx(250.0 * (out.end_ns - out.start_ns) / 1e9, rel=0.02)
     tot = boundary_totals(log, out.start_ns, out.end_ns)
     assert "cluster" in tot and sa in tot["cluster"].notes[0] and sb in tot["cluster"].notes[0]
+
+
+def test_several_targets_through_ray(cluster):
+    from tests.fakes.distributed_servers import scripted_servers
+    from wattbench.load.targets import per_target_summary
+
+    with scripted_servers(["--ttft-ms", "20", "--itl-ms", "3"], ["--ttft-ms", "90", "--itl-ms", "9"]) as urls:
+        targets = [TargetSpec(base_url=u, model="fake-model") for u in urls]
+        spec = LevelSpec(index=0, mode="rate", value=40.0, arrival="constant", num_requests=40)
+        with RayCluster("auto", n_actors=2, actor_cpus=1) as cl:
+            out = cl.run_level(spec, targets, factory, weights=[1, 3])
+    per = per_target_summary(out.records, out.start_ns, out.end_ns, urls)
+    assert (per[urls[0]].requests.completed, per[urls[1]].requests.completed) == (10, 30)
+    assert per[urls[0]].latency.ttft_ms.mean == pytest.approx(20, abs=6)
+    assert per[urls[1]].latency.ttft_ms.mean == pytest.approx(90, abs=6)
+    assert per[urls[1]].latency.itl_ms.mean == pytest.approx(9, abs=1.5)
