@@ -125,7 +125,8 @@ class LoadWorker:
         if last_end is not None and out.load.drain_s is not None:
             stop = last_end - int(out.load.drain_s * 1e9) + self.skew
         return {"records": recs, "cpu_pct": out.load.client_cpu_pct, "stop_ns": stop,
-                "stopped_early": out.stopped_early, "info": self.info()}
+                "stopped_early": out.stopped_early, "info": self.info(), "loop_lag_ns": [],
+                "saturation_reasons": list(out.load.saturation_reasons)}
 
     def run_open(self, job: dict) -> dict:
         """Open loop / trace: this actor's arrivals at ``t0 + offset`` on the driver's timeline."""
@@ -168,7 +169,8 @@ class LoadWorker:
         recs = [_shift_dict(r.model_dump(), self.skew) for r in worker.records]
         return {"records": recs, "cpu_pct": cpu_pct,
                 "stop_ns": None if worker.stop_ns is None else worker.stop_ns + self.skew,
-                "stopped_early": "interrupted" if interrupted else None, "info": self.info()}
+                "stopped_early": "interrupted" if interrupted else None, "info": self.info(),
+                "loop_lag_ns": list(getattr(worker, "loop_lag_ns", [])), "saturation_reasons": []}
 
 
 class _Buffer:

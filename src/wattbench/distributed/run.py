@@ -425,7 +425,10 @@ class RayCluster:
             line = _line(ld.offsets)
             recs = [shift_record(RequestRecord.model_construct(**d), line.to_driver) for d in res["records"]]
             stop = line.to_driver(res["stop_ns"]) if res["stop_ns"] is not None else None
-            worker_results.append(lv._WorkerResult(recs, res["cpu_pct"], stop, res["stopped_early"] == "interrupted"))
+            wr = lv._WorkerResult(recs, res["cpu_pct"], stop, res["stopped_early"] == "interrupted")
+            if res.get("loop_lag_ns") and hasattr(wr, "loop_lag_ns"):
+                wr.loop_lag_ns = res["loop_lag_ns"]  # open loop: the raw probe, merged like workers'
+            worker_results.append(wr)
             if res["stopped_early"]:
                 stopped.append(res["stopped_early"])
             actors.append({
@@ -437,6 +440,11 @@ class RayCluster:
                 "drift_uncertainty_ppm": _drift_u(ld.offsets),
             })
         outcome = lv._assemble(spec, worker_results, t0, target_rate, n)
+        # closed loop: each actor judged its own client saturation (loop lag, CPU); carry it over
+        for ld, res in zip(loads, results):
+            for reason in res.get("saturation_reasons") or []:
+                outcome.load.saturation_reasons.append(f"load actor {ld.index}: {reason}")
+                outcome.load.saturated = True
         if stopped:
             outcome.stopped_early = sorted(set(stopped))[0]
         outcome.load.actors = actors
