@@ -64,7 +64,7 @@ import time
 import traceback
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 
 from wattbench.clock import now_ns
@@ -124,6 +124,10 @@ class _Plan:
     arrivals: list | None = None  # open loop: [(index, offset_s, spec, warmup)] sorted by offset
     stop_after_s: float | None = None  # closed loop: stop sending at t0 + this
     progress_period_s: float = PROGRESS_PERIOD_S
+    # several targets: ``routes[k]`` is the index in ``targets`` of this worker's stream k (closed
+    # loop) or arrival k (open loop); records then carry ``target`` = the base URL
+    targets: list | None = None
+    routes: list | None = None
 
 
 def _source(requests) -> Iterator[tuple[int, RequestSpec]]:
@@ -300,9 +304,10 @@ async def _sleep_until(when_ns: int) -> None:
 
 
 class _Session:
-    __slots__ = ("messages", "text", "tail", "last_end_ns")
+    __slots__ = ("messages", "text", "tail", "last_end_ns", "target")
 
     def __init__(self) -> None:
+        self.target = None
         self.messages: list[dict] = []
         self.text = ""
         self.tail: asyncio.Future | None = None
@@ -336,18 +341,23 @@ class _Worker:
             lags.append(max(0, now_ns() - due))
 
     # -- one request (with session handling)
-    async def _one(self, idx: int, spec: RequestSpec, scheduled_ns: int | None, warm: bool) -> None:
+    async def _one(
+        self, idx: int, spec: RequestSpec, scheduled_ns: int | None, warm: bool, target: TargetSpec | None = None
+    ) -> None:
         plan = self.plan
-        keep_user = plan.target.keep_output_text
+        target = target or plan.target
+        keep_user = target.keep_output_text
         sid = spec.session_id
         if sid is None:
             rec = await self.client.send(
-                spec, plan.target, plan.level, idx, plan.worker, scheduled_ns=scheduled_ns, warmup=warm
+                spec, target, plan.level, idx, plan.worker, scheduled_ns=scheduled_ns, warmup=warm
             )
         else:
             st = self.sessions.get(sid)
             if st is None:
                 st = self.sessions[sid] = _Session()
+                st.target = target  # a session stays on the target of its first turn
+            target = st.target
             prev = st.tail
             mine = asyncio.get_running_loop().create_future()
             st.tail = mine
@@ -361,7 +371,7 @@ class _Worker:
                 turn_spec = self._with_history(spec, st)
                 rec = await self.client.send(
                     turn_spec,
-                    plan.target,
+                    target,
                     plan.level,
                     idx,
                     plan.worker,
@@ -370,7 +380,7 @@ class _Worker:
                     keep_text=True,
                 )
                 answer = rec.output_text or ""
-                if plan.target.api == "chat":
+                if target.api == "chat":
                     st.messages = list(turn_spec.messages or []) + [{"role": "assistant", "content": answer}]
                 else:
                     st.text = (turn_spec.prompt or "") + answer
@@ -380,6 +390,8 @@ class _Worker:
             finally:
                 if not mine.done():
                     mine.set_result(None)
+        if plan.targets:
+            rec.target = target.base_url
         self.records.append(rec)
         if rec.ok:
             self.done += 1
@@ -387,8 +399,15 @@ class _Worker:
         else:
             self.failed += 1
 
+    def _target_of(self, k: int) -> TargetSpec:
+        """The target of stream ``k`` (closed loop) or arrival ``k`` (open loop)."""
+        plan = self.plan
+        if not plan.targets:
+            return plan.target
+        return plan.targets[plan.routes[k]]
+
     def _with_history(self, spec: RequestSpec, st: _Session) -> RequestSpec:
-        if self.plan.target.api == "chat":
+        if (st.target or self.plan.target).api == "chat":
             own = spec.messages if spec.messages is not None else [{"role": "user", "content": spec.prompt or ""}]
             return dataclasses.replace(spec, messages=st.messages + list(own))
         return dataclasses.replace(spec, prompt=st.text + (spec.prompt or ""))
@@ -439,15 +458,15 @@ class _Worker:
                 if not buf and not state["end"]:
                     await asyncio.sleep(0.02)  # the parent had nothing for us yet (sessions)
 
-        async def stream() -> None:
+        async def stream(target) -> None:
             while True:
                 item = await next_item()
                 if item is None:
                     return
                 idx, spec, warm = item
-                await self._one(idx, spec, None, warm)
+                await self._one(idx, spec, None, warm, target)
 
-        streams = [asyncio.ensure_future(stream()) for _ in range(plan.concurrency)]
+        streams = [asyncio.ensure_future(stream(self._target_of(k))) for k in range(plan.concurrency)]
         self.tasks.update(streams)
         try:
             await asyncio.gather(*streams)
@@ -461,12 +480,12 @@ class _Worker:
     # -- open loop / trace
     async def _open(self, t0_ns: int) -> None:
         link = self.link
-        for idx, off, spec, warm in self.plan.arrivals or ():
+        for k, (idx, off, spec, warm) in enumerate(self.plan.arrivals or ()):
             if link.stop.is_set():
                 break
             when = t0_ns + int(off * 1e9)
             await _sleep_until(when)
-            self._spawn(self._one(idx, spec, when, warm))
+            self._spawn(self._one(idx, spec, when, warm, self._target_of(k)))
         self.stop_ns = now_ns()
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=False)
@@ -645,14 +664,40 @@ def _validate(spec: LevelSpec) -> None:
         raise UserError(f"--workers must be >= 1, got {spec.workers}")
 
 
+def _route(route: Callable[[int], int], k: int, n: int) -> int:
+    i = route(k)
+    if not (isinstance(i, int) and 0 <= i < n):
+        raise WattbenchError(f"target route gave {i!r} for {k}; expected an index in 0..{n - 1}")
+    return i
+
+
 def run_level(
     spec: LevelSpec,
-    target: TargetSpec,
+    target: TargetSpec | Sequence[TargetSpec],
     requests: Iterable[RequestSpec] | Callable[[int], RequestSpec],
     on_progress: Callable[[dict], None] | None = None,
+    route: Callable[[int], int] | None = None,
 ) -> LevelOutcome:
-    """Run one level and return its records, window and load statistics (see module doc)."""
+    """Run one level and return its records, window and load statistics (see module doc).
+
+    ``target`` may be a list of targets (replicas, or a load balancer and its backends): then
+    ``route(k)`` gives the index in that list of closed-loop stream ``k`` (numbered over all
+    workers) or of the open-loop/trace request with index ``k`` (default: ``k % len(targets)``,
+    round robin); a session stays on the target of its first turn; every record carries
+    ``target`` = the base URL it went to. ``wattbench.load.targets`` builds weighted routes.
+    """
     _validate(spec)
+    targets: list[TargetSpec] | None = None
+    if not isinstance(target, TargetSpec):
+        targets = list(target)
+        if not targets:
+            raise UserError("no target given: pass at least one --target URL")
+        target = targets[0]
+        if route is None:
+            n_targets = len(targets)
+
+            def route(k: int) -> int:  # round robin
+                return k % n_targets
     n_workers = spec.workers or auto_workers(spec)
     if spec.mode == "concurrency":
         n_workers = min(n_workers, int(spec.value))
@@ -668,12 +713,21 @@ def run_level(
         stop_after = None
         if spec.duration_s is not None and not spec.warmup_requests:
             stop_after = (spec.warmup_s or 0.0) + spec.duration_s
+        first = 0
         for w in range(n_workers):
             share = conc // n_workers + (1 if w < conc % n_workers else 0)
             plans.append(_Plan(w, spec.index, spec.mode, target, concurrency=share, stop_after_s=stop_after))
+            if targets:
+                plans[-1].targets = targets
+                plans[-1].routes = [_route(route, first + k, len(targets)) for k in range(share)]
+            first += share
     else:
         parts, target_rate, exhausted_early = _open_arrivals(spec, requests, n_workers)
         plans = [_Plan(w, spec.index, spec.mode, target, arrivals=parts[w]) for w in range(n_workers)]
+        if targets:
+            for p in plans:
+                p.targets = targets
+                p.routes = [_route(route, a[0], len(targets)) for a in p.arrivals]
     if n_workers == 1:
         results, t0_ns, interrupted = _run_inprocess(plans[0], feeder, spec, on_progress)
     else:
