@@ -66,6 +66,8 @@ class RunConfig(BaseModel):
     cooldown_s: float = 0.0
     sweep: str | None = None  # "auto": double concurrency until throughput stops growing
     optimize: str | None = None  # objective: goodput_per_kw | output_tokens_per_s_per_kw | goodput_rps
+    ray: str | None = None  # "auto" or a Ray cluster address: distributed load and per-node sensing
+    ray_actors: int | None = None
     max_concurrency: int = 256  # upper end of --sweep auto and of the default --optimize ladder
     prefill_decode_pair: bool = False  # two extra levels isolating prefill and decode energy
 

@@ -63,6 +63,7 @@ class _RunState:
     engine: Any = None
     records_written: int = 0
     idle_power: dict | None = None
+    cluster: Any = None
     energy_unavailable_reason: str | None = None
     telemetry_writer: Any = None
     cleanup: list[Callable[[], None]] = field(default_factory=list)
@@ -395,6 +396,11 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
 
     model, models = asyncio.run(check_target(base_url, api_key, cfg.model))
     server = asyncio.run(detect_server(base_url, api_key))
+    extra_urls = [normalize_base_url(u) for u in cfg.targets if normalize_base_url(u) != base_url]
+    extra_servers = []
+    for u in extra_urls:  # replicas (or a load balancer's backends): same model, checked each
+        asyncio.run(check_target(u, api_key, model))
+        extra_servers.append(asyncio.run(detect_server(u, api_key)))
     if launched_info is not None:
         from wattbench.server.detect import merge_launched
 
@@ -412,18 +418,42 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         stall_timeout_s=cfg.stall_timeout_s,
         keep_output_text=cfg.keep_output_text,
     )
+    targets = [target] + [
+        TargetSpec(base_url=u, model=model, api=cfg.api, api_key=api_key, request_timeout_s=cfg.request_timeout_s,
+                   stall_timeout_s=cfg.stall_timeout_s, keep_output_text=cfg.keep_output_text,
+                   extra_body=dict(si.extra_body), send_min_tokens=bool(si.supports_ignore_eos))
+        for u, si in zip(extra_urls, extra_servers)
+    ]
     workload = _build_workload(cfg, target, server, tokenizer_path)
     # Force output lengths only on servers that accept the fields (strict servers reject them).
     target.extra_body = dict(server.extra_body)
     target.send_min_tokens = bool(server.supports_ignore_eos)
     server.output_length_forced = bool(target.extra_body)
 
-    # 2. sensors (nothing is written before the input has been checked).
-    sensors, problems = _open_sensors(cfg)
+    # 2. sensors (nothing is written before the input has been checked). With --ray one sensor
+    #    actor per node samples there and the driver merges on its clock.
+    cluster = None
+    if cfg.ray:
+        from wattbench.distributed.run import RayCluster
+
+        cluster = stack.enter_context(RayCluster(cfg.ray, n_actors=cfg.ray_actors, sensors=cfg.sensors,
+                                                 sensor_interval_s=cfg.sample_interval_s))
+        state.cluster = cluster
+        sensors, problems = [], []
+        if not cfg.no_sensors:
+            problems = list(cluster.start_sensors())
+    else:
+        sensors, problems = _open_sensors(cfg)
     from wattbench.telemetry.sampler import Sampler
 
     sampler = None
-    if sensors:
+    if cluster is not None and not cfg.no_sensors:
+        sampler = _ClusterTelemetry(cluster)
+        if sampler.channels:
+            state.sampler = sampler
+        else:
+            sampler = None
+    elif sensors:
         sampler = Sampler(sensors, interval_s=cfg.sample_interval_s)
         problems = problems + sampler.open()
         if sampler.channels:
@@ -454,6 +484,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         environment=collect_environment(gpus),
         server=server,
         sensors=[c.to_dict() for c in (sampler.channels if sampler else [])],
+        extra={"targets": [t.base_url for t in targets]} if len(targets) > 1 else {},
         sensor_problems=problems,
         tags=list(cfg.tags),
     )
@@ -507,7 +538,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     #    repeated --trials times; each level takes fresh requests (no prefix-cache hits).
     from wattbench.workload.trace import TraceWorkload
 
-    lr = _LevelRunner(state, target, workload, isinstance(workload, TraceWorkload), slos)
+    lr = _LevelRunner(state, targets, workload, isinstance(workload, TraceWorkload), slos)
     _run_levels(state, lr)
     if cfg.prefill_decode_pair and sampler is not None:
         _prefill_decode_pair(state, lr)
@@ -550,9 +581,9 @@ DEFAULT_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 class _LevelRunner:
     """Runs one load level (all its trials) and records it; the sweeps call ``measure``."""
 
-    def __init__(self, state: _RunState, target, workload, is_trace: bool, slos: list):
+    def __init__(self, state: _RunState, targets: list, workload, is_trace: bool, slos: list):
         self.state = state
-        self.target = target
+        self.targets = targets
         self.workload = workload
         self.is_trace = is_trace
         self.slos = slos
@@ -561,7 +592,6 @@ class _LevelRunner:
     def measure(self, mode: str, value: float, *, output_tokens: int | None = None,
                 input_tokens: int | None = None, label_suffix: str = "") -> LevelResult:
         from wattbench.accounting import thermal_summary
-        from wattbench.load.level import run_level
         from wattbench.load.types import LevelSpec
 
         state, cfg = self.state, self.state.config
@@ -603,7 +633,7 @@ class _LevelRunner:
 
             requests = self._requests(output_tokens, input_tokens)
             try:
-                outcome = run_level(spec, self.target, requests, on_progress=on_progress)
+                outcome = self._run_one(spec, requests, on_progress)
             except Interrupted as e:  # keep the completed requests of the interrupted level
                 partial = getattr(e, "outcome", None)
                 if partial is not None and partial.records:
@@ -618,6 +648,21 @@ class _LevelRunner:
         self._record(level, [], trials)
         return level
 
+    def _run_one(self, spec, requests, on_progress):
+        from wattbench.load.level import run_level
+
+        cluster = self.state.cluster
+        if cluster is not None:  # --ray: load actors over the cluster, records on the driver's clock
+            factory = _SpecList(requests, _requests_needed(spec))
+            out = cluster.run_level(spec, self.targets, factory, on_progress=on_progress)
+            self.state.result.nodes = cluster.node_infos()
+            return out
+        if len(self.targets) > 1:
+            from wattbench.load.targets import run_level_multi
+
+            return run_level_multi(spec, self.targets, requests, on_progress=on_progress)
+        return run_level(spec, self.targets[0], requests, on_progress=on_progress)
+
     def _requests(self, output_tokens: int | None, input_tokens: int | None):
         specs = self.workload.specs(None, start=0 if self.is_trace else self.used)
         if output_tokens is None and input_tokens is None:
@@ -627,6 +672,13 @@ class _LevelRunner:
     def _account(self, index, spec, outcome, trial: int, thermal_before, label_suffix: str) -> LevelResult:
         lv = _account_level(self.state, index, spec, outcome, _count_source(outcome.records), self.slos)
         lv.label = spec.label + label_suffix
+        if len(self.targets) > 1:
+            from wattbench.load.targets import per_target_summary
+
+            lv.per_target = per_target_summary(outcome.records, outcome.start_ns, outcome.end_ns,
+                                               [t.base_url for t in self.targets])
+        if self.state.cluster is not None and self.state.sampler is not None and outcome.end_ns > outcome.start_ns:
+            lv.per_node_energy = _per_node_energy(self.state, outcome, lv)
         lv.extra["prompt_length_source"] = self.workload.token_source
         lv.extra["trial"] = trial
         if thermal_before is not None:
@@ -653,6 +705,72 @@ class _LevelRunner:
         _write_level_artifacts(state)
         _write_report(state)
         _emit(state, "level_done", index=level.index, level=level)
+
+
+class _SpecList:
+    """A picklable request factory for Ray load actors: the level's requests drawn up front."""
+
+    def __init__(self, specs, n: int):
+        import itertools
+
+        self.specs = list(itertools.islice(iter(specs), n))
+
+    def __call__(self, i: int):
+        return self.specs[i] if 0 <= i < len(self.specs) else None
+
+
+def _requests_needed(spec) -> int:
+    """How many requests a distributed level can use (drawn before it starts)."""
+    extra = (spec.warmup_requests or 0) + int(spec.value if spec.mode == "concurrency" else 0)
+    if spec.num_requests is not None:
+        return spec.num_requests + extra
+    if spec.mode == "rate" and spec.duration_s is not None:
+        return int(spec.value * (spec.duration_s + (spec.warmup_s or 0.0)) * 1.3) + 16 + extra
+    return MAX_PREDRAWN_REQUESTS
+
+
+MAX_PREDRAWN_REQUESTS = 20_000
+
+
+class _ClusterTelemetry:
+    """The Ray cluster's merged sensor stream seen through the sampler's interface."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    @property
+    def log(self):
+        return self.cluster.telemetry()
+
+    @property
+    def channels(self):
+        return list(self.cluster.telemetry().channels.values())
+
+    def latest_power_w(self):
+        return None
+
+    def gpu_inventory(self):
+        return []
+
+    def stop(self):
+        return self.cluster.stop_sensors()
+
+    def close(self):
+        self.stop()
+
+
+def _per_node_energy(state: _RunState, outcome, level: LevelResult) -> dict:
+    from wattbench.accounting import account_window
+    from wattbench.distributed.merge import split_by_node
+
+    cfg = state.config
+    out = {}
+    for node, sub in split_by_node(state.sampler.log).items():
+        acc = account_window(sub, outcome.start_ns, outcome.end_ns, output_tokens=level.throughput.output_tokens,
+                             total_tokens=level.throughput.output_tokens + level.throughput.input_tokens,
+                             idle=None, price_per_kwh=cfg.price_per_kwh, pue=cfg.pue)
+        out[node] = acc.energy
+    return out
 
 
 def _override_lengths(specs, output_tokens: int | None, input_tokens: int | None, workload):

@@ -41,7 +41,6 @@ meters are dropped (``sensor_status="no_meters"``). Readings are drained every
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
