@@ -153,7 +153,7 @@ class RayCluster:
 
     # -- connection ----------------------------------------------------------------------------
     def connect(self) -> "RayCluster":
-        _ray()  # fails with a clear message when ray is not installed
+        ray = _ray()
         if not ray.is_initialized():
             kw = dict(self.init_kwargs)
             if self.runtime_env:
@@ -177,7 +177,7 @@ class RayCluster:
         self.close()
 
     def close(self) -> None:
-        _ray()  # fails with a clear message when ray is not installed
+        ray = _ray()
         if self.sensors and self._drainer is not None:
             try:
                 self.stop_sensors()
@@ -195,12 +195,12 @@ class RayCluster:
 
     # -- clocks --------------------------------------------------------------------------------
     def _offset(self, handle) -> ClockOffset:
-        _ray()  # fails with a clear message when ray is not installed
+        ray = _ray()
         return measure_offset(lambda: ray.get(handle.clock.remote()), n=self.pings)
 
     # -- load actors ---------------------------------------------------------------------------
     def _ensure_loads(self, n: int) -> list[_Load]:
-        _ray()  # fails with a clear message when ray is not installed
+        ray = _ray()
         if len(self.loads) < n:
             LoadRemote, _ = _remote()
             new = []
@@ -225,7 +225,7 @@ class RayCluster:
     # -- sensors -------------------------------------------------------------------------------
     def start_sensors(self) -> list[str]:
         """One sensor actor per alive node; keep those that find meters. Returns problems."""
-        _ray()  # fails with a clear message when ray is not installed
+        ray = _ray()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         _, SensorRemote = _remote()
@@ -276,7 +276,7 @@ class RayCluster:
         self.sensor_problems.append(line)
 
     def _drain_one(self, s: _Sensor, final: bool = False) -> None:
-        _ray()  # fails with a clear message when ray is not installed
+        ray = _ray()
         try:
             r = ray.get((s.handle.stop if final else s.handle.drain).remote(), timeout=60)
         except Exception as e:  # RayActorError and friends: the node's sensing is gone
@@ -310,7 +310,7 @@ class RayCluster:
 
     def stop_sensors(self) -> TelemetryLog:
         """Last offsets, final drain, stop the samplers; the merged log."""
-        _ray()  # fails with a clear message when ray is not installed
+        ray = _ray()
         self._stop_drain.set()
         if self._drainer is not None:
             self._drainer.join()
@@ -359,7 +359,7 @@ class RayCluster:
         n_actors: int | None = None,
     ) -> LevelOutcome:
         """One level spread over the load actors (module doc); records on the driver's clock."""
-        _ray()  # fails with a clear message when ray is not installed
+        _ray()  # a clear error when ray is not installed
         from wattbench.load import level as lv
         from wattbench.load.targets import check_targets, weighted_route
 
@@ -451,7 +451,7 @@ class RayCluster:
         return outcome
 
     def _wait(self, refs, loads, on_progress, t0: int) -> list[dict]:
-        _ray()  # fails with a clear message when ray is not installed
+        ray = _ray()
         pending = list(refs)
         while pending:
             _, pending = ray.wait(pending, num_returns=len(pending), timeout=PROGRESS_PERIOD_S)
