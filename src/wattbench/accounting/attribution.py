@@ -1,0 +1,249 @@
+"""Prefill vs decode energy in co-located continuous batching.
+
+**Regression.** The run is cut into intervals of ``interval_s``. For each interval i we know its
+energy ``E_i`` (J, at one boundary), its length ``dt_i`` (s), the prompt tokens processed ``P_i``
+and the tokens generated ``D_i``. The model is::
+
+    E_i = p_idle · dt_i + e_prefill · P_i + e_decode · D_i + noise
+
+fitted by non-negative least squares (all three coefficients >= 0; the "intercept" is idle power
+times interval length, so intervals of unequal length are handled). With dynamic energy (gross −
+idle) pass ``fit_idle=False`` to fit through the origin. Reported: J per prefill token, J per
+decode token, the fitted idle power, R², residual standard deviation, the number of intervals, and
+the condition of the design (prefill and decode counts that move together cannot be separated:
+``collinearity`` near 1 says so).
+
+NNLS with three unknowns is solved exactly by trying every subset of free coefficients (2³ = 8
+ordinary least-squares fits) and keeping the best one whose coefficients are all >= 0 — the
+active-set answer, without scipy.
+
+**Token counts per interval** come from the server's counters where they were scraped
+(``vllm:prompt_tokens_total`` / ``vllm:generation_tokens_total`` deltas), else from client timing
+(:func:`intervals_from_records`): a request's input tokens go to the interval holding its first
+token (prefill finishes just before it), its output tokens are spread evenly over its content
+chunk arrivals (or evenly between first and last token when chunks were not kept).
+
+**Isolating pair** (:func:`isolating_pair`): a prefill-heavy level (``max_tokens=1``) and a
+decode-heavy level (short prompts, long outputs) give two equations ``E = e_p·P + e_d·D`` in
+dynamic energy; solved exactly as a cross-check of the regression.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from wattbench.errors import UserError
+
+
+@dataclass
+class Intervals:
+    start_ns: np.ndarray
+    duration_s: np.ndarray
+    energy_j: np.ndarray
+    prefill_tokens: np.ndarray
+    decode_tokens: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.energy_j.size)
+
+
+def _get(rec, name):
+    return rec.get(name) if isinstance(rec, Mapping) else getattr(rec, name, None)
+
+
+def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, int], float | None],
+                           interval_s: float, start_ns: int | None = None, end_ns: int | None = None,
+                           ) -> Intervals:
+    """Per-interval energy and token counts from client records (see the module docstring).
+
+    ``energy_series_fn(t0_ns, t1_ns)`` returns the energy (J) of one boundary over that span of the
+    run's clock (None where it cannot: that interval is dropped). Failed and warm-up requests add
+    no tokens. The span defaults to first send .. last token of the successful requests.
+    """
+    if not interval_s > 0:
+        raise UserError(f"attribution interval must be > 0 s, got {interval_s}")
+    ok = [r for r in records if _get(r, "ok") and not _get(r, "warmup") and _get(r, "first_token_ns") is not None]
+    if not ok:
+        raise UserError("no successful requests with a first token: nothing to attribute")
+    t0 = start_ns if start_ns is not None else min(_get(r, "sent_ns") for r in ok)
+    t1 = end_ns if end_ns is not None else max((_get(r, "last_token_ns") or _get(r, "first_token_ns")) for r in ok)
+    step = int(round(interval_s * 1e9))
+    n = max(1, int(math.ceil((t1 - t0) / step)))
+    edges = t0 + step * np.arange(n + 1, dtype=np.int64)
+    pre = np.zeros(n)
+    dec = np.zeros(n)
+
+    def bin_of(t: int) -> int | None:
+        if t < t0 or t > edges[-1]:
+            return None
+        return min(n - 1, int((t - t0) // step))
+
+    for r in ok:
+        ft = _get(r, "first_token_ns")
+        b = bin_of(ft)
+        inp = _get(r, "input_tokens") or 0
+        if b is not None:
+            pre[b] += inp
+        out = _get(r, "output_tokens") or 0
+        if out <= 0:
+            continue
+        chunks = _get(r, "chunk_ns") or []
+        if chunks:
+            share = out / len(chunks)
+            for c in chunks:
+                bc = bin_of(c)
+                if bc is not None:
+                    dec[bc] += share
+        else:
+            lt = _get(r, "last_token_ns") or ft
+            if out == 1 or lt == ft:
+                if b is not None:
+                    dec[b] += out
+            else:
+                ts = np.linspace(ft, lt, out)
+                for tok_t in ts:
+                    bc = bin_of(int(tok_t))
+                    if bc is not None:
+                        dec[bc] += 1.0
+    energy = np.full(n, np.nan)
+    for i in range(n):
+        e = energy_series_fn(int(edges[i]), int(edges[i + 1]))
+        if e is not None and math.isfinite(e):
+            energy[i] = e
+    keep = ~np.isnan(energy)
+    return Intervals(edges[:-1][keep], np.full(int(keep.sum()), step / 1e9), energy[keep], pre[keep], dec[keep])
+
+
+def _nnls_small(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Exact NNLS for a few columns: the best non-negative fit over all subsets of free columns."""
+    k = X.shape[1]
+    best, best_rss = np.zeros(k), float(np.sum(y * y))
+    for r in range(1, k + 1):
+        for cols in itertools.combinations(range(k), r):
+            sub = X[:, cols]
+            coef, *_ = np.linalg.lstsq(sub, y, rcond=None)
+            if np.any(coef < 0):
+                continue
+            rss = float(np.sum((y - sub @ coef) ** 2))
+            if rss < best_rss - 1e-12 * max(1.0, best_rss):
+                full = np.zeros(k)
+                full[list(cols)] = coef
+                best, best_rss = full, rss
+    return best
+
+
+def fit_prefill_decode(energy_j: Sequence[float], prefill_tokens: Sequence[float], decode_tokens: Sequence[float],
+                       duration_s: Sequence[float] | float | None = None, *, fit_idle: bool = True) -> dict:
+    """Regress per-interval energy on prefill and decode tokens (see the module docstring).
+
+    Returns ``j_per_prefill_token``, ``j_per_decode_token``, ``idle_power_w`` (None when
+    ``fit_idle=False``), ``r2``, ``residual_std_j``, ``n_intervals``, ``collinearity`` (|corr| of the
+    two token series) and ``method``.
+    """
+    y = np.asarray(energy_j, dtype=float)
+    P = np.asarray(prefill_tokens, dtype=float)
+    D = np.asarray(decode_tokens, dtype=float)
+    n = y.size
+    if not (P.size == D.size == n):
+        raise UserError("energy and token series must have the same length")
+    cols = [P, D]
+    if fit_idle:
+        if duration_s is None:
+            raise UserError("fitting idle power needs the interval durations")
+        dt = np.broadcast_to(np.asarray(duration_s, dtype=float), (n,)).astype(float)
+        cols = [dt, P, D]
+    k = len(cols)
+    if n < k + 2:
+        raise UserError(f"attribution needs at least {k + 2} intervals, got {n}; run the level longer or "
+                        f"use shorter intervals")
+    X = np.column_stack(cols)
+    coef = _nnls_small(X, y)
+    pred = X @ coef
+    resid = y - pred
+    ss_res = float(np.sum(resid ** 2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else None
+    dof = max(1, n - k)
+    coll = None
+    if P.std() > 0 and D.std() > 0:
+        coll = float(abs(np.corrcoef(P, D)[0, 1]))
+    # standard errors from the unconstrained covariance (indicative)
+    se = [None] * k
+    try:
+        cov = np.linalg.inv(X.T @ X) * (ss_res / dof)
+        se = [float(math.sqrt(max(0.0, cov[i, i]))) for i in range(k)]
+    except np.linalg.LinAlgError:
+        pass
+    off = 1 if fit_idle else 0
+    out = {
+        "method": "nnls" + ("+idle" if fit_idle else ""),
+        "j_per_prefill_token": float(coef[off]),
+        "j_per_decode_token": float(coef[off + 1]),
+        "idle_power_w": float(coef[0]) if fit_idle else None,
+        "se_j_per_prefill_token": se[off],
+        "se_j_per_decode_token": se[off + 1],
+        "r2": r2,
+        "residual_std_j": math.sqrt(ss_res / dof),
+        "n_intervals": int(n),
+        "collinearity": coll,
+        "prefill_tokens": float(P.sum()),
+        "decode_tokens": float(D.sum()),
+        "energy_j": float(y.sum()),
+    }
+    if fit_idle:
+        out["prefill_energy_j"] = float(coef[1] * P.sum())
+        out["decode_energy_j"] = float(coef[2] * D.sum())
+        out["idle_energy_j"] = float(coef[0] * float(np.sum(X[:, 0])))
+    return out
+
+
+def fit_intervals(iv: Intervals, *, fit_idle: bool = True) -> dict:
+    return fit_prefill_decode(iv.energy_j, iv.prefill_tokens, iv.decode_tokens, iv.duration_s, fit_idle=fit_idle)
+
+
+def _dyn(fig: Mapping, which: str) -> float:
+    e = fig.get("dynamic_energy_j")
+    if e is None:
+        gross, idle_w, dur = fig.get("energy_j"), fig.get("idle_power_w"), fig.get("duration_s")
+        if gross is None or idle_w is None or dur is None:
+            raise UserError(f"the {which} level needs dynamic_energy_j, or energy_j with idle_power_w and "
+                            f"duration_s")
+        e = gross - idle_w * dur
+    return float(e)
+
+
+def isolating_pair(prefill_level: Mapping, decode_level: Mapping) -> dict:
+    """J per prefill / decode token from two levels: solve ``E = e_p·P + e_d·D`` for both.
+
+    Each level: ``dynamic_energy_j`` (or ``energy_j``, ``idle_power_w``, ``duration_s``),
+    ``input_tokens`` and ``output_tokens`` (totals over the window). The prefill-heavy level is
+    typically ``max_tokens=1`` so its decode term is small; the decode-heavy one has short prompts
+    and long outputs. ``condition`` is the 2×2 system's condition number (large: the two levels do
+    not isolate the two phases).
+    """
+    A = np.array([[float(prefill_level["input_tokens"]), float(prefill_level["output_tokens"])],
+                  [float(decode_level["input_tokens"]), float(decode_level["output_tokens"])]])
+    b = np.array([_dyn(prefill_level, "prefill-heavy"), _dyn(decode_level, "decode-heavy")])
+    cond = float(np.linalg.cond(A))
+    if not math.isfinite(cond) or cond > 1e12:
+        raise UserError("the isolating pair does not separate prefill from decode (token mixes are proportional)")
+    ep, ed = np.linalg.solve(A, b)
+    return {"method": "isolating_pair", "j_per_prefill_token": float(ep), "j_per_decode_token": float(ed),
+            "condition": cond,
+            "naive_j_per_prefill_token": b[0] / A[0, 0] if A[0, 0] else None,
+            "naive_j_per_decode_token": b[1] / A[1, 1] if A[1, 1] else None}
+
+
+def cross_check(regression: Mapping, pair: Mapping) -> dict:
+    """Relative difference of the regression's coefficients from the isolating pair's."""
+    out = {}
+    for k in ("j_per_prefill_token", "j_per_decode_token"):
+        a, b = regression.get(k), pair.get(k)
+        out[k] = {"regression": a, "pair": b,
+                  "rel_diff": (a - b) / abs(b) if a is not None and b not in (None, 0) else None}
+    return out

@@ -1,0 +1,281 @@
+"""Sweeps over load levels: fixed ladders, ``--sweep auto``, ``--optimize`` and over-saturation.
+
+The orchestrator runs the levels; these functions only decide which level to run next. A
+``measure(value) -> dict`` callback runs one real level (concurrency N or rate R) and returns its
+figures: a ``LevelResult.model_dump()``-shaped dict, or any dict with the keys asked for (dotted
+paths such as ``throughput.output_tokens_per_s`` are looked up in nested dicts). A level whose
+figures carry ``"oversaturated": True`` (see :func:`is_oversaturated`) counts as past the knee.
+
+``auto_sweep`` — doubling: measure ``start, 2·start, 4·start, …`` until a doubling raises
+throughput by less than ``min_gain`` (default 10%), the level over-saturates, or ``max_value`` is
+reached. The *knee* is the last level whose doubling still paid; the sweep spans from ``start`` to
+the first level past the knee (all of them already measured: no level is run twice).
+
+``optimize`` — the level with the best objective (default ``goodput_per_kw``) among sorted
+``candidates`` that meets every SLO, measuring as few levels as it can. Efficiency typically rises
+with load until latency breaks an SLO (or the server saturates and efficiency flattens or falls),
+so the objective over the candidate index is treated as unimodal, with SLO-breaking levels scored
+−∞ (they lie past the peak):
+
+1. exponential bracket over candidate *indices* 0, 1, 3, 7, 15, … until the score falls (or the
+   level breaks an SLO) — the peak then lies between the last-but-two probe and the last;
+2. golden-section search over the integer indices of that bracket, reusing measured levels;
+3. the best measured level that meets the SLOs wins.
+
+For a ladder of m candidates this measures about 2·log2(m) levels instead of m.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from wattbench.errors import UserError
+
+Measure = Callable[[float], Mapping]
+
+
+def ladder(kind: str, values: Sequence[float] | str) -> list[tuple[str, float]]:
+    """A fixed ladder ``[(kind, value), ...]`` in the order given. ``values`` may be ``"1,8,64"``."""
+    if kind not in ("concurrency", "rate"):
+        raise UserError(f"unknown sweep kind {kind!r}; use concurrency or rate")
+    if isinstance(values, str):
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        try:
+            values = [float(v) for v in items]
+        except ValueError:
+            raise UserError(f"invalid {kind} list {values!r}: expected numbers like 1,8,64") from None
+    if not values:
+        raise UserError(f"empty {kind} ladder")
+    out = []
+    for v in values:
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise UserError(f"{kind} must be > 0, got {v!r}")
+        if kind == "concurrency":
+            if v != int(v):
+                raise UserError(f"concurrency must be a whole number, got {v!r}")
+            v = int(v)
+        out.append((kind, v))
+    return out
+
+
+def get_path(figures: Mapping, path: str):
+    """``figures[a][b][c]`` for ``"a.b.c"`` (a flat key with dots is tried first); None if absent."""
+    if path in figures:
+        return figures[path]
+    cur = figures
+    for part in path.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+@dataclass
+class SearchResult:
+    """What a sweep or search measured and chose."""
+
+    best_value: float | None
+    best_figures: Mapping | None
+    measured: list[tuple[float, Mapping]] = field(default_factory=list)  # in measurement order
+    reason: str = ""
+    knee_value: float | None = None
+
+    @property
+    def n_measured(self) -> int:
+        return len(self.measured)
+
+    def to_dict(self, objective: str | None = None) -> dict:
+        d = {"best_value": self.best_value, "knee_value": self.knee_value, "reason": self.reason,
+             "measured_values": [v for v, _ in self.measured], "n_measured": self.n_measured}
+        if objective:
+            d["objective"] = objective
+            d["scores"] = [get_path(f, objective) for _, f in self.measured]
+        return d
+
+
+def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_gain: float = 0.10,
+               metric: str = "throughput.output_tokens_per_s", factor: int = 2) -> SearchResult:
+    """Double the level until throughput stops growing (see the module docstring)."""
+    if start < 1 or max_value < start:
+        raise UserError(f"auto sweep needs 1 <= start <= max, got start={start} max={max_value}")
+    if factor < 2:
+        raise UserError(f"auto sweep factor must be >= 2, got {factor}")
+    measured: list[tuple[float, Mapping]] = []
+    prev_tp = None
+    knee = None
+    v = start
+    reason = f"reached the maximum level {max_value}"
+    while True:
+        fig = measure(v)
+        measured.append((v, fig))
+        tp = get_path(fig, metric)
+        if fig.get("oversaturated"):
+            reason = f"level {v} over-saturated (queue growing without bound)"
+            knee = measured[-2][0] if len(measured) > 1 else v
+            break
+        if tp is None:
+            raise UserError(f"the level at {v} returned no {metric!r}; cannot judge throughput growth")
+        if prev_tp is not None and tp < prev_tp * (1.0 + min_gain):
+            gain = (tp / prev_tp - 1.0) if prev_tp > 0 else 0.0
+            reason = f"throughput grew {gain:+.1%} from {measured[-2][0]:g} to {v:g} (< {min_gain:.0%})"
+            knee = measured[-2][0]
+            break
+        prev_tp = tp
+        if v >= max_value:
+            knee = v
+            break
+        v = min(v * factor, max_value)
+    best_v, best_f = max(measured, key=lambda m: get_path(m[1], metric) or -math.inf)
+    return SearchResult(best_value=best_v, best_figures=best_f, measured=measured, reason=reason, knee_value=knee)
+
+
+def _objective_fn(objective: str | Callable[[Mapping], float | None]) -> Callable[[Mapping], float | None]:
+    if callable(objective):
+        return objective
+    if objective == "goodput_per_kw":
+        def fn(f: Mapping):
+            v = get_path(f, "goodput_per_kw")
+            if v is None:
+                per_kw = get_path(f, "goodput.per_kw") or {}
+                for b in per_kw.values():  # the first boundary with a figure (orchestrator order)
+                    if isinstance(b, Mapping) and b.get("output_tokens_per_s_per_kw") is not None:
+                        return b["output_tokens_per_s_per_kw"]
+            return v
+        return fn
+    return lambda f: get_path(f, objective)
+
+
+def optimize(measure: Measure, candidates: Sequence[float], objective: str | Callable = "goodput_per_kw",
+             slos: list | None = None, *, max_measurements: int | None = None) -> SearchResult:
+    """The candidate level with the best objective that meets every SLO (see the module docstring)."""
+    from wattbench.metrics.slo import figures_meet
+
+    cands = sorted(set(candidates))
+    if not cands:
+        raise UserError("optimize needs at least one candidate level")
+    obj = _objective_fn(objective)
+    cache: dict[int, float] = {}
+    measured: list[tuple[float, Mapping]] = []
+    budget = max_measurements if max_measurements is not None else len(cands)
+
+    def score(i: int) -> float:
+        if i in cache:
+            return cache[i]
+        if len(measured) >= budget:
+            return -math.inf
+        fig = measure(cands[i])
+        measured.append((cands[i], fig))
+        v = obj(fig)
+        ok = v is not None and math.isfinite(v) and not fig.get("oversaturated")
+        if ok and slos:
+            ok = figures_meet(fig, slos)
+        cache[i] = float(v) if ok else -math.inf
+        return cache[i]
+
+    m = len(cands)
+    probes = []
+    k = 0
+    while True:
+        i = min((1 << k) - 1, m - 1)
+        probes.append(i)
+        s = score(i)
+        if len(probes) >= 2 and s < cache.get(probes[-2], -math.inf):
+            break
+        if i == m - 1:
+            break
+        k += 1
+    if len(probes) == 1:
+        lo, hi = 0, 0
+    elif probes[-1] == m - 1 and cache.get(probes[-1], -math.inf) >= cache.get(probes[-2], -math.inf):
+        lo, hi = probes[-2], m - 1  # still rising at the last candidate
+    else:
+        lo = probes[-3] if len(probes) >= 3 else 0
+        hi = probes[-1]
+    # golden-section on integers, maximising; -inf regions are past the peak (move left)
+    invphi = (math.sqrt(5) - 1) / 2
+    while hi - lo > 2 and len(measured) < budget:
+        a = hi - int(round(invphi * (hi - lo)))
+        b = lo + int(round(invphi * (hi - lo)))
+        if a >= b:
+            a, b = (lo + hi) // 2, (lo + hi) // 2 + 1
+        fa, fb = score(a), score(b)
+        if fa == -math.inf and fb == -math.inf:
+            hi = a - 1 if a - 1 >= lo else lo
+            continue
+        if fa >= fb:
+            hi = b - 1 if fa > fb else b
+        else:
+            lo = a + 1
+    for i in range(lo, hi + 1):
+        score(i)
+    feasible = [(cache[i], i) for i in cache if cache[i] > -math.inf]
+    if not feasible:
+        return SearchResult(None, None, measured, reason="no measured level meets the SLOs"
+                            if slos else "no measured level produced the objective")
+    best_s, best_i = max(feasible, key=lambda t: (t[0], -t[1]))
+    best_fig = next(f for v, f in measured if v == cands[best_i])
+    return SearchResult(cands[best_i], best_fig, measured,
+                        reason=f"best of {len(measured)} measured levels out of {m} candidates")
+
+
+@dataclass
+class SaturationVerdict:
+    oversaturated: bool
+    slope_per_s: float | None
+    t_stat: float | None
+    growth: float | None  # fitted growth over the tested window (requests)
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"oversaturated": self.oversaturated, "slope_per_s": self.slope_per_s, "t_stat": self.t_stat,
+                "growth": self.growth, "reason": self.reason}
+
+
+def is_oversaturated(times_s: Sequence[float], backlog: Sequence[float], *, min_points: int = 20,
+                     min_window_s: float = 2.0, alpha: float = 0.001, min_growth: float = 5.0,
+                     rel_growth: float = 0.5) -> SaturationVerdict:
+    """Whether a backlog (waiting requests, or sent − completed) grows without bound.
+
+    Tested on the last half of the timeline: a least-squares line through the backlog must rise
+    with a one-sided t-test significant at ``alpha`` AND the fitted rise over that half must be at
+    least ``max(min_growth, rel_growth × the mean backlog of the first half)`` requests — samples
+    of a queue are autocorrelated, so significance alone would flag ordinary wander; the size test
+    asks for growth that matters. Needs ``min_points`` samples over ``min_window_s`` in that half.
+    A closed loop's in-flight count is capped by its concurrency and never trips this; feed it the
+    server's waiting queue or an open loop's sent − completed.
+    """
+    from wattbench.metrics.trials import t_ppf
+
+    t = np.asarray(times_s, dtype=float)
+    y = np.asarray(backlog, dtype=float)
+    if t.shape != y.shape:
+        raise ValueError("times and backlog must have the same length")
+    n = t.size
+    half = n // 2
+    tt, yy = t[half:], y[half:]
+    if tt.size < min_points or (tt[-1] - tt[0]) < min_window_s:
+        return SaturationVerdict(False, None, None, None, f"too little timeline ({tt.size} samples in the last half)")
+    tc = tt - tt.mean()
+    sxx = float(np.sum(tc * tc))
+    slope = float(np.sum(tc * (yy - yy.mean())) / sxx)
+    resid = yy - (yy.mean() + slope * tc)
+    dof = tt.size - 2
+    s2 = float(np.sum(resid * resid)) / dof
+    se = math.sqrt(s2 / sxx) if s2 > 0 else 0.0
+    tstat = math.inf if se == 0 and slope > 0 else (slope / se if se > 0 else 0.0)
+    growth = slope * float(tt[-1] - tt[0])
+    base = float(np.mean(y[:half])) if half else 0.0
+    need = max(min_growth, rel_growth * base)
+    crit = t_ppf(1.0 - alpha, dof)
+    over = slope > 0 and tstat > crit and growth >= need
+    if over:
+        reason = f"backlog rising {slope:.2f}/s (t={tstat:.1f}), +{growth:.0f} over the last half"
+    elif slope <= 0 or tstat <= crit:
+        reason = f"no significant rise (slope {slope:.3f}/s, t={tstat:.1f})"
+    else:
+        reason = f"rise of {growth:.1f} is below {need:.1f}"
+    return SaturationVerdict(bool(over), slope, float(tstat), growth, reason)

@@ -1,0 +1,215 @@
+"""Latency SLOs (``--slo ttft_p99=500ms,tpot_p99=50ms``) and goodput under them.
+
+Syntax: a comma list of ``METRIC_STAT=VALUE UNIT`` with METRIC one of ``ttft``, ``tpot``, ``itl``,
+``e2e``; STAT one of ``mean``, ``p50``, ``p90``, ``p95``, ``p99``, ``max``; UNIT ``ms`` or ``s``
+(a unit is required: ``500`` alone is refused as ambiguous).
+
+Two checks per SLO:
+
+- **per request** (what goodput counts): a request *meets* ``ttft_p99=500ms`` when its own TTFT is
+  <= 500 ms — the percentile says how many requests must meet the bound, the bound itself applies
+  to each request. For TTFT, TPOT and E2E (one value per request) the stat does not change the
+  per-request test. For ITL (many gaps per request) the request's own gaps are summarised with the
+  same stat (``itl_p99`` → the request's own 99th-percentile gap, ``itl_max`` → its largest gap).
+  A failed request never meets an SLO.
+- **per level**: the stat over all successful requests of the level (ITL: over all gaps pooled),
+  compared with the bound — whether the SLO as written holds for the level.
+
+Per-request figures follow the definitions used for latency statistics: TTFT = first content chunk
+− sent; TPOT = (last chunk − first chunk) / (output tokens − 1) (needs >= 2 output tokens; a
+request with fewer has no TPOT and is not held to a TPOT SLO); E2E = end (else last chunk) − sent;
+ITL = gaps between consecutive content chunks.
+
+Goodput = (requests that succeeded and meet every SLO) / duration, and their output tokens /
+duration; goodput per kW at a boundary = goodput output tokens/s / (average power W / 1000).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from wattbench.errors import UserError
+
+METRICS = ("ttft", "tpot", "itl", "e2e")
+STATS = ("mean", "p50", "p90", "p95", "p99", "max")
+_UNITS_MS = {"ms": 1.0, "s": 1000.0}
+_SPEC = re.compile(r"^(ttft|tpot|itl|e2e)_(mean|p50|p90|p95|p99|max)\s*=\s*([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)\s*(ms|s)$")
+SYNTAX = "METRIC_STAT=VALUE(ms|s), METRIC in ttft|tpot|itl|e2e, STAT in mean|p50|p90|p95|p99|max"
+
+
+@dataclass(frozen=True)
+class SLO:
+    metric: str  # ttft | tpot | itl | e2e
+    stat: str  # mean | p50 | p90 | p95 | p99 | max
+    threshold_ms: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.metric}_{self.stat}"
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.threshold_ms:g}ms"
+
+    def to_dict(self) -> dict:
+        return {"metric": self.metric, "stat": self.stat, "threshold_ms": self.threshold_ms}
+
+
+def parse_slos(spec: str | None) -> list[SLO]:
+    """Parse ``--slo``; an empty or None spec gives no SLOs. Bad items raise UserError naming them."""
+    if spec is None or not spec.strip():
+        return []
+    out: dict[str, SLO] = {}
+    for item in spec.split(","):
+        it = item.strip()
+        m = _SPEC.match(it.lower())
+        if not m:
+            hint = ""
+            if re.match(r"^\w+=\s*[0-9.]+$", it):
+                hint = " (add a unit: ms or s)"
+            raise UserError(f"invalid SLO {it!r}{hint}; expected {SYNTAX}, e.g. ttft_p99=500ms,tpot_p99=50ms")
+        metric, stat, value, unit = m.groups()
+        v = float(value) * _UNITS_MS[unit]
+        if not v > 0:
+            raise UserError(f"invalid SLO {it!r}: the bound must be > 0")
+        if f"{metric}_{stat}" in out:
+            raise UserError(f"SLO {metric}_{stat} given twice in {spec!r}")
+        out[f"{metric}_{stat}"] = SLO(metric, stat, v)
+    return list(out.values())
+
+
+def stat_of(values: Iterable[float], stat: str) -> float | None:
+    """``mean``/``pNN``/``max`` of values (numpy's linear-interpolation percentile); None when empty."""
+    a = np.asarray(list(values), dtype=float)
+    if a.size == 0:
+        return None
+    if stat == "mean":
+        return float(a.mean())
+    if stat == "max":
+        return float(a.max())
+    return float(np.percentile(a, float(stat[1:])))
+
+
+def _get(rec, name):
+    return rec.get(name) if isinstance(rec, Mapping) else getattr(rec, name, None)
+
+
+def request_figures(rec) -> dict:
+    """TTFT, TPOT, E2E (ms) and the ITL gaps (ms) of one record (a RequestRecord or its dict)."""
+    sent, first, last = _get(rec, "sent_ns"), _get(rec, "first_token_ns"), _get(rec, "last_token_ns")
+    end = _get(rec, "end_ns")
+    end = end if end is not None else last
+    out_tok = _get(rec, "output_tokens")
+    chunks = _get(rec, "chunk_ns") or []
+    tpot = None
+    if out_tok is not None and out_tok >= 2 and first is not None and last is not None:
+        tpot = (last - first) / 1e6 / (out_tok - 1)
+    return {
+        "ttft": None if first is None or sent is None else (first - sent) / 1e6,
+        "tpot": tpot,
+        "e2e": None if end is None or sent is None else (end - sent) / 1e6,
+        "itl": [(chunks[i] - chunks[i - 1]) / 1e6 for i in range(1, len(chunks))],
+    }
+
+
+def request_meets(fig: dict, slo: SLO) -> bool:
+    """Whether one successful request's figures meet one SLO (see the module docstring)."""
+    if slo.metric == "itl":
+        gaps = fig["itl"]
+        if not gaps:
+            return True  # a single-chunk answer has no inter-token gap to violate
+        v = stat_of(gaps, slo.stat)
+    else:
+        v = fig[slo.metric]
+        if v is None:
+            if slo.metric == "tpot":
+                return True  # fewer than 2 output tokens: no time per output token
+            return False
+    return v <= slo.threshold_ms
+
+
+def level_check(records: list, slos: list[SLO]) -> dict[str, dict]:
+    """Per SLO: the level's observed stat over successful requests and whether it holds."""
+    figs = [request_figures(r) for r in records if _get(r, "ok") and not _get(r, "warmup")]
+    out = {}
+    for slo in slos:
+        if slo.metric == "itl":
+            vals = [g for f in figs for g in f["itl"]]
+        else:
+            vals = [f[slo.metric] for f in figs if f[slo.metric] is not None]
+        observed = stat_of(vals, slo.stat)
+        out[slo.name] = {"threshold_ms": slo.threshold_ms, "observed_ms": observed,
+                         "met": observed is not None and observed <= slo.threshold_ms, "n": len(vals)}
+    return out
+
+
+def goodput(records: list, slos: list[SLO], duration_s: float,
+            avg_power_w: Mapping[str, float | None] | None = None) -> dict:
+    """Goodput of one level (warm-up records are ignored).
+
+    Returns ``requests_per_s``, ``output_tokens_per_s`` (of requests that succeeded and met every
+    SLO), ``good_requests``, ``total_requests``, ``fraction`` (good / all, failures included),
+    ``per_slo`` (requests meeting each SLO alone), ``level`` (:func:`level_check`), ``all_met``
+    (every level check holds) and ``per_kw`` — per boundary, ``requests_per_s_per_kw`` and
+    ``output_tokens_per_s_per_kw`` from the boundary's average power (None where power is unknown).
+    """
+    if not duration_s > 0:
+        raise UserError(f"goodput needs a positive duration, got {duration_s!r} s")
+    measured = [r for r in records if not _get(r, "warmup")]
+    good = 0
+    good_tokens = 0
+    per_slo = {s.name: 0 for s in slos}
+    for r in measured:
+        if not _get(r, "ok"):
+            continue
+        fig = request_figures(r)
+        ok_all = True
+        for s in slos:
+            if request_meets(fig, s):
+                per_slo[s.name] += 1
+            else:
+                ok_all = False
+        if ok_all:
+            good += 1
+            good_tokens += int(_get(r, "output_tokens") or 0)
+    n = len(measured)
+    level = level_check(measured, slos)
+    out = {
+        "slos": [s.to_dict() for s in slos],
+        "duration_s": duration_s,
+        "good_requests": good,
+        "total_requests": n,
+        "fraction": good / n if n else None,
+        "requests_per_s": good / duration_s,
+        "output_tokens_per_s": good_tokens / duration_s,
+        "per_slo": per_slo,
+        "level": level,
+        "all_met": all(v["met"] for v in level.values()),
+        "per_kw": {},
+    }
+    for boundary, p in (avg_power_w or {}).items():
+        if p is None or not p > 0:
+            out["per_kw"][boundary] = {"requests_per_s_per_kw": None, "output_tokens_per_s_per_kw": None,
+                                       "avg_power_w": p}
+            continue
+        kw = p / 1000.0
+        out["per_kw"][boundary] = {"requests_per_s_per_kw": out["requests_per_s"] / kw,
+                                   "output_tokens_per_s_per_kw": out["output_tokens_per_s"] / kw,
+                                   "avg_power_w": p}
+    return out
+
+
+def figures_meet(figures: Mapping, slos: list[SLO]) -> bool:
+    """Whether a level summary meets every SLO: ``figures["latency"][f"{metric}_ms"][stat] <= bound``.
+
+    ``figures`` is a ``LevelResult.model_dump()`` or any dict of that shape; a missing figure fails.
+    """
+    lat = figures.get("latency") or {}
+    for s in slos:
+        v = (lat.get(f"{s.metric}_ms") or {}).get(s.stat)
+        if v is None or v > s.threshold_ms:
+            return False
+    return True

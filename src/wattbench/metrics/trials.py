@@ -1,0 +1,156 @@
+"""Mean and 95% confidence interval of every headline figure across repeated trials.
+
+For a figure measured in ``n`` trials with values ``x``: ``mean``, sample standard deviation ``s``
+(ddof=1), and the Student-t interval ``mean ± t(0.975, n-1) · s / sqrt(n)``. With one trial the
+interval is undefined (``ci95_low = ci95_high = None``). The t quantile is computed here (regularised
+incomplete beta + bisection) so scipy is not a runtime dependency.
+
+``headline_figures(level)`` picks the figures a level is judged by from a ``LevelResult`` dump:
+throughput, latency mean/p50/p90/p99, requests, energy and efficiency per boundary, and goodput.
+``summarize_trials([level_dump, ...])`` gives ``{figure path: {mean, ci95_low, ci95_high, n, values,
+std, half_width}}`` for every figure present in at least one trial.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        de = d * c
+        h *= de
+        if abs(de - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betainc_reg(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    lbt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(lbt) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(lbt) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Student-t cumulative distribution function."""
+    x = df / (df + t * t)
+    tail = 0.5 * betainc_reg(df / 2.0, 0.5, x)
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_ppf(q: float, df: float) -> float:
+    """Student-t quantile (``0 < q < 1``), by bisection on :func:`t_cdf`."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile must be in (0, 1), got {q}")
+    if q < 0.5:
+        return -t_ppf(1.0 - q, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < q:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < q:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+def ci95(values: Iterable[float]) -> dict:
+    """``{mean, ci95_low, ci95_high, n, values, std, half_width}`` of the finite values given."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    n = len(vals)
+    if n == 0:
+        return {"mean": None, "ci95_low": None, "ci95_high": None, "n": 0, "values": [], "std": None,
+                "half_width": None}
+    mean = sum(vals) / n
+    if n == 1:
+        return {"mean": mean, "ci95_low": None, "ci95_high": None, "n": 1, "values": vals, "std": None,
+                "half_width": None}
+    std = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1))
+    hw = t_ppf(0.975, n - 1) * std / math.sqrt(n)
+    return {"mean": mean, "ci95_low": mean - hw, "ci95_high": mean + hw, "n": n, "values": vals, "std": std,
+            "half_width": hw}
+
+
+_LAT_STATS = ("mean", "p50", "p90", "p99")
+_ENERGY_KEYS = ("energy_j", "avg_power_w", "dynamic_energy_j", "j_per_output_token", "j_per_token",
+                "output_tokens_per_s_per_kw", "tokens_per_kwh", "output_tokens_per_kwh",
+                "cost_per_million_output_tokens")
+
+
+def _num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def headline_figures(level: Mapping) -> dict[str, float]:
+    """The headline figures of one level (a ``LevelResult.model_dump()``), flattened to dotted paths."""
+    out: dict[str, float] = {}
+    for k, v in (level.get("throughput") or {}).items():
+        if k in ("output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s", "requests_per_s") and _num(v):
+            out[f"throughput.{k}"] = float(v)
+    for fig, st in (level.get("latency") or {}).items():
+        for s in _LAT_STATS:
+            v = (st or {}).get(s)
+            if _num(v):
+                out[f"latency.{fig}.{s}"] = float(v)
+    req = level.get("requests") or {}
+    for k in ("completed", "failed"):
+        if _num(req.get(k)):
+            out[f"requests.{k}"] = float(req[k])
+    for b, e in (level.get("energy") or {}).items():
+        for k in _ENERGY_KEYS:
+            v = (e or {}).get(k)
+            if _num(v):
+                out[f"energy.{b}.{k}"] = float(v)
+    g = level.get("goodput") or {}
+    for k in ("requests_per_s", "output_tokens_per_s", "fraction"):
+        if _num(g.get(k)):
+            out[f"goodput.{k}"] = float(g[k])
+    for b, pk in (g.get("per_kw") or {}).items():
+        v = (pk or {}).get("output_tokens_per_s_per_kw")
+        if _num(v):
+            out[f"goodput.per_kw.{b}.output_tokens_per_s_per_kw"] = float(v)
+    return out
+
+
+def summarize_trials(trials: list[Mapping], figures=headline_figures) -> dict[str, dict]:
+    """Mean and 95% CI per figure across trials (each trial a level dump, or a flat dict of figures).
+
+    ``values`` lists each trial's value in trial order; a figure missing from a trial is left out of
+    that figure's ``n``.
+    """
+    flat = [figures(t) if any(isinstance(v, Mapping) for v in t.values()) else
+            {k: float(v) for k, v in t.items() if _num(v)} for t in trials]
+    keys: list[str] = []
+    for f in flat:
+        for k in f:
+            if k not in keys:
+                keys.append(k)
+    return {k: ci95([f[k] for f in flat if k in f]) for k in keys}

@@ -1,0 +1,223 @@
+"""Where token counts come from when building prompts: a local tokenizer, the server, or an estimate.
+
+Three sources, best first, each recording ``source`` (which goes into ``RequestSpec.token_source``
+and the result):
+
+- ``tokenizer``: a local Hugging Face tokenizer (``tokenizer.json`` or a directory holding one),
+  loaded with the ``tokenizers`` library. Exact.
+- ``server``: the server's ``/tokenize`` and ``/detokenize`` endpoints (vLLM, SGLang):
+  ``POST {base without /v1}/tokenize {"model", "prompt"}`` answers ``{"count", "tokens"}``. Exact
+  for the model being served; costs one HTTP round trip per call.
+- ``approx``: no tokenizer at all; lengths from word counts at ~0.75 words per token (English
+  prose under common BPE vocabularies). Lengths are then approximate and the result says so.
+
+``open_token_source(tokenizer=PATH or None, base_url=..., model=...)`` picks the best one that
+works. Token counts exclude special tokens (BOS) and any chat template.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Protocol
+
+from wattbench.errors import UserError
+
+WORDS_PER_TOKEN = 0.75  # approx source: ~0.75 English words per BPE token
+
+
+class TokenSource(Protocol):
+    source: str  # tokenizer | server | approx
+    exact: bool
+
+    def count(self, text: str) -> int: ...
+
+    def describe(self) -> dict: ...
+
+
+class HFTokenizer:
+    """A local Hugging Face fast tokenizer (``tokenizers.Tokenizer``)."""
+
+    source = "tokenizer"
+    exact = True
+
+    def __init__(self, path: str | Path):
+        p = Path(path).expanduser()
+        if p.is_dir():
+            p = p / "tokenizer.json"
+        if not p.is_file():
+            raise UserError(f"tokenizer not found: {path} (give a tokenizer.json file or a directory holding one)")
+        from tokenizers import Tokenizer
+
+        try:
+            self._tok = Tokenizer.from_file(str(p))
+        except Exception as e:  # the library raises a plain Exception on bad files
+            raise UserError(f"cannot load tokenizer {p}: {e} (is it a Hugging Face tokenizer.json?)") from None
+        self.path = str(p)
+
+    @classmethod
+    def from_object(cls, tok, name: str = "<in-memory>") -> "HFTokenizer":
+        self = cls.__new__(cls)
+        self._tok = tok
+        self.path = name
+        return self
+
+    def encode(self, text: str) -> list[int]:
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self._tok.encode_batch(texts, add_special_tokens=False)]
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=False)
+
+    def decode_batch(self, seqs: list[list[int]]) -> list[str]:
+        return self._tok.decode_batch([list(s) for s in seqs], skip_special_tokens=False)
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def vocab(self) -> dict[str, int]:
+        return self._tok.get_vocab(with_added_tokens=False)
+
+    def describe(self) -> dict:
+        return {"source": self.source, "path": self.path, "vocab_size": self._tok.get_vocab_size()}
+
+
+def server_root(base_url: str) -> str:
+    """The server root for /tokenize: the base URL without a trailing ``/v1``."""
+    u = base_url.rstrip("/")
+    return u[: -len("/v1")] if u.endswith("/v1") else u
+
+
+def _tokenize_body(model: str, prompt: str) -> dict:
+    return {"model": model, "prompt": prompt, "add_special_tokens": False}
+
+
+def _count_from(resp: dict, url: str) -> tuple[int, list[int] | None]:
+    tokens = resp.get("tokens")
+    if isinstance(resp.get("count"), int):
+        return resp["count"], tokens if isinstance(tokens, list) else None
+    if isinstance(tokens, list):
+        return len(tokens), tokens
+    raise UserError(f"{url} answered without 'count' or 'tokens': {str(resp)[:200]}")
+
+
+class ServerTokenizer:
+    """The server's ``/tokenize`` (and ``/detokenize``) endpoints, synchronously (stdlib HTTP).
+
+    Use :func:`server_count_async` from inside an event loop.
+    """
+
+    source = "server"
+    exact = True
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 30.0):
+        self.root = server_root(base_url)
+        self.model = model
+        self._api_key = api_key
+        self.timeout_s = timeout_s
+
+    def _post(self, path: str, body: dict) -> dict:
+        url = self.root + path
+        headers = {"Content-Type": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raise UserError(f"{url} answered HTTP {e.code}; the server has no usable {path} "
+                            f"(give --tokenizer PATH for exact lengths)") from None
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            raise UserError(f"cannot use {url}: {e} (give --tokenizer PATH for exact lengths)") from None
+
+    def encode(self, text: str) -> list[int]:
+        n, tokens = _count_from(self._post("/tokenize", _tokenize_body(self.model, text)), self.root + "/tokenize")
+        if tokens is None:
+            raise UserError(f"{self.root}/tokenize returns a count but no token ids; exact prompts need ids "
+                            f"(give --tokenizer PATH)")
+        return [int(t) for t in tokens]
+
+    def decode(self, ids: list[int]) -> str:
+        resp = self._post("/detokenize", {"model": self.model, "tokens": [int(i) for i in ids]})
+        text = resp.get("prompt", resp.get("text"))
+        if not isinstance(text, str):
+            raise UserError(f"{self.root}/detokenize answered without 'prompt': {str(resp)[:200]}")
+        return text
+
+    def count(self, text: str) -> int:
+        return _count_from(self._post("/tokenize", _tokenize_body(self.model, text)), self.root + "/tokenize")[0]
+
+    def describe(self) -> dict:
+        return {"source": self.source, "endpoint": self.root + "/tokenize", "model": self.model}
+
+
+async def server_count_async(session, base_url: str, model: str, text: str, api_key: str | None = None) -> int:
+    """Count ``text``'s tokens with the server's ``/tokenize`` using an ``aiohttp.ClientSession``."""
+    url = server_root(base_url) + "/tokenize"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with session.post(url, json=_tokenize_body(model, text), headers=headers) as r:
+        if r.status != 200:
+            raise UserError(f"{url} answered HTTP {r.status} (give --tokenizer PATH for exact lengths)")
+        return _count_from(await r.json(content_type=None), url)[0]
+
+
+async def server_has_tokenize(session, base_url: str, model: str) -> bool:
+    """Whether the server answers ``/tokenize`` with a usable count (aiohttp session)."""
+    try:
+        await server_count_async(session, base_url, model, "hello")
+        return True
+    except Exception:
+        return False
+
+
+_WORD = re.compile(r"\S+")
+
+
+class ApproxTokenizer:
+    """No tokenizer: ``ceil(words / 0.75)`` tokens. Lengths are estimates (``token_source=approx``)."""
+
+    source = "approx"
+    exact = False
+
+    def __init__(self, words_per_token: float = WORDS_PER_TOKEN):
+        self.words_per_token = words_per_token
+
+    def count(self, text: str) -> int:
+        return int(math.ceil(len(_WORD.findall(text)) / self.words_per_token))
+
+    def words_for(self, n_tokens: int) -> int:
+        """How many words make about ``n_tokens`` tokens (at least 1)."""
+        return max(1, int(round(n_tokens * self.words_per_token)))
+
+    def describe(self) -> dict:
+        return {"source": self.source, "words_per_token": self.words_per_token}
+
+
+def open_token_source(tokenizer: str | Path | None = None, *, base_url: str | None = None,
+                      model: str | None = None, api_key: str | None = None,
+                      allow_approx: bool = True) -> TokenSource:
+    """The best available token source: ``--tokenizer PATH``, else the server's ``/tokenize``, else approx.
+
+    A given tokenizer path that cannot be loaded is an error (never silently approximate).
+    """
+    if tokenizer:
+        return HFTokenizer(tokenizer)
+    if base_url and model:
+        st = ServerTokenizer(base_url, model, api_key=api_key, timeout_s=10.0)
+        try:
+            st.encode("hello world")
+            st.decode([0])
+            return st
+        except UserError:
+            pass
+    if not allow_approx:
+        raise UserError("no tokenizer: give --tokenizer PATH (a tokenizer.json or a model directory) for "
+                        "exact prompt lengths")
+    return ApproxTokenizer()

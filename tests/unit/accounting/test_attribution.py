@@ -1,0 +1,114 @@
+import numpy as np
+import pytest
+
+from wattbench.accounting.attribution import (cross_check, fit_intervals, fit_prefill_decode,
+                                              intervals_from_records, isolating_pair)
+from wattbench.errors import UserError
+from wattbench.results.schema import RequestRecord
+
+E_PREFILL = 0.012  # J per prompt token (truth)
+E_DECODE = 0.35  # J per generated token (truth)
+IDLE_W = 120.0
+
+
+def test_regression_recovers_known_coefficients_with_noise():
+    rng = np.random.default_rng(1)
+    n = 400
+    dt = np.full(n, 0.5)
+    P = rng.poisson(4000, n) * rng.integers(0, 2, n)  # bursty prefill
+    D = rng.integers(50, 1200, n)  # load varies: decode separable from idle power
+    E = IDLE_W * dt + E_PREFILL * P + E_DECODE * D + rng.normal(0, 8.0, n)
+    f = fit_prefill_decode(E, P, D, dt)
+    assert f["j_per_prefill_token"] == pytest.approx(E_PREFILL, rel=0.03)
+    assert f["j_per_decode_token"] == pytest.approx(E_DECODE, rel=0.05)
+    assert f["idle_power_w"] == pytest.approx(IDLE_W, rel=0.05)
+    assert f["r2"] > 0.95 and f["n_intervals"] == n
+    assert f["residual_std_j"] == pytest.approx(8.0, rel=0.15)
+
+
+def test_dynamic_energy_through_origin_and_non_negative():
+    rng = np.random.default_rng(2)
+    P = rng.integers(0, 5000, 100).astype(float)
+    D = rng.integers(100, 800, 100).astype(float)
+    E = E_PREFILL * P + E_DECODE * D
+    f = fit_prefill_decode(E, P, D, fit_idle=False)
+    assert f["j_per_prefill_token"] == pytest.approx(E_PREFILL, rel=1e-9)
+    assert f["idle_power_w"] is None
+    # a negative true prefill coefficient is clipped to 0, not reported negative
+    E2 = -0.001 * P + E_DECODE * D
+    f2 = fit_prefill_decode(E2, P, D, fit_idle=False)
+    assert f2["j_per_prefill_token"] == 0.0 and f2["j_per_decode_token"] > 0
+
+
+def test_too_few_intervals():
+    with pytest.raises(UserError, match="at least"):
+        fit_prefill_decode([1, 2, 3], [1, 2, 3], [3, 2, 1], 1.0)
+
+
+def simulate_requests(rng, n_req=300, span_s=60.0):
+    """Requests with known token timing, and the energy they deposit: idle power, each prompt's
+    prefill energy at its first token, each output token's decode energy at its chunk."""
+    MS = 1_000_000
+    recs, events = [], []
+    for i in range(n_req):
+        sent = int(rng.uniform(0, span_s - 8) * 1e9)
+        ttft = int(rng.uniform(50, 400) * MS)
+        n_in = int(rng.integers(100, 3000))
+        n_out = int(rng.integers(20, 200))
+        itl = int(rng.uniform(15, 40) * MS)
+        first = sent + ttft
+        chunks = [first + k * itl for k in range(n_out)]
+        recs.append(RequestRecord(id=i, level=0, sent_ns=sent, first_token_ns=first, last_token_ns=chunks[-1],
+                                  end_ns=chunks[-1], chunk_ns=chunks, input_tokens=n_in, output_tokens=n_out))
+        events.append((first, E_PREFILL * n_in))
+        events.extend((c, E_DECODE) for c in chunks)
+    recs.append(RequestRecord(id=n_req, level=0, sent_ns=0, ok=False, error="http_500"))
+    ev_t = np.array([t for t, _ in events])
+    ev_e = np.array([e for _, e in events])
+    order = np.argsort(ev_t)
+    ev_t, ev_cum = ev_t[order], np.concatenate([[0.0], np.cumsum(ev_e[order])])
+
+    def energy(t0, t1):
+        a = np.searchsorted(ev_t, t0, side="left")
+        b = np.searchsorted(ev_t, t1, side="left")
+        return IDLE_W * (t1 - t0) / 1e9 + (ev_cum[b] - ev_cum[a]) + rng.normal(0, 2.0)
+
+    return recs, energy
+
+
+def test_intervals_from_records_and_fit_recover_truth():
+    rng = np.random.default_rng(5)
+    recs, energy = simulate_requests(rng)
+    iv = intervals_from_records(recs, energy, interval_s=1.0)
+    assert iv.prefill_tokens.sum() == sum(r.input_tokens for r in recs if r.ok)
+    assert iv.decode_tokens.sum() == pytest.approx(sum(r.output_tokens for r in recs if r.ok))
+    f = fit_intervals(iv)
+    assert f["j_per_prefill_token"] == pytest.approx(E_PREFILL, rel=0.05)
+    assert f["j_per_decode_token"] == pytest.approx(E_DECODE, rel=0.05)
+    assert f["idle_power_w"] == pytest.approx(IDLE_W, rel=0.05)
+
+
+def test_intervals_drop_unmeasured_spans_and_spread_without_chunks():
+    MS = 1_000_000
+    r = RequestRecord(id=0, level=0, sent_ns=0, first_token_ns=100 * MS, last_token_ns=2_900 * MS,
+                      input_tokens=50, output_tokens=29)
+    iv = intervals_from_records([r], lambda a, b: None if a >= 2_000 * MS else 1.0, interval_s=1.0)
+    assert len(iv) == 2
+    assert iv.prefill_tokens.tolist() == [50, 0]
+    # 29 tokens evenly from 0.1 s to 2.9 s: 100 ms apart -> 9 in [0,1), 10 in [1,2)
+    assert iv.decode_tokens.tolist() == [9, 10]
+
+
+def test_isolating_pair_solves_exactly_and_cross_check():
+    pre = {"dynamic_energy_j": E_PREFILL * 200_000 + E_DECODE * 100, "input_tokens": 200_000, "output_tokens": 100}
+    dec = {"energy_j": 120.0 * 30 + E_PREFILL * 4000 + E_DECODE * 50_000, "idle_power_w": 120.0,
+           "duration_s": 30.0, "input_tokens": 4000, "output_tokens": 50_000}
+    p = isolating_pair(pre, dec)
+    assert p["j_per_prefill_token"] == pytest.approx(E_PREFILL, rel=1e-9)
+    assert p["j_per_decode_token"] == pytest.approx(E_DECODE, rel=1e-9)
+    assert p["naive_j_per_prefill_token"] > E_PREFILL  # the one decode token per request inflates it
+    cc = cross_check({"j_per_prefill_token": E_PREFILL * 1.1, "j_per_decode_token": E_DECODE}, p)
+    assert cc["j_per_prefill_token"]["rel_diff"] == pytest.approx(0.1)
+    with pytest.raises(UserError, match="does not separate"):
+        isolating_pair({"dynamic_energy_j": 1, "input_tokens": 10, "output_tokens": 1},
+                       {"dynamic_energy_j": 2, "input_tokens": 20, "output_tokens": 2})
