@@ -232,6 +232,15 @@ class ServerInfo(_M):
     force_length_body: dict[str, Any] = Field(default_factory=dict)  # fields sent to force output length
     output_length_forced: bool | None = None
     stream_batching: dict[str, Any] = Field(default_factory=dict)
+    # engine-specific request fields that force the output length (e.g. {"ignore_eos": true})
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    detected_by: list[str] = Field(default_factory=list)  # evidence for `engine`
+    # set when wattbench launched the server
+    pid: int | None = None
+    model_path: str | None = None
+    start_duration_s: float | None = None
+    warmup_duration_s: float | None = None  # the launcher's one warm-up request after start
+    log_path: str | None = None
 
 
 class Result(_M):
