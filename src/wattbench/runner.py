@@ -110,19 +110,54 @@ def _open_sensors(config: RunConfig) -> tuple[list, list[str]]:
 
 def _build_workload(config: RunConfig, target, server: ServerInfo, tokenizer_path: str | None):
     from wattbench.workload.presets import load_workload
+    from wattbench.workload.tokenizer import open_token_source
 
+    token_source = open_token_source(tokenizer_path, base_url=target.base_url, model=target.model,
+                                     api_key=target.api_key)
     return load_workload(
         config.workload,
+        token_source,
+        config.seed,
         input_tokens=config.input_tokens,
         output_tokens=config.output_tokens,
-        tokenizer=tokenizer_path,
-        base_url=target.base_url,
-        model=target.model,
-        api_key=target.api_key,
-        seed=config.seed,
-        api=config.api,
         speedup=config.speedup,
     )
+
+
+def _is_trace(workload) -> bool:
+    from wattbench.workload.trace import TraceWorkload
+
+    return isinstance(workload, TraceWorkload)
+
+
+class _LevelRequests:
+    """The requests of one level: a trace replays from its first row; other workloads continue
+    from where the previous level stopped (fresh prompts, no prefix-cache hits across levels),
+    datasets cycling. ``used`` counts what the level took."""
+
+    def __init__(self, workload, start: int, trace: bool):
+        self.used = 0
+        if trace:
+            self._it = workload.specs()
+        elif workload.size() is None:
+            self._it = workload.specs(None, start)
+        else:
+            self._it = self._cycle(workload, start)
+
+    @staticmethod
+    def _cycle(workload, start: int):
+        i = start
+        while True:
+            yield from workload.specs(workload.size(), i)
+            i += workload.size()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        spec = next(self._it)
+        self.used += 1
+        return spec
 
 
 def _write_level_artifacts(state: _RunState, outcome_records: list) -> None:
@@ -451,10 +486,12 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
 
     # 6. the levels.
     levels = cfg.levels()
+    is_trace = _is_trace(workload)
+    used = 0
     for index, (mode, value) in enumerate(levels):
         spec = LevelSpec(
             index=index,
-            mode=("trace" if workload.is_trace else mode),
+            mode=("trace" if is_trace else mode),
             value=value,
             arrival=cfg.arrival,
             num_requests=cfg.num_requests,
@@ -465,7 +502,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
             workers=cfg.workers,
             speedup=cfg.speedup,
         )
-        if spec.num_requests is None and spec.duration_s is None and not workload.is_trace:
+        if spec.num_requests is None and spec.duration_s is None and not is_trace:
             spec.num_requests = _default_num_requests(mode, value)
         _emit(state, "level_start", index=index, label=spec.label, total=spec.num_requests, levels=len(levels))
 
@@ -475,13 +512,15 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
                 p["power_w"] = sampler.latest_power_w()
             _emit(state, "progress", index=_i, **p)
 
+        requests = _LevelRequests(workload, used, is_trace)
         try:
-            outcome = run_level(spec, target, workload.requests(spec), on_progress=on_progress)
+            outcome = run_level(spec, target, requests, on_progress=on_progress)
         except Interrupted as e:  # keep the completed requests of the interrupted level
             partial = getattr(e, "outcome", None)
             if partial is not None and partial.records:
                 _save_level(state, index, spec, partial, workload.token_source)
             raise
+        used += requests.used
         _save_level(state, index, spec, outcome, workload.token_source)
 
     # 7. idle after the last level (optional): drift check.
