@@ -167,12 +167,15 @@ def _write_level_artifacts(state: _RunState, outcome_records: list) -> None:
 
     assert state.run_dir is not None and state.result is not None
     rundir.append_requests(state.run_dir, outcome_records)
-    if state.sampler is not None and state.telemetry_writer is not None:
-        state.telemetry_writer.flush(state.sampler.log)
-    if state.scraper is not None:
-        state.timeline_written = state.scraper.timeline().append_jsonl(
-            state.run_dir / "server_timeline.jsonl", start=state.timeline_written
-        )
+    try:
+        if state.sampler is not None and state.telemetry_writer is not None:
+            state.telemetry_writer.flush(state.sampler.log)
+        if state.scraper is not None:
+            state.timeline_written = state.scraper.timeline().append_jsonl(
+                state.run_dir / "server_timeline.jsonl", start=state.timeline_written
+            )
+    except OSError as e:  # disk full: one line, the run stops (result.json keeps the levels before)
+        raise rundir.storage_error(state.run_dir, e) from None
     rundir.write_result(state.run_dir, state.result)
 
 
