@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import signal
 import sys
@@ -299,6 +300,11 @@ class Proto(asyncio.Protocol):
                     msg = f"Incorrect API key provided: {(self._auth or '').removeprefix('Bearer ')}"
                 self.respond(401, json.dumps({"error": {"message": msg}}).encode())
                 return
+            if sc.a.die_after_requests and sc.stats["requests"] >= sc.a.die_after_requests:
+                # "killed" mid-level: report what was done, then exit without closing anything
+                sys.stdout.write("STATS " + sc.stats_json(reset=False).decode() + "\n")
+                sys.stdout.flush()
+                os._exit(3)
             sc.stats["requests"] += 1
             fault = sc.pick_fault()
             if fault:
@@ -333,6 +339,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-usage", action="store_true")
     p.add_argument("--not-openai", action="store_true", help="answer /v1/models with HTML")
     p.add_argument("--expect-key", default=None, help="require this bearer key on completions")
+    p.add_argument("--die-after-requests", type=int, default=0,
+                   help="on the request after N: print 'STATS {json}' on stdout and exit at once (a killed server)")
     p.add_argument("--echo-key", action="store_true", help="a 401 body quotes the key it got (as OpenAI does)")
     p.add_argument("--fail-rate", type=float, default=0.0, help="fraction answered HTTP 500")
     p.add_argument("--rate-limit-rate", type=float, default=0.0, help="fraction answered HTTP 429")
