@@ -9,6 +9,8 @@ a plain asyncio event loop, so a single process serves hundreds of concurrent st
 Faults, chosen per request by a seeded RNG: HTTP 500, HTTP 429 with ``Retry-After``, a stream
 dropped half-way (connection closed without the chunked terminator), a stall half-way (no more
 bytes, connection left open), a malformed JSON event half-way, an in-stream error object.
+``--die-after-requests N``: when request N+1 arrives the process prints ``STATS {json}`` and
+exits at once (a killed server: connections reset, nothing closed cleanly).
 
 ``GET /stats`` returns what the server did (requests, tokens, ``streams_completed`` = streams
 that ended normally with usage and ``[DONE]`` written, and how late its timers fired:
