@@ -84,11 +84,13 @@ class server:
         self.s.proc.stderr.close()
 
 
-BASE_ARGS = ("--no-register", "--idle", "0", "--input-tokens", "16", "--output-tokens", "16", "--quiet")
+BASE_ARGS = ("--idle", "0", "--input-tokens", "16", "--output-tokens", "16", "--quiet")
 
 
 def run_argv(target: str, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "wattbench", "run", "--target", target, "--out", str(out), *BASE_ARGS, *extra]
+    """``wattbench run`` on the target into ``out``; ``--no-register`` unless ``--db`` is given."""
+    reg = () if "--db" in extra else ("--no-register",)
+    return [sys.executable, "-m", "wattbench", "run", "--target", target, "--out", str(out), *BASE_ARGS, *reg, *extra]
 
 
 def run_cli(target: str, out: Path, *extra: str, env: dict | None = None, timeout_s: float = 120,
