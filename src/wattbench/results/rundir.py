@@ -196,8 +196,12 @@ def load_requests(run_dir: str | os.PathLike) -> list[RequestRecord]:
     if not path.exists():
         raise UserError(f"{path}: missing (no such file)")
     out: list[RequestRecord] = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UserError(f"{path}: line {lineno}: not UTF-8 text ({e.reason} at byte {e.start})") from None
             if not line.strip():
                 continue
             try:
