@@ -276,7 +276,9 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
     if state.scraper is not None:
         level.server_metrics = state.scraper.timeline().summary(outcome.start_ns, outcome.end_ns)
     level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra)
-    return level
+    from wattbench.load.saturation import mark_saturated
+
+    return mark_saturated(level)
 
 
 def _save_level(state: _RunState, index: int, spec, outcome, token_source: str) -> None:
