@@ -69,7 +69,7 @@ class RunConfig(BaseModel):
     out: str | None = None
     tags: list[str] = Field(default_factory=list)
     db: str | None = None
-    register: bool = True
+    register_run: bool = True  # add the run to the history store
     html: bool = True
 
     @field_validator("concurrency")
@@ -109,7 +109,8 @@ class RunConfig(BaseModel):
         """The load levels in run order: ("concurrency", N) or ("rate", R)."""
         if self.rate:
             return [("rate", r) for r in self.rate]
-        return [("concurrency", c) for c in (self.concurrency or [1])]
+        default = [1, 8] if self.target is None and not self.targets else [1]  # embedded: two levels
+        return [("concurrency", c) for c in (self.concurrency or default)]
 
     def public_dict(self) -> dict:
         """The config as written to result.json: no secrets."""

@@ -65,7 +65,6 @@ class _RunState:
     idle_power: dict | None = None
     energy_unavailable_reason: str | None = None
     telemetry_writer: Any = None
-    timeline_written: int = 0
     cleanup: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -98,66 +97,37 @@ def _api_key(config: RunConfig) -> str | None:
 
 
 def _open_sensors(config: RunConfig) -> tuple[list, list[str]]:
-    """Sensors to sample and the problems met while looking for them (each with its fix)."""
+    """Sensors to sample and the problems met while looking for them (each with its fix).
+
+    Auto-detection with the embedded engine (which runs on this machine) adds an
+    estimate-labelled CPU figure where no CPU meter exists, so a CPU-only newcomer sees an
+    honest, labelled estimate rather than nothing.
+    """
     if config.no_sensors:
         return [], []
     from wattbench.telemetry import detect, spec
 
     if config.sensors:
         return [spec.parse_sensor_spec(s) for s in config.sensors], []
-    return detect.autodetect()
+    return detect.autodetect(estimate_cpu=config.target is None)
 
 
 def _build_workload(config: RunConfig, target, server: ServerInfo, tokenizer_path: str | None):
+    """The workload and its token source: ``--tokenizer`` (or the launched model's tokenizer),
+    else the server's ``/tokenize``, else approximate lengths (recorded as such)."""
     from wattbench.workload.presets import load_workload
     from wattbench.workload.tokenizer import open_token_source
 
-    token_source = open_token_source(tokenizer_path, base_url=target.base_url, model=target.model,
-                                     api_key=target.api_key)
+    ts = open_token_source(tokenizer_path, base_url=target.base_url, model=target.model, api_key=target.api_key)
     return load_workload(
         config.workload,
-        token_source,
+        ts,
         config.seed,
         input_tokens=config.input_tokens,
         output_tokens=config.output_tokens,
+        max_context_tokens=server.max_model_len,
         speedup=config.speedup,
     )
-
-
-def _is_trace(workload) -> bool:
-    from wattbench.workload.trace import TraceWorkload
-
-    return isinstance(workload, TraceWorkload)
-
-
-class _LevelRequests:
-    """The requests of one level: a trace replays from its first row; other workloads continue
-    from where the previous level stopped (fresh prompts, no prefix-cache hits across levels),
-    datasets cycling. ``used`` counts what the level took."""
-
-    def __init__(self, workload, start: int, trace: bool):
-        self.used = 0
-        if trace:
-            self._it = workload.specs()
-        elif workload.size() is None:
-            self._it = workload.specs(None, start)
-        else:
-            self._it = self._cycle(workload, start)
-
-    @staticmethod
-    def _cycle(workload, start: int):
-        i = start
-        while True:
-            yield from workload.specs(workload.size(), i)
-            i += workload.size()
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        spec = next(self._it)
-        self.used += 1
-        return spec
 
 
 def _write_level_artifacts(state: _RunState, outcome_records: list) -> None:
@@ -171,9 +141,7 @@ def _write_level_artifacts(state: _RunState, outcome_records: list) -> None:
         if state.sampler is not None and state.telemetry_writer is not None:
             state.telemetry_writer.flush(state.sampler.log)
         if state.scraper is not None:
-            state.timeline_written = state.scraper.timeline().append_jsonl(
-                state.run_dir / "server_timeline.jsonl", start=state.timeline_written
-            )
+            state.scraper.timeline.to_jsonl(state.run_dir / "server_timeline.jsonl")
     except OSError as e:  # disk full: one line, the run stops (result.json keeps the levels before)
         raise rundir.storage_error(state.run_dir, e) from None
     rundir.write_result(state.run_dir, state.result)
@@ -274,17 +242,29 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
     else:
         level.energy_unavailable_reason = state.energy_unavailable_reason or "no sensor was sampled"
     if state.scraper is not None:
-        level.server_metrics = state.scraper.timeline().summary(outcome.start_ns, outcome.end_ns)
+        # one scrape after the window so its end is bracketed by scrapes (counter deltas interpolate)
+        time.sleep(min(state.scraper.interval_s * 1.2, 2.0))
+        level.server_metrics = state.scraper.timeline.summary(outcome.start_ns, outcome.end_ns)
     level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra)
     from wattbench.load.saturation import mark_saturated
 
     return mark_saturated(level)
 
 
-def _save_level(state: _RunState, index: int, spec, outcome, token_source: str) -> None:
+def _count_source(records) -> str:
+    """Where the level's token counts come from: the server's ``usage`` for every completed
+    request, or ``missing`` when some completed request had none (then throughput undercounts)."""
+    done = [r for r in records if r.ok and not r.warmup]
+    if done and any(r.output_tokens is None for r in done):
+        return "missing"
+    return "usage"
+
+
+def _save_level(state: _RunState, index: int, spec, outcome, prompt_length_source: str) -> None:
     """Account a finished (or interrupted) level and write everything measured so far."""
     assert state.result is not None
-    level = _account_level(state, index, spec, outcome, token_source)
+    level = _account_level(state, index, spec, outcome, _count_source(outcome.records))
+    level.extra["prompt_length_source"] = prompt_length_source
     state.result.levels.append(level)
     _write_level_artifacts(state, outcome.records)
     _write_report(state)
@@ -382,17 +362,15 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         )
         base_url = normalize_base_url(handle.base_url)
         launched_info = handle.server_info
-        if tokenizer_path is None and getattr(handle, "model_dir", None) is not None:
-            tokenizer_path = str(handle.model_dir)
+        if tokenizer_path is None and handle.plan.model_path:
+            tokenizer_path = handle.plan.model_path  # the served model's own tokenizer: exact lengths
 
     model, models = asyncio.run(check_target(base_url, api_key, cfg.model))
     server = asyncio.run(detect_server(base_url, api_key))
     if launched_info is not None:
-        merged = launched_info.model_dump()
-        merged.update({k: v for k, v in server.model_dump().items() if v not in (None, [], {}, False)})
-        merged["launched"] = True
-        merged["effective_config"] = {**server.effective_config, **launched_info.effective_config}
-        server = ServerInfo.model_validate(merged)
+        from wattbench.server.detect import merge_launched
+
+        server = merge_launched(launched_info, server)
     server.base_url = base_url
     server.model = model
     server.models = models
@@ -407,7 +385,9 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         keep_output_text=cfg.keep_output_text,
     )
     workload = _build_workload(cfg, target, server, tokenizer_path)
-    target.extra_body = dict(server.force_length_body)
+    # Force output lengths only on servers that accept the fields (strict servers reject them).
+    target.extra_body = dict(server.extra_body)
+    target.send_min_tokens = bool(server.supports_ignore_eos)
     server.output_length_forced = bool(target.extra_body)
 
     # 2. sensors (nothing is written before the input has been checked).
@@ -450,6 +430,12 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         tags=list(cfg.tags),
     )
     result.extra["workload"] = workload.describe()
+    result.extra["prompt_length_source"] = workload.token_source
+    if workload.token_source == "approx":
+        result.warnings.append(
+            "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
+            "token counts still come from the server's usage"
+        )
     if sampler is None:
         why = (
             "--no-sensors was given"
@@ -471,7 +457,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     if server.metrics_endpoint:
         from wattbench.server.metrics import MetricsScraper
 
-        scraper = MetricsScraper(server.metrics_endpoint, interval_s=0.5, engine=server.engine)
+        scraper = MetricsScraper(server.metrics_endpoint, interval_s=0.5, engine=server.engine, api_key=api_key)
         scraper.start()
         stack.callback(scraper.stop)
         state.scraper = scraper
@@ -489,10 +475,12 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         result.extra["idle_window"] = {"start_ns": t0, "end_ns": t1, "duration_s": (t1 - t0) / 1e9}
         state.idle_power = idle
 
-    # 6. the levels.
-    levels = cfg.levels()
-    is_trace = _is_trace(workload)
+    # 6. the levels. Each level takes fresh requests (no prefix-cache hits from the previous one).
+    from wattbench.workload.trace import TraceWorkload
+
+    is_trace = isinstance(workload, TraceWorkload)
     used = 0
+    levels = cfg.levels()
     for index, (mode, value) in enumerate(levels):
         spec = LevelSpec(
             index=index,
@@ -517,16 +505,15 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
                 p["power_w"] = sampler.latest_power_w()
             _emit(state, "progress", index=_i, **p)
 
-        requests = _LevelRequests(workload, used, is_trace)
         try:
-            outcome = run_level(spec, target, requests, on_progress=on_progress)
+            outcome = run_level(spec, target, workload.specs(None, start=0 if is_trace else used), on_progress=on_progress)
         except Interrupted as e:  # keep the completed requests of the interrupted level
             partial = getattr(e, "outcome", None)
             if partial is not None and partial.records:
                 _save_level(state, index, spec, partial, workload.token_source)
             raise
-        used += requests.used
         _save_level(state, index, spec, outcome, workload.token_source)
+        used += len(outcome.records)
 
     # 7. idle after the last level (optional): drift check.
     if sampler is not None and cfg.idle_after_s > 0:
@@ -550,7 +537,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         reasons=sorted({f"{lv.label}: {r}" for lv in result.levels for r in lv.validity.reasons}),
     )
     _finish(state, "complete", None)
-    if cfg.register:
+    if cfg.register_run:
         with contextlib.suppress(Exception):  # history is an index; the run directory is the record
             from wattbench.results.store import HistoryStore
 

@@ -3,7 +3,8 @@
 ``python engines_fake_engine.py PORT MODE`` where MODE is ``ok`` (answers /health and /v1/models
 after a short start), ``crash`` (prints a traceback-like tail and exits 3), ``hang`` (never
 answers), ``child`` (like ok, and spawns a grandchild sleeper in the same process group whose pid
-it prints as ``CHILD_PID=…``).
+it prints as ``CHILD_PID=…``), ``lose_port MARKER`` (exits with "address already in use" unless the
+MARKER file exists, which it creates).
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ def main() -> None:
             print(f"loading layer {i}", flush=True)
         print("RuntimeError: no such model directory: /nope", flush=True)
         sys.exit(3)
+    if mode == "lose_port":  # the first start loses its port to someone else, later ones work
+        import pathlib
+
+        marker = pathlib.Path(sys.argv[3])
+        if not marker.exists():
+            marker.write_text("1")
+            print("OSError: [Errno 98] error while attempting to bind: address already in use", flush=True)
+            sys.exit(1)
     if mode == "hang":
         time.sleep(3600)
     if mode == "child":

@@ -169,13 +169,14 @@ def write_run(
     # ---- server timeline at 1 Hz
     ss = np.arange(t0, t_end, int(1e9), dtype=np.int64)
     infl_s = np.searchsorted(sends, ss, side="right") - np.searchsorted(ends, ss, side="right")
-    srows = []
+    # the format of wattbench.server.metrics.ServerTimeline.to_jsonl: a meta line, then one line per scrape
+    srows = [{"type": "meta", "url": "http://127.0.0.1:1/metrics", "engine": "vllm", "available": True}]
     for k in range(ss.size):
         running = int(infl_s[k])
-        srows.append({"t_ns": int(ss[k]), "series": 'vllm:num_requests_running{model_name="' + INJECT_MODEL + '"}',
-                      "v": running})
-        srows.append({"t_ns": int(ss[k]), "series": "vllm:num_requests_waiting", "v": max(0, running - 12)})
-        srows.append({"t_ns": int(ss[k]), "series": "vllm:gpu_cache_usage_perc", "v": min(1.0, running * 0.05)})
+        srows.append({"t_ns": int(ss[k]),
+                      'vllm:num_requests_running{model_name="' + INJECT_MODEL + '"}': running,
+                      "vllm:num_requests_waiting": max(0, running - 12),
+                      "vllm:gpu_cache_usage_perc": min(1.0, running * 0.05)})
     _write_jsonl(run_dir / "server_timeline.jsonl", srows)
 
     # ---- per-level results (figures from the simulated data; the report must show them as stored)

@@ -31,14 +31,19 @@ def pid_gone(pid: int, timeout_s: float = 10.0) -> bool:
     return False
 
 
-async def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int) -> tuple[int, dict, int]:
+async def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int,
+                            chat: bool = False) -> tuple[int, dict, int]:
     import aiohttp
 
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True,
+    body = {"model": model, "max_tokens": max_tokens, "stream": True,
             "stream_options": {"include_usage": True}, "temperature": 0}
+    if chat:
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
     chunks, usage = 0, {}
     async with aiohttp.ClientSession() as s:
-        async with s.post(base_url + "/completions", json=body) as r:
+        async with s.post(base_url + ("/chat/completions" if chat else "/completions"), json=body) as r:
             status = r.status
             async for raw in r.content:
                 line = raw.decode().strip()
@@ -78,6 +83,9 @@ def test_tiny_preset_serves_exact_lengths_and_stops_clean(tmp_path):
         assert usage["completion_tokens"] == 48
         assert usage["prompt_tokens"] > 10
         assert chunks >= 1
+        # the chat route too (the preset's chat template renders; still no early end)
+        status, usage, _ = asyncio.run(stream_completion(h.base_url, h.model, "hello there", 16, chat=True))
+        assert status == 200 and usage["completion_tokens"] == 16
         print(f"\ntransformers tiny: ready in {start_s:.1f} s (warm-up {si.warmup_duration_s:.1f} s), "
               f"48 tokens in {elapsed:.2f} s = {48 / elapsed:.0f} tok/s")
         pid = h.pid

@@ -119,6 +119,36 @@ def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, i
     return Intervals(edges[:-1][keep], np.full(int(keep.sum()), step / 1e9), energy[keep], pre[keep], dec[keep])
 
 
+def intervals_from_counters(times_ns: Sequence[int], prompt_tokens_total: Sequence[float],
+                            generation_tokens_total: Sequence[float],
+                            energy_series_fn: Callable[[int, int], float | None]) -> Intervals:
+    """Per-interval token counts from scraped cumulative server counters (one interval per scrape gap).
+
+    ``prompt_tokens_total`` / ``generation_tokens_total`` are the counters' values at ``times_ns``
+    (e.g. ``vllm:prompt_tokens_total``, ``vllm:generation_tokens_total``). A counter that goes down
+    was reset (server restart): the interval's count is then the new value. Intervals whose energy
+    is unknown are dropped.
+    """
+    t = np.asarray(times_ns, dtype=np.int64)
+    p = np.asarray(prompt_tokens_total, dtype=float)
+    g = np.asarray(generation_tokens_total, dtype=float)
+    if not (t.size == p.size == g.size) or t.size < 2:
+        raise UserError("counter series need the same length and at least two scrapes")
+    if np.any(np.diff(t) <= 0):
+        raise UserError("scrape times must increase")
+    dp, dg = np.diff(p), np.diff(g)
+    dp = np.where(dp < 0, p[1:], dp)
+    dg = np.where(dg < 0, g[1:], dg)
+    keep, energy = [], []
+    for i in range(t.size - 1):
+        e = energy_series_fn(int(t[i]), int(t[i + 1]))
+        if e is not None and math.isfinite(e):
+            keep.append(i)
+            energy.append(e)
+    k = np.asarray(keep, dtype=int)
+    return Intervals(t[:-1][k], (np.diff(t) / 1e9)[k], np.asarray(energy, dtype=float), dp[k], dg[k])
+
+
 def _nnls_small(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Exact NNLS for a few columns: the best non-negative fit over all subsets of free columns."""
     k = X.shape[1]

@@ -43,6 +43,7 @@ QUANTITIES = {
     "sm_clock_mhz": ("sm_clock_mhz", "clock_sm_mhz"),
     "throttle_reasons": ("clock_event_reasons", "throttle_reasons", "clocks_event_reasons"),
     "power_limit_w": ("power_limit_w", "enforced_power_limit_w"),
+    "gpu_util_pct": ("gpu_util_pct", "utilization_pct", "gpu_utilization_pct"),
 }
 
 
@@ -83,11 +84,12 @@ def throttling(log: TelemetryLog, t0: int, t1: int) -> dict[str, dict]:
 
 
 def thermal_summary(log: TelemetryLog, start_ns: int, end_ns: int) -> dict:
-    """Max temperature, min/mean SM clock, throttle reasons seen and power limit over the window,
+    """Max temperature, min/mean SM clock, mean GPU utilization, throttle reasons seen and power limit over the window,
     overall and per device (for ``LevelResult.thermal``)."""
     temps = _aux(log, "temperature_c", start_ns, end_ns)
     clocks = _aux(log, "sm_clock_mhz", start_ns, end_ns)
     limits = _aux(log, "power_limit_w", start_ns, end_ns)
+    util = _aux(log, "gpu_util_pct", start_ns, end_ns)
     thr = throttling(log, start_ns, end_ns)
     devices: dict[str, dict] = {}
     for dev in sorted(set(temps) | set(clocks) | set(limits) | set(thr)):
@@ -108,6 +110,8 @@ def thermal_summary(log: TelemetryLog, start_ns: int, end_ns: int) -> dict:
     out: dict = {}
     if temps:
         out["max_temperature_c"] = max(float(np.max(v)) for v in temps.values())
+    if util:
+        out["mean_gpu_utilization_pct"] = float(np.mean(np.concatenate(list(util.values()))))
     if clocks:
         allc = np.concatenate(list(clocks.values()))
         out["min_sm_clock_mhz"] = float(np.min(allc))

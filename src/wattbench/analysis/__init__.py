@@ -1,1 +1,1 @@
-"""Compare, regression gate and diagnosis rules, output agreement (and, from other issues, Pareto and roofline)."""
+"""Compare, regression gate, diagnosis rules, output agreement, Pareto frontier."""

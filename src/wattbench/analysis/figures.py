@@ -99,7 +99,8 @@ def gauge(d: dict[str, Any], *names: str, stat: str | None = None) -> float | No
 
 def throttle_reasons(level: LevelResult) -> list[str]:
     """Throttle reasons seen in a level, from ``thermal`` (a list, or a dict reason -> fraction)."""
-    v = level.thermal.get("throttle_reasons") or level.thermal.get("clocks_event_reasons")
+    v = (level.thermal.get("capping_reasons_seen") or level.thermal.get("throttle_reasons")
+         or level.thermal.get("clocks_event_reasons"))
     if isinstance(v, dict):
         return sorted(k for k, frac in v.items() if frac)
     if isinstance(v, (list, tuple)):
@@ -152,13 +153,16 @@ def headline(level: LevelResult, boundary: str | None) -> dict[str, float | None
     out["goodput_rps"] = gauge(gp, "requests_per_s", "goodput_rps", "rps")
     out["goodput_output_tokens_per_s"] = gauge(gp, "output_tokens_per_s", "goodput_output_tokens_per_s")
     sm = level.server_metrics
-    out["mean_running"] = gauge(sm, "num_requests_running", "running", "running_mean")
-    out["mean_waiting"] = gauge(sm, "num_requests_waiting", "waiting", "waiting_mean")
+    # keys of wattbench.server.metrics.ServerTimeline.summary first; older/hand-made forms after
+    out["mean_running"] = gauge(sm, "mean_running_requests", "num_requests_running", "running", "running_mean")
+    out["mean_waiting"] = gauge(sm, "mean_waiting_requests", "num_requests_waiting", "waiting", "waiting_mean")
     out["client_cpu_pct"] = level.load.client_cpu_pct
     th = level.thermal
-    out["max_temp_c"] = gauge(th, "max_temp_c", "temperature_c", stat="max")
-    out["sm_clock_mhz"] = gauge(th, "sm_clock_mhz", "sm_clock", stat="mean")
-    out["gpu_utilization_pct"] = gauge(th, "gpu_utilization_pct", "utilization_pct", stat="mean")
+    # keys of wattbench.accounting.thermal_summary first; older/hand-made forms after
+    out["max_temp_c"] = gauge(th, "max_temperature_c", "max_temp_c", "temperature_c", stat="max")
+    out["sm_clock_mhz"] = gauge(th, "mean_sm_clock_mhz", "sm_clock_mhz", "sm_clock", stat="mean")
+    out["gpu_utilization_pct"] = gauge(th, "mean_gpu_utilization_pct", "gpu_utilization_pct", "utilization_pct",
+                                       stat="mean")
     return out
 
 

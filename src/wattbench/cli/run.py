@@ -149,7 +149,7 @@ def register(app: typer.Typer) -> None:
             out=out,
             tags=list(tag or []),
             db=db,
-            register=not no_register,
+            register_run=not no_register,
             html=not no_html,
             keep_output_text=keep_output_text,
         )

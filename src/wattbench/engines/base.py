@@ -219,7 +219,7 @@ class EngineHandle:
 
     def wait_ready(self, timeout_s: float) -> None:
         t0 = now_ns()
-        deadline = time.monotonic() + timeout_s
+        deadline_ns = t0 + int(timeout_s * 1e9)
         delay = 0.2
         while True:
             rc = self.proc.poll()
@@ -232,7 +232,7 @@ class EngineHandle:
                 if self.proc.poll() is None:
                     break
                 continue  # died just now: reported above
-            if time.monotonic() > deadline:
+            if now_ns() > deadline_ns:
                 raise EngineError(
                     f"{self.engine.name} server did not become healthy within {timeout_s:.0f} s "
                     f"(log: {self.log_path}); raise the start timeout for large models",
@@ -295,16 +295,39 @@ def start(
     host: str = DEFAULT_HOST,
     port: int | None = None,
 ) -> EngineHandle:
-    """Start ``engine`` and return a ready handle; on any failure leave no process behind."""
+    """Start ``engine`` and return a ready handle; on any failure leave no process behind.
+
+    With an automatically chosen port, a start that loses the port to another process between
+    the choice and the server's bind (the server exits with "address already in use") is retried
+    on a new port, up to ``PORT_RETRIES`` times."""
     engine.check_installed()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if port is None:
-        port = free_port(host)
-    elif port_in_use(port, host):
-        raise EngineError(f"port {port} on {host} is already in use: pick another port or let wattbench choose one")
-    scratch = run_dir / "engine-scratch"
-    scratch.mkdir(exist_ok=True)
+    if port is not None:
+        if port_in_use(port, host):
+            raise EngineError(
+                f"port {port} on {host} is already in use: pick another port or let wattbench choose one")
+        return _start_once(engine, model, device, engine_args, run_dir, timeout_s, host, port)
+    for attempt in range(PORT_RETRIES + 1):
+        try:
+            return _start_once(engine, model, device, engine_args, run_dir, timeout_s, host, free_port(host))
+        except EngineError as e:
+            lost_port = any(m in e.log_tail.lower() for m in ADDRESS_IN_USE) and not has_flag(engine_args, "--port")
+            if not lost_port or attempt == PORT_RETRIES:
+                raise
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+PORT_RETRIES = 2
+ADDRESS_IN_USE = ("address already in use", "errno 98")
+
+
+def _start_once(engine: Engine, model: str | None, device: str, engine_args: list[str], run_dir: Path,
+                timeout_s: float, host: str, port: int) -> EngineHandle:
+    from wattbench.engines.presets import default_cache_dir
+
+    scratch = default_cache_dir() / "engine-scratch" / engine.name  # kept out of the run directory
+    scratch.mkdir(parents=True, exist_ok=True)
     plan = engine.plan(model, device, list(engine_args), host, port, scratch)
     env = dict(os.environ)
     env.update(plan.env)

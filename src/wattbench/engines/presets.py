@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import random
 import shutil
@@ -183,7 +184,20 @@ def training_text(num_words: int = 150_000, seed: int = TOKENIZER_SEED) -> tuple
 
 
 def build_tokenizer(family: str, vocab_size: int):
-    """A byte-level BPE ``tokenizers.Tokenizer`` with exactly ``vocab_size`` entries."""
+    """A byte-level BPE ``tokenizers.Tokenizer`` with exactly ``vocab_size`` entries (deterministic;
+    trained once per process for each family and size)."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(_tokenizer_json(family, vocab_size))
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer_json(family: str, vocab_size: int) -> str:
+    return train_tokenizer(family, vocab_size).to_str()
+
+
+def train_tokenizer(family: str, vocab_size: int):
+    """Train the tokenizer from scratch (``build_tokenizer`` caches this)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     specials = _SPECIAL[family]
@@ -343,53 +357,58 @@ def _write_weights(preset: Preset, out: Path, dtype: str, device: str) -> None:
     gen = torch.Generator(device="cpu").manual_seed(WEIGHT_SEED)
     pool_n = 1 << 22
     pool = (torch.randn(pool_n, generator=gen, dtype=torch.float32) * 0.02).to(device=device, dtype=tdtype)
-    offset = 0
-    shards: list[dict[str, Any]] = []
-    cur: dict[str, Any] = {}
-    cur_bytes = 0
     elem = torch.empty((), dtype=tdtype).element_size()
-    for name, shape in shapes:
-        numel = 1
-        for d in shape:
-            numel *= d
-        if name.endswith("norm.weight"):
-            t = torch.ones(shape, dtype=tdtype, device=device)
-        elif name.endswith(".bias"):
-            t = torch.zeros(shape, dtype=tdtype, device=device)
-        else:
-            flat = torch.empty(numel, dtype=tdtype, device=device)
-            pos = 0
-            while pos < numel:
-                start = offset % pool_n
-                n = min(pool_n - start, numel - pos)
-                flat[pos : pos + n] = pool[start : start + n]
-                pos += n
-                offset += n + 7919  # rotate so tensors don't repeat each other's pattern
-            t = flat.view(shape)
-        t = t.to("cpu").contiguous()
-        if cur and cur_bytes + numel * elem > _MAX_SHARD_BYTES:
-            shards.append(cur)
-            cur, cur_bytes = {}, 0
-        cur[name] = t
-        cur_bytes += numel * elem
-    if cur:
-        shards.append(cur)
-
-    if len(shards) == 1:
-        save_file(shards[0], str(out / "model.safetensors"), metadata={"format": "pt"})
-        return
+    plan = plan_shards(shapes, elem, _MAX_SHARD_BYTES)
+    offset = 0
     weight_map: dict[str, str] = {}
     total = 0
-    for k, shard in enumerate(shards, 1):
-        fname = f"model-{k:05d}-of-{len(shards):05d}.safetensors"
+    for k, names in enumerate(plan, 1):  # one shard in memory at a time
+        shard: dict[str, Any] = {}
+        for name in names:
+            shape = dict(shapes)[name]
+            numel = math.prod(shape)
+            if name.endswith("norm.weight"):
+                t = torch.ones(shape, dtype=tdtype, device=device)
+            elif name.endswith(".bias"):
+                t = torch.zeros(shape, dtype=tdtype, device=device)
+            else:
+                flat = torch.empty(numel, dtype=tdtype, device=device)
+                pos = 0
+                while pos < numel:
+                    start = offset % pool_n
+                    n = min(pool_n - start, numel - pos)
+                    flat[pos : pos + n] = pool[start : start + n]
+                    pos += n
+                    offset += n + 7919  # rotate so tensors don't repeat each other's pattern
+                t = flat.view(shape)
+            shard[name] = t.to("cpu").contiguous()
+            total += numel * elem
+        fname = "model.safetensors" if len(plan) == 1 else f"model-{k:05d}-of-{len(plan):05d}.safetensors"
         save_file(shard, str(out / fname), metadata={"format": "pt"})
-        for name, t in shard.items():
-            weight_map[name] = fname
-            total += t.numel() * t.element_size()
-        shards[k - 1] = {}  # free as we go
-    (out / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2)
-    )
+        weight_map.update({n: fname for n in names})
+        del shard
+    if len(plan) > 1:
+        (out / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2)
+        )
+
+
+def plan_shards(shapes: list[tuple[str, tuple[int, ...]]], elem_bytes: int,
+                max_bytes: int = _MAX_SHARD_BYTES) -> list[list[str]]:
+    """Split tensors, in order, into shards of at most ``max_bytes`` (a bigger tensor gets its own)."""
+    plan: list[list[str]] = []
+    cur: list[str] = []
+    cur_bytes = 0
+    for name, shape in shapes:
+        nbytes = math.prod(shape) * elem_bytes
+        if cur and cur_bytes + nbytes > max_bytes:
+            plan.append(cur)
+            cur, cur_bytes = [], 0
+        cur.append(name)
+        cur_bytes += nbytes
+    if cur:
+        plan.append(cur)
+    return plan
 
 
 # ------------------------------------------------------------------ build / cache

@@ -87,7 +87,7 @@ class TransformersServe(Engine):
                "TOKENIZERS_PARALLELISM": "false"}
         hub = os.environ.get("HF_HUB_CACHE")
         if not hub or not Path(hub).is_dir():
-            hub_dir = scratch / "hf-hub"
+            hub_dir = scratch / "hf-hub-empty"
             hub_dir.mkdir(parents=True, exist_ok=True)
             env["HF_HUB_CACHE"] = str(hub_dir)
         info = {

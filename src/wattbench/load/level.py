@@ -63,7 +63,6 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
-import numpy as np
 
 from wattbench.clock import now_ns
 from wattbench.errors import Interrupted, UserError, WattbenchError

@@ -13,6 +13,7 @@ std, half_width}}`` for every figure present in at least one trial.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Iterable, Mapping
 
@@ -62,6 +63,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+@functools.lru_cache(maxsize=1024)
 def t_ppf(q: float, df: float) -> float:
     """Student-t quantile (``0 < q < 1``), by bisection on :func:`t_cdf`."""
     if not 0.0 < q < 1.0:

@@ -19,14 +19,14 @@ from __future__ import annotations
 import dataclasses
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import orjson
-from pydantic import ValidationError
 
 from wattbench.errors import UserError
-from wattbench.results.schema import SCHEMA_VERSION, RequestRecord, Result
+from wattbench.results.schema import RequestRecord, Result
+from wattbench.results import rundir
 from wattbench.telemetry.base import Channel, TelemetryLog
 
 RESULT_FILE = "result.json"
@@ -60,51 +60,6 @@ def _iter_jsonl(path: Path, notes: list[str]) -> Iterator[tuple[int, Any]]:
             raise UserError(
                 f"{path}: line {i + 1} is not valid JSON; the file is corrupt (re-run or remove the line)"
             ) from None
-
-
-def read_result(run_dir: Path) -> Result:
-    """``result.json`` of a run directory, validated; UserError when missing, corrupt or too new."""
-    path = run_dir / RESULT_FILE
-    if not run_dir.is_dir():
-        raise UserError(f"{run_dir} is not a directory; give a run directory (it holds {RESULT_FILE})")
-    if not path.is_file():
-        raise UserError(f"{run_dir} has no {RESULT_FILE}; give a run directory written by `wattbench run`")
-    try:
-        data = orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise UserError(f"{path} is not valid JSON ({e}); the run directory is corrupt") from None
-    except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror or e}") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path} does not hold a result object; the run directory is corrupt")
-    version = data.get("schema_version", SCHEMA_VERSION)
-    if isinstance(version, int) and version > SCHEMA_VERSION:
-        raise UserError(
-            f"{path} has schema version {version}, newer than this wattbench reads ({SCHEMA_VERSION}); upgrade wattbench"
-        )
-    try:
-        return Result.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(x) for x in first.get("loc", ()))
-        raise UserError(f"{path} is not a wattbench result ({loc}: {first.get('msg')}); the file is corrupt") from None
-
-
-def read_requests(run_dir: Path, notes: list[str]) -> list[RequestRecord]:
-    """All request records of ``requests.jsonl`` (empty when the file is absent)."""
-    path = run_dir / REQUESTS_FILE
-    if not path.exists():
-        notes.append(f"{REQUESTS_FILE} is missing: no per-request data")
-        return []
-    out: list[RequestRecord] = []
-    for lineno, obj in _iter_jsonl(path, notes):
-        try:
-            out.append(RequestRecord.model_validate(obj))
-        except ValidationError as e:
-            first = e.errors()[0]
-            loc = ".".join(str(x) for x in first.get("loc", ()))
-            raise UserError(f"{path}: line {lineno} is not a request record ({loc}: {first.get('msg')})") from None
-    return out
 
 
 def _channel(d: Any, path: Path, lineno: int) -> Channel:
@@ -159,21 +114,28 @@ def read_telemetry(run_dir: Path, notes: list[str]) -> TelemetryLog:
 
 
 def read_server_timeline(run_dir: Path, notes: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Scraped server series of ``server_timeline.jsonl``: name -> (t_ns, values), time-sorted."""
+    """Scraped server series of ``server_timeline.jsonl``: name -> (t_ns, values), time-sorted.
+    A torn last line (a run killed while writing) is skipped with a note."""
     path = run_dir / SERVER_TIMELINE_FILE
     if not path.exists():
         return {}
     acc: dict[str, tuple[list[int], list[float]]] = {}
+    # format: wattbench.server.metrics.ServerTimeline.to_jsonl (a meta line, then {"t_ns", series: value…})
     for lineno, obj in _iter_jsonl(path, notes):
-        if not isinstance(obj, dict) or "series" not in obj or "t_ns" not in obj:
-            raise UserError(f"{path}: line {lineno} is not a scraped value {{t_ns, series, v}}")
-        v = obj.get("v")
-        if v is None:
+        if not isinstance(obj, dict):
+            raise UserError(f"{path}: line {lineno} is not a JSON object")
+        if obj.get("type") == "meta":
             continue
-        ts, vs = acc.setdefault(str(obj["series"]), ([], []))
+        if "t_ns" not in obj:
+            raise UserError(f"{path}: line {lineno} has no t_ns; not a server timeline scrape")
         try:
-            ts.append(int(obj["t_ns"]))
-            vs.append(float(v))
+            t = int(obj["t_ns"])
+            for name, v in obj.items():
+                if name == "t_ns" or v is None:
+                    continue
+                ts, vs = acc.setdefault(str(name), ([], []))
+                ts.append(t)
+                vs.append(float(v))
         except (TypeError, ValueError):
             raise UserError(f"{path}: line {lineno} has a non-numeric time or value") from None
     out = {}
@@ -184,28 +146,15 @@ def read_server_timeline(run_dir: Path, notes: list[str]) -> dict[str, tuple[np.
     return out
 
 
-def _loader(name: str) -> Callable | None:
-    """The shared run-directory loader (``wattbench.results.rundir``) where this build has it."""
-    try:
-        from wattbench.results import rundir  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return getattr(rundir, name, None)
-
-
 class RunData:
     """One run directory as a report sees it. Only ``result`` is read at construction."""
 
     def __init__(self, run_dir: str | Path):
         self.path = Path(run_dir)
         self.notes: list[str] = []
-        shared = _loader("load_result")
-        if shared is not None:
-            if not self.path.is_dir():
-                raise UserError(f"{self.path} is not a directory; give a run directory (it holds {RESULT_FILE})")
-            self.result: Result = shared(self.path)
-        else:
-            self.result = read_result(self.path)
+        if not self.path.is_dir():
+            raise UserError(f"{self.path} is not a directory; give a run directory (it holds {RESULT_FILE})")
+        self.result: Result = rundir.load_result(self.path)
 
     @property
     def run_id(self) -> str:
@@ -218,10 +167,7 @@ class RunData:
 
     @cached_property
     def requests(self) -> list[RequestRecord]:
-        shared = _loader("load_requests")
-        if shared is not None:
-            return list(shared(self.path))
-        return read_requests(self.path, self.notes)
+        return rundir.load_requests(self.path, notes=self.notes)
 
     @cached_property
     def telemetry(self) -> TelemetryLog:

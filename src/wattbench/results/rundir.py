@@ -188,31 +188,46 @@ def load_result(path_or_dir: str | os.PathLike) -> Result:
     return load_model(result_path(p), Result, "result")
 
 
-def load_requests(run_dir: str | os.PathLike) -> list[RequestRecord]:
-    """Read ``requests.jsonl``; a bad line is reported with its line number."""
+def load_requests(run_dir: str | os.PathLike, notes: list[str] | None = None) -> list[RequestRecord]:
+    """Read ``requests.jsonl``; a bad line is reported with its line number.
+
+    With ``notes`` (a list to append to), reading is lenient where a crash explains the damage:
+    a missing file gives no records and a note, and a torn LAST line (the run was killed while
+    appending) is skipped with a note. Damage anywhere else is always an error.
+    """
     path = Path(run_dir)
     if path.is_dir():
         path = path / REQUESTS_FILE
     if not path.exists():
+        if notes is not None:
+            notes.append(f"{REQUESTS_FILE} is missing: no per-request data")
+            return []
         raise UserError(f"{path}: missing (no such file)")
     out: list[RequestRecord] = []
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise UserError(f"{path}: line {lineno}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as e:
-                # a torn last line from a killed run is reported like any other corruption
-                raise UserError(f"{path}: line {lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(data, dict):
-                raise UserError(f"{path}: line {lineno}: expected a JSON object")
-            try:
-                out.append(RequestRecord.model_validate(data))
-            except ValidationError as e:
-                raise UserError(f"{path}: line {lineno}: {describe_validation_error(e)}") from None
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        lineno = raw.count(b"\n", 0, e.start) + 1
+        raise UserError(f"{path}: line {lineno}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    lines = text.split("\n")
+    last = len(lines)
+    while last > 0 and not lines[last - 1].strip():
+        last -= 1
+    for lineno, line in enumerate(lines[:last], start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as e:
+            if notes is not None and lineno == last:
+                notes.append(f"{REQUESTS_FILE}: last line {lineno} is truncated (run stopped while writing); skipped")
+                break
+            raise UserError(f"{path}: line {lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(data, dict):
+            raise UserError(f"{path}: line {lineno}: expected a JSON object")
+        try:
+            out.append(RequestRecord.model_validate(data))
+        except ValidationError as e:
+            raise UserError(f"{path}: line {lineno}: {describe_validation_error(e)}") from None
     return out

@@ -229,7 +229,6 @@ class ServerInfo(_M):
     effective_config: dict[str, Any] = Field(default_factory=dict)
     metrics_endpoint: str | None = None
     supports_ignore_eos: bool | None = None
-    force_length_body: dict[str, Any] = Field(default_factory=dict)  # fields sent to force output length
     output_length_forced: bool | None = None
     stream_batching: dict[str, Any] = Field(default_factory=dict)
     # engine-specific request fields that force the output length (e.g. {"ignore_eos": true})

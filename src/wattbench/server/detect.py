@@ -208,11 +208,15 @@ def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]]) -> Serv
 def merge_launched(launched: ServerInfo, detected: ServerInfo) -> ServerInfo:
     """A launched server's info (what wattbench set) completed by what detection saw."""
     out = launched.model_copy(deep=True)
-    for field in ("version", "max_model_len", "metrics_endpoint"):
+    for field in ("version", "max_model_len", "metrics_endpoint", "supports_ignore_eos", "engine"):
         if getattr(out, field) is None and getattr(detected, field) is not None:
             setattr(out, field, getattr(detected, field))
+    if not out.extra_body:
+        out.extra_body = dict(detected.extra_body)
     if not out.models:
         out.models = list(detected.models)
     for k, v in detected.effective_config.items():
         out.effective_config.setdefault(k, v)
+    for k, v in detected.stream_batching.items():
+        out.stream_batching.setdefault(k, v)
     return out

@@ -75,7 +75,7 @@ def build_payload(spec: RequestSpec, target: TargetSpec) -> dict:
 
     Always ``stream=True`` with ``stream_options.include_usage`` (token counts come from the
     server's usage chunk), ``temperature=0``, ``max_tokens`` from the spec. ``min_tokens`` is sent
-    when the spec asks for it. ``target.extra_body`` (engine-specific fields such as
+    when the spec asks for it and the target accepts it (``target.send_min_tokens``). ``target.extra_body`` (engine-specific fields such as
     ``ignore_eos``) is merged last and wins. The chat API wraps a bare prompt as one user message;
     the completions API needs a prompt.
     """
@@ -99,7 +99,7 @@ def build_payload(spec: RequestSpec, target: TargetSpec) -> dict:
                 )
             raise UserError("a request has no prompt; the workload must give a prompt or messages")
         body["prompt"] = spec.prompt
-    if spec.min_tokens is not None:
+    if spec.min_tokens is not None and target.send_min_tokens:
         body["min_tokens"] = spec.min_tokens
     if target.extra_body:
         body.update(target.extra_body)

@@ -13,7 +13,7 @@ that time mapped onto the monotonic clock.
 from __future__ import annotations
 
 import abc
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 # Power boundaries, inner to outer. A contained boundary is never added to its container.

@@ -123,6 +123,15 @@ def autodetect(
         elif zones:
             problems.append("cpu: no CPU power meter readable (fix: grant RAPL access as above, "
                             "or opt in to an estimate with `--sensor estimate:cpu[,tdp=W]`)")
+    if not sensors and not problems:
+        looked = [
+            f"NVIDIA GPU ({nvml_err.strip() or 'NVML found no device'}; no nvidia-smi)",
+            f"RAPL ({root} {'has no readable zone' if root.is_dir() else 'absent'})",
+            "Jetson rails", f"AMD GPU ({kfd_device} absent)", f"BMC ({ipmi_device} absent)",
+        ]
+        problems.append("no power meter found: looked for " + "; ".join(looked)
+                        + " (fix: add --sensor, e.g. const:node=WATTS for a declared figure, "
+                        "estimate:cpu for a CPU estimate, or a wall meter with file:PATH)")
     return sensors, problems
 
 

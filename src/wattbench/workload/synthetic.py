@@ -21,6 +21,7 @@ Counts exclude special tokens (BOS) and any chat template the server applies.
 
 from __future__ import annotations
 
+import weakref
 from typing import Iterator
 
 import numpy as np
@@ -52,6 +53,7 @@ WORDS = (
 ).split()
 
 POOL_TOKENS = 1 << 16  # initial pool size; grows on demand
+_POOLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # token source -> encoded pool
 
 
 class PromptBuilder:
@@ -66,16 +68,29 @@ class PromptBuilder:
 
     # ------------------------------------------------------------------ pool
     def _ensure_pool(self, n_tokens: int) -> None:
+        """The pool is the same for every seed (offsets into it are seeded) and is shared by every
+        builder of one token source, so it is encoded once per process."""
         need = max(POOL_TOKENS, 2 * n_tokens)
         if len(self._pool) >= need:
             return
-        rng = np.random.default_rng([self.seed, 0x706F6F6C])  # "pool"
+        try:
+            shared = _POOLS.get(self.ts)
+        except TypeError:  # not weak-referenceable
+            shared = None
+        if shared is not None and len(shared) >= need:
+            self._pool = shared
+            return
+        rng = np.random.default_rng(0x706F6F6C)  # "pool"
         words = rng.choice(np.asarray(WORDS), size=int(need * 1.2) + 64)
         text = " ".join(words.tolist()) + "."
         ids = self.ts.encode(text)
         while len(ids) < need:  # very unusual tokenizers: keep appending
             ids = ids + ids
         self._pool = list(ids)
+        try:
+            _POOLS[self.ts] = self._pool
+        except TypeError:
+            pass
 
     def count(self, text: str) -> int:
         c = self._count_cache.get(text)
@@ -140,10 +155,11 @@ class PromptBuilder:
         if not self.exact:
             return [self.unique_prompt(n, i, rng, head=head, shared=shared) for n, i, rng in jobs]
         out: list[str | None] = [None] * len(jobs)
-        prefixes = []
-        for n, i, rng in jobs:
-            prefixes.append(shared + f"{int(rng.integers(100000, 999999))}-{i}:" + head)
-        pre_counts = [len(x) for x in self._encode_many(prefixes)]
+        own = [f"{int(rng.integers(100000, 999999))}-{i}:" + head for _, i, rng in jobs]
+        prefixes = [shared + x for x in own]
+        # a long shared prefix is counted once; a merge at its join is caught by the verification
+        base = self.count(shared) if shared else 0
+        pre_counts = [base + len(x) for x in self._encode_many(own)]
         self._ensure_pool(max(n for n, _, _ in jobs) + 8)
         pool = self._pool
         slices, where = [], []

@@ -22,6 +22,10 @@ blocks are concatenated and the last (partial) block is filled to the exact inpu
 generator seeded by its hash id. Requests that share hash ids then share prompt prefixes, so the
 server's prefix cache sees the reuse the trace recorded.
 
+A trace's input length already includes any conversation context, so every row is an independent
+request sent at its own time: a session id is kept in ``tags["trace_session_id"]``, not in
+``RequestSpec.session_id`` (which would make the client prepend earlier turns a second time).
+
 A row with a missing or unreadable field, or a negative length, is an error naming ``FILE:LINE``.
 Rows with 0 input or 0 output tokens (a request that cannot be replayed as a generation) are
 skipped and counted in ``describe()["skipped"]``.
@@ -256,10 +260,12 @@ class TraceWorkload(Workload):
             for i, prompt in zip(idx, prompts):
                 r = self.rows[i]
                 tags = {"workload": self.name, "line": r.line}
+                if r.session_id is not None:
+                    tags["trace_session_id"] = r.session_id
                 if r.hash_ids is not None:
                     tags["hash_ids"] = r.hash_ids
                 yield RequestSpec(prompt=prompt, max_tokens=r.output_tokens, input_tokens=r.input_tokens,
-                                  token_source=self.token_source, session_id=r.session_id,
+                                  token_source=self.token_source,
                                   arrival_s=self.arrival_s(i), min_tokens=r.output_tokens, tags=tags)
 
     def _uses_blocks(self, r: TraceRow) -> bool:

@@ -112,3 +112,27 @@ def test_isolating_pair_solves_exactly_and_cross_check():
     with pytest.raises(UserError, match="does not separate"):
         isolating_pair({"dynamic_energy_j": 1, "input_tokens": 10, "output_tokens": 1},
                        {"dynamic_energy_j": 2, "input_tokens": 20, "output_tokens": 2})
+
+
+def test_intervals_from_server_counters_with_a_reset():
+    from wattbench.accounting.attribution import intervals_from_counters
+
+    rng = np.random.default_rng(9)
+    n = 120
+    t = np.cumsum(rng.uniform(0.8e9, 1.2e9, n + 1)).astype(np.int64)
+    dp = rng.integers(0, 6000, n).astype(float)
+    dg = rng.integers(50, 900, n).astype(float)
+    prompt_total = np.concatenate([[1000.0], 1000.0 + np.cumsum(dp)])
+    gen_total = np.concatenate([[500.0], 500.0 + np.cumsum(dg)])
+    # the server restarted before scrape 60: counters start again from that interval's count
+    prompt_total[60:] -= prompt_total[59]
+    gen_total[60:] -= gen_total[59]
+    energy = {int(t[i]): IDLE_W * (t[i + 1] - t[i]) / 1e9 + E_PREFILL * dp[i] + E_DECODE * dg[i] for i in range(n)}
+    iv = intervals_from_counters(t, prompt_total, gen_total, lambda a, b: energy[a] if a != int(t[7]) else None)
+    assert len(iv) == n - 1
+    assert iv.prefill_tokens.sum() == pytest.approx(dp.sum() - dp[7])
+    assert iv.decode_tokens.sum() == pytest.approx(dg.sum() - dg[7])
+    f = fit_intervals(iv)
+    assert f["j_per_prefill_token"] == pytest.approx(E_PREFILL, rel=1e-6)
+    assert f["j_per_decode_token"] == pytest.approx(E_DECODE, rel=1e-6)
+    assert f["r2"] == pytest.approx(1.0)

@@ -17,6 +17,12 @@ from wattbench.errors import EngineError
 FAKE = Path(__file__).resolve().parents[2] / "fakes" / "engines_fake_engine.py"
 
 
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    """Engine scratch folders go to the wattbench cache dir: keep them per test."""
+    monkeypatch.setenv("WATTBENCH_CACHE_DIR", str(tmp_path / "cache"))
+
+
 class FakeEngine(Engine):
     name = "fake"
     install_hint = "pip install fake-engine"
@@ -28,7 +34,8 @@ class FakeEngine(Engine):
         pass
 
     def plan(self, model, device, engine_args, host, port, scratch):
-        return LaunchPlan(argv=[self.exe, str(FAKE), str(port), self.mode, *engine_args], model_path="x",
+        extra = [str(scratch / "marker")] if self.mode == "lose_port" else []
+        return LaunchPlan(argv=[self.exe, str(FAKE), str(port), self.mode, *extra, *engine_args], model_path="x",
                           info={"device": device})
 
     def version(self):
@@ -95,6 +102,13 @@ def test_unhealthy_start_times_out_and_leaves_no_process(tmp_path):
 
     assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] and str(FAKE) in p.info["cmdline"]
                 and "hang" in p.info["cmdline"]]
+
+
+def test_a_lost_auto_port_is_retried_on_a_new_port(tmp_path):
+    with start(FakeEngine("lose_port"), None, "cpu", [], tmp_path, timeout_s=20) as h:
+        assert h.alive()
+    log = (tmp_path / "server.log").read_text()
+    assert log.count("$ ") == 2 and "address already in use" in log
 
 
 def test_port_taken_is_refused_before_starting(tmp_path):

@@ -73,12 +73,15 @@ def test_generation_config_has_no_reachable_end_token(tiny_dir):
     assert 0 <= cfg["eos_token_id"] < cfg["vocab_size"]
 
 
-def test_tokenizer_is_deterministic_and_padded_exactly():
-    a = presets.build_tokenizer("qwen2", 9000)
-    b = presets.build_tokenizer("qwen2", 9000)
-    assert a.to_str() == b.to_str()
-    assert a.get_vocab_size(with_added_tokens=True) == 9000
-    assert a.token_to_id("<|im_end|>") is not None
+def test_tokenizer_is_deterministic_and_padded_exactly(tiny_dir):
+    from tokenizers import Tokenizer
+
+    fresh = presets.train_tokenizer("llama", 8000)  # a second training, not the cached one
+    assert fresh.to_str() == Tokenizer.from_file(str(tiny_dir / "tokenizer.json")).to_str()
+    q = presets.build_tokenizer("qwen2", 12000)  # more than BPE learns from the text: padded
+    assert q.get_vocab_size(with_added_tokens=True) == 12000
+    assert q.token_to_id("<|im_end|>") is not None
+    assert q.decode([11999]) and q.decode([11999]) != q.decode([11998])
 
 
 @pytest.mark.parametrize(
@@ -128,3 +131,28 @@ def test_resolve_model_paths(tmp_path):
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text("{}")
     assert presets.resolve_model(str(tmp_path / "m"), "cpu") == ((tmp_path / "m").resolve(), None)
+
+
+def test_plan_shards_bounds_each_shard():
+    shapes = presets.tensor_shapes(presets.PRESETS["llama-8b"])
+    plan = presets.plan_shards(shapes, 2)
+    assert [n for shard in plan for n in shard] == [n for n, _ in shapes]  # all, in order
+    sizes = [sum(2 * presets.math.prod(dict(shapes)[n]) for n in shard) for shard in plan]
+    assert max(sizes) <= presets._MAX_SHARD_BYTES and len(plan) == 4
+    assert sum(sizes) == presets.PRESETS["llama-8b"].weight_bytes()
+
+
+def test_sharded_write_is_loadable(tmp_path, monkeypatch):
+    from safetensors import safe_open
+
+    monkeypatch.setattr(presets, "_MAX_SHARD_BYTES", 8 * 1024**2)  # force several shards for tiny
+    d = presets.ensure_preset("tiny", cache_dir=tmp_path)
+    index = json.loads((d / "model.safetensors.index.json").read_text())
+    files = sorted(set(index["weight_map"].values()))
+    assert len(files) >= 2 and not (d / "model.safetensors").exists()
+    names = set()
+    for f in files:
+        with safe_open(str(d / f), "pt") as sf:
+            names |= set(sf.keys())
+    assert names == {n for n, _ in presets.tensor_shapes(presets.PRESETS["tiny"])}
+    assert index["metadata"]["total_size"] == presets.PRESETS["tiny"].weight_bytes()

@@ -47,7 +47,9 @@ def test_safe_url_strips_credentials():
 
 
 def test_payload_completions():
-    t = TargetSpec(base_url="http://h/v1", model="m", extra_body={"ignore_eos": True})
+    strict = TargetSpec(base_url="http://h/v1", model="m")
+    assert "min_tokens" not in build_payload(RequestSpec(prompt="hi", max_tokens=7, min_tokens=7), strict)
+    t = TargetSpec(base_url="http://h/v1", model="m", extra_body={"ignore_eos": True}, send_min_tokens=True)
     body = build_payload(RequestSpec(prompt="hi", max_tokens=7, min_tokens=7), t)
     assert body == {
         "model": "m",

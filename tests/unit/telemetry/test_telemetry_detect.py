@@ -23,7 +23,17 @@ def base_kw(tmp_path, **kw):
 
 def test_nothing_here(tmp_path):
     sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(init_error=NVMLError(12))))
-    assert sensors == [] and problems == []
+    assert sensors == []
+    # one line that says what was looked for and how to get a figure anyway
+    assert len(problems) == 1 and problems[0].startswith("no power meter found: looked for NVIDIA GPU")
+    assert "const:node=WATTS" in problems[0] and "estimate:cpu" in problems[0]
+
+
+def test_nothing_here_but_cpu_estimate_opted_in(tmp_path):
+    from wattbench.telemetry.estimate import CpuEstimateSensor
+
+    sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(init_error=NVMLError(12))), estimate_cpu=True)
+    assert [type(s) for s in sensors] == [CpuEstimateSensor] and problems == []
 
 
 def test_nvml_rapl_ipmi(tmp_path):

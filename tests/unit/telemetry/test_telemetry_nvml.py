@@ -104,10 +104,10 @@ def test_sample_buffer_drain_maps_wall_us_to_mono():
     nv = FakeNvml()
     g = nv.gpus[0]
     now_wall_us = time.time_ns() // 1000
+    t_before = time.perf_counter_ns()  # paired with the wall reading above (not after open(): load-dependent)
     g.samples = [(now_wall_us - 40_000, 290_000), (now_wall_us - 20_000, 300_000)]
     s = NvmlSensor(nvml=nv, samples_every_s=0)
     s.open()
-    t_before = time.perf_counter_ns()
     got = by_id(s.read())["nvml.gpu0.power_samples"]
     assert [r.value for r in got] == [290.0, 300.0]
     assert got[1].t_ns - got[0].t_ns == 20_000_000

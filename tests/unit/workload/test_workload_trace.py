@@ -63,7 +63,8 @@ def test_generic_rows_sessions_and_sorting(tmp_path):
     w = TraceWorkload(write_jsonl(tmp_path / "t.jsonl", rows), ApproxTokenizer())
     specs = list(w.specs())
     assert [s.arrival_s for s in specs] == [0.0, 1.0, 1.5]
-    assert [s.session_id for s in specs] == ["b", "a", "a"]
+    assert [s.tags["trace_session_id"] for s in specs] == ["b", "a", "a"]
+    assert all(s.session_id is None for s in specs)  # input lengths already hold the context
     assert w.describe()["rows_out_of_order"] == 1
 
 

@@ -1,0 +1,113 @@
+"""``wattbench run`` end to end: the installed CLI (``python -m wattbench``) against a scripted
+streaming server started as a real process, with a declared node sensor as ground truth."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.stream_server_proc import stream_server
+from wattbench.results.rundir import load_requests, load_result
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wb(*args: str, cwd: Path, env_extra: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("WATTBENCH_API_KEY", None)
+    env.pop("OPENAI_API_KEY", None)
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, "-m", "wattbench", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_run_declared_node_power_gives_exact_energy_and_per_kw(tmp_path):
+    with stream_server("--ttft-ms", "40", "--itl-ms", "8") as (base, stats):
+        out = tmp_path / "run"
+        p = wb(
+            "run", "--target", base, "--concurrency", "1,4", "--num-requests", "12", "--input-tokens", "32",
+            "--output-tokens", "16", "--sensor", "const:node=700", "--idle", "0.5", "--db", str(tmp_path / "h.db"),
+            "--out", str(out), "--json", cwd=tmp_path,
+        )
+        assert p.returncode == 0, p.stderr
+        served = stats()
+    printed = json.loads(p.stdout)
+    result = load_result(out)
+    assert printed["run_id"] == result.run_id and result.status == "complete"
+    assert [lv.label for lv in result.levels] == ["concurrency=1", "concurrency=4"]
+    for lv in result.levels:
+        # the keys every level carries (issue 2)
+        for fig in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+            stats_ = getattr(lv.latency, fig)
+            for k in ("mean", "p50", "p90", "p95", "p99", "max"):
+                assert getattr(stats_, k) is not None, (fig, k)
+        assert lv.requests.completed == 12 and lv.requests.failed == 0
+        assert lv.throughput.output_tokens == 12 * 16
+        node = lv.energy["node"]
+        assert node.label == "declared" and node.method == "declared"
+        # node energy = 700 W x window, and tok/s per kW = tok/s / 0.7
+        assert node.energy_j == pytest.approx(700.0 * lv.window.duration_s, rel=1e-9)
+        assert node.output_tokens_per_s_per_kw == pytest.approx(lv.throughput.output_tokens_per_s / 0.7, rel=1e-9)
+        assert node.j_per_output_token == pytest.approx(node.energy_j / lv.throughput.output_tokens, rel=1e-9)
+        for k in ("energy_j", "avg_power_w", "j_per_output_token", "output_tokens_per_s_per_kw", "tokens_per_kwh",
+                  "cost_per_million_output_tokens", "method"):
+            assert getattr(node, k) is not None, k
+        # the scripted server's truth: TTFT 40 ms, ITL 8 ms (loose here; tight in the client tests)
+        assert 38 <= lv.latency.ttft_ms.mean <= 60
+        assert 7 <= lv.latency.itl_ms.mean <= 10
+    # every request the server completed is in requests.jsonl, and nothing else
+    recs = load_requests(out)
+    assert len(recs) == 24 == served["streams_done"]
+    assert sum(r.output_tokens for r in recs) == served["tokens"]
+    assert (out / "report.html").stat().st_size > 100_000
+    assert (out / "telemetry.jsonl").exists()
+    assert printed["levels"][0]["energy"]["node"]["energy_j"] == pytest.approx(result.levels[0].energy["node"].energy_j)
+
+
+def test_run_terminal_summary_shows_headline(tmp_path):
+    with stream_server("--ttft-ms", "20", "--itl-ms", "2") as (base, _):
+        p = wb("run", "--target", base + "/v1", "-c", "2", "-n", "6", "--output-tokens", "8", "--input-tokens", "8",
+               "--sensor", "const:node=500", "--idle", "0", "--no-register", "--out", str(tmp_path / "r"),
+               cwd=tmp_path, env_extra={"COLUMNS": "200"})
+    assert p.returncode == 0, p.stderr
+    assert "out tok/s" in p.stdout and "tok/s/kW" in p.stdout and "p99 TTFT" in p.stdout
+    assert "declared" in p.stdout
+
+
+@pytest.mark.parametrize(
+    "args, server_args, needle",
+    [
+        (["--target", "http://127.0.0.1:9"], None, "127.0.0.1:9"),
+        (["--model", "no-such-model"], [], "no-such-model"),
+        (["--input-tokens", "weird:1"], [], "weird:1"),
+        (["--rate", "-2"], [], "rate"),
+        ([], ["--not-openai"], "OpenAI"),
+        (["--concurrency", "0"], [], "concurrency"),
+        (["--warmup", "abc"], [], "--warmup"),
+    ],
+)
+def test_bad_input_one_line_exit_2_no_result(tmp_path, args, server_args, needle):
+    out = tmp_path / "run"
+
+    def go(base_args):
+        return wb("run", *base_args, *args, "-n", "2", "--no-register", "--sensor", "const:node=1", "--idle", "0",
+                  "--out", str(out), cwd=tmp_path)
+
+    if server_args is None:
+        p = go([])
+    else:
+        with stream_server(*server_args) as (base, _):
+            p = go(["--target", base] if "--target" not in args else [])
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("wattbench: error:"), p.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in p.stderr
+    assert not (out / "result.json").exists()
