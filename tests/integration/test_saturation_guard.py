@@ -38,10 +38,10 @@ def hog(monkeypatch):
     monkeypatch.setattr(client.StreamClient, "send", send)
 
 
-def _run(base, out, rate):
+def _run(base, out, rate, n=60):
     from wattbench.runner import run_benchmark
 
-    cfg = RunConfig(target=base, rate=[rate], arrival="constant", num_requests=60, workers=1, input_tokens="16",
+    cfg = RunConfig(target=base, rate=[rate], arrival="constant", num_requests=n, workers=1, input_tokens="16",
                     output_tokens="8", sensors=["const:accelerator=100"], idle_s=0, register_run=False, html=False,
                     out=str(out))
     return run_benchmark(cfg)
@@ -58,7 +58,7 @@ def test_overloaded_client_is_flagged_and_figures_marked(tmp_path, hog):
     kinds = lv.extra["saturation_kinds"]
     assert "send_lag" in kinds, (kinds, ld.saturation_reasons)
     assert lv.validity.verdict == "warn"
-    assert any(r.startswith("load generator saturated") for r in lv.validity.reasons)
+    assert any("load generator saturated" in r for r in lv.validity.reasons), lv.validity.reasons
     figs = lv.extra["saturated_figures"]
     assert "latency.*" in figs and "throughput.*" in figs
     assert "energy.accelerator.output_tokens_per_s_per_kw" in figs and "energy.accelerator.j_per_output_token" in figs
@@ -72,7 +72,7 @@ def test_overloaded_client_is_flagged_and_figures_marked(tmp_path, hog):
 
 def test_control_level_is_not_flagged(tmp_path):
     with server("--ttft-ms", "2", "--itl-ms", "1") as s:
-        res = _run(s.base, tmp_path / "run", rate=40.0)
+        res = _run(s.base, tmp_path / "run", rate=10.0, n=15)  # lag limit 10 ms: robust on a busy host
     lv = res.levels[0]
     assert not lv.load.saturated, lv.load.saturation_reasons
     assert "saturated_figures" not in lv.extra
