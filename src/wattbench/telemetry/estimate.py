@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from wattbench.clock import now_ns
-from wattbench.errors import SensorError, UserError
+from wattbench.errors import UserError
 from wattbench.telemetry.base import Channel, Reading, Sensor
 
 # Vendor TDP per socket (W), from the vendors' product pages. Substring match on the model name.
@@ -30,6 +30,10 @@ TDP_TABLE: dict[str, float] = {
 }
 IDLE_FRACTION = 0.3
 DEFAULT_UNCERTAINTY_PCT = 30.0
+# When the CPU model's TDP is unknown: a per-logical-CPU assumption (server CPUs run ~3–12 W per
+# hardware thread at full load) and a wider uncertainty.
+FALLBACK_W_PER_CPU = 8.0
+FALLBACK_UNCERTAINTY_PCT = 60.0
 
 
 def cpu_model_and_sockets(cpuinfo: str | Path = "/proc/cpuinfo") -> tuple[str | None, int]:
@@ -81,10 +85,18 @@ class CpuEstimateSensor(Sensor):
         if self.tdp_w is None:
             per_socket = lookup_tdp_w(model)
             if per_socket is None:
-                raise SensorError(f"estimate:cpu: no TDP known for CPU {model!r}",
-                                  "give it: `--sensor estimate:cpu,tdp=WATTS` (the vendor's TDP for all sockets)")
-            self.tdp_w = per_socket * sockets
-            source = f"TDP table: {model} × {sockets} socket(s)"
+                # No TDP known (e.g. a VM's slice of a server CPU): assume FALLBACK_W_PER_CPU per
+                # logical CPU this machine sees, with a wide uncertainty. Labelled in the source.
+                import os
+
+                cpus = os.cpu_count() or 1
+                self.tdp_w = FALLBACK_W_PER_CPU * cpus
+                self.uncertainty_pct = max(self.uncertainty_pct, FALLBACK_UNCERTAINTY_PCT)
+                source = (f"no TDP known for {model!r}: {FALLBACK_W_PER_CPU:g} W per logical CPU × {cpus} assumed "
+                          "(give the real figure with `--sensor estimate:cpu,tdp=WATTS`)")
+            else:
+                self.tdp_w = per_socket * sockets
+                source = f"TDP table: {model} × {sockets} socket(s)"
         if self.idle_w is None:
             self.idle_w = IDLE_FRACTION * self.tdp_w
         if self.idle_w > self.tdp_w:

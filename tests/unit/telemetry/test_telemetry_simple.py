@@ -41,11 +41,20 @@ def test_estimate_tdp_from_cpuinfo(tmp_path):
     assert lookup_tdp_w("Intel(R) Xeon(R) Platinum 8480+") == 350
 
 
-def test_estimate_unknown_cpu_names_fix(tmp_path):
+def test_estimate_unknown_cpu_falls_back_per_cpu_and_names_fix(tmp_path, monkeypatch):
+    import os
+
+    from wattbench.telemetry import estimate
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
     info = tmp_path / "cpuinfo"
     info.write_text("model name\t: Mystery CPU 9000\n")
-    with pytest.raises(SensorError, match="tdp=WATTS"):
-        CpuEstimateSensor(cpuinfo=info, cpu_percent=lambda: 0.0).open()
+    s = CpuEstimateSensor(cpuinfo=info, cpu_percent=lambda: 100.0)
+    (c,) = s.open()
+    assert s.tdp_w == estimate.FALLBACK_W_PER_CPU * 4
+    assert c.uncertainty_pct == estimate.FALLBACK_UNCERTAINTY_PCT and c.method == "estimate"
+    assert "tdp=WATTS" in c.source and "assumed" in c.source
+    assert s.read()[0].value == pytest.approx(s.tdp_w)
 
 
 def test_command_sensor(tmp_path):
