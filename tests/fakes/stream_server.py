@@ -13,7 +13,7 @@ bytes, connection left open), a malformed JSON event half-way, an in-stream erro
 exits at once (a killed server: connections reset, nothing closed cleanly).
 
 ``GET /stats`` returns what the server did (requests, tokens, ``streams_completed`` = streams
-that ended normally with usage and ``[DONE]`` written, and how late its timers fired:
+without a fault that ended normally with usage and ``[DONE]`` written, and how late its timers fired:
 ``first_token_late_ms``/``token_late_ms`` mean and max), so a test can tell server lag from client
 error. ``GET /stats/reset`` returns and clears them.
 
@@ -200,7 +200,8 @@ class Stream:
                               "total_tokens": self.prompt_tokens + comp},
                 }))
             w(tail + sc.done)
-            st["streams_completed"] += 1
+            if self.fault is None:  # a stream that carried a malformed event is not a completed one
+                st["streams_completed"] += 1
             self.end()
             return
         self.handle = loop.call_at(self.t0 + sc.ttft_s + self.k * sc.itl_s, self.tick)
