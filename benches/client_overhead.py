@@ -6,10 +6,14 @@ closed-loop levels of growing concurrency. For every step it reports:
 - ``chunk_rate``: content chunks per second the client received over the level;
 - ``cpu_us_per_chunk``: client CPU time (the busiest worker: loop-thread CPU in-process,
   process CPU for worker processes) divided by the chunks that worker received;
-- ``ttft_err_ms``: the client's mean TTFT minus the server's actual mean TTFT (request read ->
-  first token written, measured by the server on the same CLOCK_MONOTONIC), i.e. the client's own
-  clock error, free of the server's timer lateness;
-- ``itl_err_ms`` likewise for the mean inter-token latency.
+- ``ttft_err_ms``: the client's mean TTFT minus the true mean TTFT, per request
+  ``first_token_written - sent`` with the write time recorded by the server on the same
+  CLOCK_MONOTONIC: the client's own arrival-stamp error, free of the server's timer lateness;
+- ``itl_err_ms`` likewise for the mean inter-token latency (server write gaps as truth);
+- ``server_wake_ms``: mean time from the client's write of a request to the server reading it
+  (kernel + the server process getting a CPU), shown because it grows when the host is busy;
+- ``loop_lag_p99_ms``: p99 lateness of the client's 10 ms event-loop probe (how long the client
+  waited for a CPU or for its own work): arrival stamps can be late by this much.
 
 The sustainable chunk rate of one worker is the largest step whose ``ttft_err_ms`` stays within
 1 ms of the error at the lightest step.
@@ -51,8 +55,8 @@ def one_step(base: str, stats, conc: int, workers: int, out_tokens: int, per_str
     from wattbench.metrics.latency import summarize_level
     from wattbench.workload.base import RequestSpec
 
-    def req(i: int) -> RequestSpec:
-        return RequestSpec(prompt="one two three four", max_tokens=out_tokens)
+    def req(i: int) -> RequestSpec:  # the first word tags the request for the server's records
+        return RequestSpec(prompt=f"r{i} two three four", max_tokens=out_tokens)
 
     target = TargetSpec(base_url=base + "/v1", model="fake-model")
     spec = LevelSpec(index=0, mode="concurrency", value=conc, num_requests=conc * per_stream,
@@ -62,7 +66,15 @@ def one_step(base: str, stats, conc: int, workers: int, out_tokens: int, per_str
     out = run_level(spec, target, req)
     wall = time.perf_counter() - t0
     server = stats()
+    truth = stats.per_request()
     req_s, lat, thr = summarize_level(out.records, out.start_ns, out.end_ns)
+    meas = [r for r in out.records if not r.warmup and r.ok]
+    true_ttft = sum(truth[f"r{r.id}"][1] - r.sent_ns for r in meas) / len(meas) / 1e6
+    true_itl = (
+        sum(truth[f"r{r.id}"][2] - truth[f"r{r.id}"][1] for r in meas)
+        / sum(len(r.chunk_ns) - 1 for r in meas) / 1e6
+    )
+    wake = sum(truth[f"r{r.id}"][0] - r.sent_ns for r in meas) / len(meas) / 1e6
     chunks_total = sum(len(r.chunk_ns) for r in out.records)
     first = min(r.sent_ns for r in out.records)
     last = max(r.end_ns for r in out.records)
@@ -82,11 +94,14 @@ def one_step(base: str, stats, conc: int, workers: int, out_tokens: int, per_str
         "cpu_us_per_chunk": max(us_per_chunk) if us_per_chunk else None,
         "client_cpu_pct": out.load.client_cpu_pct,
         "ttft_ms": lat.ttft_ms.mean,
-        "server_ttft_ms": server["actual_ttft_ms"],
-        "ttft_err_ms": lat.ttft_ms.mean - server["actual_ttft_ms"],
+        "true_ttft_ms": true_ttft,
+        "ttft_err_ms": lat.ttft_ms.mean - true_ttft,
         "ttft_p99_ms": lat.ttft_ms.p99,
         "itl_ms": lat.itl_ms.mean,
-        "itl_err_ms": lat.itl_ms.mean - server["actual_itl_ms"],
+        "itl_err_ms": lat.itl_ms.mean - true_itl,
+        "server_wake_ms": wake,
+        "loop_lag_p99_ms": out.load.client_loop_lag_ms.p99,
+        "saturated": out.load.saturated,
         "server_timer_late_ms": server["token_late_ms"]["mean"],
         "failed": req_s.failed,
         "wall_s": wall,
@@ -120,7 +135,9 @@ def main(argv=None) -> int:
                     f"workers={row['workers']} streams={conc:5d} chunks/s={row['chunk_rate']:9.0f} "
                     f"cpu/chunk={row['cpu_us_per_chunk']:6.1f} us cpu={row['client_cpu_pct']:5.1f}% "
                     f"ttft_err={row['ttft_err_ms']:+6.2f} ms (p99 ttft {row['ttft_p99_ms']:.1f}) "
-                    f"itl_err={row['itl_err_ms']:+6.3f} ms server_late={row['server_timer_late_ms']:.2f} ms "
+                    f"itl_err={row['itl_err_ms']:+6.3f} ms server_wake={row['server_wake_ms']:.2f} ms "
+                    f"server_late={row['server_timer_late_ms']:.2f} ms "
+                    f"loop_lag_p99={row['loop_lag_p99_ms']:.2f} ms "
                     f"failed={row['failed']}",
                     flush=True,
                 )

@@ -64,6 +64,12 @@ class RunConfig(BaseModel):
     slo: str | None = None
     trials: int = 1
     cooldown_s: float = 0.0
+    sweep: str | None = None  # "auto": double concurrency until throughput stops growing
+    optimize: str | None = None  # objective: goodput_per_kw | output_tokens_per_s_per_kw | goodput_rps
+    ray: str | None = None  # "auto" or a Ray cluster address: distributed load and per-node sensing
+    ray_actors: int | None = None
+    max_concurrency: int = 256  # upper end of --sweep auto and of the default --optimize ladder
+    prefill_decode_pair: bool = False  # two extra levels isolating prefill and decode energy
 
     # output
     out: str | None = None
@@ -93,6 +99,13 @@ class RunConfig(BaseModel):
     def _pue(cls, v: float) -> float:
         if v < 1.0:
             raise ValueError(f"PUE must be >= 1.0, got {v}")
+        return v
+
+    @field_validator("trials")
+    @classmethod
+    def _trials(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"--trials must be >= 1, got {v}")
         return v
 
     @model_validator(mode="after")

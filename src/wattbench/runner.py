@@ -63,6 +63,7 @@ class _RunState:
     engine: Any = None
     records_written: int = 0
     idle_power: dict | None = None
+    cluster: Any = None
     energy_unavailable_reason: str | None = None
     telemetry_writer: Any = None
     cleanup: list[Callable[[], None]] = field(default_factory=list)
@@ -130,13 +131,12 @@ def _build_workload(config: RunConfig, target, server: ServerInfo, tokenizer_pat
     )
 
 
-def _write_level_artifacts(state: _RunState, outcome_records: list) -> None:
-    """Append this level's requests, the telemetry and server timeline since the last write,
-    and rewrite result.json (atomically). Called after every level."""
+def _write_level_artifacts(state: _RunState) -> None:
+    """Write the telemetry and server timeline since the last write and rewrite result.json
+    (atomically). Called after every level (its requests are appended as they finish)."""
     from wattbench.results import rundir
 
     assert state.run_dir is not None and state.result is not None
-    rundir.append_requests(state.run_dir, outcome_records)
     try:
         if state.sampler is not None and state.telemetry_writer is not None:
             state.telemetry_writer.flush(state.sampler.log)
@@ -163,7 +163,7 @@ def _write_report(state: _RunState) -> None:
 # ---------------------------------------------------------------- per level
 
 
-def _account_level(state: _RunState, index: int, spec, outcome, token_source: str) -> LevelResult:
+def _account_level(state: _RunState, index: int, spec, outcome, token_source: str, slos: list) -> LevelResult:
     from wattbench.accounting import account_window, level_validity
     from wattbench.metrics.latency import summarize_level
 
@@ -245,10 +245,49 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         # one scrape after the window so its end is bracketed by scrapes (counter deltas interpolate)
         time.sleep(min(state.scraper.interval_s * 1.2, 2.0))
         level.server_metrics = state.scraper.timeline.summary(outcome.start_ns, outcome.end_ns)
+    if slos and level.window.duration_s > 0:
+        from wattbench.metrics.slo import goodput
+
+        level.goodput = goodput(outcome.records, slos, level.window.duration_s,
+                                avg_power_w={b: e.avg_power_w for b, e in level.energy.items()})
+    sat = _oversaturation(state, spec, outcome)
+    if sat is not None:
+        level.extra["oversaturation"] = sat.to_dict()
+        if sat.oversaturated:
+            extra.append(Finding("warn", f"over-saturated: {sat.reason}; latency figures grow with run length"))
     level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra)
     from wattbench.load.saturation import mark_saturated
 
     return mark_saturated(level)
+
+
+def _oversaturation(state: _RunState, spec, outcome):
+    """Whether the level's queue grew without bound: the server's waiting queue where scraped,
+    else (open loop) requests sent but not finished, sampled every 100 ms over the window."""
+    from wattbench.load.search import is_oversaturated
+    from wattbench.metrics.latency import request_end_ns
+
+    t0, t1 = outcome.start_ns, outcome.end_ns
+    if t1 <= t0:
+        return None
+    tl = state.scraper.timeline if state.scraper is not None else None
+    if tl is not None and "waiting" in tl.series:
+        ts, vs = tl.series["waiting"]
+        pts = [(t, v) for t, v in zip(ts, vs) if t0 <= t <= t1]
+        if len(pts) >= 8:
+            return is_oversaturated([(t - t0) / 1e9 for t, _ in pts], [v for _, v in pts], min_points=4)
+    if spec.mode == "concurrency":
+        return None  # a closed loop's backlog is capped by its concurrency
+    import numpy as np
+
+    recs = [r for r in outcome.records if not r.warmup]
+    if not recs:
+        return None
+    sent = np.sort(np.array([r.sent_ns for r in recs], dtype=np.int64))
+    ends = np.sort(np.array([request_end_ns(r) or r.end_ns or t1 for r in recs], dtype=np.int64))
+    grid = np.arange(t0, t1, 100_000_000, dtype=np.int64)
+    backlog = np.searchsorted(sent, grid, side="right") - np.searchsorted(ends, grid, side="right")
+    return is_oversaturated(((grid - t0) / 1e9).tolist(), backlog.tolist())
 
 
 def _count_source(records) -> str:
@@ -258,17 +297,6 @@ def _count_source(records) -> str:
     if done and any(r.output_tokens is None for r in done):
         return "missing"
     return "usage"
-
-
-def _save_level(state: _RunState, index: int, spec, outcome, prompt_length_source: str) -> None:
-    """Account a finished (or interrupted) level and write everything measured so far."""
-    assert state.result is not None
-    level = _account_level(state, index, spec, outcome, _count_source(outcome.records))
-    level.extra["prompt_length_source"] = prompt_length_source
-    state.result.levels.append(level)
-    _write_level_artifacts(state, outcome.records)
-    _write_report(state)
-    _emit(state, "level_done", index=index, level=level)
 
 
 def _steady_tokens(records, window: Window) -> tuple[int, int]:
@@ -332,14 +360,20 @@ def _finish(state: _RunState, status: str, detail: str | None) -> None:
 
 
 def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
-    from wattbench.load.level import run_level
-    from wattbench.load.types import LevelSpec, TargetSpec
+    from wattbench.load.types import TargetSpec
     from wattbench.server.detect import detect_server
     from wattbench.server.openai import check_target, normalize_base_url
 
     cfg = state.config
     api_key = _api_key(cfg)
     run_dir = _resolve_run_dir(cfg, state.run_id)
+    from wattbench.metrics.slo import parse_slos
+
+    slos = parse_slos(cfg.slo) if cfg.slo else []  # bad SLO text fails before anything starts
+    if cfg.optimize and cfg.optimize not in OBJECTIVES:
+        raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
+    if cfg.sweep not in (None, "auto"):
+        raise UserError(f"--sweep {cfg.sweep!r}: the only sweep is 'auto' (give levels with --concurrency/--rate)")
 
     # 1. target: given, or an engine we launch and stop.
     tokenizer_path = cfg.tokenizer
@@ -367,6 +401,11 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
 
     model, models = asyncio.run(check_target(base_url, api_key, cfg.model))
     server = asyncio.run(detect_server(base_url, api_key))
+    extra_urls = [normalize_base_url(u) for u in cfg.targets if normalize_base_url(u) != base_url]
+    extra_servers = []
+    for u in extra_urls:  # replicas (or a load balancer's backends): same model, checked each
+        asyncio.run(check_target(u, api_key, model))
+        extra_servers.append(asyncio.run(detect_server(u, api_key)))
     if launched_info is not None:
         from wattbench.server.detect import merge_launched
 
@@ -384,18 +423,42 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         stall_timeout_s=cfg.stall_timeout_s,
         keep_output_text=cfg.keep_output_text,
     )
+    targets = [target] + [
+        TargetSpec(base_url=u, model=model, api=cfg.api, api_key=api_key, request_timeout_s=cfg.request_timeout_s,
+                   stall_timeout_s=cfg.stall_timeout_s, keep_output_text=cfg.keep_output_text,
+                   extra_body=dict(si.extra_body), send_min_tokens=bool(si.supports_ignore_eos))
+        for u, si in zip(extra_urls, extra_servers)
+    ]
     workload = _build_workload(cfg, target, server, tokenizer_path)
     # Force output lengths only on servers that accept the fields (strict servers reject them).
     target.extra_body = dict(server.extra_body)
     target.send_min_tokens = bool(server.supports_ignore_eos)
     server.output_length_forced = bool(target.extra_body)
 
-    # 2. sensors (nothing is written before the input has been checked).
-    sensors, problems = _open_sensors(cfg)
+    # 2. sensors (nothing is written before the input has been checked). With --ray one sensor
+    #    actor per node samples there and the driver merges on its clock.
+    cluster = None
+    if cfg.ray:
+        from wattbench.distributed.run import RayCluster
+
+        cluster = stack.enter_context(RayCluster(cfg.ray, n_actors=cfg.ray_actors, sensors=cfg.sensors,
+                                                 sensor_interval_s=cfg.sample_interval_s))
+        state.cluster = cluster
+        sensors, problems = [], []
+        if not cfg.no_sensors:
+            problems = list(cluster.start_sensors())
+    else:
+        sensors, problems = _open_sensors(cfg)
     from wattbench.telemetry.sampler import Sampler
 
     sampler = None
-    if sensors:
+    if cluster is not None and not cfg.no_sensors:
+        sampler = _ClusterTelemetry(cluster)
+        if sampler.channels:
+            state.sampler = sampler
+        else:
+            sampler = None
+    elif sensors:
         sampler = Sampler(sensors, interval_s=cfg.sample_interval_s)
         problems = problems + sampler.open()
         if sampler.channels:
@@ -426,6 +489,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         environment=collect_environment(gpus),
         server=server,
         sensors=[c.to_dict() for c in (sampler.channels if sampler else [])],
+        extra={"targets": [t.base_url for t in targets]} if len(targets) > 1 else {},
         sensor_problems=problems,
         tags=list(cfg.tags),
     )
@@ -475,45 +539,15 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         result.extra["idle_window"] = {"start_ns": t0, "end_ns": t1, "duration_s": (t1 - t0) / 1e9}
         state.idle_power = idle
 
-    # 6. the levels. Each level takes fresh requests (no prefix-cache hits from the previous one).
+    # 6. the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level
+    #    repeated --trials times; each level takes fresh requests (no prefix-cache hits).
     from wattbench.workload.trace import TraceWorkload
 
-    is_trace = isinstance(workload, TraceWorkload)
-    used = 0
-    levels = cfg.levels()
-    for index, (mode, value) in enumerate(levels):
-        spec = LevelSpec(
-            index=index,
-            mode=("trace" if is_trace else mode),
-            value=value,
-            arrival=cfg.arrival,
-            num_requests=cfg.num_requests,
-            duration_s=cfg.duration_s,
-            warmup_s=cfg.warmup_s,
-            warmup_requests=cfg.warmup_requests,
-            seed=cfg.seed + index,
-            workers=cfg.workers,
-            speedup=cfg.speedup,
-        )
-        if spec.num_requests is None and spec.duration_s is None and not is_trace:
-            spec.num_requests = _default_num_requests(mode, value)
-        _emit(state, "level_start", index=index, label=spec.label, total=spec.num_requests, levels=len(levels))
-
-        def on_progress(p: dict, _i=index) -> None:
-            if sampler is not None:
-                p = dict(p)
-                p["power_w"] = sampler.latest_power_w()
-            _emit(state, "progress", index=_i, **p)
-
-        try:
-            outcome = run_level(spec, target, workload.specs(None, start=0 if is_trace else used), on_progress=on_progress)
-        except Interrupted as e:  # keep the completed requests of the interrupted level
-            partial = getattr(e, "outcome", None)
-            if partial is not None and partial.records:
-                _save_level(state, index, spec, partial, workload.token_source)
-            raise
-        _save_level(state, index, spec, outcome, workload.token_source)
-        used += len(outcome.records)
+    lr = _LevelRunner(state, targets, workload, isinstance(workload, TraceWorkload), slos)
+    _run_levels(state, lr)
+    if cfg.prefill_decode_pair and sampler is not None:
+        _prefill_decode_pair(state, lr)
+    _run_analyses(state, lr)
 
     # 7. idle after the last level (optional): drift check.
     if sampler is not None and cfg.idle_after_s > 0:
@@ -543,6 +577,399 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
 
             HistoryStore(cfg.db).register(result, run_dir)
     return result
+
+
+OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
+DEFAULT_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+class _LevelRunner:
+    """Runs one load level (all its trials) and records it; the sweeps call ``measure``."""
+
+    def __init__(self, state: _RunState, targets: list, workload, is_trace: bool, slos: list):
+        self.state = state
+        self.targets = targets
+        self.workload = workload
+        self.is_trace = is_trace
+        self.slos = slos
+        self.used = 0  # requests drawn from the workload so far
+
+    def measure(self, mode: str, value: float, *, output_tokens: int | None = None,
+                input_tokens: int | None = None, label_suffix: str = "") -> LevelResult:
+        from wattbench.accounting import thermal_summary
+        from wattbench.load.types import LevelSpec
+
+        state, cfg = self.state, self.state.config
+        result = state.result
+        assert result is not None
+        index = len(result.levels)
+        trials: list[LevelResult] = []
+        for k in range(max(1, cfg.trials)):
+            if k > 0 and cfg.cooldown_s > 0:
+                _emit(state, "phase", name="cooldown", message=f"cooldown {cfg.cooldown_s:g} s before trial {k + 1}")
+                time.sleep(cfg.cooldown_s)
+            thermal_before = None
+            if state.sampler is not None:
+                t = now_ns()
+                thermal_before = thermal_summary(state.sampler.log, t - 3_000_000_000, t)
+            spec = LevelSpec(
+                index=index,
+                mode=("trace" if self.is_trace else mode),  # type: ignore[arg-type]
+                value=value,
+                arrival=cfg.arrival,
+                num_requests=cfg.num_requests,
+                duration_s=cfg.duration_s,
+                warmup_s=cfg.warmup_s,
+                warmup_requests=cfg.warmup_requests,
+                seed=cfg.seed + 1000 * index + k,
+                workers=cfg.workers,
+                speedup=cfg.speedup,
+            )
+            if spec.num_requests is None and spec.duration_s is None and not self.is_trace:
+                spec.num_requests = _default_num_requests(mode, value)
+            label = spec.label + label_suffix + (f" trial {k + 1}/{cfg.trials}" if cfg.trials > 1 else "")
+            _emit(state, "level_start", index=index, label=label, total=spec.num_requests, levels=None)
+
+            def on_progress(p: dict, _i=index) -> None:
+                if state.sampler is not None:
+                    p = dict(p)
+                    p["power_w"] = state.sampler.latest_power_w()
+                _emit(state, "progress", index=_i, **p)
+
+            requests = self._requests(output_tokens, input_tokens)
+            try:
+                outcome = self._run_one(spec, requests, on_progress)
+            except Interrupted as e:  # keep the completed requests of the interrupted level
+                partial = getattr(e, "outcome", None)
+                if partial is not None and partial.records:
+                    lv = self._account(index, spec, partial, k, thermal_before, label_suffix)
+                    self._record(lv, partial.records, trials + [lv])
+                raise
+            self.used += len(outcome.records)
+            lv = self._account(index, spec, outcome, k, thermal_before, label_suffix)
+            trials.append(lv)
+            self._write_requests(outcome.records, k)
+        level = trials[-1]
+        self._record(level, [], trials)
+        return level
+
+    def _run_one(self, spec, requests, on_progress):
+        from wattbench.load.level import run_level
+
+        cluster = self.state.cluster
+        if cluster is not None:  # --ray: load actors over the cluster, records on the driver's clock
+            factory = _SpecList(requests, _requests_needed(spec))
+            out = cluster.run_level(spec, self.targets, factory, on_progress=on_progress)
+            self.state.result.nodes = cluster.node_infos()
+            return out
+        if len(self.targets) > 1:
+            from wattbench.load.targets import run_level_multi
+
+            return run_level_multi(spec, self.targets, requests, on_progress=on_progress)
+        return run_level(spec, self.targets[0], requests, on_progress=on_progress)
+
+    def _requests(self, output_tokens: int | None, input_tokens: int | None):
+        specs = self.workload.specs(None, start=0 if self.is_trace else self.used)
+        if output_tokens is None and input_tokens is None:
+            return specs
+        return _override_lengths(specs, output_tokens, input_tokens, self.workload)
+
+    def _account(self, index, spec, outcome, trial: int, thermal_before, label_suffix: str) -> LevelResult:
+        lv = _account_level(self.state, index, spec, outcome, _count_source(outcome.records), self.slos)
+        lv.label = spec.label + label_suffix
+        if len(self.targets) > 1:
+            from wattbench.load.targets import per_target_summary
+
+            lv.per_target = per_target_summary(outcome.records, outcome.start_ns, outcome.end_ns,
+                                               [t.base_url for t in self.targets])
+        if self.state.cluster is not None and self.state.sampler is not None and outcome.end_ns > outcome.start_ns:
+            lv.per_node_energy = _per_node_energy(self.state, outcome, lv)
+        lv.extra["prompt_length_source"] = self.workload.token_source
+        lv.extra["trial"] = trial
+        if thermal_before is not None:
+            lv.extra["thermal_before"] = thermal_before
+        return lv
+
+    def _write_requests(self, records, trial: int) -> None:
+        from wattbench.results import rundir
+
+        if self.state.config.trials > 1:
+            for r in records:
+                r.trial = trial  # extra field: which trial of the level
+        rundir.append_requests(self.state.run_dir, records)
+
+    def _record(self, level: LevelResult, partial_records, trials: list[LevelResult]) -> None:
+        """Add the level (its last trial, with the trials' mean and CI) and write everything."""
+        state = self.state
+        assert state.result is not None
+        if len(trials) > 1:
+            level.extra["trials"] = _trials_block(trials)
+        state.result.levels.append(level)
+        if partial_records:
+            self._write_requests(partial_records, level.extra.get("trial", 0))
+        _write_level_artifacts(state)
+        _write_report(state)
+        _emit(state, "level_done", index=level.index, level=level)
+
+
+class _SpecList:
+    """A picklable request factory for Ray load actors: the level's requests drawn up front."""
+
+    def __init__(self, specs, n: int):
+        import itertools
+
+        self.specs = list(itertools.islice(iter(specs), n))
+
+    def __call__(self, i: int):
+        return self.specs[i] if 0 <= i < len(self.specs) else None
+
+
+def _requests_needed(spec) -> int:
+    """How many requests a distributed level can use (drawn before it starts)."""
+    extra = (spec.warmup_requests or 0) + int(spec.value if spec.mode == "concurrency" else 0)
+    if spec.num_requests is not None:
+        return spec.num_requests + extra
+    if spec.mode == "rate" and spec.duration_s is not None:
+        return int(spec.value * (spec.duration_s + (spec.warmup_s or 0.0)) * 1.3) + 16 + extra
+    return MAX_PREDRAWN_REQUESTS
+
+
+MAX_PREDRAWN_REQUESTS = 20_000
+
+
+class _ClusterTelemetry:
+    """The Ray cluster's merged sensor stream seen through the sampler's interface."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    @property
+    def log(self):
+        return self.cluster.telemetry()
+
+    @property
+    def channels(self):
+        return list(self.cluster.telemetry().channels.values())
+
+    def latest_power_w(self):
+        return None
+
+    def gpu_inventory(self):
+        return []
+
+    def stop(self):
+        return self.cluster.stop_sensors()
+
+    def close(self):
+        self.stop()
+
+
+def _per_node_energy(state: _RunState, outcome, level: LevelResult) -> dict:
+    from wattbench.accounting import account_window
+    from wattbench.distributed.merge import split_by_node
+
+    cfg = state.config
+    out = {}
+    for node, sub in split_by_node(state.sampler.log).items():
+        acc = account_window(sub, outcome.start_ns, outcome.end_ns, output_tokens=level.throughput.output_tokens,
+                             total_tokens=level.throughput.output_tokens + level.throughput.input_tokens,
+                             idle=None, price_per_kwh=cfg.price_per_kwh, pue=cfg.pue)
+        out[node] = acc.energy
+    return out
+
+
+def _override_lengths(specs, output_tokens: int | None, input_tokens: int | None, workload):
+    """The workload's requests with forced lengths (the prefill/decode isolating pair)."""
+    from wattbench.workload.synthetic import PromptBuilder
+    from wattbench.workload.base import RequestSpec
+
+    builder = None
+    if input_tokens is not None:
+        builder = PromptBuilder(workload.ts, seed=4242) if hasattr(workload, "ts") else None
+    import numpy as np
+
+    rng = np.random.default_rng(4242)
+    for i, s in enumerate(specs):
+        prompt = s.prompt
+        n_in = s.input_tokens
+        if input_tokens is not None and builder is not None:
+            prompt = builder.text(input_tokens, rng, f"[{i}] ")
+            n_in = input_tokens
+        out = output_tokens if output_tokens is not None else s.max_tokens
+        yield RequestSpec(prompt=prompt, messages=None if prompt else s.messages, max_tokens=out,
+                          input_tokens=n_in, token_source=s.token_source, min_tokens=out)
+
+
+def _trials_block(trials: list[LevelResult]) -> dict:
+    """Mean and 95% CI (Student t) over trials of every headline figure, in the form compare and
+    regress read: ``figures[name]`` and ``figures[name@boundary]`` -> mean, ci_low, ci_high, n."""
+    from wattbench.analysis.figures import ENERGY_FIGURES, headline
+    from wattbench.metrics.trials import ci95
+
+    boundaries = sorted({b for t in trials for b in t.energy})
+    values: dict[str, list[float]] = {}
+    for t in trials:
+        for b in boundaries or [None]:
+            for name, v in headline(t, b).items():
+                if v is None:
+                    continue
+                key = f"{name}@{b}" if (b and name in ENERGY_FIGURES) else name
+                if b and name not in ENERGY_FIGURES and b != (boundaries or [None])[0]:
+                    continue  # boundary-free figures once
+                values.setdefault(key, []).append(float(v))
+    figures = {}
+    for key, vs in values.items():
+        c = ci95(vs)
+        figures[key] = {"mean": c["mean"], "ci_low": c["ci95_low"], "ci_high": c["ci95_high"], "n": c["n"],
+                        "values": vs}
+    return {"n": len(trials), "confidence": 0.95, "figures": figures,
+            "thermal_before": [t.extra.get("thermal_before") for t in trials]}
+
+
+def _level_figures(level: LevelResult) -> dict:
+    """What the sweeps judge a level by: its dump plus a flat objective per boundary."""
+    d = level.model_dump(mode="json")
+    d["oversaturated"] = bool((level.extra.get("oversaturation") or {}).get("oversaturated"))
+    b = _primary_boundary(level)
+    e = level.energy.get(b) if b else None
+    d["output_tokens_per_s_per_kw"] = e.output_tokens_per_s_per_kw if e else None
+    gp = level.goodput or {}
+    d["goodput_rps"] = gp.get("requests_per_s")
+    if b and gp.get("per_kw"):
+        d["goodput_per_kw"] = (gp["per_kw"].get(b) or {}).get("output_tokens_per_s_per_kw")
+    elif e is not None and not gp:
+        d["goodput_per_kw"] = e.output_tokens_per_s_per_kw  # no SLO: every completed token is good
+    return d
+
+
+def _primary_boundary(level: LevelResult) -> str | None:
+    """The boundary headline figures use: the innermost measured one (accelerator first)."""
+    from wattbench.telemetry.base import BOUNDARIES
+
+    measured = [b for b in BOUNDARIES if b in level.energy and level.energy[b].label == "measured"]
+    if measured:
+        return measured[0]
+    return next((b for b in BOUNDARIES if b in level.energy), None)
+
+
+def _run_levels(state: _RunState, lr: _LevelRunner) -> None:
+    from wattbench.load.search import auto_sweep, optimize
+
+    cfg = state.config
+    result = state.result
+    assert result is not None
+    mode = "rate" if cfg.rate else "concurrency"
+    if cfg.sweep == "auto":
+        res = auto_sweep(lambda v: _level_figures(lr.measure("concurrency", v)), start=1,
+                         max_value=cfg.max_concurrency)
+        result.extra["sweep"] = res.to_dict("throughput.output_tokens_per_s")
+    elif cfg.optimize:
+        if cfg.rate:
+            candidates = list(cfg.rate)
+        else:
+            candidates = list(cfg.concurrency) or [c for c in DEFAULT_LADDER if c <= cfg.max_concurrency]
+        res = optimize(lambda v: _level_figures(lr.measure(mode, v)), candidates, objective=cfg.optimize,
+                       slos=lr.slos)
+        d = res.to_dict(cfg.optimize)
+        d["candidates"] = candidates
+        d["ladder_size"] = len(candidates)
+        result.extra["optimize"] = d
+    else:
+        for m, v in cfg.levels():
+            lr.measure(m, v)
+
+
+def _prefill_decode_pair(state: _RunState, lr: _LevelRunner) -> None:
+    """Two extra levels that isolate prefill (max_tokens=1) and decode (short prompts, long outputs)
+    at the run's largest concurrency, solved exactly as a cross-check of the regression."""
+    from wattbench.accounting.attribution import isolating_pair
+
+    cfg = state.config
+    conc = max(cfg.concurrency or [8])
+    pre = lr.measure("concurrency", conc, output_tokens=1, input_tokens=1024, label_suffix=" prefill-heavy")
+    dec = lr.measure("concurrency", conc, output_tokens=512, input_tokens=16, label_suffix=" decode-heavy")
+    b = _primary_boundary(pre)
+
+    def figs(lv: LevelResult) -> dict:
+        e = lv.energy[b]
+        return {"dynamic_energy_j": e.dynamic_energy_j, "energy_j": e.energy_j, "idle_power_w": e.idle_power_w,
+                "duration_s": lv.window.duration_s if lv.window else None,
+                "input_tokens": lv.throughput.input_tokens, "output_tokens": lv.throughput.output_tokens}
+
+    try:
+        pair = isolating_pair(figs(pre), figs(dec))
+        pair["boundary"] = b
+        pair["levels"] = [pre.index, dec.index]
+    except (UserError, KeyError, TypeError) as e:
+        pair = {"error": str(e)}
+    state.result.extra.setdefault("prefill_decode", {})["isolating_pair"] = pair
+
+
+def _run_analyses(state: _RunState, lr: _LevelRunner) -> None:
+    """Run-level analyses over the measured levels: Pareto frontier, prefill/decode regression."""
+    from wattbench.analysis.pareto import frontier_from_levels
+
+    result = state.result
+    assert result is not None
+    if not result.levels:
+        return
+    b = _primary_boundary(result.levels[0])
+    if b:
+        dumps = [lv.model_dump(mode="json") for lv in result.levels]
+        result.extra["pareto"] = {
+            "boundary": b,
+            "tpot_p99": frontier_from_levels(dumps, boundary=b, latency="tpot_ms", stat="p99"),
+            "ttft_p99": frontier_from_levels(dumps, boundary=b, latency="ttft_ms", stat="p99"),
+        }
+        if lr.slos:
+            result.extra["pareto"]["goodput_tpot_p99"] = frontier_from_levels(
+                dumps, boundary=b, latency="tpot_ms", stat="p99", efficiency="goodput_per_kw")
+    if state.sampler is not None and b:
+        reg = _attribution(state, b)
+        pd = result.extra.setdefault("prefill_decode", {})
+        pd["regression"] = reg
+        pair = pd.get("isolating_pair")
+        if pair and "error" not in pair and "error" not in reg:
+            from wattbench.accounting.attribution import cross_check
+
+            pd["cross_check"] = cross_check(reg, pair)
+
+
+def _attribution(state: _RunState, boundary: str) -> dict:
+    """Prefill/decode regression over every measured level of the run (more spread in the token
+    mix separates the two better). Token counts per interval from the server's counters when they
+    were scraped, else from client timing."""
+    from wattbench.accounting.attribution import fit_intervals, intervals_from_counters, intervals_from_records
+    from wattbench.accounting.boundaries import boundary_totals
+    from wattbench.results import rundir
+
+    log = state.sampler.log
+
+    def energy(t0: int, t1: int) -> float | None:
+        t = boundary_totals(log, t0, t1).get(boundary)
+        return None if t is None else t.energy_j
+
+    try:
+        tl = state.scraper.timeline if state.scraper is not None else None
+        if tl is not None and tl.available and "prompt_tokens" in tl.series and "generation_tokens" in tl.series:
+            levels = state.result.levels
+            t0, t1 = levels[0].window.start_ns, levels[-1].window.end_ns
+            pts = [(t, v) for t, v in tl.scrapes if t0 <= t <= t1
+                   and "prompt_tokens" in v and "generation_tokens" in v]
+            iv = intervals_from_counters([t for t, _ in pts], [v["prompt_tokens"] for _, v in pts],
+                                         [v["generation_tokens"] for _, v in pts], energy)
+            source = "server counters"
+        else:
+            records = rundir.load_requests(state.run_dir, notes=[])
+            dur = sum(lv.window.duration_s for lv in state.result.levels if lv.window)
+            iv = intervals_from_records(records, energy, interval_s=max(0.5, dur / 120))
+            source = "client timing"
+        out = fit_intervals(iv)
+        out["boundary"] = boundary
+        out["token_source"] = source
+        return out
+    except UserError as e:
+        return {"error": str(e), "boundary": boundary}
 
 
 def _default_num_requests(mode: str, value: float) -> int:

@@ -15,7 +15,9 @@ exits at once (a killed server: connections reset, nothing closed cleanly).
 ``GET /stats`` returns what the server did (requests, tokens, ``streams_completed`` = streams
 without a fault that ended normally with usage and ``[DONE]`` written, and how late its timers fired:
 ``first_token_late_ms``/``token_late_ms`` mean and max), so a test can tell server lag from client
-error. ``GET /stats/reset`` returns and clears them.
+error. ``GET /stats/reset`` returns and clears them. ``GET /stats/requests`` maps the first word of each
+completed request's prompt to (request read, first token written, last token written) in
+``perf_counter_ns`` — CLOCK_MONOTONIC, the same clock as the client's — for per-request truth.
 
 Run: ``python tests/fakes/stream_server.py --port 0 --ttft-ms 100 --itl-ms 20``; it prints
 ``LISTENING <port>`` on stdout once bound (127.0.0.1 only).
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import heapq
 import json
 import os
 import random
@@ -47,6 +50,14 @@ def _event(obj) -> bytes:
 class Script:
     def __init__(self, a: argparse.Namespace):
         self.a = a
+        self.loop = None
+        self.heap: list = []  # (deadline, seq, stream): every pending token write
+        self.seq = 0
+        self.timer = None
+        self.timer_at = float("inf")
+        # first prompt word -> (request read, first token written, last token written), ns on
+        # perf_counter_ns (CLOCK_MONOTONIC, the client's clock too): per-request ground truth.
+        self.per_request: dict[str, tuple[int, int, int]] = {}
         self.ttft_s = a.ttft_ms / 1e3
         self.itl_s = a.itl_ms / 1e3
         self.rng = random.Random(a.seed)
@@ -82,6 +93,29 @@ class Script:
             b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\nX-Recv-Ns: %d\r\n\r\n"
         )
 
+    def schedule(self, deadline: float, stream) -> None:
+        """Queue a token write; one loop timer serves all streams (streams due together are
+        written in one wake-up, as a batching engine does)."""
+        self.seq += 1
+        heapq.heappush(self.heap, (deadline, self.seq, stream))
+        if deadline < self.timer_at:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer_at = deadline
+            self.timer = self.loop.call_at(deadline, self._fire)
+
+    def _fire(self) -> None:
+        self.timer = None
+        self.timer_at = float("inf")
+        heap = self.heap
+        now = time.monotonic()  # precise (uvloop's loop.time() is in whole ms)
+        while heap and heap[0][0] <= now:
+            _, _, stream = heapq.heappop(heap)
+            stream.tick()
+        if heap and self.timer is None:
+            self.timer_at = heap[0][0]
+            self.timer = self.loop.call_at(self.timer_at, self._fire)
+
     @staticmethod
     def _new_stats() -> dict:
         return {"connections": 0, "requests": 0, "streams_done": 0, "streams_completed": 0, "tokens": 0, "faults": {},
@@ -116,6 +150,7 @@ class Script:
             "actual_itl_ms": (s["itl_span_ns"] / s["itl_gaps"] / 1e6) if s["itl_gaps"] else None,
         }
         if reset:
+            self.per_request = {}
             active = s["active"]
             self.stats = self._new_stats()
             self.stats["active"] = active
@@ -126,9 +161,10 @@ class Stream:
     """One streaming response, driven by loop timers on absolute deadlines."""
 
     __slots__ = ("proto", "script", "api", "n", "k", "t0", "fault", "prompt_tokens", "handle", "cut_at",
-                 "recv_ns", "first_ns")
+                 "recv_ns", "first_ns", "tag")
 
-    def __init__(self, proto, script: Script, api: str, n: int, prompt_tokens: int, fault):
+    def __init__(self, proto, script: Script, api: str, n: int, prompt_tokens: int, fault, tag: str = ""):
+        self.tag = tag
         self.proto = proto
         self.script = script
         self.api = api
@@ -137,23 +173,25 @@ class Stream:
         self.fault = fault
         self.prompt_tokens = prompt_tokens
         self.cut_at = n // 2 if fault in ("drop", "stall", "malformed", "error_event") else -1
-        self.t0 = proto.loop.time()
+        self.t0 = time.monotonic()
         self.recv_ns = proto.recv_ns
         self.first_ns = 0
         proto.transport.write(script.head % proto.recv_ns)
         st = script.stats
         st["active"] += 1
         st["max_active"] = max(st["max_active"], st["active"])
-        self.handle = proto.loop.call_at(self.t0 + script.ttft_s, self.tick)
+        self.handle = True  # pending in the script's heap
+        script.schedule(self.t0 + script.ttft_s, self)
 
     def tick(self) -> None:
         proto, sc = self.proto, self.script
+        if self.handle is False:  # cancelled (connection lost) while queued
+            return
         if proto.transport is None or proto.transport.is_closing():
             self.finish_stats()
             return
-        loop = proto.loop
         deadline = self.t0 + sc.ttft_s + self.k * sc.itl_s
-        late = loop.time() - deadline
+        late = time.monotonic() - deadline
         st = sc.stats
         st["late_sum"] += late
         st["late_n"] += 1
@@ -179,17 +217,21 @@ class Stream:
                 w(sc.error_event + sc.done)
                 self.end()
                 return
+        write_ns = time.perf_counter_ns()  # before the write: the client may read it at once
         w(sc.content[self.api])
         if self.k == 0:
-            self.first_ns = time.perf_counter_ns()
+            self.first_ns = write_ns
             st["ttft_ns_sum"] += self.first_ns - self.recv_ns
             st["ttft_n"] += 1
         st["tokens"] += sc.a.tokens_per_chunk
         self.k += 1
         if self.k >= self.n:
+            last_ns = write_ns
             if self.n > 1:
-                st["itl_span_ns"] += time.perf_counter_ns() - self.first_ns
+                st["itl_span_ns"] += last_ns - self.first_ns
                 st["itl_gaps"] += self.n - 1
+            if self.tag and len(sc.per_request) < 200_000:
+                sc.per_request[self.tag] = (self.recv_ns, self.first_ns, last_ns)
             tail = sc.finish[self.api]
             if not sc.a.no_usage:
                 comp = self.n * sc.a.tokens_per_chunk
@@ -204,7 +246,7 @@ class Stream:
                 st["streams_completed"] += 1
             self.end()
             return
-        self.handle = loop.call_at(self.t0 + sc.ttft_s + self.k * sc.itl_s, self.tick)
+        sc.schedule(self.t0 + sc.ttft_s + self.k * sc.itl_s, self)
 
     def end(self) -> None:
         self.finish_stats()
@@ -218,9 +260,7 @@ class Stream:
             self.handle = False
 
     def cancel(self) -> None:
-        if self.handle:
-            self.handle.cancel()
-        self.finish_stats()
+        self.finish_stats()  # a queued write finds handle False and is skipped
 
 
 class Proto(asyncio.Protocol):
@@ -287,6 +327,9 @@ class Proto(asyncio.Protocol):
                 data = [{"id": m, "object": "model", "owned_by": "fake"} for m in sc.models]
                 self.respond(200, json.dumps({"object": "list", "data": data}).encode())
             return
+        if method == "GET" and path == "/stats/requests":
+            self.respond(200, json.dumps(sc.per_request).encode())
+            return
         if method == "GET" and path in ("/stats", "/stats/reset"):
             self.respond(200, sc.stats_json(reset=path.endswith("reset")))
             return
@@ -324,7 +367,8 @@ class Proto(asyncio.Protocol):
                 text = " ".join(str(m.get("content", "")) for m in req.get("messages", []))
             else:
                 text = str(req.get("prompt", ""))
-            self.stream = Stream(self, sc, api, n, len(text.split()), fault)
+            words = text.split()
+            self.stream = Stream(self, sc, api, n, len(words), fault, words[0] if words else "")
             return
         self.respond(404, b'{"error": {"message": "not found"}}')
 
@@ -352,7 +396,7 @@ def main(argv=None) -> int:
     p.add_argument("--malformed-rate", type=float, default=0.0)
     p.add_argument("--error-event-rate", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    p.add_argument("--loop", choices=["asyncio", "uvloop"], default="uvloop")
     a = p.parse_args(argv)
 
     if a.loop == "uvloop":
@@ -363,6 +407,7 @@ def main(argv=None) -> int:
         loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     script = Script(a)
+    script.loop = loop
     server = loop.run_until_complete(
         loop.create_server(lambda: Proto(script, loop), "127.0.0.1", a.port, backlog=4096)
     )

@@ -33,6 +33,11 @@ def stream_server(*args: str):
             with urllib.request.urlopen(base + ("/stats/reset" if reset else "/stats"), timeout=10) as r:
                 return json.loads(r.read())
 
+        def per_request() -> dict:
+            with urllib.request.urlopen(base + "/stats/requests", timeout=10) as r:
+                return json.loads(r.read())
+
+        stats.per_request = per_request
         yield base, stats
     finally:
         if proc.poll() is None:

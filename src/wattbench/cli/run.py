@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
     @app.command("run", help=HELP)
     @handle_errors
     def run(
-        target: Optional[str] = typer.Option(None, "--target", "-t", help="Base URL of an OpenAI-compatible server (with or without /v1). Omit to start the embedded engine."),
+        target: Optional[List[str]] = typer.Option(None, "--target", "-t", help="Base URL of an OpenAI-compatible server (with or without /v1); repeat for replicas (per-target statistics beside the total). Omit to start the embedded engine."),
         model: Optional[str] = typer.Option(None, "--model", "-m", help="Model name on the server (default: first of /v1/models); with no --target, a preset name (tiny, llama-1b, llama-8b, qwen-7b) or a local HF model directory."),
         api: str = typer.Option("completions", "--api", help="completions or chat."),
         api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (or env WATTBENCH_API_KEY / OPENAI_API_KEY). Never written anywhere.", show_default=False),
@@ -91,6 +91,12 @@ def register(app: typer.Typer) -> None:
         slo: Optional[str] = typer.Option(None, "--slo", help="e.g. ttft_p99=500ms,tpot_p99=50ms."),
         trials: int = typer.Option(1, "--trials", help="Repeat every level N times (mean and 95% CI)."),
         cooldown: float = typer.Option(0.0, "--cooldown", help="Seconds between trials."),
+        sweep: Optional[str] = typer.Option(None, "--sweep", help="auto: double concurrency from 1 until throughput stops growing."),
+        optimize: Optional[str] = typer.Option(None, "--optimize", help="Search the level with the best goodput_per_kw (or output_tokens_per_s_per_kw, goodput_rps) meeting --slo, in few levels."),
+        max_concurrency: int = typer.Option(256, "--max-concurrency", help="Upper end of --sweep auto and of the --optimize ladder."),
+        prefill_decode_pair: bool = typer.Option(False, "--prefill-decode-pair", help="Two extra levels (max_tokens=1; short prompts, long outputs) that cross-check the prefill/decode energy split."),
+        ray: Optional[str] = typer.Option(None, "--ray", help="Run load actors and per-node sensors on a Ray cluster: auto or an address (needs wattbench[ray])."),
+        ray_actors: Optional[int] = typer.Option(None, "--ray-actors", help="Load-generator actors (default: one per node, more for large loads)."),
         engine: str = typer.Option("transformers", "--engine", help="Engine to start when no --target: transformers, vllm, sglang, llamacpp."),
         engine_arg: Optional[List[str]] = typer.Option(None, "--engine-arg", help="Extra argument passed to the engine (repeatable)."),
         device: Optional[str] = typer.Option(None, "--device", help="Engine device: cuda or cpu (default: cuda when present)."),
@@ -110,10 +116,12 @@ def register(app: typer.Typer) -> None:
 
         warmup_s, warmup_requests = _parse_warmup(warmup)
         engine_model = None
-        if target is None and model is not None:
+        targets = list(target or [])
+        if not targets and model is not None:
             engine_model, model = model, None
         config = RunConfig(
-            target=target,
+            target=targets[0] if targets else None,
+            targets=targets if len(targets) > 1 else [],
             model=model,
             api=api,  # type: ignore[arg-type]
             api_key=SecretStr(api_key) if api_key else None,
@@ -142,6 +150,12 @@ def register(app: typer.Typer) -> None:
             slo=slo,
             trials=trials,
             cooldown_s=cooldown,
+            sweep=sweep,
+            optimize=optimize,
+            max_concurrency=max_concurrency,
+            prefill_decode_pair=prefill_decode_pair,
+            ray=ray,
+            ray_actors=ray_actors,
             engine=engine,  # type: ignore[arg-type]
             engine_model=engine_model,
             engine_args=list(engine_arg or []),

@@ -91,18 +91,25 @@ def _timed_connector(**kw) -> aiohttp.TCPConnector:
 
 
 class _SentAt:
-    """Per-request holder the trace hook writes the wire time into."""
+    """Per-request holder: the trace hook writes the wire time into it and opens the send gate."""
 
-    __slots__ = ("ns",)
+    __slots__ = ("ns", "gate")
 
-    def __init__(self) -> None:
+    def __init__(self, gate: asyncio.Lock | None) -> None:
         self.ns = 0
+        self.gate = gate
+
+    def open_gate(self) -> None:
+        if self.gate is not None:
+            self.gate.release()
+            self.gate = None
 
 
 async def _on_chunk_sent(session, ctx, params) -> None:
     holder = ctx.trace_request_ctx
     if holder is not None and not holder.ns:
         holder.ns = now_ns()
+        holder.open_gate()
 
 
 def _scrub(text: str, secret: str | None) -> str:
@@ -118,10 +125,12 @@ class StreamClient:
         self.target = target
         self.concurrency = concurrency
         self._session: aiohttp.ClientSession | None = None
+        self._gate: asyncio.Lock | None = None
         self._headers = auth_headers(target.api_key)
         self._url = endpoint_url(target)
 
     async def __aenter__(self) -> "StreamClient":
+        self._gate = asyncio.Lock()
         # limit=0: no cap on connections (aiohttp's default is 100 total).
         connector = _timed_connector(limit=0, limit_per_host=0, ttl_dns_cache=300)
         trace = aiohttp.TraceConfig()
@@ -180,7 +189,13 @@ class StreamClient:
         parser = SSEParser()
         loads = orjson.loads
 
-        sent_at = _SentAt()
+        # The send gate: one request is being put on the wire at a time, so the event loop polls
+        # its sockets between two request writes. Without it, N streams finishing together
+        # (a batching server ends them in the same step) start N requests back to back —
+        # hundreds of microseconds each — and every byte that arrives meanwhile is stamped late.
+        gate = self._gate
+        await gate.acquire()
+        sent_at = _SentAt(gate)
         asked_ns = now_ns()
         try:
             async with session.post(url, data=body, headers=headers, trace_request_ctx=sent_at) as resp:
@@ -261,6 +276,8 @@ class StreamClient:
             error, detail = "bad_stream", f"{e.__class__.__name__}: {e.message}"
         except aiohttp.ClientError as e:
             error, detail = "disconnect", e.__class__.__name__
+        finally:
+            sent_at.open_gate()  # the request failed before its bytes went out
         end_ns = now_ns()
         sent_ns = sent_at.ns or asked_ns  # no wire time when the connection failed
 
@@ -268,7 +285,8 @@ class StreamClient:
         if usage is not None:
             in_tok = usage.get("prompt_tokens")
             out_tok = usage.get("completion_tokens")
-        rec = RequestRecord(
+        # model_construct: the fields are built here, typed; validation would cost on the hot path.
+        rec = RequestRecord.model_construct(
             id=id,
             level=level,
             worker=worker,

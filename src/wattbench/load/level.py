@@ -45,7 +45,10 @@ ignore SIGINT and are cancelled by the parent.
 
 Client saturation: ``load.saturated`` is set, with reasons, when the send-lag p99 exceeds
 ``max(5 ms, 10% of the mean inter-arrival time)``, when the achieved rate is below 95% of the
-target (open loop and trace), or when a worker used more than 90% of one core.
+target (open loop and trace), when a worker used more than 90% of one core, or when the event
+loop's lag p99 exceeds 2 ms. The loop lag is measured by a 10 ms timer in every worker: a client
+that is not CPU-bound itself can still be starved of CPU by other processes (measured on a shared
+host: 20% of a core used, arrival stamps 5-25 ms late), and only this probe sees that.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ import time
 import traceback
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 
 from wattbench.clock import now_ns
@@ -82,6 +85,8 @@ ARRIVALS_PER_WORKER_RPS = 100.0
 PROGRESS_PERIOD_S = 0.2  # on_progress at most 5 times/s
 START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
 
+LOOP_PROBE_S = 0.01  # the loop-lag probe's period
+SAT_LOOP_LAG_MS = 2.0  # loop-lag p99 above this: arrival stamps may be late by that much
 SAT_CPU_PCT = 90.0
 SAT_RATE_FRACTION = 0.95
 SAT_LAG_FLOOR_MS = 5.0
@@ -119,6 +124,10 @@ class _Plan:
     arrivals: list | None = None  # open loop: [(index, offset_s, spec, warmup)] sorted by offset
     stop_after_s: float | None = None  # closed loop: stop sending at t0 + this
     progress_period_s: float = PROGRESS_PERIOD_S
+    # several targets: ``routes[k]`` is the index in ``targets`` of this worker's stream k (closed
+    # loop) or arrival k (open loop); records then carry ``target`` = the base URL
+    targets: list | None = None
+    routes: list | None = None
 
 
 def _source(requests) -> Iterator[tuple[int, RequestSpec]]:
@@ -286,10 +295,19 @@ def _open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list
 # ------------------------------------------------------------------------------------ worker
 
 
+async def _sleep_until(when_ns: int) -> None:
+    """Sleep until ``when_ns`` on the monotonic clock, never returning early: uvloop's timers
+    have whole-millisecond resolution and wake up to 1 ms early (measured: most 2.4 ms sleeps),
+    so sleep again for what is left."""
+    while (left := when_ns - now_ns()) > 0:
+        await asyncio.sleep(left / 1e9)
+
+
 class _Session:
-    __slots__ = ("messages", "text", "tail", "last_end_ns")
+    __slots__ = ("messages", "text", "tail", "last_end_ns", "target")
 
     def __init__(self) -> None:
+        self.target = None
         self.messages: list[dict] = []
         self.text = ""
         self.tail: asyncio.Future | None = None
@@ -310,20 +328,36 @@ class _Worker:
         self.sessions: dict[str, _Session] = {}
         self.tasks: set[asyncio.Task] = set()
         self.client = None
+        self.loop_lag_ns: list[int] = []
+
+    async def _probe_loop_lag(self) -> None:
+        """Sleep LOOP_PROBE_S at a time and record how late each wake-up is: the delay any
+        socket read of this worker can suffer before it is stamped."""
+        period = int(LOOP_PROBE_S * 1e9)
+        lags = self.loop_lag_ns
+        while True:
+            due = now_ns() + period
+            await asyncio.sleep(LOOP_PROBE_S)
+            lags.append(max(0, now_ns() - due))
 
     # -- one request (with session handling)
-    async def _one(self, idx: int, spec: RequestSpec, scheduled_ns: int | None, warm: bool) -> None:
+    async def _one(
+        self, idx: int, spec: RequestSpec, scheduled_ns: int | None, warm: bool, target: TargetSpec | None = None
+    ) -> None:
         plan = self.plan
-        keep_user = plan.target.keep_output_text
+        target = target or plan.target
+        keep_user = target.keep_output_text
         sid = spec.session_id
         if sid is None:
             rec = await self.client.send(
-                spec, plan.target, plan.level, idx, plan.worker, scheduled_ns=scheduled_ns, warmup=warm
+                spec, target, plan.level, idx, plan.worker, scheduled_ns=scheduled_ns, warmup=warm
             )
         else:
             st = self.sessions.get(sid)
             if st is None:
                 st = self.sessions[sid] = _Session()
+                st.target = target  # a session stays on the target of its first turn
+            target = st.target
             prev = st.tail
             mine = asyncio.get_running_loop().create_future()
             st.tail = mine
@@ -331,15 +365,13 @@ class _Worker:
                 if prev is not None:
                     await prev
                 if st.last_end_ns is not None and spec.think_time_s > 0:
-                    wait_ns = st.last_end_ns + int(spec.think_time_s * 1e9) - now_ns()
-                    if wait_ns > 0:
-                        await asyncio.sleep(wait_ns / 1e9)
+                    await _sleep_until(st.last_end_ns + int(spec.think_time_s * 1e9))
                 if scheduled_ns is not None:
                     scheduled_ns = max(scheduled_ns, now_ns())
                 turn_spec = self._with_history(spec, st)
                 rec = await self.client.send(
                     turn_spec,
-                    plan.target,
+                    target,
                     plan.level,
                     idx,
                     plan.worker,
@@ -348,7 +380,7 @@ class _Worker:
                     keep_text=True,
                 )
                 answer = rec.output_text or ""
-                if plan.target.api == "chat":
+                if target.api == "chat":
                     st.messages = list(turn_spec.messages or []) + [{"role": "assistant", "content": answer}]
                 else:
                     st.text = (turn_spec.prompt or "") + answer
@@ -358,6 +390,8 @@ class _Worker:
             finally:
                 if not mine.done():
                     mine.set_result(None)
+        if plan.targets:
+            rec.target = target.base_url
         self.records.append(rec)
         if rec.ok:
             self.done += 1
@@ -365,8 +399,15 @@ class _Worker:
         else:
             self.failed += 1
 
+    def _target_of(self, k: int) -> TargetSpec:
+        """The target of stream ``k`` (closed loop) or arrival ``k`` (open loop)."""
+        plan = self.plan
+        if not plan.targets:
+            return plan.target
+        return plan.targets[plan.routes[k]]
+
     def _with_history(self, spec: RequestSpec, st: _Session) -> RequestSpec:
-        if self.plan.target.api == "chat":
+        if (st.target or self.plan.target).api == "chat":
             own = spec.messages if spec.messages is not None else [{"role": "user", "content": spec.prompt or ""}]
             return dataclasses.replace(spec, messages=st.messages + list(own))
         return dataclasses.replace(spec, prompt=st.text + (spec.prompt or ""))
@@ -417,15 +458,15 @@ class _Worker:
                 if not buf and not state["end"]:
                     await asyncio.sleep(0.02)  # the parent had nothing for us yet (sessions)
 
-        async def stream() -> None:
+        async def stream(target) -> None:
             while True:
                 item = await next_item()
                 if item is None:
                     return
                 idx, spec, warm = item
-                await self._one(idx, spec, None, warm)
+                await self._one(idx, spec, None, warm, target)
 
-        streams = [asyncio.ensure_future(stream()) for _ in range(plan.concurrency)]
+        streams = [asyncio.ensure_future(stream(self._target_of(k))) for k in range(plan.concurrency)]
         self.tasks.update(streams)
         try:
             await asyncio.gather(*streams)
@@ -439,14 +480,12 @@ class _Worker:
     # -- open loop / trace
     async def _open(self, t0_ns: int) -> None:
         link = self.link
-        for idx, off, spec, warm in self.plan.arrivals or ():
+        for k, (idx, off, spec, warm) in enumerate(self.plan.arrivals or ()):
             if link.stop.is_set():
                 break
             when = t0_ns + int(off * 1e9)
-            delay = when - now_ns()
-            if delay > 0:
-                await asyncio.sleep(delay / 1e9)
-            self._spawn(self._one(idx, spec, when, warm))
+            await _sleep_until(when)
+            self._spawn(self._one(idx, spec, when, warm, self._target_of(k)))
         self.stop_ns = now_ns()
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=False)
@@ -459,13 +498,13 @@ class _Worker:
         conc = plan.concurrency if plan.mode == "concurrency" else len(plan.arrivals or ())
         async with StreamClient(plan.target, conc) as client:
             self.client = client
-            delay = t0_ns - now_ns()
-            if delay > 0:
-                await asyncio.sleep(delay / 1e9)
+            await _sleep_until(t0_ns)
             body = self._closed(t0_ns) if plan.mode == "concurrency" else self._open(t0_ns)
             main = asyncio.ensure_future(body)
+            probe = asyncio.ensure_future(self._probe_loop_lag())
             cancel = asyncio.ensure_future(self.link.cancel.wait())
             await asyncio.wait({main, cancel}, return_when=asyncio.FIRST_COMPLETED)
+            probe.cancel()
             interrupted = cancel.done()
             if interrupted:
                 main.cancel()
@@ -506,6 +545,9 @@ class _PipeLink:
         self.cancel = asyncio.Event()
         self._waiting: asyncio.Future | None = None
         loop.add_reader(conn.fileno(), self._readable)
+        # uvloop (libuv's uv_poll) switches a watched fd to non-blocking; a Connection needs a
+        # blocking fd, or sending a large batch of records fails half-way with EAGAIN.
+        os.set_blocking(conn.fileno(), True)
 
     def _readable(self) -> None:
         try:
@@ -581,7 +623,8 @@ def _worker_process(plan: _Plan, conn) -> None:
         recs = worker.records
         for k in range(0, len(recs), 2000):
             conn.send(("records", [r.model_dump() for r in recs[k : k + 2000]]))
-        conn.send(("result", cpu_pct, worker.stop_ns, interrupted, worker.done, worker.failed, worker.output_tokens))
+        conn.send(("result", cpu_pct, worker.stop_ns, interrupted, worker.done, worker.failed,
+                   worker.output_tokens, worker.loop_lag_ns))
     except (EOFError, BrokenPipeError):  # the parent is gone: nothing to report to
         pass
     except BaseException:  # report the bug to the parent, which raises it
@@ -603,6 +646,7 @@ class _WorkerResult:
     cpu_pct: float | None
     stop_ns: int | None
     interrupted: bool
+    loop_lag_ns: list[int] = dataclasses.field(default_factory=list)
 
 
 def _validate(spec: LevelSpec) -> None:
@@ -620,14 +664,40 @@ def _validate(spec: LevelSpec) -> None:
         raise UserError(f"--workers must be >= 1, got {spec.workers}")
 
 
+def _route(route: Callable[[int], int], k: int, n: int) -> int:
+    i = route(k)
+    if not (isinstance(i, int) and 0 <= i < n):
+        raise WattbenchError(f"target route gave {i!r} for {k}; expected an index in 0..{n - 1}")
+    return i
+
+
 def run_level(
     spec: LevelSpec,
-    target: TargetSpec,
+    target: TargetSpec | Sequence[TargetSpec],
     requests: Iterable[RequestSpec] | Callable[[int], RequestSpec],
     on_progress: Callable[[dict], None] | None = None,
+    route: Callable[[int], int] | None = None,
 ) -> LevelOutcome:
-    """Run one level and return its records, window and load statistics (see module doc)."""
+    """Run one level and return its records, window and load statistics (see module doc).
+
+    ``target`` may be a list of targets (replicas, or a load balancer and its backends): then
+    ``route(k)`` gives the index in that list of closed-loop stream ``k`` (numbered over all
+    workers) or of the open-loop/trace request with index ``k`` (default: ``k % len(targets)``,
+    round robin); a session stays on the target of its first turn; every record carries
+    ``target`` = the base URL it went to. ``wattbench.load.targets`` builds weighted routes.
+    """
     _validate(spec)
+    targets: list[TargetSpec] | None = None
+    if not isinstance(target, TargetSpec):
+        targets = list(target)
+        if not targets:
+            raise UserError("no target given: pass at least one --target URL")
+        target = targets[0]
+        if route is None:
+            n_targets = len(targets)
+
+            def route(k: int) -> int:  # round robin
+                return k % n_targets
     n_workers = spec.workers or auto_workers(spec)
     if spec.mode == "concurrency":
         n_workers = min(n_workers, int(spec.value))
@@ -643,12 +713,21 @@ def run_level(
         stop_after = None
         if spec.duration_s is not None and not spec.warmup_requests:
             stop_after = (spec.warmup_s or 0.0) + spec.duration_s
+        first = 0
         for w in range(n_workers):
             share = conc // n_workers + (1 if w < conc % n_workers else 0)
             plans.append(_Plan(w, spec.index, spec.mode, target, concurrency=share, stop_after_s=stop_after))
+            if targets:
+                plans[-1].targets = targets
+                plans[-1].routes = [_route(route, first + k, len(targets)) for k in range(share)]
+            first += share
     else:
         parts, target_rate, exhausted_early = _open_arrivals(spec, requests, n_workers)
         plans = [_Plan(w, spec.index, spec.mode, target, arrivals=parts[w]) for w in range(n_workers)]
+        if targets:
+            for p in plans:
+                p.targets = targets
+                p.routes = [_route(route, a[0], len(targets)) for a in p.arrivals]
     if n_workers == 1:
         results, t0_ns, interrupted = _run_inprocess(plans[0], feeder, spec, on_progress)
     else:
@@ -693,9 +772,8 @@ def _run_loop(coro_fn, fast: bool = True):
 
     loop = new_event_loop() if fast else asyncio.new_event_loop()
     interrupted = threading.Event()
-    # A plain Python handler (not loop.add_signal_handler: uvloop's signal wake-up fd outlived
-    # the loop and, reused as a pipe fd by the next level's workers, corrupted their messages).
-    # The coordinating coroutines poll the flag every 50 ms.
+    # A plain Python handler, not loop.add_signal_handler: the coordinating coroutines poll the
+    # flag every 50 ms, and no loop-owned signal fd is left behind between levels.
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
@@ -734,7 +812,7 @@ def _run_inprocess(plan: _Plan, feeder, spec: LevelSpec, on_progress):
         cpu_pct = 100.0 * (time.thread_time_ns() - thread_cpu0) / max(1, now_ns() - wall0)
         if on_progress is not None:
             on_progress(_progress_dict(worker.done, worker.failed, worker.output_tokens, t0_ns))
-        return [_WorkerResult(worker.records, cpu_pct, worker.stop_ns, was_cancelled)], t0_ns
+        return [_WorkerResult(worker.records, cpu_pct, worker.stop_ns, was_cancelled, worker.loop_lag_ns)], t0_ns
 
     (results, t0_ns), interrupted = _run_loop(go)
     return results, t0_ns, interrupted or any(r.interrupted for r in results)
@@ -816,10 +894,10 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
                     elif kind == "records":
                         records[w].extend(msg[1])
                     elif kind == "result":
-                        _, cpu, stop_ns, intr, d, f, o = msg
+                        _, cpu, stop_ns, intr, d, f, o, lags = msg
                         counts[w] = (d, f, o)
                         results[w] = _WorkerResult(
-                            [RequestRecord.model_construct(**r) for r in records[w]], cpu, stop_ns, intr
+                            [RequestRecord.model_construct(**r) for r in records[w]], cpu, stop_ns, intr, lags
                         )
                         loop.remove_reader(c.fileno())
                         break
@@ -828,16 +906,19 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
                         results[w] = _WorkerResult([], None, None, True)
                         loop.remove_reader(c.fileno())
                         break
-            except (EOFError, OSError):
+            except (EOFError, OSError) as e:
                 loop.remove_reader(c.fileno())
                 if results[w] is None:
-                    errors.append(f"load worker {w} exited unexpectedly (exit code {procs[w].exitcode})")
+                    errors.append(
+                        f"load worker {w} exited unexpectedly (exit code {procs[w].exitcode}, {e!r})"
+                    )
                     results[w] = _WorkerResult([RequestRecord.model_construct(**r) for r in records[w]], None, None, True)
             if all(r is not None for r in results) and not finished.done():
                 finished.set_result(None)
 
         for w, c in enumerate(conns):
             loop.add_reader(c.fileno(), on_msg, w)
+            os.set_blocking(c.fileno(), True)  # see _PipeLink
         last = 0
         cancelled = False
         while not finished.done():
@@ -945,6 +1026,7 @@ def _assemble(spec: LevelSpec, results: list[_WorkerResult], t0_ns: int, target_
     cpus = [res.cpu_pct for res in results if res.cpu_pct is not None]
     load.client_cpu_pct = max(cpus) if cpus else None
     load.client_cpu_pct_per_worker = cpus
+    load.client_loop_lag_ms = stats([x / 1e6 for res in results for x in res.loop_lag_ns])
     stops = [res.stop_ns for res in results if res.stop_ns is not None]
     if stops and records:
         last_end = max(request_end_ns(r) or r.sent_ns for r in records)
@@ -960,6 +1042,12 @@ def _assemble(spec: LevelSpec, results: list[_WorkerResult], t0_ns: int, target_
             reasons.append(
                 f"achieved rate {load.achieved_rate_rps:.2f}/s < 95% of target {target_rate:.2f}/s"
             )
+    lag = load.client_loop_lag_ms
+    if lag.count >= 20 and lag.p99 > SAT_LOOP_LAG_MS:
+        reasons.append(
+            f"client event loop lag p99 {lag.p99:.1f} ms > {SAT_LOOP_LAG_MS:.0f} ms "
+            "(arrival timestamps may be late by that much: the client waits for a CPU or is busy)"
+        )
     if load.client_cpu_pct is not None and load.client_cpu_pct > SAT_CPU_PCT:
         reasons.append(f"client worker CPU {load.client_cpu_pct:.0f}% of a core > {SAT_CPU_PCT:.0f}%")
     load.saturated = bool(reasons)

@@ -105,9 +105,13 @@ class LoadStats(_M):
     client_cpu_pct: float | None = None  # of one core, max over workers
     client_cpu_pct_per_worker: list[float] = Field(default_factory=list)
     drain_s: float | None = None  # from when sending stopped to when the last request ended
+    # How late a 10 ms timer in each worker's event loop fired (all workers pooled): when the
+    # client process waits for a CPU, its arrival stamps are late by about this much.
+    client_loop_lag_ms: Stats = Field(default_factory=Stats)
     workers: int = 1
     saturated: bool = False
     saturation_reasons: list[str] = Field(default_factory=list)
+    actors: list[dict[str, Any]] = Field(default_factory=list)  # distributed: per load actor (node, clock, cpu)
 
 
 # ---------------------------------------------------------------- energy
@@ -163,6 +167,14 @@ class Validity(_M):
     reasons: list[str] = Field(default_factory=list)
 
 
+class TargetStats(_M):
+    """One target's share of a level driven against several targets (issue 11)."""
+
+    requests: Requests = Field(default_factory=Requests)
+    latency: Latency = Field(default_factory=Latency)
+    throughput: Throughput = Field(default_factory=Throughput)
+
+
 class LevelResult(_M):
     index: int
     label: str  # e.g. "concurrency=8" or "rate=4.0"
@@ -180,6 +192,10 @@ class LevelResult(_M):
     thermal: dict[str, Any] = Field(default_factory=dict)
     server_metrics: dict[str, Any] = Field(default_factory=dict)  # summaries of scraped series
     goodput: dict[str, Any] | None = None
+    # several targets / several nodes (issue 11): per-target statistics beside the total, and
+    # each node's energy per boundary (its own channels only) beside the ``cluster`` boundary
+    per_target: dict[str, TargetStats] = Field(default_factory=dict)
+    per_node_energy: dict[str, dict[str, BoundaryEnergy]] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -242,6 +258,23 @@ class ServerInfo(_M):
     log_path: str | None = None
 
 
+class NodeInfo(_M):
+    """One node of a distributed (Ray) run: its clock offset to the driver and its sensing."""
+
+    node_id: str
+    hostname: str | None = None
+    ip: str | None = None
+    load_actors: int = 0
+    # offset = node clock − driver clock (ns), from the minimum-RTT ping; the true offset lies
+    # within ± clock_uncertainty_ns (= that ping's RTT / 2)
+    clock_offset_ns: int | None = None
+    clock_uncertainty_ns: int | None = None
+    clock_rtt_ns: int | None = None
+    sensor_status: str = "none"  # none | ok | no_meters | failed | died
+    channels: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+
+
 class Result(_M):
     schema_version: int = SCHEMA_VERSION
     wattbench_version: str
@@ -255,6 +288,7 @@ class Result(_M):
     server: ServerInfo = Field(default_factory=ServerInfo)
     sensors: list[dict[str, Any]] = Field(default_factory=list)  # Channel.to_dict() per channel
     sensor_problems: list[str] = Field(default_factory=list)
+    nodes: list[NodeInfo] = Field(default_factory=list)  # distributed runs only
     idle: dict[str, Any] = Field(default_factory=dict)  # boundary -> {power_w, duration_s, ...}
     levels: list[LevelResult] = Field(default_factory=list)
     validity: Validity = Field(default_factory=Validity)

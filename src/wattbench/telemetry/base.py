@@ -55,6 +55,9 @@ class Channel:
     ``sm_clock_mhz``, ``utilization_pct``, ``throttle_reasons`` …
     ``primary``: this channel is the preferred figure for its (boundary, device).
     ``max_value``: counter range for wraparound (RAPL ``max_energy_range_uj`` in J), if known.
+    ``node``: set only in logs merged from several nodes (``wattbench.distributed``): the node's
+    id; such channels' ``id`` and ``device`` are prefixed with it, so two nodes' ``gpu0`` stay two
+    devices, and accounting totals the ``cluster`` boundary node by node.
     """
 
     id: str
@@ -72,6 +75,7 @@ class Channel:
     max_value: float | None = None
     uncertainty_pct: float | None = None  # the meter's own accuracy, when documented
     notes: str = ""
+    node: str = ""  # the cluster node this channel was read on (distributed runs); "" = this host
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -1,0 +1,78 @@
+"""``wattbench doctor``: environment, server, release checklist and troubleshooting checks.
+
+Thin: parse flags, call ``wattbench.doctor.run_doctor``, render a table or ``--json``.
+Exit code 0 when no check failed, 1 when one did, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from wattbench.cli.common import handle_errors
+
+HELP = """Check the machine, a server and a deployment before (or after) measuring.
+
+Read only: nothing here changes a GPU or server setting. Exit code 0 when no check fails,
+1 when one does, 2 on bad input.
+
+Examples:
+
+  wattbench doctor
+
+  wattbench doctor --target http://127.0.0.1:8000 --exporter http://127.0.0.1:9400/metrics
+
+  wattbench doctor --target http://127.0.0.1:8000 --checklist release.yaml --json
+
+  wattbench doctor --run wattbench-results/2026-11-29T10-00-00 --no-env
+"""
+
+STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("doctor", help=HELP)
+    @handle_errors
+    def doctor_cmd(
+        target: Optional[str] = typer.Option(None, "--target", help="Base URL of an OpenAI-compatible server to check."),
+        sensor: List[str] = typer.Option([], "--sensor", help="A sensor spec to check (repeatable); default: autodetect."),
+        run: Optional[Path] = typer.Option(None, "--run", help="A failed or partial run directory: apply the troubleshooting order."),
+        checklist: Optional[Path] = typer.Option(None, "--checklist", help="YAML/JSON file of declared release-checklist answers."),
+        exporter: List[str] = typer.Option([], "--exporter", help="URL of a DCGM / node exporter to verify telemetry collection (repeatable)."),
+        api_key: Optional[str] = typer.Option(None, "--api-key", envvar="WATTBENCH_API_KEY", help="API key for --target."),
+        burst: int = typer.Option(8, "--burst", help="Tiny concurrent requests sent to detect rate limiting (0: none)."),
+        env: bool = typer.Option(True, "--env/--no-env", help="Run the environment checks (GPU, versions, sensors)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    ) -> None:
+        from wattbench.doctor import run_doctor
+
+        report = run_doctor(target, list(sensor), api_key=api_key, run_dir=run, checklist=checklist,
+                            exporters=list(exporter), burst=burst, environment=env)
+        if as_json:
+            typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
+        else:
+            _render(report)
+        raise typer.Exit(report.exit_code)
+
+
+def _render(report) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    con = Console()
+    t = Table(title="wattbench doctor", title_justify="left", show_lines=False)
+    for col in ("status", "check", "message", "fix"):
+        t.add_column(col, overflow="fold")
+    group = None
+    for c in report.checks:
+        if c.group != group:
+            group = c.group
+            t.add_row(Text(""), Text(group, style="bold"), Text(""), Text(""))
+        t.add_row(Text(c.status.upper(), style=STYLE[c.status]), Text(c.id), Text(c.message), Text(c.fix))
+    con.print(t)
+    n = report.counts()
+    con.print(Text(f"{n['pass']} pass, {n['warn']} warn, {n['fail']} fail, {n['skip']} skip"))

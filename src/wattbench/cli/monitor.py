@@ -1,0 +1,115 @@
+"""``wattbench monitor``: passive production efficiency of a running server.
+
+Thin: parse flags, build a ``wattbench.monitor.Monitor``, show a live table (rich Live) or
+nothing, print the final summary (table or ``--json``).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from wattbench.cli.common import handle_errors
+
+HELP = """Watch a running server's efficiency: tokens/s, J/token and tokens per kWh per power
+boundary, live, over sliding windows, with idle vs loaded segmentation.
+
+Scrapes the server's /metrics token counters and reads the power sensors; serves Prometheus
+metrics on --listen and appends a JSONL history. Ctrl-C stops cleanly.
+
+Examples:
+
+  wattbench monitor --target http://127.0.0.1:8000 --sensor nvml
+
+  wattbench monitor --target http://10.0.0.5:8000 --sensor dcgm:http://10.0.0.5:9400/metrics \\
+      --history soak.jsonl --duration 604800 --listen 0.0.0.0:9464
+"""
+
+
+def _fmt(v, spec=",.2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _table(snap: dict):
+    from rich.table import Table
+    from rich.text import Text
+
+    wins = snap.get("windows") or {}
+    bounds = sorted({b for f in wins.values() for b in (f.get("energy_j") or {})})
+    t = Table(title=f"wattbench monitor  t={snap.get('t_s', 0):.0f} s  state={snap.get('state') or '-'}  "
+                    f"running={_fmt(snap.get('running'), '.0f')}", title_justify="left")
+    t.add_column("window")
+    t.add_column("out tok/s", justify="right")
+    for b in bounds:
+        t.add_column(f"{b} W", justify="right")
+        t.add_column(f"{b} J/tok", justify="right")
+        t.add_column(f"{b} tok/kWh", justify="right")
+    for label, f in wins.items():
+        row = [Text(label), Text(_fmt(f.get("output_tokens_per_s"), ",.1f"))]
+        for b in bounds:
+            row += [Text(_fmt((f.get("power_w") or {}).get(b), ",.1f")),
+                    Text(_fmt((f.get("j_per_output_token") or {}).get(b), ",.3f")),
+                    Text(_fmt((f.get("output_tokens_per_kwh") or {}).get(b), ",.0f"))]
+        t.add_row(*row)
+    idle = snap.get("idle_power_w") or {}
+    loaded = snap.get("loaded_power_w") or {}
+    if idle or loaded:
+        t.caption = "idle W: " + ", ".join(f"{b} {v:,.1f}" for b, v in idle.items()) + \
+                    "   loaded W: " + ", ".join(f"{b} {v:,.1f}" for b, v in loaded.items())
+    errs = [f"{k}: {v['errors']} errors, last: {v['last_error']}" for k, v in (snap.get("sources") or {}).items()
+            if v.get("errors")]
+    if errs:
+        t.caption = ((t.caption + "\n") if t.caption else "") + "\n".join(errs)
+    return t
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("monitor", help=HELP)
+    @handle_errors
+    def monitor_cmd(
+        target: Optional[str] = typer.Option(None, "--target", help="Base URL of the server whose /metrics counts tokens."),
+        sensor: List[str] = typer.Option([], "--sensor", help="Sensor spec (repeatable); default: autodetect."),
+        interval: float = typer.Option(1.0, "--interval", help="Seconds between server scrapes / accounting intervals."),
+        listen: str = typer.Option("127.0.0.1:9464", "--listen", help="HOST:PORT for the Prometheus exporter; 'off' for none."),
+        history: Optional[Path] = typer.Option(None, "--history", help="Append a JSONL line per interval to FILE."),
+        history_max_mb: Optional[float] = typer.Option(None, "--history-max-mb", help="Rotate the history file at this size."),
+        duration: Optional[float] = typer.Option(None, "--duration", help="Stop after this many seconds (default: until Ctrl-C)."),
+        idle_threshold: float = typer.Option(1.0, "--idle-threshold", help="Output tokens/s at or below which an interval with no running request is idle."),
+        api_key: Optional[str] = typer.Option(None, "--api-key", envvar="WATTBENCH_API_KEY", help="API key for --target."),
+        live: bool = typer.Option(True, "--live/--no-live", help="Show the live table (on a terminal)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the final summary as JSON."),
+    ) -> None:
+        from wattbench.cli.common import stdout_is_tty
+        from wattbench.monitor import Monitor
+
+        mon = Monitor(target, list(sensor), interval_s=interval,
+                      listen=None if listen.strip().lower() in ("off", "none", "") else listen,
+                      history_path=history, idle_threshold_tok_s=idle_threshold, api_key=api_key,
+                      history_max_bytes=int(history_max_mb * 1e6) if history_max_mb else None)
+        old = signal.signal(signal.SIGTERM, lambda *_: mon.stop())
+        try:
+            mon.start()
+            if live and not as_json and stdout_is_tty():
+                from rich.live import Live
+
+                with Live(_table(mon.snapshot()), refresh_per_second=2, transient=False) as lv:
+                    summary = mon.run(duration, on_tick=lambda s: lv.update(_table(s)))
+            else:
+                summary = mon.run(duration)
+        finally:
+            summary = mon.close()
+            signal.signal(signal.SIGTERM, old)
+        if as_json:
+            typer.echo(json.dumps(summary, indent=2, default=str))
+        else:
+            from rich.console import Console
+            from rich.text import Text
+
+            con = Console()
+            con.print(_table(summary))
+            for p in summary.get("problems") or []:
+                con.print(Text.assemble(("warning: ", "yellow"), p))

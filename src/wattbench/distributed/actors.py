@@ -1,0 +1,295 @@
+"""What runs inside the Ray actors: a load worker and a node sensor.
+
+Both are plain classes (testable without Ray); ``remote_classes()`` wraps them with
+``ray.remote`` when a distributed run starts. Every timestamp they hand out is on their own
+node's ``perf_counter_ns`` clock; the driver maps them (``distributed.clock``).
+
+``clock_skew_ns`` is a test seam: the actor behaves as if its node's clock read ``skew`` ns more
+than ``perf_counter_ns`` (what it reports is shifted by ``+skew``, what it is told is shifted by
+``−skew``), which is how a node whose monotonic clock started elsewhere looks to the driver.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any, Callable
+
+from wattbench.clock import now_ns
+from wattbench.telemetry.base import Channel, Reading, SensorFailure
+
+__all__ = ["LoadWorker", "NodeSensor", "remote_classes", "current_node_id"]
+
+
+def current_node_id() -> str:
+    """The Ray node id of this process (hostname outside Ray)."""
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return ray.get_runtime_context().get_node_id()
+    except ImportError:
+        pass
+    return socket.gethostname()
+
+
+def _ip() -> str | None:
+    try:
+        import ray
+
+        if ray.is_initialized():
+            return ray.util.get_node_ip_address()
+    except ImportError:
+        pass
+    return None
+
+
+def _sleep_until(t_ns: int) -> None:
+    while True:
+        d = t_ns - now_ns()
+        if d <= 0:
+            return
+        time.sleep(min(d / 1e9, 0.5))
+
+
+def _shift_dict(rec: dict, d: int) -> dict:
+    for f in ("scheduled_ns", "sent_ns", "first_token_ns", "last_token_ns", "end_ns"):
+        if rec.get(f) is not None:
+            rec[f] += d
+    if rec.get("chunk_ns"):
+        rec["chunk_ns"] = [t + d for t in rec["chunk_ns"]]
+    return rec
+
+
+class LoadWorker:
+    """One load-generator actor: its share of a level's streams or arrivals."""
+
+    def __init__(self, index: int, clock_skew_ns: int = 0):
+        self.index = index
+        self.skew = int(clock_skew_ns)
+        self._progress = (0, 0, 0)
+        self._lock = threading.Lock()
+
+    def info(self) -> dict:
+        import os
+
+        return {"node_id": current_node_id(), "hostname": socket.gethostname(), "ip": _ip(), "pid": os.getpid()}
+
+    def clock(self) -> int:
+        return now_ns() + self.skew
+
+    def prepare(self) -> bool:
+        """Import the load machinery before the level's start time is fixed."""
+        import aiohttp  # noqa: F401
+
+        import wattbench.load.client  # noqa: F401
+        import wattbench.load.level  # noqa: F401
+
+        return True
+
+    def progress(self) -> tuple[int, int, int]:
+        with self._lock:
+            return self._progress
+
+    def _set_progress(self, d: dict) -> None:
+        with self._lock:
+            self._progress = (d.get("done", 0), d.get("failed", 0), d.get("output_tokens", 0))
+
+    def run_closed(self, job: dict) -> dict:
+        """Closed loop: ``run_level`` on this actor's share, started at ``job['t0_node_ns']``.
+
+        The actor's requests are the factory's indices ``i ≡ index (mod n)``; record ids are those
+        global indices."""
+        from wattbench.load.level import run_level
+
+        a, n = job["index"], job["n"]
+        factory: Callable[[int], Any] = job["request_factory"]
+
+        def source(j: int):
+            return factory(a + j * n)
+
+        targets = job["targets"]
+        routes = job.get("routes")
+        route = routes.__getitem__ if routes else None
+        _sleep_until(job["t0_node_ns"] - self.skew)
+        out = run_level(job["spec"], targets if routes else targets[0], source, self._set_progress, route=route)
+        recs = []
+        for r in out.records:
+            d = r.model_dump()
+            d["id"] = a + d["id"] * n
+            d["worker"] = a
+            recs.append(_shift_dict(d, self.skew))
+        last_end = max((r.last_token_ns or r.end_ns or r.sent_ns for r in out.records), default=None)
+        stop = None
+        if last_end is not None and out.load.drain_s is not None:
+            stop = last_end - int(out.load.drain_s * 1e9) + self.skew
+        return {"records": recs, "cpu_pct": out.load.client_cpu_pct, "stop_ns": stop,
+                "stopped_early": out.stopped_early, "info": self.info(), "loop_lag_ns": [],
+                "saturation_reasons": list(out.load.saturation_reasons)}
+
+    def run_open(self, job: dict) -> dict:
+        """Open loop / trace: this actor's arrivals at ``t0 + offset`` on the driver's timeline."""
+        import asyncio
+
+        from wattbench.load.client import new_event_loop
+        from wattbench.load.level import _LocalLink, _Plan, _Worker
+
+        targets = job["targets"]
+        plan = _Plan(job["index"], job["level"], job["mode"], targets[0], arrivals=job["arrivals"])
+        if job.get("routes"):
+            plan.targets, plan.routes = targets, job["routes"]
+        t0 = job["t0_node_ns"] - self.skew
+        loop = new_event_loop()
+        try:
+            asyncio.set_event_loop(loop)
+            worker = _Worker(plan, _LocalLink(None, 0))
+
+            async def main() -> bool:
+                async def progress() -> None:
+                    while True:
+                        await asyncio.sleep(0.2)
+                        self._set_progress({"done": worker.done, "failed": worker.failed,
+                                            "output_tokens": worker.output_tokens})
+
+                p = asyncio.ensure_future(progress())
+                try:
+                    return await worker.run(t0)
+                finally:
+                    p.cancel()
+
+            cpu0, wall0 = time.thread_time_ns(), now_ns()
+            interrupted = loop.run_until_complete(main())
+            cpu_pct = 100.0 * (time.thread_time_ns() - cpu0) / max(1, now_ns() - wall0)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+        self._set_progress({"done": worker.done, "failed": worker.failed, "output_tokens": worker.output_tokens})
+        recs = [_shift_dict(r.model_dump(), self.skew) for r in worker.records]
+        return {"records": recs, "cpu_pct": cpu_pct,
+                "stop_ns": None if worker.stop_ns is None else worker.stop_ns + self.skew,
+                "stopped_early": "interrupted" if interrupted else None, "info": self.info(),
+                "loop_lag_ns": list(getattr(worker, "loop_lag_ns", [])), "saturation_reasons": []}
+
+
+class _Buffer:
+    """A sampler sink that keeps what arrived since the last drain."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.readings: list[Reading] = []
+        self.failures: list[SensorFailure] = []
+
+    def channels(self, channels: list[Channel]) -> None:
+        pass
+
+    def write(self, readings: list[Reading]) -> None:
+        with self.lock:
+            self.readings.extend(readings)
+
+    def failure(self, failure: SensorFailure) -> None:
+        with self.lock:
+            self.failures.append(failure)
+
+    def take(self) -> tuple[list[Reading], list[SensorFailure]]:
+        with self.lock:
+            r, f = self.readings, self.failures
+            self.readings, self.failures = [], []
+        return r, f
+
+
+class NodeSensor:
+    """One sensor actor per node: a ``Sampler`` over the node's meters.
+
+    Sensors: ``sensor_factory()`` when given (a seam for custom meters), else the
+    ``--sensor`` specs, else autodetection on that node. ``drain()`` hands over what was read
+    since the last drain, so a node that dies later loses only its last seconds.
+    """
+
+    def __init__(self, node_id: str, specs: list[str] | None = None, interval_s: float = 0.1,
+                 sensor_factory: Callable[[], list] | None = None, clock_skew_ns: int = 0,
+                 estimate_cpu: bool = False):
+        self.node_id = node_id
+        self.specs = list(specs or [])
+        self.interval_s = interval_s
+        self.factory = sensor_factory
+        self.skew = int(clock_skew_ns)
+        self.estimate_cpu = estimate_cpu
+        self.sampler = None
+        self.buffer = _Buffer()
+
+    def clock(self) -> int:
+        return now_ns() + self.skew
+
+    def info(self) -> dict:
+        import os
+
+        return {"node_id": current_node_id(), "hostname": socket.gethostname(), "ip": _ip(), "pid": os.getpid()}
+
+    def open(self) -> dict:
+        """Build and start the sampler; status ``ok``, ``no_meters`` or ``failed``."""
+        from wattbench.errors import WattbenchError
+        from wattbench.telemetry.sampler import Sampler
+
+        problems: list[str] = []
+        try:
+            if self.factory is not None:
+                sensors = list(self.factory())
+            elif self.specs:
+                from wattbench.telemetry.spec import parse_sensor_spec
+
+                sensors = [parse_sensor_spec(s) for s in self.specs]
+            else:
+                from wattbench.telemetry.detect import autodetect
+
+                sensors, problems = autodetect(estimate_cpu=self.estimate_cpu)
+        except WattbenchError as e:
+            return {"status": "failed", "channels": [], "problems": [str(e)], "info": self.info()}
+        if not sensors:
+            return {"status": "no_meters", "channels": [], "problems": problems, "info": self.info()}
+        self.sampler = Sampler(sensors, interval_s=self.interval_s, sink=self.buffer)
+        self.sampler.start()
+        chans = self.sampler.channels
+        problems += self.sampler.problems
+        status = "ok" if chans else "no_meters"
+        if not chans:
+            self.sampler.stop()
+            self.sampler = None
+        return {"status": status, "channels": chans, "problems": problems, "info": self.info()}
+
+    def drain(self) -> dict:
+        readings, failures = self.buffer.take()
+        d = self.skew
+        return {
+            "readings": [(r.t_ns + d, r.channel, r.value) for r in readings],
+            "failures": [(f.sensor, f.t_ns + d, f.error) for f in failures],
+        }
+
+    def stop(self) -> dict:
+        overhead = None
+        if self.sampler is not None:
+            self.sampler.stop()
+            overhead = self.sampler.overhead()
+            self.sampler = None
+        out = self.drain()
+        out["overhead"] = overhead
+        return out
+
+
+_REMOTE: dict[str, Any] = {}
+
+
+def remote_classes() -> tuple[Any, Any]:
+    """``(RemoteLoadWorker, RemoteNodeSensor)``: the classes above as Ray actors (imports ray).
+
+    The load worker takes two concurrent calls (its run and the driver's progress polls); the
+    sensor actor needs no CPU slot of its own (it sleeps between reads) and takes drains while
+    its sampler threads run.
+    """
+    if not _REMOTE:
+        import ray
+
+        _REMOTE["load"] = ray.remote(max_concurrency=2)(LoadWorker)
+        _REMOTE["sensor"] = ray.remote(num_cpus=0, max_concurrency=2)(NodeSensor)
+    return _REMOTE["load"], _REMOTE["sensor"]

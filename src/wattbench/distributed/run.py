@@ -1,0 +1,561 @@
+"""Distributed load levels on a Ray cluster, with per-node sensing, merged onto one clock.
+
+``RayCluster`` spans a whole run (sensors measure the idle baseline and every level)::
+
+    with RayCluster("auto", sensors=cfg.sensors) as cl:      # --ray auto|ADDRESS
+        cl.start_sensors()
+        ... idle ...
+        outcome = cl.run_level(spec, targets, request_factory, on_progress)
+        log = cl.telemetry()                                  # merged, driver clock
+        nodes = cl.node_infos(); problems = cl.sensor_problems
+
+``run_distributed_level(spec, targets, request_factory, ray_address, n_actors)`` does the same for
+one level and returns ``(LevelOutcome, DistributedRun)``.
+
+How a level is shared
+---------------------
+- ``n_actors`` load-generator actors (default: one per alive node, at most the concurrency),
+  placed with Ray's ``SPREAD`` strategy. Each gets ``actor_cpus`` logical CPUs.
+- closed loop: actor ``a`` of ``n`` runs ``concurrency/n`` streams (remainder to the first),
+  ``num_requests/n`` and ``warmup_requests/n`` likewise, with the request factory's indices
+  ``i ≡ a (mod n)``; the duration bound is the same for all. A workload with sessions is refused
+  in a distributed closed loop (a session's turns would be spread over actors); use a rate.
+- open loop and trace: the driver builds the whole arrival schedule (as ``run_level`` does for
+  its workers; a session stays with one actor) and deals arrival ``k`` to actor ``k mod n``; the
+  schedule's start ``t0`` is an absolute time on the driver's clock, which each actor converts
+  to its own clock with its measured offset, so arrivals keep their absolute times.
+- several targets: the streams (closed) or requests (open) are routed exactly as
+  ``load.targets.run_level_multi`` routes them in one process.
+
+Clocks: the offset of every actor is measured (``distributed.clock``) before and after each
+level; every timestamp of every record is mapped with the offset interpolated at its time
+(drift corrected) before the records are merged and the window, steady window and load
+statistics computed (``load.level``'s own code). Sensor readings likewise.
+
+Sensing: a ``NodeSensor`` actor on every alive node (node affinity, no CPU slot); nodes without
+meters are dropped (``sensor_status="no_meters"``). Readings are drained every
+``drain_period_s``; a sensor actor that dies is reported in ``sensor_problems`` and its node's
+``sensor_status="died"``, what it sent before is kept, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from wattbench.clock import now_ns
+from wattbench.distributed.clock import ClockOffset, OffsetLine, drift_ppm, measure_offset
+from wattbench.distributed.merge import node_channel, shift_record
+from wattbench.errors import UserError, WattbenchError
+from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
+from wattbench.results.schema import NodeInfo, RequestRecord
+from wattbench.telemetry.base import Reading, SensorFailure, TelemetryLog
+
+__all__ = ["RayCluster", "DistributedRun", "run_distributed_level", "START_MARGIN_NS"]
+
+START_MARGIN_NS = 200_000_000  # level start this far after the last actor said it is ready
+PROGRESS_PERIOD_S = 0.5
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise UserError("--ray needs Ray: install the extra with `pip install 'wattbench[ray]'`") from None
+    return ray
+
+
+@dataclass
+class DistributedRun:
+    """What a distributed level produced beside its ``LevelOutcome``."""
+
+    nodes: list[NodeInfo]
+    telemetry: TelemetryLog
+    sensor_problems: list[str]
+    actors: list[dict] = field(default_factory=list)  # per load actor: node, offset, cpu, records
+
+
+@dataclass
+class _Load:
+    handle: Any
+    index: int
+    node_id: str
+    hostname: str | None
+    ip: str | None
+    offsets: list[ClockOffset] = field(default_factory=list)
+
+
+@dataclass
+class _Sensor:
+    handle: Any
+    node_id: str
+    hostname: str | None = None
+    ip: str | None = None
+    status: str = "starting"
+    channels: list = field(default_factory=list)  # Channel as the node described it
+    problems: list[str] = field(default_factory=list)
+    readings: list[tuple[int, str, float]] = field(default_factory=list)  # node clock
+    failures: list[tuple[str, int, str]] = field(default_factory=list)
+    offsets: list[ClockOffset] = field(default_factory=list)
+    overhead: dict | None = None
+
+
+def _line(offsets: list[ClockOffset]) -> OffsetLine:
+    return OffsetLine(offsets[0], offsets[-1] if len(offsets) > 1 else None)
+
+
+class RayCluster:
+    """A connection to a Ray cluster with load actors and per-node sensor actors (module doc)."""
+
+    def __init__(
+        self,
+        address: str = "auto",
+        *,
+        n_actors: int | None = None,
+        actor_cpus: float = 1.0,
+        sensors: Sequence[str] | None = None,
+        sensor_interval_s: float = 0.1,
+        sensor_factory: Callable[[str], Callable[[], list] | None] | None = None,
+        estimate_cpu: bool = False,
+        drain_period_s: float = 1.0,
+        pings: int = 16,
+        runtime_env: dict | None = None,
+        init_kwargs: dict | None = None,
+        clock_skew_ns: Callable[[str, int], int] | None = None,
+    ):
+        if n_actors is not None and n_actors < 1:
+            raise UserError(f"--ray-actors must be >= 1, got {n_actors}")
+        if not actor_cpus >= 0:
+            raise UserError(f"actor CPUs must be >= 0, got {actor_cpus}")
+        self.address = address
+        self.n_actors = n_actors
+        self.actor_cpus = actor_cpus
+        self.sensor_specs = list(sensors or [])
+        self.sensor_interval_s = sensor_interval_s
+        self.sensor_factory = sensor_factory  # node_id -> zero-arg callable building the node's sensors
+        self.estimate_cpu = estimate_cpu
+        self.drain_period_s = drain_period_s
+        self.pings = pings
+        self.runtime_env = runtime_env
+        self.init_kwargs = dict(init_kwargs or {})
+        self.skew = clock_skew_ns or (lambda kind, i: 0)  # test seam: ("load"|"sensor", index) -> ns
+        self.loads: list[_Load] = []
+        self.sensors: list[_Sensor] = []
+        self.sensor_problems: list[str] = []
+        self._we_initialized = False
+        self._drainer: threading.Thread | None = None
+        self._stop_drain = threading.Event()
+        self._lock = threading.Lock()
+        self.alive_nodes: list[dict] = []
+        self.last_actors: list[dict] = []
+
+    # -- connection ----------------------------------------------------------------------------
+    def connect(self) -> "RayCluster":
+        _ray()  # fails with a clear message when ray is not installed
+        if not ray.is_initialized():
+            kw = dict(self.init_kwargs)
+            if self.runtime_env:
+                kw["runtime_env"] = self.runtime_env
+            kw.setdefault("log_to_driver", False)
+            try:
+                ray.init(address=None if self.address == "local" else self.address, **kw)
+            except ConnectionError as e:
+                raise UserError(
+                    f"cannot reach a Ray cluster at {self.address!r} ({e}); start one with `ray start --head` "
+                    "or pass --ray ADDRESS (host:6379 of the head node)"
+                ) from None
+            self._we_initialized = True
+        self.alive_nodes = [n for n in ray.nodes() if n.get("Alive")]
+        return self
+
+    def __enter__(self) -> "RayCluster":
+        return self.connect()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        _ray()  # fails with a clear message when ray is not installed
+        if self.sensors and self._drainer is not None:
+            try:
+                self.stop_sensors()
+            except Exception:  # closing must not hide the error that got us here
+                pass
+        for ld in self.loads:
+            try:
+                ray.kill(ld.handle)
+            except Exception:
+                pass
+        self.loads = []
+        if self._we_initialized and ray.is_initialized():
+            ray.shutdown()
+            self._we_initialized = False
+
+    # -- clocks --------------------------------------------------------------------------------
+    def _offset(self, handle) -> ClockOffset:
+        _ray()  # fails with a clear message when ray is not installed
+        return measure_offset(lambda: ray.get(handle.clock.remote()), n=self.pings)
+
+    # -- load actors ---------------------------------------------------------------------------
+    def _ensure_loads(self, n: int) -> list[_Load]:
+        _ray()  # fails with a clear message when ray is not installed
+        if len(self.loads) < n:
+            LoadRemote, _ = _remote()
+            new = []
+            for i in range(len(self.loads), n):
+                h = LoadRemote.options(num_cpus=self.actor_cpus, scheduling_strategy="SPREAD",
+                                       name=None).remote(i, self.skew("load", i))
+                new.append((i, h))
+            infos = ray.get([h.info.remote() for _, h in new])
+            ray.get([h.prepare.remote() for _, h in new])
+            for (i, h), info in zip(new, infos):
+                self.loads.append(_Load(h, i, info["node_id"], info.get("hostname"), info.get("ip")))
+        return self.loads[:n]
+
+    def default_actors(self, spec: LevelSpec) -> int:
+        n = self.n_actors or max(1, len(self.alive_nodes))
+        if spec.mode == "concurrency":
+            n = min(n, int(spec.value))
+            if spec.num_requests is not None:
+                n = min(n, spec.num_requests)
+        return max(1, n)
+
+    # -- sensors -------------------------------------------------------------------------------
+    def start_sensors(self) -> list[str]:
+        """One sensor actor per alive node; keep those that find meters. Returns problems."""
+        _ray()  # fails with a clear message when ray is not installed
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        _, SensorRemote = _remote()
+        started = []
+        for k, n in enumerate(self.alive_nodes):
+            node_id = n["NodeID"]
+            factory = self.sensor_factory(node_id) if self.sensor_factory else None
+            h = SensorRemote.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+            ).remote(node_id, self.sensor_specs, self.sensor_interval_s, factory, self.skew("sensor", k),
+                     self.estimate_cpu)
+            started.append(_Sensor(h, node_id, n.get("NodeManagerHostname"), n.get("NodeManagerAddress")))
+        # clocks first (the samplers are not running yet), then open every node's meters at once
+        for s in started:
+            try:
+                s.offsets.append(self._offset(s.handle))
+            except Exception as e:  # the actor could not start on its node
+                s.status = "died"
+                self._problem(s, f"sensor actor did not start ({_short(e)})")
+        live = [s for s in started if s.status != "died"]
+        opened = [s.handle.open.remote() for s in live]
+        for s, ref in zip(live, opened):
+            try:
+                r = ray.get(ref)
+            except Exception as e:  # the actor died while opening
+                s.status = "died"
+                self._problem(s, f"sensor actor died while opening its meters ({_short(e)})")
+                continue
+            s.status = r["status"]
+            s.channels = list(r["channels"])
+            s.problems = list(r["problems"])
+            self.sensor_problems += [f"node {_short_id(s.node_id)}: {p}" for p in r["problems"]]
+            if s.status != "ok":
+                try:
+                    ray.kill(s.handle)
+                except Exception:
+                    pass
+        self.sensors = started
+        self._stop_drain.clear()
+        self._drainer = threading.Thread(target=self._drain_loop, name="wattbench-ray-drain", daemon=True)
+        self._drainer.start()
+        return list(self.sensor_problems)
+
+    def _problem(self, s: _Sensor, text: str) -> None:
+        line = f"node {_short_id(s.node_id)} ({s.hostname or '?'}): {text}; its energy after that is missing, " \
+               "the run goes on"
+        s.problems.append(text)
+        self.sensor_problems.append(line)
+
+    def _drain_one(self, s: _Sensor, final: bool = False) -> None:
+        _ray()  # fails with a clear message when ray is not installed
+        try:
+            r = ray.get((s.handle.stop if final else s.handle.drain).remote(), timeout=60)
+        except Exception as e:  # RayActorError and friends: the node's sensing is gone
+            with self._lock:
+                if s.status == "ok":
+                    s.status = "died"
+                    self._problem(s, f"sensor actor died ({_short(e)})")
+            return
+        with self._lock:
+            s.readings += r["readings"]
+            s.failures += r["failures"]
+            if final:
+                s.overhead = r.get("overhead")
+
+    def _drain_loop(self) -> None:
+        while not self._stop_drain.wait(self.drain_period_s):
+            for s in list(self.sensors):
+                if s.status == "ok":
+                    self._drain_one(s)
+
+    def remeasure_sensor_offsets(self) -> None:
+        for s in self.sensors:
+            if s.status == "ok":
+                try:
+                    s.offsets.append(self._offset(s.handle))
+                except Exception as e:
+                    with self._lock:
+                        if s.status == "ok":
+                            s.status = "died"
+                            self._problem(s, f"sensor actor died ({_short(e)})")
+
+    def stop_sensors(self) -> TelemetryLog:
+        """Last offsets, final drain, stop the samplers; the merged log."""
+        _ray()  # fails with a clear message when ray is not installed
+        self._stop_drain.set()
+        if self._drainer is not None:
+            self._drainer.join()
+            self._drainer = None
+        self.remeasure_sensor_offsets()
+        for s in self.sensors:
+            if s.status == "ok":
+                self._drain_one(s, final=True)
+                if s.status == "ok":
+                    s.status = "stopped"
+                try:
+                    ray.kill(s.handle)
+                except Exception:
+                    pass
+        return self.telemetry()
+
+    def telemetry(self) -> TelemetryLog:
+        """Every node's channels and readings so far, on the driver's clock (``node`` set,
+        ids and devices prefixed by the node id)."""
+        log = TelemetryLog()
+        with self._lock:
+            for s in self.sensors:
+                if not s.channels or not s.offsets:
+                    continue
+                node = _short_id(s.node_id)
+                to_driver = _line(s.offsets).to_driver
+                log.add_channels([node_channel(c, node) for c in s.channels])
+                log.add([Reading(to_driver(t), f"{node}/{cid}", v) for t, cid, v in s.readings])
+                log.failures += [SensorFailure(f"{node}/{n}", to_driver(t), e) for n, t, e in s.failures]
+        for cid in log.t_ns:  # drains arrive in order per channel, but keep the contract explicit
+            t = log.t_ns[cid]
+            if any(b < a for a, b in zip(t, t[1:])):
+                order = sorted(range(len(t)), key=t.__getitem__)
+                log.t_ns[cid] = [t[i] for i in order]
+                log.values[cid] = [log.values[cid][i] for i in order]
+        return log
+
+    # -- a level -------------------------------------------------------------------------------
+    def run_level(
+        self,
+        spec: LevelSpec,
+        targets: TargetSpec | Sequence[TargetSpec],
+        request_factory: Callable[[int], Any],
+        on_progress: Callable[[dict], None] | None = None,
+        weights: Sequence[float] | None = None,
+        n_actors: int | None = None,
+    ) -> LevelOutcome:
+        """One level spread over the load actors (module doc); records on the driver's clock."""
+        _ray()  # fails with a clear message when ray is not installed
+        from wattbench.load import level as lv
+        from wattbench.load.targets import check_targets, weighted_route
+
+        lv._validate(spec)
+        tlist = [targets] if isinstance(targets, TargetSpec) else list(targets)
+        w = check_targets(tlist, weights)
+        multi = len(tlist) > 1 or not isinstance(targets, TargetSpec)
+        route = weighted_route(w)
+        n = n_actors or self.default_actors(spec)
+        if spec.mode == "concurrency":
+            if spec.num_requests is None and spec.duration_s is None:
+                raise UserError("a closed-loop level needs --num-requests or --duration")
+            if n > int(spec.value):
+                raise UserError(f"{n} load actors for concurrency {int(spec.value)}: give at most one actor per stream")
+            first = request_factory(0)
+            if first is not None and getattr(first, "session_id", None) is not None:
+                raise UserError("a workload with sessions cannot run closed-loop on Ray (a session's turns would "
+                                "be spread over actors): use --rate, or run without --ray")
+            if multi and int(spec.value) < len(tlist):
+                raise UserError(f"--concurrency {int(spec.value)} is below the number of targets ({len(tlist)})")
+        loads = self._ensure_loads(n)
+        for ld in loads:
+            ld.offsets = [self._offset(ld.handle)]
+        # jobs
+        jobs: list[dict] = []
+        target_rate = None
+        if spec.mode == "concurrency":
+            conc, first = int(spec.value), 0
+            for a in range(n):
+                share = conc // n + (1 if a < conc % n else 0)
+                sub = dataclasses.replace(
+                    spec, value=share, workers=1,
+                    num_requests=_share(spec.num_requests, a, n),
+                    warmup_requests=_share(spec.warmup_requests, a, n),
+                )
+                routes = [route(first + k) for k in range(share)] if multi else None
+                first += share
+                jobs.append({"index": a, "n": n, "spec": sub, "targets": tlist, "routes": routes,
+                             "request_factory": request_factory})
+        else:
+            parts, target_rate, _exhausted = lv._open_arrivals(spec, request_factory, n)
+            for a in range(n):
+                routes = [route(x[0]) for x in parts[a]] if multi else None
+                jobs.append({"index": a, "level": spec.index, "mode": spec.mode, "arrivals": parts[a],
+                             "targets": tlist, "routes": routes})
+        t0 = now_ns() + START_MARGIN_NS + 2 * max(ld.offsets[0].rtt_ns for ld in loads)
+        refs = []
+        for ld, job in zip(loads, jobs):
+            job["t0_node_ns"] = ld.offsets[0].to_node(t0)
+            fn = ld.handle.run_closed if spec.mode == "concurrency" else ld.handle.run_open
+            refs.append(fn.remote(job))
+        results = self._wait(refs, loads, on_progress, t0)
+        for ld in loads:
+            try:
+                ld.offsets.append(self._offset(ld.handle))
+            except Exception:
+                pass
+        # merge on the driver's clock
+        worker_results, actors = [], []
+        stopped = []
+        for ld, res in zip(loads, results):
+            line = _line(ld.offsets)
+            recs = [shift_record(RequestRecord.model_construct(**d), line.to_driver) for d in res["records"]]
+            stop = line.to_driver(res["stop_ns"]) if res["stop_ns"] is not None else None
+            wr = lv._WorkerResult(recs, res["cpu_pct"], stop, res["stopped_early"] == "interrupted")
+            if res.get("loop_lag_ns") and hasattr(wr, "loop_lag_ns"):
+                wr.loop_lag_ns = res["loop_lag_ns"]  # open loop: the raw probe, merged like workers'
+            worker_results.append(wr)
+            if res["stopped_early"]:
+                stopped.append(res["stopped_early"])
+            actors.append({
+                "index": ld.index, "node_id": ld.node_id, "hostname": ld.hostname, "records": len(recs),
+                "cpu_pct": res["cpu_pct"], "clock_offset_ns": ld.offsets[0].offset_ns,
+                "clock_uncertainty_ns": line.uncertainty_ns, "clock_rtt_ns": ld.offsets[0].rtt_ns,
+                "drift_ppm": drift_ppm(ld.offsets[0], ld.offsets[-1]) if len(ld.offsets) > 1 else None,
+                # ± on drift_ppm: both offsets' bounds over the time between them (short levels: large)
+                "drift_uncertainty_ppm": _drift_u(ld.offsets),
+            })
+        outcome = lv._assemble(spec, worker_results, t0, target_rate, n)
+        # closed loop: each actor judged its own client saturation (loop lag, CPU); carry it over
+        for ld, res in zip(loads, results):
+            for reason in res.get("saturation_reasons") or []:
+                outcome.load.saturation_reasons.append(f"load actor {ld.index}: {reason}")
+                outcome.load.saturated = True
+        if stopped:
+            outcome.stopped_early = sorted(set(stopped))[0]
+        outcome.load.actors = actors
+        self.last_actors = actors
+        return outcome
+
+    def _wait(self, refs, loads, on_progress, t0: int) -> list[dict]:
+        _ray()  # fails with a clear message when ray is not installed
+        pending = list(refs)
+        while pending:
+            _, pending = ray.wait(pending, num_returns=len(pending), timeout=PROGRESS_PERIOD_S)
+            if on_progress is not None and pending:
+                try:
+                    ps = ray.get([ld.handle.progress.remote() for ld in loads], timeout=5)
+                except Exception:
+                    continue
+                d, f, o = (sum(x) for x in zip(*ps))
+                on_progress({"done": d, "failed": f, "output_tokens": o, "elapsed_s": max(0.0, (now_ns() - t0) / 1e9)})
+        out = []
+        for ld, ref in zip(loads, refs):
+            try:
+                out.append(ray.get(ref))
+            except Exception as e:
+                raise WattbenchError(
+                    f"load actor {ld.index} on node {_short_id(ld.node_id)} ({ld.hostname}) failed: {_short(e, 2000)}"
+                ) from None
+        if on_progress is not None:
+            d = sum(1 for r in out for x in r["records"] if x.get("ok") and not x.get("warmup"))
+            on_progress({"done": d, "failed": sum(1 for r in out for x in r["records"] if not x.get("ok")),
+                         "output_tokens": sum((x.get("output_tokens") or 0) for r in out for x in r["records"]),
+                         "elapsed_s": max(0.0, (now_ns() - t0) / 1e9)})
+        return out
+
+    # -- reporting -----------------------------------------------------------------------------
+    def node_infos(self) -> list[NodeInfo]:
+        """Per node: its load actors, clock offset (sensor actor's, else first load actor's) and
+        sensing status."""
+        by: dict[str, NodeInfo] = {}
+        for n in self.alive_nodes:
+            nid = n["NodeID"]
+            by[nid] = NodeInfo(node_id=_short_id(nid), hostname=n.get("NodeManagerHostname"),
+                               ip=n.get("NodeManagerAddress"))
+        for ld in self.loads:
+            ni = by.setdefault(ld.node_id, NodeInfo(node_id=_short_id(ld.node_id), hostname=ld.hostname, ip=ld.ip))
+            ni.load_actors += 1
+            if ni.clock_offset_ns is None and ld.offsets:
+                _fill_clock(ni, ld.offsets)
+        for s in self.sensors:
+            ni = by.setdefault(s.node_id, NodeInfo(node_id=_short_id(s.node_id), hostname=s.hostname, ip=s.ip))
+            ni.sensor_status = {"stopped": "ok"}.get(s.status, s.status)
+            ni.channels = [f"{_short_id(s.node_id)}/{c.id}" for c in s.channels]
+            ni.problems = list(s.problems)
+            if s.offsets:
+                _fill_clock(ni, s.offsets)
+        return list(by.values())
+
+
+def _fill_clock(ni: NodeInfo, offsets: list[ClockOffset]) -> None:
+    line = _line(offsets)
+    ni.clock_offset_ns = offsets[0].offset_ns
+    ni.clock_uncertainty_ns = line.uncertainty_ns
+    ni.clock_rtt_ns = min(o.rtt_ns for o in offsets)
+
+
+def _drift_u(offsets: list[ClockOffset]) -> float | None:
+    if len(offsets) < 2 or offsets[-1].at_driver_ns <= offsets[0].at_driver_ns:
+        return None
+    return (offsets[0].uncertainty_ns + offsets[-1].uncertainty_ns) / (offsets[-1].at_driver_ns - offsets[0].at_driver_ns) * 1e6
+
+
+def _share(total: int | None, a: int, n: int) -> int | None:
+    if total is None or total == 0:
+        return total
+    s = total // n + (1 if a < total % n else 0)
+    return s or None
+
+
+def _short_id(node_id: str) -> str:
+    """Ray node ids are 56 hex digits; the first 8 name a node in results and channel ids."""
+    return node_id[:8] if len(node_id) > 12 else node_id
+
+
+def _short(e: BaseException, limit: int = 300) -> str:
+    text = f"{type(e).__name__}: {e}".strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _remote():
+    from wattbench.distributed.actors import remote_classes
+
+    return remote_classes()
+
+
+def run_distributed_level(
+    spec: LevelSpec,
+    targets: TargetSpec | Sequence[TargetSpec],
+    request_factory: Callable[[int], Any],
+    ray_address: str = "auto",
+    n_actors: int | None = None,
+    *,
+    on_progress: Callable[[dict], None] | None = None,
+    weights: Sequence[float] | None = None,
+    sensing: bool = True,
+    **cluster_kw,
+) -> tuple[LevelOutcome, DistributedRun]:
+    """One level on Ray with per-node sensing around it (module doc). ``cluster_kw`` go to
+    ``RayCluster`` (``sensors``, ``actor_cpus``, ``sensor_factory`` …)."""
+    with RayCluster(ray_address, n_actors=n_actors, **cluster_kw) as cl:
+        if sensing:
+            cl.start_sensors()
+        outcome = cl.run_level(spec, targets, request_factory, on_progress, weights=weights)
+        log = cl.stop_sensors() if sensing else TelemetryLog()
+        run = DistributedRun(nodes=cl.node_infos(), telemetry=log, sensor_problems=list(cl.sensor_problems),
+                             actors=list(cl.last_actors))
+    return outcome, run

@@ -1,0 +1,158 @@
+"""Prometheus exposition of the monitor's figures, on its own ``CollectorRegistry``.
+
+Metrics (labels in braces; ``window`` is ``10s``, ``1m``, ``10m`` … or ``total``):
+
+* ``wattbench_power_watts{boundary}`` — average power over the last span
+* ``wattbench_energy_joules_total{boundary}`` — energy since the monitor started
+* ``wattbench_output_tokens_total``, ``wattbench_prompt_tokens_total``
+* ``wattbench_output_tokens_per_second{window}``
+* ``wattbench_joules_per_output_token{boundary,window}``
+* ``wattbench_output_tokens_per_kwh{boundary,window}``
+* ``wattbench_idle_power_watts{boundary}``, ``wattbench_loaded_power_watts{boundary}``
+* ``wattbench_dynamic_joules_per_output_token{boundary}`` — loaded energy above idle power, per token
+* ``wattbench_state{state}`` — 1 for the current state (idle, loaded, unknown)
+* ``wattbench_state_seconds_total{state}``
+* ``wattbench_scrape_errors_total{source}`` — failed server scrapes (``server``) and sensor reads
+  (the sensor's name); ``wattbench_source_up{source}`` — 1 when the last attempt succeeded
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from wattbench.errors import UserError
+
+DEFAULT_LISTEN = "127.0.0.1:9464"
+STATES = ("idle", "loaded", "unknown")
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[V6]:PORT`` or ``PORT`` -> (host, port); host defaults to 127.0.0.1."""
+    v = (value or "").strip()
+    host, port = "127.0.0.1", v
+    if v.startswith("["):
+        h, _, rest = v[1:].partition("]")
+        host, port = h, rest.lstrip(":")
+    elif ":" in v:
+        host, _, port = v.rpartition(":")
+        host = host or "127.0.0.1"
+    try:
+        p = int(port)
+    except ValueError:
+        raise UserError(f"--listen {value!r}: give HOST:PORT, e.g. 127.0.0.1:9464") from None
+    if not 0 <= p <= 65535:
+        raise UserError(f"--listen {value!r}: port must be 0..65535")
+    return host, p
+
+
+class MonitorCollector:
+    """Builds metric families from the monitor's latest snapshot at each scrape."""
+
+    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+        self.snapshot = snapshot
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        s = self.snapshot() or {}
+        w = s.get("windows") or {}
+        total = w.get("total") or {}
+
+        def gauge_b(name, doc, values: dict):
+            g = GaugeMetricFamily(name, doc, labels=["boundary"])
+            for b, v in sorted((values or {}).items()):
+                if v is not None:
+                    g.add_metric([b], float(v))
+            return g
+
+        yield gauge_b("wattbench_power_watts", "Average power over the last accounted span.", s.get("power_w"))
+        c = CounterMetricFamily("wattbench_energy_joules", "Energy since the monitor started.", labels=["boundary"])
+        for b, v in sorted((s.get("energy_total_j") or {}).items()):
+            c.add_metric([b], float(v))
+        yield c
+        yield CounterMetricFamily("wattbench_output_tokens", "Output (generated) tokens counted by the server "
+                                  "since the monitor started.", value=float(total.get("output_tokens") or 0.0))
+        yield CounterMetricFamily("wattbench_prompt_tokens", "Prompt tokens counted by the server since the "
+                                  "monitor started.", value=float(total.get("prompt_tokens") or 0.0))
+        tps = GaugeMetricFamily("wattbench_output_tokens_per_second", "Output tokens per second.", labels=["window"])
+        jpt = GaugeMetricFamily("wattbench_joules_per_output_token", "Energy per output token.",
+                                labels=["boundary", "window"])
+        tpk = GaugeMetricFamily("wattbench_output_tokens_per_kwh", "Output tokens per kWh.",
+                                labels=["boundary", "window"])
+        for label, f in w.items():
+            if f.get("output_tokens_per_s") is not None:
+                tps.add_metric([label], float(f["output_tokens_per_s"]))
+            for b, v in (f.get("j_per_output_token") or {}).items():
+                if v is not None:
+                    jpt.add_metric([b, label], float(v))
+            for b, v in (f.get("output_tokens_per_kwh") or {}).items():
+                if v is not None:
+                    tpk.add_metric([b, label], float(v))
+        yield tps
+        yield jpt
+        yield tpk
+        yield gauge_b("wattbench_idle_power_watts", "Average power while idle.", s.get("idle_power_w"))
+        yield gauge_b("wattbench_loaded_power_watts", "Average power while loaded.", s.get("loaded_power_w"))
+        seg = s.get("segmentation") or {}
+        yield gauge_b("wattbench_dynamic_joules_per_output_token", "Loaded energy above idle power per output token.",
+                      (seg.get("loaded") or {}).get("dynamic_j_per_output_token"))
+        st = GaugeMetricFamily("wattbench_state", "1 for the current state.", labels=["state"])
+        for name in STATES:
+            st.add_metric([name], 1.0 if s.get("state") == name else 0.0)
+        yield st
+        secs = CounterMetricFamily("wattbench_state_seconds", "Time spent in each state.", labels=["state"])
+        for name in STATES:
+            secs.add_metric([name], float((seg.get(name) or {}).get("duration_s") or 0.0))
+        yield secs
+        err = CounterMetricFamily("wattbench_scrape_errors", "Failed scrapes and sensor reads.", labels=["source"])
+        up = GaugeMetricFamily("wattbench_source_up", "1 when the source's last attempt succeeded.", labels=["source"])
+        for src, info in sorted((s.get("sources") or {}).items()):
+            err.add_metric([src], float(info.get("errors", 0)))
+            up.add_metric([src], 1.0 if info.get("up") else 0.0)
+        yield err
+        yield up
+
+
+class Exporter:
+    """Serves a ``MonitorCollector`` over HTTP on ``host:port`` (port 0: any free port)."""
+
+    def __init__(self, snapshot: Callable[[], dict[str, Any]], listen: str = DEFAULT_LISTEN) -> None:
+        from prometheus_client import CollectorRegistry
+
+        self.host, self.port = parse_listen(listen)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(MonitorCollector(snapshot))
+        self._server = None
+        self._thread = None
+
+    def start(self) -> "Exporter":
+        from prometheus_client import start_http_server
+
+        try:
+            self._server, self._thread = start_http_server(self.port, addr=self.host, registry=self.registry)
+        except OSError as e:
+            raise UserError(f"--listen {self.host}:{self.port}: cannot listen ({e.strerror or e}); "
+                            "pick another port") from None
+        self.port = self._server.server_port
+        return self
+
+    @property
+    def url(self) -> str:
+        h = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{h}:{self.port}/metrics"
+
+    def text(self) -> str:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry).decode()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+            if self._thread is not None:
+                self._thread.join(timeout=5)

@@ -1,0 +1,78 @@
+"""The monitor's history file: JSON lines appended and flushed as they come.
+
+Line types: ``meta`` (first line of each start: target, sensors, windows, wall-clock anchor),
+``span`` (one per accounted span: time, energy and power per boundary, tokens, state, window
+figures), ``segment`` (an idle/loaded segment when it closes), ``summary`` (at a clean stop).
+Times: ``t_s`` seconds since the monitor started (monotonic clock) and ``wall`` (ISO 8601 UTC
+from the start's wall-clock anchor). With ``max_bytes`` the file rotates: ``FILE`` -> ``FILE.1``
+… up to ``backups`` old files.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from wattbench.clock import ClockAnchor
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float):
+        return round(x, 6) if x == x and x not in (float("inf"), float("-inf")) else None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+class HistoryWriter:
+    def __init__(self, path: str | Path, *, max_bytes: int | None = None, backups: int = 3,
+                 anchor: ClockAnchor | None = None) -> None:
+        from wattbench.errors import UserError
+
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise UserError(f"--history {self.path} is a directory; give a file path")
+        if not self.path.parent.exists():
+            raise UserError(f"--history {self.path}: folder {self.path.parent} does not exist")
+        if max_bytes is not None and max_bytes <= 0:
+            raise UserError("history rotation size must be > 0 bytes")
+        self.max_bytes = max_bytes
+        self.backups = backups
+        self.anchor = anchor or ClockAnchor.take()
+        self.lines = 0
+        self.rotations = 0
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def wall(self, t_ns: int) -> str:
+        w = self.anchor.to_wall_ns(t_ns)
+        return _dt.datetime.fromtimestamp(w / 1e9, tz=_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+    def write(self, obj: dict[str, Any]) -> None:
+        line = json.dumps(_clean(obj), separators=(",", ":"), default=str) + "\n"
+        if self.max_bytes is not None and self._f.tell() + len(line) > self.max_bytes and self._f.tell() > 0:
+            self._rotate()
+        self._f.write(line)
+        self._f.flush()
+        self.lines += 1
+
+    def _rotate(self) -> None:
+        self._f.close()
+        for i in range(self.backups - 1, 0, -1):
+            src = Path(f"{self.path}.{i}")
+            if src.exists():
+                os.replace(src, f"{self.path}.{i + 1}")
+        if self.backups > 0:
+            os.replace(self.path, f"{self.path}.1")
+        else:
+            self.path.unlink()
+        self._f = open(self.path, "a", encoding="utf-8")
+        self.rotations += 1
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.close()

@@ -1,0 +1,108 @@
+"""The monitor's sources, each retried with exponential backoff when it fails.
+
+``ServerScraper`` GETs the server's ``/metrics`` and maps the engine's series onto canonical
+names with ``wattbench.server.metrics`` (``parse_exposition``, ``guess_engine``,
+``canonical_values``). ``ResilientSensor`` wraps a sensor so that after a failed read it is not
+read again until its backoff expires (the sampler sees no readings meanwhile, and the failure is
+counted once per attempt).
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from typing import Any
+
+from wattbench.clock import now_ns
+from wattbench.monitor.backoff import Backoff
+from wattbench.telemetry.base import Channel, Reading, Sensor
+
+
+class ServerScraper:
+    def __init__(self, target: str, *, api_key: str | None = None, timeout_s: float = 2.0,
+                 backoff: Backoff | None = None) -> None:
+        from wattbench.server.metrics import metrics_url
+        from wattbench.server.openai import normalize_base_url
+
+        self.url = metrics_url(normalize_base_url(target))
+        self.timeout_s = timeout_s
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.backoff = backoff or Backoff()
+        self.engine: str | None = None
+        self.scrapes = 0
+        self.skipped = 0
+
+    def poll(self) -> tuple[int, dict[str, float] | None]:
+        """One scrape if due: (t_ns, canonical values) or (t_ns, None) when it failed or is backing off."""
+        from wattbench.server.metrics import canonical_values, guess_engine, parse_exposition
+
+        t_a = now_ns()
+        if not self.backoff.ready(t_a):
+            self.skipped += 1
+            return t_a, None
+        try:
+            req = urllib.request.Request(self.url, headers=self.headers)
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:  # noqa: S310 - loopback/operator URL
+                text = r.read().decode("utf-8", "replace")
+            t_b = now_ns()
+            samples = parse_exposition(text)
+            if self.engine is None:
+                self.engine = guess_engine(samples)
+            vals = canonical_values(samples, self.engine) if self.engine else {}
+            if "generation_tokens" not in vals:
+                raise ValueError(f"{self.url} has no generation token counter of a known engine")
+        except urllib.error.HTTPError as e:
+            self.backoff.failure(now_ns(), f"HTTP {e.code} from {self.url}")
+            return t_a, None
+        except (urllib.error.URLError, OSError, TimeoutError, ValueError) as e:
+            self.backoff.failure(now_ns(), f"{type(e).__name__}: {getattr(e, 'reason', e)}")
+            return t_a, None
+        self.backoff.success()
+        self.scrapes += 1
+        return (t_a + t_b) // 2, vals
+
+    def status(self) -> dict[str, Any]:
+        b = self.backoff
+        return {"url": self.url, "engine": self.engine, "errors": b.errors, "up": b.up, "last_error": b.last_error,
+                "retry_in_s": b.delay_s() if not b.up else 0.0, "scrapes": self.scrapes}
+
+
+class ResilientSensor(Sensor):
+    """A sensor whose failing reads are retried with backoff instead of on every poll."""
+
+    def __init__(self, inner: Sensor, default_interval_s: float, backoff: Backoff | None = None) -> None:
+        from wattbench.telemetry.sampler import period_of
+
+        self.inner = inner
+        self.name = inner.name
+        self.poll_interval_s = period_of(inner, default_interval_s)
+        self.backoff = backoff or Backoff(base_s=max(0.5, self.poll_interval_s), cap_s=60.0)
+        self.warnings = getattr(inner, "warnings", [])
+
+    def open(self) -> list[Channel]:
+        chans = self.inner.open()
+        self.warnings = getattr(self.inner, "warnings", [])
+        return chans
+
+    def read(self) -> list[Reading]:
+        t = now_ns()
+        if not self.backoff.ready(t):
+            return []
+        try:
+            out = self.inner.read()
+        except Exception as e:
+            self.backoff.failure(now_ns(), f"{type(e).__name__}: {e}")
+            raise
+        self.backoff.success()
+        return out
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def describe(self) -> dict:
+        return self.inner.describe()
+
+    def status(self) -> dict[str, Any]:
+        b = self.backoff
+        return {"errors": b.errors, "up": b.up, "last_error": b.last_error,
+                "retry_in_s": b.delay_s() if not b.up else 0.0}

@@ -1,0 +1,185 @@
+"""Levels end to end against the scripted server: workers on one clock, open loop, trace,
+sessions, bounds, warm-up, progress and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.fakes.stream_server_proc import stream_server
+from wattbench.clock import now_ns
+from wattbench.load.level import run_level
+from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.metrics.latency import summarize_level
+from wattbench.workload.base import RequestSpec
+
+FAST = ("--ttft-ms", "20", "--itl-ms", "5")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def req(i: int) -> RequestSpec:
+    return RequestSpec(prompt=f"r{i} b c", max_tokens=4)
+
+
+def _child_clock(q) -> None:
+    q.put(now_ns())
+
+
+def test_perf_counter_is_one_clock_across_processes():
+    """perf_counter_ns is CLOCK_MONOTONIC on Linux: a spawned process reads the same clock."""
+    ctx = mp.get_context("spawn")
+    for _ in range(3):
+        q = ctx.Queue()
+        p = ctx.Process(target=_child_clock, args=(q,))
+        before = now_ns()
+        p.start()
+        child = q.get(timeout=60)
+        after = now_ns()
+        p.join()
+        assert before < child < after
+
+
+def test_two_workers_merge_on_one_clock():
+    with stream_server(*FAST) as (base, stats):
+        target = TargetSpec(base_url=base + "/v1", model="fake-model")
+        before = now_ns()
+        out = run_level(LevelSpec(index=0, mode="concurrency", value=8, num_requests=48, workers=2), target, req)
+        after = now_ns()
+        truth = stats.per_request()
+    assert out.load.workers == 2 and len(out.load.client_cpu_pct_per_worker) == 2
+    assert {r.worker for r in out.records} == {0, 1}
+    assert sorted(r.id for r in out.records) == list(range(48))
+    assert [r.sent_ns for r in out.records] == sorted(r.sent_ns for r in out.records)
+    for r in out.records:
+        recv, first, last = truth[f"r{r.id}"]
+        # Causality across three processes on one clock: sent < server read < first write <
+        # client arrival.
+        assert before < r.sent_ns < recv < first < r.first_token_ns <= r.last_token_ns < after
+
+
+def test_open_loop_constant_rate():
+    with stream_server(*FAST) as (base, _):
+        target = TargetSpec(base_url=base + "/v1", model="fake-model")
+        spec = LevelSpec(index=0, mode="rate", value=40.0, arrival="constant", num_requests=40)
+        out = run_level(spec, target, req)
+    scheduled = np.array([r.scheduled_ns for r in out.records])
+    assert len(out.records) == 40 and np.allclose(np.diff(scheduled) / 1e6, 25.0, atol=0.01)
+    lag = np.array([r.sent_ns - r.scheduled_ns for r in out.records]) / 1e6
+    assert lag.min() >= 0 and out.load.send_lag_ms.count == 40
+    assert out.load.target_rate_rps == 40.0
+    assert out.load.achieved_rate_rps == pytest.approx(40.0, rel=0.1)
+    assert out.steady_start_ns == out.start_ns
+
+
+def test_open_loop_poisson_duration_with_warmup_seconds():
+    with stream_server(*FAST) as (base, _):
+        target = TargetSpec(base_url=base + "/v1", model="fake-model")
+        spec = LevelSpec(index=0, mode="rate", value=30.0, duration_s=1.0, warmup_s=0.5, seed=7)
+        out = run_level(spec, target, req)
+    warm = [r for r in out.records if r.warmup]
+    meas = [r for r in out.records if not r.warmup]
+    t0 = min(r.scheduled_ns for r in out.records)
+    assert all(r.scheduled_ns - t0 < 0.5e9 for r in warm)
+    assert all(0.5e9 <= r.scheduled_ns - t0 < 1.5e9 for r in meas)
+    assert 10 < len(meas) < 55 and out.start_ns == min(r.sent_ns for r in meas)
+
+
+def test_trace_replay_with_speedup():
+    specs = [RequestSpec(prompt=f"r{i} b", max_tokens=2, arrival_s=10.0 + 0.4 * i) for i in range(5)]
+    with stream_server(*FAST) as (base, _):
+        target = TargetSpec(base_url=base + "/v1", model="fake-model")
+        out = run_level(LevelSpec(index=0, mode="trace", value=0, speedup=4.0), target, specs)
+    sched = sorted(r.scheduled_ns for r in out.records)
+    assert np.allclose(np.diff(sched) / 1e6, 100.0, atol=0.01)  # 0.4 s / 4
+    assert out.load.target_rate_rps == pytest.approx(10.0)
+
+
+def test_sessions_carry_history_in_turn_order():
+    specs = []
+    for s in range(3):
+        for turn in range(3):
+            specs.append(RequestSpec(prompt="x y z", max_tokens=4, session_id=f"s{s}", turn=turn, think_time_s=0.05))
+    with stream_server(*FAST) as (base, _):
+        target = TargetSpec(base_url=base + "/v1", model="fake-model", api="chat")
+        out = run_level(LevelSpec(index=0, mode="concurrency", value=3, num_requests=9), target, specs)
+    assert all(r.ok for r in out.records)
+    for s in range(3):
+        turns = sorted((r for r in out.records if r.session_id == f"s{s}"), key=lambda r: r.turn)
+        # Server counts the words of all messages: 3 per user turn + 4 per assistant answer.
+        assert [r.input_tokens for r in turns] == [3, 10, 17]
+        for a, b in zip(turns, turns[1:]):
+            assert b.sent_ns >= a.last_token_ns + 0.05e9
+        assert all(r.output_text is None for r in turns)
+
+
+def test_closed_loop_duration_drain_and_progress():
+    seen = []
+    with stream_server("--ttft-ms", "50", "--itl-ms", "10") as (base, _):
+        target = TargetSpec(base_url=base + "/v1", model="fake-model")
+        spec = LevelSpec(index=0, mode="concurrency", value=4, duration_s=1.0, warmup_requests=4)
+        out = run_level(spec, target, lambda i: RequestSpec(prompt="a", max_tokens=10), on_progress=seen.append)
+    meas = [r for r in out.records if not r.warmup]
+    assert sum(r.warmup for r in out.records) == 4
+    first = min(r.sent_ns for r in meas)
+    assert all(r.sent_ns - first < 1.1e9 for r in meas)
+    assert 0 < out.load.drain_s < 0.3  # requests take ~140 ms
+    assert out.load.client_loop_lag_ms.count > 50  # the 10 ms probe ran through the level
+    assert out.load.mean_in_flight == pytest.approx(4, abs=0.6)
+    assert seen and seen[-1]["done"] == len(out.records) and seen[-1]["failed"] == 0
+    assert seen[-1]["output_tokens"] == 10 * len(out.records)
+    times = [p["elapsed_s"] for p in seen]
+    assert len(seen) <= 5 * (times[-1] + 1) + 2 and times == sorted(times)
+    _, _, thr = summarize_level(out.records, out.start_ns, out.end_ns)
+    assert thr.output_tokens_per_s > 0
+
+
+INTERRUPT_SCRIPT = r"""
+import json, sys
+from wattbench.errors import Interrupted
+from wattbench.load.level import run_level
+from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.workload.base import RequestSpec
+if __name__ == "__main__":
+    t = TargetSpec(base_url=sys.argv[1] + "/v1", model="fake-model")
+    print("started", flush=True)
+    try:
+        run_level(LevelSpec(index=0, mode="concurrency", value=4, duration_s=60, workers=int(sys.argv[2])), t,
+                  lambda i: RequestSpec(prompt="a", max_tokens=20))
+    except Interrupted as e:
+        o = e.outcome
+        print(json.dumps({"n": len(o.records), "stopped": o.stopped_early,
+                          "all_complete": all(r.end_ns is not None for r in o.records)}), flush=True)
+        sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_returns_completed_records(tmp_path, workers):
+    script = tmp_path / "interrupt_level.py"
+    script.write_text(INTERRUPT_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    with stream_server("--ttft-ms", "20", "--itl-ms", "10") as (base, stats):
+        p = subprocess.Popen([sys.executable, str(script), base, str(workers)], stdout=subprocess.PIPE, text=True, env=env)
+        try:
+            assert p.stdout.readline().strip() == "started"
+            deadline = time.monotonic() + 60
+            while stats()["streams_done"] < 12 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            os.kill(p.pid, signal.SIGINT)
+            out, _ = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert p.returncode == 130, out
+    res = json.loads(out.strip().splitlines()[-1])
+    assert res["stopped"] == "interrupted" and res["n"] >= 8 and res["all_complete"]

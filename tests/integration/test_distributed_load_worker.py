@@ -1,0 +1,64 @@
+"""The load actor's code without Ray, against a real scripted server: its share of a level,
+started at an absolute time given on a skewed clock, reports on that clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.distributed_servers import scripted_server
+from wattbench.clock import now_ns
+from wattbench.distributed.actors import LoadWorker
+from wattbench.load.level import _open_arrivals
+from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.workload.base import RequestSpec
+
+SKEW = -6_000_000_000
+
+
+def _req(i):
+    return RequestSpec(prompt="a b c", max_tokens=4)
+
+
+@pytest.fixture(scope="module")
+def target():
+    with scripted_server("--ttft-ms", "20", "--itl-ms", "3") as url:
+        yield TargetSpec(base_url=url, model="fake-model")
+
+
+def test_open_share_keeps_absolute_times_on_a_skewed_clock(target):
+    w = LoadWorker(1, clock_skew_ns=SKEW)
+    w.prepare()
+    spec = LevelSpec(index=2, mode="rate", value=50.0, arrival="constant", num_requests=20)
+    parts, rate, _ = _open_arrivals(spec, _req, 2)
+    t0 = now_ns() + 100_000_000
+    res = w.run_open({"index": 1, "level": 2, "mode": "rate", "arrivals": parts[1], "targets": [target],
+                      "routes": None, "t0_node_ns": t0 + SKEW})
+    recs = res["records"]
+    assert len(recs) == 10 and all(r["ok"] for r in recs)
+    # the actor's arrivals are 1, 3, 5 … of a 50/s schedule: offsets 20, 60, 100 … ms after t0
+    for r, (idx, off, _, _) in zip(sorted(recs, key=lambda r: r["id"]), parts[1]):
+        assert r["scheduled_ns"] - SKEW == t0 + int(off * 1e9)
+        assert 0 <= r["sent_ns"] - r["scheduled_ns"] < 30_000_000
+        assert r["level"] == 2
+    assert w.progress()[0] == 10
+
+
+def test_closed_share_uses_its_indices(target):
+    w = LoadWorker(1, clock_skew_ns=SKEW)
+    seen = []
+
+    def factory(i):
+        seen.append(i)
+        return _req(i)
+
+    t0 = now_ns() + 50_000_000
+    res = w.run_closed({"index": 1, "n": 3, "spec": LevelSpec(index=0, mode="concurrency", value=2, num_requests=6,
+                                                              workers=1),
+                        "targets": [target], "routes": None, "request_factory": factory, "t0_node_ns": t0 + SKEW})
+    recs = res["records"]
+    assert sorted(r["id"] for r in recs) == [1, 4, 7, 10, 13, 16]
+    assert all(i % 3 == 1 for i in seen)
+    assert min(r["sent_ns"] for r in recs) - SKEW >= t0
+    assert all(r["worker"] == 1 for r in recs)
+    ttft = [(r["first_token_ns"] - r["sent_ns"]) / 1e6 for r in recs]
+    assert sum(ttft) / len(ttft) == pytest.approx(20, abs=6)

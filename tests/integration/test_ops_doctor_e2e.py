@@ -1,0 +1,129 @@
+"""``wattbench doctor`` end to end against real local server processes (started here, stopped by PID)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+FAKES = Path(__file__).resolve().parents[1] / "fakes"
+
+
+def start(script: Path, *args: str):
+    proc = subprocess.Popen([sys.executable, str(script), "--port", "0", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("LISTENING"):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"{script.name} did not start: {line!r} {proc.stderr.read()[:2000]}")
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
+
+
+def stop(proc):
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+
+
+def doctor(*args):
+    from wattbench.cli.main import build_app
+
+    r = CliRunner().invoke(build_app(), ["doctor", "--no-env", "--json", *args])
+    return r.exit_code, json.loads(r.output)
+
+
+def test_doctor_against_ops_server_process(tmp_path):
+    proc, url = start(FAKES / "ops_server.py", "--max-model-len", "4096", "--limit-per-s", "4")
+    try:
+        f = tmp_path / "release.json"
+        f.write_text(json.dumps({"rollback": {"previous": "v1", "procedure": "kubectl rollout undo deploy/llm",
+                                              "tested": "2026-11-20"},
+                                 "telemetry": {"power": True, "temperature": True, "memory": True,
+                                               "utilization": True}}))
+        code, rep = doctor("--target", url, "--checklist", str(f))
+    finally:
+        stop(proc)
+    c = {x["id"]: x for x in rep["checks"]}
+    assert code == 0 and rep["ok"]
+    assert c["server.reachable"]["data"]["engine"] == "vllm"
+    assert c["server.max_context"]["data"]["max_model_len"] == 4096
+    assert c["server.stream_usage"]["status"] == "pass"
+    assert c["server.rate_limit"]["status"] == "warn" and c["server.rate_limit"]["data"]["http_429"] >= 4
+    assert c["checklist.request_logging"]["status"] == "pass"
+    assert c["checklist.rate_limiting"]["status"] == "pass"
+    assert c["checklist.telemetry"]["status"] == "pass" and "declared" in c["checklist.telemetry"]["message"]
+    assert c["checklist.rollback"]["status"] in ("pass", "warn")  # depends on today's date
+
+
+def test_doctor_against_ops_server_without_usage_fails(tmp_path):
+    proc, url = start(FAKES / "ops_server.py", "--no-usage", "--no-metrics")
+    try:
+        code, rep = doctor("--target", url, "--burst", "0")
+    finally:
+        stop(proc)
+    c = {x["id"]: x for x in rep["checks"]}
+    assert code == 1
+    assert c["server.stream_usage"]["status"] == "fail" and c["server.metrics"]["status"] == "warn"
+
+
+@pytest.mark.skipif(not (FAKES / "stream_server.py").exists(), reason="the client's scripted stream server is absent")
+def test_doctor_against_the_scripted_stream_server():
+    proc, url = start(FAKES / "stream_server.py", "--model", "m1,m2", "--ttft-ms", "5", "--itl-ms", "1")
+    try:
+        code, rep = doctor("--target", url, "--burst", "4")
+    finally:
+        stop(proc)
+    c = {x["id"]: x for x in rep["checks"]}
+    assert c["server.models"]["data"]["models"] == ["m1", "m2"]
+    assert c["server.stream_usage"]["status"] == "pass"
+    assert c["server.stream_usage"]["data"]["usage"]["completion_tokens"] == 4
+    assert c["server.metrics"]["status"] == "warn"
+    assert c["server.rate_limit"]["data"]["burst"] == 4 and c["server.rate_limit"]["data"]["http_429"] == 0
+    assert code == 0
+
+
+def test_monitor_against_ops_server_process(tmp_path):
+    """The monitor counts exactly the tokens a real server process generated, at a declared power."""
+    import time
+    import urllib.request
+
+    from wattbench.monitor import Monitor
+
+    proc, url = start(FAKES / "ops_server.py")
+    try:
+        def complete(n):
+            body = json.dumps({"model": "tiny", "prompt": "a b c", "max_tokens": n, "stream": True,
+                               "stream_options": {"include_usage": True}}).encode()
+            req = urllib.request.Request(url + "/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                r.read()
+
+        m = Monitor(url, ["const:node=400"], interval_s=0.2, listen=None, history_path=tmp_path / "h.jsonl",
+                    sample_interval_s=0.05)
+        with m:
+            m.tick()
+            for n in (5, 7, 11):
+                complete(n)
+                time.sleep(0.2)
+                m.tick()
+            time.sleep(0.1)
+            m.flush()
+            snap = m.snapshot()
+    finally:
+        stop(proc)
+    tot = snap["windows"]["total"]
+    assert tot["output_tokens"] == 23 and tot["prompt_tokens"] == 9
+    assert tot["j_per_output_token"]["node"] == pytest.approx(400 * tot["duration_s"] / 23, rel=1e-6)
+    assert snap["sources"]["server"]["engine"] == "vllm" and snap["sources"]["server"]["errors"] == 0

@@ -1,0 +1,46 @@
+"""The actor classes without Ray: the node sensor's drains and clock skew."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.fakes.telemetry_scripted import ScriptedSensor
+from wattbench.clock import now_ns
+from wattbench.distributed.actors import NodeSensor
+
+
+def test_node_sensor_drains_in_pieces_with_its_clock():
+    skew = 4_000_000_000
+    s = NodeSensor("n1", sensor_factory=lambda: [ScriptedSensor(power_w=200.0, poll_interval_s=0.02, fail_on={3})],
+                   clock_skew_ns=skew)
+    a = now_ns()
+    r = s.open()
+    assert r["status"] == "ok"
+    assert {c.id for c in r["channels"]} == {"scripted.energy", "scripted.power"}
+    time.sleep(0.15)
+    first = s.drain()
+    time.sleep(0.15)
+    last = s.stop()
+    b = now_ns()
+    rs = first["readings"] + last["readings"]
+    assert first["readings"] and last["readings"]
+    # every reading exactly once, in order, on the skewed clock
+    ts = [t for t, cid, _ in rs if cid == "scripted.energy"]
+    assert ts == sorted(set(ts))
+    assert all(a + skew <= t <= b + skew for t, _, _ in rs)
+    assert [f[0] for f in first["failures"] + last["failures"]] == ["scripted"]
+    # counter = 200 W × time: slope between the first and last reading
+    e = [(t, v) for t, cid, v in rs if cid == "scripted.energy"]
+    (t0, e0), (t1, e1) = e[0], e[-1]
+    assert (e1 - e0) / ((t1 - t0) / 1e9) == pytest.approx(200.0, rel=1e-6)
+    assert last["overhead"]["reads"] >= len(e)
+    assert s.drain() == {"readings": [], "failures": []}
+    assert s.clock() - now_ns() == pytest.approx(skew, abs=50_000_000)
+
+
+def test_node_sensor_without_meters_and_with_a_bad_spec():
+    assert NodeSensor("n", sensor_factory=lambda: []).open()["status"] == "no_meters"
+    r = NodeSensor("n", specs=["nosuchkind:1"]).open()
+    assert r["status"] == "failed" and "nosuchkind" in r["problems"][0]

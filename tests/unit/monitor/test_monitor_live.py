@@ -1,0 +1,271 @@
+"""The monitor against a real Prometheus exposition (prometheus_client's HTTP server) and a
+scripted power trace: J/token and tokens per kWh against the known truth, its own exporter read
+back with prometheus_client's parser, a target that goes away and comes back, a failing meter."""
+
+import json
+import time
+import urllib.request
+
+import pytest
+from ops_sensors import TraceSensor
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client.parser import text_string_to_metric_families
+
+from wattbench.monitor import Monitor
+
+
+class FakeEngine:
+    """vLLM's token counters and running gauge on a real exposition endpoint."""
+
+    def __init__(self):
+        self.reg = CollectorRegistry()
+        self.gen = Counter("vllm:generation_tokens", "generated", ["engine"], registry=self.reg).labels("0")
+        self.prompt = Counter("vllm:prompt_tokens", "prompt", ["engine"], registry=self.reg).labels("0")
+        self.running = Gauge("vllm:num_requests_running", "running", ["engine"], registry=self.reg).labels("0")
+        self.waiting = Gauge("vllm:num_requests_waiting", "waiting", ["engine"], registry=self.reg).labels("0")
+        self.server = None
+        self.port = 0
+
+    def start(self):
+        self.server, _ = start_http_server(self.port, addr="127.0.0.1", registry=self.reg)
+        self.port = self.server.server_port
+        return self
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+        self.server = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+
+def read_exporter(url):
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def ticks(m, n, interval_s, before=None):
+    for _ in range(n):
+        if before:
+            before()
+        time.sleep(interval_s)
+        m.tick()
+
+
+@pytest.fixture
+def engine():
+    e = FakeEngine().start()
+    yield e
+    if e.server is not None:
+        e.stop()
+
+
+def test_efficiency_against_known_truth_and_exporter_readback(engine, tmp_path):
+    sensor = TraceSensor(power_w=100.0, poll_interval_s=0.02)
+    hist = tmp_path / "h.jsonl"
+    m = Monitor(engine.url, [sensor], interval_s=0.1, listen="127.0.0.1:0", history_path=hist,
+                sample_interval_s=0.02, windows_s=(1.0, 600.0))
+    with m:
+        time.sleep(0.05)
+        m.tick()
+        ticks(m, 5, 0.1)  # idle: nothing running, no tokens
+        sensor.set_power(300.0)
+        engine.running.set(2)
+
+        def serve():
+            engine.gen.inc(40)
+            engine.prompt.inc(80)
+
+        ticks(m, 6, 0.1, before=serve)
+        time.sleep(0.05)
+        m.flush()
+        snap = m.snapshot()
+        exp = read_exporter(m.exporter.url)
+    tr = m.tracker
+    spans = list(tr.spans)
+    truth = sensor.true_energy(spans[0].t0_ns, spans[-1].t1_ns)
+    measured = sum(s.energy_j["accelerator"] for s in spans)
+    assert measured == pytest.approx(truth, rel=2e-3)
+    tot = snap["windows"]["total"]
+    assert tot["output_tokens"] == 240 and tot["prompt_tokens"] == 480
+    assert tot["j_per_output_token"]["accelerator"] == pytest.approx(truth / 240, rel=2e-3)
+    assert tot["output_tokens_per_kwh"]["accelerator"] == pytest.approx(240 / (truth / 3.6e6), rel=2e-3)
+    # per state: the counter is interpolated linearly at the scrape that separates idle from loaded;
+    # with the 200 W step inside the two reads around it, the error is at most 200 W × gap / 4
+    idle = [x for x in spans if x.state == "idle"]
+    loaded = [x for x in spans if x.state == "loaded"]
+    assert idle and loaded and idle[-1].t1_ns == loaded[0].t0_ns
+    edge_j = 200.0 * sensor.bracket_gap_s(loaded[0].t0_ns) / 4 + 1e-6
+    t_idle = sum(x.duration_s for x in idle)
+    t_loaded = sum(x.duration_s for x in loaded)
+    assert abs(snap["idle_power_w"]["accelerator"] - 100.0) * t_idle <= edge_j
+    true_loaded = sum(sensor.true_energy(x.t0_ns, x.t1_ns) for x in loaded)
+    assert abs(snap["loaded_power_w"]["accelerator"] * t_loaded - true_loaded) <= edge_j
+    assert snap["state"] == "loaded" and snap["sources"]["server"]["errors"] == 0
+    # the exporter says the same thing, through prometheus_client's own parser
+    acc = (("boundary", "accelerator"),)
+    assert exp[("wattbench_output_tokens_total", ())] == 240
+    assert exp[("wattbench_prompt_tokens_total", ())] == 480
+    assert exp[("wattbench_joules_per_output_token", (("boundary", "accelerator"), ("window", "total")))] == \
+        pytest.approx(tot["j_per_output_token"]["accelerator"], rel=1e-9)
+    assert exp[("wattbench_output_tokens_per_kwh", (("boundary", "accelerator"), ("window", "total")))] == \
+        pytest.approx(tot["output_tokens_per_kwh"]["accelerator"], rel=1e-9)
+    assert exp[("wattbench_energy_joules_total", acc)] == pytest.approx(tr.energy_total_j["accelerator"], rel=1e-9)
+    assert exp[("wattbench_idle_power_watts", acc)] == pytest.approx(snap["idle_power_w"]["accelerator"], rel=1e-9)
+    last = [x for x in spans if x.t0_ns >= spans[-1].t1_ns - 1_000_000_000]
+    n_1s = sum(x.output_tokens for x in last)
+    truth_1s = sum(sensor.true_energy(x.t0_ns, x.t1_ns) for x in last) / n_1s
+    # exact unless the window starts right at the load step (then within the edge bound above)
+    assert exp[("wattbench_joules_per_output_token", (("boundary", "accelerator"), ("window", "1s")))] == \
+        pytest.approx(truth_1s, rel=2e-3, abs=edge_j / n_1s)
+    assert exp[("wattbench_state", (("state", "loaded"),))] == 1.0
+    assert exp[("wattbench_scrape_errors_total", (("source", "server"),))] == 0
+    assert exp[("wattbench_source_up", (("source", "trace"),))] == 1.0
+    # history: meta, one line per span, the idle segment when it closed, the summary
+    lines = [json.loads(x) for x in hist.read_text().splitlines()]
+    kinds = [x["type"] for x in lines]
+    assert kinds[0] == "meta" and kinds[-1] == "summary"
+    assert kinds.count("span") == len(spans) and kinds.count("segment") == 1
+    seg = next(x for x in lines if x["type"] == "segment")
+    assert seg["state"] == "idle" and seg["power_w"]["accelerator"] == pytest.approx(snap["idle_power_w"]["accelerator"])
+    assert sum(x["output_tokens"] or 0 for x in lines if x["type"] == "span") == 240
+    # the live view renders the same snapshot
+    import io
+
+    from rich.console import Console
+
+    from wattbench.cli.monitor import _table
+
+    con = Console(file=io.StringIO(), width=200)
+    con.print(_table(snap))
+    view = con.file.getvalue()
+    assert "state=loaded" in view and f"{tot['j_per_output_token']['accelerator']:,.3f}" in view
+
+
+def test_target_goes_away_and_comes_back(engine):
+    sensor = TraceSensor(power_w=200.0)
+    m = Monitor(engine.url, [sensor], interval_s=0.1, listen="127.0.0.1:0", sample_interval_s=0.02,
+                backoff_cap_s=0.4)
+    with m:
+        time.sleep(0.05)
+        m.tick()
+        ticks(m, 3, 0.1, before=lambda: engine.gen.inc(10))
+        engine.stop()
+        engine.gen.inc(100)  # served while the monitor cannot see
+        ticks(m, 12, 0.1)
+        st = m.snapshot()["sources"]["server"]
+        assert st["errors"] >= 2 and not st["up"] and st["last_error"]
+        assert m.scraper.skipped >= 3  # backing off, not hammering
+        assert st["errors"] < 12
+        engine.start()  # same port
+        for _ in range(30):
+            time.sleep(0.1)
+            m.tick()
+            if m.snapshot()["sources"]["server"]["up"]:
+                break
+        ticks(m, 2, 0.1)
+        time.sleep(0.05)
+        m.flush()
+        exp = read_exporter(m.exporter.url)
+        snap = m.snapshot()
+    assert snap["sources"]["server"]["up"]
+    assert snap["windows"]["total"]["output_tokens"] == 130  # 30 seen + 100 counted over the outage
+    gap = max(m.tracker.spans, key=lambda s: s.duration_s)
+    assert gap.output_tokens == 100 and gap.duration_s > 1.0
+    assert gap.energy_j["accelerator"] == pytest.approx(sensor.true_energy(gap.t0_ns, gap.t1_ns), rel=5e-3)
+    assert exp[("wattbench_scrape_errors_total", (("source", "server"),))] == st["errors"] or \
+        exp[("wattbench_scrape_errors_total", (("source", "server"),))] >= st["errors"]
+    assert exp[("wattbench_source_up", (("source", "server"),))] == 1.0
+
+
+def test_failing_meter_backs_off_and_recovers(engine):
+    sensor = TraceSensor(power_w=150.0, poll_interval_s=0.02)
+    m = Monitor(engine.url, [sensor], interval_s=0.1, listen=None, sample_interval_s=0.02, backoff_cap_s=0.5)
+    with m:
+        time.sleep(0.05)
+        m.tick()
+        ticks(m, 2, 0.1)
+        a0 = sensor.attempts
+        sensor.failing = True
+        ticks(m, 6, 0.1)
+        during = sensor.attempts - a0
+        st = m.snapshot()["sources"]["trace"]
+        assert st["errors"] == during and 1 <= during <= 4  # 30 polls would have been due
+        assert not st["up"] and "scripted meter failure" in st["last_error"]
+        sensor.failing = False
+        ticks(m, 12, 0.1)
+        time.sleep(0.05)
+        m.flush()
+        st = m.snapshot()["sources"]["trace"]
+    assert st["up"]
+    spans = list(m.tracker.spans)
+    total = sum(s.energy_j.get("accelerator", 0.0) for s in spans)
+    assert total == pytest.approx(sensor.true_energy(spans[0].t0_ns, spans[-1].t1_ns), rel=5e-3)
+
+
+def test_no_sensor_is_a_user_error(engine):
+    from wattbench.errors import UserError
+
+    s = TraceSensor()
+
+    def boom():
+        from wattbench.errors import SensorError
+
+        raise SensorError("meter unplugged", "plug it in")
+
+    s.open = boom
+    with pytest.raises(UserError, match="meter unplugged"):
+        Monitor(engine.url, [s], listen=None).start()
+
+
+def test_cli_monitor_json_and_history(engine, tmp_path):
+    from typer.testing import CliRunner
+
+    from wattbench.cli.main import build_app
+
+    engine.gen.inc(5)
+    h = tmp_path / "m.jsonl"
+    r = CliRunner().invoke(build_app(), ["monitor", "--target", engine.url, "--sensor", "const:node=500",
+                                         "--duration", "0.8", "--interval", "0.2", "--listen", "off",
+                                         "--history", str(h), "--json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output)
+    assert s["windows"]["total"]["power_w"]["node"] == pytest.approx(500.0)
+    assert s["sources"]["server"]["engine"] == "vllm"
+    assert h.read_text().splitlines()[0].startswith('{"type":"meta"')
+    r = CliRunner().invoke(build_app(), ["monitor", "--sensor", "const:node=500", "--listen", "nonsense"])
+    assert r.exit_code == 2 and "--listen" in r.output
+    r = CliRunner().invoke(build_app(), ["monitor", "--sensor", "const:node=500", "--interval", "0"])
+    assert r.exit_code == 2
+
+
+def test_history_rotation(tmp_path):
+    from wattbench.monitor.history import HistoryWriter
+
+    w = HistoryWriter(tmp_path / "h.jsonl", max_bytes=200, backups=2)
+    for i in range(20):
+        w.write({"type": "span", "i": i, "pad": "x" * 40})
+    w.close()
+    assert w.rotations >= 3
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["h.jsonl", "h.jsonl.1", "h.jsonl.2"]
+    last = [json.loads(x)["i"] for x in (tmp_path / "h.jsonl").read_text().splitlines()]
+    assert last[-1] == 19 and all((tmp_path / f).stat().st_size <= 200 for f in files)
+
+
+def test_parse_listen():
+    from wattbench.errors import UserError
+    from wattbench.monitor.exporter import parse_listen
+
+    assert parse_listen("127.0.0.1:9464") == ("127.0.0.1", 9464)
+    assert parse_listen("9000") == ("127.0.0.1", 9000)
+    assert parse_listen(":9000") == ("127.0.0.1", 9000)
+    assert parse_listen("[::1]:9000") == ("::1", 9000)
+    with pytest.raises(UserError):
+        parse_listen("host:99999")
