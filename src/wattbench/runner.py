@@ -137,10 +137,13 @@ def _write_level_artifacts(state: _RunState) -> None:
     from wattbench.results import rundir
 
     assert state.run_dir is not None and state.result is not None
-    if state.sampler is not None and state.telemetry_writer is not None:
-        state.telemetry_writer.flush(state.sampler.log)
-    if state.scraper is not None:
-        state.scraper.timeline.to_jsonl(state.run_dir / "server_timeline.jsonl")
+    try:
+        if state.sampler is not None and state.telemetry_writer is not None:
+            state.telemetry_writer.flush(state.sampler.log)
+        if state.scraper is not None:
+            state.scraper.timeline.to_jsonl(state.run_dir / "server_timeline.jsonl")
+    except OSError as e:  # disk full: one line, the run stops (result.json keeps the levels before)
+        raise rundir.storage_error(state.run_dir, e) from None
     rundir.write_result(state.run_dir, state.result)
 
 
@@ -253,7 +256,9 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         if sat.oversaturated:
             extra.append(Finding("warn", f"over-saturated: {sat.reason}; latency figures grow with run length"))
     level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra)
-    return level
+    from wattbench.load.saturation import mark_saturated
+
+    return mark_saturated(level)
 
 
 def _oversaturation(state: _RunState, spec, outcome):

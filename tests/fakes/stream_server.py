@@ -9,8 +9,11 @@ a plain asyncio event loop, so a single process serves hundreds of concurrent st
 Faults, chosen per request by a seeded RNG: HTTP 500, HTTP 429 with ``Retry-After``, a stream
 dropped half-way (connection closed without the chunked terminator), a stall half-way (no more
 bytes, connection left open), a malformed JSON event half-way, an in-stream error object.
+``--die-after-requests N``: when request N+1 arrives the process prints ``STATS {json}`` and
+exits at once (a killed server: connections reset, nothing closed cleanly).
 
-``GET /stats`` returns what the server did (requests, tokens, and how late its timers fired:
+``GET /stats`` returns what the server did (requests, tokens, ``streams_completed`` = streams
+without a fault that ended normally with usage and ``[DONE]`` written, and how late its timers fired:
 ``first_token_late_ms``/``token_late_ms`` mean and max), so a test can tell server lag from client
 error. ``GET /stats/reset`` returns and clears them. ``GET /stats/requests`` maps the first word of each
 completed request's prompt to (request read, first token written, last token written) in
@@ -26,6 +29,7 @@ import argparse
 import asyncio
 import heapq
 import json
+import os
 import random
 import signal
 import sys
@@ -114,7 +118,7 @@ class Script:
 
     @staticmethod
     def _new_stats() -> dict:
-        return {"connections": 0, "requests": 0, "streams_done": 0, "tokens": 0, "faults": {},
+        return {"connections": 0, "requests": 0, "streams_done": 0, "streams_completed": 0, "tokens": 0, "faults": {},
                 "first_late_sum": 0.0, "first_late_max": 0.0, "first_n": 0,
                 "late_sum": 0.0, "late_max": 0.0, "late_n": 0, "max_active": 0, "active": 0,
                 "ttft_ns_sum": 0, "ttft_n": 0, "itl_span_ns": 0, "itl_gaps": 0}
@@ -133,7 +137,8 @@ class Script:
     def stats_json(self, reset: bool) -> bytes:
         s = self.stats
         out = {
-            "connections": s["connections"], "requests": s["requests"], "streams_done": s["streams_done"], "tokens": s["tokens"],
+            "connections": s["connections"], "requests": s["requests"], "streams_done": s["streams_done"],
+            "streams_completed": s["streams_completed"], "tokens": s["tokens"],
             "faults": s["faults"], "max_active": s["max_active"],
             "first_token_late_ms": {"mean": (s["first_late_sum"] / s["first_n"] * 1e3) if s["first_n"] else None,
                                     "max": s["first_late_max"] * 1e3},
@@ -237,6 +242,8 @@ class Stream:
                               "total_tokens": self.prompt_tokens + comp},
                 }))
             w(tail + sc.done)
+            if self.fault is None:  # a stream that carried a malformed event is not a completed one
+                st["streams_completed"] += 1
             self.end()
             return
         sc.schedule(self.t0 + sc.ttft_s + self.k * sc.itl_s, self)
@@ -303,7 +310,7 @@ class Proto(asyncio.Protocol):
             self.handle(parts[0], parts[1] if len(parts) > 1 else "/", body)
 
     def respond(self, status: int, body: bytes, ctype: bytes = b"application/json", extra: bytes = b"") -> None:
-        reason = {200: b"OK", 404: b"Not Found", 400: b"Bad Request", 429: b"Too Many Requests",
+        reason = {200: b"OK", 404: b"Not Found", 400: b"Bad Request", 401: b"Unauthorized", 429: b"Too Many Requests",
                   500: b"Internal Server Error"}.get(status, b"X")
         self.transport.write(
             b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n%sConnection: keep-alive\r\n\r\n%s"
@@ -334,8 +341,16 @@ class Proto(asyncio.Protocol):
                 self.respond(400, b'{"error": {"message": "bad json"}}')
                 return
             if sc.a.expect_key and self._auth != f"Bearer {sc.a.expect_key}":
-                self.respond(401, b'{"error": {"message": "bad key"}}')
+                msg = "bad key"
+                if sc.a.echo_key:  # as OpenAI does: "Incorrect API key provided: sk-..."
+                    msg = f"Incorrect API key provided: {(self._auth or '').removeprefix('Bearer ')}"
+                self.respond(401, json.dumps({"error": {"message": msg}}).encode())
                 return
+            if sc.a.die_after_requests and sc.stats["requests"] >= sc.a.die_after_requests:
+                # "killed" mid-level: report what was done, then exit without closing anything
+                sys.stdout.write("STATS " + sc.stats_json(reset=False).decode() + "\n")
+                sys.stdout.flush()
+                os._exit(3)
             sc.stats["requests"] += 1
             fault = sc.pick_fault()
             if fault:
@@ -371,6 +386,9 @@ def main(argv=None) -> int:
     p.add_argument("--no-usage", action="store_true")
     p.add_argument("--not-openai", action="store_true", help="answer /v1/models with HTML")
     p.add_argument("--expect-key", default=None, help="require this bearer key on completions")
+    p.add_argument("--die-after-requests", type=int, default=0,
+                   help="on the request after N: print 'STATS {json}' on stdout and exit at once (a killed server)")
+    p.add_argument("--echo-key", action="store_true", help="a 401 body quotes the key it got (as OpenAI does)")
     p.add_argument("--fail-rate", type=float, default=0.0, help="fraction answered HTTP 500")
     p.add_argument("--rate-limit-rate", type=float, default=0.0, help="fraction answered HTTP 429")
     p.add_argument("--drop-rate", type=float, default=0.0, help="fraction dropped half-way")

@@ -45,10 +45,16 @@ def _parse_warmup(value: Optional[str]) -> tuple[Optional[float], Optional[int]]
 
 
 def _install_sigterm() -> None:
-    """SIGTERM behaves like Ctrl-C: the run stops cleanly and keeps what it measured."""
+    """SIGTERM behaves like Ctrl-C: the run stops cleanly and keeps what it measured.
+
+    It is re-delivered as SIGINT so whichever SIGINT handler is current decides: inside a load
+    level that is the level's own (it cancels the requests in flight and keeps the completed
+    ones); raising KeyboardInterrupt here instead would surface inside an event-loop callback,
+    where the loop swallows it and the run went on to exit 0.
+    """
 
     def _handler(signum, frame):  # noqa: ARG001
-        raise KeyboardInterrupt
+        signal.raise_signal(signal.SIGINT)
 
     signal.signal(signal.SIGTERM, _handler)
 

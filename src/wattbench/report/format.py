@@ -76,9 +76,16 @@ def energy_unavailable_reason(level: LevelResult) -> str:
     return level.energy_unavailable_reason or "no sensor covered this level"
 
 
+SATURATION_MARK = "⚠ client-saturated (throughput, latency, efficiency biased)"
+
+
 def headline(level: LevelResult) -> str:
-    """``1,234 out tok/s · 0.41 kW (accelerator) · 3,010 tok/s/kW · 0.33 J/tok · p99 TTFT 180 ms``."""
-    parts = [f"{fmt(level.throughput.output_tokens_per_s)} out tok/s"]
+    """``1,234 out tok/s · 0.41 kW (accelerator) · 3,010 tok/s/kW · 0.33 J/tok · p99 TTFT 180 ms``.
+
+    A level whose load generator was saturated starts with ``SATURATION_MARK``: its throughput,
+    latency and efficiency figures are biased (``wattbench.load.saturation``)."""
+    parts = [SATURATION_MARK] if level.load.saturated else []
+    parts.append(f"{fmt(level.throughput.output_tokens_per_s)} out tok/s")
     hb = headline_boundary(level)
     if hb is None:
         parts.append(f"energy unavailable: {energy_unavailable_reason(level)}")

@@ -3,7 +3,9 @@
 A run directory holds ``result.json`` (a :class:`~wattbench.results.schema.Result`) and
 ``requests.jsonl`` (one :class:`~wattbench.results.schema.RequestRecord` per line). Writes are
 atomic (temporary file in the same directory, fsync, ``os.replace``) so a crash mid-write leaves
-the previous complete file. Reads use JSON and pydantic only (never pickle or eval); a missing or
+the previous complete file; ``requests.jsonl`` is appended and, when a write fails half-way
+(disk full), cut back to its last complete line. A failed write raises
+:class:`~wattbench.errors.UserError` (``storage_error``: one line naming the file). Reads use JSON and pydantic only (never pickle or eval); a missing or
 corrupt file raises :class:`~wattbench.errors.UserError` naming the file and the problem.
 """
 
@@ -26,20 +28,32 @@ REQUESTS_FILE = "requests.jsonl"
 M = TypeVar("M", bound=BaseModel)
 
 
+def storage_error(path: str | os.PathLike, exc: OSError) -> UserError:
+    """A failed write (disk full, quota, read-only, permissions) as one line naming the file and the fix."""
+    why = exc.strerror or str(exc) or type(exc).__name__
+    return UserError(f"cannot write {path}: {why}; free space or choose another --out "
+                     "(files written before are unchanged)")
+
+
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    except OSError as e:
+        raise storage_error(path, e) from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):
+            raise storage_error(path, e) from None
         raise
     try:  # make the rename durable too (not possible on every platform)
         dfd = os.open(str(path.parent), os.O_RDONLY)
@@ -75,11 +89,25 @@ def append_requests(run_dir: str | os.PathLike, records: Iterable[RequestRecord 
             lines.append(r.model_dump_json())
         else:
             lines.append(RequestRecord.model_validate(r).model_dump_json())
-    with open(path, "ab") as f:
-        if lines:
-            f.write(("\n".join(lines) + "\n").encode("utf-8"))
-        f.flush()
-        os.fsync(f.fileno())
+    data = memoryview(("\n".join(lines) + "\n").encode("utf-8") if lines else b"")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise storage_error(path, e) from None
+    try:
+        size = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            while data:  # unbuffered: nothing is left to flush after a failure
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        except OSError as e:  # disk full half-way: cut back to the last complete line
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise storage_error(path, e) from None
+    finally:
+        os.close(fd)
     return path
 
 
@@ -176,8 +204,13 @@ def load_requests(run_dir: str | os.PathLike, notes: list[str] | None = None) ->
             return []
         raise UserError(f"{path}: missing (no such file)")
     out: list[RequestRecord] = []
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        lineno = raw.count(b"\n", 0, e.start) + 1
+        raise UserError(f"{path}: line {lineno}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    lines = text.split("\n")
     last = len(lines)
     while last > 0 and not lines[last - 1].strip():
         last -= 1

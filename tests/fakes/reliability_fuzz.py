@@ -1,0 +1,361 @@
+"""Fuzz properties and input generators, shared by tests/unit/fuzz (hypothesis, a few hundred
+cases) and benches/fuzz.py (a plain seeded generator, >= 100k cases each).
+
+Each ``prop_*`` takes one input and raises ``AssertionError`` (or lets an unexpected exception
+out) when the property fails. The property everywhere: no exception other than the documented
+one (``UserError`` for user input, ``SensorError`` for a meter's answer, ``ValueError`` from
+the exposition parser, which the scraper catches), and a result that is usable where there is
+one. Hangs are caught by the callers (hypothesis ``deadline``, an interval timer in the bench).
+
+``gen_*(rng)`` build inputs from the grammar's own tokens plus random mutations (so most cases
+get past the first check), for the bench.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from wattbench.errors import SensorError, UserError
+
+# ---------------------------------------------------------------- SSE
+
+
+def sse_events(chunks) -> list:
+    from wattbench.server.sse import SSEParser
+
+    p = SSEParser()
+    out = []
+    for c in chunks:
+        out.extend(p.feed(c))
+    return out
+
+
+def prop_sse(data: bytes, cuts: list[int]) -> None:
+    """Any bytes, split anywhere: no exception, and the same events as fed in one piece."""
+    whole = sse_events([data])
+    pts = sorted({min(max(c, 0), len(data)) for c in cuts})
+    pieces, prev = [], 0
+    for c in pts + [len(data)]:
+        pieces.append(data[prev:c])
+        prev = c
+    split = sse_events(pieces)
+    assert split == whole, (data, pts, whole, split)
+    for name, payload in whole:
+        assert name is None or isinstance(name, str)
+        assert isinstance(payload, bytes)
+
+
+_SSE_TOKENS = [b"data:", b"data: ", b"event:", b"event: error", b"id: 1", b"retry: 5", b":", b": keep-alive",
+               b"\n", b"\r\n", b"\r", b"\n\n", b"[DONE]", b'{"choices":[{"text":"a"}]}', b"\xff", b"\xe2\x82",
+               b"data", b" ", b"{", b"}", b"\x00"]
+
+
+def gen_sse(rng: random.Random) -> tuple[bytes, list[int]]:
+    n = rng.randint(0, 24)
+    parts = [rng.choice(_SSE_TOKENS) if rng.random() < 0.8 else rng.randbytes(rng.randint(1, 8)) for _ in range(n)]
+    data = b"".join(parts)
+    cuts = [rng.randint(0, len(data)) for _ in range(rng.randint(0, 6))]
+    return data, cuts
+
+
+# ---------------------------------------------------------------- Prometheus text
+
+
+def prop_exposition(text: str) -> None:
+    """The scraper's parse path: the parser may refuse with ValueError (the scraper counts an
+    error and goes on); anything it accepts gives finite-or-NaN floats and engine values."""
+    from wattbench.server.metrics import canonical_values, guess_engine, parse_exposition
+
+    try:
+        samples = parse_exposition(text)
+    except ValueError:
+        return
+    for name, rows in samples.items():
+        assert isinstance(name, str)
+        for labels, v in rows:
+            assert isinstance(labels, dict) and isinstance(v, float)
+    eng = guess_engine(samples)
+    if eng is not None:
+        vals = canonical_values(samples, eng)
+        assert all(isinstance(v, float) for v in vals.values())
+
+
+def prop_dcgm(text: str) -> None:
+    """The DCGM sensor reading an arbitrary /metrics answer: SensorError or channels, nothing else."""
+    import wattbench.telemetry.prometheus as prom
+
+    real = prom._fetch
+    prom._fetch = lambda url, timeout_s, what: text.encode("utf-8", "surrogatepass")
+    try:
+        s = prom.DcgmSensor("http://127.0.0.1:9/metrics")
+        try:
+            chans = s.open()
+        except SensorError:
+            return
+        assert chans
+        s.read()
+    except SensorError:
+        return
+    finally:
+        prom._fetch = real
+
+
+_PROM_NAMES = ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc",
+               "vllm:prompt_tokens_total", "sglang:num_running_reqs", "tgi_queue_size", "llamacpp:requests_processing",
+               "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "x_total", "a:b"]
+_HELP_TEXTS = ["help", "\\", "\\n", "", "a\\b"]
+_LABEL_NAMES = ["gpu", "UUID", "le", "model_name", "a", "1x", "quantile"]
+_LABEL_VALUES = ["0", "1", '\\"', "\\\\", "", "x,y", "}", "+Inf", "0.5"]
+_PROM_VALUES = ["1", "0", "-1", "1e308", "1e309", "NaN", "+Inf", "-Inf", "0x10", "1.5", "", "abc", "1_0"]
+
+
+def gen_prom(rng: random.Random) -> str:
+    lines = []
+    for _ in range(rng.randint(0, 8)):
+        r = rng.random()
+        name = rng.choice(_PROM_NAMES)
+        if r < 0.15:
+            lines.append(f"# TYPE {name} {rng.choice(['counter', 'gauge', 'histogram', 'summary', 'untyped', 'x'])}")
+        elif r < 0.25:
+            lines.append("# HELP " + name + " " + rng.choice(_HELP_TEXTS))
+        elif r < 0.85:
+            labels = ""
+            if rng.random() < 0.6:
+                kv = [rng.choice(_LABEL_NAMES) + '="' + rng.choice(_LABEL_VALUES) + '"'
+                      for _ in range(rng.randint(0, 3))]
+                labels = "{" + ",".join(kv) + rng.choice(["}", "", ",}"])
+            ts = f" {rng.randint(-5, 10**13)}" if rng.random() < 0.2 else ""
+            lines.append(f"{name}{labels} {rng.choice(_PROM_VALUES)}{ts}")
+        else:
+            lines.append("".join(chr(rng.randint(0, 0x2FF)) for _ in range(rng.randint(0, 12))))
+    return rng.choice(["\n", "\r\n", "\n\n"]).join(lines) + rng.choice(["\n", "", "\n# EOF\n"])
+
+
+# ---------------------------------------------------------------- spec strings
+
+
+def prop_sensor_spec(spec: str) -> None:
+    """--sensor: a sensor object (not opened) or one UserError line; nothing started."""
+    from wattbench.telemetry.base import Sensor
+    from wattbench.telemetry.spec import parse_sensor_spec
+
+    try:
+        s = parse_sensor_spec(spec)
+    except UserError as e:
+        assert str(e).strip()
+        return
+    assert isinstance(s, Sensor)
+
+
+_SENSOR_HEADS = ["nvml", "nvidia-smi", "rapl", "ipmi", "redfish", "dcgm", "prom", "jetson", "amd", "cmd", "file",
+                 "const", "estimate", "NVML", "x", ""]
+_SENSOR_ITEMS = ["0", "1", "-1", "a", "samples=off", "aux=0", "interval=0.1", "interval=-1", "interval=nan",
+                 "interval_ms=100", "oneshot", "root=/nonexistent", "package", "lan=127.0.0.1", "user=u",
+                 "password_file=/nonexistent", "https://127.0.0.1", "http://127.0.0.1:9/metrics", "insecure",
+                 "chassis=1", "query=up", "query=", "boundary=node", "boundary=moon", "node=700", "wall=-1",
+                 "accelerator=1e309", "tdp=100", "idle=-5", "cpu", '["/bin/true","x"]', "[", "/bin/true",
+                 "timeout=1", "gpu=0", "=", ",", "", "creds=/nonexistent"]
+
+
+def gen_sensor_spec(rng: random.Random) -> str:
+    head = rng.choice(_SENSOR_HEADS)
+    items = [rng.choice(_SENSOR_ITEMS) for _ in range(rng.randint(0, 4))]
+    s = head + (":" + ",".join(items) if items or rng.random() < 0.3 else "")
+    return _mutate(rng, s)
+
+
+def prop_slo(spec: str) -> None:
+    from wattbench.metrics.slo import parse_slos
+
+    try:
+        slos = parse_slos(spec)
+    except UserError:
+        return
+    for s in slos:
+        assert s.threshold_ms > 0 and math.isfinite(s.threshold_ms) or s.threshold_ms == math.inf, s
+
+
+_SLO_ITEMS = ["ttft_p99=500ms", "tpot_p99=50ms", "itl_max=1s", "e2e_mean=2.5s", "ttft_p50=0ms", "ttft_p99=500",
+              "ttft_p99=1e400ms", "TTFT_P99 = 5 MS", "foo_p99=1ms", "ttft_p42=1ms", "ttft_p99=.5s", "ttft_p99=-1ms",
+              "=", "", " "]
+
+
+def gen_slo(rng: random.Random) -> str:
+    return _mutate(rng, ",".join(rng.choice(_SLO_ITEMS) for _ in range(rng.randint(0, 4))))
+
+
+def prop_distribution(spec: str) -> None:
+    """--input-tokens/--output-tokens: a distribution whose samples are whole numbers >= 1, or UserError."""
+    from wattbench.workload.distributions import parse_distribution
+
+    try:
+        d = parse_distribution(spec)
+    except UserError as e:
+        assert str(e).strip()
+        return
+    x = np.asarray(d.sample(np.random.default_rng(0), 8))
+    assert x.dtype.kind in "iu" and (x >= 1).all(), (spec, x)
+    m = d.mean()
+    assert m == m  # not NaN
+    d.describe()
+
+
+_DIST_ITEMS = ["uniform", "normal", "lognormal", "choice", "UNIFORM", "fixed", "1", "128", "0", "-1", "1.5", "1e3",
+               "1e400", "nan", "inf", "-inf", "3", "20", "21", "1e18", "9" * 30, ",", ""]
+
+
+def gen_distribution(rng: random.Random) -> str:
+    n = rng.randint(1, 4)
+    s = ":".join(rng.choice(_DIST_ITEMS) for _ in range(n))
+    if rng.random() < 0.2:
+        s = "choice:" + ",".join(rng.choice(_DIST_ITEMS) for _ in range(rng.randint(0, 4)))
+    return _mutate(rng, s)
+
+
+# ---------------------------------------------------------------- files
+
+
+class FileFuzz:
+    """Writes each case to one reused file (in /dev/shm when present) and loads it."""
+
+    def __init__(self, suffix: str):
+        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        self.dir = tempfile.mkdtemp(prefix="wattbench-fuzz-", dir=base)
+        self.path = Path(self.dir) / f"case{suffix}"
+        from wattbench.workload.tokenizer import ApproxTokenizer
+
+        self.ts = ApproxTokenizer()
+
+    def write(self, data: bytes) -> Path:
+        self.path.write_bytes(data)
+        return self.path
+
+    def close(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def prop_dataset(ff: FileFuzz, data: bytes) -> None:
+    """A dataset file: a workload whose first requests can be built, or UserError."""
+    from wattbench.workload.dataset import DatasetWorkload
+
+    try:
+        w = DatasetWorkload(ff.write(data), ff.ts, 0)
+    except UserError as e:
+        assert str(e).strip()
+        return
+    assert w.size() >= 1
+    specs = w.take(min(3, w.size()))
+    for s in specs:
+        assert s.max_tokens >= 1 and (s.prompt is not None or s.messages)
+
+
+def prop_trace(ff: FileFuzz, data: bytes) -> None:
+    """A trace file: rows with finite times and whole lengths, or UserError."""
+    from wattbench.workload.trace import TraceWorkload
+
+    try:
+        w = TraceWorkload(ff.write(data), ff.ts, 0)
+    except UserError as e:
+        assert str(e).strip()
+        return
+    assert w.size() >= 1
+    for i in range(w.size()):
+        assert math.isfinite(w.arrival_s(i)) and w.arrival_s(i) >= 0
+        r = w.rows[i]
+        assert r.input_tokens >= 1 and r.output_tokens >= 1
+
+
+_JSON_VALUES = [None, True, False, 0, 1, -1, 7, 1.5, 1e308, "x", "", "hello world", [], {}, [1], {"a": 1},
+                float("nan"), float("inf"), 10**30, "12", "2024-01-01T00:00:00Z", "2024-13-45T99:99:99",
+                "1e400", "\u0000", "\ud800"]
+_DATASET_KEYS = ["prompt", "messages", "output_tokens", "max_tokens", "completion", "response", "conversations"]
+_TRACE_KEYS = ["arrival_s", "timestamp", "timestamp_ms", "TIMESTAMP", "input_length", "output_length",
+               "input_tokens", "output_tokens", "hash_ids", "session_id", "ContextTokens", "GeneratedTokens"]
+
+
+def _rand_value(rng: random.Random, depth: int = 0):
+    r = rng.random()
+    if depth < 2 and r < 0.1:
+        return [_rand_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    if depth < 2 and r < 0.2:
+        return {rng.choice(["role", "content", "from", "value", "x"]): _rand_value(rng, depth + 1)
+                for _ in range(rng.randint(0, 3))}
+    if r < 0.3:
+        return [{"role": rng.choice(["user", "assistant", 1]), "content": rng.choice(["hi", "", None])}
+                for _ in range(rng.randint(0, 2))]
+    if r < 0.4:
+        return [{"from": rng.choice(["human", "gpt", "user", "x"]), "value": rng.choice(["hi there", "", 3])}
+                for _ in range(rng.randint(0, 3))]
+    return rng.choice(_JSON_VALUES)
+
+
+def _dump(obj, rng: random.Random) -> str:
+    s = json.dumps(obj, ensure_ascii=rng.random() < 0.5, allow_nan=True)
+    return s
+
+
+def _rows(rng: random.Random, keys: list[str]) -> list[dict]:
+    return [{rng.choice(keys): _rand_value(rng) for _ in range(rng.randint(0, 4))} for _ in range(rng.randint(0, 4))]
+
+
+def gen_dataset(rng: random.Random) -> bytes:
+    rows = _rows(rng, _DATASET_KEYS)
+    r = rng.random()
+    if r < 0.2:
+        text = "[" + ",".join(_dump(x, rng) for x in rows) + rng.choice(["]", "", ",]", "]]"])
+    else:
+        text = "\n".join(_dump(x, rng) if rng.random() < 0.9 else _mutate(rng, _dump(x, rng)) for x in rows)
+    data = text.encode("utf-8", "surrogatepass")
+    return _mutate_bytes(rng, data)
+
+
+def gen_trace(rng: random.Random) -> bytes:
+    rows = _rows(rng, _TRACE_KEYS)
+    if rng.random() < 0.3:  # CSV
+        keys = sorted({k for row in rows for k in row}) or [rng.choice(_TRACE_KEYS)]
+        lines = [",".join(keys)] + [",".join(str(row.get(k, rng.choice(["", "1", "x"]))) for k in keys)
+                                    for row in rows]
+        text = "\n".join(lines)
+    else:
+        text = "\n".join(_dump(x, rng) for x in rows)
+    return _mutate_bytes(rng, text.encode("utf-8", "surrogatepass"))
+
+
+# ---------------------------------------------------------------- mutation
+
+
+def _mutate(rng: random.Random, s: str) -> str:
+    if rng.random() < 0.6 or not s:
+        return s
+    i = rng.randrange(len(s) + 1)
+    op = rng.random()
+    if op < 0.4:
+        return s[:i] + chr(rng.choice([0, 9, 10, 13, 32, 44, 58, 61, 0x7F, 0xA0, 0x2028, rng.randint(0, 0x10FFFF)])) + s[i:]
+    if op < 0.7:
+        return s[:i] + s[i + 1:]
+    return s[:i] + s[i:][::-1]
+
+
+def _mutate_bytes(rng: random.Random, data: bytes) -> bytes:
+    if rng.random() < 0.7 or not data:
+        return data
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(b) + 1)
+        op = rng.random()
+        if op < 0.4:
+            b[i:i] = bytes([rng.choice([0, 0x0A, 0x0D, 0x22, 0x2C, 0x5B, 0x7B, 0x80, 0xFF, rng.randrange(256)])])
+        elif op < 0.7 and i < len(b):
+            del b[i]
+        else:
+            b[i:i] = b"[" * rng.choice([1, 10, 100, 5000])
+    return bytes(b)

@@ -1,0 +1,107 @@
+"""Client saturation guard: a load generator that cannot keep up is reported, and the figures it
+biases are marked (level.extra["saturated_figures"], the headline's mark, the verdict's warn).
+
+The overload is deliberate and deterministic: a seam in the client (``StreamClient.send``)
+burns CPU before each request, so one in-process worker can send at most ~1/(burn) requests/s
+and spends ~100% of its thread's CPU. A control level with the same server and no burn must
+not be flagged."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.fakes.reliability_procs import server
+from wattbench.config import RunConfig
+from wattbench.load.saturation import EFFICIENCY_FIELDS, saturated_figures, saturation_kinds
+from wattbench.report.format import SATURATION_MARK, headline
+from wattbench.results.schema import LevelResult, LoadStats, Stats
+
+
+def _burn(ms: float) -> None:
+    end = time.thread_time() + ms / 1e3
+    while time.thread_time() < end:
+        pass
+
+
+@pytest.fixture
+def hog(monkeypatch):
+    import wattbench.load.client as client
+
+    real = client.StreamClient.send
+
+    async def send(self, *a, **kw):
+        _burn(8.0)  # ~125 sends/s at most from this worker
+        return await real(self, *a, **kw)
+
+    monkeypatch.setattr(client.StreamClient, "send", send)
+
+
+def _run(base, out, rate, n=60):
+    from wattbench.runner import run_benchmark
+
+    cfg = RunConfig(target=base, rate=[rate], arrival="constant", num_requests=n, workers=1, input_tokens="16",
+                    output_tokens="8", sensors=["const:accelerator=100"], idle_s=0, register_run=False, html=False,
+                    out=str(out))
+    return run_benchmark(cfg)
+
+
+def test_overloaded_client_is_flagged_and_figures_marked(tmp_path, hog):
+    with server("--ttft-ms", "2", "--itl-ms", "1") as s:
+        res = _run(s.base, tmp_path / "run", rate=400.0)
+    lv = res.levels[0]
+    ld = lv.load
+    assert ld.saturated
+    # 60 sends at 400/s are due within 150 ms; burning 8 ms each, the last leaves ~330 ms late
+    assert ld.send_lag_ms.p99 > 200.0
+    kinds = lv.extra["saturation_kinds"]
+    assert "send_lag" in kinds, (kinds, ld.saturation_reasons)
+    assert lv.validity.verdict == "warn"
+    assert any("load generator saturated" in r for r in lv.validity.reasons), lv.validity.reasons
+    figs = lv.extra["saturated_figures"]
+    assert "latency.*" in figs and "throughput.*" in figs
+    assert "energy.accelerator.output_tokens_per_s_per_kw" in figs and "energy.accelerator.j_per_output_token" in figs
+    assert not any(f.endswith((".energy_j", ".avg_power_w")) for f in figs)  # measured right, not marked
+    assert headline(lv).startswith(SATURATION_MARK)
+    from wattbench.results.rundir import load_result
+
+    on_disk = load_result(tmp_path / "run").levels[0]
+    assert on_disk.extra["saturated_figures"] == figs
+
+
+def test_control_level_is_not_flagged(tmp_path):
+    with server("--ttft-ms", "2", "--itl-ms", "1") as s:
+        res = _run(s.base, tmp_path / "run", rate=10.0, n=15)  # lag limit 10 ms: robust on a busy host
+    lv = res.levels[0]
+    assert not lv.load.saturated, lv.load.saturation_reasons
+    assert "saturated_figures" not in lv.extra
+    assert not headline(lv).startswith(SATURATION_MARK)
+
+
+def _level(**load) -> LevelResult:
+    return LevelResult(index=0, label="x", load=LoadStats(**load))
+
+
+def test_kinds_follow_the_guards_thresholds():
+    cpu = _level(mode="concurrency", target_concurrency=8, client_cpu_pct=97.0, saturated=True)
+    assert saturation_kinds(cpu.load) == ["cpu"]
+    lag = _level(mode="rate", target_rate_rps=10.0, achieved_rate_rps=9.9, saturated=True,
+                 send_lag_ms=Stats(count=5, p99=12.0))  # limit max(5, 10% of 100 ms) = 10 ms
+    assert saturation_kinds(lag.load) == ["send_lag"]
+    rate = _level(mode="rate", target_rate_rps=10.0, achieved_rate_rps=9.0, saturated=True,
+                  send_lag_ms=Stats(count=5, p99=9.0))
+    assert saturation_kinds(rate.load) == ["rate"]
+    assert saturation_kinds(_level(mode="rate", target_rate_rps=10.0, achieved_rate_rps=9.0).load) == []
+
+
+def test_figures_cover_every_boundary_and_window():
+    from wattbench.results.schema import BoundaryEnergy
+
+    lv = _level(saturated=True, client_cpu_pct=99.0)
+    lv.energy = {"accelerator": BoundaryEnergy(boundary="accelerator", method="counter"), "node": BoundaryEnergy(boundary="node", method="counter")}
+    lv.energy_steady = {"accelerator": BoundaryEnergy(boundary="accelerator", method="counter")}
+    figs = saturated_figures(lv)
+    assert len(figs) == 2 + 3 * len(EFFICIENCY_FIELDS)
+    assert "energy.node.tokens_per_kwh" in figs and "energy_steady.accelerator.j_per_token" in figs
+    assert saturated_figures(_level()) == []
