@@ -8,10 +8,10 @@ export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_
 mkdir -p /tmp/hfcache
 exec > >(tee "$OUT/log2.txt") 2>&1
 date -u
-for w in chat summarize; do
+for w in ${WORKLOADS:-chat summarize}; do
   extra=""
   [ "$w" = summarize ] && extra="--prefill-decode-pair"
-  timeout 270 python3 -m wattbench run --workload $w --api chat --concurrency 16,64 --num-requests 128 \
+  timeout ${TMO:-270} python3 -m wattbench run --workload $w --api chat --concurrency ${LEVELS:-16,64} --num-requests ${NREQ:-128} \
     --warmup 3s --idle 5 --no-register --out /tmp/run_$w --quiet $extra; echo "$w rc=$?"
 done
 python3 - <<'PY'
@@ -30,5 +30,5 @@ for w in ("chat", "summarize"):
               f"tpot p50 {la['tpot_ms']['p50'] or 0:6.1f} {l['validity']['verdict']}")
     print(json.dumps(r["extra"].get("prefill_decode"), indent=1))
 PY
-for w in chat summarize; do cp /tmp/run_$w/result.json "$OUT/result_$w.json" 2>/dev/null; done
+for w in ${WORKLOADS:-chat summarize}; do cp /tmp/run_$w/result.json "$OUT/result_$w.json" 2>/dev/null; done
 ls -la "$OUT"
