@@ -130,3 +130,46 @@ def test_scraped_token_counters_equal_usage(vllm_server):
     assert s["generation_tokens_delta"] == out_tokens
     print(f"\nvLLM CPU tiny: {out_tokens} output tokens in {elapsed_s:.2f} s at concurrency 3 = "
           f"{out_tokens / elapsed_s:.0f} tok/s; scraped {len(tl.scrapes)} times")
+
+
+def test_wattbench_run_token_counts_equal_vllm_counters(vllm_server, tmp_path):
+    """The whole tool against real vLLM: `wattbench run` (a real CLI process) records the server's
+    metadata and a scraped timeline, and its token counts per level equal vLLM's own
+    prompt/generation token counters between the scrapes that bracket the level."""
+    import subprocess
+    import sys
+
+    from wattbench.results.rundir import load_requests, load_result
+    from wattbench.server.metrics import ServerTimeline
+
+    out = tmp_path / "run"
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    p = subprocess.run(
+        [sys.executable, "-m", "wattbench", "run", "--target", vllm_server.base_url, "--concurrency", "1,4",
+         "--num-requests", "8", "--input-tokens", "64", "--output-tokens", "16", "--no-sensors", "--idle", "0",
+         "--no-register", "--no-html", "--out", str(out), "--quiet"],
+        capture_output=True, text=True, timeout=900, env=env,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    result = load_result(out)
+    si = result.server
+    assert si.engine == "vllm" and si.version.startswith("0.32") and si.max_model_len == 2048
+    assert si.output_length_forced and si.extra_body == {"ignore_eos": True}
+    assert result.extra["prompt_length_source"] == "server"  # exact prompts through vLLM's /tokenize
+    tl = ServerTimeline.from_jsonl(out / "server_timeline.jsonl")
+    assert tl.available and len(tl.scrapes) >= 4
+    recs = load_requests(out)
+    for lv in result.levels:
+        assert lv.requests.completed == 8 and lv.requests.failed == 0
+        assert lv.throughput.output_tokens == 8 * 16  # ignore_eos: lengths forced
+        mine = [r for r in recs if r.level == lv.index]
+        # token-exact prompts: 64 content tokens as asked; the server's usage adds its BOS token
+        assert {r.requested_input_tokens for r in mine} == {64}
+        assert {r.input_tokens for r in mine} == {64 + 1}, {r.input_tokens for r in mine}
+        before = [v for t, v in tl.scrapes if t <= lv.window.start_ns][-1]
+        after = next(v for t, v in tl.scrapes if t >= lv.window.end_ns)
+        assert after["generation_tokens"] - before["generation_tokens"] == lv.throughput.output_tokens
+        assert after["prompt_tokens"] - before["prompt_tokens"] == lv.throughput.input_tokens
+        sm = lv.server_metrics
+        assert sm["available"] and sm["max_running_requests"] >= 1
