@@ -91,6 +91,8 @@ def _array_entries(text: str, path: str) -> list[tuple[int, object]]:
             obj, end = dec.raw_decode(text, i)
         except json.JSONDecodeError as e:
             raise UserError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
+        except RecursionError:
+            raise UserError(f"{path}:{line}: JSON nested too deeply to be a dataset entry") from None
         out.append((line, obj))
         i = end
 
@@ -105,6 +107,8 @@ def _jsonl_entries(text: str, path: str) -> list[tuple[int, object]]:
             out.append((ln, json.loads(s)))
         except json.JSONDecodeError as e:
             raise UserError(f"{path}:{ln}: invalid JSON: {e.msg} (column {e.colno})") from None
+        except RecursionError:
+            raise UserError(f"{path}:{ln}: JSON nested too deeply to be a dataset row") from None
     return out
 
 

@@ -119,10 +119,16 @@ def _num(text: str, spec: str, what: str) -> float:
     return v
 
 
+MAX_LENGTH_TOKENS = 10_000_000  # far above any model's context; guards int64 overflow in sampling
+
+
 def _int(text: str, spec: str, what: str) -> int:
     v = _num(text, spec, what)
     if v != int(v) or v < 1:
         raise UserError(f"invalid length distribution {spec!r}: {what} must be a whole number >= 1, got {text!r}; "
+                        f"accepted forms: {ACCEPTED_FORMS}")
+    if v > MAX_LENGTH_TOKENS:
+        raise UserError(f"invalid length distribution {spec!r}: {what} {text} is above {MAX_LENGTH_TOKENS:,} tokens; "
                         f"accepted forms: {ACCEPTED_FORMS}")
     return int(v)
 

@@ -149,6 +149,13 @@ def parse_row(obj: dict, line: int, path: str, time_unit: str | None = None) -> 
 
 def read_trace(path: str | Path, time_unit: str | None = None) -> list[tuple[int, dict]]:
     """The raw rows of a JSONL or CSV trace as (line, dict)."""
+    try:
+        return _read_trace_rows(path, time_unit)
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def _read_trace_rows(path: str | Path, time_unit: str | None) -> list[tuple[int, dict]]:
     p = Path(path).expanduser()
     if not p.is_file():
         raise UserError(f"trace not found: {path}")
@@ -167,6 +174,8 @@ def read_trace(path: str | Path, time_unit: str | None = None) -> list[tuple[int
                     obj = json.loads(s)
                 except json.JSONDecodeError as e:
                     raise UserError(f"{path}:{ln}: invalid JSON: {e.msg} (column {e.colno})") from None
+                except RecursionError:
+                    raise UserError(f"{path}:{ln}: JSON nested too deeply to be a trace row") from None
                 if not isinstance(obj, dict):
                     raise UserError(f"{path}:{ln}: expected a JSON object, got {type(obj).__name__}")
                 out.append((ln, obj))

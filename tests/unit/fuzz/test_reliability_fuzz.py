@@ -4,8 +4,7 @@ Property everywhere: no exception but the documented one (UserError; SensorError
 answer; ValueError from the exposition parser, which the scraper catches), a usable result where
 there is one, and no hang (hypothesis ``deadline``: a case slower than 2 s fails). Inputs are both
 unstructured (any text/bytes) and grammar-driven (the generators of tests/fakes/reliability_fuzz.py
-fed by hypothesis' random). Known bugs found by the fuzzer are pinned by strict-xfail tests at the
-end: they turn red when fixed, so the mark gets removed.
+fed by hypothesis' random). Bugs the fuzzer found are pinned by regression tests at the end.
 """
 
 from __future__ import annotations
@@ -69,85 +68,46 @@ def trace_file():
     ff.close()
 
 
-# -------------------------------------------------- targets with known, pinned bugs
-
-
-def _shallow(b: bytes) -> bool:
-    return b"[" * 500 not in b  # deeper JSON nesting is the pinned RecursionError below
+# -------------------------------------------------- file loaders (any bytes, deep nesting, non-UTF-8)
 
 
 @FUZZ
-@given(data=st.one_of(st.binary(max_size=300), grammar(F.gen_dataset)).filter(_shallow))
+@given(data=st.one_of(st.binary(max_size=300), grammar(F.gen_dataset)))
 def test_dataset_loader(dataset_file, data):
-    """Every input without JSON nested 500 deep."""
     F.prop_dataset(dataset_file, data)
 
 
-_utf8 = st.text(max_size=300).map(lambda s: s.encode("utf-8", "surrogatepass"))
-
-
 @FUZZ
-@given(data=st.one_of(_utf8, grammar(F.gen_trace)).filter(lambda b: _is_utf8(b) and _shallow(b)))
-def test_trace_loader_utf8(trace_file, data):
-    """Every UTF-8 input without JSON nested 500 deep (both are pinned bugs below)."""
+@given(data=st.one_of(st.binary(max_size=300), grammar(F.gen_trace)))
+def test_trace_loader(trace_file, data):
     F.prop_trace(trace_file, data)
-
-
-def _is_utf8(b: bytes) -> bool:
-    try:
-        b.decode("utf-8")
-        return True
-    except UnicodeDecodeError:
-        return False
 
 
 _SANE = st.one_of(st.text(max_size=40), grammar(F.gen_distribution))
 
 
 @FUZZ
-@given(_SANE.filter(lambda s: not _has_huge_number(s)))
+@given(_SANE)
 def test_distribution_strings(spec):
-    """Every string without a number above 2**62 (those are the pinned bug below)."""
     F.prop_distribution(spec)
 
 
-def _has_huge_number(s: str) -> bool:
-    import re
-
-    for m in re.finditer(r"[0-9.]+(?:[eE][-+]?[0-9]+)?", s):
-        try:
-            if abs(float(m.group())) >= 2**62:
-                return True
-        except ValueError:
-            pass
-    return False
-
-
-@pytest.mark.xfail(strict=True, reason="workload/trace.py read_trace: a non-UTF-8 trace raises "
-                                       "UnicodeDecodeError instead of UserError (found by benches/fuzz.py)")
+# Bugs the fuzzer found in workload/ (fixed): each input must now give a clean UserError.
 def test_pinned_trace_not_utf8(trace_file):
     F.prop_trace(trace_file, b"input_tokens,output_tokens,arrival_s\n1,1,0\n\xff,1,1\n")
 
 
-@pytest.mark.xfail(strict=True, reason="workload/dataset.py: JSON nested ~1000 deep raises RecursionError "
-                                       "instead of UserError (found by tests/unit/fuzz)")
 def test_pinned_dataset_deep_nesting(dataset_file):
     F.prop_dataset(dataset_file, b'{"prompt": ' + b"[" * 5000 + b"]" * 5000 + b"}\n")
 
 
-@pytest.mark.xfail(strict=True, reason="workload/trace.py: JSON nested ~1000 deep raises RecursionError "
-                                       "instead of UserError (found by benches/fuzz.py)")
 def test_pinned_trace_deep_nesting(trace_file):
     F.prop_trace(trace_file, b'{"arrival_s": ' + b"[" * 5000 + b"]" * 5000 + b"}\n")
 
 
-@pytest.mark.xfail(strict=True, reason="workload/distributions.py: a length above int64 overflows to "
-                                       "negative samples instead of UserError (found by benches/fuzz.py)")
 def test_pinned_distribution_huge_fixed():
     F.prop_distribution("99999999999999999999999999999")
 
 
-@pytest.mark.xfail(strict=True, reason="workload/distributions.py: uniform with a bound above int64 raises "
-                                       "numpy ValueError instead of UserError (found by benches/fuzz.py)")
 def test_pinned_distribution_huge_uniform():
     F.prop_distribution("uniform:1:99999999999999999999999999999")
