@@ -633,6 +633,7 @@ def _worker_process(plan: _Plan, conn) -> None:
         except (OSError, EOFError):
             pass
     finally:
+        _cancel_pending(loop)
         loop.close()
         conn.close()
 
@@ -782,8 +783,23 @@ def _run_loop(coro_fn, fast: bool = True):
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+        _cancel_pending(loop)
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+def _cancel_pending(loop) -> None:
+    """Cancel what an interrupted level left running (streams in flight) and let it unwind, so
+    no task is destroyed pending and no connection is left half-open."""
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    if not pending:
+        return
+    for t in pending:
+        t.cancel()
+    try:
+        loop.run_until_complete(asyncio.wait(pending, timeout=5.0))
+    except BaseException:  # noqa: BLE001 - best effort while tearing down
+        pass
 
 
 def _run_inprocess(plan: _Plan, feeder, spec: LevelSpec, on_progress):

@@ -64,8 +64,8 @@ class LengthDistribution:
             raise UserError(f"unknown length distribution kind {k!r}; accepted: {ACCEPTED_FORMS}")
         out = np.rint(x)
         out = np.maximum(out, self.low)
-        if self.high is not None:
-            out = np.minimum(out, self.high)
+        out = np.minimum(out, self.high if self.high is not None else MAX_LENGTH_TOKENS)
+        out = np.minimum(out, MAX_LENGTH_TOKENS)  # huge sigmas or means must not overflow int64
         out = out.astype(np.int64)
         return int(out[0]) if n is None else out
 
@@ -165,6 +165,12 @@ def parse_distribution(spec: str | int, *, low: int = 1, high: int | None = None
         if kind == "lognormal" and mu > 20:
             raise UserError(f"{bad}: lognormal MU is ln(length) (median exp(MU) tokens); {mu:g} is far too large "
                             f"— did you mean lognormal:{math.log(max(mu, 1.0)):.2f}:{sigma:g}?")
+        if kind == "lognormal" and sigma > 5:
+            raise UserError(f"{bad}: lognormal SIGMA {sigma:g} is the spread of ln(length); above 5 the lengths span "
+                            f"more than e^±10 of the median; accepted forms: {ACCEPTED_FORMS}")
+        if kind == "normal" and (mu > MAX_LENGTH_TOKENS or sigma > MAX_LENGTH_TOKENS):
+            raise UserError(f"{bad}: MU and SIGMA must be at most {MAX_LENGTH_TOKENS:,} tokens; "
+                            f"accepted forms: {ACCEPTED_FORMS}")
         d = LengthDistribution(kind, (mu, sigma), s)
     elif kind == "choice":
         items = [x for x in rest.split(",")]

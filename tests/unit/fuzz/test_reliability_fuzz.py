@@ -111,3 +111,8 @@ def test_pinned_distribution_huge_fixed():
 
 def test_pinned_distribution_huge_uniform():
     F.prop_distribution("uniform:1:99999999999999999999999999999")
+
+
+def test_pinned_distribution_huge_sigma():
+    F.prop_distribution("normal:1.5:999999999999999999999999999999")
+    F.prop_distribution("lognormal:-1:1e3")
