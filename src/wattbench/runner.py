@@ -245,6 +245,12 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         # one scrape after the window so its end is bracketed by scrapes (counter deltas interpolate)
         time.sleep(min(state.scraper.interval_s * 1.2, 2.0))
         level.server_metrics = state.scraper.timeline.summary(outcome.start_ns, outcome.end_ns)
+    elif state.result is not None:
+        level.server_metrics = {
+            "available": False,
+            "reason": f"the server ({state.result.server.engine or 'unknown engine'}) exposes no Prometheus /metrics; "
+                      "the report's timeline shows the client's view (requests in flight, tokens/s)",
+        }
     if slos and level.window.duration_s > 0:
         from wattbench.metrics.slo import goodput
 

@@ -35,6 +35,12 @@ def storage_error(path: str | os.PathLike, exc: OSError) -> UserError:
                      "(files written before are unchanged)")
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -42,6 +48,7 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
     except OSError as e:
         raise storage_error(path, e) from None
     try:
+        os.fchmod(fd, 0o644 & ~_umask())  # like a plainly created file, not mkstemp's 0600
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

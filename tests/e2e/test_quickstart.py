@@ -1,0 +1,62 @@
+"""The README's main command as a newcomer types it on a CPU machine: ``wattbench run`` with no
+server and no flags. wattbench builds the tiny preset, starts ``transformers serve``, measures two
+levels and stops the engine; the result must carry real throughput and latency, say honestly what
+it knows about energy and the server's state, and leave no process behind."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from wattbench.results.rundir import load_requests, load_result
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_wattbench_run_with_no_arguments(tmp_path):
+    pytest.importorskip("transformers")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env["WATTBENCH_DB"] = str(tmp_path / "history.sqlite3")
+    exe = shutil.which("wattbench")
+    argv = [exe, "run"] if exe else [sys.executable, "-m", "wattbench", "run"]
+    before = {p.pid for p in psutil.process_iter()}
+    p = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=840)
+    assert p.returncode == 0, p.stderr[-4000:]
+    runs = list((tmp_path / "wattbench-results").iterdir())
+    assert len(runs) == 1
+    run = runs[0]
+    result = load_result(run)
+    assert result.status == "complete"
+    assert result.server.launched and result.server.engine == "transformers"
+    assert result.server.effective_config.get("preset") == "tiny"
+    assert [lv.label for lv in result.levels] == ["concurrency=1", "concurrency=8"]
+    for lv in result.levels:
+        assert lv.requests.completed >= 32 and lv.requests.failed == 0
+        assert lv.throughput.output_tokens_per_s > 0
+        assert lv.latency.ttft_ms.p50 > 0 and lv.latency.e2e_ms.p99 >= lv.latency.ttft_ms.p99
+        # honest energy: a labelled figure, or none with the reason
+        if lv.energy:
+            assert all(e.label in ("measured", "declared", "estimate") for e in lv.energy.values())
+            assert any(e.label == "estimate" or e.method != "estimate" for e in lv.energy.values())
+        else:
+            assert lv.energy_unavailable_reason
+        # transformers serve has no /metrics: the result says so instead of an empty timeline
+        assert lv.server_metrics.get("available") is False and "no Prometheus /metrics" in lv.server_metrics["reason"]
+    assert len(load_requests(run)) == sum(lv.requests.completed + lv.requests.failed + lv.requests.warmup
+                                          for lv in result.levels)
+    assert (run / "report.html").exists() and (run / "server.log").exists()
+    # the summary a person reads
+    assert "out tok/s" in p.stdout
+    # the engine was stopped by PID: nothing wattbench started is still running
+    leftovers = [q for q in psutil.process_iter(["pid", "cmdline"])
+                 if q.info["pid"] not in before and "serve" in " ".join(q.info["cmdline"] or [])]
+    assert not leftovers, [q.info for q in leftovers]
