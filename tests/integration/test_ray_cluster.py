@@ -173,3 +173,27 @@ def test_several_targets_through_ray(cluster):
     assert per[urls[0]].latency.ttft_ms.mean == pytest.approx(20, abs=6)
     assert per[urls[1]].latency.ttft_ms.mean == pytest.approx(90, abs=6)
     assert per[urls[1]].latency.itl_ms.mean == pytest.approx(9, abs=1.5)
+
+
+def test_wattbench_run_on_ray_merges_nodes_into_a_cluster_boundary(cluster, target, tmp_path):
+    """The library entry point with --ray: load actors on both nodes, one sensor actor per node
+    (a declared 300 W node meter each), per-node energy and a cluster boundary = their sum."""
+    from wattbench.config import RunConfig
+    from wattbench.results.rundir import load_result
+    from wattbench.runner import run_benchmark
+
+    cfg = RunConfig(target=target.base_url, ray="auto", ray_actors=2, concurrency=[4], num_requests=40,
+                    input_tokens="16", output_tokens="6", sensors=["const:node=300"], idle_s=0.5,
+                    out=str(tmp_path / "run"), register_run=False, html=False)
+    res = run_benchmark(cfg)
+    assert res.status == "complete" and len(res.nodes) == 2
+    lv = res.levels[0]
+    assert lv.requests.completed == 40 and lv.requests.failed == 0
+    assert lv.load.workers == 2
+    assert len(lv.per_node_energy) == 2
+    for energies in lv.per_node_energy.values():
+        assert energies["node"].energy_j == pytest.approx(300.0 * lv.window.duration_s, rel=0.02)
+    cl = lv.energy["cluster"]
+    assert cl.energy_j == pytest.approx(600.0 * lv.window.duration_s, rel=0.02)
+    assert cl.output_tokens_per_s_per_kw == pytest.approx(lv.throughput.output_tokens_per_s / 0.6, rel=0.02)
+    assert load_result(tmp_path / "run").levels[0].energy["cluster"].energy_j == pytest.approx(cl.energy_j)
