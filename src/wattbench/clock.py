@@ -3,7 +3,7 @@
 Every interval inside a run comes from ``time.perf_counter_ns()`` in the process that owns the
 run. A single wall-clock anchor, read together with the monotonic clock, lets results be placed
 on a calendar and lets external wall-clock logs (a PDU logger, a Prometheus server) be mapped
-onto the run's timeline. Never subtract two ``time.time()`` readings to get an interval.
+onto the run's timeline. Never subtract two wall-clock readings to get an interval.
 """
 
 from __future__ import annotations

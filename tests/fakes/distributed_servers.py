@@ -3,40 +3,16 @@ several-targets and Ray tests, and stop them by PID."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 
-SERVER = Path(__file__).with_name("stream_server.py")
+from tests.fakes.stream_server_proc import stream_server
 
 
 @contextmanager
 def scripted_server(*args: str):
     """Yield the base URL (``http://127.0.0.1:PORT/v1``) of one scripted server."""
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline()
-        if not line.startswith("LISTENING"):
-            raise RuntimeError(f"stream server did not start: {line!r} {proc.stderr.read()[:2000]}")
-        yield f"http://127.0.0.1:{int(line.split()[1])}/v1"
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+    with stream_server(*args) as (base, _stats):
+        yield base + "/v1"
 
 
 @contextmanager
