@@ -256,6 +256,9 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
 
         level.goodput = goodput(outcome.records, slos, level.window.duration_s,
                                 avg_power_w={b: e.avg_power_w for b, e in level.energy.items()})
+    if str(outcome.stopped_early or "").startswith("over-saturated"):
+        extra.append(Finding("warn", f"level stopped early, {outcome.stopped_early}; its figures describe a "
+                                     "server past its capacity"))
     sat = _oversaturation(state, spec, outcome)
     if sat is not None:
         level.extra["oversaturation"] = sat.to_dict()
@@ -835,7 +838,8 @@ def _trials_block(trials: list[LevelResult]) -> dict:
 def _level_figures(level: LevelResult) -> dict:
     """What the sweeps judge a level by: its dump plus a flat objective per boundary."""
     d = level.model_dump(mode="json")
-    d["oversaturated"] = bool((level.extra.get("oversaturation") or {}).get("oversaturated"))
+    d["oversaturated"] = bool((level.extra.get("oversaturation") or {}).get("oversaturated")) or str(
+        level.extra.get("stopped_early") or "").startswith("over-saturated")
     b = _primary_boundary(level)
     e = level.energy.get(b) if b else None
     d["output_tokens_per_s_per_kw"] = e.output_tokens_per_s_per_kw if e else None

@@ -71,6 +71,16 @@ def step_trace(levels: Sequence[tuple[float, float]]) -> Trace:
     return Trace(pts)
 
 
+def energy_of(power_w: Callable[[float], float], a_s: float, b_s: float, n: int) -> float:
+    """Energy (J) of a power function of time over [a, b] by the trapezoid rule on n steps (for
+    power given as a plain callable; a ``Trace`` integrates exactly)."""
+    if b_s <= a_s:
+        return 0.0
+    t = np.linspace(a_s, b_s, n + 1)
+    w = np.array([power_w(x) for x in t], dtype=float)
+    return float(np.sum((w[1:] + w[:-1]) / 2.0 * np.diff(t)))
+
+
 class ScriptedSensor(Sensor):
     """Plays ``power_w(elapsed_s)``; channels: ``<name>.energy`` (counter) and/or ``<name>.power``."""
 

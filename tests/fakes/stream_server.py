@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import heapq
+from collections import deque
 import json
 import os
 import random
@@ -52,6 +53,7 @@ class Script:
         self.a = a
         self.loop = None
         self.heap: list = []  # (deadline, seq, stream): every pending token write
+        self.queue: deque = deque()  # streams waiting for a slot (--max-concurrent)
         self.seq = 0
         self.timer = None
         self.timer_at = float("inf")
@@ -177,10 +179,21 @@ class Stream:
         self.recv_ns = proto.recv_ns
         self.first_ns = 0
         proto.transport.write(script.head % proto.recv_ns)
+        self.handle = True  # pending in the script's heap (or its queue)
+        cap = script.a.max_concurrent
+        if cap and script.stats["active"] >= cap:  # a server at capacity queues the request
+            script.stats["queued"] = script.stats.get("queued", 0) + 1
+            script.queue.append(self)
+            return
+        self.begin()
+
+    def begin(self) -> None:
+        """Take a slot: the scripted TTFT counts from here (queueing adds to what the client sees)."""
+        script = self.script
+        self.t0 = time.monotonic()
         st = script.stats
         st["active"] += 1
         st["max_active"] = max(st["max_active"], st["active"])
-        self.handle = True  # pending in the script's heap
         script.schedule(self.t0 + script.ttft_s, self)
 
     def tick(self) -> None:
@@ -255,9 +268,17 @@ class Stream:
 
     def finish_stats(self) -> None:
         if self.handle is not False:
-            self.script.stats["active"] -= 1
-            self.script.stats["streams_done"] += 1
+            sc = self.script
+            if self in sc.queue:  # gone while still waiting for a slot
+                sc.queue.remove(self)
+            else:
+                sc.stats["active"] -= 1
+                sc.stats["streams_done"] += 1
             self.handle = False
+            while sc.queue and (not sc.a.max_concurrent or sc.stats["active"] < sc.a.max_concurrent):
+                nxt = sc.queue.popleft()
+                if nxt.handle is not False and nxt.proto.transport is not None:
+                    nxt.begin()
 
     def cancel(self) -> None:
         self.finish_stats()  # a queued write finds handle False and is skipped
@@ -380,6 +401,8 @@ def main(argv=None) -> int:
     p.add_argument("--model", default="fake-model", help="comma list of served model ids")
     p.add_argument("--ttft-ms", type=float, default=50.0)
     p.add_argument("--itl-ms", type=float, default=5.0)
+    p.add_argument("--max-concurrent", type=int, default=0,
+                   help="streams served at once; more wait in a queue (0 = unlimited): a server with a capacity")
     p.add_argument("--output-tokens", type=int, default=0, help="tokens per response; 0 = the request's max_tokens")
     p.add_argument("--tokens-per-chunk", type=int, default=1)
     p.add_argument("--token-text", default=" tok")

@@ -730,9 +730,9 @@ def run_level(
                 p.targets = targets
                 p.routes = [_route(route, a[0], len(targets)) for a in p.arrivals]
     if n_workers == 1:
-        results, t0_ns, interrupted = _run_inprocess(plans[0], feeder, spec, on_progress)
+        results, t0_ns, interrupted, stop_reason = _run_inprocess(plans[0], feeder, spec, on_progress)
     else:
-        results, t0_ns, interrupted = _run_subprocesses(plans, feeder, spec, on_progress)
+        results, t0_ns, interrupted, stop_reason = _run_subprocesses(plans, feeder, spec, on_progress)
     if feeder is not None and spec.num_requests is not None and feeder.exhausted:
         exhausted_early = feeder.measured < spec.num_requests
     outcome = _assemble(spec, results, t0_ns, target_rate, n_workers)
@@ -741,7 +741,9 @@ def run_level(
         err = Interrupted(f"level {spec.label} interrupted; {len(outcome.records)} completed requests kept")
         err.outcome = outcome
         raise err
-    if exhausted_early:
+    if stop_reason:
+        outcome.stopped_early = stop_reason
+    elif exhausted_early:
         outcome.stopped_early = "requests_exhausted"
     return outcome
 
@@ -802,6 +804,55 @@ def _cancel_pending(loop) -> None:
         pass
 
 
+class _SaturationWatch:
+    """Open loop and trace replay: the backlog (requests whose scheduled time has passed minus
+    those finished) sampled every 100 ms; once it grows without bound
+    (:func:`wattbench.load.search.is_oversaturated` over the samples, checked each second), the
+    level stops sending early and drains. Closed loops never trip it (their backlog is capped)."""
+
+    PERIOD_NS = 100_000_000
+
+    def __init__(self, spec: LevelSpec, plans: list[_Plan], t0_ns: int):
+        import numpy as np
+
+        self.enabled = spec.mode in ("rate", "trace") and spec.stop_when_oversaturated
+        offs = [a[1] for p in plans for a in (p.arrivals or ())]
+        self.offsets = np.sort(np.asarray(offs, dtype=float))
+        self.t0_ns = t0_ns
+        self.times: list[float] = []
+        self.backlog: list[float] = []
+        self.last_ns = 0
+        self.last_check_ns = 0
+        self.reason: str | None = None
+
+    def update(self, finished: int) -> str | None:
+        """Feed the number of finished requests; returns the stop reason once, when it trips."""
+        if not self.enabled or self.reason is not None:
+            return None
+        now = now_ns()
+        if now - self.last_ns < self.PERIOD_NS or now < self.t0_ns:
+            return None
+        import numpy as np
+
+        self.last_ns = now
+        elapsed = (now - self.t0_ns) / 1e9
+        sent = int(np.searchsorted(self.offsets, elapsed, side="right"))
+        if sent >= self.offsets.size:  # everything sent: nothing left to stop
+            self.enabled = False
+            return None
+        self.times.append(elapsed)
+        self.backlog.append(float(sent - finished))
+        if now - self.last_check_ns >= 1_000_000_000 and len(self.times) >= 40:
+            from wattbench.load.search import is_oversaturated
+
+            self.last_check_ns = now
+            verdict = is_oversaturated(self.times, self.backlog)
+            if verdict.oversaturated:
+                self.reason = f"over-saturated after {elapsed:.1f} s: {verdict.reason}"
+                return self.reason
+        return None
+
+
 def _run_inprocess(plan: _Plan, feeder, spec: LevelSpec, on_progress):
     async def go(loop, interrupted: threading.Event):
         link = _LocalLink(feeder, 0)
@@ -811,12 +862,16 @@ def _run_inprocess(plan: _Plan, feeder, spec: LevelSpec, on_progress):
             feeder.t0_ns = t0_ns
         thread_cpu0, wall0 = time.thread_time_ns(), now_ns()
         task = asyncio.ensure_future(worker.run(t0_ns))
+        watch = _SaturationWatch(spec, [plan], t0_ns)
         last = 0
         while not task.done():
             await asyncio.wait({task}, timeout=0.05)
             if interrupted.is_set() and not link.cancel.is_set():
                 link.stop.set()
                 link.cancel.set()
+            if watch.update(worker.done + worker.failed) and not link.stop.is_set():
+                link.stop.set()
+                stops.append(watch.reason)
             dl = _deadline_ns(spec, feeder, t0_ns)
             if dl is not None and now_ns() >= dl and not link.stop.is_set():
                 feeder.close()
@@ -830,8 +885,9 @@ def _run_inprocess(plan: _Plan, feeder, spec: LevelSpec, on_progress):
             on_progress(_progress_dict(worker.done, worker.failed, worker.output_tokens, t0_ns))
         return [_WorkerResult(worker.records, cpu_pct, worker.stop_ns, was_cancelled, worker.loop_lag_ns)], t0_ns
 
+    stops: list[str] = []
     (results, t0_ns), interrupted = _run_loop(go)
-    return results, t0_ns, interrupted or any(r.interrupted for r in results)
+    return results, t0_ns, interrupted or any(r.interrupted for r in results), (stops[0] if stops else None)
 
 
 def _run_subprocesses(plans: list[_Plan], feeder, spec: LevelSpec, on_progress):
@@ -937,6 +993,7 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
             os.set_blocking(c.fileno(), True)  # see _PipeLink
         last = 0
         cancelled = False
+        watch = _SaturationWatch(spec, plans, t0_ns)
         while not finished.done():
             await asyncio.wait({finished}, timeout=0.05)
             if interrupted.is_set() and not cancelled:
@@ -946,6 +1003,10 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
             if dl is not None and now_ns() >= dl and not stopped[0]:
                 stopped[0] = True
                 feeder.close()
+                broadcast(("stop",))
+            if watch.update(sum(c[0] + c[1] for c in counts)) and not stopped[0]:
+                stopped[0] = True
+                stops.append(watch.reason)
                 broadcast(("stop",))
             if on_progress is not None and now_ns() - last >= PROGRESS_PERIOD_S * 1e9:
                 last = now_ns()
@@ -963,8 +1024,9 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
             raise WattbenchError("load worker failed:\n" + "\n".join(errors))
         return results
 
+    stops: list[str] = []
     results, interrupted = _run_loop(go, fast=False)  # coordination only: no need for uvloop
-    return results, t0_ns, interrupted or any(r.interrupted for r in results)
+    return results, t0_ns, interrupted or any(r.interrupted for r in results), (stops[0] if stops else None)
 
 
 # ---------------------------------------------------------------------------------- outcome

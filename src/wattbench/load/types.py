@@ -39,6 +39,7 @@ class LevelSpec:
     seed: int = 0
     workers: int | None = None  # None = auto
     speedup: float = 1.0  # trace replay time compression
+    stop_when_oversaturated: bool = True  # open loop: stop sending once the backlog grows without bound
 
     @property
     def label(self) -> str:

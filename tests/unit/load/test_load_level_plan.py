@@ -139,7 +139,6 @@ def test_assemble_flags_a_starved_event_loop():
 
 
 def test_sleep_until_never_wakes_early():
-    import asyncio
 
     from wattbench.clock import now_ns
     from wattbench.load.client import new_event_loop

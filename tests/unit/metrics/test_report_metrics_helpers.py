@@ -1,4 +1,3 @@
-import numpy as np
 import pytest
 
 from wattbench.metrics.request_latency import inter_chunk_gaps_ms, per_request_latencies

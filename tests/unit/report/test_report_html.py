@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.fakes.report_runs import INJECT_DETAIL, INJECT_LABEL, INJECT_MODEL, INJECT_PROMPT, write_run
+from tests.fakes.report_runs import INJECT_DETAIL, INJECT_LABEL, INJECT_MODEL, write_run
 from wattbench.report import format as F
 from wattbench.report.data import RunData
 from wattbench.report.html import TIMELINE_MAX_POINTS, build_html, render_html, script_json, write_run_html
