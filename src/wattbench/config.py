@@ -101,6 +101,13 @@ class RunConfig(BaseModel):
             raise ValueError(f"PUE must be >= 1.0, got {v}")
         return v
 
+    @field_validator("request_timeout_s", "stall_timeout_s")
+    @classmethod
+    def _pos_timeout(cls, v: float) -> float:
+        if not v > 0:
+            raise ValueError(f"timeouts must be > 0 seconds, got {v}")
+        return v
+
     @field_validator("trials")
     @classmethod
     def _trials(cls, v: int) -> int:

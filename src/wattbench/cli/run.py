@@ -106,6 +106,8 @@ def register(app: typer.Typer) -> None:
         no_register: bool = typer.Option(False, "--no-register", help="Do not add the run to the history store."),
         no_html: bool = typer.Option(False, "--no-html", help="Do not write report.html."),
         keep_output_text: bool = typer.Option(False, "--keep-output-text", help="Keep response texts in requests.jsonl."),
+        request_timeout: float = typer.Option(600.0, "--request-timeout", help="Seconds a request may take in all."),
+        stall_timeout: float = typer.Option(120.0, "--stall-timeout", help="Seconds without a byte before a stream counts as stalled."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress goes to stderr)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     ) -> None:
@@ -166,6 +168,8 @@ def register(app: typer.Typer) -> None:
             register_run=not no_register,
             html=not no_html,
             keep_output_text=keep_output_text,
+            request_timeout_s=request_timeout,
+            stall_timeout_s=stall_timeout,
         )
         from wattbench.cli.progress import RunProgress
         from wattbench.report.terminal import run_summary

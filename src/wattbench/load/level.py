@@ -1096,7 +1096,10 @@ def _assemble(spec: LevelSpec, results: list[_WorkerResult], t0_ns: int, target_
             dur = (end_ns - start_ns) / 1e9
             load.achieved_rate_rps = sum(1 for r in measured if r.ok) / dur if dur > 0 else None
         else:
-            span = (measured[-1].sent_ns - measured[0].sent_ns) / 1e9
+            # From the first request's SCHEDULED time to the last actual send: a client that falls
+            # behind and then sends in bursts reads as slow, not as fast.
+            first = min((r.scheduled_ns if r.scheduled_ns is not None else r.sent_ns) for r in measured)
+            span = (max(r.sent_ns for r in measured) - first) / 1e9
             load.achieved_rate_rps = (len(measured) - 1) / span if span > 0 else None
     load.mean_in_flight = _mean_in_flight(records, start_ns, end_ns)
     lags = [(r.sent_ns - r.scheduled_ns) / 1e6 for r in measured if r.scheduled_ns is not None]
