@@ -27,11 +27,12 @@ def servers():
 def _check_truth(out, targets):
     fast, slow = (t.base_url for t in targets)
     per = per_target_summary(out.records, out.start_ns, out.end_ns, [fast, slow])
-    # each target's figures are its own server's script (client overhead is a few ms at most)
-    assert per[fast].latency.ttft_ms.mean == pytest.approx(30, abs=8)
-    assert per[slow].latency.ttft_ms.mean == pytest.approx(120, abs=8)
-    assert per[fast].latency.itl_ms.mean == pytest.approx(4, abs=1.5)
-    assert per[slow].latency.itl_ms.mean == pytest.approx(12, abs=1.5)
+    # each target's figures are its own server's script (client overhead is a few ms at most);
+    # medians, so a few requests delayed by new connections or a busy 2-core box do not decide it
+    assert per[fast].latency.ttft_ms.p50 == pytest.approx(30, abs=8)
+    assert per[slow].latency.ttft_ms.p50 == pytest.approx(120, abs=8)
+    assert per[fast].latency.itl_ms.p50 == pytest.approx(4, abs=1.5)
+    assert per[slow].latency.itl_ms.p50 == pytest.approx(12, abs=1.5)
     # the total is the union
     req, lat, thr = summarize_level(out.records, out.start_ns, out.end_ns)
     assert per[fast].requests.completed + per[slow].requests.completed == req.completed
