@@ -55,7 +55,8 @@ def main() -> None:
             continue
         a, b = w["start_ns"], w["end_ns"]
         ind = sum((interp(*nvml[g], b) or 0) - (interp(*nvml[g], a) or 0) for g in nvml)
-        smi_j = sum(trapezoid(*smi[g], a, b) or 0 for g in smi)
+        parts = [trapezoid(*smi[g], a, b) for g in smi]
+        smi_j = None if (not parts or any(p is None for p in parts)) else sum(parts)  # None: 1 s poll did not bracket the window
         wb = acc["energy_j"]
         rows.append(
             {
@@ -65,14 +66,15 @@ def main() -> None:
                 "independent_nvml_j": ind,
                 "diff_pct": 100 * (wb - ind) / ind if ind else None,
                 "nvidia_smi_1s_j": smi_j,
-                "smi_diff_pct": 100 * (smi_j - ind) / ind if ind else None,
+                "smi_diff_pct": 100 * (smi_j - ind) / ind if (ind and smi_j is not None) else None,
             }
         )
     for r in rows:
         print(
             f"{r['level']:>18}  {r['duration_s']:7.1f} s  wattbench {r['wattbench_j']:10.1f} J  "
             f"independent {r['independent_nvml_j']:10.1f} J  diff {r['diff_pct']:+.3f}%  "
-            f"nvidia-smi 1s {r['nvidia_smi_1s_j']:10.1f} J ({r['smi_diff_pct']:+.2f}%)"
+            + (f"nvidia-smi 1s {r['nvidia_smi_1s_j']:10.1f} J ({r['smi_diff_pct']:+.2f}%)"
+               if r["nvidia_smi_1s_j"] is not None else "nvidia-smi 1s: window not bracketed by its samples")
         )
     if "--json" in sys.argv:
         Path(sys.argv[sys.argv.index("--json") + 1]).write_text(json.dumps(rows, indent=2))
