@@ -86,6 +86,18 @@ class Engine(ABC):
 # ------------------------------------------------------------------ helpers
 
 
+def length_forcing_server_info(stream_interval: int = 1) -> dict[str, Any]:
+    """ServerInfo fields of an engine that takes ``ignore_eos`` and serves Prometheus /metrics
+    (vLLM, SGLang, llama.cpp): what their ``server_info_extra`` returns."""
+    return {
+        "metrics_endpoint": "/metrics",
+        "extra_body": {"ignore_eos": True},
+        "output_length_forced": True,
+        "stream_batching": {"stream_interval": stream_interval},
+        "detected_by": ["launched"],
+    }
+
+
 def free_port(host: str = DEFAULT_HOST) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))

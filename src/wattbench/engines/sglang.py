@@ -17,7 +17,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wattbench.engines.base import Engine, LaunchPlan, flag_value, has_flag, http_get
+from wattbench.engines.base import (
+    Engine,
+    LaunchPlan,
+    flag_value,
+    has_flag,
+    http_get,
+    length_forcing_server_info,
+)
 from wattbench.engines.presets import resolve_model
 from wattbench.errors import EngineError
 
@@ -97,10 +104,4 @@ class SGLang(Engine):
         return eff
 
     def server_info_extra(self, plan: LaunchPlan, effective: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "metrics_endpoint": "/metrics",
-            "extra_body": {"ignore_eos": True},
-            "output_length_forced": True,
-            "stream_batching": {"stream_interval": effective.get("stream_interval", 1)},
-            "detected_by": ["launched"],
-        }
+        return length_forcing_server_info(effective.get("stream_interval", 1))

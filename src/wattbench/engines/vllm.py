@@ -24,7 +24,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wattbench.engines.base import Engine, LaunchPlan, flag_value, has_flag, http_get
+from wattbench.engines.base import (
+    Engine,
+    LaunchPlan,
+    flag_value,
+    has_flag,
+    http_get,
+    length_forcing_server_info,
+)
 from wattbench.engines.presets import default_cache_dir, resolve_model
 from wattbench.errors import EngineError
 
@@ -195,13 +202,7 @@ class VLLM(Engine):
         return eff
 
     def server_info_extra(self, plan: LaunchPlan, effective: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "metrics_endpoint": "/metrics",
-            "extra_body": {"ignore_eos": True},
-            "output_length_forced": True,
-            "stream_batching": {"stream_interval": effective.get("stream_interval", 1)},
-            "detected_by": ["launched"],
-        }
+        return length_forcing_server_info(effective.get("stream_interval", 1))
 
 
 def _gpu_memory_and_name() -> tuple[int | None, str]:
