@@ -34,7 +34,6 @@ from wattbench.results.schema import (
     LevelResult,
     Result,
     ServerInfo,
-    Validity,
     Window,
 )
 
@@ -239,8 +238,11 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
             level.energy_steady = acc_s.energy
         if not level.energy:
             level.energy_unavailable_reason = "no power or energy channel produced readings in this window"
+    elif state.sampler is not None:
+        level.energy_unavailable_reason = ("the level has no measurement window: no measured request completed, "
+                                           "so no energy can be attributed to it")
     else:
-        level.energy_unavailable_reason = state.energy_unavailable_reason or "no sensor was sampled"
+        level.energy_unavailable_reason = "no power meter (see the run's verdict)"
     if state.scraper is not None:
         # one scrape after the window so its end is bracketed by scrapes (counter deltas interpolate)
         time.sleep(min(state.scraper.interval_s * 1.2, 2.0))
@@ -264,7 +266,8 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         level.extra["oversaturation"] = sat.to_dict()
         if sat.oversaturated:
             extra.append(Finding("warn", f"over-saturated: {sat.reason}; latency figures grow with run length"))
-    level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra)
+    level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra,
+                                    n_requests=level.requests.completed + level.requests.failed)
     from wattbench.load.saturation import mark_saturated
 
     return mark_saturated(level)
@@ -306,6 +309,22 @@ def _count_source(records) -> str:
     if done and any(r.output_tokens is None for r in done):
         return "missing"
     return "usage"
+
+
+def _add_level_findings(level: LevelResult, spec, outcome, length_source: str | None) -> None:
+    """What the level measured, judged (accounting/level_findings.py): nothing completed, small
+    samples, a closed loop far below its label, prompt lengths off, the target gone."""
+    from wattbench.accounting.level_findings import level_findings
+    from wattbench.accounting.validity import combine, worst
+
+    if outcome.target_down:
+        level.extra["target_down"] = dict(outcome.target_down)
+    level.extra["timing"] = {"warmup_s": spec.warmup_s, "warmup_requests": spec.warmup_requests,
+                             "duration_s": spec.duration_s, "duration_includes_warmup": False}
+    found = level_findings(level, outcome.records, stopped_early=outcome.stopped_early, length_source=length_source,
+                           target_down=outcome.target_down)
+    if found:
+        level.validity = worst(level.validity, combine(found))
 
 
 def _steady_tokens(records, window: Window) -> tuple[int, int]:
@@ -358,8 +377,11 @@ def _finish(state: _RunState, status: str, detail: str | None) -> None:
         return
     from wattbench.results import rundir
 
+    from wattbench.accounting.level_findings import run_validity
+
     state.result.status = status  # type: ignore[assignment]
     state.result.status_detail = detail
+    state.result.validity = run_validity(state.result, state.energy_unavailable_reason)
     with contextlib.suppress(Exception):
         if state.sampler is not None and state.telemetry_writer is not None:
             state.telemetry_writer.flush(state.sampler.log)
@@ -509,15 +531,12 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
             "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
             "token counts still come from the server's usage"
         )
-    if sampler is None:
-        why = (
-            "--no-sensors was given"
-            if cfg.no_sensors
+    if sampler is None:  # said once, in the run's verdict (accounting.level_findings.run_validity)
+        state.energy_unavailable_reason = (
+            "--no-sensors was given" if cfg.no_sensors
             else "no power meter could be read on this machine"
-            + (": " + "; ".join(problems) if problems else "")
+            + (f"; {len(problems)} sensor problem(s) listed below" if problems else "")
         )
-        state.energy_unavailable_reason = why
-        result.warnings.append(f"energy unavailable: {why}")
     result.extra["run_dir"] = str(run_dir)
     state.result = result
     if sampler is not None:
@@ -573,12 +592,6 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         result.idle = {b: i.to_dict() for b, i in both.items()}
 
     # 8. close out.
-    verdicts = [lv.validity.verdict for lv in result.levels]
-    worst = "invalid" if "invalid" in verdicts else "warn" if "warn" in verdicts else "valid"
-    result.validity = Validity(
-        verdict=worst,  # type: ignore[arg-type]
-        reasons=sorted({f"{lv.label}: {r}" for lv in result.levels for r in lv.validity.reasons}),
-    )
     _finish(state, "complete", None)
     if cfg.register_run:
         with contextlib.suppress(Exception):  # history is an index; the run directory is the record
@@ -658,8 +671,16 @@ class _LevelRunner:
             lv = self._account(index, spec, outcome, k, thermal_before, label_suffix)
             trials.append(lv)
             self._write_requests(outcome.records, k)
+            if outcome.target_down:
+                break  # no further trial against a target that stopped answering
         level = trials[-1]
         self._record(level, [], trials)
+        if level.extra.get("target_down"):
+            from wattbench.errors import TargetStopped
+
+            raise TargetStopped(f"{level.extra['target_down']['text']} (level {level.label}); the run stopped, "
+                                f"the {sum(t.requests.completed + t.requests.failed for t in trials)} requests "
+                                "measured are kept" + (f" in {state.run_dir}" if state.run_dir else ""))
         return level
 
     def _run_one(self, spec, requests, on_progress):
@@ -686,6 +707,7 @@ class _LevelRunner:
     def _account(self, index, spec, outcome, trial: int, thermal_before, label_suffix: str) -> LevelResult:
         lv = _account_level(self.state, index, spec, outcome, _count_source(outcome.records), self.slos)
         lv.label = spec.label + label_suffix
+        _add_level_findings(lv, spec, outcome, self.workload.token_source)
         if len(self.targets) > 1:
             from wattbench.load.targets import per_target_summary
 
@@ -838,6 +860,9 @@ def _trials_block(trials: list[LevelResult]) -> dict:
 def _level_figures(level: LevelResult) -> dict:
     """What the sweeps judge a level by: its dump plus a flat objective per boundary."""
     d = level.model_dump(mode="json")
+    if level.requests.completed == 0:  # a failed level, not a missing one (load/search.py)
+        d["failed"] = next((r.split(": ", 1)[-1] for r in level.validity.reasons if "no measured request" in r),
+                           "no measured request completed")
     d["oversaturated"] = bool((level.extra.get("oversaturation") or {}).get("oversaturated")) or str(
         level.extra.get("stopped_early") or "").startswith("over-saturated")
     b = _primary_boundary(level)
@@ -898,10 +923,15 @@ def _prefill_decode_pair(state: _RunState, lr: _LevelRunner) -> None:
     conc = max(cfg.concurrency or [8])
     pre = lr.measure("concurrency", conc, output_tokens=1, input_tokens=1024, label_suffix=" prefill-heavy")
     dec = lr.measure("concurrency", conc, output_tokens=512, input_tokens=16, label_suffix=" decode-heavy")
-    b = _primary_boundary(pre)
+    b = _primary_boundary(pre) or _primary_boundary(dec)
 
     def figs(lv: LevelResult) -> dict:
-        e = lv.energy[b]
+        e = lv.energy.get(b) if b else None
+        if e is None:  # an error text is a sentence, never a leaked key name
+            why = next((r for r in lv.validity.reasons if "no measured request" in r), None) or (
+                lv.energy_unavailable_reason or "no energy was measured")
+            raise UserError(f"the {lv.label} level has no {b or 'measured'} energy ({why}); "
+                            "the isolating pair needs both levels measured")
         return {"dynamic_energy_j": e.dynamic_energy_j, "energy_j": e.energy_j, "idle_power_w": e.idle_power_w,
                 "duration_s": lv.window.duration_s if lv.window else None,
                 "input_tokens": lv.throughput.input_tokens, "output_tokens": lv.throughput.output_tokens}
@@ -910,8 +940,14 @@ def _prefill_decode_pair(state: _RunState, lr: _LevelRunner) -> None:
         pair = isolating_pair(figs(pre), figs(dec))
         pair["boundary"] = b
         pair["levels"] = [pre.index, dec.index]
-    except (UserError, KeyError, TypeError) as e:
+    except UserError as e:
         pair = {"error": str(e)}
+    except (KeyError, TypeError) as e:
+        pair = {"error": f"the isolating pair could not be solved: a figure it needs is missing "
+                         f"({type(e).__name__} {e})"}
+    failed = [lv.label for lv in (pre, dec) if lv.requests.completed == 0]
+    if failed:
+        pair["failed_levels"] = failed
     state.result.extra.setdefault("prefill_decode", {})["isolating_pair"] = pair
 
 
