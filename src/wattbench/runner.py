@@ -699,7 +699,10 @@ class _LevelRunner:
         return run_level(spec, self.targets[0], requests, on_progress=on_progress)
 
     def _requests(self, output_tokens: int | None, input_tokens: int | None):
-        specs = self.workload.specs(None, start=0 if self.is_trace else self.used)
+        # a trace replays its rows; every other workload is asked for an endless stream, so a dataset
+        # shorter than the run cycles (docs/workloads.md) instead of leaving later levels empty
+        specs = self.workload.specs(None, start=0) if self.is_trace else self.workload.specs(
+            ENDLESS_REQUESTS, start=self.used)
         if output_tokens is None and input_tokens is None:
             return specs
         return _override_lengths(specs, output_tokens, input_tokens, self.workload)
@@ -766,6 +769,7 @@ def _requests_needed(spec) -> int:
 
 
 MAX_PREDRAWN_REQUESTS = 20_000
+ENDLESS_REQUESTS = 1 << 40  # "no end" for a workload's lazy specs(n, start)
 
 
 class _ClusterTelemetry:

@@ -80,7 +80,8 @@ def summary_table(result: Result) -> Table:
 def validity_lines(result: Result) -> list[Text]:
     """The run's verdict with its reasons, then each non-valid level's reasons."""
     v = result.validity
-    out = [Text.assemble(("verdict: ", "bold"), (v.verdict, VERDICT_STYLE.get(v.verdict, "")))]
+    out = [Text.assemble(("verdict: ", "bold"), (v.verdict, VERDICT_STYLE.get(v.verdict, "")),
+                         (" · energy: unavailable" if v.energy == "unavailable" else "", "yellow"))]
     for reason in [*v.reasons, *result.warnings, *result.sensor_problems]:
         out.append(Text(f"  - {reason}"))
     for lv in result.levels:
