@@ -406,6 +406,8 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     if cfg.sweep not in (None, "auto"):
         raise UserError(f"--sweep {cfg.sweep!r}: the only sweep is 'auto' (give levels with --concurrency/--rate)")
 
+    _validate_levels(cfg)  # every level the run plans, checked before anything is written
+
     # 1. target: given, or an engine we launch and stop.
     tokenizer_path = cfg.tokenizer
     launched_info: ServerInfo | None = None
@@ -599,6 +601,20 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
 
             HistoryStore(cfg.db).register(result, run_dir)
     return result
+
+
+def _validate_levels(cfg: RunConfig) -> None:
+    """The load generator's own checks (``load.level.validate_spec``) on every planned level, so bad
+    input (``--arrival poison``, a rate the generator refuses) exits before a file is written."""
+    from wattbench.load.level import validate_spec
+    from wattbench.load.types import LevelSpec
+
+    plans = cfg.levels() if not (cfg.sweep or cfg.optimize) else [("rate", r) for r in cfg.rate] or [
+        ("concurrency", c) for c in (cfg.concurrency or [1])]
+    for mode, value in plans:
+        validate_spec(LevelSpec(index=0, mode=mode, value=value, arrival=cfg.arrival,  # type: ignore[arg-type]
+                                num_requests=cfg.num_requests, duration_s=cfg.duration_s, workers=cfg.workers,
+                                speedup=cfg.speedup))
 
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")

@@ -147,3 +147,72 @@ def test_server_sigkilled_mid_level_stops_the_run_with_exit_4(tmp_path):
     lv = res.levels[0]
     assert lv.requests.completed == len([r for r in ok if not r.warmup])
     assert lv.validity.verdict == "invalid" and lv.extra["target_down"]["refusals"] >= 5
+
+
+@pytest.mark.parametrize("bad, needle", [
+    (("--arrival", "poison"), "--arrival 'poison'"),
+    (("--arrival", "gamma:-1"), "gamma:-1"),
+    (("--workers", "0"), "--workers must be >= 1"),
+    (("--sample-interval", "0"), "--sample-interval must be > 0"),
+    (("--speedup", "0"), "--speedup must be > 0"),
+    (("--cooldown", "-1"), "--cooldown must be >= 0"),
+    (("--price-per-kwh", "-1"), "--price-per-kwh must be >= 0"),
+])
+def test_bad_input_writes_nothing(tmp_path, bad, needle):
+    """Validated before anything is written: no run directory, no telemetry, no history database."""
+    out, db = tmp_path / "run", tmp_path / "h.sqlite3"
+    with stream_server("--ttft-ms", "5", "--itl-ms", "2") as (base, stats):
+        p = _wb("run", "--target", base, "-r", "2", "-n", "3", *bad, "--sensor", "const:node=100", "--idle", "0",
+                "--db", str(db), "--out", str(out), cwd=tmp_path)
+        served = stats()
+    assert p.returncode == 2, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in p.stderr, p.stderr
+    assert not out.exists() and not db.exists()
+    assert served["requests"] == 0  # nothing was sent either
+
+
+def test_history_import_never_registers_a_result_without_a_finished_level(tmp_path):
+    from tests.fakes.results_factory import make_result
+    from wattbench.results import rundir
+    from wattbench.results.store import HistoryStore
+
+    empty = make_result("started-only")
+    empty.levels = []
+    empty.status = "running"
+    rundir.write_result(tmp_path / "runs" / "a", empty)
+    rundir.write_result(tmp_path / "runs" / "b", make_result("finished"))
+    db = tmp_path / "h.sqlite3"
+    p = _wb("history", "import", str(tmp_path / "runs"), "--db", str(db), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "no finished level (status running); not registered" in p.stderr
+    with HistoryStore(db) as s:
+        assert [r.run_id for r in s.list_runs()] == ["finished"]
+        s.register(empty, tmp_path / "runs" / "a")  # even registered directly, it is not indexed as valid
+        assert s.get("started-only").verdict == "invalid"
+
+
+def test_a_run_without_a_meter_says_so_once_and_compare_still_compares(tmp_path):
+    with stream_server("--ttft-ms", "5", "--itl-ms", "2") as (base, _):
+        runs = []
+        for name, flags in (("nometer", ("--no-sensors",)), ("nvml", ("--sensor", "nvml:0"))):
+            p = subprocess.run([sys.executable, "-m", "wattbench", "run", "--target", base, "-c", "2", "-n", "6",
+                                *flags, "--idle", "0", "--no-register", "--no-html", "--out", str(tmp_path / name)],
+                               cwd=tmp_path, env=child_env(COLUMNS="400"), capture_output=True, text=True, timeout=120)
+            assert p.returncode == 0, p.stderr
+            assert p.stdout.count("no energy was measured") == 1, p.stdout  # once, not per level and line
+            assert "verdict: warn · energy: unavailable" in p.stdout
+            res = load_result(tmp_path / name)
+            assert res.validity.energy == "unavailable" and res.validity.verdict != "valid"
+            runs.append(tmp_path / name)
+        c = subprocess.run([sys.executable, "-m", "wattbench", "compare", *map(str, runs), "--json"], cwd=tmp_path,
+                           env=child_env(), capture_output=True, text=True, timeout=120)
+    assert c.returncode == 0, c.stderr
+    cmp = json.loads(c.stdout)
+    assert cmp["boundary"] is None
+    row = cmp["levels"][0]
+    a, b = (load_result(r).levels[0] for r in runs)
+    assert row["figures"][0]["output_tokens_per_s"] == pytest.approx(a.throughput.output_tokens_per_s)
+    assert row["figures"][1]["ttft_p99_ms"] == pytest.approx(b.latency.ttft_ms.p99)
+    assert row["figures"][0]["output_tokens_per_s_per_kw"] is None
+    assert any("latency and throughput are compared" in w for w in cmp["warnings"])

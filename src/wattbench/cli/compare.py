@@ -57,7 +57,8 @@ def render(cmp, agreement=None) -> None:
 
     c = Console(highlight=False)
     for row in cmp.levels:
-        t = Table(title=escape(f"{row.key} @ {cmp.boundary}"), title_justify="left")
+        where = cmp.boundary or "no energy measured"
+        t = Table(title=escape(f"{row.key} @ {where}"), title_justify="left")
         t.add_column("figure")
         for rid, label, verdict in zip(cmp.run_ids, row.labels, row.verdicts):
             mark = "" if verdict == "valid" else f" ({verdict})"

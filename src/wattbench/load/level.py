@@ -692,6 +692,12 @@ class _WorkerResult:
     down: TargetDown | None = None  # the target this worker saw stop answering
 
 
+def validate_spec(spec: LevelSpec) -> None:
+    """Refuse a level the generator cannot run (UserError naming the flag); the runner calls this
+    for every planned level before it writes anything."""
+    _validate(spec)
+
+
 def _validate(spec: LevelSpec) -> None:
     if spec.mode == "concurrency" and not (spec.value >= 1 and float(spec.value).is_integer()):
         raise UserError(f"--concurrency must be a whole number >= 1, got {spec.value!r}")

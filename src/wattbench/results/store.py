@@ -166,6 +166,11 @@ def _level_rows(result: Result) -> list[tuple]:
     return rows
 
 
+def _verdict(result: Result) -> str:
+    """The verdict indexed for a run: never ``valid`` without a finished level."""
+    return result.validity.verdict if result.levels else "invalid"
+
+
 class HistoryStore:
     """A connection to one history database. Use as a context manager or call ``close()``."""
 
@@ -258,7 +263,7 @@ class HistoryStore:
                        wattbench_version=excluded.wattbench_version, summary=excluded.summary""",
                 (result.run_id, kind, path, result.created_at, _utc_now_iso(),
                  result.server.model or result.config.get("model"), result.server.engine, result.server.version,
-                 _gpu_desc(result), json.dumps(bnds), result.status, result.validity.verdict,
+                 _gpu_desc(result), json.dumps(bnds), result.status, _verdict(result),
                  result.wattbench_version, json.dumps(summary or {})),
             )
             c.execute("DELETE FROM levels WHERE run_id = ?", (result.run_id,))
@@ -318,6 +323,9 @@ class HistoryStore:
                     res = load_result(f)
                 except UserError as e:
                     problems.append(str(e))
+                    continue
+                if not res.levels:  # a run stopped before its first level (or bad input) measured nothing
+                    problems.append(f"{f}: no finished level (status {res.status}); not registered")
                     continue
                 records.append(self.register(res, f.parent))
         return records, problems
