@@ -171,5 +171,11 @@ class RunConfig(BaseModel):
         return [("concurrency", c) for c in (self.concurrency or default)]
 
     def public_dict(self) -> dict:
-        """The config as written to result.json: no secrets."""
-        return self.model_dump(mode="json", exclude={"api_key"})
+        """The config as written to result.json: no secrets (no API key, URL credentials shown as
+        ``***@``: ``server/redact.py``)."""
+        from wattbench.server.redact import redact_url
+
+        d = self.model_dump(mode="json", exclude={"api_key"})
+        d["target"] = redact_url(d.get("target"))
+        d["targets"] = [redact_url(u) for u in d.get("targets") or []]
+        return d

@@ -394,6 +394,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     from wattbench.load.types import TargetSpec
     from wattbench.server.detect import detect_server
     from wattbench.server.openai import check_target, normalize_base_url
+    from wattbench.server.redact import combine_credentials
 
     cfg = state.config
     api_key = _api_key(cfg)
@@ -412,7 +413,9 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     tokenizer_path = cfg.tokenizer
     launched_info: ServerInfo | None = None
     if cfg.target:
-        base_url = normalize_base_url(cfg.target)
+        # credentials in the URL become an Authorization header; the URL kept and written has none
+        target_url, api_key = combine_credentials(cfg.target, api_key)
+        base_url = normalize_base_url(target_url)
     else:
         from wattbench.engines import launch
 
@@ -434,11 +437,15 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
 
     model, models = asyncio.run(check_target(base_url, api_key, cfg.model))
     server = asyncio.run(detect_server(base_url, api_key))
-    extra_urls = [normalize_base_url(u) for u in cfg.targets if normalize_base_url(u) != base_url]
+    extra_keys: dict[str, str | None] = {}
+    for u in cfg.targets:
+        clean, key = combine_credentials(u, _api_key(cfg))
+        extra_keys.setdefault(normalize_base_url(clean), key)
+    extra_urls = [u for u in extra_keys if u != base_url]
     extra_servers = []
     for u in extra_urls:  # replicas (or a load balancer's backends): same model, checked each
-        asyncio.run(check_target(u, api_key, model))
-        extra_servers.append(asyncio.run(detect_server(u, api_key)))
+        asyncio.run(check_target(u, extra_keys[u], model))
+        extra_servers.append(asyncio.run(detect_server(u, extra_keys[u])))
     if launched_info is not None:
         from wattbench.server.detect import merge_launched
 
@@ -457,7 +464,8 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         keep_output_text=cfg.keep_output_text,
     )
     targets = [target] + [
-        TargetSpec(base_url=u, model=model, api=cfg.api, api_key=api_key, request_timeout_s=cfg.request_timeout_s,
+        TargetSpec(base_url=u, model=model, api=cfg.api, api_key=extra_keys[u],
+                   request_timeout_s=cfg.request_timeout_s,
                    stall_timeout_s=cfg.stall_timeout_s, keep_output_text=cfg.keep_output_text,
                    extra_body=dict(si.extra_body), send_min_tokens=bool(si.supports_ignore_eos))
         for u, si in zip(extra_urls, extra_servers)

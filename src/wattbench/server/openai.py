@@ -8,6 +8,8 @@ message, an exception text or a repr.
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import asyncio
 from urllib.parse import urlsplit, urlunsplit
 
@@ -66,7 +68,7 @@ def endpoint_url(target: TargetSpec) -> str:
 def auth_headers(api_key: str | None) -> dict[str, str]:
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+        headers["Authorization"] = authorization(api_key)
     return headers
 
 
