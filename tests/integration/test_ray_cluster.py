@@ -42,10 +42,13 @@ def cluster():
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([old["PYTHONPATH"]] if old["PYTHONPATH"] else []))
     os.environ["RAY_AUTH_MODE"] = "disabled"  # a throwaway local cluster
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    # every node on loopback: Ray's default node IP is the machine's interface address, and test
+    # traffic stays on 127.0.0.1 (tests/unit/reliability/test_loopback_only.py checks this)
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False,
+                                                      "node_ip_address": "127.0.0.1"})
     try:
-        c.add_node(num_cpus=2)
-        ray.init(address=c.address, log_to_driver=False)
+        c.add_node(num_cpus=2, node_ip_address="127.0.0.1")
+        ray.init(address=c.address, log_to_driver=False, _node_ip_address="127.0.0.1")
         c.wait_for_nodes()
         yield c
     finally:
