@@ -106,9 +106,6 @@ def _line(offsets: list[ClockOffset]) -> OffsetLine:
     return OffsetLine(offsets[0], offsets[-1] if len(offsets) > 1 else None)
 
 
-LOCAL_NODE_IP = "127.0.0.1"  # node IP of a local cluster wattbench starts (Ray's default is the interface's)
-
-
 class RayCluster:
     """A connection to a Ray cluster with load actors and per-node sensor actors (module doc)."""
 
@@ -162,8 +159,6 @@ class RayCluster:
             if self.runtime_env:
                 kw["runtime_env"] = self.runtime_env
             kw.setdefault("log_to_driver", False)
-            if self.address == "local":  # a cluster we start ourselves listens on loopback only
-                kw.setdefault("_node_ip_address", LOCAL_NODE_IP)
             try:
                 ray.init(address=None if self.address == "local" else self.address, **kw)
             except ConnectionError as e:

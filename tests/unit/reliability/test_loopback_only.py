@@ -6,8 +6,8 @@
   ``aiohttp.web.TCPSite``, ``prometheus_client.start_http_server`` — whose own default is
   0.0.0.0 —, ``wsgiref.make_server``) must name a loopback host literally;
 - Ray: ``Cluster(...)`` with ``head_node_args`` holding ``node_ip_address="127.0.0.1"``,
-  ``add_node(node_ip_address="127.0.0.1")``, ``ray.init(..., _node_ip_address="127.0.0.1")``; a local
-  cluster wattbench starts itself (``--ray local``) asks for the same.
+  ``add_node(node_ip_address="127.0.0.1")``, ``ray.init(..., _node_ip_address="127.0.0.1")`` (the
+  Ray test fixture also turns off Ray's "reachable address" rewrite of 127.0.0.1, see there).
 """
 
 from __future__ import annotations
@@ -128,28 +128,3 @@ def test_the_scan_finds_what_it_looks_for(code, problem):
           "c.add_node(num_cpus=2)": "c.add_node(num_cpus=2, node_ip_address='127.0.0.1')"}
     if code in ok:
         assert scan(ast.parse(ok[code]), "x.py")[0] == []
-
-
-def test_a_local_ray_cluster_wattbench_starts_uses_a_loopback_node_ip(monkeypatch):
-    from wattbench.distributed import run as dr
-
-    calls = []
-
-    class FakeRay:  # the seam: what wattbench asks ray.init for
-        @staticmethod
-        def is_initialized():
-            return False
-
-        @staticmethod
-        def init(address=None, **kw):
-            calls.append((address, kw))
-
-        @staticmethod
-        def nodes():
-            return []
-
-    monkeypatch.setattr(dr, "_ray", lambda: FakeRay)
-    dr.RayCluster("local").connect()
-    dr.RayCluster("10.0.0.5:6379").connect()  # an existing cluster: its own addresses, not ours to set
-    assert calls[0] == (None, {"log_to_driver": False, "_node_ip_address": "127.0.0.1"})
-    assert calls[1] == ("10.0.0.5:6379", {"log_to_driver": False})
