@@ -66,7 +66,7 @@ def _cell(text: str):
 
 
 def register(app: typer.Typer) -> None:
-    plan_app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False)
+    plan_app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode=None)
     app.add_typer(plan_app, name="plan")
 
     @plan_app.command("roofline")

@@ -15,6 +15,8 @@ HELP = """Benchmark an OpenAI-compatible server (or the embedded engine when no 
 
 Examples:
 
+\b
+
   wattbench run                                   # embedded engine, default load
 
   wattbench run --target http://127.0.0.1:8000 --concurrency 1,8,64 --num-requests 200
