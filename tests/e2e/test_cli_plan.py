@@ -124,7 +124,7 @@ def test_roofline_with_result(app, tmp_path):
 def test_power_first_with_slo(app, tmp_path):
     a, b = _runs(tmp_path)
     res = invoke(app, "power-first", "--site-kw", "10", "--candidates", str(a), str(b),
-                 "--slo", "ttft_p95_ms=500", "--host-overhead-w", "0", "--json")
+                 "--slo", "ttft_p95=500ms", "--host-overhead-w", "0", "--json")
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert d["budget_w"] == 9000
