@@ -82,6 +82,10 @@ def _plain_metavars(cmd) -> None:
         if getattr(p, "param_type_name", "") == "option" and not p.is_flag and not p.count and p.metavar is None:
             bare = p.bare_type() if hasattr(p, "bare_type") else "str"
             p.metavar = _METAVARS.get(bare, "TEXT")
+        elif getattr(p, "param_type_name", "") == "argument":
+            if p.metavar is None:
+                p.metavar = (p.name or "value").upper()
+            p.display_type_rich = lambda ctx: None  # the name says it; typer would add "<list[str]>"
     for sub in getattr(cmd, "commands", {}).values():
         _plain_metavars(sub)
 
