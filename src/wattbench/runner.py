@@ -901,7 +901,10 @@ def _prefill_decode_pair(state: _RunState, lr: _LevelRunner) -> None:
     b = _primary_boundary(pre)
 
     def figs(lv: LevelResult) -> dict:
-        e = lv.energy[b]
+        e = lv.energy.get(b) if b else None
+        if e is None:
+            why = lv.energy_unavailable_reason or f"no {b or 'power'} energy was measured in it"
+            raise UserError(f"the {lv.label} level has no energy to split ({why})")
         return {"dynamic_energy_j": e.dynamic_energy_j, "energy_j": e.energy_j, "idle_power_w": e.idle_power_w,
                 "duration_s": lv.window.duration_s if lv.window else None,
                 "input_tokens": lv.throughput.input_tokens, "output_tokens": lv.throughput.output_tokens}
@@ -910,7 +913,7 @@ def _prefill_decode_pair(state: _RunState, lr: _LevelRunner) -> None:
         pair = isolating_pair(figs(pre), figs(dec))
         pair["boundary"] = b
         pair["levels"] = [pre.index, dec.index]
-    except (UserError, KeyError, TypeError) as e:
+    except UserError as e:
         pair = {"error": str(e)}
     state.result.extra.setdefault("prefill_decode", {})["isolating_pair"] = pair
 
@@ -939,7 +942,7 @@ def _run_analyses(state: _RunState, lr: _LevelRunner) -> None:
         pd = result.extra.setdefault("prefill_decode", {})
         pd["regression"] = reg
         pair = pd.get("isolating_pair")
-        if pair and "error" not in pair and "error" not in reg:
+        if pair and "error" not in pair and reg.get("status") == "ok":
             from wattbench.accounting.attribution import cross_check
 
             pd["cross_check"] = cross_check(reg, pair)
