@@ -49,6 +49,14 @@ class RequestRecord(_M):
     error_detail: str | None = None
     http_status: int | None = None
     output_text: str | None = None  # kept only when asked (agree, debugging)
+    # who asked (issue 20): from the dataset/trace row's ``tenant`` (or --tenant-field) and ``tags``
+    tenant: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    model: str | None = None  # the model it was sent to
+    # energy per request (an estimate, accounting/request_energy.py): boundary -> J, and how
+    energy_j: dict[str, float] = Field(default_factory=dict)
+    energy_method: dict[str, str] = Field(default_factory=dict)
+    carbon_g: dict[str, float] = Field(default_factory=dict)  # boundary -> gCO2e, with --carbon-intensity
 
 
 # ---------------------------------------------------------------- statistics
