@@ -66,6 +66,7 @@ class _RunState:
     cluster: Any = None
     energy_unavailable_reason: str | None = None
     telemetry_writer: Any = None
+    carbon: Any = None  # metrics.carbon.IntensitySeries from --carbon-intensity
     cleanup: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -128,6 +129,7 @@ def _build_workload(config: RunConfig, target, server: ServerInfo, tokenizer_pat
         output_tokens=config.output_tokens,
         max_context_tokens=server.max_model_len,
         speedup=config.speedup,
+        tenant_field=config.tenant_field,
     )
 
 
@@ -379,6 +381,9 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     from wattbench.metrics.slo import parse_slos
 
     slos = parse_slos(cfg.slo) if cfg.slo else []  # bad SLO text fails before anything starts
+    from wattbench.metrics.carbon_series import parse_carbon_intensity
+
+    state.carbon = parse_carbon_intensity(cfg.carbon_intensity)  # a bad file fails here too
     if cfg.optimize and cfg.optimize not in OBJECTIVES:
         raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
     if cfg.sweep not in (None, "auto"):
@@ -503,6 +508,8 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         tags=list(cfg.tags),
     )
     result.extra["workload"] = workload.describe()
+    if state.carbon is not None:
+        result.carbon = {**state.carbon.describe(), "unit": "gCO2e/kWh", "pue": cfg.pue}
     result.extra["prompt_length_source"] = workload.token_source
     if workload.token_source == "approx":
         result.warnings.append(
@@ -693,6 +700,7 @@ class _LevelRunner:
                                                [t.base_url for t in self.targets])
         if self.state.cluster is not None and self.state.sampler is not None and outcome.end_ns > outcome.start_ns:
             lv.per_node_energy = _per_node_energy(self.state, outcome, lv)
+        _attribute(self.state, lv, outcome.records)
         lv.extra["prompt_length_source"] = self.workload.token_source
         lv.extra["trial"] = trial
         if thermal_before is not None:
@@ -771,6 +779,34 @@ class _ClusterTelemetry:
 
     def close(self):
         self.stop()
+
+
+def _attribute(state: _RunState, level: LevelResult, records) -> None:
+    """Energy per request (accounting/request_energy.py) and carbon (accounting/carbon.py), issue 20."""
+    if state.sampler is None or not level.energy:
+        return
+    import functools
+
+    from wattbench.accounting.boundaries import boundary_totals
+    from wattbench.accounting.request_energy import attribute_level
+
+    log, pue = state.sampler.log, state.config.pue
+
+    @functools.lru_cache(maxsize=4096)
+    def totals(t0: int, t1: int) -> dict:
+        return boundary_totals(log, t0, t1, pue=pue)
+
+    def energy_fn_for(b: str):
+        def f(t0: int, t1: int) -> float | None:
+            t = totals(t0, t1).get(b)
+            return None if t is None else t.energy_j
+        return f
+
+    attribute_level(level, records, energy_fn_for, attribute_idle=state.config.attribute_idle)
+    if state.carbon is not None:
+        from wattbench.accounting.carbon import apply_carbon
+
+        apply_carbon(level, records, state.carbon, state.anchor.wall_ns, state.anchor.mono_ns, energy_fn_for, pue)
 
 
 def _per_node_energy(state: _RunState, outcome, level: LevelResult) -> dict:

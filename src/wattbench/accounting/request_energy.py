@@ -233,3 +233,56 @@ def roll_up(records: Sequence, energy_j: Mapping[int, float], key: Callable[[obj
         d["j_per_output_token"] = d["energy_j"] / d["output_tokens"] if d["output_tokens"] else None
         d["share"] = d["energy_j"] / total if total > 0 else None
     return dict(sorted(groups.items(), key=lambda kv: -kv[1]["energy_j"]))
+
+
+def _groups(r, attr: str) -> list[str]:
+    v = _get(r, attr)
+    if attr == "tags":
+        return [str(t) for t in (v or [])]
+    return [str(v) if v not in (None, "") else "(none)"]
+
+
+def attribute_level(level, records: Sequence, energy_fn_for: Callable[[str], Callable[[int, int], float | None]],
+                    *, attribute_idle: bool = False) -> None:
+    """Split each measured boundary's full-window energy of ``level`` over ``records``.
+
+    Sets ``energy_j`` / ``energy_method`` on each record that did work in the window and
+    ``level.attribution[boundary]`` (``RequestAttribution``: totals and roll-ups by tenant, tag,
+    model and target). A boundary whose energy cannot be split gets its ``unavailable_reason``.
+    """
+    from wattbench.results.schema import EnergyShare, RequestAttribution
+
+    w = level.window
+    if w is None or w.duration_s <= 0:
+        return
+    for b, be in level.energy.items():
+        if be.energy_j is None:
+            continue
+        try:
+            re = split_request_energy(records, b, w.start_ns, w.end_ns, energy_fn_for(b), be.energy_j,
+                                      be.idle_power_w, attribute_idle=attribute_idle,
+                                      update_period_s=be.update_period_s)
+        except UserError as e:
+            level.attribution[b] = RequestAttribution(boundary=b, unavailable_reason=str(e))
+            continue
+        method = re.method
+        for r in records:
+            i = _get(r, "id")
+            if i in re.energy_j:
+                r.energy_j[b] = re.energy_j[i]
+                r.energy_method[b] = method
+        n = len(re.energy_j)
+
+        def shares(attr: str) -> dict:
+            return {k: EnergyShare(**d) for k, d in roll_up(records, re.energy_j, lambda r: _groups(r, attr)).items()}
+
+        targets = shares("target")
+        level.attribution[b] = RequestAttribution(
+            boundary=b, method=method, basis=re.basis, weighting=re.weighting, weighting_reason=re.weighting_reason,
+            idle_attributed=re.idle_attributed, interval_s=re.interval_s, requests=n, energy_j=re.total_j,
+            j_per_prefill_token=re.fit["j_per_prefill_token"] if re.weighting == "prefill_decode" else None,
+            j_per_decode_token=re.fit["j_per_decode_token"] if re.weighting == "prefill_decode" else None,
+            mean_energy_j_per_request=re.total_j / n if n else None,
+            by_tenant=shares("tenant"), by_tag=shares("tags"), by_model=shares("model"),
+            by_target=targets if len(targets) > 1 else {},
+        )
