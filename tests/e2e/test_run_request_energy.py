@@ -50,6 +50,19 @@ def test_run_energy_per_request_tenant_and_carbon(tmp_path):
     assert set(att.by_model) == {result.server.model}
     printed = json.loads(p.stdout)
     assert printed["levels"][0]["attribution"]["node"]["by_tenant"]["acme"]["requests"] == 6
+    # the reports show the tenants' table and bar chart, and the carbon table; the terminal a line each
+    html = (out / "report.html").read_text()
+    assert 'id="energy-per-request"' in html and 'class="attribution"' in html and "tenant globex" in html
+    assert 'id="carbon"' in html and "400.0 gCO2e/kWh" in html
+    from rich.console import Console
+
+    from wattbench.report.terminal import run_summary
+
+    con = Console(record=True, width=200)
+    con.print(run_summary(result))
+    text = con.export_text()
+    assert "gCO2e per million output tokens at node (400 g/kWh)" in text
+    assert "energy by tenant (estimate, node): " in text
 
 
 def test_bad_carbon_file_exits_2_before_writing(tmp_path):

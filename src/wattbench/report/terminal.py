@@ -93,7 +93,10 @@ def validity_lines(result: Result) -> list[Text]:
 
 def run_summary(result: Result) -> RenderableType:
     """Validity first, then the table, then one headline per level."""
-    return Group(*validity_lines(result), summary_table(result), *headline_lines(result))
+    from wattbench.report.attribution import summary_lines
+
+    return Group(*validity_lines(result), summary_table(result), *headline_lines(result),
+                 *(Text(s) for s in summary_lines(result)))
 
 
 # ---------------------------------------------------------------- live progress
