@@ -37,6 +37,9 @@ ENERGY_FIGURES = (
     "tokens_per_kwh",
     "output_tokens_per_kwh",
     "cost_per_million_output_tokens",
+    "carbon_g_per_million_output_tokens",  # with --carbon-intensity (metrics/carbon.py)
+    "carbon_g_per_request",
+    "carbon_g",
 )
 THROUGHPUT_FIGURES = ("output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s", "requests_per_s")
 LATENCY_KINDS = ("ttft", "tpot", "itl", "e2e")

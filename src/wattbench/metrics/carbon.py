@@ -102,6 +102,14 @@ class IntensitySeries:
         k = _index_at(self.wall_s, wall_s)
         return self.g_per_kwh[k]
 
+    def mean_g_per_kwh(self) -> float:
+        """Time-weighted mean over the covered span (a planning figure, not a window's)."""
+        if self.is_constant or len(self.wall_s) == 1:
+            return self.g_per_kwh[0]
+        lo, hi = self.span_s()
+        ends = list(self.wall_s[1:]) + [hi]
+        return sum(g * (b - a) for g, a, b in zip(self.g_per_kwh, self.wall_s, ends)) / (hi - lo)
+
     def describe(self) -> dict:
         if self.is_constant:
             return {"source": "constant", "g_per_kwh": self.g_per_kwh[0]}
