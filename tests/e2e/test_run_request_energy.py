@@ -63,6 +63,18 @@ def test_run_energy_per_request_tenant_and_carbon(tmp_path):
     text = con.export_text()
     assert "gCO2e per million output tokens at node (400 g/kWh)" in text
     assert "energy by tenant (estimate, node): " in text
+    # requests.csv carries the tenant and the estimate
+    import csv
+
+    from wattbench.report.csv import write_csvs
+    from wattbench.report.data import load_runs
+
+    _, req_csv = write_csvs(load_runs([out]), tmp_path / "csv")
+    with open(req_csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["energy_boundary"] for r in rows} == {"node"}
+    assert sum(float(r["energy_j_estimate"]) for r in rows) == pytest.approx(node.energy_j, rel=1e-9)
+    assert sum(1 for r in rows if r["tenant"] == "acme" and r["tags"] == "batch") == 2
 
 
 def test_bad_carbon_file_exits_2_before_writing(tmp_path):
