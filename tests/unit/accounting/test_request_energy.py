@@ -119,3 +119,42 @@ def test_nothing_to_split_is_a_sentence():
         split_request_energy(recs, "accelerator", 39 * S, 40 * S, f, f(39 * S, 40 * S), IDLE_W)
     with pytest.raises(UserError, match="not above idle"):
         split_request_energy(recs, "accelerator", 0, 40 * S, f, 10.0, IDLE_W)
+
+
+def test_conservation_holds_for_any_requests_and_meter():
+    """Property: whatever the requests and the meter, the shares add up to the basis energy."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    req = st.tuples(st.floats(0.0, 9.0), st.floats(0.01, 1.0), st.integers(0, 500), st.integers(1, 60),
+                    st.floats(0.001, 0.2), st.booleans())
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(req, min_size=1, max_size=25), st.lists(st.floats(0.0, 500.0), min_size=3, max_size=3),
+           st.sampled_from([None, 50.0]), st.booleans())
+    def check(reqs, watts, idle_w, attribute_idle):
+        recs = []
+        for i, (sent, ttft, n_in, n_out, itl, chunked) in enumerate(reqs):
+            s = int(sent * S)
+            first = s + int(ttft * S)
+            chunks = [first + int(k * itl * S) for k in range(n_out)]
+            recs.append(RequestRecord(id=i, level=0, sent_ns=s, first_token_ns=first, last_token_ns=chunks[-1],
+                                      end_ns=chunks[-1], chunk_ns=chunks if chunked else [], input_tokens=n_in,
+                                      output_tokens=n_out))
+        grid = np.arange(0, 13.01, 0.1)
+        power = np.where(grid < 4, watts[0], np.where(grid < 8, watts[1], watts[2])) + 60.0
+        cum = np.concatenate([[0.0], np.cumsum(0.5 * (power[1:] + power[:-1]) * 0.1)])
+        log = build_log((counter_channel("gpu.energy"), grid, cum))
+        f = energy_fn(log)
+        t0, t1 = 0, 12 * S
+        gross = f(t0, t1)
+        try:
+            re = split_request_energy(recs, "accelerator", t0, t1, f, gross, idle_w, attribute_idle=attribute_idle)
+        except UserError as e:  # only the documented refusals
+            assert "no request produced tokens" in str(e) or "not above idle" in str(e)
+            return
+        want = gross if (idle_w is None or attribute_idle) else gross - idle_w * 12.0
+        assert sum(re.energy_j.values()) == pytest.approx(want, rel=1e-9, abs=1e-9)
+        assert all(v >= 0 for v in re.energy_j.values())
+
+    check()
