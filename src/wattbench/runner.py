@@ -257,7 +257,8 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         from wattbench.metrics.slo import goodput
 
         level.goodput = goodput(outcome.records, slos, level.window.duration_s,
-                                avg_power_w={b: e.avg_power_w for b, e in level.energy.items()})
+                                avg_power_w={b: e.avg_power_w for b, e in level.energy.items()},
+                                window_output_tokens=throughput.tokens_in_window.output)
     if str(outcome.stopped_early or "").startswith("over-saturated"):
         extra.append(Finding("warn", f"level stopped early, {outcome.stopped_early}; its figures describe a "
                                      "server past its capacity"))

@@ -124,14 +124,14 @@ def test_roofline_with_result(app, tmp_path):
 def test_power_first_with_slo(app, tmp_path):
     a, b = _runs(tmp_path)
     res = invoke(app, "power-first", "--site-kw", "10", "--candidates", str(a), str(b),
-                 "--slo", "ttft_p95_ms=500", "--host-overhead-w", "0", "--json")
+                 "--slo", "ttft_p95=500ms", "--host-overhead-w", "0", "--json")
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert d["budget_w"] == 9000
     assert {(x["option"]["run_id"], x["option"]["level_index"]) for x in d["allocations"]} <= {("run-a", 0), ("run-b", 0)}
     # best mix of 1150 W/800 and 640 W/470 under 9000 W: 14 × B = 8960 W, 6580 tok/s
     assert d["total_value_output_tokens_per_s"] == pytest.approx(6580)
-    table = invoke(app, "power-first", "--site-kw", "10", "--candidates", str(a), str(b), "--slo", "ttft_p95_ms=500")
+    table = invoke(app, "power-first", "--site-kw", "10", "--candidates", str(a), str(b), "--slo", "ttft_p95=500ms")
     assert table.exit_code == 0 and "breaks the SLO" in " ".join(table.stdout.split())
 
 

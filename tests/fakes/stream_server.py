@@ -18,6 +18,9 @@ without a fault that ended normally with usage and ``[DONE]`` written, and how l
 error. ``GET /stats/reset`` returns and clears them. ``GET /stats/requests`` maps the first word of each
 completed request's prompt to (request read, first token written, last token written) in
 ``perf_counter_ns`` — CLOCK_MONOTONIC, the same clock as the client's — for per-request truth.
+``GET /stats/emissions`` is the emission log: ``{"tokens_per_chunk": k, "emit_ns": [...]}``, the
+``perf_counter_ns`` at which every content chunk (k tokens) was written since the last reset, of
+every stream (faulty ones too): ground truth for "tokens the server produced in a window".
 
 Run: ``python tests/fakes/stream_server.py --port 0 --ttft-ms 100 --itl-ms 20``; it prints
 ``LISTENING <port>`` on stdout once bound (127.0.0.1 only).
@@ -60,6 +63,7 @@ class Script:
         # first prompt word -> (request read, first token written, last token written), ns on
         # perf_counter_ns (CLOCK_MONOTONIC, the client's clock too): per-request ground truth.
         self.per_request: dict[str, tuple[int, int, int]] = {}
+        self.emit_ns: list[int] = []  # every content chunk written (the emission log)
         self.ttft_s = a.ttft_ms / 1e3
         self.itl_s = a.itl_ms / 1e3
         self.rng = random.Random(a.seed)
@@ -153,6 +157,7 @@ class Script:
         }
         if reset:
             self.per_request = {}
+            self.emit_ns = []
             active = s["active"]
             self.stats = self._new_stats()
             self.stats["active"] = active
@@ -232,6 +237,8 @@ class Stream:
                 return
         write_ns = time.perf_counter_ns()  # before the write: the client may read it at once
         w(sc.content[self.api])
+        if len(sc.emit_ns) < 5_000_000:
+            sc.emit_ns.append(write_ns)
         if self.k == 0:
             self.first_ns = write_ns
             st["ttft_ns_sum"] += self.first_ns - self.recv_ns
@@ -347,6 +354,10 @@ class Proto(asyncio.Protocol):
             else:
                 data = [{"id": m, "object": "model", "owned_by": "fake"} for m in sc.models]
                 self.respond(200, json.dumps({"object": "list", "data": data}).encode())
+            return
+        if method == "GET" and path == "/stats/emissions":
+            body = json.dumps({"tokens_per_chunk": sc.a.tokens_per_chunk, "emit_ns": sc.emit_ns}).encode()
+            self.respond(200, body)
             return
         if method == "GET" and path == "/stats/requests":
             self.respond(200, json.dumps(sc.per_request).encode())

@@ -35,7 +35,7 @@ active-set answer, without scipy.
 
 **Token counts per interval** come from the server's counters where they were scraped
 (``vllm:prompt_tokens_total`` / ``vllm:generation_tokens_total`` deltas), else from client timing
-(:func:`intervals_from_records`): a request's input tokens go to the interval holding its first
+(:func:`intervals_from_records`, every stream, warm-up ones too): a request's input tokens go to the interval holding its first
 token (prefill finishes just before it), its output tokens are spread evenly over its content
 chunk arrivals (or evenly between first and last token when chunks were not kept).
 
@@ -83,8 +83,11 @@ def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, i
     """Per-interval energy and token counts from client records (see the module docstring).
 
     ``energy_series_fn(t0_ns, t1_ns)`` returns the energy (J) of one boundary over that span of the
-    run's clock (None where it cannot: that interval is dropped). Failed and warm-up requests add
-    no tokens. The span defaults to first send .. last token of the successful requests.
+    run's clock (None where it cannot: that interval is dropped). Counted: the
+    tokens of every stream that produced any, warm-up and failed ones included (the energy of an
+    interval paid for them too; the same rule as ``accounting.window_tokens``: a stream without
+    usage counts its chunks). The span defaults to first send .. last token of the measured,
+    successful requests.
     """
     if not interval_s > 0:
         raise UserError(f"attribution interval must be > 0 s, got {interval_s}")
@@ -93,6 +96,7 @@ def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, i
         raise UserError("no successful requests with a first token: nothing to attribute")
     t0 = start_ns if start_ns is not None else min(_get(r, "sent_ns") for r in ok)
     t1 = end_ns if end_ns is not None else max((_get(r, "last_token_ns") or _get(r, "first_token_ns")) for r in ok)
+    streams = [r for r in records if _get(r, "first_token_ns") is not None]
     step = int(round(interval_s * 1e9))
     n = max(1, int(math.ceil((t1 - t0) / step)))
     edges = t0 + step * np.arange(n + 1, dtype=np.int64)
@@ -104,16 +108,17 @@ def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, i
             return None
         return min(n - 1, int((t - t0) // step))
 
-    for r in ok:
+    for r in streams:
         ft = _get(r, "first_token_ns")
         b = bin_of(ft)
-        inp = _get(r, "input_tokens") or 0
+        inp = _get(r, "input_tokens") or _get(r, "requested_input_tokens") or 0
         if b is not None:
             pre[b] += inp
-        out = _get(r, "output_tokens") or 0
+        chunks = _get(r, "chunk_ns") or []
+        out = _get(r, "output_tokens")
+        out = (len(chunks) or 1) if out is None else out
         if out <= 0:
             continue
-        chunks = _get(r, "chunk_ns") or []
         if chunks:
             share = out / len(chunks)
             for c in chunks:

@@ -20,7 +20,7 @@ Examples:
 
   wattbench plan rack --rack-kw 15 --node runs/h200 --node name=L40S-box,gpu=L40S,gpus=4,host_overhead_w=600
 
-  wattbench plan power-first --site-kw 1000 --candidates runs/h200 runs/mi300x --slo ttft_p95_ms=500
+  wattbench plan power-first --site-kw 1000 --candidates runs/h200 runs/mi300x --slo ttft_p95=500ms
 
   wattbench plan tco --it-kw 10000 --load 0.7 --price-per-kwh 0.6 --pue 1 --json
 """
@@ -66,7 +66,7 @@ def _cell(text: str):
 
 
 def register(app: typer.Typer) -> None:
-    plan_app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False)
+    plan_app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode=None)
     app.add_typer(plan_app, name="plan")
 
     @plan_app.command("roofline")
@@ -176,7 +176,7 @@ def register(app: typer.Typer) -> None:
         site_kw: float = typer.Option(..., "--site-kw", help="Site (or hall) IT power cap in kW."),
         candidates: Optional[List[str]] = typer.Option(None, "--candidates", help="A run directory or run=DIR,boundary=B,name=X,gpus=N. Repeatable."),
         more: Optional[List[str]] = typer.Argument(None, metavar="RUN", help="More candidate run directories."),
-        slo: Optional[str] = typer.Option(None, "--slo", help="Latency limits, e.g. ttft_p95_ms=500,tpot_p95_ms=50."),
+        slo: Optional[str] = typer.Option(None, "--slo", help="Latency limits, as for run: ttft_p95=500ms,tpot_p95=50ms."),
         headroom_pct: float = typer.Option(10.0, "--headroom-pct", help="Percent of site power kept unallocated."),
         boundary: str = typer.Option("accelerator", "--boundary", help="Boundary of measured power: accelerator, node or wall."),
         percentile: str = typer.Option("p95", "--percentile", help="p95 or p99 (also max, avg)."),

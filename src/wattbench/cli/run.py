@@ -15,11 +15,11 @@ HELP = """Benchmark an OpenAI-compatible server (or the embedded engine when no 
 
 Examples:
 
-  wattbench run                                   # embedded engine, default load
-
-  wattbench run --target http://127.0.0.1:8000 --concurrency 1,8,64 --num-requests 200
-
-  wattbench run --target http://host:8000/v1 --rate 2,4,8 --arrival poisson --duration 60
+\b
+  wattbench run                            # embedded engine, default load
+  wattbench run -t http://127.0.0.1:8000 -c 1,8,64 -n 200
+  wattbench run -t http://host:8000/v1 --rate 2,4,8 --duration 60
+  wattbench run -t URL -c 1,8,64 --slo ttft_p99=500ms,tpot_p99=50ms
 """
 
 

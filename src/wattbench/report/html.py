@@ -1,7 +1,8 @@
 """One self-contained, interactive HTML report for one or more runs.
 
-The file opens offline: plotly.js is inlined once from the installed ``plotly`` package, no CDN,
-no web fonts. Every number shown comes from ``result.json``; plots are shaped (thinned, sorted)
+The file opens offline: plotly.js is inlined once — the partial bundle ``plotly.js-basic``
+(scatter and bar traces, 1.2 MB; ``report/assets/README.md`` says where it came from) — no CDN,
+no web fonts. Only those trace types may be drawn here. Every number shown comes from ``result.json``; plots are shaped (thinned, sorted)
 but not computed here, and the timeline's tokens/s and in-flight series come from
 ``wattbench.metrics.timeline``.
 
@@ -110,6 +111,9 @@ class _Doc:
             "plot_bgcolor": "#fafafa",
         }
         base.update(layout)
+        unknown = {t.get("type", "scatter") for t in data} - TRACE_TYPES
+        if unknown:  # the inlined partial bundle would draw nothing for them
+            raise ValueError(f"trace types {sorted(unknown)} are not in the report's plotly bundle")
         payload = {"data": _clean(data), "layout": _clean(base)}
         self.add(f'<div class="plot" id="{pid}"></div>')
         self.add(f'<script type="application/json" class="plot-data" data-target="{pid}">{script_json(payload)}</script>')
@@ -197,29 +201,28 @@ def _banners(runs: list[RunData]) -> str:
 
 
 def _slo_thresholds(result: Result) -> dict[str, float]:
-    """SLO thresholds (ms) by figure name (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``).
+    """SLO thresholds (ms) by figure name (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``), from a
+    level's ``goodput["slos"]`` (what ``metrics.slo.goodput`` stores), else ``config["slo"]`` read
+    with the one ``--slo`` parser. Two SLOs on one figure (``ttft_p50``, ``ttft_p99``): the tighter line."""
+    from wattbench.errors import UserError
+    from wattbench.metrics.slo import SLO, parse_slos
 
-    Taken from a level's ``goodput["slo"]`` when present, else read from ``config["slo"]`` written
-    like ``ttft_ms<=200,tpot_ms<=50`` or ``ttft:200ms``.
-    """
+    slos: list[SLO] = []
     for lv in result.levels:
-        slo = (lv.goodput or {}).get("slo")
-        if isinstance(slo, dict):
-            out = {}
-            for k, v in slo.items():
-                name = str(k).removeprefix("p99_").removeprefix("p50_")
-                if not name.endswith("_ms"):
-                    name += "_ms"
-                if isinstance(v, (int, float)):
-                    out[name] = float(v)
-            if out:
-                return out
-    text = result.config.get("slo")
-    out = {}
-    if isinstance(text, str):
-        for m in re.finditer(r"(ttft|tpot|itl|e2e)(?:_ms)?\s*(?:<=|<|=|:)\s*([0-9.]+)\s*(ms|s)?", text, re.I):
-            val = float(m.group(2)) * (1000.0 if (m.group(3) or "").lower() == "s" else 1.0)
-            out[m.group(1).lower() + "_ms"] = val
+        for d in (lv.goodput or {}).get("slos") or []:
+            if isinstance(d, dict) and isinstance(d.get("threshold_ms"), (int, float)):
+                slos.append(SLO(str(d.get("metric")), str(d.get("stat")), float(d["threshold_ms"])))
+        if slos:
+            break
+    if not slos and isinstance(result.config.get("slo"), str):
+        try:
+            slos = parse_slos(result.config["slo"])
+        except UserError:
+            slos = []
+    out: dict[str, float] = {}
+    for slo in slos:
+        key = f"{slo.metric}_ms"
+        out[key] = min(out.get(key, slo.threshold_ms), slo.threshold_ms)
     return out
 
 
@@ -297,7 +300,7 @@ def _timeline(doc: _Doc, run: RunData, lv: LevelResult, color_of: dict[str, str]
             continue
         ta, va = thin_series(ta, va, TIMELINE_MAX_POINTS)
         label = f"{ch.boundary or 'unbounded'} · {ch.id} ({ch.method}, {how})"
-        data.append({"type": "scattergl" if ta.size > 20000 else "scatter", "mode": "lines", "x": xs(ta), "y": va,
+        data.append({"type": "scatter", "mode": "lines", "x": xs(ta), "y": va,
                      "name": ptxt(label), "legendgroup": "power",
                      "line": {"width": 1.3, "color": color_of.setdefault(ch.id, COLORS[len(color_of) % len(COLORS)])},
                      "xaxis": "x", "yaxis": "y", "hovertemplate": "%{y:.1f} W<extra>" + ptxt(ch.id) + "</extra>"})
@@ -676,9 +679,17 @@ _BOOT = """
 """
 
 
+PLOTLY_BUNDLE = Path(__file__).with_name("assets") / "plotly-basic.min.js"
+TRACE_TYPES = frozenset({"scatter", "bar", "pie"})  # what the bundle draws
+
+
+def get_plotlyjs() -> str:
+    """The partial plotly.js bundle inlined in every report."""
+    return PLOTLY_BUNDLE.read_text(encoding="utf-8")
+
+
 def build_html(runs: list[RunData]) -> str:
     """The report page as a string."""
-    from plotly.offline import get_plotlyjs
 
     if not runs:
         from wattbench.errors import UserError

@@ -83,7 +83,28 @@ class Latency(_M):
     e2e_ms: Stats = Field(default_factory=Stats)
 
 
+class TokenCount(_M):
+    """Tokens credited to a window (``accounting/window_tokens.py`` states the rule)."""
+
+    output: float = 0.0
+    input: float = 0.0
+    warmup_output: float | None = None  # part of ``output`` from warm-up streams (tokens_in_window only)
+    edge_output: float | None = None  # part of ``output`` from streams only partly inside (tokens_in_window only)
+    estimated_streams: int | None = None  # streams counted without usage (tokens_in_window only)
+
+
 class Throughput(_M):
+    """Throughput over the level window.
+
+    ``output_tokens``/``input_tokens`` and every rate here (and every efficiency figure of the
+    level: tok/s per kW, J/token, tokens per kWh, cost per Mtok, goodput per kW, the prefill/decode
+    split) use ``tokens_in_window``: the tokens the server produced inside the window, from every
+    stream (warm-up leftovers and streams cut at the edges pro rata). ``measured_request_tokens``
+    are the usage tokens of the measured requests that ended in the window (the latency
+    population), kept for reference; ``requests_per_s`` counts those requests. ``token_basis``
+    says which count the figures use (results written before it existed used the measured requests').
+    """
+
     output_tokens_per_s: float = 0.0
     input_tokens_per_s: float = 0.0
     total_tokens_per_s: float = 0.0
@@ -91,6 +112,9 @@ class Throughput(_M):
     duration_s: float = 0.0
     output_tokens: int = 0
     input_tokens: int = 0
+    token_basis: Literal["tokens_in_window", "measured_request_tokens"] = "measured_request_tokens"
+    tokens_in_window: TokenCount | None = None
+    measured_request_tokens: TokenCount | None = None
 
 
 class Requests(_M):
