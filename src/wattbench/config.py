@@ -47,6 +47,7 @@ class RunConfig(BaseModel):
     tokenizer: str | None = None
     speedup: float = 1.0
     keep_output_text: bool = False
+    tenant_field: str = "tenant"  # dataset/trace row field naming who asked (energy per tenant)
 
     # sensors
     sensors: list[str] = Field(default_factory=list)  # specs; empty = auto-detect
@@ -59,6 +60,8 @@ class RunConfig(BaseModel):
     price_per_kwh: float = 0.15
     currency: str = "USD"
     pue: float = 1.0
+    carbon_intensity: str | None = None  # gCO2e/kWh, or a CSV/JSON time series file (metrics/carbon_series.py)
+    attribute_idle: bool = False  # per-request energy includes a share of idle power by time in flight
 
     # SLO / trials (issue 5)
     slo: str | None = None

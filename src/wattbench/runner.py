@@ -66,6 +66,7 @@ class _RunState:
     cluster: Any = None
     energy_unavailable_reason: str | None = None
     telemetry_writer: Any = None
+    carbon: Any = None  # metrics.carbon.IntensitySeries from --carbon-intensity
     cleanup: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -128,6 +129,7 @@ def _build_workload(config: RunConfig, target, server: ServerInfo, tokenizer_pat
         output_tokens=config.output_tokens,
         max_context_tokens=server.max_model_len,
         speedup=config.speedup,
+        tenant_field=config.tenant_field,
     )
 
 
@@ -380,6 +382,9 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     from wattbench.metrics.slo import parse_slos
 
     slos = parse_slos(cfg.slo) if cfg.slo else []  # bad SLO text fails before anything starts
+    from wattbench.metrics.carbon_series import parse_carbon_intensity
+
+    state.carbon = parse_carbon_intensity(cfg.carbon_intensity)  # a bad file fails here too
     if cfg.optimize and cfg.optimize not in OBJECTIVES:
         raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
     if cfg.sweep not in (None, "auto"):
@@ -504,6 +509,8 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         tags=list(cfg.tags),
     )
     result.extra["workload"] = workload.describe()
+    if state.carbon is not None:
+        result.carbon = {**state.carbon.describe(), "unit": "gCO2e/kWh", "pue": cfg.pue}
     result.extra["prompt_length_source"] = workload.token_source
     if workload.token_source == "approx":
         result.warnings.append(
@@ -694,6 +701,7 @@ class _LevelRunner:
                                                [t.base_url for t in self.targets])
         if self.state.cluster is not None and self.state.sampler is not None and outcome.end_ns > outcome.start_ns:
             lv.per_node_energy = _per_node_energy(self.state, outcome, lv)
+        _attribute(self.state, lv, outcome.records)
         lv.extra["prompt_length_source"] = self.workload.token_source
         lv.extra["trial"] = trial
         if thermal_before is not None:
@@ -772,6 +780,34 @@ class _ClusterTelemetry:
 
     def close(self):
         self.stop()
+
+
+def _attribute(state: _RunState, level: LevelResult, records) -> None:
+    """Energy per request (accounting/request_energy.py) and carbon (accounting/carbon.py), issue 20."""
+    if state.sampler is None or not level.energy:
+        return
+    import functools
+
+    from wattbench.accounting.boundaries import boundary_totals
+    from wattbench.accounting.request_energy import attribute_level
+
+    log, pue = state.sampler.log, state.config.pue
+
+    @functools.lru_cache(maxsize=4096)
+    def totals(t0: int, t1: int) -> dict:
+        return boundary_totals(log, t0, t1, pue=pue)
+
+    def energy_fn_for(b: str):
+        def f(t0: int, t1: int) -> float | None:
+            t = totals(t0, t1).get(b)
+            return None if t is None else t.energy_j
+        return f
+
+    attribute_level(level, records, energy_fn_for, attribute_idle=state.config.attribute_idle)
+    if state.carbon is not None:
+        from wattbench.accounting.carbon import apply_carbon
+
+        apply_carbon(level, records, state.carbon, state.anchor.wall_ns, state.anchor.mono_ns, energy_fn_for, pue)
 
 
 def _per_node_energy(state: _RunState, outcome, level: LevelResult) -> dict:
@@ -902,7 +938,10 @@ def _prefill_decode_pair(state: _RunState, lr: _LevelRunner) -> None:
     b = _primary_boundary(pre)
 
     def figs(lv: LevelResult) -> dict:
-        e = lv.energy[b]
+        e = lv.energy.get(b) if b else None
+        if e is None:
+            why = lv.energy_unavailable_reason or f"no {b or 'power'} energy was measured in it"
+            raise UserError(f"the {lv.label} level has no energy to split ({why})")
         return {"dynamic_energy_j": e.dynamic_energy_j, "energy_j": e.energy_j, "idle_power_w": e.idle_power_w,
                 "duration_s": lv.window.duration_s if lv.window else None,
                 "input_tokens": lv.throughput.input_tokens, "output_tokens": lv.throughput.output_tokens}
@@ -911,7 +950,7 @@ def _prefill_decode_pair(state: _RunState, lr: _LevelRunner) -> None:
         pair = isolating_pair(figs(pre), figs(dec))
         pair["boundary"] = b
         pair["levels"] = [pre.index, dec.index]
-    except (UserError, KeyError, TypeError) as e:
+    except UserError as e:
         pair = {"error": str(e)}
     state.result.extra.setdefault("prefill_decode", {})["isolating_pair"] = pair
 
@@ -940,7 +979,7 @@ def _run_analyses(state: _RunState, lr: _LevelRunner) -> None:
         pd = result.extra.setdefault("prefill_decode", {})
         pd["regression"] = reg
         pair = pd.get("isolating_pair")
-        if pair and "error" not in pair and "error" not in reg:
+        if pair and "error" not in pair and reg.get("status") == "ok":
             from wattbench.accounting.attribution import cross_check
 
             pd["cross_check"] = cross_check(reg, pair)

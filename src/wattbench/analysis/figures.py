@@ -38,6 +38,9 @@ ENERGY_FIGURES = (
     "output_tokens_per_kwh",
     "cost_per_million_output_tokens",
     "goodput_per_kw",  # output tok/s of requests meeting --slo, per kW at the boundary (goodput.per_kw)
+    "carbon_g_per_million_output_tokens",  # with --carbon-intensity (metrics/carbon.py)
+    "carbon_g_per_request",
+    "carbon_g",
 )
 THROUGHPUT_FIGURES = ("output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s", "requests_per_s")
 LATENCY_KINDS = ("ttft", "tpot", "itl", "e2e")

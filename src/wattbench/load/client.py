@@ -309,5 +309,8 @@ class StreamClient:
             error_detail=_scrub(detail, target.api_key) if detail else None,
             http_status=status,
             output_text="".join(texts) if keep else None,
+            tenant=spec.tenant,
+            tags=list(spec.user_tags),
+            model=target.model,
         )
         return rec

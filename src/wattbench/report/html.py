@@ -511,6 +511,30 @@ def _idle_dynamic(doc: _Doc, run: RunData) -> None:
                     "barmode": "stack", "yaxis": {"title": {"text": "energy (J)"}}}, height=420)
 
 
+def _per_request_energy(doc: _Doc, run: RunData) -> None:
+    """Energy per tenant / tag / model (estimates) and carbon: report/attribution.py arranges them."""
+    from wattbench.report import attribution as A
+
+    r = run.result
+    headers, rows = A.attribution_table(r)
+    lines = A.method_lines(r)
+    if rows or lines:
+        doc.add('<h3 id="energy-per-request">Energy per request, tenant and model (estimates)</h3>')
+        for line in lines:
+            doc.note(line)
+        if rows:
+            doc.add(_table(headers, rows, "attribution"))
+            doc.plot(A.attribution_bars(r), {"title": {"text": "Energy by group per level (estimate)", "x": 0.01},
+                                             "barmode": "stack", "yaxis": {"title": {"text": "energy (J)"}}})
+    headers, rows = A.carbon_table(r)
+    if rows:
+        c = r.carbon
+        src = f"{c.get('g_per_kwh')} gCO2e/kWh" if c.get("source") == "constant" else f"series {c.get('source')}"
+        doc.add('<h3 id="carbon">Carbon</h3>')
+        doc.note(f"grid intensity: {src} (energy-weighted over each window), PUE {c.get('pue', 1.0)}")
+        doc.add(_table(headers, rows, "carbon"))
+
+
 def _errors_and_samples(doc: _Doc, run: RunData) -> None:
     rows = []
     for lv in run.result.levels:
@@ -704,6 +728,7 @@ def build_html(runs: list[RunData]) -> str:
         _pareto(doc, run)
         doc.add("<h3>Idle vs dynamic energy</h3>")
         _idle_dynamic(doc, run)
+        _per_request_energy(doc, run)
         _errors_and_samples(doc, run)
         _inventory(doc, run)
         doc.add("</section>")

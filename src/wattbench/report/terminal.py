@@ -146,6 +146,10 @@ class RunSummary:
             yield t
         if len(r.levels) == 1:
             yield from headline_lines(r)
+        from wattbench.report.attribution import summary_lines  # energy per tenant and carbon (issue 20)
+
+        for line in summary_lines(r):
+            yield Text(line)
 
 
 def run_summary(result: Result) -> RenderableType:
