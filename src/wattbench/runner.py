@@ -611,6 +611,14 @@ class _LevelRunner:
         self.slos = slos
         self.used = 0  # requests drawn from the workload so far
 
+    def planned_levels(self) -> int | None:
+        """How many levels the run will measure; None while a search (--sweep auto, --optimize)
+        decides as it goes."""
+        cfg = self.state.config
+        if cfg.sweep or cfg.optimize:
+            return None
+        return len(cfg.levels()) + (2 if cfg.prefill_decode_pair else 0)
+
     def measure(self, mode: str, value: float, *, output_tokens: int | None = None,
                 input_tokens: int | None = None, label_suffix: str = "") -> LevelResult:
         from wattbench.accounting import thermal_summary
@@ -645,7 +653,8 @@ class _LevelRunner:
             if spec.num_requests is None and spec.duration_s is None and not self.is_trace:
                 spec.num_requests = _default_num_requests(mode, value)
             label = spec.label + label_suffix + (f" trial {k + 1}/{cfg.trials}" if cfg.trials > 1 else "")
-            _emit(state, "level_start", index=index, label=label, total=spec.num_requests, levels=None)
+            _emit(state, "level_start", index=index, label=label, total=spec.num_requests,
+                  levels=self.planned_levels(), trial=k + 1, trials=max(1, cfg.trials), duration_s=spec.duration_s)
 
             def on_progress(p: dict, _i=index) -> None:
                 if state.sampler is not None:
