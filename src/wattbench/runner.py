@@ -449,6 +449,9 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     target.extra_body = dict(server.extra_body)
     target.send_min_tokens = bool(server.supports_ignore_eos)
     server.output_length_forced = bool(target.extra_body)
+    for t in targets:  # the user's request fields (--extra-body, --temperature, --top-p) and --header
+        t.extra_body.update(cfg.request_fields())
+        t.headers = dict(cfg.headers)
 
     # 2. sensors (nothing is written before the input has been checked). With --ray one sensor
     #    actor per node samples there and the driver merges on its clock.
@@ -598,6 +601,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
 DEFAULT_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+SEARCH_MAX_CONCURRENCY = 256  # --sweep auto / --optimize upper end when --max-concurrency is not given
 
 
 class _LevelRunner:
@@ -649,6 +653,7 @@ class _LevelRunner:
                 seed=cfg.seed + 1000 * index + k,
                 workers=cfg.workers,
                 speedup=cfg.speedup,
+                max_in_flight=cfg.max_concurrency if mode == "rate" else None,
             )
             if spec.num_requests is None and spec.duration_s is None and not self.is_trace:
                 spec.num_requests = _default_num_requests(mode, value)
@@ -917,13 +922,14 @@ def _run_levels(state: _RunState, lr: _LevelRunner) -> None:
     mode = "rate" if cfg.rate else "concurrency"
     if cfg.sweep == "auto":
         res = auto_sweep(lambda v: _level_figures(lr.measure("concurrency", v)), start=1,
-                         max_value=cfg.max_concurrency)
+                         max_value=cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)
         result.extra["sweep"] = res.to_dict("throughput.output_tokens_per_s")
     elif cfg.optimize:
         if cfg.rate:
             candidates = list(cfg.rate)
         else:
-            candidates = list(cfg.concurrency) or [c for c in DEFAULT_LADDER if c <= cfg.max_concurrency]
+            candidates = list(cfg.concurrency) or [
+                c for c in DEFAULT_LADDER if c <= (cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)]
         res = optimize(lambda v: _level_figures(lr.measure(mode, v)), candidates, objective=cfg.optimize,
                        slos=lr.slos)
         d = res.to_dict(cfg.optimize)
