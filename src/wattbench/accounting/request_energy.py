@@ -212,6 +212,19 @@ def _idle_share(records: Sequence, ids: list, start_ns: int, end_ns: int) -> np.
     return t / t.sum()
 
 
+def split_by_tokens(energy_j: Mapping[str, float], tokens: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    """One span's energy per boundary split over groups (models) by their tokens in it (an estimate).
+
+    Used by the monitor, which sees per-model token counters but not requests: prompt and output
+    tokens weigh alike (the documented fallback when no prefill/decode fit is at hand). Groups
+    without tokens get none; with no tokens at all the result is empty.
+    """
+    total = sum(max(0.0, t) for t in tokens.values())
+    if total <= 0:
+        return {}
+    return {g: {b: e * max(0.0, t) / total for b, e in energy_j.items()} for g, t in tokens.items()}
+
+
 def roll_up(records: Sequence, energy_j: Mapping[int, float], key: Callable[[object], Sequence[str]]) -> dict:
     """Sum per-request energies by group: ``key(record)`` gives the groups a request belongs to.
 
