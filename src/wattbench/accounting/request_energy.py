@@ -43,6 +43,7 @@ import numpy as np
 from wattbench.errors import UserError
 
 MIN_INTERVALS = 8  # fewer intervals than this and the window is one interval per 1/8 of it
+MAX_INTERVALS = 400  # a long window gets longer intervals (each costs one boundary accounting, ~7 ms)
 
 
 def _get(rec, name):
@@ -117,13 +118,14 @@ def _edges(start_ns: int, end_ns: int, interval_s: float) -> np.ndarray:
 
 
 def default_interval_s(duration_s: float, update_period_s: float | None = None) -> float:
-    """Ten meter update periods (at least 1 s), or an eighth of a short window.
+    """Ten meter update periods (at least 1 s; longer when the window would need more than 400
+    intervals), or an eighth of a short window.
 
     A meter smears energy over its update period across interval edges; intervals many periods
     long keep that smear small (the recovery test: 0.25 s intervals on a 100 ms counter put single
     requests 20–35% off, 1 s intervals under 10%). Inside an interval the split follows the work.
     """
-    want = max(1.0, 10.0 * (update_period_s or 0.1))
+    want = max(1.0, 10.0 * (update_period_s or 0.1), duration_s / MAX_INTERVALS)
     return max(0.1, min(want, duration_s / MIN_INTERVALS))
 
 
