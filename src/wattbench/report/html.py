@@ -24,6 +24,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from wattbench.report import format as F
+from wattbench.report import summary as S
 from wattbench.report.data import RunData
 from wattbench.report.thin import DEFAULT_MAX_POINTS, ecdf_points, thin_series
 from wattbench.results.schema import BoundaryEnergy, LevelResult, Result
@@ -172,29 +173,6 @@ def _energy_table(energy: dict[str, BoundaryEnergy]) -> str:
 
 
 # ---------------------------------------------------------------- validity
-
-
-def _banners(runs: list[RunData]) -> str:
-    out = ['<section id="validity"><h2>Validity</h2>']
-    for run in runs:
-        r = run.result
-        v = r.validity
-        cls = VERDICT_CLASS.get(v.verdict, "warn")
-        items = "".join(f"<li>{e(x)}</li>" for x in [*v.reasons, *r.warnings, *r.sensor_problems, *run.notes])
-        status = "" if r.status == "complete" else f" · status {e(r.status)}" + (
-            f": {e(r.status_detail)}" if r.status_detail else "")
-        out.append(f'<div class="banner {cls}"><strong>{e(r.run_id)}: {e(v.verdict.upper())}</strong>{status}'
-                   f'{"<ul>" + items + "</ul>" if items else ""}</div>')
-        for lv in r.levels:
-            lcls = VERDICT_CLASS.get(lv.validity.verdict, "warn")
-            reasons = list(lv.validity.reasons)
-            if not lv.energy:
-                reasons.append(f"energy unavailable: {F.energy_unavailable_reason(lv)}")
-            li = "".join(f"<li>{e(x)}</li>" for x in reasons)
-            out.append(f'<div class="banner level {lcls}"><strong>{e(lv.label)}: {e(lv.validity.verdict)}</strong>'
-                       f'{"<ul>" + li + "</ul>" if li else ""}</div>')
-    out.append("</section>")
-    return "".join(out)
 
 
 # ---------------------------------------------------------------- plots
@@ -489,10 +467,18 @@ def _pareto(doc: _Doc, run: RunData) -> None:
                            "y0": 0, "y1": 1, "line": {"color": "#d62728", "dash": "dash", "width": 1.5}})
     layout["shapes"] = shapes
     doc.plot(data, layout, height=440)
-    goodputs = [(lv.label, lv.goodput) for lv in r.levels if lv.goodput]
-    if goodputs:
-        doc.add("<h4>Goodput under the SLO</h4>" + _table(
-            ["level", "goodput"], [(lab, json.dumps(g, ensure_ascii=False, sort_keys=True, default=str)) for lab, g in goodputs]))
+    rows = []
+    for lv in r.levels:
+        gp = lv.goodput or {}
+        for name, chk in (gp.get("level") or {}).items():
+            if not isinstance(chk, dict):
+                continue
+            rows.append((S.short_label(lv), name, F.fmt(chk.get("observed_ms")), F.fmt(chk.get("threshold_ms")),
+                         "met" if chk.get("met") else "missed",
+                         f"{(gp.get('per_slo') or {}).get(name, F.MISSING)} of {gp.get('total_requests', F.MISSING)}"))
+    if rows:
+        doc.add("<h4>SLO per level</h4>" + _table(
+            ["level", "SLO", "level figure ms", "bound ms", "held", "requests meeting it"], rows))
 
 
 def _idle_dynamic(doc: _Doc, run: RunData) -> None:
@@ -669,6 +655,8 @@ table.kv td:first-child{font-weight:600;white-space:nowrap}pre{white-space:pre-w
 .unavailable{background:#f3f3f3;border:1px dashed #aaa;padding:.8em;color:#444}.caption,.note{color:#555;font-size:12px}
 .headline{font-family:ui-monospace,Menlo,Consolas,monospace;background:#f6f8fa;padding:.3em .5em;display:inline-block}
 .plot{width:100%;min-height:200px}nav a{margin-right:1em}
+.scroll{overflow-x:auto}.answer{font-size:15px;margin:.4em 0}.answer p{margin:.2em 0}td.num{text-align:right}
+td.ok{background:#eef8ee}td.warn{background:#fff7e6}td.bad{background:#fdecea}
 """
 
 _BOOT = """
@@ -702,6 +690,8 @@ def build_html(runs: list[RunData]) -> str:
         raise UserError("give at least one run directory to report on")
     for run in runs:  # load side files first so their notes reach the validity banners
         run.requests, run.telemetry, run.server_timeline  # noqa: B018
+    from wattbench.report.html_overview import overview
+
     doc = _Doc()
     title = "wattbench report: " + ", ".join(r.run_id for r in runs)
     doc.add(f"<h1>{e(title)}</h1>")
@@ -710,18 +700,22 @@ def build_html(runs: list[RunData]) -> str:
         doc.add(f'<p class="meta">{e(r.run_id)} · created {e(r.created_at)} · status {e(r.status)} · '
                 f'server {e(r.server.engine)} {e(r.server.version)} · model {e(r.server.model)} · tags '
                 f'{e(", ".join(r.tags) or F.MISSING)} · wattbench {e(r.wattbench_version)}</p>')
-    doc.add(_banners(runs))
+    # the first screen: what each run answers (verdict, notes once, choice, efficiency curve, levels)
+    doc.add('<section id="validity">')
+    for run in runs:
+        overview(doc, run)
+    doc.add("</section>")
     if len(runs) > 1:
         _comparison(doc, runs)
     for n, run in enumerate(runs):
         r = run.result
-        doc.add(f'<section class="run" id="run-{n}"><h2>Run {e(r.run_id)}</h2>')
-        doc.add("<h3>Levels</h3>")
-        for lv in r.levels:
-            doc.add(f'<p><strong>{e(lv.label)}</strong>: <span class="headline">{e(F.headline(lv))}</span></p>')
-        doc.add(_level_summary_table(r))
+        doc.add(f'<section class="run" id="run-{n}"><h2>Run {e(r.run_id)}: levels in detail</h2>')
         for lv in r.levels:
             doc.add(f"<h3>{e(lv.label)}</h3>")
+            doc.add(f'<p><span class="headline">{e(F.headline(lv))}</span></p>')
+            if lv.validity.reasons:
+                doc.add('<ul class="reasons">' + "".join(f"<li>{e(x)}</li>" for x in lv.validity.reasons)
+                        + "</ul>")
             if lv.energy:
                 doc.add("<h4>Energy, full window</h4>" + _energy_table(lv.energy))
                 if lv.energy_steady:
@@ -729,6 +723,8 @@ def build_html(runs: list[RunData]) -> str:
             else:
                 doc.add(f'<p class="unavailable">energy unavailable: {e(F.energy_unavailable_reason(lv))}</p>')
             _timeline(doc, run, lv, {})
+        doc.add("<h3>Levels, all figures</h3>")
+        doc.add(_level_summary_table(r))
         doc.add("<h3>Latency</h3>")
         _latency_ecdf(doc, run)
         doc.add("<h3>Throughput and efficiency vs load</h3>")

@@ -85,9 +85,9 @@ def render_markdown(runs: list[RunData]) -> str:
         out.append(" · ".join(meta))
         out.append("")
         notes = [*S.run_notes(r), *(n for n in run.notes if n not in S.run_notes(r))]
-        for note in [*notes, *S.search_lines(r)]:
+        for note in [*notes, *S.answer_lines(r)]:
             out.append(f"- {md(note)}")
-        if notes or S.search_lines(r):
+        if notes or S.answer_lines(r):
             out.append("")
         if r.levels:
             key = [S.short_label(lv) for lv in r.levels]

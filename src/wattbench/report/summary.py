@@ -96,6 +96,51 @@ def goodput_cells(level: LevelResult) -> GoodputCells:
                         F.fmt(per_kw.get("output_tokens_per_s_per_kw")), b)
 
 
+def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
+    """The level that answers "which load is best under the SLO", with one line saying why; None
+    without an SLO. ``--optimize``'s choice when it ran; else, among the levels whose SLO held
+    (``goodput["all_met"]``) and whose verdict is not invalid, the one with the most goodput per kW
+    at its headline boundary (goodput tok/s where no power was measured)."""
+    slo = slo_text(result)
+    if not slo:
+        return None
+    opt = result.extra.get("optimize")
+    chosen: LevelResult | None = None
+    if isinstance(opt, dict) and opt.get("best_value") is not None:
+        chosen = next((lv for lv in result.levels if F.level_target_value(lv) == opt["best_value"]), None)
+    if chosen is None:
+        ok = [lv for lv in result.levels if (lv.goodput or {}).get("all_met") and lv.validity.verdict != "invalid"]
+
+        def key(lv: LevelResult) -> tuple[float, float]:
+            g = goodput_cells_raw(lv)
+            return (g[0] if g[0] is not None else -1.0, g[1] if g[1] is not None else -1.0)
+
+        chosen = max(ok, key=key) if ok else None
+    if chosen is None:
+        return None, f"best under SLO {slo}: no level met it"
+    c = goodput_cells(chosen)
+    per_kw = f"{c.goodput_per_kw} goodput tok/s/kW ({c.boundary}), " if c.boundary else ""
+    return chosen, (f"best under SLO {slo}: {short_label(chosen)} — {per_kw}{c.goodput_tok_s} goodput tok/s, "
+                    f"{c.met_pct} of requests met it")
+
+
+def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
+    """(goodput tok/s per kW at the headline boundary, goodput tok/s) as stored."""
+    gp = level.goodput or {}
+    hb = F.headline_boundary(level)
+    per_kw = ((gp.get("per_kw") or {}).get(hb[0]) or {}) if hb else {}
+    return per_kw.get("output_tokens_per_s_per_kw"), gp.get("output_tokens_per_s")
+
+
+def answer_lines(result: Result) -> list[str]:
+    """What the run answers, first: what a search chose (and why), the best level under the SLO."""
+    out = search_lines(result)
+    best = best_under_slo(result)
+    if best is not None:
+        out.append(best[1])
+    return out
+
+
 # ---------------------------------------------------------------- trials
 
 

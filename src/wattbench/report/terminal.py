@@ -137,7 +137,7 @@ class RunSummary:
         r = self.result
         yield title_line(r)
         yield from validity_lines(r)
-        for line in S.search_lines(r):
+        for line in S.answer_lines(r):
             yield Text(line)
         yield Text("")
         for i, t in enumerate(level_tables(r, options.max_width)):

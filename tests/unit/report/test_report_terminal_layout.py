@@ -137,3 +137,18 @@ def test_optimize_and_sweep_say_what_and_why(result):
                         "reason": "throughput grew +3.0% from 1 to 4 (< 10%)"}
     out = " ".join(render(run_summary(r), 80).split())
     assert "sweep auto: stopped at c=4 — throughput grew +3.0% from 1 to 4 (< 10%); knee at c=1" in out
+
+
+def test_best_level_under_the_slo(result):
+    met = [lv for lv in result.levels if lv.goodput["all_met"] and lv.validity.verdict != "invalid"]
+    want = max(met, key=lambda lv: lv.goodput["per_kw"]["accelerator"]["output_tokens_per_s_per_kw"])
+    lv, line = S.best_under_slo(result)
+    assert lv is want and line.startswith(f"best under SLO ttft_p99=120ms,tpot_p99=20ms: {S.short_label(want)} — ")
+    assert F.fmt(want.goodput["per_kw"]["accelerator"]["output_tokens_per_s_per_kw"]) in line
+    assert line in " ".join(render(run_summary(result), 80).split())
+    r = result.model_copy(deep=True)
+    for x in r.levels:
+        x.goodput["all_met"] = False
+    assert S.best_under_slo(r) == (None, "best under SLO ttft_p99=120ms,tpot_p99=20ms: no level met it")
+    r.extra["optimize"] = {"objective": "goodput_per_kw", "best_value": 16, "measured_values": [16], "reason": "x"}
+    assert S.best_under_slo(r)[0] is r.levels[2]  # --optimize's choice is the answer when it ran
