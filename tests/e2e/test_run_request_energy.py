@@ -77,6 +77,33 @@ def test_run_energy_per_request_tenant_and_carbon(tmp_path):
     assert sum(1 for r in rows if r["tenant"] == "acme" and r["tags"] == "batch") == 2
 
 
+@pytest.mark.parametrize("offset_h,expect", [(0, 100.0), (-48, None)])
+def test_run_with_an_intensity_series_on_the_wall_clock(tmp_path, offset_h, expect):
+    """A series around now: the run falls in the first point's hour (100 g/kWh, not the next hour's
+    500); a series two days old does not cover the run: no carbon figure, the reason in the notes."""
+    import time
+
+    now = time.time() + offset_h * 3600  # wall-clock seconds only to write the fixture's series
+    series = tmp_path / "ci.json"
+    series.write_text(json.dumps({"history": [{"datetime": now - 1800, "carbonIntensity": 100},
+                                              {"datetime": now + 1800, "carbonIntensity": 500}]}))
+    out = tmp_path / "run"
+    with stream_server("--ttft-ms", "5", "--itl-ms", "1") as (base, _):
+        p = wb("run", "--target", base, "--concurrency", "2", "--num-requests", "6", "--input-tokens", "16",
+               "--output-tokens", "8", "--sensor", "const:node=500", "--idle", "0", "--carbon-intensity",
+               str(series), "--no-register", "--no-html", "--out", str(out), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    result = load_result(out)
+    node = result.levels[0].energy["node"]
+    assert result.carbon["source"] == "file:ci.json" and result.carbon["points"] == 2
+    if expect is None:
+        assert node.carbon_g is None
+        assert any(n.startswith("no carbon figure: the carbon-intensity series covers") for n in node.notes)
+    else:
+        assert node.carbon_intensity_g_per_kwh == expect
+        assert node.carbon_g == pytest.approx(node.energy_j / 3.6e6 * expect, rel=1e-12)
+
+
 def test_bad_carbon_file_exits_2_before_writing(tmp_path):
     bad = tmp_path / "ci.csv"
     bad.write_text("time,carbon_intensity\n2026-12-01T00:00:00Z,lots\n")

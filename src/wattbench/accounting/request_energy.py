@@ -43,6 +43,7 @@ import numpy as np
 from wattbench.errors import UserError
 
 MIN_INTERVALS = 8  # fewer intervals than this and the window is one interval per 1/8 of it
+MAX_INTERVALS = 400  # a long window gets longer intervals (each costs one boundary accounting, ~7 ms)
 
 
 def _get(rec, name):
@@ -117,13 +118,14 @@ def _edges(start_ns: int, end_ns: int, interval_s: float) -> np.ndarray:
 
 
 def default_interval_s(duration_s: float, update_period_s: float | None = None) -> float:
-    """Ten meter update periods (at least 1 s), or an eighth of a short window.
+    """Ten meter update periods (at least 1 s; longer when the window would need more than 400
+    intervals), or an eighth of a short window.
 
     A meter smears energy over its update period across interval edges; intervals many periods
     long keep that smear small (the recovery test: 0.25 s intervals on a 100 ms counter put single
     requests 20–35% off, 1 s intervals under 10%). Inside an interval the split follows the work.
     """
-    want = max(1.0, 10.0 * (update_period_s or 0.1))
+    want = max(1.0, 10.0 * (update_period_s or 0.1), duration_s / MAX_INTERVALS)
     return max(0.1, min(want, duration_s / MIN_INTERVALS))
 
 
@@ -210,6 +212,19 @@ def _idle_share(records: Sequence, ids: list, start_ns: int, end_ns: int) -> np.
     if t.sum() <= 0:
         return np.full(len(ids), 1.0 / len(ids))
     return t / t.sum()
+
+
+def split_by_tokens(energy_j: Mapping[str, float], tokens: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    """One span's energy per boundary split over groups (models) by their tokens in it (an estimate).
+
+    Used by the monitor, which sees per-model token counters but not requests: prompt and output
+    tokens weigh alike (the documented fallback when no prefill/decode fit is at hand). Groups
+    without tokens get none; with no tokens at all the result is empty.
+    """
+    total = sum(max(0.0, t) for t in tokens.values())
+    if total <= 0:
+        return {}
+    return {g: {b: e * max(0.0, t) / total for b, e in energy_j.items()} for g, t in tokens.items()}
 
 
 def roll_up(records: Sequence, energy_j: Mapping[int, float], key: Callable[[object], Sequence[str]]) -> dict:

@@ -110,3 +110,30 @@ def summary_lines(result: Result) -> list[str]:
             parts = [f"{g} {F.fmt(s.energy_j)} J ({F.fmt_fraction_pct(s.share)})" for g, s in list(groups.items())[:5]]
             out.append(f"{lv.label}: energy by {kind} (estimate, {att.boundary}): " + ", ".join(parts))
     return out
+
+
+def prefill_decode_lines(result: Result) -> list[str]:
+    """The run's prefill/decode split as stored: its figures when the fit is ``ok``, else
+    ``unreliable`` with the reasons (never the clamped or noisy coefficients as bare numbers)."""
+    pd = result.extra.get("prefill_decode") or {}
+    out = []
+    reg = pd.get("regression")
+    if isinstance(reg, dict):
+        b = reg.get("boundary") or "?"
+        if reg.get("error"):
+            out.append(f"prefill/decode split ({b}): not fitted: {reg['error']}")
+        elif reg.get("status") == "unreliable":
+            out.append(f"prefill/decode split ({b}): unreliable: " + "; ".join(reg.get("reasons") or []))
+        elif reg.get("j_per_decode_token") is not None:
+            out.append(f"prefill/decode split ({b}, {reg.get('token_source', 'regression')}): "
+                       f"{F.fmt(reg.get('j_per_prefill_token'))} J per prefill token, "
+                       f"{F.fmt(reg.get('j_per_decode_token'))} J per decode token (R² {F.fmt(reg.get('r2'))}, "
+                       f"{reg.get('n_intervals')} intervals)")
+    pair = pd.get("isolating_pair")
+    if isinstance(pair, dict):
+        if pair.get("error"):
+            out.append(f"isolating pair: not solved: {pair['error']}")
+        elif pair.get("j_per_decode_token") is not None:
+            out.append(f"isolating pair ({pair.get('boundary')}): {F.fmt(pair['j_per_prefill_token'])} J per prefill "
+                       f"token, {F.fmt(pair['j_per_decode_token'])} J per decode token")
+    return out

@@ -516,6 +516,11 @@ def _per_request_energy(doc: _Doc, run: RunData) -> None:
     from wattbench.report import attribution as A
 
     r = run.result
+    split = A.prefill_decode_lines(r)
+    if split:
+        doc.add('<h3 id="prefill-decode">Prefill vs decode energy</h3>')
+        for line in split:
+            doc.note(line)
     headers, rows = A.attribution_table(r)
     lines = A.method_lines(r)
     if rows or lines:

@@ -158,3 +158,12 @@ def test_conservation_holds_for_any_requests_and_meter():
         assert all(v >= 0 for v in re.energy_j.values())
 
     check()
+
+
+def test_default_interval():
+    from wattbench.accounting.request_energy import default_interval_s
+
+    assert default_interval_s(40.0, 0.1) == 1.0  # ten 100 ms meter periods
+    assert default_interval_s(40.0, 0.5) == 5.0  # a slow meter: ten of its periods
+    assert default_interval_s(4.0, 0.1) == 0.5  # a short window: eighths
+    assert default_interval_s(1200.0, 0.1) == 3.0  # a long window: at most 400 intervals
