@@ -51,7 +51,7 @@ def test_compare_platform_claim_from_files(runner, app, tmp_path, db):
     big, small = _platform_dirs(tmp_path)
     r = runner.invoke(app, ["compare", str(big), str(small)])
     assert r.exit_code == 0, r.output
-    assert "per kW: 1.90× = throughput 0.95× × power 2.00×" in r.output
+    assert "per kW: 1.90× = throughput 0.95× ÷ power 0.50×" in r.output
     r = runner.invoke(app, ["compare", str(big), str(small), "--json"])
     data = json.loads(r.stdout)
     d = data["levels"][0]["decompositions"][0]
@@ -191,3 +191,16 @@ def test_subprocess_python_m(tmp_path):
     assert p.returncode == 2
     assert p.stderr.strip().startswith("wattbench: error:") and "nope: no such run directory" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_compare_one_ratio_direction_on_screen(runner, app, tmp_path, db):
+    """The table's power cell and the summary line read the same direction (candidate ÷ baseline),
+    numbers in the report's format (thousands separators)."""
+    big, small = _platform_dirs(tmp_path)
+    r = runner.invoke(app, ["compare", str(big), str(small)])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "ratios: each run ÷ the baseline run-1400w" in flat
+    assert "700 (0.50×)" in flat and "power 0.50×" in flat
+    assert "(2.00×)" not in flat and "power 2.00×" not in flat
+    assert "1,900 (0.95×)" in flat and "2,000" in flat
