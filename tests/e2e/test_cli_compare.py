@@ -204,3 +204,29 @@ def test_compare_one_ratio_direction_on_screen(runner, app, tmp_path, db):
     assert "700 (0.50×)" in flat and "power 0.50×" in flat
     assert "(2.00×)" not in flat and "power 2.00×" not in flat
     assert "1,900 (0.95×)" in flat and "2,000" in flat
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--since", "yesterday"], "--since 'yesterday'"),
+    (["--kind", "bogus"], "--kind 'bogus'"),
+])
+def test_history_list_refuses_nonsense(runner, app, db, args, needle):
+    r = runner.invoke(app, ["history", "list", *args])
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and len([x for x in r.output.splitlines() if x.strip()]) == 1
+
+
+def test_history_list_and_show_at_80_columns(runner, app, tmp_path, db, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    _platform_dirs(tmp_path)
+    assert runner.invoke(app, ["history", "import", str(tmp_path)]).exit_code == 0
+    r = runner.invoke(app, ["history", "list", "--since", "2000-01-01"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(len(x) for x in lines) <= 80
+    head = next(x for x in lines if "run id" in x)
+    assert head.split()[:4] == ["run", "id", "created", "kind"]  # one line of headers, not letters
+    assert any(x.startswith("run-700w ") for x in lines)
+    r = runner.invoke(app, ["history", "show", "run-700w"])
+    assert r.exit_code == 0, r.output
+    assert "1,900" in r.output  # the report's number format (thousands separators)
