@@ -230,3 +230,38 @@ def test_history_list_and_show_at_80_columns(runner, app, tmp_path, db, monkeypa
     r = runner.invoke(app, ["history", "show", "run-700w"])
     assert r.exit_code == 0, r.output
     assert "1,900" in r.output  # the report's number format (thousands separators)
+
+
+def _docs_prompts_file(tmp_path) -> Path:
+    """The prompts example of docs/compare.md, exactly as written there."""
+    text = (REPO / "docs" / "compare.md").read_text()
+    block = text.split("## `wattbench agree", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    p = tmp_path / "prompts.jsonl"
+    p.write_text(block)
+    return p
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_agree_docs_example_with_api_key(runner, app, tmp_path, db, monkeypatch, how):
+    """docs/compare.md's prompts file (prompt and messages rows together) works as written, without
+    --api chat; the key comes from --api-key or WATTBENCH_API_KEY; the id has the run-id format."""
+    prompts = _docs_prompts_file(tmp_path)
+    key = "sk-agree-test-123"
+    answers = {"What is the capital of France?": "Paris",
+               "Reply in JSON with name and age": '{"name": "Ada", "age": 36}'}
+    args = ["--api-key", key] if how == "flag" else []
+    if how == "env":
+        monkeypatch.setenv("WATTBENCH_API_KEY", key)
+    with FakeOpenAIServer("m", answers, api_key=key) as a, FakeOpenAIServer("m", answers, api_key=key) as b:
+        r = runner.invoke(app, ["agree", a.url, b.url, "--prompts", str(prompts), "--out", str(tmp_path / "o"),
+                                "--json", *args])
+        paths = sorted({q["_path"] for q in a.requests})
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["metrics"]["prompts"] == 3 and data["metrics"]["compared"] == 3
+    assert data["metrics"]["structured_valid_rate_a"] == 0.5  # q2 answers its JSON; q3 gets the default text
+    assert paths == ["/v1/chat/completions", "/v1/completions"]  # each row to its own API
+    import re
+
+    assert re.fullmatch(r"agree-\d{8}-\d{6}-[0-9a-f]{6}", data["run_id"]), data["run_id"]
+    assert key not in (tmp_path / "o" / "agreement.json").read_text()
