@@ -91,15 +91,29 @@ def register(app: typer.Typer) -> None:
                       history_path=history, idle_threshold_tok_s=idle_threshold, api_key=api_key,
                       history_max_bytes=int(history_max_mb * 1e6) if history_max_mb else None)
         old = signal.signal(signal.SIGTERM, lambda *_: mon.stop())
+        said: set[str] = set()
+
+        def say_problems(snap: dict) -> None:
+            """Each problem on stderr as soon as it is known (a server without /metrics: at once)."""
+            for p in snap.get("problems") or []:
+                if p not in said:
+                    said.add(p)
+                    typer.echo(f"wattbench: warning: {p}", err=True)
+
         try:
             mon.start()
+            say_problems(mon.snapshot() or {})
             if live and not as_json and stdout_is_tty():
                 from rich.live import Live
 
+                def tick(s: dict) -> None:
+                    say_problems(s)
+                    lv.update(_table(s))
+
                 with Live(_table(mon.snapshot()), refresh_per_second=2, transient=False) as lv:
-                    summary = mon.run(duration, on_tick=lambda s: lv.update(_table(s)))
+                    summary = mon.run(duration, on_tick=tick)
             else:
-                summary = mon.run(duration)
+                summary = mon.run(duration, on_tick=say_problems)
         finally:
             summary = mon.close()
             signal.signal(signal.SIGTERM, old)
@@ -112,4 +126,5 @@ def register(app: typer.Typer) -> None:
             con = Console()
             con.print(_table(summary))
             for p in summary.get("problems") or []:
-                con.print(Text.assemble(("warning: ", "yellow"), p))
+                if p not in said:  # each said once
+                    con.print(Text.assemble(("warning: ", "yellow"), p))
