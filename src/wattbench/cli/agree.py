@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors
+from wattbench.cli.common import DB_HELP, REGISTER_HELP, handle_errors
 
 
 def _key(flag: str | None, side_env: str) -> str | None:
@@ -43,8 +43,8 @@ def register(app: typer.Typer) -> None:
         timeout_s: float = typer.Option(300.0, "--request-timeout", "--timeout", help="Seconds a request may take."),
         out: Optional[str] = typer.Option(None, "--out", help="Directory to write (default "
                                                              "wattbench-results/<agree id>)."),
-        register_run: bool = typer.Option(True, "--register/--no-register", help="Register in the history."),
-        db: Optional[str] = typer.Option(None, "--db", help="History database."),
+        register_run: bool = typer.Option(True, "--register/--no-register", help=REGISTER_HELP),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print JSON (metrics, without per-prompt rows)."),
     ) -> None:
         import os

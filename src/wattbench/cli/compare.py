@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors
+from wattbench.cli.common import DB_HELP, handle_errors
 
 FIGURE_LABELS = {
     "output_tokens_per_s": "output tok/s",
@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
         agreement: Optional[str] = typer.Option(None, "--agreement",
                                                 help="An `agree` run to show next to the energy figures."),
         out: Optional[str] = typer.Option(None, "--out", help="Also write the comparison JSON to this file."),
-        db: Optional[str] = typer.Option(None, "--db", help="History database for ids and tags."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         from wattbench.analysis.compare import compare

@@ -7,9 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors
-
-DB_HELP = "History database (default: $WATTBENCH_DB or the user data directory's history.sqlite3)."
+from wattbench.cli.common import DB_HELP, handle_errors
 
 
 def _fmt(v) -> str:
