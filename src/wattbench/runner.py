@@ -449,6 +449,9 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     target.extra_body = dict(server.extra_body)
     target.send_min_tokens = bool(server.supports_ignore_eos)
     server.output_length_forced = bool(target.extra_body)
+    for t in targets:  # the user's request fields (--extra-body, --temperature, --top-p) and --header
+        t.extra_body.update(cfg.request_fields())
+        t.headers = dict(cfg.headers)
 
     # 2. sensors (nothing is written before the input has been checked). With --ray one sensor
     #    actor per node samples there and the driver merges on its clock.
@@ -598,6 +601,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
 DEFAULT_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+SEARCH_MAX_CONCURRENCY = 256  # --sweep auto / --optimize upper end when --max-concurrency is not given
 
 
 class _LevelRunner:
@@ -610,6 +614,14 @@ class _LevelRunner:
         self.is_trace = is_trace
         self.slos = slos
         self.used = 0  # requests drawn from the workload so far
+
+    def planned_levels(self) -> int | None:
+        """How many levels the run will measure; None while a search (--sweep auto, --optimize)
+        decides as it goes."""
+        cfg = self.state.config
+        if cfg.sweep or cfg.optimize:
+            return None
+        return len(cfg.levels()) + (2 if cfg.prefill_decode_pair else 0)
 
     def measure(self, mode: str, value: float, *, output_tokens: int | None = None,
                 input_tokens: int | None = None, label_suffix: str = "") -> LevelResult:
@@ -641,11 +653,13 @@ class _LevelRunner:
                 seed=cfg.seed + 1000 * index + k,
                 workers=cfg.workers,
                 speedup=cfg.speedup,
+                max_in_flight=cfg.max_concurrency if mode == "rate" else None,
             )
             if spec.num_requests is None and spec.duration_s is None and not self.is_trace:
                 spec.num_requests = _default_num_requests(mode, value)
             label = spec.label + label_suffix + (f" trial {k + 1}/{cfg.trials}" if cfg.trials > 1 else "")
-            _emit(state, "level_start", index=index, label=label, total=spec.num_requests, levels=None)
+            _emit(state, "level_start", index=index, label=label, total=spec.num_requests,
+                  levels=self.planned_levels(), trial=k + 1, trials=max(1, cfg.trials), duration_s=spec.duration_s)
 
             def on_progress(p: dict, _i=index) -> None:
                 if state.sampler is not None:
@@ -908,13 +922,14 @@ def _run_levels(state: _RunState, lr: _LevelRunner) -> None:
     mode = "rate" if cfg.rate else "concurrency"
     if cfg.sweep == "auto":
         res = auto_sweep(lambda v: _level_figures(lr.measure("concurrency", v)), start=1,
-                         max_value=cfg.max_concurrency)
+                         max_value=cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)
         result.extra["sweep"] = res.to_dict("throughput.output_tokens_per_s")
     elif cfg.optimize:
         if cfg.rate:
             candidates = list(cfg.rate)
         else:
-            candidates = list(cfg.concurrency) or [c for c in DEFAULT_LADDER if c <= cfg.max_concurrency]
+            candidates = list(cfg.concurrency) or [
+                c for c in DEFAULT_LADDER if c <= (cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)]
         res = optimize(lambda v: _level_figures(lr.measure(mode, v)), candidates, objective=cfg.optimize,
                        slos=lr.slos)
         d = res.to_dict(cfg.optimize)

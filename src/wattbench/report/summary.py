@@ -26,7 +26,9 @@ def short_label(level: LevelResult) -> str:
     elif ld.mode == "rate" and ld.target_rate_rps is not None:
         r = ld.target_rate_rps
         base = "r=inf" if r == float("inf") else f"r={r:g}/s"
-        canon = f"rate={r:g}"
+        canon = "rate=inf" if r == float("inf") else f"rate={r:g}"
+        if ld.max_in_flight:
+            base += f" c≤{ld.max_in_flight}"
     else:
         return level.label
     rest = level.label[len(canon):].strip() if level.label.startswith(canon) else ""

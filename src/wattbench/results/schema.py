@@ -143,6 +143,7 @@ class LoadStats(_M):
     workers: int = 1
     saturated: bool = False
     saturation_reasons: list[str] = Field(default_factory=list)
+    max_in_flight: int | None = None  # open loop capped at this many requests in flight (--max-concurrency)
     actors: list[dict[str, Any]] = Field(default_factory=list)  # distributed: per load actor (node, clock, cpu)
 
 
