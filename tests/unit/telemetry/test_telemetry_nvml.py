@@ -39,7 +39,7 @@ def test_channels_and_units():
 
 def test_counter_delta_matches_script():
     nv = FakeNvml(gpus=[FakeGPU(power_mw=400_000)])
-    s = NvmlSensor(nvml=nv)
+    s = NvmlSensor(nvml=nv, counter_every_s=0)
     s.open()
     a = by_id(s.read())["nvml.gpu0.energy"][0].value
     nv.advance(2.5)
@@ -91,7 +91,7 @@ def test_indices_subset():
 
 
 def test_aux_read_at_its_own_rate():
-    s = NvmlSensor(nvml=FakeNvml(), aux_every_s=3600)
+    s = NvmlSensor(nvml=FakeNvml(), aux_every_s=3600, counter_every_s=0)
     s.open()
     first = by_id(s.read())
     second = by_id(s.read())
@@ -151,7 +151,7 @@ def test_gpu_inventory_without_nvml():
 
 def test_aux_failure_mid_run_keeps_energy():
     nv = FakeNvml()
-    s = NvmlSensor(nvml=nv, aux_every_s=0)
+    s = NvmlSensor(nvml=nv, aux_every_s=0, counter_every_s=0)
     s.open()
     nv.fail_next["nvmlDeviceGetTemperature"] = NVMLError(15)  # GPU lost, for this one call
     got = by_id(s.read())
@@ -216,3 +216,27 @@ def test_memory_scope_refused_on_both_fields_means_no_channel():
     s = NvmlSensor(nvml=nv)
     assert "nvml.gpu0.memory_power" not in {c.id for c in s.open()}
     assert not any("memory" in w for w in s.warnings)
+
+
+def test_counter_is_read_seldom_and_once_more_on_request(monkeypatch):
+    """The counter costs ~4-5 ms of CPU per read on an H200: read at most every counter_every_s,
+    power fields at every poll; force_full_read() (the sampler's closing read) includes it."""
+    import wattbench.telemetry.nvml as nvml_mod
+
+    clock = {"t": 10_000_000_000}
+    monkeypatch.setattr(nvml_mod, "now_ns", lambda: clock["t"])
+    nv = FakeNvml(unsupported={"nvmlDeviceGetSamples"})
+    s = NvmlSensor(nvml=nv, counter_every_s=0.9)
+    s.open()
+    got = []
+    for k in range(30):  # 3 s of 0.1 s polls, each a little late
+        clock["t"] = 10_000_000_000 + k * 100_000_000 + (k % 3) * 1_000_000
+        ids = {r.channel for r in s.read()}
+        assert "nvml.gpu0.power_instant" in ids
+        if "nvml.gpu0.energy" in ids:
+            got.append(k)
+    assert got == [0, 9, 18, 27]  # every 9th poll: 0.9 s apart, under the 1 s largest-gap warning
+    s.force_full_read()
+    assert "nvml.gpu0.energy" in {r.channel for r in s.read()}
+    assert nv.calls["nvmlDeviceGetTotalEnergyConsumption"] == len(got) + 1 + 1  # + the probe at open
+    s.close()
