@@ -223,6 +223,11 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         )
         level.energy = accounted.energy
         level.thermal = accounted.thermal
+        from wattbench.accounting.split import power_split
+
+        split = power_split(level.energy, level.window.duration_s)  # memory vs the rest of the board
+        if split is not None:
+            level.extra["power_split"] = split
         if level.steady_window is not None:
             out_tok, in_tok = _steady_tokens(outcome.records, level.steady_window)
             acc_s = account_window(

@@ -91,9 +91,27 @@ def validity_lines(result: Result) -> list[Text]:
     return out
 
 
+def power_split_lines(result: Result) -> list[Text]:
+    """Per level with a memory-power reading, where the board's watts went (one line each)."""
+    out = []
+    for lv in result.levels:
+        sp = lv.extra.get("power_split")
+        if not sp:
+            continue
+        m, r = sp["parts"]["memory"], sp["parts"]["rest"]
+        line = (f"{lv.label}  memory {F.fmt(m['avg_power_w'])} W ({100 * sp['memory_share']:.0f}% of the board's "
+                f"{F.fmt(sp['board_avg_power_w'])} W), rest of board {F.fmt(r['avg_power_w'])} W")
+        if m.get("dynamic_power_w") is not None and r.get("dynamic_power_w") is not None:
+            line += (f"; idle {F.fmt(m['idle_power_w'])} + {F.fmt(r['idle_power_w'])} W, "
+                     f"dynamic {F.fmt(m['dynamic_power_w'])} + {F.fmt(r['dynamic_power_w'])} W (memory + rest)")
+        out.append(Text(line, style="dim"))
+    return out
+
+
 def run_summary(result: Result) -> RenderableType:
-    """Validity first, then the table, then one headline per level."""
-    return Group(*validity_lines(result), summary_table(result), *headline_lines(result))
+    """Validity first, then the table, then one headline per level (and where the watts went)."""
+    return Group(*validity_lines(result), summary_table(result), *headline_lines(result),
+                 *power_split_lines(result))
 
 
 # ---------------------------------------------------------------- live progress
