@@ -69,6 +69,8 @@ class Decomposition(BaseModel):
     throughput_ratio: float | None = None
     power_ratio: float | None = None  # baseline power / candidate power
     j_per_output_token_ratio: float | None = None  # candidate / baseline (below 1 is better)
+    # candidate / baseline gCO2e per million output tokens (both runs need --carbon-intensity)
+    carbon_per_million_output_tokens_ratio: float | None = None
     per_kw_ci: RatioCI | None = None
     throughput_ci: RatioCI | None = None
     power_ci: RatioCI | None = None
@@ -81,6 +83,8 @@ class Decomposition(BaseModel):
         if self.per_kw_ci is not None:
             conf = f"{self.per_kw_ci.confidence:.0%} " if self.per_kw_ci.confidence else ""
             s += f" ({conf}CI {self.per_kw_ci.low:.2f}–{self.per_kw_ci.high:.2f}×)"
+        if self.carbon_per_million_output_tokens_ratio is not None:
+            s += f"; carbon per million output tokens {self.carbon_per_million_output_tokens_ratio:.2f}×"
         return s
 
 
@@ -135,7 +139,9 @@ def decompose(baseline: LevelResult, candidate: LevelResult, boundary: str, cand
     per_kw = t * p if t is not None and p is not None else None
     d = Decomposition(candidate=candidate_id, boundary=boundary, per_kw_ratio=per_kw, throughput_ratio=t,
                       power_ratio=p,
-                      j_per_output_token_ratio=_ratio(fb["j_per_output_token"], fa["j_per_output_token"]))
+                      j_per_output_token_ratio=_ratio(fb["j_per_output_token"], fa["j_per_output_token"]),
+                      carbon_per_million_output_tokens_ratio=_ratio(fb["carbon_g_per_million_output_tokens"],
+                                                                    fa["carbon_g_per_million_output_tokens"]))
     ta, tb = trial_ci(baseline, "output_tokens_per_s", boundary), trial_ci(candidate, "output_tokens_per_s", boundary)
     if t is not None and ta and tb:
         d.throughput_ci = log_ratio_ci(t, ta, tb)

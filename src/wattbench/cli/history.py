@@ -22,7 +22,7 @@ def _print_json(data) -> None:
 
 def register(app: typer.Typer) -> None:
     hist = typer.Typer(help="The run history: list, show, tag, set baselines, import run directories.",
-                       no_args_is_help=True)
+                       no_args_is_help=True, rich_markup_mode=None)
 
     @hist.command("list", help="List registered runs, newest first.")
     @handle_errors

@@ -20,7 +20,7 @@ Examples:
 
   wattbench plan rack --rack-kw 15 --node runs/h200 --node name=L40S-box,gpu=L40S,gpus=4,host_overhead_w=600
 
-  wattbench plan power-first --site-kw 1000 --candidates runs/h200 runs/mi300x --slo ttft_p95_ms=500
+  wattbench plan power-first --site-kw 1000 --candidates runs/h200 runs/mi300x --slo ttft_p95=500ms
 
   wattbench plan tco --it-kw 10000 --load 0.7 --price-per-kwh 0.6 --pue 1 --json
 """
@@ -66,7 +66,7 @@ def _cell(text: str):
 
 
 def register(app: typer.Typer) -> None:
-    plan_app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False)
+    plan_app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode=None)
     app.add_typer(plan_app, name="plan")
 
     @plan_app.command("roofline")
@@ -176,7 +176,7 @@ def register(app: typer.Typer) -> None:
         site_kw: float = typer.Option(..., "--site-kw", help="Site (or hall) IT power cap in kW."),
         candidates: Optional[List[str]] = typer.Option(None, "--candidates", help="A run directory or run=DIR,boundary=B,name=X,gpus=N. Repeatable."),
         more: Optional[List[str]] = typer.Argument(None, metavar="RUN", help="More candidate run directories."),
-        slo: Optional[str] = typer.Option(None, "--slo", help="Latency limits, e.g. ttft_p95_ms=500,tpot_p95_ms=50."),
+        slo: Optional[str] = typer.Option(None, "--slo", help="Latency limits, as for run: ttft_p95=500ms,tpot_p95=50ms."),
         headroom_pct: float = typer.Option(10.0, "--headroom-pct", help="Percent of site power kept unallocated."),
         boundary: str = typer.Option("accelerator", "--boundary", help="Boundary of measured power: accelerator, node or wall."),
         percentile: str = typer.Option("p95", "--percentile", help="p95 or p99 (also max, avg)."),
@@ -229,9 +229,13 @@ def register(app: typer.Typer) -> None:
         result: Optional[str] = typer.Option(None, "--result", help="Take tokens per kWh from a run directory."),
         level: Optional[int] = typer.Option(None, "--level", help="Level in --result (default: most efficient valid level)."),
         boundary: str = typer.Option("node", "--boundary", help="Boundary of the run's tokens per kWh."),
+        carbon_intensity: Optional[str] = typer.Option(None, "--carbon-intensity", help="Grid gCO2e/kWh, or a CSV/JSON series (its time-weighted mean): annual tonnes beside the cost."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         """Electricity, rent, cooling, maintenance, amortization and cost per million tokens."""
+        from wattbench.metrics.carbon_series import parse_carbon_intensity
+
+        series = parse_carbon_intensity(carbon_intensity)
         from wattbench.errors import UserError
         from wattbench.planning.tco import tco, tokens_per_kwh_from_result
 
@@ -246,7 +250,8 @@ def register(app: typer.Typer) -> None:
                 racks=racks, cooling_cost_per_kwh=cooling_cost_per_kwh,
                 maintenance_pct_per_year=maintenance_pct_per_year, hardware_cost=hardware_cost,
                 amortization_years=amortization_years, currency=currency, period=period,  # type: ignore[arg-type]
-                tokens_per_kwh=tokens_per_kwh, tokens_per_s=tokens_per_s)
+                tokens_per_kwh=tokens_per_kwh, tokens_per_s=tokens_per_s,
+                carbon_intensity=series.mean_g_per_kwh() if series is not None else None)
         r.warnings = extra_warnings + r.warnings
         if as_json:
             _echo_json(r.to_dict())
@@ -260,4 +265,10 @@ def register(app: typer.Typer) -> None:
         if r.cost_per_million_tokens is not None:
             lines.append(f"cost per million output tokens: {r.cost_per_million_tokens:,.4f} {r.currency} "
                          f"(electricity only {r.electricity_cost_per_million_tokens:,.4f}); tokens from {r.tokens_source}")
+        if r.carbon_tonnes_per_year is not None:
+            s = (f"carbon: {r.carbon_tonnes_per_year:,.2f} t CO2e/year at {r.carbon_intensity_g_per_kwh:,.4g} g/kWh "
+                 f"(beside {r.total_cost_per_year:,.2f} {r.currency}/year)")
+            if r.carbon_g_per_million_tokens is not None:
+                s += f"; {r.carbon_g_per_million_tokens:,.4g} gCO2e per million output tokens"
+            lines.append(s)
         _print(t, *lines, *_warnings(r.warnings))

@@ -76,22 +76,14 @@ class SLO:
 
 
 def parse_slo(text: str | None) -> SLO | None:
-    """``ttft_p95_ms=500,tpot_p95_ms=50`` -> SLO; empty -> None."""
-    if not text:
+    """``ttft_p95=500ms,tpot_p95=50ms`` (the ``--slo`` grammar of every command,
+    :func:`wattbench.metrics.slo.parse_slos`) -> SLO; empty -> None."""
+    from wattbench.metrics.slo import parse_slos
+
+    slos = parse_slos(text)
+    if not slos:
         return None
-    limits: dict[str, float] = {}
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if "=" not in item:
-            raise UserError(f"SLO item {item!r} is not key=value, e.g. ttft_p95_ms=500")
-        k, v = (s.strip() for s in item.split("=", 1))
-        try:
-            limits[k] = float(v)
-        except ValueError:
-            raise UserError(f"SLO {k}={v!r}: not a number of ms") from None
-    return SLO(limits)
+    return SLO({f"{s.metric}_{s.stat}_ms": s.threshold_ms for s in slos})
 
 
 @dataclass

@@ -205,7 +205,10 @@ def roofline_for_result(
         n = lv.requests.completed
         if n <= 0:
             raise UserError(f"{measured_from} has no completed requests; give --context")
-        context = int(round(lv.throughput.input_tokens / n + 0.5 * lv.throughput.output_tokens / n))
+        m = lv.throughput.measured_request_tokens  # per completed request: their own tokens
+        n_in, n_out = (m.input, m.output) if m is not None else (lv.throughput.input_tokens,
+                                                                lv.throughput.output_tokens)
+        context = int(round(n_in / n + 0.5 * n_out / n))
     res = roofline(
         model, gpu, dtype=dtype, batch=batch, context=context, kv_dtype=kv_dtype, gpus=gpus,
         count_input_embedding=count_input_embedding,

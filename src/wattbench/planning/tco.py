@@ -19,6 +19,10 @@ Tokens per year come from a measured efficiency (``tokens_per_kwh`` of IT energy
 ``output_tokens_per_kwh`` at the node or wall boundary × the IT energy), or from a fleet throughput
 (``tokens_per_s`` at full load × load × hours × 3600). Cost per million tokens = total cost / tokens ×
 1e6; the electricity-only figure is reported too.
+
+Carbon (``carbon_intensity`` in gCO2e/kWh, from ``--carbon-intensity``): annual tonnes =
+facility kWh × intensity / 1e6, beside the annual cost, and gCO2e per million tokens where tokens
+are known (``metrics/carbon.py``). A time series is reduced to its time-weighted mean.
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ class TCOResult:
     tokens_source: str | None = None
     cost_per_million_tokens: float | None = None
     electricity_cost_per_million_tokens: float | None = None
+    carbon_intensity_g_per_kwh: float | None = None
+    carbon_tonnes_per_year: float | None = None
+    carbon_g_per_million_tokens: float | None = None
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -82,6 +89,7 @@ def tco(
     period: Period = "year",
     tokens_per_kwh: float | None = None,
     tokens_per_s: float | None = None,
+    carbon_intensity: float | None = None,
 ) -> TCOResult:
     if it_kw <= 0:
         raise UserError(f"IT power {it_kw} kW must be positive")
@@ -94,7 +102,8 @@ def tco(
     for n, v in (("price per kWh", price_per_kwh), ("rack rent per month", rack_rent_per_month),
                  ("racks", racks), ("cooling cost per kWh", cooling_cost_per_kwh),
                  ("maintenance % per year", maintenance_pct_per_year), ("hardware cost", hardware_cost),
-                 ("tokens per kWh", tokens_per_kwh), ("tokens per s", tokens_per_s)):
+                 ("tokens per kWh", tokens_per_kwh), ("tokens per s", tokens_per_s),
+                 ("carbon intensity", carbon_intensity)):
         _nonneg(n, v)
     if amortization_years is not None and amortization_years <= 0:
         raise UserError(f"amortization years {amortization_years} must be positive")
@@ -149,6 +158,13 @@ def tco(
             res.electricity_cost_per_million_tokens = electricity / tokens * 1e6
         else:
             warnings.append("zero tokens per year: no cost per million tokens")
+    if carbon_intensity is not None:
+        from wattbench.metrics.carbon import G_PER_TONNE, J_PER_KWH, carbon_g, carbon_g_per_million_tokens
+
+        res.carbon_intensity_g_per_kwh = carbon_intensity
+        res.carbon_tonnes_per_year = carbon_g(facility_kwh * J_PER_KWH, carbon_intensity) / G_PER_TONNE
+        res.carbon_g_per_million_tokens = carbon_g_per_million_tokens(facility_kwh * J_PER_KWH, tokens,
+                                                                      carbon_intensity)
     return res
 
 

@@ -86,6 +86,13 @@ def test_split_is_shown_in_the_terminal_and_html_reports(tmp_path):
     line = power_split_lines(res)[0].plain
     assert line.startswith(lv.label) and "memory 95.0 W (14% of the board's 687 W)" in line
     assert "rest of board 592 W" in line and "dynamic 56.2 + 551 W" in line
+    from rich.console import Console
+
+    from wattbench.report.terminal import run_summary
+
+    con = Console(record=True, width=250)
+    con.print(run_summary(res))
+    assert "rest of board 592 W" in con.export_text()  # one line in the terminal summary
     write_result(tmp_path, res)
     html = build_html([RunData(tmp_path)])
     assert "Where the board&#x27;s watts go" in html or "Where the board's watts go" in html
