@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import datetime as _dt
 import logging
-import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +43,9 @@ ProgressFn = Callable[[str, dict], None]
 
 
 def new_run_id(anchor: ClockAnchor) -> str:
-    stamp = _dt.datetime.fromtimestamp(anchor.wall_ns / 1e9, tz=_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{secrets.token_hex(3)}"
+    from wattbench.results.ids import new_run_id as _new
+
+    return _new(anchor.wall_ns)
 
 
 @dataclass
