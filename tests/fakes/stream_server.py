@@ -18,7 +18,8 @@ without a fault that ended normally with usage and ``[DONE]`` written, and how l
 error. ``GET /stats/reset`` returns and clears them. ``GET /stats/requests`` maps the first word of each
 completed request's prompt to (request read, first token written, last token written) in
 ``perf_counter_ns`` — CLOCK_MONOTONIC, the same clock as the client's — for per-request truth.
-``GET /stats/emissions`` is the emission log: ``{"tokens_per_chunk": k, "emit_ns": [...]}``, the
+``GET /stats/last`` is the last completion request as received (``headers``, lower-cased names,
+and the JSON ``body``). ``GET /stats/emissions`` is the emission log: ``{"tokens_per_chunk": k, "emit_ns": [...]}``, the
 ``perf_counter_ns`` at which every content chunk (k tokens) was written since the last reset, of
 every stream (faulty ones too): ground truth for "tokens the server produced in a window".
 
@@ -69,6 +70,7 @@ class Script:
         self.rng = random.Random(a.seed)
         self.models = [m for m in a.model.split(",") if m]
         self.stats = self._new_stats()
+        self.last_request: dict = {}
         piece = a.token_text * a.tokens_per_chunk
         # Precomputed SSE events (chunk-framed) per API.
         self.content = {
@@ -323,9 +325,11 @@ class Proto(asyncio.Protocol):
             head = self.buf[:i].decode("latin-1").split("\r\n")
             length = 0
             self._auth = None
+            self._headers = {}
             for line in head[1:]:
                 name, _, value = line.partition(":")
                 name = name.strip().lower()
+                self._headers[name] = value.strip()
                 if name == "content-length":
                     length = int(value.strip())
                 elif name == "authorization":
@@ -362,6 +366,9 @@ class Proto(asyncio.Protocol):
         if method == "GET" and path == "/stats/requests":
             self.respond(200, json.dumps(sc.per_request).encode())
             return
+        if method == "GET" and path == "/stats/last":  # the last completion request: headers and body
+            self.respond(200, json.dumps(sc.last_request).encode())
+            return
         if method == "GET" and path in ("/stats", "/stats/reset"):
             self.respond(200, sc.stats_json(reset=path.endswith("reset")))
             return
@@ -372,6 +379,7 @@ class Proto(asyncio.Protocol):
             except ValueError:
                 self.respond(400, b'{"error": {"message": "bad json"}}')
                 return
+            sc.last_request = {"headers": dict(self._headers), "body": req}
             if sc.a.expect_key and self._auth != f"Bearer {sc.a.expect_key}":
                 msg = "bad key"
                 if sc.a.echo_key:  # as OpenAI does: "Incorrect API key provided: sk-..."

@@ -43,7 +43,12 @@ def stream_server(*args: str):
                 d = json.loads(r.read())
             return d["tokens_per_chunk"], d["emit_ns"]
 
+        def last() -> dict:
+            with urllib.request.urlopen(base + "/stats/last", timeout=10) as r:
+                return json.loads(r.read())
+
         stats.per_request = per_request
+        stats.last = last
         stats.emissions = emissions
         yield base, stats
     finally:

@@ -59,7 +59,10 @@ class SLO:
 
 
 def parse_slos(spec: str | None) -> list[SLO]:
-    """Parse ``--slo``; an empty or None spec gives no SLOs. Bad items raise UserError naming them."""
+    """Parse ``--slo``; an empty or None spec gives no SLOs. Bad items raise UserError naming them.
+
+    The one SLO grammar of every command (``run``, ``plan power-first``, ``tune``): parse here,
+    nowhere else."""
     if spec is None or not spec.strip():
         return []
     out: dict[str, SLO] = {}
@@ -68,7 +71,10 @@ def parse_slos(spec: str | None) -> list[SLO]:
         m = _SPEC.match(it.lower())
         if not m:
             hint = ""
-            if re.match(r"^\w+=\s*[0-9.]+$", it):
+            old = re.match(r"^(\w+)_ms\s*=\s*([0-9.]+)$", it.lower())
+            if old:
+                hint = f" (write {old.group(1)}={old.group(2)}ms)"
+            elif re.match(r"^\w+=\s*[0-9.]+$", it):
                 hint = " (add a unit: ms or s)"
             raise UserError(f"invalid SLO {it!r}{hint}; expected {SYNTAX}, e.g. ttft_p99=500ms,tpot_p99=50ms")
         metric, stat, value, unit = m.groups()

@@ -49,6 +49,14 @@ class RequestRecord(_M):
     error_detail: str | None = None
     http_status: int | None = None
     output_text: str | None = None  # kept only when asked (agree, debugging)
+    # who asked (issue 20): from the dataset/trace row's ``tenant`` (or --tenant-field) and ``tags``
+    tenant: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    model: str | None = None  # the model it was sent to
+    # energy per request (an estimate, accounting/request_energy.py): boundary -> J, and how
+    energy_j: dict[str, float] = Field(default_factory=dict)
+    energy_method: dict[str, str] = Field(default_factory=dict)
+    carbon_g: dict[str, float] = Field(default_factory=dict)  # boundary -> gCO2e, with --carbon-intensity
 
 
 # ---------------------------------------------------------------- statistics
@@ -135,6 +143,7 @@ class LoadStats(_M):
     workers: int = 1
     saturated: bool = False
     saturation_reasons: list[str] = Field(default_factory=list)
+    max_in_flight: int | None = None  # open loop capped at this many requests in flight (--max-concurrency)
     actors: list[dict[str, Any]] = Field(default_factory=list)  # distributed: per load actor (node, clock, cpu)
 
 
@@ -175,6 +184,45 @@ class BoundaryEnergy(_M):
     update_period_s: float | None = None  # effective meter update period (largest of the devices)
     uncertainty_parts: dict[str, dict[str, float]] = Field(default_factory=dict)  # device -> term -> %
     dynamic_uncertainty_pct: float | None = None  # of dynamic_energy_j (gross and idle errors added)
+    # carbon (issue 20, metrics/carbon.py): with --carbon-intensity; PUE applied as for cost
+    carbon_intensity_g_per_kwh: float | None = None  # energy-weighted over the window
+    carbon_g: float | None = None
+    carbon_g_per_million_output_tokens: float | None = None
+    carbon_g_per_request: float | None = None
+
+
+class EnergyShare(_M):
+    """One group's (tenant, tag, model, target) part of a window's energy split over requests."""
+
+    requests: int = 0
+    energy_j: float = 0.0
+    output_tokens: int = 0
+    j_per_output_token: float | None = None
+    share: float | None = None  # of the energy split
+    carbon_g: float | None = None
+
+
+class RequestAttribution(_M):
+    """A window's energy at one boundary split over its requests (an estimate; accounting/request_energy.py)."""
+
+    boundary: str
+    label: Literal["estimate"] = "estimate"
+    method: str | None = None  # a sentence: basis, interval, weighting, idle
+    basis: str | None = None  # dynamic | gross: what the per-request energies add up to
+    weighting: str | None = None  # prefill_decode | tokens
+    weighting_reason: str | None = None  # why tokens, when the split was not used
+    idle_attributed: bool = False
+    interval_s: float | None = None
+    requests: int = 0
+    energy_j: float | None = None  # the sum of the per-request energies
+    j_per_prefill_token: float | None = None  # the weights used (prefill_decode only)
+    j_per_decode_token: float | None = None
+    mean_energy_j_per_request: float | None = None
+    by_tenant: dict[str, EnergyShare] = Field(default_factory=dict)
+    by_tag: dict[str, EnergyShare] = Field(default_factory=dict)
+    by_model: dict[str, EnergyShare] = Field(default_factory=dict)
+    by_target: dict[str, EnergyShare] = Field(default_factory=dict)
+    unavailable_reason: str | None = None
 
 
 class Window(_M):
@@ -220,6 +268,8 @@ class LevelResult(_M):
     # each node's energy per boundary (its own channels only) beside the ``cluster`` boundary
     per_target: dict[str, TargetStats] = Field(default_factory=dict)
     per_node_energy: dict[str, dict[str, BoundaryEnergy]] = Field(default_factory=dict)
+    # energy per request rolled up by tenant / tag / model / target, per boundary (issue 20)
+    attribution: dict[str, RequestAttribution] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -318,4 +368,5 @@ class Result(_M):
     validity: Validity = Field(default_factory=Validity)
     warnings: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
+    carbon: dict[str, Any] = Field(default_factory=dict)  # the intensity used: constant or series, PUE
     extra: dict[str, Any] = Field(default_factory=dict)
