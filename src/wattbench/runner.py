@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import datetime as _dt
 import logging
-import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +43,9 @@ ProgressFn = Callable[[str, dict], None]
 
 
 def new_run_id(anchor: ClockAnchor) -> str:
-    stamp = _dt.datetime.fromtimestamp(anchor.wall_ns / 1e9, tz=_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{secrets.token_hex(3)}"
+    from wattbench.results.ids import new_run_id as _new
+
+    return _new(anchor.wall_ns)
 
 
 @dataclass
@@ -272,6 +272,11 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         level.extra["oversaturation"] = sat.to_dict()
         if sat.oversaturated:
             extra.append(Finding("warn", f"over-saturated: {sat.reason}; latency figures grow with run length"))
+    from wattbench.accounting.validity import steady_findings
+
+    e2e_p50 = latency.e2e_ms.p50
+    extra += steady_findings(level.window, level.steady_window, mode=spec.mode, energy=level.energy,
+                             energy_steady=level.energy_steady, e2e_s=e2e_p50 / 1e3 if e2e_p50 else None)
     level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra)
     from wattbench.load.saturation import mark_saturated
 
@@ -667,7 +672,7 @@ class _LevelRunner:
                 max_in_flight=cfg.max_concurrency if mode == "rate" else None,
             )
             if spec.num_requests is None and spec.duration_s is None and not self.is_trace:
-                spec.num_requests = _default_num_requests(mode, value)
+                spec.num_requests = _default_num_requests(mode, value, result.levels)
             label = spec.label + label_suffix + (f" trial {k + 1}/{cfg.trials}" if cfg.trials > 1 else "")
             _emit(state, "level_start", index=index, label=label, total=spec.num_requests,
                   levels=self.planned_levels(), trial=k + 1, trials=max(1, cfg.trials), duration_s=spec.duration_s)
@@ -1048,9 +1053,16 @@ def _attribution(state: _RunState, boundary: str) -> dict:
         return {"error": str(e), "boundary": boundary}
 
 
-def _default_num_requests(mode: str, value: float) -> int:
-    """A level with neither --num-requests nor --duration: enough requests for stable
-    percentiles at that load (at least 4 rounds of the concurrency, at least 32)."""
-    if mode == "concurrency":
-        return max(32, int(value) * 4)
-    return max(32, int(value * 10))
+def _default_num_requests(mode: str, value: float, levels=()) -> int:
+    """A level with neither --num-requests nor --duration: sized so its steady state can earn a
+    ``valid`` verdict (``accounting.steady.default_num_requests``), from the median E2E and the
+    meter's update period measured at the previous level."""
+    from wattbench.accounting.steady import default_num_requests
+
+    e2e_s = period_s = None
+    if levels:
+        prev = levels[-1]
+        e2e_s = prev.latency.e2e_ms.p50 / 1e3 if prev.latency.e2e_ms.p50 else None
+        periods = [e.update_period_s for e in prev.energy.values() if e.update_period_s]
+        period_s = max(periods) if periods else None
+    return default_num_requests(mode, value, e2e_s, period_s)

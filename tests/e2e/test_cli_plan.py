@@ -187,3 +187,51 @@ def test_tco_annual_carbon_beside_cost(app, tmp_path):
     assert "carbon: 210.24 t CO2e/year at 400 g/kWh" in res.stdout
     bad = invoke(app, "tco", "--it-kw", "100", "--price-per-kwh", "0.1", "--carbon-intensity", "dirty")
     assert bad.exit_code == 2 and "neither a number" in _err(bad)
+
+
+def _node_and_acc(tmp_path, node_label="measured"):
+    lv = make_level(0, out_tps=1000, acc_p95_w=650, node_p95_w=1100, node_tokens_per_kwh=3.0e6, concurrency=8)
+    lv.energy["node"].label = node_label
+    return write_run(tmp_path / "na", make_result("run-na", [lv]))
+
+
+def test_one_default_boundary_for_rack_power_first_tco(app, tmp_path):
+    """Without --boundary, rack, power-first and tco all read the run's outermost boundary (node here)."""
+    d = _node_and_acc(tmp_path)
+    rack = json.loads(invoke(app, "rack", "--rack-kw", "10", "--node", str(d), "--json").stdout)
+    assert rack["rows"][0]["node_power_w"] == 1100  # node p95, not accelerator + host
+    pf = json.loads(invoke(app, "power-first", "--site-kw", "10", "--candidates", str(d), "--headroom-pct", "0",
+                           "--json").stdout)
+    assert pf["allocations"][0]["option"]["node_power_w"] == 1100
+    res = invoke(app, "tco", "--it-kw", "100", "--price-per-kwh", "0.1", "--result", str(d))
+    assert res.exit_code == 0, res.output
+    assert "tokens per kWh from run run-na at the node boundary" in " ".join(res.output.split())
+
+
+def test_tco_failure_names_the_flag(app, tmp_path):
+    a, _ = _runs(tmp_path)  # accelerator (and host) only
+    res = invoke(app, "tco", "--it-kw", "100", "--price-per-kwh", "0.1", "--result", str(a), "--boundary", "node")
+    assert res.exit_code == 2
+    assert "--boundary" in _err(res) and "accelerator" in _err(res)
+
+
+def test_rack_labels_its_percentile_figure_and_declared_power(app, tmp_path):
+    d = _node_and_acc(tmp_path, node_label="declared")
+    res = invoke(app, "rack", "--rack-kw", "10", "--node", str(d))
+    assert res.exit_code == 0, res.output
+    flat = " ".join(res.output.split())
+    assert "tok/s per p95 kW" in flat and "not the run's headline tok/s/kW" in flat
+    assert "declared 1100 W at node (not a measured p95)" in flat
+    assert "measured p95" not in flat.replace("not a measured p95", "")
+
+
+def test_roofline_warns_when_the_run_served_another_model(app, tmp_path):
+    d = write_run(tmp_path / "q", make_result("run-q", [make_level(0, out_tps=900, acc_p95_w=500, concurrency=4)],
+                                              model="Qwen/Qwen2.5-0.5B-Instruct"))
+    res = invoke(app, "roofline", "--model", "llama-8b", "--result", str(d), "--json")
+    assert res.exit_code == 0, res.output
+    warns = json.loads(res.stdout)["warnings"]
+    assert any("served 'Qwen/Qwen2.5-0.5B-Instruct', not 'llama-8b'" in w for w in warns)
+    a, _ = _runs(tmp_path)  # served llama-8b: no such warning
+    res = invoke(app, "roofline", "--model", "llama-8b", "--result", str(a), "--json")
+    assert not any("served" in w for w in json.loads(res.stdout)["warnings"])

@@ -66,3 +66,32 @@ def test_every_help_page_without_type_noise(cli, invoke):
 def test_unknown_option_exits_2(cli, invoke):
     code, out = invoke(cli, ["run", "--no-such-flag"])
     assert code == 2 and "No such option" in out
+
+
+def _options(cmd) -> dict[str, object]:
+    return {o: p for p in cmd.params if getattr(p, "param_type_name", "") == "option"
+            for o in [*p.opts, *p.secondary_opts]}
+
+
+def test_the_same_flag_for_the_same_thing(cli):
+    """-t/--target, --api-key, --request-timeout, -q/--quiet, --db (one help text), --register/--no-register."""
+    cmds = {" ".join(path): c for path, c in _commands(cli) if getattr(c, "params", None)}
+    for name, c in cmds.items():
+        opts = _options(c)
+        if "--target" in opts:
+            assert "-t" in opts, name
+        if "--db" in opts:
+            from wattbench.cli.common import DB_HELP
+
+            assert opts["--db"].help == DB_HELP, name
+        if "--quiet" in opts:
+            assert "-q" in opts, name
+        if "--timeout" in opts:
+            assert "--request-timeout" in opts, name
+    for name in ("run", "agree", "doctor", "monitor"):
+        assert "--api-key" in _options(cmds[name]), name
+    for name in ("run", "agree"):
+        opts = _options(cmds[name])
+        assert "--register" in opts and "--no-register" in opts, name
+    for name in ("run", "monitor"):
+        assert "-q" in _options(cmds[name]), name

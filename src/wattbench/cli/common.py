@@ -12,6 +12,13 @@ from pydantic import ValidationError
 from wattbench.errors import WattbenchError
 
 
+# One wording for the flags every command shares (issue 18: the same flag for the same thing).
+DB_HELP = "History database (default: $WATTBENCH_DB or the user data directory's history.sqlite3)."
+API_KEY_HELP = "API key (or env WATTBENCH_API_KEY / OPENAI_API_KEY). Never written anywhere."
+API_KEY_ENV = ["WATTBENCH_API_KEY", "OPENAI_API_KEY"]
+REGISTER_HELP = "Add the run to the history store (default) or not."
+
+
 def one_line(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
         parts = []

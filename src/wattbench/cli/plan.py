@@ -134,7 +134,7 @@ def register(app: typer.Typer) -> None:
         rack_kw: float = typer.Option(..., "--rack-kw", help="Power budget of one rack in kW."),
         node: Optional[List[str]] = typer.Option(None, "--node", help="A run directory, run=DIR,level=I,gpus=N,name=X, or a spec name=X,power_w=W | accelerator_w=W,gpus=N | gpu=H200,gpus=N [,host_overhead_w=W,tokens_per_s=T,goodput_tokens_per_s=G]. Repeatable."),
         more: Optional[List[str]] = typer.Argument(None, metavar="NODE", help="More --node values."),
-        boundary: str = typer.Option("accelerator", "--boundary", help="Boundary of measured power: accelerator, node or wall."),
+        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the outermost of those the run measured; the same rule for rack, power-first and tco)."),
         percentile: str = typer.Option("p95", "--percentile", help="p95 or p99 (also max, avg)."),
         host_overhead_w: Optional[float] = typer.Option(None, "--host-overhead-w", help="Declared host power per node (CPU, memory, fans, NICs) added to accelerator power."),
         headroom_pct: float = typer.Option(0.0, "--headroom-pct", help="Percent of the rack budget kept free."),
@@ -156,9 +156,11 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _echo_json(plan.to_dict())
             return
+        where = "each run's outermost measured boundary" if plan.boundary == "auto" else plan.boundary
         t = _table(
-            f"Rack plan: {plan.rack_kw:g} kW rack, {plan.headroom_pct:g}% headroom, {plan.percentile} at {plan.boundary}",
-            ["platform", "node W", "nodes", "rack kW", "GPUs", "W/GPU", "cooling", "out tok/s", "goodput tok/s", "tok/s/kW"],
+            f"Rack plan: {plan.rack_kw:g} kW rack, {plan.headroom_pct:g}% headroom, {plan.percentile} power at {where}",
+            ["platform", "node W", "nodes", "rack kW", "GPUs", "W/GPU", "cooling", "out tok/s", "goodput tok/s",
+             f"tok/s per {plan.percentile} kW"],
         )
         ws: list[str] = []
         for r in plan.rows:
@@ -168,6 +170,8 @@ def register(app: typer.Typer) -> None:
                       _num(r.output_tokens_per_s_per_kw, ",.1f"))
             ws += [f"{r.name}: node power = {r.power_source}; cooling: {'; '.join(r.cooling_reasons)}"]
             ws += r.warnings
+        ws.append(f"tok/s per {plan.percentile} kW divides rack throughput by the rack's {plan.percentile} power "
+                  "(what it is sized for), not the run's average power: it is not the run's headline tok/s/kW")
         _print(t, *ws)
 
     @plan_app.command("power-first")
@@ -178,7 +182,7 @@ def register(app: typer.Typer) -> None:
         more: Optional[List[str]] = typer.Argument(None, metavar="RUN", help="More candidate run directories."),
         slo: Optional[str] = typer.Option(None, "--slo", help="Latency limits, as for run: ttft_p95=500ms,tpot_p95=50ms."),
         headroom_pct: float = typer.Option(10.0, "--headroom-pct", help="Percent of site power kept unallocated."),
-        boundary: str = typer.Option("accelerator", "--boundary", help="Boundary of measured power: accelerator, node or wall."),
+        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the outermost of those the run measured; the same rule for rack, power-first and tco)."),
         percentile: str = typer.Option("p95", "--percentile", help="p95 or p99 (also max, avg)."),
         host_overhead_w: Optional[float] = typer.Option(None, "--host-overhead-w", help="Declared host power per node."),
         resolution_w: Optional[float] = typer.Option(None, "--resolution-w", help="DP power step in W (default: 1 W, coarser above 200 kW)."),
@@ -228,7 +232,7 @@ def register(app: typer.Typer) -> None:
         tokens_per_kwh: Optional[float] = typer.Option(None, "--tokens-per-kwh", help="Output tokens per IT kWh (measured efficiency)."),
         result: Optional[str] = typer.Option(None, "--result", help="Take tokens per kWh from a run directory."),
         level: Optional[int] = typer.Option(None, "--level", help="Level in --result (default: most efficient valid level)."),
-        boundary: str = typer.Option("node", "--boundary", help="Boundary of the run's tokens per kWh."),
+        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the outermost of those the run measured; the same rule for rack, power-first and tco)."),
         carbon_intensity: Optional[str] = typer.Option(None, "--carbon-intensity", help="Grid gCO2e/kWh, or a CSV/JSON series (its time-weighted mean): annual tonnes beside the cost."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
@@ -243,9 +247,12 @@ def register(app: typer.Typer) -> None:
         if result is not None:
             if tokens_per_kwh is not None or tokens_per_s is not None:
                 raise UserError("--result gives tokens per kWh; do not also give --tokens-per-kwh or --tokens-per-s")
-            from wattbench.planning.measured import load_result
+            from wattbench.planning.measured import default_boundary, load_result
 
-            tokens_per_kwh, extra_warnings = tokens_per_kwh_from_result(load_result(result), level, boundary)
+            res = load_result(result)
+            boundary = boundary or default_boundary(res)
+            tokens_per_kwh, extra_warnings = tokens_per_kwh_from_result(res, level, boundary)
+            extra_warnings = [f"tokens per kWh from run {res.run_id} at the {boundary} boundary", *extra_warnings]
         r = tco(it_kw, price_per_kwh, load=load, hours=hours, pue=pue, rack_rent_per_month=rack_rent_per_month,
                 racks=racks, cooling_cost_per_kwh=cooling_cost_per_kwh,
                 maintenance_pct_per_year=maintenance_pct_per_year, hardware_cost=hardware_cost,

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors, parse_headers, parse_json_object, split_list
+from wattbench.cli.common import API_KEY_HELP, DB_HELP, REGISTER_HELP, handle_errors, parse_headers, parse_json_object, split_list
 
 HELP = """Benchmark an OpenAI-compatible server (or the embedded engine when no --target is given).
 
@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
         target: Optional[List[str]] = typer.Option(None, "--target", "-t", help="Base URL of an OpenAI-compatible server (with or without /v1); repeat for replicas (per-target statistics beside the total). Omit to start the embedded engine."),
         model: Optional[str] = typer.Option(None, "--model", "-m", help="Model name on the server (default: first of /v1/models); with no --target, a preset name (tiny, llama-1b, llama-8b, qwen-7b) or a local HF model directory."),
         api: str = typer.Option("completions", "--api", help="completions or chat."),
-        api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (or env WATTBENCH_API_KEY / OPENAI_API_KEY). Never written anywhere.", show_default=False),
+        api_key: Optional[str] = typer.Option(None, "--api-key", help=API_KEY_HELP, show_default=False),
         concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", help="Closed loop: concurrent streams; a comma list runs levels in turn (1,8,64)."),
         rate: Optional[str] = typer.Option(None, "--rate", "-r", help="Open loop: requests/s; a comma list runs levels in turn (2,4,8); inf sends every request at once."),
         arrival: str = typer.Option("poisson", "--arrival", help="Open-loop arrivals: poisson, constant or gamma:K."),
@@ -105,8 +105,8 @@ def register(app: typer.Typer) -> None:
         device: Optional[str] = typer.Option(None, "--device", help="Engine device: cuda or cpu (default: cuda when present)."),
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default ./wattbench-results/<run_id>)."),
         tag: Optional[List[str]] = typer.Option(None, "--tag", help="Tag the run in the history store (repeatable)."),
-        db: Optional[str] = typer.Option(None, "--db", help="History database (default: user data directory)."),
-        no_register: bool = typer.Option(False, "--no-register", help="Do not add the run to the history store."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+        register_run: bool = typer.Option(True, "--register/--no-register", help=REGISTER_HELP),
         no_html: bool = typer.Option(False, "--no-html", help="Do not write report.html."),
         keep_output_text: bool = typer.Option(False, "--keep-output-text", help="Keep response texts in requests.jsonl."),
         request_timeout: float = typer.Option(600.0, "--request-timeout", help="Seconds a request may take in all."),
@@ -175,7 +175,7 @@ def register(app: typer.Typer) -> None:
             out=out,
             tags=list(tag or []),
             db=db,
-            register_run=not no_register,
+            register_run=register_run,
             html=not no_html,
             keep_output_text=keep_output_text,
             request_timeout_s=request_timeout,

@@ -33,6 +33,7 @@ from wattbench.errors import UserError
 from wattbench.planning.measured import (
     boundary_power_w,
     check_boundary_percentile,
+    default_boundary,
     measured_node,
     result_name,
 )
@@ -89,7 +90,7 @@ def parse_slo(text: str | None) -> SLO | None:
 @dataclass
 class Candidate:
     result: Result
-    boundary: str = "accelerator"
+    boundary: str | None = None  # None: planning.measured.default_boundary of the run
     name: str | None = None
     gpus_per_node: int | None = None
     host_overhead_w: float | None = None
@@ -160,6 +161,8 @@ def collect_options(
     warnings: list[str] = []
     for raw in candidates:
         c = _as_candidate(raw)
+        if c.boundary is None:
+            c.boundary = default_boundary(c.result)
         check_boundary_percentile(c.boundary, percentile)
         base = c.name or result_name(c.result)
         for lv in c.result.levels:
@@ -301,7 +304,7 @@ def power_first(
 CANDIDATE_KEYS = {"run": str, "boundary": str, "name": str, "gpus": int, "host_overhead_w": float}
 
 
-def parse_candidate_arg(text: str, boundary: str = "accelerator") -> Candidate:
+def parse_candidate_arg(text: str, boundary: str | None = None) -> Candidate:
     """A ``--candidates`` value: a run directory, or ``run=DIR,boundary=node,name=X,gpus=8``."""
     from pathlib import Path
 

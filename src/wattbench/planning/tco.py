@@ -168,10 +168,14 @@ def tco(
     return res
 
 
-def tokens_per_kwh_from_result(result, level: int | None, boundary: str) -> tuple[float, list[str]]:
-    """Output tokens per kWh at ``boundary`` for a level (default: the most efficient valid level)."""
-    from wattbench.planning.measured import get_level
+def tokens_per_kwh_from_result(result, level: int | None, boundary: str | None = None) -> tuple[float, list[str]]:
+    """Output tokens per kWh at ``boundary`` (default: the planners' one default,
+    ``planning.measured.default_boundary``) for a level (default: the most efficient valid level)."""
+    from wattbench.planning.measured import default_boundary, get_level
 
+    boundary = boundary or default_boundary(result)
+    have = sorted({b for lv in result.levels for b in lv.energy})
+    fix = f"; choose --boundary from those the run has ({', '.join(have) or 'none'})"
     warnings: list[str] = []
     if boundary in ("accelerator", "accelerator_memory", "cpu", "dram", "host"):
         warnings.append(
@@ -186,11 +190,12 @@ def tokens_per_kwh_from_result(result, level: int | None, boundary: str) -> tupl
     if level is None:
         usable = [lv for lv in result.levels if eff(lv) and lv.validity.verdict != "invalid"]
         if not usable:
-            raise UserError(f"run {result.run_id} has no output tokens per kWh at the {boundary} boundary")
+            raise UserError(f"run {result.run_id} has no output tokens per kWh at the {boundary} boundary{fix}")
         lv = max(usable, key=eff)
     else:
         lv = get_level(result, level)
     value = eff(lv)
     if not value:
-        raise UserError(f"run {result.run_id} level {lv.index} has no output tokens per kWh at the {boundary} boundary")
+        raise UserError(f"run {result.run_id} level {lv.index} has no output tokens per kWh at the {boundary} "
+                        f"boundary{fix}")
     return float(value), warnings
