@@ -225,6 +225,11 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         )
         level.energy = accounted.energy
         level.thermal = accounted.thermal
+        from wattbench.accounting.split import power_split
+
+        split = power_split(level.energy, level.window.duration_s)  # memory vs the rest of the board
+        if split is not None:
+            level.extra["power_split"] = split
         if level.steady_window is not None:
             out_tok, in_tok = _steady_tokens(outcome.records, level.steady_window)
             acc_s = account_window(
@@ -398,6 +403,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     # 1. target: given, or an engine we launch and stop.
     tokenizer_path = cfg.tokenizer
     launched_info: ServerInfo | None = None
+    launched_model: str | None = None  # the launch plan's name for the model (issue 15)
     if cfg.target:
         base_url = normalize_base_url(cfg.target)
     else:
@@ -416,10 +422,15 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         )
         base_url = normalize_base_url(handle.base_url)
         launched_info = handle.server_info
+        launched_model = handle.model
         if tokenizer_path is None and handle.plan.model_path:
             tokenizer_path = handle.plan.model_path  # the served model's own tokenizer: exact lengths
 
-    model, models = asyncio.run(check_target(base_url, api_key, cfg.model))
+    model, models = asyncio.run(check_target(base_url, api_key, cfg.model, launched_model=launched_model))
+    if launched_model is not None and model not in models:
+        from wattbench.server.openai import check_model_answers
+
+        asyncio.run(check_model_answers(base_url, api_key, model, cfg.api))  # a real request, not the listing
     server = asyncio.run(detect_server(base_url, api_key))
     extra_urls = [normalize_base_url(u) for u in cfg.targets if normalize_base_url(u) != base_url]
     extra_servers = []
