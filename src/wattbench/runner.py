@@ -225,6 +225,11 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         )
         level.energy = accounted.energy
         level.thermal = accounted.thermal
+        from wattbench.accounting.split import power_split
+
+        split = power_split(level.energy, level.window.duration_s)  # memory vs the rest of the board
+        if split is not None:
+            level.extra["power_split"] = split
         if level.steady_window is not None:
             out_tok, in_tok = _steady_tokens(outcome.records, level.steady_window)
             acc_s = account_window(
@@ -267,6 +272,11 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         level.extra["oversaturation"] = sat.to_dict()
         if sat.oversaturated:
             extra.append(Finding("warn", f"over-saturated: {sat.reason}; latency figures grow with run length"))
+    from wattbench.accounting.validity import steady_findings
+
+    e2e_p50 = latency.e2e_ms.p50
+    extra += steady_findings(level.window, level.steady_window, mode=spec.mode, energy=level.energy,
+                             energy_steady=level.energy_steady, e2e_s=e2e_p50 / 1e3 if e2e_p50 else None)
     level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra)
     from wattbench.load.saturation import mark_saturated
 
@@ -393,6 +403,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     # 1. target: given, or an engine we launch and stop.
     tokenizer_path = cfg.tokenizer
     launched_info: ServerInfo | None = None
+    launched_model: str | None = None  # the launch plan's name for the model (issue 15)
     if cfg.target:
         base_url = normalize_base_url(cfg.target)
     else:
@@ -411,10 +422,15 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         )
         base_url = normalize_base_url(handle.base_url)
         launched_info = handle.server_info
+        launched_model = handle.model
         if tokenizer_path is None and handle.plan.model_path:
             tokenizer_path = handle.plan.model_path  # the served model's own tokenizer: exact lengths
 
-    model, models = asyncio.run(check_target(base_url, api_key, cfg.model))
+    model, models = asyncio.run(check_target(base_url, api_key, cfg.model, launched_model=launched_model))
+    if launched_model is not None and model not in models:
+        from wattbench.server.openai import check_model_answers
+
+        asyncio.run(check_model_answers(base_url, api_key, model, cfg.api))  # a real request, not the listing
     server = asyncio.run(detect_server(base_url, api_key))
     extra_urls = [normalize_base_url(u) for u in cfg.targets if normalize_base_url(u) != base_url]
     extra_servers = []
@@ -656,7 +672,7 @@ class _LevelRunner:
                 max_in_flight=cfg.max_concurrency if mode == "rate" else None,
             )
             if spec.num_requests is None and spec.duration_s is None and not self.is_trace:
-                spec.num_requests = _default_num_requests(mode, value)
+                spec.num_requests = _default_num_requests(mode, value, result.levels)
             label = spec.label + label_suffix + (f" trial {k + 1}/{cfg.trials}" if cfg.trials > 1 else "")
             _emit(state, "level_start", index=index, label=label, total=spec.num_requests,
                   levels=self.planned_levels(), trial=k + 1, trials=max(1, cfg.trials), duration_s=spec.duration_s)
@@ -1037,9 +1053,16 @@ def _attribution(state: _RunState, boundary: str) -> dict:
         return {"error": str(e), "boundary": boundary}
 
 
-def _default_num_requests(mode: str, value: float) -> int:
-    """A level with neither --num-requests nor --duration: enough requests for stable
-    percentiles at that load (at least 4 rounds of the concurrency, at least 32)."""
-    if mode == "concurrency":
-        return max(32, int(value) * 4)
-    return max(32, int(value * 10))
+def _default_num_requests(mode: str, value: float, levels=()) -> int:
+    """A level with neither --num-requests nor --duration: sized so its steady state can earn a
+    ``valid`` verdict (``accounting.steady.default_num_requests``), from the median E2E and the
+    meter's update period measured at the previous level."""
+    from wattbench.accounting.steady import default_num_requests
+
+    e2e_s = period_s = None
+    if levels:
+        prev = levels[-1]
+        e2e_s = prev.latency.e2e_ms.p50 / 1e3 if prev.latency.e2e_ms.p50 else None
+        periods = [e.update_period_s for e in prev.energy.values() if e.update_period_s]
+        period_s = max(periods) if periods else None
+    return default_num_requests(mode, value, e2e_s, period_s)

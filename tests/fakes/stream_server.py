@@ -356,7 +356,8 @@ class Proto(asyncio.Protocol):
             if sc.a.not_openai:
                 self.respond(200, b"<html><body>hello</body></html>", b"text/html")
             else:
-                data = [{"id": m, "object": "model", "owned_by": "fake"} for m in sc.models]
+                data = [] if sc.a.hide_models else [
+                    {"id": m, "object": "model", "owned_by": "fake"} for m in sc.models]
                 self.respond(200, json.dumps({"object": "list", "data": data}).encode())
             return
         if method == "GET" and path == "/stats/emissions":
@@ -380,6 +381,9 @@ class Proto(asyncio.Protocol):
                 self.respond(400, b'{"error": {"message": "bad json"}}')
                 return
             sc.last_request = {"headers": dict(self._headers), "body": req}
+            if sc.a.hide_models and req.get("model") not in sc.models:  # served, though never listed
+                self.respond(404, json.dumps({"error": {"message": f"model {req.get('model')!r} not found"}}).encode())
+                return
             if sc.a.expect_key and self._auth != f"Bearer {sc.a.expect_key}":
                 msg = "bad key"
                 if sc.a.echo_key:  # as OpenAI does: "Incorrect API key provided: sk-..."
@@ -427,6 +431,9 @@ def main(argv=None) -> int:
     p.add_argument("--token-text", default=" tok")
     p.add_argument("--no-usage", action="store_true")
     p.add_argument("--not-openai", action="store_true", help="answer /v1/models with HTML")
+    p.add_argument("--hide-models", action="store_true",
+                   help="answer /v1/models with an empty list but serve --model (transformers serve 5.17 "
+                        "started on a local directory); requests for any other model get 404")
     p.add_argument("--expect-key", default=None, help="require this bearer key on completions")
     p.add_argument("--die-after-requests", type=int, default=0,
                    help="on the request after N: print 'STATS {json}' on stdout and exit at once (a killed server)")

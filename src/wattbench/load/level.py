@@ -1064,23 +1064,6 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
 # ---------------------------------------------------------------------------------- outcome
 
 
-def _first_reach_ns(records: list[RequestRecord], level: int) -> int | None:
-    """First time the number of requests in flight reached ``level``."""
-    ev = []
-    for r in records:
-        end = request_end_ns(r)
-        ev.append((r.sent_ns, 1))
-        if end is not None:
-            ev.append((end, -1))
-    ev.sort(key=lambda e: (e[0], e[1]))  # ends before starts at the same instant
-    n = 0
-    for t, d in ev:
-        n += d
-        if n >= level:
-            return t
-    return None
-
-
 def _mean_in_flight(records: list[RequestRecord], start_ns: int, end_ns: int) -> float | None:
     if end_ns <= start_ns or not records:
         return None
@@ -1103,19 +1086,16 @@ def _assemble(spec: LevelSpec, results: list[_WorkerResult], t0_ns: int, target_
         end_ns = max(request_end_ns(r) or r.sent_ns for r in measured)
     else:
         start_ns = end_ns = t0_ns
-    # Steady window.
+    # Steady window: the one rule (accounting/steady.py), over every stream (warm-up ones load the
+    # server too), never before the first measured send.
     steady_start = steady_end = None
     if measured:
-        if spec.mode == "concurrency":
-            reach = _first_reach_ns(records, int(spec.value))
-            steady_start = max(reach, start_ns) if reach is not None else None
-        else:
-            steady_start = start_ns
-        last_send = max(r.sent_ns for r in records)
-        ends = [e for r in records if (e := request_end_ns(r)) is not None and e >= last_send]
-        steady_end = min(ends) if ends else None
-        if steady_start is None or steady_end is None or steady_end <= steady_start:
-            steady_start = steady_end = None
+        from wattbench.accounting.steady import steady_window
+
+        sw = steady_window([(r.sent_ns, request_end_ns(r)) for r in records], spec.mode,
+                           int(spec.value) if spec.mode == "concurrency" else None, start_ns=start_ns)
+        if sw is not None:
+            steady_start, steady_end = sw.start_ns, sw.end_ns
     # Load statistics.
     load = LoadStats(mode=spec.mode, workers=n_workers,
                      max_in_flight=spec.max_in_flight if spec.mode == "rate" else None)

@@ -99,6 +99,24 @@ def level_tables(result: Result, width: int) -> list[Table]:
     return out
 
 
+def power_split_lines(result: Result) -> list[Text]:
+    """Per level with a memory-power reading, where the board's watts went (one line each)."""
+    out = []
+    for lv in result.levels:
+        sp = lv.extra.get("power_split")
+        if not sp:
+            continue
+        m, r = sp["parts"]["memory"], sp["parts"]["rest"]
+        line = (f"{lv.label}  memory {F.fmt(m['avg_power_w'])} W ({100 * sp['memory_share']:.0f}% of the board's "
+                f"{F.fmt(sp['board_avg_power_w'])} W), rest of board {F.fmt(r['avg_power_w'])} W")
+        if m.get("dynamic_power_w") is not None and r.get("dynamic_power_w") is not None:
+            line += (f"; idle {F.fmt(m['idle_power_w'])} + {F.fmt(r['idle_power_w'])} W, "
+                     f"dynamic {F.fmt(m['dynamic_power_w'])} + {F.fmt(r['dynamic_power_w'])} W (memory + rest)")
+        out.append(Text(line, style="dim"))
+    return out
+
+
+
 def summary_table(result: Result, width: int = 160) -> Group:
     """The per-level tables for a console ``width`` wide."""
     return Group(*level_tables(result, width))
@@ -150,6 +168,7 @@ class RunSummary:
 
         for line in summary_lines(r):
             yield Text(line)
+        yield from power_split_lines(r)  # where the board's watts went (issue 20 part 4)
 
 
 def run_summary(result: Result) -> RenderableType:
