@@ -18,6 +18,10 @@ without a fault that ended normally with usage and ``[DONE]`` written, and how l
 error. ``GET /stats/reset`` returns and clears them. ``GET /stats/requests`` maps the first word of each
 completed request's prompt to (request read, first token written, last token written) in
 ``perf_counter_ns`` — CLOCK_MONOTONIC, the same clock as the client's — for per-request truth.
+A request that carries an ``X-Request-ID`` header (as ``vllm bench serve`` and AIPerf send) is
+keyed by that header instead. With ``--log-writes``, ``GET /stats/writes`` maps the same keys (a
+repeated key gets a ``#N`` suffix) to ``[request read, write of token 0, write of token 1, ...]`` (every token write, for per-gap ITL
+truth against clients that report every inter-token gap).
 
 Run: ``python tests/fakes/stream_server.py --port 0 --ttft-ms 100 --itl-ms 20``; it prints
 ``LISTENING <port>`` on stdout once bound (127.0.0.1 only).
@@ -60,6 +64,7 @@ class Script:
         # first prompt word -> (request read, first token written, last token written), ns on
         # perf_counter_ns (CLOCK_MONOTONIC, the client's clock too): per-request ground truth.
         self.per_request: dict[str, tuple[int, int, int]] = {}
+        self.writes: dict[str, list[int]] = {}  # --log-writes: key -> [recv, write 0, write 1, ...]
         self.ttft_s = a.ttft_ms / 1e3
         self.itl_s = a.itl_ms / 1e3
         self.rng = random.Random(a.seed)
@@ -153,6 +158,7 @@ class Script:
         }
         if reset:
             self.per_request = {}
+            self.writes = {}
             active = s["active"]
             self.stats = self._new_stats()
             self.stats["active"] = active
@@ -163,7 +169,7 @@ class Stream:
     """One streaming response, driven by loop timers on absolute deadlines."""
 
     __slots__ = ("proto", "script", "api", "n", "k", "t0", "fault", "prompt_tokens", "handle", "cut_at",
-                 "recv_ns", "first_ns", "tag")
+                 "recv_ns", "first_ns", "tag", "writes")
 
     def __init__(self, proto, script: Script, api: str, n: int, prompt_tokens: int, fault, tag: str = ""):
         self.tag = tag
@@ -178,6 +184,7 @@ class Stream:
         self.t0 = time.monotonic()
         self.recv_ns = proto.recv_ns
         self.first_ns = 0
+        self.writes = [proto.recv_ns] if script.a.log_writes else None
         proto.transport.write(script.head % proto.recv_ns)
         self.handle = True  # pending in the script's heap (or its queue)
         cap = script.a.max_concurrent
@@ -232,6 +239,8 @@ class Stream:
                 return
         write_ns = time.perf_counter_ns()  # before the write: the client may read it at once
         w(sc.content[self.api])
+        if self.writes is not None:
+            self.writes.append(write_ns)
         if self.k == 0:
             self.first_ns = write_ns
             st["ttft_ns_sum"] += self.first_ns - self.recv_ns
@@ -245,6 +254,9 @@ class Stream:
                 st["itl_gaps"] += self.n - 1
             if self.tag and len(sc.per_request) < 200_000:
                 sc.per_request[self.tag] = (self.recv_ns, self.first_ns, last_ns)
+                if self.writes is not None:  # a repeated key (same first word) gets a suffix: one entry each
+                    key = self.tag if self.tag not in sc.writes else f"{self.tag}#{len(sc.writes)}"
+                    sc.writes[key] = self.writes
             tail = sc.finish[self.api]
             if not sc.a.no_usage:
                 comp = self.n * sc.a.tokens_per_chunk
@@ -292,6 +304,7 @@ class Proto(asyncio.Protocol):
         self.buf = b""
         self.stream: Stream | None = None
         self._auth: str | None = None
+        self._rid: str | None = None
 
     def connection_made(self, transport):
         self.transport = transport
@@ -316,6 +329,7 @@ class Proto(asyncio.Protocol):
             head = self.buf[:i].decode("latin-1").split("\r\n")
             length = 0
             self._auth = None
+            self._rid = None
             for line in head[1:]:
                 name, _, value = line.partition(":")
                 name = name.strip().lower()
@@ -323,6 +337,8 @@ class Proto(asyncio.Protocol):
                     length = int(value.strip())
                 elif name == "authorization":
                     self._auth = value.strip()
+                elif name == "x-request-id":
+                    self._rid = value.strip()
             if len(self.buf) < i + 4 + length:
                 return
             body = self.buf[i + 4 : i + 4 + length]
@@ -348,8 +364,14 @@ class Proto(asyncio.Protocol):
                 data = [{"id": m, "object": "model", "owned_by": "fake"} for m in sc.models]
                 self.respond(200, json.dumps({"object": "list", "data": data}).encode())
             return
+        if method == "GET" and path == "/health":  # as vLLM answers (GuideLLM probes it)
+            self.respond(200, b"{}")
+            return
         if method == "GET" and path == "/stats/requests":
             self.respond(200, json.dumps(sc.per_request).encode())
+            return
+        if method == "GET" and path == "/stats/writes":
+            self.respond(200, json.dumps(sc.writes).encode())
             return
         if method == "GET" and path in ("/stats", "/stats/reset"):
             self.respond(200, sc.stats_json(reset=path.endswith("reset")))
@@ -389,7 +411,8 @@ class Proto(asyncio.Protocol):
             else:
                 text = str(req.get("prompt", ""))
             words = text.split()
-            self.stream = Stream(self, sc, api, n, len(words), fault, words[0] if words else "")
+            tag = self._rid or (words[0] if words else "")
+            self.stream = Stream(self, sc, api, n, len(words), fault, tag)
             return
         self.respond(404, b'{"error": {"message": "not found"}}')
 
@@ -419,6 +442,8 @@ def main(argv=None) -> int:
     p.add_argument("--malformed-rate", type=float, default=0.0)
     p.add_argument("--error-event-rate", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-writes", action="store_true",
+                   help="keep every token write time per request (GET /stats/writes)")
     p.add_argument("--loop", choices=["asyncio", "uvloop"], default="uvloop")
     a = p.parse_args(argv)
 

@@ -37,7 +37,12 @@ def stream_server(*args: str):
             with urllib.request.urlopen(base + "/stats/requests", timeout=10) as r:
                 return json.loads(r.read())
 
+        def writes() -> dict:
+            with urllib.request.urlopen(base + "/stats/writes", timeout=30) as r:
+                return json.loads(r.read())
+
         stats.per_request = per_request
+        stats.writes = writes
         yield base, stats
     finally:
         if proc.poll() is None:
