@@ -176,7 +176,8 @@ def wattbench_child(a) -> int:
     Path(a.child_out).write_text(json.dumps({
         "rows": rows, "failed": sum(1 for r in out.records if not r.warmup and not r.ok),
         "workers": load.workers, "saturated": load.saturated, "saturation_reasons": load.saturation_reasons,
-        "loop_lag_p99_ms": load.client_loop_lag_ms.p99, "client_cpu_pct": load.client_cpu_pct,
+        "loop_lag_p99_ms": load.client_loop_lag_ms.p99, "loop_lag_max_ms": load.client_loop_lag_ms.max,
+        "client_cpu_pct": load.client_cpu_pct,
     }))
     return 0
 
@@ -193,8 +194,8 @@ def run_wattbench(ctx, conc, n, work: Path):
     if rc != 0 or not out.exists():
         return None, cpu, wall, f"exit {rc}: " + (work / "wattbench.log").read_text()[-400:]
     data = json.loads(out.read_text())
-    extra = {k: data[k] for k in ("workers", "saturated", "saturation_reasons", "loop_lag_p99_ms", "client_cpu_pct",
-                                  "failed")}
+    extra = {k: data[k] for k in ("workers", "saturated", "saturation_reasons", "loop_lag_p99_ms", "loop_lag_max_ms",
+                                  "client_cpu_pct", "failed")}
     return data["rows"], cpu, wall, extra
 
 
@@ -326,6 +327,9 @@ def pair_rows(rows: list[dict], writes: dict[str, list[int]]) -> list[tuple[dict
 
 def errors_vs_log(rows: list[dict], writes: dict[str, list[int]]) -> dict:
     pairs = pair_rows(rows, writes)
+    for r, w in pairs:  # kept beside the tool's figures in the raw data
+        r["true_ttft_ms"] = (w[1] - w[0]) / 1e6
+        r["true_gaps_ms"] = [(b - a) / 1e6 for a, b in zip(w[1:], w[2:])]
     ttft_err = [r["ttft_ms"] - (w[1] - w[0]) / 1e6 for r, w in pairs]
     gap_err, itl_err, true_itl, tool_itl = [], [], [], []
     for r, w in pairs:
@@ -456,7 +460,11 @@ def main(argv=None) -> int:
     p.add_argument("--num-requests", type=int, help=argparse.SUPPRESS)
     p.add_argument("--extra-body", default="{}", help=argparse.SUPPRESS)
     p.add_argument("--workers", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--report", nargs="+", metavar="JSON", help="print a Markdown table of earlier --json runs")
     a = p.parse_args(argv)
+    if a.report:
+        print(report(a.report))
+        return 0
     if a.wattbench_child:
         a.streams = int(a.streams)
         return wattbench_child(a)
@@ -523,10 +531,36 @@ def main(argv=None) -> int:
     meta["loadavg_end"] = loadavg()
     print(json.dumps({"meta": meta}, indent=1))
     if a.json:
-        Path(a.json).write_text(json.dumps({"meta": meta, "runs": results}))
+        out = json.dumps({"meta": meta, "runs": _rounded(results)})
+        if a.json.endswith(".gz"):
+            import gzip
+
+            Path(a.json).write_bytes(gzip.compress(out.encode(), 9))
+        else:
+            Path(a.json).write_text(out)
     if not a.keep_work:
         shutil.rmtree(work_root, ignore_errors=True)
     return 0
+
+
+def _rounded(x):
+    """Floats to 0.1 µs (ms with 4 decimals): the raw data stays small and loses nothing measured."""
+    if isinstance(x, float):
+        return round(x, 4)
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    return x
+
+
+def _load_json(path: str) -> dict:
+    raw = Path(path).read_bytes()
+    if path.endswith(".gz"):
+        import gzip
+
+        raw = gzip.decompress(raw)
+    return json.loads(raw)
 
 
 def summary_line(r: dict) -> str:
@@ -544,6 +578,39 @@ def summary_line(r: dict) -> str:
             f"itl_err mean={f('itl_err_ms_mean', '+.3f')} p99={f('itl_err_ms_p99', '+.3f')} ms ({r['itl_err_basis']})  "
             f"cpu={f('client_cpu_pct', '.0f')}% failed={r.get('failed')} load={r['loadavg_before']}->{r['loadavg_after']}"
             f"{sat}")
+
+
+def report(paths: list[str]) -> str:
+    """A Markdown table over one or more ``--json`` files: per target, streams and tool, the
+    figure of each run, runs separated by ``/`` (so the spread between runs is in plain view)."""
+    runs = [_load_json(x) for x in paths]
+    cells: dict[tuple, list[dict]] = {}
+    for d in runs:
+        for r in d["runs"]:
+            cells.setdefault((r["target"], r["streams"], TOOLS.index(r["tool"])), []).append(r)
+
+    def col(rs, k, fmt):
+        return " / ".join("–" if r.get(k) is None else format(r[k], fmt) for r in rs)
+
+    lines = ["| target | streams | tool | TTFT error mean (ms) | TTFT error p99 (ms) | ITL error mean (ms) "
+             "| ITL error p99 (ms) | client CPU (% of a core) | load average (1 min, before) | notes |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for (target, streams, ti), rs in sorted(cells.items()):
+        notes = []
+        if any("error" in r for r in rs):
+            notes.append("failed: " + "; ".join(r["error"][:80] for r in rs if "error" in r))
+        ok = [r for r in rs if "error" not in r]
+        if any(r.get("saturated") for r in ok):
+            notes.append("marked saturated in " + "/".join("yes" if r.get("saturated") else "no" for r in ok))
+        if ok and ok[0].get("itl_err_basis") not in (None, "per gap"):
+            notes.append("ITL " + ok[0]["itl_err_basis"])
+        if any(r.get("failed") for r in ok):
+            notes.append("failed requests " + "/".join(str(r.get("failed")) for r in ok))
+        lines.append(f"| {target} | {streams} | {TOOLS[ti]} | {col(ok, 'ttft_err_ms_mean', '+.2f')} "
+                     f"| {col(ok, 'ttft_err_ms_p99', '+.1f')} | {col(ok, 'itl_err_ms_mean', '+.3f')} "
+                     f"| {col(ok, 'itl_err_ms_p99', '+.1f')} | {col(ok, 'client_cpu_pct', '.0f')} "
+                     f"| {' / '.join(r['loadavg_before'].split()[0] for r in ok)} | {'; '.join(notes)} |")
+    return "\n".join(lines)
 
 
 class _vllm_cpu:
