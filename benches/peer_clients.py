@@ -27,9 +27,11 @@ Client CPU: user+system CPU of the tool's whole process tree (psutil, sampled ev
 within the load window (first request read to last token written by the server), as % of one
 core; start-up (imports, tokenizer loading) is outside the window.
 
-Every tool runs closed loop at the same concurrency with the same request count, one warm-up
-request per stream where the tool has a warm-up (wattbench, vllm ``--num-warmups``, AIPerf
-``--warmup-request-count``; GuideLLM's first requests are measured). Run from the repository root::
+Every tool runs closed loop at the same concurrency with the same request count. Against the
+scripted server, one warm-up request per stream where the tool has a warm-up (wattbench, vllm
+``--num-warmups``, AIPerf ``--warmup-request-count``; GuideLLM's first requests are measured);
+against vLLM none at all, so that the engine's histograms cover the same requests as the tool's
+figures (``vllm bench serve`` adds one test request of its own before it starts). Run from the repository root::
 
     PYTHONPATH=src:. python benches/peer_clients.py --streams 8,64,256,512 --json /tmp/peers.json
     PYTHONPATH=src:. python benches/peer_clients.py --target vllm-cpu --streams 8 --per-stream 12
@@ -162,7 +164,7 @@ def wattbench_child(a) -> int:
 
     target = TargetSpec(base_url=a.base_url, model=a.model, extra_body=json.loads(a.extra_body))
     spec = LevelSpec(index=0, mode="concurrency", value=a.streams, num_requests=a.num_requests,
-                     warmup_requests=a.streams, workers=a.workers or None)
+                     warmup_requests=a.streams if a.warmup else 0, workers=a.workers or None)
     out = run_level(spec, target, req)
     rows = []
     for r in out.records:
@@ -188,7 +190,7 @@ def run_wattbench(ctx, conc, n, work: Path):
            "--base-url", ctx["base_url"] + "/v1", "--model", ctx["model"], "--streams", str(conc),
            "--num-requests", str(n), "--input-tokens", str(ctx["input_tokens"]),
            "--output-tokens", str(ctx["output_tokens"]), "--extra-body", json.dumps(ctx["extra_body"]),
-           "--workers", str(ctx["wattbench_workers"])]
+           "--workers", str(ctx["wattbench_workers"]), *(["--warmup"] if ctx["warmup"] else [])]
     env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT}")
     rc, cpu, wall = run_tool(cmd, work / "wattbench.log", env)
     if rc != 0 or not out.exists():
@@ -205,7 +207,8 @@ def run_vllm(ctx, conc, n, work: Path):
            "--endpoint", "/v1/completions", "--model", ctx["model"], "--tokenizer", ctx["tokenizer"],
            "--dataset-name", "random", "--random-input-len", str(ctx["input_tokens"]),
            "--random-output-len", str(ctx["output_tokens"]), "--num-prompts", str(n),
-           "--max-concurrency", str(conc), "--request-rate", "inf", "--ignore-eos", "--num-warmups", str(conc),
+           "--max-concurrency", str(conc), "--request-rate", "inf", "--ignore-eos",
+           "--num-warmups", str(conc if ctx["warmup"] else 0),
            "--save-result", "--save-detailed", "--result-dir", str(res), "--result-filename", "r.json",
            "--request-id-prefix", "vb-", "--disable-tqdm"]
     rc, cpu, wall = run_tool(cmd, work / "vllm.log")
@@ -231,7 +234,8 @@ def run_aiperf(ctx, conc, n, work: Path):
            "--endpoint-type", "completions", "--streaming", "--tokenizer", ctx["tokenizer"],
            "--prompt-input-tokens-mean", str(ctx["input_tokens"]), "--prompt-input-tokens-stddev", "0",
            "--prompt-output-tokens-mean", str(ctx["output_tokens"]), "--concurrency", str(conc),
-           "--request-count", str(n), "--warmup-request-count", str(conc), "--use-server-token-count",
+           "--request-count", str(n), *(["--warmup-request-count", str(conc)] if ctx["warmup"] else []),
+           "--use-server-token-count",
            "--output-artifact-dir", str(res), "--ui-type", "none", *extra]
     rc, cpu, wall = run_tool(cmd, work / "aiperf.log")
     f = res / "profile_export.jsonl"
@@ -331,6 +335,13 @@ def errors_vs_log(rows: list[dict], writes: dict[str, list[int]]) -> dict:
         r["true_ttft_ms"] = (w[1] - w[0]) / 1e6
         r["true_gaps_ms"] = [(b - a) / 1e6 for a, b in zip(w[1:], w[2:])]
     ttft_err = [r["ttft_ms"] - (w[1] - w[0]) / 1e6 for r, w in pairs]
+    # The same error in two parts, on the shared clock: the tool's start stamp -> the server read
+    # the request (the client's send path, plus the server process waiting for a CPU), and the
+    # server wrote the first token -> the tool's first-token stamp (how late the client stamps
+    # an arrival). They add up to the TTFT error.
+    timed = [(r, w) for r, w in pairs if r.get("start_ns")]
+    send_ms = [(w[0] - r["start_ns"]) / 1e6 for r, w in timed]
+    stamp_ms = [(r["start_ns"] + r["ttft_ms"] * 1e6 - w[1]) / 1e6 for r, w in timed]
     gap_err, itl_err, true_itl, tool_itl = [], [], [], []
     for r, w in pairs:
         true_gaps = [(b - a) / 1e6 for a, b in zip(w[1:], w[2:])]
@@ -352,6 +363,8 @@ def errors_vs_log(rows: list[dict], writes: dict[str, list[int]]) -> dict:
         "true_ttft_ms_mean": mean((w[1] - w[0]) / 1e6 for _, w in pairs),
         "ttft_ms_mean": mean(r["ttft_ms"] for r, _ in pairs),
         "ttft_err_ms_mean": mean(ttft_err), "ttft_err_ms_p50": pct(ttft_err, 50), "ttft_err_ms_p99": pct(ttft_err, 99),
+        "start_to_server_read_ms_mean": mean(send_ms), "start_to_server_read_ms_p99": pct(send_ms, 99),
+        "first_token_stamp_late_ms_mean": mean(stamp_ms), "first_token_stamp_late_ms_p99": pct(stamp_ms, 99),
         "itl_err_ms_mean": mean(errs), "itl_err_ms_p99": pct(errs, 99),
         "itl_err_basis": "per gap" if per_gap else "per request mean",
         "itl_reported_ms_mean": mean(tool_itl), "true_itl_ms_mean": mean(true_itl),
@@ -460,6 +473,7 @@ def main(argv=None) -> int:
     p.add_argument("--num-requests", type=int, help=argparse.SUPPRESS)
     p.add_argument("--extra-body", default="{}", help=argparse.SUPPRESS)
     p.add_argument("--workers", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--warmup", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--report", nargs="+", metavar="JSON", help="print a Markdown table of earlier --json runs")
     a = p.parse_args(argv)
     if a.report:
@@ -491,7 +505,9 @@ def main(argv=None) -> int:
     work_root.mkdir(parents=True, exist_ok=True)
     ctx = {"target": a.target, "exe": exe, "tokenizer": str(ensure_preset("tiny", weights=False)),
            "input_tokens": a.input_tokens, "output_tokens": a.output_tokens,
-           "wattbench_workers": a.wattbench_workers, "wall_minus_mono_ns": wall_minus_mono_ns()}
+           "wattbench_workers": a.wattbench_workers, "wall_minus_mono_ns": wall_minus_mono_ns(),
+           # vLLM: no warm-up anywhere, so the engine's histograms cover exactly the tool's requests
+           "warmup": a.target == "scripted"}
     results = []
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "host_cpus": os.cpu_count(),
             "python": platform.python_version(), "args": {k: v for k, v in vars(a).items() if v is not None},
@@ -574,7 +590,9 @@ def summary_line(r: dict) -> str:
     if r.get("saturated") is not None:
         sat = f" saturated={r['saturated']} loop_lag_p99={f('loop_lag_p99_ms', '.1f')}"
     return (f"{r['target']} {r['tool']:9s} streams={r['streams']:4d} n={r['reported']} matched={r['matched']} "
-            f"ttft_err mean={f('ttft_err_ms_mean')} p99={f('ttft_err_ms_p99')} ms  "
+            f"ttft_err mean={f('ttft_err_ms_mean')} p99={f('ttft_err_ms_p99')} ms "
+            f"(send {f('start_to_server_read_ms_mean')}, stamp {f('first_token_stamp_late_ms_mean')}/"
+            f"{f('first_token_stamp_late_ms_p99', '+.1f')}) "
             f"itl_err mean={f('itl_err_ms_mean', '+.3f')} p99={f('itl_err_ms_p99', '+.3f')} ms ({r['itl_err_basis']})  "
             f"cpu={f('client_cpu_pct', '.0f')}% failed={r.get('failed')} load={r['loadavg_before']}->{r['loadavg_after']}"
             f"{sat}")
@@ -592,9 +610,10 @@ def report(paths: list[str]) -> str:
     def col(rs, k, fmt):
         return " / ".join("–" if r.get(k) is None else format(r[k], fmt) for r in rs)
 
-    lines = ["| target | streams | tool | TTFT error mean (ms) | TTFT error p99 (ms) | ITL error mean (ms) "
+    lines = ["| target | streams | tool | TTFT error mean (ms) | TTFT error p99 (ms) | of which: start → server read, "
+             "mean (ms) | of which: first-token stamp late, mean / p99 (ms) | ITL error mean (ms) "
              "| ITL error p99 (ms) | client CPU (% of a core) | load average (1 min, before) | notes |",
-             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for (target, streams, ti), rs in sorted(cells.items()):
         notes = []
         if any("error" in r for r in rs):
@@ -607,7 +626,9 @@ def report(paths: list[str]) -> str:
         if any(r.get("failed") for r in ok):
             notes.append("failed requests " + "/".join(str(r.get("failed")) for r in ok))
         lines.append(f"| {target} | {streams} | {TOOLS[ti]} | {col(ok, 'ttft_err_ms_mean', '+.2f')} "
-                     f"| {col(ok, 'ttft_err_ms_p99', '+.1f')} | {col(ok, 'itl_err_ms_mean', '+.3f')} "
+                     f"| {col(ok, 'ttft_err_ms_p99', '+.1f')} | {col(ok, 'start_to_server_read_ms_mean', '+.2f')} "
+                     f"| {col(ok, 'first_token_stamp_late_ms_mean', '+.2f')} ; "
+                     f"{col(ok, 'first_token_stamp_late_ms_p99', '+.1f')} | {col(ok, 'itl_err_ms_mean', '+.3f')} "
                      f"| {col(ok, 'itl_err_ms_p99', '+.1f')} | {col(ok, 'client_cpu_pct', '.0f')} "
                      f"| {' / '.join(r['loadavg_before'].split()[0] for r in ok)} | {'; '.join(notes)} |")
     return "\n".join(lines)
