@@ -137,8 +137,10 @@ def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
 def answer_lines(result: Result) -> list[str]:
     """What the run answers, first: what a search chose (and why), the best level under the SLO."""
     out = search_lines(result)
+    opt = result.extra.get("optimize")
+    chose = isinstance(opt, dict) and opt.get("best_value") is not None
     best = best_under_slo(result)
-    if best is not None:
+    if best is not None and not chose:  # --optimize's line already names the best level
         out.append(best[1])
     return out
 
@@ -197,6 +199,20 @@ def trial_cells(level: LevelResult) -> list[TrialCell]:
 
 def any_trials(result: Result) -> bool:
     return any(trials_n(lv) for lv in result.levels)
+
+
+def _n_text(result: Result) -> str:
+    n = {trials_n(lv) for lv in result.levels} - {None}
+    return f"{n.pop()} trials" if len(n) == 1 else "trials"
+
+
+def last_trial_title(result: Result) -> str | None:
+    """Above the level table of a run with trials: its figures are the last trial's."""
+    return f"last of {_n_text(result)} (means and 95% CIs below)" if any_trials(result) else None
+
+
+def trials_title(result: Result) -> str:
+    return f"mean and 95% CI over {_n_text(result)}"
 
 
 # ---------------------------------------------------------------- --optimize / --sweep auto

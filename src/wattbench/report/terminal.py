@@ -90,10 +90,10 @@ def level_tables(result: Result, width: int) -> list[Table]:
         return []
     key = Column("level", [S.short_label(lv) for lv in result.levels], "left", max_width=LEVEL_LABEL_WIDTH,
                  styles=[VERDICT_STYLE.get(lv.validity.verdict, "") for lv in result.levels])
-    out = [_table(key, g, None) for g in pack(key, level_columns(result), width)]
+    first = S.last_trial_title(result)
+    out = [_table(key, g, first if i == 0 else None) for i, g in enumerate(pack(key, level_columns(result), width))]
     if S.any_trials(result):
-        n = {S.trials_n(lv) for lv in result.levels} - {None}
-        title = f"mean and 95% CI over {n.pop()} trials" if len(n) == 1 else "mean and 95% CI over trials"
+        title = S.trials_title(result)
         groups = pack(key, trial_columns(result), width)
         out += [_table(key, g, title if i == 0 else None) for i, g in enumerate(groups)]
     return out

@@ -109,6 +109,7 @@ def test_trials_mean_and_ci(result):
     for width in (80, 160):
         out = render(run_summary(r), width)
         assert "mean and 95% CI over 3 trials" in out
+        assert "last of 3 trials (means and 95% CIs below)" in out  # the level table says whose figures
         assert "…" not in out
         cells = cells_of(out, "c=4")
         for txt in ("1,000", "980–1,020", "2,500", "2,400–2,600", F.fmt(0.5), "0.45–0.55", "88.0", "80.0–96.0"):
