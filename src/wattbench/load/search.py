@@ -28,6 +28,9 @@ so the objective over the candidate index is treated as unimodal, with SLO-break
    levels, then the same boundary bisection if the best level's upper neighbour missed the SLOs;
 4. the best measured level that meets the SLOs wins.
 
+If the lowest candidate already misses the SLOs the search stops there (latency only grows
+with load): one level, no result — how ``wattbench tune`` prunes a configuration.
+
 A 1..256 power-of-two ladder against a server whose SLO breaks just above 48 streams measures
 1, 2, 8, 128, 32, 64, 45, 54, 49, 47: ten levels, and returns 47 (2% under the boundary).
 For a ladder of m candidates this measures about 2·log2(m) levels instead of m.
@@ -207,6 +210,8 @@ def optimize(measure: Measure, candidates: Sequence[float], objective: str | Cal
         i = min((1 << k) - 1, m - 1)
         probes.append(i)
         s = score(i)
+        if len(probes) == 1 and s == -math.inf and slos:
+            break  # the lowest load already misses the SLOs: no higher load meets them
         if len(probes) >= 2 and s < score(probes[-2]):
             break
         if i == m - 1:
