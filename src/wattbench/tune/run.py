@@ -202,6 +202,10 @@ def tune(cfg: TuneConfig, *, evaluate: Callable | None = None, progress: Progres
     write_tune(d, t)
     evaluate = evaluate or RunEvaluator(progress)
     ctx = gpu if gpu is not None else contextlib.nullcontext()
+    # trials start from the engine's own defaults: wattbench's tuned defaults for the embedded
+    # engine would otherwise apply to every configuration without a --cb-* flag
+    prev_env = os.environ.get("WATTBENCH_TUNED_DEFAULTS")
+    os.environ["WATTBENCH_TUNED_DEFAULTS"] = "0"
     t0 = time.monotonic()
     try:
         with ctx:
@@ -215,6 +219,10 @@ def tune(cfg: TuneConfig, *, evaluate: Callable | None = None, progress: Progres
         t.status, t.status_detail = ("interrupted" if isinstance(e, SystemExit) else "failed"), str(e) or type(e).__name__
         raise
     finally:
+        if prev_env is None:
+            os.environ.pop("WATTBENCH_TUNED_DEFAULTS", None)
+        else:
+            os.environ["WATTBENCH_TUNED_DEFAULTS"] = prev_env
         conclude(t, cfg)
         write_tune(d, t)
     return t
