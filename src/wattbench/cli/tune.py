@@ -100,7 +100,15 @@ def register(app: typer.Typer) -> None:
             elif event == "gpu_restored":
                 con.print("restored GPU settings left by an earlier tune: " + "; ".join(data["actions"]))
 
-        t = tune(cfg, progress=progress)
+        from wattbench.cli.run import _install_sigterm
+        from wattbench.errors import Interrupted
+
+        _install_sigterm()  # SIGTERM stops like Ctrl-C: the trial in progress ends, tune.json is kept
+        try:
+            t = tune(cfg, progress=progress)
+        except (Interrupted, KeyboardInterrupt):
+            typer.echo("wattbench: tune interrupted; finished trials are saved: continue with --resume DIR", err=True)
+            raise typer.Exit(130) from None
         from pathlib import Path
 
         (Path(t.directory) / "report.html").write_text(tune_html(t))

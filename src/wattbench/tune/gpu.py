@@ -13,7 +13,7 @@ checked against the device's allowed range before anything changes:
 that clocks were not locked by us) go to a *state file* (``$WATTBENCH_GPU_STATE`` or
 ``/var/lib/wattbench/gpu-settings.json``), written atomically and fsynced. After every trial,
 on an exception, on Ctrl-C and on SIGTERM (``GpuSettings`` is a context manager and turns
-SIGTERM into ``SystemExit`` while active) the originals are restored and the state file removed.
+SIGTERM into SIGINT while active, as ``run`` does) the originals are restored and the state file removed.
 A SIGKILL or a crash leaves the state file behind: the next ``wattbench tune`` (before it changes
 anything) or ``wattbench doctor --restore`` finds it and restores (:func:`restore_pending`).
 
@@ -185,8 +185,10 @@ class GpuSettings:
 
     # -------------------------------------------------------------- context: restore on every exit
     def __enter__(self) -> "GpuSettings":
-        def on_term(signum, frame):
-            raise SystemExit(128 + signum)
+        def on_term(signum, frame):  # noqa: ARG001
+            # as `run` does: re-delivered as SIGINT, so the current SIGINT handler (a load level's
+            # own, or KeyboardInterrupt) stops the work cleanly and __exit__ restores
+            signal.raise_signal(signal.SIGINT)
 
         with contextlib.suppress(ValueError):  # not the main thread: the caller's handlers stay
             self._old_sigterm = signal.signal(signal.SIGTERM, on_term)

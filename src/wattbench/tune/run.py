@@ -121,11 +121,20 @@ class RunEvaluator:
             self.progress(event, {**data, "trial": trial.index})
 
         t0 = time.perf_counter()
+        from wattbench.errors import EngineError, Interrupted
+
         try:
             res = run_benchmark(cfg, on_event)
-        except UserError:
+        except Interrupted:
             raise
-        except Exception as e:  # noqa: BLE001 - an engine that fails to start is a result of the trial
+        except UserError as e:
+            if not isinstance(e, EngineError):
+                raise  # bad input: the same for every configuration
+            trial.status, trial.detail = "failed", f"engine did not start: {str(e).splitlines()[0]}"
+            trial.duration_s = time.perf_counter() - t0
+            trial.run_dir = str(run_dir)
+            return trial
+        except Exception as e:  # noqa: BLE001 - an engine that dies mid-run is a result of the trial
             trial.status, trial.detail = "failed", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             trial.duration_s = time.perf_counter() - t0
             trial.run_dir = str(run_dir)
@@ -163,6 +172,10 @@ def tune(cfg: TuneConfig, *, evaluate: Callable | None = None, progress: Progres
 
     progress = progress or (lambda e, d: None)
     space = validate(cfg)
+    if evaluate is None:
+        from wattbench.engines import get_engine
+
+        get_engine(cfg.base.engine).check_installed()  # once, before anything is written or changed
     gpu_axes = any(a.is_gpu for a in space.axes)
     if gpu is None and (gpu_axes or _state_pending()):
         from wattbench.tune.gpu import GpuSettings
@@ -216,7 +229,11 @@ def tune(cfg: TuneConfig, *, evaluate: Callable | None = None, progress: Progres
         t.status, t.status_detail = "interrupted", f"interrupted; resume with --resume {d}"
         raise
     except BaseException as e:
-        t.status, t.status_detail = ("interrupted" if isinstance(e, SystemExit) else "failed"), str(e) or type(e).__name__
+        from wattbench.errors import Interrupted
+
+        stopped = isinstance(e, (SystemExit, Interrupted))
+        t.status = "interrupted" if stopped else "failed"
+        t.status_detail = (f"interrupted; resume with --resume {d}" if stopped else str(e) or type(e).__name__)
         raise
     finally:
         if prev_env is None:
