@@ -3,7 +3,7 @@ goodput per kW under an SLO, on top of the run pipeline.
 
 Each trial is a normal run (``run_benchmark``) of the engine started with the configuration's
 arguments and ``--optimize``: its own run directory under ``DIR/trials/NNN`` (registered in the
-history store, tagged ``tune:<id>``), engine start timed from the run's progress events and outside
+history store, tagged ``<tune id>/trial-NNN``), engine start timed from the run's progress events and outside
 every measurement window (the run measures idle power and levels only after the engine is ready).
 The first trial is the engine's defaults (the baseline the gain is quoted against). GPU settings,
 when searched, are applied before the trial's run and restored after it (:mod:`wattbench.tune.gpu`).
@@ -260,6 +260,10 @@ def _budget_left(cfg: TuneConfig, t: TuneResult, t0: float) -> bool:
     return True
 
 
+def trial_tag(tune_id: str, index: int) -> str:
+    return f"{tune_id}/trial-{index:03d}"
+
+
 def _run_trial(cfg, t, d, evaluate, gpu, progress, config: dict, params: dict, repeat_of=None, level=None):
     idx = len(t.trials)
     tr = TrialRecord(index=idx, config=config, params=params, label=describe(config), engine_args=engine_args(config),
@@ -269,7 +273,7 @@ def _run_trial(cfg, t, d, evaluate, gpu, progress, config: dict, params: dict, r
     try:
         if settings:
             tr.gpu_settings = gpu.apply(settings)
-        tags = [f"tune:{t.tune_id}", f"trial:{idx}"]
+        tags = [trial_tag(t.tune_id, idx)]  # a history tag names one run: one per trial
         tr = evaluate(tr, cfg.base, level, cfg.objective, cfg.boundary, d / "trials" / f"{idx:03d}", tags)
     finally:
         if settings:
