@@ -19,6 +19,10 @@ def _n(v, fmt=",.0f") -> str:
     return "—" if v is None else format(v, fmt)
 
 
+def _score(v) -> str:
+    return "—" if v is None else format(v, ",.0f") if abs(v) >= 100 else format(v, ".4g")
+
+
 def rows(t: TuneResult) -> list[list[str]]:
     out = []
     for tr in t.trials:
@@ -27,7 +31,7 @@ def rows(t: TuneResult) -> list[list[str]]:
         label = tr.label + (f" (repeat of {tr.repeat_of})" if tr.repeat_of is not None else "")
         if tr.gpu_settings:
             label += " [" + ", ".join(f"{k}={v:g}" for k, v in tr.gpu_settings.items()) + "]"
-        out.append([str(tr.index), label, tr.status, load, _n(tr.score, ",.4g"),
+        out.append([str(tr.index), label, tr.status, load, _score(tr.score),
                     _n(f.get("goodput_output_tokens_per_s")), _n(f.get("output_tokens_per_s_per_kw")),
                     _n(f.get("j_per_output_token"), ".4g"), _n(f.get("ttft_p99_ms")), _n(f.get("tpot_p99_ms"), ",.1f"),
                     _n(f.get("avg_power_w")), str(f.get("verdict") or "—")])
@@ -94,6 +98,7 @@ def _svg_scatter(points: list[dict], frontier: list[int], xlabel: str, ylabel: s
                      f'<title>trial {p["trial"]}: {p["efficiency"]:,.0f} / {p["latency"]:,.1f}</title></circle>')
     parts.append(f'<text x="{pad}" y="{pad - 8}" font-size="11">max {y1:,.0f}</text>')
     parts.append(f'<text x="{w - pad}" y="{h - pad + 14}" font-size="11" text-anchor="end">{x1:,.1f}</text>')
+    parts.append(f'<text x="{pad}" y="{h - pad + 14}" font-size="11">{x0:,.1f}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -109,7 +114,7 @@ def _svg_bars(row: dict[str, float | None]) -> str:
         y = i * bh + 2
         parts.append(f'<text x="0" y="{y + 13}" font-size="12">{html.escape(k)}</text>'
                      f'<rect x="90" y="{y}" width="{v / top * w:.1f}" height="{bh - 4}" fill="#1f77b4"/>'
-                     f'<text x="{95 + v / top * w:.1f}" y="{y + 13}" font-size="11">{v:,.4g}</text>')
+                     f'<text x="{95 + v / top * w:.1f}" y="{y + 13}" font-size="11">{_score(v)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
