@@ -14,15 +14,16 @@ export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_
 mkdir -p /tmp/hfcache
 exec > >(tee "$OUT/log.txt") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.sm,temperature.gpu --format=csv
-cat > /tmp/space.yaml <<'YAML'
-axes:
-  cb-use-cuda-graph: [default, true]
-  cb-max-batch-tokens: {values: [8192, default], when: {cb-use-cuda-graph: true}}
-  cb-max-memory-percent: {values: [0.5, default], when: {cb-use-cuda-graph: true}}
-YAML
+cat > /tmp/space.json <<'JSON'
+{"axes": {
+  "cb-use-cuda-graph": ["default", true],
+  "cb-max-batch-tokens": {"values": [8192, "default"], "when": {"cb-use-cuda-graph": true}},
+  "cb-max-memory-percent": {"values": [0.5, "default"], "when": {"cb-use-cuda-graph": true}}
+}}
+JSON
 start=$(date +%s)
 timeout 520 python3 -m wattbench tune --engine transformers --model llama-1b --device cuda \
-  --space /tmp/space.yaml --slo ttft_p99=2s,tpot_p99=100ms --concurrency 4,16,64 \
+  --space /tmp/space.json --slo ttft_p99=2s,tpot_p99=100ms --concurrency 4,16,64 \
   --input-tokens 256 --output-tokens 64 --duration 6 --idle 2 --sensor nvml \
   --max-minutes 6.5 --max-repeats 0 --out /tmp/tune --db /tmp/history.db
 echo "tune rc=$? wall $(( $(date +%s) - start )) s"

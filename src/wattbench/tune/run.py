@@ -183,6 +183,9 @@ def tune(cfg: TuneConfig, *, evaluate: Callable | None = None, progress: Progres
         gpu = GpuSettings(cfg.gpu_indices)
     if gpu is not None:
         # a tune killed mid-trial left settings changed: put them back before anything else
+        if gpu.state.exists() and not gpu.root:
+            raise UserError(f"GPU settings changed by an earlier wattbench tune are still recorded in {gpu.state}; "
+                            "run `sudo wattbench doctor --restore` to put them back")
         done = gpu.restore()
         if done:
             progress("gpu_restored", {"actions": done})
@@ -198,6 +201,7 @@ def tune(cfg: TuneConfig, *, evaluate: Callable | None = None, progress: Progres
             raise UserError(f"--resume {d}: that tune searched another engine, space or objective; "
                             "give the same flags or start a new tune")
         t.status = "running"
+        name = t.strategy  # the strategy it started with, whatever the budget now
     else:
         tune_id, created = _new_id()
         d = Path(cfg.out or Path("wattbench-results") / tune_id).expanduser()

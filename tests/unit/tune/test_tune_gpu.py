@@ -152,3 +152,13 @@ def test_sigterm_mid_trial_restores(tmp_path):
     assert p.wait(timeout=20) != 0  # stopped (SIGTERM -> SIGINT -> KeyboardInterrupt), not finished
     assert _device(tmp_path) == [{"power_mw": 700_000, "locked": None}] * 2
     assert not (tmp_path / "state.json").exists()
+
+
+def test_leftover_state_without_root_is_refused(tmp_path):
+    p = _child(tmp_path)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
+    nv = FakeNvml(gpus=[OpsGPU(), OpsGPU()], persist=str(tmp_path / "device.json"))
+    with pytest.raises(UserError, match="doctor --restore"):
+        tune(_cfg(tmp_path), evaluate=Recorder(nv), gpu=GpuSettings(nvml=nv, state=tmp_path / "state.json", root=False))
+    assert not any(c.startswith("nvmlDeviceSet") for c in nv.calls) and (tmp_path / "state.json").exists()
