@@ -18,6 +18,10 @@ without a fault that ended normally with usage and ``[DONE]`` written, and how l
 error. ``GET /stats/reset`` returns and clears them. ``GET /stats/requests`` maps the first word of each
 completed request's prompt to (request read, first token written, last token written) in
 ``perf_counter_ns`` — CLOCK_MONOTONIC, the same clock as the client's — for per-request truth.
+``GET /stats/last`` is the last completion request as received (``headers``, lower-cased names,
+and the JSON ``body``). ``GET /stats/emissions`` is the emission log: ``{"tokens_per_chunk": k, "emit_ns": [...]}``, the
+``perf_counter_ns`` at which every content chunk (k tokens) was written since the last reset, of
+every stream (faulty ones too): ground truth for "tokens the server produced in a window".
 
 Run: ``python tests/fakes/stream_server.py --port 0 --ttft-ms 100 --itl-ms 20``; it prints
 ``LISTENING <port>`` on stdout once bound (127.0.0.1 only).
@@ -60,11 +64,13 @@ class Script:
         # first prompt word -> (request read, first token written, last token written), ns on
         # perf_counter_ns (CLOCK_MONOTONIC, the client's clock too): per-request ground truth.
         self.per_request: dict[str, tuple[int, int, int]] = {}
+        self.emit_ns: list[int] = []  # every content chunk written (the emission log)
         self.ttft_s = a.ttft_ms / 1e3
         self.itl_s = a.itl_ms / 1e3
         self.rng = random.Random(a.seed)
         self.models = [m for m in a.model.split(",") if m]
         self.stats = self._new_stats()
+        self.last_request: dict = {}
         piece = a.token_text * a.tokens_per_chunk
         # Precomputed SSE events (chunk-framed) per API.
         self.content = {
@@ -153,6 +159,7 @@ class Script:
         }
         if reset:
             self.per_request = {}
+            self.emit_ns = []
             active = s["active"]
             self.stats = self._new_stats()
             self.stats["active"] = active
@@ -232,6 +239,8 @@ class Stream:
                 return
         write_ns = time.perf_counter_ns()  # before the write: the client may read it at once
         w(sc.content[self.api])
+        if len(sc.emit_ns) < 5_000_000:
+            sc.emit_ns.append(write_ns)
         if self.k == 0:
             self.first_ns = write_ns
             st["ttft_ns_sum"] += self.first_ns - self.recv_ns
@@ -316,9 +325,11 @@ class Proto(asyncio.Protocol):
             head = self.buf[:i].decode("latin-1").split("\r\n")
             length = 0
             self._auth = None
+            self._headers = {}
             for line in head[1:]:
                 name, _, value = line.partition(":")
                 name = name.strip().lower()
+                self._headers[name] = value.strip()
                 if name == "content-length":
                     length = int(value.strip())
                 elif name == "authorization":
@@ -348,8 +359,15 @@ class Proto(asyncio.Protocol):
                 data = [{"id": m, "object": "model", "owned_by": "fake"} for m in sc.models]
                 self.respond(200, json.dumps({"object": "list", "data": data}).encode())
             return
+        if method == "GET" and path == "/stats/emissions":
+            body = json.dumps({"tokens_per_chunk": sc.a.tokens_per_chunk, "emit_ns": sc.emit_ns}).encode()
+            self.respond(200, body)
+            return
         if method == "GET" and path == "/stats/requests":
             self.respond(200, json.dumps(sc.per_request).encode())
+            return
+        if method == "GET" and path == "/stats/last":  # the last completion request: headers and body
+            self.respond(200, json.dumps(sc.last_request).encode())
             return
         if method == "GET" and path in ("/stats", "/stats/reset"):
             self.respond(200, sc.stats_json(reset=path.endswith("reset")))
@@ -361,6 +379,7 @@ class Proto(asyncio.Protocol):
             except ValueError:
                 self.respond(400, b'{"error": {"message": "bad json"}}')
                 return
+            sc.last_request = {"headers": dict(self._headers), "body": req}
             if sc.a.expect_key and self._auth != f"Bearer {sc.a.expect_key}":
                 msg = "bad key"
                 if sc.a.echo_key:  # as OpenAI does: "Incorrect API key provided: sk-..."

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors
+from wattbench.cli.common import API_KEY_ENV, API_KEY_HELP, handle_errors
 
 HELP = """Check the machine, a server and a deployment before (or after) measuring.
 
@@ -38,12 +38,12 @@ def register(app: typer.Typer) -> None:
     @app.command("doctor", help=HELP)
     @handle_errors
     def doctor_cmd(
-        target: Optional[str] = typer.Option(None, "--target", help="Base URL of an OpenAI-compatible server to check."),
+        target: Optional[str] = typer.Option(None, "--target", "-t", help="Base URL of an OpenAI-compatible server to check."),
         sensor: List[str] = typer.Option([], "--sensor", help="A sensor spec to check (repeatable); default: autodetect."),
         run: Optional[Path] = typer.Option(None, "--run", help="A failed or partial run directory: apply the troubleshooting order."),
         checklist: Optional[Path] = typer.Option(None, "--checklist", help="YAML/JSON file of declared release-checklist answers."),
         exporter: List[str] = typer.Option([], "--exporter", help="URL of a DCGM / node exporter to verify telemetry collection (repeatable)."),
-        api_key: Optional[str] = typer.Option(None, "--api-key", envvar="WATTBENCH_API_KEY", help="API key for --target."),
+        api_key: Optional[str] = typer.Option(None, "--api-key", envvar=API_KEY_ENV, help=API_KEY_HELP, show_envvar=False),
         burst: int = typer.Option(8, "--burst", help="Tiny concurrent requests sent to detect rate limiting (0: none)."),
         env: bool = typer.Option(True, "--env/--no-env", help="Run the environment checks (GPU, versions, sensors)."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),

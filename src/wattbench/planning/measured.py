@@ -128,6 +128,30 @@ class MeasuredNode:
     warnings: list[str] = field(default_factory=list)
 
 
+def default_boundary(result: Result) -> str:
+    """The boundary every planner (``plan rack``, ``plan power-first``, ``plan tco``) reads when
+    ``--boundary`` is not given: the outermost of wall, node and accelerator that every level of the
+    run has energy for (else that some level has). A run with none of them fails naming the flag and what the run has."""
+    sets = [set(lv.energy) for lv in result.levels if lv.energy]
+    every = set.intersection(*sets) if sets else set()
+    have = set.union(*sets) if sets else set()
+    for pool in (every, have):  # one every level has, else one some level has
+        for b in ("wall", "node", "accelerator"):
+            if b in pool:
+                return b
+    raise UserError(
+        f"run {result.run_id} has no energy at the wall, node or accelerator boundary "
+        f"(boundaries with energy: {', '.join(sorted(have)) or 'none'}); measure one, or give --boundary"
+    )
+
+
+def power_source_text(be, percentile: str, boundary: str, power_w: float) -> str:
+    """How a node power figure was obtained, in words that never call a declared power measured."""
+    if be.label == "measured":
+        return f"measured {percentile} at {boundary}"
+    return f"{be.label} {power_w:.0f} W at {boundary} (not a measured {percentile})"
+
+
 def check_boundary_percentile(boundary: str, percentile: str) -> None:
     if boundary not in NODE_BOUNDARIES:
         raise UserError(f"boundary {boundary!r} cannot size a node; use one of {', '.join(NODE_BOUNDARIES)}")
@@ -138,13 +162,15 @@ def check_boundary_percentile(boundary: str, percentile: str) -> None:
 def measured_node(
     result: Result,
     level: int | None = None,
-    boundary: str = "accelerator",
+    boundary: str | None = None,
     percentile: str = "p95",
     gpus_per_node: int | None = None,
     host_overhead_w: float | None = None,
     name: str | None = None,
 ) -> MeasuredNode:
-    """Node power and delivery for one level (default: the level with the highest output throughput)."""
+    """Node power and delivery for one level (default: the level with the highest output throughput)
+    at ``boundary`` (default: :func:`default_boundary`)."""
+    boundary = boundary or default_boundary(result)
     check_boundary_percentile(boundary, percentile)
     if host_overhead_w is not None and host_overhead_w < 0:
         raise UserError(f"host overhead {host_overhead_w} W is negative; give 0 or more")
@@ -177,7 +203,9 @@ def measured_node(
             hp = boundary_power_w(lv, "host", percentile)
             if hp is not None:
                 host = hp
-                host_src = f"measured host {percentile} {host:.0f} W"
+                hb = lv.energy["host"]
+                host_src = (f"measured host {percentile} {host:.0f} W" if hb.label == "measured"
+                            else f"{hb.label} host {host:.0f} W")
             else:
                 host = 0.0
                 host_src = "no host overhead"
@@ -186,14 +214,16 @@ def measured_node(
                     "--host-overhead-w); rack density is overstated"
                 )
         node_w = per_acc * gpus + host
-        src = f"measured {percentile} accelerator {per_acc:.0f} W × {gpus} + {host_src}"
+        acc = (f"measured {percentile} accelerator" if be.label == "measured"
+               else f"{be.label} accelerator (not a measured {percentile})")
+        src = f"{acc} {per_acc:.0f} W × {gpus} + {host_src}"
     else:
         measured = len(result.environment.gpus) or 1
         gpus = gpus_per_node or measured
         per_acc = None
         host = None
         node_w = power
-        src = f"measured {percentile} at {boundary}"
+        src = power_source_text(be, percentile, boundary, power)
         if gpus_per_node is not None and gpus_per_node != measured:
             raise UserError(
                 f"run {result.run_id} was measured at the {boundary} boundary with {measured} GPUs; "

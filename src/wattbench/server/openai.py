@@ -63,10 +63,14 @@ def endpoint_url(target: TargetSpec) -> str:
     return target.base_url + ("/chat/completions" if target.api == "chat" else "/completions")
 
 
-def auth_headers(api_key: str | None) -> dict[str, str]:
+def auth_headers(api_key: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Request headers: JSON in, event stream out, the key as a bearer token, then the user's
+    ``--header`` values (which win, so a gateway's own auth header can replace the bearer)."""
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
+    if extra:
+        headers.update(extra)
     return headers
 
 
