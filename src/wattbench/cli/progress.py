@@ -8,7 +8,24 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+from rich.text import Text
+
+
+def level_description(data: dict) -> str:
+    """``level 2 of 5 · c=8`` (or ``level 3, until the search ends · c=16``), ``· trial 2 of 3`` with trials."""
+    k = data.get("index", 0) + 1
+    n = data.get("levels")
+    where = f"level {k} of {n}" if n else f"level {k}, until the search ends"
+    label = str(data.get("label", "")).split(" trial ")[0]
+    label = label.replace("concurrency=", "c=")
+    if label.startswith("rate="):
+        label = "r=" + label[5:].replace(" ", "/s ", 1) + ("" if " " in label else "/s")
+    out = f"{where} · {label}" if label else where
+    if (data.get("trials") or 1) > 1:
+        out += f" · trial {data.get('trial', 1)} of {data['trials']}"
+    return out
 
 
 class RunProgress:
@@ -25,7 +42,10 @@ class RunProgress:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.fields[stats]}"),
+                TextColumn("elapsed"),
                 TimeElapsedColumn(),
+                TextColumn("left"),
+                TimeRemainingColumn(),
                 console=self.console,
                 transient=False,
             )
@@ -42,10 +62,11 @@ class RunProgress:
         if p is None:
             return
         if event == "phase":
-            p.console.log(data.get("message", data.get("name", "")))
+            # printed above the bars, without rich's log time and source location (internals)
+            p.console.print(Text(str(data.get("message", data.get("name", ""))), style="dim"))
         elif event == "level_start":
             self._tasks[data["index"]] = p.add_task(
-                f"level {data['index'] + 1}/{data.get('levels', '?')} {data.get('label', '')}",
+                level_description(data),
                 total=data.get("total"),
                 stats="",
             )
@@ -62,7 +83,7 @@ class RunProgress:
             if data.get("power_w") is not None:
                 parts.append(f"{data['power_w']:,.0f} W")
             if data.get("failed"):
-                parts.append(f"[red]{data['failed']} failed[/red]")
+                parts.append(f"{data['failed']} failed")
             p.update(task, completed=data.get("done", 0), stats=" · ".join(parts))
         elif event == "level_done":
             task = self._tasks.get(data.get("index", -1))
