@@ -278,6 +278,14 @@ class Column:
         return min(w, self.max_width) if self.max_width else w
 
 
+# Boundary names in table headers, where width is short (the full name is in the notes and docs).
+SHORT_BOUNDARY = {"accelerator": "accel", "accelerator_memory": "accel-mem"}
+
+
+def short_boundary(b: str) -> str:
+    return SHORT_BOUNDARY.get(b, b)
+
+
 def _boundary_label(result: Result, b: str) -> str:
     labels = {lv.energy[b].label for lv in result.levels if b in lv.energy}
     return "/".join(sorted(labels))
@@ -298,7 +306,7 @@ def level_columns(result: Result) -> list[Column]:
     if has_goodput(result):
         g = [goodput_cells(lv) for lv in lvs]
         bs = {x.boundary for x in g if x.boundary}
-        where = f"\n{bs.pop()}" if len(bs) == 1 else ""
+        where = f"\n{short_boundary(bs.pop())}" if len(bs) == 1 else ""
         cols += [
             Column("SLO", [x.slo for x in g], "left", "slo"),
             Column("met\nSLO", [x.met_pct for x in g]),
@@ -307,14 +315,15 @@ def level_columns(result: Result) -> list[Column]:
         ]
     for b in F.result_boundaries(result):
         label = _boundary_label(result, b)
+        sb = short_boundary(b)
 
         def cells(attr: str, b: str = b) -> list[str]:
             return [F.fmt(getattr(lv.energy[b], attr)) if b in lv.energy else F.MISSING for lv in lvs]
 
         cols += [
-            Column(f"W\n{b}\n{label}", cells("avg_power_w"), kind=f"label:{label}"),
-            Column(f"tok/s/kW\n{b}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
-            Column(f"J/tok\n{b}\n{label}", cells("j_per_output_token"), kind=f"label:{label}"),
+            Column(f"W\n{sb}\n{label}", cells("avg_power_w"), kind=f"label:{label}"),
+            Column(f"tok/s/kW\n{sb}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
+            Column(f"J/tok\n{sb}\n{label}", cells("j_per_output_token"), kind=f"label:{label}"),
         ]
     return cols
 

@@ -36,7 +36,7 @@ def headline_lines(result: Result) -> list[Text]:
     return lines
 
 
-COLUMN_GAP = 3  # cell padding (one space each side) and the divider between columns
+COLUMN_GAP = 2  # one space of left padding and the (blank) divider between columns
 
 
 def pack(key: Column, cols: list[Column], width: int) -> list[list[Column]]:
@@ -71,7 +71,7 @@ def _text(c: Column, i: int) -> Text:
 
 def _table(key: Column, cols: list[Column], title: str | None) -> Table:
     table = Table(title=Text(title) if title else None, title_justify="left", box=box.SIMPLE_HEAD,
-                  header_style="bold", show_edge=False, pad_edge=False)
+                  header_style="bold", show_edge=False, pad_edge=False, padding=(0, 0, 0, 1))
     for c in [key, *cols]:
         table.add_column(Text(c.header), justify=c.justify, no_wrap=c.max_width is None,
                          max_width=c.max_width, overflow="fold")
