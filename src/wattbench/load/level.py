@@ -93,6 +93,7 @@ from wattbench.load.saturation import (  # noqa: E402
     SAT_CPU_PCT,
     SAT_LAG_FLOOR_MS,
     SAT_LAG_FRACTION,
+    SAT_LOOP_LAG_MIN_PROBES,
     SAT_LOOP_LAG_MS,
     client_saturation_reasons,
 )
@@ -107,6 +108,8 @@ def auto_workers(spec: LevelSpec, cpu_count: int | None = None) -> int:
     cpus = cpu_count or os.cpu_count() or 1
     if spec.mode == "concurrency":
         need = math.ceil(spec.value / STREAMS_PER_WORKER)
+    elif spec.mode == "rate" and math.isinf(spec.value):  # all at once: streams in flight, not arrivals/s
+        need = math.ceil(min(spec.num_requests or 1, spec.max_in_flight or math.inf) / STREAMS_PER_WORKER)
     elif spec.mode == "rate":
         need = math.ceil(spec.value / ARRIVALS_PER_WORKER_RPS)
     else:
@@ -127,6 +130,7 @@ class _Plan:
     target: TargetSpec
     concurrency: int = 0  # closed loop
     arrivals: list | None = None  # open loop: [(index, offset_s, spec, warmup)] sorted by offset
+    max_in_flight: int | None = None  # open loop: this worker's share of --max-concurrency
     stop_after_s: float | None = None  # closed loop: stop sending at t0 + this
     warmup_s: float | None = None  # closed loop: a request sent after t0 + this is measured
     progress_period_s: float = PROGRESS_PERIOD_S
@@ -250,6 +254,10 @@ def _open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list
     if spec.mode == "rate":
         if spec.num_requests is None and spec.duration_s is None:
             raise UserError("an open-loop level needs --num-requests or --duration")
+        if spec.num_requests is None and math.isinf(spec.value):
+            from wattbench.load.schedule import INF_NEEDS_N
+
+            raise UserError(INF_NEEDS_N)
         warm_end: float | None = None  # where the measured phase starts
         measured = 0
         for off in iter_arrival_times(spec.value, spec.arrival, spec.seed):
@@ -515,11 +523,29 @@ class _Worker:
     # -- open loop / trace
     async def _open(self, t0_ns: int) -> None:
         link = self.link
+        cap = asyncio.Semaphore(self.plan.max_in_flight) if self.plan.max_in_flight else None
+
+        async def capped(coro) -> None:
+            try:
+                await coro
+            finally:
+                cap.release()
+
         for k, (idx, off, spec, warm) in enumerate(self.plan.arrivals or ()):
             if link.stop.is_set():
                 break
             when = t0_ns + int(off * 1e9)
             await _sleep_until(when)
+            if cap is not None:
+                if cap.locked():
+                    # capped at --max-concurrency: the request waits for a slot, and its send lag
+                    # (what the saturation guard judges) counts from when the slot freed
+                    await cap.acquire()
+                    when = max(when, now_ns())
+                else:
+                    await cap.acquire()
+                self._spawn(capped(self._one(idx, spec, when, warm, self._target_of(k))))
+                continue
             self._spawn(self._one(idx, spec, when, warm, self._target_of(k)))
         self.stop_ns = now_ns()
         while self.tasks:
@@ -702,8 +728,8 @@ def _validate(spec: LevelSpec) -> None:
     if spec.mode == "concurrency" and not (spec.value >= 1 and float(spec.value).is_integer()):
         raise UserError(f"--concurrency must be a whole number >= 1, got {spec.value!r}")
     if spec.mode == "rate":
-        if not (math.isfinite(spec.value) and spec.value > 0):
-            raise UserError(f"--rate must be a positive number of requests/s, got {spec.value!r}")
+        if not (not math.isnan(spec.value) and spec.value > 0):
+            raise UserError(f"--rate must be a positive number of requests/s (or inf), got {spec.value!r}")
         parse_arrival(spec.arrival)
     if spec.num_requests is not None and spec.num_requests < 1:
         raise UserError(f"--num-requests must be >= 1, got {spec.num_requests}")
@@ -772,8 +798,15 @@ def run_level(
                 plans[-1].routes = [_route(route, first + k, len(targets)) for k in range(share)]
             first += share
     else:
+        cap = spec.max_in_flight
+        if cap is not None:
+            if cap < 1:
+                raise UserError(f"--max-concurrency must be >= 1, got {cap}")
+            n_workers = min(n_workers, cap)
         parts, target_rate, exhausted_early = _open_arrivals(spec, requests, n_workers)
-        plans = [_Plan(w, spec.index, spec.mode, target, arrivals=parts[w]) for w in range(n_workers)]
+        plans = [_Plan(w, spec.index, spec.mode, target, arrivals=parts[w],
+                       max_in_flight=None if cap is None else cap // n_workers + (1 if w < cap % n_workers else 0))
+                 for w in range(n_workers)]
         if targets:
             for p in plans:
                 p.targets = targets
@@ -1090,23 +1123,6 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
 # ---------------------------------------------------------------------------------- outcome
 
 
-def _first_reach_ns(records: list[RequestRecord], level: int) -> int | None:
-    """First time the number of requests in flight reached ``level``."""
-    ev = []
-    for r in records:
-        end = request_end_ns(r)
-        ev.append((r.sent_ns, 1))
-        if end is not None:
-            ev.append((end, -1))
-    ev.sort(key=lambda e: (e[0], e[1]))  # ends before starts at the same instant
-    n = 0
-    for t, d in ev:
-        n += d
-        if n >= level:
-            return t
-    return None
-
-
 def _mean_in_flight(records: list[RequestRecord], start_ns: int, end_ns: int) -> float | None:
     if end_ns <= start_ns or not records:
         return None
@@ -1129,21 +1145,19 @@ def _assemble(spec: LevelSpec, results: list[_WorkerResult], t0_ns: int, target_
         end_ns = max(request_end_ns(r) or r.sent_ns for r in measured)
     else:
         start_ns = end_ns = t0_ns
-    # Steady window.
+    # Steady window: the one rule (accounting/steady.py), over every stream (warm-up ones load the
+    # server too), never before the first measured send.
     steady_start = steady_end = None
     if measured:
-        if spec.mode == "concurrency":
-            reach = _first_reach_ns(records, int(spec.value))
-            steady_start = max(reach, start_ns) if reach is not None else None
-        else:
-            steady_start = start_ns
-        last_send = max(r.sent_ns for r in records)
-        ends = [e for r in records if (e := request_end_ns(r)) is not None and e >= last_send]
-        steady_end = min(ends) if ends else None
-        if steady_start is None or steady_end is None or steady_end <= steady_start:
-            steady_start = steady_end = None
+        from wattbench.accounting.steady import steady_window
+
+        sw = steady_window([(r.sent_ns, request_end_ns(r)) for r in records], spec.mode,
+                           int(spec.value) if spec.mode == "concurrency" else None, start_ns=start_ns)
+        if sw is not None:
+            steady_start, steady_end = sw.start_ns, sw.end_ns
     # Load statistics.
-    load = LoadStats(mode=spec.mode, workers=n_workers)
+    load = LoadStats(mode=spec.mode, workers=n_workers,
+                     max_in_flight=spec.max_in_flight if spec.mode == "rate" else None)
     if spec.mode == "concurrency":
         load.target_concurrency = int(spec.value)
     else:

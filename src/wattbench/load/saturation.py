@@ -19,6 +19,9 @@ whether the client caused it is for the send lag to say.
 ``warn``. This module also says *which figures* a saturated client biases, so reports can mark them:
 
 - a busy client (CPU) stamps arrivals late and may cap the request rate: latency and throughput;
+- a client whose event loop waited (``loop_lag``: its own work, or other processes holding the
+  CPUs, as on a shared host) stamps arrivals late by up to that lag even at low CPU: latency
+  first (TTFT most: ITL mostly telescopes), throughput through the request end times;
 - an open loop that fell behind (rate, send lag) offered less load than its label says: every
   load-dependent figure describes a lighter load than the one named.
 
@@ -28,7 +31,7 @@ unmarked: they are measured correctly, for whatever load was offered.
 
 ``mark_saturated(level)`` writes ``level.extra["saturated_figures"]`` (dotted paths into the
 level, ``*`` for "every key") and ``level.extra["saturation_kinds"]`` (``cpu``, ``rate``,
-``send_lag``); nothing when the level was not saturated.
+``send_lag``, ``loop_lag``); nothing when the level was not saturated.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ __all__ = ["EFFICIENCY_FIELDS", "saturation_kinds", "saturated_figures", "mark_s
            "client_saturation_reasons", "rate_finding", "rate_interval"]
 
 SAT_LOOP_LAG_MS = 2.0  # loop-lag p99 above this: arrival stamps may be late by that much
-SAT_LOOP_MIN_SAMPLES = 20
+SAT_LOOP_LAG_MIN_PROBES = 20  # fewer loop-lag probes than this: no p99 to judge by
 SAT_CPU_PCT = 90.0
 SAT_LAG_FLOOR_MS = 5.0
 SAT_LAG_FRACTION = 0.10
@@ -59,11 +62,14 @@ def saturation_kinds(load: LoadStats) -> list[str]:
         kinds.append("cpu")
     target = load.target_rate_rps
     lag = load.client_loop_lag_ms
-    if lag.count >= SAT_LOOP_MIN_SAMPLES and lag.p99 is not None and lag.p99 > SAT_LOOP_LAG_MS:
+    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 is not None and lag.p99 > SAT_LOOP_LAG_MS:
         kinds.append("loop_lag")
-    if target and load.send_lag_ms.count and load.send_lag_ms.p99 is not None \
+    if target and target != float("inf") and load.send_lag_ms.count and load.send_lag_ms.p99 is not None \
             and load.send_lag_ms.p99 > max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target):
         kinds.append("send_lag")
+    lag = load.client_loop_lag_ms
+    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 is not None and lag.p99 > SAT_LOOP_LAG_MS:
+        kinds.append("loop_lag")
     return kinds or ["unspecified"]
 
 
@@ -87,13 +93,15 @@ def mark_saturated(level: LevelResult) -> LevelResult:
 
 def client_saturation_reasons(load: LoadStats, target_rate: float | None) -> list[str]:
     """Why the client itself may have biased the level (empty: it did not), from its own signals."""
+    import math
+
     reasons = []
-    if load.send_lag_ms.count and target_rate:
+    if load.send_lag_ms.count and target_rate and math.isfinite(target_rate):  # --rate inf: no schedule
         limit = max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target_rate)
         if load.send_lag_ms.p99 > limit:
             reasons.append(f"send lag p99 {load.send_lag_ms.p99:.1f} ms > {limit:.1f} ms")
     lag = load.client_loop_lag_ms
-    if lag.count >= SAT_LOOP_MIN_SAMPLES and lag.p99 > SAT_LOOP_LAG_MS:
+    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 > SAT_LOOP_LAG_MS:
         reasons.append(
             f"client event loop lag p99 {lag.p99:.1f} ms > {SAT_LOOP_LAG_MS:.0f} ms "
             "(arrival timestamps may be late by that much: the client waits for a CPU or is busy)"
@@ -135,9 +143,13 @@ def rate_interval(target_rps: float, n: int, arrival: str | None,
 def rate_finding(load: LoadStats, n: int) -> str | None:
     """A warn reason when an open loop's achieved rate is off its target beyond ``RATE_WARN_PCT``
     and beyond what the arrival process draws for ``n`` requests; None when it is within."""
+    import math
+
     target, achieved = load.target_rate_rps, load.achieved_rate_rps
-    if load.mode != "rate" or not target or achieved is None:
-        return None
+    if load.mode != "rate" or not target or achieved is None or not math.isfinite(target):
+        return None  # --rate inf has no rate to reach
+    if load.max_in_flight is not None and achieved < target:
+        return None  # a --max-concurrency cap holds the rate down by design
     diff = 100.0 * (achieved - target) / target
     if abs(diff) <= RATE_WARN_PCT:
         return None

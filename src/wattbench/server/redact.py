@@ -9,7 +9,10 @@ history rows) or shown goes through these helpers:
 - ``split_url_credentials(url)`` -> the URL without its ``user:password@`` part and the
   credential as a ``BasicCredential`` (sent as ``Authorization: Basic …``, never in a URL again);
 - ``redact_url(url)`` -> the URL with ``user:password@`` replaced by ``***@`` (for display);
-- ``redact_headers(headers)`` -> the headers with every sensitive value replaced by ``***``;
+- ``redact_headers(headers)`` -> every header name kept, the value of any header that can carry a
+  credential — by name (``Authorization``, ``Cookie``, ``X-API-Key``, anything with ``key``,
+  ``token``, ``secret``, ``password``, ``auth`` or ``session`` in it) or by value (``Bearer …``,
+  ``Basic …``) — replaced by ``<redacted>`` (``is_secret_header``);
 - ``redact_text(text, secrets)`` -> the text with each secret (raw, URL-quoted, JSON-escaped, and
   the ``Basic`` base64 form of URL credentials) replaced by ``***``;
 - ``authorization(key)`` -> the ``Authorization`` header value of a key or a credential (the one
@@ -25,15 +28,25 @@ import base64
 import json
 import re
 import urllib.parse
-from typing import Iterable, Mapping
+from typing import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["BasicCredential", "split_url_credentials", "redact_url", "redact_headers", "redact_text",
-           "authorization", "combine_credentials", "secret_forms", "MASK", "SENSITIVE_HEADER"]
+           "authorization", "combine_credentials", "secret_forms", "is_secret_header", "MASK", "REDACTED"]
 
 MASK = "***"
-SENSITIVE_HEADER = re.compile(r"authori[sz]ation|api[-_]?key|token|secret|password|passwd|cookie|session|auth",
-                              re.IGNORECASE)
+REDACTED = "<redacted>"
+_SECRET_NAME = re.compile(r"auth|key|token|secret|passw|cookie|session|credential|signature", re.I)
+_SECRET_VALUE = re.compile(r"^\s*(bearer|basic|token|digest)\s+\S", re.I)
+
+
+def is_secret_header(name: str, value: str) -> bool:
+    return bool(_SECRET_NAME.search(name) or _SECRET_VALUE.match(value or ""))
+
+
+def redact_headers(headers: dict[str, str]) -> dict[str, str]:
+    """The headers with every credential-bearing value replaced by ``<redacted>``."""
+    return {k: (REDACTED if is_secret_header(k, v) else v) for k, v in headers.items()}
 
 
 class BasicCredential(str):
@@ -91,18 +104,8 @@ def redact_url(url: str | None) -> str | None:
     query = parts.query
     if query:
         pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
-        query = "&".join(f"{k}={MASK if SENSITIVE_HEADER.search(k) else v}" for k, v in pairs)
+        query = "&".join(f"{k}={MASK if _SECRET_NAME.search(k) else v}" for k, v in pairs)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def redact_headers(headers: Mapping[str, str] | Iterable[str] | None) -> dict[str, str]:
-    """Headers (a mapping, or ``K:V`` strings as given on the command line) with every sensitive
-    value (authorization, keys, tokens, cookies, passwords) replaced by ``***``."""
-    if not headers:
-        return {}
-    items = headers.items() if isinstance(headers, Mapping) else (
-        (h.split(":", 1)[0].strip(), h.split(":", 1)[1].strip() if ":" in h else "") for h in headers)
-    return {k: (MASK if SENSITIVE_HEADER.search(k) else v) for k, v in items}
 
 
 def secret_forms(secret: str) -> list[str]:

@@ -109,7 +109,7 @@ def test_isolating_pair_with_an_empty_level_says_a_sentence(monkeypatch):
     lr = SimpleNamespace(measure=lambda *a, **k: next(levels))
     runner._prefill_decode_pair(state, lr)
     pair = result.extra["prefill_decode"]["isolating_pair"]
-    assert pair["error"].startswith("the concurrency=8 decode-heavy level has no accelerator energy (")
+    assert pair["error"].startswith("the concurrency=8 decode-heavy level has no energy to split (no measured request")
     assert "no measured request completed" in pair["error"] and pair["error"] != "'accelerator'"
     assert pair["failed_levels"] == ["concurrency=8 decode-heavy"]
 

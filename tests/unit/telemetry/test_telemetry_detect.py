@@ -115,3 +115,17 @@ def test_cli_sensors_json_and_table(tmp_path):
     assert r.exit_code == 0 and "const.wall" in r.output and "812.5 W" in r.output and "declared" in r.output
     r = CliRunner().invoke(app, ["sensors", "--sensor", "const:wall"])
     assert r.exit_code == 2 and "bad --sensor 'const:wall'" in r.output
+
+
+def test_cli_sensors_named_meter_with_nothing_readable_exits_nonzero(tmp_path):
+    """``sensors --sensor rapl`` on a machine whose powercap tree is empty: the reason, exit 1."""
+    from wattbench.cli.main import build_app
+
+    app = build_app()
+    root = tmp_path / "powercap"  # exists, holds no RAPL zone
+    root.mkdir()
+    r = CliRunner().invoke(app, ["sensors", "--sensor", f"rapl:root={root}", "--measure", "0"])
+    assert r.exit_code == 1, r.output
+    assert "nothing readable" in r.output and "--sensor rapl" in r.output
+    r = CliRunner().invoke(app, ["sensors", "--sensor", f"rapl:root={root}", "--measure", "0", "--json"])
+    assert r.exit_code == 1
