@@ -61,9 +61,6 @@ def saturation_kinds(load: LoadStats) -> list[str]:
     if load.client_cpu_pct is not None and load.client_cpu_pct > SAT_CPU_PCT:
         kinds.append("cpu")
     target = load.target_rate_rps
-    lag = load.client_loop_lag_ms
-    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 is not None and lag.p99 > SAT_LOOP_LAG_MS:
-        kinds.append("loop_lag")
     if target and target != float("inf") and load.send_lag_ms.count and load.send_lag_ms.p99 is not None \
             and load.send_lag_ms.p99 > max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target):
         kinds.append("send_lag")

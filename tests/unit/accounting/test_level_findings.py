@@ -88,8 +88,10 @@ def test_optimize_scores_a_failed_level_as_failed_not_missing():
             return {"failed": "no measured request completed", "goodput_per_kw": None}
         return {"goodput_per_kw": float(v)}  # rising: the failed top level would otherwise look "missing"
 
-    res = optimize(measure, [1, 2, 4, 8, 16, 32, 64, 128])
+    res = optimize(measure, [1, 2, 4, 8, 16, 32, 64, 128], refine=False)
     assert res.best_value == 64
+    refined = optimize(measure, [1, 2, 4, 8, 16, 32, 64, 128])  # bisects up to the failed level, never onto it
+    assert 64 <= refined.best_value < 128
     d = res.to_dict("goodput_per_kw")
     assert d["failed"] == [{"value": 128, "reason": "no measured request completed"}]
 
