@@ -162,6 +162,7 @@ def test_no_secret_when_refused(tmp_path, cert):
 
 URL_USER = "wbuser"
 URL_PW = "url-SECRET-pw-c4f1"
+HEADER_SECRET = "hdr-SECRET-token-88a2"
 
 
 def test_no_url_credential_in_any_artifact(tmp_path):
@@ -169,6 +170,7 @@ def test_no_url_credential_in_any_artifact(tmp_path):
     them as HTTP basic auth) and appear in no file, report, history row, stdout or stderr; the URL
     is shown as ``http://***@host:port``. With an API key as well: one clear line, exit 2."""
     NEEDLES["url password"] = _needles(URL_PW, URL_USER)
+    NEEDLES["header token"] = _needles(HEADER_SECRET)
     db = tmp_path / "history.sqlite3"
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -176,7 +178,8 @@ def test_no_url_credential_in_any_artifact(tmp_path):
         with server("--ttft-ms", "5", "--itl-ms", "2", "--expect-basic", f"{URL_USER}:{URL_PW}", "--echo-key") as s:
             url = s.base.replace("http://", f"http://{URL_USER}:{URL_PW}@")
             ok = run_cli(url, runs / "ok", "--concurrency", "2", "-n", "6", "--sensor", "const:node=100",
-                         "--db", str(db), "--json", env=child_env(HOME=str(tmp_path)), cwd=tmp_path)
+                         "--header", f"X-Gateway-Token: {HEADER_SECRET}", "--db", str(db), "--json",
+                         env=child_env(HOME=str(tmp_path)), cwd=tmp_path)
             both = run_cli(url, runs / "both", "--api-key", API_KEY, "-n", "2", "--db", str(db),
                            env=child_env(HOME=str(tmp_path)), cwd=tmp_path)
             wrong = run_cli(s.base.replace("http://", f"http://{URL_USER}:wrong-{URL_PW}@"), runs / "wrong",
@@ -191,6 +194,7 @@ def test_no_url_credential_in_any_artifact(tmp_path):
         res = load_result(runs / "ok")
         host = s.base.removeprefix("http://")
         assert res.config["target"] == f"http://***@{host}"
+        assert res.config["headers"] == {"X-Gateway-Token": "<redacted>"}  # the name kept, the value not
         assert res.server.base_url == f"{s.base}/v1"
         with HistoryStore(db) as h:
             assert [r.run_id for r in h.list_runs()] == [res.run_id]
@@ -214,6 +218,7 @@ def test_no_url_credential_in_any_artifact(tmp_path):
         assert not leaks, leaks
     finally:
         NEEDLES.pop("url password", None)
+        NEEDLES.pop("header token", None)
 
 
 def test_redaction_helpers_cover_urls_headers_and_texts():
@@ -227,9 +232,10 @@ def test_redaction_helpers_cover_urls_headers_and_texts():
     assert authorization("sk-1") == "Bearer sk-1" and authorization(None) is None
     assert redact_url("http://u:p@h:1/v1?api_key=k1&x=2") == "http://***@h:1/v1?api_key=***&x=2"
     assert redact_url("http://h:1/v1") == "http://h:1/v1"
-    assert redact_headers(["Authorization: Bearer sk-1", "X-Api-Key: k2", "X-Trace: 7", "Cookie: a=b"]) == {
-        "Authorization": "***", "X-Api-Key": "***", "X-Trace": "7", "Cookie": "***"}
-    assert redact_headers({"api-key": "k", "Accept": "text/plain"}) == {"api-key": "***", "Accept": "text/plain"}
+    assert redact_headers({"Authorization": "Bearer sk-1", "X-Api-Key": "k2", "X-Trace": "7", "Cookie": "a=b",
+                           "X-Upstream": "Basic dTpw"}) == {
+        "Authorization": "<redacted>", "X-Api-Key": "<redacted>", "X-Trace": "7", "Cookie": "<redacted>",
+        "X-Upstream": "<redacted>"}  # by name, and by value (a Basic/Bearer credential under any name)
     token = BasicCredential("user:pa ss")
     text = f"got {token.token} / pa%20ss / user:pa ss"
     assert redact_text(text, [token]) == "got *** / *** / ***"
