@@ -87,8 +87,10 @@ def test_sglang_and_llamacpp_plans(model_dir, tmp_path):
     p = lc.plan(str(gguf), "cuda", ["-np", "4"], "127.0.0.1", 9, tmp_path)
     assert p.argv[:3] == ["/x/llama-server", "-m", str(gguf.resolve())]
     assert "--metrics" in p.argv and p.info["n_gpu_layers"] == "999" and p.info["parallel"] == "4"
+    with pytest.raises(UserError, match="GGUF files only and preset 'qwen-7b' is not a Llama"):
+        lc.plan("qwen-7b", "cpu", [], "127.0.0.1", 9, tmp_path)
     with pytest.raises(UserError, match="GGUF"):
-        lc.plan("tiny", "cpu", [], "127.0.0.1", 9, tmp_path)
+        lc.plan(None, "cpu", [], "127.0.0.1", 9, tmp_path)
     with pytest.raises(EngineError, match="llama.cpp server not found"):
         LlamaCpp(binary="/nonexistent/llama-server").check_installed()
 
