@@ -405,8 +405,8 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         )
         base_url = normalize_base_url(handle.base_url)
         launched_info = handle.server_info
-        if tokenizer_path is None and handle.plan.model_path:
-            tokenizer_path = handle.plan.model_path  # the served model's own tokenizer: exact lengths
+        if tokenizer_path is None:
+            tokenizer_path = handle.plan.tokenizer_source()  # the served model's own tokenizer: exact lengths
 
     model, models = asyncio.run(check_target(base_url, api_key, cfg.model))
     server = asyncio.run(detect_server(base_url, api_key))

@@ -86,10 +86,12 @@ class LlamaCpp(Engine):
             from wattbench.engines.gguf_export import ensure_gguf
 
             path = ensure_gguf(model)
+            tokenizer = str(path.parent / path.name[: -len(".f16.gguf")])  # the preset directory
             if not has_flag(args, "-a", "--alias"):
                 args = ["-a", model, *args]
         else:
             path = Path(model).expanduser()
+            tokenizer = ""  # a .gguf carries its tokenizer inside: none the client can load
         if path.is_dir():
             ggufs = sorted(path.glob("*.gguf"))
             if len(ggufs) != 1:
@@ -114,7 +116,7 @@ class LlamaCpp(Engine):
         }
         served = flag_value(args, "-a", "--alias")
         return LaunchPlan(argv=argv, env={}, model_path=str(path.resolve()), served_model=served,
-                          health_paths=("/health", "/v1/models"), info=info)
+                          health_paths=("/health", "/v1/models"), info=info, tokenizer=tokenizer)
 
     def effective_config(self, plan: LaunchPlan, log_text: str, base_url: str) -> dict[str, Any]:
         eff = dict(plan.info)
