@@ -370,7 +370,7 @@ def _finish(state: _RunState, status: str, detail: str | None) -> None:
 
 def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     from wattbench.load.types import TargetSpec
-    from wattbench.server.detect import detect_server
+    from wattbench.server.detect import detect_server, reuses_connections
     from wattbench.server.openai import check_target, normalize_base_url
 
     cfg = state.config
@@ -442,6 +442,9 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     # Force output lengths only on servers that accept the fields (strict servers reject them).
     target.extra_body = dict(server.extra_body)
     target.send_min_tokens = bool(server.supports_ignore_eos)
+    target.keepalive = reuses_connections(server.engine)
+    for t, si in zip(targets[1:], extra_servers):
+        t.keepalive = reuses_connections(si.engine)
     server.output_length_forced = bool(target.extra_body)
 
     # 2. sensors (nothing is written before the input has been checked). With --ray one sensor

@@ -67,7 +67,8 @@ def test_server_info_and_detection(server):
     assert si.model == "tiny"  # served under the preset's name (-a tiny)
     eff = si.effective_config
     assert eff["total_slots"] == 4 and eff["parallel"] == "4"
-    assert eff["n_ctx"] == 4096 and eff["model_path"].endswith(".f16.gguf")
+    assert eff["n_ctx"] == 4096 // 4  # /props reports the context of one slot: -c is shared by -np slots
+    assert eff["max_model_len"] == 1024 and eff["model_path"].endswith(".f16.gguf")
     assert si.extra_body == {"ignore_eos": True} and si.metrics_endpoint.endswith("/metrics")
     det = asyncio.run(detect_server(server.base_url))
     assert det.engine == "llamacpp"
@@ -100,7 +101,8 @@ def test_scraped_token_counters_equal_usage(server):
     prompts = [("energy per token " * (3 + 4 * i)).strip() for i in range(len(lengths))]
 
     async def run():
-        async with aiohttp.ClientSession() as s:
+        # a connection per request: llama-server closes it after each stream (server.detect.reuses_connections)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as s:
             sem = asyncio.Semaphore(3)
 
             async def one(p, n):

@@ -21,6 +21,7 @@ class TargetSpec:
     stall_timeout_s: float = 120.0
     keep_output_text: bool = False
     send_min_tokens: bool = False  # the server accepts min_tokens (vLLM, SGLang); strict servers reject it
+    keepalive: bool = True  # reuse connections; False: one per request (server.detect.reuses_connections)
 
     def __repr__(self) -> str:  # never show the key
         return f"TargetSpec(base_url={self.base_url!r}, model={self.model!r}, api={self.api!r})"
