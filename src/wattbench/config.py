@@ -6,13 +6,13 @@ passed as ``SecretStr`` and excluded from every dump written to disk.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 
 class RunConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     # target
     target: str | None = None  # base URL; None = start the embedded engine
@@ -22,6 +22,10 @@ class RunConfig(BaseModel):
     api_key: SecretStr | None = Field(default=None, exclude=True)
     request_timeout_s: float = 600.0
     stall_timeout_s: float = 120.0  # no bytes for this long -> timeout
+    headers: dict[str, str] = Field(default_factory=dict, exclude=True)  # --header K:V (may hold secrets)
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # --extra-body JSON: merged into every request
+    temperature: float | None = None  # sampling (default: the request's temperature=0)
+    top_p: float | None = None
 
     # engine (when no target)
     engine: Literal["transformers", "vllm", "sglang", "llamacpp"] = "transformers"
@@ -47,6 +51,7 @@ class RunConfig(BaseModel):
     tokenizer: str | None = None
     speedup: float = 1.0
     keep_output_text: bool = False
+    tenant_field: str = "tenant"  # dataset/trace row field naming who asked (energy per tenant)
 
     # sensors
     sensors: list[str] = Field(default_factory=list)  # specs; empty = auto-detect
@@ -59,6 +64,8 @@ class RunConfig(BaseModel):
     price_per_kwh: float = 0.15
     currency: str = "USD"
     pue: float = 1.0
+    carbon_intensity: str | None = None  # gCO2e/kWh, or a CSV/JSON time series file (metrics/carbon_series.py)
+    attribute_idle: bool = False  # per-request energy includes a share of idle power by time in flight
 
     # SLO / trials (issue 5)
     slo: str | None = None
@@ -68,7 +75,9 @@ class RunConfig(BaseModel):
     optimize: str | None = None  # objective: goodput_per_kw | output_tokens_per_s_per_kw | goodput_rps
     ray: str | None = None  # "auto" or a Ray cluster address: distributed load and per-node sensing
     ray_actors: int | None = None
-    max_concurrency: int = 256  # upper end of --sweep auto and of the default --optimize ladder
+    # upper end of --sweep auto and of the default --optimize ladder (256 when not given); with
+    # --rate, the open loop's cap on requests in flight (none when not given)
+    max_concurrency: int | None = None
     prefill_decode_pair: bool = False  # two extra levels isolating prefill and decode energy
 
     # output
@@ -108,6 +117,15 @@ class RunConfig(BaseModel):
             raise ValueError(f"timeouts must be > 0 seconds, got {v}")
         return v
 
+    @field_validator("temperature", "top_p")
+    @classmethod
+    def _sampling(cls, v: float | None, info) -> float | None:
+        if v is not None and not (v >= 0 and v == v):
+            raise ValueError(f"--{info.field_name.replace('_', '-')} must be >= 0, got {v}")
+        if info.field_name == "top_p" and v is not None and v > 1:
+            raise ValueError(f"--top-p must be in (0, 1], got {v}")
+        return v
+
     @field_validator("trials")
     @classmethod
     def _trials(cls, v: int) -> int:
@@ -123,6 +141,10 @@ class RunConfig(BaseModel):
             raise ValueError("--num-requests must be >= 1")
         if self.duration_s is not None and self.duration_s <= 0:
             raise ValueError("--duration must be > 0 seconds")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValueError(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
+        if any(r == float("inf") for r in self.rate) and self.num_requests is None:
+            raise ValueError("--rate inf sends every request at once: give the number with --num-requests")
         return self
 
     def levels(self) -> list[tuple[str, float]]:
@@ -132,6 +154,22 @@ class RunConfig(BaseModel):
         default = [1, 8] if self.target is None and not self.targets else [1]  # embedded: two levels
         return [("concurrency", c) for c in (self.concurrency or default)]
 
+    def request_fields(self) -> dict[str, Any]:
+        """Fields merged into every request body: ``--extra-body``, then ``--temperature`` and
+        ``--top-p`` (which win)."""
+        out = dict(self.extra_body)
+        if self.temperature is not None:
+            out["temperature"] = self.temperature
+        if self.top_p is not None:
+            out["top_p"] = self.top_p
+        return out
+
     def public_dict(self) -> dict:
-        """The config as written to result.json: no secrets."""
-        return self.model_dump(mode="json", exclude={"api_key"})
+        """The config as written to result.json: no secrets (header values that can carry a
+        credential are redacted; the names stay)."""
+        from wattbench.server.redact import redact_headers
+
+        d = self.model_dump(mode="json", exclude={"api_key", "headers"})
+        if self.headers:
+            d["headers"] = redact_headers(self.headers)
+        return d

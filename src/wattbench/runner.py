@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import datetime as _dt
 import logging
-import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +43,9 @@ ProgressFn = Callable[[str, dict], None]
 
 
 def new_run_id(anchor: ClockAnchor) -> str:
-    stamp = _dt.datetime.fromtimestamp(anchor.wall_ns / 1e9, tz=_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{secrets.token_hex(3)}"
+    from wattbench.results.ids import new_run_id as _new
+
+    return _new(anchor.wall_ns)
 
 
 @dataclass
@@ -66,6 +66,7 @@ class _RunState:
     cluster: Any = None
     energy_unavailable_reason: str | None = None
     telemetry_writer: Any = None
+    carbon: Any = None  # metrics.carbon.IntensitySeries from --carbon-intensity
     cleanup: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -128,6 +129,7 @@ def _build_workload(config: RunConfig, target, server: ServerInfo, tokenizer_pat
         output_tokens=config.output_tokens,
         max_context_tokens=server.max_model_len,
         speedup=config.speedup,
+        tenant_field=config.tenant_field,
     )
 
 
@@ -223,6 +225,11 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         )
         level.energy = accounted.energy
         level.thermal = accounted.thermal
+        from wattbench.accounting.split import power_split
+
+        split = power_split(level.energy, level.window.duration_s)  # memory vs the rest of the board
+        if split is not None:
+            level.extra["power_split"] = split
         if level.steady_window is not None:
             out_tok, in_tok = _steady_tokens(outcome.records, level.steady_window)
             acc_s = account_window(
@@ -255,7 +262,8 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         from wattbench.metrics.slo import goodput
 
         level.goodput = goodput(outcome.records, slos, level.window.duration_s,
-                                avg_power_w={b: e.avg_power_w for b, e in level.energy.items()})
+                                avg_power_w={b: e.avg_power_w for b, e in level.energy.items()},
+                                window_output_tokens=throughput.tokens_in_window.output)
     if str(outcome.stopped_early or "").startswith("over-saturated"):
         extra.append(Finding("warn", f"level stopped early, {outcome.stopped_early}; its figures describe a "
                                      "server past its capacity"))
@@ -264,6 +272,11 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
         level.extra["oversaturation"] = sat.to_dict()
         if sat.oversaturated:
             extra.append(Finding("warn", f"over-saturated: {sat.reason}; latency figures grow with run length"))
+    from wattbench.accounting.validity import steady_findings
+
+    e2e_p50 = latency.e2e_ms.p50
+    extra += steady_findings(level.window, level.steady_window, mode=spec.mode, energy=level.energy,
+                             energy_steady=level.energy_steady, e2e_s=e2e_p50 / 1e3 if e2e_p50 else None)
     level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra)
     from wattbench.load.saturation import mark_saturated
 
@@ -379,14 +392,20 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     from wattbench.metrics.slo import parse_slos
 
     slos = parse_slos(cfg.slo) if cfg.slo else []  # bad SLO text fails before anything starts
+    from wattbench.metrics.carbon_series import parse_carbon_intensity
+
+    state.carbon = parse_carbon_intensity(cfg.carbon_intensity)  # a bad file fails here too
     if cfg.optimize and cfg.optimize not in OBJECTIVES:
         raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
+    if cfg.ray and cfg.rate and cfg.max_concurrency is not None:
+        raise UserError("--rate with --max-concurrency is not supported with --ray yet: drop one of them")
     if cfg.sweep not in (None, "auto"):
         raise UserError(f"--sweep {cfg.sweep!r}: the only sweep is 'auto' (give levels with --concurrency/--rate)")
 
     # 1. target: given, or an engine we launch and stop.
     tokenizer_path = cfg.tokenizer
     launched_info: ServerInfo | None = None
+    launched_model: str | None = None  # the launch plan's name for the model (issue 15)
     if cfg.target:
         base_url = normalize_base_url(cfg.target)
     else:
@@ -405,10 +424,15 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         )
         base_url = normalize_base_url(handle.base_url)
         launched_info = handle.server_info
+        launched_model = handle.model
         if tokenizer_path is None:
             tokenizer_path = handle.plan.tokenizer_source()  # the served model's own tokenizer: exact lengths
 
-    model, models = asyncio.run(check_target(base_url, api_key, cfg.model))
+    model, models = asyncio.run(check_target(base_url, api_key, cfg.model, launched_model=launched_model))
+    if launched_model is not None and model not in models:
+        from wattbench.server.openai import check_model_answers
+
+        asyncio.run(check_model_answers(base_url, api_key, model, cfg.api))  # a real request, not the listing
     server = asyncio.run(detect_server(base_url, api_key))
     extra_urls = [normalize_base_url(u) for u in cfg.targets if normalize_base_url(u) != base_url]
     extra_servers = []
@@ -446,6 +470,9 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     for t, si in zip(targets[1:], extra_servers):
         t.keepalive = reuses_connections(si.engine)
     server.output_length_forced = bool(target.extra_body)
+    for t in targets:  # the user's request fields (--extra-body, --temperature, --top-p) and --header
+        t.extra_body.update(cfg.request_fields())
+        t.headers = dict(cfg.headers)
 
     # 2. sensors (nothing is written before the input has been checked). With --ray one sensor
     #    actor per node samples there and the driver merges on its clock.
@@ -506,6 +533,8 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         tags=list(cfg.tags),
     )
     result.extra["workload"] = workload.describe()
+    if state.carbon is not None:
+        result.carbon = {**state.carbon.describe(), "unit": "gCO2e/kWh", "pue": cfg.pue}
     result.extra["prompt_length_source"] = workload.token_source
     if workload.token_source == "approx":
         result.warnings.append(
@@ -593,6 +622,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
 DEFAULT_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+SEARCH_MAX_CONCURRENCY = 256  # --sweep auto / --optimize upper end when --max-concurrency is not given
 
 
 class _LevelRunner:
@@ -605,6 +635,14 @@ class _LevelRunner:
         self.is_trace = is_trace
         self.slos = slos
         self.used = 0  # requests drawn from the workload so far
+
+    def planned_levels(self) -> int | None:
+        """How many levels the run will measure; None while a search (--sweep auto, --optimize)
+        decides as it goes."""
+        cfg = self.state.config
+        if cfg.sweep or cfg.optimize:
+            return None
+        return len(cfg.levels()) + (2 if cfg.prefill_decode_pair else 0)
 
     def measure(self, mode: str, value: float, *, output_tokens: int | None = None,
                 input_tokens: int | None = None, label_suffix: str = "") -> LevelResult:
@@ -636,11 +674,13 @@ class _LevelRunner:
                 seed=cfg.seed + 1000 * index + k,
                 workers=cfg.workers,
                 speedup=cfg.speedup,
+                max_in_flight=cfg.max_concurrency if mode == "rate" else None,
             )
             if spec.num_requests is None and spec.duration_s is None and not self.is_trace:
-                spec.num_requests = _default_num_requests(mode, value)
+                spec.num_requests = _default_num_requests(mode, value, result.levels)
             label = spec.label + label_suffix + (f" trial {k + 1}/{cfg.trials}" if cfg.trials > 1 else "")
-            _emit(state, "level_start", index=index, label=label, total=spec.num_requests, levels=None)
+            _emit(state, "level_start", index=index, label=label, total=spec.num_requests,
+                  levels=self.planned_levels(), trial=k + 1, trials=max(1, cfg.trials), duration_s=spec.duration_s)
 
             def on_progress(p: dict, _i=index) -> None:
                 if state.sampler is not None:
@@ -696,6 +736,7 @@ class _LevelRunner:
                                                [t.base_url for t in self.targets])
         if self.state.cluster is not None and self.state.sampler is not None and outcome.end_ns > outcome.start_ns:
             lv.per_node_energy = _per_node_energy(self.state, outcome, lv)
+        _attribute(self.state, lv, outcome.records)
         lv.extra["prompt_length_source"] = self.workload.token_source
         lv.extra["trial"] = trial
         if thermal_before is not None:
@@ -774,6 +815,34 @@ class _ClusterTelemetry:
 
     def close(self):
         self.stop()
+
+
+def _attribute(state: _RunState, level: LevelResult, records) -> None:
+    """Energy per request (accounting/request_energy.py) and carbon (accounting/carbon.py), issue 20."""
+    if state.sampler is None or not level.energy:
+        return
+    import functools
+
+    from wattbench.accounting.boundaries import boundary_totals
+    from wattbench.accounting.request_energy import attribute_level
+
+    log, pue = state.sampler.log, state.config.pue
+
+    @functools.lru_cache(maxsize=4096)
+    def totals(t0: int, t1: int) -> dict:
+        return boundary_totals(log, t0, t1, pue=pue)
+
+    def energy_fn_for(b: str):
+        def f(t0: int, t1: int) -> float | None:
+            t = totals(t0, t1).get(b)
+            return None if t is None else t.energy_j
+        return f
+
+    attribute_level(level, records, energy_fn_for, attribute_idle=state.config.attribute_idle)
+    if state.carbon is not None:
+        from wattbench.accounting.carbon import apply_carbon
+
+        apply_carbon(level, records, state.carbon, state.anchor.wall_ns, state.anchor.mono_ns, energy_fn_for, pue)
 
 
 def _per_node_energy(state: _RunState, outcome, level: LevelResult) -> dict:
@@ -874,13 +943,14 @@ def _run_levels(state: _RunState, lr: _LevelRunner) -> None:
     mode = "rate" if cfg.rate else "concurrency"
     if cfg.sweep == "auto":
         res = auto_sweep(lambda v: _level_figures(lr.measure("concurrency", v)), start=1,
-                         max_value=cfg.max_concurrency)
+                         max_value=cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)
         result.extra["sweep"] = res.to_dict("throughput.output_tokens_per_s")
     elif cfg.optimize:
         if cfg.rate:
             candidates = list(cfg.rate)
         else:
-            candidates = list(cfg.concurrency) or [c for c in DEFAULT_LADDER if c <= cfg.max_concurrency]
+            candidates = list(cfg.concurrency) or [
+                c for c in DEFAULT_LADDER if c <= (cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)]
         res = optimize(lambda v: _level_figures(lr.measure(mode, v)), candidates, objective=cfg.optimize,
                        slos=lr.slos)
         d = res.to_dict(cfg.optimize)
@@ -904,7 +974,10 @@ def _prefill_decode_pair(state: _RunState, lr: _LevelRunner) -> None:
     b = _primary_boundary(pre)
 
     def figs(lv: LevelResult) -> dict:
-        e = lv.energy[b]
+        e = lv.energy.get(b) if b else None
+        if e is None:
+            why = lv.energy_unavailable_reason or f"no {b or 'power'} energy was measured in it"
+            raise UserError(f"the {lv.label} level has no energy to split ({why})")
         return {"dynamic_energy_j": e.dynamic_energy_j, "energy_j": e.energy_j, "idle_power_w": e.idle_power_w,
                 "duration_s": lv.window.duration_s if lv.window else None,
                 "input_tokens": lv.throughput.input_tokens, "output_tokens": lv.throughput.output_tokens}
@@ -913,7 +986,7 @@ def _prefill_decode_pair(state: _RunState, lr: _LevelRunner) -> None:
         pair = isolating_pair(figs(pre), figs(dec))
         pair["boundary"] = b
         pair["levels"] = [pre.index, dec.index]
-    except (UserError, KeyError, TypeError) as e:
+    except UserError as e:
         pair = {"error": str(e)}
     state.result.extra.setdefault("prefill_decode", {})["isolating_pair"] = pair
 
@@ -942,7 +1015,7 @@ def _run_analyses(state: _RunState, lr: _LevelRunner) -> None:
         pd = result.extra.setdefault("prefill_decode", {})
         pd["regression"] = reg
         pair = pd.get("isolating_pair")
-        if pair and "error" not in pair and "error" not in reg:
+        if pair and "error" not in pair and reg.get("status") == "ok":
             from wattbench.accounting.attribution import cross_check
 
             pd["cross_check"] = cross_check(reg, pair)
@@ -985,9 +1058,16 @@ def _attribution(state: _RunState, boundary: str) -> dict:
         return {"error": str(e), "boundary": boundary}
 
 
-def _default_num_requests(mode: str, value: float) -> int:
-    """A level with neither --num-requests nor --duration: enough requests for stable
-    percentiles at that load (at least 4 rounds of the concurrency, at least 32)."""
-    if mode == "concurrency":
-        return max(32, int(value) * 4)
-    return max(32, int(value * 10))
+def _default_num_requests(mode: str, value: float, levels=()) -> int:
+    """A level with neither --num-requests nor --duration: sized so its steady state can earn a
+    ``valid`` verdict (``accounting.steady.default_num_requests``), from the median E2E and the
+    meter's update period measured at the previous level."""
+    from wattbench.accounting.steady import default_num_requests
+
+    e2e_s = period_s = None
+    if levels:
+        prev = levels[-1]
+        e2e_s = prev.latency.e2e_ms.p50 / 1e3 if prev.latency.e2e_ms.p50 else None
+        periods = [e.update_period_s for e in prev.energy.values() if e.update_period_s]
+        period_s = max(periods) if periods else None
+    return default_num_requests(mode, value, e2e_s, period_s)

@@ -51,7 +51,7 @@ def test_compare_platform_claim_from_files(runner, app, tmp_path, db):
     big, small = _platform_dirs(tmp_path)
     r = runner.invoke(app, ["compare", str(big), str(small)])
     assert r.exit_code == 0, r.output
-    assert "per kW: 1.90× = throughput 0.95× × power 2.00×" in r.output
+    assert "per kW: 1.90× = throughput 0.95× ÷ power 0.50×" in r.output
     r = runner.invoke(app, ["compare", str(big), str(small), "--json"])
     data = json.loads(r.stdout)
     d = data["levels"][0]["decompositions"][0]
@@ -191,3 +191,77 @@ def test_subprocess_python_m(tmp_path):
     assert p.returncode == 2
     assert p.stderr.strip().startswith("wattbench: error:") and "nope: no such run directory" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_compare_one_ratio_direction_on_screen(runner, app, tmp_path, db):
+    """The table's power cell and the summary line read the same direction (candidate ÷ baseline),
+    numbers in the report's format (thousands separators)."""
+    big, small = _platform_dirs(tmp_path)
+    r = runner.invoke(app, ["compare", str(big), str(small)])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "ratios: each run ÷ the baseline run-1400w" in flat
+    assert "700 (0.50×)" in flat and "power 0.50×" in flat
+    assert "(2.00×)" not in flat and "power 2.00×" not in flat
+    assert "1,900 (0.95×)" in flat and "2,000" in flat
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--since", "yesterday"], "--since 'yesterday'"),
+    (["--kind", "bogus"], "--kind 'bogus'"),
+])
+def test_history_list_refuses_nonsense(runner, app, db, args, needle):
+    r = runner.invoke(app, ["history", "list", *args])
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and len([x for x in r.output.splitlines() if x.strip()]) == 1
+
+
+def test_history_list_and_show_at_80_columns(runner, app, tmp_path, db, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    _platform_dirs(tmp_path)
+    assert runner.invoke(app, ["history", "import", str(tmp_path)]).exit_code == 0
+    r = runner.invoke(app, ["history", "list", "--since", "2000-01-01"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(len(x) for x in lines) <= 80
+    head = next(x for x in lines if "run id" in x)
+    assert head.split()[:4] == ["run", "id", "created", "kind"]  # one line of headers, not letters
+    assert any(x.startswith("run-700w ") for x in lines)
+    r = runner.invoke(app, ["history", "show", "run-700w"])
+    assert r.exit_code == 0, r.output
+    assert "1,900" in r.output  # the report's number format (thousands separators)
+
+
+def _docs_prompts_file(tmp_path) -> Path:
+    """The prompts example of docs/compare.md, exactly as written there."""
+    text = (REPO / "docs" / "compare.md").read_text()
+    block = text.split("## `wattbench agree", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    p = tmp_path / "prompts.jsonl"
+    p.write_text(block)
+    return p
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_agree_docs_example_with_api_key(runner, app, tmp_path, db, monkeypatch, how):
+    """docs/compare.md's prompts file (prompt and messages rows together) works as written, without
+    --api chat; the key comes from --api-key or WATTBENCH_API_KEY; the id has the run-id format."""
+    prompts = _docs_prompts_file(tmp_path)
+    key = "sk-agree-test-123"
+    answers = {"What is the capital of France?": "Paris",
+               "Reply in JSON with name and age": '{"name": "Ada", "age": 36}'}
+    args = ["--api-key", key] if how == "flag" else []
+    if how == "env":
+        monkeypatch.setenv("WATTBENCH_API_KEY", key)
+    with FakeOpenAIServer("m", answers, api_key=key) as a, FakeOpenAIServer("m", answers, api_key=key) as b:
+        r = runner.invoke(app, ["agree", a.url, b.url, "--prompts", str(prompts), "--out", str(tmp_path / "o"),
+                                "--json", *args])
+        paths = sorted({q["_path"] for q in a.requests})
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["metrics"]["prompts"] == 3 and data["metrics"]["compared"] == 3
+    assert data["metrics"]["structured_valid_rate_a"] == 0.5  # q2 answers its JSON; q3 gets the default text
+    assert paths == ["/v1/chat/completions", "/v1/completions"]  # each row to its own API
+    import re
+
+    assert re.fullmatch(r"agree-\d{8}-\d{6}-[0-9a-f]{6}", data["run_id"]), data["run_id"]
+    assert key not in (tmp_path / "o" / "agreement.json").read_text()

@@ -124,14 +124,14 @@ def test_roofline_with_result(app, tmp_path):
 def test_power_first_with_slo(app, tmp_path):
     a, b = _runs(tmp_path)
     res = invoke(app, "power-first", "--site-kw", "10", "--candidates", str(a), str(b),
-                 "--slo", "ttft_p95_ms=500", "--host-overhead-w", "0", "--json")
+                 "--slo", "ttft_p95=500ms", "--host-overhead-w", "0", "--json")
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert d["budget_w"] == 9000
     assert {(x["option"]["run_id"], x["option"]["level_index"]) for x in d["allocations"]} <= {("run-a", 0), ("run-b", 0)}
     # best mix of 1150 W/800 and 640 W/470 under 9000 W: 14 × B = 8960 W, 6580 tok/s
     assert d["total_value_output_tokens_per_s"] == pytest.approx(6580)
-    table = invoke(app, "power-first", "--site-kw", "10", "--candidates", str(a), str(b), "--slo", "ttft_p95_ms=500")
+    table = invoke(app, "power-first", "--site-kw", "10", "--candidates", str(a), str(b), "--slo", "ttft_p95=500ms")
     assert table.exit_code == 0 and "breaks the SLO" in " ".join(table.stdout.split())
 
 
@@ -167,3 +167,89 @@ def test_roofline_with_hardware_file(app, tmp_path, monkeypatch):
     (cfg / "hardware.json").write_text(f.read_text())
     res = invoke(app, "roofline", "--model", "llama-8b", "--gpu", "Lab GPU", "--json")
     assert res.exit_code == 0, res.output
+
+
+def test_tco_annual_carbon_beside_cost(app, tmp_path):
+    # 100 kW IT at load 0.5, PUE 1.2: 525,600 facility kWh/year; at 400 g/kWh -> 210.24 t
+    res = invoke(app, "tco", "--it-kw", "100", "--load", "0.5", "--pue", "1.2", "--price-per-kwh", "0.1",
+                 "--tokens-per-kwh", "1000000", "--carbon-intensity", "400", "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["carbon_tonnes_per_year"] == pytest.approx(210.24)
+    # tokens = 1e6/kWh x 438,000 IT kWh; g per 1e6 tokens = 210.24e6 g / 4.38e11 * 1e6
+    assert d["carbon_g_per_million_tokens"] == pytest.approx(210.24e6 / 4.38e11 * 1e6)
+    # a series: hourly 300 then 500 (the last point holds one step) -> time-weighted mean 400
+    series = tmp_path / "ci.csv"
+    series.write_text("datetime,carbon_intensity\n2026-12-01 00:00:00,300\n2026-12-01 01:00:00,500\n")
+    res = invoke(app, "tco", "--it-kw", "100", "--load", "0.5", "--pue", "1.2", "--price-per-kwh", "0.1",
+                 "--carbon-intensity", str(series))
+    assert res.exit_code == 0, res.output
+    assert "carbon: 210.24 t CO2e/year at 400 g/kWh" in res.stdout
+    bad = invoke(app, "tco", "--it-kw", "100", "--price-per-kwh", "0.1", "--carbon-intensity", "dirty")
+    assert bad.exit_code == 2 and "neither a number" in _err(bad)
+
+
+def _node_and_acc(tmp_path, node_label="measured"):
+    lv = make_level(0, out_tps=1000, acc_p95_w=650, node_p95_w=1100, node_tokens_per_kwh=3.0e6, concurrency=8)
+    lv.energy["node"].label = node_label
+    return write_run(tmp_path / "na", make_result("run-na", [lv]))
+
+
+def test_one_default_boundary_for_rack_power_first_tco(app, tmp_path):
+    """Without --boundary, rack, power-first and tco all read the run's outermost boundary (node here)."""
+    d = _node_and_acc(tmp_path)
+    rack = json.loads(invoke(app, "rack", "--rack-kw", "10", "--node", str(d), "--json").stdout)
+    assert rack["rows"][0]["node_power_w"] == 1100  # node p95, not accelerator + host
+    pf = json.loads(invoke(app, "power-first", "--site-kw", "10", "--candidates", str(d), "--headroom-pct", "0",
+                           "--json").stdout)
+    assert pf["allocations"][0]["option"]["node_power_w"] == 1100
+    res = invoke(app, "tco", "--it-kw", "100", "--price-per-kwh", "0.1", "--result", str(d))
+    assert res.exit_code == 0, res.output
+    assert "tokens per kWh from run run-na at the node boundary" in " ".join(res.output.split())
+
+
+def test_tco_failure_names_the_flag(app, tmp_path):
+    a, _ = _runs(tmp_path)  # accelerator (and host) only
+    res = invoke(app, "tco", "--it-kw", "100", "--price-per-kwh", "0.1", "--result", str(a), "--boundary", "node")
+    assert res.exit_code == 2
+    assert "--boundary" in _err(res) and "accelerator" in _err(res)
+
+
+def test_rack_labels_its_percentile_figure_and_declared_power(app, tmp_path):
+    d = _node_and_acc(tmp_path, node_label="declared")
+    res = invoke(app, "rack", "--rack-kw", "10", "--node", str(d))
+    assert res.exit_code == 0, res.output
+    flat = " ".join(res.output.split())
+    assert "tok/s per p95 kW" in flat and "not the run's headline tok/s/kW" in flat
+    assert "declared 1100 W at node (not a measured p95)" in flat
+    assert "measured p95" not in flat.replace("not a measured p95", "")
+
+
+def test_roofline_warns_when_the_run_served_another_model(app, tmp_path):
+    d = write_run(tmp_path / "q", make_result("run-q", [make_level(0, out_tps=900, acc_p95_w=500, concurrency=4)],
+                                              model="Qwen/Qwen2.5-0.5B-Instruct"))
+    res = invoke(app, "roofline", "--model", "llama-8b", "--result", str(d), "--json")
+    assert res.exit_code == 0, res.output
+    warns = json.loads(res.stdout)["warnings"]
+    assert any("served 'Qwen/Qwen2.5-0.5B-Instruct', not 'llama-8b'" in w for w in warns)
+    a, _ = _runs(tmp_path)  # served llama-8b: no such warning
+    res = invoke(app, "roofline", "--model", "llama-8b", "--result", str(a), "--json")
+    assert not any("served" in w for w in json.loads(res.stdout)["warnings"])
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_rack_readable_at_80_and_160_columns(app, tmp_path, monkeypatch, width):
+    """Every rack figure whole at 80 columns (one block per platform) and one table at 160."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    a, _ = _runs(tmp_path)
+    res = invoke(app, "rack", "--rack-kw", "40", "--node", str(a), "--host-overhead-w", "300")
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "…" not in out and max(len(x) for x in out.splitlines()) <= width
+    plan = json.loads(invoke(app, "rack", "--rack-kw", "40", "--node", str(a), "--host-overhead-w", "300",
+                             "--json").stdout)["rows"][0]
+    assert f"{plan['rack_output_tokens_per_s']:,.0f}" in out and f"{plan['node_power_w']:,.0f}" in out
+    header_lines = [x for x in out.splitlines() if "node W" in x]
+    assert len(header_lines) == 1
+    if width == 160:
+        assert "cooling" in header_lines[0] and "tok/s per p95 kW" in header_lines[0]  # one wide table

@@ -75,10 +75,16 @@ def test_run_terminal_summary_shows_headline(tmp_path):
     with stream_server("--ttft-ms", "20", "--itl-ms", "2") as (base, _):
         p = wb("run", "--target", base + "/v1", "-c", "2", "-n", "6", "--output-tokens", "8", "--input-tokens", "8",
                "--sensor", "const:node=500", "--idle", "0", "--no-register", "--out", str(tmp_path / "r"),
-               cwd=tmp_path, env_extra={"COLUMNS": "200"})
+               cwd=tmp_path, env_extra={"COLUMNS": "80"})
     assert p.returncode == 0, p.stderr
-    assert "out tok/s" in p.stdout and "tok/s/kW" in p.stdout and "p99 TTFT" in p.stdout
+    flat = " ".join(p.stdout.split())  # the one-level headline wraps at 80 columns
+    assert "out tok/s" in flat and "tok/s/kW" in flat and "p99 TTFT" in flat
     assert "declared" in p.stdout
+    # readable at 80 columns: nothing cut short, the level under its short label, each note once
+    assert "…" not in p.stdout and max(len(x) for x in p.stdout.splitlines()) <= 80
+    assert any(line.startswith("c=2 ") for line in p.stdout.splitlines())
+    notes = [x for x in p.stdout.splitlines() if x.startswith("  - ")]
+    assert len(notes) == len(set(notes))
 
 
 @pytest.mark.parametrize(

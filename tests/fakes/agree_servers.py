@@ -22,7 +22,9 @@ def bpe_like_tokens(text: str) -> list[str]:
 
 class FakeOpenAIServer:
     def __init__(self, model: str, answers: dict[str, str], default: str = "I don't know.",
-                 logprobs_supported: bool = True, fail_prompts: set[str] | None = None, fail_status: int = 503):
+                 logprobs_supported: bool = True, fail_prompts: set[str] | None = None, fail_status: int = 503,
+                 api_key: str | None = None):
+        self.api_key = api_key  # when set, every request must carry "Authorization: Bearer <key>"
         self.model = model
         self.answers = answers
         self.default = default
@@ -43,15 +45,27 @@ class FakeOpenAIServer:
     def _answer(self, prompt: str) -> str:
         return self.answers.get(prompt, self.default)
 
+    def _refused(self, request):
+        from aiohttp import web
+
+        if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return web.json_response({"error": {"message": "bad key"}}, status=401)
+        return None
+
     async def _models(self, request):
         from aiohttp import web
 
+        if (r := self._refused(request)) is not None:
+            return r
         return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model"}]})
 
     async def _complete(self, request, chat: bool):
         from aiohttp import web
 
+        if (r := self._refused(request)) is not None:
+            return r
         body = await request.json()
+        body["_path"] = request.path
         self.requests.append(body)
         if body.get("logprobs") and not self.logprobs_supported:
             return web.json_response({"error": {"message": "logprobs is not supported"}}, status=400)

@@ -36,6 +36,7 @@ INJECT_LABEL = "concurrency=16 </script><script>window.__pwned=3</script>"
 INJECT_MODEL = "tiny-<script>window.__pwned=4</script>-model"
 INJECT_DETAIL = '<img src=x onerror="window.__pwned=2">'
 ANCHOR_MONO_NS = 5_000_000_000_000
+SLO_SPEC = "ttft_p99=120ms,tpot_p99=20ms"
 ANCHOR_WALL_NS = 1_790_000_000_000_000_000
 
 
@@ -220,10 +221,11 @@ def write_run(
                             ("invalid", ["client saturated: send lag p99 120 ms > 50 ms"])][li % 3]
         label = INJECT_LABEL if conc == 16 else f"concurrency={conc}"
         goodput = None
-        if slo:
-            good = sum(1 for a, b in zip(ttft, tpot) if a <= 120 and b <= 20)
-            goodput = {"slo": {"ttft_ms": 120.0, "tpot_ms": 20.0}, "good_requests": good,
-                       "fraction": good / max(1, len(okr)), "goodput_rps": good / dur}
+        if slo:  # the real goodput block, from the level's own records (metrics.slo.goodput)
+            from wattbench.metrics.slo import goodput as slo_goodput, parse_slos
+
+            goodput = slo_goodput(lrecs, parse_slos(SLO_SPEC), dur,
+                                  {b: e.avg_power_w for b, e in energy_map.items()})
         levels.append(
             LevelResult(
                 index=li, label=label,
@@ -249,7 +251,7 @@ def write_run(
         wattbench_version="0.1.0", run_id=run_id, created_at="2026-09-22T10:00:00Z", status="complete",
         clock=ClockInfo(anchor_wall_ns=ANCHOR_WALL_NS, anchor_mono_ns=ANCHOR_MONO_NS, anchor_uncertainty_ns=300),
         config={"target": "http://127.0.0.1:8000", "model": INJECT_MODEL, "concurrency": list(concurrencies),
-                "slo": "ttft_ms<=120,tpot_ms<=20" if slo else None, "tags": ["nightly</script>"],
+                "slo": SLO_SPEC if slo else None, "tags": ["nightly</script>"],
                 "sample_interval_s": 1 / telemetry_hz, "price_per_kwh": 0.15},
         environment=Environment(hostname="bench-01", os="Linux", kernel="6.8.0", python="3.11.9",
                                 cpu_model="AMD EPYC 9654", cpu_count=192, memory_total_bytes=1_500_000_000_000,

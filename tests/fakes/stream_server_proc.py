@@ -37,7 +37,24 @@ def stream_server(*args: str):
             with urllib.request.urlopen(base + "/stats/requests", timeout=10) as r:
                 return json.loads(r.read())
 
+        def writes() -> dict:
+            with urllib.request.urlopen(base + "/stats/writes", timeout=30) as r:
+                return json.loads(r.read())
+
+        def emissions() -> tuple[int, list[int]]:
+            """(tokens per chunk, perf_counter_ns of every content chunk written)."""
+            with urllib.request.urlopen(base + "/stats/emissions", timeout=30) as r:
+                d = json.loads(r.read())
+            return d["tokens_per_chunk"], d["emit_ns"]
+
+        def last() -> dict:
+            with urllib.request.urlopen(base + "/stats/last", timeout=10) as r:
+                return json.loads(r.read())
+
         stats.per_request = per_request
+        stats.last = last
+        stats.emissions = emissions
+        stats.writes = writes
         yield base, stats
     finally:
         if proc.poll() is None:

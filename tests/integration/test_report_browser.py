@@ -57,7 +57,7 @@ def test_single_run_report_in_chromium(tmp_path):
     html = render_html([run], tmp_path / "report.html")
     rep = _check(html, tmp_path / "report.png")
     v = rep.values
-    assert v["plot_divs"] == 3 + 5  # 3 timelines, latency, throughput, tok/s/kW, Pareto, idle/dynamic
+    assert v["plot_divs"] == 1 + 3 + 5  # efficiency curve, 3 timelines, latency, throughput, tok/s/kW, Pareto, idle/dynamic
     # injected text is shown as text, in HTML and inside plots
     assert "<script>window.__pwned=1;alert(1)</script> tell me a story" in v["pre_text"]
     assert "concurrency=16 </script><script>window.__pwned=3</script>" in v["text"]
@@ -74,3 +74,56 @@ def test_no_energy_and_comparison_report_in_chromium(tmp_path):
     rep = _check(html, tmp_path / "cmp.png")
     assert "energy unavailable: no sensors: --no-sensors was given" in rep.values["text"]
     assert "Comparison of runs" in rep.values["text"]
+
+
+def _with_trials(result):
+    """The fake run with a trials block on level c=4 (hand-written figures: the ground truth shown)."""
+    lv = result.levels[1]
+    lv.extra["trials"] = {"n": 3, "confidence": 0.95, "figures": {
+        "output_tokens_per_s": {"mean": 240.0, "ci_low": 230.0, "ci_high": 250.0, "n": 3},
+        "output_tokens_per_s_per_kw@accelerator": {"mean": 1700.0, "ci_low": 1600.0, "ci_high": 1800.0, "n": 3},
+        "j_per_output_token@accelerator": {"mean": 0.6, "ci_low": 0.55, "ci_high": 0.65, "n": 3},
+        "ttft_p99_ms": {"mean": 88.0, "ci_low": 80.0, "ci_high": 96.0, "n": 3},
+    }}
+    return result
+
+
+def test_first_screen_answers_the_run(tmp_path):
+    """Within the first 1000 px: the verdict, the best level under the SLO, the efficiency–load curve
+    (tok/s per kW, J/token and p99 TTFT against concurrency, CI bars from the trials) and the table of
+    levels; the per-level timelines only below it."""
+    from wattbench.report import summary as S
+    from wattbench.results.rundir import write_result
+
+    d = write_run(tmp_path / "run")
+    run = RunData(d)
+    r = _with_trials(run.result)
+    write_result(d, r)
+    run = RunData(d)
+    html = render_html([run], tmp_path / "report.html")
+    best = S.best_under_slo(run.result)
+    assert best is not None and best[0] is not None
+    rep = inspect_page(html, wait_js=ALL_PLOTS_DRAWN, screenshot=tmp_path / "first.png", evaluate={
+        "curve_top": "document.querySelector('.js-plotly-plot').getBoundingClientRect().top",
+        "curve_bottom": "document.querySelector('.js-plotly-plot').getBoundingClientRect().bottom",
+        "curve_title": "document.querySelector('.js-plotly-plot .gtitle').textContent",
+        "curve_ytitles": "Array.from(document.querySelectorAll('.js-plotly-plot')[0].querySelectorAll('.g-ytitle,"
+                         " .g-y2title, .g-y3title')).map(e => e.textContent)",
+        "error_bars": "document.querySelectorAll('.js-plotly-plot')[0].querySelectorAll('g.errorbar').length",
+        "answer": "document.querySelector('.answer').textContent",
+        "summary_top": "document.querySelector('table.summary').getBoundingClientRect().top",
+        "timeline_top": "Array.from(document.querySelectorAll('.js-plotly-plot .gtitle'))"
+                        ".find(e => e.textContent.endsWith('timeline')).getBoundingClientRect().top",
+        "trials_text": "document.querySelector('table.trials').innerText",
+        "banner": "document.querySelector('.banner').textContent",
+    })
+    assert rep.errors() == []
+    v = rep.values
+    assert v["banner"].startswith("run-report-fake: INVALID")
+    assert v["answer"].startswith(best[1])
+    assert v["curve_title"] == "Efficiency against load"
+    assert v["curve_ytitles"] == ["output tokens/s per kW", "J per output token", "p99 TTFT (ms)"]
+    assert v["error_bars"] >= 3  # c=4's CI on tok/s/kW, J/tok and TTFT
+    assert 0 < v["curve_top"] < v["curve_bottom"] <= 1000
+    assert v["summary_top"] < 1000 < v["timeline_top"]
+    assert "230–250" in v["trials_text"] and "1,600–1,800" in v["trials_text"]

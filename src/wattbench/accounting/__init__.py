@@ -11,7 +11,9 @@ The run orchestrator calls::
 
 Modules: ``counters`` (counter deltas, wrap/reset, edges), ``integrate`` (trapezoid of power),
 ``sampling`` (gaps, coverage, percentiles), ``boundaries`` (per-boundary totals), ``idle``,
-``uncertainty``, ``validity``, ``steady`` (windows from request times), ``thermal``.
+``uncertainty``, ``validity``, ``steady`` (windows from request times), ``thermal``,
+``window_tokens`` (the tokens every stream produced inside a window: every efficiency figure's
+numerator).
 The rules and formulas are in docs/accounting.md.
 """
 
@@ -23,6 +25,7 @@ from wattbench.accounting.boundaries import BoundaryTotal, boundary_totals
 from wattbench.accounting.idle import IdlePower, dynamic_uncertainty_pct, idle_split, measure_idle
 from wattbench.accounting.steady import full_window, steady_window
 from wattbench.accounting.thermal import thermal_summary
+from wattbench.accounting.window_tokens import WindowTokens, window_tokens
 from wattbench.accounting.validity import (
     Finding,
     combine,
@@ -46,6 +49,8 @@ __all__ = [
     "measure_idle",
     "steady_window",
     "thermal_summary",
+    "WindowTokens",
+    "window_tokens",
     "worst",
 ]
 

@@ -13,13 +13,29 @@ decode token, the fitted idle power, R², residual standard deviation, the numbe
 the condition of the design (prefill and decode counts that move together cannot be separated:
 ``collinearity`` near 1 says so).
 
+**Reliability** (:func:`fit_problems`). A fit is ``unreliable`` — its coefficients are then *not*
+reported as figures (``j_per_prefill_token`` / ``j_per_decode_token`` / ``idle_power_w`` are None, the
+fitted values are kept under ``unreliable_fit`` for diagnosis, and ``reasons`` says why in sentences)
+when any of these holds:
+
+- R² is below ``R2_MIN`` (0.5): the token counts explain less than half of the energy's variation
+  (or the energy does not vary at all, R² undefined);
+- a coefficient sits at its bound (exactly 0): NNLS clamped it, so the data cannot tell it from
+  zero or wanted it negative;
+- a coefficient's standard error is larger than the coefficient itself;
+- the prefill and decode counts are collinear (|correlation| above ``COLLINEAR_MAX``, 0.95): the
+  two phases cannot be separated by these intervals.
+
+``status`` is ``ok`` or ``unreliable``; consumers (reports, per-request attribution) use the split
+only when it is ``ok``.
+
 NNLS with three unknowns is solved exactly by trying every subset of free coefficients (2³ = 8
 ordinary least-squares fits) and keeping the best one whose coefficients are all >= 0 — the
 active-set answer, without scipy.
 
 **Token counts per interval** come from the server's counters where they were scraped
 (``vllm:prompt_tokens_total`` / ``vllm:generation_tokens_total`` deltas), else from client timing
-(:func:`intervals_from_records`): a request's input tokens go to the interval holding its first
+(:func:`intervals_from_records`, every stream, warm-up ones too): a request's input tokens go to the interval holding its first
 token (prefill finishes just before it), its output tokens are spread evenly over its content
 chunk arrivals (or evenly between first and last token when chunks were not kept).
 
@@ -38,6 +54,11 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from wattbench.errors import UserError
+
+R2_MIN = 0.5  # below this the fit explains too little of the energy's variation to split it
+COLLINEAR_MAX = 0.95  # |corr(prefill, decode)| above this: the two phases cannot be separated
+_COEF_NAMES = {"idle_power_w": "the idle power", "j_per_prefill_token": "J per prefill token",
+               "j_per_decode_token": "J per decode token"}
 
 
 @dataclass
@@ -62,8 +83,11 @@ def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, i
     """Per-interval energy and token counts from client records (see the module docstring).
 
     ``energy_series_fn(t0_ns, t1_ns)`` returns the energy (J) of one boundary over that span of the
-    run's clock (None where it cannot: that interval is dropped). Failed and warm-up requests add
-    no tokens. The span defaults to first send .. last token of the successful requests.
+    run's clock (None where it cannot: that interval is dropped). Counted: the
+    tokens of every stream that produced any, warm-up and failed ones included (the energy of an
+    interval paid for them too; the same rule as ``accounting.window_tokens``: a stream without
+    usage counts its chunks). The span defaults to first send .. last token of the measured,
+    successful requests.
     """
     if not interval_s > 0:
         raise UserError(f"attribution interval must be > 0 s, got {interval_s}")
@@ -72,6 +96,7 @@ def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, i
         raise UserError("no successful requests with a first token: nothing to attribute")
     t0 = start_ns if start_ns is not None else min(_get(r, "sent_ns") for r in ok)
     t1 = end_ns if end_ns is not None else max((_get(r, "last_token_ns") or _get(r, "first_token_ns")) for r in ok)
+    streams = [r for r in records if _get(r, "first_token_ns") is not None]
     step = int(round(interval_s * 1e9))
     n = max(1, int(math.ceil((t1 - t0) / step)))
     edges = t0 + step * np.arange(n + 1, dtype=np.int64)
@@ -83,16 +108,17 @@ def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, i
             return None
         return min(n - 1, int((t - t0) // step))
 
-    for r in ok:
+    for r in streams:
         ft = _get(r, "first_token_ns")
         b = bin_of(ft)
-        inp = _get(r, "input_tokens") or 0
+        inp = _get(r, "input_tokens") or _get(r, "requested_input_tokens") or 0
         if b is not None:
             pre[b] += inp
-        out = _get(r, "output_tokens") or 0
+        chunks = _get(r, "chunk_ns") or []
+        out = _get(r, "output_tokens")
+        out = (len(chunks) or 1) if out is None else out
         if out <= 0:
             continue
-        chunks = _get(r, "chunk_ns") or []
         if chunks:
             share = out / len(chunks)
             for c in chunks:
@@ -229,7 +255,52 @@ def fit_prefill_decode(energy_j: Sequence[float], prefill_tokens: Sequence[float
         out["prefill_energy_j"] = float(coef[1] * P.sum())
         out["decode_energy_j"] = float(coef[2] * D.sum())
         out["idle_energy_j"] = float(coef[0] * float(np.sum(X[:, 0])))
-    return out
+        out["se_idle_power_w"] = se[0]
+    return judge_fit(out)
+
+
+def fit_problems(fit: Mapping) -> list[str]:
+    """Why a prefill/decode fit cannot be trusted, as sentences (empty: it can; see the module docstring)."""
+    reasons = []
+    r2 = fit.get("r2")
+    if r2 is None:
+        reasons.append("the interval energies do not vary, so R² is undefined and the split cannot be fitted")
+    elif r2 < R2_MIN:
+        reasons.append(f"the token counts explain only {max(r2, 0.0):.0%} of the energy's variation "
+                       f"(R² {r2:.2f}, the bar is {R2_MIN:g})")
+    for key, name in _COEF_NAMES.items():
+        v = fit.get(key)
+        if v is None:
+            continue
+        if v == 0.0:
+            reasons.append(f"{name} was clamped at 0 by the non-negative fit: these intervals cannot tell it "
+                           f"from zero")
+            continue
+        se = fit.get("se_" + key)
+        if se is not None and se > abs(v):
+            reasons.append(f"{name} ({v:.3g}) is smaller than its standard error ({se:.3g})")
+    coll = fit.get("collinearity")
+    if coll is not None and coll > COLLINEAR_MAX:
+        reasons.append(f"the prefill and decode counts move together (|correlation| {coll:.2f} > "
+                       f"{COLLINEAR_MAX:g}), so the two phases cannot be separated")
+    elif coll is None and fit.get("prefill_tokens") is not None:
+        reasons.append("the prefill or decode count is the same in every interval, so the two phases cannot "
+                       "be separated")
+    return reasons
+
+
+def judge_fit(fit: dict) -> dict:
+    """Mark a fit ``ok`` or ``unreliable``; an unreliable fit's coefficients move to ``unreliable_fit``."""
+    reasons = fit_problems(fit)
+    fit["status"] = "unreliable" if reasons else "ok"
+    fit["reasons"] = reasons
+    if reasons:
+        keys = [k for k in fit if k.startswith(("j_per_", "se_", "prefill_energy", "decode_energy",
+                                                   "idle_energy", "idle_power"))]
+        fit["unreliable_fit"] = {k: fit[k] for k in keys}
+        for k in keys:
+            fit[k] = None
+    return fit
 
 
 def fit_intervals(iv: Intervals, *, fit_idle: bool = True) -> dict:

@@ -15,6 +15,10 @@ power/thermal capping bits (0x4 0x8 0x20    any sample                   —
 client saturated (LoadStats.saturated)      yes                          —
 achieved vs target rate (open loop)         |diff| > 10 %                —
 token source not ``usage``/``tokenizer``    approximate                  —
+no steady state (target never reached)      always                       —
+steady state shorter than min_steady_s      yes                          —
+steady state < 50 % of the full window      yes                          —
+steady vs full avg power or J/output token  |diff| > 15 %                —
 ==========================================  ===========================  ====================
 
 Why these thresholds: below 80 % coverage a fifth of the window's energy is interpolated, more
@@ -23,6 +27,10 @@ is more than the meters' own error, and beyond 15 % one of the two is not measur
 A window shorter than 10 update periods carries up to 20 % edge error (one period each edge); under
 3 periods the figure is mostly edge. A 10 % rate shortfall in an open loop means the load was not
 the one asked for (Poisson scatter of a few hundred requests stays well within it).
+The steady-state rules (:func:`steady_findings`; minimum in ``accounting.steady.min_steady_s``):
+a short steady state is mostly edge and ramp; past 15 % between the steady and the full window
+(three times NVML's stated accuracy) the full-window figure describes the ramp and drain more
+than the load level (docs/accounting.md §1, the H200 example).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ CROSS_INVALID_PCT = 15.0
 MIN_PERIODS_WARN = 10.0
 MIN_PERIODS_INVALID = 3.0
 RATE_WARN_PCT = 10.0
+STEADY_FULL_TOL_PCT = 15.0
 GOOD_TOKEN_SOURCES = ("usage", "tokenizer")
 _ORDER = ("valid", "warn", "invalid")
 
@@ -123,6 +132,55 @@ def load_findings(load: LoadStats | None, token_source: str | None = None) -> li
                                            f"from the target {load.target_rate_rps:.3g} (> {RATE_WARN_PCT:g}%)"))
     if token_source is not None and token_source not in GOOD_TOKEN_SOURCES:
         out.append(Finding("warn", f"token counts are {token_source}, not from the server's usage or tokenizer"))
+    return out
+
+
+def steady_findings(full, steady, *, mode: str, e2e_s: float | None, energy: dict | None = None,
+                    energy_steady: dict | None = None) -> list[Finding]:
+    """Whether the level's steady state earns a ``valid`` verdict.
+
+    ``full``/``steady``: the level's windows (``Window`` or None); ``e2e_s``: the measured
+    requests' median E2E; ``energy``/``energy_steady``: per-boundary ``BoundaryEnergy`` of the two
+    windows (their ``update_period_s`` gives the meter's update period, the largest one counts).
+    Warns when there is no steady state, when it is shorter than ``steady.min_steady_s`` or than
+    ``STEADY_MIN_SHARE`` of the full window, and when steady and full average power or J per
+    output token differ by more than ``STEADY_FULL_TOL_PCT`` at any boundary.
+    """
+    from wattbench.accounting.steady import STEADY_MIN_SHARE, min_steady_s
+
+    if full is None or not full.duration_s > 0:
+        return []
+    if steady is None:
+        what = "the target concurrency was never reached" if mode == "concurrency" else "the window is empty"
+        return [Finding("warn", f"no steady state ({what}); the figures include ramp and drain")]
+    out: list[Finding] = []
+    energy, energy_steady = energy or {}, energy_steady or {}
+    periods = [e.update_period_s for e in list(energy.values()) + list(energy_steady.values())
+               if e.update_period_s]
+    period = max(periods) if periods else None
+    need = min_steady_s(period, e2e_s)
+    if steady.duration_s < need:
+        why = []
+        if e2e_s:
+            why.append(f"2 × median E2E {e2e_s:.3g} s")
+        if period:
+            why.append(f"20 meter updates of {period:.3g} s")
+        out.append(Finding("warn", f"steady state {steady.duration_s:.3g} s is shorter than the minimum "
+                                   f"{need:.3g} s ({', '.join(why)}); give more requests or a longer --duration"))
+    share = steady.duration_s / full.duration_s
+    if share < STEADY_MIN_SHARE:
+        out.append(Finding("warn", f"steady state {steady.duration_s:.3g} s is {share:.0%} of the "
+                                   f"{full.duration_s:.3g} s window (< {STEADY_MIN_SHARE:.0%}); ramp and drain "
+                                   "dominate the full-window figures"))
+    for b in sorted(set(energy) & set(energy_steady)):
+        f, st = energy[b], energy_steady[b]
+        for name, unit, a, c in (("average power", "W", f.avg_power_w, st.avg_power_w),
+                                 ("J/output token", "J", f.j_per_output_token, st.j_per_output_token)):
+            if a and c and a > 0:
+                diff = 100.0 * (c - a) / a
+                if abs(diff) > STEADY_FULL_TOL_PCT:
+                    out.append(Finding("warn", f"{b}: steady-state {name} {c:.3g} {unit} is {diff:+.0f}% from the "
+                                               f"full window's {a:.3g} {unit} (> {STEADY_FULL_TOL_PCT:g}%)"))
     return out
 
 

@@ -26,7 +26,6 @@ import asyncio
 import json
 import os
 import re
-import secrets
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -271,12 +270,15 @@ class _Client:
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.logprobs = True  # dropped after a 4xx that names logprobs
 
+    def api_for(self, spec: PromptSpec) -> str:
+        """A ``messages`` row always goes to the chat API; a ``prompt`` row to ``--api``. One file
+        may hold both."""
+        return "chat" if spec.messages is not None else self.target.api
+
     def _body(self, spec: PromptSpec, max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.target.model, "max_tokens": spec.max_tokens or max_tokens,
                                 "temperature": 0.0, "top_p": 1.0, "seed": 0, "stream": False}
-        if self.target.api == "completions":
-            if spec.prompt is None:
-                raise UserError(f"prompt {spec.id} has 'messages'; use --api chat for chat prompts")
+        if self.api_for(spec) == "completions":
             body["prompt"] = spec.prompt
             if self.logprobs:
                 body["logprobs"] = 1
@@ -289,7 +291,8 @@ class _Client:
     async def ask(self, spec: PromptSpec, max_tokens: int) -> SideOutput:
         import aiohttp
 
-        path = "/completions" if self.target.api == "completions" else "/chat/completions"
+        api = self.api_for(spec)
+        path = "/completions" if api == "completions" else "/chat/completions"
         url = self.target.base_url + path
         for attempt in range(2):
             body = self._body(spec, max_tokens)
@@ -316,12 +319,12 @@ class _Client:
                 choice = data["choices"][0]
             except (ValueError, KeyError, IndexError, TypeError):
                 return SideOutput(error="bad_response: no choices in the response", latency_ms=elapsed_ms)
-            if self.target.api == "completions":
+            if api == "completions":
                 text = choice.get("text")
             else:
                 text = (choice.get("message") or {}).get("content")
             usage = data.get("usage") or {}
-            return SideOutput(text=text if isinstance(text, str) else None, tokens=_tokens_from(choice, self.target.api),
+            return SideOutput(text=text if isinstance(text, str) else None, tokens=_tokens_from(choice, api),
                               output_tokens=usage.get("completion_tokens"), finish_reason=choice.get("finish_reason"),
                               latency_ms=elapsed_ms)
         return SideOutput(error="unreachable")  # pragma: no cover - the loop always returns
@@ -371,8 +374,10 @@ async def _run(targets: list[AgreeTarget], specs: list[PromptSpec], max_tokens: 
 
 
 def new_agree_id() -> str:
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return f"agree-{stamp}-{secrets.token_hex(3)}"
+    """``agree-`` + the run-id format every run uses (``results.ids.new_run_id``)."""
+    from wattbench.results.ids import new_run_id
+
+    return "agree-" + new_run_id()
 
 
 def run_agreement(target_a: str, target_b: str, prompts: list[PromptSpec], max_tokens: int = 128,

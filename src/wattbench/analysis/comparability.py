@@ -70,7 +70,12 @@ def _mean_len(lv: LevelResult, which: str) -> float | None:
     n = lv.requests.completed
     if not n:
         return None
-    tokens = lv.throughput.output_tokens if which == "output" else lv.throughput.input_tokens
+    thr = lv.throughput
+    m = thr.measured_request_tokens  # the completed requests' own tokens (per-request mean)
+    if m is not None:
+        tokens = m.output if which == "output" else m.input
+    else:
+        tokens = thr.output_tokens if which == "output" else thr.input_tokens
     return tokens / n if tokens else None
 
 

@@ -6,7 +6,9 @@ The first result is the baseline. For each other result and each matched level::
     throughput_ratio = tput_candidate / tput_baseline        (output tokens/s)
     power_ratio      = power_baseline / power_candidate      (average power at the boundary)
 
-so "a 700 W platform at 95% of a 1400 W platform's throughput" reads ``1.90× = 0.95× × 2.00×``.
+The stored ``power_ratio`` is baseline ÷ candidate (so the product is the per-kW ratio); on screen
+every ratio reads candidate ÷ baseline, as in the side-by-side table, so "a 700 W platform at 95% of
+a 1400 W platform's throughput" reads ``per kW: 1.90× = throughput 0.95× ÷ power 0.50×``.
 
 Confidence intervals (when both levels carry trials, see :mod:`wattbench.analysis.figures`) are
 propagated on the log scale with the delta method: for a ratio ``R = m_b / m_a`` of independent
@@ -49,6 +51,7 @@ SIDE_BY_SIDE = (
     "tpot_p50_ms",
     "tpot_p99_ms",
     "goodput_rps",
+    "goodput_per_kw",
     "failed_pct",
 )
 
@@ -69,18 +72,24 @@ class Decomposition(BaseModel):
     throughput_ratio: float | None = None
     power_ratio: float | None = None  # baseline power / candidate power
     j_per_output_token_ratio: float | None = None  # candidate / baseline (below 1 is better)
+    # candidate / baseline gCO2e per million output tokens (both runs need --carbon-intensity)
+    carbon_per_million_output_tokens_ratio: float | None = None
     per_kw_ci: RatioCI | None = None
     throughput_ci: RatioCI | None = None
     power_ci: RatioCI | None = None
 
     def text(self) -> str:
-        if self.per_kw_ratio is None:
+        """One line, every ratio in the direction of the table: candidate ÷ baseline (so power
+        reads as the candidate's power over the baseline's, and per kW = throughput ÷ power)."""
+        if self.per_kw_ratio is None or not self.power_ratio:
             return "per kW: not available (missing throughput or power)"
-        s = (f"per kW: {self.per_kw_ratio:.2f}× = throughput {self.throughput_ratio:.2f}× × "
-             f"power {self.power_ratio:.2f}×")
+        s = (f"per kW: {self.per_kw_ratio:.2f}× = throughput {self.throughput_ratio:.2f}× ÷ "
+             f"power {1.0 / self.power_ratio:.2f}×")
         if self.per_kw_ci is not None:
             conf = f"{self.per_kw_ci.confidence:.0%} " if self.per_kw_ci.confidence else ""
             s += f" ({conf}CI {self.per_kw_ci.low:.2f}–{self.per_kw_ci.high:.2f}×)"
+        if self.carbon_per_million_output_tokens_ratio is not None:
+            s += f"; carbon per million output tokens {self.carbon_per_million_output_tokens_ratio:.2f}×"
         return s
 
 
@@ -135,7 +144,9 @@ def decompose(baseline: LevelResult, candidate: LevelResult, boundary: str, cand
     per_kw = t * p if t is not None and p is not None else None
     d = Decomposition(candidate=candidate_id, boundary=boundary, per_kw_ratio=per_kw, throughput_ratio=t,
                       power_ratio=p,
-                      j_per_output_token_ratio=_ratio(fb["j_per_output_token"], fa["j_per_output_token"]))
+                      j_per_output_token_ratio=_ratio(fb["j_per_output_token"], fa["j_per_output_token"]),
+                      carbon_per_million_output_tokens_ratio=_ratio(fb["carbon_g_per_million_output_tokens"],
+                                                                    fa["carbon_g_per_million_output_tokens"]))
     ta, tb = trial_ci(baseline, "output_tokens_per_s", boundary), trial_ci(candidate, "output_tokens_per_s", boundary)
     if t is not None and ta and tb:
         d.throughput_ci = log_ratio_ci(t, ta, tb)

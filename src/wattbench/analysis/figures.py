@@ -37,6 +37,10 @@ ENERGY_FIGURES = (
     "tokens_per_kwh",
     "output_tokens_per_kwh",
     "cost_per_million_output_tokens",
+    "goodput_per_kw",  # output tok/s of requests meeting --slo, per kW at the boundary (goodput.per_kw)
+    "carbon_g_per_million_output_tokens",  # with --carbon-intensity (metrics/carbon.py)
+    "carbon_g_per_request",
+    "carbon_g",
 )
 THROUGHPUT_FIGURES = ("output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s", "requests_per_s")
 LATENCY_KINDS = ("ttft", "tpot", "itl", "e2e")
@@ -45,6 +49,7 @@ OTHER_FIGURES = (
     "failed_pct",
     "goodput_rps",
     "goodput_output_tokens_per_s",
+    "goodput_fraction",  # share of the level's requests that met every SLO (0..1)
     "mean_running",
     "mean_waiting",
     "client_cpu_pct",
@@ -63,11 +68,23 @@ def all_metric_names() -> list[str]:
 
 METRIC_NAMES = frozenset(all_metric_names())
 
+
+def metric_suggestions(name: str, limit: int = 8) -> list[str]:
+    """Known metric names close to an unknown ``name``: the closest spellings first, then every name
+    sharing its first word (``tpot`` -> all six ``tpot_*_ms``), at most ``limit``."""
+    import difflib
+
+    names = all_metric_names()
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.75)
+    head = name.split("_")[0]
+    close += [n for n in names if n.split("_")[0] == head and n not in close]
+    return close[:limit]
+
 # figures where a higher value is better (used to phrase findings and table arrows)
 HIGHER_IS_BETTER = frozenset(
     {"output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s", "requests_per_s",
      "output_tokens_per_s_per_kw", "tokens_per_kwh", "output_tokens_per_kwh", "goodput_rps",
-     "goodput_output_tokens_per_s"}
+     "goodput_output_tokens_per_s", "goodput_per_kw", "goodput_fraction"}
 )
 
 
@@ -143,15 +160,20 @@ def headline(level: LevelResult, boundary: str | None) -> dict[str, float | None
             v = getattr(st, s)
             out[f"{kind}_{s}_ms"] = None if v is None else float(v)
     e = level.energy.get(boundary) if boundary else None
+    gp = level.goodput or {}
     for name in ENERGY_FIGURES:
-        v = getattr(e, name) if e is not None else None
+        if name == "goodput_per_kw":
+            per_kw = (gp.get("per_kw") or {}).get(boundary) if boundary else None
+            v = per_kw.get("output_tokens_per_s_per_kw") if isinstance(per_kw, dict) else None
+        else:
+            v = getattr(e, name) if e is not None else None
         out[name] = None if v is None else float(v)
     req = level.requests
     total = req.completed + req.failed
     out["failed_pct"] = 100.0 * req.failed / total if total else None
-    gp = level.goodput or {}
     out["goodput_rps"] = gauge(gp, "requests_per_s", "goodput_rps", "rps")
     out["goodput_output_tokens_per_s"] = gauge(gp, "output_tokens_per_s", "goodput_output_tokens_per_s")
+    out["goodput_fraction"] = gauge(gp, "fraction")
     sm = level.server_metrics
     # keys of wattbench.server.metrics.ServerTimeline.summary first; older/hand-made forms after
     out["mean_running"] = gauge(sm, "mean_running_requests", "num_requests_running", "running", "running_mean")

@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
 from wattbench.analysis.compare import match_levels, refusal_message, resolve_boundary
 from wattbench.analysis.diagnose import Finding, diagnose
-from wattbench.analysis.figures import METRIC_NAMES, headline, select_window, trial_ci
+from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, trial_ci
 from wattbench.errors import UserError
 from wattbench.results.schema import Result
 
@@ -113,7 +113,7 @@ def parse_checks(spec: str) -> list[Check]:
                             "like ttft_p99_ms:+20ms); e.g. j_per_output_token:+5%")
         metric, sign, amount, unit = m.group(1), m.group(2), float(m.group(3)), m.group(4)
         if metric not in METRIC_NAMES:
-            close = [n for n in sorted(METRIC_NAMES) if metric.split("_")[0] in n][:5]
+            close = metric_suggestions(metric)
             hint = f"; did you mean {', '.join(close)}" if close else "; see docs/compare.md for the metric names"
             raise UserError(f"check {item.strip()!r}: unknown metric {metric!r}{hint}")
         if unit == "%":

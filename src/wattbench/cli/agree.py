@@ -6,7 +6,15 @@ from typing import Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors
+from wattbench.cli.common import DB_HELP, REGISTER_HELP, handle_errors
+
+
+def _key(flag: str | None, side_env: str) -> str | None:
+    """--api-key, else the side's own variable, else the run's (WATTBENCH_API_KEY, OPENAI_API_KEY)."""
+    import os
+
+    return (flag or os.environ.get(side_env) or os.environ.get("WATTBENCH_API_KEY")
+            or os.environ.get("OPENAI_API_KEY") or None)
 
 
 def register(app: typer.Typer) -> None:
@@ -18,20 +26,25 @@ def register(app: typer.Typer) -> None:
         target_a: str = typer.Argument(..., help="Base URL of the reference server, e.g. http://127.0.0.1:8000"),
         target_b: str = typer.Argument(..., help="Base URL of the server under test."),
         prompts: str = typer.Option(..., "--prompts", help="JSONL: {prompt|messages, max_tokens?, schema?, "
-                                                           "required?} per line."),
+                                                           "required?} per line; both kinds in one file."),
         model_a: Optional[str] = typer.Option(None, "--model-a", help="Model at A (default: first listed)."),
         model_b: Optional[str] = typer.Option(None, "--model-b", help="Model at B (default: first listed)."),
-        api: str = typer.Option("completions", "--api", help="completions or chat."),
+        api: str = typer.Option("completions", "--api", help="API for 'prompt' rows: completions or chat "
+                                                             "('messages' rows always use chat)."),
+        api_key: Optional[str] = typer.Option(None, "--api-key", help="API key for both servers (or env "
+                                               "WATTBENCH_API_KEY / OPENAI_API_KEY; per server "
+                                               "WATTBENCH_API_KEY_A / _B). Never written anywhere.",
+                                               show_default=False),
         max_tokens: int = typer.Option(128, "--max-tokens", help="Tokens per answer (a prompt may override)."),
         concurrency: int = typer.Option(4, "--concurrency", help="Prompts in flight at once."),
         tokens: str = typer.Option("auto", "--tokens",
                                    help="Token basis: auto (server tokens if both return them), "
                                         "server_tokens, whitespace."),
-        timeout_s: float = typer.Option(300.0, "--timeout", help="Seconds per request."),
+        timeout_s: float = typer.Option(300.0, "--request-timeout", "--timeout", help="Seconds a request may take."),
         out: Optional[str] = typer.Option(None, "--out", help="Directory to write (default "
                                                              "wattbench-results/<agree id>)."),
-        register_run: bool = typer.Option(True, "--register/--no-register", help="Register in the history."),
-        db: Optional[str] = typer.Option(None, "--db", help="History database."),
+        register_run: bool = typer.Option(True, "--register/--no-register", help=REGISTER_HELP),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print JSON (metrics, without per-prompt rows)."),
     ) -> None:
         import os
@@ -49,8 +62,8 @@ def register(app: typer.Typer) -> None:
         agr = run_agreement(target_a, target_b, specs, max_tokens=max_tokens, api=api,  # type: ignore[arg-type]
                             model_a=model_a, model_b=model_b, concurrency=concurrency, timeout_s=timeout_s,
                             tokens=tokens,  # type: ignore[arg-type]
-                            api_key_a=os.environ.get("WATTBENCH_API_KEY_A") or os.environ.get("OPENAI_API_KEY"),
-                            api_key_b=os.environ.get("WATTBENCH_API_KEY_B") or os.environ.get("OPENAI_API_KEY"))
+                            api_key_a=_key(api_key, "WATTBENCH_API_KEY_A"),
+                            api_key_b=_key(api_key, "WATTBENCH_API_KEY_B"))
         run_dir = Path(out) if out else Path("wattbench-results") / agr.run_id
         path = write_agreement(run_dir, agr)
         if register_run:

@@ -12,6 +12,13 @@ from pydantic import ValidationError
 from wattbench.errors import WattbenchError
 
 
+# One wording for the flags every command shares (issue 18: the same flag for the same thing).
+DB_HELP = "History database (default: $WATTBENCH_DB or the user data directory's history.sqlite3)."
+API_KEY_HELP = "API key (or env WATTBENCH_API_KEY / OPENAI_API_KEY). Never written anywhere."
+API_KEY_ENV = ["WATTBENCH_API_KEY", "OPENAI_API_KEY"]
+REGISTER_HELP = "Add the run to the history store (default) or not."
+
+
 def one_line(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
         parts = []
@@ -66,3 +73,33 @@ def split_list(value: str | None, cast: Callable = str, name: str = "value") -> 
 
 def stdout_is_tty() -> bool:
     return sys.stdout.isatty()
+
+
+def parse_headers(values: list[str] | None) -> dict[str, str]:
+    """``--header K:V`` (repeatable) -> {K: V}; a value may itself hold colons."""
+    from wattbench.errors import UserError
+
+    out: dict[str, str] = {}
+    for item in values or []:
+        name, sep, value = item.partition(":")
+        if not sep or not name.strip() or any(c.isspace() for c in name.strip()):
+            raise UserError(f"--header {item!r}: give NAME:VALUE, e.g. --header X-Tenant:acme")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def parse_json_object(text: str | None, flag: str) -> dict:
+    """A JSON object given on the command line (``--extra-body '{"top_k": 20}'``)."""
+    import json
+
+    from wattbench.errors import UserError
+
+    if text is None or not text.strip():
+        return {}
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{flag}: not JSON ({e.msg} at character {e.pos}); give an object like '{{\"top_k\": 20}}'") from None
+    if not isinstance(obj, dict):
+        raise UserError(f"{flag}: give a JSON object like '{{\"top_k\": 20}}', not {type(obj).__name__}")
+    return obj

@@ -6,28 +6,33 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors
+from wattbench.cli.common import DB_HELP, handle_errors
 
 FIGURE_LABELS = {
-    "output_tokens_per_s": ("output tok/s", ".1f"),
-    "avg_power_w": ("avg power W", ".1f"),
-    "output_tokens_per_s_per_kw": ("tok/s per kW", ".1f"),
-    "j_per_output_token": ("J / output token", ".4f"),
-    "ttft_p50_ms": ("TTFT p50 ms", ".1f"),
-    "ttft_p99_ms": ("TTFT p99 ms", ".1f"),
-    "tpot_p50_ms": ("TPOT p50 ms", ".2f"),
-    "tpot_p99_ms": ("TPOT p99 ms", ".2f"),
-    "goodput_rps": ("goodput req/s", ".2f"),
-    "failed_pct": ("failed %", ".2f"),
+    "output_tokens_per_s": "output tok/s",
+    "avg_power_w": "avg power W",
+    "output_tokens_per_s_per_kw": "tok/s per kW",
+    "j_per_output_token": "J / output token",
+    "ttft_p50_ms": "TTFT p50 ms",
+    "ttft_p99_ms": "TTFT p99 ms",
+    "tpot_p50_ms": "TPOT p50 ms",
+    "tpot_p99_ms": "TPOT p99 ms",
+    "goodput_rps": "goodput req/s",
+    "goodput_per_kw": "goodput tok/s per kW",
+    "failed_pct": "failed %",
 }
 
 
-def _cell(v, spec: str, ci=None, base=None) -> str:
+def _cell(v, ci=None, base=None) -> str:
+    """A figure in the report's number format, its trials' CI, and its ratio to the baseline
+    (candidate ÷ baseline, the one direction of every ratio on the screen)."""
+    from wattbench.report.format import MISSING, fmt
+
     if v is None:
-        return "—"
-    s = format(v, spec)
+        return MISSING
+    s = fmt(v)
     if ci:
-        s += f" [{format(ci[0], spec)}, {format(ci[1], spec)}]"
+        s += f" [{fmt(ci[0])}–{fmt(ci[1])}]"
     if base not in (None, 0):
         s += f" ({v / base:.2f}×)"
     return s
@@ -56,17 +61,19 @@ def render(cmp, agreement=None) -> None:
     from rich.table import Table
 
     c = Console(highlight=False)
+    if len(cmp.run_ids) > 1:
+        c.print(escape(f"ratios: each run ÷ the baseline {cmp.run_ids[0]}"), style="dim")
     for row in cmp.levels:
         t = Table(title=escape(f"{row.key} @ {cmp.boundary}"), title_justify="left")
         t.add_column("figure")
         for rid, label, verdict in zip(cmp.run_ids, row.labels, row.verdicts):
             mark = "" if verdict == "valid" else f" ({verdict})"
             t.add_column(escape(f"{rid}{mark}"), justify="right")
-        for key, (name, spec) in FIGURE_LABELS.items():
+        for key, name in FIGURE_LABELS.items():
             vals = [f.get(key) for f in row.figures]
             if all(v is None for v in vals):
                 continue
-            cells = [_cell(v, spec, ci.get(key), vals[0] if i else None)
+            cells = [_cell(v, ci.get(key), vals[0] if i else None)
                      for i, (v, ci) in enumerate(zip(vals, row.cis or [{}] * len(vals)))]
             t.add_row(name, *cells)
         c.print(t)
@@ -101,7 +108,7 @@ def register(app: typer.Typer) -> None:
         agreement: Optional[str] = typer.Option(None, "--agreement",
                                                 help="An `agree` run to show next to the energy figures."),
         out: Optional[str] = typer.Option(None, "--out", help="Also write the comparison JSON to this file."),
-        db: Optional[str] = typer.Option(None, "--db", help="History database for ids and tags."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         from wattbench.analysis.compare import compare

@@ -7,13 +7,14 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors
-
-DB_HELP = "History database (default: $WATTBENCH_DB or the user data directory's history.sqlite3)."
+from wattbench.cli.common import DB_HELP, handle_errors
 
 
-def _fmt(v, spec: str = ".1f") -> str:
-    return "—" if v is None else format(v, spec)
+def _fmt(v) -> str:
+    """Numbers as every report writes them (``report.format.fmt``)."""
+    from wattbench.report.format import fmt
+
+    return fmt(v)
 
 
 def _print_json(data) -> None:
@@ -22,7 +23,7 @@ def _print_json(data) -> None:
 
 def register(app: typer.Typer) -> None:
     hist = typer.Typer(help="The run history: list, show, tag, set baselines, import run directories.",
-                       no_args_is_help=True)
+                       no_args_is_help=True, rich_markup_mode=None)
 
     @hist.command("list", help="List registered runs, newest first.")
     @handle_errors
@@ -32,7 +33,7 @@ def register(app: typer.Typer) -> None:
         gpu: Optional[str] = typer.Option(None, "--gpu", help="Substring of the GPU description."),
         tag: Optional[str] = typer.Option(None, "--tag", help="Only the run with this tag."),
         kind: Optional[str] = typer.Option(None, "--kind", help="run or agree."),
-        since: Optional[str] = typer.Option(None, "--since", help="ISO date, e.g. 2026-11-01."),
+        since: Optional[str] = typer.Option(None, "--since", help="ISO date, e.g. 2026-11-01 (or 2026-11-01T09:00)."),
         limit: int = typer.Option(50, "--limit", help="At most this many runs (0 = all)."),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -49,19 +50,31 @@ def register(app: typer.Typer) -> None:
             typer.echo("no runs registered" + (" matching the filters" if any((model, engine, gpu, tag, kind,
                                                                                since)) else ""))
             return
+        from rich import box
         from rich.console import Console
         from rich.table import Table
 
-        t = Table(show_lines=False)
+        console = Console()
+        wide = console.width >= 120  # engine, GPU and boundaries only where they fit on one line
+        t = Table(show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         t.add_column("run id", no_wrap=True)
-        for col in ("created", "kind", "model", "engine", "gpu", "boundaries", "verdict", "tags"):
-            t.add_column(col, overflow="fold")
+        t.add_column("created", no_wrap=True)
+        t.add_column("kind", no_wrap=True)
+        t.add_column("model", no_wrap=True, overflow="ellipsis", max_width=28, min_width=8, ratio=1)
+        if wide:
+            for col in ("engine", "gpu", "boundaries"):
+                t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=24)
+        t.add_column("verdict", no_wrap=True)
+        t.add_column("tags", no_wrap=True, overflow="ellipsis", max_width=20, min_width=4)
         for r in runs:
-            t.add_row(r.run_id, (r.created_at or "")[:19], r.kind, r.model or "—",
-                      f"{r.engine or '—'} {r.engine_version or ''}".strip(), r.gpu or "—",
-                      ",".join(r.boundaries) or "—", r.verdict or "—",
-                      ",".join(r.tags + [f"baseline:{b}" for b in r.baselines]))
-        Console().print(t)
+            created = (r.created_at or "")[:16].replace("T", " ") if wide else (r.created_at or "")[:10]
+            cells = [r.run_id, created, r.kind, r.model or "—"]
+            if wide:
+                cells += [f"{r.engine or '—'} {r.engine_version or ''}".strip(), r.gpu or "—",
+                          ",".join(r.boundaries) or "—"]
+            cells += [r.verdict or "—", ",".join(r.tags + [f"baseline:{b}" for b in r.baselines]) or "—"]
+            t.add_row(*cells)
+        console.print(t)
 
     @hist.command("show", help="Show one run (directory, run id, id prefix, tag or baseline name).")
     @handle_errors
@@ -105,7 +118,7 @@ def register(app: typer.Typer) -> None:
                 t.add_column("verdict", no_wrap=True)
             for lv in rec.levels:
                 cells = [lv["label"], _fmt(lv["output_tokens_per_s"]), _fmt(lv["ttft_p99_ms"]),
-                         _fmt(lv["tpot_p99_ms"]), _fmt(lv["avg_power_w"]), _fmt(lv["j_per_output_token"], ".4f"),
+                         _fmt(lv["tpot_p99_ms"]), _fmt(lv["avg_power_w"]), _fmt(lv["j_per_output_token"]),
                          _fmt(lv["output_tokens_per_s_per_kw"])]
                 t.add_row(*cells, *([lv["verdict"] or "—"] if show_verdict else []))
             c.print(t)

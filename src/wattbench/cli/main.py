@@ -17,6 +17,7 @@ from wattbench.errors import WattbenchError
 # Command modules, in the order ``--help`` lists them.
 COMMANDS = [
     "run",
+    "tune",
     "sensors",
     "report",
     "compare",
@@ -37,17 +38,24 @@ def build_app() -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
         context_settings={"help_option_names": ["-h", "--help"]},
+        rich_markup_mode=None,  # help is plain text: `uniform:A:B` and `wattbench[ray]` shown as typed
     )
+
+    def _print_version(value: bool) -> None:
+        # A parameter callback runs while the options are parsed, before click asks for a command,
+        # so `wattbench --version` alone prints the version instead of "Missing command".
+        if value:
+            from wattbench import __version__
+
+            typer.echo(f"wattbench {__version__}")
+            raise typer.Exit(0)
 
     @app.callback()
     def _root(
-        version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
+        version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True,
+                                     callback=_print_version, expose_value=True),
     ) -> None:
-        if version:
-            from wattbench import __version__
-
-            typer.echo(__version__)
-            raise typer.Exit(0)
+        pass
 
     for name in COMMANDS:
         try:
@@ -66,10 +74,36 @@ def fail(message: str, code: int = 2) -> "typer.Exit":
     return typer.Exit(code)
 
 
+_METAVARS = {"int": "N", "float": "NUM"}
+
+
+def _plain_metavars(cmd) -> None:
+    """Show a value option as ``--num-requests N`` instead of typer's ``<int>``/``<list[str]>``."""
+    for p in getattr(cmd, "params", []):
+        if getattr(p, "param_type_name", "") == "option" and not p.is_flag and not p.count and p.metavar is None:
+            bare = p.bare_type() if hasattr(p, "bare_type") else "str"
+            p.metavar = _METAVARS.get(bare, "TEXT")
+        elif getattr(p, "param_type_name", "") == "argument":
+            if p.metavar is None:
+                p.metavar = (p.name or "value").upper()
+            p.display_type_rich = lambda ctx: None  # the name says it; typer would add "<list[str]>"
+    for sub in getattr(cmd, "commands", {}).values():
+        _plain_metavars(sub)
+
+
+def build_command():
+    """The click command behind the typer app, with plain metavars."""
+    import typer.main
+
+    cmd = typer.main.get_command(build_app())
+    _plain_metavars(cmd)
+    return cmd
+
+
 def main(argv: list[str] | None = None) -> None:
-    app = build_app()
+    cmd = build_command()
     try:
-        app(args=argv, standalone_mode=True)
+        cmd.main(args=argv, standalone_mode=True, prog_name="wattbench")
     except WattbenchError as e:  # raised outside a command's own handling
         typer.echo(f"wattbench: error: {e}", err=True)
         sys.exit(e.exit_code)

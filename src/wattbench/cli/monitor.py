@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors
+from wattbench.cli.common import API_KEY_ENV, API_KEY_HELP, handle_errors
 
 HELP = """Watch a running server's efficiency: tokens/s, J/token and tokens per kWh per power
 boundary, live, over sliding windows, with idle vs loaded segmentation.
@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
     @app.command("monitor", help=HELP)
     @handle_errors
     def monitor_cmd(
-        target: Optional[str] = typer.Option(None, "--target", help="Base URL of the server whose /metrics counts tokens."),
+        target: Optional[str] = typer.Option(None, "--target", "-t", help="Base URL of the server whose /metrics counts tokens."),
         sensor: List[str] = typer.Option([], "--sensor", help="Sensor spec (repeatable); default: autodetect."),
         interval: float = typer.Option(1.0, "--interval", help="Seconds between server scrapes / accounting intervals."),
         listen: str = typer.Option("127.0.0.1:9464", "--listen", help="HOST:PORT for the Prometheus exporter; 'off' for none."),
@@ -79,8 +79,9 @@ def register(app: typer.Typer) -> None:
         history_max_mb: Optional[float] = typer.Option(None, "--history-max-mb", help="Rotate the history file at this size."),
         duration: Optional[float] = typer.Option(None, "--duration", help="Stop after this many seconds (default: until Ctrl-C)."),
         idle_threshold: float = typer.Option(1.0, "--idle-threshold", help="Output tokens/s at or below which an interval with no running request is idle."),
-        api_key: Optional[str] = typer.Option(None, "--api-key", envvar="WATTBENCH_API_KEY", help="API key for --target."),
+        api_key: Optional[str] = typer.Option(None, "--api-key", envvar=API_KEY_ENV, help=API_KEY_HELP, show_envvar=False),
         live: bool = typer.Option(True, "--live/--no-live", help="Show the live table (on a terminal)."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display (as --no-live)."),
         as_json: bool = typer.Option(False, "--json", help="Print the final summary as JSON."),
     ) -> None:
         from wattbench.cli.common import stdout_is_tty
@@ -91,15 +92,29 @@ def register(app: typer.Typer) -> None:
                       history_path=history, idle_threshold_tok_s=idle_threshold, api_key=api_key,
                       history_max_bytes=int(history_max_mb * 1e6) if history_max_mb else None)
         old = signal.signal(signal.SIGTERM, lambda *_: mon.stop())
+        said: set[str] = set()
+
+        def say_problems(snap: dict) -> None:
+            """Each problem on stderr as soon as it is known (a server without /metrics: at once)."""
+            for p in snap.get("problems") or []:
+                if p not in said:
+                    said.add(p)
+                    typer.echo(f"wattbench: warning: {p}", err=True)
+
         try:
             mon.start()
-            if live and not as_json and stdout_is_tty():
+            say_problems(mon.snapshot() or {})
+            if live and not quiet and not as_json and stdout_is_tty():
                 from rich.live import Live
 
+                def tick(s: dict) -> None:
+                    say_problems(s)
+                    lv.update(_table(s))
+
                 with Live(_table(mon.snapshot()), refresh_per_second=2, transient=False) as lv:
-                    summary = mon.run(duration, on_tick=lambda s: lv.update(_table(s)))
+                    summary = mon.run(duration, on_tick=tick)
             else:
-                summary = mon.run(duration)
+                summary = mon.run(duration, on_tick=say_problems)
         finally:
             summary = mon.close()
             signal.signal(signal.SIGTERM, old)
@@ -112,4 +127,5 @@ def register(app: typer.Typer) -> None:
             con = Console()
             con.print(_table(summary))
             for p in summary.get("problems") or []:
-                con.print(Text.assemble(("warning: ", "yellow"), p))
+                if p not in said:  # each said once
+                    con.print(Text.assemble(("warning: ", "yellow"), p))

@@ -20,7 +20,7 @@ Examples:
 
   wattbench plan rack --rack-kw 15 --node runs/h200 --node name=L40S-box,gpu=L40S,gpus=4,host_overhead_w=600
 
-  wattbench plan power-first --site-kw 1000 --candidates runs/h200 runs/mi300x --slo ttft_p95_ms=500
+  wattbench plan power-first --site-kw 1000 --candidates runs/h200 runs/mi300x --slo ttft_p95=500ms
 
   wattbench plan tco --it-kw 10000 --load 0.7 --price-per-kwh 0.6 --pue 1 --json
 """
@@ -35,12 +35,41 @@ def _num(v: float | None, fmt: str = ",.0f") -> str:
 
 
 def _table(title: str, columns: list[str]):
-    from rich.table import Table
+    """A table that stays readable at any width: laid out as given where every cell fits on one line,
+    else one block per row (each column as a "figure  value" line) — nothing cut short."""
+    return _FitTable(title, columns)
 
-    t = Table(title=title, title_justify="left")
-    for i, c in enumerate(columns):
-        t.add_column(c, justify="left" if i == 0 else "right")
-    return t
+
+class _FitTable:
+    def __init__(self, title: str, columns: list[str]):
+        self.title, self.columns, self.rows = title, columns, []
+
+    def add_row(self, *cells) -> None:
+        self.rows.append([str(getattr(c, "plain", c)) for c in cells])
+
+    def __rich_console__(self, console, options):
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
+        widths = [max([len(h)] + [len(r[i]) for r in self.rows if i < len(r)]) for i, h in enumerate(self.columns)]
+        if sum(widths) + 3 * len(widths) + 1 <= options.max_width:
+            t = Table(title=Text(self.title), title_justify="left", box=box.SIMPLE_HEAD)
+            for i, c in enumerate(self.columns):
+                t.add_column(Text(c), justify="left" if i == 0 else "right", no_wrap=True)
+            for r in self.rows:
+                t.add_row(*[Text(x) for x in r])
+            yield t
+            return
+        yield Text(self.title, style="italic")
+        for r in self.rows:  # narrow: one block per row, the first cell as its heading
+            t = Table(title=Text(r[0], style="bold"), title_justify="left", box=box.SIMPLE, show_header=False)
+            t.add_column(no_wrap=True)
+            t.add_column(justify="right", overflow="fold")
+            for h, v in zip(self.columns[1:], r[1:]):
+                if v:
+                    t.add_row(Text(h), Text(v))
+            yield t
 
 
 def _print(*renderables) -> None:
@@ -66,7 +95,7 @@ def _cell(text: str):
 
 
 def register(app: typer.Typer) -> None:
-    plan_app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False)
+    plan_app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False, rich_markup_mode=None)
     app.add_typer(plan_app, name="plan")
 
     @plan_app.command("roofline")
@@ -134,7 +163,7 @@ def register(app: typer.Typer) -> None:
         rack_kw: float = typer.Option(..., "--rack-kw", help="Power budget of one rack in kW."),
         node: Optional[List[str]] = typer.Option(None, "--node", help="A run directory, run=DIR,level=I,gpus=N,name=X, or a spec name=X,power_w=W | accelerator_w=W,gpus=N | gpu=H200,gpus=N [,host_overhead_w=W,tokens_per_s=T,goodput_tokens_per_s=G]. Repeatable."),
         more: Optional[List[str]] = typer.Argument(None, metavar="NODE", help="More --node values."),
-        boundary: str = typer.Option("accelerator", "--boundary", help="Boundary of measured power: accelerator, node or wall."),
+        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the outermost of those the run measured; the same rule for rack, power-first and tco)."),
         percentile: str = typer.Option("p95", "--percentile", help="p95 or p99 (also max, avg)."),
         host_overhead_w: Optional[float] = typer.Option(None, "--host-overhead-w", help="Declared host power per node (CPU, memory, fans, NICs) added to accelerator power."),
         headroom_pct: float = typer.Option(0.0, "--headroom-pct", help="Percent of the rack budget kept free."),
@@ -156,9 +185,11 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _echo_json(plan.to_dict())
             return
+        where = "each run's outermost measured boundary" if plan.boundary == "auto" else plan.boundary
         t = _table(
-            f"Rack plan: {plan.rack_kw:g} kW rack, {plan.headroom_pct:g}% headroom, {plan.percentile} at {plan.boundary}",
-            ["platform", "node W", "nodes", "rack kW", "GPUs", "W/GPU", "cooling", "out tok/s", "goodput tok/s", "tok/s/kW"],
+            f"Rack plan: {plan.rack_kw:g} kW rack, {plan.headroom_pct:g}% headroom, {plan.percentile} power at {where}",
+            ["platform", "node W", "nodes", "rack kW", "GPUs", "W/GPU", "cooling", "out tok/s", "goodput tok/s",
+             f"tok/s per {plan.percentile} kW"],
         )
         ws: list[str] = []
         for r in plan.rows:
@@ -168,6 +199,8 @@ def register(app: typer.Typer) -> None:
                       _num(r.output_tokens_per_s_per_kw, ",.1f"))
             ws += [f"{r.name}: node power = {r.power_source}; cooling: {'; '.join(r.cooling_reasons)}"]
             ws += r.warnings
+        ws.append(f"tok/s per {plan.percentile} kW divides rack throughput by the rack's {plan.percentile} power "
+                  "(what it is sized for), not the run's average power: it is not the run's headline tok/s/kW")
         _print(t, *ws)
 
     @plan_app.command("power-first")
@@ -176,9 +209,9 @@ def register(app: typer.Typer) -> None:
         site_kw: float = typer.Option(..., "--site-kw", help="Site (or hall) IT power cap in kW."),
         candidates: Optional[List[str]] = typer.Option(None, "--candidates", help="A run directory or run=DIR,boundary=B,name=X,gpus=N. Repeatable."),
         more: Optional[List[str]] = typer.Argument(None, metavar="RUN", help="More candidate run directories."),
-        slo: Optional[str] = typer.Option(None, "--slo", help="Latency limits, e.g. ttft_p95_ms=500,tpot_p95_ms=50."),
+        slo: Optional[str] = typer.Option(None, "--slo", help="Latency limits, as for run: ttft_p95=500ms,tpot_p95=50ms."),
         headroom_pct: float = typer.Option(10.0, "--headroom-pct", help="Percent of site power kept unallocated."),
-        boundary: str = typer.Option("accelerator", "--boundary", help="Boundary of measured power: accelerator, node or wall."),
+        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the outermost of those the run measured; the same rule for rack, power-first and tco)."),
         percentile: str = typer.Option("p95", "--percentile", help="p95 or p99 (also max, avg)."),
         host_overhead_w: Optional[float] = typer.Option(None, "--host-overhead-w", help="Declared host power per node."),
         resolution_w: Optional[float] = typer.Option(None, "--resolution-w", help="DP power step in W (default: 1 W, coarser above 200 kW)."),
@@ -228,10 +261,14 @@ def register(app: typer.Typer) -> None:
         tokens_per_kwh: Optional[float] = typer.Option(None, "--tokens-per-kwh", help="Output tokens per IT kWh (measured efficiency)."),
         result: Optional[str] = typer.Option(None, "--result", help="Take tokens per kWh from a run directory."),
         level: Optional[int] = typer.Option(None, "--level", help="Level in --result (default: most efficient valid level)."),
-        boundary: str = typer.Option("node", "--boundary", help="Boundary of the run's tokens per kWh."),
+        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the outermost of those the run measured; the same rule for rack, power-first and tco)."),
+        carbon_intensity: Optional[str] = typer.Option(None, "--carbon-intensity", help="Grid gCO2e/kWh, or a CSV/JSON series (its time-weighted mean): annual tonnes beside the cost."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         """Electricity, rent, cooling, maintenance, amortization and cost per million tokens."""
+        from wattbench.metrics.carbon_series import parse_carbon_intensity
+
+        series = parse_carbon_intensity(carbon_intensity)
         from wattbench.errors import UserError
         from wattbench.planning.tco import tco, tokens_per_kwh_from_result
 
@@ -239,14 +276,18 @@ def register(app: typer.Typer) -> None:
         if result is not None:
             if tokens_per_kwh is not None or tokens_per_s is not None:
                 raise UserError("--result gives tokens per kWh; do not also give --tokens-per-kwh or --tokens-per-s")
-            from wattbench.planning.measured import load_result
+            from wattbench.planning.measured import default_boundary, load_result
 
-            tokens_per_kwh, extra_warnings = tokens_per_kwh_from_result(load_result(result), level, boundary)
+            res = load_result(result)
+            boundary = boundary or default_boundary(res)
+            tokens_per_kwh, extra_warnings = tokens_per_kwh_from_result(res, level, boundary)
+            extra_warnings = [f"tokens per kWh from run {res.run_id} at the {boundary} boundary", *extra_warnings]
         r = tco(it_kw, price_per_kwh, load=load, hours=hours, pue=pue, rack_rent_per_month=rack_rent_per_month,
                 racks=racks, cooling_cost_per_kwh=cooling_cost_per_kwh,
                 maintenance_pct_per_year=maintenance_pct_per_year, hardware_cost=hardware_cost,
                 amortization_years=amortization_years, currency=currency, period=period,  # type: ignore[arg-type]
-                tokens_per_kwh=tokens_per_kwh, tokens_per_s=tokens_per_s)
+                tokens_per_kwh=tokens_per_kwh, tokens_per_s=tokens_per_s,
+                carbon_intensity=series.mean_g_per_kwh() if series is not None else None)
         r.warnings = extra_warnings + r.warnings
         if as_json:
             _echo_json(r.to_dict())
@@ -260,4 +301,10 @@ def register(app: typer.Typer) -> None:
         if r.cost_per_million_tokens is not None:
             lines.append(f"cost per million output tokens: {r.cost_per_million_tokens:,.4f} {r.currency} "
                          f"(electricity only {r.electricity_cost_per_million_tokens:,.4f}); tokens from {r.tokens_source}")
+        if r.carbon_tonnes_per_year is not None:
+            s = (f"carbon: {r.carbon_tonnes_per_year:,.2f} t CO2e/year at {r.carbon_intensity_g_per_kwh:,.4g} g/kWh "
+                 f"(beside {r.total_cost_per_year:,.2f} {r.currency}/year)")
+            if r.carbon_g_per_million_tokens is not None:
+                s += f"; {r.carbon_g_per_million_tokens:,.4g} gCO2e per million output tokens"
+            lines.append(s)
         _print(t, *lines, *_warnings(r.warnings))

@@ -8,7 +8,23 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.text import Text
+
+
+def level_description(data: dict) -> str:
+    """``level 2 of 5 · c=8`` (or ``level 3, until the search ends · c=16``), ``· trial 2 of 3`` with trials."""
+    k = data.get("index", 0) + 1
+    n = data.get("levels")
+    where = f"level {k} of {n}" if n else f"level {k}, until the search ends"
+    label = str(data.get("label", "")).split(" trial ")[0]
+    label = label.replace("concurrency=", "c=")
+    if label.startswith("rate="):
+        label = "r=" + label[5:].replace(" ", "/s ", 1) + ("" if " " in label else "/s")
+    out = f"{where} · {label}" if label else where
+    if (data.get("trials") or 1) > 1:
+        out += f" · trial {data.get('trial', 1)} of {data['trials']}"
+    return out
 
 
 class RunProgress:
@@ -17,15 +33,19 @@ class RunProgress:
         self.enabled = enabled
         self._progress: Progress | None = None
         self._tasks: dict[int, Any] = {}
+        self._by_time: dict[int, tuple[float, int | None]] = {}  # task -> (level seconds, requests) when time-bound
 
     def __enter__(self) -> "RunProgress":
         if self.enabled:
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
-                MofNCompleteColumn(),
+                TextColumn("{task.fields[done]}"),
                 TextColumn("{task.fields[stats]}"),
+                TextColumn("elapsed"),
                 TimeElapsedColumn(),
+                TextColumn("left"),
+                TimeRemainingColumn(),
                 console=self.console,
                 transient=False,
             )
@@ -42,13 +62,20 @@ class RunProgress:
         if p is None:
             return
         if event == "phase":
-            p.console.log(data.get("message", data.get("name", "")))
+            # printed above the bars, without rich's log time and source location (internals)
+            p.console.print(Text(str(data.get("message", data.get("name", ""))), style="dim"))
         elif event == "level_start":
-            self._tasks[data["index"]] = p.add_task(
-                f"level {data['index'] + 1}/{data.get('levels', '?')} {data.get('label', '')}",
-                total=data.get("total"),
+            total, dur = data.get("total"), data.get("duration_s")
+            task = p.add_task(
+                level_description(data),
+                # a level bounded by --duration runs its bar over time, so the remaining time is known
+                total=total if total is not None or not dur else float(dur),
                 stats="",
+                done=f"0/{total} requests" if total is not None else "0 requests",
             )
+            self._tasks[data["index"]] = task
+            if total is None and dur:
+                self._by_time[task] = (float(dur), None)
         elif event == "progress":
             task = self._tasks.get(data.get("index", -1))
             if task is None:
@@ -62,8 +89,15 @@ class RunProgress:
             if data.get("power_w") is not None:
                 parts.append(f"{data['power_w']:,.0f} W")
             if data.get("failed"):
-                parts.append(f"[red]{data['failed']} failed[/red]")
-            p.update(task, completed=data.get("done", 0), stats=" · ".join(parts))
+                parts.append(f"{data['failed']} failed")
+            done = data.get("done", 0)
+            if task in self._by_time:
+                p.update(task, completed=min(float(data.get("elapsed_s") or 0.0), self._by_time[task][0]),
+                         done=f"{done:,} requests", stats=" · ".join(parts))
+            else:
+                total = p.tasks[task].total
+                p.update(task, completed=done, stats=" · ".join(parts),
+                         done=f"{done:,}/{int(total):,} requests" if total is not None else f"{done:,} requests")
         elif event == "level_done":
             task = self._tasks.get(data.get("index", -1))
             if task is not None:

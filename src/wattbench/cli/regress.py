@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors
+from wattbench.cli.common import DB_HELP, handle_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
         window: str = typer.Option("full", "--window", help="Energy window: full or steady (steady state)."),
         match: str = typer.Option("key", "--match", help="Pair levels by 'key' or 'index'."),
         out: Optional[str] = typer.Option(None, "--out", help="Also write the report JSON to this file."),
-        db: Optional[str] = typer.Option(None, "--db", help="History database for ids, tags and baselines."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         from wattbench.analysis.regress import parse_checks, regress

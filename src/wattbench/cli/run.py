@@ -9,17 +9,17 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors, split_list
+from wattbench.cli.common import API_KEY_HELP, DB_HELP, REGISTER_HELP, handle_errors, parse_headers, parse_json_object, split_list
 
 HELP = """Benchmark an OpenAI-compatible server (or the embedded engine when no --target is given).
 
 Examples:
 
-  wattbench run                                   # embedded engine, default load
-
-  wattbench run --target http://127.0.0.1:8000 --concurrency 1,8,64 --num-requests 200
-
-  wattbench run --target http://host:8000/v1 --rate 2,4,8 --arrival poisson --duration 60
+\b
+  wattbench run                            # embedded engine, default load
+  wattbench run -t http://127.0.0.1:8000 -c 1,8,64 -n 200
+  wattbench run -t http://host:8000/v1 --rate 2,4,8 --duration 60
+  wattbench run -t URL -c 1,8,64 --slo ttft_p99=500ms,tpot_p99=50ms
 """
 
 
@@ -66,9 +66,9 @@ def register(app: typer.Typer) -> None:
         target: Optional[List[str]] = typer.Option(None, "--target", "-t", help="Base URL of an OpenAI-compatible server (with or without /v1); repeat for replicas (per-target statistics beside the total). Omit to start the embedded engine."),
         model: Optional[str] = typer.Option(None, "--model", "-m", help="Model name on the server (default: first of /v1/models); with no --target, a preset name (tiny, llama-1b, llama-8b, qwen-7b) or a local HF model directory."),
         api: str = typer.Option("completions", "--api", help="completions or chat."),
-        api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (or env WATTBENCH_API_KEY / OPENAI_API_KEY). Never written anywhere.", show_default=False),
+        api_key: Optional[str] = typer.Option(None, "--api-key", help=API_KEY_HELP, show_default=False),
         concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", help="Closed loop: concurrent streams; a comma list runs levels in turn (1,8,64)."),
-        rate: Optional[str] = typer.Option(None, "--rate", "-r", help="Open loop: requests/s; a comma list runs levels in turn (2,4,8)."),
+        rate: Optional[str] = typer.Option(None, "--rate", "-r", help="Open loop: requests/s; a comma list runs levels in turn (2,4,8); inf sends every request at once."),
         arrival: str = typer.Option("poisson", "--arrival", help="Open-loop arrivals: poisson, constant or gamma:K."),
         num_requests: Optional[int] = typer.Option(None, "--num-requests", "-n", help="Measured requests per level (warm-up excluded)."),
         duration: Optional[float] = typer.Option(None, "--duration", "-d", help="Seconds of load per level."),
@@ -88,12 +88,15 @@ def register(app: typer.Typer) -> None:
         price_per_kwh: float = typer.Option(0.15, "--price-per-kwh", help="Electricity price per kWh."),
         currency: str = typer.Option("USD", "--currency"),
         pue: float = typer.Option(1.0, "--pue", help="Power usage effectiveness for the facility figure (>= 1)."),
+        carbon_intensity: Optional[str] = typer.Option(None, "--carbon-intensity", help="Grid carbon intensity: gCO2e/kWh, or a CSV/JSON time series (an Electricity Maps export) aligned on the run's wall clock."),
+        attribute_idle: bool = typer.Option(False, "--attribute-idle", help="Energy per request includes a share of idle power by time in flight (the shares then add up to the gross energy)."),
+        tenant_field: str = typer.Option("tenant", "--tenant-field", help="Dataset/trace row field naming the tenant, for energy per tenant."),
         slo: Optional[str] = typer.Option(None, "--slo", help="e.g. ttft_p99=500ms,tpot_p99=50ms."),
         trials: int = typer.Option(1, "--trials", help="Repeat every level N times (mean and 95% CI)."),
         cooldown: float = typer.Option(0.0, "--cooldown", help="Seconds between trials."),
         sweep: Optional[str] = typer.Option(None, "--sweep", help="auto: double concurrency from 1 until throughput stops growing."),
         optimize: Optional[str] = typer.Option(None, "--optimize", help="Search the level with the best goodput_per_kw (or output_tokens_per_s_per_kw, goodput_rps) meeting --slo, in few levels."),
-        max_concurrency: int = typer.Option(256, "--max-concurrency", help="Upper end of --sweep auto and of the --optimize ladder."),
+        max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", help="With --rate: at most N requests in flight (arrivals wait for a slot). With --sweep auto / --optimize: the upper end of the search (default 256)."),
         prefill_decode_pair: bool = typer.Option(False, "--prefill-decode-pair", help="Two extra levels (max_tokens=1; short prompts, long outputs) that cross-check the prefill/decode energy split."),
         ray: Optional[str] = typer.Option(None, "--ray", help="Run load actors and per-node sensors on a Ray cluster: auto or an address (needs wattbench[ray])."),
         ray_actors: Optional[int] = typer.Option(None, "--ray-actors", help="Load-generator actors (default: one per node, more for large loads)."),
@@ -102,11 +105,15 @@ def register(app: typer.Typer) -> None:
         device: Optional[str] = typer.Option(None, "--device", help="Engine device: cuda or cpu (default: cuda when present)."),
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default ./wattbench-results/<run_id>)."),
         tag: Optional[List[str]] = typer.Option(None, "--tag", help="Tag the run in the history store (repeatable)."),
-        db: Optional[str] = typer.Option(None, "--db", help="History database (default: user data directory)."),
-        no_register: bool = typer.Option(False, "--no-register", help="Do not add the run to the history store."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+        register_run: bool = typer.Option(True, "--register/--no-register", help=REGISTER_HELP),
         no_html: bool = typer.Option(False, "--no-html", help="Do not write report.html."),
         keep_output_text: bool = typer.Option(False, "--keep-output-text", help="Keep response texts in requests.jsonl."),
         request_timeout: float = typer.Option(600.0, "--request-timeout", help="Seconds a request may take in all."),
+        header: Optional[List[str]] = typer.Option(None, "--header", "-H", help="Request header K:V, repeatable (sent with every request; values that can hold a credential are never written)."),
+        extra_body: Optional[str] = typer.Option(None, "--extra-body", help='JSON object merged into every request body, e.g. \'{"top_k": 20}\'.'),
+        temperature: Optional[float] = typer.Option(None, "--temperature", help="Sampling temperature (default 0: greedy)."),
+        top_p: Optional[float] = typer.Option(None, "--top-p", help="Nucleus sampling top-p."),
         stall_timeout: float = typer.Option(120.0, "--stall-timeout", help="Seconds without a byte before a stream counts as stalled."),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress goes to stderr)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
@@ -149,6 +156,9 @@ def register(app: typer.Typer) -> None:
             price_per_kwh=price_per_kwh,
             currency=currency,
             pue=pue,
+            carbon_intensity=carbon_intensity,
+            attribute_idle=attribute_idle,
+            tenant_field=tenant_field,
             slo=slo,
             trials=trials,
             cooldown_s=cooldown,
@@ -165,10 +175,14 @@ def register(app: typer.Typer) -> None:
             out=out,
             tags=list(tag or []),
             db=db,
-            register_run=not no_register,
+            register_run=register_run,
             html=not no_html,
             keep_output_text=keep_output_text,
             request_timeout_s=request_timeout,
+            headers=parse_headers(header),
+            extra_body=parse_json_object(extra_body, "--extra-body"),
+            temperature=temperature,
+            top_p=top_p,
             stall_timeout_s=stall_timeout,
         )
         from wattbench.cli.progress import RunProgress

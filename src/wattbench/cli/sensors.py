@@ -40,18 +40,23 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the inventory as JSON."),
     ) -> None:
         """List each power meter and channel with boundary, kind, unit, method, a value and its update period."""
-        from wattbench.errors import UserError
+        from wattbench.errors import SensorError, UserError
         from wattbench.telemetry.detect import inventory
 
         if measure < 0:
             raise UserError(f"--measure must be >= 0 seconds, got {measure}")
         kw = {} if sensor else {"estimate_cpu": estimate_cpu}
         rows = inventory(list(sensor or []), measure_s=measure, **kw)
+        # the meters asked for by name gave nothing to read: say why and exit non-zero
+        nothing = bool(sensor) and not any(r["type"] == "channel" for r in rows)
         if as_json:
             typer.echo(json.dumps(rows, indent=2))
+            if nothing:
+                raise typer.Exit(SensorError.exit_code)
             return
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         console = Console()
         chans = [r for r in rows if r["type"] == "channel"]
@@ -73,4 +78,8 @@ def register(app: typer.Typer) -> None:
         else:
             console.print("No power meter could be read on this machine.")
         for p in problems:
-            console.print(f"[yellow]problem:[/yellow] {p}", highlight=False)
+            console.print(Text.assemble(("problem: ", "yellow"), p), highlight=False)  # p shown as typed
+        if nothing:
+            why = "; ".join(problems) or "no channel answered"
+            typer.echo(f"wattbench: error: --sensor {', '.join(sensor or [])}: nothing readable ({why})", err=True)
+            raise typer.Exit(SensorError.exit_code)

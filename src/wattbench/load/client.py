@@ -128,7 +128,7 @@ class StreamClient:
         self.concurrency = concurrency
         self._session: aiohttp.ClientSession | None = None
         self._gate: asyncio.Lock | None = None
-        self._headers = auth_headers(target.api_key)
+        self._headers = auth_headers(target.api_key, target.headers)
         self._url = endpoint_url(target)
 
     async def __aenter__(self) -> "StreamClient":
@@ -176,7 +176,7 @@ class StreamClient:
         session = self._session
         assert session is not None, "use StreamClient as an async context manager"
         url = self._url if target is self.target else endpoint_url(target)
-        headers = self._headers if target is self.target else auth_headers(target.api_key)
+        headers = self._headers if target is self.target else auth_headers(target.api_key, target.headers)
         body = orjson.dumps(build_payload(spec, target))
         keep = keep_text or target.keep_output_text
         is_chat = target.api == "chat"
@@ -312,5 +312,8 @@ class StreamClient:
             error_detail=_scrub(detail, target.api_key) if detail else None,
             http_status=status,
             output_text="".join(texts) if keep else None,
+            tenant=spec.tenant,
+            tags=list(spec.user_tags),
+            model=target.model,
         )
         return rec

@@ -87,6 +87,7 @@ START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
 
 LOOP_PROBE_S = 0.01  # the loop-lag probe's period
 SAT_LOOP_LAG_MS = 2.0  # loop-lag p99 above this: arrival stamps may be late by that much
+SAT_LOOP_LAG_MIN_PROBES = 20  # fewer loop-lag probes than this: no p99 to judge by
 SAT_CPU_PCT = 90.0
 SAT_RATE_FRACTION = 0.95
 SAT_LAG_FLOOR_MS = 5.0
@@ -102,6 +103,8 @@ def auto_workers(spec: LevelSpec, cpu_count: int | None = None) -> int:
     cpus = cpu_count or os.cpu_count() or 1
     if spec.mode == "concurrency":
         need = math.ceil(spec.value / STREAMS_PER_WORKER)
+    elif spec.mode == "rate" and math.isinf(spec.value):  # all at once: streams in flight, not arrivals/s
+        need = math.ceil(min(spec.num_requests or 1, spec.max_in_flight or math.inf) / STREAMS_PER_WORKER)
     elif spec.mode == "rate":
         need = math.ceil(spec.value / ARRIVALS_PER_WORKER_RPS)
     else:
@@ -122,6 +125,7 @@ class _Plan:
     target: TargetSpec
     concurrency: int = 0  # closed loop
     arrivals: list | None = None  # open loop: [(index, offset_s, spec, warmup)] sorted by offset
+    max_in_flight: int | None = None  # open loop: this worker's share of --max-concurrency
     stop_after_s: float | None = None  # closed loop: stop sending at t0 + this
     progress_period_s: float = PROGRESS_PERIOD_S
     # several targets: ``routes[k]`` is the index in ``targets`` of this worker's stream k (closed
@@ -233,6 +237,10 @@ def _open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list
     if spec.mode == "rate":
         if spec.num_requests is None and spec.duration_s is None:
             raise UserError("an open-loop level needs --num-requests or --duration")
+        if spec.num_requests is None and math.isinf(spec.value):
+            from wattbench.load.schedule import INF_NEEDS_N
+
+            raise UserError(INF_NEEDS_N)
         warm_end: float | None = None  # where the measured phase starts
         measured = 0
         for off in iter_arrival_times(spec.value, spec.arrival, spec.seed):
@@ -480,11 +488,29 @@ class _Worker:
     # -- open loop / trace
     async def _open(self, t0_ns: int) -> None:
         link = self.link
+        cap = asyncio.Semaphore(self.plan.max_in_flight) if self.plan.max_in_flight else None
+
+        async def capped(coro) -> None:
+            try:
+                await coro
+            finally:
+                cap.release()
+
         for k, (idx, off, spec, warm) in enumerate(self.plan.arrivals or ()):
             if link.stop.is_set():
                 break
             when = t0_ns + int(off * 1e9)
             await _sleep_until(when)
+            if cap is not None:
+                if cap.locked():
+                    # capped at --max-concurrency: the request waits for a slot, and its send lag
+                    # (what the saturation guard judges) counts from when the slot freed
+                    await cap.acquire()
+                    when = max(when, now_ns())
+                else:
+                    await cap.acquire()
+                self._spawn(capped(self._one(idx, spec, when, warm, self._target_of(k))))
+                continue
             self._spawn(self._one(idx, spec, when, warm, self._target_of(k)))
         self.stop_ns = now_ns()
         while self.tasks:
@@ -654,8 +680,8 @@ def _validate(spec: LevelSpec) -> None:
     if spec.mode == "concurrency" and not (spec.value >= 1 and float(spec.value).is_integer()):
         raise UserError(f"--concurrency must be a whole number >= 1, got {spec.value!r}")
     if spec.mode == "rate":
-        if not (math.isfinite(spec.value) and spec.value > 0):
-            raise UserError(f"--rate must be a positive number of requests/s, got {spec.value!r}")
+        if not (not math.isnan(spec.value) and spec.value > 0):
+            raise UserError(f"--rate must be a positive number of requests/s (or inf), got {spec.value!r}")
         parse_arrival(spec.arrival)
     if spec.num_requests is not None and spec.num_requests < 1:
         raise UserError(f"--num-requests must be >= 1, got {spec.num_requests}")
@@ -723,8 +749,15 @@ def run_level(
                 plans[-1].routes = [_route(route, first + k, len(targets)) for k in range(share)]
             first += share
     else:
+        cap = spec.max_in_flight
+        if cap is not None:
+            if cap < 1:
+                raise UserError(f"--max-concurrency must be >= 1, got {cap}")
+            n_workers = min(n_workers, cap)
         parts, target_rate, exhausted_early = _open_arrivals(spec, requests, n_workers)
-        plans = [_Plan(w, spec.index, spec.mode, target, arrivals=parts[w]) for w in range(n_workers)]
+        plans = [_Plan(w, spec.index, spec.mode, target, arrivals=parts[w],
+                       max_in_flight=None if cap is None else cap // n_workers + (1 if w < cap % n_workers else 0))
+                 for w in range(n_workers)]
         if targets:
             for p in plans:
                 p.targets = targets
@@ -1032,23 +1065,6 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
 # ---------------------------------------------------------------------------------- outcome
 
 
-def _first_reach_ns(records: list[RequestRecord], level: int) -> int | None:
-    """First time the number of requests in flight reached ``level``."""
-    ev = []
-    for r in records:
-        end = request_end_ns(r)
-        ev.append((r.sent_ns, 1))
-        if end is not None:
-            ev.append((end, -1))
-    ev.sort(key=lambda e: (e[0], e[1]))  # ends before starts at the same instant
-    n = 0
-    for t, d in ev:
-        n += d
-        if n >= level:
-            return t
-    return None
-
-
 def _mean_in_flight(records: list[RequestRecord], start_ns: int, end_ns: int) -> float | None:
     if end_ns <= start_ns or not records:
         return None
@@ -1071,21 +1087,19 @@ def _assemble(spec: LevelSpec, results: list[_WorkerResult], t0_ns: int, target_
         end_ns = max(request_end_ns(r) or r.sent_ns for r in measured)
     else:
         start_ns = end_ns = t0_ns
-    # Steady window.
+    # Steady window: the one rule (accounting/steady.py), over every stream (warm-up ones load the
+    # server too), never before the first measured send.
     steady_start = steady_end = None
     if measured:
-        if spec.mode == "concurrency":
-            reach = _first_reach_ns(records, int(spec.value))
-            steady_start = max(reach, start_ns) if reach is not None else None
-        else:
-            steady_start = start_ns
-        last_send = max(r.sent_ns for r in records)
-        ends = [e for r in records if (e := request_end_ns(r)) is not None and e >= last_send]
-        steady_end = min(ends) if ends else None
-        if steady_start is None or steady_end is None or steady_end <= steady_start:
-            steady_start = steady_end = None
+        from wattbench.accounting.steady import steady_window
+
+        sw = steady_window([(r.sent_ns, request_end_ns(r)) for r in records], spec.mode,
+                           int(spec.value) if spec.mode == "concurrency" else None, start_ns=start_ns)
+        if sw is not None:
+            steady_start, steady_end = sw.start_ns, sw.end_ns
     # Load statistics.
-    load = LoadStats(mode=spec.mode, workers=n_workers)
+    load = LoadStats(mode=spec.mode, workers=n_workers,
+                     max_in_flight=spec.max_in_flight if spec.mode == "rate" else None)
     if spec.mode == "concurrency":
         load.target_concurrency = int(spec.value)
     else:
@@ -1114,17 +1128,19 @@ def _assemble(spec: LevelSpec, results: list[_WorkerResult], t0_ns: int, target_
         load.drain_s = max(0.0, (last_end - max(stops)) / 1e9)
     # Saturation guard.
     reasons = []
-    if load.send_lag_ms.count and target_rate:
+    if load.send_lag_ms.count and target_rate and math.isfinite(target_rate):
         limit = max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target_rate)
         if load.send_lag_ms.p99 > limit:
             reasons.append(f"send lag p99 {load.send_lag_ms.p99:.1f} ms > {limit:.1f} ms")
-    if spec.mode != "concurrency" and target_rate and load.achieved_rate_rps is not None:
+    # (not with a --max-concurrency cap, which holds the rate down by design, nor at --rate inf)
+    if spec.mode != "concurrency" and target_rate and load.achieved_rate_rps is not None \
+            and spec.max_in_flight is None and math.isfinite(target_rate):
         if load.achieved_rate_rps < SAT_RATE_FRACTION * target_rate:
             reasons.append(
                 f"achieved rate {load.achieved_rate_rps:.2f}/s < 95% of target {target_rate:.2f}/s"
             )
     lag = load.client_loop_lag_ms
-    if lag.count >= 20 and lag.p99 > SAT_LOOP_LAG_MS:
+    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 > SAT_LOOP_LAG_MS:
         reasons.append(
             f"client event loop lag p99 {lag.p99:.1f} ms > {SAT_LOOP_LAG_MS:.0f} ms "
             "(arrival timestamps may be late by that much: the client waits for a CPU or is busy)"

@@ -57,15 +57,23 @@ def parse_arrival(text: str) -> Arrival:
     raise UserError(f"--arrival {text!r} is not one of poisson, constant, gamma:K (e.g. gamma:2)")
 
 
+INF_NEEDS_N = "--rate inf sends every request at once: give the number with --num-requests"
+
+
 def _check_rate(rate_rps: float) -> None:
-    if not (isinstance(rate_rps, (int, float)) and math.isfinite(rate_rps) and rate_rps > 0):
-        raise UserError(f"--rate must be a positive number of requests/s, got {rate_rps!r}")
+    """A positive number of requests/s, or ``inf``: every request at once (``vllm bench serve``'s
+    default)."""
+    if not (isinstance(rate_rps, (int, float)) and not math.isnan(rate_rps) and rate_rps > 0):
+        raise UserError(f"--rate must be a positive number of requests/s (or inf), got {rate_rps!r}")
 
 
 def iter_arrival_times(rate_rps: float, kind: str = "poisson", seed: int = 0) -> Iterator[float]:
     """Endless arrival offsets (s). The first arrival is at 0 (the level starts with a request)."""
     _check_rate(rate_rps)
     arr = parse_arrival(kind)
+    if math.isinf(rate_rps):  # all at once
+        while True:
+            yield 0.0
     mean = 1.0 / rate_rps
     rng = np.random.default_rng(seed)
     t = 0.0
@@ -93,6 +101,8 @@ def arrival_times(
     bound comes first)."""
     if n is None and duration_s is None:
         raise UserError("an arrival schedule needs a bound: a number of requests or a duration")
+    if n is None and math.isinf(rate_rps):
+        raise UserError(INF_NEEDS_N)
     if n is not None and n < 0:
         raise UserError(f"number of requests must be >= 0, got {n}")
     if duration_s is not None and not duration_s > 0:

@@ -22,6 +22,7 @@ class TargetSpec:
     keep_output_text: bool = False
     send_min_tokens: bool = False  # the server accepts min_tokens (vLLM, SGLang); strict servers reject it
     keepalive: bool = True  # reuse connections; False: one per request (server.detect.reuses_connections)
+    headers: dict = field(default_factory=dict)  # --header K:V, sent with every request (memory only)
 
     def __repr__(self) -> str:  # never show the key
         return f"TargetSpec(base_url={self.base_url!r}, model={self.model!r}, api={self.api!r})"
@@ -41,13 +42,14 @@ class LevelSpec:
     workers: int | None = None  # None = auto
     speedup: float = 1.0  # trace replay time compression
     stop_when_oversaturated: bool = True  # open loop: stop sending once the backlog grows without bound
+    max_in_flight: int | None = None  # open loop: at most this many requests in flight (--max-concurrency)
 
     @property
     def label(self) -> str:
         if self.mode == "concurrency":
             return f"concurrency={int(self.value)}"
         if self.mode == "rate":
-            return f"rate={self.value:g}"
+            return "rate=inf" if self.value == float("inf") else f"rate={self.value:g}"
         return "trace"
 
 

@@ -12,9 +12,11 @@ Definitions (all from the client's monotonic timestamps, see ``load/client.py``)
   share a timestamp), so ITL is a time between *chunks*, and its mean can exceed TPOT. By
   telescoping, the pooled ITL mean is the sum of (last - first) over the sum of (chunks - 1).
 
-Failed and warm-up requests never enter latency statistics. Throughput counts the measured
-requests that *completed* inside the window ``[start_ns, end_ns]`` (its duration divides), with
-tokens from usage.
+Failed and warm-up requests never enter latency statistics. Throughput divides by the window
+``[start_ns, end_ns]`` the tokens the server produced inside it from every stream (warm-up
+leftovers and streams cut at the edges pro rata: ``accounting/window_tokens.py``); the usage tokens
+of the measured requests that completed inside are kept beside (``measured_request_tokens``) and
+``requests_per_s`` counts those requests.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from wattbench.results.schema import Latency, RequestRecord, Requests, Stats, Throughput
+from wattbench.results.schema import Latency, RequestRecord, Requests, Stats, Throughput, TokenCount
 
 __all__ = ["stats", "summarize_level", "request_end_ns"]
 
@@ -62,7 +64,6 @@ def summarize_level(
     e2e: list[float] = []
     tpot: list[float] = []
     itl_parts: list[np.ndarray] = []
-    out_tok = in_tok = 0
     for r in recs:
         if r.warmup:
             req.warmup += 1
@@ -86,10 +87,6 @@ def summarize_level(
             tpot.append((r.last_token_ns - r.first_token_ns) / 1e6 / (r.output_tokens - 1))
         if len(r.chunk_ns) > 1:
             itl_parts.append(np.diff(np.asarray(r.chunk_ns, dtype=np.int64)) / 1e6)
-        end = request_end_ns(r)
-        if end is not None and start_ns <= end <= end_ns:
-            out_tok += r.output_tokens or 0
-            in_tok += r.input_tokens or 0
     req.errors = dict(sorted(errors.items()))
     lat = Latency(
         ttft_ms=stats(ttft),
@@ -97,11 +94,23 @@ def summarize_level(
         itl_ms=stats(np.concatenate(itl_parts) if itl_parts else []),
         e2e_ms=stats(e2e),
     )
+    from wattbench.accounting.window_tokens import window_tokens
+
+    wt = window_tokens(recs, start_ns, end_ns)
+    out_tok, in_tok = wt.output_tokens, wt.input_tokens
     duration_s = max(0, end_ns - start_ns) / 1e9
     n_in_window = sum(
         1
         for r in recs
         if r.ok and not r.warmup and (e := request_end_ns(r)) is not None and start_ns <= e <= end_ns
+    )
+    basis = dict(
+        output_tokens=int(round(out_tok)),
+        input_tokens=int(round(in_tok)),
+        token_basis="tokens_in_window",
+        tokens_in_window=TokenCount(output=out_tok, input=in_tok, warmup_output=wt.warmup_output_tokens,
+                                    edge_output=wt.edge_output_tokens, estimated_streams=wt.estimated_streams),
+        measured_request_tokens=TokenCount(output=wt.measured_output_tokens, input=wt.measured_input_tokens),
     )
     if duration_s > 0:
         thr = Throughput(
@@ -110,34 +119,17 @@ def summarize_level(
             total_tokens_per_s=(out_tok + in_tok) / duration_s,
             requests_per_s=n_in_window / duration_s,
             duration_s=duration_s,
-            output_tokens=out_tok,
-            input_tokens=in_tok,
+            **basis,
         )
     else:
-        thr = Throughput(duration_s=0.0, output_tokens=out_tok, input_tokens=in_tok)
+        thr = Throughput(duration_s=0.0, **basis)
     return req, lat, thr
 
 
 def tokens_in_window(records: Iterable[RequestRecord], start_ns: int, end_ns: int) -> tuple[int, int]:
-    """Output and input tokens attributable to ``[start_ns, end_ns]`` (the steady-state window).
+    """Output and input tokens produced inside ``[start_ns, end_ns]`` by every stream (rounded),
+    by the rule of :func:`wattbench.accounting.window_tokens.window_tokens`."""
+    from wattbench.accounting.window_tokens import window_tokens
 
-    Output tokens of each completed, measured request are counted pro rata to the part of its
-    generation span (first to last content chunk) that lies inside the window; input tokens of a
-    request count when its first token (the end of its prefill) falls inside the window.
-    Returns rounded integers (output, input).
-    """
-    out = 0.0
-    inp = 0
-    for r in records:
-        if r.warmup or not r.ok or r.first_token_ns is None or r.last_token_ns is None:
-            continue
-        n = r.output_tokens or 0
-        a, b = r.first_token_ns, r.last_token_ns
-        if b > a:
-            overlap = max(0, min(b, end_ns) - max(a, start_ns))
-            out += n * overlap / (b - a)
-        elif start_ns <= a <= end_ns:
-            out += n
-        if start_ns <= a <= end_ns:
-            inp += r.input_tokens or 0
-    return int(round(out)), inp
+    wt = window_tokens(records, start_ns, end_ns)
+    return int(round(wt.output_tokens)), int(round(wt.input_tokens))

@@ -59,7 +59,10 @@ class SLO:
 
 
 def parse_slos(spec: str | None) -> list[SLO]:
-    """Parse ``--slo``; an empty or None spec gives no SLOs. Bad items raise UserError naming them."""
+    """Parse ``--slo``; an empty or None spec gives no SLOs. Bad items raise UserError naming them.
+
+    The one SLO grammar of every command (``run``, ``plan power-first``, ``tune``): parse here,
+    nowhere else."""
     if spec is None or not spec.strip():
         return []
     out: dict[str, SLO] = {}
@@ -68,7 +71,10 @@ def parse_slos(spec: str | None) -> list[SLO]:
         m = _SPEC.match(it.lower())
         if not m:
             hint = ""
-            if re.match(r"^\w+=\s*[0-9.]+$", it):
+            old = re.match(r"^(\w+)_ms\s*=\s*([0-9.]+)$", it.lower())
+            if old:
+                hint = f" (write {old.group(1)}={old.group(2)}ms)"
+            elif re.match(r"^\w+=\s*[0-9.]+$", it):
                 hint = " (add a unit: ms or s)"
             raise UserError(f"invalid SLO {it!r}{hint}; expected {SYNTAX}, e.g. ttft_p99=500ms,tpot_p99=50ms")
         metric, stat, value, unit = m.groups()
@@ -147,8 +153,15 @@ def level_check(records: list, slos: list[SLO]) -> dict[str, dict]:
 
 
 def goodput(records: list, slos: list[SLO], duration_s: float,
-            avg_power_w: Mapping[str, float | None] | None = None) -> dict:
+            avg_power_w: Mapping[str, float | None] | None = None,
+            window_output_tokens: float | None = None) -> dict:
     """Goodput of one level (warm-up records are ignored).
+
+    ``window_output_tokens``: the tokens the server produced in the window from every stream
+    (``accounting.window_tokens``). When given, ``output_tokens_per_s`` is those tokens times the
+    share of the measured requests' output tokens that met every SLO, over the duration — the
+    same token basis as every other efficiency figure (the window's energy also paid for warm-up
+    leftovers). Without it, the good requests' own tokens over the duration.
 
     Returns ``requests_per_s``, ``output_tokens_per_s`` (of requests that succeeded and met every
     SLO), ``good_requests``, ``total_requests``, ``fraction`` (good / all, failures included),
@@ -161,10 +174,12 @@ def goodput(records: list, slos: list[SLO], duration_s: float,
     measured = [r for r in records if not _get(r, "warmup")]
     good = 0
     good_tokens = 0
+    all_tokens = 0
     per_slo = {s.name: 0 for s in slos}
     for r in measured:
         if not _get(r, "ok"):
             continue
+        all_tokens += int(_get(r, "output_tokens") or 0)
         fig = request_figures(r)
         ok_all = True
         for s in slos:
@@ -177,6 +192,11 @@ def goodput(records: list, slos: list[SLO], duration_s: float,
             good_tokens += int(_get(r, "output_tokens") or 0)
     n = len(measured)
     level = level_check(measured, slos)
+    if window_output_tokens is not None:
+        good_out = window_output_tokens * (good_tokens / all_tokens) if all_tokens else 0.0
+        basis = "tokens_in_window"
+    else:
+        good_out, basis = float(good_tokens), "measured_request_tokens"
     out = {
         "slos": [s.to_dict() for s in slos],
         "duration_s": duration_s,
@@ -184,7 +204,8 @@ def goodput(records: list, slos: list[SLO], duration_s: float,
         "total_requests": n,
         "fraction": good / n if n else None,
         "requests_per_s": good / duration_s,
-        "output_tokens_per_s": good_tokens / duration_s,
+        "output_tokens_per_s": good_out / duration_s,
+        "token_basis": basis,
         "per_slo": per_slo,
         "level": level,
         "all_met": all(v["met"] for v in level.values()),

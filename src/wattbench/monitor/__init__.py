@@ -76,6 +76,7 @@ class Monitor:
         self.sampler = None
         self.sensors: list[ResilientSensor] = []
         self.problems: list[str] = []
+        self._scrape_reported = False
         self.anchor: ClockAnchor | None = None
         self._snapshot: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -164,6 +165,14 @@ class Monitor:
         """One interval: scrape the server, account what the sensor data allows, publish."""
         if self.scraper is not None:
             t, vals = self.scraper.poll()
+            if vals is None and self.scraper.scrapes == 0 and not self._scrape_reported:
+                # said at the first failed scrape, not after the whole window
+                self._scrape_reported = True
+                st = self.scraper.status()
+                self.problems.append(
+                    f"no token counters from {st['url']} ({st['last_error'] or 'no answer'}): tokens cannot be "
+                    "counted; point --target at a server that exposes /metrics (vLLM, SGLang, TGI, llama.cpp "
+                    "with --metrics)")
         else:
             t, vals = now_ns(), None
         self._record(self.tracker.mark(t, vals))
@@ -234,7 +243,9 @@ class Monitor:
         end = t0 + int(duration_s * 1e9) if duration_s is not None else None
         k = 0
         try:
-            self.tick()
+            snap = self.tick()
+            if on_tick is not None:
+                on_tick(snap)
             while not self._stop.is_set():
                 k += 1
                 due = t0 + k * period

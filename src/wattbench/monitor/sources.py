@@ -32,9 +32,11 @@ class ServerScraper:
         self.scrapes = 0
         self.skipped = 0
 
-    def poll(self) -> tuple[int, dict[str, float] | None]:
-        """One scrape if due: (t_ns, canonical values) or (t_ns, None) when it failed or is backing off."""
-        from wattbench.server.metrics import canonical_values, guess_engine, parse_exposition
+    def poll(self) -> tuple[int, dict[str, Any] | None]:
+        """One scrape if due: (t_ns, canonical values) or (t_ns, None) when it failed or is backing off.
+
+        Where the server labels its token counters per model, ``by_model`` holds them per model."""
+        from wattbench.server.metrics import canonical_values, guess_engine, parse_exposition, per_model_counters
 
         t_a = now_ns()
         if not self.backoff.ready(t_a):
@@ -51,6 +53,9 @@ class ServerScraper:
             vals = canonical_values(samples, self.engine) if self.engine else {}
             if "generation_tokens" not in vals:
                 raise ValueError(f"{self.url} has no generation token counter of a known engine")
+            by_model = per_model_counters(samples, self.engine)
+            if by_model:
+                vals["by_model"] = by_model  # type: ignore[assignment]
         except urllib.error.HTTPError as e:
             self.backoff.failure(now_ns(), f"HTTP {e.code} from {self.url}")
             return t_a, None

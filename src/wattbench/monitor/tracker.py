@@ -61,6 +61,8 @@ class Span:
     state: str = "unknown"
     coverage: dict[str, float] = field(default_factory=dict)
     counter_reset: bool = False
+    # per served model where the server labels its token counters (prompt, output tokens)
+    tokens_by_model: dict[str, tuple[float, float]] | None = None
 
     @property
     def duration_s(self) -> float:
@@ -184,6 +186,7 @@ class EfficiencyTracker:
         self.intervals = 0
         self.last_span: Span | None = None
         self.energy_total_j: dict[str, float] = {}  # every accounted interval, tokens known or not
+        self.by_model: dict[str, dict[str, Any]] = {}  # model -> energy per boundary (estimate) and tokens
 
     # -- input ------------------------------------------------------------------------------
     def add_channels(self, channels: list[Channel]) -> None:
@@ -270,6 +273,7 @@ class EfficiencyTracker:
             span.prompt_tokens, r2 = _delta(prev.get("prompt_tokens"), srv.get("prompt_tokens"))
             span.counter_reset = r1 or r2
             self.counter_resets += int(span.counter_reset)
+            self._by_model(span, prev.get("by_model"), srv.get("by_model"))
         if srv is not None:
             self._good = (t1, srv)
         span.state = self._state(span)
@@ -282,6 +286,49 @@ class EfficiencyTracker:
             self.spans.popleft()
         self._slide(span)
         return span
+
+    def _by_model(self, span: Span, prev: dict | None, cur: dict | None) -> None:
+        """Split the span's energy over the models by their token counters' increase (an estimate)."""
+        if not prev or not cur:
+            return
+        from wattbench.accounting.request_energy import split_by_tokens
+
+        toks: dict[str, tuple[float, float]] = {}
+        for m, c in cur.items():
+            p = prev.get(m, {})
+            out, _ = _delta(p.get("generation_tokens", 0.0), c.get("generation_tokens"))
+            inp, _ = _delta(p.get("prompt_tokens", 0.0), c.get("prompt_tokens"))
+            toks[m] = (inp or 0.0, out or 0.0)
+        span.tokens_by_model = toks
+        shares = split_by_tokens(span.energy_j, {m: a + b for m, (a, b) in toks.items()})
+        for m, (inp, out) in toks.items():
+            d = self.by_model.setdefault(m, {"energy_j": {}, "output_tokens": 0.0, "prompt_tokens": 0.0})
+            d["output_tokens"] += out
+            d["prompt_tokens"] += inp
+            for b, e in shares.get(m, {}).items():
+                d["energy_j"][b] = d["energy_j"].get(b, 0.0) + e
+
+    def models(self) -> dict[str, Any]:
+        """Energy per served model since the start (an estimate: each span's energy split by the
+        models' prompt + output tokens in it), with J per output token and the share per boundary."""
+        from wattbench.metrics import efficiency as eff
+
+        if not self.by_model:
+            return {}
+        totals: dict[str, float] = {}
+        for d in self.by_model.values():
+            for b, e in d["energy_j"].items():
+                totals[b] = totals.get(b, 0.0) + e
+        out: dict[str, Any] = {"label": "estimate",
+                               "method": "each interval's energy split over the models by their prompt + output "
+                                         "tokens in it (the server's per-model counters)", "models": {}}
+        for m, d in sorted(self.by_model.items()):
+            out["models"][m] = {
+                "energy_j": dict(d["energy_j"]), "output_tokens": d["output_tokens"], "prompt_tokens": d["prompt_tokens"],
+                "j_per_output_token": {b: eff.j_per_token(e, d["output_tokens"]) for b, e in d["energy_j"].items()},
+                "share": {b: e / totals[b] if totals[b] > 0 else None for b, e in d["energy_j"].items()},
+            }
+        return out
 
     def _slide(self, span: Span) -> None:
         self._since_rebuild += 1
@@ -370,6 +417,7 @@ class EfficiencyTracker:
             "segmentation": self.segmentation(),
             "segment": self.segment.to_dict(o) if self.segment else None,
             "energy_total_j": dict(self.energy_total_j),
+            "by_model": self.models(),
             "counter_resets": self.counter_resets,
             "intervals": self.intervals,
             "forced_intervals": self.forced,

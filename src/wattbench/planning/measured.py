@@ -27,11 +27,18 @@ PERCENTILES = ("p95", "p99", "max", "avg")
 
 
 def load_result(path: str | Path) -> Result:
-    """Load a run directory (or its ``result.json``).
+    """Load a run directory (or its ``result.json``), or a ``wattbench tune`` directory.
+
+    A tune directory gives its recommended configuration: that trial's run, reduced to the load
+    level the tune chose (so plans use the tuned configuration at its tuned load).
 
     Uses ``wattbench.results.rundir.load_result`` where that module exists; otherwise reads and
     validates ``result.json`` directly.
     """
+    from wattbench.tune.model import is_tune_dir
+
+    if is_tune_dir(path):
+        return _tuned_result(path)
     try:
         from wattbench.results.rundir import load_result as _load  # type: ignore[import-not-found]
     except ImportError:
@@ -47,6 +54,29 @@ def load_result(path: str | Path) -> Result:
     except ValueError as e:
         first = str(e).strip().splitlines()[0]
         raise UserError(f"{f} is not a wattbench result ({first})") from None
+
+
+def _tuned_result(path: str | Path) -> Result:
+    from wattbench.tune.model import load_tune
+
+    t = load_tune(path)
+    rec = t.recommended
+    if not rec:
+        raise UserError(f"tune {path} has no recommended configuration (no trial met the SLO); nothing to plan with")
+    tr = t.trials[rec["trial"]]
+    if not tr.run_dir:
+        raise UserError(f"tune {path}: the recommended trial has no run directory")
+    run = Path(tr.run_dir)
+    if not run.is_absolute() and not run.exists():
+        run = Path(path).expanduser() / "trials" / run.name
+    res = load_result(run)
+    idx = tr.figures.get("level_index")
+    chosen = [lv for lv in res.levels if lv.index == idx]
+    if not chosen:
+        raise UserError(f"tune {path}: level {idx} of the recommended trial is missing from {run}")
+    res.levels = chosen
+    res.extra["tune"] = {"tune_id": t.tune_id, "trial": tr.index, "label": tr.label, "config": tr.config}
+    return res
 
 
 def result_name(result: Result) -> str:
@@ -98,6 +128,30 @@ class MeasuredNode:
     warnings: list[str] = field(default_factory=list)
 
 
+def default_boundary(result: Result) -> str:
+    """The boundary every planner (``plan rack``, ``plan power-first``, ``plan tco``) reads when
+    ``--boundary`` is not given: the outermost of wall, node and accelerator that every level of the
+    run has energy for (else that some level has). A run with none of them fails naming the flag and what the run has."""
+    sets = [set(lv.energy) for lv in result.levels if lv.energy]
+    every = set.intersection(*sets) if sets else set()
+    have = set.union(*sets) if sets else set()
+    for pool in (every, have):  # one every level has, else one some level has
+        for b in ("wall", "node", "accelerator"):
+            if b in pool:
+                return b
+    raise UserError(
+        f"run {result.run_id} has no energy at the wall, node or accelerator boundary "
+        f"(boundaries with energy: {', '.join(sorted(have)) or 'none'}); measure one, or give --boundary"
+    )
+
+
+def power_source_text(be, percentile: str, boundary: str, power_w: float) -> str:
+    """How a node power figure was obtained, in words that never call a declared power measured."""
+    if be.label == "measured":
+        return f"measured {percentile} at {boundary}"
+    return f"{be.label} {power_w:.0f} W at {boundary} (not a measured {percentile})"
+
+
 def check_boundary_percentile(boundary: str, percentile: str) -> None:
     if boundary not in NODE_BOUNDARIES:
         raise UserError(f"boundary {boundary!r} cannot size a node; use one of {', '.join(NODE_BOUNDARIES)}")
@@ -108,13 +162,15 @@ def check_boundary_percentile(boundary: str, percentile: str) -> None:
 def measured_node(
     result: Result,
     level: int | None = None,
-    boundary: str = "accelerator",
+    boundary: str | None = None,
     percentile: str = "p95",
     gpus_per_node: int | None = None,
     host_overhead_w: float | None = None,
     name: str | None = None,
 ) -> MeasuredNode:
-    """Node power and delivery for one level (default: the level with the highest output throughput)."""
+    """Node power and delivery for one level (default: the level with the highest output throughput)
+    at ``boundary`` (default: :func:`default_boundary`)."""
+    boundary = boundary or default_boundary(result)
     check_boundary_percentile(boundary, percentile)
     if host_overhead_w is not None and host_overhead_w < 0:
         raise UserError(f"host overhead {host_overhead_w} W is negative; give 0 or more")
@@ -147,7 +203,9 @@ def measured_node(
             hp = boundary_power_w(lv, "host", percentile)
             if hp is not None:
                 host = hp
-                host_src = f"measured host {percentile} {host:.0f} W"
+                hb = lv.energy["host"]
+                host_src = (f"measured host {percentile} {host:.0f} W" if hb.label == "measured"
+                            else f"{hb.label} host {host:.0f} W")
             else:
                 host = 0.0
                 host_src = "no host overhead"
@@ -156,14 +214,16 @@ def measured_node(
                     "--host-overhead-w); rack density is overstated"
                 )
         node_w = per_acc * gpus + host
-        src = f"measured {percentile} accelerator {per_acc:.0f} W × {gpus} + {host_src}"
+        acc = (f"measured {percentile} accelerator" if be.label == "measured"
+               else f"{be.label} accelerator (not a measured {percentile})")
+        src = f"{acc} {per_acc:.0f} W × {gpus} + {host_src}"
     else:
         measured = len(result.environment.gpus) or 1
         gpus = gpus_per_node or measured
         per_acc = None
         host = None
         node_w = power
-        src = f"measured {percentile} at {boundary}"
+        src = power_source_text(be, percentile, boundary, power)
         if gpus_per_node is not None and gpus_per_node != measured:
             raise UserError(
                 f"run {result.run_id} was measured at the {boundary} boundary with {measured} GPUs; "

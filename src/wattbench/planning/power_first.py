@@ -33,6 +33,7 @@ from wattbench.errors import UserError
 from wattbench.planning.measured import (
     boundary_power_w,
     check_boundary_percentile,
+    default_boundary,
     measured_node,
     result_name,
 )
@@ -76,28 +77,20 @@ class SLO:
 
 
 def parse_slo(text: str | None) -> SLO | None:
-    """``ttft_p95_ms=500,tpot_p95_ms=50`` -> SLO; empty -> None."""
-    if not text:
+    """``ttft_p95=500ms,tpot_p95=50ms`` (the ``--slo`` grammar of every command,
+    :func:`wattbench.metrics.slo.parse_slos`) -> SLO; empty -> None."""
+    from wattbench.metrics.slo import parse_slos
+
+    slos = parse_slos(text)
+    if not slos:
         return None
-    limits: dict[str, float] = {}
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        if "=" not in item:
-            raise UserError(f"SLO item {item!r} is not key=value, e.g. ttft_p95_ms=500")
-        k, v = (s.strip() for s in item.split("=", 1))
-        try:
-            limits[k] = float(v)
-        except ValueError:
-            raise UserError(f"SLO {k}={v!r}: not a number of ms") from None
-    return SLO(limits)
+    return SLO({f"{s.metric}_{s.stat}_ms": s.threshold_ms for s in slos})
 
 
 @dataclass
 class Candidate:
     result: Result
-    boundary: str = "accelerator"
+    boundary: str | None = None  # None: planning.measured.default_boundary of the run
     name: str | None = None
     gpus_per_node: int | None = None
     host_overhead_w: float | None = None
@@ -168,6 +161,8 @@ def collect_options(
     warnings: list[str] = []
     for raw in candidates:
         c = _as_candidate(raw)
+        if c.boundary is None:
+            c.boundary = default_boundary(c.result)
         check_boundary_percentile(c.boundary, percentile)
         base = c.name or result_name(c.result)
         for lv in c.result.levels:
@@ -309,7 +304,7 @@ def power_first(
 CANDIDATE_KEYS = {"run": str, "boundary": str, "name": str, "gpus": int, "host_overhead_w": float}
 
 
-def parse_candidate_arg(text: str, boundary: str = "accelerator") -> Candidate:
+def parse_candidate_arg(text: str, boundary: str | None = None) -> Candidate:
     """A ``--candidates`` value: a run directory, or ``run=DIR,boundary=node,name=X,gpus=8``."""
     from pathlib import Path
 

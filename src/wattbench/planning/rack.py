@@ -216,7 +216,7 @@ def _spec_node(spec: NodeSpec, host_overhead_w: float | None, hardware: Hardware
 
 def resolve_node(
     node: NodeSpec | MeasuredNodeRef | Result,
-    boundary: str,
+    boundary: str | None,
     percentile: str,
     host_overhead_w: float | None,
     hardware: HardwareTable | None = None,
@@ -238,7 +238,7 @@ def resolve_node(
 def plan_rack(
     rack_kw: float,
     nodes: Sequence[NodeSpec | MeasuredNodeRef | Result],
-    boundary: str = "accelerator",
+    boundary: str | None = None,
     percentile: str = "p95",
     host_overhead_w: float | None = None,
     thresholds: CoolingThresholds | None = None,
@@ -280,7 +280,7 @@ def plan_rack(
             level_label=m.level_label or None,
             warnings=m.warnings,
         ))
-    return RackPlan(rack_kw=rack_kw, headroom_pct=headroom_pct, usable_w=usable, boundary=boundary,
+    return RackPlan(rack_kw=rack_kw, headroom_pct=headroom_pct, usable_w=usable, boundary=boundary or "auto",
                     percentile=percentile, thresholds=t, rows=rows)
 
 

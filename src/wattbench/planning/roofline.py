@@ -205,7 +205,10 @@ def roofline_for_result(
         n = lv.requests.completed
         if n <= 0:
             raise UserError(f"{measured_from} has no completed requests; give --context")
-        context = int(round(lv.throughput.input_tokens / n + 0.5 * lv.throughput.output_tokens / n))
+        m = lv.throughput.measured_request_tokens  # per completed request: their own tokens
+        n_in, n_out = (m.input, m.output) if m is not None else (lv.throughput.input_tokens,
+                                                                lv.throughput.output_tokens)
+        context = int(round(n_in / n + 0.5 * n_out / n))
     res = roofline(
         model, gpu, dtype=dtype, batch=batch, context=context, kv_dtype=kv_dtype, gpus=gpus,
         count_input_embedding=count_input_embedding,
@@ -218,4 +221,28 @@ def roofline_for_result(
             f"the run saw {n_run} GPUs but the bound is for {gpus}; if the server used them all "
             f"(tensor parallel or replicas), give --gpus {n_run}"
         )
+    served = result.server.model
+    if served and not isinstance(model, ModelShape) and not same_model(str(model), served):
+        res.warnings.append(
+            f"run {result.run_id} served {served!r}, not {Path(str(model)).name!r}: the bound is for "
+            f"{Path(str(model)).name}, the measured tokens/s for {served}; give --model for the served model"
+        )
     return res
+
+
+def _name_tokens(name: str) -> set[str]:
+    import re
+
+    return {t for t in re.split(r"[^a-z0-9.]+", name.lower()) if t} | {
+        t for t in re.split(r"[^a-z0-9]+", name.lower()) if t}
+
+
+def same_model(given: str, served: str) -> bool:
+    """Whether ``--model`` (a preset like ``llama-8b``, or a config path) plausibly names the model a
+    run served (``meta-llama/Llama-3.1-8B-Instruct``): every word of the given name appears in the
+    served name. A loose test on purpose: it exists to catch a run of another model family or size."""
+    g = Path(given).name if ("/" in given or given.endswith(".json")) and Path(given).exists() else given
+    if g == "config.json":
+        g = Path(given).parent.name
+    want = {t for t in _name_tokens(g) if t not in ("json", "config")}
+    return want <= _name_tokens(served)

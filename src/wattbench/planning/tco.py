@@ -19,6 +19,10 @@ Tokens per year come from a measured efficiency (``tokens_per_kwh`` of IT energy
 ``output_tokens_per_kwh`` at the node or wall boundary × the IT energy), or from a fleet throughput
 (``tokens_per_s`` at full load × load × hours × 3600). Cost per million tokens = total cost / tokens ×
 1e6; the electricity-only figure is reported too.
+
+Carbon (``carbon_intensity`` in gCO2e/kWh, from ``--carbon-intensity``): annual tonnes =
+facility kWh × intensity / 1e6, beside the annual cost, and gCO2e per million tokens where tokens
+are known (``metrics/carbon.py``). A time series is reduced to its time-weighted mean.
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ class TCOResult:
     tokens_source: str | None = None
     cost_per_million_tokens: float | None = None
     electricity_cost_per_million_tokens: float | None = None
+    carbon_intensity_g_per_kwh: float | None = None
+    carbon_tonnes_per_year: float | None = None
+    carbon_g_per_million_tokens: float | None = None
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -82,6 +89,7 @@ def tco(
     period: Period = "year",
     tokens_per_kwh: float | None = None,
     tokens_per_s: float | None = None,
+    carbon_intensity: float | None = None,
 ) -> TCOResult:
     if it_kw <= 0:
         raise UserError(f"IT power {it_kw} kW must be positive")
@@ -94,7 +102,8 @@ def tco(
     for n, v in (("price per kWh", price_per_kwh), ("rack rent per month", rack_rent_per_month),
                  ("racks", racks), ("cooling cost per kWh", cooling_cost_per_kwh),
                  ("maintenance % per year", maintenance_pct_per_year), ("hardware cost", hardware_cost),
-                 ("tokens per kWh", tokens_per_kwh), ("tokens per s", tokens_per_s)):
+                 ("tokens per kWh", tokens_per_kwh), ("tokens per s", tokens_per_s),
+                 ("carbon intensity", carbon_intensity)):
         _nonneg(n, v)
     if amortization_years is not None and amortization_years <= 0:
         raise UserError(f"amortization years {amortization_years} must be positive")
@@ -149,13 +158,24 @@ def tco(
             res.electricity_cost_per_million_tokens = electricity / tokens * 1e6
         else:
             warnings.append("zero tokens per year: no cost per million tokens")
+    if carbon_intensity is not None:
+        from wattbench.metrics.carbon import G_PER_TONNE, J_PER_KWH, carbon_g, carbon_g_per_million_tokens
+
+        res.carbon_intensity_g_per_kwh = carbon_intensity
+        res.carbon_tonnes_per_year = carbon_g(facility_kwh * J_PER_KWH, carbon_intensity) / G_PER_TONNE
+        res.carbon_g_per_million_tokens = carbon_g_per_million_tokens(facility_kwh * J_PER_KWH, tokens,
+                                                                      carbon_intensity)
     return res
 
 
-def tokens_per_kwh_from_result(result, level: int | None, boundary: str) -> tuple[float, list[str]]:
-    """Output tokens per kWh at ``boundary`` for a level (default: the most efficient valid level)."""
-    from wattbench.planning.measured import get_level
+def tokens_per_kwh_from_result(result, level: int | None, boundary: str | None = None) -> tuple[float, list[str]]:
+    """Output tokens per kWh at ``boundary`` (default: the planners' one default,
+    ``planning.measured.default_boundary``) for a level (default: the most efficient valid level)."""
+    from wattbench.planning.measured import default_boundary, get_level
 
+    boundary = boundary or default_boundary(result)
+    have = sorted({b for lv in result.levels for b in lv.energy})
+    fix = f"; choose --boundary from those the run has ({', '.join(have) or 'none'})"
     warnings: list[str] = []
     if boundary in ("accelerator", "accelerator_memory", "cpu", "dram", "host"):
         warnings.append(
@@ -170,11 +190,12 @@ def tokens_per_kwh_from_result(result, level: int | None, boundary: str) -> tupl
     if level is None:
         usable = [lv for lv in result.levels if eff(lv) and lv.validity.verdict != "invalid"]
         if not usable:
-            raise UserError(f"run {result.run_id} has no output tokens per kWh at the {boundary} boundary")
+            raise UserError(f"run {result.run_id} has no output tokens per kWh at the {boundary} boundary{fix}")
         lv = max(usable, key=eff)
     else:
         lv = get_level(result, level)
     value = eff(lv)
     if not value:
-        raise UserError(f"run {result.run_id} level {lv.index} has no output tokens per kWh at the {boundary} boundary")
+        raise UserError(f"run {result.run_id} level {lv.index} has no output tokens per kWh at the {boundary} "
+                        f"boundary{fix}")
     return float(value), warnings

@@ -40,6 +40,7 @@ REQUEST_COLUMNS = [
     "run_id", "level", "id", "worker", "warmup", "ok", "error", "http_status", "error_detail", "target",
     "session_id", "turn", "sent_s", "ttft_ms", "tpot_ms", "e2e_ms", "itl_mean_ms", "itl_max_ms", "send_lag_ms",
     "chunks", "input_tokens", "output_tokens", "requested_input_tokens", "requested_output_tokens", "token_source",
+    "tenant", "tags", "model", "energy_boundary", "energy_j_estimate", "carbon_g",
 ]
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -113,8 +114,19 @@ def request_rows(runs: Iterable[RunData]) -> list[dict[str, Any]]:
                 "chunks": lat["chunks"], "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
                 "requested_input_tokens": r.requested_input_tokens,
                 "requested_output_tokens": r.requested_output_tokens, "token_source": r.token_source,
+                **_request_energy(r),
             })
     return rows
+
+
+def _request_energy(r) -> dict[str, Any]:
+    """Who asked and the request's energy estimate at its innermost boundary (issue 20)."""
+    energy = getattr(r, "energy_j", None) or {}
+    b = F.boundary_order(energy)[0] if energy else None
+    carbon = getattr(r, "carbon_g", None) or {}
+    return {"tenant": _cell(getattr(r, "tenant", None)), "tags": _cell(";".join(getattr(r, "tags", None) or [])),
+            "model": _cell(getattr(r, "model", None)), "energy_boundary": b,
+            "energy_j_estimate": energy.get(b) if b else None, "carbon_g": carbon.get(b) if b else None}
 
 
 def _write(path: Path, columns: list[str], rows: list[dict[str, Any]]) -> Path:

@@ -1,7 +1,8 @@
 """One self-contained, interactive HTML report for one or more runs.
 
-The file opens offline: plotly.js is inlined once from the installed ``plotly`` package, no CDN,
-no web fonts. Every number shown comes from ``result.json``; plots are shaped (thinned, sorted)
+The file opens offline: plotly.js is inlined once — the partial bundle ``plotly.js-basic``
+(scatter and bar traces, 1.2 MB; ``report/assets/README.md`` says where it came from) — no CDN,
+no web fonts. Only those trace types may be drawn here. Every number shown comes from ``result.json``; plots are shaped (thinned, sorted)
 but not computed here, and the timeline's tokens/s and in-flight series come from
 ``wattbench.metrics.timeline``.
 
@@ -23,6 +24,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from wattbench.report import format as F
+from wattbench.report import summary as S
 from wattbench.report.data import RunData
 from wattbench.report.thin import DEFAULT_MAX_POINTS, ecdf_points, thin_series
 from wattbench.results.schema import BoundaryEnergy, LevelResult, Result
@@ -110,6 +112,9 @@ class _Doc:
             "plot_bgcolor": "#fafafa",
         }
         base.update(layout)
+        unknown = {t.get("type", "scatter") for t in data} - TRACE_TYPES
+        if unknown:  # the inlined partial bundle would draw nothing for them
+            raise ValueError(f"trace types {sorted(unknown)} are not in the report's plotly bundle")
         payload = {"data": _clean(data), "layout": _clean(base)}
         self.add(f'<div class="plot" id="{pid}"></div>')
         self.add(f'<script type="application/json" class="plot-data" data-target="{pid}">{script_json(payload)}</script>')
@@ -170,56 +175,32 @@ def _energy_table(energy: dict[str, BoundaryEnergy]) -> str:
 # ---------------------------------------------------------------- validity
 
 
-def _banners(runs: list[RunData]) -> str:
-    out = ['<section id="validity"><h2>Validity</h2>']
-    for run in runs:
-        r = run.result
-        v = r.validity
-        cls = VERDICT_CLASS.get(v.verdict, "warn")
-        items = "".join(f"<li>{e(x)}</li>" for x in [*v.reasons, *r.warnings, *r.sensor_problems, *run.notes])
-        status = "" if r.status == "complete" else f" · status {e(r.status)}" + (
-            f": {e(r.status_detail)}" if r.status_detail else "")
-        out.append(f'<div class="banner {cls}"><strong>{e(r.run_id)}: {e(v.verdict.upper())}</strong>{status}'
-                   f'{"<ul>" + items + "</ul>" if items else ""}</div>')
-        for lv in r.levels:
-            lcls = VERDICT_CLASS.get(lv.validity.verdict, "warn")
-            reasons = list(lv.validity.reasons)
-            if not lv.energy:
-                reasons.append(f"energy unavailable: {F.energy_unavailable_reason(lv)}")
-            li = "".join(f"<li>{e(x)}</li>" for x in reasons)
-            out.append(f'<div class="banner level {lcls}"><strong>{e(lv.label)}: {e(lv.validity.verdict)}</strong>'
-                       f'{"<ul>" + li + "</ul>" if li else ""}</div>')
-    out.append("</section>")
-    return "".join(out)
-
-
 # ---------------------------------------------------------------- plots
 
 
 def _slo_thresholds(result: Result) -> dict[str, float]:
-    """SLO thresholds (ms) by figure name (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``).
+    """SLO thresholds (ms) by figure name (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``), from a
+    level's ``goodput["slos"]`` (what ``metrics.slo.goodput`` stores), else ``config["slo"]`` read
+    with the one ``--slo`` parser. Two SLOs on one figure (``ttft_p50``, ``ttft_p99``): the tighter line."""
+    from wattbench.errors import UserError
+    from wattbench.metrics.slo import SLO, parse_slos
 
-    Taken from a level's ``goodput["slo"]`` when present, else read from ``config["slo"]`` written
-    like ``ttft_ms<=200,tpot_ms<=50`` or ``ttft:200ms``.
-    """
+    slos: list[SLO] = []
     for lv in result.levels:
-        slo = (lv.goodput or {}).get("slo")
-        if isinstance(slo, dict):
-            out = {}
-            for k, v in slo.items():
-                name = str(k).removeprefix("p99_").removeprefix("p50_")
-                if not name.endswith("_ms"):
-                    name += "_ms"
-                if isinstance(v, (int, float)):
-                    out[name] = float(v)
-            if out:
-                return out
-    text = result.config.get("slo")
-    out = {}
-    if isinstance(text, str):
-        for m in re.finditer(r"(ttft|tpot|itl|e2e)(?:_ms)?\s*(?:<=|<|=|:)\s*([0-9.]+)\s*(ms|s)?", text, re.I):
-            val = float(m.group(2)) * (1000.0 if (m.group(3) or "").lower() == "s" else 1.0)
-            out[m.group(1).lower() + "_ms"] = val
+        for d in (lv.goodput or {}).get("slos") or []:
+            if isinstance(d, dict) and isinstance(d.get("threshold_ms"), (int, float)):
+                slos.append(SLO(str(d.get("metric")), str(d.get("stat")), float(d["threshold_ms"])))
+        if slos:
+            break
+    if not slos and isinstance(result.config.get("slo"), str):
+        try:
+            slos = parse_slos(result.config["slo"])
+        except UserError:
+            slos = []
+    out: dict[str, float] = {}
+    for slo in slos:
+        key = f"{slo.metric}_ms"
+        out[key] = min(out.get(key, slo.threshold_ms), slo.threshold_ms)
     return out
 
 
@@ -297,7 +278,7 @@ def _timeline(doc: _Doc, run: RunData, lv: LevelResult, color_of: dict[str, str]
             continue
         ta, va = thin_series(ta, va, TIMELINE_MAX_POINTS)
         label = f"{ch.boundary or 'unbounded'} · {ch.id} ({ch.method}, {how})"
-        data.append({"type": "scattergl" if ta.size > 20000 else "scatter", "mode": "lines", "x": xs(ta), "y": va,
+        data.append({"type": "scatter", "mode": "lines", "x": xs(ta), "y": va,
                      "name": ptxt(label), "legendgroup": "power",
                      "line": {"width": 1.3, "color": color_of.setdefault(ch.id, COLORS[len(color_of) % len(COLORS)])},
                      "xaxis": "x", "yaxis": "y", "hovertemplate": "%{y:.1f} W<extra>" + ptxt(ch.id) + "</extra>"})
@@ -486,10 +467,18 @@ def _pareto(doc: _Doc, run: RunData) -> None:
                            "y0": 0, "y1": 1, "line": {"color": "#d62728", "dash": "dash", "width": 1.5}})
     layout["shapes"] = shapes
     doc.plot(data, layout, height=440)
-    goodputs = [(lv.label, lv.goodput) for lv in r.levels if lv.goodput]
-    if goodputs:
-        doc.add("<h4>Goodput under the SLO</h4>" + _table(
-            ["level", "goodput"], [(lab, json.dumps(g, ensure_ascii=False, sort_keys=True, default=str)) for lab, g in goodputs]))
+    rows = []
+    for lv in r.levels:
+        gp = lv.goodput or {}
+        for name, chk in (gp.get("level") or {}).items():
+            if not isinstance(chk, dict):
+                continue
+            rows.append((S.short_label(lv), name, F.fmt(chk.get("observed_ms")), F.fmt(chk.get("threshold_ms")),
+                         "met" if chk.get("met") else "missed",
+                         f"{(gp.get('per_slo') or {}).get(name, F.MISSING)} of {gp.get('total_requests', F.MISSING)}"))
+    if rows:
+        doc.add("<h4>SLO per level</h4>" + _table(
+            ["level", "SLO", "level figure ms", "bound ms", "held", "requests meeting it"], rows))
 
 
 def _idle_dynamic(doc: _Doc, run: RunData) -> None:
@@ -520,6 +509,55 @@ def _idle_dynamic(doc: _Doc, run: RunData) -> None:
                      "marker": {"color": "#1f77b4"}})
     doc.plot(data, {"title": {"text": "Idle vs dynamic energy per boundary (full window)", "x": 0.01},
                     "barmode": "stack", "yaxis": {"title": {"text": "energy (J)"}}}, height=420)
+
+
+def _power_split(doc: _Doc, run: RunData) -> None:
+    """Memory vs the rest of the board, idle vs dynamic, stacked per level (accounting/split.py)."""
+    levels = [lv for lv in run.result.levels if lv.extra.get("power_split")]
+    if not levels:
+        return  # the board reports no memory power: nothing to show (the energy table says which boundaries exist)
+    x = [ptxt(lv.label) for lv in levels]
+    parts = [("memory", "idle", "#9ecae1"), ("memory", "dynamic", "#3182bd"),
+             ("rest", "idle", "#fdd0a2"), ("rest", "dynamic", "#e6550d")]
+    data = []
+    for part, kind, color in parts:
+        ys = [lv.extra["power_split"]["parts"][part].get(f"{kind}_power_w") for lv in levels]
+        data.append({"type": "bar", "x": x, "y": ys, "name": f"{part} {kind} (W)", "marker": {"color": color}})
+    if any(lv.extra["power_split"]["parts"]["memory"].get("idle_power_w") is None for lv in levels):
+        data = [{"type": "bar", "x": x, "y": [lv.extra["power_split"]["parts"][p]["avg_power_w"] for lv in levels],
+                 "name": f"{p} (W)", "marker": {"color": c}} for p, c in (("memory", "#3182bd"), ("rest", "#e6550d"))]
+    doc.plot(data, {"title": {"text": "Where the board's watts go: memory (HBM) vs the rest, idle vs dynamic "
+                              "(average power over the full window)", "x": 0.01},
+                    "barmode": "stack", "yaxis": {"title": {"text": "power (W)"}}}, height=400)
+
+
+def _per_request_energy(doc: _Doc, run: RunData) -> None:
+    """Energy per tenant / tag / model (estimates) and carbon: report/attribution.py arranges them."""
+    from wattbench.report import attribution as A
+
+    r = run.result
+    split = A.prefill_decode_lines(r)
+    if split:
+        doc.add('<h3 id="prefill-decode">Prefill vs decode energy</h3>')
+        for line in split:
+            doc.note(line)
+    headers, rows = A.attribution_table(r)
+    lines = A.method_lines(r)
+    if rows or lines:
+        doc.add('<h3 id="energy-per-request">Energy per request, tenant and model (estimates)</h3>')
+        for line in lines:
+            doc.note(line)
+        if rows:
+            doc.add(_table(headers, rows, "attribution"))
+            doc.plot(A.attribution_bars(r), {"title": {"text": "Energy by group per level (estimate)", "x": 0.01},
+                                             "barmode": "stack", "yaxis": {"title": {"text": "energy (J)"}}})
+    headers, rows = A.carbon_table(r)
+    if rows:
+        c = r.carbon
+        src = f"{c.get('g_per_kwh')} gCO2e/kWh" if c.get("source") == "constant" else f"series {c.get('source')}"
+        doc.add('<h3 id="carbon">Carbon</h3>')
+        doc.note(f"grid intensity: {src} (energy-weighted over each window), PUE {c.get('pue', 1.0)}")
+        doc.add(_table(headers, rows, "carbon"))
 
 
 def _errors_and_samples(doc: _Doc, run: RunData) -> None:
@@ -637,6 +675,8 @@ table.kv td:first-child{font-weight:600;white-space:nowrap}pre{white-space:pre-w
 .unavailable{background:#f3f3f3;border:1px dashed #aaa;padding:.8em;color:#444}.caption,.note{color:#555;font-size:12px}
 .headline{font-family:ui-monospace,Menlo,Consolas,monospace;background:#f6f8fa;padding:.3em .5em;display:inline-block}
 .plot{width:100%;min-height:200px}nav a{margin-right:1em}
+.scroll{overflow-x:auto}.answer{font-size:15px;margin:.4em 0}.answer p{margin:.2em 0}td.num{text-align:right}
+td.ok{background:#eef8ee}td.warn{background:#fff7e6}td.bad{background:#fdecea}
 """
 
 _BOOT = """
@@ -652,9 +692,17 @@ _BOOT = """
 """
 
 
+PLOTLY_BUNDLE = Path(__file__).with_name("assets") / "plotly-basic.min.js"
+TRACE_TYPES = frozenset({"scatter", "bar", "pie"})  # what the bundle draws
+
+
+def get_plotlyjs() -> str:
+    """The partial plotly.js bundle inlined in every report."""
+    return PLOTLY_BUNDLE.read_text(encoding="utf-8")
+
+
 def build_html(runs: list[RunData]) -> str:
     """The report page as a string."""
-    from plotly.offline import get_plotlyjs
 
     if not runs:
         from wattbench.errors import UserError
@@ -662,6 +710,8 @@ def build_html(runs: list[RunData]) -> str:
         raise UserError("give at least one run directory to report on")
     for run in runs:  # load side files first so their notes reach the validity banners
         run.requests, run.telemetry, run.server_timeline  # noqa: B018
+    from wattbench.report.html_overview import overview
+
     doc = _Doc()
     title = "wattbench report: " + ", ".join(r.run_id for r in runs)
     doc.add(f"<h1>{e(title)}</h1>")
@@ -670,18 +720,22 @@ def build_html(runs: list[RunData]) -> str:
         doc.add(f'<p class="meta">{e(r.run_id)} · created {e(r.created_at)} · status {e(r.status)} · '
                 f'server {e(r.server.engine)} {e(r.server.version)} · model {e(r.server.model)} · tags '
                 f'{e(", ".join(r.tags) or F.MISSING)} · wattbench {e(r.wattbench_version)}</p>')
-    doc.add(_banners(runs))
+    # the first screen: what each run answers (verdict, notes once, choice, efficiency curve, levels)
+    doc.add('<section id="validity">')
+    for run in runs:
+        overview(doc, run)
+    doc.add("</section>")
     if len(runs) > 1:
         _comparison(doc, runs)
     for n, run in enumerate(runs):
         r = run.result
-        doc.add(f'<section class="run" id="run-{n}"><h2>Run {e(r.run_id)}</h2>')
-        doc.add("<h3>Levels</h3>")
-        for lv in r.levels:
-            doc.add(f'<p><strong>{e(lv.label)}</strong>: <span class="headline">{e(F.headline(lv))}</span></p>')
-        doc.add(_level_summary_table(r))
+        doc.add(f'<section class="run" id="run-{n}"><h2>Run {e(r.run_id)}: levels in detail</h2>')
         for lv in r.levels:
             doc.add(f"<h3>{e(lv.label)}</h3>")
+            doc.add(f'<p><span class="headline">{e(F.headline(lv))}</span></p>')
+            if lv.validity.reasons:
+                doc.add('<ul class="reasons">' + "".join(f"<li>{e(x)}</li>" for x in lv.validity.reasons)
+                        + "</ul>")
             if lv.energy:
                 doc.add("<h4>Energy, full window</h4>" + _energy_table(lv.energy))
                 if lv.energy_steady:
@@ -689,6 +743,8 @@ def build_html(runs: list[RunData]) -> str:
             else:
                 doc.add(f'<p class="unavailable">energy unavailable: {e(F.energy_unavailable_reason(lv))}</p>')
             _timeline(doc, run, lv, {})
+        doc.add("<h3>Levels, all figures</h3>")
+        doc.add(_level_summary_table(r))
         doc.add("<h3>Latency</h3>")
         _latency_ecdf(doc, run)
         doc.add("<h3>Throughput and efficiency vs load</h3>")
@@ -697,6 +753,8 @@ def build_html(runs: list[RunData]) -> str:
         _pareto(doc, run)
         doc.add("<h3>Idle vs dynamic energy</h3>")
         _idle_dynamic(doc, run)
+        _power_split(doc, run)
+        _per_request_energy(doc, run)
         _errors_and_samples(doc, run)
         _inventory(doc, run)
         doc.add("</section>")

@@ -1,7 +1,9 @@
 """A Markdown summary fit for a pull request or an issue comment.
 
-Per run: verdict and reasons first, then per level a headline line and a table with the
-boundaries side by side (each labelled measured / declared / estimate). Numbers as stored in
+Per run: verdict and every note once, what ``--optimize``/``--sweep auto`` chose, one table of the
+levels (the terminal's columns, ``report/summary.py``), the trials' means and CIs, then per level its
+latency line and a table with the boundaries side by side (each labelled measured / declared /
+estimate). Numbers as stored in
 ``result.json``. Text from labels, reasons and names is escaped for GitHub Markdown (HTML
 entities for ``<``, ``>``, ``&``; ``|`` and backticks backslash-escaped).
 """
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from wattbench.errors import UserError
 from wattbench.report import format as F
+from wattbench.report import summary as S
 from wattbench.report.data import RunData
 from wattbench.results.schema import BoundaryEnergy
 
@@ -52,8 +55,20 @@ def _energy_table(energy: dict[str, BoundaryEnergy]) -> list[str]:
     return lines
 
 
+def _columns_table(key: list[str], cols) -> list[str]:
+    """A Markdown table from ``summary.Column``s (header lines joined with spaces)."""
+    heads = ["level", *(" ".join(c.header.split("\n")) for c in cols)]
+    align = [":---", *(("---:" if c.justify == "right" else ":---") for c in cols)]
+    lines = ["| " + " | ".join(md(h) for h in heads) + " |", "|" + "|".join(align) + "|"]
+    for i, label in enumerate(key):
+        lines.append("| " + " | ".join([md(label), *(md(c.cells[i]) for c in cols)]) + " |")
+    return lines
+
+
 def render_markdown(runs: list[RunData]) -> str:
-    """The Markdown text for ``runs``."""
+    """The Markdown text for ``runs``: per run the verdict, every note once, what a search chose,
+    one table of the levels (with SLO and goodput columns under ``--slo``), the trials' means and
+    95% CIs, then each level's headline and energy table."""
     out: list[str] = []
     for run in runs:
         r = run.result
@@ -62,22 +77,34 @@ def render_markdown(runs: list[RunData]) -> str:
                    f"{md(v.verdict)}")
         meta = [f"server {md(r.server.engine or F.MISSING)} {md(r.server.version or '')}".rstrip(),
                 f"model {md(r.server.model or F.MISSING)}", f"status {md(r.status)}"]
+        slo = S.slo_text(r)
+        if slo:
+            meta.append(f"SLO {md(slo)}")
         if r.tags:
             meta.append("tags " + ", ".join(md(t) for t in r.tags))
         out.append(" · ".join(meta))
         out.append("")
-        for reason in [*v.reasons, *r.warnings, *r.sensor_problems, *run.notes]:
-            out.append(f"- {md(reason)}")
-        if v.reasons or r.warnings or r.sensor_problems or run.notes:
+        notes = [*S.run_notes(r), *(n for n in run.notes if n not in S.run_notes(r))]
+        for note in [*notes, *S.answer_lines(r)]:
+            out.append(f"- {md(note)}")
+        if notes or S.answer_lines(r):
             out.append("")
+        if r.levels:
+            key = [S.short_label(lv) for lv in r.levels]
+            if S.any_trials(r):
+                out.append(f"Levels, {S.last_trial_title(r)}:")
+                out.append("")
+            out.extend(_columns_table(key, S.level_columns(r)))
+            out.append("")
+            if S.any_trials(r):
+                out.append(S.trials_title(r).capitalize() + ":")
+                out.append("")
+                out.extend(_columns_table(key, S.trial_columns(r)))
+                out.append("")
         for lv in r.levels:
             mark = VERDICT_MARK.get(lv.validity.verdict, "")
-            out.append(f"**{md(lv.label)}** {mark} {md(lv.validity.verdict)}: {md(F.headline(lv))}")
+            out.append(f"**{md(S.short_label(lv))}** {mark} {md(lv.validity.verdict)}")
             out.append("")
-            for reason in lv.validity.reasons:
-                out.append(f"- {md(reason)}")
-            if lv.validity.reasons:
-                out.append("")
             L = lv.latency
             out.append(f"requests {lv.requests.completed} ok / {lv.requests.failed} failed · "
                        f"TTFT p50 {F.fmt(L.ttft_ms.p50)} ms, p99 {F.fmt(L.ttft_ms.p99)} ms · "
@@ -86,9 +113,7 @@ def render_markdown(runs: list[RunData]) -> str:
             out.append("")
             if lv.energy:
                 out.extend(_energy_table(lv.energy))
-            else:
-                out.append(f"_energy unavailable: {md(F.energy_unavailable_reason(lv))}_")
-            out.append("")
+                out.append("")
     return "\n".join(out).rstrip() + "\n"
 
 

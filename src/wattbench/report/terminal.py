@@ -10,90 +10,170 @@ from __future__ import annotations
 from typing import Any
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from wattbench.report import format as F
-from wattbench.results.schema import BoundaryEnergy, Result
+from wattbench.report import summary as S
+from wattbench.report.summary import Column, level_columns, trial_columns
+from wattbench.results.schema import Result
 
 VERDICT_STYLE = {"valid": "green", "warn": "yellow", "invalid": "bold red"}
 LABEL_STYLE = {"measured": "green", "declared": "cyan", "estimate": "magenta"}
 
 
 def headline_lines(result: Result) -> list[Text]:
-    """One line per level: ``label  headline``, the label coloured by the level's verdict."""
+    """One line per level: ``c=8  headline``, the label coloured by the level's verdict."""
     lines = []
     for lv in result.levels:
         t = Text()
-        t.append(lv.label, style=VERDICT_STYLE.get(lv.validity.verdict, ""))
+        t.append(S.short_label(lv), style=VERDICT_STYLE.get(lv.validity.verdict, ""))
         t.append("  ")
         t.append(F.headline(lv))
         lines.append(t)
     return lines
 
 
-def _boundary_cell(be: BoundaryEnergy | None) -> Text:
-    if be is None:
-        return Text(F.MISSING, style="dim")
-    t = Text()
-    t.append(f"{F.fmt(be.avg_power_w)} W\n{F.fmt(be.output_tokens_per_s_per_kw)} tok/s/kW\n"
-             f"{F.fmt(be.j_per_output_token)} J/tok\n")
-    t.append(be.label, style=LABEL_STYLE.get(be.label, ""))
-    return t
+COLUMN_GAP = 2  # one space of left padding and the (blank) divider between columns
 
 
-def summary_table(result: Result) -> Table:
-    """Levels as rows; throughput, latency and every boundary side by side (each with its label)."""
-    bounds = F.result_boundaries(result)
-    table = Table(title=Text(f"wattbench {result.run_id}"), show_lines=True, header_style="bold",
-                  box=box.SIMPLE_HEAD)
-    for name, justify in (("level", "left"), ("verdict", "left"), ("ok/fail", "right"), ("out tok/s", "right"),
-                          ("TTFT ms p50/p99", "right"), ("TPOT ms p50", "right")):
-        table.add_column(name, justify=justify, min_width=7 if name == "level" else None)
-    for b in bounds:
-        table.add_column(Text(b), justify="left")
-    if not bounds:
-        table.add_column("energy")
-    for lv in result.levels:
-        L = lv.latency
-        row: list[Any] = [
-            Text(lv.label),
-            Text(lv.validity.verdict, style=VERDICT_STYLE.get(lv.validity.verdict, "")),
-            f"{lv.requests.completed}/{lv.requests.failed}",
-            F.fmt(lv.throughput.output_tokens_per_s),
-            f"{F.fmt(L.ttft_ms.p50)}/{F.fmt(L.ttft_ms.p99)}",
-            F.fmt(L.tpot_ms.p50),
-        ]
-        if bounds:
-            if lv.energy:
-                row += [_boundary_cell(lv.energy.get(b)) for b in bounds]
-            else:
-                row += [Text(f"energy unavailable: {F.energy_unavailable_reason(lv)}", style="dim")] + [""] * (len(bounds) - 1)
-        else:
-            row.append(Text(f"energy unavailable: {F.energy_unavailable_reason(lv)}", style="dim"))
-        table.add_row(*row)
+def pack(key: Column, cols: list[Column], width: int) -> list[list[Column]]:
+    """Columns into as few tables as fit ``width``, each table led by the ``key`` column."""
+    groups: list[list[Column]] = []
+    used = key.width
+    cur: list[Column] = []
+    for c in cols:
+        w = c.width + COLUMN_GAP
+        if cur and used + w > width:
+            groups.append(cur)
+            cur, used = [], key.width
+        cur.append(c)
+        used += w
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def _text(c: Column, i: int) -> Text:
+    style = c.styles[i] if c.styles else ""
+    if c.kind == "verdict":
+        style = VERDICT_STYLE.get(c.cells[i], "")
+    elif c.kind == "slo":
+        style = "green" if c.cells[i] == "met" else "yellow"
+    elif c.kind == "ci":
+        style = "dim"
+    elif c.kind.startswith("label:"):
+        style = LABEL_STYLE.get(c.kind[6:], "")
+    return Text(c.cells[i], style=style)
+
+
+def _table(key: Column, cols: list[Column], title: str | None) -> Table:
+    table = Table(title=Text(title) if title else None, title_justify="left", box=box.SIMPLE_HEAD,
+                  header_style="bold", show_edge=False, pad_edge=False, padding=(0, 0, 0, 1))
+    for c in [key, *cols]:
+        table.add_column(Text(c.header), justify=c.justify, no_wrap=c.max_width is None,
+                         max_width=c.max_width, overflow="fold")
+    for i in range(len(key.cells)):
+        table.add_row(*[_text(c, i) for c in [key, *cols]])
     return table
 
 
-def validity_lines(result: Result) -> list[Text]:
-    """The run's verdict with its reasons, then each non-valid level's reasons."""
-    v = result.validity
-    out = [Text.assemble(("verdict: ", "bold"), (v.verdict, VERDICT_STYLE.get(v.verdict, "")))]
-    for reason in [*v.reasons, *result.warnings, *result.sensor_problems]:
-        out.append(Text(f"  - {reason}"))
-    for lv in result.levels:
-        if lv.validity.verdict != "valid":
-            for reason in lv.validity.reasons:
-                out.append(Text.assemble(("  " + lv.label, VERDICT_STYLE.get(lv.validity.verdict, "")),
-                                         (f": {reason}", "")))
+LEVEL_LABEL_WIDTH = 16
+
+
+def level_tables(result: Result, width: int) -> list[Table]:
+    """The per-level summary as tables that fit ``width`` columns: one wide table when it fits,
+    else as many tables as it takes, each repeating the level column."""
+    if not result.levels:
+        return []
+    key = Column("level", [S.short_label(lv) for lv in result.levels], "left", max_width=LEVEL_LABEL_WIDTH,
+                 styles=[VERDICT_STYLE.get(lv.validity.verdict, "") for lv in result.levels])
+    first = S.last_trial_title(result)
+    out = [_table(key, g, first if i == 0 else None) for i, g in enumerate(pack(key, level_columns(result), width))]
+    if S.any_trials(result):
+        title = S.trials_title(result)
+        groups = pack(key, trial_columns(result), width)
+        out += [_table(key, g, title if i == 0 else None) for i, g in enumerate(groups)]
     return out
 
 
+def power_split_lines(result: Result) -> list[Text]:
+    """Per level with a memory-power reading, where the board's watts went (one line each)."""
+    out = []
+    for lv in result.levels:
+        sp = lv.extra.get("power_split")
+        if not sp:
+            continue
+        m, r = sp["parts"]["memory"], sp["parts"]["rest"]
+        line = (f"{lv.label}  memory {F.fmt(m['avg_power_w'])} W ({100 * sp['memory_share']:.0f}% of the board's "
+                f"{F.fmt(sp['board_avg_power_w'])} W), rest of board {F.fmt(r['avg_power_w'])} W")
+        if m.get("dynamic_power_w") is not None and r.get("dynamic_power_w") is not None:
+            line += (f"; idle {F.fmt(m['idle_power_w'])} + {F.fmt(r['idle_power_w'])} W, "
+                     f"dynamic {F.fmt(m['dynamic_power_w'])} + {F.fmt(r['dynamic_power_w'])} W (memory + rest)")
+        out.append(Text(line, style="dim"))
+    return out
+
+
+
+def summary_table(result: Result, width: int = 160) -> Group:
+    """The per-level tables for a console ``width`` wide."""
+    return Group(*level_tables(result, width))
+
+
+def validity_lines(result: Result) -> list[Text]:
+    """The run's verdict, then every reason, warning and sensor problem, each once."""
+    v = result.validity
+    out = [Text.assemble(("verdict: ", "bold"), (v.verdict, VERDICT_STYLE.get(v.verdict, "")))]
+    for note in S.run_notes(result):
+        out.append(Text(f"  - {note}"))
+    return out
+
+
+def title_line(result: Result) -> Text:
+    parts = [f"wattbench {result.run_id}"]
+    if result.server.model:
+        parts.append(result.server.model)
+    eng = " ".join(x for x in (result.server.engine, result.server.version) if x)
+    if eng:
+        parts.append(eng)
+    slo = S.slo_text(result)
+    if slo:
+        parts.append(f"SLO {slo}")
+    return Text(" · ".join(parts), style="bold")
+
+
+class RunSummary:
+    """The run summary, laid out for the console's width when printed: title, verdict and notes
+    (each said once), what a search chose, the level tables, and the headline of a one-level run."""
+
+    def __init__(self, result: Result):
+        self.result = result
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        r = self.result
+        yield title_line(r)
+        yield from validity_lines(r)
+        for line in S.answer_lines(r):
+            yield Text(line)
+        yield Text("")
+        for i, t in enumerate(level_tables(r, options.max_width)):
+            if i:
+                yield Text("")
+            yield t
+        if len(r.levels) == 1:
+            yield from headline_lines(r)
+        from wattbench.report.attribution import summary_lines  # energy per tenant and carbon (issue 20)
+
+        for line in summary_lines(r):
+            yield Text(line)
+        yield from power_split_lines(r)  # where the board's watts went (issue 20 part 4)
+
+
 def run_summary(result: Result) -> RenderableType:
-    """Validity first, then the table, then one headline per level."""
-    return Group(*validity_lines(result), summary_table(result), *headline_lines(result))
+    """Title and verdict first, then the notes, the tables, and a one-level run's headline."""
+    return RunSummary(result)
 
 
 # ---------------------------------------------------------------- live progress

@@ -49,6 +49,14 @@ class RequestRecord(_M):
     error_detail: str | None = None
     http_status: int | None = None
     output_text: str | None = None  # kept only when asked (agree, debugging)
+    # who asked (issue 20): from the dataset/trace row's ``tenant`` (or --tenant-field) and ``tags``
+    tenant: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    model: str | None = None  # the model it was sent to
+    # energy per request (an estimate, accounting/request_energy.py): boundary -> J, and how
+    energy_j: dict[str, float] = Field(default_factory=dict)
+    energy_method: dict[str, str] = Field(default_factory=dict)
+    carbon_g: dict[str, float] = Field(default_factory=dict)  # boundary -> gCO2e, with --carbon-intensity
 
 
 # ---------------------------------------------------------------- statistics
@@ -75,7 +83,28 @@ class Latency(_M):
     e2e_ms: Stats = Field(default_factory=Stats)
 
 
+class TokenCount(_M):
+    """Tokens credited to a window (``accounting/window_tokens.py`` states the rule)."""
+
+    output: float = 0.0
+    input: float = 0.0
+    warmup_output: float | None = None  # part of ``output`` from warm-up streams (tokens_in_window only)
+    edge_output: float | None = None  # part of ``output`` from streams only partly inside (tokens_in_window only)
+    estimated_streams: int | None = None  # streams counted without usage (tokens_in_window only)
+
+
 class Throughput(_M):
+    """Throughput over the level window.
+
+    ``output_tokens``/``input_tokens`` and every rate here (and every efficiency figure of the
+    level: tok/s per kW, J/token, tokens per kWh, cost per Mtok, goodput per kW, the prefill/decode
+    split) use ``tokens_in_window``: the tokens the server produced inside the window, from every
+    stream (warm-up leftovers and streams cut at the edges pro rata). ``measured_request_tokens``
+    are the usage tokens of the measured requests that ended in the window (the latency
+    population), kept for reference; ``requests_per_s`` counts those requests. ``token_basis``
+    says which count the figures use (results written before it existed used the measured requests').
+    """
+
     output_tokens_per_s: float = 0.0
     input_tokens_per_s: float = 0.0
     total_tokens_per_s: float = 0.0
@@ -83,6 +112,9 @@ class Throughput(_M):
     duration_s: float = 0.0
     output_tokens: int = 0
     input_tokens: int = 0
+    token_basis: Literal["tokens_in_window", "measured_request_tokens"] = "measured_request_tokens"
+    tokens_in_window: TokenCount | None = None
+    measured_request_tokens: TokenCount | None = None
 
 
 class Requests(_M):
@@ -111,6 +143,7 @@ class LoadStats(_M):
     workers: int = 1
     saturated: bool = False
     saturation_reasons: list[str] = Field(default_factory=list)
+    max_in_flight: int | None = None  # open loop capped at this many requests in flight (--max-concurrency)
     actors: list[dict[str, Any]] = Field(default_factory=list)  # distributed: per load actor (node, clock, cpu)
 
 
@@ -151,6 +184,45 @@ class BoundaryEnergy(_M):
     update_period_s: float | None = None  # effective meter update period (largest of the devices)
     uncertainty_parts: dict[str, dict[str, float]] = Field(default_factory=dict)  # device -> term -> %
     dynamic_uncertainty_pct: float | None = None  # of dynamic_energy_j (gross and idle errors added)
+    # carbon (issue 20, metrics/carbon.py): with --carbon-intensity; PUE applied as for cost
+    carbon_intensity_g_per_kwh: float | None = None  # energy-weighted over the window
+    carbon_g: float | None = None
+    carbon_g_per_million_output_tokens: float | None = None
+    carbon_g_per_request: float | None = None
+
+
+class EnergyShare(_M):
+    """One group's (tenant, tag, model, target) part of a window's energy split over requests."""
+
+    requests: int = 0
+    energy_j: float = 0.0
+    output_tokens: int = 0
+    j_per_output_token: float | None = None
+    share: float | None = None  # of the energy split
+    carbon_g: float | None = None
+
+
+class RequestAttribution(_M):
+    """A window's energy at one boundary split over its requests (an estimate; accounting/request_energy.py)."""
+
+    boundary: str
+    label: Literal["estimate"] = "estimate"
+    method: str | None = None  # a sentence: basis, interval, weighting, idle
+    basis: str | None = None  # dynamic | gross: what the per-request energies add up to
+    weighting: str | None = None  # prefill_decode | tokens
+    weighting_reason: str | None = None  # why tokens, when the split was not used
+    idle_attributed: bool = False
+    interval_s: float | None = None
+    requests: int = 0
+    energy_j: float | None = None  # the sum of the per-request energies
+    j_per_prefill_token: float | None = None  # the weights used (prefill_decode only)
+    j_per_decode_token: float | None = None
+    mean_energy_j_per_request: float | None = None
+    by_tenant: dict[str, EnergyShare] = Field(default_factory=dict)
+    by_tag: dict[str, EnergyShare] = Field(default_factory=dict)
+    by_model: dict[str, EnergyShare] = Field(default_factory=dict)
+    by_target: dict[str, EnergyShare] = Field(default_factory=dict)
+    unavailable_reason: str | None = None
 
 
 class Window(_M):
@@ -196,6 +268,8 @@ class LevelResult(_M):
     # each node's energy per boundary (its own channels only) beside the ``cluster`` boundary
     per_target: dict[str, TargetStats] = Field(default_factory=dict)
     per_node_energy: dict[str, dict[str, BoundaryEnergy]] = Field(default_factory=dict)
+    # energy per request rolled up by tenant / tag / model / target, per boundary (issue 20)
+    attribution: dict[str, RequestAttribution] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -294,4 +368,5 @@ class Result(_M):
     validity: Validity = Field(default_factory=Validity)
     warnings: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
+    carbon: dict[str, Any] = Field(default_factory=dict)  # the intensity used: constant or series, PUE
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -409,7 +409,17 @@ class HistoryStore:
     def list_runs(self, model: str | None = None, engine: str | None = None, gpu: str | None = None,
                   tag: str | None = None, kind: str | None = None, status: str | None = None,
                   since: str | None = None, limit: int | None = None) -> list[RunRecord]:
-        """Runs, newest first. Text filters are case-insensitive substrings; ``since`` an ISO date."""
+        """Runs, newest first. Text filters are case-insensitive substrings; ``since`` an ISO date
+        (or date and time); ``kind`` ``run`` or ``agree``. Anything else is refused, not ignored."""
+        from datetime import datetime
+
+        if kind is not None and kind not in RUN_KINDS:
+            raise UserError(f"--kind {kind!r}: choose one of {', '.join(RUN_KINDS)}")
+        if since is not None:
+            try:
+                datetime.fromisoformat(since)
+            except ValueError:
+                raise UserError(f"--since {since!r}: give an ISO date like 2026-11-01 (or 2026-11-01T09:00)") from None
         where, args = [], []
         for col, val in (("model", model), ("engine", engine), ("gpu", gpu)):
             if val:
@@ -440,6 +450,9 @@ class HistoryStore:
 
     def baselines(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self.conn.execute("SELECT name, run_id FROM baselines ORDER BY name")}
+
+
+RUN_KINDS = ("run", "agree")
 
 
 def _check_name(name: str, what: str) -> None:

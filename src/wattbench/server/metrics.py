@@ -127,6 +127,27 @@ def canonical_values(samples: dict[str, list[tuple[dict[str, str], float]]], eng
     return values
 
 
+MODEL_LABELS = ("model_name", "model")  # vLLM and SGLang label their token counters with model_name
+
+
+def per_model_counters(samples: dict[str, list[tuple[dict[str, str], float]]], engine: str) -> dict[str, dict[str, float]]:
+    """The token counters (``prompt_tokens``, ``generation_tokens``) per served model, where the
+    server labels them with the model (``model_name``); ``{}`` where it does not."""
+    out: dict[str, dict[str, float]] = {}
+    for series in ("prompt_tokens", "generation_tokens"):
+        for n in ENGINE_METRICS.get(engine, {}).get(series, ()):
+            if not samples.get(n):
+                continue
+            for labels, v in samples[n]:
+                model = next((labels[k] for k in MODEL_LABELS if labels.get(k)), None)
+                if model is None:
+                    return {}
+                out.setdefault(model, {})
+                out[model][series] = out[model].get(series, 0.0) + v
+            break
+    return out
+
+
 # ------------------------------------------------------------------ timeline
 
 

@@ -191,6 +191,8 @@ def inventory(specs: list[str] | None = None, measure_s: float = 1.5, **autodete
     for s in sensors:
         if hasattr(s, "aux_every_s"):
             s.aux_every_s = 0.0  # measure the aux gauges' own refresh, not our throttle
+        if hasattr(s, "counter_every_s"):
+            s.counter_every_s = 0.0  # likewise the energy counter's
         try:
             chans = s.open()
         except SensorError as e:

@@ -4,6 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from wattbench.errors import UserError
+
+
+def row_labels(obj: dict, where: str, tenant_field: str = "tenant") -> tuple[str | None, list[str]]:
+    """Who asked, from a dataset or trace row: ``tenant_field`` (default ``tenant``; a string or a
+    number) and ``tags`` (a string or a list of strings). Energy per request rolls up by both."""
+    t = obj.get(tenant_field)
+    if t is not None and (isinstance(t, bool) or not isinstance(t, (str, int, float))):
+        raise UserError(f"{where}: '{tenant_field}' must be a string (the tenant), got {type(t).__name__}")
+    tenant = None if t is None or t == "" else str(t)
+    tags = obj.get("tags")
+    if tags is None:
+        return tenant, []
+    if isinstance(tags, str):
+        return tenant, [tags] if tags else []
+    if not isinstance(tags, list) or not all(isinstance(x, str) for x in tags):
+        raise UserError(f"{where}: 'tags' must be a string or a list of strings, got {tags!r:.60}")
+    return tenant, list(tags)
+
 
 @dataclass
 class RequestSpec:
@@ -27,4 +46,6 @@ class RequestSpec:
     think_time_s: float = 0.0
     arrival_s: float | None = None
     min_tokens: int | None = None  # ask the server to force the length where it can
-    tags: dict = field(default_factory=dict)
+    tags: dict = field(default_factory=dict)  # workload metadata (file, line, …)
+    tenant: str | None = None  # who asked: a dataset/trace row's ``tenant`` (or --tenant-field)
+    user_tags: list[str] = field(default_factory=list)  # a dataset/trace row's ``tags``

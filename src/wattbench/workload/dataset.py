@@ -30,7 +30,7 @@ from typing import Iterator
 import numpy as np
 
 from wattbench.errors import UserError
-from wattbench.workload.base import RequestSpec
+from wattbench.workload.base import RequestSpec, row_labels
 from wattbench.workload.distributions import LengthDistribution, parse_distribution
 from wattbench.workload.source import Workload, file_sha256
 from wattbench.workload.tokenizer import TokenSource
@@ -44,6 +44,8 @@ class DatasetRow:
     input_tokens: int
     output_tokens: int
     output_from: str  # field | reference | distribution
+    tenant: str | None = None
+    user_tags: list = None  # type: ignore[assignment]
 
 
 def _is_pos_int(v) -> bool:
@@ -139,7 +141,8 @@ class DatasetWorkload(Workload):
                  output_tokens: str | LengthDistribution = "128", min_input_tokens: int | None = None,
                  max_input_tokens: int | None = None, min_output_tokens: int | None = None,
                  max_output_tokens: int | None = None, max_total_tokens: int | None = None,
-                 limit: int | None = None, name: str | None = None):
+                 limit: int | None = None, name: str | None = None, tenant_field: str = "tenant"):
+        self.tenant_field = tenant_field
         self.path = str(path)
         self.name = name or Path(path).name
         self.seed = int(seed)
@@ -198,6 +201,7 @@ class DatasetWorkload(Workload):
             else:
                 row = self._jsonl_row(obj, line, where)
             if row is not None:
+                row.tenant, row.user_tags = row_labels(obj, where, self.tenant_field)
                 rows.append(row)
         return rows
 
@@ -275,7 +279,7 @@ class DatasetWorkload(Workload):
             r = self.rows[i % len(self.rows)]
             yield RequestSpec(prompt=r.prompt, messages=r.messages, max_tokens=r.output_tokens,
                               input_tokens=r.input_tokens, token_source=self.token_source,
-                              min_tokens=r.output_tokens,
+                              min_tokens=r.output_tokens, tenant=r.tenant, user_tags=list(r.user_tags or []),
                               tags={"workload": self.name, "line": r.line, "output_from": r.output_from,
                                     "cycle": i // len(self.rows)})
 

@@ -136,7 +136,7 @@ def load_workload(name_or_path: str | None, token_source: TokenSource, seed: int
                   input_tokens: str = "256", output_tokens: str = "128", max_context_tokens: int | None = None,
                   speedup: float = 1.0, time_unit: str | None = None, kind: str | None = None,
                   dataset_filters: dict | None = None, limit: int | None = None,
-                  prefix_blocks: int | None = None) -> Workload:
+                  prefix_blocks: int | None = None, tenant_field: str = "tenant") -> Workload:
     """Resolve ``--workload NAME|FILE`` into a workload.
 
     ``None`` or ``"synthetic"``: ``--input-tokens``/``--output-tokens``. A preset name: that preset.
@@ -166,14 +166,16 @@ def load_workload(name_or_path: str | None, token_source: TokenSource, seed: int
         from wattbench.workload.trace import TraceWorkload
 
         return TraceWorkload(path, token_source, seed, speedup=speedup, time_unit=time_unit,
-                             max_input_tokens=max_context_tokens, limit=limit, prefix_blocks=prefix_blocks)
+                             max_input_tokens=max_context_tokens, limit=limit, prefix_blocks=prefix_blocks,
+                             tenant_field=tenant_field)
     if kind == "dataset":
         from wattbench.workload.dataset import DatasetWorkload
 
         f = dict(dataset_filters or {})
         if max_context_tokens is not None and f.get("max_total_tokens") is None:
             f["max_total_tokens"] = max_context_tokens
-        return DatasetWorkload(path, token_source, seed, output_tokens=output_tokens, limit=limit, **f)
+        return DatasetWorkload(path, token_source, seed, output_tokens=output_tokens, limit=limit,
+                               tenant_field=tenant_field, **f)
     raise UserError(f"unknown workload file kind {kind!r}; use trace or dataset")
 
 

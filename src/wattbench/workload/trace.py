@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Iterator
 
 from wattbench.errors import UserError
-from wattbench.workload.base import RequestSpec
+from wattbench.workload.base import RequestSpec, row_labels
 from wattbench.workload.source import Workload, file_sha256
 from wattbench.workload.synthetic import PromptBuilder, request_rng
 from wattbench.workload.tokenizer import TokenSource
@@ -67,6 +67,8 @@ class TraceRow:
     output_tokens: int
     session_id: str | None = None
     hash_ids: list | None = None
+    tenant: str | None = None
+    user_tags: list | None = None
 
 
 def parse_datetime_s(text: str) -> float:
@@ -107,7 +109,7 @@ def _tokens(v, where: str, field: str) -> int:
     return int(f)
 
 
-def parse_row(obj: dict, line: int, path: str, time_unit: str | None = None) -> TraceRow:
+def parse_row(obj: dict, line: int, path: str, time_unit: str | None = None, tenant_field: str = "tenant") -> TraceRow:
     where = f"{path}:{line}"
     name, tv = _pick(obj, [n for n, _ in TIME_FIELDS])
     if name is None:
@@ -143,8 +145,9 @@ def parse_row(obj: dict, line: int, path: str, time_unit: str | None = None) -> 
             raise UserError(f"{where}: 'hash_ids' is not a JSON list: {hash_ids[:60]!r}") from None
     if hash_ids is not None and not isinstance(hash_ids, list):
         raise UserError(f"{where}: 'hash_ids' must be a list, got {type(hash_ids).__name__}")
+    tenant, tags = row_labels(obj, where, tenant_field)
     return TraceRow(line, t_s, _tokens(iv, where, iname), _tokens(ov, where, oname),
-                    None if sid is None else str(sid), hash_ids)
+                    None if sid is None else str(sid), hash_ids, tenant, tags)
 
 
 def read_trace(path: str | Path, time_unit: str | None = None) -> list[tuple[int, dict]]:
@@ -203,7 +206,8 @@ class TraceWorkload(Workload):
     def __init__(self, path: str | Path, token_source: TokenSource, seed: int = 0, *, speedup: float = 1.0,
                  time_unit: str | None = None, max_input_tokens: int | None = None,
                  max_output_tokens: int | None = None, limit: int | None = None, name: str | None = None,
-                 builder: PromptBuilder | None = None, prefix_blocks: int | None = None):
+                 builder: PromptBuilder | None = None, prefix_blocks: int | None = None,
+                 tenant_field: str = "tenant"):
         if prefix_blocks is not None and prefix_blocks < 1:
             raise UserError(f"prefix block size must be >= 1 token, got {prefix_blocks}")
         self.prefix_blocks = prefix_blocks
@@ -221,7 +225,7 @@ class TraceWorkload(Workload):
         self.skipped: dict[str, int] = {}
         rows = []
         for line, obj in read_trace(path, time_unit):
-            r = parse_row(obj, line, self.path, time_unit)
+            r = parse_row(obj, line, self.path, time_unit, tenant_field)
             if r.input_tokens < 1:
                 self.skipped["zero_input_tokens"] = self.skipped.get("zero_input_tokens", 0) + 1
                 continue
@@ -275,7 +279,8 @@ class TraceWorkload(Workload):
                     tags["hash_ids"] = r.hash_ids
                 yield RequestSpec(prompt=prompt, max_tokens=r.output_tokens, input_tokens=r.input_tokens,
                                   token_source=self.token_source,
-                                  arrival_s=self.arrival_s(i), min_tokens=r.output_tokens, tags=tags)
+                                  arrival_s=self.arrival_s(i), min_tokens=r.output_tokens, tags=tags,
+                                  tenant=r.tenant, user_tags=list(r.user_tags or []))
 
     def _uses_blocks(self, r: TraceRow) -> bool:
         return bool(self.prefix_blocks and r.hash_ids)

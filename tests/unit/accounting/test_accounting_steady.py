@@ -40,3 +40,103 @@ def test_empty_and_full():
     assert full_window([]) is None
     w = full_window([(5, 10), (2, 40)])
     assert (w.start_ns, w.end_ns, w.kind) == (2, 40, "full")
+
+
+# ---- one rule for warm-up leftovers, the verdict it earns, and default level sizes (issue 15)
+
+from wattbench.accounting.steady import default_num_requests, min_steady_s  # noqa: E402
+from wattbench.accounting.validity import STEADY_FULL_TOL_PCT, steady_findings  # noqa: E402
+from wattbench.results.schema import BoundaryEnergy, Window  # noqa: E402
+
+S = 1_000_000_000
+
+
+def test_warmup_streams_count_in_flight_but_the_window_starts_at_the_first_measured_send():
+    # two warm-up streams (sent at 0) still running when the measured ones start at 10 and 12
+    reqs = [(0, 15), (0, 40), (10, 30), (12, 50), (30, 60)]
+    w = steady_window(reqs, "concurrency", 3, start_ns=10)
+    # in flight reaches 3 at 10 (two warm-up + one measured); the drain starts at 40 (> last send 30)
+    assert (w.start_ns, w.end_ns) == (10, 40)
+    # measured requests alone would reach 3 only at... never (at most 2 at once): no window
+    assert steady_window([(10, 30), (12, 50), (30, 60)], "concurrency", 3) is None
+
+
+def test_a_completion_at_the_last_send_is_not_the_drain():
+    reqs = [(0, 10), (0, 20), (10, 30)]  # the completion at 10 triggered the send at 10
+    w = steady_window(reqs, "concurrency", 2)
+    assert (w.start_ns, w.end_ns) == (0, 20)
+
+
+def test_the_level_runner_uses_this_rule(monkeypatch):
+    """``load/level.py`` assembles its outcome's steady window with ``accounting.steady`` (one rule)."""
+    from wattbench.load import level as lv
+    from wattbench.load.types import LevelSpec
+    from wattbench.results.schema import RequestRecord
+
+    def rec(i, sent, end, warm=False):
+        return RequestRecord(id=i, level=0, sent_ns=sent, first_token_ns=sent + 1, last_token_ns=end, end_ns=end + 1,
+                             output_tokens=2, input_tokens=1, warmup=warm)
+
+    recs = [rec(0, 0, 15, True), rec(1, 0, 40, True), rec(2, 10, 30), rec(3, 12, 50), rec(4, 30, 60)]
+    spec = LevelSpec(index=0, mode="concurrency", value=3, num_requests=3)
+    out = lv._assemble(spec, [lv._WorkerResult(recs, None, None, False)], 0, None, 1)
+    assert (out.start_ns, out.end_ns) == (10, 60)
+    assert (out.steady_start_ns, out.steady_end_ns) == (10, 40)
+
+
+def _be(power_w, j_per_tok, period_s=0.1):
+    return BoundaryEnergy(boundary="accelerator", method="counter", avg_power_w=power_w, j_per_output_token=j_per_tok,
+                          update_period_s=period_s)
+
+
+def _w(dur_s, kind):
+    return Window(start_ns=0, end_ns=int(dur_s * S), duration_s=dur_s, kind=kind)
+
+
+def test_the_h200_case_is_warn_with_every_reason():
+    # H200, c=128: steady 2.7 s of a 13 s level, 490 W vs 295 W, 1.10 vs 0.235 J/token, E2E ~11 s
+    f = steady_findings(_w(13.0, "full"), _w(2.7, "steady"), mode="concurrency", e2e_s=11.0,
+                        energy={"accelerator": _be(295.0, 0.235)}, energy_steady={"accelerator": _be(490.0, 1.10)})
+    text = " | ".join(x.text() for x in f)
+    assert all(x.verdict == "warn" for x in f) and len(f) == 4, text
+    assert "shorter than the minimum 22 s" in text  # 2 × 11 s E2E > 20 × 0.1 s
+    assert "21% of the 13 s window" in text
+    assert "average power 490 W is +66%" in text and "J/output token 1.1 J is +368%" in text
+
+
+def test_a_long_steady_state_that_agrees_is_valid():
+    f = steady_findings(_w(40.0, "full"), _w(30.0, "steady"), mode="concurrency", e2e_s=11.0,
+                        energy={"accelerator": _be(470.0, 0.30)}, energy_steady={"accelerator": _be(490.0, 0.29)})
+    assert f == []
+
+
+def test_tolerance_edge_and_meter_period_rule():
+    lim = 1 + STEADY_FULL_TOL_PCT / 100
+    ok = steady_findings(_w(100.0, "full"), _w(90.0, "steady"), mode="rate", e2e_s=1.0,
+                         energy={"a": _be(100.0, 1.0)}, energy_steady={"a": _be(100.0 * lim * 0.999, 1.0)})
+    assert ok == []
+    bad = steady_findings(_w(100.0, "full"), _w(90.0, "steady"), mode="rate", e2e_s=1.0,
+                          energy={"a": _be(100.0, 1.0)}, energy_steady={"a": _be(100.0 * lim * 1.001, 1.0)})
+    assert len(bad) == 1 and "average power" in bad[0].reason
+    # a slow meter (1 s updates): 20 updates = 20 s > 2 × E2E
+    assert min_steady_s(1.0, 0.5) == 20.0 and min_steady_s(0.1, 11.0) == 22.0 and min_steady_s(None, None) == 0.0
+    short = steady_findings(_w(30.0, "full"), _w(19.0, "steady"), mode="rate", e2e_s=0.5,
+                            energy={"a": _be(100.0, 1.0, period_s=1.0)}, energy_steady={"a": _be(100.0, 1.0, 1.0)})
+    assert len(short) == 1 and "20 meter updates of 1 s" in short[0].reason
+
+
+def test_no_steady_state_is_warn():
+    f = steady_findings(_w(5.0, "full"), None, mode="concurrency", e2e_s=1.0)
+    assert [x.verdict for x in f] == ["warn"] and "never reached" in f[0].reason
+
+
+def test_default_sizes_grow_with_concurrency_e2e_and_meter_period():
+    assert default_num_requests("concurrency", 1) == 32  # nothing measured yet: 4 rounds, at least 32
+    assert default_num_requests("concurrency", 128) == 512
+    # E2E known: rounds = ceil(1.5 × 2 × E2E / E2E) + 2 = 5, whatever the E2E
+    assert default_num_requests("concurrency", 128, e2e_s=11.0, update_period_s=0.1) == 128 * 5
+    # fast requests, slow meter: 1.5 × 20 × 1 s = 30 s of 0.5 s requests = 60 rounds + 2
+    assert default_num_requests("concurrency", 8, e2e_s=0.5, update_period_s=1.0) == 8 * 62
+    assert default_num_requests("rate", 2.0) == 32
+    assert default_num_requests("rate", 10.0) == 100
+    assert default_num_requests("rate", 10.0, e2e_s=11.0, update_period_s=0.1) == 10 * (33 + 22)

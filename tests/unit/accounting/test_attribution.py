@@ -34,10 +34,45 @@ def test_dynamic_energy_through_origin_and_non_negative():
     f = fit_prefill_decode(E, P, D, fit_idle=False)
     assert f["j_per_prefill_token"] == pytest.approx(E_PREFILL, rel=1e-9)
     assert f["idle_power_w"] is None
-    # a negative true prefill coefficient is clipped to 0, not reported negative
+    assert f["status"] == "ok" and f["reasons"] == []
+    # a negative true prefill coefficient is clipped to 0: never reported as a bare 0, but unreliable
     E2 = -0.001 * P + E_DECODE * D
     f2 = fit_prefill_decode(E2, P, D, fit_idle=False)
-    assert f2["j_per_prefill_token"] == 0.0 and f2["j_per_decode_token"] > 0
+    assert f2["status"] == "unreliable"
+    assert f2["j_per_prefill_token"] is None and f2["j_per_decode_token"] is None
+    assert f2["unreliable_fit"]["j_per_prefill_token"] == 0.0 and f2["unreliable_fit"]["j_per_decode_token"] > 0
+    assert any("clamped at 0" in r for r in f2["reasons"])
+
+
+def test_low_r2_fit_is_unreliable_with_a_sentence():
+    """The H200 case of issue 16: J/decode-token 0.0 and R² 0.13 beside valid figures."""
+    rng = np.random.default_rng(3)
+    n = 60
+    P = rng.integers(0, 5000, n).astype(float)
+    D = rng.integers(100, 800, n).astype(float)
+    E = 0.001 * P + rng.normal(0, 40.0, n)  # energy barely follows the counts
+    f = fit_prefill_decode(E, P, D, fit_idle=False)
+    assert f["status"] == "unreliable"
+    assert f["r2"] < 0.5
+    assert any("R²" in r and "the bar is 0.5" in r for r in f["reasons"])
+    assert f["j_per_decode_token"] is None and f["j_per_prefill_token"] is None
+    assert all(len(r.split()) >= 6 and "_" not in r for r in f["reasons"])  # sentences, not key names
+
+
+def test_collinear_counts_and_large_standard_error_are_unreliable():
+    from wattbench.accounting.attribution import fit_problems
+
+    rng = np.random.default_rng(4)
+    D = rng.integers(100, 800, 80).astype(float)
+    P = 10.0 * D + rng.normal(0, 5, 80)  # prompts and outputs move together
+    E = E_PREFILL * P + E_DECODE * D + rng.normal(0, 1.0, 80)
+    f = fit_prefill_decode(E, P, D, fit_idle=False)
+    assert f["status"] == "unreliable"
+    assert any("move together" in r for r in f["reasons"])
+    se_only = fit_problems({"r2": 0.9, "j_per_prefill_token": 0.01, "se_j_per_prefill_token": 0.02,
+                            "j_per_decode_token": 0.3, "se_j_per_decode_token": 0.01, "collinearity": 0.2,
+                            "prefill_tokens": 10.0})
+    assert se_only == ["J per prefill token (0.01) is smaller than its standard error (0.02)"]
 
 
 def test_too_few_intervals():
@@ -136,3 +171,29 @@ def test_intervals_from_server_counters_with_a_reset():
     assert f["j_per_prefill_token"] == pytest.approx(E_PREFILL, rel=1e-6)
     assert f["j_per_decode_token"] == pytest.approx(E_DECODE, rel=1e-6)
     assert f["r2"] == pytest.approx(1.0)
+
+
+def test_isolating_pair_without_energy_says_why_in_a_sentence():
+    """Issue 16: the decode-heavy level had no energy and the pair's error text was ``'accelerator'``."""
+    from types import SimpleNamespace
+
+    from wattbench.results.schema import BoundaryEnergy, LevelResult, Throughput, Window
+    from wattbench.runner import _prefill_decode_pair
+
+    def level(i, label, energy):
+        lv = LevelResult(index=i, label=label, window=Window(start_ns=0, end_ns=10**9, duration_s=1.0),
+                         throughput=Throughput(input_tokens=1000, output_tokens=10))
+        if energy:
+            lv.energy = {"accelerator": BoundaryEnergy(boundary="accelerator", method="counter", energy_j=50.0,
+                                                       dynamic_energy_j=20.0)}
+        else:
+            lv.energy_unavailable_reason = "no completed request in the window"
+        return lv
+
+    made = iter([level(0, "concurrency=8 prefill-heavy", True), level(1, "concurrency=8 decode-heavy", False)])
+    lr = SimpleNamespace(measure=lambda *a, **k: next(made))
+    state = SimpleNamespace(config=SimpleNamespace(concurrency=[8]), result=SimpleNamespace(extra={}))
+    _prefill_decode_pair(state, lr)
+    err = state.result.extra["prefill_decode"]["isolating_pair"]["error"]
+    assert err == ("the concurrency=8 decode-heavy level has no energy to split "
+                   "(no completed request in the window)")

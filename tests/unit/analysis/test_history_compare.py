@@ -32,7 +32,7 @@ def test_platform_claim_decomposition():
     assert d.power_ratio == pytest.approx(2.0)
     assert d.per_kw_ratio == pytest.approx(1.9)
     assert d.j_per_output_token_ratio == pytest.approx(1 / 1.9)
-    assert d.text() == "per kW: 1.90× = throughput 0.95× × power 2.00×"
+    assert d.text() == "per kW: 1.90× = throughput 0.95× ÷ power 0.50×"  # candidate ÷ baseline, as the table
     # the side-by-side per-kW figures agree with the ratio
     f = c.levels[0].figures
     assert f[1]["output_tokens_per_s_per_kw"] / f[0]["output_tokens_per_s_per_kw"] == pytest.approx(1.9)

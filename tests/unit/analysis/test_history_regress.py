@@ -141,3 +141,21 @@ def test_regress_steady_window():
     assert regress(b, a, "avg_power_w:+5%").passed
     rep = regress(b, a, "avg_power_w:+5%", window="steady")
     assert rep.window == "steady" and rep.failed[0].miss == pytest.approx(0.05)
+
+
+def test_carbon_per_million_tokens_is_a_regress_metric_and_a_compare_ratio():
+    """Issue 20: same energy, a dirtier grid: the carbon check fails, J/token holds; compare gives the ratio."""
+    from wattbench.analysis.compare import decompose
+    from wattbench.metrics.carbon import carbon_g_per_million_tokens
+
+    a, b = _pair()
+    for res, g in ((a, 200.0), (b, 300.0)):
+        lv = res.levels[0]
+        be = lv.energy["accelerator"]
+        be.carbon_g_per_million_output_tokens = carbon_g_per_million_tokens(be.energy_j, lv.throughput.output_tokens, g)
+    rep = regress(b, a, "carbon_g_per_million_output_tokens:+10%,j_per_output_token:+5%")
+    assert [o.status for o in rep.outcomes] == ["fail", "pass"]
+    assert rep.outcomes[0].change == pytest.approx(0.5)
+    d = decompose(a.levels[0], b.levels[0], "accelerator", "cand")
+    assert d.carbon_per_million_output_tokens_ratio == pytest.approx(1.5)
+    assert "carbon per million output tokens 1.50×" in d.text()

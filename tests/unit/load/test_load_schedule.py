@@ -50,10 +50,16 @@ def test_parse_errors_name_the_string(bad):
     assert repr(bad) in str(e.value)
 
 
-@pytest.mark.parametrize("rate", [0, -1.0, float("nan"), float("inf")])
+@pytest.mark.parametrize("rate", [0, -1.0, float("nan")])
 def test_bad_rate(rate):
     with pytest.raises(UserError, match="rate"):
         arrival_times(rate, n=3)
+
+
+def test_rate_inf_is_all_at_once_and_needs_a_count():
+    assert arrival_times(float("inf"), n=4) == [0.0, 0.0, 0.0, 0.0]
+    with pytest.raises(UserError, match="--num-requests"):
+        arrival_times(float("inf"), duration_s=5.0)
 
 
 def test_needs_a_bound():

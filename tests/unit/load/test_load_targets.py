@@ -91,5 +91,7 @@ def test_per_target_summary_partitions_the_total():
     req, lat, thr = summarize_level(recs, start, end)
     assert sum(p.requests.completed for p in per.values()) == req.completed == 10
     assert sum(p.throughput.requests_per_s for p in per.values()) == pytest.approx(thr.requests_per_s)
-    assert sum(p.throughput.output_tokens for p in per.values()) == thr.output_tokens == 6 * 5 + 4 * 3
+    # tokens produced in the window, the failed stream's 3 included (the server generated them)
+    assert sum(p.throughput.output_tokens for p in per.values()) == thr.output_tokens == 6 * 5 + 4 * 3 + 3
+    assert thr.measured_request_tokens.output == 6 * 5 + 4 * 3
     assert lat.ttft_ms.mean == pytest.approx((6 * 20 + 4 * 90) / 10)

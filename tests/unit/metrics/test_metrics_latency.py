@@ -49,18 +49,29 @@ def test_summarize_level():
     assert lat.tpot_ms.mean == pytest.approx(8.0)
     assert lat.itl_ms.count == 3 and lat.itl_ms.mean == pytest.approx(34 / 3)
     assert thr.duration_s == pytest.approx(0.2)
-    assert thr.output_tokens == 8 and thr.output_tokens_per_s == pytest.approx(40.0)
-    assert thr.input_tokens_per_s == pytest.approx(100.0)
+    # tokens produced in the window by every stream: 3 + 5 measured, 2 of the warm-up stream, one
+    # chunk each from the two disconnected streams (no usage: counted by chunk, estimated)
+    assert thr.token_basis == "tokens_in_window"
+    assert thr.output_tokens == 12 and thr.output_tokens_per_s == pytest.approx(60.0)
+    assert thr.tokens_in_window.warmup_output == pytest.approx(2.0)
+    assert thr.tokens_in_window.estimated_streams == 2
+    assert thr.input_tokens_per_s == pytest.approx(250.0)  # five prefills ended in the window
+    # the measured requests' own count, kept beside
+    assert thr.measured_request_tokens.output == 8 and thr.measured_request_tokens.input == 20
     assert thr.requests_per_s == pytest.approx(10.0)
 
 
-def test_throughput_counts_only_requests_ending_in_window():
-    records = [rec(0, 0, [100, 110], out=2), rec(1, 0, [300, 310], out=4)]
+def test_throughput_counts_tokens_produced_in_window():
+    records = [rec(0, 0, [100, 110], out=2), rec(1, 0, [150, 300], out=4)]
     _, lat, thr = summarize_level(records, 0, 200 * MS)
-    assert thr.output_tokens == 2 and lat.ttft_ms.count == 2
+    # request 1: 2 tokens per chunk, its first chunk inside the window
+    assert thr.output_tokens == 4 and lat.ttft_ms.count == 2
+    assert thr.measured_request_tokens.output == 2  # only request 0 ended inside
 
 
-def test_missing_usage_gives_no_tpot_and_no_tokens():
+def test_missing_usage_gives_no_tpot_and_chunk_counted_tokens():
     records = [rec(0, 0, [100, 110, 120], out=None, inp=None)]
     _, lat, thr = summarize_level(records, 0, 200 * MS)
-    assert lat.tpot_ms.count == 0 and lat.itl_ms.count == 2 and thr.output_tokens == 0
+    assert lat.tpot_ms.count == 0 and lat.itl_ms.count == 2
+    assert thr.output_tokens == 3 and thr.tokens_in_window.estimated_streams == 1
+    assert thr.measured_request_tokens.output == 0

@@ -269,3 +269,41 @@ def test_parse_listen():
     assert parse_listen("[::1]:9000") == ("::1", 9000)
     with pytest.raises(UserError):
         parse_listen("host:99999")
+
+
+def test_server_without_metrics_reported_at_the_first_failed_scrape(tmp_path):
+    """A server with no /metrics (here: an HTTP server that answers 404) is named after ONE scrape,
+    and the CLI says it on stderr before the window ends (on_tick after the first tick)."""
+    import http.server
+    import threading
+
+    class NoMetrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NoMetrics)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        m = Monitor(url, ["const:node=500"], interval_s=0.1, listen=None)
+        try:
+            m.start()
+            snap = m.tick()
+        finally:
+            m.close()
+        probs = [p for p in snap["problems"] if "no token counters" in p]
+        assert len(probs) == 1 and "HTTP 404" in probs[0] and "--target" in probs[0]
+        seen = []
+        m = Monitor(url, ["const:node=500"], interval_s=0.1, listen=None)
+        try:
+            m.run(0.35, on_tick=lambda s: seen.append(len([p for p in s["problems"] if "no token" in p])))
+        finally:
+            m.close()
+        assert seen[0] == 1  # known at the first tick, said once
+    finally:
+        srv.shutdown()
+        srv.server_close()

@@ -177,3 +177,46 @@ def test_backoff_doubles_to_cap_and_resets():
     assert b.up and b.ready(0) and b.errors == 5
     with pytest.raises(ValueError):
         Backoff(base_s=2, cap_s=1)
+
+
+def test_energy_per_model_from_per_model_counters():
+    """Issue 20: a server serving two models labels its token counters per model; the monitor splits
+    each interval's energy by the models' tokens in it."""
+    tr = EfficiencyTracker(windows_s=(10,))
+    tr.add_channels([counter()])
+    e = 0.0
+    toks = {"big": [0.0, 0.0], "small": [0.0, 0.0]}  # prompt, generation
+    for k in range(1, 61):
+        t = T0 + k * S // 10
+        sec = (k - 1) // 10  # second 0..5
+        e += 300.0 / 10  # 300 W
+        # seconds 1-3: only "big" works (30 tok/s); seconds 4-5: both, big 30, small 90 tok/s
+        if sec >= 1:
+            toks["big"][1] += 3.0
+        if sec >= 4:
+            toks["small"][1] += 9.0
+        tr.add_readings([Reading(t, "g.energy", e)])
+        if k % 10 == 0:
+            by_model = {m: {"prompt_tokens": v[0], "generation_tokens": v[1]} for m, v in toks.items()}
+            tr.mark(t, {"generation_tokens": sum(v[1] for v in toks.values()), "prompt_tokens": 0.0,
+                        "running": 1.0, "by_model": by_model})
+    m = tr.snapshot()["by_model"]
+    assert m["label"] == "estimate"
+    big, small = m["models"]["big"], m["models"]["small"]
+    # spans are 1 s of 300 J; 3 s big alone (900 J); 2 s split 30:90 (150 J big, 450 J small)
+    # (the first second, before any token, is the first mark's; 1 s -> 2 s has big's first 30 tokens)
+    assert big["energy_j"]["accelerator"] == pytest.approx(3 * 300 + 2 * 75, rel=1e-9)
+    assert small["energy_j"]["accelerator"] == pytest.approx(2 * 225, rel=1e-9)
+    assert big["output_tokens"] == pytest.approx(150) and small["output_tokens"] == pytest.approx(180)
+    assert big["share"]["accelerator"] + small["share"]["accelerator"] == pytest.approx(1.0)
+    assert small["j_per_output_token"]["accelerator"] == pytest.approx(450 / 180)
+
+
+def test_per_model_counters_from_an_exposition():
+    from wattbench.server.metrics import parse_exposition, per_model_counters
+
+    text = ('vllm:generation_tokens_total{model_name="a"} 10\nvllm:generation_tokens_total{model_name="b"} 5\n'
+            'vllm:prompt_tokens_total{model_name="a"} 100\n')
+    assert per_model_counters(parse_exposition(text), "vllm") == {
+        "a": {"generation_tokens": 10.0, "prompt_tokens": 100.0}, "b": {"generation_tokens": 5.0}}
+    assert per_model_counters(parse_exposition("vllm:generation_tokens_total 10\n"), "vllm") == {}

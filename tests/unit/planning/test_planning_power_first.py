@@ -55,7 +55,7 @@ def test_invalid_levels_left_out():
 
 
 def test_slo_filters_levels():
-    plan = power_first(10, _cands(), slo=parse_slo("ttft_p95_ms=500,tpot_p95_ms=40"))
+    plan = power_first(10, _cands(), slo=parse_slo("ttft_p95=500ms,tpot_p95=40ms"))
     kept = {(o.run_id, o.level_index) for o in plan.options}
     assert kept == {("A", 0), ("B", 0), ("B", 1)}
     assert any("(A) level 1" in e and "ttft p95 900.0 ms > 500 ms" in e for e in plan.excluded)
@@ -111,8 +111,10 @@ def test_errors():
         power_first(10, _cands(), headroom_pct=100)
     with pytest.raises(UserError, match="no candidates"):
         power_first(10, [])
-    with pytest.raises(UserError, match="SLO key"):
+    with pytest.raises(UserError, match="invalid SLO 'latency=5'"):
         parse_slo("latency=5")
+    with pytest.raises(UserError, match=r"write ttft_p95=500ms"):  # the old plan-only grammar names the new one
+        parse_slo("ttft_p95_ms=500")
     with pytest.raises(UserError, match="positive"):
         SLO({"ttft_p95_ms": -1})
     with pytest.raises(UserError, match="exceeds the budget|no candidate level fits"):

@@ -18,7 +18,10 @@ def test_report_writes_everything(report_run_dir, report_noenergy_dir, tmp_path)
     assert doc["written"]["html"] == [str(tmp_path / "r.html")]
     assert [r["run_id"] for r in doc["runs"]] == ["run-report-fake", "run-noenergy"]
     assert "energy unavailable" in doc["runs"][1]["levels"][0]["headline"]
-    assert (tmp_path / "r.html").stat().st_size > 4_000_000
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "plotly.js (basic - minified) v" in page  # the partial bundle, inlined (no CDN)
+    assert "<script src=" not in page
+    assert len(page.encode()) < 1_600_000  # two runs' data and the 1.19 MB bundle (the full one was 4.8 MB)
     assert len(pd.read_csv(tmp_path / "csv" / "levels.csv")) == 12 + 3
     assert "run-noenergy" in (tmp_path / "r.md").read_text()
 

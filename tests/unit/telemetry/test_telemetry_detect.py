@@ -165,3 +165,17 @@ def test_hwmon_unreadable_is_a_problem_with_the_fix(tmp_path, monkeypatch):
     assert sensors == []
     (p,) = problems
     assert p.startswith("hwmon: permission denied reading") and "chmod a+r" in p and "udev" in p
+
+
+def test_cli_sensors_named_meter_with_nothing_readable_exits_nonzero(tmp_path):
+    """``sensors --sensor rapl`` on a machine whose powercap tree is empty: the reason, exit 1."""
+    from wattbench.cli.main import build_app
+
+    app = build_app()
+    root = tmp_path / "powercap"  # exists, holds no RAPL zone
+    root.mkdir()
+    r = CliRunner().invoke(app, ["sensors", "--sensor", f"rapl:root={root}", "--measure", "0"])
+    assert r.exit_code == 1, r.output
+    assert "nothing readable" in r.output and "--sensor rapl" in r.output
+    r = CliRunner().invoke(app, ["sensors", "--sensor", f"rapl:root={root}", "--measure", "0", "--json"])
+    assert r.exit_code == 1

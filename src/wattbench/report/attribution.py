@@ -1,0 +1,139 @@
+"""Energy per request / tenant / model and carbon, arranged for the reports (issue 20).
+
+Only arranges figures stored in ``result.json`` (``LevelResult.attribution``, the carbon fields of
+``BoundaryEnergy``); computes nothing. Used by the terminal summary and the HTML report.
+"""
+
+from __future__ import annotations
+
+from wattbench.report import format as F
+from wattbench.results.schema import LevelResult, RequestAttribution, Result
+
+GROUPS = (("tenant", "by_tenant"), ("tag", "by_tag"), ("model", "by_model"), ("target", "by_target"))
+
+
+def primary_attribution(level: LevelResult) -> RequestAttribution | None:
+    """The attribution at the level's headline boundary (else the first one available)."""
+    hb = F.headline_boundary(level)
+    if hb is not None and hb[0] in level.attribution:
+        return level.attribution[hb[0]]
+    return next(iter(level.attribution.values()), None)
+
+
+def _show_groups(att: RequestAttribution) -> list[tuple[str, dict]]:
+    out = []
+    for name, attr in GROUPS:
+        groups = getattr(att, attr)
+        if groups and not (len(groups) == 1 and "(none)" in groups):
+            out.append((name, groups))
+    return out
+
+
+def attribution_table(result: Result) -> tuple[list[str], list[list]]:
+    """Rows of (level, boundary, group kind, group, requests, J, share, J/out tok, gCO2e)."""
+    headers = ["level", "boundary", "by", "group", "requests", "energy J (estimate)", "share", "J/out tok",
+               "gCO2e"]
+    rows = []
+    for lv in result.levels:
+        att = primary_attribution(lv)
+        if att is None or att.unavailable_reason:
+            continue
+        for kind, groups in _show_groups(att):
+            for g, s in groups.items():
+                rows.append([lv.label, att.boundary, kind, g, s.requests, F.fmt(s.energy_j), F.fmt_fraction_pct(s.share),
+                             F.fmt(s.j_per_output_token), F.fmt(s.carbon_g)])
+    return headers, rows
+
+
+def attribution_bars(result: Result) -> list[dict]:
+    """Plotly bar traces: energy per group (stacked per level), one trace per group."""
+    traces: dict[tuple[str, str], dict] = {}
+    for lv in result.levels:
+        att = primary_attribution(lv)
+        if att is None or att.unavailable_reason:
+            continue
+        shown = _show_groups(att)
+        if not shown:
+            continue
+        kind, groups = shown[0]  # tenants first, else tags, models, targets
+        for g, s in groups.items():
+            t = traces.setdefault((kind, g), {"type": "bar", "name": f"{kind} {g}", "x": [], "y": []})
+            t["x"].append(f"{lv.label} ({att.boundary})")
+            t["y"].append(s.energy_j)
+    return list(traces.values())
+
+
+def method_lines(result: Result) -> list[str]:
+    """One sentence per level: how its per-request energies were estimated."""
+    out = []
+    for lv in result.levels:
+        att = primary_attribution(lv)
+        if att is None:
+            continue
+        if att.unavailable_reason:
+            out.append(f"{lv.label}: energy per request unavailable: {att.unavailable_reason}")
+            continue
+        s = (f"{lv.label}: {att.requests} requests, mean {F.fmt(att.mean_energy_j_per_request)} J each at "
+             f"{att.boundary} (estimate: {att.method})")
+        if att.weighting_reason:
+            s += f"; {att.weighting_reason}"
+        out.append(s)
+    return out
+
+
+def carbon_table(result: Result) -> tuple[list[str], list[list]]:
+    headers = ["level", "boundary", "intensity gCO2e/kWh", "gCO2e", "gCO2e/M out tok", "gCO2e/request"]
+    rows = []
+    for lv in result.levels:
+        for b in F.boundary_order(lv.energy):
+            be = lv.energy[b]
+            if be.carbon_g is None:
+                continue
+            rows.append([lv.label, b, F.fmt(be.carbon_intensity_g_per_kwh), F.fmt(be.carbon_g),
+                         F.fmt(be.carbon_g_per_million_output_tokens), F.fmt(be.carbon_g_per_request)])
+    return headers, rows
+
+
+def summary_lines(result: Result) -> list[str]:
+    """Terminal lines: carbon at the headline boundary and the largest groups, per level."""
+    out = []
+    for lv in result.levels:
+        hb = F.headline_boundary(lv)
+        if hb is not None and hb[1].carbon_g_per_million_output_tokens is not None:
+            be = hb[1]
+            out.append(f"{lv.label}: {F.fmt(be.carbon_g_per_million_output_tokens)} gCO2e per million output "
+                       f"tokens at {hb[0]} ({F.fmt(be.carbon_intensity_g_per_kwh)} g/kWh)")
+        att = primary_attribution(lv)
+        if att is None or att.unavailable_reason:
+            continue
+        for kind, groups in _show_groups(att)[:1]:
+            parts = [f"{g} {F.fmt(s.energy_j)} J ({F.fmt_fraction_pct(s.share)})" for g, s in list(groups.items())[:5]]
+            out.append(f"{lv.label}: energy by {kind} (estimate, {att.boundary}): " + ", ".join(parts))
+    return out
+
+
+def prefill_decode_lines(result: Result) -> list[str]:
+    """The run's prefill/decode split as stored: its figures when the fit is ``ok``, else
+    ``unreliable`` with the reasons (never the clamped or noisy coefficients as bare numbers)."""
+    pd = result.extra.get("prefill_decode") or {}
+    out = []
+    reg = pd.get("regression")
+    if isinstance(reg, dict):
+        b = reg.get("boundary") or "?"
+        if reg.get("error"):
+            out.append(f"prefill/decode split ({b}): not fitted: {reg['error']}")
+        elif reg.get("status") == "unreliable":
+            out.append(f"prefill/decode split ({b}): unreliable: " + "; ".join(reg.get("reasons") or []))
+        elif reg.get("j_per_decode_token") is not None:
+            out.append(f"prefill/decode split ({b}, {reg.get('token_source', 'regression')}): "
+                       f"{F.fmt(reg.get('j_per_prefill_token'))} J per prefill token, "
+                       f"{F.fmt(reg.get('j_per_decode_token'))} J per decode token (R² {F.fmt(reg.get('r2'))}, "
+                       f"{reg.get('n_intervals')} intervals)")
+    pair = pd.get("isolating_pair")
+    if isinstance(pair, dict):
+        if pair.get("error"):
+            out.append(f"isolating pair: not solved: {pair['error']}")
+        elif pair.get("j_per_decode_token") is not None:
+            out.append(f"isolating pair ({pair.get('boundary')}): {F.fmt(pair['j_per_prefill_token'])} J per prefill "
+                       f"token, {F.fmt(pair['j_per_decode_token'])} J per decode token")
+    return out

@@ -1,0 +1,341 @@
+"""What every report says about a run, as text: short level labels, the notes (verdict reasons,
+warnings, sensor problems) each said once, the SLO and goodput cells, the trials' means and
+confidence intervals, and what ``--optimize`` / ``--sweep auto`` chose and why.
+
+The terminal, Markdown and HTML reports all read a run through these functions, so the three say
+the same thing in the same words. Nothing here computes a figure: every number is a field of the
+result (``LevelResult.goodput``, ``level.extra["trials"]``, ``result.extra["optimize"]``, …),
+only selected and formatted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from wattbench.report import format as F
+from wattbench.results.schema import LevelResult, Result
+
+
+def short_label(level: LevelResult) -> str:
+    """``c=64`` for concurrency 64, ``r=4/s`` for 4 requests/s, ``r=inf`` for all at once; a
+    suffix of the stored label (``prefill-heavy``) is kept. Trace levels keep their label."""
+    ld = level.load
+    if ld.mode == "concurrency" and ld.target_concurrency is not None:
+        base, canon = f"c={ld.target_concurrency}", f"concurrency={ld.target_concurrency}"
+    elif ld.mode == "rate" and ld.target_rate_rps is not None:
+        r = ld.target_rate_rps
+        base = "r=inf" if r == float("inf") else f"r={r:g}/s"
+        canon = "rate=inf" if r == float("inf") else f"rate={r:g}"
+        if ld.max_in_flight:
+            base += f" c≤{ld.max_in_flight}"
+    else:
+        return level.label
+    rest = level.label[len(canon):].strip() if level.label.startswith(canon) else ""
+    return f"{base} {rest}" if rest else base
+
+
+def run_notes(result: Result) -> list[str]:
+    """The run's verdict reasons, warnings and sensor problems, then each level's own reasons, each
+    text said once: a level reason already inside a run-level line (``c=1: warn: …``) is not repeated,
+    and an energy-unavailable reason shared by every level is one line."""
+    seen: list[str] = []
+
+    def add(text: str) -> None:
+        t = text.strip()
+        if t and not any(t == s or t in s for s in seen):
+            seen.append(t)
+
+    for reason in [*result.validity.reasons, *result.warnings]:
+        add(reason)
+    reasons = {F.energy_unavailable_reason(lv) for lv in result.levels if not lv.energy}
+    for reason in sorted(reasons):
+        if not any(reason in s for s in seen):
+            add(f"energy unavailable: {reason}")
+    for reason in result.sensor_problems:
+        add(reason)
+    for lv in result.levels:
+        for reason in lv.validity.reasons:
+            if not any(reason in s for s in seen):
+                add(f"{short_label(lv)}: {reason}")
+    return seen
+
+
+# ---------------------------------------------------------------- SLO and goodput
+
+
+def slo_text(result: Result) -> str | None:
+    """The run's SLO as given (``ttft_p99=500ms,tpot_p99=50ms``), or None without one."""
+    for lv in result.levels:
+        slos = (lv.goodput or {}).get("slos")
+        if slos:
+            return ",".join(f"{s['metric']}_{s['stat']}={s['threshold_ms']:g}ms" for s in slos)
+    slo = result.config.get("slo") if isinstance(result.config, dict) else None
+    return str(slo) if slo else None
+
+
+def has_goodput(result: Result) -> bool:
+    return any(lv.goodput for lv in result.levels)
+
+
+@dataclass(frozen=True)
+class GoodputCells:
+    met_pct: str  # share of the level's requests that met every SLO
+    slo: str  # "met" / "missed": the SLO as written, judged over the level
+    goodput_tok_s: str
+    goodput_per_kw: str  # at the level's headline boundary
+    boundary: str | None
+
+
+def goodput_cells(level: LevelResult) -> GoodputCells:
+    gp = level.goodput or {}
+    hb = F.headline_boundary(level)
+    b = hb[0] if hb else None
+    per_kw = ((gp.get("per_kw") or {}).get(b) or {}) if b else {}
+    all_met = gp.get("all_met")
+    slo = F.MISSING if all_met is None else ("met" if all_met else "missed")
+    return GoodputCells(F.fmt_fraction_pct(gp.get("fraction")), slo, F.fmt(gp.get("output_tokens_per_s")),
+                        F.fmt(per_kw.get("output_tokens_per_s_per_kw")), b)
+
+
+def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
+    """The level that answers "which load is best under the SLO", with one line saying why; None
+    without an SLO. ``--optimize``'s choice when it ran; else, among the levels whose SLO held
+    (``goodput["all_met"]``) and whose verdict is not invalid, the one with the most goodput per kW
+    at its headline boundary (goodput tok/s where no power was measured)."""
+    slo = slo_text(result)
+    if not slo:
+        return None
+    opt = result.extra.get("optimize")
+    chosen: LevelResult | None = None
+    if isinstance(opt, dict) and opt.get("best_value") is not None:
+        chosen = next((lv for lv in result.levels if F.level_target_value(lv) == opt["best_value"]), None)
+    if chosen is None:
+        ok = [lv for lv in result.levels if (lv.goodput or {}).get("all_met") and lv.validity.verdict != "invalid"]
+
+        def key(lv: LevelResult) -> tuple[float, float]:
+            g = goodput_cells_raw(lv)
+            return (g[0] if g[0] is not None else -1.0, g[1] if g[1] is not None else -1.0)
+
+        chosen = max(ok, key=key) if ok else None
+    if chosen is None:
+        return None, f"best under SLO {slo}: no level met it"
+    c = goodput_cells(chosen)
+    per_kw = f"{c.goodput_per_kw} goodput tok/s/kW ({c.boundary}), " if c.boundary else ""
+    return chosen, (f"best under SLO {slo}: {short_label(chosen)} — {per_kw}{c.goodput_tok_s} goodput tok/s, "
+                    f"{c.met_pct} of requests met it")
+
+
+def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
+    """(goodput tok/s per kW at the headline boundary, goodput tok/s) as stored."""
+    gp = level.goodput or {}
+    hb = F.headline_boundary(level)
+    per_kw = ((gp.get("per_kw") or {}).get(hb[0]) or {}) if hb else {}
+    return per_kw.get("output_tokens_per_s_per_kw"), gp.get("output_tokens_per_s")
+
+
+def answer_lines(result: Result) -> list[str]:
+    """What the run answers, first: what a search chose (and why), the best level under the SLO."""
+    out = search_lines(result)
+    opt = result.extra.get("optimize")
+    chose = isinstance(opt, dict) and opt.get("best_value") is not None
+    best = best_under_slo(result)
+    if best is not None and not chose:  # --optimize's line already names the best level
+        out.append(best[1])
+    return out
+
+
+# ---------------------------------------------------------------- trials
+
+
+# (figure name in the trials block, display name, is it read at a boundary)
+TRIAL_FIGURES: list[tuple[str, str, bool]] = [
+    ("output_tokens_per_s", "out tok/s", False),
+    ("output_tokens_per_s_per_kw", "tok/s/kW", True),
+    ("j_per_output_token", "J/tok", True),
+    ("avg_power_w", "W", True),
+    ("ttft_p99_ms", "TTFT p99 ms", False),
+    ("tpot_p50_ms", "TPOT p50 ms", False),
+    ("goodput_per_kw", "goodput tok/s/kW", True),
+    ("goodput_fraction", "met SLO", False),
+]
+
+
+@dataclass(frozen=True)
+class TrialCell:
+    name: str  # display name
+    mean: str
+    ci: str  # "980–1,020"
+    n: int | None
+
+
+def trials_n(level: LevelResult) -> int | None:
+    block = level.extra.get("trials")
+    if isinstance(block, dict) and isinstance(block.get("n"), int):
+        return block["n"]
+    return None
+
+
+def trial_cells(level: LevelResult) -> list[TrialCell]:
+    """Mean and 95% CI of each headline figure over the level's trials (empty without trials)."""
+    from wattbench.analysis.figures import trial_ci
+
+    if trials_n(level) is None:
+        return []
+    hb = F.headline_boundary(level)
+    b = hb[0] if hb else None
+    out = []
+    for name, title, at_boundary in TRIAL_FIGURES:
+        ci = trial_ci(level, name, b if at_boundary else None)
+        if ci is None:
+            continue
+        if name == "goodput_fraction":
+            mean, ci_txt = F.fmt_fraction_pct(ci.mean), f"{F.fmt_fraction_pct(ci.low)}–{F.fmt_fraction_pct(ci.high)}"
+        else:
+            mean, ci_txt = F.fmt(ci.mean), f"{F.fmt(ci.low)}–{F.fmt(ci.high)}"
+        out.append(TrialCell(title, mean, ci_txt, ci.n))
+    return out
+
+
+def any_trials(result: Result) -> bool:
+    return any(trials_n(lv) for lv in result.levels)
+
+
+def _n_text(result: Result) -> str:
+    n = {trials_n(lv) for lv in result.levels} - {None}
+    return f"{n.pop()} trials" if len(n) == 1 else "trials"
+
+
+def last_trial_title(result: Result) -> str | None:
+    """Above the level table of a run with trials: its figures are the last trial's."""
+    return f"last of {_n_text(result)} (means and 95% CIs below)" if any_trials(result) else None
+
+
+def trials_title(result: Result) -> str:
+    return f"mean and 95% CI over {_n_text(result)}"
+
+
+# ---------------------------------------------------------------- --optimize / --sweep auto
+
+
+def _level_by_value(result: Result, value: Any) -> str:
+    for lv in result.levels:
+        if F.level_target_value(lv) == value:
+            return short_label(lv)
+    mode = result.levels[0].load.mode if result.levels else "concurrency"
+    return f"r={value:g}/s" if mode == "rate" else f"c={value:g}"
+
+
+def search_lines(result: Result) -> list[str]:
+    """What ``--optimize`` chose and why, or where ``--sweep auto`` stopped and why."""
+    out = []
+    opt = result.extra.get("optimize")
+    if isinstance(opt, dict):
+        objective = opt.get("objective", "objective")
+        measured = opt.get("measured_values") or []
+        tried = ", ".join(_level_by_value(result, v) for v in measured)
+        size = opt.get("ladder_size")
+        of = f" of {size}" if size else ""
+        if opt.get("best_value") is None:
+            out.append(f"optimize {objective}: no level chosen — {opt.get('reason', 'no reason recorded')} "
+                       f"(measured {len(measured)}{of}: {tried})")
+        else:
+            best = _level_by_value(result, opt["best_value"])
+            score = None
+            for v, s in zip(measured, opt.get("scores") or []):
+                if v == opt["best_value"]:
+                    score = s
+            slo = slo_text(result)
+            why = f"highest {objective} ({F.fmt(score)})" + (f" meeting {slo}" if slo else "")
+            out.append(f"optimize: chose {best} — {why}; {opt.get('reason', '')} (measured: {tried})")
+    sweep = result.extra.get("sweep")
+    if isinstance(sweep, dict):
+        measured = sweep.get("measured_values") or []
+        last = _level_by_value(result, measured[-1]) if measured else F.MISSING
+        knee = sweep.get("knee_value")
+        knee_txt = f"; knee at {_level_by_value(result, knee)}" if knee is not None else ""
+        out.append(f"sweep auto: stopped at {last} — {sweep.get('reason', 'no reason recorded')}{knee_txt}")
+    return out
+
+
+# ---------------------------------------------------------------- level tables
+
+
+@dataclass
+class Column:
+    """One column of a level table: a short header (lines joined by newlines) and one cell per level."""
+
+    header: str
+    cells: list[str]
+    justify: str = "right"
+    kind: str = ""  # how a renderer may colour it: verdict | slo | ci | label:<measured|declared|estimate>
+    styles: list[str] | None = None  # per-cell terminal style, when the column sets its own
+    max_width: int | None = None  # longer cells fold onto more lines (the level label only)
+
+    @property
+    def width(self) -> int:
+        w = max([len(x) for x in self.header.split("\n")] + [len(c) for c in self.cells])
+        return min(w, self.max_width) if self.max_width else w
+
+
+# Boundary names in table headers, where width is short (the full name is in the notes and docs).
+SHORT_BOUNDARY = {"accelerator": "accel", "accelerator_memory": "accel-mem"}
+
+
+def short_boundary(b: str) -> str:
+    return SHORT_BOUNDARY.get(b, b)
+
+
+def _boundary_label(result: Result, b: str) -> str:
+    labels = {lv.energy[b].label for lv in result.levels if b in lv.energy}
+    return "/".join(sorted(labels))
+
+
+def level_columns(result: Result) -> list[Column]:
+    """Every per-level figure of the summary, one figure per cell, in reading order: load and
+    latency, SLO and goodput (with ``--slo``), then power and efficiency per boundary."""
+    lvs = result.levels
+    cols = [
+        Column("verdict", [lv.validity.verdict for lv in lvs], "left", "verdict"),
+        Column("ok/fail", [f"{lv.requests.completed}/{lv.requests.failed}" for lv in lvs]),
+        Column("out\ntok/s", [F.fmt(lv.throughput.output_tokens_per_s) for lv in lvs]),
+        Column("TTFT\np50 ms", [F.fmt(lv.latency.ttft_ms.p50) for lv in lvs]),
+        Column("TTFT\np99 ms", [F.fmt(lv.latency.ttft_ms.p99) for lv in lvs]),
+        Column("TPOT\np50 ms", [F.fmt(lv.latency.tpot_ms.p50) for lv in lvs]),
+    ]
+    if has_goodput(result):
+        g = [goodput_cells(lv) for lv in lvs]
+        bs = {x.boundary for x in g if x.boundary}
+        where = f"\n{short_boundary(bs.pop())}" if len(bs) == 1 else ""
+        cols += [
+            Column("SLO", [x.slo for x in g], "left", "slo"),
+            Column("met\nSLO", [x.met_pct for x in g]),
+            Column("goodput\ntok/s", [x.goodput_tok_s for x in g]),
+            Column("goodput\ntok/s/kW" + where, [x.goodput_per_kw for x in g]),
+        ]
+    for b in F.result_boundaries(result):
+        label = _boundary_label(result, b)
+        sb = short_boundary(b)
+
+        def cells(attr: str, b: str = b) -> list[str]:
+            return [F.fmt(getattr(lv.energy[b], attr)) if b in lv.energy else F.MISSING for lv in lvs]
+
+        cols += [
+            Column(f"W\n{sb}\n{label}", cells("avg_power_w"), kind=f"label:{label}"),
+            Column(f"tok/s/kW\n{sb}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
+            Column(f"J/tok\n{sb}\n{label}", cells("j_per_output_token"), kind=f"label:{label}"),
+        ]
+    return cols
+
+
+def trial_columns(result: Result) -> list[Column]:
+    """Mean and 95% CI of each headline figure over trials: two columns per figure."""
+    lvs = result.levels
+    per_level = [{c.name: c for c in trial_cells(lv)} for lv in lvs]
+    names = [t for _, t, _ in TRIAL_FIGURES if any(t in d for d in per_level)]
+    cols = [Column("trials", [str(trials_n(lv) or F.MISSING) for lv in lvs])]
+    for name in names:
+        head = name.replace(" ", "\n", 1) if len(name) > 8 else name
+        cols.append(Column(f"{head}\nmean", [(d[name].mean if name in d else F.MISSING) for d in per_level]))
+        cols.append(Column("95% CI", [d[name].ci if name in d else F.MISSING for d in per_level], kind="ci"))
+    return cols
