@@ -87,8 +87,10 @@ def test_sglang_and_llamacpp_plans(model_dir, tmp_path):
     p = lc.plan(str(gguf), "cuda", ["-np", "4"], "127.0.0.1", 9, tmp_path)
     assert p.argv[:3] == ["/x/llama-server", "-m", str(gguf.resolve())]
     assert "--metrics" in p.argv and p.info["n_gpu_layers"] == "999" and p.info["parallel"] == "4"
+    with pytest.raises(UserError, match="GGUF files only and preset 'qwen-7b' is not a Llama"):
+        lc.plan("qwen-7b", "cpu", [], "127.0.0.1", 9, tmp_path)
     with pytest.raises(UserError, match="GGUF"):
-        lc.plan("tiny", "cpu", [], "127.0.0.1", 9, tmp_path)
+        lc.plan(None, "cpu", [], "127.0.0.1", 9, tmp_path)
     with pytest.raises(EngineError, match="llama.cpp server not found"):
         LlamaCpp(binary="/nonexistent/llama-server").check_installed()
 
@@ -105,3 +107,20 @@ def test_select_helpers():
 def test_unknown_engine():
     with pytest.raises(UserError, match="unknown engine 'tgi'"):
         get_engine("tgi")
+
+
+def test_llamacpp_serves_a_llama_preset_as_gguf_with_its_tokenizer(tmp_path, monkeypatch):
+    import wattbench.engines.gguf_export as gx
+
+    gguf = tmp_path / "tiny-v1.f16.gguf"
+    gguf.write_bytes(b"GGUF")
+    (tmp_path / "tiny-v1").mkdir()
+    monkeypatch.setattr(gx, "ensure_gguf", lambda name, cache_dir=None: gguf)
+    lc = LlamaCpp(binary="/x/llama-server")
+    p = lc.plan("tiny", "cpu", ["-np", "2"], "127.0.0.1", 9, tmp_path)
+    assert p.argv[:3] == ["/x/llama-server", "-m", str(gguf.resolve())]
+    assert p.argv[-4:] == ["-a", "tiny", "-np", "2"] and p.served_model == "tiny"
+    assert p.tokenizer_source() == str(tmp_path / "tiny-v1")  # exact prompt lengths from the preset's tokenizer
+    assert lc.plan("tiny", "cpu", ["--alias", "m"], "127.0.0.1", 9, tmp_path).served_model == "m"
+    # a bare .gguf: no local tokenizer the client could load (not the .gguf path itself)
+    assert lc.plan(str(gguf), "cpu", [], "127.0.0.1", 9, tmp_path).tokenizer_source() is None
