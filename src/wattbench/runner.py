@@ -397,6 +397,8 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     state.carbon = parse_carbon_intensity(cfg.carbon_intensity)  # a bad file fails here too
     if cfg.optimize and cfg.optimize not in OBJECTIVES:
         raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
+    if cfg.ray and cfg.rate and cfg.max_concurrency is not None:
+        raise UserError("--rate with --max-concurrency is not supported with --ray yet: drop one of them")
     if cfg.sweep not in (None, "auto"):
         raise UserError(f"--sweep {cfg.sweep!r}: the only sweep is 'auto' (give levels with --concurrency/--rate)")
 

@@ -18,6 +18,10 @@ without a fault that ended normally with usage and ``[DONE]`` written, and how l
 error. ``GET /stats/reset`` returns and clears them. ``GET /stats/requests`` maps the first word of each
 completed request's prompt to (request read, first token written, last token written) in
 ``perf_counter_ns`` — CLOCK_MONOTONIC, the same clock as the client's — for per-request truth.
+A request that carries an ``X-Request-ID`` header (as ``vllm bench serve`` and AIPerf send) is
+keyed by that header instead. With ``--log-writes``, ``GET /stats/writes`` maps the same keys (a
+repeated key gets a ``#N`` suffix) to ``[request read, write of token 0, write of token 1, ...]``
+(every token write, for per-gap ITL truth against clients that report every inter-token gap).
 ``GET /stats/last`` is the last completion request as received (``headers``, lower-cased names,
 and the JSON ``body``). ``GET /stats/emissions`` is the emission log: ``{"tokens_per_chunk": k, "emit_ns": [...]}``, the
 ``perf_counter_ns`` at which every content chunk (k tokens) was written since the last reset, of
@@ -64,6 +68,7 @@ class Script:
         # first prompt word -> (request read, first token written, last token written), ns on
         # perf_counter_ns (CLOCK_MONOTONIC, the client's clock too): per-request ground truth.
         self.per_request: dict[str, tuple[int, int, int]] = {}
+        self.writes: dict[str, list[int]] = {}  # --log-writes: key -> [recv, write 0, write 1, ...]
         self.emit_ns: list[int] = []  # every content chunk written (the emission log)
         self.ttft_s = a.ttft_ms / 1e3
         self.itl_s = a.itl_ms / 1e3
@@ -159,6 +164,7 @@ class Script:
         }
         if reset:
             self.per_request = {}
+            self.writes = {}
             self.emit_ns = []
             active = s["active"]
             self.stats = self._new_stats()
@@ -170,7 +176,7 @@ class Stream:
     """One streaming response, driven by loop timers on absolute deadlines."""
 
     __slots__ = ("proto", "script", "api", "n", "k", "t0", "fault", "prompt_tokens", "handle", "cut_at",
-                 "recv_ns", "first_ns", "tag")
+                 "recv_ns", "first_ns", "tag", "writes")
 
     def __init__(self, proto, script: Script, api: str, n: int, prompt_tokens: int, fault, tag: str = ""):
         self.tag = tag
@@ -185,6 +191,7 @@ class Stream:
         self.t0 = time.monotonic()
         self.recv_ns = proto.recv_ns
         self.first_ns = 0
+        self.writes = [proto.recv_ns] if script.a.log_writes else None
         proto.transport.write(script.head % proto.recv_ns)
         self.handle = True  # pending in the script's heap (or its queue)
         cap = script.a.max_concurrent
@@ -239,6 +246,8 @@ class Stream:
                 return
         write_ns = time.perf_counter_ns()  # before the write: the client may read it at once
         w(sc.content[self.api])
+        if self.writes is not None:
+            self.writes.append(write_ns)
         if len(sc.emit_ns) < 5_000_000:
             sc.emit_ns.append(write_ns)
         if self.k == 0:
@@ -254,6 +263,9 @@ class Stream:
                 st["itl_gaps"] += self.n - 1
             if self.tag and len(sc.per_request) < 200_000:
                 sc.per_request[self.tag] = (self.recv_ns, self.first_ns, last_ns)
+                if self.writes is not None:  # a repeated key (same first word) gets a suffix: one entry each
+                    key = self.tag if self.tag not in sc.writes else f"{self.tag}#{len(sc.writes)}"
+                    sc.writes[key] = self.writes
             tail = sc.finish[self.api]
             if not sc.a.no_usage:
                 comp = self.n * sc.a.tokens_per_chunk
@@ -360,12 +372,18 @@ class Proto(asyncio.Protocol):
                     {"id": m, "object": "model", "owned_by": "fake"} for m in sc.models]
                 self.respond(200, json.dumps({"object": "list", "data": data}).encode())
             return
+        if method == "GET" and path == "/health":  # as vLLM answers (GuideLLM probes it)
+            self.respond(200, b"{}")
+            return
         if method == "GET" and path == "/stats/emissions":
             body = json.dumps({"tokens_per_chunk": sc.a.tokens_per_chunk, "emit_ns": sc.emit_ns}).encode()
             self.respond(200, body)
             return
         if method == "GET" and path == "/stats/requests":
             self.respond(200, json.dumps(sc.per_request).encode())
+            return
+        if method == "GET" and path == "/stats/writes":
+            self.respond(200, json.dumps(sc.writes).encode())
             return
         if method == "GET" and path == "/stats/last":  # the last completion request: headers and body
             self.respond(200, json.dumps(sc.last_request).encode())
@@ -412,7 +430,8 @@ class Proto(asyncio.Protocol):
             else:
                 text = str(req.get("prompt", ""))
             words = text.split()
-            self.stream = Stream(self, sc, api, n, len(words), fault, words[0] if words else "")
+            tag = self._headers.get("x-request-id") or (words[0] if words else "")
+            self.stream = Stream(self, sc, api, n, len(words), fault, tag)
             return
         self.respond(404, b'{"error": {"message": "not found"}}')
 
@@ -445,6 +464,8 @@ def main(argv=None) -> int:
     p.add_argument("--malformed-rate", type=float, default=0.0)
     p.add_argument("--error-event-rate", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-writes", action="store_true",
+                   help="keep every token write time per request (GET /stats/writes)")
     p.add_argument("--loop", choices=["asyncio", "uvloop"], default="uvloop")
     a = p.parse_args(argv)
 

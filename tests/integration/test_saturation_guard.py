@@ -14,6 +14,7 @@ import pytest
 
 from tests.fakes.reliability_procs import server
 from wattbench.config import RunConfig
+from wattbench.load.level import SAT_LOOP_LAG_MIN_PROBES, SAT_LOOP_LAG_MS
 from wattbench.load.saturation import EFFICIENCY_FIELDS, saturated_figures, saturation_kinds
 from wattbench.report.format import SATURATION_MARK, headline
 from wattbench.results.schema import LevelResult, LoadStats, Stats
@@ -74,6 +75,14 @@ def test_control_level_is_not_flagged(tmp_path):
     with server("--ttft-ms", "2", "--itl-ms", "1") as s:
         res = _run(s.base, tmp_path / "run", rate=10.0, n=15)  # lag limit 10 ms: robust on a busy host
     lv = res.levels[0]
+    # Whether the event loop was delayed depends on the host (other processes holding the CPUs),
+    # not on this client. When it was, the guard must say so (loop_lag) and the figures are
+    # rightly marked; a control level on such a host proves nothing more (the scripted-signal
+    # tests in tests/unit/load/test_saturation_mark.py cover that case without a host).
+    lag = lv.load.client_loop_lag_ms
+    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 > SAT_LOOP_LAG_MS:
+        assert "loop_lag" in lv.extra["saturation_kinds"] and headline(lv).startswith(SATURATION_MARK)
+        return
     assert not lv.load.saturated, lv.load.saturation_reasons
     assert "saturated_figures" not in lv.extra
     assert not headline(lv).startswith(SATURATION_MARK)

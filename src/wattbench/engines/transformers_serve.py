@@ -7,6 +7,7 @@ the user passed their own ``--cb-*`` values, it adds the settings measured faste
 (docs/engines.md): ``--cb-use-cuda-graph --cb-max-batch-tokens 8192 --cb-max-memory-percent 0.5``.
 On CPU it bounds the paged cache instead (``CPU_BOUNDED_ARGS``): by default transformers sizes it
 from total RAM, and the server was OOM-killed on a shared machine.
+``WATTBENCH_TUNED_DEFAULTS=0`` (set by ``wattbench tune``) leaves the engine's own defaults.
 
 The server rejects request fields it does not know (``ignore_eos`` gives HTTP 422), so output
 lengths are forced by the preset's generation config (no reachable end token), not per request.
@@ -82,7 +83,8 @@ class TransformersServe(Engine):
         self._preset = preset
         args = list(engine_args)
         tuned = False
-        if device.startswith("cuda") and not any(has_flag(args, f) for f in _CB_FLAGS):
+        own_defaults = os.environ.get("WATTBENCH_TUNED_DEFAULTS", "1") != "0"  # `tune` turns them off
+        if own_defaults and device.startswith("cuda") and not any(has_flag(args, f) for f in _CB_FLAGS):
             args = CUDA_TUNED_ARGS + args
             tuned = True
         elif device == "cpu" and not any(has_flag(args, f) for f in _CB_FLAGS):

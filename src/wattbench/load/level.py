@@ -87,6 +87,7 @@ START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
 
 LOOP_PROBE_S = 0.01  # the loop-lag probe's period
 SAT_LOOP_LAG_MS = 2.0  # loop-lag p99 above this: arrival stamps may be late by that much
+SAT_LOOP_LAG_MIN_PROBES = 20  # fewer loop-lag probes than this: no p99 to judge by
 SAT_CPU_PCT = 90.0
 SAT_RATE_FRACTION = 0.95
 SAT_LAG_FLOOR_MS = 5.0
@@ -1139,7 +1140,7 @@ def _assemble(spec: LevelSpec, results: list[_WorkerResult], t0_ns: int, target_
                 f"achieved rate {load.achieved_rate_rps:.2f}/s < 95% of target {target_rate:.2f}/s"
             )
     lag = load.client_loop_lag_ms
-    if lag.count >= 20 and lag.p99 > SAT_LOOP_LAG_MS:
+    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 > SAT_LOOP_LAG_MS:
         reasons.append(
             f"client event loop lag p99 {lag.p99:.1f} ms > {SAT_LOOP_LAG_MS:.0f} ms "
             "(arrival timestamps may be late by that much: the client waits for a CPU or is busy)"

@@ -2,10 +2,13 @@
 
 ``load/level.py`` decides *whether* the client was the bottleneck (``LoadStats.saturated`` with
 reasons: send-lag p99 above ``max(5 ms, 10% of the mean inter-arrival)``, achieved rate below 95%
-of the target, a worker above 90% of a core) and accounting turns that into a ``warn``. This
-module says *which figures* it biases, so reports can mark them:
+of the target, a worker above 90% of a core, the event loop's lag p99 above 2 ms) and accounting
+turns that into a ``warn``. This module says *which figures* it biases, so reports can mark them:
 
 - a busy client (CPU) stamps arrivals late and may cap the request rate: latency and throughput;
+- a client whose event loop waited (``loop_lag``: its own work, or other processes holding the
+  CPUs, as on a shared host) stamps arrivals late by up to that lag even at low CPU: latency
+  first (TTFT most: ITL mostly telescopes), throughput through the request end times;
 - an open loop that fell behind (rate, send lag) offered less load than its label says: every
   load-dependent figure describes a lighter load than the one named.
 
@@ -15,7 +18,7 @@ unmarked: they are measured correctly, for whatever load was offered.
 
 ``mark_saturated(level)`` writes ``level.extra["saturated_figures"]`` (dotted paths into the
 level, ``*`` for "every key") and ``level.extra["saturation_kinds"]`` (``cpu``, ``rate``,
-``send_lag``); nothing when the level was not saturated.
+``send_lag``, ``loop_lag``); nothing when the level was not saturated.
 """
 
 from __future__ import annotations
@@ -30,7 +33,14 @@ EFFICIENCY_FIELDS = ("output_tokens_per_s_per_kw", "j_per_output_token", "j_per_
 
 def saturation_kinds(load: LoadStats) -> list[str]:
     """Which of the saturation guard's tests fired (the thresholds are level.py's)."""
-    from wattbench.load.level import SAT_CPU_PCT, SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION, SAT_RATE_FRACTION
+    from wattbench.load.level import (
+        SAT_CPU_PCT,
+        SAT_LAG_FLOOR_MS,
+        SAT_LAG_FRACTION,
+        SAT_LOOP_LAG_MIN_PROBES,
+        SAT_LOOP_LAG_MS,
+        SAT_RATE_FRACTION,
+    )
 
     if not load.saturated:
         return []
@@ -44,6 +54,9 @@ def saturation_kinds(load: LoadStats) -> list[str]:
     if target and load.send_lag_ms.count and load.send_lag_ms.p99 is not None \
             and load.send_lag_ms.p99 > max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target):
         kinds.append("send_lag")
+    lag = load.client_loop_lag_ms
+    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 is not None and lag.p99 > SAT_LOOP_LAG_MS:
+        kinds.append("loop_lag")
     return kinds or ["unspecified"]
 
 

@@ -36,7 +36,7 @@ def headline_lines(result: Result) -> list[Text]:
     return lines
 
 
-COLUMN_GAP = 3  # cell padding (one space each side) and the divider between columns
+COLUMN_GAP = 2  # one space of left padding and the (blank) divider between columns
 
 
 def pack(key: Column, cols: list[Column], width: int) -> list[list[Column]]:
@@ -71,7 +71,7 @@ def _text(c: Column, i: int) -> Text:
 
 def _table(key: Column, cols: list[Column], title: str | None) -> Table:
     table = Table(title=Text(title) if title else None, title_justify="left", box=box.SIMPLE_HEAD,
-                  header_style="bold", show_edge=False, pad_edge=False)
+                  header_style="bold", show_edge=False, pad_edge=False, padding=(0, 0, 0, 1))
     for c in [key, *cols]:
         table.add_column(Text(c.header), justify=c.justify, no_wrap=c.max_width is None,
                          max_width=c.max_width, overflow="fold")
@@ -90,10 +90,10 @@ def level_tables(result: Result, width: int) -> list[Table]:
         return []
     key = Column("level", [S.short_label(lv) for lv in result.levels], "left", max_width=LEVEL_LABEL_WIDTH,
                  styles=[VERDICT_STYLE.get(lv.validity.verdict, "") for lv in result.levels])
-    out = [_table(key, g, None) for g in pack(key, level_columns(result), width)]
+    first = S.last_trial_title(result)
+    out = [_table(key, g, first if i == 0 else None) for i, g in enumerate(pack(key, level_columns(result), width))]
     if S.any_trials(result):
-        n = {S.trials_n(lv) for lv in result.levels} - {None}
-        title = f"mean and 95% CI over {n.pop()} trials" if len(n) == 1 else "mean and 95% CI over trials"
+        title = S.trials_title(result)
         groups = pack(key, trial_columns(result), width)
         out += [_table(key, g, title if i == 0 else None) for i, g in enumerate(groups)]
     return out
