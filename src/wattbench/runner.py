@@ -405,7 +405,7 @@ def _finish(state: _RunState, status: str, detail: str | None) -> None:
 
 def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     from wattbench.load.types import TargetSpec
-    from wattbench.server.detect import detect_server
+    from wattbench.server.detect import detect_server, reuses_connections
     from wattbench.server.openai import check_target, normalize_base_url
     from wattbench.server.redact import combine_credentials
 
@@ -452,8 +452,8 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         base_url = normalize_base_url(handle.base_url)
         launched_info = handle.server_info
         launched_model = handle.model
-        if tokenizer_path is None and handle.plan.model_path:
-            tokenizer_path = handle.plan.model_path  # the served model's own tokenizer: exact lengths
+        if tokenizer_path is None:
+            tokenizer_path = handle.plan.tokenizer_source()  # the served model's own tokenizer: exact lengths
 
     model, models = asyncio.run(check_target(base_url, api_key, cfg.model, launched_model=launched_model))
     if launched_model is not None and model not in models:
@@ -498,6 +498,9 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     # Force output lengths only on servers that accept the fields (strict servers reject them).
     target.extra_body = dict(server.extra_body)
     target.send_min_tokens = bool(server.supports_ignore_eos)
+    target.keepalive = reuses_connections(server.engine)
+    for t, si in zip(targets[1:], extra_servers):
+        t.keepalive = reuses_connections(si.engine)
     server.output_length_forced = bool(target.extra_body)
     for t in targets:  # the user's request fields (--extra-body, --temperature, --top-p) and --header
         t.extra_body.update(cfg.request_fields())

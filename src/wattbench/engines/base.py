@@ -51,6 +51,16 @@ class LaunchPlan:
     served_model: str | None = None  # the name the server will list, when the engine lets us set it
     health_paths: tuple[str, ...] = ("/health", "/v1/models")
     info: dict[str, Any] = field(default_factory=dict)  # effective config known before start
+    # a local Hugging Face tokenizer of the served model (a directory or tokenizer.json), when it is
+    # not model_path itself (llama.cpp serves a .gguf; a preset's tokenizer lives in its directory)
+    tokenizer: str | None = None
+
+    def tokenizer_source(self) -> str | None:
+        """Where the client loads the served model's tokenizer from (exact prompt lengths); None
+        when there is no local one (a .gguf alone): the client asks the server or approximates."""
+        if self.tokenizer is not None:
+            return self.tokenizer or None
+        return self.model_path or None
 
 
 class Engine(ABC):

@@ -21,6 +21,7 @@ class TargetSpec:
     stall_timeout_s: float = 120.0
     keep_output_text: bool = False
     send_min_tokens: bool = False  # the server accepts min_tokens (vLLM, SGLang); strict servers reject it
+    keepalive: bool = True  # reuse connections; False: one per request (server.detect.reuses_connections)
     headers: dict = field(default_factory=dict)  # --header K:V, sent with every request (memory only)
 
     def __repr__(self) -> str:  # never show the key

