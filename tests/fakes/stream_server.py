@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import heapq
 from collections import deque
 import json
@@ -406,10 +407,16 @@ class Proto(asyncio.Protocol):
             if sc.a.hide_models and req.get("model") not in sc.models:  # served, though never listed
                 self.respond(404, json.dumps({"error": {"message": f"model {req.get('model')!r} not found"}}).encode())
                 return
-            if sc.a.expect_key and self._auth != f"Bearer {sc.a.expect_key}":
+            want = f"Bearer {sc.a.expect_key}" if sc.a.expect_key else None
+            if sc.a.expect_basic:
+                want = "Basic " + base64.b64encode(sc.a.expect_basic.encode()).decode()
+            if want and self._auth != want:
                 msg = "bad key"
                 if sc.a.echo_key:  # as OpenAI does: "Incorrect API key provided: sk-..."
-                    msg = f"Incorrect API key provided: {(self._auth or '').removeprefix('Bearer ')}"
+                    got = (self._auth or "").removeprefix("Bearer ")
+                    if got.startswith("Basic "):  # decoded, as a proxy's error page might show it
+                        got = base64.b64decode(got[6:]).decode(errors="replace")
+                    msg = f"Incorrect API key provided: {got}"
                 self.respond(401, json.dumps({"error": {"message": msg}}).encode())
                 return
             if sc.a.die_after_requests and sc.stats["requests"] >= sc.a.die_after_requests:
@@ -460,6 +467,8 @@ def main(argv=None) -> int:
     p.add_argument("--expect-key", default=None, help="require this bearer key on completions")
     p.add_argument("--die-after-requests", type=int, default=0,
                    help="on the request after N: print 'STATS {json}' on stdout and exit at once (a killed server)")
+    p.add_argument("--expect-basic", default=None,
+                   help="require HTTP basic auth USER:PASSWORD on completions (credentials in a URL)")
     p.add_argument("--close-after-stream", action="store_true",
                    help="close the connection after each completed stream (advertising keep-alive), as llama.cpp does")
     p.add_argument("--echo-key", action="store_true", help="a 401 body quotes the key it got (as OpenAI does)")

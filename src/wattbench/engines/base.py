@@ -12,6 +12,8 @@ parent does not leave it behind.
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import atexit
 from abc import ABC, abstractmethod
 import json
@@ -157,7 +159,7 @@ def has_flag(args: list[str], *names: str) -> bool:
 
 
 def http_get(url: str, timeout_s: float = 2.0, api_key: str | None = None) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+    req = urllib.request.Request(url, headers={"Authorization": authorization(api_key)} if api_key else {})
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as r:  # noqa: S310 (loopback only)
             return r.status, r.read()

@@ -115,9 +115,9 @@ async def _on_chunk_sent(session, ctx, params) -> None:
 
 
 def _scrub(text: str, secret: str | None) -> str:
-    if secret and secret in text:
-        text = text.replace(secret, "***")
-    return text
+    from wattbench.server.redact import redact_text
+
+    return redact_text(text, [secret]) or text
 
 
 class StreamClient:

@@ -5,6 +5,9 @@ The orchestrator runs the levels; these functions only decide which level to run
 figures: a ``LevelResult.model_dump()``-shaped dict, or any dict with the keys asked for (dotted
 paths such as ``throughput.output_tokens_per_s`` are looked up in nested dicts). A level whose
 figures carry ``"oversaturated": True`` (see :func:`is_oversaturated`) counts as past the knee.
+A level whose figures carry ``"failed": "<reason>"`` (no measured request completed) is a
+*failed* level, not a missing one: the sweep stops there (the knee is the level before) and the
+search scores it −∞ like an SLO-breaking level (past the peak); both list it in ``failed``.
 
 ``auto_sweep`` — doubling: measure ``start, 2·start, 4·start, …`` until a doubling raises
 throughput by less than ``min_gain`` (default 10%), the level over-saturates, or ``max_value`` is
@@ -99,12 +102,18 @@ class SearchResult:
     knee_value: float | None = None
 
     @property
+    def failed(self) -> list[dict]:
+        """The measured levels that failed (no measured request completed), with the reason."""
+        return [{"value": v, "reason": f["failed"]} for v, f in self.measured if f.get("failed")]
+
+    @property
     def n_measured(self) -> int:
         return len(self.measured)
 
     def to_dict(self, objective: str | None = None) -> dict:
         d = {"best_value": self.best_value, "knee_value": self.knee_value, "reason": self.reason,
-             "measured_values": [v for v, _ in self.measured], "n_measured": self.n_measured}
+             "measured_values": [v for v, _ in self.measured], "n_measured": self.n_measured,
+             "failed": self.failed}
         if objective:
             d["objective"] = objective
             d["scores"] = [get_path(f, objective) for _, f in self.measured]
@@ -127,6 +136,10 @@ def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_g
         fig = measure(v)
         measured.append((v, fig))
         tp = get_path(fig, metric)
+        if fig.get("failed"):
+            reason = f"level {v:g} failed: {fig['failed']}"
+            knee = measured[-2][0] if len(measured) > 1 else None
+            break
         if fig.get("oversaturated"):
             reason = f"level {v} over-saturated (queue growing without bound)"
             knee = measured[-2][0] if len(measured) > 1 else v
@@ -143,7 +156,10 @@ def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_g
             knee = v
             break
         v = min(v * factor, max_value)
-    best_v, best_f = max(measured, key=lambda m: get_path(m[1], metric) or -math.inf)
+    ok = [m for m in measured if not m[1].get("failed")]
+    if not ok:
+        return SearchResult(None, None, measured, reason=reason, knee_value=None)
+    best_v, best_f = max(ok, key=lambda m: get_path(m[1], metric) or -math.inf)
     return SearchResult(best_value=best_v, best_figures=best_f, measured=measured, reason=reason, knee_value=knee)
 
 
@@ -194,7 +210,7 @@ def optimize(measure: Measure, candidates: Sequence[float], objective: str | Cal
         fig = measure(v)
         measured.append((v, fig))
         s = obj(fig)
-        ok = s is not None and math.isfinite(s) and not fig.get("oversaturated")
+        ok = s is not None and math.isfinite(s) and not fig.get("oversaturated") and not fig.get("failed")
         if ok and slos:
             ok = figures_meet(fig, slos)
         by_value[v] = float(s) if ok else -math.inf
@@ -235,8 +251,11 @@ def optimize(measure: Measure, candidates: Sequence[float], objective: str | Cal
                     _bisect_boundary(score_v, best, above[0], tolerance, integer, lambda: len(measured) < budget)
     feasible = [(s, v) for v, s in by_value.items() if s > -math.inf]
     if not feasible:
-        return SearchResult(None, None, measured, reason="no measured level meets the SLOs"
-                            if slos else "no measured level produced the objective")
+        failed = [f"{v:g}" for v, f in measured if f.get("failed")]
+        why = "no measured level meets the SLOs" if slos else "no measured level produced the objective"
+        if failed:
+            why += f" (failed levels: {', '.join(failed)})"
+        return SearchResult(None, None, measured, reason=why)
     best_s, best_v = max(feasible, key=lambda t: (t[0], -t[1]))
     best_fig = next(f for v, f in measured if v == best_v)
     off = sum(1 for v, _ in measured if v not in set(cands))

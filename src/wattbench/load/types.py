@@ -70,3 +70,5 @@ class LevelOutcome:
     steady_end_ns: int | None
     load: LoadStats
     stopped_early: str | None = None
+    # the target stopped answering mid-level (load/liveness.py): which, when, and a one-line text
+    target_down: dict | None = None

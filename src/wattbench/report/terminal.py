@@ -125,7 +125,8 @@ def summary_table(result: Result, width: int = 160) -> Group:
 def validity_lines(result: Result) -> list[Text]:
     """The run's verdict, then every reason, warning and sensor problem, each once."""
     v = result.validity
-    out = [Text.assemble(("verdict: ", "bold"), (v.verdict, VERDICT_STYLE.get(v.verdict, "")))]
+    out = [Text.assemble(("verdict: ", "bold"), (v.verdict, VERDICT_STYLE.get(v.verdict, "")),
+                         (" · energy: unavailable" if v.energy == "unavailable" else "", "yellow"))]
     for note in S.run_notes(result):
         out.append(Text(f"  - {note}"))
     return out

@@ -20,6 +20,8 @@ vLLM does not expose it, so it is recorded as unknown unless wattbench launched 
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import asyncio
 import json
 from typing import Any
@@ -96,7 +98,7 @@ async def detect_server(base_url_v1: str, api_key: str | None = None) -> ServerI
     import aiohttp
 
     root = root_of(base_url_v1)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = {"Authorization": authorization(api_key)} if api_key else {}
     async with aiohttp.ClientSession(headers=headers) as s:
         paths = ("/v1/models", "/version", "/get_server_info", "/info", "/props", "/health", "/metrics")
         results = await asyncio.gather(*[_get(s, root + p) for p in paths])

@@ -27,6 +27,8 @@ and the reason; that is not an error.
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import json
 import threading
 import urllib.error
@@ -288,7 +290,7 @@ class MetricsScraper:
         self.url = metrics_url(url)
         self.interval_s = float(interval_s)
         self.timeout_s = timeout_s if timeout_s is not None else max(2.0, self.interval_s)
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = {"Authorization": authorization(api_key)} if api_key else {}
         self.timeline = ServerTimeline(url=self.url, engine=engine, interval_s=self.interval_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -8,6 +8,8 @@ message, an exception text or a repr.
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import asyncio
 from urllib.parse import urlsplit, urlunsplit
 
@@ -69,7 +71,7 @@ def auth_headers(api_key: str | None, extra: dict[str, str] | None = None) -> di
     ``--header`` values (which win, so a gateway's own auth header can replace the bearer)."""
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+        headers["Authorization"] = authorization(api_key)
     if extra:
         headers.update(extra)
     return headers
