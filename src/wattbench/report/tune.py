@@ -21,6 +21,7 @@ COLUMN_HEADERS = (("#", "trial"), ("configuration", "configuration"), ("status",
                   ("W", "power W"), ("verdict", "verdict"))
 COLUMNS = tuple(h for _, h in COLUMN_HEADERS)
 LEFT = {"configuration", "status", "load", "verdict"}
+LATENCY_NAMES = {"ttft_p99_ms": "p99 TTFT", "tpot_p99_ms": "p99 TPOT"}
 CONFIG_WIDTH = 40  # a longer configuration folds onto more lines (at its spaces)
 
 
@@ -101,6 +102,7 @@ class TuneSummary:
         self.t = t
 
     def __rich_console__(self, console, options):
+        from rich.padding import Padding
         from rich.text import Text
 
         from wattbench.report.terminal import column_tables
@@ -113,12 +115,13 @@ class TuneSummary:
             yield tab
         yield Text("")
         if t.pareto and t.pareto.get("frontier"):
-            yield Text(f"Pareto front (goodput per kW vs {t.pareto['latency']}): trials "
+            latency = LATENCY_NAMES.get(t.pareto["latency"], t.pareto["latency"])
+            yield Text(f"Pareto front (goodput per kW vs {latency}): trials "
                        + ", ".join(str(i) for i in t.pareto["frontier"]))
         rec = t.recommended
         if rec:
             yield Text(f"recommended: trial {rec['trial']} — {rec['label']}", style="bold")
-            yield Text(f"  {rec['summary']}")
+            yield Padding(Text(rec["summary"]), (0, 0, 0, 2))
             yield Text("serve it:")
             for line in shell_lines(rec["serve_command"], options.max_width):
                 yield Text(line, no_wrap=True, overflow="fold")

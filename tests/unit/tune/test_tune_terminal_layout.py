@@ -77,7 +77,10 @@ def test_pareto_recommendation_and_serve_command(t, width):
     out = render(t, width)
     flat = " ".join(out.split())
     front = ", ".join(str(i) for i in t.pareto["frontier"])
-    assert f"Pareto front (goodput per kW vs ttft_p99_ms): trials {front}" in flat
+    assert t.pareto["latency"] == "ttft_p99_ms"
+    assert f"Pareto front (goodput per kW vs p99 TTFT): trials {front}" in flat
+    summary = out[out.index("recommended:"):out.index("serve it:")].splitlines()[1:]
+    assert all(line.startswith("  ") for line in summary)  # the gain's wrapped lines stay indented
     rec = t.recommended
     assert f"recommended: trial {rec['trial']} — {rec['label']} {rec['summary']}" in flat
     assert "note: the best two are within the measurement noise" in flat  # decision.separated is false
