@@ -378,5 +378,10 @@ def _summary(t: TuneResult, gain: float | None, has_base: bool) -> str:
     if gain is None:
         return "no gain quoted: the engine defaults " + ("did not score" if has_base else "were not measured")
     if t.objective == "j_per_output_token":
-        return f"{gain:+.0f}% output tokens per joule (lower {what}) vs the engine defaults{slo}"
-    return f"{gain:+.0f}% {what} vs the engine defaults{slo}"
+        return f"{_pct(gain)} output tokens per joule (lower {what}) vs the engine defaults{slo}"
+    return f"{_pct(gain)} {what} vs the engine defaults{slo}"
+
+
+def _pct(gain: float) -> str:
+    """``+30%``; a gain under 10% keeps one decimal (``+0.5%``), not rounded up to ``+1%``."""
+    return f"{gain:+.0f}%" if abs(gain) >= 10 else f"{gain:+.1f}%"
