@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from wattbench.tune.model import TuneResult
+from wattbench.results.tune import TuneResult
 
 COLUMNS = ("trial", "configuration", "status", "load", "score", "goodput tok/s", "tok/s/kW", "J/tok",
            "p99 TTFT ms", "p99 TPOT ms", "power W", "verdict")
