@@ -136,11 +136,11 @@ def rate_interval(target_rps: float, n: int, arrival: str | None,
     k = _gamma_shape(arrival)
     if k is None or n < 2 or not target_rps > 0:
         return None
-    from scipy.stats import gamma
+    from wattbench.metrics.trials import gamma_ppf  # no scipy at run time
 
     shape, scale = k * (n - 1), 1.0 / (k * target_rps)
-    lo_span, hi_span = gamma.ppf((1 - coverage) / 2, shape, scale=scale), gamma.ppf((1 + coverage) / 2, shape,
-                                                                                      scale=scale)
+    lo_span = gamma_ppf((1 - coverage) / 2, shape) * scale
+    hi_span = gamma_ppf((1 + coverage) / 2, shape) * scale
     return (n - 1) / hi_span, (n - 1) / lo_span
 
 

@@ -23,6 +23,10 @@ def short_label(level: LevelResult) -> str:
     ld = level.load
     if ld.mode == "concurrency" and ld.target_concurrency is not None:
         base, canon = f"c={ld.target_concurrency}", f"concurrency={ld.target_concurrency}"
+        from wattbench.accounting.level_findings import in_flight_finding
+
+        if in_flight_finding(level) is not None:  # far below its label: the achieved figure beside it
+            base += f" (got {ld.mean_in_flight:.1f})"
     elif ld.mode == "rate" and ld.target_rate_rps is not None:
         r = ld.target_rate_rps
         base = "r=inf" if r == float("inf") else f"r={r:g}/s"
