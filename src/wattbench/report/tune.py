@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 
-from wattbench.tune.model import TuneResult
+from wattbench.results.tune import TuneResult
 
 from wattbench.report import format as F
 from wattbench.report.summary import Column, load_label

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from wattbench.config import RunConfig
 from wattbench.errors import UserError
 from wattbench.tune import score as sc
-from wattbench.tune.model import OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
+from wattbench.results.tune import OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
 from wattbench.tune.space import Space, build_space, config_key, describe, engine_args, gpu_settings
 
 Progress = Callable[[str, dict], None]

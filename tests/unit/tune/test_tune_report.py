@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from wattbench.report import format as F
 from wattbench.report.tune import rows, tune_html
-from wattbench.tune.model import TrialRecord, TuneResult
+from wattbench.results.tune import TrialRecord, TuneResult
 from wattbench.tune.run import conclude
 
 
