@@ -35,7 +35,7 @@ def load_result(path: str | Path) -> Result:
     Uses ``wattbench.results.rundir.load_result`` where that module exists; otherwise reads and
     validates ``result.json`` directly.
     """
-    from wattbench.tune.model import is_tune_dir
+    from wattbench.results.tune import is_tune_dir
 
     if is_tune_dir(path):
         return _tuned_result(path)
@@ -57,7 +57,7 @@ def load_result(path: str | Path) -> Result:
 
 
 def _tuned_result(path: str | Path) -> Result:
-    from wattbench.tune.model import load_tune
+    from wattbench.results.tune import load_tune
 
     t = load_tune(path)
     rec = t.recommended

@@ -14,7 +14,7 @@ import asyncio
 from urllib.parse import urlsplit, urlunsplit
 
 from wattbench.errors import TargetError, UserError
-from wattbench.load.types import TargetSpec
+from wattbench.server.target import TargetSpec
 from wattbench.workload.base import RequestSpec
 
 __all__ = [
