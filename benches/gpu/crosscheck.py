@@ -36,6 +36,18 @@ def trapezoid(ts, vs, a, b):
     return sum((t2 - t1) / 1e9 * (v1 + v2) / 2 for (t1, v1), (t2, v2) in zip(pts, pts[1:]))
 
 
+def independent_j(nvml: dict, a: int, b: int) -> float | None:
+    """Summed counter energy over [a, b]; None when any GPU's log does not bracket an edge (an
+    uncovered edge is unknown energy, never 0 J)."""
+    total = 0.0
+    for g in nvml:
+        ea, eb = interp(*nvml[g], a), interp(*nvml[g], b)
+        if ea is None or eb is None:
+            return None
+        total += eb - ea
+    return total if nvml else None
+
+
 def main() -> None:
     run_dir, meter = Path(sys.argv[1]), Path(sys.argv[2])
     result = json.loads((run_dir / "result.json").read_text())
@@ -54,7 +66,7 @@ def main() -> None:
         if not w or not acc:
             continue
         a, b = w["start_ns"], w["end_ns"]
-        ind = sum((interp(*nvml[g], b) or 0) - (interp(*nvml[g], a) or 0) for g in nvml)
+        ind = independent_j(nvml, a, b)  # None: an edge the observer's counter did not bracket
         parts = [trapezoid(*smi[g], a, b) for g in smi]
         smi_j = None if (not parts or any(p is None for p in parts)) else sum(parts)  # None: 1 s poll did not bracket the window
         wb = acc["energy_j"]
@@ -64,15 +76,17 @@ def main() -> None:
                 "duration_s": w["duration_s"],
                 "wattbench_j": wb,
                 "independent_nvml_j": ind,
-                "diff_pct": 100 * (wb - ind) / ind if ind else None,
+                "diff_pct": 100 * (wb - ind) / ind if (ind and wb is not None) else None,
                 "nvidia_smi_1s_j": smi_j,
                 "smi_diff_pct": 100 * (smi_j - ind) / ind if (ind and smi_j is not None) else None,
             }
         )
     for r in rows:
+        ind_txt = (f"independent {r['independent_nvml_j']:10.1f} J  diff {r['diff_pct']:+.3f}%  "
+                   if r["independent_nvml_j"] is not None else "independent: window not bracketed by its log  ")
         print(
-            f"{r['level']:>18}  {r['duration_s']:7.1f} s  wattbench {r['wattbench_j']:10.1f} J  "
-            f"independent {r['independent_nvml_j']:10.1f} J  diff {r['diff_pct']:+.3f}%  "
+            f"{r['level']:>18}  {r['duration_s']:7.1f} s  wattbench "
+            + (f"{r['wattbench_j']:10.1f} J  " if r["wattbench_j"] is not None else "n/a  ") + ind_txt
             + (f"nvidia-smi 1s {r['nvidia_smi_1s_j']:10.1f} J ({r['smi_diff_pct']:+.2f}%)"
                if r["nvidia_smi_1s_j"] is not None else "nvidia-smi 1s: window not bracketed by its samples")
         )

@@ -4,10 +4,19 @@ Each ``OpsGPU`` holds the values the doctor reads (power limits in mW, persisten
 clock event reasons, temperature and its slowdown threshold, ECC mode and counts, remapped rows).
 ``unsupported`` names functions that raise NVMLError_NotSupported. Every call is recorded in
 ``calls`` so a test can assert that no ``Set`` function was ever called.
+
+For ``wattbench tune``'s GPU settings it also has the settable parts: the power limit constraints
+(``min_mw``/``max_mw``), the supported clocks, ``nvmlDeviceSetPowerManagementLimit`` (refused
+outside the constraints, as NVML does), ``nvmlDeviceSetGpuLockedClocks`` /
+``nvmlDeviceResetGpuLockedClocks``. With ``persist=PATH`` the settable state lives in a JSON file,
+as it lives on the device: a process killed mid-trial leaves it changed, and a fresh FakeNvml on
+the same PATH (another process) sees it.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 
 
@@ -36,6 +45,11 @@ class OpsGPU:
     volatile_unc: int = 0
     aggregate_unc: int = 0
     remapped: tuple = (0, 0, False, False)
+    min_mw: int = 100_000
+    max_mw: int = 700_000
+    mem_clocks: tuple = (3201, 1593)
+    graphics_clocks: tuple = (1980, 1785, 1590, 1395, 1200, 1005, 810, 615, 345)
+    locked_clocks: tuple | None = None  # (min, max) MHz while locked
 
 
 @dataclass
@@ -46,8 +60,56 @@ class FakeNvml:
     init_error: Exception | None = None
     unsupported: set = field(default_factory=set)
     calls: list = field(default_factory=list)
+    persist: str | None = None  # JSON file holding the settable state (survives the process)
 
     NVMLError = NVMLError
+    NVML_ERROR_INVALID_ARGUMENT = 2
+    NVML_ERROR_NO_PERMISSION = 4
+
+    def __post_init__(self):
+        if self.persist and os.path.exists(self.persist):
+            with open(self.persist) as f:
+                for g, st in zip(self.gpus, json.load(f)):
+                    g.enforced_mw = g.management_mw = st["power_mw"]
+                    g.locked_clocks = tuple(st["locked"]) if st["locked"] else None
+
+    def _save(self):
+        if self.persist:
+            with open(self.persist + ".tmp", "w") as f:
+                json.dump([{"power_mw": g.management_mw, "locked": g.locked_clocks} for g in self.gpus], f)
+            os.replace(self.persist + ".tmp", self.persist)
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, h):
+        self._c("nvmlDeviceGetPowerManagementLimitConstraints")
+        return (h.min_mw, h.max_mw)
+
+    def nvmlDeviceSetPowerManagementLimit(self, h, mw):
+        self._c("nvmlDeviceSetPowerManagementLimit")
+        if not h.min_mw <= mw <= h.max_mw:
+            raise NVMLError(self.NVML_ERROR_INVALID_ARGUMENT, "Invalid Argument")
+        h.management_mw = h.enforced_mw = int(mw)
+        self._save()
+
+    def nvmlDeviceGetSupportedMemoryClocks(self, h):
+        self._c("nvmlDeviceGetSupportedMemoryClocks")
+        return list(h.mem_clocks)
+
+    def nvmlDeviceGetSupportedGraphicsClocks(self, h, mem):
+        self._c("nvmlDeviceGetSupportedGraphicsClocks")
+        return list(h.graphics_clocks)
+
+    def nvmlDeviceSetGpuLockedClocks(self, h, lo, hi):
+        self._c("nvmlDeviceSetGpuLockedClocks")
+        h.locked_clocks = (int(lo), int(hi))
+        h.sm_clock = int(hi)
+        self._save()
+
+    def nvmlDeviceResetGpuLockedClocks(self, h):
+        self._c("nvmlDeviceResetGpuLockedClocks")
+        h.locked_clocks = None
+        h.sm_clock = h.max_sm_clock
+        self._save()
+
     NVML_ERROR_NOT_SUPPORTED = NOT_SUPPORTED
     NVML_FEATURE_ENABLED = 1
     NVML_CLOCK_SM = 1

@@ -9,7 +9,8 @@ a plain asyncio event loop, so a single process serves hundreds of concurrent st
 Faults, chosen per request by a seeded RNG: HTTP 500, HTTP 429 with ``Retry-After``, a stream
 dropped half-way (connection closed without the chunked terminator), a stall half-way (no more
 bytes, connection left open), a malformed JSON event half-way, an in-stream error object.
-``--die-after-requests N``: when request N+1 arrives the process prints ``STATS {json}`` and
+``--close-after-stream``: the connection is closed after each completed stream although the response
+said keep-alive (what llama.cpp's server does). ``--die-after-requests N``: when request N+1 arrives the process prints ``STATS {json}`` and
 exits at once (a killed server: connections reset, nothing closed cleanly).
 
 ``GET /stats`` returns what the server did (requests, tokens, ``streams_completed`` = streams
@@ -18,6 +19,10 @@ without a fault that ended normally with usage and ``[DONE]`` written, and how l
 error. ``GET /stats/reset`` returns and clears them. ``GET /stats/requests`` maps the first word of each
 completed request's prompt to (request read, first token written, last token written) in
 ``perf_counter_ns`` — CLOCK_MONOTONIC, the same clock as the client's — for per-request truth.
+A request that carries an ``X-Request-ID`` header (as ``vllm bench serve`` and AIPerf send) is
+keyed by that header instead. With ``--log-writes``, ``GET /stats/writes`` maps the same keys (a
+repeated key gets a ``#N`` suffix) to ``[request read, write of token 0, write of token 1, ...]``
+(every token write, for per-gap ITL truth against clients that report every inter-token gap).
 ``GET /stats/last`` is the last completion request as received (``headers``, lower-cased names,
 and the JSON ``body``). ``GET /stats/emissions`` is the emission log: ``{"tokens_per_chunk": k, "emit_ns": [...]}``, the
 ``perf_counter_ns`` at which every content chunk (k tokens) was written since the last reset, of
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import heapq
 from collections import deque
 import json
@@ -64,6 +70,7 @@ class Script:
         # first prompt word -> (request read, first token written, last token written), ns on
         # perf_counter_ns (CLOCK_MONOTONIC, the client's clock too): per-request ground truth.
         self.per_request: dict[str, tuple[int, int, int]] = {}
+        self.writes: dict[str, list[int]] = {}  # --log-writes: key -> [recv, write 0, write 1, ...]
         self.emit_ns: list[int] = []  # every content chunk written (the emission log)
         self.ttft_s = a.ttft_ms / 1e3
         self.itl_s = a.itl_ms / 1e3
@@ -159,6 +166,7 @@ class Script:
         }
         if reset:
             self.per_request = {}
+            self.writes = {}
             self.emit_ns = []
             active = s["active"]
             self.stats = self._new_stats()
@@ -170,7 +178,7 @@ class Stream:
     """One streaming response, driven by loop timers on absolute deadlines."""
 
     __slots__ = ("proto", "script", "api", "n", "k", "t0", "fault", "prompt_tokens", "handle", "cut_at",
-                 "recv_ns", "first_ns", "tag")
+                 "recv_ns", "first_ns", "tag", "writes")
 
     def __init__(self, proto, script: Script, api: str, n: int, prompt_tokens: int, fault, tag: str = ""):
         self.tag = tag
@@ -185,6 +193,7 @@ class Stream:
         self.t0 = time.monotonic()
         self.recv_ns = proto.recv_ns
         self.first_ns = 0
+        self.writes = [proto.recv_ns] if script.a.log_writes else None
         proto.transport.write(script.head % proto.recv_ns)
         self.handle = True  # pending in the script's heap (or its queue)
         cap = script.a.max_concurrent
@@ -239,6 +248,8 @@ class Stream:
                 return
         write_ns = time.perf_counter_ns()  # before the write: the client may read it at once
         w(sc.content[self.api])
+        if self.writes is not None:
+            self.writes.append(write_ns)
         if len(sc.emit_ns) < 5_000_000:
             sc.emit_ns.append(write_ns)
         if self.k == 0:
@@ -254,6 +265,9 @@ class Stream:
                 st["itl_gaps"] += self.n - 1
             if self.tag and len(sc.per_request) < 200_000:
                 sc.per_request[self.tag] = (self.recv_ns, self.first_ns, last_ns)
+                if self.writes is not None:  # a repeated key (same first word) gets a suffix: one entry each
+                    key = self.tag if self.tag not in sc.writes else f"{self.tag}#{len(sc.writes)}"
+                    sc.writes[key] = self.writes
             tail = sc.finish[self.api]
             if not sc.a.no_usage:
                 comp = self.n * sc.a.tokens_per_chunk
@@ -273,6 +287,9 @@ class Stream:
     def end(self) -> None:
         self.finish_stats()
         self.proto.stream = None
+        if self.script.a.close_after_stream and self.proto.transport is not None:
+            self.proto.transport.close()
+            return
         self.proto.process()  # a pipelined request may be waiting
 
     def finish_stats(self) -> None:
@@ -356,8 +373,12 @@ class Proto(asyncio.Protocol):
             if sc.a.not_openai:
                 self.respond(200, b"<html><body>hello</body></html>", b"text/html")
             else:
-                data = [{"id": m, "object": "model", "owned_by": "fake"} for m in sc.models]
+                data = [] if sc.a.hide_models else [
+                    {"id": m, "object": "model", "owned_by": "fake"} for m in sc.models]
                 self.respond(200, json.dumps({"object": "list", "data": data}).encode())
+            return
+        if method == "GET" and path == "/health":  # as vLLM answers (GuideLLM probes it)
+            self.respond(200, b"{}")
             return
         if method == "GET" and path == "/stats/emissions":
             body = json.dumps({"tokens_per_chunk": sc.a.tokens_per_chunk, "emit_ns": sc.emit_ns}).encode()
@@ -365,6 +386,9 @@ class Proto(asyncio.Protocol):
             return
         if method == "GET" and path == "/stats/requests":
             self.respond(200, json.dumps(sc.per_request).encode())
+            return
+        if method == "GET" and path == "/stats/writes":
+            self.respond(200, json.dumps(sc.writes).encode())
             return
         if method == "GET" and path == "/stats/last":  # the last completion request: headers and body
             self.respond(200, json.dumps(sc.last_request).encode())
@@ -380,10 +404,19 @@ class Proto(asyncio.Protocol):
                 self.respond(400, b'{"error": {"message": "bad json"}}')
                 return
             sc.last_request = {"headers": dict(self._headers), "body": req}
-            if sc.a.expect_key and self._auth != f"Bearer {sc.a.expect_key}":
+            if sc.a.hide_models and req.get("model") not in sc.models:  # served, though never listed
+                self.respond(404, json.dumps({"error": {"message": f"model {req.get('model')!r} not found"}}).encode())
+                return
+            want = f"Bearer {sc.a.expect_key}" if sc.a.expect_key else None
+            if sc.a.expect_basic:
+                want = "Basic " + base64.b64encode(sc.a.expect_basic.encode()).decode()
+            if want and self._auth != want:
                 msg = "bad key"
                 if sc.a.echo_key:  # as OpenAI does: "Incorrect API key provided: sk-..."
-                    msg = f"Incorrect API key provided: {(self._auth or '').removeprefix('Bearer ')}"
+                    got = (self._auth or "").removeprefix("Bearer ")
+                    if got.startswith("Basic "):  # decoded, as a proxy's error page might show it
+                        got = base64.b64decode(got[6:]).decode(errors="replace")
+                    msg = f"Incorrect API key provided: {got}"
                 self.respond(401, json.dumps({"error": {"message": msg}}).encode())
                 return
             if sc.a.die_after_requests and sc.stats["requests"] >= sc.a.die_after_requests:
@@ -408,7 +441,8 @@ class Proto(asyncio.Protocol):
             else:
                 text = str(req.get("prompt", ""))
             words = text.split()
-            self.stream = Stream(self, sc, api, n, len(words), fault, words[0] if words else "")
+            tag = self._headers.get("x-request-id") or (words[0] if words else "")
+            self.stream = Stream(self, sc, api, n, len(words), fault, tag)
             return
         self.respond(404, b'{"error": {"message": "not found"}}')
 
@@ -427,9 +461,16 @@ def main(argv=None) -> int:
     p.add_argument("--token-text", default=" tok")
     p.add_argument("--no-usage", action="store_true")
     p.add_argument("--not-openai", action="store_true", help="answer /v1/models with HTML")
+    p.add_argument("--hide-models", action="store_true",
+                   help="answer /v1/models with an empty list but serve --model (transformers serve 5.17 "
+                        "started on a local directory); requests for any other model get 404")
     p.add_argument("--expect-key", default=None, help="require this bearer key on completions")
     p.add_argument("--die-after-requests", type=int, default=0,
                    help="on the request after N: print 'STATS {json}' on stdout and exit at once (a killed server)")
+    p.add_argument("--expect-basic", default=None,
+                   help="require HTTP basic auth USER:PASSWORD on completions (credentials in a URL)")
+    p.add_argument("--close-after-stream", action="store_true",
+                   help="close the connection after each completed stream (advertising keep-alive), as llama.cpp does")
     p.add_argument("--echo-key", action="store_true", help="a 401 body quotes the key it got (as OpenAI does)")
     p.add_argument("--fail-rate", type=float, default=0.0, help="fraction answered HTTP 500")
     p.add_argument("--rate-limit-rate", type=float, default=0.0, help="fraction answered HTTP 429")
@@ -438,6 +479,8 @@ def main(argv=None) -> int:
     p.add_argument("--malformed-rate", type=float, default=0.0)
     p.add_argument("--error-event-rate", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log-writes", action="store_true",
+                   help="keep every token write time per request (GET /stats/writes)")
     p.add_argument("--loop", choices=["asyncio", "uvloop"], default="uvloop")
     a = p.parse_args(argv)
 

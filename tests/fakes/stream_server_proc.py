@@ -37,6 +37,10 @@ def stream_server(*args: str):
             with urllib.request.urlopen(base + "/stats/requests", timeout=10) as r:
                 return json.loads(r.read())
 
+        def writes() -> dict:
+            with urllib.request.urlopen(base + "/stats/writes", timeout=30) as r:
+                return json.loads(r.read())
+
         def emissions() -> tuple[int, list[int]]:
             """(tokens per chunk, perf_counter_ns of every content chunk written)."""
             with urllib.request.urlopen(base + "/stats/emissions", timeout=30) as r:
@@ -50,6 +54,7 @@ def stream_server(*args: str):
         stats.per_request = per_request
         stats.last = last
         stats.emissions = emissions
+        stats.writes = writes
         yield base, stats
     finally:
         if proc.poll() is None:

@@ -1,7 +1,10 @@
 """A fake ``pynvml`` module object: the functions NvmlSensor uses, with scripted values.
 
 Each GPU has a scripted energy counter (mJ) advanced by ``advance(s)`` at ``power_mw``, fields
-185/186 and memory scope, a sample buffer, and aux gauges. ``unsupported`` names functions that
+185/186 and the memory scope, a sample buffer, and aux gauges. As on the H200 (driver 580), the
+memory scope (scopeId 2) answers only on field 185, the 1 s average: ``mem_scope_fields`` names the
+fields that answer it (``(186,)`` or ``(185, 186)`` for other drivers); any other field with the
+memory scope, and any field with scope 1 (module), answers NOT_SUPPORTED. ``unsupported`` names functions that
 raise NVMLError_NotSupported (e.g. {"nvmlDeviceGetTotalEnergyConsumption", "field:186:2"}).
 """
 
@@ -28,8 +31,10 @@ class NVMLError_NotSupported(NVMLError):
 
 
 class FakeGPU:
-    def __init__(self, name="NVIDIA H200", power_mw=300_000, mem_power_mw=48_000, energy_mj=1_000_000):
+    def __init__(self, name="NVIDIA H200", power_mw=300_000, mem_power_mw=48_000, energy_mj=1_000_000,
+                 mem_scope_fields=(185,)):
         self.name = name
+        self.mem_scope_fields = tuple(mem_scope_fields)
         self.uuid = f"GPU-{abs(hash(name)) % 10**8:08d}"
         self.power_mw = power_mw
         self.avg_mw = power_mw - 10_000
@@ -133,8 +138,9 @@ class FakeNvml:
         for fid in ids:
             f, scope = fid if isinstance(fid, tuple) else (fid, 0)
             key = f"field:{f}" + (f":{scope}" if scope else "")
-            ret = NVML_ERROR_NOT_SUPPORTED if key in self.unsupported else 0
-            val = {("field:186"): h.power_mw, "field:185": h.avg_mw, "field:186:2": h.mem_power_mw}.get(key, 0)
+            refused = key in self.unsupported or (scope == 2 and f not in h.mem_scope_fields) or scope not in (0, 2)
+            ret = NVML_ERROR_NOT_SUPPORTED if refused else 0
+            val = {"field:186": h.power_mw, "field:185": h.avg_mw}.get(key, h.mem_power_mw if scope == 2 else 0)
             out.append(SimpleNamespace(fieldId=f, scopeId=scope, timestamp=0, latencyUsec=0, valueType=1,
                                        nvmlReturn=ret, value=SimpleNamespace(uiVal=val, dVal=float(val))))
         return out

@@ -165,7 +165,7 @@ def device_energy(
     notes: list[str] = []
     if ch.kind == "counter":
         powers = sorted((o for o in others if o.kind == "power" and o.method == "measured"), key=_cross_key)
-        fill = None
+        fill = shape = None
         if powers:
             pch = powers[0]
 
@@ -173,8 +173,13 @@ def device_energy(
                 r = _power_integral(log, _p, a, b, gap_factor)
                 return r.energy_j if r.samples > 0 else None
 
+            def shape(a: int, b: int, _p=pch) -> float | None:
+                # the edges of a seldom-read counter follow the power channel where it covers them
+                r = _power_integral(log, _p, a, b, gap_factor)
+                return r.energy_j if r.coverage >= CROSS_MIN_COVERAGE else None
+
         r = counter_energy(t, v, t0, t1, max_value=ch.max_value, update_period_s=ch.update_period_s,
-                           gap_factor=gap_factor, fill=fill)
+                           gap_factor=gap_factor, fill=fill, shape=shape)
         notes += r.notes
         poly_t, poly_w = (window_polyline(r.power_t_ns, r.power_w, t0, t1) if len(r.power_w)
                           else (np.zeros(0, dtype=np.int64), np.zeros(0)))

@@ -17,11 +17,22 @@ Algorithm (docs/accounting.md, "Counters"):
      is taken from ``fill(t_a, t_b)`` (the integral of a power channel of the same device) when
      given, else interpolated as the mean power of the neighbouring normal intervals × dt; the
      interpolated energy is reported (``fill_interp_j``) and enters the uncertainty.
-3. **Edges.** The unwrapped cumulative series is interpolated linearly at ``t0`` and ``t1``.
-   Beyond the series' ends it is extrapolated at the power of the nearest interval (and the
-   uncovered stretch lowers coverage). Because a value's time is only known to within one update
-   period, each edge can be off by at most one update period's energy: ``edge_error_j`` =
-   ``p × P(left bracket) + p × P(right bracket)``, a bound carried into the uncertainty.
+3. **Edges.** The unwrapped cumulative series is interpolated at ``t0`` and ``t1``. Beyond the
+   series' ends it is extrapolated at the power of the nearest interval (and the uncovered stretch
+   lowers coverage). Inside the bracketing interval ``[t_k, t_k+1]`` (delta ``d_k``):
+   * with ``shape(a, b)`` (the energy a finer power channel of the same device integrates over
+     ``[a, b]``, None where it does not cover it) the delta is apportioned by the power's own
+     shape: ``cum(x) = cum_k + d_k · S(t_k, x) / S(t_k, t_k+1)``. This is what lets the counter be
+     read seldom (NVML: ~4–5 ms of CPU per read on an H200, so wattbench reads it about once a
+     second) while the edges keep the power channel's time resolution. Edge error: one declared
+     update period's energy (the value's own timing) plus ``min(f, 1 − f) · |d_k − S_k|`` (how far
+     the shape can misplace the part of the delta it apportions when the two meters disagree over
+     the bracket; ``f`` the fraction);
+   * otherwise linearly; because a value's time is only known to within one period ``p`` (the
+     larger of the declared update period and the median interval between distinct values), the
+     edge error is ``p × P(bracket)``.
+   ``edge_error_j`` sums both edges and is carried into the uncertainty. When both edges were
+   shaped, the reported ``update_period_s`` is the declared one (the edges' resolution).
 """
 
 from __future__ import annotations
@@ -76,6 +87,7 @@ def counter_energy(
     gap_factor: float = DEFAULT_GAP_FACTOR,
     max_power_w: float | None = None,
     fill: Callable[[int, int], float | None] | None = None,
+    shape: Callable[[int, int], float | None] | None = None,
 ) -> CounterEnergy:
     """Energy (J) a cumulative counter recorded over ``[t0, t1]`` (monotonic ns)."""
     t = np.asarray(t_ns, dtype=np.int64)
@@ -144,23 +156,30 @@ def counter_energy(
 
     cum = np.concatenate(([0.0], np.cumsum(d)))
     tf = (t - t0).astype(np.float64)
+    declared_p = update_period_s or p
 
-    def cum_at(x: float) -> float:
-        if x <= tf[0]:
-            return cum[0] - power[0] * (tf[0] - x) / 1e9
-        if x >= tf[-1]:
-            return cum[-1] + power[-1] * (x - tf[-1]) / 1e9
-        return float(np.interp(x, tf, cum))
-
-    a, b = 0.0, float(t1 - t0)
-    energy = cum_at(b) - cum_at(a)
-
-    def bracket_power(x: float, side: str) -> float:
+    def edge(x: float, side: str) -> tuple[float, float, bool]:
+        """(cumulative energy at x, its error bound, shaped?)"""
         # the interval holding the edge; an edge on a point takes the interval inside the window
         k = int(np.clip(np.searchsorted(tf, x, side=side) - 1, 0, len(power) - 1))
-        return float(power[k])
+        bound = p * abs(float(power[k]))
+        if x <= tf[0]:
+            return cum[0] - power[0] * (tf[0] - x) / 1e9, bound, False
+        if x >= tf[-1]:
+            return cum[-1] + power[-1] * (x - tf[-1]) / 1e9, bound, False
+        if shape is not None and 0 < x - tf[k] < tf[k + 1] - tf[k] and not reset[k]:
+            whole = shape(int(t[k]), int(t[k + 1]))
+            part = shape(int(t[k]), t0 + int(x)) if whole else None
+            if whole and part is not None and whole > 0 and 0 <= part <= whole:
+                f = part / whole
+                err = declared_p * abs(float(power[k])) + min(f, 1 - f) * abs(float(d[k]) - whole)
+                return float(cum[k] + d[k] * f), err, True
+        return float(np.interp(x, tf, cum)), bound, False
 
-    edge_err = p * (abs(bracket_power(a, "right")) + abs(bracket_power(b, "left")))
+    a, b = 0.0, float(t1 - t0)
+    (ca, ea, sa), (cb, eb, sb) = edge(a, "right"), edge(b, "left")
+    energy = cb - ca
+    edge_err = ea + eb
 
     wraps = int(np.sum(wrap & overlap))
     resets = int(np.sum(reset & overlap))
@@ -175,6 +194,6 @@ def counter_energy(
     mid = ((t[:-1] + t[1:]) // 2).astype(np.int64)
     return CounterEnergy(
         energy_j=float(energy), coverage=cov.coverage, largest_gap_s=cov.largest_gap_s, gaps=cov.gaps,
-        wraps=wraps, resets=resets, update_period_s=p, edge_error_j=float(edge_err), fill_j=float(fill_j),
+        wraps=wraps, resets=resets, update_period_s=declared_p if (sa and sb) else p, edge_error_j=float(edge_err), fill_j=float(fill_j),
         fill_interp_j=float(fill_interp_j), points=len(t), notes=notes, power_t_ns=mid, power_w=power.astype(float),
     )

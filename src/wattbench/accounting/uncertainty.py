@@ -23,10 +23,13 @@ Default meter accuracy when the channel states none (``DEFAULT_METER_PCT``):
 =================  =====  ==================================================================
 sensor             ±%     source
 =================  =====  ==================================================================
-nvml, nvidia-smi,  5      NVML API reference, ``nvmlDeviceGetPowerUsage``: "accurate to within
-dcgm, prometheus          +/- 5% of current power draw"; nvidia-smi(1) "Power Draw … accurate
-                          to within +/- 5 watts". DCGM reads NVML. The counter integrates the
-                          same sensor, so it inherits the same accuracy.
+nvml, nvidia-smi,  5      NVML API reference, ``nvmlDeviceGetPowerUsage``: "On Fermi and Kepler
+dcgm, prometheus          GPUs the reading is accurate to within +/- 5% of current power draw";
+                          NVIDIA publishes no figure for newer GPUs (an H200 included), so there
+                          the 5% is an assumption. nvidia-smi(1) "Power Draw … accurate to within
+                          +/- 5 watts". DCGM reads NVML. The counter integrates the same sensor,
+                          so it inherits the same accuracy. A channel may state its own
+                          (the H200's 1 s average memory power states 10%, telemetry/nvml.py).
 rapl (cpu)         5      Khan et al., "RAPL in Action", ACM TOMPECS 3(2), 2018; Hackenberg et
                           al., "An Energy Efficiency Feature Survey of the Intel Haswell
                           Processor", IPDPSW 2015 (package RAPL tracks external measurement

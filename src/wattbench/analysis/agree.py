@@ -22,6 +22,8 @@ A prompts file is JSONL: ``{"id": "q1", "prompt": "..."}`` or ``{"messages": [..
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import asyncio
 import json
 import os
@@ -267,7 +269,7 @@ class _Client:
         self.session = session
         self.target = target
         self.timeout_s = timeout_s
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.headers = {"Authorization": authorization(api_key)} if api_key else {}
         self.logprobs = True  # dropped after a 4xx that names logprobs
 
     def api_for(self, spec: PromptSpec) -> str:
@@ -333,7 +335,7 @@ class _Client:
 async def _detect_model(session, base_url: str, timeout_s: float, api_key: str | None) -> tuple[str, dict]:
     import aiohttp
 
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = {"Authorization": authorization(api_key)} if api_key else {}
     try:
         async with session.get(base_url + "/models", headers=headers,
                                timeout=aiohttp.ClientTimeout(total=min(timeout_s, 30.0))) as resp:

@@ -16,7 +16,8 @@ from wattbench.cli.common import API_KEY_ENV, API_KEY_HELP, handle_errors
 
 HELP = """Check the machine, a server and a deployment before (or after) measuring.
 
-Read only: nothing here changes a GPU or server setting. Exit code 0 when no check fails,
+Read only: nothing here changes a GPU or server setting (except --restore, which puts back the
+settings a killed `wattbench tune` left changed). Exit code 0 when no check fails,
 1 when one does, 2 on bad input.
 
 Examples:
@@ -46,7 +47,14 @@ def register(app: typer.Typer) -> None:
         burst: int = typer.Option(8, "--burst", help="Tiny concurrent requests sent to detect rate limiting (0: none)."),
         env: bool = typer.Option(True, "--env/--no-env", help="Run the environment checks (GPU, versions, sensors)."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+        restore: bool = typer.Option(False, "--restore", help="Put back GPU power limits / clocks left changed by a killed `wattbench tune` (root), then exit."),
     ) -> None:
+        if restore:
+            from wattbench.tune.gpu import restore_pending, state_path
+
+            done = restore_pending()
+            typer.echo("; ".join(done) if done else f"nothing to restore (no {state_path()})")
+            raise typer.Exit(0)
         from wattbench.doctor import run_doctor
 
         report = run_doctor(target, list(sensor), api_key=api_key, run_dir=run, checklist=checklist,

@@ -5,6 +5,9 @@ The orchestrator runs the levels; these functions only decide which level to run
 figures: a ``LevelResult.model_dump()``-shaped dict, or any dict with the keys asked for (dotted
 paths such as ``throughput.output_tokens_per_s`` are looked up in nested dicts). A level whose
 figures carry ``"oversaturated": True`` (see :func:`is_oversaturated`) counts as past the knee.
+A level whose figures carry ``"failed": "<reason>"`` (no measured request completed) is a
+*failed* level, not a missing one: the sweep stops there (the knee is the level before) and the
+search scores it −∞ like an SLO-breaking level (past the peak); both list it in ``failed``.
 
 ``auto_sweep`` — doubling: measure ``start, 2·start, 4·start, …`` until a doubling raises
 throughput by less than ``min_gain`` (default 10%), the level over-saturates, or ``max_value`` is
@@ -18,10 +21,21 @@ so the objective over the candidate index is treated as unimodal, with SLO-break
 −∞ (they lie past the peak):
 
 1. exponential bracket over candidate *indices* 0, 1, 3, 7, 15, … until the score falls (or the
-   level breaks an SLO) — the peak then lies between the last-but-two probe and the last;
-2. golden-section search over the integer indices of that bracket, reusing measured levels;
-3. the best measured level that meets the SLOs wins.
+   level breaks an SLO);
+2. if the score was still rising at the last level that met the SLOs and the next probe missed
+   them, the optimum sits at the SLO boundary: bisect *in value space* between the two (geometric
+   midpoints while the gap is more than 2×, arithmetic after) until they are within ``tolerance``
+   (5%) of each other, or one stream apart for concurrency — the SLO-bounded optimum, not the best
+   power of two (as GuideLLM's goodput profile does);
+3. otherwise golden-section search over the integer indices of the bracket, reusing measured
+   levels, then the same boundary bisection if the best level's upper neighbour missed the SLOs;
+4. the best measured level that meets the SLOs wins.
 
+If the lowest candidate already misses the SLOs the search stops there (latency only grows
+with load): one level, no result — how ``wattbench tune`` prunes a configuration.
+
+A 1..256 power-of-two ladder against a server whose SLO breaks just above 48 streams measures
+1, 2, 8, 128, 32, 64, 45, 54, 49, 47: ten levels, and returns 47 (2% under the boundary).
 For a ladder of m candidates this measures about 2·log2(m) levels instead of m.
 """
 
@@ -36,6 +50,9 @@ import numpy as np
 from wattbench.errors import UserError
 
 Measure = Callable[[float], Mapping]
+
+REFINE_TOLERANCE = 0.05  # --optimize refines to within 5% of the SLO boundary
+MAX_REFINE_STEPS = 8  # levels the refinement may add to the ladder's own
 
 
 def ladder(kind: str, values: Sequence[float] | str) -> list[tuple[str, float]]:
@@ -85,12 +102,18 @@ class SearchResult:
     knee_value: float | None = None
 
     @property
+    def failed(self) -> list[dict]:
+        """The measured levels that failed (no measured request completed), with the reason."""
+        return [{"value": v, "reason": f["failed"]} for v, f in self.measured if f.get("failed")]
+
+    @property
     def n_measured(self) -> int:
         return len(self.measured)
 
     def to_dict(self, objective: str | None = None) -> dict:
         d = {"best_value": self.best_value, "knee_value": self.knee_value, "reason": self.reason,
-             "measured_values": [v for v, _ in self.measured], "n_measured": self.n_measured}
+             "measured_values": [v for v, _ in self.measured], "n_measured": self.n_measured,
+             "failed": self.failed}
         if objective:
             d["objective"] = objective
             d["scores"] = [get_path(f, objective) for _, f in self.measured]
@@ -113,6 +136,10 @@ def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_g
         fig = measure(v)
         measured.append((v, fig))
         tp = get_path(fig, metric)
+        if fig.get("failed"):
+            reason = f"level {v:g} failed: {fig['failed']}"
+            knee = measured[-2][0] if len(measured) > 1 else None
+            break
         if fig.get("oversaturated"):
             reason = f"level {v} over-saturated (queue growing without bound)"
             knee = measured[-2][0] if len(measured) > 1 else v
@@ -129,7 +156,10 @@ def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_g
             knee = v
             break
         v = min(v * factor, max_value)
-    best_v, best_f = max(measured, key=lambda m: get_path(m[1], metric) or -math.inf)
+    ok = [m for m in measured if not m[1].get("failed")]
+    if not ok:
+        return SearchResult(None, None, measured, reason=reason, knee_value=None)
+    best_v, best_f = max(ok, key=lambda m: get_path(m[1], metric) or -math.inf)
     return SearchResult(best_value=best_v, best_figures=best_f, measured=measured, reason=reason, knee_value=knee)
 
 
@@ -150,31 +180,44 @@ def _objective_fn(objective: str | Callable[[Mapping], float | None]) -> Callabl
 
 
 def optimize(measure: Measure, candidates: Sequence[float], objective: str | Callable = "goodput_per_kw",
-             slos: list | None = None, *, max_measurements: int | None = None) -> SearchResult:
-    """The candidate level with the best objective that meets every SLO (see the module docstring)."""
+             slos: list | None = None, *, max_measurements: int | None = None, refine: bool = True,
+             tolerance: float = REFINE_TOLERANCE, integer: bool | None = None) -> SearchResult:
+    """The level with the best objective that meets every SLO (see the module docstring).
+
+    ``refine`` bisects between the best level that meets the SLOs and the first level above it
+    that misses them, off the candidate ladder, until the two are within ``tolerance`` (relative)
+    of each other — or one step apart when ``integer`` (concurrency; default: every candidate is
+    a whole number)."""
     from wattbench.metrics.slo import figures_meet
 
     cands = sorted(set(candidates))
     if not cands:
         raise UserError("optimize needs at least one candidate level")
+    if not 0 < tolerance < 1:
+        raise UserError(f"optimize tolerance must be between 0 and 1, got {tolerance}")
+    if integer is None:
+        integer = all(float(c) == int(c) for c in cands)
     obj = _objective_fn(objective)
-    cache: dict[int, float] = {}
+    by_value: dict[float, float] = {}
     measured: list[tuple[float, Mapping]] = []
-    budget = max_measurements if max_measurements is not None else len(cands)
+    budget = max_measurements if max_measurements is not None else len(cands) + (MAX_REFINE_STEPS if refine else 0)
 
-    def score(i: int) -> float:
-        if i in cache:
-            return cache[i]
+    def score_v(v: float) -> float:
+        if v in by_value:
+            return by_value[v]
         if len(measured) >= budget:
             return -math.inf
-        fig = measure(cands[i])
-        measured.append((cands[i], fig))
-        v = obj(fig)
-        ok = v is not None and math.isfinite(v) and not fig.get("oversaturated")
+        fig = measure(v)
+        measured.append((v, fig))
+        s = obj(fig)
+        ok = s is not None and math.isfinite(s) and not fig.get("oversaturated") and not fig.get("failed")
         if ok and slos:
             ok = figures_meet(fig, slos)
-        cache[i] = float(v) if ok else -math.inf
-        return cache[i]
+        by_value[v] = float(s) if ok else -math.inf
+        return by_value[v]
+
+    def score(i: int) -> float:
+        return score_v(cands[i])
 
     m = len(cands)
     probes = []
@@ -183,27 +226,62 @@ def optimize(measure: Measure, candidates: Sequence[float], objective: str | Cal
         i = min((1 << k) - 1, m - 1)
         probes.append(i)
         s = score(i)
-        if len(probes) >= 2 and s < cache.get(probes[-2], -math.inf):
+        if len(probes) == 1 and s == -math.inf and slos:
+            break  # the lowest load already misses the SLOs: no higher load meets them
+        if len(probes) >= 2 and s < score(probes[-2]):
             break
         if i == m - 1:
             break
         k += 1
+    last_missed = score(probes[-1]) == -math.inf
+    rising = len(probes) >= 2 and all(score(a) <= score(b) for a, b in zip(probes[:-2], probes[1:-1]))
+    if refine and last_missed and rising and score(probes[-2]) > -math.inf:
+        # efficiency still rose at the last level that met the SLOs: the optimum is at the SLO
+        # boundary, between that level and the first that missed -> bisect there directly
+        _bisect_boundary(score_v, cands[probes[-2]], cands[probes[-1]], tolerance, integer,
+                         lambda: len(measured) < budget)
+    else:
+        _golden_indices(score, probes, m, lambda: len(measured) < budget, cands, by_value)
+        if refine:
+            feasible = sorted(v for v, s in by_value.items() if s > -math.inf)
+            if feasible:
+                best = max(feasible, key=lambda v: (by_value[v], -v))
+                above = [v for v in sorted(by_value) if v > best]
+                if above and by_value[above[0]] == -math.inf:
+                    _bisect_boundary(score_v, best, above[0], tolerance, integer, lambda: len(measured) < budget)
+    feasible = [(s, v) for v, s in by_value.items() if s > -math.inf]
+    if not feasible:
+        failed = [f"{v:g}" for v, f in measured if f.get("failed")]
+        why = "no measured level meets the SLOs" if slos else "no measured level produced the objective"
+        if failed:
+            why += f" (failed levels: {', '.join(failed)})"
+        return SearchResult(None, None, measured, reason=why)
+    best_s, best_v = max(feasible, key=lambda t: (t[0], -t[1]))
+    best_fig = next(f for v, f in measured if v == best_v)
+    off = sum(1 for v, _ in measured if v not in set(cands))
+    return SearchResult(best_v, best_fig, measured,
+                        reason=f"best of {len(measured)} measured levels ({m} candidates"
+                               + (f", {off} refined between them)" if off else ")"))
+
+
+def _golden_indices(score, probes: list[int], m: int, budget_left, cands, by_value) -> None:
+    """Golden-section search over the candidate indices bracketed by the exponential probes."""
+    last = probes[-1]
     if len(probes) == 1:
         lo, hi = 0, 0
-    elif probes[-1] == m - 1 and cache.get(probes[-1], -math.inf) >= cache.get(probes[-2], -math.inf):
+    elif last == m - 1 and score(last) >= score(probes[-2]):
         lo, hi = probes[-2], m - 1  # still rising at the last candidate
     else:
         lo = probes[-3] if len(probes) >= 3 else 0
-        hi = probes[-1]
-    # golden-section on integers, maximising; -inf regions are past the peak (move left)
+        hi = last
     invphi = (math.sqrt(5) - 1) / 2
-    while hi - lo > 2 and len(measured) < budget:
+    while hi - lo > 2 and budget_left():
         a = hi - int(round(invphi * (hi - lo)))
         b = lo + int(round(invphi * (hi - lo)))
         if a >= b:
             a, b = (lo + hi) // 2, (lo + hi) // 2 + 1
         fa, fb = score(a), score(b)
-        if fa == -math.inf and fb == -math.inf:
+        if fa == -math.inf and fb == -math.inf:  # -inf regions lie past the peak: move left
             hi = a - 1 if a - 1 >= lo else lo
             continue
         if fa >= fb:
@@ -212,14 +290,27 @@ def optimize(measure: Measure, candidates: Sequence[float], objective: str | Cal
             lo = a + 1
     for i in range(lo, hi + 1):
         score(i)
-    feasible = [(cache[i], i) for i in cache if cache[i] > -math.inf]
-    if not feasible:
-        return SearchResult(None, None, measured, reason="no measured level meets the SLOs"
-                            if slos else "no measured level produced the objective")
-    best_s, best_i = max(feasible, key=lambda t: (t[0], -t[1]))
-    best_fig = next(f for v, f in measured if v == cands[best_i])
-    return SearchResult(cands[best_i], best_fig, measured,
-                        reason=f"best of {len(measured)} measured levels out of {m} candidates")
+
+
+def _bisect_boundary(score_v, lo: float, hi: float, tolerance: float, integer: bool, budget_left) -> None:
+    """Bisect between ``lo`` (meets the SLOs) and ``hi`` (misses them, or scores lower) until they
+    are within ``tolerance`` of each other (one step apart for whole numbers). Geometric midpoints:
+    the gap often spans orders of magnitude, and the tolerance is relative."""
+    while budget_left():
+        if integer and hi - lo <= 1:
+            return
+        if hi - lo <= tolerance * hi:  # the boundary lies in [lo, hi): lo is within tolerance of it
+            return
+        mid = math.sqrt(lo * hi)
+        if integer:
+            mid = float(int(round(mid)))
+            mid = min(max(mid, lo + 1), hi - 1)
+            mid = int(mid)
+        s = score_v(mid)
+        if s > -math.inf and s >= score_v(lo):
+            lo = mid
+        else:
+            hi = mid
 
 
 @dataclass

@@ -21,6 +21,7 @@ class TargetSpec:
     stall_timeout_s: float = 120.0
     keep_output_text: bool = False
     send_min_tokens: bool = False  # the server accepts min_tokens (vLLM, SGLang); strict servers reject it
+    keepalive: bool = True  # reuse connections; False: one per request (server.detect.reuses_connections)
     headers: dict = field(default_factory=dict)  # --header K:V, sent with every request (memory only)
 
     def __repr__(self) -> str:  # never show the key
@@ -69,3 +70,5 @@ class LevelOutcome:
     steady_end_ns: int | None
     load: LoadStats
     stopped_early: str | None = None
+    # the target stopped answering mid-level (load/liveness.py): which, when, and a one-line text
+    target_down: dict | None = None

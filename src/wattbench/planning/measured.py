@@ -27,11 +27,18 @@ PERCENTILES = ("p95", "p99", "max", "avg")
 
 
 def load_result(path: str | Path) -> Result:
-    """Load a run directory (or its ``result.json``).
+    """Load a run directory (or its ``result.json``), or a ``wattbench tune`` directory.
+
+    A tune directory gives its recommended configuration: that trial's run, reduced to the load
+    level the tune chose (so plans use the tuned configuration at its tuned load).
 
     Uses ``wattbench.results.rundir.load_result`` where that module exists; otherwise reads and
     validates ``result.json`` directly.
     """
+    from wattbench.tune.model import is_tune_dir
+
+    if is_tune_dir(path):
+        return _tuned_result(path)
     try:
         from wattbench.results.rundir import load_result as _load  # type: ignore[import-not-found]
     except ImportError:
@@ -47,6 +54,29 @@ def load_result(path: str | Path) -> Result:
     except ValueError as e:
         first = str(e).strip().splitlines()[0]
         raise UserError(f"{f} is not a wattbench result ({first})") from None
+
+
+def _tuned_result(path: str | Path) -> Result:
+    from wattbench.tune.model import load_tune
+
+    t = load_tune(path)
+    rec = t.recommended
+    if not rec:
+        raise UserError(f"tune {path} has no recommended configuration (no trial met the SLO); nothing to plan with")
+    tr = t.trials[rec["trial"]]
+    if not tr.run_dir:
+        raise UserError(f"tune {path}: the recommended trial has no run directory")
+    run = Path(tr.run_dir)
+    if not run.is_absolute() and not run.exists():
+        run = Path(path).expanduser() / "trials" / run.name
+    res = load_result(run)
+    idx = tr.figures.get("level_index")
+    chosen = [lv for lv in res.levels if lv.index == idx]
+    if not chosen:
+        raise UserError(f"tune {path}: level {idx} of the recommended trial is missing from {run}")
+    res.levels = chosen
+    res.extra["tune"] = {"tune_id": t.tune_id, "trial": tr.index, "label": tr.label, "config": tr.config}
+    return res
 
 
 def result_name(result: Result) -> str:

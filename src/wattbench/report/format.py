@@ -84,7 +84,11 @@ def headline(level: LevelResult) -> str:
 
     A level whose load generator was saturated starts with ``SATURATION_MARK``: its throughput,
     latency and efficiency figures are biased (``wattbench.load.saturation``)."""
+    from wattbench.accounting.level_findings import P99_MIN_SAMPLES, in_flight_finding
+
     parts = [SATURATION_MARK] if level.load.saturated else []
+    if in_flight_finding(level) is not None:  # the achieved load beside the asked one
+        parts.append(f"⚠ achieved {level.load.mean_in_flight:.1f} in flight of {level.load.target_concurrency} asked")
     parts.append(f"{fmt(level.throughput.output_tokens_per_s)} out tok/s")
     hb = headline_boundary(level)
     if hb is None:
@@ -96,7 +100,9 @@ def headline(level: LevelResult) -> str:
         parts.append(f"{fmt(kw)} kW ({where})")
         parts.append(f"{fmt(be.output_tokens_per_s_per_kw)} tok/s/kW")
         parts.append(f"{fmt(be.j_per_output_token)} J/tok")
-    parts.append(f"p99 TTFT {fmt(level.latency.ttft_ms.p99)} ms")
+    n = level.requests.completed
+    few = f" (n={n})" if 0 < n < P99_MIN_SAMPLES else ""  # a p99 from few requests is their maximum
+    parts.append(f"p99 TTFT {fmt(level.latency.ttft_ms.p99)} ms{few}")
     return " · ".join(parts)
 
 

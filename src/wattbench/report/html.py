@@ -511,6 +511,26 @@ def _idle_dynamic(doc: _Doc, run: RunData) -> None:
                     "barmode": "stack", "yaxis": {"title": {"text": "energy (J)"}}}, height=420)
 
 
+def _power_split(doc: _Doc, run: RunData) -> None:
+    """Memory vs the rest of the board, idle vs dynamic, stacked per level (accounting/split.py)."""
+    levels = [lv for lv in run.result.levels if lv.extra.get("power_split")]
+    if not levels:
+        return  # the board reports no memory power: nothing to show (the energy table says which boundaries exist)
+    x = [ptxt(lv.label) for lv in levels]
+    parts = [("memory", "idle", "#9ecae1"), ("memory", "dynamic", "#3182bd"),
+             ("rest", "idle", "#fdd0a2"), ("rest", "dynamic", "#e6550d")]
+    data = []
+    for part, kind, color in parts:
+        ys = [lv.extra["power_split"]["parts"][part].get(f"{kind}_power_w") for lv in levels]
+        data.append({"type": "bar", "x": x, "y": ys, "name": f"{part} {kind} (W)", "marker": {"color": color}})
+    if any(lv.extra["power_split"]["parts"]["memory"].get("idle_power_w") is None for lv in levels):
+        data = [{"type": "bar", "x": x, "y": [lv.extra["power_split"]["parts"][p]["avg_power_w"] for lv in levels],
+                 "name": f"{p} (W)", "marker": {"color": c}} for p, c in (("memory", "#3182bd"), ("rest", "#e6550d"))]
+    doc.plot(data, {"title": {"text": "Where the board's watts go: memory (HBM) vs the rest, idle vs dynamic "
+                              "(average power over the full window)", "x": 0.01},
+                    "barmode": "stack", "yaxis": {"title": {"text": "power (W)"}}}, height=400)
+
+
 def _per_request_energy(doc: _Doc, run: RunData) -> None:
     """Energy per tenant / tag / model (estimates) and carbon: report/attribution.py arranges them."""
     from wattbench.report import attribution as A
@@ -733,6 +753,7 @@ def build_html(runs: list[RunData]) -> str:
         _pareto(doc, run)
         doc.add("<h3>Idle vs dynamic energy</h3>")
         _idle_dynamic(doc, run)
+        _power_split(doc, run)
         _per_request_energy(doc, run)
         _errors_and_samples(doc, run)
         _inventory(doc, run)

@@ -154,7 +154,9 @@ def overview(doc: Any, run: RunData) -> None:
     best = S.best_under_slo(r)
     efficiency_curve(doc, run, best[0] if best else None)
     key = [S.short_label(lv) for lv in r.levels]
+    if S.any_trials(r):
+        doc.add(f'<p class="caption">Levels, {e(S.last_trial_title(r))}.</p>')
     doc.add(columns_table(key, S.level_columns(r), "summary"))
     if S.any_trials(r):
-        doc.add("<h4>Mean and 95% confidence interval over trials</h4>"
+        doc.add(f"<h4>{e(S.trials_title(r).capitalize())}</h4>"
                 + columns_table(key, S.trial_columns(r), "trials"))

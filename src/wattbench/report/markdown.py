@@ -91,10 +91,13 @@ def render_markdown(runs: list[RunData]) -> str:
             out.append("")
         if r.levels:
             key = [S.short_label(lv) for lv in r.levels]
+            if S.any_trials(r):
+                out.append(f"Levels, {S.last_trial_title(r)}:")
+                out.append("")
             out.extend(_columns_table(key, S.level_columns(r)))
             out.append("")
             if S.any_trials(r):
-                out.append("Mean and 95% confidence interval over trials:")
+                out.append(S.trials_title(r).capitalize() + ":")
                 out.append("")
                 out.extend(_columns_table(key, S.trial_columns(r)))
                 out.append("")

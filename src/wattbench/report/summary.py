@@ -137,8 +137,10 @@ def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
 def answer_lines(result: Result) -> list[str]:
     """What the run answers, first: what a search chose (and why), the best level under the SLO."""
     out = search_lines(result)
+    opt = result.extra.get("optimize")
+    chose = isinstance(opt, dict) and opt.get("best_value") is not None
     best = best_under_slo(result)
-    if best is not None:
+    if best is not None and not chose:  # --optimize's line already names the best level
         out.append(best[1])
     return out
 
@@ -197,6 +199,20 @@ def trial_cells(level: LevelResult) -> list[TrialCell]:
 
 def any_trials(result: Result) -> bool:
     return any(trials_n(lv) for lv in result.levels)
+
+
+def _n_text(result: Result) -> str:
+    n = {trials_n(lv) for lv in result.levels} - {None}
+    return f"{n.pop()} trials" if len(n) == 1 else "trials"
+
+
+def last_trial_title(result: Result) -> str | None:
+    """Above the level table of a run with trials: its figures are the last trial's."""
+    return f"last of {_n_text(result)} (means and 95% CIs below)" if any_trials(result) else None
+
+
+def trials_title(result: Result) -> str:
+    return f"mean and 95% CI over {_n_text(result)}"
 
 
 # ---------------------------------------------------------------- --optimize / --sweep auto
@@ -262,6 +278,14 @@ class Column:
         return min(w, self.max_width) if self.max_width else w
 
 
+# Boundary names in table headers, where width is short (the full name is in the notes and docs).
+SHORT_BOUNDARY = {"accelerator": "accel", "accelerator_memory": "accel-mem"}
+
+
+def short_boundary(b: str) -> str:
+    return SHORT_BOUNDARY.get(b, b)
+
+
 def _boundary_label(result: Result, b: str) -> str:
     labels = {lv.energy[b].label for lv in result.levels if b in lv.energy}
     return "/".join(sorted(labels))
@@ -282,7 +306,7 @@ def level_columns(result: Result) -> list[Column]:
     if has_goodput(result):
         g = [goodput_cells(lv) for lv in lvs]
         bs = {x.boundary for x in g if x.boundary}
-        where = f"\n{bs.pop()}" if len(bs) == 1 else ""
+        where = f"\n{short_boundary(bs.pop())}" if len(bs) == 1 else ""
         cols += [
             Column("SLO", [x.slo for x in g], "left", "slo"),
             Column("met\nSLO", [x.met_pct for x in g]),
@@ -291,14 +315,15 @@ def level_columns(result: Result) -> list[Column]:
         ]
     for b in F.result_boundaries(result):
         label = _boundary_label(result, b)
+        sb = short_boundary(b)
 
         def cells(attr: str, b: str = b) -> list[str]:
             return [F.fmt(getattr(lv.energy[b], attr)) if b in lv.energy else F.MISSING for lv in lvs]
 
         cols += [
-            Column(f"W\n{b}\n{label}", cells("avg_power_w"), kind=f"label:{label}"),
-            Column(f"tok/s/kW\n{b}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
-            Column(f"J/tok\n{b}\n{label}", cells("j_per_output_token"), kind=f"label:{label}"),
+            Column(f"W\n{sb}\n{label}", cells("avg_power_w"), kind=f"label:{label}"),
+            Column(f"tok/s/kW\n{sb}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
+            Column(f"J/tok\n{sb}\n{label}", cells("j_per_output_token"), kind=f"label:{label}"),
         ]
     return cols
 

@@ -237,6 +237,9 @@ class Window(_M):
 class Validity(_M):
     verdict: Verdict = "valid"
     reasons: list[str] = Field(default_factory=list)
+    # runs only: whether any energy was measured ("unavailable": no meter was read; the verdict is
+    # then at best ``warn`` and latency/throughput are still measured)
+    energy: Literal["measured", "unavailable"] | None = None
 
 
 class TargetStats(_M):

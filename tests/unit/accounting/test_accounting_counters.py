@@ -156,3 +156,48 @@ def test_rapl_range_wrap():
     r = counter_energy(ns(t), v, 1 * S, 9 * S)
     assert (r.wraps, r.resets) == (0, 1)
     assert r.energy_j == pytest.approx(1200.0, abs=1e-6)
+
+
+def test_seldom_read_counter_edges_follow_the_power_shape():
+    """A counter read every 0.9 s (NVML's costs ~4-5 ms of CPU per read on an H200) with a power
+    step inside each edge's bracket: linear interpolation misplaces the step's energy, the power
+    channel's shape puts it where it was."""
+    tr = step_trace([(0, 100), (1.3, 600), (8.35, 150)])
+    t = grid(0, 9.9, 0.9)  # counter reads
+    a, b = round(1.5 * S), round(8.5 * S)  # edges in [0.9, 1.8] and [8.1, 9.0], past each step
+    truth = tr.energy(1.5, 8.5)
+
+    def shape(x, y):  # a fine power channel's integral: exact here
+        return tr.energy(x / 1e9, y / 1e9)
+
+    lin = counter_energy(ns(t), cum(tr, t), a, b, update_period_s=0.1)
+    shaped = counter_energy(ns(t), cum(tr, t), a, b, update_period_s=0.1, shape=shape)
+    assert abs(lin.energy_j - truth) > 50.0  # the linear guess is far off
+    assert shaped.energy_j == pytest.approx(truth, rel=1e-12)
+    # edge bound: one declared period's energy at each edge (the meters agree: no shape term)
+    assert shaped.edge_error_j == pytest.approx(0.1 * lin.power_w[1] + 0.1 * lin.power_w[9])
+    assert lin.edge_error_j == pytest.approx(0.9 * lin.power_w[1] + 0.9 * lin.power_w[9])
+    assert (shaped.update_period_s, lin.update_period_s) == (0.1, pytest.approx(0.9))
+
+
+def test_shape_that_disagrees_with_the_counter_widens_the_edge_bound():
+    tr = step_trace([(0, 200)])
+    t = grid(0, 9.9, 0.9)
+    a, b = round(1.2 * S), round(8.4 * S)  # fractions 1/3 and 2/3 of their brackets
+
+    def shape(x, y):  # reads 10% low: the fraction is unchanged, the bound grows
+        return 0.9 * tr.energy(x / 1e9, y / 1e9)
+
+    r = counter_energy(ns(t), cum(tr, t), a, b, update_period_s=0.1, shape=shape)
+    assert r.energy_j == pytest.approx(200 * 7.2, rel=1e-12)
+    mismatch = 200 * 0.9 * 0.1  # |d_k - S_k| over a 0.9 s bracket
+    assert r.edge_error_j == pytest.approx(2 * 0.1 * 200 + 2 * (1 / 3) * mismatch)
+
+
+def test_shape_not_covering_the_bracket_falls_back_to_linear():
+    tr = step_trace([(0, 100), (1.3, 600)])
+    t = grid(0, 9.9, 0.9)
+    r = counter_energy(ns(t), cum(tr, t), round(1.5 * S), round(8.5 * S), update_period_s=0.1,
+                       shape=lambda x, y: None)
+    lin = counter_energy(ns(t), cum(tr, t), round(1.5 * S), round(8.5 * S), update_period_s=0.1)
+    assert r.energy_j == lin.energy_j and r.edge_error_j == lin.edge_error_j

@@ -128,3 +128,55 @@ def test_oversaturation_detector():
     assert not is_oversaturated(t, 50 + 0.05 * t).oversaturated
     short = is_oversaturated(t[:10], growing[:10])
     assert not short.oversaturated and "too little" in short.reason
+
+
+class CapacityServer:
+    """Goodput per kW rises with load up to a capacity; past it requests queue and the p99 TTFT
+    breaks the SLO (the scripted stream server's --max-concurrent, as a formula)."""
+
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.calls = []
+
+    def __call__(self, v):
+        self.calls.append(v)
+        return {"goodput_per_kw": 47.5 * min(v, self.capacity),
+                "latency": {"ttft_ms": {"p99": 80.0 if v <= self.capacity else 900.0}}}
+
+
+POW2 = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+
+
+@pytest.mark.parametrize("capacity", [3, 5, 12, 24, 48, 48.5, 90, 200])
+def test_optimize_refines_concurrency_to_the_slo_boundary(capacity):
+    sim = CapacityServer(capacity)
+    res = optimize(sim, POW2, slos=parse_slos("ttft_p99=300ms"))
+    truth = int(capacity)  # the largest whole number of streams that fits
+    assert truth * 0.95 <= res.best_value <= truth
+    assert res.n_measured <= 10, sim.calls
+    assert len(set(sim.calls)) == len(sim.calls)
+
+
+def test_optimize_without_refine_keeps_the_ladder():
+    sim = CapacityServer(48)
+    res = optimize(sim, POW2, slos=parse_slos("ttft_p99=300ms"), refine=False)
+    assert res.best_value == 32 and all(c in POW2 for c in sim.calls)
+
+
+@pytest.mark.parametrize("capacity", [0.7, 3.3, 17.0, 41.0])
+def test_optimize_refines_rates_within_tolerance(capacity):
+    sim = CapacityServer(capacity)
+    res = optimize(sim, [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0], slos=parse_slos("ttft_p99=300ms"))
+    assert capacity * 0.95 <= res.best_value <= capacity
+    assert res.n_measured <= 10, sim.calls
+
+
+def test_optimize_refines_after_an_interior_search():
+    # the largest ladder level meets the SLO again (at a low score), so the exponential bracket ends
+    # on a feasible drop and the golden-section search runs first; the boundary is refined after it
+    def measure(v):
+        eff = 10.0 * v if v <= 40 else 1.0
+        return {"goodput_per_kw": eff, "latency": {"ttft_ms": {"p99": 50.0 if v <= 40 or v >= 100 else 600.0}}}
+
+    res = optimize(measure, POW2, slos=parse_slos("ttft_p99=300ms"))
+    assert 38 <= res.best_value <= 40

@@ -65,10 +65,14 @@ def test_every_figure_in_its_own_cell_without_truncation(result, width):
 
 
 def test_narrow_splits_wide_does_not(result):
-    narrow, wide = render(run_summary(result), 80), render(run_summary(result), 160)
-    assert len(row(narrow, "c=1")) >= 3  # the level column repeated in each narrower table
-    assert len(row(wide, "c=1")) <= 2
-    assert len(row(render(run_summary(result), 240), "c=1")) == 1  # one wide table
+    r = result.model_copy(deep=True)
+    r.levels[2].label = "concurrency=16"  # (the fake's third label is an injection test, 50 characters long)
+    narrow, wide = render(run_summary(r), 80), render(run_summary(r), 160)
+    assert len(row(narrow, "c=1")) >= 2  # the level column repeated in each narrower table
+    assert len(row(wide, "c=1")) == 1  # one wide table at 160: SLO columns and two boundaries
+    head = [x for x in wide.splitlines() if x.startswith("level")][0]
+    assert "verdict" in head and "ok/fail" in head
+    assert "accel" in wide and "node" in wide
 
 
 def test_every_note_said_once(result):
@@ -109,6 +113,7 @@ def test_trials_mean_and_ci(result):
     for width in (80, 160):
         out = render(run_summary(r), width)
         assert "mean and 95% CI over 3 trials" in out
+        assert "last of 3 trials (means and 95% CIs below)" in out  # the level table says whose figures
         assert "…" not in out
         cells = cells_of(out, "c=4")
         for txt in ("1,000", "980–1,020", "2,500", "2,400–2,600", F.fmt(0.5), "0.45–0.55", "88.0", "80.0–96.0"):

@@ -191,6 +191,39 @@ def test_two_processes_register_concurrently(tmp_path):
         assert n_levels == 60
 
 
+def _race_writer(dbs: list[str], barrier, prefix: str, n: int) -> None:
+    from tests.fakes.results_factory import make_result as mk
+    from wattbench.results.store import HistoryStore as HS
+
+    for db in dbs:
+        barrier.wait(60)  # every writer opens the fresh database at the same instant
+        with HS(db) as s:
+            for i in range(n):
+                r = mk(f"{prefix}-{i}")
+                s.register(r, f"/runs/{prefix}-{i}")
+                s.tag(r.run_id, f"{prefix}-tag-{i}")
+
+
+def test_many_processes_create_and_register_at_once(tmp_path):
+    """Eight writers open each of twelve fresh databases at the same instant (a barrier), so they
+    race to switch it to WAL and migrate it — where SQLite answers "database is locked" without
+    waiting (a possible deadlock) — and every one must wait its turn and succeed."""
+    ctx = mp.get_context("spawn")
+    dbs = [str(tmp_path / f"race{k}.sqlite3") for k in range(12)]
+    writers = 8
+    barrier = ctx.Barrier(writers)
+    procs = [ctx.Process(target=_race_writer, args=(dbs, barrier, f"w{j}", 2)) for j in range(writers)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+    assert [p.exitcode for p in procs] == [0] * writers
+    for db in dbs:
+        with HistoryStore(db) as s:
+            assert len(s.list_runs()) == writers * 2 and len(s.tags()) == writers * 2
+            assert s.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
 def test_register_run_dir_helper(tmp_path):
     r, d = _write(tmp_path, "helper-1")
     rec = register_run_dir(d, db=tmp_path / "x.sqlite3")

@@ -39,7 +39,7 @@ def test_channels_and_units():
 
 def test_counter_delta_matches_script():
     nv = FakeNvml(gpus=[FakeGPU(power_mw=400_000)])
-    s = NvmlSensor(nvml=nv)
+    s = NvmlSensor(nvml=nv, counter_every_s=0)
     s.open()
     a = by_id(s.read())["nvml.gpu0.energy"][0].value
     nv.advance(2.5)
@@ -48,7 +48,7 @@ def test_counter_delta_matches_script():
 
 
 def test_not_supported_drops_channels_and_power_becomes_primary():
-    nv = FakeNvml(unsupported={"nvmlDeviceGetTotalEnergyConsumption", "field:186", "field:186:2",
+    nv = FakeNvml(unsupported={"nvmlDeviceGetTotalEnergyConsumption", "field:186", "field:185:2",
                                "nvmlDeviceGetSamples", "nvmlDeviceGetCurrentClocksEventReasons"})
     s = NvmlSensor(nvml=nv)
     chans = {c.id: c for c in s.open()}
@@ -91,7 +91,7 @@ def test_indices_subset():
 
 
 def test_aux_read_at_its_own_rate():
-    s = NvmlSensor(nvml=FakeNvml(), aux_every_s=3600)
+    s = NvmlSensor(nvml=FakeNvml(), aux_every_s=3600, counter_every_s=0)
     s.open()
     first = by_id(s.read())
     second = by_id(s.read())
@@ -151,7 +151,7 @@ def test_gpu_inventory_without_nvml():
 
 def test_aux_failure_mid_run_keeps_energy():
     nv = FakeNvml()
-    s = NvmlSensor(nvml=nv, aux_every_s=0)
+    s = NvmlSensor(nvml=nv, aux_every_s=0, counter_every_s=0)
     s.open()
     nv.fail_next["nvmlDeviceGetTemperature"] = NVMLError(15)  # GPU lost, for this one call
     got = by_id(s.read())
@@ -173,8 +173,70 @@ def test_throttle_reasons_fallback_on_older_driver():
 
 
 def test_memory_scope_ignored_by_driver_is_dropped():
-    nv = FakeNvml(gpus=[FakeGPU(power_mw=90_000, mem_power_mw=90_000)])  # scope ignored: same as total
+    # field 185's board value is power_mw - 10 W: a memory scope answering the same is ignored
+    nv = FakeNvml(gpus=[FakeGPU(power_mw=90_000, mem_power_mw=80_000)])
     s = NvmlSensor(nvml=nv)
     ids = {c.id for c in s.open()}
     assert "nvml.gpu0.memory_power" not in ids and "nvml.gpu0.power_instant" in ids
     assert any("ignores the scope" in w for w in s.warnings)
+
+
+def test_h200_memory_power_comes_from_the_1s_average_field():
+    """Driver 580 on an H200: field 186 with the memory scope is NOT_SUPPORTED, field 185 with it
+    answers (a 1 s average). Each pair is probed on its own, so the channel is kept, labelled as
+    an average, and its readings are stamped at the centre of their averaging second."""
+    nv = FakeNvml(gpus=[FakeGPU(power_mw=300_000, mem_power_mw=38_800)])
+    s = NvmlSensor(nvml=nv)
+    chans = {c.id: c for c in s.open()}
+    m = chans["nvml.gpu0.memory_power"]
+    assert (m.boundary, m.quantity, m.update_period_s) == ("accelerator_memory", "power_avg", 1.0)
+    assert "field 185" in m.source and "1 s average" in m.source and m.uncertainty_pct == 10.0
+    assert not any("memory" in w for w in s.warnings)  # the refused 186+scope pair is NOT_SUPPORTED: silent
+    t_before = time.perf_counter_ns()
+    r = by_id(s.read())
+    mem, inst = r["nvml.gpu0.memory_power"][0], r["nvml.gpu0.power_instant"][0]
+    assert mem.value == pytest.approx(38.8)
+    assert inst.t_ns - mem.t_ns == 500_000_000  # same call, half a second earlier
+    assert mem.t_ns < t_before
+    s.close()
+
+
+def test_memory_power_prefers_the_instant_field_where_the_driver_answers_it():
+    nv = FakeNvml(gpus=[FakeGPU(mem_power_mw=50_000, mem_scope_fields=(185, 186))])
+    s = NvmlSensor(nvml=nv)
+    m = {c.id: c for c in s.open()}["nvml.gpu0.memory_power"]
+    assert (m.quantity, m.update_period_s, m.uncertainty_pct) == ("power", 0.1, None)
+    r = by_id(s.read())
+    assert r["nvml.gpu0.memory_power"][0].t_ns == r["nvml.gpu0.power_instant"][0].t_ns
+    s.close()
+
+
+def test_memory_scope_refused_on_both_fields_means_no_channel():
+    nv = FakeNvml(gpus=[FakeGPU(mem_scope_fields=())])
+    s = NvmlSensor(nvml=nv)
+    assert "nvml.gpu0.memory_power" not in {c.id for c in s.open()}
+    assert not any("memory" in w for w in s.warnings)
+
+
+def test_counter_is_read_seldom_and_once_more_on_request(monkeypatch):
+    """The counter costs ~4-5 ms of CPU per read on an H200: read at most every counter_every_s,
+    power fields at every poll; force_full_read() (the sampler's closing read) includes it."""
+    import wattbench.telemetry.nvml as nvml_mod
+
+    clock = {"t": 10_000_000_000}
+    monkeypatch.setattr(nvml_mod, "now_ns", lambda: clock["t"])
+    nv = FakeNvml(unsupported={"nvmlDeviceGetSamples"})
+    s = NvmlSensor(nvml=nv, counter_every_s=0.9)
+    s.open()
+    got = []
+    for k in range(30):  # 3 s of 0.1 s polls, each a little late
+        clock["t"] = 10_000_000_000 + k * 100_000_000 + (k % 3) * 1_000_000
+        ids = {r.channel for r in s.read()}
+        assert "nvml.gpu0.power_instant" in ids
+        if "nvml.gpu0.energy" in ids:
+            got.append(k)
+    assert got == [0, 9, 18, 27]  # every 9th poll: 0.9 s apart, under the 1 s largest-gap warning
+    s.force_full_read()
+    assert "nvml.gpu0.energy" in {r.channel for r in s.read()}
+    assert nv.calls["nvmlDeviceGetTotalEnergyConsumption"] == len(got) + 1 + 1  # + the probe at open
+    s.close()

@@ -177,3 +177,21 @@ def test_slow_sensor_does_not_delay_fast_one():
     assert max(gaps) < 150  # a shared thread would stall >= 250 ms behind each slow read
     assert sm.overhead()["threads"] == 2
     assert sm.series("fast.power")[1][0] == 100.0
+
+
+def test_stop_takes_a_closing_read_of_a_seldom_read_counter():
+    """NVML's counter is read about once a second; the sampler's closing read includes it, so the
+    last window's end is bracketed by a counter reading."""
+    from telemetry_nvml import FakeNvml
+
+    from wattbench.telemetry.nvml import NvmlSensor
+
+    nv = FakeNvml(unsupported={"nvmlDeviceGetSamples"})
+    sm = Sampler([NvmlSensor(nvml=nv, counter_every_s=3600)], interval_s=0.02)
+    sm.start()
+    time.sleep(0.15)
+    log = sm.stop()
+    te, _ = log.series("nvml.gpu0.energy")
+    tp, _ = log.series("nvml.gpu0.power_instant")
+    assert 1 <= len(te) <= 2 and len(tp) > len(te)  # the first read (if the thread got one) and the closing one
+    assert te[-1] > sorted(tp)[-2]  # the closing read comes after every poll (its power read a moment later)

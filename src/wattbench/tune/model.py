@@ -1,0 +1,94 @@
+"""``tune.json``: the versioned record of a tune (pydantic), written after every trial.
+
+A tune directory holds ``tune.json`` and ``trials/NNN/`` (one run directory per trial, each a
+normal wattbench run registered in the history store). ``--resume DIR`` reads ``tune.json`` and
+continues: trials already finished are not run again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wattbench.errors import UserError
+
+TUNE_SCHEMA_VERSION = 1
+OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "j_per_output_token")
+LOWER_IS_BETTER = frozenset({"j_per_output_token"})
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class TrialRecord(_M):
+    index: int
+    config: dict[str, Any] = Field(default_factory=dict)  # resolved axis -> value ({} = engine defaults)
+    params: dict[str, Any] = Field(default_factory=dict)  # what the optimiser proposed (before conditions)
+    label: str = ""
+    engine_args: list[str] = Field(default_factory=list)
+    gpu_settings: dict[str, float] = Field(default_factory=dict)  # what the trial ran under (W, MHz)
+    status: Literal["done", "pruned", "misses_slo", "failed"] = "done"
+    detail: str | None = None
+    repeat_of: int | None = None  # a repeat measurement of trial N at its chosen load
+    run_dir: str | None = None
+    run_id: str | None = None
+    score: float | None = None
+    figures: dict[str, Any] = Field(default_factory=dict)
+    engine_start_s: float | None = None  # engine restart time, excluded from every measurement
+    duration_s: float | None = None
+    levels_measured: int | None = None
+
+
+class TuneResult(_M):
+    schema_version: int = TUNE_SCHEMA_VERSION
+    kind: Literal["wattbench-tune"] = "wattbench-tune"
+    tune_id: str
+    created_at: str
+    directory: str | None = None  # where tune.json and trials/ live
+    status: Literal["running", "complete", "interrupted", "failed"] = "running"
+    status_detail: str | None = None
+    engine: str
+    model: str | None = None
+    objective: str = "goodput_per_kw"
+    boundary: str | None = None
+    slo: str | None = None
+    space: dict[str, Any] = Field(default_factory=dict)
+    strategy: str = "exhaustive"
+    budget: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)  # the tune's own settings (workload, load …)
+    trials: list[TrialRecord] = Field(default_factory=list)
+    baseline_index: int | None = None
+    recommended: dict[str, Any] | None = None
+    decision: dict[str, Any] | None = None  # how the winner was separated from the runner-up (repeats)
+    pareto: dict[str, Any] | None = None
+    by_axis: dict[str, Any] = Field(default_factory=dict)  # axis -> value -> best score
+    warnings: list[str] = Field(default_factory=list)
+
+
+def write_tune(d: Path, t: TuneResult) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / "tune.json.tmp"
+    tmp.write_text(t.model_dump_json(indent=2))
+    tmp.replace(d / "tune.json")
+
+
+def load_tune(path: str | Path) -> TuneResult:
+    p = Path(path).expanduser()
+    f = p / "tune.json" if p.is_dir() else p
+    if not f.is_file():
+        raise UserError(f"no tune result at {path}: give a directory written by wattbench tune (with tune.json)")
+    try:
+        t = TuneResult.model_validate_json(f.read_text())
+    except ValueError as e:
+        raise UserError(f"{f} is not a wattbench tune result ({str(e).strip().splitlines()[0]})") from None
+    if t.schema_version > TUNE_SCHEMA_VERSION:
+        raise UserError(f"{f} has tune schema {t.schema_version}; this wattbench reads up to {TUNE_SCHEMA_VERSION}: upgrade")
+    return t
+
+
+def is_tune_dir(path: str | Path) -> bool:
+    p = Path(path).expanduser()
+    return (p / "tune.json").is_file() or (p.is_file() and p.name == "tune.json")

@@ -1,0 +1,382 @@
+"""``tune(config) -> TuneResult``: search engine settings (and GPU power settings) for the best
+goodput per kW under an SLO, on top of the run pipeline.
+
+Each trial is a normal run (``run_benchmark``) of the engine started with the configuration's
+arguments and ``--optimize``: its own run directory under ``DIR/trials/NNN`` (registered in the
+history store, tagged ``<tune id>/trial-NNN``), engine start timed from the run's progress events and outside
+every measurement window (the run measures idle power and levels only after the engine is ready).
+The first trial is the engine's defaults (the baseline the gain is quoted against). GPU settings,
+when searched, are applied before the trial's run and restored after it (:mod:`wattbench.tune.gpu`).
+``tune.json`` is rewritten after every trial; ``resume=DIR`` continues an interrupted tune.
+
+``evaluate`` is the seam for tests (a scripted engine with a known efficiency surface): a callable
+``(trial: TrialRecord, base: RunConfig, fixed_level) -> TrialRecord`` filling status, score and figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wattbench.config import RunConfig
+from wattbench.errors import UserError
+from wattbench.tune import score as sc
+from wattbench.tune.model import OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
+from wattbench.tune.space import Space, build_space, config_key, describe, engine_args, gpu_settings
+
+Progress = Callable[[str, dict], None]
+
+
+class TuneConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    base: RunConfig  # engine, model, workload, sensors, SLO, load candidates: as `run`
+    axes: list[str] = Field(default_factory=list)
+    space_file: str | None = None
+    power_limits_w: list[float] = Field(default_factory=list)
+    sm_clocks_mhz: list[int] = Field(default_factory=list)
+    allow_gpu_settings: bool = False
+    gpu_indices: list[int] | None = None
+    objective: str = "goodput_per_kw"
+    boundary: str | None = None  # None = the innermost measured
+    strategy: str = "auto"
+    max_trials: int | None = None
+    max_minutes: float | None = None
+    seed: int = 0
+    noise_pct: float = 5.0  # single measurements closer than this are measured again
+    max_repeats: int = 2
+    baseline: bool = True
+    out: str | None = None
+    resume: str | None = None
+
+
+def validate(cfg: TuneConfig) -> Space:
+    """Everything checked before anything runs or is written; returns the space."""
+    if cfg.objective not in OBJECTIVES:
+        raise UserError(f"--objective {cfg.objective!r}: choose one of {', '.join(OBJECTIVES)}")
+    if cfg.base.target or cfg.base.targets:
+        raise UserError("wattbench tune starts the engine itself (it restarts it per configuration): "
+                        "give --engine and --model, not --target")
+    from wattbench.metrics.slo import parse_slos
+
+    parse_slos(cfg.base.slo)  # the one SLO grammar; raises on bad input
+    if cfg.max_trials is not None and cfg.max_trials < 1:
+        raise UserError("--max-trials must be >= 1")
+    if cfg.max_minutes is not None and not cfg.max_minutes > 0:
+        raise UserError("--max-minutes must be > 0")
+    if cfg.boundary is not None:
+        from wattbench.telemetry.base import BOUNDARIES
+
+        if cfg.boundary not in BOUNDARIES:
+            raise UserError(f"--boundary {cfg.boundary!r}: choose one of {', '.join(BOUNDARIES)}")
+    space = build_space(cfg.base.engine, cfg.axes, cfg.space_file, cfg.power_limits_w, cfg.sm_clocks_mhz)
+    gpu_axes = [a for a in space.axes if a.is_gpu]
+    if gpu_axes and not cfg.allow_gpu_settings:
+        raise UserError("searching GPU power settings changes the GPU's power limit / clocks: add "
+                        "--allow-gpu-settings (as root) to allow it")
+    if space.size() < 1:
+        raise UserError("the search space is empty")
+    return space
+
+
+def _objective_for_run(objective: str) -> str:
+    # J/token orders levels exactly like output tokens/s per kW (J/token = 1000 / (tok/s per kW))
+    return "output_tokens_per_s_per_kw" if objective == "j_per_output_token" else objective
+
+
+class RunEvaluator:
+    """Measures a trial with ``run_benchmark`` (the real path)."""
+
+    def __init__(self, progress: Progress | None = None):
+        self.progress = progress or (lambda e, d: None)
+
+    def __call__(self, trial: TrialRecord, base: RunConfig, fixed_level: tuple[str, float] | None,
+                 objective: str, boundary: str | None, run_dir: Path, tags: list[str]) -> TrialRecord:
+        from wattbench.runner import run_benchmark
+
+        upd: dict[str, Any] = {"engine_args": list(base.engine_args) + trial.engine_args, "out": str(run_dir),
+                               "tags": list(base.tags) + tags}
+        if fixed_level is None:
+            upd["optimize"] = _objective_for_run(objective)
+        else:
+            mode, v = fixed_level
+            upd.update(optimize=None, concurrency=[int(v)] if mode == "concurrency" else [],
+                       rate=[v] if mode == "rate" else [])
+        cfg = base.model_copy(update=upd)
+        RunConfig.model_validate(cfg.model_dump())
+        marks: dict[str, float] = {}
+
+        def on_event(event: str, data: dict) -> None:
+            now = time.perf_counter()
+            if event == "phase" and data.get("name") == "engine":
+                marks["engine"] = now
+            elif "engine" in marks and "ready" not in marks:
+                marks["ready"] = now
+            self.progress(event, {**data, "trial": trial.index})
+
+        t0 = time.perf_counter()
+        from wattbench.errors import EngineError, Interrupted
+
+        try:
+            res = run_benchmark(cfg, on_event)
+        except Interrupted:
+            raise
+        except UserError as e:
+            if not isinstance(e, EngineError):
+                raise  # bad input: the same for every configuration
+            trial.status, trial.detail = "failed", f"engine did not start: {str(e).splitlines()[0]}"
+            trial.duration_s = time.perf_counter() - t0
+            trial.run_dir = str(run_dir)
+            return trial
+        except Exception as e:  # noqa: BLE001 - an engine that dies mid-run is a result of the trial
+            trial.status, trial.detail = "failed", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            trial.duration_s = time.perf_counter() - t0
+            trial.run_dir = str(run_dir)
+            return trial
+        trial.duration_s = time.perf_counter() - t0
+        if "ready" in marks:
+            trial.engine_start_s = marks["ready"] - marks["engine"]
+        trial.run_dir, trial.run_id = str(run_dir), res.run_id
+        trial.levels_measured = len(res.levels)
+        has_slo = bool(base.slo)
+        if fixed_level is None:
+            trial.status, trial.figures, trial.detail = sc.result_figures(res, boundary, has_slo)
+        elif res.levels:
+            trial.status, trial.figures = "done", sc.level_figures(res.levels[0], boundary, has_slo)
+        else:
+            trial.status, trial.detail = "failed", "the repeat measured no level"
+        trial.score = trial.figures.get(objective) if trial.status == "done" else None
+        if trial.status == "done" and trial.score is None:
+            trial.status, trial.detail = "failed", f"the chosen level has no {objective} (no power measured?)"
+        return trial
+
+
+def _new_id() -> tuple[str, str]:
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc)
+    return "tune-" + now.strftime("%Y-%m-%dT%H-%M-%S"), now.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def tune(cfg: TuneConfig, *, evaluate: Callable | None = None, progress: Progress | None = None,
+         gpu=None) -> TuneResult:
+    """Run the tune as configured (see the module docstring). ``gpu``: a ``GpuSettings`` (the seam
+    for a fake NVML); by default one is made when the space has GPU axes."""
+    from wattbench.tune import strategy as st
+
+    progress = progress or (lambda e, d: None)
+    space = validate(cfg)
+    if evaluate is None:
+        from wattbench.engines import get_engine
+
+        get_engine(cfg.base.engine).check_installed()  # once, before anything is written or changed
+    gpu_axes = any(a.is_gpu for a in space.axes)
+    if gpu is None and (gpu_axes or _state_pending()):
+        from wattbench.tune.gpu import GpuSettings
+
+        gpu = GpuSettings(cfg.gpu_indices)
+    if gpu is not None:
+        # a tune killed mid-trial left settings changed: put them back before anything else
+        if gpu.state.exists() and not gpu.root:
+            raise UserError(f"GPU settings changed by an earlier wattbench tune are still recorded in {gpu.state}; "
+                            "run `sudo wattbench doctor --restore` to put them back")
+        done = gpu.restore()
+        if done:
+            progress("gpu_restored", {"actions": done})
+        if gpu_axes:
+            pw = [float(v) for a in space.axes if a.name == "power-limit" for v in a.values if v != "default"]
+            ck = [int(v) for a in space.axes if a.name == "sm-clocks" for v in a.values if v != "default"]
+            gpu.check(pw, ck)
+    name = st.choose(space, cfg.max_trials, cfg.strategy)
+    if cfg.resume:
+        d = Path(cfg.resume).expanduser()
+        t = load_tune(d)
+        if t.engine != cfg.base.engine or t.space != space.to_dict() or t.objective != cfg.objective:
+            raise UserError(f"--resume {d}: that tune searched another engine, space or objective; "
+                            "give the same flags or start a new tune")
+        t.status = "running"
+        name = t.strategy  # the strategy it started with, whatever the budget now
+    else:
+        tune_id, created = _new_id()
+        d = Path(cfg.out or Path("wattbench-results") / tune_id).expanduser()
+        if (d / "tune.json").exists():
+            raise UserError(f"--out {d} already holds a tune.json; use --resume {d} to continue it")
+        t = TuneResult(tune_id=tune_id, created_at=created, engine=cfg.base.engine, model=cfg.base.engine_model,
+                       objective=cfg.objective, boundary=cfg.boundary, slo=cfg.base.slo, space=space.to_dict(),
+                       strategy=name, budget={"max_trials": cfg.max_trials, "max_minutes": cfg.max_minutes},
+                       config=cfg.model_dump(mode="json", exclude={"resume"}))
+    t.directory = str(d)
+    strat = st.make(name, space, cfg.seed, cfg.objective)
+    for tr in t.trials:  # replay what an interrupted tune measured
+        if tr.repeat_of is None:
+            strat.tell(tr.config, tr.params, tr.score)
+    write_tune(d, t)
+    evaluate = evaluate or RunEvaluator(progress)
+    ctx = gpu if gpu is not None else contextlib.nullcontext()
+    # trials start from the engine's own defaults: wattbench's tuned defaults for the embedded
+    # engine would otherwise apply to every configuration without a --cb-* flag
+    prev_env = os.environ.get("WATTBENCH_TUNED_DEFAULTS")
+    os.environ["WATTBENCH_TUNED_DEFAULTS"] = "0"
+    t0 = time.monotonic()
+    try:
+        with ctx:
+            _search(cfg, t, d, strat, evaluate, gpu, progress, t0)
+            _repeats(cfg, t, d, evaluate, gpu, progress, t0)
+        t.status = "complete"
+    except KeyboardInterrupt:
+        t.status, t.status_detail = "interrupted", f"interrupted; resume with --resume {d}"
+        raise
+    except BaseException as e:
+        from wattbench.errors import Interrupted
+
+        stopped = isinstance(e, (SystemExit, Interrupted))
+        t.status = "interrupted" if stopped else "failed"
+        t.status_detail = (f"interrupted; resume with --resume {d}" if stopped else str(e) or type(e).__name__)
+        raise
+    finally:
+        if prev_env is None:
+            os.environ.pop("WATTBENCH_TUNED_DEFAULTS", None)
+        else:
+            os.environ["WATTBENCH_TUNED_DEFAULTS"] = prev_env
+        conclude(t, cfg)
+        write_tune(d, t)
+    return t
+
+
+def _state_pending() -> bool:
+    from wattbench.tune.gpu import state_path
+
+    return state_path().exists()
+
+
+def _budget_left(cfg: TuneConfig, t: TuneResult, t0: float) -> bool:
+    n = sum(1 for tr in t.trials if tr.repeat_of is None)
+    if cfg.max_trials is not None and n >= cfg.max_trials:
+        return False
+    if cfg.max_minutes is not None and (time.monotonic() - t0) / 60.0 >= cfg.max_minutes:
+        return False
+    return True
+
+
+def trial_tag(tune_id: str, index: int) -> str:
+    return f"{tune_id}/trial-{index:03d}"
+
+
+def _run_trial(cfg, t, d, evaluate, gpu, progress, config: dict, params: dict, repeat_of=None, level=None):
+    idx = len(t.trials)
+    tr = TrialRecord(index=idx, config=config, params=params, label=describe(config), engine_args=engine_args(config),
+                     repeat_of=repeat_of)
+    settings = gpu_settings(config)
+    progress("trial_start", {"index": idx, "label": tr.label, "repeat_of": repeat_of})
+    try:
+        if settings:
+            tr.gpu_settings = gpu.apply(settings)
+        tags = [trial_tag(t.tune_id, idx)]  # a history tag names one run: one per trial
+        tr = evaluate(tr, cfg.base, level, cfg.objective, cfg.boundary, d / "trials" / f"{idx:03d}", tags)
+    finally:
+        if settings:
+            gpu.restore()  # after every trial
+    t.trials.append(tr)
+    write_tune(d, t)
+    progress("trial_done", {"trial": tr})
+    return tr
+
+
+def _search(cfg, t, d, strat, evaluate, gpu, progress, t0) -> None:
+    done = {config_key(tr.config) for tr in t.trials if tr.repeat_of is None}
+    if cfg.baseline and config_key({}) not in done and _budget_left(cfg, t, t0):
+        tr = _run_trial(cfg, t, d, evaluate, gpu, progress, {}, {})
+        strat.tell({}, {}, tr.score)
+    while _budget_left(cfg, t, t0):
+        nxt = strat.ask()
+        if nxt is None:
+            break
+        config, params = nxt
+        tr = _run_trial(cfg, t, d, evaluate, gpu, progress, config, params)
+        strat.tell(config, params, tr.score)
+
+
+def _repeats(cfg, t, d, evaluate, gpu, progress, t0) -> None:
+    """Measure the best two again while their difference is inside the noise."""
+    for _ in range(cfg.max_repeats):
+        ranked = sc.ranking(t)
+        if len(ranked) < 2:
+            return
+        (ia, a), (ib, b) = ranked[0], ranked[1]
+        if not sc.needs_repeat(a, b, cfg.objective, cfg.noise_pct):
+            return
+        if cfg.max_minutes is not None and (time.monotonic() - t0) / 60.0 >= cfg.max_minutes:
+            t.warnings.append("the best two configurations are within the noise and the time budget is spent")
+            return
+        for i in (ia, ib):
+            orig = t.trials[i]
+            level = (orig.figures.get("load_mode"), orig.figures.get("load_value"))
+            _run_trial(cfg, t, d, evaluate, gpu, progress, orig.config, orig.params, repeat_of=i, level=level)
+
+
+def serve_command(engine: str, model: str | None, args: list[str], gpu: dict[str, float]) -> str:
+    """The command line that serves a configuration outside wattbench."""
+    m = model or "MODEL"
+    base = {
+        "vllm": ["vllm", "serve", m],
+        "transformers": ["transformers", "serve", m, "--continuous-batching"],
+        "sglang": ["python", "-m", "sglang.launch_server", "--model-path", m],
+        "llamacpp": ["llama-server", "-m", m],
+    }.get(engine, [engine, m])
+    lines = []
+    if "power_limit_w" in gpu:
+        lines.append(f"sudo nvidia-smi -pl {gpu['power_limit_w']:g}")
+    if "sm_clock_mhz" in gpu:
+        c = int(gpu["sm_clock_mhz"])
+        lines.append(f"sudo nvidia-smi -lgc {c},{c}")
+    lines.append(shlex.join(base + list(args)))
+    return " && ".join(lines)
+
+
+def conclude(t: TuneResult, cfg: TuneConfig | None = None) -> None:
+    """Recommended configuration, gain over the defaults, Pareto front, score by axis."""
+    ranked = sc.ranking(t)
+    t.by_axis = sc.by_axis(t)
+    lat = "tpot_p99_ms"
+    if t.slo and t.slo.strip().lower().startswith("ttft"):
+        lat = "ttft_p99_ms"
+    t.pareto = sc.pareto(t.trials, latency=lat)
+    base = next((tr for tr in t.trials if tr.repeat_of is None and not tr.config), None)
+    t.baseline_index = base.index if base else None
+    if not ranked:
+        t.recommended = None
+        return
+    i, stats = ranked[0]
+    win = t.trials[i]
+    base_stats = dict(ranked).get(base.index) if base else None
+    gain = sc.gain_pct(stats["mean"], base_stats["mean"] if base_stats else None, t.objective)
+    model = t.model
+    t.recommended = {
+        "trial": i, "label": win.label, "config": win.config, "engine_args": win.engine_args,
+        "gpu_settings": gpu_settings(win.config), "score": stats["mean"], "score_ci": stats, "figures": win.figures,
+        "gain_over_defaults_pct": gain,
+        "baseline_score": base_stats["mean"] if base_stats else None,
+        "serve_command": serve_command(t.engine, model, win.engine_args, gpu_settings(win.config)),
+        "summary": _summary(t, gain, base_stats is not None),
+    }
+    if len(ranked) >= 2:
+        (ia, a), (ib, b) = ranked[0], ranked[1]
+        t.decision = {"best": ia, "runner_up": ib, "best_score": a, "runner_up_score": b,
+                      "separated": not sc.needs_repeat(a, b, t.objective, cfg.noise_pct if cfg else 5.0)}
+
+
+def _summary(t: TuneResult, gain: float | None, has_base: bool) -> str:
+    what = {"goodput_per_kw": "goodput per kW", "output_tokens_per_s_per_kw": "output tokens/s per kW",
+            "j_per_output_token": "energy per output token"}[t.objective]
+    slo = f" at the same SLO ({t.slo})" if t.slo else ""
+    if gain is None:
+        return "no gain quoted: the engine defaults " + ("did not score" if has_base else "were not measured")
+    if t.objective == "j_per_output_token":
+        return f"{gain:+.0f}% output tokens per joule (lower {what}) vs the engine defaults{slo}"
+    return f"{gain:+.0f}% {what} vs the engine defaults{slo}"

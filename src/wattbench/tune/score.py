@@ -1,0 +1,167 @@
+"""How a tune trial is scored, and what is concluded from the trials (pure functions).
+
+**A trial's score.** The trial is one run of the engine in one configuration with ``--optimize``:
+the load search (:func:`wattbench.load.search.optimize`) picks the load level with the best
+goodput per kW that meets every SLO, refining to the SLO boundary. The trial's figures are that
+level's, read at the tune's boundary (default: the innermost one measured, as ``run`` does); its
+score is the objective:
+
+- ``goodput_per_kw``: output tokens/s of the requests that met every SLO per kW (default);
+- ``output_tokens_per_s_per_kw``: all output tokens/s per kW at that level;
+- ``j_per_output_token``: joules per output token (lower is better). It orders levels exactly as
+  output tokens/s per kW does (J/token = 1000 / (tok/s per kW)), so the load search uses that.
+
+A configuration whose lowest load level already misses the SLO is *pruned*: nothing above it
+can meet it. One where no level meets the SLO scores nothing (``misses_slo``).
+
+**Deciding between configurations.** Where the best two differ by less than the noise (their
+trial 95% CIs overlap; with one measurement each, by less than ``noise_pct``), both are measured
+again at their chosen load and the decision is made on the means (``decide``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+from wattbench.tune.model import LOWER_IS_BETTER, TrialRecord, TuneResult
+
+
+def innermost_boundary(level) -> str | None:
+    """The innermost measured boundary of a level (declared/estimated ones only when nothing is measured)."""
+    from wattbench.telemetry.base import BOUNDARIES
+
+    measured = [b for b in BOUNDARIES if b in level.energy and level.energy[b].label == "measured"]
+    if measured:
+        return measured[0]
+    return next((b for b in BOUNDARIES if b in level.energy), None)
+
+
+def level_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
+    """The figures a tune table shows for one level."""
+    from wattbench.analysis.figures import headline
+
+    b = boundary or innermost_boundary(level)
+    h = headline(level, b)
+    gp = level.goodput or {}
+    gpk = ((gp.get("per_kw") or {}).get(b) or {}).get("output_tokens_per_s_per_kw") if b else None
+    if gpk is None and not has_slo:
+        gpk = h["output_tokens_per_s_per_kw"]  # no SLO: every completed token is good
+    ld = level.load
+    return {
+        "boundary": b,
+        "load_mode": ld.mode,
+        "load_value": ld.target_concurrency if ld.mode == "concurrency" else ld.target_rate_rps,
+        "level_index": level.index,
+        "goodput_per_kw": gpk,
+        "goodput_output_tokens_per_s": h["goodput_output_tokens_per_s"] if has_slo else h["output_tokens_per_s"],
+        "output_tokens_per_s": h["output_tokens_per_s"],
+        "output_tokens_per_s_per_kw": h["output_tokens_per_s_per_kw"],
+        "j_per_output_token": h["j_per_output_token"],
+        "avg_power_w": h["avg_power_w"],
+        "ttft_p99_ms": h["ttft_p99_ms"],
+        "tpot_p99_ms": h["tpot_p99_ms"],
+        "verdict": level.validity.verdict,
+    }
+
+
+def result_figures(result, boundary: str | None, has_slo: bool) -> tuple[str, dict[str, Any], str | None]:
+    """(status, figures, detail) of a trial run made with ``--optimize``."""
+    opt = result.extra.get("optimize") or {}
+    measured = list(opt.get("measured_values") or [])
+    best = opt.get("best_value")
+    n = len(result.levels)
+    if best is None:
+        if n == 1 and measured:
+            return "pruned", {}, "the lowest load level already misses the SLO"
+        return "misses_slo", {}, opt.get("reason") or "no level met the SLO"
+    i = measured.index(best) if best in measured else None
+    if i is None or i >= n:
+        return "failed", {}, "the chosen level is not in the run"
+    return "done", level_figures(result.levels[i], boundary, has_slo), None
+
+
+def better(a: float | None, b: float | None, objective: str) -> bool:
+    """Whether score ``a`` beats ``b`` (None never wins)."""
+    if a is None:
+        return False
+    if b is None:
+        return True
+    return a < b if objective in LOWER_IS_BETTER else a > b
+
+
+def gain_pct(new: float | None, base: float | None, objective: str) -> float | None:
+    """Improvement of ``new`` over ``base`` in percent (positive = better)."""
+    if new is None or base is None or base == 0 or new == 0:
+        return None
+    if objective in LOWER_IS_BETTER:
+        return (base / new - 1.0) * 100.0  # J/token: the same work for less energy -> more work per J
+    return (new / base - 1.0) * 100.0
+
+
+def config_scores(t: TuneResult) -> dict[int, list[float]]:
+    """Every measured score per original trial index (repeats folded into the trial they repeat)."""
+    out: dict[int, list[float]] = {}
+    for tr in t.trials:
+        if tr.score is None or tr.status != "done":
+            continue
+        out.setdefault(tr.repeat_of if tr.repeat_of is not None else tr.index, []).append(tr.score)
+    return out
+
+
+def mean_ci(values: list[float]) -> dict[str, float | None]:
+    from wattbench.metrics.trials import ci95
+
+    c = ci95(values)
+    return {"mean": c["mean"], "low": c["ci95_low"], "high": c["ci95_high"], "n": c["n"]}
+
+
+def ranking(t: TuneResult) -> list[tuple[int, dict]]:
+    """Original trials ranked best first by their mean score."""
+    scores = config_scores(t)
+    ranked = [(i, mean_ci(v)) for i, v in scores.items()]
+    sign = 1.0 if t.objective in LOWER_IS_BETTER else -1.0
+    ranked.sort(key=lambda x: (sign * x[1]["mean"], x[0]))
+    return ranked
+
+
+def needs_repeat(a: dict, b: dict, objective: str, noise_pct: float) -> bool:
+    """Whether the best (``a``) and runner-up (``b``) are closer than the noise."""
+    if a["n"] >= 2 and b["n"] >= 2 and a["low"] is not None and b["low"] is not None:
+        return not (a["low"] > b["high"] or b["low"] > a["high"])  # the CIs overlap
+    gap = abs(a["mean"] - b["mean"]) / max(abs(a["mean"]), abs(b["mean"]), 1e-12)
+    return gap * 100.0 < noise_pct
+
+
+def by_axis(t: TuneResult) -> dict[str, dict[str, float | None]]:
+    """For each axis and value: the best mean score of the configurations with that value
+    (the 'score by axis' plot)."""
+    best: dict[str, dict[str, float | None]] = {}
+    ranked = dict(ranking(t))
+    trials = {tr.index: tr for tr in t.trials if tr.repeat_of is None}
+    for name in (t.space.get("axes") or {}):
+        row: dict[str, float | None] = {}
+        for i, stats in ranked.items():
+            tr = trials.get(i)
+            if tr is None:
+                continue
+            key = str(tr.config.get(name, "default"))
+            cur = row.get(key)
+            if cur is None or better(stats["mean"], cur, t.objective):
+                row[key] = stats["mean"]
+        best[name] = row
+    return best
+
+
+def pareto(trials: Iterable[TrialRecord], latency: str = "tpot_p99_ms") -> dict:
+    """Goodput per kW (higher) vs a p99 latency (lower) over the trials' chosen levels."""
+    from wattbench.analysis.pareto import pareto_frontier
+
+    pts = [(str(tr.index), tr.figures.get("goodput_per_kw"), tr.figures.get(latency))
+           for tr in trials if tr.status == "done" and tr.repeat_of is None]
+    front = pareto_frontier(pts)
+    on = {p.label for p in front}
+    return {"efficiency": "goodput_per_kw", "latency": latency,
+            "points": [{"trial": int(lab), "efficiency": e, "latency": lat, "on_frontier": lab in on}
+                       for lab, e, lat in pts if e is not None and lat is not None and math.isfinite(e)],
+            "frontier": [int(p.label) for p in front]}

@@ -1,0 +1,318 @@
+"""The search space of ``wattbench tune``: named axes, their values, conditions between them.
+
+An *axis* is an engine argument (``max-num-seqs``, ``cb-use-cuda-graph`` …) or a GPU setting
+(``power-limit`` in W, ``sm-clocks`` in MHz, see :mod:`wattbench.tune.gpu`) with a list of values.
+A *configuration* gives each active axis one value. The value ``default`` (or ``null``) leaves the
+argument out: the engine's own default. ``true``/``false`` are switches: ``true`` gives ``--NAME``,
+``false`` gives ``--no-NAME`` where the engine has that form, else nothing.
+
+Sources, in order of use:
+
+- ``--axis NAME=V1,V2,…`` (repeatable);
+- a YAML/JSON space file::
+
+      axes:
+        max-num-seqs: [64, 128, 256]
+        max-num-batched-tokens: {min: 2048, max: 16384, factor: 2}   # 2048, 4096, 8192, 16384
+        cb-max-memory-percent: {min: 0.3, max: 0.9, step: 0.2}      # 0.3, 0.5, 0.7, 0.9
+        cb-max-batch-tokens: {values: [2048, 8192], when: {cb-use-cuda-graph: true}}
+        cb-use-cuda-graph: [false, true]
+
+  ``when`` makes an axis active only in configurations where the named axes take one of the given
+  values (a value or a list); elsewhere the argument is left out;
+- the built-in space of the engine (:data:`BUILTIN_SPACES`) when neither is given.
+
+Configurations are the cartesian product of the active axes, deduplicated after conditions; the
+order is deterministic (axes in the order given, values in the order given).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from wattbench.errors import UserError
+
+GPU_AXES = ("power-limit", "sm-clocks")
+DEFAULT = "default"  # the value that leaves an argument out
+
+# Engine arguments worth trying, per engine. Switches name their "off" form where the engine has one.
+BUILTIN_SPACES: dict[str, dict[str, list]] = {
+    "vllm": {
+        "max-num-seqs": [64, 128, 256],
+        "max-num-batched-tokens": [2048, 8192, 16384],
+        "enable-chunked-prefill": [True, False],
+        "enforce-eager": [False, True],
+    },
+    "transformers": {
+        "cb-use-cuda-graph": [False, True],
+        "cb-max-batch-tokens": [DEFAULT, 2048, 8192],
+        "cb-max-memory-percent": [DEFAULT, 0.5, 0.8],
+        "cb-block-size": [DEFAULT, 64],
+    },
+    "sglang": {
+        "max-running-requests": [64, 128, 256],
+        "chunked-prefill-size": [2048, 8192],
+        "disable-cuda-graph": [False, True],
+        "mem-fraction-static": [DEFAULT, 0.8],
+    },
+    "llamacpp": {
+        "parallel": [4, 8, 16],
+        "batch-size": [512, 2048],
+        "ubatch-size": [256, 512],
+    },
+}
+# switches whose "off" form is --no-NAME (argparse BooleanOptionalAction in the engine)
+NEGATABLE = {"cb-use-cuda-graph", "enable-chunked-prefill"}
+
+
+@dataclass
+class Axis:
+    name: str
+    values: list
+    when: dict[str, list] = field(default_factory=dict)
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name in GPU_AXES
+
+    def to_dict(self) -> dict:
+        d: dict[str, Any] = {"values": list(self.values)}
+        if self.when:
+            d["when"] = {k: list(v) for k, v in self.when.items()}
+        return d
+
+
+@dataclass
+class Space:
+    axes: list[Axis]
+    source: str = "builtin"
+
+    def names(self) -> list[str]:
+        return [a.name for a in self.axes]
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "axes": {a.name: a.to_dict() for a in self.axes}}
+
+    def active(self, axis: Axis, config: Mapping[str, Any]) -> bool:
+        return all(config.get(k) in vs for k, vs in axis.when.items())
+
+    def resolve(self, raw: Mapping[str, Any]) -> dict[str, Any]:
+        """A configuration with inactive axes (and ``default`` values) dropped."""
+        out: dict[str, Any] = {}
+        for a in self.axes:  # conditions only refer to axes before them (checked at load)
+            if a.name in raw and self.active(a, out | {k: raw[k] for k in raw if k not in out}):
+                v = raw[a.name]
+                if v is not None and v != DEFAULT:
+                    out[a.name] = v
+        return out
+
+    def configurations(self) -> list[dict[str, Any]]:
+        """Every distinct configuration (cartesian product, conditions applied), in a fixed order."""
+        seen, out = set(), []
+        for combo in itertools.product(*[a.values for a in self.axes]):
+            cfg = self.resolve(dict(zip(self.names(), combo)))
+            key = config_key(cfg)
+            if key not in seen:
+                seen.add(key)
+                out.append(cfg)
+        return out
+
+    def size(self) -> int:
+        return len(self.configurations())
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+    """A stable identity of a configuration (sorted JSON)."""
+    return json.dumps({k: config[k] for k in sorted(config)}, sort_keys=True, default=str)
+
+
+def parse_value(text: str):
+    t = text.strip()
+    low = t.lower()
+    if low in ("true", "on", "yes"):
+        return True
+    if low in ("false", "off", "no"):
+        return False
+    if low in (DEFAULT, "null", "none"):
+        return DEFAULT
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    try:
+        v = float(t)
+        if math.isfinite(v):
+            return v
+    except ValueError:
+        pass
+    return t
+
+
+def parse_axis(text: str) -> Axis:
+    """``NAME=V1,V2,…`` -> Axis. NAME without leading dashes."""
+    if "=" not in text:
+        raise UserError(f"--axis {text!r}: expected NAME=V1,V2,… e.g. --axis max-num-seqs=64,128,256")
+    name, vals = text.split("=", 1)
+    name = name.strip().lstrip("-")
+    values = [parse_value(v) for v in vals.split(",") if v.strip()]
+    return _axis(name, values, {}, f"--axis {text!r}")
+
+
+def _axis(name: str, values: list, when: dict, where: str) -> Axis:
+    if not name or not all(c.isalnum() or c in "-_" for c in name):
+        raise UserError(f"{where}: axis name {name!r} must be an engine flag name like max-num-seqs")
+    if not values:
+        raise UserError(f"{where}: axis {name} has no values")
+    vals = []
+    for v in values:
+        v = DEFAULT if v is None else v
+        if v not in vals:
+            vals.append(v)
+    if name in GPU_AXES:
+        for v in vals:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise UserError(f"{where}: {name} values must be positive numbers ({'W' if name == 'power-limit' else 'MHz'}), got {v!r}")
+    return Axis(name, vals, {k: (list(w) if isinstance(w, list) else [w]) for k, w in when.items()})
+
+
+def _range(name: str, spec: Mapping, where: str) -> list:
+    lo, hi = spec.get("min"), spec.get("max")
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)) or hi < lo:
+        raise UserError(f"{where}: axis {name}: a range needs numbers min <= max, got min={lo!r} max={hi!r}")
+    if "factor" in spec:
+        f = spec["factor"]
+        if not isinstance(f, (int, float)) or f <= 1 or lo <= 0:
+            raise UserError(f"{where}: axis {name}: factor must be > 1 with min > 0")
+        out, v = [], lo
+        while v <= hi * (1 + 1e-9):
+            out.append(int(round(v)) if isinstance(lo, int) and isinstance(f, int) else v)
+            v *= f
+        return out
+    step = spec.get("step")
+    if not isinstance(step, (int, float)) or step <= 0:
+        raise UserError(f"{where}: axis {name}: a range needs step > 0 or factor > 1")
+    n = int(math.floor((hi - lo) / step + 1e-9)) + 1
+    if n > 1000:
+        raise UserError(f"{where}: axis {name}: range gives {n} values; use a coarser step")
+    ints = all(isinstance(x, int) for x in (lo, hi, step))
+    return [lo + i * step if ints else round(lo + i * step, 10) for i in range(n)]
+
+
+def load_space_file(path: str | Path) -> Space:
+    """A YAML/JSON space file (see the module docstring)."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise UserError(f"space file {p} not found")
+    text = p.read_text()
+    try:
+        if p.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as e:  # noqa: BLE001 - any parse error is bad input
+        raise UserError(f"space file {p}: cannot parse ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, Mapping) or not isinstance(data.get("axes"), Mapping) or not data["axes"]:
+        raise UserError(f"space file {p}: expected a mapping with 'axes: {{NAME: [values] | {{min, max, step}}}}'")
+    axes: list[Axis] = []
+    for name, spec in data["axes"].items():
+        where = f"space file {p}"
+        when: dict = {}
+        if isinstance(spec, Mapping):
+            when = dict(spec.get("when") or {})
+            if "values" in spec:
+                values = list(spec["values"])
+            else:
+                values = _range(str(name), spec, where)
+        elif isinstance(spec, list):
+            values = spec
+        else:
+            values = [spec]
+        axes.append(_axis(str(name), values, when, where))
+    _check_conditions(axes, str(p))
+    return Space(axes, source=str(p))
+
+
+def _check_conditions(axes: list[Axis], where: str) -> None:
+    seen: dict[str, Axis] = {}
+    for a in axes:
+        for k, vs in a.when.items():
+            if k not in seen:
+                raise UserError(f"{where}: axis {a.name} has a condition on {k!r}, which is not an axis listed before it")
+            for v in vs:
+                if v not in seen[k].values:
+                    raise UserError(f"{where}: axis {a.name}: condition {k}={v!r} is not one of {k}'s values")
+        seen[a.name] = a
+
+
+def build_space(engine: str, axes: list[str] | None = None, space_file: str | None = None,
+                power_limits_w: list[float] | None = None, sm_clocks_mhz: list[int] | None = None) -> Space:
+    """The space from ``--axis``/``--space``/the built-in one, plus the GPU axes."""
+    if axes and space_file:
+        raise UserError("give --axis or --space, not both")
+    if space_file:
+        space = load_space_file(space_file)
+    elif axes:
+        parsed = [parse_axis(a) for a in axes]
+        names = [a.name for a in parsed]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise UserError(f"--axis {sorted(dup)[0]} given twice; list all its values in one --axis")
+        space = Space(parsed, source="--axis")
+    else:
+        if engine not in BUILTIN_SPACES:
+            raise UserError(f"no built-in space for engine {engine!r}; give --axis NAME=V1,V2")
+        space = Space([Axis(n, list(v)) for n, v in BUILTIN_SPACES[engine].items()], source=f"builtin:{engine}")
+    for name, vals in (("power-limit", power_limits_w), ("sm-clocks", sm_clocks_mhz)):
+        if vals:
+            if name in space.names():
+                raise UserError(f"{name} given both as an axis and as --{name}; use one")
+            space.axes.append(_axis(name, list(vals), {}, f"--{name}"))
+    return space
+
+
+def engine_args(config: Mapping[str, Any]) -> list[str]:
+    """The engine argv for a configuration's engine axes (GPU axes excluded)."""
+    out: list[str] = []
+    for name, v in config.items():
+        if name in GPU_AXES or v is None or v == DEFAULT:
+            continue
+        flag = f"--{name}"
+        if v is True:
+            out.append(flag)
+        elif v is False:
+            if name in NEGATABLE:
+                out.append(f"--no-{name}")
+        else:
+            out += [flag, _fmt(v)]
+    return out
+
+
+def gpu_settings(config: Mapping[str, Any]) -> dict[str, float]:
+    """The configuration's GPU axes: ``{"power_limit_w": …, "sm_clock_mhz": …}`` (absent = untouched)."""
+    out = {}
+    if config.get("power-limit") not in (None, DEFAULT):
+        out["power_limit_w"] = float(config["power-limit"])
+    if config.get("sm-clocks") not in (None, DEFAULT):
+        out["sm_clock_mhz"] = int(config["sm-clocks"])
+    return out
+
+
+def _fmt(v) -> str:
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def describe(config: Mapping[str, Any]) -> str:
+    """A short label: ``max-num-seqs=128 enforce-eager`` ('engine defaults' when empty)."""
+    if not config:
+        return "engine defaults"
+    parts = []
+    for k, v in config.items():
+        parts.append(k if v is True else f"no-{k}" if v is False else f"{k}={v}")
+    return " ".join(parts)

@@ -1,0 +1,141 @@
+"""The tune's search on a scripted engine whose efficiency surface is known: the search must find
+its optimum within the budget, exhaustively and with the optimiser; trials saved and resumable."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from wattbench.config import RunConfig
+from wattbench.errors import UserError
+from wattbench.tune import TuneConfig, load_tune, tune
+from wattbench.tune.space import build_space, engine_args, load_space_file, parse_axis
+
+
+class ScriptedEngine:
+    """Goodput per kW as a known function of max-num-seqs (S) and max-num-batched-tokens (B):
+    a peak at S=128, B=8192; configurations with S=512 miss the SLO at the lowest load (pruned).
+    It fills a trial the way RunEvaluator does (status, figures, score, chosen level)."""
+
+    def __init__(self, noise=None):
+        self.calls = []
+        self.noise = noise or {}
+
+    @staticmethod
+    def surface(cfg):
+        s = cfg.get("max-num-seqs", 256)  # the engine's defaults: 256 / 2048
+        b = cfg.get("max-num-batched-tokens", 2048)
+        if s == 512:
+            return None
+        return 3000.0 * math.exp(-((math.log2(s) - 7) ** 2) / 2.0) * math.exp(-((math.log2(b) - 13) ** 2) / 4.0)
+
+    def __call__(self, trial, base, level, objective, boundary, run_dir, tags):
+        self.calls.append((dict(trial.config), level))
+        v = self.surface(trial.config)
+        if v is None:
+            trial.status, trial.detail = "pruned", "the lowest load level already misses the SLO"
+            return trial
+        k = sum(1 for c, _ in self.calls if c == trial.config) - 1
+        v *= 1.0 + self.noise.get(json.dumps(trial.config, sort_keys=True), [0.0] * 10)[k]
+        trial.status = "done"
+        trial.figures = {"goodput_per_kw": v, "tpot_p99_ms": 10.0 + v / 100.0, "load_mode": "concurrency",
+                         "load_value": 32, "j_per_output_token": 1000.0 / v}
+        trial.score = trial.figures[objective]
+        trial.run_dir = str(run_dir)
+        return trial
+
+
+def _cfg(tmp_path, **kw):
+    base = RunConfig(engine="vllm", engine_model="tiny", slo="tpot_p99=50ms")
+    kw.setdefault("out", str(tmp_path / "tune"))
+    return TuneConfig(base=base, **kw)
+
+
+AXES = ["max-num-seqs=32,64,128,256,512", "max-num-batched-tokens=2048,4096,8192,16384"]
+
+
+def test_exhaustive_finds_the_optimum_and_quotes_the_gain(tmp_path):
+    eng = ScriptedEngine()
+    t = tune(_cfg(tmp_path, axes=AXES[:1] + ["max-num-batched-tokens=2048,8192"]), evaluate=eng)
+    assert t.strategy == "exhaustive" and t.status == "complete"
+    assert len([c for c, _ in eng.calls]) == 1 + 10  # the defaults, then every configuration once
+    rec = t.recommended
+    assert rec["config"] == {"max-num-seqs": 128, "max-num-batched-tokens": 8192}
+    base = ScriptedEngine.surface({})
+    assert rec["gain_over_defaults_pct"] == pytest.approx((3000.0 / base - 1) * 100)
+    assert rec["serve_command"] == "vllm serve tiny --max-num-seqs 128 --max-num-batched-tokens 8192"
+    assert "vs the engine defaults at the same SLO" in rec["summary"]
+    pruned = [tr for tr in t.trials if tr.config.get("max-num-seqs") == 512]
+    assert pruned and all(tr.status == "pruned" and tr.score is None for tr in pruned)
+    assert t.pareto["frontier"]  # goodput per kW vs p99 TPOT
+    assert t.by_axis["max-num-seqs"]["128"] == pytest.approx(3000.0)
+    on_disk = load_tune(tmp_path / "tune")
+    assert on_disk.recommended["config"] == rec["config"] and len(on_disk.trials) == len(t.trials)
+
+
+def test_optimizer_finds_the_optimum_within_budget(tmp_path):
+    pytest.importorskip("optuna")
+    space = tmp_path / "space.yaml"
+    space.write_text("axes:\n  max-num-seqs: {min: 16, max: 512, factor: 2}\n"
+                     "  max-num-batched-tokens: {min: 1024, max: 32768, factor: 2}\n")
+    eng = ScriptedEngine()
+    t = tune(_cfg(tmp_path, space_file=str(space), max_trials=24, seed=1), evaluate=eng)
+    assert t.strategy == "optuna"
+    assert build_space("vllm", space_file=str(space)).size() == 36
+    assert len({json.dumps(c, sort_keys=True) for c, _ in eng.calls}) == len(eng.calls) <= 24  # never twice
+    assert t.recommended["score"] >= 0.95 * 3000.0, t.recommended
+
+
+def test_resume_continues_without_rerunning(tmp_path):
+    eng = ScriptedEngine()
+    t1 = tune(_cfg(tmp_path, axes=AXES, max_trials=5), evaluate=eng)
+    assert len(t1.trials) == 5
+    eng2 = ScriptedEngine()
+    t2 = tune(_cfg(tmp_path, axes=AXES, resume=str(tmp_path / "tune"), out=None), evaluate=eng2)
+    assert len(eng2.calls) == 20 - 4  # the rest of the space; the defaults already measured
+    assert t2.recommended["config"] == {"max-num-seqs": 128, "max-num-batched-tokens": 8192}
+    with pytest.raises(UserError, match="another engine, space or objective"):
+        tune(_cfg(tmp_path, axes=AXES[:1], resume=str(tmp_path / "tune"), out=None), evaluate=eng2)
+
+
+def test_close_scores_are_measured_again(tmp_path):
+    # 128/8192 (3000) vs 128/4096 (3000*e^-0.25=2336) are far apart; make two close by noise:
+    # with only max-num-seqs=128,181 they differ by ~1%; repeats separate them
+    key_a = json.dumps({"max-num-seqs": 128}, sort_keys=True)
+    eng = ScriptedEngine(noise={key_a: [0.0, 0.002, -0.002]})
+    t = tune(_cfg(tmp_path, axes=["max-num-seqs=128,120"], baseline=False, max_repeats=2), evaluate=eng)
+    repeats = [tr for tr in t.trials if tr.repeat_of is not None]
+    assert repeats and all(lv == ("concurrency", 32) for c, lv in eng.calls[2:])
+    assert t.recommended["config"] == {"max-num-seqs": 128}
+    assert t.recommended["score_ci"]["n"] >= 2
+
+
+def test_space_grammar(tmp_path):
+    assert parse_axis("max-num-seqs=64,128").values == [64, 128]
+    assert parse_axis("--enforce-eager=true,false").values == [True, False]
+    assert engine_args({"enforce-eager": True, "max-num-seqs": 64, "cb-use-cuda-graph": False,
+                        "cb-max-memory-percent": 0.5, "power-limit": 400}) == [
+        "--enforce-eager", "--max-num-seqs", "64", "--no-cb-use-cuda-graph", "--cb-max-memory-percent", "0.5"]
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"axes": {"cb-use-cuda-graph": [False, True],
+                                      "cb-max-batch-tokens": {"values": [2048, 8192], "when": {"cb-use-cuda-graph": True}},
+                                      "cb-max-memory-percent": {"min": 0.3, "max": 0.7, "step": 0.2}}}))
+    sp = load_space_file(f)
+    cfgs = sp.configurations()
+    assert len(cfgs) == 3 * 3  # graphs off: 3 memory shares; on: 2 batch sizes x 3
+    assert all("cb-max-batch-tokens" not in c for c in cfgs if c["cb-use-cuda-graph"] is False)
+    for bad, msg in [("x", "NAME=V1"), ("power-limit=-5", "positive"), ("a b=1", "flag name")]:
+        with pytest.raises(UserError, match=msg):
+            parse_axis(bad)
+    f.write_text(json.dumps({"axes": {"a": {"values": [1], "when": {"b": 1}}}}))
+    with pytest.raises(UserError, match="not an axis listed before it"):
+        load_space_file(f)
+    with pytest.raises(UserError, match="--allow-gpu-settings"):
+        tune(_cfg(tmp_path, axes=["max-num-seqs=64"], power_limits_w=[400.0]), evaluate=ScriptedEngine())
+    with pytest.raises(UserError, match="--objective"):
+        tune(_cfg(tmp_path, axes=["max-num-seqs=64"], objective="speed"), evaluate=ScriptedEngine())
+    assert not (tmp_path / "tune").exists()  # nothing written before the input is validated
+    with pytest.raises(UserError, match="invalid SLO"):
+        tune(TuneConfig(base=RunConfig(engine="vllm", slo="ttft_p99=3"), axes=["a=1"]), evaluate=ScriptedEngine())
