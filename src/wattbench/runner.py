@@ -289,7 +289,7 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
 def _oversaturation(state: _RunState, spec, outcome):
     """Whether the level's queue grew without bound: the server's waiting queue where scraped,
     else (open loop) requests sent but not finished, sampled every 100 ms over the window."""
-    from wattbench.load.search import is_oversaturated
+    from wattbench.load.saturation import is_oversaturated
     from wattbench.metrics.latency import request_end_ns
 
     t0, t1 = outcome.start_ns, outcome.end_ns
@@ -978,14 +978,10 @@ def _level_figures(level: LevelResult) -> dict:
 
 
 def _primary_boundary(level: LevelResult) -> str | None:
-    """The boundary headline figures use: the innermost measured one (accelerator first)."""
-    from wattbench.telemetry.base import BOUNDARIES
+    """The boundary headline figures use: one rule, ``results.headline.headline_boundary``."""
+    from wattbench.results.headline import headline_boundary
 
-    measured = [b for b in BOUNDARIES if b in level.energy and level.energy[b].label == "measured"]
-    if measured:
-        return measured[0]
-    return next((b for b in BOUNDARIES if b in level.energy), None)
-
+    return headline_boundary(level)
 
 def _run_levels(state: _RunState, lr: _LevelRunner) -> None:
     from wattbench.load.search import auto_sweep, optimize

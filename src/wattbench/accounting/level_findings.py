@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from wattbench.accounting.validity import Finding
+from wattbench.accounting.validity import Finding, worst
 from wattbench.results.schema import LevelResult, RequestRecord, Result, Validity
 
 __all__ = ["level_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
@@ -127,16 +127,12 @@ def run_validity(result: Result, energy_unavailable: str | None = None) -> Valid
     """The run's verdict: the worst level's, with each level's reasons; ``invalid`` without a
     finished level; at best ``warn`` with ``energy="unavailable"`` when no level has energy
     (``energy_unavailable`` says why: no meter, ``--no-sensors``)."""
-    order = ("valid", "warn", "invalid")
     levels = result.levels
-    verdict = "valid"
+    verdict = worst(*(lv.validity for lv in levels)).verdict
     reasons: list[str] = []
     if not levels:
         verdict = "invalid"
         reasons.append("no level finished")
-    for lv in levels:
-        if order.index(lv.validity.verdict) > order.index(verdict):
-            verdict = lv.validity.verdict
     reasons += sorted({f"{lv.label}: {r}" for lv in levels for r in lv.validity.reasons})
     measured = any(lv.energy for lv in levels)
     energy = "measured" if measured else "unavailable"

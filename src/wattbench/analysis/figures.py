@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from wattbench.results.headline import describe_key, level_key, measured_boundaries  # noqa: F401  (one home)
 from wattbench.results.schema import LevelResult, Result
 from wattbench.telemetry.base import BOUNDARIES
 
@@ -125,13 +126,6 @@ def throttle_reasons(level: LevelResult) -> list[str]:
     if isinstance(v, str) and v:
         return [v]
     return []
-
-
-def measured_boundaries(level: LevelResult) -> list[str]:
-    """Boundaries with an average power figure, inner to outer."""
-    found = [b for b, e in level.energy.items() if e.avg_power_w is not None]
-    order = {b: i for i, b in enumerate(BOUNDARIES)}
-    return sorted(found, key=lambda b: (order.get(b, len(order)), b))
 
 
 def outermost_common_boundary(results: list[Result]) -> str | None:
@@ -254,20 +248,3 @@ def select_window(result: Result, window: str) -> Result:
                             "use the full window")
         lv.energy = lv.energy_steady
     return out
-
-
-def level_key(level: LevelResult) -> tuple[str, float | None]:
-    """(mode, target value) used to match levels across runs."""
-    ld = level.load
-    if ld.mode == "concurrency":
-        return ("concurrency", float(ld.target_concurrency) if ld.target_concurrency is not None else None)
-    if ld.mode == "rate":  # rounded so 0.1 + 0.2 and 0.3 name the same level
-        return ("rate", round(float(ld.target_rate_rps), 9) if ld.target_rate_rps is not None else None)
-    return ("trace", None)
-
-
-def describe_key(key: tuple[str, float | None]) -> str:
-    mode, v = key
-    if v is None:
-        return mode
-    return f"{mode}={v:g}"

@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from wattbench.config import RunConfig
         from wattbench.tune import TuneConfig, tune
-        from wattbench.tune.model import write_tune
+        from wattbench.results.tune import write_tune
 
         base = RunConfig(engine=engine, engine_model=model, device=device,  # type: ignore[arg-type]
                          engine_args=list(engine_arg or []), concurrency=split_list(concurrency, int, "--concurrency"),

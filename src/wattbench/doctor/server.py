@@ -76,7 +76,7 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
                        ) -> StreamProbe:
     import orjson
 
-    from wattbench.load.types import TargetSpec
+    from wattbench.server.target import TargetSpec
     from wattbench.server.openai import auth_headers, build_payload, endpoint_url, stream_error
     from wattbench.server.sse import DONE, SSEParser
     from wattbench.workload.base import RequestSpec

@@ -29,6 +29,7 @@ from wattbench.engines.base import (
 )
 from wattbench.engines.presets import PRESETS
 from wattbench.errors import EngineError, UserError
+from wattbench.server.detect import select_props  # noqa: F401  (parsing /props lives in server/)
 
 _VERSION_RE = re.compile(r"version:\s*(\S+)(?:\s*\(([0-9a-f]+)\))?")
 
@@ -38,21 +39,6 @@ def parse_version(text: str) -> str | None:
     if not m:
         return None
     return f"{m.group(1)} ({m.group(2)})" if m.group(2) else m.group(1)
-
-
-def select_props(props: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    dgs = props.get("default_generation_settings") or {}
-    n_ctx = dgs.get("n_ctx", props.get("n_ctx"))
-    if n_ctx is not None:
-        out["n_ctx"] = n_ctx
-    if "total_slots" in props:
-        out["total_slots"] = props["total_slots"]
-    if "build_info" in props:
-        out["build_info"] = props["build_info"]
-    if "model_path" in props:
-        out["model_path"] = props["model_path"]
-    return out
 
 
 class LlamaCpp(Engine):

@@ -41,7 +41,7 @@ import aiohttp
 import orjson
 
 from wattbench.clock import now_ns
-from wattbench.load.types import TargetSpec
+from wattbench.server.target import TargetSpec
 from wattbench.results.schema import RequestRecord
 from wattbench.server.openai import (
     auth_headers,

@@ -895,7 +895,7 @@ def _cancel_pending(loop) -> None:
 class _SaturationWatch:
     """Open loop and trace replay: the backlog (requests whose scheduled time has passed minus
     those finished) sampled every 100 ms; once it grows without bound
-    (:func:`wattbench.load.search.is_oversaturated` over the samples, checked each second), the
+    (:func:`wattbench.load.saturation.is_oversaturated` over the samples, checked each second), the
     level stops sending early and drains. Closed loops never trip it (their backlog is capped)."""
 
     PERIOD_NS = 100_000_000
@@ -931,7 +931,7 @@ class _SaturationWatch:
         self.times.append(elapsed)
         self.backlog.append(float(sent - finished))
         if now - self.last_check_ns >= 1_000_000_000 and len(self.times) >= 40:
-            from wattbench.load.search import is_oversaturated
+            from wattbench.load.saturation import is_oversaturated
 
             self.last_check_ns = now
             verdict = is_oversaturated(self.times, self.backlog)

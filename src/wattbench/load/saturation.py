@@ -36,10 +36,17 @@ level, ``*`` for "every key") and ``level.extra["saturation_kinds"]`` (``cpu``, 
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
 from wattbench.results.schema import LevelResult, LoadStats
 
 __all__ = ["EFFICIENCY_FIELDS", "saturation_kinds", "saturated_figures", "mark_saturated",
-           "client_saturation_reasons", "rate_finding", "rate_interval"]
+           "client_saturation_reasons", "rate_finding", "rate_interval", "SaturationVerdict",
+           "is_oversaturated"]
 
 SAT_LOOP_LAG_MS = 2.0  # loop-lag p99 above this: arrival stamps may be late by that much
 SAT_LOOP_LAG_MIN_PROBES = 20  # fewer loop-lag probes than this: no p99 to judge by
@@ -129,11 +136,11 @@ def rate_interval(target_rps: float, n: int, arrival: str | None,
     k = _gamma_shape(arrival)
     if k is None or n < 2 or not target_rps > 0:
         return None
-    from scipy.stats import gamma
+    from wattbench.metrics.trials import gamma_ppf  # no scipy at run time
 
     shape, scale = k * (n - 1), 1.0 / (k * target_rps)
-    lo_span, hi_span = gamma.ppf((1 - coverage) / 2, shape, scale=scale), gamma.ppf((1 + coverage) / 2, shape,
-                                                                                      scale=scale)
+    lo_span = gamma_ppf((1 - coverage) / 2, shape) * scale
+    hi_span = gamma_ppf((1 + coverage) / 2, shape) * scale
     return (n - 1) / hi_span, (n - 1) / lo_span
 
 
@@ -158,3 +165,64 @@ def rate_finding(load: LoadStats, n: int) -> str | None:
               f"{load.arrival or 'poisson'} arrivals draw for {n} requests")
     return (f"achieved rate {achieved:.3g} req/s is {diff:+.1f}% from the target {target:.3g} "
             f"(> {RATE_WARN_PCT:g}%{spread}): the level did not offer the load asked for")
+
+
+# ------------------------------------------------------------ backlog growth (over-saturation)
+
+@dataclass
+class SaturationVerdict:
+    oversaturated: bool
+    slope_per_s: float | None
+    t_stat: float | None
+    growth: float | None  # fitted growth over the tested window (requests)
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"oversaturated": self.oversaturated, "slope_per_s": self.slope_per_s, "t_stat": self.t_stat,
+                "growth": self.growth, "reason": self.reason}
+
+
+def is_oversaturated(times_s: Sequence[float], backlog: Sequence[float], *, min_points: int = 20,
+                     min_window_s: float = 2.0, alpha: float = 0.001, min_growth: float = 5.0,
+                     rel_growth: float = 0.5) -> SaturationVerdict:
+    """Whether a backlog (waiting requests, or sent − completed) grows without bound.
+
+    Tested on the last half of the timeline: a least-squares line through the backlog must rise
+    with a one-sided t-test significant at ``alpha`` AND the fitted rise over that half must be at
+    least ``max(min_growth, rel_growth × the mean backlog of the first half)`` requests — samples
+    of a queue are autocorrelated, so significance alone would flag ordinary wander; the size test
+    asks for growth that matters. Needs ``min_points`` samples over ``min_window_s`` in that half.
+    A closed loop's in-flight count is capped by its concurrency and never trips this; feed it the
+    server's waiting queue or an open loop's sent − completed.
+    """
+    from wattbench.metrics.trials import t_ppf
+
+    t = np.asarray(times_s, dtype=float)
+    y = np.asarray(backlog, dtype=float)
+    if t.shape != y.shape:
+        raise ValueError("times and backlog must have the same length")
+    n = t.size
+    half = n // 2
+    tt, yy = t[half:], y[half:]
+    if tt.size < min_points or (tt[-1] - tt[0]) < min_window_s:
+        return SaturationVerdict(False, None, None, None, f"too little timeline ({tt.size} samples in the last half)")
+    tc = tt - tt.mean()
+    sxx = float(np.sum(tc * tc))
+    slope = float(np.sum(tc * (yy - yy.mean())) / sxx)
+    resid = yy - (yy.mean() + slope * tc)
+    dof = tt.size - 2
+    s2 = float(np.sum(resid * resid)) / dof
+    se = math.sqrt(s2 / sxx) if s2 > 0 else 0.0
+    tstat = math.inf if se == 0 and slope > 0 else (slope / se if se > 0 else 0.0)
+    growth = slope * float(tt[-1] - tt[0])
+    base = float(np.mean(y[:half])) if half else 0.0
+    need = max(min_growth, rel_growth * base)
+    crit = t_ppf(1.0 - alpha, dof)
+    over = slope > 0 and tstat > crit and growth >= need
+    if over:
+        reason = f"backlog rising {slope:.2f}/s (t={tstat:.1f}), +{growth:.0f} over the last half"
+    elif slope <= 0 or tstat <= crit:
+        reason = f"no significant rise (slope {slope:.3f}/s, t={tstat:.1f})"
+    else:
+        reason = f"rise of {growth:.1f} is below {need:.1f}"
+    return SaturationVerdict(bool(over), slope, float(tstat), growth, reason)

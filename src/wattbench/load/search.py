@@ -48,6 +48,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from wattbench.errors import UserError
+from wattbench.load.saturation import SaturationVerdict, is_oversaturated  # noqa: F401  (its home: load/saturation.py)
 
 Measure = Callable[[float], Mapping]
 
@@ -311,62 +312,3 @@ def _bisect_boundary(score_v, lo: float, hi: float, tolerance: float, integer: b
             lo = mid
         else:
             hi = mid
-
-
-@dataclass
-class SaturationVerdict:
-    oversaturated: bool
-    slope_per_s: float | None
-    t_stat: float | None
-    growth: float | None  # fitted growth over the tested window (requests)
-    reason: str
-
-    def to_dict(self) -> dict:
-        return {"oversaturated": self.oversaturated, "slope_per_s": self.slope_per_s, "t_stat": self.t_stat,
-                "growth": self.growth, "reason": self.reason}
-
-
-def is_oversaturated(times_s: Sequence[float], backlog: Sequence[float], *, min_points: int = 20,
-                     min_window_s: float = 2.0, alpha: float = 0.001, min_growth: float = 5.0,
-                     rel_growth: float = 0.5) -> SaturationVerdict:
-    """Whether a backlog (waiting requests, or sent − completed) grows without bound.
-
-    Tested on the last half of the timeline: a least-squares line through the backlog must rise
-    with a one-sided t-test significant at ``alpha`` AND the fitted rise over that half must be at
-    least ``max(min_growth, rel_growth × the mean backlog of the first half)`` requests — samples
-    of a queue are autocorrelated, so significance alone would flag ordinary wander; the size test
-    asks for growth that matters. Needs ``min_points`` samples over ``min_window_s`` in that half.
-    A closed loop's in-flight count is capped by its concurrency and never trips this; feed it the
-    server's waiting queue or an open loop's sent − completed.
-    """
-    from wattbench.metrics.trials import t_ppf
-
-    t = np.asarray(times_s, dtype=float)
-    y = np.asarray(backlog, dtype=float)
-    if t.shape != y.shape:
-        raise ValueError("times and backlog must have the same length")
-    n = t.size
-    half = n // 2
-    tt, yy = t[half:], y[half:]
-    if tt.size < min_points or (tt[-1] - tt[0]) < min_window_s:
-        return SaturationVerdict(False, None, None, None, f"too little timeline ({tt.size} samples in the last half)")
-    tc = tt - tt.mean()
-    sxx = float(np.sum(tc * tc))
-    slope = float(np.sum(tc * (yy - yy.mean())) / sxx)
-    resid = yy - (yy.mean() + slope * tc)
-    dof = tt.size - 2
-    s2 = float(np.sum(resid * resid)) / dof
-    se = math.sqrt(s2 / sxx) if s2 > 0 else 0.0
-    tstat = math.inf if se == 0 and slope > 0 else (slope / se if se > 0 else 0.0)
-    growth = slope * float(tt[-1] - tt[0])
-    base = float(np.mean(y[:half])) if half else 0.0
-    need = max(min_growth, rel_growth * base)
-    crit = t_ppf(1.0 - alpha, dof)
-    over = slope > 0 and tstat > crit and growth >= need
-    if over:
-        reason = f"backlog rising {slope:.2f}/s (t={tstat:.1f}), +{growth:.0f} over the last half"
-    elif slope <= 0 or tstat <= crit:
-        reason = f"no significant rise (slope {slope:.3f}/s, t={tstat:.1f})"
-    else:
-        reason = f"rise of {growth:.1f} is below {need:.1f}"
-    return SaturationVerdict(bool(over), slope, float(tstat), growth, reason)

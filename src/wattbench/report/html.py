@@ -270,7 +270,7 @@ def _timeline(doc: _Doc, run: RunData, lv: LevelResult, color_of: dict[str, str]
             ta, va = ta[m], va[m]
             how = ch.quantity or "power"
         elif ch.kind == "counter" and (ch.boundary, ch.device) not in have_power:
-            ta, va = counter_power_w(ta[m], va[m])
+            ta, va = counter_power_w(ta[m], va[m], max_value=ch.max_value)
             how = "from energy counter"
         else:
             continue

@@ -17,18 +17,32 @@ from wattbench.report import format as F
 from wattbench.results.schema import LevelResult, Result
 
 
+def load_label(mode: str | None, value: float | None, max_in_flight: int | None = None) -> str:
+    """``c=64`` (concurrency), ``r=4/s`` or ``r=inf`` (rate, ``c≤N`` when capped); ``–`` without a value."""
+    if value is None:
+        return F.MISSING
+    if mode == "rate":
+        out = "r=inf" if value == float("inf") else f"r={value:g}/s"
+        return out + (f" c≤{max_in_flight}" if max_in_flight else "")
+    if mode == "concurrency":
+        return f"c={value:g}"
+    return f"{mode or ''} {value:g}".strip()
+
+
 def short_label(level: LevelResult) -> str:
     """``c=64`` for concurrency 64, ``r=4/s`` for 4 requests/s, ``r=inf`` for all at once; a
     suffix of the stored label (``prefill-heavy``) is kept. Trace levels keep their label."""
     ld = level.load
     if ld.mode == "concurrency" and ld.target_concurrency is not None:
-        base, canon = f"c={ld.target_concurrency}", f"concurrency={ld.target_concurrency}"
+        base, canon = load_label("concurrency", ld.target_concurrency), f"concurrency={ld.target_concurrency}"
+        from wattbench.accounting.level_findings import in_flight_finding
+
+        if in_flight_finding(level) is not None:  # far below its label: the achieved figure beside it
+            base += f" (got {ld.mean_in_flight:.1f})"
     elif ld.mode == "rate" and ld.target_rate_rps is not None:
         r = ld.target_rate_rps
-        base = "r=inf" if r == float("inf") else f"r={r:g}/s"
+        base = load_label("rate", r, ld.max_in_flight)
         canon = "rate=inf" if r == float("inf") else f"rate={r:g}"
-        if ld.max_in_flight:
-            base += f" c≤{ld.max_in_flight}"
     else:
         return level.label
     rest = level.label[len(canon):].strip() if level.label.startswith(canon) else ""

@@ -80,6 +80,12 @@ def _table(key: Column, cols: list[Column], title: str | None) -> Table:
     return table
 
 
+def column_tables(key: Column, cols: list[Column], width: int, title: str | None = None) -> list[Table]:
+    """``cols`` as tables that fit ``width`` columns, each led by ``key``: one wide table when it
+    fits, else as many as it takes (the layout of every wattbench table, issue 18)."""
+    return [_table(key, g, title if i == 0 else None) for i, g in enumerate(pack(key, cols, width))]
+
+
 LEVEL_LABEL_WIDTH = 16
 
 
@@ -90,12 +96,9 @@ def level_tables(result: Result, width: int) -> list[Table]:
         return []
     key = Column("level", [S.short_label(lv) for lv in result.levels], "left", max_width=LEVEL_LABEL_WIDTH,
                  styles=[VERDICT_STYLE.get(lv.validity.verdict, "") for lv in result.levels])
-    first = S.last_trial_title(result)
-    out = [_table(key, g, first if i == 0 else None) for i, g in enumerate(pack(key, level_columns(result), width))]
+    out = column_tables(key, level_columns(result), width, S.last_trial_title(result))
     if S.any_trials(result):
-        title = S.trials_title(result)
-        groups = pack(key, trial_columns(result), width)
-        out += [_table(key, g, title if i == 0 else None) for i, g in enumerate(groups)]
+        out += column_tables(key, trial_columns(result), width, S.trials_title(result))
     return out
 
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 
 from wattbench.errors import UserError
 from wattbench.results.agreement import AGREEMENT_FILE, load_agreement
+from wattbench.results.headline import headline_boundary, level_key, measured_boundaries
 from wattbench.results.rundir import RESULT_FILE, load_result
 from wattbench.results.schema import Result
 
@@ -151,12 +152,9 @@ def _gpu_desc(result: Result) -> str | None:
 
 
 def _level_rows(result: Result) -> list[tuple]:
-    from wattbench.analysis.figures import level_key, measured_boundaries
-
     rows = []
     for lv in result.levels:
-        bnds = measured_boundaries(lv)
-        b = bnds[-1] if bnds else None
+        b = headline_boundary(lv)
         e = lv.energy.get(b) if b else None
         mode, target = level_key(lv)
         rows.append((result.run_id, lv.index, lv.label, mode, target, lv.throughput.output_tokens_per_s,
@@ -269,8 +267,6 @@ class HistoryStore:
     def register(self, result: Result, run_dir: str | os.PathLike, kind: str = "run",
                  summary: dict[str, Any] | None = None) -> RunRecord:
         """Index a run (re-registering updates it). Tags in ``result.tags`` are applied when free."""
-        from wattbench.analysis.figures import measured_boundaries
-
         path = str(Path(run_dir).resolve())
         bnds: list[str] = []
         for lv in result.levels:

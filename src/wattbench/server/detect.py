@@ -187,8 +187,6 @@ def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]]) -> Serv
         info.stream_batching = {"stream_interval": None,
                                 "note": "vLLM does not expose --stream-interval (default 1)"}
     elif engine == "sglang" and sgl is not None:
-        from wattbench.engines.sglang import select_server_info
-
         eff = select_server_info(sgl)
         info.version = sgl.get("version") or version_field
         max_len = max_len or eff.get("max_model_len")
@@ -206,8 +204,6 @@ def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]]) -> Serv
         info.stream_batching = {"stream_interval": 1}
     elif engine == "llamacpp":
         if props is not None:
-            from wattbench.engines.llamacpp import select_props
-
             eff = select_props(props)
             info.version = props.get("build_info")
             max_len = max_len or eff.get("n_ctx")
@@ -233,4 +229,42 @@ def merge_launched(launched: ServerInfo, detected: ServerInfo) -> ServerInfo:
         out.effective_config.setdefault(k, v)
     for k, v in detected.stream_batching.items():
         out.stream_batching.setdefault(k, v)
+    return out
+
+
+# ------------------------------------------------------------ engine-specific endpoints
+
+SERVER_INFO_KEYS = (
+    "version", "tp_size", "dp_size", "pp_size", "dtype", "kv_cache_dtype", "context_length", "mem_fraction_static",
+    "max_running_requests", "max_total_tokens", "max_total_num_tokens", "max_prefill_tokens", "chunked_prefill_size",
+    "schedule_policy", "attention_backend", "sampling_backend", "stream_interval", "disable_radix_cache",
+    "cuda_graph_max_bs", "disable_cuda_graph", "load_format", "device",
+)
+
+
+def select_server_info(info: dict[str, Any]) -> dict[str, Any]:
+    """The settings worth recording from ``/get_server_info`` (nested ``internal_states`` included)."""
+    out = {k: info[k] for k in SERVER_INFO_KEYS if k in info}
+    for st in info.get("internal_states") or []:
+        if isinstance(st, dict):
+            for k in ("max_total_num_tokens", "max_running_requests", "chunked_prefill_size", "attention_backend"):
+                if k in st and k not in out:
+                    out[k] = st[k]
+    if "context_length" in out and out["context_length"] is not None:
+        out["max_model_len"] = out["context_length"]
+    return out
+
+
+def select_props(props: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    dgs = props.get("default_generation_settings") or {}
+    n_ctx = dgs.get("n_ctx", props.get("n_ctx"))
+    if n_ctx is not None:
+        out["n_ctx"] = n_ctx
+    if "total_slots" in props:
+        out["total_slots"] = props["total_slots"]
+    if "build_info" in props:
+        out["build_info"] = props["build_info"]
+    if "model_path" in props:
+        out["model_path"] = props["model_path"]
     return out

@@ -14,7 +14,7 @@ import asyncio
 from urllib.parse import urlsplit, urlunsplit
 
 from wattbench.errors import TargetError, UserError
-from wattbench.load.types import TargetSpec
+from wattbench.server.target import TargetSpec
 from wattbench.workload.base import RequestSpec
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "fetch_models",
     "check_target",
     "check_model_answers",
+    "post_json",
 ]
 
 CHECK_TIMEOUT_S = 10.0
@@ -176,6 +177,19 @@ async def fetch_models(session, base_url: str, api_key: str | None) -> list[str]
             "OpenAI JSON ({\"data\": [{\"id\": ...}]}); point --target at an OpenAI-compatible server"
         )
     return [str(m["id"]) for m in data]
+
+
+async def post_json(session, url: str, body: dict, api_key: str | None, timeout_s: float,
+                    headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """``POST url`` with a JSON body, non-streaming (``agree`` asks both servers this way): the
+    status and the raw body. The key travels as ``auth_headers`` sends it; aiohttp and timeout
+    errors propagate to the caller, which names them."""
+    import aiohttp
+
+    h = auth_headers(api_key, headers)
+    h["Accept"] = "application/json"
+    async with session.post(url, json=body, headers=h, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+        return resp.status, await resp.read()
 
 
 async def check_target(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from wattbench.tune.model import LOWER_IS_BETTER, TrialRecord, TuneResult
+from wattbench.results.tune import LOWER_IS_BETTER, TrialRecord, TuneResult
 
 
 def innermost_boundary(level) -> str | None:

@@ -67,3 +67,20 @@ def test_level_thresholds_have_one_home():
 
     assert level.SAT_CPU_PCT is S.SAT_CPU_PCT and level.SAT_LOOP_LAG_MS is S.SAT_LOOP_LAG_MS
     assert not hasattr(level, "SAT_RATE_FRACTION")
+
+
+def test_gamma_quantile_matches_scipy_without_needing_it_at_run_time():
+    import subprocess
+    import sys
+
+    from scipy.stats import gamma  # a dev dependency: the reference
+
+    from wattbench.metrics.trials import gamma_ppf
+
+    for shape in (0.5, 1.0, 3.0, 14.0, 112.0, 2000.0):
+        for q in (0.005, 0.5, 0.995):
+            assert gamma_ppf(q, shape) == pytest.approx(gamma.ppf(q, shape), rel=1e-4)
+    code = ("import sys; from wattbench.load.saturation import rate_interval; rate_interval(4, 15, 'poisson'); "
+            "print('scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr

@@ -37,9 +37,10 @@ def test_register_and_get_round_trip(tmp_path, store):
     assert rec.gpu == "1x NVIDIA H200"
     assert rec.boundaries == ["accelerator", "node"]
     lv = rec.levels[0]
-    # headline at the outermost boundary: node
-    assert lv["boundary"] == "node" and lv["avg_power_w"] == 900
-    assert lv["output_tokens_per_s_per_kw"] == pytest.approx(1000 / 0.9)
+    # the headline boundary, the same rule the reports and the runner use (results.headline):
+    # both measured, so the inner one, accelerator
+    assert lv["boundary"] == "accelerator" and lv["avg_power_w"] == 600
+    assert lv["output_tokens_per_s_per_kw"] == pytest.approx(1000 / 0.6)
     assert lv["mode"] == "concurrency" and lv["target"] == 8
     # every kind of ref resolves
     assert store.get(str(d)).run_id == r.run_id
