@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
         concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", help="Closed loop: concurrent streams; a comma list runs levels in turn (1,8,64)."),
         rate: Optional[str] = typer.Option(None, "--rate", "-r", help="Open loop: requests/s; a comma list runs levels in turn (2,4,8); inf sends every request at once."),
         arrival: str = typer.Option("poisson", "--arrival", help="Open-loop arrivals: poisson, constant or gamma:K."),
-        num_requests: Optional[int] = typer.Option(None, "--num-requests", "-n", help="Measured requests per level (warm-up excluded)."),
+        num_requests: Optional[int] = typer.Option(None, "--num-requests", "-n", help="Measured requests per level (warm-up excluded; default: 4 rounds of the concurrency, 5+ once an E2E is measured, so the steady state can be long enough; docs/accounting.md)."),
         duration: Optional[float] = typer.Option(None, "--duration", "-d", help="Seconds of measured load per level, after the warm-up (--warmup 5s --duration 20 sends for 25 s); requests in flight at the end finish (each within --request-timeout) and are measured."),
         warmup: Optional[str] = typer.Option(None, "--warmup", help="Excluded from statistics: 10s (seconds) or 20 (requests)."),
         workers: Optional[int] = typer.Option(None, "--workers", help="Load-generator processes (default: auto)."),
