@@ -31,8 +31,12 @@ from wattbench.errors import Interrupted, UserError, WattbenchError
 from wattbench.results.schema import (
     ClockInfo,
     LevelResult,
+    Pareto,
+    PowerSplit,
     Result,
+    SearchOutcome,
     ServerInfo,
+    TrialsBlock,
     Window,
 )
 
@@ -228,7 +232,7 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
 
         split = power_split(level.energy, level.window.duration_s)  # memory vs the rest of the board
         if split is not None:
-            level.extra["power_split"] = split
+            level.power_split = PowerSplit.model_validate(split)
         if level.steady_window is not None:
             out_tok, in_tok = _steady_tokens(outcome.records, level.steady_window)
             acc_s = account_window(
@@ -606,7 +610,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         t1 = now_ns()
         idle = measure_idle(sampler.log, t0, t1)
         result.idle = {b: i.to_dict() for b, i in idle.items()}
-        result.extra["idle_window"] = {"start_ns": t0, "end_ns": t1, "duration_s": (t1 - t0) / 1e9}
+        result.idle_window = Window(start_ns=t0, end_ns=t1, duration_s=(t1 - t0) / 1e9, kind="idle")
         state.idle_power = idle
 
     # 6. the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level
@@ -625,12 +629,12 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         t0 = now_ns()
         time.sleep(cfg.idle_after_s)
         t1 = now_ns()
-        w = result.extra.get("idle_window")
+        w = result.idle_window
         if w:  # before and after together: averaged idle power per boundary and its drift
-            both = measure_idle(sampler.log, w["start_ns"], w["end_ns"], after_start_ns=t0, after_end_ns=t1)
+            both = measure_idle(sampler.log, w.start_ns, w.end_ns, after_start_ns=t0, after_end_ns=t1)
         else:
             both = measure_idle(sampler.log, t0, t1)
-        result.extra["idle_after_window"] = {"start_ns": t0, "end_ns": t1, "duration_s": (t1 - t0) / 1e9}
+        result.idle_after_window = Window(start_ns=t0, end_ns=t1, duration_s=(t1 - t0) / 1e9, kind="idle_after")
         result.idle = {b: i.to_dict() for b, i in both.items()}
 
     # 8. close out.
@@ -805,7 +809,7 @@ class _LevelRunner:
         state = self.state
         assert state.result is not None
         if len(trials) > 1:
-            level.extra["trials"] = _trials_block(trials)
+            level.trials = TrialsBlock.model_validate(_trials_block(trials))
         state.result.levels.append(level)
         if partial_records:
             self._write_requests(partial_records, level.extra.get("trial", 0))
@@ -993,7 +997,7 @@ def _run_levels(state: _RunState, lr: _LevelRunner) -> None:
     if cfg.sweep == "auto":
         res = auto_sweep(lambda v: _level_figures(lr.measure("concurrency", v)), start=1,
                          max_value=cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)
-        result.extra["sweep"] = res.to_dict("throughput.output_tokens_per_s")
+        result.sweep = SearchOutcome.model_validate(res.to_dict("throughput.output_tokens_per_s"))
     elif cfg.optimize:
         if cfg.rate:
             candidates = list(cfg.rate)
@@ -1005,7 +1009,7 @@ def _run_levels(state: _RunState, lr: _LevelRunner) -> None:
         d = res.to_dict(cfg.optimize)
         d["candidates"] = candidates
         d["ladder_size"] = len(candidates)
-        result.extra["optimize"] = d
+        result.optimize = SearchOutcome.model_validate(d)
     else:
         for m, v in cfg.levels():
             lr.measure(m, v)
@@ -1058,14 +1062,15 @@ def _run_analyses(state: _RunState, lr: _LevelRunner) -> None:
     b = _primary_boundary(result.levels[0])
     if b:
         dumps = [lv.model_dump(mode="json") for lv in result.levels]
-        result.extra["pareto"] = {
+        pareto = {
             "boundary": b,
             "tpot_p99": frontier_from_levels(dumps, boundary=b, latency="tpot_ms", stat="p99"),
             "ttft_p99": frontier_from_levels(dumps, boundary=b, latency="ttft_ms", stat="p99"),
         }
         if lr.slos:
-            result.extra["pareto"]["goodput_tpot_p99"] = frontier_from_levels(
+            pareto["goodput_tpot_p99"] = frontier_from_levels(
                 dumps, boundary=b, latency="tpot_ms", stat="p99", efficiency="goodput_per_kw")
+        result.pareto = Pareto.model_validate(pareto)
     if state.sampler is not None and b:
         reg = _attribution(state, b)
         pd = result.extra.setdefault("prefill_decode", {})

@@ -6,7 +6,7 @@ boundary from ``LevelResult.energy`` (the full measurement window), or — after
 :func:`select_window` with ``"steady"`` — from ``LevelResult.energy_steady``.
 
 Trials (``--trials N``) put per-figure means and confidence intervals in
-``level.extra["trials"]``::
+``level.trials`` (``results.schema.TrialsBlock``)::
 
     {"n": 5, "confidence": 0.95,
      "figures": {"output_tokens_per_s": {"mean": 1000.0, "ci_low": 980.0, "ci_high": 1020.0},
@@ -204,32 +204,23 @@ class TrialCI:
 
 def trial_ci(level: LevelResult, name: str, boundary: str | None) -> TrialCI | None:
     """The trials CI of a figure, or None when the level has no trials block for it."""
-    block = level.extra.get("trials")
-    if not isinstance(block, dict):
+    block = level.trials
+    if block is None:
         return None
-    figs = block.get("figures", block)
-    if not isinstance(figs, dict):
-        return None
-    entry = None
-    if name in ENERGY_FIGURES and boundary:
-        entry = figs.get(f"{name}@{boundary}")
-        if entry is None and isinstance(figs.get(boundary), dict):
-            entry = figs[boundary].get(name)
+    entry = block.figures.get(f"{name}@{boundary}") if (name in ENERGY_FIGURES and boundary) else None
     if entry is None:
-        entry = figs.get(name)
-    if not isinstance(entry, dict):
+        entry = block.figures.get(name)
+    if entry is None:
         return None
-    mean = _num(entry.get("mean"))
-    lo, hi = _num(entry.get("ci_low")), _num(entry.get("ci_high"))
-    if (lo is None or hi is None) and mean is not None and _num(entry.get("ci_half_width")) is not None:
-        hw = _num(entry["ci_half_width"])
+    mean, lo, hi = _num(entry.mean), _num(entry.ci_low), _num(entry.ci_high)
+    hw = _num(entry.ci_half_width)
+    if (lo is None or hi is None) and mean is not None and hw is not None:
         lo, hi = mean - hw, mean + hw
     if mean is None or lo is None or hi is None or hi < lo:
         return None
-    n = entry.get("n", block.get("n"))
-    conf = entry.get("confidence", block.get("confidence"))
-    return TrialCI(mean=mean, low=lo, high=hi, n=int(n) if isinstance(n, int) else None,
-                   confidence=float(conf) if isinstance(conf, (int, float)) else None)
+    n = entry.n if entry.n is not None else block.n
+    conf = entry.confidence if entry.confidence is not None else block.confidence
+    return TrialCI(mean=mean, low=lo, high=hi, n=n, confidence=conf)
 
 
 def select_window(result: Result, window: str) -> Result:

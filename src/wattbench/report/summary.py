@@ -4,7 +4,7 @@ confidence intervals, and what ``--optimize`` / ``--sweep auto`` chose and why.
 
 The terminal, Markdown and HTML reports all read a run through these functions, so the three say
 the same thing in the same words. Nothing here computes a figure: every number is a field of the
-result (``LevelResult.goodput``, ``level.extra["trials"]``, ``result.extra["optimize"]``, …),
+result (``LevelResult.goodput``, ``level.trials``, ``result.optimize``, …),
 only selected and formatted.
 """
 
@@ -120,10 +120,10 @@ def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
     slo = slo_text(result)
     if not slo:
         return None
-    opt = result.extra.get("optimize")
+    opt = result.optimize
     chosen: LevelResult | None = None
-    if isinstance(opt, dict) and opt.get("best_value") is not None:
-        chosen = next((lv for lv in result.levels if F.level_target_value(lv) == opt["best_value"]), None)
+    if opt is not None and opt.best_value is not None:
+        chosen = next((lv for lv in result.levels if F.level_target_value(lv) == opt.best_value), None)
     if chosen is None:
         ok = [lv for lv in result.levels if (lv.goodput or {}).get("all_met") and lv.validity.verdict != "invalid"]
 
@@ -151,8 +151,7 @@ def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
 def answer_lines(result: Result) -> list[str]:
     """What the run answers, first: what a search chose (and why), the best level under the SLO."""
     out = search_lines(result)
-    opt = result.extra.get("optimize")
-    chose = isinstance(opt, dict) and opt.get("best_value") is not None
+    chose = result.optimize is not None and result.optimize.best_value is not None
     best = best_under_slo(result)
     if best is not None and not chose:  # --optimize's line already names the best level
         out.append(best[1])
@@ -184,10 +183,7 @@ class TrialCell:
 
 
 def trials_n(level: LevelResult) -> int | None:
-    block = level.extra.get("trials")
-    if isinstance(block, dict) and isinstance(block.get("n"), int):
-        return block["n"]
-    return None
+    return level.trials.n if level.trials is not None else None
 
 
 def trial_cells(level: LevelResult) -> list[TrialCell]:
@@ -243,32 +239,31 @@ def _level_by_value(result: Result, value: Any) -> str:
 def search_lines(result: Result) -> list[str]:
     """What ``--optimize`` chose and why, or where ``--sweep auto`` stopped and why."""
     out = []
-    opt = result.extra.get("optimize")
-    if isinstance(opt, dict):
-        objective = opt.get("objective", "objective")
-        measured = opt.get("measured_values") or []
+    opt = result.optimize
+    if opt is not None:
+        objective = opt.objective or "objective"
+        measured = opt.measured_values
         tried = ", ".join(_level_by_value(result, v) for v in measured)
-        size = opt.get("ladder_size")
-        of = f" of {size}" if size else ""
-        if opt.get("best_value") is None:
-            out.append(f"optimize {objective}: no level chosen — {opt.get('reason', 'no reason recorded')} "
+        of = f" of {opt.ladder_size}" if opt.ladder_size else ""
+        if opt.best_value is None:
+            out.append(f"optimize {objective}: no level chosen — {opt.reason or 'no reason recorded'} "
                        f"(measured {len(measured)}{of}: {tried})")
         else:
-            best = _level_by_value(result, opt["best_value"])
+            best = _level_by_value(result, opt.best_value)
             score = None
-            for v, s in zip(measured, opt.get("scores") or []):
-                if v == opt["best_value"]:
+            for v, s in zip(measured, opt.scores):
+                if v == opt.best_value:
                     score = s
             slo = slo_text(result)
             why = f"highest {objective} ({F.fmt(score)})" + (f" meeting {slo}" if slo else "")
-            out.append(f"optimize: chose {best} — {why}; {opt.get('reason', '')} (measured: {tried})")
-    sweep = result.extra.get("sweep")
-    if isinstance(sweep, dict):
-        measured = sweep.get("measured_values") or []
+            out.append(f"optimize: chose {best} — {why}; {opt.reason} (measured: {tried})")
+    sweep = result.sweep
+    if sweep is not None:
+        measured = sweep.measured_values
         last = _level_by_value(result, measured[-1]) if measured else F.MISSING
-        knee = sweep.get("knee_value")
+        knee = sweep.knee_value
         knee_txt = f"; knee at {_level_by_value(result, knee)}" if knee is not None else ""
-        out.append(f"sweep auto: stopped at {last} — {sweep.get('reason', 'no reason recorded')}{knee_txt}")
+        out.append(f"sweep auto: stopped at {last} — {sweep.reason or 'no reason recorded'}{knee_txt}")
     return out
 
 

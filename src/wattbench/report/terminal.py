@@ -106,15 +106,15 @@ def power_split_lines(result: Result) -> list[Text]:
     """Per level with a memory-power reading, where the board's watts went (one line each)."""
     out = []
     for lv in result.levels:
-        sp = lv.extra.get("power_split")
-        if not sp:
+        sp = lv.power_split
+        if sp is None:
             continue
-        m, r = sp["parts"]["memory"], sp["parts"]["rest"]
-        line = (f"{lv.label}  memory {F.fmt(m['avg_power_w'])} W ({100 * sp['memory_share']:.0f}% of the board's "
-                f"{F.fmt(sp['board_avg_power_w'])} W), rest of board {F.fmt(r['avg_power_w'])} W")
-        if m.get("dynamic_power_w") is not None and r.get("dynamic_power_w") is not None:
-            line += (f"; idle {F.fmt(m['idle_power_w'])} + {F.fmt(r['idle_power_w'])} W, "
-                     f"dynamic {F.fmt(m['dynamic_power_w'])} + {F.fmt(r['dynamic_power_w'])} W (memory + rest)")
+        m, r = sp.parts["memory"], sp.parts["rest"]
+        line = (f"{lv.label}  memory {F.fmt(m.avg_power_w)} W ({100 * sp.memory_share:.0f}% of the board's "
+                f"{F.fmt(sp.board_avg_power_w)} W), rest of board {F.fmt(r.avg_power_w)} W")
+        if m.dynamic_power_w is not None and r.dynamic_power_w is not None:
+            line += (f"; idle {F.fmt(m.idle_power_w)} + {F.fmt(r.idle_power_w)} W, "
+                     f"dynamic {F.fmt(m.dynamic_power_w)} + {F.fmt(r.dynamic_power_w)} W (memory + rest)")
         out.append(Text(line, style="dim"))
     return out
 
