@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fakes"))
 
-from telemetry_nvml import FakeGPU, FakeNvml  # noqa: E402
+from fake_nvml import FakeGPU, FakeNvml  # noqa: E402
 from scripted_sensor import ScriptedSensor  # noqa: E402
 
 from wattbench.telemetry.nvml import COUNTER_EVERY_S, NvmlSensor  # noqa: E402

@@ -188,7 +188,7 @@ def test_slow_sensor_does_not_delay_fast_one():
 def test_stop_takes_a_closing_read_of_a_seldom_read_counter():
     """NVML's counter is read about once a second; the sampler's closing read includes it, so the
     last window's end is bracketed by a counter reading."""
-    from telemetry_nvml import FakeNvml
+    from tests.fakes.fake_nvml import FakeNvml
 
     from wattbench.telemetry.nvml import NvmlSensor
 
