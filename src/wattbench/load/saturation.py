@@ -29,8 +29,8 @@ Either way the level's latency statistics, throughput and the per-token / per-kW
 figures at every boundary (full and steady window) are marked. Energy and average power stay
 unmarked: they are measured correctly, for whatever load was offered.
 
-``mark_saturated(level)`` writes ``level.extra["saturated_figures"]`` (dotted paths into the
-level, ``*`` for "every key") and ``level.extra["saturation_kinds"]`` (``cpu``, ``rate``,
+``mark_saturated(level)`` writes ``level.saturated_figures`` (dotted paths into the
+level, ``*`` for "every key") and ``level.saturation_kinds`` (``cpu``, ``rate``,
 ``send_lag``, ``loop_lag``); nothing when the level was not saturated.
 """
 
@@ -90,8 +90,8 @@ def saturated_figures(level: LevelResult) -> list[str]:
 
 def mark_saturated(level: LevelResult) -> LevelResult:
     if level.load.saturated:
-        level.extra["saturated_figures"] = saturated_figures(level)
-        level.extra["saturation_kinds"] = saturation_kinds(level.load)
+        level.saturated_figures = saturated_figures(level)
+        level.saturation_kinds = saturation_kinds(level.load)
     return level
 
 

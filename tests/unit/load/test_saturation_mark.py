@@ -43,8 +43,8 @@ def test_late_event_loop_marks_the_level_with_its_reason():
     assert "event loop lag p99" in reason and "late" in reason
     assert saturation_kinds(load) == ["loop_lag"]
     lv = mark_saturated(LevelResult(index=0, label="concurrency=4", load=load))
-    assert lv.extra["saturation_kinds"] == ["loop_lag"]
-    assert "latency.*" in lv.extra["saturated_figures"] == saturated_figures(lv)
+    assert lv.saturation_kinds == ["loop_lag"]
+    assert "latency.*" in lv.saturated_figures == saturated_figures(lv)
 
 
 def test_prompt_event_loop_is_not_marked():
@@ -52,7 +52,7 @@ def test_prompt_event_loop_is_not_marked():
     assert not load.saturated and load.saturation_reasons == []
     assert saturation_kinds(load) == []
     lv = mark_saturated(LevelResult(index=0, label="concurrency=4", load=load))
-    assert "saturation_kinds" not in lv.extra
+    assert lv.saturation_kinds == []
 
 
 def test_too_few_probes_give_no_loop_lag_verdict():
