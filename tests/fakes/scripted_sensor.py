@@ -16,6 +16,7 @@ and knows when it was closed. It works with a real sampler, in a thread or a pro
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 
@@ -98,10 +99,49 @@ class Constant:
         return self.watts * max(0.0, b_s - a_s)
 
 
+class LivePower:
+    """A power the test changes while the sensor runs (``ScriptedSensor.set_power``): piecewise
+    constant from each change on, with exact energy. Thread-safe (the sampler reads while the test
+    sets)."""
+
+    def __init__(self, watts: float) -> None:
+        self._lock = threading.Lock()
+        self._changes: list[tuple[float, float]] = [(0.0, float(watts))]  # (elapsed s, W from then on)
+        self.origin_ns: int | None = None
+        self.clock: Callable[[], int] = time.perf_counter_ns
+
+    def start(self, origin_ns: int, clock: Callable[[], int]) -> None:
+        self.origin_ns, self.clock = origin_ns, clock
+
+    def set(self, watts: float) -> int:
+        t = self.clock()
+        with self._lock:
+            self._changes.append(((t - (self.origin_ns or t)) / 1e9, float(watts)))
+        return t
+
+    def __call__(self, t_s: float) -> float:
+        with self._lock:
+            return next((w for ts, w in reversed(self._changes) if ts <= t_s), self._changes[0][1])
+
+    def energy(self, a_s: float, b_s: float) -> float:
+        with self._lock:
+            ch = list(self._changes)
+        e = 0.0
+        for i, (ta, w) in enumerate(ch):
+            tb = ch[i + 1][0] if i + 1 < len(ch) else max(b_s, ta)
+            lo, hi = max(ta, a_s), min(tb, b_s)
+            if hi > lo:
+                e += w * (hi - lo)
+        return e
+
+
 class ScriptedSensor(Sensor):
     """Plays ``power_w(elapsed_s)``; channels: ``<name>.energy`` (counter) and/or ``<name>.power``.
 
-    ``poll_interval_s=None`` leaves the sensor without its own interval (the sampler's applies)."""
+    ``poll_interval_s=None`` leaves the sensor without its own interval (the sampler's applies).
+    With ``power_w=LivePower(w)`` the test changes the power while it runs (``set_power``);
+    ``true_energy(t0_ns, t1_ns)`` is the trace's exact energy between two clock readings;
+    ``failing = True`` makes every read raise until it is set back."""
 
     def __init__(
         self,
@@ -139,9 +179,10 @@ class ScriptedSensor(Sensor):
         self.fail_on = set(fail_on)
         self.open_error = open_error
         self.t_open_ns: int | None = None
-        self.reads = 0
+        self.reads = 0  # read() calls, failed ones included
         self.read_times: list[int] = []
         self.closed = False
+        self.failing = False
 
     def energy(self, elapsed_s: float) -> float:
         """The exact energy (J) of the trace since ``open()``."""
@@ -167,7 +208,29 @@ class ScriptedSensor(Sensor):
         if self.open_error is not None:
             raise self.open_error
         self.t_open_ns = self.clock()
+        if hasattr(self.power_w, "start"):  # LivePower: its changes are timed from this open
+            self.power_w.start(self.t_open_ns, self.clock)
         return self.channels()
+
+    @property
+    def attempts(self) -> int:
+        return self.reads
+
+    def set_power(self, watts: float) -> int:
+        """``LivePower`` only: the power from now on; returns the clock reading of the change."""
+        return self.power_w.set(watts)
+
+    def true_energy(self, t0_ns: int, t1_ns: int) -> float:
+        """The trace's exact energy (J) between two readings of the sensor's clock (zero before open)."""
+        a = max(0.0, (t0_ns - self.t_open_ns) / 1e9)
+        b = max(0.0, (t1_ns - self.t_open_ns) / 1e9)
+        return self.energy(b) - self.energy(a) if b > a else 0.0
+
+    def bracket_gap_s(self, t_ns: int) -> float:
+        """Seconds between the reads just before and just after ``t_ns``."""
+        before = max(x for x in self.read_times if x <= t_ns)
+        after = min(x for x in self.read_times if x > t_ns)
+        return (after - before) / 1e9
 
     def counter_value(self, elapsed_s: float) -> float:
         """What the counter shows: energy since the last reset, modulo ``max_value``."""
@@ -183,6 +246,8 @@ class ScriptedSensor(Sensor):
         self.read_times.append(t)
         if self.reads in self.fail_on:
             raise OSError(f"scripted failure on read {self.reads}")
+        if self.failing:
+            raise OSError("scripted meter failure")
         el = (t - self.t_open_ns) / 1e9
         if any(a <= el < b for a, b in self.gaps_s):
             raise OSError(f"scripted gap at {el:.3f} s")

@@ -43,8 +43,8 @@ def doctor(*args):
     return r.exit_code, json.loads(r.output)
 
 
-def test_doctor_against_ops_server_process(tmp_path):
-    proc, url = start(FAKES / "ops_server.py", "--max-model-len", "4096", "--limit-per-s", "4")
+def test_doctor_against_doctor_server_process(tmp_path):
+    proc, url = start(FAKES / "doctor_server.py", "--max-model-len", "4096", "--limit-per-s", "4")
     try:
         f = tmp_path / "release.json"
         f.write_text(json.dumps({"rollback": {"previous": "v1", "procedure": "kubectl rollout undo deploy/llm",
@@ -66,8 +66,8 @@ def test_doctor_against_ops_server_process(tmp_path):
     assert c["checklist.rollback"]["status"] in ("pass", "warn")  # depends on today's date
 
 
-def test_doctor_against_ops_server_without_usage_fails(tmp_path):
-    proc, url = start(FAKES / "ops_server.py", "--no-usage", "--no-metrics")
+def test_doctor_against_doctor_server_without_usage_fails(tmp_path):
+    proc, url = start(FAKES / "doctor_server.py", "--no-usage", "--no-metrics")
     try:
         code, rep = doctor("--target", url, "--burst", "0")
     finally:
@@ -93,14 +93,14 @@ def test_doctor_against_the_scripted_stream_server():
     assert code == 0
 
 
-def test_monitor_against_ops_server_process(tmp_path):
+def test_monitor_against_doctor_server_process(tmp_path):
     """The monitor counts exactly the tokens a real server process generated, at a declared power."""
     import time
     import urllib.request
 
     from wattbench.monitor import Monitor
 
-    proc, url = start(FAKES / "ops_server.py")
+    proc, url = start(FAKES / "doctor_server.py")
     try:
         def complete(n):
             body = json.dumps({"model": "tiny", "prompt": "a b c", "max_tokens": n, "stream": True,
