@@ -218,7 +218,7 @@ def test_sensor_actor_dies_and_the_run_goes_on(cluster, target):
     infos = {ni.node_id: ni for ni in run.nodes}
     assert infos[sa].channels == [f"{sa}/scripted.energy", f"{sa}/scripted.power"]
     assert all(ni.clock_uncertainty_ns is not None for ni in run.nodes)
-    assert out.stopped_early is None and len(out.records) > 40
+    assert out.stopped_early is None and (out.end_ns - out.start_ns) >= 2.0e9 * 0.99  # the level ran its time
     assert infos[sa].sensor_status == "ok"
     assert infos[sb].sensor_status == "died"
     assert any(sb in p and "died" in p and "goes on" in p for p in problems)
@@ -226,7 +226,11 @@ def test_sensor_actor_dies_and_the_run_goes_on(cluster, target):
     # the dead node's readings up to its death were drained and kept; the live node's cover the run
     tb, _ = per[sb].series(f"{sb}/scripted.energy")
     ta, _ = per[sa].series(f"{sa}/scripted.energy")
-    assert 3 <= len(tb) < 20 and len(ta) > 40
+    assert 3 <= len(tb) < 20  # it dies on its 20th read
+    # the run went on after the death (counted against it, not against a wall-clock rate): the
+    # live meter kept reading and requests kept being sent after the dead one's last reading
+    assert max(ta) > max(tb) and len(ta) > len(tb)
+    assert any(r.sent_ns > max(tb) and r.ok for r in out.records)
     # sensor clocks were skewed by +11 s / −5 s: after correction every reading is inside the
     # driver's span of the cluster's life
     assert all(t_open < t < t_close for t in ta + tb)
