@@ -623,6 +623,10 @@ def report(paths: list[str]) -> str:
             notes.append("marked saturated in " + "/".join("yes" if r.get("saturated") else "no" for r in ok))
         if ok and ok[0].get("itl_err_basis") not in (None, "per gap"):
             notes.append("ITL " + ok[0]["itl_err_basis"])
+        if target != "scripted" and ok:
+            notes.append("mean TTFT tool / engine " + ", ".join(
+                f"{r['ttft_ms_mean']:.1f} / {r['true_ttft_ms_mean']:.1f} ms" for r in ok
+                if r.get("ttft_ms_mean") is not None and r.get("true_ttft_ms_mean") is not None))
         if any(r.get("failed") for r in ok):
             notes.append("failed requests " + "/".join(str(r.get("failed")) for r in ok))
         lines.append(f"| {target} | {streams} | {TOOLS[ti]} | {col(ok, 'ttft_err_ms_mean', '+.2f')} "
