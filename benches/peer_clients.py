@@ -31,7 +31,8 @@ Every tool runs closed loop at the same concurrency with the same request count.
 scripted server, one warm-up request per stream where the tool has a warm-up (wattbench, vllm
 ``--num-warmups``, AIPerf ``--warmup-request-count``; GuideLLM's first requests are measured);
 against vLLM none at all, so that the engine's histograms cover the same requests as the tool's
-figures (``vllm bench serve`` adds one test request of its own before it starts). Run from the repository root::
+figures (``vllm bench serve`` adds one test request of its own before it starts); instead the
+engine is warmed once, before the first tool, by an unmeasured level. Run from the repository root::
 
     PYTHONPATH=src:. python benches/peer_clients.py --streams 8,64,256,512 --json /tmp/peers.json
     PYTHONPATH=src:. python benches/peer_clients.py --target vllm-cpu --streams 8 --per-stream 12
@@ -536,6 +537,13 @@ def main(argv=None) -> int:
                 if phase == "begin":
                     return scrape_vllm(base)
                 return errors_vs_vllm_metrics(rows, before, scrape_vllm(base))
+        if a.target != "scripted":
+            # vLLM's first requests pay one-time costs (kernel set-up, thread pools) that starve
+            # every process on a small host: take them with an unmeasured level first, so that
+            # no tool's figures carry them (the first tool would otherwise).
+            warm = work_root / "engine-warmup"
+            warm.mkdir(parents=True, exist_ok=True)
+            run_wattbench(ctx, max(streams), 2 * max(streams), warm)
         for conc in streams:
             n = max(a.min_requests, conc * a.per_stream)
             for tool in tools:
