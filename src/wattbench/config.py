@@ -133,6 +133,44 @@ class RunConfig(BaseModel):
             raise ValueError(f"--trials must be >= 1, got {v}")
         return v
 
+    @staticmethod
+    def _flag(name: str) -> str:
+        return "--" + name.removesuffix("_s").replace("_", "-")
+
+    @field_validator("arrival")
+    @classmethod
+    def _arrival(cls, v: str) -> str:
+        from wattbench.errors import UserError
+        from wattbench.load.schedule import parse_arrival
+
+        try:
+            parse_arrival(v)
+        except UserError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("workers", "ray_actors", "max_concurrency", "warmup_requests")
+    @classmethod
+    def _at_least_one(cls, v: int | None, info) -> int | None:
+        floor = 0 if info.field_name == "warmup_requests" else 1
+        if v is not None and v < floor:
+            raise ValueError(f"{cls._flag(info.field_name)} must be >= {floor}, got {v}")
+        return v
+
+    @field_validator("sample_interval_s", "speedup")
+    @classmethod
+    def _positive(cls, v: float, info) -> float:
+        if not v > 0:  # also refuses NaN
+            raise ValueError(f"{cls._flag(info.field_name)} must be > 0, got {v}")
+        return v
+
+    @field_validator("idle_s", "idle_after_s", "cooldown_s", "price_per_kwh", "warmup_s")
+    @classmethod
+    def _not_negative(cls, v: float | None, info) -> float | None:
+        if v is not None and not v >= 0:  # also refuses NaN
+            raise ValueError(f"{cls._flag(info.field_name)} must be >= 0, got {v}")
+        return v
+
     @model_validator(mode="after")
     def _levels(self) -> "RunConfig":
         if self.concurrency and self.rate:
@@ -166,10 +204,12 @@ class RunConfig(BaseModel):
 
     def public_dict(self) -> dict:
         """The config as written to result.json: no secrets (header values that can carry a
-        credential are redacted; the names stay)."""
-        from wattbench.server.redact import redact_headers
+        credential are redacted, the names stay; URL credentials shown as ``***@``: ``server/redact.py``)."""
+        from wattbench.server.redact import redact_headers, redact_url
 
         d = self.model_dump(mode="json", exclude={"api_key", "headers"})
         if self.headers:
             d["headers"] = redact_headers(self.headers)
+        d["target"] = redact_url(d.get("target"))
+        d["targets"] = [redact_url(u) for u in d.get("targets") or []]
         return d

@@ -3,6 +3,11 @@
 A ``UserError`` is turned by the CLI into one line on stderr and exit code 2 (bad input,
 unreachable target, missing dependency). Its message names what is wrong and what to do.
 Anything else is a bug and keeps its traceback.
+
+Exit codes (README, "Exit codes"): 0 done; 1 a failed check or an internal error; 2 bad input or
+environment; 3 the run finished but a level completed no measured request (its verdict is
+``invalid``; nothing to read from it); 4 the target stopped answering mid-run (``TargetStopped``);
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -40,7 +45,18 @@ class EngineError(UserError):
         self.log_tail = log_tail
 
 
+class TargetStopped(WattbenchError):
+    """The target stopped answering mid-level (``load/liveness.py``): the level and the run stop,
+    every record measured is kept, exit code 4."""
+
+    exit_code = 4
+
+
 class Interrupted(WattbenchError):
     """The run was interrupted (SIGINT/SIGTERM); what was measured is kept."""
 
     exit_code = 130
+
+
+EXIT_EMPTY_LEVEL = 3
+EXIT_TARGET_STOPPED = TargetStopped.exit_code

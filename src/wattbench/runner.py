@@ -31,9 +31,12 @@ from wattbench.errors import Interrupted, UserError, WattbenchError
 from wattbench.results.schema import (
     ClockInfo,
     LevelResult,
+    Pareto,
+    PowerSplit,
     Result,
+    SearchOutcome,
     ServerInfo,
-    Validity,
+    TrialsBlock,
     Window,
 )
 
@@ -229,7 +232,7 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
 
         split = power_split(level.energy, level.window.duration_s)  # memory vs the rest of the board
         if split is not None:
-            level.extra["power_split"] = split
+            level.power_split = PowerSplit.model_validate(split)
         if level.steady_window is not None:
             out_tok, in_tok = _steady_tokens(outcome.records, level.steady_window)
             acc_s = account_window(
@@ -246,8 +249,11 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
             level.energy_steady = acc_s.energy
         if not level.energy:
             level.energy_unavailable_reason = "no power or energy channel produced readings in this window"
+    elif state.sampler is not None:
+        level.energy_unavailable_reason = ("the level has no measurement window: no measured request completed, "
+                                           "so no energy can be attributed to it")
     else:
-        level.energy_unavailable_reason = state.energy_unavailable_reason or "no sensor was sampled"
+        level.energy_unavailable_reason = "no power meter (see the run's verdict)"
     if state.scraper is not None:
         # one scrape after the window so its end is bracketed by scrapes (counter deltas interpolate)
         time.sleep(min(state.scraper.interval_s * 1.2, 2.0))
@@ -277,7 +283,8 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
     e2e_p50 = latency.e2e_ms.p50
     extra += steady_findings(level.window, level.steady_window, mode=spec.mode, energy=level.energy,
                              energy_steady=level.energy_steady, e2e_s=e2e_p50 / 1e3 if e2e_p50 else None)
-    level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra)
+    level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=extra,
+                                    n_requests=level.requests.completed + level.requests.failed)
     from wattbench.load.saturation import mark_saturated
 
     return mark_saturated(level)
@@ -286,7 +293,7 @@ def _account_level(state: _RunState, index: int, spec, outcome, token_source: st
 def _oversaturation(state: _RunState, spec, outcome):
     """Whether the level's queue grew without bound: the server's waiting queue where scraped,
     else (open loop) requests sent but not finished, sampled every 100 ms over the window."""
-    from wattbench.load.search import is_oversaturated
+    from wattbench.load.saturation import is_oversaturated
     from wattbench.metrics.latency import request_end_ns
 
     t0, t1 = outcome.start_ns, outcome.end_ns
@@ -319,6 +326,22 @@ def _count_source(records) -> str:
     if done and any(r.output_tokens is None for r in done):
         return "missing"
     return "usage"
+
+
+def _add_level_findings(level: LevelResult, spec, outcome, length_source: str | None) -> None:
+    """What the level measured, judged (accounting/level_findings.py): nothing completed, small
+    samples, a closed loop far below its label, prompt lengths off, the target gone."""
+    from wattbench.accounting.level_findings import level_findings
+    from wattbench.accounting.validity import combine, worst
+
+    if outcome.target_down:
+        level.extra["target_down"] = dict(outcome.target_down)
+    level.extra["timing"] = {"warmup_s": spec.warmup_s, "warmup_requests": spec.warmup_requests,
+                             "duration_s": spec.duration_s, "duration_includes_warmup": False}
+    found = level_findings(level, outcome.records, stopped_early=outcome.stopped_early, length_source=length_source,
+                           target_down=outcome.target_down)
+    if found:
+        level.validity = worst(level.validity, combine(found))
 
 
 def _steady_tokens(records, window: Window) -> tuple[int, int]:
@@ -371,8 +394,11 @@ def _finish(state: _RunState, status: str, detail: str | None) -> None:
         return
     from wattbench.results import rundir
 
+    from wattbench.accounting.level_findings import run_validity
+
     state.result.status = status  # type: ignore[assignment]
     state.result.status_detail = detail
+    state.result.validity = run_validity(state.result, state.energy_unavailable_reason)
     with contextlib.suppress(Exception):
         if state.sampler is not None and state.telemetry_writer is not None:
             state.telemetry_writer.flush(state.sampler.log)
@@ -383,8 +409,9 @@ def _finish(state: _RunState, status: str, detail: str | None) -> None:
 
 def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     from wattbench.load.types import TargetSpec
-    from wattbench.server.detect import detect_server
+    from wattbench.server.detect import detect_server, reuses_connections
     from wattbench.server.openai import check_target, normalize_base_url
+    from wattbench.server.redact import combine_credentials
 
     cfg = state.config
     api_key = _api_key(cfg)
@@ -397,15 +424,21 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     state.carbon = parse_carbon_intensity(cfg.carbon_intensity)  # a bad file fails here too
     if cfg.optimize and cfg.optimize not in OBJECTIVES:
         raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
+    if cfg.ray and cfg.rate and cfg.max_concurrency is not None:
+        raise UserError("--rate with --max-concurrency is not supported with --ray yet: drop one of them")
     if cfg.sweep not in (None, "auto"):
         raise UserError(f"--sweep {cfg.sweep!r}: the only sweep is 'auto' (give levels with --concurrency/--rate)")
+
+    _validate_levels(cfg)  # every level the run plans, checked before anything is written
 
     # 1. target: given, or an engine we launch and stop.
     tokenizer_path = cfg.tokenizer
     launched_info: ServerInfo | None = None
     launched_model: str | None = None  # the launch plan's name for the model (issue 15)
     if cfg.target:
-        base_url = normalize_base_url(cfg.target)
+        # credentials in the URL become an Authorization header; the URL kept and written has none
+        target_url, api_key = combine_credentials(cfg.target, api_key)
+        base_url = normalize_base_url(target_url)
     else:
         from wattbench.engines import launch
 
@@ -423,8 +456,8 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         base_url = normalize_base_url(handle.base_url)
         launched_info = handle.server_info
         launched_model = handle.model
-        if tokenizer_path is None and handle.plan.model_path:
-            tokenizer_path = handle.plan.model_path  # the served model's own tokenizer: exact lengths
+        if tokenizer_path is None:
+            tokenizer_path = handle.plan.tokenizer_source()  # the served model's own tokenizer: exact lengths
 
     model, models = asyncio.run(check_target(base_url, api_key, cfg.model, launched_model=launched_model))
     if launched_model is not None and model not in models:
@@ -432,11 +465,15 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
 
         asyncio.run(check_model_answers(base_url, api_key, model, cfg.api))  # a real request, not the listing
     server = asyncio.run(detect_server(base_url, api_key))
-    extra_urls = [normalize_base_url(u) for u in cfg.targets if normalize_base_url(u) != base_url]
+    extra_keys: dict[str, str | None] = {}
+    for u in cfg.targets:
+        clean, key = combine_credentials(u, _api_key(cfg))
+        extra_keys.setdefault(normalize_base_url(clean), key)
+    extra_urls = [u for u in extra_keys if u != base_url]
     extra_servers = []
     for u in extra_urls:  # replicas (or a load balancer's backends): same model, checked each
-        asyncio.run(check_target(u, api_key, model))
-        extra_servers.append(asyncio.run(detect_server(u, api_key)))
+        asyncio.run(check_target(u, extra_keys[u], model))
+        extra_servers.append(asyncio.run(detect_server(u, extra_keys[u])))
     if launched_info is not None:
         from wattbench.server.detect import merge_launched
 
@@ -455,7 +492,8 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         keep_output_text=cfg.keep_output_text,
     )
     targets = [target] + [
-        TargetSpec(base_url=u, model=model, api=cfg.api, api_key=api_key, request_timeout_s=cfg.request_timeout_s,
+        TargetSpec(base_url=u, model=model, api=cfg.api, api_key=extra_keys[u],
+                   request_timeout_s=cfg.request_timeout_s,
                    stall_timeout_s=cfg.stall_timeout_s, keep_output_text=cfg.keep_output_text,
                    extra_body=dict(si.extra_body), send_min_tokens=bool(si.supports_ignore_eos))
         for u, si in zip(extra_urls, extra_servers)
@@ -464,6 +502,9 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
     # Force output lengths only on servers that accept the fields (strict servers reject them).
     target.extra_body = dict(server.extra_body)
     target.send_min_tokens = bool(server.supports_ignore_eos)
+    target.keepalive = reuses_connections(server.engine)
+    for t, si in zip(targets[1:], extra_servers):
+        t.keepalive = reuses_connections(si.engine)
     server.output_length_forced = bool(target.extra_body)
     for t in targets:  # the user's request fields (--extra-body, --temperature, --top-p) and --header
         t.extra_body.update(cfg.request_fields())
@@ -536,15 +577,12 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
             "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
             "token counts still come from the server's usage"
         )
-    if sampler is None:
-        why = (
-            "--no-sensors was given"
-            if cfg.no_sensors
+    if sampler is None:  # said once, in the run's verdict (accounting.level_findings.run_validity)
+        state.energy_unavailable_reason = (
+            "--no-sensors was given" if cfg.no_sensors
             else "no power meter could be read on this machine"
-            + (": " + "; ".join(problems) if problems else "")
+            + (f"; {len(problems)} sensor problem(s) listed below" if problems else "")
         )
-        state.energy_unavailable_reason = why
-        result.warnings.append(f"energy unavailable: {why}")
     result.extra["run_dir"] = str(run_dir)
     state.result = result
     if sampler is not None:
@@ -572,7 +610,7 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         t1 = now_ns()
         idle = measure_idle(sampler.log, t0, t1)
         result.idle = {b: i.to_dict() for b, i in idle.items()}
-        result.extra["idle_window"] = {"start_ns": t0, "end_ns": t1, "duration_s": (t1 - t0) / 1e9}
+        result.idle_window = Window(start_ns=t0, end_ns=t1, duration_s=(t1 - t0) / 1e9, kind="idle")
         state.idle_power = idle
 
     # 6. the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level
@@ -591,21 +629,15 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
         t0 = now_ns()
         time.sleep(cfg.idle_after_s)
         t1 = now_ns()
-        w = result.extra.get("idle_window")
+        w = result.idle_window
         if w:  # before and after together: averaged idle power per boundary and its drift
-            both = measure_idle(sampler.log, w["start_ns"], w["end_ns"], after_start_ns=t0, after_end_ns=t1)
+            both = measure_idle(sampler.log, w.start_ns, w.end_ns, after_start_ns=t0, after_end_ns=t1)
         else:
             both = measure_idle(sampler.log, t0, t1)
-        result.extra["idle_after_window"] = {"start_ns": t0, "end_ns": t1, "duration_s": (t1 - t0) / 1e9}
+        result.idle_after_window = Window(start_ns=t0, end_ns=t1, duration_s=(t1 - t0) / 1e9, kind="idle_after")
         result.idle = {b: i.to_dict() for b, i in both.items()}
 
     # 8. close out.
-    verdicts = [lv.validity.verdict for lv in result.levels]
-    worst = "invalid" if "invalid" in verdicts else "warn" if "warn" in verdicts else "valid"
-    result.validity = Validity(
-        verdict=worst,  # type: ignore[arg-type]
-        reasons=sorted({f"{lv.label}: {r}" for lv in result.levels for r in lv.validity.reasons}),
-    )
     _finish(state, "complete", None)
     if cfg.register_run:
         with contextlib.suppress(Exception):  # history is an index; the run directory is the record
@@ -613,6 +645,20 @@ def _run(state: _RunState, stack: contextlib.ExitStack) -> Result:
 
             HistoryStore(cfg.db).register(result, run_dir)
     return result
+
+
+def _validate_levels(cfg: RunConfig) -> None:
+    """The load generator's own checks (``load.level.validate_spec``) on every planned level, so bad
+    input (``--arrival poison``, a rate the generator refuses) exits before a file is written."""
+    from wattbench.load.level import validate_spec
+    from wattbench.load.types import LevelSpec
+
+    plans = cfg.levels() if not (cfg.sweep or cfg.optimize) else [("rate", r) for r in cfg.rate] or [
+        ("concurrency", c) for c in (cfg.concurrency or [1])]
+    for mode, value in plans:
+        validate_spec(LevelSpec(index=0, mode=mode, value=value, arrival=cfg.arrival,  # type: ignore[arg-type]
+                                num_requests=cfg.num_requests, duration_s=cfg.duration_s, workers=cfg.workers,
+                                speedup=cfg.speedup))
 
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
@@ -696,8 +742,16 @@ class _LevelRunner:
             lv = self._account(index, spec, outcome, k, thermal_before, label_suffix)
             trials.append(lv)
             self._write_requests(outcome.records, k)
+            if outcome.target_down:
+                break  # no further trial against a target that stopped answering
         level = trials[-1]
         self._record(level, [], trials)
+        if level.extra.get("target_down"):
+            from wattbench.errors import TargetStopped
+
+            raise TargetStopped(f"{level.extra['target_down']['text']} (level {level.label}); the run stopped, "
+                                f"the {sum(t.requests.completed + t.requests.failed for t in trials)} requests "
+                                "measured are kept" + (f" in {state.run_dir}" if state.run_dir else ""))
         return level
 
     def _run_one(self, spec, requests, on_progress):
@@ -716,7 +770,10 @@ class _LevelRunner:
         return run_level(spec, self.targets[0], requests, on_progress=on_progress)
 
     def _requests(self, output_tokens: int | None, input_tokens: int | None):
-        specs = self.workload.specs(None, start=0 if self.is_trace else self.used)
+        # a trace replays its rows; every other workload is asked for an endless stream, so a dataset
+        # shorter than the run cycles (docs/workloads.md) instead of leaving later levels empty
+        specs = self.workload.specs(None, start=0) if self.is_trace else self.workload.specs(
+            ENDLESS_REQUESTS, start=self.used)
         if output_tokens is None and input_tokens is None:
             return specs
         return _override_lengths(specs, output_tokens, input_tokens, self.workload)
@@ -724,6 +781,7 @@ class _LevelRunner:
     def _account(self, index, spec, outcome, trial: int, thermal_before, label_suffix: str) -> LevelResult:
         lv = _account_level(self.state, index, spec, outcome, _count_source(outcome.records), self.slos)
         lv.label = spec.label + label_suffix
+        _add_level_findings(lv, spec, outcome, self.workload.token_source)
         if len(self.targets) > 1:
             from wattbench.load.targets import per_target_summary
 
@@ -751,7 +809,7 @@ class _LevelRunner:
         state = self.state
         assert state.result is not None
         if len(trials) > 1:
-            level.extra["trials"] = _trials_block(trials)
+            level.trials = TrialsBlock.model_validate(_trials_block(trials))
         state.result.levels.append(level)
         if partial_records:
             self._write_requests(partial_records, level.extra.get("trial", 0))
@@ -783,6 +841,7 @@ def _requests_needed(spec) -> int:
 
 
 MAX_PREDRAWN_REQUESTS = 20_000
+ENDLESS_REQUESTS = 1 << 40  # "no end" for a workload's lazy specs(n, start)
 
 
 class _ClusterTelemetry:
@@ -905,6 +964,9 @@ def _trials_block(trials: list[LevelResult]) -> dict:
 def _level_figures(level: LevelResult) -> dict:
     """What the sweeps judge a level by: its dump plus a flat objective per boundary."""
     d = level.model_dump(mode="json")
+    if level.requests.completed == 0:  # a failed level, not a missing one (load/search.py)
+        d["failed"] = next((r.split(": ", 1)[-1] for r in level.validity.reasons if "no measured request" in r),
+                           "no measured request completed")
     d["oversaturated"] = bool((level.extra.get("oversaturation") or {}).get("oversaturated")) or str(
         level.extra.get("stopped_early") or "").startswith("over-saturated")
     b = _primary_boundary(level)
@@ -920,14 +982,10 @@ def _level_figures(level: LevelResult) -> dict:
 
 
 def _primary_boundary(level: LevelResult) -> str | None:
-    """The boundary headline figures use: the innermost measured one (accelerator first)."""
-    from wattbench.telemetry.base import BOUNDARIES
+    """The boundary headline figures use: one rule, ``results.headline.headline_boundary``."""
+    from wattbench.results.headline import headline_boundary
 
-    measured = [b for b in BOUNDARIES if b in level.energy and level.energy[b].label == "measured"]
-    if measured:
-        return measured[0]
-    return next((b for b in BOUNDARIES if b in level.energy), None)
-
+    return headline_boundary(level)
 
 def _run_levels(state: _RunState, lr: _LevelRunner) -> None:
     from wattbench.load.search import auto_sweep, optimize
@@ -939,7 +997,7 @@ def _run_levels(state: _RunState, lr: _LevelRunner) -> None:
     if cfg.sweep == "auto":
         res = auto_sweep(lambda v: _level_figures(lr.measure("concurrency", v)), start=1,
                          max_value=cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)
-        result.extra["sweep"] = res.to_dict("throughput.output_tokens_per_s")
+        result.sweep = SearchOutcome.model_validate(res.to_dict("throughput.output_tokens_per_s"))
     elif cfg.optimize:
         if cfg.rate:
             candidates = list(cfg.rate)
@@ -951,7 +1009,7 @@ def _run_levels(state: _RunState, lr: _LevelRunner) -> None:
         d = res.to_dict(cfg.optimize)
         d["candidates"] = candidates
         d["ladder_size"] = len(candidates)
-        result.extra["optimize"] = d
+        result.optimize = SearchOutcome.model_validate(d)
     else:
         for m, v in cfg.levels():
             lr.measure(m, v)
@@ -966,12 +1024,13 @@ def _prefill_decode_pair(state: _RunState, lr: _LevelRunner) -> None:
     conc = max(cfg.concurrency or [8])
     pre = lr.measure("concurrency", conc, output_tokens=1, input_tokens=1024, label_suffix=" prefill-heavy")
     dec = lr.measure("concurrency", conc, output_tokens=512, input_tokens=16, label_suffix=" decode-heavy")
-    b = _primary_boundary(pre)
+    b = _primary_boundary(pre) or _primary_boundary(dec)
 
     def figs(lv: LevelResult) -> dict:
         e = lv.energy.get(b) if b else None
-        if e is None:
-            why = lv.energy_unavailable_reason or f"no {b or 'power'} energy was measured in it"
+        if e is None:  # an error text is a sentence, never a leaked key name
+            why = next((r.split(": ", 1)[-1] for r in lv.validity.reasons if "no measured request" in r), None) \
+                or lv.energy_unavailable_reason or f"no {b or 'power'} energy was measured in it"
             raise UserError(f"the {lv.label} level has no energy to split ({why})")
         return {"dynamic_energy_j": e.dynamic_energy_j, "energy_j": e.energy_j, "idle_power_w": e.idle_power_w,
                 "duration_s": lv.window.duration_s if lv.window else None,
@@ -983,6 +1042,12 @@ def _prefill_decode_pair(state: _RunState, lr: _LevelRunner) -> None:
         pair["levels"] = [pre.index, dec.index]
     except UserError as e:
         pair = {"error": str(e)}
+    except (KeyError, TypeError) as e:
+        pair = {"error": f"the isolating pair could not be solved: a figure it needs is missing "
+                         f"({type(e).__name__} {e})"}
+    failed = [lv.label for lv in (pre, dec) if lv.requests.completed == 0]
+    if failed:
+        pair["failed_levels"] = failed
     state.result.extra.setdefault("prefill_decode", {})["isolating_pair"] = pair
 
 
@@ -997,14 +1062,15 @@ def _run_analyses(state: _RunState, lr: _LevelRunner) -> None:
     b = _primary_boundary(result.levels[0])
     if b:
         dumps = [lv.model_dump(mode="json") for lv in result.levels]
-        result.extra["pareto"] = {
+        pareto = {
             "boundary": b,
             "tpot_p99": frontier_from_levels(dumps, boundary=b, latency="tpot_ms", stat="p99"),
             "ttft_p99": frontier_from_levels(dumps, boundary=b, latency="ttft_ms", stat="p99"),
         }
         if lr.slos:
-            result.extra["pareto"]["goodput_tpot_p99"] = frontier_from_levels(
+            pareto["goodput_tpot_p99"] = frontier_from_levels(
                 dumps, boundary=b, latency="tpot_ms", stat="p99", efficiency="goodput_per_kw")
+        result.pareto = Pareto.model_validate(pareto)
     if state.sampler is not None and b:
         reg = _attribution(state, b)
         pd = result.extra.setdefault("prefill_decode", {})

@@ -235,3 +235,21 @@ def test_roofline_warns_when_the_run_served_another_model(app, tmp_path):
     a, _ = _runs(tmp_path)  # served llama-8b: no such warning
     res = invoke(app, "roofline", "--model", "llama-8b", "--result", str(a), "--json")
     assert not any("served" in w for w in json.loads(res.stdout)["warnings"])
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_rack_readable_at_80_and_160_columns(app, tmp_path, monkeypatch, width):
+    """Every rack figure whole at 80 columns (one block per platform) and one table at 160."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    a, _ = _runs(tmp_path)
+    res = invoke(app, "rack", "--rack-kw", "40", "--node", str(a), "--host-overhead-w", "300")
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "…" not in out and max(len(x) for x in out.splitlines()) <= width
+    plan = json.loads(invoke(app, "rack", "--rack-kw", "40", "--node", str(a), "--host-overhead-w", "300",
+                             "--json").stdout)["rows"][0]
+    assert f"{plan['rack_output_tokens_per_s']:,.0f}" in out and f"{plan['node_power_w']:,.0f}" in out
+    header_lines = [x for x in out.splitlines() if "node W" in x]
+    assert len(header_lines) == 1
+    if width == 160:
+        assert "cooling" in header_lines[0] and "tok/s per p95 kW" in header_lines[0]  # one wide table

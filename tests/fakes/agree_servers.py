@@ -23,8 +23,9 @@ def bpe_like_tokens(text: str) -> list[str]:
 class FakeOpenAIServer:
     def __init__(self, model: str, answers: dict[str, str], default: str = "I don't know.",
                  logprobs_supported: bool = True, fail_prompts: set[str] | None = None, fail_status: int = 503,
-                 api_key: str | None = None):
+                 api_key: str | None = None, authorization: str | None = None):
         self.api_key = api_key  # when set, every request must carry "Authorization: Bearer <key>"
+        self.authorization = authorization  # when set, every request must carry exactly this Authorization
         self.model = model
         self.answers = answers
         self.default = default
@@ -48,7 +49,8 @@ class FakeOpenAIServer:
     def _refused(self, request):
         from aiohttp import web
 
-        if self.api_key and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+        want = self.authorization or (f"Bearer {self.api_key}" if self.api_key else None)
+        if want and request.headers.get("Authorization") != want:
             return web.json_response({"error": {"message": "bad key"}}, status=401)
         return None
 

@@ -115,9 +115,6 @@ def make_level(
                          arrival="poisson", client_cpu_pct=client_cpu_pct, saturated=saturated)
         label = f"rate={value:g}"
     e2e_p99 = e2e_p99_ms if e2e_p99_ms is not None else ttft_p99_ms + tpot_p99_ms * output_len
-    extra: dict[str, Any] = {}
-    if trials is not None:
-        extra["trials"] = trials
     return LevelResult(
         index=index,
         label=label,
@@ -152,7 +149,7 @@ def make_level(
             "num_requests_waiting": {"mean": waiting_mean, "max": waiting_mean * 1.5},
         },
         goodput=None if goodput_rps is None else {"requests_per_s": goodput_rps},
-        extra=extra,
+        trials=trials,
     )
 
 
@@ -218,7 +215,7 @@ def variant(result: Result, **changes: Any) -> Result:
 
 
 def trials_block(figures: dict[str, tuple[float, float]], n: int = 5, confidence: float = 0.95) -> dict[str, Any]:
-    """``{name: (mean, half_width)}`` -> the ``extra["trials"]`` block (see docs/compare.md)."""
+    """``{name: (mean, half_width)}`` -> the ``LevelResult.trials`` block (see docs/compare.md)."""
     return {
         "n": n,
         "confidence": confidence,

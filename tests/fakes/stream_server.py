@@ -9,7 +9,8 @@ a plain asyncio event loop, so a single process serves hundreds of concurrent st
 Faults, chosen per request by a seeded RNG: HTTP 500, HTTP 429 with ``Retry-After``, a stream
 dropped half-way (connection closed without the chunked terminator), a stall half-way (no more
 bytes, connection left open), a malformed JSON event half-way, an in-stream error object.
-``--die-after-requests N``: when request N+1 arrives the process prints ``STATS {json}`` and
+``--close-after-stream``: the connection is closed after each completed stream although the response
+said keep-alive (what llama.cpp's server does). ``--die-after-requests N``: when request N+1 arrives the process prints ``STATS {json}`` and
 exits at once (a killed server: connections reset, nothing closed cleanly).
 
 ``GET /stats`` returns what the server did (requests, tokens, ``streams_completed`` = streams
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import heapq
 from collections import deque
 import json
@@ -285,6 +287,9 @@ class Stream:
     def end(self) -> None:
         self.finish_stats()
         self.proto.stream = None
+        if self.script.a.close_after_stream and self.proto.transport is not None:
+            self.proto.transport.close()
+            return
         self.proto.process()  # a pipelined request may be waiting
 
     def finish_stats(self) -> None:
@@ -402,10 +407,16 @@ class Proto(asyncio.Protocol):
             if sc.a.hide_models and req.get("model") not in sc.models:  # served, though never listed
                 self.respond(404, json.dumps({"error": {"message": f"model {req.get('model')!r} not found"}}).encode())
                 return
-            if sc.a.expect_key and self._auth != f"Bearer {sc.a.expect_key}":
+            want = f"Bearer {sc.a.expect_key}" if sc.a.expect_key else None
+            if sc.a.expect_basic:
+                want = "Basic " + base64.b64encode(sc.a.expect_basic.encode()).decode()
+            if want and self._auth != want:
                 msg = "bad key"
                 if sc.a.echo_key:  # as OpenAI does: "Incorrect API key provided: sk-..."
-                    msg = f"Incorrect API key provided: {(self._auth or '').removeprefix('Bearer ')}"
+                    got = (self._auth or "").removeprefix("Bearer ")
+                    if got.startswith("Basic "):  # decoded, as a proxy's error page might show it
+                        got = base64.b64decode(got[6:]).decode(errors="replace")
+                    msg = f"Incorrect API key provided: {got}"
                 self.respond(401, json.dumps({"error": {"message": msg}}).encode())
                 return
             if sc.a.die_after_requests and sc.stats["requests"] >= sc.a.die_after_requests:
@@ -456,6 +467,10 @@ def main(argv=None) -> int:
     p.add_argument("--expect-key", default=None, help="require this bearer key on completions")
     p.add_argument("--die-after-requests", type=int, default=0,
                    help="on the request after N: print 'STATS {json}' on stdout and exit at once (a killed server)")
+    p.add_argument("--expect-basic", default=None,
+                   help="require HTTP basic auth USER:PASSWORD on completions (credentials in a URL)")
+    p.add_argument("--close-after-stream", action="store_true",
+                   help="close the connection after each completed stream (advertising keep-alive), as llama.cpp does")
     p.add_argument("--echo-key", action="store_true", help="a 401 body quotes the key it got (as OpenAI does)")
     p.add_argument("--fail-rate", type=float, default=0.0, help="fraction answered HTTP 500")
     p.add_argument("--rate-limit-rate", type=float, default=0.0, help="fraction answered HTTP 429")

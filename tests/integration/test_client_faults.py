@@ -122,3 +122,31 @@ def test_check_target_against_fake():
     with stream_server(*FAST, "--not-openai") as (base, _):
         with pytest.raises(TargetError, match="not OpenAI-compatible"):
             asyncio.run(check_target(base, None, None))
+
+
+def test_a_server_that_closes_after_each_stream_gets_a_connection_per_request():
+    """llama.cpp closes the connection after a streamed response while answering keep-alive: on a
+    pooled connection the next request fails at once. With ``keepalive=False`` (what the runner sets
+    for llama.cpp, server.detect.reuses_connections) every request opens its own and all complete."""
+    from wattbench.server.detect import reuses_connections
+
+    assert not reuses_connections("llamacpp") and reuses_connections("vllm") and reuses_connections(None)
+
+    def sequential(target):
+        async def go():
+            async with StreamClient(target) as c:
+                return [await c.send(req(i), target, id=i) for i in range(6)]
+
+        loop = new_event_loop()
+        try:
+            return loop.run_until_complete(go())
+        finally:
+            loop.close()
+
+    with stream_server(*FAST, "--close-after-stream") as (base, stats):
+        pooled = sequential(TargetSpec(base_url=base + "/v1", model="fake-model"))
+        fresh = sequential(TargetSpec(base_url=base + "/v1", model="fake-model", keepalive=False))
+    # pooled: requests that land on a socket the server closed fail as disconnects (how many depends on
+    # whether the FIN is seen before the connection goes back to the pool: not asserted)
+    assert {r.error for r in pooled if not r.ok} <= {"disconnect"}
+    assert all(r.ok and r.output_tokens == 6 for r in fresh)

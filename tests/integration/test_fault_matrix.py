@@ -117,19 +117,27 @@ def test_stalled_stream_times_out_as_stall(tmp_path):
 
 
 def test_server_killed_mid_level(tmp_path):
-    """The server dies (abrupt exit) after 15 requests: the requests in flight fail as
-    ``disconnect``, later ones as ``connect``; the run finishes (exit 0) and its result loads."""
+    """The server dies (abrupt exit) after 15 requests of a 400-request level: the requests in
+    flight fail as ``disconnect``, the next ones as ``connect``; after REFUSALS_DOWN refusals in a
+    row the level and the run stop (exit 4, one line naming the target), every record is kept."""
+    from wattbench.load.liveness import REFUSALS_DOWN
+
     with server("--ttft-ms", "5", "--itl-ms", "5", "--die-after-requests", "15") as s:
-        p = run_cli(s.base, tmp_path / "run", "--concurrency", "4", "-n", "40", "--no-sensors", "--no-html")
+        p = run_cli(s.base, tmp_path / "run", "--concurrency", "4", "-n", "400", "--no-sensors", "--no-html")
         stats = s.final_stats()
-    assert p.returncode == 0, p.stderr
-    res, recs = _check_run(tmp_path / "run", stats)
+    assert p.returncode == 4, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert f"the target {s.base}/v1 stopped answering" in lines[0] and "s into the level" in lines[0]
+    res, recs = _check_run(tmp_path / "run", stats, status="failed")
     errs = error_counts(recs)
     assert stats["streams_completed"] >= 10
-    assert errs["connect"] > 0
-    assert set(errs) <= {"connect", "disconnect"}
-    assert len(recs) == 40
-    assert res.levels[0].validity.verdict == "invalid"  # more than half failed
+    assert set(errs) <= {"connect", "disconnect"} and errs["connect"] >= REFUSALS_DOWN
+    # it stopped firing: a few refusals per stream at most, not the rest of the 400
+    assert len(recs) <= stats["requests"] + REFUSALS_DOWN + 4 * 2
+    assert res.levels[0].validity.verdict == "invalid" and res.validity.verdict == "invalid"
+    down = res.levels[0].extra["target_down"]
+    assert down["target"] == s.base + "/v1" and down["refusals"] >= REFUSALS_DOWN
 
 
 def test_sensor_failing_mid_run(tmp_path, monkeypatch):

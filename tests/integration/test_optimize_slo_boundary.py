@@ -24,7 +24,7 @@ def test_optimize_refines_to_the_slo_boundary(tmp_path):
                         input_tokens="16", output_tokens="40", sensors=["const:accelerator=100"], idle_s=0,
                         register_run=False, html=False, out=str(tmp_path / "run"))
         res = run_benchmark(cfg)
-    opt = res.extra["optimize"]
+    opt = res.optimize.model_dump()
     assert opt["n_measured"] <= 10, opt["measured_values"]
     assert 46 <= opt["best_value"] <= 48, opt
     # the figure it chose is ~1.5x the best power of two below the boundary (32 streams)

@@ -38,19 +38,32 @@ factory = FixedRequests(max_tokens=OUT)
 def cluster():
     from ray.cluster_utils import Cluster
 
-    old = {k: os.environ.get(k) for k in ("PYTHONPATH", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED")}
+    import ray._private.ray_constants as ray_constants
+
+    keys = ("PYTHONPATH", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+    old = {k: os.environ.get(k) for k in keys}
+    old_cluster = ray_constants.ENABLE_RAY_CLUSTER
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([old["PYTHONPATH"]] if old["PYTHONPATH"] else []))
     os.environ["RAY_AUTH_MODE"] = "disabled"  # a throwaway local cluster
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    # Ray rewrites 127.0.0.1 to the machine's interface address ("remotely reachable") unless it
+    # runs as a single-machine cluster, as it does on macOS/Windows: that switch, for this process
+    # (already imported) and for the nodes it starts, keeps every address on loopback.
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    # every node on loopback: Ray's default node IP is the machine's interface address, and test
+    # traffic stays on 127.0.0.1 (tests/unit/reliability/test_loopback_only.py checks this)
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False,
+                                                      "node_ip_address": "127.0.0.1"})
     try:
-        c.add_node(num_cpus=2)
-        ray.init(address=c.address, log_to_driver=False)
+        c.add_node(num_cpus=2, node_ip_address="127.0.0.1")
+        ray.init(address=c.address, log_to_driver=False, _node_ip_address="127.0.0.1")
         c.wait_for_nodes()
         yield c
     finally:
         ray.shutdown()
         c.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = old_cluster
         for k, v in old.items():
             if v is None:
                 os.environ.pop(k, None)

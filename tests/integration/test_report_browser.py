@@ -9,6 +9,7 @@ from tests.fakes.browser import find_chromium, inspect_page, png_stats
 from tests.fakes.report_runs import write_run
 from wattbench.report.data import RunData
 from wattbench.report.html import render_html
+from wattbench.results.schema import TrialsBlock
 
 pytestmark = [
     pytest.mark.browser,
@@ -79,12 +80,12 @@ def test_no_energy_and_comparison_report_in_chromium(tmp_path):
 def _with_trials(result):
     """The fake run with a trials block on level c=4 (hand-written figures: the ground truth shown)."""
     lv = result.levels[1]
-    lv.extra["trials"] = {"n": 3, "confidence": 0.95, "figures": {
+    lv.trials = TrialsBlock.model_validate({"n": 3, "confidence": 0.95, "figures": {
         "output_tokens_per_s": {"mean": 240.0, "ci_low": 230.0, "ci_high": 250.0, "n": 3},
         "output_tokens_per_s_per_kw@accelerator": {"mean": 1700.0, "ci_low": 1600.0, "ci_high": 1800.0, "n": 3},
         "j_per_output_token@accelerator": {"mean": 0.6, "ci_low": 0.55, "ci_high": 0.65, "n": 3},
         "ttft_p99_ms": {"mean": 88.0, "ci_low": 80.0, "ci_high": 96.0, "n": 3},
-    }}
+    }})
     return result
 
 

@@ -98,9 +98,13 @@ def test_kinds_follow_the_guards_thresholds():
     lag = _level(mode="rate", target_rate_rps=10.0, achieved_rate_rps=9.9, saturated=True,
                  send_lag_ms=Stats(count=5, p99=12.0))  # limit max(5, 10% of 100 ms) = 10 ms
     assert saturation_kinds(lag.load) == ["send_lag"]
+    loop = _level(mode="rate", target_rate_rps=10.0, achieved_rate_rps=9.0, saturated=True,
+                  client_loop_lag_ms=Stats(count=50, p99=3.0))  # > 2 ms: the process waits for a CPU
+    assert saturation_kinds(loop.load) == ["loop_lag"]
+    # a rate below the target is not a client signal (the arrival draw scatters; accounting judges it)
     rate = _level(mode="rate", target_rate_rps=10.0, achieved_rate_rps=9.0, saturated=True,
                   send_lag_ms=Stats(count=5, p99=9.0))
-    assert saturation_kinds(rate.load) == ["rate"]
+    assert saturation_kinds(rate.load) == ["unspecified"]
     assert saturation_kinds(_level(mode="rate", target_rate_rps=10.0, achieved_rate_rps=9.0).load) == []
 
 

@@ -147,7 +147,7 @@ def test_no_secret_when_refused(tmp_path, cert):
 
     res = load_result(out)
     recs = load_requests(out)
-    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.returncode == 3, p.stderr[-2000:]  # every request refused: no measured request completed
     assert res.levels[0].requests.errors == {"http_401": 6}
     assert all(r.error == "http_401" and r.error_detail for r in recs)
     assert "Incorrect API key provided" in recs[0].error_detail  # the message is kept, the key is not
@@ -156,3 +156,89 @@ def test_no_secret_when_refused(tmp_path, cert):
     blobs = {"stdout": p.stdout.encode(), "stderr": p.stderr.encode(), "bad stdout": p2.stdout.encode(),
              "bad stderr": p2.stderr.encode(), **_artifacts(runs)}
     assert not _scan(blobs), _scan(blobs)
+
+
+# ---------------------------------------------------------------- URLs and headers
+
+URL_USER = "wbuser"
+URL_PW = "url-SECRET-pw-c4f1"
+HEADER_SECRET = "hdr-SECRET-token-88a2"
+
+
+def test_no_url_credential_in_any_artifact(tmp_path):
+    """``--target http://user:password@host:port``: the credentials are sent (the server requires
+    them as HTTP basic auth) and appear in no file, report, history row, stdout or stderr; the URL
+    is shown as ``http://***@host:port``. With an API key as well: one clear line, exit 2."""
+    NEEDLES["url password"] = _needles(URL_PW, URL_USER)
+    NEEDLES["header token"] = _needles(HEADER_SECRET)
+    db = tmp_path / "history.sqlite3"
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    try:
+        with server("--ttft-ms", "5", "--itl-ms", "2", "--expect-basic", f"{URL_USER}:{URL_PW}", "--echo-key") as s:
+            url = s.base.replace("http://", f"http://{URL_USER}:{URL_PW}@")
+            ok = run_cli(url, runs / "ok", "--concurrency", "2", "-n", "6", "--sensor", "const:node=100",
+                         "--header", f"X-Gateway-Token: {HEADER_SECRET}", "--db", str(db), "--json",
+                         env=child_env(HOME=str(tmp_path)), cwd=tmp_path)
+            both = run_cli(url, runs / "both", "--api-key", API_KEY, "-n", "2", "--db", str(db),
+                           env=child_env(HOME=str(tmp_path)), cwd=tmp_path)
+            wrong = run_cli(s.base.replace("http://", f"http://{URL_USER}:wrong-{URL_PW}@"), runs / "wrong",
+                            "-n", "2", "--sensor", "const:node=100", "--no-register",
+                            env=child_env(HOME=str(tmp_path)), cwd=tmp_path)
+            stats = s.stats()
+        assert ok.returncode == 0, ok.stderr[-2000:]
+        assert stats["streams_completed"] == 6  # the server required the credentials and got them
+        from wattbench.results.rundir import load_requests, load_result
+        from wattbench.results.store import HistoryStore
+
+        res = load_result(runs / "ok")
+        host = s.base.removeprefix("http://")
+        assert res.config["target"] == f"http://***@{host}"
+        assert res.config["headers"] == {"X-Gateway-Token": "<redacted>"}  # the name kept, the value not
+        assert res.server.base_url == f"{s.base}/v1"
+        with HistoryStore(db) as h:
+            assert [r.run_id for r in h.list_runs()] == [res.run_id]
+        # an API key as well: one line, exit 2, no traceback, nothing written
+        assert both.returncode == 2, both.stderr
+        lines = [ln for ln in both.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "carries credentials" in lines[0] and "Traceback" not in both.stderr
+        assert f"http://***@{host}" in lines[0]
+        assert not (runs / "both").exists()
+        # refused credentials quoted back by the server: the error is kept, the password is not
+        assert wrong.returncode == 3, wrong.stderr  # nothing completed
+        recs = load_requests(runs / "wrong")
+        assert recs and all(r.error == "http_401" and "Incorrect API key provided" in r.error_detail for r in recs)
+        blobs = {"ok stdout": ok.stdout.encode(), "ok stderr": ok.stderr.encode(), "both stderr": both.stderr.encode(),
+                 "wrong stdout": wrong.stdout.encode(), "wrong stderr": wrong.stderr.encode(),
+                 **_artifacts(runs), str(db): db.read_bytes()}
+        for wal in tmp_path.glob("history.sqlite3*"):
+            blobs[str(wal)] = wal.read_bytes()
+        assert (runs / "ok" / "report.html").exists()
+        leaks = _scan(blobs)
+        assert not leaks, leaks
+    finally:
+        NEEDLES.pop("url password", None)
+        NEEDLES.pop("header token", None)
+
+
+def test_redaction_helpers_cover_urls_headers_and_texts():
+    from wattbench.server.redact import (
+        BasicCredential, authorization, combine_credentials, redact_headers, redact_text, redact_url,
+        split_url_credentials)
+
+    clean, cred = split_url_credentials("http://u%40x:p%2Fw@127.0.0.1:8000/v1?api_key=k1")
+    assert clean == "http://127.0.0.1:8000/v1?api_key=k1" and cred == "u@x:p/w" and "p/w" not in repr(cred)
+    assert authorization(cred) == "Basic " + base64.b64encode(b"u@x:p/w").decode()
+    assert authorization("sk-1") == "Bearer sk-1" and authorization(None) is None
+    assert redact_url("http://u:p@h:1/v1?api_key=k1&x=2") == "http://***@h:1/v1?api_key=***&x=2"
+    assert redact_url("http://h:1/v1") == "http://h:1/v1"
+    assert redact_headers({"Authorization": "Bearer sk-1", "X-Api-Key": "k2", "X-Trace": "7", "Cookie": "a=b",
+                           "X-Upstream": "Basic dTpw"}) == {
+        "Authorization": "<redacted>", "X-Api-Key": "<redacted>", "X-Trace": "7", "Cookie": "<redacted>",
+        "X-Upstream": "<redacted>"}  # by name, and by value (a Basic/Bearer credential under any name)
+    token = BasicCredential("user:pa ss")
+    text = f"got {token.token} / pa%20ss / user:pa ss"
+    assert redact_text(text, [token]) == "got *** / *** / ***"
+    with pytest.raises(Exception, match="carries credentials"):
+        combine_credentials("http://u:p@h:1", "sk-1")
+    assert combine_credentials("http://h:1", "sk-1") == ("http://h:1", "sk-1")

@@ -43,10 +43,10 @@ def test_default_ladder_level_is_valid_and_a_short_level_is_warn(tmp_path):
           f"steady {sw.duration_s:.2f} s, E2E p50 {e2e_s:.2f} s, J/tok full {lv.energy['accelerator'].j_per_output_token:.4f} "
           f"steady {lv.energy_steady['accelerator'].j_per_output_token:.4f}; {lv.validity}")
     assert sw.duration_s >= 2 * e2e_s and sw.duration_s >= 0.5 * fw.duration_s
-    # no steady-state finding (on a busy host the client's loop-lag guard may add its own warn,
-    # which is about the machine, not the window)
+    # no steady-state finding (other guards may add theirs: the client's loop lag on a busy host,
+    # approximate prompt lengths without a tokenizer — about the machine and workload, not the window)
     assert not any("steady" in r for r in lv.validity.reasons), lv.validity.reasons
-    assert all("load generator saturated" in r for r in lv.validity.reasons), lv.validity.reasons
+    assert lv.validity.verdict != "invalid", lv.validity.reasons
     s = short.levels[0]
     print(f"short c=32: window {s.window.duration_s:.2f} s, steady {s.steady_window.duration_s:.2f} s; {s.validity}")
     assert s.validity.verdict == "warn"

@@ -43,7 +43,7 @@ def test_tune_vllm_cpu(tmp_path, monkeypatch):
         assert tr.engine_start_s is not None and tr.engine_start_s > 1.0
         # the engine start is outside every level's window (levels start after it is ready)
         if tr.status == "done":
-            assert tr.figures["load_value"] == res.extra["optimize"]["best_value"]
+            assert tr.figures["load_value"] == res.optimize.best_value
     done = [tr for tr in trials if tr.status == "done"]
     assert done, [(tr.status, tr.detail) for tr in trials]
     best = max(done, key=lambda tr: tr.score)

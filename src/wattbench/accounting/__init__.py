@@ -162,6 +162,7 @@ def level_validity(
     load: LoadStats | None = None,
     token_source: str | None = None,
     extra: list[Finding] | None = None,
+    n_requests: int | None = None,
 ) -> Validity:
     """The level's verdict: energy findings of the window(s) plus load and token findings.
 
@@ -169,6 +170,6 @@ def level_validity(
     with ``validity.worst``.
     """
     findings = list(accounted.findings) if accounted is not None else []
-    findings += load_findings(load, token_source) + list(extra or [])
+    findings += load_findings(load, token_source, n_requests) + list(extra or [])
     return combine(findings)
 

@@ -76,6 +76,54 @@ def collapse_repeats(t_ns: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.nd
     return t_ns[keep], v[keep]
 
 
+def classify_deltas(t: np.ndarray, v: np.ndarray, *, max_value: float | None = None,
+                    max_power_w: float | None = None):
+    """Step 2 of the algorithm over a sorted, repeat-collapsed series: ``(d, dt_s, power_w, wrap,
+    reset)`` per interval, ``d`` already corrected for wraps (reset intervals keep their raw delta)."""
+    d = np.diff(v)
+    dt = np.diff(t).astype(np.float64) / 1e9
+    wrap = np.zeros(len(d), dtype=bool)
+    reset = np.zeros(len(d), dtype=bool)
+    if max_value:
+        wrap = d < 0
+        d = np.where(wrap, d + max_value, d)
+    else:
+        reset = d < 0
+    power = np.where(dt > 0, d / np.where(dt > 0, dt, 1.0), np.inf)
+    normal = ~reset & ~wrap
+    limit = max_power_w
+    if limit is None:
+        good = power[normal & (d > 0)]
+        limit = IMPLAUSIBLE_FACTOR * float(np.median(good)) if len(good) >= 3 else np.inf
+    implausible = ~reset & (power > limit)
+    # a wrap must also look like its neighbours: on a wrapping counter a reset reads as a "wrap"
+    # adding up to max_value, which shows as a power far above the intervals around it
+    for i in np.flatnonzero(wrap & ~implausible):
+        neigh = [power[j] for j in (i - 1, i + 1) if 0 <= j < len(d) and normal[j] and d[j] >= 0]
+        if neigh and power[i] > WRAP_LOCAL_FACTOR * max(neigh):
+            implausible[i] = True
+    reset |= implausible
+    wrap &= ~reset
+    return d, dt, power, wrap, reset
+
+
+def counter_power_w(t_ns, values, *, max_value: float | None = None,
+                    max_power_w: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Power between consecutive distinct counter values, stamped at the interval midpoint, for
+    drawing a channel that has no power reading. Repeats are collapsed and wraps corrected as in
+    ``counter_energy``; reset (and implausible) intervals are dropped, not interpolated."""
+    t = np.asarray(t_ns, dtype=np.int64)
+    v = np.asarray(values, dtype=np.float64)
+    order = np.argsort(t, kind="stable")
+    t, v = collapse_repeats(t[order], v[order])
+    if len(t) < 2:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    _, dt, power, _, reset = classify_deltas(t, v, max_value=max_value, max_power_w=max_power_w)
+    keep = ~reset & (dt > 0)
+    mid = (t[:-1] + (t[1:] - t[:-1]) // 2).astype(np.int64)
+    return mid[keep], power[keep].astype(float)
+
+
 def counter_energy(
     t_ns,
     values,
@@ -106,30 +154,7 @@ def counter_energy(
     t, v = t[i0:i1], v[i0:i1]
 
     p = expected_period_s(t, update_period_s)
-    d = np.diff(v)
-    dt = np.diff(t).astype(np.float64) / 1e9
-    wrap = np.zeros(len(d), dtype=bool)
-    reset = np.zeros(len(d), dtype=bool)
-    if max_value:
-        wrap = d < 0
-        d = np.where(wrap, d + max_value, d)
-    else:
-        reset = d < 0
-    power = np.where(dt > 0, d / np.where(dt > 0, dt, 1.0), np.inf)
-    normal = ~reset & ~wrap
-    limit = max_power_w
-    if limit is None:
-        good = power[normal & (d > 0)]
-        limit = IMPLAUSIBLE_FACTOR * float(np.median(good)) if len(good) >= 3 else np.inf
-    implausible = ~reset & (power > limit)
-    # a wrap must also look like its neighbours: on a wrapping counter a reset reads as a "wrap"
-    # adding up to max_value, which shows as a power far above the intervals around it
-    for i in np.flatnonzero(wrap & ~implausible):
-        neigh = [power[j] for j in (i - 1, i + 1) if 0 <= j < len(d) and normal[j] and d[j] >= 0]
-        if neigh and power[i] > WRAP_LOCAL_FACTOR * max(neigh):
-            implausible[i] = True
-    reset |= implausible
-    wrap &= ~reset
+    d, dt, power, wrap, reset = classify_deltas(t, v, max_value=max_value, max_power_w=max_power_w)
 
     notes: list[str] = []
     overlap = (t[1:] > t0) & (t[:-1] < t1)

@@ -34,6 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wattbench.clock import now_ns
 from wattbench.errors import TargetError, UserError
+from wattbench.server.openai import fetch_models, normalize_base_url, post_json  # noqa: F401  (one client)
+from wattbench.server.redact import combine_credentials, redact_text, redact_url
 from wattbench.results.agreement import (  # noqa: F401 - load/write re-exported for callers
     AgreeTarget,
     Agreement,
@@ -109,15 +111,6 @@ def load_prompts(path: str | os.PathLike) -> list[PromptSpec]:
     if not out:
         raise UserError(f"{p}: no prompts in the file")
     return out
-
-
-def normalize_base_url(url: str) -> str:
-    u = url.strip().rstrip("/")
-    if not re.match(r"^https?://", u):
-        raise UserError(f"target {url!r} is not an http(s) URL; give e.g. http://127.0.0.1:8000")
-    if not u.endswith("/v1"):
-        u += "/v1"
-    return u
 
 
 # ------------------------------------------------------------------ structured answers
@@ -267,7 +260,7 @@ class _Client:
         self.session = session
         self.target = target
         self.timeout_s = timeout_s
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.api_key = api_key
         self.logprobs = True  # dropped after a 4xx that names logprobs
 
     def api_for(self, spec: PromptSpec) -> str:
@@ -298,22 +291,20 @@ class _Client:
             body = self._body(spec, max_tokens)
             t0 = now_ns()
             try:
-                async with self.session.post(url, json=body, headers=self.headers,
-                                             timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as resp:
-                    raw = await resp.read()
-                    elapsed_ms = (now_ns() - t0) / 1e6
-                    if resp.status >= 400:
-                        text = raw.decode("utf-8", "replace")[:300]
-                        if attempt == 0 and self.logprobs and 400 <= resp.status < 500:
-                            self.logprobs = False  # the server may not support logprobs: retry without
-                            continue
-                        if attempt == 1:
-                            self.logprobs = True  # failed without logprobs too: they were not the cause
-                        return SideOutput(error=f"http_{resp.status}: {text}", latency_ms=elapsed_ms)
+                status, raw = await post_json(self.session, url, body, self.api_key, self.timeout_s)
             except asyncio.TimeoutError:
                 return SideOutput(error=f"timeout after {self.timeout_s:g} s")
             except aiohttp.ClientError as e:
-                return SideOutput(error=f"connect: {e}")
+                return SideOutput(error=redact_text(f"connect: {e}", [self.api_key]))
+            elapsed_ms = (now_ns() - t0) / 1e6
+            if status >= 400:
+                text = redact_text(raw.decode("utf-8", "replace")[:300], [self.api_key])
+                if attempt == 0 and self.logprobs and 400 <= status < 500:
+                    self.logprobs = False  # the server may not support logprobs: retry without
+                    continue
+                if attempt == 1:
+                    self.logprobs = True  # failed without logprobs too: they were not the cause
+                return SideOutput(error=f"http_{status}: {text}", latency_ms=elapsed_ms)
             try:
                 data = json.loads(raw)
                 choice = data["choices"][0]
@@ -331,20 +322,18 @@ class _Client:
 
 
 async def _detect_model(session, base_url: str, timeout_s: float, api_key: str | None) -> tuple[str, dict]:
+    """The first model ``GET /v1/models`` lists (``server.openai.fetch_models``)."""
     import aiohttp
 
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        async with session.get(base_url + "/models", headers=headers,
-                               timeout=aiohttp.ClientTimeout(total=min(timeout_s, 30.0))) as resp:
-            if resp.status >= 400:
-                raise TargetError(f"{base_url}/models answered HTTP {resp.status}; give the model with --model-a/-b")
-            data = await resp.json(content_type=None)
+        models = await asyncio.wait_for(fetch_models(session, base_url, api_key), min(timeout_s, 30.0))
+    except TargetError as e:
+        raise TargetError(f"{e}; or give the model with --model-a/-b") from None
     except (aiohttp.ClientError, asyncio.TimeoutError) as e:
-        raise TargetError(f"{base_url}: cannot reach the server ({e.__class__.__name__}: {e}); is it running?") from None
-    models = [m.get("id") for m in (data.get("data") or []) if isinstance(m, dict) and m.get("id")]
+        raise TargetError(f"{redact_url(base_url)}: cannot reach the server ({e.__class__.__name__}: "
+                          f"{redact_text(str(e), [api_key])}); is it running?") from None
     if not models:
-        raise TargetError(f"{base_url}/models lists no model; give it with --model-a/--model-b")
+        raise TargetError(f"{redact_url(base_url)}/models lists no model; give it with --model-a/--model-b")
     return models[0], {"models": models}
 
 
@@ -392,8 +381,11 @@ def run_agreement(target_a: str, target_b: str, prompts: list[PromptSpec], max_t
         raise UserError("max_tokens must be >= 1")
     if concurrency < 1:
         raise UserError("concurrency must be >= 1")
-    targets = [AgreeTarget(base_url=normalize_base_url(target_a), model=model_a or "", api=api),
-               AgreeTarget(base_url=normalize_base_url(target_b), model=model_b or "", api=api)]
+    # URL credentials (user:password@) become the side's key and never reach agreement.json
+    url_a, api_key_a = combine_credentials(target_a, api_key_a)
+    url_b, api_key_b = combine_credentials(target_b, api_key_b)
+    targets = [AgreeTarget(base_url=normalize_base_url(url_a), model=model_a or "", api=api),
+               AgreeTarget(base_url=normalize_base_url(url_b), model=model_b or "", api=api)]
     from wattbench import __version__
 
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -105,7 +105,7 @@ class LevelComparison(BaseModel):
 
 class Comparison(BaseModel):
     run_ids: list[str]
-    boundary: str
+    boundary: str | None  # None: no boundary common to every level; latency and throughput only
     match: Literal["key", "index"]
     window: Literal["full", "steady"] = "full"
     levels: list[LevelComparison] = Field(default_factory=list)
@@ -189,13 +189,15 @@ def match_levels(a: Result, b: Result, match: str) -> tuple[list[tuple[LevelResu
     return pairs, un
 
 
-def resolve_boundary(results: list[Result], boundary: str | None) -> str:
+NO_ENERGY_WARNING = ("no power boundary was measured at every level of every run: latency and throughput are "
+                     "compared, energy and per-kW figures are not (check each run's sensors)")
+
+
+def resolve_boundary(results: list[Result], boundary: str | None) -> str | None:
+    """The boundary to compare at; None (no boundary asked, none common) compares latency and
+    throughput only."""
     if boundary is None:
-        b = outermost_common_boundary(results)
-        if b is None:
-            raise UserError("no power boundary was measured at every level of every run; nothing to compare "
-                            "per kW (check each run's sensors)")
-        return b
+        return outermost_common_boundary(results)
     for r in results:
         for lv in r.levels:
             e = lv.energy.get(boundary)
@@ -229,6 +231,8 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
     bnd = resolve_boundary(results, boundary)
     base = results[0]
     cmp = Comparison(run_ids=[r.run_id for r in results], boundary=bnd, match=match, window=window, forced=force)
+    if bnd is None:
+        cmp.warnings.append(NO_ENERGY_WARNING)
 
     per_candidate_pairs = []
     problems: list[Incomparability] = []
@@ -271,7 +275,8 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
             row.cis.append(cis)
             row.verdicts.append(lv.validity.verdict)
         for (cand, _), lv in zip(per_candidate_pairs, row_levels[1:]):
-            row.decompositions.append(decompose(a, lv, bnd, cand.run_id))
+            if bnd is not None:
+                row.decompositions.append(decompose(a, lv, bnd, cand.run_id))
         cmp.levels.append(row)
 
     for cand, pairs in per_candidate_pairs:

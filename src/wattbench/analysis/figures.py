@@ -6,7 +6,7 @@ boundary from ``LevelResult.energy`` (the full measurement window), or — after
 :func:`select_window` with ``"steady"`` — from ``LevelResult.energy_steady``.
 
 Trials (``--trials N``) put per-figure means and confidence intervals in
-``level.extra["trials"]``::
+``level.trials`` (``results.schema.TrialsBlock``)::
 
     {"n": 5, "confidence": 0.95,
      "figures": {"output_tokens_per_s": {"mean": 1000.0, "ci_low": 980.0, "ci_high": 1020.0},
@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from wattbench.results.headline import describe_key, level_key, measured_boundaries  # noqa: F401  (one home)
 from wattbench.results.schema import LevelResult, Result
 from wattbench.telemetry.base import BOUNDARIES
 
@@ -127,13 +128,6 @@ def throttle_reasons(level: LevelResult) -> list[str]:
     return []
 
 
-def measured_boundaries(level: LevelResult) -> list[str]:
-    """Boundaries with an average power figure, inner to outer."""
-    found = [b for b, e in level.energy.items() if e.avg_power_w is not None]
-    order = {b: i for i, b in enumerate(BOUNDARIES)}
-    return sorted(found, key=lambda b: (order.get(b, len(order)), b))
-
-
 def outermost_common_boundary(results: list[Result]) -> str | None:
     """The outermost boundary every level of every result measured."""
     common: set[str] | None = None
@@ -210,32 +204,23 @@ class TrialCI:
 
 def trial_ci(level: LevelResult, name: str, boundary: str | None) -> TrialCI | None:
     """The trials CI of a figure, or None when the level has no trials block for it."""
-    block = level.extra.get("trials")
-    if not isinstance(block, dict):
+    block = level.trials
+    if block is None:
         return None
-    figs = block.get("figures", block)
-    if not isinstance(figs, dict):
-        return None
-    entry = None
-    if name in ENERGY_FIGURES and boundary:
-        entry = figs.get(f"{name}@{boundary}")
-        if entry is None and isinstance(figs.get(boundary), dict):
-            entry = figs[boundary].get(name)
+    entry = block.figures.get(f"{name}@{boundary}") if (name in ENERGY_FIGURES and boundary) else None
     if entry is None:
-        entry = figs.get(name)
-    if not isinstance(entry, dict):
+        entry = block.figures.get(name)
+    if entry is None:
         return None
-    mean = _num(entry.get("mean"))
-    lo, hi = _num(entry.get("ci_low")), _num(entry.get("ci_high"))
-    if (lo is None or hi is None) and mean is not None and _num(entry.get("ci_half_width")) is not None:
-        hw = _num(entry["ci_half_width"])
+    mean, lo, hi = _num(entry.mean), _num(entry.ci_low), _num(entry.ci_high)
+    hw = _num(entry.ci_half_width)
+    if (lo is None or hi is None) and mean is not None and hw is not None:
         lo, hi = mean - hw, mean + hw
     if mean is None or lo is None or hi is None or hi < lo:
         return None
-    n = entry.get("n", block.get("n"))
-    conf = entry.get("confidence", block.get("confidence"))
-    return TrialCI(mean=mean, low=lo, high=hi, n=int(n) if isinstance(n, int) else None,
-                   confidence=float(conf) if isinstance(conf, (int, float)) else None)
+    n = entry.n if entry.n is not None else block.n
+    conf = entry.confidence if entry.confidence is not None else block.confidence
+    return TrialCI(mean=mean, low=lo, high=hi, n=n, confidence=conf)
 
 
 def select_window(result: Result, window: str) -> Result:
@@ -254,20 +239,3 @@ def select_window(result: Result, window: str) -> Result:
                             "use the full window")
         lv.energy = lv.energy_steady
     return out
-
-
-def level_key(level: LevelResult) -> tuple[str, float | None]:
-    """(mode, target value) used to match levels across runs."""
-    ld = level.load
-    if ld.mode == "concurrency":
-        return ("concurrency", float(ld.target_concurrency) if ld.target_concurrency is not None else None)
-    if ld.mode == "rate":  # rounded so 0.1 + 0.2 and 0.3 name the same level
-        return ("rate", round(float(ld.target_rate_rps), 9) if ld.target_rate_rps is not None else None)
-    return ("trace", None)
-
-
-def describe_key(key: tuple[str, float | None]) -> str:
-    mode, v = key
-    if v is None:
-        return mode
-    return f"{mode}={v:g}"

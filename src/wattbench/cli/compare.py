@@ -64,7 +64,8 @@ def render(cmp, agreement=None) -> None:
     if len(cmp.run_ids) > 1:
         c.print(escape(f"ratios: each run ÷ the baseline {cmp.run_ids[0]}"), style="dim")
     for row in cmp.levels:
-        t = Table(title=escape(f"{row.key} @ {cmp.boundary}"), title_justify="left")
+        where = cmp.boundary or "no energy measured"
+        t = Table(title=escape(f"{row.key} @ {where}"), title_justify="left")
         t.add_column("figure")
         for rid, label, verdict in zip(cmp.run_ids, row.labels, row.verdicts):
             mark = "" if verdict == "valid" else f" ({verdict})"

@@ -35,12 +35,41 @@ def _num(v: float | None, fmt: str = ",.0f") -> str:
 
 
 def _table(title: str, columns: list[str]):
-    from rich.table import Table
+    """A table that stays readable at any width: laid out as given where every cell fits on one line,
+    else one block per row (each column as a "figure  value" line) — nothing cut short."""
+    return _FitTable(title, columns)
 
-    t = Table(title=title, title_justify="left")
-    for i, c in enumerate(columns):
-        t.add_column(c, justify="left" if i == 0 else "right")
-    return t
+
+class _FitTable:
+    def __init__(self, title: str, columns: list[str]):
+        self.title, self.columns, self.rows = title, columns, []
+
+    def add_row(self, *cells) -> None:
+        self.rows.append([str(getattr(c, "plain", c)) for c in cells])
+
+    def __rich_console__(self, console, options):
+        from rich import box
+        from rich.table import Table
+        from rich.text import Text
+
+        widths = [max([len(h)] + [len(r[i]) for r in self.rows if i < len(r)]) for i, h in enumerate(self.columns)]
+        if sum(widths) + 3 * len(widths) + 1 <= options.max_width:
+            t = Table(title=Text(self.title), title_justify="left", box=box.SIMPLE_HEAD)
+            for i, c in enumerate(self.columns):
+                t.add_column(Text(c), justify="left" if i == 0 else "right", no_wrap=True)
+            for r in self.rows:
+                t.add_row(*[Text(x) for x in r])
+            yield t
+            return
+        yield Text(self.title, style="italic")
+        for r in self.rows:  # narrow: one block per row, the first cell as its heading
+            t = Table(title=Text(r[0], style="bold"), title_justify="left", box=box.SIMPLE, show_header=False)
+            t.add_column(no_wrap=True)
+            t.add_column(justify="right", overflow="fold")
+            for h, v in zip(self.columns[1:], r[1:]):
+                if v:
+                    t.add_row(Text(h), Text(v))
+            yield t
 
 
 def _print(*renderables) -> None:

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
 
@@ -34,13 +33,14 @@ class RunProgress:
         self.enabled = enabled
         self._progress: Progress | None = None
         self._tasks: dict[int, Any] = {}
+        self._by_time: dict[int, tuple[float, int | None]] = {}  # task -> (level seconds, requests) when time-bound
 
     def __enter__(self) -> "RunProgress":
         if self.enabled:
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
-                MofNCompleteColumn(),
+                TextColumn("{task.fields[done]}"),
                 TextColumn("{task.fields[stats]}"),
                 TextColumn("elapsed"),
                 TimeElapsedColumn(),
@@ -65,11 +65,17 @@ class RunProgress:
             # printed above the bars, without rich's log time and source location (internals)
             p.console.print(Text(str(data.get("message", data.get("name", ""))), style="dim"))
         elif event == "level_start":
-            self._tasks[data["index"]] = p.add_task(
+            total, dur = data.get("total"), data.get("duration_s")
+            task = p.add_task(
                 level_description(data),
-                total=data.get("total"),
+                # a level bounded by --duration runs its bar over time, so the remaining time is known
+                total=total if total is not None or not dur else float(dur),
                 stats="",
+                done=f"0/{total} requests" if total is not None else "0 requests",
             )
+            self._tasks[data["index"]] = task
+            if total is None and dur:
+                self._by_time[task] = (float(dur), None)
         elif event == "progress":
             task = self._tasks.get(data.get("index", -1))
             if task is None:
@@ -84,7 +90,14 @@ class RunProgress:
                 parts.append(f"{data['power_w']:,.0f} W")
             if data.get("failed"):
                 parts.append(f"{data['failed']} failed")
-            p.update(task, completed=data.get("done", 0), stats=" · ".join(parts))
+            done = data.get("done", 0)
+            if task in self._by_time:
+                p.update(task, completed=min(float(data.get("elapsed_s") or 0.0), self._by_time[task][0]),
+                         done=f"{done:,} requests", stats=" · ".join(parts))
+            else:
+                total = p.tasks[task].total
+                p.update(task, completed=done, stats=" · ".join(parts),
+                         done=f"{done:,}/{int(total):,} requests" if total is not None else f"{done:,} requests")
         elif event == "level_done":
             task = self._tasks.get(data.get("index", -1))
             if task is not None:

@@ -70,8 +70,8 @@ def register(app: typer.Typer) -> None:
         concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", help="Closed loop: concurrent streams; a comma list runs levels in turn (1,8,64)."),
         rate: Optional[str] = typer.Option(None, "--rate", "-r", help="Open loop: requests/s; a comma list runs levels in turn (2,4,8); inf sends every request at once."),
         arrival: str = typer.Option("poisson", "--arrival", help="Open-loop arrivals: poisson, constant or gamma:K."),
-        num_requests: Optional[int] = typer.Option(None, "--num-requests", "-n", help="Measured requests per level (warm-up excluded)."),
-        duration: Optional[float] = typer.Option(None, "--duration", "-d", help="Seconds of load per level."),
+        num_requests: Optional[int] = typer.Option(None, "--num-requests", "-n", help="Measured requests per level (warm-up excluded; default: 4 rounds of the concurrency, 5+ once an E2E is measured, so the steady state can be long enough; docs/accounting.md)."),
+        duration: Optional[float] = typer.Option(None, "--duration", "-d", help="Seconds of measured load per level, after the warm-up (--warmup 5s --duration 20 sends for 25 s); requests in flight at the end finish (each within --request-timeout) and are measured."),
         warmup: Optional[str] = typer.Option(None, "--warmup", help="Excluded from statistics: 10s (seconds) or 20 (requests)."),
         workers: Optional[int] = typer.Option(None, "--workers", help="Load-generator processes (default: auto)."),
         seed: int = typer.Option(0, "--seed", help="Seed for arrivals and lengths."),
@@ -207,7 +207,15 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(130) from None
         if as_json:
             sys.stdout.write(result.model_dump_json(indent=2) + "\n")
-            return
-        out_console.print(run_summary(result))
-        if result.extra.get("run_dir"):
-            out_console.print(f"results: {result.extra['run_dir']}")
+        else:
+            out_console.print(run_summary(result))
+            if result.extra.get("run_dir"):
+                out_console.print(f"results: {result.extra['run_dir']}")
+        from wattbench.accounting.level_findings import empty_levels
+        from wattbench.errors import EXIT_EMPTY_LEVEL
+
+        empty = empty_levels(result)
+        if empty:  # a level that measured nothing is not a result: say so and exit non-zero
+            typer.echo(f"wattbench: error: {len(empty)} level(s) completed no measured request "
+                       f"({', '.join(empty)}); the run is kept but they measured nothing", err=True)
+            raise typer.Exit(EXIT_EMPTY_LEVEL)

@@ -56,6 +56,7 @@ def register(app: typer.Typer) -> None:
             return
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         console = Console()
         chans = [r for r in rows if r["type"] == "channel"]
@@ -77,7 +78,7 @@ def register(app: typer.Typer) -> None:
         else:
             console.print("No power meter could be read on this machine.")
         for p in problems:
-            console.print(f"[yellow]problem:[/yellow] {p}", highlight=False)
+            console.print(Text.assemble(("problem: ", "yellow"), p), highlight=False)  # p shown as typed
         if nothing:
             why = "; ".join(problems) or "no channel answered"
             typer.echo(f"wattbench: error: --sensor {', '.join(sensor or [])}: nothing readable ({why})", err=True)

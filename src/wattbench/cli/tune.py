@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors, split_list
+from wattbench.cli.common import DB_HELP, handle_errors, split_list
 
 HELP = """Search engine settings (and, as root, GPU power settings) for the most goodput per kW under an SLO.
 
@@ -63,12 +63,12 @@ def register(app: typer.Typer) -> None:
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Tune directory (default ./wattbench-results/tune-<time>)."),
         resume: Optional[str] = typer.Option(None, "--resume", help="Continue an interrupted tune in this directory."),
         tag: Optional[List[str]] = typer.Option(None, "--tag", help="Tag every trial run in the history store."),
-        db: Optional[str] = typer.Option(None, "--db", help="History database."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print tune.json on stdout."),
     ) -> None:
         from wattbench.config import RunConfig
         from wattbench.tune import TuneConfig, tune
-        from wattbench.tune.model import write_tune
+        from wattbench.results.tune import write_tune
 
         base = RunConfig(engine=engine, engine_model=model, device=device,  # type: ignore[arg-type]
                          engine_args=list(engine_arg or []), concurrency=split_list(concurrency, int, "--concurrency"),

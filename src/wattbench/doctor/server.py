@@ -9,6 +9,8 @@ release checklist can judge from the same observations without asking the server
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import asyncio
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,7 +76,7 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
                        ) -> StreamProbe:
     import orjson
 
-    from wattbench.load.types import TargetSpec
+    from wattbench.server.target import TargetSpec
     from wattbench.server.openai import auth_headers, build_payload, endpoint_url, stream_error
     from wattbench.server.sse import DONE, SSEParser
     from wattbench.workload.base import RequestSpec
@@ -127,7 +129,7 @@ async def _probe(target: str, api_key: str | None, burst: int, timeout_s: float)
         pr.error = str(e)
         return pr
     timeout = aiohttp.ClientTimeout(total=timeout_s)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = {"Authorization": authorization(api_key)} if api_key else {}
     async with aiohttp.ClientSession(timeout=timeout) as s:
         try:
             async with s.get(metrics_url(root_of(base)), headers=headers) as r:

@@ -12,6 +12,8 @@ parent does not leave it behind.
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import atexit
 from abc import ABC, abstractmethod
 import json
@@ -49,6 +51,16 @@ class LaunchPlan:
     served_model: str | None = None  # the name the server will list, when the engine lets us set it
     health_paths: tuple[str, ...] = ("/health", "/v1/models")
     info: dict[str, Any] = field(default_factory=dict)  # effective config known before start
+    # a local Hugging Face tokenizer of the served model (a directory or tokenizer.json), when it is
+    # not model_path itself (llama.cpp serves a .gguf; a preset's tokenizer lives in its directory)
+    tokenizer: str | None = None
+
+    def tokenizer_source(self) -> str | None:
+        """Where the client loads the served model's tokenizer from (exact prompt lengths); None
+        when there is no local one (a .gguf alone): the client asks the server or approximates."""
+        if self.tokenizer is not None:
+            return self.tokenizer or None
+        return self.model_path or None
 
 
 class Engine(ABC):
@@ -147,7 +159,7 @@ def has_flag(args: list[str], *names: str) -> bool:
 
 
 def http_get(url: str, timeout_s: float = 2.0, api_key: str | None = None) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+    req = urllib.request.Request(url, headers={"Authorization": authorization(api_key)} if api_key else {})
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as r:  # noqa: S310 (loopback only)
             return r.status, r.read()

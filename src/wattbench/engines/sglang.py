@@ -27,26 +27,7 @@ from wattbench.engines.base import (
 )
 from wattbench.engines.presets import resolve_model
 from wattbench.errors import EngineError
-
-SERVER_INFO_KEYS = (
-    "version", "tp_size", "dp_size", "pp_size", "dtype", "kv_cache_dtype", "context_length", "mem_fraction_static",
-    "max_running_requests", "max_total_tokens", "max_total_num_tokens", "max_prefill_tokens", "chunked_prefill_size",
-    "schedule_policy", "attention_backend", "sampling_backend", "stream_interval", "disable_radix_cache",
-    "cuda_graph_max_bs", "disable_cuda_graph", "load_format", "device",
-)
-
-
-def select_server_info(info: dict[str, Any]) -> dict[str, Any]:
-    """The settings worth recording from ``/get_server_info`` (nested ``internal_states`` included)."""
-    out = {k: info[k] for k in SERVER_INFO_KEYS if k in info}
-    for st in info.get("internal_states") or []:
-        if isinstance(st, dict):
-            for k in ("max_total_num_tokens", "max_running_requests", "chunked_prefill_size", "attention_backend"):
-                if k in st and k not in out:
-                    out[k] = st[k]
-    if "context_length" in out and out["context_length"] is not None:
-        out["max_model_len"] = out["context_length"]
-    return out
+from wattbench.server.detect import SERVER_INFO_KEYS, select_server_info  # noqa: F401  (parsing /get_server_info lives in server/)
 
 
 class SGLang(Engine):

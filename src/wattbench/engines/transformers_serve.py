@@ -5,6 +5,8 @@ Started as ``<python> -m transformers.cli.transformers serve DIR --continuous-ba
 folder (without one, ``/v1/models`` answers 500 because it scans the hub cache). On CUDA, unless
 the user passed their own ``--cb-*`` values, it adds the settings measured fastest on an H200
 (docs/engines.md): ``--cb-use-cuda-graph --cb-max-batch-tokens 8192 --cb-max-memory-percent 0.5``.
+On CPU it bounds the paged cache instead (``CPU_BOUNDED_ARGS``): by default transformers sizes it
+from total RAM, and the server was OOM-killed on a shared machine.
 ``WATTBENCH_TUNED_DEFAULTS=0`` (set by ``wattbench tune``) leaves the engine's own defaults.
 
 The server rejects request fields it does not know (``ignore_eos`` gives HTTP 422), so output
@@ -27,6 +29,11 @@ from wattbench.engines.presets import resolve_model
 from wattbench.errors import EngineError
 
 CUDA_TUNED_ARGS = ["--cb-use-cuda-graph", "--cb-max-batch-tokens", "8192", "--cb-max-memory-percent", "0.5"]
+# On CPU the paged cache is sized from total RAM by default (0.8 of it in 5.17, 0.6 in 5.24): 17 GB
+# and 14 GB resident for the 8M-parameter tiny preset on a 23 GB machine, which the kernel's OOM
+# killer ended mid-level. A fixed cache (512 blocks × 256 tokens) holds 256 streams of ~500 tokens;
+# 5.17 with it stayed at ~0.75 GB resident.
+CPU_BOUNDED_ARGS = ["--cb-num-blocks", "512", "--cb-max-batch-tokens", "2048"]
 _CB_FLAGS = ("--cb-use-cuda-graph", "--no-cb-use-cuda-graph", "--cb-max-batch-tokens", "--cb-max-memory-percent",
              "--cb-num-blocks", "--cb-block-size")
 _REQUIRED_MODULES = ("transformers", "torch", "fastapi", "uvicorn")
@@ -79,6 +86,9 @@ class TransformersServe(Engine):
         own_defaults = os.environ.get("WATTBENCH_TUNED_DEFAULTS", "1") != "0"  # `tune` turns them off
         if own_defaults and device.startswith("cuda") and not any(has_flag(args, f) for f in _CB_FLAGS):
             args = CUDA_TUNED_ARGS + args
+            tuned = True
+        elif device == "cpu" and not any(has_flag(args, f) for f in _CB_FLAGS):
+            args = CPU_BOUNDED_ARGS + args
             tuned = True
         argv = [
             self.python, "-m", "transformers.cli.transformers", "serve", str(path),

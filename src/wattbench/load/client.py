@@ -19,7 +19,9 @@ as close to the socket as aiohttp allows:
   chunk, ``last_token_ns`` the last one (a request ends at its last content chunk), ``end_ns``
   when the stream finished (``[DONE]``) or broke.
 - one ``aiohttp.ClientSession`` per worker, ``TCPConnector(limit=0, limit_per_host=0)`` (no
-  100-connection cap), a 1 MiB read buffer (no 64 KiB cap), keep-alive connections.
+  100-connection cap), a 1 MiB read buffer (no 64 KiB cap), keep-alive connections — except for
+  servers that close them after a stream (``target.keepalive`` False: llama.cpp), where each request
+  opens its own (``force_close``), so no request lands on a socket the server already closed.
 
 Several SSE events that arrive in one socket read share that read's timestamp.
 
@@ -41,7 +43,7 @@ import aiohttp
 import orjson
 
 from wattbench.clock import now_ns
-from wattbench.load.types import TargetSpec
+from wattbench.server.target import TargetSpec
 from wattbench.results.schema import RequestRecord
 from wattbench.server.openai import (
     auth_headers,
@@ -145,9 +147,9 @@ async def _on_chunk_sent(session, ctx, params) -> None:
 
 
 def _scrub(text: str, secret: str | None) -> str:
-    if secret and secret in text:
-        text = text.replace(secret, "***")
-    return text
+    from wattbench.server.redact import redact_text
+
+    return redact_text(text, [secret]) or text
 
 
 class StreamClient:
@@ -164,7 +166,8 @@ class StreamClient:
     async def __aenter__(self) -> "StreamClient":
         self._gate = asyncio.Lock()
         # limit=0: no cap on connections (aiohttp's default is 100 total).
-        connector = _timed_connector(limit=0, limit_per_host=0, ttl_dns_cache=300)
+        connector = _timed_connector(limit=0, limit_per_host=0, ttl_dns_cache=300,
+                                     force_close=not self.target.keepalive)
         trace = aiohttp.TraceConfig()
         trace.on_request_chunk_sent.append(_on_chunk_sent)
         self._session = aiohttp.ClientSession(

@@ -43,10 +43,11 @@ flight and raises ``wattbench.errors.Interrupted`` whose ``outcome`` attribute i
 ``LevelOutcome`` (completed requests only, ``stopped_early="interrupted"``); worker processes
 ignore SIGINT and are cancelled by the parent.
 
-Client saturation: ``load.saturated`` is set, with reasons, when the send-lag p99 exceeds
-``max(5 ms, 10% of the mean inter-arrival time)``, when the achieved rate is below 95% of the
-target (open loop and trace), when a worker used more than 90% of one core, or when the event
-loop's lag p99 exceeds 2 ms. The loop lag is measured by a 10 ms timer in every worker: a client
+Client saturation: ``load.saturated`` is set, with reasons, on the client's own signals only
+(thresholds in ``load/saturation.py``): the send-lag p99 exceeds ``max(5 ms, 10% of the mean
+inter-arrival time)``, a worker used more than 90% of one core, or the event loop's lag p99
+exceeds 2 ms. An achieved rate below the target is not a client signal (a short Poisson level
+scatters widely); accounting judges it against the arrival process's own spread. The loop lag is measured by a 10 ms timer in every worker: a client
 that is not CPU-bound itself can still be starved of CPU by other processes (measured on a shared
 host: 20% of a core used, arrival stamps 5-25 ms late), and only this probe sees that.
 """
@@ -69,6 +70,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from wattbench.clock import now_ns
 from wattbench.errors import Interrupted, UserError, WattbenchError
+from wattbench.load.liveness import LivenessWatch, TargetDown
 from wattbench.load.schedule import iter_arrival_times, parse_arrival
 from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
 from wattbench.metrics.latency import request_end_ns, stats
@@ -86,12 +88,15 @@ PROGRESS_PERIOD_S = 0.2  # on_progress at most 5 times/s
 START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
 
 LOOP_PROBE_S = 0.01  # the loop-lag probe's period
-SAT_LOOP_LAG_MS = 2.0  # loop-lag p99 above this: arrival stamps may be late by that much
-SAT_LOOP_LAG_MIN_PROBES = 20  # fewer loop-lag probes than this: no p99 to judge by
-SAT_CPU_PCT = 90.0
-SAT_RATE_FRACTION = 0.95
-SAT_LAG_FLOOR_MS = 5.0
-SAT_LAG_FRACTION = 0.10
+# The client's own saturation thresholds have one home: load/saturation.py.
+from wattbench.load.saturation import (  # noqa: E402
+    SAT_CPU_PCT,
+    SAT_LAG_FLOOR_MS,
+    SAT_LAG_FRACTION,
+    SAT_LOOP_LAG_MIN_PROBES,
+    SAT_LOOP_LAG_MS,
+    client_saturation_reasons,
+)
 
 Item = tuple  # (index, RequestSpec, warmup: bool)
 
@@ -127,6 +132,7 @@ class _Plan:
     arrivals: list | None = None  # open loop: [(index, offset_s, spec, warmup)] sorted by offset
     max_in_flight: int | None = None  # open loop: this worker's share of --max-concurrency
     stop_after_s: float | None = None  # closed loop: stop sending at t0 + this
+    warmup_s: float | None = None  # closed loop: a request sent after t0 + this is measured
     progress_period_s: float = PROGRESS_PERIOD_S
     # several targets: ``routes[k]`` is the index in ``targets`` of this worker's stream k (closed
     # loop) or arrival k (open loop); records then carry ``target`` = the base URL
@@ -169,13 +175,24 @@ class _Feeder:
         self.closed = False
         self.lock = threading.Lock()
 
-    def _warm(self, now: int) -> bool:
+    def _warm(self, now: int) -> bool | str:
+        """``True`` (warm-up by count), ``"time"`` (handed out during the timed warm-up: the
+        worker gives it back if it could only send it after the warm-up ended) or ``False``."""
         s = self.spec
         if s.warmup_requests and self.handed < s.warmup_requests:
             return True
         if s.warmup_s and self.t0_ns is not None and now < self.t0_ns + int(s.warmup_s * 1e9):
-            return True
+            return "time"
         return False
+
+    def give_back(self, worker: int, items: list) -> None:
+        """Requests handed out as timed warm-up that a worker could not send before the warm-up
+        ended: they go back to the front of its queue and are decided again when taken (so a
+        request sent after the warm-up is measured, whatever the prefetch held)."""
+        with self.lock:
+            for idx, spec in reversed(items):
+                self.pending[worker].appendleft((idx, spec))
+                self.handed -= 1
 
     def _limit_reached(self) -> bool:
         n = self.spec.num_requests
@@ -337,6 +354,8 @@ class _Worker:
         self.tasks: set[asyncio.Task] = set()
         self.client = None
         self.loop_lag_ns: list[int] = []
+        self.watches: dict[str, LivenessWatch] = {}
+        self.down: TargetDown | None = None  # the target stopped answering: this worker stopped sending
 
     async def _probe_loop_lag(self) -> None:
         """Sleep LOOP_PROBE_S at a time and record how late each wake-up is: the delay any
@@ -401,6 +420,12 @@ class _Worker:
         if plan.targets:
             rec.target = target.base_url
         self.records.append(rec)
+        watch = self.watches.get(target.base_url)
+        if watch is None:
+            watch = self.watches[target.base_url] = LivenessWatch(target.base_url)
+        if watch.update(rec) is not None and self.down is None:
+            self.down = watch.down
+            self.link.stop.set()  # stop sending; the requests in flight finish (or fail) as they do
         if rec.ok:
             self.done += 1
             self.output_tokens += rec.output_tokens or 0
@@ -430,6 +455,7 @@ class _Worker:
         plan = self.plan
         link = self.link
         stop_at = t0_ns + int(plan.stop_after_s * 1e9) if plan.stop_after_s is not None else None
+        warm_end = t0_ns + int(plan.warmup_s * 1e9) if plan.warmup_s else None
         buf: deque = deque()
         state = {"end": False}
         lock = asyncio.Lock()
@@ -455,6 +481,15 @@ class _Worker:
             while True:
                 if stopped():
                     return no_more()
+                if buf and buf[0][2] == "time" and warm_end is not None and now_ns() >= warm_end:
+                    # handed out during the warm-up, sent after it: decided again by the feeder
+                    stale = [(i, sp) for i, sp, w in buf if w == "time"]
+                    keep = [it for it in buf if it[2] != "time"]
+                    buf.clear()
+                    buf.extend(keep)
+                    link.give_back(stale)
+                    state["end"] = False  # the feeder holds requests again
+                    continue
                 if buf:
                     item = buf.popleft()
                     if len(buf) <= low and not state["end"] and not lock.locked():
@@ -472,7 +507,7 @@ class _Worker:
                 if item is None:
                     return
                 idx, spec, warm = item
-                await self._one(idx, spec, None, warm, target)
+                await self._one(idx, spec, None, bool(warm), target)
 
         streams = [asyncio.ensure_future(stream(self._target_of(k))) for k in range(plan.concurrency)]
         self.tasks.update(streams)
@@ -560,6 +595,9 @@ class _LocalLink:
     async def fetch(self, n: int) -> tuple[list[Item], bool]:
         return self.feeder.take(self.worker, n)
 
+    def give_back(self, items: list) -> None:
+        self.feeder.give_back(self.worker, items)
+
 
 class _PipeLink:
     """The worker is a subprocess: requests come from the parent over a pipe."""
@@ -599,6 +637,9 @@ class _PipeLink:
         self._waiting = self.loop.create_future()
         self.conn.send(("need", n))
         return await self._waiting
+
+    def give_back(self, items: list) -> None:
+        self.conn.send(("back", items))  # before any later "need" on the same pipe
 
     def close(self) -> None:
         try:
@@ -650,7 +691,7 @@ def _worker_process(plan: _Plan, conn) -> None:
         for k in range(0, len(recs), 2000):
             conn.send(("records", [r.model_dump() for r in recs[k : k + 2000]]))
         conn.send(("result", cpu_pct, worker.stop_ns, interrupted, worker.done, worker.failed,
-                   worker.output_tokens, worker.loop_lag_ns))
+                   worker.output_tokens, worker.loop_lag_ns, worker.down))
     except (EOFError, BrokenPipeError):  # the parent is gone: nothing to report to
         pass
     except BaseException:  # report the bug to the parent, which raises it
@@ -674,6 +715,13 @@ class _WorkerResult:
     stop_ns: int | None
     interrupted: bool
     loop_lag_ns: list[int] = dataclasses.field(default_factory=list)
+    down: TargetDown | None = None  # the target this worker saw stop answering
+
+
+def validate_spec(spec: LevelSpec) -> None:
+    """Refuse a level the generator cannot run (UserError naming the flag); the runner calls this
+    for every planned level before it writes anything."""
+    _validate(spec)
 
 
 def _validate(spec: LevelSpec) -> None:
@@ -743,7 +791,8 @@ def run_level(
         first = 0
         for w in range(n_workers):
             share = conc // n_workers + (1 if w < conc % n_workers else 0)
-            plans.append(_Plan(w, spec.index, spec.mode, target, concurrency=share, stop_after_s=stop_after))
+            plans.append(_Plan(w, spec.index, spec.mode, target, concurrency=share, stop_after_s=stop_after,
+                               warmup_s=spec.warmup_s))
             if targets:
                 plans[-1].targets = targets
                 plans[-1].routes = [_route(route, first + k, len(targets)) for k in range(share)]
@@ -774,7 +823,13 @@ def run_level(
         err = Interrupted(f"level {spec.label} interrupted; {len(outcome.records)} completed requests kept")
         err.outcome = outcome
         raise err
-    if stop_reason:
+    downs = [r.down for r in results if r.down is not None]
+    if downs:
+        first = min(downs, key=lambda d: d.first_failure_ns)
+        outcome.target_down = first.to_dict(t0_ns)
+        outcome.target_down["text"] = first.text(t0_ns)
+        outcome.stopped_early = "target stopped answering"
+    elif stop_reason:
         outcome.stopped_early = stop_reason
     elif exhausted_early:
         outcome.stopped_early = "requests_exhausted"
@@ -840,7 +895,7 @@ def _cancel_pending(loop) -> None:
 class _SaturationWatch:
     """Open loop and trace replay: the backlog (requests whose scheduled time has passed minus
     those finished) sampled every 100 ms; once it grows without bound
-    (:func:`wattbench.load.search.is_oversaturated` over the samples, checked each second), the
+    (:func:`wattbench.load.saturation.is_oversaturated` over the samples, checked each second), the
     level stops sending early and drains. Closed loops never trip it (their backlog is capped)."""
 
     PERIOD_NS = 100_000_000
@@ -876,7 +931,7 @@ class _SaturationWatch:
         self.times.append(elapsed)
         self.backlog.append(float(sent - finished))
         if now - self.last_check_ns >= 1_000_000_000 and len(self.times) >= 40:
-            from wattbench.load.search import is_oversaturated
+            from wattbench.load.saturation import is_oversaturated
 
             self.last_check_ns = now
             verdict = is_oversaturated(self.times, self.backlog)
@@ -916,7 +971,8 @@ def _run_inprocess(plan: _Plan, feeder, spec: LevelSpec, on_progress):
         cpu_pct = 100.0 * (time.thread_time_ns() - thread_cpu0) / max(1, now_ns() - wall0)
         if on_progress is not None:
             on_progress(_progress_dict(worker.done, worker.failed, worker.output_tokens, t0_ns))
-        return [_WorkerResult(worker.records, cpu_pct, worker.stop_ns, was_cancelled, worker.loop_lag_ns)], t0_ns
+        return [_WorkerResult(worker.records, cpu_pct, worker.stop_ns, was_cancelled, worker.loop_lag_ns,
+                              worker.down)], t0_ns
 
     stops: list[str] = []
     (results, t0_ns), interrupted = _run_loop(go)
@@ -994,15 +1050,17 @@ def _coordinate(plans, conns, procs, feeder, spec: LevelSpec, on_progress):
                     if kind == "need":
                         items, end = feeder.take(w, msg[1]) if feeder is not None else ([], True)
                         c.send(("items", items, end))
+                    elif kind == "back":
+                        feeder.give_back(w, msg[1])
                     elif kind == "progress":
                         counts[w] = msg[1:4]
                     elif kind == "records":
                         records[w].extend(msg[1])
                     elif kind == "result":
-                        _, cpu, stop_ns, intr, d, f, o, lags = msg
+                        _, cpu, stop_ns, intr, d, f, o, lags, down = msg
                         counts[w] = (d, f, o)
                         results[w] = _WorkerResult(
-                            [RequestRecord.model_construct(**r) for r in records[w]], cpu, stop_ns, intr, lags
+                            [RequestRecord.model_construct(**r) for r in records[w]], cpu, stop_ns, intr, lags, down
                         )
                         loop.remove_reader(c.fileno())
                         break
@@ -1126,27 +1184,8 @@ def _assemble(spec: LevelSpec, results: list[_WorkerResult], t0_ns: int, target_
     if stops and records:
         last_end = max(request_end_ns(r) or r.sent_ns for r in records)
         load.drain_s = max(0.0, (last_end - max(stops)) / 1e9)
-    # Saturation guard.
-    reasons = []
-    if load.send_lag_ms.count and target_rate and math.isfinite(target_rate):
-        limit = max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target_rate)
-        if load.send_lag_ms.p99 > limit:
-            reasons.append(f"send lag p99 {load.send_lag_ms.p99:.1f} ms > {limit:.1f} ms")
-    # (not with a --max-concurrency cap, which holds the rate down by design, nor at --rate inf)
-    if spec.mode != "concurrency" and target_rate and load.achieved_rate_rps is not None \
-            and spec.max_in_flight is None and math.isfinite(target_rate):
-        if load.achieved_rate_rps < SAT_RATE_FRACTION * target_rate:
-            reasons.append(
-                f"achieved rate {load.achieved_rate_rps:.2f}/s < 95% of target {target_rate:.2f}/s"
-            )
-    lag = load.client_loop_lag_ms
-    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 > SAT_LOOP_LAG_MS:
-        reasons.append(
-            f"client event loop lag p99 {lag.p99:.1f} ms > {SAT_LOOP_LAG_MS:.0f} ms "
-            "(arrival timestamps may be late by that much: the client waits for a CPU or is busy)"
-        )
-    if load.client_cpu_pct is not None and load.client_cpu_pct > SAT_CPU_PCT:
-        reasons.append(f"client worker CPU {load.client_cpu_pct:.0f}% of a core > {SAT_CPU_PCT:.0f}%")
+    # Saturation guard: the client's own signals only (load/saturation.py).
+    reasons = client_saturation_reasons(load, target_rate)
     load.saturated = bool(reasons)
     load.saturation_reasons = reasons
     return LevelOutcome(

@@ -1,9 +1,22 @@
-"""What a saturated load generator does to a level's figures, and marking them.
+"""The load generator's own saturation: its thresholds, the judgement, and the figures it biases.
 
-``load/level.py`` decides *whether* the client was the bottleneck (``LoadStats.saturated`` with
-reasons: send-lag p99 above ``max(5 ms, 10% of the mean inter-arrival)``, achieved rate below 95%
-of the target, a worker above 90% of a core, the event loop's lag p99 above 2 ms) and accounting
-turns that into a ``warn``. This module says *which figures* it biases, so reports can mark them:
+The client is called saturated on **its own signals only** (``client_saturation_reasons``):
+
+- send-lag p99 above ``max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION × the mean inter-arrival)``
+  (open loop: arrivals went out late);
+- a worker above ``SAT_CPU_PCT`` % of one core;
+- the event loop's lag p99 above ``SAT_LOOP_LAG_MS`` (the process waits for a CPU).
+
+An achieved rate below the target is *not* such a signal: a Poisson level of 15 requests at 4/s
+may well draw 2.8/s. ``rate_finding`` judges achieved vs target against the arrival process's own
+spread — the span of ``n - 1`` gaps of a ``gamma:K`` process at rate ``r`` is
+Gamma(shape ``K(n-1)``, scale ``1/(K r)``) (Poisson: K = 1) — and warns only outside its central
+``RATE_SPREAD_COVERAGE`` interval *and* beyond ``RATE_WARN_PCT``; a constant schedule (no spread)
+warns beyond ``RATE_WARN_PCT`` alone. A shortfall then says the load was not the one asked for;
+whether the client caused it is for the send lag to say.
+
+``load/level.py`` sets ``LoadStats.saturated`` from the reasons and accounting turns that into a
+``warn``. This module also says *which figures* a saturated client biases, so reports can mark them:
 
 - a busy client (CPU) stamps arrivals late and may cap the request rate: latency and throughput;
 - a client whose event loop waited (``loop_lag``: its own work, or other processes holding the
@@ -23,35 +36,39 @@ level, ``*`` for "every key") and ``level.extra["saturation_kinds"]`` (``cpu``, 
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
 from wattbench.results.schema import LevelResult, LoadStats
 
-__all__ = ["EFFICIENCY_FIELDS", "saturation_kinds", "saturated_figures", "mark_saturated"]
+__all__ = ["EFFICIENCY_FIELDS", "saturation_kinds", "saturated_figures", "mark_saturated",
+           "client_saturation_reasons", "rate_finding", "rate_interval", "SaturationVerdict",
+           "is_oversaturated"]
+
+SAT_LOOP_LAG_MS = 2.0  # loop-lag p99 above this: arrival stamps may be late by that much
+SAT_LOOP_LAG_MIN_PROBES = 20  # fewer loop-lag probes than this: no p99 to judge by
+SAT_CPU_PCT = 90.0
+SAT_LAG_FLOOR_MS = 5.0
+SAT_LAG_FRACTION = 0.10
+RATE_WARN_PCT = 10.0  # achieved vs target beyond this (and beyond the draw's spread): warn
+RATE_SPREAD_COVERAGE = 0.99  # central interval of the arrival process's rate estimate
 
 EFFICIENCY_FIELDS = ("output_tokens_per_s_per_kw", "j_per_output_token", "j_per_token", "tokens_per_kwh",
                      "output_tokens_per_kwh", "cost_per_million_output_tokens")
 
 
 def saturation_kinds(load: LoadStats) -> list[str]:
-    """Which of the saturation guard's tests fired (the thresholds are level.py's)."""
-    from wattbench.load.level import (
-        SAT_CPU_PCT,
-        SAT_LAG_FLOOR_MS,
-        SAT_LAG_FRACTION,
-        SAT_LOOP_LAG_MIN_PROBES,
-        SAT_LOOP_LAG_MS,
-        SAT_RATE_FRACTION,
-    )
-
+    """Which of the saturation guard's tests fired."""
     if not load.saturated:
         return []
     kinds = []
     if load.client_cpu_pct is not None and load.client_cpu_pct > SAT_CPU_PCT:
         kinds.append("cpu")
     target = load.target_rate_rps
-    if load.mode != "concurrency" and target and load.achieved_rate_rps is not None \
-            and load.achieved_rate_rps < SAT_RATE_FRACTION * target:
-        kinds.append("rate")
-    if target and load.send_lag_ms.count and load.send_lag_ms.p99 is not None \
+    if target and target != float("inf") and load.send_lag_ms.count and load.send_lag_ms.p99 is not None \
             and load.send_lag_ms.p99 > max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target):
         kinds.append("send_lag")
     lag = load.client_loop_lag_ms
@@ -76,3 +93,136 @@ def mark_saturated(level: LevelResult) -> LevelResult:
         level.extra["saturated_figures"] = saturated_figures(level)
         level.extra["saturation_kinds"] = saturation_kinds(level.load)
     return level
+
+
+def client_saturation_reasons(load: LoadStats, target_rate: float | None) -> list[str]:
+    """Why the client itself may have biased the level (empty: it did not), from its own signals."""
+    import math
+
+    reasons = []
+    if load.send_lag_ms.count and target_rate and math.isfinite(target_rate):  # --rate inf: no schedule
+        limit = max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target_rate)
+        if load.send_lag_ms.p99 > limit:
+            reasons.append(f"send lag p99 {load.send_lag_ms.p99:.1f} ms > {limit:.1f} ms")
+    lag = load.client_loop_lag_ms
+    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 > SAT_LOOP_LAG_MS:
+        reasons.append(
+            f"client event loop lag p99 {lag.p99:.1f} ms > {SAT_LOOP_LAG_MS:.0f} ms "
+            "(arrival timestamps may be late by that much: the client waits for a CPU or is busy)"
+        )
+    if load.client_cpu_pct is not None and load.client_cpu_pct > SAT_CPU_PCT:
+        reasons.append(f"client worker CPU {load.client_cpu_pct:.0f}% of a core > {SAT_CPU_PCT:.0f}%")
+    return reasons
+
+
+def _gamma_shape(arrival: str | None) -> float | None:
+    """Shape K of one inter-arrival gap (Poisson 1, gamma:K K); None for a constant schedule."""
+    a = (arrival or "poisson").strip().lower()
+    if a == "poisson":
+        return 1.0
+    if a.startswith("gamma:"):
+        try:
+            k = float(a.split(":", 1)[1])
+        except ValueError:
+            return None
+        return k if k > 0 else None
+    return None
+
+
+def rate_interval(target_rps: float, n: int, arrival: str | None,
+                  coverage: float = RATE_SPREAD_COVERAGE) -> tuple[float, float] | None:
+    """The central ``coverage`` interval of the rate a ``(n - 1)/span`` estimate draws from the
+    arrival process at ``target_rps`` (None: a constant schedule, or fewer than 2 arrivals)."""
+    k = _gamma_shape(arrival)
+    if k is None or n < 2 or not target_rps > 0:
+        return None
+    from wattbench.metrics.trials import gamma_ppf  # no scipy at run time
+
+    shape, scale = k * (n - 1), 1.0 / (k * target_rps)
+    lo_span = gamma_ppf((1 - coverage) / 2, shape) * scale
+    hi_span = gamma_ppf((1 + coverage) / 2, shape) * scale
+    return (n - 1) / hi_span, (n - 1) / lo_span
+
+
+def rate_finding(load: LoadStats, n: int) -> str | None:
+    """A warn reason when an open loop's achieved rate is off its target beyond ``RATE_WARN_PCT``
+    and beyond what the arrival process draws for ``n`` requests; None when it is within."""
+    import math
+
+    target, achieved = load.target_rate_rps, load.achieved_rate_rps
+    if load.mode != "rate" or not target or achieved is None or not math.isfinite(target):
+        return None  # --rate inf has no rate to reach
+    if load.max_in_flight is not None and achieved < target:
+        return None  # a --max-concurrency cap holds the rate down by design
+    diff = 100.0 * (achieved - target) / target
+    if abs(diff) <= RATE_WARN_PCT:
+        return None
+    iv = rate_interval(target, n, load.arrival)
+    if iv is not None and iv[0] <= achieved <= iv[1]:
+        return None
+    spread = ("" if iv is None else
+              f", outside the {RATE_SPREAD_COVERAGE:.0%} range {iv[0]:.3g}-{iv[1]:.3g} req/s that "
+              f"{load.arrival or 'poisson'} arrivals draw for {n} requests")
+    return (f"achieved rate {achieved:.3g} req/s is {diff:+.1f}% from the target {target:.3g} "
+            f"(> {RATE_WARN_PCT:g}%{spread}): the level did not offer the load asked for")
+
+
+# ------------------------------------------------------------ backlog growth (over-saturation)
+
+@dataclass
+class SaturationVerdict:
+    oversaturated: bool
+    slope_per_s: float | None
+    t_stat: float | None
+    growth: float | None  # fitted growth over the tested window (requests)
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"oversaturated": self.oversaturated, "slope_per_s": self.slope_per_s, "t_stat": self.t_stat,
+                "growth": self.growth, "reason": self.reason}
+
+
+def is_oversaturated(times_s: Sequence[float], backlog: Sequence[float], *, min_points: int = 20,
+                     min_window_s: float = 2.0, alpha: float = 0.001, min_growth: float = 5.0,
+                     rel_growth: float = 0.5) -> SaturationVerdict:
+    """Whether a backlog (waiting requests, or sent − completed) grows without bound.
+
+    Tested on the last half of the timeline: a least-squares line through the backlog must rise
+    with a one-sided t-test significant at ``alpha`` AND the fitted rise over that half must be at
+    least ``max(min_growth, rel_growth × the mean backlog of the first half)`` requests — samples
+    of a queue are autocorrelated, so significance alone would flag ordinary wander; the size test
+    asks for growth that matters. Needs ``min_points`` samples over ``min_window_s`` in that half.
+    A closed loop's in-flight count is capped by its concurrency and never trips this; feed it the
+    server's waiting queue or an open loop's sent − completed.
+    """
+    from wattbench.metrics.trials import t_ppf
+
+    t = np.asarray(times_s, dtype=float)
+    y = np.asarray(backlog, dtype=float)
+    if t.shape != y.shape:
+        raise ValueError("times and backlog must have the same length")
+    n = t.size
+    half = n // 2
+    tt, yy = t[half:], y[half:]
+    if tt.size < min_points or (tt[-1] - tt[0]) < min_window_s:
+        return SaturationVerdict(False, None, None, None, f"too little timeline ({tt.size} samples in the last half)")
+    tc = tt - tt.mean()
+    sxx = float(np.sum(tc * tc))
+    slope = float(np.sum(tc * (yy - yy.mean())) / sxx)
+    resid = yy - (yy.mean() + slope * tc)
+    dof = tt.size - 2
+    s2 = float(np.sum(resid * resid)) / dof
+    se = math.sqrt(s2 / sxx) if s2 > 0 else 0.0
+    tstat = math.inf if se == 0 and slope > 0 else (slope / se if se > 0 else 0.0)
+    growth = slope * float(tt[-1] - tt[0])
+    base = float(np.mean(y[:half])) if half else 0.0
+    need = max(min_growth, rel_growth * base)
+    crit = t_ppf(1.0 - alpha, dof)
+    over = slope > 0 and tstat > crit and growth >= need
+    if over:
+        reason = f"backlog rising {slope:.2f}/s (t={tstat:.1f}), +{growth:.0f} over the last half"
+    elif slope <= 0 or tstat <= crit:
+        reason = f"no significant rise (slope {slope:.3f}/s, t={tstat:.1f})"
+    else:
+        reason = f"rise of {growth:.1f} is below {need:.1f}"
+    return SaturationVerdict(bool(over), slope, float(tstat), growth, reason)

@@ -5,6 +5,9 @@ The orchestrator runs the levels; these functions only decide which level to run
 figures: a ``LevelResult.model_dump()``-shaped dict, or any dict with the keys asked for (dotted
 paths such as ``throughput.output_tokens_per_s`` are looked up in nested dicts). A level whose
 figures carry ``"oversaturated": True`` (see :func:`is_oversaturated`) counts as past the knee.
+A level whose figures carry ``"failed": "<reason>"`` (no measured request completed) is a
+*failed* level, not a missing one: the sweep stops there (the knee is the level before) and the
+search scores it −∞ like an SLO-breaking level (past the peak); both list it in ``failed``.
 
 ``auto_sweep`` — doubling: measure ``start, 2·start, 4·start, …`` until a doubling raises
 throughput by less than ``min_gain`` (default 10%), the level over-saturates, or ``max_value`` is
@@ -45,6 +48,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from wattbench.errors import UserError
+from wattbench.load.saturation import SaturationVerdict, is_oversaturated  # noqa: F401  (its home: load/saturation.py)
 
 Measure = Callable[[float], Mapping]
 
@@ -99,12 +103,18 @@ class SearchResult:
     knee_value: float | None = None
 
     @property
+    def failed(self) -> list[dict]:
+        """The measured levels that failed (no measured request completed), with the reason."""
+        return [{"value": v, "reason": f["failed"]} for v, f in self.measured if f.get("failed")]
+
+    @property
     def n_measured(self) -> int:
         return len(self.measured)
 
     def to_dict(self, objective: str | None = None) -> dict:
         d = {"best_value": self.best_value, "knee_value": self.knee_value, "reason": self.reason,
-             "measured_values": [v for v, _ in self.measured], "n_measured": self.n_measured}
+             "measured_values": [v for v, _ in self.measured], "n_measured": self.n_measured,
+             "failed": self.failed}
         if objective:
             d["objective"] = objective
             d["scores"] = [get_path(f, objective) for _, f in self.measured]
@@ -127,6 +137,10 @@ def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_g
         fig = measure(v)
         measured.append((v, fig))
         tp = get_path(fig, metric)
+        if fig.get("failed"):
+            reason = f"level {v:g} failed: {fig['failed']}"
+            knee = measured[-2][0] if len(measured) > 1 else None
+            break
         if fig.get("oversaturated"):
             reason = f"level {v} over-saturated (queue growing without bound)"
             knee = measured[-2][0] if len(measured) > 1 else v
@@ -143,7 +157,10 @@ def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_g
             knee = v
             break
         v = min(v * factor, max_value)
-    best_v, best_f = max(measured, key=lambda m: get_path(m[1], metric) or -math.inf)
+    ok = [m for m in measured if not m[1].get("failed")]
+    if not ok:
+        return SearchResult(None, None, measured, reason=reason, knee_value=None)
+    best_v, best_f = max(ok, key=lambda m: get_path(m[1], metric) or -math.inf)
     return SearchResult(best_value=best_v, best_figures=best_f, measured=measured, reason=reason, knee_value=knee)
 
 
@@ -194,7 +211,7 @@ def optimize(measure: Measure, candidates: Sequence[float], objective: str | Cal
         fig = measure(v)
         measured.append((v, fig))
         s = obj(fig)
-        ok = s is not None and math.isfinite(s) and not fig.get("oversaturated")
+        ok = s is not None and math.isfinite(s) and not fig.get("oversaturated") and not fig.get("failed")
         if ok and slos:
             ok = figures_meet(fig, slos)
         by_value[v] = float(s) if ok else -math.inf
@@ -235,8 +252,11 @@ def optimize(measure: Measure, candidates: Sequence[float], objective: str | Cal
                     _bisect_boundary(score_v, best, above[0], tolerance, integer, lambda: len(measured) < budget)
     feasible = [(s, v) for v, s in by_value.items() if s > -math.inf]
     if not feasible:
-        return SearchResult(None, None, measured, reason="no measured level meets the SLOs"
-                            if slos else "no measured level produced the objective")
+        failed = [f"{v:g}" for v, f in measured if f.get("failed")]
+        why = "no measured level meets the SLOs" if slos else "no measured level produced the objective"
+        if failed:
+            why += f" (failed levels: {', '.join(failed)})"
+        return SearchResult(None, None, measured, reason=why)
     best_s, best_v = max(feasible, key=lambda t: (t[0], -t[1]))
     best_fig = next(f for v, f in measured if v == best_v)
     off = sum(1 for v, _ in measured if v not in set(cands))
@@ -292,62 +312,3 @@ def _bisect_boundary(score_v, lo: float, hi: float, tolerance: float, integer: b
             lo = mid
         else:
             hi = mid
-
-
-@dataclass
-class SaturationVerdict:
-    oversaturated: bool
-    slope_per_s: float | None
-    t_stat: float | None
-    growth: float | None  # fitted growth over the tested window (requests)
-    reason: str
-
-    def to_dict(self) -> dict:
-        return {"oversaturated": self.oversaturated, "slope_per_s": self.slope_per_s, "t_stat": self.t_stat,
-                "growth": self.growth, "reason": self.reason}
-
-
-def is_oversaturated(times_s: Sequence[float], backlog: Sequence[float], *, min_points: int = 20,
-                     min_window_s: float = 2.0, alpha: float = 0.001, min_growth: float = 5.0,
-                     rel_growth: float = 0.5) -> SaturationVerdict:
-    """Whether a backlog (waiting requests, or sent − completed) grows without bound.
-
-    Tested on the last half of the timeline: a least-squares line through the backlog must rise
-    with a one-sided t-test significant at ``alpha`` AND the fitted rise over that half must be at
-    least ``max(min_growth, rel_growth × the mean backlog of the first half)`` requests — samples
-    of a queue are autocorrelated, so significance alone would flag ordinary wander; the size test
-    asks for growth that matters. Needs ``min_points`` samples over ``min_window_s`` in that half.
-    A closed loop's in-flight count is capped by its concurrency and never trips this; feed it the
-    server's waiting queue or an open loop's sent − completed.
-    """
-    from wattbench.metrics.trials import t_ppf
-
-    t = np.asarray(times_s, dtype=float)
-    y = np.asarray(backlog, dtype=float)
-    if t.shape != y.shape:
-        raise ValueError("times and backlog must have the same length")
-    n = t.size
-    half = n // 2
-    tt, yy = t[half:], y[half:]
-    if tt.size < min_points or (tt[-1] - tt[0]) < min_window_s:
-        return SaturationVerdict(False, None, None, None, f"too little timeline ({tt.size} samples in the last half)")
-    tc = tt - tt.mean()
-    sxx = float(np.sum(tc * tc))
-    slope = float(np.sum(tc * (yy - yy.mean())) / sxx)
-    resid = yy - (yy.mean() + slope * tc)
-    dof = tt.size - 2
-    s2 = float(np.sum(resid * resid)) / dof
-    se = math.sqrt(s2 / sxx) if s2 > 0 else 0.0
-    tstat = math.inf if se == 0 and slope > 0 else (slope / se if se > 0 else 0.0)
-    growth = slope * float(tt[-1] - tt[0])
-    base = float(np.mean(y[:half])) if half else 0.0
-    need = max(min_growth, rel_growth * base)
-    crit = t_ppf(1.0 - alpha, dof)
-    over = slope > 0 and tstat > crit and growth >= need
-    if over:
-        reason = f"backlog rising {slope:.2f}/s (t={tstat:.1f}), +{growth:.0f} over the last half"
-    elif slope <= 0 or tstat <= crit:
-        reason = f"no significant rise (slope {slope:.3f}/s, t={tstat:.1f})"
-    else:
-        reason = f"rise of {growth:.1f} is below {need:.1f}"
-    return SaturationVerdict(bool(over), slope, float(tstat), growth, reason)

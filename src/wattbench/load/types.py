@@ -6,25 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from wattbench.results.schema import LoadStats, RequestRecord
-
-
-@dataclass
-class TargetSpec:
-    """Where and how to send requests. The API key is held here in memory only."""
-
-    base_url: str  # normalized, ends with /v1
-    model: str
-    api: Literal["completions", "chat"] = "completions"
-    api_key: str | None = None
-    extra_body: dict = field(default_factory=dict)  # engine-specific fields the engine accepts (ignore_eos …)
-    request_timeout_s: float = 600.0
-    stall_timeout_s: float = 120.0
-    keep_output_text: bool = False
-    send_min_tokens: bool = False  # the server accepts min_tokens (vLLM, SGLang); strict servers reject it
-    headers: dict = field(default_factory=dict)  # --header K:V, sent with every request (memory only)
-
-    def __repr__(self) -> str:  # never show the key
-        return f"TargetSpec(base_url={self.base_url!r}, model={self.model!r}, api={self.api!r})"
+from wattbench.server.target import TargetSpec  # noqa: F401  (re-exported; its home is server/target.py)
 
 
 @dataclass
@@ -69,3 +51,5 @@ class LevelOutcome:
     steady_end_ns: int | None
     load: LoadStats
     stopped_early: str | None = None
+    # the target stopped answering mid-level (load/liveness.py): which, when, and a one-line text
+    target_down: dict | None = None

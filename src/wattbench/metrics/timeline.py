@@ -8,7 +8,8 @@ These are display series, not headline figures (those come from ``result.json``)
   token count puts all its tokens at its last-token (or end) time.
 - ``in_flight_steps``: requests in flight (sent, not yet ended) as a step function.
 - ``counter_power_w``: power from consecutive readings of a cumulative energy counter, for
-  drawing channels that have no power reading; decreasing steps (reset/wrap) are skipped.
+  drawing channels that have no power reading: ``accounting.counters.counter_power_w`` (repeats
+  collapsed, wraps corrected, resets dropped — the counter rules live there only).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Iterable
 
 import numpy as np
 
+from wattbench.accounting.counters import counter_power_w  # noqa: F401  (one home for counter deltas)
 from wattbench.results.schema import RequestRecord
 
 
@@ -80,19 +82,3 @@ def in_flight_steps(records: Iterable[RequestRecord]) -> tuple[np.ndarray, np.nd
     da = np.asarray(d, dtype=np.int64)
     order = np.lexsort((da, ta))  # by time, then -1 before +1
     return ta[order], np.cumsum(da[order])
-
-
-def counter_power_w(t_ns: Iterable[int], energy_j: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
-    """Power between consecutive counter readings, stamped at the interval midpoint.
-
-    Intervals with no time step or a decreasing counter (reset or wrap) are dropped.
-    """
-    t = np.asarray(list(t_ns), dtype=np.int64)
-    e = np.asarray(list(energy_j), dtype=float)
-    if t.size < 2:
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
-    dt = np.diff(t)
-    de = np.diff(e)
-    keep = (dt > 0) & (de >= 0)
-    mid = t[:-1] + dt // 2
-    return mid[keep], de[keep] / (dt[keep] / 1e9)

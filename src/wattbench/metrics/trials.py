@@ -3,7 +3,8 @@
 For a figure measured in ``n`` trials with values ``x``: ``mean``, sample standard deviation ``s``
 (ddof=1), and the Student-t interval ``mean ± t(0.975, n-1) · s / sqrt(n)``. With one trial the
 interval is undefined (``ci95_low = ci95_high = None``). The t quantile is computed here (regularised
-incomplete beta + bisection) so scipy is not a runtime dependency.
+incomplete beta + bisection) so scipy is not a runtime dependency; so is the gamma quantile
+(``gamma_ppf``, regularised incomplete gamma + bisection) that judges an open loop's achieved rate.
 
 ``headline_figures(level)`` picks the figures a level is judged by from a ``LevelResult`` dump:
 throughput, latency mean/p50/p90/p99, requests, energy and efficiency per boundary, and goodput.
@@ -76,6 +77,60 @@ def t_ppf(q: float, df: float) -> float:
     for _ in range(200):
         mid = 0.5 * (lo + hi)
         if t_cdf(mid, df) < q:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
+def gammainc_reg(a: float, x: float) -> float:
+    """Regularised lower incomplete gamma P(a, x) (series below ``a + 1``, continued fraction above)."""
+    if x <= 0.0:
+        return 0.0
+    lead = -x + a * math.log(x) - math.lgamma(a)
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        ap = a
+        for _ in range(10000):
+            ap += 1.0
+            term *= x / ap
+            total += term
+            if abs(term) < abs(total) * 1e-15:
+                break
+        return min(1.0, total * math.exp(lead))
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c, d = 1.0 / tiny, 1.0 / b
+    h = d
+    for i in range(1, 10000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = b + an / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return max(0.0, 1.0 - math.exp(lead) * h)
+
+
+@functools.lru_cache(maxsize=1024)
+def gamma_ppf(q: float, shape: float) -> float:
+    """Quantile of Gamma(``shape``, scale 1) (``0 < q < 1``), by bisection on :func:`gammainc_reg`."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile must be in (0, 1), got {q}")
+    if not shape > 0:
+        raise ValueError(f"gamma shape must be > 0, got {shape}")
+    lo, hi = 0.0, max(1.0, shape)
+    while gammainc_reg(shape, hi) < q:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if gammainc_reg(shape, mid) < q:
             lo = mid
         else:
             hi = mid

@@ -9,6 +9,8 @@ counted once per attempt).
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import urllib.error
 import urllib.request
 from typing import Any
@@ -26,7 +28,7 @@ class ServerScraper:
 
         self.url = metrics_url(normalize_base_url(target))
         self.timeout_s = timeout_s
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.headers = {"Authorization": authorization(api_key)} if api_key else {}
         self.backoff = backoff or Backoff()
         self.engine: str | None = None
         self.scrapes = 0

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wattbench.errors import UserError
+from wattbench.results.rundir import load_result as _load_run
 from wattbench.results.schema import LevelResult, Result
 
 NODE_BOUNDARIES = ("accelerator", "node", "wall")
@@ -30,34 +31,18 @@ def load_result(path: str | Path) -> Result:
     """Load a run directory (or its ``result.json``), or a ``wattbench tune`` directory.
 
     A tune directory gives its recommended configuration: that trial's run, reduced to the load
-    level the tune chose (so plans use the tuned configuration at its tuned load).
-
-    Uses ``wattbench.results.rundir.load_result`` where that module exists; otherwise reads and
-    validates ``result.json`` directly.
+    level the tune chose (so plans use the tuned configuration at its tuned load). A run directory
+    is read by the one results loader, ``wattbench.results.rundir.load_result``.
     """
-    from wattbench.tune.model import is_tune_dir
+    from wattbench.results.tune import is_tune_dir
 
     if is_tune_dir(path):
         return _tuned_result(path)
-    try:
-        from wattbench.results.rundir import load_result as _load  # type: ignore[import-not-found]
-    except ImportError:
-        _load = None
-    if _load is not None:
-        return _load(path)
-    p = Path(path).expanduser()
-    f = p / "result.json" if p.is_dir() else p
-    if not f.is_file():
-        raise UserError(f"no result at {path}: give a run directory containing result.json")
-    try:
-        return Result.model_validate_json(f.read_text())
-    except ValueError as e:
-        first = str(e).strip().splitlines()[0]
-        raise UserError(f"{f} is not a wattbench result ({first})") from None
+    return _load_run(path)
 
 
 def _tuned_result(path: str | Path) -> Result:
-    from wattbench.tune.model import load_tune
+    from wattbench.results.tune import load_tune
 
     t = load_tune(path)
     rec = t.recommended

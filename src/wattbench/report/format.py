@@ -6,9 +6,9 @@ conversion is W -> kW for display.
 from __future__ import annotations
 
 from wattbench.results.schema import BoundaryEnergy, LevelResult, Result
-from wattbench.telemetry.base import BOUNDARIES
+from wattbench.results.headline import LABEL_RANK, boundary_order  # noqa: F401  (one home)
+from wattbench.results.headline import headline_boundary as _headline_boundary
 
-LABEL_RANK = {"measured": 0, "declared": 1, "estimate": 2}
 MISSING = "–"
 
 
@@ -47,13 +47,6 @@ def fmt_fraction_pct(x: float | None) -> str:
     return MISSING if x is None else f"{x * 100:.1f}%"
 
 
-def boundary_order(names) -> list[str]:
-    """Boundaries inner to outer (``BOUNDARIES`` order), unknown names after, alphabetically."""
-    names = set(names)
-    known = [b for b in BOUNDARIES if b in names]
-    return known + sorted(names - set(known))
-
-
 def result_boundaries(result: Result, steady: bool = False) -> list[str]:
     """Every boundary that any level of the run has energy for."""
     names: set[str] = set()
@@ -63,14 +56,10 @@ def result_boundaries(result: Result, steady: bool = False) -> list[str]:
 
 
 def headline_boundary(level: LevelResult) -> tuple[str, BoundaryEnergy] | None:
-    """The boundary a level's headline quotes: measured before declared before estimate,
-    then inner before outer. ``None`` when the level has no energy."""
-    if not level.energy:
-        return None
-    order = {b: i for i, b in enumerate(boundary_order(level.energy))}
-    name = min(level.energy, key=lambda b: (LABEL_RANK.get(level.energy[b].label, 3), order[b]))
-    return name, level.energy[name]
-
+    """The boundary a level's headline quotes (``results.headline.headline_boundary``) and its
+    energy; ``None`` when the level has no energy."""
+    name = _headline_boundary(level)
+    return None if name is None else (name, level.energy[name])
 
 def energy_unavailable_reason(level: LevelResult) -> str:
     return level.energy_unavailable_reason or "no sensor covered this level"
@@ -84,7 +73,11 @@ def headline(level: LevelResult) -> str:
 
     A level whose load generator was saturated starts with ``SATURATION_MARK``: its throughput,
     latency and efficiency figures are biased (``wattbench.load.saturation``)."""
+    from wattbench.accounting.level_findings import P99_MIN_SAMPLES, in_flight_finding
+
     parts = [SATURATION_MARK] if level.load.saturated else []
+    if in_flight_finding(level) is not None:  # the achieved load beside the asked one
+        parts.append(f"⚠ achieved {level.load.mean_in_flight:.1f} in flight of {level.load.target_concurrency} asked")
     parts.append(f"{fmt(level.throughput.output_tokens_per_s)} out tok/s")
     hb = headline_boundary(level)
     if hb is None:
@@ -96,7 +89,9 @@ def headline(level: LevelResult) -> str:
         parts.append(f"{fmt(kw)} kW ({where})")
         parts.append(f"{fmt(be.output_tokens_per_s_per_kw)} tok/s/kW")
         parts.append(f"{fmt(be.j_per_output_token)} J/tok")
-    parts.append(f"p99 TTFT {fmt(level.latency.ttft_ms.p99)} ms")
+    n = level.requests.completed
+    few = f" (n={n})" if 0 < n < P99_MIN_SAMPLES else ""  # a p99 from few requests is their maximum
+    parts.append(f"p99 TTFT {fmt(level.latency.ttft_ms.p99)} ms{few}")
     return " · ".join(parts)
 
 

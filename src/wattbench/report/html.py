@@ -270,7 +270,7 @@ def _timeline(doc: _Doc, run: RunData, lv: LevelResult, color_of: dict[str, str]
             ta, va = ta[m], va[m]
             how = ch.quantity or "power"
         elif ch.kind == "counter" and (ch.boundary, ch.device) not in have_power:
-            ta, va = counter_power_w(ta[m], va[m])
+            ta, va = counter_power_w(ta[m], va[m], max_value=ch.max_value)
             how = "from energy counter"
         else:
             continue
@@ -513,7 +513,7 @@ def _idle_dynamic(doc: _Doc, run: RunData) -> None:
 
 def _power_split(doc: _Doc, run: RunData) -> None:
     """Memory vs the rest of the board, idle vs dynamic, stacked per level (accounting/split.py)."""
-    levels = [lv for lv in run.result.levels if lv.extra.get("power_split")]
+    levels = [lv for lv in run.result.levels if lv.power_split is not None]
     if not levels:
         return  # the board reports no memory power: nothing to show (the energy table says which boundaries exist)
     x = [ptxt(lv.label) for lv in levels]
@@ -521,10 +521,10 @@ def _power_split(doc: _Doc, run: RunData) -> None:
              ("rest", "idle", "#fdd0a2"), ("rest", "dynamic", "#e6550d")]
     data = []
     for part, kind, color in parts:
-        ys = [lv.extra["power_split"]["parts"][part].get(f"{kind}_power_w") for lv in levels]
+        ys = [getattr(lv.power_split.parts[part], f"{kind}_power_w") for lv in levels]
         data.append({"type": "bar", "x": x, "y": ys, "name": f"{part} {kind} (W)", "marker": {"color": color}})
-    if any(lv.extra["power_split"]["parts"]["memory"].get("idle_power_w") is None for lv in levels):
-        data = [{"type": "bar", "x": x, "y": [lv.extra["power_split"]["parts"][p]["avg_power_w"] for lv in levels],
+    if any(lv.power_split.parts["memory"].idle_power_w is None for lv in levels):
+        data = [{"type": "bar", "x": x, "y": [lv.power_split.parts[p].avg_power_w for lv in levels],
                  "name": f"{p} (W)", "marker": {"color": c}} for p, c in (("memory", "#3182bd"), ("rest", "#e6550d"))]
     doc.plot(data, {"title": {"text": "Where the board's watts go: memory (HBM) vs the rest, idle vs dynamic "
                               "(average power over the full window)", "x": 0.01},

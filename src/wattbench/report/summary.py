@@ -4,7 +4,7 @@ confidence intervals, and what ``--optimize`` / ``--sweep auto`` chose and why.
 
 The terminal, Markdown and HTML reports all read a run through these functions, so the three say
 the same thing in the same words. Nothing here computes a figure: every number is a field of the
-result (``LevelResult.goodput``, ``level.extra["trials"]``, ``result.extra["optimize"]``, …),
+result (``LevelResult.goodput``, ``level.trials``, ``result.optimize``, …),
 only selected and formatted.
 """
 
@@ -17,18 +17,32 @@ from wattbench.report import format as F
 from wattbench.results.schema import LevelResult, Result
 
 
+def load_label(mode: str | None, value: float | None, max_in_flight: int | None = None) -> str:
+    """``c=64`` (concurrency), ``r=4/s`` or ``r=inf`` (rate, ``c≤N`` when capped); ``–`` without a value."""
+    if value is None:
+        return F.MISSING
+    if mode == "rate":
+        out = "r=inf" if value == float("inf") else f"r={value:g}/s"
+        return out + (f" c≤{max_in_flight}" if max_in_flight else "")
+    if mode == "concurrency":
+        return f"c={value:g}"
+    return f"{mode or ''} {value:g}".strip()
+
+
 def short_label(level: LevelResult) -> str:
     """``c=64`` for concurrency 64, ``r=4/s`` for 4 requests/s, ``r=inf`` for all at once; a
     suffix of the stored label (``prefill-heavy``) is kept. Trace levels keep their label."""
     ld = level.load
     if ld.mode == "concurrency" and ld.target_concurrency is not None:
-        base, canon = f"c={ld.target_concurrency}", f"concurrency={ld.target_concurrency}"
+        base, canon = load_label("concurrency", ld.target_concurrency), f"concurrency={ld.target_concurrency}"
+        from wattbench.accounting.level_findings import in_flight_finding
+
+        if in_flight_finding(level) is not None:  # far below its label: the achieved figure beside it
+            base += f" (got {ld.mean_in_flight:.1f})"
     elif ld.mode == "rate" and ld.target_rate_rps is not None:
         r = ld.target_rate_rps
-        base = "r=inf" if r == float("inf") else f"r={r:g}/s"
+        base = load_label("rate", r, ld.max_in_flight)
         canon = "rate=inf" if r == float("inf") else f"rate={r:g}"
-        if ld.max_in_flight:
-            base += f" c≤{ld.max_in_flight}"
     else:
         return level.label
     rest = level.label[len(canon):].strip() if level.label.startswith(canon) else ""
@@ -106,10 +120,10 @@ def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
     slo = slo_text(result)
     if not slo:
         return None
-    opt = result.extra.get("optimize")
+    opt = result.optimize
     chosen: LevelResult | None = None
-    if isinstance(opt, dict) and opt.get("best_value") is not None:
-        chosen = next((lv for lv in result.levels if F.level_target_value(lv) == opt["best_value"]), None)
+    if opt is not None and opt.best_value is not None:
+        chosen = next((lv for lv in result.levels if F.level_target_value(lv) == opt.best_value), None)
     if chosen is None:
         ok = [lv for lv in result.levels if (lv.goodput or {}).get("all_met") and lv.validity.verdict != "invalid"]
 
@@ -137,8 +151,7 @@ def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
 def answer_lines(result: Result) -> list[str]:
     """What the run answers, first: what a search chose (and why), the best level under the SLO."""
     out = search_lines(result)
-    opt = result.extra.get("optimize")
-    chose = isinstance(opt, dict) and opt.get("best_value") is not None
+    chose = result.optimize is not None and result.optimize.best_value is not None
     best = best_under_slo(result)
     if best is not None and not chose:  # --optimize's line already names the best level
         out.append(best[1])
@@ -170,10 +183,7 @@ class TrialCell:
 
 
 def trials_n(level: LevelResult) -> int | None:
-    block = level.extra.get("trials")
-    if isinstance(block, dict) and isinstance(block.get("n"), int):
-        return block["n"]
-    return None
+    return level.trials.n if level.trials is not None else None
 
 
 def trial_cells(level: LevelResult) -> list[TrialCell]:
@@ -229,32 +239,31 @@ def _level_by_value(result: Result, value: Any) -> str:
 def search_lines(result: Result) -> list[str]:
     """What ``--optimize`` chose and why, or where ``--sweep auto`` stopped and why."""
     out = []
-    opt = result.extra.get("optimize")
-    if isinstance(opt, dict):
-        objective = opt.get("objective", "objective")
-        measured = opt.get("measured_values") or []
+    opt = result.optimize
+    if opt is not None:
+        objective = opt.objective or "objective"
+        measured = opt.measured_values
         tried = ", ".join(_level_by_value(result, v) for v in measured)
-        size = opt.get("ladder_size")
-        of = f" of {size}" if size else ""
-        if opt.get("best_value") is None:
-            out.append(f"optimize {objective}: no level chosen — {opt.get('reason', 'no reason recorded')} "
+        of = f" of {opt.ladder_size}" if opt.ladder_size else ""
+        if opt.best_value is None:
+            out.append(f"optimize {objective}: no level chosen — {opt.reason or 'no reason recorded'} "
                        f"(measured {len(measured)}{of}: {tried})")
         else:
-            best = _level_by_value(result, opt["best_value"])
+            best = _level_by_value(result, opt.best_value)
             score = None
-            for v, s in zip(measured, opt.get("scores") or []):
-                if v == opt["best_value"]:
+            for v, s in zip(measured, opt.scores):
+                if v == opt.best_value:
                     score = s
             slo = slo_text(result)
             why = f"highest {objective} ({F.fmt(score)})" + (f" meeting {slo}" if slo else "")
-            out.append(f"optimize: chose {best} — {why}; {opt.get('reason', '')} (measured: {tried})")
-    sweep = result.extra.get("sweep")
-    if isinstance(sweep, dict):
-        measured = sweep.get("measured_values") or []
+            out.append(f"optimize: chose {best} — {why}; {opt.reason} (measured: {tried})")
+    sweep = result.sweep
+    if sweep is not None:
+        measured = sweep.measured_values
         last = _level_by_value(result, measured[-1]) if measured else F.MISSING
-        knee = sweep.get("knee_value")
+        knee = sweep.knee_value
         knee_txt = f"; knee at {_level_by_value(result, knee)}" if knee is not None else ""
-        out.append(f"sweep auto: stopped at {last} — {sweep.get('reason', 'no reason recorded')}{knee_txt}")
+        out.append(f"sweep auto: stopped at {last} — {sweep.reason or 'no reason recorded'}{knee_txt}")
     return out
 
 
@@ -278,6 +287,14 @@ class Column:
         return min(w, self.max_width) if self.max_width else w
 
 
+# Boundary names in table headers, where width is short (the full name is in the notes and docs).
+SHORT_BOUNDARY = {"accelerator": "accel", "accelerator_memory": "accel-mem"}
+
+
+def short_boundary(b: str) -> str:
+    return SHORT_BOUNDARY.get(b, b)
+
+
 def _boundary_label(result: Result, b: str) -> str:
     labels = {lv.energy[b].label for lv in result.levels if b in lv.energy}
     return "/".join(sorted(labels))
@@ -298,7 +315,7 @@ def level_columns(result: Result) -> list[Column]:
     if has_goodput(result):
         g = [goodput_cells(lv) for lv in lvs]
         bs = {x.boundary for x in g if x.boundary}
-        where = f"\n{bs.pop()}" if len(bs) == 1 else ""
+        where = f"\n{short_boundary(bs.pop())}" if len(bs) == 1 else ""
         cols += [
             Column("SLO", [x.slo for x in g], "left", "slo"),
             Column("met\nSLO", [x.met_pct for x in g]),
@@ -307,14 +324,15 @@ def level_columns(result: Result) -> list[Column]:
         ]
     for b in F.result_boundaries(result):
         label = _boundary_label(result, b)
+        sb = short_boundary(b)
 
         def cells(attr: str, b: str = b) -> list[str]:
             return [F.fmt(getattr(lv.energy[b], attr)) if b in lv.energy else F.MISSING for lv in lvs]
 
         cols += [
-            Column(f"W\n{b}\n{label}", cells("avg_power_w"), kind=f"label:{label}"),
-            Column(f"tok/s/kW\n{b}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
-            Column(f"J/tok\n{b}\n{label}", cells("j_per_output_token"), kind=f"label:{label}"),
+            Column(f"W\n{sb}\n{label}", cells("avg_power_w"), kind=f"label:{label}"),
+            Column(f"tok/s/kW\n{sb}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
+            Column(f"J/tok\n{sb}\n{label}", cells("j_per_output_token"), kind=f"label:{label}"),
         ]
     return cols
 

@@ -36,7 +36,7 @@ def headline_lines(result: Result) -> list[Text]:
     return lines
 
 
-COLUMN_GAP = 3  # cell padding (one space each side) and the divider between columns
+COLUMN_GAP = 2  # one space of left padding and the (blank) divider between columns
 
 
 def pack(key: Column, cols: list[Column], width: int) -> list[list[Column]]:
@@ -71,13 +71,19 @@ def _text(c: Column, i: int) -> Text:
 
 def _table(key: Column, cols: list[Column], title: str | None) -> Table:
     table = Table(title=Text(title) if title else None, title_justify="left", box=box.SIMPLE_HEAD,
-                  header_style="bold", show_edge=False, pad_edge=False)
+                  header_style="bold", show_edge=False, pad_edge=False, padding=(0, 0, 0, 1))
     for c in [key, *cols]:
         table.add_column(Text(c.header), justify=c.justify, no_wrap=c.max_width is None,
                          max_width=c.max_width, overflow="fold")
     for i in range(len(key.cells)):
         table.add_row(*[_text(c, i) for c in [key, *cols]])
     return table
+
+
+def column_tables(key: Column, cols: list[Column], width: int, title: str | None = None) -> list[Table]:
+    """``cols`` as tables that fit ``width`` columns, each led by ``key``: one wide table when it
+    fits, else as many as it takes (the layout of every wattbench table, issue 18)."""
+    return [_table(key, g, title if i == 0 else None) for i, g in enumerate(pack(key, cols, width))]
 
 
 LEVEL_LABEL_WIDTH = 16
@@ -90,12 +96,9 @@ def level_tables(result: Result, width: int) -> list[Table]:
         return []
     key = Column("level", [S.short_label(lv) for lv in result.levels], "left", max_width=LEVEL_LABEL_WIDTH,
                  styles=[VERDICT_STYLE.get(lv.validity.verdict, "") for lv in result.levels])
-    first = S.last_trial_title(result)
-    out = [_table(key, g, first if i == 0 else None) for i, g in enumerate(pack(key, level_columns(result), width))]
+    out = column_tables(key, level_columns(result), width, S.last_trial_title(result))
     if S.any_trials(result):
-        title = S.trials_title(result)
-        groups = pack(key, trial_columns(result), width)
-        out += [_table(key, g, title if i == 0 else None) for i, g in enumerate(groups)]
+        out += column_tables(key, trial_columns(result), width, S.trials_title(result))
     return out
 
 
@@ -103,15 +106,15 @@ def power_split_lines(result: Result) -> list[Text]:
     """Per level with a memory-power reading, where the board's watts went (one line each)."""
     out = []
     for lv in result.levels:
-        sp = lv.extra.get("power_split")
-        if not sp:
+        sp = lv.power_split
+        if sp is None:
             continue
-        m, r = sp["parts"]["memory"], sp["parts"]["rest"]
-        line = (f"{lv.label}  memory {F.fmt(m['avg_power_w'])} W ({100 * sp['memory_share']:.0f}% of the board's "
-                f"{F.fmt(sp['board_avg_power_w'])} W), rest of board {F.fmt(r['avg_power_w'])} W")
-        if m.get("dynamic_power_w") is not None and r.get("dynamic_power_w") is not None:
-            line += (f"; idle {F.fmt(m['idle_power_w'])} + {F.fmt(r['idle_power_w'])} W, "
-                     f"dynamic {F.fmt(m['dynamic_power_w'])} + {F.fmt(r['dynamic_power_w'])} W (memory + rest)")
+        m, r = sp.parts["memory"], sp.parts["rest"]
+        line = (f"{lv.label}  memory {F.fmt(m.avg_power_w)} W ({100 * sp.memory_share:.0f}% of the board's "
+                f"{F.fmt(sp.board_avg_power_w)} W), rest of board {F.fmt(r.avg_power_w)} W")
+        if m.dynamic_power_w is not None and r.dynamic_power_w is not None:
+            line += (f"; idle {F.fmt(m.idle_power_w)} + {F.fmt(r.idle_power_w)} W, "
+                     f"dynamic {F.fmt(m.dynamic_power_w)} + {F.fmt(r.dynamic_power_w)} W (memory + rest)")
         out.append(Text(line, style="dim"))
     return out
 
@@ -125,7 +128,8 @@ def summary_table(result: Result, width: int = 160) -> Group:
 def validity_lines(result: Result) -> list[Text]:
     """The run's verdict, then every reason, warning and sensor problem, each once."""
     v = result.validity
-    out = [Text.assemble(("verdict: ", "bold"), (v.verdict, VERDICT_STYLE.get(v.verdict, "")))]
+    out = [Text.assemble(("verdict: ", "bold"), (v.verdict, VERDICT_STYLE.get(v.verdict, "")),
+                         (" · energy: unavailable" if v.energy == "unavailable" else "", "yellow"))]
     for note in S.run_notes(result):
         out.append(Text(f"  - {note}"))
     return out

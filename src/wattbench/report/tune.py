@@ -9,61 +9,133 @@ from __future__ import annotations
 
 import html
 
-from wattbench.tune.model import TuneResult
+from wattbench.results.tune import TuneResult
 
-COLUMNS = ("trial", "configuration", "status", "load", "score", "goodput tok/s", "tok/s/kW", "J/tok",
-           "p99 TTFT ms", "p99 TPOT ms", "power W", "verdict")
+from wattbench.report import format as F
+from wattbench.report.summary import Column, load_label
+
+# (header in the terminal, where lines are short; header in HTML)
+COLUMN_HEADERS = (("#", "trial"), ("configuration", "configuration"), ("status", "status"), ("load", "load"),
+                  ("score", "score"), ("goodput\ntok/s", "goodput tok/s"), ("tok/s/kW", "tok/s/kW"),
+                  ("J/tok", "J/tok"), ("TTFT\np99 ms", "p99 TTFT ms"), ("TPOT\np99 ms", "p99 TPOT ms"),
+                  ("W", "power W"), ("verdict", "verdict"))
+COLUMNS = tuple(h for _, h in COLUMN_HEADERS)
+LEFT = {"configuration", "status", "load", "verdict"}
+LATENCY_NAMES = {"ttft_p99_ms": "p99 TTFT", "tpot_p99_ms": "p99 TPOT"}
+CONFIG_WIDTH = 40  # a longer configuration folds onto more lines (at its spaces)
 
 
 def _n(v, fmt=",.0f") -> str:
-    return "—" if v is None else format(v, fmt)
+    return F.MISSING if v is None else format(v, fmt)
 
 
 def _score(v) -> str:
-    return "—" if v is None else format(v, ",.0f") if abs(v) >= 100 else format(v, ".4g")
+    """Scores keep four significant figures below 100 (J/token): configurations differ by percents."""
+    return F.MISSING if v is None else format(v, ",.0f") if abs(v) >= 100 else format(v, ".4g")
 
 
 def rows(t: TuneResult) -> list[list[str]]:
+    """One row of cells per trial, in COLUMNS order; the load as the run summary labels it (``c=64``)."""
     out = []
     for tr in t.trials:
         f = tr.figures
-        load = "—" if f.get("load_value") is None else f"{f.get('load_mode', '')[:4]} {f['load_value']:g}"
         label = tr.label + (f" (repeat of {tr.repeat_of})" if tr.repeat_of is not None else "")
         if tr.gpu_settings:
             label += " [" + ", ".join(f"{k}={v:g}" for k, v in tr.gpu_settings.items()) + "]"
-        out.append([str(tr.index), label, tr.status, load, _score(tr.score),
-                    _n(f.get("goodput_output_tokens_per_s")), _n(f.get("output_tokens_per_s_per_kw")),
-                    _n(f.get("j_per_output_token"), ".4g"), _n(f.get("ttft_p99_ms")), _n(f.get("tpot_p99_ms"), ",.1f"),
-                    _n(f.get("avg_power_w")), str(f.get("verdict") or "—")])
+        out.append([str(tr.index), label, tr.status, load_label(f.get("load_mode"), f.get("load_value")),
+                    _score(tr.score), _n(f.get("goodput_output_tokens_per_s")),
+                    _n(f.get("output_tokens_per_s_per_kw")), _n(f.get("j_per_output_token"), "#.4g"),
+                    _n(f.get("ttft_p99_ms")), _n(f.get("tpot_p99_ms"), ",.1f"), _n(f.get("avg_power_w")),
+                    str(f.get("verdict") or F.MISSING)])
     return out
+
+
+def columns(t: TuneResult, width: int | None = None) -> tuple[Column, list[Column]]:
+    """The trial-number key column and the rest, for ``report.terminal.column_tables``. The
+    configuration folds at CONFIG_WIDTH, or is given a line of its own where ``width`` leaves room
+    for it beside every other column (one wide table)."""
+    from wattbench.report.terminal import COLUMN_GAP
+
+    rs = rows(t)
+    cols = []
+    for i, (head, name) in enumerate(COLUMN_HEADERS):
+        cols.append(Column(head, [r[i] for r in rs], "left" if name in LEFT else "right",
+                           kind="verdict" if name == "verdict" else ""))
+    key, rest = cols[0], cols[1:]
+    conf = rest[0]
+    room = (width or 0) - key.width - sum(c.width + COLUMN_GAP for c in rest[1:]) - COLUMN_GAP
+    conf.max_width = max(CONFIG_WIDTH, min(conf.width, room))
+    return key, rest
+
+
+def title(t: TuneResult) -> str:
+    return f"wattbench tune · {t.engine} {t.model or ''}".rstrip() + f" · objective {t.objective}" + (
+        f" · SLO {t.slo}" if t.slo else "")
+
+
+def shell_lines(command: str, width: int, indent: int = 2) -> list[str]:
+    """A shell command broken at its words into lines of at most ``width`` characters (a word
+    longer than that stands alone), indented by ``indent`` (continuations by two more), each line
+    but the last ending in `` \\`` so that the lines paste into a shell as one command."""
+    import shlex
+
+    words = [w if w == "&&" else shlex.quote(w) for w in shlex.split(command)]
+    lines: list[str] = []
+    cur = ""
+    for w in words:
+        pad = indent + (2 if lines else 0)
+        if cur and pad + len(cur) + 1 + len(w) + 2 > width:
+            lines.append(" " * pad + cur + " \\")
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    lines.append(" " * (indent + (2 if lines else 0)) + cur)
+    return lines
+
+
+class TuneSummary:
+    """The tune in a terminal, laid out for the console's width when printed (issue 18): a title,
+    the configurations as tables that fit (one wide table at 160 columns, two at 80, each led by the
+    trial number), the Pareto front, the recommendation and the command that serves it."""
+
+    def __init__(self, t: TuneResult):
+        self.t = t
+
+    def __rich_console__(self, console, options):
+        from rich.padding import Padding
+        from rich.text import Text
+
+        from wattbench.report.terminal import column_tables
+
+        t = self.t
+        yield Text(title(t), style="bold")
+        key, cols = columns(t, options.max_width)
+        for i, tab in enumerate(column_tables(key, cols, options.max_width)):
+            yield Text("")
+            yield tab
+        yield Text("")
+        if t.pareto and t.pareto.get("frontier"):
+            latency = LATENCY_NAMES.get(t.pareto["latency"], t.pareto["latency"])
+            yield Text(f"Pareto front (goodput per kW vs {latency}): trials "
+                       + ", ".join(str(i) for i in t.pareto["frontier"]))
+        rec = t.recommended
+        if rec:
+            yield Text(f"recommended: trial {rec['trial']} — {rec['label']}", style="bold")
+            yield Padding(Text(rec["summary"]), (0, 0, 0, 2))
+            yield Text("serve it:")
+            for line in shell_lines(rec["serve_command"], options.max_width):
+                yield Text(line, no_wrap=True, overflow="fold")
+        else:
+            yield Text("no configuration scored (none met the SLO?)", style="bold red")
+        if t.decision and not t.decision.get("separated"):
+            yield Text("note: the best two are within the measurement noise", style="yellow")
+        for w in t.warnings:
+            yield Text("warning: " + w, style="yellow")
 
 
 def tune_summary(t: TuneResult) -> list:
-    """Rich renderables: the trials table, the Pareto front, the recommendation."""
-    from rich.table import Table
-    from rich.text import Text
-
-    tab = Table(title=f"wattbench tune: {t.engine} {t.model or ''} — objective {t.objective}"
-                + (f", SLO {t.slo}" if t.slo else ""), title_justify="left")
-    for c in COLUMNS:
-        tab.add_column(c, overflow="fold")
-    for r in rows(t):
-        tab.add_row(*[Text(x) for x in r])
-    out: list = [tab]
-    if t.pareto and t.pareto.get("frontier"):
-        out.append(Text(f"Pareto front (goodput per kW vs {t.pareto['latency']}): trials "
-                        + ", ".join(str(i) for i in t.pareto["frontier"])))
-    rec = t.recommended
-    if rec:
-        out.append(Text(f"recommended: trial {rec['trial']} — {rec['label']}: {rec['summary']}", style="bold"))
-        out.append(Text("serve it: " + rec["serve_command"]))
-    else:
-        out.append(Text("no configuration scored (none met the SLO?)", style="bold red"))
-    if t.decision and not t.decision.get("separated"):
-        out.append(Text("note: the best two are within the measurement noise", style="yellow"))
-    for w in t.warnings:
-        out.append(Text("warning: " + w, style="yellow"))
-    return out
+    """Rich renderables: the trials tables, the Pareto front, the recommendation."""
+    return [TuneSummary(t)]
 
 
 def _svg_scatter(points: list[dict], frontier: list[int], xlabel: str, ylabel: str) -> str:

@@ -3,15 +3,24 @@
 A run directory holds ``result.json`` (this model), ``requests.jsonl`` (one ``RequestRecord`` per
 line), ``telemetry.jsonl`` (raw sensor samples) and reports. Units are in every name.
 ``SCHEMA_VERSION`` bumps on any incompatible change; readers refuse newer major versions.
+
+Version history:
+
+- 1: run analyses in untyped ``extra`` keys.
+- 2: the trials block (``LevelResult.trials``), the memory / rest-of-board split
+  (``LevelResult.power_split``), the auto sweep and the optimiser (``Result.sweep`` /
+  ``Result.optimize``), the Pareto frontiers (``Result.pareto``) and the idle windows
+  (``Result.idle_window`` / ``Result.idle_after_window``) are typed fields. A version-1 file loads:
+  ``_from_v1`` moves those ``extra`` keys to their fields.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 Verdict = Literal["valid", "warn", "invalid"]
 
@@ -231,12 +240,15 @@ class Window(_M):
     start_ns: int
     end_ns: int
     duration_s: float
-    kind: str = "full"  # full | steady
+    kind: str = "full"  # full | steady | idle | idle_after
 
 
 class Validity(_M):
     verdict: Verdict = "valid"
     reasons: list[str] = Field(default_factory=list)
+    # runs only: whether any energy was measured ("unavailable": no meter was read; the verdict is
+    # then at best ``warn`` and latency/throughput are still measured)
+    energy: Literal["measured", "unavailable"] | None = None
 
 
 class TargetStats(_M):
@@ -245,6 +257,96 @@ class TargetStats(_M):
     requests: Requests = Field(default_factory=Requests)
     latency: Latency = Field(default_factory=Latency)
     throughput: Throughput = Field(default_factory=Throughput)
+
+
+# ---------------------------------------------------------------- run analyses (schema 2)
+
+Num = int | float  # an int stays an int in result.json (concurrency 4, not 4.0)
+
+
+class TrialFigure(_M):
+    """One figure over a level's trials: mean and Student-t confidence interval (``metrics/trials.py``)."""
+
+    mean: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ci_half_width: float | None = None  # may replace ci_low / ci_high (hand-written blocks)
+    n: int | None = None  # None: the block's n
+    confidence: float | None = None  # None: the block's confidence
+    values: list[float | None] = Field(default_factory=list)
+
+
+class TrialsBlock(_M):
+    """A level measured ``n`` times: every headline figure's mean and CI, keyed as compare names
+    them (``output_tokens_per_s``, ``ttft_p99_ms``, ``<boundary>.j_per_output_token``, …)."""
+
+    n: int
+    confidence: float = 0.95
+    figures: dict[str, TrialFigure] = Field(default_factory=dict)
+    thermal_before: list[dict[str, Any] | None] = Field(default_factory=list)
+
+
+class PowerPart(_M):
+    energy_j: float | None = None
+    avg_power_w: float | None = None
+    idle_power_w: float | None = None
+    dynamic_power_w: float | None = None
+    idle_energy_j: float | None = None
+    dynamic_energy_j: float | None = None
+    share: float | None = None
+    uncertainty_pct: float | None = None
+
+
+class PowerSplit(_M):
+    """Where the board's watts went: memory vs the rest of the board (``accounting/split.py``)."""
+
+    board_energy_j: float
+    board_avg_power_w: float
+    board_idle_power_w: float | None = None
+    memory_share: float
+    parts: dict[str, PowerPart] = Field(default_factory=dict)  # "memory", "rest"
+    memory_channels: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class SearchOutcome(_M):
+    """An auto sweep's or an optimiser's search (``load/search.py``): what it measured and chose."""
+
+    best_value: Num | None = None
+    knee_value: Num | None = None
+    reason: str = ""
+    measured_values: list[Num] = Field(default_factory=list)
+    n_measured: int = 0
+    failed: list[Any] = Field(default_factory=list)
+    objective: str | None = None
+    scores: list[float | None] = Field(default_factory=list)
+    candidates: list[Num] | None = None  # optimize: the ladder searched
+    ladder_size: int | None = None
+
+
+class ParetoPoint(_M):
+    label: str
+    efficiency: float | None = None
+    latency: float | None = None
+    on_frontier: bool | None = None
+
+
+class ParetoFront(_M):
+    """Efficiency vs a latency figure over the run's levels (``analysis/pareto.py``)."""
+
+    boundary: str | None = None
+    efficiency: str = "output_tokens_per_s_per_kw"
+    latency: str = ""
+    points: list[ParetoPoint] = Field(default_factory=list)
+    frontier: list[ParetoPoint] = Field(default_factory=list)
+    excluded: list[Any] = Field(default_factory=list)
+
+
+class Pareto(_M):
+    boundary: str | None = None
+    tpot_p99: ParetoFront | None = None
+    ttft_p99: ParetoFront | None = None
+    goodput_tpot_p99: ParetoFront | None = None  # with SLOs only
 
 
 class LevelResult(_M):
@@ -270,6 +372,8 @@ class LevelResult(_M):
     per_node_energy: dict[str, dict[str, BoundaryEnergy]] = Field(default_factory=dict)
     # energy per request rolled up by tenant / tag / model / target, per boundary (issue 20)
     attribution: dict[str, RequestAttribution] = Field(default_factory=dict)
+    trials: TrialsBlock | None = None  # --trials N > 1
+    power_split: PowerSplit | None = None  # the board reports its memory power
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -369,4 +473,48 @@ class Result(_M):
     warnings: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     carbon: dict[str, Any] = Field(default_factory=dict)  # the intensity used: constant or series, PUE
+    idle_window: Window | None = None  # the idle baseline before the first level (kind "idle")
+    idle_after_window: Window | None = None  # and after the last (kind "idle_after")
+    sweep: SearchOutcome | None = None  # --sweep auto
+    optimize: SearchOutcome | None = None  # --optimize OBJECTIVE
+    pareto: Pareto | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_v1(cls, data: Any) -> Any:
+        """A version-1 result: its run analyses move from ``extra`` to their typed fields."""
+        if not isinstance(data, dict) or int(data.get("schema_version") or 1) >= 2:
+            return data
+        return upgrade_v1(data)
+
+
+_V1_RUN_KEYS = ("sweep", "optimize", "pareto")
+_V1_WINDOWS = {"idle_window": "idle", "idle_after_window": "idle_after"}
+_V1_LEVEL_KEYS = ("trials", "power_split")
+
+
+def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 ``result.json`` (a dict) in version-2 form; the input is not modified."""
+    out = dict(data)
+    extra = dict(out.get("extra") or {})
+    for key in _V1_RUN_KEYS:
+        if key in extra and out.get(key) is None:
+            out[key] = extra.pop(key)
+    for key, kind in _V1_WINDOWS.items():
+        if isinstance(extra.get(key), dict) and out.get(key) is None:
+            out[key] = {"kind": kind, **extra.pop(key)}
+    levels = []
+    for lv in out.get("levels") or []:
+        if isinstance(lv, dict):
+            lv = dict(lv)
+            lx = dict(lv.get("extra") or {})
+            for key in _V1_LEVEL_KEYS:
+                if key in lx and lv.get(key) is None:
+                    lv[key] = lx.pop(key)
+            lv["extra"] = lx
+        levels.append(lv)
+    out["levels"] = levels
+    out["extra"] = extra
+    out["schema_version"] = SCHEMA_VERSION
+    return out

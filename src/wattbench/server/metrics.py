@@ -27,6 +27,8 @@ and the reason; that is not an error.
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import json
 import threading
 import urllib.error
@@ -72,6 +74,13 @@ ENGINE_METRICS: dict[str, dict[str, tuple[str, ...]]] = {
         "generation_tokens": ("llamacpp:tokens_predicted_total",),
     },
 }
+# canonical series -> samples added to it where present. llama.cpp's prompt_tokens_total counts the
+# prompt tokens it *processed*, "excluding cached tokens" (its help text): the tokens it reused from
+# a slot's cache are in prompt_tokens_cached_total. Their sum is the prompt tokens served, which is
+# what vLLM's counter and the requests' usage count.
+ENGINE_ADDENDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "llamacpp": {"prompt_tokens": ("llamacpp:prompt_tokens_cached_total",)},
+}
 _PREFIX = {"vllm:": "vllm", "sglang:": "sglang", "tgi_": "tgi", "llamacpp:": "llamacpp"}
 
 
@@ -114,6 +123,9 @@ def canonical_values(samples: dict[str, list[tuple[dict[str, str], float]]], eng
                 vals = [v for _, v in samples[n]]
                 values[series] = sum(vals) / len(vals) if series in FRACTIONS else sum(vals)
                 break
+    for series, names in ENGINE_ADDENDS.get(engine, {}).items():
+        if series in values:
+            values[series] += sum(v for n in names for _, v in samples.get(n, ()))
     return values
 
 
@@ -278,7 +290,7 @@ class MetricsScraper:
         self.url = metrics_url(url)
         self.interval_s = float(interval_s)
         self.timeout_s = timeout_s if timeout_s is not None else max(2.0, self.interval_s)
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = {"Authorization": authorization(api_key)} if api_key else {}
         self.timeline = ServerTimeline(url=self.url, engine=engine, interval_s=self.interval_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

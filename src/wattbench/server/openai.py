@@ -8,11 +8,13 @@ message, an exception text or a repr.
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import asyncio
 from urllib.parse import urlsplit, urlunsplit
 
 from wattbench.errors import TargetError, UserError
-from wattbench.load.types import TargetSpec
+from wattbench.server.target import TargetSpec
 from wattbench.workload.base import RequestSpec
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "fetch_models",
     "check_target",
     "check_model_answers",
+    "post_json",
 ]
 
 CHECK_TIMEOUT_S = 10.0
@@ -69,7 +72,7 @@ def auth_headers(api_key: str | None, extra: dict[str, str] | None = None) -> di
     ``--header`` values (which win, so a gateway's own auth header can replace the bearer)."""
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+        headers["Authorization"] = authorization(api_key)
     if extra:
         headers.update(extra)
     return headers
@@ -174,6 +177,19 @@ async def fetch_models(session, base_url: str, api_key: str | None) -> list[str]
             "OpenAI JSON ({\"data\": [{\"id\": ...}]}); point --target at an OpenAI-compatible server"
         )
     return [str(m["id"]) for m in data]
+
+
+async def post_json(session, url: str, body: dict, api_key: str | None, timeout_s: float,
+                    headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """``POST url`` with a JSON body, non-streaming (``agree`` asks both servers this way): the
+    status and the raw body. The key travels as ``auth_headers`` sends it; aiohttp and timeout
+    errors propagate to the caller, which names them."""
+    import aiohttp
+
+    h = auth_headers(api_key, headers)
+    h["Accept"] = "application/json"
+    async with session.post(url, json=body, headers=h, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+        return resp.status, await resp.read()
 
 
 async def check_target(

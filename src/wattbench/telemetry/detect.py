@@ -2,7 +2,10 @@
 
 ``autodetect()`` tries, in order: NVML (else the ``nvidia-smi`` CLI when NVML cannot load),
 RAPL (powercap), Jetson INA3221 rails, AMD GPUs (``amdsmi``, only where ``/dev/kfd`` exists),
-and IPMI DCMI through ``ipmitool`` when ``/dev/ipmi0`` exists. Each probe is cheap (NVML: init,
+hwmon power/energy channels (``/sys/class/hwmon``: INA monitors, ACPI power meters, GPU and CPU
+drivers' energy), and IPMI DCMI through ``ipmitool`` when ``/dev/ipmi0`` exists. hwmon devices
+another sensor already reads are skipped, so one meter is never counted twice: ``ina3221`` when
+the Jetson sensor is used, ``amdgpu`` when ``amdsmi`` is, ``amd_energy`` when RAPL is. Each probe is cheap (NVML: init,
 count, shutdown; RAPL: read one ``energy_uj``). What cannot be used becomes a human line with
 its fix in ``problems``; meters simply absent from the machine (no GPU, not a Jetson) are not
 problems.
@@ -35,11 +38,13 @@ def autodetect(
     nvml: Any = None,
     powercap_root: str | Path | None = None,
     jetson_root: str | Path | None = None,
+    hwmon_root: str | Path | None = None,
     ipmi_device: str | Path = "/dev/ipmi0",
     kfd_device: str | Path = "/dev/kfd",
     which: Callable[[str], str | None] = shutil.which,
     estimate_cpu: bool = False,
 ) -> tuple[list[Sensor], list[str]]:
+    from wattbench.telemetry import hwmon as _hwmon
     from wattbench.telemetry import jetson as _jetson
     from wattbench.telemetry import rapl as _rapl
     from wattbench.telemetry.nvml import NvmlSensor, load_nvml
@@ -74,12 +79,14 @@ def autodetect(
     root = Path(powercap_root or _rapl.DEFAULT_ROOT)
     zones = sorted(p for p in root.glob("*-rapl:*") if _rapl.ZONE_RE.match(p.name)) if root.is_dir() else []
     cpu_meter = False
+    exclude: list[str] = []
     if zones:
         probe = _rapl.RaplSensor(root=root)
         try:
             probe._read_text(zones[0] / "energy_uj")
             sensors.append(_rapl.RaplSensor(root=root))
             cpu_meter = True
+            exclude.append("amd_energy")
         except PermissionError:
             problems.append(f"rapl: permission denied reading {zones[0] / 'energy_uj'} "
                             f"(fix: {_rapl.PERMISSION_FIX})")
@@ -91,6 +98,7 @@ def autodetect(
     if jroot.is_dir() and any(jroot.glob("ina3221*/*/hwmon/hwmon*/in*_label")):
         sensors.append(_jetson.JetsonSensor(root=jroot))
         cpu_meter = True  # VDD_CPU_CV rail
+        exclude.append("ina3221")
 
     # 4. AMD GPUs
     if Path(kfd_device).exists():
@@ -103,6 +111,10 @@ def autodetect(
             from wattbench.telemetry.amd import AmdSensor
 
             sensors.append(AmdSensor())
+            exclude.append("amdgpu")
+
+    # 4b. hwmon power monitors (INA2xx/INA3221, ACPI power_meter, GPU/CPU drivers' energy)
+    cpu_meter = _hwmon_probe(Path(hwmon_root or _hwmon.DEFAULT_ROOT), tuple(exclude), sensors, problems) or cpu_meter
 
     # 5. IPMI (local BMC)
     if Path(ipmi_device).exists():
@@ -127,12 +139,31 @@ def autodetect(
         looked = [
             f"NVIDIA GPU ({nvml_err.strip() or 'NVML found no device'}; no nvidia-smi)",
             f"RAPL ({root} {'has no readable zone' if root.is_dir() else 'absent'})",
-            "Jetson rails", f"AMD GPU ({kfd_device} absent)", f"BMC ({ipmi_device} absent)",
+            "Jetson rails", f"AMD GPU ({kfd_device} absent)", "hwmon power/energy channels", f"BMC ({ipmi_device} absent)",
         ]
         problems.append("no power meter found: looked for " + "; ".join(looked)
                         + " (fix: add --sensor, e.g. const:node=WATTS for a declared figure, "
                         "estimate:cpu for a CPU estimate, or a wall meter with file:PATH)")
     return sensors, problems
+
+
+def _hwmon_probe(root: Path, exclude: tuple[str, ...], sensors: list[Sensor], problems: list[str]) -> bool:
+    """Add a HwmonSensor when ``root`` has power/energy channels no other sensor reads; return
+    whether one of them meters the CPU. Unreadable channels become a problem line with the fix."""
+    from wattbench.telemetry.hwmon import HwmonSensor
+
+    probe = HwmonSensor(root=root, exclude=exclude)
+    if not probe.scan():
+        return False
+    try:
+        chans = probe.open()
+    except SensorError as e:
+        problems.append(str(e))
+        return False
+    finally:
+        probe.close()
+    sensors.append(HwmonSensor(root=root, exclude=exclude))
+    return any(c.boundary == "cpu" for c in chans)
 
 
 def _update_period(times: list[int], values: list[float]) -> tuple[float | None, int]:

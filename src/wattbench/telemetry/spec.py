@@ -21,14 +21,15 @@ FORMS = [
     "dcgm:http://HOST:9400/metrics[,gpu=0][,Hostname=NODE][,boundary=accelerator]",
     "prom:http://PROM:9090,query=EXPR[,boundary=node]",
     "jetson", "jetson:root=PATH",
+    "hwmon", "hwmon:name=ina226,channel=power1,boundary=node[,max_uj=N][,root=PATH]",
     "amd", "amd:0,1",
     "cmd:/path/prog,arg1,arg2[,boundary=wall]", 'cmd:["/path/prog","arg1"]',
     "file:PATH[,boundary=wall]",
     "const:BOUNDARY=WATTS (e.g. const:node=700)",
     "estimate:cpu[,tdp=W][,idle=W]",
 ]
-KINDS = ["nvml", "nvidia-smi", "rapl", "ipmi", "redfish", "dcgm", "prom", "jetson", "amd", "cmd", "file", "const",
-         "estimate"]
+KINDS = ["nvml", "nvidia-smi", "rapl", "ipmi", "redfish", "dcgm", "prom", "jetson", "hwmon", "amd", "cmd", "file",
+         "const", "estimate"]
 
 
 def _bad(spec: str, why: str) -> UserError:
@@ -159,6 +160,8 @@ def _build(spec: str, kind: str, args: str) -> Sensor:  # noqa: C901 - one branc
 
         _unknown(spec, opts, {"root"})
         sensor = JetsonSensor(root=opts.get("root", DEFAULT_ROOT))
+    elif kind == "hwmon":
+        sensor = _hwmon(spec, pos, opts)
     elif kind == "amd":
         from wattbench.telemetry.amd import AmdSensor
 
@@ -198,6 +201,23 @@ def _build(spec: str, kind: str, args: str) -> Sensor:  # noqa: C901 - one branc
     if interval is not None:
         sensor.poll_interval_s = interval
     return sensor
+
+
+def _hwmon(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
+    """``hwmon[:NAME][,name=NAME][,channel=STEM|LABEL][,boundary=B][,max_uj=N][,root=PATH]``."""
+    from wattbench.telemetry.hwmon import DEFAULT_ROOT, HwmonSensor
+
+    _unknown(spec, opts, {"name", "channel", "boundary", "max_uj", "root"})
+    if len(pos) > 1 or (pos and "name" in opts):
+        raise _bad(spec, "give one device name, e.g. hwmon:name=ina226")
+    chip = opts.get("name") or (pos[0] if pos else None)
+    for k in ("name", "channel", "root"):
+        if k in opts and not opts[k].strip():
+            raise _bad(spec, f"{k}= is empty")
+    boundary = _boundary(spec, opts["boundary"]) if "boundary" in opts else None
+    max_uj = _num(spec, "max_uj", opts["max_uj"]) if "max_uj" in opts else None
+    return HwmonSensor(root=opts.get("root", DEFAULT_ROOT), chip=chip, channel=opts.get("channel"),
+                       boundary=boundary, max_uj=max_uj)
 
 
 def _tail_opts(spec: str, tokens: list[str], keys: set[str]) -> tuple[list[str], dict[str, str]]:

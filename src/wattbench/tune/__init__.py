@@ -1,7 +1,7 @@
 """``wattbench tune``: search engine settings and GPU power settings for the most goodput per kW
 under an SLO, built on the run pipeline (each trial is a ``run_benchmark`` run). See docs/tune.md."""
 
-from wattbench.tune.model import TrialRecord, TuneResult, load_tune
+from wattbench.results.tune import TrialRecord, TuneResult, load_tune
 from wattbench.tune.run import TuneConfig, tune
 
 __all__ = ["TrialRecord", "TuneConfig", "TuneResult", "load_tune", "tune"]

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from wattbench.config import RunConfig
 from wattbench.errors import UserError
 from wattbench.tune import score as sc
-from wattbench.tune.model import OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
+from wattbench.results.tune import OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
 from wattbench.tune.space import Space, build_space, config_key, describe, engine_args, gpu_settings
 
 Progress = Callable[[str, dict], None]
@@ -378,5 +378,10 @@ def _summary(t: TuneResult, gain: float | None, has_base: bool) -> str:
     if gain is None:
         return "no gain quoted: the engine defaults " + ("did not score" if has_base else "were not measured")
     if t.objective == "j_per_output_token":
-        return f"{gain:+.0f}% output tokens per joule (lower {what}) vs the engine defaults{slo}"
-    return f"{gain:+.0f}% {what} vs the engine defaults{slo}"
+        return f"{_pct(gain)} output tokens per joule (lower {what}) vs the engine defaults{slo}"
+    return f"{_pct(gain)} {what} vs the engine defaults{slo}"
+
+
+def _pct(gain: float) -> str:
+    """``+30%``; a gain under 10% keeps one decimal (``+0.5%``), not rounded up to ``+1%``."""
+    return f"{gain:+.0f}%" if abs(gain) >= 10 else f"{gain:+.1f}%"

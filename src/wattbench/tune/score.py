@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from wattbench.tune.model import LOWER_IS_BETTER, TrialRecord, TuneResult
+from wattbench.results.tune import LOWER_IS_BETTER, TrialRecord, TuneResult
 
 
 def innermost_boundary(level) -> str | None:
@@ -67,14 +67,14 @@ def level_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
 
 def result_figures(result, boundary: str | None, has_slo: bool) -> tuple[str, dict[str, Any], str | None]:
     """(status, figures, detail) of a trial run made with ``--optimize``."""
-    opt = result.extra.get("optimize") or {}
-    measured = list(opt.get("measured_values") or [])
-    best = opt.get("best_value")
+    opt = result.optimize
+    measured = list(opt.measured_values) if opt is not None else []
+    best = opt.best_value if opt is not None else None
     n = len(result.levels)
     if best is None:
         if n == 1 and measured:
             return "pruned", {}, "the lowest load level already misses the SLO"
-        return "misses_slo", {}, opt.get("reason") or "no level met the SLO"
+        return "misses_slo", {}, (opt.reason if opt is not None else None) or "no level met the SLO"
     i = measured.index(best) if best in measured else None
     if i is None or i >= n:
         return "failed", {}, "the chosen level is not in the run"

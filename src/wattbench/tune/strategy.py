@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from wattbench.errors import UserError
-from wattbench.tune.model import LOWER_IS_BETTER
+from wattbench.results.tune import LOWER_IS_BETTER
 from wattbench.tune.space import Space, config_key
 
 EXHAUSTIVE_MAX = 16  # spaces up to this many configurations are tried in full when the budget allows

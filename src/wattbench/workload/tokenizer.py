@@ -17,6 +17,8 @@ works. Token counts exclude special tokens (BOS) and any chat template.
 
 from __future__ import annotations
 
+from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+
 import json
 import math
 import re
@@ -126,7 +128,7 @@ class ServerTokenizer:
         url = self.root + path
         headers = {"Content-Type": "application/json"}
         if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
+            headers["Authorization"] = authorization(self._api_key)
         req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
@@ -161,7 +163,7 @@ class ServerTokenizer:
 async def server_count_async(session, base_url: str, model: str, text: str, api_key: str | None = None) -> int:
     """Count ``text``'s tokens with the server's ``/tokenize`` using an ``aiohttp.ClientSession``."""
     url = server_root(base_url) + "/tokenize"
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = {"Authorization": authorization(api_key)} if api_key else {}
     async with session.post(url, json=_tokenize_body(model, text), headers=headers) as r:
         if r.status != 200:
             raise UserError(f"{url} answered HTTP {r.status} (give --tokenizer PATH for exact lengths)")

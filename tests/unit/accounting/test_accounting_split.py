@@ -12,6 +12,7 @@ from tests.fakes.scripted_sensor import build_log, counter_channel, grid, power_
 from wattbench.accounting import account_window
 from wattbench.accounting.idle import measure_idle
 from wattbench.accounting.split import power_split
+from wattbench.results.schema import PowerSplit
 
 S = 1_000_000_000
 BOARD = step_trace([(0, 80.0), (10, 687.0)])
@@ -82,7 +83,7 @@ def test_split_is_shown_in_the_terminal_and_html_reports(tmp_path):
     res = make_result()
     lv = res.levels[0]
     lv.energy = energy
-    lv.extra["power_split"] = power_split(energy, dur)
+    lv.power_split = PowerSplit.model_validate(power_split(energy, dur))
     line = power_split_lines(res)[0].plain
     assert line.startswith(lv.label) and "memory 95.0 W (14% of the board's 687 W)" in line
     assert "rest of board 592 W" in line and "dynamic 56.2 + 551 W" in line

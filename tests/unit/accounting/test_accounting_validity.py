@@ -98,7 +98,8 @@ def test_load_rules():
     assert level_validity(None, load=ok, token_source="usage").verdict == "valid"
     slow = LoadStats(mode="rate", target_rate_rps=10.0, achieved_rate_rps=8.0)
     v = level_validity(None, load=slow)
-    assert v.reasons == ["warn: achieved rate 8 req/s is -20.0% from the target 10 (> 10%)"]
+    assert v.reasons == ["warn: achieved rate 8 req/s is -20.0% from the target 10 (> 10%): the level did not offer "
+                         "the load asked for"]  # arrivals unknown (n not given): the 10% rule alone
     sat = LoadStats(saturated=True, saturation_reasons=["client CPU 97%"])
     assert level_validity(None, load=sat).reasons == ["warn: load generator saturated: client CPU 97%"]
     assert level_validity(None, token_source="approx").verdict == "warn"

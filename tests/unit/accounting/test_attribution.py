@@ -197,3 +197,19 @@ def test_isolating_pair_without_energy_says_why_in_a_sentence():
     err = state.result.extra["prefill_decode"]["isolating_pair"]["error"]
     assert err == ("the concurrency=8 decode-heavy level has no energy to split "
                    "(no completed request in the window)")
+
+
+def test_intervals_count_warmup_leftovers_and_cut_streams():
+    """The energy of an interval paid for every stream in it: a warm-up stream still generating and a
+    stream cut without usage (its chunks counted) add their tokens, as in accounting.window_tokens."""
+    MS = 1_000_000
+    meas = RequestRecord(id=1, level=0, sent_ns=0, first_token_ns=100 * MS, last_token_ns=1_900 * MS,
+                         chunk_ns=[100 * MS, 1_900 * MS], input_tokens=10, output_tokens=4)
+    warm = RequestRecord(id=0, level=0, warmup=True, sent_ns=0, first_token_ns=50 * MS, last_token_ns=1_500 * MS,
+                         chunk_ns=[50 * MS, 500 * MS, 1_500 * MS], input_tokens=7, output_tokens=6)
+    cut = RequestRecord(id=2, level=0, ok=False, error="disconnect", sent_ns=0, first_token_ns=1_200 * MS,
+                        last_token_ns=1_300 * MS, chunk_ns=[1_200 * MS, 1_300 * MS], requested_input_tokens=5)
+    iv = intervals_from_records([meas, warm, cut], lambda a, b: 1.0, interval_s=1.0, start_ns=0, end_ns=2_000 * MS)
+    assert iv.prefill_tokens.tolist() == [17, 5]
+    # [0,1): measured 2 + warm-up 4 (2 per chunk); [1,2): measured 2 + warm-up 2 + cut stream 2 (1 per chunk)
+    assert iv.decode_tokens.tolist() == [6, 6]

@@ -151,3 +151,23 @@ def test_other_4xx_does_not_disable_logprobs(tmp_path):
     assert agr.metrics.failed_b == 1
     assert agr.targets[1].token_source == "server_logprobs"
     assert agr.metrics.token_basis == "server_tokens"
+
+
+def test_url_credentials_become_basic_auth_and_never_reach_the_record(tmp_path):
+    """agree goes through server/: ``http://user:pa55word@host`` is sent as ``Basic`` auth (the
+    server refuses anything else) and agreement.json holds the URL without the credentials."""
+    import base64
+
+    basic = "Basic " + base64.b64encode(b"user:pa55word").decode()
+    with FakeOpenAIServer("m-a", ANSWERS_A, authorization=basic) as a, FakeOpenAIServer("m-b", ANSWERS_B) as b:
+        url_a = a.url.replace("http://", "http://user:pa55word@")
+        agr = run_agreement(url_a, b.url, load_prompts(_prompts_file(tmp_path)), max_tokens=32)
+    assert agr.metrics.compared == 4  # every call to A carried the Basic credential
+    assert agr.targets[0].base_url == a.url + "/v1" and agr.targets[0].model == "m-a"
+    assert "pa55word" not in agr.model_dump_json()
+
+
+def test_url_credentials_and_an_api_key_together_is_one_clear_error(tmp_path):
+    with pytest.raises(UserError, match="carries credentials"):
+        run_agreement("http://u:p@127.0.0.1:9", "http://127.0.0.1:9", load_prompts(_prompts_file(tmp_path)),
+                      api_key_a="k")

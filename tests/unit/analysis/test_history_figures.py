@@ -13,6 +13,7 @@ from wattbench.analysis.figures import (
     throttle_reasons,
     trial_ci,
 )
+from wattbench.results.schema import TrialsBlock
 
 
 def test_headline_reads_every_family():
@@ -40,16 +41,17 @@ def test_gauge_forms_and_throttle_dict():
 
 def test_trial_ci_key_forms():
     lv = make_level(0)
-    lv.extra["trials"] = {"n": 3, "confidence": 0.9, "figures": {
+    lv.trials = TrialsBlock.model_validate({"n": 3, "confidence": 0.9, "figures": {
         "output_tokens_per_s": {"mean": 100.0, "ci_half_width": 5.0},
         "avg_power_w@node": {"mean": 900.0, "ci_low": 880.0, "ci_high": 920.0},
-        "accelerator": {"avg_power_w": {"mean": 500.0, "ci_low": 490.0, "ci_high": 510.0}},
+        "avg_power_w@accelerator": {"mean": 500.0, "ci_low": 490.0, "ci_high": 510.0, "n": 2},
         "ttft_p99_ms": {"mean": 10.0, "ci_low": 12.0, "ci_high": 8.0},  # inverted: ignored
-    }}
+    }})
     ci = trial_ci(lv, "output_tokens_per_s", "node")
     assert (ci.low, ci.high, ci.n, ci.confidence) == (95.0, 105.0, 3, 0.9)
     assert trial_ci(lv, "avg_power_w", "node").half_width == 20.0
-    assert trial_ci(lv, "avg_power_w", "accelerator").rel_half_width == pytest.approx(0.02)
+    acc = trial_ci(lv, "avg_power_w", "accelerator")
+    assert acc.rel_half_width == pytest.approx(0.02) and acc.n == 2  # a figure's own n wins over the block's
     assert trial_ci(lv, "ttft_p99_ms", "node") is None
     assert trial_ci(make_level(0), "output_tokens_per_s", "node") is None
 

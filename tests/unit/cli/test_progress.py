@@ -24,7 +24,20 @@ def test_rendered_progress_has_no_internals():
         prog.update("progress", {"index": 0, "done": 40, "output_tokens_per_s": 1234.0, "power_w": 412.0})
     out = console.export_text()
     assert "measuring idle power for 3 s" in out and "progress.py" not in out
-    assert "level 1 of 2 · c=8" in out and "40/100" in out
+    assert "level 1 of 2 · c=8" in out and "40/100 requests" in out
     assert "1,234 out tok/s · 412 W" in out
     assert "elapsed" in out and "left" in out
     assert "None" not in out
+
+
+def test_duration_bound_level_runs_its_bar_over_time():
+    """A --duration level has no request total: its bar runs over the level's seconds, so rich can
+    say how much time is left; the requests done are still shown."""
+    console = Console(record=True, width=120, color_system=None, force_terminal=True, file=open("/dev/null", "w"))
+    with RunProgress(console, enabled=True) as prog:
+        prog.update("level_start", {"index": 0, "levels": 1, "label": "rate=4", "total": None, "duration_s": 60.0})
+        prog.update("progress", {"index": 0, "done": 57, "elapsed_s": 15.0, "output_tokens": 1500})
+        task = prog._progress.tasks[0]
+        assert task.total == 60.0 and task.completed == 15.0
+    out = console.export_text()
+    assert "57 requests" in out and "level 1 of 1 · r=4/s" in out and "100 out tok/s" in out

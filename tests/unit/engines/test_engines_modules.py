@@ -10,7 +10,7 @@ import pytest
 from wattbench.engines import get_engine
 from wattbench.engines.llamacpp import LlamaCpp, parse_version, select_props
 from wattbench.engines.sglang import SGLang, select_server_info
-from wattbench.engines.transformers_serve import CUDA_TUNED_ARGS, TransformersServe
+from wattbench.engines.transformers_serve import CPU_BOUNDED_ARGS, CUDA_TUNED_ARGS, TransformersServe
 from wattbench.engines.vllm import VLLM, default_scheduler_limits, parse_cache_config_info, parse_engine_config_line
 from wattbench.errors import EngineError, UserError
 
@@ -62,7 +62,7 @@ def test_vllm_plan_for_a_local_dir(model_dir, tmp_path):
     assert plan.argv[-2:] == ["--max-num-seqs", "8"]
 
 
-def test_transformers_plan_adds_tuned_settings_on_cuda_only(model_dir, tmp_path):
+def test_transformers_plan_adds_tuned_settings_on_cuda_and_a_bounded_cache_on_cpu(model_dir, tmp_path):
     eng = TransformersServe()
     gpu = eng.plan(str(model_dir), "cuda", [], "127.0.0.1", 1, tmp_path)
     assert gpu.argv[-len(CUDA_TUNED_ARGS):] == CUDA_TUNED_ARGS
@@ -71,7 +71,10 @@ def test_transformers_plan_adds_tuned_settings_on_cuda_only(model_dir, tmp_path)
     own = eng.plan(str(model_dir), "cuda", ["--cb-max-batch-tokens", "2048"], "127.0.0.1", 1, tmp_path)
     assert "--cb-use-cuda-graph" not in own.argv and own.info["cb_max_batch_tokens"] == 2048
     cpu = eng.plan(str(model_dir), "cpu", [], "127.0.0.1", 1, tmp_path)
-    assert not any(a.startswith("--cb-") for a in cpu.argv)
+    assert "--cb-use-cuda-graph" not in cpu.argv and cpu.argv[-len(CPU_BOUNDED_ARGS):] == CPU_BOUNDED_ARGS
+    assert (cpu.info["cb_num_blocks"], cpu.info["cb_max_batch_tokens"]) == (512, 2048)
+    own_cpu = eng.plan(str(model_dir), "cpu", ["--cb-num-blocks", "64"], "127.0.0.1", 1, tmp_path)
+    assert own_cpu.info["cb_num_blocks"] == 64 and "--cb-max-batch-tokens" not in own_cpu.argv
     assert cpu.argv[:5] == [eng.python, "-m", "transformers.cli.transformers", "serve", str(model_dir.resolve())]
     assert cpu.env["HF_HUB_OFFLINE"] == "1" and Path(cpu.env.get("HF_HUB_CACHE", "/")).is_dir()
     # a model whose generation config has a real end token: lengths are not forced
@@ -87,8 +90,10 @@ def test_sglang_and_llamacpp_plans(model_dir, tmp_path):
     p = lc.plan(str(gguf), "cuda", ["-np", "4"], "127.0.0.1", 9, tmp_path)
     assert p.argv[:3] == ["/x/llama-server", "-m", str(gguf.resolve())]
     assert "--metrics" in p.argv and p.info["n_gpu_layers"] == "999" and p.info["parallel"] == "4"
+    with pytest.raises(UserError, match="GGUF files only and preset 'qwen-7b' is not a Llama"):
+        lc.plan("qwen-7b", "cpu", [], "127.0.0.1", 9, tmp_path)
     with pytest.raises(UserError, match="GGUF"):
-        lc.plan("tiny", "cpu", [], "127.0.0.1", 9, tmp_path)
+        lc.plan(None, "cpu", [], "127.0.0.1", 9, tmp_path)
     with pytest.raises(EngineError, match="llama.cpp server not found"):
         LlamaCpp(binary="/nonexistent/llama-server").check_installed()
 
@@ -105,3 +110,20 @@ def test_select_helpers():
 def test_unknown_engine():
     with pytest.raises(UserError, match="unknown engine 'tgi'"):
         get_engine("tgi")
+
+
+def test_llamacpp_serves_a_llama_preset_as_gguf_with_its_tokenizer(tmp_path, monkeypatch):
+    import wattbench.engines.gguf_export as gx
+
+    gguf = tmp_path / "tiny-v1.f16.gguf"
+    gguf.write_bytes(b"GGUF")
+    (tmp_path / "tiny-v1").mkdir()
+    monkeypatch.setattr(gx, "ensure_gguf", lambda name, cache_dir=None: gguf)
+    lc = LlamaCpp(binary="/x/llama-server")
+    p = lc.plan("tiny", "cpu", ["-np", "2"], "127.0.0.1", 9, tmp_path)
+    assert p.argv[:3] == ["/x/llama-server", "-m", str(gguf.resolve())]
+    assert p.argv[-4:] == ["-a", "tiny", "-np", "2"] and p.served_model == "tiny"
+    assert p.tokenizer_source() == str(tmp_path / "tiny-v1")  # exact prompt lengths from the preset's tokenizer
+    assert lc.plan("tiny", "cpu", ["--alias", "m"], "127.0.0.1", 9, tmp_path).served_model == "m"
+    # a bare .gguf: no local tokenizer the client could load (not the .gguf path itself)
+    assert lc.plan(str(gguf), "cpu", [], "127.0.0.1", 9, tmp_path).tokenizer_source() is None

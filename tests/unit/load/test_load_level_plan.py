@@ -124,7 +124,9 @@ def test_assemble_flags_saturation():
     assert out.load.saturated and "send lag" in reasons and "CPU" in reasons
     slow = [rec(i, 200 * i, 200 * i + 10, sched=200 * i) for i in range(10)]
     out = _assemble(spec(mode="rate", value=10.0), [_WorkerResult(slow, 5.0, None, False)], 0, 10.0, 1)
-    assert out.load.saturation_reasons == ["achieved rate 5.00/s < 95% of target 10.00/s"]
+    # sent on time by an idle client: a rate below the target is the draw's, not the client's
+    assert out.load.achieved_rate_rps == pytest.approx(5.0)
+    assert out.load.saturation_reasons == [] and not out.load.saturated
 
 
 def test_assemble_flags_a_starved_event_loop():

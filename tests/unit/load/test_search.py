@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from wattbench.errors import UserError
-from wattbench.load.search import auto_sweep, is_oversaturated, ladder, optimize
+from wattbench.load.saturation import is_oversaturated
+from wattbench.load.search import auto_sweep, ladder, optimize
 from wattbench.metrics.slo import parse_slos
 
 LADDER = sorted({int(round(x)) for x in np.geomspace(1, 1024, 80)})

@@ -77,6 +77,21 @@ def test_goodput_counts_requests_meeting_every_slo():
     assert g["all_met"] is False
 
 
+def test_goodput_on_the_window_token_basis():
+    """With the window's tokens (every stream, warm-up leftovers too) goodput scales them by the
+    share of the measured requests' tokens that met every SLO: the same basis as J/token."""
+    records = [rec(0, 100, 20), rec(1, 600, 20), rec(2, 100, 20, out=21), rec(3, 100, 20, ok=False),
+               rec(4, 900, 90, warmup=True)]
+    slos = parse_slos("ttft_p99=500ms")
+    g = goodput(records, slos, duration_s=10.0, avg_power_w={"accelerator": 500.0}, window_output_tokens=150.0)
+    # measured successful tokens 11 + 11 + 21 = 43, of which 32 met the SLO
+    assert g["token_basis"] == "tokens_in_window"
+    assert g["output_tokens_per_s"] == pytest.approx(150.0 * 32 / 43 / 10.0)
+    assert g["per_kw"]["accelerator"]["output_tokens_per_s_per_kw"] == pytest.approx(150.0 * 32 / 43 / 10.0 / 0.5)
+    assert g["requests_per_s"] == pytest.approx(0.2)  # requests stay the measured ones
+    assert goodput(records, slos, 10.0)["token_basis"] == "measured_request_tokens"
+
+
 def test_itl_slo_per_request_uses_own_gaps():
     r_ok = rec(0, 10, 0, out=5, chunk_gaps_ms=[10, 10, 10, 10])
     r_spike = rec(1, 10, 0, out=5, chunk_gaps_ms=[10, 10, 10, 200])

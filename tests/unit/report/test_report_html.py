@@ -168,3 +168,16 @@ def test_minimal_result_without_side_files_or_levels(tmp_path):
     assert "energy unavailable: no sensors" in page
     assert any("requests.jsonl is missing" in n for n in run.notes)
     assert page.index("requests.jsonl is missing") < page.index('class="run"')
+
+
+def test_slo_goodput_shown_as_figures_not_json(page, report_run_dir):
+    """--slo: the share meeting the SLO, goodput and goodput per kW as table cells, the SLO per level
+    as a table — no raw goodput JSON in the page (issue 18)."""
+    body = without_plotlyjs(page)
+    assert '"per_slo"' not in body and "&quot;per_slo&quot;" not in body
+    r = RunData(report_run_dir).result
+    for lv in r.levels:
+        g = lv.goodput
+        assert f"<td class=\"num\">{F.fmt_fraction_pct(g['fraction'])}</td>" in body
+        assert F.fmt(g["per_kw"]["accelerator"]["output_tokens_per_s_per_kw"]) in body
+    assert "SLO per level" in body and "SLO ttft_p99=120ms,tpot_p99=20ms" in body

@@ -12,6 +12,7 @@ from wattbench.report import summary as S
 from wattbench.report.data import RunData
 from wattbench.report.markdown import render_markdown
 from wattbench.report.terminal import run_summary
+from wattbench.results.schema import SearchOutcome, TrialsBlock
 
 
 def render(renderable, width):
@@ -65,10 +66,14 @@ def test_every_figure_in_its_own_cell_without_truncation(result, width):
 
 
 def test_narrow_splits_wide_does_not(result):
-    narrow, wide = render(run_summary(result), 80), render(run_summary(result), 160)
-    assert len(row(narrow, "c=1")) >= 3  # the level column repeated in each narrower table
-    assert len(row(wide, "c=1")) <= 2
-    assert len(row(render(run_summary(result), 240), "c=1")) == 1  # one wide table
+    r = result.model_copy(deep=True)
+    r.levels[2].label = "concurrency=16"  # (the fake's third label is an injection test, 50 characters long)
+    narrow, wide = render(run_summary(r), 80), render(run_summary(r), 160)
+    assert len(row(narrow, "c=1")) >= 2  # the level column repeated in each narrower table
+    assert len(row(wide, "c=1")) == 1  # one wide table at 160: SLO columns and two boundaries
+    head = [x for x in wide.splitlines() if x.startswith("level")][0]
+    assert "verdict" in head and "ok/fail" in head
+    assert "accel" in wide and "node" in wide
 
 
 def test_every_note_said_once(result):
@@ -100,12 +105,12 @@ def test_slo_shown_in_title_and_cells(result):
 def test_trials_mean_and_ci(result):
     r = result.model_copy(deep=True)
     lv = r.levels[1]
-    lv.extra["trials"] = {"n": 3, "confidence": 0.95, "figures": {
+    lv.trials = TrialsBlock.model_validate({"n": 3, "confidence": 0.95, "figures": {
         "output_tokens_per_s": {"mean": 1000.0, "ci_low": 980.0, "ci_high": 1020.0, "n": 3},
         "output_tokens_per_s_per_kw@accelerator": {"mean": 2500.0, "ci_low": 2400.0, "ci_high": 2600.0, "n": 3},
         "j_per_output_token@accelerator": {"mean": 0.5, "ci_low": 0.45, "ci_high": 0.55, "n": 3},
         "ttft_p99_ms": {"mean": 88.0, "ci_low": 80.0, "ci_high": 96.0, "n": 3},
-    }}
+    }})
     for width in (80, 160):
         out = render(run_summary(r), width)
         assert "mean and 95% CI over 3 trials" in out
@@ -127,15 +132,15 @@ class _Run:
 
 def test_optimize_and_sweep_say_what_and_why(result):
     r = result.model_copy(deep=True)
-    r.extra["optimize"] = {"objective": "goodput_per_kw", "best_value": 4, "knee_value": None,
+    r.optimize = SearchOutcome.model_validate({"objective": "goodput_per_kw", "best_value": 4, "knee_value": None,
                            "reason": "best of 3 measured levels out of 9 candidates",
-                           "measured_values": [1, 4, 16], "scores": [700.0, 1500.0, None], "ladder_size": 9}
+                           "measured_values": [1, 4, 16], "scores": [700.0, 1500.0, None], "ladder_size": 9})
     out = " ".join(render(run_summary(r), 80).split())
     assert ("optimize: chose c=4 — highest goodput_per_kw (1,500) meeting ttft_p99=120ms,tpot_p99=20ms; "
             "best of 3 measured levels out of 9 candidates (measured: c=1, c=4, c=16 ") in out
-    r.extra.pop("optimize")
-    r.extra["sweep"] = {"best_value": None, "knee_value": 1, "measured_values": [1, 4],
-                        "reason": "throughput grew +3.0% from 1 to 4 (< 10%)"}
+    r.optimize = None
+    r.sweep = SearchOutcome.model_validate({"best_value": None, "knee_value": 1, "measured_values": [1, 4],
+                        "reason": "throughput grew +3.0% from 1 to 4 (< 10%)"})
     out = " ".join(render(run_summary(r), 80).split())
     assert "sweep auto: stopped at c=4 — throughput grew +3.0% from 1 to 4 (< 10%); knee at c=1" in out
 
@@ -151,5 +156,5 @@ def test_best_level_under_the_slo(result):
     for x in r.levels:
         x.goodput["all_met"] = False
     assert S.best_under_slo(r) == (None, "best under SLO ttft_p99=120ms,tpot_p99=20ms: no level met it")
-    r.extra["optimize"] = {"objective": "goodput_per_kw", "best_value": 16, "measured_values": [16], "reason": "x"}
+    r.optimize = SearchOutcome.model_validate({"objective": "goodput_per_kw", "best_value": 16, "measured_values": [16], "reason": "x"})
     assert S.best_under_slo(r)[0] is r.levels[2]  # --optimize's choice is the answer when it ran

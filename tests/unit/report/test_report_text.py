@@ -97,3 +97,14 @@ def test_progress_renderable():
     c.print(p.get_renderable())
     out = c.export_text()
     assert "120/500" in out and "1,234 out tok/s" in out and "412 W (accelerator)" in out
+
+
+def test_markdown_slo_columns(report_run_dir):
+    run = RunData(report_run_dir)
+    text = render_markdown([run])
+    assert "SLO ttft\\_p99=120ms,tpot\\_p99=20ms" in text
+    head = next(x for x in text.splitlines() if x.startswith("| level |"))
+    assert "| SLO | met SLO | goodput tok/s | goodput tok/s/kW accel |" in head
+    for lv in run.result.levels[:2]:
+        row = next(x for x in text.splitlines() if x.startswith(f"| c={lv.load.target_concurrency} |"))
+        assert f"| {F.fmt_fraction_pct(lv.goodput['fraction'])} |" in row

@@ -9,6 +9,7 @@ import pytest
 
 from tests.fakes.results_factory import make_result
 from wattbench.errors import UserError
+from wattbench.results.schema import SCHEMA_VERSION
 from wattbench.results.rundir import append_requests, load_requests, load_result, write_result
 from wattbench.results.schema import RequestRecord
 
@@ -81,7 +82,7 @@ def test_newer_schema_refused(tmp_path):
     data = json.loads(make_result("nv").model_dump_json())
     data["schema_version"] = 99
     (tmp_path / "result.json").write_text(json.dumps(data))
-    with pytest.raises(UserError, match=r"schema_version 99 is newer than this wattbench reads \(1\); upgrade"):
+    with pytest.raises(UserError, match=rf"schema_version 99 is newer than this wattbench reads \({SCHEMA_VERSION}\); upgrade"):
         load_result(tmp_path)
 
 

@@ -161,3 +161,21 @@ def test_metrics_url():
     assert metrics_url("http://h:1/v1") == "http://h:1/metrics"
     assert metrics_url("http://h:1/") == "http://h:1/metrics"
     assert metrics_url("http://h:1/metrics") == "http://h:1/metrics"
+
+
+def test_llamacpp_prompt_tokens_include_those_reused_from_its_cache():
+    """llama.cpp's prompt_tokens_total excludes cached prompt tokens (its help text says so); the
+    canonical series adds prompt_tokens_cached_total so it counts the prompt tokens served."""
+    from wattbench.server.metrics import canonical_values, parse_exposition
+
+    text = (
+        "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed, excluding cached tokens\n"
+        "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 300\n"
+        "# HELP llamacpp:prompt_tokens_cached_total Number of prompt tokens reused from the cache\n"
+        "# TYPE llamacpp:prompt_tokens_cached_total counter\nllamacpp:prompt_tokens_cached_total 45\n"
+        "# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total 128\n"
+    )
+    v = canonical_values(parse_exposition(text), "llamacpp")
+    assert v["prompt_tokens"] == 345 and v["generation_tokens"] == 128
+    older = text.split("# HELP llamacpp:prompt_tokens_cached_total")[0]  # a build without the cached counter
+    assert canonical_values(parse_exposition(older), "llamacpp")["prompt_tokens"] == 300

@@ -6,7 +6,7 @@ import socket
 import pytest
 
 from wattbench.errors import TargetError, UserError
-from wattbench.load.types import TargetSpec
+from wattbench.server.target import TargetSpec
 from wattbench.server.openai import (
     build_payload,
     check_target,

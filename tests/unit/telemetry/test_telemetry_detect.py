@@ -15,7 +15,8 @@ from wattbench.telemetry.rapl import RaplSensor
 
 
 def base_kw(tmp_path, **kw):
-    d = dict(powercap_root=tmp_path / "pc", jetson_root=tmp_path / "i2c", ipmi_device=tmp_path / "ipmi0",
+    d = dict(powercap_root=tmp_path / "pc", jetson_root=tmp_path / "i2c", hwmon_root=tmp_path / "hwmon",
+             ipmi_device=tmp_path / "ipmi0",
              kfd_device=tmp_path / "kfd", which=lambda name: None)
     d.update(kw)
     return d
@@ -115,6 +116,55 @@ def test_cli_sensors_json_and_table(tmp_path):
     assert r.exit_code == 0 and "const.wall" in r.output and "812.5 W" in r.output and "declared" in r.output
     r = CliRunner().invoke(app, ["sensors", "--sensor", "const:wall"])
     assert r.exit_code == 2 and "bad --sensor 'const:wall'" in r.output
+
+
+def test_hwmon_detected_and_inventoried(tmp_path):
+    from telemetry_sysfs import acpi_power_meter, ina226, k10temp
+
+    from wattbench.telemetry.hwmon import HwmonSensor
+
+    k10temp(tmp_path / "hwmon")
+    sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(gpus=[])))
+    assert sensors == [] and problems[0].startswith("no power meter found")  # temperatures are no meter
+    acpi_power_meter(tmp_path / "hwmon", uw=180_000_000)
+    ina226(tmp_path / "hwmon", uw=5_000_000)
+    rows = inventory(None, measure_s=0.05, **base_kw(tmp_path, nvml=FakeNvml(gpus=[])))
+    chans = {r["id"]: r for r in rows if r["type"] == "channel"}
+    assert chans["hwmon.power_meter.power1_avg"]["boundary"] == "node"
+    assert chans["hwmon.power_meter.power1_avg"]["value"] == pytest.approx(180.0)
+    assert chans["hwmon.ina226.power1"]["kind"] == "aux" and chans["hwmon.ina226.power1"]["value"] == pytest.approx(5.0)
+    probs = [r["problem"] for r in rows if r["type"] == "problem"]
+    assert any("boundary=node" in p for p in probs)  # how to count the INA rail
+    sensors, _ = autodetect(**base_kw(tmp_path, nvml=FakeNvml(gpus=[])))
+    assert [type(s) for s in sensors] == [HwmonSensor]
+
+
+def test_hwmon_skips_chips_other_sensors_read(tmp_path):
+    from telemetry_sysfs import amd_energy, ina3221
+
+    jetson_tree(tmp_path / "i2c", {1: ("VDD_IN", 1000, 5000)})
+    ina3221(tmp_path / "hwmon")  # the same INA3221 seen through /sys/class/hwmon
+    rapl_tree(tmp_path / "pc")
+    amd_energy(tmp_path / "hwmon")  # the same socket energy RAPL reads
+    sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(gpus=[])))
+    assert [type(s) for s in sensors] == [RaplSensor, JetsonSensor] and problems == []
+
+
+def test_hwmon_unreadable_is_a_problem_with_the_fix(tmp_path, monkeypatch):
+    from telemetry_sysfs import amd_energy
+
+    from wattbench.telemetry.hwmon import HwmonSensor
+
+    amd_energy(tmp_path / "hwmon")
+
+    def deny(self, path):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(HwmonSensor, "_read_text", deny)
+    sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(gpus=[])))
+    assert sensors == []
+    (p,) = problems
+    assert p.startswith("hwmon: permission denied reading") and "chmod a+r" in p and "udev" in p
 
 
 def test_cli_sensors_named_meter_with_nothing_readable_exits_nonzero(tmp_path):

@@ -9,7 +9,7 @@ import sys
 
 from tests.fakes.planning_results import make_level, make_result, write_run
 from wattbench.planning.measured import load_result
-from wattbench.tune.model import TrialRecord, TuneResult, write_tune
+from wattbench.results.tune import TrialRecord, TuneResult, write_tune
 from wattbench.tune.run import conclude
 
 

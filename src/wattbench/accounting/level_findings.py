@@ -1,0 +1,148 @@
+"""Findings about what a level measured, beside the energy findings of ``validity.py``.
+
+A level can look valid and not be: nothing measured, percentiles from a handful of requests, a
+"concurrency=64" label on a level that held 7 requests in flight, prompts far from the length
+asked for. Each rule here returns ``validity.Finding``s (pure functions of the level's records and
+statistics); the runner adds them to the level's verdict.
+
+==============================================  =====================================  =========
+rule                                            threshold                              verdict
+==============================================  =====================================  =========
+no measured request completed                   0 completed (warm-up excluded)         invalid
+the target stopped answering (load/liveness)    REFUSALS_DOWN refusals in a row         invalid
+tail percentile from few requests               n < 1 / (1 - 0.99) = 100 (p99)          warn
+closed loop held far fewer in flight            mean in flight < 50 % of the label      warn
+prompt lengths off the asked length             server-counted mean input off by > 10 %  warn
+==============================================  =====================================  =========
+
+Why: a level with no completed measured request has no latency, no throughput and no window —
+any figure beside it would be a placeholder. A p99 from n < 100 samples lies between the two
+largest values (from n = 4 it is the maximum): it is reported, and marked. A closed loop's label
+is the concurrency *asked*; think times, sessions or a level shorter than one round keep fewer
+streams busy, and below half the label the figures describe a different load. Without a
+tokenizer prompts are built from approximate lengths; the server's ``usage`` says what it
+really counted, and past 10 % the level's input length is not the one asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from wattbench.accounting.validity import Finding, worst
+from wattbench.results.schema import LevelResult, RequestRecord, Result, Validity
+
+__all__ = ["level_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
+           "input_length_finding", "P99_MIN_SAMPLES", "IN_FLIGHT_WARN_FRACTION", "INPUT_LENGTH_WARN_PCT"]
+
+P99_MIN_SAMPLES = 100
+IN_FLIGHT_WARN_FRACTION = 0.5
+INPUT_LENGTH_WARN_PCT = 10.0
+
+
+def no_completed_finding(level: LevelResult, stopped_early: str | None = None) -> Finding | None:
+    """``invalid`` when no measured (non-warm-up) request completed, with what happened instead."""
+    req = level.requests
+    if req.completed > 0:
+        return None
+    parts = [f"{req.warmup} warm-up", f"{req.failed} failed"]
+    why = f"no measured request completed ({', '.join(parts)}, 0 completed)"
+    if stopped_early == "requests_exhausted":
+        why += "; the workload ran out of requests before this level"
+    elif req.warmup and not req.failed:
+        why += ("; every request sent was a warm-up request: the level ended (--duration) before a request "
+                "sent after the warm-up finished; lengthen --duration or shorten --warmup")
+    elif req.failed:
+        top = max(req.errors, key=req.errors.get) if req.errors else "error"
+        why += f"; most failures: {top}"
+    return Finding("invalid", why + ". Its figures are not measurements")
+
+
+def small_sample_finding(level: LevelResult) -> Finding | None:
+    """``warn`` when the level reports a p99 from fewer than ``P99_MIN_SAMPLES`` requests."""
+    n = level.requests.completed
+    if n == 0 or n >= P99_MIN_SAMPLES or level.latency.e2e_ms.p99 is None:
+        return None
+    return Finding("warn", f"latency percentiles from {n} requests: a p99 needs at least {P99_MIN_SAMPLES} "
+                           f"(from {n} it lies between the largest values); read p99 as the maximum")
+
+
+def in_flight_finding(level: LevelResult) -> Finding | None:
+    """``warn`` when a closed loop kept far fewer requests in flight than its label."""
+    load = level.load
+    asked, got = load.target_concurrency, load.mean_in_flight
+    if load.mode != "concurrency" or not asked or got is None or level.requests.completed == 0:
+        return None
+    if got >= IN_FLIGHT_WARN_FRACTION * asked:
+        return None
+    return Finding("warn", f"concurrency asked {asked}, achieved {got:.1f} in flight on average "
+                           f"({got / asked:.0%}; think times, sessions or a short level): the figures describe "
+                           f"a load of about {got:.1f}")
+
+
+def input_length_finding(records: Iterable[RequestRecord], length_source: str | None) -> Finding | None:
+    """``warn`` when approximate prompt lengths came out far from the asked lengths (server-counted)."""
+    if length_source not in ("approx", "approximate"):
+        return None
+    asked = got = 0
+    n = 0
+    for r in records:
+        if r.warmup or not r.ok or r.input_tokens is None or not r.requested_input_tokens:
+            continue
+        asked += r.requested_input_tokens
+        got += r.input_tokens
+        n += 1
+    if n == 0:
+        return Finding("warn", "prompt lengths are approximate (no tokenizer) and the server reported no input "
+                               "token counts to check them; give --tokenizer PATH for exact lengths")
+    diff = 100.0 * (got - asked) / asked
+    if abs(diff) <= INPUT_LENGTH_WARN_PCT:
+        return None
+    return Finding("warn", f"input tokens asked {asked / n:.0f}, the server counted {got / n:.0f} on average "
+                           f"({diff:+.0f}%): without a tokenizer prompt lengths are approximate; give "
+                           "--tokenizer PATH (or a server with /tokenize) for exact lengths")
+
+
+def level_findings(level: LevelResult, records: Iterable[RequestRecord], *, stopped_early: str | None = None,
+                   length_source: str | None = None, target_down: dict | None = None) -> list[Finding]:
+    """Every rule of this module for one accounted level."""
+    out: list[Finding] = []
+    if target_down:
+        out.append(Finding("invalid", f"{target_down.get('text') or 'the target stopped answering'}; the level "
+                                      "was stopped and the requests measured before are kept"))
+    records = list(records)
+    for f in (no_completed_finding(level, stopped_early), small_sample_finding(level), in_flight_finding(level),
+              input_length_finding(records, length_source)):
+        if f is not None:
+            out.append(f)
+    return out
+
+
+def no_energy_text(why: str) -> str:
+    """The one message a run without energy carries (said once, in the run's verdict)."""
+    return (f"energy: unavailable: no energy was measured ({why}); latency and throughput are measured, "
+            "energy and efficiency figures are not")
+
+
+def run_validity(result: Result, energy_unavailable: str | None = None) -> Validity:
+    """The run's verdict: the worst level's, with each level's reasons; ``invalid`` without a
+    finished level; at best ``warn`` with ``energy="unavailable"`` when no level has energy
+    (``energy_unavailable`` says why: no meter, ``--no-sensors``)."""
+    levels = result.levels
+    verdict = worst(*(lv.validity for lv in levels)).verdict
+    reasons: list[str] = []
+    if not levels:
+        verdict = "invalid"
+        reasons.append("no level finished")
+    reasons += sorted({f"{lv.label}: {r}" for lv in levels for r in lv.validity.reasons})
+    measured = any(lv.energy for lv in levels)
+    energy = "measured" if measured else "unavailable"
+    if not measured and levels:
+        if verdict == "valid":
+            verdict = "warn"
+        reasons.insert(0, no_energy_text(energy_unavailable or "no power meter produced readings"))
+    return Validity(verdict=verdict, reasons=reasons, energy=energy)  # type: ignore[arg-type]
+
+
+def empty_levels(result: Result) -> list[str]:
+    """Labels of the levels that completed no measured request (the run then exits with code 3)."""
+    return [lv.label for lv in result.levels if lv.requests.completed == 0]

@@ -1,0 +1,28 @@
+"""Where and how to send requests: the target spec the OpenAI client, the load generator and the
+launchers share. It lives in ``server/`` (below ``load/``) so that the client needs nothing from the
+load generator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass
+class TargetSpec:
+    """Where and how to send requests. The API key is held here in memory only."""
+
+    base_url: str  # normalized, ends with /v1
+    model: str
+    api: Literal["completions", "chat"] = "completions"
+    api_key: str | None = None
+    extra_body: dict = field(default_factory=dict)  # engine-specific fields the engine accepts (ignore_eos …)
+    request_timeout_s: float = 600.0
+    stall_timeout_s: float = 120.0
+    keep_output_text: bool = False
+    send_min_tokens: bool = False  # the server accepts min_tokens (vLLM, SGLang); strict servers reject it
+    keepalive: bool = True  # reuse connections; False: one per request (server.detect.reuses_connections)
+    headers: dict = field(default_factory=dict)  # --header K:V, sent with every request (memory only)
+
+    def __repr__(self) -> str:  # never show the key
+        return f"TargetSpec(base_url={self.base_url!r}, model={self.model!r}, api={self.api!r})"

@@ -1,0 +1,133 @@
+"""Findings about what a level measured (accounting/level_findings.py), the run verdict without a
+meter, and how the searches and the prefill/decode pair treat a level that measured nothing."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from tests.fakes.results_factory import make_level, make_result
+from wattbench.accounting import level_findings as LF
+from wattbench.load.search import auto_sweep, optimize
+from wattbench.results.schema import Requests, RequestRecord, Stats
+
+
+def _empty(level_index=1, value=128, warmup=128, failed=0):
+    lv = make_level(index=level_index, value=value)
+    lv.requests = Requests(completed=0, failed=failed, warmup=warmup)
+    lv.energy = {}
+    return lv
+
+
+def test_no_completed_request_is_invalid_with_what_happened():
+    f = LF.no_completed_finding(_empty())
+    assert f.verdict == "invalid"
+    assert "no measured request completed (128 warm-up, 0 failed, 0 completed)" in f.reason
+    assert "every request sent was a warm-up request" in f.reason
+    assert LF.no_completed_finding(make_level()) is None
+
+
+def test_small_sample_percentiles_warn():
+    lv = make_level()
+    lv.requests.completed = 4  # the H200 chat run: p99 from n=4
+    f = LF.small_sample_finding(lv)
+    assert f.verdict == "warn" and "from 4 requests" in f.reason and "100" in f.reason
+    lv.requests.completed = LF.P99_MIN_SAMPLES
+    assert LF.small_sample_finding(lv) is None
+
+
+def test_closed_loop_far_below_its_label_warns_with_the_achieved_figure():
+    lv = make_level(value=64)
+    lv.load.mean_in_flight = 7.2  # the H200 chat level: think times
+    f = LF.in_flight_finding(lv)
+    assert f.verdict == "warn" and "concurrency asked 64, achieved 7.2 in flight" in f.reason
+    lv.load.mean_in_flight = 40.0
+    assert LF.in_flight_finding(lv) is None
+
+
+def _rec(asked, got):
+    return RequestRecord(id=0, level=0, sent_ns=0, end_ns=1, ok=True, input_tokens=got,
+                         requested_input_tokens=asked, output_tokens=4)
+
+
+def test_approximate_prompt_lengths_far_from_the_asked_length_warn():
+    far = [_rec(256, 400), _rec(256, 410)]  # --input-tokens 256 without a tokenizer: ~400 counted
+    f = LF.input_length_finding(far, "approx")
+    assert f.verdict == "warn" and "asked 256, the server counted 405" in f.reason and "+58%" in f.reason
+    assert LF.input_length_finding([_rec(256, 260)], "approx") is None  # within 10%
+    assert LF.input_length_finding(far, "tokenizer") is None  # exact lengths: not this rule's business
+
+
+def test_run_without_energy_says_so_once_in_the_verdict():
+    r = make_result()
+    for lv in r.levels:
+        lv.energy = {}
+        lv.validity.reasons = []
+        lv.validity.verdict = "valid"
+    v = LF.run_validity(r, "no power meter could be read on this machine")
+    assert v.energy == "unavailable" and v.verdict == "warn"
+    assert v.reasons[0].startswith("energy: unavailable: no energy was measured (no power meter could be read")
+    assert sum("no energy was measured" in x for x in v.reasons) == 1
+    measured = LF.run_validity(make_result())
+    assert measured.energy == "measured"
+
+
+def test_auto_sweep_stops_at_a_failed_level_and_names_it():
+    figs = {1: {"throughput": {"output_tokens_per_s": 100.0}}, 2: {"throughput": {"output_tokens_per_s": 190.0}},
+            4: {"throughput": {"output_tokens_per_s": 0.0}, "failed": "no measured request completed"}}
+    res = auto_sweep(lambda v: figs[v], start=1, max_value=64)
+    assert res.knee_value == 2 and res.best_value == 2
+    assert res.reason.startswith("level 4 failed: no measured request completed")
+    assert res.to_dict()["failed"] == [{"value": 4, "reason": "no measured request completed"}]
+
+
+def test_optimize_scores_a_failed_level_as_failed_not_missing():
+    def measure(v):
+        if v == 128:
+            return {"failed": "no measured request completed", "goodput_per_kw": None}
+        return {"goodput_per_kw": float(v)}  # rising: the failed top level would otherwise look "missing"
+
+    res = optimize(measure, [1, 2, 4, 8, 16, 32, 64, 128], refine=False)
+    assert res.best_value == 64
+    refined = optimize(measure, [1, 2, 4, 8, 16, 32, 64, 128])  # bisects up to the failed level, never onto it
+    assert 64 <= refined.best_value < 128
+    d = res.to_dict("goodput_per_kw")
+    assert d["failed"] == [{"value": 128, "reason": "no measured request completed"}]
+
+
+def test_isolating_pair_with_an_empty_level_says_a_sentence(monkeypatch):
+    from wattbench import runner
+
+    pre = make_level(index=0, value=8)
+    pre.label = "concurrency=8 prefill-heavy"
+    dec = _empty(1, 8)
+    dec.label = "concurrency=8 decode-heavy"
+    dec.validity.verdict = "invalid"
+    dec.validity.reasons = ["invalid: " + LF.no_completed_finding(dec).reason]
+    levels = iter([pre, dec])
+    result = make_result()
+    state = SimpleNamespace(config=SimpleNamespace(concurrency=[8]), result=result)
+    lr = SimpleNamespace(measure=lambda *a, **k: next(levels))
+    runner._prefill_decode_pair(state, lr)
+    pair = result.extra["prefill_decode"]["isolating_pair"]
+    assert pair["error"].startswith("the concurrency=8 decode-heavy level has no energy to split (no measured request")
+    assert "no measured request completed" in pair["error"] and pair["error"] != "'accelerator'"
+    assert pair["failed_levels"] == ["concurrency=8 decode-heavy"]
+
+
+def test_headline_shows_achieved_beside_asked_and_marks_small_samples():
+    from wattbench.report.format import headline
+
+    lv = make_level(value=64)
+    lv.load.mean_in_flight = 7.2
+    lv.requests.completed = 4
+    h = headline(lv)
+    assert "achieved 7.2 in flight of 64 asked" in h and "(n=4)" in h
+    from wattbench.report.summary import short_label
+
+    assert short_label(lv) == "c=64 (got 7.2)"  # the level tables' label too
+    ok = make_level(value=8)
+    assert short_label(ok) == "c=8"
+    ok.requests.completed = 500
+    assert "achieved" not in headline(ok) and "(n=" not in headline(ok)

@@ -1,0 +1,94 @@
+"""Result schema 2: run analyses are typed fields; a version-1 ``result.json`` still loads.
+
+The fixtures under ``tests/fixtures/results_v1/`` were written by scripted runs (scripted streaming
+server, a declared 700 W node sensor, seed 1) at main e69babe, before schema 2:
+``trials/``: ``--concurrency 1,2 --trials 2 --idle 0.5``; ``sweep/``: ``--sweep auto
+--max-concurrency 4``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from wattbench.analysis.figures import trial_ci
+from wattbench.results.rundir import load_result
+from wattbench.results.schema import SCHEMA_VERSION, Result, upgrade_v1
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures" / "results_v1"
+
+
+def _raw(name: str) -> dict:
+    return json.loads((FIX / name / "result.json").read_text())
+
+
+def test_fixtures_are_version_1_with_the_analyses_in_extra():
+    raw = _raw("trials")
+    assert raw["schema_version"] == 1 and SCHEMA_VERSION == 2
+    assert {"idle_window", "pareto"} <= set(raw["extra"])
+    assert all("trials" in lv["extra"] for lv in raw["levels"])
+    assert "sweep" in _raw("sweep")["extra"]
+
+
+def test_v1_trials_run_loads_into_the_typed_fields(tmp_path):
+    raw = _raw("trials")
+    shutil.copy(FIX / "trials" / "result.json", tmp_path / "result.json")
+    r = load_result(tmp_path)
+    assert r.schema_version == SCHEMA_VERSION
+    # the idle window: same bounds, now a Window of kind "idle"
+    w = raw["extra"]["idle_window"]
+    assert (r.idle_window.start_ns, r.idle_window.end_ns, r.idle_window.kind) == (w["start_ns"], w["end_ns"], "idle")
+    assert r.idle_window.duration_s == pytest.approx((w["end_ns"] - w["start_ns"]) / 1e9, rel=1e-9)
+    # the Pareto frontiers, point for point
+    pf = raw["extra"]["pareto"]
+    assert r.pareto.boundary == pf["boundary"] == "node"
+    assert [(p.label, p.efficiency, p.latency, p.on_frontier) for p in r.pareto.tpot_p99.points] == [
+        (p["label"], p["efficiency"], p["latency"], p["on_frontier"]) for p in pf["tpot_p99"]["points"]]
+    assert r.pareto.goodput_tpot_p99 is None  # no SLO in that run
+    # the trials block: every figure, and the CI compare reads from it
+    for lv, rawlv in zip(r.levels, raw["levels"]):
+        tb = rawlv["extra"]["trials"]
+        assert lv.trials.n == tb["n"] == 2 and lv.trials.confidence == tb["confidence"]
+        assert set(lv.trials.figures) == set(tb["figures"])
+        f = tb["figures"]["output_tokens_per_s"]
+        ci = trial_ci(lv, "output_tokens_per_s", "node")
+        assert (ci.mean, ci.low, ci.high, ci.n) == (f["mean"], f["ci_low"], f["ci_high"], 2)
+        # the mean is the mean of the two trials' values
+        assert ci.mean == pytest.approx(sum(f["values"]) / 2, rel=1e-12)
+        assert "trials" not in lv.extra
+    # what was not moved stays in extra
+    assert r.extra["prefill_decode"] == raw["extra"]["prefill_decode"]
+    assert "idle_window" not in r.extra and "pareto" not in r.extra
+
+
+def test_v1_sweep_run_loads_and_keeps_integer_levels():
+    raw = _raw("sweep")
+    r = Result.model_validate(raw)
+    s = raw["extra"]["sweep"]
+    assert r.sweep.measured_values == s["measured_values"] == [1, 2, 4]
+    assert all(isinstance(v, int) for v in r.sweep.measured_values)  # concurrency stays an int
+    assert (r.sweep.best_value, r.sweep.knee_value, r.sweep.reason) == (s["best_value"], s["knee_value"], s["reason"])
+    assert r.sweep.scores == s["scores"] and r.optimize is None
+    # written back, it is a version-2 file with the sweep at the top level
+    again = json.loads(r.model_dump_json())
+    assert again["schema_version"] == 2 and again["sweep"]["best_value"] == 4 and "sweep" not in again["extra"]
+    assert Result.model_validate(again).sweep == r.sweep
+
+
+def test_upgrade_does_not_modify_its_input():
+    raw = _raw("trials")
+    before = json.dumps(raw, sort_keys=True)
+    upgrade_v1(raw)
+    assert json.dumps(raw, sort_keys=True) == before
+
+
+def test_a_version_2_file_is_not_migrated_again():
+    """A v2 file whose extra happens to hold a key named like a v1 analysis keeps it there."""
+    raw = _raw("sweep")
+    r = Result.model_validate(raw)
+    d = json.loads(r.model_dump_json())
+    d["extra"]["pareto"] = {"note": "user data"}
+    r2 = Result.model_validate(d)
+    assert r2.extra["pareto"] == {"note": "user data"} and r2.pareto == r.pareto
