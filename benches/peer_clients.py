@@ -10,7 +10,9 @@ whose executable is missing is skipped, and the output says so) against
   contains what any client's TTFT contains beyond the server's own: loopback both ways, the
   client's queueing and its late stamping); **ITL error** = each inter-token gap it reports −
   the server's gap between the same two token writes. Mean and p99 of both over the requests
-  (gaps) of the level;
+  (gaps) of the level. The TTFT error is also split in two on the shared clock: the tool's start
+  stamp -> the server's read of the request (send path and queueing, plus the server waiting for
+  a CPU), and the server's first write -> the tool's first-token stamp (late arrival stamps);
 - vLLM on the CPU (the tiny preset, dummy weights, ``/work/venv-vllm``): there is no per-request
   log, so the truth is vLLM's own ``/metrics`` histograms over the same requests
   (``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds``: sum/count deltas),
