@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fakes"))
 
-from telemetry_nvml import FakeGPU, FakeNvml  # noqa: E402
-from telemetry_scripted import ScriptedSensor  # noqa: E402
+from fake_nvml import FakeGPU, FakeNvml  # noqa: E402
+from scripted_sensor import ScriptedSensor  # noqa: E402
 
 from wattbench.telemetry.nvml import COUNTER_EVERY_S, NvmlSensor  # noqa: E402
 from wattbench.telemetry.sampler import Sampler  # noqa: E402
@@ -51,7 +51,7 @@ class CostlyCounterNvml(FakeNvml):
 
 def sensors_for(case: str, counter_every_s: float):
     if case == "scripted":
-        return [ScriptedSensor()], 1
+        return [ScriptedSensor(poll_interval_s=None, update_period_s=None)], 1
     if case == "nvml-fake-8gpu":
         return [NvmlSensor(nvml=FakeNvml(gpus=[FakeGPU() for _ in range(8)]), counter_every_s=counter_every_s)], 8
     if case == "nvml-fake-h200cost":

@@ -122,7 +122,7 @@ class RunConfig(BaseModel):
     def _sampling(cls, v: float | None, info) -> float | None:
         if v is not None and not (v >= 0 and v == v):
             raise ValueError(f"--{info.field_name.replace('_', '-')} must be >= 0, got {v}")
-        if info.field_name == "top_p" and v is not None and v > 1:
+        if info.field_name == "top_p" and v is not None and not 0 < v <= 1:  # 0 is refused by servers
             raise ValueError(f"--top-p must be in (0, 1], got {v}")
         return v
 

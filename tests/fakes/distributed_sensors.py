@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from tests.fakes.telemetry_scripted import ScriptedSensor
+from tests.fakes.scripted_sensor import ScriptedSensor
 
 
 class DyingSensor(ScriptedSensor):

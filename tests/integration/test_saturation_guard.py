@@ -1,5 +1,5 @@
 """Client saturation guard: a load generator that cannot keep up is reported, and the figures it
-biases are marked (level.extra["saturated_figures"], the headline's mark, the verdict's warn).
+biases are marked (level.saturated_figures, the headline's mark, the verdict's warn).
 
 The overload is deliberate and deterministic: a seam in the client (``StreamClient.send``)
 burns CPU before each request, so one in-process worker can send at most ~1/(burn) requests/s
@@ -56,11 +56,11 @@ def test_overloaded_client_is_flagged_and_figures_marked(tmp_path, hog):
     assert ld.saturated
     # 60 sends at 400/s are due within 150 ms; burning 8 ms each, the last leaves ~330 ms late
     assert ld.send_lag_ms.p99 > 200.0
-    kinds = lv.extra["saturation_kinds"]
+    kinds = lv.saturation_kinds
     assert "send_lag" in kinds, (kinds, ld.saturation_reasons)
     assert lv.validity.verdict == "warn"
     assert any("load generator saturated" in r for r in lv.validity.reasons), lv.validity.reasons
-    figs = lv.extra["saturated_figures"]
+    figs = lv.saturated_figures
     assert "latency.*" in figs and "throughput.*" in figs
     assert "energy.accelerator.output_tokens_per_s_per_kw" in figs and "energy.accelerator.j_per_output_token" in figs
     assert not any(f.endswith((".energy_j", ".avg_power_w")) for f in figs)  # measured right, not marked
@@ -68,7 +68,7 @@ def test_overloaded_client_is_flagged_and_figures_marked(tmp_path, hog):
     from wattbench.results.rundir import load_result
 
     on_disk = load_result(tmp_path / "run").levels[0]
-    assert on_disk.extra["saturated_figures"] == figs
+    assert on_disk.saturated_figures == figs
 
 
 def test_control_level_is_not_flagged(tmp_path):
@@ -81,10 +81,10 @@ def test_control_level_is_not_flagged(tmp_path):
     # tests in tests/unit/load/test_saturation_mark.py cover that case without a host).
     lag = lv.load.client_loop_lag_ms
     if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 > SAT_LOOP_LAG_MS:
-        assert "loop_lag" in lv.extra["saturation_kinds"] and headline(lv).startswith(SATURATION_MARK)
+        assert "loop_lag" in lv.saturation_kinds and headline(lv).startswith(SATURATION_MARK)
         return
     assert not lv.load.saturated, lv.load.saturation_reasons
-    assert "saturated_figures" not in lv.extra
+    assert lv.saturated_figures == [] and lv.saturation_kinds == []
     assert not headline(lv).startswith(SATURATION_MARK)
 
 

@@ -8,7 +8,8 @@ Version history:
 
 - 1: run analyses in untyped ``extra`` keys.
 - 2: the trials block (``LevelResult.trials``), the memory / rest-of-board split
-  (``LevelResult.power_split``), the auto sweep and the optimiser (``Result.sweep`` /
+  (``LevelResult.power_split``), what a saturated client biases (``LevelResult.saturated_figures``
+  / ``saturation_kinds``), the auto sweep and the optimiser (``Result.sweep`` /
   ``Result.optimize``), the Pareto frontiers (``Result.pareto``) and the idle windows
   (``Result.idle_window`` / ``Result.idle_after_window``) are typed fields. A version-1 file loads:
   ``_from_v1`` moves those ``extra`` keys to their fields.
@@ -374,6 +375,9 @@ class LevelResult(_M):
     attribution: dict[str, RequestAttribution] = Field(default_factory=dict)
     trials: TrialsBlock | None = None  # --trials N > 1
     power_split: PowerSplit | None = None  # the board reports its memory power
+    # a saturated load generator (load/saturation.py): which figures it biases, and why
+    saturated_figures: list[str] = Field(default_factory=list)
+    saturation_kinds: list[str] = Field(default_factory=list)
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -491,7 +495,7 @@ class Result(_M):
 
 _V1_RUN_KEYS = ("sweep", "optimize", "pareto")
 _V1_WINDOWS = {"idle_window": "idle", "idle_after_window": "idle_after"}
-_V1_LEVEL_KEYS = ("trials", "power_split")
+_V1_LEVEL_KEYS = ("trials", "power_split", "saturated_figures", "saturation_kinds")
 
 
 def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
@@ -510,7 +514,7 @@ def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
             lv = dict(lv)
             lx = dict(lv.get("extra") or {})
             for key in _V1_LEVEL_KEYS:
-                if key in lx and lv.get(key) is None:
+                if key in lx and not lv.get(key):
                     lv[key] = lx.pop(key)
             lv["extra"] = lx
         levels.append(lv)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.fakes.telemetry_scripted import ScriptedSensor
+from tests.fakes.scripted_sensor import ScriptedSensor
 from wattbench.clock import now_ns
 from wattbench.distributed.actors import NodeSensor
 

@@ -1,6 +1,6 @@
 """Environment checks against a fake pynvml: each failure mode gives the right status and fix."""
 
-from ops_nvml import FakeNvml, NVMLError, OpsGPU
+from tests.fakes.fake_nvml import FakeGPU, FakeNvml, NVMLError
 
 from wattbench.doctor import environment as env
 
@@ -11,7 +11,7 @@ def checks(nv, tmp_path=None):
 
 
 def test_healthy_gpu_all_pass_and_read_only():
-    nv = FakeNvml(gpus=[OpsGPU(), OpsGPU(name="NVIDIA H200 #2")])
+    nv = FakeNvml(gpus=[FakeGPU(), FakeGPU(name="NVIDIA H200 #2")])
     c, facts = checks(nv)
     assert facts["gpu_count"] == 2 and facts["driver_cuda"] == "13.0"
     assert c["env.driver"].status == "pass" and "580.65.06" in c["env.driver"].message
@@ -23,7 +23,7 @@ def test_healthy_gpu_all_pass_and_read_only():
 
 
 def test_power_cap_below_default_warns_with_both_figures():
-    nv = FakeNvml(gpus=[OpsGPU(enforced_mw=450_000, default_mw=700_000, management_mw=450_000)])
+    nv = FakeNvml(gpus=[FakeGPU(enforced_mw=450_000, default_mw=700_000, management_mw=450_000)])
     c, _ = checks(nv)
     pl = c["env.gpu0.power_limit"]
     assert pl.status == "warn"
@@ -33,19 +33,19 @@ def test_power_cap_below_default_warns_with_both_figures():
 
 
 def test_cap_held_by_another_constraint_is_explained():
-    nv = FakeNvml(gpus=[OpsGPU(enforced_mw=600_000, default_mw=700_000, management_mw=700_000)])
+    nv = FakeNvml(gpus=[FakeGPU(enforced_mw=600_000, default_mw=700_000, management_mw=700_000)])
     c, _ = checks(nv)
     assert c["env.gpu0.power_limit"].status == "warn"
     assert "another constraint" in c["env.gpu0.power_limit"].message
 
 
 def test_persistence_off_warns():
-    c, _ = checks(FakeNvml(gpus=[OpsGPU(persistence=0)]))
+    c, _ = checks(FakeNvml(gpus=[FakeGPU(persistence=0)]))
     assert c["env.gpu0.persistence"].status == "warn" and "-pm 1" in c["env.gpu0.persistence"].fix
 
 
 def test_throttle_bits_are_each_explained():
-    c, _ = checks(FakeNvml(gpus=[OpsGPU(reasons=0x4 | 0x20 | 0x1, sm_clock=1200)]))
+    c, _ = checks(FakeNvml(gpus=[FakeGPU(reasons=0x4 | 0x20 | 0x1, sm_clock=1200)]))
     ck = c["env.gpu0.clocks"]
     assert ck.status == "warn"
     assert "sw_power_cap" in ck.message and "sw_thermal_slowdown" in ck.message
@@ -55,7 +55,7 @@ def test_throttle_bits_are_each_explained():
 
 
 def test_benign_bits_pass_and_unknown_bits_named():
-    c, _ = checks(FakeNvml(gpus=[OpsGPU(reasons=0x2 | 0x1000)]))
+    c, _ = checks(FakeNvml(gpus=[FakeGPU(reasons=0x2 | 0x1000)]))
     ck = c["env.gpu0.clocks"]
     assert ck.status == "pass"
     assert "applications_clocks_setting" in ck.message and "unknown_0x1000" in ck.message
@@ -71,32 +71,32 @@ def test_decode_clock_events_every_bit():
 
 
 def test_temperature_near_slowdown_warns():
-    c, _ = checks(FakeNvml(gpus=[OpsGPU(temperature=83, slowdown_c=87)]))
+    c, _ = checks(FakeNvml(gpus=[FakeGPU(temperature=83, slowdown_c=87)]))
     assert c["env.gpu0.temperature"].status == "warn"
-    c, _ = checks(FakeNvml(gpus=[OpsGPU(temperature=81, slowdown_c=87)]))
+    c, _ = checks(FakeNvml(gpus=[FakeGPU(temperature=81, slowdown_c=87)]))
     assert c["env.gpu0.temperature"].status == "pass"
-    nv = FakeNvml(gpus=[OpsGPU(temperature=86)], unsupported={"nvmlDeviceGetTemperatureThreshold"})
+    nv = FakeNvml(gpus=[FakeGPU(temperature=86)], unsupported={"nvmlDeviceGetTemperatureThreshold"})
     c, _ = checks(nv)
     assert c["env.gpu0.temperature"].status == "warn" and "85 C" in c["env.gpu0.temperature"].message
 
 
 def test_ecc_volatile_uncorrected_fails():
-    c, _ = checks(FakeNvml(gpus=[OpsGPU(volatile_unc=3, aggregate_unc=3)]))
+    c, _ = checks(FakeNvml(gpus=[FakeGPU(volatile_unc=3, aggregate_unc=3)]))
     e = c["env.gpu0.ecc"]
     assert e.status == "fail" and "3 uncorrected" in e.message and "RMA" in e.fix
 
 
 def test_ecc_aggregate_only_warns_and_pending_remap_warns():
-    c, _ = checks(FakeNvml(gpus=[OpsGPU(aggregate_unc=2)]))
+    c, _ = checks(FakeNvml(gpus=[FakeGPU(aggregate_unc=2)]))
     assert c["env.gpu0.ecc"].status == "warn" and "lifetime" in c["env.gpu0.ecc"].message
-    c, _ = checks(FakeNvml(gpus=[OpsGPU(remapped=(0, 1, True, False))]))
+    c, _ = checks(FakeNvml(gpus=[FakeGPU(remapped=(0, 1, True, False))]))
     assert c["env.gpu0.ecc"].status == "warn" and "remapping is pending" in c["env.gpu0.ecc"].message
 
 
 def test_ecc_unsupported_skips_and_disabled_passes():
     c, _ = checks(FakeNvml(unsupported={"nvmlDeviceGetEccMode"}))
     assert c["env.gpu0.ecc"].status == "skip"
-    c, _ = checks(FakeNvml(gpus=[OpsGPU(ecc_mode=(0, 0), volatile_unc=5)]))
+    c, _ = checks(FakeNvml(gpus=[FakeGPU(ecc_mode=(0, 0), volatile_unc=5)]))
     assert c["env.gpu0.ecc"].status == "pass" and "disabled" in c["env.gpu0.ecc"].message
 
 
@@ -190,7 +190,7 @@ def test_sensor_checks_real_autodetect_with_unreadable_rapl(tmp_path):
     zone.mkdir()
     (zone / "name").write_text("package-0\n")
     (zone / "energy_uj").mkdir()  # reading it raises IsADirectoryError (root ignores chmod)
-    from ops_nvml import FakeNvml
+    from tests.fakes.fake_nvml import FakeNvml
 
     out = env.sensor_checks(None, nvml=FakeNvml(gpus=[]), measure_s=0.05, powercap_root=tmp_path,
                             which=lambda n: None, ipmi_device=tmp_path / "no-ipmi", kfd_device=tmp_path / "no-kfd",

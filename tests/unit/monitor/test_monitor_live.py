@@ -7,11 +7,18 @@ import time
 import urllib.request
 
 import pytest
-from ops_sensors import TraceSensor
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.fakes.scripted_sensor import LivePower, ScriptedSensor
 from wattbench.monitor import Monitor
+
+
+def TraceSensor(power_w: float = 100.0, poll_interval_s: float = 0.02):  # noqa: N802
+    """The suite's scripted sensor as the monitor sees a meter: one energy counter whose power the
+    test sets while it runs."""
+    return ScriptedSensor(LivePower(power_w), name="trace", power=False, device="d0",
+                          update_period_s=poll_interval_s, poll_interval_s=poll_interval_s)
 
 
 class FakeEngine:

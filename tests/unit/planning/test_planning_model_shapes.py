@@ -46,12 +46,24 @@ def test_hf_config_file_and_directory(tmp_path):
 
 
 def test_qwen_config_gets_qkv_bias(tmp_path):
+    """A Qwen2 config counted by hand (not against the preset, which shares the formula)."""
     cfg = {"model_type": "qwen2", "hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
            "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064,
            "tie_word_embeddings": False}
     f = tmp_path / "config.json"
     f.write_text(json.dumps(cfg))
-    assert load_model_shape(f).total_params == PRESETS["qwen-7b"].total_params
+    h, kv, inter, vocab, layers = 3584, 4 * 128, 18944, 152064, 28
+    per_layer = (h * h + h  # q and its bias
+                 + 2 * (h * kv + kv)  # k, v and their biases
+                 + h * h  # o, no bias
+                 + 3 * h * inter  # gate, up, down
+                 + 2 * h)  # two RMSNorms
+    by_hand = layers * per_layer + 2 * vocab * h + h  # + embeddings, untied lm_head, final norm
+    assert by_hand == 7_615_616_512  # Qwen2.5-7B's published count
+    assert load_model_shape(f).total_params == by_hand
+    cfg["model_type"] = "llama"  # the same shape without the q/k/v biases
+    f.write_text(json.dumps(cfg))
+    assert load_model_shape(f).total_params == by_hand - (h + 2 * kv) * layers
 
 
 def test_moe_refused_and_bad_inputs(tmp_path):

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.source_scan import call_name
+
 SRC = Path(__file__).resolve().parents[3] / "src" / "wattbench"
 ALLOWED: dict[str, str] = {}  # "path:line" -> why (none today)
 
@@ -26,14 +28,6 @@ def _calls(tree: ast.AST):
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             yield node
-
-
-def _name(func: ast.AST) -> str:
-    if isinstance(func, ast.Name):
-        return func.id
-    if isinstance(func, ast.Attribute):
-        return _name(func.value) + "." + func.attr
-    return "?"
 
 
 def _findings() -> list[str]:
@@ -48,7 +42,7 @@ def _findings() -> list[str]:
                     if m.split(".")[0] in ("pickle", "cPickle", "dill", "marshal", "shelve"):
                         out.append(f"{rel}:{node.lineno}: imports {m}")
         for call in _calls(tree):
-            name = _name(call.func)
+            name = call_name(call.func)
             where = f"{rel}:{call.lineno}"
             if name in ("eval", "exec", "compile", "os.system", "os.popen", "subprocess.getoutput",
                         "subprocess.getstatusoutput", "__import__", "yaml.load", "yaml.load_all", "yaml.full_load",
@@ -145,7 +139,7 @@ def _default_hosts(tree: ast.AST):
             for t in targets:
                 if isinstance(t, ast.Name) and t.id.lower() in names:
                     yield node.lineno, node.value.value
-        elif isinstance(node, ast.Call) and _name(node.func).endswith("Option") and node.args:
+        elif isinstance(node, ast.Call) and call_name(node.func).endswith("Option") and node.args:
             flags = [a.value for a in node.args[1:] if isinstance(a, ast.Constant)]
             if any(f in ("--host", "--listen", "--bind", "--address") for f in flags) and isinstance(
                     node.args[0], ast.Constant):
@@ -166,12 +160,13 @@ def test_no_wildcard_listen_default_anywhere_in_src():
 
 
 def test_monitor_exporter_listens_on_loopback_by_default():
-    exporter = pytest.importorskip("wattbench.monitor.exporter", reason="the monitor is not merged")
+    from wattbench.cli import monitor as mon
+    from wattbench.monitor import exporter
+
     assert exporter.DEFAULT_LISTEN.startswith("127.0.0.1:")
     assert inspect.signature(exporter.Exporter.__init__).parameters["listen"].default == exporter.DEFAULT_LISTEN
     assert exporter.parse_listen("9464") == ("127.0.0.1", 9464)  # a bare port stays on loopback
     assert exporter.parse_listen(":9464") == ("127.0.0.1", 9464)
-    mon = pytest.importorskip("wattbench.cli.monitor")
     listen = [v for _, v in _default_hosts(ast.parse(inspect.getsource(mon))) if isinstance(v, str) and "9464" in v]
     assert listen and all(v.startswith("127.0.0.1:") for v in listen), listen
 

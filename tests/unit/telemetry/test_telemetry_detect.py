@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from telemetry_nvml import FakeGPU, FakeNvml, NVMLError
+from tests.fakes.fake_nvml import FakeGPU, FakeNvml, NVMLError
 from telemetry_sysfs import jetson_tree, rapl_tree
 from typer.testing import CliRunner
 

@@ -1,12 +1,18 @@
 import time
 
 import pytest
-from telemetry_scripted import ScriptedSensor
 
 from wattbench.errors import SensorError
 from wattbench.telemetry.jsonl import TelemetryWriter, read_anchor, read_telemetry, write_telemetry
 from wattbench.clock import ClockAnchor
 from wattbench.telemetry.sampler import Sampler, period_of
+from tests.fakes.scripted_sensor import ScriptedSensor as _Scripted
+
+
+def ScriptedSensor(**kw):  # noqa: N802  (reads like the class it builds)
+    """The suite's scripted sensor as these tests use it: constant power, no own poll interval
+    unless given (the sampler's applies), device "d0"."""
+    return _Scripted(**{"poll_interval_s": None, "update_period_s": None, "device": "d0", **kw})
 
 
 def test_period_of():
@@ -162,13 +168,13 @@ def test_jsonl_batches_split_and_other_writers_lines(tmp_path, monkeypatch):
 
 
 def test_slow_sensor_does_not_delay_fast_one():
-    class Slow(ScriptedSensor):
+    class Slow(_Scripted):
         def read(self):
             time.sleep(0.25)
             return super().read()
 
     fast = ScriptedSensor(name="fast")
-    slow = Slow(name="slow", poll_interval_s=0.3)
+    slow = Slow(name="slow", poll_interval_s=0.3, device="d0")
     sm = Sampler([fast, slow], interval_s=0.02)
     sm.start()
     time.sleep(0.6)
@@ -182,7 +188,7 @@ def test_slow_sensor_does_not_delay_fast_one():
 def test_stop_takes_a_closing_read_of_a_seldom_read_counter():
     """NVML's counter is read about once a second; the sampler's closing read includes it, so the
     last window's end is bracketed by a counter reading."""
-    from telemetry_nvml import FakeNvml
+    from tests.fakes.fake_nvml import FakeNvml
 
     from wattbench.telemetry.nvml import NvmlSensor
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.ops_nvml import FakeNvml, OpsGPU
+from tests.fakes.fake_nvml import FakeGPU, FakeNvml
 from wattbench.config import RunConfig
 from wattbench.errors import UserError
 from wattbench.tune import TuneConfig, tune
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _fake(tmp_path, n=2):
-    return FakeNvml(gpus=[OpsGPU(enforced_mw=700_000, management_mw=700_000) for _ in range(n)],
+    return FakeNvml(gpus=[FakeGPU(enforced_mw=700_000, management_mw=700_000) for _ in range(n)],
                     persist=str(tmp_path / "device.json"))
 
 
@@ -90,9 +90,9 @@ def test_refused_when_not_root_or_out_of_range(tmp_path):
 CHILD = """
 import sys, time
 sys.path[:0] = [{root!r}, {src!r}]
-from tests.fakes.ops_nvml import FakeNvml, OpsGPU
+from tests.fakes.fake_nvml import FakeGPU, FakeNvml
 from wattbench.tune.gpu import GpuSettings
-nv = FakeNvml(gpus=[OpsGPU(), OpsGPU()], persist={dev!r})
+nv = FakeNvml(gpus=[FakeGPU(), FakeGPU()], persist={dev!r})
 g = GpuSettings(nvml=nv, state={state!r}, root=True)
 with g:
     g.apply({{"power_limit_w": 450.0, "sm_clock_mhz": 1395}})
@@ -122,9 +122,9 @@ def test_sigkill_mid_trial_then_restore(tmp_path):
     state = json.loads((tmp_path / "state.json").read_text())
     assert state["devices"]["0"]["power_limit_mw"] == 700_000 and state["clocks_locked"] is True
     with pytest.raises(UserError, match="doctor --restore"):
-        restore_pending(nvml=FakeNvml(gpus=[OpsGPU(), OpsGPU()], persist=str(tmp_path / "device.json")),
+        restore_pending(nvml=FakeNvml(gpus=[FakeGPU(), FakeGPU()], persist=str(tmp_path / "device.json")),
                         state=tmp_path / "state.json", root=False)
-    nv = FakeNvml(gpus=[OpsGPU(), OpsGPU()], persist=str(tmp_path / "device.json"))  # "doctor --restore"
+    nv = FakeNvml(gpus=[FakeGPU(), FakeGPU()], persist=str(tmp_path / "device.json"))  # "doctor --restore"
     done = restore_pending(nvml=nv, state=tmp_path / "state.json", root=True)
     assert "GPU 1: power limit restored to 700 W" in done and "GPU 0: locked clocks reset" in done
     assert _device(tmp_path) == [{"power_mw": 700_000, "locked": None}] * 2
@@ -136,7 +136,7 @@ def test_sigkill_then_next_tune_restores_first(tmp_path):
     p = _child(tmp_path)
     os.kill(p.pid, signal.SIGKILL)
     p.wait(timeout=10)
-    nv = FakeNvml(gpus=[OpsGPU(), OpsGPU()], persist=str(tmp_path / "device.json"))
+    nv = FakeNvml(gpus=[FakeGPU(), FakeGPU()], persist=str(tmp_path / "device.json"))
     rec = Recorder(nv)
     events = []
     tune(_cfg(tmp_path, power_limits_w=[300]), evaluate=rec, progress=lambda e, d: events.append(e),
@@ -158,7 +158,7 @@ def test_leftover_state_without_root_is_refused(tmp_path):
     p = _child(tmp_path)
     os.kill(p.pid, signal.SIGKILL)
     p.wait(timeout=10)
-    nv = FakeNvml(gpus=[OpsGPU(), OpsGPU()], persist=str(tmp_path / "device.json"))
+    nv = FakeNvml(gpus=[FakeGPU(), FakeGPU()], persist=str(tmp_path / "device.json"))
     with pytest.raises(UserError, match="doctor --restore"):
         tune(_cfg(tmp_path), evaluate=Recorder(nv), gpu=GpuSettings(nvml=nv, state=tmp_path / "state.json", root=False))
     assert not any(c.startswith("nvmlDeviceSet") for c in nv.calls) and (tmp_path / "state.json").exists()

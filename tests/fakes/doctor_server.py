@@ -7,7 +7,7 @@ no request-id header, a ``gpu_memory_utilization`` label. A prompt longer (in wo
 ``max_model_len`` is refused with vLLM's HTTP 400 message.
 
 In a test: ``with serve(OpsServerConfig(...)) as url`` (a thread with its own event loop).
-As a process: ``python tests/fakes/ops_server.py --port 0 [...]`` prints ``LISTENING <port>``.
+As a process: ``python tests/fakes/doctor_server.py --port 0 [...]`` prints ``LISTENING <port>``.
 """
 
 from __future__ import annotations

@@ -92,3 +92,12 @@ def test_a_version_2_file_is_not_migrated_again():
     d["extra"]["pareto"] = {"note": "user data"}
     r2 = Result.model_validate(d)
     assert r2.extra["pareto"] == {"note": "user data"} and r2.pareto == r.pareto
+
+
+def test_v1_saturation_marks_move_to_their_fields():
+    raw = _raw("sweep")
+    raw["levels"][0]["extra"]["saturated_figures"] = ["latency.*", "throughput.*"]
+    raw["levels"][0]["extra"]["saturation_kinds"] = ["loop_lag"]
+    lv = Result.model_validate(raw).levels[0]
+    assert lv.saturated_figures == ["latency.*", "throughput.*"] and lv.saturation_kinds == ["loop_lag"]
+    assert "saturated_figures" not in lv.extra and "saturation_kinds" not in lv.extra

@@ -1,0 +1,83 @@
+"""RunConfig validation (src/wattbench/config.py): every bad value is refused with a message naming
+the flag, before anything runs; the levels, request fields and the public (secret-free) form."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from pydantic import ValidationError
+
+from wattbench.config import RunConfig
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"concurrency": [4, 0]}, "concurrency must be >= 1, got 0"),
+    ({"rate": [2.0, -1.0]}, "rate must be > 0 requests/s, got -1.0"),
+    ({"pue": 0.9}, "PUE must be >= 1.0, got 0.9"),
+    ({"request_timeout_s": 0}, "timeouts must be > 0 seconds"),
+    ({"stall_timeout_s": -5}, "timeouts must be > 0 seconds"),
+    ({"temperature": -0.1}, "--temperature must be >= 0"),
+    ({"top_p": 1.5}, r"--top-p must be in \(0, 1\]"),
+    ({"top_p": 0.0}, r"--top-p must be in \(0, 1\]"),
+    ({"trials": 0}, "--trials must be >= 1, got 0"),
+    ({"arrival": "weibull"}, "arrival"),
+    ({"workers": 0}, "--workers must be >= 1, got 0"),
+    ({"ray_actors": 0}, "--ray-actors must be >= 1"),
+    ({"max_concurrency": 0}, "--max-concurrency must be >= 1"),
+    ({"warmup_requests": -1}, "--warmup-requests must be >= 0, got -1"),
+    ({"sample_interval_s": 0}, "--sample-interval must be > 0"),
+    ({"sample_interval_s": math.nan}, "--sample-interval must be > 0"),
+    ({"speedup": -2}, "--speedup must be > 0"),
+    ({"idle_s": -1}, "--idle must be >= 0, got -1"),
+    ({"idle_after_s": math.nan}, "--idle-after must be >= 0"),
+    ({"cooldown_s": -0.5}, "--cooldown must be >= 0"),
+    ({"price_per_kwh": -0.1}, "--price-per-kwh must be >= 0"),
+    ({"warmup_s": -1}, "--warmup must be >= 0"),
+    ({"concurrency": [1], "rate": [2.0]}, "give --concurrency or --rate, not both"),
+    ({"num_requests": 0}, "--num-requests must be >= 1"),
+    ({"duration_s": 0}, "--duration must be > 0 seconds"),
+    ({"rate": [math.inf]}, "--rate inf sends every request at once"),
+    ({"no_such_option": 1}, "no_such_option"),  # extra="forbid": a typo is not silently ignored
+])
+def test_bad_values_are_refused_naming_the_flag(kw, msg):
+    with pytest.raises(ValidationError, match=msg):
+        RunConfig(**kw)
+
+
+@pytest.mark.parametrize("kw", [
+    {"warmup_requests": 0}, {"idle_s": 0}, {"top_p": 1.0}, {"temperature": 0.0}, {"pue": 1.0},
+    {"rate": [math.inf], "num_requests": 10}, {"arrival": "gamma:2"}, {"arrival": "constant"},
+])
+def test_edge_values_are_accepted(kw):
+    RunConfig(**kw)
+
+
+def test_levels_in_run_order():
+    assert RunConfig().levels() == [("concurrency", 1), ("concurrency", 8)]  # embedded engine: two levels
+    assert RunConfig(target="http://h:8000").levels() == [("concurrency", 1)]
+    assert RunConfig(targets=["http://a:1", "http://b:1"]).levels() == [("concurrency", 1)]
+    assert RunConfig(concurrency=[16, 2]).levels() == [("concurrency", 16), ("concurrency", 2)]
+    assert RunConfig(rate=[0.5, 4.0]).levels() == [("rate", 0.5), ("rate", 4.0)]
+
+
+def test_request_fields_sampling_flags_win_over_extra_body():
+    c = RunConfig(extra_body={"temperature": 0.7, "ignore_eos": True}, temperature=0.2)
+    assert c.request_fields() == {"temperature": 0.2, "ignore_eos": True}
+    c = RunConfig(extra_body={"top_p": 0.5}, top_p=0.9)
+    assert c.request_fields() == {"top_p": 0.9}
+    assert RunConfig().request_fields() == {}
+    assert c.extra_body == {"top_p": 0.5}  # the config itself is not changed
+
+
+def test_public_dict_carries_no_secret():
+    c = RunConfig(target="http://user:s3cretpw@h:8000/v1", targets=["http://u2:pw2pw2@b:1"],
+                  api_key="sk-verysecret", headers={"Authorization": "Bearer tok-123456", "X-Team": "blue"})
+    d = c.public_dict()
+    text = repr(d)
+    for secret in ("s3cretpw", "pw2pw2", "sk-verysecret", "tok-123456"):
+        assert secret not in text
+    assert "api_key" not in d
+    assert d["target"] == "http://***@h:8000/v1" and d["targets"] == ["http://***@b:1"]
+    assert d["headers"]["X-Team"] == "blue" and d["headers"]["Authorization"] != "Bearer tok-123456"
+    assert c.api_key.get_secret_value() == "sk-verysecret"  # still usable in memory

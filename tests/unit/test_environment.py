@@ -1,0 +1,50 @@
+"""collect_environment (src/wattbench/environment.py) against what this machine says by other means."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from pathlib import Path
+
+import pydantic
+
+from wattbench.environment import collect_environment, package_versions
+from wattbench.results.schema import GPUInfo
+
+
+def test_host_python_and_cpu_match_the_machine():
+    env = collect_environment()
+    assert env.hostname == socket.gethostname()
+    assert env.python == "%d.%d.%d" % sys.version_info[:3]
+    assert env.kernel == os.uname().release
+    assert env.os.startswith(platform.system())
+    assert env.cpu_count == os.cpu_count()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
+        if names:
+            assert env.cpu_model == names[0]
+
+
+def test_memory_total_is_memtotal_from_proc_meminfo():
+    meminfo = Path("/proc/meminfo")
+    env = collect_environment()
+    if not meminfo.exists() or env.memory_total_bytes is None:  # not Linux, or psutil missing
+        return
+    kb = next(int(ln.split()[1]) for ln in meminfo.read_text().splitlines() if ln.startswith("MemTotal:"))
+    assert env.memory_total_bytes == kb * 1024
+
+
+def test_package_versions_are_the_installed_ones_and_skip_missing():
+    v = package_versions(("pydantic", "no-such-package-wattbench-test"))
+    assert v == {"pydantic": pydantic.VERSION}
+    assert collect_environment().packages["pydantic"] == pydantic.VERSION
+
+
+def test_gpus_are_taken_from_the_sensor_inventory_as_given():
+    gpus = [GPUInfo(index=0, name="NVIDIA H200", power_limit_w=700.0), GPUInfo(index=1, name="NVIDIA H200")]
+    env = collect_environment(gpus)
+    assert env.gpus == gpus and env.gpus is not gpus
+    assert collect_environment().gpus == []
