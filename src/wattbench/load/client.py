@@ -11,8 +11,10 @@ as close to the socket as aiohttp allows:
 - arrival times: the connection's protocol (a ``ResponseHandler`` subclass installed in the
   connector) stamps ``perf_counter_ns`` at the top of ``data_received``, i.e. when the event loop
   read the bytes from the socket, before HTTP parsing, before the reading task is woken, before
-  SSE splitting and JSON parsing (orjson). Should the private connector hook be missing in some
-  aiohttp version, the time the read returned is used instead.
+  SSE splitting and JSON parsing (orjson). The HTTP parsing of those bytes waits for the end of
+  the loop's I/O phase, so that the other sockets read in the same poll are stamped before any
+  of them is parsed. Should the private connector hook be missing in some aiohttp version, the
+  time the read returned is used instead.
 - ``first_token_ns`` is the first chunk whose content is non-empty, ``chunk_ns`` every content
   chunk, ``last_token_ns`` the last one (a request ends at its last content chunk), ``end_ns``
   when the stream finished (``[DONE]``) or broke.
@@ -75,13 +77,43 @@ except ImportError:  # pragma: no cover
 if _ResponseHandler is not None:
 
     class _TimedResponseHandler(_ResponseHandler):
-        """Stamps the arrival of every socket read before aiohttp parses it."""
+        """Stamps the arrival of every socket read before aiohttp parses it.
+
+        The parsing itself (aiohttp's HTTP parser, the payload feed, waking the reading task) is
+        deferred to one callback right after the loop's I/O phase: when many streams' bytes are
+        ready in the same poll (a batching server writes a token to every stream at once), every
+        socket is read and stamped first, then parsed. Parsing inline cost each later socket of a
+        burst the parse time of all those before it (~15 µs each: ~1 ms at 64 synchronized
+        streams, ~4 ms at 256). EOF and connection loss parse what is pending first.
+        """
 
         rx_ns = 0
+        _pending: list | None = None  # (arrival ns, bytes) read, not yet parsed
 
         def data_received(self, data: bytes, _now=now_ns) -> None:
-            self.rx_ns = _now()
-            super().data_received(data)
+            t = _now()
+            pending = self._pending
+            if pending is None:
+                self._pending = [(t, data)]
+                self._loop.call_soon(self._parse_pending)
+            else:
+                pending.append((t, data))
+
+        def _parse_pending(self) -> None:
+            pending, self._pending = self._pending, None
+            if pending:
+                parse = super().data_received
+                for t, data in pending:
+                    self.rx_ns = t
+                    parse(data)
+
+        def eof_received(self):
+            self._parse_pending()
+            return super().eof_received()
+
+        def connection_lost(self, exc) -> None:
+            self._parse_pending()
+            super().connection_lost(exc)
 
 
 def _timed_connector(**kw) -> aiohttp.TCPConnector:
