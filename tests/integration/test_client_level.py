@@ -137,7 +137,8 @@ def test_closed_loop_duration_drain_and_progress():
     assert all(r.sent_ns - first < 1.1e9 + lag_ns for r in meas)  # nothing sent after the 1 s
     e2e_max_s = max(r.last_token_ns - r.sent_ns for r in meas) / 1e9
     # draining waits only for what was in flight at the stop: no longer than the longest request
-    assert 0 < out.load.drain_s <= e2e_max_s + 1e-6
+    # (0 when a busy host let the stop be noticed only after the last request had ended)
+    assert 0 <= out.load.drain_s <= e2e_max_s + 1e-6
     # the 10 ms probe ran through the level: one probe per (10 ms + its own lateness)
     span_ms = (out.end_ns - first) / 1e6
     assert lag.count >= 0.8 * span_ms / (10.0 + lag.mean), (lag.count, span_ms, lag.mean)
