@@ -143,17 +143,18 @@ def test_server_killed_mid_level(tmp_path):
 def test_sensor_failing_mid_run(tmp_path, monkeypatch):
     """A meter that fails for a while mid-level: the run goes on, energy still comes from the
     counter across the gap, the level's verdict names the failures."""
-    import wattbench.runner as runner
+    import wattbench.run.telemetry as run_telemetry
+    from wattbench.run import run_benchmark
     from tests.fakes.scripted_sensor import ScriptedSensor, step_trace
     from wattbench.config import RunConfig
 
     sensor = ScriptedSensor(step_trace([(0.0, 200.0)]), name="meter", gaps_s=[(0.3, 0.7)],
                             poll_interval_s=0.02)
-    monkeypatch.setattr(runner, "_open_sensors", lambda cfg: ([sensor], []))
+    monkeypatch.setattr(run_telemetry, "open_sensors", lambda cfg: ([sensor], []))
     with server("--ttft-ms", "5", "--itl-ms", "10") as s:
         cfg = RunConfig(target=s.base, concurrency=[2], duration_s=1.2, input_tokens="16", output_tokens="16",
                         idle_s=0, register_run=False, html=False, sample_interval_s=0.02, out=str(tmp_path / "run"))
-        result = runner.run_benchmark(cfg)
+        result = run_benchmark(cfg)
         stats = s.stats()
     res, _ = _check_run(tmp_path / "run", stats)
     lv = res.levels[0]

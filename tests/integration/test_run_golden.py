@@ -35,7 +35,7 @@ WALL_KEYS = {"run_id", "created_at", "run_dir", "out", "base_url", "target", "ta
              "anchor_mono_ns", "anchor_uncertainty_ns", "environment", "wattbench_version", "hostname"}
 # fits over client-timed intervals and Pareto membership between near-equal latencies: which way
 # they fall follows the host's timing
-TIMING_FITS = {"regression", "cross_check", "frontier", "on_frontier"}
+TIMING_FITS = {"regression", "cross_check", "frontier", "on_frontier", "weighting_reason"}
 # the saturation guard's marks: on a busy host the client's loop lag trips it (tested on its own)
 HOST_KEYS = {"saturated", "saturation_reasons", "saturated_figures", "saturation_kinds"}
 # findings that judge the host (a busy CI machine), not the run: dropped before comparing
