@@ -46,7 +46,7 @@ class LevelContext:
 
     log: Any = None  # telemetry.base.TelemetryLog, None without a meter
     idle: dict | None = None  # boundary -> accounting.idle.IdlePower
-    price_per_kwh: float | None = None
+    price_per_kwh: float = 0.0  # the session passes --price-per-kwh; 0 here prices nothing
     pue: float = 1.0
     timeline: Any = None  # server.metrics.ServerTimeline when /metrics is scraped
     engine: str | None = None  # the server's engine, for the "no /metrics" sentence
