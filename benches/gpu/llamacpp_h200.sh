@@ -14,7 +14,12 @@ set -u
 T0=$(date +%s)
 BUDGET_S=${BUDGET_S:-560}
 BUILD_S=${BUILD_S:-480}
-LEVELS=${LEVELS:-1,16,64,256}
+# Levels that fit the budget. Seen on 2026-12-01 with 1,16,64,256 and default level sizes: c=1 took
+# a 7.9 s window, then c=16 was sized from c=1's E2E (0.25 s -> 110 rounds, 1,760 requests) and took
+# 305 s at 2.8 s E2E; the budget's timeout cut the run before c=64. A fixed --duration per level
+# (DURATION seconds; set DURATION= for the default sizes) keeps three levels near 3 x 50 s.
+LEVELS=${LEVELS:-1,16,64}
+DURATION=${DURATION:-40}
 NP=${NP:-256}
 exec > >(tee -a "$OUT/log.txt") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version,power.limit,pstate,temperature.gpu --format=csv
@@ -51,7 +56,7 @@ export WATTBENCH_LLAMA_SERVER="$DEST/bin/llama-server"
 CTX=$(( NP * 512 ))
 timeout $(( left - 30 )) python3 -m wattbench run --engine llamacpp --model llama-1b --device cuda \
   --engine-arg=-np --engine-arg=$NP --engine-arg=-c --engine-arg=$CTX \
-  --concurrency "$LEVELS" --input-tokens 256 --output-tokens 128 --warmup 3s --idle 5 \
+  --concurrency "$LEVELS" ${DURATION:+--duration "$DURATION"} --input-tokens 256 --output-tokens 128 --warmup 3s --idle 5 \
   --no-register --out /tmp/lc --quiet; echo "run rc=$?"
 cp /tmp/lc/result.json "$OUT/result.json" 2>/dev/null
 tar czf "$OUT/run.tgz" -C /tmp lc --exclude=engine-scratch 2>/dev/null

@@ -23,7 +23,7 @@ Algorithm (docs/accounting.md, "Counters"):
    * with ``shape(a, b)`` (the energy a finer power channel of the same device integrates over
      ``[a, b]``, None where it does not cover it) the delta is apportioned by the power's own
      shape: ``cum(x) = cum_k + d_k · S(t_k, x) / S(t_k, t_k+1)``. This is what lets the counter be
-     read seldom (NVML: ~4–5 ms of CPU per read on an H200, so wattbench reads it about once a
+     read seldom (NVML: ~3–5 ms of CPU per read on an H200, so wattbench reads it about once a
      second) while the edges keep the power channel's time resolution. Edge error: one declared
      update period's energy (the value's own timing) plus ``min(f, 1 − f) · |d_k − S_k|`` (how far
      the shape can misplace the part of the delta it apportions when the two meters disagree over

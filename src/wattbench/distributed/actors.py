@@ -11,6 +11,7 @@ than ``perf_counter_ns`` (what it reports is shifted by ``+skew``, what it is to
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 import time
@@ -133,36 +134,24 @@ class LoadWorker:
         import asyncio
 
         from wattbench.load.client import new_event_loop
-        from wattbench.load.level import _LocalLink, _Plan, _Worker
+        from wattbench.load.link import LocalLink
+        from wattbench.load.plan import WorkerPlan
+        from wattbench.load.worker import Worker, cancel_pending, run_worker_on_loop
 
         targets = job["targets"]
-        plan = _Plan(job["index"], job["level"], job["mode"], targets[0], arrivals=job["arrivals"])
+        plan = WorkerPlan(job["index"], job["level"], job["mode"], targets[0], arrivals=job["arrivals"])
         if job.get("routes"):
             plan.targets, plan.routes = targets, job["routes"]
         t0 = job["t0_node_ns"] - self.skew
         loop = new_event_loop()
         try:
             asyncio.set_event_loop(loop)
-            worker = _Worker(plan, _LocalLink(None, 0))
-
-            async def main() -> bool:
-                async def progress() -> None:
-                    while True:
-                        await asyncio.sleep(0.2)
-                        self._set_progress({"done": worker.done, "failed": worker.failed,
-                                            "output_tokens": worker.output_tokens})
-
-                p = asyncio.ensure_future(progress())
-                try:
-                    return await worker.run(t0)
-                finally:
-                    p.cancel()
-
-            cpu0, wall0 = time.thread_time_ns(), now_ns()
-            interrupted = loop.run_until_complete(main())
-            cpu_pct = 100.0 * (time.thread_time_ns() - cpu0) / max(1, now_ns() - wall0)
+            worker = Worker(plan, LocalLink(None, 0))
+            interrupted, cpu_pct = run_worker_on_loop(
+                loop, worker, t0, lambda p: self._set_progress(dataclasses.asdict(p)), plan.progress_period_s)
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
+            cancel_pending(loop)
             asyncio.set_event_loop(None)
             loop.close()
         self._set_progress({"done": worker.done, "failed": worker.failed, "output_tokens": worker.output_tokens})
@@ -170,7 +159,7 @@ class LoadWorker:
         return {"records": recs, "cpu_pct": cpu_pct,
                 "stop_ns": None if worker.stop_ns is None else worker.stop_ns + self.skew,
                 "stopped_early": "interrupted" if interrupted else None, "info": self.info(),
-                "loop_lag_ns": list(getattr(worker, "loop_lag_ns", [])), "saturation_reasons": []}
+                "loop_lag_ns": list(worker.loop_lag_ns), "saturation_reasons": []}
 
 
 class _Buffer:

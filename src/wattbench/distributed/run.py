@@ -360,10 +360,12 @@ class RayCluster:
     ) -> LevelOutcome:
         """One level spread over the load actors (module doc); records on the driver's clock."""
         _ray()  # a clear error when ray is not installed
-        from wattbench.load import level as lv
+        from wattbench.load.level import assemble_outcome
+        from wattbench.load.link import WorkerResult
+        from wattbench.load.plan import open_arrivals, split_count, validate_spec
         from wattbench.load.targets import check_targets, weighted_route
 
-        lv._validate(spec)
+        validate_spec(spec)
         tlist = [targets] if isinstance(targets, TargetSpec) else list(targets)
         w = check_targets(tlist, weights)
         multi = len(tlist) > 1 or not isinstance(targets, TargetSpec)
@@ -387,9 +389,8 @@ class RayCluster:
         jobs: list[dict] = []
         target_rate = None
         if spec.mode == "concurrency":
-            conc, first = int(spec.value), 0
-            for a in range(n):
-                share = conc // n + (1 if a < conc % n else 0)
+            first = 0
+            for a, share in enumerate(split_count(int(spec.value), n)):
                 sub = dataclasses.replace(
                     spec, value=share, workers=1,
                     num_requests=_share(spec.num_requests, a, n),
@@ -400,7 +401,7 @@ class RayCluster:
                 jobs.append({"index": a, "n": n, "spec": sub, "targets": tlist, "routes": routes,
                              "request_factory": request_factory})
         else:
-            parts, target_rate, _exhausted = lv._open_arrivals(spec, request_factory, n)
+            parts, target_rate, _exhausted = open_arrivals(spec, request_factory, n)
             for a in range(n):
                 routes = [route(x[0]) for x in parts[a]] if multi else None
                 jobs.append({"index": a, "level": spec.index, "mode": spec.mode, "arrivals": parts[a],
@@ -424,7 +425,7 @@ class RayCluster:
             line = _line(ld.offsets)
             recs = [shift_record(RequestRecord.model_construct(**d), line.to_driver) for d in res["records"]]
             stop = line.to_driver(res["stop_ns"]) if res["stop_ns"] is not None else None
-            wr = lv._WorkerResult(recs, res["cpu_pct"], stop, res["stopped_early"] == "interrupted")
+            wr = WorkerResult(recs, res["cpu_pct"], stop, res["stopped_early"] == "interrupted")
             if res.get("loop_lag_ns") and hasattr(wr, "loop_lag_ns"):
                 wr.loop_lag_ns = res["loop_lag_ns"]  # open loop: the raw probe, merged like workers'
             worker_results.append(wr)
@@ -438,7 +439,7 @@ class RayCluster:
                 # ± on drift_ppm: both offsets' bounds over the time between them (short levels: large)
                 "drift_uncertainty_ppm": _drift_u(ld.offsets),
             })
-        outcome = lv._assemble(spec, worker_results, t0, target_rate, n)
+        outcome = assemble_outcome(spec, worker_results, t0, target_rate, n)
         # closed loop: each actor judged its own client saturation (loop lag, CPU); carry it over
         for ld, res in zip(loads, results):
             for reason in res.get("saturation_reasons") or []:
@@ -517,8 +518,9 @@ def _drift_u(offsets: list[ClockOffset]) -> float | None:
 def _share(total: int | None, a: int, n: int) -> int | None:
     if total is None or total == 0:
         return total
-    s = total // n + (1 if a < total % n else 0)
-    return s or None
+    from wattbench.load.plan import split_count
+
+    return split_count(total, n)[a] or None
 
 
 def _short_id(node_id: str) -> str:

@@ -226,3 +226,49 @@ def is_oversaturated(times_s: Sequence[float], backlog: Sequence[float], *, min_
     else:
         reason = f"rise of {growth:.1f} is below {need:.1f}"
     return SaturationVerdict(bool(over), slope, float(tstat), growth, reason)
+
+
+class BacklogGuard:
+    """The level's over-saturation guard (open loop and trace replay): the backlog (requests whose
+    scheduled time has passed minus those finished) sampled every ``PERIOD_NS``; once it grows
+    without bound (:func:`is_oversaturated` over the samples, checked every ``CHECK_NS`` once
+    ``MIN_SAMPLES`` are in), the level stops sending early and drains. Closed loops never trip it
+    (their backlog is capped): build it with ``enabled=False`` for them.
+
+    ``offsets_s``: every arrival's offset from ``t0_ns``; ``update(finished, now_ns)`` is fed the
+    number of finished requests and returns the stop reason once, when the guard trips."""
+
+    PERIOD_NS = 100_000_000
+    CHECK_NS = 1_000_000_000
+    MIN_SAMPLES = 40
+
+    def __init__(self, enabled: bool, offsets_s: Sequence[float], t0_ns: int):
+        self.enabled = enabled
+        self.offsets = np.sort(np.asarray(list(offsets_s), dtype=float))
+        self.t0_ns = t0_ns
+        self.times: list[float] = []
+        self.backlog: list[float] = []
+        self.last_ns = 0
+        self.last_check_ns = 0
+        self.reason: str | None = None
+
+    def update(self, finished: int, now_ns: int) -> str | None:
+        if not self.enabled or self.reason is not None:
+            return None
+        if now_ns - self.last_ns < self.PERIOD_NS or now_ns < self.t0_ns:
+            return None
+        self.last_ns = now_ns
+        elapsed = (now_ns - self.t0_ns) / 1e9
+        sent = int(np.searchsorted(self.offsets, elapsed, side="right"))
+        if sent >= self.offsets.size:  # everything sent: nothing left to stop
+            self.enabled = False
+            return None
+        self.times.append(elapsed)
+        self.backlog.append(float(sent - finished))
+        if now_ns - self.last_check_ns >= self.CHECK_NS and len(self.times) >= self.MIN_SAMPLES:
+            self.last_check_ns = now_ns
+            verdict = is_oversaturated(self.times, self.backlog)
+            if verdict.oversaturated:
+                self.reason = f"over-saturated after {elapsed:.1f} s: {verdict.reason}"
+                return self.reason
+        return None

@@ -31,7 +31,7 @@ newest sample then lands more than 0.5 s in the future or 5 s in the past (a dri
 clock is not the wall clock), the offset is re-estimated so that the newest sample maps to the
 drain time; ``sample_offset_mode`` says which mapping is in use.
 
-The sensor blocks (an energy-counter read costs ~4–5 ms of CPU on an H200, the wait spent
+The sensor blocks (an energy-counter read costs ~3–5 ms of CPU on an H200, the wait spent
 on-CPU in the driver): only the sampler thread calls ``read()``, and the counter is read at most
 every ``counter_every_s`` (default ``COUNTER_EVERY_S`` = 0.9 s: under validity's 1 s largest-gap
 warning) while the power fields are read at every poll. The counter is cumulative, so reading it
@@ -197,7 +197,7 @@ class NvmlSensor(Sensor):
             chans.append(ch("energy", "counter", "J", "accelerator", "nvmlDeviceGetTotalEnergyConsumption",
                             quantity="energy", resolution=0.001, update_period_s=0.1, primary=True,
                             notes=f"refreshes every ~0.1 s; read every {self.counter_every_s:g} s (each read "
-                                  "costs ~4-5 ms of CPU on an H200); edges follow the power channel's shape"))
+                                  "costs ~3-5 ms of CPU on an H200); edges follow the power channel's shape"))
 
         # field values, each probed on its own (a scoped id may be refused on older drivers)
         fi_inst = _const(nv, "NVML_FI_DEV_POWER_INSTANT", FI_POWER_INSTANT)

@@ -159,7 +159,7 @@ def test_rapl_range_wrap():
 
 
 def test_seldom_read_counter_edges_follow_the_power_shape():
-    """A counter read every 0.9 s (NVML's costs ~4-5 ms of CPU per read on an H200) with a power
+    """A counter read every 0.9 s (NVML's costs ~3-5 ms of CPU per read on an H200) with a power
     step inside each edge's bracket: linear interpolation misplaces the step's energy, the power
     channel's shape puts it where it was."""
     tr = step_trace([(0, 100), (1.3, 600), (8.35, 150)])

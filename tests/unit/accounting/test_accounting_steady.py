@@ -70,6 +70,7 @@ def test_a_completion_at_the_last_send_is_not_the_drain():
 def test_the_level_runner_uses_this_rule(monkeypatch):
     """``load/level.py`` assembles its outcome's steady window with ``accounting.steady`` (one rule)."""
     from wattbench.load import level as lv
+    from wattbench.load.link import WorkerResult
     from wattbench.load.types import LevelSpec
     from wattbench.results.schema import RequestRecord
 
@@ -79,7 +80,7 @@ def test_the_level_runner_uses_this_rule(monkeypatch):
 
     recs = [rec(0, 0, 15, True), rec(1, 0, 40, True), rec(2, 10, 30), rec(3, 12, 50), rec(4, 30, 60)]
     spec = LevelSpec(index=0, mode="concurrency", value=3, num_requests=3)
-    out = lv._assemble(spec, [lv._WorkerResult(recs, None, None, False)], 0, None, 1)
+    out = lv.assemble_outcome(spec, [WorkerResult(recs, None, None, False)], 0, None, 1)
     assert (out.start_ns, out.end_ns) == (10, 60)
     assert (out.steady_start_ns, out.steady_end_ns) == (10, 40)
 

@@ -3,15 +3,9 @@
 import pytest
 
 from wattbench.errors import UserError
-from wattbench.load.level import (
-    STREAMS_PER_WORKER,
-    _assemble,
-    _Feeder,
-    _open_arrivals,
-    _validate,
-    _WorkerResult,
-    auto_workers,
-)
+from wattbench.load.level import assemble_outcome
+from wattbench.load.link import WorkerResult
+from wattbench.load.plan import STREAMS_PER_WORKER, Feeder, auto_workers, open_arrivals, validate_spec
 from wattbench.load.types import LevelSpec
 from wattbench.results.schema import RequestRecord
 from wattbench.workload.base import RequestSpec
@@ -48,11 +42,11 @@ def test_auto_workers_rule():
 )
 def test_validate(kw, match):
     with pytest.raises(UserError, match=match):
-        _validate(spec(**kw))
+        validate_spec(spec(**kw))
 
 
 def test_feeder_counts_warmup_and_measured_and_stops():
-    f = _Feeder(spec(num_requests=5, warmup_requests=2), lambda i: RequestSpec(prompt=str(i)), 1)
+    f = Feeder(spec(num_requests=5, warmup_requests=2), lambda i: RequestSpec(prompt=str(i)), 1)
     items, end = f.take(0, 4)
     assert [(i, w) for i, _, w in items] == [(0, True), (1, True), (2, False), (3, False)] and not end
     items, end = f.take(0, 10)
@@ -62,7 +56,7 @@ def test_feeder_counts_warmup_and_measured_and_stops():
 
 def test_feeder_keeps_a_session_on_one_worker():
     reqs = [RequestSpec(prompt="a", session_id="s", turn=t) for t in range(3)] + [RequestSpec(prompt="b")]
-    f = _Feeder(spec(value=2), reqs, 2)
+    f = Feeder(spec(value=2), reqs, 2)
     a, _ = f.take(0, 1)  # worker 0 takes turn 0 and owns the session
     b, _ = f.take(1, 3)  # worker 1 skips the session's turns
     assert [s.session_id for _, s, _ in a] == ["s"] and [s.prompt for _, s, _ in b] == ["b"]
@@ -71,14 +65,14 @@ def test_feeder_keeps_a_session_on_one_worker():
 
 
 def test_feeder_exhausted_iterable():
-    f = _Feeder(spec(num_requests=10), [RequestSpec(prompt="x")] * 3, 1)
+    f = Feeder(spec(num_requests=10), [RequestSpec(prompt="x")] * 3, 1)
     items, end = f.take(0, 10)
     assert len(items) == 3 and end and f.exhausted and f.measured == 3
 
 
 def test_open_arrivals_partition_interleaved_and_bounded():
     s = spec(mode="rate", value=10.0, arrival="constant", num_requests=6, warmup_requests=2)
-    parts, rate, exhausted = _open_arrivals(s, lambda i: RequestSpec(prompt=str(i)), 2)
+    parts, rate, exhausted = open_arrivals(s, lambda i: RequestSpec(prompt=str(i)), 2)
     assert rate == 10.0 and not exhausted
     assert [a[0] for a in parts[0]] == [0, 2, 4, 6] and [a[0] for a in parts[1]] == [1, 3, 5, 7]
     assert [a[1] for a in parts[0]] == pytest.approx([0.0, 0.2, 0.4, 0.6])
@@ -87,7 +81,7 @@ def test_open_arrivals_partition_interleaved_and_bounded():
 
 def test_open_arrivals_duration_counts_after_time_warmup():
     s = spec(mode="rate", value=10.0, arrival="constant", duration_s=1.0, warmup_s=0.5)
-    parts, _, _ = _open_arrivals(s, lambda i: RequestSpec(prompt=str(i)), 1)
+    parts, _, _ = open_arrivals(s, lambda i: RequestSpec(prompt=str(i)), 1)
     offs = [(round(a[1], 6), a[3]) for a in parts[0]]
     assert [o for o, w in offs if w] == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])
     assert [o for o, w in offs if not w] == pytest.approx([0.5 + 0.1 * k for k in range(10)])
@@ -95,7 +89,7 @@ def test_open_arrivals_duration_counts_after_time_warmup():
 
 def test_trace_needs_arrivals():
     with pytest.raises(UserError, match="arrival"):
-        _open_arrivals(spec(mode="trace", value=0), [RequestSpec(prompt="x")], 1)
+        open_arrivals(spec(mode="trace", value=0), [RequestSpec(prompt="x")], 1)
 
 
 def rec(i, sent, end, warm=False, sched=None):
@@ -107,7 +101,7 @@ def rec(i, sent, end, warm=False, sched=None):
 def test_assemble_closed_loop_window():
     # Concurrency 2: reached at t=10; last send at 40; first completion after it at 50.
     records = [rec(0, 0, 30, warm=True), rec(1, 10, 50), rec(2, 30, 60), rec(3, 40, 70)]
-    out = _assemble(spec(value=2), [_WorkerResult(records, 12.0, 40 * MS, False)], 0, None, 1)
+    out = assemble_outcome(spec(value=2), [WorkerResult(records, 12.0, 40 * MS, False)], 0, None, 1)
     assert (out.start_ns, out.end_ns) == (10 * MS, 70 * MS)
     assert out.steady_start_ns == 10 * MS and out.steady_end_ns == 50 * MS
     assert out.load.mean_in_flight == pytest.approx((20 + 40 + 30 + 30) / 60)  # warm-up in flight counts
@@ -118,12 +112,12 @@ def test_assemble_closed_loop_window():
 
 def test_assemble_flags_saturation():
     records = [rec(i, 100 * i + 20, 100 * i + 50, sched=100 * i) for i in range(10)]  # 20 ms late
-    out = _assemble(spec(mode="rate", value=10.0), [_WorkerResult(records, 95.0, None, False)], 0, 10.0, 1)
+    out = assemble_outcome(spec(mode="rate", value=10.0), [WorkerResult(records, 95.0, None, False)], 0, 10.0, 1)
     assert out.load.send_lag_ms.p99 == pytest.approx(20.0)
     reasons = " ".join(out.load.saturation_reasons)
     assert out.load.saturated and "send lag" in reasons and "CPU" in reasons
     slow = [rec(i, 200 * i, 200 * i + 10, sched=200 * i) for i in range(10)]
-    out = _assemble(spec(mode="rate", value=10.0), [_WorkerResult(slow, 5.0, None, False)], 0, 10.0, 1)
+    out = assemble_outcome(spec(mode="rate", value=10.0), [WorkerResult(slow, 5.0, None, False)], 0, 10.0, 1)
     # sent on time by an idle client: a rate below the target is the draw's, not the client's
     assert out.load.achieved_rate_rps == pytest.approx(5.0)
     assert out.load.saturation_reasons == [] and not out.load.saturated
@@ -131,11 +125,11 @@ def test_assemble_flags_saturation():
 
 def test_assemble_flags_a_starved_event_loop():
     records = [rec(i, 10 * i, 10 * i + 5) for i in range(4)]
-    calm = _WorkerResult(records, 20.0, None, False, [300_000] * 50)  # 0.3 ms
-    out = _assemble(spec(value=1), [calm], 0, None, 1)
+    calm = WorkerResult(records, 20.0, None, False, [300_000] * 50)  # 0.3 ms
+    out = assemble_outcome(spec(value=1), [calm], 0, None, 1)
     assert out.load.client_loop_lag_ms.count == 50 and not out.load.saturated
-    starved = _WorkerResult(records, 20.0, None, False, [300_000] * 40 + [8_000_000] * 10)
-    out = _assemble(spec(value=1), [starved], 0, None, 1)
+    starved = WorkerResult(records, 20.0, None, False, [300_000] * 40 + [8_000_000] * 10)
+    out = assemble_outcome(spec(value=1), [starved], 0, None, 1)
     assert out.load.client_loop_lag_ms.max == pytest.approx(8.0)
     assert out.load.saturated and "loop lag p99 8.0 ms" in out.load.saturation_reasons[0]
 
@@ -144,13 +138,13 @@ def test_sleep_until_never_wakes_early():
 
     from wattbench.clock import now_ns
     from wattbench.load.client import new_event_loop
-    from wattbench.load.level import _sleep_until
+    from wattbench.load.worker import sleep_until
 
     async def go():
         early = 0
         for _ in range(30):
             due = now_ns() + 2_400_000  # uvloop alone wakes early from most 2.4 ms sleeps
-            await _sleep_until(due)
+            await sleep_until(due)
             early += now_ns() < due
         return early
 

@@ -9,7 +9,9 @@ prompt loop is not marked; a busy worker is marked ``cpu``.
 
 from __future__ import annotations
 
-from wattbench.load.level import SAT_LOOP_LAG_MIN_PROBES, SAT_LOOP_LAG_MS, _assemble, _WorkerResult
+from wattbench.load.level import assemble_outcome
+from wattbench.load.link import WorkerResult
+from wattbench.load.saturation import SAT_LOOP_LAG_MIN_PROBES, SAT_LOOP_LAG_MS
 from wattbench.load.saturation import mark_saturated, saturated_figures, saturation_kinds
 from wattbench.load.types import LevelSpec
 from wattbench.results.schema import LevelResult, RequestRecord
@@ -29,9 +31,9 @@ def _records(n: int = 16, conc: int = 4) -> list[RequestRecord]:
 
 def _level(lags_ms: list[float], cpu_pct: float = 20.0):
     spec = LevelSpec(index=0, mode="concurrency", value=4, num_requests=16)
-    res = _WorkerResult(records=_records(), cpu_pct=cpu_pct, stop_ns=None, interrupted=False,
+    res = WorkerResult(records=_records(), cpu_pct=cpu_pct, stop_ns=None, interrupted=False,
                         loop_lag_ns=[int(x * MS) for x in lags_ms])
-    return _assemble(spec, [res], 0, None, 1)
+    return assemble_outcome(spec, [res], 0, None, 1)
 
 
 def test_late_event_loop_marks_the_level_with_its_reason():

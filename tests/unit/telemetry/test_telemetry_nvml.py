@@ -219,7 +219,7 @@ def test_memory_scope_refused_on_both_fields_means_no_channel():
 
 
 def test_counter_is_read_seldom_and_once_more_on_request(monkeypatch):
-    """The counter costs ~4-5 ms of CPU per read on an H200: read at most every counter_every_s,
+    """The counter costs ~3-5 ms of CPU per read on an H200: read at most every counter_every_s,
     power fields at every poll; force_full_read() (the sampler's closing read) includes it."""
     import wattbench.telemetry.nvml as nvml_mod
 

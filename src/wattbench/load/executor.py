@@ -1,0 +1,341 @@
+"""Where a level's workers run, and the one coordinator loop that watches them.
+
+An ``Executor`` runs a level's ``WorkerPlan``s and answers the coordinator:
+
+- ``prepare()`` (blocking, before the coordinating loop starts: spawn and wait for readiness);
+- ``start(loop) -> t0_ns`` (the common start time on ``perf_counter_ns``, given to every worker);
+- ``progress() -> Progress`` (done, failed, output tokens summed over workers);
+- ``finished()``, ``wait(timeout_s)`` (until finished or the timeout);
+- ``stop()`` (stop sending, let the requests in flight finish), ``cancel()`` (cancel them too);
+- ``results() -> list[WorkerResult]`` (raises ``WattbenchError`` when a worker failed);
+- ``close()``.
+
+``InProcessExecutor`` runs one worker on the coordinating loop itself (uvloop); ``SubprocessExecutor``
+spawns one process per plan (``load/worker.py``'s ``worker_process``) and talks to them over pipes
+(``load/link.py``). Ray's load actors are driven by ``distributed/`` with the same worker
+(``run_worker_on_loop``).
+
+``coordinate`` is the one control loop, every 50 ms: interrupt (SIGINT) → cancel; the closed loop's
+deadline → close the feeder and stop; the open loop's backlog guard (``load/saturation.py``) → stop;
+progress to ``on_progress`` at most every ``PROGRESS_PERIOD_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from typing import Callable, Protocol
+
+from wattbench.clock import now_ns
+from wattbench.errors import WattbenchError
+from wattbench.load.link import (
+    Back, Cancel, Error, Items, LocalLink, Need, Progress, Ready, Records, Result, Start, Stop, WorkerResult,
+)
+from wattbench.load.plan import PROGRESS_PERIOD_S, Feeder, WorkerPlan
+from wattbench.load.saturation import BacklogGuard
+from wattbench.load.types import LevelSpec
+from wattbench.load.worker import Worker, cancel_pending, worker_process
+from wattbench.results.schema import RequestRecord
+
+START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
+READY_TIMEOUT_S = 120
+
+
+class Executor(Protocol):
+    """Runs a level's workers (module doc)."""
+
+    fast_loop: bool
+
+    def prepare(self) -> None: ...
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> int: ...
+
+    def progress(self) -> Progress: ...
+
+    def finished(self) -> bool: ...
+
+    async def wait(self, timeout_s: float) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
+    def results(self) -> list[WorkerResult]: ...
+
+    def close(self) -> None: ...
+
+
+class InProcessExecutor:
+    """One worker on the coordinating loop; its CPU is this thread's."""
+
+    fast_loop = True
+
+    def __init__(self, plan: WorkerPlan, feeder: Feeder | None):
+        self.plan, self.feeder = plan, feeder
+        self.worker: Worker | None = None
+        self.task: asyncio.Future | None = None
+        self._cpu_pct: float | None = None
+
+    def prepare(self) -> None:
+        pass
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> int:
+        self.link = LocalLink(self.feeder, 0)
+        self.worker = Worker(self.plan, self.link)
+        t0_ns = now_ns() + 1_000_000
+        cpu0, wall0 = time.thread_time_ns(), now_ns()
+
+        def done(_task) -> None:
+            self._cpu_pct = 100.0 * (time.thread_time_ns() - cpu0) / max(1, now_ns() - wall0)
+
+        self.task = asyncio.ensure_future(self.worker.run(t0_ns))
+        self.task.add_done_callback(done)
+        return t0_ns
+
+    def progress(self) -> Progress:
+        return self.worker.progress()
+
+    def finished(self) -> bool:
+        return self.task.done()
+
+    async def wait(self, timeout_s: float) -> None:
+        await asyncio.wait({self.task}, timeout=timeout_s)
+
+    def stop(self) -> None:
+        self.link.stop.set()
+
+    def cancel(self) -> None:
+        self.link.stop.set()
+        self.link.cancel.set()
+
+    def results(self) -> list[WorkerResult]:
+        w = self.worker
+        return [WorkerResult(w.records, self._cpu_pct, w.stop_ns, self.task.result(), w.loop_lag_ns, w.down)]
+
+    def close(self) -> None:
+        pass
+
+
+class SubprocessExecutor:
+    """One spawned process per plan, each on its own loop; the parent serves the feeder."""
+
+    fast_loop = False  # coordination only: no need for uvloop
+
+    def __init__(self, plans: list[WorkerPlan], feeder: Feeder | None):
+        self.plans, self.feeder = plans, feeder
+        n = len(plans)
+        self.conns: list = []
+        self.procs: list = []
+        self.records: list[list] = [[] for _ in range(n)]
+        self.out: list[WorkerResult | None] = [None] * n
+        self.counts = [Progress(0, 0, 0)] * n
+        self.errors: list[str] = []
+
+    def prepare(self) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        for plan in self.plans:
+            parent_conn, child_conn = ctx.Pipe(duplex=True)
+            p = ctx.Process(target=worker_process, args=(plan, child_conn), daemon=True,
+                            name=f"wattbench-worker-{plan.worker}")
+            p.start()
+            child_conn.close()
+            self.conns.append(parent_conn)
+            self.procs.append(p)
+        # Wait for every worker to be ready (imports done), then give all the same t0.
+        for w, c in enumerate(self.conns):
+            if not c.poll(READY_TIMEOUT_S):
+                raise WattbenchError(f"load worker {w} did not start within {READY_TIMEOUT_S} s")
+            try:
+                msg = c.recv()
+            except EOFError:
+                raise WattbenchError(
+                    f"load worker {w} exited while starting (a script that starts several workers "
+                    "must guard its entry point with `if __name__ == '__main__':`)"
+                ) from None
+            if isinstance(msg, Error):
+                raise WattbenchError(f"load worker {w} failed to start:\n{msg.traceback}")
+            assert isinstance(msg, Ready), msg
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> int:
+        self.loop = loop
+        self.done_f = loop.create_future()
+        t0_ns = now_ns() + START_MARGIN_NS
+        for c in self.conns:
+            c.send(Start(t0_ns))
+        for w, c in enumerate(self.conns):
+            loop.add_reader(c.fileno(), self._on_msg, w)
+            os.set_blocking(c.fileno(), True)  # see PipeLink
+        return t0_ns
+
+    def _finish(self, w: int, result: WorkerResult) -> None:
+        self.out[w] = result
+        self.loop.remove_reader(self.conns[w].fileno())
+
+    def _on_msg(self, w: int) -> None:
+        c = self.conns[w]
+        try:
+            while self.out[w] is None and c.poll():
+                msg = c.recv()
+                if isinstance(msg, Need):
+                    items, end = self.feeder.take(w, msg.n) if self.feeder is not None else ([], True)
+                    c.send(Items(items, end))
+                elif isinstance(msg, Back):
+                    self.feeder.give_back(w, msg.items)
+                elif isinstance(msg, Progress):
+                    self.counts[w] = msg
+                elif isinstance(msg, Records):
+                    self.records[w].extend(msg.records)
+                elif isinstance(msg, Result):
+                    self.counts[w] = msg.progress
+                    self._finish(w, WorkerResult(self._records(w), msg.cpu_pct, msg.stop_ns, msg.interrupted,
+                                                 msg.loop_lag_ns, msg.down))
+                elif isinstance(msg, Error):
+                    self.errors.append(msg.traceback)
+                    self._finish(w, WorkerResult([], None, None, True))
+        except (EOFError, OSError) as e:
+            if self.out[w] is None:
+                self.errors.append(f"load worker {w} exited unexpectedly (exit code {self.procs[w].exitcode}, {e!r})")
+                self._finish(w, WorkerResult(self._records(w), None, None, True))
+        if self.finished() and not self.done_f.done():
+            self.done_f.set_result(None)
+
+    def _records(self, w: int) -> list[RequestRecord]:
+        recs, self.records[w] = self.records[w], []
+        return [RequestRecord.model_construct(**r) for r in recs]
+
+    def progress(self) -> Progress:
+        return Progress(*(sum(x) for x in zip(*((p.done, p.failed, p.output_tokens) for p in self.counts))))
+
+    def finished(self) -> bool:
+        return all(r is not None for r in self.out)
+
+    async def wait(self, timeout_s: float) -> None:
+        await asyncio.wait({self.done_f}, timeout=timeout_s)
+        if not self.finished() and not any(p.is_alive() for p in self.procs):
+            await asyncio.sleep(0.2)  # what the dead workers sent last
+            for w in range(len(self.conns)):
+                if self.out[w] is None:
+                    self._on_msg(w)
+            if not self.finished():
+                self.errors.append("load workers exited without a result")
+                for w in range(len(self.conns)):
+                    if self.out[w] is None:
+                        self._finish(w, WorkerResult(self._records(w), None, None, True))
+
+    def _broadcast(self, msg) -> None:
+        for w, c in enumerate(self.conns):
+            if self.out[w] is None:
+                try:
+                    c.send(msg)
+                except (OSError, BrokenPipeError):
+                    pass
+
+    def stop(self) -> None:
+        self._broadcast(Stop())
+
+    def cancel(self) -> None:
+        self._broadcast(Cancel())
+
+    def results(self) -> list[WorkerResult]:
+        if self.errors:
+            raise WattbenchError("load worker failed:\n" + "\n".join(self.errors))
+        return list(self.out)
+
+    def close(self) -> None:
+        for c in self.conns:
+            c.close()
+        for p in self.procs:
+            p.join(timeout=5)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+
+
+def progress_dict(p: Progress, t0_ns: int) -> dict:
+    return {"done": p.done, "failed": p.failed, "output_tokens": p.output_tokens,
+            "elapsed_s": max(0.0, (now_ns() - t0_ns) / 1e9)}
+
+
+def deadline_ns(spec: LevelSpec, feeder: Feeder | None, t0_ns: int) -> int | None:
+    """Closed loop: when to stop sending (None: not known yet / no duration bound)."""
+    if feeder is None or spec.duration_s is None:
+        return None
+    if spec.warmup_requests:
+        if feeder.first_measured_ns is None:
+            return None
+        return feeder.first_measured_ns + int(spec.duration_s * 1e9)
+    return t0_ns + int(((spec.warmup_s or 0.0) + spec.duration_s) * 1e9)
+
+
+def coordinate(executor: Executor, spec: LevelSpec, plans: list[WorkerPlan], feeder: Feeder | None,
+               on_progress: Callable[[dict], None] | None):
+    """Run the level on ``executor`` under the one control loop (module doc).
+
+    Returns (worker results, t0_ns, interrupted, the guard's stop reason or None)."""
+    stops: list[str] = []
+    t0: list[int] = []
+
+    async def go(loop, interrupted: threading.Event):
+        t0_ns = executor.start(loop)
+        t0.append(t0_ns)
+        if feeder is not None:
+            feeder.t0_ns = t0_ns
+        guard = BacklogGuard(spec.mode in ("rate", "trace") and spec.stop_when_oversaturated,
+                             [a[1] for p in plans for a in (p.arrivals or ())], t0_ns)
+        last, stopped, cancelled = 0, False, False
+        while not executor.finished():
+            await executor.wait(0.05)
+            if interrupted.is_set() and not cancelled:
+                stopped = cancelled = True
+                executor.cancel()
+            now = now_ns()
+            dl = deadline_ns(spec, feeder, t0_ns)
+            if dl is not None and now >= dl and not stopped:
+                stopped = True
+                feeder.close()
+                executor.stop()
+            p = executor.progress()
+            if guard.update(p.done + p.failed, now) and not stopped:
+                stopped = True
+                stops.append(guard.reason)
+                executor.stop()
+            if on_progress is not None and now - last >= PROGRESS_PERIOD_S * 1e9:
+                last = now
+                on_progress(progress_dict(p, t0_ns))
+        if on_progress is not None:
+            on_progress(progress_dict(executor.progress(), t0_ns))
+        return executor.results()
+
+    try:
+        executor.prepare()
+        results, interrupted = run_loop(go, fast=executor.fast_loop)
+    finally:
+        executor.close()
+    return results, t0[0], interrupted or any(r.interrupted for r in results), (stops[0] if stops else None)
+
+
+def run_loop(coro_fn, fast: bool = True):
+    """Run ``coro_fn(loop, interrupted)`` on a fresh loop (uvloop when ``fast``); SIGINT sets the
+    ``interrupted`` flag instead of raising. Returns (its result, whether SIGINT came)."""
+    from wattbench.load.client import new_event_loop
+
+    loop = new_event_loop() if fast else asyncio.new_event_loop()
+    interrupted = threading.Event()
+    # A plain Python handler, not loop.add_signal_handler: the coordinating coroutine polls the
+    # flag every 50 ms, and no loop-owned signal fd is left behind between levels.
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
+    try:
+        return loop.run_until_complete(coro_fn(loop, interrupted)), interrupted.is_set()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        cancel_pending(loop)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

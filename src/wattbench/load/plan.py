@@ -1,0 +1,334 @@
+"""A level's plan: how many workers, what each one does, and where closed-loop requests come from.
+
+- ``auto_workers``: the worker rule (``STREAMS_PER_WORKER`` streams or ``ARRIVALS_PER_WORKER_RPS``
+  arrivals/s per worker, never more than the host's cores).
+- ``split_count``: the one rule for sharing a count (streams, requests, a concurrency cap) over
+  workers or Ray actors: ``total // n`` each, the remainder to the first ones.
+- ``WorkerPlan``: what one worker does (picklable; sent to a worker process or a Ray actor).
+- ``Feeder``: hands closed-loop requests to workers on demand (warm-up decided at hand-out).
+- ``open_arrivals``: the open-loop / trace arrivals, materialized and interleaved over workers.
+- ``build_plans``: a level spec → one ``WorkerPlan`` per worker (and the feeder / target rate).
+- ``validate_spec``: refuse a level the generator cannot run, naming the flag.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from wattbench.clock import now_ns
+from wattbench.errors import UserError, WattbenchError
+from wattbench.load.schedule import iter_arrival_times, parse_arrival
+from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.workload.base import RequestSpec
+
+# Auto worker rule (docs/benchmarks.md, "Client overhead"): one worker keeps its timestamps
+# within 1 ms up to ~256 concurrent streams at ~20 ms inter-token latency; open loop, one worker
+# per 100 requests/s of target rate.
+STREAMS_PER_WORKER = 256
+ARRIVALS_PER_WORKER_RPS = 100.0
+PROGRESS_PERIOD_S = 0.2  # on_progress at most 5 times/s
+
+Item = tuple  # (index, RequestSpec, warmup: bool | "time")
+
+
+def split_count(total: int, n: int) -> list[int]:
+    """``total`` shared over ``n`` parts: ``total // n`` each, the remainder to the first ones."""
+    return [total // n + (1 if k < total % n else 0) for k in range(n)]
+
+
+def auto_workers(spec: LevelSpec, cpu_count: int | None = None) -> int:
+    """Workers for a level when ``spec.workers`` is None: enough that each worker drives at most
+    ``STREAMS_PER_WORKER`` concurrent streams (closed loop) or ``ARRIVALS_PER_WORKER_RPS``
+    arrivals/s (open loop), never more than the host's cores; trace replay uses one."""
+    cpus = cpu_count or os.cpu_count() or 1
+    if spec.mode == "concurrency":
+        need = math.ceil(spec.value / STREAMS_PER_WORKER)
+    elif spec.mode == "rate" and math.isinf(spec.value):  # all at once: streams in flight, not arrivals/s
+        need = math.ceil(min(spec.num_requests or 1, spec.max_in_flight or math.inf) / STREAMS_PER_WORKER)
+    elif spec.mode == "rate":
+        need = math.ceil(spec.value / ARRIVALS_PER_WORKER_RPS)
+    else:
+        need = 1
+    return max(1, min(cpus, need))
+
+
+# ------------------------------------------------------------------------------------- plans
+
+
+@dataclass
+class WorkerPlan:
+    """What one worker does (picklable)."""
+
+    worker: int
+    level: int
+    mode: str
+    target: TargetSpec
+    concurrency: int = 0  # closed loop
+    arrivals: list | None = None  # open loop: [(index, offset_s, spec, warmup)] sorted by offset
+    max_in_flight: int | None = None  # open loop: this worker's share of --max-concurrency
+    stop_after_s: float | None = None  # closed loop: stop sending at t0 + this
+    warmup_s: float | None = None  # closed loop: a request sent after t0 + this is measured
+    progress_period_s: float = PROGRESS_PERIOD_S
+    # several targets: ``routes[k]`` is the index in ``targets`` of this worker's stream k (closed
+    # loop) or arrival k (open loop); records then carry ``target`` = the base URL
+    targets: list | None = None
+    routes: list | None = None
+
+
+def request_source(requests) -> Iterator[tuple[int, RequestSpec]]:
+    if callable(requests):
+        for i in itertools.count():
+            try:
+                spec = requests(i)
+            except (IndexError, StopIteration):
+                return
+            if spec is None:
+                return
+            yield i, spec
+    else:
+        yield from enumerate(requests)
+
+
+class Feeder:
+    """Hands closed-loop requests to workers on demand (in the parent process).
+
+    Decides warm-up at hand-out time, enforces ``num_requests``, keeps a session on one worker,
+    and stops at the deadline.
+    """
+
+    def __init__(self, spec: LevelSpec, requests, n_workers: int):
+        self._it = request_source(requests)
+        self.spec = spec
+        self.n_workers = n_workers
+        self.pending = [deque() for _ in range(n_workers)]
+        self.owner: dict[str, int] = {}
+        self.handed = 0
+        self.measured = 0
+        self.t0_ns: int | None = None
+        self.first_measured_ns: int | None = None
+        self.exhausted = False  # the source ran out
+        self.closed = False
+        self.lock = threading.Lock()
+
+    def _warm(self, now: int) -> bool | str:
+        """``True`` (warm-up by count), ``"time"`` (handed out during the timed warm-up: the
+        worker gives it back if it could only send it after the warm-up ended) or ``False``."""
+        s = self.spec
+        if s.warmup_requests and self.handed < s.warmup_requests:
+            return True
+        if s.warmup_s and self.t0_ns is not None and now < self.t0_ns + int(s.warmup_s * 1e9):
+            return "time"
+        return False
+
+    def give_back(self, worker: int, items: list) -> None:
+        """Requests handed out as timed warm-up that a worker could not send before the warm-up
+        ended: they go back to the front of its queue and are decided again when taken (so a
+        request sent after the warm-up is measured, whatever the prefetch held)."""
+        with self.lock:
+            for idx, spec in reversed(items):
+                self.pending[worker].appendleft((idx, spec))
+                self.handed -= 1
+
+    def _limit_reached(self) -> bool:
+        n = self.spec.num_requests
+        return n is not None and self.measured >= n
+
+    def take(self, worker: int, n: int) -> tuple[list[Item], bool]:
+        """Up to ``n`` items for ``worker``; the flag says no more will ever come."""
+        with self.lock:
+            out: list[Item] = []
+            pend = self.pending[worker]
+            scanned = 0
+            while len(out) < n and not self.closed:
+                if pend:
+                    idx, spec = pend.popleft()
+                else:
+                    if self.exhausted or scanned > 64 + 4 * n:
+                        break
+                    try:
+                        idx, spec = next(self._it)
+                    except StopIteration:
+                        self.exhausted = True
+                        break
+                    scanned += 1
+                    sid = spec.session_id
+                    if sid is not None:
+                        w = self.owner.setdefault(sid, worker)
+                        if w != worker:
+                            self.pending[w].append((idx, spec))
+                            continue
+                now = now_ns()
+                warm = self._warm(now)
+                if not warm and self._limit_reached():
+                    self.closed = True
+                    break
+                self.handed += 1
+                if not warm:
+                    self.measured += 1
+                    if self.first_measured_ns is None:
+                        self.first_measured_ns = now
+                out.append((idx, spec, warm))
+            end = self.closed or self._limit_reached() or (self.exhausted and not pend)
+            return out, end
+
+    def close(self) -> None:
+        with self.lock:
+            self.closed = True
+
+
+def open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list], float | None, bool]:
+    """Materialize the open-loop/trace arrivals and partition them over workers.
+
+    Returns (per-worker arrival lists, target rate (trace: from the schedule), source exhausted
+    early)."""
+    src = request_source(requests)
+    arrivals: list[tuple[int, float, RequestSpec, bool]] = []
+    exhausted = False
+    wr = spec.warmup_requests or 0
+    ws = spec.warmup_s or 0.0
+    if spec.mode == "rate":
+        if spec.num_requests is None and spec.duration_s is None:
+            raise UserError("an open-loop level needs --num-requests or --duration")
+        if spec.num_requests is None and math.isinf(spec.value):
+            from wattbench.load.schedule import INF_NEEDS_N
+
+            raise UserError(INF_NEEDS_N)
+        warm_end: float | None = None  # where the measured phase starts
+        measured = 0
+        for off in iter_arrival_times(spec.value, spec.arrival, spec.seed):
+            warm = len(arrivals) < wr or off < ws
+            if not warm:
+                if warm_end is None:
+                    warm_end = ws if not wr else off
+                if spec.num_requests is not None and measured >= spec.num_requests:
+                    break
+                if spec.duration_s is not None and off >= warm_end + spec.duration_s:
+                    break
+            try:
+                idx, rs = next(src)
+            except StopIteration:
+                exhausted = True
+                break
+            arrivals.append((idx, off, rs, warm))
+            if not warm:
+                measured += 1
+        target_rate = spec.value
+    else:  # trace
+        if not spec.speedup > 0:
+            raise UserError(f"--speedup must be positive, got {spec.speedup!r}")
+        items = []
+        for idx, rs in src:
+            if rs.arrival_s is None:
+                raise UserError(
+                    f"trace request {idx} has no arrival time; a trace needs an arrival offset per request"
+                )
+            items.append((idx, rs.arrival_s / spec.speedup, rs))
+        items.sort(key=lambda x: x[1])
+        base = items[0][1] if items else 0.0
+        measured = 0
+        warm_end = None
+        for k, (idx, off, rs) in enumerate(items):
+            off -= base
+            warm = k < wr or off < ws
+            if not warm:
+                if warm_end is None:
+                    warm_end = ws if not wr else off
+                if spec.num_requests is not None and measured >= spec.num_requests:
+                    break
+                if spec.duration_s is not None and off >= warm_end + spec.duration_s:
+                    break
+                measured += 1
+            arrivals.append((idx, off, rs, warm))
+        span = arrivals[-1][1] - arrivals[0][1] if len(arrivals) > 1 else 0.0
+        target_rate = (len(arrivals) - 1) / span if span > 0 else None
+    parts: list[list] = [[] for _ in range(n_workers)]
+    owner: dict[str, int] = {}
+    for k, a in enumerate(arrivals):
+        w = k % n_workers
+        sid = a[2].session_id
+        if sid is not None:
+            w = owner.setdefault(sid, w)
+        parts[w].append(a)
+    return parts, target_rate, exhausted
+
+
+# ------------------------------------------------------------------------------------ worker
+
+
+
+def validate_spec(spec: LevelSpec) -> None:
+    """Refuse a level the generator cannot run (UserError naming the flag); the runner calls this
+    for every planned level before it writes anything."""
+    if spec.mode == "concurrency" and not (spec.value >= 1 and float(spec.value).is_integer()):
+        raise UserError(f"--concurrency must be a whole number >= 1, got {spec.value!r}")
+    if spec.mode == "rate":
+        if not (not math.isnan(spec.value) and spec.value > 0):
+            raise UserError(f"--rate must be a positive number of requests/s (or inf), got {spec.value!r}")
+        parse_arrival(spec.arrival)
+    if spec.num_requests is not None and spec.num_requests < 1:
+        raise UserError(f"--num-requests must be >= 1, got {spec.num_requests}")
+    if spec.duration_s is not None and not spec.duration_s > 0:
+        raise UserError(f"--duration must be positive, got {spec.duration_s!r}")
+    if spec.workers is not None and spec.workers < 1:
+        raise UserError(f"--workers must be >= 1, got {spec.workers}")
+
+
+def _route(route: Callable[[int], int], k: int, n: int) -> int:
+    i = route(k)
+    if not (isinstance(i, int) and 0 <= i < n):
+        raise WattbenchError(f"target route gave {i!r} for {k}; expected an index in 0..{n - 1}")
+    return i
+
+
+@dataclass
+class LevelPlan:
+    """A level made concrete: one plan per worker, the closed loop's feeder, the open loop's
+    target rate, and whether the request source ran out while the arrivals were drawn."""
+
+    plans: list[WorkerPlan]
+    feeder: Feeder | None
+    target_rate: float | None
+    exhausted_early: bool
+
+
+def build_plans(spec: LevelSpec, target: TargetSpec, targets: list[TargetSpec] | None,
+                route: Callable[[int], int] | None, requests) -> LevelPlan:
+    """One ``WorkerPlan`` per worker for ``spec`` (``targets``/``route``: several targets)."""
+    n_workers = spec.workers or auto_workers(spec)
+    if spec.mode == "concurrency":
+        n_workers = min(n_workers, int(spec.value))
+        if spec.num_requests is None and spec.duration_s is None and callable(requests):
+            raise UserError("a closed-loop level needs --num-requests or --duration")
+        feeder = Feeder(spec, requests, n_workers)
+        stop_after = None
+        if spec.duration_s is not None and not spec.warmup_requests:
+            stop_after = (spec.warmup_s or 0.0) + spec.duration_s
+        plans, first = [], 0
+        for w, share in enumerate(split_count(int(spec.value), n_workers)):
+            plans.append(WorkerPlan(w, spec.index, spec.mode, target, concurrency=share, stop_after_s=stop_after,
+                                    warmup_s=spec.warmup_s))
+            if targets:
+                plans[-1].targets = targets
+                plans[-1].routes = [_route(route, first + k, len(targets)) for k in range(share)]
+            first += share
+        return LevelPlan(plans, feeder, None, False)
+    cap = spec.max_in_flight
+    if cap is not None:
+        if cap < 1:
+            raise UserError(f"--max-concurrency must be >= 1, got {cap}")
+        n_workers = min(n_workers, cap)
+    parts, target_rate, exhausted_early = open_arrivals(spec, requests, n_workers)
+    caps = split_count(cap, n_workers) if cap is not None else [None] * n_workers
+    plans = [WorkerPlan(w, spec.index, spec.mode, target, arrivals=parts[w], max_in_flight=caps[w])
+             for w in range(n_workers)]
+    if targets:
+        for p in plans:
+            p.targets = targets
+            p.routes = [_route(route, a[0], len(targets)) for a in p.arrivals]
+    return LevelPlan(plans, None, target_rate, exhausted_early)
