@@ -136,7 +136,7 @@ def test_server_killed_mid_level(tmp_path):
     # it stopped firing: a few refusals per stream at most, not the rest of the 400
     assert len(recs) <= stats["requests"] + REFUSALS_DOWN + 4 * 2
     assert res.levels[0].validity.verdict == "invalid" and res.validity.verdict == "invalid"
-    down = res.levels[0].extra["target_down"]
+    down = res.levels[0].target_down
     assert down["target"] == s.base + "/v1" and down["refusals"] >= REFUSALS_DOWN
 
 
@@ -279,7 +279,7 @@ def test_signal_mid_level(tmp_path, sig, workers):
     recs = load_requests(out)
     assert res.status == "interrupted"
     assert [lv.index for lv in res.levels] == [0, 1]
-    assert res.levels[1].extra.get("stopped_early") == "interrupted"
+    assert res.levels[1].stopped_early == "interrupted"
     assert res.levels[0].requests.completed == sum(1 for r in recs if r.level == 0 and r.ok and not r.warmup) > 0
     ok1 = sum(1 for r in recs if r.level == 1 and r.ok)
     assert ok1 >= 6 and res.levels[1].requests.completed == ok1

@@ -31,7 +31,7 @@ from wattbench.accounting.validity import Finding, combine, steady_findings, wor
 from wattbench.load.saturation import is_oversaturated, mark_saturated
 from wattbench.metrics.latency import request_end_ns, summarize_level, tokens_in_window
 from wattbench.metrics.slo import goodput
-from wattbench.results.schema import LevelResult, PowerSplit, Window
+from wattbench.results.schema import LevelResult, LevelTiming, Oversaturation, PowerSplit, Window
 
 __all__ = ["LevelContext", "account_level", "oversaturation", "count_source", "add_level_findings",
            "BACKLOG_GRID_NS"]
@@ -106,8 +106,7 @@ def account_level(index: int, spec, outcome, ctx: LevelContext, token_source: st
     window, steady = _windows(outcome)
     level = LevelResult(index=index, label=spec.label, load=outcome.load, window=window, steady_window=steady,
                         requests=requests, latency=latency, throughput=throughput, token_source=token_source)
-    if outcome.stopped_early:
-        level.extra["stopped_early"] = outcome.stopped_early
+    level.stopped_early = outcome.stopped_early
     found: list[Finding] = [f for f in [failed_requests_finding(level)] if f is not None]
     accounted = _energy(level, outcome, ctx)
     level.server_metrics = _server_metrics(outcome, ctx)
@@ -117,7 +116,7 @@ def account_level(index: int, spec, outcome, ctx: LevelContext, token_source: st
                                 window_output_tokens=throughput.tokens_in_window.output)
     sat = oversaturation(spec, outcome, ctx.timeline)
     if sat is not None:
-        level.extra["oversaturation"] = sat.to_dict()
+        level.oversaturation = Oversaturation.model_validate(sat.to_dict())
     found += oversaturation_findings(outcome.stopped_early, sat.reason if sat is not None and sat.oversaturated
                                      else None)
     e2e_p50 = latency.e2e_ms.p50
@@ -165,9 +164,9 @@ def add_level_findings(level: LevelResult, spec, outcome, length_source: str | N
     """What the level measured, judged (``level_findings.py``): nothing completed, small samples,
     a closed loop far below its label, prompt lengths off, the target gone."""
     if outcome.target_down:
-        level.extra["target_down"] = dict(outcome.target_down)
-    level.extra["timing"] = {"warmup_s": spec.warmup_s, "warmup_requests": spec.warmup_requests,
-                             "duration_s": spec.duration_s, "duration_includes_warmup": False}
+        level.target_down = dict(outcome.target_down)
+    level.timing = LevelTiming(warmup_s=spec.warmup_s, warmup_requests=spec.warmup_requests,
+                               duration_s=spec.duration_s, duration_includes_warmup=False)
     found = level_findings(level, outcome.records, stopped_early=outcome.stopped_early, length_source=length_source,
                            target_down=outcome.target_down)
     if found:

@@ -23,7 +23,7 @@ from wattbench.errors import UserError
 from wattbench.metrics.trials import ci95
 from wattbench.results import rundir
 from wattbench.results.headline import headline_boundary
-from wattbench.results.schema import LevelResult, Pareto
+from wattbench.results.schema import LevelResult, Pareto, PrefillDecode
 from wattbench.run.session import RunSession
 
 REGRESSION_INTERVALS = 120  # client-timed intervals over the run (at least 0.5 s each)
@@ -85,7 +85,7 @@ def trials_block(trials: list[LevelResult]) -> dict:
         figures[key] = {"mean": c["mean"], "ci_low": c["ci95_low"], "ci_high": c["ci95_high"], "n": c["n"],
                         "values": vs}
     return {"n": len(trials), "confidence": 0.95, "figures": figures,
-            "thermal_before": [t.extra.get("thermal_before") for t in trials]}
+            "thermal_before": [t.thermal_before for t in trials]}
 
 
 def run_analyses(session: RunSession) -> None:
@@ -107,11 +107,11 @@ def run_analyses(session: RunSession) -> None:
         result.pareto = Pareto.model_validate(pareto)
     if session.sampler is not None and b:
         reg = regression(session, b)
-        pd = result.extra.setdefault("prefill_decode", {})
-        pd["regression"] = reg
-        pair = pd.get("isolating_pair")
+        pd = result.prefill_decode = result.prefill_decode or PrefillDecode()
+        pd.regression = reg
+        pair = pd.isolating_pair
         if pair and "error" not in pair and reg.get("status") == "ok":
-            pd["cross_check"] = cross_check(reg, pair)
+            pd.cross_check = cross_check(reg, pair)
 
 
 def _intervals(session: RunSession, energy):

@@ -27,7 +27,7 @@ from wattbench.metrics.carbon_series import parse_carbon_intensity
 from wattbench.metrics.slo import parse_slos
 from wattbench.results import rundir
 from wattbench.results.ids import new_run_id as _new_run_id
-from wattbench.results.schema import ClockInfo, Result, Window
+from wattbench.results.schema import CarbonIntensity, ClockInfo, PrefillDecode, Result, Window
 from wattbench.results.store import HistoryStore
 from wattbench.run import analyses, plan, telemetry
 from wattbench.run.level import LevelRunner
@@ -89,7 +89,7 @@ def _run(session: RunSession) -> Result:
     lr = LevelRunner(session, targets.specs, workload)
     plan.run_plan(cfg, result, lr.measure, session.slos)
     if cfg.prefill_decode_pair and session.sampler is not None:
-        result.extra.setdefault("prefill_decode", {})["isolating_pair"] = plan.prefill_decode_pair(cfg, lr.measure)
+        result.prefill_decode = PrefillDecode(isolating_pair=plan.prefill_decode_pair(cfg, lr.measure))
     analyses.run_analyses(session)
     _idle_after(session)
     session.finish("complete", None)
@@ -131,7 +131,7 @@ def _start_result(session: RunSession, run_dir, targets: Targets, workload, prob
     )
     result.extra["workload"] = workload.describe()
     if session.carbon is not None:
-        result.carbon = {**session.carbon.describe(), "unit": "gCO2e/kWh", "pue": cfg.pue}
+        result.carbon = CarbonIntensity(**session.carbon.describe(), unit="gCO2e/kWh", pue=cfg.pue)
     result.extra["prompt_length_source"] = workload.token_source
     if workload.token_source == "approx":
         result.warnings.append(

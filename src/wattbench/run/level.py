@@ -87,8 +87,8 @@ class LevelRunner:
                 break  # no further trial against a target that stopped answering
         level = trials[-1]
         self._record(level, [], trials)
-        if level.extra.get("target_down"):
-            raise TargetStopped(f"{level.extra['target_down']['text']} (level {level.label}); the run stopped, "
+        if level.target_down:
+            raise TargetStopped(f"{level.target_down['text']} (level {level.label}); the run stopped, "
                                 f"the {sum(t.requests.completed + t.requests.failed for t in trials)} requests "
                                 "measured are kept" + (f" in {session.run_dir}" if session.run_dir else ""))
         return level
@@ -136,9 +136,8 @@ class LevelRunner:
             lv.per_node_energy = analyses.per_node_energy(session, outcome, lv)
         analyses.attribute(session, lv, outcome.records)
         lv.extra["prompt_length_source"] = self.workload.token_source
-        lv.extra["trial"] = trial
-        if thermal_before is not None:
-            lv.extra["thermal_before"] = thermal_before
+        lv.trial = trial
+        lv.thermal_before = thermal_before
         return lv
 
     def _write_requests(self, records, trial: int) -> None:
@@ -154,7 +153,7 @@ class LevelRunner:
             level.trials = TrialsBlock.model_validate(analyses.trials_block(trials))
         session.result.levels.append(level)
         if partial_records:
-            self._write_requests(partial_records, level.extra.get("trial", 0))
+            self._write_requests(partial_records, level.trial or 0)
         session.write_level_artifacts()
         session.write_report()
         session.emit("level_done", index=level.index, level=level)

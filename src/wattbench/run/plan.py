@@ -91,8 +91,8 @@ def level_figures(level: LevelResult) -> dict:
     d = level.model_dump(mode="json")
     if level.requests.completed == 0:  # a failed level, not a missing one (load/search.py)
         d["failed"] = _no_request_reason(level) or "no measured request completed"
-    d["oversaturated"] = bool((level.extra.get("oversaturation") or {}).get("oversaturated")) or str(
-        level.extra.get("stopped_early") or "").startswith("over-saturated")
+    d["oversaturated"] = bool(level.oversaturation and level.oversaturation.oversaturated) or str(
+        level.stopped_early or "").startswith("over-saturated")
     b = headline_boundary(level)
     e = level.energy.get(b) if b else None
     d["output_tokens_per_s_per_kw"] = e.output_tokens_per_s_per_kw if e else None

@@ -85,7 +85,7 @@ def test_failed_requests_warn_and_a_majority_failed_is_invalid(n_failed, verdict
 def test_a_level_stopped_by_the_over_saturation_guard_is_marked():
     out = _outcome(_four_requests(), 1.0, 5.0, stopped_early="over-saturated: queue grew")
     lv = account_level(0, _spec(), out, LevelContext(log=_log()), "usage")
-    assert lv.extra["stopped_early"] == "over-saturated: queue grew"
+    assert lv.stopped_early == "over-saturated: queue grew"
     assert any("level stopped early, over-saturated" in r for r in lv.validity.reasons)
 
 
@@ -99,7 +99,7 @@ def test_open_loop_backlog_that_grows_is_oversaturated_and_a_drained_one_is_not(
     assert sat.oversaturated and not ok.oversaturated
     lv = account_level(0, _spec("rate", 10), _outcome(growing, 0.0, 9.9),
                        LevelContext(log=None), "usage")
-    assert lv.extra["oversaturation"]["oversaturated"] is True
+    assert lv.oversaturation.oversaturated is True
     assert any(r.startswith("warn: over-saturated:") for r in lv.validity.reasons)
     # a closed loop's backlog is capped by its concurrency: not judged without the server's queue
     assert oversaturation(_spec("concurrency", 2), _outcome(growing, 0.0, 20.0)) is None

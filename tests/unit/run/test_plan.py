@@ -71,7 +71,7 @@ def test_level_figures_flatten_the_objective_and_mark_failed_and_oversaturated_l
     assert d["output_tokens_per_s_per_kw"] == e.output_tokens_per_s_per_kw
     assert d["goodput_per_kw"] == e.output_tokens_per_s_per_kw  # no SLO: every token is good
     assert d["oversaturated"] is False and "failed" not in d
-    lv.extra["stopped_early"] = "over-saturated: waiting queue grows"
+    lv.stopped_early = "over-saturated: waiting queue grows"
     assert plan.level_figures(lv)["oversaturated"] is True
     lv.requests.completed = 0
     lv.validity.reasons = ["invalid: no measured request completed (0 warm-up, 3 failed, 0 completed)"]
