@@ -10,7 +10,9 @@ whose executable is missing is skipped, and the output says so) against
   contains what any client's TTFT contains beyond the server's own: loopback both ways, the
   client's queueing and its late stamping); **ITL error** = each inter-token gap it reports −
   the server's gap between the same two token writes. Mean and p99 of both over the requests
-  (gaps) of the level;
+  (gaps) of the level. The TTFT error is also split in two on the shared clock: the tool's start
+  stamp -> the server's read of the request (send path and queueing, plus the server waiting for
+  a CPU), and the server's first write -> the tool's first-token stamp (late arrival stamps);
 - vLLM on the CPU (the tiny preset, dummy weights, ``/work/venv-vllm``): there is no per-request
   log, so the truth is vLLM's own ``/metrics`` histograms over the same requests
   (``vllm:time_to_first_token_seconds``, ``vllm:inter_token_latency_seconds``: sum/count deltas),
@@ -31,7 +33,8 @@ Every tool runs closed loop at the same concurrency with the same request count.
 scripted server, one warm-up request per stream where the tool has a warm-up (wattbench, vllm
 ``--num-warmups``, AIPerf ``--warmup-request-count``; GuideLLM's first requests are measured);
 against vLLM none at all, so that the engine's histograms cover the same requests as the tool's
-figures (``vllm bench serve`` adds one test request of its own before it starts). Run from the repository root::
+figures (``vllm bench serve`` adds one test request of its own before it starts); instead the
+engine is warmed once, before the first tool, by an unmeasured level. Run from the repository root::
 
     PYTHONPATH=src:. python benches/peer_clients.py --streams 8,64,256,512 --json /tmp/peers.json
     PYTHONPATH=src:. python benches/peer_clients.py --target vllm-cpu --streams 8 --per-stream 12
@@ -536,6 +539,13 @@ def main(argv=None) -> int:
                 if phase == "begin":
                     return scrape_vllm(base)
                 return errors_vs_vllm_metrics(rows, before, scrape_vllm(base))
+        if a.target != "scripted":
+            # vLLM's first requests pay one-time costs (kernel set-up, thread pools) that starve
+            # every process on a small host: take them with an unmeasured level first, so that
+            # no tool's figures carry them (the first tool would otherwise).
+            warm = work_root / "engine-warmup"
+            warm.mkdir(parents=True, exist_ok=True)
+            run_wattbench(ctx, max(streams), 2 * max(streams), warm)
         for conc in streams:
             n = max(a.min_requests, conc * a.per_stream)
             for tool in tools:
@@ -623,6 +633,10 @@ def report(paths: list[str]) -> str:
             notes.append("marked saturated in " + "/".join("yes" if r.get("saturated") else "no" for r in ok))
         if ok and ok[0].get("itl_err_basis") not in (None, "per gap"):
             notes.append("ITL " + ok[0]["itl_err_basis"])
+        if target != "scripted" and ok:
+            notes.append("mean TTFT tool / engine " + ", ".join(
+                f"{r['ttft_ms_mean']:.1f} / {r['true_ttft_ms_mean']:.1f} ms" for r in ok
+                if r.get("ttft_ms_mean") is not None and r.get("true_ttft_ms_mean") is not None))
         if any(r.get("failed") for r in ok):
             notes.append("failed requests " + "/".join(str(r.get("failed")) for r in ok))
         lines.append(f"| {target} | {streams} | {TOOLS[ti]} | {col(ok, 'ttft_err_ms_mean', '+.2f')} "

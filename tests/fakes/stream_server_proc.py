@@ -1,4 +1,5 @@
-"""Start ``tests/fakes/stream_server.py`` as a real process and stop it by PID."""
+"""Start ``tests/fakes/stream_server.py`` (or another fake server script that prints
+``LISTENING <port>``) as a real process and stop it by PID."""
 
 from __future__ import annotations
 
@@ -14,20 +15,39 @@ from pathlib import Path
 SERVER = Path(__file__).with_name("stream_server.py")
 
 
+def start_script(script: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    """Start a fake server script on a free port; ``(process, base_url)`` once it prints ``LISTENING``."""
+    proc = subprocess.Popen([sys.executable, str(script), "--port", "0", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("LISTENING"):
+        proc.kill()
+        proc.wait()
+        err = proc.stderr.read()[:2000]
+        proc.stdout.close()
+        proc.stderr.close()
+        raise RuntimeError(f"{script.name} did not start: {line!r} {err}")
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """SIGTERM by PID, SIGKILL after 10 s, then close its pipes."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+
+
 @contextmanager
 def stream_server(*args: str):
     """Yield ``(base_url, stats)``; ``stats(reset=False)`` reads the server's /stats."""
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, base = start_script(SERVER, *args)
     try:
-        line = proc.stdout.readline()
-        if not line.startswith("LISTENING"):
-            raise RuntimeError(f"stream server did not start: {line!r} {proc.stderr.read()[:2000]}")
-        base = f"http://127.0.0.1:{int(line.split()[1])}"
 
         def stats(reset: bool = False) -> dict:
             with urllib.request.urlopen(base + ("/stats/reset" if reset else "/stats"), timeout=10) as r:
@@ -57,12 +77,4 @@ def stream_server(*args: str):
         stats.writes = writes
         yield base, stats
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+        stop_process(proc)

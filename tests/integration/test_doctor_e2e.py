@@ -1,39 +1,14 @@
 """``wattbench doctor`` end to end against real local server processes (started here, stopped by PID)."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.fakes.stream_server_proc import start_script, stop_process
+
 FAKES = Path(__file__).resolve().parents[1] / "fakes"
-
-
-def start(script: Path, *args: str):
-    proc = subprocess.Popen([sys.executable, str(script), "--port", "0", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    if not line.startswith("LISTENING"):
-        proc.kill()
-        proc.wait()
-        raise RuntimeError(f"{script.name} did not start: {line!r} {proc.stderr.read()[:2000]}")
-    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
-
-
-def stop(proc):
-    if proc.poll() is None:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-    proc.stdout.close()
-    proc.stderr.close()
 
 
 def doctor(*args):
@@ -44,7 +19,7 @@ def doctor(*args):
 
 
 def test_doctor_against_doctor_server_process(tmp_path):
-    proc, url = start(FAKES / "doctor_server.py", "--max-model-len", "4096", "--limit-per-s", "4")
+    proc, url = start_script(FAKES / "doctor_server.py", "--max-model-len", "4096", "--limit-per-s", "4")
     try:
         f = tmp_path / "release.json"
         f.write_text(json.dumps({"rollback": {"previous": "v1", "procedure": "kubectl rollout undo deploy/llm",
@@ -53,7 +28,7 @@ def test_doctor_against_doctor_server_process(tmp_path):
                                                "utilization": True}}))
         code, rep = doctor("--target", url, "--checklist", str(f))
     finally:
-        stop(proc)
+        stop_process(proc)
     c = {x["id"]: x for x in rep["checks"]}
     assert code == 0 and rep["ok"]
     assert c["server.reachable"]["data"]["engine"] == "vllm"
@@ -67,11 +42,11 @@ def test_doctor_against_doctor_server_process(tmp_path):
 
 
 def test_doctor_against_doctor_server_without_usage_fails(tmp_path):
-    proc, url = start(FAKES / "doctor_server.py", "--no-usage", "--no-metrics")
+    proc, url = start_script(FAKES / "doctor_server.py", "--no-usage", "--no-metrics")
     try:
         code, rep = doctor("--target", url, "--burst", "0")
     finally:
-        stop(proc)
+        stop_process(proc)
     c = {x["id"]: x for x in rep["checks"]}
     assert code == 1
     assert c["server.stream_usage"]["status"] == "fail" and c["server.metrics"]["status"] == "warn"
@@ -79,11 +54,11 @@ def test_doctor_against_doctor_server_without_usage_fails(tmp_path):
 
 @pytest.mark.skipif(not (FAKES / "stream_server.py").exists(), reason="the client's scripted stream server is absent")
 def test_doctor_against_the_scripted_stream_server():
-    proc, url = start(FAKES / "stream_server.py", "--model", "m1,m2", "--ttft-ms", "5", "--itl-ms", "1")
+    proc, url = start_script(FAKES / "stream_server.py", "--model", "m1,m2", "--ttft-ms", "5", "--itl-ms", "1")
     try:
         code, rep = doctor("--target", url, "--burst", "4")
     finally:
-        stop(proc)
+        stop_process(proc)
     c = {x["id"]: x for x in rep["checks"]}
     assert c["server.models"]["data"]["models"] == ["m1", "m2"]
     assert c["server.stream_usage"]["status"] == "pass"
@@ -100,7 +75,7 @@ def test_monitor_against_doctor_server_process(tmp_path):
 
     from wattbench.monitor import Monitor
 
-    proc, url = start(FAKES / "doctor_server.py")
+    proc, url = start_script(FAKES / "doctor_server.py")
     try:
         def complete(n):
             body = json.dumps({"model": "tiny", "prompt": "a b c", "max_tokens": n, "stream": True,
@@ -122,7 +97,7 @@ def test_monitor_against_doctor_server_process(tmp_path):
             m.flush()
             snap = m.snapshot()
     finally:
-        stop(proc)
+        stop_process(proc)
     tot = snap["windows"]["total"]
     assert tot["output_tokens"] == 23 and tot["prompt_tokens"] == 9
     assert tot["j_per_output_token"]["node"] == pytest.approx(400 * tot["duration_s"] / 23, rel=1e-6)

@@ -9,18 +9,19 @@ The venv: WATTBENCH_VLLM_PYTHON, else /work/vllm-venv/bin/python (made by
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
-from wattbench.clock import now_ns
 from wattbench.engines import launch
 from wattbench.engines.vllm import VLLM
 from wattbench.server.detect import detect_server
-from wattbench.server.metrics import MetricsScraper
+
+from tests.fakes.engine_counters import (
+    LENGTHS, assert_counters_equal_usage, assert_level_counters_bracket, run_cli_levels,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -77,55 +78,11 @@ def test_server_info_and_effective_config(vllm_server):
     assert det.engine == "vllm" and det.version.startswith("0.32") and det.max_model_len == 2048
 
 
-async def _stream(session, base_url, model, prompt, max_tokens):
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
-            "stream_options": {"include_usage": True}}
-    usage = None
-    async with session.post(base_url + "/completions", json=body) as r:
-        assert r.status == 200, await r.text()
-        async for raw in r.content:
-            line = raw.decode().strip()
-            if line.startswith("data: ") and line != "data: [DONE]":
-                d = json.loads(line[6:])
-                if d.get("usage"):
-                    usage = d["usage"]
-    return usage
-
-
 def test_scraped_token_counters_equal_usage(vllm_server):
-    import aiohttp
-
     h = vllm_server
-    scraper = MetricsScraper(h.base_url, interval_s=0.5).start()
-    while not scraper.timeline.scrapes:
-        time.sleep(0.05)
-    lengths = [16, 24, 32, 40, 48, 56]
-    prompts = [("energy per token " * (3 + 4 * i)).strip() for i in range(len(lengths))]
-
-    async def run():
-        async with aiohttp.ClientSession() as s:
-            sem = asyncio.Semaphore(3)
-
-            async def one(p, n):
-                async with sem:
-                    return await _stream(s, h.base_url, h.model, p, n)
-
-            return await asyncio.gather(*[one(p, n) for p, n in zip(prompts, lengths)])
-
-    t_start = now_ns()
-    usages = asyncio.run(run())
-    elapsed_s = (now_ns() - t_start) / 1e9
-    time.sleep(1.2)
-    tl = scraper.stop()
-    assert tl.available and tl.engine == "vllm"
-    out_tokens = sum(u["completion_tokens"] for u in usages)
-    in_tokens = sum(u["prompt_tokens"] for u in usages)
-    assert [u["completion_tokens"] for u in usages] == lengths  # ignore_eos: exact lengths
-    t0, t1 = tl.scrapes[0][0], tl.scrapes[-1][0]
-    assert t0 < t_start
-    assert tl.counter_delta("generation_tokens", t0, t1) == out_tokens
-    assert tl.counter_delta("prompt_tokens", t0, t1) == in_tokens
-    s = tl.summary(t0, t1)
+    tl, _, elapsed_s = assert_counters_equal_usage(h.base_url, h.model, "vllm")
+    out_tokens = sum(LENGTHS)
+    s = tl.summary(tl.scrapes[0][0], tl.scrapes[-1][0])
     # a gauge is sampled: whether a scrape caught a request running depends on timing, so only its
     # bounds are asserted (the counters above are the deterministic check)
     assert 0 <= s["max_running_requests"] <= 3
@@ -138,41 +95,17 @@ def test_wattbench_run_token_counts_equal_vllm_counters(vllm_server, tmp_path):
     """The whole tool against real vLLM: `wattbench run` (a real CLI process) records the server's
     metadata and a scraped timeline, and its token counts per level equal vLLM's own
     prompt/generation token counters between the scrapes that bracket the level."""
-    import subprocess
-    import sys
-
-    from wattbench.results.rundir import load_requests, load_result
-    from wattbench.server.metrics import ServerTimeline
-
-    out = tmp_path / "run"
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root / "src")}
-    p = subprocess.run(
-        [sys.executable, "-m", "wattbench", "run", "--target", vllm_server.base_url, "--concurrency", "1,4",
-         "--num-requests", "8", "--input-tokens", "64", "--output-tokens", "16", "--no-sensors", "--idle", "0",
-         "--no-register", "--no-html", "--out", str(out), "--quiet"],
-        capture_output=True, text=True, timeout=900, env=env,
-    )
-    assert p.returncode == 0, p.stderr[-3000:]
-    result = load_result(out)
+    result, tl, recs = run_cli_levels(vllm_server.base_url, tmp_path / "run", timeout_s=900)
     si = result.server
     assert si.engine == "vllm" and si.version.startswith("0.32") and si.max_model_len == 2048
     assert si.output_length_forced and si.extra_body == {"ignore_eos": True}
     assert result.extra["prompt_length_source"] == "server"  # exact prompts through vLLM's /tokenize
-    tl = ServerTimeline.from_jsonl(out / "server_timeline.jsonl")
-    assert tl.available and len(tl.scrapes) >= 4
-    recs = load_requests(out)
     for lv in result.levels:
-        assert lv.requests.completed == 8 and lv.requests.failed == 0
-        assert lv.throughput.output_tokens == 8 * 16  # ignore_eos: lengths forced
+        assert_level_counters_bracket(tl, lv)
         mine = [r for r in recs if r.level == lv.index]
         # token-exact prompts: 64 content tokens as asked; the server's usage adds its BOS token
         assert {r.requested_input_tokens for r in mine} == {64}
         assert {r.input_tokens for r in mine} == {64 + 1}, {r.input_tokens for r in mine}
-        before = [v for t, v in tl.scrapes if t <= lv.window.start_ns][-1]
-        after = next(v for t, v in tl.scrapes if t >= lv.window.end_ns)
-        assert after["generation_tokens"] - before["generation_tokens"] == lv.throughput.output_tokens
-        assert after["prompt_tokens"] - before["prompt_tokens"] == lv.throughput.input_tokens
         sm = lv.server_metrics
         # the running gauge is sampled every 0.5 s: a short level may finish between two scrapes
         # (it read 0.0 in CI), so only its bounds are asserted; the bracketing counters above are exact

@@ -50,7 +50,7 @@ from wattbench.distributed.clock import ClockOffset, OffsetLine, drift_ppm, meas
 from wattbench.distributed.merge import node_channel, shift_record
 from wattbench.errors import UserError, WattbenchError
 from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
-from wattbench.results.schema import NodeInfo, RequestRecord
+from wattbench.results.schema import NodeInfo, build_record
 from wattbench.telemetry.base import Reading, SensorFailure, TelemetryLog
 
 __all__ = ["RayCluster", "DistributedRun", "run_distributed_level", "START_MARGIN_NS"]
@@ -423,7 +423,7 @@ class RayCluster:
         stopped = []
         for ld, res in zip(loads, results):
             line = _line(ld.offsets)
-            recs = [shift_record(RequestRecord.model_construct(**d), line.to_driver) for d in res["records"]]
+            recs = [shift_record(build_record(**d), line.to_driver) for d in res["records"]]
             stop = line.to_driver(res["stop_ns"]) if res["stop_ns"] is not None else None
             wr = WorkerResult(recs, res["cpu_pct"], stop, res["stopped_early"] == "interrupted")
             if res.get("loop_lag_ns") and hasattr(wr, "loop_lag_ns"):

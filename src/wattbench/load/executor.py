@@ -38,7 +38,7 @@ from wattbench.load.plan import PROGRESS_PERIOD_S, Feeder, WorkerPlan
 from wattbench.load.saturation import BacklogGuard
 from wattbench.load.types import LevelSpec
 from wattbench.load.worker import Worker, cancel_pending, worker_process
-from wattbench.results.schema import RequestRecord
+from wattbench.results.schema import RequestRecord, build_record
 
 START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
 READY_TIMEOUT_S = 120
@@ -206,7 +206,7 @@ class SubprocessExecutor:
 
     def _records(self, w: int) -> list[RequestRecord]:
         recs, self.records[w] = self.records[w], []
-        return [RequestRecord.model_construct(**r) for r in recs]
+        return [build_record(**r) for r in recs]
 
     def progress(self) -> Progress:
         return Progress(*(sum(x) for x in zip(*((p.done, p.failed, p.output_tokens) for p in self.counts))))

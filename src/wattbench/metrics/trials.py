@@ -64,6 +64,23 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+def _invert_cdf(cdf, q: float, hi: float) -> float:
+    """The x >= 0 where the increasing ``cdf(x)`` reaches ``q``: double ``hi`` until it brackets ``q``,
+    then bisect to a relative width of 1e-12 (at most 200 steps)."""
+    lo = 0.0
+    while cdf(hi) < q:
+        hi *= 2.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if cdf(mid) < q:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return 0.5 * (lo + hi)
+
+
 @functools.lru_cache(maxsize=1024)
 def t_ppf(q: float, df: float) -> float:
     """Student-t quantile (``0 < q < 1``), by bisection on :func:`t_cdf`."""
@@ -71,18 +88,7 @@ def t_ppf(q: float, df: float) -> float:
         raise ValueError(f"quantile must be in (0, 1), got {q}")
     if q < 0.5:
         return -t_ppf(1.0 - q, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < q:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < q:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
+    return _invert_cdf(lambda x: t_cdf(x, df), q, 1.0)
 
 
 def gammainc_reg(a: float, x: float) -> float:
@@ -125,18 +131,7 @@ def gamma_ppf(q: float, shape: float) -> float:
         raise ValueError(f"quantile must be in (0, 1), got {q}")
     if not shape > 0:
         raise ValueError(f"gamma shape must be > 0, got {shape}")
-    lo, hi = 0.0, max(1.0, shape)
-    while gammainc_reg(shape, hi) < q:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gammainc_reg(shape, mid) < q:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
+    return _invert_cdf(lambda x: gammainc_reg(shape, x), q, max(1.0, shape))
 
 
 def ci95(values: Iterable[float]) -> dict:

@@ -22,7 +22,7 @@ VERDICT_CLASS = {"valid": "ok", "warn": "warn", "invalid": "bad"}
 
 def columns_table(key: list[str], cols: list[S.Column], cls: str) -> str:
     """An HTML table from ``summary.Column``s."""
-    from wattbench.report.html import e
+    from wattbench.report.html_doc import e
 
     head = "<th>level</th>" + "".join(f"<th>{'<br>'.join(e(x) for x in c.header.split(chr(10)))}</th>"
                                       for c in cols)
@@ -68,10 +68,11 @@ def _trial_or_value(lv: LevelResult, name: str, boundary: str | None, value: flo
 
 def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     """tok/s per kW, J per output token and p99 TTFT against the load, side by side."""
-    from wattbench.report.html import COLORS, _run_energy_reason, _slo_thresholds, _x_of_levels, ptxt
+    from wattbench.report.html_doc import COLORS, ptxt
+    from wattbench.report.html_plots import run_energy_reason, slo_thresholds, x_of_levels
 
     r = run.result
-    x, xtitle = _x_of_levels(r)
+    x, xtitle = x_of_levels(r)
     text = [ptxt(S.short_label(lv)) for lv in r.levels]
     bounds = F.result_boundaries(r)
     data: list[dict] = []
@@ -102,7 +103,7 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     data.append(tr)
     titles = ["output tokens/s per kW", "J per output token", "p99 TTFT (ms)"]
     layout: dict[str, Any] = {"title": {"text": "Efficiency against load" + (
-        "" if bounds else f" (energy unavailable: {_run_energy_reason(r)})"), "x": 0.01},
+        "" if bounds else f" (energy unavailable: {run_energy_reason(r)})"), "x": 0.01},
         "legend": {"orientation": "h", "y": -0.25}}
     doms = [(0.0, 0.29), (0.355, 0.645), (0.71, 1.0)]
     shapes = []
@@ -110,7 +111,7 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
         sx = "" if k == 1 else str(k)
         layout[f"xaxis{sx}"] = {"domain": list(dom), "title": {"text": xtitle}, "anchor": ya}
         layout[f"yaxis{sx}"] = {"title": {"text": title}, "rangemode": "tozero", "anchor": xa}
-    slo = _slo_thresholds(r)
+    slo = slo_thresholds(r)
     if "ttft_ms" in slo:
         shapes.append({"type": "line", "xref": "x3 domain", "yref": "y3", "x0": 0, "x1": 1, "y0": slo["ttft_ms"],
                        "y1": slo["ttft_ms"], "line": {"color": "#d62728", "dash": "dash", "width": 1.5}})
@@ -131,7 +132,7 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
 
 def overview(doc: Any, run: RunData) -> None:
     """The run's first screen: verdict, notes, answer, curve, level table, trials."""
-    from wattbench.report.html import e
+    from wattbench.report.html_doc import e
 
     r = run.result
     v = r.validity

@@ -13,8 +13,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from wattbench.errors import UserError
+from wattbench.results.rundir import load_model, write_json_atomic
 
 TUNE_SCHEMA_VERSION = 1
+TUNE_FILE = "tune.json"
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "j_per_output_token")
 LOWER_IS_BETTER = frozenset({"j_per_output_token"})
 
@@ -69,26 +71,19 @@ class TuneResult(_M):
 
 
 def write_tune(d: Path, t: TuneResult) -> None:
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / "tune.json.tmp"
-    tmp.write_text(t.model_dump_json(indent=2))
-    tmp.replace(d / "tune.json")
+    """Write ``tune.json`` into ``d`` atomically (the one versioned-file writer, ``results.rundir``)."""
+    write_json_atomic(d / TUNE_FILE, t)
 
 
 def load_tune(path: str | Path) -> TuneResult:
+    """Read a tune (its directory or its tune.json); UserError names a missing, broken or newer file."""
     p = Path(path).expanduser()
-    f = p / "tune.json" if p.is_dir() else p
+    f = p / TUNE_FILE if p.is_dir() else p
     if not f.is_file():
         raise UserError(f"no tune result at {path}: give a directory written by wattbench tune (with tune.json)")
-    try:
-        t = TuneResult.model_validate_json(f.read_text())
-    except ValueError as e:
-        raise UserError(f"{f} is not a wattbench tune result ({str(e).strip().splitlines()[0]})") from None
-    if t.schema_version > TUNE_SCHEMA_VERSION:
-        raise UserError(f"{f} has tune schema {t.schema_version}; this wattbench reads up to {TUNE_SCHEMA_VERSION}: upgrade")
-    return t
+    return load_model(f, TuneResult, "tune result", TUNE_SCHEMA_VERSION)
 
 
 def is_tune_dir(path: str | Path) -> bool:
     p = Path(path).expanduser()
-    return (p / "tune.json").is_file() or (p.is_file() and p.name == "tune.json")
+    return (p / TUNE_FILE).is_file() or (p.is_file() and p.name == TUNE_FILE)

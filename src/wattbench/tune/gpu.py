@@ -125,18 +125,10 @@ class GpuSettings:
                             "(sudo) or drop --power-limit/--sm-clocks")
         rng = self.ranges()
         for r in rng:
-            for w in power_limits_w:
-                if r.power_min_w is None:
-                    raise UserError(f"GPU {r.index} ({r.name}) does not report power limit constraints; drop --power-limit")
-                if not r.power_min_w <= w <= r.power_max_w:
-                    raise UserError(f"--power-limit {w:g} W is outside GPU {r.index}'s allowed range "
-                                    f"{r.power_min_w:g}-{r.power_max_w:g} W; give values inside it")
-            for c in sm_clocks_mhz:
-                if r.sm_clock_min_mhz is None:
-                    raise UserError(f"GPU {r.index} ({r.name}) does not list supported clocks; drop --sm-clocks")
-                if not r.sm_clock_min_mhz <= c <= r.sm_clock_max_mhz:
-                    raise UserError(f"--sm-clocks {c} MHz is outside GPU {r.index}'s supported range "
-                                    f"{r.sm_clock_min_mhz}-{r.sm_clock_max_mhz} MHz; give values inside it")
+            _check_in_range(r, "--power-limit", power_limits_w, r.power_min_w, r.power_max_w, "W",
+                            "does not report power limit constraints", "allowed")
+            _check_in_range(r, "--sm-clocks", sm_clocks_mhz, r.sm_clock_min_mhz, r.sm_clock_max_mhz, "MHz",
+                            "does not list supported clocks", "supported")
         return rng
 
     # -------------------------------------------------------------- change / restore
@@ -251,3 +243,14 @@ def restore_pending(*, nvml: Any = None, state: str | Path | None = None, root: 
     finally:
         with contextlib.suppress(Exception):
             nv.nvmlShutdown()
+
+
+def _check_in_range(r: DeviceRange, flag: str, values: list, lo: float | None, hi: float | None, unit: str,
+                    no_range: str, kind: str) -> None:
+    """UserError naming ``flag`` unless GPU ``r`` reports a range [lo, hi] holding every value."""
+    for v in values:
+        if lo is None or hi is None:
+            raise UserError(f"GPU {r.index} ({r.name}) {no_range}; drop {flag}")
+        if not lo <= v <= hi:
+            raise UserError(f"{flag} {v:g} {unit} is outside GPU {r.index}'s {kind} range "
+                            f"{lo:g}-{hi:g} {unit}; give values inside it")

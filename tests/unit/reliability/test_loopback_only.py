@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.source_scan import call_name
+
 ROOT = Path(__file__).resolve().parents[3]
 TESTS = ROOT / "tests"
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -35,14 +37,6 @@ LISTEN = {
     "start_http_server": (None, "addr"),
     "start_wsgi_server": (None, "addr"),
 }
-
-
-def _name(func: ast.AST) -> str:
-    if isinstance(func, ast.Name):
-        return func.id
-    if isinstance(func, ast.Attribute):
-        return _name(func.value) + "." + func.attr
-    return "?"
 
 
 def _host_of(node: ast.AST | None):
@@ -71,7 +65,7 @@ def scan(tree: ast.AST, where: str) -> tuple[list[str], int]:
     for call in ast.walk(tree):
         if not isinstance(call, ast.Call):
             continue
-        full = _name(call.func)
+        full = call_name(call.func)
         last = full.rsplit(".", 1)[-1]
         line = f"{where}:{call.lineno}"
         if last in LISTEN:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.source_scan import call_name
+
 SRC = Path(__file__).resolve().parents[3] / "src" / "wattbench"
 ALLOWED: dict[str, str] = {}  # "path:line" -> why (none today)
 
@@ -26,14 +28,6 @@ def _calls(tree: ast.AST):
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             yield node
-
-
-def _name(func: ast.AST) -> str:
-    if isinstance(func, ast.Name):
-        return func.id
-    if isinstance(func, ast.Attribute):
-        return _name(func.value) + "." + func.attr
-    return "?"
 
 
 def _findings() -> list[str]:
@@ -48,7 +42,7 @@ def _findings() -> list[str]:
                     if m.split(".")[0] in ("pickle", "cPickle", "dill", "marshal", "shelve"):
                         out.append(f"{rel}:{node.lineno}: imports {m}")
         for call in _calls(tree):
-            name = _name(call.func)
+            name = call_name(call.func)
             where = f"{rel}:{call.lineno}"
             if name in ("eval", "exec", "compile", "os.system", "os.popen", "subprocess.getoutput",
                         "subprocess.getstatusoutput", "__import__", "yaml.load", "yaml.load_all", "yaml.full_load",
@@ -145,7 +139,7 @@ def _default_hosts(tree: ast.AST):
             for t in targets:
                 if isinstance(t, ast.Name) and t.id.lower() in names:
                     yield node.lineno, node.value.value
-        elif isinstance(node, ast.Call) and _name(node.func).endswith("Option") and node.args:
+        elif isinstance(node, ast.Call) and call_name(node.func).endswith("Option") and node.args:
             flags = [a.value for a in node.args[1:] if isinstance(a, ast.Constant)]
             if any(f in ("--host", "--listen", "--bind", "--address") for f in flags) and isinstance(
                     node.args[0], ast.Constant):
