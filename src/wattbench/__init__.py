@@ -15,7 +15,7 @@ __all__ = ["__version__", "run_benchmark", "RunConfig", "load_result"]
 
 def __getattr__(name: str):  # lazy entry points
     if name == "run_benchmark":
-        from wattbench.runner import run_benchmark
+        from wattbench.run import run_benchmark
 
         return run_benchmark
     if name == "RunConfig":

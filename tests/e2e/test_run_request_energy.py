@@ -32,7 +32,7 @@ def test_run_energy_per_request_tenant_and_carbon(tmp_path):
     assert node.carbon_g_per_million_output_tokens == pytest.approx(
         node.carbon_g / lv.throughput.output_tokens * 1e6, rel=1e-12)
     assert node.carbon_g_per_request == pytest.approx(node.carbon_g / 12, rel=1e-12)
-    assert result.carbon["source"] == "constant" and result.carbon["g_per_kwh"] == 400.0
+    assert result.carbon.source == "constant" and result.carbon.g_per_kwh == 400.0
     # energy per request: no idle measured, so the node's gross energy is split, and adds up
     att = lv.attribution["node"]
     assert att.label == "estimate" and att.basis == "gross"
@@ -95,7 +95,7 @@ def test_run_with_an_intensity_series_on_the_wall_clock(tmp_path, offset_h, expe
     assert p.returncode == 0, p.stderr
     result = load_result(out)
     node = result.levels[0].energy["node"]
-    assert result.carbon["source"] == "file:ci.json" and result.carbon["points"] == 2
+    assert result.carbon.source == "file:ci.json" and result.carbon.points == 2
     if expect is None:
         assert node.carbon_g is None
         assert any(n.startswith("no carbon figure: the carbon-intensity series covers") for n in node.notes)

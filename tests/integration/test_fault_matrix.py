@@ -136,24 +136,25 @@ def test_server_killed_mid_level(tmp_path):
     # it stopped firing: a few refusals per stream at most, not the rest of the 400
     assert len(recs) <= stats["requests"] + REFUSALS_DOWN + 4 * 2
     assert res.levels[0].validity.verdict == "invalid" and res.validity.verdict == "invalid"
-    down = res.levels[0].extra["target_down"]
+    down = res.levels[0].target_down
     assert down["target"] == s.base + "/v1" and down["refusals"] >= REFUSALS_DOWN
 
 
 def test_sensor_failing_mid_run(tmp_path, monkeypatch):
     """A meter that fails for a while mid-level: the run goes on, energy still comes from the
     counter across the gap, the level's verdict names the failures."""
-    import wattbench.runner as runner
+    import wattbench.run.telemetry as run_telemetry
+    from wattbench.run import run_benchmark
     from tests.fakes.scripted_sensor import ScriptedSensor, step_trace
     from wattbench.config import RunConfig
 
     sensor = ScriptedSensor(step_trace([(0.0, 200.0)]), name="meter", gaps_s=[(0.3, 0.7)],
                             poll_interval_s=0.02)
-    monkeypatch.setattr(runner, "_open_sensors", lambda cfg: ([sensor], []))
+    monkeypatch.setattr(run_telemetry, "open_sensors", lambda cfg: ([sensor], []))
     with server("--ttft-ms", "5", "--itl-ms", "10") as s:
         cfg = RunConfig(target=s.base, concurrency=[2], duration_s=1.2, input_tokens="16", output_tokens="16",
                         idle_s=0, register_run=False, html=False, sample_interval_s=0.02, out=str(tmp_path / "run"))
-        result = runner.run_benchmark(cfg)
+        result = run_benchmark(cfg)
         stats = s.stats()
     res, _ = _check_run(tmp_path / "run", stats)
     lv = res.levels[0]
@@ -278,7 +279,7 @@ def test_signal_mid_level(tmp_path, sig, workers):
     recs = load_requests(out)
     assert res.status == "interrupted"
     assert [lv.index for lv in res.levels] == [0, 1]
-    assert res.levels[1].extra.get("stopped_early") == "interrupted"
+    assert res.levels[1].stopped_early == "interrupted"
     assert res.levels[0].requests.completed == sum(1 for r in recs if r.level == 0 and r.ok and not r.warmup) > 0
     ok1 = sum(1 for r in recs if r.level == 1 and r.ok)
     assert ok1 >= 6 and res.levels[1].requests.completed == ok1

@@ -86,7 +86,7 @@ def test_a_level_of_only_warmup_requests_is_invalid_and_the_run_exits_3(tmp_path
     assert "every request sent was a warm-up request" in reason
     # a sensor was sampled: the level says why it has no energy, not "no sensor was sampled"
     assert "no measurement window" in lv.energy_unavailable_reason
-    assert lv.extra["timing"] == {"warmup_s": 0.3, "warmup_requests": None, "duration_s": 0.2,
+    assert lv.timing.model_dump() == {"warmup_s": 0.3, "warmup_requests": None, "duration_s": 0.2,
                                   "duration_includes_warmup": False}
 
 
@@ -148,7 +148,7 @@ def test_server_sigkilled_mid_level_stops_the_run_with_exit_4(tmp_path):
     assert len(recs) < 3000 and res.status == "failed"
     lv = res.levels[0]
     assert lv.requests.completed == len([r for r in ok if not r.warmup])
-    assert lv.validity.verdict == "invalid" and lv.extra["target_down"]["refusals"] >= 5
+    assert lv.validity.verdict == "invalid" and lv.target_down["refusals"] >= 5
 
 
 @pytest.mark.parametrize("bad, needle", [

@@ -35,8 +35,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("analysis", "planning"),
     # 8 presenting and operating: reports, doctor, the production monitor
     ("report", "doctor", "monitor"),
-    # 9 the run orchestrator and its distributed (Ray) form
-    ("runner", "distributed"),
+    # 9 the run orchestrator (run/: session, targets, plan, level, analyses) and its distributed (Ray)
+    #   form; runner.py is the old name, a re-export of run.run_benchmark
+    ("run", "runner", "distributed"),
     # 10 tune runs many runs
     ("tune",),
     # 11 the command line and the package facade (lazy entry points)

@@ -124,6 +124,33 @@ def counter_power_w(t_ns, values, *, max_value: float | None = None,
     return mid[keep], power[keep].astype(float)
 
 
+def _fill_resets(t, d, dt, power, reset, overlap, fill) -> tuple[float, float, int]:
+    """Replace the deltas of reset intervals in place (``d``, ``power``): from the power channel
+    (``fill``) where it has the interval, else the mean power of the valid neighbouring intervals.
+    Returns (J filled from power, J interpolated, intervals filled from power), window overlap only."""
+    fill_j = 0.0
+    fill_interp_j = 0.0
+    valid = ~reset
+    filled_from_power = 0
+    for i in np.flatnonzero(reset):
+        e = fill(int(t[i]), int(t[i + 1])) if fill else None
+        if e is not None:
+            d[i] = e
+            power[i] = e / dt[i] if dt[i] > 0 else 0.0
+            if overlap[i]:
+                fill_j += e
+                filled_from_power += 1
+            continue
+        neigh = [power[j] for j in (i - 1, i + 1) if 0 <= j < len(d) and valid[j]]
+        if not neigh:
+            neigh = list(power[valid]) or [0.0]
+        power[i] = float(np.mean(neigh))
+        d[i] = power[i] * dt[i]
+        if overlap[i]:
+            fill_interp_j += d[i]
+    return fill_j, fill_interp_j, filled_from_power
+
+
 def counter_energy(
     t_ns,
     values,
@@ -158,26 +185,7 @@ def counter_energy(
 
     notes: list[str] = []
     overlap = (t[1:] > t0) & (t[:-1] < t1)
-    fill_j = 0.0
-    fill_interp_j = 0.0
-    valid = ~reset
-    filled_from_power = 0
-    for i in np.flatnonzero(reset):
-        e = fill(int(t[i]), int(t[i + 1])) if fill else None
-        if e is not None:
-            d[i] = e
-            power[i] = e / dt[i] if dt[i] > 0 else 0.0
-            if overlap[i]:
-                fill_j += e
-                filled_from_power += 1
-            continue
-        neigh = [power[j] for j in (i - 1, i + 1) if 0 <= j < len(d) and valid[j]]
-        if not neigh:
-            neigh = list(power[valid]) or [0.0]
-        power[i] = float(np.mean(neigh))
-        d[i] = power[i] * dt[i]
-        if overlap[i]:
-            fill_interp_j += d[i]
+    fill_j, fill_interp_j, filled_from_power = _fill_resets(t, d, dt, power, reset, overlap, fill)
 
     cum = np.concatenate(([0.0], np.cumsum(d)))
     tf = (t - t0).astype(np.float64)

@@ -13,6 +13,9 @@ the target stopped answering (load/liveness)    REFUSALS_DOWN refusals in a row 
 tail percentile from few requests               n < 1 / (1 - 0.99) = 100 (p99)          warn
 closed loop held far fewer in flight            mean in flight < 50 % of the label      warn
 prompt lengths off the asked length             server-counted mean input off by > 10 %  warn
+requests failed                                 any failed; > 50 % of the level's         warn; invalid
+level stopped by the over-saturation guard      stopped_early "over-saturated ..."      warn
+queue grew without bound (load/saturation.py)   is_oversaturated on the backlog        warn
 ==============================================  =====================================  =========
 
 Why: a level with no completed measured request has no latency, no throughput and no window —
@@ -31,7 +34,7 @@ from typing import Iterable
 from wattbench.accounting.validity import Finding, worst
 from wattbench.results.schema import LevelResult, RequestRecord, Result, Validity
 
-__all__ = ["level_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
+__all__ = ["level_findings", "failed_requests_finding", "oversaturation_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
            "input_length_finding", "P99_MIN_SAMPLES", "IN_FLIGHT_WARN_FRACTION", "INPUT_LENGTH_WARN_PCT"]
 
 P99_MIN_SAMPLES = 100
@@ -146,3 +149,28 @@ def run_validity(result: Result, energy_unavailable: str | None = None) -> Valid
 def empty_levels(result: Result) -> list[str]:
     """Labels of the levels that completed no measured request (the run then exits with code 3)."""
     return [lv.label for lv in result.levels if lv.requests.completed == 0]
+
+
+FAILED_INVALID_SHARE = 0.5  # more than half the level's requests failed: its figures describe the failures
+
+
+def failed_requests_finding(level: LevelResult) -> Finding | None:
+    """``warn`` when requests failed, ``invalid`` when more than half did."""
+    failed = level.requests.failed
+    if not failed:
+        return None
+    total = failed + level.requests.completed
+    share = failed / max(total, 1)
+    return Finding("invalid" if share > FAILED_INVALID_SHARE else "warn",
+                   f"{failed} of {total} requests failed ({share:.0%})")
+
+
+def oversaturation_findings(stopped_early: str | None, oversaturated_reason: str | None) -> list[Finding]:
+    """The level stopped by the over-saturation guard, and a queue that grew without bound."""
+    out = []
+    if str(stopped_early or "").startswith("over-saturated"):
+        out.append(Finding("warn", f"level stopped early, {stopped_early}; its figures describe a "
+                                   "server past its capacity"))
+    if oversaturated_reason is not None:
+        out.append(Finding("warn", f"over-saturated: {oversaturated_reason}; latency figures grow with run length"))
+    return out

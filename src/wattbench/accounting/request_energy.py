@@ -40,7 +40,9 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from wattbench.accounting.attribution import fit_prefill_decode
 from wattbench.errors import UserError
+from wattbench.results.schema import EnergyShare, RequestAttribution
 
 MIN_INTERVALS = 8  # fewer intervals than this and the window is one interval per 1/8 of it
 MAX_INTERVALS = 400  # a long window gets longer intervals (each costs one boundary accounting, ~7 ms)
@@ -170,8 +172,6 @@ def split_request_energy(records: Sequence, boundary: str, start_ns: int, end_ns
         notes.append("no interval rose above idle: the dynamic energy is spread by work over the window")
     e = e / e.sum() * target
 
-    from wattbench.accounting.attribution import fit_prefill_decode
-
     weighting, reason, fit = "tokens", None, None
     P, D = pre.sum(axis=0), dec.sum(axis=0)
     try:
@@ -265,8 +265,6 @@ def attribute_level(level, records: Sequence, energy_fn_for: Callable[[str], Cal
     ``level.attribution[boundary]`` (``RequestAttribution``: totals and roll-ups by tenant, tag,
     model and target). A boundary whose energy cannot be split gets its ``unavailable_reason``.
     """
-    from wattbench.results.schema import EnergyShare, RequestAttribution
-
     w = level.window
     if w is None or w.duration_s <= 0:
         return

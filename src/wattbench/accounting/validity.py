@@ -40,7 +40,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wattbench.accounting.steady import STEADY_MIN_SHARE, min_steady_s
 from wattbench.accounting.thermal import throttling
+from wattbench.load.saturation import RATE_WARN_PCT, rate_finding  # noqa: F401  (one home: load/saturation.py)
 from wattbench.results.schema import LoadStats, Validity
 from wattbench.telemetry.base import TelemetryLog
 
@@ -51,7 +53,6 @@ CROSS_WARN_PCT = 5.0
 CROSS_INVALID_PCT = 15.0
 MIN_PERIODS_WARN = 10.0
 MIN_PERIODS_INVALID = 3.0
-from wattbench.load.saturation import RATE_WARN_PCT  # noqa: E402,F401  (one home: load/saturation.py)
 STEADY_FULL_TOL_PCT = 15.0
 GOOD_TOKEN_SOURCES = ("usage", "tokenizer")
 _ORDER = ("valid", "warn", "invalid")
@@ -125,8 +126,6 @@ def throttle_findings(log: TelemetryLog, t0: int, t1: int) -> list[Finding]:
 def load_findings(load: LoadStats | None, token_source: str | None = None, n_requests: int | None = None) -> list[Finding]:
     """Client saturation, achieved vs target rate (judged against the arrival process's spread for
     ``n_requests`` measured arrivals: ``load/saturation.py``) and the token source."""
-    from wattbench.load.saturation import rate_finding
-
     out: list[Finding] = []
     if load is not None:
         if load.saturated:
@@ -151,8 +150,6 @@ def steady_findings(full, steady, *, mode: str, e2e_s: float | None, energy: dic
     ``STEADY_MIN_SHARE`` of the full window, and when steady and full average power or J per
     output token differ by more than ``STEADY_FULL_TOL_PCT`` at any boundary.
     """
-    from wattbench.accounting.steady import STEADY_MIN_SHARE, min_steady_s
-
     if full is None or not full.duration_s > 0:
         return []
     if steady is None:

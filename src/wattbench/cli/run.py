@@ -194,7 +194,7 @@ def register(app: typer.Typer) -> None:
         out_console = Console()
         display = RunProgress(err_console if as_json else out_console, enabled=not quiet and sys.stderr.isatty() or (not quiet and os.environ.get("WATTBENCH_PROGRESS") == "1"))
         _install_sigterm()
-        from wattbench.runner import run_benchmark
+        from wattbench.run import run_benchmark
 
         try:
             with display:

@@ -115,7 +115,7 @@ def summary_lines(result: Result) -> list[str]:
 def prefill_decode_lines(result: Result) -> list[str]:
     """The run's prefill/decode split as stored: its figures when the fit is ``ok``, else
     ``unreliable`` with the reasons (never the clamped or noisy coefficients as bare numbers)."""
-    pd = result.extra.get("prefill_decode") or {}
+    pd = result.prefill_decode.model_dump() if result.prefill_decode is not None else {}
     out = []
     reg = pd.get("regression")
     if isinstance(reg, dict):

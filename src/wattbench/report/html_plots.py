@@ -245,9 +245,10 @@ def per_request_energy(doc: Doc, run: RunData) -> None:
     headers, rows = A.carbon_table(r)
     if rows:
         c = r.carbon
-        src = f"{c.get('g_per_kwh')} gCO2e/kWh" if c.get("source") == "constant" else f"series {c.get('source')}"
+        src = (f"{c.g_per_kwh if c else None} gCO2e/kWh" if c is not None and c.source == "constant"
+               else f"series {c.source if c else None}")
         doc.add('<h3 id="carbon">Carbon</h3>')
-        doc.note(f"grid intensity: {src} (energy-weighted over each window), PUE {c.get('pue', 1.0)}")
+        doc.note(f"grid intensity: {src} (energy-weighted over each window), PUE {c.pue if c is not None else 1.0}")
         doc.add(table(headers, rows, "carbon"))
 
 

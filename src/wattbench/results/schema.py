@@ -12,7 +12,11 @@ Version history:
   / ``saturation_kinds``), the auto sweep and the optimiser (``Result.sweep`` /
   ``Result.optimize``), the Pareto frontiers (``Result.pareto``) and the idle windows
   (``Result.idle_window`` / ``Result.idle_after_window``) are typed fields. A version-1 file loads:
-  ``_from_v1`` moves those ``extra`` keys to their fields.
+  ``_from_v1`` moves those ``extra`` keys to their fields. Typed since within version 2 (issue 17;
+  moved from ``extra`` when a file still has them there, of either version): the prefill/decode
+  split (``Result.prefill_decode``), the carbon intensity (``Result.carbon``, a ``CarbonIntensity``
+  or ``None``) and, per level, ``trial``, ``timing``, ``thermal_before``, ``oversaturation``,
+  ``stopped_early`` and ``target_down``.
 """
 
 from __future__ import annotations
@@ -379,6 +383,25 @@ class Pareto(_M):
     goodput_tpot_p99: ParetoFront | None = None  # with SLOs only
 
 
+class LevelTiming(_M):
+    """How the level was bounded, as asked (``--warmup``, ``--warmup-requests``, ``--duration``)."""
+
+    warmup_s: float | None = None
+    warmup_requests: int | None = None
+    duration_s: float | None = None
+    duration_includes_warmup: bool = False
+
+
+class Oversaturation(_M):
+    """The backlog test of a level (``load.saturation.is_oversaturated``)."""
+
+    oversaturated: bool = False
+    slope_per_s: float | None = None
+    t_stat: float | None = None
+    growth: float | None = None
+    reason: str = ""
+
+
 class LevelResult(_M):
     index: int
     label: str  # e.g. "concurrency=8" or "rate=4.0"
@@ -407,6 +430,12 @@ class LevelResult(_M):
     # a saturated load generator (load/saturation.py): which figures it biases, and why
     saturated_figures: list[str] = Field(default_factory=list)
     saturation_kinds: list[str] = Field(default_factory=list)
+    trial: int | None = None  # which trial of the level this is (0-based)
+    timing: LevelTiming | None = None
+    thermal_before: dict[str, Any] | None = None  # thermal state over the 3 s before the trial
+    oversaturation: Oversaturation | None = None
+    stopped_early: str | None = None  # why the level ended before its bound
+    target_down: dict[str, Any] | None = None  # the target stopped answering (load/liveness.py), with "text"
     extra: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -486,6 +515,29 @@ class NodeInfo(_M):
     problems: list[str] = Field(default_factory=list)
 
 
+class PrefillDecode(_M):
+    """The run's prefill/decode energy split: the regression over its levels, the isolating pair
+    (``--prefill-decode-pair``) and their cross-check; each as ``accounting/attribution.py`` returns it."""
+
+    regression: dict[str, Any] | None = None
+    isolating_pair: dict[str, Any] | None = None
+    cross_check: dict[str, Any] | None = None
+
+
+class CarbonIntensity(_M):
+    """The grid carbon intensity a run used (``--carbon-intensity``): a constant or a series."""
+
+    source: str
+    g_per_kwh: float | None = None  # constant
+    points: int | None = None  # series
+    start_wall_s: float | None = None
+    end_wall_s: float | None = None
+    min_g_per_kwh: float | None = None
+    max_g_per_kwh: float | None = None
+    unit: str = "gCO2e/kWh"
+    pue: float = 1.0
+
+
 class Result(_M):
     schema_version: int = SCHEMA_VERSION
     wattbench_version: str
@@ -505,26 +557,66 @@ class Result(_M):
     validity: Validity = Field(default_factory=Validity)
     warnings: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
-    carbon: dict[str, Any] = Field(default_factory=dict)  # the intensity used: constant or series, PUE
+    carbon: CarbonIntensity | None = None  # the intensity used: constant or series, PUE
     idle_window: Window | None = None  # the idle baseline before the first level (kind "idle")
     idle_after_window: Window | None = None  # and after the last (kind "idle_after")
     sweep: SearchOutcome | None = None  # --sweep auto
     optimize: SearchOutcome | None = None  # --optimize OBJECTIVE
     pareto: Pareto | None = None
+    prefill_decode: PrefillDecode | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
     def _from_v1(cls, data: Any) -> Any:
         """A version-1 result: its run analyses move from ``extra`` to their typed fields."""
-        if not isinstance(data, dict) or int(data.get("schema_version") or 1) >= 2:
+        if not isinstance(data, dict):
             return data
-        return upgrade_v1(data)
+        if int(data.get("schema_version") or 1) < 2:
+            return upgrade_v1(data)
+        return _typed_from_extra(data)
 
 
 _V1_RUN_KEYS = ("sweep", "optimize", "pareto")
 _V1_WINDOWS = {"idle_window": "idle", "idle_after_window": "idle_after"}
 _V1_LEVEL_KEYS = ("trials", "power_split", "saturated_figures", "saturation_kinds")
+# typed in version 2 after the first version-2 files were written (issue 17): moved from ``extra``
+# in files of either version
+_EXTRA_RUN_KEYS = ("prefill_decode",)
+_EXTRA_LEVEL_KEYS = ("trial", "timing", "thermal_before", "oversaturation", "stopped_early", "target_down")
+
+
+def _typed_from_extra(data: dict[str, Any]) -> dict[str, Any]:
+    """Keys of ``extra`` typed since (``_EXTRA_*_KEYS``) moved to their fields; an empty carbon
+    dict (what version 2 wrote without ``--carbon-intensity``) becomes ``None``. Not modified in place."""
+    extra = data.get("extra") or {}
+    levels = data.get("levels") or []
+    moves = any(k in extra for k in _EXTRA_RUN_KEYS) or data.get("carbon") == {} or any(
+        isinstance(lv, dict) and any(k in (lv.get("extra") or {}) for k in _EXTRA_LEVEL_KEYS) for lv in levels)
+    if not moves:
+        return data
+    out = dict(data)
+    if out.get("carbon") == {}:
+        out["carbon"] = None
+    extra = dict(extra)
+    for key in _EXTRA_RUN_KEYS:
+        if key in extra and out.get(key) is None:
+            out[key] = extra.pop(key)
+    out["extra"] = extra
+    out["levels"] = [_level_from_extra(lv) for lv in levels]
+    return out
+
+
+def _level_from_extra(lv: Any) -> Any:
+    if not isinstance(lv, dict):
+        return lv
+    lv = dict(lv)
+    lx = dict(lv.get("extra") or {})
+    for key in _EXTRA_LEVEL_KEYS:
+        if key in lx and lv.get(key) is None:
+            lv[key] = lx.pop(key)
+    lv["extra"] = lx
+    return lv
 
 
 def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
@@ -550,4 +642,4 @@ def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     out["levels"] = levels
     out["extra"] = extra
     out["schema_version"] = SCHEMA_VERSION
-    return out
+    return _typed_from_extra(out)

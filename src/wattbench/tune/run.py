@@ -98,7 +98,7 @@ class RunEvaluator:
 
     def __call__(self, trial: TrialRecord, base: RunConfig, fixed_level: tuple[str, float] | None,
                  objective: str, boundary: str | None, run_dir: Path, tags: list[str]) -> TrialRecord:
-        from wattbench.runner import run_benchmark
+        from wattbench.run import run_benchmark
 
         upd: dict[str, Any] = {"engine_args": list(base.engine_args) + trial.engine_args, "out": str(run_dir),
                                "tags": list(base.tags) + tags}

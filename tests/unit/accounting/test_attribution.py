@@ -178,7 +178,7 @@ def test_isolating_pair_without_energy_says_why_in_a_sentence():
     from types import SimpleNamespace
 
     from wattbench.results.schema import BoundaryEnergy, LevelResult, Throughput, Window
-    from wattbench.runner import _prefill_decode_pair
+    from wattbench.run.plan import prefill_decode_pair
 
     def level(i, label, energy):
         lv = LevelResult(index=i, label=label, window=Window(start_ns=0, end_ns=10**9, duration_s=1.0),
@@ -191,10 +191,7 @@ def test_isolating_pair_without_energy_says_why_in_a_sentence():
         return lv
 
     made = iter([level(0, "concurrency=8 prefill-heavy", True), level(1, "concurrency=8 decode-heavy", False)])
-    lr = SimpleNamespace(measure=lambda *a, **k: next(made))
-    state = SimpleNamespace(config=SimpleNamespace(concurrency=[8]), result=SimpleNamespace(extra={}))
-    _prefill_decode_pair(state, lr)
-    err = state.result.extra["prefill_decode"]["isolating_pair"]["error"]
+    err = prefill_decode_pair(SimpleNamespace(concurrency=[8]), lambda *a, **k: next(made))["error"]
     assert err == ("the concurrency=8 decode-heavy level has no energy to split "
                    "(no completed request in the window)")
 

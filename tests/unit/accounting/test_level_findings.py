@@ -97,7 +97,7 @@ def test_optimize_scores_a_failed_level_as_failed_not_missing():
 
 
 def test_isolating_pair_with_an_empty_level_says_a_sentence(monkeypatch):
-    from wattbench import runner
+    from wattbench.run.plan import prefill_decode_pair
 
     pre = make_level(index=0, value=8)
     pre.label = "concurrency=8 prefill-heavy"
@@ -106,11 +106,7 @@ def test_isolating_pair_with_an_empty_level_says_a_sentence(monkeypatch):
     dec.validity.verdict = "invalid"
     dec.validity.reasons = ["invalid: " + LF.no_completed_finding(dec).reason]
     levels = iter([pre, dec])
-    result = make_result()
-    state = SimpleNamespace(config=SimpleNamespace(concurrency=[8]), result=result)
-    lr = SimpleNamespace(measure=lambda *a, **k: next(levels))
-    runner._prefill_decode_pair(state, lr)
-    pair = result.extra["prefill_decode"]["isolating_pair"]
+    pair = prefill_decode_pair(SimpleNamespace(concurrency=[8]), lambda *a, **k: next(levels))
     assert pair["error"].startswith("the concurrency=8 decode-heavy level has no energy to split (no measured request")
     assert "no measured request completed" in pair["error"] and pair["error"] != "'accelerator'"
     assert pair["failed_levels"] == ["concurrency=8 decode-heavy"]

@@ -8,7 +8,7 @@ from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestion
 from wattbench.analysis.regress import parse_checks
 from wattbench.errors import UserError
 from wattbench.results.schema import BoundaryEnergy, LevelResult
-from wattbench.runner import OBJECTIVES
+from wattbench.run.plan import OBJECTIVES
 
 
 def test_every_command_speaks_the_same_names():

@@ -3,6 +3,7 @@
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.accounting.attribution import fit_prefill_decode
 from wattbench.report.attribution import prefill_decode_lines
+from wattbench.results.schema import PrefillDecode
 
 
 def test_unreliable_split_is_shown_with_reasons_never_bare_numbers():
@@ -12,9 +13,9 @@ def test_unreliable_split_is_shown_with_reasons_never_bare_numbers():
     E = [10.0 + (7 if i % 2 else -7) for i in range(10)]  # energy unrelated to the counts
     fit = fit_prefill_decode(E, P, D, fit_idle=False)
     assert fit["status"] == "unreliable"
-    r.extra["prefill_decode"] = {"regression": {**fit, "boundary": "accelerator"},
+    r.prefill_decode = PrefillDecode(**{"regression": {**fit, "boundary": "accelerator"},
                                  "isolating_pair": {"error": "the concurrency=8 decode-heavy level has no energy "
-                                                             "to split (no completed request in the window)"}}
+                                                             "to split (no completed request in the window)"}})
     lines = prefill_decode_lines(r)
     assert lines[0].startswith("prefill/decode split (accelerator): unreliable: ")
     assert "intervals)" not in lines[0]  # not the figures line
@@ -29,6 +30,6 @@ def test_reliable_split_shows_its_figures():
     D = [float(20 + (i * 13) % 50) for i in range(20)]
     E = [0.01 * p + 0.3 * d for p, d in zip(P, D)]
     fit = fit_prefill_decode(E, P, D, fit_idle=False)
-    r.extra["prefill_decode"] = {"regression": {**fit, "boundary": "node", "token_source": "client timing"}}
+    r.prefill_decode = PrefillDecode(**{"regression": {**fit, "boundary": "node", "token_source": "client timing"}})
     (line,) = prefill_decode_lines(r)
     assert line.startswith("prefill/decode split (node, client timing): 0.01 J per prefill token, 0.3 J per decode")

@@ -1,0 +1,173 @@
+"""One level's accounting: a load outcome and the telemetry around it → a ``LevelResult``.
+
+``account_level(index, spec, outcome, ctx)`` is pure: it reads the outcome's records and windows,
+the telemetry log (``ctx.log``, ``None`` without a meter), the idle baseline and the server's
+``/metrics`` timeline, and returns the level with its latency, throughput, energy (full and
+steady windows), power split, server metrics, goodput, backlog test and verdict. It never waits:
+the caller (``run/level.py``) lets the sampler and the scraper take their closing reads first
+(``RunSession.await_closing_reads``), so the window's end is bracketed by samples and scrapes.
+
+Verdict rules live where they are written once: energy, sampling and steady-state findings in
+``validity.py``; what the level measured (failures, the over-saturation guard, small samples,
+prompt lengths, the target gone) in ``level_findings.py``; thresholds of the backlog test and
+the saturation marks in ``load/saturation.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from wattbench.accounting import account_window, level_validity
+from wattbench.accounting.level_findings import (
+    failed_requests_finding,
+    level_findings,
+    oversaturation_findings,
+)
+from wattbench.accounting.split import power_split
+from wattbench.accounting.validity import Finding, combine, steady_findings, worst
+from wattbench.load.saturation import is_oversaturated, mark_saturated
+from wattbench.metrics.latency import request_end_ns, summarize_level, tokens_in_window
+from wattbench.metrics.slo import goodput
+from wattbench.results.schema import LevelResult, LevelTiming, Oversaturation, PowerSplit, Window
+
+__all__ = ["LevelContext", "account_level", "oversaturation", "count_source", "add_level_findings",
+           "BACKLOG_GRID_NS"]
+
+BACKLOG_GRID_NS = 100_000_000  # open-loop backlog sampled every 100 ms over the window
+MIN_WAITING_SCRAPES = 8  # the server's waiting-queue gauge is used from this many scrapes in the window
+
+
+@dataclass
+class LevelContext:
+    """What a level is accounted against, besides its own outcome."""
+
+    log: Any = None  # telemetry.base.TelemetryLog, None without a meter
+    idle: dict | None = None  # boundary -> accounting.idle.IdlePower
+    price_per_kwh: float = 0.0  # the session passes --price-per-kwh; 0 here prices nothing
+    pue: float = 1.0
+    timeline: Any = None  # server.metrics.ServerTimeline when /metrics is scraped
+    engine: str | None = None  # the server's engine, for the "no /metrics" sentence
+    slos: list = field(default_factory=list)
+
+
+def _windows(outcome) -> tuple[Window, Window | None]:
+    full = Window(start_ns=outcome.start_ns, end_ns=outcome.end_ns,
+                  duration_s=max(0.0, (outcome.end_ns - outcome.start_ns) / 1e9), kind="full")
+    s0, s1 = outcome.steady_start_ns, outcome.steady_end_ns
+    steady = None
+    if s0 is not None and s1 is not None and s1 > s0:
+        steady = Window(start_ns=s0, end_ns=s1, duration_s=(s1 - s0) / 1e9, kind="steady")
+    return full, steady
+
+
+def _energy(level: LevelResult, outcome, ctx: LevelContext):
+    """Fill the level's energy (full and steady windows) and power split; the accounted window."""
+    if ctx.log is None:
+        level.energy_unavailable_reason = "no power meter (see the run's verdict)"
+        return None
+    if level.window.duration_s <= 0:
+        level.energy_unavailable_reason = ("the level has no measurement window: no measured request completed, "
+                                           "so no energy can be attributed to it")
+        return None
+    tp = level.throughput
+    accounted = account_window(ctx.log, outcome.start_ns, outcome.end_ns, output_tokens=tp.output_tokens,
+                               total_tokens=tp.output_tokens + tp.input_tokens, idle=ctx.idle,
+                               price_per_kwh=ctx.price_per_kwh, pue=ctx.pue, kind="full")
+    level.energy = accounted.energy
+    level.thermal = accounted.thermal
+    split = power_split(level.energy, level.window.duration_s)  # memory vs the rest of the board
+    if split is not None:
+        level.power_split = PowerSplit.model_validate(split)
+    sw = level.steady_window
+    if sw is not None:
+        out_tok, in_tok = tokens_in_window(outcome.records, sw.start_ns, sw.end_ns)
+        level.energy_steady = account_window(ctx.log, sw.start_ns, sw.end_ns, output_tokens=out_tok,
+                                             total_tokens=out_tok + in_tok, idle=ctx.idle,
+                                             price_per_kwh=ctx.price_per_kwh, pue=ctx.pue, kind="steady").energy
+    if not level.energy:
+        level.energy_unavailable_reason = "no power or energy channel produced readings in this window"
+    return accounted
+
+
+def _server_metrics(outcome, ctx: LevelContext) -> dict:
+    if ctx.timeline is not None:
+        return ctx.timeline.summary(outcome.start_ns, outcome.end_ns)
+    return {"available": False,
+            "reason": f"the server ({ctx.engine or 'unknown engine'}) exposes no Prometheus /metrics; "
+                      "the report's timeline shows the client's view (requests in flight, tokens/s)"}
+
+
+def account_level(index: int, spec, outcome, ctx: LevelContext, token_source: str) -> LevelResult:
+    """The level's figures and verdict from its load outcome (``load.types.LevelOutcome``)."""
+    requests, latency, throughput = summarize_level(outcome.records, outcome.start_ns, outcome.end_ns)
+    window, steady = _windows(outcome)
+    level = LevelResult(index=index, label=spec.label, load=outcome.load, window=window, steady_window=steady,
+                        requests=requests, latency=latency, throughput=throughput, token_source=token_source)
+    level.stopped_early = outcome.stopped_early
+    found: list[Finding] = [f for f in [failed_requests_finding(level)] if f is not None]
+    accounted = _energy(level, outcome, ctx)
+    level.server_metrics = _server_metrics(outcome, ctx)
+    if ctx.slos and level.window.duration_s > 0:
+        level.goodput = goodput(outcome.records, ctx.slos, level.window.duration_s,
+                                avg_power_w={b: e.avg_power_w for b, e in level.energy.items()},
+                                window_output_tokens=throughput.tokens_in_window.output)
+    sat = oversaturation(spec, outcome, ctx.timeline)
+    if sat is not None:
+        level.oversaturation = Oversaturation.model_validate(sat.to_dict())
+    found += oversaturation_findings(outcome.stopped_early, sat.reason if sat is not None and sat.oversaturated
+                                     else None)
+    e2e_p50 = latency.e2e_ms.p50
+    found += steady_findings(level.window, level.steady_window, mode=spec.mode, energy=level.energy,
+                             energy_steady=level.energy_steady, e2e_s=e2e_p50 / 1e3 if e2e_p50 else None)
+    level.validity = level_validity(accounted, load=outcome.load, token_source=token_source, extra=found,
+                                    n_requests=level.requests.completed + level.requests.failed)
+    return mark_saturated(level)
+
+
+def oversaturation(spec, outcome, timeline=None):
+    """Whether the level's queue grew without bound (``load.saturation.is_oversaturated``): the
+    server's waiting queue where scraped, else (open loop) requests sent but not finished, sampled
+    every 100 ms over the window. ``None`` when there is nothing to judge."""
+    t0, t1 = outcome.start_ns, outcome.end_ns
+    if t1 <= t0:
+        return None
+    if timeline is not None and "waiting" in timeline.series:
+        ts, vs = timeline.series["waiting"]
+        pts = [(t, v) for t, v in zip(ts, vs) if t0 <= t <= t1]
+        if len(pts) >= MIN_WAITING_SCRAPES:
+            return is_oversaturated([(t - t0) / 1e9 for t, _ in pts], [v for _, v in pts], min_points=4)
+    if spec.mode == "concurrency":
+        return None  # a closed loop's backlog is capped by its concurrency
+    recs = [r for r in outcome.records if not r.warmup]
+    if not recs:
+        return None
+    sent = np.sort(np.array([r.sent_ns for r in recs], dtype=np.int64))
+    ends = np.sort(np.array([request_end_ns(r) or r.end_ns or t1 for r in recs], dtype=np.int64))
+    grid = np.arange(t0, t1, BACKLOG_GRID_NS, dtype=np.int64)
+    backlog = np.searchsorted(sent, grid, side="right") - np.searchsorted(ends, grid, side="right")
+    return is_oversaturated(((grid - t0) / 1e9).tolist(), backlog.tolist())
+
+
+def count_source(records) -> str:
+    """Where the level's token counts come from: the server's ``usage`` for every completed
+    request, or ``missing`` when some completed request had none (then throughput undercounts)."""
+    done = [r for r in records if r.ok and not r.warmup]
+    if done and any(r.output_tokens is None for r in done):
+        return "missing"
+    return "usage"
+
+
+def add_level_findings(level: LevelResult, spec, outcome, length_source: str | None) -> None:
+    """What the level measured, judged (``level_findings.py``): nothing completed, small samples,
+    a closed loop far below its label, prompt lengths off, the target gone."""
+    if outcome.target_down:
+        level.target_down = dict(outcome.target_down)
+    level.timing = LevelTiming(warmup_s=spec.warmup_s, warmup_requests=spec.warmup_requests,
+                               duration_s=spec.duration_s, duration_includes_warmup=False)
+    found = level_findings(level, outcome.records, stopped_early=outcome.stopped_early, length_source=length_source,
+                           target_down=outcome.target_down)
+    if found:
+        level.validity = worst(level.validity, combine(found))

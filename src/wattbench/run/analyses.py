@@ -1,0 +1,147 @@
+"""Analyses over measured levels: energy per request and carbon (per level), energy per node
+(``--ray``), the trials' mean and CI, and, over the whole run, the Pareto frontier and the
+prefill/decode regression with its cross-check against the isolating pair. The formulas are in
+``accounting/`` and ``analysis/``; this module calls them with the run's telemetry."""
+
+from __future__ import annotations
+
+import functools
+
+from wattbench.accounting import account_window
+from wattbench.accounting.attribution import (
+    cross_check,
+    fit_intervals,
+    intervals_from_counters,
+    intervals_from_records,
+)
+from wattbench.accounting.boundaries import boundary_totals
+from wattbench.accounting.carbon import apply_carbon
+from wattbench.accounting.request_energy import attribute_level
+from wattbench.analysis.figures import ENERGY_FIGURES, headline
+from wattbench.analysis.pareto import frontier_from_levels
+from wattbench.errors import UserError
+from wattbench.metrics.trials import ci95
+from wattbench.results import rundir
+from wattbench.results.headline import headline_boundary
+from wattbench.results.schema import LevelResult, Pareto, PrefillDecode
+from wattbench.run.session import RunSession
+
+REGRESSION_INTERVALS = 120  # client-timed intervals over the run (at least 0.5 s each)
+
+
+def attribute(session: RunSession, level: LevelResult, records) -> None:
+    """Energy per request (accounting/request_energy.py) and carbon (accounting/carbon.py), issue 20."""
+    if session.sampler is None or not level.energy:
+        return
+    log, pue = session.sampler.log, session.config.pue
+
+    @functools.lru_cache(maxsize=4096)
+    def totals(t0: int, t1: int) -> dict:
+        return boundary_totals(log, t0, t1, pue=pue)
+
+    def energy_fn_for(b: str):
+        def f(t0: int, t1: int) -> float | None:
+            t = totals(t0, t1).get(b)
+            return None if t is None else t.energy_j
+        return f
+
+    attribute_level(level, records, energy_fn_for, attribute_idle=session.config.attribute_idle)
+    if session.carbon is not None:
+        apply_carbon(level, records, session.carbon, session.anchor.wall_ns, session.anchor.mono_ns,
+                     energy_fn_for, pue)
+
+
+def per_node_energy(session: RunSession, outcome, level: LevelResult) -> dict:
+    """The level's energy on each node of a Ray cluster."""
+    from wattbench.distributed.merge import split_by_node  # lazy: the distributed package, only with --ray
+
+    cfg = session.config
+    out = {}
+    for node, sub in split_by_node(session.sampler.log).items():
+        acc = account_window(sub, outcome.start_ns, outcome.end_ns, output_tokens=level.throughput.output_tokens,
+                             total_tokens=level.throughput.output_tokens + level.throughput.input_tokens,
+                             idle=None, price_per_kwh=cfg.price_per_kwh, pue=cfg.pue)
+        out[node] = acc.energy
+    return out
+
+
+def trials_block(trials: list[LevelResult]) -> dict:
+    """Mean and 95% CI (Student t) over trials of every headline figure, in the form compare and
+    regress read: ``figures[name]`` and ``figures[name@boundary]`` -> mean, ci_low, ci_high, n."""
+    boundaries = sorted({b for t in trials for b in t.energy})
+    values: dict[str, list[float]] = {}
+    for t in trials:
+        for b in boundaries or [None]:
+            for name, v in headline(t, b).items():
+                if v is None:
+                    continue
+                key = f"{name}@{b}" if (b and name in ENERGY_FIGURES) else name
+                if b and name not in ENERGY_FIGURES and b != (boundaries or [None])[0]:
+                    continue  # boundary-free figures once
+                values.setdefault(key, []).append(float(v))
+    figures = {}
+    for key, vs in values.items():
+        c = ci95(vs)
+        figures[key] = {"mean": c["mean"], "ci_low": c["ci95_low"], "ci_high": c["ci95_high"], "n": c["n"],
+                        "values": vs}
+    return {"n": len(trials), "confidence": 0.95, "figures": figures,
+            "thermal_before": [t.thermal_before for t in trials]}
+
+
+def run_analyses(session: RunSession) -> None:
+    """Run-level analyses over the measured levels: Pareto frontier, prefill/decode regression."""
+    result = session.result
+    if not result.levels:
+        return
+    b = headline_boundary(result.levels[0])
+    if b:
+        dumps = [lv.model_dump(mode="json") for lv in result.levels]
+        pareto = {
+            "boundary": b,
+            "tpot_p99": frontier_from_levels(dumps, boundary=b, latency="tpot_ms", stat="p99"),
+            "ttft_p99": frontier_from_levels(dumps, boundary=b, latency="ttft_ms", stat="p99"),
+        }
+        if session.slos:
+            pareto["goodput_tpot_p99"] = frontier_from_levels(
+                dumps, boundary=b, latency="tpot_ms", stat="p99", efficiency="goodput_per_kw")
+        result.pareto = Pareto.model_validate(pareto)
+    if session.sampler is not None and b:
+        reg = regression(session, b)
+        pd = result.prefill_decode = result.prefill_decode or PrefillDecode()
+        pd.regression = reg
+        pair = pd.isolating_pair
+        if pair and "error" not in pair and reg.get("status") == "ok":
+            pd.cross_check = cross_check(reg, pair)
+
+
+def _intervals(session: RunSession, energy):
+    tl = session.scraper.timeline if session.scraper is not None else None
+    levels = session.result.levels
+    if tl is not None and tl.available and "prompt_tokens" in tl.series and "generation_tokens" in tl.series:
+        t0, t1 = levels[0].window.start_ns, levels[-1].window.end_ns
+        pts = [(t, v) for t, v in tl.scrapes if t0 <= t <= t1 and "prompt_tokens" in v and "generation_tokens" in v]
+        return intervals_from_counters([t for t, _ in pts], [v["prompt_tokens"] for _, v in pts],
+                                       [v["generation_tokens"] for _, v in pts], energy), "server counters"
+    records = rundir.load_requests(session.run_dir, notes=[])
+    dur = sum(lv.window.duration_s for lv in levels if lv.window)
+    return intervals_from_records(records, energy, interval_s=max(0.5, dur / REGRESSION_INTERVALS)), "client timing"
+
+
+def regression(session: RunSession, boundary: str) -> dict:
+    """Prefill/decode regression over every measured level of the run (more spread in the token
+    mix separates the two better). Token counts per interval from the server's counters when they
+    were scraped, else from client timing."""
+    log = session.sampler.log
+
+    def energy(t0: int, t1: int) -> float | None:
+        t = boundary_totals(log, t0, t1).get(boundary)
+        return None if t is None else t.energy_j
+
+    try:
+        iv, source = _intervals(session, energy)
+        out = fit_intervals(iv)
+        out["boundary"] = boundary
+        out["token_source"] = source
+        return out
+    except UserError as e:
+        return {"error": str(e), "boundary": boundary}

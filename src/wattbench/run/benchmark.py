@@ -1,0 +1,185 @@
+"""``run_benchmark(config, progress) -> Result``: the run, phase by phase.
+
+    targets (given, or an engine launched) ── check + detect ──► ServerInfo      run/targets.py
+    workload ──► RequestSpec source
+    sensors ──► Sampler (thread) ──► TelemetryLog ─┐                             run/telemetry.py
+    /metrics ──► MetricsScraper (thread) ──────────┤
+    plan (ladder, sweep, optimize, pair) ──► level ─┴─► accounting ──► LevelResult  run/plan.py, run/level.py
+    levels ──► Pareto, prefill/decode regression                                   run/analyses.py
+
+Nothing is written before every input has been checked. The ``RunSession`` (run/session.py) holds
+the resources and writes the run directory after every level.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import time
+
+from wattbench import __version__
+from wattbench.accounting import measure_idle
+from wattbench.clock import ClockAnchor, now_ns
+from wattbench.config import RunConfig
+from wattbench.environment import collect_environment
+from wattbench.errors import Interrupted, WattbenchError
+from wattbench.metrics.carbon_series import parse_carbon_intensity
+from wattbench.metrics.slo import parse_slos
+from wattbench.results import rundir
+from wattbench.results.ids import new_run_id as _new_run_id
+from wattbench.results.schema import CarbonIntensity, ClockInfo, PrefillDecode, Result, Window
+from wattbench.results.store import HistoryStore
+from wattbench.run import analyses, plan, telemetry
+from wattbench.run.level import LevelRunner
+from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
+from wattbench.run.targets import Targets, resolve_targets
+from wattbench.server.metrics import MetricsScraper
+from wattbench.telemetry.jsonl import TelemetryWriter
+from wattbench.workload.presets import load_workload
+from wattbench.workload.tokenizer import open_token_source
+
+SCRAPE_INTERVAL_S = 0.5
+
+
+def new_run_id(anchor: ClockAnchor) -> str:
+    return _new_run_id(anchor.wall_ns)
+
+
+def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Result:
+    """Run a benchmark as configured and return its Result (also written to the run directory).
+
+    Raises ``UserError`` for bad input before anything is written, ``Interrupted`` when stopped
+    by SIGINT/SIGTERM (the partial result is on disk and attached as ``.result``).
+    """
+    anchor = ClockAnchor.take()
+    with contextlib.ExitStack() as stack:
+        session = RunSession(config=config, progress=progress or (lambda event, data: None), anchor=anchor,
+                             run_id=new_run_id(anchor), stack=stack)
+        try:
+            return _run(session)
+        except (KeyboardInterrupt, Interrupted) as e:
+            session.finish("interrupted", "stopped by signal during the run")
+            err = Interrupted("interrupted; the levels measured so far are saved"
+                              + (f" in {session.run_dir}" if session.run_dir and session.result else ""))
+            err.result = session.result  # type: ignore[attr-defined]
+            raise err from e
+        except Exception as e:
+            if session.result is not None and session.result.levels:
+                session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}")
+            raise
+
+
+def _run(session: RunSession) -> Result:
+    cfg = session.config
+    run_dir = resolve_run_dir(cfg, session.run_id)
+    session.slos = parse_slos(cfg.slo) if cfg.slo else []  # bad SLO text fails before anything starts
+    session.carbon = parse_carbon_intensity(cfg.carbon_intensity)  # a bad file fails here too
+    plan.validate_plan(cfg)  # every level the run plans, checked before anything is written
+    targets = resolve_targets(session, run_dir)
+    workload = _build_workload(cfg, targets)
+    problems = telemetry.start_telemetry(session)
+    result = _start_result(session, run_dir, targets, workload, problems)
+    if targets.server.metrics_endpoint:
+        session.scraper = MetricsScraper(targets.server.metrics_endpoint, interval_s=SCRAPE_INTERVAL_S,
+                                         engine=targets.server.engine, api_key=targets.specs[0].api_key).start()
+        session.stack.callback(session.scraper.stop)
+    _idle_before(session)
+    # the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level repeated
+    # --trials times; each level takes fresh requests (no prefix-cache hits)
+    lr = LevelRunner(session, targets.specs, workload)
+    plan.run_plan(cfg, result, lr.measure, session.slos)
+    if cfg.prefill_decode_pair and session.sampler is not None:
+        result.prefill_decode = PrefillDecode(isolating_pair=plan.prefill_decode_pair(cfg, lr.measure))
+    analyses.run_analyses(session)
+    _idle_after(session)
+    session.finish("complete", None)
+    if cfg.register_run:
+        with contextlib.suppress(Exception):  # history is an index; the run directory is the record
+            HistoryStore(cfg.db).register(result, run_dir)
+    return result
+
+
+def _build_workload(cfg: RunConfig, targets: Targets):
+    """The workload and its token source: ``--tokenizer`` (or the launched model's tokenizer),
+    else the server's ``/tokenize``, else approximate lengths (recorded as such)."""
+    t = targets.specs[0]
+    ts = open_token_source(targets.tokenizer_path, base_url=t.base_url, model=t.model, api_key=t.api_key)
+    return load_workload(cfg.workload, ts, cfg.seed, input_tokens=cfg.input_tokens, output_tokens=cfg.output_tokens,
+                         max_context_tokens=targets.server.max_model_len, speedup=cfg.speedup,
+                         tenant_field=cfg.tenant_field)
+
+
+def _start_result(session: RunSession, run_dir, targets: Targets, workload, problems: list[str]) -> Result:
+    """The run directory and the result skeleton, written once before the load."""
+    cfg, sampler, anchor = session.config, session.sampler, session.anchor
+    run_dir.mkdir(parents=True, exist_ok=True)
+    session.run_dir = run_dir
+    gpus = sampler.gpu_inventory() if sampler is not None else []
+    result = Result(
+        wattbench_version=__version__,
+        run_id=session.run_id,
+        created_at=_dt.datetime.fromtimestamp(anchor.wall_ns / 1e9, tz=_dt.timezone.utc).isoformat(),
+        clock=ClockInfo(anchor_wall_ns=anchor.wall_ns, anchor_mono_ns=anchor.mono_ns,
+                        anchor_uncertainty_ns=anchor.uncertainty_ns),
+        config=cfg.public_dict(),
+        environment=collect_environment(gpus),
+        server=targets.server,
+        sensors=[c.to_dict() for c in (sampler.channels if sampler else [])],
+        extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
+        sensor_problems=problems,
+        tags=list(cfg.tags),
+    )
+    result.extra["workload"] = workload.describe()
+    if session.carbon is not None:
+        result.carbon = CarbonIntensity(**session.carbon.describe(), unit="gCO2e/kWh", pue=cfg.pue)
+    result.extra["prompt_length_source"] = workload.token_source
+    if workload.token_source == "approx":
+        result.warnings.append(
+            "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
+            "token counts still come from the server's usage")
+    if sampler is None:  # said once, in the run's verdict (accounting.level_findings.run_validity)
+        session.energy_unavailable_reason = (
+            "--no-sensors was given" if cfg.no_sensors
+            else "no power meter could be read on this machine"
+            + (f"; {len(problems)} sensor problem(s) listed below" if problems else ""))
+    result.extra["run_dir"] = str(run_dir)
+    session.result = result
+    if sampler is not None:
+        session.telemetry_writer = TelemetryWriter(run_dir / "telemetry.jsonl", sampler.channels, anchor)
+    rundir.write_result(run_dir, result)
+    return result
+
+
+def _idle_window(session: RunSession, seconds: float, what: str) -> tuple[int, int]:
+    session.emit("phase", name="idle", message=f"measuring idle power{what} for {seconds:g} s")
+    t0 = now_ns()
+    time.sleep(seconds)
+    return t0, now_ns()
+
+
+def _idle_before(session: RunSession) -> None:
+    """The idle baseline before the load."""
+    cfg, result = session.config, session.result
+    if session.sampler is None or cfg.idle_s <= 0:
+        return
+    t0, t1 = _idle_window(session, cfg.idle_s, "")
+    idle = measure_idle(session.sampler.log, t0, t1)
+    result.idle = {b: i.to_dict() for b, i in idle.items()}
+    result.idle_window = Window(start_ns=t0, end_ns=t1, duration_s=(t1 - t0) / 1e9, kind="idle")
+    session.idle_power = idle
+
+
+def _idle_after(session: RunSession) -> None:
+    """Idle after the last level (optional): before and after together give the averaged idle
+    power per boundary and its drift."""
+    cfg, result = session.config, session.result
+    if session.sampler is None or cfg.idle_after_s <= 0:
+        return
+    t0, t1 = _idle_window(session, cfg.idle_after_s, " after the load")
+    w = result.idle_window
+    if w:
+        both = measure_idle(session.sampler.log, w.start_ns, w.end_ns, after_start_ns=t0, after_end_ns=t1)
+    else:
+        both = measure_idle(session.sampler.log, t0, t1)
+    result.idle_after_window = Window(start_ns=t0, end_ns=t1, duration_s=(t1 - t0) / 1e9, kind="idle_after")
+    result.idle = {b: i.to_dict() for b, i in both.items()}

@@ -1,0 +1,155 @@
+"""Which levels a run measures, and what it judges them by.
+
+A fixed ladder (``--concurrency``/``--rate``), the automatic sweep (``--sweep auto``), the
+SLO-aware search (``--optimize OBJECTIVE``) and the prefill/decode isolating pair. The search rules
+themselves (when to stop, which level wins) are ``load/search.py``'s; this module feeds them
+levels through a ``measure(mode, value, ...) -> LevelResult`` callable (``run.level.LevelRunner``)
+and turns each measured level into the flat figures they judge (``level_figures``).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from wattbench.accounting.attribution import isolating_pair
+from wattbench.accounting.steady import default_num_requests as _steady_default
+from wattbench.config import RunConfig
+from wattbench.errors import UserError
+from wattbench.load.level import validate_spec
+from wattbench.load.search import auto_sweep, optimize
+from wattbench.load.types import LevelSpec
+from wattbench.results.headline import headline_boundary
+from wattbench.results.schema import LevelResult, Result, SearchOutcome
+
+OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
+DEFAULT_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+SEARCH_MAX_CONCURRENCY = 256  # --sweep auto / --optimize upper end when --max-concurrency is not given
+PAIR_DEFAULT_CONCURRENCY = 8
+PREFILL_HEAVY = {"output_tokens": 1, "input_tokens": 1024}
+DECODE_HEAVY = {"output_tokens": 512, "input_tokens": 16}
+
+
+class Measure(Protocol):
+    def __call__(self, mode: str, value: float, *, output_tokens: int | None = None,
+                 input_tokens: int | None = None, label_suffix: str = "") -> LevelResult: ...
+
+
+def validate_plan(cfg: RunConfig) -> None:
+    """Refuse a plan the run cannot follow, before anything is written: an unknown objective or
+    sweep, unsupported combinations, and every planned level through the load generator's own
+    checks (``load.level.validate_spec``: ``--arrival poison``, a rate it refuses)."""
+    if cfg.optimize and cfg.optimize not in OBJECTIVES:
+        raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
+    if cfg.ray and cfg.rate and cfg.max_concurrency is not None:
+        raise UserError("--rate with --max-concurrency is not supported with --ray yet: drop one of them")
+    if cfg.sweep not in (None, "auto"):
+        raise UserError(f"--sweep {cfg.sweep!r}: the only sweep is 'auto' (give levels with --concurrency/--rate)")
+    plans = cfg.levels() if not (cfg.sweep or cfg.optimize) else [("rate", r) for r in cfg.rate] or [
+        ("concurrency", c) for c in (cfg.concurrency or [1])]
+    for mode, value in plans:
+        validate_spec(LevelSpec(index=0, mode=mode, value=value, arrival=cfg.arrival,  # type: ignore[arg-type]
+                                num_requests=cfg.num_requests, duration_s=cfg.duration_s, workers=cfg.workers,
+                                speedup=cfg.speedup))
+
+
+def planned_levels(cfg: RunConfig) -> int | None:
+    """How many levels the run will measure; ``None`` while a search decides as it goes."""
+    if cfg.sweep or cfg.optimize:
+        return None
+    return len(cfg.levels()) + (2 if cfg.prefill_decode_pair else 0)
+
+
+def optimize_candidates(cfg: RunConfig) -> list[float]:
+    """The values ``--optimize`` chooses among: the given rates or concurrencies, else the default
+    ladder up to ``--max-concurrency``."""
+    if cfg.rate:
+        return list(cfg.rate)
+    return list(cfg.concurrency) or [c for c in DEFAULT_LADDER if c <= (cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)]
+
+
+def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list) -> None:
+    """Measure the run's levels (each through ``measure``); a search's outcome goes on ``result``."""
+    mode = "rate" if cfg.rate else "concurrency"
+    if cfg.sweep == "auto":
+        res = auto_sweep(lambda v: level_figures(measure("concurrency", v)), start=1,
+                         max_value=cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)
+        result.sweep = SearchOutcome.model_validate(res.to_dict("throughput.output_tokens_per_s"))
+    elif cfg.optimize:
+        candidates = optimize_candidates(cfg)
+        res = optimize(lambda v: level_figures(measure(mode, v)), candidates, objective=cfg.optimize, slos=slos)
+        d = res.to_dict(cfg.optimize)
+        d["candidates"] = candidates
+        d["ladder_size"] = len(candidates)
+        result.optimize = SearchOutcome.model_validate(d)
+    else:
+        for m, v in cfg.levels():
+            measure(m, v)
+
+
+def level_figures(level: LevelResult) -> dict:
+    """What the searches judge a level by: its dump plus a flat objective per boundary."""
+    d = level.model_dump(mode="json")
+    if level.requests.completed == 0:  # a failed level, not a missing one (load/search.py)
+        d["failed"] = _no_request_reason(level) or "no measured request completed"
+    d["oversaturated"] = bool(level.oversaturation and level.oversaturation.oversaturated) or str(
+        level.stopped_early or "").startswith("over-saturated")
+    b = headline_boundary(level)
+    e = level.energy.get(b) if b else None
+    d["output_tokens_per_s_per_kw"] = e.output_tokens_per_s_per_kw if e else None
+    gp = level.goodput or {}
+    d["goodput_rps"] = gp.get("requests_per_s")
+    if b and gp.get("per_kw"):
+        d["goodput_per_kw"] = (gp["per_kw"].get(b) or {}).get("output_tokens_per_s_per_kw")
+    elif e is not None and not gp:
+        d["goodput_per_kw"] = e.output_tokens_per_s_per_kw  # no SLO: every completed token is good
+    return d
+
+
+def _no_request_reason(level: LevelResult) -> str | None:
+    return next((r.split(": ", 1)[-1] for r in level.validity.reasons if "no measured request" in r), None)
+
+
+def _pair_figures(lv: LevelResult, b: str | None) -> dict:
+    e = lv.energy.get(b) if b else None
+    if e is None:  # an error text is a sentence, never a leaked key name
+        why = _no_request_reason(lv) or lv.energy_unavailable_reason or f"no {b or 'power'} energy was measured in it"
+        raise UserError(f"the {lv.label} level has no energy to split ({why})")
+    return {"dynamic_energy_j": e.dynamic_energy_j, "energy_j": e.energy_j, "idle_power_w": e.idle_power_w,
+            "duration_s": lv.window.duration_s if lv.window else None,
+            "input_tokens": lv.throughput.input_tokens, "output_tokens": lv.throughput.output_tokens}
+
+
+def prefill_decode_pair(cfg: RunConfig, measure: Measure) -> dict:
+    """Two extra levels that isolate prefill (max_tokens=1) and decode (short prompts, long outputs)
+    at the run's largest concurrency, solved exactly as a cross-check of the regression. Returns the
+    solved pair, or ``{"error": sentence}``."""
+    conc = max(cfg.concurrency or [PAIR_DEFAULT_CONCURRENCY])
+    pre = measure("concurrency", conc, **PREFILL_HEAVY, label_suffix=" prefill-heavy")
+    dec = measure("concurrency", conc, **DECODE_HEAVY, label_suffix=" decode-heavy")
+    b = headline_boundary(pre) or headline_boundary(dec)
+    try:
+        pair = isolating_pair(_pair_figures(pre, b), _pair_figures(dec, b))
+        pair["boundary"] = b
+        pair["levels"] = [pre.index, dec.index]
+    except UserError as e:
+        pair = {"error": str(e)}
+    except (KeyError, TypeError) as e:
+        pair = {"error": f"the isolating pair could not be solved: a figure it needs is missing "
+                         f"({type(e).__name__} {e})"}
+    failed = [lv.label for lv in (pre, dec) if lv.requests.completed == 0]
+    if failed:
+        pair["failed_levels"] = failed
+    return pair
+
+
+def default_num_requests(mode: str, value: float, levels=()) -> int:
+    """A level with neither --num-requests nor --duration: sized so its steady state can earn a
+    ``valid`` verdict (``accounting.steady.default_num_requests``), from the median E2E and the
+    meter's update period measured at the previous level."""
+    e2e_s = period_s = None
+    if levels:
+        prev = levels[-1]
+        e2e_s = prev.latency.e2e_ms.p50 / 1e3 if prev.latency.e2e_ms.p50 else None
+        periods = [e.update_period_s for e in prev.energy.values() if e.update_period_s]
+        period_s = max(periods) if periods else None
+    return _steady_default(mode, value, e2e_s, period_s)

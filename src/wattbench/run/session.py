@@ -1,0 +1,138 @@
+"""``RunSession``: everything a run holds while it goes, and the run directory it writes.
+
+The session owns the ``ExitStack`` every resource enters (a launched engine, the Ray cluster, the
+sampler, the ``/metrics`` scraper), so they close in reverse order however the run ends. It writes
+the run directory after every level (result.json, telemetry.jsonl, server_timeline.jsonl,
+report.html), so an interrupted run keeps what it measured, and it reports progress through the
+caller's callback (the library never prints).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from wattbench.accounting.level import LevelContext
+from wattbench.accounting.level_findings import run_validity
+from wattbench.clock import ClockAnchor, now_ns
+from wattbench.config import RunConfig
+from wattbench.errors import UserError
+from wattbench.results import rundir
+from wattbench.results.schema import Result
+
+if TYPE_CHECKING:
+    from wattbench.distributed.run import RayCluster
+    from wattbench.metrics.carbon_series import IntensitySeries
+    from wattbench.server.metrics import MetricsScraper
+    from wattbench.telemetry.jsonl import TelemetryWriter
+
+log = logging.getLogger("wattbench.run")
+
+ProgressFn = Callable[[str, dict], None]
+
+CLOSING_SCRAPE_WAIT_S = 2.0  # at most this long for the scrape after a level's window
+POLL_S = 0.02
+
+
+@dataclass
+class RunSession:
+    """The run's resources and its result so far; ``stack`` closes them in reverse order."""
+
+    config: RunConfig
+    progress: ProgressFn
+    anchor: ClockAnchor
+    run_id: str
+    stack: contextlib.ExitStack
+    run_dir: Path | None = None
+    result: Result | None = None
+    sampler: Any = None  # telemetry.sampler.Sampler, or run.telemetry.ClusterTelemetry with --ray
+    scraper: MetricsScraper | None = None
+    cluster: RayCluster | None = None
+    telemetry_writer: TelemetryWriter | None = None
+    carbon: IntensitySeries | None = None  # from --carbon-intensity
+    idle_power: dict | None = None  # boundary -> accounting.idle.IdlePower
+    energy_unavailable_reason: str | None = None
+    slos: list = field(default_factory=list)
+
+    def emit(self, event: str, **data: Any) -> None:
+        try:
+            self.progress(event, data)
+        except Exception:  # a broken progress display must never break a measurement
+            log.exception("progress callback failed")
+
+    @property
+    def log(self):
+        """The run's telemetry log, ``None`` without a meter."""
+        return self.sampler.log if self.sampler is not None else None
+
+    def level_context(self) -> LevelContext:
+        """What ``accounting.level.account_level`` accounts a level against."""
+        cfg = self.config
+        return LevelContext(log=self.log, idle=self.idle_power, price_per_kwh=cfg.price_per_kwh, pue=cfg.pue,
+                            timeline=self.scraper.timeline if self.scraper is not None else None,
+                            engine=self.result.server.engine if self.result is not None else None, slos=self.slos)
+
+    def await_closing_reads(self, end_ns: int) -> None:
+        """Wait until the ``/metrics`` scraper has a scrape after ``end_ns`` (so counter deltas over
+        the window interpolate between two scrapes), at most ``CLOSING_SCRAPE_WAIT_S``; the scraper
+        thread takes it on its own period. Without a scraper there is nothing to wait for: the
+        sampler's log is read up to the window's end, and accounting clamps to its samples."""
+        if self.scraper is None:
+            return
+        deadline = now_ns() + int(min(self.scraper.interval_s * 2.4, CLOSING_SCRAPE_WAIT_S) * 1e9)
+        scrapes = self.scraper.timeline.scrapes
+        while now_ns() < deadline and not (scrapes and scrapes[-1][0] > end_ns):
+            time.sleep(POLL_S)
+
+    def write_level_artifacts(self) -> None:
+        """Write the telemetry and server timeline since the last write and rewrite result.json
+        (atomically). Called after every level (its requests are appended as they finish)."""
+        assert self.run_dir is not None and self.result is not None
+        try:
+            if self.sampler is not None and self.telemetry_writer is not None:
+                self.telemetry_writer.flush(self.sampler.log)
+            if self.scraper is not None:
+                self.scraper.timeline.to_jsonl(self.run_dir / "server_timeline.jsonl")
+        except OSError as e:  # disk full: one line, the run stops (result.json keeps the levels before)
+            raise rundir.storage_error(self.run_dir, e) from None
+        rundir.write_result(self.run_dir, self.result)
+
+    def write_report(self) -> None:
+        if not self.config.html or self.run_dir is None:
+            return
+        try:
+            from wattbench.report.html import write_run_html  # lazy: the HTML renderer, only with --html
+
+            write_run_html(self.run_dir)
+        except Exception as e:  # the report must never cost the measurement
+            msg = f"report.html could not be written: {e}"
+            if self.result is not None and msg not in self.result.warnings:
+                self.result.warnings.append(msg)
+
+    def finish(self, status: str, detail: str | None) -> None:
+        """Close the result (status, the run's verdict) and write it; never raises on the way."""
+        if self.result is None or self.run_dir is None:
+            return
+        self.result.status = status  # type: ignore[assignment]
+        self.result.status_detail = detail
+        self.result.validity = run_validity(self.result, self.energy_unavailable_reason)
+        with contextlib.suppress(Exception):
+            if self.sampler is not None and self.telemetry_writer is not None:
+                self.telemetry_writer.flush(self.sampler.log)
+        with contextlib.suppress(Exception):
+            rundir.write_result(self.run_dir, self.result)
+        self.write_report()
+
+
+def resolve_run_dir(config: RunConfig, run_id: str) -> Path:
+    if config.out:
+        d = Path(config.out).expanduser()
+        if (d / "result.json").exists():
+            raise UserError(f"--out {d} already holds a result.json; choose another directory or remove it")
+    else:
+        d = Path("wattbench-results") / run_id
+    return d

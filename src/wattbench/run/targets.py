@@ -1,0 +1,90 @@
+"""The run's targets: given URLs (replicas with ``--targets``), or an engine the run launches →
+checked ``TargetSpec``s, the ``ServerInfo`` of the first, and the tokenizer to count prompts with."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+
+from wattbench.config import RunConfig
+from wattbench.engines import launch
+from wattbench.load.types import TargetSpec
+from wattbench.results.schema import ServerInfo
+from wattbench.run.session import RunSession
+from wattbench.server.detect import detect_server, merge_launched, reuses_connections
+from wattbench.server.openai import check_model_answers, check_target, normalize_base_url
+from wattbench.server.redact import combine_credentials
+
+
+@dataclass
+class Targets:
+    """The targets the load goes to (the first is the one the run describes), its server, and the
+    tokenizer that counts prompt lengths (``None``: the server's ``/tokenize`` or approximate)."""
+
+    specs: list[TargetSpec]
+    server: ServerInfo
+    tokenizer_path: str | None
+
+
+def api_key(config: RunConfig) -> str | None:
+    if config.api_key is not None:
+        return config.api_key.get_secret_value()
+    return os.environ.get("WATTBENCH_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+
+
+def _first_target(session: RunSession, run_dir) -> tuple[str, str | None, ServerInfo | None, str | None, str | None]:
+    """The first target's URL and key; with no ``--target`` an engine launched (and stopped by the
+    session's stack): its server info, the launch plan's model name and tokenizer."""
+    cfg = session.config
+    key = api_key(cfg)
+    if cfg.target:
+        # credentials in the URL become an Authorization header; the URL kept and written has none
+        url, key = combine_credentials(cfg.target, key)
+        return normalize_base_url(url), key, None, None, cfg.tokenizer
+    session.emit("phase", name="engine", message=f"starting the {cfg.engine} engine")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handle = session.stack.enter_context(launch(engine=cfg.engine, model=cfg.engine_model, device=cfg.device,
+                                                engine_args=cfg.engine_args, run_dir=run_dir))
+    tokenizer = cfg.tokenizer if cfg.tokenizer is not None else handle.plan.tokenizer_source()  # exact lengths
+    return normalize_base_url(handle.base_url), key, handle.server_info, handle.model, tokenizer
+
+
+def _spec(cfg: RunConfig, url: str, model: str, key: str | None, server: ServerInfo) -> TargetSpec:
+    # force output lengths only on servers that accept the fields (strict servers reject them)
+    t = TargetSpec(base_url=url, model=model, api=cfg.api, api_key=key, request_timeout_s=cfg.request_timeout_s,
+                   stall_timeout_s=cfg.stall_timeout_s, keep_output_text=cfg.keep_output_text,
+                   extra_body=dict(server.extra_body), send_min_tokens=bool(server.supports_ignore_eos))
+    t.keepalive = reuses_connections(server.engine)
+    return t
+
+
+def resolve_targets(session: RunSession, run_dir) -> Targets:
+    """Check every target (the model answers, the server is detected) before anything is written."""
+    cfg = session.config
+    base_url, key, launched_info, launched_model, tokenizer = _first_target(session, run_dir)
+    model, models = asyncio.run(check_target(base_url, key, cfg.model, launched_model=launched_model))
+    if launched_model is not None and model not in models:
+        asyncio.run(check_model_answers(base_url, key, model, cfg.api))  # a real request, not the listing
+    server = asyncio.run(detect_server(base_url, key))
+    extra_keys: dict[str, str | None] = {}
+    for u in cfg.targets:
+        clean, k = combine_credentials(u, api_key(cfg))
+        extra_keys.setdefault(normalize_base_url(clean), k)
+    extra_urls = [u for u in extra_keys if u != base_url]
+    extra_servers = []
+    for u in extra_urls:  # replicas (or a load balancer's backends): same model, checked each
+        asyncio.run(check_target(u, extra_keys[u], model))
+        extra_servers.append(asyncio.run(detect_server(u, extra_keys[u])))
+    if launched_info is not None:
+        server = merge_launched(launched_info, server)
+    server.base_url = base_url
+    server.model = model
+    server.models = models
+    specs = [_spec(cfg, base_url, model, key, server)] + [
+        _spec(cfg, u, model, extra_keys[u], si) for u, si in zip(extra_urls, extra_servers)]
+    server.output_length_forced = bool(specs[0].extra_body)
+    for t in specs:  # the user's request fields (--extra-body, --temperature, --top-p) and --header
+        t.extra_body.update(cfg.request_fields())
+        t.headers = dict(cfg.headers)
+    return Targets(specs=specs, server=server, tokenizer_path=tokenizer)

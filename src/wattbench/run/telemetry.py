@@ -1,0 +1,81 @@
+"""The run's power telemetry: sensors found or given → a started ``Sampler`` (or, with ``--ray``,
+one sensor actor per node merged on the driver's clock, seen through the sampler's interface)."""
+
+from __future__ import annotations
+
+from wattbench.config import RunConfig
+from wattbench.run.session import RunSession
+from wattbench.telemetry import detect, spec
+from wattbench.telemetry.sampler import Sampler
+
+
+def open_sensors(config: RunConfig) -> tuple[list, list[str]]:
+    """Sensors to sample and the problems met while looking for them (each with its fix).
+
+    Auto-detection with the embedded engine (which runs on this machine) adds an
+    estimate-labelled CPU figure where no CPU meter exists, so a CPU-only newcomer sees an
+    honest, labelled estimate rather than nothing.
+    """
+    if config.no_sensors:
+        return [], []
+    if config.sensors:
+        return [spec.parse_sensor_spec(s) for s in config.sensors], []
+    return detect.autodetect(estimate_cpu=config.target is None)
+
+
+class ClusterTelemetry:
+    """The Ray cluster's merged sensor stream seen through the sampler's interface."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    @property
+    def log(self):
+        return self.cluster.telemetry()
+
+    @property
+    def channels(self):
+        return list(self.cluster.telemetry().channels.values())
+
+    def latest_power_w(self):
+        return None
+
+    def gpu_inventory(self):
+        return []
+
+    def stop(self):
+        return self.cluster.stop_sensors()
+
+    def close(self):
+        self.stop()
+
+
+def start_telemetry(session: RunSession) -> list[str]:
+    """Start sampling (``session.sampler`` stays ``None`` when no channel reads); the sensor problems.
+    With ``--ray`` the cluster starts here too (``session.cluster``)."""
+    cfg = session.config
+    if cfg.ray:
+        from wattbench.distributed.run import RayCluster  # lazy: Ray, only with --ray
+
+        cluster = session.stack.enter_context(RayCluster(cfg.ray, n_actors=cfg.ray_actors, sensors=cfg.sensors,
+                                                         sensor_interval_s=cfg.sample_interval_s))
+        session.cluster = cluster
+        if cfg.no_sensors:
+            return []
+        problems = list(cluster.start_sensors())
+        sampler = ClusterTelemetry(cluster)
+        if sampler.channels:
+            session.sampler = sampler
+        return problems
+    sensors, problems = open_sensors(cfg)
+    if not sensors:
+        return problems
+    sampler = Sampler(sensors, interval_s=cfg.sample_interval_s)
+    problems = problems + sampler.open()
+    if sampler.channels:
+        sampler.start()
+        session.stack.callback(sampler.stop)
+        session.sampler = sampler
+    else:
+        sampler.close()
+    return problems

@@ -1,0 +1,111 @@
+"""``run.plan``: which levels a run measures, in which order, and what it judges them by — with
+a fake ``measure`` that returns made levels (no server, no load)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.results_factory import make_level, make_result
+from wattbench.config import RunConfig
+from wattbench.errors import UserError
+from wattbench.run import plan
+
+
+def _cfg(**kw):
+    kw.setdefault("target", "http://127.0.0.1:9")
+    return RunConfig(**kw)
+
+
+class FakeMeasure:
+    """Measures by making a level whose efficiency is ``eff(value)``; records what was asked."""
+
+    def __init__(self, eff=lambda v: 100.0 * v):
+        self.calls: list[tuple] = []
+        self.eff = eff
+
+    def __call__(self, mode, value, *, output_tokens=None, input_tokens=None, label_suffix=""):
+        self.calls.append((mode, value, output_tokens, input_tokens, label_suffix))
+        lengths = {"output_len": output_tokens, "input_len": input_tokens} if output_tokens else {}
+        lv = make_level(index=len(self.calls) - 1, mode=mode, value=value, output_tokens_per_s=self.eff(value),
+                        **lengths)
+        lv.label += label_suffix
+        return lv
+
+
+def test_a_ladder_measures_every_level_in_order():
+    cfg = _cfg(concurrency=[1, 4, 16])
+    m = FakeMeasure()
+    plan.run_plan(cfg, make_result(), m, [])
+    assert [(c[0], c[1]) for c in m.calls] == [("concurrency", 1), ("concurrency", 4), ("concurrency", 16)]
+    assert plan.planned_levels(cfg) == 3
+    assert plan.planned_levels(_cfg(concurrency=[1, 4], prefill_decode_pair=True)) == 4
+    assert plan.planned_levels(_cfg(sweep="auto")) is None
+
+
+def test_optimize_candidates_are_the_default_ladder_up_to_max_concurrency():
+    assert plan.optimize_candidates(_cfg(optimize="goodput_rps", max_concurrency=20)) == [1, 2, 4, 8, 16]
+    assert plan.optimize_candidates(_cfg(optimize="goodput_rps", concurrency=[3, 5])) == [3, 5]
+    assert plan.optimize_candidates(_cfg(optimize="goodput_rps", rate=[2.0, 4.0])) == [2.0, 4.0]
+
+
+def test_optimize_records_its_candidates_on_the_result():
+    cfg = _cfg(optimize="output_tokens_per_s_per_kw", concurrency=[1, 2, 4])
+    result = make_result()
+    plan.run_plan(cfg, result, FakeMeasure(), [])
+    assert result.optimize is not None
+    d = result.optimize.model_dump()
+    assert d["candidates"] == [1, 2, 4] and d["ladder_size"] == 3
+
+
+@pytest.mark.parametrize("kw, needle", [({"optimize": "speed"}, "--optimize 'speed'"),
+                                        ({"sweep": "linear"}, "--sweep 'linear'")])
+def test_a_plan_the_run_cannot_follow_is_refused_before_anything_runs(kw, needle):
+    with pytest.raises(UserError, match=needle):
+        plan.validate_plan(_cfg(**kw))
+
+
+def test_level_figures_flatten_the_objective_and_mark_failed_and_oversaturated_levels():
+    lv = make_level(value=8, output_tokens_per_s=1000.0, power_w=500.0)
+    d = plan.level_figures(lv)
+    e = lv.energy["accelerator"]
+    assert d["output_tokens_per_s_per_kw"] == e.output_tokens_per_s_per_kw
+    assert d["goodput_per_kw"] == e.output_tokens_per_s_per_kw  # no SLO: every token is good
+    assert d["oversaturated"] is False and "failed" not in d
+    lv.stopped_early = "over-saturated: waiting queue grows"
+    assert plan.level_figures(lv)["oversaturated"] is True
+    lv.requests.completed = 0
+    lv.validity.reasons = ["invalid: no measured request completed (0 warm-up, 3 failed, 0 completed)"]
+    assert plan.level_figures(lv)["failed"] == "no measured request completed (0 warm-up, 3 failed, 0 completed)"
+
+
+def test_the_prefill_decode_pair_runs_at_the_largest_concurrency_and_solves():
+    m = FakeMeasure()
+    pair = plan.prefill_decode_pair(_cfg(concurrency=[2, 32]), m)
+    assert [(c[1], c[2], c[3], c[4]) for c in m.calls] == [(32, 1, 1024, " prefill-heavy"),
+                                                           (32, 512, 16, " decode-heavy")]
+    assert "error" not in pair, pair
+    assert pair["levels"] == [0, 1] and pair["boundary"] == "accelerator"
+
+
+def test_a_pair_level_without_energy_is_an_error_sentence_naming_it():
+    m = FakeMeasure()
+
+    def measure(*a, **k):
+        lv = m(*a, **k)
+        if "decode" in k.get("label_suffix", ""):
+            lv.energy = {}
+            lv.energy_unavailable_reason = "the meter stopped"
+        return lv
+    pair = plan.prefill_decode_pair(_cfg(concurrency=[4]), measure)
+    assert pair["error"] == "the concurrency=4 decode-heavy level has no energy to split (the meter stopped)"
+
+
+def test_default_level_size_follows_the_previous_levels_latency():
+    from wattbench.accounting.steady import default_num_requests
+
+    prev = make_level(value=4)
+    e2e_s = prev.latency.e2e_ms.p50 / 1e3
+    periods = [e.update_period_s for e in prev.energy.values() if e.update_period_s]
+    assert plan.default_num_requests("concurrency", 8, [prev]) == default_num_requests(
+        "concurrency", 8, e2e_s, max(periods) if periods else None)
+    assert plan.default_num_requests("concurrency", 8) == default_num_requests("concurrency", 8, None, None)
