@@ -16,6 +16,20 @@ def scripted_server(*args: str):
 
 
 @contextmanager
+def scripted_server_with_log(*args: str):
+    """Yield ``(base_url, stats)``: ``stats.per_request()`` is the server's per-request log."""
+    with stream_server(*args) as (base, stats):
+        yield base + "/v1", stats
+
+
+@contextmanager
+def scripted_servers_with_log(*arg_lists: list[str]):
+    """Several servers at once; yields ``[(base_url, stats), ...]`` in order."""
+    with ExitStack() as stack:
+        yield [stack.enter_context(scripted_server_with_log(*a)) for a in arg_lists]
+
+
+@contextmanager
 def scripted_servers(*arg_lists: list[str]):
     """Several servers at once; yields their base URLs in order."""
     with ExitStack() as stack:
@@ -24,14 +38,18 @@ def scripted_servers(*arg_lists: list[str]):
 
 class FixedRequests:
     """A request factory (index -> RequestSpec) that Ray can ship by reference: every request
-    is the same short prompt asking for ``max_tokens`` tokens; ``None`` after ``limit``."""
+    is the same short prompt asking for ``max_tokens`` tokens; ``None`` after ``limit``. With
+    ``tagged``, request ``i``'s first word is ``r{i}``: the scripted server's ``/stats/requests``
+    log is keyed by it (per-request ground truth)."""
 
-    def __init__(self, max_tokens: int = 6, prompt: str = "one two three four", limit: int | None = None):
-        self.max_tokens, self.prompt, self.limit = max_tokens, prompt, limit
+    def __init__(self, max_tokens: int = 6, prompt: str = "one two three four", limit: int | None = None,
+                 tagged: bool = False):
+        self.max_tokens, self.prompt, self.limit, self.tagged = max_tokens, prompt, limit, tagged
 
     def __call__(self, i: int):
         from wattbench.workload.base import RequestSpec
 
         if self.limit is not None and i >= self.limit:
             return None
-        return RequestSpec(prompt=self.prompt, max_tokens=self.max_tokens)
+        prompt = f"r{i} " + self.prompt.split(" ", 1)[-1] if self.tagged else self.prompt
+        return RequestSpec(prompt=prompt, max_tokens=self.max_tokens)

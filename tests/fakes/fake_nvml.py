@@ -113,7 +113,7 @@ class FakeNvml:
     NVML_AGGREGATE_ECC = 1
 
     def __init__(self, gpus=None, unsupported=(), init_error=None, driver="580.65.06", cuda=13000,
-                 update_period_s=None, persist: str | None = None):
+                 update_period_s=None, persist: str | None = None, clock=None):
         self.gpus = gpus if gpus is not None else [FakeGPU()]
         self.unsupported = set(unsupported)
         self.init_error = init_error
@@ -123,6 +123,7 @@ class FakeNvml:
         self.calls: list[str] = []
         self.fail_next: dict[str, Exception] = {}
         self.update_period_s = update_period_s  # if set, values refresh on this grid (like the driver's 100 ms)
+        self.clock = clock or time.perf_counter  # seconds; a test may drive a scripted clock instead
         self._tick = None
         self.persist = persist  # JSON file holding the settable state (survives the process)
         if persist and os.path.exists(persist):
@@ -139,7 +140,7 @@ class FakeNvml:
 
     def _c(self, fn: str) -> None:
         if self.update_period_s:
-            k = int(time.perf_counter() / self.update_period_s)
+            k = int(self.clock() / self.update_period_s)
             if self._tick is not None and k != self._tick:
                 self.advance(self.update_period_s * (k - self._tick))
                 for g in self.gpus:

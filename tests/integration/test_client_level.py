@@ -129,11 +129,23 @@ def test_closed_loop_duration_drain_and_progress():
         out = run_level(spec, target, lambda i: RequestSpec(prompt="a", max_tokens=10), on_progress=seen.append)
     meas = [r for r in out.records if not r.warmup]
     assert sum(r.warmup for r in out.records) == 4
+    # Bounds from the level's own records and its loop-lag probe, not wall-clock expectations:
+    # a busy host stretches every request and wait, and that is no error of the client.
+    lag = out.load.client_loop_lag_ms
+    lag_ns = (lag.max or 0.0) * 1e6
     first = min(r.sent_ns for r in meas)
-    assert all(r.sent_ns - first < 1.1e9 for r in meas)
-    assert 0 < out.load.drain_s < 0.3  # requests take ~140 ms
-    assert out.load.client_loop_lag_ms.count > 50  # the 10 ms probe ran through the level
-    assert out.load.mean_in_flight == pytest.approx(4, abs=0.6)
+    assert all(r.sent_ns - first < 1.1e9 + lag_ns for r in meas)  # nothing sent after the 1 s
+    e2e_max_s = max(r.last_token_ns - r.sent_ns for r in meas) / 1e9
+    # draining waits only for what was in flight at the stop: no longer than the longest request
+    # (0 when a busy host let the stop be noticed only after the last request had ended)
+    assert 0 <= out.load.drain_s <= e2e_max_s + 1e-6
+    # the 10 ms probe ran through the level: one probe per (10 ms + its own lateness)
+    span_ms = (out.end_ns - first) / 1e6
+    assert lag.count >= 0.8 * span_ms / (10.0 + lag.mean), (lag.count, span_ms, lag.mean)
+    # 4 streams back to back: never more than 4 in flight, and less only by each hand-off (the
+    # loop's wait, bounded by its probe) and the streams finishing one by one at the end
+    idle_ms = len(meas) * ((lag.max or 0.0) + 2.0) + 4 * e2e_max_s * 1e3
+    assert 4 - idle_ms / span_ms <= out.load.mean_in_flight <= 4 + 1e-9, (out.load.mean_in_flight, idle_ms)
     assert seen and seen[-1]["done"] == len(out.records) and seen[-1]["failed"] == 0
     assert seen[-1]["output_tokens"] == 10 * len(out.records)
     times = [p["elapsed_s"] for p in seen]

@@ -61,4 +61,7 @@ def test_closed_share_uses_its_indices(target):
     assert min(r["sent_ns"] for r in recs) - SKEW >= t0
     assert all(r["worker"] == 1 for r in recs)
     ttft = [(r["first_token_ns"] - r["sent_ns"]) / 1e6 for r in recs]
-    assert sum(ttft) / len(ttft) == pytest.approx(20, abs=6)
+    # one worker clock, so the skew cancels: never below the server's scripted 20 ms (causality,
+    # exact), and nowhere near the 6 s skew a clock mix-up would add (no wall-clock ceiling: a
+    # loaded host may stretch any TTFT; the accuracy bound is test_client_ground_truth's)
+    assert all(20.0 <= t < 1000.0 for t in ttft), ttft

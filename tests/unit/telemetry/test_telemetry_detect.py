@@ -84,15 +84,52 @@ def test_jetson_detected(tmp_path):
     assert [type(s) for s in sensors] == [JetsonSensor]
 
 
-def test_inventory_measures_update_period(tmp_path):
-    nv = FakeNvml(gpus=[FakeGPU()], update_period_s=0.1, unsupported={"nvmlDeviceGetSamples"})
-    rows = inventory(None, measure_s=1.0, **base_kw(tmp_path, nvml=nv))
+class ScriptedClock:
+    """The monotonic clock of one inventory run, scripted: every read costs ``read_ns``; every
+    sleep overruns by a seeded draw of up to ``overrun_ms`` (a host busy with other work). The
+    fake NVML's refresh grid runs on the same clock, so the run is the same on any machine."""
+
+    def __init__(self, read_ns: int = 20_000, overrun_ms: float = 4.0, seed: int = 7):
+        import random
+
+        self.ns, self.read_ns, self.overrun_ms, self.rng = 10**12, read_ns, overrun_ms, random.Random(seed)
+
+    def now_ns(self) -> int:
+        self.ns += self.read_ns
+        return self.ns
+
+    def sleep(self, s: float) -> None:
+        self.ns += int((s + self.rng.uniform(0, self.overrun_ms / 1e3)) * 1e9)
+
+    def seconds(self) -> float:
+        return self.ns / 1e9
+
+
+@pytest.mark.parametrize("period_s", [0.1, 0.25])
+def test_inventory_measures_update_period(tmp_path, monkeypatch, period_s):
+    import types
+
+    import wattbench.telemetry.detect as detect
+    import wattbench.telemetry.nvml as nvml_mod
+
+    clock = ScriptedClock()
+    monkeypatch.setattr(detect, "now_ns", clock.now_ns)
+    monkeypatch.setattr(nvml_mod, "now_ns", clock.now_ns)
+    monkeypatch.setattr(detect, "time", types.SimpleNamespace(sleep=clock.sleep))
+    nv = FakeNvml(gpus=[FakeGPU()], update_period_s=period_s, unsupported={"nvmlDeviceGetSamples"},
+                  clock=clock.seconds)
+    rows = inventory(None, measure_s=2.0, **base_kw(tmp_path, nvml=nv))
     chans = {r["id"]: r for r in rows if r["type"] == "channel"}
     e = chans["nvml.gpu0.energy"]
     assert e["value"] == pytest.approx(1000.0, abs=50)
-    assert e["measured_update_s"] == pytest.approx(0.1, abs=0.025)
-    assert chans["nvml.gpu0.power_instant"]["measured_update_s"] == pytest.approx(0.1, abs=0.025)
-    assert e["read_ms"] is not None and e["boundary"] == "accelerator"
+    # polled every 10 ms (+ the 2 ms idle sleep, + up to 4 ms overrun): a refresh is seen at most
+    # one poll late, so the median gap between seen changes is the grid within one poll
+    poll_s = 0.010 + 0.002 + 0.004
+    assert e["measured_update_s"] == pytest.approx(period_s, abs=poll_s)
+    assert chans["nvml.gpu0.power_instant"]["measured_update_s"] == pytest.approx(period_s, abs=poll_s)
+    assert abs(e["changes"] - 2.0 / period_s) <= 1  # every refresh in the 2 s seen, none invented
+    assert e["read_ms"] is not None and e["read_ms"] > 0
+    assert e["boundary"] == "accelerator"
     assert chans["nvml.gpu0.temperature_c"]["measured_update_s"] is None  # never changes in the fake
 
 

@@ -1,5 +1,3 @@
-import time
-
 import numpy as np
 import pytest
 
@@ -93,12 +91,11 @@ def test_building_costs_about_one_encode_per_prompt(bpe):
     w = SyntheticWorkload("1000", "16", ct, seed=0)
     w.take(1)
     ct.encoded = 0
-    t = time.perf_counter()
     specs = w.take(300)
-    el = time.perf_counter() - t
     assert all(bpe.count(s.prompt) == 1000 for s in specs[:20])
+    # the cost, counted not timed (a wall-clock bound fails on a loaded host): tokens encoded
+    # per prompt token stays near 1 (a search would encode each prompt many times over)
     assert ct.encoded / (300 * 1000) < 1.15
-    assert el / 300 * 10_000 < 180  # generous: this box is shared by many processes
 
 
 def test_approx_source_uses_word_counts():

@@ -1,6 +1,4 @@
-import asyncio
 import json
-import time
 
 import pytest
 
@@ -109,46 +107,22 @@ def test_bad_speedup(tmp_path):
         TraceWorkload(p, ApproxTokenizer(), speedup=0)
 
 
-async def _replay(offsets_s):
-    """A tiny open-loop sender: sleep to absolute deadlines on the monotonic clock, then 'send'."""
-    t0 = time.perf_counter_ns() + 20_000_000
-    sent = []
-    for off in offsets_s:
-        deadline = t0 + int(round(off * 1e9))
-        while True:
-            left = (deadline - time.perf_counter_ns()) / 1e9
-            if left <= 0:
-                break
-            await asyncio.sleep(left - 0.002 if left > 0.003 else 0)
-        sent.append(time.perf_counter_ns() - t0)
-    return sent
-
-
-def test_replayed_inter_arrival_gaps_within_1ms_of_the_trace(tmp_path):
-    rows = [{"timestamp": ms, "input_length": 8, "output_length": 2}
-            for ms in (0, 3, 3, 17, 60, 61, 140, 141.5, 230, 400)]
-    w = TraceWorkload(write_jsonl(tmp_path / "m.jsonl", rows), ApproxTokenizer())
+def test_replay_offsets_and_gaps_are_the_traces_exactly(tmp_path):
+    # What the replay is told to do, exactly: offsets from the first row, in seconds, and the
+    # same gaps compressed by --speedup. How closely a sender on this host keeps those deadlines
+    # depends on the host's load, not on this code: benches/trace_replay_timing.py measures it.
+    stamps_ms = (0, 3, 3, 17, 60, 61, 140, 141.5, 230, 400)
+    rows = [{"timestamp": ms, "input_length": 8, "output_length": 2} for ms in stamps_ms]
+    path = write_jsonl(tmp_path / "m.jsonl", rows)
+    w = TraceWorkload(path, ApproxTokenizer())
     offsets = [s.arrival_s for s in w.specs()]
-    assert offsets == [r["timestamp"] / 1000 for r in rows]  # exact offsets from the first row
-    # Real timing on a shared machine: foreign CPU load (or a cgroup CPU quota) can delay one
-    # wake-up by many ms. Take the best of up to 8 replays; after each, time a plain sleeper. Fail
-    # only when no replay was within 1 ms although the host woke every plain sleeper within 1 ms
-    # (else skip, saying why).
-    worst, host_overrun = None, 0.0
-    for _ in range(8):
-        sent = asyncio.run(_replay(offsets))
-        err = max(abs(s / 1e9 - o) for s, o in zip(sent, offsets))
-        gaps = max(abs((sent[i] - sent[i - 1]) / 1e9 - (offsets[i] - offsets[i - 1])) for i in range(1, len(sent)))
-        worst = max(err, gaps) if worst is None else min(worst, max(err, gaps))
-        if worst < 0.001:
-            break
-        for _ in range(10):
-            t = time.perf_counter_ns()
-            time.sleep(0.002)
-            host_overrun = max(host_overrun, (time.perf_counter_ns() - t) / 1e9 - 0.002)
-    if worst >= 0.001 and host_overrun > 0.001:
-        pytest.skip(f"host too loaded to time 1 ms: a plain 2 ms sleep overran by up to {host_overrun * 1e3:.1f} ms")
-    assert worst < 0.001
+    assert offsets == [ms / 1000 for ms in stamps_ms]
+    assert [w.arrival_s(i) for i in range(len(rows))] == offsets
+    gaps = [b - a for a, b in zip(offsets, offsets[1:])]
+    assert gaps == pytest.approx([(b - a) / 1000 for a, b in zip(stamps_ms, stamps_ms[1:])], abs=1e-12)
+    assert 0.0 in gaps  # two rows at the same instant stay together
+    fast = [s.arrival_s for s in TraceWorkload(path, ApproxTokenizer(), speedup=4).specs()]
+    assert fast == pytest.approx([o / 4 for o in offsets], abs=1e-12)
 
 
 def test_mooncake_hash_ids_become_shared_prefix_blocks(tmp_path, bpe):
