@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The README's first command, unchanged, on the H200 (device tool), with an independent NVML
+# energy-counter observer around it and the per-level crosscheck. The short re-check that every
+# change to engines/, the run pipeline or accounting needs before it lands (docs/validation.md).
+# Reads only; never changes a GPU setting. Run from the repo root with .whl carried:
+#   bash benches/gpu/h200_default.sh
+# Outputs under $OUT: log.txt, default_run.tgz (stdout, result, requests, telemetry, meter log,
+# crosscheck JSON).
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+REPO=$PWD
+export PYTHONPATH=/tmp/site:$REPO/src PYTHONUNBUFFERED=1
+exec > >(tee "$OUT/log.txt") 2>&1
+date -u
+nvidia-smi --query-gpu=name,driver_version,power.limit,pstate,temperature.gpu --format=csv
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+git -C "$REPO" log --oneline -1 2>/dev/null || true
+mkdir -p /tmp/rd && cd /tmp/rd
+python3 "$REPO/benches/gpu/independent_meter.py" /tmp/rd/meter.jsonl & MP=$!
+sleep 1
+start=$(date +%s)
+timeout 420 python3 -m wattbench run > /tmp/rd/stdout.txt 2> /tmp/rd/stderr.txt; rc=$?
+echo "README first command: rc=$rc wall $(( $(date +%s) - start )) s"
+kill -TERM $MP; wait $MP
+cat /tmp/rd/stdout.txt; tail -5 /tmp/rd/stderr.txt
+RUN=$(ls -d /tmp/rd/wattbench-results/*/ 2>/dev/null | head -1)
+cd "$REPO"
+[ -n "$RUN" ] && python3 benches/gpu/crosscheck.py "$RUN" /tmp/rd/meter.jsonl --json /tmp/rd/crosscheck.json
+tar czf "$OUT/default_run.tgz" -C /tmp rd 2>/dev/null
+ls -la "$OUT"
+exit $rc
