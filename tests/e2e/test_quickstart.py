@@ -6,6 +6,7 @@ it knows about energy and the server's state, and leave no process behind."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,8 +55,12 @@ def test_wattbench_run_with_no_arguments(tmp_path):
     assert len(load_requests(run)) == sum(lv.requests.completed + lv.requests.failed + lv.requests.warmup
                                           for lv in result.levels)
     assert (run / "report.html").exists() and (run / "server.log").exists()
-    # the summary a person reads
-    assert "out tok/s" in p.stdout
+    # the summary a person reads: the verdict, then one row per level (short labels) under a
+    # throughput header that the 80-column layout sets on two lines ("out" over "tok/s")
+    assert f"verdict: {result.validity.verdict}" in p.stdout
+    assert "tok/s" in p.stdout
+    for label in ("c=1", "c=8"):
+        assert re.search(rf"^{label}\s", p.stdout, re.M), p.stdout
     # the engine was stopped by PID: nothing wattbench started is still running
     leftovers = [q for q in psutil.process_iter(["pid", "cmdline"])
                  if q.info["pid"] not in before and "serve" in " ".join(q.info["cmdline"] or [])]

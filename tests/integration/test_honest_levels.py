@@ -63,7 +63,9 @@ def test_requests_sent_after_a_timed_warmup_are_measured(workers):
     # in flight at the deadline (t0 + 1.3 s) and drained: every request completed, none lost
     assert any(r.sent_ns < t0 + 1_300_000_000 < r.end_ns for r in measured)
     assert all(r.ok for r in recs) and len(recs) == served["streams_completed"]
-    assert out.end_ns > t0 + 1_300_000_000 and out.load.drain_s > 0
+    # the level ends after the deadline, once the drained request is in; drain_s counts from the last
+    # worker's stop, which a worker that noticed the stop only after its streams ended makes 0
+    assert out.end_ns > t0 + 1_300_000_000 and out.load.drain_s >= 0
     assert out.end_ns - out.start_ns > 0
 
 

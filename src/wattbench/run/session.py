@@ -87,6 +87,7 @@ class RunSession:
         scrapes = self.scraper.timeline.scrapes
         while now_ns() < deadline and not (scrapes and scrapes[-1][0] > end_ns):
             time.sleep(POLL_S)
+        self.scraper.scrape_after(end_ns)  # a loaded host may have delayed the thread's: take it here
 
     def write_level_artifacts(self) -> None:
         """Write the telemetry and server timeline since the last write and rewrite result.json

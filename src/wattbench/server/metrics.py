@@ -295,6 +295,7 @@ class MetricsScraper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._first = threading.Event()  # set once the thread's first scrape is in
 
     def scrape_once(self) -> bool:
         """One scrape into the timeline. False when the endpoint is absent (stop scraping)."""
@@ -342,14 +343,28 @@ class MetricsScraper:
             t0 = now_ns()
             if not self.scrape_once():
                 return
+            self._first.set()
             spent = (now_ns() - t0) / 1e9
             self._stop.wait(max(0.0, self.interval_s - spent))
 
     def start(self) -> "MetricsScraper":
+        """Start the thread and return once its first scrape has been answered (or has failed, or
+        timed out): whatever is measured after ``start()`` has a scrape before it, on any load."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="wattbench-metrics-scraper", daemon=True)
             self._thread.start()
+            while not self._first.wait(0.05) and self._thread.is_alive():
+                pass
         return self
+
+    def scrape_after(self, t_ns: int) -> None:
+        """Make sure the timeline holds a scrape taken after ``t_ns`` (a window's end): when the
+        thread has not taken one yet, take it now, here. Nothing to do when the endpoint is absent."""
+        if self.timeline.available is False:
+            return
+        scrapes = self.timeline.scrapes
+        if not (scrapes and scrapes[-1][0] > t_ns):
+            self.scrape_once()
 
     def stop(self, final_scrape: bool = True) -> ServerTimeline:
         """Stop the thread; take one last scrape so the window's end is bracketed."""
