@@ -204,11 +204,8 @@ def open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list]
         for off in iter_arrival_times(spec.value, spec.arrival, spec.seed):
             warm = len(arrivals) < wr or off < ws
             if not warm:
-                if warm_end is None:
-                    warm_end = ws if not wr else off
-                if spec.num_requests is not None and measured >= spec.num_requests:
-                    break
-                if spec.duration_s is not None and off >= warm_end + spec.duration_s:
+                warm_end, stop = _measured_phase(spec, warm_end, off, measured, ws, wr)
+                if stop:
                     break
             try:
                 idx, rs = next(src)
@@ -237,11 +234,8 @@ def open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list]
             off -= base
             warm = k < wr or off < ws
             if not warm:
-                if warm_end is None:
-                    warm_end = ws if not wr else off
-                if spec.num_requests is not None and measured >= spec.num_requests:
-                    break
-                if spec.duration_s is not None and off >= warm_end + spec.duration_s:
+                warm_end, stop = _measured_phase(spec, warm_end, off, measured, ws, wr)
+                if stop:
                     break
                 measured += 1
             arrivals.append((idx, off, rs, warm))
@@ -332,3 +326,14 @@ def build_plans(spec: LevelSpec, target: TargetSpec, targets: list[TargetSpec] |
             p.targets = targets
             p.routes = [_route(route, a[0], len(targets)) for a in p.arrivals]
     return LevelPlan(plans, None, target_rate, exhausted_early)
+
+
+def _measured_phase(spec, warm_end, off: float, measured: int, ws: float, wr: int):
+    """One rule for open-loop and trace arrivals past the warm-up: the measured phase starts at the
+    warm-up's end (``ws`` seconds, or the first arrival after ``wr`` warm-up requests); returns that
+    start and whether the arrival at ``off`` falls past ``--num-requests``/``--duration``."""
+    if warm_end is None:
+        warm_end = ws if not wr else off
+    stop = ((spec.num_requests is not None and measured >= spec.num_requests)
+            or (spec.duration_s is not None and off >= warm_end + spec.duration_s))
+    return warm_end, stop
