@@ -16,7 +16,12 @@ Version history:
   moved from ``extra`` when a file still has them there, of either version): the prefill/decode
   split (``Result.prefill_decode``), the carbon intensity (``Result.carbon``, a ``CarbonIntensity``
   or ``None``) and, per level, ``trial``, ``timing``, ``thermal_before``, ``oversaturation``,
-  ``stopped_early`` and ``target_down``.
+  ``stopped_early`` and ``target_down``; then the workload's description (``Result.workload``, a
+  ``WorkloadInfo``), how prompt lengths were counted (``Result.prompt_length_source``: a file
+  that has it per level in ``extra`` has it moved to the run's field, where it was the same) and,
+  for a result read from a tune directory, which trial it is (``Result.tune``). Not stored since:
+  the run directory's path (``extra["run_dir"]``: where the result lives is not a result; a file
+  that has it keeps it in ``extra``).
 
 The models live in sibling modules along the data's seams — ``records`` (one request),
 ``measures`` (a window's figures: latency, throughput, load, energy, validity), ``level`` (one
@@ -60,7 +65,16 @@ from wattbench.results.schema.measures import (
     Window,
 )
 from wattbench.results.schema.records import RequestRecord, build_record
-from wattbench.results.schema.run import ClockInfo, Environment, GPUInfo, NodeInfo, Result, ServerInfo
+from wattbench.results.schema.run import (
+    ClockInfo,
+    Environment,
+    GPUInfo,
+    NodeInfo,
+    Result,
+    ServerInfo,
+    TunedFrom,
+    WorkloadInfo,
+)
 from wattbench.results.schema.upgrade import upgrade_v1
 
 __all__ = [
@@ -68,5 +82,5 @@ __all__ = [
     "Latency", "LevelResult", "LevelTiming", "LoadStats", "NodeInfo", "Num", "Oversaturation", "Pareto",
     "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",
     "Requests", "Result", "SearchOutcome", "ServerInfo", "Stats", "TargetStats", "Throughput", "TokenCount",
-    "TrialFigure", "TrialsBlock", "Validity", "Verdict", "Window", "_M", "build_record", "upgrade_v1",
+    "TrialFigure", "TrialsBlock", "TunedFrom", "Validity", "Verdict", "Window", "WorkloadInfo", "_M", "build_record", "upgrade_v1",
 ]

@@ -87,6 +87,28 @@ class NodeInfo(_M):
     problems: list[str] = Field(default_factory=list)
 
 
+class WorkloadInfo(_M):
+    """What the run's requests were made from (``Workload.describe()``): every kind (synthetic,
+    dataset, trace, sessions) gives these; what only one kind has (its distributions, source file
+    and hash, filters, replay speed-up) is kept beside them as given."""
+
+    name: str | None = None
+    kind: str | None = None  # synthetic | dataset | trace | sessions
+    seed: int | None = None
+    token_source: str | None = None  # how prompt lengths were counted: tokenizer | server | approx
+    tokenizer: dict[str, Any] = Field(default_factory=dict)
+
+
+class TunedFrom(_M):
+    """A result read from a ``wattbench tune`` directory (``planning.measured.load_result``): the
+    tune's recommended trial, reduced to the level the tune chose. Set in memory, never written."""
+
+    tune_id: str
+    trial: int
+    label: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)  # resolved axis -> value ({} = engine defaults)
+
+
 class Result(_M):
     schema_version: int = SCHEMA_VERSION
     wattbench_version: str
@@ -113,6 +135,11 @@ class Result(_M):
     optimize: SearchOutcome | None = None  # --optimize OBJECTIVE
     pareto: Pareto | None = None
     prefill_decode: PrefillDecode | None = None
+    workload: WorkloadInfo | None = None
+    # how prompt lengths were made to measure (tokenizer | server | approx): the workload's token
+    # source, the run's (every level uses the same)
+    prompt_length_source: str | None = None
+    tune: TunedFrom | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")

@@ -12,8 +12,11 @@ _V1_WINDOWS = {"idle_window": "idle", "idle_after_window": "idle_after"}
 _V1_LEVEL_KEYS = ("trials", "power_split", "saturated_figures", "saturation_kinds")
 # typed in version 2 after the first version-2 files were written (issue 17): moved from ``extra``
 # in files of either version
-_EXTRA_RUN_KEYS = ("prefill_decode",)
+_EXTRA_RUN_KEYS = ("prefill_decode", "workload", "prompt_length_source", "tune")
 _EXTRA_LEVEL_KEYS = ("trial", "timing", "thermal_before", "oversaturation", "stopped_early", "target_down")
+# written per level but the same for every level of a run: moved to the run's field (the first
+# level's, when the run has none) and dropped from the levels
+_LEVEL_TO_RUN_KEYS = ("prompt_length_source",)
 
 
 def _typed_from_extra(data: dict[str, Any]) -> dict[str, Any]:
@@ -21,8 +24,9 @@ def _typed_from_extra(data: dict[str, Any]) -> dict[str, Any]:
     dict (what version 2 wrote without ``--carbon-intensity``) becomes ``None``. Not modified in place."""
     extra = data.get("extra") or {}
     levels = data.get("levels") or []
+    level_keys = _EXTRA_LEVEL_KEYS + _LEVEL_TO_RUN_KEYS
     moves = any(k in extra for k in _EXTRA_RUN_KEYS) or data.get("carbon") == {} or any(
-        isinstance(lv, dict) and any(k in (lv.get("extra") or {}) for k in _EXTRA_LEVEL_KEYS) for lv in levels)
+        isinstance(lv, dict) and any(k in (lv.get("extra") or {}) for k in level_keys) for lv in levels)
     if not moves:
         return data
     out = dict(data)
@@ -34,6 +38,13 @@ def _typed_from_extra(data: dict[str, Any]) -> dict[str, Any]:
             out[key] = extra.pop(key)
     out["extra"] = extra
     out["levels"] = [_level_from_extra(lv) for lv in levels]
+    for key in _LEVEL_TO_RUN_KEYS:
+        per_level = [lv[key] for lv in out["levels"] if isinstance(lv, dict) and key in lv]
+        for lv in out["levels"]:
+            if isinstance(lv, dict):
+                lv.pop(key, None)
+        if per_level and out.get(key) is None:
+            out[key] = per_level[0]
     return out
 
 
@@ -42,7 +53,7 @@ def _level_from_extra(lv: Any) -> Any:
         return lv
     lv = dict(lv)
     lx = dict(lv.get("extra") or {})
-    for key in _EXTRA_LEVEL_KEYS:
+    for key in _EXTRA_LEVEL_KEYS + _LEVEL_TO_RUN_KEYS:
         if key in lx and lv.get(key) is None:
             lv[key] = lx.pop(key)
     lv["extra"] = lx
