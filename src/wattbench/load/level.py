@@ -63,7 +63,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Sequence
 
 from wattbench.errors import Interrupted, UserError
-from wattbench.load.executor import InProcessExecutor, SubprocessExecutor, coordinate
+from wattbench.load.executor import InProcessExecutor, LevelControl, SubprocessExecutor, coordinate
 from wattbench.load.link import WorkerResult
 from wattbench.load.plan import (  # noqa: F401  (re-exported: the level's public names)
     ARRIVALS_PER_WORKER_RPS,
@@ -96,6 +96,7 @@ def run_level(
     requests: Iterable[RequestSpec] | Callable[[int], RequestSpec],
     on_progress: Callable[[dict], None] | None = None,
     route: Callable[[int], int] | None = None,
+    control: LevelControl | None = None,
 ) -> LevelOutcome:
     """Run one level and return its records, window and load statistics (see module doc).
 
@@ -104,6 +105,8 @@ def run_level(
     workers) or of the open-loop/trace request with index ``k`` (default: ``k % len(targets)``,
     round robin); a session stays on the target of its first turn; every record carries
     ``target`` = the base URL it went to. ``wattbench.load.targets`` builds weighted routes.
+    ``control`` stops or cancels the level from another thread (``load.executor.LevelControl``);
+    a cancel raises ``Interrupted`` as SIGINT does.
     """
     validate_spec(spec)
     targets: list[TargetSpec] | None = None
@@ -120,7 +123,7 @@ def run_level(
     lp = build_plans(spec, target, targets, route, requests)
     plans, feeder = lp.plans, lp.feeder
     executor = InProcessExecutor(plans[0], feeder) if len(plans) == 1 else SubprocessExecutor(plans, feeder)
-    results, t0_ns, interrupted, stop_reason = coordinate(executor, spec, plans, feeder, on_progress)
+    results, t0_ns, interrupted, stop_reason = coordinate(executor, spec, plans, feeder, on_progress, control)
     exhausted_early = lp.exhausted_early
     if feeder is not None and spec.num_requests is not None and feeder.exhausted:
         exhausted_early = feeder.measured < spec.num_requests
