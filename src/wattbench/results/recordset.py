@@ -1,0 +1,306 @@
+"""The request records of one level, held in constant memory: a spool, not a list.
+
+``RecordSet`` is what a load level hands to the accounting (``LevelOutcome.records``). A level
+can run for an hour at hundreds of requests per second (millions of records); holding each as a
+``RequestRecord`` with its chunk stamps cost ~2.6 KB a request (``benches/level_memory.py``). So a
+record is written out the moment it is appended, in three streams:
+
+- **rows**: one fixed-width binary row per record (``ROW``: ids, flags, the five client stamps,
+  the four token counts, the number of chunk stamps, and small integer codes for ``target``,
+  ``error`` and ``token_source``). ``NONE`` (-1) stands for a missing stamp or count; client
+  stamps are ``perf_counter_ns`` values, never negative, and counts are never negative;
+- **chunks**: every content chunk's arrival stamp (int64 ns), record after record (the row's
+  ``n_chunks`` says how many are its own, so the offsets are the running sum);
+- **lines**: the record's JSON object without ``chunk_ns`` (the strings, tags, tenant, …), one
+  line each, for the full record and for ``requests.jsonl``.
+
+The three streams stay in memory until they pass ``spill_bytes`` together, then move to files in
+``spool_dir`` (a private temporary directory by default) and every later record goes straight to
+disk: what stays in memory is the write buffers and the code tables, whatever the number of
+records. Readers take what they need, in blocks:
+
+- ``columns(*names)``: whole columns as numpy arrays (8 bytes a request each, transient);
+- ``blocks(size)``: ``(first_row, rows)`` structured-array blocks, in append order;
+- ``chunks(start, stop)``: the chunk stamps of rows ``[start, stop)`` as ``(offsets, stamps)``
+  (CSR: row ``i``'s stamps are ``stamps[offsets[i - start]:offsets[i - start + 1]]``);
+- ``iter(records)``: full ``RequestRecord`` objects, one at a time (chunk stamps included), in
+  append order; ``by_sent()`` in the order they were sent.
+
+Rows are in append order: the order records finished (a load worker appends a record when its
+request ends), not the order they were sent. Per-request figures computed after the level (energy,
+carbon, trial) are ``annotate``-d as arrays aligned with the rows and merged into the records
+when they are iterated or written.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import tempfile
+import weakref
+from array import array
+from typing import Any, Iterable, Iterator, Mapping
+
+import numpy as np
+from pydantic import BaseModel
+
+from wattbench.results.schema import RequestRecord, build_record
+
+__all__ = ["NONE", "ROW", "RecordSet", "as_record_set"]
+
+NONE = -1  # a missing stamp or count in a row
+BLOCK_ROWS = 65_536  # rows per block for readers that stream
+SPILL_BYTES = 1 << 20  # in memory below this, files above
+
+ROW = np.dtype([
+    ("id", "<i8"), ("level", "<i4"), ("worker", "<i4"), ("warmup", "?"), ("ok", "?"),
+    ("sent_ns", "<i8"), ("scheduled_ns", "<i8"), ("first_token_ns", "<i8"), ("last_token_ns", "<i8"),
+    ("end_ns", "<i8"),
+    ("input_tokens", "<i8"), ("output_tokens", "<i8"),
+    ("requested_input_tokens", "<i8"), ("requested_output_tokens", "<i8"),
+    ("n_chunks", "<i8"), ("target", "<i4"), ("error", "<i4"), ("token_source", "<i4"),
+    ("line_offset", "<i8"), ("line_bytes", "<i4"),
+])
+_INT_FIELDS = ("sent_ns", "scheduled_ns", "first_token_ns", "last_token_ns", "end_ns", "input_tokens",
+               "output_tokens", "requested_input_tokens", "requested_output_tokens")
+_CODED = ("target", "error", "token_source")  # strings held as codes into a per-set table
+_STREAMS = ("rows", "chunks", "lines")
+
+
+def _values(rec: RequestRecord | Mapping[str, Any]) -> dict:
+    if isinstance(rec, BaseModel):
+        d = dict(rec.__dict__)
+        if rec.__pydantic_extra__:
+            d.update(rec.__pydantic_extra__)
+        return d
+    return dict(rec)
+
+
+class RecordSet:
+    """The records of one level (see the module docstring). Append, then read; not thread-safe."""
+
+    def __init__(self, spool_dir: str | os.PathLike | None = None, *, spill_bytes: int = SPILL_BYTES):
+        self._spool_parent = spool_dir
+        self._spill_bytes = spill_bytes
+        self._dir: str | None = None
+        self._io: dict[str, Any] = {k: io.BytesIO() for k in _STREAMS}
+        self._row_buf = np.zeros(256, dtype=ROW)
+        self._row_fill = 0
+        self._chunk_buf = array("q")
+        self._n = 0
+        self._n_chunks = 0
+        self._line_bytes = 0
+        self._codes: dict[str, dict[str | None, int]] = {k: {} for k in _CODED}
+        self._labels: dict[str, list[str | None]] = {k: [] for k in _CODED}
+        self._annotations: dict[str, np.ndarray | list] = {}
+        self._finalizer = None
+
+    @classmethod
+    def from_records(cls, records: Iterable[RequestRecord | Mapping[str, Any]], **kw) -> "RecordSet":
+        rs = cls(**kw)
+        rs.extend(records)
+        return rs
+
+    # ------------------------------------------------------------------ writing
+
+    def _code(self, name: str, value) -> int:
+        if value is None:
+            return NONE
+        table = self._codes[name]
+        c = table.get(value)
+        if c is None:
+            c = table[value] = len(self._labels[name])
+            self._labels[name].append(value)
+        return c
+
+    def append(self, rec: RequestRecord | Mapping[str, Any]) -> None:
+        d = _values(rec)
+        chunks = d.pop("chunk_ns", None) or ()
+        line = json.dumps(d, separators=(",", ":"), default=_json_default).encode() + b"\n"
+        get = d.get
+        self._row_buf[self._row_fill] = (
+            get("id", self._n), get("level", 0), get("worker", 0) or 0, bool(get("warmup", False)),
+            get("ok", True) is not False,
+            *(NONE if (v := get(f)) is None else v for f in _INT_FIELDS),
+            len(chunks), self._code("target", get("target")), self._code("error", get("error")),
+            self._code("token_source", get("token_source", "usage")), self._line_bytes, len(line))
+        self._row_fill += 1
+        if chunks:
+            self._chunk_buf.extend(chunks)
+        self._io["lines"].write(line)
+        self._line_bytes += len(line)
+        self._n += 1
+        self._n_chunks += len(chunks)
+        if (self._row_fill == len(self._row_buf) or len(self._chunk_buf) >= 8192
+                or (self._dir is None and self._line_bytes + self._n * ROW.itemsize + self._n_chunks * 8
+                    > self._spill_bytes)):
+            self._flush_buffers()
+
+    def extend(self, records: Iterable[RequestRecord | Mapping[str, Any]]) -> None:
+        for r in records:
+            self.append(r)
+
+    def _flush_buffers(self) -> None:
+        if self._row_fill:
+            self._io["rows"].write(self._row_buf[: self._row_fill].tobytes())
+            self._row_fill = 0
+        if self._chunk_buf:
+            self._io["chunks"].write(self._chunk_buf.tobytes())
+            self._chunk_buf = array("q")
+        if self._dir is None and sum(self._io[k].tell() for k in _STREAMS) > self._spill_bytes:
+            self._spill()
+
+    def _spill(self) -> None:
+        self._dir = tempfile.mkdtemp(prefix="wattbench-records-", dir=self._spool_parent)
+        self._finalizer = weakref.finalize(self, _cleanup, self._dir, list(self._io.values()))
+        for k in _STREAMS:
+            f = open(os.path.join(self._dir, k), "w+b")
+            f.write(self._io[k].getbuffer())
+            self._io[k] = f
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _cleanup, self._dir, list(self._io.values()))
+
+    def close(self) -> None:
+        """Remove the spool files (the set is empty afterwards)."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self.__init__(self._spool_parent, spill_bytes=self._spill_bytes)
+
+    # ------------------------------------------------------------------ reading
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+    @property
+    def spilled(self) -> bool:
+        """Whether the records are on disk (the set outgrew ``spill_bytes``)."""
+        return self._dir is not None
+
+    def labels(self, name: str) -> list[str | None]:
+        """The strings behind the codes of column ``name`` (``target``, ``error``, ``token_source``)."""
+        return list(self._labels[name])
+
+    def _read(self, stream: str, offset: int, nbytes: int) -> bytes:
+        self._flush_buffers()
+        f = self._io[stream]
+        if isinstance(f, io.BytesIO):
+            return bytes(f.getbuffer()[offset: offset + nbytes])
+        f.flush()
+        return os.pread(f.fileno(), nbytes, offset)
+
+    def rows(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Rows ``[start, stop)`` as a structured array (a copy)."""
+        stop = self._n if stop is None else min(stop, self._n)
+        if stop <= start:
+            return np.zeros(0, dtype=ROW)
+        return np.frombuffer(self._read("rows", start * ROW.itemsize, (stop - start) * ROW.itemsize), dtype=ROW)
+
+    def blocks(self, size: int = BLOCK_ROWS) -> Iterator[tuple[int, np.ndarray]]:
+        """``(first_row, rows)`` blocks of at most ``size`` rows, in append order."""
+        for start in range(0, self._n, size):
+            yield start, self.rows(start, start + size)
+
+    def columns(self, *names: str) -> dict[str, np.ndarray]:
+        """Whole columns (``ROW`` names, or ``annotate``-d ones) as arrays, read block by block."""
+        out = {n: np.empty(self._n, dtype=(ROW[n] if n in ROW.names else np.float64)) for n in names}
+        for start, block in self.blocks():
+            for n in names:
+                if n in ROW.names:
+                    out[n][start: start + len(block)] = block[n]
+        for n in names:
+            if n not in ROW.names:
+                out[n][:] = self._annotations[n]
+        return out
+
+    def chunk_offsets(self) -> np.ndarray:
+        """Where each row's chunk stamps start in the chunk stream (``n + 1`` entries)."""
+        counts = self.columns("n_chunks")["n_chunks"]
+        off = np.zeros(self._n + 1, dtype=np.int64)
+        np.cumsum(counts, out=off[1:])
+        return off
+
+    def chunks(self, start: int, stop: int, offsets: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Chunk stamps of rows ``[start, stop)``: ``(offsets, stamps)``, offsets relative to ``stamps``.
+        Pass ``offsets`` (from ``chunk_offsets``) when reading many ranges."""
+        off = self.chunk_offsets() if offsets is None else offsets
+        stop = min(stop, self._n)
+        a, b = int(off[start]), int(off[stop])
+        stamps = np.frombuffer(self._read("chunks", a * 8, (b - a) * 8), dtype="<i8")
+        return off[start: stop + 1] - a, stamps
+
+    def iter_chunks(self, size: int = BLOCK_ROWS) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+        """``(first_row, rows, offsets, stamps)`` per block: rows with their chunk stamps."""
+        off = self.chunk_offsets()
+        for start, block in self.blocks(size):
+            o, s = self.chunks(start, start + len(block), off)
+            yield start, block, o, s
+
+    def annotate(self, name: str, values) -> None:
+        """Attach a per-row value (aligned with the rows: a sequence of length ``len(self)``) that
+        iteration merges into each record as field ``name`` (``None`` entries are left out)."""
+        if len(values) != self._n:
+            raise ValueError(f"annotation {name!r}: {len(values)} values for {self._n} records")
+        self._annotations[name] = values
+
+    def __iter__(self) -> Iterator[RequestRecord]:
+        """Every record in append order, rebuilt one at a time with its chunk stamps and annotations."""
+        off = self.chunk_offsets()
+        for start, block in self.blocks(4096):
+            o, stamps = self.chunks(start, start + len(block), off)
+            a = int(block["line_offset"][0])
+            text = self._read("lines", a, int(block["line_offset"][-1] + block["line_bytes"][-1]) - a)
+            for i, line in enumerate(text.split(b"\n")[: len(block)]):
+                d = json.loads(line)
+                d["chunk_ns"] = stamps[o[i]: o[i + 1]].tolist()
+                for name, vals in self._annotations.items():
+                    v = vals[start + i]
+                    if v is not None:
+                        d[name] = v
+                yield build_record(**d)
+
+    def _record(self, row: np.ndarray, stamps: np.ndarray, index: int) -> RequestRecord:
+        d = json.loads(self._read("lines", int(row["line_offset"]), int(row["line_bytes"])))
+        d["chunk_ns"] = stamps.tolist()
+        for name, vals in self._annotations.items():
+            v = vals[index]
+            if v is not None:
+                d[name] = v
+        return build_record(**d)
+
+    def by_sent(self) -> Iterator[RequestRecord]:
+        """Every record in the order it was sent (stable on ties), read one at a time."""
+        order = np.argsort(self.columns("sent_ns")["sent_ns"], kind="stable")
+        off = self.chunk_offsets()
+        for i in order.tolist():
+            row = self.rows(i, i + 1)[0]
+            _, stamps = self.chunks(i, i + 1, off)
+            yield self._record(row, stamps, i)
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, BaseModel):
+        return o.model_dump(mode="json")
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def _cleanup(path: str, handles: list) -> None:
+    for h in handles:
+        try:
+            h.close()
+        except Exception:  # noqa: BLE001 - closing at interpreter exit
+            pass
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def as_record_set(records) -> RecordSet:
+    """``records`` as a ``RecordSet`` (a set is returned as is; a list or iterable is copied in)."""
+    return records if isinstance(records, RecordSet) else RecordSet.from_records(records)
