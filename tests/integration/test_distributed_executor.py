@@ -98,22 +98,28 @@ def test_closed_loop_shares_streams_requests_and_indices(served):
     _on_server_clock(out, stats)
 
 
-def test_interrupt_cancels_every_actor_and_keeps_what_completed(served):
+@pytest.mark.parametrize("spec", [
+    LevelSpec(index=0, mode="rate", value=20.0, arrival="constant", num_requests=1200),  # a 60 s schedule
+    LevelSpec(index=0, mode="concurrency", value=4, duration_s=60.0),  # each actor's own run_level
+], ids=["open", "closed"])
+def test_interrupt_cancels_every_actor_and_keeps_what_completed(served, spec):
     target, _ = served
-    spec = LevelSpec(index=0, mode="rate", value=20.0, arrival="constant", num_requests=400)  # a 20 s schedule
 
     def ctrl_c(p: dict) -> None:
         if p["done"] >= 6:
             signal.raise_signal(signal.SIGINT)  # the coordinator's handler turns it into its flag
 
+    t = now_ns()
     with pytest.raises(Interrupted) as e:
         _run(spec, target, on_progress=ctrl_c)
     out = e.value.outcome
     assert out.stopped_early == "interrupted"
-    assert 6 <= len(out.records) < 200 and all(r.ok for r in out.records)
-    # both actors stopped (each sent part of its 200 arrivals) and returned what completed
+    assert len(out.records) >= 6 and all(r.ok for r in out.records)
+    # both actors stopped long before their 60 s (a cancel that does not reach them shows as 60 s)
+    # and returned what completed
+    assert (now_ns() - t) / 1e9 < 30.0
     assert sorted(a["index"] for a in out.load.actors) == [0, 1]
-    assert all(0 < a["records"] < 200 for a in out.load.actors)
+    assert all(a["records"] > 0 for a in out.load.actors)
 
 
 def test_a_stop_asked_before_its_run_started_is_applied(served):
