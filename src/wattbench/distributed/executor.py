@@ -52,7 +52,7 @@ from wattbench.results.schema import build_record
 __all__ = ["RayExecutor", "LoadActor", "LevelShare", "share_level", "run_on_actors", "ray_call",
            "START_MARGIN_NS"]
 
-START_MARGIN_NS = 200_000_000  # the level starts this far (plus two round trips) after the runs are submitted
+START_MARGIN_NS = 200_000_000  # t0 this far (plus two round trips) ahead: time for the runs to reach the actors
 _RUN_IDS = itertools.count(1)  # a run id per level: an actor applies a stop/cancel to that run only
 
 
