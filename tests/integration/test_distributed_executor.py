@@ -122,6 +122,32 @@ def test_interrupt_cancels_every_actor_and_keeps_what_completed(served, spec):
     assert all(a["records"] > 0 for a in out.load.actors)
 
 
+@pytest.mark.parametrize("spec", [
+    LevelSpec(index=0, mode="rate", value=50.0, arrival="constant", num_requests=3000),  # a 60 s schedule
+    LevelSpec(index=0, mode="concurrency", value=4, duration_s=60.0),
+], ids=["open", "closed"])
+def test_a_target_that_stops_answering_ends_the_level_on_the_driver_clock(spec):
+    """The server dies at its 21st request (connections reset, then refused): each actor's liveness
+    watch stops it, and the level says which target stopped answering and when, on the driver's
+    clock (the actors' clocks are seconds off), as a one-machine level does."""
+    with stream_server("--ttft-ms", "10", "--itl-ms", "2", "--die-after-requests", "20") as (base, _):
+        target = TargetSpec(base_url=base + "/v1", model="fake-model")
+        before = now_ns()
+        out = _run(spec, target)
+        after = now_ns()
+    down = out.target_down
+    assert out.stopped_early == "target stopped answering" and down["target"] == target.base_url
+    ok = [r for r in out.records if r.ok]
+    # the server answered at most 20 (those in flight when it died were reset); the level stopped
+    # instead of failing for a minute
+    assert 0 < len(ok) <= 20 and len(out.records) < 1000
+    u = max(a["clock_uncertainty_ns"] for a in out.load.actors)
+    # the server died after the last answer ended and before the first failure: one timeline
+    assert before < max(r.end_ns for r in ok) <= down["first_failure_ns"] + 2 * u < after + 2 * u
+    assert down["last_ok_ns"] <= down["first_failure_ns"] + 2 * u
+    assert "stopped answering" in down["text"]
+
+
 def test_a_stop_asked_before_its_run_started_is_applied(served):
     """A threaded actor does not keep the calls' order: a stop that overtakes its run still stops it."""
     target, _ = served

@@ -175,7 +175,8 @@ class LoadWorker:
             stop = last_end - int(out.load.drain_s * 1e9) + self.skew
         return {"records": recs, "cpu_pct": out.load.client_cpu_pct, "stop_ns": stop,
                 "stopped_early": out.stopped_early, "info": self.info(), "loop_lag_ns": [],
-                "saturation_reasons": list(out.load.saturation_reasons), "progress": self.progress()}
+                "saturation_reasons": list(out.load.saturation_reasons), "progress": self.progress(),
+                "down": self._down(out.target_down)}
 
     def run_open(self, job: dict) -> dict:
         """Open loop / trace: ``job['plan']`` (a ``WorkerPlan`` with this actor's arrivals) at
@@ -215,7 +216,17 @@ class LoadWorker:
         return {"records": recs, "cpu_pct": cpu_pct,
                 "stop_ns": None if worker.stop_ns is None else worker.stop_ns + self.skew,
                 "stopped_early": "interrupted" if interrupted else None, "info": self.info(),
-                "loop_lag_ns": list(worker.loop_lag_ns), "saturation_reasons": [], "progress": self.progress()}
+                "loop_lag_ns": list(worker.loop_lag_ns), "saturation_reasons": [], "progress": self.progress(),
+                "down": self._down(None if worker.down is None else dataclasses.asdict(worker.down))}
+
+    def _down(self, down: dict | None) -> dict | None:
+        """A target this actor saw stop answering (``load/liveness.py``), times on this node's clock."""
+        if down is None:
+            return None
+        last_ok = down["last_ok_ns"]
+        return {"target": down["target"], "last_ok_ns": None if last_ok is None else last_ok + self.skew,
+                "first_failure_ns": down["first_failure_ns"] + self.skew, "refusals": down["refusals"],
+                "failures": down["failures"]}
 
 
 class _Buffer:

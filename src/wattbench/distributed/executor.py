@@ -22,8 +22,9 @@ on one machine or on Ray; this module supplies its Ray side.
 - ``run_on_actors(spec, share, loads, on_progress) -> LevelOutcome``: the level under
   ``coordinate``, assembled by ``load.level.assemble_outcome`` (window, steady window, load
   statistics), with the actors' own saturation findings and ``load.actors`` (per actor: node,
-  clock offset ± uncertainty, drift, CPU, records). An interrupt raises ``Interrupted`` carrying
-  the completed requests, as ``run_level`` does.
+  clock offset ± uncertainty, drift, CPU, records); why it ended is settled as for ``run_level``
+  (``load.level.settle_outcome``: an interrupt raises ``Interrupted`` carrying the completed
+  requests; a target an actor saw stop answering is ``target_down``, the level stops there).
 
 The seam to Ray is ``calls(handle, method, *args) -> concurrent.futures.Future`` (``ray_call``:
 ``handle.method.remote(*args).future()``); tests run plain ``LoadWorker`` objects on threads there.
@@ -41,10 +42,11 @@ from typing import Any, Callable
 from wattbench.clock import now_ns
 from wattbench.distributed.clock import DEFAULT_PINGS, ClockOffset, OffsetLine, drift_ppm, measure_offset
 from wattbench.distributed.merge import shift_record
-from wattbench.errors import Interrupted, UserError, WattbenchError
+from wattbench.errors import UserError, WattbenchError
 from wattbench.load.executor import coordinate
-from wattbench.load.level import assemble_outcome
+from wattbench.load.level import assemble_outcome, settle_outcome
 from wattbench.load.link import Progress, WorkerResult
+from wattbench.load.liveness import TargetDown
 from wattbench.load.plan import PROGRESS_PERIOD_S, WorkerPlan, build_plans, split_count
 from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
 from wattbench.results.schema import build_record
@@ -234,9 +236,14 @@ class RayExecutor:
         to_driver = offset_line(ld.offsets).to_driver
         recs = [shift_record(build_record(**d), to_driver) for d in res["records"]]
         stop = to_driver(res["stop_ns"]) if res["stop_ns"] is not None else None
+        down = res.get("down")
+        if down is not None:  # the target stopped answering this actor: when, on the driver's clock
+            last_ok = down["last_ok_ns"]
+            down = TargetDown(down["target"], None if last_ok is None else to_driver(last_ok),
+                              to_driver(down["first_failure_ns"]), down["refusals"], down["failures"])
         # the open loop's loop-lag probes are durations: merged like workers' (closed loop: judged by the actor)
         return WorkerResult(recs, res["cpu_pct"], stop, res["stopped_early"] == "interrupted",
-                            list(res.get("loop_lag_ns") or []))
+                            list(res.get("loop_lag_ns") or []), down)
 
     def close(self) -> None:
         if self.runs and not self.finished():  # the coordinator failed: leave no actor sending
@@ -284,15 +291,6 @@ def run_on_actors(spec: LevelSpec, share: LevelShare, loads: list[LoadActor],
     for reason in ex.saturation_reasons():
         outcome.load.saturation_reasons.append(reason)
         outcome.load.saturated = True
-    outcome.stopped_early = ex.stopped_early()
+    outcome.stopped_early = ex.stopped_early()  # the closed loop's actors say why they ended
     outcome.load.actors = ex.actor_rows()
-    if interrupted:
-        outcome.stopped_early = "interrupted"
-        err = Interrupted(f"level {spec.label} interrupted; {len(outcome.records)} completed requests kept")
-        err.outcome = outcome
-        raise err
-    if stop_reason:
-        outcome.stopped_early = stop_reason
-    elif share.exhausted_early and outcome.stopped_early is None:
-        outcome.stopped_early = "requests_exhausted"
-    return outcome
+    return settle_outcome(spec, outcome, results, t0_ns, interrupted, stop_reason, share.exhausted_early)

@@ -86,7 +86,7 @@ from wattbench.metrics.latency import request_end_ns, stats
 from wattbench.results.schema import LoadStats, RequestRecord
 from wattbench.workload.base import RequestSpec
 
-__all__ = ["run_level", "validate_spec", "auto_workers", "assemble_outcome", "STREAMS_PER_WORKER",
+__all__ = ["run_level", "validate_spec", "auto_workers", "assemble_outcome", "settle_outcome", "STREAMS_PER_WORKER",
            "ARRIVALS_PER_WORKER_RPS"]
 
 
@@ -128,6 +128,15 @@ def run_level(
     if feeder is not None and spec.num_requests is not None and feeder.exhausted:
         exhausted_early = feeder.measured < spec.num_requests
     outcome = assemble_outcome(spec, results, t0_ns, lp.target_rate, len(plans))
+    return settle_outcome(spec, outcome, results, t0_ns, interrupted, stop_reason, exhausted_early)
+
+
+def settle_outcome(spec: LevelSpec, outcome: LevelOutcome, results: list[WorkerResult], t0_ns: int,
+                   interrupted: bool, stop_reason: str | None, exhausted_early: bool) -> LevelOutcome:
+    """Why the level ended, in one order whatever ran it (workers here, Ray actors in
+    ``distributed/``): an interrupt raises ``Interrupted`` carrying the outcome (the completed
+    requests); else a target that stopped answering (the first to, ``outcome.target_down``), the
+    backlog guard's reason, the request source running out."""
     if interrupted:
         outcome.stopped_early = "interrupted"
         err = Interrupted(f"level {spec.label} interrupted; {len(outcome.records)} completed requests kept")
