@@ -35,8 +35,9 @@ How a level is shared
 Control: the level runs under ``load.executor.coordinate``, the one coordinator loop of every
 level, with ``RayExecutor`` (``distributed/executor.py``): Ctrl-C cancels every actor's requests
 (the completed ones are kept, ``Interrupted``), the open loop's backlog guard stops every actor's
-sending, progress is the actors' counts polled without blocking; an actor that fails or dies
-fails the level with its node and error named.
+sending, a target an actor sees stop answering ends the level (``target_down``), progress is the
+actors' counts polled without blocking; an actor that fails or dies fails the level with its node
+and error named.
 
 Clocks: the offset of every actor is measured (``distributed.clock``) before and after each
 level; every timestamp of every record is mapped with the offset interpolated at its time
