@@ -103,8 +103,9 @@ def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_so
                            "--tokenizer PATH (or a server with /tokenize) for exact lengths")
 
 
-def level_findings(level: LevelResult, records: Iterable[RequestRecord] | RecordSet, *, stopped_early: str | None = None,
-                   length_source: str | None = None, target_down: dict | None = None) -> list[Finding]:
+def level_findings(level: LevelResult, records: Iterable[RequestRecord] | RecordSet, *,
+                   stopped_early: str | None = None, length_source: str | None = None,
+                   target_down: dict | None = None) -> list[Finding]:
     """Every rule of this module for one accounted level."""
     out: list[Finding] = []
     if target_down:
