@@ -51,7 +51,7 @@ from wattbench.results.schema import RequestRecord, build_record
 __all__ = ["NONE", "ROW", "RecordSet", "as_record_set"]
 
 NONE = -1  # a missing stamp or count in a row
-BLOCK_ROWS = 65_536  # rows per block for readers that stream
+BLOCK_ROWS = 8_192  # rows per block for readers that stream (~1 MB of rows)
 SPILL_BYTES = 1 << 20  # in memory below this, files above
 
 ROW = np.dtype([
