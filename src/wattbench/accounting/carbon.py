@@ -19,8 +19,9 @@ from wattbench.metrics import carbon as co2
 from wattbench.results.recordset import RecordSet
 
 
-def apply_carbon(level, records: Sequence | RecordSet, series: co2.IntensitySeries, anchor_wall_ns: int, anchor_mono_ns: int,
-                 energy_fn_for: Callable[[str], Callable[[int, int], float | None]], pue: float) -> None:
+def apply_carbon(level, records: Sequence | RecordSet, series: co2.IntensitySeries, anchor_wall_ns: int,
+                 anchor_mono_ns: int, energy_fn_for: Callable[[str], Callable[[int, int], float | None]],
+                 pue: float) -> None:
     done = level.requests.completed
     for energies, window in ((level.energy, level.window), (level.energy_steady, level.steady_window)):
         if window is None:
@@ -66,7 +67,7 @@ def _annotate_carbon(rs: RecordSet, boundary: str, g: float, pue: float) -> None
         return
     energy, present = entry
     out = np.full(len(rs), np.nan)
-    for k in np.flatnonzero(present).tolist():
+    for k in np.flatnonzero(present):
         v = co2.carbon_g(float(energy[k]), g, pue)
         out[k] = np.nan if v is None else v
     rs.annotate_entry("carbon_g", boundary, out, present)

@@ -413,25 +413,31 @@ ROLL_UP_ATTRS = ("tenant", "tags", "model", "target")
 
 def _group_codes(rs: RecordSet) -> dict:
     """Per roll-up attribute, in one pass over the records: ``(rows, codes, names, output_tokens)``
-    — one entry per (record, group) in record order (a record is in one group per attribute, or
-    one per tag), the group names, and each record's output tokens."""
-    tables = {a: ({}, array("q"), array("q")) for a in ROLL_UP_ATTRS}
+    — one entry per (record, group) in record order (``rows`` None: one group per record, the
+    record's row; tags: one per tag), the group names, and each record's output tokens."""
+    tables = {a: ({}, array("i"), array("i")) for a in ROLL_UP_ATTRS}
     for i, d in enumerate(rs.iter_dicts()):
         for a in ROLL_UP_ATTRS:
             names, rows, codes = tables[a]
             for g in _groups(d, a):
-                rows.append(i)
+                if a == "tags":
+                    rows.append(i)
                 codes.append(names.setdefault(g, len(names)))
     out_tok = np.maximum(rs.columns("output_tokens")["output_tokens"], 0)
-    return {a: (np.frombuffer(rows, dtype=np.int64), np.frombuffer(codes, dtype=np.int64), list(names), out_tok)
+    return {a: (np.frombuffer(rows, dtype=np.int32) if a == "tags" else None,
+                np.frombuffer(codes, dtype=np.int32), list(names), out_tok)
             for a, (names, rows, codes) in tables.items()}
 
 
 def _roll_up_coded(group: tuple, energy: np.ndarray, present: np.ndarray, total: float) -> dict:
     """``roll_up`` over coded groups (``_group_codes``): the same sums, added in record order."""
     rows, codes, names, out_tok = group
-    keep = present[rows]
-    rows, codes = rows[keep], codes[keep]
+    if rows is None:
+        rows = np.flatnonzero(present)
+        codes = codes[rows]
+    else:
+        keep = present[rows]
+        rows, codes = rows[keep], codes[keep]
     if not rows.size:
         return {}
     e = np.zeros(len(names))

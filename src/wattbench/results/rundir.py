@@ -231,7 +231,7 @@ def iter_requests(run_dir: str | os.PathLike, notes: list[str] | None = None) ->
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as e:
-                if notes is not None and not any(rest.decode("utf-8", "replace").strip() for rest in f):  # the last line: torn
+                if notes is not None and not any(r.decode("utf-8", "replace").strip() for r in f):  # last line
                     notes.append(f"{REQUESTS_FILE}: last line {lineno} is truncated (run stopped while writing); "
                                  f"skipped")
                     return

@@ -5,7 +5,6 @@ list and as a spilled ``RecordSet``."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -20,7 +19,6 @@ from wattbench.accounting.request_energy import (
     _edges,
     attribute_level,
     default_interval_s,
-    roll_up,
     split_request_energy,
     work_per_interval,
 )
@@ -600,3 +598,21 @@ def test_iter_requests_keeps_the_damage_rules(tmp_path):
         list(rundir.iter_requests(tmp_path, []))
     notes = []
     assert list(rundir.iter_requests(tmp_path / "nowhere", notes)) == [] and "missing" in notes[0]
+
+
+def test_the_runs_regression_intervals_read_requests_jsonl_as_a_stream(tmp_path):
+    """run.analyses._intervals (client timing): the run's requests.jsonl read twice, one record at a
+    time, gives the intervals the old whole-file read did."""
+    from wattbench.run import analyses
+
+    recs = random_records(13)
+    rundir.append_requests(tmp_path, recs[:200])
+    rundir.append_requests(tmp_path, recs[200:])
+    f = meter(recs)
+    levels = [SimpleNamespace(window=SimpleNamespace(duration_s=d)) for d in (11.0, 13.0)]
+    session = SimpleNamespace(scraper=None, run_dir=tmp_path, result=SimpleNamespace(levels=levels))
+    got, source = analyses._intervals(session, f)
+    want = old_intervals_from_records(rundir.load_requests(tmp_path), f, interval_s=max(0.5, 24.0 / 120))
+    assert source == "client timing" and len(got) == len(want) > 20
+    for k in ("start_ns", "duration_s", "energy_j", "prefill_tokens", "decode_tokens"):
+        assert np.array_equal(getattr(got, k), getattr(want, k)), k
