@@ -346,7 +346,11 @@ def roll_up(records: Sequence, energy_j: Mapping[int, float], key: Callable[[obj
 
 
 def _groups(r, attr: str) -> list[str]:
-    v = _get(r, attr)
+    return _group_names(_get(r, attr), attr)
+
+
+def _group_names(v, attr: str) -> list[str]:
+    """The roll-up groups of a record whose ``attr`` is ``v``: its tags, or the value ("(none)" if unset)."""
     if attr == "tags":
         return [str(t) for t in (v or [])]
     return [str(v) if v not in (None, "") else "(none)"]
@@ -419,7 +423,7 @@ def _group_codes(rs: RecordSet) -> dict:
     for i, d in enumerate(rs.iter_dicts()):
         for a in ROLL_UP_ATTRS:
             names, rows, codes = tables[a]
-            for g in _groups(d, a):
+            for g in _group_names(d.get(a), a):
                 if a == "tags":
                     rows.append(i)
                 codes.append(names.setdefault(g, len(names)))
