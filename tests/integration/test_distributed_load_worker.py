@@ -8,7 +8,7 @@ import pytest
 from tests.fakes.distributed_servers import scripted_server
 from wattbench.clock import now_ns
 from wattbench.distributed.actors import LoadWorker
-from wattbench.load.plan import open_arrivals
+from wattbench.load.plan import WorkerPlan, open_arrivals
 from wattbench.load.types import LevelSpec, TargetSpec
 from wattbench.workload.base import RequestSpec
 
@@ -31,8 +31,7 @@ def test_open_share_keeps_absolute_times_on_a_skewed_clock(target):
     spec = LevelSpec(index=2, mode="rate", value=50.0, arrival="constant", num_requests=20)
     parts, rate, _ = open_arrivals(spec, _req, 2)
     t0 = now_ns() + 100_000_000
-    res = w.run_open({"index": 1, "level": 2, "mode": "rate", "arrivals": parts[1], "targets": [target],
-                      "routes": None, "t0_node_ns": t0 + SKEW})
+    res = w.run_open({"plan": WorkerPlan(1, 2, "rate", target, arrivals=parts[1]), "t0_node_ns": t0 + SKEW})
     recs = res["records"]
     assert len(recs) == 10 and all(r["ok"] for r in recs)
     # the actor's arrivals are 1, 3, 5 … of a 50/s schedule: offsets 20, 60, 100 … ms after t0
