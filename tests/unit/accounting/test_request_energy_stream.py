@@ -616,3 +616,19 @@ def test_the_runs_regression_intervals_read_requests_jsonl_as_a_stream(tmp_path)
     assert source == "client timing" and len(got) == len(want) > 20
     for k in ("start_ns", "duration_s", "energy_j", "prefill_tokens", "decode_tokens"):
         assert np.array_equal(getattr(got, k), getattr(want, k)), k
+
+
+def test_requests_jsonl_is_the_same_from_a_set_as_from_a_list(tmp_path):
+    """What run/level.py writes after attribute + carbon: the same bytes whether the level's records
+    were a list (fields set on the objects) or a spilled RecordSet (annotate_entry-d entries)."""
+    recs = random_records(14)
+    f = meter(recs)
+    list_recs, rs = [r.model_copy(deep=True) for r in recs], as_set(recs)
+    for records, d in ((list_recs, tmp_path / "list"), (rs, tmp_path / "set")):
+        lv = _level(recs, f)
+        attribute_level(lv, records, _fn_for(f))
+        apply_carbon(SimpleNamespace(**{**vars(lv), "window": None}), records, None, 0, 0, _fn_for(f), 1.2)
+        rundir.append_requests(d, records)
+    text = (tmp_path / "set" / rundir.REQUESTS_FILE).read_bytes()
+    assert text == (tmp_path / "list" / rundir.REQUESTS_FILE).read_bytes()
+    assert b'"energy_j":{"accelerator":' in text and b'"carbon_g":{"accelerator":' in text
