@@ -58,7 +58,11 @@ def test_two_workers_merge_on_one_clock():
     assert out.load.workers == 2 and len(out.load.client_cpu_pct_per_worker) == 2
     assert {r.worker for r in out.records} == {0, 1}
     assert sorted(r.id for r in out.records) == list(range(48))
-    assert [r.sent_ns for r in out.records] == sorted(r.sent_ns for r in out.records)
+    # rows are in completion order (streamed from both workers as requests end); by_sent() reads
+    # them back in the order they were sent, over both workers' records
+    by_sent = list(out.records.by_sent())
+    assert [r.sent_ns for r in by_sent] == sorted(r.sent_ns for r in out.records)
+    assert sorted(r.id for r in by_sent) == list(range(48))
     for r in out.records:
         recv, first, last = truth[f"r{r.id}"]
         # Causality across three processes on one clock: sent < server read < first write <
@@ -71,7 +75,7 @@ def test_open_loop_constant_rate():
         target = TargetSpec(base_url=base + "/v1", model="fake-model")
         spec = LevelSpec(index=0, mode="rate", value=40.0, arrival="constant", num_requests=40)
         out = run_level(spec, target, req)
-    scheduled = np.array([r.scheduled_ns for r in out.records])
+    scheduled = np.array([r.scheduled_ns for r in out.records.by_sent()])
     assert len(out.records) == 40 and np.allclose(np.diff(scheduled) / 1e6, 25.0, atol=0.01)
     lag = np.array([r.sent_ns - r.scheduled_ns for r in out.records]) / 1e6
     assert lag.min() >= 0 and out.load.send_lag_ms.count == 40

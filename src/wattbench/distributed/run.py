@@ -50,6 +50,7 @@ from wattbench.distributed.clock import ClockOffset, OffsetLine, drift_ppm, meas
 from wattbench.distributed.merge import node_channel, shift_record
 from wattbench.errors import UserError, WattbenchError
 from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
+from wattbench.results.recordset import RecordSet
 from wattbench.results.schema import NodeInfo, build_record
 from wattbench.telemetry.base import Reading, SensorFailure, TelemetryLog
 
@@ -421,25 +422,29 @@ class RayCluster:
         # merge on the driver's clock
         worker_results, actors = [], []
         stopped = []
+        records = RecordSet()  # the level's records, as the load actors' arrive
         for ld, res in zip(loads, results):
             line = _line(ld.offsets)
-            recs = [shift_record(build_record(**d), line.to_driver) for d in res["records"]]
+            n_recs = len(res["records"])
+            for d in res["records"]:
+                records.append(shift_record(build_record(**d), line.to_driver))
+            res["records"] = None  # appended: the dicts can go
             stop = line.to_driver(res["stop_ns"]) if res["stop_ns"] is not None else None
-            wr = WorkerResult(recs, res["cpu_pct"], stop, res["stopped_early"] == "interrupted")
+            wr = WorkerResult(None, res["cpu_pct"], stop, res["stopped_early"] == "interrupted")
             if res.get("loop_lag_ns") and hasattr(wr, "loop_lag_ns"):
                 wr.loop_lag_ns = res["loop_lag_ns"]  # open loop: the raw probe, merged like workers'
             worker_results.append(wr)
             if res["stopped_early"]:
                 stopped.append(res["stopped_early"])
             actors.append({
-                "index": ld.index, "node_id": ld.node_id, "hostname": ld.hostname, "records": len(recs),
+                "index": ld.index, "node_id": ld.node_id, "hostname": ld.hostname, "records": n_recs,
                 "cpu_pct": res["cpu_pct"], "clock_offset_ns": ld.offsets[0].offset_ns,
                 "clock_uncertainty_ns": line.uncertainty_ns, "clock_rtt_ns": ld.offsets[0].rtt_ns,
                 "drift_ppm": drift_ppm(ld.offsets[0], ld.offsets[-1]) if len(ld.offsets) > 1 else None,
                 # ± on drift_ppm: both offsets' bounds over the time between them (short levels: large)
                 "drift_uncertainty_ppm": _drift_u(ld.offsets),
             })
-        outcome = assemble_outcome(spec, worker_results, t0, target_rate, n)
+        outcome = assemble_outcome(spec, worker_results, t0, target_rate, n, records=records)
         # closed loop: each actor judged its own client saturation (loop lag, CPU); carry it over
         for ld, res in zip(loads, results):
             for reason in res.get("saturation_reasons") or []:
