@@ -117,6 +117,7 @@ def test_run_terminal_summary_shows_headline(tmp_path):
     flat = " ".join(p.stdout.split())  # the one-level headline wraps at 80 columns
     assert "out tok/s" in flat and "tok/s/kW" in flat and "p99 TTFT" in flat
     assert "declared" in p.stdout
+    assert f"results:{tmp_path / 'r'}" in "".join(p.stdout.split())  # where the run directory is
     # readable at 80 columns: nothing cut short, the level under its short label, each note once
     assert "…" not in p.stdout and max(len(x) for x in p.stdout.splitlines()) <= 80
     assert any(line.startswith("c=2 ") for line in p.stdout.splitlines())

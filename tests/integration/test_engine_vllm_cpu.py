@@ -99,7 +99,7 @@ def test_wattbench_run_token_counts_equal_vllm_counters(vllm_server, tmp_path):
     si = result.server
     assert si.engine == "vllm" and si.version.startswith("0.32") and si.max_model_len == 2048
     assert si.output_length_forced and si.extra_body == {"ignore_eos": True}
-    assert result.extra["prompt_length_source"] == "server"  # exact prompts through vLLM's /tokenize
+    assert result.prompt_length_source == "server"  # exact prompts through vLLM's /tokenize
     for lv in result.levels:
         assert_level_counters_bracket(tl, lv)
         mine = [r for r in recs if r.level == lv.index]

@@ -209,8 +209,9 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         else:
             out_console.print(run_summary(result))
-            if result.extra.get("run_dir"):
-                out_console.print(f"results: {result.extra['run_dir']}")
+            from wattbench.run.session import run_dir_path
+
+            out_console.print(f"results: {run_dir_path(config, result.run_id)}")
         from wattbench.accounting.level_findings import empty_levels
         from wattbench.errors import EXIT_EMPTY_LEVEL
 

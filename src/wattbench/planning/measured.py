@@ -21,7 +21,7 @@ from pathlib import Path
 
 from wattbench.errors import UserError
 from wattbench.results.rundir import load_result as _load_run
-from wattbench.results.schema import LevelResult, Result
+from wattbench.results.schema import LevelResult, Result, TunedFrom
 
 NODE_BOUNDARIES = ("accelerator", "node", "wall")
 PERCENTILES = ("p95", "p99", "max", "avg")
@@ -60,7 +60,7 @@ def _tuned_result(path: str | Path) -> Result:
     if not chosen:
         raise UserError(f"tune {path}: level {idx} of the recommended trial is missing from {run}")
     res.levels = chosen
-    res.extra["tune"] = {"tune_id": t.tune_id, "trial": tr.index, "label": tr.label, "config": tr.config}
+    res.tune = TunedFrom(tune_id=t.tune_id, trial=tr.index, label=tr.label, config=tr.config)
     return res
 
 

@@ -128,11 +128,11 @@ def _start_result(session: RunSession, run_dir, targets: Targets, workload, prob
         extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
         sensor_problems=problems,
         tags=list(cfg.tags),
+        workload=workload.describe(),
+        prompt_length_source=workload.token_source,
     )
-    result.extra["workload"] = workload.describe()
     if session.carbon is not None:
         result.carbon = CarbonIntensity(**session.carbon.describe(), unit="gCO2e/kWh", pue=cfg.pue)
-    result.extra["prompt_length_source"] = workload.token_source
     if workload.token_source == "approx":
         result.warnings.append(
             "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
@@ -142,7 +142,6 @@ def _start_result(session: RunSession, run_dir, targets: Targets, workload, prob
             "--no-sensors was given" if cfg.no_sensors
             else "no power meter could be read on this machine"
             + (f"; {len(problems)} sensor problem(s) listed below" if problems else ""))
-    result.extra["run_dir"] = str(run_dir)
     session.result = result
     if sampler is not None:
         session.telemetry_writer = TelemetryWriter(run_dir / "telemetry.jsonl", sampler.channels, anchor)

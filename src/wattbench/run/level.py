@@ -135,7 +135,6 @@ class LevelRunner:
         if session.cluster is not None and session.sampler is not None and outcome.end_ns > outcome.start_ns:
             lv.per_node_energy = analyses.per_node_energy(session, outcome, lv)
         analyses.attribute(session, lv, outcome.records)
-        lv.extra["prompt_length_source"] = self.workload.token_source
         lv.trial = trial
         lv.thermal_before = thermal_before
         return lv

@@ -129,11 +129,16 @@ class RunSession:
         self.write_report()
 
 
+def run_dir_path(config: RunConfig, run_id: str) -> Path:
+    """Where a run's directory is: ``--out``, else ``wattbench-results/<run id>``. Not stored in
+    ``result.json`` (where the result lives is not a result, and a copied directory would carry
+    a wrong path); the CLI prints it after the run from here."""
+    return Path(config.out).expanduser() if config.out else Path("wattbench-results") / run_id
+
+
 def resolve_run_dir(config: RunConfig, run_id: str) -> Path:
-    if config.out:
-        d = Path(config.out).expanduser()
-        if (d / "result.json").exists():
-            raise UserError(f"--out {d} already holds a result.json; choose another directory or remove it")
-    else:
-        d = Path("wattbench-results") / run_id
+    """The run's directory, refused when ``--out`` already holds a result."""
+    d = run_dir_path(config, run_id)
+    if config.out and (d / "result.json").exists():
+        raise UserError(f"--out {d} already holds a result.json; choose another directory or remove it")
     return d

@@ -102,3 +102,41 @@ def test_v1_saturation_marks_move_to_their_fields():
     lv = Result.model_validate(raw).levels[0]
     assert lv.saturated_figures == ["latency.*", "throughput.*"] and lv.saturation_kinds == ["loop_lag"]
     assert "saturated_figures" not in lv.extra and "saturation_kinds" not in lv.extra
+
+
+def test_workload_and_prompt_length_source_move_to_their_fields(tmp_path):
+    """Files written before they were typed (both fixtures, and early version-2 files) keep them in
+    ``extra``, at the run and again per level: on load they are the run's typed fields, every level
+    rid of its copy; the run directory's path stays in ``extra`` (no longer written, not typed)."""
+    raw = _raw("trials")
+    shutil.copy(FIX / "trials" / "result.json", tmp_path / "result.json")
+    r = load_result(tmp_path)
+    assert r.prompt_length_source == raw["extra"]["prompt_length_source"] == "approx"
+    assert r.workload.model_dump() == raw["extra"]["workload"]
+    assert (r.workload.kind, r.workload.seed, r.workload.token_source) == ("synthetic", 1, "approx")
+    assert r.workload.input_tokens == raw["extra"]["workload"]["input_tokens"]  # a kind's own keys kept
+    assert not {"workload", "prompt_length_source"} & set(r.extra) and r.extra["run_dir"] == "run1"
+    assert all("prompt_length_source" in lv["extra"] for lv in raw["levels"])
+    assert all("prompt_length_source" not in lv.extra for lv in r.levels)
+    # written back, the file holds them typed, and reads back the same
+    again = Result.model_validate(json.loads(r.model_dump_json()))
+    assert again.workload == r.workload and again.prompt_length_source == "approx"
+
+
+def test_a_per_level_prompt_length_source_alone_becomes_the_runs():
+    d = json.loads(Result.model_validate(_raw("sweep")).model_dump_json())
+    d["prompt_length_source"] = None
+    for lv in d["levels"]:
+        lv["extra"]["prompt_length_source"] = "tokenizer"
+    r = Result.model_validate(d)
+    assert r.prompt_length_source == "tokenizer" and all("prompt_length_source" not in lv.extra for lv in r.levels)
+    # a typed run field is not overwritten by a level's copy
+    d["prompt_length_source"] = "server"
+    assert Result.model_validate(d).prompt_length_source == "server"
+
+
+def test_a_tune_provenance_in_extra_moves_to_its_field():
+    d = json.loads(Result.model_validate(_raw("sweep")).model_dump_json())
+    d["extra"]["tune"] = {"tune_id": "t1", "trial": 3, "label": "max-num-seqs=64", "config": {"max-num-seqs": 64}}
+    r = Result.model_validate(d)
+    assert (r.tune.tune_id, r.tune.trial, r.tune.config) == ("t1", 3, {"max-num-seqs": 64}) and "tune" not in r.extra

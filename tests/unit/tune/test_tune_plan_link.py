@@ -36,7 +36,8 @@ def _tune_dir(tmp_path):
 def test_planning_reads_the_recommended_configuration(tmp_path):
     d = _tune_dir(tmp_path)
     res = load_result(d)
-    assert [lv.index for lv in res.levels] == [1] and res.extra["tune"]["config"] == {"max-num-seqs": 128}
+    assert [lv.index for lv in res.levels] == [1] and res.tune.config == {"max-num-seqs": 128}
+    assert (res.tune.tune_id, res.tune.trial) == ("tune-x", 1)
     out = subprocess.run([sys.executable, "-m", "wattbench", "plan", "rack", "--rack-kw", "10", "--node", str(d),
                           "--json"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -1,0 +1,86 @@
+"""The versioned result schema (pydantic v2).
+
+A run directory holds ``result.json`` (this model), ``requests.jsonl`` (one ``RequestRecord`` per
+line), ``telemetry.jsonl`` (raw sensor samples) and reports. Units are in every name.
+``SCHEMA_VERSION`` bumps on any incompatible change; readers refuse newer major versions.
+
+Version history:
+
+- 1: run analyses in untyped ``extra`` keys.
+- 2: the trials block (``LevelResult.trials``), the memory / rest-of-board split
+  (``LevelResult.power_split``), what a saturated client biases (``LevelResult.saturated_figures``
+  / ``saturation_kinds``), the auto sweep and the optimiser (``Result.sweep`` /
+  ``Result.optimize``), the Pareto frontiers (``Result.pareto``) and the idle windows
+  (``Result.idle_window`` / ``Result.idle_after_window``) are typed fields. A version-1 file loads:
+  ``_from_v1`` moves those ``extra`` keys to their fields. Typed since within version 2 (issue 17;
+  moved from ``extra`` when a file still has them there, of either version): the prefill/decode
+  split (``Result.prefill_decode``), the carbon intensity (``Result.carbon``, a ``CarbonIntensity``
+  or ``None``) and, per level, ``trial``, ``timing``, ``thermal_before``, ``oversaturation``,
+  ``stopped_early`` and ``target_down``; then the workload's description (``Result.workload``, a
+  ``WorkloadInfo``), how prompt lengths were counted (``Result.prompt_length_source``: a file
+  that has it per level in ``extra`` has it moved to the run's field, where it was the same) and,
+  for a result read from a tune directory, which trial it is (``Result.tune``). Not stored since:
+  the run directory's path (``extra["run_dir"]``: where the result lives is not a result; a file
+  that has it keeps it in ``extra``).
+
+The models live in sibling modules along the data's seams — ``records`` (one request),
+``measures`` (a window's figures: latency, throughput, load, energy, validity), ``level`` (one
+level and its trials), ``analyses`` (the run's sweep/optimiser, Pareto, prefill/decode, carbon),
+``run`` (``Result`` and what describes the run), ``upgrade`` (older files in today's form) — and
+are all importable from here, as ``from wattbench.results.schema import Result``.
+"""
+
+from __future__ import annotations
+
+from wattbench.results.schema.analyses import (
+    CarbonIntensity,
+    Pareto,
+    ParetoFront,
+    ParetoPoint,
+    PrefillDecode,
+    SearchOutcome,
+)
+from wattbench.results.schema.base import SCHEMA_VERSION, Num, Verdict, _M
+from wattbench.results.schema.level import (
+    LevelResult,
+    LevelTiming,
+    Oversaturation,
+    PowerPart,
+    PowerSplit,
+    TrialFigure,
+    TrialsBlock,
+)
+from wattbench.results.schema.measures import (
+    BoundaryEnergy,
+    EnergyShare,
+    Latency,
+    LoadStats,
+    RequestAttribution,
+    Requests,
+    Stats,
+    TargetStats,
+    Throughput,
+    TokenCount,
+    Validity,
+    Window,
+)
+from wattbench.results.schema.records import RequestRecord, build_record
+from wattbench.results.schema.run import (
+    ClockInfo,
+    Environment,
+    GPUInfo,
+    NodeInfo,
+    Result,
+    ServerInfo,
+    TunedFrom,
+    WorkloadInfo,
+)
+from wattbench.results.schema.upgrade import upgrade_v1
+
+__all__ = [
+    "SCHEMA_VERSION", "BoundaryEnergy", "CarbonIntensity", "ClockInfo", "EnergyShare", "Environment", "GPUInfo",
+    "Latency", "LevelResult", "LevelTiming", "LoadStats", "NodeInfo", "Num", "Oversaturation", "Pareto",
+    "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",
+    "Requests", "Result", "SearchOutcome", "ServerInfo", "Stats", "TargetStats", "Throughput", "TokenCount",
+    "TrialFigure", "TrialsBlock", "TunedFrom", "Validity", "Verdict", "Window", "WorkloadInfo", "_M", "build_record", "upgrade_v1",
+]

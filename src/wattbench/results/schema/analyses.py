@@ -1,0 +1,75 @@
+"""The run's analyses over its levels: the auto sweep's or optimiser's search, the Pareto
+frontiers, the prefill/decode split, and the carbon intensity the run used."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from wattbench.results.schema.base import _M, Num
+
+
+class SearchOutcome(_M):
+    """An auto sweep's or an optimiser's search (``load/search.py``): what it measured and chose."""
+
+    best_value: Num | None = None
+    knee_value: Num | None = None
+    reason: str = ""
+    measured_values: list[Num] = Field(default_factory=list)
+    n_measured: int = 0
+    failed: list[Any] = Field(default_factory=list)
+    objective: str | None = None
+    scores: list[float | None] = Field(default_factory=list)
+    candidates: list[Num] | None = None  # optimize: the ladder searched
+    ladder_size: int | None = None
+
+
+class ParetoPoint(_M):
+    label: str
+    efficiency: float | None = None
+    latency: float | None = None
+    on_frontier: bool | None = None
+
+
+class ParetoFront(_M):
+    """Efficiency vs a latency figure over the run's levels (``analysis/pareto.py``)."""
+
+    boundary: str | None = None
+    efficiency: str = "output_tokens_per_s_per_kw"
+    latency: str = ""
+    points: list[ParetoPoint] = Field(default_factory=list)
+    frontier: list[ParetoPoint] = Field(default_factory=list)
+    excluded: list[Any] = Field(default_factory=list)
+
+
+class Pareto(_M):
+    boundary: str | None = None
+    tpot_p99: ParetoFront | None = None
+    ttft_p99: ParetoFront | None = None
+    goodput_tpot_p99: ParetoFront | None = None  # with SLOs only
+
+
+class PrefillDecode(_M):
+    """The run's prefill/decode energy split: the regression over its levels, the isolating pair
+    (``--prefill-decode-pair``) and their cross-check; each as ``accounting/attribution.py`` returns it."""
+
+    regression: dict[str, Any] | None = None
+    isolating_pair: dict[str, Any] | None = None
+    cross_check: dict[str, Any] | None = None
+
+
+class CarbonIntensity(_M):
+    """The grid carbon intensity a run used (``--carbon-intensity``): a constant or a series."""
+
+    source: str
+    g_per_kwh: float | None = None  # constant
+    points: int | None = None  # series
+    start_wall_s: float | None = None
+    end_wall_s: float | None = None
+    min_g_per_kwh: float | None = None
+    max_g_per_kwh: float | None = None
+    unit: str = "gCO2e/kWh"
+    pue: float = 1.0
+
+

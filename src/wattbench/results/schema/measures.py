@@ -1,0 +1,199 @@
+"""A window's figures: latency statistics, throughput and token counts, what the load generator
+achieved, energy per boundary and its split over requests, the window, the verdict."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from wattbench.results.schema.base import _M, Verdict
+
+
+class Stats(_M):
+    """Summary of a latency figure (ms). ``count`` is how many values went in."""
+
+    count: int = 0
+    mean: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+    min: float | None = None
+    std: float | None = None
+
+
+class Latency(_M):
+    ttft_ms: Stats = Field(default_factory=Stats)
+    tpot_ms: Stats = Field(default_factory=Stats)
+    itl_ms: Stats = Field(default_factory=Stats)
+    e2e_ms: Stats = Field(default_factory=Stats)
+
+
+class TokenCount(_M):
+    """Tokens credited to a window (``accounting/window_tokens.py`` states the rule)."""
+
+    output: float = 0.0
+    input: float = 0.0
+    warmup_output: float | None = None  # part of ``output`` from warm-up streams (tokens_in_window only)
+    edge_output: float | None = None  # part of ``output`` from streams only partly inside (tokens_in_window only)
+    estimated_streams: int | None = None  # streams counted without usage (tokens_in_window only)
+
+
+class Throughput(_M):
+    """Throughput over the level window.
+
+    ``output_tokens``/``input_tokens`` and every rate here (and every efficiency figure of the
+    level: tok/s per kW, J/token, tokens per kWh, cost per Mtok, goodput per kW, the prefill/decode
+    split) use ``tokens_in_window``: the tokens the server produced inside the window, from every
+    stream (warm-up leftovers and streams cut at the edges pro rata). ``measured_request_tokens``
+    are the usage tokens of the measured requests that ended in the window (the latency
+    population), kept for reference; ``requests_per_s`` counts those requests. ``token_basis``
+    says which count the figures use (results written before it existed used the measured requests').
+    """
+
+    output_tokens_per_s: float = 0.0
+    input_tokens_per_s: float = 0.0
+    total_tokens_per_s: float = 0.0
+    requests_per_s: float = 0.0
+    duration_s: float = 0.0
+    output_tokens: int = 0
+    input_tokens: int = 0
+    token_basis: Literal["tokens_in_window", "measured_request_tokens"] = "measured_request_tokens"
+    tokens_in_window: TokenCount | None = None
+    measured_request_tokens: TokenCount | None = None
+
+
+class Requests(_M):
+    completed: int = 0
+    failed: int = 0
+    warmup: int = 0
+    errors: dict[str, int] = Field(default_factory=dict)
+
+
+class LoadStats(_M):
+    """What the load generator asked for and what it achieved."""
+
+    mode: Literal["concurrency", "rate", "trace"] = "concurrency"
+    target_concurrency: int | None = None
+    target_rate_rps: float | None = None
+    achieved_rate_rps: float | None = None
+    mean_in_flight: float | None = None
+    arrival: str | None = None
+    send_lag_ms: Stats = Field(default_factory=Stats)
+    client_cpu_pct: float | None = None  # of one core, max over workers
+    client_cpu_pct_per_worker: list[float] = Field(default_factory=list)
+    drain_s: float | None = None  # from when sending stopped to when the last request ended
+    # How late a 10 ms timer in each worker's event loop fired (all workers pooled): when the
+    # client process waits for a CPU, its arrival stamps are late by about this much.
+    client_loop_lag_ms: Stats = Field(default_factory=Stats)
+    workers: int = 1
+    saturated: bool = False
+    saturation_reasons: list[str] = Field(default_factory=list)
+    max_in_flight: int | None = None  # open loop capped at this many requests in flight (--max-concurrency)
+    actors: list[dict[str, Any]] = Field(default_factory=list)  # distributed: per load actor (node, clock, cpu)
+
+
+# ---------------------------------------------------------------- energy
+
+
+class BoundaryEnergy(_M):
+    """Energy and efficiency at one power boundary over one window."""
+
+    boundary: str
+    method: str  # counter | power_integral | declared | estimate | sum
+    label: Literal["measured", "declared", "estimate"] = "measured"
+    energy_j: float | None = None
+    avg_power_w: float | None = None
+    p95_power_w: float | None = None
+    p99_power_w: float | None = None
+    max_power_w: float | None = None
+    idle_power_w: float | None = None
+    idle_energy_j: float | None = None
+    dynamic_energy_j: float | None = None
+    j_per_output_token: float | None = None
+    j_per_token: float | None = None
+    output_tokens_per_s_per_kw: float | None = None
+    tokens_per_kwh: float | None = None  # total (input + output) tokens per kWh
+    output_tokens_per_kwh: float | None = None
+    cost_per_million_output_tokens: float | None = None
+    uncertainty_pct: float | None = None
+    coverage: float | None = None  # fraction of the window covered by samples (0..1)
+    largest_gap_s: float | None = None
+    devices: list[str] = Field(default_factory=list)
+    channels: list[str] = Field(default_factory=list)
+    cross_check: dict[str, Any] = Field(default_factory=dict)  # e.g. counter vs power integral
+    notes: list[str] = Field(default_factory=list)
+    # added by accounting: what went into coverage and uncertainty (docs/accounting.md)
+    gaps: int | None = None  # sample gaps overlapping the window
+    resets: int | None = None  # energy-counter resets in the window
+    wraps: int | None = None  # energy-counter wraparounds in the window
+    update_period_s: float | None = None  # effective meter update period (largest of the devices)
+    uncertainty_parts: dict[str, dict[str, float]] = Field(default_factory=dict)  # device -> term -> %
+    dynamic_uncertainty_pct: float | None = None  # of dynamic_energy_j (gross and idle errors added)
+    # carbon (issue 20, metrics/carbon.py): with --carbon-intensity; PUE applied as for cost
+    carbon_intensity_g_per_kwh: float | None = None  # energy-weighted over the window
+    carbon_g: float | None = None
+    carbon_g_per_million_output_tokens: float | None = None
+    carbon_g_per_request: float | None = None
+
+
+class EnergyShare(_M):
+    """One group's (tenant, tag, model, target) part of a window's energy split over requests."""
+
+    requests: int = 0
+    energy_j: float = 0.0
+    output_tokens: int = 0
+    j_per_output_token: float | None = None
+    share: float | None = None  # of the energy split
+    carbon_g: float | None = None
+
+
+class RequestAttribution(_M):
+    """A window's energy at one boundary split over its requests (an estimate; accounting/request_energy.py)."""
+
+    boundary: str
+    label: Literal["estimate"] = "estimate"
+    method: str | None = None  # a sentence: basis, interval, weighting, idle
+    basis: str | None = None  # dynamic | gross: what the per-request energies add up to
+    weighting: str | None = None  # prefill_decode | tokens
+    weighting_reason: str | None = None  # why tokens, when the split was not used
+    idle_attributed: bool = False
+    interval_s: float | None = None
+    requests: int = 0
+    energy_j: float | None = None  # the sum of the per-request energies
+    j_per_prefill_token: float | None = None  # the weights used (prefill_decode only)
+    j_per_decode_token: float | None = None
+    mean_energy_j_per_request: float | None = None
+    by_tenant: dict[str, EnergyShare] = Field(default_factory=dict)
+    by_tag: dict[str, EnergyShare] = Field(default_factory=dict)
+    by_model: dict[str, EnergyShare] = Field(default_factory=dict)
+    by_target: dict[str, EnergyShare] = Field(default_factory=dict)
+    unavailable_reason: str | None = None
+
+
+class Window(_M):
+    """A measurement window on the run's monotonic clock."""
+
+    start_ns: int
+    end_ns: int
+    duration_s: float
+    kind: str = "full"  # full | steady | idle | idle_after
+
+
+class Validity(_M):
+    verdict: Verdict = "valid"
+    reasons: list[str] = Field(default_factory=list)
+    # runs only: whether any energy was measured ("unavailable": no meter was read; the verdict is
+    # then at best ``warn`` and latency/throughput are still measured)
+    energy: Literal["measured", "unavailable"] | None = None
+
+
+class TargetStats(_M):
+    """One target's share of a level driven against several targets (issue 11)."""
+
+    requests: Requests = Field(default_factory=Requests)
+    latency: Latency = Field(default_factory=Latency)
+    throughput: Throughput = Field(default_factory=Throughput)
+

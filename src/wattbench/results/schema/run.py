@@ -1,0 +1,154 @@
+"""The run (``Result``, the model of ``result.json``) and what describes it: clock, environment,
+server, nodes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from wattbench.results.schema.analyses import CarbonIntensity, Pareto, PrefillDecode, SearchOutcome
+from wattbench.results.schema.base import SCHEMA_VERSION, _M
+from wattbench.results.schema.level import LevelResult
+from wattbench.results.schema.measures import Validity, Window
+from wattbench.results.schema.upgrade import _typed_from_extra, upgrade_v1
+
+
+class ClockInfo(_M):
+    source: str = "time.perf_counter_ns"
+    anchor_wall_ns: int
+    anchor_mono_ns: int
+    anchor_uncertainty_ns: int = 0
+
+
+class GPUInfo(_M):
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    driver: str | None = None
+    cuda_driver: str | None = None
+    power_limit_w: float | None = None
+    default_power_limit_w: float | None = None
+    memory_total_bytes: int | None = None
+    pstate: str | None = None
+
+
+class Environment(_M):
+    hostname: str | None = None
+    os: str | None = None
+    kernel: str | None = None
+    python: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    memory_total_bytes: int | None = None
+    gpus: list[GPUInfo] = Field(default_factory=list)
+    packages: dict[str, str] = Field(default_factory=dict)
+
+
+class ServerInfo(_M):
+    base_url: str | None = None
+    engine: str | None = None  # vllm | sglang | tgi | llamacpp | transformers | openai
+    version: str | None = None
+    model: str | None = None
+    models: list[str] = Field(default_factory=list)
+    max_model_len: int | None = None
+    launched: bool = False
+    launch_command: list[str] | None = None
+    effective_config: dict[str, Any] = Field(default_factory=dict)
+    metrics_endpoint: str | None = None
+    supports_ignore_eos: bool | None = None
+    output_length_forced: bool | None = None
+    stream_batching: dict[str, Any] = Field(default_factory=dict)
+    # engine-specific request fields that force the output length (e.g. {"ignore_eos": true})
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    detected_by: list[str] = Field(default_factory=list)  # evidence for `engine`
+    # set when wattbench launched the server
+    pid: int | None = None
+    model_path: str | None = None
+    start_duration_s: float | None = None
+    warmup_duration_s: float | None = None  # the launcher's one warm-up request after start
+    log_path: str | None = None
+
+
+class NodeInfo(_M):
+    """One node of a distributed (Ray) run: its clock offset to the driver and its sensing."""
+
+    node_id: str
+    hostname: str | None = None
+    ip: str | None = None
+    load_actors: int = 0
+    # offset = node clock − driver clock (ns), from the minimum-RTT ping; the true offset lies
+    # within ± clock_uncertainty_ns (= that ping's RTT / 2)
+    clock_offset_ns: int | None = None
+    clock_uncertainty_ns: int | None = None
+    clock_rtt_ns: int | None = None
+    sensor_status: str = "none"  # none | ok | no_meters | failed | died
+    channels: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+
+
+class WorkloadInfo(_M):
+    """What the run's requests were made from (``Workload.describe()``): every kind (synthetic,
+    dataset, trace, sessions) gives these; what only one kind has (its distributions, source file
+    and hash, filters, replay speed-up) is kept beside them as given."""
+
+    name: str | None = None
+    kind: str | None = None  # synthetic | dataset | trace | sessions
+    seed: int | None = None
+    token_source: str | None = None  # how prompt lengths were counted: tokenizer | server | approx
+    tokenizer: dict[str, Any] = Field(default_factory=dict)
+
+
+class TunedFrom(_M):
+    """A result read from a ``wattbench tune`` directory (``planning.measured.load_result``): the
+    tune's recommended trial, reduced to the level the tune chose. Set in memory, never written."""
+
+    tune_id: str
+    trial: int
+    label: str = ""
+    config: dict[str, Any] = Field(default_factory=dict)  # resolved axis -> value ({} = engine defaults)
+
+
+class Result(_M):
+    schema_version: int = SCHEMA_VERSION
+    wattbench_version: str
+    run_id: str
+    created_at: str  # ISO 8601 UTC, from the wall anchor
+    status: Literal["running", "complete", "interrupted", "failed"] = "running"
+    status_detail: str | None = None
+    clock: ClockInfo
+    config: dict[str, Any] = Field(default_factory=dict)
+    environment: Environment = Field(default_factory=Environment)
+    server: ServerInfo = Field(default_factory=ServerInfo)
+    sensors: list[dict[str, Any]] = Field(default_factory=list)  # Channel.to_dict() per channel
+    sensor_problems: list[str] = Field(default_factory=list)
+    nodes: list[NodeInfo] = Field(default_factory=list)  # distributed runs only
+    idle: dict[str, Any] = Field(default_factory=dict)  # boundary -> {power_w, duration_s, ...}
+    levels: list[LevelResult] = Field(default_factory=list)
+    validity: Validity = Field(default_factory=Validity)
+    warnings: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    carbon: CarbonIntensity | None = None  # the intensity used: constant or series, PUE
+    idle_window: Window | None = None  # the idle baseline before the first level (kind "idle")
+    idle_after_window: Window | None = None  # and after the last (kind "idle_after")
+    sweep: SearchOutcome | None = None  # --sweep auto
+    optimize: SearchOutcome | None = None  # --optimize OBJECTIVE
+    pareto: Pareto | None = None
+    prefill_decode: PrefillDecode | None = None
+    workload: WorkloadInfo | None = None
+    # how prompt lengths were made to measure (tokenizer | server | approx): the workload's token
+    # source, the run's (every level uses the same)
+    prompt_length_source: str | None = None
+    tune: TunedFrom | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_v1(cls, data: Any) -> Any:
+        """A version-1 result: its run analyses move from ``extra`` to their typed fields."""
+        if not isinstance(data, dict):
+            return data
+        if int(data.get("schema_version") or 1) < 2:
+            return upgrade_v1(data)
+        return _typed_from_extra(data)
+
