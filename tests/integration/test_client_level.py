@@ -199,3 +199,35 @@ def test_ctrl_c_returns_completed_records(tmp_path, workers):
     assert p.returncode == 130, out
     res = json.loads(out.strip().splitlines()[-1])
     assert res["stopped"] == "interrupted" and res["n"] >= 8 and res["all_complete"]
+
+
+def test_worker_processes_stream_records_during_the_level_and_a_dead_one_keeps_what_it_sent():
+    """Worker processes send their finished records while the level runs: when worker 1 is killed
+    mid-level, the records it had already sent are in the level's RecordSet (the level fails with
+    the worker's error, but nothing sent is lost)."""
+    from wattbench.errors import WattbenchError
+    from wattbench.load.executor import SubprocessExecutor, coordinate
+    from wattbench.load.plan import build_plans
+
+    spec = LevelSpec(index=0, mode="concurrency", value=4, num_requests=100_000, workers=2)
+    seen: list[dict] = []
+    with stream_server(*FAST) as (base, _):
+        target = TargetSpec(base_url=base + "/v1", model="fake-model")
+        lp = build_plans(spec, target, None, None, req)
+        ex = SubprocessExecutor(lp.plans, lp.feeder)
+
+        def on_progress(p: dict) -> None:
+            # kill worker 1 once the parent holds some of its records (streamed, not at the end)
+            if not seen and sum(1 for r in ex.records.columns("worker")["worker"] if r == 1) >= 8:
+                seen.append({"done": p["done"], "rows": len(ex.records)})
+                os.kill(ex.procs[1].pid, signal.SIGKILL)
+                ex.stop()  # worker 0 drains and ends (a dead worker does not stop the others)
+
+        with pytest.raises(WattbenchError, match="load worker 1 exited unexpectedly"):
+            coordinate(ex, spec, lp.plans, lp.feeder, on_progress)
+    assert seen, "worker 1 never streamed a record while the level ran"
+    workers = ex.records.columns("worker")["worker"]
+    assert (workers == 1).sum() >= 8  # what the dead worker sent is kept
+    assert len(ex.records) >= seen[0]["rows"]
+    ids = ex.records.columns("id")["id"]
+    assert len(set(ids.tolist())) == len(ids)  # each record once
