@@ -73,7 +73,7 @@ class RunConfig(BaseModel):
     cooldown_s: float = 0.0
     sweep: str | None = None  # "auto": double concurrency until throughput stops growing
     optimize: str | None = None  # objective: goodput_per_kw | output_tokens_per_s_per_kw | goodput_rps
-    ray: str | None = None  # "auto" or a Ray cluster address: distributed load and per-node sensing
+    ray: str | None = None  # "auto", "local" or a Ray cluster address: distributed load and per-node sensing
     ray_actors: int | None = None
     # upper end of --sweep auto and of the default --optimize ladder (256 when not given); with
     # --rate, the open loop's cap on requests in flight (none when not given)

@@ -14,7 +14,8 @@ said keep-alive (what llama.cpp's server does). ``--die-after-requests N``: when
 exits at once (a killed server: connections reset, nothing closed cleanly).
 
 ``GET /stats`` returns what the server did (requests, tokens, ``streams_completed`` = streams
-without a fault that ended normally with usage and ``[DONE]`` written, and how late its timers fired:
+without a fault that ended normally with usage and ``[DONE]`` written, ``queued`` = requests that waited
+for a slot (``--max-concurrent``), and how late its timers fired:
 ``first_token_late_ms``/``token_late_ms`` mean and max), so a test can tell server lag from client
 error. ``GET /stats/reset`` returns and clears them. ``GET /stats/requests`` maps the first word of each
 completed request's prompt to (request read, first token written, last token written) in
@@ -154,7 +155,7 @@ class Script:
         out = {
             "connections": s["connections"], "requests": s["requests"], "streams_done": s["streams_done"],
             "streams_completed": s["streams_completed"], "tokens": s["tokens"],
-            "faults": s["faults"], "max_active": s["max_active"],
+            "faults": s["faults"], "max_active": s["max_active"], "queued": s.get("queued", 0),  # waited for a slot
             "first_token_late_ms": {"mean": (s["first_late_sum"] / s["first_n"] * 1e3) if s["first_n"] else None,
                                     "max": s["first_late_max"] * 1e3},
             "token_late_ms": {"mean": (s["late_sum"] / s["late_n"] * 1e3) if s["late_n"] else None,

@@ -14,7 +14,6 @@ import errno
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -102,18 +101,18 @@ def test_stalled_stream_times_out_as_stall(tmp_path):
         cfg = RunConfig(target=s.base, concurrency=[4], num_requests=24, input_tokens="16", output_tokens="16",
                         stall_timeout_s=0.4, no_sensors=True, idle_s=0, register_run=False, html=False,
                         out=str(tmp_path / "run"))
-        t0 = time.monotonic()
         result = run_benchmark(cfg)
-        took = time.monotonic() - t0
         stats = s.stats()
     n_stall = stats["faults"]["stall"]
     assert n_stall > 0
     res, recs = _check_run(tmp_path / "run", stats)
     stalled = [r for r in recs if r.error == "stall"]
     assert len(stalled) == n_stall == result.levels[0].requests.errors["stall"]
-    for r in stalled:  # each waited about the stall timeout after its last byte, not the request timeout
-        assert 0.35 <= (r.end_ns - r.last_token_ns) / 1e9 < 2.0
-    assert took < 20
+    # every stall the server made was ended by the stall timer (class ``stall``; the request timeout
+    # would say ``timeout``), never before the stall timeout after the stream's last token
+    assert not any(r.error == "timeout" for r in recs)
+    for r in stalled:
+        assert (r.end_ns - r.last_token_ns) / 1e9 >= 0.35
 
 
 def test_server_killed_mid_level(tmp_path):

@@ -49,7 +49,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -77,7 +77,7 @@ def _get(rec, name):
     return rec.get(name) if isinstance(rec, Mapping) else getattr(rec, name, None)
 
 
-def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, int], float | None],
+def intervals_from_records(records: Iterable, energy_series_fn: Callable[[int, int], float | None],
                            interval_s: float, start_ns: int | None = None, end_ns: int | None = None,
                            ) -> Intervals:
     """Per-interval energy and token counts from client records (see the module docstring).
@@ -88,15 +88,19 @@ def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, i
     interval paid for them too; the same rule as ``accounting.window_tokens``: a stream without
     usage counts its chunks). The span defaults to first send .. last token of the measured,
     successful requests.
+
+    ``records`` is read one record at a time (a list, a ``RecordSet``, or the records of a
+    ``requests.jsonl`` as they are read): nothing is held per request. Without ``start_ns`` and
+    ``end_ns`` it is iterated twice (the span first), so it must then be re-iterable.
     """
     if not interval_s > 0:
         raise UserError(f"attribution interval must be > 0 s, got {interval_s}")
-    ok = [r for r in records if _get(r, "ok") and not _get(r, "warmup") and _get(r, "first_token_ns") is not None]
-    if not ok:
-        raise UserError("no successful requests with a first token: nothing to attribute")
-    t0 = start_ns if start_ns is not None else min(_get(r, "sent_ns") for r in ok)
-    t1 = end_ns if end_ns is not None else max((_get(r, "last_token_ns") or _get(r, "first_token_ns")) for r in ok)
-    streams = [r for r in records if _get(r, "first_token_ns") is not None]
+    if start_ns is None or end_ns is None:
+        span = _measured_span(records)
+        t0 = start_ns if start_ns is not None else span[0]
+        t1 = end_ns if end_ns is not None else span[1]
+    else:
+        t0, t1 = start_ns, end_ns
     step = int(round(interval_s * 1e9))
     n = max(1, int(math.ceil((t1 - t0) / step)))
     edges = t0 + step * np.arange(n + 1, dtype=np.int64)
@@ -108,8 +112,12 @@ def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, i
             return None
         return min(n - 1, int((t - t0) // step))
 
-    for r in streams:
+    any_ok = start_ns is None or end_ns is None  # _measured_span checked it
+    for r in records:
         ft = _get(r, "first_token_ns")
+        if ft is None:
+            continue
+        any_ok = any_ok or (bool(_get(r, "ok")) and not _get(r, "warmup"))
         b = bin_of(ft)
         inp = _get(r, "input_tokens") or _get(r, "requested_input_tokens") or 0
         if b is not None:
@@ -136,6 +144,8 @@ def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, i
                     bc = bin_of(int(tok_t))
                     if bc is not None:
                         dec[bc] += 1.0
+    if not any_ok:
+        raise UserError(_NO_OK)
     energy = np.full(n, np.nan)
     for i in range(n):
         e = energy_series_fn(int(edges[i]), int(edges[i + 1]))
@@ -143,6 +153,25 @@ def intervals_from_records(records: Sequence, energy_series_fn: Callable[[int, i
             energy[i] = e
     keep = ~np.isnan(energy)
     return Intervals(edges[:-1][keep], np.full(int(keep.sum()), step / 1e9), energy[keep], pre[keep], dec[keep])
+
+
+_NO_OK = "no successful requests with a first token: nothing to attribute"
+
+
+def _measured_span(records: Iterable) -> tuple[int, int]:
+    """First send .. last token (first token where there is none) of the measured, successful
+    requests with a first token, in one pass."""
+    t0 = t1 = None
+    for r in records:
+        ft = _get(r, "first_token_ns")
+        if not _get(r, "ok") or _get(r, "warmup") or ft is None:
+            continue
+        s, e = _get(r, "sent_ns"), (_get(r, "last_token_ns") or ft)
+        t0 = s if t0 is None or s < t0 else t0
+        t1 = e if t1 is None or e > t1 else t1
+    if t0 is None:
+        raise UserError(_NO_OK)
+    return t0, t1
 
 
 def intervals_from_counters(times_ns: Sequence[int], prompt_tokens_total: Sequence[float],

@@ -4,8 +4,8 @@
 of the level's boundaries (full and steady windows), the window's energy-weighted intensity
 (``carbon_intensity_g_per_kwh``), ``carbon_g`` (gross energy × PUE × intensity; PUE not applied
 again to ``facility``), ``carbon_g_per_million_output_tokens`` and ``carbon_g_per_request``; and
-on every record with an energy estimate, its ``carbon_g`` per boundary and on every roll-up group
-its ``carbon_g``. Where the series does not cover the window the figures stay None and the reason
+on every record with an energy estimate, its ``carbon_g`` per boundary (on a ``RecordSet`` an
+``annotate_entry``-d entry beside the energy's) and on every roll-up group its ``carbon_g``. Where the series does not cover the window the figures stay None and the reason
 is added to the boundary's notes.
 """
 
@@ -13,11 +13,15 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import numpy as np
+
 from wattbench.metrics import carbon as co2
+from wattbench.results.recordset import RecordSet
 
 
-def apply_carbon(level, records: Sequence, series: co2.IntensitySeries, anchor_wall_ns: int, anchor_mono_ns: int,
-                 energy_fn_for: Callable[[str], Callable[[int, int], float | None]], pue: float) -> None:
+def apply_carbon(level, records: Sequence | RecordSet, series: co2.IntensitySeries, anchor_wall_ns: int,
+                 anchor_mono_ns: int, energy_fn_for: Callable[[str], Callable[[int, int], float | None]],
+                 pue: float) -> None:
     done = level.requests.completed
     for energies, window in ((level.energy, level.window), (level.energy_steady, level.steady_window)):
         if window is None:
@@ -47,6 +51,23 @@ def apply_carbon(level, records: Sequence, series: co2.IntensitySeries, anchor_w
         for groups in (att.by_tenant, att.by_tag, att.by_model, att.by_target):
             for share in groups.values():
                 share.carbon_g = co2.carbon_g(share.energy_j, g, p)
-        for r in records:
-            if b in r.energy_j:
-                r.carbon_g[b] = co2.carbon_g(r.energy_j[b], g, p)
+        if isinstance(records, RecordSet):
+            _annotate_carbon(records, b, g, p)
+        else:
+            for r in records:
+                if b in r.energy_j:
+                    r.carbon_g[b] = co2.carbon_g(r.energy_j[b], g, p)
+
+
+def _annotate_carbon(rs: RecordSet, boundary: str, g: float, pue: float) -> None:
+    """Each record's carbon at ``boundary`` from its ``energy_j`` entry (``annotate_entry``-d by
+    ``request_energy.attribute_level``), as an entry of its own: one float per record, no object."""
+    entry = rs.entry("energy_j", boundary)
+    if entry is None:
+        return
+    energy, present = entry
+    out = np.full(len(rs), np.nan)
+    for k in np.flatnonzero(present):
+        v = co2.carbon_g(float(energy[k]), g, pue)
+        out[k] = np.nan if v is None else v
+    rs.annotate_entry("carbon_g", boundary, out, present)

@@ -29,8 +29,9 @@ from wattbench.accounting.level_findings import (
 from wattbench.accounting.split import power_split
 from wattbench.accounting.validity import Finding, combine, steady_findings, worst
 from wattbench.load.saturation import is_oversaturated, mark_saturated
-from wattbench.metrics.latency import request_end_ns, summarize_level, tokens_in_window
+from wattbench.metrics.latency import summarize_level, tokens_in_window
 from wattbench.metrics.slo import goodput
+from wattbench.results.recordset import NONE, RecordSet, as_record_set
 from wattbench.results.schema import LevelResult, LevelTiming, Oversaturation, PowerSplit, Window
 
 __all__ = ["LevelContext", "account_level", "oversaturation", "count_source", "add_level_findings",
@@ -63,7 +64,7 @@ def _windows(outcome) -> tuple[Window, Window | None]:
     return full, steady
 
 
-def _energy(level: LevelResult, outcome, ctx: LevelContext):
+def _energy(level: LevelResult, outcome, ctx: LevelContext, records: RecordSet):
     """Fill the level's energy (full and steady windows) and power split; the accounted window."""
     if ctx.log is None:
         level.energy_unavailable_reason = "no power meter (see the run's verdict)"
@@ -83,7 +84,7 @@ def _energy(level: LevelResult, outcome, ctx: LevelContext):
         level.power_split = PowerSplit.model_validate(split)
     sw = level.steady_window
     if sw is not None:
-        out_tok, in_tok = tokens_in_window(outcome.records, sw.start_ns, sw.end_ns)
+        out_tok, in_tok = tokens_in_window(records, sw.start_ns, sw.end_ns)
         level.energy_steady = account_window(ctx.log, sw.start_ns, sw.end_ns, output_tokens=out_tok,
                                              total_tokens=out_tok + in_tok, idle=ctx.idle,
                                              price_per_kwh=ctx.price_per_kwh, pue=ctx.pue, kind="steady").energy
@@ -102,19 +103,20 @@ def _server_metrics(outcome, ctx: LevelContext) -> dict:
 
 def account_level(index: int, spec, outcome, ctx: LevelContext, token_source: str) -> LevelResult:
     """The level's figures and verdict from its load outcome (``load.types.LevelOutcome``)."""
-    requests, latency, throughput = summarize_level(outcome.records, outcome.start_ns, outcome.end_ns)
+    records = as_record_set(outcome.records)  # a list is copied into a set once, here
+    requests, latency, throughput = summarize_level(records, outcome.start_ns, outcome.end_ns)
     window, steady = _windows(outcome)
     level = LevelResult(index=index, label=spec.label, load=outcome.load, window=window, steady_window=steady,
                         requests=requests, latency=latency, throughput=throughput, token_source=token_source)
     level.stopped_early = outcome.stopped_early
     found: list[Finding] = [f for f in [failed_requests_finding(level)] if f is not None]
-    accounted = _energy(level, outcome, ctx)
+    accounted = _energy(level, outcome, ctx, records)
     level.server_metrics = _server_metrics(outcome, ctx)
     if ctx.slos and level.window.duration_s > 0:
-        level.goodput = goodput(outcome.records, ctx.slos, level.window.duration_s,
+        level.goodput = goodput(records, ctx.slos, level.window.duration_s,
                                 avg_power_w={b: e.avg_power_w for b, e in level.energy.items()},
                                 window_output_tokens=throughput.tokens_in_window.output)
-    sat = oversaturation(spec, outcome, ctx.timeline)
+    sat = oversaturation(spec, outcome, ctx.timeline, records=records)
     if sat is not None:
         level.oversaturation = Oversaturation.model_validate(sat.to_dict())
     found += oversaturation_findings(outcome.stopped_early, sat.reason if sat is not None and sat.oversaturated
@@ -127,10 +129,11 @@ def account_level(index: int, spec, outcome, ctx: LevelContext, token_source: st
     return mark_saturated(level)
 
 
-def oversaturation(spec, outcome, timeline=None):
+def oversaturation(spec, outcome, timeline=None, *, records: RecordSet | None = None):
     """Whether the level's queue grew without bound (``load.saturation.is_oversaturated``): the
     server's waiting queue where scraped, else (open loop) requests sent but not finished, sampled
-    every 100 ms over the window. ``None`` when there is nothing to judge."""
+    every 100 ms over the window. ``None`` when there is nothing to judge. ``records``: the
+    outcome's records as a set, when the caller has it."""
     t0, t1 = outcome.start_ns, outcome.end_ns
     if t1 <= t0:
         return None
@@ -141,11 +144,17 @@ def oversaturation(spec, outcome, timeline=None):
             return is_oversaturated([(t - t0) / 1e9 for t, _ in pts], [v for _, v in pts], min_points=4)
     if spec.mode == "concurrency":
         return None  # a closed loop's backlog is capped by its concurrency
-    recs = [r for r in outcome.records if not r.warmup]
-    if not recs:
+    rs = as_record_set(outcome.records) if records is None else records
+    c = rs.columns("warmup", "sent_ns", "last_token_ns", "end_ns")
+    measured = ~c["warmup"]
+    if not measured.any():
         return None
-    sent = np.sort(np.array([r.sent_ns for r in recs], dtype=np.int64))
-    ends = np.sort(np.array([request_end_ns(r) or r.end_ns or t1 for r in recs], dtype=np.int64))
+    sent = np.sort(c["sent_ns"][measured])
+    # when it ended (request_end_ns: last content chunk, else close), else close, else the window's end
+    last, end = c["last_token_ns"][measured], c["end_ns"][measured]
+    del c
+    e = np.where(last != NONE, last, end)
+    ends = np.sort(np.where((e != NONE) & (e != 0), e, np.where((end != NONE) & (end != 0), end, t1)))
     grid = np.arange(t0, t1, BACKLOG_GRID_NS, dtype=np.int64)
     backlog = np.searchsorted(sent, grid, side="right") - np.searchsorted(ends, grid, side="right")
     return is_oversaturated(((grid - t0) / 1e9).tolist(), backlog.tolist())
@@ -154,8 +163,9 @@ def oversaturation(spec, outcome, timeline=None):
 def count_source(records) -> str:
     """Where the level's token counts come from: the server's ``usage`` for every completed
     request, or ``missing`` when some completed request had none (then throughput undercounts)."""
-    done = [r for r in records if r.ok and not r.warmup]
-    if done and any(r.output_tokens is None for r in done):
+    c = as_record_set(records).columns("ok", "warmup", "output_tokens")
+    done = c["ok"] & ~c["warmup"]
+    if (c["output_tokens"][done] == NONE).any():
         return "missing"
     return "usage"
 

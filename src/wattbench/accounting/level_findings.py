@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from wattbench.accounting.validity import Finding, worst
+from wattbench.results.recordset import NONE, RecordSet, as_record_set
 from wattbench.results.schema import LevelResult, RequestRecord, Result, Validity
 
 __all__ = ["level_findings", "failed_requests_finding", "oversaturation_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
@@ -82,18 +83,15 @@ def in_flight_finding(level: LevelResult) -> Finding | None:
                            f"a load of about {got:.1f}")
 
 
-def input_length_finding(records: Iterable[RequestRecord], length_source: str | None) -> Finding | None:
+def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_source: str | None) -> Finding | None:
     """``warn`` when approximate prompt lengths came out far from the asked lengths (server-counted)."""
     if length_source not in ("approx", "approximate"):
         return None
-    asked = got = 0
-    n = 0
-    for r in records:
-        if r.warmup or not r.ok or r.input_tokens is None or not r.requested_input_tokens:
-            continue
-        asked += r.requested_input_tokens
-        got += r.input_tokens
-        n += 1
+    c = as_record_set(records).columns("warmup", "ok", "input_tokens", "requested_input_tokens")
+    m = ~c["warmup"] & c["ok"] & (c["input_tokens"] != NONE) & (c["requested_input_tokens"] > 0)
+    asked = int(c["requested_input_tokens"][m].sum())
+    got = int(c["input_tokens"][m].sum())
+    n = int(m.sum())
     if n == 0:
         return Finding("warn", "prompt lengths are approximate (no tokenizer) and the server reported no input "
                                "token counts to check them; give --tokenizer PATH for exact lengths")
@@ -105,14 +103,14 @@ def input_length_finding(records: Iterable[RequestRecord], length_source: str | 
                            "--tokenizer PATH (or a server with /tokenize) for exact lengths")
 
 
-def level_findings(level: LevelResult, records: Iterable[RequestRecord], *, stopped_early: str | None = None,
-                   length_source: str | None = None, target_down: dict | None = None) -> list[Finding]:
+def level_findings(level: LevelResult, records: Iterable[RequestRecord] | RecordSet, *,
+                   stopped_early: str | None = None, length_source: str | None = None,
+                   target_down: dict | None = None) -> list[Finding]:
     """Every rule of this module for one accounted level."""
     out: list[Finding] = []
     if target_down:
         out.append(Finding("invalid", f"{target_down.get('text') or 'the target stopped answering'}; the level "
                                       "was stopped and the requests measured before are kept"))
-    records = list(records)
     for f in (no_completed_finding(level, stopped_early), small_sample_finding(level), in_flight_finding(level),
               input_length_finding(records, length_source)):
         if f is not None:

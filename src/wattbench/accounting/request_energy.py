@@ -35,13 +35,15 @@ Roll-ups (:func:`roll_up`) sum the per-request energies by tenant, tag, model an
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from wattbench.accounting.attribution import fit_prefill_decode
 from wattbench.errors import UserError
+from wattbench.results.recordset import NONE, RecordSet, as_record_set
 from wattbench.results.schema import EnergyShare, RequestAttribution
 
 MIN_INTERVALS = 8  # fewer intervals than this and the window is one interval per 1/8 of it
@@ -57,15 +59,22 @@ class RequestEnergy:
     """The split of one boundary's window energy over requests (see the module docstring)."""
 
     boundary: str
-    energy_j: dict[int, float]  # request id -> J
+    rows: np.ndarray  # the requests that got a share: their rows in the record set (int64)
+    ids: np.ndarray  # their ids
+    share_j: np.ndarray  # their energies (J), aligned with ``rows``
     basis: str  # dynamic | gross
     weighting: str  # prefill_decode | tokens
     weighting_reason: str | None
     idle_attributed: bool
     interval_s: float
-    total_j: float  # the window energy split (sum of energy_j)
+    total_j: float  # the window energy split (sum of share_j)
     fit: dict | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def energy_j(self) -> dict[int, float]:
+        """Request id -> J (a dict: for tests and small sets; the arrays are the result)."""
+        return {int(i): float(v) for i, v in zip(self.ids, self.share_j)}
 
     @property
     def method(self) -> str:
@@ -77,38 +86,95 @@ class RequestEnergy:
         return s
 
 
-def work_per_interval(records: Sequence, edges: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
+WORK_BLOCK_ROWS = 1024  # requests per block of the work matrices (a block is WORK_BLOCK_ROWS × intervals)
+TOKENS_PER_GROUP = 1 << 20  # spread output tokens (no chunk stamps) in groups of about this many
+
+
+def _work_blocks(rs: RecordSet, edges: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Block by block: ``(rows, prefill, decode)`` for the requests of the block that count (a first
+    token and some tokens): their row numbers in ``rs`` and their tokens per interval (one matrix
+    row each, one column per interval). Memory: one block and its chunk stamps at a time."""
+    t0, t1, n = int(edges[0]), int(edges[-1]), edges.size - 1
+
+    def bins(ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        inside = (ts >= t0) & (ts <= t1)
+        return inside, np.minimum(np.searchsorted(edges, ts[inside], side="right") - 1, n - 1)
+
+    for start, block, off, stamps in rs.iter_chunks(WORK_BLOCK_ROWS):
+        ft, inp, out = block["first_token_ns"], block["input_tokens"], block["output_tokens"]
+        sel = np.flatnonzero((ft != NONE) & ((inp > 0) | (out > 0)))
+        m = sel.size
+        if not m:
+            continue
+        pre = np.zeros((m, n))
+        dec = np.zeros((m, n))
+        ft, inp, out = ft[sel], np.maximum(inp[sel], 0), np.maximum(out[sel], 0)
+        inside, b = bins(ft)
+        pre[np.flatnonzero(inside), b] += inp[inside]
+        nch = block["n_chunks"][sel]
+        flat = dec.reshape(-1)
+        # output tokens spread evenly over the chunk stamps (in stamp order, as np.add.at per request did)
+        chunked = np.flatnonzero((out > 0) & (nch > 0))
+        if chunked.size:
+            k = np.repeat(chunked, nch[chunked])
+            ts = stamps[_ranges(off[sel[chunked]], nch[chunked])]
+            inside, b = bins(ts)
+            np.add.at(flat, k[inside] * n + b, (out[k] / nch[k])[inside])
+        # no chunk stamps: evenly between first and last token (np.linspace's points, truncated)
+        plain = np.flatnonzero((out > 0) & (nch == 0))
+        if plain.size:
+            lt = block["last_token_ns"][sel][plain]
+            lt = np.where((lt == NONE) | (lt == 0), ft[plain], lt)
+            same = lt == ft[plain]
+            j = plain[same]
+            inside, b = bins(ft[j])
+            np.add.at(flat, j[inside] * n + b, out[j][inside].astype(np.float64))
+            _spread(flat, n, plain[~same], ft[plain][~same], lt[~same], out[plain][~same], bins)
+        yield start + sel, pre, dec
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenated ``arange(s, s + c)`` for each start and count."""
+    total = int(counts.sum())
+    ends = np.cumsum(counts)
+    return np.arange(total) - np.repeat(ends - counts, counts) + np.repeat(starts, counts)
+
+
+def _spread(flat: np.ndarray, n: int, rows: np.ndarray, ft: np.ndarray, lt: np.ndarray, out: np.ndarray,
+            bins) -> None:
+    """Count ``out`` tokens per request at ``np.linspace(ft, lt, out).astype(int64)`` into ``flat``
+    (row-major, ``n`` columns), in groups of at most about ``TOKENS_PER_GROUP`` tokens."""
+    a = 0
+    while a < rows.size:
+        c = np.cumsum(out[a:])
+        b = a + max(1, int(np.searchsorted(c, TOKENS_PER_GROUP, side="right")))
+        r, f, l, o = rows[a:b], ft[a:b].astype(np.float64), lt[a:b].astype(np.float64), out[a:b]
+        k = np.repeat(np.arange(r.size), o)
+        idx = (np.arange(int(o.sum())) - np.repeat(np.cumsum(o) - o, o)).astype(np.float64)
+        step = np.where(o > 1, (l - f) / np.maximum(o - 1, 1), 0.0)  # linspace: y = arange * step + start
+        y = idx * step[k] + f[k]
+        last = np.cumsum(o)[o > 1] - 1
+        y[last] = l[o > 1]  # and the last point is the stop exactly
+        inside, bb = bins(y.astype(np.int64))
+        flat += np.bincount(r[k][inside] * n + bb, minlength=flat.size)
+        a = b
+
+
+def work_per_interval(records, edges: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
     """Per request (rows) and interval (columns): prompt tokens and output tokens done inside it.
 
     Returns ``(ids, prefill, decode)``; only records with a first token and token counts count.
+    The whole matrix (requests × intervals): for tests and small sets; the split itself works
+    block by block (``_work_blocks``).
     """
-    t0, t1, n = int(edges[0]), int(edges[-1]), edges.size - 1
-    recs = [r for r in records if _get(r, "first_token_ns") is not None
-            and ((_get(r, "input_tokens") or 0) > 0 or (_get(r, "output_tokens") or 0) > 0)]
-    pre = np.zeros((len(recs), n))
-    dec = np.zeros((len(recs), n))
-
-    def bins(ts) -> np.ndarray:
-        ts = np.asarray(ts, dtype=np.int64)
-        inside = (ts >= t0) & (ts <= t1)
-        return np.minimum(np.searchsorted(edges, ts[inside], side="right") - 1, n - 1)
-
-    for k, r in enumerate(recs):
-        ft = _get(r, "first_token_ns")
-        b = bins([ft])
-        if b.size:
-            pre[k, b[0]] += _get(r, "input_tokens") or 0
-        out = _get(r, "output_tokens") or 0
-        if out <= 0:
-            continue
-        chunks = _get(r, "chunk_ns") or []
-        if chunks:
-            np.add.at(dec[k], bins(chunks), out / len(chunks))
-        else:
-            lt = _get(r, "last_token_ns") or ft
-            ts = [ft] * out if lt == ft else np.linspace(ft, lt, out).astype(np.int64)
-            np.add.at(dec[k], bins(ts), 1.0)
-    return [_get(r, "id") for r in recs], pre, dec
+    rs = as_record_set(records)
+    blocks = list(_work_blocks(rs, edges))
+    n = edges.size - 1
+    rows = np.concatenate([b[0] for b in blocks]) if blocks else np.zeros(0, dtype=np.int64)
+    ids = rs.columns("id")["id"][rows].tolist()
+    if not blocks:
+        return ids, np.zeros((0, n)), np.zeros((0, n))
+    return ids, np.concatenate([b[1] for b in blocks]), np.concatenate([b[2] for b in blocks])
 
 
 def _edges(start_ns: int, end_ns: int, interval_s: float) -> np.ndarray:
@@ -131,24 +197,33 @@ def default_interval_s(duration_s: float, update_period_s: float | None = None) 
     return max(0.1, min(want, duration_s / MIN_INTERVALS))
 
 
-def split_request_energy(records: Sequence, boundary: str, start_ns: int, end_ns: int,
+def split_request_energy(records, boundary: str, start_ns: int, end_ns: int,
                          energy_fn: Callable[[int, int], float | None], window_energy_j: float,
                          idle_power_w: float | None, *, interval_s: float | None = None,
                          attribute_idle: bool = False, update_period_s: float | None = None) -> RequestEnergy:
-    """Split one boundary's window energy over ``records`` (see the module docstring).
+    """Split one boundary's window energy over ``records`` (a ``RecordSet``, or a list of records
+    or mappings; see the module docstring).
 
     ``window_energy_j`` is the window's gross energy as accounted for the level (the figure the
     per-request energies must add up to, with or without idle). Raises ``UserError`` with a
-    sentence when nothing can be split (no work in the window, no energy).
+    sentence when nothing can be split (no work in the window, no energy). Memory: the work is
+    read block by block (three passes); what is held per request is a few numbers (the result).
     """
     if end_ns <= start_ns:
         raise UserError("the window is empty, so there is no energy to split over requests")
+    rs = as_record_set(records)
     dur = (end_ns - start_ns) / 1e9
     interval_s = interval_s or default_interval_s(dur, update_period_s)
     edges = _edges(start_ns, end_ns, interval_s)
     dt = np.diff(edges) / 1e9
-    ids, pre, dec = work_per_interval(records, edges)
-    if not ids or (pre.sum() + dec.sum()) <= 0:
+    n = edges.size - 1
+    # pass 1: the work per interval (summed over requests in record order, as a matrix's column sums)
+    P, D, rows = np.zeros(n), np.zeros(n), []
+    for r, pre, dec in _work_blocks(rs, edges):
+        P, D = _add_rows(P, pre), _add_rows(D, dec)
+        rows.append(r)
+    rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    if not rows.size or (P.sum() + D.sum()) <= 0:
         raise UserError("no request produced tokens inside the window, so its energy cannot be split over requests")
     basis = "dynamic" if idle_power_w is not None else "gross"
     idle_j = idle_power_w * dur if idle_power_w is not None else 0.0
@@ -156,6 +231,55 @@ def split_request_energy(records: Sequence, boundary: str, start_ns: int, end_ns
     if target <= 0:
         raise UserError(f"the window's dynamic energy is {target:.3g} J (not above idle), so there is no work "
                         f"energy to split over requests")
+    e, known, notes = _interval_energy(edges, dt, energy_fn, idle_power_w, target)
+
+    weighting, reason, fit = "tokens", None, None
+    try:
+        fit = fit_prefill_decode(e[known], P[known], D[known], dt[known], fit_idle=basis == "gross")
+        if fit["status"] == "ok":
+            weighting = "prefill_decode"
+        else:
+            reason = "the prefill/decode split is unreliable: " + "; ".join(fit["reasons"])
+    except UserError as ex:
+        reason = f"the prefill/decode split could not be fitted: {ex}"
+
+    def weights(pre: np.ndarray, dec: np.ndarray) -> np.ndarray:
+        if weighting == "prefill_decode":
+            return fit["j_per_prefill_token"] * pre + fit["j_per_decode_token"] * dec
+        return pre + dec
+
+    # pass 2: each interval's summed weight, each request's weight over the window
+    col, total_w, k = np.zeros(n), np.empty(rows.size), 0
+    for _, pre, dec in _work_blocks(rs, edges):
+        w = weights(pre, dec)
+        col = _add_rows(col, w)
+        total_w[k: k + len(w)] = w.sum(axis=1)
+        k += len(w)
+    # pass 3: each interval's energy to the requests working in it, by weight
+    share, k = np.empty(rows.size), 0
+    for _, pre, dec in _work_blocks(rs, edges):
+        w = weights(pre, dec)
+        share[k: k + len(w)] = np.divide(w, col, out=np.zeros_like(w), where=col > 0) @ e
+        k += len(w)
+    orphan = float(e[col <= 0].sum())
+    if orphan > 0:
+        share = share + orphan * total_w / total_w.sum()
+    if attribute_idle and idle_power_w is not None:
+        share = share + _idle_share(rs, rows, start_ns, end_ns) * idle_j
+    return RequestEnergy(boundary, rows, rs.columns("id")["id"][rows], share,
+                         "gross" if (attribute_idle or basis == "gross") else "dynamic", weighting,
+                         reason, bool(attribute_idle and idle_power_w is not None), float(interval_s),
+                         float(share.sum()), fit, notes)
+
+
+def _add_rows(acc: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """``acc`` plus the rows of ``block`` one after the other: the float sums a whole matrix's
+    ``sum(axis=0)`` gives (numpy adds the rows in order), block by block."""
+    return np.concatenate([acc[None, :], block]).sum(axis=0)
+
+
+def _interval_energy(edges, dt, energy_fn, idle_power_w, target) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Each interval's basis energy, scaled to sum to ``target``; which were measured; notes."""
     e = np.array([energy_fn(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])], dtype=float)
     known = np.isfinite(e)
     if not known.any():
@@ -170,47 +294,18 @@ def split_request_energy(records: Sequence, boundary: str, start_ns: int, end_ns
     if e.sum() <= 0:
         e = np.ones_like(e) * known
         notes.append("no interval rose above idle: the dynamic energy is spread by work over the window")
-    e = e / e.sum() * target
-
-    weighting, reason, fit = "tokens", None, None
-    P, D = pre.sum(axis=0), dec.sum(axis=0)
-    try:
-        fit = fit_prefill_decode(e[known], P[known], D[known], dt[known], fit_idle=basis == "gross")
-        if fit["status"] == "ok":
-            weighting = "prefill_decode"
-        else:
-            reason = "the prefill/decode split is unreliable: " + "; ".join(fit["reasons"])
-    except UserError as ex:
-        reason = f"the prefill/decode split could not be fitted: {ex}"
-    if weighting == "prefill_decode":
-        w = fit["j_per_prefill_token"] * pre + fit["j_per_decode_token"] * dec
-    else:
-        w = pre + dec
-    col = w.sum(axis=0)
-    total_w = w.sum(axis=1)
-    share = np.divide(w, col, out=np.zeros_like(w), where=col > 0) @ e
-    orphan = float(e[col <= 0].sum())
-    if orphan > 0:
-        share = share + orphan * total_w / total_w.sum()
-    if attribute_idle and idle_power_w is not None:
-        share = share + _idle_share(records, ids, start_ns, end_ns) * idle_j
-    out = {i: float(v) for i, v in zip(ids, share)}
-    return RequestEnergy(boundary, out, "gross" if (attribute_idle or basis == "gross") else "dynamic", weighting,
-                         reason, bool(attribute_idle and idle_power_w is not None), float(interval_s),
-                         float(share.sum()), fit, notes)
+    return e / e.sum() * target, known, notes
 
 
-def _idle_share(records: Sequence, ids: list, start_ns: int, end_ns: int) -> np.ndarray:
+def _idle_share(rs: RecordSet, rows: np.ndarray, start_ns: int, end_ns: int) -> np.ndarray:
     """Each request's fraction of the summed time in flight inside the window (sent to end)."""
-    by_id = {_get(r, "id"): r for r in records}
-    t = np.zeros(len(ids))
-    for k, i in enumerate(ids):
-        r = by_id[i]
-        a = _get(r, "sent_ns")
-        b = _get(r, "end_ns") or _get(r, "last_token_ns") or a
-        t[k] = max(0, min(b, end_ns) - max(a, start_ns))
+    c = rs.columns("sent_ns", "last_token_ns", "end_ns")
+    a = c["sent_ns"][rows]
+    b = np.where((c["end_ns"][rows] == NONE) | (c["end_ns"][rows] == 0), c["last_token_ns"][rows], c["end_ns"][rows])
+    b = np.where((b == NONE) | (b == 0), a, b)
+    t = np.maximum(0, np.minimum(b, end_ns) - np.maximum(a, start_ns)).astype(np.float64)
     if t.sum() <= 0:
-        return np.full(len(ids), 1.0 / len(ids))
+        return np.full(rows.size, 1.0 / rows.size)
     return t / t.sum()
 
 
@@ -251,43 +346,59 @@ def roll_up(records: Sequence, energy_j: Mapping[int, float], key: Callable[[obj
 
 
 def _groups(r, attr: str) -> list[str]:
-    v = _get(r, attr)
+    return _group_names(_get(r, attr), attr)
+
+
+def _group_names(v, attr: str) -> list[str]:
+    """The roll-up groups of a record whose ``attr`` is ``v``: its tags, or the value ("(none)" if unset)."""
     if attr == "tags":
         return [str(t) for t in (v or [])]
     return [str(v) if v not in (None, "") else "(none)"]
 
 
-def attribute_level(level, records: Sequence, energy_fn_for: Callable[[str], Callable[[int, int], float | None]],
+def attribute_level(level, records, energy_fn_for: Callable[[str], Callable[[int, int], float | None]],
                     *, attribute_idle: bool = False) -> None:
     """Split each measured boundary's full-window energy of ``level`` over ``records``.
 
-    Sets ``energy_j`` / ``energy_method`` on each record that did work in the window and
-    ``level.attribution[boundary]`` (``RequestAttribution``: totals and roll-ups by tenant, tag,
-    model and target). A boundary whose energy cannot be split gets its ``unavailable_reason``.
+    Gives each record that did work in the window its ``energy_j`` / ``energy_method`` for the
+    boundary (on a ``RecordSet`` as ``annotate_entry``-d entries, written with the records; on a
+    list, set on the record objects), and sets ``level.attribution[boundary]``
+    (``RequestAttribution``: totals and roll-ups by tenant, tag, model and target). A boundary whose
+    energy cannot be split gets its ``unavailable_reason``.
     """
     w = level.window
     if w is None or w.duration_s <= 0:
         return
+    rs = as_record_set(records)
+    groups = None
     for b, be in level.energy.items():
         if be.energy_j is None:
             continue
         try:
-            re = split_request_energy(records, b, w.start_ns, w.end_ns, energy_fn_for(b), be.energy_j,
+            re = split_request_energy(rs, b, w.start_ns, w.end_ns, energy_fn_for(b), be.energy_j,
                                       be.idle_power_w, attribute_idle=attribute_idle,
                                       update_period_s=be.update_period_s)
         except UserError as e:
             level.attribution[b] = RequestAttribution(boundary=b, unavailable_reason=str(e))
             continue
         method = re.method
-        for r in records:
-            i = _get(r, "id")
-            if i in re.energy_j:
-                r.energy_j[b] = re.energy_j[i]
-                r.energy_method[b] = method
-        n = len(re.energy_j)
+        energy = np.zeros(len(rs))
+        energy[re.rows] = re.share_j
+        present = np.zeros(len(rs), dtype=bool)
+        present[re.rows] = True
+        if isinstance(records, RecordSet):
+            records.annotate_entry("energy_j", b, energy, present)
+            records.annotate_entry("energy_method", b, method, present)
+        else:
+            for k in re.rows.tolist():
+                records[k].energy_j[b] = float(energy[k])
+                records[k].energy_method[b] = method
+        n = int(re.rows.size)
+        groups = groups or _group_codes(rs)
+        total = sum(map(float, re.share_j))  # as summing the per-request dict's values did
 
         def shares(attr: str) -> dict:
-            return {k: EnergyShare(**d) for k, d in roll_up(records, re.energy_j, lambda r: _groups(r, attr)).items()}
+            return {k: EnergyShare(**d) for k, d in _roll_up_coded(groups[attr], energy, present, total).items()}
 
         targets = shares("target")
         level.attribution[b] = RequestAttribution(
@@ -299,3 +410,49 @@ def attribute_level(level, records: Sequence, energy_fn_for: Callable[[str], Cal
             by_tenant=shares("tenant"), by_tag=shares("tags"), by_model=shares("model"),
             by_target=targets if len(targets) > 1 else {},
         )
+
+
+ROLL_UP_ATTRS = ("tenant", "tags", "model", "target")
+
+
+def _group_codes(rs: RecordSet) -> dict:
+    """Per roll-up attribute, in one pass over the records: ``(rows, codes, names, output_tokens)``
+    — one entry per (record, group) in record order (``rows`` None: one group per record, the
+    record's row; tags: one per tag), the group names, and each record's output tokens."""
+    tables = {a: ({}, array("i"), array("i")) for a in ROLL_UP_ATTRS}
+    for i, d in enumerate(rs.iter_dicts()):
+        for a in ROLL_UP_ATTRS:
+            names, rows, codes = tables[a]
+            for g in _group_names(d.get(a), a):
+                if a == "tags":
+                    rows.append(i)
+                codes.append(names.setdefault(g, len(names)))
+    out_tok = np.maximum(rs.columns("output_tokens")["output_tokens"], 0)
+    return {a: (np.frombuffer(rows, dtype=np.int32) if a == "tags" else None,
+                np.frombuffer(codes, dtype=np.int32), list(names), out_tok)
+            for a, (names, rows, codes) in tables.items()}
+
+
+def _roll_up_coded(group: tuple, energy: np.ndarray, present: np.ndarray, total: float) -> dict:
+    """``roll_up`` over coded groups (``_group_codes``): the same sums, added in record order."""
+    rows, codes, names, out_tok = group
+    if rows is None:
+        rows = np.flatnonzero(present)
+        codes = codes[rows]
+    else:
+        keep = present[rows]
+        rows, codes = rows[keep], codes[keep]
+    if not rows.size:
+        return {}
+    e = np.zeros(len(names))
+    np.add.at(e, codes, energy[rows])  # one by one in record order: the float sums roll_up makes
+    tok = np.zeros(len(names), dtype=np.int64)
+    np.add.at(tok, codes, out_tok[rows])
+    reqs = np.bincount(codes, minlength=len(names))
+    uniq, first = np.unique(codes, return_index=True)
+    groups = {}
+    for c in uniq[np.argsort(first, kind="stable")].tolist():
+        ej, ot = float(e[c]), int(tok[c])
+        groups[names[c]] = {"requests": int(reqs[c]), "energy_j": ej, "output_tokens": ot,
+                            "j_per_output_token": ej / ot if ot else None, "share": ej / total if total > 0 else None}
+    return dict(sorted(groups.items(), key=lambda kv: -kv[1]["energy_j"]))

@@ -42,8 +42,15 @@ divides by them.
 Times are the client's arrival stamps; the server wrote each token slightly earlier (network and
 event-loop delay, sub-millisecond on one host), which shifts both window edges alike.
 
-The function is pure: records may be ``RequestRecord`` objects or plain mappings (a
-``requests.jsonl`` line), and nothing is modified. ``start_ns > end_ns`` gives zero tokens.
+The function is pure: records may be a ``results.recordset.RecordSet``, ``RequestRecord`` objects
+or plain mappings (a ``requests.jsonl`` line; a list is copied into a set), and nothing is
+modified. ``start_ns > end_ns`` gives zero tokens.
+
+Computed block by block over the set's rows (``metrics.latency.stamp_blocks``: at most
+``STAMPS_PER_BLOCK`` chunk stamps at once), vectorised: the same arithmetic per stream as
+``stream_tokens_in_window`` (the per-stream definition), and the sums taken in row order, one
+stream after the other (``np.cumsum`` adds sequentially), so the floats are those of adding the
+streams one by one.
 """
 
 from __future__ import annotations
@@ -51,6 +58,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from wattbench.metrics.latency import stamp_blocks
+from wattbench.results.recordset import NONE, RecordSet, as_record_set
 
 __all__ = ["WindowTokens", "window_tokens", "stream_tokens_in_window"]
 
@@ -106,50 +118,29 @@ def stream_tokens_in_window(
     return float(max(0, hi - lo + 1)) * (n_tokens / n)
 
 
-def window_tokens(records: Iterable[Any], start_ns: int, end_ns: int) -> WindowTokens:
+def window_tokens(records: Iterable[Any] | RecordSet, start_ns: int, end_ns: int, *,
+                  select: np.ndarray | None = None) -> WindowTokens:
     """Output and input tokens the server produced inside ``[start_ns, end_ns]`` from every stream,
-    with the measured requests' own count beside (rule in the module docstring)."""
-    out = inp = warm = edge = 0.0
-    streams = estimated = 0
-    m_out = m_in = 0
-    for r in records:
-        chunks = _get(r, "chunk_ns") or []
-        first = _get(r, "first_token_ns")
-        last = _get(r, "last_token_ns")
-        n_out = _get(r, "output_tokens")
-        est = False
-        if first is not None or chunks:
-            if n_out is None:
-                n_out = len(chunks) if chunks else 1
-                est = True
-            if first is None:
-                first = chunks[0]
-            if last is None:
-                last = chunks[-1] if chunks else first
-            credited = stream_tokens_in_window(n_out, first, last, chunks, start_ns, end_ns)
-            credited_in = 0.0
-            if start_ns <= first <= end_ns:
-                n_in = _get(r, "input_tokens")
-                if n_in is None:
-                    n_in = _get(r, "requested_input_tokens") or 0
-                    est = est or n_in > 0
-                credited_in = float(n_in)
-            if credited > 0 or credited_in > 0:
-                streams += 1
-                estimated += int(est)
-                out += credited
-                inp += credited_in
-                if _get(r, "warmup"):
-                    warm += credited
-                if credited < n_out - 1e-9:
-                    edge += credited
-        if not _get(r, "warmup") and _get(r, "ok") is not False:
-            end = _get(r, "last_token_ns")
-            if end is None:
-                end = _get(r, "end_ns")
-            if end is not None and start_ns <= end <= end_ns:
-                m_out += _get(r, "output_tokens") or 0
-                m_in += _get(r, "input_tokens") or 0
+    with the measured requests' own count beside (rule in the module docstring). ``select`` (a
+    boolean per row) restricts the count to some records."""
+    rs = as_record_set(records)
+    acc = np.zeros(4)  # output, input, warm-up, edge: running sums in row order
+    streams = estimated = m_out = m_in = 0
+    for start, stop, o, stamps in stamp_blocks(rs):
+        rows = rs.rows(start, stop)
+        sel = np.ones(stop - start, dtype=bool) if select is None else np.asarray(select[start:stop], dtype=bool)
+        b = _block(rows, o, stamps, sel, start_ns, end_ns)
+        streams += b["streams"]
+        estimated += b["estimated"]
+        for k, vals in enumerate(b["sums"]):
+            if vals.size:
+                acc[k] = np.cumsum(np.concatenate(([acc[k]], vals)))[-1]
+        measured = sel & ~rows["warmup"] & rows["ok"]
+        end = np.where(rows["last_token_ns"] != NONE, rows["last_token_ns"], rows["end_ns"])
+        m = measured & (end != NONE) & (end >= start_ns) & (end <= end_ns)
+        m_out += int(np.where(rows["output_tokens"][m] == NONE, 0, rows["output_tokens"][m]).sum())
+        m_in += int(np.where(rows["input_tokens"][m] == NONE, 0, rows["input_tokens"][m]).sum())
+    out, inp, warm, edge = (float(x) for x in acc)
     return WindowTokens(
         start_ns=start_ns,
         end_ns=end_ns,
@@ -162,3 +153,50 @@ def window_tokens(records: Iterable[Any], start_ns: int, end_ns: int) -> WindowT
         measured_output_tokens=m_out,
         measured_input_tokens=m_in,
     )
+
+
+def _block(rows: np.ndarray, o: np.ndarray, stamps: np.ndarray, sel: np.ndarray, start_ns: int,
+           end_ns: int) -> dict:
+    """Rules 1-3 for one block of rows: the credited tokens of each stream, vectorised."""
+    nc = np.diff(o)
+    has_ch = nc > 0
+    first, last, n_out = rows["first_token_ns"], rows["last_token_ns"], rows["output_tokens"]
+    stream = sel & ((first != NONE) | has_ch)
+    est = n_out == NONE
+    n_tok = np.where(est, np.where(has_ch, nc, 1), n_out)  # rule 1
+    lo_i = np.minimum(o[:-1], max(stamps.size - 1, 0))
+    hi_i = np.maximum(o[1:] - 1, 0)
+    c_first = stamps[lo_i] if stamps.size else np.full(len(rows), NONE)
+    c_last = stamps[hi_i] if stamps.size else np.full(len(rows), NONE)
+    first = np.where(first != NONE, first, c_first)
+    last = np.where(last != NONE, last, np.where(has_ch, c_last, first))
+    credited = np.zeros(len(rows))
+    if end_ns >= start_ns:
+        pos = stream & (n_tok > 0)
+        # rule 2, chunk stamps kept: n * inside / len(chunk_ns)
+        win = np.concatenate(([0], np.cumsum((stamps >= start_ns) & (stamps <= end_ns))))
+        inside = win[o[1:]] - win[o[:-1]]
+        ch = pos & has_ch
+        credited[ch] = (n_tok[ch] * inside[ch]) / nc[ch]
+        # rule 2, first and last only: n tokens evenly spaced
+        ev = pos & ~has_ch
+        single = ev & ((n_tok <= 1) | (last <= first))
+        credited[single & (first >= start_ns) & (first <= end_ns)] = n_tok[single & (first >= start_ns)
+                                                                          & (first <= end_ns)]
+        sp = ev & ~single
+        if sp.any():
+            n, f = n_tok[sp], first[sp]
+            step = (last[sp] - f) / (n - 1)
+            lo = np.maximum(0, np.ceil((start_ns - f) / step - 1e-9))
+            hi = np.minimum(n - 1, np.floor((end_ns - f) / step + 1e-9))
+            credited[sp] = np.maximum(0, hi - lo + 1) * (n / n)
+    # rule 3
+    in_first = stream & (first >= start_ns) & (first <= end_ns)
+    n_in = np.where(rows["input_tokens"] != NONE, rows["input_tokens"],
+                    np.maximum(rows["requested_input_tokens"], 0))
+    est = est | (in_first & (rows["input_tokens"] == NONE) & (n_in > 0))
+    credited_in = np.where(in_first, n_in, 0).astype(float)
+    took = stream & ((credited > 0) | (credited_in > 0))
+    edge = took & (credited < n_tok - 1e-9)
+    return {"streams": int(took.sum()), "estimated": int((took & est).sum()),
+            "sums": (credited[took], credited_in[took], credited[took & rows["warmup"]], credited[edge])}

@@ -98,7 +98,7 @@ def register(app: typer.Typer) -> None:
         optimize: Optional[str] = typer.Option(None, "--optimize", help="Search the level with the best goodput_per_kw (or output_tokens_per_s_per_kw, goodput_rps) meeting --slo, in few levels."),
         max_concurrency: Optional[int] = typer.Option(None, "--max-concurrency", help="With --rate: at most N requests in flight (arrivals wait for a slot). With --sweep auto / --optimize: the upper end of the search (default 256)."),
         prefill_decode_pair: bool = typer.Option(False, "--prefill-decode-pair", help="Two extra levels (max_tokens=1; short prompts, long outputs) that cross-check the prefill/decode energy split."),
-        ray: Optional[str] = typer.Option(None, "--ray", help="Run load actors and per-node sensors on a Ray cluster: auto or an address (needs wattbench[ray])."),
+        ray: Optional[str] = typer.Option(None, "--ray", help="Run load actors and per-node sensors on a Ray cluster: auto (the one this machine belongs to), local (a one-machine cluster on 127.0.0.1) or an address (needs wattbench[ray])."),
         ray_actors: Optional[int] = typer.Option(None, "--ray-actors", help="Load-generator actors (default: one per node, more for large loads)."),
         engine: str = typer.Option("transformers", "--engine", help="Engine to start when no --target: transformers, vllm, sglang, llamacpp."),
         engine_arg: Optional[List[str]] = typer.Option(None, "--engine-arg", help="Extra argument passed to the engine (repeatable)."),

@@ -64,13 +64,21 @@ def _shift_dict(rec: dict, d: int) -> dict:
 
 
 class LoadWorker:
-    """One load-generator actor: its share of a level's streams or arrivals."""
+    """One load-generator actor: its share of a level's streams or arrivals.
+
+    The driver's coordinator (``distributed/executor.py``) starts a run (``run_closed`` /
+    ``run_open``, a job carrying its run id ``job["run"]``), polls ``progress`` and may ``stop`` or
+    ``cancel`` that run; the actor takes those calls while the run goes on (two concurrent calls,
+    ``remote_classes``). A stop or cancel that arrives before its run started is applied when it
+    starts (a threaded actor does not keep the calls' order)."""
 
     def __init__(self, index: int, clock_skew_ns: int = 0):
         self.index = index
         self.skew = int(clock_skew_ns)
         self._progress = (0, 0, 0)
         self._lock = threading.Lock()
+        self._asked: dict[int, set[str]] = {}  # run id -> {"stop", "cancel"} asked so far
+        self._hooks: dict[int, Callable[[str], None]] = {}  # run id -> applies a stop/cancel to it
 
     def info(self) -> dict:
         import os
@@ -97,11 +105,41 @@ class LoadWorker:
         with self._lock:
             self._progress = (d.get("done", 0), d.get("failed", 0), d.get("output_tokens", 0))
 
+    # -- stop / cancel from the driver
+    def stop(self, run: int) -> None:
+        """Stop sending in run ``run``; its requests in flight finish."""
+        self._ask(run, "stop")
+
+    def cancel(self, run: int) -> None:
+        """Stop sending in run ``run`` and cancel its requests in flight (the driver's interrupt)."""
+        self._ask(run, "cancel")
+
+    def _ask(self, run: int, what: str) -> None:
+        with self._lock:
+            self._asked.setdefault(run, set()).add(what)
+            hook = self._hooks.get(run)
+            if hook is not None:  # under the lock: the run cannot end (and close its loop) meanwhile
+                hook(what)
+
+    def _attach(self, run: int, hook: Callable[[str], None]) -> None:
+        with self._lock:
+            self._hooks[run] = hook
+            for what in sorted(self._asked.get(run, ())):  # asked before the run started
+                hook(what)
+
+    def _detach(self, run: int) -> None:
+        with self._lock:
+            self._hooks.pop(run, None)
+            self._asked.pop(run, None)
+
+    # -- runs
     def run_closed(self, job: dict) -> dict:
         """Closed loop: ``run_level`` on this actor's share, started at ``job['t0_node_ns']``.
 
         The actor's requests are the factory's indices ``i ≡ index (mod n)``; record ids are those
         global indices."""
+        from wattbench.errors import Interrupted
+        from wattbench.load.executor import LevelControl
         from wattbench.load.level import run_level
 
         a, n = job["index"], job["n"]
@@ -113,8 +151,18 @@ class LoadWorker:
         targets = job["targets"]
         routes = job.get("routes")
         route = routes.__getitem__ if routes else None
-        _sleep_until(job["t0_node_ns"] - self.skew)
-        out = run_level(job["spec"], targets if routes else targets[0], source, self._set_progress, route=route)
+        control = LevelControl()
+        run = job.get("run", 0)
+        self._attach(run, lambda what: (control.cancel if what == "cancel" else control.stop).set())
+        try:
+            _sleep_until(job["t0_node_ns"] - self.skew)
+            try:
+                out = run_level(job["spec"], targets if routes else targets[0], source, self._set_progress,
+                                route=route, control=control)
+            except Interrupted as e:  # the driver cancelled: what completed is kept
+                out = e.outcome
+        finally:
+            self._detach(run)
         recs = []
         for r in out.records:
             d = r.model_dump()
@@ -127,28 +175,37 @@ class LoadWorker:
             stop = last_end - int(out.load.drain_s * 1e9) + self.skew
         return {"records": recs, "cpu_pct": out.load.client_cpu_pct, "stop_ns": stop,
                 "stopped_early": out.stopped_early, "info": self.info(), "loop_lag_ns": [],
-                "saturation_reasons": list(out.load.saturation_reasons)}
+                "saturation_reasons": list(out.load.saturation_reasons), "progress": self.progress(),
+                "down": self._down(out.target_down)}
 
     def run_open(self, job: dict) -> dict:
-        """Open loop / trace: this actor's arrivals at ``t0 + offset`` on the driver's timeline."""
+        """Open loop / trace: ``job['plan']`` (a ``WorkerPlan`` with this actor's arrivals) at
+        ``t0 + offset`` on the driver's timeline."""
         import asyncio
 
         from wattbench.load.client import new_event_loop
         from wattbench.load.link import LocalLink
-        from wattbench.load.plan import WorkerPlan
         from wattbench.load.worker import Worker, cancel_pending, run_worker_on_loop
 
-        targets = job["targets"]
-        plan = WorkerPlan(job["index"], job["level"], job["mode"], targets[0], arrivals=job["arrivals"])
-        if job.get("routes"):
-            plan.targets, plan.routes = targets, job["routes"]
+        plan = job["plan"]
         t0 = job["t0_node_ns"] - self.skew
+        run = job.get("run", 0)
         loop = new_event_loop()
         try:
             asyncio.set_event_loop(loop)
             worker = Worker(plan, LocalLink(None, 0))
-            interrupted, cpu_pct = run_worker_on_loop(
-                loop, worker, t0, lambda p: self._set_progress(dataclasses.asdict(p)), plan.progress_period_s)
+
+            def apply(what: str) -> None:
+                worker.link.stop.set()
+                if what == "cancel":
+                    worker.link.cancel.set()
+
+            self._attach(run, lambda what: loop.call_soon_threadsafe(apply, what))
+            try:
+                interrupted, cpu_pct = run_worker_on_loop(
+                    loop, worker, t0, lambda p: self._set_progress(dataclasses.asdict(p)), plan.progress_period_s)
+            finally:
+                self._detach(run)
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             cancel_pending(loop)
@@ -159,7 +216,17 @@ class LoadWorker:
         return {"records": recs, "cpu_pct": cpu_pct,
                 "stop_ns": None if worker.stop_ns is None else worker.stop_ns + self.skew,
                 "stopped_early": "interrupted" if interrupted else None, "info": self.info(),
-                "loop_lag_ns": list(worker.loop_lag_ns), "saturation_reasons": []}
+                "loop_lag_ns": list(worker.loop_lag_ns), "saturation_reasons": [], "progress": self.progress(),
+                "down": self._down(None if worker.down is None else dataclasses.asdict(worker.down))}
+
+    def _down(self, down: dict | None) -> dict | None:
+        """A target this actor saw stop answering (``load/liveness.py``), times on this node's clock."""
+        if down is None:
+            return None
+        last_ok = down["last_ok_ns"]
+        return {"target": down["target"], "last_ok_ns": None if last_ok is None else last_ok + self.skew,
+                "first_failure_ns": down["first_failure_ns"] + self.skew, "refusals": down["refusals"],
+                "failures": down["failures"]}
 
 
 class _Buffer:

@@ -2,7 +2,7 @@
 
 ``RayCluster`` spans a whole run (sensors measure the idle baseline and every level)::
 
-    with RayCluster("auto", sensors=cfg.sensors) as cl:      # --ray auto|ADDRESS
+    with RayCluster("auto", sensors=cfg.sensors) as cl:      # --ray auto|local|ADDRESS
         cl.start_sensors()
         ... idle ...
         outcome = cl.run_level(spec, targets, request_factory, on_progress)
@@ -12,6 +12,10 @@
 ``run_distributed_level(spec, targets, request_factory, ray_address, n_actors)`` does the same for
 one level and returns ``(LevelOutcome, DistributedRun)``.
 
+``"auto"`` joins the cluster this machine belongs to, an address joins that one, ``"local"``
+starts a one-machine cluster for the run, bound to loopback: its node IP is 127.0.0.1 and nothing
+of it listens on the machine's interface address (``start_local``).
+
 How a level is shared
 ---------------------
 - ``n_actors`` load-generator actors (default: one per alive node, at most the concurrency),
@@ -20,12 +24,20 @@ How a level is shared
   ``num_requests/n`` and ``warmup_requests/n`` likewise, with the request factory's indices
   ``i ≡ a (mod n)``; the duration bound is the same for all. A workload with sessions is refused
   in a distributed closed loop (a session's turns would be spread over actors); use a rate.
-- open loop and trace: the driver builds the whole arrival schedule (as ``run_level`` does for
-  its workers; a session stays with one actor) and deals arrival ``k`` to actor ``k mod n``; the
+- open loop and trace: the driver builds the whole arrival schedule with ``load.plan.build_plans``,
+  one worker plan per actor, as ``run_level`` does for its workers (arrival ``k`` to actor
+  ``k mod n``, a session stays with one actor, ``--max-concurrency`` split over the actors); the
   schedule's start ``t0`` is an absolute time on the driver's clock, which each actor converts
   to its own clock with its measured offset, so arrivals keep their absolute times.
 - several targets: the streams (closed) or requests (open) are routed exactly as
   ``load.targets.run_level_multi`` routes them in one process.
+
+Control: the level runs under ``load.executor.coordinate``, the one coordinator loop of every
+level, with ``RayExecutor`` (``distributed/executor.py``): Ctrl-C cancels every actor's requests
+(the completed ones are kept, ``Interrupted``), the open loop's backlog guard stops every actor's
+sending, a target an actor sees stop answering ends the level (``target_down``), progress is the
+actors' counts polled without blocking; an actor that fails or dies fails the level with its node
+and error named.
 
 Clocks: the offset of every actor is measured (``distributed.clock``) before and after each
 level; every timestamp of every record is mapped with the offset interpolated at its time
@@ -40,24 +52,24 @@ meters are dropped (``sensor_status="no_meters"``). Readings are drained every
 
 from __future__ import annotations
 
-import dataclasses
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from wattbench.clock import now_ns
-from wattbench.distributed.clock import ClockOffset, OffsetLine, drift_ppm, measure_offset
-from wattbench.distributed.merge import node_channel, shift_record
-from wattbench.errors import UserError, WattbenchError
+from wattbench.distributed.clock import ClockOffset, measure_offset
+from wattbench.distributed.executor import (
+    START_MARGIN_NS, LoadActor, offset_line, run_on_actors, share_level, short_error, short_id,
+)
+from wattbench.distributed.merge import node_channel
+from wattbench.errors import Interrupted, UserError
 from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
-from wattbench.results.recordset import RecordSet
-from wattbench.results.schema import NodeInfo, build_record
+from wattbench.results.schema import NodeInfo
 from wattbench.telemetry.base import Reading, SensorFailure, TelemetryLog
 
 __all__ = ["RayCluster", "DistributedRun", "run_distributed_level", "START_MARGIN_NS"]
 
-START_MARGIN_NS = 200_000_000  # level start this far after the last actor said it is ready
-PROGRESS_PERIOD_S = 0.5
+LOOPBACK = "127.0.0.1"
 
 
 def _ray():
@@ -79,16 +91,6 @@ class DistributedRun:
 
 
 @dataclass
-class _Load:
-    handle: Any
-    index: int
-    node_id: str
-    hostname: str | None
-    ip: str | None
-    offsets: list[ClockOffset] = field(default_factory=list)
-
-
-@dataclass
 class _Sensor:
     handle: Any
     node_id: str
@@ -101,10 +103,6 @@ class _Sensor:
     failures: list[tuple[str, int, str]] = field(default_factory=list)
     offsets: list[ClockOffset] = field(default_factory=list)
     overhead: dict | None = None
-
-
-def _line(offsets: list[ClockOffset]) -> OffsetLine:
-    return OffsetLine(offsets[0], offsets[-1] if len(offsets) > 1 else None)
 
 
 class RayCluster:
@@ -142,7 +140,7 @@ class RayCluster:
         self.runtime_env = runtime_env
         self.init_kwargs = dict(init_kwargs or {})
         self.skew = clock_skew_ns or (lambda kind, i: 0)  # test seam: ("load"|"sensor", index) -> ns
-        self.loads: list[_Load] = []
+        self.loads: list[LoadActor] = []
         self.sensors: list[_Sensor] = []
         self.sensor_problems: list[str] = []
         self._we_initialized = False
@@ -161,7 +159,10 @@ class RayCluster:
                 kw["runtime_env"] = self.runtime_env
             kw.setdefault("log_to_driver", False)
             try:
-                ray.init(address=None if self.address == "local" else self.address, **kw)
+                if self.address == "local":
+                    start_local(ray, kw)
+                else:
+                    ray.init(address=self.address, **kw)
             except ConnectionError as e:
                 raise UserError(
                     f"cannot reach a Ray cluster at {self.address!r} ({e}); start one with `ray start --head` "
@@ -200,7 +201,7 @@ class RayCluster:
         return measure_offset(lambda: ray.get(handle.clock.remote()), n=self.pings)
 
     # -- load actors ---------------------------------------------------------------------------
-    def _ensure_loads(self, n: int) -> list[_Load]:
+    def _ensure_loads(self, n: int) -> list[LoadActor]:
         ray = _ray()
         if len(self.loads) < n:
             LoadRemote, _ = _remote()
@@ -212,7 +213,7 @@ class RayCluster:
             infos = ray.get([h.info.remote() for _, h in new])
             ray.get([h.prepare.remote() for _, h in new])
             for (i, h), info in zip(new, infos):
-                self.loads.append(_Load(h, i, info["node_id"], info.get("hostname"), info.get("ip")))
+                self.loads.append(LoadActor(h, i, info["node_id"], info.get("hostname"), info.get("ip")))
         return self.loads[:n]
 
     def default_actors(self, spec: LevelSpec) -> int:
@@ -245,7 +246,7 @@ class RayCluster:
                 s.offsets.append(self._offset(s.handle))
             except Exception as e:  # the actor could not start on its node
                 s.status = "died"
-                self._problem(s, f"sensor actor did not start ({_short(e)})")
+                self._problem(s, f"sensor actor did not start ({short_error(e)})")
         live = [s for s in started if s.status != "died"]
         opened = [s.handle.open.remote() for s in live]
         for s, ref in zip(live, opened):
@@ -253,12 +254,12 @@ class RayCluster:
                 r = ray.get(ref)
             except Exception as e:  # the actor died while opening
                 s.status = "died"
-                self._problem(s, f"sensor actor died while opening its meters ({_short(e)})")
+                self._problem(s, f"sensor actor died while opening its meters ({short_error(e)})")
                 continue
             s.status = r["status"]
             s.channels = list(r["channels"])
             s.problems = list(r["problems"])
-            self.sensor_problems += [f"node {_short_id(s.node_id)}: {p}" for p in r["problems"]]
+            self.sensor_problems += [f"node {short_id(s.node_id)}: {p}" for p in r["problems"]]
             if s.status != "ok":
                 try:
                     ray.kill(s.handle)
@@ -271,7 +272,7 @@ class RayCluster:
         return list(self.sensor_problems)
 
     def _problem(self, s: _Sensor, text: str) -> None:
-        line = f"node {_short_id(s.node_id)} ({s.hostname or '?'}): {text}; its energy after that is missing, " \
+        line = f"node {short_id(s.node_id)} ({s.hostname or '?'}): {text}; its energy after that is missing, " \
                "the run goes on"
         s.problems.append(text)
         self.sensor_problems.append(line)
@@ -284,7 +285,7 @@ class RayCluster:
             with self._lock:
                 if s.status == "ok":
                     s.status = "died"
-                    self._problem(s, f"sensor actor died ({_short(e)})")
+                    self._problem(s, f"sensor actor died ({short_error(e)})")
             return
         with self._lock:
             s.readings += r["readings"]
@@ -307,7 +308,7 @@ class RayCluster:
                     with self._lock:
                         if s.status == "ok":
                             s.status = "died"
-                            self._problem(s, f"sensor actor died ({_short(e)})")
+                            self._problem(s, f"sensor actor died ({short_error(e)})")
 
     def stop_sensors(self) -> TelemetryLog:
         """Last offsets, final drain, stop the samplers; the merged log."""
@@ -336,8 +337,8 @@ class RayCluster:
             for s in self.sensors:
                 if not s.channels or not s.offsets:
                     continue
-                node = _short_id(s.node_id)
-                to_driver = _line(s.offsets).to_driver
+                node = short_id(s.node_id)
+                to_driver = offset_line(s.offsets).to_driver
                 log.add_channels([node_channel(c, node) for c in s.channels])
                 log.add([Reading(to_driver(t), f"{node}/{cid}", v) for t, cid, v in s.readings])
                 log.failures += [SensorFailure(f"{node}/{n}", to_driver(t), e) for n, t, e in s.failures]
@@ -359,129 +360,26 @@ class RayCluster:
         weights: Sequence[float] | None = None,
         n_actors: int | None = None,
     ) -> LevelOutcome:
-        """One level spread over the load actors (module doc); records on the driver's clock."""
+        """One level spread over the load actors (module doc), run by the one coordinator loop
+        (``distributed/executor.py``); records on the driver's clock. An interrupt raises
+        ``Interrupted`` carrying the completed requests."""
         _ray()  # a clear error when ray is not installed
-        from wattbench.load.level import assemble_outcome
-        from wattbench.load.link import WorkerResult
-        from wattbench.load.plan import open_arrivals, split_count, validate_spec
+        from wattbench.load.plan import validate_spec
         from wattbench.load.targets import check_targets, weighted_route
 
         validate_spec(spec)
         tlist = [targets] if isinstance(targets, TargetSpec) else list(targets)
-        w = check_targets(tlist, weights)
+        route = weighted_route(check_targets(tlist, weights))
         multi = len(tlist) > 1 or not isinstance(targets, TargetSpec)
-        route = weighted_route(w)
-        n = n_actors or self.default_actors(spec)
-        if spec.mode == "concurrency":
-            if spec.num_requests is None and spec.duration_s is None:
-                raise UserError("a closed-loop level needs --num-requests or --duration")
-            if n > int(spec.value):
-                raise UserError(f"{n} load actors for concurrency {int(spec.value)}: give at most one actor per stream")
-            first = request_factory(0)
-            if first is not None and getattr(first, "session_id", None) is not None:
-                raise UserError("a workload with sessions cannot run closed-loop on Ray (a session's turns would "
-                                "be spread over actors): use --rate, or run without --ray")
-            if multi and int(spec.value) < len(tlist):
-                raise UserError(f"--concurrency {int(spec.value)} is below the number of targets ({len(tlist)})")
-        loads = self._ensure_loads(n)
-        for ld in loads:
-            ld.offsets = [self._offset(ld.handle)]
-        # jobs
-        jobs: list[dict] = []
-        target_rate = None
-        if spec.mode == "concurrency":
-            first = 0
-            for a, share in enumerate(split_count(int(spec.value), n)):
-                sub = dataclasses.replace(
-                    spec, value=share, workers=1,
-                    num_requests=_share(spec.num_requests, a, n),
-                    warmup_requests=_share(spec.warmup_requests, a, n),
-                )
-                routes = [route(first + k) for k in range(share)] if multi else None
-                first += share
-                jobs.append({"index": a, "n": n, "spec": sub, "targets": tlist, "routes": routes,
-                             "request_factory": request_factory})
-        else:
-            parts, target_rate, _exhausted = open_arrivals(spec, request_factory, n)
-            for a in range(n):
-                routes = [route(x[0]) for x in parts[a]] if multi else None
-                jobs.append({"index": a, "level": spec.index, "mode": spec.mode, "arrivals": parts[a],
-                             "targets": tlist, "routes": routes})
-        t0 = now_ns() + START_MARGIN_NS + 2 * max(ld.offsets[0].rtt_ns for ld in loads)
-        refs = []
-        for ld, job in zip(loads, jobs):
-            job["t0_node_ns"] = ld.offsets[0].to_node(t0)
-            fn = ld.handle.run_closed if spec.mode == "concurrency" else ld.handle.run_open
-            refs.append(fn.remote(job))
-        results = self._wait(refs, loads, on_progress, t0)
-        for ld in loads:
-            try:
-                ld.offsets.append(self._offset(ld.handle))
-            except Exception:
-                pass
-        # merge on the driver's clock
-        worker_results, actors = [], []
-        stopped = []
-        records = RecordSet()  # the level's records, as the load actors' arrive
-        for ld, res in zip(loads, results):
-            line = _line(ld.offsets)
-            n_recs = len(res["records"])
-            for d in res["records"]:
-                records.append(shift_record(build_record(**d), line.to_driver))
-            res["records"] = None  # appended: the dicts can go
-            stop = line.to_driver(res["stop_ns"]) if res["stop_ns"] is not None else None
-            wr = WorkerResult(None, res["cpu_pct"], stop, res["stopped_early"] == "interrupted")
-            if res.get("loop_lag_ns") and hasattr(wr, "loop_lag_ns"):
-                wr.loop_lag_ns = res["loop_lag_ns"]  # open loop: the raw probe, merged like workers'
-            worker_results.append(wr)
-            if res["stopped_early"]:
-                stopped.append(res["stopped_early"])
-            actors.append({
-                "index": ld.index, "node_id": ld.node_id, "hostname": ld.hostname, "records": n_recs,
-                "cpu_pct": res["cpu_pct"], "clock_offset_ns": ld.offsets[0].offset_ns,
-                "clock_uncertainty_ns": line.uncertainty_ns, "clock_rtt_ns": ld.offsets[0].rtt_ns,
-                "drift_ppm": drift_ppm(ld.offsets[0], ld.offsets[-1]) if len(ld.offsets) > 1 else None,
-                # ± on drift_ppm: both offsets' bounds over the time between them (short levels: large)
-                "drift_uncertainty_ppm": _drift_u(ld.offsets),
-            })
-        outcome = assemble_outcome(spec, worker_results, t0, target_rate, n, records=records)
-        # closed loop: each actor judged its own client saturation (loop lag, CPU); carry it over
-        for ld, res in zip(loads, results):
-            for reason in res.get("saturation_reasons") or []:
-                outcome.load.saturation_reasons.append(f"load actor {ld.index}: {reason}")
-                outcome.load.saturated = True
-        if stopped:
-            outcome.stopped_early = sorted(set(stopped))[0]
-        outcome.load.actors = actors
-        self.last_actors = actors
+        share = share_level(spec, tlist, multi, route, request_factory, n_actors or self.default_actors(spec))
+        loads = self._ensure_loads(len(share.jobs))
+        try:
+            outcome = run_on_actors(spec, share, loads, on_progress, pings=self.pings)
+        except Interrupted as e:
+            self.last_actors = list(e.outcome.load.actors or [])
+            raise
+        self.last_actors = list(outcome.load.actors or [])
         return outcome
-
-    def _wait(self, refs, loads, on_progress, t0: int) -> list[dict]:
-        ray = _ray()
-        pending = list(refs)
-        while pending:
-            _, pending = ray.wait(pending, num_returns=len(pending), timeout=PROGRESS_PERIOD_S)
-            if on_progress is not None and pending:
-                try:
-                    ps = ray.get([ld.handle.progress.remote() for ld in loads], timeout=5)
-                except Exception:
-                    continue
-                d, f, o = (sum(x) for x in zip(*ps))
-                on_progress({"done": d, "failed": f, "output_tokens": o, "elapsed_s": max(0.0, (now_ns() - t0) / 1e9)})
-        out = []
-        for ld, ref in zip(loads, refs):
-            try:
-                out.append(ray.get(ref))
-            except Exception as e:
-                raise WattbenchError(
-                    f"load actor {ld.index} on node {_short_id(ld.node_id)} ({ld.hostname}) failed: {_short(e, 2000)}"
-                ) from None
-        if on_progress is not None:
-            d = sum(1 for r in out for x in r["records"] if x.get("ok") and not x.get("warmup"))
-            on_progress({"done": d, "failed": sum(1 for r in out for x in r["records"] if not x.get("ok")),
-                         "output_tokens": sum((x.get("output_tokens") or 0) for r in out for x in r["records"]),
-                         "elapsed_s": max(0.0, (now_ns() - t0) / 1e9)})
-        return out
 
     # -- reporting -----------------------------------------------------------------------------
     def node_infos(self) -> list[NodeInfo]:
@@ -490,17 +388,17 @@ class RayCluster:
         by: dict[str, NodeInfo] = {}
         for n in self.alive_nodes:
             nid = n["NodeID"]
-            by[nid] = NodeInfo(node_id=_short_id(nid), hostname=n.get("NodeManagerHostname"),
+            by[nid] = NodeInfo(node_id=short_id(nid), hostname=n.get("NodeManagerHostname"),
                                ip=n.get("NodeManagerAddress"))
         for ld in self.loads:
-            ni = by.setdefault(ld.node_id, NodeInfo(node_id=_short_id(ld.node_id), hostname=ld.hostname, ip=ld.ip))
+            ni = by.setdefault(ld.node_id, NodeInfo(node_id=short_id(ld.node_id), hostname=ld.hostname, ip=ld.ip))
             ni.load_actors += 1
             if ni.clock_offset_ns is None and ld.offsets:
                 _fill_clock(ni, ld.offsets)
         for s in self.sensors:
-            ni = by.setdefault(s.node_id, NodeInfo(node_id=_short_id(s.node_id), hostname=s.hostname, ip=s.ip))
+            ni = by.setdefault(s.node_id, NodeInfo(node_id=short_id(s.node_id), hostname=s.hostname, ip=s.ip))
             ni.sensor_status = {"stopped": "ok"}.get(s.status, s.status)
-            ni.channels = [f"{_short_id(s.node_id)}/{c.id}" for c in s.channels]
+            ni.channels = [f"{short_id(s.node_id)}/{c.id}" for c in s.channels]
             ni.problems = list(s.problems)
             if s.offsets:
                 _fill_clock(ni, s.offsets)
@@ -508,34 +406,34 @@ class RayCluster:
 
 
 def _fill_clock(ni: NodeInfo, offsets: list[ClockOffset]) -> None:
-    line = _line(offsets)
+    line = offset_line(offsets)
     ni.clock_offset_ns = offsets[0].offset_ns
     ni.clock_uncertainty_ns = line.uncertainty_ns
     ni.clock_rtt_ns = min(o.rtt_ns for o in offsets)
 
 
-def _drift_u(offsets: list[ClockOffset]) -> float | None:
-    if len(offsets) < 2 or offsets[-1].at_driver_ns <= offsets[0].at_driver_ns:
-        return None
-    return (offsets[0].uncertainty_ns + offsets[-1].uncertainty_ns) / (offsets[-1].at_driver_ns - offsets[0].at_driver_ns) * 1e6
+def start_local(ray, init_kwargs: dict) -> None:
+    """Start a new one-machine Ray cluster (``ray.init(address="local")``) bound to loopback.
 
+    ``_node_ip_address="127.0.0.1"`` alone is not enough on Linux: Ray rewrites a loopback node
+    address to the machine's interface address ("remotely reachable") unless it runs as the
+    single-machine cluster it is on macOS and Windows. That switch (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``
+    for the processes the cluster starts, which inherit it, and Ray's constant in this process) is
+    set while the cluster starts and restored after; the started node then runs on 127.0.0.1."""
+    import ray._private.ray_constants as ray_constants
 
-def _share(total: int | None, a: int, n: int) -> int | None:
-    if total is None or total == 0:
-        return total
-    from wattbench.load.plan import split_count
-
-    return split_count(total, n)[a] or None
-
-
-def _short_id(node_id: str) -> str:
-    """Ray node ids are 56 hex digits; the first 8 name a node in results and channel ids."""
-    return node_id[:8] if len(node_id) > 12 else node_id
-
-
-def _short(e: BaseException, limit: int = 300) -> str:
-    text = f"{type(e).__name__}: {e}".strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    key = ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR
+    old_env, old_flag = os.environ.get(key), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[key] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(address="local", _node_ip_address=LOOPBACK, **init_kwargs)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = old_flag
+        if old_env is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old_env
 
 
 def _remote():

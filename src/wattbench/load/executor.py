@@ -15,12 +15,14 @@ An ``Executor`` runs a level's ``WorkerPlan``s and answers the coordinator:
 
 ``InProcessExecutor`` runs one worker on the coordinating loop itself (uvloop); ``SubprocessExecutor``
 spawns one process per plan (``load/worker.py``'s ``worker_process``) and talks to them over pipes
-(``load/link.py``). Ray's load actors are driven by ``distributed/`` with the same worker
-(``run_worker_on_loop``).
+(``load/link.py``). Ray's executor (``distributed/executor.py``'s ``RayExecutor``, a higher layer)
+implements the same protocol over Ray load actors, which run the same worker.
 
-``coordinate`` is the one control loop, every 50 ms: interrupt (SIGINT) → cancel; the closed loop's
-deadline → close the feeder and stop; the open loop's backlog guard (``load/saturation.py``) → stop;
-progress to ``on_progress`` at most every ``PROGRESS_PERIOD_S``.
+``coordinate`` is the one control loop, every 50 ms: interrupt (SIGINT, or ``control.cancel``) →
+cancel; the closed loop's deadline, or ``control.stop`` → close the feeder and stop; the open loop's
+backlog guard (``load/saturation.py``) → stop; progress to ``on_progress`` at most every
+``PROGRESS_PERIOD_S``. ``LevelControl`` is how another thread stops or cancels a level: a Ray load
+actor's level, asked by the driver's coordinator.
 """
 
 from __future__ import annotations
@@ -45,6 +47,15 @@ from wattbench.results.recordset import RecordSet
 
 START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
 READY_TIMEOUT_S = 120
+
+
+class LevelControl:
+    """Stop (``stop``: no more sending, the requests in flight finish) or cancel (``cancel``: as
+    SIGINT, the requests in flight are cancelled) a level from another thread."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.cancel = threading.Event()
 
 
 class Executor(Protocol):
@@ -274,8 +285,9 @@ def deadline_ns(spec: LevelSpec, feeder: Feeder | None, t0_ns: int) -> int | Non
 
 
 def coordinate(executor: Executor, spec: LevelSpec, plans: list[WorkerPlan], feeder: Feeder | None,
-               on_progress: Callable[[dict], None] | None):
-    """Run the level on ``executor`` under the one control loop (module doc).
+               on_progress: Callable[[dict], None] | None, control: LevelControl | None = None):
+    """Run the level on ``executor`` under the one control loop (module doc). ``plans``: the open
+    loop's arrivals for the backlog guard; ``control``: stop or cancel from another thread.
 
     Returns (worker results, t0_ns, interrupted, the guard's stop reason or None)."""
     stops: list[str] = []
@@ -296,9 +308,11 @@ def coordinate(executor: Executor, spec: LevelSpec, plans: list[WorkerPlan], fee
                 executor.cancel()
             now = now_ns()
             dl = deadline_ns(spec, feeder, t0_ns)
-            if dl is not None and now >= dl and not stopped:
+            asked = control is not None and control.stop.is_set()
+            if (asked or (dl is not None and now >= dl)) and not stopped:
                 stopped = True
-                feeder.close()
+                if feeder is not None:
+                    feeder.close()
                 executor.stop()
             p = executor.progress()
             if guard.update(p.done + p.failed, now) and not stopped:
@@ -314,19 +328,21 @@ def coordinate(executor: Executor, spec: LevelSpec, plans: list[WorkerPlan], fee
 
     try:
         executor.prepare()
-        results, interrupted = run_loop(go, fast=executor.fast_loop)
+        results, interrupted = run_loop(go, fast=executor.fast_loop,
+                                        interrupted=control.cancel if control is not None else None)
     finally:
         executor.close()
     return results, t0[0], interrupted or any(r.interrupted for r in results), (stops[0] if stops else None)
 
 
-def run_loop(coro_fn, fast: bool = True):
+def run_loop(coro_fn, fast: bool = True, interrupted: threading.Event | None = None):
     """Run ``coro_fn(loop, interrupted)`` on a fresh loop (uvloop when ``fast``); SIGINT sets the
-    ``interrupted`` flag instead of raising. Returns (its result, whether SIGINT came)."""
+    ``interrupted`` flag (a new one, or the one given) instead of raising. Returns (its result,
+    whether the flag was set)."""
     from wattbench.load.client import new_event_loop
 
     loop = new_event_loop() if fast else asyncio.new_event_loop()
-    interrupted = threading.Event()
+    interrupted = interrupted if interrupted is not None else threading.Event()
     # A plain Python handler, not loop.add_signal_handler: the coordinating coroutine polls the
     # flag every 50 ms, and no loop-owned signal fd is left behind between levels.
     previous = None

@@ -65,7 +65,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from wattbench.errors import Interrupted, UserError
-from wattbench.load.executor import InProcessExecutor, SubprocessExecutor, coordinate
+from wattbench.load.executor import InProcessExecutor, LevelControl, SubprocessExecutor, coordinate
 from wattbench.load.link import WorkerResult
 from wattbench.load.plan import (  # noqa: F401  (re-exported: the level's public names)
     ARRIVALS_PER_WORKER_RPS,
@@ -89,7 +89,7 @@ from wattbench.results.recordset import NONE, RecordSet, as_record_set
 from wattbench.results.schema import LoadStats
 from wattbench.workload.base import RequestSpec
 
-__all__ = ["run_level", "validate_spec", "auto_workers", "assemble_outcome", "STREAMS_PER_WORKER",
+__all__ = ["run_level", "validate_spec", "auto_workers", "assemble_outcome", "settle_outcome", "STREAMS_PER_WORKER",
            "ARRIVALS_PER_WORKER_RPS"]
 
 
@@ -99,6 +99,7 @@ def run_level(
     requests: Iterable[RequestSpec] | Callable[[int], RequestSpec],
     on_progress: Callable[[dict], None] | None = None,
     route: Callable[[int], int] | None = None,
+    control: LevelControl | None = None,
 ) -> LevelOutcome:
     """Run one level and return its records, window and load statistics (see module doc).
 
@@ -107,6 +108,8 @@ def run_level(
     workers) or of the open-loop/trace request with index ``k`` (default: ``k % len(targets)``,
     round robin); a session stays on the target of its first turn; every record carries
     ``target`` = the base URL it went to. ``wattbench.load.targets`` builds weighted routes.
+    ``control`` stops or cancels the level from another thread (``load.executor.LevelControl``);
+    a cancel raises ``Interrupted`` as SIGINT does.
     """
     validate_spec(spec)
     targets: list[TargetSpec] | None = None
@@ -123,11 +126,20 @@ def run_level(
     lp = build_plans(spec, target, targets, route, requests)
     plans, feeder = lp.plans, lp.feeder
     executor = InProcessExecutor(plans[0], feeder) if len(plans) == 1 else SubprocessExecutor(plans, feeder)
-    results, t0_ns, interrupted, stop_reason = coordinate(executor, spec, plans, feeder, on_progress)
+    results, t0_ns, interrupted, stop_reason = coordinate(executor, spec, plans, feeder, on_progress, control)
     exhausted_early = lp.exhausted_early
     if feeder is not None and spec.num_requests is not None and feeder.exhausted:
         exhausted_early = feeder.measured < spec.num_requests
     outcome = assemble_outcome(spec, results, t0_ns, lp.target_rate, len(plans), records=executor.records)
+    return settle_outcome(spec, outcome, results, t0_ns, interrupted, stop_reason, exhausted_early)
+
+
+def settle_outcome(spec: LevelSpec, outcome: LevelOutcome, results: list[WorkerResult], t0_ns: int,
+                   interrupted: bool, stop_reason: str | None, exhausted_early: bool) -> LevelOutcome:
+    """Why the level ended, in one order whatever ran it (workers here, Ray actors in
+    ``distributed/``): an interrupt raises ``Interrupted`` carrying the outcome (the completed
+    requests); else a target that stopped answering (the first to, ``outcome.target_down``), the
+    backlog guard's reason, the request source running out."""
     if interrupted:
         outcome.stopped_early = "interrupted"
         err = Interrupted(f"level {spec.label} interrupted; {len(outcome.records)} completed requests kept")

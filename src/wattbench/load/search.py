@@ -180,6 +180,40 @@ def _objective_fn(objective: str | Callable[[Mapping], float | None]) -> Callabl
     return lambda f: get_path(f, objective)
 
 
+class _Scores:
+    """The optimiser's memory: each value measured once, in order, scored (−∞ for a level that
+    misses an SLO, over-saturates, fails or gives no objective), within a budget of measurements
+    (past it, an unmeasured value scores −∞ without being measured)."""
+
+    def __init__(self, measure: Measure, objective: Callable[[Mapping], float | None], slos: list | None,
+                 cands: list[float], budget: int):
+        self.measure, self.objective, self.slos, self.cands, self.budget = measure, objective, slos, cands, budget
+        self.by_value: dict[float, float] = {}
+        self.measured: list[tuple[float, Mapping]] = []
+
+    def budget_left(self) -> bool:
+        return len(self.measured) < self.budget
+
+    def value(self, v: float) -> float:
+        from wattbench.metrics.slo import figures_meet
+
+        if v in self.by_value:
+            return self.by_value[v]
+        if not self.budget_left():
+            return -math.inf
+        fig = self.measure(v)
+        self.measured.append((v, fig))
+        s = self.objective(fig)
+        ok = s is not None and math.isfinite(s) and not fig.get("oversaturated") and not fig.get("failed")
+        if ok and self.slos:
+            ok = figures_meet(fig, self.slos)
+        self.by_value[v] = float(s) if ok else -math.inf
+        return self.by_value[v]
+
+    def index(self, i: int) -> float:
+        return self.value(self.cands[i])
+
+
 def optimize(measure: Measure, candidates: Sequence[float], objective: str | Callable = "goodput_per_kw",
              slos: list | None = None, *, max_measurements: int | None = None, refine: bool = True,
              tolerance: float = REFINE_TOLERANCE, integer: bool | None = None) -> SearchResult:
@@ -189,8 +223,6 @@ def optimize(measure: Measure, candidates: Sequence[float], objective: str | Cal
     that misses them, off the candidate ladder, until the two are within ``tolerance`` (relative)
     of each other — or one step apart when ``integer`` (concurrency; default: every candidate is
     a whole number)."""
-    from wattbench.metrics.slo import figures_meet
-
     cands = sorted(set(candidates))
     if not cands:
         raise UserError("optimize needs at least one candidate level")
@@ -198,59 +230,57 @@ def optimize(measure: Measure, candidates: Sequence[float], objective: str | Cal
         raise UserError(f"optimize tolerance must be between 0 and 1, got {tolerance}")
     if integer is None:
         integer = all(float(c) == int(c) for c in cands)
-    obj = _objective_fn(objective)
-    by_value: dict[float, float] = {}
-    measured: list[tuple[float, Mapping]] = []
     budget = max_measurements if max_measurements is not None else len(cands) + (MAX_REFINE_STEPS if refine else 0)
+    sc = _Scores(measure, _objective_fn(objective), slos, cands, budget)
+    probes = _bracket(sc, stop_at_first_miss=bool(slos))
+    _search_bracket(sc, probes, refine, tolerance, integer)
+    return _best(sc, slos)
 
-    def score_v(v: float) -> float:
-        if v in by_value:
-            return by_value[v]
-        if len(measured) >= budget:
-            return -math.inf
-        fig = measure(v)
-        measured.append((v, fig))
-        s = obj(fig)
-        ok = s is not None and math.isfinite(s) and not fig.get("oversaturated") and not fig.get("failed")
-        if ok and slos:
-            ok = figures_meet(fig, slos)
-        by_value[v] = float(s) if ok else -math.inf
-        return by_value[v]
 
-    def score(i: int) -> float:
-        return score_v(cands[i])
-
-    m = len(cands)
-    probes = []
+def _bracket(sc: _Scores, stop_at_first_miss: bool) -> list[int]:
+    """Step 1: probe candidate indices 0, 1, 3, 7, … until the score falls or the ladder ends;
+    only the lowest level when it already misses the SLOs (no higher load meets them)."""
+    m = len(sc.cands)
+    probes: list[int] = []
     k = 0
     while True:
         i = min((1 << k) - 1, m - 1)
         probes.append(i)
-        s = score(i)
-        if len(probes) == 1 and s == -math.inf and slos:
-            break  # the lowest load already misses the SLOs: no higher load meets them
-        if len(probes) >= 2 and s < score(probes[-2]):
+        s = sc.index(i)
+        if len(probes) == 1 and s == -math.inf and stop_at_first_miss:
+            break
+        if len(probes) >= 2 and s < sc.index(probes[-2]):
             break
         if i == m - 1:
             break
         k += 1
-    last_missed = score(probes[-1]) == -math.inf
-    rising = len(probes) >= 2 and all(score(a) <= score(b) for a, b in zip(probes[:-2], probes[1:-1]))
-    if refine and last_missed and rising and score(probes[-2]) > -math.inf:
-        # efficiency still rose at the last level that met the SLOs: the optimum is at the SLO
-        # boundary, between that level and the first that missed -> bisect there directly
-        _bisect_boundary(score_v, cands[probes[-2]], cands[probes[-1]], tolerance, integer,
-                         lambda: len(measured) < budget)
-    else:
-        _golden_indices(score, probes, m, lambda: len(measured) < budget, cands, by_value)
-        if refine:
-            feasible = sorted(v for v, s in by_value.items() if s > -math.inf)
-            if feasible:
-                best = max(feasible, key=lambda v: (by_value[v], -v))
-                above = [v for v in sorted(by_value) if v > best]
-                if above and by_value[above[0]] == -math.inf:
-                    _bisect_boundary(score_v, best, above[0], tolerance, integer, lambda: len(measured) < budget)
-    feasible = [(s, v) for v, s in by_value.items() if s > -math.inf]
+    return probes
+
+
+def _search_bracket(sc: _Scores, probes: list[int], refine: bool, tolerance: float, integer: bool) -> None:
+    """Steps 2 and 3: bisect straight to the SLO boundary when the score still rose up to the
+    first probe that missed the SLOs; otherwise golden-section search inside the bracket, then
+    the boundary bisection above the best level if its upper neighbour missed them."""
+    last_missed = sc.index(probes[-1]) == -math.inf
+    rising = len(probes) >= 2 and all(sc.index(a) <= sc.index(b) for a, b in zip(probes[:-2], probes[1:-1]))
+    if refine and last_missed and rising and sc.index(probes[-2]) > -math.inf:
+        _bisect_boundary(sc.value, sc.cands[probes[-2]], sc.cands[probes[-1]], tolerance, integer, sc.budget_left)
+        return
+    _golden_indices(sc.index, probes, len(sc.cands), sc.budget_left)
+    if not refine:
+        return
+    feasible = sorted(v for v, s in sc.by_value.items() if s > -math.inf)
+    if feasible:
+        best = max(feasible, key=lambda v: (sc.by_value[v], -v))
+        above = [v for v in sorted(sc.by_value) if v > best]
+        if above and sc.by_value[above[0]] == -math.inf:
+            _bisect_boundary(sc.value, best, above[0], tolerance, integer, sc.budget_left)
+
+
+def _best(sc: _Scores, slos: list | None) -> SearchResult:
+    """Step 4: the best measured level that meets the SLOs (the lower of equal scores)."""
+    measured = sc.measured
+    feasible = [(s, v) for v, s in sc.by_value.items() if s > -math.inf]
     if not feasible:
         failed = [f"{v:g}" for v, f in measured if f.get("failed")]
         why = "no measured level meets the SLOs" if slos else "no measured level produced the objective"
@@ -259,13 +289,13 @@ def optimize(measure: Measure, candidates: Sequence[float], objective: str | Cal
         return SearchResult(None, None, measured, reason=why)
     best_s, best_v = max(feasible, key=lambda t: (t[0], -t[1]))
     best_fig = next(f for v, f in measured if v == best_v)
-    off = sum(1 for v, _ in measured if v not in set(cands))
+    off = sum(1 for v, _ in measured if v not in set(sc.cands))
     return SearchResult(best_v, best_fig, measured,
-                        reason=f"best of {len(measured)} measured levels ({m} candidates"
+                        reason=f"best of {len(measured)} measured levels ({len(sc.cands)} candidates"
                                + (f", {off} refined between them)" if off else ")"))
 
 
-def _golden_indices(score, probes: list[int], m: int, budget_left, cands, by_value) -> None:
+def _golden_indices(score, probes: list[int], m: int, budget_left) -> None:
     """Golden-section search over the candidate indices bracketed by the exponential probes."""
     last = probes[-1]
     if len(probes) == 1:
@@ -307,6 +337,8 @@ def _bisect_boundary(score_v, lo: float, hi: float, tolerance: float, integer: b
             mid = float(int(round(mid)))
             mid = min(max(mid, lo + 1), hi - 1)
             mid = int(mid)
+            if not lo < mid < hi:  # no whole number strictly between (bounds off the integers)
+                return
         s = score_v(mid)
         if s > -math.inf and s >= score_v(lo):
             lo = mid

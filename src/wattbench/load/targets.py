@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
+import numpy as np
+
 from wattbench.errors import UserError
 from wattbench.load.level import run_level
 from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
 from wattbench.metrics.latency import summarize_level
+from wattbench.results.recordset import NONE, RecordSet, as_record_set
 from wattbench.results.schema import RequestRecord, TargetStats
 from wattbench.workload.base import RequestSpec
 
@@ -93,18 +96,22 @@ def run_level_multi(
 
 
 def per_target_summary(
-    records: Iterable[RequestRecord], start_ns: int, end_ns: int, targets: Sequence[str] = ()
+    records: Iterable[RequestRecord] | RecordSet, start_ns: int, end_ns: int, targets: Sequence[str] = ()
 ) -> dict[str, TargetStats]:
     """Per-target requests, latency and throughput over the level window ``[start_ns, end_ns]``.
 
     Keyed by base URL (records without ``target`` under ``""``); every name in ``targets`` is
-    present even when it got no record (an idle replica shows as zero, not as missing).
+    present even when it got no record (an idle replica shows as zero, not as missing). Each
+    target's figures come from the set's columns restricted to its rows (no per-target copy).
     """
-    groups: dict[str, list[RequestRecord]] = {t: [] for t in targets}
-    for r in records:
-        groups.setdefault(r.target or "", []).append(r)
+    rs = as_record_set(records)
+    codes = rs.columns("target")["target"]
+    labels = rs.labels("target")
+    names = {t: [] for t in targets}  # name -> the target codes grouped under it
+    for code in np.unique(codes).tolist():
+        names.setdefault((labels[code] if code != NONE else None) or "", []).append(code)
     out: dict[str, TargetStats] = {}
-    for name in sorted(groups):
-        req, lat, thr = summarize_level(groups[name], start_ns, end_ns)
+    for name in sorted(names):
+        req, lat, thr = summarize_level(rs, start_ns, end_ns, select=np.isin(codes, names[name]))
         out[name] = TargetStats(requests=req, latency=lat, throughput=thr)
     return out

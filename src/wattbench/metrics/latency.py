@@ -17,25 +17,43 @@ Failed and warm-up requests never enter latency statistics. Throughput divides b
 leftovers and streams cut at the edges pro rata: ``accounting/window_tokens.py``); the usage tokens
 of the measured requests that completed inside are kept beside (``measured_request_tokens``) and
 ``requests_per_s`` counts those requests.
+
+Memory: the records come as a ``results.recordset.RecordSet`` (a list of records or mappings is
+copied into one). Per-request figures are numpy columns (8 bytes a request, for the duration of
+one statistic); the ITL gaps, as many as the tokens, are read block by block (``stamp_blocks``)
+and their statistics computed by ``metrics/quantiles.py``, which gives numpy's figures bit for bit.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from wattbench.metrics.quantiles import Blocks, moments, percentiles
+from wattbench.results.recordset import BLOCK_ROWS, NONE, RecordSet, as_record_set
 from wattbench.results.schema import Latency, RequestRecord, Requests, Stats, Throughput, TokenCount
 
-__all__ = ["stats", "summarize_level", "request_end_ns"]
+__all__ = ["stats", "summarize_level", "request_end_ns", "stamp_blocks", "gap_blocks", "STAMPS_PER_BLOCK"]
+
+STAMPS_PER_BLOCK = 1 << 17  # chunk stamps read at once (1 MiB)
+_QS = [50, 90, 95, 99]
 
 
-def stats(values_ms: Sequence[float] | np.ndarray) -> Stats:
-    """Mean, percentiles (linear interpolation), min, max and population std of ``values_ms``."""
+def stats(values_ms: Sequence[float] | np.ndarray | Blocks) -> Stats:
+    """Mean, percentiles (linear interpolation), min, max and population std of ``values_ms``:
+    an array, or a stream of blocks (``quantiles.Blocks``: the same figures, bit for bit, in
+    bounded memory)."""
+    if isinstance(values_ms, Blocks):
+        n, mean, lo, hi, std = moments(values_ms)
+        if n == 0:
+            return Stats(count=0)
+        p50, p90, p95, p99 = percentiles(values_ms, _QS, n)
+        return Stats(count=n, mean=mean, p50=p50, p90=p90, p95=p95, p99=p99, max=hi, min=lo, std=std)
     a = np.asarray(values_ms, dtype=float)
     if a.size == 0:
         return Stats(count=0)
-    p50, p90, p95, p99 = np.percentile(a, [50, 90, 95, 99]).tolist()
+    p50, p90, p95, p99 = np.percentile(a, _QS).tolist()
     return Stats(
         count=int(a.size),
         mean=float(a.mean()),
@@ -54,56 +72,75 @@ def request_end_ns(r: RequestRecord) -> int | None:
     return r.last_token_ns if r.last_token_ns is not None else r.end_ns
 
 
+def stamp_blocks(rs: RecordSet, need: np.ndarray | None = None, *, max_stamps: int = STAMPS_PER_BLOCK,
+                 offsets: np.ndarray | None = None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """``(start, stop, offsets, stamps)``: rows ``[start, stop)`` with their chunk stamps (CSR, as
+    ``RecordSet.chunks``), at most ``max_stamps`` stamps a block (or one row); ranges with no row
+    flagged in ``need`` are skipped unread."""
+    off = rs.chunk_offsets() if offsets is None else offsets
+    n, start = len(rs), 0
+    while start < n:
+        stop = int(np.searchsorted(off, off[start] + max_stamps, side="right")) - 1
+        stop = min(max(stop, start + 1), start + BLOCK_ROWS, n)
+        if need is None or need[start:stop].any():
+            o, s = rs.chunks(start, stop, off)
+            yield start, stop, o, s
+        start = stop
+
+
+def row_ids(offsets: np.ndarray) -> np.ndarray:
+    """The row (0-based within the block) of every stamp of a CSR block."""
+    return np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+
+
+def gap_blocks(rs: RecordSet, keep: np.ndarray) -> Blocks:
+    """The inter-chunk gaps (ms) of the rows flagged in ``keep``, pooled in row order: the
+    concatenation of ``np.diff(chunk_ns) / 1e6`` over those rows, as a stream of blocks."""
+    off = rs.chunk_offsets()
+    need = keep & (np.diff(off) > 1)
+
+    def make():
+        for start, stop, o, s in stamp_blocks(rs, need, offsets=off):
+            if s.size < 2:
+                continue
+            rid = row_ids(o)
+            inside = (rid[1:] == rid[:-1]) & need[start:stop][rid[:-1]]
+            yield (np.diff(s) / 1e6)[inside]
+
+    return Blocks(make)
+
+
 def summarize_level(
-    records: Iterable[RequestRecord], start_ns: int, end_ns: int
+    records: Iterable[RequestRecord] | RecordSet, start_ns: int, end_ns: int, *, select: np.ndarray | None = None
 ) -> tuple[Requests, Latency, Throughput]:
-    recs = list(records)
+    """Requests, latency and throughput of the level (module docstring); ``select`` (a boolean
+    per row) restricts it to some records (``load.targets.per_target_summary``)."""
+    rs = as_record_set(records)
+    sel = np.ones(len(rs), dtype=bool) if select is None else np.asarray(select, dtype=bool)
+    c = rs.columns("warmup", "ok", "error")
+    measured = sel & ~c["warmup"]
+    done = measured & c["ok"]
+    failed = measured & ~c["ok"]
     req = Requests()
+    req.warmup = int((sel & c["warmup"]).sum())
+    req.failed = int(failed.sum())
+    req.completed = int(done.sum())
     errors: dict[str, int] = {}
-    ttft: list[float] = []
-    e2e: list[float] = []
-    tpot: list[float] = []
-    itl_parts: list[np.ndarray] = []
-    for r in recs:
-        if r.warmup:
-            req.warmup += 1
-            continue
-        if not r.ok:
-            req.failed += 1
-            key = r.error or "unknown"
-            errors[key] = errors.get(key, 0) + 1
-            continue
-        req.completed += 1
-        if r.first_token_ns is not None:
-            ttft.append((r.first_token_ns - r.sent_ns) / 1e6)
-        if r.last_token_ns is not None:
-            e2e.append((r.last_token_ns - r.sent_ns) / 1e6)
-        if (
-            r.output_tokens is not None
-            and r.output_tokens > 1
-            and r.first_token_ns is not None
-            and r.last_token_ns is not None
-        ):
-            tpot.append((r.last_token_ns - r.first_token_ns) / 1e6 / (r.output_tokens - 1))
-        if len(r.chunk_ns) > 1:
-            itl_parts.append(np.diff(np.asarray(r.chunk_ns, dtype=np.int64)) / 1e6)
+    labels = rs.labels("error")
+    for code, k in zip(*np.unique(c["error"][failed], return_counts=True)):
+        key = (labels[code] if code != NONE else None) or "unknown"
+        errors[key] = errors.get(key, 0) + int(k)
     req.errors = dict(sorted(errors.items()))
-    lat = Latency(
-        ttft_ms=stats(ttft),
-        tpot_ms=stats(tpot),
-        itl_ms=stats(np.concatenate(itl_parts) if itl_parts else []),
-        e2e_ms=stats(e2e),
-    )
+    del c
+    lat = Latency(**_per_request_stats(rs, done), itl_ms=stats(gap_blocks(rs, done)))
     from wattbench.accounting.window_tokens import window_tokens
 
-    wt = window_tokens(recs, start_ns, end_ns)
+    wt = window_tokens(rs, start_ns, end_ns, select=sel)
     out_tok, in_tok = wt.output_tokens, wt.input_tokens
     duration_s = max(0, end_ns - start_ns) / 1e9
-    n_in_window = sum(
-        1
-        for r in recs
-        if r.ok and not r.warmup and (e := request_end_ns(r)) is not None and start_ns <= e <= end_ns
-    )
+    t = rs.columns("last_token_ns", "end_ns")
+    end = np.where(t["last_token_ns"] != NONE, t["last_token_ns"], t["end_ns"])
+    n_in_window = int((done & (end != NONE) & (end >= start_ns) & (end <= end_ns)).sum())
     basis = dict(
         output_tokens=int(round(out_tok)),
         input_tokens=int(round(in_tok)),
@@ -126,7 +163,20 @@ def summarize_level(
     return req, lat, thr
 
 
-def tokens_in_window(records: Iterable[RequestRecord], start_ns: int, end_ns: int) -> tuple[int, int]:
+def _per_request_stats(rs: RecordSet, done: np.ndarray) -> dict[str, Stats]:
+    """TTFT, E2E and TPOT statistics of the rows flagged ``done``, in row order."""
+    t = rs.columns("sent_ns", "first_token_ns", "last_token_ns", "output_tokens")
+    sent, first, last, out = (t[k][done] for k in ("sent_ns", "first_token_ns", "last_token_ns", "output_tokens"))
+    del t
+    has_first, has_last = first != NONE, last != NONE
+    ttft = (first[has_first] - sent[has_first]) / 1e6
+    e2e = (last[has_last] - sent[has_last]) / 1e6
+    m = has_first & has_last & (out != NONE) & (out > 1)
+    tpot = (last[m] - first[m]) / 1e6 / (out[m] - 1)
+    return {"ttft_ms": stats(ttft), "tpot_ms": stats(tpot), "e2e_ms": stats(e2e)}
+
+
+def tokens_in_window(records: Iterable[RequestRecord] | RecordSet, start_ns: int, end_ns: int) -> tuple[int, int]:
     """Output and input tokens produced inside ``[start_ns, end_ns]`` by every stream (rounded),
     by the rule of :func:`wattbench.accounting.window_tokens.window_tokens`."""
     from wattbench.accounting.window_tokens import window_tokens

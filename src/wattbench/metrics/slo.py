@@ -22,6 +22,13 @@ ITL = gaps between consecutive content chunks.
 
 Goodput = (requests that succeeded and meet every SLO) / duration, and their output tokens /
 duration; goodput per kW at a boundary = goodput output tokens/s / (average power W / 1000).
+
+``goodput`` and ``level_check`` read a ``results.recordset.RecordSet`` (a list of records or
+mappings is copied into one; a record without ``ok`` counts as successful, as ``RequestRecord``
+defaults): per-request figures as numpy columns, ITL gaps block by block — each request's own gap
+statistic computed per block (``np.mean``/``np.percentile``/``max`` over the rows of a block with
+the same number of gaps: numpy's figures of each request's gaps), the level's pooled ITL by
+``metrics/quantiles.py``. ``request_figures``/``request_meets`` remain the per-request definition.
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from wattbench.errors import UserError
+from wattbench.metrics.latency import gap_blocks, row_ids, stamp_blocks
+from wattbench.metrics.quantiles import Blocks, moments, percentiles
+from wattbench.results.recordset import NONE, RecordSet, as_record_set
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99", "max")
@@ -137,22 +147,93 @@ def request_meets(fig: dict, slo: SLO) -> bool:
     return v <= slo.threshold_ms
 
 
-def level_check(records: list, slos: list[SLO]) -> dict[str, dict]:
+def level_check(records: list | RecordSet, slos: list[SLO]) -> dict[str, dict]:
     """Per SLO: the level's observed stat over successful requests and whether it holds."""
-    figs = [request_figures(r) for r in records if _get(r, "ok") and not _get(r, "warmup")]
+    rs = as_record_set(records)
+    c = rs.columns("ok", "warmup")
+    return _level_check(rs, c["ok"] & ~c["warmup"], slos)
+
+
+def _figures(rs: RecordSet, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-request TTFT, TPOT and E2E (ms, NaN where a request has none) of every row, as
+    ``request_figures``; only ``rows`` are meant."""
+    t = rs.columns("sent_ns", "first_token_ns", "last_token_ns", "end_ns", "output_tokens")
+    sent, first, last, out = t["sent_ns"], t["first_token_ns"], t["last_token_ns"], t["output_tokens"]
+    end = np.where(t["end_ns"] != NONE, t["end_ns"], last)
+    nan = np.full(len(rs), np.nan)
+    ttft, tpot, e2e = nan.copy(), nan.copy(), nan
+    m = rows & (first != NONE) & (sent != NONE)
+    ttft[m] = (first[m] - sent[m]) / 1e6
+    m = rows & (out != NONE) & (out >= 2) & (first != NONE) & (last != NONE)
+    tpot[m] = (last[m] - first[m]) / 1e6 / (out[m] - 1)
+    m = rows & (end != NONE) & (sent != NONE)
+    e2e[m] = (end[m] - sent[m]) / 1e6
+    return {"ttft": ttft, "tpot": tpot, "e2e": e2e}
+
+
+def _stream_stat(src: Blocks, stat: str) -> tuple[float | None, int]:
+    """``stat_of`` of a stream of values, and their count."""
+    n, mean, _, hi, _ = moments(src) if stat in ("mean", "max") else (sum(b.size for b in src()), 0, 0, 0, 0)
+    if n == 0:
+        return None, 0
+    if stat == "mean":
+        return mean, n
+    if stat == "max":
+        return hi, n
+    return percentiles(src, [float(stat[1:])], n)[0], n
+
+
+def _level_check(rs: RecordSet, done: np.ndarray, slos: list[SLO], figs: dict | None = None) -> dict[str, dict]:
+    figs = _figures(rs, done) if figs is None and any(s.metric != "itl" for s in slos) else figs
     out = {}
     for slo in slos:
         if slo.metric == "itl":
-            vals = [g for f in figs for g in f["itl"]]
+            observed, n = _stream_stat(gap_blocks(rs, done), slo.stat)
         else:
-            vals = [f[slo.metric] for f in figs if f[slo.metric] is not None]
-        observed = stat_of(vals, slo.stat)
+            vals = figs[slo.metric][done]
+            vals = vals[~np.isnan(vals)]
+            observed, n = stat_of(vals, slo.stat), int(vals.size)
         out[slo.name] = {"threshold_ms": slo.threshold_ms, "observed_ms": observed,
-                         "met": observed is not None and observed <= slo.threshold_ms, "n": len(vals)}
+                         "met": observed is not None and observed <= slo.threshold_ms, "n": n}
     return out
 
 
-def goodput(records: list, slos: list[SLO], duration_s: float,
+def _own_itl(rs: RecordSet, done: np.ndarray, stat: str) -> np.ndarray:
+    """Each row's own ITL statistic (``stat_of`` of its gaps; NaN for a row with no gap): rows of a
+    block with the same number of gaps as one matrix, so numpy computes each row's figure."""
+    off = rs.chunk_offsets()
+    gaps_n = np.maximum(np.diff(off) - 1, 0)
+    need = done & (gaps_n > 0)
+    own = np.full(len(rs), np.nan)
+    for start, stop, o, s in stamp_blocks(rs, need, offsets=off):
+        rid = row_ids(o)
+        gaps = (np.diff(s) / 1e6)[rid[1:] == rid[:-1]]  # each row's gaps, rows one after another
+        g_off = np.concatenate(([0], np.cumsum(gaps_n[start:stop])))
+        blk_need = need[start:stop]
+        for m in np.unique(gaps_n[start:stop][blk_need]):
+            rows = np.flatnonzero(blk_need & (gaps_n[start:stop] == m))
+            mat = gaps[g_off[rows][:, None] + np.arange(m)]
+            if stat == "mean":
+                v = np.mean(mat, axis=1)
+            elif stat == "max":
+                v = np.max(mat, axis=1)
+            else:
+                v = np.percentile(mat, float(stat[1:]), axis=1)
+            own[start + rows] = v
+    return own
+
+
+def _meets(rs: RecordSet, done: np.ndarray, figs: dict, slo: SLO) -> np.ndarray:
+    """Whether each successful row meets ``slo`` (``request_meets``, row by row)."""
+    if slo.metric == "itl":
+        v = _own_itl(rs, done, slo.stat)
+        return done & (np.isnan(v) | (v <= slo.threshold_ms))  # no gap: nothing to violate
+    v = figs[slo.metric]
+    missing_ok = slo.metric == "tpot"  # fewer than 2 output tokens: no time per output token
+    return done & np.where(np.isnan(v), missing_ok, v <= slo.threshold_ms)
+
+
+def goodput(records: list | RecordSet, slos: list[SLO], duration_s: float,
             avg_power_w: Mapping[str, float | None] | None = None,
             window_output_tokens: float | None = None) -> dict:
     """Goodput of one level (warm-up records are ignored).
@@ -171,27 +252,24 @@ def goodput(records: list, slos: list[SLO], duration_s: float,
     """
     if not duration_s > 0:
         raise UserError(f"goodput needs a positive duration, got {duration_s!r} s")
-    measured = [r for r in records if not _get(r, "warmup")]
-    good = 0
-    good_tokens = 0
-    all_tokens = 0
-    per_slo = {s.name: 0 for s in slos}
-    for r in measured:
-        if not _get(r, "ok"):
-            continue
-        all_tokens += int(_get(r, "output_tokens") or 0)
-        fig = request_figures(r)
-        ok_all = True
-        for s in slos:
-            if request_meets(fig, s):
-                per_slo[s.name] += 1
-            else:
-                ok_all = False
-        if ok_all:
-            good += 1
-            good_tokens += int(_get(r, "output_tokens") or 0)
-    n = len(measured)
-    level = level_check(measured, slos)
+    rs = as_record_set(records)
+    c = rs.columns("ok", "warmup", "output_tokens")
+    measured = ~c["warmup"]
+    done = measured & c["ok"]
+    tokens = np.where(c["output_tokens"] == NONE, 0, c["output_tokens"])
+    del c
+    figs = _figures(rs, done)
+    all_good = done.copy()
+    per_slo = {}
+    for s in slos:
+        meets = _meets(rs, done, figs, s)
+        per_slo[s.name] = int(meets.sum())
+        all_good &= meets
+    good = int(all_good.sum())
+    all_tokens = int(tokens[done].sum())
+    good_tokens = int(tokens[all_good].sum())
+    n = int(measured.sum())
+    level = _level_check(rs, done, slos, figs)
     if window_output_tokens is not None:
         good_out = window_output_tokens * (good_tokens / all_tokens) if all_tokens else 0.0
         basis = "tokens_in_window"

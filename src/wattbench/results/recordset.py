@@ -51,7 +51,7 @@ from wattbench.results.schema import RequestRecord, build_record
 __all__ = ["NONE", "ROW", "RecordSet", "as_record_set"]
 
 NONE = -1  # a missing stamp or count in a row
-BLOCK_ROWS = 65_536  # rows per block for readers that stream
+BLOCK_ROWS = 8_192  # rows per block for readers that stream (~1 MB of rows)
 SPILL_BYTES = 1 << 20  # in memory below this, files above
 
 ROW = np.dtype([
@@ -280,6 +280,62 @@ class RecordSet:
             row = self.rows(i, i + 1)[0]
             _, stamps = self.chunks(i, i + 1, off)
             yield self._record(row, stamps, i)
+
+    def iter_dicts(self, size: int = 4096) -> Iterator[dict]:
+        """Every record's stored JSON object (no chunk stamps, no annotations), in append order: the
+        strings (tenant, tags, model, …) of a record without building it."""
+        for _, block in self.blocks(size):
+            a = int(block["line_offset"][0])
+            text = self._read("lines", a, int(block["line_offset"][-1] + block["line_bytes"][-1]) - a)
+            for line in text.split(b"\n")[: len(block)]:
+                yield json.loads(line)
+
+    def annotate_entry(self, name: str, key: str, values, present: np.ndarray | None = None) -> None:
+        """Merge one entry into the dict-valued field ``name`` of the records (``energy_j`` =
+        ``{boundary: J}``): row ``i`` gets ``name[key] = values[i]`` where ``present[i]`` (every row
+        when ``present`` is None). ``values``: a float array aligned with the rows (NaN is written as
+        None) or one value for all rows. Entries of several keys merge in the order they were added;
+        a row without any entry keeps the record's own field, a row with entries gets only them."""
+        col = self._annotations.get(name)
+        if not isinstance(col, _Entries):
+            col = _Entries(self._n)
+            self.annotate(name, col)
+        col.add(key, values, present)
+
+    def entry(self, name: str, key: str) -> tuple[np.ndarray | Any, np.ndarray] | None:
+        """``(values, present)`` of an ``annotate_entry``-d entry, or None where there is none."""
+        col = self._annotations.get(name)
+        return col.entries.get(key) if isinstance(col, _Entries) else None
+
+
+class _Entries:
+    """Per-row dicts built from per-key arrays (``RecordSet.annotate_entry``): no object per row."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.entries: dict[str, tuple[Any, np.ndarray]] = {}
+
+    def add(self, key: str, values, present: np.ndarray | None) -> None:
+        if isinstance(values, np.ndarray) and len(values) != self.n:
+            raise ValueError(f"entry {key!r}: {len(values)} values for {self.n} records")
+        mask = np.ones(self.n, dtype=bool) if present is None else np.asarray(present, dtype=bool)
+        if len(mask) != self.n:
+            raise ValueError(f"entry {key!r}: {len(mask)} flags for {self.n} records")
+        self.entries[key] = (values, mask)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict | None:
+        out = {}
+        for key, (values, mask) in self.entries.items():
+            if mask[i]:
+                if isinstance(values, np.ndarray):
+                    v = float(values[i])
+                    out[key] = None if v != v else v
+                else:
+                    out[key] = values
+        return out or None
 
 
 def _json_default(o):

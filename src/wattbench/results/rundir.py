@@ -15,7 +15,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, TypeVar
+from typing import Any, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -202,39 +202,43 @@ def load_requests(run_dir: str | os.PathLike, notes: list[str] | None = None) ->
     a missing file gives no records and a note, and a torn LAST line (the run was killed while
     appending) is skipped with a note. Damage anywhere else is always an error.
     """
+    return list(iter_requests(run_dir, notes))
+
+
+def iter_requests(run_dir: str | os.PathLike, notes: list[str] | None = None) -> Iterator[RequestRecord]:
+    """``load_requests`` one record at a time, in file order: the same records and the same rules
+    for damage (raised when the reader reaches it), holding one line at a time, not the file."""
     path = Path(run_dir)
     if path.is_dir():
         path = path / REQUESTS_FILE
     if not path.exists():
         if notes is not None:
             notes.append(f"{REQUESTS_FILE} is missing: no per-request data")
-            return []
+            return
         raise UserError(f"{path}: missing (no such file)")
-    out: list[RequestRecord] = []
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        lineno = raw.count(b"\n", 0, e.start) + 1
-        raise UserError(f"{path}: line {lineno}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    lines = text.split("\n")
-    last = len(lines)
-    while last > 0 and not lines[last - 1].strip():
-        last -= 1
-    for lineno, line in enumerate(lines[:last], start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as e:
-            if notes is not None and lineno == last:
-                notes.append(f"{REQUESTS_FILE}: last line {lineno} is truncated (run stopped while writing); skipped")
-                break
-            raise UserError(f"{path}: line {lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(data, dict):
-            raise UserError(f"{path}: line {lineno}: expected a JSON object")
-        try:
-            out.append(RequestRecord.model_validate(data))
-        except ValidationError as e:
-            raise UserError(f"{path}: line {lineno}: {describe_validation_error(e)}") from None
-    return out
+    with open(path, "rb") as f:
+        offset, lineno = 0, 0
+        for raw in f:
+            lineno += 1
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UserError(f"{path}: line {lineno}: not UTF-8 text ({e.reason} at byte {offset + e.start})"
+                                ) from None
+            offset += len(raw)
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as e:
+                if notes is not None and not any(r.decode("utf-8", "replace").strip() for r in f):  # last line
+                    notes.append(f"{REQUESTS_FILE}: last line {lineno} is truncated (run stopped while writing); "
+                                 f"skipped")
+                    return
+                raise UserError(f"{path}: line {lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+            if not isinstance(data, dict):
+                raise UserError(f"{path}: line {lineno}: expected a JSON object")
+            try:
+                yield RequestRecord.model_validate(data)
+            except ValidationError as e:
+                raise UserError(f"{path}: line {lineno}: {describe_validation_error(e)}") from None

@@ -122,9 +122,20 @@ def _intervals(session: RunSession, energy):
         pts = [(t, v) for t, v in tl.scrapes if t0 <= t <= t1 and "prompt_tokens" in v and "generation_tokens" in v]
         return intervals_from_counters([t for t, _ in pts], [v["prompt_tokens"] for _, v in pts],
                                        [v["generation_tokens"] for _, v in pts], energy), "server counters"
-    records = rundir.load_requests(session.run_dir, notes=[])
     dur = sum(lv.window.duration_s for lv in levels if lv.window)
-    return intervals_from_records(records, energy, interval_s=max(0.5, dur / REGRESSION_INTERVALS)), "client timing"
+    return intervals_from_records(_RunRequests(session.run_dir), energy,
+                                  interval_s=max(0.5, dur / REGRESSION_INTERVALS)), "client timing"
+
+
+class _RunRequests:
+    """The run's ``requests.jsonl``, read afresh (one record at a time) each time it is iterated:
+    the run's records are never all in memory."""
+
+    def __init__(self, run_dir):
+        self.run_dir = run_dir
+
+    def __iter__(self):
+        return rundir.iter_requests(self.run_dir, notes=[])
 
 
 def regression(session: RunSession, boundary: str) -> dict:

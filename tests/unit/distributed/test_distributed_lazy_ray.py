@@ -12,6 +12,7 @@ SRC = str(Path(__file__).resolve().parents[3] / "src")
 def test_importing_wattbench_and_distributed_does_not_import_ray():
     code = (
         "import sys, wattbench, wattbench.distributed.run, wattbench.distributed.actors, "
+        "wattbench.distributed.executor, "
         "wattbench.distributed.merge, wattbench.load.targets, wattbench.accounting; "
         "print('ray' in sys.modules)"
     )

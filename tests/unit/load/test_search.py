@@ -181,3 +181,19 @@ def test_optimize_refines_after_an_interior_search():
 
     res = optimize(measure, POW2, slos=parse_slos("ttft_p99=300ms"))
     assert 38 <= res.best_value <= 40
+
+
+def test_refinement_ends_when_no_whole_number_lies_between_off_integer_bounds():
+    """``integer=True`` over candidates that are not whole numbers: the best level is 8 and the
+    next one up (9.5) is past the knee, so the boundary lies in [8, 9.5); the only whole number
+    the bisection can pick there is 8 itself (9 is clamped to 9.5 − 1 → 8), and it used to step
+    back to 8 forever. It stops at 8; every level is measured once."""
+    calls = []
+    goodput = {4: 1.0, 8: 2.0, 9.5: 3.0, 15.2: 0.5}
+
+    def measure(v):
+        calls.append(v)
+        return {"goodput_per_kw": goodput[v], "oversaturated": v == 9.5}
+
+    res = optimize(measure, list(goodput), integer=True)
+    assert calls == [4, 8, 15.2, 9.5] and res.best_value == 8

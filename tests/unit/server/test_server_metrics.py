@@ -42,6 +42,14 @@ def vllm_exposition():
         thread.join(timeout=5)
 
 
+def _until(cond, hang_s: float = 60.0) -> None:
+    """Wait for a condition the test needs (not a timing claim: the deadline only ends a hang)."""
+    deadline = time.monotonic() + hang_s
+    while not cond():
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.01)
+
+
 def test_scraper_follows_a_live_exposition(vllm_exposition):
     url, m, fams = vllm_exposition
     # a second engine index: label sets are summed (counters, counts), fractions averaged
@@ -51,15 +59,17 @@ def test_scraper_follows_a_live_exposition(vllm_exposition):
     m["kv"].set(0.1)
     m["prompt"].inc(100)
     scraper = MetricsScraper(url + "/v1", interval_s=0.1).start()
-    time.sleep(0.35)
+    scrapes = scraper.timeline.scrapes
+    _until(lambda: len(scrapes) >= 2)  # scraped before the counters move (waited for, not slept)
     t_mid = now_ns()
     m["gen"].inc(640)
     m["prompt"].inc(1020)
     m["pre"].inc(2)
-    time.sleep(0.35)
+    t_after = now_ns()
+    _until(lambda: scrapes[-1][0] > t_after)  # and after
     tl = scraper.stop()
     assert tl.available and tl.engine == "vllm"
-    assert len(tl.scrapes) >= 4
+    assert len(tl.scrapes) >= 3
     t0, t1 = tl.scrapes[0][0], tl.scrapes[-1][0]
     assert t0 < t_mid < t1
     assert tl.counter_delta("generation_tokens", t0, t1) == 640

@@ -49,9 +49,13 @@ def test_old_driver_falls_back_to_base_fields(smi, monkeypatch):
 def test_stream(smi):
     s = NvidiaSmiSensor(interval_ms=50)
     s.open()
+    rs = []
+    deadline = time.monotonic() + 60  # ends a hang only; the test waits for lines, not a time
     try:
-        time.sleep(0.6)
-        rs = [r for r in s.read() if r.channel == "nvidia_smi.gpu0.power_instant"]
+        while len(rs) < 4:
+            assert time.monotonic() < deadline, rs
+            time.sleep(0.05)
+            rs += [r for r in s.read() if r.channel == "nvidia_smi.gpu0.power_instant"]
     finally:
         s.close()
     assert s._proc is None

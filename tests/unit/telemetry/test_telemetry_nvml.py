@@ -100,19 +100,25 @@ def test_aux_read_at_its_own_rate():
     assert "nvml.gpu0.energy" in second
 
 
-def test_sample_buffer_drain_maps_wall_us_to_mono():
+def test_sample_buffer_drain_maps_wall_us_to_mono(monkeypatch):
+    from wattbench.clock import ClockAnchor
+    from wattbench.telemetry import nvml as nvml_module
+
     nv = FakeNvml()
     g = nv.gpus[0]
     now_wall_us = time.time_ns() // 1000
-    t_before = time.perf_counter_ns()  # paired with the wall reading above (not after open(): load-dependent)
+    # the drain's wall/monotonic pairing is an input (a real one is off by however long the host
+    # kept the thread between its two clock reads): wall "now" is monotonic 10^12 ns
+    mono_now = 10**12
+    anchor = ClockAnchor(wall_ns=now_wall_us * 1000, mono_ns=mono_now, uncertainty_ns=0)
+    monkeypatch.setattr(nvml_module, "ClockAnchor", type("Fixed", (), {"take": staticmethod(lambda: anchor)}))
     g.samples = [(now_wall_us - 40_000, 290_000), (now_wall_us - 20_000, 300_000)]
     s = NvmlSensor(nvml=nv, samples_every_s=0)
     s.open()
     got = by_id(s.read())["nvml.gpu0.power_samples"]
     assert [r.value for r in got] == [290.0, 300.0]
-    assert got[1].t_ns - got[0].t_ns == 20_000_000
-    # mapped onto the monotonic clock: ~20 ms before the read, within a few ms
-    assert abs((t_before - got[1].t_ns) - 20_000_000) < 5_000_000
+    # mapped onto the monotonic clock through the anchor, exactly: 40 and 20 ms before it
+    assert [r.t_ns for r in got] == [mono_now - 40_000_000, mono_now - 20_000_000]
     assert s.sample_offset_mode == "wall_anchor"
     # next drain returns only new samples (last timestamp seen)
     g.samples.append((now_wall_us, 310_000))

@@ -6,6 +6,7 @@ from wattbench.errors import SensorError
 from wattbench.telemetry.jsonl import TelemetryWriter, read_anchor, read_telemetry, write_telemetry
 from wattbench.clock import ClockAnchor
 from wattbench.telemetry.sampler import Sampler, period_of
+from tests.fakes.scripted_clock import SamplerClock
 from tests.fakes.scripted_sensor import ScriptedSensor as _Scripted
 
 
@@ -15,49 +16,75 @@ def ScriptedSensor(**kw):  # noqa: N802  (reads like the class it builds)
     return _Scripted(**{"poll_interval_s": None, "update_period_s": None, "device": "d0", **kw})
 
 
+def _until(cond, hang_s: float = 60.0) -> None:
+    """Wait for a condition the test needs (not a timing claim: the deadline only ends a hang)."""
+    deadline = time.monotonic() + hang_s
+    while not cond():
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.005)
+
+
 def test_period_of():
     assert period_of(ScriptedSensor(), 0.05) == 0.05  # no own interval -> the sampler's
     assert period_of(ScriptedSensor(poll_interval_s=1.0), 0.05) == 1.0
 
 
-def test_deadlines_do_not_drift_and_counter_matches():
-    s = ScriptedSensor(power_w=250.0)
+def test_deadlines_do_not_drift_and_counter_matches(monkeypatch):
+    """Absolute deadlines on a scripted clock: every read takes 3 ms and the 11th stalls for 50 ms
+    (2.5 periods); reads stay on the 20 ms grid (relative deadlines would drift 3 ms a read), the
+    stall skips the two slots it overran instead of bursting, and the counter is exact."""
+    span = 500_000_000
+    sc = SamplerClock(span)
+
+    class Timed(_Scripted):
+        def read(self):
+            out = super().read()
+            sc.spend(50_000_000 if self.reads == 11 else 3_000_000)
+            return out
+
+    s = Timed(power_w=250.0, poll_interval_s=None, update_period_s=None, device="d0", clock=sc)
     sm = Sampler([s], interval_s=0.02)
+    sc.install(monkeypatch, sm)
     assert sm.open() == []
     sm.start()
-    time.sleep(0.5)
+    sc.elapse()
     log = sm.stop()
     assert s.closed
-    ts = s.read_times
-    # absolute deadlines: read k happens at t0 + k*20ms (+ wake-up latency, never accumulated)
-    t0 = ts[0]
-    lateness = [(t - t0) - k * 20_000_000 for k, t in enumerate(ts)]
-    assert all(x >= -1_000_000 for x in lateness)
-    assert max(lateness[-5:]) < 15_000_000  # no accumulated drift after ~25 reads
-    assert 20 <= len(ts) <= 27
+    slots = [(t - sc.start_ns) / 20_000_000 for t in s.read_times]
+    # slots 0..10, the stall (read 11 at slot 10 ends at 53 ms into it: slots 11 and 12 are
+    # missed), then 13..24: the last slot before the 500 ms horizon
+    assert slots == [float(k) for k in [*range(11), *range(13, 25)]]
+    assert sm.overhead()["missed_deadlines"] == 2
     t, v = log.series("scripted.energy")
-    assert len(t) == len(ts)
+    assert list(t) == s.read_times
     # the counter is scripted: energy between first and last reading = 250 W x elapsed
     assert v[-1] - v[0] == pytest.approx(250.0 * (t[-1] - t[0]) / 1e9, rel=1e-9)
 
 
-def test_own_poll_interval_respected():
-    fast = ScriptedSensor(name="fast")
-    slow = ScriptedSensor(name="slow", poll_interval_s=0.2)
+def test_own_poll_interval_respected(monkeypatch):
+    """Each sensor on its own interval, in its own thread: over a scripted 450 ms the 20 ms sensor
+    reads 23 times (0, 20, …, 440 ms), the one with its own 200 ms interval 3 times (0, 200, 400)."""
+    sc = SamplerClock(450_000_000)
+    fast = ScriptedSensor(name="fast", clock=sc)
+    slow = ScriptedSensor(name="slow", poll_interval_s=0.2, clock=sc)
     sm = Sampler([fast, slow], interval_s=0.02)
+    sc.install(monkeypatch, sm)
     sm.start()
-    time.sleep(0.45)
+    sc.elapse()
     sm.stop()
-    assert 2 <= slow.reads <= 4
-    assert fast.reads >= 4 * slow.reads
+    assert [t - sc.start_ns for t in fast.read_times] == [k * 20_000_000 for k in range(23)]
+    assert [t - sc.start_ns for t in slow.read_times] == [0, 200_000_000, 400_000_000]
 
 
-def test_failure_mid_run_leaves_gap_and_continues():
-    s = ScriptedSensor(fail_on={3, 4})
+def test_failure_mid_run_leaves_gap_and_continues(monkeypatch):
+    sc = SamplerClock(250_000_000)
+    s = ScriptedSensor(fail_on={3, 4}, clock=sc)
     sm = Sampler([s], interval_s=0.02)
+    sc.install(monkeypatch, sm)
     sm.start()
-    time.sleep(0.25)
+    sc.elapse()
     log = sm.stop()
+    assert s.reads == 13  # 0, 20, …, 240 ms
     assert len(log.failures) == 2
     assert all("scripted failure" in f.error for f in log.failures)
     t, _ = log.series("scripted.energy")
@@ -85,7 +112,7 @@ def test_snapshot_and_latest_power():
     n = ScriptedSensor(name="n", power_w=900.0, boundary="node")
     sm = Sampler([a, b, n], interval_s=0.02)
     sm.start()
-    time.sleep(0.15)
+    _until(lambda: min(x.reads for x in (a, b, n)) >= 2)  # every sensor read (twice: a power needs two counter reads)
     snap = sm.snapshot()
     per = sm.latest_power_by_channel()
     total = sm.latest_power_w()
@@ -95,16 +122,17 @@ def test_snapshot_and_latest_power():
     assert total == 500.0  # accelerator boundary only, never added to node
 
 
-def test_overhead_measured():
-    sm = Sampler([ScriptedSensor()], interval_s=0.01)
+def test_overhead_measured(monkeypatch):
+    sc = SamplerClock(300_000_000)
+    sm = Sampler([ScriptedSensor(clock=sc)], interval_s=0.01)
+    sc.install(monkeypatch, sm)
     sm.start()
-    time.sleep(0.3)
+    sc.elapse()
     sm.stop()
     o = sm.overhead()
-    assert 0.25 < o["wall_s"] < 1.0
-    assert 0 < o["cpu_s"] < o["wall_s"]
+    assert o["wall_s"] == 0.3 and o["reads"] == 30  # 0, 10, …, 290 ms
+    assert o["cpu_s"] > 0  # the thread's own CPU time (real)
     assert o["cpu_pct_of_core"] == pytest.approx(100 * o["cpu_s"] / o["wall_s"])
-    assert o["reads"] >= 20
 
 
 def test_jsonl_roundtrip_incremental(tmp_path):
@@ -113,9 +141,9 @@ def test_jsonl_roundtrip_incremental(tmp_path):
     sm.start()
     anchor = ClockAnchor.take()
     w = TelemetryWriter(tmp_path / "telemetry.jsonl", sm.channels, anchor)
-    time.sleep(0.1)
+    _until(lambda: s.reads >= 2)  # the failing 2nd read is in the first flush
     w.flush(sm.log)
-    time.sleep(0.1)
+    _until(lambda: s.reads >= 4)  # and more after it
     log = sm.stop()
     w.flush(log)
     back = read_telemetry(tmp_path / "telemetry.jsonl")
@@ -183,7 +211,8 @@ def test_slow_sensor_does_not_delay_fast_one():
     slow = Slow(name="slow", poll_interval_s=0.3, device="d0")
     sm = Sampler([fast, slow], interval_s=0.02)
     sm.start()
-    time.sleep(0.6)
+    # until a slow read lies wholly between two fast reads (what the test judges; however long that takes)
+    _until(lambda: any(fast.read_times[0] < a and b < fast.read_times[-1] for a, b in list(spans)))
     sm.stop()
     # counted, not timed: the fast sensor went on reading *while* each slow read was blocked (a
     # shared thread would read nothing inside those spans), however busy the host. Only spans
@@ -208,7 +237,7 @@ def test_stop_takes_a_closing_read_of_a_seldom_read_counter():
     nv = FakeNvml(unsupported={"nvmlDeviceGetSamples"})
     sm = Sampler([NvmlSensor(nvml=nv, counter_every_s=3600)], interval_s=0.02)
     sm.start()
-    time.sleep(0.15)
+    _until(lambda: sm.overhead()["reads"] >= 2)  # polled before the closing read
     log = sm.stop()
     te, _ = log.series("nvml.gpu0.energy")
     tp, _ = log.series("nvml.gpu0.power_instant")
