@@ -61,7 +61,14 @@ def test_wattbench_run_with_no_arguments(tmp_path):
     assert "tok/s" in p.stdout
     for label in ("c=1", "c=8"):
         assert re.search(rf"^{label}\s", p.stdout, re.M), p.stdout
-    # the engine was stopped by PID: nothing wattbench started is still running
-    leftovers = [q for q in psutil.process_iter(["pid", "cmdline"])
-                 if q.info["pid"] not in before and "serve" in " ".join(q.info["cmdline"] or [])]
+    # the engine was stopped by PID: nothing wattbench started is still running. Its children run
+    # in the run's working directory (tmp_path); other processes of the machine (another test
+    # session's servers) are not this run's, whatever their command line
+    def started_here(q) -> bool:
+        try:
+            return q.info["pid"] not in before and Path(q.cwd()) == tmp_path
+        except (psutil.Error, OSError):
+            return False  # gone meanwhile, or not ours to inspect
+
+    leftovers = [q for q in psutil.process_iter(["pid", "cmdline"]) if started_here(q)]
     assert not leftovers, [q.info for q in leftovers]

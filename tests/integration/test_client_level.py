@@ -58,7 +58,11 @@ def test_two_workers_merge_on_one_clock():
     assert out.load.workers == 2 and len(out.load.client_cpu_pct_per_worker) == 2
     assert {r.worker for r in out.records} == {0, 1}
     assert sorted(r.id for r in out.records) == list(range(48))
-    assert [r.sent_ns for r in out.records] == sorted(r.sent_ns for r in out.records)
+    # rows are in completion order (streamed from both workers as requests end); by_sent() reads
+    # them back in the order they were sent, over both workers' records
+    by_sent = list(out.records.by_sent())
+    assert [r.sent_ns for r in by_sent] == sorted(r.sent_ns for r in out.records)
+    assert sorted(r.id for r in by_sent) == list(range(48))
     for r in out.records:
         recv, first, last = truth[f"r{r.id}"]
         # Causality across three processes on one clock: sent < server read < first write <
@@ -71,7 +75,7 @@ def test_open_loop_constant_rate():
         target = TargetSpec(base_url=base + "/v1", model="fake-model")
         spec = LevelSpec(index=0, mode="rate", value=40.0, arrival="constant", num_requests=40)
         out = run_level(spec, target, req)
-    scheduled = np.array([r.scheduled_ns for r in out.records])
+    scheduled = np.array([r.scheduled_ns for r in out.records.by_sent()])
     assert len(out.records) == 40 and np.allclose(np.diff(scheduled) / 1e6, 25.0, atol=0.01)
     lag = np.array([r.sent_ns - r.scheduled_ns for r in out.records]) / 1e6
     assert lag.min() >= 0 and out.load.send_lag_ms.count == 40
@@ -195,3 +199,35 @@ def test_ctrl_c_returns_completed_records(tmp_path, workers):
     assert p.returncode == 130, out
     res = json.loads(out.strip().splitlines()[-1])
     assert res["stopped"] == "interrupted" and res["n"] >= 8 and res["all_complete"]
+
+
+def test_worker_processes_stream_records_during_the_level_and_a_dead_one_keeps_what_it_sent():
+    """Worker processes send their finished records while the level runs: when worker 1 is killed
+    mid-level, the records it had already sent are in the level's RecordSet (the level fails with
+    the worker's error, but nothing sent is lost)."""
+    from wattbench.errors import WattbenchError
+    from wattbench.load.executor import SubprocessExecutor, coordinate
+    from wattbench.load.plan import build_plans
+
+    spec = LevelSpec(index=0, mode="concurrency", value=4, num_requests=100_000, workers=2)
+    seen: list[dict] = []
+    with stream_server(*FAST) as (base, _):
+        target = TargetSpec(base_url=base + "/v1", model="fake-model")
+        lp = build_plans(spec, target, None, None, req)
+        ex = SubprocessExecutor(lp.plans, lp.feeder)
+
+        def on_progress(p: dict) -> None:
+            # kill worker 1 once the parent holds some of its records (streamed, not at the end)
+            if not seen and sum(1 for r in ex.records.columns("worker")["worker"] if r == 1) >= 8:
+                seen.append({"done": p["done"], "rows": len(ex.records)})
+                os.kill(ex.procs[1].pid, signal.SIGKILL)
+                ex.stop()  # worker 0 drains and ends (a dead worker does not stop the others)
+
+        with pytest.raises(WattbenchError, match="load worker 1 exited unexpectedly"):
+            coordinate(ex, spec, lp.plans, lp.feeder, on_progress)
+    assert seen, "worker 1 never streamed a record while the level ran"
+    workers = ex.records.columns("worker")["worker"]
+    assert (workers == 1).sum() >= 8  # what the dead worker sent is kept
+    assert len(ex.records) >= seen[0]["rows"]
+    ids = ex.records.columns("id")["id"]
+    assert len(set(ids.tolist())) == len(ids)  # each record once

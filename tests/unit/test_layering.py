@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "wattbench"
 LAYERS: list[tuple[str, ...]] = [
     # 0 foundation: the clock, errors, the result schema (the data every layer passes), a level's records
     #   as a spool (results/recordset.py: what the load fills and the statistics read), redaction
-    ("clock", "errors", "results.schema", "results.ids", "results.recordset", "server.redact", "__version__"),
+    ("clock", "errors", "interrupt", "results.schema", "results.ids", "results.recordset", "server.redact", "__version__"),
     # 1 inputs: sensors, workloads, the machine's description
     ("telemetry", "workload", "environment"),
     # 2 pure rules over records and series: energy accounting, statistics, the saturation rules

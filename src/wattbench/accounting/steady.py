@@ -52,7 +52,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import numpy as np
+
 from wattbench.results.schema import Window
+
+NO_END = -1  # an end stamp that is missing (the request never ended); RecordSet's NONE
 
 STEADY_MIN_PERIODS = 20.0  # meter update periods
 STEADY_MIN_E2E = 2.0  # median request lifetimes
@@ -81,36 +85,51 @@ def steady_window(
     *,
     start_ns: int | None = None,
 ) -> Window | None:
-    """The steady-state window (rule in the module docstring)."""
+    """The steady-state window (rule in the module docstring) of ``(sent_ns, end_ns)`` pairs."""
     reqs = list(requests)
-    if not reqs:
+    sent = np.fromiter((s for s, _ in reqs), dtype=np.int64, count=len(reqs))
+    end = np.fromiter((NO_END if e is None else e for _, e in reqs), dtype=np.int64, count=len(reqs))
+    return steady_window_ns(sent, end, mode, target_concurrency, start_ns=start_ns)
+
+
+def steady_window_ns(
+    sent_ns: np.ndarray,
+    end_ns: np.ndarray,
+    mode: str,
+    target_concurrency: int | None = None,
+    *,
+    start_ns: int | None = None,
+) -> Window | None:
+    """``steady_window`` over columns: ``sent_ns`` and ``end_ns`` (int64, ``NO_END`` = -1 for a
+    request that never ended), in any order. Vectorised: no Python object per request."""
+    sent = np.asarray(sent_ns, dtype=np.int64)
+    end = np.asarray(end_ns, dtype=np.int64)
+    if sent.size == 0:
         return None
-    last_send = max(s for s, _ in reqs)
-    drains = [e for _, e in reqs if e is not None and e > last_send]
-    if not drains:
+    last_send = int(sent.max())
+    ended = end[end != NO_END]
+    drains = ended[ended > last_send]
+    if drains.size == 0:
         return None
-    end = min(drains)
-    first = min(s for s, _ in reqs) if start_ns is None else start_ns
+    stop = int(drains.min())
+    first = int(sent.min()) if start_ns is None else start_ns
     if mode == "concurrency":
         if not target_concurrency or target_concurrency < 1:
             return None
-        events = [(s, 1) for s, _ in reqs] + [(e, 0) for _, e in reqs if e is not None]
-        events.sort()  # at equal time: completion (0) before send (1)
-        inflight = 0
-        reach = None
-        for t, kind in events:
-            inflight += 1 if kind == 1 else -1
-            if inflight >= target_concurrency:
-                reach = t
-                break
-        if reach is None:
+        # events sorted by (time, kind): at equal time a completion (0) before a send (1)
+        t = np.concatenate([sent, ended])
+        kind = np.concatenate([np.ones(sent.size, dtype=np.int8), np.zeros(ended.size, dtype=np.int8)])
+        order = np.lexsort((kind, t))
+        inflight = np.cumsum(np.where(kind[order] == 1, 1, -1))
+        hit = np.flatnonzero(inflight >= target_concurrency)
+        if hit.size == 0:
             return None
-        start = max(reach, first)
+        start = max(int(t[order[hit[0]]]), first)
     else:
         start = first
-    if end <= start:
+    if stop <= start:
         return None
-    return Window(start_ns=start, end_ns=end, duration_s=(end - start) / 1e9, kind="steady")
+    return Window(start_ns=start, end_ns=stop, duration_s=(stop - start) / 1e9, kind="steady")
 
 
 def min_steady_s(update_period_s: float | None, e2e_s: float | None) -> float:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from typing import List, Optional
 
 import typer
 
 from wattbench.cli.common import API_KEY_HELP, DB_HELP, REGISTER_HELP, handle_errors, parse_headers, parse_json_object, split_list
+from wattbench.interrupt import install_sigterm
 
 HELP = """Benchmark an OpenAI-compatible server (or the embedded engine when no --target is given).
 
@@ -45,18 +45,8 @@ def _parse_warmup(value: Optional[str]) -> tuple[Optional[float], Optional[int]]
 
 
 def _install_sigterm() -> None:
-    """SIGTERM behaves like Ctrl-C: the run stops cleanly and keeps what it measured.
-
-    It is re-delivered as SIGINT so whichever SIGINT handler is current decides: inside a load
-    level that is the level's own (it cancels the requests in flight and keeps the completed
-    ones); raising KeyboardInterrupt here instead would surface inside an event-loop callback,
-    where the loop swallows it and the run went on to exit 0.
-    """
-
-    def _handler(signum, frame):  # noqa: ARG001
-        signal.raise_signal(signal.SIGINT)
-
-    signal.signal(signal.SIGTERM, _handler)
+    """SIGTERM behaves like Ctrl-C: the run stops cleanly and keeps what it measured (interrupt.py)."""
+    install_sigterm()
 
 
 def register(app: typer.Typer) -> None:

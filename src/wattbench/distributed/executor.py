@@ -49,6 +49,7 @@ from wattbench.load.link import Progress, WorkerResult
 from wattbench.load.liveness import TargetDown
 from wattbench.load.plan import PROGRESS_PERIOD_S, WorkerPlan, build_plans, split_count
 from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
+from wattbench.results.recordset import RecordSet
 from wattbench.results.schema import build_record
 
 __all__ = ["RayExecutor", "LoadActor", "LevelShare", "share_level", "run_on_actors", "ray_call",
@@ -160,6 +161,8 @@ class RayExecutor:
         self.polls: list[Future | None] = [None] * len(loads)
         self.last_poll_ns = 0
         self.raw: list[dict] = []
+        self._results: list[WorkerResult] | None = None
+        self.records = RecordSet()  # the level's records, on the driver's clock, as the actors' arrive
         self.done_f: asyncio.Future | None = None
 
     def _offset(self, ld: LoadActor) -> ClockOffset:
@@ -224,17 +227,22 @@ class RayExecutor:
             if e is not None:
                 raise WattbenchError(f"load actor {ld.index} on node {short_id(ld.node_id)} ({ld.hostname}) "
                                      f"failed: {short_error(e, 2000)}") from None
+        if self._results is not None:  # the records are in self.records once
+            return self._results
         self.raw = [run.result() for run in self.runs]
         for ld in self.loads:  # the offsets after the level: drift over the level is corrected
             try:
                 ld.offsets.append(self._offset(ld))
             except Exception:  # noqa: BLE001 - an actor gone now: its offset before the level stands
                 pass
-        return [self._on_driver_clock(ld, res) for ld, res in zip(self.loads, self.raw)]
+        self._results = [self._on_driver_clock(ld, res) for ld, res in zip(self.loads, self.raw)]
+        return self._results
 
     def _on_driver_clock(self, ld: LoadActor, res: dict) -> WorkerResult:
         to_driver = offset_line(ld.offsets).to_driver
-        recs = [shift_record(build_record(**d), to_driver) for d in res["records"]]
+        for d in res["records"]:
+            self.records.append(shift_record(build_record(**d), to_driver))
+        res["n_records"], res["records"] = len(res["records"]), None  # appended: the dicts can go
         stop = to_driver(res["stop_ns"]) if res["stop_ns"] is not None else None
         down = res.get("down")
         if down is not None:  # the target stopped answering this actor: when, on the driver's clock
@@ -242,7 +250,7 @@ class RayExecutor:
             down = TargetDown(down["target"], None if last_ok is None else to_driver(last_ok),
                               to_driver(down["first_failure_ns"]), down["refusals"], down["failures"])
         # the open loop's loop-lag probes are durations: merged like workers' (closed loop: judged by the actor)
-        return WorkerResult(recs, res["cpu_pct"], stop, res["stopped_early"] == "interrupted",
+        return WorkerResult(None, res["cpu_pct"], stop, res["stopped_early"] == "interrupted",
                             list(res.get("loop_lag_ns") or []), down)
 
     def close(self) -> None:
@@ -255,7 +263,7 @@ class RayExecutor:
         for ld, res in zip(self.loads, self.raw):
             before = ld.offsets[0]
             rows.append({
-                "index": ld.index, "node_id": ld.node_id, "hostname": ld.hostname, "records": len(res["records"]),
+                "index": ld.index, "node_id": ld.node_id, "hostname": ld.hostname, "records": res["n_records"],
                 "cpu_pct": res["cpu_pct"], "clock_offset_ns": before.offset_ns,
                 "clock_uncertainty_ns": offset_line(ld.offsets).uncertainty_ns, "clock_rtt_ns": before.rtt_ns,
                 "drift_ppm": drift_ppm(before, ld.offsets[-1]) if len(ld.offsets) > 1 else None,
@@ -287,7 +295,7 @@ def run_on_actors(spec: LevelSpec, share: LevelShare, loads: list[LoadActor],
     """The shared level on ``loads`` under the one coordinator loop (module doc)."""
     ex = RayExecutor(loads, share.jobs, spec.mode, calls=calls, pings=pings)
     results, t0_ns, interrupted, stop_reason = coordinate(ex, spec, share.plans, None, on_progress)
-    outcome = assemble_outcome(spec, results, t0_ns, share.target_rate, len(loads))
+    outcome = assemble_outcome(spec, results, t0_ns, share.target_rate, len(loads), records=ex.records)
     for reason in ex.saturation_reasons():
         outcome.load.saturation_reasons.append(reason)
         outcome.load.saturated = True

@@ -8,7 +8,10 @@ An ``Executor`` runs a level's ``WorkerPlan``s and answers the coordinator:
 - ``finished()``, ``wait(timeout_s)`` (until finished or the timeout);
 - ``stop()`` (stop sending, let the requests in flight finish), ``cancel()`` (cancel them too);
 - ``results() -> list[WorkerResult]`` (raises ``WattbenchError`` when a worker failed);
-- ``close()``.
+- ``close()``;
+- ``records``: the level's ``RecordSet``, filled as requests finish (in-process: the worker
+  appends to it; subprocess: the workers stream batches of records, appended as they arrive, so a
+  worker that dies keeps what it sent). Its rows are in completion order.
 
 ``InProcessExecutor`` runs one worker on the coordinating loop itself (uvloop); ``SubprocessExecutor``
 spawns one process per plan (``load/worker.py``'s ``worker_process``) and talks to them over pipes
@@ -40,7 +43,7 @@ from wattbench.load.plan import PROGRESS_PERIOD_S, Feeder, WorkerPlan
 from wattbench.load.saturation import BacklogGuard
 from wattbench.load.types import LevelSpec
 from wattbench.load.worker import Worker, cancel_pending, worker_process
-from wattbench.results.schema import RequestRecord, build_record
+from wattbench.results.recordset import RecordSet
 
 START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
 READY_TIMEOUT_S = 120
@@ -59,6 +62,7 @@ class Executor(Protocol):
     """Runs a level's workers (module doc)."""
 
     fast_loop: bool
+    records: RecordSet
 
     def prepare(self) -> None: ...
 
@@ -86,6 +90,7 @@ class InProcessExecutor:
 
     def __init__(self, plan: WorkerPlan, feeder: Feeder | None):
         self.plan, self.feeder = plan, feeder
+        self.records = RecordSet()
         self.worker: Worker | None = None
         self.task: asyncio.Future | None = None
         self._cpu_pct: float | None = None
@@ -95,7 +100,7 @@ class InProcessExecutor:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> int:
         self.link = LocalLink(self.feeder, 0)
-        self.worker = Worker(self.plan, self.link)
+        self.worker = Worker(self.plan, self.link, self.records)
         t0_ns = now_ns() + 1_000_000
         cpu0, wall0 = time.thread_time_ns(), now_ns()
 
@@ -124,7 +129,7 @@ class InProcessExecutor:
 
     def results(self) -> list[WorkerResult]:
         w = self.worker
-        return [WorkerResult(w.records, self._cpu_pct, w.stop_ns, self.task.result(), w.loop_lag_ns, w.down)]
+        return [WorkerResult(None, self._cpu_pct, w.stop_ns, self.task.result(), w.loop_lag_ns, w.down)]
 
     def close(self) -> None:
         pass
@@ -140,7 +145,7 @@ class SubprocessExecutor:
         n = len(plans)
         self.conns: list = []
         self.procs: list = []
-        self.records: list[list] = [[] for _ in range(n)]
+        self.records = RecordSet()
         self.out: list[WorkerResult | None] = [None] * n
         self.counts = [Progress(0, 0, 0)] * n
         self.errors: list[str] = []
@@ -200,24 +205,20 @@ class SubprocessExecutor:
                 elif isinstance(msg, Progress):
                     self.counts[w] = msg
                 elif isinstance(msg, Records):
-                    self.records[w].extend(msg.records)
+                    self.records.extend(msg.records)
                 elif isinstance(msg, Result):
                     self.counts[w] = msg.progress
-                    self._finish(w, WorkerResult(self._records(w), msg.cpu_pct, msg.stop_ns, msg.interrupted,
+                    self._finish(w, WorkerResult(None, msg.cpu_pct, msg.stop_ns, msg.interrupted,
                                                  msg.loop_lag_ns, msg.down))
                 elif isinstance(msg, Error):
                     self.errors.append(msg.traceback)
-                    self._finish(w, WorkerResult([], None, None, True))
+                    self._finish(w, WorkerResult(None, None, None, True))
         except (EOFError, OSError) as e:
             if self.out[w] is None:
                 self.errors.append(f"load worker {w} exited unexpectedly (exit code {self.procs[w].exitcode}, {e!r})")
-                self._finish(w, WorkerResult(self._records(w), None, None, True))
+                self._finish(w, WorkerResult(None, None, None, True))
         if self.finished() and not self.done_f.done():
             self.done_f.set_result(None)
-
-    def _records(self, w: int) -> list[RequestRecord]:
-        recs, self.records[w] = self.records[w], []
-        return [build_record(**r) for r in recs]
 
     def progress(self) -> Progress:
         return Progress(*(sum(x) for x in zip(*((p.done, p.failed, p.output_tokens) for p in self.counts))))
@@ -236,7 +237,7 @@ class SubprocessExecutor:
                 self.errors.append("load workers exited without a result")
                 for w in range(len(self.conns)):
                     if self.out[w] is None:
-                        self._finish(w, WorkerResult(self._records(w), None, None, True))
+                        self._finish(w, WorkerResult(None, None, None, True))
 
     def _broadcast(self, msg) -> None:
         for w, c in enumerate(self.conns):

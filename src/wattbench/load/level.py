@@ -62,6 +62,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
+import numpy as np
+
 from wattbench.errors import Interrupted, UserError
 from wattbench.load.executor import InProcessExecutor, LevelControl, SubprocessExecutor, coordinate
 from wattbench.load.link import WorkerResult
@@ -82,8 +84,9 @@ from wattbench.load.saturation import (  # noqa: F401  (re-exported)
     client_saturation_reasons,
 )
 from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
-from wattbench.metrics.latency import request_end_ns, stats
-from wattbench.results.schema import LoadStats, RequestRecord
+from wattbench.metrics.latency import stats
+from wattbench.results.recordset import NONE, RecordSet, as_record_set
+from wattbench.results.schema import LoadStats
 from wattbench.workload.base import RequestSpec
 
 __all__ = ["run_level", "validate_spec", "auto_workers", "assemble_outcome", "settle_outcome", "STREAMS_PER_WORKER",
@@ -127,7 +130,7 @@ def run_level(
     exhausted_early = lp.exhausted_early
     if feeder is not None and spec.num_requests is not None and feeder.exhausted:
         exhausted_early = feeder.measured < spec.num_requests
-    outcome = assemble_outcome(spec, results, t0_ns, lp.target_rate, len(plans))
+    outcome = assemble_outcome(spec, results, t0_ns, lp.target_rate, len(plans), records=executor.records)
     return settle_outcome(spec, outcome, results, t0_ns, interrupted, stop_reason, exhausted_early)
 
 
@@ -158,36 +161,65 @@ def settle_outcome(spec: LevelSpec, outcome: LevelOutcome, results: list[WorkerR
 # ---------------------------------------------------------------------------------- outcome
 
 
-def mean_in_flight(records: list[RequestRecord], start_ns: int, end_ns: int) -> float | None:
+def end_column(cols: dict) -> np.ndarray:
+    """``metrics.latency.request_end_ns`` over columns: the last content chunk, else when the
+    stream closed, else ``NONE`` (the request never ended)."""
+    return np.where(cols["last_token_ns"] != NONE, cols["last_token_ns"], cols["end_ns"])
+
+
+def mean_in_flight(records, start_ns: int, end_ns: int) -> float | None:
+    """Mean number of requests in flight over ``[start_ns, end_ns]`` (records: a RecordSet or a list)."""
     if end_ns <= start_ns or not records:
         return None
-    total = 0
-    for r in records:
-        e = request_end_ns(r)
-        if e is None:
-            continue
-        a, b = max(r.sent_ns, start_ns), min(e, end_ns)
-        if b > a:
-            total += b - a
-    return total / (end_ns - start_ns)
+    cols = as_record_set(records).columns("sent_ns", "last_token_ns", "end_ns")
+    return _mean_in_flight(cols["sent_ns"], end_column(cols), start_ns, end_ns)
 
 
-def assemble_outcome(spec: LevelSpec, results: list[WorkerResult], t0_ns: int, target_rate, n_workers: int) -> LevelOutcome:
-    records = sorted((r for res in results for r in res.records), key=lambda r: r.sent_ns)
-    measured = [r for r in records if not r.warmup]
-    if measured:
-        start_ns = min(r.sent_ns for r in measured)
-        end_ns = max(request_end_ns(r) or r.sent_ns for r in measured)
+def _mean_in_flight(sent: np.ndarray, end: np.ndarray, start_ns: int, end_ns: int) -> float | None:
+    if end_ns <= start_ns or sent.size == 0:
+        return None
+    ok = end != NONE
+    a = np.maximum(sent[ok], start_ns)
+    b = np.minimum(end[ok], end_ns)
+    d = b - a
+    return int(d[d > 0].sum()) / (end_ns - start_ns)
+
+
+def merged_records(results: list[WorkerResult]) -> RecordSet:
+    """The records the workers kept themselves (Ray's load actors, tests) as one RecordSet."""
+    own = [res.records for res in results if res.records is not None]
+    if len(own) == 1 and isinstance(own[0], RecordSet):
+        return own[0]
+    rs = RecordSet()
+    for recs in own:
+        rs.extend(recs)
+    return rs
+
+
+def assemble_outcome(spec: LevelSpec, results: list[WorkerResult], t0_ns: int, target_rate, n_workers: int,
+                     records: RecordSet | None = None) -> LevelOutcome:
+    """The level's outcome from its records (``records``, else the workers' own, merged) and the
+    workers' results: windows and load statistics from columns (no Python object per request)."""
+    rs = merged_records(results) if records is None else records
+    c = rs.columns("sent_ns", "scheduled_ns", "last_token_ns", "end_ns", "warmup", "ok")
+    sent, sched, warm = c["sent_ns"], c["scheduled_ns"], c["warmup"]
+    end = end_column(c)
+    end_or_sent = np.where(end != NONE, end, sent)
+    meas = ~warm
+    n_meas = int(meas.sum())
+    if n_meas:
+        start_ns = int(sent[meas].min())
+        end_ns = int(end_or_sent[meas].max())
     else:
         start_ns = end_ns = t0_ns
     # Steady window: the one rule (accounting/steady.py), over every stream (warm-up ones load the
     # server too), never before the first measured send.
     steady_start = steady_end = None
-    if measured:
-        from wattbench.accounting.steady import steady_window
+    if n_meas:
+        from wattbench.accounting.steady import steady_window_ns
 
-        sw = steady_window([(r.sent_ns, request_end_ns(r)) for r in records], spec.mode,
-                           int(spec.value) if spec.mode == "concurrency" else None, start_ns=start_ns)
+        sw = steady_window_ns(sent, end, spec.mode, int(spec.value) if spec.mode == "concurrency" else None,
+                              start_ns=start_ns)
         if sw is not None:
             steady_start, steady_end = sw.start_ns, sw.end_ns
     # Load statistics.
@@ -198,33 +230,35 @@ def assemble_outcome(spec: LevelSpec, results: list[WorkerResult], t0_ns: int, t
     else:
         load.target_rate_rps = target_rate
         load.arrival = spec.arrival if spec.mode == "rate" else "trace"
-    if len(measured) > 1:
+    if n_meas > 1:
         if spec.mode == "concurrency":
             dur = (end_ns - start_ns) / 1e9
-            load.achieved_rate_rps = sum(1 for r in measured if r.ok) / dur if dur > 0 else None
+            load.achieved_rate_rps = int((meas & c["ok"]).sum()) / dur if dur > 0 else None
         else:
             # From the first request's SCHEDULED time to the last actual send: a client that falls
             # behind and then sends in bursts reads as slow, not as fast.
-            first = min((r.scheduled_ns if r.scheduled_ns is not None else r.sent_ns) for r in measured)
-            span = (max(r.sent_ns for r in measured) - first) / 1e9
-            load.achieved_rate_rps = (len(measured) - 1) / span if span > 0 else None
-    load.mean_in_flight = mean_in_flight(records, start_ns, end_ns)
-    lags = [(r.sent_ns - r.scheduled_ns) / 1e6 for r in measured if r.scheduled_ns is not None]
-    load.send_lag_ms = stats(lags)
+            first = int(np.where(sched != NONE, sched, sent)[meas].min())
+            span = (int(sent[meas].max()) - first) / 1e9
+            load.achieved_rate_rps = (n_meas - 1) / span if span > 0 else None
+    load.mean_in_flight = _mean_in_flight(sent, end, start_ns, end_ns)
+    by_sent = np.argsort(sent, kind="stable")  # the send lags in send order, as they were sent
+    lagged = by_sent[meas[by_sent] & (sched[by_sent] != NONE)]
+    load.send_lag_ms = stats((sent[lagged] - sched[lagged]) / 1e6)
+    last_end = int(end_or_sent.max()) if sent.size else None
+    del c, sent, sched, end, end_or_sent, by_sent, lagged
     cpus = [res.cpu_pct for res in results if res.cpu_pct is not None]
     load.client_cpu_pct = max(cpus) if cpus else None
     load.client_cpu_pct_per_worker = cpus
     load.client_loop_lag_ms = stats([x / 1e6 for res in results for x in res.loop_lag_ns])
     stops = [res.stop_ns for res in results if res.stop_ns is not None]
-    if stops and records:
-        last_end = max(request_end_ns(r) or r.sent_ns for r in records)
+    if stops and last_end is not None:
         load.drain_s = max(0.0, (last_end - max(stops)) / 1e9)
     # Saturation guard: the client's own signals only (load/saturation.py).
     reasons = client_saturation_reasons(load, target_rate)
     load.saturated = bool(reasons)
     load.saturation_reasons = reasons
     return LevelOutcome(
-        records=records,
+        records=rs,
         start_ns=start_ns,
         end_ns=end_ns,
         steady_start_ns=steady_start,

@@ -19,6 +19,7 @@ from typing import Protocol
 
 from wattbench.load.liveness import TargetDown
 from wattbench.load.plan import Feeder, Item
+from wattbench.results.recordset import RecordSet
 from wattbench.results.schema import RequestRecord
 
 
@@ -82,14 +83,15 @@ class Progress:
 
 @dataclass
 class Records:
-    """Worker → coordinator: a batch of finished records (``RequestRecord.model_dump()`` dicts)."""
+    """Worker → coordinator: a batch of records finished since the last batch (dicts of the
+    ``RequestRecord`` fields), sent during the level (``load/worker.py`` ``RecordStream``)."""
 
     records: list[dict]
 
 
 @dataclass
 class Result:
-    """Worker → coordinator: the worker ended (after its ``Records``)."""
+    """Worker → coordinator: the worker ended (after its last ``Records``)."""
 
     cpu_pct: float | None
     stop_ns: int | None
@@ -108,9 +110,10 @@ class Error:
 
 @dataclass
 class WorkerResult:
-    """What the coordinator keeps of one worker."""
+    """What the coordinator keeps of one worker. ``records``: its records when it kept its own
+    (Ray's load actors, tests); ``None`` when they went into the executor's level ``RecordSet``."""
 
-    records: list[RequestRecord]
+    records: "list[RequestRecord] | RecordSet | None"
     cpu_pct: float | None
     stop_ns: int | None
     interrupted: bool

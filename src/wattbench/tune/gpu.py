@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from wattbench.errors import UserError
+from wattbench.interrupt import install_sigterm
 
 DEFAULT_STATE_PATH = "/var/lib/wattbench/gpu-settings.json"
 
@@ -177,13 +178,9 @@ class GpuSettings:
 
     # -------------------------------------------------------------- context: restore on every exit
     def __enter__(self) -> "GpuSettings":
-        def on_term(signum, frame):  # noqa: ARG001
-            # as `run` does: re-delivered as SIGINT, so the current SIGINT handler (a load level's
-            # own, or KeyboardInterrupt) stops the work cleanly and __exit__ restores
-            signal.raise_signal(signal.SIGINT)
-
+        # as `run` does (interrupt.py): the work stops as on Ctrl-C and __exit__ restores
         with contextlib.suppress(ValueError):  # not the main thread: the caller's handlers stay
-            self._old_sigterm = signal.signal(signal.SIGTERM, on_term)
+            self._old_sigterm = install_sigterm()
         return self
 
     def __exit__(self, *exc) -> None:

@@ -101,10 +101,14 @@ with g:
 """
 
 
-def _child(tmp_path):
+def _child(tmp_path, sigint_ignored: bool = False):
     code = CHILD.format(root=str(ROOT), src=str(ROOT / "src"), dev=str(tmp_path / "device.json"),
                         state=str(tmp_path / "state.json"))
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    # sigint_ignored: as a process started in the background of a non-interactive shell (`tune &`
+    # in a script, nohup) inherits it; otherwise SIGINT at its Python default whatever the runner's
+    pre = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else (
+        lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, preexec_fn=pre)
     assert p.stdout.readline().strip() == "APPLIED"
     return p
 
@@ -146,10 +150,11 @@ def test_sigkill_then_next_tune_restores_first(tmp_path):
     assert _device(tmp_path) == [{"power_mw": 700_000, "locked": None}] * 2
 
 
-def test_sigterm_mid_trial_restores(tmp_path):
-    p = _child(tmp_path)
+@pytest.mark.parametrize("sigint_ignored", [False, True])
+def test_sigterm_mid_trial_restores(tmp_path, sigint_ignored):
+    p = _child(tmp_path, sigint_ignored)
     os.kill(p.pid, signal.SIGTERM)
-    assert p.wait(timeout=20) != 0  # stopped (SIGTERM -> SIGINT -> KeyboardInterrupt), not finished
+    assert p.wait(timeout=120) != 0  # stopped (SIGTERM -> SIGINT -> KeyboardInterrupt), not finished
     assert _device(tmp_path) == [{"power_mw": 700_000, "locked": None}] * 2
     assert not (tmp_path / "state.json").exists()
 
