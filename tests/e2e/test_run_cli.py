@@ -33,6 +33,7 @@ def test_run_declared_node_power_gives_exact_energy_and_per_kw(tmp_path):
         out = tmp_path / "run"
         p = wb(
             "run", "--target", base, "--concurrency", "1,4", "--num-requests", "12", "--input-tokens", "32",
+            "--keep-chunks",
             "--output-tokens", "16", "--sensor", "const:node=700", "--idle", "0.5", "--db", str(tmp_path / "h.db"),
             "--out", str(out), "--json", cwd=tmp_path,
         )

@@ -234,7 +234,7 @@ def test_the_drain_at_the_deadline_is_bounded_by_the_request_timeout(tmp_path):
     with stream_server("--ttft-ms", "50", "--itl-ms", "20") as (base, stats):
         p = _wb("run", "--target", base, "-c", "1", "--duration", "0.3", "--request-timeout", "0.6",
                 "--output-tokens", "100", "--input-tokens", "8", "--no-sensors", "--idle", "0", "--no-register",
-                "--no-html", "--out", str(tmp_path / "run"), cwd=tmp_path)
+                "--no-html", "--keep-chunks", "--out", str(tmp_path / "run"), cwd=tmp_path)
     assert p.returncode == 3, p.stderr
     res = load_result(tmp_path / "run")
     recs = load_requests(tmp_path / "run")

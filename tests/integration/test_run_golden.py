@@ -77,6 +77,12 @@ def _run(tmp_path) -> dict:
                         carbon_intensity="400", register_run=False, html=False, out=str(tmp_path / "run"),
                         workers=1, seed=7)
         run_benchmark(cfg)
+    lines = [json.loads(x) for x in (tmp_path / "run" / "requests.jsonl").read_text().splitlines()]
+    # requests.jsonl: every request of both trials of both levels, each marked with its trial; no
+    # chunk stamps (they are kept only with --keep-chunks)
+    assert len(lines) == 2 * 2 * 12 and sorted({(d["level"], d["trial"]) for d in lines}) == [
+        (0, 0), (0, 1), (1, 0), (1, 1)]
+    assert not any("chunk_ns" in d for d in lines) and all(d["first_token_ns"] for d in lines)
     return json.loads((tmp_path / "run" / "result.json").read_text())
 
 
@@ -99,6 +105,8 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     assert [lv["throughput"]["output_tokens"] for lv in got["levels"]] == [96, 96]
     assert [lv["trial"] for lv in got["levels"]] == [1, 1]  # the last of two trials (0-based)
     assert got["carbon"]["g_per_kwh"] == 400.0 and got["carbon"]["source"] == "constant"
+    # --keep-chunks (issue 17, memory): a config field newer than the golden file, off by default
+    assert got["config"].pop("keep_chunks") is False and "keep_chunks" not in want["config"]
     diffs = _diff(_norm(got), _norm(want))
     assert not diffs, "\n".join(diffs[:40])
 

@@ -8,7 +8,8 @@ Definitions (all in milliseconds, ``None`` where the record lacks what the figur
 - ``itl_mean_ms`` / ``itl_max_ms``: mean / largest gap between consecutive content chunks.
   A chunk may carry several tokens (servers batch stream output), so this is per chunk.
 - ``send_lag_ms``: sent − scheduled (open-loop schedules only).
-- ``chunks``: number of content chunks received.
+- ``chunks``: number of content chunks received (``None`` for a record that has content but no
+  chunk stamps: a run written without ``--keep-chunks``; its ITL figures are ``None`` too).
 """
 
 from __future__ import annotations
@@ -54,5 +55,5 @@ def per_request_latencies(record: RequestRecord) -> dict[str, float | int | None
         "itl_mean_ms": float(gaps.mean()) if gaps is not None else None,
         "itl_max_ms": float(gaps.max()) if gaps is not None else None,
         "send_lag_ms": _ms(record.scheduled_ns, record.sent_ns),
-        "chunks": len(record.chunk_ns),
+        "chunks": len(c) if c or record.first_token_ns is None else None,
     }

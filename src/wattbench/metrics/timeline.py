@@ -28,7 +28,9 @@ def output_tokens_per_s_buckets(
     """Output tokens/s per bucket over [start_ns, end_ns).
 
     Returns ``(bucket_start_ns, tokens_per_s)``; the last bucket may be shorter than ``bucket_s``
-    and is divided by its own length.
+    and is divided by its own length. A request's tokens are spread over its chunk stamps; a
+    record without them (a run written without ``--keep-chunks``) spreads them evenly from its
+    first to its last token (``accounting/window_tokens.py`` rule 2), else puts them at its end.
     """
     if bucket_s <= 0:
         raise ValueError(f"bucket_s must be > 0, got {bucket_s}")
@@ -47,6 +49,10 @@ def output_tokens_per_s_buckets(
             t = np.asarray(r.chunk_ns, dtype=np.int64)
             times.append(t)
             weights.append(np.full(t.size, tokens / t.size))
+        elif (tokens > 1 and r.first_token_ns is not None and r.last_token_ns is not None
+              and r.last_token_ns > r.first_token_ns):
+            times.append(np.linspace(r.first_token_ns, r.last_token_ns, tokens).astype(np.int64))
+            weights.append(np.ones(tokens))
         else:
             at = r.last_token_ns if r.last_token_ns is not None else r.end_ns
             if at is None:

@@ -79,6 +79,9 @@ def latency_ecdf(doc: Doc, run: RunData) -> None:
     if not data:
         doc.note("no completed requests: no latency distributions")
         return
+    if not any(r.chunk_ns for lv in run.result.levels for r in run.level_requests(lv.index)):
+        doc.note("inter-chunk latency needs every chunk's arrival stamp (requests.jsonl written without "
+                 "--keep-chunks): run with --keep-chunks to plot it")
     layout: dict[str, Any] = {"title": {"text": "Latency distributions (ECDF per level)", "x": 0.01},
                               "grid": {"rows": 2, "columns": 2, "pattern": "independent"}}
     shapes = []

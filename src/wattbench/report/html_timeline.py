@@ -61,7 +61,8 @@ def timeline(doc: Doc, run: RunData, lv: LevelResult, color_of: dict[str, str]) 
     doc.plot(data, layout, height=820)
     doc.add('<p class="caption">Dotted verticals: the level\'s measurement window; green band: steady state. '
             "Power is drawn per sensor channel (min/max-preserving thinning); tokens/s spreads each request's "
-            "output tokens over its stream chunks.</p>")
+            "output tokens over its stream chunks (evenly from first to last token in a run written without "
+            "--keep-chunks).</p>")
 
 
 def _power_traces(run: RunData, lo: int, hi: int, color_of: dict[str, str], xs) -> list[dict]:

@@ -86,17 +86,29 @@ def write_result(run_dir: str | os.PathLike, result: Result) -> Path:
     return write_json_atomic(Path(run_dir) / RESULT_FILE, result)
 
 
-def append_requests(run_dir: str | os.PathLike, records: Iterable[RequestRecord | dict]) -> Path:
-    """Append request records to ``requests.jsonl`` (one JSON object per line) and fsync."""
+WRITE_BATCH_BYTES = 1 << 20  # requests.jsonl is written this much at a time
+
+
+def _request_lines(records: Iterable[RequestRecord | dict], keep_chunks: bool) -> Iterator[bytes]:
+    exclude = None if keep_chunks else {"chunk_ns"}
+    for r in records:
+        if not isinstance(r, BaseModel):
+            r = RequestRecord.model_validate(r)
+        yield r.model_dump_json(exclude=exclude).encode("utf-8") + b"\n"
+
+
+def append_requests(run_dir: str | os.PathLike, records: Iterable[RequestRecord | dict], *,
+                    keep_chunks: bool = True) -> Path:
+    """Append request records to ``requests.jsonl`` (one JSON object per line) and fsync.
+
+    ``records`` is streamed (a level's ``RecordSet`` is read one record at a time and written a
+    megabyte at a time): memory does not grow with the number of records. Without
+    ``keep_chunks`` the lines leave out ``chunk_ns`` (every content chunk's arrival stamp: most of
+    a record's bytes); readers then use the first and last token stamps. A write that fails
+    half-way (disk full) cuts the file back to where this append started: no torn line, and the
+    records appended before are unchanged."""
     path = Path(run_dir) / REQUESTS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for r in records:
-        if isinstance(r, BaseModel):
-            lines.append(r.model_dump_json())
-        else:
-            lines.append(RequestRecord.model_validate(r).model_dump_json())
-    data = memoryview(("\n".join(lines) + "\n").encode("utf-8") if lines else b"")
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as e:
@@ -104,18 +116,33 @@ def append_requests(run_dir: str | os.PathLike, records: Iterable[RequestRecord 
     try:
         size = os.lseek(fd, 0, os.SEEK_END)
         try:
-            while data:  # unbuffered: nothing is left to flush after a failure
-                data = data[os.write(fd, data):]
+            buf: list[bytes] = []
+            held = 0
+            for line in _request_lines(records, keep_chunks):
+                buf.append(line)
+                held += len(line)
+                if held >= WRITE_BATCH_BYTES:
+                    _write_all(fd, b"".join(buf))
+                    buf, held = [], 0
+            _write_all(fd, b"".join(buf))
             os.fsync(fd)
-        except OSError as e:  # disk full half-way: cut back to the last complete line
+        except BaseException as e:  # disk full half-way (or a bad record): cut back to where we started
             try:
                 os.ftruncate(fd, size)
             except OSError:
                 pass
-            raise storage_error(path, e) from None
+            if isinstance(e, OSError):
+                raise storage_error(path, e) from None
+            raise
     finally:
         os.close(fd)
     return path
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:  # unbuffered: nothing is left to flush after a failure
+        view = view[os.write(fd, view):]
 
 
 def describe_validation_error(exc: ValidationError, limit: int = 3) -> str:

@@ -17,6 +17,7 @@ from wattbench.load.level import run_level
 from wattbench.load.targets import per_target_summary, run_level_multi
 from wattbench.load.types import LevelSpec
 from wattbench.results import rundir
+from wattbench.results.recordset import as_record_set
 from wattbench.results.schema import LevelResult, TrialsBlock
 from wattbench.run import analyses
 from wattbench.run.plan import default_num_requests, planned_levels
@@ -140,10 +141,12 @@ class LevelRunner:
         return lv
 
     def _write_requests(self, records, trial: int) -> None:
-        if self.session.config.trials > 1:
-            for r in records:
-                r.trial = trial  # extra field: which trial of the level
-        rundir.append_requests(self.session.run_dir, records)
+        """Stream the level's records (their per-request energy and carbon already annotated by
+        ``_account``) into ``requests.jsonl``; the chunk stamps only with ``--keep-chunks``."""
+        records = as_record_set(records)
+        if self.session.config.trials > 1:  # extra field: which trial of the level
+            records.annotate("trial", np.full(len(records), trial, dtype=object))
+        rundir.append_requests(self.session.run_dir, records, keep_chunks=self.session.config.keep_chunks)
 
     def _record(self, level: LevelResult, partial_records, trials: list[LevelResult]) -> None:
         """Add the level (its last trial, with the trials' mean and CI) and write everything."""

@@ -98,3 +98,18 @@ def test_counter_power_collapses_repeated_reads_of_one_refresh():
     mid, p = counter_power_w(t, e)
     assert mid.tolist() == [int(1.5e8), int(4.5e8)]
     assert p.tolist() == pytest.approx([10 / 0.3, 10 / 0.3])
+
+
+def test_records_written_without_chunk_stamps():
+    """A run written without --keep-chunks: no chunk stamps. Tokens/s spreads the tokens evenly from
+    first to last token (window_tokens rule 2); the chunk count and ITL figures are unknown (None),
+    not zero; the other latencies are unchanged."""
+    r = rec(first_token_ns=int(0.5e9), last_token_ns=int(1.5e9), end_ns=int(1.6e9), output_tokens=5, sent_ns=0)
+    # 5 tokens at 0.5, 0.75, 1.0, 1.25, 1.5 s: two in [0, 1), three in [1, 2)
+    t, tps = output_tokens_per_s_buckets([r], 0, int(2e9), 1.0)
+    assert tps.tolist() == pytest.approx([2.0, 3.0])
+    lat = per_request_latencies(r)
+    assert lat["chunks"] is None and lat["itl_mean_ms"] is None and lat["itl_max_ms"] is None
+    assert lat["ttft_ms"] == pytest.approx(500.0) and lat["tpot_ms"] == pytest.approx(250.0)
+    with_stamps = r.model_copy(update={"chunk_ns": [int(0.5e9), int(1.5e9)]})
+    assert per_request_latencies(with_stamps)["chunks"] == 2

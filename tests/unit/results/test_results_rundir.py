@@ -109,3 +109,57 @@ def test_agreement_dir_is_not_a_result(tmp_path):
     (tmp_path / "agreement.json").write_text("{}")
     with pytest.raises(UserError, match="an output-agreement run, not a benchmark result"):
         load_result(tmp_path)
+
+
+def _chunked(n: int) -> list[RequestRecord]:
+    return [RequestRecord(id=i, level=0, sent_ns=1000 + i, first_token_ns=1100 + i, last_token_ns=1300 + i,
+                          end_ns=1310 + i, chunk_ns=[1100 + i, 1200 + i, 1300 + i], output_tokens=3,
+                          tags=["t"], energy_j={"node": 0.5 * i}) for i in range(n)]
+
+
+def test_a_record_set_streams_into_requests_jsonl_with_annotations_and_without_stamps(tmp_path):
+    import numpy as np
+
+    from wattbench.results.recordset import RecordSet
+
+    recs = _chunked(300)
+    rs = RecordSet.from_records(recs, spill_bytes=2000)
+    assert rs.spilled
+    rs.annotate("trial", np.full(len(rs), 1, dtype=object))
+    append_requests(tmp_path / "a", rs, keep_chunks=False)
+    back = load_requests(tmp_path / "a")
+    assert [r.id for r in back] == list(range(300))
+    assert all(r.chunk_ns == [] and r.trial == 1 for r in back)  # stamps dropped, the annotation merged
+    # everything else is the record as it was
+    want = [r.model_dump(exclude={"chunk_ns"}) for r in recs]
+    assert [r.model_dump(exclude={"chunk_ns", "trial"}) for r in back] == want
+    assert "chunk_ns" not in (tmp_path / "a" / "requests.jsonl").read_text()
+    # with --keep-chunks: the stamps are written, record for record
+    append_requests(tmp_path / "b", rs, keep_chunks=True)
+    assert [r.chunk_ns for r in load_requests(tmp_path / "b")] == [r.chunk_ns for r in recs]
+
+
+def test_a_write_failing_half_way_cuts_the_append_back(tmp_path, monkeypatch):
+    """Disk full after some batches went out: the file is cut back to where this append began
+    (no torn line, earlier records kept) and the error names the file."""
+    import errno
+
+    from wattbench.results import rundir
+
+    append_requests(tmp_path, _chunked(5))
+    before = (tmp_path / "requests.jsonl").read_bytes()
+    monkeypatch.setattr(rundir, "WRITE_BATCH_BYTES", 300)  # several batches
+    real_write, calls = os.write, []
+
+    def write(fd, data):
+        calls.append(len(data))
+        if len(calls) == 3:  # the third batch: half of it, then the disk is full
+            real_write(fd, bytes(data[: len(data) // 2]))
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(rundir.os, "write", write)
+    with pytest.raises(UserError, match="cannot write .*requests.jsonl: No space left on device"):
+        append_requests(tmp_path, _chunked(50))
+    assert len(calls) == 3
+    assert (tmp_path / "requests.jsonl").read_bytes() == before
