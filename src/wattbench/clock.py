@@ -8,10 +8,43 @@ onto the run's timeline. Never subtract two wall-clock readings to get an interv
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
+from typing import Callable, Protocol
 
 now_ns = time.perf_counter_ns
+
+
+class Clock(Protocol):
+    """Where code that keeps time (the sampler, the monitor) reads it and waits on it.
+
+    ``now_ns()`` is the run's monotonic clock; ``sleep(s)`` and ``event().wait(s)`` wait on it.
+    The default is ``MONOTONIC`` (``perf_counter_ns``, ``time.sleep``, ``threading.Event``); a
+    test passes a scripted clock instead, so what it asserts about deadlines, retries and
+    backoff follows from its script, not from how the host scheduled the threads."""
+
+    def now_ns(self) -> int: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+    def event(self) -> threading.Event: ...
+
+
+class MonotonicClock:
+    """The real clock: ``perf_counter_ns``, ``time.sleep`` and ``threading.Event``."""
+
+    def now_ns(self) -> int:
+        return time.perf_counter_ns()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def event(self) -> threading.Event:
+        return threading.Event()
+
+
+MONOTONIC: Clock = MonotonicClock()
 
 
 def now_s() -> float:
@@ -27,12 +60,13 @@ class ClockAnchor:
     uncertainty_ns: int
 
     @classmethod
-    def take(cls) -> "ClockAnchor":
+    def take(cls, mono_ns: Callable[[], int] = time.perf_counter_ns) -> "ClockAnchor":
+        """Pair the wall clock with ``mono_ns`` (the run's clock; a scripted one in tests)."""
         best = None
         for _ in range(5):
-            a = time.perf_counter_ns()
+            a = mono_ns()
             w = time.time_ns()  # wall anchor
-            b = time.perf_counter_ns()
+            b = mono_ns()
             if best is None or (b - a) < best[2]:
                 best = (w, (a + b) // 2, b - a)
         w, m, u = best

@@ -42,17 +42,19 @@ def _run(spec, target, n=2, on_progress=None, workers=None, requests=factory):
         return run_on_actors(spec, share, loads, on_progress, calls=thread_call, pings=8)
 
 
-def _on_server_clock(out, stats) -> None:
+def _on_server_clock(out, stats, before: int, after: int) -> None:
     """Every record against the server's own log (same host: one monotonic clock): its first and
-    last chunk stamped no earlier than the server wrote them (within the offsets' uncertainty),
-    never more than a second later (the skews are seconds), and its TTFT not below the server's."""
+    last chunk stamped no earlier than the server wrote them (within the offsets' uncertainty) and
+    no later than the request ended, before the level returned to the driver (``before``/``after``:
+    its readings around the level; the skews are seconds, so a mapping error shows on one side or
+    the other), and its TTFT not below the server's."""
     truth = stats.per_request()
     stats(reset=True)
     u = max(a["clock_uncertainty_ns"] for a in out.load.actors)
     for r in out.records:
         read, first_w, last_w = truth[f"r{r.id}"]
-        assert -u <= r.first_token_ns - first_w < 1e9 + u
-        assert -u <= r.last_token_ns - last_w < 1e9 + u
+        assert -u <= r.first_token_ns - first_w and -u <= r.last_token_ns - last_w
+        assert before < r.sent_ns < r.first_token_ns <= r.last_token_ns <= r.end_ns < after
         assert r.first_token_ns - r.sent_ns >= first_w - read >= TTFT_MS * 1e6
 
 
@@ -74,7 +76,7 @@ def test_open_loop_on_skewed_actors_lands_on_the_driver_clock(served):
     # the two actors' interleaved arrivals are one 25 ms grid again (10 s apart uncorrected)
     gaps = np.diff(np.sort([r.scheduled_ns for r in out.records]))
     assert np.all(np.abs(gaps - 25_000_000) <= 2 * u + 1_000)
-    _on_server_clock(out, stats)
+    _on_server_clock(out, stats, before, after)
     assert out.load.workers == 2 and out.load.target_rate_rps == 40.0 and out.stopped_early is None
     assert out.load.send_lag_ms.count == 40 and out.load.client_loop_lag_ms.count > 0
     # progress came through the one loop, and its last word is the actors' final counts
@@ -87,7 +89,9 @@ def test_closed_loop_shares_streams_requests_and_indices(served):
     target, stats = served
     stats(reset=True)
     spec = LevelSpec(index=0, mode="concurrency", value=5, num_requests=21, warmup_requests=3)
+    before = now_ns()
     out = _run(spec, target)
+    after = now_ns()
     # actor a runs the factory's indices a, a+2, …: 3+1 streams, 11+10 measured, 2+1 warm-up
     measured = [r for r in out.records if not r.warmup]
     assert len(measured) == 21 and sum(r.warmup for r in out.records) == 3
@@ -95,7 +99,7 @@ def test_closed_loop_shares_streams_requests_and_indices(served):
     assert sorted(r.id for r in out.records if r.worker == 1) == list(range(1, 23, 2))
     assert sorted(a["records"] for a in out.load.actors) == [11, 13]
     assert out.load.target_concurrency == 5 and out.load.workers == 2
-    _on_server_clock(out, stats)
+    _on_server_clock(out, stats, before, after)
 
 
 @pytest.mark.parametrize("spec", [
@@ -109,15 +113,18 @@ def test_interrupt_cancels_every_actor_and_keeps_what_completed(served, spec):
         if p["done"] >= 6:
             signal.raise_signal(signal.SIGINT)  # the coordinator's handler turns it into its flag
 
-    t = now_ns()
     with pytest.raises(Interrupted) as e:
         _run(spec, target, on_progress=ctrl_c)
     out = e.value.outcome
     assert out.stopped_early == "interrupted"
     assert len(out.records) >= 6 and all(r.ok for r in out.records)
-    # both actors stopped long before their 60 s (a cancel that does not reach them shows as 60 s)
-    # and returned what completed
-    assert (now_ns() - t) / 1e9 < 30.0
+    # both actors stopped before their 60 s and returned what completed: a cancel that does not
+    # reach them runs the whole schedule (open), or sends for the whole duration (closed: its
+    # records then span ~60 s; the interrupt came after 6 of them, so half is a wide margin)
+    if spec.mode == "rate":
+        assert len(out.records) < spec.num_requests
+    else:
+        assert out.end_ns - out.start_ns < spec.duration_s * 1e9 / 2
     assert sorted(a["index"] for a in out.load.actors) == [0, 1]
     assert all(a["records"] > 0 for a in out.load.actors)
 

@@ -73,6 +73,7 @@ def test_monitor_against_doctor_server_process(tmp_path):
     import time
     import urllib.request
 
+    from wattbench.clock import now_ns
     from wattbench.monitor import Monitor
 
     proc, url = start_script(FAKES / "doctor_server.py")
@@ -87,13 +88,19 @@ def test_monitor_against_doctor_server_process(tmp_path):
 
         m = Monitor(url, ["const:node=400"], interval_s=0.2, listen=None, history_path=tmp_path / "h.jsonl",
                     sample_interval_s=0.05)
+        m.scraper.timeout_s = 60.0  # ends a hang only: a slow scrape on a loaded host is no error here
         with m:
             m.tick()
             for n in (5, 7, 11):
                 complete(n)
-                time.sleep(0.2)
+                time.sleep(0.2)  # lets time pass between marks (no claim rests on how much)
                 m.tick()
-            time.sleep(0.1)
+            # the meter has read past the last mark before it is accounted (waited for, not slept)
+            last = m.tracker._points[-1][0]
+            deadline = time.monotonic() + 60  # ends a hang only
+            while (m.tracker.horizon_ns(now_ns()) or 0) < last:
+                assert time.monotonic() < deadline, "the sampler never read past the last mark"
+                time.sleep(0.01)
             m.flush()
             snap = m.snapshot()
     finally:

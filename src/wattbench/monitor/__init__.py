@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from wattbench.clock import ClockAnchor, now_ns
+from wattbench.clock import MONOTONIC, Clock, ClockAnchor
 from wattbench.errors import UserError
 from wattbench.monitor.exporter import DEFAULT_LISTEN, Exporter
 from wattbench.monitor.history import HistoryWriter
@@ -48,6 +48,7 @@ class Monitor:
         pue: float = 1.0,
         history_max_bytes: int | None = None,
         nvml: Any = None,
+        clock: Clock = MONOTONIC,
     ) -> None:
         from wattbench.monitor.backoff import Backoff
 
@@ -58,9 +59,10 @@ class Monitor:
         if pue < 1:
             raise UserError(f"PUE must be >= 1.0 (got {pue:g})")
         self.interval_s = float(interval_s)
+        self.clock = clock  # scrapes, sensor reads, backoff and the tick schedule (a scripted one in tests)
         self.scraper = ServerScraper(target, api_key=api_key, timeout_s=min(2.0, max(0.2, self.interval_s)),
-                                     backoff=Backoff(base_s=self.interval_s, cap_s=max(backoff_cap_s, self.interval_s))
-                                     ) if target else None
+                                     backoff=Backoff(base_s=self.interval_s, cap_s=max(backoff_cap_s, self.interval_s)),
+                                     clock=clock.now_ns) if target else None
         self.target = target
         self._sensor_args = list(sensors or [])
         self._nvml = nvml
@@ -80,7 +82,7 @@ class Monitor:
         self.anchor: ClockAnchor | None = None
         self._snapshot: dict[str, Any] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._stop = clock.event()
         self._started = False
         self.ticks = 0
 
@@ -104,9 +106,9 @@ class Monitor:
             return self
         raw = self._build_sensors()
         base = max(0.5, self.sample_interval_s)
-        self.sensors = [ResilientSensor(s, self.sample_interval_s, Backoff(base_s=base, cap_s=max(base, self.backoff_cap_s)))
-                        for s in raw]
-        self.sampler = Sampler(self.sensors, interval_s=self.sample_interval_s)
+        self.sensors = [ResilientSensor(s, self.sample_interval_s, Backoff(base_s=base, cap_s=max(base, self.backoff_cap_s)),
+                                        clock=self.clock.now_ns) for s in raw]
+        self.sampler = Sampler(self.sensors, interval_s=self.sample_interval_s, clock=self.clock)
         self.sampler.log = self.tracker.log  # bounded: the sampler's own log would grow forever
         self.problems.extend(self.sampler.open())
         if not self.sampler.opened:
@@ -114,7 +116,7 @@ class Monitor:
             self.sampler.stop()
             raise UserError(f"no power sensor could be opened ({why}); pass --sensor, e.g. --sensor nvml "
                             "or --sensor const:node=WATTS")
-        self.anchor = ClockAnchor.take()
+        self.anchor = ClockAnchor.take(self.clock.now_ns)
         try:
             if self.history_path is not None:
                 self.history = HistoryWriter(self.history_path, max_bytes=self.history_max_bytes, anchor=self.anchor)
@@ -174,7 +176,7 @@ class Monitor:
                     "counted; point --target at a server that exposes /metrics (vLLM, SGLang, TGI, llama.cpp "
                     "with --metrics)")
         else:
-            t, vals = now_ns(), None
+            t, vals = self.clock.now_ns(), None
         self._record(self.tracker.mark(t, vals))
         self.ticks += 1
         return self._publish()
@@ -238,6 +240,7 @@ class Monitor:
         if duration_s is not None and duration_s <= 0:
             raise UserError(f"--duration {duration_s}: must be > 0 seconds")
         self.start()
+        now_ns = self.clock.now_ns
         t0 = now_ns()
         period = int(self.interval_s * 1e9)
         end = t0 + int(duration_s * 1e9) if duration_s is not None else None
@@ -268,16 +271,15 @@ class Monitor:
 
     def flush(self) -> None:
         """Let the sampler cover the last mark (up to a few sample periods), then account it."""
-        import time
-
         if not self.tracker._points:
             return
+        now_ns = self.clock.now_ns
         last = self.tracker._points[-1][0]
         deadline = now_ns() + int(max(3 * self.sample_interval_s, 0.3) * 1e9)
         while now_ns() < deadline:
             hz = self.tracker.horizon_ns(now_ns())
             if hz is not None and hz >= last:
                 break
-            time.sleep(self.sample_interval_s / 2)
+            self.clock.sleep(self.sample_interval_s / 2)
         self._record(self.tracker.account(now_ns()))
         self._publish()

@@ -13,7 +13,7 @@ from wattbench.server.redact import authorization  # noqa: E402  (one home for A
 
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, Callable
 
 from wattbench.clock import now_ns
 from wattbench.monitor.backoff import Backoff
@@ -22,7 +22,7 @@ from wattbench.telemetry.base import Channel, Reading, Sensor
 
 class ServerScraper:
     def __init__(self, target: str, *, api_key: str | None = None, timeout_s: float = 2.0,
-                 backoff: Backoff | None = None) -> None:
+                 backoff: Backoff | None = None, clock: Callable[[], int] = now_ns) -> None:
         from wattbench.server.metrics import metrics_url
         from wattbench.server.openai import normalize_base_url
 
@@ -30,6 +30,7 @@ class ServerScraper:
         self.timeout_s = timeout_s
         self.headers = {"Authorization": authorization(api_key)} if api_key else {}
         self.backoff = backoff or Backoff()
+        self.clock = clock  # monotonic ns: the scrape's time and the backoff's
         self.engine: str | None = None
         self.scrapes = 0
         self.skipped = 0
@@ -40,7 +41,7 @@ class ServerScraper:
         Where the server labels its token counters per model, ``by_model`` holds them per model."""
         from wattbench.server.metrics import canonical_values, guess_engine, parse_exposition, per_model_counters
 
-        t_a = now_ns()
+        t_a = self.clock()
         if not self.backoff.ready(t_a):
             self.skipped += 1
             return t_a, None
@@ -48,7 +49,7 @@ class ServerScraper:
             req = urllib.request.Request(self.url, headers=self.headers)
             with urllib.request.urlopen(req, timeout=self.timeout_s) as r:  # noqa: S310 - loopback/operator URL
                 text = r.read().decode("utf-8", "replace")
-            t_b = now_ns()
+            t_b = self.clock()
             samples = parse_exposition(text)
             if self.engine is None:
                 self.engine = guess_engine(samples)
@@ -59,10 +60,10 @@ class ServerScraper:
             if by_model:
                 vals["by_model"] = by_model  # type: ignore[assignment]
         except urllib.error.HTTPError as e:
-            self.backoff.failure(now_ns(), f"HTTP {e.code} from {self.url}")
+            self.backoff.failure(self.clock(), f"HTTP {e.code} from {self.url}")
             return t_a, None
         except (urllib.error.URLError, OSError, TimeoutError, ValueError) as e:
-            self.backoff.failure(now_ns(), f"{type(e).__name__}: {getattr(e, 'reason', e)}")
+            self.backoff.failure(self.clock(), f"{type(e).__name__}: {getattr(e, 'reason', e)}")
             return t_a, None
         self.backoff.success()
         self.scrapes += 1
@@ -77,13 +78,15 @@ class ServerScraper:
 class ResilientSensor(Sensor):
     """A sensor whose failing reads are retried with backoff instead of on every poll."""
 
-    def __init__(self, inner: Sensor, default_interval_s: float, backoff: Backoff | None = None) -> None:
+    def __init__(self, inner: Sensor, default_interval_s: float, backoff: Backoff | None = None,
+                 clock: Callable[[], int] = now_ns) -> None:
         from wattbench.telemetry.sampler import period_of
 
         self.inner = inner
         self.name = inner.name
         self.poll_interval_s = period_of(inner, default_interval_s)
         self.backoff = backoff or Backoff(base_s=max(0.5, self.poll_interval_s), cap_s=60.0)
+        self.clock = clock  # monotonic ns, for the backoff
         self.warnings = getattr(inner, "warnings", [])
 
     def open(self) -> list[Channel]:
@@ -92,13 +95,13 @@ class ResilientSensor(Sensor):
         return chans
 
     def read(self) -> list[Reading]:
-        t = now_ns()
+        t = self.clock()
         if not self.backoff.ready(t):
             return []
         try:
             out = self.inner.read()
         except Exception as e:
-            self.backoff.failure(now_ns(), f"{type(e).__name__}: {e}")
+            self.backoff.failure(self.clock(), f"{type(e).__name__}: {e}")
             raise
         self.backoff.success()
         return out

@@ -15,6 +15,9 @@ sampler carries on. Sensors that cannot be opened are left out and their ``Senso
 message (which names the fix) goes to ``problems``. The thread never touches the event loop;
 ``snapshot()`` / ``latest_power_w()`` are safe to call from any thread for a live display.
 
+Time is read and waited on through ``clock`` (``wattbench.clock.Clock``; the real monotonic
+clock by default, a scripted one in tests).
+
 The sampler measures its own cost: ``overhead()`` reports the thread's CPU time
 (``time.thread_time_ns`` inside the thread) against the wall time it ran, as % of one core.
 """
@@ -25,7 +28,7 @@ import threading
 import time
 from typing import Protocol
 
-from wattbench.clock import now_ns
+from wattbench.clock import MONOTONIC, Clock
 from wattbench.errors import SensorError
 from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor, SensorFailure, TelemetryLog
 
@@ -46,17 +49,19 @@ def period_of(sensor: Sensor, default_s: float) -> float:
 
 
 class Sampler:
-    def __init__(self, sensors: list[Sensor], interval_s: float = 0.1, sink: TelemetrySink | None = None) -> None:
+    def __init__(self, sensors: list[Sensor], interval_s: float = 0.1, sink: TelemetrySink | None = None,
+                 clock: Clock = MONOTONIC) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be > 0")
         self.sensors = list(sensors)
         self.interval_s = interval_s
         self.sink = sink
+        self.clock = clock  # where the threads read the time and wait (a scripted one in tests)
         self.log = TelemetryLog()
         self.problems: list[str] = []
         self.opened: list[Sensor] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._stop = clock.event()
         self._threads: list[threading.Thread] = []
         self._started = False
         self._t_start_ns = 0
@@ -107,7 +112,7 @@ class Sampler:
         self._started = True
         self.open()
         self._stop.clear()
-        self._t_start_ns = now_ns()
+        self._t_start_ns = self.clock.now_ns()
         for i, s in enumerate(self.opened):
             period_ns = int(period_of(s, self.interval_s) * 1e9)
             t = threading.Thread(target=self._loop, args=(s, period_ns, f"{i}:{s.name}"),
@@ -129,7 +134,7 @@ class Sampler:
                 if hasattr(s, "force_full_read"):
                     s.force_full_read()
                     self._poll(s)
-            self._t_stop_ns = now_ns()
+            self._t_stop_ns = self.clock.now_ns()
         for s in self.opened:
             self._close_one(s)
         self.opened = []
@@ -154,17 +159,17 @@ class Sampler:
     # -- the threads ------------------------------------------------------------------------
     def _loop(self, s: Sensor, period_ns: int, key: str) -> None:
         cpu0 = time.thread_time_ns()
-        due = now_ns()
+        due = self.clock.now_ns()
         try:
             while not self._stop.is_set():
-                t = now_ns()
+                t = self.clock.now_ns()
                 if due > t:
                     if self._stop.wait((due - t) / 1e9):
                         break
                     continue
                 self._poll(s)
                 due += period_ns
-                after = now_ns()
+                after = self.clock.now_ns()
                 if due <= after:  # overran by at least a whole period: skip, do not burst
                     missed = (after - due) // period_ns + 1
                     with self._lock:
@@ -175,18 +180,18 @@ class Sampler:
             self._cpu_by_thread[key] = time.thread_time_ns() - cpu0
 
     def _poll(self, s: Sensor) -> None:
-        a = now_ns()
+        a = self.clock.now_ns()
         try:
             readings = s.read()
         except Exception as e:  # any failure: record it, keep the run going
-            f = SensorFailure(sensor=s.name, t_ns=now_ns(), error=f"{type(e).__name__}: {e}"[:500])
+            f = SensorFailure(sensor=s.name, t_ns=self.clock.now_ns(), error=f"{type(e).__name__}: {e}"[:500])
             with self._lock:
                 self.log.failures.append(f)
                 self._failures += 1
             if self.sink is not None:
                 self.sink.failure(f)
             return
-        took = now_ns() - a
+        took = self.clock.now_ns() - a
         with self._lock:
             self._read_ns[s.name] = self._read_ns.get(s.name, 0) + took
             self.log.add(readings)
@@ -280,7 +285,7 @@ class Sampler:
         if not self._started:
             wall = 0
         else:
-            wall = (self._t_stop_ns if self._t_stop_ns is not None else now_ns()) - self._t_start_ns
+            wall = (self._t_stop_ns if self._t_stop_ns is not None else self.clock.now_ns()) - self._t_start_ns
         cpu = sum(self._cpu_by_thread.values())
         return {
             "cpu_s": cpu / 1e9,

@@ -1,24 +1,40 @@
 """The monitor against a real Prometheus exposition (prometheus_client's HTTP server) and a
 scripted power trace: J/token and tokens per kWh against the known truth, its own exporter read
-back with prometheus_client's parser, a target that goes away and comes back, a failing meter."""
+back with prometheus_client's parser, a target that goes away and comes back, a failing meter.
+
+The monitor's time is a ``SharedClock`` (tests/fakes/scripted_clock.py): the test moves it, the
+sampler thread reads the meter at its exact deadlines before the test goes on, and the scraper's
+and the meter's backoff run on it, so every count below follows from the script, not the host."""
 
 import json
-import time
 import urllib.request
 
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.fakes.scripted_clock import SharedClock
 from tests.fakes.scripted_sensor import LivePower, ScriptedSensor
 from wattbench.monitor import Monitor
 
+MS = 1_000_000
 
-def TraceSensor(power_w: float = 100.0, poll_interval_s: float = 0.02):  # noqa: N802
+
+def TraceSensor(clock: SharedClock, power_w: float = 100.0, poll_interval_s: float = 0.02):  # noqa: N802
     """The suite's scripted sensor as the monitor sees a meter: one energy counter whose power the
-    test sets while it runs."""
+    test sets while it runs, stamped on the monitor's clock."""
     return ScriptedSensor(LivePower(power_w), name="trace", power=False, device="d0",
-                          update_period_s=poll_interval_s, poll_interval_s=poll_interval_s)
+                          update_period_s=poll_interval_s, poll_interval_s=poll_interval_s, clock=clock.now_ns)
+
+
+def started(m: Monitor, clock: SharedClock) -> Monitor:
+    """Start the monitor and have the clock wait for its sampler thread at every step. A scrape
+    takes no scripted time; its real-time timeout (0.2 s at these intervals) only ends a hang here,
+    so a slow answer on a loaded host is not counted as a failed scrape."""
+    m.scraper.timeout_s = 60.0
+    m.start()
+    clock.watch(m.sampler._threads)
+    return m
 
 
 class FakeEngine:
@@ -61,7 +77,7 @@ def ticks(m, n, interval_s, before=None):
     for _ in range(n):
         if before:
             before()
-        time.sleep(interval_s)
+        m.clock.advance(interval_s)
         m.tick()
 
 
@@ -74,12 +90,13 @@ def engine():
 
 
 def test_efficiency_against_known_truth_and_exporter_readback(engine, tmp_path):
-    sensor = TraceSensor(power_w=100.0, poll_interval_s=0.02)
+    clock = SharedClock()
+    sensor = TraceSensor(clock, power_w=100.0, poll_interval_s=0.02)
     hist = tmp_path / "h.jsonl"
     m = Monitor(engine.url, [sensor], interval_s=0.1, listen="127.0.0.1:0", history_path=hist,
-                sample_interval_s=0.02, windows_s=(1.0, 600.0))
-    with m:
-        time.sleep(0.05)
+                sample_interval_s=0.02, windows_s=(1.0, 600.0), clock=clock)
+    with started(m, clock):
+        clock.advance(0.05)
         m.tick()
         ticks(m, 5, 0.1)  # idle: nothing running, no tokens
         sensor.set_power(300.0)
@@ -90,7 +107,7 @@ def test_efficiency_against_known_truth_and_exporter_readback(engine, tmp_path):
             engine.prompt.inc(80)
 
         ticks(m, 6, 0.1, before=serve)
-        time.sleep(0.05)
+        clock.advance(0.05)
         m.flush()
         snap = m.snapshot()
         exp = read_exporter(m.exporter.url)
@@ -156,61 +173,75 @@ def test_efficiency_against_known_truth_and_exporter_readback(engine, tmp_path):
 
 
 def test_target_goes_away_and_comes_back(engine):
-    sensor = TraceSensor(power_w=200.0)
+    """Scrapes every 100 ms; backoff 0.1 s doubling to a 0.4 s cap. The server goes away after the
+    scrape at 350 ms: attempts at 450 (retry in 0.1), 550 (0.2), 750 (0.4), 1150 (0.4), 1550 fail;
+    the 7 ticks between are skipped. It comes back at 1550 and the attempt due at 1950 finds it."""
+    clock = SharedClock()
+    sensor = TraceSensor(clock, power_w=200.0)
     m = Monitor(engine.url, [sensor], interval_s=0.1, listen="127.0.0.1:0", sample_interval_s=0.02,
-                backoff_cap_s=0.4)
-    with m:
-        time.sleep(0.05)
+                backoff_cap_s=0.4, clock=clock)
+    with started(m, clock):
+        clock.advance(0.05)
         m.tick()
         ticks(m, 3, 0.1, before=lambda: engine.gen.inc(10))
         engine.stop()
         engine.gen.inc(100)  # served while the monitor cannot see
         ticks(m, 12, 0.1)
         st = m.snapshot()["sources"]["server"]
-        assert st["errors"] >= 2 and not st["up"] and st["last_error"]
-        assert m.scraper.skipped >= 3  # backing off, not hammering
-        assert st["errors"] < 12
+        assert not st["up"] and st["last_error"]
+        assert st["errors"] == 5 and m.scraper.skipped == 7  # backing off, not hammering (12 ticks)
+        assert st["retry_in_s"] == pytest.approx(0.4)  # capped
         engine.start()  # same port
-        for _ in range(30):
-            time.sleep(0.1)
+        n = 0
+        for n in range(1, 31):
+            clock.advance(0.1)
             m.tick()
             if m.snapshot()["sources"]["server"]["up"]:
                 break
+        assert n == 4 and m.scraper.skipped == 10  # 1650..1850 skipped, 1950 due and up
         ticks(m, 2, 0.1)
-        time.sleep(0.05)
+        clock.advance(0.05)
         m.flush()
         exp = read_exporter(m.exporter.url)
         snap = m.snapshot()
-    assert snap["sources"]["server"]["up"]
+    assert snap["sources"]["server"]["up"] and snap["sources"]["server"]["errors"] == 5
     assert snap["windows"]["total"]["output_tokens"] == 130  # 30 seen + 100 counted over the outage
     gap = max(m.tracker.spans, key=lambda s: s.duration_s)
-    assert gap.output_tokens == 100 and gap.duration_s > 1.0
+    # one span from the last scrape before the outage (350 ms) to the first after it (1950 ms)
+    assert gap.output_tokens == 100 and gap.t0_ns == clock.start_ns + 350 * MS and gap.t1_ns == clock.start_ns + 1950 * MS
     assert gap.energy_j["accelerator"] == pytest.approx(sensor.true_energy(gap.t0_ns, gap.t1_ns), rel=5e-3)
-    assert exp[("wattbench_scrape_errors_total", (("source", "server"),))] == st["errors"] or \
-        exp[("wattbench_scrape_errors_total", (("source", "server"),))] >= st["errors"]
+    assert exp[("wattbench_scrape_errors_total", (("source", "server"),))] == 5
     assert exp[("wattbench_source_up", (("source", "server"),))] == 1.0
 
 
 def test_failing_meter_backs_off_and_recovers(engine):
-    sensor = TraceSensor(power_w=150.0, poll_interval_s=0.02)
-    m = Monitor(engine.url, [sensor], interval_s=0.1, listen=None, sample_interval_s=0.02, backoff_cap_s=0.5)
-    with m:
-        time.sleep(0.05)
+    """Meter read every 20 ms; its backoff is 0.5 s (floor and cap). It fails from 250 ms to 850 ms:
+    the read due at 260 ms fails, the next attempt is at 760 ms (fails), then 1260 ms (succeeds);
+    the 28 polls between are not attempts."""
+    clock = SharedClock()
+    sensor = TraceSensor(clock, power_w=150.0, poll_interval_s=0.02)
+    m = Monitor(engine.url, [sensor], interval_s=0.1, listen=None, sample_interval_s=0.02, backoff_cap_s=0.5,
+                clock=clock)
+    with started(m, clock):
+        clock.advance(0.05)
         m.tick()
         ticks(m, 2, 0.1)
         a0 = sensor.attempts
+        assert a0 == 13  # 0, 20, ..., 240 ms
         sensor.failing = True
         ticks(m, 6, 0.1)
         during = sensor.attempts - a0
         st = m.snapshot()["sources"]["trace"]
-        assert st["errors"] == during and 1 <= during <= 4  # 30 polls would have been due
+        assert st["errors"] == during == 2  # 30 polls were due
+        assert [t - clock.start_ns for t in sensor.read_times[a0:]] == [260 * MS, 760 * MS]
         assert not st["up"] and "scripted meter failure" in st["last_error"]
         sensor.failing = False
         ticks(m, 12, 0.1)
-        time.sleep(0.05)
+        clock.advance(0.05)
         m.flush()
         st = m.snapshot()["sources"]["trace"]
-    assert st["up"]
+    assert st["up"] and st["errors"] == 2
+    assert sensor.read_times[a0 + 2] - clock.start_ns == 1260 * MS  # the next attempt, back to every 20 ms
     spans = list(m.tracker.spans)
     total = sum(s.energy_j.get("accelerator", 0.0) for s in spans)
     assert total == pytest.approx(sensor.true_energy(spans[0].t0_ns, spans[-1].t1_ns), rel=5e-3)
@@ -219,7 +250,7 @@ def test_failing_meter_backs_off_and_recovers(engine):
 def test_no_sensor_is_a_user_error(engine):
     from wattbench.errors import UserError
 
-    s = TraceSensor()
+    s = TraceSensor(SharedClock())
 
     def boom():
         from wattbench.errors import SensorError
@@ -297,6 +328,7 @@ def test_server_without_metrics_reported_at_the_first_failed_scrape(tmp_path):
     url = f"http://127.0.0.1:{srv.server_address[1]}"
     try:
         m = Monitor(url, ["const:node=500"], interval_s=0.1, listen=None)
+        m.scraper.timeout_s = 60.0  # ends a hang only: the 404 is what is judged, however slow
         try:
             m.start()
             snap = m.tick()

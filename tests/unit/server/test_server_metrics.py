@@ -98,8 +98,10 @@ def test_no_metrics_endpoint_is_unavailable_not_an_error():
     th = threading.Thread(target=srv.serve_forever, daemon=True)
     th.start()
     try:
-        scraper = MetricsScraper(f"http://127.0.0.1:{srv.server_address[1]}/v1", interval_s=0.05).start()
-        time.sleep(0.2)
+        # start() returns once the first scrape is answered (here: the 404 that ends the thread);
+        # the timeout only ends a hang (a slow answer on a loaded host is still a 404)
+        scraper = MetricsScraper(f"http://127.0.0.1:{srv.server_address[1]}/v1", interval_s=0.05,
+                                 timeout_s=60.0).start()
         tl = scraper.stop()
     finally:
         srv.shutdown()

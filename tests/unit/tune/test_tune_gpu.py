@@ -120,7 +120,7 @@ def _device(tmp_path):
 def test_sigkill_mid_trial_then_restore(tmp_path):
     p = _child(tmp_path)
     os.kill(p.pid, signal.SIGKILL)
-    p.wait(timeout=10)
+    p.wait(timeout=60)
     # the device keeps what the killed process set; the state file remembers the originals
     assert _device(tmp_path) == [{"power_mw": 450_000, "locked": [1395, 1395]}] * 2
     state = json.loads((tmp_path / "state.json").read_text())
@@ -139,7 +139,7 @@ def test_sigkill_mid_trial_then_restore(tmp_path):
 def test_sigkill_then_next_tune_restores_first(tmp_path):
     p = _child(tmp_path)
     os.kill(p.pid, signal.SIGKILL)
-    p.wait(timeout=10)
+    p.wait(timeout=60)
     nv = FakeNvml(gpus=[FakeGPU(), FakeGPU()], persist=str(tmp_path / "device.json"))
     rec = Recorder(nv)
     events = []
@@ -162,7 +162,7 @@ def test_sigterm_mid_trial_restores(tmp_path, sigint_ignored):
 def test_leftover_state_without_root_is_refused(tmp_path):
     p = _child(tmp_path)
     os.kill(p.pid, signal.SIGKILL)
-    p.wait(timeout=10)
+    p.wait(timeout=60)
     nv = FakeNvml(gpus=[FakeGPU(), FakeGPU()], persist=str(tmp_path / "device.json"))
     with pytest.raises(UserError, match="doctor --restore"):
         tune(_cfg(tmp_path), evaluate=Recorder(nv), gpu=GpuSettings(nvml=nv, state=tmp_path / "state.json", root=False))
