@@ -116,15 +116,17 @@ def steady_window_ns(
     if mode == "concurrency":
         if not target_concurrency or target_concurrency < 1:
             return None
-        # events sorted by (time, kind): at equal time a completion (0) before a send (1)
-        t = np.concatenate([sent, ended])
-        kind = np.concatenate([np.ones(sent.size, dtype=np.int8), np.zeros(ended.size, dtype=np.int8)])
-        order = np.lexsort((kind, t))
-        inflight = np.cumsum(np.where(kind[order] == 1, 1, -1))
+        # Only a send raises the count, so the target is first reached at a send: after the k-th
+        # send in time order (0-based; equal stamps in any order) the count is k + 1 minus the
+        # completions at or before it (a completion at the same nanosecond comes first).
+        sends = np.sort(sent)
+        ends = np.sort(ended)
+        inflight = np.arange(1, sends.size + 1, dtype=np.int64)
+        inflight -= np.searchsorted(ends, sends, side="right")
         hit = np.flatnonzero(inflight >= target_concurrency)
         if hit.size == 0:
             return None
-        start = max(int(t[order[hit[0]]]), first)
+        start = max(int(sends[hit[0]]), first)
     else:
         start = first
     if stop <= start:

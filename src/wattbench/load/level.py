@@ -202,16 +202,19 @@ def assemble_outcome(spec: LevelSpec, results: list[WorkerResult], t0_ns: int, t
     workers' results: windows and load statistics from columns (no Python object per request)."""
     rs = merged_records(results) if records is None else records
     c = rs.columns("sent_ns", "scheduled_ns", "last_token_ns", "end_ns", "warmup", "ok")
-    sent, sched, warm = c["sent_ns"], c["scheduled_ns"], c["warmup"]
+    sent, sched, ok = c["sent_ns"], c["scheduled_ns"], c["ok"]
+    meas = ~c["warmup"]
     end = end_column(c)
+    del c  # a few columns at a time: 8 bytes a request each
     end_or_sent = np.where(end != NONE, end, sent)
-    meas = ~warm
+    last_end = int(end_or_sent.max()) if sent.size else None
     n_meas = int(meas.sum())
     if n_meas:
         start_ns = int(sent[meas].min())
         end_ns = int(end_or_sent[meas].max())
     else:
         start_ns = end_ns = t0_ns
+    del end_or_sent
     # Steady window: the one rule (accounting/steady.py), over every stream (warm-up ones load the
     # server too), never before the first measured send.
     steady_start = steady_end = None
@@ -233,7 +236,7 @@ def assemble_outcome(spec: LevelSpec, results: list[WorkerResult], t0_ns: int, t
     if n_meas > 1:
         if spec.mode == "concurrency":
             dur = (end_ns - start_ns) / 1e9
-            load.achieved_rate_rps = int((meas & c["ok"]).sum()) / dur if dur > 0 else None
+            load.achieved_rate_rps = int((meas & ok).sum()) / dur if dur > 0 else None
         else:
             # From the first request's SCHEDULED time to the last actual send: a client that falls
             # behind and then sends in bursts reads as slow, not as fast.
@@ -241,11 +244,12 @@ def assemble_outcome(spec: LevelSpec, results: list[WorkerResult], t0_ns: int, t
             span = (int(sent[meas].max()) - first) / 1e9
             load.achieved_rate_rps = (n_meas - 1) / span if span > 0 else None
     load.mean_in_flight = _mean_in_flight(sent, end, start_ns, end_ns)
-    by_sent = np.argsort(sent, kind="stable")  # the send lags in send order, as they were sent
-    lagged = by_sent[meas[by_sent] & (sched[by_sent] != NONE)]
+    lagged = meas & (sched != NONE)
+    if lagged.any():  # the send lags in send order, as they were sent (open loop)
+        by_sent = np.argsort(sent, kind="stable")
+        lagged = by_sent[lagged[by_sent]]
     load.send_lag_ms = stats((sent[lagged] - sched[lagged]) / 1e6)
-    last_end = int(end_or_sent.max()) if sent.size else None
-    del c, sent, sched, end, end_or_sent, by_sent, lagged
+    del sent, sched, end, ok, meas, lagged
     cpus = [res.cpu_pct for res in results if res.cpu_pct is not None]
     load.client_cpu_pct = max(cpus) if cpus else None
     load.client_cpu_pct_per_worker = cpus

@@ -7,9 +7,10 @@ its ``records`` sink the moment the request ends (the level's ``RecordSet`` in-p
 tokens), when it stopped sending and its loop-lag probes.
 
 A worker process streams its records to the parent during the level (``RecordStream``): they are
-buffered as plain dicts and sent as a ``Records`` message with every progress report (every
-``progress_period_s``, 0.2 s) and whenever ``RECORDS_PER_MESSAGE`` are waiting, so the worker holds
-at most a fraction of a second of records and a worker that dies keeps what it already sent.
+buffered as plain dicts and sent as a ``Records`` message whenever ``RECORDS_PER_MESSAGE`` (64) are
+waiting and with every progress report (every ``progress_period_s``, 0.2 s), so the worker holds at
+most 64 records or 0.2 s of them, a send holds its loop a fraction of a millisecond, and a worker
+that dies keeps what it already sent.
 
 ``run_worker_on_loop`` is the one "run a worker on its own loop, reporting progress, measuring its
 CPU", used by the worker process (``worker_process``) and by the Ray load actor
@@ -37,7 +38,11 @@ from wattbench.results.schema import RequestRecord
 from wattbench.workload.base import RequestSpec
 
 LOOP_PROBE_S = 0.01  # the loop-lag probe's period
-RECORDS_PER_MESSAGE = 2000  # a worker process sends its waiting records at least this often
+# A worker process sends its waiting records once this many wait (and with every progress report):
+# a 64-record batch (~60 KB pickled, within a pipe's buffer) holds the worker's loop ~0.25 ms; a
+# 640-record one ~3-4 ms, up to 30 ms on a loaded host while the parent reads
+# (measured on the 2-core CPU machine, 2026-12-01: docs/benchmarks.md)
+RECORDS_PER_MESSAGE = 64
 
 
 class RecordStream:
