@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
         register_run: bool = typer.Option(True, "--register/--no-register", help=REGISTER_HELP),
         no_html: bool = typer.Option(False, "--no-html", help="Do not write report.html."),
         keep_output_text: bool = typer.Option(False, "--keep-output-text", help="Keep response texts in requests.jsonl."),
-        keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep every content chunk's arrival stamp (chunk_ns) in requests.jsonl (per-request ITL and token timelines later; several times larger files)."),
+        keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep every content chunk's arrival stamp (chunk_ns) in requests.jsonl (per-request ITL and token timelines later; ~15 bytes more per content chunk)."),
         request_timeout: float = typer.Option(600.0, "--request-timeout", help="Seconds a request may take in all."),
         header: Optional[List[str]] = typer.Option(None, "--header", "-H", help="Request header K:V, repeatable (sent with every request; values that can hold a credential are never written)."),
         extra_body: Optional[str] = typer.Option(None, "--extra-body", help='JSON object merged into every request body, e.g. \'{"top_k": 20}\'.'),

@@ -138,9 +138,12 @@ class LoadWorker:
 
         The actor's requests are the factory's indices ``i ≡ index (mod n)``; record ids are those
         global indices."""
+        import numpy as np
+
         from wattbench.errors import Interrupted
         from wattbench.load.executor import LevelControl
-        from wattbench.load.level import run_level
+        from wattbench.load.level import end_column, run_level
+        from wattbench.results.recordset import NONE
 
         a, n = job["index"], job["n"]
         factory: Callable[[int], Any] = job["request_factory"]
@@ -169,7 +172,11 @@ class LoadWorker:
             d["id"] = a + d["id"] * n
             d["worker"] = a
             recs.append(_shift_dict(d, self.skew))
-        last_end = max((r.last_token_ns or r.end_ns or r.sent_ns for r in out.records), default=None)
+        last_end = None
+        if len(out.records):  # the last request's end (else its send), from columns
+            c = out.records.columns("sent_ns", "last_token_ns", "end_ns")
+            e = end_column(c)
+            last_end = int(np.where(e != NONE, e, c["sent_ns"]).max())
         stop = None
         if last_end is not None and out.load.drain_s is not None:
             stop = last_end - int(out.load.drain_s * 1e9) + self.skew
