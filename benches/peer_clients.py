@@ -194,7 +194,9 @@ def run_wattbench(ctx, conc, n, work: Path):
            "--num-requests", str(n), "--input-tokens", str(ctx["input_tokens"]),
            "--output-tokens", str(ctx["output_tokens"]), "--extra-body", json.dumps(ctx["extra_body"]),
            "--workers", str(ctx["wattbench_workers"]), *(["--warmup"] if ctx["warmup"] else [])]
-    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT}")
+    # this checkout first, then whatever the caller's path held (a --target'ed site of wheels on the device)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT / "src"), str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     rc, cpu, wall = run_tool(cmd, work / "wattbench.log", env)
     if rc != 0 or not out.exists():
         return None, cpu, wall, f"exit {rc}: " + (work / "wattbench.log").read_text()[-400:]
