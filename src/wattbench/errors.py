@@ -52,6 +52,11 @@ class TargetStopped(WattbenchError):
     exit_code = 4
 
 
+class LevelFailed(WattbenchError):
+    """A load worker failed mid-level (a crash, an exception in its loop): the run stops; the
+    requests the level completed are kept (``.outcome``) and the level is recorded ``invalid``."""
+
+
 class Interrupted(WattbenchError):
     """The run was interrupted (SIGINT/SIGTERM); what was measured is kept."""
 

@@ -279,6 +279,8 @@ def test_signal_mid_level(tmp_path, sig, workers):
     assert res.status == "interrupted"
     assert [lv.index for lv in res.levels] == [0, 1]
     assert res.levels[1].stopped_early == "interrupted"
+    assert res.levels[1].validity.verdict != "valid"  # a window shorter than asked says so
+    assert "warn: level interrupted (SIGINT/SIGTERM): its figures are the requests completed before the signal, over a window shorter than asked" in res.levels[1].validity.reasons
     assert res.levels[0].requests.completed == sum(1 for r in recs if r.level == 0 and r.ok and not r.warmup) > 0
     ok1 = sum(1 for r in recs if r.level == 1 and r.ok)
     assert ok1 >= 6 and res.levels[1].requests.completed == ok1
@@ -286,3 +288,37 @@ def test_signal_mid_level(tmp_path, sig, workers):
     # the streams in flight); every one the client completed is kept
     ok = sum(r.ok for r in recs)
     assert stats["streams_completed"] - 4 <= ok <= stats["streams_completed"]
+
+
+def test_worker_killed_mid_level_keeps_what_it_measured(tmp_path):
+    """A load worker process killed mid-level (SIGKILL, no goodbye): the run stops with exit 1 and the
+    worker's error, and nothing measured is lost — the records the workers streamed before are in
+    requests.jsonl and the level is recorded, ``stopped_early: worker_failed``, ``invalid``."""
+    import psutil
+
+    out = tmp_path / "run"
+    with server("--ttft-ms", "2", "--itl-ms", "2") as s:
+        proc = start_cli(s.base, out, "--concurrency", "4", "--num-requests", "100000", "--workers", "2",
+                         "--no-sensors", "--no-html")
+        try:
+            wait_for(lambda: s.stats()["streams_completed"] >= 40, timeout_s=120)
+            workers = [c for c in psutil.Process(proc.pid).children()
+                       if "spawn_main" in " ".join(c.cmdline())]
+            assert len(workers) == 2, [c.cmdline() for c in psutil.Process(proc.pid).children()]
+            workers[1].kill()
+            _, err = proc.communicate(timeout=120)
+        finally:
+            stop_pid(proc, signal.SIGKILL)
+    assert proc.returncode == 1, err[-3000:]
+    assert "load worker failed: load worker 1 exited unexpectedly" in err and "requests it finished before are kept" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    res = load_result(out)
+    recs = load_requests(out)
+    assert res.status == "failed"
+    [lv] = res.levels
+    assert lv.stopped_early == "worker_failed" and lv.validity.verdict == "invalid"
+    assert any("a load worker failed mid-level" in r for r in lv.validity.reasons)
+    # every record the parent holds is written and counted (that the dead worker's streamed batches
+    # are among them is tests/integration/test_client_level.py's, which waits for them)
+    assert len(recs) == lv.requests.completed + lv.requests.failed + lv.requests.warmup >= 1
+    assert len({r.id for r in recs}) == len(recs)

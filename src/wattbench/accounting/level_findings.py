@@ -15,6 +15,8 @@ closed loop held far fewer in flight            mean in flight < 50 % of the lab
 prompt lengths off the asked length             server-counted mean input off by > 10 %  warn
 requests failed                                 any failed; > 50 % of the level's         warn; invalid
 level stopped by the over-saturation guard      stopped_early "over-saturated ..."      warn
+level interrupted (SIGINT/SIGTERM)              stopped_early "interrupted"             warn
+a load worker failed mid-level                  stopped_early "worker_failed"           invalid
 queue grew without bound (load/saturation.py)   is_oversaturated on the backlog        warn
 ==============================================  =====================================  =========
 
@@ -59,6 +61,18 @@ def no_completed_finding(level: LevelResult, stopped_early: str | None = None) -
         top = max(req.errors, key=req.errors.get) if req.errors else "error"
         why += f"; most failures: {top}"
     return Finding("invalid", why + ". Its figures are not measurements")
+
+
+def stopped_finding(stopped_early: str | None) -> Finding | None:
+    """A level cut short by the user (``warn``: what was measured until then is what it says) or by
+    a failed load worker (``invalid``: part of the load asked for was never sent)."""
+    if stopped_early == "interrupted":
+        return Finding("warn", "level interrupted (SIGINT/SIGTERM): its figures are the requests completed "
+                               "before the signal, over a window shorter than asked")
+    if stopped_early == "worker_failed":
+        return Finding("invalid", "a load worker failed mid-level: part of the load asked for was never sent; "
+                                  "the requests completed before are kept, but they are not this level's load")
+    return None
 
 
 def small_sample_finding(level: LevelResult) -> Finding | None:
@@ -111,7 +125,8 @@ def level_findings(level: LevelResult, records: Iterable[RequestRecord] | Record
     if target_down:
         out.append(Finding("invalid", f"{target_down.get('text') or 'the target stopped answering'}; the level "
                                       "was stopped and the requests measured before are kept"))
-    for f in (no_completed_finding(level, stopped_early), small_sample_finding(level), in_flight_finding(level),
+    for f in (no_completed_finding(level, stopped_early), stopped_finding(stopped_early), small_sample_finding(level),
+              in_flight_finding(level),
               input_length_finding(records, length_source)):
         if f is not None:
             out.append(f)

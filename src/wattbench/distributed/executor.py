@@ -185,6 +185,9 @@ class RayExecutor:
     def finished(self) -> bool:
         return bool(self.runs) and all(f.done() for f in self.runs)
 
+    def failed(self) -> bool:
+        return any(f.done() and f.exception() is not None for f in self.runs)
+
     async def wait(self, timeout_s: float) -> None:
         self._poll()
         await asyncio.wait({self.done_f}, timeout=timeout_s)

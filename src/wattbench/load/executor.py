@@ -6,6 +6,8 @@ An ``Executor`` runs a level's ``WorkerPlan``s and answers the coordinator:
 - ``start(loop) -> t0_ns`` (the common start time on ``perf_counter_ns``, given to every worker);
 - ``progress() -> Progress`` (done, failed, output tokens summed over workers);
 - ``finished()``, ``wait(timeout_s)`` (until finished or the timeout);
+- ``failed()``: a worker died or raised (the coordinator then stops the others: the level's load is
+  no longer the one asked for, and ``results()`` will raise);
 - ``stop()`` (stop sending, let the requests in flight finish), ``cancel()`` (cancel them too);
 - ``results() -> list[WorkerResult]`` (raises ``WattbenchError`` when a worker failed);
 - ``close()``;
@@ -21,7 +23,7 @@ implements the same protocol over Ray load actors, which run the same worker.
 ``coordinate`` is the one control loop, every 50 ms: interrupt (SIGINT, or ``control.cancel``) →
 cancel; the closed loop's deadline, or ``control.stop`` → close the feeder and stop; the open loop's
 backlog guard (``load/saturation.py``) → stop; progress to ``on_progress`` at most every
-``PROGRESS_PERIOD_S``. ``LevelControl`` is how another thread stops or cancels a level: a Ray load
+``PROGRESS_PERIOD_S``; a failed worker → stop the others. ``LevelControl`` is how another thread stops or cancels a level: a Ray load
 actor's level, asked by the driver's coordinator.
 """
 
@@ -72,6 +74,8 @@ class Executor(Protocol):
 
     def finished(self) -> bool: ...
 
+    def failed(self) -> bool: ...
+
     async def wait(self, timeout_s: float) -> None: ...
 
     def stop(self) -> None: ...
@@ -116,6 +120,9 @@ class InProcessExecutor:
 
     def finished(self) -> bool:
         return self.task.done()
+
+    def failed(self) -> bool:
+        return self.task.done() and not self.task.cancelled() and self.task.exception() is not None
 
     async def wait(self, timeout_s: float) -> None:
         await asyncio.wait({self.task}, timeout=timeout_s)
@@ -226,6 +233,9 @@ class SubprocessExecutor:
     def finished(self) -> bool:
         return all(r is not None for r in self.out)
 
+    def failed(self) -> bool:
+        return bool(self.errors)
+
     async def wait(self, timeout_s: float) -> None:
         await asyncio.wait({self.done_f}, timeout=timeout_s)
         if not self.finished() and not any(p.is_alive() for p in self.procs):
@@ -310,6 +320,11 @@ def coordinate(executor: Executor, spec: LevelSpec, plans: list[WorkerPlan], fee
             dl = deadline_ns(spec, feeder, t0_ns)
             asked = control is not None and control.stop.is_set()
             if (asked or (dl is not None and now >= dl)) and not stopped:
+                stopped = True
+                if feeder is not None:
+                    feeder.close()
+                executor.stop()
+            if executor.failed() and not stopped:  # the others would go on with part of the load
                 stopped = True
                 if feeder is not None:
                     feeder.close()

@@ -64,7 +64,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from wattbench.errors import Interrupted, UserError
+from wattbench.errors import Interrupted, LevelFailed, UserError, WattbenchError
 from wattbench.load.executor import InProcessExecutor, LevelControl, SubprocessExecutor, coordinate
 from wattbench.load.link import WorkerResult
 from wattbench.load.plan import (  # noqa: F401  (re-exported: the level's public names)
@@ -126,12 +126,33 @@ def run_level(
     lp = build_plans(spec, target, targets, route, requests)
     plans, feeder = lp.plans, lp.feeder
     executor = InProcessExecutor(plans[0], feeder) if len(plans) == 1 else SubprocessExecutor(plans, feeder)
-    results, t0_ns, interrupted, stop_reason = coordinate(executor, spec, plans, feeder, on_progress, control)
+    try:
+        results, t0_ns, interrupted, stop_reason = coordinate(executor, spec, plans, feeder, on_progress, control)
+    except WattbenchError as e:
+        raise failed_level(spec, e, executor.records, lp.target_rate, len(plans)) from None
     exhausted_early = lp.exhausted_early
     if feeder is not None and spec.num_requests is not None and feeder.exhausted:
         exhausted_early = feeder.measured < spec.num_requests
     outcome = assemble_outcome(spec, results, t0_ns, lp.target_rate, len(plans), records=executor.records)
     return settle_outcome(spec, outcome, results, t0_ns, interrupted, stop_reason, exhausted_early)
+
+
+def failed_level(spec: LevelSpec, err: WattbenchError, records: RecordSet, target_rate, n_workers: int
+                 ) -> WattbenchError:
+    """The error a level ends with when a load worker failed (``coordinate`` raised): with records
+    streamed before the failure, ``LevelFailed`` carrying the outcome they make (``stopped_early``
+    ``worker_failed``), so the run records them; without any, ``err`` itself (e.g. a worker that
+    never started)."""
+    if not records or isinstance(err, (LevelFailed, Interrupted)):
+        return err
+    t0_ns = int(records.columns("sent_ns")["sent_ns"].min())
+    outcome = assemble_outcome(spec, [], t0_ns, target_rate, n_workers, records=records)
+    outcome.stopped_early = "worker_failed"
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]  # a traceback: its last line says what
+    why = lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}"
+    out = LevelFailed(f"{why}; the level stopped, the {len(records)} requests it finished before are kept")
+    out.outcome = outcome  # type: ignore[attr-defined]
+    return out
 
 
 def settle_outcome(spec: LevelSpec, outcome: LevelOutcome, results: list[WorkerResult], t0_ns: int,

@@ -252,16 +252,20 @@ class RecordSet:
         off = self.chunk_offsets()
         for start, block in self.blocks(4096):
             o, stamps = self.chunks(start, start + len(block), off)
-            a = int(block["line_offset"][0])
-            text = self._read("lines", a, int(block["line_offset"][-1] + block["line_bytes"][-1]) - a)
-            for i, line in enumerate(text.split(b"\n")[: len(block)]):
-                d = json.loads(line)
+            for i, d in enumerate(self._block_dicts(block)):
                 d["chunk_ns"] = stamps[o[i]: o[i + 1]].tolist()
                 for name, vals in self._annotations.items():
                     v = vals[start + i]
                     if v is not None:
                         d[name] = v
                 yield build_record(**d)
+
+    def _block_dicts(self, block: np.ndarray) -> Iterator[dict]:
+        """The stored JSON objects of a block's rows, one at a time (one read for the block)."""
+        a = int(block["line_offset"][0])
+        text = self._read("lines", a, int(block["line_offset"][-1] + block["line_bytes"][-1]) - a)
+        for line in text.split(b"\n")[: len(block)]:
+            yield json.loads(line)
 
     def _record(self, row: np.ndarray, stamps: np.ndarray, index: int) -> RequestRecord:
         d = json.loads(self._read("lines", int(row["line_offset"]), int(row["line_bytes"])))
@@ -285,10 +289,7 @@ class RecordSet:
         """Every record's stored JSON object (no chunk stamps, no annotations), in append order: the
         strings (tenant, tags, model, …) of a record without building it."""
         for _, block in self.blocks(size):
-            a = int(block["line_offset"][0])
-            text = self._read("lines", a, int(block["line_offset"][-1] + block["line_bytes"][-1]) - a)
-            for line in text.split(b"\n")[: len(block)]:
-                yield json.loads(line)
+            yield from self._block_dicts(block)
 
     def annotate_entry(self, name: str, key: str, values, present: np.ndarray | None = None) -> None:
         """Merge one entry into the dict-valued field ``name`` of the records (``energy_j`` =

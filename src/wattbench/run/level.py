@@ -12,7 +12,7 @@ import numpy as np
 from wattbench.accounting import thermal_summary
 from wattbench.accounting.level import account_level, add_level_findings, count_source
 from wattbench.clock import now_ns
-from wattbench.errors import Interrupted, TargetStopped
+from wattbench.errors import Interrupted, LevelFailed, TargetStopped
 from wattbench.load.level import run_level
 from wattbench.load.targets import per_target_summary, run_level_multi
 from wattbench.load.types import LevelSpec
@@ -75,7 +75,7 @@ class LevelRunner:
             requests = self._requests(output_tokens, input_tokens)
             try:
                 outcome = self._run_one(spec, requests, self._on_progress(index))
-            except Interrupted as e:  # keep the completed requests of the interrupted level
+            except (Interrupted, LevelFailed) as e:  # keep the completed requests of the level cut short
                 partial = getattr(e, "outcome", None)
                 if partial is not None and partial.records:
                     lv = self._account(index, spec, partial, k, thermal_before, label_suffix)

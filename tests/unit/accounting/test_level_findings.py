@@ -127,3 +127,16 @@ def test_headline_shows_achieved_beside_asked_and_marks_small_samples():
     assert short_label(ok) == "c=8"
     ok.requests.completed = 500
     assert "achieved" not in headline(ok) and "(n=" not in headline(ok)
+
+
+def test_a_level_cut_short_says_so():
+    """Interrupted: warn (its figures are what was measured until the signal); a failed load worker:
+    invalid (part of the load was never sent); any other way to end adds nothing here."""
+    w = LF.stopped_finding("interrupted")
+    assert w.verdict == "warn" and w.reason.startswith("level interrupted (SIGINT/SIGTERM)")
+    f = LF.stopped_finding("worker_failed")
+    assert f.verdict == "invalid" and "a load worker failed mid-level" in f.reason
+    assert LF.stopped_finding(None) is None and LF.stopped_finding("requests_exhausted") is None
+    level = make_level()  # a level with plenty of completed requests: no other finding
+    assert LF.level_findings(level, [], stopped_early=None) == []
+    assert [x.verdict for x in LF.level_findings(level, [], stopped_early="worker_failed")] == ["invalid"]
