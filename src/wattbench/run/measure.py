@@ -80,9 +80,9 @@ from wattbench.server.redact import redact_argv
 __all__ = ["MeasureConfig", "measure", "CommandFailed", "NO_TOKENS"]
 
 PROGRESS_PERIOD_S = 1.0
-# the tokens of the two counts (the tool's records, the server's counters) agree within this share
-# before a level is marked: a counter read between two scrapes is interpolated, so each edge can
-# be off by the tokens of half a scrape interval; warned beyond
+# beyond the counter's own edge uncertainty (the scrapes around the window's edges), the two counts
+# (the tool's records, the server's counter) may differ by this share before a level is warned: a
+# tool that counts with its tokenizer, or a server that counts a stop token, differs by a little
 TOKEN_AGREEMENT_TOL = 0.02
 NO_TOKENS = ("no tokens can be credited to this window: the command is not a load generator wattbench reads "
              "and the server exposes no token counters (give --target URL of a server with /metrics); "
@@ -330,27 +330,37 @@ def _tool_levels(session: RunSession, run: ToolRun, info: MeasureInfo, end_ancho
                                tokens_counted_by=run.tokens_counted_by, notes=list(lv.notes),
                                tool_output_tokens=level.throughput.tokens_in_window.output
                                if level.throughput.tokens_in_window else None)
-        _cross_check(level)
+        _cross_check(level, session.scraper.timeline if session.scraper is not None else None)
         _record(session, level, records)
 
 
-def _cross_check(level: LevelResult) -> None:
-    """The server's own count of the tokens in the window beside the tool's; a warning when they
-    disagree beyond ``TOKEN_AGREEMENT_TOL``."""
-    sm, tl = level.server_metrics or {}, level.tool
-    server = sm.get("generation_tokens_delta")
-    if tl is None or server is None or not sm.get("window_covered"):
+def _cross_check(level: LevelResult, timeline) -> None:
+    """The server's own count of the tokens in the window beside the tool's. The counter is read
+    between scrapes, so it is known to within the tokens of the two scrape intervals around the
+    window's edges (``ServerTimeline.counter_edge_error``); a warning when the two counts differ by
+    more than that plus ``TOKEN_AGREEMENT_TOL`` of the count (a token counted differently)."""
+    tl = level.tool
+    if tl is None or timeline is None or "generation_tokens" not in timeline.series:
+        return
+    w = level.window
+    server = timeline.counter_delta("generation_tokens", w.start_ns, w.end_ns)
+    edge = timeline.counter_edge_error("generation_tokens", w.start_ns, w.end_ns)
+    if server is None or edge is None:
+        tl.notes.append("the server's token counter was not scraped on both sides of the window: no cross-check")
         return
     tl.server_output_tokens = float(server)
-    if tl.tool_output_tokens and server > 0:
-        tl.token_disagreement = tl.tool_output_tokens / server - 1.0
-        if abs(tl.token_disagreement) > TOKEN_AGREEMENT_TOL:
-            from wattbench.accounting.validity import combine, worst
+    tl.server_output_tokens_error = float(edge)
+    if tl.tool_output_tokens is None or server <= 0:
+        return
+    tl.token_disagreement = tl.tool_output_tokens / server - 1.0
+    allowed = edge + TOKEN_AGREEMENT_TOL * server
+    if abs(tl.tool_output_tokens - server) > allowed:
+        from wattbench.accounting.validity import combine, worst
 
-            why = (f"the tool's records credit {tl.tool_output_tokens:.0f} output tokens to the window, the server's "
-                   f"counter {server:.0f} ({tl.token_disagreement:+.1%}): another client on the server, or a "
-                   "token count off")
-            level.validity = worst(level.validity, combine([Finding("warn", why)]))
+        why = (f"the tool's records credit {tl.tool_output_tokens:.0f} output tokens to the window, the server's "
+               f"counter {server:.0f} ± {edge:.0f} (its scrapes around the edges): another client on the server, or "
+               "a token count off")
+        level.validity = worst(level.validity, combine([Finding("warn", why)]))
 
 
 def _window_levels(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: MeasureInfo, end_anchor: ClockAnchor,

@@ -44,6 +44,8 @@ class ToolLevel(_M):
     # every level is, accounting/window_tokens.py) and from the server's counter over the window
     tool_output_tokens: float | None = None
     server_output_tokens: float | None = None
+    # how far the counter's increase can be off: the tokens of the scrape intervals around the edges
+    server_output_tokens_error: float | None = None
     token_disagreement: float | None = None  # tool / server - 1 (None where either is missing)
     notes: list[str] = Field(default_factory=list)
 
