@@ -10,20 +10,23 @@ import typer
 from wattbench.cli.common import API_KEY_HELP, DB_HELP, REGISTER_HELP, handle_errors
 from wattbench.interrupt import install_sigterm
 
-HELP = """Run COMMAND (a load generator) while sampling every meter as `wattbench run` does, then read its
-result files for the work done: one level per benchmark it ran, accounted as wattbench accounts its own.
+HELP = """Run COMMAND (a load generator) while sampling every meter as `run` does,
+then read its result files for the work done: one level per benchmark it ran.
 
-Reads `vllm bench serve --save-result --save-detailed`, AIPerf's profile_export.jsonl and GuideLLM's
-benchmarks.json. Any other command: one level over its lifetime (or per --window-from marker pair),
-tokens from the server's /metrics counters (--target), else energy and power only.
+Reads vllm bench serve --save-result --save-detailed, AIPerf's
+profile_export.jsonl and GuideLLM's benchmarks.json. Any other command: one
+level over its lifetime (or per --window-from marker pair), tokens from the
+server's /metrics counters (--target), else energy and power only.
 
 Examples:
 
 \b
-  wattbench measure -s const:node=300 -- vllm bench serve --base-url http://127.0.0.1:8000 \\
-      --model M --dataset-name random --num-prompts 200 --max-concurrency 16 \\
+  wattbench measure -s const:node=300 -- vllm bench serve \\
+      --base-url http://127.0.0.1:8000 --model M --dataset-name random \\
+      --num-prompts 200 --max-concurrency 16 --request-rate inf \\
       --save-result --save-detailed --result-dir out
-  wattbench measure -- aiperf profile --url http://127.0.0.1:8000 -m M --streaming --concurrency 8
+  wattbench measure -- aiperf profile --url http://127.0.0.1:8000 \\
+      -m M --streaming --concurrency 8
   wattbench measure -t http://127.0.0.1:8000 -- ./my_load.sh
 """
 

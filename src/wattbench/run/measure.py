@@ -143,15 +143,15 @@ def _check_command(mcfg: MeasureConfig) -> tuple[str, Path]:
     if not mcfg.command:
         raise UserError("no command given: wattbench measure [OPTIONS] -- COMMAND [ARGS...]")
     cwd = Path(mcfg.cwd or os.getcwd())
+    tool = mcfg.tool or detect_tool(mcfg.command)
+    if tool not in TOOLS:
+        raise UserError(f"--tool {tool}: choose one of {', '.join(TOOLS)}")
+    check_tool_args(tool, mcfg.command)
     exe = mcfg.command[0]
     found = shutil.which(exe, path=os.environ.get("PATH")) if os.sep not in exe else (
         exe if os.access(cwd / exe if not os.path.isabs(exe) else exe, os.X_OK) else None)
     if not found:
         raise UserError(f"command not found: {exe!r} (give its path, or put it on PATH)")
-    tool = mcfg.tool or detect_tool(mcfg.command)
-    if tool not in TOOLS:
-        raise UserError(f"--tool {tool}: choose one of {', '.join(TOOLS)}")
-    check_tool_args(tool, mcfg.command)
     if mcfg.window_from is not None and not (cwd / mcfg.window_from).parent.is_dir():
         raise UserError(f"--window-from {mcfg.window_from}: its folder does not exist")
     for f in mcfg.result_files:
@@ -430,7 +430,9 @@ def _counter_level(session: RunSession, index: int, label: str, t0: int, t1: int
     level.validity = level_validity(accounted, token_source=None, extra=found)
     level.tool = ToolLevel(tool="command", label=label, tokens_counted_by="the server's token counters"
                            if timeline is not None else "none",
-                           server_output_tokens=out_tok if timeline is not None else None)
+                           server_output_tokens=out_tok if timeline is not None else None,
+                           server_output_tokens_error=timeline.counter_edge_error("generation_tokens", t0, t1)
+                           if timeline is not None else None)
     return level
 
 
