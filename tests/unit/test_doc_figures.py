@@ -128,11 +128,19 @@ def peer_ttft_err(row: dict) -> list[float]:
     return [p["ttft_ms"] - p["true_ttft_ms"] for p in row["per_request"] if p.get("true_ttft_ms") is not None]
 
 
-def peer_gap_err(row: dict) -> list[float]:
-    """Per inter-token gap: the tool's gap − the server's gap between the same two token writes."""
+def peer_itl_err(row: dict) -> list[float]:
+    """Per inter-token gap, the tool's gap − the server's gap between the same two token writes; for
+    a tool that reports no gaps (GuideLLM), per request its mean ITL − the server's mean gap."""
     out = []
+    per_gap = any(p.get("gaps_ms") for p in row["per_request"])
     for p in row["per_request"]:
-        out += [g - t for g, t in zip(p.get("gaps_ms") or [], p.get("true_gaps_ms") or [])]
+        true = p.get("true_gaps_ms") or []
+        if not true:
+            continue
+        if per_gap:
+            out += [g - t for g, t in zip(p.get("gaps_ms") or [], true)]
+        elif p.get("itl_ms") is not None:
+            out.append(p["itl_ms"] - sum(true) / len(true))
     return out
 
 
@@ -161,7 +169,7 @@ def llamacpp_checks(tgz: str) -> list[dict]:
 HELPERS = {
     "level": level, "mean": mean, "median": statistics.median, "pctl": pctl, "rel_pct": rel_pct,
     "spread_pct": spread_pct, "roofline_bound": roofline_bound, "peer": peer, "peer_ttft_err": peer_ttft_err,
-    "peer_gap_err": peer_gap_err, "llamacpp_checks": llamacpp_checks, "math": math, "json": json,
+    "peer_itl_err": peer_itl_err, "llamacpp_checks": llamacpp_checks, "math": math, "json": json,
 }
 BUILTINS = {n: __builtins__[n] if isinstance(__builtins__, dict) else getattr(__builtins__, n)
             for n in ("abs", "min", "max", "sum", "len", "round", "sorted", "zip", "range", "list", "dict",
@@ -321,7 +329,10 @@ def check_table(entry: dict, ns: dict) -> list[str]:
     for name in list(cells) + list(unchecked):
         if name not in header:
             problems.append(f"{doc}:{t['line']}: no column {name!r} in {header}")
-    rows = {str(k): v for k, v in (entry.get("rows") or {}).items()}
+    rows = entry.get("rows") or {}
+    if isinstance(rows, str):  # one expression giving {row name: the row's value (bound to r)}
+        rows = evaluate(rows, ns)
+    rows = {str(k): v for k, v in rows.items()}
     seen = set()
     for row in t["rows"]:
         key = " ".join(row[c].replace("**", "").replace("`", "") for c in key_cols)
@@ -332,7 +343,9 @@ def check_table(entry: dict, ns: dict) -> list[str]:
         seen.add(key)
         bind = rows[key]
         local = {"k": key}
-        if isinstance(bind, dict):
+        if isinstance(entry.get("rows"), str):
+            local["r"] = bind
+        elif isinstance(bind, dict):
             local.update({n: evaluate(e, ns, k=key) for n, e in bind.items()})
         else:
             local["r"] = evaluate(bind, ns, k=key)
