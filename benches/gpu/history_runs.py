@@ -11,6 +11,7 @@ run without --target; on CUDA the tuned flags), through ``probe_python.sh`` unle
 (``serve_probe.py``: CUDA graph captures, prefix-cache hits, allocator state, all on the monotonic
 clock of the level windows). ``gpu_state_log.py`` polls NVML every 0.5 s for the whole call and
 ``nvidia-smi`` writes its own 0.5 s CSV beside it. Each ``--run`` is one ``wattbench run --target``
+(``{tokenizer}`` in its arguments or ``--common`` becomes the served model's tokenizer directory)
 against the server, in the order given; ``--restart NAME`` starts a fresh engine before that run.
 A run that would start after ``--budget-s`` seconds is skipped (said in summary.json).
 
@@ -37,15 +38,47 @@ SMI_FIELDS = ("timestamp,memory.used,temperature.gpu,temperature.memory,clocks.s
               "utilization.gpu,utilization.memory,clocks_event_reasons.active,pstate")
 
 
-def _start_engine(args, out: Path, k: int):
-    from wattbench.engines import launch
+def _hub_layout(path: Path, repo_id: str) -> None:
+    """Expose the model directory ``path`` as ``repo_id`` in ``$HF_HUB_CACHE`` (symlinks): transformers
+    5.17's ``/v1/models`` lists only what a scan of the hub cache finds, never a directory given on
+    the command line, and ``run --target`` checks that the model is listed (shared/engines.md)."""
+    hub = Path(os.environ["HF_HUB_CACHE"])
+    top = hub / ("models--" + repo_id.replace("/", "--"))
+    snap = top / "snapshots" / ("0" * 40)
+    snap.mkdir(parents=True, exist_ok=True)
+    for f in Path(path).iterdir():
+        link = snap / f.name
+        if not link.exists():
+            link.symlink_to(f.resolve())
+    (top / "refs").mkdir(exist_ok=True)
+    (top / "refs" / "main").write_text("0" * 40)
 
+
+def _start_engine(args, out: Path, k: int):
+    """wattbench's own launcher (same argv, env, tuned flags, readiness and warm-up request), the
+    model served by a hub id (``--serve-as``) instead of its directory."""
+    from wattbench.engines import get_engine
+    from wattbench.engines.base import start
+
+    eng = get_engine(args.engine)
+    if args.serve_as:
+        plan0 = eng.plan
+
+        def plan(model, device, engine_args, host, port, scratch):
+            p = plan0(model, device, engine_args, host, port, scratch)
+            _hub_layout(Path(p.model_path), args.serve_as)
+            p.argv = [args.serve_as if a == p.model_path else a for a in p.argv]
+            p.served_model = args.serve_as
+            p.env["HF_HUB_CACHE"] = os.environ["HF_HUB_CACHE"]
+            return p
+
+        eng.plan = plan
     d = out / f"engine-{k}"
     t0 = time.perf_counter_ns()
-    h = launch(args.engine, model=args.model, device=args.device, engine_args=args.engine_arg, run_dir=d)
+    h = start(eng, args.model, args.device, list(args.engine_arg), d, timeout_s=600.0)
     return h, {"index": k, "dir": str(d), "pid": h.pid, "base_url": h.base_url, "model": h.model,
-               "start_t_ns": t0, "ready_t_ns": time.perf_counter_ns(),
-               "argv": list(h.plan.argv) if getattr(h, "plan", None) else None}
+               "start_t_ns": t0, "ready_t_ns": time.perf_counter_ns(), "argv": list(h.plan.argv),
+               "tokenizer": h.plan.tokenizer_source()}
 
 
 def _run_until(cmd: list[str], so, se, limit_s: float) -> int:
@@ -75,6 +108,8 @@ def main() -> int:
     ap.add_argument("--restart", action="append", default=[], help="start a fresh engine before run NAME")
     ap.add_argument("--budget-s", type=float, default=None)
     ap.add_argument("--no-probe", action="store_true")
+    ap.add_argument("--serve-as", default="wattbench/model",
+                    help="hub id the model is served (and listed) as; '' serves the directory")
     ap.add_argument("--run-timeout-s", type=float, default=300)
     ap.add_argument("--deadline-s", type=float, default=None,
                     help="stop a run (SIGTERM: it keeps what it measured) so the call ends by this many seconds")
@@ -82,6 +117,9 @@ def main() -> int:
     out = Path(a.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     t_call = time.perf_counter()
+    if not os.environ.get("HF_HUB_CACHE"):
+        os.environ["HF_HUB_CACHE"] = str(out / "hfcache")
+    Path(os.environ["HF_HUB_CACHE"]).mkdir(parents=True, exist_ok=True)
     if not a.no_probe:
         os.environ["WATTBENCH_TRANSFORMERS_PYTHON"] = str(HERE / "probe_python.sh")
         os.environ["WB_PROBE_LOG"] = str(out / "serve_probe.jsonl")
@@ -117,6 +155,8 @@ def main() -> int:
             rdir = out / "runs" / name
             cmd = [sys.executable, "-m", "wattbench", "run", "--target", handle.base_url, "--model", handle.model,
                    *shlex.split(a.common), *extra, "--out", str(rdir), "--no-register", "--no-html", "--quiet"]
+            tok = plan["engines"][-1].get("tokenizer") or ""
+            cmd = [x.replace("{tokenizer}", tok) for x in cmd]
             rdir.mkdir(parents=True, exist_ok=True)
             t0 = time.perf_counter_ns()
             limit = a.run_timeout_s
