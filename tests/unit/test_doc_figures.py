@@ -87,6 +87,13 @@ def level(result: dict, label):
     return found[0]
 
 
+def raw(spec: str) -> bytes:
+    """A committed file's bytes (``path`` or ``path.tgz:member``), e.g. to state its size."""
+    if ".tgz:" in spec:
+        return _tar_member(*spec.split(":", 1))
+    return (ROOT / spec).read_bytes()
+
+
 def grab(text: str, pattern: str) -> float:
     """The number the first group of ``pattern`` captures in ``text`` (a committed log)."""
     m = re.search(pattern, text)
@@ -175,7 +182,7 @@ def llamacpp_checks(tgz: str) -> list[dict]:
 
 
 HELPERS = {
-    "level": level, "grab": grab, "mean": mean, "median": statistics.median, "pctl": pctl, "rel_pct": rel_pct,
+    "level": level, "grab": grab, "raw": raw, "mean": mean, "median": statistics.median, "pctl": pctl, "rel_pct": rel_pct,
     "spread_pct": spread_pct, "roofline_bound": roofline_bound, "peer": peer, "peer_ttft_err": peer_ttft_err,
     "peer_itl_err": peer_itl_err, "llamacpp_checks": llamacpp_checks, "math": math, "json": json,
 }
