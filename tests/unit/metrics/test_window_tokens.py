@@ -1,10 +1,10 @@
-"""The crediting rule of ``accounting.window_tokens`` on hand-made records (ground truth by hand)."""
+"""The crediting rule of ``metrics.window_tokens`` on hand-made records (ground truth by hand)."""
 
 from __future__ import annotations
 
 import pytest
 
-from wattbench.accounting.window_tokens import stream_tokens_in_window, window_tokens
+from wattbench.metrics.window_tokens import stream_tokens_in_window, window_tokens
 from wattbench.results.schema import RequestRecord
 
 MS = 1_000_000
