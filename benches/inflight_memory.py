@@ -21,7 +21,7 @@ with approximate lengths) holds, from ``tracemalloc`` over 20,000 of them.
 
 Run from the repository root::
 
-    PYTHONPATH=src python benches/inflight_memory.py --streams 256,1024 --json benches/data/inflight_memory.json
+    PYTHONPATH=src python benches/inflight_memory.py --streams 256,1024 --json benches/data/inflight_memory/inflight_memory.json
 """
 
 from __future__ import annotations

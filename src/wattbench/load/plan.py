@@ -261,8 +261,8 @@ def open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list]
 # ----------------------------------------------------------------------------------- capacity
 #
 # What a level costs the machine that generates the load (benches/inflight_memory.py, 2026-12-01,
-# x86_64, Python 3.11, committed in benches/data/inflight_memory.json): 25.9 KB of RSS per request
-# in flight (2,048 streams in one worker; 23.6 KB at 256), 66 MB per spawned worker process once it
+# x86_64, Python 3.11, committed in benches/data/inflight_memory/inflight_memory.json): 25.9 KB of RSS per request
+# in flight (2,048 streams in one worker; 23.6 KB at 256), 66 MiB per spawned worker process once it
 # is ready, 1.8 KB per materialized open-loop arrival of the default 256-token workload. The bounds
 # below round those up (a longer prompt or answer costs more); a level that needs more than
 # ``MEMORY_SHARE`` of the memory available now, or more sockets per worker than a process may open
