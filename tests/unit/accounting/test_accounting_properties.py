@@ -53,6 +53,13 @@ def test_counter_energy_is_additive_and_matches_the_trace(steps, c):
              + counter_energy(tn, e, tb, td, max_power_w=1e9).energy_j)
     assert parts == pytest.approx(whole.energy_j, rel=1e-9, abs=1e-6)
     assert whole.resets == 0 and whole.wraps == 0
+    # and the trace: the counter is exact at its samples; an edge inside an interval of length h
+    # whose power ramps by dp is interpolated linearly in energy, off by at most |dp| h / 8
+    def edge_bound(x_ns):
+        k = int(np.clip(np.searchsorted(tn, x_ns, side="right") - 1, 0, len(tn) - 2))
+        return abs(w[k + 1] - w[k]) * (tn[k + 1] - tn[k]) / S / 8
+    truth = tr.energy(ta / S, td / S)
+    assert whole.energy_j == pytest.approx(truth, abs=edge_bound(ta) + edge_bound(td) + 1e-6 * (1 + truth))
 
 
 @settings(max_examples=25, deadline=None)
