@@ -17,6 +17,7 @@ from wattbench.errors import WattbenchError
 # Command modules, in the order ``--help`` lists them.
 COMMANDS = [
     "run",
+    "measure",
     "tune",
     "sensors",
     "report",

@@ -85,7 +85,7 @@ def _run(session: RunSession) -> Result:
         session.scraper = MetricsScraper(targets.server.metrics_endpoint, interval_s=SCRAPE_INTERVAL_S,
                                          engine=targets.server.engine, api_key=targets.specs[0].api_key).start()
         session.stack.callback(session.scraper.stop)
-    _idle_before(session)
+    idle_before(session)
     # the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level repeated
     # --trials times; each level takes fresh requests (no prefix-cache hits)
     lr = LevelRunner(session, targets.specs, workload)
@@ -93,7 +93,7 @@ def _run(session: RunSession) -> Result:
     if cfg.prefill_decode_pair and session.sampler is not None:
         result.prefill_decode = PrefillDecode(isolating_pair=plan.prefill_decode_pair(cfg, lr.measure))
     analyses.run_analyses(session)
-    _idle_after(session)
+    idle_after(session)
     session.finish("complete", None)
     if cfg.register_run:
         try:  # history is an index; the run directory is the record
@@ -125,6 +125,22 @@ def _build_workload(cfg: RunConfig, targets: Targets):
 
 def _start_result(session: RunSession, run_dir, targets: Targets, workload, problems: list[str]) -> Result:
     """The run directory and the result skeleton, written once before the load."""
+    result = start_result(session, run_dir, targets.server, problems,
+                          extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
+                          workload=workload.describe(), prompt_length_source=workload.token_source)
+    if workload.token_source == "approx":
+        result.warnings.append(
+            "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
+            "token counts still come from the server's usage")
+        rundir.write_result(run_dir, result)
+    return result
+
+
+def start_result(session: RunSession, run_dir, server, problems: list[str], *, extra: dict | None = None,
+                 **fields) -> Result:
+    """The run directory and the result skeleton (the clock anchor, the environment, the sensors,
+    the server), written before the load; ``run`` and ``measure`` share it. ``fields``: more
+    ``Result`` fields (the workload, or what ``measure`` ran)."""
     cfg, sampler, anchor = session.config, session.sampler, session.anchor
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -140,20 +156,15 @@ def _start_result(session: RunSession, run_dir, targets: Targets, workload, prob
                         anchor_uncertainty_ns=anchor.uncertainty_ns),
         config=cfg.public_dict(),
         environment=collect_environment(gpus),
-        server=targets.server,
+        server=server,
         sensors=[c.to_dict() for c in (sampler.channels if sampler else [])],
-        extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
+        extra=dict(extra or {}),
         sensor_problems=problems,
         tags=list(cfg.tags),
-        workload=workload.describe(),
-        prompt_length_source=workload.token_source,
+        **fields,
     )
     if session.carbon is not None:
         result.carbon = CarbonIntensity(**session.carbon.describe(), unit="gCO2e/kWh", pue=cfg.pue)
-    if workload.token_source == "approx":
-        result.warnings.append(
-            "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
-            "token counts still come from the server's usage")
     if sampler is None:  # said once, in the run's verdict (accounting.level_findings.run_validity)
         session.energy_unavailable_reason = (
             "--no-sensors was given" if cfg.no_sensors
@@ -173,7 +184,7 @@ def _idle_window(session: RunSession, seconds: float, what: str) -> tuple[int, i
     return t0, now_ns()
 
 
-def _idle_before(session: RunSession) -> None:
+def idle_before(session: RunSession) -> None:
     """The idle baseline before the load."""
     cfg, result = session.config, session.result
     if session.sampler is None or cfg.idle_s <= 0:
@@ -185,7 +196,7 @@ def _idle_before(session: RunSession) -> None:
     session.idle_power = idle
 
 
-def _idle_after(session: RunSession) -> None:
+def idle_after(session: RunSession) -> None:
     """Idle after the last level (optional): before and after together give the averaged idle
     power per boundary and its drift."""
     cfg, result = session.config, session.result
