@@ -75,6 +75,8 @@ def _run(session: RunSession) -> Result:
     session.slos = parse_slos(cfg.slo) if cfg.slo else []  # bad SLO text fails before anything starts
     session.carbon = parse_carbon_intensity(cfg.carbon_intensity)  # a bad file fails here too
     plan.validate_plan(cfg)  # every level the run plans, checked before anything is written
+    if cfg.register_run:
+        HistoryStore.check_usable(cfg.db)  # a corrupt --db: one line now, not a run kept but not registered
     targets = resolve_targets(session, run_dir)
     workload = _build_workload(cfg, targets)
     problems = telemetry.start_telemetry(session)
@@ -94,9 +96,21 @@ def _run(session: RunSession) -> Result:
     idle_after(session)
     session.finish("complete", None)
     if cfg.register_run:
-        with contextlib.suppress(Exception):  # history is an index; the run directory is the record
-            HistoryStore(cfg.db).register(result, run_dir)
+        try:  # history is an index; the run directory is the record
+            with HistoryStore(cfg.db) as store:
+                store.register(result, run_dir)
+        except Exception as e:  # noqa: BLE001 - whatever broke the index, the run stands: say so once
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            result.warnings.append(f"{NOT_REGISTERED}: {why}; register it later with "
+                                   f"`wattbench history import {run_dir}`")
+            with contextlib.suppress(Exception):
+                rundir.write_result(run_dir, result)
     return result
+
+
+# The warning a run carries when it is complete on disk but the history could not index it (the
+# CLI prints it as its one line, exit 0: the measurement stands, the index is what failed).
+NOT_REGISTERED = "the run is kept but not registered in the history"
 
 
 def _build_workload(cfg: RunConfig, targets: Targets):
@@ -128,7 +142,10 @@ def start_result(session: RunSession, run_dir, server, problems: list[str], *, e
     the server), written before the load; ``run`` and ``measure`` share it. ``fields``: more
     ``Result`` fields (the workload, or what ``measure`` ran)."""
     cfg, sampler, anchor = session.config, session.sampler, session.anchor
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # checked before the run (session.resolve_run_dir); changed since: one line
+        raise rundir.storage_error(run_dir, e) from None
     session.run_dir = run_dir
     gpus = sampler.gpu_inventory() if sampler is not None else []
     result = Result(
