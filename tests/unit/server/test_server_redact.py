@@ -1,5 +1,6 @@
-"""Secrets by value (``server/redact.py``): which values are secrets, every form they travel in,
-JSON that stays valid after scrubbing, and stdout/stderr that never show a registered secret."""
+"""``server/redact.py``: which values are secrets, every form they travel in, JSON that stays valid
+after scrubbing, stdout/stderr that never show a registered secret, and the command-line redaction
+(what ``wattbench measure`` writes of the command)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 import pytest
 
 from wattbench.server import redact
-from wattbench.server.redact import BasicCredential, Scrubber, is_secret_header, secret_values
+from wattbench.server.redact import MASK, REDACTED, BasicCredential, Scrubber, is_secret_header, redact_argv, secret_values
 
 
 def test_which_header_values_are_secrets():
@@ -70,3 +71,15 @@ def test_std_streams_scrub_registered_secrets(monkeypatch):
     assert out.getvalue() == "before sk-later-registered\nkey *** here\n"
     assert err.getvalue() == "err ***\n"
     assert redact.scrub("x sk-later-registered") == "x ***"
+
+
+def test_redact_argv_masks_credentials_only():
+    argv = ["vllm", "bench", "serve", "--api-key", "sk-1", "--base-url", "http://u:pw@h:1/v1", "--hf-token=abc",
+            "-H", "Authorization: Bearer x", "-H", "X-Trace: 1", "--tokenizer", "/models/t",
+            "--use-server-token-count", "--concurrency", "4", "--password", "--next-flag"]
+    assert redact_argv(argv) == [
+        "vllm", "bench", "serve", "--api-key", MASK, "--base-url", "http://***@h:1/v1", f"--hf-token={MASK}",
+        "-H", f"Authorization: {REDACTED}", "-H", "X-Trace: 1", "--tokenizer", "/models/t",
+        # a flag with no value does not mask the next flag; --tokenizer's value is a path, not a secret
+        "--use-server-token-count", "--concurrency", "4", "--password", "--next-flag"]
+    assert "sk-1" not in " ".join(redact_argv(argv)) and "pw" not in " ".join(redact_argv(argv))
