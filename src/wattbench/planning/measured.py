@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wattbench.errors import UserError
+from wattbench.results.headline import common_headline_boundary
 from wattbench.results.rundir import load_result as _load_run
 from wattbench.results.schema import LevelResult, Result, TunedFrom
 
@@ -115,15 +116,19 @@ class MeasuredNode:
 
 def default_boundary(result: Result) -> str:
     """The boundary every planner (``plan rack``, ``plan power-first``, ``plan tco``) reads when
-    ``--boundary`` is not given: the outermost of wall, node and accelerator that every level of the
-    run has energy for (else that some level has). A run with none of them fails naming the flag and what the run has."""
-    sets = [set(lv.energy) for lv in result.levels if lv.energy]
-    every = set.intersection(*sets) if sets else set()
-    have = set.union(*sets) if sets else set()
-    for pool in (every, have):  # one every level has, else one some level has
-        for b in ("wall", "node", "accelerator"):
-            if b in pool:
-                return b
+    ``--boundary`` is not given: the headline rule (``results.headline``: measured first, then outer
+    first, never a part) among the boundaries that size a node (wall, node, accelerator), over every
+    level of the run; else over the levels that have one. A run with none of them fails naming the
+    flag and what the run has."""
+    levels = [lv for lv in result.levels if lv.energy]
+    b = common_headline_boundary(levels, among=NODE_BOUNDARIES, with_power=False)
+    if b is None:  # one that some level has
+        some = [lv for lv in levels if set(lv.energy) & set(NODE_BOUNDARIES)]
+        found = {common_headline_boundary([lv], among=NODE_BOUNDARIES, with_power=False) for lv in some} - {None}
+        b = min(found, key=NODE_BOUNDARIES[::-1].index) if found else None
+    if b is not None:
+        return b
+    have = set().union(*(set(lv.energy) for lv in levels)) if levels else set()
     raise UserError(
         f"run {result.run_id} has no energy at the wall, node or accelerator boundary "
         f"(boundaries with energy: {', '.join(sorted(have)) or 'none'}); measure one, or give --boundary"
