@@ -1,5 +1,5 @@
-"""Text shared by the terminal, Markdown and HTML reports: number formatting, boundary order and
-the one-line headline of a level. Values are shown as stored in ``result.json``; the only
+"""Text shared by the terminal, Markdown and HTML reports: number formatting (``report/numbers.py``,
+the one home, re-exported here), boundary order and the one-line headline of a level. Values are shown as stored in ``result.json``; the only
 conversion is W -> kW for display.
 """
 
@@ -10,43 +10,7 @@ from wattbench.results.headline import LABEL_RANK, boundary_order  # noqa: F401 
 from wattbench.results.headline import headline_boundary as _headline_boundary
 from wattbench.results.headline import parts, per_token, point, server_lower_bound, shown_boundaries, trial_ci  # noqa: F401
 
-MISSING = "–"
-
-
-def fmt(x: float | int | None, unit: str = "") -> str:
-    """A number for people: thousands separators, about three significant digits (two below 1, with
-    the trailing zero: ``0.40``). The one number format of every report, table and command."""
-    if x is None:
-        return MISSING
-    try:
-        xf = float(x)
-    except (TypeError, ValueError):
-        return MISSING
-    if xf != xf:  # NaN
-        return MISSING
-    a = abs(xf)
-    if a >= 1000:
-        s = f"{xf:,.0f}"
-    elif a >= 100:
-        s = f"{xf:.0f}"
-    elif a >= 10:
-        s = f"{xf:.1f}"
-    elif a >= 1:
-        s = f"{xf:.2f}"
-    elif a == 0:
-        s = "0"
-    else:  # two significant digits, trailing zero kept: 0.40 beside 0.41, never 0.4
-        s = f"{xf:#.2g}"
-    return f"{s} {unit}" if unit else s
-
-
-def fmt_pct(x: float | None) -> str:
-    return MISSING if x is None else f"{x:.1f}%"
-
-
-def fmt_fraction_pct(x: float | None) -> str:
-    """A 0..1 fraction shown as a percentage."""
-    return MISSING if x is None else f"{x * 100:.1f}%"
+from wattbench.report.numbers import MISSING, fmt, fmt_change, fmt_fraction_pct, fmt_pct  # noqa: F401  (one home)
 
 
 def result_boundaries(result: Result, steady: bool = False) -> list[str]:
