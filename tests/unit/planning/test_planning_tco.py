@@ -65,9 +65,9 @@ def test_tokens_per_kwh_from_result():
         make_level(1, out_tps=20, node_p95_w=1200, node_tokens_per_kwh=5e5),
         make_level(2, out_tps=30, node_p95_w=1300, node_tokens_per_kwh=9e5, verdict="invalid"),
     ])
-    assert tokens_per_kwh_from_result(res, None, "node") == (5e5, ["run T: level c=1 (most tokens per kWh; the run "
-                                                                   "has no SLO)"])
-    assert tokens_per_kwh_from_result(res, 0, "node")[0] == 2e5
+    assert tokens_per_kwh_from_result(res, None, "node") == (pytest.approx(5e5, rel=1e-9),
+                                                             ["run T: level c=1 (most tokens per kWh; the run has no SLO)"])
+    assert tokens_per_kwh_from_result(res, 0, "node")[0] == pytest.approx(2e5, rel=1e-9)
     with pytest.raises(UserError, match="accelerator"):
         tokens_per_kwh_from_result(res, None, "accelerator")
 
@@ -88,8 +88,8 @@ def test_tco_takes_the_best_level_meeting_the_slo_and_names_it():
     most efficient level meeting the SLO and says so; with none meeting it, it says it uses one that
     misses it."""
     value, notes = tokens_per_kwh_from_result(_slo_levels((True, True, False)), None, "node")
-    assert value == 5e5 and notes[0] == "run S: level c=4 (most tokens per kWh among the levels meeting ttft_p99=200ms)"
+    assert value == pytest.approx(5e5, rel=1e-9) and notes[0] == "run S: level c=4 (most tokens per kWh among the levels meeting ttft_p99=200ms)"
     value, notes = tokens_per_kwh_from_result(_slo_levels((False, False, False)), None, "node")
-    assert value == 9e5
+    assert value == pytest.approx(9e5, rel=1e-9)
     assert notes[0] == ("run S: no level meets ttft_p99=200ms; using level c=16 (most tokens per kWh), which misses "
                         "it, 12.5% of its requests met it: pass --level to choose another")
