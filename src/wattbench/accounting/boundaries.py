@@ -29,8 +29,8 @@ Channel choice, per boundary and device (docs/accounting.md, "Boundaries"):
     per token or request are computed only for a boundary that is, or contains, that device
     (``PER_TOKEN_FIGURES``); any other boundary — the HBM rail, or ``cpu``, ``dram``, ``host`` on a
     GPU server — keeps its energy and power (a part is shown with its share of a whole) and says
-    why in its notes. On an H200 the HBM rail alone read 9,435 tok/s per kW and the CPU estimate
-    12,688, above the board's 2,046: figures of nothing anyone runs a model on.
+    why in its notes (the H200 llama.cpp run in docs/validation-data, written before the rule: 4,807
+    tok/s per kW at the board, 17,159 at its HBM rail, 16,112 at the CPU estimate).
     ``withhold_outside_work`` applies the rule to a level read from an older ``result.json``.
 
 ``node`` and ``wall`` are never synthesised from their parts: a sum of metered parts misses fans,

@@ -227,7 +227,7 @@ def test_two_trial_runs_with_an_hbm_rail_compare_trial_means_at_the_board():
     c = compare([a, b])
     assert c.boundary == "accelerator"
     row = c.levels[0]
-    assert [f["output_tokens_per_s_per_kw"] for f in row.figures] == [5378.0, 5200.0]
+    assert [f["output_tokens_per_s_per_kw"] for f in row.figures] == pytest.approx([5378.0, 5200.0], rel=1e-12)
     for f, (lo, hi) in zip(row.figures, [ci["output_tokens_per_s_per_kw"] for ci in row.cis]):
         assert lo <= f["output_tokens_per_s_per_kw"] <= hi
     assert row.decompositions[0].per_kw_ratio == pytest.approx(5200.0 / 5378.0)

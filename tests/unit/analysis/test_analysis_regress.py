@@ -171,4 +171,4 @@ def test_a_trials_run_is_judged_by_its_trial_mean():
     tb = trials_block({"output_tokens_per_s": (990.0, 5.0)})
     a, b = _pair(tput_b=950.0, trials_a=ta, trials_b=tb)
     o = regress(b, a, "output_tokens_per_s:-3%").outcomes[0]
-    assert (o.baseline, o.candidate) == (1000.0, 990.0) and o.status == "pass"
+    assert (o.baseline, o.candidate) == pytest.approx((1000.0, 990.0), rel=1e-12) and o.status == "pass"

@@ -135,8 +135,8 @@ def test_parts_show_power_and_share_of_their_whole():
 
 def test_point_is_the_trial_mean():
     lv = _level({"accelerator": "measured"}, {"accelerator": 700.0})
-    assert point(lv, "output_tokens_per_s_per_kw", "accelerator", 5456.0) == 5456.0
+    assert point(lv, "output_tokens_per_s_per_kw", "accelerator", 5456.0) == pytest.approx(5456.0, rel=1e-12)
     lv.trials = TrialsBlock.model_validate({"n": 5, "figures": {
         "output_tokens_per_s_per_kw@accelerator": {"mean": 5378.0, "ci_low": 5300.0, "ci_high": 5456.0}}})
-    assert point(lv, "output_tokens_per_s_per_kw", "accelerator", 5456.0) == 5378.0
-    assert point(lv, "output_tokens_per_s_per_kw", "node", 1.0) == 1.0  # no trial figure there: the level's
+    assert point(lv, "output_tokens_per_s_per_kw", "accelerator", 5456.0) == pytest.approx(5378.0, rel=1e-12)
+    assert point(lv, "output_tokens_per_s_per_kw", "node", 1.0) == pytest.approx(1.0, rel=1e-12)  # no trial figure there: the level's
