@@ -36,6 +36,29 @@ def storage_error(path: str | os.PathLike, exc: OSError) -> UserError:
                      "(files written before are unchanged)")
 
 
+def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """Refuse, before anything is written, a directory that cannot be created or written: one line
+    naming ``flag``. ``path`` may not exist yet: then the nearest existing folder above it must be
+    a directory in which a directory can be created (a file on the way, a read-only filesystem,
+    ``/proc`` or ``/sys`` fail here, not as a traceback half-way through the run). The probe
+    creates and removes an empty temporary directory: nothing is left behind."""
+    p = Path(path).expanduser()
+    probe_in = p
+    while not probe_in.exists():
+        if probe_in.parent == probe_in:
+            break
+        probe_in = probe_in.parent
+    if not probe_in.is_dir():
+        raise UserError(f"{flag} {p}: {probe_in} is a file, not a directory; choose a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".wattbench-probe-", dir=str(probe_in)))
+    except OSError as e:
+        where = "in" if probe_in == p else "under"
+        raise UserError(f"{flag} {p}: cannot create a directory {where} {probe_in} "
+                        f"({e.strerror or type(e).__name__}); choose a writable directory on a disk") from None
+    return p
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

@@ -222,6 +222,41 @@ class HistoryStore:
         except sqlite3.DatabaseError as e:
             raise UserError(f"{self.path}: not a usable wattbench history database ({e})") from None
 
+    @staticmethod
+    def check_usable(path: str | os.PathLike | None = None) -> Path:
+        """Refuse, without writing anything, a history database that ``HistoryStore(path)`` could
+        not open: a file that is not SQLite (or is damaged), a schema newer than this wattbench,
+        or a missing file whose directory cannot be created. A run checks its ``--db`` with this
+        before anything starts, so a bad one is one line and exit 2, not a run that is kept but
+        not registered. Returns the path."""
+        p = Path(path).expanduser() if path else default_db_path()
+        if not p.exists():
+            probe = p.parent
+            while not probe.exists() and probe.parent != probe:
+                probe = probe.parent
+            if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+                raise UserError(f"--db {p}: cannot create the history database there ({probe} is not a writable "
+                                "directory); give another --db or --no-register")
+            return p
+        if p.is_dir():
+            raise UserError(f"--db {p}: is a directory; give the history database file (or --no-register)")
+        try:
+            conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+            try:
+                conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+                has_meta = conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='schema_meta'"
+                                        ).fetchone()
+                row = conn.execute("SELECT version FROM schema_meta").fetchone() if has_meta else None
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as e:
+            raise UserError(f"--db {p}: not a usable wattbench history database ({e}); move it away, give another "
+                            "--db, or run with --no-register") from None
+        if row is not None and int(row[0]) > SCHEMA_VERSION:
+            raise UserError(f"--db {p}: history schema version {row[0]} is newer than this wattbench "
+                            f"({SCHEMA_VERSION}); upgrade wattbench or give another --db")
+        return p
+
     # -------------------------------------------------------------- plumbing
 
     def _enable_wal(self) -> None:

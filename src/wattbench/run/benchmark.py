@@ -75,6 +75,8 @@ def _run(session: RunSession) -> Result:
     session.slos = parse_slos(cfg.slo) if cfg.slo else []  # bad SLO text fails before anything starts
     session.carbon = parse_carbon_intensity(cfg.carbon_intensity)  # a bad file fails here too
     plan.validate_plan(cfg)  # every level the run plans, checked before anything is written
+    if cfg.register_run:
+        HistoryStore.check_usable(cfg.db)  # a corrupt --db: one line now, not a run kept but not registered
     targets = resolve_targets(session, run_dir)
     workload = _build_workload(cfg, targets)
     problems = telemetry.start_telemetry(session)
@@ -83,7 +85,7 @@ def _run(session: RunSession) -> Result:
         session.scraper = MetricsScraper(targets.server.metrics_endpoint, interval_s=SCRAPE_INTERVAL_S,
                                          engine=targets.server.engine, api_key=targets.specs[0].api_key).start()
         session.stack.callback(session.scraper.stop)
-    _idle_before(session)
+    idle_before(session)
     # the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level repeated
     # --trials times; each level takes fresh requests (no prefix-cache hits)
     lr = LevelRunner(session, targets.specs, workload)
@@ -91,12 +93,24 @@ def _run(session: RunSession) -> Result:
     if cfg.prefill_decode_pair and session.sampler is not None:
         result.prefill_decode = PrefillDecode(isolating_pair=plan.prefill_decode_pair(cfg, lr.measure))
     analyses.run_analyses(session)
-    _idle_after(session)
+    idle_after(session)
     session.finish("complete", None)
     if cfg.register_run:
-        with contextlib.suppress(Exception):  # history is an index; the run directory is the record
-            HistoryStore(cfg.db).register(result, run_dir)
+        try:  # history is an index; the run directory is the record
+            with HistoryStore(cfg.db) as store:
+                store.register(result, run_dir)
+        except Exception as e:  # noqa: BLE001 - whatever broke the index, the run stands: say so once
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            result.warnings.append(f"{NOT_REGISTERED}: {why}; register it later with "
+                                   f"`wattbench history import {run_dir}`")
+            with contextlib.suppress(Exception):
+                rundir.write_result(run_dir, result)
     return result
+
+
+# The warning a run carries when it is complete on disk but the history could not index it (the
+# CLI prints it as its one line, exit 0: the measurement stands, the index is what failed).
+NOT_REGISTERED = "the run is kept but not registered in the history"
 
 
 def _build_workload(cfg: RunConfig, targets: Targets):
@@ -111,8 +125,27 @@ def _build_workload(cfg: RunConfig, targets: Targets):
 
 def _start_result(session: RunSession, run_dir, targets: Targets, workload, problems: list[str]) -> Result:
     """The run directory and the result skeleton, written once before the load."""
+    result = start_result(session, run_dir, targets.server, problems,
+                          extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
+                          workload=workload.describe(), prompt_length_source=workload.token_source)
+    if workload.token_source == "approx":
+        result.warnings.append(
+            "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
+            "token counts still come from the server's usage")
+        rundir.write_result(run_dir, result)
+    return result
+
+
+def start_result(session: RunSession, run_dir, server, problems: list[str], *, extra: dict | None = None,
+                 **fields) -> Result:
+    """The run directory and the result skeleton (the clock anchor, the environment, the sensors,
+    the server), written before the load; ``run`` and ``measure`` share it. ``fields``: more
+    ``Result`` fields (the workload, or what ``measure`` ran)."""
     cfg, sampler, anchor = session.config, session.sampler, session.anchor
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # checked before the run (session.resolve_run_dir); changed since: one line
+        raise rundir.storage_error(run_dir, e) from None
     session.run_dir = run_dir
     gpus = sampler.gpu_inventory() if sampler is not None else []
     result = Result(
@@ -123,20 +156,15 @@ def _start_result(session: RunSession, run_dir, targets: Targets, workload, prob
                         anchor_uncertainty_ns=anchor.uncertainty_ns),
         config=cfg.public_dict(),
         environment=collect_environment(gpus),
-        server=targets.server,
+        server=server,
         sensors=[c.to_dict() for c in (sampler.channels if sampler else [])],
-        extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
+        extra=dict(extra or {}),
         sensor_problems=problems,
         tags=list(cfg.tags),
-        workload=workload.describe(),
-        prompt_length_source=workload.token_source,
+        **fields,
     )
     if session.carbon is not None:
         result.carbon = CarbonIntensity(**session.carbon.describe(), unit="gCO2e/kWh", pue=cfg.pue)
-    if workload.token_source == "approx":
-        result.warnings.append(
-            "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
-            "token counts still come from the server's usage")
     if sampler is None:  # said once, in the run's verdict (accounting.level_findings.run_validity)
         session.energy_unavailable_reason = (
             "--no-sensors was given" if cfg.no_sensors
@@ -156,7 +184,7 @@ def _idle_window(session: RunSession, seconds: float, what: str) -> tuple[int, i
     return t0, now_ns()
 
 
-def _idle_before(session: RunSession) -> None:
+def idle_before(session: RunSession) -> None:
     """The idle baseline before the load."""
     cfg, result = session.config, session.result
     if session.sampler is None or cfg.idle_s <= 0:
@@ -168,7 +196,7 @@ def _idle_before(session: RunSession) -> None:
     session.idle_power = idle
 
 
-def _idle_after(session: RunSession) -> None:
+def idle_after(session: RunSession) -> None:
     """Idle after the last level (optional): before and after together give the averaged idle
     power per boundary and its drift."""
     cfg, result = session.config, session.result

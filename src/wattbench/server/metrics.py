@@ -217,6 +217,23 @@ class ServerTimeline:
             return None
         return b - a
 
+    def counter_edge_error(self, name: str, t0_ns: int, t1_ns: int) -> float | None:
+        """How far ``counter_delta(name, t0, t1)`` can be from the true increase: at each edge the
+        counter is interpolated between the two scrapes around it, so it can be off by up to the
+        increase between them (all of it may have come before the edge, or after). The sum of the
+        two; ``None`` when an edge lies outside the scrapes."""
+        ts, vs = self._points(name, monotone=True)
+        if not ts or t0_ns < ts[0] or t1_ns > ts[-1]:
+            return None
+        import bisect
+
+        err = 0.0
+        for t in (t0_ns, t1_ns):
+            i = bisect.bisect_left(ts, t)
+            if ts[i] != t:  # strictly inside (ts[i-1], ts[i]): the whole step is uncertain
+                err += vs[i] - vs[i - 1]
+        return err
+
     def gauge_stats(self, name: str, t0_ns: int, t1_ns: int) -> tuple[float | None, float | None]:
         """(time-weighted mean, max) of gauge ``name`` over [t0, t1] (linear between scrapes)."""
         ts, vs = self._points(name, False)

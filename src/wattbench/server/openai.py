@@ -78,6 +78,25 @@ def auth_headers(api_key: str | None, extra: dict[str, str] | None = None) -> di
     return headers
 
 
+# Body fields wattbench sets itself and a user's ``--extra-body`` may not (issue 26): each is what a
+# measurement rests on, and each has its own flag. ``model`` (``--model``: the result records the
+# model it sent), ``stream``/``stream_options`` (every figure is read from a stream whose last chunk
+# carries the usage), ``prompt``/``messages`` (``--workload``), ``max_tokens``/
+# ``max_completion_tokens``/``min_tokens`` (``--output-tokens``; the length-forcing pair sets
+# ``min_tokens`` itself), ``n``/``best_of`` (one answer per request: latency and tokens are per
+# stream), ``echo`` (the answer would carry the prompt). Every other field is sent as given and
+# recorded in ``result.json`` (``config.extra_body``); ``--temperature``/``--top-p`` win over it.
+_STREAM = "every figure is read from a stream that ends with its usage"
+_LENGTH = "output lengths come from --output-tokens"
+_ONE = "one answer per request: latency and tokens are per stream"
+OWNED_BODY_FIELDS = {
+    "model": "the result records the model it sends: give --model", "stream": _STREAM, "stream_options": _STREAM,
+    "prompt": "the workload writes it: give --workload", "messages": "the workload writes them: give --workload",
+    "max_tokens": _LENGTH, "max_completion_tokens": _LENGTH, "min_tokens": _LENGTH, "n": _ONE, "best_of": _ONE,
+    "echo": "the answer would carry the prompt",
+}
+
+
 def build_payload(spec: RequestSpec, target: TargetSpec) -> dict:
     """The JSON body of one streaming request.
 

@@ -15,6 +15,9 @@ history rows) or shown goes through these helpers:
   ``Basic …``) — replaced by ``<redacted>`` (``is_secret_header``);
 - ``redact_text(text, secrets)`` -> the text with each secret (raw, URL-quoted, JSON-escaped, and
   the ``Basic`` base64 form of URL credentials) replaced by ``***``;
+- ``redact_argv(argv)`` -> a command line (``wattbench measure -- COMMAND``) with the value of every
+  credential-named option (``--api-key X``, ``--api-key=X``, ``--header "Authorization: …"``) and
+  the credentials of every URL masked;
 - ``authorization(key)`` -> the ``Authorization`` header value of a key or a credential (the one
   place that spells ``Bearer``/``Basic``).
 
@@ -32,11 +35,14 @@ from typing import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["BasicCredential", "split_url_credentials", "redact_url", "redact_headers", "redact_text",
-           "authorization", "combine_credentials", "secret_forms", "is_secret_header", "MASK", "REDACTED"]
+           "authorization", "combine_credentials", "secret_forms", "is_secret_header", "redact_argv", "MASK", "REDACTED"]
 
 MASK = "***"
 REDACTED = "<redacted>"
 _SECRET_NAME = re.compile(r"auth|key|token|secret|passw|cookie|session|credential|signature", re.I)
+# an option of a command line whose value is a credential (narrower than header names: a
+# command's ``--tokenizer`` or ``--use-server-token-count`` holds none)
+_SECRET_FLAG = re.compile(r"api[-_]?key|secret|passw|auth|credential|cookie|(access|api|bearer|hf|auth)[-_]?token", re.I)
 _SECRET_VALUE = re.compile(r"^\s*(bearer|basic|token|digest)\s+\S", re.I)
 
 
@@ -106,6 +112,34 @@ def redact_url(url: str | None) -> str | None:
         pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
         query = "&".join(f"{k}={MASK if _SECRET_NAME.search(k) else v}" for k, v in pairs)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """A command line fit to be written: an option whose name can carry a credential has its
+    value masked (``--api-key X`` and ``--api-key=X``), a header argument (``-H``/``--header``
+    ``Name: value``) has a credential-bearing value masked, and URLs lose ``user:password@``."""
+    out: list[str] = []
+    mask_next = header_next = False
+    for a in argv:
+        a = str(a)
+        if mask_next and not a.startswith("-"):
+            out.append(MASK)
+        elif header_next:
+            name, sep, value = a.partition(":")
+            out.append(f"{name}{sep} {REDACTED}" if sep and is_secret_header(name, value.strip()) else a)
+        elif a.startswith("-") and "=" in a:
+            flag, _, value = a.partition("=")
+            out.append(f"{flag}={MASK}" if _SECRET_FLAG.search(flag) else f"{flag}={_redact_word(value)}")
+        else:
+            out.append(_redact_word(a))
+        flag = a.startswith("-") and "=" not in a
+        mask_next = flag and bool(_SECRET_FLAG.search(a))
+        header_next = flag and a in ("-H", "--header", "--headers")
+    return out
+
+
+def _redact_word(word: str) -> str:
+    return redact_url(word) or word if "://" in word else word
 
 
 def secret_forms(secret: str) -> list[str]:

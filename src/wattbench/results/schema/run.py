@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from wattbench.results.schema.analyses import CarbonIntensity, Pareto, PrefillDecode, SearchOutcome
 from wattbench.results.schema.base import SCHEMA_VERSION, _M
 from wattbench.results.schema.level import LevelResult
+from wattbench.results.schema.measure import MeasureInfo
 from wattbench.results.schema.measures import Validity, Window
 from wattbench.results.schema.upgrade import _typed_from_extra, upgrade_v1
 
@@ -140,6 +141,7 @@ class Result(_M):
     # source, the run's (every level uses the same)
     prompt_length_source: str | None = None
     tune: TunedFrom | None = None
+    measure: MeasureInfo | None = None  # `wattbench measure -- COMMAND`: the command and its tool
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
