@@ -31,6 +31,7 @@ from wattbench.results.agreement import AGREEMENT_FILE, load_agreement
 from wattbench.results.headline import headline_boundary, level_key, measured_boundaries, point
 from wattbench.results.rundir import RESULT_FILE, load_result
 from wattbench.results.schema import Result
+from wattbench.server.redact import registered
 
 DB_ENV = "WATTBENCH_DB"
 DB_FILENAME = "history.sqlite3"
@@ -316,6 +317,7 @@ class HistoryStore:
                 if b not in bnds:
                     bnds.append(b)
         notes: list[str] = []
+        scrub = registered().obj  # the process's secrets (a run's key, wherever a server echoed it)
         with self._tx() as c:
             c.execute(
                 """INSERT INTO runs(run_id, kind, path, created_at, registered_at, model, engine, engine_version,
@@ -326,13 +328,14 @@ class HistoryStore:
                        engine_version=excluded.engine_version, gpu=excluded.gpu, boundaries=excluded.boundaries,
                        status=excluded.status, verdict=excluded.verdict,
                        wattbench_version=excluded.wattbench_version, summary=excluded.summary""",
-                (result.run_id, kind, path, result.created_at, _utc_now_iso(),
-                 result.server.model or result.config.get("model"), result.server.engine, result.server.version,
-                 _gpu_desc(result), json.dumps(bnds), result.status, _verdict(result),
-                 result.wattbench_version, json.dumps(summary or {})),
+                scrub((result.run_id, kind, path, result.created_at, _utc_now_iso(),
+                       result.server.model or result.config.get("model"), result.server.engine, result.server.version,
+                       _gpu_desc(result), json.dumps(bnds), result.status, _verdict(result),
+                       result.wattbench_version, json.dumps(summary or {}))),
             )
             c.execute("DELETE FROM levels WHERE run_id = ?", (result.run_id,))
-            c.executemany("INSERT INTO levels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", _level_rows(result))
+            c.executemany("INSERT INTO levels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                          [scrub(row) for row in _level_rows(result)])
             for tag in result.tags:
                 row = c.execute("SELECT run_id FROM tags WHERE tag = ?", (tag,)).fetchone()
                 if row is None:
