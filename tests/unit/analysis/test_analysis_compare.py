@@ -10,6 +10,7 @@ from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.analysis.compare import compare, log_ratio_ci
 from wattbench.analysis.figures import TrialCI
 from wattbench.errors import UserError
+from wattbench.results.schema import TrialsBlock
 
 
 def _platforms():
@@ -216,3 +217,32 @@ def test_steady_window_and_saturation_warning():
     c = make_result("c", levels=[make_level(0, value=8)])
     with pytest.raises(UserError, match="run c level concurrency=8 has no steady-state energy figures"):
         compare([a, c], window="steady")
+
+
+def _h200_trials(run_id: str, last: float, mean: float, lo: float, hi: float):
+    """An H200-like run with --trials 5: board, HBM rail and a CPU estimate; the level's own figures
+    are its last trial's (``last`` tok/s/kW at the board), the trials block holds the mean and CI."""
+    lv = make_level(0, value=64, output_tokens_per_s=last * 0.7, power_w={"accelerator": 700.0,
+                                                                          "accelerator_memory": 151.0, "host": 113.0})
+    lv.energy["host"].label = "estimate"
+    lv.trials = TrialsBlock.model_validate(trials_block({"output_tokens_per_s_per_kw@accelerator": (mean, (hi - lo) / 2),
+                              "output_tokens_per_s_per_kw@accelerator_memory": (mean * 4.6, 10.0),
+                              "avg_power_w@accelerator": (700.0, 5.0),
+                              "output_tokens_per_s": (mean * 0.7, 20.0)}))
+    return make_result(run_id, levels=[lv])
+
+
+def test_two_trial_runs_with_an_hbm_rail_compare_trial_means_at_the_board():
+    """Issue 25: compare picked the HBM rail (23,723 tok/s/kW) and the last trial's value, which lay
+    outside its own CI (23,723 [22,259–23,551]). The board and the mean, inside its CI."""
+    a = _h200_trials("a", last=5456.0, mean=5378.0, lo=5290.0, hi=5466.0)
+    b = _h200_trials("b", last=5100.0, mean=5200.0, lo=5150.0, hi=5250.0)
+    c = compare([a, b])
+    assert c.boundary == "accelerator"
+    row = c.levels[0]
+    assert [f["output_tokens_per_s_per_kw"] for f in row.figures] == pytest.approx([5378.0, 5200.0], rel=1e-12)
+    for f, (lo, hi) in zip(row.figures, [ci["output_tokens_per_s_per_kw"] for ci in row.cis]):
+        assert lo <= f["output_tokens_per_s_per_kw"] <= hi
+    assert row.decompositions[0].per_kw_ratio == pytest.approx(5200.0 / 5378.0)
+    with pytest.raises(UserError, match="accelerator_memory has no tokens-per-kW figure .*part of the accelerator"):
+        compare([a, b], boundary="accelerator_memory")

@@ -68,6 +68,9 @@ def test_failure_reports_size_of_miss():
     assert f["output_tokens_per_s"].miss == pytest.approx(0.02)
     assert "missed by 2.00%" in f["output_tokens_per_s"].message
     assert "limit -3%" in f["output_tokens_per_s"].message
+    # the one number format (report/numbers.py): not 1456.96 -> 1315.83 but 1,000 -> 950
+    assert "output_tokens_per_s 1,000 -> 950 (-5.00%)" in f["output_tokens_per_s"].message
+    assert f"j_per_output_token {(600 * 60) / (1000 * 60):.2f} -> 0.69 " in f["j_per_output_token"].message
 
 
 def test_absolute_check():
@@ -187,3 +190,13 @@ def test_carbon_per_million_tokens_is_a_regress_metric_and_a_compare_ratio():
     d = decompose(a.levels[0], b.levels[0], "accelerator", "cand")
     assert d.carbon_per_million_output_tokens_ratio == pytest.approx(1.5)
     assert "carbon per million output tokens 1.50×" in d.text()
+
+
+def test_a_trials_run_is_judged_by_its_trial_mean():
+    """With --trials the regress value is the trials' mean (the headline rule), not the last trial's:
+    the last trial alone (950 tok/s) would fail -3%; the means (1000 vs 990) hold."""
+    ta = trials_block({"output_tokens_per_s": (1000.0, 5.0)})
+    tb = trials_block({"output_tokens_per_s": (990.0, 5.0)})
+    a, b = _pair(tput_b=950.0, trials_a=ta, trials_b=tb)
+    o = regress(b, a, "output_tokens_per_s:-3%").outcomes[0]
+    assert (o.baseline, o.candidate) == pytest.approx((1000.0, 990.0), rel=1e-12) and o.status == "pass"
