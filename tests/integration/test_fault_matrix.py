@@ -34,7 +34,7 @@ def _check_run(out: Path, stats: dict, *, status: str = "complete"):
     assert len(ok) == stats["streams_completed"], (len(ok), stats)
     for r in recs:
         if not r.ok:
-            assert r.error in {"connect", "disconnect", "stall", "timeout", "bad_stream"} or (
+            assert r.error in {"connect", "disconnect", "stall", "timeout", "bad_stream", "bad_usage"} or (
                 r.error or "").startswith("http_"), r.error
     # the per-level error counts are the failed measured records, class by class
     level_errors: Counter = Counter()

@@ -131,6 +131,8 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
         assert pw["values"] == pytest.approx([500.0, 500.0]) and pw["mean"] == pytest.approx(500.0)
     # --keep-chunks (issue 17, memory): a config field newer than the golden file, off by default
     assert got["config"].pop("keep_chunks") is False and "keep_chunks" not in want["config"]
+    # --secret-header (issue 26): a config field newer than the golden file, empty by default
+    assert got["config"].pop("secret_headers") == [] and "secret_headers" not in want["config"]
     diffs = _diff(_norm(got), _norm(want))
     assert not diffs, "\n".join(diffs[:40])
 

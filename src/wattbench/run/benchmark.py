@@ -32,8 +32,9 @@ from wattbench.results.store import HistoryStore
 from wattbench.run import analyses, plan, telemetry
 from wattbench.run.level import LevelRunner
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
-from wattbench.run.targets import Targets, resolve_targets
+from wattbench.run.targets import Targets, resolve_targets, run_secrets
 from wattbench.server.metrics import MetricsScraper
+from wattbench.server.redact import register_secrets
 from wattbench.telemetry.jsonl import TelemetryWriter
 from wattbench.workload.presets import load_workload
 from wattbench.workload.tokenizer import open_token_source
@@ -71,6 +72,7 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
 
 def _run(session: RunSession) -> Result:
     cfg = session.config
+    register_secrets(*run_secrets(cfg))  # nothing written or printed from here on holds them
     run_dir = resolve_run_dir(cfg, session.run_id)
     session.slos = parse_slos(cfg.slo) if cfg.slo else []  # bad SLO text fails before anything starts
     session.carbon = parse_carbon_intensity(cfg.carbon_intensity)  # a bad file fails here too
@@ -78,9 +80,9 @@ def _run(session: RunSession) -> Result:
     if cfg.register_run:
         HistoryStore.check_usable(cfg.db)  # a corrupt --db: one line now, not a run kept but not registered
     targets = resolve_targets(session, run_dir)
-    workload = _build_workload(cfg, targets)
+    workload, no_tokenizer_why = _build_workload(cfg, targets)
     problems = telemetry.start_telemetry(session)
-    result = _start_result(session, run_dir, targets, workload, problems)
+    result = _start_result(session, run_dir, targets, workload, problems, no_tokenizer_why)
     if targets.server.metrics_endpoint:
         session.scraper = MetricsScraper(targets.server.metrics_endpoint, interval_s=SCRAPE_INTERVAL_S,
                                          engine=targets.server.engine, api_key=targets.specs[0].api_key).start()
@@ -122,15 +124,17 @@ NOT_REGISTERED = "the run is kept but not registered in the history"
 
 def _build_workload(cfg: RunConfig, targets: Targets):
     """The workload and its token source: ``--tokenizer`` (or the launched model's tokenizer),
-    else the server's ``/tokenize``, else approximate lengths (recorded as such)."""
+    else the server's ``/tokenize``, else approximate lengths (recorded as such); and why the
+    server's ``/tokenize`` was not used, when it was tried and failed."""
     t = targets.specs[0]
     ts = open_token_source(targets.tokenizer_path, base_url=t.base_url, model=t.model, api_key=t.api_key)
     return load_workload(cfg.workload, ts, cfg.seed, input_tokens=cfg.input_tokens, output_tokens=cfg.output_tokens,
                          max_context_tokens=targets.server.max_model_len, speedup=cfg.speedup,
-                         tenant_field=cfg.tenant_field)
+                         tenant_field=cfg.tenant_field), getattr(ts, "why", None)
 
 
-def _start_result(session: RunSession, run_dir, targets: Targets, workload, problems: list[str]) -> Result:
+def _start_result(session: RunSession, run_dir, targets: Targets, workload, problems: list[str],
+                  no_tokenizer_why: str | None = None) -> Result:
     """The run directory and the result skeleton, written once before the load."""
     result = start_result(session, run_dir, targets.server, problems,
                           extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
@@ -138,7 +142,8 @@ def _start_result(session: RunSession, run_dir, targets: Targets, workload, prob
     if workload.token_source == "approx":
         result.warnings.append(
             "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
-            "token counts still come from the server's usage")
+            "token counts still come from the server's usage"
+            + (f" (the server's /tokenize was not used: {no_tokenizer_why})" if no_tokenizer_why else ""))
         rundir.write_result(run_dir, result)
     return result
 

@@ -63,6 +63,9 @@ class ServerInfo(_M):
     # engine-specific request fields that force the output length (e.g. {"ignore_eos": true})
     extra_body: dict[str, Any] = Field(default_factory=dict)
     detected_by: list[str] = Field(default_factory=list)  # evidence for `engine`
+    # redirects met while checking the target (server/origin.py): same-host ones followed
+    # ("GET http://h/v1/models -> http://h/api/models (HTTP 308)"), other-host ones refused
+    redirects: list[str] = Field(default_factory=list)
     # set when wattbench launched the server
     pid: int | None = None
     model_path: str | None = None
