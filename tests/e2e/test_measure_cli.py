@@ -172,3 +172,15 @@ def test_a_measure_run_is_a_run_for_report_compare_and_history(tmp_path):
     p = wb("compare", str(outs[0]), str(outs[1]), cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (outs[0] / "report.html").exists()
+
+
+def test_a_tool_that_writes_no_result_is_one_line_and_keeps_the_energy(tmp_path):
+    out = tmp_path / "run"
+    p = wb("measure", "-s", "const:node=100", "--idle", "0", "--no-register", "-o", str(out), "-q", "--tool",
+           "guidellm", "--", sys.executable, "-c", "pass", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "wrote no result file" in lines[0], p.stderr
+    res = load_result(out)
+    assert res.status == "failed" and res.measure.window_source == "command lifetime"
+    assert res.levels[0].energy["node"].energy_j == pytest.approx(100 * res.levels[0].window.duration_s, rel=1e-6)
