@@ -244,7 +244,7 @@ def _register(session: RunSession, result: Result) -> None:
         register(session.config, result, session.run_dir)
 
 
-def _files_before(tool: str, mcfg: MeasureConfig, cwd: Path) -> dict[str, float]:
+def _files_before(tool: str, mcfg: MeasureConfig, cwd: Path) -> dict[str, int]:
     """The tool's candidate result files that exist before the command (path -> mtime), so that
     only files it wrote are read."""
     if tool == "command":
