@@ -175,6 +175,12 @@ class RunSummary:
         yield from power_split_lines(r)  # where the board's watts went (issue 20 part 4)
 
 
+def recovered_lines(recovered: list, how: str) -> list[Text]:
+    """A crashed run's recovered records (``results.recovery.RecoveredLevel``), each level one line
+    in the warning colour: labelled as recovered, not accounted (no figure computed here)."""
+    return [Text(r.text(how), style="yellow") for r in recovered]
+
+
 def run_summary(result: Result) -> RenderableType:
     """Title and verdict first, then the notes, the tables, and a one-level run's headline."""
     return RunSummary(result)
