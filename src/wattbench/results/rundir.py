@@ -22,6 +22,7 @@ from typing import Any, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from wattbench.accounting.boundaries import withhold_outside_work
 from wattbench.errors import UserError
 from wattbench.results.schema import SCHEMA_VERSION, RequestRecord, Result
 from wattbench.server.redact import registered
@@ -252,7 +253,10 @@ def load_result(path_or_dir: str | os.PathLike) -> Result:
     if p.is_dir() and not (p / RESULT_FILE).exists() and (p / "agreement.json").exists():
         raise UserError(f"{p}: an output-agreement run, not a benchmark result (show it with "
                         "`wattbench compare A B --agreement RUN`)")
-    return load_model(result_path(p), Result, "result")
+    result = load_model(result_path(p), Result, "result")
+    for lv in result.levels:  # a file written before the rule: per-token figures only where the work is
+        withhold_outside_work(lv)
+    return result
 
 
 def load_requests(run_dir: str | os.PathLike, notes: list[str] | None = None) -> list[RequestRecord]:

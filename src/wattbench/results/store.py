@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 
 from wattbench.errors import UserError
 from wattbench.results.agreement import AGREEMENT_FILE, load_agreement
-from wattbench.results.headline import headline_boundary, level_key, measured_boundaries
+from wattbench.results.headline import headline_boundary, level_key, measured_boundaries, point
 from wattbench.results.rundir import RESULT_FILE, load_result
 from wattbench.results.schema import Result
 from wattbench.server.redact import registered
@@ -158,10 +158,17 @@ def _level_rows(result: Result) -> list[tuple]:
         b = headline_boundary(lv)
         e = lv.energy.get(b) if b else None
         mode, target = level_key(lv)
-        rows.append((result.run_id, lv.index, lv.label, mode, target, lv.throughput.output_tokens_per_s,
-                     lv.latency.ttft_ms.p99, lv.latency.tpot_ms.p99, b,
-                     e.avg_power_w if e else None, e.j_per_output_token if e else None,
-                     e.output_tokens_per_s_per_kw if e else None, lv.validity.verdict))
+
+        def at(name: str, own, boundary: str | None = None, lv=lv):  # the trials' mean with --trials
+            return point(lv, name, boundary, own)
+
+        rows.append((result.run_id, lv.index, lv.label, mode, target,
+                     at("output_tokens_per_s", lv.throughput.output_tokens_per_s),
+                     at("ttft_p99_ms", lv.latency.ttft_ms.p99), at("tpot_p99_ms", lv.latency.tpot_ms.p99), b,
+                     at("avg_power_w", e.avg_power_w, b) if e else None,
+                     at("j_per_output_token", e.j_per_output_token, b) if e else None,
+                     at("output_tokens_per_s_per_kw", e.output_tokens_per_s_per_kw, b) if e else None,
+                     lv.validity.verdict))
     return rows
 
 

@@ -41,7 +41,7 @@ class ToolLevel(_M):
     figures: dict[str, float | None] = Field(default_factory=dict)
     tokens_counted_by: str = ""  # how the tool counted output tokens (server usage, its tokenizer)
     # output tokens inside the level's window: from the tool's per-request records (credited as
-    # every level is, accounting/window_tokens.py) and from the server's counter over the window
+    # every level is, metrics/window_tokens.py) and from the server's counter over the window
     tool_output_tokens: float | None = None
     server_output_tokens: float | None = None
     # how far the counter's increase can be off: the tokens of the scrape intervals around the edges
