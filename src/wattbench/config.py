@@ -132,6 +132,7 @@ class RunConfig(BaseModel):
     request_timeout_s: float = 600.0
     stall_timeout_s: float = 120.0  # no bytes for this long -> timeout
     headers: dict[str, str] = Field(default_factory=dict, exclude=True)  # --header K:V (may hold secrets)
+    secret_headers: list[str] = Field(default_factory=list)  # --secret-header NAME: that header's value is a secret
     extra_body: dict[str, Any] = Field(default_factory=dict)  # --extra-body JSON: merged into every request
     temperature: float | None = None  # sampling (default: the request's temperature=0)
     top_p: float | None = None
@@ -267,6 +268,15 @@ class RunConfig(BaseModel):
             raise ValueError("--rate inf sends every request at once: give the number with --num-requests")
         return self
 
+    @model_validator(mode="after")
+    def _secret_headers_are_sent(self) -> "RunConfig":
+        names = {k.strip().lower() for k in self.headers}
+        for n in self.secret_headers:
+            if n.strip().lower() not in names:
+                raise ValueError(f"--secret-header {n}: the run sends no such header; give it with --header {n}:VALUE "
+                                 "(the name marks a --header whose value is a secret)")
+        return self
+
     def levels(self) -> list[tuple[str, float]]:
         """The load levels in run order: ("concurrency", N) or ("rate", R)."""
         if self.rate:
@@ -291,7 +301,7 @@ class RunConfig(BaseModel):
 
         d = self.model_dump(mode="json", exclude={"api_key", "headers"})
         if self.headers:
-            d["headers"] = redact_headers(self.headers)
+            d["headers"] = redact_headers(self.headers, self.secret_headers)
         d["target"] = redact_url(d.get("target"))
         d["targets"] = [redact_url(u) for u in d.get("targets") or []]
         return d

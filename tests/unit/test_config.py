@@ -59,7 +59,10 @@ def test_bad_values_are_refused_naming_the_flag(kw, msg):
     {"rate": [math.inf], "num_requests": 10}, {"arrival": "gamma:2"}, {"arrival": "constant"},
 ])
 def test_edge_values_are_accepted(kw):
-    RunConfig(**kw)
+    """Each value on the edge of its allowed range is kept as given (not refused, not clamped)."""
+    c = RunConfig(**kw)
+    for name, value in kw.items():
+        assert getattr(c, name) == value, (name, getattr(c, name))
 
 
 def test_levels_in_run_order():

@@ -17,6 +17,7 @@ from wattbench.errors import WattbenchError
 # Command modules, in the order ``--help`` lists them.
 COMMANDS = [
     "run",
+    "measure",
     "tune",
     "sensors",
     "report",
@@ -137,15 +138,25 @@ def build_command():
 
 
 def main(argv: list[str] | None = None) -> None:
+    from wattbench.server.redact import guard_std_streams
+
     cmd = build_command()
-    try:
-        cmd.main(args=argv, standalone_mode=True, prog_name="wattbench")
-    except WattbenchError as e:  # raised outside a command's own handling
-        typer.echo(f"wattbench: error: {e}", err=True)
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        typer.echo("wattbench: interrupted", err=True)
-        sys.exit(130)
+    # stdout and stderr never show a secret the command registered (server/redact.py): tables,
+    # --json, error lines that quote a server, even a traceback
+    with guard_std_streams():
+        try:
+            cmd.main(args=argv, standalone_mode=True, prog_name="wattbench")
+        except WattbenchError as e:  # raised outside a command's own handling
+            typer.echo(f"wattbench: error: {e}", err=True)
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            typer.echo("wattbench: interrupted", err=True)
+            sys.exit(130)
+        except Exception:  # a bug: its traceback, printed while stderr still scrubs
+            import traceback
+
+            traceback.print_exc()
+            sys.exit(1)
 
 
 if __name__ == "__main__":

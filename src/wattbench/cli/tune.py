@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
         gpu: Optional[str] = typer.Option(None, "--gpus", metavar=LIST_METAVAR, help="GPU indices whose settings are changed (default: all)."),
         slo: Optional[str] = typer.Option(None, "--slo", help="e.g. ttft_p99=500ms,tpot_p99=50ms (the run grammar)."),
         objective: str = typer.Option("goodput_per_kw", "--objective", help="goodput_per_kw, output_tokens_per_s_per_kw or j_per_output_token."),
-        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary of the score (default: the innermost measured)."),
+        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary of the score (default: the headline boundary, as run and plan use)."),
         concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", metavar=LIST_METAVAR, help="Load ladder searched in each configuration (default 1,2,4,…,--max-concurrency)."),
         rate: Optional[str] = typer.Option(None, "--rate", "-r", metavar=LIST_METAVAR, help="Open-loop rate ladder instead (requests/s)."),
         max_concurrency: int = typer.Option(256, "--max-concurrency", help="Top of the default concurrency ladder."),

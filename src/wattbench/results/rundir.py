@@ -6,7 +6,10 @@ atomic (temporary file in the same directory, fsync, ``os.replace``) so a crash 
 the previous complete file; ``requests.jsonl`` is appended and, when a write fails half-way
 (disk full), cut back to its last complete line. A failed write raises
 :class:`~wattbench.errors.UserError` (``storage_error``: one line naming the file). Reads use JSON and pydantic only (never pickle or eval); a missing or
-corrupt file raises :class:`~wattbench.errors.UserError` naming the file and the problem.
+corrupt file raises :class:`~wattbench.errors.UserError` naming the file and the problem. Every
+JSON file and ``requests.jsonl`` line is written without the process's registered secrets
+(``server.redact.register_secrets``: a run's API key, URL credential, secret headers), wherever a
+server put them.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from typing import Any, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from wattbench.accounting.boundaries import withhold_outside_work
 from wattbench.errors import UserError
 from wattbench.results.recovery import (  # noqa: F401  (the layout of a run in progress, re-exported)
     LEVEL_META_FILE, RUN_LOCK_FILE, SPOOL_DIR, level_spool_dir, run_in_progress, settle_unfinished,
 )
 from wattbench.results.schema import SCHEMA_VERSION, RequestRecord, Result
+from wattbench.server.redact import registered
 
 RESULT_FILE = "result.json"
 REQUESTS_FILE = "requests.jsonl"
@@ -162,9 +167,11 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def write_json_atomic(path: str | os.PathLike, model: BaseModel) -> Path:
-    """Write a pydantic model as indented JSON, atomically."""
+    """Write a pydantic model as indented JSON, atomically, without any of the process's registered
+    secrets (``server/redact.py``: every string that holds one is scrubbed, the JSON stays valid)."""
     p = Path(path)
-    _atomic_write_bytes(p, (model.model_dump_json(indent=2) + "\n").encode("utf-8"))
+    text = registered().json_text(model.model_dump_json(indent=2))
+    _atomic_write_bytes(p, (text + "\n").encode("utf-8"))
     return p
 
 
@@ -178,10 +185,14 @@ WRITE_BATCH_BYTES = 1 << 20  # requests.jsonl is written this much at a time
 
 def _request_lines(records: Iterable[RequestRecord | dict], keep_chunks: bool) -> Iterator[bytes]:
     exclude = None if keep_chunks else {"chunk_ns"}
+    secrets = registered()
     for r in records:
         if not isinstance(r, BaseModel):
             r = RequestRecord.model_validate(r)
-        yield r.model_dump_json(exclude=exclude).encode("utf-8") + b"\n"
+        line = r.model_dump_json(exclude=exclude)
+        if secrets.found_in(line):  # a server echoed a secret the client could not know of: scrub here too
+            line = secrets.json_text(line)
+        yield line.encode("utf-8") + b"\n"
 
 
 def append_requests(run_dir: str | os.PathLike, records: Iterable[RequestRecord | dict], *,
@@ -311,6 +322,8 @@ def load_result(path_or_dir: str | os.PathLike) -> Result:
                         "`wattbench compare A B --agreement RUN`)")
     path = result_path(p)
     result = load_model(path, Result, "result")
+    for lv in result.levels:  # a file written before the rule: per-token figures only where the work is
+        withhold_outside_work(lv)
     if result.status == "running":
         settle_unfinished(result, path.parent)
     return result

@@ -44,7 +44,7 @@ class TuneConfig(BaseModel):
     allow_gpu_settings: bool = False
     gpu_indices: list[int] | None = None
     objective: str = "goodput_per_kw"
-    boundary: str | None = None  # None = the innermost measured
+    boundary: str | None = None  # None = the headline boundary (results.headline)
     strategy: str = "auto"
     max_trials: int | None = None
     max_minutes: float | None = None
@@ -89,6 +89,11 @@ def validate(cfg: TuneConfig) -> Space:
 
         if cfg.boundary not in BOUNDARIES:
             raise UserError(f"--boundary {cfg.boundary!r}: choose one of {', '.join(BOUNDARIES)}")
+        from wattbench.accounting.boundaries import WHOLE_BOUNDARIES
+
+        if cfg.boundary not in WHOLE_BOUNDARIES and cfg.boundary != "cpu":
+            raise UserError(f"--boundary {cfg.boundary}: a part of a boundary has no tokens-per-kW figure to "
+                            f"score (results.headline); choose one of {', '.join(WHOLE_BOUNDARIES)}")
     space = build_space(cfg.base.engine, cfg.axes, cfg.space_file, cfg.power_limits_w, cfg.sm_clocks_mhz)
     gpu_axes = [a for a in space.axes if a.is_gpu]
     if gpu_axes and not cfg.allow_gpu_settings:
