@@ -168,7 +168,7 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     from wattbench.run.targets import api_key
     from wattbench.server.detect import detect_server
     from wattbench.server.openai import normalize_base_url
-    from wattbench.server.redact import combine_credentials
+    from wattbench.server.redact import combine_credentials, register_secrets
 
     cfg = session.config
     given = cfg.target
@@ -176,6 +176,7 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     if not url:
         return ServerInfo(), [], None
     clean, key = combine_credentials(url, api_key(cfg))
+    register_secrets(key)  # nothing measure writes or prints holds it (server/redact.py)
     base = normalize_base_url(clean)
     try:
         server = asyncio.run(detect_server(base, key))
