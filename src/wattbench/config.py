@@ -80,6 +80,13 @@ class RunConfig(BaseModel):
     max_concurrency: int | None = None
     prefill_decode_pair: bool = False  # two extra levels isolating prefill and decode energy
 
+    # measuring from a known state (issue 24; run/prime.py, docs/accounting.md "Priming")
+    prime: bool = True  # take the server through the run's largest load before the first level
+    prime_requests: int | None = None  # None: two rounds of the largest concurrency (run/prime.py)
+    history_check: bool = True  # measure the first level again at the end; a difference beyond noise warns
+    trial_order: Literal["interleaved", "shuffled"] = "interleaved"  # --trials over a ladder
+    restart_engine: bool = False  # restart a launched engine before every trial round (--trials)
+
     # output
     out: str | None = None
     tags: list[str] = Field(default_factory=list)
@@ -152,7 +159,7 @@ class RunConfig(BaseModel):
             raise ValueError(str(e)) from None
         return v
 
-    @field_validator("workers", "ray_actors", "max_concurrency", "warmup_requests")
+    @field_validator("workers", "ray_actors", "max_concurrency", "warmup_requests", "prime_requests")
     @classmethod
     def _at_least_one(cls, v: int | None, info) -> int | None:
         floor = 0 if info.field_name == "warmup_requests" else 1
@@ -186,6 +193,11 @@ class RunConfig(BaseModel):
             raise ValueError(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
         if any(r == float("inf") for r in self.rate) and self.num_requests is None:
             raise ValueError("--rate inf sends every request at once: give the number with --num-requests")
+        if self.restart_engine and (self.target or self.targets):
+            raise ValueError("--restart-engine restarts an engine wattbench starts; with --target the server is "
+                             "yours: restart it between runs yourself (or drop --restart-engine)")
+        if self.restart_engine and self.trials < 2:
+            raise ValueError("--restart-engine restarts the engine between trials: give --trials N (N >= 2)")
         return self
 
     def levels(self) -> list[tuple[str, float]]:

@@ -107,6 +107,19 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     assert got["carbon"]["g_per_kwh"] == 400.0 and got["carbon"]["source"] == "constant"
     # --keep-chunks (issue 17, memory): a config field newer than the golden file, off by default
     assert got["config"].pop("keep_chunks") is False and "keep_chunks" not in want["config"]
+    # measuring from a known state (issue 24): config fields and a block newer than the golden file
+    new = {k: got["config"].pop(k) for k in ("prime", "prime_requests", "history_check", "trial_order",
+                                             "restart_engine")}
+    assert new == {"prime": True, "prime_requests": None, "history_check": True, "trial_order": "interleaved",
+                   "restart_engine": False}
+    noise = got.pop("noise")
+    assert want.pop("noise") is None
+    pr = noise["priming"]  # two rounds of the largest concurrency, none of it measured
+    assert (pr["mode"], pr["value"], pr["requests"], pr["completed"]) == ("concurrency", 4, 8, 8)
+    assert noise["trial_order"] == "interleaved"
+    hc = noise["history_check"]  # two trials: the first level measured once more after the others
+    assert hc["level"] == "concurrency=2" and hc["repeat"]["requests"]["completed"] == 12
+    assert hc["verdict"] in ("ok", "warn") and hc["first"] > 0 and hc["repeated"] > 0
     diffs = _diff(_norm(got), _norm(want))
     assert not diffs, "\n".join(diffs[:40])
 

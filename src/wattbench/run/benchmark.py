@@ -87,7 +87,7 @@ def _run(session: RunSession) -> Result:
     # the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level repeated
     # --trials times; each level takes fresh requests (no prefix-cache hits)
     lr = LevelRunner(session, targets.specs, workload)
-    plan.run_plan(cfg, result, lr.measure, session.slos)
+    plan.run_plan(cfg, result, lr.measure, session.slos, runner=lr)
     if cfg.prefill_decode_pair and session.sampler is not None:
         result.prefill_decode = PrefillDecode(isolating_pair=plan.prefill_decode_pair(cfg, lr.measure))
     analyses.run_analyses(session)
