@@ -188,7 +188,7 @@ def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: floa
                        basis=basis, bound_pct=(math.exp(w) - 1.0) * 100.0)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Plateau:
     """The levels whose score is within noise of the best, and the one recommended."""
 
@@ -196,6 +196,8 @@ class Plateau:
     values: list[float]  # every value on the plateau, ascending (the best among them)
     recommended: float
     reason: str
+    scores: dict[float, float] | None = None  # value -> its (mean) score
+    noise: dict[float, FigureNoise] | None = None  # value -> the noise of its (mean) score
 
 
 def plateau(points: Iterable[tuple[float, float, FigureNoise | None]], *, higher_is_better: bool = True,
@@ -224,7 +226,18 @@ def plateau(points: Iterable[tuple[float, float, FigureNoise | None]], *, higher
     else:
         reason = (f"the lowest load within noise of the best ({bv:g}): the same efficiency with the most "
                   "latency headroom")
-    return Plateau(best=bv, values=on, recommended=rec, reason=reason)
+    return Plateau(best=bv, values=on, recommended=rec, reason=reason, scores={v: s for v, s, _ in pts},
+                   noise={v: n for v, _, n in pts if n is not None})
+
+
+def margin(pl: Plateau, a: float, b: float, *, higher_is_better: bool = True) -> RatioNoise | None:
+    """``a``'s score over ``b``'s (for a lower-is-better score, ``b`` over ``a``: above 1 means ``a``
+    is better) with the noise interval of the plateau's per-value noise."""
+    sc, nz = pl.scores or {}, pl.noise or {}
+    if a not in sc or b not in sc or not sc[a] or not sc[b]:
+        return None
+    r = sc[a] / sc[b] if higher_is_better else sc[b] / sc[a]
+    return ratio_noise(r, nz.get(b), nz.get(a))
 
 
 def unknown_noise_hint() -> str:
@@ -249,7 +262,7 @@ def pooled_repeat_sd(groups: Iterable[Sequence[float]]) -> tuple[float | None, i
 
 
 def measured_plateau(measurements: Sequence[tuple[float, float, float | None, FigureNoise | None]], *,
-                     higher_is_better: bool = True) -> tuple[Plateau | None, str]:
+                     higher_is_better: bool = True, prefer: str = "lowest") -> tuple[Plateau | None, str]:
     """The plateau of a search whose levels were measured once or more (``--optimize`` re-measures
     its best two; ``tune`` its best two configurations): ``measurements`` are ``(value, score,
     window_s, trials_noise)``, several per value when measured again. A value's score is the mean
@@ -281,7 +294,7 @@ def measured_plateau(measurements: Sequence[tuple[float, float, float | None, Fi
         if widest.basis not in bases:
             bases.append(widest.basis)
         points.append((v, mean, widest))
-    pl = plateau(points, higher_is_better=higher_is_better)
+    pl = plateau(points, higher_is_better=higher_is_better, prefer=prefer)
     names = {"bound": "the single-level bound", "repeats": "the spread of the re-measured levels",
              "trials": "the trials' CIs"}
     basis = ", ".join(names.get(b, b) for b in bases)

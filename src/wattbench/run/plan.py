@@ -160,6 +160,8 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     if pl is None:
         return
     opt.best_value = pl.best
+    opt.best_score = (pl.scores or {}).get(pl.best)
+    opt.recommended_score = (pl.scores or {}).get(pl.recommended)
     opt.plateau = list(pl.values)
     opt.recommended_value = pl.recommended
     opt.recommend_reason = (opt.recommend_reason + "; " if opt.recommend_reason else "") + pl.reason

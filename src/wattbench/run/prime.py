@@ -31,7 +31,7 @@ import math
 
 from wattbench.config import RunConfig
 from wattbench.metrics.noise import repeat_check
-from wattbench.results.headline import headline_boundary
+from wattbench.results.configuration import level_figure
 from wattbench.results.schema import HistoryCheck, LevelResult
 
 PRIME_MIN_REQUESTS = 8
@@ -67,13 +67,14 @@ def priming_level(cfg: RunConfig, candidates: list[float] | None = None,
 
 
 def check_figure(level: LevelResult) -> tuple[str, float | None]:
-    """The figure the history check compares: tokens/s per kW at the level's headline boundary, or
-    output tokens/s when the level measured no energy."""
-    b = headline_boundary(level)
-    e = level.energy.get(b) if b else None
-    if e is not None and e.output_tokens_per_s_per_kw is not None:
-        return f"output_tokens_per_s_per_kw@{b}", e.output_tokens_per_s_per_kw
-    return "output_tokens_per_s", level.throughput.output_tokens_per_s or None
+    """The figure the history check compares (``results.configuration.level_figure``): tokens/s per
+    kW at the level's headline boundary, or output tokens/s when it measured no energy; of one
+    measurement (the level's last trial when it has trials)."""
+    key, _ = level_figure(level)
+    name, _, b = key.partition("@")
+    if b:
+        return key, level.energy[b].output_tokens_per_s_per_kw
+    return key, level.throughput.output_tokens_per_s or None
 
 
 def _trial_values(level: LevelResult, figure: str) -> list[float]:

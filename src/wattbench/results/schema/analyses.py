@@ -28,6 +28,8 @@ class SearchOutcome(_M):
     remeasured: list[Num] = Field(default_factory=list)
     plateau: list[Num] = Field(default_factory=list)
     recommended_value: Num | None = None
+    best_score: float | None = None  # the best value's score, the mean of its measurements
+    recommended_score: float | None = None
     recommend_reason: str | None = None
     noise_basis: str | None = None
     top_of_ladder: bool | None = None  # the best value is the ladder's highest: a higher one may be better
