@@ -28,11 +28,20 @@ nvidia-smi --query-gpu=name,driver_version,power.limit,pstate,temperature.gpu,cl
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 MODEL=$(python3 -c "from wattbench.engines.presets import resolve_model; print(resolve_model('llama-1b', 'cuda')[0])")
 echo "model dir: $MODEL"
+# transformers 5.17's /v1/models lists only what a scan of the hub cache finds, never a directory given on
+# the command line (shared/engines.md), and `run --target` checks the model is listed: serve the preset by
+# repo id from a hub-cache layout instead.
+snap=/tmp/hfcache/models--wattbench--llama-1b/snapshots/0000000000000000000000000000000000000000
+mkdir -p "$snap" /tmp/hfcache/models--wattbench--llama-1b/refs
+cp -rs "$MODEL"/. "$snap"/
+echo -n 0000000000000000000000000000000000000000 > /tmp/hfcache/models--wattbench--llama-1b/refs/main
+TOKDIR=$MODEL
+MODEL=wattbench/llama-1b
 python3 "$REPO/benches/gpu/independent_meter.py" /tmp/h/meter.jsonl & MP=$!
 nvidia-smi --query-gpu=timestamp,power.draw,clocks.sm,clocks.mem,temperature.gpu,temperature.memory,utilization.gpu,utilization.memory,memory.used,clocks_event_reasons.active \
   --format=csv,nounits -lms 200 > /tmp/h/smi.csv & SP=$!
 
-common=(--tokenizer "$MODEL" --input-tokens 256 --output-tokens 128 --duration 10 --warmup 3s --idle 0 --sensor nvml
+common=(--tokenizer "$TOKDIR" --input-tokens 256 --output-tokens 128 --duration 10 --warmup 3s --idle 0 --sensor nvml
         --no-html --no-register --quiet --request-timeout 120)
 serve() {  # $1 = label, rest = extra flags
   local label=$1; shift

@@ -26,7 +26,7 @@ def test_step_exact_at_and_between_samples():
     assert r2.energy_j == pytest.approx(3.9 * 100 + 3.95 * 300 + 0.05 * 100, abs=1e-9)
     # edge bound: one update period's energy at each edge (100 W left, 300 W right)
     assert r.edge_error_j == pytest.approx(0.1 * 100 + 0.1 * 300)
-    assert (r.coverage, r.gaps, r.resets, r.wraps) == (1.0, 0, 0, 0)
+    assert (r.coverage, r.gaps, r.resets, r.wraps) == pytest.approx((1.0, 0, 0, 0), rel=1e-9)
     assert r.largest_gap_s == pytest.approx(0.1)
 
 
@@ -75,7 +75,7 @@ def test_reset_filled_by_power_channel_callable():
     assert seen == [(5 * S, int(round(5.1 * S)))]
     assert r.energy_j == pytest.approx(1600.0 - 20.0 + 123.0, abs=1e-6)
     assert r.fill_j == pytest.approx(123.0)
-    assert r.fill_interp_j == 0.0
+    assert r.fill_interp_j == pytest.approx(0.0, rel=1e-9)
 
 
 def test_implausible_jump_is_a_reset():
@@ -104,7 +104,7 @@ def test_nvml_staircase_repeats_are_not_gaps():
     r = counter_energy(ns(reads), v, 1 * S, 9 * S)
     assert r.energy_j == pytest.approx(1600.0, abs=1e-6)
     assert r.update_period_s == pytest.approx(0.1)
-    assert (r.coverage, r.gaps) == (1.0, 0)
+    assert (r.coverage, r.gaps) == pytest.approx((1.0, 0), rel=1e-9)
     assert r.points < 100  # repeats collapsed, only the neighbourhood kept
     # a window ending right on a read: first-seen times keep it exact, while interpolating the
     # repeats literally is biased by most of a period's energy at that edge
@@ -116,7 +116,7 @@ def test_nvml_staircase_repeats_are_not_gaps():
 
 def test_collapse_keeps_first_seen():
     t, v = collapse_repeats(np.array([1, 2, 3, 4]), np.array([5.0, 5.0, 6.0, 6.0]))
-    assert list(t) == [1, 3] and list(v) == [5.0, 6.0]
+    assert list(t) == [1, 3] and list(v) == pytest.approx([5.0, 6.0], rel=1e-9)
 
 
 def test_gap_counter_energy_exact_but_coverage_lower():
@@ -177,7 +177,7 @@ def test_seldom_read_counter_edges_follow_the_power_shape():
     # edge bound: one declared period's energy at each edge (the meters agree: no shape term)
     assert shaped.edge_error_j == pytest.approx(0.1 * lin.power_w[1] + 0.1 * lin.power_w[9])
     assert lin.edge_error_j == pytest.approx(0.9 * lin.power_w[1] + 0.9 * lin.power_w[9])
-    assert (shaped.update_period_s, lin.update_period_s) == (0.1, pytest.approx(0.9))
+    assert (shaped.update_period_s, lin.update_period_s) == (pytest.approx(0.1, rel=1e-9), pytest.approx(0.9))
 
 
 def test_shape_that_disagrees_with_the_counter_widens_the_edge_bound():

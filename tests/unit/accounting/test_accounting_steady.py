@@ -120,7 +120,7 @@ def test_tolerance_edge_and_meter_period_rule():
                           energy={"a": _be(100.0, 1.0)}, energy_steady={"a": _be(100.0 * lim * 1.001, 1.0)})
     assert len(bad) == 1 and "average power" in bad[0].reason
     # a slow meter (1 s updates): 20 updates = 20 s > 2 × E2E
-    assert min_steady_s(1.0, 0.5) == 20.0 and min_steady_s(0.1, 11.0) == 22.0 and min_steady_s(None, None) == 0.0
+    assert min_steady_s(1.0, 0.5) == pytest.approx(20.0, rel=1e-9) and min_steady_s(0.1, 11.0) == pytest.approx(22.0, rel=1e-9) and min_steady_s(None, None) == pytest.approx(0.0, rel=1e-9)
     short = steady_findings(_w(30.0, "full"), _w(19.0, "steady"), mode="rate", e2e_s=0.5,
                             energy={"a": _be(100.0, 1.0, period_s=1.0)}, energy_steady={"a": _be(100.0, 1.0, 1.0)})
     assert len(short) == 1 and "20 meter updates of 1 s" in short[0].reason
