@@ -157,7 +157,7 @@ def state_line(result: Result) -> str | None:
     parts = []
     p = nz.priming
     if p is not None:
-        at = f"r={p.value:g}/s" if p.mode == "rate" else f"c={p.value:g}"
+        at = short_label_text(p.label) if p.label else (f"r={p.value:g}/s" if p.mode == "rate" else f"c={p.value:g}")
         dur = f" in {p.duration_s:.0f} s" if p.duration_s is not None else ""
         parts.append(f"primed at {at}: {p.completed}/{p.requests} requests{dur}, not measured")
     h = nz.history_check

@@ -166,7 +166,8 @@ class LevelRunner:
         t1 = now_ns()
         ok = as_record_set(outcome.records).columns("ok")["ok"] if len(outcome.records) else np.zeros(0, bool)
         session.emit("level_done", index=-1, level=None)
-        return PrimingPhase(mode=mode, value=value, requests=n_requests, completed=int(ok.sum()),
+        return PrimingPhase(mode=mode, value=None if value == float("inf") else value, label=spec.label,
+                            requests=n_requests, completed=int(ok.sum()),
                             failed=int(len(ok) - ok.sum()), duration_s=(t1 - t0) / 1e9, start_ns=t0, end_ns=t1,
                             reason=reason, prompts=f"workload requests {PRIME_START} onwards (never measured)")
 

@@ -9,8 +9,9 @@ its *largest* level — the largest concurrency (or rate) of a ladder, the top o
 ladder, the ``--sweep auto`` maximum — so every batch shape, cache size and allocation the run will
 need has been seen before anything is measured. Closed loop at concurrency C: ``2·C`` requests
 (the batch fills to C, drains, fills again; at least ``PRIME_MIN_REQUESTS``); open loop at rate R:
-``R · PRIME_RATE_S`` requests (at least ``PRIME_MIN_REQUESTS``), capped by ``--max-concurrency``
-as the levels are. ``--prime-requests N`` sets the count. The workload's own shape (its length
+``R · min(PRIME_RATE_S, --duration)`` requests, no more than a level's ``--num-requests`` and at
+least ``PRIME_MIN_REQUESTS``, capped in flight by ``--max-concurrency`` as the levels are
+(``rate inf``: a level's requests, all at once). ``--prime-requests N`` sets the count. The workload's own shape (its length
 distributions) is used, but requests from far past any the run measures (``run/level.PRIME_START``),
 so no measured prompt is in a prefix cache because of the priming. Nothing of it is measured or
 accounted: ``Result.noise.priming`` records the load, the requests sent and completed and its
@@ -51,8 +52,12 @@ def priming_level(cfg: RunConfig, candidates: list[float] | None = None,
         if math.isinf(rate):
             n = cfg.prime_requests or max(PRIME_MIN_REQUESTS, cfg.num_requests or PRIME_MIN_REQUESTS)
             return "rate", rate, n, "the run's largest rate (inf: every request at once)"
-        n = cfg.prime_requests or max(PRIME_MIN_REQUESTS, int(math.ceil(rate * PRIME_RATE_S)))
-        return "rate", rate, n, f"the run's largest rate, for about {PRIME_RATE_S:g} s"
+        secs = min(PRIME_RATE_S, cfg.duration_s or PRIME_RATE_S)
+        n = int(math.ceil(rate * secs))
+        if cfg.num_requests:
+            n = min(n, cfg.num_requests)  # never more than a level of the run sends
+        n = cfg.prime_requests or max(PRIME_MIN_REQUESTS, n)
+        return "rate", rate, n, f"the run's largest rate, for about {n / rate:.3g} s"
     if cfg.sweep:
         top = cfg.max_concurrency or search_max
         why = "the top of the --sweep auto range"

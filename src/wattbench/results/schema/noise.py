@@ -15,7 +15,8 @@ class PrimingPhase(_M):
     one; its requests are not measured, not accounted and not written to ``requests.jsonl``."""
 
     mode: str  # concurrency | rate
-    value: Num
+    value: Num | None = None  # None: rate inf
+    label: str = ""  # e.g. concurrency=64, rate=inf
     requests: int  # asked
     completed: int = 0
     failed: int = 0
