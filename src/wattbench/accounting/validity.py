@@ -54,7 +54,8 @@ CROSS_INVALID_PCT = 15.0
 MIN_PERIODS_WARN = 10.0
 MIN_PERIODS_INVALID = 3.0
 STEADY_FULL_TOL_PCT = 15.0
-GOOD_TOKEN_SOURCES = ("usage", "tokenizer")
+# the server's usage or tokenizer per request, or its own token counters over the window (measure)
+GOOD_TOKEN_SOURCES = ("usage", "tokenizer", "server_counters")
 _ORDER = ("valid", "warn", "invalid")
 
 

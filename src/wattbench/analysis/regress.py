@@ -40,6 +40,7 @@ from wattbench.analysis.diagnose import Finding, diagnose
 from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, trial_ci
 from wattbench.errors import UserError
 from wattbench.metrics.noise import FigureNoise, trials_noise, unknown_noise_hint
+from wattbench.report.numbers import fmt
 from wattbench.results.schema import Result
 
 DEFAULT_CHECKS = "j_per_output_token:+5%,output_tokens_per_s:-3%"
@@ -145,9 +146,10 @@ def parse_checks(spec: str) -> list[Check]:
 
 
 def _fmt(check: Check, x: float) -> str:
+    """A change in the one number format (``report/numbers.py``): ``-9.69%`` or ``+12.3``."""
     if check.kind == "relative":
         return f"{x * 100:+.2f}%"
-    return f"{x:+.4g}"
+    return ("+" if x >= 0 else "") + fmt(x)
 
 
 def _noise(result: Result | None, level, metric: str, boundary: str, history) -> FigureNoise | None:
@@ -206,20 +208,20 @@ def evaluate(check: Check, a, b, boundary: str, label: str, *, base: Result | No
         if out.noise_aware:
             ci = f", {'inside' if out.within_noise else 'beyond'} its noise [{_fmt(check, out.change_ci[0])}, " \
                  f"{_fmt(check, out.change_ci[1])}]" + (" (--strict: judged on the change itself)" if strict else "")
-        out.message = (f"{check.text} at {label}: {check.metric} {va:.6g} -> {vb:.6g} "
+        out.message = (f"{check.text} at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
                        f"({_fmt(check, out.change)}{ci}); limit {check.describe_threshold()}, missed by "
                        f"{_fmt(check, out.miss).lstrip('+')}")
         if not out.noise_aware:
             out.message += f"; {unknown_noise_hint()}"
     elif out.within_noise and point > check.threshold:
-        out.message = (f"{check.text} passes within noise at {label}: {check.metric} {va:.6g} -> {vb:.6g} "
+        out.message = (f"{check.text} passes within noise at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
                        f"({_fmt(check, out.change)}, noise [{_fmt(check, out.change_ci[0])}, "
                        f"{_fmt(check, out.change_ci[1])}] from {out.noise_basis}; --strict fails it)")
     elif out.within_noise:
-        out.message = (f"{check.text} holds at {label}: {check.metric} {va:.6g} -> {vb:.6g} "
+        out.message = (f"{check.text} holds at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
                        f"({_fmt(check, out.change)}, within noise)")
     else:
-        out.message = (f"{check.text} holds at {label}: {check.metric} {va:.6g} -> {vb:.6g} "
+        out.message = (f"{check.text} holds at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
                        f"({_fmt(check, out.change)})")
     return out
 
