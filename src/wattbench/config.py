@@ -197,6 +197,7 @@ class RunConfig(BaseModel):
     history_check: bool = True  # measure the first level again at the end; a difference beyond noise warns
     trial_order: Literal["interleaved", "shuffled"] = "interleaved"  # --trials over a ladder
     restart_engine: bool = False  # restart a launched engine before every trial round (--trials)
+    prompt_salt: str | None = None  # None: the run id's random part (no prompt repeats across runs); "": none
 
     # output
     out: str | None = None

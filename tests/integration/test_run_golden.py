@@ -135,11 +135,12 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     assert got["config"].pop("secret_headers") == [] and "secret_headers" not in want["config"]
     # measuring from a known state (issue 24): config fields and a block newer than the golden file
     new = {k: got["config"].pop(k) for k in ("prime", "prime_requests", "history_check", "trial_order",
-                                             "restart_engine")}
+                                             "restart_engine", "prompt_salt")}
     assert new == {"prime": True, "prime_requests": None, "history_check": True, "trial_order": "interleaved",
-                   "restart_engine": False}
+                   "restart_engine": False, "prompt_salt": None}
     noise = got.pop("noise")
     assert want.pop("noise") is None
+    assert noise["prompt_salt"] == got["run_id"].rsplit("-", 1)[-1]  # no prompt of another run is repeated
     pr = noise["priming"]  # two rounds of the largest concurrency, none of it measured
     assert (pr["mode"], pr["value"], pr["requests"], pr["completed"]) == ("concurrency", 4, 8, 8)
     assert noise["trial_order"] == "interleaved"

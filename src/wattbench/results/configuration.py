@@ -59,7 +59,7 @@ def _flags(result: Result) -> dict[str, Any]:
 def _workload(result: Result) -> dict[str, Any]:
     w = result.workload.model_dump(mode="json") if result.workload is not None else {}
     out = {k: v for k, v in sorted(w.items())
-           if k not in ("seed", "tokenizer") and not (isinstance(v, str) and ("/" in v or os.sep in v))}
+           if k not in ("seed", "tokenizer", "prompt_salt") and not (isinstance(v, str) and ("/" in v or os.sep in v))}
     out["api"] = result.config.get("api", "completions")
     return out
 

@@ -66,3 +66,4 @@ class NoiseInfo(_M):
     history_check: HistoryCheck | None = None
     engine_starts: list[EngineStart] = Field(default_factory=list)
     trial_order: str | None = None  # interleaved | shuffled | consecutive (--trials > 1)
+    prompt_salt: str | None = None  # what every synthetic prompt's unique tag starts with (None: not synthetic)
