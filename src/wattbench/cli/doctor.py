@@ -22,12 +22,12 @@ settings a killed `wattbench tune` left changed). Exit code 0 when no check fail
 
 Examples:
 
+\b
   wattbench doctor
-
-  wattbench doctor --target http://127.0.0.1:8000 --exporter http://127.0.0.1:9400/metrics
-
-  wattbench doctor --target http://127.0.0.1:8000 --checklist release.yaml --json
-
+  wattbench doctor --target http://127.0.0.1:8000 \\
+      --exporter http://127.0.0.1:9400/metrics
+  wattbench doctor --target http://127.0.0.1:8000 \\
+      --checklist release.yaml --json
   wattbench doctor --run wattbench-results/2026-11-29T10-00-00 --no-env
 """
 

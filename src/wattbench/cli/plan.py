@@ -16,13 +16,15 @@ HELP = """Plan from measurements: decode roofline, rack density, power-first des
 
 Examples:
 
-  wattbench plan roofline --model llama-8b --gpu H200 --dtype bf16 --batch 1 --context 1024
-
-  wattbench plan rack --rack-kw 15 --node runs/h200 --node name=L40S-box,gpu=L40S,gpus=4,host_overhead_w=600
-
-  wattbench plan power-first --site-kw 1000 --candidates runs/h200 runs/mi300x --slo ttft_p95=500ms
-
-  wattbench plan tco --it-kw 10000 --load 0.7 --price-per-kwh 0.6 --pue 1 --json
+\b
+  wattbench plan roofline --model llama-8b --gpu H200 --dtype bf16 \\
+      --batch 1 --context 1024
+  wattbench plan rack --rack-kw 15 --node runs/h200 \\
+      --node name=L40S-box,gpu=L40S,gpus=4,host_overhead_w=600
+  wattbench plan power-first --site-kw 1000 \\
+      --candidates runs/h200 runs/mi300x --slo ttft_p95=500ms
+  wattbench plan tco --it-kw 10000 --load 0.7 --price-per-kwh 0.6 \\
+      --pue 1 --json
 """
 
 
