@@ -60,6 +60,7 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
             return _run(session)
         except (KeyboardInterrupt, Interrupted) as e:
             session.finish("interrupted", "stopped by signal during the run")
+            register(session)
             err = Interrupted("interrupted; the levels measured so far are saved"
                               + (f" in {session.run_dir}" if session.run_dir and session.result else ""))
             err.result = session.result  # type: ignore[attr-defined]
@@ -67,6 +68,11 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
         except Exception as e:
             if session.result is not None and session.result.levels:
                 session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}")
+                # the levels finished before the failure (a target gone, exit 4) are a result: in the
+                # history, and on the error for the CLI to summarise
+                register(session)
+                if isinstance(e, WattbenchError):
+                    e.result = session.result  # type: ignore[attr-defined]
             raise
 
 
@@ -97,17 +103,27 @@ def _run(session: RunSession) -> Result:
     analyses.run_analyses(session)
     idle_after(session)
     session.finish("complete", None)
-    if cfg.register_run:
-        try:  # history is an index; the run directory is the record
-            with HistoryStore(cfg.db) as store:
-                store.register(result, run_dir)
-        except Exception as e:  # noqa: BLE001 - whatever broke the index, the run stands: say so once
-            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            result.warnings.append(f"{NOT_REGISTERED}: {why}; register it later with "
-                                   f"`wattbench history import {run_dir}`")
-            with contextlib.suppress(Exception):
-                rundir.write_result(run_dir, result)
+    register(session)
     return result
+
+
+def register(session: RunSession) -> None:
+    """Index the run in the history (``--no-register`` skips it): a complete run, and one that
+    stopped with levels measured (interrupted, the target gone) under its status. The history is an
+    index and the run directory the record: a failure here is one warning on the result, never an
+    error."""
+    cfg, result, run_dir = session.config, session.result, session.run_dir
+    if not cfg.register_run or result is None or run_dir is None or not result.levels:
+        return
+    try:
+        with HistoryStore(cfg.db) as store:
+            store.register(result, run_dir)
+    except Exception as e:  # noqa: BLE001 - whatever broke the index, the run stands: say so once
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        result.warnings.append(f"{NOT_REGISTERED}: {why}; register it later with "
+                               f"`wattbench history import {run_dir}`")
+        with contextlib.suppress(Exception):
+            rundir.write_result(run_dir, result)
 
 
 # The warning a run carries when it is complete on disk but the history could not index it (the
