@@ -177,3 +177,23 @@ def test_dataset_prompts_are_not_judged_against_an_asked_length(tmp_path):
     assert "input tokens asked" not in p.stdout
     # the fake server counts words: a 64-token synthetic prompt counted approximately is far off
     assert any("input tokens asked 64" in r for lv in syn.levels for r in lv.validity.reasons)
+
+
+def test_no_idle_baseline_from_declared_constants_alone(tmp_path):
+    """Issue 25: the idle baseline was measured with only --sensor const:node=W, reading the constant
+    back. It is skipped and the run says so; with a metered figure beside it, it is measured."""
+    with stream_server("--ttft-ms", "5", "--itl-ms", "2") as (base, _):
+        p = wb("run", "--target", base, "-c", "1", "-n", "4", "--output-tokens", "4", "--sensor", "const:node=300",
+               "--idle", "30", "--no-register", "--out", str(tmp_path / "c"), cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        q = wb("run", "--target", base, "-c", "1", "-n", "4", "--output-tokens", "4", "--sensor", "const:node=300",
+               "--sensor", "estimate:cpu,tdp=100", "--idle", "0.5", "--no-register", "--out", str(tmp_path / "m"),
+               cwd=tmp_path)
+        assert q.returncode == 0, q.stderr
+    c, m = load_result(tmp_path / "c"), load_result(tmp_path / "m")
+    assert c.idle_window is None and not c.idle
+    assert any(w.startswith("no idle baseline: the only power figures are declared constants") for w in c.warnings)
+    assert "no idle baseline" in p.stdout
+    assert c.levels[0].energy["node"].dynamic_energy_j is None
+    assert m.idle_window is not None and "cpu" in m.idle
+    assert not any(w.startswith("no idle baseline") for w in m.warnings)

@@ -205,10 +205,26 @@ def _idle_window(session: RunSession, seconds: float, what: str) -> tuple[int, i
     return t0, now_ns()
 
 
+IDLE_SKIPPED = ("no idle baseline: the only power figures are declared constants (--sensor const:…), whose idle "
+                "power is their load power; dynamic energy is not defined")
+
+
+def only_declared(session: RunSession) -> bool:
+    """Whether every energy or power channel is a declared constant: an idle baseline would read the
+    constant back, so it is skipped (and the run says so)."""
+    chans = [c for c in session.sampler.channels if c.kind in ("counter", "power")] if session.sampler else []
+    return bool(chans) and all(c.method == "declared" for c in chans)
+
+
 def idle_before(session: RunSession) -> None:
-    """The idle baseline before the load."""
+    """The idle baseline before the load; skipped, and said once, when the only power figures are
+    declared constants."""
     cfg, result = session.config, session.result
     if session.sampler is None or cfg.idle_s <= 0:
+        return
+    if only_declared(session):
+        session.emit("phase", name="idle", message=IDLE_SKIPPED)
+        result.warnings.append(IDLE_SKIPPED)
         return
     t0, t1 = _idle_window(session, cfg.idle_s, "")
     idle = measure_idle(session.sampler.log, t0, t1)
@@ -221,7 +237,7 @@ def idle_after(session: RunSession) -> None:
     """Idle after the last level (optional): before and after together give the averaged idle
     power per boundary and its drift."""
     cfg, result = session.config, session.result
-    if session.sampler is None or cfg.idle_after_s <= 0:
+    if session.sampler is None or cfg.idle_after_s <= 0 or only_declared(session):
         return
     t0, t1 = _idle_window(session, cfg.idle_after_s, " after the load")
     w = result.idle_window
