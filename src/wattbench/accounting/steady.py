@@ -147,7 +147,13 @@ def default_num_requests(mode: str, value: float, e2e_s: float | None = None,
     if mode == "concurrency":
         rounds = MIN_ROUNDS
         if e2e_s and e2e_s > 0:
-            rounds = max(MIN_ROUNDS, math.ceil(need_s / e2e_s) + EXTRA_ROUNDS)
+            rounds = max(MIN_ROUNDS, _ceil(need_s / e2e_s) + EXTRA_ROUNDS)
         return max(MIN_REQUESTS, int(value) * rounds)
     span_s = max(MIN_OPEN_S, need_s + 2 * (e2e_s or 0.0))
-    return max(MIN_REQUESTS, int(math.ceil(value * span_s)))
+    return max(MIN_REQUESTS, _ceil(value * span_s))
+
+
+def _ceil(x: float) -> int:
+    """``ceil`` of a ratio that is whole up to floating-point rounding (1.5 × 0.2 / 0.1 is
+    3.0000000000000004): a round is not added for the last bit of a division."""
+    return math.ceil(x - 1e-9 * max(1.0, abs(x)))

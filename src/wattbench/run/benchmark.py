@@ -60,7 +60,8 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
             return _run(session)
         except (KeyboardInterrupt, Interrupted) as e:
             session.finish("interrupted", "stopped by signal during the run")
-            register(session)
+            if session.result is not None and session.result.levels:
+                register(session.config, session.result, session.run_dir)
             err = Interrupted("interrupted; the levels measured so far are saved"
                               + (f" in {session.run_dir}" if session.run_dir and session.result else ""))
             err.result = session.result  # type: ignore[attr-defined]
@@ -70,7 +71,7 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
                 session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}")
                 # the levels finished before the failure (a target gone, exit 4) are a result: in the
                 # history, and on the error for the CLI to summarise
-                register(session)
+                register(session.config, session.result, session.run_dir)
                 if isinstance(e, WattbenchError):
                     e.result = session.result  # type: ignore[attr-defined]
             raise
@@ -103,19 +104,18 @@ def _run(session: RunSession) -> Result:
     analyses.run_analyses(session)
     idle_after(session)
     session.finish("complete", None)
-    register(session)
+    register(cfg, result, run_dir)
     return result
 
 
-def register(session: RunSession) -> None:
-    """Index the run in the history (``--no-register`` skips it): a complete run, and one that
-    stopped with levels measured (interrupted, the target gone) under its status. The history is an
-    index and the run directory the record: a failure here is one warning on the result, never an
-    error."""
-    cfg, result, run_dir = session.config, session.result, session.run_dir
-    if not cfg.register_run or result is None or run_dir is None or not result.levels:
+def register(cfg: RunConfig, result: Result | None, run_dir) -> None:
+    """Index the run in the history (``run`` and ``measure``; ``--no-register`` skips it): a complete
+    run, and one that stopped with levels measured (interrupted, the target gone) under its status.
+    A history that cannot take it leaves the run standing, with one warning saying how to register
+    it later."""
+    if not cfg.register_run or result is None or run_dir is None:
         return
-    try:
+    try:  # history is an index; the run directory is the record
         with HistoryStore(cfg.db) as store:
             store.register(result, run_dir)
     except Exception as e:  # noqa: BLE001 - whatever broke the index, the run stands: say so once
