@@ -177,6 +177,12 @@ class RunSummary:
             yield Text(line, style="dim")
 
 
+def recovered_lines(recovered: list, how: str) -> list[Text]:
+    """A crashed run's recovered records (``results.recovery.RecoveredLevel``), each level one line
+    in the warning colour: labelled as recovered, not accounted (no figure computed here)."""
+    return [Text(r.text(how), style="yellow") for r in recovered]
+
+
 def run_summary(result: Result) -> RenderableType:
     """Title and verdict first, then the notes, the tables, and a one-level run's headline."""
     return RunSummary(result)
