@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 
 from wattbench.report import format as F
+from wattbench.report import summary as S
 from wattbench.report.data import RunData
 from wattbench.report.html_doc import (  # noqa: F401  (e, ptxt, script_json, TIMELINE_MAX_POINTS: the public API)
     COLORS, PLOT_CONFIG, TIMELINE_MAX_POINTS, Doc, e, get_plotlyjs, kv_table, ptxt, script_json, table,
@@ -94,7 +95,7 @@ def _errors_and_samples(doc: Doc, run: RunData) -> None:
 
 def _inventory(doc: Doc, run: RunData) -> None:
     r = run.result
-    doc.add("<h3>Configuration</h3>" + kv_table(sorted(r.config.items())))
+    doc.add("<h3>Configuration</h3>" + kv_table(S.applied_config(r)))
     env = r.environment
     env_items = [(k, v) for k, v in env.model_dump(mode="json").items() if k not in ("gpus", "packages")]
     doc.add("<h3>Environment</h3>" + kv_table(env_items))

@@ -75,6 +75,29 @@ def run_notes(result: Result) -> list[str]:
     return seen
 
 
+# ---------------------------------------------------------------- configuration
+
+# settings of the launched engine: they apply only when wattbench started the server (no --target)
+ENGINE_KEYS = ("engine", "engine_model", "engine_args", "device")
+
+
+def applied_config(result: Result) -> list[tuple[str, Any]]:
+    """The run's configuration as it applied, sorted by key: the engine launch settings only when
+    wattbench launched the engine (a ``--target`` run talked to a server it did not start), the
+    arrival process only when a level ran open loop (a closed-loop run has no arrivals to shape)."""
+    cfg = result.config if isinstance(result.config, dict) else {}
+    targeted = bool(cfg.get("target") or cfg.get("targets"))
+    open_loop = bool(cfg.get("rate")) or any(lv.load.mode == "rate" for lv in result.levels)
+    out = []
+    for k, v in sorted(cfg.items()):
+        if targeted and k in ENGINE_KEYS:
+            continue
+        if k == "arrival" and not open_loop:
+            continue
+        out.append((k, v))
+    return out
+
+
 # ---------------------------------------------------------------- SLO and goodput
 
 
