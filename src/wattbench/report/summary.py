@@ -495,6 +495,55 @@ def part_lines(result: Result) -> list[str]:
     return out
 
 
+# The figures users of `vllm bench serve`, AIPerf and GuideLLM read (issue 25): request rate, the
+# achieved load, and every latency as mean, p50, p90, p95, p99. One list for the wide terminal table,
+# `wattbench report --json` and the CSV (report/csv.py names its columns from it).
+SERVING_LATENCY = ("ttft", "tpot", "itl", "e2e")
+SERVING_STATS = ("mean", "p50", "p90", "p95", "p99")
+
+
+def serving_figures(level: LevelResult) -> dict[str, float | None]:
+    """A level's request rate, achieved load and latency statistics, as stored (the last trial's with
+    ``--trials``): ``requests_per_s``, ``output_tokens_per_s``, ``total_tokens_per_s``,
+    ``achieved_rate_rps`` (open loop), ``mean_in_flight`` (the achieved concurrency), and
+    ``<ttft|tpot|itl|e2e>_<mean|p50|p90|p95|p99>_ms``."""
+    t, ld = level.throughput, level.load
+    out: dict[str, float | None] = {
+        "requests_per_s": t.requests_per_s, "output_tokens_per_s": t.output_tokens_per_s,
+        "total_tokens_per_s": t.total_tokens_per_s, "achieved_rate_rps": ld.achieved_rate_rps,
+        "mean_in_flight": ld.mean_in_flight,
+    }
+    for kind in SERVING_LATENCY:
+        st = getattr(level.latency, f"{kind}_ms")
+        for stat in SERVING_STATS:
+            out[f"{kind}_{stat}_ms"] = getattr(st, stat)
+    return out
+
+
+def serving_columns(result: Result) -> list[Column]:
+    """The wide table's requests and latency (``serving_figures``): req/s, the achieved load (rate, or
+    mean in flight for a closed loop), then TTFT, TPOT, ITL and E2E as mean, p50, p90, p95, p99 (ms)."""
+    lvs = result.levels
+    figs = [serving_figures(lv) for lv in lvs]
+
+    def achieved(lv: LevelResult, f: dict) -> str:
+        if lv.load.mode == "rate" and f["achieved_rate_rps"] is not None:
+            return f"{F.fmt(f['achieved_rate_rps'])}/s"
+        return F.fmt(f["mean_in_flight"])
+
+    cols = [Column("req/s", [F.fmt(f["requests_per_s"]) for f in figs]),
+            Column("achieved\nload", [achieved(lv, f) for lv, f in zip(lvs, figs)])]
+    for kind in SERVING_LATENCY:
+        for stat in SERVING_STATS:
+            cols.append(Column(f"{kind.upper()}\n{stat}", [F.fmt(f[f"{kind}_{stat}_ms"]) for f in figs]))
+    return cols
+
+
+def serving_title(result: Result) -> str:
+    return "requests and latency (ms), as vllm bench serve, AIPerf and GuideLLM report them" + (
+        f" — {last_trial_title(result)}" if any_trials(result) else "")
+
+
 def trial_columns(result: Result) -> list[Column]:
     """Mean and 95% CI of each headline figure over trials: two columns per figure."""
     lvs = result.levels
