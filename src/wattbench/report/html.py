@@ -187,6 +187,9 @@ table.kv td:first-child{font-weight:600;white-space:nowrap}pre{white-space:pre-w
 .plot{width:100%;min-height:200px}nav a{margin-right:1em}
 .scroll{overflow-x:auto}.answer{font-size:15px;margin:.4em 0}.answer p{margin:.2em 0}td.num{text-align:right}
 td.ok{background:#eef8ee}td.warn{background:#fff7e6}td.bad{background:#fdecea}
+.hero{border-radius:6px;padding:.6em 1em;margin:.6em 0;border-left:8px solid}.hero .big{font-size:3em;font-weight:700;
+line-height:1.1;font-variant-numeric:tabular-nums}.hero .unit{font-size:1.2em;color:#333}.hero .ci,.hero .where{color:#444}
+.hero .headline{margin-top:.3em}details.notes summary{cursor:pointer;margin-top:.3em}
 """
 
 _BOOT = """
