@@ -223,7 +223,8 @@ class RunConfig(BaseModel):
     @classmethod
     def _in_domain(cls, v, info):
         flag = cls._flag(info.field_name)
-        domain = domain_for(flag)
+        # --warmup 10s is seconds (a duration's bound); --warmup 20 a count
+        domain = SECONDS_OR_ZERO if info.field_name == "warmup_s" else domain_for(flag)
         for x in v if isinstance(v, list) else [v]:
             msg = None if x is None else domain.problem(flag, x)
             if msg:

@@ -69,7 +69,8 @@ def render(cmp, agreement=None) -> None:
         t.add_column("figure")
         for rid, label, verdict in zip(cmp.run_ids, row.labels, row.verdicts):
             mark = "" if verdict == "valid" else f" ({verdict})"
-            t.add_column(escape(f"{rid}{mark}"), justify="right")
+            # folded, never cut: two runs of one minute differ only in the id's last characters
+            t.add_column(escape(f"{rid}{mark}"), justify="right", overflow="fold")
         for key, name in FIGURE_LABELS.items():
             vals = [f.get(key) for f in row.figures]
             if all(v is None for v in vals):

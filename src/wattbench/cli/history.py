@@ -57,14 +57,16 @@ def register(app: typer.Typer) -> None:
         console = Console()
         wide = console.width >= 120  # engine, GPU and boundaries only where they fit on one line
         t = Table(show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-        t.add_column("run id", no_wrap=True)
-        t.add_column("created", no_wrap=True)
-        t.add_column("kind", no_wrap=True)
+        # a run id is never cut (two runs of one minute differ only in its last characters), nor a
+        # date, kind or verdict: the model and the tags give way
+        t.add_column("run id", no_wrap=True, min_width=max(len(r.run_id) for r in runs))
+        t.add_column("created", no_wrap=True, min_width=16 if wide else 10)
+        t.add_column("kind", no_wrap=True, min_width=max(4, *(len(r.kind) for r in runs)))
         t.add_column("model", no_wrap=True, overflow="ellipsis", max_width=28, min_width=8, ratio=1)
         if wide:
             for col in ("engine", "gpu", "boundaries"):
                 t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=24)
-        t.add_column("verdict", no_wrap=True)
+        t.add_column("verdict", no_wrap=True, min_width=7)
         t.add_column("tags", no_wrap=True, overflow="ellipsis", max_width=20, min_width=4)
         for r in runs:
             created = (r.created_at or "")[:16].replace("T", " ") if wide else (r.created_at or "")[:10]

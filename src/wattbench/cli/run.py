@@ -202,21 +202,30 @@ def register(app: typer.Typer) -> None:
         _install_sigterm()
         from wattbench.run import run_benchmark
 
+        from wattbench.errors import WattbenchError
+        from wattbench.run.session import run_dir_path
+
         try:
             with display:
                 result = run_benchmark(config, progress=display.update)
-        except Interrupted as e:
+        except WattbenchError as e:
+            # the levels finished before an interrupt or a failure (the target gone, exit 4) are a
+            # result: their summary on stdout, as a complete run's, then the one line on stderr
             partial = getattr(e, "result", None)
             if partial is not None and partial.levels:
-                err_console.print(run_summary(partial))
-            typer.echo(f"wattbench: {e}", err=True)
-            raise typer.Exit(130) from None
+                if as_json:
+                    sys.stdout.write(partial.model_dump_json(indent=2) + "\n")
+                else:
+                    out_console.print(run_summary(partial))
+                    out_console.print(f"results: {run_dir_path(config, partial.run_id)}")
+            if isinstance(e, Interrupted):
+                typer.echo(f"wattbench: {e}", err=True)
+                raise typer.Exit(130) from None
+            raise
         if as_json:
             sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         else:
             out_console.print(run_summary(result))
-            from wattbench.run.session import run_dir_path
-
             out_console.print(f"results: {run_dir_path(config, result.run_id)}")
         from wattbench.run.benchmark import NOT_REGISTERED
 

@@ -296,10 +296,16 @@ def _best(sc: _Scores, slos: list | None) -> SearchResult:
         return SearchResult(None, None, measured, reason=why)
     best_s, best_v = max(feasible, key=lambda t: (t[0], -t[1]))
     best_fig = next(f for v, f in measured if v == best_v)
-    off = sum(1 for v, _ in measured if v not in set(sc.cands))
-    return SearchResult(best_v, best_fig, measured,
-                        reason=f"best of {len(measured)} measured levels ({len(sc.cands)} candidates"
-                               + (f", {off} refined between them)" if off else ")"))
+    return SearchResult(best_v, best_fig, measured, reason=measured_text(len(measured), sc.cands, measured))
+
+
+def measured_text(n: int, cands: list, measured: list) -> str:
+    """``best of 7 measured levels: 5 of the 6 candidates and 2 refined between them`` — the parts add
+    up to the whole (issue 25: "best of 7 measured levels (6 candidates, 2 refined)" did not)."""
+    on = sum(1 for v, _ in measured if v in set(cands))
+    off = n - on
+    return (f"best of {n} measured level{'s' if n != 1 else ''}: {on} of the {len(cands)} candidates"
+            + (f" and {off} refined between them" if off else ""))
 
 
 def _golden_indices(score, probes: list[int], m: int, budget_left) -> None:

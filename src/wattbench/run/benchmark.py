@@ -60,13 +60,20 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
             return _run(session)
         except (KeyboardInterrupt, Interrupted) as e:
             session.finish("interrupted", "stopped by signal during the run")
+            if session.result is not None and session.result.levels:
+                register(session.config, session.result, session.run_dir)
             err = Interrupted("interrupted; the levels measured so far are saved"
                               + (f" in {session.run_dir}" if session.run_dir and session.result else ""))
             err.result = session.result  # type: ignore[attr-defined]
             raise err from e
         except Exception as e:
-            if session.result is not None and session.result.levels:
+            if session.result is not None:  # closed, even before its first level: never left "running"
                 session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}")
+                # the levels finished before the failure (a target gone, exit 4) are a result: in the
+                # history, and on the error for the CLI to summarise
+                register(session.config, session.result, session.run_dir)
+                if isinstance(e, WattbenchError):
+                    e.result = session.result  # type: ignore[attr-defined]
             raise
 
 
@@ -103,10 +110,12 @@ def _run(session: RunSession) -> Result:
     return result
 
 
-def register(cfg: RunConfig, result: Result, run_dir) -> None:
-    """Index the finished run in the history (``run`` and ``measure``); a history that cannot take
-    it leaves the run standing, with one warning saying how to register it later."""
-    if not cfg.register_run:
+def register(cfg: RunConfig, result: Result | None, run_dir) -> None:
+    """Index the run in the history (``run`` and ``measure``; ``--no-register`` skips it): a complete
+    run, and one that stopped with levels measured (interrupted, the target gone) under its status.
+    A history that cannot take it leaves the run standing, with one warning saying how to register
+    it later."""
+    if not cfg.register_run or result is None or run_dir is None:
         return
     try:  # history is an index; the run directory is the record
         with HistoryStore(cfg.db) as store:
@@ -173,6 +182,8 @@ def start_result(session: RunSession, run_dir, server, problems: list[str], *, e
     except OSError as e:  # checked before the run (session.resolve_run_dir); changed since: one line
         raise rundir.storage_error(run_dir, e) from None
     session.run_dir = run_dir
+    # held while the run writes here: a reader tells a run in progress from a crashed one (results/recovery.py)
+    session.stack.callback(rundir.RunLock(run_dir).release)
     gpus = sampler.gpu_inventory() if sampler is not None else []
     result = Result(
         wattbench_version=__version__,
@@ -210,10 +221,26 @@ def _idle_window(session: RunSession, seconds: float, what: str) -> tuple[int, i
     return t0, now_ns()
 
 
+IDLE_SKIPPED = ("no idle baseline: the only power figures are declared constants (--sensor const:…), whose idle "
+                "power is their load power; dynamic energy is not defined")
+
+
+def only_declared(session: RunSession) -> bool:
+    """Whether every energy or power channel is a declared constant: an idle baseline would read the
+    constant back, so it is skipped (and the run says so)."""
+    chans = [c for c in session.sampler.channels if c.kind in ("counter", "power")] if session.sampler else []
+    return bool(chans) and all(c.method == "declared" for c in chans)
+
+
 def idle_before(session: RunSession) -> None:
-    """The idle baseline before the load."""
+    """The idle baseline before the load; skipped, and said once, when the only power figures are
+    declared constants."""
     cfg, result = session.config, session.result
     if session.sampler is None or cfg.idle_s <= 0:
+        return
+    if only_declared(session):
+        session.emit("phase", name="idle", message=IDLE_SKIPPED)
+        result.warnings.append(IDLE_SKIPPED)
         return
     t0, t1 = _idle_window(session, cfg.idle_s, "")
     idle = measure_idle(session.sampler.log, t0, t1)
@@ -226,7 +253,7 @@ def idle_after(session: RunSession) -> None:
     """Idle after the last level (optional): before and after together give the averaged idle
     power per boundary and its drift."""
     cfg, result = session.config, session.result
-    if session.sampler is None or cfg.idle_after_s <= 0:
+    if session.sampler is None or cfg.idle_after_s <= 0 or only_declared(session):
         return
     t0, t1 = _idle_window(session, cfg.idle_after_s, " after the load")
     w = result.idle_window

@@ -19,7 +19,7 @@ from wattbench.load.level import run_level
 from wattbench.load.targets import per_target_summary, run_level_multi
 from wattbench.load.types import LevelSpec
 from wattbench.results import rundir
-from wattbench.results.recordset import as_record_set
+from wattbench.results.recordset import as_record_set, spooling_into
 from wattbench.results.schema import LevelResult, PrimingPhase, TrialsBlock
 from wattbench.run import analyses
 from wattbench.run.plan import default_num_requests, planned_levels
@@ -112,19 +112,24 @@ class LevelRunner:
                      levels=planned_levels(cfg), trial=k + 1, trials=n, duration_s=spec.duration_s)
         requests = self._requests(output_tokens, input_tokens)
         trials = self._trials.setdefault(index, [])
+        # the level's records spool into the run directory as they finish (a killed run keeps them)
+        spool = rundir.begin_level_spool(session.run_dir, index, k, label)
         try:
-            outcome = self._run_one(spec, requests, self._on_progress(index))
+            with spooling_into(spool):
+                outcome = self._run_one(spec, requests, self._on_progress(index))
         except (Interrupted, LevelFailed) as e:  # keep the completed requests of the level cut short
             partial = getattr(e, "outcome", None)
             if partial is not None and partial.records:
                 lv = self._account(index, spec, partial, k, thermal_before, label_suffix)
                 trials.append(lv)
                 self._record(index, partial.records, final=True)
+            else:
+                rundir.end_level_spool(session.run_dir, index, k)  # nothing finished: nothing to keep
             raise
         self.used += len(outcome.records)
         lv = self._account(index, spec, outcome, k, thermal_before, label_suffix)
         trials.append(lv)
-        self._write_requests(outcome.records, k)
+        self._write_requests(outcome.records, k, index)
         level = self._record(index, [], final=(k == n - 1 or bool(outcome.target_down)))
         if level.target_down:  # no further trial against a target that stopped answering
             raise TargetStopped(f"{level.target_down['text']} (level {level.label}); the run stopped, "
@@ -142,6 +147,7 @@ class LevelRunner:
         outcome = self._run_one(spec, self._requests(None, None), self._on_progress(-2))
         self.used += len(outcome.records)
         lv = self._account(index, spec, outcome, 0, None, label_suffix)
+        as_record_set(outcome.records).close()  # accounted; not written (its spool goes)
         lv.trial = None
         self.session.emit("level_done", index=-2, level=lv)
         return lv
@@ -164,7 +170,9 @@ class LevelRunner:
         outcome = self._run_one(spec, self.workload.specs(ENDLESS_REQUESTS, start=PRIME_START),
                                 self._on_progress(-1))
         t1 = now_ns()
-        ok = as_record_set(outcome.records).columns("ok")["ok"] if len(outcome.records) else np.zeros(0, bool)
+        rs = as_record_set(outcome.records)
+        ok = rs.columns("ok")["ok"] if len(rs) else np.zeros(0, bool)
+        rs.close()  # nothing of the priming is kept
         session.emit("level_done", index=-1, level=None)
         return PrimingPhase(mode=mode, value=None if value == float("inf") else value, label=spec.label,
                             requests=n_requests, completed=int(ok.sum()),
@@ -217,13 +225,16 @@ class LevelRunner:
         lv.thermal_before = thermal_before
         return lv
 
-    def _write_requests(self, records, trial: int) -> None:
+    def _write_requests(self, records, trial: int, index: int) -> None:
         """Stream the level's records (their per-request energy and carbon already annotated by
-        ``_account``) into ``requests.jsonl``; the chunk stamps only with ``--keep-chunks``."""
+        ``_account``) into ``requests.jsonl``; the chunk stamps only with ``--keep-chunks``. Then
+        the level's spool goes: its records are where they belong."""
         records = as_record_set(records)
         if self.session.config.trials > 1:  # extra field: which trial of the level
             records.annotate("trial", np.full(len(records), trial, dtype=object))
         rundir.append_requests(self.session.run_dir, records, keep_chunks=self.session.config.keep_chunks)
+        records.close()
+        rundir.end_level_spool(self.session.run_dir, index, trial)
 
     def _record(self, index: int, partial_records, final: bool) -> LevelResult:
         """Record level ``index`` (its latest trial, with the mean and CI of its trials so far) in
@@ -239,7 +250,7 @@ class LevelRunner:
         else:
             levels[pos] = level
         if partial_records:
-            self._write_requests(partial_records, level.trial or 0)
+            self._write_requests(partial_records, level.trial or 0, index)
         session.write_level_artifacts()
         session.write_report()
         if final:

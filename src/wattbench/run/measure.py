@@ -207,7 +207,14 @@ def _measure(session: RunSession, mcfg: MeasureConfig) -> Result:
         session.stack.callback(session.scraper.stop)
     idle_before(session)
     before = _files_before(tool, mcfg, cwd)
-    end_anchor, rc = _run_command(session, mcfg, cwd, info)
+    try:
+        end_anchor, rc = _run_command(session, mcfg, cwd, info)
+    except KeyboardInterrupt:  # stopped: keep one level over the command's run until then
+        info.notes.append("interrupted: the command was stopped; one level over its run until then")
+        with contextlib.suppress(Exception):
+            _window_levels(session, MeasureConfig(command=mcfg.command, run=cfg), cwd, info, ClockAnchor.take(),
+                           tool_failed=None)
+        raise
     session.await_closing_reads(info.ended_ns)
     failure = None
     if rc != 0:
@@ -238,7 +245,7 @@ def _register(session: RunSession, result: Result) -> None:
         register(session.config, result, session.run_dir)
 
 
-def _files_before(tool: str, mcfg: MeasureConfig, cwd: Path) -> dict[str, float]:
+def _files_before(tool: str, mcfg: MeasureConfig, cwd: Path) -> dict[str, int]:
     """The tool's candidate result files that exist before the command (path -> mtime), so that
     only files it wrote are read."""
     if tool == "command":

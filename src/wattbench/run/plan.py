@@ -46,11 +46,17 @@ def validate_plan(cfg: RunConfig) -> None:
         raise UserError(f"--sweep {cfg.sweep!r}: the only sweep is 'auto' (give levels with --concurrency/--rate)")
     plans = cfg.levels() if not (cfg.sweep or cfg.optimize) else [("rate", r) for r in cfg.rate] or [
         ("concurrency", c) for c in (cfg.concurrency or [1])]
-    for mode, value in plans:
+    flags = [None] * len(plans)
+    if cfg.sweep == "auto" or (cfg.optimize and not cfg.rate and not cfg.concurrency):
+        # a search may climb to the top of its ladder: that level must fit the machine too
+        top = cfg.max_concurrency or SEARCH_MAX_CONCURRENCY
+        plans.append(("concurrency", top))
+        flags.append(f"--max-concurrency {top} (the top of the search)")
+    for (mode, value), flag in zip(plans, flags):
         validate_spec(LevelSpec(index=0, mode=mode, value=value, arrival=cfg.arrival,  # type: ignore[arg-type]
                                 num_requests=cfg.num_requests, duration_s=cfg.duration_s, workers=cfg.workers,
                                 speedup=cfg.speedup, warmup_s=cfg.warmup_s, warmup_requests=cfg.warmup_requests,
-                                max_in_flight=cfg.max_concurrency if mode == "rate" else None))
+                                max_in_flight=cfg.max_concurrency if mode == "rate" else None), flag=flag)
 
 
 def planned_levels(cfg: RunConfig) -> int | None:
