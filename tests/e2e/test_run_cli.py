@@ -33,7 +33,7 @@ def test_run_declared_node_power_gives_exact_energy_and_per_kw(tmp_path):
         out = tmp_path / "run"
         p = wb(
             "run", "--target", base, "--concurrency", "1,4", "--num-requests", "12", "--input-tokens", "32",
-            "--keep-chunks",
+            "--keep-chunks", "--no-prime", "--no-history-check",  # the server's log holds the measured requests only
             "--output-tokens", "16", "--sensor", "const:node=700", "--idle", "0.5", "--db", str(tmp_path / "h.db"),
             "--out", str(out), "--json", cwd=tmp_path,
         )
@@ -43,6 +43,7 @@ def test_run_declared_node_power_gives_exact_energy_and_per_kw(tmp_path):
     printed = json.loads(p.stdout)
     result = load_result(out)
     assert printed["run_id"] == result.run_id and result.status == "complete"
+    assert result.noise.priming is None and result.noise.history_check is None  # as asked
     assert [lv.label for lv in result.levels] == ["concurrency=1", "concurrency=4"]
     for lv in result.levels:
         # the keys every level carries (issue 2)

@@ -173,6 +173,31 @@ def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
     return per_kw.get("output_tokens_per_s_per_kw"), gp.get("output_tokens_per_s")
 
 
+def state_line(result: Result) -> str | None:
+    """How the run controlled the server's state (issue 24): the priming load and the history
+    check, in one line; None when the run did neither."""
+    nz = result.noise
+    if nz is None:
+        return None
+    parts = []
+    p = nz.priming
+    if p is not None:
+        at = short_label_text(p.label) if p.label else (f"r={p.value:g}/s" if p.mode == "rate" else f"c={p.value:g}")
+        dur = f" in {p.duration_s:.0f} s" if p.duration_s is not None else ""
+        parts.append(f"primed at {at}: {p.completed}/{p.requests} requests{dur}, not measured")
+    h = nz.history_check
+    if h is not None and h.verdict != "unknown" and h.ratio is not None:
+        state = "beyond noise" if h.verdict == "warn" else "within noise"
+        parts.append(f"history check {short_label_text(h.level)}: {h.ratio - 1:+.1%} {state} (±{h.bound_pct:.1f}%)")
+    if nz.engine_starts:
+        parts.append(f"{len(nz.engine_starts)} engine starts")
+    return "; ".join(parts) or None
+
+
+def short_label_text(label: str) -> str:
+    return label.replace("concurrency=", "c=").replace("rate=", "r=")
+
+
 def goodput_point(level: LevelResult) -> tuple[float | None, float | None]:
     """(goodput tok/s per kW at the headline boundary, goodput tok/s) as the headline quotes them:
     the trials' means with ``--trials`` (``results.headline.point``), else as stored."""
@@ -244,6 +269,9 @@ def answer_lines(result: Result) -> list[str]:
     """What the run answers, first: what a search chose (and why), the best level under the SLO;
     for ``wattbench measure``, what ran and each level's own figures from the tool."""
     out = search_lines(result)
+    st = state_line(result)
+    if st:
+        out.append(st)
     chose = result.optimize is not None and result.optimize.best_value is not None
     best = best_under_slo(result)
     if best is not None and not chose:  # --optimize's line already names the best level
@@ -371,9 +399,21 @@ def search_lines(result: Result) -> list[str]:
             for v, s in zip(measured, opt.scores):
                 if v == opt.best_value:
                     score = s
+            if opt.best_score is not None:
+                score = opt.best_score  # the mean of its measurements
             slo = slo_text(result)
             why = f"highest {objective} ({F.fmt(score)})" + (f" meeting {slo}" if slo else "")
-            out.append(f"optimize: chose {best} — {why}; {opt.reason} (measured: {tried})")
+            if opt.recommended_value is not None and opt.plateau:
+                rec = _level_by_value(result, opt.recommended_value)
+                flat = ", ".join(_level_by_value(result, v) for v in opt.plateau)
+                again = " and ".join(_level_by_value(result, v) for v in opt.remeasured)
+                out.append(f"optimize: recommends {rec} — {opt.recommend_reason}; best {best}: {why}; within noise "
+                           f"of it: {flat} ({again} measured twice; measured: {tried})")
+            else:
+                out.append(f"optimize: chose {best} — {why}; {opt.reason} (measured: {tried})")
+            if opt.top_of_ladder:
+                out.append(f"optimize: {best} is the top of the ladder searched: a higher load may be better "
+                           "(widen it with --concurrency/--rate or --max-concurrency)")
     sweep = result.sweep
     if sweep is not None:
         measured = sweep.measured_values

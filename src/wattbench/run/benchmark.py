@@ -27,7 +27,7 @@ from wattbench.metrics.carbon_series import parse_carbon_intensity
 from wattbench.metrics.slo import parse_slos
 from wattbench.results import rundir
 from wattbench.results.ids import new_run_id as _new_run_id
-from wattbench.results.schema import CarbonIntensity, ClockInfo, PrefillDecode, Result, Window
+from wattbench.results.schema import CarbonIntensity, ClockInfo, NoiseInfo, PrefillDecode, Result, Window
 from wattbench.results.store import HistoryStore
 from wattbench.run import analyses, plan, telemetry
 from wattbench.run.level import LevelRunner
@@ -88,8 +88,10 @@ def _run(session: RunSession) -> Result:
         HistoryStore.check_usable(cfg.db)  # a corrupt --db: one line now, not a run kept but not registered
     targets = resolve_targets(session, run_dir)
     workload, no_tokenizer_why = _build_workload(cfg, targets)
+    salt = _salt_prompts(cfg, session.run_id, workload)
     problems = telemetry.start_telemetry(session)
     result = _start_result(session, run_dir, targets, workload, problems, no_tokenizer_why)
+    result.noise = NoiseInfo(prompt_salt=salt)
     if targets.server.metrics_endpoint:
         session.scraper = MetricsScraper(targets.server.metrics_endpoint, interval_s=SCRAPE_INTERVAL_S,
                                          engine=targets.server.engine, api_key=targets.specs[0].api_key).start()
@@ -98,7 +100,7 @@ def _run(session: RunSession) -> Result:
     # the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level repeated
     # --trials times; each level takes fresh requests (no prefix-cache hits)
     lr = LevelRunner(session, targets.specs, workload)
-    plan.run_plan(cfg, result, lr.measure, session.slos)
+    plan.run_plan(cfg, result, lr.measure, session.slos, runner=lr)
     if cfg.prefill_decode_pair and session.sampler is not None:
         result.prefill_decode = PrefillDecode(isolating_pair=plan.prefill_decode_pair(cfg, lr.measure))
     analyses.run_analyses(session)
@@ -129,6 +131,18 @@ def register(cfg: RunConfig, result: Result | None, run_dir) -> None:
 # The warning a run carries when it is complete on disk but the history could not index it (the
 # CLI prints it as its one line, exit 0: the measurement stands, the index is what failed).
 NOT_REGISTERED = "the run is kept but not registered in the history"
+
+
+def _salt_prompts(cfg: RunConfig, run_id: str, workload) -> str | None:
+    """The text every synthetic prompt's unique tag starts with (``workload/synthetic.py``): the
+    run id's random part unless ``--prompt-salt`` gives one, so a run never repeats a prompt an
+    earlier run sent to the same server (its prefix cache would skip that prompt's prefill).
+    None for workloads whose prompts are the user's (datasets)."""
+    builder = getattr(workload, "builder", None)
+    if builder is None:
+        return None
+    builder.salt = cfg.prompt_salt if cfg.prompt_salt is not None else run_id.rsplit("-", 1)[-1]
+    return builder.salt
 
 
 def _build_workload(cfg: RunConfig, targets: Targets):
