@@ -19,9 +19,11 @@ duration. A trace workload is not primed (its load is the trace's own), said in 
 absence and in the run's warnings.
 
 **The history check** (on by default with two or more levels, ``--no-history-check`` to skip):
-after the last level, the run's first level is measured once more (fresh requests, half its size:
-``REPEAT_FRACTION`` of its measured requests, at least ``PRIME_MIN_REQUESTS`` (no more than it had), or of its
-``--duration``, at least ``REPEAT_MIN_S``; the noise allowed follows each window's length) and its
+after the last level, the run's first level is measured once more (fresh requests, a quarter of
+its size: ``REPEAT_FRACTION`` of its measured requests, at least ``PRIME_MIN_REQUESTS`` but no more
+than it had, or of its ``--duration``, at least ``REPEAT_MIN_S``; the noise allowed follows each
+window's length: a history effect worth a warning — issue 24's was 16–34% — is many times the
+noise of a short level, and the README's first command stays near its time) and its
 headline figure (tokens/s per kW at the headline boundary, else output tokens/s) compared
 with the first measurement by ``metrics/noise.repeat_check``: a difference beyond noise is a
 ``warn`` on the run with both figures. With interleaved ``--trials`` the first level's own trials
@@ -40,13 +42,12 @@ from wattbench.results.schema import HistoryCheck, LevelResult
 PRIME_MIN_REQUESTS = 8
 PRIME_ROUNDS = 2
 PRIME_RATE_S = 10.0
-REPEAT_FRACTION = 0.5  # the history check's repeat: half the first level's size
+REPEAT_FRACTION = 0.25  # the history check's repeat: a quarter of the first level
 REPEAT_MIN_S = 5.0
 
 
 def repeat_size(cfg: RunConfig, first: LevelResult) -> tuple[int | None, float | None]:
-    """``(num_requests, duration_s)`` of the history check's repeat of ``first``: half of it (a
-    history effect worth a warning is many times the noise of a level half as long)."""
+    """``(num_requests, duration_s)`` of the history check's repeat of ``first`` (module docstring)."""
     if cfg.duration_s is not None:
         return None, max(REPEAT_MIN_S, REPEAT_FRACTION * cfg.duration_s)
     done = first.requests.completed + first.requests.failed
