@@ -3,7 +3,8 @@ wattbench's launcher on the tiny preset exported to GGUF. Checks the recorded se
 detection, and that the scraped /metrics token counters equal the usage tokens of the same
 requests, then a whole `wattbench run` against it (as the vLLM test does).
 
-The binary: WATTBENCH_LLAMA_SERVER (``.ci/run`` builds it into ``.llamacpp/``), else ``llama-server``
+The binary: WATTBENCH_LLAMA_SERVER (``.ci/run`` builds it into its cache outside the clone,
+``~/.cache/wattbench-ci/llamacpp-VERSION/``), else ``.llamacpp/bin/llama-server`` here, else ``llama-server``
 on PATH. Skipped with the reason when neither exists.
 """
 

@@ -122,6 +122,8 @@ def measure(mcfg: MeasureConfig, progress: ProgressFn | None = None) -> Result:
             return _measure(session, mcfg)
         except (KeyboardInterrupt, Interrupted) as e:
             session.finish("interrupted", "stopped by signal during the command")
+            if session.result is not None and session.result.levels:
+                register(session.config, session.result, session.run_dir)
             err = Interrupted("interrupted; what was measured is saved"
                               + (f" in {session.run_dir}" if session.run_dir and session.result else ""))
             err.result = session.result  # type: ignore[attr-defined]

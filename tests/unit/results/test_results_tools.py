@@ -156,3 +156,32 @@ def test_markers(tmp_path):
         p.write_text(bad)
         with pytest.raises(UserError, match=msg):
             read_markers(p)
+
+
+def test_aiperf_rate_phase(tmp_path):
+    """A rate-controlled profiling phase (as AIPerf 0.13 writes ``input_config.phases``)."""
+    d = tmp_path / "ap"
+    d.mkdir()
+    (d / "profile_export.jsonl").write_text((FIX / "aiperf" / "profile_export.jsonl").read_text())
+    summary = json.loads((FIX / "aiperf" / "profile_export_aiperf.json").read_text())
+    summary["input_config"]["phases"] = [{"name": "profiling", "kind": "profiling", "type": "gamma", "rate": 12.5,
+                                          "smoothness": 4, "concurrency": 32}]
+    (d / "profile_export_aiperf.json").write_text(json.dumps(summary))
+    (lv,) = read_tool("aiperf", [d / "profile_export.jsonl"]).levels
+    assert (lv.mode, lv.value, lv.arrival, lv.max_in_flight) == ("rate", 12.5, "gamma:4", 32)
+
+
+@pytest.mark.parametrize("strategy, want", [
+    ({"type_": "concurrent", "streams": 8, "max_concurrency": 8}, ("concurrency", 8.0, None)),
+    ({"type_": "synchronous"}, ("concurrency", 1.0, None)),
+    ({"type_": "constant", "rate": 2.5, "max_concurrency": 16}, ("rate", 2.5, 16)),
+    ({"type_": "poisson", "rate": 4.0}, ("rate", 4.0, None)),
+    ({"type_": "throughput", "max_concurrency": 64}, ("rate", float("inf"), 64)),
+])
+def test_guidellm_strategies(tmp_path, strategy, want):
+    d = json.loads((FIX / "guidellm_benchmarks.json").read_text())
+    d["benchmarks"][0]["config"]["strategy"] = strategy
+    p = tmp_path / "benchmarks.json"
+    p.write_text(json.dumps(d))
+    (lv,) = read_tool("guidellm", [p]).levels
+    assert (lv.mode, lv.value, lv.max_in_flight) == want

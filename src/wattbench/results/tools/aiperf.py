@@ -8,8 +8,8 @@ warm-up, so their tokens inside the window are credited but they are not in the 
 gaps between content chunks: the chunk stamps), ``output_token_count`` / ``usage_completion_tokens``
 and ``input_sequence_length`` / ``usage_prompt_tokens`` (tokens; the server's usage with
 ``--use-server-token-count``, else AIPerf's tokenizer), ``error`` (a failed request). From
-``profile_export_aiperf.json``: the profiling phase's load (``input_config.phases``: ``concurrency``
-or ``request_rate``), ``aiperf_version``, and AIPerf's own figures (``time_to_first_token`` …).
+``profile_export_aiperf.json``: the profiling phase's load (``input_config.phases``: ``type``,
+``concurrency``, ``rate``, ``smoothness``), ``aiperf_version``, and AIPerf's own figures (``time_to_first_token`` …).
 
 Not read: the ``http_req_*`` timings, AIPerf's GPU telemetry (DCGM) and server-metrics exports
 (wattbench reads its own meters and ``/metrics``), ``credit_*`` and effective-throughput series.
@@ -64,18 +64,25 @@ def _request(rec: dict) -> ToolRequest:
                        request_id=md.get("x_request_id"))
 
 
-def _load(summary: dict | None) -> tuple[str, float, str, str]:
-    """(mode, value, arrival, label) of the profiling phase."""
+def _load(summary: dict | None) -> tuple[str, float, str, str, int | None, list[str]]:
+    """(mode, value, arrival, label, max in flight, notes) of the profiling phase
+    (``input_config.phases``: ``type`` concurrency | poisson | constant | gamma, ``rate``,
+    ``concurrency``, ``smoothness``)."""
     phases = ((summary or {}).get("input_config") or {}).get("phases") or []
     prof = next((p for p in phases if p.get("kind") == "profiling"), phases[-1] if phases else {})
-    rate = prof.get("request_rate") or prof.get("rate")
+    kind = str(prof.get("type") or "")
+    rate = prof.get("rate") or prof.get("request_rate")
     conc = prof.get("concurrency")
+    notes = []
+    if prof.get("rate_series") or prof.get("rate_ramp"):
+        notes.append("AIPerf's request rate followed a schedule or a ramp; the level's rate is not one rate")
     if rate:
-        return "rate", float(rate), "poisson" if prof.get("arrival_pattern") in (None, "poisson") else "constant", \
-            f"request_rate={float(rate):g}" + (f" concurrency={conc}" if conc else "")
+        arrival = {"constant": "constant", "gamma": f"gamma:{prof.get('smoothness') or 1:g}"}.get(kind, "poisson")
+        return "rate", float(rate), arrival, f"request_rate={float(rate):g}" + (f" concurrency={conc}" if conc else ""), \
+            int(conc) if conc else None, notes
     if conc:
-        return "concurrency", float(conc), "poisson", f"concurrency={int(conc)}"
-    return "concurrency", 1.0, "poisson", "profiling"
+        return "concurrency", float(conc), "poisson", f"concurrency={int(conc)}", None, notes
+    return "concurrency", 1.0, "poisson", "profiling", None, notes + ["AIPerf's file names no concurrency or rate"]
 
 
 def read(paths: list[Path]) -> ToolRun:
@@ -102,7 +109,7 @@ def read(paths: list[Path]) -> ToolRun:
             version = summary.get("aiperf_version") or version
             endpoint = (summary.get("input_config") or {}).get("endpoint") or {}
             server_counts = server_counts and bool(endpoint.get("use_server_token_count"))
-        mode, value, arrival, label = _load(summary)
+        mode, value, arrival, label, cap, notes = _load(summary)
         figures: dict[str, float | None] = {}
         for k in FIGURES:
             v = (summary or {}).get(k)
@@ -111,11 +118,10 @@ def read(paths: list[Path]) -> ToolRun:
                 for stat in ("avg", "p50", "p99"):
                     if v.get(stat) is not None:
                         figures[f"{k}_{stat}_{unit}"] = float(v[stat])
-        notes = []
         if summary is not None and summary.get("was_cancelled"):
             notes.append("AIPerf reports the benchmark as cancelled")
         levels.append(ToolLevelData(label=label, mode=mode, value=value, requests=records, figures=figures,
-                                    arrival=arrival, notes=notes))
+                                    arrival=arrival, max_in_flight=cap, notes=notes))
     return ToolRun(tool=TOOL, levels=levels, version=version, files=files, not_read=list(NOT_READ),
                    tokens_counted_by="the server's usage (AIPerf's --use-server-token-count)" if server_counts else
                    "AIPerf's tokenizer over the response text (add --use-server-token-count for the server's usage)",

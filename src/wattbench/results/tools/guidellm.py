@@ -6,7 +6,8 @@ profile); per request in ``requests.successful`` / ``errored`` / ``incomplete``:
 ``request_end`` (wall-clock seconds, ``time.time()``), ``output_tokens`` and ``prompt_tokens``
 (GuideLLM prefers the server's usage, ``prefer_response_metrics``, else its tokenizer's count);
 the level's load from ``config.strategy`` (``concurrent``: ``streams``; ``constant``/``poisson``:
-``rate``; ``synchronous``: one stream; ``throughput``: every request at once); GuideLLM's own
+``rate`` and ``max_concurrency``; ``synchronous``: one stream; ``throughput``: every request at once;
+``trace``: a replay); GuideLLM's own
 figures (``metrics.*.successful`` mean/median/p99) carried over; its version from ``metadata``.
 
 Not read: the texts, GuideLLM's per-iteration token counts, its scheduler's internal timings and
@@ -51,20 +52,26 @@ def _request(r: dict) -> ToolRequest:
                        error=None if ok else f"tool_{status}", request_id=r.get("request_id"))
 
 
-def _load(strategy: dict) -> tuple[str, float, str, str]:
+def _load(strategy: dict) -> tuple[str, float, str, str, int | None]:
+    """(mode, value, arrival, label, max in flight) of a GuideLLM 0.8 strategy (``type_``:
+    concurrent, synchronous, throughput, constant, poisson, trace)."""
     kind = str(strategy.get("type_") or strategy.get("kind") or "")
+    cap = strategy.get("max_concurrency")
+    cap = int(cap) if cap else None
     if kind == "concurrent":
-        n = strategy.get("streams") or strategy.get("max_concurrency")
-        return "concurrency", float(n), "poisson", f"concurrent@{n}"
+        n = strategy.get("streams") or cap
+        return "concurrency", float(n), "poisson", f"concurrent@{n}", None
     if kind == "synchronous":
-        return "concurrency", 1.0, "poisson", "synchronous"
-    if kind in ("constant", "poisson", "async"):
+        return "concurrency", 1.0, "poisson", "synchronous", None
+    if kind in ("constant", "poisson"):
         rate = float(strategy.get("rate"))
-        return "rate", rate, "constant" if kind == "constant" else "poisson", f"{kind}@{rate:g}"
+        return "rate", rate, kind, f"{kind}@{rate:g}", cap
     if kind == "throughput":
-        return "rate", math.inf, "poisson", "throughput"
+        return "rate", math.inf, "poisson", f"throughput@{cap or 'unlimited'}", cap
+    if kind == "trace":
+        return "trace", 0.0, "trace", "trace", cap
     raise ValueError(f"strategy {kind!r} is not one wattbench reads (concurrent, synchronous, constant, poisson, "
-                     "throughput)")
+                     "throughput, trace)")
 
 
 def _level(b: dict, path: Path, n: int) -> ToolLevelData:
@@ -77,7 +84,7 @@ def _level(b: dict, path: Path, n: int) -> ToolLevelData:
     try:
         reqs = [_request(r) for r in raw]
         cfg = b.get("config") or {}
-        mode, value, arrival, label = _load(cfg.get("strategy") or {})
+        mode, value, arrival, label, cap = _load(cfg.get("strategy") or {})
     except (ValueError, TypeError, AttributeError) as e:
         raise bad_file(WHAT, path, f"benchmark {n + 1} is not one GuideLLM wrote ({e})") from None
     figures: dict[str, float | None] = {}
@@ -94,7 +101,7 @@ def _level(b: dict, path: Path, n: int) -> ToolLevelData:
                      f"({b.get('cooldown_duration') or 0:g} s) requests are not in the file, yet their tokens fall in "
                      "the window: the window's tokens are undercounted (run without --warmup/--cooldown)")
     return ToolLevelData(label=label, mode=mode, value=value, requests=reqs, figures=figures, arrival=arrival,
-                         notes=notes)
+                         max_in_flight=cap, notes=notes)
 
 
 def read(paths: list[Path]) -> ToolRun:
