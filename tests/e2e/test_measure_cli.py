@@ -184,3 +184,14 @@ def test_a_tool_that_writes_no_result_is_one_line_and_keeps_the_energy(tmp_path)
     res = load_result(out)
     assert res.status == "failed" and res.measure.window_source == "command lifetime"
     assert res.levels[0].energy["node"].energy_j == pytest.approx(100 * res.levels[0].window.duration_s, rel=1e-6)
+
+
+def test_markers_never_written_fall_back_to_the_lifetime(tmp_path):
+    out = tmp_path / "run"
+    p = wb("measure", "-s", "const:node=100", "--idle", "0", "--no-register", "-o", str(out), "-q", "--window-from",
+           "marks.txt", "--", sys.executable, "-c", "pass", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "--window-from" in lines[0] and "cannot read it" in lines[0], p.stderr
+    res = load_result(out)
+    assert res.status == "failed" and res.measure.window_source == "command lifetime" and len(res.levels) == 1

@@ -230,7 +230,12 @@ def _measure(session: RunSession, mcfg: MeasureConfig) -> Result:
         except UserError as e:
             failure = str(e)
     if not levels_done:
-        _window_levels(session, mcfg, cwd, info, end_anchor, tool_failed=failure if tool != "command" else None)
+        try:
+            _window_levels(session, mcfg, cwd, info, end_anchor, tool_failed=failure if tool != "command" else None)
+        except UserError as e:  # the markers could not be read: the command's lifetime instead, and say why
+            failure = failure or str(e)
+            _window_levels(session, MeasureConfig(command=mcfg.command, run=cfg), cwd, info, end_anchor,
+                           tool_failed=None)
     analyses.run_analyses(session)
     idle_after(session)
     if failure is not None:
