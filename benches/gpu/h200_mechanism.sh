@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Why does the server's history move tokens per kW (issue 24 part 1)? ONE device call, < 6 min, with
-# the CURRENT code and no priming: one fresh embedded engine (transformers serve, llama-1b preset,
+# Why does the server's history move tokens per kW (issue 24 part 1)? ONE device call, < 6 min, as
+# the runs of the issue were made: no priming (--no-prime) and the same prompts in every run with the
+# same seed (--prompt-salt '': the behaviour before issue 24), no history check (time): one fresh embedded engine (transformers serve, llama-1b preset,
 # the tuned flags --cb-use-cuda-graph --cb-max-batch-tokens 8192 --cb-max-memory-percent 0.5 that
 # wattbench adds on CUDA), then back to back on that one server:
 #   order1        -c 16,32,64,96,128      (the issue's run 1, fresh server)
@@ -36,7 +37,7 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'trans
 git -C "$REPO" log --oneline -1 2>/dev/null || true
 start=$(date +%s)
 timeout 330 python3 benches/gpu/history_runs.py --out /tmp/mech --model llama-1b --device cuda \
-  --common "--duration 10 --warmup 3s --input-tokens 256 --output-tokens 128 --idle 3" \
+  --common "--duration 10 --warmup 3s --input-tokens 256 --output-tokens 128 --idle 3 --no-prime --no-history-check --prompt-salt ''" \
   --run order1="-c 16,32,64,96,128" \
   --run order2="-c 1,2,8,128,32,64" \
   --run after="-c 32,64 --seed 1" \

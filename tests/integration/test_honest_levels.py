@@ -122,7 +122,8 @@ def test_dataset_shorter_than_the_levels_cycles(tmp_path):
     res = load_result(tmp_path / "run")
     assert [lv.requests.completed for lv in res.levels] == [3, 3, 3]
     # the server also served the priming (two rounds of 4 streams) and the history check's repeat
-    # of c=1 (3 requests); neither is a level's, neither is in requests.jsonl
+    # of c=1 (as many requests as it had, 3: a quarter of them would be under the 8 a repeat needs);
+    # neither is a level's, neither is in requests.jsonl
     extra = res.noise.priming.completed + res.noise.history_check.repeat.requests.completed
     assert (res.noise.priming.completed, res.noise.history_check.repeat.requests.completed) == (8, 3)
     assert served["streams_completed"] == sum(1 for r in load_requests(tmp_path / "run") if r.ok) + extra

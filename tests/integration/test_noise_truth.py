@@ -121,7 +121,7 @@ def test_priming_makes_level_order_irrelevant_and_the_history_check_warns_withou
     hc = cold.noise.history_check
     assert hc.verdict == "warn" and hc.ratio > 1.3, hc
     assert hc.text in cold.warnings and f"{hc.first:,.0f} then {hc.repeated:,.0f}" in hc.text  # both figures
-    assert hc.repeat is not None and hc.repeat.requests.completed == 16
+    assert hc.repeat is not None and hc.repeat.requests.completed == 8  # a quarter of the first level's 16, at least 8
     # primed, the repeat of the first level agrees with it (the server was warm throughout)
     assert up.noise.history_check.ratio == pytest.approx(1.0, abs=0.15)
     # the server's own record: the priming took it through 8 streams before the first measured request

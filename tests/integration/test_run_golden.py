@@ -145,7 +145,7 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     assert (pr["mode"], pr["value"], pr["requests"], pr["completed"]) == ("concurrency", 4, 8, 8)
     assert noise["trial_order"] == "interleaved"
     hc = noise["history_check"]  # two trials: the first level measured once more after the others
-    assert hc["level"] == "concurrency=2" and hc["repeat"]["requests"]["completed"] == 12
+    assert hc["level"] == "concurrency=2" and hc["repeat"]["requests"]["completed"] == 8  # a quarter of 12, at least 8
     assert hc["verdict"] in ("ok", "warn") and hc["first"] > 0 and hc["repeated"] > 0
     # its warning (when this loaded host moved the figure beyond the noise) is the one host-dependent line
     warned = [w for w in got["warnings"] if w.startswith("history check:")]

@@ -218,13 +218,15 @@ def register(app: typer.Typer) -> None:
                        + ": repeat a run (or `wattbench history import DIR` older ones) to see its spread")
             return
         for sp in rows:
-            typer.echo(f"{describe(sp.config)}  [{sp.config_key}]")
+            typer.echo(describe(sp.config))
+            name = "tok/s/kW" if sp.figure.startswith("output_tokens_per_s_per_kw") else "out tok/s"
             sd = f"sd {sp.rel_sd * 100:.1f}%" if sp.rel_sd is not None else "sd —"
+            typer.echo(f"  {sp.runs} runs · {name} mean {_fmt(sp.mean)}, {sd}, range {_fmt(sp.low)}–{_fmt(sp.high)}"
+                       f" ({(sp.high / sp.low - 1) * 100 if sp.low else 0:.1f}%)")
             fn = spread_noise(sp.rel_sd, sp.runs)
-            nxt = (f"; one more run within ±{fn.rel_half_width * 100:.1f}% (95%)" if fn
-                   else f"; {MIN_HISTORY_RUNS}+ runs give an interval")
-            typer.echo(f"  {sp.runs} runs  {sp.figure}: mean {_fmt(sp.mean)}, {sd}, range {_fmt(sp.low)}–"
-                       f"{_fmt(sp.high)} ({(sp.high / sp.low - 1) * 100 if sp.low else 0:.1f}%){nxt}")
+            typer.echo(f"  one more run within ±{fn.rel_half_width * 100:.1f}% of the mean (95%)" if fn
+                       else f"  {MIN_HISTORY_RUNS}+ runs give where one more run falls")
+            typer.echo(f"  key {sp.config_key}")
 
     @hist.command("import", help="Register run directories (searched recursively for result.json).")
     @handle_errors

@@ -163,12 +163,14 @@ class RepeatCheck:
     bound_pct: float  # the noise allowed, as a percentage of the first figure
 
 
-def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: float | None) -> RepeatCheck | None:
+def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: float | None,
+                 repeat_window_s: float | None = None) -> RepeatCheck | None:
     """Whether a repeat of a level differs from its first measurement by more than noise.
 
     With two or more first measurements (trials), the repeat's mean must lie in their prediction
-    interval (``prediction_noise``); with one, in the single-level bound of both
-    (``single_level_noise``, ``w = sqrt(2)·h``). None when either side has no figure."""
+    interval (``prediction_noise``); with one, in the single-level bounds of both windows
+    (``single_level_noise``, ``w = sqrt(h_first² + h_repeat²)``; ``repeat_window_s`` None: the
+    same window). None when either side has no figure."""
     f = [float(v) for v in first if v is not None and math.isfinite(float(v))]
     r = [float(v) for v in repeat if v is not None and math.isfinite(float(v))]
     if not f or not r:
@@ -182,7 +184,10 @@ def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: floa
         w, basis = pn.rel_half_width, pn.detail
     else:
         s = single_level_noise(window_s)
-        w, basis = math.sqrt(2.0) * s.rel_half_width, f"bound for {s.detail}"
+        r = single_level_noise(repeat_window_s if repeat_window_s else window_s)
+        w = math.sqrt(s.rel_half_width ** 2 + r.rel_half_width ** 2)
+        basis = (f"bound for {s.detail}" if r.rel_half_width == s.rel_half_width
+                 else f"bound for one {window_s or 0:.0f} s and one {repeat_window_s:.0f} s level")
     lo, hi = ratio * math.exp(-w), ratio * math.exp(w)
     return RepeatCheck(first=mf, repeat=mr, ratio=ratio, low=lo, high=hi, beyond_noise=not lo <= 1.0 <= hi,
                        basis=basis, bound_pct=(math.exp(w) - 1.0) * 100.0)

@@ -183,7 +183,7 @@ def state_line(result: Result) -> str | None:
     p = nz.priming
     if p is not None:
         at = short_label_text(p.label) if p.label else (f"r={p.value:g}/s" if p.mode == "rate" else f"c={p.value:g}")
-        dur = f" in {p.duration_s:.0f} s" if p.duration_s is not None else ""
+        dur = "" if p.duration_s is None else f" in {p.duration_s:.{0 if p.duration_s >= 10 else 1}f} s"
         parts.append(f"primed at {at}: {p.completed}/{p.requests} requests{dur}, not measured")
     h = nz.history_check
     if h is not None and h.verdict != "unknown" and h.ratio is not None:

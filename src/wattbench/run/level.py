@@ -137,11 +137,15 @@ class LevelRunner:
                                 "measured are kept" + (f" in {session.run_dir}" if session.run_dir else ""))
         return lv
 
-    def unrecorded(self, mode: str, value: float, index: int, label_suffix: str) -> LevelResult:
+    def unrecorded(self, mode: str, value: float, index: int, label_suffix: str, *,
+                   num_requests: int | None = None, duration_s: float | None = None) -> LevelResult:
         """One more measurement of a level, accounted like any other but recorded nowhere (the
-        history check keeps it in ``Result.noise``); its requests are fresh ones, not written."""
+        history check keeps it in ``Result.noise``); its requests are fresh ones, not written.
+        ``num_requests`` / ``duration_s`` size it (default: as the run's levels)."""
         spec = self._spec(mode, value, index, 0)
         spec.seed += 7919  # its own arrivals
+        if num_requests is not None or duration_s is not None:
+            spec.num_requests, spec.duration_s = num_requests, duration_s
         self.session.emit("level_start", index=-2, label=spec.label + label_suffix, total=spec.num_requests,
                           levels=None, trial=1, trials=1, duration_s=spec.duration_s)
         outcome = self._run_one(spec, self._requests(None, None), self._on_progress(-2))

@@ -198,7 +198,11 @@ def _history_check(cfg: RunConfig, result: Result, runner) -> None:
         v = first.load.target_concurrency if first.load.mode == "concurrency" else first.load.target_rate_rps
         if v is None:
             return
-        repeat = runner.unrecorded(first.load.mode, v, first.index, " history check")
+        from wattbench.run.prime import repeat_size
+
+        n, dur = repeat_size(cfg, first)
+        repeat = runner.unrecorded(first.load.mode, v, first.index, " history check", num_requests=n,
+                                   duration_s=dur)
         hc = judge(first, repeat)
     result.noise.history_check = hc
     if hc.verdict == "warn":

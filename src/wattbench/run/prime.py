@@ -19,8 +19,12 @@ duration. A trace workload is not primed (its load is the trace's own), said in 
 absence and in the run's warnings.
 
 **The history check** (on by default with two or more levels, ``--no-history-check`` to skip):
-after the last level, the run's first level is measured once more (fresh requests, the same size)
-and its headline figure (tokens/s per kW at the headline boundary, else output tokens/s) compared
+after the last level, the run's first level is measured once more (fresh requests, a quarter of
+its size: ``REPEAT_FRACTION`` of its measured requests, at least ``PRIME_MIN_REQUESTS`` but no more
+than it had, or of its ``--duration``, at least ``REPEAT_MIN_S``; the noise allowed follows each
+window's length: a history effect worth a warning — issue 24's was 16–34% — is many times the
+noise of a short level, and the README's first command stays near its time) and its
+headline figure (tokens/s per kW at the headline boundary, else output tokens/s) compared
 with the first measurement by ``metrics/noise.repeat_check``: a difference beyond noise is a
 ``warn`` on the run with both figures. With interleaved ``--trials`` the first level's own trials
 are the repeat: its first trial (right after priming) is checked against the others.
@@ -38,6 +42,16 @@ from wattbench.results.schema import HistoryCheck, LevelResult
 PRIME_MIN_REQUESTS = 8
 PRIME_ROUNDS = 2
 PRIME_RATE_S = 10.0
+REPEAT_FRACTION = 0.25  # the history check's repeat: a quarter of the first level
+REPEAT_MIN_S = 5.0
+
+
+def repeat_size(cfg: RunConfig, first: LevelResult) -> tuple[int | None, float | None]:
+    """``(num_requests, duration_s)`` of the history check's repeat of ``first`` (module docstring)."""
+    if cfg.duration_s is not None:
+        return None, max(REPEAT_MIN_S, REPEAT_FRACTION * cfg.duration_s)
+    done = first.requests.completed + first.requests.failed
+    return max(min(PRIME_MIN_REQUESTS, done), int(math.ceil(REPEAT_FRACTION * done))), None
 
 
 def priming_level(cfg: RunConfig, candidates: list[float] | None = None,
@@ -100,7 +114,7 @@ def judge(first: LevelResult, repeat: LevelResult | None) -> HistoryCheck:
         vals = _trial_values(first, figure) or [check_figure(first)[1]]
         _, rv = check_figure(repeat)
         rep = [rv] if rv is not None and check_figure(repeat)[0] == figure else []
-        chk = repeat_check(vals, rep, window)
+        chk = repeat_check(vals, rep, window, repeat.window.duration_s if repeat.window else None)
     else:
         vals = _trial_values(first, figure)
         chk = repeat_check(vals[1:], vals[:1], window) if len(vals) >= 2 else None

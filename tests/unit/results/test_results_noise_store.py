@@ -62,3 +62,24 @@ def test_the_history_keeps_the_spread_of_repeated_runs(tmp_path):
         assert [s.runs for s in store.noise_table(min_runs=2)] == [3]
         assert [s.runs for s in store.noise_table(min_runs=1)] == [3, 1]
         assert store.noise_table(min_runs=2, gpu="h100") == []
+
+
+def test_history_noise_prints_each_configuration_at_80_columns(tmp_path):
+    from typer.testing import CliRunner
+
+    from wattbench.cli.main import build_app
+
+    db = tmp_path / "h.db"
+    with HistoryStore(db) as store:
+        for i, tok_s in enumerate((1000.0, 1100.0, 1200.0)):
+            store.register(_run(f"r{i}", tok_s, created=f"2026-11-29T12:0{i}:00Z"), tmp_path / f"r{i}")
+    out = CliRunner().invoke(build_app(), ["history", "noise", "--db", str(db)], env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[0] == "NVIDIA H200 · vllm 0.11.0 · Qwen/Qwen2.5-0.5B-Instruct · c=8 @ accelerator"
+    # per kW 1428.6 / 1571.4 / 1714.3: sd 9.1%, range 20.0%; t(0.975, 2) x 9.09% = 39.1%
+    assert lines[1] == "  3 runs · tok/s/kW mean 1,571, sd 9.1%, range 1,429–1,714 (20.0%)"
+    assert lines[2] == "  one more run within ±39.1% of the mean (95%)"
+    assert all(len(x) <= 80 for x in lines)
+    empty = CliRunner().invoke(build_app(), ["history", "noise", "--db", str(db), "--min-runs", "4"])
+    assert empty.exit_code == 0 and "no configuration measured by 4+ complete runs" in empty.output

@@ -147,8 +147,8 @@ class FakeRunner:
             levels[pos] = lv
         return lv
 
-    def unrecorded(self, mode, value, index, suffix):
-        self.calls.append(("repeat", value, index))
+    def unrecorded(self, mode, value, index, suffix, num_requests=None, duration_s=None):
+        self.calls.append(("repeat", value, index, num_requests, duration_s))
         return make_level(index=index, mode=mode, value=value, output_tokens_per_s=self.eff(value))
 
 
@@ -199,7 +199,8 @@ def test_the_history_check_measures_the_first_level_again_after_a_ladder():
         result.levels.append(lv)
         return lv
     plan.run_plan(cfg, result, measure, [], runner=r)
-    assert ("repeat", 1, 0) in r.calls
+    # a quarter of the first level's requests (make_level completed 60 s x 500 tok/s / 128 = 234)
+    assert ("repeat", 1, 0, 59, None) in r.calls
     hc = result.noise.history_check
     assert hc.level == "concurrency=1" and hc.verdict == "warn"  # the fake repeat runs at 100 tok/s, not 500
     assert hc.text in result.warnings

@@ -139,3 +139,30 @@ def test_space_grammar(tmp_path):
     assert not (tmp_path / "tune").exists()  # nothing written before the input is validated
     with pytest.raises(UserError, match="invalid SLO"):
         tune(TuneConfig(base=RunConfig(engine="vllm", slo="ttft_p99=3"), axes=["a=1"]), evaluate=ScriptedEngine())
+
+
+def test_the_recommendation_quotes_its_margins_with_intervals_and_the_top_of_its_ladder(tmp_path):
+    class TopOfLadder(ScriptedEngine):
+        def __call__(self, trial, *a):
+            trial = super().__call__(trial, *a)
+            if trial.status == "done":
+                trial.figures.update(top_of_ladder=trial.config.get("max-num-seqs") == 128, ladder=[4, 16, 32],
+                                     window_s=20.0)
+            return trial
+
+    t = tune(_cfg(tmp_path, axes=["max-num-seqs=64,128"], max_repeats=0), evaluate=TopOfLadder())
+    rec = t.recommended
+    assert rec["config"] == {"max-num-seqs": 128}
+    # 128 (batched tokens default 2048): 3000·e^-1 = 1103.6; 64 and the defaults (256): 3000·e^-1.5
+    # = 669.4 each, so the runner-up is the defaults (the lower index of equal scores);
+    # single 20 s levels: w = sqrt(2) x 2.527% = 0.035736
+    ru = rec["margin_over_runner_up"]
+    assert ru["trial"] == 0 and ru["ratio"] == pytest.approx(math.exp(0.5)) and ru["within_noise"] is False
+    assert ru["low"] == pytest.approx(math.exp(0.5) * math.exp(-0.035736), rel=1e-4)
+    d = rec["margin_over_defaults"]
+    assert d["trial"] == 0 and d["ratio"] == pytest.approx(math.exp(0.5)) and d["within_noise"] is False
+    assert any("top of the ladder it searched" in w and "concurrency 32" in w for w in t.warnings)
+    from wattbench.report.tune import margin_lines
+    lines = margin_lines(rec)
+    assert lines[0].startswith("over the runner-up (trial 0): 1.65× (interval 1.59–1.71×")
+    assert lines[1].startswith("over the defaults (trial 0): 1.65×")

@@ -1,0 +1,83 @@
+"""``--restart-engine``: a fresh engine (and a fresh priming) before every trial round, so the trials'
+CI contains start-to-start noise (issue 24). The launcher is the seam: each "start" is a new
+scripted streaming server process with its own per-start speed (``--speed-noise``, one factor for
+the process's life), so the run's trials must differ by the starts' factors, every trial must hit
+the server started for it, and every server must be stopped by the run."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.stream_server_proc import start_script, stop_process, SERVER
+from wattbench.config import RunConfig
+from wattbench.results.schema import ServerInfo
+
+pytestmark = pytest.mark.slow
+
+
+class FakeHandle:
+    """What ``engines.launch`` returns, over a scripted server process."""
+
+    def __init__(self, seed: int):
+        self.proc, root = start_script(SERVER, "--ttft-ms", "10", "--itl-ms", "10", "--speed-noise", "0.3",
+                                       "--noise-seed", str(seed))
+        self.base_url = root + "/v1"
+        self.pid = self.proc.pid
+        self.model = "fake-model"
+        self.start_duration_s = 0.1
+        self.server_info = ServerInfo(base_url=self.base_url, engine="transformers", launched=True)
+
+        class Plan:
+            @staticmethod
+            def tokenizer_source():
+                return None
+        self.plan = Plan()
+        self.stopped = False
+
+    def stop(self, grace_s: float = 15.0):
+        if not self.stopped:
+            stop_process(self.proc)
+            self.stopped = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def test_every_round_runs_on_a_fresh_primed_engine(tmp_path, monkeypatch):
+    from wattbench.run import run_benchmark
+    from wattbench.run import targets as run_targets
+
+    handles: list[FakeHandle] = []
+
+    def launch(**kw):
+        h = FakeHandle(seed=len(handles) + 1)
+        handles.append(h)
+        return h
+
+    monkeypatch.setattr(run_targets, "launch", launch)
+    cfg = RunConfig(concurrency=[2], num_requests=8, trials=3, restart_engine=True, input_tokens="8",
+                    output_tokens="8", sensors=["const:node=300"], idle_s=0, register_run=False, html=False,
+                    out=str(tmp_path / "run"))
+    res = run_benchmark(cfg)
+    assert len(handles) == 3 and all(h.stopped for h in handles)  # one start per round, each stopped
+    starts = res.noise.engine_starts
+    assert [s.index for s in starts] == [0, 1, 2] and [s.before_trial for s in starts] == [None, 1, 2]
+    assert [s.pid for s in starts] == [h.pid for h in handles]
+    assert res.noise.priming is not None and len(res.noise.repriming) == 2  # each fresh engine primed
+    lv = res.levels[0]
+    vals = lv.trials.figures["output_tokens_per_s_per_kw@node"].values
+    assert len(vals) == 3 and max(vals) / min(vals) > 1.05  # the starts' speeds differ (sd 30%)
+    f = lv.trials.figures["output_tokens_per_s_per_kw@node"]
+    assert f.ci_low < min(vals) <= max(vals) < f.ci_high  # the CI spans the start-to-start spread
+
+
+def test_restart_engine_is_refused_for_a_target_in_one_line():
+    with pytest.raises(Exception) as ei:
+        RunConfig(target="http://127.0.0.1:9", trials=3, restart_engine=True)
+    assert "--restart-engine restarts an engine wattbench starts" in str(ei.value)
+    with pytest.raises(Exception) as ei:
+        RunConfig(trials=1, restart_engine=True)
+    assert "give --trials N (N >= 2)" in str(ei.value)
