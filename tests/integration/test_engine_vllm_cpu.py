@@ -110,3 +110,44 @@ def test_wattbench_run_token_counts_equal_vllm_counters(vllm_server, tmp_path):
         # the running gauge is sampled every 0.5 s: a short level may finish between two scrapes
         # (it read 0.0 in CI), so only its bounds are asserted; the bracketing counters above are exact
         assert sm["available"] and 0 <= sm["max_running_requests"] <= lv.load.target_concurrency
+
+
+def test_measure_vllm_bench_serve_against_the_engine(vllm_server, tmp_path, monkeypatch):
+    """``wattbench measure -- vllm bench serve`` against vLLM itself (issue 27). Over the whole command
+    (the scrape before it started to the one after it ended) vLLM's own generation counter grew by
+    exactly the tokens of the tool's requests (``--ignore-eos``: each of the dataset's length; no
+    initial test request, ``--ready-check-timeout-sec 0``, vLLM 0.32's default); over the level's window the tool's records and the counter agree within
+    the counter's steps between the scrapes around the window's edges; the tool's stamps are used as
+    they are (CLOCK_MONOTONIC)."""
+    from wattbench.config import RunConfig
+    from wattbench.run.measure import MeasureConfig, measure
+    from wattbench.server.metrics import ServerTimeline
+
+    h = vllm_server
+    n, out_tokens = 48, 32
+    cmd = [str(Path(vllm_python()).with_name("vllm")), "bench", "serve", "--backend", "openai",
+           "--base-url", h.base_url.removesuffix("/v1"), "--endpoint", "/v1/completions", "--model", h.model,
+           "--tokenizer", str(h.plan.tokenizer_source()), "--dataset-name", "random", "--random-input-len", "32",
+           "--random-output-len", str(out_tokens), "--num-prompts", str(n), "--max-concurrency", "8",
+           "--request-rate", "inf", "--ignore-eos", "--save-result", "--save-detailed", "--result-dir", "vb",
+           "--disable-tqdm", "--ready-check-timeout-sec", "0"]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "m"
+    cfg = RunConfig(sensors=["const:node=100"], idle_s=0, register_run=False, html=False, out=str(out))
+    res = measure(MeasureConfig(command=cmd, run=cfg, cwd=str(tmp_path)))
+    m = res.measure
+    assert m.tool == "vllm-bench-serve" and m.clock.source_clock == "monotonic"
+    (lv,) = res.levels
+    tl = lv.tool
+    assert lv.requests.completed == n and tl.tool_output_tokens == pytest.approx(n * out_tokens)
+    timeline = ServerTimeline.from_jsonl(out / "server_timeline.jsonl")
+    ts, vs = timeline._points("generation_tokens", monotone=True)
+    before = max(v for t, v in zip(ts, vs) if t <= m.started_ns)
+    after = min(v for t, v in zip(ts, vs) if t >= m.ended_ns)
+    assert after - before == n * out_tokens
+    assert tl.server_output_tokens is not None and tl.server_output_tokens_error is not None
+    assert abs(tl.server_output_tokens - tl.tool_output_tokens) <= tl.server_output_tokens_error + 1e-6, tl
+    assert lv.energy["node"].energy_j == pytest.approx(100 * lv.window.duration_s, rel=1e-6)
+    print(f"\nmeasure around vllm bench serve on vLLM CPU: {tl.tool_output_tokens:.0f} tokens from the tool, "
+          f"{tl.server_output_tokens:.1f} ± {tl.server_output_tokens_error:.1f} from vLLM's counter over the "
+          f"window ({lv.window.duration_s:.2f} s); {after - before:.0f} over the whole command")
