@@ -165,6 +165,7 @@ def test_vllm_bench_serve(tmp_path, tokenizer, monkeypatch):
         run_res, run_em = _with_truth(base, stats, lambda: _run_same_load(base, tmp_path / "r", res))
     assert res.measure.tool == "vllm-bench-serve" and res.measure.clock.source_clock == "monotonic"
     assert res.measure.clock.uncertainty_ns == 0
+    assert res.measure.tool_version.startswith("0.32")  # asked of the venv: the file does not say
     _check(res, em, run_res, run_em, tmp_path / "m", {k: v for k, v in log.items()})
 
 

@@ -66,6 +66,7 @@ from wattbench.results.tools import (
     check_tool_args,
     detect_tool,
     find_result_files,
+    installed_version,
     read_tool,
     tool_target_url,
 )
@@ -319,7 +320,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _tool_levels(session: RunSession, run: ToolRun, info: MeasureInfo, end_anchor: ClockAnchor) -> None:
     """One level per benchmark the tool ran, accounted as ``run`` accounts its own."""
-    info.tool_version = run.version
+    info.tool_version = run.version or installed_version(run.tool, info.command)
     info.result_files = list(run.files)
     info.not_read = list(run.not_read)
     info.notes += run.notes

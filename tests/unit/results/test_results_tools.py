@@ -185,3 +185,20 @@ def test_guidellm_strategies(tmp_path, strategy, want):
     p.write_text(json.dumps(d))
     (lv,) = read_tool("guidellm", [p]).levels
     assert (lv.mode, lv.value, lv.max_in_flight) == want
+
+
+def test_installed_version_of_a_console_script(tmp_path):
+    import sys
+
+    from wattbench.results.tools import installed_version
+
+    script = tmp_path / "aiperf"
+    script.write_text(f"#!{sys.executable}\nprint('hi')\n")
+    script.chmod(0o755)
+    assert installed_version("aiperf", [str(script)]) is None  # this Python has no aiperf installed
+    assert installed_version("command", [str(script)]) is None
+    (tmp_path / "bin").mkdir()
+    elf = tmp_path / "bin" / "vllm"
+    elf.write_bytes(b"\x7fELF\x02\x01")
+    elf.chmod(0o755)
+    assert installed_version("vllm-bench-serve", [str(elf)]) is None

@@ -22,7 +22,7 @@ from wattbench.errors import UserError
 from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun
 
 __all__ = ["TOOLS", "ToolRun", "ToolLevelData", "ToolRequest", "detect_tool", "tool_target_url", "check_tool_args",
-           "find_result_files", "read_tool"]
+           "find_result_files", "read_tool", "installed_version"]
 
 TOOLS = ("vllm-bench-serve", "aiperf", "guidellm", "command")
 MAX_SEARCH_DEPTH = 4  # folders below the artifact/output folder searched for the tool's file
@@ -175,3 +175,31 @@ def read_tool(tool: str, paths: list[Path]) -> ToolRun:
     else:
         raise UserError(f"--tool {tool}: wattbench reads vllm-bench-serve, aiperf and guidellm result files")
     return mod.read(paths)
+
+
+_DISTS = {"vllm-bench-serve": "vllm", "aiperf": "aiperf", "guidellm": "guidellm"}
+
+
+def installed_version(tool: str, argv: list[str]) -> str | None:
+    """The tool's version where its file does not say (``vllm bench serve``): asked of the Python
+    its console script runs with (the script's ``#!`` line), through ``importlib.metadata`` — no
+    import of the tool itself. ``None`` when that cannot be told (not a Python console script)."""
+    import shutil
+    import subprocess
+
+    dist = _DISTS.get(tool)
+    exe = shutil.which(argv[0]) if argv else None
+    if not dist or not exe:
+        return None
+    try:
+        with open(exe, "rb") as f:
+            first = f.readline(4096).decode(errors="replace").strip()
+        if not first.startswith("#!") or "python" not in first:
+            return None
+        py = first[2:].strip().split()[0]
+        out = subprocess.run([py, "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
+                             capture_output=True, text=True, timeout=60)
+        v = out.stdout.strip()
+        return v if out.returncode == 0 and v and len(v) < 64 else None
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
