@@ -5,9 +5,9 @@
 #   bash benches/gpu/h200_session4.sh a    (~8 min)
 #     1. the README's first command, unchanged, with the independent NVML counter (h200_default.sh):
 #        every level's efficiency verdict must read valid, energy within the independent read;
-#     2. the mechanism of the history dependence (docs/validation.md part 11), on ONE fresh engine
-#        with the server-side probes (serve_probe.py: graph captures, prefix-cache hits, allocator),
-#        no priming, 64 streams three times:
+#     2. the mechanism of the history dependence (docs/validation.md part 11), on ONE fresh engine,
+#        no priming, 64 streams three times (without serve_probe.py: part b showed the probe, a
+#        thread in the CPU-bound server process, cut c=64 throughput by ~25%):
 #          x1 --prompt-salt ''   prompts P (the old behaviour: a run's prompts depend only on --seed)
 #          x2 --prompt-salt ''   the same prompts P again
 #          x3 (default salt)     new prompts
@@ -28,7 +28,7 @@ REPO=$PWD
 T0=$(date +%s)
 if [ "$PART" = a ]; then
   mkdir -p "$OUT/default"
-  OUT="$OUT/default" timeout 260 bash benches/gpu/h200_default.sh; echo "default rc=$?"
+  OUT="$OUT/default" timeout 250 bash benches/gpu/h200_default.sh; echo "default rc=$?"
 fi
 export PYTHONPATH=/tmp/site:$REPO/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
 mkdir -p /tmp/hfcache
@@ -40,7 +40,7 @@ COMMON="--duration 6 --warmup 2s --input-tokens 256 --output-tokens 128 --idle 2
 left() { echo $(( 570 - ($(date +%s) - T0) )); }
 D=/tmp/session4_$PART
 if [ "$PART" = a ]; then
-  timeout $(left) python3 benches/gpu/history_runs.py --out $D --model llama-1b --device cuda --common "$COMMON" \
+  timeout $(left) python3 benches/gpu/history_runs.py --out $D --model llama-1b --device cuda --common "$COMMON" --no-probe \
     --run x1="-c 64 --no-prime --no-history-check --prompt-salt ''" \
     --run x2="-c 64 --no-prime --no-history-check --prompt-salt ''" \
     --run x3="-c 64 --no-prime --no-history-check" \
