@@ -159,16 +159,15 @@ def _build_workload(cfg: RunConfig, targets: Targets):
 def _start_result(session: RunSession, run_dir, targets: Targets, workload, problems: list[str],
                   no_tokenizer_why: str | None = None) -> Result:
     """The run directory and the result skeleton, written once before the load."""
-    result = start_result(session, run_dir, targets.server, problems,
-                          extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
-                          workload=workload.describe(), prompt_length_source=workload.token_source)
+    warnings = []
     if workload.token_source == "approx":
-        result.warnings.append(
+        warnings.append(
             "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
             "token counts still come from the server's usage"
             + (f" (the server's /tokenize was not used: {no_tokenizer_why})" if no_tokenizer_why else ""))
-        rundir.write_result(run_dir, result)
-    return result
+    return start_result(session, run_dir, targets.server, problems,
+                        extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
+                        workload=workload.describe(), prompt_length_source=workload.token_source, warnings=warnings)
 
 
 def start_result(session: RunSession, run_dir, server, problems: list[str], *, extra: dict | None = None,
