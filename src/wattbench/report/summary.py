@@ -49,30 +49,184 @@ def short_label(level: LevelResult) -> str:
     return f"{base} {rest}" if rest else base
 
 
+def levels_text(result: Result, indices) -> str:
+    """Levels named compactly in the order given: ``c=1,2,32``, ``r=2,4/s``; other labels (a
+    suffix such as ``prefill-heavy``, a trace) as their short labels, joined by commas."""
+    by_index = {lv.index: lv for lv in result.levels}
+    lvs = [by_index[i] for i in indices if i in by_index]
+    if not lvs:
+        return ""
+    plain_c, plain_r, other = [], [], []
+    for lv in lvs:
+        label, ld = short_label(lv), lv.load
+        if ld.mode == "concurrency" and label == load_label("concurrency", ld.target_concurrency):
+            plain_c.append(f"{ld.target_concurrency:g}")
+        elif ld.mode == "rate" and ld.target_rate_rps is not None and not ld.max_in_flight \
+                and label == load_label("rate", ld.target_rate_rps):
+            plain_r.append("inf" if ld.target_rate_rps == float("inf") else f"{ld.target_rate_rps:g}")
+        else:
+            other.append(label)
+    parts = []
+    if plain_c:
+        parts.append("c=" + ",".join(plain_c))
+    if plain_r:
+        parts.append("r=" + ",".join(plain_r) + ("" if plain_r == ["inf"] else "/s"))
+    return ", ".join(parts + other)
+
+
+def _pct_text(x: float, signed: bool) -> str:
+    a = abs(x)
+    num = f"{a:.0f}" if a >= 10 else f"{a:.1f}" if a >= 0.1 else f"{a:.2f}"
+    return (("+" if x >= 0 else "−") if signed else "") + num + "%"
+
+
+def effect_text(effects, signed: bool) -> str:
+    """``+56%``, ``+52–56%`` (a range over the levels), ``0.8%`` (a magnitude)."""
+    xs = sorted(effects)
+    if not xs:
+        return ""
+    lo, hi = _pct_text(xs[0], signed), _pct_text(xs[-1], signed)
+    if lo == hi:
+        return lo
+    return f"{lo}–{hi.lstrip('+')}" if signed and xs[0] >= 0 else f"{lo} to {hi}" if signed else f"{lo}–{hi}"
+
+
+def group_text(result: Result, g) -> str:
+    """One group of findings as a line: ``c=1,2,32: prompt lengths +56% (no tokenizer)``. The
+    effect goes where the summary says ``{effect}`` (signed), else after it (a magnitude)."""
+    summary = g.summary
+    signed = "{effect}" in summary
+    eff = effect_text(g.effects, signed or any(x < 0 for x in g.effects))
+    if signed:
+        body = summary.replace("{effect}", eff).replace("  ", " ").strip()
+    else:
+        body = f"{summary} {eff}".strip() if eff else summary
+    where = levels_text(result, g.levels)
+    return f"{where}: {body}" if where else body
+
+
+@dataclass(frozen=True)
+class NoteLine:
+    severity: str  # note | warn | invalid
+    text: str
+
+
+def note_lines(result: Result) -> list[NoteLine]:
+    """Every note of the run once, in reading order: the run's own findings, the warnings and sensor
+    problems the run recorded, then one line per distinct level finding with its levels in numeric
+    order (``accounting.findings.group_findings``, the one grouping), the worst first."""
+    from wattbench.accounting.findings import group_findings
+
+    groups = group_findings(result)
+    run_groups = [g for g in groups if not g.levels]
+    level_groups = [g for g in groups if g.levels]
+    out = [NoteLine(g.severity, group_text(result, g)) for g in run_groups]
+    for w in result.warnings:
+        out.append(NoteLine("warn", w))
+    missing = sorted({F.energy_unavailable_reason(lv) for lv in result.levels if not lv.energy})
+    if result.validity.energy != "unavailable":
+        for reason in missing:
+            where = levels_text(result, [lv.index for lv in result.levels if not lv.energy
+                                         and F.energy_unavailable_reason(lv) == reason])
+            out.append(NoteLine("warn", f"{where}: energy unavailable: {reason}"))
+    for p in result.sensor_problems:
+        out.append(NoteLine("note", p))
+    out += [NoteLine(g.severity, group_text(result, g)) for g in level_groups]
+    seen: set[str] = set()
+    uniq = []
+    for n in out:
+        if n.text not in seen:
+            seen.add(n.text)
+            uniq.append(n)
+    return uniq
+
+
 def run_notes(result: Result) -> list[str]:
-    """The run's verdict reasons, warnings and sensor problems, then each level's own reasons, each
-    text said once: a level reason already inside a run-level line (``c=1: warn: …``) is not repeated,
-    and an energy-unavailable reason shared by every level is one line."""
-    seen: list[str] = []
+    """Every note of the run once (``note_lines``) as plain lines."""
+    return [n.text for n in note_lines(result)]
 
-    def add(text: str) -> None:
-        t = text.strip()
-        if t and not any(t == s or t in s for s in seen):
-            seen.append(t)
 
-    for reason in [*result.validity.reasons, *result.warnings]:
-        add(reason)
-    reasons = {F.energy_unavailable_reason(lv) for lv in result.levels if not lv.energy}
-    for reason in sorted(reasons):
-        if not any(reason in s for s in seen):
-            add(f"energy unavailable: {reason}")
-    for reason in result.sensor_problems:
-        add(reason)
-    for lv in result.levels:
-        for reason in lv.validity.reasons:
-            if not any(reason in s for s in seen):
-                add(f"{short_label(lv)}: {reason}")
-    return seen
+MAX_NOTE_LINES = 8
+
+
+def shown_notes(result: Result, width: int | None = None, limit: int = MAX_NOTE_LINES) -> tuple[list[NoteLine], int]:
+    """The notes a summary shows: at most ``limit`` lines, each cut to ``width`` columns (with …),
+    the worst first; and how many were left out (``wattbench report --notes`` lists them all)."""
+    lines = note_lines(result)
+    rank = {"invalid": 0, "warn": 1, "note": 2}
+    order = sorted(range(len(lines)), key=lambda i: (rank.get(lines[i].severity, 1), i))
+    keep = sorted(order[:limit] if len(lines) <= limit else order[:limit - 1])
+    out = []
+    for i in keep:
+        t = NOTE_MARK.get(lines[i].severity, "- ") + lines[i].text
+        if width and len(t) > width:
+            t = t[:width - 1] + "…"
+        out.append(NoteLine(lines[i].severity, t))
+    return out, len(lines) - len(keep)
+
+
+NOTE_MARK = {"invalid": "✗ ", "warn": "! ", "note": "- "}
+
+
+def more_notes_line(n: int) -> str:
+    return f"  … {n} more note{'s' if n != 1 else ''}: wattbench report --notes RUN_DIR"
+
+
+def verdict_text(result: Result) -> str:
+    """``valid (efficiency) · latency warn at c=32``: the run's headline verdict — the efficiency
+    figures' — first, then the latency figures'; each names its levels when only some of them are
+    not valid."""
+    v = result.validity
+    from wattbench.accounting.findings import level_order
+
+    order = {lv.index: level_order(lv) for lv in result.levels}
+
+    def text(run_verdict: str, per_level) -> str:
+        """``valid``; or, when the levels differ, ``invalid at c=16; warn at c=4`` (worst first)."""
+        got = {lv.index: per_level(lv) or "valid" for lv in result.levels}
+        if len(set(got.values())) <= 1:
+            return run_verdict
+        parts = []
+        for verdict in ("invalid", "warn"):
+            idx = sorted((i for i, x in got.items() if x == verdict), key=order.get)
+            if idx:
+                parts.append(f"{verdict} at {levels_text(result, idx)}")
+        return "; ".join(parts) if parts else run_verdict
+
+    out = f"{text(v.verdict, lambda lv: lv.validity.verdict)} (efficiency)"
+    if v.latency is not None:
+        out += f" · latency {text(v.latency, lambda lv: lv.validity.latency)}"
+    if v.energy == "unavailable":
+        out += " · energy unavailable"
+    return out
+
+
+def notes_full_lines(result: Result) -> list[str]:
+    """Every finding in full (``wattbench report --notes``): per distinct finding its severity,
+    levels, the figures it biases, its estimated effect and basis, then each level's own text."""
+    from wattbench.accounting.findings import group_findings
+
+    out = [f"{result.run_id}: {verdict_text(result)}"]
+    for g in group_findings(result):
+        head = f"[{g.severity}] {group_text(result, g)}"
+        out.append(head)
+        meta = []
+        if g.figures:
+            meta.append("biases " + ", ".join(g.figures))
+        if g.findings and g.findings[0].bound_pct is not None:
+            meta.append(f"material from {g.findings[0].bound_pct:g}%")
+        if meta:
+            out.append("    " + "; ".join(meta))
+        for f in g.findings:
+            where = levels_text(result, f.levels)
+            out.append(f"    {where + ': ' if where else ''}{f.text}")
+            if f.basis:
+                out.append(f"      basis: {f.basis}")
+    for w in result.warnings:
+        out.append(f"[warn] {w}")
+    for p in result.sensor_problems:
+        out.append(f"[note] {p}")
+    return out
 
 
 # ---------------------------------------------------------------- SLO and goodput
@@ -148,9 +302,47 @@ def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
     return per_kw.get("output_tokens_per_s_per_kw"), gp.get("output_tokens_per_s")
 
 
+def answer_level(result: Result) -> tuple[LevelResult, str] | None:
+    """The level the run's answer quotes, and why: ``--optimize``'s choice; else the best level
+    under the SLO; else, of several levels, the one with the most output tokens per kW at its
+    headline boundary among those not ``invalid``; a one-level run's level. None without one."""
+    lvs = result.levels
+    if not lvs:
+        return None
+    opt = result.optimize
+    if opt is not None and opt.best_value is not None:
+        hit = next((lv for lv in lvs if F.level_target_value(lv) == opt.best_value), None)
+        if hit is not None:
+            return hit, "chosen by --optimize"
+    best = best_under_slo(result)
+    if best is not None:
+        return (best[0], "best under the SLO") if best[0] is not None else None
+    if len(lvs) == 1:
+        return lvs[0], "the run's level"
+    ok = [lv for lv in lvs if lv.validity.verdict != "invalid"]
+
+    def per_kw(lv: LevelResult) -> float:
+        hb = F.headline_boundary(lv)
+        x = hb[1].output_tokens_per_s_per_kw if hb else None
+        return x if x is not None else -1.0
+
+    if not ok or all(per_kw(lv) < 0 for lv in ok):
+        return None
+    top = max(ok, key=per_kw)
+    hb = F.headline_boundary(top)
+    return top, f"the most output tokens per kW ({hb[0] if hb else 'no boundary'}) of {len(lvs)} levels"
+
+
 def answer_lines(result: Result) -> list[str]:
-    """What the run answers, first: what a search chose (and why), the best level under the SLO."""
-    out = search_lines(result)
+    """What the run answers, first: the level it quotes with its headline figures and why, what a
+    search chose (and why), the best level under the SLO."""
+    out = []
+    pick = answer_level(result)
+    if pick is not None:
+        lv, why = pick
+        out.append(f"answer: {short_label(lv)} — {F.headline(lv)}" + (
+            f" ({why})" if why.startswith("the most") else ""))
+    out += search_lines(result)
     chose = result.optimize is not None and result.optimize.best_value is not None
     best = best_under_slo(result)
     if best is not None and not chose:  # --optimize's line already names the best level

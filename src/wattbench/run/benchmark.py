@@ -133,10 +133,8 @@ def _start_result(session: RunSession, run_dir, targets: Targets, workload, prob
     )
     if session.carbon is not None:
         result.carbon = CarbonIntensity(**session.carbon.describe(), unit="gCO2e/kWh", pue=cfg.pue)
-    if workload.token_source == "approx":
-        result.warnings.append(
-            "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
-            "token counts still come from the server's usage")
+    # approximate prompt lengths (no tokenizer) are judged per level against the server's count
+    # (accounting.level_findings.input_length_finding): said once, with the measured difference
     if sampler is None:  # said once, in the run's verdict (accounting.level_findings.run_validity)
         session.energy_unavailable_reason = (
             "--no-sensors was given" if cfg.no_sensors

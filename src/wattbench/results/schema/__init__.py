@@ -52,7 +52,11 @@ from wattbench.results.schema.level import (
 )
 from wattbench.results.schema.measures import (
     BoundaryEnergy,
+    EFFICIENCY_FIGURES,
+    LATENCY_FIGURES,
     EnergyShare,
+    Figure,
+    Finding,
     Latency,
     LoadStats,
     RequestAttribution,
@@ -78,7 +82,7 @@ from wattbench.results.schema.run import (
 from wattbench.results.schema.upgrade import upgrade_v1
 
 __all__ = [
-    "SCHEMA_VERSION", "BoundaryEnergy", "CarbonIntensity", "ClockInfo", "EnergyShare", "Environment", "GPUInfo",
+    "SCHEMA_VERSION", "BoundaryEnergy", "EFFICIENCY_FIGURES", "Figure", "Finding", "LATENCY_FIGURES", "CarbonIntensity", "ClockInfo", "EnergyShare", "Environment", "GPUInfo",
     "Latency", "LevelResult", "LevelTiming", "LoadStats", "NodeInfo", "Num", "Oversaturation", "Pareto",
     "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",
     "Requests", "Result", "SearchOutcome", "ServerInfo", "Stats", "TargetStats", "Throughput", "TokenCount",
