@@ -33,8 +33,9 @@ def test_default_ladder_level_is_valid_and_a_short_level_is_warn(tmp_path):
     e2e_prev_s = res.levels[0].latency.e2e_ms.p50 / 1e3
     from wattbench.accounting.steady import default_num_requests
 
-    periods = [e.update_period_s for e in res.levels[0].energy.values() if e.update_period_s]
-    expect = default_num_requests("concurrency", 32, e2e_prev_s, max(periods) if periods else None)
+    from wattbench.accounting.steady import steady_energy_periods
+
+    expect = default_num_requests("concurrency", 32, e2e_prev_s, steady_energy_periods(res.levels[0].energy.values()))
     assert expect >= 32 * 5  # at least 5 rounds once an E2E is known
     assert lv.requests.completed == expect
     e2e_s = lv.latency.e2e_ms.p50 / 1e3

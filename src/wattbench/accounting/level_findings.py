@@ -109,7 +109,7 @@ def in_flight_finding(level: LevelResult) -> Finding | None:
     return rule("in_flight", "warn", f"concurrency asked {asked}, achieved {got:.1f} in flight on average "
                                      f"({got / asked:.0%}; think times, sessions or a short level): the figures "
                                      f"describe a load of about {got:.1f}", ("load",),
-                effect_pct=100.0 * (got - asked) / asked, summary="in flight {effect} from the label")
+                effect_pct=100.0 * (got - asked) / asked, summary="in flight {effect:+} from the label")
 
 
 def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_source: str | None) -> Finding | None:
@@ -134,7 +134,7 @@ def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_so
         text += "; give --tokenizer PATH (or a server with /tokenize) for exact lengths"
     return rule("prompt_lengths", "warn" if abs(diff) > INPUT_LENGTH_WARN_PCT else "note", text,
                 ("prompt_lengths",), effect_pct=diff, basis="the server's usage.prompt_tokens against the asked length",
-                summary="prompt lengths {effect} (no tokenizer)")
+                summary="prompt lengths {effect:+} (no tokenizer)")
 
 
 def level_findings(level: LevelResult, records: Iterable[RequestRecord] | RecordSet, *,

@@ -44,7 +44,7 @@ process itself scatters for that many requests means the load was not the one as
 15-request Poisson level at 4/s drawing 2.8/s is the draw, not the client).
 Client timing is judged by its effect (docs/accounting.md §9): the event loop's lag p99 is how
 late a stamp can be, against the TTFT p50 and the ITL p99 it stamps (latency bound
-``findings.LATENCY_MATERIAL_PCT``) and against the window it bounds (efficiency: both edges, always
+``findings.LATENCY_MATERIAL_PCT``) and against the window it bounds (efficiency: the duration is off by at most one lag, always
 far below ``findings.EFFICIENCY_MATERIAL_PCT`` for windows of seconds). TPOT telescopes (a
 request's mean gap: the lag enters once over all its tokens) and is not judged.
 The steady-state rules (:func:`steady_findings`; minimum in ``accounting.steady.min_steady_s``):
@@ -176,7 +176,7 @@ def load_findings(load: LoadStats | None, token_source: str | None = None, n_req
         if why_rate:
             diff = 100.0 * (load.achieved_rate_rps - load.target_rate_rps) / load.target_rate_rps
             out.append(rule("rate", "warn", why_rate, ("load",), effect_pct=diff,
-                            summary="achieved rate off the target {effect}"))
+                            summary="achieved rate off the target {effect:+}"))
     if token_source is not None and token_source not in GOOD_TOKEN_SOURCES:
         out.append(rule("token_source", "warn", f"token counts are {token_source}, not from the server's usage or "
                                                 "tokenizer", ("throughput", "efficiency"),
@@ -206,11 +206,11 @@ def client_findings(load: LoadStats, latency: Latency | None = None, window_s: f
         effect = max(against)[0] if against else None
         if p99 > SAT_LOOP_LAG_MS or (effect is not None and effect >= LATENCY_MATERIAL_PCT):
             parts = [f"{pct:.2g}% of {name} {x:.3g} ms" for pct, name, x in against]
-            edges = _pct(2 * p99 / 1e3, window_s)
+            edges = _pct(p99 / 1e3, window_s)  # the later of the two edges bounds the duration error
             basis = (f"a stamp is late by up to the event loop's lag (p99 {p99:.3g} ms): "
                      + (", ".join(parts) if parts else "no latency to judge it against"))
             if edges is not None:
-                basis += (f"; the window's two edges {edges:.2g}% of its {window_s:.3g} s (efficiency, "
+                basis += (f"; the window's edges {edges:.2g}% of its {window_s:.3g} s (efficiency, "
                           f"throughput: {'material' if edges >= EFFICIENCY_MATERIAL_PCT else 'immaterial'})")
             edges_material = edges is not None and edges >= EFFICIENCY_MATERIAL_PCT
             figures = CLIENT_LATENCY + (("efficiency", "throughput") if edges_material else ())
@@ -220,12 +220,12 @@ def client_findings(load: LoadStats, latency: Latency | None = None, window_s: f
             if edges_material:  # a window of a fraction of a second: the efficiency figures too
                 out.append(rule("loop_lag", "warn", text + f"; the window's edges {edges:.2g}% of the window",
                                 figures, effect_pct=max(effect or 0.0, edges), basis=basis,
-                                summary="client event-loop lag: latency stamps {effect}"))
+                                summary="client event-loop lag: latency stamps late by up to {effect}"))
             else:
                 if effect is not None and effect >= LATENCY_MATERIAL_PCT:
                     text += "; the client waits for a CPU or is busy: give it a quieter host or more --workers"
                 out.append(judged("loop_lag", text, figures, effect, LATENCY_MATERIAL_PCT, basis=basis,
-                                  summary="client event-loop lag: latency stamps {effect}"))
+                                  summary="client event-loop lag: latency stamps late by up to {effect}"))
     target = load.target_rate_rps
     capped = load.mode == "rate" and load.max_in_flight is not None
     if capped and target and math.isfinite(target) and load.achieved_rate_rps is not None \
@@ -234,7 +234,7 @@ def client_findings(load: LoadStats, latency: Latency | None = None, window_s: f
                                        f"{load.achieved_rate_rps:.3g} req/s of {target:.3g} asked; the level "
                                        f"measures the cap's load", ("load",),
                         effect_pct=100.0 * (load.achieved_rate_rps - target) / target,
-                        summary=f"--max-concurrency {load.max_in_flight} held the rate {{effect}}"))
+                        summary=f"--max-concurrency {load.max_in_flight} held the rate {{effect:+}}"))
     elif load.send_lag_ms.count and target and math.isfinite(target) and load.send_lag_ms.p99 is not None \
             and not capped:
         limit = max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target)
@@ -304,7 +304,7 @@ def steady_findings(full, steady, *, mode: str, e2e_s: float | None, energy: dic
                     out.append(_energy("steady_vs_full", b, "warn",
                                        f"{b}: steady-state {name} {c:.3g} {unit} is {diff:+.0f}% from the "
                                        f"full window's {a:.3g} {unit} (> {STEADY_FULL_TOL_PCT:g}%)", effect_pct=diff,
-                                       summary=f"{b}: steady vs full {name} {{effect}}"))
+                                       summary=f"{b}: steady vs full {name} {{effect:+}}"))
     return out
 
 

@@ -74,31 +74,39 @@ def levels_text(result: Result, indices) -> str:
     return ", ".join(parts + other)
 
 
+def _num(a: float) -> str:
+    return f"{a:.0f}" if a >= 10 else f"{a:.1f}" if a >= 0.1 else f"{a:.2f}"
+
+
 def _pct_text(x: float, signed: bool) -> str:
-    a = abs(x)
-    num = f"{a:.0f}" if a >= 10 else f"{a:.1f}" if a >= 0.1 else f"{a:.2f}"
-    return (("+" if x >= 0 else "−") if signed else "") + num + "%"
+    return (("+" if x >= 0 else "−") if signed else "") + _num(abs(x)) + "%"
 
 
 def effect_text(effects, signed: bool) -> str:
-    """``+56%``, ``+52–56%`` (a range over the levels), ``0.8%`` (a magnitude)."""
-    xs = sorted(effects)
+    """``+56%``, ``+52–56%``, ``−25% to −20%`` (signed, a range over the levels), ``0.8–1.2%`` (a
+    magnitude)."""
+    xs = sorted(effects) if signed else sorted(abs(x) for x in effects)
     if not xs:
         return ""
     lo, hi = _pct_text(xs[0], signed), _pct_text(xs[-1], signed)
     if lo == hi:
         return lo
-    return f"{lo}–{hi.lstrip('+')}" if signed and xs[0] >= 0 else f"{lo} to {hi}" if signed else f"{lo}–{hi}"
+    if not signed:
+        return f"{_num(xs[0])}–{hi}"
+    if xs[0] >= 0:
+        return f"+{_num(xs[0])}–{_num(xs[-1])}%"
+    return f"{lo} to {hi}"
 
 
 def group_text(result: Result, g) -> str:
     """One group of findings as a line: ``c=1,2,32: prompt lengths +56% (no tokenizer)``. The
-    effect goes where the summary says ``{effect}`` (signed), else after it (a magnitude)."""
+    effect goes where the summary says ``{effect}`` (a magnitude) or ``{effect:+}`` (signed), else
+    after it."""
     summary = g.summary
-    signed = "{effect}" in summary
-    eff = effect_text(g.effects, signed or any(x < 0 for x in g.effects))
-    if signed:
-        body = summary.replace("{effect}", eff).replace("  ", " ").strip()
+    signed = "{effect:+}" in summary
+    eff = effect_text(g.effects, signed)
+    if "{effect" in summary:
+        body = summary.replace("{effect:+}", eff).replace("{effect}", eff).replace("  ", " ").strip()
     else:
         body = f"{summary} {eff}".strip() if eff else summary
     where = levels_text(result, g.levels)
