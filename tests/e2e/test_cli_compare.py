@@ -216,11 +216,11 @@ def test_agree_cli_stores_and_registers(runner, app, tmp_path, db):
                                 "--max-tokens", "16", "--json"])
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
-    assert data["metrics"]["exact_match_rate"] == 0.5
+    assert data["metrics"]["exact_match_rate"] == pytest.approx(0.5, rel=1e-9)
     assert (out / "agreement.json").exists()
     r = runner.invoke(app, ["history", "list", "--kind", "agree", "--json"])
     runs = json.loads(r.stdout)
-    assert len(runs) == 1 and runs[0]["summary"]["exact_match_rate"] == 0.5 and runs[0]["model"] == "m vs m-q"
+    assert len(runs) == 1 and runs[0]["summary"]["exact_match_rate"] == pytest.approx(0.5, rel=1e-9) and runs[0]["model"] == "m vs m-q"
     # shown next to an energy comparison
     big, small = _platform_dirs(tmp_path / "runs")
     r = runner.invoke(app, ["compare", str(big), str(small), "--agreement", data["run_id"]])
@@ -308,7 +308,7 @@ def test_agree_docs_example_with_api_key(runner, app, tmp_path, db, monkeypatch,
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert data["metrics"]["prompts"] == 3 and data["metrics"]["compared"] == 3
-    assert data["metrics"]["structured_valid_rate_a"] == 0.5  # q2 answers its JSON; q3 gets the default text
+    assert data["metrics"]["structured_valid_rate_a"] == pytest.approx(0.5, rel=1e-9)  # q2 answers its JSON; q3 gets the default text
     assert paths == ["/v1/chat/completions", "/v1/completions"]  # each row to its own API
     import re
 

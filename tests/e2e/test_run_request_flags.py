@@ -51,14 +51,14 @@ def test_headers_and_body_fields_sent_secrets_never_written(tmp_path):
     assert p.returncode == 0, p.stderr
     h, body = last["headers"], last["body"]
     assert h["x-tenant"] == "acme" and h["x-api-key"] == secret and h["x-trace"] == "a:b:c"
-    assert body["top_k"] == 20 and body["repetition_penalty"] == 1.1
-    assert body["temperature"] == 0.7 and body["top_p"] == 0.9
+    assert body["top_k"] == 20 and body["repetition_penalty"] == pytest.approx(1.1, rel=1e-9)
+    assert body["temperature"] == pytest.approx(0.7, rel=1e-9) and body["top_p"] == pytest.approx(0.9, rel=1e-9)
     assert body["stream"] is True and body["max_tokens"] == 8  # wattbench's own fields kept
     written = "".join(f.read_text(errors="replace") for f in (tmp_path / "r").rglob("*") if f.is_file())
     assert secret not in written and secret not in p.stdout + p.stderr
     cfg = json.loads((tmp_path / "r" / "result.json").read_text())["config"]
     assert cfg["headers"] == {"X-Tenant": "acme", "X-Api-Key": "<redacted>", "X-Trace": "a:b:c"}
-    assert cfg["temperature"] == 0.7 and cfg["extra_body"] == {"top_k": 20, "repetition_penalty": 1.1}
+    assert cfg["temperature"] == pytest.approx(0.7, rel=1e-9) and cfg["extra_body"] == pytest.approx({"top_k": 20, "repetition_penalty": 1.1}, rel=1e-9)
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -79,7 +79,7 @@ def test_open_loop_constant_rate():
     assert len(out.records) == 40 and np.allclose(np.diff(scheduled) / 1e6, 25.0, atol=0.01)
     lag = np.array([r.sent_ns - r.scheduled_ns for r in out.records]) / 1e6
     assert lag.min() >= 0 and out.load.send_lag_ms.count == 40
-    assert out.load.target_rate_rps == 40.0
+    assert out.load.target_rate_rps == pytest.approx(40.0, rel=1e-9)
     assert out.load.achieved_rate_rps == pytest.approx(40.0, rel=0.1)
     assert out.steady_start_ns == out.start_ns
 

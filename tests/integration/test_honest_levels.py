@@ -89,8 +89,8 @@ def test_a_level_of_only_warmup_requests_is_invalid_and_the_run_exits_3(tmp_path
     assert "every request sent was a warm-up request" in reason
     # a sensor was sampled: the level says why it has no energy, not "no sensor was sampled"
     assert "no measurement window" in lv.energy_unavailable_reason
-    assert lv.timing.model_dump() == {"warmup_s": 0.3, "warmup_requests": None, "duration_s": 0.2,
-                                  "duration_includes_warmup": False}
+    assert lv.timing.model_dump() == {"warmup_s": pytest.approx(0.3, rel=1e-9), "warmup_requests": None,
+                                      "duration_s": pytest.approx(0.2, rel=1e-9), "duration_includes_warmup": False}
 
 
 def test_a_level_whose_requests_all_failed_is_invalid_and_the_run_exits_3(tmp_path):

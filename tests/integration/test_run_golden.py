@@ -18,6 +18,7 @@ Regenerate (only when a change to the result is intended, and say so in the comm
 
 from __future__ import annotations
 
+import pytest
 import json
 import os
 import re
@@ -110,7 +111,7 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     assert [lv["requests"]["completed"] for lv in got["levels"]] == [12, 12]
     assert [lv["throughput"]["output_tokens"] for lv in got["levels"]] == [96, 96]
     assert [lv["trial"] for lv in got["levels"]] == [1, 1]  # the last of two trials (0-based)
-    assert got["carbon"]["g_per_kwh"] == 400.0 and got["carbon"]["source"] == "constant"
+    assert got["carbon"]["g_per_kwh"] == pytest.approx(400.0, rel=1e-9) and got["carbon"]["source"] == "constant"
     # --keep-chunks (issue 17, memory): a config field newer than the golden file, off by default
     assert got["config"].pop("keep_chunks") is False and "keep_chunks" not in want["config"]
     diffs = _diff(_norm(got), _norm(want))

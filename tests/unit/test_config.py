@@ -63,11 +63,11 @@ def test_levels_in_run_order():
 
 def test_request_fields_sampling_flags_win_over_extra_body():
     c = RunConfig(extra_body={"temperature": 0.7, "ignore_eos": True}, temperature=0.2)
-    assert c.request_fields() == {"temperature": 0.2, "ignore_eos": True}
+    assert c.request_fields() == pytest.approx({"temperature": 0.2, "ignore_eos": True}, rel=1e-9)
     c = RunConfig(extra_body={"top_p": 0.5}, top_p=0.9)
-    assert c.request_fields() == {"top_p": 0.9}
+    assert c.request_fields() == pytest.approx({"top_p": 0.9}, rel=1e-9)
     assert RunConfig().request_fields() == {}
-    assert c.extra_body == {"top_p": 0.5}  # the config itself is not changed
+    assert c.extra_body == pytest.approx({"top_p": 0.5}, rel=1e-9)  # the config itself is not changed
 
 
 def test_public_dict_carries_no_secret():

@@ -1,9 +1,12 @@
-"""No module of a lower layer imports a higher one (docs/architecture.md, "Layers").
+"""No module of a lower layer imports a higher one, and no modules import each other
+(docs/architecture.md, "Layers").
 
 Every module under ``src/wattbench`` is parsed (ast, so imports inside functions count too) and each
 ``wattbench`` import is checked against the layer table below: a module may import its own layer
 and the ones under it. The most specific prefix names a module's layer. A back-edge fails the test,
-listed with file and line."""
+listed with file and line. Within a layer, modules may import each other only one way: an import
+cycle (``metrics.latency`` and ``accounting.window_tokens`` once imported each other inside
+functions) fails too, listed as the modules on the cycle."""
 
 from __future__ import annotations
 
@@ -21,27 +24,30 @@ LAYERS: list[tuple[str, ...]] = [
     ("clock", "errors", "interrupt", "results.schema", "results.ids", "results.recordset", "server.redact", "__version__"),
     # 1 inputs: sensors, workloads, the machine's description
     ("telemetry", "workload", "environment"),
-    # 2 pure rules over records and series: energy accounting, statistics, the saturation rules
-    #   (load/saturation.py is pure: the level runner's guard and the validity verdict share it)
-    ("accounting", "metrics", "load.saturation"),
-    # 3 the OpenAI protocol, target specs, server detection and /metrics scraping
+    # 2 pure statistics over records: latency, throughput, the tokens in a window, goodput, CIs, and
+    #   the saturation rules (load/saturation.py is pure: the level runner's guard and the validity
+    #   verdict share it)
+    ("metrics", "load.saturation"),
+    # 3 energy accounting: counters, integration, boundaries, validity; builds on the statistics
+    ("accounting",),
+    # 4 the OpenAI protocol, target specs, server detection and /metrics scraping
     ("server",),
-    # 4 the load generator
+    # 5 the load generator
     ("load",),
-    # 5 engine launchers and the run configuration
+    # 6 engine launchers and the run configuration
     ("engines", "config"),
-    # 6 run directories, the history store, versioned records (tune.json, agreement.json)
+    # 7 run directories, the history store, versioned records (tune.json, agreement.json)
     ("results",),
-    # 7 reading results: compare, regress, diagnose, figures; planning from measured results
+    # 8 reading results: compare, regress, diagnose, figures; planning from measured results
     ("analysis", "planning"),
-    # 8 presenting and operating: reports, doctor, the production monitor
+    # 9 presenting and operating: reports, doctor, the production monitor
     ("report", "doctor", "monitor"),
-    # 9 the run orchestrator (run/: session, targets, plan, level, analyses) and its distributed (Ray)
+    # 10 the run orchestrator (run/: session, targets, plan, level, analyses) and its distributed (Ray)
     #   form; runner.py is the old name, a re-export of run.run_benchmark
     ("run", "runner", "distributed"),
-    # 10 tune runs many runs
+    # 11 tune runs many runs
     ("tune",),
-    # 11 the command line and the package facade (lazy entry points)
+    # 12 the command line and the package facade (lazy entry points)
     ("cli", "__main__", "__init__"),
 ]
 
@@ -117,6 +123,56 @@ def back_edges() -> list[str]:
     return found
 
 
+def import_cycles() -> list[list[str]]:
+    """Groups of modules that import each other, directly or through others (strongly connected
+    components of the import graph, function-level imports included), each sorted."""
+    mods = _modules()
+    graph = {m: sorted({t for _, t in _targets(m, p) if t in mods and t != m}) for m, p in mods.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:  # Tarjan's algorithm, iterative (no recursion limit)
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(graph[w])))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return sorted(found)
+
+
+def test_no_modules_import_each_other():
+    cycles = import_cycles()
+    assert not cycles, "import cycles (function-level imports included):\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
 def test_every_module_has_a_layer():
     for mod in _modules():
         _layer(mod)
@@ -132,8 +188,9 @@ def test_allowlist_is_not_stale():
     assert not (ALLOWED - live), f"allowlisted back-edges no longer present: {sorted(ALLOWED - live)}"
 
 
-@pytest.mark.parametrize("name,layer", [("results.schema", 0), ("results.store", 6), ("load.saturation", 2),
-                                        ("load.level", 4), ("server.openai", 3), ("cli.run", 11)])
+@pytest.mark.parametrize("name,layer", [("results.schema", 0), ("results.store", 7), ("load.saturation", 2),
+                                        ("metrics.window_tokens", 2), ("accounting.level", 3),
+                                        ("load.level", 5), ("server.openai", 4), ("cli.run", 12)])
 def test_most_specific_prefix_names_the_layer(name, layer):
     assert _layer(name) == layer
 
@@ -149,4 +206,17 @@ def test_the_walker_sees_imports_inside_functions(tmp_path, monkeypatch):
     (pkg / "results" / "store.py").write_text(
         "from wattbench.errors import X\n\ndef f():\n    from wattbench.analysis.figures import level_key\n")
     monkeypatch.setattr(__import__(__name__, fromlist=["SRC"]), "SRC", pkg)
-    assert back_edges() == ["wattbench/results/store.py:4: results.store (layer 6) imports analysis.figures (layer 7)"]
+    assert back_edges() == ["wattbench/results/store.py:4: results.store (layer 7) imports analysis.figures (layer 8)"]
+
+
+def test_the_cycle_finder_sees_imports_inside_functions(tmp_path, monkeypatch):
+    """Two modules of one layer that import each other inside functions are a cycle."""
+    pkg = tmp_path / "wattbench"
+    (pkg / "metrics").mkdir(parents=True)
+    for p in (pkg / "__init__.py", pkg / "metrics" / "__init__.py"):
+        p.write_text("")
+    (pkg / "metrics" / "a.py").write_text("def f():\n    from wattbench.metrics.b import g\n")
+    (pkg / "metrics" / "b.py").write_text("def g():\n    from wattbench.metrics import a\n")
+    (pkg / "metrics" / "c.py").write_text("from wattbench.metrics.a import f\n")
+    monkeypatch.setattr(__import__(__name__, fromlist=["SRC"]), "SRC", pkg)
+    assert import_cycles() == [["metrics.a", "metrics.b"]]

@@ -11,9 +11,9 @@ The run orchestrator calls::
 
 Modules: ``counters`` (counter deltas, wrap/reset, edges), ``integrate`` (trapezoid of power),
 ``sampling`` (gaps, coverage, percentiles), ``boundaries`` (per-boundary totals), ``idle``,
-``uncertainty``, ``validity``, ``steady`` (windows from request times), ``thermal``,
-``window_tokens`` (the tokens every stream produced inside a window: every efficiency figure's
-numerator).
+``uncertainty``, ``validity``, ``steady`` (windows from request times), ``thermal``. The tokens
+every stream produced inside a window (every efficiency figure's numerator, and throughput's) are
+``metrics.window_tokens``: a count of tokens, no energy, so it sits in the layer below.
 The rules and formulas are in docs/accounting.md.
 """
 
@@ -25,7 +25,6 @@ from wattbench.accounting.boundaries import BoundaryTotal, boundary_totals
 from wattbench.accounting.idle import IdlePower, dynamic_uncertainty_pct, idle_split, measure_idle
 from wattbench.accounting.steady import full_window, steady_window
 from wattbench.accounting.thermal import thermal_summary
-from wattbench.accounting.window_tokens import WindowTokens, window_tokens
 from wattbench.accounting.validity import (
     Finding,
     combine,
@@ -49,8 +48,6 @@ __all__ = [
     "measure_idle",
     "steady_window",
     "thermal_summary",
-    "WindowTokens",
-    "window_tokens",
     "worst",
 ]
 

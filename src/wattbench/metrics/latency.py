@@ -14,29 +14,29 @@ Definitions (all from the client's monotonic timestamps, see ``load/client.py``)
 
 Failed and warm-up requests never enter latency statistics. Throughput divides by the window
 ``[start_ns, end_ns]`` the tokens the server produced inside it from every stream (warm-up
-leftovers and streams cut at the edges pro rata: ``accounting/window_tokens.py``); the usage tokens
+leftovers and streams cut at the edges pro rata: ``metrics/window_tokens.py``); the usage tokens
 of the measured requests that completed inside are kept beside (``measured_request_tokens``) and
 ``requests_per_s`` counts those requests.
 
 Memory: the records come as a ``results.recordset.RecordSet`` (a list of records or mappings is
 copied into one). Per-request figures are numpy columns (8 bytes a request, for the duration of
-one statistic); the ITL gaps, as many as the tokens, are read block by block (``stamp_blocks``)
+one statistic); the ITL gaps, as many as the tokens, are read block by block (``recordset.stamp_blocks``)
 and their statistics computed by ``metrics/quantiles.py``, which gives numpy's figures bit for bit.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from wattbench.metrics.quantiles import Blocks, moments, percentiles
-from wattbench.results.recordset import BLOCK_ROWS, NONE, RecordSet, as_record_set
+from wattbench.metrics.window_tokens import window_tokens
+from wattbench.results.recordset import NONE, RecordSet, as_record_set, row_ids, stamp_blocks
 from wattbench.results.schema import Latency, RequestRecord, Requests, Stats, Throughput, TokenCount
 
-__all__ = ["stats", "summarize_level", "request_end_ns", "stamp_blocks", "gap_blocks", "STAMPS_PER_BLOCK"]
+__all__ = ["stats", "summarize_level", "request_end_ns", "gap_blocks"]
 
-STAMPS_PER_BLOCK = 1 << 17  # chunk stamps read at once (1 MiB)
 _QS = [50, 90, 95, 99]
 
 
@@ -70,27 +70,6 @@ def stats(values_ms: Sequence[float] | np.ndarray | Blocks) -> Stats:
 def request_end_ns(r: RequestRecord) -> int | None:
     """When a request ended: its last content chunk, else (failed, no content) when it closed."""
     return r.last_token_ns if r.last_token_ns is not None else r.end_ns
-
-
-def stamp_blocks(rs: RecordSet, need: np.ndarray | None = None, *, max_stamps: int = STAMPS_PER_BLOCK,
-                 offsets: np.ndarray | None = None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
-    """``(start, stop, offsets, stamps)``: rows ``[start, stop)`` with their chunk stamps (CSR, as
-    ``RecordSet.chunks``), at most ``max_stamps`` stamps a block (or one row); ranges with no row
-    flagged in ``need`` are skipped unread."""
-    off = rs.chunk_offsets() if offsets is None else offsets
-    n, start = len(rs), 0
-    while start < n:
-        stop = int(np.searchsorted(off, off[start] + max_stamps, side="right")) - 1
-        stop = min(max(stop, start + 1), start + BLOCK_ROWS, n)
-        if need is None or need[start:stop].any():
-            o, s = rs.chunks(start, stop, off)
-            yield start, stop, o, s
-        start = stop
-
-
-def row_ids(offsets: np.ndarray) -> np.ndarray:
-    """The row (0-based within the block) of every stamp of a CSR block."""
-    return np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
 
 
 def gap_blocks(rs: RecordSet, keep: np.ndarray) -> Blocks:
@@ -133,8 +112,6 @@ def summarize_level(
     req.errors = dict(sorted(errors.items()))
     del c
     lat = Latency(**_per_request_stats(rs, done), itl_ms=stats(gap_blocks(rs, done)))
-    from wattbench.accounting.window_tokens import window_tokens
-
     wt = window_tokens(rs, start_ns, end_ns, select=sel)
     out_tok, in_tok = wt.output_tokens, wt.input_tokens
     duration_s = max(0, end_ns - start_ns) / 1e9
@@ -178,8 +155,6 @@ def _per_request_stats(rs: RecordSet, done: np.ndarray) -> dict[str, Stats]:
 
 def tokens_in_window(records: Iterable[RequestRecord] | RecordSet, start_ns: int, end_ns: int) -> tuple[int, int]:
     """Output and input tokens produced inside ``[start_ns, end_ns]`` by every stream (rounded),
-    by the rule of :func:`wattbench.accounting.window_tokens.window_tokens`."""
-    from wattbench.accounting.window_tokens import window_tokens
-
+    by the rule of :func:`wattbench.metrics.window_tokens.window_tokens`."""
     wt = window_tokens(records, start_ns, end_ns)
     return int(round(wt.output_tokens)), int(round(wt.input_tokens))

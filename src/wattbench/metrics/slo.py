@@ -40,9 +40,9 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from wattbench.errors import UserError
-from wattbench.metrics.latency import gap_blocks, row_ids, stamp_blocks
+from wattbench.metrics.latency import gap_blocks
 from wattbench.metrics.quantiles import Blocks, moments, percentiles
-from wattbench.results.recordset import NONE, RecordSet, as_record_set
+from wattbench.results.recordset import NONE, RecordSet, as_record_set, row_ids, stamp_blocks
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99", "max")
@@ -239,7 +239,7 @@ def goodput(records: list | RecordSet, slos: list[SLO], duration_s: float,
     """Goodput of one level (warm-up records are ignored).
 
     ``window_output_tokens``: the tokens the server produced in the window from every stream
-    (``accounting.window_tokens``). When given, ``output_tokens_per_s`` is those tokens times the
+    (``metrics.window_tokens``). When given, ``output_tokens_per_s`` is those tokens times the
     share of the measured requests' output tokens that met every SLO, over the duration — the
     same token basis as every other efficiency figure (the window's energy also paid for warm-up
     leftovers). Without it, the good requests' own tokens over the duration.

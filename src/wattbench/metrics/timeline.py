@@ -7,9 +7,9 @@ These are display series, not headline figures (those come from ``result.json``)
   chunks, because a chunk may carry several tokens. A request without chunk times but with a
   token count puts all its tokens at its last-token (or end) time.
 - ``in_flight_steps``: requests in flight (sent, not yet ended) as a step function.
-- ``counter_power_w``: power from consecutive readings of a cumulative energy counter, for
-  drawing channels that have no power reading: ``accounting.counters.counter_power_w`` (repeats
-  collapsed, wraps corrected, resets dropped — the counter rules live there only).
+
+Power drawn from a counter's readings (for channels with no power reading) is
+``accounting.counters.counter_power_w``: the counter rules live there only.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Iterable
 
 import numpy as np
 
-from wattbench.accounting.counters import counter_power_w  # noqa: F401  (one home for counter deltas)
 from wattbench.results.schema import RequestRecord
 
 
@@ -30,7 +29,7 @@ def output_tokens_per_s_buckets(
     Returns ``(bucket_start_ns, tokens_per_s)``; the last bucket may be shorter than ``bucket_s``
     and is divided by its own length. A request's tokens are spread over its chunk stamps; a
     record without them (a run written without ``--keep-chunks``) spreads them evenly from its
-    first to its last token (``accounting/window_tokens.py`` rule 2), else puts them at its end.
+    first to its last token (``metrics/window_tokens.py`` rule 2), else puts them at its end.
     """
     if bucket_s <= 0:
         raise ValueError(f"bucket_s must be > 0, got {bucket_s}")

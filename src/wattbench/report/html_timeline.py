@@ -67,7 +67,7 @@ def timeline(doc: Doc, run: RunData, lv: LevelResult, color_of: dict[str, str]) 
 
 def _power_traces(run: RunData, lo: int, hi: int, color_of: dict[str, str], xs) -> list[dict]:
     """One line per power channel in [lo, hi]; a counter channel only where its device has no power channel."""
-    from wattbench.metrics.timeline import counter_power_w
+    from wattbench.accounting.counters import counter_power_w
 
     data: list[dict] = []
     tel = run.telemetry

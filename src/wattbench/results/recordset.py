@@ -23,6 +23,8 @@ records. Readers take what they need, in blocks:
 - ``blocks(size)``: ``(first_row, rows)`` structured-array blocks, in append order;
 - ``chunks(start, stop)``: the chunk stamps of rows ``[start, stop)`` as ``(offsets, stamps)``
   (CSR: row ``i``'s stamps are ``stamps[offsets[i - start]:offsets[i - start + 1]]``);
+- ``stamp_blocks(rs, need)``: the chunk stamps of all rows in blocks of at most
+  ``STAMPS_PER_BLOCK`` stamps (the statistics' reader: ITL, the tokens in a window, goodput);
 - ``iter(records)``: full ``RequestRecord`` objects, one at a time (chunk stamps included), in
   append order; ``by_sent()`` in the order they were sent.
 
@@ -48,11 +50,12 @@ from pydantic import BaseModel
 
 from wattbench.results.schema import RequestRecord, build_record
 
-__all__ = ["NONE", "ROW", "RecordSet", "as_record_set"]
+__all__ = ["NONE", "ROW", "RecordSet", "as_record_set", "stamp_blocks", "row_ids", "STAMPS_PER_BLOCK"]
 
 NONE = -1  # a missing stamp or count in a row
 BLOCK_ROWS = 8_192  # rows per block for readers that stream (~1 MB of rows)
 SPILL_BYTES = 1 << 20  # in memory below this, files above
+STAMPS_PER_BLOCK = 1 << 17  # chunk stamps read at once by stamp_blocks (1 MiB)
 
 ROW = np.dtype([
     ("id", "<i8"), ("level", "<i4"), ("worker", "<i4"), ("warmup", "?"), ("ok", "?"),
@@ -361,3 +364,24 @@ def _cleanup(path: str, handles: list) -> None:
 def as_record_set(records) -> RecordSet:
     """``records`` as a ``RecordSet`` (a set is returned as is; a list or iterable is copied in)."""
     return records if isinstance(records, RecordSet) else RecordSet.from_records(records)
+
+
+def stamp_blocks(rs: RecordSet, need: np.ndarray | None = None, *, max_stamps: int = STAMPS_PER_BLOCK,
+                 offsets: np.ndarray | None = None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+    """``(start, stop, offsets, stamps)``: rows ``[start, stop)`` with their chunk stamps (CSR, as
+    ``RecordSet.chunks``), at most ``max_stamps`` stamps a block (or one row); ranges with no row
+    flagged in ``need`` are skipped unread."""
+    off = rs.chunk_offsets() if offsets is None else offsets
+    n, start = len(rs), 0
+    while start < n:
+        stop = int(np.searchsorted(off, off[start] + max_stamps, side="right")) - 1
+        stop = min(max(stop, start + 1), start + BLOCK_ROWS, n)
+        if need is None or need[start:stop].any():
+            o, s = rs.chunks(start, stop, off)
+            yield start, stop, o, s
+        start = stop
+
+
+def row_ids(offsets: np.ndarray) -> np.ndarray:
+    """The row (0-based within the block) of every stamp of a CSR block."""
+    return np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tests.fakes.scripted_sensor import Trace, grid, step_trace
-from wattbench.accounting.counters import collapse_repeats, counter_energy
+from wattbench.accounting.counters import collapse_repeats, counter_energy, counter_power_w
 
 S = 1_000_000_000
 
@@ -26,7 +26,7 @@ def test_step_exact_at_and_between_samples():
     assert r2.energy_j == pytest.approx(3.9 * 100 + 3.95 * 300 + 0.05 * 100, abs=1e-9)
     # edge bound: one update period's energy at each edge (100 W left, 300 W right)
     assert r.edge_error_j == pytest.approx(0.1 * 100 + 0.1 * 300)
-    assert (r.coverage, r.gaps, r.resets, r.wraps) == (1.0, 0, 0, 0)
+    assert (r.coverage, r.gaps, r.resets, r.wraps) == pytest.approx((1.0, 0, 0, 0), rel=1e-9)
     assert r.largest_gap_s == pytest.approx(0.1)
 
 
@@ -75,7 +75,7 @@ def test_reset_filled_by_power_channel_callable():
     assert seen == [(5 * S, int(round(5.1 * S)))]
     assert r.energy_j == pytest.approx(1600.0 - 20.0 + 123.0, abs=1e-6)
     assert r.fill_j == pytest.approx(123.0)
-    assert r.fill_interp_j == 0.0
+    assert r.fill_interp_j == pytest.approx(0.0, rel=1e-9)
 
 
 def test_implausible_jump_is_a_reset():
@@ -104,7 +104,7 @@ def test_nvml_staircase_repeats_are_not_gaps():
     r = counter_energy(ns(reads), v, 1 * S, 9 * S)
     assert r.energy_j == pytest.approx(1600.0, abs=1e-6)
     assert r.update_period_s == pytest.approx(0.1)
-    assert (r.coverage, r.gaps) == (1.0, 0)
+    assert (r.coverage, r.gaps) == pytest.approx((1.0, 0), rel=1e-9)
     assert r.points < 100  # repeats collapsed, only the neighbourhood kept
     # a window ending right on a read: first-seen times keep it exact, while interpolating the
     # repeats literally is biased by most of a period's energy at that edge
@@ -116,7 +116,7 @@ def test_nvml_staircase_repeats_are_not_gaps():
 
 def test_collapse_keeps_first_seen():
     t, v = collapse_repeats(np.array([1, 2, 3, 4]), np.array([5.0, 5.0, 6.0, 6.0]))
-    assert list(t) == [1, 3] and list(v) == [5.0, 6.0]
+    assert list(t) == [1, 3] and list(v) == pytest.approx([5.0, 6.0], rel=1e-9)
 
 
 def test_gap_counter_energy_exact_but_coverage_lower():
@@ -177,7 +177,7 @@ def test_seldom_read_counter_edges_follow_the_power_shape():
     # edge bound: one declared period's energy at each edge (the meters agree: no shape term)
     assert shaped.edge_error_j == pytest.approx(0.1 * lin.power_w[1] + 0.1 * lin.power_w[9])
     assert lin.edge_error_j == pytest.approx(0.9 * lin.power_w[1] + 0.9 * lin.power_w[9])
-    assert (shaped.update_period_s, lin.update_period_s) == (0.1, pytest.approx(0.9))
+    assert (shaped.update_period_s, lin.update_period_s) == (pytest.approx(0.1, rel=1e-9), pytest.approx(0.9))
 
 
 def test_shape_that_disagrees_with_the_counter_widens_the_edge_bound():
@@ -201,3 +201,33 @@ def test_shape_not_covering_the_bracket_falls_back_to_linear():
                        shape=lambda x, y: None)
     lin = counter_energy(ns(t), cum(tr, t), round(1.5 * S), round(8.5 * S), update_period_s=0.1)
     assert r.energy_j == lin.energy_j and r.edge_error_j == lin.edge_error_j
+
+
+def test_counter_power_skips_resets():
+    t = [0, int(1e9), int(2e9), int(3e9), int(3e9)]
+    e = [100.0, 400.0, 50.0, 250.0, 260.0]  # reset between 1 s and 2 s; duplicate timestamp at the end
+    mid, p = counter_power_w(t, e)
+    assert mid.tolist() == [int(0.5e9), int(2.5e9)]
+    assert p.tolist() == pytest.approx([300.0, 200.0])
+    assert counter_power_w([1], [1.0])[0].size == 0
+
+
+def test_counter_power_corrects_a_wrap_when_the_range_is_known():
+    """RAPL-style counter of range 1000 J: 950 -> 30 is a wrap of +80 J, not a reset."""
+    t = [0, int(1e9), int(2e9), int(3e9)]
+    e = [900.0, 950.0, 30.0, 100.0]
+    mid, p = counter_power_w(t, e, max_value=1000.0)
+    assert mid.tolist() == [int(0.5e9), int(1.5e9), int(2.5e9)]
+    assert p.tolist() == pytest.approx([50.0, 80.0, 70.0])
+    # without the range the same step is a reset and is dropped
+    assert counter_power_w(t, e)[1].tolist() == pytest.approx([50.0, 70.0])
+
+
+def test_counter_power_collapses_repeated_reads_of_one_refresh():
+    """A counter read every 100 ms that refreshes every 300 ms: 10 J per refresh is 33.3 W, not
+    alternating 0 W and 100 W."""
+    t = [int(i * 1e8) for i in range(7)]
+    e = [0.0, 0.0, 0.0, 10.0, 10.0, 10.0, 20.0]
+    mid, p = counter_power_w(t, e)
+    assert mid.tolist() == [int(1.5e8), int(4.5e8)]
+    assert p.tolist() == pytest.approx([10 / 0.3, 10 / 0.3])

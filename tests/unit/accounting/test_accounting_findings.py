@@ -25,12 +25,12 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "results_v1"
 
 
 def test_materiality_bounds_make_a_note_or_a_warn():
-    assert (EFFICIENCY_MATERIAL_PCT, LATENCY_MATERIAL_PCT) == (1.0, 5.0)
+    assert (EFFICIENCY_MATERIAL_PCT, LATENCY_MATERIAL_PCT) == pytest.approx((1.0, 5.0), rel=1e-9)
     below = judged("loop_lag", "t", ("ttft",), 0.9, LATENCY_MATERIAL_PCT)
     at = judged("loop_lag", "t", ("ttft",), 5.0, LATENCY_MATERIAL_PCT)
     unknown = judged("loop_lag", "t", ("ttft",), None, LATENCY_MATERIAL_PCT)
     assert (below.severity, at.severity, unknown.severity) == ("note", "warn", "warn")
-    assert below.bound_pct == 5.0 and below.effect_pct == 0.9
+    assert (below.bound_pct, below.effect_pct) == pytest.approx((5.0, 0.9), rel=1e-9)
 
 
 def test_a_level_has_an_efficiency_and_a_latency_verdict():

@@ -23,7 +23,7 @@ def test_step_trapezoid_bridges_the_sampled_step():
     # 4 s at 100 W + 4 s at 300 W, and the 4.9..5.0 interval is bridged at 200 W instead of 100 W
     assert r.energy_j == pytest.approx(400 + 1200 + 0.1 * 100, abs=1e-9)
     assert r.avg_power_w == pytest.approx(1610 / 8)
-    assert r.max_power_w == 300.0
+    assert r.max_power_w == pytest.approx(300.0, rel=1e-9)
     r2 = power_energy(ns(t), p, 1 * S, round(4.5 * S))
     assert r2.energy_j == pytest.approx(350.0, abs=1e-9)
 
@@ -65,21 +65,21 @@ def test_percentiles_are_time_weighted():
     p = np.concatenate([np.full(len(t1), 100.0), np.full(len(t2), 300.0)])
     r = power_energy(ns(t), p, 0, 10 * S)
     # 300 W holds ~3.5% of the time but ~76% of the samples: p95 by time is 100 W
-    assert float(np.percentile(p, 95)) == 300.0
-    assert r.p95_power_w == 100.0
-    assert r.p99_power_w == 300.0
-    assert r.max_power_w == 300.0
+    assert float(np.percentile(p, 95)) == pytest.approx(300.0, rel=1e-9)
+    assert r.p95_power_w == pytest.approx(100.0, rel=1e-9)
+    assert r.p99_power_w == pytest.approx(300.0, rel=1e-9)
+    assert r.max_power_w == pytest.approx(300.0, rel=1e-9)
 
 
 def test_weighted_percentile_basic():
-    assert weighted_percentile(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 2.0]), 50) == 2.0
-    assert weighted_percentile(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 2.0]), 51) == 3.0
+    assert weighted_percentile(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 2.0]), 50) == pytest.approx(2.0, rel=1e-9)
+    assert weighted_percentile(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 2.0]), 51) == pytest.approx(3.0, rel=1e-9)
 
 
 def test_declared_constant_integrates_exactly():
     r = power_energy(ns([0.0]), [700.0], 2 * S, round(12.5 * S), declared=True)
     assert r.energy_j == 700.0 * 10.5
-    assert (r.coverage, r.gaps, r.p95_power_w, r.max_power_w) == (1.0, 0, 700.0, 700.0)
+    assert (r.coverage, r.gaps, r.p95_power_w, r.max_power_w) == pytest.approx((1.0, 0, 700.0, 700.0), rel=1e-9)
 
 
 def test_declared_without_reading():

@@ -127,9 +127,10 @@ def test_tolerance_edge_and_meter_period_rule():
     assert len(bad) == 1 and "average power" in bad[0].text
     # the energy term: STEADY_MIN_ENERGY_S for a fast meter, ten updates of a slow one (1 s: 10 s);
     # no measured whole boundary (declared, estimate): the E2E term alone
-    assert STEADY_MIN_ENERGY_S == 5.0
-    assert min_steady_s(1.0, 0.5) == 10.0 and min_steady_s(0.1, 11.0) == 22.0 and min_steady_s(0.1, 0.5) == 5.0
-    assert min_steady_s(None, 0.5) == 1.0 and min_steady_s(None, None) == 0.0
+    assert STEADY_MIN_ENERGY_S == pytest.approx(5.0, rel=1e-9)
+    assert [min_steady_s(1.0, 0.5), min_steady_s(0.1, 11.0), min_steady_s(0.1, 0.5)] == pytest.approx(
+        [10.0, 22.0, 5.0], rel=1e-9)
+    assert [min_steady_s(None, 0.5), min_steady_s(None, None)] == pytest.approx([1.0, 0.0], rel=1e-9)
     short = steady_findings(_w(12.0, "full"), _w(9.0, "steady"), mode="rate", e2e_s=0.5,
                             energy={"a": _be(100.0, 1.0, period_s=1.0)}, energy_steady={"a": _be(100.0, 1.0, 1.0)})
     assert len(short) == 1 and "shorter than the minimum 10 s" in short[0].text
@@ -145,7 +146,7 @@ def test_a_rail_s_slow_field_does_not_set_the_minimum():
     f = steady_findings(_w(8.5, "full"), _w(8.0, "steady"), mode="concurrency", e2e_s=1.4,
                         energy=energy, energy_steady=energy)
     assert f == []
-    assert steady_energy_periods(energy.values()) == 0.1
+    assert steady_energy_periods(energy.values()) == pytest.approx(0.1, rel=1e-9)
     # below the 5 s energy term it is still short
     f = steady_findings(_w(4.5, "full"), _w(4.0, "steady"), mode="concurrency", e2e_s=1.4,
                         energy=energy, energy_steady=energy)

@@ -24,14 +24,13 @@ def ch(sensor="x", boundary="accelerator", method="measured", **kw):
     (ch("mystery"), 10.0), (ch("nvml", uncertainty_pct=2.5), 2.5), (ch("const", method="declared", uncertainty_pct=3), 3.0),
 ])
 def test_meter_defaults(channel, pct):
-    assert meter_pct(channel) == pct
+    assert meter_pct(channel) == pytest.approx(pct, rel=1e-9)
 
 
 def test_combine_quadrature_terms():
     u, parts = combine_pct(100.0, meter_pct=5.0, edge_error_j=3.0, coverage=0.96)
     assert u == pytest.approx(math.sqrt(25 + 9 + 16))
-    assert parts == {"meter": 5.0, "edge": pytest.approx(3.0), "gap": pytest.approx(4.0), "fill": 0.0,
-                     "cross_check": 0.0}
+    assert parts == pytest.approx({"meter": 5.0, "edge": 3.0, "gap": 4.0, "fill": 0.0, "cross_check": 0.0}, rel=1e-9)
     u, _ = combine_pct(100.0, meter_pct=5.0, edge_error_j=3.0, coverage=0.96, fill_interp_j=2.0, cross_diff_pct=-1.0)
     assert u == pytest.approx(math.sqrt(25 + 9 + 16 + 4 + 1))
     assert combine_pct(None, meter_pct=5.0) == (None, {})

@@ -33,9 +33,9 @@ def test_declared_const_node_700():
     assert node.tokens_per_kwh == pytest.approx(42000 / (7350 / 3.6e6))
     assert node.output_tokens_per_kwh == pytest.approx(21000 / (7350 / 3.6e6))
     assert node.cost_per_million_output_tokens == pytest.approx(7350 / 3.6e6 * 0.15 / 21000 * 1e6)
-    assert (node.method, node.label, node.coverage, node.uncertainty_pct) == ("declared", "declared", 1.0, 20.0)
+    assert (node.method, node.label, node.coverage, node.uncertainty_pct) == ("declared", "declared", pytest.approx(1.0, rel=1e-9), pytest.approx(20.0, rel=1e-9))
     assert acc.validity.verdict == "valid"
-    assert acc.window.duration_s == 10.5
+    assert acc.window.duration_s == pytest.approx(10.5, rel=1e-9)
 
 
 def test_all_fields_filled_with_idle_and_dynamic_split():
@@ -93,7 +93,7 @@ def test_zero_tokens_give_none_not_infinity():
     log = build_log(const_node())
     n = account_window(log, 0, 10 * S, output_tokens=0, total_tokens=0, idle=None, price_per_kwh=0.1,
                        pue=1.0).energy["node"]
-    assert n.energy_j == 7000.0
+    assert n.energy_j == pytest.approx(7000.0, rel=1e-9)
     assert n.j_per_output_token is None and n.output_tokens_per_s_per_kw is None
     assert n.cost_per_million_output_tokens is None
 
@@ -121,12 +121,12 @@ def test_thermal_summary():
         (aux_channel("late", "temperature_c", device="gpu2"), [50.0], [99]),
     )
     th = thermal_summary(log, 0, 10 * S)
-    assert th["max_temperature_c"] == 71.0
-    assert th["min_sm_clock_mhz"] == 1500.0
+    assert th["max_temperature_c"] == pytest.approx(71.0, rel=1e-9)
+    assert th["min_sm_clock_mhz"] == pytest.approx(1500.0, rel=1e-9)
     assert th["mean_sm_clock_mhz"] == pytest.approx((1980 + 1500 + 1800) / 3)
     assert th["throttle_reasons_seen"] == ["gpu_idle", "sw_power_cap", "sw_thermal_slowdown"]
     assert th["capping_reasons_seen"] == ["sw_power_cap", "sw_thermal_slowdown"]
-    assert th["power_limit_w"] == 1300.0
+    assert th["power_limit_w"] == pytest.approx(1300.0, rel=1e-9)
     assert th["devices"]["gpu0"]["capping_fraction"] == pytest.approx(2 / 3)
     assert "gpu2" not in th["devices"]
     acc = account_window(log, 0, 10 * S, output_tokens=1, total_tokens=1, idle=None, price_per_kwh=0.1, pue=1.0)

@@ -83,7 +83,7 @@ def test_recovers_each_requests_energy_from_a_known_per_token_model():
     t0, t1 = 0, 40 * S  # the whole run: every request's work lies inside
     gross = energy_fn(log)(t0, t1)
     re = split_request_energy(recs, "accelerator", t0, t1, energy_fn(log), gross, IDLE_W, update_period_s=0.1)
-    assert re.interval_s == 1.0 and re.weighting == "prefill_decode", re.weighting_reason
+    assert re.interval_s == pytest.approx(1.0, rel=1e-9) and re.weighting == "prefill_decode", re.weighting_reason
     assert re.fit["j_per_decode_token"] == pytest.approx(E_DECODE, rel=0.05)
     err = np.array([re.energy_j[i] / truth[i] - 1 for i in truth])
     # documented tolerance (docs/accounting.md): every request within 10%, the median within 2%
@@ -163,7 +163,7 @@ def test_conservation_holds_for_any_requests_and_meter():
 def test_default_interval():
     from wattbench.accounting.request_energy import default_interval_s
 
-    assert default_interval_s(40.0, 0.1) == 1.0  # ten 100 ms meter periods
-    assert default_interval_s(40.0, 0.5) == 5.0  # a slow meter: ten of its periods
-    assert default_interval_s(4.0, 0.1) == 0.5  # a short window: eighths
-    assert default_interval_s(1200.0, 0.1) == 3.0  # a long window: at most 400 intervals
+    assert default_interval_s(40.0, 0.1) == pytest.approx(1.0, rel=1e-9)  # ten 100 ms meter periods
+    assert default_interval_s(40.0, 0.5) == pytest.approx(5.0, rel=1e-9)  # a slow meter: ten of its periods
+    assert default_interval_s(4.0, 0.1) == pytest.approx(0.5, rel=1e-9)  # a short window: eighths
+    assert default_interval_s(1200.0, 0.1) == pytest.approx(3.0, rel=1e-9)  # a long window: at most 400 intervals

@@ -260,7 +260,7 @@ def old_intervals_from_records(records: Sequence, energy_series_fn: Callable[[in
     ``energy_series_fn(t0_ns, t1_ns)`` returns the energy (J) of one boundary over that span of the
     run's clock (None where it cannot: that interval is dropped). Counted: the
     tokens of every stream that produced any, warm-up and failed ones included (the energy of an
-    interval paid for them too; the same rule as ``accounting.window_tokens``: a stream without
+    interval paid for them too; the same rule as ``metrics.window_tokens``: a stream without
     usage counts its chunks). The span defaults to first send .. last token of the measured,
     successful requests.
     """

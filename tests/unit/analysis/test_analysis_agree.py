@@ -58,7 +58,7 @@ def test_agreement_known_outputs_server_tokens(tmp_path, servers):
     assert m.exact_match_rate == pytest.approx(0.25)
     assert m.token_basis == "server_tokens"
     by = {p.id: p for p in agr.prompts}
-    assert by["q1"].exact_match and by["q1"].first_divergence is None and by["q1"].token_agreement == 1.0
+    assert by["q1"].exact_match and by["q1"].first_divergence is None and by["q1"].token_agreement == pytest.approx(1.0, rel=1e-9)
     # "2 + 2 = 4" vs "2 + 2 equals 4": tokens [2, " +", " 2", " =", " 4"] vs [.., " equals", " 4"]
     assert by["q2"].first_divergence == 3
     assert by["q2"].token_agreement == pytest.approx(4 / 5)
@@ -69,13 +69,13 @@ def test_agreement_known_outputs_server_tokens(tmp_path, servers):
     assert by["q3"].a.structured_valid is True and by["q3"].a.json_valid is True
     assert by["q3"].b.json_valid is True and by["q3"].b.missing_fields == ["age"]
     assert m.structured_prompts == 1
-    assert m.structured_valid_rate_a == 1.0 and m.structured_valid_rate_b == 0.0
+    assert m.structured_valid_rate_a == pytest.approx(1.0, rel=1e-9) and m.structured_valid_rate_b == pytest.approx(0.0, rel=1e-9)
     fd = m.first_divergence
     assert fd.diverged == 3 and fd.min == 0 and fd.max == 12
     assert list(fd.histogram.items()) == [("0", 1), ("1-3", 1), ("4-15", 1)]
     # greedy settings went to both servers, with per-prompt max_tokens
     for srv in (a, b):
-        assert all(r["temperature"] == 0.0 and r["seed"] == 0 and r["stream"] is False for r in srv.requests)
+        assert all(r["temperature"] == pytest.approx(0.0, rel=1e-9) and r["seed"] == 0 and r["stream"] is False for r in srv.requests)
         assert sorted(r["max_tokens"] for r in srv.requests) == [32, 32, 32, 64]
     # micro-averaged token agreement
     lens = {p.id: max(p.length_a, p.length_b) for p in agr.prompts}
@@ -112,10 +112,10 @@ def test_unreachable_target(tmp_path, servers):
 
 
 def test_score_tokens():
-    assert score_tokens(["a", "b", "c"], ["a", "b", "c"]) == (1.0, None, 3)
-    assert score_tokens(["a", "b"], ["a", "b", "c", "d"]) == (0.5, 2, 2)
-    assert score_tokens([], []) == (1.0, None, 0)
-    assert score_tokens(["x"], ["y"]) == (0.0, 0, 0)
+    assert score_tokens(["a", "b", "c"], ["a", "b", "c"]) == (pytest.approx(1.0, rel=1e-9), None, 3)
+    assert score_tokens(["a", "b"], ["a", "b", "c", "d"]) == pytest.approx((0.5, 2, 2), rel=1e-9)
+    assert score_tokens([], []) == (pytest.approx(1.0, rel=1e-9), None, 0)
+    assert score_tokens(["x"], ["y"]) == pytest.approx((0.0, 0, 0), rel=1e-9)
 
 
 def test_check_structured():

@@ -112,7 +112,7 @@ def test_three_runs_each_against_first():
     cmp = compare([a, b, c])
     ds = cmp.levels[0].decompositions
     assert [d.candidate for d in ds] == ["b", "c"]
-    assert [round(d.per_kw_ratio, 4) for d in ds] == [1.1, 1.25]
+    assert [round(d.per_kw_ratio, 4) for d in ds] == pytest.approx([1.1, 1.25], rel=1e-9)
     assert len(cmp.levels[0].figures) == 3
 
 
@@ -132,7 +132,7 @@ def test_ci_propagation_log_delta():
     assert d.power_ci.high == pytest.approx(2.0 * math.exp(wp))
     wk = math.sqrt(wt ** 2 + wp ** 2)
     assert d.per_kw_ci.low == pytest.approx(1.9 * math.exp(-wk))
-    assert d.per_kw_ci.confidence == 0.95
+    assert d.per_kw_ci.confidence == pytest.approx(0.95, rel=1e-9)
     assert "95% CI" in d.text()
 
 
@@ -199,7 +199,7 @@ def test_steady_window_and_saturation_warning():
     steady = compare([a, b], window="steady")
     assert steady.window == "steady"
     assert steady.levels[0].decompositions[0].power_ratio == pytest.approx(1.25)
-    assert a.levels[0].energy["accelerator"].avg_power_w == 600.0  # inputs untouched
+    assert a.levels[0].energy["accelerator"].avg_power_w == pytest.approx(600.0, rel=1e-9)  # inputs untouched
     assert [v.run_id for v in full.verdicts] == ["a", "b"] and full.warnings == []
     c = make_result("c", levels=[make_level(0, value=8)])
     with pytest.raises(UserError, match="run c level concurrency=8 has no steady-state energy figures"):

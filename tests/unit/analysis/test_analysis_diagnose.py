@@ -95,7 +95,7 @@ def test_latency_up_queue_growing_client_cpu(tmp_path):
               dict(ttft_p99_ms=200, waiting_mean=5, client_cpu_pct=97, saturated=True))
     f = next(x for x in fs if x.id == "latency_up_queue_growing")
     assert "client is saturated (CPU 97% of a core)" in f.message
-    assert f.evidence["client_cpu_pct"] == [30.0, 97.0]
+    assert f.evidence["client_cpu_pct"] == pytest.approx([30.0, 97.0], rel=1e-9)
     # latency up but no queue growth: not this rule
     assert "latency_up_queue_growing" not in ids(_run(tmp_path, dict(ttft_p99_ms=100),
                                                       dict(ttft_p99_ms=200)))

@@ -24,9 +24,9 @@ def test_headline_reads_every_family():
     assert h["avg_power_w"] == 800
     assert h["output_tokens_per_s_per_kw"] == pytest.approx(1000 / 0.8)
     assert h["failed_pct"] == pytest.approx(100 * 4 / (lv.requests.completed + 4))
-    assert h["goodput_rps"] == 3.5 and h["mean_waiting"] == 2.0
+    assert h["goodput_rps"] == pytest.approx(3.5, rel=1e-9) and h["mean_waiting"] == pytest.approx(2.0, rel=1e-9)
     assert h["gpu_utilization_pct"] == 77 and h["sm_clock_mhz"] == 1500
-    assert h["ttft_p99_ms"] == 120.0 and h["tpot_p50_ms"] == 20.0
+    assert h["ttft_p99_ms"] == pytest.approx(120.0, rel=1e-9) and h["tpot_p50_ms"] == pytest.approx(20.0, rel=1e-9)
     assert headline(lv, "wall")["avg_power_w"] is None
 
 
@@ -48,8 +48,8 @@ def test_trial_ci_key_forms():
         "ttft_p99_ms": {"mean": 10.0, "ci_low": 12.0, "ci_high": 8.0},  # inverted: ignored
     }})
     ci = trial_ci(lv, "output_tokens_per_s", "node")
-    assert (ci.low, ci.high, ci.n, ci.confidence) == (95.0, 105.0, 3, 0.9)
-    assert trial_ci(lv, "avg_power_w", "node").half_width == 20.0
+    assert (ci.low, ci.high, ci.n, ci.confidence) == pytest.approx((95.0, 105.0, 3, 0.9), rel=1e-9)
+    assert trial_ci(lv, "avg_power_w", "node").half_width == pytest.approx(20.0, rel=1e-9)
     acc = trial_ci(lv, "avg_power_w", "accelerator")
     assert acc.rel_half_width == pytest.approx(0.02) and acc.n == 2  # a figure's own n wins over the block's
     assert trial_ci(lv, "ttft_p99_ms", "node") is None
@@ -63,4 +63,4 @@ def test_boundaries_and_keys():
     assert outermost_common_boundary([a]) == "wall"
     r1 = make_level(0, mode="rate", value=0.1 + 0.2)
     r2 = make_level(0, mode="rate", value=0.3)
-    assert level_key(r1) == level_key(r2) == ("rate", 0.3)
+    assert level_key(r1) == level_key(r2) == ("rate", pytest.approx(0.3, rel=1e-9))

@@ -22,7 +22,7 @@ def test_parse_checks():
     assert cs[2].threshold == 20
     assert cs[3].threshold == pytest.approx(10.0)  # 0.01 s in ms
     assert cs[4].threshold == pytest.approx(50.0)  # W
-    assert cs[5].threshold == 1.0
+    assert cs[5].threshold == pytest.approx(1.0, rel=1e-9)
     assert cs[6].threshold == pytest.approx(0.05)  # J
     assert cs[7].threshold == 100
 

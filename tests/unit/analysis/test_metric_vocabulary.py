@@ -23,7 +23,7 @@ def test_goodput_per_kw_is_read_at_the_boundary():
                      energy={"node": BoundaryEnergy(boundary="node", method="declared", avg_power_w=500.0)},
                      goodput={"fraction": 0.75, "per_kw": {"node": {"output_tokens_per_s_per_kw": 1234.0}}})
     h = headline(lv, "node")
-    assert h["goodput_per_kw"] == 1234.0 and h["goodput_fraction"] == 0.75
+    assert h["goodput_per_kw"] == pytest.approx(1234.0, rel=1e-9) and h["goodput_fraction"] == pytest.approx(0.75, rel=1e-9)
     assert headline(lv, "accelerator")["goodput_per_kw"] is None
 
 

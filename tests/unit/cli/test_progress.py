@@ -1,6 +1,7 @@
 """Live progress of ``wattbench run`` (issue 18): level k of n (or until the search ends), the trial,
 elapsed and remaining time, phase messages without rich's log time and source location."""
 
+import pytest
 from rich.console import Console
 
 from wattbench.cli.progress import RunProgress, level_description
@@ -38,6 +39,6 @@ def test_duration_bound_level_runs_its_bar_over_time():
         prog.update("level_start", {"index": 0, "levels": 1, "label": "rate=4", "total": None, "duration_s": 60.0})
         prog.update("progress", {"index": 0, "done": 57, "elapsed_s": 15.0, "output_tokens": 1500})
         task = prog._progress.tasks[0]
-        assert task.total == 60.0 and task.completed == 15.0
+        assert task.total == pytest.approx(60.0, rel=1e-9) and task.completed == pytest.approx(15.0, rel=1e-9)
     out = console.export_text()
     assert "57 requests" in out and "level 1 of 1 · r=4/s" in out and "100 out tok/s" in out

@@ -1,5 +1,6 @@
 """Environment checks against a fake pynvml: each failure mode gives the right status and fix."""
 
+import pytest
 from tests.fakes.fake_nvml import FakeGPU, FakeNvml, NVMLError
 
 from wattbench.doctor import environment as env
@@ -29,7 +30,7 @@ def test_power_cap_below_default_warns_with_both_figures():
     assert pl.status == "warn"
     assert "450 W" in pl.message and "700 W" in pl.message and "nvidia-smi -pl" in pl.message
     assert "-pl 700" in pl.fix
-    assert pl.data["enforced_w"] == 450.0 and pl.data["default_w"] == 700.0
+    assert pl.data["enforced_w"] == pytest.approx(450.0, rel=1e-9) and pl.data["default_w"] == pytest.approx(700.0, rel=1e-9)
 
 
 def test_cap_held_by_another_constraint_is_explained():

@@ -91,7 +91,7 @@ def test_llama3_rope_freqs_as_llama_cpp_computes_them():
     cfg = {"rope_theta": p.rope_theta, "hidden_size": p.hidden_size, "num_attention_heads": p.num_attention_heads,
            **p.extra_config}
     f = llama3_rope_freqs(cfg)
-    assert f.shape == (32,) and f[0] == 1.0 and f[-1] == pytest.approx(32.0)  # high freqs kept, low scaled
+    assert f.shape == (32,) and f[0] == pytest.approx(1.0, rel=1e-9) and f[-1] == pytest.approx(32.0)  # high freqs kept, low scaled
     assert np.all(np.diff(f) >= 0)
     assert llama3_rope_freqs({"rope_theta": 1e4, "hidden_size": 8, "num_attention_heads": 1}) is None
 

@@ -73,7 +73,7 @@ def test_feeder_exhausted_iterable():
 def test_open_arrivals_partition_interleaved_and_bounded():
     s = spec(mode="rate", value=10.0, arrival="constant", num_requests=6, warmup_requests=2)
     parts, rate, exhausted = open_arrivals(s, lambda i: RequestSpec(prompt=str(i)), 2)
-    assert rate == 10.0 and not exhausted
+    assert rate == pytest.approx(10.0, rel=1e-9) and not exhausted
     assert [a[0] for a in parts[0]] == [0, 2, 4, 6] and [a[0] for a in parts[1]] == [1, 3, 5, 7]
     assert [a[1] for a in parts[0]] == pytest.approx([0.0, 0.2, 0.4, 0.6])
     assert [a[3] for a in parts[0] + parts[1]].count(True) == 2

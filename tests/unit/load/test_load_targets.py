@@ -48,7 +48,7 @@ def _t(url: str) -> TargetSpec:
 
 def test_check_targets_refuses_duplicates_and_bad_weights():
     a, b = _t("http://127.0.0.1:1/v1"), _t("http://127.0.0.1:2/v1")
-    assert check_targets([a, b]) == [1.0, 1.0]
+    assert check_targets([a, b]) == pytest.approx([1.0, 1.0], rel=1e-9)
     with pytest.raises(UserError, match="given twice"):
         check_targets([a, _t("http://127.0.0.1:1/v1")])
     with pytest.raises(UserError, match="one weight per"):

@@ -44,11 +44,11 @@ def test_intensity_change_mid_run_gives_energy_weighted_value():
     g2, why2 = window_intensity(series, change_mono + 3599 * S, change_mono + 3601 * S, anchor_wall, anchor_mono,
                                 energy)
     assert g2 is None and "covers" in why2
-    assert window_intensity(IntensitySeries.constant(42.0), 0, 1, 0, 0, energy) == (42.0, None)
+    assert window_intensity(IntensitySeries.constant(42.0), 0, 1, 0, 0, energy) == (pytest.approx(42.0, rel=1e-9), None)
 
 
 def test_parse_number_and_electricity_maps_csv_and_json(tmp_path):
-    assert parse_carbon_intensity("350").g_per_kwh == (350.0,)
+    assert parse_carbon_intensity("350").g_per_kwh == pytest.approx((350.0,), rel=1e-9)
     assert parse_carbon_intensity(None) is None
     csv_path = tmp_path / "DE_2026_hourly.csv"
     csv_path.write_text(
@@ -57,14 +57,14 @@ def test_parse_number_and_electricity_maps_csv_and_json(tmp_path):
         "2026-12-01 01:00:00,Germany,Germany,DE,310.5,380\n"
         "2026-12-01 00:00:00,Germany,Germany,DE,300.25,370\n", encoding="utf-8")
     s = parse_carbon_intensity(str(csv_path))
-    assert s.g_per_kwh == (300.25, 310.5)  # sorted by time, the first intensity column
-    assert s.wall_s[1] - s.wall_s[0] == 3600.0
+    assert s.g_per_kwh == pytest.approx((300.25, 310.5), rel=1e-9)  # sorted by time, the first intensity column
+    assert s.wall_s[1] - s.wall_s[0] == pytest.approx(3600.0, rel=1e-9)
     js = tmp_path / "history.json"
     js.write_text(json.dumps({"zone": "DE", "history": [
         {"zone": "DE", "carbonIntensity": 302, "datetime": "2026-12-01T00:00:00.000Z", "isEstimated": False},
         {"zone": "DE", "carbonIntensity": 290, "datetime": "2026-12-01T01:00:00.000Z", "isEstimated": True}]}))
     s2 = parse_carbon_intensity(str(js))
-    assert s2.g_per_kwh == (302.0, 290.0) and s2.wall_s[0] == s.wall_s[0]
+    assert s2.g_per_kwh == pytest.approx((302.0, 290.0), rel=1e-9) and s2.wall_s[0] == s.wall_s[0]
 
 
 @pytest.mark.parametrize("content,msg", [

@@ -11,10 +11,10 @@ import math
 import numpy as np
 import pytest
 
-import wattbench.metrics.latency as latency_mod
+import wattbench.results.recordset as recordset_mod
 from wattbench.accounting.level import count_source, oversaturation
 from wattbench.accounting.level_findings import input_length_finding
-from wattbench.accounting.window_tokens import stream_tokens_in_window, window_tokens
+from wattbench.metrics.window_tokens import stream_tokens_in_window, window_tokens
 from wattbench.load.targets import per_target_summary
 from wattbench.metrics.latency import stats, summarize_level
 from wattbench.metrics.slo import goodput, level_check, parse_slos
@@ -225,7 +225,7 @@ def old_goodput_core(records, slos, window_output_tokens):
 @pytest.fixture(params=[(1, 600), (2, 250), (3, 40)])
 def level(request, monkeypatch):
     # many stamp blocks, cut inside requests
-    monkeypatch.setattr(latency_mod.stamp_blocks, "__kwdefaults__", {"max_stamps": 97, "offsets": None})
+    monkeypatch.setattr(recordset_mod.stamp_blocks, "__kwdefaults__", {"max_stamps": 97, "offsets": None})
     seed, n = request.param
     recs = _records(seed, n)
     rs = RecordSet.from_records(recs, spill_bytes=2000)
@@ -315,7 +315,7 @@ def test_count_source_oversaturation_and_input_lengths(level):
 
 def test_itl_percentiles_over_many_blocks_and_pairwise_nodes(monkeypatch):
     """ITL pooled over more gaps than one pairwise node (65,536), read in small stamp blocks."""
-    monkeypatch.setattr(latency_mod.stamp_blocks, "__kwdefaults__", {"max_stamps": 4_099, "offsets": None})
+    monkeypatch.setattr(recordset_mod.stamp_blocks, "__kwdefaults__", {"max_stamps": 4_099, "offsets": None})
     rng = np.random.default_rng(11)
     recs = []
     for i in range(1_500):

@@ -12,7 +12,7 @@ MS = 1_000_000
 def test_stats_values():
     s = stats([1.0, 2.0, 3.0, 4.0, 10.0])
     assert s.count == 5 and s.mean == pytest.approx(4.0)
-    assert s.p50 == 3.0 and s.max == 10.0 and s.min == 1.0
+    assert s.p50 == pytest.approx(3.0, rel=1e-9) and s.max == pytest.approx(10.0, rel=1e-9) and s.min == pytest.approx(1.0, rel=1e-9)
     assert s.p90 == pytest.approx(np.percentile([1, 2, 3, 4, 10], 90))
     assert s.std == pytest.approx(np.std([1, 2, 3, 4, 10]))
 

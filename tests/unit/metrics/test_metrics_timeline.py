@@ -1,7 +1,7 @@
 import pytest
 
 from wattbench.metrics.request_latency import inter_chunk_gaps_ms, per_request_latencies
-from wattbench.metrics.timeline import counter_power_w, in_flight_steps, output_tokens_per_s_buckets
+from wattbench.metrics.timeline import in_flight_steps, output_tokens_per_s_buckets
 from wattbench.results.schema import RequestRecord
 
 MS = 1_000_000
@@ -68,36 +68,6 @@ def test_in_flight_steps_ends_before_sends_at_same_time():
     t, n = in_flight_steps(rs)
     assert t.tolist() == [0, 5, 10, 10, 30]
     assert n.tolist() == [1, 2, 1, 2, 1]
-
-
-def test_counter_power_skips_resets():
-    t = [0, int(1e9), int(2e9), int(3e9), int(3e9)]
-    e = [100.0, 400.0, 50.0, 250.0, 260.0]  # reset between 1 s and 2 s; duplicate timestamp at the end
-    mid, p = counter_power_w(t, e)
-    assert mid.tolist() == [int(0.5e9), int(2.5e9)]
-    assert p.tolist() == pytest.approx([300.0, 200.0])
-    assert counter_power_w([1], [1.0])[0].size == 0
-
-
-def test_counter_power_corrects_a_wrap_when_the_range_is_known():
-    """RAPL-style counter of range 1000 J: 950 -> 30 is a wrap of +80 J, not a reset."""
-    t = [0, int(1e9), int(2e9), int(3e9)]
-    e = [900.0, 950.0, 30.0, 100.0]
-    mid, p = counter_power_w(t, e, max_value=1000.0)
-    assert mid.tolist() == [int(0.5e9), int(1.5e9), int(2.5e9)]
-    assert p.tolist() == pytest.approx([50.0, 80.0, 70.0])
-    # without the range the same step is a reset and is dropped
-    assert counter_power_w(t, e)[1].tolist() == pytest.approx([50.0, 70.0])
-
-
-def test_counter_power_collapses_repeated_reads_of_one_refresh():
-    """A counter read every 100 ms that refreshes every 300 ms: 10 J per refresh is 33.3 W, not
-    alternating 0 W and 100 W."""
-    t = [int(i * 1e8) for i in range(7)]
-    e = [0.0, 0.0, 0.0, 10.0, 10.0, 10.0, 20.0]
-    mid, p = counter_power_w(t, e)
-    assert mid.tolist() == [int(1.5e8), int(4.5e8)]
-    assert p.tolist() == pytest.approx([10 / 0.3, 10 / 0.3])
 
 
 def test_records_written_without_chunk_stamps():

@@ -26,7 +26,7 @@ def test_ci_arithmetic():
 
 
 def test_ci_single_and_empty():
-    assert ci95([5.0])["ci95_low"] is None and ci95([5.0])["mean"] == 5.0
+    assert ci95([5.0])["ci95_low"] is None and ci95([5.0])["mean"] == pytest.approx(5.0, rel=1e-9)
     assert ci95([])["n"] == 0
     assert ci95([1.0, None, float("nan"), 3.0])["n"] == 2
 
@@ -65,4 +65,4 @@ def test_summarize_trials_over_level_dumps():
 
 def test_summarize_flat_dicts():
     s = summarize_trials([{"a": 1.0, "b": 2.0}, {"a": 3.0}])
-    assert s["a"]["mean"] == 2.0 and s["b"]["n"] == 1
+    assert s["a"]["mean"] == pytest.approx(2.0, rel=1e-9) and s["b"]["n"] == 1

@@ -148,9 +148,9 @@ def test_efficiency_against_known_truth_and_exporter_readback(engine, tmp_path):
     # exact unless the window starts right at the load step (then within the edge bound above)
     assert exp[("wattbench_joules_per_output_token", (("boundary", "accelerator"), ("window", "1s")))] == \
         pytest.approx(truth_1s, rel=2e-3, abs=edge_j / n_1s)
-    assert exp[("wattbench_state", (("state", "loaded"),))] == 1.0
+    assert exp[("wattbench_state", (("state", "loaded"),))] == pytest.approx(1.0, rel=1e-9)
     assert exp[("wattbench_scrape_errors_total", (("source", "server"),))] == 0
-    assert exp[("wattbench_source_up", (("source", "trace"),))] == 1.0
+    assert exp[("wattbench_source_up", (("source", "trace"),))] == pytest.approx(1.0, rel=1e-9)
     # history: meta, one line per span, the idle segment when it closed, the summary
     lines = [json.loads(x) for x in hist.read_text().splitlines()]
     kinds = [x["type"] for x in lines]
@@ -211,7 +211,7 @@ def test_target_goes_away_and_comes_back(engine):
     assert gap.output_tokens == 100 and gap.t0_ns == clock.start_ns + 350 * MS and gap.t1_ns == clock.start_ns + 1950 * MS
     assert gap.energy_j["accelerator"] == pytest.approx(sensor.true_energy(gap.t0_ns, gap.t1_ns), rel=5e-3)
     assert exp[("wattbench_scrape_errors_total", (("source", "server"),))] == 5
-    assert exp[("wattbench_source_up", (("source", "server"),))] == 1.0
+    assert exp[("wattbench_source_up", (("source", "server"),))] == pytest.approx(1.0, rel=1e-9)
 
 
 def test_failing_meter_backs_off_and_recovers(engine):

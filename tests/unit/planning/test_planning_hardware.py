@@ -42,12 +42,12 @@ def test_dense_not_sparse_figures(table):
     h200 = find_gpu("H200", table)
     assert h200.bf16_dense_flops == pytest.approx(989.5e12)
     assert h200.fp8_dense_flops == pytest.approx(1979e12)
-    assert h200.memory_bandwidth_bytes_per_s == 4.8e12
-    assert h200.memory_bytes == 141e9
+    assert h200.memory_bandwidth_bytes_per_s == pytest.approx(4.8e12, rel=1e-9)
+    assert h200.memory_bytes == pytest.approx(141e9, rel=1e-9)
     assert h200.tdp_w == 700
     assert find_gpu("H200 NVL", table).tdp_w == 600
     h100 = find_gpu("H100 SXM", table)
-    assert h100.memory_bandwidth_bytes_per_s == 3.35e12 and h100.memory_bytes == 80e9
+    assert h100.memory_bandwidth_bytes_per_s == pytest.approx(3.35e12, rel=1e-9) and h100.memory_bytes == pytest.approx(80e9, rel=1e-9)
     assert find_gpu("B200", table).bf16_dense_flops == pytest.approx(2.25e15)
     assert find_gpu("A100", table).fp8_dense_flops is None
 
@@ -90,8 +90,8 @@ def test_user_file_overrides_fields_and_adds_rows(tmp_path):
     ]}))
     t = load_hardware_table(extra_files=[f], use_user_file=False)
     h = find_gpu("H200", t)
-    assert h.tdp_w == 600 and h.memory_bandwidth_bytes_per_s == 4.8e12
-    assert find_gpu("orin nano super", t).memory_bandwidth_bytes_per_s == 102e9
+    assert h.tdp_w == 600 and h.memory_bandwidth_bytes_per_s == pytest.approx(4.8e12, rel=1e-9)
+    assert find_gpu("orin nano super", t).memory_bandwidth_bytes_per_s == pytest.approx(102e9, rel=1e-9)
 
 
 def test_user_config_file_is_read(tmp_path):

@@ -27,7 +27,7 @@ def test_llama_8b_shape_and_kv_bytes():
 
 
 def test_dtype_bytes():
-    assert dtype_bytes("bf16") == 2 and dtype_bytes("FP8") == 1 and dtype_bytes("int4") == 0.5
+    assert dtype_bytes("bf16") == 2 and dtype_bytes("FP8") == 1 and dtype_bytes("int4") == pytest.approx(0.5, rel=1e-9)
     with pytest.raises(UserError, match="unknown dtype"):
         dtype_bytes("fp6")
 

@@ -62,7 +62,7 @@ def test_tokens_per_kwh_from_result():
         make_level(1, out_tps=20, node_p95_w=1200, node_tokens_per_kwh=5e5),
         make_level(2, out_tps=30, node_p95_w=1300, node_tokens_per_kwh=9e5, verdict="invalid"),
     ])
-    assert tokens_per_kwh_from_result(res, None, "node") == (5e5, [])
-    assert tokens_per_kwh_from_result(res, 0, "node")[0] == 2e5
+    assert tokens_per_kwh_from_result(res, None, "node") == (pytest.approx(5e5, rel=1e-9), [])
+    assert tokens_per_kwh_from_result(res, 0, "node")[0] == pytest.approx(2e5, rel=1e-9)
     with pytest.raises(UserError, match="accelerator"):
         tokens_per_kwh_from_result(res, None, "accelerator")

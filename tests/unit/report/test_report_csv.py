@@ -61,7 +61,7 @@ def test_formula_like_text_is_quoted(report_run_dir, tmp_path):
     from wattbench.report.csv import _cell
 
     assert _cell("=HYPERLINK(1)") == "'=HYPERLINK(1)"
-    assert _cell("-1") == "'-1" and _cell(-1.5) == -1.5 and _cell("concurrency=4") == "concurrency=4"
+    assert _cell("-1") == "'-1" and _cell(-1.5) == pytest.approx(-1.5, rel=1e-9) and _cell("concurrency=4") == "concurrency=4"
 
 
 def test_csv_dir_that_is_a_file(report_run_dir, tmp_path):

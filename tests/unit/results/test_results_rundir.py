@@ -20,7 +20,7 @@ def test_round_trip(tmp_path):
     assert path.name == "result.json"
     back = load_result(tmp_path / "run")
     assert back == r
-    assert load_result(path).levels[1].energy["accelerator"].avg_power_w == 600.0
+    assert load_result(path).levels[1].energy["accelerator"].avg_power_w == pytest.approx(600.0, rel=1e-9)
     # no temporary files left behind
     assert sorted(os.listdir(tmp_path / "run")) == ["result.json"]
 

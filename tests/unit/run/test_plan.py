@@ -45,7 +45,7 @@ def test_a_ladder_measures_every_level_in_order():
 def test_optimize_candidates_are_the_default_ladder_up_to_max_concurrency():
     assert plan.optimize_candidates(_cfg(optimize="goodput_rps", max_concurrency=20)) == [1, 2, 4, 8, 16]
     assert plan.optimize_candidates(_cfg(optimize="goodput_rps", concurrency=[3, 5])) == [3, 5]
-    assert plan.optimize_candidates(_cfg(optimize="goodput_rps", rate=[2.0, 4.0])) == [2.0, 4.0]
+    assert plan.optimize_candidates(_cfg(optimize="goodput_rps", rate=[2.0, 4.0])) == pytest.approx([2.0, 4.0], rel=1e-9)
 
 
 def test_optimize_records_its_candidates_on_the_result():

@@ -122,7 +122,7 @@ def test_counter_delta_interpolates_at_the_edges():
     # 250 ns into the first interval: 25; 500 ns into the second: 200
     assert tl.counter_delta("generation_tokens", 250, 1_500) == pytest.approx(200.0 - 25.0)
     # outside the scraped span: clamped, and the window is flagged as not covered
-    assert tl.counter_delta("generation_tokens", -500, 2_500) == 300.0
+    assert tl.counter_delta("generation_tokens", -500, 2_500) == pytest.approx(300.0, rel=1e-9)
     assert tl.covers(-500, 2_500) is False and tl.covers(0, 2_000) is True
 
 
@@ -135,7 +135,7 @@ def test_gauge_time_weighted_mean():
     # running: 0 -> 4 linearly over [0, 1000], then 4 until 2000: mean = (2000 + 4000) / 2000 = 3
     tl = _timeline([(0, 0.0, 0.0), (1_000, 1.0, 4.0), (2_000, 2.0, 4.0)])
     mean, mx = tl.gauge_stats("running", 0, 2_000)
-    assert mean == pytest.approx(3.0) and mx == 4.0
+    assert mean == pytest.approx(3.0) and mx == pytest.approx(4.0, rel=1e-9)
 
 
 def test_jsonl_round_trip(tmp_path):
@@ -146,7 +146,7 @@ def test_jsonl_round_trip(tmp_path):
     tl.to_jsonl(p)
     back = ServerTimeline.from_jsonl(p)
     assert back.scrapes == tl.scrapes
-    assert (back.engine, back.available, back.url, back.interval_s) == ("vllm", True, tl.url, 0.5)
+    assert (back.engine, back.available, back.url, back.interval_s) == ("vllm", True, tl.url, pytest.approx(0.5, rel=1e-9))
     assert back.series["generation_tokens"] == ([10, 20], [1.0, 3.0])
 
 
@@ -166,7 +166,7 @@ def test_real_vllm_exposition_maps_to_canonical_series():
      {"running": 1, "generation_tokens": 70}),
 ])
 def test_engine_name_maps(engine, text, expect):
-    assert canonical_values(parse_exposition(text), engine) == expect
+    assert canonical_values(parse_exposition(text), engine) == pytest.approx(expect, rel=1e-9)
 
 
 def test_metrics_url():

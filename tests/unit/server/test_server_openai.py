@@ -79,7 +79,7 @@ def test_payload_completions_refuses_messages():
 
 def test_extra_body_wins():
     t = TargetSpec(base_url="http://h/v1", model="m", extra_body={"temperature": 0.5})
-    assert build_payload(RequestSpec(prompt="x"), t)["temperature"] == 0.5
+    assert build_payload(RequestSpec(prompt="x"), t)["temperature"] == pytest.approx(0.5, rel=1e-9)
 
 
 def test_chunk_text_and_errors():

@@ -25,7 +25,7 @@ def test_amd_counter_and_power():
     smi.acc[1] += 65_536
     b = {r.channel: r.value for r in s.read()}
     assert b["amd.gpu1.energy"] - a["amd.gpu1.energy"] == pytest.approx(65_536 * 15.259e-6)
-    assert b["amd.gpu1.power"] == 550.0
+    assert b["amd.gpu1.power"] == pytest.approx(550.0, rel=1e-9)
     s.close()
     assert smi.inits == 0
 
@@ -38,7 +38,7 @@ def test_amd_init_failure():
 @pytest.mark.parametrize("spec,cls,check", [
     ("nvml", NvmlSensor, lambda s: s.indices is None and s.samples),
     ("nvml:0,1", NvmlSensor, lambda s: s.indices == [0, 1]),
-    ("nvml:2,samples=off,interval=0.05", NvmlSensor, lambda s: not s.samples and s.poll_interval_s == 0.05),
+    ("nvml:2,samples=off,interval=0.05", NvmlSensor, lambda s: not s.samples and s.poll_interval_s == pytest.approx(0.05, rel=1e-9)),
     ("nvidia-smi", NvidiaSmiSensor, lambda s: s.stream and s.interval_ms == 100),
     ("nvidia-smi:oneshot,1", NvidiaSmiSensor, lambda s: not s.stream and s.indices == [1]),
     ("rapl", RaplSensor, lambda s: str(s.root) == "/sys/class/powercap"),
@@ -59,11 +59,11 @@ def test_amd_init_failure():
      lambda s: s.argv == ["/usr/bin/meter", "--port", "/dev/ttyUSB0"] and s.boundary == "wall"),
     ('cmd:["/usr/bin/meter","a,b"]', CommandSensor, lambda s: s.argv == ["/usr/bin/meter", "a,b"]),
     ("cmd:/m,boundary=node,interval=2", CommandSensor,
-     lambda s: s.argv == ["/m"] and s.boundary == "node" and s.poll_interval_s == 2.0),
+     lambda s: s.argv == ["/m"] and s.boundary == "node" and s.poll_interval_s == pytest.approx(2.0, rel=1e-9)),
     ("file:/var/log/pdu.csv", FileSensor, lambda s: str(s.path) == "/var/log/pdu.csv" and s.boundary == "wall"),
     ("file:/x.jsonl,boundary=facility", FileSensor, lambda s: s.boundary == "facility"),
-    ("const:node=700", ConstSensor, lambda s: s.boundary == "node" and s.watts == 700.0),
-    ("estimate:cpu,tdp=280", CpuEstimateSensor, lambda s: s.tdp_w == 280.0 and s.idle_w is None),
+    ("const:node=700", ConstSensor, lambda s: s.boundary == "node" and s.watts == pytest.approx(700.0, rel=1e-9)),
+    ("estimate:cpu,tdp=280", CpuEstimateSensor, lambda s: s.tdp_w == pytest.approx(280.0, rel=1e-9) and s.idle_w is None),
 ])
 def test_spec_forms(spec, cls, check):
     s = parse_sensor_spec(spec)

@@ -148,7 +148,7 @@ def test_cli_sensors_json_and_table(tmp_path):
     r = CliRunner().invoke(app, ["sensors", "--sensor", "const:wall=812.5", "--measure", "0.1", "--json"])
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)
-    assert rows[0]["id"] == "const.wall" and rows[0]["value"] == 812.5
+    assert rows[0]["id"] == "const.wall" and rows[0]["value"] == pytest.approx(812.5, rel=1e-9)
     r = CliRunner().invoke(app, ["sensors", "--sensor", "const:wall=812.5", "--measure", "0.1"])
     assert r.exit_code == 0 and "const.wall" in r.output and "812.5 W" in r.output and "declared" in r.output
     r = CliRunner().invoke(app, ["sensors", "--sensor", "const:wall"])

@@ -25,7 +25,7 @@ def test_ina226_power_channel_unknown_rail_is_listed_not_counted(tmp_path):
     assert list(chans) == ["hwmon.ina226.power1"]  # curr1×in1 not paired: the chip reports power1
     c = chans["hwmon.ina226.power1"]
     assert (c.kind, c.boundary, c.quantity, c.unit, c.primary) == ("aux", None, "rail_power_w", "W", False)
-    assert c.update_period_s == pytest.approx(0.002) and c.uncertainty_pct == 5.0
+    assert c.update_period_s == pytest.approx(0.002) and c.uncertainty_pct == pytest.approx(5.0, rel=1e-9)
     assert c.device == "ina226@1-0040/1"
     assert s.read()[0].value == pytest.approx(7.68)
     (w,) = s.warnings
@@ -38,7 +38,7 @@ def test_ina226_boundary_from_the_spec(tmp_path):
     chans, _ = opened(s)
     c = chans["hwmon.ina226.power1"]
     assert (c.kind, c.boundary, c.quantity, c.primary) == ("power", "node", "power", True)
-    assert s.poll_interval_s == 0.05 and s.warnings == []
+    assert s.poll_interval_s == pytest.approx(0.05, rel=1e-9) and s.warnings == []
     set_value(h, "power1_input", 12_345_678)
     assert s.read()[0].value == pytest.approx(12.345678)
 
@@ -72,7 +72,7 @@ def test_acpi_power_meter_is_node_by_default(tmp_path):
     chans, s = opened(HwmonSensor(root=tmp_path))
     c = chans["hwmon.power_meter.power1_avg"]
     assert (c.kind, c.boundary, c.quantity, c.primary) == ("power", "node", "power_avg", True)
-    assert c.update_period_s == pytest.approx(1.0) and c.uncertainty_pct == 10.0
+    assert c.update_period_s == pytest.approx(1.0) and c.uncertainty_pct == pytest.approx(10.0, rel=1e-9)
     assert s.read()[0].value == pytest.approx(212.0) and s.warnings == []
 
 

@@ -24,9 +24,9 @@ def test_local_reading(ipmitool, monkeypatch):
     s = IpmiSensor()
     (c,) = s.open()
     assert (c.boundary, c.kind, c.unit, c.primary) == ("node", "power", "W", True)
-    assert s.poll_interval_s == 1.0
+    assert s.poll_interval_s == pytest.approx(1.0, rel=1e-9)
     (r,) = s.read()
-    assert r.value == 612.0 and r.channel == "ipmi.node"
+    assert r.value == pytest.approx(612.0, rel=1e-9) and r.channel == "ipmi.node"
     assert calls(ipmitool)[0]["argv"] == ["dcmi", "power", "reading"]
 
 
@@ -35,7 +35,7 @@ def test_lanplus_password_from_env_never_in_argv(ipmitool, monkeypatch):
     monkeypatch.setenv("FAKE_IPMI_EXPECT_PW", "s3cret-pw")
     s = IpmiSensor(host="10.0.0.5", user="admin")
     s.open()
-    assert s.read()[0].value == 512.0
+    assert s.read()[0].value == pytest.approx(512.0, rel=1e-9)
     c = calls(ipmitool)[0]
     assert c["argv"] == ["-I", "lanplus", "-H", "10.0.0.5", "-U", "admin", "-E", "dcmi", "power", "reading"]
     assert c["has_env_pw"] and "s3cret-pw" not in json.dumps(c["argv"])

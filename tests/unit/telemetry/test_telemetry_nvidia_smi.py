@@ -16,7 +16,7 @@ def smi(tmp_path, monkeypatch):
 def test_parse_value():
     assert parse_value("power.draw", " [N/A]") is None
     assert parse_value("power.draw", "[Not Supported]") is None
-    assert parse_value("power.draw", "312.40") == 312.4
+    assert parse_value("power.draw", "312.40") == pytest.approx(312.4, rel=1e-9)
     assert parse_value("pstate", "P8") == 8
     assert parse_value("clocks_event_reasons.active", "0x0000000000000044") == 0x44
     assert parse_value("memory.used", "1024") == 1024 * 1024 * 1024
@@ -30,8 +30,8 @@ def test_oneshot(smi):
     assert "nvidia_smi.gpu0.power_avg" not in chans  # [N/A] at open -> no channel
     assert chans["nvidia_smi.gpu1.power_instant"].kind == "power"
     got = {r.channel: r.value for r in s.read()}
-    assert got["nvidia_smi.gpu0.power_instant"] == 301.25
-    assert got["nvidia_smi.gpu1.power_instant"] == 401.25
+    assert got["nvidia_smi.gpu0.power_instant"] == pytest.approx(301.25, rel=1e-9)
+    assert got["nvidia_smi.gpu1.power_instant"] == pytest.approx(401.25, rel=1e-9)
     assert got["nvidia_smi.gpu0.clock_event_reasons"] == 4
     s.close()
 
@@ -43,7 +43,7 @@ def test_old_driver_falls_back_to_base_fields(smi, monkeypatch):
     assert "nvidia_smi.gpu1.power_instant" not in chans
     assert chans["nvidia_smi.gpu1.power_draw"].primary
     assert "nvidia_smi.gpu0.power_draw" not in chans
-    assert {r.channel: r.value for r in s.read()}["nvidia_smi.gpu1.power_draw"] == 250.5
+    assert {r.channel: r.value for r in s.read()}["nvidia_smi.gpu1.power_draw"] == pytest.approx(250.5, rel=1e-9)
 
 
 def test_stream(smi):

@@ -116,14 +116,14 @@ def test_sample_buffer_drain_maps_wall_us_to_mono(monkeypatch):
     s = NvmlSensor(nvml=nv, samples_every_s=0)
     s.open()
     got = by_id(s.read())["nvml.gpu0.power_samples"]
-    assert [r.value for r in got] == [290.0, 300.0]
+    assert [r.value for r in got] == pytest.approx([290.0, 300.0], rel=1e-9)
     # mapped onto the monotonic clock through the anchor, exactly: 40 and 20 ms before it
     assert [r.t_ns for r in got] == [mono_now - 40_000_000, mono_now - 20_000_000]
     assert s.sample_offset_mode == "wall_anchor"
     # next drain returns only new samples (last timestamp seen)
     g.samples.append((now_wall_us, 310_000))
     got2 = by_id(s.read())["nvml.gpu0.power_samples"]
-    assert [r.value for r in got2] == [310.0]
+    assert [r.value for r in got2] == pytest.approx([310.0], rel=1e-9)
     # nothing new: NOT_FOUND is not an error
     assert "nvml.gpu0.power_samples" not in by_id(s.read())
 
@@ -147,7 +147,7 @@ def test_gpu_inventory():
     assert len(inv) == 1
     g = inv[0]
     assert g.name == "NVIDIA H200" and g.driver == "580.65.06" and g.cuda_driver == "12.8"
-    assert g.power_limit_w == 700.0 and g.memory_total_bytes == 143_771_000_000 and g.pstate == "P0"
+    assert g.power_limit_w == pytest.approx(700.0, rel=1e-9) and g.memory_total_bytes == 143_771_000_000 and g.pstate == "P0"
     assert nv.inits == 0
 
 
@@ -195,8 +195,8 @@ def test_h200_memory_power_comes_from_the_1s_average_field():
     s = NvmlSensor(nvml=nv)
     chans = {c.id: c for c in s.open()}
     m = chans["nvml.gpu0.memory_power"]
-    assert (m.boundary, m.quantity, m.update_period_s) == ("accelerator_memory", "power_avg", 1.0)
-    assert "field 185" in m.source and "1 s average" in m.source and m.uncertainty_pct == 10.0
+    assert (m.boundary, m.quantity, m.update_period_s) == ("accelerator_memory", "power_avg", pytest.approx(1.0, rel=1e-9))
+    assert "field 185" in m.source and "1 s average" in m.source and m.uncertainty_pct == pytest.approx(10.0, rel=1e-9)
     assert not any("memory" in w for w in s.warnings)  # the refused 186+scope pair is NOT_SUPPORTED: silent
     t_before = time.perf_counter_ns()
     r = by_id(s.read())
@@ -211,7 +211,7 @@ def test_memory_power_prefers_the_instant_field_where_the_driver_answers_it():
     nv = FakeNvml(gpus=[FakeGPU(mem_power_mw=50_000, mem_scope_fields=(185, 186))])
     s = NvmlSensor(nvml=nv)
     m = {c.id: c for c in s.open()}["nvml.gpu0.memory_power"]
-    assert (m.quantity, m.update_period_s, m.uncertainty_pct) == ("power", 0.1, None)
+    assert (m.quantity, m.update_period_s, m.uncertainty_pct) == ("power", pytest.approx(0.1, rel=1e-9), None)
     r = by_id(s.read())
     assert r["nvml.gpu0.memory_power"][0].t_ns == r["nvml.gpu0.power_instant"][0].t_ns
     s.close()

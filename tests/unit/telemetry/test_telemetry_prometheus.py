@@ -70,11 +70,11 @@ def test_dcgm_all_series(exporter):
     assert (e.kind, e.unit, e.primary, e.boundary) == ("counter", "J", True, "accelerator")
     assert chans["dcgm.Hostnamenode1.gpu0.power"].primary is False  # the counter is preferred
     got = {r.channel: r.value for r in s.read()}
-    assert got["dcgm.Hostnamenode1.gpu0.energy"] == 9000.0  # mJ -> J
-    assert got["dcgm.Hostnamenode1.gpu1.power"] == 150.25
+    assert got["dcgm.Hostnamenode1.gpu0.energy"] == pytest.approx(9000.0, rel=1e-9)  # mJ -> J
+    assert got["dcgm.Hostnamenode1.gpu1.power"] == pytest.approx(150.25, rel=1e-9)
     col.energy_mj["0"] += 312_500
     got = {r.channel: r.value for r in s.read()}
-    assert got["dcgm.Hostnamenode1.gpu0.energy"] == 9312.5
+    assert got["dcgm.Hostnamenode1.gpu0.energy"] == pytest.approx(9312.5, rel=1e-9)
 
 
 def test_dcgm_label_matcher(exporter):
@@ -115,7 +115,7 @@ def test_prom_query():
         assert all(c.boundary == "node" and c.kind == "power" for c in chans.values())
         values["node1:9100"] = 1300.0
         got = {r.channel: r.value for r in s.read()}
-        assert got == {"prom.instance_node1_9100": 1300.0, "prom.instance_node2_9100": 1100.0}
+        assert got == pytest.approx({"prom.instance_node1_9100": 1300.0, "prom.instance_node2_9100": 1100.0}, rel=1e-9)
         assert any("query=sum+by" in h for h in srv.hits)
 
 

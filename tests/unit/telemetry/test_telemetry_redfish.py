@@ -26,7 +26,7 @@ def test_legacy_power_with_verify_on_and_ca(cert):
         (c,) = s.open()
         assert (c.boundary, c.kind, c.id) == ("node", "power", "redfish.1.node")
         assert "PowerConsumedWatts" in c.source
-        assert s.read()[0].value == 655.0
+        assert s.read()[0].value == pytest.approx(655.0, rel=1e-9)
 
 
 def test_verify_on_rejects_self_signed(cert):
@@ -40,7 +40,7 @@ def test_insecure_accepts_self_signed(cert):
     with JsonServer(legacy_routes([500, 501]), tls=cert) as srv:
         s = RedfishSensor(srv.url, verify_tls=False, env={})
         s.open()
-        assert s.read()[0].value == 501.0
+        assert s.read()[0].value == pytest.approx(501.0, rel=1e-9)
 
 
 def test_bad_credentials_name_fix(cert):
@@ -57,7 +57,7 @@ def test_credentials_file(cert, tmp_path):
     with JsonServer(legacy_routes([700, 701]), auth=("root", "calvin"), tls=cert) as srv:
         s = RedfishSensor(srv.url, verify_tls=False, cred_file=str(f), env={})
         s.open()
-        assert s.read()[0].value == 701.0
+        assert s.read()[0].value == pytest.approx(701.0, rel=1e-9)
 
 
 def test_environment_metrics_preferred_and_other_chassis_warned(cert):
@@ -72,7 +72,7 @@ def test_environment_metrics_preferred_and_other_chassis_warned(cert):
         s = RedfishSensor(srv.url, verify_tls=False, env={})
         (c,) = s.open()
         assert c.id == "redfish.Node.node" and "EnvironmentMetrics" in c.source
-        assert s.read()[0].value == 1234.5
+        assert s.read()[0].value == pytest.approx(1234.5, rel=1e-9)
     assert any("HGX_Baseboard" in w for w in s.warnings)
 
 
@@ -91,7 +91,7 @@ def test_power_subsystem_supplies_summed(cert):
     with JsonServer(routes, tls=cert) as srv:
         s = RedfishSensor(srv.url, chassis="1", verify_tls=False, env={})
         s.open()
-        assert s.read()[0].value == 805.5
+        assert s.read()[0].value == pytest.approx(805.5, rel=1e-9)
 
 
 def test_unreachable():

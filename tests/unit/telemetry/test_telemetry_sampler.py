@@ -25,8 +25,8 @@ def _until(cond, hang_s: float = 60.0) -> None:
 
 
 def test_period_of():
-    assert period_of(ScriptedSensor(), 0.05) == 0.05  # no own interval -> the sampler's
-    assert period_of(ScriptedSensor(poll_interval_s=1.0), 0.05) == 1.0
+    assert period_of(ScriptedSensor(), 0.05) == pytest.approx(0.05, rel=1e-9)  # no own interval -> the sampler's
+    assert period_of(ScriptedSensor(poll_interval_s=1.0), 0.05) == pytest.approx(1.0, rel=1e-9)
 
 
 def test_deadlines_do_not_drift_and_counter_matches(monkeypatch):
@@ -117,9 +117,9 @@ def test_snapshot_and_latest_power():
     per = sm.latest_power_by_channel()
     total = sm.latest_power_w()
     sm.stop()
-    assert snap["a.power"][1] == 300.0
-    assert per == {"a.energy": 300.0, "b.energy": 200.0, "n.energy": 900.0}
-    assert total == 500.0  # accelerator boundary only, never added to node
+    assert snap["a.power"][1] == pytest.approx(300.0, rel=1e-9)
+    assert per == pytest.approx({"a.energy": 300.0, "b.energy": 200.0, "n.energy": 900.0}, rel=1e-9)
+    assert total == pytest.approx(500.0, rel=1e-9)  # accelerator boundary only, never added to node
 
 
 def test_overhead_measured(monkeypatch):
@@ -130,7 +130,7 @@ def test_overhead_measured(monkeypatch):
     sc.elapse()
     sm.stop()
     o = sm.overhead()
-    assert o["wall_s"] == 0.3 and o["reads"] == 30  # 0, 10, …, 290 ms
+    assert o["wall_s"] == pytest.approx(0.3, rel=1e-9) and o["reads"] == 30  # 0, 10, …, 290 ms
     assert o["cpu_s"] > 0  # the thread's own CPU time (real)
     assert o["cpu_pct_of_core"] == pytest.approx(100 * o["cpu_s"] / o["wall_s"])
 
@@ -224,7 +224,7 @@ def test_slow_sensor_does_not_delay_fast_one():
     for a, b in inner:
         assert any(a < t < b for t in fast.read_times), (a, b)
     assert sm.overhead()["threads"] == 2
-    assert sm.series("fast.power")[1][0] == 100.0
+    assert sm.series("fast.power")[1][0] == pytest.approx(100.0, rel=1e-9)
 
 
 def test_stop_takes_a_closing_read_of_a_seldom_read_counter():

@@ -15,7 +15,7 @@ def test_const():
     s = ConstSensor("node", 700)
     (c,) = s.open()
     assert (c.method, c.boundary, c.kind, c.primary) == ("declared", "node", "power", True)
-    assert s.read()[0].value == 700.0
+    assert s.read()[0].value == pytest.approx(700.0, rel=1e-9)
     with pytest.raises(UserError):
         ConstSensor("rack", 1)
 
@@ -24,9 +24,9 @@ def test_estimate_linear_in_utilization():
     util = iter([0.0, 0.0, 50.0, 100.0, 25.0])
     s = CpuEstimateSensor(tdp_w=300, idle_w=60, cpu_percent=lambda: next(util))
     (c,) = s.open()
-    assert (c.method, c.uncertainty_pct, c.boundary) == ("estimate", 30.0, "cpu")
+    assert (c.method, c.uncertainty_pct, c.boundary) == ("estimate", pytest.approx(30.0, rel=1e-9), "cpu")
     assert "estimate" in c.notes
-    assert [s.read()[0].value for _ in range(4)] == [60.0, 180.0, 300.0, 120.0]
+    assert [s.read()[0].value for _ in range(4)] == pytest.approx([60.0, 180.0, 300.0, 120.0], rel=1e-9)
 
 
 def test_estimate_tdp_from_cpuinfo(tmp_path):
@@ -62,7 +62,7 @@ def test_command_sensor(tmp_path):
     s = CommandSensor([str(prog), "215.5"], boundary="wall")
     (c,) = s.open()
     assert c.boundary == "wall" and c.kind == "power"
-    assert s.read()[0].value == 431.0
+    assert s.read()[0].value == pytest.approx(431.0, rel=1e-9)
 
 
 def test_command_sensor_errors(tmp_path):
@@ -81,8 +81,8 @@ def test_command_sensor_errors(tmp_path):
 
 def test_parse_meter_line():
     assert parse_meter_line("unix_time_s,watts") is None
-    assert parse_meter_line("1700000000.5, 812.25") == (1700000000.5, 812.25)
-    assert parse_meter_line('{"t": 1700000001, "w": 800}') == (1700000001.0, 800.0)
+    assert parse_meter_line("1700000000.5, 812.25") == pytest.approx((1700000000.5, 812.25), rel=1e-9)
+    assert parse_meter_line('{"t": 1700000001, "w": 800}') == pytest.approx((1700000001.0, 800.0), rel=1e-9)
     assert parse_meter_line("") is None
 
 
@@ -95,20 +95,20 @@ def test_file_sensor_tails_and_maps_wall_to_mono(tmp_path):
     assert c.boundary == "wall"
     anchor: ClockAnchor = s.anchor
     first = s.read()
-    assert [r.value for r in first] == [710.0]  # the last line before open, not the whole history
+    assert [r.value for r in first] == pytest.approx([710.0], rel=1e-9)  # the last line before open, not the whole history
     assert abs(first[0].t_ns - anchor.to_mono_ns(int(round((now - 1) * 1e9)))) < 1000
     with log.open("a") as f:
         f.write(f"{now + 0.5:.3f},720\n")
         f.write(json.dumps({"t": now + 1.0, "w": 730}) + "\n")
         f.write(f"{now + 1.5:.3f},7")  # torn line: waits for its newline
-    assert [r.value for r in s.read()] == [720.0, 730.0]
+    assert [r.value for r in s.read()] == pytest.approx([720.0, 730.0], rel=1e-9)
     with log.open("a") as f:
         f.write("40\n")
     got = s.read()
-    assert [r.value for r in got] == [740.0]
+    assert [r.value for r in got] == pytest.approx([740.0], rel=1e-9)
     assert got[0].t_ns - first[0].t_ns == pytest.approx(2.5e9, abs=2e6)
     log.write_text(f"{now + 2:.3f},750\n")  # rotated: starts over
-    assert [r.value for r in s.read()] == [750.0]
+    assert [r.value for r in s.read()] == pytest.approx([750.0], rel=1e-9)
 
 
 def test_file_sensor_missing(tmp_path):

@@ -111,4 +111,4 @@ def test_file_resolution(tmp_path, bpe):
     tw = load_workload(str(tr), bpe, speedup=2.0)
     assert dw.describe()["kind"] == "dataset" and len(dw.describe()["sha256"]) == 64
     assert tw.describe()["kind"] == "trace"
-    assert [s.arrival_s for s in tw.specs()] == [0.0, 0.25]
+    assert [s.arrival_s for s in tw.specs()] == pytest.approx([0.0, 0.25], rel=1e-9)

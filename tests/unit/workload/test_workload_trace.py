@@ -24,7 +24,7 @@ def test_mooncake_ms_timestamps_and_lengths(tmp_path, bpe):
     p = write_jsonl(tmp_path / "mooncake.jsonl", MOONCAKE)
     w = TraceWorkload(p, bpe, seed=0)
     specs = list(w.specs())
-    assert [s.arrival_s for s in specs] == [0.0, 0.027, 0.027, 1.103, 2.05]
+    assert [s.arrival_s for s in specs] == pytest.approx([0.0, 0.027, 0.027, 1.103, 2.05], rel=1e-9)
     assert [s.input_tokens for s in specs] == [120, 80, 64, 200, 33]
     assert [s.max_tokens for s in specs] == [12, 5, 9, 30, 1]
     assert all(bpe.count(s.prompt) == s.input_tokens for s in specs)
@@ -60,7 +60,7 @@ def test_generic_rows_sessions_and_sorting(tmp_path):
             {"arrival_s": 2.0, "input_tokens": 12, "output_tokens": 5, "session_id": "a"}]
     w = TraceWorkload(write_jsonl(tmp_path / "t.jsonl", rows), ApproxTokenizer())
     specs = list(w.specs())
-    assert [s.arrival_s for s in specs] == [0.0, 1.0, 1.5]
+    assert [s.arrival_s for s in specs] == pytest.approx([0.0, 1.0, 1.5], rel=1e-9)
     assert [s.tags["trace_session_id"] for s in specs] == ["b", "a", "a"]
     assert all(s.session_id is None for s in specs)  # input lengths already hold the context
     assert w.describe()["rows_out_of_order"] == 1
@@ -70,7 +70,7 @@ def test_time_unit_for_generic_timestamp(tmp_path):
     rows = [{"timestamp": 10, "input_tokens": 5, "output_tokens": 2},
             {"timestamp": 12.5, "input_tokens": 5, "output_tokens": 2}]
     w = TraceWorkload(write_jsonl(tmp_path / "t.jsonl", rows), ApproxTokenizer(), time_unit="s")
-    assert [s.arrival_s for s in w.specs()] == [0.0, 2.5]
+    assert [s.arrival_s for s in w.specs()] == pytest.approx([0.0, 2.5], rel=1e-9)
 
 
 @pytest.mark.parametrize("bad,reason", [

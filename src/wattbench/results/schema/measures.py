@@ -32,7 +32,7 @@ class Latency(_M):
 
 
 class TokenCount(_M):
-    """Tokens credited to a window (``accounting/window_tokens.py`` states the rule)."""
+    """Tokens credited to a window (``metrics/window_tokens.py`` states the rule)."""
 
     output: float = 0.0
     input: float = 0.0

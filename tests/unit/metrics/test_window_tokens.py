@@ -1,10 +1,10 @@
-"""The crediting rule of ``accounting.window_tokens`` on hand-made records (ground truth by hand)."""
+"""The crediting rule of ``metrics.window_tokens`` on hand-made records (ground truth by hand)."""
 
 from __future__ import annotations
 
 import pytest
 
-from wattbench.accounting.window_tokens import stream_tokens_in_window, window_tokens
+from wattbench.metrics.window_tokens import stream_tokens_in_window, window_tokens
 from wattbench.results.schema import RequestRecord
 
 MS = 1_000_000
@@ -51,13 +51,13 @@ def test_first_last_only_spreads_evenly_between_them():
     assert window_tokens([r], 0, 100 * MS).output_tokens == pytest.approx(11.0)
     assert window_tokens([r], 25 * MS, 55 * MS).output_tokens == pytest.approx(3.0)  # 30, 40, 50
     assert window_tokens([r], 30 * MS, 50 * MS).output_tokens == pytest.approx(3.0)  # edges inclusive
-    assert window_tokens([r], 101 * MS, 200 * MS).output_tokens == 0.0
+    assert window_tokens([r], 101 * MS, 200 * MS).output_tokens == pytest.approx(0.0, rel=1e-9)
 
 
 def test_single_token_stream_counts_at_its_first_token():
     r = rec(0, 0, [10], out=1)
-    assert window_tokens([r], 10 * MS, 20 * MS).output_tokens == 1.0
-    assert window_tokens([r], 11 * MS, 20 * MS).output_tokens == 0.0
+    assert window_tokens([r], 10 * MS, 20 * MS).output_tokens == pytest.approx(1.0, rel=1e-9)
+    assert window_tokens([r], 11 * MS, 20 * MS).output_tokens == pytest.approx(0.0, rel=1e-9)
 
 
 def test_cut_stream_without_usage_counts_its_chunks_and_says_so():
@@ -94,5 +94,5 @@ def test_mappings_are_accepted_like_records():
 
 def test_empty_or_reversed_window():
     r = rec(0, 0, [10, 20], out=2)
-    assert window_tokens([r], 30 * MS, 10 * MS).output_tokens == 0.0
-    assert stream_tokens_in_window(5, None, None, [], 0, 10) == 0.0
+    assert window_tokens([r], 30 * MS, 10 * MS).output_tokens == pytest.approx(0.0, rel=1e-9)
+    assert stream_tokens_in_window(5, None, None, [], 0, 10) == pytest.approx(0.0, rel=1e-9)
