@@ -6,9 +6,118 @@ passed as ``SecretStr`` and excluded from every dump written to disk.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+# ------------------------------------------------------------------ what each numeric option takes
+#
+# One table for every numeric option of every command (issue 26 part 4): the CLI checks each value
+# against it while the command line is parsed (``cli.common.number_gate``, before anything starts),
+# and ``RunConfig`` checks its fields against the same entries (a notebook gets the same rule). A
+# flag means one thing in every command (issue 18), so the table is keyed by flag; the few flags
+# that differ between commands have a ``(command, flag)`` entry. A flag not listed takes positive
+# numbers only: a new option is checked from the day it is declared.
+
+MAX_SECONDS = 366 * 24 * 3600.0  # the longest duration, interval or timeout any option takes (a year)
+MAX_SEED = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The numbers an option takes: from ``lo`` to ``hi`` (``None``: no bound; ``*_open``: the end
+    itself excluded); ``inf_ok``: ``inf`` too (``--rate inf``); ``unit`` names what the number is."""
+
+    lo: float | None = 0.0
+    lo_open: bool = True
+    hi: float | None = None
+    hi_open: bool = False
+    inf_ok: bool = False
+    unit: str = ""
+
+    def describe(self) -> str:
+        parts = []
+        if self.lo is not None:
+            parts.append(f"{'>' if self.lo_open else '>='} {_num(self.lo)}")
+        if self.hi is not None:
+            parts.append(f"{'<' if self.hi_open else '<='} {_num(self.hi)}")
+        return " and ".join(parts) + (f" {self.unit}" if self.unit else "")
+
+    def problem(self, flag: str, v: float | int) -> str | None:
+        """One line naming ``flag`` when ``v`` is outside the domain, else None."""
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return None
+        if math.isnan(v) or (math.isinf(v) and not (self.inf_ok and v > 0)):
+            return f"{flag} must be a finite number {self.describe()}, got {v} (1e400 and larger read as inf)"
+        below = self.lo is not None and (v <= self.lo if self.lo_open else v < self.lo)
+        above = self.hi is not None and not math.isinf(v) and (v >= self.hi if self.hi_open else v > self.hi)
+        if below or above:
+            return f"{flag} must be {self.describe()}, got {_num(v)}"
+        return None
+
+    def check(self, flag: str, v: float | int) -> None:
+        msg = self.problem(flag, v)
+        if msg:
+            from wattbench.errors import UserError
+
+            raise UserError(msg)
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
+def _num(x: float | int) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+POSITIVE = Domain()
+NON_NEGATIVE = Domain(lo_open=False)
+AT_LEAST_ONE = Domain(lo=1, lo_open=False)
+SECONDS = Domain(hi=MAX_SECONDS, unit="seconds")
+SECONDS_OR_ZERO = Domain(lo_open=False, hi=MAX_SECONDS, unit="seconds")
+PERCENT = Domain(lo_open=False, hi=100.0, hi_open=True, unit="%")
+INDEX = Domain(lo_open=False)
+
+FLAG_DOMAINS: dict[str, Domain] = {
+    # load
+    "--concurrency": AT_LEAST_ONE, "--max-concurrency": AT_LEAST_ONE, "--workers": AT_LEAST_ONE,
+    "--ray-actors": AT_LEAST_ONE, "--num-requests": AT_LEAST_ONE, "--trials": AT_LEAST_ONE,
+    "--rate": Domain(inf_ok=True, unit="requests/s"), "--speedup": POSITIVE,
+    "--seed": Domain(lo_open=False, hi=MAX_SEED), "--warmup": NON_NEGATIVE,
+    # time
+    "--duration": SECONDS, "--request-timeout": SECONDS, "--stall-timeout": SECONDS, "--sample-interval": SECONDS,
+    "--interval": SECONDS, "--idle": SECONDS_OR_ZERO, "--idle-after": SECONDS_OR_ZERO, "--cooldown": SECONDS_OR_ZERO,
+    "--measure": SECONDS_OR_ZERO, "--max-minutes": Domain(hi=MAX_SECONDS / 60, unit="minutes"),
+    # sampling
+    "--temperature": NON_NEGATIVE, "--top-p": Domain(hi=1.0), "--max-tokens": AT_LEAST_ONE,
+    # money, power, efficiency
+    "--price-per-kwh": NON_NEGATIVE, "--pue": Domain(lo=1.0, lo_open=False), "--noise-pct": NON_NEGATIVE,
+    "--max-repeats": NON_NEGATIVE, "--max-trials": AT_LEAST_ONE, "--power-limit": Domain(unit="W"),
+    "--sm-clocks": Domain(unit="MHz"), "--idle-threshold": NON_NEGATIVE, "--history-max-mb": POSITIVE,
+    "--burst": AT_LEAST_ONE, "--limit": NON_NEGATIVE,
+    # plan
+    "--batch": AT_LEAST_ONE, "--context": NON_NEGATIVE, "--gpus": AT_LEAST_ONE, "--level": INDEX,
+    "--rack-kw": Domain(unit="kW"), "--site-kw": Domain(unit="kW"), "--it-kw": Domain(unit="kW"),
+    "--host-overhead-w": Domain(lo_open=False, unit="W"), "--headroom-pct": PERCENT,
+    "--air-max-rack-kw": Domain(unit="kW"), "--air-max-accelerator-w": Domain(unit="W"),
+    "--resolution-w": Domain(unit="W"), "--load": Domain(hi=1.0), "--hours": Domain(hi=8760.0, unit="hours a year"),
+    "--rack-rent-per-month": NON_NEGATIVE, "--racks": NON_NEGATIVE, "--cooling-cost-per-kwh": NON_NEGATIVE,
+    "--maintenance-pct-per-year": NON_NEGATIVE, "--hardware-cost": NON_NEGATIVE, "--amortization-years": POSITIVE,
+    "--tokens-per-s": POSITIVE, "--tokens-per-kwh": POSITIVE,
+}
+COMMAND_FLAG_DOMAINS: dict[tuple[str, str], Domain] = {
+    ("tune", "--gpus"): INDEX,  # GPU indices there; a number of GPUs in `plan roofline`
+}
+
+
+def domain_for(flag: str, command: str | None = None) -> Domain:
+    """What ``flag`` takes (in ``command``): its table entry, else positive numbers."""
+    if command is not None and (command, flag) in COMMAND_FLAG_DOMAINS:
+        return COMMAND_FLAG_DOMAINS[(command, flag)]
+    return FLAG_DOMAINS.get(flag, POSITIVE)
 
 
 class RunConfig(BaseModel):
@@ -23,6 +132,7 @@ class RunConfig(BaseModel):
     request_timeout_s: float = 600.0
     stall_timeout_s: float = 120.0  # no bytes for this long -> timeout
     headers: dict[str, str] = Field(default_factory=dict, exclude=True)  # --header K:V (may hold secrets)
+    secret_headers: list[str] = Field(default_factory=list)  # --secret-header NAME: that header's value is a secret
     extra_body: dict[str, Any] = Field(default_factory=dict)  # --extra-body JSON: merged into every request
     temperature: float | None = None  # sampling (default: the request's temperature=0)
     top_p: float | None = None
@@ -90,55 +200,53 @@ class RunConfig(BaseModel):
     # are used while the level is accounted and dropped (~15 bytes a content chunk off each line)
     keep_chunks: bool = False
 
-    @field_validator("concurrency")
-    @classmethod
-    def _pos_conc(cls, v: list[int]) -> list[int]:
-        for c in v:
-            if c < 1:
-                raise ValueError(f"concurrency must be >= 1, got {c}")
-        return v
-
-    @field_validator("rate")
-    @classmethod
-    def _pos_rate(cls, v: list[float]) -> list[float]:
-        for r in v:
-            if not r > 0:
-                raise ValueError(f"rate must be > 0 requests/s, got {r}")
-        return v
-
-    @field_validator("pue")
-    @classmethod
-    def _pue(cls, v: float) -> float:
-        if v < 1.0:
-            raise ValueError(f"PUE must be >= 1.0, got {v}")
-        return v
-
-    @field_validator("request_timeout_s", "stall_timeout_s")
-    @classmethod
-    def _pos_timeout(cls, v: float) -> float:
-        if not v > 0:
-            raise ValueError(f"timeouts must be > 0 seconds, got {v}")
-        return v
-
-    @field_validator("temperature", "top_p")
-    @classmethod
-    def _sampling(cls, v: float | None, info) -> float | None:
-        if v is not None and not (v >= 0 and v == v):
-            raise ValueError(f"--{info.field_name.replace('_', '-')} must be >= 0, got {v}")
-        if info.field_name == "top_p" and v is not None and not 0 < v <= 1:  # 0 is refused by servers
-            raise ValueError(f"--top-p must be in (0, 1], got {v}")
-        return v
-
-    @field_validator("trials")
-    @classmethod
-    def _trials(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"--trials must be >= 1, got {v}")
-        return v
+    # numeric fields follow their flag's table entry (FLAG_DOMAINS); these two are not named after theirs
+    _FLAGS: ClassVar[dict[str, str]] = {"warmup_s": "--warmup", "warmup_requests": "--warmup"}
 
     @staticmethod
     def _flag(name: str) -> str:
-        return "--" + name.removesuffix("_s").replace("_", "-")
+        return RunConfig._FLAGS.get(name) or "--" + name.removesuffix("_s").replace("_", "-")
+
+    @field_validator("concurrency", "rate", "num_requests", "duration_s", "warmup_s", "warmup_requests", "workers",
+                     "seed", "speedup", "sample_interval_s", "idle_s", "idle_after_s", "price_per_kwh", "pue",
+                     "trials", "cooldown_s", "max_concurrency", "ray_actors", "request_timeout_s", "stall_timeout_s",
+                     "temperature", "top_p")
+    @classmethod
+    def _in_domain(cls, v, info):
+        flag = cls._flag(info.field_name)
+        domain = domain_for(flag)
+        for x in v if isinstance(v, list) else [v]:
+            msg = None if x is None else domain.problem(flag, x)
+            if msg:
+                raise ValueError(msg)
+        return v
+
+    @field_validator("headers")
+    @classmethod
+    def _one_line_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        """A header is one line of visible text: a token for the name (RFC 9110), no control
+        character but a tab in the value (CR or LF would end the header and start another). The
+        value is not quoted back: it may be a credential."""
+        for name, value in v.items():
+            if not name or not _TOKEN.fullmatch(name):
+                raise ValueError(f"--header {name!r}: a header name is letters, digits and !#$%&'*+-.^_`|~ only")
+            if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in str(value)):
+                raise ValueError(f"--header {name}: the value holds a control character (CR, LF or another below "
+                                 "0x20); a header value is one line of text")
+        return v
+
+    @field_validator("extra_body")
+    @classmethod
+    def _not_owned(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """``--extra-body`` may not set a field wattbench sets itself (``server.openai.OWNED_BODY_FIELDS``)."""
+        from wattbench.server.openai import OWNED_BODY_FIELDS
+
+        owned = [k for k in v if k in OWNED_BODY_FIELDS]
+        if owned:
+            k = owned[0]
+            raise ValueError(f"--extra-body {k!r}: wattbench sets this field itself ({OWNED_BODY_FIELDS[k]}); "
+                             "leave it out of --extra-body")
+        return v
 
     @field_validator("arrival")
     @classmethod
@@ -152,40 +260,21 @@ class RunConfig(BaseModel):
             raise ValueError(str(e)) from None
         return v
 
-    @field_validator("workers", "ray_actors", "max_concurrency", "warmup_requests")
-    @classmethod
-    def _at_least_one(cls, v: int | None, info) -> int | None:
-        floor = 0 if info.field_name == "warmup_requests" else 1
-        if v is not None and v < floor:
-            raise ValueError(f"{cls._flag(info.field_name)} must be >= {floor}, got {v}")
-        return v
-
-    @field_validator("sample_interval_s", "speedup")
-    @classmethod
-    def _positive(cls, v: float, info) -> float:
-        if not v > 0:  # also refuses NaN
-            raise ValueError(f"{cls._flag(info.field_name)} must be > 0, got {v}")
-        return v
-
-    @field_validator("idle_s", "idle_after_s", "cooldown_s", "price_per_kwh", "warmup_s")
-    @classmethod
-    def _not_negative(cls, v: float | None, info) -> float | None:
-        if v is not None and not v >= 0:  # also refuses NaN
-            raise ValueError(f"{cls._flag(info.field_name)} must be >= 0, got {v}")
-        return v
-
     @model_validator(mode="after")
     def _levels(self) -> "RunConfig":
         if self.concurrency and self.rate:
             raise ValueError("give --concurrency or --rate, not both")
-        if self.num_requests is not None and self.num_requests < 1:
-            raise ValueError("--num-requests must be >= 1")
-        if self.duration_s is not None and self.duration_s <= 0:
-            raise ValueError("--duration must be > 0 seconds")
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise ValueError(f"--max-concurrency must be >= 1, got {self.max_concurrency}")
         if any(r == float("inf") for r in self.rate) and self.num_requests is None:
             raise ValueError("--rate inf sends every request at once: give the number with --num-requests")
+        return self
+
+    @model_validator(mode="after")
+    def _secret_headers_are_sent(self) -> "RunConfig":
+        names = {k.strip().lower() for k in self.headers}
+        for n in self.secret_headers:
+            if n.strip().lower() not in names:
+                raise ValueError(f"--secret-header {n}: the run sends no such header; give it with --header {n}:VALUE "
+                                 "(the name marks a --header whose value is a secret)")
         return self
 
     def levels(self) -> list[tuple[str, float]]:
@@ -212,7 +301,7 @@ class RunConfig(BaseModel):
 
         d = self.model_dump(mode="json", exclude={"api_key", "headers"})
         if self.headers:
-            d["headers"] = redact_headers(self.headers)
+            d["headers"] = redact_headers(self.headers, self.secret_headers)
         d["target"] = redact_url(d.get("target"))
         d["targets"] = [redact_url(u) for u in d.get("targets") or []]
         return d

@@ -184,7 +184,7 @@ def test_tco_annual_carbon_beside_cost(app, tmp_path):
     res = invoke(app, "tco", "--it-kw", "100", "--load", "0.5", "--pue", "1.2", "--price-per-kwh", "0.1",
                  "--carbon-intensity", str(series))
     assert res.exit_code == 0, res.output
-    assert "carbon: 210.24 t CO2e/year at 400 g/kWh" in res.stdout
+    assert "carbon: 210 t CO2e/year at 400 g/kWh" in res.stdout  # the one number format (report/numbers.py)
     bad = invoke(app, "tco", "--it-kw", "100", "--price-per-kwh", "0.1", "--carbon-intensity", "dirty")
     assert bad.exit_code == 2 and "neither a number" in _err(bad)
 
@@ -196,7 +196,8 @@ def _node_and_acc(tmp_path, node_label="measured"):
 
 
 def test_one_default_boundary_for_rack_power_first_tco(app, tmp_path):
-    """Without --boundary, rack, power-first and tco all read the run's outermost boundary (node here)."""
+    """Without --boundary, rack, power-first and tco all read the run's headline boundary (results.headline:
+    both measured, the outer one, node here)."""
     d = _node_and_acc(tmp_path)
     rack = json.loads(invoke(app, "rack", "--rack-kw", "10", "--node", str(d), "--json").stdout)
     assert rack["rows"][0]["node_power_w"] == 1100  # node p95, not accelerator + host
@@ -217,7 +218,10 @@ def test_tco_failure_names_the_flag(app, tmp_path):
 
 def test_rack_labels_its_percentile_figure_and_declared_power(app, tmp_path):
     d = _node_and_acc(tmp_path, node_label="declared")
-    res = invoke(app, "rack", "--rack-kw", "10", "--node", str(d))
+    # the headline rule: a measured accelerator before a declared node, by default
+    rack = json.loads(invoke(app, "rack", "--rack-kw", "10", "--node", str(d), "--json").stdout)
+    assert rack["rows"][0]["power_source"].startswith("measured p95 accelerator 650 W")
+    res = invoke(app, "rack", "--rack-kw", "10", "--node", str(d), "--boundary", "node")
     assert res.exit_code == 0, res.output
     flat = " ".join(res.output.split())
     assert "tok/s per p95 kW" in flat and "not the run's headline tok/s/kW" in flat

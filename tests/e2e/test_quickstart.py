@@ -40,16 +40,30 @@ def test_wattbench_run_with_no_arguments(tmp_path):
     assert result.server.launched and result.server.engine == "transformers"
     assert result.server.effective_config.get("preset") == "tiny"
     assert [lv.label for lv in result.levels] == ["concurrency=1", "concurrency=8"]
+    # c=1 is sized with nothing measured before it: 4 rounds, at least 32 requests (docs/accounting.md §1)
+    assert result.levels[0].requests.completed == 32
     for lv in result.levels:
-        assert lv.requests.completed >= 32 and lv.requests.failed == 0
-        assert lv.throughput.output_tokens_per_s > 0
+        assert lv.requests.completed >= 32 and lv.requests.failed == 0 and lv.requests.warmup == 0
+        thr, dur_s = lv.throughput, lv.window.duration_s
+        # every stream of this ladder (no warm-up, no --duration) ends inside its level's window
+        assert thr.output_tokens == thr.measured_request_tokens.output > 0
+        assert thr.output_tokens_per_s == pytest.approx(thr.output_tokens / thr.duration_s, rel=1e-9)
+        assert thr.duration_s == pytest.approx(dur_s, rel=1e-9)
         assert lv.latency.ttft_ms.p50 > 0 and lv.latency.e2e_ms.p99 >= lv.latency.ttft_ms.p99
-        # honest energy: a labelled figure, or none with the reason
-        if lv.energy:
-            assert all(e.label in ("measured", "declared", "estimate") for e in lv.energy.values())
-            assert any(e.label == "estimate" or e.method != "estimate" for e in lv.energy.values())
-        else:
-            assert lv.energy_unavailable_reason
+        # honest energy: each figure labelled as what it is (an estimate is never "measured"), and
+        # the efficiency figures are the window's energy over the window's tokens and duration;
+        # or no figure at all, with the reason
+        assert bool(lv.energy) != bool(lv.energy_unavailable_reason), (lv.energy, lv.energy_unavailable_reason)
+        for b, e in lv.energy.items():
+            assert e.label in ("measured", "declared", "estimate"), (b, e.label)
+            if e.method in ("estimate", "declared"):
+                assert e.label == e.method, (b, e.method, e.label)
+            if e.label == "measured":
+                assert e.method in ("counter", "power_integral") or e.method.startswith("sum("), (b, e.method)
+            assert e.energy_j > 0 and e.avg_power_w == pytest.approx(e.energy_j / dur_s, rel=1e-6), b
+            assert e.j_per_output_token == pytest.approx(e.energy_j / thr.output_tokens, rel=1e-9), b
+            assert e.output_tokens_per_s_per_kw == pytest.approx(
+                thr.output_tokens_per_s / (e.avg_power_w / 1e3), rel=1e-9), b
         # transformers serve has no /metrics: the result says so instead of an empty timeline
         assert lv.server_metrics.get("available") is False and "no Prometheus /metrics" in lv.server_metrics["reason"]
     assert len(load_requests(run)) == sum(lv.requests.completed + lv.requests.failed + lv.requests.warmup

@@ -62,7 +62,7 @@ def test_run_energy_per_request_tenant_and_carbon(tmp_path):
     con.print(run_summary(result))
     text = con.export_text()
     assert "gCO2e per million output tokens at node (400 g/kWh)" in text
-    assert "energy by tenant (estimate, node): " in text
+    assert "total energy (" in text and "by tenant (estimate, node): " in text
     # requests.csv carries the tenant and the estimate
     import csv
 

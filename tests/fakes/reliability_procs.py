@@ -16,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = Path(__file__).with_name("stream_server.py")
+HOSTILE = Path(__file__).with_name("hostile_server.py")
 
 
 def child_env(**extra: str) -> dict:
@@ -50,6 +51,11 @@ class Server:
         with urllib.request.urlopen(self.base + ("/stats/reset" if reset else "/stats"), timeout=10) as r:
             return json.loads(r.read())
 
+    def get(self, path: str):
+        """A JSON answer of the server (``/log`` of the hostile server)."""
+        with urllib.request.urlopen(self.base + path, timeout=10) as r:
+            return json.loads(r.read())
+
     def final_stats(self) -> dict:
         if self.final is None:
             self.proc.wait(timeout=30)
@@ -63,13 +69,15 @@ class Server:
 
 
 class server:
-    """``with server("--fail-rate", "0.3") as s:`` — the scripted server on a free port."""
+    """``with server("--fail-rate", "0.3") as s:`` — the scripted server on a free port
+    (``script=HOSTILE``: the hostile server, ``tests/fakes/hostile_server.py``)."""
 
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, script: Path = SERVER):
         self.args = args
+        self.script = script
 
     def __enter__(self) -> Server:
-        proc = subprocess.Popen([sys.executable, str(SERVER), "--port", "0", *self.args],
+        proc = subprocess.Popen([sys.executable, str(self.script), "--port", "0", *self.args],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = proc.stdout.readline()
         if not line.startswith("LISTENING"):

@@ -24,6 +24,10 @@ A request that carries an ``X-Request-ID`` header (as ``vllm bench serve`` and A
 keyed by that header instead. With ``--log-writes``, ``GET /stats/writes`` maps the same keys (a
 repeated key gets a ``#N`` suffix) to ``[request read, write of token 0, write of token 1, ...]``
 (every token write, for per-gap ITL truth against clients that report every inter-token gap).
+With ``--vllm-metrics``, ``GET /metrics`` answers as vLLM's does (Prometheus text): the counters
+``vllm:generation_tokens_total`` (every content token written since the server started, never
+reset), ``vllm:prompt_tokens_total`` (the prompt words of every stream begun) and
+``vllm:request_success_total``, the gauges ``vllm:num_requests_running`` / ``num_requests_waiting``.
 ``GET /stats/last`` is the last completion request as received (``headers``, lower-cased names,
 and the JSON ``body``). ``GET /stats/emissions`` is the emission log: ``{"tokens_per_chunk": k, "emit_ns": [...]}``, the
 ``perf_counter_ns`` at which every content chunk (k tokens) was written since the last reset, of
@@ -79,6 +83,7 @@ class Script:
         self.models = [m for m in a.model.split(",") if m]
         self.stats = self._new_stats()
         self.last_request: dict = {}
+        self.counters = {"generation": 0, "prompt": 0, "success": 0}  # /metrics (--vllm-metrics): never reset
         piece = a.token_text * a.tokens_per_chunk
         # Precomputed SSE events (chunk-framed) per API.
         self.content = {
@@ -138,6 +143,17 @@ class Script:
                 "first_late_sum": 0.0, "first_late_max": 0.0, "first_n": 0,
                 "late_sum": 0.0, "late_max": 0.0, "late_n": 0, "max_active": 0, "active": 0,
                 "ttft_ns_sum": 0, "ttft_n": 0, "itl_span_ns": 0, "itl_gaps": 0}
+
+    def metrics_text(self) -> bytes:
+        """``/metrics`` as vLLM writes it (the series wattbench's scraper reads)."""
+        lab = '{model_name="%s"}' % self.models[0]
+        c, st = self.counters, self.stats
+        lines = ["# TYPE vllm:generation_tokens_total counter", f"vllm:generation_tokens_total{lab} {c['generation']}.0",
+                 "# TYPE vllm:prompt_tokens_total counter", f"vllm:prompt_tokens_total{lab} {c['prompt']}.0",
+                 "# TYPE vllm:request_success_total counter", f"vllm:request_success_total{lab} {c['success']}.0",
+                 "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{lab} {st['active']}.0",
+                 "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{lab} {len(self.queue)}.0"]
+        return ("\n".join(lines) + "\n").encode()
 
     def pick_fault(self) -> str | None:
         a = self.a
@@ -209,6 +225,7 @@ class Stream:
         script = self.script
         self.t0 = time.monotonic()
         st = script.stats
+        script.counters["prompt"] += self.prompt_tokens
         st["active"] += 1
         st["max_active"] = max(st["max_active"], st["active"])
         script.schedule(self.t0 + script.ttft_s, self)
@@ -258,6 +275,7 @@ class Stream:
             st["ttft_ns_sum"] += self.first_ns - self.recv_ns
             st["ttft_n"] += 1
         st["tokens"] += sc.a.tokens_per_chunk
+        sc.counters["generation"] += sc.a.tokens_per_chunk
         self.k += 1
         if self.k >= self.n:
             last_ns = write_ns
@@ -281,6 +299,7 @@ class Stream:
             w(tail + sc.done)
             if self.fault is None:  # a stream that carried a malformed event is not a completed one
                 st["streams_completed"] += 1
+                sc.counters["success"] += 1
             self.end()
             return
         sc.schedule(self.t0 + sc.ttft_s + self.k * sc.itl_s, self)
@@ -380,6 +399,9 @@ class Proto(asyncio.Protocol):
             return
         if method == "GET" and path == "/health":  # as vLLM answers (GuideLLM probes it)
             self.respond(200, b"{}")
+            return
+        if method == "GET" and path == "/metrics" and sc.a.vllm_metrics:
+            self.respond(200, sc.metrics_text(), b"text/plain; version=0.0.4")
             return
         if method == "GET" and path == "/stats/emissions":
             body = json.dumps({"tokens_per_chunk": sc.a.tokens_per_chunk, "emit_ns": sc.emit_ns}).encode()
@@ -482,6 +504,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-writes", action="store_true",
                    help="keep every token write time per request (GET /stats/writes)")
+    p.add_argument("--vllm-metrics", action="store_true",
+                   help="answer GET /metrics with vLLM's token counters and request gauges")
     p.add_argument("--loop", choices=["asyncio", "uvloop"], default="uvloop")
     a = p.parse_args(argv)
 

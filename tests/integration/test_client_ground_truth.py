@@ -3,19 +3,24 @@
 The server writes token k of every response at ``t_request + TTFT + k * ITL`` (absolute
 deadlines) and records, per request, when it read the request and when it wrote the first and the
 last token, on ``perf_counter_ns`` — CLOCK_MONOTONIC, the same clock as the client's. That is the
-ground truth: the true TTFT of a request is ``first_written - sent`` and its true mean ITL is
-``(last_written - first_written) / (n - 1)``. The client's measured TTFT and ITL means must be
-within 2 ms and 0.5 ms of the truth at 1, 64 and 512 concurrent streams.
+ground truth: the server's own TTFT of a request is ``first_written - read`` and its true mean ITL
+is ``(last_written - first_written) / (n - 1)``, at 1, 64 and 512 concurrent streams.
 
 Why not compare with the *scripted* values alone: on an oversubscribed host (this CI box has 2
 cores shared by many jobs) the server's own timers fire late by milliseconds — that is the
 server's behaviour, not the client's error, and the server measures it.
 
-The 2 ms TTFT bound holds while the client gets a CPU when bytes arrive. When the host starves
-the client (its event-loop lag probe, ``load.client_loop_lag_ms``, has p99 above 2 ms — seen here
-at 1 stream with 4% client CPU), the test asserts instead that the level is flagged saturated with
-the loop-lag reason and that the TTFT error is within 2 ms plus that lag: a biased figure never
-goes out unflagged. ``WATTBENCH_STRICT_SCRIPTED=1`` (an idle host) asserts the 2 ms bound
+The client's TTFT is split on that shared clock into its two sides, each judged against the
+server's record, never against the client's own stamps alone: the **send side** (the client's
+send stamp → the server read the request) and the **receive side** (the server wrote the first
+token → the client's first-token stamp). Both are causal lower bounds (≥ 0: a send stamp taken
+after the server read the bytes, or a first-token stamp before the server wrote them, is a
+biased stamp), and each mean is within 2 ms. A busy host adds to each side what it took from
+that side's process — the server's own timer lateness (it reads late when it waits for a CPU) and
+the client's event-loop lag (``load.client_loop_lag_ms``; the level must then be flagged
+saturated with the loop-lag reason) — **capped at** ``CAP_MS``: a host that starves either
+process beyond that leaves nothing the test can judge, and the test skips saying so (after
+checking the flag). ``WATTBENCH_STRICT_SCRIPTED=1`` (an idle host) asserts the 2 ms bounds
 unconditionally, and the scripted TTFT/ITL values as well.
 Requests carry a tag (``r<id>``) as the first prompt word so server and client records pair up.
 The first request of every connection (TCP set-up) is warm-up, as in a real run.
@@ -35,6 +40,7 @@ from wattbench.metrics.latency import summarize_level
 from wattbench.workload.base import RequestSpec
 
 TTFT_MS = 100.0
+CAP_MS = 20.0  # the most host lag (client loop, server timers) a side's bound may grow by
 
 
 def ground_truth(conc: int, per_stream: int, itl_ms: float, workers: int | None = None, out_tokens: int = 8):
@@ -58,33 +64,48 @@ def ground_truth(conc: int, per_stream: int, itl_ms: float, workers: int | None 
     assert {r.output_tokens for r in measured} == {OUT_TOKENS}
     assert {r.input_tokens for r in measured} == {4}
     assert {len(r.chunk_ns) for r in measured} == {OUT_TOKENS}
-    true_ttft = np.mean([(truth[f"r{r.id}"][1] - r.sent_ns) / 1e6 for r in measured])
+    sent = np.array([r.sent_ns for r in measured], dtype=np.int64)
+    read = np.array([truth[f"r{r.id}"][0] for r in measured], dtype=np.int64)
+    first_w = np.array([truth[f"r{r.id}"][1] for r in measured], dtype=np.int64)
+    first_c = np.array([r.chunk_ns[0] for r in measured], dtype=np.int64)
+    send_ms, recv_ms = (read - sent) / 1e6, (first_c - first_w) / 1e6
+    # the level's TTFT is the records' own stamps, and it splits exactly into send + server + receive
+    assert lat.ttft_ms.mean == pytest.approx(float(np.mean((first_c - sent) / 1e6)), abs=1e-6)
+    server_ttft = float(np.mean((first_w - read) / 1e6))
+    assert float(np.mean(send_ms)) + server_ttft + float(np.mean(recv_ms)) == pytest.approx(lat.ttft_ms.mean, abs=1e-6)
     spans = sum(truth[f"r{r.id}"][2] - truth[f"r{r.id}"][1] for r in measured)
     true_itl = spans / 1e6 / sum(OUT_TOKENS - 1 for _ in measured)
-    transit = np.mean([(truth[f"r{r.id}"][0] - r.sent_ns) / 1e6 for r in measured])
+    lag = out.load.client_loop_lag_ms
+    server_late = server["first_token_late_ms"]["mean"] or 0.0
     why = (
-        f"conc={conc} itl={itl_ms}: client ttft {lat.ttft_ms.mean:.3f} ms vs true {true_ttft:.3f} "
-        f"(scripted {TTFT_MS}); client itl {lat.itl_ms.mean:.3f} vs true {true_itl:.3f} "
-        f"(scripted {itl_ms}); request sent->read by server {transit:.2f} ms; server timers late "
-        f"{server['token_late_ms']['mean']:.2f} ms; client CPU {out.load.client_cpu_pct:.0f}% "
-        f"x {out.load.workers} worker(s); client loop lag mean {out.load.client_loop_lag_ms.mean:.2f} "
-        f"p99 {out.load.client_loop_lag_ms.p99:.2f} ms"
+        f"conc={conc} itl={itl_ms}: client ttft {lat.ttft_ms.mean:.3f} ms = send {np.mean(send_ms):.3f} "
+        f"(min {send_ms.min():.3f}) + server {server_ttft:.3f} (scripted {TTFT_MS}) + receive "
+        f"{np.mean(recv_ms):.3f} (min {recv_ms.min():.3f}); client itl {lat.itl_ms.mean:.3f} vs true {true_itl:.3f} "
+        f"(scripted {itl_ms}); server timers late {server_late:.2f} ms mean; client CPU "
+        f"{out.load.client_cpu_pct:.0f}% x {out.load.workers} worker(s); client loop lag mean {lag.mean:.2f} "
+        f"p99 {lag.p99:.2f} ms"
     )
     print(why)
+    # causal, whatever the load: the server reads a request after its bytes were written (its read
+    # stamp may precede the client's post-write stamp by a scheduling instant, never by a millisecond),
+    # and the server stamps a token before writing it
+    assert send_ms.min() > -1.0 and recv_ms.min() >= 0.0, why
     strict = bool(os.environ.get("WATTBENCH_STRICT_SCRIPTED"))
-    lag = out.load.client_loop_lag_ms
     starved = lag.p99 > SAT_LOOP_LAG_MS
-    if strict or not starved:
-        assert abs(lat.ttft_ms.mean - true_ttft) < 2.0, why
-    else:
-        # The host kept the client's event loop waiting (other processes on the CPUs): a stamp
-        # can be late by that wait, and the tool must say so rather than report a biased TTFT
-        # as valid. The error must be explained by the measured lag.
+    if starved:
+        # the host kept the client's event loop waiting: its stamps can be late by that wait, and
+        # the tool must say so rather than report a biased TTFT as valid
         assert out.load.saturated and any("loop lag" in r for r in out.load.saturation_reasons), why
-        assert abs(lat.ttft_ms.mean - true_ttft) < 2.0 + lag.p99, why
+    client_allow = 0.0 if (strict or not starved) else lag.p99
+    server_allow = 0.0 if strict else server_late
+    if client_allow > CAP_MS or server_allow > CAP_MS:
+        pytest.skip(f"the host starved the {'client' if client_allow > CAP_MS else 'server'} beyond the "
+                    f"{CAP_MS:g} ms this test judges under (the level was flagged as it must be): {why}")
+    assert np.mean(send_ms) < 2.0 + server_allow, why
+    assert np.mean(recv_ms) < 2.0 + client_allow, why
     # Inter-token latency telescopes: only a request's first and last stamps matter, so a
     # starved loop moves the mean ITL by at most its lag / (tokens - 1).
-    itl_tol = 0.5 if (strict or not starved) else 0.5 + lag.p99 / (OUT_TOKENS - 1)
+    itl_tol = 0.5 + client_allow / (OUT_TOKENS - 1)
     assert abs(lat.itl_ms.mean - true_itl) < itl_tol, why
     assert abs(lat.tpot_ms.mean - true_itl) < itl_tol, why
     if strict:

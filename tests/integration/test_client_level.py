@@ -204,7 +204,9 @@ def test_ctrl_c_returns_completed_records(tmp_path, workers):
 def test_worker_processes_stream_records_during_the_level_and_a_dead_one_keeps_what_it_sent():
     """Worker processes send their finished records while the level runs: when worker 1 is killed
     mid-level, the records it had already sent are in the level's RecordSet (the level fails with
-    the worker's error, but nothing sent is lost)."""
+    the worker's error, but nothing sent is lost), and the coordinator stops worker 0 at once —
+    the test does not stop it: a worker 0 left to send its share of the 100,000 requests (~15
+    minutes) fails it at its 500th request after the kill (~9 s of sending here)."""
     from wattbench.errors import WattbenchError
     from wattbench.load.executor import SubprocessExecutor, coordinate
     from wattbench.load.plan import build_plans
@@ -217,15 +219,19 @@ def test_worker_processes_stream_records_during_the_level_and_a_dead_one_keeps_w
         ex = SubprocessExecutor(lp.plans, lp.feeder)
 
         def on_progress(p: dict) -> None:
+            w = ex.records.columns("worker")["worker"]
             # kill worker 1 once the parent holds some of its records (streamed, not at the end)
-            if not seen and sum(1 for r in ex.records.columns("worker")["worker"] if r == 1) >= 8:
-                seen.append({"done": p["done"], "rows": len(ex.records)})
-                os.kill(ex.procs[1].pid, signal.SIGKILL)
-                ex.stop()  # worker 0 drains and ends (a dead worker does not stop the others)
+            if not seen and (w == 1).sum() >= 8:
+                seen.append({"done": p["done"], "rows": len(ex.records), "w0": int((w == 0).sum())})
+                os.kill(ex.procs[1].pid, signal.SIGKILL)  # and nothing else: stopping worker 0 is the coordinator's
+            elif seen and (w == 0).sum() - seen[0]["w0"] > 500:
+                ex.stop()
+                raise AssertionError("worker 0 went on sending after worker 1 died: the coordinator did not stop it")
 
         with pytest.raises(WattbenchError, match="load worker 1 exited unexpectedly"):
             coordinate(ex, spec, lp.plans, lp.feeder, on_progress)
     assert seen, "worker 1 never streamed a record while the level ran"
+    assert (ex.records.columns("worker")["worker"] == 0).sum() - seen[0]["w0"] <= 500
     workers = ex.records.columns("worker")["worker"]
     assert (workers == 1).sum() >= 8  # what the dead worker sent is kept
     assert len(ex.records) >= seen[0]["rows"]

@@ -69,8 +69,9 @@ def test_tiny_preset_serves_exact_lengths_and_stops_clean(tmp_path):
         assert si.effective_config["dtype"] == "bfloat16"
         # detection of a launched server agrees, and it has no /metrics
         det = asyncio.run(detect_server(h.base_url))
-        if si.models:  # 5.2x lists the launched model; 5.17 lists only its hub-cache scan (empty here)
-            assert det.engine == "transformers"
+        # 5.2x lists the launched model, whose entries carry transformers' status field; 5.17 lists only
+        # its hub-cache scan (empty here), and nothing else tells it from a generic OpenAI endpoint
+        assert det.engine == ("transformers" if si.models else "openai"), (si.models, det.engine, det.detected_by)
         assert det.extra_body == {} and merge_launched(si, det).engine == "transformers"
         tl = MetricsScraper(h.base_url, interval_s=0.2, timeout_s=60.0).start()  # returns after the first scrape
         timeline = tl.stop()

@@ -5,7 +5,8 @@ lengths), a declared constant sensor, fixed seed, two trials of two closed-loop 
 intensity — is compared with ``tests/fixtures/golden/run_result.json``, committed BEFORE the
 runner was split into ``wattbench/run/`` (its ``extra`` keys typed since: it is read through the
 schema, which moves them, before comparing; ``extra["run_dir"]``, no longer written, is dropped). What depends on wall time is normalised away: clock
-anchors, run ids, paths, every float (latencies, windows, energies: they follow the host's timing),
+anchors, run ids, paths, every float (latencies, windows, energies: they follow the host's timing;
+the energy figures are asserted exactly against the 500 W meter and the window they cover),
 digits inside verdict reasons and
 decimals in any text, the prefill/decode regression over client-timed intervals and which near-equal levels sit on
 the Pareto frontier (the points themselves are compared). What must not move is compared exactly: the result's structure
@@ -18,11 +19,12 @@ Regenerate (only when a change to the result is intended, and say so in the comm
 
 from __future__ import annotations
 
-import pytest
 import json
 import os
 import re
 from pathlib import Path
+
+import pytest
 
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.config import RunConfig
@@ -112,8 +114,31 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     assert [lv["throughput"]["output_tokens"] for lv in got["levels"]] == [96, 96]
     assert [lv["trial"] for lv in got["levels"]] == [1, 1]  # the last of two trials (0-based)
     assert got["carbon"]["g_per_kwh"] == pytest.approx(400.0, rel=1e-9) and got["carbon"]["source"] == "constant"
+    # the energy figures the normaliser hides are exact here: a declared 500 W meter makes a
+    # window's energy 500 W × its duration, the server fixes 96 output tokens (12 × 8) per level
+    # (its input count, compared exactly with the golden file, is what it tokenized), and
+    # 400 gCO2e/kWh prices each joule
+    for lv in got["levels"]:
+        for window, e in (("window", lv["energy"]["accelerator"]), ("steady_window", lv["energy_steady"]["accelerator"])):
+            dur_s = lv[window]["duration_s"]
+            assert (e["method"], e["label"]) == ("declared", "declared")
+            assert e["energy_j"] == pytest.approx(500.0 * dur_s, rel=1e-9), window
+            assert e["avg_power_w"] == pytest.approx(500.0, rel=1e-12), window
+            assert e["carbon_g"] == pytest.approx(500.0 * dur_s / 3.6e6 * 400.0, rel=1e-9), window
+        e, dur_s, n_in = lv["energy"]["accelerator"], lv["window"]["duration_s"], lv["throughput"]["input_tokens"]
+        assert e["j_per_output_token"] == pytest.approx(500.0 * dur_s / 96, rel=1e-9)
+        assert e["j_per_token"] == pytest.approx(500.0 * dur_s / (96 + n_in), rel=1e-9)
+        assert e["output_tokens_per_s_per_kw"] == pytest.approx(96 / dur_s / 0.5, rel=1e-9)
+        assert e["tokens_per_kwh"] == pytest.approx((96 + n_in) / (500.0 * dur_s / 3.6e6), rel=1e-9)
+        assert e["carbon_g_per_million_output_tokens"] == pytest.approx(
+            500.0 * dur_s / 3.6e6 * 400.0 / 96 * 1e6, rel=1e-9)
+        # the trials' table holds each trial's figure and their mean: 500 W in both
+        pw = lv["trials"]["figures"]["avg_power_w@accelerator"]
+        assert pw["values"] == pytest.approx([500.0, 500.0]) and pw["mean"] == pytest.approx(500.0)
     # --keep-chunks (issue 17, memory): a config field newer than the golden file, off by default
     assert got["config"].pop("keep_chunks") is False and "keep_chunks" not in want["config"]
+    # --secret-header (issue 26): a config field newer than the golden file, empty by default
+    assert got["config"].pop("secret_headers") == [] and "secret_headers" not in want["config"]
     diffs = _diff(_norm(got), _norm(want))
     assert not diffs, "\n".join(diffs[:40])
 

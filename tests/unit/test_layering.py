@@ -20,8 +20,11 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "wattbench"
 # low to high; keep in step with docs/architecture.md
 LAYERS: list[tuple[str, ...]] = [
     # 0 foundation: the clock, errors, the result schema (the data every layer passes), a level's records
-    #   as a spool (results/recordset.py: what the load fills and the statistics read), redaction
-    ("clock", "errors", "interrupt", "results.schema", "results.ids", "results.recordset", "server.redact", "__version__"),
+    #   as a spool (results/recordset.py: what the load fills and the statistics read), redaction and
+    #   the redirect rule (server/origin.py: every HTTP client's, sensors' and the tokenizer's too),
+    #   and how a number is written for people (report/numbers.py: the library's messages use it too)
+    ("clock", "errors", "interrupt", "results.schema", "results.ids", "results.recordset", "server.redact",
+     "server.origin", "report.numbers", "__version__"),
     # 1 inputs: sensors, workloads, the machine's description
     ("telemetry", "workload", "environment"),
     # 2 pure statistics over records: latency, throughput, the tokens in a window, goodput, CIs, and

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wattbench.accounting.boundaries import BoundaryTotal, boundary_totals
+from wattbench.accounting.boundaries import BoundaryTotal, boundary_totals, contains_work, outside_work_note
 from wattbench.accounting.idle import IdlePower, dynamic_uncertainty_pct, idle_split, measure_idle
 from wattbench.accounting.steady import full_window, steady_window
 from wattbench.accounting.thermal import thermal_summary
@@ -110,7 +110,10 @@ def account_window(
         idle_j, dyn_j = idle_split(e, ip.power_w if ip else None, dur)
         cost_pue = 1.0 if b == "facility" else pue
         notes = list(t.notes)
-        if e is not None and output_tokens > 0:
+        per_token = contains_work(b, totals)  # rule 10 of accounting.boundaries
+        if not per_token:
+            notes.append(outside_work_note(b, totals))
+        if e is not None and output_tokens > 0 and per_token:
             notes.append(
                 f"cost = {b} energy × price {price_per_kwh:g}/kWh" + (f" × PUE {pue:g}" if cost_pue != 1.0 else "")
             )
@@ -126,12 +129,15 @@ def account_window(
             idle_power_w=ip.power_w if ip else None,
             idle_energy_j=idle_j,
             dynamic_energy_j=dyn_j,
-            j_per_output_token=eff.j_per_token(e, output_tokens),
-            j_per_token=eff.j_per_token(e, total_tokens),
-            output_tokens_per_s_per_kw=eff.tokens_per_s_per_kw(output_tokens, dur, avg),
-            tokens_per_kwh=eff.tokens_per_kwh(total_tokens, e),
-            output_tokens_per_kwh=eff.tokens_per_kwh(output_tokens, e),
-            cost_per_million_output_tokens=eff.cost_per_million_tokens(e, output_tokens, price_per_kwh, cost_pue),
+            **({} if not per_token else dict(
+                j_per_output_token=eff.j_per_token(e, output_tokens),
+                j_per_token=eff.j_per_token(e, total_tokens),
+                output_tokens_per_s_per_kw=eff.tokens_per_s_per_kw(output_tokens, dur, avg),
+                tokens_per_kwh=eff.tokens_per_kwh(total_tokens, e),
+                output_tokens_per_kwh=eff.tokens_per_kwh(output_tokens, e),
+                cost_per_million_output_tokens=eff.cost_per_million_tokens(e, output_tokens, price_per_kwh,
+                                                                           cost_pue),
+            )),
             uncertainty_pct=_round_or_none(t.uncertainty_pct),
             coverage=t.coverage,
             largest_gap_s=t.largest_gap_s,

@@ -23,6 +23,16 @@ Channel choice, per boundary and device (docs/accounting.md, "Boundaries"):
    per device and summed; the counter remains the figure. A power channel whose coverage is below
    ``CROSS_MIN_COVERAGE`` is listed but not used to judge the counter (uncertainty, validity).
 
+10. **Per-token figures belong to boundaries that contain the work** (``contains_work``). The devices
+    doing the work are the accelerators when the window metered any (``accelerator`` or its rail
+    ``accelerator_memory``), else the CPU. Tokens per kW, J/token, tokens per kWh, cost and carbon
+    per token or request are computed only for a boundary that is, or contains, that device
+    (``PER_TOKEN_FIGURES``); any other boundary — the HBM rail, or ``cpu``, ``dram``, ``host`` on a
+    GPU server — keeps its energy and power (a part is shown with its share of a whole) and says
+    why in its notes (the H200 llama.cpp run in docs/validation-data, written before the rule: 4,807
+    tok/s per kW at the board, 17,159 at its HBM rail, 16,112 at the CPU estimate).
+    ``withhold_outside_work`` applies the rule to a level read from an older ``result.json``.
+
 ``node`` and ``wall`` are never synthesised from their parts: a sum of metered parts misses fans,
 PSU losses and the rest of the board, and would be a misleading per-kW figure.
 
@@ -46,6 +56,72 @@ from wattbench.accounting.uncertainty import combine_pct, meter_pct, sum_pct
 from wattbench.telemetry.base import BOUNDARIES, CONTAINS, Channel, TelemetryLog
 
 METHOD_RANK = {"measured": 0, "declared": 1, "estimate": 2}
+# What someone buys power for: a board, a host, a server, a cluster, a wall socket, a building. The
+# other boundaries are parts of one: accelerator_memory a rail of the board, cpu and dram of the host.
+WHOLE_BOUNDARIES = ("accelerator", "host", "node", "cluster", "wall", "facility")
+# BoundaryEnergy figures that divide by tokens or requests (rule 10: only where the work is)
+PER_TOKEN_FIGURES = ("j_per_output_token", "j_per_token", "output_tokens_per_s_per_kw", "tokens_per_kwh",
+                     "output_tokens_per_kwh", "cost_per_million_output_tokens",
+                     "carbon_g_per_million_output_tokens", "carbon_g_per_request")
+
+
+def work_device(boundaries) -> str:
+    """The boundary of the devices doing the work (rule 10): ``accelerator`` when any accelerator
+    boundary was metered, else ``cpu``."""
+    return "accelerator" if {"accelerator", "accelerator_memory"} & set(boundaries) else "cpu"
+
+
+def contains_work(boundary: str, boundaries) -> bool:
+    """Whether ``boundary`` is, or contains, the devices doing the work among ``boundaries`` (the
+    boundaries the window metered)."""
+    work = work_device(boundaries)
+    return boundary == work or work in CONTAINS.get(boundary, frozenset())
+
+
+def outside_work_note(boundary: str, boundaries) -> str:
+    """The note on a boundary without per-token figures: what it leaves out."""
+    work = work_device(boundaries)
+    if work in CONTAINS and boundary in CONTAINS[work]:
+        return (f"{boundary} is a part of the {work}: its power and share are shown; tokens per kW and "
+                f"J/token are figures of the {work}")
+    return (f"{boundary} excludes the {'accelerators' if work == 'accelerator' else 'CPU'} doing the work: "
+            "its power and share are shown; tokens per kW and J/token are not figures of it")
+
+
+def withhold_outside_work(level) -> bool:
+    """Rule 10 on a level read from an older ``result.json`` (a ``LevelResult``, changed in place):
+    per-token figures of boundaries outside the work are set to None in both windows, their goodput
+    per kW, per-request roll-ups and trial figures dropped, and the note added. True when anything
+    changed."""
+    changed = False
+    for energy in (level.energy, level.energy_steady):
+        names = list(energy)
+        for b, be in energy.items():
+            if contains_work(b, names):
+                continue
+            had = [f for f in PER_TOKEN_FIGURES if getattr(be, f) is not None]
+            for f in had:
+                setattr(be, f, None)
+            note = outside_work_note(b, names)
+            if had and note not in be.notes:
+                be.notes.append(note)
+            changed = changed or bool(had)
+    names = list(level.energy)
+    gp = level.goodput if isinstance(level.goodput, dict) else None
+    if gp and isinstance(gp.get("per_kw"), dict):
+        for b in [b for b in gp["per_kw"] if not contains_work(b, names)]:
+            del gp["per_kw"][b]
+            changed = True
+    for b in [b for b in level.attribution if not contains_work(b, names)]:
+        del level.attribution[b]
+        changed = True
+    if level.trials is not None:
+        for key in list(level.trials.figures):
+            name, _, b = key.partition("@")
+            if b and name in PER_TOKEN_FIGURES + ("goodput_per_kw",) and not contains_work(b, names):
+                del level.trials.figures[key]
+                changed = True
+    return changed
 LABELS = ("measured", "declared", "estimate")
 FACILITY_SOURCES = ("cluster", "wall", "node")
 CROSS_MIN_COVERAGE = 0.95  # a power channel below this coverage is not used to judge a counter

@@ -3,7 +3,8 @@
 ``apply_carbon(level, series, anchor_wall_ns, anchor_mono_ns, energy_fn_for, pue)`` sets, on each
 of the level's boundaries (full and steady windows), the window's energy-weighted intensity
 (``carbon_intensity_g_per_kwh``), ``carbon_g`` (gross energy × PUE × intensity; PUE not applied
-again to ``facility``), ``carbon_g_per_million_output_tokens`` and ``carbon_g_per_request``; and
+again to ``facility``), ``carbon_g_per_million_output_tokens`` and ``carbon_g_per_request`` (these two only on a boundary
+that contains the work: ``accounting.boundaries`` rule 10); and
 on every record with an energy estimate, its ``carbon_g`` per boundary (on a ``RecordSet`` an
 ``annotate_entry``-d entry beside the energy's) and on every roll-up group its ``carbon_g``. Where the series does not cover the window the figures stay None and the reason
 is added to the boundary's notes.
@@ -15,6 +16,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from wattbench.accounting.boundaries import contains_work
 from wattbench.metrics import carbon as co2
 from wattbench.results.recordset import RecordSet
 
@@ -36,6 +38,8 @@ def apply_carbon(level, records: Sequence | RecordSet, series: co2.IntensitySeri
             p = 1.0 if b == "facility" else pue
             be.carbon_intensity_g_per_kwh = g
             be.carbon_g = co2.carbon_g(be.energy_j, g, p)
+            if not contains_work(b, energies):  # per token and per request only where the work is
+                continue
             tokens = out_tok if out_tok is not None else (
                 be.output_tokens_per_kwh * be.energy_j / co2.J_PER_KWH
                 if be.output_tokens_per_kwh and be.energy_j else None)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from wattbench.accounting import account_window, level_validity
+from wattbench.accounting.boundaries import contains_work
 from wattbench.accounting.level_findings import (
     failed_requests_finding,
     level_findings,
@@ -114,7 +115,8 @@ def account_level(index: int, spec, outcome, ctx: LevelContext, token_source: st
     level.server_metrics = _server_metrics(outcome, ctx)
     if ctx.slos and level.window.duration_s > 0:
         level.goodput = goodput(records, ctx.slos, level.window.duration_s,
-                                avg_power_w={b: e.avg_power_w for b, e in level.energy.items()},
+                                avg_power_w={b: e.avg_power_w for b, e in level.energy.items()
+                                             if contains_work(b, level.energy)},
                                 window_output_tokens=throughput.tokens_in_window.output)
     sat = oversaturation(spec, outcome, ctx.timeline, records=records)
     if sat is not None:

@@ -42,6 +42,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from wattbench.accounting.attribution import fit_prefill_decode
+from wattbench.accounting.boundaries import contains_work
 from wattbench.errors import UserError
 from wattbench.results.recordset import NONE, RecordSet, as_record_set
 from wattbench.results.schema import EnergyShare, RequestAttribution
@@ -358,7 +359,8 @@ def _group_names(v, attr: str) -> list[str]:
 
 def attribute_level(level, records, energy_fn_for: Callable[[str], Callable[[int, int], float | None]],
                     *, attribute_idle: bool = False) -> None:
-    """Split each measured boundary's full-window energy of ``level`` over ``records``.
+    """Split the full-window energy of each measured boundary of ``level`` that contains the work
+    (``accounting.boundaries`` rule 10: not the HBM rail, not the host of a GPU server) over ``records``.
 
     Gives each record that did work in the window its ``energy_j`` / ``energy_method`` for the
     boundary (on a ``RecordSet`` as ``annotate_entry``-d entries, written with the records; on a
@@ -372,7 +374,7 @@ def attribute_level(level, records, energy_fn_for: Callable[[str], Callable[[int
     rs = as_record_set(records)
     groups = None
     for b, be in level.energy.items():
-        if be.energy_j is None:
+        if be.energy_j is None or not contains_work(b, level.energy):  # boundaries rule 10
             continue
         try:
             re = split_request_energy(rs, b, w.start_ns, w.end_ns, energy_fn_for(b), be.energy_j,

@@ -34,8 +34,9 @@ independent read of the counter (docs/accounting.md §1, "The energy term": ever
 window of 6.2–79 s agreed within 0.35 %, the edge part falling as 1/T: ≤ 2.2 %·s / T above a
 0.19 % floor, 0.63 % at 5 s); a meter slower than ``STEADY_MIN_ENERGY_S / STEADY_MIN_PERIODS``
 (IPMI's 1 s averages) needs ``STEADY_MIN_PERIODS`` of its updates instead. The term applies to
-measured whole boundaries only (:func:`steady_energy_periods`): a rail (the board's 1 s memory
-power field) is a part, a declared constant has no edge error, and an estimate's ±50 % dwarfs one.
+measured boundaries that contain the work only (:func:`steady_energy_periods`): a rail (the board's
+1 s memory power field) is a part, a declared constant has no edge error, and an estimate's ±50 %
+dwarfs one.
 The steady window must also be at least ``STEADY_MIN_SHARE`` of the full window.
 
 Default level size
@@ -147,13 +148,16 @@ def steady_window_ns(
 
 def steady_energy_periods(energies) -> float | None:
     """The update period that sets the energy term of the minimum steady state: the largest among
-    the measured whole boundaries of ``energies`` (``BoundaryEnergy``s; rails, declared constants
-    and estimates left out: module docstring), 0.0 when they declare none; ``None`` when there is no
-    measured whole boundary (the minimum is then the E2E term alone)."""
-    from wattbench.telemetry.base import RAILS
+    the measured boundaries of ``energies`` (``BoundaryEnergy``s) that contain the devices doing the
+    work (``boundaries.contains_work``: not a rail such as the board's memory power, not the host of
+    a GPU server; declared constants and estimates left out: module docstring), 0.0 when they
+    declare none; ``None`` when there is no such boundary (the minimum is then the E2E term alone)."""
+    from wattbench.accounting.boundaries import contains_work
 
+    energies = list(energies)
+    names = [e.boundary for e in energies]
     periods = [e.update_period_s or 0.0 for e in energies
-               if e.label == "measured" and e.boundary not in RAILS and e.energy_j is not None]
+               if e.label == "measured" and contains_work(e.boundary, names) and e.energy_j is not None]
     return max(periods) if periods else None
 
 
@@ -172,7 +176,13 @@ def default_num_requests(mode: str, value: float, e2e_s: float | None = None,
     if mode == "concurrency":
         rounds = MIN_ROUNDS
         if e2e_s and e2e_s > 0:
-            rounds = max(MIN_ROUNDS, math.ceil(need_s / e2e_s) + EXTRA_ROUNDS)
+            rounds = max(MIN_ROUNDS, _ceil(need_s / e2e_s) + EXTRA_ROUNDS)
         return max(MIN_REQUESTS, int(value) * rounds)
     span_s = max(MIN_OPEN_S, need_s + 2 * (e2e_s or 0.0))
-    return max(MIN_REQUESTS, int(math.ceil(value * span_s)))
+    return max(MIN_REQUESTS, _ceil(value * span_s))
+
+
+def _ceil(x: float) -> int:
+    """``ceil`` of a ratio that is whole up to floating-point rounding (1.5 × 0.2 / 0.1 is
+    3.0000000000000004): a round is not added for the last bit of a division."""
+    return math.ceil(x - 1e-9 * max(1.0, abs(x)))

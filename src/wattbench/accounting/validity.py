@@ -32,8 +32,9 @@ steady state < 50 % of the full window      yes                          —
 steady vs full avg power or J/output token  |diff| > 15 %                —
 ==========================================  ===========================  ====================
 
-A finding about a rail alone (``telemetry.base.RAILS``: the board's memory power, a part of the
-``accelerator`` boundary, never a headline) is a ``note``: it does not bias the board's figures.
+A finding about a boundary that does not contain the devices doing the work
+(``boundaries.contains_work``: the board's memory rail, the host of a GPU server) is a ``note``: it
+has no per-token figures, and the figures of the boundaries that do are not affected.
 
 Why these thresholds: below 80 % coverage a fifth of the window's energy is interpolated, more
 than any meter's error; 5 % is NVML's stated accuracy, so a counter/integral disagreement beyond it
@@ -66,6 +67,7 @@ from wattbench.accounting.findings import (
     verdicts,
     worst,
 )
+from wattbench.accounting.boundaries import contains_work
 from wattbench.accounting.steady import STEADY_MIN_SHARE, min_steady_s, steady_energy_periods
 from wattbench.accounting.thermal import throttling
 from wattbench.load.saturation import (  # noqa: F401  (one home: load/saturation.py)
@@ -78,7 +80,7 @@ from wattbench.load.saturation import (  # noqa: F401  (one home: load/saturatio
     rate_finding,
 )
 from wattbench.results.schema import Latency, LoadStats, Validity
-from wattbench.telemetry.base import RAILS, TelemetryLog
+from wattbench.telemetry.base import TelemetryLog
 
 COVERAGE_WARN = 0.95
 COVERAGE_INVALID = 0.80
@@ -88,17 +90,19 @@ CROSS_INVALID_PCT = 15.0
 MIN_PERIODS_WARN = 10.0
 MIN_PERIODS_INVALID = 3.0
 STEADY_FULL_TOL_PCT = 15.0
-GOOD_TOKEN_SOURCES = ("usage", "tokenizer")
+# the server's usage or tokenizer per request, or its own token counters over the window (measure)
+GOOD_TOKEN_SOURCES = ("usage", "tokenizer", "server_counters")
 ENERGY = ("energy", "efficiency")
 CLIENT_LATENCY = ("ttft", "itl", "e2e")  # the figures a late stamp biases (TPOT telescopes)
 EVERY_FIGURE = ("energy", "efficiency", "throughput", "ttft", "tpot", "itl", "e2e", "goodput", "load")
 
 
-def _energy(kind: str, b: str, severity: str, text: str, *, effect_pct: float | None = None,
+def _energy(kind: str, b: str, names, severity: str, text: str, *, effect_pct: float | None = None,
             summary: str | None = None) -> Finding:
-    """An energy finding at boundary ``b``; a rail's (a part of its board) is a note."""
-    if b in RAILS and severity != "note":
-        text += f" (a part of its board, not a headline: the board's figures are not affected)"
+    """An energy finding at boundary ``b`` of the window's boundaries ``names``; one about a
+    boundary outside the work (a part, or one without the accelerators) is a note."""
+    if not contains_work(b, names) and severity != "note":
+        text += " (this boundary does not contain the devices doing the work: no per-token figure of it is shown)"
         severity = "note"
     return rule(kind, severity, text, ENERGY, effect_pct=effect_pct, summary=summary)
 
@@ -107,11 +111,12 @@ def energy_findings(totals: dict, duration_s: float) -> list[Finding]:
     """Findings from per-boundary totals (``boundaries.BoundaryTotal``). Composite boundaries
     (host sum, facility × PUE) repeat their parts' findings, so they are skipped."""
     out: list[Finding] = []
+    names = list(totals)
     for b, t in totals.items():
         if t.composite:
             continue
         if t.energy_j is None:
-            out.append(_energy("no_energy", b, "warn", f"{b}: no energy could be computed "
+            out.append(_energy("no_energy", b, names, "warn", f"{b}: no energy could be computed "
                                                       f"({'; '.join(t.notes[-1:])})", summary=f"{b}: no energy"))
             continue
         if t.method == "declared":
@@ -119,19 +124,19 @@ def energy_findings(totals: dict, duration_s: float) -> list[Finding]:
         if t.coverage is not None and t.coverage < COVERAGE_WARN:
             sev = "invalid" if t.coverage < COVERAGE_INVALID else "warn"
             bound = COVERAGE_INVALID if sev == "invalid" else COVERAGE_WARN
-            out.append(_energy("coverage", b, sev, f"{b}: sample coverage {t.coverage:.2f} < {bound}",
+            out.append(_energy("coverage", b, names, sev, f"{b}: sample coverage {t.coverage:.2f} < {bound}",
                                effect_pct=100.0 * (1 - t.coverage), summary=f"{b}: window not covered by samples"))
         if t.largest_gap_s is not None and t.largest_gap_s > LARGEST_GAP_WARN_S:
-            out.append(_energy("gap", b, "warn", f"{b}: largest sample gap {t.largest_gap_s:.2f} s > "
+            out.append(_energy("gap", b, names, "warn", f"{b}: largest sample gap {t.largest_gap_s:.2f} s > "
                                                  f"{LARGEST_GAP_WARN_S:g} s", summary=f"{b}: sample gap > 1 s"))
         if t.resets:
-            out.append(_energy("counter_reset", b, "warn", f"{b}: energy counter reset {t.resets} time(s) in the "
+            out.append(_energy("counter_reset", b, names, "warn", f"{b}: energy counter reset {t.resets} time(s) in the "
                                                            "window", summary=f"{b}: energy counter reset"))
         worst_pct = t.cross_check.get("max_abs_device_diff_pct") if t.cross_check else None
         if worst_pct is not None and worst_pct > CROSS_WARN_PCT:
             sev = "invalid" if worst_pct > CROSS_INVALID_PCT else "warn"
             lim = CROSS_INVALID_PCT if sev == "invalid" else CROSS_WARN_PCT
-            out.append(_energy("cross_check", b, sev, f"{b}: counter and power integral disagree by "
+            out.append(_energy("cross_check", b, names, sev, f"{b}: counter and power integral disagree by "
                                                       f"{worst_pct:.1f}% (> {lim:g}%)", effect_pct=worst_pct,
                                summary=f"{b}: counter vs power integral"))
         if t.update_period_s > 0 and duration_s > 0:
@@ -139,7 +144,7 @@ def energy_findings(totals: dict, duration_s: float) -> list[Finding]:
             if n < MIN_PERIODS_WARN:
                 sev = "invalid" if n < MIN_PERIODS_INVALID else "warn"
                 lim = MIN_PERIODS_INVALID if sev == "invalid" else MIN_PERIODS_WARN
-                out.append(_energy("short_window", b, sev, f"{b}: window {duration_s:.3g} s is {n:.1f} meter update "
+                out.append(_energy("short_window", b, names, sev, f"{b}: window {duration_s:.3g} s is {n:.1f} meter update "
                                                             f"periods (< {lim:g})", effect_pct=200.0 / n,
                                    summary=f"{b}: window of few meter updates"))
     return out
@@ -301,7 +306,7 @@ def steady_findings(full, steady, *, mode: str, e2e_s: float | None, energy: dic
             if a and c and a > 0:
                 diff = 100.0 * (c - a) / a
                 if abs(diff) > STEADY_FULL_TOL_PCT:
-                    out.append(_energy("steady_vs_full", b, "warn",
+                    out.append(_energy("steady_vs_full", b, list(energy), "warn",
                                        f"{b}: steady-state {name} {c:.3g} {unit} is {diff:+.0f}% from the "
                                        f"full window's {a:.3g} {unit} (> {STEADY_FULL_TOL_PCT:g}%)", effect_pct=diff,
                                        summary=f"{b}: steady vs full {name} {{effect:+}}"))

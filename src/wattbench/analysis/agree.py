@@ -34,8 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wattbench.clock import now_ns
 from wattbench.errors import TargetError, UserError
-from wattbench.server.openai import fetch_models, normalize_base_url, post_json  # noqa: F401  (one client)
-from wattbench.server.redact import combine_credentials, redact_text, redact_url
+from wattbench.server.openai import fetch_models, normalize_base_url, post_json, usage_problem  # noqa: F401
+from wattbench.server.redact import combine_credentials, redact_text, redact_url, register_secrets
 from wattbench.results.agreement import (  # noqa: F401 - load/write re-exported for callers
     AgreeTarget,
     Agreement,
@@ -296,6 +296,8 @@ class _Client:
                 return SideOutput(error=f"timeout after {self.timeout_s:g} s")
             except aiohttp.ClientError as e:
                 return SideOutput(error=redact_text(f"connect: {e}", [self.api_key]))
+            except TargetError as e:  # a redirect to another host: refused (server/origin.py)
+                return SideOutput(error=f"redirect: {e}")
             elapsed_ms = (now_ns() - t0) / 1e6
             if status >= 400:
                 text = redact_text(raw.decode("utf-8", "replace")[:300], [self.api_key])
@@ -308,15 +310,23 @@ class _Client:
             try:
                 data = json.loads(raw)
                 choice = data["choices"][0]
-            except (ValueError, KeyError, IndexError, TypeError):
+            except (ValueError, KeyError, IndexError, TypeError, RecursionError):
                 return SideOutput(error="bad_response: no choices in the response", latency_ms=elapsed_ms)
+            if not isinstance(choice, dict):
+                return SideOutput(error="bad_response: choices[0] is not an object", latency_ms=elapsed_ms)
             if api == "completions":
                 text = choice.get("text")
             else:
-                text = (choice.get("message") or {}).get("content")
-            usage = data.get("usage") or {}
+                msg = choice.get("message")
+                text = msg.get("content") if isinstance(msg, dict) else None
+            usage = data.get("usage")
+            bad = usage_problem(usage) if usage is not None else None
+            if bad:
+                return SideOutput(error=f"bad_usage: {bad}", latency_ms=elapsed_ms)
+            finish = choice.get("finish_reason")
             return SideOutput(text=text if isinstance(text, str) else None, tokens=_tokens_from(choice, api),
-                              output_tokens=usage.get("completion_tokens"), finish_reason=choice.get("finish_reason"),
+                              output_tokens=(usage or {}).get("completion_tokens"),
+                              finish_reason=finish[:100] if isinstance(finish, str) else None,
                               latency_ms=elapsed_ms)
         return SideOutput(error="unreachable")  # pragma: no cover - the loop always returns
 
@@ -384,6 +394,7 @@ def run_agreement(target_a: str, target_b: str, prompts: list[PromptSpec], max_t
     # URL credentials (user:password@) become the side's key and never reach agreement.json
     url_a, api_key_a = combine_credentials(target_a, api_key_a)
     url_b, api_key_b = combine_credentials(target_b, api_key_b)
+    register_secrets(api_key_a, api_key_b)  # agreement.json, the history row and stdout never hold them
     targets = [AgreeTarget(base_url=normalize_base_url(url_a), model=model_a or "", api=api),
                AgreeTarget(base_url=normalize_base_url(url_b), model=model_b or "", api=api)]
     from wattbench import __version__

@@ -33,11 +33,13 @@ from wattbench.analysis.figures import (
     describe_key,
     headline,
     level_key,
-    outermost_common_boundary,
+    common_boundary,
     select_window,
     trial_ci,
 )
+from wattbench.accounting.boundaries import outside_work_note
 from wattbench.errors import UserError
+from wattbench.results.headline import per_token
 from wattbench.results.schema import LevelResult, Result
 
 # the figures shown side by side, in table order
@@ -208,12 +210,18 @@ NO_ENERGY_WARNING = ("no power boundary was measured at every level of every run
 
 
 def resolve_boundary(results: list[Result], boundary: str | None) -> str | None:
-    """The boundary to compare at; None (no boundary asked, none common) compares latency and
-    throughput only."""
+    """The boundary to compare at: the one asked, else the headline rule over every level of every
+    run (``results.headline``: a whole boundary that contains the work, measured first, outer
+    first — never the HBM rail); None (none common) compares latency and throughput only."""
     if boundary is None:
-        return outermost_common_boundary(results)
+        return common_boundary(results)
     for r in results:
         for lv in r.levels:
+            if boundary in lv.energy and not per_token(boundary, lv.energy):
+                raise UserError(f"{boundary} has no tokens-per-kW figure in run {r.run_id} ("
+                                f"{outside_work_note(boundary, lv.energy)}); compare at a boundary that "
+                                "contains the devices doing the work (accelerator, node, wall), or leave "
+                                "--boundary out")
             e = lv.energy.get(boundary)
             if e is None or e.avg_power_w is None:
                 have = sorted(b for b, x in lv.energy.items() if x.avg_power_w is not None)

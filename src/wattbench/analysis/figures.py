@@ -6,7 +6,8 @@ boundary from ``LevelResult.energy`` (the full measurement window), or — after
 :func:`select_window` with ``"steady"`` — from ``LevelResult.energy_steady``.
 
 Trials (``--trials N``) put per-figure means and confidence intervals in
-``level.trials`` (``results.schema.TrialsBlock``)::
+``level.trials`` (``results.schema.TrialsBlock``); :func:`headline` reads a figure the block holds
+as its mean (the headline rule, ``results.headline``)::
 
     {"n": 5, "confidence": 0.95,
      "figures": {"output_tokens_per_s": {"mean": 1000.0, "ci_low": 980.0, "ci_high": 1020.0},
@@ -21,28 +22,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from wattbench.results.headline import describe_key, level_key, measured_boundaries  # noqa: F401  (one home)
+from wattbench.results.headline import (  # noqa: F401  (one home: the headline rule)
+    ENERGY_FIGURES,
+    TrialCI,
+    common_headline_boundary,
+    describe_key,
+    level_key,
+    measured_boundaries,
+    point,
+    trial_ci,
+)
 from wattbench.results.schema import LevelResult, Result
 from wattbench.telemetry.base import BOUNDARIES
 
-# figures read from BoundaryEnergy at the chosen boundary
-ENERGY_FIGURES = (
-    "avg_power_w",
-    "max_power_w",
-    "idle_power_w",
-    "energy_j",
-    "dynamic_energy_j",
-    "j_per_output_token",
-    "j_per_token",
-    "output_tokens_per_s_per_kw",
-    "tokens_per_kwh",
-    "output_tokens_per_kwh",
-    "cost_per_million_output_tokens",
-    "goodput_per_kw",  # output tok/s of requests meeting --slo, per kW at the boundary (goodput.per_kw)
-    "carbon_g_per_million_output_tokens",  # with --carbon-intensity (metrics/carbon.py)
-    "carbon_g_per_request",
-    "carbon_g",
-)
 THROUGHPUT_FIGURES = ("output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s", "requests_per_s")
 LATENCY_KINDS = ("ttft", "tpot", "itl", "e2e")
 LATENCY_STATS = ("mean", "p50", "p90", "p95", "p99", "max")
@@ -128,21 +120,24 @@ def throttle_reasons(level: LevelResult) -> list[str]:
     return []
 
 
-def outermost_common_boundary(results: list[Result]) -> str | None:
-    """The outermost boundary every level of every result measured."""
-    common: set[str] | None = None
-    for r in results:
-        for lv in r.levels:
-            s = set(measured_boundaries(lv))
-            common = s if common is None else common & s
-    if not common:
-        return None
-    order = {b: i for i, b in enumerate(BOUNDARIES)}
-    return max(common, key=lambda b: (order.get(b, -1), b))
+def common_boundary(results: list[Result]) -> str | None:
+    """The boundary runs are read side by side at: the headline rule over every level of every run
+    (``results.headline.common_headline_boundary``)."""
+    return common_headline_boundary(lv for r in results for lv in r.levels)
 
 
 def headline(level: LevelResult, boundary: str | None) -> dict[str, float | None]:
-    """Every named figure of a level (None where not measured)."""
+    """Every named figure of a level (None where not measured): with ``--trials``, each figure the
+    trials block holds is its mean over the trials (``results.headline.point``), the others the last
+    trial's."""
+    own = level_figures(level, boundary)
+    if level.trials is None:
+        return own
+    return {name: point(level, name, boundary if name in ENERGY_FIGURES else None, v) for name, v in own.items()}
+
+
+def level_figures(level: LevelResult, boundary: str | None) -> dict[str, float | None]:
+    """Every named figure of one measurement of a level (its last trial's with ``--trials``)."""
     out: dict[str, float | None] = {}
     tp = level.throughput
     for name in THROUGHPUT_FIGURES:
@@ -180,47 +175,6 @@ def headline(level: LevelResult, boundary: str | None) -> dict[str, float | None
     out["gpu_utilization_pct"] = gauge(th, "mean_gpu_utilization_pct", "gpu_utilization_pct", "utilization_pct",
                                        stat="mean")
     return out
-
-
-@dataclass(frozen=True)
-class TrialCI:
-    """Mean and confidence interval of one figure over trials."""
-
-    mean: float
-    low: float
-    high: float
-    n: int | None = None
-    confidence: float | None = None
-
-    @property
-    def half_width(self) -> float:
-        return (self.high - self.low) / 2.0
-
-    @property
-    def rel_half_width(self) -> float:
-        """Half-width relative to the mean: the first-order half-width of log(mean)."""
-        return self.half_width / abs(self.mean) if self.mean else float("inf")
-
-
-def trial_ci(level: LevelResult, name: str, boundary: str | None) -> TrialCI | None:
-    """The trials CI of a figure, or None when the level has no trials block for it."""
-    block = level.trials
-    if block is None:
-        return None
-    entry = block.figures.get(f"{name}@{boundary}") if (name in ENERGY_FIGURES and boundary) else None
-    if entry is None:
-        entry = block.figures.get(name)
-    if entry is None:
-        return None
-    mean, lo, hi = _num(entry.mean), _num(entry.ci_low), _num(entry.ci_high)
-    hw = _num(entry.ci_half_width)
-    if (lo is None or hi is None) and mean is not None and hw is not None:
-        lo, hi = mean - hw, mean + hw
-    if mean is None or lo is None or hi is None or hi < lo:
-        return None
-    n = entry.n if entry.n is not None else block.n
-    conf = entry.confidence if entry.confidence is not None else block.confidence
-    return TrialCI(mean=mean, low=lo, high=hi, n=n, confidence=conf)
 
 
 def select_window(result: Result, window: str) -> Result:

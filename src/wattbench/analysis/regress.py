@@ -33,6 +33,7 @@ from wattbench.analysis.compare import match_levels, refusal_message, resolve_bo
 from wattbench.analysis.diagnose import Finding, diagnose
 from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, trial_ci
 from wattbench.errors import UserError
+from wattbench.report.numbers import fmt
 from wattbench.results.schema import Result
 
 DEFAULT_CHECKS = "j_per_output_token:+5%,output_tokens_per_s:-3%"
@@ -135,9 +136,10 @@ def parse_checks(spec: str) -> list[Check]:
 
 
 def _fmt(check: Check, x: float) -> str:
+    """A change in the one number format (``report/numbers.py``): ``-9.69%`` or ``+12.3``."""
     if check.kind == "relative":
         return f"{x * 100:+.2f}%"
-    return f"{x:+.4g}"
+    return ("+" if x >= 0 else "") + fmt(x)
 
 
 def evaluate(check: Check, a, b, boundary: str, label: str) -> CheckOutcome:
@@ -179,11 +181,11 @@ def evaluate(check: Check, a, b, boundary: str, label: str) -> CheckOutcome:
         ci = ""
         if out.noise_aware:
             ci = f", beyond its CI [{_fmt(check, out.change_ci[0])}, {_fmt(check, out.change_ci[1])}]"
-        out.message = (f"{check.text} at {label}: {check.metric} {va:.6g} -> {vb:.6g} "
+        out.message = (f"{check.text} at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
                        f"({_fmt(check, out.change)}{ci}); limit {check.describe_threshold()}, missed by "
                        f"{_fmt(check, out.miss).lstrip('+')}")
     else:
-        out.message = (f"{check.text} holds at {label}: {check.metric} {va:.6g} -> {vb:.6g} "
+        out.message = (f"{check.text} holds at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
                        f"({_fmt(check, out.change)})")
     return out
 

@@ -1,15 +1,22 @@
-"""Helpers shared by command modules: error handling and list parsing. No computing here."""
+"""Helpers shared by command modules: error handling, list parsing and the checks every command
+line value passes (``number_gate``, ``one_line_usage``). No computing here."""
 
 from __future__ import annotations
 
 import functools
+import math
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 import typer
 from pydantic import ValidationError
 
 from wattbench.errors import WattbenchError
+
+try:  # typer >= 0.22 vendors click
+    from typer._click.exceptions import ClickException, MissingParameter, UsageError
+except ImportError:  # pragma: no cover - older typer on plain click
+    from click.exceptions import ClickException, MissingParameter, UsageError
 
 
 # One wording for the flags every command shares (issue 18: the same flag for the same thing).
@@ -25,7 +32,7 @@ def one_line(exc: BaseException) -> str:
         for err in exc.errors():
             loc = ".".join(str(x) for x in err.get("loc", ()) if x != "__root__")
             msg = err.get("msg", "invalid").removeprefix("Value error, ")
-            parts.append(f"{loc}: {msg}" if loc else msg)
+            parts.append(f"{loc}: {msg}" if loc and not msg.startswith("-") else msg)  # a message naming its flag
         return "; ".join(parts)
     return str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
 
@@ -53,21 +60,34 @@ def handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
-def split_list(value: str | None, cast: Callable = str, name: str = "value") -> list:
-    """Parse a comma list like ``1,8,64``; raise UserError naming the bad item."""
+def split_list(value: str | None, cast: Callable = str, name: str = "value", domain=None) -> list:
+    """Parse a comma list like ``1,8,64``; raise UserError naming the bad item. A list of numbers
+    (``cast`` int or float) is checked item by item like any numeric option: against ``domain``
+    (default: the flag's entry in ``config.FLAG_DOMAINS``) and ``MAX_OPTION_MAGNITUDE``; an empty
+    item (``1,,2``, a trailing comma) is refused, not skipped."""
     from wattbench.errors import UserError
 
     if value is None or value == "":
         return []
+    numeric = cast in (int, float)
+    if numeric and domain is None:
+        from wattbench.config import domain_for
+
+        domain = domain_for(name)
     out = []
     for item in str(value).split(","):
         item = item.strip()
         if not item:
-            continue
+            raise UserError(f"{name} {value!r}: an empty item; give values separated by single commas, e.g. 1,8,64")
         try:
-            out.append(cast(item))
+            v = cast(item)
         except ValueError:
             raise UserError(f"{name}: {item!r} is not a valid {cast.__name__}; give e.g. 1,8,64") from None
+        if numeric:
+            msg = domain.problem(name, v) or _size_problem(name, v)
+            if msg:
+                raise UserError(msg)
+        out.append(v)
     return out
 
 
@@ -103,3 +123,78 @@ def parse_json_object(text: str | None, flag: str) -> dict:
     if not isinstance(obj, dict):
         raise UserError(f"{flag}: give a JSON object like '{{\"top_k\": 20}}', not {type(obj).__name__}")
     return obj
+
+
+# ------------------------------------------------------------------ every value on a command line
+
+# Every int and float option of every command passes ``number_gate`` (installed by
+# ``cli.main.build_command``, so a new option is covered without a line of its own), and every item
+# of a comma list of numbers passes ``split_list``'s same checks: the flag's range from the one
+# table (``config.FLAG_DOMAINS``: finite, ``--pue >= 1``, ``--seed`` a 32-bit integer, durations at
+# most ``config.MAX_SECONDS``; positive for a flag not listed) and at most this large in size. No
+# option means a value near 1e12 (a trillion requests); beyond it a typo (a 30-digit integer) would
+# reach int64 nanoseconds, the load or numpy.
+MAX_OPTION_MAGNITUDE = 1e12
+LIST_METAVAR = "N,N,..."  # the metavar of a comma-list option of numbers (``split_list``): -c 1,8,64
+
+
+def option_name(param: Any) -> str:
+    """The flag a user typed for ``param`` (its longest form: ``--concurrency``, not ``-c``)."""
+    opts = list(getattr(param, "opts", None) or [])
+    return max(opts, key=len) if opts else str(getattr(param, "name", "value")).upper()
+
+
+def _size_problem(flag: str, v: float | int) -> str | None:
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) > MAX_OPTION_MAGNITUDE:
+        return f"{flag} {v:.6g}: too large; no option takes a value beyond {MAX_OPTION_MAGNITUDE:g} in size"
+    return None
+
+
+def check_number(flag: str, value: Any, command: str | None = None) -> None:
+    """Raise ``UsageError`` (one line naming ``flag``) unless ``value`` (a number; None passes)
+    is in the flag's domain (``config.domain_for``: finite, its range) and at most
+    ``MAX_OPTION_MAGNITUDE`` in size."""
+    from wattbench.config import domain_for
+
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    msg = domain_for(flag, command).problem(flag, value) or _size_problem(flag, value)
+    if msg:
+        raise UsageError(msg)
+
+
+def number_gate(param: Any, command: str | None = None) -> None:
+    """Install ``check_number`` on an int/float option of ``command`` (after typer's conversion,
+    before its own callback, before the command runs)."""
+    flag = option_name(param)
+    original = param.callback
+
+    def callback(ctx, p, value):
+        check_number(flag, value, command)
+        return original(ctx, p, value) if original is not None else value
+
+    param.callback = callback
+
+
+def one_line_usage(exc: UsageError) -> str:
+    """A usage error (a value that does not parse, an unknown option, a missing argument) as one
+    line naming the option and where to look, instead of click's usage block."""
+    param = getattr(exc, "param", None)
+    cmd = getattr(getattr(exc, "ctx", None), "command_path", None) or "wattbench"
+    if param is None or getattr(param, "param_type_name", "") != "option" or isinstance(exc, MissingParameter):
+        msg = exc.format_message()
+        return msg if msg.startswith("-") else f"{msg} (see {cmd} --help)"
+    msg = exc.message
+    kind = {"int": "a whole number", "float": "a number"}.get(param.bare_type() if hasattr(param, "bare_type") else "")
+    if kind and "should be a valid" in msg:  # typer's own parse error: say what the option takes
+        msg = f"not {kind}" + ("; give seconds (600 for 10 minutes)" if "seconds" in (param.help or "").lower() else "")
+    return f"{option_name(param)}: {msg} (see {cmd} --help)"
+
+
+class OneLineUsageError(ClickException):
+    """What a usage error becomes: ``wattbench: error: <one line>`` on stderr, exit 2."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:  # noqa: ARG002 - always stderr
+        typer.echo(f"wattbench: error: {self.message}", err=True)

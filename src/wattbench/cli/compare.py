@@ -109,8 +109,8 @@ def register(app: typer.Typer) -> None:
     def compare_cmd(
         runs: List[str] = typer.Argument(..., help="Two or more run directories, run ids, tags or baselines."),
         boundary: Optional[str] = typer.Option(None, "--boundary",
-                                               help="Power boundary for the ratios (default: the outermost "
-                                                    "measured in every run)."),
+                                               help="Power boundary for the ratios (default: the headline "
+                                                    "boundary every run has, never a part such as the HBM rail)."),
         force: bool = typer.Option(False, "--force", help="Compare incomparable runs; each reason is flagged."),
         window: str = typer.Option("full", "--window", help="Energy window: full or steady (steady state)."),
         match: str = typer.Option("key", "--match", help="Pair levels by 'key' (concurrency/rate) or 'index'."),

@@ -17,6 +17,7 @@ from wattbench.errors import WattbenchError
 # Command modules, in the order ``--help`` lists them.
 COMMANDS = [
     "run",
+    "measure",
     "tune",
     "sensors",
     "report",
@@ -91,25 +92,71 @@ def _plain_metavars(cmd) -> None:
         _plain_metavars(sub)
 
 
+def _gate_numbers(cmd, path: str = "") -> None:
+    """Every int/float option of every command passes ``cli.common.number_gate`` (its flag's range
+    in ``config.FLAG_DOMAINS``, finite, of a size an option can mean) before its command runs; a
+    new option is covered by being declared."""
+    from wattbench.cli.common import number_gate
+
+    for p in getattr(cmd, "params", []):
+        if getattr(p, "param_type_name", "") == "option" and hasattr(p, "bare_type") and p.bare_type() in (
+                "int", "float"):
+            number_gate(p, path or None)
+    for name, sub in getattr(cmd, "commands", {}).items():
+        _gate_numbers(sub, f"{path} {name}".strip())
+
+
+def _one_line_usage_errors(cmd) -> None:
+    """A usage error anywhere under ``cmd`` (a value that does not parse, an unknown option, a
+    missing argument) is one line on stderr and exit 2, like every other bad input, instead of
+    click's usage block: the root command's context making and invoking re-raise it as
+    ``OneLineUsageError`` (sub-commands' contexts are made inside the root's invoke)."""
+    from wattbench.cli.common import OneLineUsageError, UsageError, one_line_usage
+
+    def wrap(fn):
+        def wrapped(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except UsageError as e:
+                raise OneLineUsageError(one_line_usage(e)) from None
+        return wrapped
+
+    cmd.make_context = wrap(cmd.make_context)
+    cmd.invoke = wrap(cmd.invoke)
+
+
 def build_command():
-    """The click command behind the typer app, with plain metavars."""
+    """The click command behind the typer app: plain metavars, every number gated, usage errors
+    in one line."""
     import typer.main
 
     cmd = typer.main.get_command(build_app())
     _plain_metavars(cmd)
+    _gate_numbers(cmd)
+    _one_line_usage_errors(cmd)
     return cmd
 
 
 def main(argv: list[str] | None = None) -> None:
+    from wattbench.server.redact import guard_std_streams
+
     cmd = build_command()
-    try:
-        cmd.main(args=argv, standalone_mode=True, prog_name="wattbench")
-    except WattbenchError as e:  # raised outside a command's own handling
-        typer.echo(f"wattbench: error: {e}", err=True)
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        typer.echo("wattbench: interrupted", err=True)
-        sys.exit(130)
+    # stdout and stderr never show a secret the command registered (server/redact.py): tables,
+    # --json, error lines that quote a server, even a traceback
+    with guard_std_streams():
+        try:
+            cmd.main(args=argv, standalone_mode=True, prog_name="wattbench")
+        except WattbenchError as e:  # raised outside a command's own handling
+            typer.echo(f"wattbench: error: {e}", err=True)
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            typer.echo("wattbench: interrupted", err=True)
+            sys.exit(130)
+        except Exception:  # a bug: its traceback, printed while stderr still scrubs
+            import traceback
+
+            traceback.print_exc()
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -163,7 +163,7 @@ def register(app: typer.Typer) -> None:
         rack_kw: float = typer.Option(..., "--rack-kw", help="Power budget of one rack in kW."),
         node: Optional[List[str]] = typer.Option(None, "--node", help="A run directory, run=DIR,level=I,gpus=N,name=X, or a spec name=X,power_w=W | accelerator_w=W,gpus=N | gpu=H200,gpus=N [,host_overhead_w=W,tokens_per_s=T,goodput_tokens_per_s=G]. Repeatable."),
         more: Optional[List[str]] = typer.Argument(None, metavar="NODE", help="More --node values."),
-        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the outermost of those the run measured; the same rule for rack, power-first and tco)."),
+        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the run's headline boundary among those, the one rule of run, compare, tune and plan)."),
         percentile: str = typer.Option("p95", "--percentile", help="p95 or p99 (also max, avg)."),
         host_overhead_w: Optional[float] = typer.Option(None, "--host-overhead-w", help="Declared host power per node (CPU, memory, fans, NICs) added to accelerator power."),
         headroom_pct: float = typer.Option(0.0, "--headroom-pct", help="Percent of the rack budget kept free."),
@@ -185,7 +185,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _echo_json(plan.to_dict())
             return
-        where = "each run's outermost measured boundary" if plan.boundary == "auto" else plan.boundary
+        where = "each run's headline boundary" if plan.boundary == "auto" else plan.boundary
         t = _table(
             f"Rack plan: {plan.rack_kw:g} kW rack, {plan.headroom_pct:g}% headroom, {plan.percentile} power at {where}",
             ["platform", "node W", "nodes", "rack kW", "GPUs", "W/GPU", "cooling", "out tok/s", "goodput tok/s",
@@ -211,7 +211,7 @@ def register(app: typer.Typer) -> None:
         more: Optional[List[str]] = typer.Argument(None, metavar="RUN", help="More candidate run directories."),
         slo: Optional[str] = typer.Option(None, "--slo", help="Latency limits, as for run: ttft_p95=500ms,tpot_p95=50ms."),
         headroom_pct: float = typer.Option(10.0, "--headroom-pct", help="Percent of site power kept unallocated."),
-        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the outermost of those the run measured; the same rule for rack, power-first and tco)."),
+        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the run's headline boundary among those, the one rule of run, compare, tune and plan)."),
         percentile: str = typer.Option("p95", "--percentile", help="p95 or p99 (also max, avg)."),
         host_overhead_w: Optional[float] = typer.Option(None, "--host-overhead-w", help="Declared host power per node."),
         resolution_w: Optional[float] = typer.Option(None, "--resolution-w", help="DP power step in W (default: 1 W, coarser above 200 kW)."),
@@ -261,7 +261,7 @@ def register(app: typer.Typer) -> None:
         tokens_per_kwh: Optional[float] = typer.Option(None, "--tokens-per-kwh", help="Output tokens per IT kWh (measured efficiency)."),
         result: Optional[str] = typer.Option(None, "--result", help="Take tokens per kWh from a run directory."),
         level: Optional[int] = typer.Option(None, "--level", help="Level in --result (default: most efficient valid level)."),
-        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the outermost of those the run measured; the same rule for rack, power-first and tco)."),
+        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the run's headline boundary among those, the one rule of run, compare, tune and plan)."),
         carbon_intensity: Optional[str] = typer.Option(None, "--carbon-intensity", help="Grid gCO2e/kWh, or a CSV/JSON series (its time-weighted mean): annual tonnes beside the cost."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
@@ -297,14 +297,17 @@ def register(app: typer.Typer) -> None:
         for k, v in r.costs_per_period.items():
             t.add_row(k.replace("_", " "), _num(v, ",.2f"))
         t.add_row("total", _num(r.total_cost_per_period, ",.2f"))
-        lines = [f"energy: {r.it_energy_kwh_per_year:,.0f} IT kWh/year, {r.facility_energy_kwh_per_year:,.0f} facility kWh/year"]
+        from wattbench.report.numbers import fmt
+
+        lines = [f"energy: {fmt(r.it_energy_kwh_per_year)} IT kWh/year, {fmt(r.facility_energy_kwh_per_year)} "
+                 "facility kWh/year"]
         if r.cost_per_million_tokens is not None:
-            lines.append(f"cost per million output tokens: {r.cost_per_million_tokens:,.4f} {r.currency} "
-                         f"(electricity only {r.electricity_cost_per_million_tokens:,.4f}); tokens from {r.tokens_source}")
+            lines.append(f"cost per million output tokens: {fmt(r.cost_per_million_tokens)} {r.currency} "
+                         f"(electricity only {fmt(r.electricity_cost_per_million_tokens)}); tokens from {r.tokens_source}")
         if r.carbon_tonnes_per_year is not None:
-            s = (f"carbon: {r.carbon_tonnes_per_year:,.2f} t CO2e/year at {r.carbon_intensity_g_per_kwh:,.4g} g/kWh "
-                 f"(beside {r.total_cost_per_year:,.2f} {r.currency}/year)")
+            s = (f"carbon: {fmt(r.carbon_tonnes_per_year)} t CO2e/year at {fmt(r.carbon_intensity_g_per_kwh)} g/kWh "
+                 f"(beside {fmt(r.total_cost_per_year)} {r.currency}/year)")
             if r.carbon_g_per_million_tokens is not None:
-                s += f"; {r.carbon_g_per_million_tokens:,.4g} gCO2e per million output tokens"
+                s += f"; {fmt(r.carbon_g_per_million_tokens)} gCO2e per million output tokens"
             lines.append(s)
         _print(t, *lines, *_warnings(r.warnings))

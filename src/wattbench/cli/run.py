@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import API_KEY_HELP, DB_HELP, REGISTER_HELP, handle_errors, parse_headers, parse_json_object, split_list
+from wattbench.cli.common import API_KEY_HELP, DB_HELP, LIST_METAVAR, REGISTER_HELP, handle_errors, parse_headers, parse_json_object, split_list
 from wattbench.interrupt import install_sigterm
 
 HELP = """Benchmark an OpenAI-compatible server (or the embedded engine when no --target is given).
@@ -57,8 +57,8 @@ def register(app: typer.Typer) -> None:
         model: Optional[str] = typer.Option(None, "--model", "-m", help="Model name on the server (default: first of /v1/models); with no --target, a preset name (tiny, llama-1b, llama-8b, qwen-7b) or a local HF model directory."),
         api: str = typer.Option("completions", "--api", help="completions or chat."),
         api_key: Optional[str] = typer.Option(None, "--api-key", help=API_KEY_HELP, show_default=False),
-        concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", help="Closed loop: concurrent streams; a comma list runs levels in turn (1,8,64)."),
-        rate: Optional[str] = typer.Option(None, "--rate", "-r", help="Open loop: requests/s; a comma list runs levels in turn (2,4,8); inf sends every request at once."),
+        concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", metavar=LIST_METAVAR, help="Closed loop: concurrent streams; a comma list runs levels in turn (1,8,64)."),
+        rate: Optional[str] = typer.Option(None, "--rate", "-r", metavar=LIST_METAVAR, help="Open loop: requests/s; a comma list runs levels in turn (2,4,8); inf sends every request at once."),
         arrival: str = typer.Option("poisson", "--arrival", help="Open-loop arrivals: poisson, constant or gamma:K."),
         num_requests: Optional[int] = typer.Option(None, "--num-requests", "-n", help="Measured requests per level (warm-up excluded; default: 4 rounds of the concurrency, 5+ once an E2E is measured, so the steady state can be long enough; docs/accounting.md)."),
         duration: Optional[float] = typer.Option(None, "--duration", "-d", help="Seconds of measured load per level, after the warm-up (--warmup 5s --duration 20 sends for 25 s); requests in flight at the end finish (each within --request-timeout) and are measured."),
@@ -102,6 +102,7 @@ def register(app: typer.Typer) -> None:
         keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep every content chunk's arrival stamp (chunk_ns) in requests.jsonl (per-request ITL and token timelines later; ~15 bytes more per content chunk)."),
         request_timeout: float = typer.Option(600.0, "--request-timeout", help="Seconds a request may take in all."),
         header: Optional[List[str]] = typer.Option(None, "--header", "-H", help="Request header K:V, repeatable (sent with every request; values that can hold a credential are never written)."),
+        secret_header: Optional[List[str]] = typer.Option(None, "--secret-header", help="Header NAME whose --header value is a secret although its name does not say so (repeatable): never written or printed, scrubbed wherever a server echoes it."),
         extra_body: Optional[str] = typer.Option(None, "--extra-body", help='JSON object merged into every request body, e.g. \'{"top_k": 20}\'.'),
         temperature: Optional[float] = typer.Option(None, "--temperature", help="Sampling temperature (default 0: greedy)."),
         top_p: Optional[float] = typer.Option(None, "--top-p", help="Nucleus sampling top-p."),
@@ -172,6 +173,7 @@ def register(app: typer.Typer) -> None:
             keep_chunks=keep_chunks,
             request_timeout_s=request_timeout,
             headers=parse_headers(header),
+            secret_headers=list(secret_header or []),
             extra_body=parse_json_object(extra_body, "--extra-body"),
             temperature=temperature,
             top_p=top_p,
@@ -204,6 +206,11 @@ def register(app: typer.Typer) -> None:
             from wattbench.run.session import run_dir_path
 
             out_console.print(f"results: {run_dir_path(config, result.run_id)}")
+        from wattbench.run.benchmark import NOT_REGISTERED
+
+        for w in result.warnings:
+            if w.startswith(NOT_REGISTERED):  # one line; the run itself is complete (exit 0)
+                typer.echo(f"wattbench: warning: {w}", err=True)
         from wattbench.accounting.level_findings import empty_levels
         from wattbench.errors import EXIT_EMPTY_LEVEL
 

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import DB_HELP, handle_errors, split_list
+from wattbench.cli.common import DB_HELP, LIST_METAVAR, handle_errors, split_list
 
 HELP = """Search engine settings (and, as root, GPU power settings) for the most goodput per kW under an SLO.
 
@@ -36,15 +36,15 @@ def register(app: typer.Typer) -> None:
         engine_arg: Optional[List[str]] = typer.Option(None, "--engine-arg", help="Argument given to the engine in every configuration (repeatable)."),
         axis: Optional[List[str]] = typer.Option(None, "--axis", help="NAME=V1,V2,… an engine flag and its values (repeatable); default: the engine's built-in space."),
         space: Optional[str] = typer.Option(None, "--space", help="YAML/JSON space file (axes, ranges, conditions)."),
-        power_limit: Optional[str] = typer.Option(None, "--power-limit", help="GPU power limits to try, W (400,550,700). Needs --allow-gpu-settings and root."),
-        sm_clocks: Optional[str] = typer.Option(None, "--sm-clocks", help="Locked SM clocks to try, MHz (1200,1590,1980). Needs --allow-gpu-settings and root."),
+        power_limit: Optional[str] = typer.Option(None, "--power-limit", metavar=LIST_METAVAR, help="GPU power limits to try, W (400,550,700). Needs --allow-gpu-settings and root."),
+        sm_clocks: Optional[str] = typer.Option(None, "--sm-clocks", metavar=LIST_METAVAR, help="Locked SM clocks to try, MHz (1200,1590,1980). Needs --allow-gpu-settings and root."),
         allow_gpu_settings: bool = typer.Option(False, "--allow-gpu-settings", help="Allow changing the GPU power limit / clocks (restored after every trial)."),
-        gpu: Optional[str] = typer.Option(None, "--gpus", help="GPU indices whose settings are changed (default: all)."),
+        gpu: Optional[str] = typer.Option(None, "--gpus", metavar=LIST_METAVAR, help="GPU indices whose settings are changed (default: all)."),
         slo: Optional[str] = typer.Option(None, "--slo", help="e.g. ttft_p99=500ms,tpot_p99=50ms (the run grammar)."),
         objective: str = typer.Option("goodput_per_kw", "--objective", help="goodput_per_kw, output_tokens_per_s_per_kw or j_per_output_token."),
-        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary of the score (default: the innermost measured)."),
-        concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", help="Load ladder searched in each configuration (default 1,2,4,…,--max-concurrency)."),
-        rate: Optional[str] = typer.Option(None, "--rate", "-r", help="Open-loop rate ladder instead (requests/s)."),
+        boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary of the score (default: the headline boundary, as run and plan use)."),
+        concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", metavar=LIST_METAVAR, help="Load ladder searched in each configuration (default 1,2,4,…,--max-concurrency)."),
+        rate: Optional[str] = typer.Option(None, "--rate", "-r", metavar=LIST_METAVAR, help="Open-loop rate ladder instead (requests/s)."),
         max_concurrency: int = typer.Option(256, "--max-concurrency", help="Top of the default concurrency ladder."),
         num_requests: Optional[int] = typer.Option(None, "--num-requests", "-n", help="Measured requests per level."),
         duration: Optional[float] = typer.Option(None, "--duration", "-d", help="Seconds of load per level."),
@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print tune.json on stdout."),
     ) -> None:
-        from wattbench.config import RunConfig
+        from wattbench.config import RunConfig, domain_for
         from wattbench.tune import TuneConfig, tune
         from wattbench.results.tune import write_tune
 
@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
                          power_limits_w=split_list(power_limit, float, "--power-limit"),
                          sm_clocks_mhz=split_list(sm_clocks, int, "--sm-clocks"),
                          allow_gpu_settings=allow_gpu_settings,
-                         gpu_indices=split_list(gpu, int, "--gpus") or None, objective=objective, boundary=boundary,
+                         gpu_indices=split_list(gpu, int, "--gpus", domain=domain_for("--gpus", "tune")) or None, objective=objective, boundary=boundary,
                          strategy=strategy, max_trials=max_trials, max_minutes=max_minutes, noise_pct=noise_pct,
                          max_repeats=max_repeats, baseline=not no_baseline, seed=seed, out=out, resume=resume)
         from rich.console import Console

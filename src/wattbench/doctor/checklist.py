@@ -113,14 +113,19 @@ def exporter_quantities(sample_names: list[str]) -> dict[str, list[str]]:
 def fetch_exporter(url: str, timeout_s: float = 5.0) -> tuple[list[str] | None, str | None]:
     """Sample names of a Prometheus exposition at ``url``; (None, why) when unreadable."""
     import urllib.error
-    import urllib.request
 
     from wattbench.server.metrics import parse_exposition
 
+    import http.client
+
+    from wattbench.errors import TargetError
+    from wattbench.server import origin
+    from wattbench.server.metrics import MAX_EXPOSITION_BYTES
+
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 - operator-given URL
-            text = r.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError, TimeoutError) as e:
+        with origin.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 - operator-given URL
+            text = r.read(MAX_EXPOSITION_BYTES).decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError, TimeoutError, http.client.HTTPException, TargetError, ValueError) as e:
         return None, f"{getattr(e, 'reason', e)}"
     try:
         return list(parse_exposition(text)), None

@@ -84,15 +84,23 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
     target = TargetSpec(base_url=base_url, model=model, api=api)
     body = build_payload(RequestSpec(prompt="Hello", max_tokens=max_tokens), target)
     sp = StreamProbe(api=api)
-    async with session.post(endpoint_url(target), json=body, headers=auth_headers(api_key)) as r:
+    from wattbench.server import origin
+    from wattbench.server.sse import SSEError
+
+    async with origin.request(session, "POST", endpoint_url(target), json=body, headers=auth_headers(api_key)) as r:
         sp.status = r.status
         sp.headers = {k.lower(): v for k, v in r.headers.items()}
         if r.status != 200:
-            sp.error = (await r.text())[:300]
+            sp.error = (await origin.read_body(r, 4096))[:300].decode("utf-8", "replace")
             return sp
         parser = SSEParser()
         async for piece in r.content.iter_any():
-            for _, data in parser.feed(piece):
+            try:
+                events = parser.feed(piece)
+            except SSEError as e:
+                sp.error = str(e)
+                return sp
+            for _, data in events:
                 if data == DONE:
                     continue
                 try:
@@ -106,10 +114,11 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
                 if err:
                     sp.error = err
                 sp.chunks += 1
-                sp.model = obj.get("model") or sp.model
-                sp.response_id = obj.get("id") or sp.response_id
-                if obj.get("usage"):
-                    sp.usage = obj["usage"]
+                model, rid, usage = obj.get("model"), obj.get("id"), obj.get("usage")
+                sp.model = model[:200] if isinstance(model, str) and model else sp.model
+                sp.response_id = rid[:200] if isinstance(rid, str) and rid else sp.response_id
+                if usage and isinstance(usage, dict):
+                    sp.usage = usage
     return sp
 
 
@@ -118,7 +127,8 @@ async def _probe(target: str, api_key: str | None, burst: int, timeout_s: float)
 
     from wattbench.errors import TargetError
     from wattbench.server.detect import detect_server, root_of
-    from wattbench.server.metrics import metrics_url, parse_exposition
+    from wattbench.server import origin
+    from wattbench.server.metrics import MAX_EXPOSITION_BYTES, metrics_url, parse_exposition
     from wattbench.server.openai import normalize_base_url
 
     base = normalize_base_url(target)
@@ -132,14 +142,15 @@ async def _probe(target: str, api_key: str | None, burst: int, timeout_s: float)
     headers = {"Authorization": authorization(api_key)} if api_key else {}
     async with aiohttp.ClientSession(timeout=timeout) as s:
         try:
-            async with s.get(metrics_url(root_of(base)), headers=headers) as r:
+            async with origin.request(s, "GET", metrics_url(root_of(base)), headers=headers) as r:
                 pr.metrics_status = r.status
                 if r.status == 200:
                     try:
-                        pr.metrics = parse_exposition(await r.text())
+                        text = (await origin.read_body(r, MAX_EXPOSITION_BYTES)).decode("utf-8", "replace")
+                        pr.metrics = parse_exposition(text)
                     except ValueError as e:
                         pr.metrics_error = f"unparsable exposition: {e}"
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, TargetError) as e:
             pr.metrics_error = f"{type(e).__name__}: {e}"
         model = pr.info.model
         if not model:
@@ -147,7 +158,7 @@ async def _probe(target: str, api_key: str | None, burst: int, timeout_s: float)
         for api in ("completions", "chat"):  # a chat-only model refuses completions: try chat then
             try:
                 sp = await _stream_once(s, base, model, api, api_key, max_tokens=4)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, TargetError) as e:
                 sp = StreamProbe(api=api, error=f"{type(e).__name__}: {e}")
             if api == "completions" or sp.status == 200 or pr.stream.status in (404, 405):
                 pr.stream = sp  # a missing completions route says less than chat's own answer
@@ -158,7 +169,7 @@ async def _probe(target: str, api_key: str | None, burst: int, timeout_s: float)
             async def one() -> StreamProbe:
                 try:
                     return await _stream_once(s, base, model, pr.stream.api or "completions", api_key, max_tokens=1)
-                except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+                except (aiohttp.ClientError, asyncio.TimeoutError, OSError, TargetError) as e:
                     return StreamProbe(error=f"{type(e).__name__}: {e}")
 
             res = await asyncio.gather(*[one() for _ in range(burst)])
@@ -281,7 +292,13 @@ def _usage_check(pr: ServerProbe) -> Check:
     if sp.error:
         return Check("server.stream_usage", G, "fail", f"the stream carried an error: {sp.error}",
                      "check the server log")
+    from wattbench.server.openai import usage_problem
+
     u = sp.usage or {}
+    bad = usage_problem(u) if u else None
+    if bad:
+        return Check("server.stream_usage", G, "fail", f"the stream's usage cannot be used: {bad}",
+                     "check the server: wattbench records such requests as failed (bad_usage)")
     if not u or u.get("completion_tokens") is None:
         return Check("server.stream_usage", G, "fail",
                      f"the stream ({sp.chunks} chunks) ended without a usage chunk despite "

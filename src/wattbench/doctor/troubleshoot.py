@@ -422,7 +422,7 @@ def _run_facts(step: str, run: dict | None, log_text: str | None, matched: bool)
                          f"{errors['timeout']} request(s) timed out: the server was overloaded or stalled",
                          "lower the load, raise --request-timeout, and check the server's CPU/GPU use"))
     if step == "logs" and run:
-        srv = {k: v for k, v in errors.items() if k in ("connect", "disconnect", "bad_stream") or
+        srv = {k: v for k, v in errors.items() if k in ("connect", "disconnect", "bad_stream", "bad_usage") or
                re.fullmatch(r"http_5\d\d", k)}
         if srv:
             out.append(Check("troubleshoot.logs.server_errors", G, "warn",

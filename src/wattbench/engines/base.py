@@ -15,6 +15,7 @@ from __future__ import annotations
 from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import atexit
+import http.client
 from abc import ABC, abstractmethod
 import json
 import os
@@ -31,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from wattbench.clock import now_ns
-from wattbench.errors import EngineError
+from wattbench.errors import EngineError, TargetError
 from wattbench.results.schema import ServerInfo
+from wattbench.server import origin
 
 LOG_TAIL_LINES = 30
 DEFAULT_HOST = "127.0.0.1"
@@ -158,14 +160,19 @@ def has_flag(args: list[str], *names: str) -> bool:
     return any(a in names or any(a.startswith(n + "=") for n in names) for a in args)
 
 
+HTTP_GET_MAX_BYTES = 32 << 20
+
+
 def http_get(url: str, timeout_s: float = 2.0, api_key: str | None = None) -> tuple[int, bytes]:
+    """``(status, body)`` of a GET (``server/origin.py``: another host is never followed); ``(0, b"")``
+    when it failed."""
     req = urllib.request.Request(url, headers={"Authorization": authorization(api_key)} if api_key else {})
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as r:  # noqa: S310 (loopback only)
-            return r.status, r.read()
+        with origin.urlopen(req, timeout=timeout_s) as r:  # noqa: S310 (loopback only)
+            return r.status, r.read(HTTP_GET_MAX_BYTES)
     except urllib.error.HTTPError as e:
-        return e.code, e.read() if e.fp else b""
-    except (urllib.error.URLError, OSError, TimeoutError):
+        return e.code, e.read(HTTP_GET_MAX_BYTES) if e.fp else b""
+    except (urllib.error.URLError, OSError, TimeoutError, http.client.HTTPException, TargetError):
         return 0, b""
 
 
@@ -397,12 +404,12 @@ def _warm_up(h: EngineHandle, timeout_s: float) -> None:
                                  headers={"Content-Type": "application/json"}, method="POST")
     t0 = now_ns()
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as r:  # noqa: S310 (loopback only)
+        with origin.urlopen(req, timeout=timeout_s) as r:  # noqa: S310 (loopback only)
             r.read()
     except urllib.error.HTTPError as e:
         raise EngineError(f"{h.engine.name} server answered HTTP {e.code} to its warm-up request "
                           f"(log: {h.log_path})", log_tail=log_tail(h.log_path)) from None
-    except (urllib.error.URLError, OSError, TimeoutError) as e:
+    except (urllib.error.URLError, OSError, TimeoutError, http.client.HTTPException, TargetError) as e:
         raise EngineError(f"{h.engine.name} server failed its warm-up request: {e} (log: {h.log_path})",
                           log_tail=log_tail(h.log_path)) from None
     h.server_info.warmup_duration_s = (now_ns() - t0) / 1e9

@@ -30,8 +30,15 @@ Tokens come only from the server's ``usage`` chunk; when a server sends none, th
 fallback). Errors are classified, never retried: ``http_<status>`` (429 included, Retry-After is
 not honoured), ``timeout`` (total request timeout), ``stall`` (no bytes for
 ``target.stall_timeout_s``), ``disconnect`` (stream closed before ``[DONE]``/``finish_reason``),
-``bad_stream`` (malformed SSE/JSON or an error object in the stream), ``connect`` (no connection).
-A failed request keeps the timestamps it got, with ``ok=False``.
+``bad_stream`` (malformed SSE/JSON, an error object in the stream, a field of the wrong type —
+``choices`` not a list of objects, a chat ``delta`` not an object, a ``text``/``content`` not a
+string — or an SSE line past ``server.sse.MAX_LINE_BYTES``), ``bad_usage`` (a ``usage`` that is not an
+object, or a token count that is not a whole number in ``0..MAX_USAGE_TOKENS``), ``connect`` (no
+connection). A redirect to another host is refused (``server/origin.py``: nothing is sent there) and
+recorded as ``http_<status>``; same-host redirects are followed. A failed request keeps the
+timestamps it got, with ``ok=False``; what is wrong with one answer costs that request, never the
+level. Error details and kept texts are scrubbed of the target's secrets (``server/redact.py``)
+before the record exists.
 """
 
 from __future__ import annotations
@@ -43,20 +50,26 @@ import aiohttp
 import orjson
 
 from wattbench.clock import now_ns
+from wattbench.errors import TargetError
+from wattbench.server import origin
+from wattbench.server.redact import Scrubber
 from wattbench.server.target import TargetSpec
 from wattbench.results.schema import RequestRecord, build_record
 from wattbench.server.openai import (
+    MAX_USAGE_TOKENS,
     auth_headers,
     build_payload,
     endpoint_url,
     stream_error,
+    usage_problem,
 )
-from wattbench.server.sse import DONE, SSEParser
+from wattbench.server.sse import DONE, SSEError, SSEParser
 from wattbench.workload.base import RequestSpec
 
-__all__ = ["StreamClient", "READ_BUFSIZE", "new_event_loop"]
+__all__ = ["StreamClient", "READ_BUFSIZE", "new_event_loop", "ERROR_BODY_BYTES"]
 
 READ_BUFSIZE = 2**20  # bytes; aiohttp's default is 64 KiB
+ERROR_BODY_BYTES = 4096  # of a non-200 answer's body (300 characters are kept); a 10 GB body costs this
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -146,12 +159,6 @@ async def _on_chunk_sent(session, ctx, params) -> None:
         holder.open_gate()
 
 
-def _scrub(text: str, secret: str | None) -> str:
-    from wattbench.server.redact import redact_text
-
-    return redact_text(text, [secret]) or text
-
-
 class StreamClient:
     """One worker's HTTP client. Use as ``async with StreamClient(target) as c: await c.send(...)``."""
 
@@ -162,6 +169,14 @@ class StreamClient:
         self._gate: asyncio.Lock | None = None
         self._headers = auth_headers(target.api_key, target.headers)
         self._url = endpoint_url(target)
+        self._scrubbers: dict[int, tuple[TargetSpec, Scrubber]] = {}
+
+    def _scrubber(self, target: TargetSpec) -> Scrubber:
+        """The target's secrets (its key and secret headers), built once per target."""
+        hit = self._scrubbers.get(id(target))
+        if hit is None or hit[0] is not target:
+            hit = self._scrubbers[id(target)] = (target, Scrubber(target.secrets()))
+        return hit[1]
 
     async def __aenter__(self) -> "StreamClient":
         self._gate = asyncio.Lock()
@@ -225,11 +240,12 @@ class StreamClient:
         sent_at = _SentAt(gate)
         asked_ns = now_ns()
         try:
-            async with session.post(url, data=body, headers=headers, trace_request_ctx=sent_at) as resp:
+            async with origin.request(session, "POST", url, data=body, headers=headers,
+                                      trace_request_ctx=sent_at) as resp:
                 status = resp.status
                 if status != 200:
                     error = f"http_{status}"
-                    raw = await resp.read()
+                    raw = await origin.read_body(resp, ERROR_BODY_BYTES)
                     detail = raw[:300].decode("utf-8", "replace")
                 else:
                     read = resp.content.readany
@@ -249,6 +265,9 @@ class StreamClient:
                         detail = "stream closed before [DONE]"
         except asyncio.CancelledError:
             raise
+        except TargetError as e:  # a redirect to another host (refused, nothing sent there) or a loop
+            status = getattr(e, "status", None)
+            error, detail = f"http_{status or 'redirect'}", str(e)
         except Exception as e:  # noqa: BLE001 - the client's failures become the record's error class
             failure = _failure(e, target)
             if failure is None:
@@ -260,7 +279,7 @@ class StreamClient:
         sent_ns = sent_at.ns or asked_ns  # no wire time when the connection failed
 
         return _record(spec, target, level, id, worker, warmup, scheduled_ns, sent_ns, end_ns, st, status, error,
-                       detail)
+                       detail, self._scrubber(target))
 
 
 class _Stream:
@@ -281,42 +300,71 @@ class _Stream:
 
     def feed(self, data: bytes, t: int) -> None:
         loads, is_chat, keep, chunk_ns = orjson.loads, self.is_chat, self.keep, self.chunk_ns
-        for _event, payload in self.parser.feed(data):
+        try:
+            events = self.parser.feed(data)
+        except SSEError as e:
+            self.fail("bad_stream", str(e))
+            return
+        for _event, payload in events:
             if payload == DONE:
                 self.done = True
                 return
             try:
                 obj = loads(payload)
             except orjson.JSONDecodeError:
-                self.error = "bad_stream"
-                self.detail = "malformed JSON in stream: " + payload[:120].decode("utf-8", "replace")
-                self.done = True
+                self.fail("bad_stream", "malformed JSON in stream: " + payload[:120].decode("utf-8", "replace"))
                 return
             if type(obj) is not dict:
-                self.error, self.detail, self.done = "bad_stream", "stream event is not an object", True
+                self.fail("bad_stream", "stream event is not an object")
                 return
             choices = obj.get("choices")
             if choices:
+                if type(choices) is not list:
+                    self.fail("bad_stream", f"choices is {_kind(choices)}, not a list")
+                    return
                 c0 = choices[0]
+                if type(c0) is not dict:
+                    self.fail("bad_stream", f"choices[0] is {_kind(c0)}, not an object")
+                    return
                 if is_chat:
                     d = c0.get("delta")
+                    if d is not None and type(d) is not dict:
+                        self.fail("bad_stream", f"choices[0].delta is {_kind(d)}, not an object")
+                        return
                     text = (d.get("content") or d.get("reasoning_content") or d.get("reasoning")) if d else None
                 else:
                     text = c0.get("text")
                 if text:
+                    if type(text) is not str:
+                        self.fail("bad_stream", f"the chunk's text is {_kind(text)}, not a string")
+                        return
                     chunk_ns.append(t)
                     if keep:
                         self.texts.append(text)
                 if c0.get("finish_reason"):
                     self.finished = True
+            elif choices is not None and type(choices) is not list:
+                self.fail("bad_stream", f"choices is {_kind(choices)}, not a list")
+                return
             elif "error" in obj or obj.get("object") == "error":
-                self.error = "bad_stream"
-                self.detail = "error in stream: " + (stream_error(obj) or "")
-                self.done = True
+                self.fail("bad_stream", "error in stream: " + (stream_error(obj) or ""))
                 return
             u = obj.get("usage")
-            if u:
-                self.usage = u
+            if u is not None:
+                why = usage_problem(u)
+                if why is not None:
+                    self.fail("bad_usage", why)
+                    return
+                if u:
+                    self.usage = u
+
+    def fail(self, error: str, detail: str) -> None:
+        self.error, self.detail, self.done = error, detail, True
+
+
+def _kind(v) -> str:
+    """What a wrong value is, for a detail: ``a str``, ``a dict`` … (never the value itself)."""
+    return f"a {type(v).__name__}"
 
 
 def _failure(e: BaseException, target: TargetSpec) -> tuple[str, str] | None:
@@ -341,7 +389,7 @@ def _failure(e: BaseException, target: TargetSpec) -> tuple[str, str] | None:
 
 def _record(spec: RequestSpec, target: TargetSpec, level: int, id: int, worker: int, warmup: bool,
             scheduled_ns: int | None, sent_ns: int, end_ns: int, st: _Stream, status: int | None,
-            error: str | None, detail: str | None) -> RequestRecord:
+            error: str | None, detail: str | None, scrubber: Scrubber) -> RequestRecord:
     """The request's record. build_record: the fields are built here, typed; validation would cost
     on the hot path, and model_construct twice the memory a level holds per request."""
     usage, chunk_ns = st.usage, st.chunk_ns
@@ -369,9 +417,9 @@ def _record(spec: RequestSpec, target: TargetSpec, level: int, id: int, worker: 
         token_source="usage" if usage is not None else "none",
         ok=error is None,
         error=error,
-        error_detail=_scrub(detail, target.api_key) if detail else None,
+        error_detail=scrubber.text(detail) if detail else None,
         http_status=status,
-        output_text="".join(st.texts) if st.keep else None,
+        output_text=scrubber.text("".join(st.texts)) if st.keep else None,
         tenant=spec.tenant,
         tags=list(spec.user_tags),
         model=target.model,

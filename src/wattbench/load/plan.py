@@ -8,7 +8,9 @@
 - ``Feeder``: hands closed-loop requests to workers on demand (warm-up decided at hand-out).
 - ``open_arrivals``: the open-loop / trace arrivals, materialized and interleaved over workers.
 - ``build_plans``: a level spec → one ``WorkerPlan`` per worker (and the feeder / target rate).
-- ``validate_spec``: refuse a level the generator cannot run, naming the flag.
+- ``validate_spec``: refuse a level the generator cannot run, naming the flag; ``capacity_problem``:
+  a level the machine cannot hold (memory per request in flight, per worker, per held arrival; open
+  files per worker), measured by ``benches/inflight_memory.py``.
 """
 
 from __future__ import annotations
@@ -256,9 +258,115 @@ def open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list]
 
 
 
-def validate_spec(spec: LevelSpec) -> None:
+# ----------------------------------------------------------------------------------- capacity
+#
+# What a level costs the machine that generates the load (benches/inflight_memory.py, 2026-12-01,
+# x86_64, Python 3.11, committed in benches/data/inflight_memory/inflight_memory.json): 25.9 KB of RSS per request
+# in flight (2,048 streams in one worker; 23.6 KB at 256), 66 MiB per spawned worker process once it
+# is ready, 1.8 KB per materialized open-loop arrival of the default 256-token workload. The bounds
+# below round those up (a longer prompt or answer costs more); a level that needs more than
+# ``MEMORY_SHARE`` of the memory available now, or more sockets per worker than a process may open
+# (``ulimit -n`` less ``FD_RESERVE`` for the run's own files), is refused before the run starts.
+# Before this check, ``-c 99999999999999999999`` filled 23.8 GB until the kernel's OOM killer ended
+# the run, and ``-c 10000000`` hung.
+BYTES_PER_IN_FLIGHT = 32 * 1024
+BYTES_PER_WORKER = 96 * 1024 * 1024
+BYTES_PER_ARRIVAL = 4 * 1024
+MEMORY_SHARE = 0.5  # the server under test, the sampler and the rest of the host keep the other half
+FD_RESERVE = 128  # files, pipes and sockets a process holds besides its streams
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the load generator's host can hold: memory available now (bytes) and the open-file
+    limit of one process; ``None`` where it cannot be read (then that bound is not checked)."""
+
+    available_bytes: int | None
+    fd_limit: int | None
+
+    @classmethod
+    def this(cls) -> "Machine":
+        avail = None
+        try:
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    if line.startswith("MemAvailable:"):
+                        avail = int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            pass
+        if avail is None:
+            try:
+                avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+            except (ValueError, OSError, AttributeError):
+                avail = None
+        try:
+            import resource
+
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            fds = None if soft == resource.RLIM_INFINITY else int(soft)
+        except (ImportError, OSError, ValueError):
+            fds = None
+        return cls(avail, fds)
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB"
+
+
+def capacity_problem(spec: LevelSpec, machine: Machine) -> str | None:
+    """Why ``machine`` cannot hold the level (one line naming the flag), or None. Counted: the
+    requests in flight at once (closed loop: the concurrency; open loop: ``--max-concurrency``, or
+    every request of ``--rate inf``), the spawned workers, the materialized open-loop arrivals."""
+    if spec.mode == "concurrency":
+        in_flight, flag = int(spec.value), f"--concurrency {int(spec.value)}"
+    elif spec.mode == "rate" and math.isinf(spec.value):
+        n = (spec.num_requests or 0) + (spec.warmup_requests or 0)
+        in_flight = min(n, spec.max_in_flight) if spec.max_in_flight else n
+        flag = f"--rate inf with --num-requests {spec.num_requests}"
+    elif spec.mode == "rate" and spec.max_in_flight:
+        in_flight, flag = spec.max_in_flight, f"--max-concurrency {spec.max_in_flight}"
+    else:
+        in_flight, flag = 0, ""
+    arrivals = 0
+    if spec.mode == "rate":
+        if spec.num_requests is not None:
+            arrivals = spec.num_requests + (spec.warmup_requests or 0)
+        elif spec.duration_s is not None and not math.isinf(spec.value):
+            arrivals = int(spec.value * (spec.duration_s + (spec.warmup_s or 0.0))) + (spec.warmup_requests or 0)
+    workers = spec.workers or auto_workers(spec)
+    if in_flight:
+        workers = max(1, min(workers, in_flight))
+    spawned = workers if workers > 1 else 0
+    need = in_flight * BYTES_PER_IN_FLIGHT + spawned * BYTES_PER_WORKER + arrivals * BYTES_PER_ARRIVAL
+    if machine.available_bytes is not None and need > MEMORY_SHARE * machine.available_bytes:
+        parts = []
+        if in_flight:
+            parts.append(f"{in_flight:,} requests in flight ({flag}) x {BYTES_PER_IN_FLIGHT // 1024} KiB")
+        if spawned:
+            parts.append(f"{spawned:,} worker processes x {BYTES_PER_WORKER // 2**20} MiB")
+        if arrivals:
+            parts.append(f"{arrivals:,} open-loop arrivals held x {BYTES_PER_ARRIVAL // 1024} KiB")
+        fix = ("lower --rate x --duration or --num-requests" if arrivals * BYTES_PER_ARRIVAL >= need / 2
+               else "lower --workers" if spawned * BYTES_PER_WORKER >= need / 2
+               else "lower it, or spread the load over machines with --ray")
+        return (f"the level needs about {_gib(need)} of memory ({' + '.join(parts)}) and this machine has "
+                f"{_gib(machine.available_bytes)} available, of which wattbench uses at most "
+                f"{MEMORY_SHARE:.0%}; {fix}")
+    if in_flight and machine.fd_limit is not None:
+        per_worker = -(-in_flight // workers)
+        room = machine.fd_limit - FD_RESERVE
+        if per_worker > room:
+            return (f"{flag} puts {per_worker:,} connections on each of {workers} load worker(s), but a process may "
+                    f"open {machine.fd_limit:,} files (ulimit -n), {FD_RESERVE} of them kept for the run; raise "
+                    "--workers or the limit (ulimit -n), or lower the load")
+    return None
+
+
+def validate_spec(spec: LevelSpec, machine: Machine | None = None) -> None:
     """Refuse a level the generator cannot run (UserError naming the flag); the runner calls this
-    for every planned level before it writes anything."""
+    for every planned level before it writes anything. ``machine``: the host's capacity
+    (``Machine.this()`` when not given; ``capacity_problem``)."""
     if spec.mode == "concurrency" and not (spec.value >= 1 and float(spec.value).is_integer()):
         raise UserError(f"--concurrency must be a whole number >= 1, got {spec.value!r}")
     if spec.mode == "rate":
@@ -271,6 +379,9 @@ def validate_spec(spec: LevelSpec) -> None:
         raise UserError(f"--duration must be positive, got {spec.duration_s!r}")
     if spec.workers is not None and spec.workers < 1:
         raise UserError(f"--workers must be >= 1, got {spec.workers}")
+    problem = capacity_problem(spec, machine if machine is not None else Machine.this())
+    if problem:
+        raise UserError(problem)
 
 
 def _route(route: Callable[[int], int], k: int, n: int) -> int:

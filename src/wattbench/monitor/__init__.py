@@ -58,6 +58,9 @@ class Monitor:
             raise UserError("--idle-threshold must be >= 0 tokens/s")
         if pue < 1:
             raise UserError(f"PUE must be >= 1.0 (got {pue:g})")
+        from wattbench.server.redact import register_secrets
+
+        register_secrets(api_key)  # the monitor's output, exporter and history never show it
         self.interval_s = float(interval_s)
         self.clock = clock  # scrapes, sensor reads, backoff and the tick schedule (a scripted one in tests)
         self.scraper = ServerScraper(target, api_key=api_key, timeout_s=min(2.0, max(0.2, self.interval_s)),

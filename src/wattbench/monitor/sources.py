@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
 
+import http.client
 import urllib.error
 import urllib.request
 from typing import Any, Callable
 
 from wattbench.clock import now_ns
+from wattbench.errors import TargetError
+from wattbench.server import origin
+from wattbench.server.metrics import MAX_EXPOSITION_BYTES
 from wattbench.monitor.backoff import Backoff
 from wattbench.telemetry.base import Channel, Reading, Sensor
 
@@ -47,8 +51,8 @@ class ServerScraper:
             return t_a, None
         try:
             req = urllib.request.Request(self.url, headers=self.headers)
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:  # noqa: S310 - loopback/operator URL
-                text = r.read().decode("utf-8", "replace")
+            with origin.urlopen(req, timeout=self.timeout_s) as r:  # noqa: S310 - another host never followed
+                text = r.read(MAX_EXPOSITION_BYTES).decode("utf-8", "replace")
             t_b = self.clock()
             samples = parse_exposition(text)
             if self.engine is None:
@@ -62,7 +66,8 @@ class ServerScraper:
         except urllib.error.HTTPError as e:
             self.backoff.failure(self.clock(), f"HTTP {e.code} from {self.url}")
             return t_a, None
-        except (urllib.error.URLError, OSError, TimeoutError, ValueError) as e:
+        except (urllib.error.URLError, OSError, TimeoutError, ValueError, http.client.HTTPException,
+                TargetError) as e:
             self.backoff.failure(self.clock(), f"{type(e).__name__}: {getattr(e, 'reason', e)}")
             return t_a, None
         self.backoff.success()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wattbench.errors import UserError
+from wattbench.results.headline import common_headline_boundary
 from wattbench.results.rundir import load_result as _load_run
 from wattbench.results.schema import LevelResult, Result, TunedFrom
 
@@ -80,6 +81,47 @@ def get_level(result: Result, index: int) -> LevelResult:
     raise UserError(f"run {result.run_id} has no level {index}; levels: {have}")
 
 
+def level_name(level: LevelResult) -> str:
+    """``c=16`` / ``r=4/s``: a level named as the reports name it (the stored label for a trace)."""
+    ld = level.load
+    if ld.mode == "concurrency" and ld.target_concurrency is not None:
+        return f"c={ld.target_concurrency}"
+    if ld.mode == "rate" and ld.target_rate_rps is not None:
+        return f"r={ld.target_rate_rps:g}/s"
+    return level.label
+
+
+def _slo_of(result: Result) -> str | None:
+    for lv in result.levels:
+        slos = (lv.goodput or {}).get("slos")
+        if slos:
+            return ",".join(f"{x['metric']}_{x['stat']}={x['threshold_ms']:g}ms" for x in slos)
+    slo = result.config.get("slo") if isinstance(result.config, dict) else None
+    return str(slo) if slo else None
+
+
+def choose_level(result: Result, usable: list[LevelResult], key, what: str) -> tuple[LevelResult, str]:
+    """The level a planner reads when ``--level`` is not given, and one line naming it and why.
+
+    Of the ``usable`` levels (those with the planner's figure, not ``invalid``): when the run has an
+    SLO, the best by ``key`` among those that met it (``goodput["all_met"]``); when none met it, the
+    best by ``key`` of all, and the line says it misses the SLO (with the share of requests that met
+    it). Without an SLO, the best by ``key``. ``what`` names the figure: ``"highest throughput"``."""
+    slo = _slo_of(result)
+    if slo is None:
+        lv = max(usable, key=key)
+        return lv, f"run {result.run_id}: level {level_name(lv)} ({what}; the run has no SLO)"
+    met = [lv for lv in usable if (lv.goodput or {}).get("all_met")]
+    if met:
+        lv = max(met, key=key)
+        return lv, f"run {result.run_id}: level {level_name(lv)} ({what} among the levels meeting {slo})"
+    lv = max(usable, key=key)
+    frac = (lv.goodput or {}).get("fraction")
+    share = f", {100 * frac:.1f}% of its requests met it" if isinstance(frac, (int, float)) else ""
+    return lv, (f"run {result.run_id}: no level meets {slo}; using level {level_name(lv)} ({what}), which misses "
+                f"it{share}: pass --level to choose another")
+
+
 def boundary_power_w(level: LevelResult, boundary: str, percentile: str) -> float | None:
     be = level.energy.get(boundary)
     if be is None:
@@ -115,15 +157,19 @@ class MeasuredNode:
 
 def default_boundary(result: Result) -> str:
     """The boundary every planner (``plan rack``, ``plan power-first``, ``plan tco``) reads when
-    ``--boundary`` is not given: the outermost of wall, node and accelerator that every level of the
-    run has energy for (else that some level has). A run with none of them fails naming the flag and what the run has."""
-    sets = [set(lv.energy) for lv in result.levels if lv.energy]
-    every = set.intersection(*sets) if sets else set()
-    have = set.union(*sets) if sets else set()
-    for pool in (every, have):  # one every level has, else one some level has
-        for b in ("wall", "node", "accelerator"):
-            if b in pool:
-                return b
+    ``--boundary`` is not given: the headline rule (``results.headline``: measured first, then outer
+    first, never a part) among the boundaries that size a node (wall, node, accelerator), over every
+    level of the run; else over the levels that have one. A run with none of them fails naming the
+    flag and what the run has."""
+    levels = [lv for lv in result.levels if lv.energy]
+    b = common_headline_boundary(levels, among=NODE_BOUNDARIES, with_power=False)
+    if b is None:  # one that some level has
+        some = [lv for lv in levels if set(lv.energy) & set(NODE_BOUNDARIES)]
+        found = {common_headline_boundary([lv], among=NODE_BOUNDARIES, with_power=False) for lv in some} - {None}
+        b = min(found, key=NODE_BOUNDARIES[::-1].index) if found else None
+    if b is not None:
+        return b
+    have = set().union(*(set(lv.energy) for lv in levels)) if levels else set()
     raise UserError(
         f"run {result.run_id} has no energy at the wall, node or accelerator boundary "
         f"(boundaries with energy: {', '.join(sorted(have)) or 'none'}); measure one, or give --boundary"
@@ -153,27 +199,31 @@ def measured_node(
     host_overhead_w: float | None = None,
     name: str | None = None,
 ) -> MeasuredNode:
-    """Node power and delivery for one level (default: the level with the highest output throughput)
-    at ``boundary`` (default: :func:`default_boundary`)."""
+    """Node power and delivery for one level (default: :func:`choose_level` — the highest output
+    throughput among the valid levels meeting the run's SLO) at ``boundary`` (default:
+    :func:`default_boundary`). The first of ``warnings`` names the level and why it was taken."""
     boundary = boundary or default_boundary(result)
     check_boundary_percentile(boundary, percentile)
     if host_overhead_w is not None and host_overhead_w < 0:
         raise UserError(f"host overhead {host_overhead_w} W is negative; give 0 or more")
     if gpus_per_node is not None and gpus_per_node < 1:
         raise UserError(f"gpus per node must be at least 1, got {gpus_per_node}")
+    warnings: list[str] = []
     if level is None:
         usable = [lv for lv in result.levels if boundary_power_w(lv, boundary, percentile) is not None]
         if not usable:
             raise UserError(_no_power_msg(result, boundary, percentile))
-        lv = max(usable, key=lambda x: x.throughput.output_tokens_per_s)
+        valid = [lv for lv in usable if lv.validity.verdict != "invalid"] or usable
+        lv, why = choose_level(result, valid, lambda x: x.throughput.output_tokens_per_s, "highest throughput")
+        warnings.append(why)
     else:
         lv = get_level(result, level)
+        warnings.append(f"run {result.run_id}: level {level_name(lv)} (--level {level})")
     power = boundary_power_w(lv, boundary, percentile)
     if power is None:
         raise UserError(_no_power_msg(result, boundary, percentile, lv))
     if power <= 0:
         raise UserError(f"run {result.run_id} level {lv.index}: {percentile} power at {boundary} is {power} W (not positive)")
-    warnings: list[str] = []
     be = lv.energy[boundary]
     if be.label != "measured":
         warnings.append(f"{boundary} power of run {result.run_id} is {be.label}, not measured")

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from wattbench.errors import UserError
+from wattbench.report.numbers import fmt
 
 HOURS_PER_YEAR = 8760.0
 Period = Literal["year", "month"]
@@ -147,10 +148,10 @@ def tco(
     tokens = None
     if tokens_per_kwh is not None:
         tokens = tokens_per_kwh * it_kwh
-        res.tokens_source = f"{tokens_per_kwh:.6g} tokens per IT kWh × {it_kwh:.6g} kWh"
+        res.tokens_source = f"{fmt(tokens_per_kwh)} tokens per IT kWh × {fmt(it_kwh)} kWh"
     elif tokens_per_s is not None:
         tokens = tokens_per_s * load * hours * 3600.0
-        res.tokens_source = f"{tokens_per_s:.6g} tokens/s × load {load:g} × {hours:g} h"
+        res.tokens_source = f"{fmt(tokens_per_s)} tokens/s × load {load:g} × {fmt(hours)} h"
     if tokens is not None:
         res.tokens_per_year = tokens
         if tokens > 0:
@@ -170,8 +171,9 @@ def tco(
 
 def tokens_per_kwh_from_result(result, level: int | None, boundary: str | None = None) -> tuple[float, list[str]]:
     """Output tokens per kWh at ``boundary`` (default: the planners' one default,
-    ``planning.measured.default_boundary``) for a level (default: the most efficient valid level)."""
-    from wattbench.planning.measured import default_boundary, get_level
+    ``planning.measured.default_boundary``) for a level (default: ``planning.measured.choose_level`` —
+    the most efficient valid level meeting the run's SLO). The first warning names the level."""
+    from wattbench.planning.measured import choose_level, default_boundary, get_level, level_name
 
     boundary = boundary or default_boundary(result)
     have = sorted({b for lv in result.levels for b in lv.energy})
@@ -191,9 +193,11 @@ def tokens_per_kwh_from_result(result, level: int | None, boundary: str | None =
         usable = [lv for lv in result.levels if eff(lv) and lv.validity.verdict != "invalid"]
         if not usable:
             raise UserError(f"run {result.run_id} has no output tokens per kWh at the {boundary} boundary{fix}")
-        lv = max(usable, key=eff)
+        lv, why = choose_level(result, usable, eff, "most tokens per kWh")
     else:
         lv = get_level(result, level)
+        why = f"run {result.run_id}: level {level_name(lv)} (--level {level})"
+    warnings.insert(0, why)
     value = eff(lv)
     if not value:
         raise UserError(f"run {result.run_id} level {lv.index} has no output tokens per kWh at the {boundary} "

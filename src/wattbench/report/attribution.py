@@ -30,8 +30,9 @@ def _show_groups(att: RequestAttribution) -> list[tuple[str, dict]]:
 
 
 def attribution_table(result: Result) -> tuple[list[str], list[list]]:
-    """Rows of (level, boundary, group kind, group, requests, J, share, J/out tok, gCO2e)."""
-    headers = ["level", "boundary", "by", "group", "requests", "energy J (estimate)", "share", "J/out tok",
+    """Rows of (level, boundary, basis, group kind, group, requests, J, share, J/out tok, gCO2e); the basis
+    says whether the energies are the level's dynamic or total energy."""
+    headers = ["level", "boundary", "basis", "by", "group", "requests", "energy J (estimate)", "share", "J/out tok",
                "gCO2e"]
     rows = []
     for lv in result.levels:
@@ -40,8 +41,8 @@ def attribution_table(result: Result) -> tuple[list[str], list[list]]:
             continue
         for kind, groups in _show_groups(att):
             for g, s in groups.items():
-                rows.append([lv.label, att.boundary, kind, g, s.requests, F.fmt(s.energy_j), F.fmt_fraction_pct(s.share),
-                             F.fmt(s.j_per_output_token), F.fmt(s.carbon_g)])
+                rows.append([_label(lv), att.boundary, basis_text(lv, att), kind, g, s.requests, F.fmt(s.energy_j),
+                             F.fmt_fraction_pct(s.share), F.fmt(s.j_per_output_token), F.fmt(s.carbon_g)])
     return headers, rows
 
 
@@ -73,8 +74,8 @@ def method_lines(result: Result) -> list[str]:
         if att.unavailable_reason:
             out.append(f"{lv.label}: energy per request unavailable: {att.unavailable_reason}")
             continue
-        s = (f"{lv.label}: {att.requests} requests, mean {F.fmt(att.mean_energy_j_per_request)} J each at "
-             f"{att.boundary} (estimate: {att.method})")
+        s = (f"{_label(lv)}: {att.requests} requests, mean {F.fmt(att.mean_energy_j_per_request)} J each at "
+             f"{att.boundary}, {basis_text(lv, att)} (estimate: {att.method})")
         if att.weighting_reason:
             s += f"; {att.weighting_reason}"
         out.append(s)
@@ -108,8 +109,29 @@ def summary_lines(result: Result) -> list[str]:
             continue
         for kind, groups in _show_groups(att)[:1]:
             parts = [f"{g} {F.fmt(s.energy_j)} J ({F.fmt_fraction_pct(s.share)})" for g, s in list(groups.items())[:5]]
-            out.append(f"{lv.label}: energy by {kind} (estimate, {att.boundary}): " + ", ".join(parts))
+            out.append(f"{_label(lv)}: {basis_text(lv, att)} by {kind} (estimate, {att.boundary}): " + ", ".join(parts))
     return out
+
+
+def _label(level: LevelResult) -> str:
+    from wattbench.report.summary import short_label
+
+    return short_label(level)
+
+
+def basis_text(level: LevelResult, att: RequestAttribution) -> str:
+    """What the per-request energies add up to, in words: ``dynamic energy (2,834 J of 5,521 J; idle
+    2,687 J not split)`` or ``total energy (5,521 J, idle included)``."""
+    be = level.energy.get(att.boundary)
+    total = be.energy_j if be is not None else None
+    if att.basis == "dynamic":
+        idle = be.idle_energy_j if be is not None else None
+        return (f"dynamic energy ({F.fmt(att.energy_j)} J of {F.fmt(total)} J; idle {F.fmt(idle)} J not split)"
+                if total is not None else "dynamic energy (idle not split)")
+    if att.basis == "gross":
+        why = "idle included" if att.idle_attributed else "no idle baseline"
+        return f"total energy ({F.fmt(att.energy_j)} J, {why})"
+    return "energy"
 
 
 def prefill_decode_lines(result: Result) -> list[str]:

@@ -1,5 +1,5 @@
-"""Text shared by the terminal, Markdown and HTML reports: number formatting, boundary order and
-the one-line headline of a level. Values are shown as stored in ``result.json``; the only
+"""Text shared by the terminal, Markdown and HTML reports: number formatting (``report/numbers.py``,
+the one home, re-exported here), boundary order and the one-line headline of a level. Values are shown as stored in ``result.json``; the only
 conversion is W -> kW for display.
 """
 
@@ -8,51 +8,23 @@ from __future__ import annotations
 from wattbench.results.schema import BoundaryEnergy, LevelResult, Result
 from wattbench.results.headline import LABEL_RANK, boundary_order  # noqa: F401  (one home)
 from wattbench.results.headline import headline_boundary as _headline_boundary
+from wattbench.results.headline import parts, per_token, point, server_lower_bound, shown_boundaries, trial_ci  # noqa: F401
 
-MISSING = "–"
-
-
-def fmt(x: float | int | None, unit: str = "") -> str:
-    """A number for people: thousands separators, about three significant digits."""
-    if x is None:
-        return MISSING
-    try:
-        xf = float(x)
-    except (TypeError, ValueError):
-        return MISSING
-    if xf != xf:  # NaN
-        return MISSING
-    a = abs(xf)
-    if a >= 1000:
-        s = f"{xf:,.0f}"
-    elif a >= 100:
-        s = f"{xf:.0f}"
-    elif a >= 10:
-        s = f"{xf:.1f}"
-    elif a >= 1:
-        s = f"{xf:.2f}"
-    elif a == 0:
-        s = "0"
-    else:
-        s = f"{xf:.2g}"
-    return f"{s} {unit}" if unit else s
-
-
-def fmt_pct(x: float | None) -> str:
-    return MISSING if x is None else f"{x:.1f}%"
-
-
-def fmt_fraction_pct(x: float | None) -> str:
-    """A 0..1 fraction shown as a percentage."""
-    return MISSING if x is None else f"{x * 100:.1f}%"
+from wattbench.report.numbers import MISSING, fmt, fmt_change, fmt_fraction_pct, fmt_pct  # noqa: F401  (one home)
 
 
 def result_boundaries(result: Result, steady: bool = False) -> list[str]:
-    """Every boundary that any level of the run has energy for."""
+    """Every boundary that some level of the run shows (``results.headline.shown_boundaries``: a
+    boundary equal to another, such as ``host`` = the ``cpu`` estimate, once)."""
     names: set[str] = set()
     for lv in result.levels:
-        names.update((lv.energy_steady if steady else lv.energy).keys())
+        names.update(shown_boundaries(lv.energy_steady if steady else lv.energy))
     return boundary_order(names)
+
+
+def has_per_token(result: Result, boundary: str) -> bool:
+    """Whether some level has tokens per kW and J/token at ``boundary`` (``results.headline.per_token``)."""
+    return any(boundary in lv.energy and per_token(boundary, lv.energy) for lv in result.levels)
 
 
 def headline_boundary(level: LevelResult) -> tuple[str, BoundaryEnergy] | None:
@@ -85,27 +57,33 @@ def saturation_mark(level: LevelResult) -> str:
 def headline(level: LevelResult) -> str:
     """``1,234 out tok/s · 0.41 kW (accelerator) · 3,010 tok/s/kW · 0.33 J/tok · p99 TTFT 180 ms``.
 
-    A level whose load generator was judged saturated starts with ``SATURATION_MARK`` and the
-    figures it biases (``saturation_mark``; ``wattbench.load.saturation``)."""
+    The boundary and the values follow the headline rule (``results.headline``): with ``--trials``
+    each figure is the trials' mean, and tokens per kW carries its 95% CI. A level whose load
+    generator was judged saturated starts with ``SATURATION_MARK`` and the figures it biases
+    (``saturation_mark``; ``wattbench.load.saturation``)."""
     from wattbench.accounting.level_findings import P99_MIN_SAMPLES, in_flight_finding
 
     parts = [saturation_mark(level)] if level.load.saturated else []
     if in_flight_finding(level) is not None:  # the achieved load beside the asked one
         parts.append(f"⚠ achieved {level.load.mean_in_flight:.1f} in flight of {level.load.target_concurrency} asked")
-    parts.append(f"{fmt(level.throughput.output_tokens_per_s)} out tok/s")
+    parts.append(f"{fmt(point(level, 'output_tokens_per_s', None, level.throughput.output_tokens_per_s))} out tok/s")
     hb = headline_boundary(level)
     if hb is None:
         parts.append(f"energy unavailable: {energy_unavailable_reason(level)}")
     else:
         name, be = hb
         where = name if be.label == "measured" else f"{name}, {be.label}"
-        kw = None if be.avg_power_w is None else be.avg_power_w / 1000.0
-        parts.append(f"{fmt(kw)} kW ({where})")
-        parts.append(f"{fmt(be.output_tokens_per_s_per_kw)} tok/s/kW")
-        parts.append(f"{fmt(be.j_per_output_token)} J/tok")
+        w = point(level, "avg_power_w", name, be.avg_power_w)
+        parts.append(f"{fmt(None if w is None else w / 1000.0)} kW ({where})")
+        per_kw = f"{fmt(point(level, 'output_tokens_per_s_per_kw', name, be.output_tokens_per_s_per_kw))} tok/s/kW"
+        ci = trial_ci(level, "output_tokens_per_s_per_kw", name)
+        if ci is not None:
+            per_kw += f" (mean of {ci.n} trials, 95% CI {fmt(ci.low)}–{fmt(ci.high)})"
+        parts.append(per_kw)
+        parts.append(f"{fmt(point(level, 'j_per_output_token', name, be.j_per_output_token))} J/tok")
     n = level.requests.completed
     few = f" (n={n})" if 0 < n < P99_MIN_SAMPLES else ""  # a p99 from few requests is their maximum
-    parts.append(f"p99 TTFT {fmt(level.latency.ttft_ms.p99)} ms{few}")
+    parts.append(f"p99 TTFT {fmt(point(level, 'ttft_p99_ms', None, level.latency.ttft_ms.p99))} ms{few}")
     return " · ".join(parts)
 
 

@@ -258,13 +258,15 @@ def build_html(runs: list[RunData]) -> str:
         _errors_and_samples(doc, run)
         _inventory(doc, run)
         doc.add("</section>")
+    from wattbench.server.redact import scrub
+
     boot = _BOOT.replace("%CONFIG%", script_json(PLOT_CONFIG))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{e(title)}</title><style>{_CSS}</style>"
+        f"<title>{scrub(e(title))}</title><style>{_CSS}</style>"
         f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>'
-        + "".join(doc.parts)
+        + scrub("".join(doc.parts))  # what came from the runs, without the process's registered secrets
         + f"<script>{boot}</script></body></html>\n"
     )
 

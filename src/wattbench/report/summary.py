@@ -529,12 +529,53 @@ def level_columns(result: Result) -> list[Column]:
         def cells(attr: str, b: str = b) -> list[str]:
             return [F.fmt(getattr(lv.energy[b], attr)) if b in lv.energy else F.MISSING for lv in lvs]
 
-        cols += [
-            Column(f"W\n{sb}\n{label}", cells("avg_power_w"), kind=f"label:{label}"),
-            Column(f"tok/s/kW\n{sb}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
-            Column(f"J/tok\n{sb}\n{label}", cells("j_per_output_token"), kind=f"label:{label}"),
-        ]
+        cols.append(Column(f"W\n{sb}\n{label}", cells("avg_power_w"), kind=f"label:{label}"))
+        if F.has_per_token(result, b):
+            cols += [
+                Column(f"tok/s/kW\n{sb}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
+                Column(f"J/tok\n{sb}\n{label}", cells("j_per_output_token"), kind=f"label:{label}"),
+            ]
+        else:  # a part (the HBM rail; the host of a GPU server): its share, no per-token figure
+            shares = [part_share(lv, b) for lv in lvs]
+            ofs = {o for _, o in shares if o}
+            if ofs:
+                of = short_boundary(ofs.pop()) if len(ofs) == 1 else "whole"
+                cols.append(Column(f"share\n{sb}\nof {of}", [F.fmt_fraction_pct(x) if x is not None else F.MISSING
+                                                           for x, _ in shares], kind=f"label:{label}"))
     return cols
+
+
+def part_share(level: LevelResult, boundary: str) -> tuple[float | None, str | None]:
+    """(share, of what) of a part at one level (``results.headline.parts``)."""
+    for p in F.parts(level):
+        if p.boundary == boundary:
+            return p.share, p.of
+    return None, None
+
+
+def part_lines(result: Result) -> list[str]:
+    """The parts of each level in words, after the tables: ``c=8: memory (accel-mem) 59.5 W, 22% of
+    the accelerator; host 210 W (estimate; not in a measured whole)``, and the metered server lower
+    bound where there is one. Nothing for a level without parts."""
+    out = []
+    for lv in result.levels:
+        said = []
+        for p in F.parts(lv):
+            if p.boundary == "accelerator_memory" and lv.power_split is not None:
+                continue  # where the board's watts went has its own line
+            lab = lv.energy[p.boundary].label
+            txt = f"{p.boundary} {F.fmt(p.avg_power_w)} W" + ("" if lab == "measured" else f" ({lab})")
+            if p.share is not None:
+                txt += f", {F.fmt_fraction_pct(p.share)} of {p.of}"
+            said.append(txt)
+        lb = F.server_lower_bound(lv)
+        if lb is not None:
+            watts, used = lb
+            said.append(f"server ≥ {F.fmt(watts)} W ({' + '.join(used)}, a lower bound: fans and PSU losses "
+                        "are not metered)")
+        if said:
+            out.append(f"{short_label(lv)}: parts — " + "; ".join(said))
+    return out
 
 
 def trial_columns(result: Result) -> list[Column]:

@@ -110,7 +110,7 @@ def power_split_lines(result: Result) -> list[Text]:
         if sp is None:
             continue
         m, r = sp.parts["memory"], sp.parts["rest"]
-        line = (f"{lv.label}  memory {F.fmt(m.avg_power_w)} W ({100 * sp.memory_share:.0f}% of the board's "
+        line = (f"{S.short_label(lv)}: memory {F.fmt(m.avg_power_w)} W ({100 * sp.memory_share:.0f}% of the board's "
                 f"{F.fmt(sp.board_avg_power_w)} W), rest of board {F.fmt(r.avg_power_w)} W")
         if m.dynamic_power_w is not None and r.dynamic_power_w is not None:
             line += (f"; idle {F.fmt(m.idle_power_w)} + {F.fmt(r.idle_power_w)} W, "
@@ -179,6 +179,8 @@ class RunSummary:
         for line in summary_lines(r):
             yield Text(line)
         yield from power_split_lines(r)  # where the board's watts went (issue 20 part 4)
+        for line in S.part_lines(r):  # boundaries without per-token figures, as parts (issue 25)
+            yield Text(line, style="dim")
 
 
 def run_summary(result: Result) -> RenderableType:

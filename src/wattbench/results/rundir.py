@@ -6,7 +6,10 @@ atomic (temporary file in the same directory, fsync, ``os.replace``) so a crash 
 the previous complete file; ``requests.jsonl`` is appended and, when a write fails half-way
 (disk full), cut back to its last complete line. A failed write raises
 :class:`~wattbench.errors.UserError` (``storage_error``: one line naming the file). Reads use JSON and pydantic only (never pickle or eval); a missing or
-corrupt file raises :class:`~wattbench.errors.UserError` naming the file and the problem.
+corrupt file raises :class:`~wattbench.errors.UserError` naming the file and the problem. Every
+JSON file and ``requests.jsonl`` line is written without the process's registered secrets
+(``server.redact.register_secrets``: a run's API key, URL credential, secret headers), wherever a
+server put them.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any, Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from wattbench.accounting.boundaries import withhold_outside_work
 from wattbench.errors import UserError
 from wattbench.results.schema import SCHEMA_VERSION, RequestRecord, Result
+from wattbench.server.redact import registered
 
 RESULT_FILE = "result.json"
 REQUESTS_FILE = "requests.jsonl"
@@ -33,6 +38,29 @@ def storage_error(path: str | os.PathLike, exc: OSError) -> UserError:
     why = exc.strerror or str(exc) or type(exc).__name__
     return UserError(f"cannot write {path}: {why}; free space or choose another --out "
                      "(files written before are unchanged)")
+
+
+def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
+    """Refuse, before anything is written, a directory that cannot be created or written: one line
+    naming ``flag``. ``path`` may not exist yet: then the nearest existing folder above it must be
+    a directory in which a directory can be created (a file on the way, a read-only filesystem,
+    ``/proc`` or ``/sys`` fail here, not as a traceback half-way through the run). The probe
+    creates and removes an empty temporary directory: nothing is left behind."""
+    p = Path(path).expanduser()
+    probe_in = p
+    while not probe_in.exists():
+        if probe_in.parent == probe_in:
+            break
+        probe_in = probe_in.parent
+    if not probe_in.is_dir():
+        raise UserError(f"{flag} {p}: {probe_in} is a file, not a directory; choose a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".wattbench-probe-", dir=str(probe_in)))
+    except OSError as e:
+        where = "in" if probe_in == p else "under"
+        raise UserError(f"{flag} {p}: cannot create a directory {where} {probe_in} "
+                        f"({e.strerror or type(e).__name__}); choose a writable directory on a disk") from None
+    return p
 
 
 def _umask() -> int:
@@ -75,9 +103,11 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def write_json_atomic(path: str | os.PathLike, model: BaseModel) -> Path:
-    """Write a pydantic model as indented JSON, atomically."""
+    """Write a pydantic model as indented JSON, atomically, without any of the process's registered
+    secrets (``server/redact.py``: every string that holds one is scrubbed, the JSON stays valid)."""
     p = Path(path)
-    _atomic_write_bytes(p, (model.model_dump_json(indent=2) + "\n").encode("utf-8"))
+    text = registered().json_text(model.model_dump_json(indent=2))
+    _atomic_write_bytes(p, (text + "\n").encode("utf-8"))
     return p
 
 
@@ -91,10 +121,14 @@ WRITE_BATCH_BYTES = 1 << 20  # requests.jsonl is written this much at a time
 
 def _request_lines(records: Iterable[RequestRecord | dict], keep_chunks: bool) -> Iterator[bytes]:
     exclude = None if keep_chunks else {"chunk_ns"}
+    secrets = registered()
     for r in records:
         if not isinstance(r, BaseModel):
             r = RequestRecord.model_validate(r)
-        yield r.model_dump_json(exclude=exclude).encode("utf-8") + b"\n"
+        line = r.model_dump_json(exclude=exclude)
+        if secrets.found_in(line):  # a server echoed a secret the client could not know of: scrub here too
+            line = secrets.json_text(line)
+        yield line.encode("utf-8") + b"\n"
 
 
 def append_requests(run_dir: str | os.PathLike, records: Iterable[RequestRecord | dict], *,
@@ -219,7 +253,10 @@ def load_result(path_or_dir: str | os.PathLike) -> Result:
     if p.is_dir() and not (p / RESULT_FILE).exists() and (p / "agreement.json").exists():
         raise UserError(f"{p}: an output-agreement run, not a benchmark result (show it with "
                         "`wattbench compare A B --agreement RUN`)")
-    return load_model(result_path(p), Result, "result")
+    result = load_model(result_path(p), Result, "result")
+    for lv in result.levels:  # a file written before the rule: per-token figures only where the work is
+        withhold_outside_work(lv)
+    return result
 
 
 def load_requests(run_dir: str | os.PathLike, notes: list[str] | None = None) -> list[RequestRecord]:

@@ -28,9 +28,10 @@ from typing import Any, Callable, Iterator
 
 from wattbench.errors import UserError
 from wattbench.results.agreement import AGREEMENT_FILE, load_agreement
-from wattbench.results.headline import headline_boundary, level_key, measured_boundaries
+from wattbench.results.headline import headline_boundary, level_key, measured_boundaries, point
 from wattbench.results.rundir import RESULT_FILE, load_result
 from wattbench.results.schema import Result
+from wattbench.server.redact import registered
 
 DB_ENV = "WATTBENCH_DB"
 DB_FILENAME = "history.sqlite3"
@@ -157,10 +158,17 @@ def _level_rows(result: Result) -> list[tuple]:
         b = headline_boundary(lv)
         e = lv.energy.get(b) if b else None
         mode, target = level_key(lv)
-        rows.append((result.run_id, lv.index, lv.label, mode, target, lv.throughput.output_tokens_per_s,
-                     lv.latency.ttft_ms.p99, lv.latency.tpot_ms.p99, b,
-                     e.avg_power_w if e else None, e.j_per_output_token if e else None,
-                     e.output_tokens_per_s_per_kw if e else None, lv.validity.verdict))
+
+        def at(name: str, own, boundary: str | None = None, lv=lv):  # the trials' mean with --trials
+            return point(lv, name, boundary, own)
+
+        rows.append((result.run_id, lv.index, lv.label, mode, target,
+                     at("output_tokens_per_s", lv.throughput.output_tokens_per_s),
+                     at("ttft_p99_ms", lv.latency.ttft_ms.p99), at("tpot_p99_ms", lv.latency.tpot_ms.p99), b,
+                     at("avg_power_w", e.avg_power_w, b) if e else None,
+                     at("j_per_output_token", e.j_per_output_token, b) if e else None,
+                     at("output_tokens_per_s_per_kw", e.output_tokens_per_s_per_kw, b) if e else None,
+                     lv.validity.verdict))
     return rows
 
 
@@ -214,6 +222,41 @@ class HistoryStore:
             _retry_locked(self._migrate)
         except sqlite3.DatabaseError as e:
             raise UserError(f"{self.path}: not a usable wattbench history database ({e})") from None
+
+    @staticmethod
+    def check_usable(path: str | os.PathLike | None = None) -> Path:
+        """Refuse, without writing anything, a history database that ``HistoryStore(path)`` could
+        not open: a file that is not SQLite (or is damaged), a schema newer than this wattbench,
+        or a missing file whose directory cannot be created. A run checks its ``--db`` with this
+        before anything starts, so a bad one is one line and exit 2, not a run that is kept but
+        not registered. Returns the path."""
+        p = Path(path).expanduser() if path else default_db_path()
+        if not p.exists():
+            probe = p.parent
+            while not probe.exists() and probe.parent != probe:
+                probe = probe.parent
+            if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+                raise UserError(f"--db {p}: cannot create the history database there ({probe} is not a writable "
+                                "directory); give another --db or --no-register")
+            return p
+        if p.is_dir():
+            raise UserError(f"--db {p}: is a directory; give the history database file (or --no-register)")
+        try:
+            conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+            try:
+                conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+                has_meta = conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='schema_meta'"
+                                        ).fetchone()
+                row = conn.execute("SELECT version FROM schema_meta").fetchone() if has_meta else None
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as e:
+            raise UserError(f"--db {p}: not a usable wattbench history database ({e}); move it away, give another "
+                            "--db, or run with --no-register") from None
+        if row is not None and int(row[0]) > SCHEMA_VERSION:
+            raise UserError(f"--db {p}: history schema version {row[0]} is newer than this wattbench "
+                            f"({SCHEMA_VERSION}); upgrade wattbench or give another --db")
+        return p
 
     # -------------------------------------------------------------- plumbing
 
@@ -274,6 +317,7 @@ class HistoryStore:
                 if b not in bnds:
                     bnds.append(b)
         notes: list[str] = []
+        scrub = registered().obj  # the process's secrets (a run's key, wherever a server echoed it)
         with self._tx() as c:
             c.execute(
                 """INSERT INTO runs(run_id, kind, path, created_at, registered_at, model, engine, engine_version,
@@ -284,13 +328,14 @@ class HistoryStore:
                        engine_version=excluded.engine_version, gpu=excluded.gpu, boundaries=excluded.boundaries,
                        status=excluded.status, verdict=excluded.verdict,
                        wattbench_version=excluded.wattbench_version, summary=excluded.summary""",
-                (result.run_id, kind, path, result.created_at, _utc_now_iso(),
-                 result.server.model or result.config.get("model"), result.server.engine, result.server.version,
-                 _gpu_desc(result), json.dumps(bnds), result.status, _verdict(result),
-                 result.wattbench_version, json.dumps(summary or {})),
+                scrub((result.run_id, kind, path, result.created_at, _utc_now_iso(),
+                       result.server.model or result.config.get("model"), result.server.engine, result.server.version,
+                       _gpu_desc(result), json.dumps(bnds), result.status, _verdict(result),
+                       result.wattbench_version, json.dumps(summary or {}))),
             )
             c.execute("DELETE FROM levels WHERE run_id = ?", (result.run_id,))
-            c.executemany("INSERT INTO levels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", _level_rows(result))
+            c.executemany("INSERT INTO levels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                          [scrub(row) for row in _level_rows(result)])
             for tag in result.tags:
                 row = c.execute("SELECT run_id FROM tags WHERE tag = ?", (tag,)).fetchone()
                 if row is None:

@@ -32,8 +32,9 @@ from wattbench.results.store import HistoryStore
 from wattbench.run import analyses, plan, telemetry
 from wattbench.run.level import LevelRunner
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
-from wattbench.run.targets import Targets, resolve_targets
+from wattbench.run.targets import Targets, resolve_targets, run_secrets
 from wattbench.server.metrics import MetricsScraper
+from wattbench.server.redact import register_secrets
 from wattbench.telemetry.jsonl import TelemetryWriter
 from wattbench.workload.presets import load_workload
 from wattbench.workload.tokenizer import open_token_source
@@ -71,19 +72,22 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
 
 def _run(session: RunSession) -> Result:
     cfg = session.config
+    register_secrets(*run_secrets(cfg))  # nothing written or printed from here on holds them
     run_dir = resolve_run_dir(cfg, session.run_id)
     session.slos = parse_slos(cfg.slo) if cfg.slo else []  # bad SLO text fails before anything starts
     session.carbon = parse_carbon_intensity(cfg.carbon_intensity)  # a bad file fails here too
     plan.validate_plan(cfg)  # every level the run plans, checked before anything is written
+    if cfg.register_run:
+        HistoryStore.check_usable(cfg.db)  # a corrupt --db: one line now, not a run kept but not registered
     targets = resolve_targets(session, run_dir)
-    workload = _build_workload(cfg, targets)
+    workload, no_tokenizer_why = _build_workload(cfg, targets)
     problems = telemetry.start_telemetry(session)
-    result = _start_result(session, run_dir, targets, workload, problems)
+    result = _start_result(session, run_dir, targets, workload, problems, no_tokenizer_why)
     if targets.server.metrics_endpoint:
         session.scraper = MetricsScraper(targets.server.metrics_endpoint, interval_s=SCRAPE_INTERVAL_S,
                                          engine=targets.server.engine, api_key=targets.specs[0].api_key).start()
         session.stack.callback(session.scraper.stop)
-    _idle_before(session)
+    idle_before(session)
     # the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level repeated
     # --trials times; each level takes fresh requests (no prefix-cache hits)
     lr = LevelRunner(session, targets.specs, workload)
@@ -91,28 +95,63 @@ def _run(session: RunSession) -> Result:
     if cfg.prefill_decode_pair and session.sampler is not None:
         result.prefill_decode = PrefillDecode(isolating_pair=plan.prefill_decode_pair(cfg, lr.measure))
     analyses.run_analyses(session)
-    _idle_after(session)
+    idle_after(session)
     session.finish("complete", None)
     if cfg.register_run:
-        with contextlib.suppress(Exception):  # history is an index; the run directory is the record
-            HistoryStore(cfg.db).register(result, run_dir)
+        try:  # history is an index; the run directory is the record
+            with HistoryStore(cfg.db) as store:
+                store.register(result, run_dir)
+        except Exception as e:  # noqa: BLE001 - whatever broke the index, the run stands: say so once
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            result.warnings.append(f"{NOT_REGISTERED}: {why}; register it later with "
+                                   f"`wattbench history import {run_dir}`")
+            with contextlib.suppress(Exception):
+                rundir.write_result(run_dir, result)
     return result
+
+
+# The warning a run carries when it is complete on disk but the history could not index it (the
+# CLI prints it as its one line, exit 0: the measurement stands, the index is what failed).
+NOT_REGISTERED = "the run is kept but not registered in the history"
 
 
 def _build_workload(cfg: RunConfig, targets: Targets):
     """The workload and its token source: ``--tokenizer`` (or the launched model's tokenizer),
-    else the server's ``/tokenize``, else approximate lengths (recorded as such)."""
+    else the server's ``/tokenize``, else approximate lengths (recorded as such); and why the
+    server's ``/tokenize`` was not used, when it was tried and failed."""
     t = targets.specs[0]
     ts = open_token_source(targets.tokenizer_path, base_url=t.base_url, model=t.model, api_key=t.api_key)
     return load_workload(cfg.workload, ts, cfg.seed, input_tokens=cfg.input_tokens, output_tokens=cfg.output_tokens,
                          max_context_tokens=targets.server.max_model_len, speedup=cfg.speedup,
-                         tenant_field=cfg.tenant_field)
+                         tenant_field=cfg.tenant_field), getattr(ts, "why", None)
 
 
-def _start_result(session: RunSession, run_dir, targets: Targets, workload, problems: list[str]) -> Result:
+def _start_result(session: RunSession, run_dir, targets: Targets, workload, problems: list[str],
+                  no_tokenizer_why: str | None = None) -> Result:
     """The run directory and the result skeleton, written once before the load."""
+    result = start_result(session, run_dir, targets.server, problems,
+                          extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
+                          workload=workload.describe(), prompt_length_source=workload.token_source)
+    # Approximate prompt lengths (no tokenizer) are judged per level against the server's count
+    # (accounting.level_findings.input_length_finding: said once, with the measured difference);
+    # the run says only why a /tokenize the server has could not be used.
+    if workload.token_source == "approx" and no_tokenizer_why:
+        result.warnings.append(f"the server's /tokenize was not used ({no_tokenizer_why}): prompt lengths are "
+                               "approximate; give --tokenizer PATH for exact lengths")
+        rundir.write_result(run_dir, result)
+    return result
+
+
+def start_result(session: RunSession, run_dir, server, problems: list[str], *, extra: dict | None = None,
+                 **fields) -> Result:
+    """The run directory and the result skeleton (the clock anchor, the environment, the sensors,
+    the server), written before the load; ``run`` and ``measure`` share it. ``fields``: more
+    ``Result`` fields (the workload, or what ``measure`` ran)."""
     cfg, sampler, anchor = session.config, session.sampler, session.anchor
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # checked before the run (session.resolve_run_dir); changed since: one line
+        raise rundir.storage_error(run_dir, e) from None
     session.run_dir = run_dir
     gpus = sampler.gpu_inventory() if sampler is not None else []
     result = Result(
@@ -123,18 +162,15 @@ def _start_result(session: RunSession, run_dir, targets: Targets, workload, prob
                         anchor_uncertainty_ns=anchor.uncertainty_ns),
         config=cfg.public_dict(),
         environment=collect_environment(gpus),
-        server=targets.server,
+        server=server,
         sensors=[c.to_dict() for c in (sampler.channels if sampler else [])],
-        extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
+        extra=dict(extra or {}),
         sensor_problems=problems,
         tags=list(cfg.tags),
-        workload=workload.describe(),
-        prompt_length_source=workload.token_source,
+        **fields,
     )
     if session.carbon is not None:
         result.carbon = CarbonIntensity(**session.carbon.describe(), unit="gCO2e/kWh", pue=cfg.pue)
-    # approximate prompt lengths (no tokenizer) are judged per level against the server's count
-    # (accounting.level_findings.input_length_finding): said once, with the measured difference
     if sampler is None:  # said once, in the run's verdict (accounting.level_findings.run_validity)
         session.energy_unavailable_reason = (
             "--no-sensors was given" if cfg.no_sensors
@@ -154,7 +190,7 @@ def _idle_window(session: RunSession, seconds: float, what: str) -> tuple[int, i
     return t0, now_ns()
 
 
-def _idle_before(session: RunSession) -> None:
+def idle_before(session: RunSession) -> None:
     """The idle baseline before the load."""
     cfg, result = session.config, session.result
     if session.sampler is None or cfg.idle_s <= 0:
@@ -166,7 +202,7 @@ def _idle_before(session: RunSession) -> None:
     session.idle_power = idle
 
 
-def _idle_after(session: RunSession) -> None:
+def idle_after(session: RunSession) -> None:
     """Idle after the last level (optional): before and after together give the averaged idle
     power per boundary and its drift."""
     cfg, result = session.config, session.result

@@ -50,7 +50,8 @@ def validate_plan(cfg: RunConfig) -> None:
     for mode, value in plans:
         validate_spec(LevelSpec(index=0, mode=mode, value=value, arrival=cfg.arrival,  # type: ignore[arg-type]
                                 num_requests=cfg.num_requests, duration_s=cfg.duration_s, workers=cfg.workers,
-                                speedup=cfg.speedup))
+                                speedup=cfg.speedup, warmup_s=cfg.warmup_s, warmup_requests=cfg.warmup_requests,
+                                max_in_flight=cfg.max_concurrency if mode == "rate" else None))
 
 
 def planned_levels(cfg: RunConfig) -> int | None:

@@ -13,8 +13,8 @@ from wattbench.load.types import TargetSpec
 from wattbench.results.schema import ServerInfo
 from wattbench.run.session import RunSession
 from wattbench.server.detect import detect_server, merge_launched, reuses_connections
-from wattbench.server.openai import check_model_answers, check_target, normalize_base_url
-from wattbench.server.redact import combine_credentials
+from wattbench.server.openai import check_load_endpoint, check_model_answers, check_target, normalize_base_url
+from wattbench.server.redact import combine_credentials, secret_values, split_url_credentials
 
 
 @dataclass
@@ -31,6 +31,18 @@ def api_key(config: RunConfig) -> str | None:
     if config.api_key is not None:
         return config.api_key.get_secret_value()
     return os.environ.get("WATTBENCH_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+
+
+def run_secrets(config: RunConfig) -> list[str]:
+    """Every secret the run's configuration holds: the API key, credentials in ``--target`` and
+    ``--targets`` URLs, the values of credential-bearing and ``--secret-header`` headers
+    (``server/redact.py``). The run registers them so nothing it writes or prints holds them."""
+    out = secret_values(api_key(config), config.headers, config.secret_headers)
+    for u in [config.target, *config.targets]:
+        cred = split_url_credentials(u)[1] if u else None
+        if cred is not None:
+            out.append(cred)
+    return out
 
 
 def _first_target(session: RunSession, run_dir) -> tuple[str, str | None, ServerInfo | None, str | None, str | None]:
@@ -63,10 +75,12 @@ def resolve_targets(session: RunSession, run_dir) -> Targets:
     """Check every target (the model answers, the server is detected) before anything is written."""
     cfg = session.config
     base_url, key, launched_info, launched_model, tokenizer = _first_target(session, run_dir)
-    model, models = asyncio.run(check_target(base_url, key, cfg.model, launched_model=launched_model))
+    redirects: list[str] = []  # same-host redirects followed (another host is refused: server/origin.py)
+    model, models = asyncio.run(check_target(base_url, key, cfg.model, launched_model=launched_model,
+                                             redirects=redirects))
     if launched_model is not None and model not in models:
         asyncio.run(check_model_answers(base_url, key, model, cfg.api))  # a real request, not the listing
-    server = asyncio.run(detect_server(base_url, key))
+    server = asyncio.run(detect_server(base_url, key, redirects=redirects))
     extra_keys: dict[str, str | None] = {}
     for u in cfg.targets:
         clean, k = combine_credentials(u, api_key(cfg))
@@ -74,7 +88,7 @@ def resolve_targets(session: RunSession, run_dir) -> Targets:
     extra_urls = [u for u in extra_keys if u != base_url]
     extra_servers = []
     for u in extra_urls:  # replicas (or a load balancer's backends): same model, checked each
-        asyncio.run(check_target(u, extra_keys[u], model))
+        asyncio.run(check_target(u, extra_keys[u], model, redirects=redirects))
         extra_servers.append(asyncio.run(detect_server(u, extra_keys[u])))
     if launched_info is not None:
         server = merge_launched(launched_info, server)
@@ -87,4 +101,9 @@ def resolve_targets(session: RunSession, run_dir) -> Targets:
     for t in specs:  # the user's request fields (--extra-body, --temperature, --top-p) and --header
         t.extra_body.update(cfg.request_fields())
         t.headers = dict(cfg.headers)
+        t.secret_headers = tuple(cfg.secret_headers)
+        # the endpoint the load posts to, with the load's headers: a redirect to another host stops
+        # the run here (one line naming both), before anything is measured
+        asyncio.run(check_load_endpoint(t, redirects))
+    server.redirects = list(dict.fromkeys(redirects))
     return Targets(specs=specs, server=server, tokenizer_path=tokenizer)

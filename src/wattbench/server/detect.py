@@ -28,6 +28,8 @@ from typing import Any
 
 from wattbench.errors import TargetError
 from wattbench.results.schema import ServerInfo
+from wattbench.server import origin
+from wattbench.server.redact import redact_url
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -62,14 +64,24 @@ def root_of(base_url_v1: str) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-async def _get(session, url: str) -> tuple[int, dict[str, str], bytes]:
+PROBE_MAX_BYTES = 4 << 20  # a probe reads at most this much of an answer (a /metrics page is ~100 KB)
+
+
+async def _get(session, url: str, redirects: list[str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    """One probe (``server/origin.py``: a redirect to another host is refused and noted in
+    ``redirects``, never followed); ``(0, {}, b"")`` when it failed."""
     import aiohttp
 
     try:
-        async with session.get(url, timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)) as r:
-            body = await r.read()
+        async with origin.request(session, "GET", url, timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S),
+                                  redirects=redirects) as r:
+            body = await origin.read_body(r, PROBE_MAX_BYTES)
             return r.status, {k.lower(): v for k, v in r.headers.items()}, body
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+    except origin.CrossOriginRedirect as e:
+        if redirects is not None:
+            redirects.append(f"refused: GET {redact_url(e.url)} -> {redact_url(e.location)} (HTTP {e.status})")
+        return 0, {}, b""
+    except (aiohttp.ClientError, asyncio.TimeoutError, OSError, TargetError, ValueError):
         return 0, {}, b""
 
 
@@ -78,6 +90,24 @@ def _json(body: bytes) -> Any:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError):
         return None
+
+
+MAX_CONTEXT_TOKENS = 1_000_000_000  # a context length above this is not one (a hostile or broken answer)
+
+
+def _text(v: Any, limit: int = 200) -> str | None:
+    """A string field of a server's answer: kept when it is a non-empty string (cut to ``limit``)."""
+    return v[:limit] if isinstance(v, str) and v else None
+
+
+def _count(v: Any) -> int | None:
+    """A token count of a server's answer: a whole number in 1..``MAX_CONTEXT_TOKENS``, else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, float) and not (v.is_integer() and 0 < v <= MAX_CONTEXT_TOKENS):
+        return None
+    v = int(v)
+    return v if 0 < v <= MAX_CONTEXT_TOKENS else None
 
 
 def metric_engine(metrics_text: str) -> str | None:
@@ -92,16 +122,18 @@ def metric_engine(metrics_text: str) -> str | None:
     return max(counts, key=counts.__getitem__) if counts else None
 
 
-async def detect_server(base_url_v1: str, api_key: str | None = None) -> ServerInfo:
+async def detect_server(base_url_v1: str, api_key: str | None = None,
+                        redirects: list[str] | None = None) -> ServerInfo:
     """Probe ``base_url_v1`` (ending in ``/v1``) and describe the server. Raises TargetError when
-    it cannot be reached or refuses the key."""
+    it cannot be reached or refuses the key. Redirects met (followed on the same host, refused to
+    another) are appended to ``redirects``."""
     import aiohttp
 
     root = root_of(base_url_v1)
     headers = {"Authorization": authorization(api_key)} if api_key else {}
     async with aiohttp.ClientSession(headers=headers) as s:
         paths = ("/v1/models", "/version", "/get_server_info", "/info", "/props", "/health", "/metrics")
-        results = await asyncio.gather(*[_get(s, root + p) for p in paths])
+        results = await asyncio.gather(*[_get(s, root + p, redirects) for p in paths])
     r = dict(zip(paths, results))
     return classify(root, r)
 
@@ -117,8 +149,10 @@ def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]]) -> Serv
         raise TargetError(
             f"{root}/v1/models answered {models_status or 'nothing'}: not an OpenAI-compatible server at that URL?"
         )
-    data = (_json(models_body) or {}).get("data") or []
-    models = [m.get("id") for m in data if isinstance(m, dict) and m.get("id")]
+    listing = _json(models_body)
+    data = listing.get("data") if isinstance(listing, dict) else None
+    data = [m for m in data if isinstance(m, dict)] if isinstance(data, list) else []
+    models = [_text(m.get("id")) for m in data if _text(m.get("id"))]
     owners = {str(m.get("owned_by", "")).lower() for m in data if isinstance(m, dict)}
     server_hdr = " ".join(v[1].get("server", "") for v in r.values()).lower()
 
@@ -160,7 +194,7 @@ def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]]) -> Serv
         vote("llamacpp", "server header")
 
     ver = _json(r["/version"][2]) if r["/version"][0] == 200 else None
-    version_field = ver.get("version") if isinstance(ver, dict) else None
+    version_field = _text(ver.get("version")) if isinstance(ver, dict) else None
     if version_field and not sgl and not tgi and not props:
         vote("vllm", "/version answers {version}")
 
@@ -188,14 +222,14 @@ def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]]) -> Serv
                                 "note": "vLLM does not expose --stream-interval (default 1)"}
     elif engine == "sglang" and sgl is not None:
         eff = select_server_info(sgl)
-        info.version = sgl.get("version") or version_field
+        info.version = _text(sgl.get("version")) or version_field
         max_len = max_len or eff.get("max_model_len")
         info.stream_batching = {"stream_interval": eff.get("stream_interval", 1)}
     elif engine == "sglang":
         info.version = version_field
         info.stream_batching = {"stream_interval": None, "note": "SGLang --stream-interval not readable"}
     elif engine == "tgi" and tgi is not None:
-        info.version = tgi.get("version")
+        info.version = _text(tgi.get("version"))
         eff = {k: tgi[k] for k in ("model_id", "model_dtype", "max_concurrent_requests", "max_best_of",
                                    "max_input_tokens", "max_total_tokens", "max_batch_total_tokens",
                                    "max_batch_prefill_tokens", "waiting_served_ratio", "max_waiting_tokens",
@@ -205,12 +239,12 @@ def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]]) -> Serv
     elif engine == "llamacpp":
         if props is not None:
             eff = select_props(props)
-            info.version = props.get("build_info")
+            info.version = _text(props.get("build_info"))
             max_len = max_len or eff.get("n_ctx")
         info.stream_batching = {"stream_interval": 1}
     elif engine == "transformers":
         info.stream_batching = {"stream_interval": 1}
-    info.max_model_len = int(max_len) if isinstance(max_len, (int, float)) else None
+    info.max_model_len = _count(max_len)
     info.effective_config = eff
     return info
 
@@ -245,7 +279,8 @@ SERVER_INFO_KEYS = (
 def select_server_info(info: dict[str, Any]) -> dict[str, Any]:
     """The settings worth recording from ``/get_server_info`` (nested ``internal_states`` included)."""
     out = {k: info[k] for k in SERVER_INFO_KEYS if k in info}
-    for st in info.get("internal_states") or []:
+    states = info.get("internal_states")
+    for st in states if isinstance(states, list) else []:
         if isinstance(st, dict):
             for k in ("max_total_num_tokens", "max_running_requests", "chunked_prefill_size", "attention_backend"):
                 if k in st and k not in out:
@@ -257,7 +292,8 @@ def select_server_info(info: dict[str, Any]) -> dict[str, Any]:
 
 def select_props(props: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    dgs = props.get("default_generation_settings") or {}
+    dgs = props.get("default_generation_settings")
+    dgs = dgs if isinstance(dgs, dict) else {}
     n_ctx = dgs.get("n_ctx", props.get("n_ctx"))
     if n_ctx is not None:
         out["n_ctx"] = n_ctx

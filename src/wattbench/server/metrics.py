@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
 
+import http.client
 import json
 import threading
 import urllib.error
@@ -38,6 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from wattbench.clock import now_ns
+from wattbench.errors import TargetError
+from wattbench.server import origin
+from wattbench.server.redact import registered
+
+MAX_EXPOSITION_BYTES = 32 << 20  # of one /metrics answer (vLLM's is ~100 KB-1 MB); the rest unread
 
 GAUGES = ("running", "waiting", "kv_cache_usage")
 COUNTERS = ("prompt_tokens", "generation_tokens", "preemptions")
@@ -217,6 +223,23 @@ class ServerTimeline:
             return None
         return b - a
 
+    def counter_edge_error(self, name: str, t0_ns: int, t1_ns: int) -> float | None:
+        """How far ``counter_delta(name, t0, t1)`` can be from the true increase: at each edge the
+        counter is interpolated between the two scrapes around it, so it can be off by up to the
+        increase between them (all of it may have come before the edge, or after). The sum of the
+        two; ``None`` when an edge lies outside the scrapes."""
+        ts, vs = self._points(name, monotone=True)
+        if not ts or t0_ns < ts[0] or t1_ns > ts[-1]:
+            return None
+        import bisect
+
+        err = 0.0
+        for t in (t0_ns, t1_ns):
+            i = bisect.bisect_left(ts, t)
+            if ts[i] != t:  # strictly inside (ts[i-1], ts[i]): the whole step is uncertain
+                err += vs[i] - vs[i - 1]
+        return err
+
     def gauge_stats(self, name: str, t0_ns: int, t1_ns: int) -> tuple[float | None, float | None]:
         """(time-weighted mean, max) of gauge ``name`` over [t0, t1] (linear between scrapes)."""
         ts, vs = self._points(name, False)
@@ -255,10 +278,11 @@ class ServerTimeline:
         meta = {"type": "meta", "url": self.url, "engine": self.engine, "available": self.available,
                 "reason": self.reason, "interval_s": self.interval_s, "errors": self.errors,
                 "scrape_duration_ms_max": self.scrape_duration_ms_max}
+        scrub = registered().json_text  # the run's secrets, wherever a server put them
         with open(path, "w") as f:
-            f.write(json.dumps(meta) + "\n")
+            f.write(scrub(json.dumps(meta)) + "\n")
             for t, vals in self.scrapes:
-                f.write(json.dumps({"t_ns": t, **vals}) + "\n")
+                f.write(scrub(json.dumps({"t_ns": t, **vals})) + "\n")
 
     @classmethod
     def from_jsonl(cls, path: Path | str) -> "ServerTimeline":
@@ -303,8 +327,12 @@ class MetricsScraper:
         t_a = now_ns()
         try:
             req = urllib.request.Request(self.url, headers=self._headers)
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:  # noqa: S310
-                text = r.read().decode("utf-8", "replace")
+            with origin.urlopen(req, timeout=self.timeout_s) as r:  # noqa: S310
+                text = r.read(MAX_EXPOSITION_BYTES).decode("utf-8", "replace")
+        except origin.CrossOriginRedirect as e:  # never followed (the key would go along): no /metrics
+            tl.available = False
+            tl.reason = str(e)
+            return False
         except urllib.error.HTTPError as e:
             if not tl.scrapes and e.code in (404, 405, 501):
                 tl.available = False
@@ -312,7 +340,7 @@ class MetricsScraper:
                 return False
             tl.errors += 1
             return True
-        except (urllib.error.URLError, OSError, TimeoutError) as e:
+        except (urllib.error.URLError, OSError, TimeoutError, http.client.HTTPException, TargetError) as e:
             tl.errors += 1
             if not tl.scrapes:
                 tl.reason = f"{self.url} unreachable: {getattr(e, 'reason', e)}"

@@ -14,6 +14,7 @@ import asyncio
 from urllib.parse import urlsplit, urlunsplit
 
 from wattbench.errors import TargetError, UserError
+from wattbench.server import origin
 from wattbench.server.target import TargetSpec
 from wattbench.workload.base import RequestSpec
 
@@ -28,7 +29,10 @@ __all__ = [
     "fetch_models",
     "check_target",
     "check_model_answers",
+    "check_load_endpoint",
     "post_json",
+    "usage_problem",
+    "MAX_USAGE_TOKENS",
 ]
 
 CHECK_TIMEOUT_S = 10.0
@@ -76,6 +80,25 @@ def auth_headers(api_key: str | None, extra: dict[str, str] | None = None) -> di
     if extra:
         headers.update(extra)
     return headers
+
+
+# Body fields wattbench sets itself and a user's ``--extra-body`` may not (issue 26): each is what a
+# measurement rests on, and each has its own flag. ``model`` (``--model``: the result records the
+# model it sent), ``stream``/``stream_options`` (every figure is read from a stream whose last chunk
+# carries the usage), ``prompt``/``messages`` (``--workload``), ``max_tokens``/
+# ``max_completion_tokens``/``min_tokens`` (``--output-tokens``; the length-forcing pair sets
+# ``min_tokens`` itself), ``n``/``best_of`` (one answer per request: latency and tokens are per
+# stream), ``echo`` (the answer would carry the prompt). Every other field is sent as given and
+# recorded in ``result.json`` (``config.extra_body``); ``--temperature``/``--top-p`` win over it.
+_STREAM = "every figure is read from a stream that ends with its usage"
+_LENGTH = "output lengths come from --output-tokens"
+_ONE = "one answer per request: latency and tokens are per stream"
+OWNED_BODY_FIELDS = {
+    "model": "the result records the model it sends: give --model", "stream": _STREAM, "stream_options": _STREAM,
+    "prompt": "the workload writes it: give --workload", "messages": "the workload writes them: give --workload",
+    "max_tokens": _LENGTH, "max_completion_tokens": _LENGTH, "min_tokens": _LENGTH, "n": _ONE, "best_of": _ONE,
+    "echo": "the answer would carry the prompt",
+}
 
 
 def build_payload(spec: RequestSpec, target: TargetSpec) -> dict:
@@ -134,6 +157,31 @@ def chunk_text(obj: dict) -> str | None:
     return None
 
 
+# A usage count above this is refused (bad_usage): 100 million tokens, ten times the largest
+# context window served today (10M tokens), so no real request comes near it; 1e30 or 2**63 would
+# overflow the records' int64 columns and every sum over them.
+MAX_USAGE_TOKENS = 100_000_000
+
+
+def usage_problem(u) -> str | None:
+    """Why a stream's ``usage`` cannot be used, or None: it must be an object whose
+    ``prompt_tokens``/``completion_tokens`` (when present) are whole numbers in ``0..MAX_USAGE_TOKENS``
+    (``true`` is not a number; ``12.0`` and ``"12"`` are refused too: a real server sends integers)."""
+    if type(u) is not dict:
+        return f"usage is a {type(u).__name__}, not an object"
+    for k in ("prompt_tokens", "completion_tokens"):
+        v = u.get(k)
+        if v is None:
+            continue
+        if type(v) is not int:
+            shown = f" ({v[:40]!r})" if isinstance(v, str) else (f" ({v:.6g})" if isinstance(v, float) else "")
+            return f"usage.{k} is a {type(v).__name__}{shown}, not a whole number"
+        if not 0 <= v <= MAX_USAGE_TOKENS:
+            shown = str(v) if abs(v) < 10**30 else ("-" if v < 0 else "") + "a number of more than 30 digits"
+            return f"usage.{k} = {shown}: outside 0..{MAX_USAGE_TOKENS}"
+    return None
+
+
 def stream_error(obj: dict) -> str | None:
     """The message of an in-stream error object (``{"error": ...}`` or ``{"object": "error"}``)."""
     err = obj.get("error")
@@ -148,13 +196,14 @@ def stream_error(obj: dict) -> str | None:
     return str(msg)[:300]
 
 
-async def fetch_models(session, base_url: str, api_key: str | None) -> list[str]:
+async def fetch_models(session, base_url: str, api_key: str | None, redirects: list[str] | None = None) -> list[str]:
     """The model ids of ``GET {base_url}/models``. Raises TargetError when the answer is not
-    OpenAI's ``{"data": [{"id": ...}, ...]}``; aiohttp errors (connection) propagate."""
+    OpenAI's ``{"data": [{"id": ...}, ...]}`` or redirects to another host (``server/origin.py``;
+    same-host redirects followed go to ``redirects``); aiohttp errors (connection) propagate."""
     import orjson
 
     url = base_url + "/models"
-    async with session.get(url, headers=auth_headers(api_key)) as resp:
+    async with origin.request(session, "GET", url, headers=auth_headers(api_key), redirects=redirects) as resp:
         body = await resp.read()
         if resp.status in (401, 403):
             raise TargetError(
@@ -188,13 +237,14 @@ async def post_json(session, url: str, body: dict, api_key: str | None, timeout_
 
     h = auth_headers(api_key, headers)
     h["Accept"] = "application/json"
-    async with session.post(url, json=body, headers=h, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+    async with origin.request(session, "POST", url, json=body, headers=h,
+                              timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
         return resp.status, await resp.read()
 
 
 async def check_target(
     base_url: str, api_key: str | None, model: str | None, timeout_s: float = CHECK_TIMEOUT_S,
-    launched_model: str | None = None,
+    launched_model: str | None = None, redirects: list[str] | None = None,
 ) -> tuple[str, list[str]]:
     """Pre-flight: is the server there, does it speak OpenAI, does it serve the model?
 
@@ -202,7 +252,8 @@ async def check_target(
     id. ``launched_model`` is the name from the launch plan of an engine wattbench started: the
     server need not list it (``transformers serve`` 5.17 lists only what its hub-cache scan finds,
     never the model it was started with); the caller checks it with ``check_model_answers``
-    instead. Every failure is a ``TargetError`` with one line that says what to do.
+    instead. Every failure is a ``TargetError`` with one line that says what to do, a redirect to
+    another host included; same-host redirects followed are appended to ``redirects``.
     """
     import aiohttp
 
@@ -211,7 +262,7 @@ async def check_target(
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     try:
         async with aiohttp.ClientSession(timeout=timeout) as session:
-            models = await fetch_models(session, base_url, api_key)
+            models = await fetch_models(session, base_url, api_key, redirects)
     except TargetError:
         raise
     except aiohttp.ClientConnectorError as e:
@@ -261,7 +312,7 @@ async def check_model_answers(
     body.update({"model": model, "max_tokens": 1, "stream": False})
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
-            async with session.post(url, json=body, headers=auth_headers(api_key)) as resp:
+            async with origin.request(session, "POST", url, json=body, headers=auth_headers(api_key)) as resp:
                 status = resp.status
                 await resp.read()
     except (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError) as e:
@@ -274,3 +325,21 @@ async def check_model_answers(
             f"the launched engine at {shown} does not list {model!r} in /v1/models and answered HTTP "
             f"{status} to a request for it; see the server log in the run directory"
         )
+
+
+async def check_load_endpoint(target: TargetSpec, redirects: list[str] | None = None,
+                              timeout_s: float = CHECK_TIMEOUT_S) -> None:
+    """Pre-flight of the endpoint the load will POST to: one ``GET`` of it with the load's headers
+    (a server answers 405 or 404; nothing is generated). A redirect to another host raises
+    ``CrossOriginRedirect`` (one line naming both hosts) before anything is measured; same-host
+    redirects go to ``redirects``. Connection errors are left to the load, which records them."""
+    import aiohttp
+
+    url = endpoint_url(target)
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
+            async with origin.request(session, "GET", url, headers=auth_headers(target.api_key, target.headers),
+                                      redirects=redirects) as resp:
+                await resp.content.read(4096)
+    except (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, ValueError):
+        return

@@ -9,13 +9,26 @@ at the blank line that ends it. Payloads are returned as ``bytes`` so that the c
 them straight to ``orjson.loads`` without decoding twice.
 
 The parser does no JSON work: ``data: [DONE]`` comes back as the payload ``b"[DONE]"``.
+
+A line, and an event, are capped at ``MAX_LINE_BYTES`` (8 MiB): past it ``feed`` raises
+``SSEError`` and holds no more (a hostile server's endless line cost 707 MB for 300 MB of line
+before the cap). What a real server puts in one event is one chunk of a stream: a few tokens
+(~100-300 bytes of JSON), a few KB with logprobs, at most the whole prompt when a request asks for
+``echo`` (~4 bytes a token: 8 MiB holds a 2-million-token prompt). wattbench asks for neither, so
+the cap is thousands of times what its own requests get back, and a stream that passes it is
+broken or hostile. Memory per stream stays below twice the cap.
 """
 
 from __future__ import annotations
 
-__all__ = ["SSEParser", "DONE"]
+__all__ = ["SSEParser", "SSEError", "DONE", "MAX_LINE_BYTES"]
 
 DONE = b"[DONE]"
+MAX_LINE_BYTES = 8 << 20
+
+
+class SSEError(ValueError):
+    """The stream broke the parser's bounds (a line or an event longer than ``max_line_bytes``)."""
 
 
 class SSEParser:
@@ -25,13 +38,20 @@ class SSEParser:
     ``event: error``). Events without any ``data`` field are not dispatched (per the spec).
     """
 
-    __slots__ = ("_buf", "_data", "_event", "_skip_lf")
+    __slots__ = ("_parts", "_plen", "_data", "_dlen", "_event", "_skip_lf", "max_line_bytes")
 
-    def __init__(self) -> None:
-        self._buf = b""  # an incomplete line carried over from the previous feed
+    def __init__(self, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self._parts: list[bytes] = []  # an incomplete line carried over from earlier feeds
+        self._plen = 0  # its length
         self._data: list[bytes] = []  # data lines of the event being built
+        self._dlen = 0  # their length
         self._event: str | None = None
         self._skip_lf = False  # the previous feed ended with \r: a leading \n belongs to it
+        self.max_line_bytes = max_line_bytes
+
+    def _too_long(self, what: str) -> SSEError:
+        self._parts, self._plen, self._data, self._dlen = [], 0, [], 0
+        return SSEError(f"an SSE {what} passed {self.max_line_bytes} bytes without ending")
 
     def feed(self, chunk: bytes) -> list[tuple[str | None, bytes]]:
         if not chunk:
@@ -44,9 +64,23 @@ class SSEParser:
             if chunk[-1:] == b"\r":
                 self._skip_lf = True
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        buf = self._buf + chunk if self._buf else chunk
+        if self._parts:
+            if b"\n" not in chunk:  # the long line goes on: keep the pieces, never re-copy them
+                self._parts.append(chunk)
+                self._plen += len(chunk)
+                if self._plen > self.max_line_bytes:
+                    raise self._too_long("line")
+                return []
+            buf = b"".join(self._parts) + chunk
+            self._parts, self._plen = [], 0
+        else:
+            buf = chunk
         lines = buf.split(b"\n")
-        self._buf = lines.pop()  # the unterminated rest (b"" when the chunk ended a line)
+        rest = lines.pop()  # the unterminated rest (b"" when the chunk ended a line)
+        if rest:
+            if len(rest) > self.max_line_bytes:
+                raise self._too_long("line")
+            self._parts, self._plen = [rest], len(rest)
         out: list[tuple[str | None, bytes]] = []
         data = self._data
         for line in lines:
@@ -54,11 +88,15 @@ class SSEParser:
                 if data:
                     out.append((self._event, data[0] if len(data) == 1 else b"\n".join(data)))
                     data.clear()
+                    self._dlen = 0
                 self._event = None
                 continue
             if line[:5] == b"data:":
                 value = line[5:]
                 data.append(value[1:] if value[:1] == b" " else value)
+                self._dlen += len(value)
+                if self._dlen > self.max_line_bytes:
+                    raise self._too_long("event")
                 continue
             if line[:1] == b":":  # comment / keep-alive
                 continue
@@ -66,7 +104,7 @@ class SSEParser:
             if name == b"event":
                 if value[:1] == b" ":
                     value = value[1:]
-                self._event = value.decode("utf-8", "replace")
+                self._event = value[:200].decode("utf-8", "replace")
             elif name == b"data":  # "data" with no colon: an empty data line
                 data.append(b"")
             # id, retry and unknown fields are ignored
@@ -75,4 +113,4 @@ class SSEParser:
     @property
     def pending(self) -> bool:
         """True when bytes of an unfinished event are buffered (a stream cut mid-event)."""
-        return bool(self._buf or self._data)
+        return bool(self._parts or self._data)

@@ -23,6 +23,14 @@ class TargetSpec:
     send_min_tokens: bool = False  # the server accepts min_tokens (vLLM, SGLang); strict servers reject it
     keepalive: bool = True  # reuse connections; False: one per request (server.detect.reuses_connections)
     headers: dict = field(default_factory=dict)  # --header K:V, sent with every request (memory only)
+    secret_headers: tuple = ()  # --secret-header NAME: header names whose values are secrets too
+
+    def secrets(self) -> list[str]:
+        """The key and the secret header values (``server/redact.py``): what the client scrubs from
+        every error detail and kept text it records."""
+        from wattbench.server.redact import secret_values
+
+        return secret_values(self.api_key, self.headers, self.secret_headers)
 
     def __repr__(self) -> str:  # never show the key
         return f"TargetSpec(base_url={self.base_url!r}, model={self.model!r}, api={self.api!r})"

@@ -42,10 +42,6 @@ CONTAINS: dict[str, frozenset[str]] = {
     "facility": frozenset({"accelerator", "accelerator_memory", "cpu", "dram", "host", "node", "cluster", "wall"}),
 }
 
-# Rails inside a boundary (the board's memory power): shown as parts of their boundary, never a
-# headline; a finding about a rail alone does not touch a verdict (accounting/validity.py).
-RAILS: frozenset[str] = frozenset({"accelerator_memory"})
-
 Kind = Literal["counter", "power", "aux"]
 Method = Literal["measured", "declared", "estimate"]
 

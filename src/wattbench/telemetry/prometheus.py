@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 import re
+import http.client
 import urllib.error
 import urllib.parse
 import urllib.request
 
 from wattbench.clock import now_ns
-from wattbench.errors import SensorError
+from wattbench.errors import SensorError, TargetError
+from wattbench.server import origin
 from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor
 
 POWER = "DCGM_FI_DEV_POWER_USAGE"
@@ -34,13 +36,18 @@ def _slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", s).strip("_") or "x"
 
 
+MAX_ANSWER_BYTES = 32 << 20  # of one exporter answer (a DCGM /metrics page is ~50 KB)
+
+
 def _fetch(url: str, timeout_s: float, what: str) -> bytes:
     try:
-        with urllib.request.urlopen(urllib.request.Request(url), timeout=timeout_s) as r:
-            return r.read()
+        with origin.urlopen(urllib.request.Request(url), timeout=timeout_s) as r:  # another host: refused
+            return r.read(MAX_ANSWER_BYTES)
     except urllib.error.HTTPError as e:
         raise SensorError(f"{what}: {url} answered HTTP {e.code}", "check the URL path") from None
-    except (urllib.error.URLError, OSError) as e:
+    except TargetError as e:
+        raise SensorError(f"{what}: {e}", "give the exporter's final URL") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
         raise SensorError(f"{what}: cannot reach {url} ({getattr(e, 'reason', e)})",
                           "check the address and that the endpoint is running") from None
 

@@ -18,6 +18,7 @@ Credentials: ``REDFISH_USER``/``REDFISH_PASSWORD`` from the environment, or a fi
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import ssl
@@ -26,7 +27,11 @@ import urllib.request
 from pathlib import Path
 
 from wattbench.clock import now_ns
-from wattbench.errors import SensorError
+from wattbench.errors import SensorError, TargetError
+from wattbench.server import origin
+from wattbench.server.redact import redact_url
+
+MAX_ANSWER_BYTES = 16 << 20  # of one Redfish resource (they are a few KB)
 from wattbench.telemetry.base import Channel, Reading, Sensor
 
 
@@ -87,12 +92,20 @@ class RedfishSensor(Sensor):
 
     def get(self, path: str) -> dict:
         url = path if path.startswith("http") else self.base_url + path
+        if not origin.same_origin(url, self.base_url):  # a link to another host: the password stays home
+            raise self._fatal(f"redfish: {self.base_url} links to another host ({redact_url(url)}); "
+                              "wattbench sends the BMC's credentials only to the address it was given",
+                              "give the BMC's own address")
         req = urllib.request.Request(url, headers={"Accept": "application/json"})
         if self._auth:
             req.add_header("Authorization", self._auth)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s, context=self._ctx) as r:
-                return json.loads(r.read())
+            with origin.urlopen(req, timeout=self.timeout_s, context=self._ctx) as r:
+                return json.loads(r.read(MAX_ANSWER_BYTES))
+        except TargetError as e:  # a redirect to another host: refused, nothing sent there
+            raise self._fatal(f"redfish: {e}", "give the BMC's own address (https:// if it redirects there)") from None
+        except http.client.HTTPException as e:
+            raise SensorError(f"redfish: {url} broke its answer off ({type(e).__name__})") from None
         except urllib.error.HTTPError as e:
             if e.code in (401, 403):
                 raise self._fatal(f"redfish: {url} answered {e.code}",

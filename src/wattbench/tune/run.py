@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from wattbench.config import RunConfig
+from wattbench.config import RunConfig, domain_for
 from wattbench.errors import UserError
 from wattbench.tune import score as sc
 from wattbench.results.tune import OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
@@ -44,7 +44,7 @@ class TuneConfig(BaseModel):
     allow_gpu_settings: bool = False
     gpu_indices: list[int] | None = None
     objective: str = "goodput_per_kw"
-    boundary: str | None = None  # None = the innermost measured
+    boundary: str | None = None  # None = the headline boundary (results.headline)
     strategy: str = "auto"
     max_trials: int | None = None
     max_minutes: float | None = None
@@ -54,6 +54,24 @@ class TuneConfig(BaseModel):
     baseline: bool = True
     out: str | None = None
     resume: str | None = None
+
+    @field_validator("power_limits_w", "sm_clocks_mhz", "gpu_indices", "max_trials", "max_minutes", "noise_pct",
+                     "max_repeats", "seed")
+    @classmethod
+    def _in_domain(cls, v, info):
+        """The flags' ranges from the one table (``config.FLAG_DOMAINS``), as the CLI checks them."""
+        flag = _FLAGS[info.field_name]
+        domain = domain_for(flag, "tune")
+        for x in v if isinstance(v, list) else [v]:
+            msg = None if x is None else domain.problem(flag, x)
+            if msg:
+                raise ValueError(msg)
+        return v
+
+
+_FLAGS = {"power_limits_w": "--power-limit", "sm_clocks_mhz": "--sm-clocks", "gpu_indices": "--gpus",
+          "max_trials": "--max-trials", "max_minutes": "--max-minutes", "noise_pct": "--noise-pct",
+          "max_repeats": "--max-repeats", "seed": "--seed"}
 
 
 def validate(cfg: TuneConfig) -> Space:
@@ -66,15 +84,16 @@ def validate(cfg: TuneConfig) -> Space:
     from wattbench.metrics.slo import parse_slos
 
     parse_slos(cfg.base.slo)  # the one SLO grammar; raises on bad input
-    if cfg.max_trials is not None and cfg.max_trials < 1:
-        raise UserError("--max-trials must be >= 1")
-    if cfg.max_minutes is not None and not cfg.max_minutes > 0:
-        raise UserError("--max-minutes must be > 0")
     if cfg.boundary is not None:
         from wattbench.telemetry.base import BOUNDARIES
 
         if cfg.boundary not in BOUNDARIES:
             raise UserError(f"--boundary {cfg.boundary!r}: choose one of {', '.join(BOUNDARIES)}")
+        from wattbench.accounting.boundaries import WHOLE_BOUNDARIES
+
+        if cfg.boundary not in WHOLE_BOUNDARIES and cfg.boundary != "cpu":
+            raise UserError(f"--boundary {cfg.boundary}: a part of a boundary has no tokens-per-kW figure to "
+                            f"score (results.headline); choose one of {', '.join(WHOLE_BOUNDARIES)}")
     space = build_space(cfg.base.engine, cfg.axes, cfg.space_file, cfg.power_limits_w, cfg.sm_clocks_mhz)
     gpu_axes = [a for a in space.axes if a.is_gpu]
     if gpu_axes and not cfg.allow_gpu_settings:
@@ -82,6 +101,10 @@ def validate(cfg: TuneConfig) -> Space:
                         "--allow-gpu-settings (as root) to allow it")
     if space.size() < 1:
         raise UserError("the search space is empty")
+    if cfg.out and not cfg.resume:
+        from wattbench.results.rundir import check_output_dir
+
+        check_output_dir(cfg.out, "--out")
     return space
 
 

@@ -3,7 +3,8 @@
 **A trial's score.** The trial is one run of the engine in one configuration with ``--optimize``:
 the load search (:func:`wattbench.load.search.optimize`) picks the load level with the best
 goodput per kW that meets every SLO, refining to the SLO boundary. The trial's figures are that
-level's, read at the tune's boundary (default: the innermost one measured, as ``run`` does); its
+level's, read at the tune's boundary (default: the level's headline boundary, ``results.headline``, as ``run``
+and ``plan`` quote); its
 score is the objective:
 
 - ``goodput_per_kw``: output tokens/s of the requests that met every SLO per kW (default);
@@ -27,21 +28,13 @@ from typing import Any, Iterable
 from wattbench.results.tune import LOWER_IS_BETTER, TrialRecord, TuneResult
 
 
-def innermost_boundary(level) -> str | None:
-    """The innermost measured boundary of a level (declared/estimated ones only when nothing is measured)."""
-    from wattbench.telemetry.base import BOUNDARIES
-
-    measured = [b for b in BOUNDARIES if b in level.energy and level.energy[b].label == "measured"]
-    if measured:
-        return measured[0]
-    return next((b for b in BOUNDARIES if b in level.energy), None)
-
-
 def level_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
     """The figures a tune table shows for one level."""
     from wattbench.analysis.figures import headline
 
-    b = boundary or innermost_boundary(level)
+    from wattbench.results.headline import headline_boundary
+
+    b = boundary or headline_boundary(level)
     h = headline(level, b)
     gp = level.goodput or {}
     gpk = ((gp.get("per_kw") or {}).get(b) or {}).get("output_tokens_per_s_per_kw") if b else None

@@ -61,6 +61,34 @@ def _check_messages(msgs, where: str) -> list[dict]:
     return msgs
 
 
+MAX_LINE_BYTES = 32 << 20  # a JSONL row: one request (8M tokens of English at ~4 bytes a token)
+
+
+def _read_text(p: Path, path: str) -> str:
+    """The file's text. A JSONL file is read line by line, and a line longer than
+    ``MAX_LINE_BYTES`` is refused when it is met, before it is held (a 200 MB line cost 1.09 GB);
+    a JSON array (ShareGPT) is one document, read whole."""
+    with open(p, "rb") as f:
+        head = f.read(4096).lstrip()
+        f.seek(0)
+        if head.startswith(b"\xef\xbb\xbf"):
+            head = head[3:].lstrip()
+        if head.startswith(b"["):
+            return f.read().decode("utf-8")
+        parts: list[bytes] = []
+        ln = 0
+        while True:
+            line = f.readline(MAX_LINE_BYTES + 1)
+            if not line:
+                break
+            ln += 1
+            if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+                raise UserError(f"{path}:{ln}: a line longer than {MAX_LINE_BYTES >> 20} MiB; a JSONL row holds "
+                                "one request (is this a JSONL dataset?)")
+            parts.append(line)
+    return b"".join(parts).decode("utf-8")
+
+
 def _line_starts(text: str) -> list[int]:
     starts = [0]
     pos = text.find("\n")
@@ -120,7 +148,7 @@ def read_entries(path: str | Path) -> tuple[str, list[tuple[int, object]]]:
     if not p.is_file():
         raise UserError(f"dataset not found: {path}")
     try:
-        text = p.read_text(encoding="utf-8")
+        text = _read_text(p, str(path))
     except UnicodeDecodeError as e:
         raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     if text.lstrip().startswith("["):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
 
+import http.client
 import json
 import math
 import re
@@ -28,6 +29,10 @@ from pathlib import Path
 from typing import Protocol
 
 from wattbench.errors import UserError
+from wattbench.server import origin
+
+MAX_TOKENIZE_BYTES = 64 << 20  # of one /tokenize answer (a 1M-token prompt's ids are ~8 MB of JSON)
+MAX_TOKEN_COUNT = 100_000_000  # a count above this is not one (load/client.py's MAX_USAGE_TOKENS)
 
 WORDS_PER_TOKEN = 0.75  # approx source: ~0.75 English words per BPE token
 
@@ -100,11 +105,25 @@ def _tokenize_body(model: str, prompt: str) -> dict:
     return {"model": model, "prompt": prompt, "add_special_tokens": False}
 
 
-def _count_from(resp: dict, url: str) -> tuple[int, list[int] | None]:
+class _NoEndpoint(UserError):
+    """The server has no such endpoint (HTTP 404/405/501)."""
+
+
+def _count_from(resp, url: str) -> tuple[int, list[int] | None]:
+    """The count (and the token ids, when given) of a ``/tokenize`` answer, checked: an object
+    whose ``count`` is a whole number in 0..``MAX_TOKEN_COUNT`` and whose ``tokens`` are integers;
+    anything else is a ``UserError`` (the caller falls back: no tokenizer)."""
+    if not isinstance(resp, dict):
+        raise UserError(f"{url} answered {type(resp).__name__}, not a JSON object")
     tokens = resp.get("tokens")
-    if isinstance(resp.get("count"), int):
-        return resp["count"], tokens if isinstance(tokens, list) else None
-    if isinstance(tokens, list):
+    if tokens is not None and not (isinstance(tokens, list) and all(type(t) is int for t in tokens)):
+        raise UserError(f"{url} answered 'tokens' that are not a list of integers")
+    count = resp.get("count")
+    if count is not None:
+        if type(count) is not int or not 0 <= count <= MAX_TOKEN_COUNT:
+            raise UserError(f"{url} answered a 'count' that is not a whole number in 0..{MAX_TOKEN_COUNT}")
+        return count, tokens
+    if tokens is not None:
         return len(tokens), tokens
     raise UserError(f"{url} answered without 'count' or 'tokens': {str(resp)[:200]}")
 
@@ -131,13 +150,27 @@ class ServerTokenizer:
             headers["Authorization"] = authorization(self._api_key)
         req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                return json.loads(r.read())
+            with origin.urlopen(req, timeout=self.timeout_s) as r:  # another host: refused (server/origin.py)
+                raw = r.read(MAX_TOKENIZE_BYTES + 1)
+                left = getattr(r, "length", None)  # bytes its Content-Length announced and never sent
+            if left and len(raw) <= MAX_TOKENIZE_BYTES:
+                raise http.client.IncompleteRead(raw, left)
         except urllib.error.HTTPError as e:
-            raise UserError(f"{url} answered HTTP {e.code}; the server has no usable {path} "
+            err = _NoEndpoint if e.code in (404, 405, 501) else UserError
+            raise err(f"{url} answered HTTP {e.code}; the server has no usable {path} "
+                      f"(give --tokenizer PATH for exact lengths)") from None
+        except http.client.IncompleteRead as e:
+            raise UserError(f"{url} closed its answer after {len(e.partial)} bytes "
                             f"(give --tokenizer PATH for exact lengths)") from None
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            raise UserError(f"cannot use {url}: {e} (give --tokenizer PATH for exact lengths)") from None
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
+            raise UserError(f"cannot use {url}: {type(e).__name__}: {str(e)[:200]} "
+                            f"(give --tokenizer PATH for exact lengths)") from None
+        if len(raw) > MAX_TOKENIZE_BYTES:
+            raise UserError(f"{url} answered more than {MAX_TOKENIZE_BYTES} bytes (give --tokenizer PATH)")
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError):
+            raise UserError(f"{url} did not answer JSON (give --tokenizer PATH for exact lengths)") from None
 
     def encode(self, text: str) -> list[int]:
         n, tokens = _count_from(self._post("/tokenize", _tokenize_body(self.model, text)), self.root + "/tokenize")
@@ -148,7 +181,7 @@ class ServerTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         resp = self._post("/detokenize", {"model": self.model, "tokens": [int(i) for i in ids]})
-        text = resp.get("prompt", resp.get("text"))
+        text = resp.get("prompt", resp.get("text")) if isinstance(resp, dict) else None
         if not isinstance(text, str):
             raise UserError(f"{self.root}/detokenize answered without 'prompt': {str(resp)[:200]}")
         return text
@@ -164,10 +197,15 @@ async def server_count_async(session, base_url: str, model: str, text: str, api_
     """Count ``text``'s tokens with the server's ``/tokenize`` using an ``aiohttp.ClientSession``."""
     url = server_root(base_url) + "/tokenize"
     headers = {"Authorization": authorization(api_key)} if api_key else {}
-    async with session.post(url, json=_tokenize_body(model, text), headers=headers) as r:
+    async with origin.request(session, "POST", url, json=_tokenize_body(model, text), headers=headers) as r:
         if r.status != 200:
             raise UserError(f"{url} answered HTTP {r.status} (give --tokenizer PATH for exact lengths)")
-        return _count_from(await r.json(content_type=None), url)[0]
+        raw = await origin.read_body(r, MAX_TOKENIZE_BYTES)
+    try:
+        resp = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise UserError(f"{url} did not answer JSON (give --tokenizer PATH for exact lengths)") from None
+    return _count_from(resp, url)[0]
 
 
 async def server_has_tokenize(session, base_url: str, model: str) -> bool:
@@ -187,6 +225,7 @@ class ApproxTokenizer:
 
     source = "approx"
     exact = False
+    why: str | None = None  # why the server's /tokenize was not used, when one was tried
 
     def __init__(self, words_per_token: float = WORDS_PER_TOKEN):
         self.words_per_token = words_per_token
@@ -211,15 +250,20 @@ def open_token_source(tokenizer: str | Path | None = None, *, base_url: str | No
     """
     if tokenizer:
         return HFTokenizer(tokenizer)
+    why = None
     if base_url and model:
         st = ServerTokenizer(base_url, model, api_key=api_key, timeout_s=10.0)
         try:
             st.encode("hello world")
             st.decode([0])
             return st
-        except UserError:
+        except _NoEndpoint:  # the server has none: the plain "no tokenizer" case
             pass
+        except UserError as e:  # a /tokenize that failed: no tokenizer, and why (in the result's warning)
+            why = str(e)
     if not allow_approx:
         raise UserError("no tokenizer: give --tokenizer PATH (a tokenizer.json or a model directory) for "
                         "exact prompt lengths")
-    return ApproxTokenizer()
+    approx = ApproxTokenizer()
+    approx.why = why
+    return approx

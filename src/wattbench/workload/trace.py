@@ -158,6 +158,9 @@ def read_trace(path: str | Path, time_unit: str | None = None) -> list[tuple[int
         raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
+MAX_LINE_CHARS = 32 << 20  # a JSONL trace row (the dataset's cap, workload/dataset.py)
+
+
 def _read_trace_rows(path: str | Path, time_unit: str | None) -> list[tuple[int, dict]]:
     p = Path(path).expanduser()
     if not p.is_file():
@@ -169,7 +172,10 @@ def _read_trace_rows(path: str | Path, time_unit: str | None) -> list[tuple[int,
         first = f.read(4096)
         f.seek(0)
         if first.lstrip().startswith("{"):
-            for ln, raw in enumerate(f, start=1):
+            for ln, raw in enumerate(iter(lambda: f.readline(MAX_LINE_CHARS + 1), ""), start=1):
+                if len(raw) > MAX_LINE_CHARS and not raw.endswith("\n"):
+                    raise UserError(f"{path}:{ln}: a line longer than {MAX_LINE_CHARS >> 20} Mi characters; "
+                                    "a trace row holds one request (is this a JSONL trace?)")
                 s = raw.strip()
                 if not s or s.startswith("#"):
                     continue

@@ -3,7 +3,7 @@ import pytest
 
 from tests.fakes.scripted_sensor import build_log, counter_channel, grid, power_channel
 from wattbench.accounting import account_window
-from wattbench.accounting.boundaries import boundary_totals
+from wattbench.accounting.boundaries import PER_TOKEN_FIGURES, boundary_totals
 from wattbench.telemetry.base import Channel
 
 S = 1_000_000_000
@@ -188,3 +188,53 @@ def test_seldom_read_counter_with_a_fine_power_channel_is_exact_and_valid():
     assert tot.method == "counter" and tot.update_period_s == pytest.approx(0.1)
     assert tot.largest_gap_s < 1.0 and tot.coverage == pytest.approx(1.0, rel=1e-9)
     assert energy_findings({"accelerator": tot}, 5.8) == []
+
+
+def test_per_token_figures_only_where_the_work_is():
+    """Rule 10 (issue 25): on a GPU server the board has tokens per kW; its HBM rail and the host (the
+    CPU estimate, which leaves the GPU out) have power, no per-token figure, and say why. Ground truth
+    by hand: 8 s, 16,000 output tokens, board 270 W -> 2,160 J, 16,000 / 2.160 kJ = 7,407 tok/s/kW."""
+    log = build_log(counter("g", 270), counter("m", 59.5, boundary="accelerator_memory"),
+                    power("cpu", 45, boundary="cpu", device="cpu0", method="estimate"))
+    acc = account_window(log, W0, W1, output_tokens=16_000, total_tokens=20_000, idle=None,
+                         price_per_kwh=0.2, pue=1.0)
+    board = acc.energy["accelerator"]
+    assert board.output_tokens_per_s_per_kw == pytest.approx(16_000 / 8 / 0.270)
+    assert board.j_per_output_token == pytest.approx(2160.0 / 16_000)
+    for b in ("accelerator_memory", "cpu", "host"):
+        be = acc.energy[b]
+        assert be.avg_power_w is not None and be.energy_j is not None
+        assert all(getattr(be, f) is None for f in PER_TOKEN_FIGURES), b
+    assert acc.energy["accelerator_memory"].avg_power_w == pytest.approx(59.5)
+    assert any("part of the accelerator" in n for n in acc.energy["accelerator_memory"].notes)
+    assert any("excludes the accelerators" in n for n in acc.energy["host"].notes)
+
+
+def test_on_a_cpu_machine_the_cpu_and_host_keep_their_per_token_figures():
+    log = build_log(counter("pkg", 60, boundary="cpu", device="pkg0"), counter("dram", 9, boundary="dram", device="d0"))
+    acc = account_window(log, W0, W1, output_tokens=800, total_tokens=1000, idle=None, price_per_kwh=0.2, pue=1.0)
+    assert acc.energy["cpu"].output_tokens_per_s_per_kw == pytest.approx(800 / 8 / 0.060)
+    assert acc.energy["host"].output_tokens_per_s_per_kw == pytest.approx(800 / 8 / 0.069)
+    assert acc.energy["dram"].output_tokens_per_s_per_kw is None  # memory alone does not do the work
+
+
+def test_an_older_result_has_the_rule_applied_when_read(tmp_path):
+    """A result.json written before rule 10 carries host and HBM-rail tokens per kW (the H200 README
+    run's HTML plotted 12,688 and 9,435 above the board's 2,046); read back, they are withheld."""
+    from tests.fakes.results_factory import make_level, make_result
+    from wattbench.results.rundir import load_result, write_result
+    from wattbench.results.schema import TrialsBlock
+
+    lv = make_level(0, power_w={"accelerator": 700.0, "accelerator_memory": 151.0, "host": 113.0})
+    lv.goodput = {"per_kw": {b: {"output_tokens_per_s_per_kw": 1.0} for b in lv.energy}}
+    lv.trials = TrialsBlock.model_validate({"n": 3, "figures": {
+        f"output_tokens_per_s_per_kw@{b}": {"mean": 1.0} for b in lv.energy}})
+    assert lv.energy["host"].output_tokens_per_s_per_kw is not None
+    write_result(tmp_path, make_result("old", levels=[lv]))
+    got = load_result(tmp_path).levels[0]
+    assert got.energy["accelerator"].output_tokens_per_s_per_kw == pytest.approx(lv.energy["accelerator"].output_tokens_per_s_per_kw)
+    for b in ("accelerator_memory", "host"):
+        assert got.energy[b].output_tokens_per_s_per_kw is None and got.energy[b].j_per_output_token is None
+        assert got.energy[b].avg_power_w == lv.energy[b].avg_power_w
+        assert b not in got.goodput["per_kw"] and f"output_tokens_per_s_per_kw@{b}" not in got.trials.figures
+    assert "accelerator" in got.goodput["per_kw"]

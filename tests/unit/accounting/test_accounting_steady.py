@@ -181,3 +181,15 @@ def test_default_sizes_grow_with_concurrency_e2e_and_meter_period():
     assert default_num_requests("rate", 2.0) == 32
     assert default_num_requests("rate", 10.0) == 100
     assert default_num_requests("rate", 10.0, e2e_s=11.0, update_period_s=0.1) == 10 * (33 + 22)
+
+
+def test_default_size_is_five_rounds_for_every_e2e_when_it_is_the_longer_term():
+    """1.5 × (2 × E2E) / E2E is 3 rounds whatever the E2E — not 4 when the division lands a hair
+    above 3 in floating point (E2E 0.1 s: 1.5 × 0.2 / 0.1 = 3.0000000000000004)."""
+    for e2e_s in [0.05, 0.1, 0.3, 0.7, 1.1, 2.9, 11.0] + [0.05 + i * 0.0037 for i in range(800)]:
+        assert default_num_requests("concurrency", 32, e2e_s=e2e_s) == 32 * 5, e2e_s
+        # a measured meter: its energy term max(5 s, 10 updates) is the shorter one from E2E 2.5 s on
+        e2e_long = 2.5 + e2e_s
+        assert default_num_requests("concurrency", 32, e2e_s=e2e_long, update_period_s=e2e_long / 10) == 32 * 5, e2e_s
+    # open loop: rate × (1.5 × 2 × E2E + 2 × E2E) = rate × 5 E2E requests, rounded up only when not whole
+    assert default_num_requests("rate", 10.0, e2e_s=2.2) == 110

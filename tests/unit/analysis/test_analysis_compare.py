@@ -10,6 +10,7 @@ from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.analysis.compare import compare, log_ratio_ci
 from wattbench.analysis.figures import TrialCI
 from wattbench.errors import UserError
+from wattbench.results.schema import TrialsBlock
 
 
 def _platforms():
@@ -117,21 +118,34 @@ def test_three_runs_each_against_first():
 
 
 def test_ci_propagation_log_delta():
-    # throughput 1000 ± 20 vs 950 ± 19 ; power 1400 ± 14 vs 700 ± 14
-    a = make_result("a", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=1400,
-                                            trials=trials_block({"output_tokens_per_s": (1000, 20),
-                                                                 "avg_power_w@accelerator": (1400, 14)}))])
-    b = make_result("b", levels=[make_level(0, value=8, output_tokens_per_s=950, power_w=700,
-                                            trials=trials_block({"output_tokens_per_s": (950, 19),
-                                                                 "avg_power_w": (700, 14)}))])
-    d = compare([a, b]).levels[0].decompositions[0]
-    wt = math.sqrt(0.02 ** 2 + 0.02 ** 2)
-    assert d.throughput_ci.low == pytest.approx(0.95 * math.exp(-wt))
-    assert d.throughput_ci.high == pytest.approx(0.95 * math.exp(wt))
-    wp = math.sqrt(0.01 ** 2 + 0.02 ** 2)
-    assert d.power_ci.high == pytest.approx(2.0 * math.exp(wp))
-    wk = math.sqrt(wt ** 2 + wp ** 2)
-    assert d.per_kw_ci.low == pytest.approx(1.9 * math.exp(-wk))
+    """The ratio CIs mean what they say, checked against the truth rather than the formula: runs
+    drawn 1,000 times (seeded) with known means — throughput 1000 vs 950 (true ratio 0.95), power
+    1400 vs 700 (2.0), tokens per kW 1.9 — five trials each (3% / 2% noise), each run's mean and
+    t-based 95% half width from metrics.trials.ci95. Each ratio's 95% CI must cover its true
+    value at least ~95% of the time (sampling error allowed) and not nearly always: adding the
+    two sides' relative widths in quadrature is conservative with t(4) widths (~98.5% here),
+    while a CI twice as wide covers ~100% and one that forgets a side ~88%."""
+    import numpy as np
+
+    from wattbench.metrics.trials import ci95
+
+    rng = np.random.default_rng(20261201)
+    n, hits = 1000, {"throughput": 0, "power": 0, "per_kw": 0}
+    truth = {"throughput": 0.95, "power": 2.0, "per_kw": 1.9}
+    for _ in range(n):
+        runs = []
+        for name, tput, power in (("a", 1000.0, 1400.0), ("b", 950.0, 700.0)):
+            ct, cp = ci95(rng.normal(tput, 0.03 * tput, 5)), ci95(rng.normal(power, 0.02 * power, 5))
+            blk = trials_block({"output_tokens_per_s": (ct["mean"], ct["half_width"]),
+                                "avg_power_w": (cp["mean"], cp["half_width"])})
+            runs.append(make_result(name, levels=[make_level(0, value=8, output_tokens_per_s=ct["mean"],
+                                                             power_w=cp["mean"], trials=blk)]))
+        d = compare(runs).levels[0].decompositions[0]
+        for k, ci in (("throughput", d.throughput_ci), ("power", d.power_ci), ("per_kw", d.per_kw_ci)):
+            assert ci.low < ci.high and ci.low * ci.high == pytest.approx(getattr(d, k + "_ratio") ** 2, rel=1e-9)  # log-symmetric
+            hits[k] += ci.low <= truth[k] <= ci.high
+    for k, h in hits.items():
+        assert 0.95 <= h / n <= 0.995, (k, h / n)
     assert d.per_kw_ci.confidence == pytest.approx(0.95, rel=1e-9)
     assert "95% CI" in d.text()
 
@@ -204,3 +218,32 @@ def test_steady_window_and_saturation_warning():
     c = make_result("c", levels=[make_level(0, value=8)])
     with pytest.raises(UserError, match="run c level concurrency=8 has no steady-state energy figures"):
         compare([a, c], window="steady")
+
+
+def _h200_trials(run_id: str, last: float, mean: float, lo: float, hi: float):
+    """An H200-like run with --trials 5: board, HBM rail and a CPU estimate; the level's own figures
+    are its last trial's (``last`` tok/s/kW at the board), the trials block holds the mean and CI."""
+    lv = make_level(0, value=64, output_tokens_per_s=last * 0.7, power_w={"accelerator": 700.0,
+                                                                          "accelerator_memory": 151.0, "host": 113.0})
+    lv.energy["host"].label = "estimate"
+    lv.trials = TrialsBlock.model_validate(trials_block({"output_tokens_per_s_per_kw@accelerator": (mean, (hi - lo) / 2),
+                              "output_tokens_per_s_per_kw@accelerator_memory": (mean * 4.6, 10.0),
+                              "avg_power_w@accelerator": (700.0, 5.0),
+                              "output_tokens_per_s": (mean * 0.7, 20.0)}))
+    return make_result(run_id, levels=[lv])
+
+
+def test_two_trial_runs_with_an_hbm_rail_compare_trial_means_at_the_board():
+    """Issue 25: compare picked the HBM rail (23,723 tok/s/kW) and the last trial's value, which lay
+    outside its own CI (23,723 [22,259–23,551]). The board and the mean, inside its CI."""
+    a = _h200_trials("a", last=5456.0, mean=5378.0, lo=5290.0, hi=5466.0)
+    b = _h200_trials("b", last=5100.0, mean=5200.0, lo=5150.0, hi=5250.0)
+    c = compare([a, b])
+    assert c.boundary == "accelerator"
+    row = c.levels[0]
+    assert [f["output_tokens_per_s_per_kw"] for f in row.figures] == pytest.approx([5378.0, 5200.0], rel=1e-12)
+    for f, (lo, hi) in zip(row.figures, [ci["output_tokens_per_s_per_kw"] for ci in row.cis]):
+        assert lo <= f["output_tokens_per_s_per_kw"] <= hi
+    assert row.decompositions[0].per_kw_ratio == pytest.approx(5200.0 / 5378.0)
+    with pytest.raises(UserError, match="accelerator_memory has no tokens-per-kW figure .*part of the accelerator"):
+        compare([a, b], boundary="accelerator_memory")

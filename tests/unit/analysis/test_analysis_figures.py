@@ -9,7 +9,7 @@ from wattbench.analysis.figures import (
     METRIC_NAMES,
     headline,
     level_key,
-    outermost_common_boundary,
+    common_boundary,
     throttle_reasons,
     trial_ci,
 )
@@ -59,8 +59,8 @@ def test_trial_ci_key_forms():
 def test_boundaries_and_keys():
     a = make_result("a", levels=[make_level(0, value=8, power_w={"accelerator": 1, "node": 2, "wall": 3})])
     b = make_result("b", levels=[make_level(0, value=8, power_w={"accelerator": 1, "node": 2})])
-    assert outermost_common_boundary([a, b]) == "node"
-    assert outermost_common_boundary([a]) == "wall"
+    assert common_boundary([a, b]) == "node"
+    assert common_boundary([a]) == "wall"
     r1 = make_level(0, mode="rate", value=0.1 + 0.2)
     r2 = make_level(0, mode="rate", value=0.3)
     assert level_key(r1) == level_key(r2) == ("rate", pytest.approx(0.3, rel=1e-9))

@@ -153,3 +153,59 @@ def test_sleep_until_never_wakes_early():
         assert loop.run_until_complete(go()) == 0
     finally:
         loop.close()
+
+
+# ------------------------------------------------------------------ capacity (issue 26 part 4)
+
+GIB = 2**30
+
+
+def test_capacity_memory_per_request_in_flight_by_hand():
+    """1 GiB available, half of it usable: 512 MiB / 32 KiB = 16,384 requests in flight fit."""
+    from wattbench.load.plan import Machine, capacity_problem
+
+    m = Machine(available_bytes=GIB, fd_limit=None)
+    assert capacity_problem(spec(value=16_384, workers=1), m) is None
+    msg = capacity_problem(spec(value=16_385, workers=1), m)
+    assert msg.startswith("the level needs about 0.5 GiB of memory (16,385 requests in flight (--concurrency 16385)")
+    assert "this machine has 1.0 GiB available" in msg
+
+
+def test_capacity_open_files_per_worker_by_hand():
+    """ulimit -n 1024, 128 kept for the run: 896 connections per worker."""
+    from wattbench.load.plan import Machine, capacity_problem
+
+    m = Machine(available_bytes=None, fd_limit=1024)
+    assert capacity_problem(spec(value=896, workers=1), m) is None
+    assert capacity_problem(spec(value=1792, workers=2), m) is None
+    msg = capacity_problem(spec(value=1793, workers=2), m)
+    assert msg.startswith("--concurrency 1793 puts 897 connections on each of 2 load worker(s)")
+
+
+def test_capacity_workers_and_held_arrivals_by_hand():
+    from wattbench.load.plan import Machine, capacity_problem
+
+    m = Machine(available_bytes=GIB, fd_limit=None)
+    # 8 spawned workers x 96 MiB = 768 MiB > 512 MiB
+    assert "lower --workers" in capacity_problem(spec(value=8, workers=8), m)
+    assert capacity_problem(spec(value=5, workers=5), m) is None  # 480 MiB + 5 x 32 KiB
+    # open loop: 1000/s x (120 s + 10 s warm-up) = 130,000 arrivals x 4 KiB = 508 MiB: fits; 140 s does not
+    assert capacity_problem(spec(mode="rate", value=1000.0, duration_s=120.0, warmup_s=10.0, workers=1), m) is None
+    msg = capacity_problem(spec(mode="rate", value=1000.0, duration_s=130.0, warmup_s=10.0, workers=1), m)
+    assert "140,000 open-loop arrivals held x 4 KiB" in msg and "lower --rate x --duration" in msg
+    # --rate inf: every request is in flight at once
+    assert "(--rate inf with --num-requests 20000)" in capacity_problem(
+        spec(mode="rate", value=float("inf"), num_requests=20_000, workers=1), m)
+
+
+def test_capacity_unknown_machine_checks_nothing():
+    from wattbench.load.plan import Machine, capacity_problem
+
+    assert capacity_problem(spec(value=10**9, workers=1), Machine(None, None)) is None
+
+
+def test_validate_spec_refuses_what_the_machine_cannot_hold():
+    from wattbench.load.plan import Machine
+
+    with pytest.raises(UserError, match="requests in flight"):
+        validate_spec(spec(value=10**6, workers=1), Machine(available_bytes=GIB, fd_limit=None))

@@ -36,6 +36,9 @@ def test_cost_per_million_tokens_from_efficiency_and_throughput():
     t = tco(it_kw=10, price_per_kwh=0.1, load=0.5, tokens_per_s=1000)
     assert t.tokens_per_year == 1000 * 0.5 * 8760 * 3600
     assert t.cost_per_million_tokens == pytest.approx(10 * 0.5 * 8760 * 0.1 / t.tokens_per_year * 1e6)
+    # the one number format (report/numbers.py), never 1.02145e+07
+    u = tco(it_kw=10, price_per_kwh=0.1, tokens_per_kwh=10_214_500)
+    assert u.tokens_source == "10,214,500 tokens per IT kWh × 87,600 kWh"
 
 
 def test_cooling_double_count_warning():
@@ -62,7 +65,31 @@ def test_tokens_per_kwh_from_result():
         make_level(1, out_tps=20, node_p95_w=1200, node_tokens_per_kwh=5e5),
         make_level(2, out_tps=30, node_p95_w=1300, node_tokens_per_kwh=9e5, verdict="invalid"),
     ])
-    assert tokens_per_kwh_from_result(res, None, "node") == (pytest.approx(5e5, rel=1e-9), [])
+    assert tokens_per_kwh_from_result(res, None, "node") == (pytest.approx(5e5, rel=1e-9),
+                                                             ["run T: level c=1 (most tokens per kWh; the run has no SLO)"])
     assert tokens_per_kwh_from_result(res, 0, "node")[0] == pytest.approx(2e5, rel=1e-9)
     with pytest.raises(UserError, match="accelerator"):
         tokens_per_kwh_from_result(res, None, "accelerator")
+
+
+def _slo_levels(met: tuple[bool, ...]):
+    """Levels c=1, 4, 16 with tokens per kWh rising with load; ``met[i]``: did level i meet the SLO."""
+    out = []
+    for i, (c, tpk, ok, frac) in enumerate(zip((1, 4, 16), (2e5, 5e5, 9e5), met, (1.0, 0.975, 0.125))):
+        lv = make_level(i, out_tps=100 * c, node_p95_w=1000 + 50 * i, node_tokens_per_kwh=tpk, concurrency=c)
+        lv.goodput = {"all_met": ok, "fraction": frac, "output_tokens_per_s": 10.0 * c,
+                      "slos": [{"metric": "ttft", "stat": "p99", "threshold_ms": 200.0}]}
+        out.append(lv)
+    return make_result("S", out)
+
+
+def test_tco_takes_the_best_level_meeting_the_slo_and_names_it():
+    """Issue 25: plan tco --result took c=16 (12.5% of requests met the SLO) silently. It takes the
+    most efficient level meeting the SLO and says so; with none meeting it, it says it uses one that
+    misses it."""
+    value, notes = tokens_per_kwh_from_result(_slo_levels((True, True, False)), None, "node")
+    assert value == pytest.approx(5e5, rel=1e-9) and notes[0] == "run S: level c=4 (most tokens per kWh among the levels meeting ttft_p99=200ms)"
+    value, notes = tokens_per_kwh_from_result(_slo_levels((False, False, False)), None, "node")
+    assert value == pytest.approx(9e5, rel=1e-9)
+    assert notes[0] == ("run S: no level meets ttft_p99=200ms; using level c=16 (most tokens per kWh), which misses "
+                        "it, 12.5% of its requests met it: pass --level to choose another")

@@ -32,4 +32,4 @@ def test_reliable_split_shows_its_figures():
     fit = fit_prefill_decode(E, P, D, fit_idle=False)
     r.prefill_decode = PrefillDecode(**{"regression": {**fit, "boundary": "node", "token_source": "client timing"}})
     (line,) = prefill_decode_lines(r)
-    assert line.startswith("prefill/decode split (node, client timing): 0.01 J per prefill token, 0.3 J per decode")
+    assert line.startswith("prefill/decode split (node, client timing): 0.010 J per prefill token, 0.30 J per decode")

@@ -25,6 +25,9 @@ def test_headline_format():
         accelerator=BoundaryEnergy(boundary="accelerator", method="counter", label="measured", avg_power_w=410.0,
                                    output_tokens_per_s_per_kw=3010.2, j_per_output_token=0.332),
     )
+    # the headline rule: both measured, the outer boundary (the server) is the one quoted
+    assert F.headline(lv) == "1,234 out tok/s · 0.90 kW (node) · 1,371 tok/s/kW · 0.73 J/tok · p99 TTFT 180 ms"
+    del lv.energy["node"]
     assert F.headline(lv) == "1,234 out tok/s · 0.41 kW (accelerator) · 3,010 tok/s/kW · 0.33 J/tok · p99 TTFT 180 ms"
 
 
@@ -42,8 +45,8 @@ def test_headline_prefers_measured_and_names_the_label():
 
 
 def test_fmt():
-    assert [F.fmt(x) for x in (None, 0, 0.0123, 1.234, 12.34, 123.4, 1234.5, float("nan"))] == [
-        "–", "0", "0.012", "1.23", "12.3", "123", "1,234", "–"]
+    assert [F.fmt(x) for x in (None, 0, 0.0123, 0.4, 0.41, 1.234, 12.34, 123.4, 1234.5, float("nan"))] == [
+        "–", "0", "0.012", "0.40", "0.41", "1.23", "12.3", "123", "1,234", "–"]
 
 
 def test_markdown_summary(report_run_dir):
@@ -105,7 +108,7 @@ def test_markdown_slo_columns(report_run_dir):
     text = render_markdown([run])
     assert "SLO ttft\\_p99=120ms,tpot\\_p99=20ms" in text
     head = next(x for x in text.splitlines() if x.startswith("| level |"))
-    assert "| SLO | met SLO | goodput tok/s | goodput tok/s/kW accel |" in head
+    assert "| SLO | met SLO | goodput tok/s | goodput tok/s/kW node |" in head
     for lv in run.result.levels[:2]:
         row = next(x for x in text.splitlines() if x.startswith(f"| c={lv.load.target_concurrency} |"))
         assert f"| {F.fmt_fraction_pct(lv.goodput['fraction'])} |" in row

@@ -10,6 +10,7 @@ import pytest
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.errors import UserError
 from wattbench.results.rundir import write_result
+from wattbench.results.schema import TrialsBlock
 from wattbench.results.store import SCHEMA_VERSION, HistoryStore, load_ref, register_run_dir, resolve_run_path
 
 
@@ -38,9 +39,9 @@ def test_register_and_get_round_trip(tmp_path, store):
     assert rec.boundaries == ["accelerator", "node"]
     lv = rec.levels[0]
     # the headline boundary, the same rule the reports and the runner use (results.headline):
-    # both measured, so the inner one, accelerator
-    assert lv["boundary"] == "accelerator" and lv["avg_power_w"] == 600
-    assert lv["output_tokens_per_s_per_kw"] == pytest.approx(1000 / 0.6)
+    # both measured, so the outer one, the node
+    assert lv["boundary"] == "node" and lv["avg_power_w"] == 900
+    assert lv["output_tokens_per_s_per_kw"] == pytest.approx(1000 / 0.9)
     assert lv["mode"] == "concurrency" and lv["target"] == 8
     # every kind of ref resolves
     assert store.get(str(d)).run_id == r.run_id
@@ -51,6 +52,20 @@ def test_register_and_get_round_trip(tmp_path, store):
     r.status = "interrupted"
     store.register(r, d)
     assert [x.status for x in store.list_runs()] == ["interrupted"]
+
+
+def test_a_level_with_trials_is_indexed_at_its_trial_means(tmp_path, store):
+    """With --trials the history holds the trials' mean (the headline rule), not the last trial's."""
+    lv = make_level(0, value=8, output_tokens_per_s=1000, power_w={"accelerator": 600})
+    lv.trials = TrialsBlock.model_validate({"n": 5, "figures": {
+        "output_tokens_per_s": {"mean": 980.0, "ci_low": 960.0, "ci_high": 1000.0},
+        "avg_power_w@accelerator": {"mean": 610.0, "ci_low": 600.0, "ci_high": 620.0},
+        "j_per_output_token@accelerator": {"mean": 0.62, "ci_low": 0.6, "ci_high": 0.64},
+        "output_tokens_per_s_per_kw@accelerator": {"mean": 1606.0, "ci_low": 1550.0, "ci_high": 1660.0}}})
+    r, d = _write(tmp_path, "20261129-trial1", levels=[lv])
+    got = store.register(r, d).levels[0]
+    assert [got[k] for k in ("output_tokens_per_s", "avg_power_w", "j_per_output_token", "output_tokens_per_s_per_kw")
+            ] == pytest.approx([980.0, 610.0, 0.62, 1606.0], rel=1e-12)
 
 
 def test_tags_unique_and_forced_move(tmp_path, store):

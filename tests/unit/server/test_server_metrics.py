@@ -126,6 +126,16 @@ def test_counter_delta_interpolates_at_the_edges():
     assert tl.covers(-500, 2_500) is False and tl.covers(0, 2_000) is True
 
 
+def test_counter_edge_error_is_the_steps_around_the_edges():
+    tl = _timeline([(0, 0.0, 0.0), (1_000, 100.0, 4.0), (2_000, 300.0, 4.0)])
+    # 250 lies in a step of 100, 1_500 in one of 200: the interpolated delta can be off by either
+    assert tl.counter_edge_error("generation_tokens", 250, 1_500) == pytest.approx(300.0)
+    # an edge on a scrape is exact
+    assert tl.counter_edge_error("generation_tokens", 1_000, 1_500) == pytest.approx(200.0)
+    assert tl.counter_edge_error("generation_tokens", 0, 2_000) == 0.0
+    assert tl.counter_edge_error("generation_tokens", -1, 2_000) is None  # outside the scrapes
+
+
 def test_counter_reset_is_carried():
     tl = _timeline([(0, 90.0, 0), (1_000, 100.0, 0), (2_000, 5.0, 0), (3_000, 25.0, 0)])
     assert tl.counter_delta("generation_tokens", 0, 3_000) == pytest.approx(10 + 5 + 20)

@@ -1,5 +1,6 @@
 """The SSE parser: events survive any split of the byte stream, any line ending."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -76,3 +77,38 @@ def test_hypothesis_any_split(cuts, eol):
 def test_hypothesis_garbage_never_crashes_and_split_invariant(data, cuts):
     whole = feed_all(data, [])
     assert feed_all(data, [c % (len(data) + 1) for c in cuts]) == whole
+
+
+def test_a_line_past_the_cap_raises_and_holds_nothing():
+    """A hostile endless line (issue 26: 300 MB of line grew to 707 MB) fails at the cap, whichever
+    way it is split, and the parser keeps nothing of it; an event of many short data lines too."""
+    from wattbench.server.sse import MAX_LINE_BYTES, SSEError
+
+    assert MAX_LINE_BYTES == 8 << 20
+    p = SSEParser(max_line_bytes=1000)
+    assert p.feed(b"data: ok\n\n") == [(None, b"ok")]
+    p.feed(b"data: " + b"a" * 500)
+    with pytest.raises(SSEError, match="passed 1000 bytes"):
+        for _ in range(10):
+            p.feed(b"a" * 100)
+    assert not p.pending
+    with pytest.raises(SSEError):
+        SSEParser(max_line_bytes=1000).feed(b"data: " + b"b" * 2000)  # in one read
+    many = SSEParser(max_line_bytes=1000)
+    with pytest.raises(SSEError, match="event"):
+        for _ in range(100):
+            many.feed(b"data: " + b"c" * 50 + b"\n")  # never a blank line: one growing event
+    # just under the cap is still an event, split anywhere
+    line = b"data: " + b"d" * 990 + b"\n\n"
+    assert feed_all(line, [3, 500, 995]) == [(None, b"d" * 990)] == SSEParser(1000).feed(line)
+
+
+def test_the_cap_does_not_copy_a_long_line_again_per_read():
+    """Pieces of a long line are kept as they came (no quadratic re-copy): 8 MiB in 4 KiB reads is
+    fast and its event comes back whole."""
+    p = SSEParser()
+    p.feed(b"data: ")
+    piece = b"x" * 4096
+    for _ in range((8 << 20) // 4096 - 1):
+        assert p.feed(piece) == []
+    assert p.feed(b"\n\n") == [(None, piece * ((8 << 20) // 4096 - 1))]

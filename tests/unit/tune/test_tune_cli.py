@@ -21,6 +21,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
         (["--engine", "vllm", "--axis", "a=1", "--objective", "speed"], "--objective"),
         (["--engine", "vllm", "--space", str(tmp_path / "none.yaml")], "not found"),
         (["--engine", "vllm", "--axis", "a=1", "--max-trials", "0"], "--max-trials"),
+        (["--engine", "vllm", "--axis", "a=1", "--boundary", "accelerator_memory"], "no tokens-per-kW figure"),
     ]
     for args, msg in cases:
         p = _wb("tune", *args, "--out", str(tmp_path / "t"), cwd=tmp_path)

@@ -21,12 +21,13 @@ Version history:
   that has it per level in ``extra`` has it moved to the run's field, where it was the same) and,
   for a result read from a tune directory, which trial it is (``Result.tune``). Not stored since:
   the run directory's path (``extra["run_dir"]``: where the result lives is not a result; a file
-  that has it keeps it in ``extra``).
+  that has it keeps it in ``extra``).  Added within version 2 (optional, absent in older files): ``Result.measure``
+  (``MeasureInfo``) and ``LevelResult.tool`` (``ToolLevel``) for ``wattbench measure -- COMMAND``.
 
 The models live in sibling modules along the data's seams — ``records`` (one request),
 ``measures`` (a window's figures: latency, throughput, load, energy, validity), ``level`` (one
 level and its trials), ``analyses`` (the run's sweep/optimiser, Pareto, prefill/decode, carbon),
-``run`` (``Result`` and what describes the run), ``upgrade`` (older files in today's form) — and
+``run`` (``Result`` and what describes the run), ``measure`` (what ``wattbench measure`` adds), ``upgrade`` (older files in today's form) — and
 are all importable from here, as ``from wattbench.results.schema import Result``.
 """
 
@@ -50,6 +51,7 @@ from wattbench.results.schema.level import (
     TrialFigure,
     TrialsBlock,
 )
+from wattbench.results.schema.measure import ClockMapping, MeasureInfo, ToolLevel
 from wattbench.results.schema.measures import (
     BoundaryEnergy,
     EFFICIENCY_FIGURES,
@@ -82,6 +84,7 @@ from wattbench.results.schema.run import (
 from wattbench.results.schema.upgrade import upgrade_v1
 
 __all__ = [
+    "ClockMapping", "MeasureInfo", "ToolLevel",
     "SCHEMA_VERSION", "BoundaryEnergy", "EFFICIENCY_FIGURES", "Figure", "Finding", "LATENCY_FIGURES", "CarbonIntensity", "ClockInfo", "EnergyShare", "Environment", "GPUInfo",
     "Latency", "LevelResult", "LevelTiming", "LoadStats", "NodeInfo", "Num", "Oversaturation", "Pareto",
     "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",

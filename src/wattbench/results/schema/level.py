@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from wattbench.results.schema.base import _M
+from wattbench.results.schema.measure import ToolLevel
 from wattbench.results.schema.measures import (
     BoundaryEnergy,
     Latency,
@@ -120,5 +121,6 @@ class LevelResult(_M):
     oversaturation: Oversaturation | None = None
     stopped_early: str | None = None  # why the level ended before its bound
     target_down: dict[str, Any] | None = None  # the target stopped answering (load/liveness.py), with "text"
+    tool: ToolLevel | None = None  # `wattbench measure`: the level as the load generator ran it
     extra: dict[str, Any] = Field(default_factory=dict)
 

@@ -60,7 +60,9 @@ class Throughput(_M):
     duration_s: float = 0.0
     output_tokens: int = 0
     input_tokens: int = 0
-    token_basis: Literal["tokens_in_window", "measured_request_tokens"] = "measured_request_tokens"
+    # server_counters: the server's token counters over the window (`wattbench measure` around a command
+    # whose requests it cannot see)
+    token_basis: Literal["tokens_in_window", "measured_request_tokens", "server_counters"] = "measured_request_tokens"
     tokens_in_window: TokenCount | None = None
     measured_request_tokens: TokenCount | None = None
 

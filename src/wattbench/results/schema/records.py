@@ -32,7 +32,7 @@ class RequestRecord(_M):
     requested_output_tokens: int | None = None
     token_source: str = "usage"  # usage | tokenizer | approx
     ok: bool = True
-    error: str | None = None  # class: http_<status> | timeout | disconnect | bad_stream | connect
+    error: str | None = None  # class: http_<status> | timeout | disconnect | bad_stream | bad_usage | stall | connect
     error_detail: str | None = None
     http_status: int | None = None
     output_text: str | None = None  # kept only when asked (agree, debugging)

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from wattbench.results.schema.analyses import CarbonIntensity, Pareto, PrefillDecode, SearchOutcome
 from wattbench.results.schema.base import SCHEMA_VERSION, _M
 from wattbench.results.schema.level import LevelResult
+from wattbench.results.schema.measure import MeasureInfo
 from wattbench.results.schema.measures import Validity, Window
 from wattbench.results.schema.upgrade import _typed_from_extra, upgrade_v1
 
@@ -62,6 +63,9 @@ class ServerInfo(_M):
     # engine-specific request fields that force the output length (e.g. {"ignore_eos": true})
     extra_body: dict[str, Any] = Field(default_factory=dict)
     detected_by: list[str] = Field(default_factory=list)  # evidence for `engine`
+    # redirects met while checking the target (server/origin.py): same-host ones followed
+    # ("GET http://h/v1/models -> http://h/api/models (HTTP 308)"), other-host ones refused
+    redirects: list[str] = Field(default_factory=list)
     # set when wattbench launched the server
     pid: int | None = None
     model_path: str | None = None
@@ -140,6 +144,7 @@ class Result(_M):
     # source, the run's (every level uses the same)
     prompt_length_source: str | None = None
     tune: TunedFrom | None = None
+    measure: MeasureInfo | None = None  # `wattbench measure -- COMMAND`: the command and its tool
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")

@@ -1,0 +1,177 @@
+"""Readers of other load generators' result files, for ``wattbench measure -- COMMAND``.
+
+One module per tool format — ``vllm_bench`` (``vllm bench serve --save-result --save-detailed``),
+``aiperf`` (``profile_export.jsonl``), ``guidellm`` (``benchmarks.json``) — each turning the tool's
+files into a ``base.ToolRun`` (per-request stamps on the tool's clock, token counts, the tool's own
+figures, what is not read). ``base.place_on_run_clock`` puts the stamps on the run's clock;
+``markers`` reads ``--window-from`` files. This package knows the files, not the meters: the run
+(``run/measure.py``) accounts the levels as it accounts its own.
+
+Here: which tool a command line is (``detect_tool``), which server it names (``tool_target_url``),
+what it must be given for wattbench to read its result (``check_tool_args``), where its result
+files are (``find_result_files``: given with ``--result``, else where the command's own arguments
+put them, only files the command wrote), and ``read_tool``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from wattbench.errors import UserError
+from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun
+
+__all__ = ["TOOLS", "ToolRun", "ToolLevelData", "ToolRequest", "detect_tool", "tool_target_url", "check_tool_args",
+           "find_result_files", "read_tool"]
+
+TOOLS = ("vllm-bench-serve", "aiperf", "guidellm", "command")
+MAX_SEARCH_DEPTH = 4  # folders below the artifact/output folder searched for the tool's file
+
+
+def _exe(argv: list[str]) -> tuple[str, list[str]]:
+    """The program's name and its arguments; ``python -m vllm.entrypoints.cli.main`` style and a
+    leading ``env``/``uv run`` are not unwrapped (give ``--tool``)."""
+    return os.path.basename(argv[0]) if argv else "", list(argv[1:])
+
+
+def detect_tool(argv: list[str]) -> str:
+    """``vllm-bench-serve``, ``aiperf``, ``guidellm`` or ``command`` (any other)."""
+    name, args = _exe(argv)
+    if name == "vllm" and args[:2] == ["bench", "serve"]:
+        return "vllm-bench-serve"
+    if name == "aiperf" and args[:1] == ["profile"]:
+        return "aiperf"
+    if name == "guidellm" and args[:1] and args[0] in ("run", "benchmark"):
+        return "guidellm"
+    return "command"
+
+
+def _opt(argv: list[str], *names: str) -> list[str]:
+    """Every value of an option (``--name VALUE`` or ``--name=VALUE``), in order."""
+    out = []
+    for i, a in enumerate(argv):
+        for n in names:
+            if a == n and i + 1 < len(argv):
+                out.append(argv[i + 1])
+            elif a.startswith(n + "="):
+                out.append(a[len(n) + 1:])
+    return out
+
+
+def _kv(value: str) -> dict[str, str]:
+    """GuideLLM's ``kind=json,path=out.json`` option values."""
+    out = {}
+    for part in value.split(","):
+        k, sep, v = part.partition("=")
+        if sep:
+            out[k.strip()] = v.strip()
+    return out
+
+
+def tool_target_url(tool: str, argv: list[str]) -> str | None:
+    """The server the tool's arguments name (for its ``/metrics``), if they name one."""
+    if tool == "vllm-bench-serve":
+        base = _opt(argv, "--base-url")
+        if base:
+            return base[-1]
+        host, port = (_opt(argv, "--host") or ["127.0.0.1"])[-1], (_opt(argv, "--port") or ["8000"])[-1]
+        return f"http://{host}:{port}"
+    if tool == "aiperf":
+        u = _opt(argv, "--url", "-u")
+        return u[0] if u else None
+    if tool == "guidellm":
+        u = _opt(argv, "--target")
+        if u:
+            return u[-1]
+        for b in _opt(argv, "--backend"):
+            if "target" in _kv(b):
+                return _kv(b)["target"]
+    return None
+
+
+def check_tool_args(tool: str, argv: list[str]) -> None:
+    """One line, before anything runs, when the tool is not asked to write what wattbench reads."""
+    if tool == "vllm-bench-serve":
+        if "--save-result" not in argv and "--append-result" not in argv:
+            raise UserError("vllm bench serve writes no result file without --save-result; add --save-result "
+                            "--save-detailed (wattbench reads the per-request times)")
+        if "--save-detailed" not in argv:
+            raise UserError("vllm bench serve keeps no per-request times without --save-detailed; add it")
+
+
+def _candidates(tool: str, argv: list[str], cwd: Path) -> list[Path]:
+    """Where the tool's result files can be: exact files, or folders to search."""
+    if tool == "vllm-bench-serve":
+        d = Path((_opt(argv, "--result-dir") or ["."])[-1])
+        d = d if d.is_absolute() else cwd / d
+        name = _opt(argv, "--result-filename")
+        return [d / name[-1]] if name else [d]
+    if tool == "aiperf":
+        d = _opt(argv, "--output-artifact-dir", "--artifact-dir")
+        base = Path(d[-1]) if d else Path("artifacts")
+        return [base if base.is_absolute() else cwd / base]
+    if tool == "guidellm":
+        paths = [v for v in _opt(argv, "--output-path")]
+        paths += [_kv(v)["path"] for v in _opt(argv, "--output") if _kv(v).get("kind") == "json" and "path" in _kv(v)]
+        if paths:
+            return [Path(p) if Path(p).is_absolute() else cwd / p for p in paths]
+        return [cwd]
+    return []
+
+
+_NAMES = {"vllm-bench-serve": None, "aiperf": "profile_export.jsonl", "guidellm": "benchmarks.json"}
+
+
+def _search(tool: str, where: Path) -> list[Path]:
+    name = _NAMES[tool]
+    if where.is_file():
+        return [where]
+    if not where.is_dir():
+        return []
+    if tool == "vllm-bench-serve":  # the result JSON of --save-result (not vLLM's *.pytorch.json twin)
+        return sorted(p for p in where.glob("*.json") if p.is_file() and not p.name.endswith(".pytorch.json"))
+    out = []
+    base_depth = len(where.parts)
+    for root, dirs, files in os.walk(where):
+        if len(Path(root).parts) - base_depth >= MAX_SEARCH_DEPTH:
+            dirs[:] = []
+        if name in files:
+            out.append(Path(root) / name)
+    return sorted(out)
+
+
+def find_result_files(tool: str, argv: list[str], cwd: Path, given: list[str], before: dict[str, int] | None,
+                      existing_only: bool = False) -> list[Path]:
+    """The tool's result files: ``given`` (``--result``), else found where its arguments put them.
+    ``before`` (path -> mtime_ns before the command): only files written since are kept. With
+    ``existing_only``, what exists now (taken before the command); otherwise a tool that wrote
+    nothing is one line."""
+    if given:
+        paths = [Path(g) if Path(g).is_absolute() else cwd / g for g in given]
+        if existing_only:
+            return [p for p in paths if p.is_file()]
+    else:
+        paths = [p for where in _candidates(tool, argv, cwd) for p in _search(tool, where)]
+    if existing_only:
+        return paths
+    fresh = [p for p in paths if p.is_file() and (before is None or before.get(str(p)) != p.stat().st_mtime_ns)]
+    if not fresh:
+        where = ", ".join(str(p) for p in (paths if given else _candidates(tool, argv, cwd))) or str(cwd)
+        raise UserError(f"{tool} wrote no result file wattbench reads (looked for "
+                        f"{_NAMES[tool] or 'its --save-result JSON'} in {where}); give it with --result FILE")
+    if tool == "aiperf" and len(fresh) > 1:  # one profiling run per command: the newest
+        fresh = [max(fresh, key=lambda p: p.stat().st_mtime_ns)]
+    return fresh
+
+
+def read_tool(tool: str, paths: list[Path]) -> ToolRun:
+    """The tool's files read by its module."""
+    if tool == "vllm-bench-serve":
+        from wattbench.results.tools import vllm_bench as mod
+    elif tool == "aiperf":
+        from wattbench.results.tools import aiperf as mod
+    elif tool == "guidellm":
+        from wattbench.results.tools import guidellm as mod
+    else:
+        raise UserError(f"--tool {tool}: wattbench reads vllm-bench-serve, aiperf and guidellm result files")
+    return mod.read(paths)

@@ -1,0 +1,160 @@
+"""What every load generator's result file is read into, and how its stamps reach the run's clock.
+
+A reader (one module per tool format) turns the tool's files into a ``ToolRun``: one
+``ToolLevelData`` per benchmark / rate the tool ran, each with its requests as the tool timed them
+(``ToolRequest``: start, first token, last token, end, in ns of the *tool's* clock), the token
+counts it recorded, and its own latency figures, carried over under names that say they are the
+tool's. Nothing here reads a meter or computes an efficiency figure.
+
+``place_on_run_clock`` decides which clock the tool stamped with and gives the offset onto the
+run's monotonic clock (``ClockMapping``): a tool's stamps must all lie inside the command's
+lifetime, which is known on the run's clock, so
+
+* stamps that already lie there (``time.perf_counter``: CLOCK_MONOTONIC, shared by every process
+  of a Linux host) are taken as they are — offset 0, exact;
+* stamps that lie there once moved by the wall anchor (``time.time``) are moved by it; every
+  mapped stamp is then uncertain by the anchor's bracketing plus the drift of the wall clock
+  against the monotonic one over the run (measured between the anchor and a second reading at
+  the command's end; NTP slews the wall clock by up to 500 ppm).
+* stamps that lie there on neither clock are refused with one line (a file from another run).
+
+What that uncertainty does to the figures: every stamp of a level moves by the same offset, so a
+level's window keeps its duration and its tokens stay inside it; only the window's position
+against the meter's samples moves, by at most ``uncertainty_ns``. The window's energy then
+changes by at most (the difference of the power at its two edges) × ``uncertainty_ns`` — under
+1e-4 of the window's energy for a window of 10 s and an uncertainty of 1 ms, and zero for a
+constant power.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from wattbench.clock import ClockAnchor
+from wattbench.errors import UserError
+from wattbench.results.schema import ClockMapping, RequestRecord, build_record
+
+# a tool's stamp may lie this far outside the command's lifetime on the chosen clock (float
+# seconds round; a process's first stamp can precede the parent's "started" reading by nothing,
+# but a float in seconds of 1.7e9 has a resolution of ~0.24 us)
+EDGE_SLACK_NS = 1_000_000
+
+
+@dataclass
+class ToolRequest:
+    """One request as the tool timed it: ns on the tool's own clock (``None`` where not recorded)."""
+
+    start_ns: int
+    first_token_ns: int | None = None
+    last_token_ns: int | None = None
+    end_ns: int | None = None
+    chunk_ns: list[int] | None = None  # every content chunk's arrival, where the tool kept them
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    ok: bool = True
+    error: str | None = None
+    warmup: bool = False
+    request_id: str | None = None
+
+
+@dataclass
+class ToolLevelData:
+    """One benchmark / rate of the tool: how it loaded the server and what it timed."""
+
+    label: str
+    mode: str  # concurrency | rate
+    value: float  # streams, or requests/s (inf: every request at once)
+    requests: list[ToolRequest]
+    figures: dict[str, float | None] = field(default_factory=dict)  # the tool's own, units in names
+    max_in_flight: int | None = None  # a rate level capped at this many requests in flight
+    arrival: str = "poisson"  # a rate level's arrival process (poisson | constant | gamma:K)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ToolRun:
+    """Everything read from one tool's result files."""
+
+    tool: str  # vllm-bench-serve | aiperf | guidellm
+    levels: list[ToolLevelData]
+    tokens_counted_by: str  # "server usage", "the tool's tokenizer", ...
+    token_source: str = "usage"  # RequestRecord.token_source of its records: usage | tokenizer
+    version: str | None = None
+    files: list[str] = field(default_factory=list)
+    not_read: list[str] = field(default_factory=list)  # what its files hold that is not used
+    notes: list[str] = field(default_factory=list)
+
+
+def stamps(run: ToolRun) -> tuple[int, int] | None:
+    """The earliest and latest stamp of every request of the run, on the tool's clock."""
+    lo = hi = None
+    for lv in run.levels:
+        for r in lv.requests:
+            for t in (r.start_ns, r.first_token_ns, r.last_token_ns, r.end_ns):
+                if t is None:
+                    continue
+                lo = t if lo is None or t < lo else lo
+                hi = t if hi is None or t > hi else hi
+    return None if lo is None else (lo, hi)
+
+
+def place_on_run_clock(lo_ns: int, hi_ns: int, started_ns: int, ended_ns: int, anchor: ClockAnchor,
+                       end_anchor: ClockAnchor, what: str) -> ClockMapping:
+    """The clock the tool stamped with, from where its stamps ``[lo_ns, hi_ns]`` fall against the
+    command's lifetime ``[started_ns, ended_ns]`` on the run's clock (module doc)."""
+    slack = EDGE_SLACK_NS
+    if started_ns - slack <= lo_ns and hi_ns <= ended_ns + slack:
+        return ClockMapping(source_clock="monotonic", offset_ns=0, uncertainty_ns=0,
+                            note="the tool stamps with CLOCK_MONOTONIC (time.perf_counter), the run's own clock: "
+                                 "its stamps are used as they are")
+    offset = anchor.mono_ns - anchor.wall_ns
+    drift = (end_anchor.wall_ns - end_anchor.mono_ns) - (anchor.wall_ns - anchor.mono_ns)
+    unc = anchor.uncertainty_ns + end_anchor.uncertainty_ns + abs(drift)
+    lo, hi = lo_ns + offset, hi_ns + offset
+    if started_ns - slack - unc <= lo and hi <= ended_ns + slack + unc:
+        return ClockMapping(source_clock="wall", offset_ns=offset, uncertainty_ns=unc, wall_drift_ns=drift,
+                            note=f"the tool stamps with the wall clock (time.time); its stamps were moved onto the "
+                                 f"run's monotonic clock by the run's wall anchor, each within {unc / 1e6:.3f} ms "
+                                 f"(anchor bracketing {(anchor.uncertainty_ns + end_anchor.uncertainty_ns) / 1e3:.1f} us "
+                                 f"+ wall-clock drift over the run {abs(drift) / 1e3:.1f} us)")
+    raise UserError(f"{what}: its request times lie outside the command's run on both the monotonic and the wall "
+                    "clock (a result file from another run?); remove the old file or point --result at this run's")
+
+
+def to_records(level: ToolLevelData, index: int, offset_ns: int, token_source: str) -> list[RequestRecord]:
+    """The level's requests as ``RequestRecord``s on the run's clock (ids in the tool's order)."""
+    out: list[RequestRecord] = []
+
+    def mv(t: int | None) -> int | None:
+        return None if t is None else t + offset_ns
+
+    for i, r in enumerate(level.requests):
+        out.append(build_record(
+            id=i, level=index, warmup=r.warmup, sent_ns=r.start_ns + offset_ns, first_token_ns=mv(r.first_token_ns),
+            last_token_ns=mv(r.last_token_ns), end_ns=mv(r.end_ns),
+            chunk_ns=[t + offset_ns for t in r.chunk_ns] if r.chunk_ns else [],
+            input_tokens=r.input_tokens, output_tokens=r.output_tokens, token_source=token_source, ok=r.ok,
+            error=r.error, **({"request_id": r.request_id} if r.request_id else {})))
+    return out
+
+
+def seconds_to_ns(t: float | None) -> int | None:
+    """A stamp in float seconds (as the tools write them) in integer ns."""
+    return None if t is None else int(round(float(t) * 1e9))
+
+
+def read_json(path, what: str):
+    """A tool's JSON file, or one line naming the file and what is wrong with it."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except OSError as e:
+        raise UserError(f"{what}: cannot read {path} ({e.strerror or e})") from None
+    except ValueError as e:
+        raise UserError(f"{what}: {path} is not JSON ({e})") from None
+
+
+def bad_file(what: str, path, problem: str) -> UserError:
+    return UserError(f"{what}: {path} {problem}; is it the tool's own output, unedited?")

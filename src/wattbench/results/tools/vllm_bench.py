@@ -1,0 +1,114 @@
+"""``vllm bench serve --save-result --save-detailed``: its result JSON → a ``ToolRun``.
+
+Read (vLLM 0.32, ``vllm/benchmarks/serve.py``): per request ``start_times`` (``time.perf_counter()``
+when the request was about to be posted: CLOCK_MONOTONIC, the run's own clock), ``ttfts`` (s, to
+the first chunk with ``choices``), ``itls`` (s, the gaps between later ``choices`` chunks — the
+finish chunk included), ``latencies`` (s, to the last ``choices`` chunk), ``output_lens`` (the
+server's ``usage.completion_tokens`` where it sent one, else vLLM retokenizes the text),
+``input_lens`` (the server's ``usage.prompt_tokens`` where sent, else the prompt's length) and
+``errors`` (a failed request has a non-empty one); the level's load from ``max_concurrency`` and
+``request_rate``; its own figures (``mean_ttft_ms`` …, ``output_throughput``) carried over.
+
+Not read: ``generated_texts``, ``queue_times`` (the client's wait for a concurrency slot: the
+request was not sent yet, and ``start_times`` is taken after it), goodput and the ``--percentile-
+metrics`` other than those named in ``FIGURES``. The warm-up requests (``--num-warmups``) are not
+in the file: vLLM waits for all of them before the first timed request, so none is in flight
+inside the window. Without ``--save-detailed`` the file has no per-request times, and no level can
+be placed: that is refused with one line saying to add it.
+
+One file is one level; ``--append-result`` writes one JSON object per line, one level each.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from wattbench.errors import UserError
+from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun, bad_file, seconds_to_ns
+
+TOOL = "vllm-bench-serve"
+WHAT = "vllm bench serve"
+FIGURES = ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
+           "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
+           "request_throughput", "output_throughput", "total_token_throughput", "duration")
+NOT_READ = ["generated_texts", "queue_times (the wait for a --max-concurrency slot, before start_times)",
+            "goodput and percentile metrics other than mean/median/p99 of ttft, tpot, itl, e2el"]
+
+
+def _objects(path: Path) -> list[dict]:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise UserError(f"{WHAT}: cannot read {path} ({e.strerror or e})") from None
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        pass
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):  # --append-result: one object a line
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except ValueError as e:
+                raise bad_file(WHAT, path, f"is not JSON (line {n}: {e})") from None
+    return out
+
+
+def _level(d: dict, path: Path, n: int) -> ToolLevelData:
+    if "start_times" not in d or "ttfts" not in d:
+        raise UserError(f"{WHAT}: {path} has no per-request times; run it with --save-result --save-detailed")
+    starts, ttfts, itls = d["start_times"], d["ttfts"], d.get("itls") or []
+    lats, outs, ins, errs = d.get("latencies") or [], d.get("output_lens") or [], d.get("input_lens") or [], \
+        d.get("errors") or []
+    if not (len(starts) == len(ttfts) == len(lats)):
+        raise bad_file(WHAT, path, "has per-request lists of different lengths")
+    reqs = []
+    for i, st in enumerate(starts):
+        err = errs[i] if i < len(errs) else None
+        s = seconds_to_ns(st)
+        if err:
+            reqs.append(ToolRequest(start_ns=s, ok=False, error="tool_error", end_ns=None))
+            continue
+        ttft, lat = ttfts[i], lats[i]
+        n_out = outs[i] if i < len(outs) else None
+        reqs.append(ToolRequest(start_ns=s, first_token_ns=s + seconds_to_ns(ttft), last_token_ns=s + seconds_to_ns(lat),
+                                end_ns=s + seconds_to_ns(lat), output_tokens=int(n_out) if n_out is not None else None,
+                                input_tokens=int(ins[i]) if i < len(ins) and ins[i] is not None else None))
+    rate = d.get("request_rate")
+    rate = math.inf if rate in (None, "inf", "Infinity") else float(rate)
+    conc = d.get("max_concurrency")
+    notes = []
+    if conc is not None and math.isinf(rate):
+        mode, value, cap = "concurrency", float(conc), None
+    elif math.isinf(rate):  # every request at once, no cap
+        mode, value, cap = "rate", math.inf, None
+    else:
+        mode, value, cap = "rate", rate, int(conc) if conc is not None else None
+    burst = d.get("burstiness")
+    arrival = "poisson" if burst in (None, 1, 1.0) else f"gamma:{float(burst):g}"
+    if d.get("ramp_up_strategy"):
+        notes.append(f"the request rate ramped ({d.get('ramp_up_strategy')}); the level's rate is not one rate")
+    label = (f"concurrency={int(value)}" if mode == "concurrency" else
+             ("rate=inf" if math.isinf(value) else f"rate={value:g}") + (f" max_concurrency={cap}" if cap else ""))
+    if n:
+        label += f" #{n + 1}"
+    figures = {k: (float(d[k]) if isinstance(d.get(k), (int, float)) else None) for k in FIGURES if k in d}
+    if "duration" in figures:
+        figures["duration_s"] = figures.pop("duration")
+    return ToolLevelData(label=label, mode=mode, value=value, requests=reqs, figures=figures, max_in_flight=cap,
+                         arrival=arrival, notes=notes)
+
+
+def read(paths: list[Path]) -> ToolRun:
+    levels, version = [], None
+    for p in paths:
+        for n, d in enumerate(_objects(p)):
+            if not isinstance(d, dict):
+                raise bad_file(WHAT, p, "is not a JSON object")
+            levels.append(_level(d, p, n))
+    return ToolRun(tool=TOOL, levels=levels, version=version, files=[str(p) for p in paths], not_read=list(NOT_READ),
+                   tokens_counted_by="the server's usage.completion_tokens (vLLM retokenizes the text where a "
+                                     "response has none)",
+                   token_source="usage")

@@ -1,0 +1,445 @@
+"""``measure(MeasureConfig, progress) -> Result``: energy around a load generator someone already runs.
+
+    sensors ──► Sampler ──► TelemetryLog ────────────────┐     the same as `run` (run/telemetry.py)
+    /metrics ──► MetricsScraper ─────────────────────────┤
+    idle before ── COMMAND (its lifetime on the run's clock) ── idle after
+    the tool's result files ──► ToolRun (results/tools/) ─┴─► LevelOutcome ──► account_level ──► LevelResult
+
+The command runs as given (``wattbench measure -- vllm bench serve …``), with every meter sampled as
+``wattbench run`` samples it (the same sensors, sample interval, idle baseline before and after,
+``/metrics`` scraper). When it has ended:
+
+* a known load generator (``vllm bench serve --save-result --save-detailed``, AIPerf's
+  ``profile_export.jsonl``, GuideLLM's ``benchmarks.json``): its files are read
+  (``results/tools/``), one level per benchmark / rate it ran; its per-request start, first-token
+  and end stamps are placed on the run's clock (``results/tools/base.place_on_run_clock``: as they
+  are when the tool stamps with CLOCK_MONOTONIC, by the wall anchor when it stamps with the wall
+  clock, with the uncertainty that adds), and the level is built exactly as ``run`` builds its
+  own (``load.level.assemble_outcome``: window, steady state; ``accounting.level.account_level``:
+  energy, tokens in the window, verdict; per-request energy). The tool's own latency figures are
+  kept beside, labelled as the tool's (``LevelResult.tool``). Where the server exposes token
+  counters, the tokens in the window are also taken from them and the two counts compared;
+* any other command: one level per ``--window-from`` marker pair, else one level over the
+  command's lifetime; tokens from the server's counters over the window; with no counters the
+  level has energy and power only, and says it cannot credit tokens.
+
+The run directory is a normal one (``result.json``, ``requests.jsonl``, ``telemetry.jsonl``,
+``server_timeline.jsonl``, ``report.html``) with ``command.log`` (the command's output) beside,
+registered in the history, so ``report``, ``compare``, ``regress`` and ``plan`` read it unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wattbench.accounting import account_window, level_validity
+from wattbench.accounting.level import account_level, add_level_findings, count_source
+from wattbench.accounting.validity import Finding
+from wattbench.clock import ClockAnchor, now_ns
+from wattbench.config import RunConfig
+from wattbench.errors import Interrupted, TargetError, UserError, WattbenchError
+from wattbench.load.level import assemble_outcome
+from wattbench.load.types import LevelSpec
+from wattbench.results import rundir
+from wattbench.results.recordset import as_record_set
+from wattbench.results.schema import (
+    LevelResult,
+    LoadStats,
+    MeasureInfo,
+    Result,
+    ServerInfo,
+    Throughput,
+    TokenCount,
+    ToolLevel,
+    Window,
+)
+from wattbench.results.store import HistoryStore
+from wattbench.results.tools import (
+    TOOLS,
+    ToolRun,
+    check_tool_args,
+    detect_tool,
+    find_result_files,
+    read_tool,
+    tool_target_url,
+)
+from wattbench.results.tools.base import place_on_run_clock, stamps, to_records
+from wattbench.results.tools.markers import read_markers
+from wattbench.run import analyses, telemetry
+from wattbench.run.benchmark import SCRAPE_INTERVAL_S, idle_after, idle_before, new_run_id, start_result
+from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
+from wattbench.server.metrics import MetricsScraper
+from wattbench.server.redact import redact_argv
+
+__all__ = ["MeasureConfig", "measure", "CommandFailed", "NO_TOKENS"]
+
+PROGRESS_PERIOD_S = 1.0
+# beyond the counter's own edge uncertainty (the scrapes around the window's edges), the two counts
+# (the tool's records, the server's counter) may differ by this share before a level is warned: a
+# tool that counts with its tokenizer, or a server that counts a stop token, differs by a little
+TOKEN_AGREEMENT_TOL = 0.02
+NO_TOKENS = ("no tokens can be credited to this window: the command is not a load generator wattbench reads "
+             "and the server exposes no token counters (give --target URL of a server with /metrics); "
+             "energy and power only")
+
+
+class CommandFailed(WattbenchError):
+    """The command exited non-zero or wrote no result wattbench could read; what was measured is kept."""
+
+    exit_code = 1
+
+
+@dataclass
+class MeasureConfig:
+    """What ``wattbench measure`` runs: the command, and the run's settings (``run``: sensors,
+    idle, price, PUE, output, history; ``run.target``: a server whose ``/metrics`` to scrape)."""
+
+    command: list[str]
+    run: RunConfig
+    tool: str | None = None  # None: recognised from the command (results/tools.detect_tool)
+    result_files: list[str] = field(default_factory=list)  # --result: the tool's files, else found
+    window_from: str | None = None  # --window-from FILE: start/end markers
+    cwd: str | None = None  # where the command runs (its relative result paths too)
+
+
+def measure(mcfg: MeasureConfig, progress: ProgressFn | None = None) -> Result:
+    """Run the command with every meter sampled and return the Result (also written to disk).
+
+    ``UserError`` for bad input before anything is written; ``Interrupted`` (the partial result
+    attached) on Ctrl-C/SIGTERM; ``CommandFailed`` when the command failed or its files could not
+    be read — the run directory then keeps what was measured (energy over its lifetime)."""
+    anchor = ClockAnchor.take()
+    with contextlib.ExitStack() as stack:
+        session = RunSession(config=mcfg.run, progress=progress or (lambda event, data: None), anchor=anchor,
+                             run_id=new_run_id(anchor), stack=stack)
+        try:
+            return _measure(session, mcfg)
+        except (KeyboardInterrupt, Interrupted) as e:
+            session.finish("interrupted", "stopped by signal during the command")
+            err = Interrupted("interrupted; what was measured is saved"
+                              + (f" in {session.run_dir}" if session.run_dir and session.result else ""))
+            err.result = session.result  # type: ignore[attr-defined]
+            raise err from e
+        except CommandFailed:
+            raise
+        except Exception as e:
+            if session.result is not None:
+                session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}")
+            raise
+
+
+# ---------------------------------------------------------------------------------- the phases
+
+
+def _check_command(mcfg: MeasureConfig) -> tuple[str, Path]:
+    """The tool the command is (or ``command``) and its working directory; one line when the
+    command cannot be run."""
+    if not mcfg.command:
+        raise UserError("no command given: wattbench measure [OPTIONS] -- COMMAND [ARGS...]")
+    cwd = Path(mcfg.cwd or os.getcwd())
+    tool = mcfg.tool or detect_tool(mcfg.command)
+    if tool not in TOOLS:
+        raise UserError(f"--tool {tool}: choose one of {', '.join(TOOLS)}")
+    check_tool_args(tool, mcfg.command)
+    exe = mcfg.command[0]
+    found = shutil.which(exe, path=os.environ.get("PATH")) if os.sep not in exe else (
+        exe if os.access(cwd / exe if not os.path.isabs(exe) else exe, os.X_OK) else None)
+    if not found:
+        raise UserError(f"command not found: {exe!r} (give its path, or put it on PATH)")
+    if mcfg.window_from is not None and not (cwd / mcfg.window_from).parent.is_dir():
+        raise UserError(f"--window-from {mcfg.window_from}: its folder does not exist")
+    for f in mcfg.result_files:
+        if not (cwd / f).parent.is_dir():
+            raise UserError(f"--result {f}: its folder does not exist")
+    return tool, cwd
+
+
+def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[ServerInfo, list[str], str | None]:
+    """The server whose ``/metrics`` is scraped: ``--target`` (must answer), else the URL the
+    tool's arguments name (a note when it does not answer: the command may start it)."""
+    import asyncio
+
+    from wattbench.run.targets import api_key
+    from wattbench.server.detect import detect_server
+    from wattbench.server.openai import normalize_base_url
+    from wattbench.server.redact import combine_credentials
+
+    cfg = session.config
+    given = cfg.target
+    url = given or tool_target_url(tool, mcfg.command)
+    if not url:
+        return ServerInfo(), [], None
+    clean, key = combine_credentials(url, api_key(cfg))
+    base = normalize_base_url(clean)
+    try:
+        server = asyncio.run(detect_server(base, key))
+    except TargetError as e:
+        if given:
+            raise UserError(f"--target {given}: {e}") from None
+        return ServerInfo(), [f"the server the command names ({base}) did not answer before it started ({e}); "
+                              "no /metrics was scraped"], None
+    server.base_url = base
+    return server, [], key
+
+
+def _measure(session: RunSession, mcfg: MeasureConfig) -> Result:
+    cfg = session.config
+    tool, cwd = _check_command(mcfg)
+    run_dir = resolve_run_dir(cfg, session.run_id)
+    if not cfg.out:
+        run_dir = run_dir.resolve()
+    server, notes, key = _server(session, mcfg, tool)
+    problems = telemetry.start_telemetry(session)
+    info = MeasureInfo(command=redact_argv(mcfg.command), tool=tool, notes=notes)
+    result = start_result(session, run_dir, server, problems, measure=info)
+    if server.metrics_endpoint:
+        session.scraper = MetricsScraper(server.metrics_endpoint, interval_s=SCRAPE_INTERVAL_S, engine=server.engine,
+                                         api_key=key).start()
+        session.stack.callback(session.scraper.stop)
+    idle_before(session)
+    before = _files_before(tool, mcfg, cwd)
+    end_anchor, rc = _run_command(session, mcfg, cwd, info)
+    session.await_closing_reads(info.ended_ns)
+    failure = None
+    if rc != 0:
+        failure = f"the command exited with status {rc}"
+    levels_done = False
+    if tool != "command" and failure is None:
+        try:
+            run = read_tool(tool, find_result_files(tool, mcfg.command, cwd, mcfg.result_files, before))
+            _tool_levels(session, run, info, end_anchor)
+            levels_done = True
+        except UserError as e:
+            failure = str(e)
+    if not levels_done:
+        _window_levels(session, mcfg, cwd, info, end_anchor, tool_failed=failure if tool != "command" else None)
+    analyses.run_analyses(session)
+    idle_after(session)
+    if failure is not None:
+        session.finish("failed", failure)
+        _register(session, result)
+        raise CommandFailed(f"{failure}; the energy over its run is kept in {session.run_dir}")
+    session.finish("complete", None)
+    _register(session, result)
+    return result
+
+
+def _register(session: RunSession, result: Result) -> None:
+    if session.config.register_run and session.run_dir is not None:
+        with contextlib.suppress(Exception):  # history is an index; the run directory is the record
+            HistoryStore(session.config.db).register(result, session.run_dir)
+
+
+def _files_before(tool: str, mcfg: MeasureConfig, cwd: Path) -> dict[str, float]:
+    """The tool's candidate result files that exist before the command (path -> mtime), so that
+    only files it wrote are read."""
+    if tool == "command":
+        return {}
+    return {str(p): p.stat().st_mtime_ns for p in find_result_files(tool, mcfg.command, cwd, mcfg.result_files,
+                                                                     None, existing_only=True)}
+
+
+def _run_command(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: MeasureInfo
+                 ) -> tuple[ClockAnchor, int]:
+    """Run the command to its end, its output into ``command.log`` (and the progress callback,
+    line by line); power in the progress every second. Ctrl-C stops it (SIGINT, then SIGTERM and
+    SIGKILL by PID) and raises."""
+    log_path = session.run_dir / "command.log"
+    session.emit("phase", name="command", message="running: " + " ".join(info.command))
+    with open(log_path, "wb") as log:
+        info.started_ns = now_ns()
+        proc = subprocess.Popen(mcfg.command, cwd=str(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+
+        def pump() -> None:
+            for line in iter(proc.stdout.readline, b""):
+                log.write(line)
+                session.emit("command_output", line=line.decode(errors="replace").rstrip("\n"))
+            proc.stdout.close()
+
+        reader = threading.Thread(target=pump, name="measure-command-output", daemon=True)
+        reader.start()
+        try:
+            while True:
+                try:
+                    rc = proc.wait(timeout=PROGRESS_PERIOD_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    power = session.sampler.latest_power_w() if session.sampler is not None else None
+                    session.emit("progress", index=0, elapsed_s=(now_ns() - info.started_ns) / 1e9, power_w=power)
+        except BaseException:
+            info.ended_ns = now_ns()
+            _stop(proc)
+            reader.join(timeout=10)
+            raise
+        info.ended_ns = now_ns()
+        end_anchor = ClockAnchor.take()
+        reader.join(timeout=60)
+    info.exit_code = rc
+    return end_anchor, rc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop the command by PID: SIGINT (as a Ctrl-C would), SIGTERM after 10 s, SIGKILL after 10 more."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        if proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
+
+
+# ---------------------------------------------------------------------------------- levels
+
+
+def _tool_levels(session: RunSession, run: ToolRun, info: MeasureInfo, end_anchor: ClockAnchor) -> None:
+    """One level per benchmark the tool ran, accounted as ``run`` accounts its own."""
+    info.tool_version = run.version
+    info.result_files = list(run.files)
+    info.not_read = list(run.not_read)
+    info.notes += run.notes
+    info.window_source = "tool records"
+    info.token_source = "tool records"
+    span = stamps(run)
+    if span is None:
+        raise UserError(f"{run.tool}: {', '.join(run.files)} holds no timed request")
+    info.clock = place_on_run_clock(span[0], span[1], info.started_ns, info.ended_ns, session.anchor, end_anchor,
+                                    f"{run.tool} ({', '.join(run.files)})")
+    for lv in run.levels:
+        index = len(session.result.levels)
+        records = as_record_set(to_records(lv, index, info.clock.offset_ns, run.token_source))
+        spec = LevelSpec(index=index, mode=lv.mode, value=lv.value,  # type: ignore[arg-type]
+                         max_in_flight=lv.max_in_flight, arrival=lv.arrival)
+        target_rate = lv.value if lv.mode == "rate" else None
+        outcome = assemble_outcome(spec, [], info.started_ns, target_rate, 1, records=records)
+        level = account_level(index, spec, outcome, session.level_context(), count_source(records))
+        level.label = f"{run.tool}: {lv.label}"
+        add_level_findings(level, spec, outcome, None)
+        level.timing = None  # the tool's warm-up and duration are its own (in the figures and notes)
+        analyses.attribute(session, level, records)
+        level.tool = ToolLevel(tool=run.tool, label=lv.label, figures=dict(lv.figures),
+                               tokens_counted_by=run.tokens_counted_by, notes=list(lv.notes),
+                               tool_output_tokens=level.throughput.tokens_in_window.output
+                               if level.throughput.tokens_in_window else None)
+        _cross_check(level, session.scraper.timeline if session.scraper is not None else None)
+        _record(session, level, records)
+
+
+def _cross_check(level: LevelResult, timeline) -> None:
+    """The server's own count of the tokens in the window beside the tool's. The counter is read
+    between scrapes, so it is known to within the tokens of the two scrape intervals around the
+    window's edges (``ServerTimeline.counter_edge_error``); a warning when the two counts differ by
+    more than that plus ``TOKEN_AGREEMENT_TOL`` of the count (a token counted differently)."""
+    tl = level.tool
+    if tl is None or timeline is None or "generation_tokens" not in timeline.series:
+        return
+    w = level.window
+    server = timeline.counter_delta("generation_tokens", w.start_ns, w.end_ns)
+    edge = timeline.counter_edge_error("generation_tokens", w.start_ns, w.end_ns)
+    if server is None or edge is None:
+        tl.notes.append("the server's token counter was not scraped on both sides of the window: no cross-check")
+        return
+    tl.server_output_tokens = float(server)
+    tl.server_output_tokens_error = float(edge)
+    if tl.tool_output_tokens is None or server <= 0:
+        return
+    tl.token_disagreement = tl.tool_output_tokens / server - 1.0
+    allowed = edge + TOKEN_AGREEMENT_TOL * server
+    if abs(tl.tool_output_tokens - server) > allowed:
+        from wattbench.accounting.validity import combine, worst
+
+        why = (f"the tool's records credit {tl.tool_output_tokens:.0f} output tokens to the window, the server's "
+               f"counter {server:.0f} ± {edge:.0f} (its scrapes around the edges): another client on the server, or "
+               "a token count off")
+        level.validity = worst(level.validity, combine([Finding("warn", why)]))
+
+
+def _window_levels(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: MeasureInfo, end_anchor: ClockAnchor,
+                   tool_failed: str | None) -> None:
+    """Levels without per-request records: ``--window-from`` marker pairs, else the command's
+    lifetime; tokens from the server's counters when scraped."""
+    windows: list[tuple[str, int, int]]
+    if mcfg.window_from is not None:
+        marks = read_markers(cwd / mcfg.window_from)
+        lo = min(a for _, a, _ in marks)
+        hi = max(b for _, _, b in marks)
+        info.clock = place_on_run_clock(lo, hi, info.started_ns, info.ended_ns, session.anchor, end_anchor,
+                                        f"--window-from {mcfg.window_from}")
+        off = info.clock.offset_ns
+        windows = [(label, a + off, b + off) for label, a, b in marks]
+        info.window_source = "markers"
+    else:
+        windows = [("command", info.started_ns, info.ended_ns)]
+        info.window_source = "command lifetime"
+    timeline = session.scraper.timeline if session.scraper is not None else None
+    has_counters = timeline is not None and "generation_tokens" in timeline.series
+    info.token_source = "server counters" if has_counters else "none"
+    if tool_failed:
+        info.notes.append(f"the tool's result could not be used ({tool_failed}); the window is "
+                          + ("the markers'" if mcfg.window_from else "the command's lifetime"))
+    for label, t0, t1 in windows:
+        level = _counter_level(session, len(session.result.levels), label, t0, t1, timeline if has_counters else None)
+        _record(session, level, [])
+
+
+def _counter_level(session: RunSession, index: int, label: str, t0: int, t1: int, timeline) -> LevelResult:
+    """A level over ``[t0, t1]`` whose tokens are the server's counters' increase (none without)."""
+    cfg = session.config
+    dur = max(0.0, (t1 - t0) / 1e9)
+    out_tok = in_tok = 0.0
+    found: list[Finding] = []
+    if timeline is not None:
+        out_tok = max(0.0, timeline.counter_delta("generation_tokens", t0, t1) or 0.0)
+        in_tok = max(0.0, timeline.counter_delta("prompt_tokens", t0, t1) or 0.0) if "prompt_tokens" in timeline.series else 0.0
+        if not timeline.covers(t0, t1, "generation_tokens"):
+            found.append(Finding("warn", "the server's token counter was not scraped on both sides of the window; "
+                                         "its tokens are extrapolated at an edge"))
+    else:
+        found.append(Finding("warn", NO_TOKENS))
+    per_s = (lambda n: n / dur if dur > 0 else 0.0)
+    tp = Throughput(output_tokens_per_s=per_s(out_tok), input_tokens_per_s=per_s(in_tok),
+                    total_tokens_per_s=per_s(out_tok + in_tok), duration_s=dur, output_tokens=int(round(out_tok)),
+                    input_tokens=int(round(in_tok)), token_basis="server_counters",
+                    tokens_in_window=TokenCount(output=out_tok, input=in_tok) if timeline is not None else None)
+    level = LevelResult(index=index, label=label, load=LoadStats(mode="concurrency"),
+                        window=Window(start_ns=t0, end_ns=t1, duration_s=dur, kind="full"), throughput=tp,
+                        token_source="server_counters" if timeline is not None else "none")
+    accounted = None
+    if session.log is None:
+        level.energy_unavailable_reason = "no power meter (see the run's verdict)"
+    elif dur <= 0:
+        level.energy_unavailable_reason = "the window is empty"
+    else:
+        accounted = account_window(session.log, t0, t1, output_tokens=int(round(out_tok)),
+                                   total_tokens=int(round(out_tok + in_tok)), idle=session.idle_power,
+                                   price_per_kwh=cfg.price_per_kwh, pue=cfg.pue, kind="full")
+        level.energy = accounted.energy
+        level.thermal = accounted.thermal
+    ctx = session.level_context()
+    level.server_metrics = (ctx.timeline.summary(t0, t1) if ctx.timeline is not None else
+                            {"available": False, "reason": "no server /metrics was scraped (give --target URL)"})
+    level.validity = level_validity(accounted, token_source=None, extra=found)
+    level.tool = ToolLevel(tool="command", label=label, tokens_counted_by="the server's token counters"
+                           if timeline is not None else "none",
+                           server_output_tokens=out_tok if timeline is not None else None,
+                           server_output_tokens_error=timeline.counter_edge_error("generation_tokens", t0, t1)
+                           if timeline is not None else None)
+    return level
+
+
+def _record(session: RunSession, level: LevelResult, records) -> None:
+    """Add the level and write the run directory (its requests appended), as ``run`` does."""
+    session.result.levels.append(level)
+    if len(records):
+        rundir.append_requests(session.run_dir, as_record_set(records), keep_chunks=session.config.keep_chunks)
+    session.write_level_artifacts()
+    session.emit("level_done", index=level.index, level=level)

@@ -1,0 +1,115 @@
+"""``wattbench measure -- COMMAND`` end to end with a command that is no load generator wattbench
+reads: the installed CLI (``python -m wattbench``) around a small Python client that streams
+completions from the scripted server (``--vllm-metrics``: vLLM's token counters), a declared node
+sensor as ground truth. The tools it does read are in tests/integration/test_measure_tools.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_run_cli import wb
+from tests.fakes.stream_server_proc import stream_server
+from wattbench.results.rundir import load_result
+
+CLIENT = r'''
+import json, sys, time, urllib.request
+base, n, markers = sys.argv[1], int(sys.argv[2]), (sys.argv[3] if len(sys.argv) > 3 else None)
+def mark(kind, label=""):
+    if markers:
+        with open(markers, "a") as f:
+            f.write(f"{kind} {time.time():.6f} {label}\n")
+for part in ("first", "second"):
+    mark("start", part)
+    for i in range(n):
+        body = json.dumps({"model": "fake-model", "prompt": f"p{i} hello", "max_tokens": 32, "stream": True}).encode()
+        req = urllib.request.Request(base + "/v1/completions", body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req) as r:
+            r.read()
+    mark("end")
+'''
+
+POWER_W = 300.0
+
+
+def _client(tmp_path: Path) -> Path:
+    p = tmp_path / "client.py"
+    p.write_text(CLIENT)
+    return p
+
+
+def test_any_command_tokens_from_the_servers_counters(tmp_path):
+    with stream_server("--ttft-ms", "20", "--itl-ms", "5", "--vllm-metrics") as (base, stats):
+        out = tmp_path / "run"
+        p = wb("measure", "-s", f"const:node={POWER_W:g}", "--idle", "0.5", "-t", base, "--no-register", "-o", str(out),
+               "--json", "--", sys.executable, str(_client(tmp_path)), base, "4", cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        s = stats()
+    res = load_result(out)
+    assert res.measure.tool == "command" and res.measure.window_source == "command lifetime"
+    assert res.measure.token_source == "server counters"
+    (lv,) = res.levels
+    w = lv.window
+    assert (w.start_ns, w.end_ns) == (res.measure.started_ns, res.measure.ended_ns)
+    assert lv.energy["node"].energy_j == pytest.approx(POWER_W * w.duration_s, rel=1e-6)
+    # every token the server wrote was written while the command ran: 2 × 4 requests × 32 tokens
+    assert s["tokens"] == 256
+    # the counter's increase over the lifetime, within the steps of the scrapes around its edges
+    assert lv.throughput.token_basis == "server_counters" and lv.token_source == "server_counters"
+    got, err = lv.throughput.tokens_in_window.output, lv.tool.server_output_tokens_error
+    assert err is not None and abs(got - 256) <= err + 1e-9, (got, err)
+    assert lv.energy["node"].j_per_output_token == pytest.approx(POWER_W * w.duration_s / round(got), rel=1e-9)
+    assert (out / "command.log").exists() and json.loads(p.stdout)["run_id"] == res.run_id
+
+
+def test_window_from_markers_one_level_per_pair(tmp_path):
+    with stream_server("--ttft-ms", "20", "--itl-ms", "5", "--vllm-metrics") as (base, _):
+        out = tmp_path / "run"
+        p = wb("measure", "-s", f"const:node={POWER_W:g}", "--idle", "0", "-t", base, "--no-register", "-o", str(out),
+               "--window-from", "marks.txt", "--", sys.executable, str(_client(tmp_path)), base, "3", "marks.txt",
+               cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+    res = load_result(out)
+    assert res.measure.window_source == "markers" and res.measure.clock.source_clock == "wall"
+    assert [lv.label for lv in res.levels] == ["first", "second"]
+    a, b = res.levels
+    assert res.measure.started_ns <= a.window.start_ns < a.window.end_ns <= b.window.start_ns < b.window.end_ns
+    assert b.window.end_ns <= res.measure.ended_ns
+
+
+def test_no_counters_means_energy_only_said_so(tmp_path):
+    with stream_server("--ttft-ms", "20", "--itl-ms", "5") as (base, _):
+        out = tmp_path / "run"
+        p = wb("measure", "-s", f"const:node={POWER_W:g}", "--idle", "0", "--no-register", "-o", str(out), "--",
+               sys.executable, str(_client(tmp_path)), base, "1", cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+    res = load_result(out)
+    (lv,) = res.levels
+    assert res.measure.token_source == "none" and lv.energy["node"].energy_j > 0
+    assert lv.energy["node"].j_per_output_token is None
+    assert any("no tokens can be credited" in r for r in lv.validity.reasons)
+
+
+def test_failing_command_keeps_the_energy_and_exits_1(tmp_path):
+    out = tmp_path / "run"
+    p = wb("measure", "-s", "const:node=100", "--idle", "0", "--no-register", "-o", str(out), "-q", "--",
+           sys.executable, "-c", "import time, sys; time.sleep(0.3); sys.exit(3)", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "exited with status 3" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    res = load_result(out)
+    assert res.status == "failed" and res.measure.exit_code == 3
+    assert res.levels[0].energy["node"].energy_j == pytest.approx(100 * res.levels[0].window.duration_s, rel=1e-6)
+
+
+@pytest.mark.parametrize("cmd, msg", [
+    (["no-such-program-xyz"], "command not found"),
+    (["vllm", "bench", "serve", "--base-url", "http://127.0.0.1:1"], "--save-result"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, cmd, msg):
+    out = tmp_path / "run"
+    p = wb("measure", "-s", "const:node=100", "--no-register", "-o", str(out), "--", *cmd, cwd=tmp_path)
+    assert p.returncode == 2 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not out.exists()

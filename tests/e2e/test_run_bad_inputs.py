@@ -1,0 +1,122 @@
+"""``wattbench run`` refuses the text inputs and environments issue 26 part 4 found unchecked, each
+with one line on stderr, exit 2 and nothing written, before anything starts (the numbers of every
+command are in ``test_cli_numeric_inputs.py``); and a history that fails after a complete run is
+one warning line, the run kept (exit 0)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_run_cli import wb
+from tests.fakes.stream_server_proc import stream_server
+from wattbench.results.rundir import load_result
+
+NOWHERE = "http://127.0.0.1:9"  # nothing listens: a value wrongly taken fails later, naming the target
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def refused(tmp_path: Path, *args: str, must_name: str) -> str:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    before = files_under(tmp_path)
+    p = wb("run", "-t", NOWHERE, "--idle", "0", *args, cwd=work,
+           env_extra={"WATTBENCH_DB": str(tmp_path / "db" / "history.sqlite3")}, timeout=120)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2, p.stderr
+    assert len(lines) == 1 and lines[0].startswith("wattbench: error: ") and "Traceback" not in p.stderr, p.stderr
+    assert must_name in lines[0], lines[0]
+    assert "cannot reach" not in lines[0]
+    assert files_under(tmp_path) == before, sorted(set(files_under(tmp_path)) - set(before))
+    return lines[0]
+
+
+@pytest.mark.parametrize("header", ["X-A:b\r\nX-Injected: 1", "X-A:line\nbreak", "X-A:\x01bell", "X-A:del\x7f"])
+def test_header_with_a_control_character_is_one_line(tmp_path, header):
+    line = refused(tmp_path, "--header", header, must_name="--header X-A")
+    assert "control character" in line and "Injected" not in line  # the value is not quoted back
+
+
+@pytest.mark.parametrize("body,field", [('{"stream": false}', "stream"), ('{"model": "other"}', "model"),
+                                        ('{"max_tokens": 5, "top_k": 3}', "max_tokens"),
+                                        ('{"stream_options": {}}', "stream_options"), ('{"n": 2}', "n")])
+def test_extra_body_refuses_the_fields_wattbench_owns(tmp_path, body, field):
+    line = refused(tmp_path, "--extra-body", body, must_name=f"--extra-body '{field}'")
+    assert "sets this field itself" in line
+
+
+def test_out_under_a_file_or_in_proc_is_one_line(tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    refused(tmp_path, "--out", str(a_file / "run"), must_name="is a file, not a directory")
+    refused(tmp_path, "--out", str(a_file), must_name="is a file, not a directory")
+    refused(tmp_path, "--out", "/proc/wattbench-run", must_name="--out /proc/wattbench-run: cannot create")
+
+
+def _read_only_dir(path: Path) -> bool:
+    """A directory nobody can write in: a read-only tmpfs as root, mode 0555 otherwise."""
+    path.mkdir()
+    if os.geteuid() == 0:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], capture_output=True)
+        return r.returncode == 0
+    path.chmod(0o555)
+    return True
+
+
+def test_out_on_a_read_only_directory_is_one_line(tmp_path):
+    ro = tmp_path / "ro"
+    if not _read_only_dir(ro):
+        pytest.skip("cannot make a read-only directory here (root without mount)")
+    try:
+        line = refused(tmp_path, "--out", str(ro / "run"), must_name=f"--out {ro / 'run'}: cannot create a directory")
+        assert "Read-only file system" in line or "Permission denied" in line
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+        ro.chmod(0o755)
+
+
+def test_a_level_the_machine_cannot_hold_is_one_line(tmp_path):
+    line = refused(tmp_path, "-c", "999999999999", must_name="(--concurrency 999999999999) x 32 KiB")
+    assert "of memory" in line
+
+
+@pytest.mark.parametrize("args,name", [(("--duration", "10m"), "--duration: not a number"),
+                                       (("--duration", "inf"), "--duration must be a finite number"),
+                                       (("--seed", "-1"), "--seed must be >= 0"),
+                                       (("-c", "1,,2"), "--concurrency '1,,2': an empty item"),
+                                       (("--pue", "nan"), "--pue must be a finite number")])
+def test_the_examples_of_the_issue_are_one_line(tmp_path, args, name):
+    refused(tmp_path, *args, must_name=name)
+
+
+def test_a_corrupt_history_database_is_refused_before_the_run(tmp_path):
+    bad = tmp_path / "bad.sqlite3"
+    bad.write_bytes(b"this is not a database\n" * 200)
+    line = refused(tmp_path, "--db", str(bad), must_name=f"--db {bad}: not a usable wattbench history database")
+    assert "--no-register" in line
+    assert bad.read_bytes() == b"this is not a database\n" * 200
+
+
+def test_a_history_that_fails_after_the_run_is_one_warning_line_and_the_run_is_kept(tmp_path):
+    """A SQLite file another program owns (its own ``runs`` table): it opens, so the run goes ahead,
+    then indexing fails. The run is complete on disk; one line says it is not registered and why."""
+    db = tmp_path / "other.sqlite3"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE runs (something_else TEXT)")
+    out = tmp_path / "run"
+    with stream_server("--ttft-ms", "1", "--itl-ms", "1") as (base, _):
+        p = wb("run", "-t", base, "-c", "1", "-n", "2", "--input-tokens", "8", "--output-tokens", "4", "--idle", "0",
+               "--sensor", "const:node=100", "--no-html", "--db", str(db), "--out", str(out), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    warn = [ln for ln in p.stderr.splitlines() if ln.startswith("wattbench: warning:")]
+    assert len(warn) == 1 and "the run is kept but not registered in the history" in warn[0], p.stderr
+    assert f"wattbench history import {out}" in warn[0]
+    result = load_result(out)
+    assert result.status == "complete" and any(w.startswith("the run is kept but not registered") for w in result.warnings)

@@ -1,0 +1,302 @@
+"""A hostile OpenAI-compatible server: one scripted misbehaviour per process (issue 26).
+
+``--behaviour NAME`` picks what it does wrong; requests it answers wrongly are counted in
+``faults`` and every stream it completes normally (usage and ``[DONE]`` written) in ``completed``,
+so a test can check that no finished record was lost. Per-request behaviours hit every third
+completion request (request 1, 4, 7 … counting from 0); the rest are answered normally, so a level
+goes on with some failed requests. ``GET /stats`` returns ``{"requests", "completed", "faults",
+"tokenize"}``; ``GET /log`` the requests it received (method, path, lower-cased headers).
+
+Behaviours (``BEHAVIOURS``):
+
+- bad values, per request: ``usage_huge`` (``completion_tokens: 1e30``), ``usage_string``
+  (``"many"``), ``usage_list``, ``usage_object``, ``usage_negative`` (-600), ``choices_dict``,
+  ``choices_string``, ``choices_int_list`` (``[1]``), ``delta_string`` (chat: ``"delta": "hi"``),
+  ``invalid_sse`` (malformed JSON), ``endless_line`` (10 MiB of one SSE line, never ended);
+- failures that always passed, per request: ``http_500``, ``http_429`` (``Retry-After``),
+  ``big_error_body`` (a 10 MB 500 body), ``stall`` (two tokens, then silence, connection open),
+  ``never_ending`` (a token every 20 ms until the client leaves), ``script_text`` (every request's
+  text is ``<script>…</script>``; not a fault);
+- secrets echoed, per request: ``echo_401`` (401 whose body quotes the ``Authorization``,
+  ``X-Api-Key`` and ``X-Route`` headers it got), ``echo_sse_error`` (an SSE error event quoting
+  them), ``echo_text`` (the generated text quotes them; the request succeeds);
+- redirects to ``--other`` (another origin): ``redirect_302_all`` (every path, ``/v1/models``
+  included), ``redirect_307_load`` (the completion endpoints only), ``redirect_307_post_only`` (a
+  completion POST is redirected, a GET of the endpoint answers 405: past the pre-flight, every
+  request of the load is redirected), ``redirect_tokenize``
+  (``/tokenize`` 302), ``redirect_metrics`` (``/metrics`` 302), and ``redirect_same_origin``
+  (completions 307 to ``/v1/moved/...`` on this server, which answers there);
+- ``tokenize_cut``: ``/tokenize`` announces 5000 bytes, sends 20 and closes;
+- ``recorder``: a normal server that logs every request (the "other origin": a test reads its
+  ``/log`` to see whether anything, a credential above all, reached it).
+
+Run: ``python tests/fakes/hostile_server.py --behaviour usage_huge [--other URL]``; it prints
+``LISTENING <port>`` once bound (127.0.0.1 only). Every response closes its connection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+
+PER_REQUEST = {"usage_huge", "usage_string", "usage_list", "usage_object", "usage_negative", "choices_dict",
+               "choices_string", "choices_int_list", "delta_string", "invalid_sse", "endless_line", "http_500",
+               "http_429", "big_error_body", "stall", "never_ending", "echo_401", "echo_sse_error", "echo_text"}
+BEHAVIOURS = sorted(PER_REQUEST | {"script_text", "redirect_302_all", "redirect_307_load", "redirect_307_post_only",
+                                   "redirect_tokenize",
+                                   "redirect_metrics", "redirect_same_origin", "tokenize_cut", "recorder", "ok"})
+BAD_USAGE = {"usage_huge": 1e30, "usage_string": "many", "usage_list": [1, 2], "usage_object": {"n": 5},
+             "usage_negative": -600}
+MODEL = "hostile-model"
+
+
+def _event(obj) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+class State:
+    def __init__(self, a):
+        self.a = a
+        self.requests = 0  # completion requests
+        self.completed = 0  # streams completed normally
+        self.faults = 0
+        self.tokenize = 0
+        self.log: list[dict] = []
+
+
+class Proto(asyncio.Protocol):
+    def __init__(self, st: State):
+        self.st = st
+        self.buf = b""
+        self.transport = None
+        self.timer = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def connection_lost(self, exc):
+        self.transport = None
+        if self.timer is not None:
+            self.timer.cancel()
+
+    def data_received(self, data):
+        self.buf += data
+        i = self.buf.find(b"\r\n\r\n")
+        if i < 0:
+            return
+        head = self.buf[:i].decode("latin-1").split("\r\n")
+        headers = {}
+        for line in head[1:]:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        n = int(headers.get("content-length") or 0)
+        if len(self.buf) < i + 4 + n:
+            return
+        body = self.buf[i + 4:i + 4 + n]
+        self.buf = b""
+        method, path = (head[0].split(" ") + ["/"])[:2]
+        self.handle(method, path.split("?", 1)[0], headers, body)
+
+    # ------------------------------------------------------------------ writing
+
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def respond(self, status: int, body: bytes, ctype: str = "application/json", extra: str = "") -> None:
+        self.write(f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n{extra}"
+                   f"Connection: close\r\n\r\n".encode() + body)
+        self.close()
+
+    def redirect(self, status: int, location: str) -> None:
+        self.respond(status, b"", extra=f"Location: {location}\r\n")
+
+    def stream_head(self) -> None:
+        self.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                   b"Connection: close\r\n\r\n")
+
+    def events(self, *objs_or_bytes) -> None:
+        for o in objs_or_bytes:
+            self.write(_chunk(o if isinstance(o, bytes) else _event(o)))
+
+    def end_stream(self) -> None:
+        self.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        self.close()
+
+    # ------------------------------------------------------------------ routes
+
+    def handle(self, method: str, path: str, headers: dict, body: bytes) -> None:
+        st, a = self.st, self.st.a
+        b = a.behaviour
+        if path == "/stats":
+            self.respond(200, json.dumps({"requests": st.requests, "completed": st.completed, "faults": st.faults,
+                                          "tokenize": st.tokenize}).encode())
+            return
+        if path == "/log":
+            self.respond(200, json.dumps(st.log).encode())
+            return
+        st.log.append({"method": method, "path": path, "headers": headers})
+        if b == "redirect_302_all":
+            self.redirect(302, a.other + path)
+            return
+        if path in ("/v1/completions", "/v1/chat/completions") and b == "redirect_307_load":
+            self.redirect(307, a.other + path)
+            return
+        if path in ("/v1/completions", "/v1/chat/completions") and b == "redirect_307_post_only":
+            if method == "POST":
+                st.requests += 1
+                st.faults += 1
+                self.redirect(307, a.other + path)
+            else:
+                self.respond(405, b'{"error": {"message": "method not allowed"}}')
+            return
+        if path in ("/v1/completions", "/v1/chat/completions") and b == "redirect_same_origin":
+            self.redirect(307, path.replace("/v1/", "/v1/moved/"))
+            return
+        if path == "/tokenize" and b == "redirect_tokenize":
+            self.redirect(302, a.other + path)
+            return
+        if path == "/metrics" and b == "redirect_metrics":
+            self.redirect(302, a.other + path)
+            return
+        if method == "GET" and path == "/v1/models":
+            self.respond(200, json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode())
+            return
+        if method == "POST" and path == "/tokenize":
+            st.tokenize += 1
+            if b == "tokenize_cut":
+                self.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n"
+                           b"Connection: close\r\n\r\n" + b'{"count": 2, "tokens"')
+                self.close()
+                return
+            self.respond(404, b'{"error": "no tokenizer"}')
+            return
+        if method == "POST" and path in ("/v1/completions", "/v1/chat/completions", "/v1/moved/completions",
+                                         "/v1/moved/chat/completions"):
+            self.completion(path, headers, body)
+            return
+        self.respond(404, b'{"error": {"message": "not found"}}')
+
+    def completion(self, path: str, headers: dict, body: bytes) -> None:
+        st, b = self.st, self.st.a.behaviour
+        chat = path.endswith("chat/completions")
+        try:
+            req = json.loads(body)
+        except ValueError:
+            self.respond(400, b'{"error": {"message": "bad json"}}')
+            return
+        i = st.requests
+        st.requests += 1
+        bad = b if (b in PER_REQUEST and i % 3 == 1) else None
+        if bad:
+            st.faults += 1
+        n = max(1, min(int(req.get("max_tokens") or 4), 64))
+        words = len(str(req.get("prompt") or req.get("messages") or "").split())
+        echoed = (f"Authorization: {headers.get('authorization', '')}; X-Api-Key: {headers.get('x-api-key', '')}; "
+                  f"X-Route: {headers.get('x-route', '')}")
+        if bad == "http_500":
+            self.respond(500, b'{"error": {"message": "scripted 500"}}')
+            return
+        if bad == "http_429":
+            self.respond(429, b'{"error": {"message": "slow down"}}', extra="Retry-After: 1\r\n")
+            return
+        if bad == "big_error_body":
+            self.respond(500, b"E" * 10_000_000, ctype="text/plain")
+            return
+        if bad == "echo_401":
+            self.respond(401, json.dumps({"error": {"message": f"Incorrect API key provided: {echoed}"}}).encode())
+            return
+        text = "<script>alert('xss')</script>" if b == "script_text" else " tok"
+
+        def piece(t: str, finish=None) -> dict:
+            c = {"index": 0, "finish_reason": finish}
+            if chat:
+                c["delta"] = {"content": t} if t else {}
+            else:
+                c["text"] = t
+            return {"id": "h", "object": "chat.completion.chunk" if chat else "text_completion", "model": MODEL,
+                    "choices": [c]}
+
+        self.stream_head()
+        if bad == "endless_line":
+            self.write(_chunk(b'data: {"choices": [{"text": "'))
+            for _ in range(10):  # 10 MiB, never ended; the client gives up at its line cap
+                self.write(_chunk(b"a" * (1 << 20)))
+            return  # the connection stays open
+        if bad == "stall":
+            self.events(piece(text), piece(text))
+            return  # silence, connection open
+        if bad == "never_ending":
+            def tick():
+                if self.transport is None or self.transport.is_closing():
+                    return
+                self.events(piece(text))
+                self.timer = asyncio.get_event_loop().call_later(0.02, tick)
+
+            tick()
+            return
+        first = piece(text)
+        if bad == "choices_dict":
+            first["choices"] = {"0": first["choices"][0]}
+        elif bad == "choices_string":
+            first["choices"] = "abc"
+        elif bad == "choices_int_list":
+            first["choices"] = [1]
+        elif bad == "delta_string":
+            first["choices"][0]["delta"] = "hi"
+        elif bad == "echo_text":
+            first = piece(" " + echoed)
+        self.events(first)
+        if bad == "invalid_sse":
+            self.events(b'data: {"choices": [{"text": "x"\n\n')
+            self.end_stream()
+            return
+        if bad == "echo_sse_error":
+            self.events({"error": {"message": f"upstream refused: {echoed}", "type": "auth"}})
+            self.end_stream()
+            return
+        for _ in range(n - 1):
+            self.events(piece(text))
+        comp = BAD_USAGE.get(bad, n) if bad else n
+        self.events(piece("", "length"), {"id": "h", "model": MODEL, "choices": [],
+                                          "usage": {"prompt_tokens": words, "completion_tokens": comp,
+                                                    "total_tokens": 1}})
+        if bad is None or bad == "echo_text":
+            st.completed += 1
+        self.end_stream()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--behaviour", choices=BEHAVIOURS, default="ok")
+    p.add_argument("--other", default="http://127.0.0.1:9", help="the other origin redirects point to")
+    p.add_argument("--port", type=int, default=0)
+    a = p.parse_args(argv)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    st = State(a)
+    server = loop.run_until_complete(loop.create_server(lambda: Proto(st), "127.0.0.1", a.port))
+    sys.stdout.write(f"LISTENING {server.sockets[0].getsockname()[1]}\n")
+    sys.stdout.flush()
+    stop = loop.create_future()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+    loop.run_until_complete(stop)
+    server.close()
+    loop.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""The redirect rule (``server/origin.py``): same host followed and recorded, another host refused
+before anything is sent there — in both forms every client uses (urllib and aiohttp)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from wattbench.errors import TargetError
+from wattbench.server import origin
+
+
+class _Server:
+    """127.0.0.1 HTTP server: ``routes`` path -> (status, location or None); logs every request."""
+
+    def __init__(self, routes: dict):
+        self.routes = routes
+        self.log: list[dict] = []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _any(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                outer.log.append({"method": self.command, "path": self.path, "body": body.decode(),
+                                  "auth": self.headers.get("Authorization"), "key": self.headers.get("X-Api-Key")})
+                status, loc = outer.routes.get(self.path, (200, None))
+                if callable(loc):
+                    loc = loc()
+                data = json.dumps({"path": self.path, "method": self.command, "body": body.decode()}).encode()
+                self.send_response(status)
+                if loc:
+                    self.send_header("Location", loc)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = _any
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def servers():
+    other = _Server({})
+    home = _Server({"/same": (302, "/final"), "/post307": (307, "/final"), "/post302": (302, "/final"),
+                    "/cross": (302, lambda: other.url + "/steal"), "/cross307": (307, lambda: other.url + "/steal"),
+                    "/loop": (302, "/loop"), "/scheme": (302, "file:///etc/passwd")})
+    yield home, other
+    home.close()
+    other.close()
+
+
+def test_origin_and_next_hop():
+    assert origin.origin("HTTP://Example.com/v1") == ("http", "example.com", 80)
+    assert origin.same_origin("https://h/v1", "https://h:443/x")
+    assert not origin.same_origin("http://h:8000", "http://h:8001")
+    assert not origin.same_origin("http://h", "https://h")  # the scheme counts: http -> https is another origin
+    assert origin.next_hop("http://h:1/a/b", 200, "/x") is None
+    assert origin.next_hop("http://h:1/a/b", 307, None) is None
+    assert origin.next_hop("http://h:1/a/b", 308, "c") == "http://h:1/a/c"
+    with pytest.raises(origin.CrossOriginRedirect) as e:
+        origin.next_hop("http://u:pw@h:1/v1/completions", 302, "http://evil:2/x")
+    msg = str(e.value)
+    assert "http://h:1" in msg and "http://evil:2" in msg and "pw" not in msg and isinstance(e.value, TargetError)
+
+
+def test_urllib_follows_the_same_host_and_refuses_another(servers):
+    home, other = servers
+    hops: list[str] = []
+    req = urllib.request.Request(home.url + "/same", headers={"Authorization": "Bearer k", "X-Api-Key": "x"})
+    with origin.urlopen(req, timeout=5, redirects=hops) as r:
+        assert json.loads(r.read())["path"] == "/final"
+    assert hops == [f"GET {home.url}/same -> {home.url}/final (HTTP 302)"]
+    assert home.log[-1]["auth"] == "Bearer k"  # the key stays with its own host
+    # 307 repeats the POST with its body; 302 after a POST continues as a GET
+    with origin.urlopen(urllib.request.Request(home.url + "/post307", data=b"hello", method="POST"), timeout=5) as r:
+        assert json.loads(r.read()) == {"path": "/final", "method": "POST", "body": "hello"}
+    with origin.urlopen(urllib.request.Request(home.url + "/post302", data=b"hello", method="POST"), timeout=5) as r:
+        assert json.loads(r.read())["method"] == "GET"
+    for path in ("/cross", "/cross307"):
+        req = urllib.request.Request(home.url + path, data=b"{}", headers={"Authorization": "Bearer k"})
+        with pytest.raises(origin.CrossOriginRedirect, match="another host"):
+            origin.urlopen(req, timeout=5)
+    with pytest.raises(TargetError):
+        origin.urlopen(home.url + "/scheme", timeout=5)
+    with pytest.raises(origin.TooManyRedirects):
+        origin.urlopen(home.url + "/loop", timeout=5)
+    assert other.log == []  # nothing, credential or not, reached the other host
+
+
+def test_aiohttp_follows_the_same_host_and_refuses_another(servers):
+    import aiohttp
+
+    home, other = servers
+
+    async def go():
+        hops: list[str] = []
+        async with aiohttp.ClientSession() as s:
+            async with origin.request(s, "POST", home.url + "/post307", data=b"hello", redirects=hops,
+                                      headers={"Authorization": "Bearer k", "X-Api-Key": "x"}) as r:
+                got = await r.json(content_type=None)
+            assert got == {"path": "/final", "method": "POST", "body": "hello"}
+            assert hops == [f"POST {home.url}/post307 -> {home.url}/final (HTTP 307)"]
+            async with origin.request(s, "POST", home.url + "/post302", data=b"hello") as r:
+                assert (await r.json(content_type=None))["method"] == "GET"
+            for path in ("/cross", "/cross307", "/scheme"):
+                with pytest.raises(origin.CrossOriginRedirect):
+                    async with origin.request(s, "POST", home.url + path, data=b"{}",
+                                              headers={"Authorization": "Bearer k", "X-Api-Key": "x"}):
+                        pass
+            with pytest.raises(origin.TooManyRedirects):
+                async with origin.request(s, "GET", home.url + "/loop"):
+                    pass
+            async with origin.request(s, "GET", home.url + "/same") as r:
+                assert await origin.read_body(r, 5) == b'{"pat'  # a capped read
+
+    asyncio.run(go())
+    assert other.log == []
+    assert [e["key"] for e in home.log if e["path"] == "/final" and e["method"] == "POST"] == ["x"]
