@@ -68,7 +68,7 @@ from wattbench.accounting.findings import (
     worst,
 )
 from wattbench.accounting.boundaries import contains_work
-from wattbench.accounting.steady import STEADY_MIN_SHARE, min_steady_s, steady_energy_periods
+from wattbench.accounting.steady import SIZE_MARGIN, STEADY_MIN_SHARE, min_steady_s, steady_energy_periods
 from wattbench.accounting.thermal import throttling
 from wattbench.load.saturation import (  # noqa: F401  (one home: load/saturation.py)
     RATE_WARN_PCT,
@@ -290,9 +290,12 @@ def steady_findings(full, steady, *, mode: str, e2e_s: float | None, energy: dic
         if period is not None:
             why.append("the shortest window whose energy stays within "
                        f"{EFFICIENCY_MATERIAL_PCT:g}% of an independent counter read")
+        # what to change, in one flag: a level of 1.5 × the minimum plus the drain (accounting/steady.py)
+        suggest = math.ceil(SIZE_MARGIN * need + 2 * (e2e_s or 0.0))
         out.append(rule("steady_short", "warn", f"steady state {steady.duration_s:.3g} s is shorter than the minimum "
-                                                f"{need:.3g} s ({', '.join(why)}); give more requests or a longer "
-                                                "--duration", figs, summary="steady state short"))
+                                                f"{need:.3g} s ({', '.join(why)}); give --duration {suggest} (or more "
+                                                "--num-requests)", figs,
+                        summary=f"steady state shorter than its minimum: give --duration {suggest}"))
     share = steady.duration_s / full.duration_s
     if share < STEADY_MIN_SHARE:
         out.append(rule("steady_share", "warn", f"steady state {steady.duration_s:.3g} s is {share:.0%} of the "
