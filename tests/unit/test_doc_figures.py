@@ -391,6 +391,9 @@ def check_figure(entry: dict, ns: dict) -> list[str]:
         return [f"{where}: not found in that section"]
     written = numbers(text)
     if "numbers" in entry:  # only some of the text's numbers are figures (e.g. a count beside them)
+        if any(i >= len(written) for i in entry["numbers"]):
+            return [f"{where}: numbers {entry['numbers']} picks beyond the {len(written)} numbers written: "
+                    f"{list(enumerate(w for w, _ in written))}"]
         written = [written[i] for i in entry["numbers"]]
     try:
         value = evaluate(entry["expr"], ns)

@@ -102,3 +102,8 @@ def register(app: typer.Typer) -> None:
             out_console = Console()
             out_console.print(run_summary(res))
             out_console.print(f"results: {run_dir_path(config, res.run_id)}")
+        from wattbench.run.benchmark import NOT_REGISTERED
+
+        for w in res.warnings:
+            if w.startswith(NOT_REGISTERED):  # one line; the measurement itself is complete (exit 0)
+                typer.echo(f"wattbench: warning: {w}", err=True)

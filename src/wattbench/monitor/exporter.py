@@ -10,6 +10,12 @@ Metrics (labels in braces; ``window`` is ``10s``, ``1m``, ``10m`` … or ``total
 * ``wattbench_output_tokens_per_kwh{boundary,window}``
 * ``wattbench_idle_power_watts{boundary}``, ``wattbench_loaded_power_watts{boundary}``
 * ``wattbench_dynamic_joules_per_output_token{boundary}`` — loaded energy above idle power, per token
+* ``wattbench_model_output_tokens_total{model}``, ``wattbench_model_energy_joules_total{model,boundary}``
+  and ``wattbench_model_joules_per_output_token{model,boundary}`` — per served model where the
+  server labels its token counters per model (vLLM, SGLang); the energy is an estimate (each
+  interval's energy split over the models by their tokens in it). The shipped recording rules
+  (``deploy/prometheus/wattbench-rules.yml``: ``tokens_per_second_per_kw``,
+  ``joules_per_output_token`` per model and boundary) are built on these
 * ``wattbench_state{state}`` — 1 for the current state (idle, loaded, unknown)
 * ``wattbench_state_seconds_total{state}``
 * ``wattbench_scrape_errors_total{source}`` — failed server scrapes (``server``) and sensor reads
@@ -94,6 +100,24 @@ class MonitorCollector:
         yield tps
         yield jpt
         yield tpk
+        models = (s.get("by_model") or {}).get("models") or {}
+        mt = CounterMetricFamily("wattbench_model_output_tokens", "Output tokens per served model since the monitor "
+                                 "started (the server's per-model counters).", labels=["model"])
+        me = CounterMetricFamily("wattbench_model_energy_joules", "Energy per served model since the monitor started "
+                                 "(an estimate: each interval's energy split by the models' tokens in it).",
+                                 labels=["model", "boundary"])
+        mj = GaugeMetricFamily("wattbench_model_joules_per_output_token", "Energy per output token per served model "
+                               "since the monitor started (an estimate).", labels=["model", "boundary"])
+        for m, d in sorted(models.items()):
+            mt.add_metric([m], float(d.get("output_tokens") or 0.0))
+            for b, e in sorted((d.get("energy_j") or {}).items()):
+                me.add_metric([m, b], float(e))
+            for b, v in sorted((d.get("j_per_output_token") or {}).items()):
+                if v is not None:
+                    mj.add_metric([m, b], float(v))
+        yield mt
+        yield me
+        yield mj
         yield gauge_b("wattbench_idle_power_watts", "Average power while idle.", s.get("idle_power_w"))
         yield gauge_b("wattbench_loaded_power_watts", "Average power while loaded.", s.get("loaded_power_w"))
         seg = s.get("segmentation") or {}

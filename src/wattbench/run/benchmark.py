@@ -97,17 +97,24 @@ def _run(session: RunSession) -> Result:
     analyses.run_analyses(session)
     idle_after(session)
     session.finish("complete", None)
-    if cfg.register_run:
-        try:  # history is an index; the run directory is the record
-            with HistoryStore(cfg.db) as store:
-                store.register(result, run_dir)
-        except Exception as e:  # noqa: BLE001 - whatever broke the index, the run stands: say so once
-            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            result.warnings.append(f"{NOT_REGISTERED}: {why}; register it later with "
-                                   f"`wattbench history import {run_dir}`")
-            with contextlib.suppress(Exception):
-                rundir.write_result(run_dir, result)
+    register(cfg, result, run_dir)
     return result
+
+
+def register(cfg: RunConfig, result: Result, run_dir) -> None:
+    """Index the finished run in the history (``run`` and ``measure``); a history that cannot take
+    it leaves the run standing, with one warning saying how to register it later."""
+    if not cfg.register_run:
+        return
+    try:  # history is an index; the run directory is the record
+        with HistoryStore(cfg.db) as store:
+            store.register(result, run_dir)
+    except Exception as e:  # noqa: BLE001 - whatever broke the index, the run stands: say so once
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        result.warnings.append(f"{NOT_REGISTERED}: {why}; register it later with "
+                               f"`wattbench history import {run_dir}`")
+        with contextlib.suppress(Exception):
+            rundir.write_result(run_dir, result)
 
 
 # The warning a run carries when it is complete on disk but the history could not index it (the

@@ -72,7 +72,7 @@ from wattbench.results.tools import (
 from wattbench.results.tools.base import place_on_run_clock, stamps, to_records
 from wattbench.results.tools.markers import read_markers
 from wattbench.run import analyses, telemetry
-from wattbench.run.benchmark import SCRAPE_INTERVAL_S, idle_after, idle_before, new_run_id, start_result
+from wattbench.run.benchmark import SCRAPE_INTERVAL_S, idle_after, idle_before, new_run_id, register, start_result
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.server.metrics import MetricsScraper
 from wattbench.server.redact import redact_argv
@@ -168,7 +168,7 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     from wattbench.run.targets import api_key
     from wattbench.server.detect import detect_server
     from wattbench.server.openai import normalize_base_url
-    from wattbench.server.redact import combine_credentials
+    from wattbench.server.redact import combine_credentials, register_secrets
 
     cfg = session.config
     given = cfg.target
@@ -176,6 +176,7 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     if not url:
         return ServerInfo(), [], None
     clean, key = combine_credentials(url, api_key(cfg))
+    register_secrets(key)  # nothing measure writes or prints holds it (server/redact.py)
     base = normalize_base_url(clean)
     try:
         server = asyncio.run(detect_server(base, key))
@@ -194,6 +195,8 @@ def _measure(session: RunSession, mcfg: MeasureConfig) -> Result:
     run_dir = resolve_run_dir(cfg, session.run_id)
     if not cfg.out:
         run_dir = run_dir.resolve()
+    if cfg.register_run:
+        HistoryStore.check_usable(cfg.db)  # a corrupt --db: one line now, not a run kept but not registered
     server, notes, key = _server(session, mcfg, tool)
     problems = telemetry.start_telemetry(session)
     info = MeasureInfo(command=redact_argv(mcfg.command), tool=tool, notes=notes)
@@ -231,9 +234,8 @@ def _measure(session: RunSession, mcfg: MeasureConfig) -> Result:
 
 
 def _register(session: RunSession, result: Result) -> None:
-    if session.config.register_run and session.run_dir is not None:
-        with contextlib.suppress(Exception):  # history is an index; the run directory is the record
-            HistoryStore(session.config.db).register(result, session.run_dir)
+    if session.run_dir is not None:
+        register(session.config, result, session.run_dir)
 
 
 def _files_before(tool: str, mcfg: MeasureConfig, cwd: Path) -> dict[str, float]:

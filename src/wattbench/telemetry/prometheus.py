@@ -39,11 +39,21 @@ def _slug(s: str) -> str:
 MAX_ANSWER_BYTES = 32 << 20  # of one exporter answer (a DCGM /metrics page is ~50 KB)
 
 
-def _fetch(url: str, timeout_s: float, what: str) -> bytes:
+def _fetch(url: str, timeout_s: float, what: str, api_errors: bool = False) -> bytes:
+    """The body at ``url``; one line on failure. ``api_errors``: an HTTP error whose body is the
+    Prometheus API's JSON error (400/422/503 for a bad or failed query) is returned as the body,
+    so the caller can say what the server said rather than "HTTP 400"."""
     try:
         with origin.urlopen(urllib.request.Request(url), timeout=timeout_s) as r:  # another host: refused
             return r.read(MAX_ANSWER_BYTES)
     except urllib.error.HTTPError as e:
+        if api_errors:
+            body = e.read(MAX_ANSWER_BYTES) or b""
+            try:
+                if json.loads(body).get("status") == "error":
+                    return body
+            except (ValueError, AttributeError):
+                pass
         raise SensorError(f"{what}: {url} answered HTTP {e.code}", "check the URL path") from None
     except TargetError as e:
         raise SensorError(f"{what}: {e}", "give the exporter's final URL") from None
@@ -145,7 +155,7 @@ class PromQuerySensor(Sensor):
 
     def _query(self) -> list[tuple[dict, float]]:
         url = f"{self.base_url}/api/v1/query?" + urllib.parse.urlencode({"query": self.query})
-        body = _fetch(url, self.timeout_s, "prom")
+        body = _fetch(url, self.timeout_s, "prom", api_errors=True)
         try:
             d = json.loads(body)
         except json.JSONDecodeError:

@@ -31,6 +31,14 @@ def test_sse_parser_split_anywhere(case):
 
 
 @FUZZ
+@given(st.one_of(st.tuples(st.binary(max_size=200), st.lists(st.integers(0, 200), max_size=5), st.booleans()),
+                 grammar(F.gen_stream_answer)))
+def test_the_client_reads_any_stream_answer(case):
+    """Issue 26: a malformed answer costs that request (bad_stream/bad_usage), never an exception."""
+    F.prop_stream_answer(*case)
+
+
+@FUZZ
 @given(st.one_of(st.text(max_size=300), grammar(F.gen_prom)))
 def test_prometheus_exposition_parse(text):
     F.prop_exposition(text)

@@ -5,7 +5,9 @@
 compute over numpy columns of a ``RecordSet``. The old code is kept here verbatim as the reference and
 both are run on randomized records — warm-up ones, failed ones, missing stamps (no first/last token,
 no end), equal timestamps — in sets that spill to disk, so a wrong index, mask or tie rule shows.
-"""
+
+Such comparisons prove a refactor, not correctness (a rule wrong in both is not seen): each one
+names, in its docstring, the test that checks the same rule against figures worked out by hand."""
 
 from __future__ import annotations
 
@@ -130,6 +132,9 @@ CASES = [(seed, mode) for seed in range(12) for mode in ("concurrency", "rate", 
 
 @pytest.mark.parametrize("seed,mode", CASES)
 def test_outcome_from_columns_equals_the_per_record_code(seed, mode):
+    """Refactor check, not a truth: the new code equals the old code copied in this file. What is right is
+    checked by hand in tests/unit/load/test_load_level_plan.py::test_assemble_* (windows, rates,
+    saturation)."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 400))
     recs = random_records(rng, n, open_loop=mode != "concurrency")
@@ -156,6 +161,8 @@ def test_outcome_from_columns_equals_the_per_record_code(seed, mode):
 
 @pytest.mark.parametrize("seed", range(30))
 def test_steady_window_from_columns_equals_the_tuple_code(seed):
+    """Refactor check, not a truth: the new code equals the old code copied in this file. What is right is
+    checked by hand in tests/unit/accounting/test_accounting_steady.py."""
     rng = np.random.default_rng(1000 + seed)
     n = int(rng.integers(0, 300))
     pairs = []

@@ -2,7 +2,10 @@
 what the previous implementation computed from a list of RequestRecords: randomized records with
 warm-up, failed, missing-usage, missing-stamp, stamp-less and multi-target requests, in a set
 spilled to disk, with small stamp blocks so every statistic crosses block boundaries. The old
-functions are copied here as the reference (commit 51ee3df)."""
+functions are copied here as the reference (commit 51ee3df).
+
+Such comparisons prove a refactor, not correctness (a rule wrong in both is not seen): each one
+names, in its docstring, the test that checks the same rule against figures worked out by hand."""
 
 from __future__ import annotations
 
@@ -239,6 +242,8 @@ def _dump(x):
 
 
 def test_summarize_level_equals_the_list_formula(level):
+    """Refactor check, not a truth: the new code equals the old code copied in this file. What is right is
+    checked by hand in tests/unit/metrics/test_metrics_latency.py::test_summarize_level."""
     recs, rs, t0, t1 = level
     assert _dump(summarize_level(rs, t0, t1)) == _dump(old_summarize_level(recs, t0, t1))
     assert _dump(summarize_level(recs, t0, t1)) == _dump(old_summarize_level(recs, t0, t1))  # a list still works
@@ -247,6 +252,8 @@ def test_summarize_level_equals_the_list_formula(level):
 
 
 def test_window_tokens_equals_the_per_stream_loop(level):
+    """Refactor check, not a truth: the new code equals the old code copied in this file. What is right is
+    checked by hand in tests/unit/metrics/test_window_tokens.py."""
     recs, rs, t0, t1 = level
     for a, b in ((t0, t1), (t0 + 7 * MS, t0 + 900 * MS), (t1, t0), (0, 10**13)):
         wt = window_tokens(rs, a, b)
@@ -257,6 +264,8 @@ def test_window_tokens_equals_the_per_stream_loop(level):
 
 
 def test_goodput_and_level_check_equal_the_per_request_loop(level):
+    """Refactor check, not a truth: the new code equals the old code copied in this file. What is right is
+    checked by hand in tests/unit/metrics/test_slo_goodput.py."""
     recs, rs, t0, t1 = level
     for spec in ("ttft_p99=900ms,tpot_p50=12ms", "itl_p99=40ms", "itl_mean=25ms,e2e_p95=1.5s", "itl_max=55ms",
                  "itl_p50=20ms,itl_p90=45ms,ttft_mean=2s,e2e_max=4s,tpot_p95=30ms"):
@@ -271,6 +280,9 @@ def test_goodput_and_level_check_equal_the_per_request_loop(level):
 
 
 def test_per_target_summary_is_summarize_level_per_target(level):
+    """Refactor check, not a truth: the new code equals the old code copied in this file. What is right is
+    checked by hand in
+    tests/unit/load/test_load_targets.py::test_per_target_summary_partitions_the_total."""
     recs, rs, t0, t1 = level
     got = per_target_summary(rs, t0, t1, targets=["http://idle:9"])
     groups: dict = {"http://idle:9": []}
@@ -314,7 +326,9 @@ def test_count_source_oversaturation_and_input_lengths(level):
 
 
 def test_itl_percentiles_over_many_blocks_and_pairwise_nodes(monkeypatch):
-    """ITL pooled over more gaps than one pairwise node (65,536), read in small stamp blocks."""
+    """Refactor check, not a truth: the new code equals the old code copied in this file. What is right is
+    checked by hand in tests/unit/metrics/test_quantiles.py (numpy's own figures). ITL pooled over more
+    gaps than one pairwise node (65,536), read in small stamp blocks."""
     monkeypatch.setattr(recordset_mod.stamp_blocks, "__kwdefaults__", {"max_stamps": 4_099, "offsets": None})
     rng = np.random.default_rng(11)
     recs = []
@@ -328,7 +342,9 @@ def test_itl_percentiles_over_many_blocks_and_pairwise_nodes(monkeypatch):
 
 
 def test_each_requests_own_itl_statistic(level):
-    """goodput's per-request ITL figure (the request's own gaps) for every stat, row by row."""
+    """Refactor check, not a truth: the new code equals the old code copied in this file. What is right is
+    checked by hand in tests/unit/metrics/test_slo_goodput.py::test_itl_slo_per_request_uses_own_gaps.
+    goodput's per-request ITL figure (the request's own gaps) for every stat, row by row."""
     from wattbench.metrics import slo as slo_mod
 
     recs, rs, _, _ = level
@@ -341,7 +357,10 @@ def test_each_requests_own_itl_statistic(level):
 
 
 def test_window_sums_add_streams_in_row_order():
-    """Streams cut at the window's edges credit fractions (n * inside / chunks); their sum is the
+    """Refactor check, not a truth: the new code equals the old code copied in this file. What is right is
+    checked by hand in
+    tests/unit/metrics/test_window_tokens.py::test_adjacent_windows_add_up_to_the_whole. Streams cut at
+    the window's edges credit fractions (n * inside / chunks); their sum is the
     sequential sum of the per-stream loop, not a pairwise one, over thousands of rows in a block."""
     rng = np.random.default_rng(23)
     recs = []

@@ -32,7 +32,8 @@ class _Server:
                 body = self.rfile.read(n) if n else b""
                 outer.log.append({"method": self.command, "path": self.path, "body": body.decode(),
                                   "auth": self.headers.get("Authorization"), "key": self.headers.get("X-Api-Key")})
-                status, loc = outer.routes.get(self.path, (200, None))
+                key = "/cross" if self.path.startswith("/cross/") else self.path  # /cross/models too
+                status, loc = outer.routes.get(key, (200, None))
                 if callable(loc):
                     loc = loc()
                 data = json.dumps({"path": self.path, "method": self.command, "body": body.decode()}).encode()
@@ -132,3 +133,97 @@ def test_aiohttp_follows_the_same_host_and_refuses_another(servers):
     asyncio.run(go())
     assert other.log == []
     assert [e["key"] for e in home.log if e["path"] == "/final" and e["method"] == "POST"] == ["x"]
+
+
+# ---------------------------------------------------------------- every client, one rule
+
+
+def _clients(home_url: str):
+    """Each HTTP client of wattbench pointed at ``home_url`` + a path that redirects to the other
+    host; each returns (or raises) what that client does with the refusal."""
+    from wattbench.doctor.checklist import fetch_exporter
+    from wattbench.engines.base import http_get
+    from wattbench.errors import SensorError, UserError
+    from wattbench.monitor.sources import ServerScraper
+    from wattbench.server.detect import _get
+    from wattbench.server.metrics import MetricsScraper
+    from wattbench.server.openai import fetch_models, post_json
+    from wattbench.telemetry.prometheus import _fetch
+    from wattbench.telemetry.redfish import RedfishSensor
+    from wattbench.workload.tokenizer import ServerTokenizer
+
+    def aio(coro_fn):
+        import aiohttp
+
+        async def go():
+            async with aiohttp.ClientSession(headers={"Authorization": "Bearer k"}) as s:
+                return await coro_fn(s)
+        return asyncio.run(go())
+
+    def raises(fn, exc):
+        try:
+            fn()
+        except exc as e:
+            return f"refused: {e}"
+        raise AssertionError("not refused")
+
+    def scraper():
+        m = MetricsScraper(home_url + "/cross", api_key="k")
+        m.url = home_url + "/cross"
+        assert m.scrape_once() is False and not m.timeline.available
+        return m.timeline.reason
+
+    def monitor():
+        ms = ServerScraper(home_url, api_key="k")
+        ms.url = home_url + "/cross"
+        assert ms.poll()[1] is None
+        return ms.backoff.last_error
+
+    def redfish_link():
+        rf = RedfishSensor(home_url, verify_tls=False)
+        rf._auth = "Basic dTpw"
+        return raises(lambda: rf.get("http://127.0.0.2:1/redfish/v1"), SensorError)
+
+    def redfish_redirect():
+        rf = RedfishSensor(home_url, verify_tls=False)
+        rf._auth = "Basic dTpw"
+        return raises(lambda: rf.get("/cross"), SensorError)
+
+    def tokenizer():
+        tok = ServerTokenizer(home_url, "m", api_key="k")
+        return raises(lambda: tok._post("/cross", {"prompt": "x"}), UserError)
+
+    def detect():
+        hops: list[str] = []
+        assert aio(lambda s: _get(s, home_url + "/cross", hops)) == (0, {}, b"")
+        return hops[0]
+
+    return {
+        "load / agree (post_json)": lambda: raises(
+            lambda: aio(lambda s: post_json(s, home_url + "/cross307", {"a": 1}, "k", 5)), origin.CrossOriginRedirect),
+        "/v1/models": lambda: raises(lambda: aio(lambda s: fetch_models(s, home_url + "/cross", "k")),
+                                     origin.CrossOriginRedirect),
+        "detection probe": detect,
+        "/metrics scraper": scraper,
+        "monitor scraper": monitor,
+        "/tokenize": tokenizer,
+        "engine health": lambda: str(http_get(home_url + "/cross", api_key="k")),
+        "doctor exporter": lambda: str(fetch_exporter(home_url + "/cross")),
+        "prometheus sensor": lambda: raises(lambda: _fetch(home_url + "/cross", 5, "dcgm"), SensorError),
+        "redfish link": redfish_link,
+        "redfish redirect": redfish_redirect,
+    }
+
+
+def test_every_client_refuses_another_host(servers):
+    """The rule has one home and every client uses it: pointed at a redirect to another host, each
+    refuses (in its own way: an error, a failed probe, a backoff) and nothing reaches that host."""
+    home, other = servers
+    seen = {}
+    for name, fn in _clients(home.url).items():
+        seen[name] = fn()
+        assert seen[name], name
+    assert other.log == [], other.log  # not one request, with or without a credential
+    assert "another host" in seen["/tokenize"] and "another host" in seen["/metrics scraper"]
+    assert seen["detection probe"].startswith("refused: GET") and seen["engine health"] == "(0, b'')"
+    assert "another host" in seen["redfish link"] and "another host" in seen["redfish redirect"]

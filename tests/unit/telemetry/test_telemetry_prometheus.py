@@ -3,10 +3,9 @@ import socket
 import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.metrics_core import Metric
-from telemetry_http import JsonServer
 
 from wattbench.errors import SensorError
-from wattbench.telemetry.prometheus import DcgmSensor, PromQuerySensor
+from wattbench.telemetry.prometheus import DcgmSensor
 
 
 class DcgmCollector:
@@ -96,32 +95,5 @@ def test_dcgm_unreachable():
         DcgmSensor(f"http://127.0.0.1:{free_port()}/metrics").open()
 
 
-def query_api(values):
-    def handler(q):
-        expr = q["query"][0]
-        if expr == "bad(":
-            return {"status": "error", "errorType": "bad_data", "error": "parse error"}
-        return {"status": "success", "data": {"resultType": "vector", "result": [
-            {"metric": {"instance": inst}, "value": [1700000000.0, str(w)]} for inst, w in values.items()]}}
-    return {"/api/v1/query": handler}
-
-
-def test_prom_query():
-    values = {"node1:9100": 1200.5, "node2:9100": 1100.0}
-    with JsonServer(query_api(values)) as srv:
-        s = PromQuerySensor(srv.url, 'sum by (instance) (node_power_watts{job="bmc"})')
-        chans = {c.id: c for c in s.open()}
-        assert set(chans) == {"prom.instance_node1_9100", "prom.instance_node2_9100"}
-        assert all(c.boundary == "node" and c.kind == "power" for c in chans.values())
-        values["node1:9100"] = 1300.0
-        got = {r.channel: r.value for r in s.read()}
-        assert got == pytest.approx({"prom.instance_node1_9100": 1300.0, "prom.instance_node2_9100": 1100.0}, rel=1e-9)
-        assert any("query=sum+by" in h for h in srv.hits)
-
-
-def test_prom_query_error():
-    with JsonServer(query_api({})) as srv:
-        with pytest.raises(SensorError, match="parse error"):
-            PromQuerySensor(srv.url, "bad(").open()
-        with pytest.raises(SensorError, match="no series"):
-            PromQuerySensor(srv.url, "up").open()
+# The PromQL sensor (PromQuerySensor) is tested against a real Prometheus scraping a scripted power
+# exporter: tests/integration/test_prometheus_real.py (no fake of the query API here).

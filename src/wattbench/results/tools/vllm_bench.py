@@ -2,14 +2,15 @@
 
 Read (vLLM 0.32, ``vllm/benchmarks/serve.py``): per request ``start_times`` (``time.perf_counter()``
 when the request was about to be posted: CLOCK_MONOTONIC, the run's own clock), ``ttfts`` (s, to
-the first chunk with ``choices``), ``itls`` (s, the gaps between later ``choices`` chunks — the
-finish chunk included), ``latencies`` (s, to the last ``choices`` chunk), ``output_lens`` (the
+the first chunk with ``choices``), ``latencies`` (s, to the last ``choices`` chunk — the finish
+chunk included), ``output_lens`` (the
 server's ``usage.completion_tokens`` where it sent one, else vLLM retokenizes the text),
 ``input_lens`` (the server's ``usage.prompt_tokens`` where sent, else the prompt's length) and
 ``errors`` (a failed request has a non-empty one); the level's load from ``max_concurrency`` and
 ``request_rate``; its own figures (``mean_ttft_ms`` …, ``output_throughput``) carried over.
 
-Not read: ``generated_texts``, ``queue_times`` (the client's wait for a concurrency slot: the
+Not read: ``itls`` (the gaps between ``choices`` chunks count the finish chunk, which carries no
+token: the tokens are spread evenly from the first chunk to the last instead), ``generated_texts``, ``queue_times`` (the client's wait for a concurrency slot: the
 request was not sent yet, and ``start_times`` is taken after it), goodput and the ``--percentile-
 metrics`` other than those named in ``FIGURES``. The warm-up requests (``--num-warmups``) are not
 in the file: vLLM waits for all of them before the first timed request, so none is in flight
@@ -33,7 +34,7 @@ WHAT = "vllm bench serve"
 FIGURES = ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
            "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
            "request_throughput", "output_throughput", "total_token_throughput", "duration")
-NOT_READ = ["generated_texts", "queue_times (the wait for a --max-concurrency slot, before start_times)",
+NOT_READ = ["itls (they count the finish chunk, which carries no token)", "generated_texts", "queue_times (the wait for a --max-concurrency slot, before start_times)",
             "goodput and percentile metrics other than mean/median/p99 of ttft, tpot, itl, e2el"]
 
 
@@ -59,7 +60,7 @@ def _objects(path: Path) -> list[dict]:
 def _level(d: dict, path: Path, n: int) -> ToolLevelData:
     if "start_times" not in d or "ttfts" not in d:
         raise UserError(f"{WHAT}: {path} has no per-request times; run it with --save-result --save-detailed")
-    starts, ttfts, itls = d["start_times"], d["ttfts"], d.get("itls") or []
+    starts, ttfts = d["start_times"], d["ttfts"]
     lats, outs, ins, errs = d.get("latencies") or [], d.get("output_lens") or [], d.get("input_lens") or [], \
         d.get("errors") or []
     if not (len(starts) == len(ttfts) == len(lats)):
