@@ -4,13 +4,17 @@ Library entry points are imported lazily so that ``wattbench --help`` stays inst
 
     from wattbench import run_benchmark, RunConfig
     result = run_benchmark(RunConfig(target="http://127.0.0.1:8000", concurrency=[1, 8]))
+
+    from wattbench import measure, MeasureConfig, RunConfig   # energy around another load generator
+    result = measure(MeasureConfig(command=["vllm", "bench", "serve", ..., "--save-result", "--save-detailed"],
+                                   run=RunConfig(sensors=["nvml"])))
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "run_benchmark", "RunConfig", "load_result"]
+__all__ = ["__version__", "run_benchmark", "RunConfig", "load_result", "measure", "MeasureConfig"]
 
 
 def __getattr__(name: str):  # lazy entry points
@@ -22,6 +26,10 @@ def __getattr__(name: str):  # lazy entry points
         from wattbench.config import RunConfig
 
         return RunConfig
+    if name in ("measure", "MeasureConfig"):
+        from wattbench.run import measure as _m
+
+        return getattr(_m, name)
     if name == "load_result":
         from wattbench.results.rundir import load_result
 

@@ -113,3 +113,74 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, cmd, msg):
     p = wb("measure", "-s", "const:node=100", "--no-register", "-o", str(out), "--", *cmd, cwd=tmp_path)
     assert p.returncode == 2 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not out.exists()
+
+
+def test_sigterm_stops_the_command_by_pid_and_keeps_its_energy(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from tests.e2e.test_run_cli import ROOT
+
+    out, pidfile = tmp_path / "run", tmp_path / "child.pid"
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    child = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    proc = subprocess.Popen([sys.executable, "-m", "wattbench", "measure", "-s", "const:node=200", "--idle", "0",
+                             "--no-register", "-o", str(out), "-q", "--", sys.executable, "-c", child],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120  # only ends a hang
+        while not (pidfile.exists() and pidfile.read_text().strip()):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        pid = int(pidfile.read_text())
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)  # without the stop: the child's 600 s sleep runs on
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err
+    try:  # the command was stopped by its PID, not left running
+        os.kill(pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive
+    res = load_result(out)
+    assert res.status == "interrupted" and res.measure.exit_code is None
+    (lv,) = res.levels  # the energy over the command's run until it was stopped
+    assert lv.window.start_ns == res.measure.started_ns and lv.window.end_ns == res.measure.ended_ns
+    assert lv.energy["node"].energy_j == pytest.approx(200 * lv.window.duration_s, rel=1e-6)
+
+
+def test_a_measure_run_is_a_run_for_report_compare_and_history(tmp_path):
+    db = tmp_path / "h.db"
+    outs = [tmp_path / "a", tmp_path / "b"]
+    with stream_server("--ttft-ms", "20", "--itl-ms", "5", "--vllm-metrics") as (base, _):
+        for out in outs:
+            p = wb("measure", "-s", f"const:node={POWER_W:g}", "--idle", "0", "-t", base, "--db", str(db), "-o",
+                   str(out), "-q", "--", sys.executable, str(_client(tmp_path)), base, "2", cwd=tmp_path)
+            assert p.returncode == 0, p.stderr
+    ids = [load_result(o).run_id for o in outs]
+    p = wb("history", "list", "--db", str(db), cwd=tmp_path)
+    assert p.returncode == 0 and all(i in p.stdout for i in ids), p.stdout + p.stderr
+    p = wb("report", str(outs[0]), cwd=tmp_path)
+    assert p.returncode == 0 and "J/tok" in p.stdout, p.stdout + p.stderr
+    p = wb("compare", str(outs[0]), str(outs[1]), cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (outs[0] / "report.html").exists()
+
+
+def test_a_tool_that_writes_no_result_is_one_line_and_keeps_the_energy(tmp_path):
+    out = tmp_path / "run"
+    p = wb("measure", "-s", "const:node=100", "--idle", "0", "--no-register", "-o", str(out), "-q", "--tool",
+           "guidellm", "--", sys.executable, "-c", "pass", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "wrote no result file" in lines[0], p.stderr
+    res = load_result(out)
+    assert res.status == "failed" and res.measure.window_source == "command lifetime"
+    assert res.levels[0].energy["node"].energy_j == pytest.approx(100 * res.levels[0].window.duration_s, rel=1e-6)

@@ -449,6 +449,8 @@ class Proto(asyncio.Protocol):
                 os._exit(3)
             sc.stats["requests"] += 1
             fault = sc.pick_fault()
+            if sc.a.hang_after_requests and sc.stats["requests"] > sc.a.hang_after_requests:
+                fault = "stall"  # every request past N stalls half-way: a level that cannot end
             if fault:
                 sc.stats["faults"][fault] = sc.stats["faults"].get(fault, 0) + 1
             if fault == "500":
@@ -499,6 +501,9 @@ def main(argv=None) -> int:
     p.add_argument("--rate-limit-rate", type=float, default=0.0, help="fraction answered HTTP 429")
     p.add_argument("--drop-rate", type=float, default=0.0, help="fraction dropped half-way")
     p.add_argument("--stall-rate", type=float, default=0.0, help="fraction stalled half-way")
+    p.add_argument("--hang-after-requests", type=int, default=0,
+                   help="every request after the first N stalls half-way (connection open, no more bytes): the "
+                        "level in progress cannot end, so a test can stop the client with a known set of finished requests")
     p.add_argument("--malformed-rate", type=float, default=0.0)
     p.add_argument("--error-event-rate", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)

@@ -141,7 +141,7 @@ def test_prometheus_sensor_against_the_real_server(tmp_path):
             chans = {c.id: c for c in s.open()}
             assert set(chans) == {"prom.node_n1", "prom.node_n2"}
             assert all(c.boundary == "node" and c.kind == "power" for c in chans.values())
-            assert {r.channel: r.value for r in s.read()} == {"prom.node_n1": 250.0, "prom.node_n2": 150.0}
+            assert {r.channel: r.value for r in s.read()} == pytest.approx({"prom.node_n1": 250.0, "prom.node_n2": 150.0}, rel=1e-9)
             with pytest.raises(SensorError, match="parse error"):
                 PromQuerySensor(prom.url, "sum(").open()
             with pytest.raises(SensorError, match="no series"):

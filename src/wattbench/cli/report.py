@@ -55,9 +55,11 @@ def register(app: typer.Typer) -> None:
             doc = {
                 "written": written,
                 "runs": [
-                    {"run_id": d.run_id, "path": str(d.path), "verdict": d.result.validity.verdict,
+                    {"run_id": d.run_id, "path": str(d.path), "status": d.result.status,
+                     "verdict": d.result.validity.verdict, "reasons": list(d.result.validity.reasons),
                      "levels": [{"index": lv.index, "label": lv.label, "verdict": lv.validity.verdict,
-                                 "headline": F.headline(lv)} for lv in d.result.levels]}
+                                 "headline": F.headline(lv)} for lv in d.result.levels],
+                     "recovered": [dict(r.to_dict(), how=d.recovered_how) for r in d.recovered]}
                     for d in data
                 ],
             }
@@ -65,12 +67,14 @@ def register(app: typer.Typer) -> None:
             return
         from rich.console import Console
 
-        from wattbench.report.terminal import run_summary
+        from wattbench.report.terminal import recovered_lines, run_summary
 
         console = Console()
         if not quiet:
             for d in data:
                 console.print(run_summary(d.result))
+                for line in recovered_lines(d.recovered, d.recovered_how):
+                    console.print(line)
         for kind, paths in written.items():
             for p in paths:
                 console.print(f"wrote {kind}: {p}", markup=False, highlight=False)

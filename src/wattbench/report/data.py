@@ -155,6 +155,8 @@ class RunData:
         if not self.path.is_dir():
             raise UserError(f"{self.path} is not a directory; give a run directory (it holds {RESULT_FILE})")
         self.result: Result = rundir.load_result(self.path)
+        # a crashed run's recovered records, said in every report (Markdown and HTML read the notes)
+        self.notes.extend(r.text(self.recovered_how) for r in self.recovered)
 
     @property
     def run_id(self) -> str:
@@ -168,6 +170,20 @@ class RunData:
     @cached_property
     def requests(self) -> list[RequestRecord]:
         return rundir.load_requests(self.path, notes=self.notes)
+
+    @cached_property
+    def recovered(self) -> list:
+        """The finished records a run's spool still holds (``results.recovery.RecoveredLevel``):
+        a crashed run's level in progress. Not accounted; reports show them as recovered."""
+        from wattbench.results.recovery import recover
+
+        return recover(self.path)
+
+    @property
+    def recovered_how(self) -> str:
+        from wattbench.results.recovery import recovered_how
+
+        return recovered_how(self.result, self.path)
 
     @cached_property
     def telemetry(self) -> TelemetryLog:

@@ -343,7 +343,8 @@ def answer_level(result: Result) -> tuple[LevelResult, str] | None:
 
 def answer_lines(result: Result) -> list[str]:
     """What the run answers, first: the level it quotes with its headline figures and why, what a
-    search chose (and why), the best level under the SLO."""
+    search chose (and why), the best level under the SLO; for ``wattbench measure``, what ran and
+    each level's own figures from the tool."""
     out = []
     pick = answer_level(result)
     if pick is not None:
@@ -355,6 +356,30 @@ def answer_lines(result: Result) -> list[str]:
     best = best_under_slo(result)
     if best is not None and not chose:  # --optimize's line already names the best level
         out.append(best[1])
+    return out + measure_lines(result)
+
+
+def measure_lines(result: Result) -> list[str]:
+    """``wattbench measure``: the tool and where windows and tokens came from, then per level the
+    tool's own figures (labelled as the tool's) and the server counter's count beside the tool's."""
+    m = result.measure
+    if m is None:
+        return []
+    tool = " ".join(x for x in (m.tool, m.tool_version) if x)
+    out = [f"measured around {tool} (exit {m.exit_code if m.exit_code is not None else 'none: stopped'}): "
+           f"windows from the {m.window_source}, tokens from the {m.token_source}"
+           + (f"; {m.clock.source_clock} clock, ±{F.fmt(m.clock.uncertainty_ns / 1e3)} us" if m.clock else "")]
+    for lv in result.levels:
+        t = lv.tool
+        if t is None:
+            continue
+        figs = ", ".join(f"{k} {F.fmt(v)}" for k, v in t.figures.items() if v is not None)
+        if figs:
+            out.append(f"{short_label(lv)}: {t.tool}'s own figures: {figs}")
+        if t.server_output_tokens is not None and t.tool_output_tokens is not None:
+            out.append(f"{short_label(lv)}: output tokens in the window: {F.fmt(t.tool_output_tokens)} from the tool's "
+                       f"records, {F.fmt(t.server_output_tokens)} ± {F.fmt(t.server_output_tokens_error)} from the "
+                       "server's counter")
     return out
 
 

@@ -183,6 +183,12 @@ class RunSummary:
             yield Text(line, style="dim")
 
 
+def recovered_lines(recovered: list, how: str) -> list[Text]:
+    """A crashed run's recovered records (``results.recovery.RecoveredLevel``), each level one line
+    in the warning colour: labelled as recovered, not accounted (no figure computed here)."""
+    return [Text(r.text(how), style="yellow") for r in recovered]
+
+
 def run_summary(result: Result) -> RenderableType:
     """Title and the answer first, then the verdicts and notes, then the tables."""
     return RunSummary(result)

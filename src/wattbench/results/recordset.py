@@ -17,7 +17,15 @@ record is written out the moment it is appended, in three streams:
 The three streams stay in memory until they pass ``spill_bytes`` together, then move to files in
 ``spool_dir`` (a private temporary directory by default) and every later record goes straight to
 disk: what stays in memory is the write buffers and the code tables, whatever the number of
-records. Readers take what they need, in blocks:
+records.
+
+**Durable spooling.** While a run measures a level, the sets created in its thread spool into the
+run directory (``spooling_into(dir)``, set by ``run/level.py``; the load layer that creates the
+sets knows nothing of run directories): on disk from the first record, and each record's line is
+written through to the file (one ``write`` per record, no buffer in the process) the moment it is
+appended, so a run killed outright (SIGKILL, the OOM killer) leaves every finished record of the
+level in progress in ``<dir>/records-*/lines``, one JSON object per line (``read_spooled_lines``
+reads them back). Readers take what they need, in blocks:
 
 - ``columns(*names)``: whole columns as numpy arrays (8 bytes a request each, transient);
 - ``blocks(size)``: ``(first_row, rows)`` structured-array blocks, in append order;
@@ -36,6 +44,8 @@ when they are iterated or written.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import io
 import json
 import os
@@ -50,7 +60,37 @@ from pydantic import BaseModel
 
 from wattbench.results.schema import RequestRecord, build_record
 
-__all__ = ["NONE", "ROW", "RecordSet", "as_record_set", "stamp_blocks", "row_ids", "STAMPS_PER_BLOCK"]
+__all__ = ["NONE", "ROW", "RecordSet", "as_record_set", "stamp_blocks", "row_ids", "STAMPS_PER_BLOCK",
+           "spooling_into", "read_spooled_lines"]
+
+# Where the sets created in this context spool durably (``spooling_into``); None: TMPDIR, lazily.
+_DURABLE_DIR: contextvars.ContextVar[str | None] = contextvars.ContextVar("wattbench_record_spool", default=None)
+LINES_FILE = "lines"  # a durable set's records, one JSON object per line (without chunk stamps)
+SPOOL_PREFIX = "records-"
+
+
+@contextlib.contextmanager
+def spooling_into(path: str | os.PathLike) -> Iterator[None]:
+    """Every ``RecordSet`` created (without its own ``spool_dir``) in this thread while the block
+    runs spools durably into a fresh ``records-*`` directory under ``path`` (module doc)."""
+    os.makedirs(path, exist_ok=True)
+    token = _DURABLE_DIR.set(os.fspath(path))
+    try:
+        yield
+    finally:
+        _DURABLE_DIR.reset(token)
+
+
+def read_spooled_lines(path: str | os.PathLike) -> Iterator[dict]:
+    """The records a durable set wrote to ``path`` (its ``lines`` file), one dict at a time; a torn
+    last line (the process was killed while writing it) is left out."""
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                return  # killed mid-write: the one record in flight to the file
+            line = raw.strip()
+            if line:
+                yield json.loads(line)
 
 NONE = -1  # a missing stamp or count in a row
 BLOCK_ROWS = 8_192  # rows per block for readers that stream (~1 MB of rows)
@@ -84,8 +124,11 @@ def _values(rec: RequestRecord | Mapping[str, Any]) -> dict:
 class RecordSet:
     """The records of one level (see the module docstring). Append, then read; not thread-safe."""
 
-    def __init__(self, spool_dir: str | os.PathLike | None = None, *, spill_bytes: int = SPILL_BYTES):
-        self._spool_parent = spool_dir
+    def __init__(self, spool_dir: str | os.PathLike | None = None, *, spill_bytes: int = SPILL_BYTES,
+                 durable: bool | None = None):
+        durable_dir = _DURABLE_DIR.get() if spool_dir is None and durable is not False else None
+        self._durable = bool(durable) or durable_dir is not None
+        self._spool_parent = spool_dir if spool_dir is not None else durable_dir
         self._spill_bytes = spill_bytes
         self._dir: str | None = None
         self._io: dict[str, Any] = {k: io.BytesIO() for k in _STREAMS}
@@ -99,6 +142,8 @@ class RecordSet:
         self._labels: dict[str, list[str | None]] = {k: [] for k in _CODED}
         self._annotations: dict[str, np.ndarray | list] = {}
         self._finalizer = None
+        if self._durable:  # on disk from the first record, each line written through
+            self._spill()
 
     @classmethod
     def from_records(cls, records: Iterable[RequestRecord | Mapping[str, Any]], **kw) -> "RecordSet":
@@ -132,7 +177,10 @@ class RecordSet:
         self._row_fill += 1
         if chunks:
             self._chunk_buf.extend(chunks)
-        self._io["lines"].write(line)
+        if self._durable:
+            _write_through(self._io["lines"], line)
+        else:
+            self._io["lines"].write(line)
         self._line_bytes += len(line)
         self._n += 1
         self._n_chunks += len(chunks)
@@ -156,20 +204,27 @@ class RecordSet:
             self._spill()
 
     def _spill(self) -> None:
-        self._dir = tempfile.mkdtemp(prefix="wattbench-records-", dir=self._spool_parent)
+        prefix = SPOOL_PREFIX if self._durable else "wattbench-records-"
+        self._dir = tempfile.mkdtemp(prefix=prefix, dir=self._spool_parent)
         self._finalizer = weakref.finalize(self, _cleanup, self._dir, list(self._io.values()))
         for k in _STREAMS:
-            f = open(os.path.join(self._dir, k), "w+b")
-            f.write(self._io[k].getbuffer())
+            # a durable set's lines go through to the file at each append (no buffer to lose)
+            f = open(os.path.join(self._dir, k), "w+b", buffering=0 if (self._durable and k == LINES_FILE) else -1)
+            _write_through(f, self._io[k].getbuffer())
             self._io[k] = f
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _cleanup, self._dir, list(self._io.values()))
 
     def close(self) -> None:
-        """Remove the spool files (the set is empty afterwards)."""
+        """Remove the spool files (the set is empty afterwards, and no longer spools anywhere)."""
         if self._finalizer is not None:
             self._finalizer()
-        self.__init__(self._spool_parent, spill_bytes=self._spill_bytes)
+        self.__init__(None if self._durable else self._spool_parent, spill_bytes=self._spill_bytes, durable=False)
+
+    @property
+    def spool_path(self) -> str | None:
+        """The directory of the set's spool files (None while they are in memory)."""
+        return self._dir
 
     # ------------------------------------------------------------------ reading
 
@@ -350,6 +405,14 @@ def _json_default(o):
     if isinstance(o, BaseModel):
         return o.model_dump(mode="json")
     raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def _write_through(f, data) -> None:
+    """All of ``data`` to ``f`` (an unbuffered file may take it in parts)."""
+    view = memoryview(data)
+    while view:
+        n = f.write(view)
+        view = view[n if n is not None else len(view):]
 
 
 def _cleanup(path: str, handles: list) -> None:

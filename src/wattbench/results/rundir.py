@@ -24,6 +24,9 @@ from pydantic import BaseModel, ValidationError
 
 from wattbench.accounting.boundaries import withhold_outside_work
 from wattbench.errors import UserError
+from wattbench.results.recovery import (  # noqa: F401  (the layout of a run in progress, re-exported)
+    LEVEL_META_FILE, RUN_LOCK_FILE, SPOOL_DIR, level_spool_dir, run_in_progress, settle_unfinished,
+)
 from wattbench.results.schema import SCHEMA_VERSION, RequestRecord, Result
 from wattbench.server.redact import registered
 
@@ -31,6 +34,67 @@ RESULT_FILE = "result.json"
 REQUESTS_FILE = "requests.jsonl"
 
 M = TypeVar("M", bound=BaseModel)
+
+
+# ------------------------------------------------------------------ a run in progress, or one that crashed
+
+
+def begin_level_spool(run_dir: str | os.PathLike, index: int, trial: int, label: str) -> Path:
+    """Create the level's spool directory with ``level.json`` (what it is, for a reader after a
+    crash); returns the directory to spool into."""
+    d = level_spool_dir(run_dir, index, trial)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise storage_error(d, e) from None
+    _atomic_write_bytes(d / LEVEL_META_FILE,
+                        json.dumps({"index": index, "trial": trial, "label": label}).encode("utf-8") + b"\n")
+    return d
+
+
+def end_level_spool(run_dir: str | os.PathLike, index: int, trial: int = 0) -> None:
+    """Remove a level's spool once its records are in ``requests.jsonl`` (and ``spool/`` once empty)."""
+    import shutil
+
+    shutil.rmtree(level_spool_dir(run_dir, index, trial), ignore_errors=True)
+    try:
+        (Path(run_dir) / SPOOL_DIR).rmdir()
+    except OSError:
+        pass  # another level's spool, or already gone
+
+
+class RunLock:
+    """Held by the process writing a run directory (``flock`` on ``.running``), so a reader can
+    tell a run in progress from one whose process died: the kernel drops the lock with the process,
+    however it ended. ``release`` removes the file."""
+
+    def __init__(self, run_dir: str | os.PathLike):
+        import fcntl
+
+        self.path = Path(run_dir) / RUN_LOCK_FILE
+        self.fd: int | None = None
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise storage_error(self.path, e) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise UserError(f"{Path(run_dir)}: another wattbench process is writing this run directory; "
+                            "choose another --out") from None
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
+        os.close(self.fd)  # closing drops the flock
+        self.fd = None
 
 
 def storage_error(path: str | os.PathLike, exc: OSError) -> UserError:
@@ -246,16 +310,22 @@ def load_model(path: Path, model: type[M], what: str = "result", supported: int 
 
 
 def load_result(path_or_dir: str | os.PathLike) -> Result:
-    """Read a run's ``result.json`` (give the run directory or the file)."""
+    """Read a run's ``result.json`` (give the run directory or the file). A result whose status
+    is still ``running`` is read as what it is (``results.recovery.settle_unfinished``, the one
+    rule every reader gets here): a run in progress, or a run that crashed — ``invalid`` either
+    way, with the reason and what its spool still holds."""
     p = Path(path_or_dir)
     if not p.exists():
         raise UserError(f"{p}: no such run directory or result file")
     if p.is_dir() and not (p / RESULT_FILE).exists() and (p / "agreement.json").exists():
         raise UserError(f"{p}: an output-agreement run, not a benchmark result (show it with "
                         "`wattbench compare A B --agreement RUN`)")
-    result = load_model(result_path(p), Result, "result")
+    path = result_path(p)
+    result = load_model(path, Result, "result")
     for lv in result.levels:  # a file written before the rule: per-token figures only where the work is
         withhold_outside_work(lv)
+    if result.status == "running":
+        settle_unfinished(result, path.parent)
     return result
 
 

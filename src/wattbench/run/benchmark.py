@@ -65,7 +65,7 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
             err.result = session.result  # type: ignore[attr-defined]
             raise err from e
         except Exception as e:
-            if session.result is not None and session.result.levels:
+            if session.result is not None:  # closed, even before its first level: never left "running"
                 session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}")
             raise
 
@@ -160,6 +160,8 @@ def start_result(session: RunSession, run_dir, server, problems: list[str], *, e
     except OSError as e:  # checked before the run (session.resolve_run_dir); changed since: one line
         raise rundir.storage_error(run_dir, e) from None
     session.run_dir = run_dir
+    # held while the run writes here: a reader tells a run in progress from a crashed one (results/recovery.py)
+    session.stack.callback(rundir.RunLock(run_dir).release)
     gpus = sampler.gpu_inventory() if sampler is not None else []
     result = Result(
         wattbench_version=__version__,

@@ -17,7 +17,7 @@ from wattbench.load.level import run_level
 from wattbench.load.targets import per_target_summary, run_level_multi
 from wattbench.load.types import LevelSpec
 from wattbench.results import rundir
-from wattbench.results.recordset import as_record_set
+from wattbench.results.recordset import as_record_set, spooling_into
 from wattbench.results.schema import LevelResult, TrialsBlock
 from wattbench.run import analyses
 from wattbench.run.plan import default_num_requests, planned_levels
@@ -73,17 +73,22 @@ class LevelRunner:
             session.emit("level_start", index=index, label=label, total=spec.num_requests,
                          levels=planned_levels(cfg), trial=k + 1, trials=n_trials, duration_s=spec.duration_s)
             requests = self._requests(output_tokens, input_tokens)
+            # the level's records spool into the run directory as they finish (a killed run keeps them)
+            spool = rundir.begin_level_spool(session.run_dir, index, k, label)
             try:
-                outcome = self._run_one(spec, requests, self._on_progress(index))
+                with spooling_into(spool):
+                    outcome = self._run_one(spec, requests, self._on_progress(index))
             except (Interrupted, LevelFailed) as e:  # keep the completed requests of the level cut short
                 partial = getattr(e, "outcome", None)
                 if partial is not None and partial.records:
                     lv = self._account(index, spec, partial, k, thermal_before, label_suffix)
                     self._record(lv, partial.records, trials + [lv])
+                else:
+                    rundir.end_level_spool(session.run_dir, index, k)  # nothing finished: nothing to keep
                 raise
             self.used += len(outcome.records)
             trials.append(self._account(index, spec, outcome, k, thermal_before, label_suffix))
-            self._write_requests(outcome.records, k)
+            self._write_requests(outcome.records, k, index)
             if outcome.target_down:
                 break  # no further trial against a target that stopped answering
         level = trials[-1]
@@ -140,13 +145,16 @@ class LevelRunner:
         lv.thermal_before = thermal_before
         return lv
 
-    def _write_requests(self, records, trial: int) -> None:
+    def _write_requests(self, records, trial: int, index: int) -> None:
         """Stream the level's records (their per-request energy and carbon already annotated by
-        ``_account``) into ``requests.jsonl``; the chunk stamps only with ``--keep-chunks``."""
+        ``_account``) into ``requests.jsonl``; the chunk stamps only with ``--keep-chunks``. Then
+        the level's spool goes: its records are where they belong."""
         records = as_record_set(records)
         if self.session.config.trials > 1:  # extra field: which trial of the level
             records.annotate("trial", np.full(len(records), trial, dtype=object))
         rundir.append_requests(self.session.run_dir, records, keep_chunks=self.session.config.keep_chunks)
+        records.close()
+        rundir.end_level_spool(self.session.run_dir, index, trial)
 
     def _record(self, level: LevelResult, partial_records, trials: list[LevelResult]) -> None:
         """Add the level (its last trial, with the trials' mean and CI) and write everything."""
@@ -155,7 +163,7 @@ class LevelRunner:
             level.trials = TrialsBlock.model_validate(analyses.trials_block(trials))
         session.result.levels.append(level)
         if partial_records:
-            self._write_requests(partial_records, level.trial or 0)
+            self._write_requests(partial_records, level.trial or 0, level.index)
         session.write_level_artifacts()
         session.write_report()
         session.emit("level_done", index=level.index, level=level)

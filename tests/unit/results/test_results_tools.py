@@ -46,7 +46,7 @@ def test_vllm_bench_serve_file():
     run = read_tool("vllm-bench-serve", [FIX / "vllm_bench_serve.json"])
     d = json.loads((FIX / "vllm_bench_serve.json").read_text())
     (lv,) = run.levels
-    assert (lv.mode, lv.value, lv.max_in_flight) == ("concurrency", 8.0, None)
+    assert (lv.mode, lv.value, lv.max_in_flight) == ("concurrency", pytest.approx(8.0, rel=1e-9), None)
     assert len(lv.requests) == 24 and all(r.ok for r in lv.requests)
     r0 = lv.requests[0]
     assert r0.start_ns == round(d["start_times"][0] * 1e9)
@@ -71,7 +71,7 @@ def test_aiperf_file():
     run = read_tool("aiperf", [FIX / "aiperf" / "profile_export.jsonl"])
     assert run.version == "0.13.0" and run.token_source == "usage"  # --use-server-token-count was given
     (lv,) = run.levels
-    assert (lv.mode, lv.value) == ("concurrency", 4.0)
+    assert (lv.mode, lv.value) == ("concurrency", pytest.approx(4.0, rel=1e-9))
     assert sum(r.warmup for r in lv.requests) == 4 and len(lv.requests) == 16
     first = json.loads((FIX / "aiperf" / "profile_export.jsonl").read_text().splitlines()[0])
     r0 = lv.requests[0]
@@ -88,7 +88,7 @@ def test_guidellm_file(tmp_path):
     run = read_tool("guidellm", [FIX / "guidellm_benchmarks.json"])
     assert run.version == "0.8.1"
     (lv,) = run.levels
-    assert (lv.mode, lv.value, lv.label) == ("concurrency", 4.0, "concurrent@4")
+    assert (lv.mode, lv.value, lv.label) == ("concurrency", pytest.approx(4.0, rel=1e-9), "concurrent@4")
     d = json.loads((FIX / "guidellm_benchmarks.json").read_text())
     t = d["benchmarks"][0]["requests"]["successful"][0]["info"]["timings"]
     r0 = lv.requests[0]

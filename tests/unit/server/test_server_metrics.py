@@ -132,7 +132,7 @@ def test_counter_edge_error_is_the_steps_around_the_edges():
     assert tl.counter_edge_error("generation_tokens", 250, 1_500) == pytest.approx(300.0)
     # an edge on a scrape is exact
     assert tl.counter_edge_error("generation_tokens", 1_000, 1_500) == pytest.approx(200.0)
-    assert tl.counter_edge_error("generation_tokens", 0, 2_000) == 0.0
+    assert tl.counter_edge_error("generation_tokens", 0, 2_000) == pytest.approx(0.0, rel=1e-9)
     assert tl.counter_edge_error("generation_tokens", -1, 2_000) is None  # outside the scrapes
 
 
