@@ -85,6 +85,7 @@ FLAG_DOMAINS: dict[str, Domain] = {
     # load
     "--concurrency": AT_LEAST_ONE, "--max-concurrency": AT_LEAST_ONE, "--workers": AT_LEAST_ONE,
     "--ray-actors": AT_LEAST_ONE, "--num-requests": AT_LEAST_ONE, "--trials": AT_LEAST_ONE,
+    "--prime-requests": AT_LEAST_ONE,
     "--rate": Domain(inf_ok=True, unit="requests/s"), "--speedup": POSITIVE,
     "--seed": Domain(lo_open=False, hi=MAX_SEED), "--warmup": NON_NEGATIVE,
     # time
@@ -190,6 +191,14 @@ class RunConfig(BaseModel):
     max_concurrency: int | None = None
     prefill_decode_pair: bool = False  # two extra levels isolating prefill and decode energy
 
+    # measuring from a known state (issue 24; run/prime.py, docs/accounting.md "Priming")
+    prime: bool = True  # take the server through the run's largest load before the first level
+    prime_requests: int | None = None  # None: two rounds of the largest concurrency (run/prime.py)
+    history_check: bool = True  # measure the first level again at the end; a difference beyond noise warns
+    trial_order: Literal["interleaved", "shuffled"] = "interleaved"  # --trials over a ladder
+    restart_engine: bool = False  # restart a launched engine before every trial round (--trials)
+    prompt_salt: str | None = None  # None: the run id's random part (no prompt repeats across runs); "": none
+
     # output
     out: str | None = None
     tags: list[str] = Field(default_factory=list)
@@ -210,11 +219,12 @@ class RunConfig(BaseModel):
     @field_validator("concurrency", "rate", "num_requests", "duration_s", "warmup_s", "warmup_requests", "workers",
                      "seed", "speedup", "sample_interval_s", "idle_s", "idle_after_s", "price_per_kwh", "pue",
                      "trials", "cooldown_s", "max_concurrency", "ray_actors", "request_timeout_s", "stall_timeout_s",
-                     "temperature", "top_p")
+                     "temperature", "top_p", "prime_requests")
     @classmethod
     def _in_domain(cls, v, info):
         flag = cls._flag(info.field_name)
-        domain = domain_for(flag)
+        # --warmup 10s is seconds (a duration's bound); --warmup 20 a count
+        domain = SECONDS_OR_ZERO if info.field_name == "warmup_s" else domain_for(flag)
         for x in v if isinstance(v, list) else [v]:
             msg = None if x is None else domain.problem(flag, x)
             if msg:
@@ -266,6 +276,11 @@ class RunConfig(BaseModel):
             raise ValueError("give --concurrency or --rate, not both")
         if any(r == float("inf") for r in self.rate) and self.num_requests is None:
             raise ValueError("--rate inf sends every request at once: give the number with --num-requests")
+        if self.restart_engine and (self.target or self.targets):
+            raise ValueError("--restart-engine restarts an engine wattbench starts; with --target the server is "
+                             "yours: restart it between runs yourself (or drop --restart-engine)")
+        if self.restart_engine and self.trials < 2:
+            raise ValueError("--restart-engine restarts the engine between trials: give --trials N (N >= 2)")
         return self
 
     @model_validator(mode="after")

@@ -314,3 +314,24 @@ def test_agree_docs_example_with_api_key(runner, app, tmp_path, db, monkeypatch,
 
     assert re.fullmatch(r"agree-\d{8}-\d{6}-[0-9a-f]{6}", data["run_id"]), data["run_id"]
     assert key not in (tmp_path / "o" / "agreement.json").read_text()
+
+
+def test_run_ids_are_never_cut_at_80_columns(runner, app, tmp_path, db, monkeypatch):
+    """Issue 25: at 80 columns history list and compare cut run ids to ``20261201-121821-2a2a…``, so
+    two runs of the same minute looked identical. Each id is shown whole (compare folds it)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    ids = [f"20261201-121821-2a2a5{c}" for c in "abc"]
+    for rid in ids:
+        write_result(tmp_path / rid, make_result(rid, levels=[make_level(0, value=8, power_w=500.0)]))
+        assert runner.invoke(app, ["history", "import", str(tmp_path / rid)]).exit_code == 0
+    runner.invoke(app, ["history", "tag", ids[2], "a-long-tag-name-here"])
+    r = runner.invoke(app, ["history", "list", "--since", "2000-01-01"])
+    assert r.exit_code == 0, r.output
+    assert max(len(x) for x in r.output.splitlines()) <= 80
+    for rid in ids:
+        assert any(x.startswith(rid + " ") for x in r.output.splitlines()), r.output
+    r = runner.invoke(app, ["compare", *ids])
+    assert r.exit_code == 0, r.output
+    head = [x for x in r.output.splitlines() if x.startswith("┃")][:2]
+    cells = [[c.strip() for c in x.strip("┃").split("┃")] for x in head]
+    assert [a + b.split(" ")[0] for a, b in zip(cells[0][1:], cells[1][1:])] == ids

@@ -206,7 +206,8 @@ _BAD = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case=st.sampled_from([(c, o) for c, o, _ in OPTIONS]), value=_BAD)
 def test_any_bad_number_is_refused(case, value, isolated, capsys):
     command, option = case

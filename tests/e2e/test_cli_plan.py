@@ -257,3 +257,19 @@ def test_rack_readable_at_80_and_160_columns(app, tmp_path, monkeypatch, width):
     assert len(header_lines) == 1
     if width == 160:
         assert "cooling" in header_lines[0] and "tok/s per p95 kW" in header_lines[0]  # one wide table
+
+
+def test_roofline_with_result_at_80_columns_is_one_line_per_figure(app, tmp_path, monkeypatch):
+    """Issue 25: at 80 columns plan roofline --result printed ~60 lines of one-figure tables. It is a
+    list: one line per figure, a long value wrapped, nothing cut."""
+    monkeypatch.setenv("COLUMNS", "80")
+    a = write_run(tmp_path / "long", make_result("20261201-121821-2a2a54-a-long-run-id", [
+        make_level(0, out_tps=900, acc_p95_w=500, concurrency=4)]))
+    res = invoke(app, "roofline", "--model", "llama-8b", "--result", str(a), "--level", "0")
+    assert res.exit_code == 0, res.output
+    lines = [x.strip() for x in res.output.splitlines() if x.strip()]
+    assert "…" not in res.output and max(len(x) for x in res.output.splitlines()) <= 80
+    d = json.loads(invoke(app, "roofline", "--model", "llama-8b", "--result", str(a), "--level", "0", "--json").stdout)
+    assert any(x.startswith("parameters") and f"{d['params']:,}" in x for x in lines)
+    assert any(x.startswith("measured / bound") and f"{d['measured_pct_of_bound']:.1f} %" in x for x in lines)
+    assert len(lines) <= 20, res.output

@@ -120,3 +120,9 @@ def test_a_history_that_fails_after_the_run_is_one_warning_line_and_the_run_is_k
     assert f"wattbench history import {out}" in warn[0]
     result = load_result(out)
     assert result.status == "complete" and any(w.startswith("the run is kept but not registered") for w in result.warnings)
+
+
+def test_a_value_outside_its_choices_is_one_line_naming_the_choices(tmp_path):
+    """Issue 25: ``--api chta`` gave pydantic's ``api: Input should be 'completions' or 'chat'``."""
+    line = refused(tmp_path, "--api", "chta", must_name="--api 'chta' is not one of completions, chat")
+    assert "Input should be" not in line

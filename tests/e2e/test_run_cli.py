@@ -33,7 +33,7 @@ def test_run_declared_node_power_gives_exact_energy_and_per_kw(tmp_path):
         out = tmp_path / "run"
         p = wb(
             "run", "--target", base, "--concurrency", "1,4", "--num-requests", "12", "--input-tokens", "32",
-            "--keep-chunks",
+            "--keep-chunks", "--no-prime", "--no-history-check",  # the server's log holds the measured requests only
             "--output-tokens", "16", "--sensor", "const:node=700", "--idle", "0.5", "--db", str(tmp_path / "h.db"),
             "--out", str(out), "--json", cwd=tmp_path,
         )
@@ -43,6 +43,7 @@ def test_run_declared_node_power_gives_exact_energy_and_per_kw(tmp_path):
     printed = json.loads(p.stdout)
     result = load_result(out)
     assert printed["run_id"] == result.run_id and result.status == "complete"
+    assert result.noise.priming is None and result.noise.history_check is None  # as asked
     assert [lv.label for lv in result.levels] == ["concurrency=1", "concurrency=4"]
     for lv in result.levels:
         # the keys every level carries (issue 2)
@@ -156,3 +157,44 @@ def test_bad_input_one_line_exit_2_no_result(tmp_path, args, server_args, needle
     assert needle in lines[0]
     assert "Traceback" not in p.stderr
     assert not (out / "result.json").exists()
+
+
+def test_dataset_prompts_are_not_judged_against_an_asked_length(tmp_path):
+    """Issue 25: a dataset's prompts (no length asked) were warned about as "input tokens asked 7,
+    the server counted …". Synthetic prompts built to --input-tokens still are (control)."""
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"tell me about the number {i} in a few words"}) + "\n"
+                            for i in range(8)))
+    with stream_server("--ttft-ms", "5", "--itl-ms", "2") as (base, _):
+        p = wb("run", "--target", base, "-c", "2", "-n", "8", "--workload", str(data), "--output-tokens", "8",
+               "--no-sensors", "--idle", "0", "--no-register", "--out", str(tmp_path / "ds"), cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        q = wb("run", "--target", base, "-c", "2", "-n", "8", "--input-tokens", "64", "--output-tokens", "8",
+               "--no-sensors", "--idle", "0", "--no-register", "--out", str(tmp_path / "syn"), cwd=tmp_path)
+        assert q.returncode == 0, q.stderr
+    ds, syn = load_result(tmp_path / "ds"), load_result(tmp_path / "syn")
+    assert ds.prompt_length_source == "approx" and syn.prompt_length_source == "approx"
+    assert not any("input tokens asked" in r for lv in ds.levels for r in lv.validity.reasons)
+    assert "input tokens asked" not in p.stdout
+    # the fake server counts words: a 64-token synthetic prompt counted approximately is far off
+    assert any("input tokens asked 64" in r for lv in syn.levels for r in lv.validity.reasons)
+
+
+def test_no_idle_baseline_from_declared_constants_alone(tmp_path):
+    """Issue 25: the idle baseline was measured with only --sensor const:node=W, reading the constant
+    back. It is skipped and the run says so; with a metered figure beside it, it is measured."""
+    with stream_server("--ttft-ms", "5", "--itl-ms", "2") as (base, _):
+        p = wb("run", "--target", base, "-c", "1", "-n", "4", "--output-tokens", "4", "--sensor", "const:node=300",
+               "--idle", "30", "--no-register", "--out", str(tmp_path / "c"), cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        q = wb("run", "--target", base, "-c", "1", "-n", "4", "--output-tokens", "4", "--sensor", "const:node=300",
+               "--sensor", "estimate:cpu,tdp=100", "--idle", "0.5", "--no-register", "--out", str(tmp_path / "m"),
+               cwd=tmp_path)
+        assert q.returncode == 0, q.stderr
+    c, m = load_result(tmp_path / "c"), load_result(tmp_path / "m")
+    assert c.idle_window is None and not c.idle
+    assert any(w.startswith("no idle baseline: the only power figures are declared constants") for w in c.warnings)
+    assert "no idle baseline" in p.stdout
+    assert c.levels[0].energy["node"].dynamic_energy_j is None
+    assert m.idle_window is not None and "cpu" in m.idle
+    assert not any(w.startswith("no idle baseline") for w in m.warnings)

@@ -24,8 +24,11 @@ def test_rate_capped_by_max_concurrency(tmp_path):
                *COMMON, "--out", str(tmp_path / "r"), cwd=tmp_path)
         served = stats()
     assert p.returncode == 0, p.stderr
-    assert served["max_active"] == 3 and served["streams_completed"] == 24
-    lv = load_result(tmp_path / "r").levels[0]
+    res = load_result(tmp_path / "r")
+    primed = res.noise.priming  # the priming load (not measured) went through the same cap
+    assert (primed.label, primed.requests, primed.completed) == ("rate=500", 24, 24)
+    assert served["max_active"] == 3 and served["streams_completed"] == 24 + primed.completed
+    lv = res.levels[0]
     assert lv.load.max_in_flight == 3 and lv.requests.completed == 24
     # a rate held down by the cap is by design, not a saturated load generator
     assert not any("achieved rate" in r for r in lv.load.saturation_reasons)
@@ -37,7 +40,10 @@ def test_rate_inf_sends_everything_at_once(tmp_path):
         served = stats()
     assert p.returncode == 0, p.stderr
     assert served["max_active"] == 10  # every stream open at once (each waits 300 ms for its first token)
-    assert load_result(tmp_path / "r").levels[0].label == "rate=inf"
+    res = load_result(tmp_path / "r")
+    assert res.levels[0].label == "rate=inf"
+    assert (res.noise.priming.label, res.noise.priming.value, res.noise.priming.completed) == ("rate=inf", None, 10)
+    assert served["streams_completed"] == 20  # the priming's ten, then the level's
 
 
 def test_headers_and_body_fields_sent_secrets_never_written(tmp_path):

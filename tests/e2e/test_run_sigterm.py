@@ -15,7 +15,8 @@ from wattbench.results.rundir import load_result
 def test_sigterm_outside_a_level_with_sigint_ignored(tmp_path):
     out = tmp_path / "run"
     with server("--ttft-ms", "5", "--itl-ms", "5") as s:
-        argv = run_argv(s.base, out, "--concurrency", "1", "--num-requests", "2", "--sensor", "const:node=500")
+        # a metered figure (a declared constant alone skips the idle baseline)
+        argv = run_argv(s.base, out, "--concurrency", "1", "--num-requests", "2", "--sensor", "estimate:cpu,tdp=100")
         argv[argv.index("--idle") + 1] = "600"
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=child_env(HOME=str(tmp_path)), cwd=str(tmp_path),

@@ -33,6 +33,15 @@ and the JSON ``body``). ``GET /stats/emissions`` is the emission log: ``{"tokens
 ``perf_counter_ns`` at which every content chunk (k tokens) was written since the last reset, of
 every stream (faulty ones too): ground truth for "tokens the server produced in a window".
 
+Speed noise and history, seeded (issue 24: ground truth for the noise rules and for priming):
+``--speed-noise SD`` multiplies a stream's TTFT and ITL by a factor ``exp(N(0, SD))`` drawn from
+``--noise-seed`` (its own generator: the faults stay as they were), one factor for the server's
+life (``--noise-every 0``: a "start") or a new one every N requests (``--noise-every N``).
+``--history-slow F --history-threshold K``: until the server has had K streams active at once, TTFT
+and ITL are F times longer (a server whose speed depends on the largest load it has seen).
+``/stats`` reports ``max_active_ever``, ``speed_factors`` (each drawn factor, in order) and
+``history_slow_until_ns`` (when the threshold was first reached, or None).
+
 Run: ``python tests/fakes/stream_server.py --port 0 --ttft-ms 100 --itl-ms 20``; it prints
 ``LISTENING <port>`` on stdout once bound (127.0.0.1 only).
 """
@@ -45,6 +54,7 @@ import base64
 import heapq
 from collections import deque
 import json
+import math
 import os
 import random
 import signal
@@ -80,6 +90,12 @@ class Script:
         self.ttft_s = a.ttft_ms / 1e3
         self.itl_s = a.itl_ms / 1e3
         self.rng = random.Random(a.seed)
+        self.noise_rng = random.Random(a.noise_seed)
+        self.speed_factors: list[float] = []
+        self.factor = self._draw() if a.speed_noise else 1.0
+        self.started = 0  # streams begun (the --noise-every clock)
+        self.max_active_ever = 0
+        self.warm_since_ns: int | None = None  # --history-threshold first reached
         self.models = [m for m in a.model.split(",") if m]
         self.stats = self._new_stats()
         self.last_request: dict = {}
@@ -137,6 +153,26 @@ class Script:
             self.timer_at = heap[0][0]
             self.timer = self.loop.call_at(self.timer_at, self._fire)
 
+    def _draw(self) -> float:
+        f = math.exp(self.noise_rng.gauss(0.0, self.a.speed_noise))
+        self.speed_factors.append(f)
+        return f
+
+    def speed(self) -> float:
+        """The TTFT/ITL multiplier for a stream beginning now (speed noise × history)."""
+        a = self.a
+        if a.speed_noise and a.noise_every and self.started and self.started % a.noise_every == 0:
+            self.factor = self._draw()
+        self.started += 1
+        slow = a.history_slow if (a.history_slow and self.warm_since_ns is None) else 1.0
+        return self.factor * slow
+
+    def saw_active(self, active: int) -> None:
+        if active > self.max_active_ever:
+            self.max_active_ever = active
+        if self.a.history_threshold and self.warm_since_ns is None and active >= self.a.history_threshold:
+            self.warm_since_ns = time.perf_counter_ns()
+
     @staticmethod
     def _new_stats() -> dict:
         return {"connections": 0, "requests": 0, "streams_done": 0, "streams_completed": 0, "tokens": 0, "faults": {},
@@ -180,6 +216,8 @@ class Script:
             # client): request bytes read -> first token written; first -> last token written.
             "actual_ttft_ms": (s["ttft_ns_sum"] / s["ttft_n"] / 1e6) if s["ttft_n"] else None,
             "actual_itl_ms": (s["itl_span_ns"] / s["itl_gaps"] / 1e6) if s["itl_gaps"] else None,
+            "max_active_ever": self.max_active_ever, "speed_factors": list(self.speed_factors),
+            "history_slow_until_ns": self.warm_since_ns,
         }
         if reset:
             self.per_request = {}
@@ -195,7 +233,7 @@ class Stream:
     """One streaming response, driven by loop timers on absolute deadlines."""
 
     __slots__ = ("proto", "script", "api", "n", "k", "t0", "fault", "prompt_tokens", "handle", "cut_at",
-                 "recv_ns", "first_ns", "tag", "writes")
+                 "recv_ns", "first_ns", "tag", "writes", "ttft_s", "itl_s")
 
     def __init__(self, proto, script: Script, api: str, n: int, prompt_tokens: int, fault, tag: str = ""):
         self.tag = tag
@@ -208,6 +246,7 @@ class Stream:
         self.prompt_tokens = prompt_tokens
         self.cut_at = n // 2 if fault in ("drop", "stall", "malformed", "error_event") else -1
         self.t0 = time.monotonic()
+        self.ttft_s, self.itl_s = script.ttft_s, script.itl_s
         self.recv_ns = proto.recv_ns
         self.first_ns = 0
         self.writes = [proto.recv_ns] if script.a.log_writes else None
@@ -228,7 +267,10 @@ class Stream:
         script.counters["prompt"] += self.prompt_tokens
         st["active"] += 1
         st["max_active"] = max(st["max_active"], st["active"])
-        script.schedule(self.t0 + script.ttft_s, self)
+        f = script.speed()
+        self.ttft_s, self.itl_s = script.ttft_s * f, script.itl_s * f
+        script.saw_active(st["active"])
+        script.schedule(self.t0 + self.ttft_s, self)
 
     def tick(self) -> None:
         proto, sc = self.proto, self.script
@@ -237,7 +279,7 @@ class Stream:
         if proto.transport is None or proto.transport.is_closing():
             self.finish_stats()
             return
-        deadline = self.t0 + sc.ttft_s + self.k * sc.itl_s
+        deadline = self.t0 + self.ttft_s + self.k * self.itl_s
         late = time.monotonic() - deadline
         st = sc.stats
         st["late_sum"] += late
@@ -302,7 +344,7 @@ class Stream:
                 sc.counters["success"] += 1
             self.end()
             return
-        sc.schedule(self.t0 + sc.ttft_s + self.k * sc.itl_s, self)
+        sc.schedule(self.t0 + self.ttft_s + self.k * self.itl_s, self)
 
     def end(self) -> None:
         self.finish_stats()
@@ -507,6 +549,14 @@ def main(argv=None) -> int:
     p.add_argument("--malformed-rate", type=float, default=0.0)
     p.add_argument("--error-event-rate", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--speed-noise", type=float, default=0.0,
+                   help="relative sd of a seeded lognormal factor on TTFT and ITL (per start, or per --noise-every)")
+    p.add_argument("--noise-seed", type=int, default=0, help="seed of the speed-noise generator")
+    p.add_argument("--noise-every", type=int, default=0,
+                   help="draw a new speed factor every N streams (0: one factor for the server's life)")
+    p.add_argument("--history-slow", type=float, default=0.0,
+                   help="TTFT and ITL this many times longer until --history-threshold streams were active at once")
+    p.add_argument("--history-threshold", type=int, default=0)
     p.add_argument("--log-writes", action="store_true",
                    help="keep every token write time per request (GET /stats/writes)")
     p.add_argument("--vllm-metrics", action="store_true",

@@ -102,7 +102,7 @@ def test_stalled_stream_times_out_as_stall(tmp_path):
     with server(*FAST, "--stall-rate", "0.25", "--seed", "5") as s:
         cfg = RunConfig(target=s.base, concurrency=[4], num_requests=24, input_tokens="16", output_tokens="16",
                         stall_timeout_s=0.4, no_sensors=True, idle_s=0, register_run=False, html=False,
-                        out=str(tmp_path / "run"))
+                        out=str(tmp_path / "run"), prime=False, history_check=False)
         result = run_benchmark(cfg)
         stats = s.stats()
     n_stall = stats["faults"]["stall"]
@@ -144,6 +144,28 @@ def test_server_killed_mid_level(tmp_path):
     assert down["target"] == s.base + "/v1" and down["refusals"] >= REFUSALS_DOWN
 
 
+def test_target_gone_after_a_finished_level_summarises_and_registers_it(tmp_path):
+    """Issue 25: a target that died mid-run (exit 4) left the finished levels unsummarised and the
+    run out of the history. Level c=1 (40 requests) finishes; the server dies during c=2: stdout has
+    the summary of both levels, stderr the one line, and the history holds the run as failed."""
+    from wattbench.results.store import HistoryStore
+
+    db = tmp_path / "db" / "history.sqlite3"
+    with server("--ttft-ms", "5", "--itl-ms", "5", "--die-after-requests", "45") as s:
+        p = run_cli(s.base, tmp_path / "run", "--concurrency", "1,2", "-n", "40", "--warmup", "0",
+                    "--no-sensors", "--no-html", "--db", str(db))
+    assert p.returncode == 4, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "stopped answering" in lines[0], p.stderr
+    assert "c=1" in p.stdout and "c=2" in p.stdout and "verdict: invalid" in p.stdout, p.stdout
+    assert f"results: {tmp_path / 'run'}" in p.stdout
+    res = load_result(tmp_path / "run")
+    with HistoryStore(db) as store:
+        rec = store.get(res.run_id)
+    assert rec.status == "failed" and [lv["label"] for lv in rec.levels] == [lv.label for lv in res.levels]
+    assert res.levels[0].requests.completed == 40
+
+
 def test_sensor_failing_mid_run(tmp_path, monkeypatch):
     """A meter that fails for a while mid-level: the run goes on, energy still comes from the
     counter across the gap, the level's verdict names the failures. The gap is timed from the
@@ -179,7 +201,8 @@ def test_sensor_failing_mid_run(tmp_path, monkeypatch):
     monkeypatch.setattr(client.StreamClient, "send", send)
     with server("--ttft-ms", "5", "--itl-ms", "10") as s:
         cfg = RunConfig(target=s.base, concurrency=[2], duration_s=1.2, input_tokens="16", output_tokens="16",
-                        idle_s=0, register_run=False, html=False, sample_interval_s=0.02, out=str(tmp_path / "run"))
+                        idle_s=0, register_run=False, html=False, sample_interval_s=0.02, out=str(tmp_path / "run"),
+                        prime=False, history_check=False)
         result = run_benchmark(cfg)
         stats = s.stats()
     for t in timers:
@@ -223,7 +246,8 @@ def test_disk_full_seam_keeps_previous_result(tmp_path, monkeypatch):
     out = tmp_path / "run"
     with server(*FAST) as s:
         cfg = RunConfig(target=s.base, concurrency=[2, 4], num_requests=10, input_tokens="16", output_tokens="16",
-                        no_sensors=True, idle_s=0, register_run=False, html=False, out=str(out))
+                        no_sensors=True, idle_s=0, register_run=False, html=False, out=str(out),
+                        prime=False, history_check=False)
         with pytest.raises(UserError) as ei:
             run_benchmark(cfg)
         stats = s.stats()
@@ -298,13 +322,15 @@ def test_signal_mid_level(tmp_path, sig, workers):
             base = s.stats()["streams_completed"]
             wait_for(lambda: s.stats()["streams_completed"] >= base + 6, timeout_s=30)
             os.kill(proc.pid, sig)
-            _, err = proc.communicate(timeout=30)
+            out_text, err = proc.communicate(timeout=30)
         finally:
             stop_pid(proc, signal.SIGKILL)
         stats = s.stats()
     assert proc.returncode == 130, err[-3000:]
     assert "interrupted" in err
     assert "Traceback" not in err
+    # the summary of what was measured is on stdout, as a complete run's is (issue 25: stderr only)
+    assert "c=2" in out_text and "verdict:" in out_text and f"results: {out}" in out_text, out_text
     res = load_result(out)
     recs = load_requests(out)
     assert res.status == "interrupted"

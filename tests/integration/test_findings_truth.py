@@ -57,7 +57,7 @@ def test_a_three_level_optimize_summary_answers_first_in_at_most_eight_note_line
         res = _run(RunConfig(target=base, concurrency=[1, 2, 4], optimize="output_tokens_per_s_per_kw",
                              num_requests=24, input_tokens="16", output_tokens="8", sensors=["const:node=300"],
                              idle_s=0, register_run=False, html=False, out=str(tmp_path / "run"), workers=1))
-    assert len(res.levels) == 3 and res.prompt_length_source == "approx"
+    assert len([lv for lv in res.levels if "re-measured" not in lv.label]) == 3 and res.prompt_length_source == "approx"
     c = Console(width=80, record=True, color_system=None)
     c.print(run_summary(res))
     lines = c.export_text().splitlines()
@@ -65,17 +65,23 @@ def test_a_three_level_optimize_summary_answers_first_in_at_most_eight_note_line
     first_table = next(i for i, x in enumerate(lines) if x.startswith("level "))
     head = lines[:first_table]
     answer = next(i for i, x in enumerate(head) if x.startswith("answer: "))
-    chose = next(i for i, x in enumerate(head) if x.startswith("optimize: chose"))
+    chose = next(i for i, x in enumerate(head) if x.startswith("optimize: "))
     verdict = next(i for i, x in enumerate(head) if x.startswith("verdict: "))
     assert answer < chose < verdict  # the answer first, then what was chosen and why, then the verdicts
     notes = [x for x in head[verdict + 1:] if x.startswith(("! ", "- ", "✗ "))]
     assert 1 <= len(notes) <= 8, "\n".join(head)
     # every level's approximate prompt lengths said once, levels in numeric order
+    from wattbench.report.summary import levels_text
+
+    every = levels_text(res, sorted(
+        (lv.index for lv in res.levels), key=lambda i: (res.levels[i].label.endswith("re-measured"),
+                                                          res.levels[i].load.target_concurrency)))
+    assert every.startswith("c=1,2,4"), every  # --optimize measured its top two again: "c=2,4 re-measured"
     prompt = [x for x in notes if "prompt lengths" in x]
-    assert len(prompt) == 1 and prompt[0].startswith("! c=1,2,4: prompt lengths −25% (no tokenizer)"), prompt
+    assert prompt == [f"! {every}: prompt lengths −25% (no tokenizer)"], prompt
     assert len(set(notes)) == len(notes)
-    small = [x for x in notes if "p99 from fewer than 100 requests" in x]
-    assert small == ["- c=1,2,4: p99 from fewer than 100 requests (read it as the maximum)"]
+    small = [x for x in notes if "p99 from < 100 requests" in x]
+    assert small == [f"- {every}: p99 from < 100 requests (the maximum)"], small
     # the full list is in the result and `report --notes`
     from wattbench.report.summary import notes_full_lines
 

@@ -82,8 +82,10 @@ def test_a_level_of_only_warmup_requests_is_invalid_and_the_run_exits_3(tmp_path
     assert "1 level(s) completed no measured request (concurrency=2)" in p.stderr and "Traceback" not in p.stderr
     res = load_result(tmp_path / "run")
     lv = res.levels[0]
+    primed = res.noise.priming.completed  # the priming load before the level (not measured): 8 requests
+    assert primed == res.noise.priming.requests == 8
     assert (lv.requests.warmup, lv.requests.completed, lv.requests.failed) == (2, 0, 0) == (
-        served["streams_completed"], 0, 0)
+        served["streams_completed"] - primed, 0, 0)
     assert lv.validity.verdict == "invalid" and res.validity.verdict == "invalid"
     reason = next(r for r in lv.validity.reasons if "no measured request completed" in r)
     assert "every request sent was a warm-up request" in reason
@@ -99,8 +101,11 @@ def test_a_level_whose_requests_all_failed_is_invalid_and_the_run_exits_3(tmp_pa
                 "--no-html", "--out", str(tmp_path / "run"), cwd=tmp_path)
         served = stats()
     assert p.returncode == 3, p.stderr
-    lv = load_result(tmp_path / "run").levels[0]
-    assert lv.requests.failed == 6 == served["requests"] - served.get("streams_completed", 0)
+    res = load_result(tmp_path / "run")
+    lv = res.levels[0]
+    pr = res.noise.priming  # the priming's requests failed too, and are counted there, not in the level
+    assert (pr.requests, pr.completed, pr.failed) == (8, 0, 8)
+    assert lv.requests.failed == 6 == served["requests"] - served.get("streams_completed", 0) - pr.failed
     reason = next(r for r in lv.validity.reasons if "no measured request completed" in r)
     assert "6 failed" in reason and "http_500" in reason and lv.validity.verdict == "invalid"
 
@@ -116,7 +121,11 @@ def test_dataset_shorter_than_the_levels_cycles(tmp_path):
     assert p.returncode == 0, p.stderr
     res = load_result(tmp_path / "run")
     assert [lv.requests.completed for lv in res.levels] == [3, 3, 3]
-    assert served["streams_completed"] == sum(1 for r in load_requests(tmp_path / "run") if r.ok)
+    # the server also served the priming (two rounds of 4 streams) and the history check's repeat
+    # of c=1 (3 requests); neither is a level's, neither is in requests.jsonl
+    extra = res.noise.priming.completed + res.noise.history_check.repeat.requests.completed
+    assert (res.noise.priming.completed, res.noise.history_check.repeat.requests.completed) == (8, 3)
+    assert served["streams_completed"] == sum(1 for r in load_requests(tmp_path / "run") if r.ok) + extra
     assert all(lv.validity.verdict != "valid" or lv.requests.completed for lv in res.levels)
 
 
@@ -145,7 +154,9 @@ def test_server_sigkilled_mid_level_stops_the_run_with_exit_4(tmp_path):
     res = load_result(tmp_path / "run")
     recs = load_requests(tmp_path / "run")
     ok = [r for r in recs if r.ok]
-    assert len(ok) >= done_before  # every request completed before the kill is kept
+    primed = res.noise.priming.completed  # 16 priming streams went first; they are not a level's
+    assert primed == 16
+    assert len(ok) >= done_before - primed  # every request completed before the kill is kept
     assert len(recs) < 3000 and res.status == "failed"
     lv = res.levels[0]
     # it stopped because of the liveness rule, not a clock: on a closed loop each send after the

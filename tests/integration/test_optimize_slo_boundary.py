@@ -72,7 +72,8 @@ def test_optimize_refines_to_the_slo_boundary(tmp_path, monkeypatch):
     with stream_server() as (base, _):
         cfg = RunConfig(target=base, optimize="goodput_per_kw", slo=f"ttft_p99={SLO_MS:g}ms", duration_s=1,
                         input_tokens="16", output_tokens=str(OUT_TOKENS), sensors=["const:accelerator=100"],
-                        idle_s=0, register_run=False, html=False, out=str(tmp_path / "run"))
+                        idle_s=0, register_run=False, html=False, out=str(tmp_path / "run"),
+                        prime=False, history_check=False)  # the load is a schedule: no state to prime
         res = run_benchmark(cfg)
     opt = res.optimize.model_dump()
     assert opt["n_measured"] <= 10, opt["measured_values"]
@@ -80,7 +81,10 @@ def test_optimize_refines_to_the_slo_boundary(tmp_path, monkeypatch):
     # the figure it chose is ~1.5x the best power of two below the boundary (32 streams)
     scores = dict(zip(opt["measured_values"], opt["scores"]))
     assert scores[opt["best_value"]] >= 1.35 * scores[32], scores
-    assert [lv.load.target_concurrency for lv in res.levels] == opt["measured_values"]
+    # then the best two are measured again (the schedule repeats itself exactly)
+    assert [lv.load.target_concurrency for lv in res.levels] == opt["measured_values"] + opt["remeasured"]
+    assert len(opt["remeasured"]) == 2 and opt["best_value"] in opt["remeasured"]
+    assert opt["best_value"] in opt["plateau"] and opt["recommended_value"] == min(opt["plateau"])
     for lv in res.levels:  # the SLO verdict follows the slots: queued streams miss it
         c = lv.load.target_concurrency
         assert (lv.latency.ttft_ms.p99 <= SLO_MS) == (c <= SLOTS), (c, lv.latency.ttft_ms.p99)

@@ -7,6 +7,7 @@ import pytest
 
 from tests.fakes.browser import find_chromium, inspect_page, png_stats
 from tests.fakes.report_runs import write_run
+from wattbench.report import format as F
 from wattbench.report.data import RunData
 from wattbench.report.html import render_html
 from wattbench.results.schema import TrialsBlock
@@ -84,15 +85,20 @@ def _with_trials(result):
         "output_tokens_per_s": {"mean": 240.0, "ci_low": 230.0, "ci_high": 250.0, "n": 3},
         "output_tokens_per_s_per_kw@accelerator": {"mean": 1700.0, "ci_low": 1600.0, "ci_high": 1800.0, "n": 3},
         "j_per_output_token@accelerator": {"mean": 0.6, "ci_low": 0.55, "ci_high": 0.65, "n": 3},
+        "output_tokens_per_s_per_kw@node": {"mean": 420.0, "ci_low": 400.0, "ci_high": 440.0, "n": 3},
+        "j_per_output_token@node": {"mean": 2.4, "ci_low": 2.3, "ci_high": 2.5, "n": 3},
+        "goodput_per_kw@node": {"mean": 410.0, "ci_low": 390.0, "ci_high": 430.0, "n": 3},
         "ttft_p99_ms": {"mean": 88.0, "ci_low": 80.0, "ci_high": 96.0, "n": 3},
     }})
     return result
 
 
 def test_first_screen_answers_the_run(tmp_path):
-    """Within the first 1000 px: the verdict, the best level under the SLO, the efficiency–load curve
-    (tok/s per kW, J/token and p99 TTFT against concurrency, CI bars from the trials) and the table of
-    levels; the per-level timelines only below it."""
+    """Within the first 1000 px (issue 25): the answer as one big figure — the goodput tok/s per kW of
+    the best level under the SLO at the headline boundary, the trials' mean with its CI — with its
+    level and verdict; the run's verdict with the notes collapsed under one line; the efficiency–load
+    curve led by goodput per kW (the SLO-bound curve), with tok/s per kW, J/token and p99 TTFT against
+    concurrency and CI bars from the trials; and the table of levels. The timelines only below."""
     from wattbench.report import summary as S
     from wattbench.results.rundir import write_result
 
@@ -117,14 +123,44 @@ def test_first_screen_answers_the_run(tmp_path):
                         ".find(e => e.textContent.endsWith('timeline')).getBoundingClientRect().top",
         "trials_text": "document.querySelector('table.trials').innerText",
         "banner": "document.querySelector('.banner').textContent",
+        "hero_big": "document.querySelector('.hero .big').textContent",
+        "hero_unit": "document.querySelector('.hero .unit').textContent",
+        "hero_where": "document.querySelector('.hero .where').textContent",
+        "hero_ci": "document.querySelector('.hero .ci') && document.querySelector('.hero .ci').textContent",
+        "hero_bottom": "document.querySelector('.hero').getBoundingClientRect().bottom",
+        "hero_font_px": "parseFloat(getComputedStyle(document.querySelector('.hero .big')).fontSize)",
+        "body_font_px": "parseFloat(getComputedStyle(document.body).fontSize)",
+        "notes_open": "document.querySelector('.banner details.notes').open",
+        "notes_summary": "document.querySelector('.banner details.notes summary').textContent",
+        "notes_items": "document.querySelectorAll('.banner details.notes li').length",
+        "notes_list_visible": "document.querySelector('.banner details.notes ul').checkVisibility()",
+        "legend": "Array.from(document.querySelectorAll('.js-plotly-plot')[0].querySelectorAll('.legendtext'))"
+                  ".map(e => e.textContent)",
     })
     assert rep.errors() == []
     v = rep.values
     assert v["banner"].startswith("run-report-fake: INVALID")
     assert v["answer"].startswith(best[1])
+    h = S.headline(run.result)
+    assert h.level is best[0] and h.boundary == "node" and h.name == "goodput_per_kw"
+    want = (410.0, "390–430") if h.level is run.result.levels[1] else (
+        S.goodput_cells_raw(h.level)[0], None)  # the trials' mean where the level ran trials
+    assert v["hero_big"] == F.fmt(want[0])
+    assert v["hero_unit"] == "goodput tok/s per kW (node)"
+    assert h.why == f"{S.short_label(best[0])}: the best level under the SLO ttft_p99=120ms,tpot_p99=20ms"
+    assert v["hero_where"] == f"{h.why} · verdict {h.level.validity.verdict}"
+    assert "410 goodput tok/s/kW (node)" in v["answer"]  # the answer line quotes the same mean
+    if want[1]:
+        assert v["hero_ci"] == f"mean of 3 trials, 95% CI {want[1]}"
+    assert v["hero_font_px"] >= 2.5 * v["body_font_px"]  # big
+    assert v["hero_bottom"] < v["curve_top"]
+    notes = S.run_notes(run.result)
+    assert v["notes_open"] is False and v["notes_list_visible"] is False  # collapsed
+    assert v["notes_summary"] == f"{len(notes)} notes" and v["notes_items"] == len(notes)
     assert v["curve_title"] == "Efficiency against load"
-    assert v["curve_ytitles"] == ["output tokens/s per kW", "J per output token", "p99 TTFT (ms)"]
+    assert v["curve_ytitles"] == ["goodput and output tokens/s per kW", "J per output token", "p99 TTFT (ms)"]
+    assert v["legend"][0] == "goodput tok/s per kW, node (met the SLO)"
     assert v["error_bars"] >= 3  # c=4's CI on tok/s/kW, J/tok and TTFT
     assert 0 < v["curve_top"] < v["curve_bottom"] <= 1000
     assert v["summary_top"] < 1000 < v["timeline_top"]
-    assert "230–250" in v["trials_text"] and "1,600–1,800" in v["trials_text"]
+    assert "230–250" in v["trials_text"] and "400–440" in v["trials_text"]  # at the headline boundary, node

@@ -95,7 +95,7 @@ def small_sample_finding(level: LevelResult) -> Finding | None:
     return rule("small_sample", "note", f"latency percentiles from {n} requests: a p99 needs at least "
                                         f"{P99_MIN_SAMPLES} (from {n} it lies between the largest values); read p99 "
                                         "as the maximum", PERCENTILES,
-                summary=f"p99 from fewer than {P99_MIN_SAMPLES} requests (read it as the maximum)")
+                summary=f"p99 from < {P99_MIN_SAMPLES} requests (the maximum)")
 
 
 def in_flight_finding(level: LevelResult) -> Finding | None:

@@ -225,12 +225,12 @@ def client_findings(load: LoadStats, latency: Latency | None = None, window_s: f
             if edges_material:  # a window of a fraction of a second: the efficiency figures too
                 out.append(rule("loop_lag", "warn", text + f"; the window's edges {edges:.2g}% of the window",
                                 figures, effect_pct=max(effect or 0.0, edges), basis=basis,
-                                summary="client event-loop lag: latency stamps late by up to {effect}"))
+                                summary="client loop lag up to {effect} of a latency"))
             else:
                 if effect is not None and effect >= LATENCY_MATERIAL_PCT:
                     text += "; the client waits for a CPU or is busy: give it a quieter host or more --workers"
                 out.append(judged("loop_lag", text, figures, effect, LATENCY_MATERIAL_PCT, basis=basis,
-                                  summary="client event-loop lag: latency stamps late by up to {effect}"))
+                                  summary="client loop lag up to {effect} of a latency"))
     target = load.target_rate_rps
     capped = load.mode == "rate" and load.max_in_flight is not None
     if capped and target and math.isfinite(target) and load.achieved_rate_rps is not None \

@@ -22,7 +22,7 @@ power); otherwise it combines the throughput and power CIs, treating them as ind
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Callable, Literal
 
 from pydantic import BaseModel, Field
 
@@ -39,8 +39,13 @@ from wattbench.analysis.figures import (
 )
 from wattbench.accounting.boundaries import outside_work_note
 from wattbench.errors import UserError
+from wattbench.metrics.noise import combine, ratio_noise, spread_noise, trials_noise, unknown_noise_hint
 from wattbench.results.headline import per_token
 from wattbench.results.schema import LevelResult, Result
+
+# (result, level, figure name at the boundary) -> (relative sd, runs) of that configuration's figure
+# across earlier runs (the history store's spread, without the runs being compared), or None
+HistorySpread = Callable[[Result, LevelResult, str], "tuple[float | None, int] | None"]
 
 # the figures shown side by side, in table order
 SIDE_BY_SIDE = (
@@ -65,6 +70,26 @@ class RatioCI(BaseModel):
     method: str = "log-ratio delta method"
 
 
+class NoiseVerdict(BaseModel):
+    """Is a ratio within noise (``metrics/noise.py``)? ``within`` None: the noise is unknown."""
+
+    figure: str  # the ratio judged: output_tokens_per_s_per_kw, or output_tokens_per_s without energy
+    ratio: float
+    low: float | None = None
+    high: float | None = None
+    within: bool | None = None
+    basis: str = "unknown"  # trials | history | trials+history | unknown
+
+    def text(self) -> str:
+        name = "per kW" if self.figure == "output_tokens_per_s_per_kw" else "throughput"
+        if self.within is None:
+            return f"{name} {self.ratio:.2f}×: {unknown_noise_hint()}"
+        iv = f"{self.low:.2f}–{self.high:.2f}×"
+        if self.within:
+            return f"{name}: within noise ({self.ratio:.2f}×, its interval {iv} includes 1; noise from {self.basis})"
+        return f"{name}: {self.ratio:.2f}×, beyond the noise (interval {iv}; noise from {self.basis})"
+
+
 class Decomposition(BaseModel):
     """The per-kW ratio of one candidate against the baseline at one level."""
 
@@ -79,6 +104,7 @@ class Decomposition(BaseModel):
     per_kw_ci: RatioCI | None = None
     throughput_ci: RatioCI | None = None
     power_ci: RatioCI | None = None
+    noise: NoiseVerdict | None = None  # the per-kW ratio (throughput without energy) against the noise
 
     def text(self) -> str:
         """One line, every ratio in the direction of the table: candidate ÷ baseline (so power
@@ -97,6 +123,7 @@ class Decomposition(BaseModel):
 
 class LevelComparison(BaseModel):
     key: str  # e.g. "concurrency=8"
+    noise: list[NoiseVerdict] = Field(default_factory=list)  # per candidate; with no boundary (throughput)
     labels: list[str]  # each run's level label
     indices: list[int]
     figures: list[dict[str, float | None]]  # per run, SIDE_BY_SIDE figures at the boundary
@@ -179,6 +206,30 @@ def decompose(baseline: LevelResult, candidate: LevelResult, boundary: str, cand
     return d
 
 
+def figure_noise(result: Result, level: LevelResult, figure: str, boundary: str | None,
+                 history: HistorySpread | None):
+    """One side's noise of ``figure`` (``metrics/noise.py``): its trials' CI and the history's
+    run-to-run spread of its configuration, the wider counting."""
+    ci = trial_ci(level, figure, boundary)
+    tn = trials_noise(ci.mean, ci.low, ci.high, ci.n) if ci is not None else None
+    hn = None
+    if history is not None:
+        got = history(result, level, f"{figure}@{boundary}" if boundary else figure)
+        if got is not None:
+            hn = spread_noise(got[0], got[1])
+    return combine(tn, hn)
+
+
+def judge_noise(ratio: float | None, figure: str, base: Result, a: LevelResult, cand: Result, b: LevelResult,
+                boundary: str | None, history: HistorySpread | None) -> NoiseVerdict | None:
+    """Whether the ratio ``b ÷ a`` of ``figure`` is within noise (None without a ratio)."""
+    if ratio is None or not ratio > 0:
+        return None
+    rn = ratio_noise(ratio, figure_noise(base, a, figure, boundary, history),
+                     figure_noise(cand, b, figure, boundary, history))
+    return NoiseVerdict(figure=figure, ratio=ratio, low=rn.low, high=rn.high, within=rn.within, basis=rn.basis)
+
+
 def match_levels(a: Result, b: Result, match: str) -> tuple[list[tuple[LevelResult, LevelResult]], list[str]]:
     """Pairs of (baseline level, candidate level) and descriptions of the unmatched ones."""
     if match == "index":
@@ -237,10 +288,13 @@ def refusal_message(problems: list[Incomparability], what: str = "runs") -> str:
 
 
 def compare(results: list[Result], force: bool = False, boundary: str | None = None,
-            match: Literal["key", "index"] = "key", window: Literal["full", "steady"] = "full") -> Comparison:
+            match: Literal["key", "index"] = "key", window: Literal["full", "steady"] = "full",
+            history: HistorySpread | None = None) -> Comparison:
     """Compare results[1:] against results[0] level by level at one boundary.
 
     ``window``: energy figures of the full measurement window or of the steady-state window.
+    ``history``: the run-to-run spread of a level's configuration (the CLI reads the history
+    store); with it, or with trials, each ratio says whether it is within noise.
     """
     if len(results) < 2:
         raise UserError("compare needs at least two runs")
@@ -298,7 +352,14 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
             row.verdicts.append(lv.validity.verdict)
         for (cand, _), lv in zip(per_candidate_pairs, row_levels[1:]):
             if bnd is not None:
-                row.decompositions.append(decompose(a, lv, bnd, cand.run_id))
+                d = decompose(a, lv, bnd, cand.run_id)
+                d.noise = judge_noise(d.per_kw_ratio, "output_tokens_per_s_per_kw", base, a, cand, lv, bnd, history)
+                row.decompositions.append(d)
+            else:
+                t = _ratio(lv.throughput.output_tokens_per_s, a.throughput.output_tokens_per_s)
+                nv = judge_noise(t, "output_tokens_per_s", base, a, cand, lv, None, history)
+                if nv is not None:
+                    row.noise.append(nv)
         cmp.levels.append(row)
 
     for cand, pairs in per_candidate_pairs:

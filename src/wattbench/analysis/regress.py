@@ -10,14 +10,20 @@ Check syntax (``docs/compare.md``): a comma list of ``METRIC:SIGN AMOUNT[UNIT]``
 
 The sign names the bad direction. Every check is evaluated at every matched level.
 
-Noise rule. Without trials a check fails when the change is beyond the threshold. When both
-levels carry trial CIs for the metric, the change must be beyond the threshold even at the end of
-its CI nearest to "no change": for a relative check the ratio's CI is ``[R·e^-w, R·e^w]`` with
-``w = sqrt((h_a/m_a)² + (h_b/m_b)²)`` (log-ratio delta method), and a ``+`` check fails only if
+Noise rule (``metrics/noise.py``, the one compare and ``--optimize`` use). Each side's noise is
+the wider of its trials' CI (``--trials``) and its configuration's run-to-run spread in the
+history store (``history``, without the two runs judged); without either for both sides the
+noise is unknown, the check fails when the change itself is beyond the threshold, and the
+message says how to measure the noise. With both sides' noise, the change must be beyond the
+threshold even at the end of its noise interval nearest to "no change": for a relative check the
+ratio's interval is ``[R·e^-w, R·e^w]`` with ``w = sqrt(n_a² + n_b²)`` (``n`` each side's
+relative 95% half-width; the log-ratio delta method), and a ``+`` check fails only if
 ``R·e^-w − 1 > threshold`` (a ``−`` check only if ``1 − R·e^w > threshold``); for an absolute
-check the difference's half-width is ``sqrt(h_a² + h_b²)`` and the check fails only if
+check the difference's half-width is ``sqrt((n_a·a)² + (n_b·b)²)`` and the check fails only if
 ``|change| − half-width > threshold`` in the bad direction. The miss reported is how far that
-bound lies beyond the threshold.
+bound lies beyond the threshold. A change whose interval includes no change is *within noise*:
+it passes with that word even when the change itself is beyond the threshold — unless
+``strict``, which judges the change itself.
 """
 
 from __future__ import annotations
@@ -29,10 +35,11 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
-from wattbench.analysis.compare import match_levels, refusal_message, resolve_boundary
+from wattbench.analysis.compare import figure_noise, match_levels, refusal_message, resolve_boundary
 from wattbench.analysis.diagnose import Finding, diagnose
 from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, trial_ci
 from wattbench.errors import UserError
+from wattbench.metrics.noise import FigureNoise, trials_noise, unknown_noise_hint
 from wattbench.report.numbers import fmt
 from wattbench.results.schema import Result
 
@@ -76,6 +83,8 @@ class CheckOutcome(BaseModel):
     status: Literal["pass", "fail", "skipped"] = "pass"
     miss: float | None = None  # how far beyond the threshold (same kind/unit as the threshold)
     noise_aware: bool = False
+    within_noise: bool | None = None  # the change's noise interval includes no change (None: noise unknown)
+    noise_basis: str | None = None  # trials | history | trials+history
     message: str = ""
 
 
@@ -88,6 +97,7 @@ class RegressReport(BaseModel):
     outcomes: list[CheckOutcome] = Field(default_factory=list)
     incomparable: list[Incomparability] = Field(default_factory=list)
     forced: bool = False
+    strict: bool = False  # --strict: a change inside the noise fails like any other
     findings: list[Finding] = Field(default_factory=list)
     unmatched: list[str] = Field(default_factory=list)
 
@@ -142,7 +152,16 @@ def _fmt(check: Check, x: float) -> str:
     return ("+" if x >= 0 else "") + fmt(x)
 
 
-def evaluate(check: Check, a, b, boundary: str, label: str) -> CheckOutcome:
+def _noise(result: Result | None, level, metric: str, boundary: str, history) -> FigureNoise | None:
+    """One side's relative noise of ``metric`` (``analysis/compare.figure_noise``)."""
+    if result is None:
+        ci = trial_ci(level, metric, boundary)
+        return trials_noise(ci.mean, ci.low, ci.high, ci.n) if ci is not None else None
+    return figure_noise(result, level, metric, boundary, history)
+
+
+def evaluate(check: Check, a, b, boundary: str, label: str, *, base: Result | None = None,
+             cand: Result | None = None, history=None, strict: bool = False) -> CheckOutcome:
     va, vb = headline(a, boundary)[check.metric], headline(b, boundary)[check.metric]
     out = CheckOutcome(check=check, level=label, baseline=va, candidate=vb)
     if va is None or vb is None:
@@ -150,7 +169,10 @@ def evaluate(check: Check, a, b, boundary: str, label: str) -> CheckOutcome:
         out.message = f"{check.metric} not measured at {label} in {'the baseline' if va is None else 'the run'}"
         return out
     sgn = 1.0 if check.direction == "+" else -1.0
-    ca, cb = trial_ci(a, check.metric, boundary), trial_ci(b, check.metric, boundary)
+    na, nb = _noise(base, a, check.metric, boundary, history), _noise(cand, b, check.metric, boundary, history)
+    known = na is not None and nb is not None
+    if na is not None or nb is not None:
+        out.noise_basis = "+".join(dict.fromkeys(x for n in (na, nb) if n is not None for x in n.basis.split("+")))
     if check.kind == "relative":
         if va == 0:
             out.status = "skipped"
@@ -158,8 +180,8 @@ def evaluate(check: Check, a, b, boundary: str, label: str) -> CheckOutcome:
             return out
         ratio = vb / va
         out.change = ratio - 1.0
-        if ca and cb and ratio > 0:
-            w = math.sqrt(ca.rel_half_width ** 2 + cb.rel_half_width ** 2)
+        if known and ratio > 0:
+            w = math.sqrt(na.rel_half_width ** 2 + nb.rel_half_width ** 2)
             lo, hi = ratio * math.exp(-w) - 1.0, ratio * math.exp(w) - 1.0
             out.change_ci = [lo, hi]
             out.noise_aware = True
@@ -168,22 +190,36 @@ def evaluate(check: Check, a, b, boundary: str, label: str) -> CheckOutcome:
             out.bound = sgn * out.change
     else:
         out.change = vb - va
-        if ca and cb:
-            hw = math.sqrt(ca.half_width ** 2 + cb.half_width ** 2)
+        if known:
+            hw = math.sqrt((na.rel_half_width * abs(va)) ** 2 + (nb.rel_half_width * abs(vb)) ** 2)
             out.change_ci = [out.change - hw, out.change + hw]
             out.noise_aware = True
             out.bound = sgn * out.change - hw
         else:
             out.bound = sgn * out.change
-    if out.bound > check.threshold:
+    if out.noise_aware:
+        out.within_noise = out.change_ci[0] <= 0.0 <= out.change_ci[1]
+    point = sgn * out.change
+    judged = point if strict else out.bound
+    if judged > check.threshold:
         out.status = "fail"
-        out.miss = out.bound - check.threshold
+        out.miss = judged - check.threshold
         ci = ""
         if out.noise_aware:
-            ci = f", beyond its CI [{_fmt(check, out.change_ci[0])}, {_fmt(check, out.change_ci[1])}]"
+            ci = f", {'inside' if out.within_noise else 'beyond'} its noise [{_fmt(check, out.change_ci[0])}, " \
+                 f"{_fmt(check, out.change_ci[1])}]" + (" (--strict: judged on the change itself)" if strict else "")
         out.message = (f"{check.text} at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
                        f"({_fmt(check, out.change)}{ci}); limit {check.describe_threshold()}, missed by "
                        f"{_fmt(check, out.miss).lstrip('+')}")
+        if not out.noise_aware:
+            out.message += f"; {unknown_noise_hint()}"
+    elif out.within_noise and point > check.threshold:
+        out.message = (f"{check.text} passes within noise at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
+                       f"({_fmt(check, out.change)}, noise [{_fmt(check, out.change_ci[0])}, "
+                       f"{_fmt(check, out.change_ci[1])}] from {out.noise_basis}; --strict fails it)")
+    elif out.within_noise:
+        out.message = (f"{check.text} holds at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
+                       f"({_fmt(check, out.change)}, within noise)")
     else:
         out.message = (f"{check.text} holds at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
                        f"({_fmt(check, out.change)})")
@@ -192,8 +228,12 @@ def evaluate(check: Check, a, b, boundary: str, label: str) -> CheckOutcome:
 
 def regress(result: Result, baseline: Result, checks: str | list[Check] = DEFAULT_CHECKS,
             boundary: str | None = None, force: bool = False,
-            match: Literal["key", "index"] = "key", window: Literal["full", "steady"] = "full") -> RegressReport:
-    """Evaluate ``checks`` on every level of ``result`` matched to one of ``baseline``."""
+            match: Literal["key", "index"] = "key", window: Literal["full", "steady"] = "full",
+            history=None, strict: bool = False) -> RegressReport:
+    """Evaluate ``checks`` on every level of ``result`` matched to one of ``baseline``.
+
+    ``history``: the run-to-run spread of a configuration (``analysis/compare.HistorySpread``);
+    ``strict``: judge the change itself, not the end of its noise interval nearest no change."""
     parsed = parse_checks(checks) if isinstance(checks, str) else list(checks)
     if not parsed:
         raise UserError("no checks given")
@@ -214,10 +254,11 @@ def regress(result: Result, baseline: Result, checks: str | list[Check] = DEFAUL
     if blocking and not force:
         raise UserError(refusal_message(blocking, "run and its baseline"))
     report = RegressReport(run_id=result.run_id, baseline_id=baseline.run_id, boundary=bnd, window=window,
-                           checks=parsed,
+                           checks=parsed, strict=strict,
                            incomparable=problems, forced=force, unmatched=unmatched)
     for check in parsed:
-        outs = [evaluate(check, a, b, bnd, b.label) for a, b in pairs]
+        outs = [evaluate(check, a, b, bnd, b.label, base=baseline, cand=result, history=history, strict=strict)
+                for a, b in pairs]
         if all(o.status == "skipped" for o in outs):
             raise UserError(f"check {check.text!r}: {check.metric} is not measured in both runs at any matched "
                             f"level ({outs[0].message})")

@@ -26,10 +26,29 @@ API_KEY_ENV = ["WATTBENCH_API_KEY", "OPENAI_API_KEY"]
 REGISTER_HELP = "Add the run to the history store (default) or not."
 
 
+def _choice_error(err: dict) -> str | None:
+    """``--api 'chta' is not one of completions, chat`` for a value outside a fixed set of choices
+    (pydantic's ``literal_error`` / ``enum``), the field named as its flag."""
+    if err.get("type") not in ("literal_error", "enum"):
+        return None
+    import re
+
+    loc = [str(x) for x in err.get("loc", ()) if x != "__root__"]
+    expected = (err.get("ctx") or {}).get("expected", "")
+    choices = re.findall(r"'([^']*)'", str(expected))
+    if not loc or not choices:
+        return None
+    return f"--{loc[-1].replace('_', '-')} {err.get('input')!r} is not one of {', '.join(choices)}"
+
+
 def one_line(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
         parts = []
         for err in exc.errors():
+            choice = _choice_error(err)
+            if choice is not None:
+                parts.append(choice)
+                continue
             loc = ".".join(str(x) for x in err.get("loc", ()) if x != "__root__")
             msg = err.get("msg", "invalid").removeprefix("Value error, ")
             parts.append(f"{loc}: {msg}" if loc and not msg.startswith("-") else msg)  # a message naming its flag

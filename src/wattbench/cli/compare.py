@@ -77,7 +77,8 @@ def render(cmp, agreement=None, results=None) -> None:
         t.add_column("figure")
         for rid, label, verdict in zip(cmp.run_ids, row.labels, row.verdicts):
             mark = "" if verdict == "valid" else f" ({verdict})"
-            t.add_column(escape(f"{rid}{mark}"), justify="right")
+            # folded, never cut: two runs of one minute differ only in the id's last characters
+            t.add_column(escape(f"{rid}{mark}"), justify="right", overflow="fold")
         for key, name in FIGURE_LABELS.items():
             vals = [f.get(key) for f in row.figures]
             if all(v is None for v in vals):
@@ -88,6 +89,10 @@ def render(cmp, agreement=None, results=None) -> None:
         c.print(t)
         for d in row.decompositions:
             c.print(escape(f"  {d.candidate} vs {cmp.run_ids[0]}: {d.text()}"))
+            if d.noise is not None:
+                c.print(escape(f"    {d.noise.text()}"))
+        for cand, nv in zip(cmp.run_ids[1:], row.noise):
+            c.print(escape(f"  {cand} vs {cmp.run_ids[0]}: {nv.text()}"))
     if cmp.unmatched:
         c.print("[dim]unmatched levels: " + escape("; ".join(cmp.unmatched)) + "[/dim]")
     render_findings(c, cmp.findings, cmp.incomparable, cmp.warnings)
@@ -100,6 +105,32 @@ def render(cmp, agreement=None, results=None) -> None:
             f"({agreement.run_id}): exact match {pct(m.exact_match_rate)}, token agreement "
             f"{pct(m.token_agreement)} ({m.token_basis}), structured valid A {pct(m.structured_valid_rate_a)} / "
             f"B {pct(m.structured_valid_rate_b)}"))
+
+
+def history_spread(db, exclude: list[str]):
+    """The history store's run-to-run spread of a level's configuration, without the runs being
+    judged (``HistoryStore.noise``); None when there is no history database (none is created)."""
+    from pathlib import Path
+
+    from wattbench.results.store import HistoryStore, default_db_path
+
+    path = Path(db).expanduser() if db else default_db_path()
+    if not path.exists():
+        return None
+
+    def spread(result, level, figure: str):
+        from wattbench.results.configuration import configuration, configuration_key
+
+        try:
+            with HistoryStore(path, create=False) as store:
+                sp = store.noise(configuration_key(configuration(result, level)), exclude_runs=exclude)
+        except Exception:  # noqa: BLE001 - a history that cannot be read gives no spread, never an error
+            return None
+        if sp is None or sp.figure != figure:
+            return None
+        return sp.rel_sd, sp.runs
+
+    return spread
 
 
 def register(app: typer.Typer) -> None:
@@ -128,7 +159,8 @@ def register(app: typer.Typer) -> None:
         if len(runs) < 2:
             raise UserError("compare needs at least two runs (directories, ids or tags)")
         results = [load_ref(r, db) for r in runs]
-        cmp = compare(results, force=force, boundary=boundary, match=match, window=window)  # type: ignore[arg-type]
+        cmp = compare(results, force=force, boundary=boundary, match=match, window=window,  # type: ignore[arg-type]
+                      history=history_spread(db, [r.run_id for r in results]))
         agr = None
         if agreement:
             from wattbench.analysis.agree import load_agreement_ref

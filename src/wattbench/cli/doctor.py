@@ -22,12 +22,12 @@ settings a killed `wattbench tune` left changed). Exit code 0 when no check fail
 
 Examples:
 
+\b
   wattbench doctor
-
-  wattbench doctor --target http://127.0.0.1:8000 --exporter http://127.0.0.1:9400/metrics
-
-  wattbench doctor --target http://127.0.0.1:8000 --checklist release.yaml --json
-
+  wattbench doctor --target http://127.0.0.1:8000 \\
+      --exporter http://127.0.0.1:9400/metrics
+  wattbench doctor --target http://127.0.0.1:8000 \\
+      --checklist release.yaml --json
   wattbench doctor --run wattbench-results/2026-11-29T10-00-00 --no-env
 """
 
@@ -66,21 +66,43 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(report.exit_code)
 
 
-def _render(report) -> None:
+NARROW_BELOW = 120  # console columns below which doctor prints a list, not a four-column table
+
+
+def _render(report, console=None) -> None:
+    """The checks as a table at 120 columns or more; below, as a list (status, then the check and its
+    message wrapped at spaces, the fix on its own line), so no word is cut and the lines stay few."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    con = Console()
-    t = Table(title="wattbench doctor", title_justify="left", show_lines=False)
-    for col in ("status", "check", "message", "fix"):
-        t.add_column(col, overflow="fold")
-    group = None
-    for c in report.checks:
-        if c.group != group:
-            group = c.group
-            t.add_row(Text(""), Text(group, style="bold"), Text(""), Text(""))
-        t.add_row(Text(c.status.upper(), style=STYLE[c.status]), Text(c.id), Text(c.message), Text(c.fix))
-    con.print(t)
+    con = console or Console()
+    if con.width >= NARROW_BELOW:
+        t = Table(title="wattbench doctor", title_justify="left", show_lines=False)
+        for col in ("status", "check", "message", "fix"):
+            t.add_column(col, overflow="fold")
+        group = None
+        for c in report.checks:
+            if c.group != group:
+                group = c.group
+                t.add_row(Text(""), Text(group, style="bold"), Text(""), Text(""))
+            t.add_row(Text(c.status.upper(), style=STYLE[c.status]), Text(c.id), Text(c.message), Text(c.fix))
+        con.print(t)
+    else:
+        con.print(Text("wattbench doctor", style="bold"))
+        group = None
+        for c in report.checks:
+            if c.group != group:
+                group = c.group
+                con.print(Text(group, style="bold"))
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(width=4, no_wrap=True)
+            grid.add_column(overflow="fold")
+            body = Text.assemble((c.id, "bold"), " ", c.message)
+            if c.fix:
+                body.append("\nfix: ", style="dim")
+                body.append(c.fix)
+            grid.add_row(Text(c.status.upper(), style=STYLE[c.status]), body)
+            con.print(grid)
     n = report.counts()
     con.print(Text(f"{n['pass']} pass, {n['warn']} warn, {n['fail']} fail, {n['skip']} skip"))

@@ -1,4 +1,4 @@
-"""`wattbench history list|show|tag|untag|baseline|import`: the run index (SQLite)."""
+"""`wattbench history list|show|tag|untag|baseline|noise|import`: the run index (SQLite)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _print_json(data) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    hist = typer.Typer(help="The run history: list, show, tag, set baselines, import run directories.",
+    hist = typer.Typer(help="The run history: list, show, tag, set baselines, run-to-run noise, import run directories.",
                        no_args_is_help=True, rich_markup_mode=None)
 
     @hist.command("list", help="List registered runs, newest first.")
@@ -57,14 +57,16 @@ def register(app: typer.Typer) -> None:
         console = Console()
         wide = console.width >= 120  # engine, GPU and boundaries only where they fit on one line
         t = Table(show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-        t.add_column("run id", no_wrap=True)
-        t.add_column("created", no_wrap=True)
-        t.add_column("kind", no_wrap=True)
+        # a run id is never cut (two runs of one minute differ only in its last characters), nor a
+        # date, kind or verdict: the model and the tags give way
+        t.add_column("run id", no_wrap=True, min_width=max(len(r.run_id) for r in runs))
+        t.add_column("created", no_wrap=True, min_width=16 if wide else 10)
+        t.add_column("kind", no_wrap=True, min_width=max(4, *(len(r.kind) for r in runs)))
         t.add_column("model", no_wrap=True, overflow="ellipsis", max_width=28, min_width=8, ratio=1)
         if wide:
             for col in ("engine", "gpu", "boundaries"):
                 t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=24)
-        t.add_column("verdict", no_wrap=True)
+        t.add_column("verdict", no_wrap=True, min_width=7)
         t.add_column("tags", no_wrap=True, overflow="ellipsis", max_width=20, min_width=4)
         for r in runs:
             created = (r.created_at or "")[:16].replace("T", " ") if wide else (r.created_at or "")[:10]
@@ -183,6 +185,46 @@ def register(app: typer.Typer) -> None:
         else:
             for k, v in data.items():
                 typer.echo(f"{k} -> {v}")
+
+    @hist.command("noise", help="The run-to-run spread of each configuration measured by repeated runs "
+                                "(machine, engine, model, engine flags, workload shape, load level, boundary).")
+    @handle_errors
+    def noise_cmd(
+        model: Optional[str] = typer.Option(None, "--model", help="Substring of the model name."),
+        engine: Optional[str] = typer.Option(None, "--engine", help="Substring of the engine name."),
+        gpu: Optional[str] = typer.Option(None, "--gpu", help="Substring of the machine (GPU, CPU)."),
+        min_runs: int = typer.Option(2, "--min-runs", help="Only configurations with at least this many runs."),
+        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    ) -> None:
+        from wattbench.metrics.noise import MIN_HISTORY_RUNS, spread_noise
+        from wattbench.results.configuration import describe
+        from wattbench.results.store import HistoryStore
+
+        with HistoryStore(db) as store:
+            rows = store.noise_table(min_runs=max(1, min_runs), model=model, engine=engine, gpu=gpu)
+        if as_json:
+            out = []
+            for sp in rows:
+                d = sp.to_dict()
+                fn = spread_noise(sp.rel_sd, sp.runs)
+                d["one_more_run_rel_half_width"] = fn.rel_half_width if fn else None
+                out.append(d)
+            _print_json(out)
+            return
+        if not rows:
+            typer.echo(f"no configuration measured by {max(1, min_runs)}+ complete runs"
+                       + (" matching the filters" if any((model, engine, gpu)) else "")
+                       + ": repeat a run (or `wattbench history import DIR` older ones) to see its spread")
+            return
+        for sp in rows:
+            typer.echo(f"{describe(sp.config)}  [{sp.config_key}]")
+            sd = f"sd {sp.rel_sd * 100:.1f}%" if sp.rel_sd is not None else "sd —"
+            fn = spread_noise(sp.rel_sd, sp.runs)
+            nxt = (f"; one more run within ±{fn.rel_half_width * 100:.1f}% (95%)" if fn
+                   else f"; {MIN_HISTORY_RUNS}+ runs give an interval")
+            typer.echo(f"  {sp.runs} runs  {sp.figure}: mean {_fmt(sp.mean)}, {sd}, range {_fmt(sp.low)}–"
+                       f"{_fmt(sp.high)} ({(sp.high / sp.low - 1) * 100 if sp.low else 0:.1f}%){nxt}")
 
     @hist.command("import", help="Register run directories (searched recursively for result.json).")
     @handle_errors

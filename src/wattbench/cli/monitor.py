@@ -23,9 +23,10 @@ metrics on --listen and appends a JSONL history. Ctrl-C stops cleanly.
 
 Examples:
 
+\b
   wattbench monitor --target http://127.0.0.1:8000 --sensor nvml
-
-  wattbench monitor --target http://10.0.0.5:8000 --sensor dcgm:http://10.0.0.5:9400/metrics \\
+  wattbench monitor --target http://10.0.0.5:8000 \\
+      --sensor dcgm:http://10.0.0.5:9400/metrics \\
       --history soak.jsonl --duration 604800 --listen 0.0.0.0:9464
 """
 

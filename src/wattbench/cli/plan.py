@@ -16,13 +16,15 @@ HELP = """Plan from measurements: decode roofline, rack density, power-first des
 
 Examples:
 
-  wattbench plan roofline --model llama-8b --gpu H200 --dtype bf16 --batch 1 --context 1024
-
-  wattbench plan rack --rack-kw 15 --node runs/h200 --node name=L40S-box,gpu=L40S,gpus=4,host_overhead_w=600
-
-  wattbench plan power-first --site-kw 1000 --candidates runs/h200 runs/mi300x --slo ttft_p95=500ms
-
-  wattbench plan tco --it-kw 10000 --load 0.7 --price-per-kwh 0.6 --pue 1 --json
+\b
+  wattbench plan roofline --model llama-8b --gpu H200 --dtype bf16 \\
+      --batch 1 --context 1024
+  wattbench plan rack --rack-kw 15 --node runs/h200 \\
+      --node name=L40S-box,gpu=L40S,gpus=4,host_overhead_w=600
+  wattbench plan power-first --site-kw 1000 \\
+      --candidates runs/h200 runs/mi300x --slo ttft_p95=500ms
+  wattbench plan tco --it-kw 10000 --load 0.7 --price-per-kwh 0.6 \\
+      --pue 1 --json
 """
 
 
@@ -36,7 +38,8 @@ def _num(v: float | None, fmt: str = ",.0f") -> str:
 
 def _table(title: str, columns: list[str]):
     """A table that stays readable at any width: laid out as given where every cell fits on one line,
-    else one block per row (each column as a "figure  value" line) — nothing cut short."""
+    else one block per row (each column as a "figure  value" line), or for a two-column list of
+    figures one line per figure with a long value wrapped — nothing cut short."""
     return _FitTable(title, columns)
 
 
@@ -62,6 +65,14 @@ class _FitTable:
             yield t
             return
         yield Text(self.title, style="italic")
+        if len(self.columns) == 2:  # a list of figures: one line each, a long value wrapped at spaces
+            g = Table.grid(padding=(0, 2))
+            g.add_column(no_wrap=True)
+            g.add_column(overflow="fold")
+            for r in self.rows:
+                g.add_row(Text(r[0]), Text(r[1] if len(r) > 1 else ""))
+            yield g
+            return
         for r in self.rows:  # narrow: one block per row, the first cell as its heading
             t = Table(title=Text(r[0], style="bold"), title_justify="left", box=box.SIMPLE, show_header=False)
             t.add_column(no_wrap=True)

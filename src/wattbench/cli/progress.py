@@ -12,17 +12,25 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.text import Text
 
 
-def level_description(data: dict) -> str:
-    """``level 2 of 5 · c=8`` (or ``level 3, until the search ends · c=16``), ``· trial 2 of 3`` with trials."""
+COMPACT_BELOW = 120  # console columns below which the progress line takes its short form
+
+
+def level_description(data: dict, compact: bool = False) -> str:
+    """``level 2 of 5 · c=8`` (or ``level 3, until the search ends · c=16``), ``· trial 2 of 3`` with trials.
+    ``compact`` (a console narrower than ``COMPACT_BELOW``): ``2/5 c=8``, ``3/? c=16``, `` t2/3``."""
     k = data.get("index", 0) + 1
     n = data.get("levels")
-    where = f"level {k} of {n}" if n else f"level {k}, until the search ends"
     label = str(data.get("label", "")).split(" trial ")[0]
     label = label.replace("concurrency=", "c=")
     if label.startswith("rate="):
         label = "r=" + label[5:].replace(" ", "/s ", 1) + ("" if " " in label else "/s")
+    trials = (data.get("trials") or 1) > 1
+    if compact:
+        out = f"{k}/{n if n else '?'}" + (f" {label}" if label else "")
+        return out + (f" t{data.get('trial', 1)}/{data['trials']}" if trials else "")
+    where = f"level {k} of {n}" if n else f"level {k}, until the search ends"
     out = f"{where} · {label}" if label else where
-    if (data.get("trials") or 1) > 1:
+    if trials:
         out += f" · trial {data.get('trial', 1)} of {data['trials']}"
     return out
 
@@ -34,21 +42,20 @@ class RunProgress:
         self._progress: Progress | None = None
         self._tasks: dict[int, Any] = {}
         self._by_time: dict[int, tuple[float, int | None]] = {}  # task -> (level seconds, requests) when time-bound
+        self.compact = False
 
     def __enter__(self) -> "RunProgress":
         if self.enabled:
-            self._progress = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                TextColumn("{task.fields[done]}"),
-                TextColumn("{task.fields[stats]}"),
-                TextColumn("elapsed"),
-                TimeElapsedColumn(),
-                TextColumn("left"),
-                TimeRemainingColumn(),
-                console=self.console,
-                transient=False,
-            )
+            # below COMPACT_BELOW columns every field is short, so nothing is cut: ``2/5 c=32 ━━━ 32/32 req
+            # 1,234 tok/s · 412 W 0:00:15 0:00:45`` fits 80 columns
+            self.compact = self.console.width < COMPACT_BELOW
+            columns = ([TextColumn("[bold]{task.description}"), BarColumn(bar_width=10),
+                        TextColumn("{task.fields[done]}"), TextColumn("{task.fields[stats]}"),
+                        TimeElapsedColumn(), TimeRemainingColumn()] if self.compact else
+                       [TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[done]}"),
+                        TextColumn("{task.fields[stats]}"), TextColumn("elapsed"), TimeElapsedColumn(),
+                        TextColumn("left"), TimeRemainingColumn()])
+            self._progress = Progress(*columns, console=self.console, transient=False)
             self._progress.__enter__()
         return self
 
@@ -56,6 +63,10 @@ class RunProgress:
         if self._progress is not None:
             self._progress.__exit__(*exc)
             self._progress = None
+
+    @property
+    def _req(self) -> str:
+        return "req" if self.compact else "requests"
 
     def update(self, event: str, data: dict) -> None:
         p = self._progress
@@ -67,11 +78,11 @@ class RunProgress:
         elif event == "level_start":
             total, dur = data.get("total"), data.get("duration_s")
             task = p.add_task(
-                level_description(data),
+                level_description(data, self.compact),
                 # a level bounded by --duration runs its bar over time, so the remaining time is known
                 total=total if total is not None or not dur else float(dur),
                 stats="",
-                done=f"0/{total} requests" if total is not None else "0 requests",
+                done=f"0/{total} {self._req}" if total is not None else f"0 {self._req}",
             )
             self._tasks[data["index"]] = task
             if total is None and dur:
@@ -85,7 +96,7 @@ class RunProgress:
             if tps is None and data.get("elapsed_s"):
                 tps = data.get("output_tokens", 0) / max(data["elapsed_s"], 1e-9)
             if tps is not None:
-                parts.append(f"{tps:,.0f} out tok/s")
+                parts.append(f"{tps:,.0f} {'tok/s' if self.compact else 'out tok/s'}")
             if data.get("power_w") is not None:
                 parts.append(f"{data['power_w']:,.0f} W")
             if data.get("failed"):
@@ -93,11 +104,11 @@ class RunProgress:
             done = data.get("done", 0)
             if task in self._by_time:
                 p.update(task, completed=min(float(data.get("elapsed_s") or 0.0), self._by_time[task][0]),
-                         done=f"{done:,} requests", stats=" · ".join(parts))
+                         done=f"{done:,} {self._req}", stats=" · ".join(parts))
             else:
                 total = p.tasks[task].total
                 p.update(task, completed=done, stats=" · ".join(parts),
-                         done=f"{done:,}/{int(total):,} requests" if total is not None else f"{done:,} requests")
+                         done=f"{done:,}/{int(total):,} {self._req}" if total is not None else f"{done:,} {self._req}")
         elif event == "level_done":
             task = self._tasks.get(data.get("index", -1))
             if task is not None:

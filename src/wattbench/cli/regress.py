@@ -28,11 +28,14 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Check even when workloads/measurement differ."),
         window: str = typer.Option("full", "--window", help="Energy window: full or steady (steady state)."),
         match: str = typer.Option("key", "--match", help="Pair levels by 'key' or 'index'."),
+        strict: bool = typer.Option(False, "--strict", help="Fail a change beyond the limit even when it is within "
+                                                              "the noise (trials' CIs, the history's run-to-run spread)."),
         out: Optional[str] = typer.Option(None, "--out", help="Also write the report JSON to this file."),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         from wattbench.analysis.regress import parse_checks, regress
+        from wattbench.cli.compare import history_spread
         from wattbench.results.rundir import write_json_atomic
         from wattbench.results.store import load_ref
 
@@ -40,7 +43,8 @@ def register(app: typer.Typer) -> None:
         cand = load_ref(result, db)
         base = load_ref(baseline, db)
         rep = regress(cand, base, checks, boundary=boundary, force=force,
-                      match=match, window=window)  # type: ignore[arg-type]
+                      match=match, window=window,  # type: ignore[arg-type]
+                      history=history_spread(db, [cand.run_id, base.run_id]), strict=strict)
         if out:
             write_json_atomic(out, rep)
         if as_json:
@@ -61,8 +65,14 @@ def register(app: typer.Typer) -> None:
                     c.print(f"[red]FAIL[/red] {escape(o.message)}")
                 elif o.status == "skipped":
                     c.print(f"[dim]skip {escape(o.message)}[/dim]")
+                elif o.within_noise:  # every check one line: a pass inside the noise says so
+                    c.print(f"[cyan]pass[/cyan] {escape(o.message)}")
                 else:
                     c.print(f"[green]ok[/green]   {escape(o.message)}")
+            if any(o.status != "skipped" and not o.noise_aware for o in rep.outcomes):
+                from wattbench.metrics.noise import unknown_noise_hint
+
+                c.print(f"[dim]{escape(unknown_noise_hint())}[/dim]")
             held = sum(1 for o in rep.outcomes if o.status == "pass")
             verdict = "[green]all checks hold[/green]" if rep.passed else f"[red]{len(rep.failed)} failed[/red]"
             c.print(escape(f"{rep.run_id} vs baseline {rep.baseline_id} @ {rep.boundary}: {held} held, ") + verdict)

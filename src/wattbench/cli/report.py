@@ -51,6 +51,7 @@ def register(app: typer.Typer) -> None:
             written["md"] = [str(write_markdown(data, md))]
         if json_out:
             from wattbench.report import format as F
+            from wattbench.report import summary as S
 
             doc = {
                 "written": written,
@@ -58,7 +59,8 @@ def register(app: typer.Typer) -> None:
                     {"run_id": d.run_id, "path": str(d.path), "status": d.result.status,
                      "verdict": d.result.validity.verdict, "reasons": list(d.result.validity.reasons),
                      "levels": [{"index": lv.index, "label": lv.label, "verdict": lv.validity.verdict,
-                                 "headline": F.headline(lv)} for lv in d.result.levels],
+                                 "headline": F.headline(lv), "figures": S.serving_figures(lv)}
+                                for lv in d.result.levels],
                      "recovered": [dict(r.to_dict(), how=d.recovered_how) for r in d.recovered]}
                     for d in data
                 ],

@@ -82,7 +82,13 @@ def register(app: typer.Typer) -> None:
         attribute_idle: bool = typer.Option(False, "--attribute-idle", help="Energy per request includes a share of idle power by time in flight (the shares then add up to the gross energy)."),
         tenant_field: str = typer.Option("tenant", "--tenant-field", help="Dataset/trace row field naming the tenant, for energy per tenant."),
         slo: Optional[str] = typer.Option(None, "--slo", help="e.g. ttft_p99=500ms,tpot_p99=50ms."),
-        trials: int = typer.Option(1, "--trials", help="Repeat every level N times (mean and 95% CI)."),
+        trials: int = typer.Option(1, "--trials", help="Measure every level N times (mean and 95% CI); a ladder's trials interleave: c=16, 64, 16, 64, …"),
+        trial_order: str = typer.Option("interleaved", "--trial-order", help="--trials over a ladder: interleaved (level by level, round after round) or shuffled (a seeded shuffle per round)."),
+        restart_engine: bool = typer.Option(False, "--restart-engine", help="With --trials: restart the launched engine (and prime it) before every round, so start-to-start noise is inside the CI."),
+        no_prime: bool = typer.Option(False, "--no-prime", help="Skip the priming load (the run's largest level, not measured) before the first level."),
+        prime_requests: Optional[int] = typer.Option(None, "--prime-requests", help="Requests the priming sends (default: two rounds of the largest concurrency; about 10 s of the largest rate)."),
+        prompt_salt: Optional[str] = typer.Option(None, "--prompt-salt", help="Text every synthetic prompt starts with after any shared prefix (default: the run id's random part, so no run repeats another's prompts to a server's prefix cache; '' for prompts identical across runs with the same seed)."),
+        no_history_check: bool = typer.Option(False, "--no-history-check", help="Skip measuring the first level again at the end (a difference beyond noise warns)."),
         cooldown: float = typer.Option(0.0, "--cooldown", help="Seconds between trials."),
         sweep: Optional[str] = typer.Option(None, "--sweep", help="auto: double concurrency from 1 until throughput stops growing."),
         optimize: Optional[str] = typer.Option(None, "--optimize", help="Search the level with the best goodput_per_kw (or output_tokens_per_s_per_kw, goodput_rps) meeting --slo, in few levels."),
@@ -153,6 +159,12 @@ def register(app: typer.Typer) -> None:
             tenant_field=tenant_field,
             slo=slo,
             trials=trials,
+            trial_order=trial_order,  # type: ignore[arg-type]
+            restart_engine=restart_engine,
+            prime=not no_prime,
+            prime_requests=prime_requests,
+            history_check=not no_history_check,
+            prompt_salt=prompt_salt,
             cooldown_s=cooldown,
             sweep=sweep,
             optimize=optimize,
@@ -190,21 +202,30 @@ def register(app: typer.Typer) -> None:
         _install_sigterm()
         from wattbench.run import run_benchmark
 
+        from wattbench.errors import WattbenchError
+        from wattbench.run.session import run_dir_path
+
         try:
             with display:
                 result = run_benchmark(config, progress=display.update)
-        except Interrupted as e:
+        except WattbenchError as e:
+            # the levels finished before an interrupt or a failure (the target gone, exit 4) are a
+            # result: their summary on stdout, as a complete run's, then the one line on stderr
             partial = getattr(e, "result", None)
             if partial is not None and partial.levels:
-                err_console.print(run_summary(partial))
-            typer.echo(f"wattbench: {e}", err=True)
-            raise typer.Exit(130) from None
+                if as_json:
+                    sys.stdout.write(partial.model_dump_json(indent=2) + "\n")
+                else:
+                    out_console.print(run_summary(partial))
+                    out_console.print(f"results: {run_dir_path(config, partial.run_id)}")
+            if isinstance(e, Interrupted):
+                typer.echo(f"wattbench: {e}", err=True)
+                raise typer.Exit(130) from None
+            raise
         if as_json:
             sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         else:
             out_console.print(run_summary(result))
-            from wattbench.run.session import run_dir_path
-
             out_console.print(f"results: {run_dir_path(config, result.run_id)}")
         from wattbench.run.benchmark import NOT_REGISTERED
 

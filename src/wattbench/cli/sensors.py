@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 
 from wattbench.cli.common import handle_errors
+from wattbench.report.numbers import fmt
 
 
 def _fmt(v, unit: str) -> str:
@@ -17,10 +18,8 @@ def _fmt(v, unit: str) -> str:
     if unit == "bitmask":
         return hex(int(v))
     if unit == "B":
-        return f"{v / 2**30:,.1f} GiB"
-    if abs(v) >= 100:
-        return f"{v:,.1f} {unit}"
-    return f"{v:,.3g} {unit}"
+        return f"{fmt(v / 2**30)} GiB"
+    return fmt(v, unit)  # the one number format (report/numbers.py)
 
 
 def _period(d: dict) -> str:
@@ -75,10 +74,11 @@ def register(app: typer.Typer) -> None:
                 )
             console.print(t)
             console.print("* primary channel for its boundary and device")
-        else:
+        elif not nothing:
             console.print("No power meter could be read on this machine.")
-        for p in problems:
-            console.print(Text.assemble(("problem: ", "yellow"), p), highlight=False)  # p shown as typed
+        if not nothing:  # else the error line on stderr says them: each problem once
+            for p in problems:
+                console.print(Text.assemble(("problem: ", "yellow"), p), highlight=False)  # p shown as typed
         if nothing:
             why = "; ".join(problems) or "no channel answered"
             typer.echo(f"wattbench: error: --sensor {', '.join(sensor or [])}: nothing readable ({why})", err=True)

@@ -16,12 +16,13 @@ the engine's defaults are measured first and the gain is quoted against them. do
 
 Examples:
 
-  wattbench tune --engine vllm --model tiny --slo tpot_p99=200ms --axis max-num-seqs=8,32 --axis max-num-batched-tokens=512,2048
-
-  wattbench tune --engine transformers --model llama-1b --slo ttft_p99=2s,tpot_p99=100ms --max-minutes 8
-
-  sudo wattbench tune --engine vllm --model llama-8b --slo tpot_p99=50ms --power-limit 400,550,700 --allow-gpu-settings
-
+\b
+  wattbench tune --engine vllm --model tiny --slo tpot_p99=200ms \\
+      --axis max-num-seqs=8,32 --axis max-num-batched-tokens=512,2048
+  wattbench tune --engine transformers --model llama-1b \\
+      --slo ttft_p99=2s,tpot_p99=100ms --max-minutes 8
+  sudo wattbench tune --engine vllm --model llama-8b --slo tpot_p99=50ms \\
+      --power-limit 400,550,700 --allow-gpu-settings
   wattbench tune --resume wattbench-results/tune-2026-12-01T03-00-00
 """
 

@@ -278,7 +278,9 @@ def _rate(pr: ServerProbe | None, declared: dict | None) -> Check:
         return Check(cid, G, "pass", f"rate limiting: {limiter}; queueing: {queue}", data=data)
     miss = []
     if not limiter:
-        miss.append("no rate limiting seen (no 429 in the burst, no rate-limit headers)")
+        miss.append("no rate limiter seen in front of the server (the burst of server.rate_limit got no 429 "
+                    "and no rate-limit headers)" if pr is not None and pr.burst_statuses else
+                    "no rate limiter seen (no rate-limit headers)")
     if not queue:
         miss.append("no queue bound or queue metric visible")
     seen = "; ".join(x for x in (limiter, queue) if x)

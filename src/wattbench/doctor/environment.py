@@ -447,12 +447,14 @@ def sensor_checks(specs: list[str] | None = None, *, nvml: Any = None, measure_s
             out.append(Check(f"env.sensor.{name}", G, "warn", f"{name}: opened but offers no energy or power channel",
                              "use another meter for energy", data))
     strict = bool(specs)
-    for k, p in enumerate(r["problem"] for r in rows if r.get("type") == "problem"):
+    problems = [r["problem"] for r in rows if r.get("type") == "problem"]
+    for k, p in enumerate(problems):
         msg, fix = split_fix(p)
-        sensor = msg.split(":", 1)[0].strip() or "sensor"
-        out.append(Check(f"env.sensor_problem.{k}.{sensor}", G, "fail" if strict else "warn", msg,
+        sensor = msg.split(":", 1)[0].strip()
+        name = f".{sensor}" if sensor and " " not in sensor else ""  # a meter's name, never a sentence
+        out.append(Check(f"env.sensor_problem.{k}{name}", G, "fail" if strict else "warn", msg,
                          fix or "run `wattbench sensors` for details"))
-    if not by_sensor:
+    if not by_sensor and not problems:  # a problem above already says why nothing is readable
         out.append(Check("env.sensors", G, "fail" if strict else "warn", "no power sensor is readable",
                          "add one: --sensor nvml | rapl | ipmi | redfish:URL | dcgm:URL | cmd:PROG | "
                          "const:node=WATTS (declared)"))

@@ -314,10 +314,11 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB"
 
 
-def capacity_problem(spec: LevelSpec, machine: Machine) -> str | None:
-    """Why ``machine`` cannot hold the level (one line naming the flag), or None. Counted: the
-    requests in flight at once (closed loop: the concurrency; open loop: ``--max-concurrency``, or
-    every request of ``--rate inf``), the spawned workers, the materialized open-loop arrivals."""
+def capacity_problem(spec: LevelSpec, machine: Machine, flag_given: str | None = None) -> str | None:
+    """Why ``machine`` cannot hold the level (one line naming the flag, or ``flag`` when given), or
+    None. Counted: the requests in flight at once (closed loop: the concurrency; open loop:
+    ``--max-concurrency``, or every request of ``--rate inf``), the spawned workers, the
+    materialized open-loop arrivals."""
     if spec.mode == "concurrency":
         in_flight, flag = int(spec.value), f"--concurrency {int(spec.value)}"
     elif spec.mode == "rate" and math.isinf(spec.value):
@@ -328,6 +329,7 @@ def capacity_problem(spec: LevelSpec, machine: Machine) -> str | None:
         in_flight, flag = spec.max_in_flight, f"--max-concurrency {spec.max_in_flight}"
     else:
         in_flight, flag = 0, ""
+    flag = flag_given or flag
     arrivals = 0
     if spec.mode == "rate":
         if spec.num_requests is not None:
@@ -363,10 +365,11 @@ def capacity_problem(spec: LevelSpec, machine: Machine) -> str | None:
     return None
 
 
-def validate_spec(spec: LevelSpec, machine: Machine | None = None) -> None:
+def validate_spec(spec: LevelSpec, machine: Machine | None = None, flag: str | None = None) -> None:
     """Refuse a level the generator cannot run (UserError naming the flag); the runner calls this
     for every planned level before it writes anything. ``machine``: the host's capacity
-    (``Machine.this()`` when not given; ``capacity_problem``)."""
+    (``Machine.this()`` when not given; ``capacity_problem``); ``flag``: how to name the level's
+    load in that message when it is not the level's own flag (the top of a search)."""
     if spec.mode == "concurrency" and not (spec.value >= 1 and float(spec.value).is_integer()):
         raise UserError(f"--concurrency must be a whole number >= 1, got {spec.value!r}")
     if spec.mode == "rate":
@@ -379,7 +382,7 @@ def validate_spec(spec: LevelSpec, machine: Machine | None = None) -> None:
         raise UserError(f"--duration must be positive, got {spec.duration_s!r}")
     if spec.workers is not None and spec.workers < 1:
         raise UserError(f"--workers must be >= 1, got {spec.workers}")
-    problem = capacity_problem(spec, machine if machine is not None else Machine.this())
+    problem = capacity_problem(spec, machine if machine is not None else Machine.this(), flag)
     if problem:
         raise UserError(problem)
 

@@ -180,6 +180,18 @@ def _objective_fn(objective: str | Callable[[Mapping], float | None]) -> Callabl
     return lambda f: get_path(f, objective)
 
 
+def feasible_score(fig: Mapping, objective: str | Callable[[Mapping], float | None],
+                   slos: list | None) -> float | None:
+    """A level's objective, or None when it misses an SLO, over-saturates, fails or has none."""
+    from wattbench.metrics.slo import figures_meet
+
+    s = _objective_fn(objective)(fig)
+    ok = s is not None and math.isfinite(s) and not fig.get("oversaturated") and not fig.get("failed")
+    if ok and slos:
+        ok = figures_meet(fig, slos)
+    return float(s) if ok else None
+
+
 class _Scores:
     """The optimiser's memory: each value measured once, in order, scored (−∞ for a level that
     misses an SLO, over-saturates, fails or gives no objective), within a budget of measurements
@@ -195,19 +207,14 @@ class _Scores:
         return len(self.measured) < self.budget
 
     def value(self, v: float) -> float:
-        from wattbench.metrics.slo import figures_meet
-
         if v in self.by_value:
             return self.by_value[v]
         if not self.budget_left():
             return -math.inf
         fig = self.measure(v)
         self.measured.append((v, fig))
-        s = self.objective(fig)
-        ok = s is not None and math.isfinite(s) and not fig.get("oversaturated") and not fig.get("failed")
-        if ok and self.slos:
-            ok = figures_meet(fig, self.slos)
-        self.by_value[v] = float(s) if ok else -math.inf
+        s = feasible_score(fig, self.objective, self.slos)
+        self.by_value[v] = s if s is not None else -math.inf
         return self.by_value[v]
 
     def index(self, i: int) -> float:
@@ -289,10 +296,16 @@ def _best(sc: _Scores, slos: list | None) -> SearchResult:
         return SearchResult(None, None, measured, reason=why)
     best_s, best_v = max(feasible, key=lambda t: (t[0], -t[1]))
     best_fig = next(f for v, f in measured if v == best_v)
-    off = sum(1 for v, _ in measured if v not in set(sc.cands))
-    return SearchResult(best_v, best_fig, measured,
-                        reason=f"best of {len(measured)} measured levels ({len(sc.cands)} candidates"
-                               + (f", {off} refined between them)" if off else ")"))
+    return SearchResult(best_v, best_fig, measured, reason=measured_text(len(measured), sc.cands, measured))
+
+
+def measured_text(n: int, cands: list, measured: list) -> str:
+    """``best of 7 measured levels: 5 of the 6 candidates and 2 refined between them`` — the parts add
+    up to the whole (issue 25: "best of 7 measured levels (6 candidates, 2 refined)" did not)."""
+    on = sum(1 for v, _ in measured if v in set(cands))
+    off = n - on
+    return (f"best of {n} measured level{'s' if n != 1 else ''}: {on} of the {len(cands)} candidates"
+            + (f" and {off} refined between them" if off else ""))
 
 
 def _golden_indices(score, probes: list[int], m: int, budget_left) -> None:

@@ -29,6 +29,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from wattbench.accounting.boundaries import contains_work
 from wattbench.monitor.store import DEFAULT_MAX_POINTS, BoundedTelemetryLog
 from wattbench.telemetry.base import Channel, Reading
 
@@ -116,6 +117,7 @@ class _Acc:
         from wattbench.metrics import efficiency as eff
 
         bounds = sorted(self.energy_j)
+        work = [b for b in bounds if contains_work(b, bounds)]  # per token only where the work is
         return {
             "duration_s": self.duration_s,
             "output_tokens": self.output_tokens if self.tok_duration_s > 0 else None,
@@ -123,9 +125,9 @@ class _Acc:
             "output_tokens_per_s": (self.output_tokens / self.tok_duration_s) if self.tok_duration_s > 0 else None,
             "energy_j": dict(self.energy_j),
             "power_w": {b: eff.avg_power_w(self.energy_j[b], self.energy_s[b]) for b in bounds},
-            "j_per_output_token": {b: eff.j_per_token(self.tok_energy_j.get(b), self.output_tokens) for b in bounds},
+            "j_per_output_token": {b: eff.j_per_token(self.tok_energy_j.get(b), self.output_tokens) for b in work},
             "output_tokens_per_kwh": {b: eff.tokens_per_kwh(self.output_tokens, self.tok_energy_j.get(b))
-                                      for b in bounds},
+                                      for b in work},
         }
 
 
@@ -325,7 +327,8 @@ class EfficiencyTracker:
         for m, d in sorted(self.by_model.items()):
             out["models"][m] = {
                 "energy_j": dict(d["energy_j"]), "output_tokens": d["output_tokens"], "prompt_tokens": d["prompt_tokens"],
-                "j_per_output_token": {b: eff.j_per_token(e, d["output_tokens"]) for b, e in d["energy_j"].items()},
+                "j_per_output_token": {b: eff.j_per_token(e, d["output_tokens"]) for b, e in d["energy_j"].items()
+                                       if contains_work(b, d["energy_j"])},
                 "share": {b: e / totals[b] if totals[b] > 0 else None for b, e in d["energy_j"].items()},
             }
         return out
@@ -396,7 +399,7 @@ class EfficiencyTracker:
             if st == "loaded" and idle_w and a.output_tokens > 0:
                 f["dynamic_j_per_output_token"] = {
                     b: eff.j_per_token(a.tok_energy_j[b] - idle_w[b] * a.tok_duration_s, a.output_tokens)
-                    for b in a.tok_energy_j if b in idle_w
+                    for b in a.tok_energy_j if b in idle_w and contains_work(b, a.tok_energy_j)
                 }
             out[st] = f
         out["segments_closed"] = self.segments_closed

@@ -16,17 +16,19 @@ from typing import Any, Iterable
 from wattbench.errors import UserError
 from wattbench.report import format as F
 from wattbench.report.data import RunData
+from wattbench.report.summary import SERVING_LATENCY, SERVING_STATS
 from wattbench.results.schema import BoundaryEnergy, LevelResult
 
 SUMMARY_FILE = "levels.csv"
 REQUESTS_FILE = "requests.csv"
 
+# latency as `vllm bench serve`, AIPerf and GuideLLM report it: mean, p50, p90, p95, p99 of each
+# (report/summary.py SERVING_LATENCY x SERVING_STATS, the one list)
+LATENCY_COLUMNS = [f"{kind}_ms_{stat}" for kind in SERVING_LATENCY for stat in SERVING_STATS]
 LEVEL_COLUMNS = [
     "run_id", "level", "label", "mode", "target", "verdict", "validity_reasons", "completed", "failed", "warmup",
     "duration_s", "output_tokens", "input_tokens", "output_tokens_per_s", "input_tokens_per_s",
-    "total_tokens_per_s", "requests_per_s", "mean_in_flight", "achieved_rate_rps",
-    "ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99", "tpot_ms_p50", "tpot_ms_p90", "tpot_ms_p99",
-    "itl_ms_p50", "itl_ms_p99", "e2e_ms_p50", "e2e_ms_p99",
+    "total_tokens_per_s", "requests_per_s", "mean_in_flight", "achieved_rate_rps", *LATENCY_COLUMNS,
 ]
 ENERGY_COLUMNS = [
     "window", "boundary", "energy_label", "method", "energy_j", "avg_power_w", "p95_power_w", "p99_power_w",
@@ -63,9 +65,8 @@ def _level_part(run_id: str, lv: LevelResult) -> dict[str, Any]:
         "output_tokens_per_s": T.output_tokens_per_s, "input_tokens_per_s": T.input_tokens_per_s,
         "total_tokens_per_s": T.total_tokens_per_s, "requests_per_s": T.requests_per_s,
         "mean_in_flight": lv.load.mean_in_flight, "achieved_rate_rps": lv.load.achieved_rate_rps,
-        "ttft_ms_p50": L.ttft_ms.p50, "ttft_ms_p90": L.ttft_ms.p90, "ttft_ms_p99": L.ttft_ms.p99,
-        "tpot_ms_p50": L.tpot_ms.p50, "tpot_ms_p90": L.tpot_ms.p90, "tpot_ms_p99": L.tpot_ms.p99,
-        "itl_ms_p50": L.itl_ms.p50, "itl_ms_p99": L.itl_ms.p99, "e2e_ms_p50": L.e2e_ms.p50, "e2e_ms_p99": L.e2e_ms.p99,
+        **{f"{kind}_ms_{stat}": getattr(getattr(L, f"{kind}_ms"), stat)
+           for kind in SERVING_LATENCY for stat in SERVING_STATS},
     }
 
 

@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 
 from wattbench.report import format as F
+from wattbench.report import summary as S
 from wattbench.report.data import RunData
 from wattbench.report.html_doc import (  # noqa: F401  (e, ptxt, script_json, TIMELINE_MAX_POINTS: the public API)
     COLORS, PLOT_CONFIG, TIMELINE_MAX_POINTS, Doc, e, get_plotlyjs, kv_table, ptxt, script_json, table,
@@ -52,7 +53,7 @@ def _energy_table(energy: dict[str, BoundaryEnergy]) -> str:
     headers = ["boundary", "label", "method", "energy J", "avg W", "p99 W", "max W", "idle W", "dynamic J",
                "J/out tok", "out tok/s/kW", "out tok/kWh", "cost/M out tok", "± %", "coverage", "largest gap s", "notes"]
     rows = []
-    for b in F.boundary_order(energy):
+    for b in F.shown_boundaries(energy):  # a boundary equal to another (host = the cpu estimate) once
         be = energy[b]
         rows.append([b, be.label, be.method, F.fmt(be.energy_j), F.fmt(be.avg_power_w), F.fmt(be.p99_power_w),
                      F.fmt(be.max_power_w), F.fmt(be.idle_power_w), F.fmt(be.dynamic_energy_j),
@@ -94,7 +95,7 @@ def _errors_and_samples(doc: Doc, run: RunData) -> None:
 
 def _inventory(doc: Doc, run: RunData) -> None:
     r = run.result
-    doc.add("<h3>Configuration</h3>" + kv_table(sorted(r.config.items())))
+    doc.add("<h3>Configuration</h3>" + kv_table(S.applied_config(r)))
     env = r.environment
     env_items = [(k, v) for k, v in env.model_dump(mode="json").items() if k not in ("gpus", "packages")]
     doc.add("<h3>Environment</h3>" + kv_table(env_items))
@@ -186,6 +187,9 @@ table.kv td:first-child{font-weight:600;white-space:nowrap}pre{white-space:pre-w
 .plot{width:100%;min-height:200px}nav a{margin-right:1em}
 .scroll{overflow-x:auto}.answer{font-size:15px;margin:.4em 0}.answer p{margin:.2em 0}td.num{text-align:right}
 td.ok{background:#eef8ee}td.warn{background:#fff7e6}td.bad{background:#fdecea}
+.hero{border-radius:6px;padding:.6em 1em;margin:.6em 0;border-left:8px solid}.hero .big{font-size:3em;font-weight:700;
+line-height:1.1;font-variant-numeric:tabular-nums}.hero .unit{font-size:1.2em;color:#333}.hero .ci,.hero .where{color:#444}
+.hero .headline{margin-top:.3em}details.notes summary{cursor:pointer;margin-top:.3em}
 """
 
 _BOOT = """

@@ -1,10 +1,13 @@
 """The first screen of the HTML report: what the run answers, before any detail.
 
-Per run: the verdict and every note once, what ``--optimize``/``--sweep auto`` chose and the best
-level under the SLO (``report/summary.py`` words them, as in the terminal and Markdown), the
-efficiency–load curve (output tokens/s per kW and joules per output token against concurrency or
-rate, per boundary, with p99 TTFT beside them; trial means with their 95% CIs as error bars), the
-table of levels and the trials table. Every number is a field of the result.
+Per run: the answer as one big figure (``summary.headline``: goodput tok/s per kW of the best level
+under the SLO, else output tok/s per kW of the most efficient level, at the headline boundary, the
+trials' mean with its CI), its level and verdict; the run's verdict with every note once, collapsed;
+what ``--optimize``/``--sweep auto`` chose (``report/summary.py`` words them, as in the terminal and
+Markdown); the efficiency–load curve (goodput tok/s per kW under an SLO — the curve to choose a load
+by — with output tokens/s per kW and joules per output token against concurrency or rate, per
+boundary that contains the work, and p99 TTFT beside them; trial means with their 95% CIs as error
+bars), the table of levels and the trials table. Every number is a field of the result.
 """
 
 from __future__ import annotations
@@ -74,9 +77,24 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     r = run.result
     x, xtitle = x_of_levels(r)
     text = [ptxt(S.short_label(lv)) for lv in r.levels]
-    bounds = F.result_boundaries(r)
+    # a part (the HBM rail, the host of a GPU server) has no tokens per kW: its power is elsewhere
+    bounds = [b for b in F.result_boundaries(r) if F.has_per_token(r, b)]
     data: list[dict] = []
     panels = [("x", "y"), ("x2", "y2"), ("x3", "y3")]
+    h = S.headline(r)
+    if S.has_goodput(r) and h is not None and h.boundary is not None:
+        # the SLO-bound curve: tokens per kW of the requests that met every SLO, at the headline boundary
+        gb = h.boundary
+        ys = [_trial_or_value(lv, "goodput_per_kw", gb, S.goodput_cells_raw(lv)[0]) if gb in lv.energy else None
+              for lv in r.levels]
+        tr = {"type": "scatter", "mode": "lines+markers", "x": x, "y": ys, "text": text,
+              "name": ptxt(f"goodput tok/s per kW, {gb} (met the SLO)"), "legendgroup": "goodput",
+              "line": {"color": "#2ca02c", "width": 3}, "marker": {"size": 9}, "xaxis": "x", "yaxis": "y",
+              "hovertemplate": "%{text}: %{y:,.3~g} goodput tok/s/kW<extra>" + ptxt(gb) + "</extra>"}
+        eb = _error_bars(r.levels, "goodput_per_kw", gb)
+        if eb:
+            tr["error_y"] = eb
+        data.append(tr)
     for i, b in enumerate(bounds):
         labels = "/".join(sorted({lv.energy[b].label for lv in r.levels if b in lv.energy}))
         color = COLORS[i % len(COLORS)]
@@ -101,7 +119,8 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     if eb:
         tr["error_y"] = eb
     data.append(tr)
-    titles = ["output tokens/s per kW", "J per output token", "p99 TTFT (ms)"]
+    titles = [("goodput and output " if S.has_goodput(r) else "output ") + "tokens/s per kW", "J per output token",
+              "p99 TTFT (ms)"]
     layout: dict[str, Any] = {"title": {"text": "Efficiency against load" + (
         "" if bounds else f" (energy unavailable: {run_energy_reason(r)})"), "x": 0.01},
         "legend": {"orientation": "h", "y": -0.25}}
@@ -123,6 +142,9 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     layout["shapes"] = shapes
     doc.plot(data, layout, height=400)
     cap = "Each point a load level; trial means with 95% CI bars where the level ran trials."
+    if S.has_goodput(r):
+        cap += (" Thick green line: goodput per kW, the output tokens/s of the requests that met every SLO per kW"
+                " — the curve to choose a load by; the thin lines count every token.")
     if "ttft_ms" in slo:
         cap += " Red dashed line: the TTFT SLO."
     if best is not None:
@@ -130,25 +152,59 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     doc.add(f'<p class="caption">{cap}</p>')
 
 
+def hero(r: Result) -> str:
+    """The first thing on the page: the run's answer as one big figure (``summary.headline``), with
+    its boundary, its level and why, its verdict, and the level's headline line beneath."""
+    from wattbench.report.html_doc import e
+
+    h = S.headline(r)
+    if h is None:
+        return ""
+    cls = VERDICT_CLASS.get(h.verdict, "warn")
+    if h.boundary is None:
+        big, unit = "–", f"energy unavailable: {F.energy_unavailable_reason(h.level)}"
+    else:
+        big = F.fmt(h.value)
+        where = h.boundary if h.label == "measured" else f"{h.boundary}, {h.label}"
+        unit = f"{h.title} ({where})"
+    ci = ""
+    if h.ci is not None:
+        ci = f'<div class="ci">mean of {h.trials} trials, 95% CI {e(F.fmt(h.ci[0]))}–{e(F.fmt(h.ci[1]))}</div>'
+    return (f'<div class="hero {cls}"><div class="big">{e(big)}</div><div class="unit">{e(unit)}</div>{ci}'
+            f'<div class="where">{e(h.why or S.short_label(h.level))} · verdict '
+            f'<strong class="verdict">{e(h.verdict)}</strong></div>'
+            f'<div class="headline">{e(F.headline(h.level))}</div></div>')
+
+
+def notes_block(notes: list[str]) -> str:
+    """Every note once, collapsed under one line that counts them (open it to read them)."""
+    from wattbench.report.html_doc import e
+
+    if not notes:
+        return ""
+    items = "".join(f"<li>{e(x)}</li>" for x in notes)
+    return (f'<details class="notes"><summary>{len(notes)} note{"s" if len(notes) != 1 else ""}</summary>'
+            f"<ul>{items}</ul></details>")
+
+
 def overview(doc: Any, run: RunData) -> None:
-    """The run's first screen: verdict, notes, answer, curve, level table, trials."""
+    """The run's first screen: the answer as one big figure with its verdict, the notes (collapsed),
+    the goodput-per-kW curve against load, then the level table and the trials."""
     from wattbench.report.html_doc import e
 
     r = run.result
     v = r.validity
     cls = VERDICT_CLASS.get(v.verdict, "warn")
     notes = [*S.run_notes(r), *(n for n in run.notes if n not in S.run_notes(r))]
-    items = "".join(f"<li>{e(x)}</li>" for x in notes)
     status = "" if r.status == "complete" else f" · status {e(r.status)}" + (
         f": {e(r.status_detail)}" if r.status_detail else "")
     slo = S.slo_text(r)
+    doc.add(hero(r))
     doc.add(f'<div class="banner {cls}"><strong>{e(r.run_id)}: {e(v.verdict.upper())}</strong>{status}'
-            + (f" · SLO {e(slo)}" if slo else "") + (f"<ul>{items}</ul>" if items else "") + "</div>")
+            + (f" · SLO {e(slo)}" if slo else "") + notes_block(notes) + "</div>")
     answers = S.answer_lines(r)
     if answers:
         doc.add('<div class="answer">' + "".join(f"<p>{e(a)}</p>" for a in answers) + "</div>")
-    if len(r.levels) == 1:
-        doc.add(f'<p class="answer"><span class="headline">{e(F.headline(r.levels[0]))}</span></p>')
     if not r.levels:
         doc.note("no load level was measured")
         return

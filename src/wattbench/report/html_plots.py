@@ -108,7 +108,7 @@ def throughput_vs_load(doc: Doc, run: RunData) -> None:
     doc.plot(data, {"title": {"text": "Output throughput vs load", "x": 0.01},
                     "xaxis": {"title": {"text": xtitle}}, "yaxis": {"title": {"text": "output tokens/s"},
                                                                     "rangemode": "tozero"}}, height=380)
-    bounds = F.result_boundaries(r)
+    bounds = [b for b in F.result_boundaries(r) if F.has_per_token(r, b)]  # no tokens per kW of a part
     if not bounds:
         doc.unavailable("tokens/s per kW vs load", run_energy_reason(r))
         return
@@ -131,7 +131,7 @@ def run_energy_reason(r: Result) -> str:
 
 def pareto(doc: Doc, run: RunData) -> None:
     r = run.result
-    bounds = F.result_boundaries(r)
+    bounds = [b for b in F.result_boundaries(r) if F.has_per_token(r, b)]  # no tokens per kW of a part
     if not bounds:
         doc.unavailable("efficiency–latency trade-off", run_energy_reason(r))
         return

@@ -56,21 +56,30 @@ def levels_text(result: Result, indices) -> str:
     lvs = [by_index[i] for i in indices if i in by_index]
     if not lvs:
         return ""
-    plain_c, plain_r, other = [], [], []
+    groups: dict[str, tuple[list[str], list[str]]] = {}  # suffix -> (concurrencies, rates)
+    other = []
     for lv in lvs:
         label, ld = short_label(lv), lv.load
-        if ld.mode == "concurrency" and label == load_label("concurrency", ld.target_concurrency):
-            plain_c.append(f"{ld.target_concurrency:g}")
-        elif ld.mode == "rate" and ld.target_rate_rps is not None and not ld.max_in_flight \
-                and label == load_label("rate", ld.target_rate_rps):
-            plain_r.append("inf" if ld.target_rate_rps == float("inf") else f"{ld.target_rate_rps:g}")
-        else:
+        base = (load_label("concurrency", ld.target_concurrency) if ld.mode == "concurrency" else
+                load_label("rate", ld.target_rate_rps) if ld.mode == "rate" and not ld.max_in_flight else None)
+        suffix = label[len(base):] if base and label.startswith(base) else None
+        if suffix is not None and suffix and not suffix.startswith(" "):
+            suffix = None  # "c=64 (got 7.2)" keeps its own label
+        if base is None or suffix is None:
             other.append(label)
+            continue
+        cs, rs = groups.setdefault(suffix.strip(), ([], []))
+        if ld.mode == "concurrency":
+            cs.append(f"{ld.target_concurrency:g}")
+        else:
+            rs.append("inf" if ld.target_rate_rps == float("inf") else f"{ld.target_rate_rps:g}")
     parts = []
-    if plain_c:
-        parts.append("c=" + ",".join(plain_c))
-    if plain_r:
-        parts.append("r=" + ",".join(plain_r) + ("" if plain_r == ["inf"] else "/s"))
+    for suffix, (cs, rs) in sorted(groups.items(), key=lambda kv: kv[0] != ""):  # plain levels first
+        tail = f" {suffix}" if suffix else ""
+        if cs:
+            parts.append("c=" + ",".join(cs) + tail)
+        if rs:
+            parts.append("r=" + ",".join(rs) + ("" if rs == ["inf"] else "/s") + tail)
     return ", ".join(parts + other)
 
 
@@ -237,6 +246,29 @@ def notes_full_lines(result: Result) -> list[str]:
     return out
 
 
+# ---------------------------------------------------------------- configuration
+
+# settings of the launched engine: they apply only when wattbench started the server (no --target)
+ENGINE_KEYS = ("engine", "engine_model", "engine_args", "device")
+
+
+def applied_config(result: Result) -> list[tuple[str, Any]]:
+    """The run's configuration as it applied, sorted by key: the engine launch settings only when
+    wattbench launched the engine (a ``--target`` run talked to a server it did not start), the
+    arrival process only when a level ran open loop (a closed-loop run has no arrivals to shape)."""
+    cfg = result.config if isinstance(result.config, dict) else {}
+    targeted = bool(cfg.get("target") or cfg.get("targets"))
+    open_loop = bool(cfg.get("rate")) or any(lv.load.mode == "rate" for lv in result.levels)
+    out = []
+    for k, v in sorted(cfg.items()):
+        if targeted and k in ENGINE_KEYS:
+            continue
+        if k == "arrival" and not open_loop:
+            continue
+        out.append((k, v))
+    return out
+
+
 # ---------------------------------------------------------------- SLO and goodput
 
 
@@ -290,69 +322,160 @@ def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
         ok = [lv for lv in result.levels if (lv.goodput or {}).get("all_met") and lv.validity.verdict != "invalid"]
 
         def key(lv: LevelResult) -> tuple[float, float]:
-            g = goodput_cells_raw(lv)
+            g = goodput_point(lv)
             return (g[0] if g[0] is not None else -1.0, g[1] if g[1] is not None else -1.0)
 
         chosen = max(ok, key=key) if ok else None
     if chosen is None:
         return None, f"best under SLO {slo}: no level met it"
     c = goodput_cells(chosen)
-    per_kw = f"{c.goodput_per_kw} goodput tok/s/kW ({c.boundary}), " if c.boundary else ""
-    return chosen, (f"best under SLO {slo}: {short_label(chosen)} — {per_kw}{c.goodput_tok_s} goodput tok/s, "
+    per_kw_v, tok_s = goodput_point(chosen)
+    per_kw = f"{F.fmt(per_kw_v)} goodput tok/s/kW ({c.boundary}), " if c.boundary else ""
+    mean = " (trial means)" if trials_n(chosen) else ""
+    return chosen, (f"best under SLO {slo}: {short_label(chosen)} — {per_kw}{F.fmt(tok_s)} goodput tok/s{mean}, "
                     f"{c.met_pct} of requests met it")
 
 
 def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
-    """(goodput tok/s per kW at the headline boundary, goodput tok/s) as stored."""
+    """(goodput tok/s per kW at the headline boundary, goodput tok/s) as stored (the last trial's)."""
     gp = level.goodput or {}
     hb = F.headline_boundary(level)
     per_kw = ((gp.get("per_kw") or {}).get(hb[0]) or {}) if hb else {}
     return per_kw.get("output_tokens_per_s_per_kw"), gp.get("output_tokens_per_s")
 
 
-def answer_level(result: Result) -> tuple[LevelResult, str] | None:
-    """The level the run's answer quotes, and why: ``--optimize``'s choice; else the best level
-    under the SLO; else, of several levels, the one with the most output tokens per kW at its
-    headline boundary among those not ``invalid``; a one-level run's level. None without one."""
+def state_line(result: Result) -> str | None:
+    """How the run controlled the server's state (issue 24): the priming load and the history
+    check, in one line; None when the run did neither."""
+    nz = result.noise
+    if nz is None:
+        return None
+    parts = []
+    p = nz.priming
+    if p is not None:
+        at = short_label_text(p.label) if p.label else (f"r={p.value:g}/s" if p.mode == "rate" else f"c={p.value:g}")
+        dur = f" in {p.duration_s:.0f} s" if p.duration_s is not None else ""
+        parts.append(f"primed at {at}: {p.completed}/{p.requests} requests{dur}, not measured")
+    h = nz.history_check
+    if h is not None and h.verdict != "unknown" and h.ratio is not None:
+        state = "beyond noise" if h.verdict == "warn" else "within noise"
+        parts.append(f"history check {short_label_text(h.level)}: {h.ratio - 1:+.1%} {state} (±{h.bound_pct:.1f}%)")
+    if nz.engine_starts:
+        parts.append(f"{len(nz.engine_starts)} engine starts")
+    return "; ".join(parts) or None
+
+
+def short_label_text(label: str) -> str:
+    return label.replace("concurrency=", "c=").replace("rate=", "r=")
+
+
+def goodput_point(level: LevelResult) -> tuple[float | None, float | None]:
+    """(goodput tok/s per kW at the headline boundary, goodput tok/s) as the headline quotes them:
+    the trials' means with ``--trials`` (``results.headline.point``), else as stored."""
+    from wattbench.results.headline import point
+
+    per_kw, tok_s = goodput_cells_raw(level)
+    hb = F.headline_boundary(level)
+    return (point(level, "goodput_per_kw", hb[0], per_kw) if hb else per_kw,
+            point(level, "goodput_output_tokens_per_s", None, tok_s))
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The run's answer as one figure: the level it comes from and why that level, the boundary, the
+    figure (goodput tok/s per kW under an SLO, else output tok/s per kW; the trials' mean with its CI
+    under ``--trials``) and the level's verdict."""
+
+    level: LevelResult
+    why: str
+    boundary: str | None
+    label: str | None  # measured | declared | estimate
+    name: str  # goodput_per_kw | output_tokens_per_s_per_kw
+    title: str  # "goodput tok/s per kW" / "output tok/s per kW"
+    value: float | None
+    ci: tuple[float, float] | None
+    trials: int | None
+    verdict: str
+
+
+def headline(result: Result) -> Headline | None:
+    """The figure the reports lead with (``results.headline`` picks the boundary and the value): the
+    best level under the SLO (``best_under_slo``: ``--optimize``'s choice when it ran) with its goodput
+    per kW; without an SLO, the level ``--optimize`` recommends, else the level with the most output
+    tokens per kW at its headline boundary (a one-level run: that level), not ``invalid`` ones where
+    another exists. None without levels."""
+    from wattbench.results.headline import point, trial_ci
+
     lvs = result.levels
     if not lvs:
         return None
-    opt = result.optimize
-    if opt is not None and opt.best_value is not None:
-        hit = next((lv for lv in lvs if F.level_target_value(lv) == opt.best_value), None)
-        if hit is not None:
-            return hit, "chosen by --optimize"
     best = best_under_slo(result)
-    if best is not None:
-        return (best[0], "best under the SLO") if best[0] is not None else None
-    if len(lvs) == 1:
-        return lvs[0], "the run's level"
-    ok = [lv for lv in lvs if lv.validity.verdict != "invalid"]
+    opt = result.optimize
+    picked = None if opt is None else (opt.recommended_value if opt.recommended_value is not None
+                                       else opt.best_value)
+    chosen = next((x for x in lvs if F.level_target_value(x) == picked), None) if picked is not None else None
+    if best is not None and best[0] is not None:
+        lv, name, title = best[0], "goodput_per_kw", "goodput tok/s per kW"
+        chose = result.optimize is not None and result.optimize.best_value is not None
+        why = f"{short_label(lv)}: " + ("--optimize's choice" if chose else "the best level") + \
+            f" under the SLO {slo_text(result)}"
+    elif chosen is not None and best is None:  # --optimize without an SLO: the level it recommends
+        lv, name, title = chosen, "output_tokens_per_s_per_kw", "output tok/s per kW"
+        why = f"{short_label(lv)}: --optimize's choice"
+    else:
+        def per_kw(x: LevelResult) -> float:
+            hb = F.headline_boundary(x)
+            v = point(x, "output_tokens_per_s_per_kw", hb[0], hb[1].output_tokens_per_s_per_kw) if hb else None
+            return -1.0 if v is None else v
 
-    def per_kw(lv: LevelResult) -> float:
-        hb = F.headline_boundary(lv)
-        x = hb[1].output_tokens_per_s_per_kw if hb else None
-        return x if x is not None else -1.0
+        pool = [x for x in lvs if x.validity.verdict != "invalid"] or lvs
+        lv = max(pool, key=per_kw)
+        name, title = "output_tokens_per_s_per_kw", "output tok/s per kW"
+        why = ("" if len(lvs) == 1 else f"{short_label(lv)}: the most output tokens per kW of the {len(lvs)} levels"
+               + ("" if best is None else f" (no level met the SLO {slo_text(result)})"))
+    hb = F.headline_boundary(lv)
+    b, be = (hb[0], hb[1]) if hb else (None, None)
+    if name == "goodput_per_kw":
+        value = goodput_point(lv)[0] if b else None
+    else:
+        value = point(lv, name, b, be.output_tokens_per_s_per_kw) if be is not None else None
+    ci = trial_ci(lv, name, b) if b else None
+    return Headline(lv, why, b, be.label if be is not None else None, name, title, value,
+                    (ci.low, ci.high) if ci else None, ci.n if ci else None, lv.validity.verdict)
 
-    if not ok or all(per_kw(lv) < 0 for lv in ok):
+
+def answer_line(result: Result) -> str | None:
+    """``answer: c=4 — 2,086 output tok/s per kW (node, declared) · valid``: the run's headline
+    figure (``headline``) with its boundary (the trials' mean and CI under ``--trials``) and its
+    level's efficiency verdict; None without levels."""
+    h = headline(result)
+    if h is None:
         return None
-    top = max(ok, key=per_kw)
-    hb = F.headline_boundary(top)
-    return top, f"the most output tokens per kW ({hb[0] if hb else 'no boundary'}) of {len(lvs)} levels"
+    where = "" if h.boundary is None else f" ({h.boundary}" + (
+        f", {h.label}" if h.label and h.label != "measured" else "") + ")"
+    figure = f"{F.fmt(h.value)} {h.title}{where}" if h.boundary else "no energy measured"
+    if h.ci is not None:
+        figure += f", mean of {h.trials} trials (95% CI {F.fmt(h.ci[0])}–{F.fmt(h.ci[1])})"
+    return f"answer: {short_label(h.level)} — {figure} · {h.verdict}"
 
 
 def answer_lines(result: Result) -> list[str]:
-    """What the run answers, first: the level it quotes with its headline figures and why, what a
-    search chose (and why), the best level under the SLO; for ``wattbench measure``, what ran and
-    each level's own figures from the tool."""
+    """What the run answers, first: the headline figure with its boundary and verdict, what was
+    chosen and why (a search, the best level under the SLO, the most efficient level), how the
+    server's state was controlled; for ``wattbench measure``, what ran and each level's own figures
+    from the tool."""
     out = []
-    pick = answer_level(result)
-    if pick is not None:
-        lv, why = pick
-        out.append(f"answer: {short_label(lv)} — {F.headline(lv)}" + (
-            f" ({why})" if why.startswith("the most") else ""))
+    first = answer_line(result)
+    if first is not None:
+        out.append(first)
     out += search_lines(result)
+    h = headline(result)
     chose = result.optimize is not None and result.optimize.best_value is not None
+    if h is not None and h.why and h.name != "goodput_per_kw" and not chose:  # the most efficient level
+        out.append(h.why)
+    st = state_line(result)
+    if st:
+        out.append(st)
     best = best_under_slo(result)
     if best is not None and not chose:  # --optimize's line already names the best level
         out.append(best[1])
@@ -479,9 +602,21 @@ def search_lines(result: Result) -> list[str]:
             for v, s in zip(measured, opt.scores):
                 if v == opt.best_value:
                     score = s
+            if opt.best_score is not None:
+                score = opt.best_score  # the mean of its measurements
             slo = slo_text(result)
             why = f"highest {objective} ({F.fmt(score)})" + (f" meeting {slo}" if slo else "")
-            out.append(f"optimize: chose {best} — {why}; {opt.reason} (measured: {tried})")
+            if opt.recommended_value is not None and opt.plateau:
+                rec = _level_by_value(result, opt.recommended_value)
+                flat = ", ".join(_level_by_value(result, v) for v in opt.plateau)
+                again = " and ".join(_level_by_value(result, v) for v in opt.remeasured)
+                out.append(f"optimize: recommends {rec} — {opt.recommend_reason}; best {best}: {why}; within noise "
+                           f"of it: {flat} ({again} measured twice; measured: {tried})")
+            else:
+                out.append(f"optimize: chose {best} — {why}; {opt.reason} (measured: {tried})")
+            if opt.top_of_ladder:
+                out.append(f"optimize: {best} is the top of the ladder searched: a higher load may be better "
+                           "(widen it with --concurrency/--rate or --max-concurrency)")
     sweep = result.sweep
     if sweep is not None:
         measured = sweep.measured_values
@@ -601,6 +736,55 @@ def part_lines(result: Result) -> list[str]:
         if said:
             out.append(f"{short_label(lv)}: parts — " + "; ".join(said))
     return out
+
+
+# The figures users of `vllm bench serve`, AIPerf and GuideLLM read (issue 25): request rate, the
+# achieved load, and every latency as mean, p50, p90, p95, p99. One list for the wide terminal table,
+# `wattbench report --json` and the CSV (report/csv.py names its columns from it).
+SERVING_LATENCY = ("ttft", "tpot", "itl", "e2e")
+SERVING_STATS = ("mean", "p50", "p90", "p95", "p99")
+
+
+def serving_figures(level: LevelResult) -> dict[str, float | None]:
+    """A level's request rate, achieved load and latency statistics, as stored (the last trial's with
+    ``--trials``): ``requests_per_s``, ``output_tokens_per_s``, ``total_tokens_per_s``,
+    ``achieved_rate_rps`` (open loop), ``mean_in_flight`` (the achieved concurrency), and
+    ``<ttft|tpot|itl|e2e>_<mean|p50|p90|p95|p99>_ms``."""
+    t, ld = level.throughput, level.load
+    out: dict[str, float | None] = {
+        "requests_per_s": t.requests_per_s, "output_tokens_per_s": t.output_tokens_per_s,
+        "total_tokens_per_s": t.total_tokens_per_s, "achieved_rate_rps": ld.achieved_rate_rps,
+        "mean_in_flight": ld.mean_in_flight,
+    }
+    for kind in SERVING_LATENCY:
+        st = getattr(level.latency, f"{kind}_ms")
+        for stat in SERVING_STATS:
+            out[f"{kind}_{stat}_ms"] = getattr(st, stat)
+    return out
+
+
+def serving_columns(result: Result) -> list[Column]:
+    """The wide table's requests and latency (``serving_figures``): req/s, the achieved load (rate, or
+    mean in flight for a closed loop), then TTFT, TPOT, ITL and E2E as mean, p50, p90, p95, p99 (ms)."""
+    lvs = result.levels
+    figs = [serving_figures(lv) for lv in lvs]
+
+    def achieved(lv: LevelResult, f: dict) -> str:
+        if lv.load.mode == "rate" and f["achieved_rate_rps"] is not None:
+            return f"{F.fmt(f['achieved_rate_rps'])}/s"
+        return F.fmt(f["mean_in_flight"])
+
+    cols = [Column("req/s", [F.fmt(f["requests_per_s"]) for f in figs]),
+            Column("achieved\nload", [achieved(lv, f) for lv, f in zip(lvs, figs)])]
+    for kind in SERVING_LATENCY:
+        for stat in SERVING_STATS:
+            cols.append(Column(f"{kind.upper()}\n{stat}", [F.fmt(f[f"{kind}_{stat}_ms"]) for f in figs]))
+    return cols
+
+
+def serving_title(result: Result) -> str:
+    return "requests and latency (ms), as vllm bench serve, AIPerf and GuideLLM report them" + (
+        f" — {last_trial_title(result)}" if any_trials(result) else "")
 
 
 def trial_columns(result: Result) -> list[Column]:

@@ -87,6 +87,7 @@ def column_tables(key: Column, cols: list[Column], width: int, title: str | None
 
 
 LEVEL_LABEL_WIDTH = 16
+WIDE_FROM = 160  # console columns from which the summary adds the requests-and-latency table
 
 
 def level_tables(result: Result, width: int) -> list[Table]:
@@ -97,6 +98,8 @@ def level_tables(result: Result, width: int) -> list[Table]:
     key = Column("level", [S.short_label(lv) for lv in result.levels], "left", max_width=LEVEL_LABEL_WIDTH,
                  styles=[VERDICT_STYLE.get(lv.validity.verdict, "") for lv in result.levels])
     out = column_tables(key, level_columns(result), width, S.last_trial_title(result))
+    if width >= WIDE_FROM:  # the figures load-generator users look for; 80 columns stay compact
+        out += column_tables(key, S.serving_columns(result), width, S.serving_title(result))
     if S.any_trials(result):
         out += column_tables(key, trial_columns(result), width, S.trials_title(result))
     return out

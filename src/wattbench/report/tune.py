@@ -122,6 +122,8 @@ class TuneSummary:
         if rec:
             yield Text(f"recommended: trial {rec['trial']} — {rec['label']}", style="bold")
             yield Padding(Text(rec["summary"]), (0, 0, 0, 2))
+            for line in margin_lines(rec):
+                yield Padding(Text(line), (0, 0, 0, 2))
             yield Text("serve it:")
             for line in shell_lines(rec["serve_command"], options.max_width):
                 yield Text(line, no_wrap=True, overflow="fold")
@@ -131,6 +133,17 @@ class TuneSummary:
             yield Text("note: the best two are within the measurement noise", style="yellow")
         for w in t.warnings:
             yield Text("warning: " + w, style="yellow")
+
+
+def margin_lines(rec: dict) -> list[str]:
+    """The recommendation's margin over the runner-up and over the engine defaults, each a ratio of
+    scores with its noise interval (``tune/run.conclude``)."""
+    out = []
+    for key, what in (("margin_over_runner_up", "over the runner-up"), ("margin_over_defaults", "over the defaults")):
+        m = rec.get(key)
+        if m:
+            out.append(f"{what} (trial {m['trial']}): {m['text']}")
+    return out
 
 
 def tune_summary(t: TuneResult) -> list:
@@ -201,7 +214,8 @@ def tune_section(t: TuneResult) -> str:
     rec = t.recommended
     if rec:
         out.append(f"<p><b>Recommended: trial {rec['trial']} — {e(rec['label'])}</b>: {e(rec['summary'])}</p>"
-                   f"<pre>{e(rec['serve_command'])}</pre>")
+                   + "".join(f"<p>{e(line)}</p>" for line in margin_lines(rec))
+                   + f"<pre>{e(rec['serve_command'])}</pre>")
     out.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr>")
     for r in rows(t):
         out.append("<tr>" + "".join(f"<td>{e(x)}</td>" for x in r) + "</tr>")

@@ -114,8 +114,18 @@ def _m1(conn: sqlite3.Connection) -> None:
     )
 
 
+def _m2(conn: sqlite3.Connection) -> None:
+    """Each level's configuration key and the figure whose run-to-run spread the history keeps
+    (``results/configuration.py``; ``HistoryStore.noise``). Rows registered before stay NULL until
+    their run is registered again (``wattbench history import DIR``)."""
+    for col in ("config_key TEXT", "config TEXT", "figure_name TEXT", "figure REAL", "trials INTEGER",
+                "window_s REAL"):
+        conn.execute(f"ALTER TABLE levels ADD COLUMN {col}")
+    conn.execute("CREATE INDEX levels_config ON levels(config_key)")
+
+
 # index = version reached after applying; append new migrations, never edit old ones
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -152,7 +162,14 @@ def _gpu_desc(result: Result) -> str | None:
     return ", ".join(f"{names.count(n)}x {n}" for n in uniq)
 
 
+LEVEL_COLUMNS = ("run_id", "idx", "label", "mode", "target", "output_tokens_per_s", "ttft_p99_ms", "tpot_p99_ms",
+                 "boundary", "avg_power_w", "j_per_output_token", "output_tokens_per_s_per_kw", "verdict",
+                 "config_key", "config", "figure_name", "figure", "trials", "window_s")
+
+
 def _level_rows(result: Result) -> list[tuple]:
+    from wattbench.results.configuration import configuration, configuration_key, level_figure
+
     rows = []
     for lv in result.levels:
         b = headline_boundary(lv)
@@ -162,14 +179,61 @@ def _level_rows(result: Result) -> list[tuple]:
         def at(name: str, own, boundary: str | None = None, lv=lv):  # the trials' mean with --trials
             return point(lv, name, boundary, own)
 
+        conf = configuration(result, lv)
+        fname, fig = level_figure(lv)
         rows.append((result.run_id, lv.index, lv.label, mode, target,
                      at("output_tokens_per_s", lv.throughput.output_tokens_per_s),
                      at("ttft_p99_ms", lv.latency.ttft_ms.p99), at("tpot_p99_ms", lv.latency.tpot_ms.p99), b,
                      at("avg_power_w", e.avg_power_w, b) if e else None,
                      at("j_per_output_token", e.j_per_output_token, b) if e else None,
                      at("output_tokens_per_s_per_kw", e.output_tokens_per_s_per_kw, b) if e else None,
-                     lv.validity.verdict))
+                     lv.validity.verdict,
+                     configuration_key(conf), json.dumps(conf, sort_keys=True), fname, fig,
+                     lv.trials.n if lv.trials is not None else 1, lv.window.duration_s if lv.window else None))
     return rows
+
+
+@dataclass
+class Spread:
+    """The run-to-run spread of one configuration's figure (``HistoryStore.noise``): one value per
+    run (a run's levels of the configuration averaged), ``rel_sd`` their relative standard deviation
+    (ddof 1)."""
+
+    config_key: str
+    config: dict[str, Any]
+    figure: str
+    runs: int
+    mean: float
+    rel_sd: float | None  # None with one run
+    low: float
+    high: float
+    run_ids: list[str] = field(default_factory=list)
+    last_created_at: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _spread(key: str, rows: list[sqlite3.Row]) -> Spread | None:
+    per_run: dict[str, list[float]] = {}
+    created: dict[str, str | None] = {}
+    config, figure = None, None
+    for r in rows:
+        if r["figure"] is None:
+            continue
+        per_run.setdefault(r["run_id"], []).append(float(r["figure"]))
+        created[r["run_id"]] = r["created_at"]
+        config, figure = r["config"], r["figure_name"]
+    if not per_run:
+        return None
+    vals = [sum(v) / len(v) for v in per_run.values()]
+    n = len(vals)
+    mean = sum(vals) / n
+    sd = (sum((v - mean) ** 2 for v in vals) / (n - 1)) ** 0.5 if n > 1 else None
+    return Spread(config_key=key, config=json.loads(config or "{}"), figure=figure or "", runs=n, mean=mean,
+                  rel_sd=(sd / mean if sd is not None and mean else None), low=min(vals), high=max(vals),
+                  run_ids=sorted(per_run, key=lambda rid: created.get(rid) or ""),
+                  last_created_at=max((c for c in created.values() if c), default=None))
 
 
 def _retry_locked(fn: Callable[[], Any], timeout_s: float = BUSY_TIMEOUT_S) -> Any:
@@ -334,8 +398,8 @@ class HistoryStore:
                        result.wattbench_version, json.dumps(summary or {}))),
             )
             c.execute("DELETE FROM levels WHERE run_id = ?", (result.run_id,))
-            c.executemany("INSERT INTO levels VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                          [scrub(row) for row in _level_rows(result)])
+            c.executemany(f"INSERT INTO levels ({', '.join(LEVEL_COLUMNS)}) VALUES "
+                          f"({', '.join('?' * len(LEVEL_COLUMNS))})", [scrub(row) for row in _level_rows(result)])
             for tag in result.tags:
                 row = c.execute("SELECT run_id FROM tags WHERE tag = ?", (tag,)).fetchone()
                 if row is None:
@@ -523,6 +587,42 @@ class HistoryStore:
 
     def tags(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self.conn.execute("SELECT tag, run_id FROM tags ORDER BY tag")}
+
+    # -------------------------------------------------------------- noise (issue 24)
+
+    _NOISE_SQL = ("SELECT l.run_id, l.config_key, l.config, l.figure_name, l.figure, r.created_at FROM levels l "
+                  "JOIN runs r ON r.run_id = l.run_id WHERE r.kind = 'run' AND r.status = 'complete' "
+                  "AND l.verdict != 'invalid' AND l.config_key IS NOT NULL")
+
+    def noise(self, config_key: str, exclude_runs: tuple[str, ...] | list[str] = ()) -> Spread | None:
+        """The spread of one configuration's figure across the complete runs that measured it (their
+        invalid levels left out), without ``exclude_runs`` (the runs being judged: a spread must
+        not be estimated from the very runs it judges)."""
+        rows = [r for r in self.conn.execute(self._NOISE_SQL + " AND l.config_key = ?", (config_key,))
+                if r["run_id"] not in set(exclude_runs)]
+        return _spread(config_key, rows)
+
+    def noise_table(self, min_runs: int = 2, model: str | None = None, engine: str | None = None,
+                    gpu: str | None = None) -> list[Spread]:
+        """Every configuration measured by ``min_runs`` runs or more, most runs first (text filters:
+        case-insensitive substrings of the model, engine and machine of the configuration)."""
+        groups: dict[str, list[sqlite3.Row]] = {}
+        for r in self.conn.execute(self._NOISE_SQL + " ORDER BY l.config_key"):
+            groups.setdefault(r["config_key"], []).append(r)
+        out = []
+        for key, rows in groups.items():
+            sp = _spread(key, rows)
+            if sp is None or sp.runs < min_runs:
+                continue
+            c = sp.config
+            machine = json.dumps(c.get("machine", {})).lower()
+            eng = json.dumps(c.get("engine", {})).lower()
+            if (model and model.lower() not in str(c.get("model") or "").lower()) or (
+                    engine and engine.lower() not in eng) or (gpu and gpu.lower() not in machine):
+                continue
+            out.append(sp)
+        out.sort(key=lambda sp: (-sp.runs, sp.config_key))
+        return out
 
     def baselines(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self.conn.execute("SELECT name, run_id FROM baselines ORDER BY name")}

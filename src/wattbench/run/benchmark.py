@@ -27,7 +27,7 @@ from wattbench.metrics.carbon_series import parse_carbon_intensity
 from wattbench.metrics.slo import parse_slos
 from wattbench.results import rundir
 from wattbench.results.ids import new_run_id as _new_run_id
-from wattbench.results.schema import CarbonIntensity, ClockInfo, PrefillDecode, Result, Window
+from wattbench.results.schema import CarbonIntensity, ClockInfo, NoiseInfo, PrefillDecode, Result, Window
 from wattbench.results.store import HistoryStore
 from wattbench.run import analyses, plan, telemetry
 from wattbench.run.level import LevelRunner
@@ -60,6 +60,8 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
             return _run(session)
         except (KeyboardInterrupt, Interrupted) as e:
             session.finish("interrupted", "stopped by signal during the run")
+            if session.result is not None and session.result.levels:
+                register(session.config, session.result, session.run_dir)
             err = Interrupted("interrupted; the levels measured so far are saved"
                               + (f" in {session.run_dir}" if session.run_dir and session.result else ""))
             err.result = session.result  # type: ignore[attr-defined]
@@ -67,6 +69,11 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
         except Exception as e:
             if session.result is not None:  # closed, even before its first level: never left "running"
                 session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}")
+                # the levels finished before the failure (a target gone, exit 4) are a result: in the
+                # history, and on the error for the CLI to summarise
+                register(session.config, session.result, session.run_dir)
+                if isinstance(e, WattbenchError):
+                    e.result = session.result  # type: ignore[attr-defined]
             raise
 
 
@@ -81,8 +88,10 @@ def _run(session: RunSession) -> Result:
         HistoryStore.check_usable(cfg.db)  # a corrupt --db: one line now, not a run kept but not registered
     targets = resolve_targets(session, run_dir)
     workload, no_tokenizer_why = _build_workload(cfg, targets)
+    salt = _salt_prompts(cfg, session.run_id, workload)
     problems = telemetry.start_telemetry(session)
     result = _start_result(session, run_dir, targets, workload, problems, no_tokenizer_why)
+    result.noise = NoiseInfo(prompt_salt=salt)
     if targets.server.metrics_endpoint:
         session.scraper = MetricsScraper(targets.server.metrics_endpoint, interval_s=SCRAPE_INTERVAL_S,
                                          engine=targets.server.engine, api_key=targets.specs[0].api_key).start()
@@ -91,7 +100,7 @@ def _run(session: RunSession) -> Result:
     # the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level repeated
     # --trials times; each level takes fresh requests (no prefix-cache hits)
     lr = LevelRunner(session, targets.specs, workload)
-    plan.run_plan(cfg, result, lr.measure, session.slos)
+    plan.run_plan(cfg, result, lr.measure, session.slos, runner=lr)
     if cfg.prefill_decode_pair and session.sampler is not None:
         result.prefill_decode = PrefillDecode(isolating_pair=plan.prefill_decode_pair(cfg, lr.measure))
     analyses.run_analyses(session)
@@ -101,10 +110,12 @@ def _run(session: RunSession) -> Result:
     return result
 
 
-def register(cfg: RunConfig, result: Result, run_dir) -> None:
-    """Index the finished run in the history (``run`` and ``measure``); a history that cannot take
-    it leaves the run standing, with one warning saying how to register it later."""
-    if not cfg.register_run:
+def register(cfg: RunConfig, result: Result | None, run_dir) -> None:
+    """Index the run in the history (``run`` and ``measure``; ``--no-register`` skips it): a complete
+    run, and one that stopped with levels measured (interrupted, the target gone) under its status.
+    A history that cannot take it leaves the run standing, with one warning saying how to register
+    it later."""
+    if not cfg.register_run or result is None or run_dir is None:
         return
     try:  # history is an index; the run directory is the record
         with HistoryStore(cfg.db) as store:
@@ -120,6 +131,18 @@ def register(cfg: RunConfig, result: Result, run_dir) -> None:
 # The warning a run carries when it is complete on disk but the history could not index it (the
 # CLI prints it as its one line, exit 0: the measurement stands, the index is what failed).
 NOT_REGISTERED = "the run is kept but not registered in the history"
+
+
+def _salt_prompts(cfg: RunConfig, run_id: str, workload) -> str | None:
+    """The text every synthetic prompt's unique tag starts with (``workload/synthetic.py``): the
+    run id's random part unless ``--prompt-salt`` gives one, so a run never repeats a prompt an
+    earlier run sent to the same server (its prefix cache would skip that prompt's prefill).
+    None for workloads whose prompts are the user's (datasets)."""
+    builder = getattr(workload, "builder", None)
+    if builder is None:
+        return None
+    builder.salt = cfg.prompt_salt if cfg.prompt_salt is not None else run_id.rsplit("-", 1)[-1]
+    return builder.salt
 
 
 def _build_workload(cfg: RunConfig, targets: Targets):
@@ -199,10 +222,26 @@ def _idle_window(session: RunSession, seconds: float, what: str) -> tuple[int, i
     return t0, now_ns()
 
 
+IDLE_SKIPPED = ("no idle baseline: the only power figures are declared constants (--sensor const:…), whose idle "
+                "power is their load power; dynamic energy is not defined")
+
+
+def only_declared(session: RunSession) -> bool:
+    """Whether every energy or power channel is a declared constant: an idle baseline would read the
+    constant back, so it is skipped (and the run says so)."""
+    chans = [c for c in session.sampler.channels if c.kind in ("counter", "power")] if session.sampler else []
+    return bool(chans) and all(c.method == "declared" for c in chans)
+
+
 def idle_before(session: RunSession) -> None:
-    """The idle baseline before the load."""
+    """The idle baseline before the load; skipped, and said once, when the only power figures are
+    declared constants."""
     cfg, result = session.config, session.result
     if session.sampler is None or cfg.idle_s <= 0:
+        return
+    if only_declared(session):
+        session.emit("phase", name="idle", message=IDLE_SKIPPED)
+        result.warnings.append(IDLE_SKIPPED)
         return
     t0, t1 = _idle_window(session, cfg.idle_s, "")
     idle = measure_idle(session.sampler.log, t0, t1)
@@ -215,7 +254,7 @@ def idle_after(session: RunSession) -> None:
     """Idle after the last level (optional): before and after together give the averaged idle
     power per boundary and its drift."""
     cfg, result = session.config, session.result
-    if session.sampler is None or cfg.idle_after_s <= 0:
+    if session.sampler is None or cfg.idle_after_s <= 0 or only_declared(session):
         return
     t0, t1 = _idle_window(session, cfg.idle_after_s, " after the load")
     w = result.idle_window

@@ -1,6 +1,8 @@
 """Measure one level: its trials (``--trials``, with ``--cooldown`` between them), each a fresh
 slice of the workload through ``load.level.run_level`` (or the multi-target / Ray forms),
-accounted (``accounting.level.account_level``), attributed per request, and written at once."""
+accounted (``accounting.level.account_level``), attributed per request, and written at once.
+Also the load that measures nothing (the priming phase) and a level measured again outside the
+run's levels (the history check): run/prime.py decides when."""
 
 from __future__ import annotations
 
@@ -18,10 +20,11 @@ from wattbench.load.targets import per_target_summary, run_level_multi
 from wattbench.load.types import LevelSpec
 from wattbench.results import rundir
 from wattbench.results.recordset import as_record_set, spooling_into
-from wattbench.results.schema import LevelResult, TrialsBlock
+from wattbench.results.schema import LevelResult, PrimingPhase, TrialsBlock
 from wattbench.run import analyses
 from wattbench.run.plan import default_num_requests, planned_levels
 from wattbench.run.session import RunSession
+from wattbench.run.targets import restart_engine
 from wattbench.workload.base import RequestSpec
 from wattbench.workload.synthetic import PromptBuilder
 from wattbench.workload.trace import TraceWorkload
@@ -30,6 +33,10 @@ MAX_PREDRAWN_REQUESTS = 20_000
 ENDLESS_REQUESTS = 1 << 40  # "no end" for a workload's lazy specs(n, start)
 THERMAL_BEFORE_NS = 3_000_000_000  # the thermal state over the 3 s before each trial
 LENGTH_OVERRIDE_SEED = 4242
+# priming sends the workload's requests from here on: far past any a run measures, so a measured
+# prompt is never in the server's prefix cache because of the priming
+PRIME_START = 1 << 40
+PRIME_SEED = 104_729
 
 
 class LevelRunner:
@@ -41,6 +48,26 @@ class LevelRunner:
         self.workload = workload
         self.is_trace = isinstance(workload, TraceWorkload)
         self.used = 0  # requests drawn from the workload so far
+        self._trials: dict[int, list[LevelResult]] = {}  # level index -> its trials so far
+        self.prime_at: tuple[str, float, int, str] | None = None  # run/prime.priming_level, set by the plan
+
+    def prime_now(self) -> None:
+        """Send the run's priming load (``prime_at``), recorded in ``Result.noise``."""
+        if self.prime_at is None:
+            return
+        mode, value, n, reason = self.prime_at
+        phase = self.prime(mode, value, n, reason)
+        noise = self.session.result.noise
+        if noise.priming is None:
+            noise.priming = phase
+        else:
+            noise.repriming.append(phase)
+        self.session.write_level_artifacts()
+
+    def restart(self, before_trial: int) -> None:
+        """A fresh engine (``--restart-engine``), primed again before it is measured."""
+        restart_engine(self.session, self.targets, before_trial)
+        self.prime_now()
 
     def _spec(self, mode: str, value: float, index: int, trial: int) -> LevelSpec:
         cfg, result = self.session.config, self.session.result
@@ -55,49 +82,102 @@ class LevelRunner:
 
     def measure(self, mode: str, value: float, *, output_tokens: int | None = None,
                 input_tokens: int | None = None, label_suffix: str = "") -> LevelResult:
+        """A new level, all its ``--trials`` in a row (searches and the prefill/decode pair; a
+        fixed ladder interleaves its trials through ``trial``: run/plan.py)."""
+        index = len(self.session.result.levels)
+        n = max(1, self.session.config.trials)
+        for k in range(n):
+            if k > 0 and self.session.config.restart_engine:
+                self.restart(before_trial=k)
+            self.trial(mode, value, index, k, n, output_tokens=output_tokens, input_tokens=input_tokens,
+                       label_suffix=label_suffix)
+        return self.session.result.levels[index]
+
+    def trial(self, mode: str, value: float, index: int, k: int, n: int, *, output_tokens: int | None = None,
+              input_tokens: int | None = None, label_suffix: str = "") -> LevelResult:
+        """Trial ``k`` of ``n`` of level ``index``: measured, accounted, its requests written, and the
+        level (its latest trial with the mean and CI of its trials so far) recorded at once."""
         session, cfg = self.session, self.session.config
         assert session.result is not None
-        index = len(session.result.levels)
-        n_trials = max(1, cfg.trials)
-        trials: list[LevelResult] = []
-        for k in range(n_trials):
-            if k > 0 and cfg.cooldown_s > 0:
-                session.emit("phase", name="cooldown", message=f"cooldown {cfg.cooldown_s:g} s before trial {k + 1}")
-                time.sleep(cfg.cooldown_s)
-            thermal_before = None
-            if session.sampler is not None:
-                t = now_ns()
-                thermal_before = thermal_summary(session.sampler.log, t - THERMAL_BEFORE_NS, t)
-            spec = self._spec(mode, value, index, k)
-            label = spec.label + label_suffix + (f" trial {k + 1}/{cfg.trials}" if cfg.trials > 1 else "")
-            session.emit("level_start", index=index, label=label, total=spec.num_requests,
-                         levels=planned_levels(cfg), trial=k + 1, trials=n_trials, duration_s=spec.duration_s)
-            requests = self._requests(output_tokens, input_tokens)
-            # the level's records spool into the run directory as they finish (a killed run keeps them)
-            spool = rundir.begin_level_spool(session.run_dir, index, k, label)
-            try:
-                with spooling_into(spool):
-                    outcome = self._run_one(spec, requests, self._on_progress(index))
-            except (Interrupted, LevelFailed) as e:  # keep the completed requests of the level cut short
-                partial = getattr(e, "outcome", None)
-                if partial is not None and partial.records:
-                    lv = self._account(index, spec, partial, k, thermal_before, label_suffix)
-                    self._record(lv, partial.records, trials + [lv])
-                else:
-                    rundir.end_level_spool(session.run_dir, index, k)  # nothing finished: nothing to keep
-                raise
-            self.used += len(outcome.records)
-            trials.append(self._account(index, spec, outcome, k, thermal_before, label_suffix))
-            self._write_requests(outcome.records, k, index)
-            if outcome.target_down:
-                break  # no further trial against a target that stopped answering
-        level = trials[-1]
-        self._record(level, [], trials)
-        if level.target_down:
+        if k > 0 and cfg.cooldown_s > 0:
+            session.emit("phase", name="cooldown", message=f"cooldown {cfg.cooldown_s:g} s before trial {k + 1}")
+            time.sleep(cfg.cooldown_s)
+        thermal_before = None
+        if session.sampler is not None:
+            t = now_ns()
+            thermal_before = thermal_summary(session.sampler.log, t - THERMAL_BEFORE_NS, t)
+        spec = self._spec(mode, value, index, k)
+        label = spec.label + label_suffix + (f" trial {k + 1}/{n}" if n > 1 else "")
+        session.emit("level_start", index=index, label=label, total=spec.num_requests,
+                     levels=planned_levels(cfg), trial=k + 1, trials=n, duration_s=spec.duration_s)
+        requests = self._requests(output_tokens, input_tokens)
+        trials = self._trials.setdefault(index, [])
+        # the level's records spool into the run directory as they finish (a killed run keeps them)
+        spool = rundir.begin_level_spool(session.run_dir, index, k, label)
+        try:
+            with spooling_into(spool):
+                outcome = self._run_one(spec, requests, self._on_progress(index))
+        except (Interrupted, LevelFailed) as e:  # keep the completed requests of the level cut short
+            partial = getattr(e, "outcome", None)
+            if partial is not None and partial.records:
+                lv = self._account(index, spec, partial, k, thermal_before, label_suffix)
+                trials.append(lv)
+                self._record(index, partial.records, final=True)
+            else:
+                rundir.end_level_spool(session.run_dir, index, k)  # nothing finished: nothing to keep
+            raise
+        self.used += len(outcome.records)
+        lv = self._account(index, spec, outcome, k, thermal_before, label_suffix)
+        trials.append(lv)
+        self._write_requests(outcome.records, k, index)
+        level = self._record(index, [], final=(k == n - 1 or bool(outcome.target_down)))
+        if level.target_down:  # no further trial against a target that stopped answering
             raise TargetStopped(f"{level.target_down['text']} (level {level.label}); the run stopped, "
                                 f"the {sum(t.requests.completed + t.requests.failed for t in trials)} requests "
                                 "measured are kept" + (f" in {session.run_dir}" if session.run_dir else ""))
-        return level
+        return lv
+
+    def unrecorded(self, mode: str, value: float, index: int, label_suffix: str) -> LevelResult:
+        """One more measurement of a level, accounted like any other but recorded nowhere (the
+        history check keeps it in ``Result.noise``); its requests are fresh ones, not written."""
+        spec = self._spec(mode, value, index, 0)
+        spec.seed += 7919  # its own arrivals
+        self.session.emit("level_start", index=-2, label=spec.label + label_suffix, total=spec.num_requests,
+                          levels=None, trial=1, trials=1, duration_s=spec.duration_s)
+        outcome = self._run_one(spec, self._requests(None, None), self._on_progress(-2))
+        self.used += len(outcome.records)
+        lv = self._account(index, spec, outcome, 0, None, label_suffix)
+        as_record_set(outcome.records).close()  # accounted; not written (its spool goes)
+        lv.trial = None
+        self.session.emit("level_done", index=-2, level=lv)
+        return lv
+
+    def prime(self, mode: str, value: float, n_requests: int, reason: str) -> PrimingPhase:
+        """Send ``n_requests`` at the level ``(mode, value)`` and measure nothing (run/prime.py): the
+        requests come from far past any the run measures (``PRIME_START``), so no measured prompt
+        is ever in the server's prefix cache because of the priming."""
+        session, cfg = self.session, self.session.config
+        spec = LevelSpec(index=0, mode=mode, value=value, arrival=cfg.arrival,  # type: ignore[arg-type]
+                         num_requests=n_requests, seed=cfg.seed + PRIME_SEED, workers=cfg.workers,
+                         max_in_flight=cfg.max_concurrency if mode == "rate" else None,
+                         stop_when_oversaturated=False)
+        label = f"priming {spec.label}"
+        session.emit("phase", name="prime", message=f"priming the server: {n_requests} requests at {spec.label} "
+                                                      "(not measured)")
+        session.emit("level_start", index=-1, label=label, total=n_requests, levels=None, trial=1, trials=1,
+                     duration_s=None)
+        t0 = now_ns()
+        outcome = self._run_one(spec, self.workload.specs(ENDLESS_REQUESTS, start=PRIME_START),
+                                self._on_progress(-1))
+        t1 = now_ns()
+        rs = as_record_set(outcome.records)
+        ok = rs.columns("ok")["ok"] if len(rs) else np.zeros(0, bool)
+        rs.close()  # nothing of the priming is kept
+        session.emit("level_done", index=-1, level=None)
+        return PrimingPhase(mode=mode, value=None if value == float("inf") else value, label=spec.label,
+                            requests=n_requests, completed=int(ok.sum()),
+                            failed=int(len(ok) - ok.sum()), duration_s=(t1 - t0) / 1e9, start_ns=t0, end_ns=t1,
+                            reason=reason, prompts=f"workload requests {PRIME_START} onwards (never measured)")
 
     def _on_progress(self, index: int):
         session = self.session
@@ -134,7 +214,10 @@ class LevelRunner:
         session.await_closing_reads(outcome.end_ns)
         lv = account_level(index, spec, outcome, session.level_context(), count_source(outcome.records))
         lv.label = spec.label + label_suffix
-        add_level_findings(lv, spec, outcome, self.workload.token_source)
+        # prompt lengths are checked against what was asked only where a length was asked (issue 25:
+        # a dataset's prompts were warned about as "input tokens asked 7")
+        asked = getattr(self.workload, "builds_prompt_lengths", True)
+        add_level_findings(lv, spec, outcome, self.workload.token_source if asked else None)
         if len(self.targets) > 1:
             lv.per_target = per_target_summary(outcome.records, outcome.start_ns, outcome.end_ns,
                                                [t.base_url for t in self.targets])
@@ -156,17 +239,26 @@ class LevelRunner:
         records.close()
         rundir.end_level_spool(self.session.run_dir, index, trial)
 
-    def _record(self, level: LevelResult, partial_records, trials: list[LevelResult]) -> None:
-        """Add the level (its last trial, with the trials' mean and CI) and write everything."""
+    def _record(self, index: int, partial_records, final: bool) -> LevelResult:
+        """Record level ``index`` (its latest trial, with the mean and CI of its trials so far) in
+        place or at the end, and write everything; ``level_done`` once its last trial is in."""
         session = self.session
-        if len(trials) > 1:
-            level.trials = TrialsBlock.model_validate(analyses.trials_block(trials))
-        session.result.levels.append(level)
+        trials = self._trials[index]
+        level = trials[-1]
+        level.trials = TrialsBlock.model_validate(analyses.trials_block(trials)) if len(trials) > 1 else None
+        levels = session.result.levels
+        pos = next((i for i, lv in enumerate(levels) if lv.index == index), None)
+        if pos is None:
+            levels.append(level)
+        else:
+            levels[pos] = level
         if partial_records:
-            self._write_requests(partial_records, level.trial or 0, level.index)
+            self._write_requests(partial_records, level.trial or 0, index)
         session.write_level_artifacts()
         session.write_report()
-        session.emit("level_done", index=level.index, level=level)
+        if final:
+            session.emit("level_done", index=level.index, level=level)
+        return level
 
 
 class SpecList:

@@ -47,11 +47,17 @@ def validate_plan(cfg: RunConfig) -> None:
         raise UserError(f"--sweep {cfg.sweep!r}: the only sweep is 'auto' (give levels with --concurrency/--rate)")
     plans = cfg.levels() if not (cfg.sweep or cfg.optimize) else [("rate", r) for r in cfg.rate] or [
         ("concurrency", c) for c in (cfg.concurrency or [1])]
-    for mode, value in plans:
+    flags = [None] * len(plans)
+    if cfg.sweep == "auto" or (cfg.optimize and not cfg.rate and not cfg.concurrency):
+        # a search may climb to the top of its ladder: that level must fit the machine too
+        top = cfg.max_concurrency or SEARCH_MAX_CONCURRENCY
+        plans.append(("concurrency", top))
+        flags.append(f"--max-concurrency {top} (the top of the search)")
+    for (mode, value), flag in zip(plans, flags):
         validate_spec(LevelSpec(index=0, mode=mode, value=value, arrival=cfg.arrival,  # type: ignore[arg-type]
                                 num_requests=cfg.num_requests, duration_s=cfg.duration_s, workers=cfg.workers,
                                 speedup=cfg.speedup, warmup_s=cfg.warmup_s, warmup_requests=cfg.warmup_requests,
-                                max_in_flight=cfg.max_concurrency if mode == "rate" else None))
+                                max_in_flight=cfg.max_concurrency if mode == "rate" else None), flag=flag)
 
 
 def planned_levels(cfg: RunConfig) -> int | None:
@@ -69,23 +75,135 @@ def optimize_candidates(cfg: RunConfig) -> list[float]:
     return list(cfg.concurrency) or [c for c in DEFAULT_LADDER if c <= (cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)]
 
 
-def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list) -> None:
-    """Measure the run's levels (each through ``measure``); a search's outcome goes on ``result``."""
+def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runner=None) -> None:
+    """Measure the run's levels (each through ``measure``); a search's outcome goes on ``result``.
+
+    With ``runner`` (``run.level.LevelRunner``) the run also measures from a known state
+    (``run/prime.py``): the priming load first, a fixed ladder's ``--trials`` interleaved (level
+    by level, round after round; ``--trial-order shuffled``: a seeded shuffle per round; with
+    ``--restart-engine`` a fresh engine, primed again, before every round), and the history check
+    after the last level."""
+    from wattbench.results.schema import NoiseInfo
+
     mode = "rate" if cfg.rate else "concurrency"
+    candidates = optimize_candidates(cfg) if cfg.optimize else None
+    prime_at = None
+    if runner is not None:
+        from wattbench.run.prime import priming_level
+
+        result.noise = result.noise or NoiseInfo()
+        prime_at = None if runner.is_trace else priming_level(cfg, candidates, SEARCH_MAX_CONCURRENCY)
+        if cfg.prime and runner.is_trace:
+            result.warnings.append("not primed: a trace replays its own load")
+        runner.prime_at = prime_at
+        runner.prime_now()
     if cfg.sweep == "auto":
         res = auto_sweep(lambda v: level_figures(measure("concurrency", v)), start=1,
                          max_value=cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)
         result.sweep = SearchOutcome.model_validate(res.to_dict("throughput.output_tokens_per_s"))
     elif cfg.optimize:
-        candidates = optimize_candidates(cfg)
+        assert candidates is not None
         res = optimize(lambda v: level_figures(measure(mode, v)), candidates, objective=cfg.optimize, slos=slos)
         d = res.to_dict(cfg.optimize)
         d["candidates"] = candidates
         d["ladder_size"] = len(candidates)
         result.optimize = SearchOutcome.model_validate(d)
+        _remeasure_and_plateau(cfg, result, measure, slos, mode, res)
+    elif runner is not None and cfg.trials > 1:
+        _interleaved(cfg, result, runner)
     else:
         for m, v in cfg.levels():
             measure(m, v)
+    if runner is not None and cfg.history_check:
+        _history_check(cfg, result, runner)
+
+
+def _interleaved(cfg: RunConfig, result: Result, runner) -> None:
+    """A fixed ladder's trials round by round: c=16, 64, 16, 64, … (or a seeded shuffle per round)."""
+    import random
+
+    ladder = list(enumerate(cfg.levels()))
+    result.noise.trial_order = cfg.trial_order
+    n = cfg.trials
+    for k in range(n):
+        order = list(ladder)
+        if cfg.trial_order == "shuffled":
+            random.Random(cfg.seed * 7919 + k).shuffle(order)
+        if k > 0 and cfg.restart_engine:
+            runner.restart(before_trial=k)
+        for index, (m, v) in order:
+            runner.trial(m, v, index, k, n)
+
+
+REMEASURE_TOP = 2
+
+
+def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slos: list, mode: str, res) -> None:
+    """``--optimize``: measure the best two candidates again (the decision rests on two
+    measurements each, as ``tune`` does), then the plateau — every value whose score is within
+    noise of the best (``metrics/noise.measured_plateau``) — and the recommended value: the
+    lowest load on it."""
+    from wattbench.load.search import feasible_score
+    from wattbench.metrics.noise import measured_plateau
+
+    opt = result.optimize
+    scored = [(v, feasible_score(f, cfg.optimize, slos)) for v, f in res.measured]
+    ranked = sorted({v: s for v, s in scored if s is not None}.items(), key=lambda t: (-t[1], t[0]))
+    top = [v for v, _ in ranked[:REMEASURE_TOP]]
+    measurements = []
+    for v, f in res.measured:
+        s = feasible_score(f, cfg.optimize, slos)
+        if s is not None:
+            measurements.append((v, s, _window_s(f), None))
+    for v in top:
+        lv = measure(mode, v, label_suffix=" re-measured")
+        f = level_figures(lv)
+        s = feasible_score(f, cfg.optimize, slos)
+        opt.remeasured.append(v)
+        if s is not None:
+            measurements.append((v, s, _window_s(f), None))
+        else:
+            opt.recommend_reason = f"the re-measured {v:g} missed the SLO or failed this time"
+    pl, basis = measured_plateau(measurements)
+    if pl is None:
+        return
+    opt.best_value = pl.best
+    opt.best_score = (pl.scores or {}).get(pl.best)
+    opt.recommended_score = (pl.scores or {}).get(pl.recommended)
+    opt.plateau = list(pl.values)
+    opt.recommended_value = pl.recommended
+    opt.recommend_reason = (opt.recommend_reason + "; " if opt.recommend_reason else "") + pl.reason
+    opt.noise_basis = basis
+    cands = opt.candidates or []
+    opt.top_of_ladder = bool(cands) and pl.best >= max(cands)
+
+
+def _window_s(fig: dict) -> float | None:
+    w = fig.get("window") or {}
+    return w.get("duration_s")
+
+
+def _history_check(cfg: RunConfig, result: Result, runner) -> None:
+    """The run's first level again after the others (or its own trials when they interleave):
+    ``run/prime.judge`` says whether its figure moved by more than noise."""
+    from wattbench.run.prime import judge
+
+    firsts = [lv for lv in result.levels if lv.index == 0]
+    keys = {(lv.load.mode, lv.load.target_concurrency or lv.load.target_rate_rps) for lv in result.levels}
+    if not firsts or len(keys) < 2:
+        return
+    first = firsts[0]
+    if first.trials is not None and result.noise.trial_order is not None and first.trials.n >= 3:
+        hc = judge(first, None)
+    else:
+        v = first.load.target_concurrency if first.load.mode == "concurrency" else first.load.target_rate_rps
+        if v is None:
+            return
+        repeat = runner.unrecorded(first.load.mode, v, first.index, " history check")
+        hc = judge(first, repeat)
+    result.noise.history_check = hc
+    if hc.verdict == "warn":
+        result.warnings.append(hc.text)
 
 
 def level_figures(level: LevelResult) -> dict:

@@ -57,6 +57,7 @@ class RunSession:
     idle_power: dict | None = None  # boundary -> accounting.idle.IdlePower
     energy_unavailable_reason: str | None = None
     slos: list = field(default_factory=list)
+    engine: Any = None  # the launched engine's handle (engines.base.EngineHandle), None with --target
 
     def emit(self, event: str, **data: Any) -> None:
         try:

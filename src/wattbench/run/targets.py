@@ -58,6 +58,7 @@ def _first_target(session: RunSession, run_dir) -> tuple[str, str | None, Server
     run_dir.mkdir(parents=True, exist_ok=True)
     handle = session.stack.enter_context(launch(engine=cfg.engine, model=cfg.engine_model, device=cfg.device,
                                                 engine_args=cfg.engine_args, run_dir=run_dir))
+    session.engine = handle  # --restart-engine replaces it (restart_engine)
     tokenizer = cfg.tokenizer if cfg.tokenizer is not None else handle.plan.tokenizer_source()  # exact lengths
     return normalize_base_url(handle.base_url), key, handle.server_info, handle.model, tokenizer
 
@@ -107,3 +108,29 @@ def resolve_targets(session: RunSession, run_dir) -> Targets:
         asyncio.run(check_load_endpoint(t, redirects))
     server.redirects = list(dict.fromkeys(redirects))
     return Targets(specs=specs, server=server, tokenizer_path=tokenizer)
+
+
+def restart_engine(session: RunSession, specs: list[TargetSpec], before_trial: int) -> None:
+    """``--restart-engine``: stop the launched engine and start a fresh one (same plan, a new port),
+    pointing the run's target at it; every start is recorded in ``Result.noise.engine_starts``."""
+    from wattbench.errors import UserError
+    from wattbench.results.schema import EngineStart, NoiseInfo
+
+    cfg, old = session.config, session.engine
+    if old is None:
+        raise UserError("--restart-engine restarts an engine wattbench started; this run has none")
+    noise = session.result.noise = session.result.noise or NoiseInfo()
+    if not noise.engine_starts:
+        noise.engine_starts.append(EngineStart(index=0, base_url=old.base_url, pid=old.pid,
+                                               start_duration_s=old.start_duration_s))
+    session.emit("phase", name="engine", message=f"restarting the {cfg.engine} engine before trial {before_trial + 1}")
+    old_url = normalize_base_url(old.base_url)
+    old.stop()
+    new = session.stack.enter_context(launch(engine=cfg.engine, model=cfg.engine_model, device=cfg.device,
+                                             engine_args=cfg.engine_args, run_dir=session.run_dir))
+    session.engine = new
+    for t in specs:
+        if t.base_url == old_url:
+            t.base_url = normalize_base_url(new.base_url)
+    noise.engine_starts.append(EngineStart(index=len(noise.engine_starts), base_url=new.base_url, pid=new.pid,
+                                           start_duration_s=new.start_duration_s, before_trial=before_trial))

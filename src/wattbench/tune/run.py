@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from wattbench.config import RunConfig, domain_for
 from wattbench.errors import UserError
 from wattbench.tune import score as sc
-from wattbench.results.tune import OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
+from wattbench.metrics.noise import margin
+from wattbench.results.tune import LOWER_IS_BETTER, OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
 from wattbench.tune.space import Space, build_space, config_key, describe, engine_args, gpu_settings
 
 Progress = Callable[[str, dict], None]
@@ -172,6 +173,9 @@ class RunEvaluator:
             trial.status, trial.figures, trial.detail = sc.result_figures(res, boundary, has_slo)
         elif res.levels:
             trial.status, trial.figures = "done", sc.level_figures(res.levels[0], boundary, has_slo)
+        if fixed_level is None and res.optimize is not None and trial.status == "done":
+            trial.figures["top_of_ladder"] = bool(res.optimize.top_of_ladder)
+            trial.figures["ladder"] = list(res.optimize.candidates or [])
         else:
             trial.status, trial.detail = "failed", "the repeat measured no level"
         trial.score = trial.figures.get(objective) if trial.status == "done" else None
@@ -332,7 +336,8 @@ def _repeats(cfg, t, d, evaluate, gpu, progress, t0) -> None:
         if len(ranked) < 2:
             return
         (ia, a), (ib, b) = ranked[0], ranked[1]
-        if not sc.needs_repeat(a, b, cfg.objective, cfg.noise_pct):
+        pl, _ = sc.plateau(t)
+        if not sc.needs_repeat(a, b, cfg.objective, cfg.noise_pct, pl, ia, ib):
             return
         if cfg.max_minutes is not None and (time.monotonic() - t0) / 60.0 >= cfg.max_minutes:
             t.warnings.append("the best two configurations are within the noise and the time budget is spent")
@@ -388,10 +393,33 @@ def conclude(t: TuneResult, cfg: TuneConfig | None = None) -> None:
         "serve_command": serve_command(t.engine, model, win.engine_args, gpu_settings(win.config)),
         "summary": _summary(t, gain, base_stats is not None),
     }
+    pl, basis = sc.plateau(t)
+    hib = t.objective not in LOWER_IS_BETTER
     if len(ranked) >= 2:
         (ia, a), (ib, b) = ranked[0], ranked[1]
         t.decision = {"best": ia, "runner_up": ib, "best_score": a, "runner_up_score": b,
-                      "separated": not sc.needs_repeat(a, b, t.objective, cfg.noise_pct if cfg else 5.0)}
+                      "separated": not sc.needs_repeat(a, b, t.objective, cfg.noise_pct if cfg else 5.0, pl, ia, ib),
+                      "plateau": [int(v) for v in pl.values] if pl else [], "noise_basis": basis}
+        m = margin(pl, float(ia), float(ib), higher_is_better=hib) if pl else None
+        t.recommended["margin_over_runner_up"] = _margin_dict(m, ib)
+    if base is not None and base.index != i and pl is not None:
+        t.recommended["margin_over_defaults"] = _margin_dict(margin(pl, float(i), float(base.index),
+                                                                   higher_is_better=hib), base.index)
+    top = win.figures.get("top_of_ladder")
+    if top:
+        msg = (f"the recommended configuration's chosen load ({win.figures.get('load_mode')} "
+               f"{win.figures.get('load_value'):g}) is the top of the ladder it searched: a higher "
+               "load may be better (widen --concurrency / --max-concurrency)")
+        if msg not in t.warnings:
+            t.warnings.append(msg)
+
+
+def _margin_dict(m, other: int) -> dict | None:
+    """A ratio of scores with its noise interval, as ``tune.json`` keeps it."""
+    if m is None:
+        return None
+    return {"trial": other, "ratio": m.ratio, "low": m.low, "high": m.high, "within_noise": m.within,
+            "basis": m.basis, "text": m.text()}
 
 
 def _summary(t: TuneResult, gain: float | None, has_base: bool) -> str:

@@ -15,9 +15,14 @@ score is the objective:
 A configuration whose lowest load level already misses the SLO is *pruned*: nothing above it
 can meet it. One where no level meets the SLO scores nothing (``misses_slo``).
 
-**Deciding between configurations.** Where the best two differ by less than the noise (their
-trial 95% CIs overlap; with one measurement each, by less than ``noise_pct``), both are measured
-again at their chosen load and the decision is made on the means (``decide``).
+**Deciding between configurations.** The noise rule is ``metrics/noise.py``'s, the one
+``--optimize`` and ``compare`` use: a configuration's noise is the widest of the single-level bound
+for its level's window and the spread of the configurations measured more than once (pooled);
+the *plateau* is every configuration whose score is within noise of the best (``plateau``).
+Where the runner-up is on it (or, with one measurement each, closer than ``noise_pct``), both
+are measured again at their chosen load and the decision is made on the means; the
+recommendation's margin over the runner-up and over the engine defaults is quoted with its
+interval (``conclude`` in ``tune/run.py``).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ def level_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
         "ttft_p99_ms": h["ttft_p99_ms"],
         "tpot_p99_ms": h["tpot_p99_ms"],
         "verdict": level.validity.verdict,
+        "window_s": level.window.duration_s if level.window else None,
     }
 
 
@@ -118,12 +124,32 @@ def ranking(t: TuneResult) -> list[tuple[int, dict]]:
     return ranked
 
 
-def needs_repeat(a: dict, b: dict, objective: str, noise_pct: float) -> bool:
-    """Whether the best (``a``) and runner-up (``b``) are closer than the noise."""
-    if a["n"] >= 2 and b["n"] >= 2 and a["low"] is not None and b["low"] is not None:
-        return not (a["low"] > b["high"] or b["low"] > a["high"])  # the CIs overlap
+def plateau(t: TuneResult):
+    """The configurations whose (mean) score is within noise of the best one's
+    (``metrics/noise.measured_plateau``, the rule ``--optimize`` uses for load levels): each
+    configuration's noise is the widest of the single-level bound for its level's window, and the
+    spread of the configurations measured more than once, pooled. Returns (Plateau or None, basis)."""
+    from wattbench.metrics.noise import measured_plateau
+
+    ms = []
+    for tr in t.trials:
+        if tr.score is None or tr.status != "done":
+            continue
+        i = tr.repeat_of if tr.repeat_of is not None else tr.index
+        ms.append((float(i), float(tr.score), tr.figures.get("window_s"), None))
+    return measured_plateau(ms, higher_is_better=t.objective not in LOWER_IS_BETTER, prefer="best")
+
+
+def needs_repeat(a: dict, b: dict, objective: str, noise_pct: float, pl=None, ia: int | None = None,
+                 ib: int | None = None) -> bool:
+    """Whether the best (``a``) and runner-up (``b``) are within the noise: the runner-up on the
+    plateau (``plateau(t)``, given as ``pl`` with their indices), or — single measurements — closer
+    than ``noise_pct`` (a floor the user may raise)."""
+    if pl is not None and ia is not None and ib is not None:
+        if float(ib) in pl.values:
+            return True
     gap = abs(a["mean"] - b["mean"]) / max(abs(a["mean"]), abs(b["mean"]), 1e-12)
-    return gap * 100.0 < noise_pct
+    return a["n"] < 2 and b["n"] < 2 and gap * 100.0 < noise_pct
 
 
 def by_axis(t: TuneResult) -> dict[str, dict[str, float | None]]:

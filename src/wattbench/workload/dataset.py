@@ -165,6 +165,8 @@ def read_entries(path: str | Path) -> tuple[str, list[tuple[int, object]]]:
 class DatasetWorkload(Workload):
     """Requests from a JSONL or ShareGPT file (see the module docstring)."""
 
+    builds_prompt_lengths = False  # its prompts are the file's text: counted, never asked for
+
     def __init__(self, path: str | Path, token_source: TokenSource, seed: int = 0, *,
                  output_tokens: str | LengthDistribution = "128", min_input_tokens: int | None = None,
                  max_input_tokens: int | None = None, min_output_tokens: int | None = None,

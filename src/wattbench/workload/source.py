@@ -18,6 +18,10 @@ from wattbench.workload.base import RequestSpec
 class Workload(ABC):
     name: str = "workload"
     token_source: str = "approx"
+    # whether the workload builds each prompt to a length it chose (synthetic, a trace's row, a
+    # session's turn): only then is there an asked length to check the server's count against. A
+    # dataset's prompts are given text, counted, never asked for.
+    builds_prompt_lengths: bool = True
 
     @abstractmethod
     def specs(self, n: int | None = None, start: int = 0) -> Iterator[RequestSpec]:

@@ -5,9 +5,12 @@ How a prompt of exactly N tokens is built (exact token sources: a local tokenize
 1. A long *token pool* is built once per token source: seeded random English words, encoded
    once. A prompt body is a slice of that pool at a seeded random offset, so building 10k
    prompts costs one decode and one or two encodes each, not a search.
-2. The prompt is ``[shared prefix] + head + unique tag + body``. The unique tag (random digits and
-   the request's index) comes first after any shared prefix, so no two requests share a
-   prefix-cache block unless a shared prefix is asked for (``rag``).
+2. The prompt is ``[shared prefix] + head + unique tag + body``. The unique tag (the builder's
+   ``salt``, random digits and the request's index) comes first after any shared prefix, so no two
+   requests share a prefix-cache block unless a shared prefix is asked for (``rag``). A run sets
+   the salt to its own id's random part, so no two *runs* share one either (a server keeps its
+   prefix cache from run to run); ``--prompt-salt`` fixes it (``""``: prompts identical across
+   runs with the same seed).
 3. ``decode(slice)`` is appended and the whole text re-encoded; merges at the joins (BPE) can
    change the count by a token or two, so the slice length is corrected and the text re-encoded
    until the count is exactly N (a different offset is tried if it does not settle). A prompt
@@ -59,9 +62,13 @@ _POOLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # token sourc
 class PromptBuilder:
     """Builds token-exact prompts from one token source. Reuse one builder: its pool is cached."""
 
-    def __init__(self, token_source: TokenSource, seed: int = 0):
+    def __init__(self, token_source: TokenSource, seed: int = 0, salt: str = ""):
         self.ts = token_source
         self.seed = int(seed)
+        # text every unique tag starts with: a run sets its own (``run/benchmark.py``) so that two runs
+        # with the same seed never send the same prompt — a server's prefix cache keeps prompts
+        # across runs, and a repeated prompt skips its prefill (docs/workloads.md)
+        self.salt = salt
         self.exact = bool(getattr(token_source, "exact", False))
         self._pool: list[int] = []
         self._count_cache: dict[str, int] = {}
@@ -155,7 +162,7 @@ class PromptBuilder:
         if not self.exact:
             return [self.unique_prompt(n, i, rng, head=head, shared=shared) for n, i, rng in jobs]
         out: list[str | None] = [None] * len(jobs)
-        own = [f"{int(rng.integers(100000, 999999))}-{i}:" + head for _, i, rng in jobs]
+        own = [f"{self.salt}{int(rng.integers(100000, 999999))}-{i}:" + head for _, i, rng in jobs]
         prefixes = [shared + x for x in own]
         # a long shared prefix is counted once; a merge at its join is caught by the verification
         base = self.count(shared) if shared else 0
@@ -199,7 +206,7 @@ class PromptBuilder:
         When the tokens are too few for the head and tag, the head and then the tag are dropped
         (a prompt of 1–3 tokens cannot also carry a unique tag).
         """
-        tag = f"{int(rng.integers(100000, 999999))}-{index}:"
+        tag = f"{self.salt}{int(rng.integers(100000, 999999))}-{index}:"
         for prefix in (shared + tag + head, shared + tag, shared):
             if not prefix:
                 break

@@ -42,3 +42,22 @@ def test_duration_bound_level_runs_its_bar_over_time():
         assert task.total == pytest.approx(60.0, rel=1e-9) and task.completed == pytest.approx(15.0, rel=1e-9)
     out = console.export_text()
     assert "57 requests" in out and "level 1 of 1 · r=4/s" in out and "100 out tok/s" in out
+
+
+def test_the_progress_line_fits_80_columns():
+    """Issue 25: at 80 columns the line was cut to ``c… 32/32 reque…``. Below 120 columns every field
+    takes its short form and nothing is cut."""
+    assert level_description({"index": 1, "levels": 2, "label": "concurrency=32"}, compact=True) == "2/2 c=32"
+    assert level_description({"index": 2, "levels": None, "label": "rate=4 trial 2/3", "trial": 2, "trials": 3},
+                             compact=True) == "3/? r=4/s t2/3"
+    console = Console(record=True, width=80, color_system=None, force_terminal=True, file=open("/dev/null", "w"))
+    with RunProgress(console, enabled=True) as prog:
+        prog.update("level_start", {"index": 1, "levels": 2, "label": "concurrency=32", "total": 32})
+        prog.update("progress", {"index": 1, "done": 32, "output_tokens_per_s": 1234.0, "power_w": 412.0})
+        prog.update("level_start", {"index": 2, "levels": None, "label": "rate=4 trial 2/3", "trial": 2,
+                                    "trials": 3, "total": None, "duration_s": 60.0})
+        prog.update("progress", {"index": 2, "done": 57, "elapsed_s": 15.0, "output_tokens": 1500})
+    out = console.export_text()
+    assert "…" not in out
+    assert "2/2 c=32" in out and "32/32 req" in out and "1,234 tok/s · 412 W" in out
+    assert "3/? r=4/s t2/3" in out and "57 req" in out

@@ -198,7 +198,11 @@ def test_sensor_checks_real_autodetect_with_unreadable_rapl(tmp_path):
                             jetson_root=tmp_path / "no-jetson", hwmon_root=tmp_path / "no-hwmon")
     rapl = [c for c in out if c.message.startswith("rapl: cannot read")]
     assert rapl and rapl[0].status == "warn"
-    assert any(c.id == "env.sensors" and c.status == "warn" for c in out)
+    # the problem says why nothing is readable: no second warning for the same fact (issue 25)
+    assert not any(c.id == "env.sensors" for c in out)
+    assert all(" " not in c.id for c in out)
+    none = env.sensor_checks(None, inventory=lambda specs, measure_s, **kw: [])
+    assert [(c.id, c.status) for c in none] == [("env.sensors", "warn")]
 
 
 def test_sensor_checks_hwmon_permission_says_how_to_make_it_readable(tmp_path, monkeypatch):

@@ -128,7 +128,40 @@ def test_rate_limiting_and_queueing_item():
     with serve(OpsServerConfig(metrics=False)) as (url, _):
         pr = probe_server(url, burst=4)
     r = by_id(cl.checklist_checks(pr))["checklist.rate_limiting"]
-    assert r.status == "warn" and "no rate limiting seen" in r.message and "no queue bound" in r.message
+    assert r.status == "warn" and "no rate limiter seen" in r.message and "no queue bound" in r.message
+
+
+def test_one_rate_limit_fact_one_status():
+    """Issue 25: doctor said PASS "no rate limiting seen" (server) and WARN "no rate limiting seen"
+    (checklist) for one burst. The server check speaks of the benchmark, the checklist of the limiter."""
+    with serve(OpsServerConfig(metrics=False)) as (url, _):
+        pr = probe_server(url, burst=4)
+    s, c = by_id(server_checks(pr))["server.rate_limit"], by_id(cl.checklist_checks(pr))["checklist.rate_limiting"]
+    assert s.status == "pass" and s.message == "4 concurrent tiny requests accepted: a benchmark is not throttled"
+    assert c.status == "warn" and "no rate limiter seen in front of the server" in c.message
+    assert "rate limit" not in s.message
+
+
+def test_doctor_at_80_columns_breaks_no_word():
+    """Issue 25: at 80 columns the four-column table broke tokens mid-word (``request_lo gging``) and
+    took 117 lines for 17 checks. Below 120 columns the checks are a list, wrapped at spaces."""
+    from rich.console import Console
+
+    from wattbench.cli.doctor import _render
+
+    with serve(OpsServerConfig(metrics=False)) as (url, _):
+        report = run_doctor(url, [], burst=4, environment=False)
+    con = Console(record=True, width=80, color_system=None, file=open("/dev/null", "w"))
+    _render(report, con)
+    out = con.export_text()
+    words = {w for c in report.checks for w in f"{c.id} {c.message} {c.fix}".split() if len(w) < 70}
+    for line in out.splitlines()[:-1]:  # the last line counts the statuses
+        assert len(line.rstrip()) <= 80
+        for w in line.split():
+            assert w in words or w in ("fix:", "PASS", "WARN", "SKIP", "FAIL", "wattbench", "doctor", "server",
+                                       "checklist") or w.rstrip(",") in words or any(x.isdigit() for x in w), w
+    assert len(out.splitlines()) <= 4 * len(report.checks)
+    assert "checklist.request_logging" in out and "checklist.rate_limiting" in out
 
 
 def test_rollback_declared_states(tmp_path):

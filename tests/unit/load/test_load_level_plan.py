@@ -209,3 +209,16 @@ def test_validate_spec_refuses_what_the_machine_cannot_hold():
 
     with pytest.raises(UserError, match="requests in flight"):
         validate_spec(spec(value=10**6, workers=1), Machine(available_bytes=GIB, fd_limit=None))
+
+
+def test_a_search_is_checked_at_the_top_of_its_ladder(monkeypatch):
+    """--sweep auto climbs to --max-concurrency: a top the machine cannot hold is refused before the
+    run, named as the search's top, not found half-way through the sweep."""
+    from wattbench.config import RunConfig
+    from wattbench.load import plan as load_plan
+    from wattbench.run.plan import validate_plan
+
+    monkeypatch.setattr(load_plan.Machine, "this", classmethod(lambda cls: load_plan.Machine(GIB, None)))
+    validate_plan(RunConfig(target="http://h:1", sweep="auto", max_concurrency=16_384, workers=1))
+    with pytest.raises(UserError, match=r"--max-concurrency 16385 \(the top of the search\)"):
+        validate_plan(RunConfig(target="http://h:1", sweep="auto", max_concurrency=16_385, workers=1))

@@ -197,3 +197,18 @@ def test_refinement_ends_when_no_whole_number_lies_between_off_integer_bounds():
 
     res = optimize(measure, list(goodput), integer=True)
     assert calls == pytest.approx([4, 8, 15.2, 9.5], rel=1e-9) and res.best_value == 8
+
+
+def test_optimize_reason_counts_add_up():
+    """Issue 25: "best of 7 measured levels (6 candidates, 2 refined)" did not add up (5 of the 6
+    candidates were measured). The parts of the reason sum to the whole."""
+    import re
+
+    sim = SimServer()
+    res = optimize(sim, LADDER, slos=parse_slos("tpot_p99=100ms"))
+    m = re.fullmatch(r"best of (\d+) measured levels?: (\d+) of the (\d+) candidates(?: and (\d+) refined between "
+                     r"them)?", res.reason)
+    assert m, res.reason
+    n, on, cands, off = (int(x) if x else 0 for x in m.groups())
+    assert n == len(res.measured) == on + off and cands == len(LADDER)
+    assert on == sum(1 for v, _ in res.measured if v in LADDER)

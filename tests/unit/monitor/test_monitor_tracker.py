@@ -220,3 +220,18 @@ def test_per_model_counters_from_an_exposition():
     assert per_model_counters(parse_exposition(text), "vllm") == {
         "a": {"generation_tokens": 10.0, "prompt_tokens": 100.0}, "b": {"generation_tokens": 5.0}}
     assert per_model_counters(parse_exposition("vllm:generation_tokens_total 10\n"), "vllm") == {}
+
+
+def test_per_token_figures_only_where_the_work_is():
+    """Issue 25 (accounting.boundaries rule 10): the GPU board has J/token; its HBM rail and the host's
+    CPU meter (which leaves the GPU out) have power, no J/token and no tokens per kWh."""
+    chans = [counter("g.e", device="gpu0"), counter("m.e", boundary="accelerator_memory", device="gpu0"),
+             counter("c.e", boundary="cpu", device="pkg0")]
+    tr = EfficiencyTracker(windows_s=(10,))
+    d = Driver(tr, chans)
+    d.run(1, 100)
+    d.run(10, 100, tok_s=10, running=1)
+    w = tr.windows()["10s"]
+    assert w["power_w"]["accelerator_memory"] == pytest.approx(100) and w["power_w"]["cpu"] == pytest.approx(100)
+    assert w["j_per_output_token"] == {"accelerator": pytest.approx(10)}
+    assert set(w["output_tokens_per_kwh"]) == {"accelerator"}

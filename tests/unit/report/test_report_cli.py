@@ -1,6 +1,7 @@
 import json
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from wattbench.cli.main import build_app
@@ -18,6 +19,16 @@ def test_report_writes_everything(report_run_dir, report_noenergy_dir, tmp_path)
     assert doc["written"]["html"] == [str(tmp_path / "r.html")]
     assert [r["run_id"] for r in doc["runs"]] == ["run-report-fake", "run-noenergy"]
     assert "energy unavailable" in doc["runs"][1]["levels"][0]["headline"]
+    # the figures users of vllm bench serve / AIPerf / GuideLLM look for, per level (issue 25)
+    from wattbench.report.data import RunData
+
+    lv = RunData(report_run_dir).result.levels[1]
+    f = doc["runs"][0]["levels"][1]["figures"]
+    assert f["e2e_p95_ms"] == pytest.approx(lv.latency.e2e_ms.p95, rel=1e-12)
+    assert f["itl_p90_ms"] == pytest.approx(lv.latency.itl_ms.p90, rel=1e-12)
+    assert f["ttft_mean_ms"] == pytest.approx(lv.latency.ttft_ms.mean, rel=1e-12)
+    assert f["requests_per_s"] == pytest.approx(lv.throughput.requests_per_s, rel=1e-12)
+    assert f["mean_in_flight"] == pytest.approx(lv.load.mean_in_flight, rel=1e-12)
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "plotly.js (basic - minified) v" in page  # the partial bundle, inlined (no CDN)
     assert "<script src=" not in page

@@ -25,6 +25,13 @@ def test_summary_csv_long_form_matches_result(report_run_dir, tmp_path):
                 assert row.energy_label == be.label
                 assert row.output_tokens_per_s == pytest.approx(lv.throughput.output_tokens_per_s)
                 assert row.ttft_ms_p99 == pytest.approx(lv.latency.ttft_ms.p99)
+                # the figures of vllm bench serve / AIPerf / GuideLLM (issue 25): mean, p90, p95 of E2E and ITL
+                for kind in ("ttft", "tpot", "itl", "e2e"):
+                    for stat in ("mean", "p50", "p90", "p95", "p99"):
+                        want = getattr(getattr(lv.latency, f"{kind}_ms"), stat)
+                        assert row[f"{kind}_ms_{stat}"] == pytest.approx(want, rel=1e-12), (kind, stat)
+                assert row.requests_per_s == pytest.approx(lv.throughput.requests_per_s, rel=1e-12)
+                assert row.mean_in_flight == pytest.approx(lv.load.mean_in_flight, rel=1e-12)
                 assert row.label == lv.label
                 assert row.target == lv.load.target_concurrency
 

@@ -182,3 +182,26 @@ def test_slo_goodput_shown_as_figures_not_json(page, report_run_dir):
         assert f"<td class=\"num\">{F.fmt_fraction_pct(g['fraction'])}</td>" in body
         assert F.fmt(g["per_kw"]["accelerator"]["output_tokens_per_s_per_kw"]) in body
     assert "SLO per level" in body and "SLO ttft_p99=120ms,tpot_p99=20ms" in body
+
+
+def test_a_gpu_run_plots_no_tokens_per_kw_of_a_part_and_shows_host_once():
+    """Issue 25, on the committed H200 llama.cpp run (written before the rule): its result.json holds
+    17,159 tok/s/kW at the HBM rail and 16,112 at the CPU estimate beside the board's 4,807 (c=16).
+    Read back, the HTML plots tokens per kW of the board only, and the host (= the cpu estimate) is
+    one row of each energy table."""
+    from pathlib import Path
+
+    d = Path(__file__).resolve().parents[3] / "docs" / "validation-data" / "h200-2026-12-01-llamacpp"
+    page = build_html([RunData(d)])
+    specs = plot_specs(page)
+    per_kw = [t for s in specs if "per kW" in json.dumps(s["layout"].get("title", {}))
+              or any("tok/s/kW" in str(t.get("hovertemplate", "")) for t in s["data"]) for t in s["data"]]
+    names = " ".join(str(t.get("name", "")) for t in per_kw)
+    assert "accelerator (measured)" in names
+    assert "accelerator_memory" not in names and "host" not in names and "cpu" not in names
+    energy_tables = re.findall(r'<table class="energy">(.*?)</table>', page, re.S)
+    assert energy_tables
+    for t in energy_tables:
+        rows = re.findall(r"<tr><td>([a-z_]+)</td>", t)
+        assert "host" in rows and "cpu" not in rows and rows.count("host") == 1
+        assert "17,159" not in t and "16,112" not in t  # withheld on read: parts have no tok/s/kW

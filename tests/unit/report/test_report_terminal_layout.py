@@ -70,7 +70,8 @@ def test_narrow_splits_wide_does_not(result):
     r.levels[2].label = "concurrency=16"  # (the fake's third label is an injection test, 50 characters long)
     narrow, wide = render(run_summary(r), 80), render(run_summary(r), 160)
     assert len(row(narrow, "c=1")) >= 2  # the level column repeated in each narrower table
-    assert len(row(wide, "c=1")) == 1  # one wide table at 160: SLO columns and two boundaries
+    # one wide table at 160 (SLO columns and two boundaries), then the requests-and-latency table
+    assert len(row(wide, "c=1")) == 2 and row(wide, "c=1")[0][1] == r.levels[0].validity.verdict
     head = [x for x in wide.splitlines() if x.startswith("level")][0]
     assert "verdict" in head and "ok/fail" in head
     assert "accel" in wide and "node" in wide
@@ -159,3 +160,23 @@ def test_best_level_under_the_slo(result):
     assert S.best_under_slo(r) == (None, "best under SLO ttft_p99=120ms,tpot_p99=20ms: no level met it")
     r.optimize = SearchOutcome.model_validate({"objective": "goodput_per_kw", "best_value": 16, "measured_values": [16], "reason": "x"})
     assert S.best_under_slo(r)[0] is r.levels[2]  # --optimize's choice is the answer when it ran
+
+
+def test_the_figures_of_other_load_generators_at_160_columns_only(result):
+    """Issue 25: E2E, ITL, requests/s, the achieved load, mean and p90/p95 — what users of vllm bench
+    serve, AIPerf and GuideLLM look for — in the 160-column summary; the 80-column one stays compact."""
+    wide, narrow = render(run_summary(result), 160), render(run_summary(result), 80)
+    assert "vllm bench serve" in wide and "vllm bench serve" not in narrow
+    assert "E2E" not in narrow and "req/s" not in narrow
+    assert max(len(line.rstrip()) for line in wide.splitlines()) <= 160 and "…" not in wide
+    for lv in result.levels[:2]:
+        cells = cells_of(wide, S.short_label(lv))
+        for kind in ("ttft", "tpot", "itl", "e2e"):
+            st = getattr(lv.latency, f"{kind}_ms")
+            for stat in ("mean", "p50", "p90", "p95", "p99"):
+                assert F.fmt(getattr(st, stat)) in cells, (kind, stat)
+        assert F.fmt(lv.throughput.requests_per_s) in cells
+        assert F.fmt(lv.load.mean_in_flight) in cells
+    f = S.serving_figures(result.levels[1])
+    assert f["e2e_p95_ms"] == pytest.approx(result.levels[1].latency.e2e_ms.p95, rel=1e-12)
+    assert f["requests_per_s"] == pytest.approx(result.levels[1].throughput.requests_per_s, rel=1e-12)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes.results_factory import make_level, make_result
+from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.config import RunConfig
 from wattbench.errors import UserError
+from wattbench.results.schema import TrialsBlock
 from wattbench.run import plan
 
 
@@ -109,3 +110,100 @@ def test_default_level_size_follows_the_previous_levels_latency():
     assert plan.default_num_requests("concurrency", 8, [prev]) == default_num_requests(
         "concurrency", 8, e2e_s, max(periods) if periods else None)
     assert plan.default_num_requests("concurrency", 8) == default_num_requests("concurrency", 8, None, None)
+
+
+class FakeRunner:
+    """The level runner's surface the plan drives (priming, interleaved trials, the history
+    check), recording the calls; each trial makes a level of efficiency ``eff(value)``."""
+
+    is_trace = False
+
+    def __init__(self, result, eff=lambda v: 100.0 * v):
+        self.result, self.eff = result, eff
+        self.calls: list[tuple] = []
+        self.prime_at = None
+
+    def prime_now(self):
+        self.calls.append(("prime", self.prime_at))
+
+    def restart(self, before_trial):
+        self.calls.append(("restart", before_trial))
+        self.prime_now()
+
+    def trial(self, mode, value, index, k, n, **_):
+        self.calls.append(("trial", value, index, k))
+        lv = make_level(index=index, mode=mode, value=value, output_tokens_per_s=self.eff(value))
+        lv.trial = k
+        if k > 0:  # the trials so far, as run.level records them (every trial of the fake is alike)
+            per_kw = lv.energy["accelerator"].output_tokens_per_s_per_kw
+            tb = trials_block({"output_tokens_per_s_per_kw@accelerator": (per_kw, 0.0)}, n=k + 1)
+            tb["figures"]["output_tokens_per_s_per_kw@accelerator"]["values"] = [per_kw] * (k + 1)
+            lv.trials = TrialsBlock.model_validate(tb)
+        levels = self.result.levels
+        pos = next((i for i, x in enumerate(levels) if x.index == index), None)
+        if pos is None:
+            levels.append(lv)
+        else:
+            levels[pos] = lv
+        return lv
+
+    def unrecorded(self, mode, value, index, suffix):
+        self.calls.append(("repeat", value, index))
+        return make_level(index=index, mode=mode, value=value, output_tokens_per_s=self.eff(value))
+
+
+def test_trials_over_a_ladder_interleave_round_by_round_after_one_priming():
+    cfg = _cfg(concurrency=[16, 64], trials=3)
+    result = make_result(levels=[])
+    r = FakeRunner(result)
+    plan.run_plan(cfg, result, FakeMeasure(), [], runner=r)
+    assert r.calls[0] == ("prime", ("concurrency", 64, 128, "the run's largest concurrency, 2 rounds of its streams"))
+    trials = [c[1:] for c in r.calls if c[0] == "trial"]
+    assert trials == [(16, 0, 0), (64, 1, 0), (16, 0, 1), (64, 1, 1), (16, 0, 2), (64, 1, 2)]
+    assert result.noise.trial_order == "interleaved"
+    # three interleaved trials: the history check reads the first level's own (first vs the others),
+    # no repeat level is measured
+    assert not any(c[0] == "repeat" for c in r.calls)
+    hc = result.noise.history_check
+    assert hc.repeat is None and hc.verdict == "ok" and hc.ratio == pytest.approx(1.0)
+
+
+def test_shuffled_trial_order_is_seeded_and_restarts_prime_again():
+    cfg = _cfg(concurrency=[1, 2, 4], trials=3, trial_order="shuffled", seed=7)
+    orders = []
+    for _ in range(2):
+        result = make_result(levels=[])
+        r = FakeRunner(result)
+        plan.run_plan(cfg, result, FakeMeasure(), [], runner=r)
+        orders.append([c[1] for c in r.calls if c[0] == "trial"])
+    assert orders[0] == orders[1]  # the same seed, the same order
+    rounds = [orders[0][i:i + 3] for i in (0, 3, 6)]
+    assert all(sorted(x) == [1, 2, 4] for x in rounds) and len({tuple(x) for x in rounds}) > 1
+    launched = RunConfig(concurrency=[1, 2], trials=2, restart_engine=True)
+    result = make_result(levels=[])
+    r = FakeRunner(result)
+    plan.run_plan(launched, result, FakeMeasure(), [], runner=r)
+    kinds = [c[0] for c in r.calls]
+    assert kinds[:4] == ["prime", "trial", "trial", "restart"] and kinds[4] == "prime"
+
+
+def test_the_history_check_measures_the_first_level_again_after_a_ladder():
+    cfg = _cfg(concurrency=[1, 8])
+    result = make_result(levels=[])
+    r = FakeRunner(result)
+    flat = FakeMeasure(eff=lambda v: 500.0)
+
+    def measure(mode, value, **kw):
+        lv = flat(mode, value, **kw)
+        lv.index = len(result.levels)
+        result.levels.append(lv)
+        return lv
+    plan.run_plan(cfg, result, measure, [], runner=r)
+    assert ("repeat", 1, 0) in r.calls
+    hc = result.noise.history_check
+    assert hc.level == "concurrency=1" and hc.verdict == "warn"  # the fake repeat runs at 100 tok/s, not 500
+    assert hc.text in result.warnings
+    one = make_result(levels=[])
+    r1 = FakeRunner(one)
+    plan.run_plan(_cfg(concurrency=[4]), one, FakeMeasure(), [], runner=r1)
+    assert one.noise.history_check is None and not any(c[0] == "repeat" for c in r1.calls)  # one level: no order

@@ -150,7 +150,7 @@ def test_cli_sensors_json_and_table(tmp_path):
     rows = json.loads(r.output)
     assert rows[0]["id"] == "const.wall" and rows[0]["value"] == pytest.approx(812.5, rel=1e-9)
     r = CliRunner().invoke(app, ["sensors", "--sensor", "const:wall=812.5", "--measure", "0.1"])
-    assert r.exit_code == 0 and "const.wall" in r.output and "812.5 W" in r.output and "declared" in r.output
+    assert r.exit_code == 0 and "const.wall" in r.output and "812 W" in r.output and "declared" in r.output
     r = CliRunner().invoke(app, ["sensors", "--sensor", "const:wall"])
     assert r.exit_code == 2 and "bad --sensor 'const:wall'" in r.output
 
@@ -213,6 +213,8 @@ def test_cli_sensors_named_meter_with_nothing_readable_exits_nonzero(tmp_path):
     root.mkdir()
     r = CliRunner().invoke(app, ["sensors", "--sensor", f"rapl:root={root}", "--measure", "0"])
     assert r.exit_code == 1, r.output
-    assert "nothing readable" in r.output and "--sensor rapl" in r.output
+    assert "nothing readable" in r.stderr and "--sensor rapl" in r.stderr
+    # the problem is said once, on stderr (issue 25: it was printed on stdout and stderr)
+    assert "problem:" not in r.stdout and "RAPL" not in r.stdout and "rapl" not in r.stdout.lower()
     r = CliRunner().invoke(app, ["sensors", "--sensor", f"rapl:root={root}", "--measure", "0", "--json"])
     assert r.exit_code == 1

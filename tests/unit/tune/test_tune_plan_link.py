@@ -51,3 +51,21 @@ def test_planning_reads_the_recommended_configuration(tmp_path):
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "concurrency=48" in text and "concurrency=64" not in text and "concurrency=8\"" not in text
+
+
+def test_tune_and_plan_default_to_the_same_boundary():
+    """Issue 25: tune scored at the innermost measured boundary, plan read the outermost. Both take
+    the headline rule (results/headline.py): a node meter before the board, the board before a
+    declared node, never the HBM rail."""
+    from tests.fakes.results_factory import make_level, make_result
+    from wattbench.planning.measured import default_boundary
+    from wattbench.tune.score import level_figures
+
+    for watts, labels, want in (({"accelerator": 600, "accelerator_memory": 150, "node": 900}, {}, "node"),
+                                ({"accelerator": 600, "node": 900}, {"node": "declared"}, "accelerator"),
+                                ({"accelerator": 600, "accelerator_memory": 150}, {}, "accelerator")):
+        lv = make_level(0, power_w=watts)
+        for b, lab in labels.items():
+            lv.energy[b].label = lab
+        res = make_result("r", levels=[lv])
+        assert level_figures(lv, None, has_slo=False)["boundary"] == default_boundary(res) == want

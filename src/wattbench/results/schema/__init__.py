@@ -27,7 +27,9 @@ Version history:
 The models live in sibling modules along the data's seams — ``records`` (one request),
 ``measures`` (a window's figures: latency, throughput, load, energy, validity), ``level`` (one
 level and its trials), ``analyses`` (the run's sweep/optimiser, Pareto, prefill/decode, carbon),
-``run`` (``Result`` and what describes the run), ``measure`` (what ``wattbench measure`` adds), ``upgrade`` (older files in today's form) — and
+``run`` (``Result`` and what describes the run), ``noise`` (priming, the history check, engine
+starts: ``Result.noise``, issue 24), ``measure`` (what ``wattbench measure`` adds), ``upgrade``
+(older files in today's form) — and
 are all importable from here, as ``from wattbench.results.schema import Result``.
 """
 
@@ -70,6 +72,7 @@ from wattbench.results.schema.measures import (
     Validity,
     Window,
 )
+from wattbench.results.schema.noise import EngineStart, HistoryCheck, NoiseInfo, PrimingPhase
 from wattbench.results.schema.records import RequestRecord, build_record
 from wattbench.results.schema.run import (
     ClockInfo,
@@ -90,4 +93,5 @@ __all__ = [
     "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",
     "Requests", "Result", "SearchOutcome", "ServerInfo", "Stats", "TargetStats", "Throughput", "TokenCount",
     "TrialFigure", "TrialsBlock", "TunedFrom", "Validity", "Verdict", "Window", "WorkloadInfo", "_M", "build_record", "upgrade_v1",
+    "EngineStart", "HistoryCheck", "NoiseInfo", "PrimingPhase",
 ]

@@ -23,6 +23,17 @@ class SearchOutcome(_M):
     scores: list[float | None] = Field(default_factory=list)
     candidates: list[Num] | None = None  # optimize: the ladder searched
     ladder_size: int | None = None
+    # optimize (issue 24): the best two candidates measured again, the plateau (every value whose
+    # score is within noise of the best, metrics/noise.py) and the value recommended from it
+    remeasured: list[Num] = Field(default_factory=list)
+    plateau: list[Num] = Field(default_factory=list)
+    recommended_value: Num | None = None
+    best_score: float | None = None  # the best value's score, the mean of its measurements
+    recommended_score: float | None = None
+    recommend_reason: str | None = None
+    noise_basis: str | None = None
+    top_of_ladder: bool | None = None  # the best value is the ladder's highest: a higher one may be better
+
 
 
 class ParetoPoint(_M):

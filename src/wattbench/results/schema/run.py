@@ -12,6 +12,7 @@ from wattbench.results.schema.base import SCHEMA_VERSION, _M
 from wattbench.results.schema.level import LevelResult
 from wattbench.results.schema.measure import MeasureInfo
 from wattbench.results.schema.measures import Validity, Window
+from wattbench.results.schema.noise import NoiseInfo
 from wattbench.results.schema.upgrade import _typed_from_extra, upgrade_v1
 
 
@@ -144,6 +145,8 @@ class Result(_M):
     # source, the run's (every level uses the same)
     prompt_length_source: str | None = None
     tune: TunedFrom | None = None
+    # priming, the history check, engine starts, the trial order (issue 24; results/schema/noise.py)
+    noise: NoiseInfo | None = None
     measure: MeasureInfo | None = None  # `wattbench measure -- COMMAND`: the command and its tool
     extra: dict[str, Any] = Field(default_factory=dict)
 

@@ -1,0 +1,69 @@
+"""What a run did to measure from a known state and to see its own noise (issue 24): the priming
+phase, the history check and the engine restarts (``run/prime.py``; docs/accounting.md "Priming
+and the history check")."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from wattbench.results.schema.base import _M, Num
+from wattbench.results.schema.level import LevelResult
+
+
+class PrimingPhase(_M):
+    """The load that took the server through the run's largest level before the first measured
+    one; its requests are not measured, not accounted and not written to ``requests.jsonl``."""
+
+    mode: str  # concurrency | rate
+    value: Num | None = None  # None: rate inf
+    label: str = ""  # e.g. concurrency=64, rate=inf
+    requests: int  # asked
+    completed: int = 0
+    failed: int = 0
+    duration_s: float | None = None
+    start_ns: int | None = None
+    end_ns: int | None = None
+    reason: str = ""  # why this load and this many requests
+    prompts: str = ""  # which requests (never the measured ones)
+
+
+class HistoryCheck(_M):
+    """The run's first level measured again after the others: does what the server saw in between
+    move its figure by more than noise (``metrics/noise.repeat_check``)? ``repeat`` is that
+    level (accounted like any other, kept out of ``Result.levels`` so no table or comparison
+    reads it as a level of the run); with interleaved ``--trials`` the first level's own trials
+    are compared instead and ``repeat`` is None."""
+
+    level: str  # the label of the level checked
+    figure: str  # e.g. output_tokens_per_s_per_kw@accelerator
+    first: float | None = None
+    repeated: float | None = None
+    ratio: float | None = None  # repeated / first
+    low: float | None = None
+    high: float | None = None
+    bound_pct: float | None = None
+    basis: str = ""
+    verdict: str = "ok"  # ok | warn | unknown
+    text: str = ""
+    repeat: LevelResult | None = None
+
+
+class EngineStart(_M):
+    """One start of a launched engine (``--restart-engine`` starts one per trial round)."""
+
+    index: int
+    base_url: str | None = None
+    pid: int | None = None
+    start_duration_s: float | None = None
+    before_trial: int | None = None  # the trial round it was started for (None: the run's first)
+
+
+class NoiseInfo(_M):
+    """The run's state-control: priming, the history check, engine starts, the trial order."""
+
+    priming: PrimingPhase | None = None
+    repriming: list[PrimingPhase] = Field(default_factory=list)  # after each --restart-engine restart
+    history_check: HistoryCheck | None = None
+    engine_starts: list[EngineStart] = Field(default_factory=list)
+    trial_order: str | None = None  # interleaved | shuffled | consecutive (--trials > 1)
+    prompt_salt: str | None = None  # what every synthetic prompt's unique tag starts with (None: not synthetic)

@@ -1,0 +1,74 @@
+"""compare and regress against the noise (``metrics/noise.py``): "within noise", the unknown-noise
+hint, the history's spread, and ``--strict``; every interval below by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.fakes.results_factory import make_level, make_result, trials_block
+from wattbench.analysis.compare import compare
+from wattbench.analysis.regress import regress
+
+
+def _pair(tput_b, trials_a=None, trials_b=None):
+    a = make_result("base", levels=[make_level(0, value=8, output_tokens_per_s=1000.0, power_w=600.0,
+                                               trials=trials_a)])
+    b = make_result("cand", levels=[make_level(0, value=8, output_tokens_per_s=tput_b, power_w=600.0,
+                                               trials=trials_b)])
+    return a, b
+
+
+def _per_kw_trials(tput, hw_pct):
+    per_kw = tput / 0.6
+    return trials_block({"output_tokens_per_s_per_kw@accelerator": (per_kw, per_kw * hw_pct / 100),
+                         "output_tokens_per_s": (tput, tput * hw_pct / 100),
+                         "j_per_output_token@accelerator": (600.0 / tput, 600.0 / tput * hw_pct / 100)})
+
+
+def test_compare_within_noise_from_trials_and_beyond_it():
+    # +3% with ±3% on each side: w = 0.03·sqrt(2) = 0.04243, interval 0.9872–1.0746 -> within
+    a, b = _pair(1030.0, _per_kw_trials(1000.0, 3), _per_kw_trials(1030.0, 3))
+    n = compare([a, b]).levels[0].decompositions[0].noise
+    assert n.within is True and n.basis == "trials"
+    assert n.low == pytest.approx(1.03 * math.exp(-0.0424264), rel=1e-5)
+    assert n.text().startswith("per kW: within noise (1.03×")
+    a, b = _pair(1100.0, _per_kw_trials(1000.0, 3), _per_kw_trials(1100.0, 3))
+    n = compare([a, b]).levels[0].decompositions[0].noise
+    assert n.within is False and n.low == pytest.approx(1.1 * math.exp(-0.0424264), rel=1e-5)
+
+
+def test_compare_takes_the_wider_of_trials_and_the_history_spread():
+    # trials ±1% but the configuration's spread over 5 earlier runs is 3%: t(0.975, 4)·3% = 8.33%
+    # per side, w = 0.1178; a 6% change is then within noise
+    a, b = _pair(1060.0, _per_kw_trials(1000.0, 1), _per_kw_trials(1060.0, 1))
+    assert compare([a, b]).levels[0].decompositions[0].noise.within is False  # trials alone: beyond
+    seen = []
+
+    def history(result, level, figure):
+        seen.append((result.run_id, figure))
+        return 0.03, 5
+    n = compare([a, b], history=history).levels[0].decompositions[0].noise
+    assert n.within is True and n.basis == "trials+history"
+    assert n.high == pytest.approx(1.06 * math.exp(math.sqrt(2) * 2.776445 * 0.03), rel=1e-5)
+    assert seen == [("base", "output_tokens_per_s_per_kw@accelerator"), ("cand", "output_tokens_per_s_per_kw@accelerator")]
+
+
+def test_regress_passes_a_change_inside_the_noise_with_that_word_unless_strict():
+    # J/token +6.4% (1000 -> 940 tok/s at the same power) against +5%, CIs ±3% each:
+    # interval 1.0638·e^±0.04243 -> [+1.96%, +10.99%]: beyond the limit at its nearer end? 1.96% < 5%: holds
+    a, b = _pair(940.0, _per_kw_trials(1000.0, 3), _per_kw_trials(940.0, 3))
+    o = regress(b, a, "j_per_output_token:+5%").outcomes[0]
+    assert o.status == "pass" and o.within_noise is False and o.noise_basis == "trials"
+    # a +3% change with ±3% each includes no change: within noise, passes, --strict does not move it
+    a, b = _pair(1000.0 / 1.03, _per_kw_trials(1000.0, 3), _per_kw_trials(1000.0 / 1.03, 3))
+    o = regress(b, a, "j_per_output_token:+2%").outcomes[0]
+    assert o.status == "pass" and o.within_noise is True and "passes within noise" in o.message
+    assert "--strict fails it" in o.message
+    s = regress(b, a, "j_per_output_token:+2%", strict=True).outcomes[0]
+    assert s.status == "fail" and s.miss == pytest.approx(0.01, abs=1e-9)  # the change itself, +3% vs 2%
+    # no trials, no history: the point change decides and the message says how to know the noise
+    a, b = _pair(940.0)
+    o = regress(b, a, "j_per_output_token:+5%").outcomes[0]
+    assert o.status == "fail" and o.within_noise is None and "--trials" in o.message

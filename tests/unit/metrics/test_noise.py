@@ -1,0 +1,111 @@
+"""``metrics/noise.py``: the one noise rule, checked against hand-derived numbers (every expected
+value below was computed by hand from the module docstring's definitions; t quantiles are the
+table values t(0.975, 2) = 4.3027, t(0.975, 3) = 3.1824, t(0.975, 4) = 2.7764)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from wattbench.metrics.noise import (
+    FigureNoise,
+    measured_plateau,
+    plateau,
+    pooled_repeat_sd,
+    prediction_noise,
+    ratio_noise,
+    repeat_check,
+    single_level_noise,
+    spread_noise,
+    trials_noise,
+)
+
+T2, T3, T4 = 4.302653, 3.182446, 2.776445
+
+
+def test_single_level_bound_from_the_h200_trials():
+    # one 20 s trial: sd 0.91%, 95% half-width t(0.975, 4) x 0.91% = 2.53%
+    assert single_level_noise(20.0).rel_half_width == pytest.approx(0.02527, rel=1e-3)
+    assert single_level_noise(60.0).rel_half_width == pytest.approx(0.02527, rel=1e-3)  # never below 20 s's
+    # 5 s: sd x sqrt(4) = 1.82% -> 5.05%; a tiny window is capped at 10%
+    assert single_level_noise(5.0).rel_half_width == pytest.approx(0.05053, rel=1e-3)
+    assert single_level_noise(0.05).rel_half_width == pytest.approx(0.10)
+    assert single_level_noise(None).rel_half_width == pytest.approx(0.02527, rel=1e-3)
+
+
+def test_the_h200_trials_give_back_their_own_sd():
+    # 5,378 with a 95% CI of 5,317-5,439 over 5 trials: half-width 61 = 1.134%
+    n = trials_noise(5378.0, 5317.0, 5439.0, 5)
+    assert n.rel_half_width == pytest.approx(0.011343, rel=1e-3) and n.basis == "trials"
+    assert n.rel_half_width / T4 * math.sqrt(5) == pytest.approx(0.0091, rel=0.01)  # the sd the bound uses
+
+
+def test_ratio_interval_and_within_noise():
+    a, b = FigureNoise(0.03, "trials"), FigureNoise(0.04, "trials")
+    r = ratio_noise(1.0, a, b)  # w = sqrt(0.03^2 + 0.04^2) = 0.05
+    assert (r.low, r.high) == (pytest.approx(0.951229), pytest.approx(1.051271)) and r.within is True
+    r = ratio_noise(1.2, a, b)
+    assert (r.low, r.high) == (pytest.approx(1.141475), pytest.approx(1.261525)) and r.within is False
+    # one side known: it stands for both, w = sqrt(2) x 0.03 = 0.042426
+    r = ratio_noise(1.04, None, a)
+    assert r.low == pytest.approx(0.996800, rel=1e-5) and r.within is True
+    r = ratio_noise(1.05, None, a)
+    assert r.low == pytest.approx(1.006385, rel=1e-5) and r.within is False
+    unknown = ratio_noise(1.3, None, None)
+    assert unknown.within is None and unknown.basis == "unknown" and "noise unknown" in unknown.text()
+
+
+def test_history_spread_needs_three_runs():
+    assert spread_noise(0.02, 2) is None
+    assert spread_noise(0.02, 3).rel_half_width == pytest.approx(T2 * 0.02, rel=1e-5)  # 8.61%
+    assert spread_noise(0.02, 3).basis == "history"
+
+
+def test_prediction_interval_of_a_repeat():
+    # 100, 102, 98, 101: mean 100.25, sd sqrt(8.75 / 3) = 1.70783; one repeat:
+    # t(0.975, 3) x 1.70783 x sqrt(1/4 + 1) / 100.25 = 6.061%
+    n = prediction_noise([100.0, 102.0, 98.0, 101.0])
+    assert n.rel_half_width == pytest.approx(0.060614, rel=1e-4)
+    assert prediction_noise([100.0]) is None
+
+
+def test_repeat_check_the_issues_case_and_an_ordinary_one():
+    # issue 24: 5,378 then +16% after the server saw c=128; single 20 s levels: w = sqrt(2) x 2.527%
+    c = repeat_check([5378.0], [5378.0 * 1.16], 20.0)
+    assert c.beyond_noise and c.ratio == pytest.approx(1.16)
+    assert c.low == pytest.approx(1.16 * math.exp(-0.035736), rel=1e-4)
+    assert c.bound_pct == pytest.approx(3.638, rel=1e-3)
+    assert not repeat_check([5378.0], [5378.0 * 1.02], 20.0).beyond_noise
+    # with trials, their prediction interval: 6.06% around 100.25 (above)
+    assert not repeat_check([100.0, 102.0, 98.0, 101.0], [105.0], 20.0).beyond_noise  # +4.7%
+    assert repeat_check([100.0, 102.0, 98.0, 101.0], [108.0], 20.0).beyond_noise  # +7.7%
+    assert repeat_check([], [1.0], 20.0) is None
+
+
+def test_plateau_is_every_level_within_noise_of_the_best_and_recommends_the_lowest():
+    h = FigureNoise(0.03, "bound")  # w = 0.042426 for every ratio
+    # best c=8 (200); 200/197 = 1.0152: low 0.9731 -> on; 200/180 = 1.111: low 1.0650 -> off
+    pts = [(1, 100.0, h), (2, 180.0, h), (4, 197.0, h), (8, 200.0, h), (16, 150.0, h)]
+    pl = plateau(pts)
+    assert pl.best == 8 and pl.values == [4, 8] and pl.recommended == 4
+    assert "lowest load within noise of the best (8)" in pl.reason
+    assert plateau(pts, prefer="best").recommended == 8
+    # lower is better (J/token): the smallest is best
+    pl = plateau([(1, 2.0, h), (2, 1.02, h), (4, 1.0, h)], higher_is_better=False)
+    assert pl.best == 4 and pl.values == [2, 4]
+
+
+def test_pooled_repeat_spread_and_the_measured_plateau():
+    # ln(102/100) = 0.0198026, ln(200/196) = 0.0202027: SS = (0.0198026^2 + 0.0202027^2) / 2, 2 df
+    sd, df = pooled_repeat_sd([[100.0, 102.0], [200.0, 196.0], [50.0]])
+    assert df == 2 and sd == pytest.approx(0.0141447, rel=1e-4)
+    # two levels measured twice (means 101 and 198), one once (150); 20 s windows
+    ms = [(4, 100.0, 20.0, None), (4, 102.0, 20.0, None), (8, 200.0, 20.0, None), (8, 196.0, 20.0, None),
+          (16, 150.0, 20.0, None)]
+    pl, basis = measured_plateau(ms)
+    # the repeats' spread: t(0.975, 2) x 1.414% / sqrt(2) = 4.30% (wider than the bound's 2.53%/sqrt(2))
+    assert pl.noise[8.0].rel_half_width == pytest.approx(T2 * 0.0141447 / math.sqrt(2), rel=1e-4)
+    assert pl.noise[16.0].rel_half_width == pytest.approx(T2 * 0.0141447, rel=1e-4)
+    assert pl.best == 8 and pl.values == [8] and pl.scores[8.0] == pytest.approx(198.0)
+    assert "re-measured" in basis

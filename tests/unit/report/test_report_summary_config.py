@@ -1,0 +1,35 @@
+"""The configuration the reports show is the one that applied (issue 25: a closed-loop --target run's
+HTML showed ``engine transformers`` and ``arrival poisson``, defaults it never used)."""
+
+from __future__ import annotations
+
+from tests.fakes.results_factory import make_level, make_result
+from wattbench.report import summary as S
+from wattbench.report.html import build_html
+from wattbench.results.rundir import write_result
+
+
+def _with_config(levels, **cfg):
+    r = make_result("cfg", levels=levels)
+    r.config = {"engine": "transformers", "engine_model": None, "engine_args": [], "device": None,
+                "arrival": "poisson", "rate": [], "concurrency": [8], "num_requests": 32, **cfg}
+    return r
+
+
+def test_a_closed_loop_target_run_shows_no_engine_and_no_arrival(tmp_path):
+    r = _with_config([make_level(0, value=8)], target="http://127.0.0.1:8000")
+    keys = [k for k, _ in S.applied_config(r)]
+    assert "engine" not in keys and "device" not in keys and "arrival" not in keys
+    assert keys == sorted(keys) and "target" in keys and "concurrency" in keys
+    write_result(tmp_path / "r", r)
+    from wattbench.report.data import RunData
+
+    page = build_html([RunData(tmp_path / "r")])
+    conf = page.split("<h3>Configuration</h3>", 1)[1].split("</table>", 1)[0]
+    assert "transformers" not in conf and "poisson" not in conf and "http://127.0.0.1:8000" in conf
+
+
+def test_an_open_loop_launched_run_shows_both():
+    r = _with_config([make_level(0, mode="rate", value=4.0)], rate=[4.0])
+    keys = dict(S.applied_config(r))
+    assert keys["engine"] == "transformers" and keys["arrival"] == "poisson"

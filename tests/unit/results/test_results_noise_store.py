@@ -1,0 +1,64 @@
+"""The configuration key and the history's run-to-run spread (``results/configuration.py``,
+``HistoryStore.noise``): which levels measured "the same thing", and their spread by hand."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.fakes.results_factory import make_level, make_result
+from wattbench.results.configuration import configuration, configuration_key, describe, level_figure
+from wattbench.results.store import HistoryStore
+
+
+def _run(run_id, tok_s, value=8, created="2026-11-29T12:00:00Z", **kw):
+    # 700 W: tok/s per kW = tok/s / 0.7
+    return make_result(run_id, levels=[make_level(0, value=value, output_tokens_per_s=tok_s, power_w=700.0)],
+                       created_at=created, **kw)
+
+
+def _key(r):
+    return configuration_key(configuration(r, r.levels[0]))
+
+
+def test_the_key_names_machine_engine_model_flags_shape_load_and_boundary():
+    a = _run("a", 1000.0)
+    assert _key(a) == _key(_run("b", 1200.0))  # another run of it, another figure: the same configuration
+    seeded = copy.deepcopy(a)
+    seeded.config["seed"] = 9
+    assert _key(seeded) == _key(a)  # the seed is not the shape
+    for other in (_run("c", 1000.0, value=16), _run("d", 1000.0, gpu_name="NVIDIA H100"),
+                  _run("e", 1000.0, engine_version="0.12.0"), _run("f", 1000.0, model="other/model"),
+                  _run("g", 1000.0, api="chat")):
+        assert _key(other) != _key(a), other.run_id
+    launched = copy.deepcopy(a)
+    launched.server.launched = True
+    launched.server.effective_config = {"preset": "llama-1b", "cb_use_cuda_graph": True, "port": 1234}
+    flags = copy.deepcopy(launched)
+    flags.server.effective_config["cb_use_cuda_graph"] = False
+    moved = copy.deepcopy(launched)
+    moved.server.effective_config["port"] = 5678
+    assert _key(flags) != _key(launched) and _key(moved) == _key(launched)  # flags count, a port does not
+    conf = configuration(launched, launched.levels[0])
+    assert conf["model"] == "llama-1b" and conf["boundary"] == "accelerator"
+    assert describe(conf).startswith("NVIDIA H200 · vllm 0.11.0 · llama-1b")
+    assert level_figure(a.levels[0]) == ("output_tokens_per_s_per_kw@accelerator", pytest.approx(1000.0 / 0.7))
+
+
+def test_the_history_keeps_the_spread_of_repeated_runs(tmp_path):
+    with HistoryStore(tmp_path / "h.db") as store:
+        for i, tok_s in enumerate((1000.0, 1100.0, 1200.0)):
+            store.register(_run(f"r{i}", tok_s, created=f"2026-11-29T12:0{i}:00Z"), tmp_path / f"r{i}")
+        store.register(_run("other", 900.0, value=16), tmp_path / "other")
+        key = _key(_run("x", 1.0))
+        sp = store.noise(key)
+        # per kW 1428.6, 1571.4, 1714.3: mean 1571.4, sd 142.86 -> 9.09% (= 100/1100 of the tok/s)
+        assert sp.runs == 3 and sp.mean == pytest.approx(1100.0 / 0.7)
+        assert sp.rel_sd == pytest.approx(100.0 / 1100.0) and sp.run_ids == ["r0", "r1", "r2"]
+        assert sp.figure == "output_tokens_per_s_per_kw@accelerator"
+        # the runs being judged are left out of the spread that judges them
+        assert store.noise(key, exclude_runs=["r2"]).runs == 2
+        assert [s.runs for s in store.noise_table(min_runs=2)] == [3]
+        assert [s.runs for s in store.noise_table(min_runs=1)] == [3, 1]
+        assert store.noise_table(min_runs=2, gpu="h100") == []
