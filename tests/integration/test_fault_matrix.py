@@ -70,7 +70,9 @@ def test_server_fault_is_classified_and_run_completes(tmp_path, flag, error_clas
     lv = res.levels[0]
     assert lv.requests.failed == stats["faults"][fault]
     assert lv.validity.verdict in ("warn", "invalid")
-    assert any("requests failed" in r for r in lv.validity.reasons)
+    (f,) = [f for f in lv.validity.findings if f.kind == "failed"]  # with its breakdown by error
+    assert f.text.startswith(f"{lv.requests.failed} of {lv.requests.failed + lv.requests.completed} failed: "
+                             f"{error_class} {lv.requests.failed}")
     # failed requests never enter latency statistics
     assert lv.latency.ttft_ms.count == lv.requests.completed
 

@@ -162,11 +162,12 @@ def _start_result(session: RunSession, run_dir, targets: Targets, workload, prob
     result = start_result(session, run_dir, targets.server, problems,
                           extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
                           workload=workload.describe(), prompt_length_source=workload.token_source)
-    if workload.token_source == "approx":
-        result.warnings.append(
-            "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
-            "token counts still come from the server's usage"
-            + (f" (the server's /tokenize was not used: {no_tokenizer_why})" if no_tokenizer_why else ""))
+    # Approximate prompt lengths (no tokenizer) are judged per level against the server's count
+    # (accounting.level_findings.input_length_finding: said once, with the measured difference);
+    # the run says only why a /tokenize the server has could not be used.
+    if workload.token_source == "approx" and no_tokenizer_why:
+        result.warnings.append(f"the server's /tokenize was not used ({no_tokenizer_why}): prompt lengths are "
+                               "approximate; give --tokenizer PATH for exact lengths")
         rundir.write_result(run_dir, result)
     return result
 
