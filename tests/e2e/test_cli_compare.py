@@ -133,6 +133,55 @@ def test_regress_exit_codes(runner, app, tmp_path, db):
     assert r.exit_code == 2 and "'nobaseline': no such run directory, run id, tag or baseline" in r.stderr
 
 
+def test_regress_shows_passing_checks_diagnoses_power_and_refuses_itself(runner, app, tmp_path, db):
+    """Every check is a line (the passing ones too); J/token that moved with power while throughput
+    held gets its diagnosis; a baseline that is the run itself is refused in one line, exit 2."""
+    base = make_result("base", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=600)])
+    hot = make_result("hot", levels=[make_level(0, value=8, output_tokens_per_s=1001, power_w=660)])
+    for r in (base, hot):
+        write_result(tmp_path / r.run_id, r)
+    r = runner.invoke(app, ["regress", str(tmp_path / "hot"), "--baseline", str(tmp_path / "base"),
+                            "--fail-on", "j_per_output_token:+5%,output_tokens_per_s:-3%"])
+    assert r.exit_code == 1, r.output
+    lines = r.output.splitlines()
+    assert any(x.startswith("FAIL j_per_output_token:+5% at concurrency=8") for x in lines), r.output
+    assert any(x.startswith("ok   output_tokens_per_s:-3% holds at concurrency=8") for x in lines), r.output
+    assert "j_per_token_follows_power" in r.output and "moved with power +10.0%" in r.output
+    r = runner.invoke(app, ["regress", str(tmp_path / "hot"), "--baseline", str(tmp_path / "hot")])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.strip().count("\n") == 0 and "the baseline is the run itself (hot)" in r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_compare_shows_one_verdict_line_per_run_not_its_findings(runner, app, tmp_path, db):
+    """compare once pasted each run's whole verdict (~1,500 characters); now one line per run."""
+    from wattbench.accounting.findings import verdicts
+    from wattbench.results.schema import Finding
+
+    a = make_result("a", levels=[make_level(0, value=8), make_level(1, value=1)])
+    b = make_result("b", levels=[make_level(0, value=8), make_level(1, value=1)])
+    long = "input tokens asked 256, the server counted 400 on average (+56%): " + "x" * 300
+    for r in (a, b):
+        for lv in r.levels:
+            lv.validity = verdicts([Finding(kind="prompt_lengths", severity="warn", figures=("prompt_lengths",),
+                                            effect_pct=56.0, text=long, summary="prompt lengths {effect:+}"),
+                                    Finding(kind="small_sample", severity="note", figures=("ttft",),
+                                            text="p99 from 32 requests", summary="p99 from few requests")])
+        r.validity = verdicts([]).model_copy(update={"verdict": "warn", "latency": "warn"})
+        write_result(tmp_path / r.run_id, r)
+    r = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert r.exit_code == 0, r.output
+    assert "x" * 50 not in r.output  # no finding's text pasted
+    verdict_lines = [x for x in r.output.splitlines() if x.startswith(("baseline a:", "run b:"))]
+    assert verdict_lines == ["baseline a: warn (efficiency) · latency warn · 2 warn, 2 note (wattbench report "
+                             "--notes)", "run b: warn (efficiency) · latency warn · 2 warn, 2 note (wattbench "
+                             "report --notes)"], r.output
+    data = json.loads(runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"]).stdout)
+    assert [(v["run_id"], v["verdict"], v["latency"], v["warnings"], v["notes"]) for v in data["verdicts"]] == [
+        ("a", "warn", "warn", 2, 2), ("b", "warn", "warn", 2, 2)]
+    assert not any(long[:40] in w for w in data["warnings"])
+
+
 def test_history_round_trip(runner, app, tmp_path, db):
     big, small = _platform_dirs(tmp_path)
     r = runner.invoke(app, ["history", "import", str(tmp_path)])

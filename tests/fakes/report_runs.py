@@ -217,8 +217,16 @@ def write_run(
                 )
                 energy_map[name] = be
                 steady_map[name] = be.model_copy(update={"energy_j": ej * 0.9, "avg_power_w": avg * 1.01})
-        verdict, reasons = [("valid", []), ("warn", ["sample coverage 97% below 99% at node"]),
-                            ("invalid", ["client saturated: send lag p99 120 ms > 50 ms"])][li % 3]
+        from wattbench.results.schema import Finding
+
+        verdict, findings = [
+            ("valid", [Finding(kind="small_sample", severity="note", figures=("ttft", "e2e"),
+                               text="latency percentiles from 40 requests: read p99 as the maximum",
+                               summary="p99 from fewer than 100 requests")]),
+            ("warn", [Finding(kind="coverage", severity="warn", figures=("energy", "efficiency"), effect_pct=3.0,
+                              text="node: sample coverage 0.97 < 0.99", summary="node: window not covered by samples")]),
+            ("invalid", [Finding(kind="send_lag", severity="invalid", figures=("load",), effect_pct=240.0,
+                                 text="send lag p99 120 ms > 50 ms", summary="open-loop send lag")])][li % 3]
         label = INJECT_LABEL if conc == 16 else f"concurrency={conc}"
         goodput = None
         if slo:  # the real goodput block, from the level's own records (metrics.slo.goodput)
@@ -241,7 +249,7 @@ def write_run(
                                       duration_s=dur, output_tokens=out_tok, input_tokens=in_tok),
                 energy=energy_map, energy_steady=steady_map,
                 energy_unavailable_reason=None if energy else "no sensors: --no-sensors was given",
-                validity=Validity(verdict=verdict, reasons=reasons),
+                validity=Validity(verdict=verdict, latency=verdict, findings=findings),
                 thermal={"gpu0": {"max_temperature_c": 61.0, "throttled": False}},
                 server_metrics={"running_max": conc, "kv_cache_max_pct": min(100.0, conc * 5.0)},
                 goodput=goodput,
@@ -265,7 +273,7 @@ def write_run(
         idle={"accelerator": {"power_w": 80.0, "duration_s": idle_s}, "node": {"power_w": 380.0, "duration_s": idle_s}}
         if energy else {},
         levels=levels,
-        validity=Validity(verdict="invalid", reasons=["level 2: client saturated"]),
+        validity=Validity(verdict="invalid", latency="invalid"),
         warnings=["server batches stream output: ITL is per chunk"],
         tags=["nightly</script>", "h200"],
     )

@@ -94,8 +94,8 @@ def test_sigkill_mid_level_keeps_every_finished_record_and_reads_invalid(tmp_pat
 
     # every reader: invalid, crashed, reason first
     res = load_result(out)
-    assert res.validity.verdict == "invalid" and res.validity.reasons[0].startswith(CRASHED)
-    assert f"{finished_in_level1} finished request(s) of it were recovered" in res.validity.reasons[0]
+    assert res.validity.verdict == "invalid" and res.validity.findings[0].text.startswith(CRASHED)
+    assert f"{finished_in_level1} finished request(s) of it were recovered" in res.validity.findings[0].text
     [rec] = recover(out)
     assert (rec.index, rec.records, rec.completed, rec.failed, rec.label) == (
         1, finished_in_level1, finished_in_level1, 0, "concurrency=2")

@@ -222,7 +222,7 @@ def test_a_run_without_a_meter_says_so_once_and_compare_still_compares(tmp_path)
                                cwd=tmp_path, env=child_env(COLUMNS="400"), capture_output=True, text=True, timeout=120)
             assert p.returncode == 0, p.stderr
             assert p.stdout.count("no energy was measured") == 1, p.stdout  # once, not per level and line
-            assert "verdict: warn · energy: unavailable" in p.stdout
+            assert "verdict: warn (efficiency)" in p.stdout and "· energy unavailable" in p.stdout
             res = load_result(tmp_path / name)
             assert res.validity.energy == "unavailable" and res.validity.verdict != "valid"
             runs.append(tmp_path / name)

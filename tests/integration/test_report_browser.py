@@ -133,6 +133,8 @@ def test_first_screen_answers_the_run(tmp_path):
         "notes_open": "document.querySelector('.banner details.notes').open",
         "notes_summary": "document.querySelector('.banner details.notes summary').textContent",
         "notes_items": "document.querySelectorAll('.banner details.notes li').length",
+        "notes_heads": "Array.from(document.querySelectorAll('.banner details.notes .note-head'))"
+                       ".map(e => e.textContent)",
         "notes_list_visible": "document.querySelector('.banner details.notes ul').checkVisibility()",
         "legend": "Array.from(document.querySelectorAll('.js-plotly-plot')[0].querySelectorAll('.legendtext'))"
                   ".map(e => e.textContent)",
@@ -148,15 +150,18 @@ def test_first_screen_answers_the_run(tmp_path):
     assert v["hero_big"] == F.fmt(want[0])
     assert v["hero_unit"] == "goodput tok/s per kW (node)"
     assert h.why == f"{S.short_label(best[0])}: the best level under the SLO ttft_p99=120ms,tpot_p99=20ms"
-    assert v["hero_where"] == f"{h.why} · verdict {h.level.validity.verdict}"
+    assert v["hero_where"] == f"{h.why} · efficiency verdict {h.level.validity.verdict}"
     assert "410 goodput tok/s/kW (node)" in v["answer"]  # the answer line quotes the same mean
     if want[1]:
         assert v["hero_ci"] == f"mean of 3 trials, 95% CI {want[1]}"
     assert v["hero_font_px"] >= 2.5 * v["body_font_px"]  # big
     assert v["hero_bottom"] < v["curve_top"]
-    notes = S.run_notes(run.result)
+    notes = S.note_lines(run.result)  # one line per distinct finding, levels in numeric order
     assert v["notes_open"] is False and v["notes_list_visible"] is False  # collapsed
-    assert v["notes_summary"] == f"{len(notes)} notes" and v["notes_items"] == len(notes)
+    counts = ", ".join(f"{sum(n.severity == sev for n in notes)} {sev}" for sev in ("invalid", "warn", "note")
+                       if any(n.severity == sev for n in notes))
+    assert v["notes_summary"] == f"{len(notes)} notes ({counts})" and v["notes_items"] == len(notes)
+    assert v["notes_heads"] == [sev for sev in ("invalid", "warn", "note") if any(n.severity == sev for n in notes)]
     assert v["curve_title"] == "Efficiency against load"
     assert v["curve_ytitles"] == ["goodput and output tokens/s per kW", "J per output token", "p99 TTFT (ms)"]
     assert v["legend"][0] == "goodput tok/s per kW, node (met the SLO)"

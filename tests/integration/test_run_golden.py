@@ -45,9 +45,12 @@ TIMING_FITS = {"regression", "cross_check", "frontier", "on_frontier", "weightin
 HOST_KEYS = {"saturated", "saturation_reasons", "saturated_figures", "saturation_kinds"}
 # findings that judge the host (a busy CI machine), not the run: dropped before comparing
 HOST_REASONS = ("loop lag", "event loop", "client CPU", "load generator")
+HOST_KINDS = ("loop_lag", "client_cpu", "send_lag")
 
 
 def _norm(x, key: str = ""):
+    if key == "latency" and (isinstance(x, str) or x is None):  # the latency verdict: a loop lag can move it
+        return "<host>"
     if key in WALL_KEYS:
         return "<wall>"
     if key in HOST_KEYS:
@@ -59,6 +62,9 @@ def _norm(x, key: str = ""):
     if isinstance(x, list):
         if key == "reasons":
             return sorted(re.sub(r"\d+(\.\d+)?", "#", r) for r in x if not any(h in r for h in HOST_REASONS))
+        if key == "findings":  # typed findings: the client's judge the host; the rest, digits aside
+            return sorted(json.dumps(_norm({k: v for k, v in f.items() if k != "basis"}), sort_keys=True)
+                          for f in x if f.get("kind") not in HOST_KINDS)
         return [_norm(v, key) for v in x]
     if isinstance(x, bool) or x is None:
         return x

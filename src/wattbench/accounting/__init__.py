@@ -62,7 +62,7 @@ class AccountedWindow:
 
     @property
     def reasons(self) -> list[str]:
-        return [f.text() for f in self.findings]
+        return [f.line for f in self.findings]
 
     @property
     def validity(self) -> Validity:
@@ -167,7 +167,9 @@ def level_validity(
     extra: list[Finding] | None = None,
     n_requests: int | None = None,
 ) -> Validity:
-    """The level's verdict: energy findings of the window(s) plus load and token findings.
+    """The level's verdicts: energy findings of the window(s) plus load and token findings (the
+    client's own timing, which needs the level's latencies, comes in ``extra``:
+    ``validity.client_findings``).
 
     Pass the steady-window ``AccountedWindow`` (or the full one); several windows can be combined
     with ``validity.worst``.

@@ -28,7 +28,7 @@ from wattbench.accounting.level_findings import (
     oversaturation_findings,
 )
 from wattbench.accounting.split import power_split
-from wattbench.accounting.validity import Finding, combine, steady_findings, worst
+from wattbench.accounting.validity import Finding, client_findings, combine, steady_findings, worst
 from wattbench.load.saturation import is_oversaturated, mark_saturated
 from wattbench.metrics.latency import summarize_level, tokens_in_window
 from wattbench.metrics.slo import goodput
@@ -123,6 +123,7 @@ def account_level(index: int, spec, outcome, ctx: LevelContext, token_source: st
         level.oversaturation = Oversaturation.model_validate(sat.to_dict())
     found += oversaturation_findings(outcome.stopped_early, sat.reason if sat is not None and sat.oversaturated
                                      else None)
+    found += client_findings(outcome.load, latency, window.duration_s)
     e2e_p50 = latency.e2e_ms.p50
     found += steady_findings(level.window, level.steady_window, mode=spec.mode, energy=level.energy,
                              energy_steady=level.energy_steady, e2e_s=e2e_p50 / 1e3 if e2e_p50 else None)

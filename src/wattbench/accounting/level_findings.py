@@ -2,17 +2,18 @@
 
 A level can look valid and not be: nothing measured, percentiles from a handful of requests, a
 "concurrency=64" label on a level that held 7 requests in flight, prompts far from the length
-asked for. Each rule here returns ``validity.Finding``s (pure functions of the level's records and
-statistics); the runner adds them to the level's verdict.
+asked for. Each rule here returns typed ``Finding``s naming the figures they bias (pure functions of
+the level's records and statistics); the runner adds them to the level's verdicts
+(``accounting/findings.py``).
 
 ==============================================  =====================================  =========
 rule                                            threshold                              verdict
 ==============================================  =====================================  =========
 no measured request completed                   0 completed (warm-up excluded)         invalid
 the target stopped answering (load/liveness)    REFUSALS_DOWN refusals in a row         invalid
-tail percentile from few requests               n < 1 / (1 - 0.99) = 100 (p99)          warn
+tail percentile from few requests               n < 1 / (1 - 0.99) = 100 (p99)          note (latency)
 closed loop held far fewer in flight            mean in flight < 50 % of the label      warn
-prompt lengths off the asked length             server-counted mean input off by > 10 %  warn
+prompt lengths off the asked length             server-counted mean input off by > 10 %  warn (note within)
 requests failed                                 any failed; > 50 % of the level's         warn; invalid
 level stopped by the over-saturation guard      stopped_early "over-saturated ..."      warn
 level interrupted (SIGINT/SIGTERM)              stopped_early "interrupted"             warn
@@ -22,27 +23,33 @@ queue grew without bound (load/saturation.py)   is_oversaturated on the backlog 
 
 Why: a level with no completed measured request has no latency, no throughput and no window —
 any figure beside it would be a placeholder. A p99 from n < 100 samples lies between the two
-largest values (from n = 4 it is the maximum): it is reported, and marked. A closed loop's label
+largest values (from n = 4 it is the maximum): it is reported, and marked — a note on the latency
+verdict only: the efficiency figures do not rest on a percentile. A closed loop's label
 is the concurrency *asked*; think times, sessions or a level shorter than one round keep fewer
 streams busy, and below half the label the figures describe a different load. Without a
 tokenizer prompts are built from approximate lengths; the server's ``usage`` says what it
-really counted, and past 10 % the level's input length is not the one asked for.
+really counted, and past 10 % the level's input length is not the one asked for (within it, a
+note with the measured difference).
 """
 
 from __future__ import annotations
 
 from typing import Iterable
 
-from wattbench.accounting.validity import Finding, worst
+from wattbench.accounting.findings import Finding, rule, worst
 from wattbench.results.recordset import NONE, RecordSet, as_record_set
 from wattbench.results.schema import LevelResult, RequestRecord, Result, Validity
 
 __all__ = ["level_findings", "failed_requests_finding", "oversaturation_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
-           "input_length_finding", "P99_MIN_SAMPLES", "IN_FLIGHT_WARN_FRACTION", "INPUT_LENGTH_WARN_PCT"]
+           "input_length_finding", "stopped_finding", "P99_MIN_SAMPLES", "IN_FLIGHT_WARN_FRACTION", "INPUT_LENGTH_WARN_PCT"]
 
 P99_MIN_SAMPLES = 100
 IN_FLIGHT_WARN_FRACTION = 0.5
 INPUT_LENGTH_WARN_PCT = 10.0
+
+
+EVERY_FIGURE = ("energy", "efficiency", "throughput", "ttft", "tpot", "itl", "e2e", "goodput", "load")
+PERCENTILES = ("ttft", "tpot", "itl", "e2e")
 
 
 def no_completed_finding(level: LevelResult, stopped_early: str | None = None) -> Finding | None:
@@ -60,28 +67,35 @@ def no_completed_finding(level: LevelResult, stopped_early: str | None = None) -
     elif req.failed:
         top = max(req.errors, key=req.errors.get) if req.errors else "error"
         why += f"; most failures: {top}"
-    return Finding("invalid", why + ". Its figures are not measurements")
+    return rule("no_completed", "invalid", why + ". Its figures are not measurements", EVERY_FIGURE,
+                summary="no measured request completed")
 
 
 def stopped_finding(stopped_early: str | None) -> Finding | None:
     """A level cut short by the user (``warn``: what was measured until then is what it says) or by
     a failed load worker (``invalid``: part of the load asked for was never sent)."""
     if stopped_early == "interrupted":
-        return Finding("warn", "level interrupted (SIGINT/SIGTERM): its figures are the requests completed "
-                               "before the signal, over a window shorter than asked")
+        return rule("interrupted", "warn", "level interrupted (SIGINT/SIGTERM): its figures are the requests "
+                                           "completed before the signal, over a window shorter than asked",
+                    ("load",), summary="level interrupted")
     if stopped_early == "worker_failed":
-        return Finding("invalid", "a load worker failed mid-level: part of the load asked for was never sent; "
-                                  "the requests completed before are kept, but they are not this level's load")
+        return rule("worker_failed", "invalid", "a load worker failed mid-level: part of the load asked for was "
+                                                "never sent; the requests completed before are kept, but they are "
+                                                "not this level's load", EVERY_FIGURE,
+                    summary="a load worker failed mid-level")
     return None
 
 
 def small_sample_finding(level: LevelResult) -> Finding | None:
-    """``warn`` when the level reports a p99 from fewer than ``P99_MIN_SAMPLES`` requests."""
+    """A ``note`` on the latency verdict when the level reports a p99 from fewer than
+    ``P99_MIN_SAMPLES`` requests: the percentiles it thins, nothing else."""
     n = level.requests.completed
     if n == 0 or n >= P99_MIN_SAMPLES or level.latency.e2e_ms.p99 is None:
         return None
-    return Finding("warn", f"latency percentiles from {n} requests: a p99 needs at least {P99_MIN_SAMPLES} "
-                           f"(from {n} it lies between the largest values); read p99 as the maximum")
+    return rule("small_sample", "note", f"latency percentiles from {n} requests: a p99 needs at least "
+                                        f"{P99_MIN_SAMPLES} (from {n} it lies between the largest values); read p99 "
+                                        "as the maximum", PERCENTILES,
+                summary=f"p99 from < {P99_MIN_SAMPLES} requests (the maximum)")
 
 
 def in_flight_finding(level: LevelResult) -> Finding | None:
@@ -92,13 +106,15 @@ def in_flight_finding(level: LevelResult) -> Finding | None:
         return None
     if got >= IN_FLIGHT_WARN_FRACTION * asked:
         return None
-    return Finding("warn", f"concurrency asked {asked}, achieved {got:.1f} in flight on average "
-                           f"({got / asked:.0%}; think times, sessions or a short level): the figures describe "
-                           f"a load of about {got:.1f}")
+    return rule("in_flight", "warn", f"concurrency asked {asked}, achieved {got:.1f} in flight on average "
+                                     f"({got / asked:.0%}; think times, sessions or a short level): the figures "
+                                     f"describe a load of about {got:.1f}", ("load",),
+                effect_pct=100.0 * (got - asked) / asked, summary="in flight {effect:+} from the label")
 
 
 def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_source: str | None) -> Finding | None:
-    """``warn`` when approximate prompt lengths came out far from the asked lengths (server-counted)."""
+    """Approximate prompt lengths (no tokenizer) against the server's count: ``warn`` beyond
+    ``INPUT_LENGTH_WARN_PCT``, a ``note`` with the measured difference within it."""
     if length_source not in ("approx", "approximate"):
         return None
     c = as_record_set(records).columns("warmup", "ok", "input_tokens", "requested_input_tokens")
@@ -107,14 +123,18 @@ def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_so
     got = int(c["input_tokens"][m].sum())
     n = int(m.sum())
     if n == 0:
-        return Finding("warn", "prompt lengths are approximate (no tokenizer) and the server reported no input "
-                               "token counts to check them; give --tokenizer PATH for exact lengths")
+        return rule("prompt_lengths", "warn", "prompt lengths are approximate (no tokenizer) and the server "
+                                              "reported no input token counts to check them; give --tokenizer PATH "
+                                              "for exact lengths", ("prompt_lengths",),
+                    summary="prompt lengths unchecked (no tokenizer, no server count)")
     diff = 100.0 * (got - asked) / asked
-    if abs(diff) <= INPUT_LENGTH_WARN_PCT:
-        return None
-    return Finding("warn", f"input tokens asked {asked / n:.0f}, the server counted {got / n:.0f} on average "
-                           f"({diff:+.0f}%): without a tokenizer prompt lengths are approximate; give "
-                           "--tokenizer PATH (or a server with /tokenize) for exact lengths")
+    text = (f"input tokens asked {asked / n:.0f}, the server counted {got / n:.0f} on average ({diff:+.0f}%): "
+            "without a tokenizer prompt lengths are approximate")
+    if abs(diff) > INPUT_LENGTH_WARN_PCT:
+        text += "; give --tokenizer PATH (or a server with /tokenize) for exact lengths"
+    return rule("prompt_lengths", "warn" if abs(diff) > INPUT_LENGTH_WARN_PCT else "note", text,
+                ("prompt_lengths",), effect_pct=diff, basis="the server's usage.prompt_tokens against the asked length",
+                summary="prompt lengths {effect:+} (no tokenizer)")
 
 
 def level_findings(level: LevelResult, records: Iterable[RequestRecord] | RecordSet, *,
@@ -123,8 +143,9 @@ def level_findings(level: LevelResult, records: Iterable[RequestRecord] | Record
     """Every rule of this module for one accounted level."""
     out: list[Finding] = []
     if target_down:
-        out.append(Finding("invalid", f"{target_down.get('text') or 'the target stopped answering'}; the level "
-                                      "was stopped and the requests measured before are kept"))
+        out.append(rule("target_down", "invalid", f"{target_down.get('text') or 'the target stopped answering'}; "
+                                                  "the level was stopped and the requests measured before are kept",
+                        EVERY_FIGURE, summary="the target stopped answering"))
     for f in (no_completed_finding(level, stopped_early), stopped_finding(stopped_early), small_sample_finding(level),
               in_flight_finding(level),
               input_length_finding(records, length_source)):
@@ -140,23 +161,25 @@ def no_energy_text(why: str) -> str:
 
 
 def run_validity(result: Result, energy_unavailable: str | None = None) -> Validity:
-    """The run's verdict: the worst level's, with each level's reasons; ``invalid`` without a
-    finished level; at best ``warn`` with ``energy="unavailable"`` when no level has energy
-    (``energy_unavailable`` says why: no meter, ``--no-sensors``)."""
+    """The run's verdicts: each the worst level's (efficiency: the headline; latency); its own
+    findings only (the levels' stay with them: ``findings.group_findings`` shows each once):
+    ``invalid`` without a finished level; at best ``warn`` with ``energy="unavailable"`` when no
+    level has energy (``energy_unavailable`` says why: no meter, ``--no-sensors``)."""
     levels = result.levels
-    verdict = worst(*(lv.validity for lv in levels)).verdict
-    reasons: list[str] = []
+    verdict = worst(*(lv.validity for lv in levels)).verdict if levels else "valid"
+    latency = worst(*(lv.validity for lv in levels)).latency if levels else None
+    found = []
     if not levels:
+        found.append(rule("no_level", "invalid", "no level finished", EVERY_FIGURE))
         verdict = "invalid"
-        reasons.append("no level finished")
-    reasons += sorted({f"{lv.label}: {r}" for lv in levels for r in lv.validity.reasons})
     measured = any(lv.energy for lv in levels)
     energy = "measured" if measured else "unavailable"
     if not measured and levels:
         if verdict == "valid":
             verdict = "warn"
-        reasons.insert(0, no_energy_text(energy_unavailable or "no power meter produced readings"))
-    return Validity(verdict=verdict, reasons=reasons, energy=energy)  # type: ignore[arg-type]
+        found.insert(0, rule("no_energy", "warn", no_energy_text(energy_unavailable or "no power meter produced "
+                                                                 "readings"), ("energy", "efficiency")))
+    return Validity(verdict=verdict, latency=latency, findings=found, energy=energy)  # type: ignore[arg-type]
 
 
 def empty_levels(result: Result) -> list[str]:
@@ -168,22 +191,30 @@ FAILED_INVALID_SHARE = 0.5  # more than half the level's requests failed: its fi
 
 
 def failed_requests_finding(level: LevelResult) -> Finding | None:
-    """``warn`` when requests failed, ``invalid`` when more than half did."""
+    """``warn`` when requests failed, ``invalid`` when more than half did; the text breaks the
+    failures down by error (``13 of 60 failed: http_500 11, stall 2``)."""
     failed = level.requests.failed
     if not failed:
         return None
     total = failed + level.requests.completed
     share = failed / max(total, 1)
-    return Finding("invalid" if share > FAILED_INVALID_SHARE else "warn",
-                   f"{failed} of {total} requests failed ({share:.0%})")
+    errors = sorted(level.requests.errors.items(), key=lambda kv: (-kv[1], kv[0]))
+    breakdown = ", ".join(f"{k} {v}" for k, v in errors)
+    return rule("failed", "invalid" if share > FAILED_INVALID_SHARE else "warn",
+                f"{failed} of {total} failed" + (f": {breakdown}" if breakdown else "") + f" ({share:.0%})",
+                ("throughput", "efficiency", "ttft", "tpot", "itl", "e2e", "goodput"), effect_pct=100.0 * share,
+                summary="requests failed {effect}")
 
 
 def oversaturation_findings(stopped_early: str | None, oversaturated_reason: str | None) -> list[Finding]:
     """The level stopped by the over-saturation guard, and a queue that grew without bound."""
     out = []
     if str(stopped_early or "").startswith("over-saturated"):
-        out.append(Finding("warn", f"level stopped early, {stopped_early}; its figures describe a "
-                                   "server past its capacity"))
+        out.append(rule("stopped_oversaturated", "warn", f"level stopped early, {stopped_early}; its figures "
+                                                         "describe a server past its capacity", ("load",),
+                        summary="stopped by the over-saturation guard"))
     if oversaturated_reason is not None:
-        out.append(Finding("warn", f"over-saturated: {oversaturated_reason}; latency figures grow with run length"))
+        out.append(rule("backlog", "warn", f"over-saturated: {oversaturated_reason}; latency figures grow with run "
+                                           "length", ("ttft", "e2e", "goodput"),
+                        summary="queue grew without bound (latency grows with run length)"))
     return out

@@ -132,6 +132,19 @@ class LevelComparison(BaseModel):
     decompositions: list[Decomposition] = Field(default_factory=list)  # one per candidate
 
 
+class RunVerdict(BaseModel):
+    """One compared run's verdicts: efficiency (its headline) and latency, per level too, and how
+    many findings each level carries (their text: ``wattbench report --notes RUN``)."""
+
+    run_id: str
+    verdict: str
+    latency: str | None = None
+    energy: str | None = None
+    levels: dict[str, list[str | None]] = Field(default_factory=dict)  # label -> [efficiency, latency]
+    warnings: int = 0
+    notes: int = 0
+
+
 class Comparison(BaseModel):
     run_ids: list[str]
     boundary: str | None  # None: no boundary common to every level; latency and throughput only
@@ -143,6 +156,7 @@ class Comparison(BaseModel):
     forced: bool = False
     findings: list[Finding] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    verdicts: list[RunVerdict] = Field(default_factory=list)  # one per run, in run order
 
 
 def log_ratio_ci(value: float, a: TrialCI, b: TrialCI) -> RatioCI:
@@ -352,16 +366,12 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
         for f in diagnose(base, cand, pairs, bnd):
             f.evidence.setdefault("candidate", cand.run_id)
             cmp.findings.append(f)
-    for r in results:
-        if r.validity.verdict != "valid":
-            cmp.warnings.append(f"run {r.run_id} verdict {r.validity.verdict}: {'; '.join(r.validity.reasons)}")
+    for r in results:  # each run's verdicts once (its findings stay in the run: report --notes)
+        cmp.verdicts.append(RunVerdict(
+            run_id=r.run_id, verdict=r.validity.verdict, latency=r.validity.latency, energy=r.validity.energy,
+            levels={lv.label: [lv.validity.verdict, lv.validity.latency] for lv in r.levels},
+            warnings=sum(1 for lv in r.levels for f in lv.validity.findings if f.severity != "note"),
+            notes=sum(1 for lv in r.levels for f in lv.validity.findings if f.severity == "note")))
         if r.status != "complete":
             cmp.warnings.append(f"run {r.run_id} status {r.status}")
-        for lv in r.levels:
-            if lv.validity.verdict == "invalid":
-                cmp.warnings.append(f"run {r.run_id} level {lv.label} is invalid: {'; '.join(lv.validity.reasons)}")
-            if lv.load.saturated:
-                why = "; ".join(lv.load.saturation_reasons) or "client saturated"
-                cmp.warnings.append(f"run {r.run_id} level {lv.label}: the load generator was saturated ({why}); "
-                                    "its figures describe the client as much as the server")
     return cmp

@@ -37,6 +37,9 @@ QUEUE_GROWTH = 0.5
 QUEUE_MIN_ABS = 1.0
 # client CPU (% of one core) at or above this marks the client as a suspect
 CLIENT_CPU_HIGH_PCT = 85.0
+# j_per_token_follows_power: J/output token moved by more than this (relative) while throughput
+# stayed within THROUGHPUT_CHANGE, and power moved the same way by at least half as much
+J_MOVE = 0.02
 # failures_rising: failed share rose by at least this many percentage points
 FAILED_PP = 1.0
 # packages whose version change is reported
@@ -177,6 +180,41 @@ def rule_latency_up_queue_growing(ra: Result, a: LevelResult, rb: Result, b: Lev
     )
 
 
+def rule_j_per_token_follows_power(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
+    """J/token moved with power while throughput held: the same work at another power draw — a
+    clock, power-limit, thermal or co-tenant change, not the engine's work per token."""
+    fa, fb = headline(a, boundary), headline(b, boundary)
+    j = _rel(fa["j_per_output_token"], fb["j_per_output_token"])
+    p = _rel(fa["avg_power_w"], fb["avg_power_w"])
+    t = _rel(fa["output_tokens_per_s"], fb["output_tokens_per_s"])
+    if j is None or p is None or t is None or abs(j) <= J_MOVE or abs(t) > THROUGHPUT_CHANGE:
+        return None
+    if p * j <= 0 or abs(p) < 0.5 * abs(j):
+        return None
+    ta, tb = _thermal_evidence(a), _thermal_evidence(b)
+    la, lb = _power_limit_w(ra), _power_limit_w(rb)
+    hints = []
+    if ta["sm_clock_mhz"] and tb["sm_clock_mhz"] and abs(tb["sm_clock_mhz"] / ta["sm_clock_mhz"] - 1) > 0.02:
+        hints.append(f"SM clock {ta['sm_clock_mhz']:.0f} -> {tb['sm_clock_mhz']:.0f} MHz")
+    if ta["max_temp_c"] and tb["max_temp_c"] and abs(tb["max_temp_c"] - ta["max_temp_c"]) >= 5:
+        hints.append(f"max temperature {ta['max_temp_c']:.0f} -> {tb['max_temp_c']:.0f} °C")
+    if la and lb and la != lb:
+        hints.append(f"power limit {la:.0f} -> {lb:.0f} W")
+    if tb["throttle_reasons"]:
+        hints.append("throttle reasons " + ", ".join(tb["throttle_reasons"]))
+    where = "; ".join(hints) if hints else ("no clock, limit or temperature change recorded — check other processes "
+                                            "on the board, its idle power and the power state")
+    worse = j > 0
+    return Finding(
+        id="j_per_token_follows_power", severity="warn" if worse else "info", level=b.label,
+        message=(f"J/output token {_fmt_pct(j)} moved with power {_fmt_pct(p)} at {boundary} while throughput held "
+                 f"({_fmt_pct(t)}): the same work at {'more' if worse else 'less'} power, not a change in the "
+                 f"work per token ({where})"),
+        evidence={"j_per_output_token_change": j, "power_change": p, "throughput_change": t, "boundary": boundary,
+                  "baseline_thermal": ta, "candidate_thermal": tb, "power_limit_w": [la, lb]},
+    )
+
+
 def rule_failures_rising(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
     fa, fb = headline(a, boundary), headline(b, boundary)
     pa, pb = fa["failed_pct"] or 0.0, fb["failed_pct"]
@@ -197,6 +235,7 @@ LEVEL_RULES: tuple[LevelRule, ...] = (
     rule_throughput_and_power_down,
     rule_data_movement_bound,
     rule_latency_up_queue_growing,
+    rule_j_per_token_follows_power,
     rule_failures_rising,
 )
 
@@ -247,4 +286,4 @@ def diagnose(baseline: Result, candidate: Result, pairs: list[tuple[LevelResult,
 
 
 RULE_IDS = ("efficiency_not_improved", "throughput_and_power_down", "data_movement_bound",
-            "latency_up_queue_growing", "failures_rising", "driver_changed", "engine_changed", "packages_changed")
+            "latency_up_queue_growing", "j_per_token_follows_power", "failures_rising", "driver_changed", "engine_changed", "packages_changed")

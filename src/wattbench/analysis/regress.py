@@ -237,6 +237,9 @@ def regress(result: Result, baseline: Result, checks: str | list[Check] = DEFAUL
     parsed = parse_checks(checks) if isinstance(checks, str) else list(checks)
     if not parsed:
         raise UserError("no checks given")
+    if result.run_id == baseline.run_id:
+        raise UserError(f"the baseline is the run itself ({result.run_id}): every check would hold by "
+                        "construction; give an earlier run, a tag or a baseline name")
     result, baseline = select_window(result, window), select_window(baseline, window)
     bnd = resolve_boundary([baseline, result], boundary)
     pairs, unmatched = match_levels(baseline, result, match)

@@ -55,12 +55,20 @@ def render_findings(console, findings, incomparable=(), warnings=()) -> None:
             console.print(f"  [{colour.get(f.severity, 'white')}]{f.severity}[/] {f.id}{where}: {escape(f.message)}")
 
 
-def render(cmp, agreement=None) -> None:
+def render(cmp, agreement=None, results=None) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     c = Console(highlight=False)
+    from wattbench.report.summary import verdict_text
+
+    for i, r in enumerate(results or []):  # one verdict line per run
+        role = "baseline" if i == 0 else "run"
+        n_warn = sum(1 for lv in r.levels for f in lv.validity.findings if f.severity != "note")
+        n_note = sum(1 for lv in r.levels for f in lv.validity.findings if f.severity == "note")
+        tail = f" · {n_warn} warn, {n_note} note (wattbench report --notes)" if n_warn or n_note else ""
+        c.print(escape(f"{role} {r.run_id}: {verdict_text(r)}{tail}"), soft_wrap=True)
     if len(cmp.run_ids) > 1:
         c.print(escape(f"ratios: each run ÷ the baseline {cmp.run_ids[0]}"), style="dim")
     for row in cmp.levels:
@@ -168,4 +176,4 @@ def register(app: typer.Typer) -> None:
 
             typer.echo(json.dumps(data, indent=2))
             return
-        render(cmp, agr)
+        render(cmp, agr, results)

@@ -1,7 +1,8 @@
 """`wattbench regress RESULT --baseline REF --fail-on CHECKS`: a CI gate.
 
 Exit 0 when every check holds, 1 when one fails, 2 on bad input (missing/corrupt files, bad
-check strings, incomparable runs).
+check strings, incomparable runs, a baseline that is the run itself). Every check is printed, one
+line each (``ok``, ``FAIL``, ``skip``), then the diagnosis.
 """
 
 from __future__ import annotations
@@ -59,13 +60,15 @@ def register(app: typer.Typer) -> None:
             from wattbench.cli.compare import render_findings
 
             c = Console(highlight=False, soft_wrap=True)
-            for o in rep.outcomes:
+            for o in rep.outcomes:  # every check, one line each: the passing ones too
                 if o.status == "fail":
                     c.print(f"[red]FAIL[/red] {escape(o.message)}")
                 elif o.status == "skipped":
                     c.print(f"[dim]skip {escape(o.message)}[/dim]")
-                elif o.within_noise:
+                elif o.within_noise:  # every check one line: a pass inside the noise says so
                     c.print(f"[cyan]pass[/cyan] {escape(o.message)}")
+                else:
+                    c.print(f"[green]ok[/green]   {escape(o.message)}")
             if any(o.status != "skipped" and not o.noise_aware for o in rep.outcomes):
                 from wattbench.metrics.noise import unknown_noise_hint
 

@@ -19,6 +19,9 @@ def register(app: typer.Typer) -> None:
         md: Path | None = typer.Option(None, "--md", help="Write a Markdown summary (for a PR or issue) to FILE."),
         json_out: bool = typer.Option(False, "--json", help="Print the written files and level headlines as JSON."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the summary table."),
+        notes: bool = typer.Option(False, "--notes", help="Print every finding in full (the summary shows at "
+                                                          "most eight note lines): levels, figures it biases, "
+                                                          "estimated effect and its basis."),
     ) -> None:
         """Summarize run directories; optionally write HTML, CSV and Markdown reports."""
         import json
@@ -26,6 +29,13 @@ def register(app: typer.Typer) -> None:
         from wattbench.report.data import load_runs
 
         data = load_runs(runs)
+        if notes:
+            from wattbench.report.summary import notes_full_lines
+
+            for d in data:
+                for line in notes_full_lines(d.result):
+                    typer.echo(line)
+            return
         written: dict[str, list[str]] = {}
         if html is not None:
             from wattbench.report.html import render_html

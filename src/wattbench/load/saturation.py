@@ -15,23 +15,22 @@ Gamma(shape ``K(n-1)``, scale ``1/(K r)``) (Poisson: K = 1) — and warns only o
 warns beyond ``RATE_WARN_PCT`` alone. A shortfall then says the load was not the one asked for;
 whether the client caused it is for the send lag to say.
 
-``load/level.py`` sets ``LoadStats.saturated`` from the reasons and accounting turns that into a
-``warn``. This module also says *which figures* a saturated client biases, so reports can mark them:
+``load/level.py`` records the client's signals (``LoadStats.saturation_reasons``); whether they
+bias a figure is judged by their effect (``accounting.validity.client_findings``, with the level's
+latencies): the event loop's lag p99 against the TTFT p50 and ITL p99 it stamps (a note below
+``accounting.findings.LATENCY_MATERIAL_PCT``), the send lag against the inter-arrival time. A
+``--max-concurrency`` cap holds sends back by design: its send lag is not a signal, and the level
+reports the cap with its achieved rate. ``mark_saturated(level)`` then sets ``load.saturated``
+(only when a client finding is material), ``level.saturated_figures`` (dotted paths into the level,
+``*`` for "every key") and ``level.saturation_kinds`` (``loop_lag``, ``send_lag``):
 
-- a busy client (CPU) stamps arrivals late and may cap the request rate: latency and throughput;
-- a client whose event loop waited (``loop_lag``: its own work, or other processes holding the
-  CPUs, as on a shared host) stamps arrivals late by up to that lag even at low CPU: latency
-  first (TTFT most: ITL mostly telescopes), throughput through the request end times;
-- an open loop that fell behind (rate, send lag) offered less load than its label says: every
+- late stamps (``loop_lag``: the client's own work, or other processes holding the CPUs, as on a
+  shared host) bias the latencies they stamp — TTFT, ITL, E2E; TPOT telescopes — and, only for a
+  window short enough that the lag is a material share of it, throughput and efficiency;
+- an open loop that fell behind (send lag) offered less load than its label says: every
   load-dependent figure describes a lighter load than the one named.
 
-Either way the level's latency statistics, throughput and the per-token / per-kW efficiency
-figures at every boundary (full and steady window) are marked. Energy and average power stay
-unmarked: they are measured correctly, for whatever load was offered.
-
-``mark_saturated(level)`` writes ``level.saturated_figures`` (dotted paths into the
-level, ``*`` for "every key") and ``level.saturation_kinds`` (``cpu``, ``rate``,
-``send_lag``, ``loop_lag``); nothing when the level was not saturated.
+Energy and average power stay unmarked: they are measured correctly, for whatever load was offered.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ import numpy as np
 
 from wattbench.results.schema import LevelResult, LoadStats
 
-__all__ = ["EFFICIENCY_FIELDS", "saturation_kinds", "saturated_figures", "mark_saturated",
+__all__ = ["CLIENT_KINDS", "EFFICIENCY_FIELDS", "saturation_kinds", "saturated_figures", "mark_saturated",
            "client_saturation_reasons", "rate_finding", "rate_interval", "SaturationVerdict",
            "is_oversaturated"]
 
@@ -60,38 +59,49 @@ EFFICIENCY_FIELDS = ("output_tokens_per_s_per_kw", "j_per_output_token", "j_per_
                      "output_tokens_per_kwh", "cost_per_million_output_tokens")
 
 
-def saturation_kinds(load: LoadStats) -> list[str]:
-    """Which of the saturation guard's tests fired."""
-    if not load.saturated:
-        return []
-    kinds = []
-    if load.client_cpu_pct is not None and load.client_cpu_pct > SAT_CPU_PCT:
-        kinds.append("cpu")
-    target = load.target_rate_rps
-    if target and target != float("inf") and load.send_lag_ms.count and load.send_lag_ms.p99 is not None \
-            and load.send_lag_ms.p99 > max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target):
-        kinds.append("send_lag")
-    lag = load.client_loop_lag_ms
-    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 is not None and lag.p99 > SAT_LOOP_LAG_MS:
-        kinds.append("loop_lag")
-    return kinds or ["unspecified"]
+CLIENT_KINDS = ("loop_lag", "send_lag", "client_cpu")  # findings about the client's own timing (validity.py)
+_LATENCY_PATHS = {"ttft": "latency.ttft_ms", "itl": "latency.itl_ms", "e2e": "latency.e2e_ms",
+                  "tpot": "latency.tpot_ms"}
+
+
+def _client_warns(level: LevelResult) -> list:
+    return [f for f in level.validity.findings if f.kind in CLIENT_KINDS and f.severity != "note"]
+
+
+def saturation_kinds(level: LevelResult) -> list[str]:
+    """Which client findings judged the client to bias the level's figures (``loop_lag``,
+    ``send_lag``), from its validity findings."""
+    return list(dict.fromkeys(f.kind for f in _client_warns(level)))
 
 
 def saturated_figures(level: LevelResult) -> list[str]:
-    """Dotted paths of the figures a saturated client biases (empty when it was not saturated)."""
-    if not level.load.saturated:
+    """Dotted paths of the figures a client judged saturated biases (empty when it did not):
+    late stamps bias the latencies they stamp; a window's edges (a sub-second level) or an open
+    loop that fell behind (``load``) bias throughput and every per-token / per-kW figure too."""
+    figures = {x for f in _client_warns(level) for x in f.figures}
+    if not figures:
         return []
-    out = ["latency.*", "throughput.*"]
-    for window in ("energy", "energy_steady"):
-        for b in sorted(getattr(level, window)):
-            out += [f"{window}.{b}.{f}" for f in EFFICIENCY_FIELDS]
+    if "load" in figures:
+        out = ["latency.*", "throughput.*"]
+    else:
+        out = [p for k, p in _LATENCY_PATHS.items() if k in figures]
+        if "throughput" in figures:
+            out.append("throughput.*")
+    if figures & {"load", "efficiency"}:
+        for window in ("energy", "energy_steady"):
+            for b in sorted(getattr(level, window)):
+                out += [f"{window}.{b}.{f}" for f in EFFICIENCY_FIELDS]
     return out
 
 
 def mark_saturated(level: LevelResult) -> LevelResult:
-    if level.load.saturated:
-        level.saturated_figures = saturated_figures(level)
-        level.saturation_kinds = saturation_kinds(level.load)
+    """Judge the client by what its timing did to the figures (the level's ``client_findings``):
+    ``load.saturated`` only when one of them is material (a ``warn``), with the figures it biases.
+    ``load.saturation_reasons`` keeps the client's raw signals."""
+    kinds = saturation_kinds(level)
+    level.load.saturated = bool(kinds)
+    level.saturated_figures = saturated_figures(level) if kinds else []
+    level.saturation_kinds = kinds
     return level
 
 
@@ -100,7 +110,8 @@ def client_saturation_reasons(load: LoadStats, target_rate: float | None) -> lis
     import math
 
     reasons = []
-    if load.send_lag_ms.count and target_rate and math.isfinite(target_rate):  # --rate inf: no schedule
+    # --rate inf has no schedule; under a --max-concurrency cap a send waits for a free slot by design
+    if load.send_lag_ms.count and target_rate and math.isfinite(target_rate) and load.max_in_flight is None:
         limit = max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target_rate)
         if load.send_lag_ms.p99 > limit:
             reasons.append(f"send lag p99 {load.send_lag_ms.p99:.1f} ms > {limit:.1f} ms")

@@ -37,7 +37,21 @@ def energy_unavailable_reason(level: LevelResult) -> str:
     return level.energy_unavailable_reason or "no sensor covered this level"
 
 
-SATURATION_MARK = "⚠ client-saturated (throughput, latency, efficiency biased)"
+SATURATION_MARK = "⚠ client-saturated"
+
+
+def saturation_mark(level: LevelResult) -> str:
+    """``⚠ client-saturated (latency biased)``: what a client judged saturated biases
+    (``level.saturated_figures``, from the findings that judged it)."""
+    figs = level.saturated_figures
+    what = []
+    if any(f.startswith("throughput") for f in figs):
+        what.append("throughput")
+    if any(f.startswith("latency") for f in figs):
+        what.append("latency")
+    if any(f.startswith("energy") for f in figs):
+        what.append("efficiency")
+    return f"{SATURATION_MARK} ({', '.join(what) or 'figures'} biased)"
 
 
 def headline(level: LevelResult) -> str:
@@ -45,11 +59,11 @@ def headline(level: LevelResult) -> str:
 
     The boundary and the values follow the headline rule (``results.headline``): with ``--trials``
     each figure is the trials' mean, and tokens per kW carries its 95% CI. A level whose load
-    generator was saturated starts with ``SATURATION_MARK``: its throughput, latency and efficiency
-    figures are biased (``wattbench.load.saturation``)."""
+    generator was judged saturated starts with ``SATURATION_MARK`` and the figures it biases
+    (``saturation_mark``; ``wattbench.load.saturation``)."""
     from wattbench.accounting.level_findings import P99_MIN_SAMPLES, in_flight_finding
 
-    parts = [SATURATION_MARK] if level.load.saturated else []
+    parts = [saturation_mark(level)] if level.load.saturated else []
     if in_flight_finding(level) is not None:  # the achieved load beside the asked one
         parts.append(f"⚠ achieved {level.load.mean_in_flight:.1f} in flight of {level.load.target_concurrency} asked")
     parts.append(f"{fmt(point(level, 'output_tokens_per_s', None, level.throughput.output_tokens_per_s))} out tok/s")

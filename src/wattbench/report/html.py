@@ -190,6 +190,7 @@ td.ok{background:#eef8ee}td.warn{background:#fff7e6}td.bad{background:#fdecea}
 .hero{border-radius:6px;padding:.6em 1em;margin:.6em 0;border-left:8px solid}.hero .big{font-size:3em;font-weight:700;
 line-height:1.1;font-variant-numeric:tabular-nums}.hero .unit{font-size:1.2em;color:#333}.hero .ci,.hero .where{color:#444}
 .hero .headline{margin-top:.3em}details.notes summary{cursor:pointer;margin-top:.3em}
+details.notes .note-head{margin:.3em 0 0;font-weight:600}details.notes li.bad{color:#a31515}
 """
 
 _BOOT = """

@@ -171,20 +171,33 @@ def hero(r: Result) -> str:
     if h.ci is not None:
         ci = f'<div class="ci">mean of {h.trials} trials, 95% CI {e(F.fmt(h.ci[0]))}–{e(F.fmt(h.ci[1]))}</div>'
     return (f'<div class="hero {cls}"><div class="big">{e(big)}</div><div class="unit">{e(unit)}</div>{ci}'
-            f'<div class="where">{e(h.why or S.short_label(h.level))} · verdict '
+            f'<div class="where">{e(h.why or S.short_label(h.level))} · efficiency verdict '
             f'<strong class="verdict">{e(h.verdict)}</strong></div>'
             f'<div class="headline">{e(F.headline(h.level))}</div></div>')
 
 
-def notes_block(notes: list[str]) -> str:
-    """Every note once, collapsed under one line that counts them (open it to read them)."""
+NOTE_CLASS = {"invalid": "bad", "warn": "warn", "note": "info"}
+
+
+def notes_block(notes: list[S.NoteLine]) -> str:
+    """Every note once — ``summary.note_lines``: one line per distinct finding with its levels in
+    numeric order (the one grouping, ``accounting.findings.group_findings``) — grouped by severity,
+    the worst first, and collapsed under one line that counts them (open it to read them)."""
     from wattbench.report.html_doc import e
 
     if not notes:
         return ""
-    items = "".join(f"<li>{e(x)}</li>" for x in notes)
-    return (f'<details class="notes"><summary>{len(notes)} note{"s" if len(notes) != 1 else ""}</summary>'
-            f"<ul>{items}</ul></details>")
+    order = ("invalid", "warn", "note")
+    groups = {sev: [n for n in notes if n.severity == sev] for sev in order}
+    groups["note"] += [n for n in notes if n.severity not in order]
+    counts = ", ".join(f"{len(groups[sev])} {sev}" for sev in order if groups[sev])
+    body = ""
+    for sev in order:
+        if groups[sev]:
+            items = "".join(f'<li class="{NOTE_CLASS.get(sev, "")}">{e(n.text)}</li>' for n in groups[sev])
+            body += f'<p class="note-head">{e(sev)}</p><ul>{items}</ul>'
+    return (f'<details class="notes"><summary>{len(notes)} note{"s" if len(notes) != 1 else ""} '
+            f"({e(counts)})</summary>{body}</details>")
 
 
 def overview(doc: Any, run: RunData) -> None:
@@ -195,14 +208,18 @@ def overview(doc: Any, run: RunData) -> None:
     r = run.result
     v = r.validity
     cls = VERDICT_CLASS.get(v.verdict, "warn")
-    notes = [*S.run_notes(r), *(n for n in run.notes if n not in S.run_notes(r))]
+    lines = S.note_lines(r)
+    said = {n.text for n in lines}
+    notes = [*lines, *(S.NoteLine("note", n) for n in run.notes if n not in said)]  # + the reader's notes
     status = "" if r.status == "complete" else f" · status {e(r.status)}" + (
         f": {e(r.status_detail)}" if r.status_detail else "")
     slo = S.slo_text(r)
     doc.add(hero(r))
-    doc.add(f'<div class="banner {cls}"><strong>{e(r.run_id)}: {e(v.verdict.upper())}</strong>{status}'
+    doc.add(f'<div class="banner {cls}"><strong>{e(r.run_id)}: {e(v.verdict.upper())}</strong>'
+            f" · {e(S.verdict_text(r))}{status}"
             + (f" · SLO {e(slo)}" if slo else "") + notes_block(notes) + "</div>")
-    answers = S.answer_lines(r)
+    first = S.answer_line(r)  # the hero above says it, big
+    answers = [a for a in S.answer_lines(r) if a != first]
     if answers:
         doc.add('<div class="answer">' + "".join(f"<p>{e(a)}</p>" for a in answers) + "</div>")
     if not r.levels:

@@ -49,30 +49,201 @@ def short_label(level: LevelResult) -> str:
     return f"{base} {rest}" if rest else base
 
 
+def levels_text(result: Result, indices) -> str:
+    """Levels named compactly in the order given: ``c=1,2,32``, ``r=2,4/s``; other labels (a
+    suffix such as ``prefill-heavy``, a trace) as their short labels, joined by commas."""
+    by_index = {lv.index: lv for lv in result.levels}
+    lvs = [by_index[i] for i in indices if i in by_index]
+    if not lvs:
+        return ""
+    groups: dict[str, tuple[list[str], list[str]]] = {}  # suffix -> (concurrencies, rates)
+    other = []
+    for lv in lvs:
+        label, ld = short_label(lv), lv.load
+        base = (load_label("concurrency", ld.target_concurrency) if ld.mode == "concurrency" else
+                load_label("rate", ld.target_rate_rps) if ld.mode == "rate" and not ld.max_in_flight else None)
+        suffix = label[len(base):] if base and label.startswith(base) else None
+        if suffix is not None and suffix and not suffix.startswith(" "):
+            suffix = None  # "c=64 (got 7.2)" keeps its own label
+        if base is None or suffix is None:
+            other.append(label)
+            continue
+        cs, rs = groups.setdefault(suffix.strip(), ([], []))
+        if ld.mode == "concurrency":
+            cs.append(f"{ld.target_concurrency:g}")
+        else:
+            rs.append("inf" if ld.target_rate_rps == float("inf") else f"{ld.target_rate_rps:g}")
+    parts = []
+    for suffix, (cs, rs) in sorted(groups.items(), key=lambda kv: kv[0] != ""):  # plain levels first
+        tail = f" {suffix}" if suffix else ""
+        if cs:
+            parts.append("c=" + ",".join(cs) + tail)
+        if rs:
+            parts.append("r=" + ",".join(rs) + ("" if rs == ["inf"] else "/s") + tail)
+    return ", ".join(parts + other)
+
+
+def _num(a: float) -> str:
+    return f"{a:.0f}" if a >= 10 else f"{a:.1f}" if a >= 0.1 else f"{a:.2f}"
+
+
+def _pct_text(x: float, signed: bool) -> str:
+    return (("+" if x >= 0 else "−") if signed else "") + _num(abs(x)) + "%"
+
+
+def effect_text(effects, signed: bool) -> str:
+    """``+56%``, ``+52–56%``, ``−25% to −20%`` (signed, a range over the levels), ``0.8–1.2%`` (a
+    magnitude)."""
+    xs = sorted(effects) if signed else sorted(abs(x) for x in effects)
+    if not xs:
+        return ""
+    lo, hi = _pct_text(xs[0], signed), _pct_text(xs[-1], signed)
+    if lo == hi:
+        return lo
+    if not signed:
+        return f"{_num(xs[0])}–{hi}"
+    if xs[0] >= 0:
+        return f"+{_num(xs[0])}–{_num(xs[-1])}%"
+    return f"{lo} to {hi}"
+
+
+def group_text(result: Result, g) -> str:
+    """One group of findings as a line: ``c=1,2,32: prompt lengths +56% (no tokenizer)``. The
+    effect goes where the summary says ``{effect}`` (a magnitude) or ``{effect:+}`` (signed), else
+    after it."""
+    summary = g.summary
+    signed = "{effect:+}" in summary
+    eff = effect_text(g.effects, signed)
+    if "{effect" in summary:
+        body = summary.replace("{effect:+}", eff).replace("{effect}", eff).replace("  ", " ").strip()
+    else:
+        body = f"{summary} {eff}".strip() if eff else summary
+    where = levels_text(result, g.levels)
+    return f"{where}: {body}" if where else body
+
+
+@dataclass(frozen=True)
+class NoteLine:
+    severity: str  # note | warn | invalid
+    text: str
+
+
+def note_lines(result: Result) -> list[NoteLine]:
+    """Every note of the run once, in reading order: the run's own findings, the warnings and sensor
+    problems the run recorded, then one line per distinct level finding with its levels in numeric
+    order (``accounting.findings.group_findings``, the one grouping), the worst first."""
+    from wattbench.accounting.findings import group_findings
+
+    groups = group_findings(result)
+    run_groups = [g for g in groups if not g.levels]
+    level_groups = [g for g in groups if g.levels]
+    out = [NoteLine(g.severity, group_text(result, g)) for g in run_groups]
+    for w in result.warnings:
+        out.append(NoteLine("warn", w))
+    missing = sorted({F.energy_unavailable_reason(lv) for lv in result.levels if not lv.energy})
+    if result.validity.energy != "unavailable":
+        for reason in missing:
+            where = levels_text(result, [lv.index for lv in result.levels if not lv.energy
+                                         and F.energy_unavailable_reason(lv) == reason])
+            out.append(NoteLine("warn", f"{where}: energy unavailable: {reason}"))
+    for p in result.sensor_problems:
+        out.append(NoteLine("note", p))
+    out += [NoteLine(g.severity, group_text(result, g)) for g in level_groups]
+    seen: set[str] = set()
+    uniq = []
+    for n in out:
+        if n.text not in seen:
+            seen.add(n.text)
+            uniq.append(n)
+    return uniq
+
+
 def run_notes(result: Result) -> list[str]:
-    """The run's verdict reasons, warnings and sensor problems, then each level's own reasons, each
-    text said once: a level reason already inside a run-level line (``c=1: warn: …``) is not repeated,
-    and an energy-unavailable reason shared by every level is one line."""
-    seen: list[str] = []
+    """Every note of the run once (``note_lines``) as plain lines."""
+    return [n.text for n in note_lines(result)]
 
-    def add(text: str) -> None:
-        t = text.strip()
-        if t and not any(t == s or t in s for s in seen):
-            seen.append(t)
 
-    for reason in [*result.validity.reasons, *result.warnings]:
-        add(reason)
-    reasons = {F.energy_unavailable_reason(lv) for lv in result.levels if not lv.energy}
-    for reason in sorted(reasons):
-        if not any(reason in s for s in seen):
-            add(f"energy unavailable: {reason}")
-    for reason in result.sensor_problems:
-        add(reason)
-    for lv in result.levels:
-        for reason in lv.validity.reasons:
-            if not any(reason in s for s in seen):
-                add(f"{short_label(lv)}: {reason}")
-    return seen
+MAX_NOTE_LINES = 8
+
+
+def shown_notes(result: Result, width: int | None = None, limit: int = MAX_NOTE_LINES) -> tuple[list[NoteLine], int]:
+    """The notes a summary shows: at most ``limit`` lines, each cut to ``width`` columns (with …),
+    the worst first; and how many were left out (``wattbench report --notes`` lists them all)."""
+    lines = note_lines(result)
+    rank = {"invalid": 0, "warn": 1, "note": 2}
+    order = sorted(range(len(lines)), key=lambda i: (rank.get(lines[i].severity, 1), i))
+    keep = sorted(order[:limit] if len(lines) <= limit else order[:limit - 1])
+    out = []
+    for i in keep:
+        t = NOTE_MARK.get(lines[i].severity, "- ") + lines[i].text
+        if width and len(t) > width:
+            t = t[:width - 1] + "…"
+        out.append(NoteLine(lines[i].severity, t))
+    return out, len(lines) - len(keep)
+
+
+NOTE_MARK = {"invalid": "✗ ", "warn": "! ", "note": "- "}
+
+
+def more_notes_line(n: int) -> str:
+    return f"  … {n} more note{'s' if n != 1 else ''}: wattbench report --notes RUN_DIR"
+
+
+def verdict_text(result: Result) -> str:
+    """``valid (efficiency) · latency warn at c=32``: the run's headline verdict — the efficiency
+    figures' — first, then the latency figures'; each names its levels when only some of them are
+    not valid."""
+    v = result.validity
+    from wattbench.accounting.findings import level_order
+
+    order = {lv.index: level_order(lv) for lv in result.levels}
+
+    def text(run_verdict: str, per_level) -> str:
+        """``valid``; or, when the levels differ, ``invalid at c=16; warn at c=4`` (worst first)."""
+        got = {lv.index: per_level(lv) or "valid" for lv in result.levels}
+        if len(set(got.values())) <= 1:
+            return run_verdict
+        parts = []
+        for verdict in ("invalid", "warn"):
+            idx = sorted((i for i, x in got.items() if x == verdict), key=order.get)
+            if idx:
+                parts.append(f"{verdict} at {levels_text(result, idx)}")
+        return "; ".join(parts) if parts else run_verdict
+
+    out = f"{text(v.verdict, lambda lv: lv.validity.verdict)} (efficiency)"
+    if v.latency is not None:
+        out += f" · latency {text(v.latency, lambda lv: lv.validity.latency)}"
+    if v.energy == "unavailable":
+        out += " · energy unavailable"
+    return out
+
+
+def notes_full_lines(result: Result) -> list[str]:
+    """Every finding in full (``wattbench report --notes``): per distinct finding its severity,
+    levels, the figures it biases, its estimated effect and basis, then each level's own text."""
+    from wattbench.accounting.findings import group_findings
+
+    out = [f"{result.run_id}: {verdict_text(result)}"]
+    for g in group_findings(result):
+        head = f"[{g.severity}] {group_text(result, g)}"
+        out.append(head)
+        meta = []
+        if g.figures:
+            meta.append("biases " + ", ".join(g.figures))
+        if g.findings and g.findings[0].bound_pct is not None:
+            meta.append(f"material from {g.findings[0].bound_pct:g}%")
+        if meta:
+            out.append("    " + "; ".join(meta))
+        for f in g.findings:
+            where = levels_text(result, f.levels)
+            out.append(f"    {where + ': ' if where else ''}{f.text}")
+            if f.basis:
+                out.append(f"      basis: {f.basis}")
+    for w in result.warnings:
+        out.append(f"[warn] {w}")
+    for p in result.sensor_problems:
+        out.append(f"[note] {p}")
+    return out
 
 
 # ---------------------------------------------------------------- configuration
@@ -230,19 +401,27 @@ class Headline:
 def headline(result: Result) -> Headline | None:
     """The figure the reports lead with (``results.headline`` picks the boundary and the value): the
     best level under the SLO (``best_under_slo``: ``--optimize``'s choice when it ran) with its goodput
-    per kW; without an SLO, the level with the most output tokens per kW at its headline boundary (a
-    one-level run: that level), not ``invalid`` ones where another exists. None without levels."""
+    per kW; without an SLO, the level ``--optimize`` recommends, else the level with the most output
+    tokens per kW at its headline boundary (a one-level run: that level), not ``invalid`` ones where
+    another exists. None without levels."""
     from wattbench.results.headline import point, trial_ci
 
     lvs = result.levels
     if not lvs:
         return None
     best = best_under_slo(result)
+    opt = result.optimize
+    picked = None if opt is None else (opt.recommended_value if opt.recommended_value is not None
+                                       else opt.best_value)
+    chosen = next((x for x in lvs if F.level_target_value(x) == picked), None) if picked is not None else None
     if best is not None and best[0] is not None:
         lv, name, title = best[0], "goodput_per_kw", "goodput tok/s per kW"
         chose = result.optimize is not None and result.optimize.best_value is not None
         why = f"{short_label(lv)}: " + ("--optimize's choice" if chose else "the best level") + \
             f" under the SLO {slo_text(result)}"
+    elif chosen is not None and best is None:  # --optimize without an SLO: the level it recommends
+        lv, name, title = chosen, "output_tokens_per_s_per_kw", "output tok/s per kW"
+        why = f"{short_label(lv)}: --optimize's choice"
     else:
         def per_kw(x: LevelResult) -> float:
             hb = F.headline_boundary(x)
@@ -265,14 +444,38 @@ def headline(result: Result) -> Headline | None:
                     (ci.low, ci.high) if ci else None, ci.n if ci else None, lv.validity.verdict)
 
 
+def answer_line(result: Result) -> str | None:
+    """``answer: c=4 — 2,086 output tok/s per kW (node, declared) · valid``: the run's headline
+    figure (``headline``) with its boundary (the trials' mean and CI under ``--trials``) and its
+    level's efficiency verdict; None without levels."""
+    h = headline(result)
+    if h is None:
+        return None
+    where = "" if h.boundary is None else f" ({h.boundary}" + (
+        f", {h.label}" if h.label and h.label != "measured" else "") + ")"
+    figure = f"{F.fmt(h.value)} {h.title}{where}" if h.boundary else "no energy measured"
+    if h.ci is not None:
+        figure += f", mean of {h.trials} trials (95% CI {F.fmt(h.ci[0])}–{F.fmt(h.ci[1])})"
+    return f"answer: {short_label(h.level)} — {figure} · {h.verdict}"
+
+
 def answer_lines(result: Result) -> list[str]:
-    """What the run answers, first: what a search chose (and why), the best level under the SLO;
-    for ``wattbench measure``, what ran and each level's own figures from the tool."""
-    out = search_lines(result)
+    """What the run answers, first: the headline figure with its boundary and verdict, what was
+    chosen and why (a search, the best level under the SLO, the most efficient level), how the
+    server's state was controlled; for ``wattbench measure``, what ran and each level's own figures
+    from the tool."""
+    out = []
+    first = answer_line(result)
+    if first is not None:
+        out.append(first)
+    out += search_lines(result)
+    h = headline(result)
+    chose = result.optimize is not None and result.optimize.best_value is not None
+    if h is not None and h.why and h.name != "goodput_per_kw" and not chose:  # the most efficient level
+        out.append(h.why)
     st = state_line(result)
     if st:
         out.append(st)
-    chose = result.optimize is not None and result.optimize.best_value is not None
     best = best_under_slo(result)
     if best is not None and not chose:  # --optimize's line already names the best level
         out.append(best[1])

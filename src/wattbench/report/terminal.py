@@ -128,13 +128,20 @@ def summary_table(result: Result, width: int = 160) -> Group:
     return Group(*level_tables(result, width))
 
 
-def validity_lines(result: Result) -> list[Text]:
-    """The run's verdict, then every reason, warning and sensor problem, each once."""
+NOTE_STYLE = {"invalid": "bold red", "warn": "yellow", "note": "dim"}
+
+
+def validity_lines(result: Result, width: int | None = None) -> list[Text]:
+    """The run's two verdicts, then at most ``summary.MAX_NOTE_LINES`` note lines cut to ``width``:
+    one per distinct finding, its levels in numeric order, the worst first (every note is in
+    ``result.json`` and ``wattbench report --notes``)."""
     v = result.validity
-    out = [Text.assemble(("verdict: ", "bold"), (v.verdict, VERDICT_STYLE.get(v.verdict, "")),
-                         (" · energy: unavailable" if v.energy == "unavailable" else "", "yellow"))]
-    for note in S.run_notes(result):
-        out.append(Text(f"  - {note}"))
+    out = [Text.assemble(("verdict: ", "bold"), (S.verdict_text(result), VERDICT_STYLE.get(v.verdict, "")))]
+    shown, more = S.shown_notes(result, width)
+    for n in shown:
+        out.append(Text(n.text, style=NOTE_STYLE.get(n.severity, "")))
+    if more:
+        out.append(Text(S.more_notes_line(more), style="dim"))
     return out
 
 
@@ -152,8 +159,9 @@ def title_line(result: Result) -> Text:
 
 
 class RunSummary:
-    """The run summary, laid out for the console's width when printed: title, verdict and notes
-    (each said once), what a search chose, the level tables, and the headline of a one-level run."""
+    """The run summary, laid out for the console's width when printed: title, the answer (the level
+    it quotes with its headline figures, what a search chose and why), the verdicts and at most
+    eight note lines, then the level tables."""
 
     def __init__(self, result: Result):
         self.result = result
@@ -161,16 +169,14 @@ class RunSummary:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         r = self.result
         yield title_line(r)
-        yield from validity_lines(r)
-        for line in S.answer_lines(r):
+        for line in S.answer_lines(r):  # the answer first
             yield Text(line)
+        yield from validity_lines(r, options.max_width)
         yield Text("")
         for i, t in enumerate(level_tables(r, options.max_width)):
             if i:
                 yield Text("")
             yield t
-        if len(r.levels) == 1:
-            yield from headline_lines(r)
         from wattbench.report.attribution import summary_lines  # energy per tenant and carbon (issue 20)
 
         for line in summary_lines(r):
@@ -187,7 +193,7 @@ def recovered_lines(recovered: list, how: str) -> list[Text]:
 
 
 def run_summary(result: Result) -> RenderableType:
-    """Title and verdict first, then the notes, the tables, and a one-level run's headline."""
+    """Title and the answer first, then the verdicts and notes, then the tables."""
     return RunSummary(result)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from wattbench.metrics.latency import stats
 from wattbench.results.recordset import LINES_FILE, SPOOL_PREFIX, read_spooled_lines
-from wattbench.results.schema import Result
+from wattbench.results.schema import Finding, Result
 from wattbench.results.schema.measures import Stats
 
 CRASHED = "the run crashed"
@@ -217,5 +217,10 @@ def settle_unfinished(result: Result, run_dir: str | os.PathLike) -> Result:
                        "`wattbench report`, not accounted)")
     v = result.validity
     v.verdict = "invalid"
-    v.reasons = [reason, *(r for r in v.reasons if not r.startswith((CRASHED, IN_PROGRESS)))]
+    if v.latency is not None:
+        v.latency = "invalid"
+    first = Finding(kind="run_unfinished", severity="invalid", text=reason,
+                    figures=("energy", "efficiency", "throughput", "ttft", "tpot", "itl", "e2e", "goodput", "load"),
+                    summary=reason)
+    v.findings = [first, *(f for f in v.findings if not f.text.startswith((CRASHED, IN_PROGRESS)))]
     return result

@@ -159,12 +159,13 @@ def _build_workload(cfg: RunConfig, targets: Targets):
 def _start_result(session: RunSession, run_dir, targets: Targets, workload, problems: list[str],
                   no_tokenizer_why: str | None = None) -> Result:
     """The run directory and the result skeleton, written once before the load."""
+    # Approximate prompt lengths (no tokenizer) are judged per level against the server's count
+    # (accounting.level_findings.input_length_finding: said once, with the measured difference);
+    # the run says only why a /tokenize the server has could not be used (in the one skeleton write).
     warnings = []
-    if workload.token_source == "approx":
-        warnings.append(
-            "prompt lengths are approximate (no tokenizer: give --tokenizer PATH, or a server with /tokenize); "
-            "token counts still come from the server's usage"
-            + (f" (the server's /tokenize was not used: {no_tokenizer_why})" if no_tokenizer_why else ""))
+    if workload.token_source == "approx" and no_tokenizer_why:
+        warnings.append(f"the server's /tokenize was not used ({no_tokenizer_why}): prompt lengths are "
+                        "approximate; give --tokenizer PATH for exact lengths")
     return start_result(session, run_dir, targets.server, problems,
                         extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
                         workload=workload.describe(), prompt_length_source=workload.token_source, warnings=warnings)

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from wattbench.accounting import account_window, level_validity
 from wattbench.accounting.level import account_level, add_level_findings, count_source
-from wattbench.accounting.validity import Finding
+from wattbench.accounting.findings import Finding, rule
 from wattbench.clock import ClockAnchor, now_ns
 from wattbench.config import RunConfig
 from wattbench.errors import Interrupted, TargetError, UserError, WattbenchError
@@ -85,6 +85,7 @@ PROGRESS_PERIOD_S = 1.0
 # (the tool's records, the server's counter) may differ by this share before a level is warned: a
 # tool that counts with its tokenizer, or a server that counts a stop token, differs by a little
 TOKEN_AGREEMENT_TOL = 0.02
+TOKEN_FIGURES = ("throughput", "efficiency")  # what a token count off biases
 NO_TOKENS = ("no tokens can be credited to this window: the command is not a load generator wattbench reads "
              "and the server exposes no token counters (give --target URL of a server with /metrics); "
              "energy and power only")
@@ -374,10 +375,13 @@ def _cross_check(level: LevelResult, timeline) -> None:
     if abs(tl.tool_output_tokens - server) > allowed:
         from wattbench.accounting.validity import combine, worst
 
+
         why = (f"the tool's records credit {tl.tool_output_tokens:.0f} output tokens to the window, the server's "
                f"counter {server:.0f} ± {edge:.0f} (its scrapes around the edges): another client on the server, or "
                "a token count off")
-        level.validity = worst(level.validity, combine([Finding("warn", why)]))
+        level.validity = worst(level.validity, combine([rule("tokens_disagree", "warn", why, TOKEN_FIGURES,
+                                                              effect_pct=100.0 * tl.token_disagreement,
+                                                              summary="tool vs server token count {effect:+}")]))
 
 
 def _window_levels(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: MeasureInfo, end_anchor: ClockAnchor,
@@ -418,10 +422,12 @@ def _counter_level(session: RunSession, index: int, label: str, t0: int, t1: int
         out_tok = max(0.0, timeline.counter_delta("generation_tokens", t0, t1) or 0.0)
         in_tok = max(0.0, timeline.counter_delta("prompt_tokens", t0, t1) or 0.0) if "prompt_tokens" in timeline.series else 0.0
         if not timeline.covers(t0, t1, "generation_tokens"):
-            found.append(Finding("warn", "the server's token counter was not scraped on both sides of the window; "
-                                         "its tokens are extrapolated at an edge"))
+            found.append(rule("token_counter_edge", "warn", "the server's token counter was not scraped on both "
+                                                            "sides of the window; its tokens are extrapolated at an "
+                                                            "edge", TOKEN_FIGURES,
+                              summary="server token counter extrapolated at an edge"))
     else:
-        found.append(Finding("warn", NO_TOKENS))
+        found.append(rule("no_tokens", "warn", NO_TOKENS, TOKEN_FIGURES, summary="no tokens counted"))
     per_s = (lambda n: n / dur if dur > 0 else 0.0)
     tp = Throughput(output_tokens_per_s=per_s(out_tok), input_tokens_per_s=per_s(in_tok),
                     total_tokens_per_s=per_s(out_tok + in_tok), duration_s=dur, output_tokens=int(round(out_tok)),

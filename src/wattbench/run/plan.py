@@ -13,6 +13,7 @@ from typing import Protocol
 
 from wattbench.accounting.attribution import isolating_pair
 from wattbench.accounting.steady import default_num_requests as _steady_default
+from wattbench.accounting.steady import steady_energy_periods
 from wattbench.config import RunConfig
 from wattbench.errors import UserError
 from wattbench.load.level import validate_spec
@@ -229,7 +230,8 @@ def level_figures(level: LevelResult) -> dict:
 
 
 def _no_request_reason(level: LevelResult) -> str | None:
-    return next((r.split(": ", 1)[-1] for r in level.validity.reasons if "no measured request" in r), None)
+    return next((f.text for f in level.validity.findings
+                 if f.kind == "no_completed" or (f.kind == "legacy" and "no measured request" in f.text)), None)
 
 
 def _pair_figures(lv: LevelResult, b: str | None) -> dict:
@@ -273,6 +275,5 @@ def default_num_requests(mode: str, value: float, levels=()) -> int:
     if levels:
         prev = levels[-1]
         e2e_s = prev.latency.e2e_ms.p50 / 1e3 if prev.latency.e2e_ms.p50 else None
-        periods = [e.update_period_s for e in prev.energy.values() if e.update_period_s]
-        period_s = max(periods) if periods else None
+        period_s = steady_energy_periods(prev.energy.values())
     return _steady_default(mode, value, e2e_s, period_s)

@@ -44,7 +44,12 @@ def test_empty_and_full():
 
 # ---- one rule for warm-up leftovers, the verdict it earns, and default level sizes (issue 15)
 
-from wattbench.accounting.steady import default_num_requests, min_steady_s  # noqa: E402
+from wattbench.accounting.steady import (  # noqa: E402
+    STEADY_MIN_ENERGY_S,
+    default_num_requests,
+    min_steady_s,
+    steady_energy_periods,
+)
 from wattbench.accounting.validity import STEADY_FULL_TOL_PCT, steady_findings  # noqa: E402
 from wattbench.results.schema import BoundaryEnergy, Window  # noqa: E402
 
@@ -85,9 +90,9 @@ def test_the_level_runner_uses_this_rule(monkeypatch):
     assert (out.steady_start_ns, out.steady_end_ns) == (10, 40)
 
 
-def _be(power_w, j_per_tok, period_s=0.1):
-    return BoundaryEnergy(boundary="accelerator", method="counter", avg_power_w=power_w, j_per_output_token=j_per_tok,
-                          update_period_s=period_s)
+def _be(power_w, j_per_tok, period_s=0.1, boundary="accelerator", label="measured"):
+    return BoundaryEnergy(boundary=boundary, method="counter", avg_power_w=power_w, j_per_output_token=j_per_tok,
+                          update_period_s=period_s, energy_j=power_w * 10.0, label=label)
 
 
 def _w(dur_s, kind):
@@ -98,9 +103,10 @@ def test_the_h200_case_is_warn_with_every_reason():
     # H200, c=128: steady 2.7 s of a 13 s level, 490 W vs 295 W, 1.10 vs 0.235 J/token, E2E ~11 s
     f = steady_findings(_w(13.0, "full"), _w(2.7, "steady"), mode="concurrency", e2e_s=11.0,
                         energy={"accelerator": _be(295.0, 0.235)}, energy_steady={"accelerator": _be(490.0, 1.10)})
-    text = " | ".join(x.text() for x in f)
-    assert all(x.verdict == "warn" for x in f) and len(f) == 4, text
-    assert "shorter than the minimum 22 s" in text  # 2 × 11 s E2E > 20 × 0.1 s
+    text = " | ".join(x.text for x in f)
+    assert all(x.severity == "warn" for x in f) and len(f) == 4, text
+    assert all("efficiency" in x.figures for x in f)
+    assert "shorter than the minimum 22 s" in text  # 2 × 11 s E2E > the 5 s energy term
     assert "21% of the 13 s window" in text
     assert "average power 490 W is +66%" in text and "J/output token 1.1 J is +368%" in text
 
@@ -118,17 +124,47 @@ def test_tolerance_edge_and_meter_period_rule():
     assert ok == []
     bad = steady_findings(_w(100.0, "full"), _w(90.0, "steady"), mode="rate", e2e_s=1.0,
                           energy={"a": _be(100.0, 1.0)}, energy_steady={"a": _be(100.0 * lim * 1.001, 1.0)})
-    assert len(bad) == 1 and "average power" in bad[0].reason
-    # a slow meter (1 s updates): 20 updates = 20 s > 2 × E2E
-    assert min_steady_s(1.0, 0.5) == pytest.approx(20.0, rel=1e-9) and min_steady_s(0.1, 11.0) == pytest.approx(22.0, rel=1e-9) and min_steady_s(None, None) == pytest.approx(0.0, rel=1e-9)
-    short = steady_findings(_w(30.0, "full"), _w(19.0, "steady"), mode="rate", e2e_s=0.5,
+    assert len(bad) == 1 and "average power" in bad[0].text
+    # the energy term: STEADY_MIN_ENERGY_S for a fast meter, ten updates of a slow one (1 s: 10 s);
+    # no measured whole boundary (declared, estimate): the E2E term alone
+    assert STEADY_MIN_ENERGY_S == pytest.approx(5.0, rel=1e-9)
+    assert [min_steady_s(1.0, 0.5), min_steady_s(0.1, 11.0), min_steady_s(0.1, 0.5)] == pytest.approx(
+        [10.0, 22.0, 5.0], rel=1e-9)
+    assert [min_steady_s(None, 0.5), min_steady_s(None, None)] == pytest.approx([1.0, 0.0], rel=1e-9)
+    short = steady_findings(_w(12.0, "full"), _w(9.0, "steady"), mode="rate", e2e_s=0.5,
                             energy={"a": _be(100.0, 1.0, period_s=1.0)}, energy_steady={"a": _be(100.0, 1.0, 1.0)})
-    assert len(short) == 1 and "20 meter updates of 1 s" in short[0].reason
+    assert len(short) == 1 and "shorter than the minimum 10 s" in short[0].text
+
+
+def test_a_rail_s_slow_field_does_not_set_the_minimum():
+    """The H200 defect: a steady state under 20 s was ``warn`` because the board's memory power is a
+    1 s average field (20 updates = 20 s), though the counter-based energy of those levels agreed with
+    an independent read within 0.2%. The rail is a part of the board: the board's 0.1 s counter sets
+    the energy term (5 s)."""
+    energy = {"accelerator": _be(300.0, 0.5), "accelerator_memory": _be(70.0, 0.1, period_s=1.0,
+                                                                        boundary="accelerator_memory")}
+    f = steady_findings(_w(8.5, "full"), _w(8.0, "steady"), mode="concurrency", e2e_s=1.4,
+                        energy=energy, energy_steady=energy)
+    assert f == []
+    assert steady_energy_periods(energy.values()) == pytest.approx(0.1, rel=1e-9)
+    # below the 5 s energy term it is still short
+    f = steady_findings(_w(4.5, "full"), _w(4.0, "steady"), mode="concurrency", e2e_s=1.4,
+                        energy=energy, energy_steady=energy)
+    assert [x.kind for x in f] == ["steady_short"] and "minimum 5 s" in f[0].text
+
+
+def test_declared_and_estimated_meters_have_no_energy_term():
+    energy = {"node": _be(300.0, 0.5, boundary="node", label="declared"),
+              "cpu": _be(30.0, 0.05, boundary="cpu", label="estimate")}
+    assert steady_energy_periods(energy.values()) is None
+    f = steady_findings(_w(3.5, "full"), _w(3.0, "steady"), mode="concurrency", e2e_s=1.0,
+                        energy=energy, energy_steady=energy)
+    assert f == []  # 3 s > 2 × E2E, and no edge error to bound
 
 
 def test_no_steady_state_is_warn():
     f = steady_findings(_w(5.0, "full"), None, mode="concurrency", e2e_s=1.0)
-    assert [x.verdict for x in f] == ["warn"] and "never reached" in f[0].reason
+    assert [x.severity for x in f] == ["warn"] and "never reached" in f[0].text
 
 
 def test_default_sizes_grow_with_concurrency_e2e_and_meter_period():
@@ -136,8 +172,12 @@ def test_default_sizes_grow_with_concurrency_e2e_and_meter_period():
     assert default_num_requests("concurrency", 128) == 512
     # E2E known: rounds = ceil(1.5 × 2 × E2E / E2E) + 2 = 5, whatever the E2E
     assert default_num_requests("concurrency", 128, e2e_s=11.0, update_period_s=0.1) == 128 * 5
-    # fast requests, slow meter: 1.5 × 20 × 1 s = 30 s of 0.5 s requests = 60 rounds + 2
-    assert default_num_requests("concurrency", 8, e2e_s=0.5, update_period_s=1.0) == 8 * 62
+    # fast requests, slow meter: 1.5 × 10 × 1 s = 15 s of 0.5 s requests = 30 rounds + 2
+    assert default_num_requests("concurrency", 8, e2e_s=0.5, update_period_s=1.0) == 8 * 32
+    # fast requests, the H200's counter: 1.5 × 5 s = 7.5 s of 0.5 s requests = 15 rounds + 2
+    assert default_num_requests("concurrency", 8, e2e_s=0.5, update_period_s=0.1) == 8 * 17
+    # no measured meter (a declared or estimated one): the E2E term alone, 5 rounds
+    assert default_num_requests("concurrency", 8, e2e_s=0.5, update_period_s=None) == 8 * 5
     assert default_num_requests("rate", 2.0) == 32
     assert default_num_requests("rate", 10.0) == 100
     assert default_num_requests("rate", 10.0, e2e_s=11.0, update_period_s=0.1) == 10 * (33 + 22)
@@ -148,6 +188,8 @@ def test_default_size_is_five_rounds_for_every_e2e_when_it_is_the_longer_term():
     above 3 in floating point (E2E 0.1 s: 1.5 × 0.2 / 0.1 = 3.0000000000000004)."""
     for e2e_s in [0.05, 0.1, 0.3, 0.7, 1.1, 2.9, 11.0] + [0.05 + i * 0.0037 for i in range(800)]:
         assert default_num_requests("concurrency", 32, e2e_s=e2e_s) == 32 * 5, e2e_s
-        assert default_num_requests("concurrency", 32, e2e_s=e2e_s, update_period_s=e2e_s / 10) == 32 * 5, e2e_s
+        # a measured meter: its energy term max(5 s, 10 updates) is the shorter one from E2E 2.5 s on
+        e2e_long = 2.5 + e2e_s
+        assert default_num_requests("concurrency", 32, e2e_s=e2e_long, update_period_s=e2e_long / 10) == 32 * 5, e2e_s
     # open loop: rate × (1.5 × 2 × E2E + 2 × E2E) = rate × 5 E2E requests, rounded up only when not whole
     assert default_num_requests("rate", 10.0, e2e_s=2.2) == 110

@@ -29,7 +29,7 @@ def drop(t, a, b):
 
 def test_clean_window_is_valid():
     v = acc_of(ctr(T)).validity
-    assert v == Validity(verdict="valid", reasons=[])
+    assert v == Validity(verdict="valid", latency="valid", findings=[])
 
 
 def test_coverage_warn_and_invalid():
@@ -100,21 +100,31 @@ def test_load_rules():
     v = level_validity(None, load=slow)
     assert v.reasons == ["warn: achieved rate 8 req/s is -20.0% from the target 10 (> 10%): the level did not offer "
                          "the load asked for"]  # arrivals unknown (n not given): the 10% rule alone
+    # the client's own timing is judged with the latencies (validity.client_findings), not here
     sat = LoadStats(saturated=True, saturation_reasons=["client CPU 97%"])
-    assert level_validity(None, load=sat).reasons == ["warn: load generator saturated: client CPU 97%"]
+    assert level_validity(None, load=sat).reasons == []
     assert level_validity(None, token_source="approx").verdict == "warn"
     assert level_validity(None, token_source="tokenizer").verdict == "valid"
 
 
 def test_level_validity_combines_energy_and_load_worst_wins():
     a = acc_of(ctr(drop(T, 10, 35)))
-    v = level_validity(a, load=LoadStats(saturated=True), token_source="approx")
-    assert v.verdict == "invalid"
-    assert len(v.reasons) == 4  # coverage, largest gap, saturation, tokens
+    v = level_validity(a, load=LoadStats(mode="rate", target_rate_rps=10.0, achieved_rate_rps=8.0),
+                       token_source="approx")
+    assert v.verdict == "invalid" and v.latency == "warn"  # coverage: energy; the rate: every figure
+    assert len(v.reasons) == 4  # coverage, largest gap, rate, tokens
 
 
 def test_combine_and_worst():
-    v = combine([Finding("warn", "a"), Finding("warn", "a"), Finding("invalid", "b")])
-    assert v.verdict == "invalid" and v.reasons == ["warn: a", "invalid: b"]
-    w = worst(Validity(verdict="warn", reasons=["x"]), Validity(), Validity(verdict="warn", reasons=["x", "y"]))
-    assert w.verdict == "warn" and w.reasons == ["x", "y"]
+    v = combine([Finding(severity="warn", text="a", figures=("energy",)),
+                 Finding(severity="warn", text="a", figures=("energy",)),
+                 Finding(severity="invalid", text="b", figures=("ttft",))])
+    assert v.verdict == "warn" and v.latency == "invalid" and v.reasons == ["warn: a", "invalid: b"]
+    # an older file's reasons: severity read, figures unknown, so they count for both verdicts
+    w = worst(Validity(verdict="warn", reasons=["warn: x"]), Validity(),
+              Validity(verdict="warn", reasons=["warn: x", "warn: y"]))
+    assert w.verdict == "warn" and w.latency == "warn" and w.reasons == ["warn: x", "warn: y"]
+    assert {f.kind for f in w.findings} == {"legacy"}
+    # a note leaves both verdicts valid
+    n = combine([Finding(kind="small_sample", severity="note", text="p99 from 32", figures=("ttft",))])
+    assert (n.verdict, n.latency, n.reasons, len(n.notes)) == ("valid", "valid", [], 1)

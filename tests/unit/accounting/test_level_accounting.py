@@ -78,7 +78,7 @@ def test_failed_requests_warn_and_a_majority_failed_is_invalid(n_failed, verdict
     recs = [_rec(i, 1.0 + i, 1.1 + i, 2.0 + i, ok=i >= n_failed) for i in range(4)]
     lv = account_level(0, _spec(), _outcome(recs, 1.0, 5.0), LevelContext(log=_log()), "usage")
     share = n_failed / 4
-    assert f"{verdict}: {n_failed} of 4 requests failed ({share:.0%})" in lv.validity.reasons
+    assert f"{verdict}: {n_failed} of 4 failed: http_500 {n_failed} ({share:.0%})" in lv.validity.reasons
     assert lv.validity.verdict == verdict
 
 

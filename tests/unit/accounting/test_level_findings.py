@@ -22,17 +22,24 @@ def _empty(level_index=1, value=128, warmup=128, failed=0):
 
 def test_no_completed_request_is_invalid_with_what_happened():
     f = LF.no_completed_finding(_empty())
-    assert f.verdict == "invalid"
-    assert "no measured request completed (128 warm-up, 0 failed, 0 completed)" in f.reason
-    assert "every request sent was a warm-up request" in f.reason
+    assert f.severity == "invalid"
+    assert "no measured request completed (128 warm-up, 0 failed, 0 completed)" in f.text
+    assert "every request sent was a warm-up request" in f.text
     assert LF.no_completed_finding(make_level()) is None
 
 
-def test_small_sample_percentiles_warn():
+def test_small_sample_is_a_latency_note_not_an_efficiency_warn():
+    """The README's first command on the H200 ended ``verdict: warn`` because c=1's p99 came from 32
+    requests: a finding about one latency percentile, which says nothing about the efficiency figure."""
+    from wattbench.accounting.findings import verdicts
+
     lv = make_level()
-    lv.requests.completed = 4  # the H200 chat run: p99 from n=4
+    lv.requests.completed = 32
     f = LF.small_sample_finding(lv)
-    assert f.verdict == "warn" and "from 4 requests" in f.reason and "100" in f.reason
+    assert f.severity == "note" and "from 32 requests" in f.text and "100" in f.text
+    assert set(f.figures) == {"ttft", "tpot", "itl", "e2e"}
+    v = verdicts([f])
+    assert (v.verdict, v.latency) == ("valid", "valid") and v.notes == [f]
     lv.requests.completed = LF.P99_MIN_SAMPLES
     assert LF.small_sample_finding(lv) is None
 
@@ -41,7 +48,7 @@ def test_closed_loop_far_below_its_label_warns_with_the_achieved_figure():
     lv = make_level(value=64)
     lv.load.mean_in_flight = 7.2  # the H200 chat level: think times
     f = LF.in_flight_finding(lv)
-    assert f.verdict == "warn" and "concurrency asked 64, achieved 7.2 in flight" in f.reason
+    assert f.severity == "warn" and "concurrency asked 64, achieved 7.2 in flight" in f.text
     lv.load.mean_in_flight = 40.0
     assert LF.in_flight_finding(lv) is None
 
@@ -54,8 +61,10 @@ def _rec(asked, got):
 def test_approximate_prompt_lengths_far_from_the_asked_length_warn():
     far = [_rec(256, 400), _rec(256, 410)]  # --input-tokens 256 without a tokenizer: ~400 counted
     f = LF.input_length_finding(far, "approx")
-    assert f.verdict == "warn" and "asked 256, the server counted 405" in f.reason and "+58%" in f.reason
-    assert LF.input_length_finding([_rec(256, 260)], "approx") is None  # within 10%
+    assert f.severity == "warn" and "asked 256, the server counted 405" in f.text and "+58%" in f.text
+    assert f.effect_pct == pytest.approx(58.2, abs=0.05) and f.figures == ("prompt_lengths",)
+    near = LF.input_length_finding([_rec(256, 260)], "approx")  # within 10%: a note with the difference
+    assert near.severity == "note" and near.effect_pct == pytest.approx(1.5625)
     assert LF.input_length_finding(far, "tokenizer") is None  # exact lengths: not this rule's business
 
 
@@ -63,11 +72,11 @@ def test_run_without_energy_says_so_once_in_the_verdict():
     r = make_result()
     for lv in r.levels:
         lv.energy = {}
-        lv.validity.reasons = []
+        lv.validity.findings = []
         lv.validity.verdict = "valid"
     v = LF.run_validity(r, "no power meter could be read on this machine")
     assert v.energy == "unavailable" and v.verdict == "warn"
-    assert v.reasons[0].startswith("energy: unavailable: no energy was measured (no power meter could be read")
+    assert v.reasons[0].startswith("warn: energy: unavailable: no energy was measured (no power meter could be read")
     assert sum("no energy was measured" in x for x in v.reasons) == 1
     measured = LF.run_validity(make_result())
     assert measured.energy == "measured"
@@ -104,7 +113,7 @@ def test_isolating_pair_with_an_empty_level_says_a_sentence(monkeypatch):
     dec = _empty(1, 8)
     dec.label = "concurrency=8 decode-heavy"
     dec.validity.verdict = "invalid"
-    dec.validity.reasons = ["invalid: " + LF.no_completed_finding(dec).reason]
+    dec.validity.findings = [LF.no_completed_finding(dec)]
     levels = iter([pre, dec])
     pair = prefill_decode_pair(SimpleNamespace(concurrency=[8]), lambda *a, **k: next(levels))
     assert pair["error"].startswith("the concurrency=8 decode-heavy level has no energy to split (no measured request")
@@ -133,10 +142,10 @@ def test_a_level_cut_short_says_so():
     """Interrupted: warn (its figures are what was measured until the signal); a failed load worker:
     invalid (part of the load was never sent); any other way to end adds nothing here."""
     w = LF.stopped_finding("interrupted")
-    assert w.verdict == "warn" and w.reason.startswith("level interrupted (SIGINT/SIGTERM)")
+    assert w.severity == "warn" and w.text.startswith("level interrupted (SIGINT/SIGTERM)")
     f = LF.stopped_finding("worker_failed")
-    assert f.verdict == "invalid" and "a load worker failed mid-level" in f.reason
+    assert f.severity == "invalid" and "a load worker failed mid-level" in f.text
     assert LF.stopped_finding(None) is None and LF.stopped_finding("requests_exhausted") is None
     level = make_level()  # a level with plenty of completed requests: no other finding
     assert LF.level_findings(level, [], stopped_early=None) == []
-    assert [x.verdict for x in LF.level_findings(level, [], stopped_early="worker_failed")] == ["invalid"]
+    assert [x.severity for x in LF.level_findings(level, [], stopped_early="worker_failed")] == ["invalid"]

@@ -55,6 +55,22 @@ def test_throughput_and_power_down_shows_clocks_and_throttle(tmp_path):
     assert f.evidence["throughput_change"] == pytest.approx(-0.2)
 
 
+def test_j_per_token_following_power_is_diagnosed(tmp_path):
+    """J/token up 9.9% with power up 10% and throughput flat: the same work at more power."""
+    fs = _run(tmp_path, dict(output_tokens_per_s=1000, power_w=500, sm_clock_mhz=1980),
+              dict(output_tokens_per_s=1001, power_w=550, sm_clock_mhz=1755))
+    f = next(x for x in fs if x.id == "j_per_token_follows_power")
+    assert f.severity == "warn" and f.evidence["power_change"] == pytest.approx(0.10)
+    assert f.evidence["j_per_output_token_change"] == pytest.approx(550 / 1001 / (500 / 1000) - 1)
+    assert "moved with power +10.0%" in f.message and "SM clock 1980 -> 1755 MHz" in f.message
+    # throughput moved too: a change in the work, not this rule's
+    moved = _run(tmp_path, dict(output_tokens_per_s=1000, power_w=500), dict(output_tokens_per_s=1100, power_w=550))
+    assert "j_per_token_follows_power" not in ids(moved)
+    # power down with the same work: an improvement, said as info
+    down = _run(tmp_path, dict(output_tokens_per_s=1000, power_w=500), dict(output_tokens_per_s=1000, power_w=450))
+    assert next(x for x in down if x.id == "j_per_token_follows_power").severity == "info"
+
+
 def test_low_utilization_high_power(tmp_path):
     fs = _run(tmp_path, dict(power_w=600), dict(power_w=600, gpu_utilization_pct=40))
     f = next(x for x in fs if x.id == "data_movement_bound")

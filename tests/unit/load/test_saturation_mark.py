@@ -1,19 +1,24 @@
-"""The saturation mark follows the client's own signals, whatever the machine's load.
+"""The client's signals and the judgement of what they do to the figures, whatever the machine's load.
 
 A level is assembled from scripted worker results (records and the worker's loop-lag probe
-samples, CPU share), so nothing here depends on timing: a client whose event loop waited longer
-than the bar (on a shared host, other processes held the CPUs) is marked saturated with the
-``loop_lag`` kind and a reason that says how late its stamps may be; the same level with a
-prompt loop is not marked; a busy worker is marked ``cpu``.
+samples, CPU share), so nothing here depends on timing. The worker's signals are recorded
+(``load.saturation_reasons``); whether the client biased a figure is judged by effect
+(``accounting.validity.client_findings`` then ``mark_saturated``): an event loop 12 ms late at p99
+against 50 ms TTFTs and 10 ms ITLs biases the latencies it stamps (``warn``, the level saturated for
+its latency figures, not its efficiency ones); a prompt loop is nothing; a busy worker is a note
+(what it does shows in the loop lag).
 """
 
 from __future__ import annotations
 
+from wattbench.accounting.findings import verdicts
+from wattbench.accounting.validity import client_findings
 from wattbench.load.level import assemble_outcome
 from wattbench.load.link import WorkerResult
 from wattbench.load.saturation import SAT_LOOP_LAG_MIN_PROBES, SAT_LOOP_LAG_MS
 from wattbench.load.saturation import mark_saturated, saturated_figures, saturation_kinds
 from wattbench.load.types import LevelSpec
+from wattbench.metrics.latency import summarize_level
 from wattbench.results.schema import LevelResult, RequestRecord
 
 MS = 1_000_000
@@ -29,40 +34,47 @@ def _records(n: int = 16, conc: int = 4) -> list[RequestRecord]:
     return out
 
 
-def _level(lags_ms: list[float], cpu_pct: float = 20.0):
+def _level(lags_ms: list[float], cpu_pct: float = 20.0) -> LevelResult:
     spec = LevelSpec(index=0, mode="concurrency", value=4, num_requests=16)
     res = WorkerResult(records=_records(), cpu_pct=cpu_pct, stop_ns=None, interrupted=False,
                         loop_lag_ns=[int(x * MS) for x in lags_ms])
-    return assemble_outcome(spec, [res], 0, None, 1)
+    out = assemble_outcome(spec, [res], 0, None, 1)
+    _, latency, _ = summarize_level(out.records, out.start_ns, out.end_ns)
+    lv = LevelResult(index=0, label="concurrency=4", load=out.load, latency=latency)
+    lv.validity = verdicts(client_findings(out.load, latency, (out.end_ns - out.start_ns) / 1e9))
+    return mark_saturated(lv)
 
 
-def test_late_event_loop_marks_the_level_with_its_reason():
+def test_late_event_loop_biases_the_latencies_it_stamps_not_the_efficiency():
     lags = [0.1] * 90 + [SAT_LOOP_LAG_MS * 6] * 10  # one probe in ten woke 12 ms late
-    load = _level(lags).load
-    assert load.saturated
-    assert load.client_loop_lag_ms.p99 > SAT_LOOP_LAG_MS
-    (reason,) = load.saturation_reasons
+    lv = _level(lags)
+    assert lv.load.client_loop_lag_ms.p99 > SAT_LOOP_LAG_MS
+    (reason,) = lv.load.saturation_reasons  # the signal, as the worker saw it
     assert "event loop lag p99" in reason and "late" in reason
-    assert saturation_kinds(load) == ["loop_lag"]
-    lv = mark_saturated(LevelResult(index=0, label="concurrency=4", load=load))
-    assert lv.saturation_kinds == ["loop_lag"]
-    assert "latency.*" in lv.saturated_figures == saturated_figures(lv)
+    (f,) = lv.validity.findings
+    assert f.kind == "loop_lag" and f.severity == "warn"
+    # 12 ms against a TTFT p50 of 50 ms (24%) and an ITL p99 of 10 ms (120%): ITL is the most hit
+    assert f.effect_pct > 100 and "ITL p99" in f.text
+    assert lv.validity.latency == "warn"
+    # this scripted level lasts 0.37 s: 2 × 12 ms of edges is 6.5% of it, so efficiency is hit too
+    assert lv.validity.verdict == "warn" and "efficiency" in f.figures and "window's edges" in f.text
+    assert lv.load.saturated and saturation_kinds(lv) == ["loop_lag"] == lv.saturation_kinds
+    assert "latency.ttft_ms" in lv.saturated_figures == saturated_figures(lv)
 
 
-def test_prompt_event_loop_is_not_marked():
-    load = _level([0.2] * 100).load
-    assert not load.saturated and load.saturation_reasons == []
-    assert saturation_kinds(load) == []
-    lv = mark_saturated(LevelResult(index=0, label="concurrency=4", load=load))
-    assert lv.saturation_kinds == []
+def test_prompt_event_loop_is_nothing():
+    lv = _level([0.2] * 100)
+    assert not lv.load.saturated and lv.load.saturation_reasons == []
+    assert lv.validity.findings == [] and saturation_kinds(lv) == [] and lv.saturated_figures == []
 
 
 def test_too_few_probes_give_no_loop_lag_verdict():
-    load = _level([50.0] * (SAT_LOOP_LAG_MIN_PROBES - 1)).load  # a level shorter than 20 probes
-    assert not load.saturated
+    lv = _level([50.0] * (SAT_LOOP_LAG_MIN_PROBES - 1))  # a level shorter than 20 probes
+    assert not lv.load.saturated and lv.validity.findings == []
 
 
-def test_busy_worker_is_marked_cpu_beside_loop_lag():
-    load = _level([SAT_LOOP_LAG_MS * 3] * 100, cpu_pct=97.0).load
-    assert load.saturated and len(load.saturation_reasons) == 2
-    assert saturation_kinds(load) == ["cpu", "loop_lag"]
+def test_busy_worker_is_a_note_beside_the_loop_lag_that_judges_it():
+    lv = _level([0.3] * 100, cpu_pct=97.0)  # busy, but its loop answers within 0.3 ms (3% of a 10 ms ITL)
+    assert len(lv.load.saturation_reasons) == 1 and "CPU" in lv.load.saturation_reasons[0]
+    assert [(f.kind, f.severity) for f in lv.validity.findings] == [("client_cpu", "note")]
+    assert not lv.load.saturated and lv.validity.verdict == "valid" and lv.validity.latency == "valid"

@@ -58,8 +58,20 @@ def test_client_saturation_needs_the_clients_own_signals():
     assert "CPU" in S.client_saturation_reasons(cpu, 10.0)[0]
     loop = _load(10.0, 10.0, client_loop_lag_ms=Stats(count=50, p99=S.SAT_LOOP_LAG_MS + 1))
     assert "loop lag" in S.client_saturation_reasons(loop, 10.0)[0]
-    loop.saturated = True
-    assert S.saturation_kinds(loop) == ["loop_lag"]
+
+
+def test_a_max_concurrency_cap_is_not_a_send_lag_signal():
+    """``--rate 50 --max-concurrency 2``: a send waits for a free slot by design (1.8 s of send lag
+    was once called client saturation); the cap is reported with its achieved rate instead."""
+    from wattbench.accounting.validity import client_findings
+
+    capped = _load(50.0, 12.4, send_lag_ms=Stats(count=60, p99=1800.0), max_in_flight=2)
+    assert S.client_saturation_reasons(capped, 50.0) == []
+    (f,) = client_findings(capped)
+    assert (f.kind, f.severity, f.figures) == ("cap", "note", ("load",))
+    assert "capped at 2 in flight" in f.text and "achieved 12.4 req/s of 50 asked" in f.text
+    assert f.effect_pct == pytest.approx(-75.2, abs=0.05)
+    assert S.rate_finding(capped, 60) is None
 
 
 def test_level_thresholds_have_one_home():

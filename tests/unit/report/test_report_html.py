@@ -63,7 +63,8 @@ def test_validity_comes_first_and_numbers_from_result(page, report_run_dir):
         assert html.escape(F.headline(lv)) in page
         assert f"{F.fmt(lv.throughput.output_tokens_per_s)} out tok/s" in page
         assert F.fmt(lv.energy["node"].output_tokens_per_s_per_kw) in page
-    assert "sample coverage 97% below 99% at node" in page
+    assert "c=4: node: window not covered by samples 3.0%" in page  # the grouped note, first screen
+    assert "node: sample coverage 0.97 &lt; 0.99" in page  # the level's own text, in its detail
 
 
 def test_plots_present_and_labelled(page, report_run_dir):

@@ -80,7 +80,7 @@ def test_narrow_splits_wide_does_not(result):
 def test_every_note_said_once(result):
     out = render(run_summary(result), 80)
     flat = " ".join(out.split())
-    assert flat.count("sample coverage 97% below 99% at node") == 1
+    assert flat.count("node: window not covered by samples 3.0%") == 1
     assert flat.count("server batches stream output") == 1
     assert out.count("verdict: invalid") == 1
 

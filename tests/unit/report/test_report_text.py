@@ -57,7 +57,7 @@ def test_markdown_summary(report_run_dir):
     assert "<script>" not in text and "&lt;/script&gt;" in text
     lv = run.result.levels[1]
     assert f"| avg power | {F.fmt(lv.energy['accelerator'].avg_power_w)} W | {F.fmt(lv.energy['node'].avg_power_w)} W |" in text
-    assert "⚠️ warn" in text and "- c=4: sample coverage 97% below 99% at node" in text
+    assert "⚠️ warn" in text and "- c=4: node: window not covered by samples 3.0%" in text
     assert md("a|b_c") == "a\\|b\\_c"
 
 
@@ -76,7 +76,8 @@ def render(renderable, width=200):
 def test_terminal_summary(report_run_dir):
     run = RunData(report_run_dir)
     out = render(run_summary(run.result))
-    assert out.index("verdict: invalid") < out.index("accel")
+    # the answer first, then the verdicts, then the tables
+    assert out.index("answer: ") < out.index("verdict: invalid") < out.index("ok/fail")
     for lv in run.result.levels:
         assert F.fmt(lv.energy["node"].output_tokens_per_s_per_kw) in out
     assert "measured" in out

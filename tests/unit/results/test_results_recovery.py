@@ -35,18 +35,18 @@ def test_running_with_its_lock_held_reads_in_progress_then_crashed_once_released
     _running(tmp_path)
     lock = rundir.RunLock(tmp_path)
     got = rundir.load_result(tmp_path)
-    assert got.validity.verdict == "invalid" and got.validity.reasons[0].startswith(IN_PROGRESS)
+    assert got.validity.verdict == "invalid" and got.validity.findings[0].text.startswith(IN_PROGRESS)
     lock.release()
     assert not (tmp_path / rundir.RUN_LOCK_FILE).exists()
     got = rundir.load_result(tmp_path)
-    assert got.validity.verdict == "invalid" and got.validity.reasons[0].startswith(CRASHED)
+    assert got.validity.verdict == "invalid" and got.validity.findings[0].text.startswith(CRASHED)
     assert got.status == "running"  # the file is read as it is; the verdict says what that means
 
 
 def test_a_lock_left_by_a_dead_process_reads_crashed(tmp_path):
     _running(tmp_path)
     (tmp_path / rundir.RUN_LOCK_FILE).write_text("12345\n")  # what a SIGKILL leaves: the file, no holder
-    assert rundir.load_result(tmp_path).validity.reasons[0].startswith(CRASHED)
+    assert rundir.load_result(tmp_path).validity.findings[0].text.startswith(CRASHED)
 
 
 def test_a_second_writer_of_the_same_directory_is_refused(tmp_path):
@@ -94,7 +94,7 @@ def test_recover_reads_the_spool_by_hand_and_skips_what_requests_jsonl_already_h
                            "3 completed, 1 failed (stall 1), 1 warm-up")
     assert "not accounted" in text
     res = rundir.load_result(tmp_path)
-    assert "5 finished request(s) of it were recovered" in res.validity.reasons[0]
+    assert "5 finished request(s) of it were recovered" in res.validity.findings[0].text
     assert json.loads((d / rundir.LEVEL_META_FILE).read_text())["label"] == "concurrency=4"
     rundir.end_level_spool(tmp_path, 1, 0)
     assert recover(tmp_path) == [] and not (tmp_path / rundir.SPOOL_DIR).exists()

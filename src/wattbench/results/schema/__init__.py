@@ -56,7 +56,11 @@ from wattbench.results.schema.level import (
 from wattbench.results.schema.measure import ClockMapping, MeasureInfo, ToolLevel
 from wattbench.results.schema.measures import (
     BoundaryEnergy,
+    EFFICIENCY_FIGURES,
+    LATENCY_FIGURES,
     EnergyShare,
+    Figure,
+    Finding,
     Latency,
     LoadStats,
     RequestAttribution,
@@ -84,7 +88,7 @@ from wattbench.results.schema.upgrade import upgrade_v1
 
 __all__ = [
     "ClockMapping", "MeasureInfo", "ToolLevel",
-    "SCHEMA_VERSION", "BoundaryEnergy", "CarbonIntensity", "ClockInfo", "EnergyShare", "Environment", "GPUInfo",
+    "SCHEMA_VERSION", "BoundaryEnergy", "EFFICIENCY_FIGURES", "Figure", "Finding", "LATENCY_FIGURES", "CarbonIntensity", "ClockInfo", "EnergyShare", "Environment", "GPUInfo",
     "Latency", "LevelResult", "LevelTiming", "LoadStats", "NodeInfo", "Num", "Oversaturation", "Pareto",
     "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",
     "Requests", "Result", "SearchOutcome", "ServerInfo", "Stats", "TargetStats", "Throughput", "TokenCount",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from wattbench.results.schema.base import _M, Verdict
 
@@ -184,12 +184,103 @@ class Window(_M):
     kind: str = "full"  # full | steady | idle | idle_after
 
 
+# The figures a finding can bias (``Finding.figures``). ``efficiency`` is every per-kW, per-kWh and
+# per-token energy figure; ``ttft``/``tpot``/``itl``/``e2e`` their latency statistics
+# (percentiles); ``load``: the level did not offer the load its label names (every figure then
+# describes another load); ``prompt_lengths``: the prompts were not the length asked for.
+Figure = Literal["energy", "efficiency", "throughput", "ttft", "tpot", "itl", "e2e", "goodput",
+                 "prompt_lengths", "load"]
+# The figures each of a level's two verdicts judges (``accounting/findings.py``).
+EFFICIENCY_FIGURES: tuple[str, ...] = ("energy", "efficiency", "throughput", "prompt_lengths", "load")
+LATENCY_FIGURES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e", "goodput", "prompt_lengths", "load")
+Severity = Literal["note", "warn", "invalid"]
+_SEVERITY_PREFIXES = ("invalid: ", "warn: ", "note: ")
+
+
+class Finding(BaseModel):
+    """What one check found about a level (or a run): typed, so reports render it and never parse it.
+
+    ``kind`` names the check (``loop_lag``, ``small_sample``, ``steady_short`` …; ``legacy`` for a
+    reason string of an older file); ``figures`` the figures it can bias (empty: unknown, as for
+    ``legacy``: it then counts for both verdicts); ``effect_pct`` its estimated effect as a percent of
+    the figure named in ``basis`` (None: not estimable) and ``bound_pct`` the materiality bound it
+    was judged against (``accounting/findings.py``: below the bound a finding is a ``note``);
+    ``summary`` a short form without the level's own numbers, for one line shared by several levels;
+    ``levels``: the indices of the levels it applies to (filled where findings of several levels are
+    grouped)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    kind: str = "legacy"
+    severity: Severity = "warn"
+    figures: tuple[Figure, ...] = ()
+    effect_pct: float | None = None
+    bound_pct: float | None = None
+    basis: str | None = None
+    text: str
+    summary: str | None = None
+    levels: tuple[int, ...] = ()
+
+    @property
+    def line(self) -> str:
+        """``warn: text`` (the form older files stored as a reason)."""
+        return f"{self.severity}: {self.text}"
+
+    @staticmethod
+    def from_reason(reason: str) -> "Finding":
+        """A reason string of an older file: its severity prefix read, effect unknown."""
+        r = str(reason)
+        for prefix in _SEVERITY_PREFIXES:
+            if r.startswith(prefix):
+                return Finding(kind="legacy", severity=prefix[:-2], text=r[len(prefix):])  # type: ignore[arg-type]
+        # a run-level line of an older file: "concurrency=8: warn: text"
+        head, sep, rest = r.partition(": ")
+        for prefix in _SEVERITY_PREFIXES:
+            if sep and rest.startswith(prefix):
+                return Finding(kind="legacy", severity=prefix[:-2], text=f"{head}: {rest[len(prefix):]}")  # type: ignore[arg-type]
+        return Finding(kind="legacy", severity="warn", text=r)
+
+
 class Validity(_M):
+    """A level's (or a run's) verdicts and the findings behind them.
+
+    ``verdict`` is the **efficiency** verdict — of the figures a run exists for (energy, tok/s per
+    kW, J/token, throughput) — and the headline verdict of the level and the run; ``latency`` the
+    verdict of its latency figures (TTFT/TPOT/ITL/E2E statistics, goodput). Each is the worst
+    severity of the findings that bias its figures (a ``note`` leaves it ``valid``). Files written
+    before findings were typed hold ``reasons`` (strings): they load as ``legacy`` findings and
+    ``latency`` is None there."""
+
     verdict: Verdict = "valid"
-    reasons: list[str] = Field(default_factory=list)
+    latency: Verdict | None = None
+    findings: list[Finding] = Field(default_factory=list)
     # runs only: whether any energy was measured ("unavailable": no meter was read; the verdict is
     # then at best ``warn`` and latency/throughput are still measured)
     energy: Literal["measured", "unavailable"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reasons_to_findings(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "reasons" in data:
+            data = dict(data)
+            reasons = data.pop("reasons") or []
+            if not data.get("findings"):
+                data["findings"] = [Finding.from_reason(r) for r in reasons]
+        return data
+
+    @property
+    def reasons(self) -> list[str]:
+        """The warn and invalid findings as ``severity: text`` lines (the older form)."""
+        return [f.line for f in self.findings if f.severity != "note"]
+
+    @reasons.setter
+    def reasons(self, lines: list[str]) -> None:
+        """Reason strings in the older form, kept as ``legacy`` findings (the notes stay)."""
+        self.findings = self.notes + [Finding.from_reason(r) for r in lines]
+
+    @property
+    def notes(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "note"]
 
 
 class TargetStats(_M):
