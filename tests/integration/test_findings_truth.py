@@ -35,10 +35,14 @@ def test_a_max_concurrency_cap_is_a_cap_with_its_achieved_rate_not_saturation(tm
                              register_run=False, html=False, out=str(tmp_path / "run"), workers=1))
     lv = res.levels[0]
     ld = lv.load
-    cap_rps = 2 / STREAM_S  # 12.5 req/s: two slots, 160 ms each
-    assert ld.achieved_rate_rps <= cap_rps * 1.02, ld.achieved_rate_rps  # the server's timing bounds it
-    assert ld.send_lag_ms.p99 > 100.0  # arrivals waited for a slot: the cap working
-    assert not any("send lag" in r for r in ld.saturation_reasons)  # not a client signal under a cap
+    # two slots of at least 160 ms each: the 40 sends span at least 19 request lifetimes, so the
+    # achieved rate, (n - 1) / span, is at most 39 / (19 × 0.16 s) = 12.8 req/s (the cap's 12.5 req/s
+    # measured over n - 1 gaps); the server's timing only lowers it
+    n = 40
+    most = (n - 1) / ((n / 2 - 1) * STREAM_S)
+    assert ld.achieved_rate_rps <= most * 1.001, (ld.achieved_rate_rps, most)
+    # however long an arrival waited for a slot (the cap working), it is not a client signal
+    assert not any("send lag" in r for r in ld.saturation_reasons)
     kinds = [f.kind for f in lv.validity.findings]
     assert "send_lag" not in kinds and "rate" not in kinds and "send_lag" not in lv.saturation_kinds
     (cap,) = [f for f in lv.validity.findings if f.kind == "cap"]

@@ -228,7 +228,9 @@ def client_findings(load: LoadStats, latency: Latency | None = None, window_s: f
                                 summary="client loop lag up to {effect} of a latency"))
             else:
                 if effect is not None and effect >= LATENCY_MATERIAL_PCT:
-                    text += "; the client waits for a CPU or is busy: give it a quieter host or more --workers"
+                    text += ("; the client waits for a CPU or is busy: give it a quieter host or more --workers"
+                             if p99 > SAT_LOOP_LAG_MS else
+                             "; an event loop's ordinary jitter, material against gaps this short")
                 out.append(judged("loop_lag", text, figures, effect, LATENCY_MATERIAL_PCT, basis=basis,
                                   summary="client loop lag up to {effect} of a latency"))
     target = load.target_rate_rps
