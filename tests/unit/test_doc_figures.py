@@ -181,10 +181,36 @@ def llamacpp_checks(tgz: str) -> list[dict]:
             for lj, gen, prm in sys.modules["llamacpp_summary"].level_checks(run)]
 
 
+@lru_cache(maxsize=None)
+def noise_runs(*tgzs: str) -> dict:
+    """``benches/gpu/noise_table.py``'s tables over the run directories committed in ``tgzs`` (each a
+    ``history_runs.py`` folder: ``<dir>/runs/<name>/result.json``): ``{"orders": …, "repeat": …}``
+    as its ``--json`` writes them (orders keyed by concurrency, repeatability by kind, then load)."""
+    import importlib.util
+    import tempfile
+
+    spec = importlib.util.spec_from_file_location("noise_table", ROOT / "benches/gpu/noise_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    d = Path(tempfile.mkdtemp(prefix="doc-figures-"))
+    dirs = []
+    for tgz in tgzs:
+        with tarfile.open(ROOT / tgz) as t:
+            for m in t.getmembers():
+                parts = m.name.split("/")
+                if m.isfile() and parts[-1] == "result.json" and len(parts) >= 4 and parts[-3] == "runs":
+                    t.extract(m, d, filter="data")
+                    dirs.append(d / Path(*parts[:-3]))
+    runs = mod.find_runs(sorted(set(dirs)))
+    _, repeat, within = mod.repeat_table(runs)
+    _, orders = mod.orders_table(runs, within)
+    return {"orders": orders, "repeat": repeat}
+
+
 HELPERS = {
     "level": level, "grab": grab, "raw": raw, "mean": mean, "median": statistics.median, "pctl": pctl, "rel_pct": rel_pct,
     "spread_pct": spread_pct, "roofline_bound": roofline_bound, "peer": peer, "peer_ttft_err": peer_ttft_err,
-    "peer_itl_err": peer_itl_err, "llamacpp_checks": llamacpp_checks, "math": math, "json": json,
+    "peer_itl_err": peer_itl_err, "llamacpp_checks": llamacpp_checks, "noise_runs": noise_runs, "math": math, "json": json,
 }
 BUILTINS = {n: __builtins__[n] if isinstance(__builtins__, dict) else getattr(__builtins__, n)
             for n in ("abs", "min", "max", "sum", "len", "round", "sorted", "zip", "range", "list", "dict",
