@@ -39,6 +39,7 @@ BASE: dict[str, list[str]] = {
     "doctor": ["--target", "http://127.0.0.1:9", "--sensor", "nosuchsensor"],
     "monitor": ["--target", "http://127.0.0.1:9", "--sensor", "nosuchsensor", "--duration", "0.5"],
     "history list": [],
+    "history noise": [],  # a value wrongly taken prints "no configuration measured…" and exits 0
     "plan roofline": ["--model", "no-such-model"],
     "plan rack": ["--rack-kw", "40", "--node", "no-such-result-dir"],
     "plan power-first": ["--site-kw", "100", "--candidates", "no-such-result-dir"],

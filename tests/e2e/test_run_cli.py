@@ -116,15 +116,22 @@ def test_run_terminal_summary_shows_headline(tmp_path):
                "--sensor", "const:node=500", "--idle", "0", "--no-register", "--out", str(tmp_path / "r"),
                cwd=tmp_path, env_extra={"COLUMNS": "80"})
     assert p.returncode == 0, p.stderr
-    flat = " ".join(p.stdout.split())  # the one-level headline wraps at 80 columns
-    assert "out tok/s" in flat and "tok/s/kW" in flat and "p99 TTFT" in flat
-    assert "declared" in p.stdout
+    # the answer first (issue 25 part 3): the headline figure, its boundary and label, the level's verdict
+    lines = p.stdout.splitlines()
+    answer = next(x for x in lines if x.startswith("answer: "))
+    assert answer.startswith("answer: c=2 — ") and "output tok/s per kW (node, declared)" in answer, answer
+    # then the level table, its headers stacked at 80 columns: out tok/s, p99 TTFT, tok/s/kW
+    first_table = lines.index("", lines.index(answer))  # the blank line after the verdicts and notes
+    header = " ".join(" ".join(lines[first_table:lines.index(next(x for x in lines if x.startswith("level ")))
+                                     + 1]).split())
+    assert all(w in header for w in ("out", "tok/s", "TTFT", "p99 ms", "tok/s/kW")), header
     assert f"results:{tmp_path / 'r'}" in "".join(p.stdout.split())  # where the run directory is
     # readable at 80 columns: nothing cut short, the level under its short label, each note once
     assert "…" not in p.stdout and max(len(x) for x in p.stdout.splitlines()) <= 80
     assert any(line.startswith("c=2 ") for line in p.stdout.splitlines())
-    notes = [x for x in p.stdout.splitlines() if x.startswith("  - ")]
-    assert len(notes) == len(set(notes))
+    verdict = lines.index(next(x for x in lines if x.startswith("verdict: ")))
+    notes = lines[verdict + 1:first_table]  # summary.NOTE_MARK + text, one line per distinct finding
+    assert notes and all(x[:2] in ("✗ ", "! ", "- ") for x in notes) and len(notes) == len(set(notes)), notes
 
 
 @pytest.mark.parametrize(

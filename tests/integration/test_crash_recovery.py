@@ -2,7 +2,8 @@
 requests in flight and never reads ``valid`` (issue 26 part 3).
 
 A real ``wattbench run`` subprocess against the scripted server, whose every request after the
-16th stalls half-way (``--hang-after-requests``): level 0 (c=1) finishes its 10 requests, level 1
+16th stalls half-way (``--hang-after-requests``; the run sends no priming load, so the server's count
+is the levels' requests): level 0 (c=1) finishes its 10 requests, level 1
 (c=2) finishes requests 11–16 and then holds two stalled streams that can never end. The test waits
 for exactly that state (the server saw both stalls, and every stream it completed is either in
 ``requests.jsonl`` or spooled in the run directory), not for a time, then SIGKILLs the run. Then:
@@ -56,7 +57,9 @@ def test_sigkill_mid_level_keeps_every_finished_record_and_reads_invalid(tmp_pat
         proc = subprocess.Popen(
             [sys.executable, "-m", "wattbench", "run", "-t", base, "-c", "1,2", "-n", str(LEVEL0), "--input-tokens", "8",
              "--output-tokens", "4", "--idle", "0", "--sensor", "const:node=100", "--no-html", "--stall-timeout", "600",
-             "--request-timeout", "600", "--db", str(db), "--out", str(out)],
+             "--request-timeout", "600", "--db", str(db), "--out", str(out),
+             # the server counts requests (the 16th then stalls): no priming load or history check among them
+             "--no-prime", "--no-history-check"],
             cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             deadline = time.monotonic() + 300  # only ends a hang; the test waits for a state, not a time

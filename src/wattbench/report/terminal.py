@@ -1,5 +1,5 @@
-"""Terminal renderables (rich): the per-level summary table, one headline line per level, and the
-live progress bar of a run. Nothing here prints: the CLI prints what these return.
+"""Terminal renderables (rich): the run summary (the answer, the verdicts and notes, the per-level
+tables) and the live progress bar of a run. Nothing here prints: the CLI prints what these return.
 
 Every text that comes from data (labels, reasons, names) goes into ``rich.text.Text`` objects, so
 rich markup in a label (``[bold]``) is shown as typed, not interpreted.
@@ -22,18 +22,6 @@ from wattbench.results.schema import Result
 
 VERDICT_STYLE = {"valid": "green", "warn": "yellow", "invalid": "bold red"}
 LABEL_STYLE = {"measured": "green", "declared": "cyan", "estimate": "magenta"}
-
-
-def headline_lines(result: Result) -> list[Text]:
-    """One line per level: ``c=8  headline``, the label coloured by the level's verdict."""
-    lines = []
-    for lv in result.levels:
-        t = Text()
-        t.append(S.short_label(lv), style=VERDICT_STYLE.get(lv.validity.verdict, ""))
-        t.append("  ")
-        t.append(F.headline(lv))
-        lines.append(t)
-    return lines
 
 
 COLUMN_GAP = 2  # one space of left padding and the (blank) divider between columns

@@ -159,17 +159,16 @@ def _build_workload(cfg: RunConfig, targets: Targets):
 def _start_result(session: RunSession, run_dir, targets: Targets, workload, problems: list[str],
                   no_tokenizer_why: str | None = None) -> Result:
     """The run directory and the result skeleton, written once before the load."""
-    result = start_result(session, run_dir, targets.server, problems,
-                          extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
-                          workload=workload.describe(), prompt_length_source=workload.token_source)
     # Approximate prompt lengths (no tokenizer) are judged per level against the server's count
     # (accounting.level_findings.input_length_finding: said once, with the measured difference);
-    # the run says only why a /tokenize the server has could not be used.
+    # the run says only why a /tokenize the server has could not be used (in the one skeleton write).
+    warnings = []
     if workload.token_source == "approx" and no_tokenizer_why:
-        result.warnings.append(f"the server's /tokenize was not used ({no_tokenizer_why}): prompt lengths are "
-                               "approximate; give --tokenizer PATH for exact lengths")
-        rundir.write_result(run_dir, result)
-    return result
+        warnings.append(f"the server's /tokenize was not used ({no_tokenizer_why}): prompt lengths are "
+                        "approximate; give --tokenizer PATH for exact lengths")
+    return start_result(session, run_dir, targets.server, problems,
+                        extra={"targets": [t.base_url for t in targets.specs]} if len(targets.specs) > 1 else {},
+                        workload=workload.describe(), prompt_length_source=workload.token_source, warnings=warnings)
 
 
 def start_result(session: RunSession, run_dir, server, problems: list[str], *, extra: dict | None = None,
