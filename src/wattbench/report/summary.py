@@ -220,7 +220,9 @@ def verdict_text(result: Result) -> str:
 
 def notes_full_lines(result: Result) -> list[str]:
     """Every finding in full (``wattbench report --notes``): per distinct finding its severity,
-    levels, the figures it biases, its estimated effect and basis, then each level's own text."""
+    levels, the figures it biases, its estimated effect and basis, then each level's own text where
+    it says more than the head (an older file's findings, and any without a short form, are their
+    head: said once)."""
     from wattbench.accounting.findings import group_findings
 
     out = [f"{result.run_id}: {verdict_text(result)}"]
@@ -235,8 +237,9 @@ def notes_full_lines(result: Result) -> list[str]:
         if meta:
             out.append("    " + "; ".join(meta))
         for f in g.findings:
-            where = levels_text(result, f.levels)
-            out.append(f"    {where + ': ' if where else ''}{f.text}")
+            if f.text != g.summary:  # a finding without a short form (an older file's) is the head itself
+                where = levels_text(result, f.levels)
+                out.append(f"    {where + ': ' if where else ''}{f.text}")
             if f.basis:
                 out.append(f"      basis: {f.basis}")
     for w in result.warnings:
