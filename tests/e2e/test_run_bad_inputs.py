@@ -126,3 +126,25 @@ def test_a_value_outside_its_choices_is_one_line_naming_the_choices(tmp_path):
     """Issue 25: ``--api chta`` gave pydantic's ``api: Input should be 'completions' or 'chat'``."""
     line = refused(tmp_path, "--api", "chta", must_name="--api 'chta' is not one of completions, chat")
     assert "Input should be" not in line
+
+
+@pytest.mark.parametrize("server_env, must_name", [
+    ("", "no WATTBENCH_LLAMA_SERVER and no llama-server on PATH"),
+    ("/nonexistent/llama-server", "/nonexistent/llama-server is not a file"),
+])
+def test_an_engine_that_is_not_installed_is_one_line_and_nothing_written(tmp_path, server_env, must_name):
+    """``--engine llamacpp`` without its server binary: one line naming what to install (and
+    WATTBENCH_LLAMA_SERVER), exit 2, no run directory, before a GGUF export or anything else."""
+    work, empty = tmp_path / "work", tmp_path / "empty-path"
+    work.mkdir()
+    empty.mkdir()
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    before = files_under(tmp_path)
+    p = wb("run", "--engine", "llamacpp", "--model", str(gguf), "--idle", "0", "--no-register", cwd=work,
+           env_extra={"WATTBENCH_LLAMA_SERVER": server_env, "PATH": str(empty)}, timeout=120)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2, p.stderr
+    assert len(lines) == 1 and lines[0].startswith("wattbench: error: llama.cpp server not found"), p.stderr
+    assert must_name in lines[0] and "WATTBENCH_LLAMA_SERVER" in lines[0] and "Traceback" not in p.stderr, lines
+    assert files_under(tmp_path) == before, sorted(set(files_under(tmp_path)) - set(before))

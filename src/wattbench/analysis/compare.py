@@ -39,7 +39,8 @@ from wattbench.analysis.figures import (
 )
 from wattbench.accounting.boundaries import outside_work_note
 from wattbench.errors import UserError
-from wattbench.metrics.noise import combine, ratio_noise, spread_noise, trials_noise, unknown_noise_hint
+from wattbench.metrics.noise import (combine, ratio_interval, ratio_noise, spread_noise, trials_noise,
+                                     unknown_noise_hint)
 from wattbench.results.headline import per_token
 from wattbench.results.schema import LevelResult, Result
 
@@ -160,18 +161,19 @@ class Comparison(BaseModel):
 
 
 def log_ratio_ci(value: float, a: TrialCI, b: TrialCI) -> RatioCI:
-    """CI of a ratio whose numerator/denominator CIs are ``a`` and ``b`` (order does not matter)."""
-    w = math.sqrt(a.rel_half_width ** 2 + b.rel_half_width ** 2)
+    """CI of a ratio whose numerator/denominator CIs are ``a`` and ``b`` (order does not matter;
+    ``metrics/noise.ratio_interval``)."""
+    low, high = ratio_interval(value, a.rel_half_width, b.rel_half_width)
     conf = a.confidence if a.confidence == b.confidence else None
-    return RatioCI(low=value * math.exp(-w), high=value * math.exp(w), confidence=conf)
+    return RatioCI(low=low, high=high, confidence=conf)
 
 
 def combine_log_cis(value: float, parts: list[RatioCI]) -> RatioCI:
-    """CI of a product of independent ratios, each with a log-symmetric CI."""
-    w = math.sqrt(sum((math.log(p.high / p.low) / 2.0) ** 2 for p in parts))
+    """CI of a product of independent ratios, each with a log-symmetric CI (its log half-width
+    ``ln(high / low) / 2``; ``metrics/noise.ratio_interval``)."""
+    low, high = ratio_interval(value, *(math.log(p.high / p.low) / 2.0 for p in parts))
     confs = {p.confidence for p in parts}
-    return RatioCI(low=value * math.exp(-w), high=value * math.exp(w),
-                   confidence=confs.pop() if len(confs) == 1 else None)
+    return RatioCI(low=low, high=high, confidence=confs.pop() if len(confs) == 1 else None)
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

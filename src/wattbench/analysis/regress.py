@@ -39,7 +39,7 @@ from wattbench.analysis.compare import figure_noise, match_levels, refusal_messa
 from wattbench.analysis.diagnose import Finding, diagnose
 from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, trial_ci
 from wattbench.errors import UserError
-from wattbench.metrics.noise import FigureNoise, trials_noise, unknown_noise_hint
+from wattbench.metrics.noise import FigureNoise, ratio_interval, trials_noise, unknown_noise_hint
 from wattbench.report.numbers import fmt
 from wattbench.results.schema import Result
 
@@ -181,8 +181,7 @@ def evaluate(check: Check, a, b, boundary: str, label: str, *, base: Result | No
         ratio = vb / va
         out.change = ratio - 1.0
         if known and ratio > 0:
-            w = math.sqrt(na.rel_half_width ** 2 + nb.rel_half_width ** 2)
-            lo, hi = ratio * math.exp(-w) - 1.0, ratio * math.exp(w) - 1.0
+            lo, hi = (x - 1.0 for x in ratio_interval(ratio, na.rel_half_width, nb.rel_half_width))
             out.change_ci = [lo, hi]
             out.noise_aware = True
             out.bound = lo if sgn > 0 else -hi

@@ -50,9 +50,14 @@ class LlamaCpp(Engine):
     def __init__(self, binary: str | None = None):
         self.binary = binary or os.environ.get("WATTBENCH_LLAMA_SERVER") or shutil.which("llama-server")
 
+    def _not_found(self) -> EngineError:
+        where = (f"{self.binary} is not a file" if self.binary
+                 else "no WATTBENCH_LLAMA_SERVER and no llama-server on PATH")
+        return EngineError(f"llama.cpp server not found ({where}): {self.install_hint}")
+
     def check_installed(self) -> None:
         if not self.binary or not Path(self.binary).is_file():
-            raise EngineError(f"llama.cpp server not found: {self.install_hint}")
+            raise self._not_found()
 
     def version(self) -> str | None:
         try:
@@ -62,6 +67,8 @@ class LlamaCpp(Engine):
         return parse_version(out.stdout + out.stderr)
 
     def plan(self, model, device, engine_args, host, port, scratch) -> LaunchPlan:
+        if not self.binary:  # said before a preset is exported to GGUF for a server that cannot start
+            raise self._not_found()
         if model is None:
             raise UserError("llama.cpp serves GGUF files only: pass --model PATH/TO/MODEL.gguf or a Llama preset")
         args = list(engine_args)

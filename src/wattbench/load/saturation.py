@@ -1,10 +1,12 @@
 """The load generator's own saturation: its thresholds, the judgement, and the figures it biases.
 
-The client is called saturated on **its own signals only** (``client_saturation_reasons``):
+The client's **own signals only** (``client_saturation_reasons``; never the server's, never the
+rate it achieved):
 
 - send-lag p99 above ``max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION × the mean inter-arrival)``
   (open loop: arrivals went out late);
-- a worker above ``SAT_CPU_PCT`` % of one core;
+- a worker above ``SAT_CPU_PCT`` % of one core (a note only: what it does to the figures shows in
+  the event loop's lag, judged beside it);
 - the event loop's lag p99 above ``SAT_LOOP_LAG_MS`` (the process waits for a CPU).
 
 An achieved rate below the target is *not* such a signal: a Poisson level of 15 requests at 4/s
@@ -22,7 +24,9 @@ latencies): the event loop's lag p99 against the TTFT p50 and ITL p99 it stamps 
 ``--max-concurrency`` cap holds sends back by design: its send lag is not a signal, and the level
 reports the cap with its achieved rate. ``mark_saturated(level)`` then sets ``load.saturated``
 (only when a client finding is material), ``level.saturated_figures`` (dotted paths into the level,
-``*`` for "every key") and ``level.saturation_kinds`` (``loop_lag``, ``send_lag``):
+``*`` for "every key") and ``level.saturation_kinds`` (``loop_lag``, ``send_lag``: the client
+findings that can be material; a rate shortfall is the ``rate`` finding and a ``--max-concurrency``
+cap the ``cap`` note, neither the client's doing):
 
 - late stamps (``loop_lag``: the client's own work, or other processes holding the CPUs, as on a
   shared host) bias the latencies they stamp — TTFT, ITL, E2E; TPOT telescopes — and, only for a

@@ -17,9 +17,11 @@ from the best basis available, in this order:
    unknown and how to measure it.
 
 **A ratio** ``R = b / a`` of two figures with noise ``h_a`` and ``h_b`` has the interval
-``[R·e^-w, R·e^w]`` with ``w = sqrt(h_a² + h_b²)`` (the log-ratio delta method, as
-``analysis/compare.log_ratio_ci``); when only one side's noise is known it stands for both
-(``w = sqrt(2)·h``). The ratio is **within noise** when its interval contains 1.
+``[R·e^-w, R·e^w]`` with ``w = sqrt(h_a² + h_b²)`` (the log-ratio delta method:
+``ratio_interval``, the one place it is computed — ``ratio_noise``, ``repeat_check``,
+``analysis/compare.log_ratio_ci`` and ``analysis/regress`` call it; a product of independent
+ratios the same way, with each part's log half-width); when only one side's noise is known it
+stands for both (``w = sqrt(2)·h``). The ratio is **within noise** when its interval contains 1.
 
 **The single-level bound** (``single_level_noise``): on the H200 (issue 24), five 20 s trials of
 one level in one run gave 5,378 tok/s per kW with a 95% CI of 5,317–5,439, a relative standard
@@ -116,20 +118,32 @@ def combine(*parts: FigureNoise | None) -> FigureNoise | None:
     return FigureNoise(widest.rel_half_width, "+".join(bases), widest.n, widest.detail)
 
 
+def ratio_half_width(*rel_half_widths: float) -> float:
+    """``w = sqrt(Σ h²)``: the log half-width of a ratio (or a product of independent ratios)
+    whose parts have relative (or log) 95% half-widths ``h`` (module docstring)."""
+    return math.sqrt(sum(h * h for h in rel_half_widths))
+
+
+def ratio_interval(ratio: float, *rel_half_widths: float) -> tuple[float, float]:
+    """``(R·e^-w, R·e^w)`` with ``w = ratio_half_width(*rel_half_widths)``: the interval of a
+    ratio ``R`` of figures with those relative 95% half-widths (the log-ratio delta method)."""
+    w = ratio_half_width(*rel_half_widths)
+    return ratio * math.exp(-w), ratio * math.exp(w)
+
+
 def ratio_noise(ratio: float, a: FigureNoise | None, b: FigureNoise | None) -> RatioNoise:
     """The interval of ``ratio`` = b / a and whether it is within noise (module docstring)."""
     if a is None and b is None or not (ratio > 0 and math.isfinite(ratio)):
         return RatioNoise(ratio, None, None, None, "unknown")
     ha = (a or b).rel_half_width  # type: ignore[union-attr]
     hb = (b or a).rel_half_width  # type: ignore[union-attr]
-    w = math.sqrt(ha * ha + hb * hb)
     bases = []
     for p in (a, b):
         if p is not None:
             for x in p.basis.split("+"):
                 if x not in bases:
                     bases.append(x)
-    lo, hi = ratio * math.exp(-w), ratio * math.exp(w)
+    lo, hi = ratio_interval(ratio, ha, hb)
     return RatioNoise(ratio, lo, hi, lo <= 1.0 <= hi, "+".join(bases))
 
 
@@ -185,10 +199,10 @@ def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: floa
     else:
         s = single_level_noise(window_s)
         r = single_level_noise(repeat_window_s if repeat_window_s else window_s)
-        w = math.sqrt(s.rel_half_width ** 2 + r.rel_half_width ** 2)
+        w = ratio_half_width(s.rel_half_width, r.rel_half_width)
         basis = (f"bound for {s.detail}" if r.rel_half_width == s.rel_half_width
                  else f"bound for one {window_s or 0:.0f} s and one {repeat_window_s:.0f} s level")
-    lo, hi = ratio * math.exp(-w), ratio * math.exp(w)
+    lo, hi = ratio_interval(ratio, w)
     return RepeatCheck(first=mf, repeat=mr, ratio=ratio, low=lo, high=hi, beyond_noise=not lo <= 1.0 <= hi,
                        basis=basis, bound_pct=(math.exp(w) - 1.0) * 100.0)
 

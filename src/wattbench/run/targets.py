@@ -55,7 +55,8 @@ def _first_target(session: RunSession, run_dir) -> tuple[str, str | None, Server
         url, key = combine_credentials(cfg.target, key)
         return normalize_base_url(url), key, None, None, cfg.tokenizer
     session.emit("phase", name="engine", message=f"starting the {cfg.engine} engine")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    # launch() creates run_dir (its server.log) once the engine is known to be installed: an engine
+    # that is not is one line with nothing written
     handle = session.stack.enter_context(launch(engine=cfg.engine, model=cfg.engine_model, device=cfg.device,
                                                 engine_args=cfg.engine_args, run_dir=run_dir))
     session.engine = handle  # --restart-engine replaces it (restart_engine)

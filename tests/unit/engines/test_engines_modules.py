@@ -98,6 +98,23 @@ def test_sglang_and_llamacpp_plans(model_dir, tmp_path):
         LlamaCpp(binary="/nonexistent/llama-server").check_installed()
 
 
+def test_llamacpp_without_a_binary_is_one_engine_error_naming_what_to_install(tmp_path, monkeypatch):
+    """No WATTBENCH_LLAMA_SERVER and no llama-server on PATH: plan() (as well as check_installed())
+    says what to install, instead of an AttributeError from a None in its argv."""
+    monkeypatch.delenv("WATTBENCH_LLAMA_SERVER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no llama-server on it
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    lc = LlamaCpp()
+    assert lc.binary is None
+    for call in (lc.check_installed, lambda: lc.plan(str(gguf), "cpu", [], "127.0.0.1", 8000, tmp_path)):
+        with pytest.raises(EngineError) as ei:
+            call()
+        msg = str(ei.value)
+        assert "\n" not in msg and "llama.cpp server not found" in msg, msg
+        assert "WATTBENCH_LLAMA_SERVER" in msg and "llama-server" in msg, msg
+
+
 def test_select_helpers():
     info = select_server_info({"tp_size": 2, "context_length": 8192, "internal_states": [{"max_total_num_tokens": 9}],
                                "unrelated": 1})

@@ -12,7 +12,7 @@ its latency figures, not its efficiency ones); a prompt loop is nothing; a busy 
 from __future__ import annotations
 
 from wattbench.accounting.findings import verdicts
-from wattbench.accounting.validity import client_findings
+from wattbench.accounting.validity import client_findings, load_findings
 from wattbench.load.level import assemble_outcome
 from wattbench.load.link import WorkerResult
 from wattbench.load.saturation import SAT_LOOP_LAG_MIN_PROBES, SAT_LOOP_LAG_MS
@@ -78,3 +78,32 @@ def test_busy_worker_is_a_note_beside_the_loop_lag_that_judges_it():
     assert len(lv.load.saturation_reasons) == 1 and "CPU" in lv.load.saturation_reasons[0]
     assert [(f.kind, f.severity) for f in lv.validity.findings] == [("client_cpu", "note")]
     assert not lv.load.saturated and lv.validity.verdict == "valid" and lv.validity.latency == "valid"
+
+
+def test_the_kinds_the_module_doc_lists_are_the_kinds_mark_saturated_produces():
+    """``load/saturation.py``'s doc names what ``level.saturation_kinds`` can hold; every client
+    signal and load shortfall fired one at a time (a busy worker, late sends, a late event loop
+    against short token gaps, a rate shortfall, a --max-concurrency cap) gives exactly those."""
+    import re
+
+    import wattbench.load.saturation as sat
+    from wattbench.results.schema import Latency, LoadStats, Stats
+
+    doc = re.search(r"``level\.saturation_kinds`` \(([^:)]*)", sat.__doc__).group(1)
+    documented = set(re.findall(r"``(\w+)``", doc))
+    lat = Latency(ttft_ms=Stats(count=50, p50=400.0), itl_ms=Stats(count=500, p99=40.0))
+    loads = [
+        LoadStats(mode="concurrency", target_concurrency=8, client_cpu_pct=97.0),
+        LoadStats(mode="rate", target_rate_rps=10.0, achieved_rate_rps=9.9, send_lag_ms=Stats(count=5, p99=12.0)),
+        LoadStats(mode="concurrency", target_concurrency=1, client_loop_lag_ms=Stats(count=50, p99=3.7)),
+        LoadStats(mode="rate", target_rate_rps=10.0, achieved_rate_rps=5.0, arrival="constant"),
+        LoadStats(mode="rate", target_rate_rps=10.0, achieved_rate_rps=5.0, max_in_flight=2),
+    ]
+    produced, fired = set(), set()
+    for ld in loads:
+        lv = LevelResult(index=0, label="x", load=ld, latency=lat)
+        lv.validity = verdicts(load_findings(ld, n_requests=200) + client_findings(ld, lat, 20.0))
+        fired |= {f.kind for f in lv.validity.findings}
+        produced |= set(mark_saturated(lv).saturation_kinds)
+    assert fired == {"client_cpu", "send_lag", "loop_lag", "rate", "cap"}, fired  # every case did fire
+    assert produced == documented == {"loop_lag", "send_lag"}, (produced, documented)

@@ -14,6 +14,8 @@ from wattbench.metrics.noise import (
     plateau,
     pooled_repeat_sd,
     prediction_noise,
+    ratio_half_width,
+    ratio_interval,
     ratio_noise,
     repeat_check,
     single_level_noise,
@@ -54,6 +56,22 @@ def test_ratio_interval_and_within_noise():
     assert r.low == pytest.approx(1.006385, rel=1e-5) and r.within is False
     unknown = ratio_noise(1.3, None, None)
     assert unknown.within is None and unknown.basis == "unknown" and "noise unknown" in unknown.text()
+
+
+def test_the_ratio_interval_is_computed_in_one_place_and_every_caller_agrees():
+    # w = sqrt(0.03^2 + 0.04^2) = 0.05: 1.2 x e^-0.05 = 1.141475, 1.2 x e^0.05 = 1.261525
+    assert ratio_half_width(0.03, 0.04) == pytest.approx(0.05, rel=1e-12)
+    assert ratio_interval(1.2, 0.03, 0.04) == (pytest.approx(1.141475, rel=1e-6), pytest.approx(1.261525, rel=1e-6))
+    assert ratio_interval(2.0, 0.05) == (pytest.approx(2.0 * math.exp(-0.05), rel=1e-12),
+                                         pytest.approx(2.0 * math.exp(0.05), rel=1e-12))
+    # compare's trial-CI ratio and its product of ratios, and regress's relative change, call it
+    from wattbench.analysis.compare import combine_log_cis, log_ratio_ci
+    from wattbench.results.headline import TrialCI
+
+    ci = log_ratio_ci(1.2, TrialCI(100.0, 97.0, 103.0), TrialCI(50.0, 48.0, 52.0))  # h 0.03 and 0.04
+    assert (ci.low, ci.high) == (pytest.approx(1.141475, rel=1e-6), pytest.approx(1.261525, rel=1e-6))
+    prod = combine_log_cis(1.0, [ci, ci])  # each part's log half-width 0.05: w = 0.05 x sqrt(2)
+    assert prod.high == pytest.approx(math.exp(0.05 * math.sqrt(2)), rel=1e-9)
 
 
 def test_history_spread_needs_three_runs():
