@@ -35,7 +35,7 @@ Grouping
 ``group_findings(result)``: the run's own findings first, then one group per distinct level
 finding (same ``kind`` and ``summary``), its levels in numeric order of their load (concurrency,
 rate), worst severity first. Terminal, Markdown, HTML, ``compare`` and ``regress`` all render
-these groups (``report/summary.py`` words them).
+these groups (``report/notes.py`` words them).
 """
 
 from __future__ import annotations

@@ -26,6 +26,34 @@ API_KEY_ENV = ["WATTBENCH_API_KEY", "OPENAI_API_KEY"]
 REGISTER_HELP = "Add the run to the history store (default) or not."
 
 
+# The options of a measurement that `run` and `measure` (and `sensors` for --sensor) share: one
+# declaration each, so their defaults and words cannot drift apart. A function, not one OptionInfo
+# object, so each command gets its own.
+def sensor_option() -> Any:
+    return typer.Option(None, "--sensor", "-s",
+                        help="Sensor spec, repeatable (nvml, rapl, ipmi, const:node=700, …). Default: auto-detect.")
+
+
+def no_sensors_option() -> Any:
+    return typer.Option(False, "--no-sensors", help="Sample no power meter.")
+
+
+def sample_interval_option() -> Any:
+    return typer.Option(0.1, "--sample-interval", help="Seconds between sensor polls.")
+
+
+def price_per_kwh_option() -> Any:
+    return typer.Option(0.15, "--price-per-kwh", help="Electricity price per kWh.")
+
+
+def currency_option() -> Any:
+    return typer.Option("USD", "--currency")
+
+
+def pue_option() -> Any:
+    return typer.Option(1.0, "--pue", help="Power usage effectiveness for the facility figure (>= 1).")
+
+
 def _choice_error(err: dict) -> str | None:
     """``--api 'chta' is not one of completions, chat`` for a value outside a fixed set of choices
     (pydantic's ``literal_error`` / ``enum``), the field named as its flag."""

@@ -7,7 +7,18 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import API_KEY_HELP, DB_HELP, REGISTER_HELP, handle_errors
+from wattbench.cli.common import (
+    API_KEY_HELP,
+    DB_HELP,
+    REGISTER_HELP,
+    currency_option,
+    handle_errors,
+    no_sensors_option,
+    price_per_kwh_option,
+    pue_option,
+    sample_interval_option,
+    sensor_option,
+)
 from wattbench.interrupt import install_sigterm
 
 HELP = """Run COMMAND (a load generator) while sampling every meter as `run` does,
@@ -51,14 +62,14 @@ def register(app: typer.Typer) -> None:
         tool: Optional[str] = typer.Option(None, "--tool", help="What COMMAND is: vllm-bench-serve, aiperf, guidellm or command (default: recognised from it)."),
         result: Optional[List[str]] = typer.Option(None, "--result", help="The tool's result file (repeatable; default: found where its arguments put it)."),
         window_from: Optional[str] = typer.Option(None, "--window-from", help="A file of 'start SECONDS [LABEL]' / 'end SECONDS' lines the command writes: one level per pair."),
-        sensor: Optional[List[str]] = typer.Option(None, "--sensor", "-s", help="Sensor spec, repeatable (nvml, rapl, ipmi, const:node=700, …). Default: auto-detect."),
-        no_sensors: bool = typer.Option(False, "--no-sensors", help="Sample no power meter."),
-        sample_interval: float = typer.Option(0.1, "--sample-interval", help="Seconds between sensor polls."),
+        sensor: Optional[List[str]] = sensor_option(),
+        no_sensors: bool = no_sensors_option(),
+        sample_interval: float = sample_interval_option(),
         idle: float = typer.Option(3.0, "--idle", help="Seconds of idle baseline before the command (0 to skip)."),
         idle_after: float = typer.Option(0.0, "--idle-after", help="Seconds of idle baseline after it."),
-        price_per_kwh: float = typer.Option(0.15, "--price-per-kwh", help="Electricity price per kWh."),
-        currency: str = typer.Option("USD", "--currency"),
-        pue: float = typer.Option(1.0, "--pue", help="Power usage effectiveness for the facility figure (>= 1)."),
+        price_per_kwh: float = price_per_kwh_option(),
+        currency: str = currency_option(),
+        pue: float = pue_option(),
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default ./wattbench-results/<run_id>)."),
         tag: Optional[List[str]] = typer.Option(None, "--tag", help="Tag the run in the history store (repeatable)."),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),

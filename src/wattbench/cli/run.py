@@ -8,7 +8,22 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import API_KEY_HELP, DB_HELP, LIST_METAVAR, REGISTER_HELP, handle_errors, parse_headers, parse_json_object, split_list
+from wattbench.cli.common import (
+    API_KEY_HELP,
+    DB_HELP,
+    LIST_METAVAR,
+    REGISTER_HELP,
+    currency_option,
+    handle_errors,
+    no_sensors_option,
+    parse_headers,
+    parse_json_object,
+    price_per_kwh_option,
+    pue_option,
+    sample_interval_option,
+    sensor_option,
+    split_list,
+)
 from wattbench.interrupt import install_sigterm
 
 HELP = """Benchmark an OpenAI-compatible server (or the embedded engine when no --target is given).
@@ -70,14 +85,14 @@ def register(app: typer.Typer) -> None:
         output_tokens: str = typer.Option("128", "--output-tokens", help="N, uniform:A:B, normal:MU:SIGMA or lognormal:MU:SIGMA."),
         tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Local HF tokenizer (tokenizer.json or its directory) for token-exact prompts."),
         speedup: float = typer.Option(1.0, "--speedup", help="Trace replay: divide inter-arrival gaps by this."),
-        sensor: Optional[List[str]] = typer.Option(None, "--sensor", "-s", help="Sensor spec, repeatable (nvml, rapl, ipmi, const:node=700, …). Default: auto-detect."),
-        no_sensors: bool = typer.Option(False, "--no-sensors", help="Sample no power meter."),
-        sample_interval: float = typer.Option(0.1, "--sample-interval", help="Seconds between sensor polls."),
+        sensor: Optional[List[str]] = sensor_option(),
+        no_sensors: bool = no_sensors_option(),
+        sample_interval: float = sample_interval_option(),
         idle: float = typer.Option(3.0, "--idle", help="Seconds of idle baseline before the first level (0 to skip)."),
         idle_after: float = typer.Option(0.0, "--idle-after", help="Seconds of idle baseline after the last level."),
-        price_per_kwh: float = typer.Option(0.15, "--price-per-kwh", help="Electricity price per kWh."),
-        currency: str = typer.Option("USD", "--currency"),
-        pue: float = typer.Option(1.0, "--pue", help="Power usage effectiveness for the facility figure (>= 1)."),
+        price_per_kwh: float = price_per_kwh_option(),
+        currency: str = currency_option(),
+        pue: float = pue_option(),
         carbon_intensity: Optional[str] = typer.Option(None, "--carbon-intensity", help="Grid carbon intensity: gCO2e/kWh, or a CSV/JSON time series (an Electricity Maps export) aligned on the run's wall clock."),
         attribute_idle: bool = typer.Option(False, "--attribute-idle", help="Energy per request includes a share of idle power by time in flight (the shares then add up to the gross energy)."),
         tenant_field: str = typer.Option("tenant", "--tenant-field", help="Dataset/trace row field naming the tenant, for energy per tenant."),

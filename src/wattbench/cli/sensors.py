@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors
+from wattbench.cli.common import handle_errors, sensor_option
 from wattbench.report.numbers import fmt
 
 
@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
     @app.command("sensors")
     @handle_errors
     def sensors(
-        sensor: Optional[List[str]] = typer.Option(None, "--sensor", "-s", help="Sensor spec, repeatable (nvml, rapl, ipmi, const:node=700, …). Default: auto-detect."),
+        sensor: Optional[List[str]] = sensor_option(),
         measure: float = typer.Option(1.5, "--measure", help="Seconds to poll fast to measure each channel's update period."),
         estimate_cpu: bool = typer.Option(False, "--estimate-cpu", help="In auto-detection, add a CPU power estimate when no CPU meter exists."),
         as_json: bool = typer.Option(False, "--json", help="Print the inventory as JSON."),

@@ -23,7 +23,7 @@ SUMMARY_FILE = "levels.csv"
 REQUESTS_FILE = "requests.csv"
 
 # latency as `vllm bench serve`, AIPerf and GuideLLM report it: mean, p50, p90, p95, p99 of each
-# (report/summary.py SERVING_LATENCY x SERVING_STATS, the one list)
+# (report/tables.py SERVING_LATENCY x SERVING_STATS, the one list)
 LATENCY_COLUMNS = [f"{kind}_ms_{stat}" for kind in SERVING_LATENCY for stat in SERVING_STATS]
 LEVEL_COLUMNS = [
     "run_id", "level", "label", "mode", "target", "verdict", "validity_reasons", "completed", "failed", "warmup",

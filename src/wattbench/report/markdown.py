@@ -1,7 +1,7 @@
 """A Markdown summary fit for a pull request or an issue comment.
 
 Per run: verdict and every note once, what ``--optimize``/``--sweep auto`` chose, one table of the
-levels (the terminal's columns, ``report/summary.py``), the trials' means and CIs, then per level its
+levels (the terminal's columns, ``report/tables.py``), the trials' means and CIs, then per level its
 latency line and a table with the boundaries side by side (each labelled measured / declared /
 estimate). Numbers as stored in
 ``result.json``. Text from labels, reasons and names is escaped for GitHub Markdown (HTML

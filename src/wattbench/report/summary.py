@@ -1,11 +1,15 @@
-"""What every report says about a run, as text: short level labels, the notes (verdict reasons,
-warnings, sensor problems) each said once, the SLO and goodput cells, the trials' means and
-confidence intervals, and what ``--optimize`` / ``--sweep auto`` chose and why.
+"""What a run answers, first, in every report: the headline figure with its boundary and verdict
+(``headline``, ``answer_line``), what was chosen and why (the best level under the SLO, ``--optimize``,
+``--sweep auto``), how the server's state was controlled, what ``wattbench measure`` ran, and the
+configuration that applied.
 
-The terminal, Markdown and HTML reports all read a run through these functions, so the three say
-the same thing in the same words. Nothing here computes a figure: every number is a field of the
-result (``LevelResult.goodput``, ``level.trials``, ``result.optimize``, …),
-only selected and formatted.
+The terminal, Markdown and HTML reports all read a run through this module and its neighbours, so
+the three say the same thing in the same words: ``labels`` (level names), ``notes`` (each note once,
+the verdict line, ``report --notes``), ``goodput`` (SLO and goodput cells), ``trials`` (the trials'
+means and CIs) and ``tables`` (the level tables as columns). Their names are importable from here
+too, as the reports have always read them. Nothing here computes a figure: every number is a field of
+the result (``LevelResult.goodput``, ``level.trials``, ``result.optimize``, …), only selected and
+formatted.
 """
 
 from __future__ import annotations
@@ -14,237 +18,65 @@ from dataclasses import dataclass
 from typing import Any
 
 from wattbench.report import format as F
+
+# the neighbours' names, re-exported: the reports read them as summary.X
+from wattbench.report.goodput import (
+    GoodputCells,
+    goodput_cells,
+    goodput_cells_raw,
+    goodput_point,
+    has_goodput,
+    slo_text,
+)
+from wattbench.report.labels import levels_text, load_label, short_label, short_label_text
+from wattbench.report.notes import (
+    MAX_NOTE_LINES,
+    NOTE_MARK,
+    NoteLine,
+    effect_text,
+    group_text,
+    more_notes_line,
+    note_lines,
+    notes_full_lines,
+    run_notes,
+    shown_notes,
+    verdict_text,
+)
+from wattbench.report.tables import (
+    SERVING_LATENCY,
+    SERVING_STATS,
+    SHORT_BOUNDARY,
+    Column,
+    level_columns,
+    part_lines,
+    part_share,
+    serving_columns,
+    serving_figures,
+    serving_title,
+    short_boundary,
+    trial_columns,
+)
+from wattbench.report.trials import (
+    TRIAL_FIGURES,
+    TrialCell,
+    any_trials,
+    last_trial_title,
+    trial_cells,
+    trials_n,
+    trials_title,
+)
 from wattbench.results.schema import LevelResult, Result
 
-
-def load_label(mode: str | None, value: float | None, max_in_flight: int | None = None) -> str:
-    """``c=64`` (concurrency), ``r=4/s`` or ``r=inf`` (rate, ``c≤N`` when capped); ``–`` without a value."""
-    if value is None:
-        return F.MISSING
-    if mode == "rate":
-        out = "r=inf" if value == float("inf") else f"r={value:g}/s"
-        return out + (f" c≤{max_in_flight}" if max_in_flight else "")
-    if mode == "concurrency":
-        return f"c={value:g}"
-    return f"{mode or ''} {value:g}".strip()
-
-
-def short_label(level: LevelResult) -> str:
-    """``c=64`` for concurrency 64, ``r=4/s`` for 4 requests/s, ``r=inf`` for all at once; a
-    suffix of the stored label (``prefill-heavy``) is kept. Trace levels keep their label."""
-    ld = level.load
-    if ld.mode == "concurrency" and ld.target_concurrency is not None:
-        base, canon = load_label("concurrency", ld.target_concurrency), f"concurrency={ld.target_concurrency}"
-        from wattbench.accounting.level_findings import in_flight_finding
-
-        if in_flight_finding(level) is not None:  # far below its label: the achieved figure beside it
-            base += f" (got {ld.mean_in_flight:.1f})"
-    elif ld.mode == "rate" and ld.target_rate_rps is not None:
-        r = ld.target_rate_rps
-        base = load_label("rate", r, ld.max_in_flight)
-        canon = "rate=inf" if r == float("inf") else f"rate={r:g}"
-    else:
-        return level.label
-    rest = level.label[len(canon):].strip() if level.label.startswith(canon) else ""
-    return f"{base} {rest}" if rest else base
-
-
-def levels_text(result: Result, indices) -> str:
-    """Levels named compactly in the order given: ``c=1,2,32``, ``r=2,4/s``; other labels (a
-    suffix such as ``prefill-heavy``, a trace) as their short labels, joined by commas."""
-    by_index = {lv.index: lv for lv in result.levels}
-    lvs = [by_index[i] for i in indices if i in by_index]
-    if not lvs:
-        return ""
-    groups: dict[str, tuple[list[str], list[str]]] = {}  # suffix -> (concurrencies, rates)
-    other = []
-    for lv in lvs:
-        label, ld = short_label(lv), lv.load
-        base = (load_label("concurrency", ld.target_concurrency) if ld.mode == "concurrency" else
-                load_label("rate", ld.target_rate_rps) if ld.mode == "rate" and not ld.max_in_flight else None)
-        suffix = label[len(base):] if base and label.startswith(base) else None
-        if suffix is not None and suffix and not suffix.startswith(" "):
-            suffix = None  # "c=64 (got 7.2)" keeps its own label
-        if base is None or suffix is None:
-            other.append(label)
-            continue
-        cs, rs = groups.setdefault(suffix.strip(), ([], []))
-        if ld.mode == "concurrency":
-            cs.append(f"{ld.target_concurrency:g}")
-        else:
-            rs.append("inf" if ld.target_rate_rps == float("inf") else f"{ld.target_rate_rps:g}")
-    parts = []
-    for suffix, (cs, rs) in sorted(groups.items(), key=lambda kv: kv[0] != ""):  # plain levels first
-        tail = f" {suffix}" if suffix else ""
-        if cs:
-            parts.append("c=" + ",".join(cs) + tail)
-        if rs:
-            parts.append("r=" + ",".join(rs) + ("" if rs == ["inf"] else "/s") + tail)
-    return ", ".join(parts + other)
-
-
-def _num(a: float) -> str:
-    return f"{a:.0f}" if a >= 10 else f"{a:.1f}" if a >= 0.1 else f"{a:.2f}"
-
-
-def _pct_text(x: float, signed: bool) -> str:
-    return (("+" if x >= 0 else "−") if signed else "") + _num(abs(x)) + "%"
-
-
-def effect_text(effects, signed: bool) -> str:
-    """``+56%``, ``+52–56%``, ``−25% to −20%`` (signed, a range over the levels), ``0.8–1.2%`` (a
-    magnitude)."""
-    xs = sorted(effects) if signed else sorted(abs(x) for x in effects)
-    if not xs:
-        return ""
-    lo, hi = _pct_text(xs[0], signed), _pct_text(xs[-1], signed)
-    if lo == hi:
-        return lo
-    if not signed:
-        return f"{_num(xs[0])}–{hi}"
-    if xs[0] >= 0:
-        return f"+{_num(xs[0])}–{_num(xs[-1])}%"
-    return f"{lo} to {hi}"
-
-
-def group_text(result: Result, g) -> str:
-    """One group of findings as a line: ``c=1,2,32: prompt lengths +56% (no tokenizer)``. The
-    effect goes where the summary says ``{effect}`` (a magnitude) or ``{effect:+}`` (signed), else
-    after it."""
-    summary = g.summary
-    signed = "{effect:+}" in summary
-    eff = effect_text(g.effects, signed)
-    if "{effect" in summary:
-        body = summary.replace("{effect:+}", eff).replace("{effect}", eff).replace("  ", " ").strip()
-    else:
-        body = f"{summary} {eff}".strip() if eff else summary
-    where = levels_text(result, g.levels)
-    return f"{where}: {body}" if where else body
-
-
-@dataclass(frozen=True)
-class NoteLine:
-    severity: str  # note | warn | invalid
-    text: str
-
-
-def note_lines(result: Result) -> list[NoteLine]:
-    """Every note of the run once, in reading order: the run's own findings, the warnings and sensor
-    problems the run recorded, then one line per distinct level finding with its levels in numeric
-    order (``accounting.findings.group_findings``, the one grouping), the worst first."""
-    from wattbench.accounting.findings import group_findings
-
-    groups = group_findings(result)
-    run_groups = [g for g in groups if not g.levels]
-    level_groups = [g for g in groups if g.levels]
-    out = [NoteLine(g.severity, group_text(result, g)) for g in run_groups]
-    for w in result.warnings:
-        out.append(NoteLine("warn", w))
-    missing = sorted({F.energy_unavailable_reason(lv) for lv in result.levels if not lv.energy})
-    if result.validity.energy != "unavailable":
-        for reason in missing:
-            where = levels_text(result, [lv.index for lv in result.levels if not lv.energy
-                                         and F.energy_unavailable_reason(lv) == reason])
-            out.append(NoteLine("warn", f"{where}: energy unavailable: {reason}"))
-    for p in result.sensor_problems:
-        out.append(NoteLine("note", p))
-    out += [NoteLine(g.severity, group_text(result, g)) for g in level_groups]
-    seen: set[str] = set()
-    uniq = []
-    for n in out:
-        if n.text not in seen:
-            seen.add(n.text)
-            uniq.append(n)
-    return uniq
-
-
-def run_notes(result: Result) -> list[str]:
-    """Every note of the run once (``note_lines``) as plain lines."""
-    return [n.text for n in note_lines(result)]
-
-
-MAX_NOTE_LINES = 8
-
-
-def shown_notes(result: Result, width: int | None = None, limit: int = MAX_NOTE_LINES) -> tuple[list[NoteLine], int]:
-    """The notes a summary shows: at most ``limit`` lines, each cut to ``width`` columns (with …),
-    the worst first; and how many were left out (``wattbench report --notes`` lists them all)."""
-    lines = note_lines(result)
-    rank = {"invalid": 0, "warn": 1, "note": 2}
-    order = sorted(range(len(lines)), key=lambda i: (rank.get(lines[i].severity, 1), i))
-    keep = sorted(order[:limit] if len(lines) <= limit else order[:limit - 1])
-    out = []
-    for i in keep:
-        t = NOTE_MARK.get(lines[i].severity, "- ") + lines[i].text
-        if width and len(t) > width:
-            t = t[:width - 1] + "…"
-        out.append(NoteLine(lines[i].severity, t))
-    return out, len(lines) - len(keep)
-
-
-NOTE_MARK = {"invalid": "✗ ", "warn": "! ", "note": "- "}
-
-
-def more_notes_line(n: int) -> str:
-    return f"  … {n} more note{'s' if n != 1 else ''}: wattbench report --notes RUN_DIR"
-
-
-def verdict_text(result: Result) -> str:
-    """``valid (efficiency) · latency warn at c=32``: the run's headline verdict — the efficiency
-    figures' — first, then the latency figures'; each names its levels when only some of them are
-    not valid."""
-    v = result.validity
-    from wattbench.accounting.findings import level_order
-
-    order = {lv.index: level_order(lv) for lv in result.levels}
-
-    def text(run_verdict: str, per_level) -> str:
-        """``valid``; or, when the levels differ, ``invalid at c=16; warn at c=4`` (worst first)."""
-        got = {lv.index: per_level(lv) or "valid" for lv in result.levels}
-        if len(set(got.values())) <= 1:
-            return run_verdict
-        parts = []
-        for verdict in ("invalid", "warn"):
-            idx = sorted((i for i, x in got.items() if x == verdict), key=order.get)
-            if idx:
-                parts.append(f"{verdict} at {levels_text(result, idx)}")
-        return "; ".join(parts) if parts else run_verdict
-
-    out = f"{text(v.verdict, lambda lv: lv.validity.verdict)} (efficiency)"
-    if v.latency is not None:
-        out += f" · latency {text(v.latency, lambda lv: lv.validity.latency)}"
-    if v.energy == "unavailable":
-        out += " · energy unavailable"
-    return out
-
-
-def notes_full_lines(result: Result) -> list[str]:
-    """Every finding in full (``wattbench report --notes``): per distinct finding its severity,
-    levels, the figures it biases, its estimated effect and basis, then each level's own text."""
-    from wattbench.accounting.findings import group_findings
-
-    out = [f"{result.run_id}: {verdict_text(result)}"]
-    for g in group_findings(result):
-        head = f"[{g.severity}] {group_text(result, g)}"
-        out.append(head)
-        meta = []
-        if g.figures:
-            meta.append("biases " + ", ".join(g.figures))
-        if g.findings and g.findings[0].bound_pct is not None:
-            meta.append(f"material from {g.findings[0].bound_pct:g}%")
-        if meta:
-            out.append("    " + "; ".join(meta))
-        for f in g.findings:
-            where = levels_text(result, f.levels)
-            out.append(f"    {where + ': ' if where else ''}{f.text}")
-            if f.basis:
-                out.append(f"      basis: {f.basis}")
-    for w in result.warnings:
-        out.append(f"[warn] {w}")
-    for p in result.sensor_problems:
-        out.append(f"[note] {p}")
-    return out
-
+__all__ = [
+    "GoodputCells", "goodput_cells", "goodput_cells_raw", "goodput_point", "has_goodput", "slo_text",
+    "levels_text", "load_label", "short_label", "short_label_text", "MAX_NOTE_LINES", "NOTE_MARK", "NoteLine",
+    "effect_text", "group_text", "more_notes_line", "note_lines", "notes_full_lines", "run_notes",
+    "shown_notes", "verdict_text", "SERVING_LATENCY", "SERVING_STATS", "SHORT_BOUNDARY", "Column",
+    "level_columns", "part_lines", "part_share", "serving_columns", "serving_figures", "serving_title",
+    "short_boundary", "trial_columns", "TRIAL_FIGURES", "TrialCell", "any_trials", "last_trial_title",
+    "trial_cells", "trials_n", "trials_title", "ENGINE_KEYS", "applied_config", "best_under_slo",
+    "state_line", "Headline", "headline", "answer_line", "answer_lines", "measure_lines", "search_lines",
+]
 
 # ---------------------------------------------------------------- configuration
 
@@ -269,41 +101,7 @@ def applied_config(result: Result) -> list[tuple[str, Any]]:
     return out
 
 
-# ---------------------------------------------------------------- SLO and goodput
-
-
-def slo_text(result: Result) -> str | None:
-    """The run's SLO as given (``ttft_p99=500ms,tpot_p99=50ms``), or None without one."""
-    for lv in result.levels:
-        slos = (lv.goodput or {}).get("slos")
-        if slos:
-            return ",".join(f"{s['metric']}_{s['stat']}={s['threshold_ms']:g}ms" for s in slos)
-    slo = result.config.get("slo") if isinstance(result.config, dict) else None
-    return str(slo) if slo else None
-
-
-def has_goodput(result: Result) -> bool:
-    return any(lv.goodput for lv in result.levels)
-
-
-@dataclass(frozen=True)
-class GoodputCells:
-    met_pct: str  # share of the level's requests that met every SLO
-    slo: str  # "met" / "missed": the SLO as written, judged over the level
-    goodput_tok_s: str
-    goodput_per_kw: str  # at the level's headline boundary
-    boundary: str | None
-
-
-def goodput_cells(level: LevelResult) -> GoodputCells:
-    gp = level.goodput or {}
-    hb = F.headline_boundary(level)
-    b = hb[0] if hb else None
-    per_kw = ((gp.get("per_kw") or {}).get(b) or {}) if b else {}
-    all_met = gp.get("all_met")
-    slo = F.MISSING if all_met is None else ("met" if all_met else "missed")
-    return GoodputCells(F.fmt_fraction_pct(gp.get("fraction")), slo, F.fmt(gp.get("output_tokens_per_s")),
-                        F.fmt(per_kw.get("output_tokens_per_s_per_kw")), b)
+# ---------------------------------------------------------------- the answer
 
 
 def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
@@ -336,14 +134,6 @@ def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
                     f"{c.met_pct} of requests met it")
 
 
-def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
-    """(goodput tok/s per kW at the headline boundary, goodput tok/s) as stored (the last trial's)."""
-    gp = level.goodput or {}
-    hb = F.headline_boundary(level)
-    per_kw = ((gp.get("per_kw") or {}).get(hb[0]) or {}) if hb else {}
-    return per_kw.get("output_tokens_per_s_per_kw"), gp.get("output_tokens_per_s")
-
-
 def state_line(result: Result) -> str | None:
     """How the run controlled the server's state (issue 24): the priming load and the history
     check, in one line; None when the run did neither."""
@@ -363,21 +153,6 @@ def state_line(result: Result) -> str | None:
     if nz.engine_starts:
         parts.append(f"{len(nz.engine_starts)} engine starts")
     return "; ".join(parts) or None
-
-
-def short_label_text(label: str) -> str:
-    return label.replace("concurrency=", "c=").replace("rate=", "r=")
-
-
-def goodput_point(level: LevelResult) -> tuple[float | None, float | None]:
-    """(goodput tok/s per kW at the headline boundary, goodput tok/s) as the headline quotes them:
-    the trials' means with ``--trials`` (``results.headline.point``), else as stored."""
-    from wattbench.results.headline import point
-
-    per_kw, tok_s = goodput_cells_raw(level)
-    hb = F.headline_boundary(level)
-    return (point(level, "goodput_per_kw", hb[0], per_kw) if hb else per_kw,
-            point(level, "goodput_output_tokens_per_s", None, tok_s))
 
 
 @dataclass(frozen=True)
@@ -506,73 +281,6 @@ def measure_lines(result: Result) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------------- trials
-
-
-# (figure name in the trials block, display name, is it read at a boundary)
-TRIAL_FIGURES: list[tuple[str, str, bool]] = [
-    ("output_tokens_per_s", "out tok/s", False),
-    ("output_tokens_per_s_per_kw", "tok/s/kW", True),
-    ("j_per_output_token", "J/tok", True),
-    ("avg_power_w", "W", True),
-    ("ttft_p99_ms", "TTFT p99 ms", False),
-    ("tpot_p50_ms", "TPOT p50 ms", False),
-    ("goodput_per_kw", "goodput tok/s/kW", True),
-    ("goodput_fraction", "met SLO", False),
-]
-
-
-@dataclass(frozen=True)
-class TrialCell:
-    name: str  # display name
-    mean: str
-    ci: str  # "980–1,020"
-    n: int | None
-
-
-def trials_n(level: LevelResult) -> int | None:
-    return level.trials.n if level.trials is not None else None
-
-
-def trial_cells(level: LevelResult) -> list[TrialCell]:
-    """Mean and 95% CI of each headline figure over the level's trials (empty without trials)."""
-    from wattbench.analysis.figures import trial_ci
-
-    if trials_n(level) is None:
-        return []
-    hb = F.headline_boundary(level)
-    b = hb[0] if hb else None
-    out = []
-    for name, title, at_boundary in TRIAL_FIGURES:
-        ci = trial_ci(level, name, b if at_boundary else None)
-        if ci is None:
-            continue
-        if name == "goodput_fraction":
-            mean, ci_txt = F.fmt_fraction_pct(ci.mean), f"{F.fmt_fraction_pct(ci.low)}–{F.fmt_fraction_pct(ci.high)}"
-        else:
-            mean, ci_txt = F.fmt(ci.mean), f"{F.fmt(ci.low)}–{F.fmt(ci.high)}"
-        out.append(TrialCell(title, mean, ci_txt, ci.n))
-    return out
-
-
-def any_trials(result: Result) -> bool:
-    return any(trials_n(lv) for lv in result.levels)
-
-
-def _n_text(result: Result) -> str:
-    n = {trials_n(lv) for lv in result.levels} - {None}
-    return f"{n.pop()} trials" if len(n) == 1 else "trials"
-
-
-def last_trial_title(result: Result) -> str | None:
-    """Above the level table of a run with trials: its figures are the last trial's."""
-    return f"last of {_n_text(result)} (means and 95% CIs below)" if any_trials(result) else None
-
-
-def trials_title(result: Result) -> str:
-    return f"mean and 95% CI over {_n_text(result)}"
-
-
 # ---------------------------------------------------------------- --optimize / --sweep auto
 
 
@@ -625,176 +333,3 @@ def search_lines(result: Result) -> list[str]:
         knee_txt = f"; knee at {_level_by_value(result, knee)}" if knee is not None else ""
         out.append(f"sweep auto: stopped at {last} — {sweep.reason or 'no reason recorded'}{knee_txt}")
     return out
-
-
-# ---------------------------------------------------------------- level tables
-
-
-@dataclass
-class Column:
-    """One column of a level table: a short header (lines joined by newlines) and one cell per level."""
-
-    header: str
-    cells: list[str]
-    justify: str = "right"
-    kind: str = ""  # how a renderer may colour it: verdict | slo | ci | label:<measured|declared|estimate>
-    styles: list[str] | None = None  # per-cell terminal style, when the column sets its own
-    max_width: int | None = None  # longer cells fold onto more lines (the level label only)
-
-    @property
-    def width(self) -> int:
-        w = max([len(x) for x in self.header.split("\n")] + [len(c) for c in self.cells])
-        return min(w, self.max_width) if self.max_width else w
-
-
-# Boundary names in table headers, where width is short (the full name is in the notes and docs).
-SHORT_BOUNDARY = {"accelerator": "accel", "accelerator_memory": "accel-mem"}
-
-
-def short_boundary(b: str) -> str:
-    return SHORT_BOUNDARY.get(b, b)
-
-
-def _boundary_label(result: Result, b: str) -> str:
-    labels = {lv.energy[b].label for lv in result.levels if b in lv.energy}
-    return "/".join(sorted(labels))
-
-
-def level_columns(result: Result) -> list[Column]:
-    """Every per-level figure of the summary, one figure per cell, in reading order: load and
-    latency, SLO and goodput (with ``--slo``), then power and efficiency per boundary."""
-    lvs = result.levels
-    cols = [
-        Column("verdict", [lv.validity.verdict for lv in lvs], "left", "verdict"),
-        Column("ok/fail", [f"{lv.requests.completed}/{lv.requests.failed}" for lv in lvs]),
-        Column("out\ntok/s", [F.fmt(lv.throughput.output_tokens_per_s) for lv in lvs]),
-        Column("TTFT\np50 ms", [F.fmt(lv.latency.ttft_ms.p50) for lv in lvs]),
-        Column("TTFT\np99 ms", [F.fmt(lv.latency.ttft_ms.p99) for lv in lvs]),
-        Column("TPOT\np50 ms", [F.fmt(lv.latency.tpot_ms.p50) for lv in lvs]),
-    ]
-    if has_goodput(result):
-        g = [goodput_cells(lv) for lv in lvs]
-        bs = {x.boundary for x in g if x.boundary}
-        where = f"\n{short_boundary(bs.pop())}" if len(bs) == 1 else ""
-        cols += [
-            Column("SLO", [x.slo for x in g], "left", "slo"),
-            Column("met\nSLO", [x.met_pct for x in g]),
-            Column("goodput\ntok/s", [x.goodput_tok_s for x in g]),
-            Column("goodput\ntok/s/kW" + where, [x.goodput_per_kw for x in g]),
-        ]
-    for b in F.result_boundaries(result):
-        label = _boundary_label(result, b)
-        sb = short_boundary(b)
-
-        def cells(attr: str, b: str = b) -> list[str]:
-            return [F.fmt(getattr(lv.energy[b], attr)) if b in lv.energy else F.MISSING for lv in lvs]
-
-        cols.append(Column(f"W\n{sb}\n{label}", cells("avg_power_w"), kind=f"label:{label}"))
-        if F.has_per_token(result, b):
-            cols += [
-                Column(f"tok/s/kW\n{sb}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
-                Column(f"J/tok\n{sb}\n{label}", cells("j_per_output_token"), kind=f"label:{label}"),
-            ]
-        else:  # a part (the HBM rail; the host of a GPU server): its share, no per-token figure
-            shares = [part_share(lv, b) for lv in lvs]
-            ofs = {o for _, o in shares if o}
-            if ofs:
-                of = short_boundary(ofs.pop()) if len(ofs) == 1 else "whole"
-                cols.append(Column(f"share\n{sb}\nof {of}", [F.fmt_fraction_pct(x) if x is not None else F.MISSING
-                                                           for x, _ in shares], kind=f"label:{label}"))
-    return cols
-
-
-def part_share(level: LevelResult, boundary: str) -> tuple[float | None, str | None]:
-    """(share, of what) of a part at one level (``results.headline.parts``)."""
-    for p in F.parts(level):
-        if p.boundary == boundary:
-            return p.share, p.of
-    return None, None
-
-
-def part_lines(result: Result) -> list[str]:
-    """The parts of each level in words, after the tables: ``c=8: memory (accel-mem) 59.5 W, 22% of
-    the accelerator; host 210 W (estimate; not in a measured whole)``, and the metered server lower
-    bound where there is one. Nothing for a level without parts."""
-    out = []
-    for lv in result.levels:
-        said = []
-        for p in F.parts(lv):
-            if p.boundary == "accelerator_memory" and lv.power_split is not None:
-                continue  # where the board's watts went has its own line
-            lab = lv.energy[p.boundary].label
-            txt = f"{p.boundary} {F.fmt(p.avg_power_w)} W" + ("" if lab == "measured" else f" ({lab})")
-            if p.share is not None:
-                txt += f", {F.fmt_fraction_pct(p.share)} of {p.of}"
-            said.append(txt)
-        lb = F.server_lower_bound(lv)
-        if lb is not None:
-            watts, used = lb
-            said.append(f"server ≥ {F.fmt(watts)} W ({' + '.join(used)}, a lower bound: fans and PSU losses "
-                        "are not metered)")
-        if said:
-            out.append(f"{short_label(lv)}: parts — " + "; ".join(said))
-    return out
-
-
-# The figures users of `vllm bench serve`, AIPerf and GuideLLM read (issue 25): request rate, the
-# achieved load, and every latency as mean, p50, p90, p95, p99. One list for the wide terminal table,
-# `wattbench report --json` and the CSV (report/csv.py names its columns from it).
-SERVING_LATENCY = ("ttft", "tpot", "itl", "e2e")
-SERVING_STATS = ("mean", "p50", "p90", "p95", "p99")
-
-
-def serving_figures(level: LevelResult) -> dict[str, float | None]:
-    """A level's request rate, achieved load and latency statistics, as stored (the last trial's with
-    ``--trials``): ``requests_per_s``, ``output_tokens_per_s``, ``total_tokens_per_s``,
-    ``achieved_rate_rps`` (open loop), ``mean_in_flight`` (the achieved concurrency), and
-    ``<ttft|tpot|itl|e2e>_<mean|p50|p90|p95|p99>_ms``."""
-    t, ld = level.throughput, level.load
-    out: dict[str, float | None] = {
-        "requests_per_s": t.requests_per_s, "output_tokens_per_s": t.output_tokens_per_s,
-        "total_tokens_per_s": t.total_tokens_per_s, "achieved_rate_rps": ld.achieved_rate_rps,
-        "mean_in_flight": ld.mean_in_flight,
-    }
-    for kind in SERVING_LATENCY:
-        st = getattr(level.latency, f"{kind}_ms")
-        for stat in SERVING_STATS:
-            out[f"{kind}_{stat}_ms"] = getattr(st, stat)
-    return out
-
-
-def serving_columns(result: Result) -> list[Column]:
-    """The wide table's requests and latency (``serving_figures``): req/s, the achieved load (rate, or
-    mean in flight for a closed loop), then TTFT, TPOT, ITL and E2E as mean, p50, p90, p95, p99 (ms)."""
-    lvs = result.levels
-    figs = [serving_figures(lv) for lv in lvs]
-
-    def achieved(lv: LevelResult, f: dict) -> str:
-        if lv.load.mode == "rate" and f["achieved_rate_rps"] is not None:
-            return f"{F.fmt(f['achieved_rate_rps'])}/s"
-        return F.fmt(f["mean_in_flight"])
-
-    cols = [Column("req/s", [F.fmt(f["requests_per_s"]) for f in figs]),
-            Column("achieved\nload", [achieved(lv, f) for lv, f in zip(lvs, figs)])]
-    for kind in SERVING_LATENCY:
-        for stat in SERVING_STATS:
-            cols.append(Column(f"{kind.upper()}\n{stat}", [F.fmt(f[f"{kind}_{stat}_ms"]) for f in figs]))
-    return cols
-
-
-def serving_title(result: Result) -> str:
-    return "requests and latency (ms), as vllm bench serve, AIPerf and GuideLLM report them" + (
-        f" — {last_trial_title(result)}" if any_trials(result) else "")
-
-
-def trial_columns(result: Result) -> list[Column]:
-    """Mean and 95% CI of each headline figure over trials: two columns per figure."""
-    lvs = result.levels
-    per_level = [{c.name: c for c in trial_cells(lv)} for lv in lvs]
-    names = [t for _, t, _ in TRIAL_FIGURES if any(t in d for d in per_level)]
-    cols = [Column("trials", [str(trials_n(lv) or F.MISSING) for lv in lvs])]
-    for name in names:
-        head = name.replace(" ", "\n", 1) if len(name) > 8 else name
-        cols.append(Column(f"{head}\nmean", [(d[name].mean if name in d else F.MISSING) for d in per_level]))
-        cols.append(Column("95% CI", [d[name].ci if name in d else F.MISSING for d in per_level], kind="ci"))
-    return cols

@@ -13,6 +13,9 @@ id, a tag, a baseline name, or a unique prefix of a run id.
 Default location: ``platformdirs.user_data_dir("wattbench")/history.sqlite3``; ``$WATTBENCH_DB``
 or an explicit path overrides it. The database runs in WAL mode with a busy timeout, and every
 write is one ``BEGIN IMMEDIATE`` transaction, so several processes may register runs at once.
+
+The tables, their migrations and a run's level rows are in ``store_schema``; the run-to-run spread of
+a configuration's figure (``noise``, ``noise_table``) in ``store_noise``.
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from typing import Any, Callable, Iterator
 
 from wattbench.errors import UserError
 from wattbench.results.agreement import AGREEMENT_FILE, load_agreement
-from wattbench.results.headline import headline_boundary, level_key, measured_boundaries, point
+from wattbench.results.headline import measured_boundaries
 from wattbench.results.rundir import RESULT_FILE, load_result
 from wattbench.results.schema import Result
+from wattbench.results.store_noise import Spread, spread, spread_table
+from wattbench.results.store_schema import LEVEL_COLUMNS, MIGRATIONS, SCHEMA_VERSION, gpu_desc, level_rows
 from wattbench.server.redact import registered
 
 DB_ENV = "WATTBENCH_DB"
@@ -56,79 +61,6 @@ def _utc_now_iso() -> str:
 # ------------------------------------------------------------------ schema and migrations
 
 
-def _run_script(conn: sqlite3.Connection, script: str) -> None:
-    # statement by statement: executescript() would COMMIT the migration's open transaction
-    for stmt in script.split(";"):
-        if stmt.strip():
-            conn.execute(stmt)
-
-
-def _m1(conn: sqlite3.Connection) -> None:
-    _run_script(
-        conn,
-        """
-        CREATE TABLE runs (
-            run_id TEXT PRIMARY KEY,
-            kind TEXT NOT NULL DEFAULT 'run',
-            path TEXT NOT NULL,
-            created_at TEXT,
-            registered_at TEXT NOT NULL,
-            model TEXT,
-            engine TEXT,
-            engine_version TEXT,
-            gpu TEXT,
-            boundaries TEXT NOT NULL DEFAULT '[]',
-            status TEXT,
-            verdict TEXT,
-            wattbench_version TEXT,
-            summary TEXT NOT NULL DEFAULT '{}'
-        );
-        CREATE INDEX runs_created ON runs(created_at);
-        CREATE TABLE levels (
-            run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-            idx INTEGER NOT NULL,
-            label TEXT NOT NULL,
-            mode TEXT,
-            target REAL,
-            output_tokens_per_s REAL,
-            ttft_p99_ms REAL,
-            tpot_p99_ms REAL,
-            boundary TEXT,
-            avg_power_w REAL,
-            j_per_output_token REAL,
-            output_tokens_per_s_per_kw REAL,
-            verdict TEXT,
-            PRIMARY KEY (run_id, idx)
-        );
-        CREATE TABLE tags (
-            tag TEXT PRIMARY KEY,
-            run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-            tagged_at TEXT NOT NULL
-        );
-        CREATE TABLE baselines (
-            name TEXT PRIMARY KEY,
-            run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-            set_at TEXT NOT NULL
-        );
-        """
-    )
-
-
-def _m2(conn: sqlite3.Connection) -> None:
-    """Each level's configuration key and the figure whose run-to-run spread the history keeps
-    (``results/configuration.py``; ``HistoryStore.noise``). Rows registered before stay NULL until
-    their run is registered again (``wattbench history import DIR``)."""
-    for col in ("config_key TEXT", "config TEXT", "figure_name TEXT", "figure REAL", "trials INTEGER",
-                "window_s REAL"):
-        conn.execute(f"ALTER TABLE levels ADD COLUMN {col}")
-    conn.execute("CREATE INDEX levels_config ON levels(config_key)")
-
-
-# index = version reached after applying; append new migrations, never edit old ones
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2]
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
 @dataclass
 class RunRecord:
     run_id: str
@@ -152,88 +84,6 @@ class RunRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-def _gpu_desc(result: Result) -> str | None:
-    names = [g.name for g in result.environment.gpus if g.name]
-    if not names:
-        return None
-    uniq = sorted(set(names))
-    return ", ".join(f"{names.count(n)}x {n}" for n in uniq)
-
-
-LEVEL_COLUMNS = ("run_id", "idx", "label", "mode", "target", "output_tokens_per_s", "ttft_p99_ms", "tpot_p99_ms",
-                 "boundary", "avg_power_w", "j_per_output_token", "output_tokens_per_s_per_kw", "verdict",
-                 "config_key", "config", "figure_name", "figure", "trials", "window_s")
-
-
-def _level_rows(result: Result) -> list[tuple]:
-    from wattbench.results.configuration import configuration, configuration_key, level_figure
-
-    rows = []
-    for lv in result.levels:
-        b = headline_boundary(lv)
-        e = lv.energy.get(b) if b else None
-        mode, target = level_key(lv)
-
-        def at(name: str, own, boundary: str | None = None, lv=lv):  # the trials' mean with --trials
-            return point(lv, name, boundary, own)
-
-        conf = configuration(result, lv)
-        fname, fig = level_figure(lv)
-        rows.append((result.run_id, lv.index, lv.label, mode, target,
-                     at("output_tokens_per_s", lv.throughput.output_tokens_per_s),
-                     at("ttft_p99_ms", lv.latency.ttft_ms.p99), at("tpot_p99_ms", lv.latency.tpot_ms.p99), b,
-                     at("avg_power_w", e.avg_power_w, b) if e else None,
-                     at("j_per_output_token", e.j_per_output_token, b) if e else None,
-                     at("output_tokens_per_s_per_kw", e.output_tokens_per_s_per_kw, b) if e else None,
-                     lv.validity.verdict,
-                     configuration_key(conf), json.dumps(conf, sort_keys=True), fname, fig,
-                     lv.trials.n if lv.trials is not None else 1, lv.window.duration_s if lv.window else None))
-    return rows
-
-
-@dataclass
-class Spread:
-    """The run-to-run spread of one configuration's figure (``HistoryStore.noise``): one value per
-    run (a run's levels of the configuration averaged), ``rel_sd`` their relative standard deviation
-    (ddof 1)."""
-
-    config_key: str
-    config: dict[str, Any]
-    figure: str
-    runs: int
-    mean: float
-    rel_sd: float | None  # None with one run
-    low: float
-    high: float
-    run_ids: list[str] = field(default_factory=list)
-    last_created_at: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-def _spread(key: str, rows: list[sqlite3.Row]) -> Spread | None:
-    per_run: dict[str, list[float]] = {}
-    created: dict[str, str | None] = {}
-    config, figure = None, None
-    for r in rows:
-        if r["figure"] is None:
-            continue
-        per_run.setdefault(r["run_id"], []).append(float(r["figure"]))
-        created[r["run_id"]] = r["created_at"]
-        config, figure = r["config"], r["figure_name"]
-    if not per_run:
-        return None
-    vals = [sum(v) / len(v) for v in per_run.values()]
-    n = len(vals)
-    mean = sum(vals) / n
-    sd = (sum((v - mean) ** 2 for v in vals) / (n - 1)) ** 0.5 if n > 1 else None
-    return Spread(config_key=key, config=json.loads(config or "{}"), figure=figure or "", runs=n, mean=mean,
-                  rel_sd=(sd / mean if sd is not None and mean else None), low=min(vals), high=max(vals),
-                  run_ids=sorted(per_run, key=lambda rid: created.get(rid) or ""),
-                  last_created_at=max((c for c in created.values() if c), default=None))
 
 
 def _retry_locked(fn: Callable[[], Any], timeout_s: float = BUSY_TIMEOUT_S) -> Any:
@@ -394,12 +244,12 @@ class HistoryStore:
                        wattbench_version=excluded.wattbench_version, summary=excluded.summary""",
                 scrub((result.run_id, kind, path, result.created_at, _utc_now_iso(),
                        result.server.model or result.config.get("model"), result.server.engine, result.server.version,
-                       _gpu_desc(result), json.dumps(bnds), result.status, _verdict(result),
+                       gpu_desc(result), json.dumps(bnds), result.status, _verdict(result),
                        result.wattbench_version, json.dumps(summary or {}))),
             )
             c.execute("DELETE FROM levels WHERE run_id = ?", (result.run_id,))
             c.executemany(f"INSERT INTO levels ({', '.join(LEVEL_COLUMNS)}) VALUES "
-                          f"({', '.join('?' * len(LEVEL_COLUMNS))})", [scrub(row) for row in _level_rows(result)])
+                          f"({', '.join('?' * len(LEVEL_COLUMNS))})", [scrub(row) for row in level_rows(result)])
             for tag in result.tags:
                 row = c.execute("SELECT run_id FROM tags WHERE tag = ?", (tag,)).fetchone()
                 if row is None:
@@ -590,39 +440,15 @@ class HistoryStore:
 
     # -------------------------------------------------------------- noise (issue 24)
 
-    _NOISE_SQL = ("SELECT l.run_id, l.config_key, l.config, l.figure_name, l.figure, r.created_at FROM levels l "
-                  "JOIN runs r ON r.run_id = l.run_id WHERE r.kind = 'run' AND r.status = 'complete' "
-                  "AND l.verdict != 'invalid' AND l.config_key IS NOT NULL")
-
     def noise(self, config_key: str, exclude_runs: tuple[str, ...] | list[str] = ()) -> Spread | None:
-        """The spread of one configuration's figure across the complete runs that measured it (their
-        invalid levels left out), without ``exclude_runs`` (the runs being judged: a spread must
-        not be estimated from the very runs it judges)."""
-        rows = [r for r in self.conn.execute(self._NOISE_SQL + " AND l.config_key = ?", (config_key,))
-                if r["run_id"] not in set(exclude_runs)]
-        return _spread(config_key, rows)
+        """The spread of one configuration's figure across the complete runs that measured it
+        (``store_noise.spread``)."""
+        return spread(self.conn, config_key, exclude_runs)
 
     def noise_table(self, min_runs: int = 2, model: str | None = None, engine: str | None = None,
                     gpu: str | None = None) -> list[Spread]:
-        """Every configuration measured by ``min_runs`` runs or more, most runs first (text filters:
-        case-insensitive substrings of the model, engine and machine of the configuration)."""
-        groups: dict[str, list[sqlite3.Row]] = {}
-        for r in self.conn.execute(self._NOISE_SQL + " ORDER BY l.config_key"):
-            groups.setdefault(r["config_key"], []).append(r)
-        out = []
-        for key, rows in groups.items():
-            sp = _spread(key, rows)
-            if sp is None or sp.runs < min_runs:
-                continue
-            c = sp.config
-            machine = json.dumps(c.get("machine", {})).lower()
-            eng = json.dumps(c.get("engine", {})).lower()
-            if (model and model.lower() not in str(c.get("model") or "").lower()) or (
-                    engine and engine.lower() not in eng) or (gpu and gpu.lower() not in machine):
-                continue
-            out.append(sp)
-        out.sort(key=lambda sp: (-sp.runs, sp.config_key))
-        return out
+        """Every configuration measured by ``min_runs`` runs or more (``store_noise.spread_table``)."""
+        return spread_table(self.conn, min_runs, model, engine, gpu)
 
     def baselines(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self.conn.execute("SELECT name, run_id FROM baselines ORDER BY name")}

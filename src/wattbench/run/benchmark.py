@@ -59,13 +59,7 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
         try:
             return _run(session)
         except (KeyboardInterrupt, Interrupted) as e:
-            session.finish("interrupted", "stopped by signal during the run")
-            if session.result is not None and session.result.levels:
-                register(session.config, session.result, session.run_dir)
-            err = Interrupted("interrupted; the levels measured so far are saved"
-                              + (f" in {session.run_dir}" if session.run_dir and session.result else ""))
-            err.result = session.result  # type: ignore[attr-defined]
-            raise err from e
+            raise stopped(session, "the run", "the levels measured so far are saved") from e
         except Exception as e:
             if session.result is not None:  # closed, even before its first level: never left "running"
                 session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}")
@@ -108,6 +102,19 @@ def _run(session: RunSession) -> Result:
     session.finish("complete", None)
     register(cfg, result, run_dir)
     return result
+
+
+def stopped(session: RunSession, during: str, saved: str) -> Interrupted:
+    """A run stopped by Ctrl-C/SIGTERM (``run`` and ``measure``): closed ``interrupted``, its finished
+    levels registered, and the error to raise, saying where what was measured is and carrying the
+    partial result (``.result``)."""
+    session.finish("interrupted", f"stopped by signal during {during}")
+    if session.result is not None and session.result.levels:
+        register(session.config, session.result, session.run_dir)
+    where = f" in {session.run_dir}" if session.run_dir and session.result else ""
+    err = Interrupted(f"interrupted; {saved}{where}")
+    err.result = session.result  # type: ignore[attr-defined]
+    return err
 
 
 def register(cfg: RunConfig, result: Result | None, run_dir) -> None:

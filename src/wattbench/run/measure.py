@@ -73,7 +73,15 @@ from wattbench.results.tools import (
 from wattbench.results.tools.base import place_on_run_clock, stamps, to_records
 from wattbench.results.tools.markers import read_markers
 from wattbench.run import analyses, telemetry
-from wattbench.run.benchmark import SCRAPE_INTERVAL_S, idle_after, idle_before, new_run_id, register, start_result
+from wattbench.run.benchmark import (
+    SCRAPE_INTERVAL_S,
+    idle_after,
+    idle_before,
+    new_run_id,
+    register,
+    start_result,
+    stopped,
+)
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.server.metrics import MetricsScraper
 from wattbench.server.redact import redact_argv
@@ -123,13 +131,7 @@ def measure(mcfg: MeasureConfig, progress: ProgressFn | None = None) -> Result:
         try:
             return _measure(session, mcfg)
         except (KeyboardInterrupt, Interrupted) as e:
-            session.finish("interrupted", "stopped by signal during the command")
-            if session.result is not None and session.result.levels:
-                register(session.config, session.result, session.run_dir)
-            err = Interrupted("interrupted; what was measured is saved"
-                              + (f" in {session.run_dir}" if session.run_dir and session.result else ""))
-            err.result = session.result  # type: ignore[attr-defined]
-            raise err from e
+            raise stopped(session, "the command", "what was measured is saved") from e
         except CommandFailed:
             raise
         except Exception as e:

@@ -96,6 +96,25 @@ def test_an_older_file_loads_with_its_reasons_as_legacy_findings():
     assert again.levels[0].validity.findings == lv.validity.findings
 
 
+def test_report_notes_says_each_legacy_finding_once():
+    """``wattbench report --notes`` on an older file: a legacy finding has no short form, so its group's
+    head is its text; the head was followed by the same text indented (every note twice)."""
+    r = Result.model_validate(json.loads((FIXTURES / "sweep" / "result.json").read_text()))
+    full = S.notes_full_lines(r)
+    texts = {f.text for lv in r.levels for f in lv.validity.findings}
+    assert texts
+    for t in texts:
+        said = [line for line in full if line.endswith(t)]
+        assert len(said) == 1 and said[0].startswith("["), (t, said)
+    assert "c=1,2,4: input tokens asked 16, the server counted 12 on average (-25%)" in "\n".join(full)
+    # a typed finding keeps its own text under the group's short form
+    typed = _optimize_like_result()
+    typed_full = S.notes_full_lines(typed)
+    for lv in typed.levels:
+        for f in lv.validity.findings:
+            assert sum(line.strip().endswith(f.text) for line in typed_full) >= 1
+
+
 def test_reason_strings_set_the_older_way_become_legacy_findings():
     v = Validity()
     v.reasons = ["invalid: no measured request completed", "warn: x"]

@@ -1,0 +1,63 @@
+"""The SLO and goodput cells of every report: the SLO as given, a level's goodput cells at its
+headline boundary, and the goodput figures the headline quotes (the trials' means with ``--trials``).
+Nothing here computes a figure: every number is a field of ``LevelResult.goodput``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wattbench.report import format as F
+from wattbench.results.schema import LevelResult, Result
+
+
+def slo_text(result: Result) -> str | None:
+    """The run's SLO as given (``ttft_p99=500ms,tpot_p99=50ms``), or None without one."""
+    for lv in result.levels:
+        slos = (lv.goodput or {}).get("slos")
+        if slos:
+            return ",".join(f"{s['metric']}_{s['stat']}={s['threshold_ms']:g}ms" for s in slos)
+    slo = result.config.get("slo") if isinstance(result.config, dict) else None
+    return str(slo) if slo else None
+
+
+def has_goodput(result: Result) -> bool:
+    return any(lv.goodput for lv in result.levels)
+
+
+@dataclass(frozen=True)
+class GoodputCells:
+    met_pct: str  # share of the level's requests that met every SLO
+    slo: str  # "met" / "missed": the SLO as written, judged over the level
+    goodput_tok_s: str
+    goodput_per_kw: str  # at the level's headline boundary
+    boundary: str | None
+
+
+def goodput_cells(level: LevelResult) -> GoodputCells:
+    gp = level.goodput or {}
+    hb = F.headline_boundary(level)
+    b = hb[0] if hb else None
+    per_kw = ((gp.get("per_kw") or {}).get(b) or {}) if b else {}
+    all_met = gp.get("all_met")
+    slo = F.MISSING if all_met is None else ("met" if all_met else "missed")
+    return GoodputCells(F.fmt_fraction_pct(gp.get("fraction")), slo, F.fmt(gp.get("output_tokens_per_s")),
+                        F.fmt(per_kw.get("output_tokens_per_s_per_kw")), b)
+
+
+def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
+    """(goodput tok/s per kW at the headline boundary, goodput tok/s) as stored (the last trial's)."""
+    gp = level.goodput or {}
+    hb = F.headline_boundary(level)
+    per_kw = ((gp.get("per_kw") or {}).get(hb[0]) or {}) if hb else {}
+    return per_kw.get("output_tokens_per_s_per_kw"), gp.get("output_tokens_per_s")
+
+
+def goodput_point(level: LevelResult) -> tuple[float | None, float | None]:
+    """(goodput tok/s per kW at the headline boundary, goodput tok/s) as the headline quotes them:
+    the trials' means with ``--trials`` (``results.headline.point``), else as stored."""
+    from wattbench.results.headline import point
+
+    per_kw, tok_s = goodput_cells_raw(level)
+    hb = F.headline_boundary(level)
+    return (point(level, "goodput_per_kw", hb[0], per_kw) if hb else per_kw,
+            point(level, "goodput_output_tokens_per_s", None, tok_s))

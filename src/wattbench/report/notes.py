@@ -1,0 +1,178 @@
+"""What a report says about a run's findings, in one set of words: each note once, in reading order
+(``accounting.findings.group_findings`` groups them; this module words them), the notes a summary
+shows and how many it left out, the run's two verdicts in one line, and ``wattbench report --notes``
+(every finding in full)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wattbench.report import format as F
+from wattbench.report.labels import levels_text
+from wattbench.results.schema import Result
+
+
+def _num(a: float) -> str:
+    return f"{a:.0f}" if a >= 10 else f"{a:.1f}" if a >= 0.1 else f"{a:.2f}"
+
+
+def _pct_text(x: float, signed: bool) -> str:
+    return (("+" if x >= 0 else "−") if signed else "") + _num(abs(x)) + "%"
+
+
+def effect_text(effects, signed: bool) -> str:
+    """``+56%``, ``+52–56%``, ``−25% to −20%`` (signed, a range over the levels), ``0.8–1.2%`` (a
+    magnitude)."""
+    xs = sorted(effects) if signed else sorted(abs(x) for x in effects)
+    if not xs:
+        return ""
+    lo, hi = _pct_text(xs[0], signed), _pct_text(xs[-1], signed)
+    if lo == hi:
+        return lo
+    if not signed:
+        return f"{_num(xs[0])}–{hi}"
+    if xs[0] >= 0:
+        return f"+{_num(xs[0])}–{_num(xs[-1])}%"
+    return f"{lo} to {hi}"
+
+
+def group_text(result: Result, g) -> str:
+    """One group of findings as a line: ``c=1,2,32: prompt lengths +56% (no tokenizer)``. The
+    effect goes where the summary says ``{effect}`` (a magnitude) or ``{effect:+}`` (signed), else
+    after it."""
+    summary = g.summary
+    signed = "{effect:+}" in summary
+    eff = effect_text(g.effects, signed)
+    if "{effect" in summary:
+        body = summary.replace("{effect:+}", eff).replace("{effect}", eff).replace("  ", " ").strip()
+    else:
+        body = f"{summary} {eff}".strip() if eff else summary
+    where = levels_text(result, g.levels)
+    return f"{where}: {body}" if where else body
+
+
+@dataclass(frozen=True)
+class NoteLine:
+    severity: str  # note | warn | invalid
+    text: str
+
+
+def note_lines(result: Result) -> list[NoteLine]:
+    """Every note of the run once, in reading order: the run's own findings, the warnings and sensor
+    problems the run recorded, then one line per distinct level finding with its levels in numeric
+    order (``accounting.findings.group_findings``, the one grouping), the worst first."""
+    from wattbench.accounting.findings import group_findings
+
+    groups = group_findings(result)
+    run_groups = [g for g in groups if not g.levels]
+    level_groups = [g for g in groups if g.levels]
+    out = [NoteLine(g.severity, group_text(result, g)) for g in run_groups]
+    for w in result.warnings:
+        out.append(NoteLine("warn", w))
+    missing = sorted({F.energy_unavailable_reason(lv) for lv in result.levels if not lv.energy})
+    if result.validity.energy != "unavailable":
+        for reason in missing:
+            where = levels_text(result, [lv.index for lv in result.levels if not lv.energy
+                                         and F.energy_unavailable_reason(lv) == reason])
+            out.append(NoteLine("warn", f"{where}: energy unavailable: {reason}"))
+    for p in result.sensor_problems:
+        out.append(NoteLine("note", p))
+    out += [NoteLine(g.severity, group_text(result, g)) for g in level_groups]
+    seen: set[str] = set()
+    uniq = []
+    for n in out:
+        if n.text not in seen:
+            seen.add(n.text)
+            uniq.append(n)
+    return uniq
+
+
+def run_notes(result: Result) -> list[str]:
+    """Every note of the run once (``note_lines``) as plain lines."""
+    return [n.text for n in note_lines(result)]
+
+
+MAX_NOTE_LINES = 8
+
+
+def shown_notes(result: Result, width: int | None = None, limit: int = MAX_NOTE_LINES) -> tuple[list[NoteLine], int]:
+    """The notes a summary shows: at most ``limit`` lines, each cut to ``width`` columns (with …),
+    the worst first; and how many were left out (``wattbench report --notes`` lists them all)."""
+    lines = note_lines(result)
+    rank = {"invalid": 0, "warn": 1, "note": 2}
+    order = sorted(range(len(lines)), key=lambda i: (rank.get(lines[i].severity, 1), i))
+    keep = sorted(order[:limit] if len(lines) <= limit else order[:limit - 1])
+    out = []
+    for i in keep:
+        t = NOTE_MARK.get(lines[i].severity, "- ") + lines[i].text
+        if width and len(t) > width:
+            t = t[:width - 1] + "…"
+        out.append(NoteLine(lines[i].severity, t))
+    return out, len(lines) - len(keep)
+
+
+NOTE_MARK = {"invalid": "✗ ", "warn": "! ", "note": "- "}
+
+
+def more_notes_line(n: int) -> str:
+    return f"  … {n} more note{'s' if n != 1 else ''}: wattbench report --notes RUN_DIR"
+
+
+def verdict_text(result: Result) -> str:
+    """``valid (efficiency) · latency warn at c=32``: the run's headline verdict — the efficiency
+    figures' — first, then the latency figures'; each names its levels when only some of them are
+    not valid."""
+    v = result.validity
+    from wattbench.accounting.findings import level_order
+
+    order = {lv.index: level_order(lv) for lv in result.levels}
+
+    def text(run_verdict: str, per_level) -> str:
+        """``valid``; or, when the levels differ, ``invalid at c=16; warn at c=4`` (worst first)."""
+        got = {lv.index: per_level(lv) or "valid" for lv in result.levels}
+        if len(set(got.values())) <= 1:
+            return run_verdict
+        parts = []
+        for verdict in ("invalid", "warn"):
+            idx = sorted((i for i, x in got.items() if x == verdict), key=order.get)
+            if idx:
+                parts.append(f"{verdict} at {levels_text(result, idx)}")
+        return "; ".join(parts) if parts else run_verdict
+
+    out = f"{text(v.verdict, lambda lv: lv.validity.verdict)} (efficiency)"
+    if v.latency is not None:
+        out += f" · latency {text(v.latency, lambda lv: lv.validity.latency)}"
+    if v.energy == "unavailable":
+        out += " · energy unavailable"
+    return out
+
+
+def notes_full_lines(result: Result) -> list[str]:
+    """Every finding in full (``wattbench report --notes``): per distinct finding its severity,
+    levels, the figures it biases, its estimated effect and basis, then each level's own text where
+    it says more than the head (an older file's findings, and any without a short form, are their
+    head: said once)."""
+    from wattbench.accounting.findings import group_findings
+
+    out = [f"{result.run_id}: {verdict_text(result)}"]
+    for g in group_findings(result):
+        head = f"[{g.severity}] {group_text(result, g)}"
+        out.append(head)
+        meta = []
+        if g.figures:
+            meta.append("biases " + ", ".join(g.figures))
+        if g.findings and g.findings[0].bound_pct is not None:
+            meta.append(f"material from {g.findings[0].bound_pct:g}%")
+        if meta:
+            out.append("    " + "; ".join(meta))
+        for f in g.findings:
+            if f.text != g.summary:  # a finding without a short form (an older file's) is the head itself
+                where = levels_text(result, f.levels)
+                out.append(f"    {where + ': ' if where else ''}{f.text}")
+            if f.basis:
+                out.append(f"      basis: {f.basis}")
+    for w in result.warnings:
+        out.append(f"[warn] {w}")
+    for p in result.sensor_problems:
+        out.append(f"[note] {p}")
+    return out

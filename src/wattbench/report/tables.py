@@ -1,0 +1,185 @@
+"""The level tables every report shows, as ``Column``s of cells (one figure per cell): the summary's
+level table (load, latency, SLO and goodput, power and efficiency per boundary), the parts of each
+level in words, the wide requests-and-latency table of other load generators' figures, and the
+trials' means and CIs. ``report/terminal.py`` packs these columns to the width; Markdown and HTML
+render them as they are. Nothing here computes a figure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wattbench.report import format as F
+from wattbench.report.goodput import goodput_cells, has_goodput
+from wattbench.report.labels import short_label
+from wattbench.report.trials import TRIAL_FIGURES, any_trials, last_trial_title, trial_cells, trials_n
+from wattbench.results.schema import LevelResult, Result
+
+
+@dataclass
+class Column:
+    """One column of a level table: a short header (lines joined by newlines) and one cell per level."""
+
+    header: str
+    cells: list[str]
+    justify: str = "right"
+    kind: str = ""  # how a renderer may colour it: verdict | slo | ci | label:<measured|declared|estimate>
+    styles: list[str] | None = None  # per-cell terminal style, when the column sets its own
+    max_width: int | None = None  # longer cells fold onto more lines (the level label only)
+
+    @property
+    def width(self) -> int:
+        w = max([len(x) for x in self.header.split("\n")] + [len(c) for c in self.cells])
+        return min(w, self.max_width) if self.max_width else w
+
+
+# Boundary names in table headers, where width is short (the full name is in the notes and docs).
+SHORT_BOUNDARY = {"accelerator": "accel", "accelerator_memory": "accel-mem"}
+
+
+def short_boundary(b: str) -> str:
+    return SHORT_BOUNDARY.get(b, b)
+
+
+def _boundary_label(result: Result, b: str) -> str:
+    labels = {lv.energy[b].label for lv in result.levels if b in lv.energy}
+    return "/".join(sorted(labels))
+
+
+def level_columns(result: Result) -> list[Column]:
+    """Every per-level figure of the summary, one figure per cell, in reading order: load and
+    latency, SLO and goodput (with ``--slo``), then power and efficiency per boundary."""
+    lvs = result.levels
+    cols = [
+        Column("verdict", [lv.validity.verdict for lv in lvs], "left", "verdict"),
+        Column("ok/fail", [f"{lv.requests.completed}/{lv.requests.failed}" for lv in lvs]),
+        Column("out\ntok/s", [F.fmt(lv.throughput.output_tokens_per_s) for lv in lvs]),
+        Column("TTFT\np50 ms", [F.fmt(lv.latency.ttft_ms.p50) for lv in lvs]),
+        Column("TTFT\np99 ms", [F.fmt(lv.latency.ttft_ms.p99) for lv in lvs]),
+        Column("TPOT\np50 ms", [F.fmt(lv.latency.tpot_ms.p50) for lv in lvs]),
+    ]
+    if has_goodput(result):
+        g = [goodput_cells(lv) for lv in lvs]
+        bs = {x.boundary for x in g if x.boundary}
+        where = f"\n{short_boundary(bs.pop())}" if len(bs) == 1 else ""
+        cols += [
+            Column("SLO", [x.slo for x in g], "left", "slo"),
+            Column("met\nSLO", [x.met_pct for x in g]),
+            Column("goodput\ntok/s", [x.goodput_tok_s for x in g]),
+            Column("goodput\ntok/s/kW" + where, [x.goodput_per_kw for x in g]),
+        ]
+    for b in F.result_boundaries(result):
+        label = _boundary_label(result, b)
+        sb = short_boundary(b)
+
+        def cells(attr: str, b: str = b) -> list[str]:
+            return [F.fmt(getattr(lv.energy[b], attr)) if b in lv.energy else F.MISSING for lv in lvs]
+
+        cols.append(Column(f"W\n{sb}\n{label}", cells("avg_power_w"), kind=f"label:{label}"))
+        if F.has_per_token(result, b):
+            cols += [
+                Column(f"tok/s/kW\n{sb}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
+                Column(f"J/tok\n{sb}\n{label}", cells("j_per_output_token"), kind=f"label:{label}"),
+            ]
+        else:  # a part (the HBM rail; the host of a GPU server): its share, no per-token figure
+            shares = [part_share(lv, b) for lv in lvs]
+            ofs = {o for _, o in shares if o}
+            if ofs:
+                of = short_boundary(ofs.pop()) if len(ofs) == 1 else "whole"
+                cols.append(Column(f"share\n{sb}\nof {of}", [F.fmt_fraction_pct(x) if x is not None else F.MISSING
+                                                           for x, _ in shares], kind=f"label:{label}"))
+    return cols
+
+
+def part_share(level: LevelResult, boundary: str) -> tuple[float | None, str | None]:
+    """(share, of what) of a part at one level (``results.headline.parts``)."""
+    for p in F.parts(level):
+        if p.boundary == boundary:
+            return p.share, p.of
+    return None, None
+
+
+def part_lines(result: Result) -> list[str]:
+    """The parts of each level in words, after the tables: ``c=8: memory (accel-mem) 59.5 W, 22% of
+    the accelerator; host 210 W (estimate; not in a measured whole)``, and the metered server lower
+    bound where there is one. Nothing for a level without parts."""
+    out = []
+    for lv in result.levels:
+        said = []
+        for p in F.parts(lv):
+            if p.boundary == "accelerator_memory" and lv.power_split is not None:
+                continue  # where the board's watts went has its own line
+            lab = lv.energy[p.boundary].label
+            txt = f"{p.boundary} {F.fmt(p.avg_power_w)} W" + ("" if lab == "measured" else f" ({lab})")
+            if p.share is not None:
+                txt += f", {F.fmt_fraction_pct(p.share)} of {p.of}"
+            said.append(txt)
+        lb = F.server_lower_bound(lv)
+        if lb is not None:
+            watts, used = lb
+            said.append(f"server ≥ {F.fmt(watts)} W ({' + '.join(used)}, a lower bound: fans and PSU losses "
+                        "are not metered)")
+        if said:
+            out.append(f"{short_label(lv)}: parts — " + "; ".join(said))
+    return out
+
+
+# The figures users of `vllm bench serve`, AIPerf and GuideLLM read (issue 25): request rate, the
+# achieved load, and every latency as mean, p50, p90, p95, p99. One list for the wide terminal table,
+# `wattbench report --json` and the CSV (report/csv.py names its columns from it).
+SERVING_LATENCY = ("ttft", "tpot", "itl", "e2e")
+SERVING_STATS = ("mean", "p50", "p90", "p95", "p99")
+
+
+def serving_figures(level: LevelResult) -> dict[str, float | None]:
+    """A level's request rate, achieved load and latency statistics, as stored (the last trial's with
+    ``--trials``): ``requests_per_s``, ``output_tokens_per_s``, ``total_tokens_per_s``,
+    ``achieved_rate_rps`` (open loop), ``mean_in_flight`` (the achieved concurrency), and
+    ``<ttft|tpot|itl|e2e>_<mean|p50|p90|p95|p99>_ms``."""
+    t, ld = level.throughput, level.load
+    out: dict[str, float | None] = {
+        "requests_per_s": t.requests_per_s, "output_tokens_per_s": t.output_tokens_per_s,
+        "total_tokens_per_s": t.total_tokens_per_s, "achieved_rate_rps": ld.achieved_rate_rps,
+        "mean_in_flight": ld.mean_in_flight,
+    }
+    for kind in SERVING_LATENCY:
+        st = getattr(level.latency, f"{kind}_ms")
+        for stat in SERVING_STATS:
+            out[f"{kind}_{stat}_ms"] = getattr(st, stat)
+    return out
+
+
+def serving_columns(result: Result) -> list[Column]:
+    """The wide table's requests and latency (``serving_figures``): req/s, the achieved load (rate, or
+    mean in flight for a closed loop), then TTFT, TPOT, ITL and E2E as mean, p50, p90, p95, p99 (ms)."""
+    lvs = result.levels
+    figs = [serving_figures(lv) for lv in lvs]
+
+    def achieved(lv: LevelResult, f: dict) -> str:
+        if lv.load.mode == "rate" and f["achieved_rate_rps"] is not None:
+            return f"{F.fmt(f['achieved_rate_rps'])}/s"
+        return F.fmt(f["mean_in_flight"])
+
+    cols = [Column("req/s", [F.fmt(f["requests_per_s"]) for f in figs]),
+            Column("achieved\nload", [achieved(lv, f) for lv, f in zip(lvs, figs)])]
+    for kind in SERVING_LATENCY:
+        for stat in SERVING_STATS:
+            cols.append(Column(f"{kind.upper()}\n{stat}", [F.fmt(f[f"{kind}_{stat}_ms"]) for f in figs]))
+    return cols
+
+
+def serving_title(result: Result) -> str:
+    return "requests and latency (ms), as vllm bench serve, AIPerf and GuideLLM report them" + (
+        f" — {last_trial_title(result)}" if any_trials(result) else "")
+
+
+def trial_columns(result: Result) -> list[Column]:
+    """Mean and 95% CI of each headline figure over trials: two columns per figure."""
+    lvs = result.levels
+    per_level = [{c.name: c for c in trial_cells(lv)} for lv in lvs]
+    names = [t for _, t, _ in TRIAL_FIGURES if any(t in d for d in per_level)]
+    cols = [Column("trials", [str(trials_n(lv) or F.MISSING) for lv in lvs])]
+    for name in names:
+        head = name.replace(" ", "\n", 1) if len(name) > 8 else name
+        cols.append(Column(f"{head}\nmean", [(d[name].mean if name in d else F.MISSING) for d in per_level]))
+        cols.append(Column("95% CI", [d[name].ci if name in d else F.MISSING for d in per_level], kind="ci"))
+    return cols

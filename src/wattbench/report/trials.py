@@ -1,0 +1,73 @@
+"""A level's trials in every report: the mean and 95% CI of each headline figure over ``--trials``
+(``analysis.figures.trial_ci``), and the titles that say a table's figures are the last trial's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wattbench.report import format as F
+from wattbench.results.schema import LevelResult, Result
+
+
+# (figure name in the trials block, display name, is it read at a boundary)
+TRIAL_FIGURES: list[tuple[str, str, bool]] = [
+    ("output_tokens_per_s", "out tok/s", False),
+    ("output_tokens_per_s_per_kw", "tok/s/kW", True),
+    ("j_per_output_token", "J/tok", True),
+    ("avg_power_w", "W", True),
+    ("ttft_p99_ms", "TTFT p99 ms", False),
+    ("tpot_p50_ms", "TPOT p50 ms", False),
+    ("goodput_per_kw", "goodput tok/s/kW", True),
+    ("goodput_fraction", "met SLO", False),
+]
+
+
+@dataclass(frozen=True)
+class TrialCell:
+    name: str  # display name
+    mean: str
+    ci: str  # "980–1,020"
+    n: int | None
+
+
+def trials_n(level: LevelResult) -> int | None:
+    return level.trials.n if level.trials is not None else None
+
+
+def trial_cells(level: LevelResult) -> list[TrialCell]:
+    """Mean and 95% CI of each headline figure over the level's trials (empty without trials)."""
+    from wattbench.analysis.figures import trial_ci
+
+    if trials_n(level) is None:
+        return []
+    hb = F.headline_boundary(level)
+    b = hb[0] if hb else None
+    out = []
+    for name, title, at_boundary in TRIAL_FIGURES:
+        ci = trial_ci(level, name, b if at_boundary else None)
+        if ci is None:
+            continue
+        if name == "goodput_fraction":
+            mean, ci_txt = F.fmt_fraction_pct(ci.mean), f"{F.fmt_fraction_pct(ci.low)}–{F.fmt_fraction_pct(ci.high)}"
+        else:
+            mean, ci_txt = F.fmt(ci.mean), f"{F.fmt(ci.low)}–{F.fmt(ci.high)}"
+        out.append(TrialCell(title, mean, ci_txt, ci.n))
+    return out
+
+
+def any_trials(result: Result) -> bool:
+    return any(trials_n(lv) for lv in result.levels)
+
+
+def _n_text(result: Result) -> str:
+    n = {trials_n(lv) for lv in result.levels} - {None}
+    return f"{n.pop()} trials" if len(n) == 1 else "trials"
+
+
+def last_trial_title(result: Result) -> str | None:
+    """Above the level table of a run with trials: its figures are the last trial's."""
+    return f"last of {_n_text(result)} (means and 95% CIs below)" if any_trials(result) else None
+
+
+def trials_title(result: Result) -> str:
+    return f"mean and 95% CI over {_n_text(result)}"
