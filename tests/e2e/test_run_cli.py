@@ -205,3 +205,27 @@ def test_no_idle_baseline_from_declared_constants_alone(tmp_path):
     assert c.levels[0].energy["node"].dynamic_energy_j is None
     assert m.idle_window is not None and "cpu" in m.idle
     assert not any(w.startswith("no idle baseline") for w in m.warnings)
+
+
+def test_the_priming_is_bracketed_by_scrapes_so_no_level_counts_its_tokens(tmp_path):
+    """The server's counters over the first measured level start from a scrape taken after the
+    priming ended (as every level's end is: ``RunSession.await_closing_reads``), so the level's
+    counter delta (``server_metrics``) holds none of the priming's tokens: between the scrapes that
+    bracket each level the server counted exactly the tokens its requests reported."""
+    from wattbench.server.metrics import ServerTimeline
+
+    with stream_server("--ttft-ms", "5", "--itl-ms", "1", "--vllm-metrics") as (base, _):
+        p = wb("run", "--target", base, "-c", "2,4", "-n", "8", "--input-tokens", "8", "--output-tokens", "8",
+               "--no-sensors", "--idle", "0", "--no-register", "--no-html", "--out", str(tmp_path / "r"),
+               cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    res = load_result(tmp_path / "r")
+    tl = ServerTimeline.from_jsonl(tmp_path / "r" / "server_timeline.jsonl")
+    prime = res.noise.priming
+    assert prime is not None and prime.completed == 8  # two rounds of c=4
+    first = min(res.levels, key=lambda lv: lv.window.start_ns)
+    assert any(prime.end_ns <= t <= first.window.start_ns for t, _ in tl.scrapes), "no scrape after the priming"
+    for lv in res.levels:
+        before = [v for t, v in tl.scrapes if t <= lv.window.start_ns][-1]
+        after = next(v for t, v in tl.scrapes if t >= lv.window.end_ns)
+        assert after["generation_tokens"] - before["generation_tokens"] == lv.throughput.output_tokens, lv.label

@@ -174,6 +174,9 @@ class LevelRunner:
         outcome = self._run_one(spec, self.workload.specs(ENDLESS_REQUESTS, start=PRIME_START),
                                 self._on_progress(-1))
         t1 = now_ns()
+        # a scrape after the priming, as after every level: the first measured level's server
+        # counters start from it, not from one taken before (or during) the priming's tokens
+        session.await_closing_reads(t1)
         rs = as_record_set(outcome.records)
         ok = rs.columns("ok")["ok"] if len(rs) else np.zeros(0, bool)
         rs.close()  # nothing of the priming is kept
