@@ -35,8 +35,10 @@ for name, r in runs:
     for lv in r["levels"]:
         lvv = lv["validity"]
         sw = (lv.get("steady_window") or {}).get("duration_s")
+        acc = (lv.get("energy") or {}).get("accelerator") or {}
         print(f"  {lv['label']}: efficiency {lvv['verdict']}, latency {lvv.get('latency')}; "
-              f"{lv['requests']['completed']} requests, window {lv['window']['duration_s']:.1f} s, steady {sw}")
+              f"{lv['requests']['completed']} requests, window {lv['window']['duration_s']:.1f} s, steady {sw}; "
+              f"accelerator edges at {acc.get('update_period_s')} s (0.1: both shaped by the power samples)")
         for f in lvv.get("findings", []):
             print(f"    {f['severity']}: {f['kind']}: {f['text'][:160]}")
 PY

@@ -47,8 +47,7 @@ def main(d: Path) -> int:
     reg = json.loads((d / "regress.json").read_text())
     check(reg.get("boundary") == "accelerator", f"regress boundary = {reg.get('boundary')}")
     for o in reg.get("outcomes", []):
-        lv = next((x for x in raw["a"]["levels"] if x["label"] == o["level"] or
-                   o["level"].startswith(x["label"])), None)
+        lv = next((x for x in raw["a"]["levels"] if x["label"] == o["level"]), None)  # exact: c=1 is a prefix of c=16
         if lv is None or o["baseline"] is None:
             continue
         m = o["check"]["metric"]

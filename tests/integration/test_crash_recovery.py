@@ -117,4 +117,7 @@ def test_sigkill_mid_level_keeps_every_finished_record_and_reads_invalid(tmp_pat
     assert p.returncode == 0, p.stderr
     with HistoryStore(db) as store:
         [row] = store.list_runs()
-    assert (row.status, row.verdict) == ("running", "invalid")
+        # indexed as it was left ("running"), listed as what it is: no process holds its lock
+        assert [r.run_id for r in store.list_runs(status="crashed")] == [row.run_id]
+        assert store.list_runs(status="running") == []
+    assert (row.status, row.verdict) == ("crashed", "invalid")

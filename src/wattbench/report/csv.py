@@ -1,5 +1,6 @@
-"""CSV exports: a per-level summary (long form: one row per level × window × boundary) and one row
-per request. Column lists are ``SUMMARY_COLUMNS`` and ``REQUEST_COLUMNS`` (documented in
+"""CSV exports: a per-level summary (long form: one row per level × window × boundary shown — a
+boundary equal to another, ``host`` = the ``cpu`` estimate, is one row whose ``same_energy_as``
+names the other: ``results/headline.py`` rule 5) and one row per request. Column lists are ``SUMMARY_COLUMNS`` and ``REQUEST_COLUMNS`` (documented in
 docs/reports.md). Values are copied from ``result.json``; per-request latencies come from
 ``wattbench.metrics.request_latency``.
 
@@ -17,6 +18,7 @@ from wattbench.errors import UserError
 from wattbench.report import format as F
 from wattbench.report.data import RunData
 from wattbench.report.summary import SERVING_LATENCY, SERVING_STATS
+from wattbench.results.headline import same_as
 from wattbench.results.schema import BoundaryEnergy, LevelResult
 
 SUMMARY_FILE = "levels.csv"
@@ -34,7 +36,7 @@ ENERGY_COLUMNS = [
     "window", "boundary", "energy_label", "method", "energy_j", "avg_power_w", "p95_power_w", "p99_power_w",
     "max_power_w", "idle_power_w", "idle_energy_j", "dynamic_energy_j", "j_per_output_token", "j_per_token",
     "output_tokens_per_s_per_kw", "tokens_per_kwh", "output_tokens_per_kwh", "cost_per_million_output_tokens",
-    "uncertainty_pct", "coverage", "largest_gap_s", "energy_unavailable_reason",
+    "uncertainty_pct", "coverage", "largest_gap_s", "energy_unavailable_reason", "same_energy_as",
 ]
 SUMMARY_COLUMNS = LEVEL_COLUMNS + ENERGY_COLUMNS
 
@@ -76,7 +78,7 @@ def _energy_part(window: str, be: BoundaryEnergy | None, reason: str | None) -> 
     if be is None:
         return row
     row.update(window=window, boundary=be.boundary, energy_label=be.label, method=be.method)
-    for c in ENERGY_COLUMNS[4:-1]:
+    for c in ENERGY_COLUMNS[4:ENERGY_COLUMNS.index("energy_unavailable_reason")]:
         row[c] = getattr(be, c)
     return row
 
@@ -92,8 +94,11 @@ def summary_rows(runs: Iterable[RunData]) -> list[dict[str, Any]]:
                 rows.append({**base, **_energy_part("", None, F.energy_unavailable_reason(lv))})
                 continue
             for window, energy in (("full", lv.energy), ("steady", lv.energy_steady)):
-                for b in F.boundary_order(energy):
-                    rows.append({**base, **_energy_part(window, energy[b], None)})
+                twins = same_as(energy)  # a boundary equal to another is one row (results/headline.py rule 5)
+                for b in F.shown_boundaries(energy):
+                    row = {**base, **_energy_part(window, energy[b], None)}
+                    row["same_energy_as"] = ";".join(sorted(k for k, v in twins.items() if v == b))
+                    rows.append(row)
     return rows
 
 

@@ -196,6 +196,14 @@ def recovered_how(result: Result, run_dir: str | os.PathLike) -> str:
     return "from a level that did not finish"
 
 
+def listed_status(status: str | None, run_dir: str | os.PathLike) -> str | None:
+    """A run's status as the history lists it: ``crashed`` for one still marked ``running`` whose
+    process is gone (no live lock: the module doc's rule), else the status it was indexed with."""
+    if status == "running" and not run_in_progress(run_dir):
+        return "crashed"
+    return status
+
+
 def settle_unfinished(result: Result, run_dir: str | os.PathLike) -> Result:
     """The one rule for a result read with ``status: running`` (module doc): the verdict becomes
     ``invalid``, the reason (in progress, or crashed with what its spool holds) goes first."""

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator
 from wattbench.errors import UserError
 from wattbench.results.agreement import AGREEMENT_FILE, load_agreement
 from wattbench.results.headline import measured_boundaries
+from wattbench.results.recovery import listed_status
 from wattbench.results.rundir import RESULT_FILE, load_result
 from wattbench.results.schema import Result
 from wattbench.results.store_noise import Spread, spread, spread_table
@@ -344,7 +345,8 @@ class HistoryStore:
             run_id=rid, kind=row["kind"], path=row["path"], created_at=row["created_at"],
             registered_at=row["registered_at"], model=row["model"], engine=row["engine"],
             engine_version=row["engine_version"], gpu=row["gpu"], boundaries=json.loads(row["boundaries"]),
-            status=row["status"], verdict=row["verdict"], wattbench_version=row["wattbench_version"],
+            status=listed_status(row["status"], row["path"]), verdict=row["verdict"],
+            wattbench_version=row["wattbench_version"],
             summary=json.loads(row["summary"] or "{}"),
         )
         rec.tags = [r[0] for r in self.conn.execute("SELECT tag FROM tags WHERE run_id=? ORDER BY tag", (rid,))]
@@ -418,9 +420,9 @@ class HistoryStore:
         if kind:
             where.append("kind = ?")
             args.append(kind)
-        if status:
+        if status:  # "crashed" is indexed as "running" (recovery.listed_status decides on reading)
             where.append("status = ?")
-            args.append(status)
+            args.append("running" if status == "crashed" else status)
         if since:
             where.append("created_at >= ?")
             args.append(since)
@@ -431,9 +433,12 @@ class HistoryStore:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY created_at DESC, run_id DESC"
-        if limit:
+        if limit and status not in ("running", "crashed"):
             sql += f" LIMIT {int(limit)}"
-        return [self._record(r, full=False) for r in self.conn.execute(sql, args)]
+        recs = [self._record(r, full=False) for r in self.conn.execute(sql, args)]
+        if status in ("running", "crashed"):
+            recs = [r for r in recs if r.status == status][:limit or None]
+        return recs
 
     def tags(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self.conn.execute("SELECT tag, run_id FROM tags ORDER BY tag")}

@@ -225,7 +225,9 @@ def _idle_window(session: RunSession, seconds: float, what: str) -> tuple[int, i
     session.emit("phase", name="idle", message=f"measuring idle power{what} for {seconds:g} s")
     t0 = now_ns()
     time.sleep(seconds)
-    return t0, now_ns()
+    t1 = now_ns()
+    session.await_closing_reads(t1)  # a reading after the idle window's end, as after every level
+    return t0, t1
 
 
 IDLE_SKIPPED = ("no idle baseline: the only power figures are declared constants (--sensor const:…), whose idle "

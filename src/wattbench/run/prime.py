@@ -36,6 +36,8 @@ import math
 
 from wattbench.config import RunConfig
 from wattbench.metrics.noise import repeat_check
+from wattbench.report.labels import short_label_text
+from wattbench.report.numbers import fmt
 from wattbench.results.configuration import level_figure
 from wattbench.results.schema import HistoryCheck, LevelResult
 
@@ -126,16 +128,15 @@ def judge(first: LevelResult, repeat: LevelResult | None) -> HistoryCheck:
     hc.first, hc.repeated, hc.ratio, hc.low, hc.high = chk.first, chk.repeat, chk.ratio, chk.low, chk.high
     hc.bound_pct, hc.basis = chk.bound_pct, chk.basis
     when = "measured again after the other levels" if repeat is not None else "first trial vs its later trials"
-    both = f"{_fmt(chk.first)} then {_fmt(chk.repeat)} ({chk.ratio - 1:+.1%})"
+    # the figures first, so the line a summary cuts at 80 columns keeps them (report/notes.py)
+    unit = "tok/s/kW" if "per_kw" in figure else "tok/s" if figure.startswith("output_tokens_per_s") else figure
+    both = f"{fmt(chk.first)} then {fmt(chk.repeat)} {unit} ({chk.ratio - 1:+.1%})"
+    lbl = short_label_text(first.label)
     if chk.beyond_noise:
         hc.verdict = "warn"
-        hc.text = (f"history check: {first.label} {when}: {figure.split('@')[0]} {both}, beyond the noise "
-                   f"(±{chk.bound_pct:.1f}%, {chk.basis}): what the server served in between moved it")
+        hc.text = (f"history check {lbl}: {both}, beyond noise ±{chk.bound_pct:.1f}% — {when}: what the server "
+                   f"served in between moved it ({chk.basis})")
     else:
-        hc.text = (f"history check: {first.label} {when}: {both}, within the noise (±{chk.bound_pct:.1f}%, "
-                   f"{chk.basis})")
+        hc.text = f"history check {lbl}: {both}, within noise ±{chk.bound_pct:.1f}% — {when} ({chk.basis})"
     return hc
 
-
-def _fmt(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"

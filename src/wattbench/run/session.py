@@ -35,6 +35,7 @@ log = logging.getLogger("wattbench.run")
 ProgressFn = Callable[[str, dict], None]
 
 CLOSING_SCRAPE_WAIT_S = 2.0  # at most this long for the scrape after a level's window
+CLOSING_READ_WAIT_S = 2.0  # at most this long for the sensors' readings after a window (NVML's counter: one poll)
 POLL_S = 0.02
 
 
@@ -78,10 +79,14 @@ class RunSession:
                             engine=self.result.server.engine if self.result is not None else None, slos=self.slos)
 
     def await_closing_reads(self, end_ns: int) -> None:
-        """Wait until the ``/metrics`` scraper has a scrape after ``end_ns`` (so counter deltas over
-        the window interpolate between two scrapes), at most ``CLOSING_SCRAPE_WAIT_S``; the scraper
-        thread takes it on its own period. Without a scraper there is nothing to wait for: the
-        sampler's log is read up to the window's end, and accounting clamps to its samples."""
+        """Readings after ``end_ns`` (a window's end) before the window is accounted, so each edge is
+        bracketed by a reading on both sides: the sampler's closing reads (``Sampler.await_reads_after``:
+        NVML's seldom-read counter read again, every energy and power channel read past the end, at
+        most ``CLOSING_READ_WAIT_S``) and a ``/metrics`` scrape after the end (counter deltas over
+        the window interpolate between two scrapes; at most ``CLOSING_SCRAPE_WAIT_S``, the scraper
+        thread takes it on its own period)."""
+        if self.sampler is not None:
+            self.sampler.await_reads_after(end_ns, CLOSING_READ_WAIT_S)
         if self.scraper is None:
             return
         deadline = now_ns() + int(min(self.scraper.interval_s * 2.4, CLOSING_SCRAPE_WAIT_S) * 1e9)

@@ -362,8 +362,10 @@ class NvmlSensor(Sensor):
         return out
 
     def force_full_read(self) -> None:
-        """Make the next ``read()`` include the energy counter (the sampler's closing read)."""
+        """Make the next ``read()`` include the energy counter and a drain of the power samples (the
+        sampler's closing read, at a window's end and at ``stop``)."""
         self._next_counter_ns = None
+        self._last_drain_ns = None
 
     def _soft(self, cid: str, exc: BaseException) -> None:
         self.soft_errors[cid] = self.soft_errors.get(cid, 0) + 1

@@ -41,6 +41,9 @@ class TelemetrySink(Protocol):
     def failure(self, failure: SensorFailure) -> None: ...
 
 
+CLOSING_POLL_S = 0.01  # how often await_reads_after looks for the closing reads
+
+
 def period_of(sensor: Sensor, default_s: float) -> float:
     """The sensor's own poll period if it sets one, else ``default_s``."""
     if "poll_interval_s" in vars(sensor) or type(sensor).poll_interval_s is not Sensor.poll_interval_s:
@@ -141,6 +144,37 @@ class Sampler:
         return self.log
 
     close = stop
+
+    def await_reads_after(self, t_ns: int, timeout_s: float) -> bool:
+        """Closing reads for a window that ended at ``t_ns``: the accounting brackets a window's edge
+        with a reading on each side (``accounting/counters.py``: a counter's delta around the edge
+        apportioned by its power channel's shape), and a seldom-read counter (NVML's, every 0.9 s)
+        otherwise has no reading after the edge yet when the level is accounted, so its end is
+        extrapolated at the last interval's power and the edge's error bound is a whole read period.
+
+        Every sensor that reads a quantity seldom gets a closing read (``force_full_read()``, as at
+        ``stop``), and this waits — at most ``timeout_s``, on the sampler's clock — until each
+        energy and power channel of a sensor polled at least that often has a reading after
+        ``t_ns``. Returns whether all did; a channel that did not (a meter slower than the wait, a
+        failing one) is accounted as before, extrapolated at its edge with that error bound."""
+        if not self._started or self._t_stop_ns is not None:
+            return True
+        for s in self.opened:
+            if hasattr(s, "force_full_read"):
+                s.force_full_read()  # a flag the sensor's own thread reads at its next poll
+        fast = {s.name for s in self.opened if period_of(s, self.interval_s) <= timeout_s}
+        with self._lock:
+            chans = self.log.channels
+            wanted = [cid for cid in self._latest if cid in chans and chans[cid].kind in ("counter", "power")
+                      and chans[cid].sensor in fast]
+        deadline = self.clock.now_ns() + int(timeout_s * 1e9)
+        while True:
+            with self._lock:
+                if all(self._latest[cid][0] > t_ns for cid in wanted):
+                    return True
+            if self.clock.now_ns() >= deadline:
+                return False
+            self.clock.sleep(CLOSING_POLL_S)
 
     def __enter__(self) -> "Sampler":
         self.start()

@@ -76,3 +76,27 @@ def test_csv_dir_that_is_a_file(report_run_dir, tmp_path):
     f.write_text("x")
     with pytest.raises(UserError, match="give a directory"):
         write_csvs([RunData(report_run_dir)], f)
+
+
+def test_a_boundary_equal_to_another_is_one_row(report_run_dir, tmp_path):
+    """``host`` built from the ``cpu`` estimate alone is the same figure (results/headline.py rule 5):
+    levels.csv writes it once, as ``host``, and says the ``cpu`` row is the same energy (issue 25)."""
+    from tests.fakes.results_factory import make_energy
+
+    from wattbench.results import rundir
+
+    res = rundir.load_result(report_run_dir)
+    for lv in res.levels:
+        d = lv.window.duration_s
+        cpu = make_energy("cpu", 60.0, d, 1000, 500, method="estimate", label="estimate").model_copy(
+            update={"channels": ["estimate.cpu"]})
+        host = cpu.model_copy(update={"boundary": "host", "method": "sum(cpu)"})
+        lv.energy = {**lv.energy, "cpu": cpu, "host": host}
+    rundir.write_result(report_run_dir, res)
+    df = pd.read_csv(write_csvs([RunData(report_run_dir)], tmp_path)[0], keep_default_na=False)
+    full = df[df.window == "full"]
+    assert sorted(set(full.boundary)) == ["accelerator", "host", "node"]  # no cpu row
+    assert set(full[full.boundary == "host"].same_energy_as) == {"cpu"}
+    assert set(full[full.boundary != "host"].same_energy_as) == {""}
+    h = full[full.boundary == "host"]
+    assert list(h.energy_j) == pytest.approx(list(60.0 * h.duration_s), rel=1e-12)

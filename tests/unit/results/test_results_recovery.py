@@ -98,3 +98,20 @@ def test_recover_reads_the_spool_by_hand_and_skips_what_requests_jsonl_already_h
     assert json.loads((d / rundir.LEVEL_META_FILE).read_text())["label"] == "concurrency=4"
     rundir.end_level_spool(tmp_path, 1, 0)
     assert recover(tmp_path) == [] and not (tmp_path / rundir.SPOOL_DIR).exists()
+
+
+def test_the_history_lists_a_running_run_as_running_while_its_lock_is_held_then_crashed(tmp_path):
+    from wattbench.results.store import HistoryStore
+
+    run = tmp_path / "run"
+    run.mkdir()
+    res = _running(run)
+    lock = rundir.RunLock(run)
+    with HistoryStore(tmp_path / "h.sqlite3") as store:
+        store.register(rundir.load_result(run), run)
+        assert [r.status for r in store.list_runs()] == ["running"]
+        assert [r.run_id for r in store.list_runs(status="running")] == [res.run_id]
+        lock.release()  # the process is gone: what it left is a crashed run
+        assert [r.status for r in store.list_runs()] == ["crashed"]
+        assert store.get(res.run_id).status == "crashed" and store.list_runs(status="running") == []
+        assert [r.run_id for r in store.list_runs(status="crashed")] == [res.run_id]

@@ -50,9 +50,9 @@ def test_the_history_check_warns_with_both_figures_beyond_the_noise():
     hc = judge(_lv(1000.0), _lv(1160.0))  # +16%, single 20 s levels: allowed ±3.6%
     assert hc.verdict == "warn" and hc.figure == "output_tokens_per_s_per_kw@accelerator"
     assert hc.first == pytest.approx(1000.0 / 0.7, rel=1e-12) and hc.repeated == pytest.approx(1160.0 / 0.7, rel=1e-12)
-    assert "1,429 then 1,657 (+16.0%), beyond the noise (±3.6%" in hc.text
+    assert "history check c=2: 1,429 then 1,657 tok/s/kW (+16.0%), beyond noise ±3.6% — measured again" in hc.text
     ok = judge(_lv(1000.0), _lv(1020.0))
-    assert ok.verdict == "ok" and "within the noise" in ok.text
+    assert ok.verdict == "ok" and "within noise ±3.6%" in ok.text
 
 
 def test_the_history_check_reads_interleaved_trials_first_against_the_rest():

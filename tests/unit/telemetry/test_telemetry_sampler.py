@@ -243,3 +243,32 @@ def test_stop_takes_a_closing_read_of_a_seldom_read_counter():
     tp, _ = log.series("nvml.gpu0.power_instant")
     assert 1 <= len(te) <= 2 and len(tp) > len(te)  # the first read (if the thread got one) and the closing one
     assert te[-1] > sorted(tp)[-2]  # the closing read comes after every poll (its power read a moment later)
+
+
+def test_a_window_end_gets_a_closing_read_of_a_seldom_read_counter():
+    """After a level's window ends, ``await_reads_after`` makes NVML's seldom-read counter (here once an
+    hour) read again and waits for it, so the accounting brackets the window's end with a counter
+    reading (without it the end is extrapolated; H200 2026-12-01: every level's end was, 0.2-0.7 s
+    before the next scheduled read). The hour-long schedule makes the outcome independent of timing:
+    only the closing read can put a counter reading after ``t``."""
+    from tests.fakes.fake_nvml import FakeNvml
+
+    from wattbench.clock import now_ns
+    from wattbench.telemetry.nvml import NvmlSensor
+
+    nv = FakeNvml(unsupported={"nvmlDeviceGetSamples"})
+    slow = ScriptedSensor(name="slow", poll_interval_s=3600.0)  # polled hourly: not waited for
+    sm = Sampler([NvmlSensor(nvml=nv, counter_every_s=3600), slow], interval_s=0.02)
+    sm.start()
+    try:
+        _until(lambda: len(sm.series("nvml.gpu0.energy")[0]) >= 1 and len(sm.series("slow.power")[0]) >= 1)
+        t = now_ns()
+        assert sm.await_reads_after(t, timeout_s=600.0) is True  # True: every channel it waits for has one
+        te, _ = sm.series("nvml.gpu0.energy")
+        tp, _ = sm.series("nvml.gpu0.power_instant")
+        assert te[-1] > t and tp[-1] > t
+        assert len(te) == 2  # the first read and the closing one: nothing else reads an hourly counter
+        assert max(sm.series("slow.power")[0]) < t  # the hourly sensor was left as it was
+    finally:
+        sm.stop()
+    assert sm.await_reads_after(now_ns(), timeout_s=600.0) is True  # a stopped sampler: nothing to wait for
