@@ -85,15 +85,19 @@ def test_a_boundary_equal_to_another_is_one_row(report_run_dir, tmp_path):
 
     from wattbench.results import rundir
 
-    res = rundir.load_result(report_run_dir)
+    import shutil
+
+    run_dir = tmp_path / "run"  # a copy: the fixture's run directory is shared with other tests
+    shutil.copytree(report_run_dir, run_dir)
+    res = rundir.load_result(run_dir)
     for lv in res.levels:
         d = lv.window.duration_s
         cpu = make_energy("cpu", 60.0, d, 1000, 500, method="estimate", label="estimate").model_copy(
             update={"channels": ["estimate.cpu"]})
         host = cpu.model_copy(update={"boundary": "host", "method": "sum(cpu)"})
         lv.energy = {**lv.energy, "cpu": cpu, "host": host}
-    rundir.write_result(report_run_dir, res)
-    df = pd.read_csv(write_csvs([RunData(report_run_dir)], tmp_path)[0], keep_default_na=False)
+    rundir.write_result(run_dir, res)
+    df = pd.read_csv(write_csvs([RunData(run_dir)], tmp_path / "csv")[0], keep_default_na=False)
     full = df[df.window == "full"]
     assert sorted(set(full.boundary)) == ["accelerator", "host", "node"]  # no cpu row
     assert set(full[full.boundary == "host"].same_energy_as) == {"cpu"}
