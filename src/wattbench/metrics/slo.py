@@ -312,3 +312,16 @@ def figures_meet(figures: Mapping, slos: list[SLO]) -> bool:
         if v is None or v > s.threshold_ms:
             return False
     return True
+
+
+def run_slo_text(result) -> str | None:
+    """A run's SLO as written (``ttft_p99=500ms,tpot_p99=50ms``): from the first level whose goodput
+    block holds its SLOs, else the run's ``--slo`` as configured; None without one. The one home for
+    reports (``report/goodput.slo_text``) and planners (``planning/measured``)."""
+    for lv in result.levels:
+        slos = (lv.goodput or {}).get("slos")
+        if slos:
+            return ",".join(f"{x['metric']}_{x['stat']}={x['threshold_ms']:g}ms" for x in slos)
+    slo = result.config.get("slo") if isinstance(result.config, dict) else None
+    return str(slo) if slo else None
+

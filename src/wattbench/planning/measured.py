@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wattbench.errors import UserError
+from wattbench.metrics.slo import run_slo_text
 from wattbench.results.headline import common_headline_boundary
 from wattbench.results.rundir import load_result as _load_run
 from wattbench.results.schema import LevelResult, Result, TunedFrom
@@ -91,15 +92,6 @@ def level_name(level: LevelResult) -> str:
     return level.label
 
 
-def _slo_of(result: Result) -> str | None:
-    for lv in result.levels:
-        slos = (lv.goodput or {}).get("slos")
-        if slos:
-            return ",".join(f"{x['metric']}_{x['stat']}={x['threshold_ms']:g}ms" for x in slos)
-    slo = result.config.get("slo") if isinstance(result.config, dict) else None
-    return str(slo) if slo else None
-
-
 def choose_level(result: Result, usable: list[LevelResult], key, what: str) -> tuple[LevelResult, str]:
     """The level a planner reads when ``--level`` is not given, and one line naming it and why.
 
@@ -107,7 +99,7 @@ def choose_level(result: Result, usable: list[LevelResult], key, what: str) -> t
     SLO, the best by ``key`` among those that met it (``goodput["all_met"]``); when none met it, the
     best by ``key`` of all, and the line says it misses the SLO (with the share of requests that met
     it). Without an SLO, the best by ``key``. ``what`` names the figure: ``"highest throughput"``."""
-    slo = _slo_of(result)
+    slo = run_slo_text(result)
     if slo is None:
         lv = max(usable, key=key)
         return lv, f"run {result.run_id}: level {level_name(lv)} ({what}; the run has no SLO)"

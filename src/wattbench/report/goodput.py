@@ -6,18 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wattbench.metrics.slo import run_slo_text
 from wattbench.report import format as F
 from wattbench.results.schema import LevelResult, Result
 
 
 def slo_text(result: Result) -> str | None:
-    """The run's SLO as given (``ttft_p99=500ms,tpot_p99=50ms``), or None without one."""
-    for lv in result.levels:
-        slos = (lv.goodput or {}).get("slos")
-        if slos:
-            return ",".join(f"{s['metric']}_{s['stat']}={s['threshold_ms']:g}ms" for s in slos)
-    slo = result.config.get("slo") if isinstance(result.config, dict) else None
-    return str(slo) if slo else None
+    """The run's SLO as given (``ttft_p99=500ms,tpot_p99=50ms``), or None without one
+    (``metrics.slo.run_slo_text``, the one home)."""
+    return run_slo_text(result)
 
 
 def has_goodput(result: Result) -> bool:
