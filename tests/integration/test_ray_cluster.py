@@ -309,3 +309,26 @@ def test_wattbench_run_on_ray_merges_nodes_into_a_cluster_boundary(cluster, targ
     assert cl.energy_j == pytest.approx(600.0 * lv.window.duration_s, rel=0.02)
     assert cl.output_tokens_per_s_per_kw == pytest.approx(lv.throughput.output_tokens_per_s / 0.6, rel=0.02)
     assert load_result(tmp_path / "run").levels[0].energy["cluster"].energy_j == pytest.approx(cl.energy_j)
+
+
+def test_closing_reads_bracket_a_window_end_on_every_node(cluster):
+    """After a window ends, ``RayCluster.closing_reads`` has every node's sampler read past the end
+    (the driver's end mapped to each node's clock, skewed here by +11 s and −5 s) and drains it, so
+    the driver's log brackets the end on every node. The periodic drain is an hour: only the closing
+    reads can bring a reading after the end to the driver."""
+    node_ids = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+    skews = {0: 11_000_000_000, 1: -5_000_000_000}
+    with RayCluster("auto", n_actors=1, sensor_factory=PowerByNode(node_ids, [250.0, 100.0], poll_interval_s=0.05),
+                    drain_period_s=3600.0,
+                    clock_skew_ns=lambda kind, i: skews.get(i, 0) if kind == "sensor" else 0) as cl:
+        cl.start_sensors()
+        end = now_ns()
+        # a node whose end was mapped 5 s late would wait out the timeout and answer False
+        assert cl.closing_reads(end, timeout_s=4.0) is True
+        log = cl.telemetry()
+        last = {}
+        for cid, (t, _) in ((c, log.series(c)) for c in log.channels):
+            last[cid.split("/")[0]] = max([last.get(cid.split("/")[0], 0), *t])
+        assert sorted(last) == sorted(n[:8] for n in node_ids)
+        assert all(t > end for t in last.values()), (end, last)
+        cl.stop_sensors()

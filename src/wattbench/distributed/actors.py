@@ -321,6 +321,13 @@ class NodeSensor:
             self.sampler = None
         return {"status": status, "channels": chans, "problems": problems, "info": self.info()}
 
+    def closing_reads(self, t_ns: int, timeout_s: float) -> bool:
+        """The node's closing reads after the driver's window ended at ``t_ns`` (this node's clock as
+        the actor reports it: ``Sampler.await_reads_after``); True when there is no sampler."""
+        if self.sampler is None:
+            return True
+        return self.sampler.await_reads_after(int(t_ns) - self.skew, timeout_s)
+
     def drain(self) -> dict:
         readings, failures = self.buffer.take()
         d = self.skew

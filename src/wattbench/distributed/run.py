@@ -299,6 +299,25 @@ class RayCluster:
                 if s.status == "ok":
                     self._drain_one(s)
 
+    def closing_reads(self, end_ns: int, timeout_s: float) -> bool:
+        """Every live node's closing reads after a window that ended at ``end_ns`` (driver clock;
+        ``Sampler.await_reads_after`` on each node, at once), then a drain of each, so the window's
+        end is bracketed on every node before the driver accounts it. True when every node's did."""
+        ray = _ray()
+        live = [s for s in list(self.sensors) if s.status == "ok" and s.offsets]
+        refs = []
+        for s in live:
+            t_node = int(round(end_ns + offset_line(s.offsets).offset_at(end_ns)))
+            refs.append(s.handle.closing_reads.remote(t_node, timeout_s))
+        ok = True
+        for s, ref in zip(live, refs):
+            try:
+                ok = bool(ray.get(ref, timeout=timeout_s + 60)) and ok
+            except Exception:  # the node's sensing is gone: the drain below says so
+                ok = False
+            self._drain_one(s)
+        return ok
+
     def remeasure_sensor_offsets(self) -> None:
         for s in self.sensors:
             if s.status == "ok":

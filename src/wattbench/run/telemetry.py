@@ -40,6 +40,10 @@ class ClusterTelemetry:
     def latest_power_w(self):
         return None
 
+    def await_reads_after(self, t_ns: int, timeout_s: float) -> bool:
+        """Every node's closing reads after a window's end, pulled to the driver (``Sampler``'s)."""
+        return self.cluster.closing_reads(t_ns, timeout_s)
+
     def gpu_inventory(self):
         return []
 
