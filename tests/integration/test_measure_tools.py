@@ -114,13 +114,22 @@ def _check(res, emissions, run_res, run_emissions, out_dir: Path, per_request: d
     n = lv.requests.completed
     assert N - 1 <= n <= N and lv.requests.failed == 0
     assert credited == pytest.approx(n * OUT_TOKENS)  # every measured token, from the tool's records
-    assert e.j_per_output_token == pytest.approx(POWER_W * w.duration_s / truth_tokens, rel=0.01), (credited, truth_tokens)
+    left = [f for f in lv.validity.findings if f.kind == "tool_left_out"]
+    if left:  # the tool left a request still in flight out of its file (GuideLLM, a loaded host): the
+        # finding's bound must cover what the server's emission log says was not credited, and warn
+        bias_pct = 100.0 * (e.j_per_output_token / (POWER_W * w.duration_s / truth_tokens) - 1.0)
+        assert 0.0 <= bias_pct <= left[0].effect_pct + 1.0, (bias_pct, left[0].text)
+        assert left[0].severity == "warn" and lv.validity.verdict != "valid"
+    else:
+        assert e.j_per_output_token == pytest.approx(POWER_W * w.duration_s / truth_tokens, rel=0.01), \
+            (credited, truth_tokens)
     # the same load through wattbench's own client: its own truth, and measure within 2% of it
     rl = run_res.levels[0]
     rw, re_ = rl.window, rl.energy["node"]
     assert re_.j_per_output_token == pytest.approx(POWER_W * rw.duration_s / _truth(run_emissions, rw.start_ns, rw.end_ns),
                                                    rel=0.01)
-    assert e.j_per_output_token == pytest.approx(re_.j_per_output_token, rel=0.02)
+    assert e.j_per_output_token == pytest.approx(re_.j_per_output_token,
+                                                 rel=0.02 + (left[0].effect_pct / 100.0 if left else 0.0))
     # the server's counter over the window: the same tokens within its scrapes' edge uncertainty
     tl = lv.tool
     assert tl is not None and tl.server_output_tokens is not None

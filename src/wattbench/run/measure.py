@@ -350,8 +350,30 @@ def _tool_levels(session: RunSession, run: ToolRun, info: MeasureInfo, end_ancho
                                tokens_counted_by=run.tokens_counted_by, notes=list(lv.notes),
                                tool_output_tokens=level.throughput.tokens_in_window.output
                                if level.throughput.tokens_in_window else None)
+        _left_out(level, lv)
         _cross_check(level, session.scraper.timeline if session.scraper is not None else None)
         _record(session, level, records)
+
+
+def _left_out(level: LevelResult, lv) -> None:
+    """Requests the tool says it still had in flight at its end and left out of its file: their
+    tokens inside the window are not credited, so tokens/s is understated and J/token overstated by
+    at most their share — each at most the recorded requests' largest output — of the credited
+    tokens (the finding's effect, an upper bound; ``warn`` above the materiality bound)."""
+    tw, left_out = level.throughput.tokens_in_window, lv.left_out
+    if left_out <= 0 or tw is None or not tw.output:
+        return
+    from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, judged
+    from wattbench.accounting.validity import combine, worst
+
+    per = max((r.output_tokens or 0 for r in lv.requests), default=0) or tw.output / max(1, level.requests.completed)
+    bound = 100.0 * left_out * per / tw.output
+    why = (f"the tool ended with {left_out} request(s) still in flight and left them out of its file: the tokens the "
+           f"server produced for them inside the window are not credited (up to {left_out} × {per:.0f} tokens, "
+           f"{bound:.1f}% of the {tw.output:.0f} credited; J/token overstated by at most that)")
+    f = judged("tool_left_out", why, TOKEN_FIGURES, bound, EFFICIENCY_MATERIAL_PCT,
+               basis="the recorded requests' output per request", summary="tool left requests out: up to {effect}")
+    level.validity = worst(level.validity, combine([f]))
 
 
 def _cross_check(level: LevelResult, timeline) -> None:

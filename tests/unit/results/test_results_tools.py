@@ -205,3 +205,28 @@ def test_installed_version_of_a_console_script(tmp_path):
     elf.write_bytes(b"\x7fELF\x02\x01")
     elf.chmod(0o755)
     assert installed_version("vllm-bench-serve", [str(elf)]) is None
+
+
+def test_guidellm_request_left_in_flight_is_counted_and_the_level_warns(tmp_path):
+    """GuideLLM can close a benchmark with a request still processing (its scheduler_state says so;
+    CI 2026-12-01: 47 of 48 requests in the file, the 48th's tokens inside the window): the reader
+    says how many, and measure's finding bounds what that does to J/token."""
+    from types import SimpleNamespace
+
+    from wattbench.results.schema import Validity
+    from wattbench.run.measure import _left_out
+
+    d = json.loads((FIX / "guidellm_benchmarks.json").read_text())
+    assert read_tool("guidellm", [FIX / "guidellm_benchmarks.json"]).levels[0].left_out == 0
+    d["benchmarks"][0]["scheduler_state"] = {"processing_requests": 1, "processed_requests": 12}
+    p = tmp_path / "benchmarks.json"
+    p.write_text(json.dumps(d))
+    (lv,) = read_tool("guidellm", [p]).levels
+    assert lv.left_out == 1 and any("still in flight" in n for n in lv.notes)
+    level = SimpleNamespace(throughput=SimpleNamespace(tokens_in_window=SimpleNamespace(output=12 * 16)),
+                            requests=SimpleNamespace(completed=12), validity=Validity())
+    _left_out(level, lv)
+    (f,) = level.validity.findings
+    # one request of at most 16 tokens against 192 credited: J/token overstated by at most 8.3%
+    assert f.kind == "tool_left_out" and f.effect_pct == pytest.approx(100 * 16 / 192, rel=1e-12)
+    assert f.severity == "warn" and level.validity.verdict == "warn"

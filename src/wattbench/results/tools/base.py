@@ -69,6 +69,7 @@ class ToolLevelData:
     max_in_flight: int | None = None  # a rate level capped at this many requests in flight
     arrival: str = "poisson"  # a rate level's arrival process (poisson | constant | gamma:K)
     notes: list[str] = field(default_factory=list)
+    left_out: int = 0  # requests the tool says it still had in flight at its end and left out of its file
 
 
 @dataclass

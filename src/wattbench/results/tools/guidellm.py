@@ -100,8 +100,17 @@ def _level(b: dict, path: Path, n: int) -> ToolLevelData:
         notes.append(f"GuideLLM's warm-up ({b.get('warmup_duration') or 0:g} s) / cool-down "
                      f"({b.get('cooldown_duration') or 0:g} s) requests are not in the file, yet their tokens fall in "
                      "the window: the window's tokens are undercounted (run without --warmup/--cooldown)")
+    # GuideLLM can close a benchmark with a request still processing (scheduler_state.processing_requests;
+    # seen with --constraint max_requests on a loaded host): that request is in no list of the file,
+    # yet the server produced its tokens inside the window
+    state = b.get("scheduler_state") or {}
+    left = state.get("processing_requests")
+    left_out = int(left) if isinstance(left, (int, float)) and not isinstance(left, bool) and left > 0 else 0
+    if left_out:
+        notes.append(f"GuideLLM ended with {left_out} request(s) still in flight, left out of its file: the "
+                     "tokens the server produced for them inside the window are not credited")
     return ToolLevelData(label=label, mode=mode, value=value, requests=reqs, figures=figures, arrival=arrival,
-                         max_in_flight=cap, notes=notes)
+                         max_in_flight=cap, notes=notes, left_out=left_out)
 
 
 def read(paths: list[Path]) -> ToolRun:
