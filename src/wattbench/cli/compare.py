@@ -26,15 +26,15 @@ FIGURE_LABELS = {
 def _cell(v, ci=None, base=None) -> str:
     """A figure in the report's number format, its trials' CI, and its ratio to the baseline
     (candidate ÷ baseline, the one direction of every ratio on the screen)."""
-    from wattbench.report.format import MISSING, fmt
+    from wattbench.report.format import MISSING, fmt, fmt_range, fmt_ratio
 
     if v is None:
         return MISSING
     s = fmt(v)
     if ci:
-        s += f" [{fmt(ci[0])}–{fmt(ci[1])}]"
+        s += f" [{fmt_range(ci[0], ci[1])}]"
     if base not in (None, 0):
-        s += f" ({v / base:.2f}×)"
+        s += f" ({fmt_ratio(v / base)})"
     return s
 
 
@@ -98,8 +98,7 @@ def render(cmp, agreement=None, results=None) -> None:
     render_findings(c, cmp.findings, cmp.incomparable, cmp.warnings)
     if agreement is not None:
         m = agreement.metrics
-        def pct(x):
-            return "—" if x is None else f"{x:.1%}"
+        from wattbench.report.format import fmt_fraction_pct as pct
 
         c.print("[bold]output agreement[/bold] " + escape(
             f"({agreement.run_id}): exact match {pct(m.exact_match_rate)}, token agreement "

@@ -65,7 +65,7 @@ def headline(level: LevelResult) -> str:
 
     parts = [saturation_mark(level)] if level.load.saturated else []
     if in_flight_finding(level) is not None:  # the achieved load beside the asked one
-        parts.append(f"⚠ achieved {level.load.mean_in_flight:.1f} in flight of {level.load.target_concurrency} asked")
+        parts.append(f"⚠ achieved {fmt(level.load.mean_in_flight)} in flight of {level.load.target_concurrency} asked")
     parts.append(f"{fmt(point(level, 'output_tokens_per_s', None, level.throughput.output_tokens_per_s))} out tok/s")
     hb = headline_boundary(level)
     if hb is None:

@@ -13,7 +13,7 @@ from wattbench.results.schema import Result
 
 
 def _num(a: float) -> str:
-    return f"{a:.0f}" if a >= 10 else f"{a:.1f}" if a >= 0.1 else f"{a:.2f}"
+    return F.fmt(a, kind="effect")
 
 
 def _pct_text(x: float, signed: bool) -> str:

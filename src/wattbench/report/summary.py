@@ -144,12 +144,12 @@ def state_line(result: Result) -> str | None:
     p = nz.priming
     if p is not None:
         at = short_label_text(p.label) if p.label else (f"r={p.value:g}/s" if p.mode == "rate" else f"c={p.value:g}")
-        dur = "" if p.duration_s is None else f" in {p.duration_s:.{0 if p.duration_s >= 10 else 1}f} s"
+        dur = "" if p.duration_s is None else f" in {F.fmt(p.duration_s)} s"
         parts.append(f"primed at {at}: {p.completed}/{p.requests} requests{dur}, not measured")
     h = nz.history_check
     if h is not None and h.verdict != "unknown" and h.ratio is not None:
         state = "beyond noise" if h.verdict == "warn" else "within noise"
-        parts.append(f"history check {short_label_text(h.level)}: {h.ratio - 1:+.1%} {state} (±{h.bound_pct:.1f}%)")
+        parts.append(f"history check {short_label_text(h.level)}: {F.fmt_signed_pct(100 * (h.ratio - 1))} {state} (±{F.fmt_pct(h.bound_pct)})")
     if nz.engine_starts:
         parts.append(f"{len(nz.engine_starts)} engine starts")
     return "; ".join(parts) or None

@@ -101,7 +101,7 @@ def power_split_lines(result: Result) -> list[Text]:
         if sp is None:
             continue
         m, r = sp.parts["memory"], sp.parts["rest"]
-        line = (f"{S.short_label(lv)}: memory {F.fmt(m.avg_power_w)} W ({100 * sp.memory_share:.0f}% of the board's "
+        line = (f"{S.short_label(lv)}: memory {F.fmt(m.avg_power_w)} W ({F.fmt_fraction_pct(sp.memory_share)} of the board's "
                 f"{F.fmt(sp.board_avg_power_w)} W), rest of board {F.fmt(r.avg_power_w)} W")
         if m.dynamic_power_w is not None and r.dynamic_power_w is not None:
             line += (f"; idle {F.fmt(m.idle_power_w)} + {F.fmt(r.idle_power_w)} W, "
