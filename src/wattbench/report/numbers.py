@@ -8,8 +8,8 @@ so 9.996 reads ``10.0`` (not ``10.00``) and 0.9996 reads ``1.00`` (not ``1.0``):
 mixes ``1.0`` and ``2.00``. ``–`` for a missing or NaN value.
 
 ``fmt_range(low, high)``: a range or CI with both ends at the same decimals (``9.95–10.05``, never
-``10.00–10.0``; a decimal more where two ends that differ would read alike). ``fmt_ratio``: ``1.90×``, ``0.0135×`` (three significant digits, never rounded to
-``0.01×``). ``fmt_pct`` / ``fmt_fraction_pct`` / ``fmt_signed_pct``: a percentage with one decimal.
+``10.00–10.0``; a decimal more where two ends that differ would read alike). ``fmt_ratio``: ``1.90×``, ``0.50×``, ``0.0135×`` (two decimals, three significant digits
+below 0.1: never rounded to ``0.01×``). ``fmt_pct`` / ``fmt_fraction_pct`` / ``fmt_signed_pct``: a percentage with one decimal.
 ``fmt_change``: ``1,457 -> 1,316 (-9.7%)`` for a value that moved.
 
 Pure and stdlib only, so it sits in the foundation layer (``tests/unit/test_layering.py``): the
@@ -25,8 +25,8 @@ import math
 MISSING = "–"
 
 # significant digits of a figure of each kind, and the fewest digits below 1
-KIND_DIGITS = {"figure": 3, "precise": 4, "ratio": 3, "effect": 2}
-KINDS = ("figure", "precise", "ratio", "effect", "count", "money")
+KIND_DIGITS = {"figure": 3, "precise": 4, "ratio": 3, "effect": 2, "load": 3}
+KINDS = ("figure", "precise", "ratio", "effect", "load", "count", "money")
 
 
 def _number(x: float | int | None) -> float | None:
@@ -45,8 +45,10 @@ def _decimals(a: float, kind: str) -> int:
         return 0
     if kind == "money":
         return 0 if a >= 1000 else 2 if a >= 0.01 else _decimals(a, "figure")
+    if kind == "ratio" and 0.1 <= a < 10:
+        return 2  # 0.50×, 1.90×: two decimals, as ratios are read; 0.0135× below 0.1, never 0.01×
     sig = KIND_DIGITS.get(kind, 3)
-    if kind == "figure" and a < 1:
+    if kind in ("figure", "load") and a < 1:
         sig = 2  # 0.41, 0.040: two digits below 1
     if a >= 10 ** sig:
         return 0
@@ -77,7 +79,8 @@ def fmt(x: float | int | None, unit: str = "", kind: str = "figure") -> str:
     """A number for people (``KIND_DIGITS``): thousands separators, about three significant digits
     for a figure (two below 1, with the trailing zero: ``0.40``), a whole number for a ``count``,
     cents for ``money``, four digits for a ``precise`` figure (a J/token in a live table), two for the
-    ``effect`` of a finding (``+56%``, ``5.6%``)."""
+    ``effect`` of a finding (``+56%``, ``5.6%``); an achieved ``load`` is a figure (``7.20`` in
+    flight, ``1.00`` beside ``2.00``)."""
     xf = _number(x)
     if xf is None:
         return MISSING
@@ -101,7 +104,8 @@ def fmt_range(low: float | None, high: float | None, unit: str = "", kind: str =
 
 
 def fmt_ratio(r: float | None) -> str:
-    """``1.90×``, ``0.0135×``, ``74.0×``: a ratio with three significant digits, never rounded to 0."""
+    """``1.90×``, ``0.50×``, ``0.0135×``, ``74.0×``: two decimals from 0.1 to 10, else three
+    significant digits, never rounded to 0."""
     return MISSING if _number(r) is None else fmt(r, kind="ratio") + "×"
 
 

@@ -230,7 +230,7 @@ def answer_line(result: Result) -> str | None:
         f", {h.label}" if h.label and h.label != "measured" else "") + ")"
     figure = f"{F.fmt(h.value)} {h.title}{where}" if h.boundary else "no energy measured"
     if h.ci is not None:
-        figure += f", mean of {h.trials} trials (95% CI {F.fmt(h.ci[0])}–{F.fmt(h.ci[1])})"
+        figure += f", mean of {h.trials} trials (95% CI {F.fmt_range(h.ci[0], h.ci[1])})"
     return f"answer: {short_label(h.level)} — {figure} · {h.verdict}"
 
 

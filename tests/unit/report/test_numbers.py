@@ -28,6 +28,7 @@ def test_kinds():
     assert fmt(21.0, kind="count") == "21" and fmt(1024, kind="count") == "1,024"
     assert fmt(87600, kind="money") == "87,600" and fmt(12.3, kind="money") == "12.30"
     assert fmt(0.012345, kind="precise") == "0.01235"
+    assert [fmt(x, kind="load") for x in (0.9996, 2.0, 7.2, 63.7)] == ["1.00", "2.00", "7.20", "63.7"]  # one column
 
 
 def test_range_ends_alike():
@@ -40,7 +41,7 @@ def test_range_ends_alike():
 
 def test_ratio_never_rounds_to_zero():
     assert fmt_ratio(54.2 / 4009) == "0.0135×"  # a TTFT 4,009 -> 54.2 ms read (0.01×)
-    assert fmt_ratio(1.9) == "1.90×"
+    assert fmt_ratio(1.9) == "1.90×" and fmt_ratio(0.5) == "0.50×" and fmt_ratio(12.34) == "12.3×"
     assert fmt_change(4009, 54.2, "ms") == "4,009 -> 54.2 ms (-98.6%)"
 
 
