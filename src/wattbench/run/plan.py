@@ -23,6 +23,9 @@ from wattbench.results.headline import headline_boundary
 from wattbench.results.schema import LevelResult, Result, SearchOutcome
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
+ENERGY_OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw")  # a figure per kW: needs a power meter
+METER_FIX = ("give a power meter: --sensor nvml (NVIDIA GPUs), --sensor rapl (Intel/AMD CPUs) or, for a "
+             "known draw, --sensor const:node=WATTS")
 DEFAULT_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SEARCH_MAX_CONCURRENCY = 256  # --sweep auto / --optimize upper end when --max-concurrency is not given
 PAIR_DEFAULT_CONCURRENCY = 8
@@ -41,6 +44,9 @@ def validate_plan(cfg: RunConfig) -> None:
     checks (``load.level.validate_spec``: ``--arrival poison``, a rate it refuses)."""
     if cfg.optimize and cfg.optimize not in OBJECTIVES:
         raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
+    if cfg.optimize in ENERGY_OBJECTIVES and cfg.no_sensors:
+        raise UserError(f"--optimize {cfg.optimize} ranks levels by energy, and --no-sensors measures none: "
+                        f"drop --no-sensors and {METER_FIX} (or --optimize goodput_rps)")
     if cfg.ray and cfg.rate and cfg.max_concurrency is not None:
         raise UserError("--rate with --max-concurrency is not supported with --ray yet: drop one of them")
     if cfg.sweep not in (None, "auto"):
@@ -58,6 +64,18 @@ def validate_plan(cfg: RunConfig) -> None:
                                 num_requests=cfg.num_requests, duration_s=cfg.duration_s, workers=cfg.workers,
                                 speedup=cfg.speedup, warmup_s=cfg.warmup_s, warmup_requests=cfg.warmup_requests,
                                 max_in_flight=cfg.max_concurrency if mode == "rate" else None), flag=flag)
+
+
+def check_meter(cfg: RunConfig, channels: list) -> None:
+    """An ``--optimize`` objective per kW needs a power meter: with no energy or power channel
+    (``channels``: the sampler's, none when nothing reads) every level would score nothing, so the
+    run is refused before the priming with the fix, not after a search that cannot rank."""
+    if cfg.optimize not in ENERGY_OBJECTIVES:
+        return
+    if any(getattr(c, "kind", None) in ("counter", "power") for c in channels):
+        return
+    raise UserError(f"--optimize {cfg.optimize} ranks levels by energy, and no power meter could be read on "
+                    f"this machine: {METER_FIX} (or --optimize goodput_rps)")
 
 
 def planned_levels(cfg: RunConfig) -> int | None:
