@@ -160,7 +160,10 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     """``--optimize``: measure the best two candidates again (the decision rests on two
     measurements each, as ``tune`` does), then the plateau — every value whose score is within
     noise of the best (``metrics/noise.measured_plateau``) — and the recommended value: the
-    lowest load on it."""
+    lowest load on it. Every score is the figure the answer reports (``level_figures``: the
+    trials' mean under ``--trials``, with the trials' CI as its noise). The recommendation is one
+    value, ``recommended_value``, set whenever the search chose one: where the noise cannot
+    decide (no plateau), it is the best score, and the reason says so."""
     from wattbench.load.search import feasible_score
     from wattbench.metrics.noise import measured_plateau
 
@@ -172,28 +175,41 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     for v, f in res.measured:
         s = feasible_score(f, cfg.optimize, slos)
         if s is not None:
-            measurements.append((v, s, _window_s(f), None))
+            measurements.append((v, s, _window_s(f), _noise_of(f, cfg.optimize)))
     for v in top:
         lv = measure(mode, v, label_suffix=" re-measured")
         f = level_figures(lv)
         s = feasible_score(f, cfg.optimize, slos)
         opt.remeasured.append(v)
         if s is not None:
-            measurements.append((v, s, _window_s(f), None))
+            measurements.append((v, s, _window_s(f), _noise_of(f, cfg.optimize)))
         else:
             opt.recommend_reason = f"the re-measured {v:g} missed the SLO or failed this time"
     pl, basis = measured_plateau(measurements)
     if pl is None:
+        opt.recommended_value = opt.best_value
         return
     opt.best_value = pl.best
     opt.best_score = (pl.scores or {}).get(pl.best)
+    opt.noise_basis = basis
+    cands = opt.candidates or []
+    opt.top_of_ladder = bool(cands) and pl.best >= max(cands)
+    if getattr(pl, "inconclusive", False):  # a noise that cannot decide is never a plateau
+        opt.plateau = []
+        opt.recommended_value = pl.best
+        opt.recommended_score = opt.best_score
+        why = getattr(pl, "inconclusive_reason", "") or basis
+        opt.recommend_reason = (opt.recommend_reason + "; " if opt.recommend_reason else "") + \
+            f"the best score; the noise was inconclusive ({why}): no plateau"
+        return
     opt.recommended_score = (pl.scores or {}).get(pl.recommended)
     opt.plateau = list(pl.values)
     opt.recommended_value = pl.recommended
     opt.recommend_reason = (opt.recommend_reason + "; " if opt.recommend_reason else "") + pl.reason
-    opt.noise_basis = basis
-    cands = opt.candidates or []
-    opt.top_of_ladder = bool(cands) and pl.best >= max(cands)
+
+
+def _noise_of(fig: dict, objective: str):
+    return (fig.get("objective_noise") or {}).get(objective)
 
 
 def _window_s(fig: dict) -> float | None:
@@ -229,22 +245,46 @@ def _history_check(cfg: RunConfig, result: Result, runner) -> None:
 
 
 def level_figures(level: LevelResult) -> dict:
-    """What the searches judge a level by: its dump plus a flat objective per boundary."""
+    """What the searches judge a level by: its dump plus a flat objective per boundary, every
+    figure as the answer reports it (``analysis.figures.ranked_figures``: the trials' mean under
+    ``--trials``, the rule ``tune`` ranks by too) — the latency percentiles an SLO is checked on
+    included, so a level is ranked and judged on the figures its answer line shows."""
+    from wattbench.analysis.figures import LATENCY_KINDS, LATENCY_STATS, ranked_figures
+
     d = level.model_dump(mode="json")
     if level.requests.completed == 0:  # a failed level, not a missing one (load/search.py)
         d["failed"] = _no_request_reason(level) or "no measured request completed"
     d["oversaturated"] = bool(level.oversaturation and level.oversaturation.oversaturated) or str(
         level.stopped_early or "").startswith("over-saturated")
-    b = headline_boundary(level)
-    e = level.energy.get(b) if b else None
-    d["output_tokens_per_s_per_kw"] = e.output_tokens_per_s_per_kw if e else None
-    gp = level.goodput or {}
-    d["goodput_rps"] = gp.get("requests_per_s")
-    if b and gp.get("per_kw"):
-        d["goodput_per_kw"] = (gp["per_kw"].get(b) or {}).get("output_tokens_per_s_per_kw")
-    elif e is not None and not gp:
-        d["goodput_per_kw"] = e.output_tokens_per_s_per_kw  # no SLO: every completed token is good
+    r = ranked_figures(level)
+    for name in ("output_tokens_per_s_per_kw", "goodput_per_kw", "goodput_rps"):
+        d[name] = r.get(name)
+    if level.trials is not None:
+        lat = d.setdefault("latency", {})
+        for kind in LATENCY_KINDS:
+            for stat in LATENCY_STATS:
+                v = r.get(f"{kind}_{stat}_ms")
+                if v is not None and isinstance(lat.get(f"{kind}_ms"), dict):
+                    lat[f"{kind}_ms"][stat] = v
+        d["throughput"] = {**(d.get("throughput") or {}), "output_tokens_per_s": r.get("output_tokens_per_s")}
+    d["objective_noise"] = {name: _trials_noise(level, name, r.get("boundary"))
+                            for name in ("output_tokens_per_s_per_kw", "goodput_per_kw", "goodput_rps")}
     return d
+
+
+def _trials_noise(level: LevelResult, name: str, boundary: str | None):
+    """The trials' CI of a ranked figure as a ``metrics.noise.FigureNoise`` (None without trials);
+    goodput per kW without an SLO is the output tokens/s per kW (``ranked_figures``)."""
+    from wattbench.metrics.noise import trials_noise
+    from wattbench.results.headline import ENERGY_FIGURES, trial_ci
+
+    if level.trials is None or level.trials.n < 2:
+        return None
+    b = boundary if name in ENERGY_FIGURES else None
+    ci = trial_ci(level, name, b)
+    if ci is None and name == "goodput_per_kw" and not level.goodput:
+        ci = trial_ci(level, "output_tokens_per_s_per_kw", boundary)
+    return None if ci is None else trials_noise(ci.mean, ci.low, ci.high, ci.n)
 
 
 def _no_request_reason(level: LevelResult) -> str | None:
