@@ -44,7 +44,7 @@ def test_the_h200_trials_give_back_their_own_sd():
 
 
 def test_ratio_interval_and_within_noise():
-    a, b = FigureNoise(0.03, "trials"), FigureNoise(0.04, "trials")
+    a, b = FigureNoise(0.03, "trials", df=4), FigureNoise(0.04, "trials", df=4)
     r = ratio_noise(1.0, a, b)  # w = sqrt(0.03^2 + 0.04^2) = 0.05
     assert (r.low, r.high) == (pytest.approx(0.951229), pytest.approx(1.051271)) and r.within is True
     r = ratio_noise(1.2, a, b)
@@ -56,6 +56,7 @@ def test_ratio_interval_and_within_noise():
     assert r.low == pytest.approx(1.006385, rel=1e-5) and r.within is False
     unknown = ratio_noise(1.3, None, None)
     assert unknown.within is None and unknown.basis == "unknown" and "noise unknown" in unknown.text()
+    assert unknown.word == "inconclusive"
 
 
 def test_the_ratio_interval_is_computed_in_one_place_and_every_caller_agrees():
