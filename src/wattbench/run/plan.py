@@ -162,8 +162,10 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     noise of the best (``metrics/noise.measured_plateau``) — and the recommended value: the
     lowest load on it. Every score is the figure the answer reports (``level_figures``: the
     trials' mean under ``--trials``, with the trials' CI as its noise). The recommendation is one
-    value, ``recommended_value``, set whenever the search chose one: where the noise cannot
-    decide (no plateau), it is the best score, and the reason says so."""
+    value, ``recommended_value``, set whenever the search chose one. A level the noise cannot place
+    against the best (``metrics/noise.judge``: inconclusive — unknown noise, < 2 df, a bound over
+    ±25%) is never on the plateau: with none within noise the recommendation is the best score,
+    and the reason names the inconclusive levels and what to do."""
     from wattbench.load.search import feasible_score
     from wattbench.metrics.noise import measured_plateau
 
@@ -194,14 +196,6 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     opt.noise_basis = basis
     cands = opt.candidates or []
     opt.top_of_ladder = bool(cands) and pl.best >= max(cands)
-    if getattr(pl, "inconclusive", False):  # a noise that cannot decide is never a plateau
-        opt.plateau = []
-        opt.recommended_value = pl.best
-        opt.recommended_score = opt.best_score
-        why = getattr(pl, "inconclusive_reason", "") or basis
-        opt.recommend_reason = (opt.recommend_reason + "; " if opt.recommend_reason else "") + \
-            f"the best score; the noise was inconclusive ({why}): no plateau"
-        return
     opt.recommended_score = (pl.scores or {}).get(pl.recommended)
     opt.plateau = list(pl.values)
     opt.recommended_value = pl.recommended

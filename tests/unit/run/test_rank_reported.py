@@ -18,12 +18,13 @@ from wattbench.tune import score
 KEY = "output_tokens_per_s_per_kw@accelerator"
 
 
-def _level(value: float, last_per_kw: float, mean_per_kw: float, index: int = 0, slo: bool = False):
+def _level(value: float, last_per_kw: float, mean_per_kw: float, index: int = 0, slo: bool = False,
+           half: float = 0.01):
     """A level of 3 trials at 700 W: its last trial reads ``last_per_kw``, the trials' mean
-    ``mean_per_kw`` (±1%)."""
+    ``mean_per_kw`` (± ``half``)."""
     lv = make_level(index=index, value=value, output_tokens_per_s=last_per_kw * 0.7, power_w=700.0,
                     goodput_rps=1.0 if slo else None)
-    lv.trials = TrialsBlock.model_validate(trials_block({KEY: (mean_per_kw, 0.01 * mean_per_kw)}, n=3))
+    lv.trials = TrialsBlock.model_validate(trials_block({KEY: (mean_per_kw, half * mean_per_kw)}, n=3))
     if slo:
         e = lv.energy["accelerator"]
         lv.goodput = {"requests_per_s": 1.0, "all_met": True, "output_tokens_per_s": e.output_tokens_per_s_per_kw * .7,
@@ -37,10 +38,10 @@ def _level(value: float, last_per_kw: float, mean_per_kw: float, index: int = 0,
 TRUTH = {4: (1000.0, 1000.0), 8: (3000.0, 1200.0), 16: (1300.0, 2000.0)}
 
 
-def _measure(result, slo=False):
+def _measure(result, slo=False, half=0.01):
     def measure(mode, value, *, output_tokens=None, input_tokens=None, label_suffix=""):
         last, mean = TRUTH[int(value)]
-        lv = _level(value, last, mean, index=len(result.levels), slo=slo)
+        lv = _level(value, last, mean, index=len(result.levels), slo=slo, half=half)
         lv.label += label_suffix
         result.levels.append(lv)
         return lv
@@ -93,3 +94,22 @@ def test_with_an_slo_the_answer_line_names_the_level_the_search_recommends():
     assert S.headline(result).level.load.target_concurrency == 16  # what the HTML's big figure shows
     tr = score.result_figures(result, None, has_slo=True)
     assert tr[0] == "done" and tr[1]["load_value"] == 16  # tune scores the configuration at its answer
+
+
+def test_an_inconclusive_noise_is_never_a_plateau_the_best_is_recommended_and_it_says_so():
+    # c=16 and c=32 0.5% apart, but their trials' CIs are ±40%: the noise cannot place them (a bound
+    # over ±25%), so no plateau forms from them; the recommendation is the best score, c=32
+    global TRUTH
+    saved = TRUTH
+    TRUTH = {4: (1000.0, 1000.0), 16: (2000.0, 2000.0), 32: (2010.0, 2010.0)}
+    try:
+        cfg = RunConfig(target="http://127.0.0.1:9", optimize="output_tokens_per_s_per_kw", concurrency=[4, 16, 32],
+                        trials=3)
+        result = make_result(levels=[])
+        plan.run_plan(cfg, result, _measure(result, half=0.40), [])
+    finally:
+        TRUTH = saved
+    opt = result.optimize
+    assert opt.best_value == 32 and opt.recommended_value == 32 and opt.plateau == [32], opt
+    assert "inconclusive" in opt.recommend_reason and "16" in opt.recommend_reason
+    assert S.answer_line(result).startswith("answer: c=32 — ")
