@@ -115,6 +115,11 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
             result.warnings.append("not primed: a trace replays its own load")
         runner.prime_at = prime_at
         runner.prime_now()
+        from wattbench.run.prime import unmeasurable
+
+        why = unmeasurable(cfg, result.noise.priming)  # the largest level, known before it runs
+        if why:
+            raise UserError(why)
     if cfg.sweep == "auto":
         res = auto_sweep(lambda v: level_figures(measure("concurrency", v)), start=1,
                          max_value=cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)
