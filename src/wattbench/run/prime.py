@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 from wattbench.config import RunConfig
-from wattbench.metrics.noise import repeat_check
+from wattbench.metrics.noise import INCONCLUSIVE, repeat_check
 from wattbench.report.labels import short_label_text
 from wattbench.report.numbers import fmt
 from wattbench.results.configuration import level_figure
@@ -132,7 +132,10 @@ def judge(first: LevelResult, repeat: LevelResult | None) -> HistoryCheck:
     unit = "tok/s/kW" if "per_kw" in figure else "tok/s" if figure.startswith("output_tokens_per_s") else figure
     both = f"{fmt(chk.first)} then {fmt(chk.repeat)} {unit} ({chk.ratio - 1:+.1%})"
     lbl = short_label_text(first.label)
-    if chk.beyond_noise:
+    if chk.word == INCONCLUSIVE:  # metrics/noise.judge: too few df or a bound over ±25%
+        hc.verdict = "unknown"
+        hc.text = f"history check {lbl}: {both}, inconclusive — {chk.judgement.why}; {chk.judgement.todo}"
+    elif chk.beyond_noise:
         hc.verdict = "warn"
         hc.text = (f"history check {lbl}: {both}, beyond noise ±{chk.bound_pct:.1f}% — {when}: what the server "
                    f"served in between moved it ({chk.basis})")

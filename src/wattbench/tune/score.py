@@ -146,7 +146,7 @@ def needs_repeat(a: dict, b: dict, objective: str, noise_pct: float, pl=None, ia
     plateau (``plateau(t)``, given as ``pl`` with their indices), or — single measurements — closer
     than ``noise_pct`` (a floor the user may raise)."""
     if pl is not None and ia is not None and ib is not None:
-        if float(ib) in pl.values:
+        if float(ib) in pl.values or float(ib) in pl.inconclusive:  # inconclusive: more data decides
             return True
     gap = abs(a["mean"] - b["mean"]) / max(abs(a["mean"]), abs(b["mean"]), 1e-12)
     return a["n"] < 2 and b["n"] < 2 and gap * 100.0 < noise_pct
