@@ -147,9 +147,10 @@ def state_line(result: Result) -> str | None:
         dur = "" if p.duration_s is None else f" in {p.duration_s:.{0 if p.duration_s >= 10 else 1}f} s"
         parts.append(f"primed at {at}: {p.completed}/{p.requests} requests{dur}, not measured")
     h = nz.history_check
-    if h is not None and h.verdict != "unknown" and h.ratio is not None:
-        state = "beyond noise" if h.verdict == "warn" else "within noise"
-        parts.append(f"history check {short_label_text(h.level)}: {h.ratio - 1:+.1%} {state} (±{h.bound_pct:.1f}%)")
+    # within noise only: beyond noise or inconclusive, the check is a finding of the run (its note
+    # line says it once, with its size: accounting.level_findings.history_finding)
+    if h is not None and h.verdict == "ok" and h.ratio is not None:
+        parts.append(f"history check {short_label_text(h.level)}: {h.ratio - 1:+.1%} within noise (±{h.bound_pct:.1f}%)")
     if nz.engine_starts:
         parts.append(f"{len(nz.engine_starts)} engine starts")
     return "; ".join(parts) or None
