@@ -238,9 +238,8 @@ def _history_check(cfg: RunConfig, result: Result, runner) -> None:
         repeat = runner.unrecorded(first.load.mode, v, first.index, " history check", num_requests=n,
                                    duration_s=dur)
         hc = judge(first, repeat)
+    # a finding about the run's state, judged in the run's verdict (accounting.level_findings.history_finding)
     result.noise.history_check = hc
-    if hc.verdict == "warn":
-        result.warnings.append(hc.text)
 
 
 def level_figures(level: LevelResult) -> dict:
