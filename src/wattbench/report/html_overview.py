@@ -20,7 +20,7 @@ from wattbench.report import summary as S
 from wattbench.report.data import RunData
 from wattbench.results.schema import LevelResult, Result
 
-VERDICT_CLASS = {"valid": "ok", "warn": "warn", "invalid": "bad"}
+VERDICT_CLASS = {"valid": "ok", "estimate": "est", "warn": "warn", "invalid": "bad"}
 
 
 def columns_table(key: list[str], cols: list[S.Column], cls: str) -> str:
@@ -176,7 +176,7 @@ def hero(r: Result) -> str:
             f'<div class="headline">{e(F.headline(h.level))}</div></div>')
 
 
-NOTE_CLASS = {"invalid": "bad", "warn": "warn", "note": "info"}
+NOTE_CLASS = {"invalid": "bad", "warn": "warn", "estimate": "est", "note": "info"}
 
 
 def notes_block(notes: list[S.NoteLine]) -> str:
@@ -187,7 +187,7 @@ def notes_block(notes: list[S.NoteLine]) -> str:
 
     if not notes:
         return ""
-    order = ("invalid", "warn", "note")
+    order = ("invalid", "warn", "estimate", "note")
     groups = {sev: [n for n in notes if n.severity == sev] for sev in order}
     groups["note"] += [n for n in notes if n.severity not in order]
     counts = ", ".join(f"{len(groups[sev])} {sev}" for sev in order if groups[sev])
