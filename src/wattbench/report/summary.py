@@ -115,8 +115,9 @@ def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
         return None
     opt = result.optimize
     chosen: LevelResult | None = None
-    if opt is not None and opt.best_value is not None:
-        chosen = next((lv for lv in result.levels if F.level_target_value(lv) == opt.best_value), None)
+    if opt is not None and opt.best_value is not None:  # its one recommendation, as search_lines words it
+        pick = opt.recommended_value if opt.recommended_value is not None else opt.best_value
+        chosen = next((lv for lv in result.levels if F.level_target_value(lv) == pick), None)
     if chosen is None:
         ok = [lv for lv in result.levels if (lv.goodput or {}).get("all_met") and lv.validity.verdict != "invalid"]
 
@@ -344,7 +345,8 @@ def search_lines(result: Result) -> list[str]:
                 out.append(f"optimize: recommends {rec} — {opt.recommend_reason}; best {best}: {why}; within noise "
                            f"of it: {flat} ({again} measured twice; measured: {tried})")
             else:
-                out.append(f"optimize: chose {best} — {why}; {opt.reason} (measured: {tried})")
+                because = f"; {opt.recommend_reason}" if opt.recommend_reason else ""
+                out.append(f"optimize: chose {best} — {why}; {opt.reason}{because} (measured: {tried})")
             if opt.top_of_ladder:
                 out.append(f"optimize: {best} is the top of the ladder searched: a higher load may be better "
                            "(widen it with --concurrency/--rate or --max-concurrency)")

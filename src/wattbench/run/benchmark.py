@@ -84,6 +84,7 @@ def _run(session: RunSession) -> Result:
     workload, no_tokenizer_why = _build_workload(cfg, targets)
     salt = _salt_prompts(cfg, session.run_id, workload)
     problems = telemetry.start_telemetry(session)
+    plan.check_meter(cfg, session.sampler.channels if session.sampler is not None else [])  # before any load
     result = _start_result(session, run_dir, targets, workload, problems, no_tokenizer_why)
     result.noise = NoiseInfo(prompt_salt=salt)
     if targets.server.metrics_endpoint:
