@@ -66,6 +66,7 @@ from wattbench.report.trials import (
     trials_title,
 )
 from wattbench.results.schema import LevelResult, Result
+from wattbench.telemetry.spec import SENSOR_FIX
 
 __all__ = [
     "GoodputCells", "goodput_cells", "goodput_cells_raw", "goodput_point", "has_goodput", "slo_text",
@@ -75,7 +76,7 @@ __all__ = [
     "level_columns", "part_lines", "part_share", "serving_columns", "serving_figures", "serving_title",
     "short_boundary", "trial_columns", "TRIAL_FIGURES", "TrialCell", "any_trials", "last_trial_title",
     "trial_cells", "trials_n", "trials_title", "ENGINE_KEYS", "applied_config", "best_under_slo",
-    "state_line", "Headline", "headline", "estimate_text", "answer_line", "answer_lines", "measure_lines", "search_lines",
+    "state_line", "Headline", "headline", "estimate_text", "NO_ENERGY_ANSWER", "answer_line", "answer_lines", "measure_lines", "search_lines",
 ]
 
 # ---------------------------------------------------------------- configuration
@@ -208,7 +209,9 @@ def headline(result: Result) -> Headline | None:
         pool = [x for x in lvs if x.validity.verdict != "invalid"] or lvs
         lv = max(pool, key=per_kw)
         name, title = "output_tokens_per_s_per_kw", "output tok/s per kW"
-        why = ("" if len(lvs) == 1 else f"{short_label(lv)}: the most output tokens per kW of the {len(lvs)} levels"
+        measured = any(per_kw(x) >= 0 for x in lvs)  # without energy every level ties at nothing
+        why = ("" if len(lvs) == 1 or not measured else
+               f"{short_label(lv)}: the most output tokens per kW of the {len(lvs)} levels"
                + ("" if best is None else f" (no level met the SLO {slo_text(result)})"))
     hb = F.headline_boundary(lv)
     b, be = (hb[0], hb[1]) if hb else (None, None)
@@ -219,6 +222,10 @@ def headline(result: Result) -> Headline | None:
     ci = trial_ci(lv, name, b) if b else None
     return Headline(lv, why, b, be.label if be is not None else None, name, title, value,
                     (ci.low, ci.high) if ci else None, ci.n if ci else None, lv.validity.verdict)
+
+
+# a run without energy has no efficiency answer: it says so, and how to measure one
+NO_ENERGY_ANSWER = f"no efficiency answer: no energy was measured; give a power meter with {SENSOR_FIX}"
 
 
 def estimate_text(h: Headline) -> str:
@@ -240,6 +247,8 @@ def answer_line(result: Result) -> str | None:
     h = headline(result)
     if h is None:
         return None
+    if h.boundary is None and not any(lv.energy for lv in result.levels):  # no efficiency answer, and its fix
+        return f"answer: {NO_ENERGY_ANSWER} · {result.validity.verdict}"  # the run's: energy unavailable
     where = "" if h.boundary is None else f" ({h.boundary}" + (
         f", {estimate_text(h)}" if h.label == "estimate" else
         f", {h.label}" if h.label and h.label != "measured" else "") + ")"
