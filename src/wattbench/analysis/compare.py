@@ -374,8 +374,8 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
             run_id=r.run_id, verdict=r.validity.verdict, latency=r.validity.latency, energy=r.validity.energy,
             levels={lv.label: [lv.validity.verdict, lv.validity.latency] for lv in r.levels},
             # the run's notes counted as every report counts them (accounting.findings.note_counts)
-            warnings=sum(k for s, k in note_counts(r).items() if s != "note"),
-            notes=note_counts(r).get("note", 0)))
+            warnings=sum(k for s, k in note_counts(r).items() if s in ("warn", "invalid")),
+            notes=sum(k for s, k in note_counts(r).items() if s in ("note", "estimate"))))
         if r.status != "complete":
             cmp.warnings.append(f"run {r.run_id} status {r.status}")
     return cmp
