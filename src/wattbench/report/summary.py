@@ -237,7 +237,7 @@ def estimate_text(h: Headline) -> str:
     be = h.level.energy.get(h.boundary) if h.boundary else None
     u = be.uncertainty_pct if be is not None else None
     basis = f.basis if f is not None else "estimate"
-    return basis + ("" if u is None else f", ±{u:.0f}%")
+    return basis + ("" if u is None else f", ±{F.fmt(u, kind='effect')}%")
 
 
 def answer_line(result: Result) -> str | None:
