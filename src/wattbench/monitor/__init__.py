@@ -63,9 +63,9 @@ class Monitor:
         # credentials in the URL become the Authorization header (an API key as well: one line); the
         # key, the URL's credentials and query never appear in the output, the exporter or the history
         register_secrets(api_key, *url_secrets(target))
+        self.target_shown = redact_url(target)  # as given, credentials and query masked
         if target:
             target, api_key = combine_credentials(target, api_key)
-        self.target_shown = redact_url(target)
         self.interval_s = float(interval_s)
         self.clock = clock  # scrapes, sensor reads, backoff and the tick schedule (a scripted one in tests)
         self.scraper = ServerScraper(target, api_key=api_key, timeout_s=min(2.0, max(0.2, self.interval_s)),

@@ -283,6 +283,8 @@ _ENV_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _KEY_SHAPE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|hf_[A-Za-z0-9]{8,}|gh[pousr]_[A-Za-z0-9]{8,}|AKIA[0-9A-Z]{12,}|"
                         r"xox[abprs]-[A-Za-z0-9\-]{8,})")
 _HEADER_FLAGS = ("-H", "--header", "--headers")
+_HEADER_WORD = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_\-]*):\s*(\S.*)$", re.S)
+_SCHEME_CRED = re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/=\-]{6,})")
 
 
 def env_secrets(environ: dict[str, str]) -> list[str]:
@@ -335,6 +337,10 @@ class _Argv:
                     self.secrets += found
                     return json.dumps(redact_body(obj), ensure_ascii=False)
                 return a
+        h = _HEADER_WORD.match(a)
+        if h and is_secret_header(h.group(1), h.group(2)):  # ``'Authorization: Bearer …'`` as one word
+            self.secret(h.group(2))
+            return f"{h.group(1)}: {REDACTED}"
         m = _ENV_ASSIGN.match(a)
         if m and _SECRET_ENV.search(m.group(1)):
             return f"{m.group(1)}={self.secret(m.group(2))}"
@@ -352,7 +358,10 @@ class _Argv:
             a = redact_url(a) or a
         for k in _KEY_SHAPE.findall(a):
             self.secret(k)
-        return _KEY_SHAPE.sub(MASK, a)
+        a = _KEY_SHAPE.sub(MASK, a)
+        for cred in _SCHEME_CRED.findall(a):  # ``Bearer …`` anywhere in a word
+            self.secret(cred)
+        return _SCHEME_CRED.sub(lambda m: m.group(0)[:m.start(1) - m.start(0)] + MASK, a)
 
     def argv(self, argv: Iterable[str]) -> list[str]:
         out: list[str] = []
@@ -524,6 +533,12 @@ class Scrubber:
                 text = text.replace(form, MASK)
         return text
 
+    def bytes(self, data: bytes) -> bytes:
+        """``data`` (a child's output line) with every form of every secret replaced by ``***``."""
+        if not self.found_in(data):
+            return data
+        return self.text(bytes(data).decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
     def cut(self, text: str, limit: int) -> str:
         """``text`` scrubbed, then cut to ``limit`` characters: in this order, so that a secret
         that straddles the cut leaves no prefix behind."""
@@ -608,9 +623,7 @@ class _ScrubbingBuffer:
         self._raw = raw
 
     def write(self, b):
-        if _REGISTERED and _REGISTERED.found_in(b):
-            b = _REGISTERED.text(bytes(b).decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
-        return self._raw.write(b)
+        return self._raw.write(_REGISTERED.bytes(b) if _REGISTERED else b)
 
     def __getattr__(self, name):
         return getattr(self._raw, name)
