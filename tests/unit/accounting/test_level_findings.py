@@ -82,6 +82,24 @@ def test_run_without_energy_says_so_once_in_the_verdict():
     assert measured.energy == "measured"
 
 
+def test_a_run_stopped_by_a_failed_write_says_so_first_and_is_at_best_warn():
+    import errno
+
+    from wattbench.errors import StorageError
+
+    r = make_result()
+    for lv in r.levels:
+        lv.validity.findings = []
+        lv.validity.verdict = "valid"
+    assert LF.run_validity(r).verdict == "valid"
+    err = StorageError("/x/requests.jsonl", OSError(errno.ENOSPC, "No space left on device"))
+    v = LF.run_validity(r, stopped=err)
+    assert v.verdict == "warn" and v.findings[0].kind == "run_stopped"
+    assert "/x/requests.jsonl: No space left on device" in v.findings[0].text
+    assert f"the {len(r.levels)} level(s) listed are complete" in v.findings[0].text
+    assert v.findings[0].summary == "the run stopped on a failed write (No space left on device)"
+
+
 def test_auto_sweep_stops_at_a_failed_level_and_names_it():
     figs = {1: {"throughput": {"output_tokens_per_s": 100.0}}, 2: {"throughput": {"output_tokens_per_s": 190.0}},
             4: {"throughput": {"output_tokens_per_s": 0.0}, "failed": "no measured request completed"}}
@@ -128,10 +146,10 @@ def test_headline_shows_achieved_beside_asked_and_marks_small_samples():
     lv.load.mean_in_flight = 7.2
     lv.requests.completed = 4
     h = headline(lv)
-    assert "achieved 7.2 in flight of 64 asked" in h and "(n=4)" in h
+    assert "achieved 7.20 in flight of 64 asked" in h and "(n=4)" in h
     from wattbench.report.summary import short_label
 
-    assert short_label(lv) == "c=64 (got 7.2)"  # the level tables' label too
+    assert short_label(lv) == "c=64 (got 7.20)"  # the level tables' label too
     ok = make_level(value=8)
     assert short_label(ok) == "c=8"
     ok.requests.completed = 500
