@@ -51,6 +51,7 @@ from wattbench.analysis.figures import (
     trial_ci,
 )
 from wattbench.accounting.boundaries import outside_work_note
+from wattbench.accounting.findings import note_counts
 from wattbench.errors import UserError
 from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, combine, judge, ratio_interval,
                                      spread_noise, trials_noise)
@@ -310,21 +311,24 @@ def answer_line(level: str, pair: str, d: Decomposition | None, nv: NoiseVerdict
                 throughput_ratio: float | None = None) -> str:
     """One pair's answer: ``c=16: B/A per kW 0.41× (0.38–0.44), beyond noise = throughput 0.22× ÷
     power 0.53×`` (without energy: ``c=16: B/A throughput 0.22× (…), within noise``)."""
+    from wattbench.report.numbers import fmt_range, fmt_ratio
+
     def word() -> str:
         if nv is None:
-            return "inconclusive (no ratio)"
-        iv = f" ({nv.low:.2f}–{nv.high:.2f})" if nv.low is not None and nv.word != INCONCLUSIVE else ""
+            return ", inconclusive (no ratio)"
+        iv = (f" ({fmt_range(nv.low, nv.high, kind='ratio')})" if nv.low is not None and nv.word != INCONCLUSIVE
+              else "")
         return f"{iv}, {nv.word}" + (f" ({nv.why})" if nv.word == INCONCLUSIVE else "")
     if d is not None:
         if d.per_kw_ratio is None:
             return f"{level}: {pair} per kW not available (missing throughput or power)"
-        s = f"{level}: {pair} per kW {d.per_kw_ratio:.2f}×{word()}"
+        s = f"{level}: {pair} per kW {fmt_ratio(d.per_kw_ratio)}{word()}"
         if d.throughput_ratio is not None and d.power_ratio:
-            s += f" = throughput {d.throughput_ratio:.2f}× ÷ power {1.0 / d.power_ratio:.2f}×"
+            s += f" = throughput {fmt_ratio(d.throughput_ratio)} ÷ power {fmt_ratio(1.0 / d.power_ratio)}"
         return s
     if throughput_ratio is None:
         return f"{level}: {pair} throughput not available"
-    return f"{level}: {pair} throughput {throughput_ratio:.2f}×{word()} (no energy compared)"
+    return f"{level}: {pair} throughput {fmt_ratio(throughput_ratio)}{word()} (no energy compared)"
 
 
 def match_levels(a: Result, b: Result, match: str) -> tuple[list[tuple[LevelResult, LevelResult]], list[str]]:
@@ -528,8 +532,9 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
         cmp.verdicts.append(RunVerdict(
             run_id=r.run_id, verdict=r.validity.verdict, latency=r.validity.latency, energy=r.validity.energy,
             levels={lv.label: [lv.validity.verdict, lv.validity.latency] for lv in r.levels},
-            warnings=sum(1 for lv in r.levels for f in lv.validity.findings if f.severity != "note"),
-            notes=sum(1 for lv in r.levels for f in lv.validity.findings if f.severity == "note")))
+            # the run's notes counted as every report counts them (accounting.findings.note_counts)
+            warnings=sum(k for s, k in note_counts(r).items() if s in ("warn", "invalid")),
+            notes=sum(k for s, k in note_counts(r).items() if s in ("note", "estimate"))))
         if r.status != "complete":
             cmp.warnings.append(f"run {r.run_id} status {r.status}")
     cmp.at_slo = compare_at_slo(results, at_slo, bnd, history, records, cmp.letters)

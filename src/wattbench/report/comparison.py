@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.report.numbers import fmt
+from wattbench.report.numbers import fmt, fmt_range
 
 
 def level_text(load: dict[str, Any]) -> str:
@@ -30,7 +30,7 @@ def noise_lines(sp) -> list[str]:
     sd = f"sd {sp.rel_sd * 100:.1f}% ({sp.df} df)" if sp.rel_sd is not None else "sd —"
     segs = sp.segment_runs or [sp.runs]
     now = f"mean {fmt(sp.mean)}" if len(segs) == 1 else f"now {fmt(sp.mean)} (last {segs[-1]} runs)"
-    out.append(f"  {sp.runs} runs · {name} {now}, {sd}, range {fmt(sp.low)}–{fmt(sp.high)}")
+    out.append(f"  {sp.runs} runs · {name} {now}, {sd}, range {fmt_range(sp.low, sp.high)}")
     lv = level_text(sp.config.get("load") or {})
     if sp.series is not None:
         for cp in sp.series.change_points:
@@ -71,15 +71,15 @@ FIGURE_LABELS = {
 def cell(v, ci=None, base=None) -> str:
     """A figure in the report's number format, its trials' CI, and its ratio to the baseline
     (candidate ÷ baseline, the one direction of every ratio on the screen)."""
-    from wattbench.report.format import MISSING
+    from wattbench.report.format import MISSING, fmt_range, fmt_ratio
 
     if v is None:
         return MISSING
     s = fmt(v)
     if ci:
-        s += f" [{fmt(ci[0])}–{fmt(ci[1])}]"
+        s += f" [{fmt_range(ci[0], ci[1])}]"
     if base not in (None, 0):
-        s += f" ({v / base:.2f}×)"
+        s += f" ({fmt_ratio(v / base)})"
     return s
 
 
@@ -122,9 +122,10 @@ def render_compare(cmp, agreement=None, results=None, console=None) -> None:
     c = console or Console(highlight=False)
     for i, r in enumerate(results or []):  # one verdict line per run
         role = "baseline" if i == 0 else "run"
-        n_warn = sum(1 for lv in r.levels for f in lv.validity.findings if f.severity != "note")
-        n_note = sum(1 for lv in r.levels for f in lv.validity.findings if f.severity == "note")
-        tail = f" · {n_warn} warn, {n_note} note (wattbench report --notes)" if n_warn or n_note else ""
+        from wattbench.report.notes import count_text
+
+        counted = count_text(r)  # the summary's and the HTML report's count
+        tail = f" · {counted} (wattbench report --notes)" if counted else ""
         c.print(escape(f"{role} {r.run_id}: {verdict_text(r)}{tail}"), soft_wrap=True)
     for line in answer_lines(cmp):
         c.print(escape(line), soft_wrap=True)
@@ -155,9 +156,7 @@ def render_compare(cmp, agreement=None, results=None, console=None) -> None:
     render_findings(c, cmp.findings, cmp.incomparable, cmp.warnings)
     if agreement is not None:
         m = agreement.metrics
-
-        def pct(x):
-            return "—" if x is None else f"{x:.1%}"
+        from wattbench.report.format import fmt_fraction_pct as pct
 
         c.print("[bold]output agreement[/bold] " + escape(
             f"({agreement.run_id}): exact match {pct(m.exact_match_rate)}, token agreement "

@@ -54,17 +54,10 @@ def normalize_base_url(url: str) -> str:
 
 
 def safe_url(url: str) -> str:
-    """The URL without any ``user:password@`` part, for messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    """The URL for messages: ``redact.redact_url`` (no ``user:password@``, no query secret)."""
+    from wattbench.server.redact import redact_url
+
+    return redact_url(url) or url
 
 
 def endpoint_url(target: TargetSpec) -> str:
@@ -193,7 +186,7 @@ def stream_error(obj: dict) -> str | None:
         msg = err.get("message") or err.get("type") or str(err)
     else:
         msg = str(err)
-    return str(msg)[:300]
+    return str(msg)[:4096]  # bounded; the caller scrubs the secrets, then cuts (load/client.py)
 
 
 async def fetch_models(session, base_url: str, api_key: str | None, redirects: list[str] | None = None) -> list[str]:
