@@ -669,11 +669,13 @@ def compare_at_slo(results: list[Result], spec: str | None, boundary: str | None
                 ratio, figure_noise(results[0], base[0], "goodput_per_kw", boundary, None),  # type: ignore[index]
                 figure_noise(results[i], c[0], "goodput_per_kw", boundary, None)))  # type: ignore[index]
         out.noise.append(nv)
+        from wattbench.report.numbers import fmt_range, fmt_ratio
+
         where = f"({letters[0]} at {out.levels[0]}, {letters[i]} at {out.levels[i]})"
-        parts = (f": throughput {t:.2f}× ÷ power {p:.2f}×" if t is not None and p else "")
+        parts = (f": throughput {fmt_ratio(t)} ÷ power {fmt_ratio(p)}" if t is not None and p else "")
         word = "" if nv is None else (f"; {nv.word}" + (f" ({nv.why})" if nv.word == INCONCLUSIVE
-                                                         else f" ({nv.low:.2f}–{nv.high:.2f})"))
-        out.lines.append(f"{letters[i]} gives {ratio:.2f}× the goodput per kW of {letters[0]} at {text}{parts} "
+                                                         else f" ({fmt_range(nv.low, nv.high, kind='ratio')})"))
+        out.lines.append(f"{letters[i]} gives {fmt_ratio(ratio)} the goodput per kW of {letters[0]} at {text}{parts} "
                          f"{where}{word}" if ratio is not None else
                          f"{letters[i]} vs {letters[0]} at {text}: no goodput per kW ratio (a zero figure)")
     return out
