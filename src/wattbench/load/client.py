@@ -82,6 +82,8 @@ OUTPUT_TEXT_CUT = f" [wattbench: the text was cut here at {OUTPUT_TEXT_MAX_CHARS
 
 READ_BUFSIZE = 2**20  # bytes; aiohttp's default is 64 KiB
 ERROR_BODY_BYTES = 4096  # of a non-200 answer's body (300 characters are kept); a 10 GB body costs this
+DETAIL_CHARS = 300  # of an error detail kept in a record, cut after the secrets are scrubbed (a key at
+# character 290 would otherwise leave its prefix)
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -258,7 +260,7 @@ class StreamClient:
                 if status != 200:
                     error = f"http_{status}"
                     raw = await origin.read_body(resp, ERROR_BODY_BYTES)
-                    detail = raw[:300].decode("utf-8", "replace")
+                    detail = raw.decode("utf-8", "replace")  # scrubbed, then cut (_record)
                 else:
                     read = resp.content.readany
                     conn = resp.connection
@@ -330,7 +332,7 @@ class _Stream:
             try:
                 obj = loads(payload)
             except orjson.JSONDecodeError:
-                self.fail("bad_stream", "malformed JSON in stream: " + payload[:120].decode("utf-8", "replace"))
+                self.fail("bad_stream", "malformed JSON in stream: " + payload[:ERROR_BODY_BYTES].decode("utf-8", "replace"))
                 return
             if type(obj) is not dict:
                 self.fail("bad_stream", "stream event is not an object")
@@ -442,7 +444,7 @@ def _record(spec: RequestSpec, target: TargetSpec, level: int, id: int, worker: 
         token_source="usage" if usage is not None else "none",
         ok=error is None,
         error=error,
-        error_detail=scrubber.text(detail) if detail else None,
+        error_detail=scrubber.cut(detail, DETAIL_CHARS) if detail else None,  # scrubbed first, then cut
         http_status=status,
         output_text=scrubber.text("".join(st.texts)) if st.keep else None,
         tenant=spec.tenant,

@@ -56,17 +56,10 @@ def normalize_base_url(url: str) -> str:
 
 
 def safe_url(url: str) -> str:
-    """The URL without any ``user:password@`` part, for messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    """The URL for messages: ``redact.redact_url`` (no ``user:password@``, no query secret)."""
+    from wattbench.server.redact import redact_url
+
+    return redact_url(url) or url
 
 
 def endpoint_url(target: TargetSpec) -> str:
@@ -227,7 +220,7 @@ def stream_error(obj: dict) -> str | None:
         msg = err.get("message") or err.get("type") or str(err)
     else:
         msg = str(err)
-    return str(msg)[:300]
+    return str(msg)[:4096]  # bounded; the caller scrubs the secrets, then cuts (load/client.py)
 
 
 # The most of a /v1/models answer read: OpenRouter's list of ~300 models with descriptions is about

@@ -146,10 +146,10 @@ def test_headline_shows_achieved_beside_asked_and_marks_small_samples():
     lv.load.mean_in_flight = 7.2
     lv.requests.completed = 4
     h = headline(lv)
-    assert "achieved 7.2 in flight of 64 asked" in h and "(n=4)" in h
+    assert "achieved 7.20 in flight of 64 asked" in h and "(n=4)" in h
     from wattbench.report.summary import short_label
 
-    assert short_label(lv) == "c=64 (got 7.2)"  # the level tables' label too
+    assert short_label(lv) == "c=64 (got 7.20)"  # the level tables' label too
     ok = make_level(value=8)
     assert short_label(ok) == "c=8"
     ok.requests.completed = 500
