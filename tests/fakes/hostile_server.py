@@ -52,6 +52,37 @@ BAD_USAGE = {"usage_huge": 1e30, "usage_string": "many", "usage_list": [1, 2], "
              "usage_negative": -600}
 MODEL = "hostile-model"
 
+# ---- round 3, faults: usage that contradicts the stream or the request, answers past every cap
+#   per request: ``usage_second_800`` (a second usage event after the right one claims 800
+#   completion tokens), ``usage_second_less`` (a second one claims fewer than the first),
+#   ``usage_zero_chunks`` (``completion_tokens: 0`` beside the content chunks), ``text_huge`` (each
+#   content chunk is 256 KiB of text: a request streams MiBs); whole server: ``models_huge``
+#   (``/v1/models`` answers 20 MiB).
+FAULTS_PER_REQUEST = {"usage_second_800", "usage_second_less", "usage_zero_chunks", "text_huge"}
+FAULTS_BEHAVIOURS = {"models_huge"}
+HUGE_CHUNK_CHARS = 256 << 10
+
+
+def faults_usage_events(bad: str | None, n: int, words: int) -> list[dict] | None:
+    """The usage events a round-3 behaviour sends in place of the one right event (None: not one)."""
+    right = {"prompt_tokens": words, "completion_tokens": n, "total_tokens": words + n}
+    if bad == "usage_second_800":
+        return [right, dict(right, completion_tokens=800)]
+    if bad == "usage_second_less":
+        return [right, dict(right, completion_tokens=max(0, n - 2))]
+    if bad == "usage_zero_chunks":
+        return [dict(right, completion_tokens=0)]
+    return None
+
+
+def faults_models_body() -> bytes:
+    return json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model",
+                                                   "description": "x" * (20 << 20)}]}).encode()
+
+
+PER_REQUEST |= FAULTS_PER_REQUEST
+BEHAVIOURS = sorted(set(BEHAVIOURS) | FAULTS_PER_REQUEST | FAULTS_BEHAVIOURS)
+
 
 def _event(obj) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
@@ -172,6 +203,9 @@ class Proto(asyncio.Protocol):
         if path == "/metrics" and b == "redirect_metrics":
             self.redirect(302, a.other + path)
             return
+        if method == "GET" and path == "/v1/models" and b == "models_huge":
+            self.respond(200, faults_models_body())
+            return
         if method == "GET" and path == "/v1/models":
             self.respond(200, json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode())
             return
@@ -220,6 +254,8 @@ class Proto(asyncio.Protocol):
             self.respond(401, json.dumps({"error": {"message": f"Incorrect API key provided: {echoed}"}}).encode())
             return
         text = "<script>alert('xss')</script>" if b == "script_text" else " tok"
+        if bad == "text_huge":
+            text = "x" * HUGE_CHUNK_CHARS
 
         def piece(t: str, finish=None) -> dict:
             c = {"index": 0, "finish_reason": finish}
@@ -271,10 +307,10 @@ class Proto(asyncio.Protocol):
         for _ in range(n - 1):
             self.events(piece(text))
         comp = BAD_USAGE.get(bad, n) if bad else n
-        self.events(piece("", "length"), {"id": "h", "model": MODEL, "choices": [],
-                                          "usage": {"prompt_tokens": words, "completion_tokens": comp,
-                                                    "total_tokens": 1}})
-        if bad is None or bad == "echo_text":
+        usages = faults_usage_events(bad, n, words) or [{"prompt_tokens": words, "completion_tokens": comp,
+                                                          "total_tokens": 1}]
+        self.events(piece("", "length"), *({"id": "h", "model": MODEL, "choices": [], "usage": u} for u in usages))
+        if bad is None or bad in ("echo_text", "text_huge"):
             st.completed += 1
         self.end_stream()
 
