@@ -24,6 +24,18 @@ def escape(text: str) -> str:
     return _escape(text)
 
 
+def fold_parts(text: str, width: int, sep: str = " · ") -> list[str]:
+    """A ``describe`` line folded at its `` · `` separators to ``width`` columns (the lines after the
+    first indented by four); a part longer than the width stays whole on its own line."""
+    lines: list[str] = []
+    for part in text.split(sep):
+        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            lines.append(part if not lines else "    " + part)
+    return lines
+
+
 def _headline(summary: dict) -> str:
     """``c=8 2,067 node``: the headline level, its figure per kW (goodput per kW under an SLO,
     marked ``goodput``) and its boundary (``host, estimate`` where the figure is not measured);
@@ -254,8 +266,12 @@ def register(app: typer.Typer) -> None:
                        + (" matching the filters" if any((model, engine, gpu)) else "")
                        + ": repeat a run (or `wattbench history import DIR` older ones) to see its spread")
             return
+        import shutil
+
+        width = shutil.get_terminal_size((80, 24)).columns
         for sp in rows:
-            typer.echo(describe(sp.config))
+            for line in fold_parts(describe(sp.config), width):
+                typer.echo(line)
             name = "tok/s/kW" if sp.figure.startswith("output_tokens_per_s_per_kw") else "out tok/s"
             sd = f"sd {sp.rel_sd * 100:.1f}%" if sp.rel_sd is not None else "sd —"
             typer.echo(f"  {sp.runs} runs · {name} mean {_fmt(sp.mean)}, {sd}, range {_fmt(sp.low)}–{_fmt(sp.high)}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.server.identity import Responses, model_entry
+from wattbench.server.identity.common import Responses, model_entry
 
 
 def exposed(responses: Responses, model: str | None) -> tuple[dict[str, dict[str, Any]], list[str]]:

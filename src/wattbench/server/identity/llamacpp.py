@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from wattbench.server.identity import Responses, json_of, missing, model_entry, settings
+from wattbench.server.identity.common import Responses, json_of, missing, model_entry, settings
 
 KEEP = ("total_slots", "model_alias", "model_path", "model_ftype", "build_info", "modalities", "chat_template_caps")
 SLOT_KEEP = ("n_ctx", "params", "speculative")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.server.identity import Responses, json_of, missing, model_entry, settings
+from wattbench.server.identity.common import Responses, json_of, missing, model_entry, settings
 
 VOLATILE = ("internal_states", "random_seed", "max_total_num_tokens", "max_req_input_len", "status", "version")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.server.identity import Responses, json_of, missing, model_entry, settings
+from wattbench.server.identity.common import Responses, json_of, missing, model_entry, settings
 
 
 def exposed(responses: Responses, model: str | None) -> tuple[dict[str, dict[str, Any]], list[str]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.server.identity import Responses, missing, model_entry, settings
+from wattbench.server.identity.common import Responses, missing, model_entry, settings
 
 LABELS_NOT_SETTINGS = ("engine", "model_name")
 PROFILED = ("num_gpu_blocks", "num_cpu_blocks", "kv_cache_size_tokens", "kv_cache_max_concurrency")
