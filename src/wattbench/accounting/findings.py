@@ -29,6 +29,10 @@ Verdicts
 severity among findings that bias an efficiency figure (``EFFICIENCY_FIGURES``), the latency
 verdict (``Validity.latency``) among those that bias a latency figure (``LATENCY_FIGURES``); a
 finding with no figures (an older file's reason) counts for both. ``note`` leaves a verdict valid.
+An ``estimate`` finding (the energy the headline rests on comes from a model of power, not a meter:
+``validity.estimate_findings``) makes it ``estimate`` — the word ``valid`` is kept for figures a
+meter (or a declared constant) gave; any ``warn`` or ``invalid`` finding is worse than it. Order:
+``valid`` < ``estimate`` < ``warn`` < ``invalid``.
 
 Grouping
 --------
@@ -51,14 +55,16 @@ from wattbench.results.schema import (
     Validity,
 )
 
-__all__ = ["EFFICIENCY_MATERIAL_PCT", "LATENCY_MATERIAL_PCT", "SEVERITY_ORDER", "Finding", "FindingGroup",
+__all__ = ["EFFICIENCY_MATERIAL_PCT", "LATENCY_MATERIAL_PCT", "SEVERITY_ORDER", "VERDICT_ORDER", "Finding",
+           "FindingGroup",
            "judged", "rule", "verdicts", "worst", "group_findings", "level_order"]
 
 EFFICIENCY_MATERIAL_PCT = 1.0
 LATENCY_MATERIAL_PCT = 5.0
-SEVERITY_ORDER = ("note", "warn", "invalid")
-_VERDICT = {"note": "valid", "warn": "warn", "invalid": "invalid"}
-_ORDER = ("valid", "warn", "invalid")
+SEVERITY_ORDER = ("note", "estimate", "warn", "invalid")
+_VERDICT = {"note": "valid", "estimate": "estimate", "warn": "warn", "invalid": "invalid"}
+VERDICT_ORDER = ("valid", "estimate", "warn", "invalid")
+_ORDER = VERDICT_ORDER
 
 
 def judged(kind: str, text: str, figures: tuple[str, ...], effect_pct: float | None, bound_pct: float, *,

@@ -36,11 +36,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from wattbench.accounting.findings import Finding, rule, worst
+from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, VERDICT_ORDER, Finding, judged, rule, verdicts, worst
+from wattbench.errors import StorageError
 from wattbench.results.recordset import NONE, RecordSet, as_record_set
-from wattbench.results.schema import LevelResult, RequestRecord, Result, Validity
+from wattbench.results.schema import HistoryCheck, LevelResult, RequestRecord, Result, Validity
 
-__all__ = ["level_findings", "failed_requests_finding", "oversaturation_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
+__all__ = ["level_findings", "failed_requests_finding", "write_stop_finding", "RUN_STOPPED_ON_WRITE", "oversaturation_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
            "input_length_finding", "stopped_finding", "P99_MIN_SAMPLES", "IN_FLIGHT_WARN_FRACTION", "INPUT_LENGTH_WARN_PCT"]
 
 P99_MIN_SAMPLES = 100
@@ -160,15 +161,43 @@ def no_energy_text(why: str) -> str:
             "energy and efficiency figures are not")
 
 
-def run_validity(result: Result, energy_unavailable: str | None = None) -> Validity:
-    """The run's verdicts: each the worst level's (efficiency: the headline; latency); its own
-    findings only (the levels' stay with them: ``findings.group_findings`` shows each once):
+def history_finding(hc: HistoryCheck | None) -> Finding | None:
+    """The history check (``run/prime.judge``) as a finding about the run's state: beyond noise, its
+    size — the first level's figure moved by ``ratio − 1`` between its measurement and the repeat —
+    judged against the efficiency materiality bound like every other finding (a ``warn`` from
+    ``EFFICIENCY_MATERIAL_PCT``, a note below); inconclusive (too little noise data to say) or
+    without a figure in both measurements, a note that says so — never "within noise". Within noise:
+    no finding (the summary's state line says it)."""
+    if hc is None or hc.verdict == "ok":
+        return None
+    figures = ("efficiency", "throughput") if "per_kw" in hc.figure else ("throughput",)
+    if hc.verdict == "warn" and hc.ratio is not None:
+        return judged("history_check", hc.text, figures, 100.0 * (hc.ratio - 1.0), EFFICIENCY_MATERIAL_PCT,
+                      basis=f"{hc.figure}: {hc.basis}" if hc.basis else hc.figure)
+    return rule("history_check", "note", hc.text, figures, basis=hc.basis or None)
+
+
+def run_validity(result: Result, energy_unavailable: str | None = None, stopped: StorageError | None = None
+                 ) -> Validity:
+    """The run's verdicts: each the worst level's (efficiency: the headline; latency) and of the
+    run's own findings (the levels' stay with them: ``findings.group_findings`` shows each once):
     ``invalid`` without a finished level; at best ``warn`` with ``energy="unavailable"`` when no
-    level has energy (``energy_unavailable`` says why: no meter, ``--no-sensors``)."""
+    level has energy (``energy_unavailable`` says why: no meter, ``--no-sensors``); the history
+    check's finding (``history_finding``) judged like any other; at best ``warn`` when the run
+    stopped before its plan ended on a failed write (``stopped``, e.g. a full disk): the levels
+    listed are complete, the best of them is the best of a partial plan, and the finished records
+    of the level in progress are in its spool, not accounted."""
     levels = result.levels
     verdict = worst(*(lv.validity for lv in levels)).verdict if levels else "valid"
     latency = worst(*(lv.validity for lv in levels)).latency if levels else None
     found = []
+    hf = history_finding(result.noise.history_check if result.noise is not None else None)
+    if hf is not None:
+        found.append(hf)
+        own = verdicts([hf])
+        verdict = max(verdict, own.verdict, key=VERDICT_ORDER.index)
+        if latency is not None:
+            latency = max(latency, own.latency, key=VERDICT_ORDER.index)
     if not levels:
         found.append(rule("no_level", "invalid", "no level finished", EVERY_FIGURE))
         verdict = "invalid"
@@ -179,7 +208,23 @@ def run_validity(result: Result, energy_unavailable: str | None = None) -> Valid
             verdict = "warn"
         found.insert(0, rule("no_energy", "warn", no_energy_text(energy_unavailable or "no power meter produced "
                                                                  "readings"), ("energy", "efficiency")))
+    if stopped is not None:  # first: why the run is shorter than asked
+        found.insert(0, write_stop_finding(stopped, len(levels)))
+        if verdict == "valid":
+            verdict = "warn"
     return Validity(verdict=verdict, latency=latency, findings=found, energy=energy)  # type: ignore[arg-type]
+
+
+RUN_STOPPED_ON_WRITE = "the run stopped on a failed write"
+
+
+def write_stop_finding(err: StorageError, levels: int) -> Finding:
+    """``warn``: the run stopped before its plan ended because a write failed (``err``: the file and
+    the system's reason); the ``levels`` listed are complete."""
+    text = (f"{RUN_STOPPED_ON_WRITE} before its plan ended: {str(err).rstrip('.')}; the {levels} level(s) listed "
+            "are complete; finished requests of the level in progress, if any, are kept in its spool (shown as "
+            "recovered, not accounted)")
+    return rule("run_stopped", "warn", text, ("load",), summary=f"{RUN_STOPPED_ON_WRITE} ({err.reason})")
 
 
 def empty_levels(result: Result) -> list[str]:

@@ -372,8 +372,8 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
         cmp.verdicts.append(RunVerdict(
             run_id=r.run_id, verdict=r.validity.verdict, latency=r.validity.latency, energy=r.validity.energy,
             levels={lv.label: [lv.validity.verdict, lv.validity.latency] for lv in r.levels},
-            warnings=sum(1 for lv in r.levels for f in lv.validity.findings if f.severity != "note"),
-            notes=sum(1 for lv in r.levels for f in lv.validity.findings if f.severity == "note")))
+            warnings=sum(1 for lv in r.levels for f in lv.validity.findings if f.severity in ("warn", "invalid")),
+            notes=sum(1 for lv in r.levels for f in lv.validity.findings if f.severity in ("note", "estimate"))))
         if r.status != "complete":
             cmp.warnings.append(f"run {r.run_id} status {r.status}")
     return cmp

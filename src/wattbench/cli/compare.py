@@ -65,8 +65,8 @@ def render(cmp, agreement=None, results=None) -> None:
 
     for i, r in enumerate(results or []):  # one verdict line per run
         role = "baseline" if i == 0 else "run"
-        n_warn = sum(1 for lv in r.levels for f in lv.validity.findings if f.severity != "note")
-        n_note = sum(1 for lv in r.levels for f in lv.validity.findings if f.severity == "note")
+        n_warn = sum(1 for lv in r.levels for f in lv.validity.findings if f.severity in ("warn", "invalid"))
+        n_note = sum(1 for lv in r.levels for f in lv.validity.findings if f.severity in ("note", "estimate"))
         tail = f" · {n_warn} warn, {n_note} note (wattbench report --notes)" if n_warn or n_note else ""
         c.print(escape(f"{role} {r.run_id}: {verdict_text(r)}{tail}"), soft_wrap=True)
     if len(cmp.run_ids) > 1:

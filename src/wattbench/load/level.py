@@ -64,7 +64,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from wattbench.errors import Interrupted, LevelFailed, UserError, WattbenchError
+from wattbench.errors import Interrupted, LevelFailed, StorageError, UserError, WattbenchError
 from wattbench.load.executor import InProcessExecutor, LevelControl, SubprocessExecutor, coordinate
 from wattbench.load.link import WorkerResult
 from wattbench.load.plan import (  # noqa: F401  (re-exported: the level's public names)
@@ -142,8 +142,10 @@ def failed_level(spec: LevelSpec, err: WattbenchError, records: RecordSet, targe
     """The error a level ends with when a load worker failed (``coordinate`` raised): with records
     streamed before the failure, ``LevelFailed`` carrying the outcome they make (``stopped_early``
     ``worker_failed``), so the run records them; without any, ``err`` itself (e.g. a worker that
-    never started)."""
-    if not records or isinstance(err, (LevelFailed, Interrupted)):
+    never started). A failed write of the records (``StorageError``: the run directory filled up or
+    went read-only) is ``err`` itself: nothing more can be written, the records finished before it
+    stay in the level's spool, where ``wattbench report`` finds them."""
+    if not records or isinstance(err, (LevelFailed, Interrupted, StorageError)):
         return err
     t0_ns = int(records.columns("sent_ns")["sent_ns"].min())
     outcome = assemble_outcome(spec, [], t0_ns, target_rate, n_workers, records=records)

@@ -20,7 +20,7 @@ from wattbench.report import summary as S
 from wattbench.report.data import RunData
 from wattbench.results.schema import LevelResult, Result
 
-VERDICT_CLASS = {"valid": "ok", "warn": "warn", "invalid": "bad"}
+VERDICT_CLASS = {"valid": "ok", "estimate": "est", "warn": "warn", "invalid": "bad"}
 
 
 def columns_table(key: list[str], cols: list[S.Column], cls: str) -> str:
@@ -161,6 +161,10 @@ def hero(r: Result) -> str:
     if h is None:
         return ""
     cls = VERDICT_CLASS.get(h.verdict, "warn")
+    if h.boundary is None and not any(lv.energy for lv in r.levels):  # no efficiency answer: say how to get one
+        return (f'<div class="hero {VERDICT_CLASS.get(r.validity.verdict, "warn")}"><div class="big">no efficiency answer</div><div class="unit">'
+                f'{e(S.NO_ENERGY_ANSWER.split("; ", 1)[1])}</div><div class="where">no energy was measured · '
+                f'efficiency verdict <strong class="verdict">{e(r.validity.verdict)}</strong></div></div>')
     if h.boundary is None:
         big, unit = "–", f"energy unavailable: {F.energy_unavailable_reason(h.level)}"
     else:
@@ -176,7 +180,7 @@ def hero(r: Result) -> str:
             f'<div class="headline">{e(F.headline(h.level))}</div></div>')
 
 
-NOTE_CLASS = {"invalid": "bad", "warn": "warn", "note": "info"}
+NOTE_CLASS = {"invalid": "bad", "warn": "warn", "estimate": "est", "note": "info"}
 
 
 def notes_block(notes: list[S.NoteLine]) -> str:
@@ -187,7 +191,7 @@ def notes_block(notes: list[S.NoteLine]) -> str:
 
     if not notes:
         return ""
-    order = ("invalid", "warn", "note")
+    order = ("invalid", "warn", "estimate", "note")
     groups = {sev: [n for n in notes if n.severity == sev] for sev in order}
     groups["note"] += [n for n in notes if n.severity not in order]
     counts = ", ".join(f"{len(groups[sev])} {sev}" for sev in order if groups[sev])

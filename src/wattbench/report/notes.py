@@ -53,7 +53,7 @@ def group_text(result: Result, g) -> str:
 
 @dataclass(frozen=True)
 class NoteLine:
-    severity: str  # note | warn | invalid
+    severity: str  # note | estimate | warn | invalid
     text: str
 
 
@@ -99,7 +99,7 @@ def shown_notes(result: Result, width: int | None = None, limit: int = MAX_NOTE_
     """The notes a summary shows: at most ``limit`` lines, each cut to ``width`` columns (with …),
     the worst first; and how many were left out (``wattbench report --notes`` lists them all)."""
     lines = note_lines(result)
-    rank = {"invalid": 0, "warn": 1, "note": 2}
+    rank = {"invalid": 0, "warn": 1, "estimate": 1, "note": 2}
     order = sorted(range(len(lines)), key=lambda i: (rank.get(lines[i].severity, 1), i))
     keep = sorted(order[:limit] if len(lines) <= limit else order[:limit - 1])
     out = []
@@ -111,7 +111,7 @@ def shown_notes(result: Result, width: int | None = None, limit: int = MAX_NOTE_
     return out, len(lines) - len(keep)
 
 
-NOTE_MARK = {"invalid": "✗ ", "warn": "! ", "note": "- "}
+NOTE_MARK = {"invalid": "✗ ", "warn": "! ", "estimate": "≈ ", "note": "- "}
 
 
 def more_notes_line(n: int) -> str:
@@ -133,7 +133,7 @@ def verdict_text(result: Result) -> str:
         if len(set(got.values())) <= 1:
             return run_verdict
         parts = []
-        for verdict in ("invalid", "warn"):
+        for verdict in ("invalid", "warn", "estimate"):
             idx = sorted((i for i, x in got.items() if x == verdict), key=order.get)
             if idx:
                 parts.append(f"{verdict} at {levels_text(result, idx)}")

@@ -20,7 +20,7 @@ from wattbench.report import summary as S
 from wattbench.report.summary import Column, level_columns, trial_columns
 from wattbench.results.schema import Result
 
-VERDICT_STYLE = {"valid": "green", "warn": "yellow", "invalid": "bold red"}
+VERDICT_STYLE = {"valid": "green", "estimate": "cyan", "warn": "yellow", "invalid": "bold red"}
 LABEL_STYLE = {"measured": "green", "declared": "cyan", "estimate": "magenta"}
 
 
@@ -116,7 +116,7 @@ def summary_table(result: Result, width: int = 160) -> Group:
     return Group(*level_tables(result, width))
 
 
-NOTE_STYLE = {"invalid": "bold red", "warn": "yellow", "note": "dim"}
+NOTE_STYLE = {"invalid": "bold red", "warn": "yellow", "estimate": "cyan", "note": "dim"}
 
 
 def validity_lines(result: Result, width: int | None = None) -> list[Text]:

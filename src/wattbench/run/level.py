@@ -179,12 +179,14 @@ class LevelRunner:
         session.await_closing_reads(t1)
         rs = as_record_set(outcome.records)
         ok = rs.columns("ok")["ok"] if len(rs) else np.zeros(0, bool)
+        e2e_s = priming_e2e_s(rs) if len(rs) else None
         rs.close()  # nothing of the priming is kept
         session.emit("level_done", index=-1, level=None)
         return PrimingPhase(mode=mode, value=None if value == float("inf") else value, label=spec.label,
                             requests=n_requests, completed=int(ok.sum()),
                             failed=int(len(ok) - ok.sum()), duration_s=(t1 - t0) / 1e9, start_ns=t0, end_ns=t1,
-                            reason=reason, prompts=f"workload requests {PRIME_START} onwards (never measured)")
+                            reason=reason, prompts=f"workload requests {PRIME_START} onwards (never measured)",
+                            e2e_p50_s=e2e_s)
 
     def _on_progress(self, index: int):
         session = self.session
@@ -266,6 +268,20 @@ class LevelRunner:
         if final:
             session.emit("level_done", index=level.index, level=level)
         return level
+
+
+def priming_e2e_s(records) -> float | None:
+    """The median end-to-end time (s) of the priming's completed requests: how long one request
+    takes at the run's largest load (``run/prime.unmeasurable`` sizes levels by it)."""
+    from wattbench.load.level import end_column
+    from wattbench.results.recordset import NONE
+
+    c = as_record_set(records).columns("sent_ns", "last_token_ns", "end_ns", "ok")
+    end = end_column(c)
+    done = c["ok"] & (end != NONE)
+    if not done.any():
+        return None
+    return float(np.median((end[done] - c["sent_ns"][done]) / 1e9))
 
 
 class SpecList:

@@ -136,7 +136,7 @@ def measure(mcfg: MeasureConfig, progress: ProgressFn | None = None) -> Result:
             raise
         except Exception as e:
             if session.result is not None:
-                session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}")
+                session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}", e)
             raise
 
 
