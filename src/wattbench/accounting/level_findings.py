@@ -15,6 +15,7 @@ tail percentile from few requests               n < 1 / (1 - 0.99) = 100 (p99)  
 closed loop held far fewer in flight            mean in flight < 50 % of the label      warn
 prompt lengths off the asked length             server-counted mean input off by > 10 %  warn (note within)
 requests failed                                 any failed; > 50 % of the level's         warn; invalid
+usage refused (bad_usage): tokens not counted   their share of content chunks >= 1 %    warn (note below)
 level stopped by the over-saturation guard      stopped_early "over-saturated ..."      warn
 level interrupted (SIGINT/SIGTERM)              stopped_early "interrupted"             warn
 a load worker failed mid-level                  stopped_early "worker_failed"           invalid
@@ -41,7 +42,7 @@ from wattbench.errors import StorageError
 from wattbench.results.recordset import NONE, RecordSet, as_record_set
 from wattbench.results.schema import HistoryCheck, LevelResult, RequestRecord, Result, Validity
 
-__all__ = ["level_findings", "failed_requests_finding", "write_stop_finding", "RUN_STOPPED_ON_WRITE", "oversaturation_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
+__all__ = ["level_findings", "failed_requests_finding", "bad_usage_finding", "write_stop_finding", "RUN_STOPPED_ON_WRITE", "oversaturation_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
            "input_length_finding", "stopped_finding", "P99_MIN_SAMPLES", "IN_FLIGHT_WARN_FRACTION", "INPUT_LENGTH_WARN_PCT"]
 
 P99_MIN_SAMPLES = 100
@@ -138,6 +139,36 @@ def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_so
                 summary="prompt lengths {effect:+} (no tokenizer)")
 
 
+def bad_usage_finding(records: Iterable[RequestRecord] | RecordSet) -> Finding | None:
+    """Measured requests whose ``usage`` the client refused (``bad_usage``: a count that is not a
+    number, a second account that contradicts the first, more tokens than ``max_tokens``, fewer than
+    the content chunks streamed). Their work is in the level's window but no token of theirs is
+    counted, so the per-token efficiency figures are understated by about the share of the level's
+    content chunks they streamed: that share is the finding's size, judged against the efficiency
+    materiality bound (``warn`` at ``EFFICIENCY_MATERIAL_PCT``, a ``note`` below)."""
+    rs = as_record_set(records)
+    if not rs:
+        return None
+    labels = rs.labels("error")
+    if "bad_usage" not in labels:
+        return None
+    c = rs.columns("warmup", "error", "n_chunks", "ok")
+    measured = ~c["warmup"]
+    bad = measured & (c["error"] == labels.index("bad_usage"))
+    n_bad = int(bad.sum())
+    if n_bad == 0:
+        return None
+    chunks = int(c["n_chunks"][measured & (c["ok"] | bad)].sum())
+    share = 100.0 * int(c["n_chunks"][bad].sum()) / chunks if chunks else None
+    text = (f"{n_bad} request(s) answered a usage that disagrees with their stream or request (bad_usage): their "
+            "work is in the window, their tokens are not counted"
+            + (f"; they streamed {share:.2g}% of the level's content chunks, so per-token efficiency is understated "
+               "by about that much" if share is not None else ""))
+    return judged("bad_usage", text, ("efficiency", "throughput"), -share if share is not None else None,
+                  EFFICIENCY_MATERIAL_PCT, basis="content chunks of the bad_usage requests against the level's",
+                  summary="tokens of bad_usage requests not counted {effect:+}")
+
+
 def level_findings(level: LevelResult, records: Iterable[RequestRecord] | RecordSet, *,
                    stopped_early: str | None = None, length_source: str | None = None,
                    target_down: dict | None = None) -> list[Finding]:
@@ -149,7 +180,7 @@ def level_findings(level: LevelResult, records: Iterable[RequestRecord] | Record
                         EVERY_FIGURE, summary="the target stopped answering"))
     for f in (no_completed_finding(level, stopped_early), stopped_finding(stopped_early), small_sample_finding(level),
               in_flight_finding(level),
-              input_length_finding(records, length_source)):
+              input_length_finding(records, length_source), bad_usage_finding(records)):
         if f is not None:
             out.append(f)
     return out

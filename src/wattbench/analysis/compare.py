@@ -38,6 +38,7 @@ from wattbench.analysis.figures import (
     trial_ci,
 )
 from wattbench.accounting.boundaries import outside_work_note
+from wattbench.accounting.findings import note_counts
 from wattbench.errors import UserError
 from wattbench.metrics.noise import (combine, ratio_interval, ratio_noise, spread_noise, trials_noise,
                                      unknown_noise_hint)
@@ -372,8 +373,9 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
         cmp.verdicts.append(RunVerdict(
             run_id=r.run_id, verdict=r.validity.verdict, latency=r.validity.latency, energy=r.validity.energy,
             levels={lv.label: [lv.validity.verdict, lv.validity.latency] for lv in r.levels},
-            warnings=sum(1 for lv in r.levels for f in lv.validity.findings if f.severity in ("warn", "invalid")),
-            notes=sum(1 for lv in r.levels for f in lv.validity.findings if f.severity in ("note", "estimate"))))
+            # the run's notes counted as every report counts them (accounting.findings.note_counts)
+            warnings=sum(k for s, k in note_counts(r).items() if s in ("warn", "invalid")),
+            notes=sum(k for s, k in note_counts(r).items() if s in ("note", "estimate"))))
         if r.status != "complete":
             cmp.warnings.append(f"run {r.run_id} status {r.status}")
     return cmp

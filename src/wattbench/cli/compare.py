@@ -26,15 +26,15 @@ FIGURE_LABELS = {
 def _cell(v, ci=None, base=None) -> str:
     """A figure in the report's number format, its trials' CI, and its ratio to the baseline
     (candidate ÷ baseline, the one direction of every ratio on the screen)."""
-    from wattbench.report.format import MISSING, fmt
+    from wattbench.report.format import MISSING, fmt, fmt_range, fmt_ratio
 
     if v is None:
         return MISSING
     s = fmt(v)
     if ci:
-        s += f" [{fmt(ci[0])}–{fmt(ci[1])}]"
+        s += f" [{fmt_range(ci[0], ci[1])}]"
     if base not in (None, 0):
-        s += f" ({v / base:.2f}×)"
+        s += f" ({fmt_ratio(v / base)})"
     return s
 
 
@@ -65,9 +65,10 @@ def render(cmp, agreement=None, results=None) -> None:
 
     for i, r in enumerate(results or []):  # one verdict line per run
         role = "baseline" if i == 0 else "run"
-        n_warn = sum(1 for lv in r.levels for f in lv.validity.findings if f.severity in ("warn", "invalid"))
-        n_note = sum(1 for lv in r.levels for f in lv.validity.findings if f.severity in ("note", "estimate"))
-        tail = f" · {n_warn} warn, {n_note} note (wattbench report --notes)" if n_warn or n_note else ""
+        from wattbench.report.notes import count_text
+
+        counted = count_text(r)  # the summary's and the HTML report's count
+        tail = f" · {counted} (wattbench report --notes)" if counted else ""
         c.print(escape(f"{role} {r.run_id}: {verdict_text(r)}{tail}"), soft_wrap=True)
     if len(cmp.run_ids) > 1:
         c.print(escape(f"ratios: each run ÷ the baseline {cmp.run_ids[0]}"), style="dim")
@@ -98,8 +99,7 @@ def render(cmp, agreement=None, results=None) -> None:
     render_findings(c, cmp.findings, cmp.incomparable, cmp.warnings)
     if agreement is not None:
         m = agreement.metrics
-        def pct(x):
-            return "—" if x is None else f"{x:.1%}"
+        from wattbench.report.format import fmt_fraction_pct as pct
 
         c.print("[bold]output agreement[/bold] " + escape(
             f"({agreement.run_id}): exact match {pct(m.exact_match_rate)}, token agreement "

@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from wattbench.cli.common import DB_HELP, handle_errors
+from wattbench.report.numbers import fmt_fraction_pct, fmt_pct, fmt_range
 
 
 def _fmt(v) -> str:
@@ -273,11 +274,11 @@ def register(app: typer.Typer) -> None:
             for line in fold_parts(describe(sp.config), width):
                 typer.echo(line)
             name = "tok/s/kW" if sp.figure.startswith("output_tokens_per_s_per_kw") else "out tok/s"
-            sd = f"sd {sp.rel_sd * 100:.1f}%" if sp.rel_sd is not None else "sd —"
-            typer.echo(f"  {sp.runs} runs · {name} mean {_fmt(sp.mean)}, {sd}, range {_fmt(sp.low)}–{_fmt(sp.high)}"
-                       f" ({(sp.high / sp.low - 1) * 100 if sp.low else 0:.1f}%)")
+            sd = f"sd {fmt_fraction_pct(sp.rel_sd)}"
+            typer.echo(f"  {sp.runs} runs · {name} mean {_fmt(sp.mean)}, {sd}, range {fmt_range(sp.low, sp.high)}"
+                       f" ({fmt_pct((sp.high / sp.low - 1) * 100 if sp.low else 0)})")
             fn = spread_noise(sp.rel_sd, sp.runs)
-            typer.echo(f"  one more run within ±{fn.rel_half_width * 100:.1f}% of the mean (95%)" if fn
+            typer.echo(f"  one more run within ±{fmt_fraction_pct(fn.rel_half_width)} of the mean (95%)" if fn
                        else f"  {MIN_HISTORY_RUNS}+ runs give where one more run falls")
             typer.echo(f"  key {sp.config_key}")
 
