@@ -8,7 +8,6 @@ from typing import List, Optional
 import typer
 
 from wattbench.cli.common import DB_HELP, handle_errors
-from wattbench.report.numbers import fmt_fraction_pct, fmt_pct, fmt_range
 
 
 def _fmt(v) -> str:
@@ -237,7 +236,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"{k} -> {v}")
 
     @hist.command("noise", help="The run-to-run spread of each configuration measured by repeated runs "
-                                "(machine, engine, model, engine flags, workload shape, load level, boundary).")
+                                "(machine, engine, model, engine flags, the server's identity and --config-label, workload shape, load level, boundary).")
     @handle_errors
     def noise_cmd(
         model: Optional[str] = typer.Option(None, "--model", help="Substring of the model name."),
@@ -247,8 +246,7 @@ def register(app: typer.Typer) -> None:
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
-        from wattbench.metrics.noise import MIN_HISTORY_RUNS, spread_noise
-        from wattbench.results.configuration import describe
+        from wattbench.report.comparison import noise_lines
         from wattbench.results.store import HistoryStore
 
         with HistoryStore(db) as store:
@@ -257,7 +255,7 @@ def register(app: typer.Typer) -> None:
             out = []
             for sp in rows:
                 d = sp.to_dict()
-                fn = spread_noise(sp.rel_sd, sp.runs)
+                fn = sp.noise()
                 d["one_more_run_rel_half_width"] = fn.rel_half_width if fn else None
                 out.append(d)
             _print_json(out)
@@ -271,16 +269,9 @@ def register(app: typer.Typer) -> None:
 
         width = shutil.get_terminal_size((80, 24)).columns
         for sp in rows:
-            for line in fold_parts(describe(sp.config), width):
+            lines = noise_lines(sp)  # its first line describes the configuration: folded to the width
+            for line in fold_parts(lines[0], width) + lines[1:]:
                 typer.echo(line)
-            name = "tok/s/kW" if sp.figure.startswith("output_tokens_per_s_per_kw") else "out tok/s"
-            sd = f"sd {fmt_fraction_pct(sp.rel_sd)}"
-            typer.echo(f"  {sp.runs} runs · {name} mean {_fmt(sp.mean)}, {sd}, range {fmt_range(sp.low, sp.high)}"
-                       f" ({fmt_pct((sp.high / sp.low - 1) * 100 if sp.low else 0)})")
-            fn = spread_noise(sp.rel_sd, sp.runs)
-            typer.echo(f"  one more run within ±{fmt_fraction_pct(fn.rel_half_width)} of the mean (95%)" if fn
-                       else f"  {MIN_HISTORY_RUNS}+ runs give where one more run falls")
-            typer.echo(f"  key {sp.config_key}")
 
     @hist.command("import", help="Register run directories (searched recursively for result.json).")
     @handle_errors
