@@ -137,10 +137,10 @@ def render_compare(cmp, agreement=None, results=None, console=None) -> None:
         where = cmp.boundary or "no energy measured"
         t = Table(title=escape(f"{row.key} @ {where}"), title_justify="left")
         t.add_column("figure")
-        for letter, rid, verdict in zip(cmp.letters, cmp.run_ids, row.verdicts):
+        for rid, verdict in zip(cmp.run_ids, row.verdicts):  # A, B …: the legend line above
             mark = "" if verdict == "valid" else f" ({verdict})"
             # folded, never cut: two runs of one minute differ only in the id's last characters
-            t.add_column(escape(f"{letter} {rid}{mark}"), justify="right", overflow="fold")
+            t.add_column(escape(f"{rid}{mark}"), justify="right", overflow="fold")
         for key, name in FIGURE_LABELS.items():
             vals = [f.get(key) for f in row.figures]
             if all(v is None for v in vals):
