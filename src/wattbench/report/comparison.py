@@ -29,7 +29,7 @@ def noise_lines(sp) -> list[str]:
     name = "tok/s/kW" if sp.figure.startswith("output_tokens_per_s_per_kw") else "out tok/s"
     sd = f"sd {sp.rel_sd * 100:.1f}% ({sp.df} df)" if sp.rel_sd is not None else "sd —"
     segs = sp.segment_runs or [sp.runs]
-    now = f"mean {fmt(sp.mean)}" if len(segs) == 1 else f"now {fmt(sp.mean)} (last {segs[-1]} runs)"
+    now = f"mean {fmt(sp.mean)}" if len(segs) == 1 else f"now {fmt(sp.mean)} (last {segs[-1]} run{'s' if segs[-1] != 1 else ''})"
     out.append(f"  {sp.runs} runs · {name} {now}, {sd}, range {fmt_range(sp.low, sp.high)}")
     lv = level_text(sp.config.get("load") or {})
     if sp.series is not None:
