@@ -44,12 +44,19 @@ Examples:
 
 
 def _progress(quiet: bool):
+    """The command's own output as it comes, and plain progress lines (each window's start and its
+    headline at its end: ``cli.progress.PlainProgress``) on stderr."""
+    from wattbench.cli.progress import PlainProgress
+
+    plain = PlainProgress(sys.stderr)
+
     def show(event: str, data: dict) -> None:
+        if quiet:
+            return
         if event == "command_output":
-            if not quiet:
-                sys.stderr.write(data.get("line", "") + "\n")
-        elif event == "phase" and not quiet:
-            sys.stderr.write(f"wattbench: {data.get('message', '')}\n")
+            sys.stderr.write(data.get("line", "") + "\n")
+        else:
+            plain.update(event, data)
     return show
 
 

@@ -211,14 +211,16 @@ def register(app: typer.Typer) -> None:
             top_p=top_p,
             stall_timeout_s=stall_timeout,
         )
-        from wattbench.cli.progress import RunProgress
+        from wattbench.cli.progress import run_progress
         from wattbench.report.terminal import run_summary
 
         from rich.console import Console
 
         err_console = Console(stderr=True)
         out_console = Console()
-        display = RunProgress(err_console if as_json else out_console, enabled=not quiet and sys.stderr.isatty() or (not quiet and os.environ.get("WATTBENCH_PROGRESS") == "1"))
+        # bars on a terminal; plain lines on stderr where it is not one (a CI log, nohup)
+        display = run_progress(err_console if as_json else out_console, quiet,
+                               sys.stderr.isatty() or os.environ.get("WATTBENCH_PROGRESS") == "1")
         _install_sigterm()
         from wattbench.run import run_benchmark
 
