@@ -250,7 +250,10 @@ def test_compare_one_ratio_direction_on_screen(runner, app, tmp_path, db):
     r = runner.invoke(app, ["compare", str(big), str(small)])
     assert r.exit_code == 0, r.output
     flat = " ".join(r.output.split())
-    assert "ratios: each run ÷ the baseline run-1400w" in flat
+    assert "A = baseline run-1400w · B = run-700w" in flat  # every ratio: B ÷ A
+    # the answer line leads, before any table: the table's ratios, and what the noise can say
+    assert "c=8: B/A per kW 1.90×, inconclusive (noise unknown) = throughput 0.95× ÷ power 0.50×" in flat
+    assert flat.index("c=8: B/A per kW") < flat.index("tok/s per kW")
     assert "700 (0.50×)" in flat and "power 0.50×" in flat
     assert "(2.00×)" not in flat and "power 2.00×" not in flat
     assert "1,900 (0.95×)" in flat and "2,000" in flat

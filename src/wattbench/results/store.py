@@ -321,8 +321,26 @@ class HistoryStore:
                 if not res.levels:  # a run stopped before its first level (or bad input) measured nothing
                     problems.append(f"{f}: no finished level (status {res.status}); not registered")
                     continue
+                clash = self._run_id_clash(res.run_id, f.parent)
+                if clash is not None:
+                    problems.append(clash)
+                    continue
                 records.append(self.register(res, f.parent, summary=summarize(res) if summarize else None))
         return records, problems
+
+    def _run_id_clash(self, run_id: str, run_dir: Path) -> str | None:
+        """Why a directory cannot be imported under ``run_id``: the id already names another run
+        directory that is still there (re-pointing it would silently move the run, its tags and its
+        baselines to other data). ``None`` when the id is free, names this directory, or names a
+        directory that no longer holds a result (a run that was moved)."""
+        row = self.conn.execute("SELECT path FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        old, new = Path(row[0]), Path(run_dir).resolve()
+        if old == new or not (old / RESULT_FILE).exists():
+            return None
+        return (f"{new}: run id {run_id} already names the run in {old}; not imported (that run, its tags and "
+                "baselines are unchanged): a copy of a run directory cannot be registered beside it")
 
     def tag(self, ref: str, tag: str, force: bool = False) -> RunRecord:
         _check_name(tag, "tag")
