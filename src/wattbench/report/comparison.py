@@ -29,7 +29,7 @@ def noise_lines(sp) -> list[str]:
     name = "tok/s/kW" if sp.figure.startswith("output_tokens_per_s_per_kw") else "out tok/s"
     sd = f"sd {fmt_fraction_pct(sp.rel_sd)} ({sp.df} df)" if sp.rel_sd is not None else "sd —"
     segs = sp.segment_runs or [sp.runs]
-    now = f"mean {fmt(sp.mean)}" if len(segs) == 1 else f"now {fmt(sp.mean)} (last {segs[-1]} runs)"
+    now = f"mean {fmt(sp.mean)}" if len(segs) == 1 else f"now {fmt(sp.mean)} (last {segs[-1]} run{'s' if segs[-1] != 1 else ''})"
     out.append(f"  {sp.runs} runs · {name} {now}, {sd}, range {fmt_range(sp.low, sp.high)}")
     lv = level_text(sp.config.get("load") or {})
     if sp.series is not None:
@@ -137,10 +137,10 @@ def render_compare(cmp, agreement=None, results=None, console=None) -> None:
         where = cmp.boundary or "no energy measured"
         t = Table(title=escape(f"{row.key} @ {where}"), title_justify="left")
         t.add_column("figure")
-        for letter, rid, verdict in zip(cmp.letters, cmp.run_ids, row.verdicts):
+        for rid, verdict in zip(cmp.run_ids, row.verdicts):  # A, B …: the legend line above
             mark = "" if verdict == "valid" else f" ({verdict})"
             # folded, never cut: two runs of one minute differ only in the id's last characters
-            t.add_column(escape(f"{letter} {rid}{mark}"), justify="right", overflow="fold")
+            t.add_column(escape(f"{rid}{mark}"), justify="right", overflow="fold")
         for key, name in FIGURE_LABELS.items():
             vals = [f.get(key) for f in row.figures]
             if all(v is None for v in vals):
