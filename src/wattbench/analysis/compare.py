@@ -592,7 +592,7 @@ def _meets(lv: LevelResult, slos: list) -> tuple[bool, str]:
         if v is None:
             return False, f"{s.name} not measured"
         if v > s.threshold_ms:
-            return False, f"{s.name} {v:,.0f} ms > {s.threshold_ms:g}"
+            return False, f"{s.name} {v:,.0f} ms > {s.threshold_ms:g} ms"
     return True, ""
 
 
