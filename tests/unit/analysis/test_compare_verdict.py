@@ -124,3 +124,14 @@ def test_a_within_noise_pass_says_when_its_noise_is_wider_than_the_limit():
     assert o.status == "pass" and o.word == "within noise"
     assert "its noise ±4.3% is wider than the 2% limit" in o.message
     assert "wider than" not in regress(b, a, "j_per_output_token:+5%").outcomes[0].message
+
+
+def test_a_boundary_one_level_lacks_leaves_out_that_level_only():
+    a = make_result("a", levels=[make_level(0, value=8, power_w={"accelerator": 500, "node": 800}),
+                                 make_level(1, value=16, power_w={"accelerator": 600, "node": 900})])
+    b = make_result("b", levels=[make_level(0, value=8, power_w={"accelerator": 400, "node": 700}),
+                                 make_level(1, value=16, power_w={"accelerator": 500})])
+    cmp = compare([a, b], boundary="node")
+    c8, c16 = cmp.levels
+    assert c8.decompositions[0].power_ratio == pytest.approx(800 / 700) and not c8.left_out
+    assert c16.left_out == "run b has no node power at c=16 (it measured: accelerator)"
