@@ -120,7 +120,11 @@ def test_priming_makes_level_order_irrelevant_and_the_history_check_warns_withou
     assert _per_kw(_at(cold, 2)) < 0.8 * _per_kw(_at(up, 2))
     hc = cold.noise.history_check
     assert hc.verdict == "warn" and hc.ratio > 1.3, hc
-    assert hc.text in cold.warnings and f"{hc.first:,.0f} then {hc.repeated:,.0f}" in hc.text  # both figures
+    assert f"{hc.first:,.0f} then {hc.repeated:,.0f}" in hc.text  # both figures
+    # a finding of the run with its size, judged by materiality: it moves the run's verdict
+    (f,) = [f for f in cold.validity.findings if f.kind == "history_check"]
+    assert f.text == hc.text and f.severity == "warn" and f.effect_pct == pytest.approx(100 * (hc.ratio - 1))
+    assert cold.validity.verdict == "warn" and hc.text not in cold.warnings
     assert hc.repeat is not None and hc.repeat.requests.completed == 8  # a quarter of the first level's 16, at least 8
     # primed, the repeat of the first level agrees with it (the server was warm throughout)
     assert up.noise.history_check.ratio == pytest.approx(1.0, abs=0.15)

@@ -29,6 +29,7 @@ from wattbench.accounting.validity import (
     Finding,
     combine,
     energy_findings,
+    estimate_findings,
     failure_findings,
     load_findings,
     throttle_findings,
@@ -153,7 +154,7 @@ def account_window(
             dynamic_uncertainty_pct=dynamic_uncertainty_pct(e, t.uncertainty_pct, idle_j,
                                                             ip.uncertainty_pct if ip else None),
         )
-    findings = energy_findings(totals, dur) + failure_findings(log, start_ns, end_ns)
+    findings = energy_findings(totals, dur) + estimate_findings(totals, log) + failure_findings(log, start_ns, end_ns)
     findings += throttle_findings(log, start_ns, end_ns)
     return AccountedWindow(window=window, energy=energy, findings=findings,
                            thermal=thermal_summary(log, start_ns, end_ns), totals=totals)

@@ -1,4 +1,4 @@
-"""Validity findings of a window and a level's load: ``note`` | ``warn`` | ``invalid``, each a
+"""Validity findings of a window and a level's load: ``note`` | ``estimate`` | ``warn`` | ``invalid``, each a
 typed ``results.schema.Finding`` naming the figures it biases (``accounting/findings.py`` turns them
 into the level's efficiency and latency verdicts; the worst finding of a family wins).
 
@@ -11,6 +11,8 @@ counter resets in the window                any                          —
 counter vs power integral, worst device     |diff| > 5 %                 |diff| > 15 %
 window length in meter update periods       < 10                         < 3
 no energy for a boundary that has channels  always                       —
+every boundary with the work is estimated   ``estimate`` (its basis and  —
+                                            uncertainty): no meter
 sensor read failures in the window          any                          —
 power/thermal capping bits (0x4 0x8 0x20    any sample                   —
 0x40 0x80) in clock-event reasons
@@ -148,6 +150,35 @@ def energy_findings(totals: dict, duration_s: float) -> list[Finding]:
                                                             f"periods (< {lim:g})", effect_pct=200.0 / n,
                                    summary=f"{b}: window of few meter updates"))
     return out
+
+
+def estimate_findings(totals: dict, log: TelemetryLog) -> list[Finding]:
+    """One ``estimate`` finding when every boundary that contains the work and has energy is an
+    estimate (no meter and no declared constant covers it, so the headline is a model of power):
+    its basis — the estimating channels' assumption (``Channel.notes``, else its source) — and its
+    uncertainty (the widest of those boundaries'). Its severity makes the verdict ``estimate``
+    (``findings.py``): the word ``valid`` is kept for figures a meter gave."""
+    names = list(totals)
+    work = [t for b, t in totals.items() if t.energy_j is not None and contains_work(b, names)]
+    if not work or any(t.label != "estimate" for t in work):
+        return []
+    bases: list[str] = []
+    for t in work:
+        for cid in t.channels:
+            ch = log.channels.get(cid)
+            if ch is not None and ch.method == "estimate":
+                basis = ch.notes or ch.source or ch.sensor
+                if basis not in bases:
+                    bases.append(basis)
+    pcts = [t.uncertainty_pct for t in work if t.uncertainty_pct is not None]
+    u = max(pcts) if pcts else None
+    within = f", ±{u:.0f}%" if u is not None else ""
+    basis = "; ".join(bases) or "a model of power"
+    return [rule("estimate", "estimate",
+                 f"energy is an estimate, not a measurement ({basis}{within}): every per-kW and per-token figure "
+                 "carries that uncertainty; measure it with a meter (--sensor rapl, nvml, ipmi …) or declare a "
+                 "wall reading (--sensor const:node=WATTS)",
+                 ENERGY, effect_pct=u, basis=basis, summary=f"{basis}{within}, not a measurement")]
 
 
 def failure_findings(log: TelemetryLog, t0: int, t1: int) -> list[Finding]:

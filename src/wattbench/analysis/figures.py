@@ -136,6 +136,31 @@ def headline(level: LevelResult, boundary: str | None) -> dict[str, float | None
     return {name: point(level, name, boundary if name in ENERGY_FIGURES else None, v) for name, v in own.items()}
 
 
+def ranked_figures(level: LevelResult, boundary: str | None = None, has_slo: bool | None = None
+                   ) -> dict[str, Any]:
+    """The figures a level is ranked by and reported with — the one rule ``--optimize``, ``--sweep
+    auto`` (``run/plan.level_figures``) and ``tune`` (``tune/score.level_figures``) share: every
+    figure as the answer quotes it (``headline``: the trials' mean under ``--trials``, not the last
+    trial's), read at ``boundary`` (default: the level's headline boundary). ``goodput_per_kw``
+    without an SLO (``has_slo`` False; None: whether the level carries a goodput block) is the
+    output tokens/s per kW: every completed token is good. ``boundary`` is the boundary read
+    (None when the level measured no energy)."""
+    from wattbench.results.headline import headline_boundary
+
+    b = boundary or headline_boundary(level)
+    h = headline(level, b)
+    gp = level.goodput or {}
+    if has_slo is None:
+        has_slo = bool(gp)
+    out: dict[str, Any] = dict(h)
+    out["boundary"] = b
+    if out.get("goodput_per_kw") is None and not has_slo:
+        out["goodput_per_kw"] = h["output_tokens_per_s_per_kw"]
+    if not has_slo:
+        out["goodput_output_tokens_per_s"] = h["output_tokens_per_s"]
+    return out
+
+
 def level_figures(level: LevelResult, boundary: str | None) -> dict[str, float | None]:
     """Every named figure of one measurement of a level (its last trial's with ``--trials``)."""
     out: dict[str, float | None] = {}

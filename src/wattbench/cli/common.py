@@ -193,7 +193,7 @@ def option_name(param: Any) -> str:
 
 def _size_problem(flag: str, v: float | int) -> str | None:
     if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) > MAX_OPTION_MAGNITUDE:
-        return f"{flag} {v:.6g}: too large; no option takes a value beyond {MAX_OPTION_MAGNITUDE:g} in size"
+        return f"{flag} {v:g}: too large; no option takes a value beyond {MAX_OPTION_MAGNITUDE:g} in size"
     return None
 
 

@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def doctor_cmd(
         target: Optional[str] = typer.Option(None, "--target", "-t", help="Base URL of an OpenAI-compatible server to check."),
-        sensor: List[str] = typer.Option([], "--sensor", help="A sensor spec to check (repeatable); default: autodetect."),
+        sensor: List[str] = typer.Option([], "--sensor", "-s", help="A sensor spec to check (repeatable); default: autodetect."),
         run: Optional[Path] = typer.Option(None, "--run", help="A failed or partial run directory: apply the troubleshooting order."),
         checklist: Optional[Path] = typer.Option(None, "--checklist", help="YAML/JSON file of declared release-checklist answers."),
         exporter: List[str] = typer.Option([], "--exporter", help="URL of a DCGM / node exporter to verify telemetry collection (repeatable)."),

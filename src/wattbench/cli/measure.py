@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
             from wattbench.run.session import run_dir_path
 
             out_console = Console()
-            out_console.print(run_summary(res))
+            out_console.print(run_summary(res, run_dir_path(config, res.run_id)))
             out_console.print(f"results: {run_dir_path(config, res.run_id)}")
         from wattbench.run.benchmark import NOT_REGISTERED
 

@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
+from wattbench.report.numbers import fmt
+
 
 COMPACT_BELOW = 120  # console columns below which the progress line takes its short form
 
@@ -96,19 +98,20 @@ class RunProgress:
             if tps is None and data.get("elapsed_s"):
                 tps = data.get("output_tokens", 0) / max(data["elapsed_s"], 1e-9)
             if tps is not None:
-                parts.append(f"{tps:,.0f} {'tok/s' if self.compact else 'out tok/s'}")
+                parts.append(f"{fmt(tps)} {'tok/s' if self.compact else 'out tok/s'}")
             if data.get("power_w") is not None:
-                parts.append(f"{data['power_w']:,.0f} W")
+                parts.append(f"{fmt(data['power_w'])} W")
             if data.get("failed"):
                 parts.append(f"{data['failed']} failed")
             done = data.get("done", 0)
             if task in self._by_time:
                 p.update(task, completed=min(float(data.get("elapsed_s") or 0.0), self._by_time[task][0]),
-                         done=f"{done:,} {self._req}", stats=" · ".join(parts))
+                         done=f"{fmt(done, kind='count')} {self._req}", stats=" · ".join(parts))
             else:
                 total = p.tasks[task].total
                 p.update(task, completed=done, stats=" · ".join(parts),
-                         done=f"{done:,}/{int(total):,} {self._req}" if total is not None else f"{done:,} {self._req}")
+                         done=f"{fmt(done, kind='count')}/{fmt(total, kind='count')} {self._req}" if total is not None
+                         else f"{fmt(done, kind='count')} {self._req}")
         elif event == "level_done":
             task = self._tasks.get(data.get("index", -1))
             if task is not None:

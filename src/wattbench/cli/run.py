@@ -231,7 +231,7 @@ def register(app: typer.Typer) -> None:
                 if as_json:
                     sys.stdout.write(partial.model_dump_json(indent=2) + "\n")
                 else:
-                    out_console.print(run_summary(partial))
+                    out_console.print(run_summary(partial, run_dir_path(config, partial.run_id)))
                     out_console.print(f"results: {run_dir_path(config, partial.run_id)}")
             if isinstance(e, Interrupted):
                 typer.echo(f"wattbench: {e}", err=True)
@@ -240,7 +240,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         else:
-            out_console.print(run_summary(result))
+            out_console.print(run_summary(result, run_dir_path(config, result.run_id)))
             out_console.print(f"results: {run_dir_path(config, result.run_id)}")
         from wattbench.run.benchmark import NOT_REGISTERED
 

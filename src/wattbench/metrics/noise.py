@@ -1,27 +1,53 @@
 """When a difference is noise: the one rule ``compare``, ``regress``, ``--optimize``, ``tune`` and
 the run's history check use (pure functions; docs/compare.md "Noise").
 
+**One judgement, three words** (``judge``): a ratio ``R = b / a`` of two figures is
+
+- ``beyond noise`` — its noise interval excludes 1;
+- ``within noise`` — its interval contains 1, and the noise is fine enough to say so;
+- ``inconclusive`` — the noise cannot decide: it is unknown, or it rests on fewer than ``MIN_DF``
+  (2) degrees of freedom (t(0.975, 1) = 12.7: one more run lands anywhere), or the ratio's bound
+  ``e^w − 1`` is wider than ±``MAX_BOUND`` (25%), or wider than the effect the caller must resolve
+  (``effect``: a regress limit, a tune margin). The judgement then says why and what to do (more
+  trials, longer levels, more runs) — never "within noise", and no plateau rests on it.
+
+Every caller — ``compare``, ``regress``, the ``--optimize`` plateau (``plateau``,
+``measured_plateau``), ``tune``'s margins (``margin``) and the history check (``repeat_check``) —
+takes its word from ``judge``; ``Judgement.text`` names the noise basis.
+
 **A figure's noise** is a relative 95% half-width ``h`` of the figure as measured (``FigureNoise``),
-from the best basis available, in this order:
+with its degrees of freedom ``df``, from the best basis available, in this order:
 
 1. ``trials`` — the level's ``--trials`` mean and its Student-t CI (``metrics/trials.py``):
-   ``h = t(0.975, n-1) · s / sqrt(n) / mean``. It measures the noise *inside one run* only.
-2. ``history`` — the run-to-run spread of the same configuration in the history store (k >= 3
-   earlier runs, relative standard deviation ``s_r`` of each run's figure, ddof 1): the 95% half-width of
-   one more run, ``h = t(0.975, k-1) · s_r``. It contains engine restarts, server history and
-   everything else that differs between runs; where both exist the wider one counts
-   (``combine``): a trial CI narrower than the run-to-run spread says nothing about the next run.
+   ``h = t(0.975, n-1) · s / sqrt(n) / mean``, ``n − 1`` df. It measures the noise *inside one run* only.
+2. ``history`` — the run-to-run spread of one configuration key in the history store
+   (``series_noise``): one value per run, in time order, split at **change points**; the spread
+   is the within-segment standard deviation of ``ln(figure)`` pooled over the segments,
+   ``Σ (m_i − 1)`` df, and one more run's 95% half-width is ``h = t(0.975, df) · s``. It contains
+   engine restarts, server history and everything else that differs between runs of one
+   configuration; where both exist the wider one counts (``combine``): a trial CI narrower than
+   the run-to-run spread says nothing about the next run.
 3. ``bound`` — for a single measurement with neither, where a rule needs a figure anyway (the
-   history check, the ``--optimize`` plateau), a bound derived from data: ``single_level_noise``.
-   ``compare`` and ``regress`` never use it: without trials or history they say the noise is
-   unknown and how to measure it.
+   history check, the ``--optimize`` plateau), a bound derived from data: ``single_level_noise``
+   (4 df). ``compare`` and ``regress`` never use it: without trials or history they say
+   "inconclusive" and how to measure the noise.
+
+**Change points** (``series_noise``): a run whose figure lies beyond the noise of the segment
+before it — ``|ln x − median(segment)| > t(0.975, df) · s · sqrt(1 + 1/m)`` with ``s`` the spread
+pooled so far (``df`` >= 2) — or, while the series has fewer than 2 df to know its noise, moves by
+more than ``MAX_BOUND`` (a spread that wide would leave every verdict inconclusive anyway), starts a
+new segment. A move under ``MIN_CHANGE`` (5%) never does (it stays in the spread, widening it). The
+change between segments is therefore never folded into the spread; a lone outlier becomes a
+segment of one run and adds no degree of freedom. The runs being judged stay in their segments —
+the pooled-variance rule of a two-sample test — since a change between them is a change point,
+not spread.
 
 **A ratio** ``R = b / a`` of two figures with noise ``h_a`` and ``h_b`` has the interval
 ``[R·e^-w, R·e^w]`` with ``w = sqrt(h_a² + h_b²)`` (the log-ratio delta method:
-``ratio_interval``, the one place it is computed — ``ratio_noise``, ``repeat_check``,
+``ratio_interval``, the one place it is computed — ``judge``, ``repeat_check``,
 ``analysis/compare.log_ratio_ci`` and ``analysis/regress`` call it; a product of independent
 ratios the same way, with each part's log half-width); when only one side's noise is known it
-stands for both (``w = sqrt(2)·h``). The ratio is **within noise** when its interval contains 1.
+stands for both (``w = sqrt(2)·h``); its degrees of freedom are the fewer of the two sides'.
 
 **The single-level bound** (``single_level_noise``): on the H200 (issue 24), five 20 s trials of
 one level in one run gave 5,378 tok/s per kW with a 95% CI of 5,317–5,439, a relative standard
@@ -35,7 +61,7 @@ within noise up to ±3.6% — far below the 16–34% the server's history moved 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from wattbench.metrics.trials import t_ppf
@@ -48,64 +74,190 @@ H200_TRIAL_WINDOW_S = 20.0
 SINGLE_LEVEL_CAP = 0.10
 CONFIDENCE = 0.95
 MIN_HISTORY_RUNS = 3  # a spread from two runs has one degree of freedom: t(0.975, 1) = 12.7
+MIN_DF = 2  # a noise basis with fewer degrees of freedom is inconclusive
+MAX_BOUND = 0.25  # a ratio whose bound (e^w - 1) is wider than this is inconclusive
+MIN_CHANGE = 0.05  # a move smaller than this is never a change point (it stays in the spread)
+
+BEYOND = "beyond noise"
+WITHIN = "within noise"
+INCONCLUSIVE = "inconclusive"
+WORDS = (BEYOND, WITHIN, INCONCLUSIVE)
+
+# what to do when the noise cannot decide (one text for every caller)
+MORE_DATA = ("measure the noise: --trials 3 or more (within a run), or repeat the runs (3+ runs of one "
+             "configuration: `wattbench history noise`)")
+NARROWER = "more trials (--trials N), longer levels (--duration) or more runs of each configuration"
+
+
+def _t(df: int) -> float:
+    return t_ppf(0.5 + CONFIDENCE / 2, df)
 
 
 @dataclass(frozen=True)
 class FigureNoise:
-    """The relative 95% half-width of one figure as measured, and what it rests on."""
+    """The relative 95% half-width of one figure as measured, what it rests on and its degrees of
+    freedom (None: not known — only the documented ``bound`` counts as enough then)."""
 
     rel_half_width: float
-    basis: str  # "trials" | "history" | "bound"
-    n: int | None = None  # trials, or earlier runs for "history"
-    detail: str = ""
+    basis: str  # "trials" | "history" | "bound" | "repeats" (and "+"-joined by ``combine``)
+    n: int | None = None  # trials, or runs for "history"
+    detail: str = ""  # the basis in words, e.g. "within-run trials (3 trials, 2 df)"
+    df: int | None = None
 
     def pct(self) -> str:
         return f"±{self.rel_half_width * 100:.1f}%"
 
+    def dof(self) -> int | None:
+        """Its degrees of freedom (the documented single-level bound: ``H200_TRIAL_DF``)."""
+        if self.df is not None:
+            return self.df
+        return H200_TRIAL_DF if self.basis == "bound" else None
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """``judge``'s answer for one ratio: the word, the interval, the noise basis in words, and for
+    ``inconclusive`` why and what to do."""
+
+    word: str  # BEYOND | WITHIN | INCONCLUSIVE
+    ratio: float
+    low: float | None = None
+    high: float | None = None
+    bound: float | None = None  # the interval's relative half-width e^w - 1
+    df: int | None = None
+    basis: str = "unknown"  # trials | history | trials+history | bound | repeats | unknown
+    basis_text: str = ""  # the noise basis in words
+    why: str = ""  # inconclusive: the reason
+    todo: str = ""  # inconclusive: what to do
+
+    @property
+    def beyond(self) -> bool:
+        return self.word == BEYOND
+
+    @property
+    def within(self) -> bool:
+        return self.word == WITHIN
+
+    @property
+    def inconclusive(self) -> bool:
+        return self.word == INCONCLUSIVE
+
+    def interval(self, digits: int = 2) -> str:
+        """``0.38–0.44`` (empty when no interval)."""
+        if self.low is None or self.high is None:
+            return ""
+        return f"{self.low:.{digits}f}–{self.high:.{digits}f}"
+
+    def noise_text(self) -> str:
+        """The noise basis with its bound: ``noise ±4.1% from within-run trials (3 trials, 2 df)``."""
+        if self.bound is None:
+            return "noise unknown"
+        return f"noise ±{self.bound * 100:.1f}% from {self.basis_text or self.basis}"
+
+    def text(self) -> str:
+        """The word with its reason: ``beyond noise (noise ±4.1% from …)`` or ``inconclusive: … ; more
+        trials …``."""
+        if self.word == INCONCLUSIVE:
+            return f"{INCONCLUSIVE}: {self.why}; {self.todo}"
+        return f"{self.word} ({self.noise_text()})"
+
+
+def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = None, *,
+          effect: float | None = None) -> Judgement:
+    """The one judgement of a ratio ``b / a`` of two figures with noises ``a`` and ``b`` (one side
+    unknown: the other stands for both). ``effect``: the smallest relative change the caller must
+    resolve (a limit, a margin); a "within noise" whose bound is wider reads inconclusive.
+
+    ``beyond noise``: the interval ``[R·e^-w, R·e^w]`` excludes 1; ``within noise``: it contains 1;
+    ``inconclusive``: no noise, fewer than ``MIN_DF`` degrees of freedom, a bound wider than
+    ``MAX_BOUND``, or (within) wider than ``effect`` (module docstring)."""
+    r = float(ratio) if ratio is not None else float("nan")
+    if not (r > 0 and math.isfinite(r)):
+        return Judgement(INCONCLUSIVE, r, why="no ratio (a figure is missing or zero)",
+                         todo="measure the figure in both runs")
+    known = [p for p in (a, b) if p is not None]
+    if not known:
+        return Judgement(INCONCLUSIVE, r, why="noise unknown", todo=MORE_DATA)
+    ha = (a or b).rel_half_width  # type: ignore[union-attr]
+    hb = (b or a).rel_half_width  # type: ignore[union-attr]
+    bases: list[str] = []
+    for p in known:
+        for x in p.basis.split("+"):
+            if x not in bases:
+                bases.append(x)
+    details = list(dict.fromkeys(p.detail or p.basis for p in known))
+    dfs = [p.dof() for p in known]
+    df = None if any(d is None for d in dfs) else min(dfs)  # type: ignore[type-var]
+    lo, hi = ratio_interval(r, ha, hb)
+    bound = math.exp(ratio_half_width(ha, hb)) - 1.0
+    j = dict(ratio=r, low=lo, high=hi, bound=bound, df=df, basis="+".join(bases), basis_text="; ".join(details))
+    if df is None or df < MIN_DF:
+        dft = "unknown degrees of freedom" if df is None else f"{df} degree{'s' if df != 1 else ''} of freedom"
+        return Judgement(INCONCLUSIVE, why=f"noise from {dft} ({j['basis_text']}), fewer than {MIN_DF}",
+                         todo=NARROWER, **j)
+    if bound > MAX_BOUND:
+        return Judgement(INCONCLUSIVE, why=f"noise ±{bound * 100:.1f}% ({j['basis_text']}) is wider than "
+                         f"±{MAX_BOUND * 100:.0f}%", todo=NARROWER, **j)
+    if lo <= 1.0 <= hi:
+        if effect is not None and bound > abs(effect):
+            return Judgement(INCONCLUSIVE, why=f"noise ±{bound * 100:.1f}% ({j['basis_text']}) is wider than the "
+                             f"{abs(effect) * 100:g}% it must resolve", todo=NARROWER, **j)
+        return Judgement(WITHIN, **j)
+    return Judgement(BEYOND, **j)
+
 
 @dataclass(frozen=True)
 class RatioNoise:
-    """A ratio with its noise interval; ``within`` is None when the noise is unknown."""
+    """A ratio with its noise interval and ``judge``'s word; ``within`` is True, False, or None when
+    the judgement is inconclusive."""
 
     ratio: float
     low: float | None
     high: float | None
     within: bool | None
     basis: str  # "trials", "history", "trials+history", "bound", "unknown"
+    word: str = INCONCLUSIVE
+    judgement: Judgement | None = None
 
     def text(self, digits: int = 2) -> str:
         f = f"{{:.{digits}f}}"
-        if self.within is None:
-            return f"{f.format(self.ratio)}× (noise unknown)"
+        if self.judgement is not None and self.word == INCONCLUSIVE:
+            return f"{f.format(self.ratio)}× {self.judgement.text()}"
         iv = f"{f.format(self.low)}–{f.format(self.high)}×"
         if self.within:
             return f"within noise ({f.format(self.ratio)}×, interval {iv} includes 1; {self.basis})"
-        return f"{f.format(self.ratio)}× (interval {iv}, {self.basis})"
+        return f"{f.format(self.ratio)}× beyond noise (interval {iv}, {self.basis})"
 
 
 def trials_noise(mean: float | None, ci_low: float | None, ci_high: float | None,
                  n: int | None = None) -> FigureNoise | None:
-    """From a trials mean and its 95% CI (``TrialsBlock`` figures)."""
+    """From a trials mean and its 95% CI (``TrialsBlock`` figures): ``n − 1`` degrees of freedom."""
     if mean is None or ci_low is None or ci_high is None or not mean or ci_high < ci_low:
         return None
-    return FigureNoise((ci_high - ci_low) / 2.0 / abs(mean), "trials", n)
+    df = n - 1 if n else None
+    detail = f"within-run trials ({n} trials, {df} df)" if n else "within-run trials"
+    return FigureNoise((ci_high - ci_low) / 2.0 / abs(mean), "trials", n, detail, df)
 
 
-def spread_noise(rel_sd: float | None, runs: int | None) -> FigureNoise | None:
-    """From the run-to-run spread of ``runs`` earlier runs (relative sd, ddof 1): one more run's
-    95% half-width ``t(0.975, runs-1) · rel_sd``. Needs ``MIN_HISTORY_RUNS`` runs."""
-    if rel_sd is None or runs is None or runs < MIN_HISTORY_RUNS or not math.isfinite(rel_sd) or rel_sd < 0:
+def spread_noise(rel_sd: float | None, runs: int | None, df: int | None = None,
+                 key: str | None = None) -> FigureNoise | None:
+    """From the run-to-run spread of a configuration (relative sd of ``ln(figure)``, ``df`` degrees of
+    freedom; default ``runs − 1``): one more run's 95% half-width ``t(0.975, df) · rel_sd``. None
+    without a degree of freedom (``judge`` reads fewer than ``MIN_DF`` as inconclusive)."""
+    if df is None and runs is not None:
+        df = runs - 1 if runs >= MIN_HISTORY_RUNS else 0
+    if rel_sd is None or runs is None or not df or df < 1 or not math.isfinite(rel_sd) or rel_sd < 0:
         return None
-    return FigureNoise(t_ppf(0.5 + CONFIDENCE / 2, runs - 1) * rel_sd, "history", runs,
-                       f"sd {rel_sd * 100:.1f}% over {runs} runs")
+    of = f"key {key[:12]}, " if key else ""
+    return FigureNoise(_t(df) * rel_sd, "history", runs, f"history of {of}{runs} runs, {df} df", df)
 
 
 def single_level_noise(window_s: float | None) -> FigureNoise:
     """The documented bound for one measurement of ``window_s`` seconds (module docstring)."""
     w = window_s if window_s and window_s > 0 else H200_TRIAL_WINDOW_S
     sd = H200_TRIAL_REL_SD * math.sqrt(max(1.0, H200_TRIAL_WINDOW_S / w))
-    h = min(SINGLE_LEVEL_CAP, t_ppf(0.5 + CONFIDENCE / 2, H200_TRIAL_DF) * sd)
-    return FigureNoise(h, "bound", None, f"one {w:.0f} s level, from the H200 within-run spread")
+    h = min(SINGLE_LEVEL_CAP, _t(H200_TRIAL_DF) * sd)
+    return FigureNoise(h, "bound", None, f"one {w:.0f} s level, from the H200 within-run spread", H200_TRIAL_DF)
 
 
 def combine(*parts: FigureNoise | None) -> FigureNoise | None:
@@ -114,8 +266,10 @@ def combine(*parts: FigureNoise | None) -> FigureNoise | None:
     if not known:
         return None
     widest = max(known, key=lambda p: p.rel_half_width)
-    bases = sorted({p.basis for p in known}, key=lambda b: ("trials", "history", "bound").index(b))
-    return FigureNoise(widest.rel_half_width, "+".join(bases), widest.n, widest.detail)
+    order = ("trials", "history", "bound", "repeats")
+    bases = sorted({x for p in known for x in p.basis.split("+")},
+                   key=lambda b: order.index(b) if b in order else len(order))
+    return FigureNoise(widest.rel_half_width, "+".join(bases), widest.n, widest.detail, widest.dof())
 
 
 def ratio_half_width(*rel_half_widths: float) -> float:
@@ -131,26 +285,21 @@ def ratio_interval(ratio: float, *rel_half_widths: float) -> tuple[float, float]
     return ratio * math.exp(-w), ratio * math.exp(w)
 
 
-def ratio_noise(ratio: float, a: FigureNoise | None, b: FigureNoise | None) -> RatioNoise:
-    """The interval of ``ratio`` = b / a and whether it is within noise (module docstring)."""
-    if a is None and b is None or not (ratio > 0 and math.isfinite(ratio)):
-        return RatioNoise(ratio, None, None, None, "unknown")
-    ha = (a or b).rel_half_width  # type: ignore[union-attr]
-    hb = (b or a).rel_half_width  # type: ignore[union-attr]
-    bases = []
-    for p in (a, b):
-        if p is not None:
-            for x in p.basis.split("+"):
-                if x not in bases:
-                    bases.append(x)
-    lo, hi = ratio_interval(ratio, ha, hb)
-    return RatioNoise(ratio, lo, hi, lo <= 1.0 <= hi, "+".join(bases))
+def ratio_noise(ratio: float, a: FigureNoise | None, b: FigureNoise | None, *,
+                effect: float | None = None) -> RatioNoise:
+    """The interval of ``ratio`` = b / a and ``judge``'s word for it (module docstring)."""
+    jd = judge(ratio, a, b, effect=effect)
+    if jd.low is None:
+        return RatioNoise(ratio, None, None, None, "unknown", INCONCLUSIVE, jd)
+    within = True if jd.word == WITHIN else False if jd.word == BEYOND else None
+    return RatioNoise(ratio, jd.low, jd.high, within, jd.basis, jd.word, jd)
 
 
 def prediction_noise(values: Sequence[float], repeats: int = 1) -> FigureNoise | None:
     """The relative 95% half-width of the mean of ``repeats`` new measurements around the mean of
-    ``values`` (a Student-t prediction interval, ``t(0.975, n-1) · s · sqrt(1/n + 1/repeats)``):
-    how far a repeat of a level may fall from its trials by noise alone. Needs two values."""
+    ``values`` (a Student-t prediction interval, ``t(0.975, n-1) · s · sqrt(1/n + 1/repeats)``,
+    ``n − 1`` df): how far a repeat of a level may fall from its trials by noise alone. Needs two
+    values."""
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     n = len(vals)
     if n < 2:
@@ -159,13 +308,14 @@ def prediction_noise(values: Sequence[float], repeats: int = 1) -> FigureNoise |
     if not mean:
         return None
     sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1))
-    h = t_ppf(0.5 + CONFIDENCE / 2, n - 1) * sd * math.sqrt(1.0 / n + 1.0 / max(1, repeats)) / abs(mean)
-    return FigureNoise(h, "trials", n, f"prediction interval of {n} trials")
+    h = _t(n - 1) * sd * math.sqrt(1.0 / n + 1.0 / max(1, repeats)) / abs(mean)
+    return FigureNoise(h, "trials", n, f"prediction interval of {n} trials, {n - 1} df", n - 1)
 
 
 @dataclass(frozen=True)
 class RepeatCheck:
-    """A level measured again later in the run (the history check): first vs repeat."""
+    """A level measured again later in the run (the history check): first vs repeat, with
+    ``judge``'s word (``beyond_noise`` is ``word == "beyond noise"``)."""
 
     first: float
     repeat: float
@@ -175,11 +325,14 @@ class RepeatCheck:
     beyond_noise: bool
     basis: str
     bound_pct: float  # the noise allowed, as a percentage of the first figure
+    word: str = WITHIN
+    judgement: Judgement | None = None
 
 
 def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: float | None,
                  repeat_window_s: float | None = None) -> RepeatCheck | None:
-    """Whether a repeat of a level differs from its first measurement by more than noise.
+    """Whether a repeat of a level differs from its first measurement by more than noise
+    (``judge``: with 2 trials the prediction interval has 1 df and the check is inconclusive).
 
     With two or more first measurements (trials), the repeat's mean must lie in their prediction
     interval (``prediction_noise``); with one, in the single-level bounds of both windows
@@ -195,21 +348,26 @@ def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: floa
     ratio = mr / mf
     pn = prediction_noise(f, len(r))
     if pn is not None:
-        w, basis = pn.rel_half_width, pn.detail
+        noise = pn
     else:
         s = single_level_noise(window_s)
-        r = single_level_noise(repeat_window_s if repeat_window_s else window_s)
-        w = ratio_half_width(s.rel_half_width, r.rel_half_width)
-        basis = (f"bound for {s.detail}" if r.rel_half_width == s.rel_half_width
+        rw = single_level_noise(repeat_window_s if repeat_window_s else window_s)
+        basis = (f"bound for {s.detail}" if rw.rel_half_width == s.rel_half_width
                  else f"bound for one {window_s or 0:.0f} s and one {repeat_window_s:.0f} s level")
-    lo, hi = ratio_interval(ratio, w)
-    return RepeatCheck(first=mf, repeat=mr, ratio=ratio, low=lo, high=hi, beyond_noise=not lo <= 1.0 <= hi,
-                       basis=basis, bound_pct=(math.exp(w) - 1.0) * 100.0)
+        noise = FigureNoise(ratio_half_width(s.rel_half_width, rw.rel_half_width), "bound", None, basis,
+                            H200_TRIAL_DF)
+    # the prediction interval (or the two bounds) is already the whole ratio's half-width
+    jd = judge(ratio, FigureNoise(noise.rel_half_width / math.sqrt(2), noise.basis, noise.n, noise.detail,
+                                  noise.df))
+    return RepeatCheck(first=mf, repeat=mr, ratio=ratio, low=jd.low, high=jd.high,  # type: ignore[arg-type]
+                       beyond_noise=jd.word == BEYOND, basis=noise.detail,
+                       bound_pct=(jd.bound or 0.0) * 100.0, word=jd.word, judgement=jd)
 
 
 @dataclass
 class Plateau:
-    """The levels whose score is within noise of the best, and the one recommended."""
+    """The levels whose score is within noise of the best, and the one recommended. A level whose
+    judgement against the best is inconclusive is never on the plateau (``inconclusive`` lists it)."""
 
     best: float  # the value (load level) with the highest mean score
     values: list[float]  # every value on the plateau, ascending (the best among them)
@@ -217,41 +375,51 @@ class Plateau:
     reason: str
     scores: dict[float, float] | None = None  # value -> its (mean) score
     noise: dict[float, FigureNoise] | None = None  # value -> the noise of its (mean) score
+    inconclusive: list[float] = field(default_factory=list)  # values the noise cannot place
+    judgements: dict[float, Judgement] = field(default_factory=dict)  # value -> judge(best ÷ its score)
 
 
 def plateau(points: Iterable[tuple[float, float, FigureNoise | None]], *, higher_is_better: bool = True,
             prefer: str = "lowest") -> Plateau | None:
-    """Every point ``(value, score, noise)`` whose score is within noise of the best one's
-    (``ratio_noise`` of best ÷ score contains 1), and the recommended value: the lowest load on
-    the plateau (``prefer="lowest"``: the same efficiency within noise with the most latency
-    headroom). A point with unknown noise is on the plateau only when it is the best."""
+    """Every point ``(value, score, noise)`` that ``judge`` calls within noise of the best one's
+    (best ÷ score), and the recommended value: the lowest load on the plateau
+    (``prefer="lowest"``: the same efficiency within noise with the most latency headroom). A point
+    the judgement calls inconclusive (unknown noise, < 2 df, a bound over ±25%) is never on it."""
     pts = [(float(v), float(s), n) for v, s, n in points if s is not None and math.isfinite(s) and s > 0]
     if not pts:
         return None
     sign = 1.0 if higher_is_better else -1.0
     bv, bs, bn = max(pts, key=lambda p: (sign * p[1], -p[0]))
-    on = []
+    on, unsure, jds = [], [], {}
     for v, s, n in pts:
         if v == bv:
             on.append(v)
             continue
-        rn = ratio_noise(bs / s if higher_is_better else s / bs, n, bn)
-        if rn.within:
+        jd = judge(bs / s if higher_is_better else s / bs, n, bn)
+        jds[v] = jd
+        if jd.word == WITHIN:
             on.append(v)
+        elif jd.word == INCONCLUSIVE:
+            unsure.append(v)
     on.sort()
+    unsure.sort()
     rec = on[0] if prefer == "lowest" else bv
     if rec == bv:
         reason = "the best score" + ("; no other level is within noise of it" if len(on) == 1 else "")
+        if unsure:
+            jd = jds[unsure[0]]
+            reason += (f"; {', '.join(f'{u:g}' for u in unsure)} inconclusive against it ({jd.why}: "
+                       f"{jd.todo})")
     else:
         reason = (f"the lowest load within noise of the best ({bv:g}): the same efficiency with the most "
                   "latency headroom")
     return Plateau(best=bv, values=on, recommended=rec, reason=reason, scores={v: s for v, s, _ in pts},
-                   noise={v: n for v, _, n in pts if n is not None})
+                   noise={v: n for v, _, n in pts if n is not None}, inconclusive=unsure, judgements=jds)
 
 
 def margin(pl: Plateau, a: float, b: float, *, higher_is_better: bool = True) -> RatioNoise | None:
     """``a``'s score over ``b``'s (for a lower-is-better score, ``b`` over ``a``: above 1 means ``a``
-    is better) with the noise interval of the plateau's per-value noise."""
+    is better) with ``judge``'s word on the plateau's per-value noise (``within`` None: inconclusive)."""
     sc, nz = pl.scores or {}, pl.noise or {}
     if a not in sc or b not in sc or not sc[a] or not sc[b]:
         return None
@@ -260,9 +428,8 @@ def margin(pl: Plateau, a: float, b: float, *, higher_is_better: bool = True) ->
 
 
 def unknown_noise_hint() -> str:
-    """What to do when the noise of a comparison is unknown (one text for compare and regress)."""
-    return ("noise unknown: measure it with --trials N (within a run), or repeat the runs "
-            "(`wattbench history noise` shows the run-to-run spread once a configuration has 3+ runs)")
+    """What to do when the noise of a comparison is unknown (``MORE_DATA``)."""
+    return f"noise unknown: {MORE_DATA}"
 
 
 def pooled_repeat_sd(groups: Iterable[Sequence[float]]) -> tuple[float | None, int]:
@@ -304,10 +471,10 @@ def measured_plateau(measurements: Sequence[tuple[float, float, float | None, Fi
         mean = sum(s for s, _, _ in ms) / m
         windows = [w for _, w, _ in ms if w]
         bound = single_level_noise(min(windows) if windows else None)
-        cands = [FigureNoise(bound.rel_half_width / math.sqrt(m), "bound", m, bound.detail)]
+        cands = [FigureNoise(bound.rel_half_width / math.sqrt(m), "bound", m, bound.detail, H200_TRIAL_DF)]
         if sd is not None:
-            cands.append(FigureNoise(t_ppf(0.5 + CONFIDENCE / 2, df) * sd / math.sqrt(m), "repeats", m,
-                                     f"repeat spread sd {sd * 100:.1f}% ({df} df)"))
+            cands.append(FigureNoise(_t(df) * sd / math.sqrt(m), "repeats", m,
+                                     f"repeat spread sd {sd * 100:.1f}% ({df} df)", df))
         cands += [tn for _, _, tn in ms if tn is not None]
         widest = max(cands, key=lambda c: c.rel_half_width)
         if widest.basis not in bases:
@@ -320,3 +487,106 @@ def measured_plateau(measurements: Sequence[tuple[float, float, float | None, Fi
     if sd is not None:
         basis += f" (re-measured spread: sd {sd * 100:.1f}%, {df} df)"
     return pl, basis
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A run whose figure lay beyond the noise of the runs of its configuration before it: the
+    start of a new segment (``series_noise``)."""
+
+    index: int  # its position in the series (time order)
+    run_id: str | None
+    ratio: float  # its figure ÷ the median of the segment before it
+    bound: float | None  # the relative bound it lay beyond; None: the series had < MIN_DF df (MAX_BOUND)
+
+    def text(self, what: str = "") -> str:
+        """``c=16 moved −59% at run X: a configuration change?``"""
+        who = f"run {self.run_id}" if self.run_id else f"run #{self.index + 1}"
+        lead = f"{what} moved" if what else "moved"
+        beyond = (f"beyond its noise ±{self.bound * 100:.1f}%" if self.bound is not None
+                  else f"more than ±{MAX_BOUND * 100:.0f}% before its noise was known")
+        return f"{lead} {(self.ratio - 1) * 100:+.0f}% at {who} ({beyond}): a configuration change?"
+
+
+@dataclass(frozen=True)
+class SeriesNoise:
+    """The run-to-run noise of one configuration's figure over its runs in time order, split at its
+    change points (module docstring): ``rel_sd`` is the pooled within-segment sd of ``ln(figure)``
+    with ``df`` degrees of freedom (None with none)."""
+
+    values: tuple[float, ...]
+    run_ids: tuple[str | None, ...]
+    segments: tuple[tuple[int, ...], ...]  # indices into values, in time order
+    change_points: tuple[ChangePoint, ...]
+    rel_sd: float | None
+    df: int
+
+    @property
+    def runs(self) -> int:
+        return len(self.values)
+
+    def noise(self, key: str | None = None) -> FigureNoise | None:
+        """One more run's 95% half-width, ``t(0.975, df) · rel_sd`` (``spread_noise``)."""
+        return spread_noise(self.rel_sd, self.runs, self.df, key) if self.df >= 1 else None
+
+    def last_segment(self) -> tuple[float, ...]:
+        return tuple(self.values[i] for i in self.segments[-1]) if self.segments else ()
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
+
+
+def _pooled(logs: Sequence[float], segments: Sequence[Sequence[int]]) -> tuple[float | None, int]:
+    ss, df = 0.0, 0
+    for seg in segments:
+        if len(seg) < 2:
+            continue
+        vals = [logs[i] for i in seg]
+        m = sum(vals) / len(vals)
+        ss += sum((v - m) ** 2 for v in vals)
+        df += len(vals) - 1
+    return (math.sqrt(ss / df), df) if df else (None, 0)
+
+
+def series_noise(values: Sequence[float], run_ids: Sequence[str | None] | None = None,
+                 judged: Iterable[str] = ()) -> SeriesNoise | None:
+    """Split one configuration's figures (one per run, in time order) at its change points and pool
+    the spread within the segments (module docstring "Change points"). ``judged``: the runs a
+    comparison judges; two of them in one segment are left out of its spread (a spread never holds
+    the difference it judges), while in separate segments each stays in its own (their difference
+    is a change point, not spread). None without a positive value."""
+    pairs = [(float(v), (run_ids[i] if run_ids is not None else None)) for i, v in enumerate(values)
+             if v is not None and math.isfinite(float(v)) and float(v) > 0]
+    if not pairs:
+        return None
+    vals = [v for v, _ in pairs]
+    ids = [r for _, r in pairs]
+    logs = [math.log(v) for v in vals]
+    segments: list[list[int]] = [[0]]
+    cps: list[ChangePoint] = []
+    for i in range(1, len(vals)):
+        seg = segments[-1]
+        centre = _median([logs[k] for k in seg])
+        move = logs[i] - centre
+        sd, df = _pooled(logs, segments)
+        if sd is not None and df >= MIN_DF:
+            bound = _t(df) * sd * math.sqrt(1.0 + 1.0 / len(seg))
+            limit: float | None = bound
+        else:
+            bound, limit = math.log1p(MAX_BOUND), None
+        if abs(move) > max(bound, math.log1p(MIN_CHANGE)):
+            cps.append(ChangePoint(i, ids[i], math.exp(move), None if limit is None else math.expm1(limit)))
+            segments.append([i])
+        else:
+            seg.append(i)
+    judged = set(judged)
+    spread_segments = []
+    for seg in segments:
+        inside = [i for i in seg if ids[i] is not None and ids[i] in judged]
+        spread_segments.append([i for i in seg if i not in inside] if len(inside) >= 2 else seg)
+    sd, df = _pooled(logs, spread_segments)
+    return SeriesNoise(values=tuple(vals), run_ids=tuple(ids), segments=tuple(tuple(s) for s in segments),
+                       change_points=tuple(cps), rel_sd=sd, df=df)

@@ -88,8 +88,8 @@ def _errors_and_samples(doc: Doc, run: RunData) -> None:
         for r in samples:
             prompt = getattr(r, "prompt", None)
             items.append(f"<h4>request {e(r.id)} (level {e(r.level)})</h4>"
-                         + (f"<p>prompt</p><pre>{e(prompt)}</pre>" if prompt else "")
-                         + (f"<p>response</p><pre>{e(r.output_text)}</pre>" if r.output_text else ""))
+                         + (f"<p>prompt</p><pre>{e(_sample(prompt))}</pre>" if prompt else "")
+                         + (f"<p>response</p><pre>{e(_sample(r.output_text))}</pre>" if r.output_text else ""))
         doc.add("<details><summary>Sample prompts and responses</summary>" + "".join(items) + "</details>")
 
 
@@ -178,7 +178,7 @@ h1{font-size:1.5em;margin:.8em 0 .2em}h2{border-bottom:1px solid #ddd;padding-bo
 .meta{color:#555}.banner{border-radius:4px;padding:.5em .8em;margin:.4em 0;border-left:6px solid}
 .banner ul{margin:.3em 0 0 1em;padding:0}.banner.level{margin-left:1.5em}
 .ok{background:#eef8ee;border-color:#2ca02c}.warn{background:#fff7e6;border-color:#f0a500}
-.bad{background:#fdecea;border-color:#d62728}
+.bad{background:#fdecea;border-color:#d62728}.est{background:#eef6fb;border-color:#1f77b4}
 table{border-collapse:collapse;margin:.5em 0 1em;font-size:12.5px}th,td{border:1px solid #ddd;padding:3px 7px;
 text-align:left;vertical-align:top}th{background:#f3f3f3}td{font-variant-numeric:tabular-nums}
 table.kv td:first-child{font-weight:600;white-space:nowrap}pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}
@@ -186,7 +186,7 @@ table.kv td:first-child{font-weight:600;white-space:nowrap}pre{white-space:pre-w
 .headline{font-family:ui-monospace,Menlo,Consolas,monospace;background:#f6f8fa;padding:.3em .5em;display:inline-block}
 .plot{width:100%;min-height:200px}nav a{margin-right:1em}
 .scroll{overflow-x:auto}.answer{font-size:15px;margin:.4em 0}.answer p{margin:.2em 0}td.num{text-align:right}
-td.ok{background:#eef8ee}td.warn{background:#fff7e6}td.bad{background:#fdecea}
+td.ok{background:#eef8ee}td.est{background:#eef6fb}td.warn{background:#fff7e6}td.bad{background:#fdecea}
 .hero{border-radius:6px;padding:.6em 1em;margin:.6em 0;border-left:8px solid}.hero .big{font-size:3em;font-weight:700;
 line-height:1.1;font-variant-numeric:tabular-nums}.hero .unit{font-size:1.2em;color:#333}.hero .ci,.hero .where{color:#444}
 .hero .headline{margin-top:.3em}details.notes summary{cursor:pointer;margin-top:.3em}
@@ -297,3 +297,16 @@ def write_run_html(run_dir: str | Path) -> Path:
     """Write ``report.html`` into a run directory (what ``wattbench run`` calls after each level)."""
     run = RunData(run_dir)
     return render_html([run], Path(run_dir) / REPORT_FILE)
+
+
+SAMPLE_MAX_CHARS = 4_000  # of a sample prompt or response shown in report.html (the whole is in requests.jsonl)
+
+
+def _sample(text) -> str:
+    """A sample text as the report shows it: at most ``SAMPLE_MAX_CHARS`` characters, the cut said."""
+    text = str(text)
+    if len(text) <= SAMPLE_MAX_CHARS:
+        return text
+    return (text[:SAMPLE_MAX_CHARS] + f" … [cut: {len(text):,} characters, the first {SAMPLE_MAX_CHARS:,} shown; "
+            "the rest is in requests.jsonl]")
+

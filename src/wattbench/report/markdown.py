@@ -21,7 +21,7 @@ from wattbench.report.data import RunData
 from wattbench.results.schema import BoundaryEnergy
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
-VERDICT_MARK = {"valid": "✅", "warn": "⚠️", "invalid": "❌"}
+VERDICT_MARK = {"valid": "✅", "estimate": "≈", "warn": "⚠️", "invalid": "❌"}
 
 # (row title, BoundaryEnergy attribute, unit)
 ENERGY_ROWS: list[tuple[str, str, str]] = [

@@ -66,6 +66,7 @@ from wattbench.report.trials import (
     trials_title,
 )
 from wattbench.results.schema import LevelResult, Result
+from wattbench.telemetry.spec import SENSOR_FIX
 
 __all__ = [
     "GoodputCells", "goodput_cells", "goodput_cells_raw", "goodput_point", "has_goodput", "slo_text",
@@ -75,7 +76,7 @@ __all__ = [
     "level_columns", "part_lines", "part_share", "serving_columns", "serving_figures", "serving_title",
     "short_boundary", "trial_columns", "TRIAL_FIGURES", "TrialCell", "any_trials", "last_trial_title",
     "trial_cells", "trials_n", "trials_title", "ENGINE_KEYS", "applied_config", "best_under_slo",
-    "state_line", "Headline", "headline", "answer_line", "answer_lines", "measure_lines", "search_lines",
+    "state_line", "Headline", "headline", "estimate_text", "NO_ENERGY_ANSWER", "answer_line", "answer_lines", "measure_lines", "search_lines",
 ]
 
 # ---------------------------------------------------------------- configuration
@@ -114,8 +115,9 @@ def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
         return None
     opt = result.optimize
     chosen: LevelResult | None = None
-    if opt is not None and opt.best_value is not None:
-        chosen = next((lv for lv in result.levels if F.level_target_value(lv) == opt.best_value), None)
+    if opt is not None and opt.best_value is not None:  # its one recommendation, as search_lines words it
+        pick = opt.recommended_value if opt.recommended_value is not None else opt.best_value
+        chosen = next((lv for lv in result.levels if F.level_target_value(lv) == pick), None)
     if chosen is None:
         ok = [lv for lv in result.levels if (lv.goodput or {}).get("all_met") and lv.validity.verdict != "invalid"]
 
@@ -144,12 +146,14 @@ def state_line(result: Result) -> str | None:
     p = nz.priming
     if p is not None:
         at = short_label_text(p.label) if p.label else (f"r={p.value:g}/s" if p.mode == "rate" else f"c={p.value:g}")
-        dur = "" if p.duration_s is None else f" in {p.duration_s:.{0 if p.duration_s >= 10 else 1}f} s"
+        dur = "" if p.duration_s is None else f" in {F.fmt(p.duration_s)} s"
         parts.append(f"primed at {at}: {p.completed}/{p.requests} requests{dur}, not measured")
     h = nz.history_check
-    if h is not None and h.verdict != "unknown" and h.ratio is not None:
-        state = "beyond noise" if h.verdict == "warn" else "within noise"
-        parts.append(f"history check {short_label_text(h.level)}: {h.ratio - 1:+.1%} {state} (±{h.bound_pct:.1f}%)")
+    # within noise only: beyond noise or inconclusive, the check is a finding of the run (its note
+    # line says it once, with its size: accounting.level_findings.history_finding)
+    if h is not None and h.verdict == "ok" and h.ratio is not None:
+        parts.append(f"history check {short_label_text(h.level)}: {F.fmt_signed_pct(100 * (h.ratio - 1))} within noise "
+                     f"(±{F.fmt_pct(h.bound_pct)})")
     if nz.engine_starts:
         parts.append(f"{len(nz.engine_starts)} engine starts")
     return "; ".join(parts) or None
@@ -206,7 +210,9 @@ def headline(result: Result) -> Headline | None:
         pool = [x for x in lvs if x.validity.verdict != "invalid"] or lvs
         lv = max(pool, key=per_kw)
         name, title = "output_tokens_per_s_per_kw", "output tok/s per kW"
-        why = ("" if len(lvs) == 1 else f"{short_label(lv)}: the most output tokens per kW of the {len(lvs)} levels"
+        measured = any(per_kw(x) >= 0 for x in lvs)  # without energy every level ties at nothing
+        why = ("" if len(lvs) == 1 or not measured else
+               f"{short_label(lv)}: the most output tokens per kW of the {len(lvs)} levels"
                + ("" if best is None else f" (no level met the SLO {slo_text(result)})"))
     hb = F.headline_boundary(lv)
     b, be = (hb[0], hb[1]) if hb else (None, None)
@@ -219,18 +225,37 @@ def headline(result: Result) -> Headline | None:
                     (ci.low, ci.high) if ci else None, ci.n if ci else None, lv.validity.verdict)
 
 
+# a run without energy has no efficiency answer: it says so, and how to measure one
+NO_ENERGY_ANSWER = f"no efficiency answer: no energy was measured; give a power meter with {SENSOR_FIX}"
+
+
+def estimate_text(h: Headline) -> str:
+    """An estimated headline's basis and uncertainty, as the answer line says them: ``estimate from
+    CPU utilization: 8 W per logical CPU × 2 assumed, ±60%`` (the level's ``estimate`` finding and
+    the boundary's uncertainty, both fields of the result)."""
+    f = next((x for x in h.level.validity.findings if x.kind == "estimate" and x.basis), None)
+    be = h.level.energy.get(h.boundary) if h.boundary else None
+    u = be.uncertainty_pct if be is not None else None
+    basis = f.basis if f is not None else "estimate"
+    return basis + ("" if u is None else f", ±{F.fmt(u, kind='effect')}%")
+
+
 def answer_line(result: Result) -> str | None:
     """``answer: c=4 — 2,086 output tok/s per kW (node, declared) · valid``: the run's headline
     figure (``headline``) with its boundary (the trials' mean and CI under ``--trials``) and its
-    level's efficiency verdict; None without levels."""
+    level's efficiency verdict; an estimate names its basis and uncertainty (``(host, estimate
+    from CPU utilization: 8 W per logical CPU × 2 assumed, ±60%) · estimate``); None without levels."""
     h = headline(result)
     if h is None:
         return None
+    if h.boundary is None and not any(lv.energy for lv in result.levels):  # no efficiency answer, and its fix
+        return f"answer: {NO_ENERGY_ANSWER} · {result.validity.verdict}"  # the run's: energy unavailable
     where = "" if h.boundary is None else f" ({h.boundary}" + (
+        f", {estimate_text(h)}" if h.label == "estimate" else
         f", {h.label}" if h.label and h.label != "measured" else "") + ")"
     figure = f"{F.fmt(h.value)} {h.title}{where}" if h.boundary else "no energy measured"
     if h.ci is not None:
-        figure += f", mean of {h.trials} trials (95% CI {F.fmt(h.ci[0])}–{F.fmt(h.ci[1])})"
+        figure += f", mean of {h.trials} trials (95% CI {F.fmt_range(h.ci[0], h.ci[1])})"
     return f"answer: {short_label(h.level)} — {figure} · {h.verdict}"
 
 
@@ -321,7 +346,8 @@ def search_lines(result: Result) -> list[str]:
                 out.append(f"optimize: recommends {rec} — {opt.recommend_reason}; best {best}: {why}; within noise "
                            f"of it: {flat} ({again} measured twice; measured: {tried})")
             else:
-                out.append(f"optimize: chose {best} — {why}; {opt.reason} (measured: {tried})")
+                because = f"; {opt.recommend_reason}" if opt.recommend_reason else ""
+                out.append(f"optimize: chose {best} — {why}; {opt.reason}{because} (measured: {tried})")
             if opt.top_of_ladder:
                 out.append(f"optimize: {best} is the top of the ladder searched: a higher load may be better "
                            "(widen it with --concurrency/--rate or --max-concurrency)")

@@ -156,8 +156,8 @@ def serving_columns(result: Result) -> list[Column]:
 
     def achieved(lv: LevelResult, f: dict) -> str:
         if lv.load.mode == "rate" and f["achieved_rate_rps"] is not None:
-            return f"{F.fmt(f['achieved_rate_rps'])}/s"
-        return F.fmt(f["mean_in_flight"])
+            return f"{F.fmt(f['achieved_rate_rps'], kind='load')}/s"
+        return F.fmt(f["mean_in_flight"], kind="load")
 
     cols = [Column("req/s", [F.fmt(f["requests_per_s"]) for f in figs]),
             Column("achieved\nload", [achieved(lv, f) for lv, f in zip(lvs, figs)])]

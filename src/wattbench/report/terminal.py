@@ -20,7 +20,7 @@ from wattbench.report import summary as S
 from wattbench.report.summary import Column, level_columns, trial_columns
 from wattbench.results.schema import Result
 
-VERDICT_STYLE = {"valid": "green", "warn": "yellow", "invalid": "bold red"}
+VERDICT_STYLE = {"valid": "green", "estimate": "cyan", "warn": "yellow", "invalid": "bold red"}
 LABEL_STYLE = {"measured": "green", "declared": "cyan", "estimate": "magenta"}
 
 
@@ -101,7 +101,7 @@ def power_split_lines(result: Result) -> list[Text]:
         if sp is None:
             continue
         m, r = sp.parts["memory"], sp.parts["rest"]
-        line = (f"{S.short_label(lv)}: memory {F.fmt(m.avg_power_w)} W ({100 * sp.memory_share:.0f}% of the board's "
+        line = (f"{S.short_label(lv)}: memory {F.fmt(m.avg_power_w)} W ({F.fmt_fraction_pct(sp.memory_share)} of the board's "
                 f"{F.fmt(sp.board_avg_power_w)} W), rest of board {F.fmt(r.avg_power_w)} W")
         if m.dynamic_power_w is not None and r.dynamic_power_w is not None:
             line += (f"; idle {F.fmt(m.idle_power_w)} + {F.fmt(r.idle_power_w)} W, "
@@ -116,20 +116,38 @@ def summary_table(result: Result, width: int = 160) -> Group:
     return Group(*level_tables(result, width))
 
 
-NOTE_STYLE = {"invalid": "bold red", "warn": "yellow", "note": "dim"}
+NOTE_STYLE = {"invalid": "bold red", "warn": "yellow", "estimate": "cyan", "note": "dim"}
 
 
-def validity_lines(result: Result, width: int | None = None) -> list[Text]:
-    """The run's two verdicts, then at most ``summary.MAX_NOTE_LINES`` note lines cut to ``width``:
-    one per distinct finding, its levels in numeric order, the worst first (every note is in
-    ``result.json`` and ``wattbench report --notes``)."""
+def _note(text: str, style: str) -> RenderableType:
+    """One note, whole: a long one folds onto more lines under its own text (hanging after its
+    mark), so the fix at its end is read, never cut."""
+    mark, body = text[:2], text[2:]
+    if mark not in {m for m in S.NOTE_MARK.values()}:
+        return Text(text, style=style)
+    g = Table.grid(padding=0)
+    g.add_column(no_wrap=True, width=2)
+    g.add_column(overflow="fold")
+    g.add_row(Text(mark, style=style), Text(body, style=style))
+    return g
+
+
+def validity_lines(result: Result, width: int | None = None, run_dir: str | None = None) -> list[RenderableType]:
+    """The run's two verdicts, then at most ``summary.MAX_NOTE_LINES`` notes, each whole (folded
+    at the width): one per distinct finding, its levels in numeric order, the worst first; then,
+    when one was left out or said in part, how many notes there are and ``wattbench report
+    --notes`` (every note is in ``result.json`` and there)."""
+    from wattbench.report.notes import notes_pointer
+
     v = result.validity
-    out = [Text.assemble(("verdict: ", "bold"), (S.verdict_text(result), VERDICT_STYLE.get(v.verdict, "")))]
+    out: list[RenderableType] = [Text.assemble(("verdict: ", "bold"),
+                                               (S.verdict_text(result), VERDICT_STYLE.get(v.verdict, "")))]
     shown, more = S.shown_notes(result, width)
     for n in shown:
-        out.append(Text(n.text, style=NOTE_STYLE.get(n.severity, "")))
-    if more:
-        out.append(Text(S.more_notes_line(more), style="dim"))
+        out.append(_note(n.text, NOTE_STYLE.get(n.severity, "")))
+    pointer = notes_pointer(result, more, run_dir)
+    if pointer:
+        out.append(Text(pointer, style="dim"))
     return out
 
 
@@ -151,15 +169,16 @@ class RunSummary:
     it quotes with its headline figures, what a search chose and why), the verdicts and at most
     eight note lines, then the level tables."""
 
-    def __init__(self, result: Result):
+    def __init__(self, result: Result, run_dir: str | None = None):
         self.result = result
+        self.run_dir = run_dir
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         r = self.result
         yield title_line(r)
         for line in S.answer_lines(r):  # the answer first
             yield Text(line)
-        yield from validity_lines(r, options.max_width)
+        yield from validity_lines(r, options.max_width, self.run_dir)
         yield Text("")
         for i, t in enumerate(level_tables(r, options.max_width)):
             if i:
@@ -180,9 +199,10 @@ def recovered_lines(recovered: list, how: str) -> list[Text]:
     return [Text(r.text(how), style="yellow") for r in recovered]
 
 
-def run_summary(result: Result) -> RenderableType:
-    """Title and the answer first, then the verdicts and notes, then the tables."""
-    return RunSummary(result)
+def run_summary(result: Result, run_dir: str | None = None) -> RenderableType:
+    """Title and the answer first, then the verdicts and notes, then the tables; ``run_dir`` (where
+    the run is) goes into the ``wattbench report --notes`` pointer."""
+    return RunSummary(result, None if run_dir is None else str(run_dir))
 
 
 # ---------------------------------------------------------------- live progress

@@ -23,9 +23,10 @@ from typing import Any, Iterable, Iterator, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from wattbench.accounting.boundaries import withhold_outside_work
-from wattbench.errors import UserError
+from wattbench.errors import StorageError, UserError
 from wattbench.results.recovery import (  # noqa: F401  (the layout of a run in progress, re-exported)
-    LEVEL_META_FILE, RUN_LOCK_FILE, SPOOL_DIR, level_spool_dir, run_in_progress, settle_unfinished,
+    LEVEL_META_FILE, RUN_LOCK_FILE, SPOOL_DIR, STOPPED_MARKER_PREFIX, level_spool_dir, run_in_progress,
+    settle_unfinished,
 )
 from wattbench.results.schema import SCHEMA_VERSION, RequestRecord, Result
 from wattbench.results.schema.bounds import result_problem
@@ -98,11 +99,9 @@ class RunLock:
         self.fd = None
 
 
-def storage_error(path: str | os.PathLike, exc: OSError) -> UserError:
+def storage_error(path: str | os.PathLike, exc: OSError) -> StorageError:
     """A failed write (disk full, quota, read-only, permissions) as one line naming the file and the fix."""
-    why = exc.strerror or str(exc) or type(exc).__name__
-    return UserError(f"cannot write {path}: {why}; free space or choose another --out "
-                     "(files written before are unchanged)")
+    return StorageError(path, exc)
 
 
 def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
@@ -179,6 +178,52 @@ def write_json_atomic(path: str | os.PathLike, model: BaseModel) -> Path:
 def write_result(run_dir: str | os.PathLike, result: Result) -> Path:
     """Write ``result.json`` into ``run_dir`` atomically; returns the file's path."""
     return write_json_atomic(Path(run_dir) / RESULT_FILE, result)
+
+
+def close_result(run_dir: str | os.PathLike, result: Result) -> None:
+    """The closing write of a run that stopped (a write failed, a worker died): ``write_result``,
+    and when that fails too (the disk is still full; the directory went read-only or immutable, so
+    no temporary file can be made there), what can still be done, in order:
+
+    1. rewrite ``result.json`` in place, but only once the file holds the space the new text needs
+       (``posix_fallocate``): a write that can no longer run out of space, so never a torn file;
+    2. else leave an empty marker ``.stopped-<ERRNO>`` (no data block needed) that tells a reader the
+       run stopped on that write error, not a crash (``recovery.settle_unfinished``).
+
+    Raises ``StorageError`` when nothing could be written (the reader then sees a crash)."""
+    try:
+        write_result(run_dir, result)
+        return
+    except StorageError as e:
+        first = e
+    path = Path(run_dir) / RESULT_FILE
+    data = (registered().json_text(result.model_dump_json(indent=2)) + "\n").encode("utf-8")
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        fd = None
+    if fd is not None:
+        try:
+            os.posix_fallocate(fd, 0, len(data))  # the space first: the write below cannot tear
+            _write_all(fd, data)
+            os.ftruncate(fd, len(data))
+            os.fsync(fd)
+            return
+        except (OSError, AttributeError):
+            pass
+        finally:
+            os.close(fd)
+    name = STOPPED_MARKER_PREFIX + (errno_name(first.errno) if first.errno else "EIO")
+    try:
+        os.close(os.open(Path(run_dir) / name, os.O_WRONLY | os.O_CREAT, 0o644))
+    except OSError:
+        raise first from None
+
+
+def errno_name(code: int) -> str:
+    import errno as _errno
+
+    return _errno.errorcode.get(code, "EIO")
 
 
 WRITE_BATCH_BYTES = 1 << 20  # requests.jsonl is written this much at a time

@@ -445,10 +445,11 @@ class HistoryStore:
 
     # -------------------------------------------------------------- noise (issue 24)
 
-    def noise(self, config_key: str, exclude_runs: tuple[str, ...] | list[str] = ()) -> Spread | None:
-        """The spread of one configuration's figure across the complete runs that measured it
-        (``store_noise.spread``)."""
-        return spread(self.conn, config_key, exclude_runs)
+    def noise(self, config_key: str, exclude_runs: tuple[str, ...] | list[str] = (),
+              judged: tuple[str, ...] | list[str] = ()) -> Spread | None:
+        """The noise of one configuration's figure across the complete runs that measured it, split
+        at its change points (``store_noise.spread``; ``judged``: the runs a comparison judges)."""
+        return spread(self.conn, config_key, exclude_runs, judged)
 
     def noise_table(self, min_runs: int = 2, model: str | None = None, engine: str | None = None,
                     gpu: str | None = None) -> list[Spread]:

@@ -62,7 +62,7 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
             raise stopped(session, "the run", "the levels measured so far are saved") from e
         except Exception as e:
             if session.result is not None:  # closed, even before its first level: never left "running"
-                session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}")
+                session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}", e)
                 # the levels finished before the failure (a target gone, exit 4) are a result: in the
                 # history, and on the error for the CLI to summarise
                 register(session.config, session.result, session.run_dir)
@@ -84,6 +84,7 @@ def _run(session: RunSession) -> Result:
     workload, no_tokenizer_why = _build_workload(cfg, targets)
     salt = _salt_prompts(cfg, session.run_id, workload)
     problems = telemetry.start_telemetry(session)
+    plan.check_meter(cfg, session.sampler.channels if session.sampler is not None else [])  # before any load
     result = _start_result(session, run_dir, targets, workload, problems, no_tokenizer_why)
     result.noise = NoiseInfo(prompt_salt=salt)
     if targets.server.metrics_endpoint:

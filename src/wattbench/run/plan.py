@@ -23,6 +23,9 @@ from wattbench.results.headline import headline_boundary
 from wattbench.results.schema import LevelResult, Result, SearchOutcome
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
+ENERGY_OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw")  # a figure per kW: needs a power meter
+METER_FIX = ("give a power meter: --sensor nvml (NVIDIA GPUs), --sensor rapl (Intel/AMD CPUs) or, for a "
+             "known draw, --sensor const:node=WATTS")
 DEFAULT_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SEARCH_MAX_CONCURRENCY = 256  # --sweep auto / --optimize upper end when --max-concurrency is not given
 PAIR_DEFAULT_CONCURRENCY = 8
@@ -41,6 +44,9 @@ def validate_plan(cfg: RunConfig) -> None:
     checks (``load.level.validate_spec``: ``--arrival poison``, a rate it refuses)."""
     if cfg.optimize and cfg.optimize not in OBJECTIVES:
         raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
+    if cfg.optimize in ENERGY_OBJECTIVES and cfg.no_sensors:
+        raise UserError(f"--optimize {cfg.optimize} ranks levels by energy, and --no-sensors measures none: "
+                        f"drop --no-sensors and {METER_FIX} (or --optimize goodput_rps)")
     if cfg.ray and cfg.rate and cfg.max_concurrency is not None:
         raise UserError("--rate with --max-concurrency is not supported with --ray yet: drop one of them")
     if cfg.sweep not in (None, "auto"):
@@ -58,6 +64,18 @@ def validate_plan(cfg: RunConfig) -> None:
                                 num_requests=cfg.num_requests, duration_s=cfg.duration_s, workers=cfg.workers,
                                 speedup=cfg.speedup, warmup_s=cfg.warmup_s, warmup_requests=cfg.warmup_requests,
                                 max_in_flight=cfg.max_concurrency if mode == "rate" else None), flag=flag)
+
+
+def check_meter(cfg: RunConfig, channels: list) -> None:
+    """An ``--optimize`` objective per kW needs a power meter: with no energy or power channel
+    (``channels``: the sampler's, none when nothing reads) every level would score nothing, so the
+    run is refused before the priming with the fix, not after a search that cannot rank."""
+    if cfg.optimize not in ENERGY_OBJECTIVES:
+        return
+    if any(getattr(c, "kind", None) in ("counter", "power") for c in channels):
+        return
+    raise UserError(f"--optimize {cfg.optimize} ranks levels by energy, and no power meter could be read on "
+                    f"this machine: {METER_FIX} (or --optimize goodput_rps)")
 
 
 def planned_levels(cfg: RunConfig) -> int | None:
@@ -97,6 +115,11 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
             result.warnings.append("not primed: a trace replays its own load")
         runner.prime_at = prime_at
         runner.prime_now()
+        from wattbench.run.prime import unmeasurable
+
+        why = unmeasurable(cfg, result.noise.priming)  # the largest level, known before it runs
+        if why:
+            raise UserError(why)
     if cfg.sweep == "auto":
         res = auto_sweep(lambda v: level_figures(measure("concurrency", v)), start=1,
                          max_value=cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)
@@ -142,7 +165,12 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     """``--optimize``: measure the best two candidates again (the decision rests on two
     measurements each, as ``tune`` does), then the plateau — every value whose score is within
     noise of the best (``metrics/noise.measured_plateau``) — and the recommended value: the
-    lowest load on it."""
+    lowest load on it. Every score is the figure the answer reports (``level_figures``: the
+    trials' mean under ``--trials``, with the trials' CI as its noise). The recommendation is one
+    value, ``recommended_value``, set whenever the search chose one. A level the noise cannot place
+    against the best (``metrics/noise.judge``: inconclusive — unknown noise, < 2 df, a bound over
+    ±25%) is never on the plateau: with none within noise the recommendation is the best score,
+    and the reason names the inconclusive levels and what to do."""
     from wattbench.load.search import feasible_score
     from wattbench.metrics.noise import measured_plateau
 
@@ -154,28 +182,33 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     for v, f in res.measured:
         s = feasible_score(f, cfg.optimize, slos)
         if s is not None:
-            measurements.append((v, s, _window_s(f), None))
+            measurements.append((v, s, _window_s(f), _noise_of(f, cfg.optimize)))
     for v in top:
         lv = measure(mode, v, label_suffix=" re-measured")
         f = level_figures(lv)
         s = feasible_score(f, cfg.optimize, slos)
         opt.remeasured.append(v)
         if s is not None:
-            measurements.append((v, s, _window_s(f), None))
+            measurements.append((v, s, _window_s(f), _noise_of(f, cfg.optimize)))
         else:
             opt.recommend_reason = f"the re-measured {v:g} missed the SLO or failed this time"
     pl, basis = measured_plateau(measurements)
     if pl is None:
+        opt.recommended_value = opt.best_value
         return
     opt.best_value = pl.best
     opt.best_score = (pl.scores or {}).get(pl.best)
+    opt.noise_basis = basis
+    cands = opt.candidates or []
+    opt.top_of_ladder = bool(cands) and pl.best >= max(cands)
     opt.recommended_score = (pl.scores or {}).get(pl.recommended)
     opt.plateau = list(pl.values)
     opt.recommended_value = pl.recommended
     opt.recommend_reason = (opt.recommend_reason + "; " if opt.recommend_reason else "") + pl.reason
-    opt.noise_basis = basis
-    cands = opt.candidates or []
-    opt.top_of_ladder = bool(cands) and pl.best >= max(cands)
+
+
+def _noise_of(fig: dict, objective: str):
+    return (fig.get("objective_noise") or {}).get(objective)
 
 
 def _window_s(fig: dict) -> float | None:
@@ -205,28 +238,51 @@ def _history_check(cfg: RunConfig, result: Result, runner) -> None:
         repeat = runner.unrecorded(first.load.mode, v, first.index, " history check", num_requests=n,
                                    duration_s=dur)
         hc = judge(first, repeat)
+    # a finding about the run's state, judged in the run's verdict (accounting.level_findings.history_finding)
     result.noise.history_check = hc
-    if hc.verdict == "warn":
-        result.warnings.append(hc.text)
 
 
 def level_figures(level: LevelResult) -> dict:
-    """What the searches judge a level by: its dump plus a flat objective per boundary."""
+    """What the searches judge a level by: its dump plus a flat objective per boundary, every
+    figure as the answer reports it (``analysis.figures.ranked_figures``: the trials' mean under
+    ``--trials``, the rule ``tune`` ranks by too) — the latency percentiles an SLO is checked on
+    included, so a level is ranked and judged on the figures its answer line shows."""
+    from wattbench.analysis.figures import LATENCY_KINDS, LATENCY_STATS, ranked_figures
+
     d = level.model_dump(mode="json")
     if level.requests.completed == 0:  # a failed level, not a missing one (load/search.py)
         d["failed"] = _no_request_reason(level) or "no measured request completed"
     d["oversaturated"] = bool(level.oversaturation and level.oversaturation.oversaturated) or str(
         level.stopped_early or "").startswith("over-saturated")
-    b = headline_boundary(level)
-    e = level.energy.get(b) if b else None
-    d["output_tokens_per_s_per_kw"] = e.output_tokens_per_s_per_kw if e else None
-    gp = level.goodput or {}
-    d["goodput_rps"] = gp.get("requests_per_s")
-    if b and gp.get("per_kw"):
-        d["goodput_per_kw"] = (gp["per_kw"].get(b) or {}).get("output_tokens_per_s_per_kw")
-    elif e is not None and not gp:
-        d["goodput_per_kw"] = e.output_tokens_per_s_per_kw  # no SLO: every completed token is good
+    r = ranked_figures(level)
+    for name in ("output_tokens_per_s_per_kw", "goodput_per_kw", "goodput_rps"):
+        d[name] = r.get(name)
+    if level.trials is not None:
+        lat = d.setdefault("latency", {})
+        for kind in LATENCY_KINDS:
+            for stat in LATENCY_STATS:
+                v = r.get(f"{kind}_{stat}_ms")
+                if v is not None and isinstance(lat.get(f"{kind}_ms"), dict):
+                    lat[f"{kind}_ms"][stat] = v
+        d["throughput"] = {**(d.get("throughput") or {}), "output_tokens_per_s": r.get("output_tokens_per_s")}
+    d["objective_noise"] = {name: _trials_noise(level, name, r.get("boundary"))
+                            for name in ("output_tokens_per_s_per_kw", "goodput_per_kw", "goodput_rps")}
     return d
+
+
+def _trials_noise(level: LevelResult, name: str, boundary: str | None):
+    """The trials' CI of a ranked figure as a ``metrics.noise.FigureNoise`` (None without trials);
+    goodput per kW without an SLO is the output tokens/s per kW (``ranked_figures``)."""
+    from wattbench.metrics.noise import trials_noise
+    from wattbench.results.headline import ENERGY_FIGURES, trial_ci
+
+    if level.trials is None or level.trials.n < 2:
+        return None
+    b = boundary if name in ENERGY_FIGURES else None
+    ci = trial_ci(level, name, b)
+    if ci is None and name == "goodput_per_kw" and not level.goodput:
+        ci = trial_ci(level, "output_tokens_per_s_per_kw", boundary)
+    return None if ci is None else trials_noise(ci.mean, ci.low, ci.high, ci.n)
 
 
 def _no_request_reason(level: LevelResult) -> str | None:

@@ -35,11 +35,11 @@ from __future__ import annotations
 import math
 
 from wattbench.config import RunConfig
-from wattbench.metrics.noise import repeat_check
+from wattbench.metrics.noise import INCONCLUSIVE, repeat_check
 from wattbench.report.labels import short_label_text
 from wattbench.report.numbers import fmt
 from wattbench.results.configuration import level_figure
-from wattbench.results.schema import HistoryCheck, LevelResult
+from wattbench.results.schema import HistoryCheck, LevelResult, PrimingPhase
 
 PRIME_MIN_REQUESTS = 8
 PRIME_ROUNDS = 2
@@ -87,6 +87,36 @@ def priming_level(cfg: RunConfig, candidates: list[float] | None = None,
     return "concurrency", int(top), n, f"{why}, {PRIME_ROUNDS} rounds of its streams"
 
 
+def unmeasurable(cfg: RunConfig, priming: PrimingPhase | None) -> str | None:
+    """Why the run's largest level cannot measure, from the priming's own requests (one line with
+    the ``--duration`` to give), or None.
+
+    A closed-loop level measures the requests its streams send after the warm-up: each stream's
+    first request goes out at once (a warm-up one under ``--warmup S``), its next when that one
+    ends, one request's time later. The priming ran at the run's largest level and measured that
+    time (``PrimingPhase.e2e_p50_s``, the median of its requests). Where ``--warmup`` + ``--duration``
+    is shorter than it, no stream sends a request inside the measured part: the level would measure
+    nothing (on the H200: 16 s per request at c=64, 3 s + 12 s given). The ``--duration`` to give
+    lets one full round of the streams be sent and finish after the warm-up: ``2·E2E − warm-up``.
+
+    Only a ``--duration`` the user gave can be too short: a level sized by a request count
+    (``--num-requests``, or wattbench's default) always measures. It is refused rather than
+    lengthened: the duration is what the user asked for (and what runs compared with it used).
+    An open loop measures every request scheduled in its window whatever their length."""
+    if priming is None or priming.e2e_p50_s is None or priming.mode != "concurrency":
+        return None
+    d, w = cfg.duration_s, cfg.warmup_s or 0.0
+    if d is None or w <= 0 or w + d >= priming.e2e_p50_s:
+        return None
+    e2e = priming.e2e_p50_s
+    give = max(math.ceil(2 * e2e - w), math.floor(e2e - w) + 1)
+    lbl = short_label_text(priming.label) if priming.label else f"c={priming.value:g}"
+    return (f"{lbl} cannot measure: priming took {fmt(e2e)} s per request at {lbl} (median of "
+            f"{priming.completed}), longer than --warmup {w:g} s + --duration {d:g} s, so no request sent after the "
+            f"warm-up can finish in the level; give --duration {give} (a round of requests after the warm-up) or "
+            "more, or size levels with --num-requests N")
+
+
 def check_figure(level: LevelResult) -> tuple[str, float | None]:
     """The figure the history check compares (``results.configuration.level_figure``): tokens/s per
     kW at the level's headline boundary, or output tokens/s when it measured no energy; of one
@@ -132,7 +162,10 @@ def judge(first: LevelResult, repeat: LevelResult | None) -> HistoryCheck:
     unit = "tok/s/kW" if "per_kw" in figure else "tok/s" if figure.startswith("output_tokens_per_s") else figure
     both = f"{fmt(chk.first)} then {fmt(chk.repeat)} {unit} ({chk.ratio - 1:+.1%})"
     lbl = short_label_text(first.label)
-    if chk.beyond_noise:
+    if chk.word == INCONCLUSIVE:  # metrics/noise.judge: too few df or a bound over ±25%
+        hc.verdict = "unknown"
+        hc.text = f"history check {lbl}: {both}, inconclusive — {chk.judgement.why}; {chk.judgement.todo}"
+    elif chk.beyond_noise:
         hc.verdict = "warn"
         hc.text = (f"history check {lbl}: {both}, beyond noise ±{chk.bound_pct:.1f}% — {when}: what the server "
                    f"served in between moved it ({chk.basis})")

@@ -82,6 +82,7 @@ class CpuEstimateSensor(Sensor):
         model, sockets = cpu_model_and_sockets(self.cpuinfo)
         self.model = model
         source = "given tdp"
+        basis = f"TDP {self.tdp_w:g} W given" if self.tdp_w is not None else ""
         if self.tdp_w is None:
             per_socket = lookup_tdp_w(model)
             if per_socket is None:
@@ -92,11 +93,13 @@ class CpuEstimateSensor(Sensor):
                 cpus = os.cpu_count() or 1
                 self.tdp_w = FALLBACK_W_PER_CPU * cpus
                 self.uncertainty_pct = max(self.uncertainty_pct, FALLBACK_UNCERTAINTY_PCT)
-                source = (f"no TDP known for {model!r}: {FALLBACK_W_PER_CPU:g} W per logical CPU × {cpus} assumed "
+                basis = f"{FALLBACK_W_PER_CPU:g} W per logical CPU × {cpus} assumed"
+                source = (f"no TDP known for {model!r}: {basis} "
                           "(give the real figure with `--sensor estimate:cpu,tdp=WATTS`)")
             else:
                 self.tdp_w = per_socket * sockets
                 source = f"TDP table: {model} × {sockets} socket(s)"
+                basis = f"TDP {per_socket:g} W × {sockets} socket{'s' if sockets != 1 else ''} from the TDP table"
         if self.idle_w is None:
             self.idle_w = IDLE_FRACTION * self.tdp_w
         if self.idle_w > self.tdp_w:
@@ -110,7 +113,9 @@ class CpuEstimateSensor(Sensor):
             id="estimate.cpu", sensor=self.name, kind="power", quantity="power", unit="W", boundary="cpu",
             device=model or "cpu", source=f"idle {self.idle_w:g} W + ({self.tdp_w:g} − idle) × utilization; {source}",
             method="estimate", primary=True, uncertainty_pct=self.uncertainty_pct,
-            notes="estimate from CPU utilization, not a measurement",
+            # the assumption in a few words: the estimate finding and the answer line quote it
+            # (accounting.validity.estimate_findings)
+            notes=f"estimate from CPU utilization: {basis}",
         )]
 
     def read(self) -> list[Reading]:

@@ -28,6 +28,8 @@ FORMS = [
     "const:BOUNDARY=WATTS (e.g. const:node=700)",
     "estimate:cpu[,tdp=W][,idle=W]",
 ]
+# how to give a run without energy a meter, in one phrase (the answer line of such a run, the HTML)
+SENSOR_FIX = "--sensor const:node=WATTS (a wall meter's reading), nvml, rapl, ipmi or estimate:cpu (a model)"
 KINDS = ["nvml", "nvidia-smi", "rapl", "ipmi", "redfish", "dcgm", "prom", "jetson", "hwmon", "amd", "cmd", "file",
          "const", "estimate"]
 

@@ -34,31 +34,21 @@ from wattbench.results.tune import LOWER_IS_BETTER, TrialRecord, TuneResult
 
 
 def level_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
-    """The figures a tune table shows for one level."""
-    from wattbench.analysis.figures import headline
+    """The figures a tune table shows for one level: ``analysis.figures.ranked_figures``, the rule
+    ``--optimize`` ranks levels by (the trials' mean under ``--trials``, goodput per kW without an
+    SLO = output tokens/s per kW)."""
+    from wattbench.analysis.figures import ranked_figures
 
-    from wattbench.results.headline import headline_boundary
-
-    b = boundary or headline_boundary(level)
-    h = headline(level, b)
-    gp = level.goodput or {}
-    gpk = ((gp.get("per_kw") or {}).get(b) or {}).get("output_tokens_per_s_per_kw") if b else None
-    if gpk is None and not has_slo:
-        gpk = h["output_tokens_per_s_per_kw"]  # no SLO: every completed token is good
+    h = ranked_figures(level, boundary, has_slo)
     ld = level.load
     return {
-        "boundary": b,
+        "boundary": h["boundary"],
         "load_mode": ld.mode,
         "load_value": ld.target_concurrency if ld.mode == "concurrency" else ld.target_rate_rps,
         "level_index": level.index,
-        "goodput_per_kw": gpk,
-        "goodput_output_tokens_per_s": h["goodput_output_tokens_per_s"] if has_slo else h["output_tokens_per_s"],
-        "output_tokens_per_s": h["output_tokens_per_s"],
-        "output_tokens_per_s_per_kw": h["output_tokens_per_s_per_kw"],
-        "j_per_output_token": h["j_per_output_token"],
-        "avg_power_w": h["avg_power_w"],
-        "ttft_p99_ms": h["ttft_p99_ms"],
-        "tpot_p99_ms": h["tpot_p99_ms"],
+        **{k: h[k] for k in ("goodput_per_kw", "goodput_output_tokens_per_s", "output_tokens_per_s",
+                             "output_tokens_per_s_per_kw", "j_per_output_token", "avg_power_w", "ttft_p99_ms",
+                             "tpot_p99_ms")},
         "verdict": level.validity.verdict,
         "window_s": level.window.duration_s if level.window else None,
     }
@@ -69,6 +59,8 @@ def result_figures(result, boundary: str | None, has_slo: bool) -> tuple[str, di
     opt = result.optimize
     measured = list(opt.measured_values) if opt is not None else []
     best = opt.best_value if opt is not None else None
+    if best is not None and opt.recommended_value is not None:
+        best = opt.recommended_value  # the run's one recommendation, as its answer line reports it
     n = len(result.levels)
     if best is None:
         if n == 1 and measured:
@@ -146,7 +138,7 @@ def needs_repeat(a: dict, b: dict, objective: str, noise_pct: float, pl=None, ia
     plateau (``plateau(t)``, given as ``pl`` with their indices), or — single measurements — closer
     than ``noise_pct`` (a floor the user may raise)."""
     if pl is not None and ia is not None and ib is not None:
-        if float(ib) in pl.values:
+        if float(ib) in pl.values or float(ib) in pl.inconclusive:  # inconclusive: more data decides
             return True
     gap = abs(a["mean"] - b["mean"]) / max(abs(a["mean"]), abs(b["mean"]), 1e-12)
     return a["n"] < 2 and b["n"] < 2 and gap * 100.0 < noise_pct

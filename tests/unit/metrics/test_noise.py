@@ -44,7 +44,7 @@ def test_the_h200_trials_give_back_their_own_sd():
 
 
 def test_ratio_interval_and_within_noise():
-    a, b = FigureNoise(0.03, "trials"), FigureNoise(0.04, "trials")
+    a, b = FigureNoise(0.03, "trials", df=4), FigureNoise(0.04, "trials", df=4)
     r = ratio_noise(1.0, a, b)  # w = sqrt(0.03^2 + 0.04^2) = 0.05
     assert (r.low, r.high) == (pytest.approx(0.951229), pytest.approx(1.051271)) and r.within is True
     r = ratio_noise(1.2, a, b)
@@ -56,6 +56,7 @@ def test_ratio_interval_and_within_noise():
     assert r.low == pytest.approx(1.006385, rel=1e-5) and r.within is False
     unknown = ratio_noise(1.3, None, None)
     assert unknown.within is None and unknown.basis == "unknown" and "noise unknown" in unknown.text()
+    assert unknown.word == "inconclusive"
 
 
 def test_the_ratio_interval_is_computed_in_one_place_and_every_caller_agrees():
@@ -127,3 +128,77 @@ def test_pooled_repeat_spread_and_the_measured_plateau():
     assert pl.noise[16.0].rel_half_width == pytest.approx(T2 * 0.0141447, rel=1e-4)
     assert pl.best == 8 and pl.values == [8] and pl.scores[8.0] == pytest.approx(198.0)
     assert "re-measured" in basis
+
+
+# ---------------------------------------------------------------- one judgement, three words
+
+
+def test_judge_three_words_and_inconclusive_never_within():
+    from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, judge
+
+    t4 = trials_noise(100.0, 97.0, 103.0, 5)  # ±3%, 4 df
+    assert judge(1.02, t4, t4).word == WITHIN
+    assert judge(0.5, t4, t4).word == BEYOND
+    assert "within-run trials (5 trials, 4 df)" in judge(0.5, t4, t4).text()
+    # two trials: 1 df — whatever the ratio, the noise cannot decide (t(0.975, 1) = 12.7)
+    t1 = trials_noise(100.0, 99.0, 101.0, 2)
+    for r in (1.0, 1.01, 0.5):
+        j = judge(r, t1, t4)
+        assert j.word == INCONCLUSIVE and j.df == 1 and "1 degree of freedom" in j.why and "--trials" in j.todo
+    # a bound over ±25% (the issue's ±13352%): inconclusive even with df enough
+    wide = FigureNoise(0.3, "history", 5, "history", 4)
+    assert judge(0.85, wide, wide).word == INCONCLUSIVE and "wider than ±25%" in judge(0.85, wide, wide).why
+    # wider than the effect it must resolve: a within-noise answer cannot see a 3% limit with ±4.3%
+    assert judge(1.01, t4, t4).word == WITHIN
+    assert judge(1.01, t4, t4, effect=0.03).word == INCONCLUSIVE
+    assert judge(1.01, t4, t4, effect=0.05).word == WITHIN
+    # no noise at all
+    assert judge(1.3, None, None).word == INCONCLUSIVE and "noise unknown" in judge(1.3, None, None).why
+
+
+def test_the_one_df_plateau_of_the_issue_is_no_plateau():
+    # --optimize measured c=32 twice and c=108 once; the re-measured spread 10.1% from 1 df made
+    # c=32 (4,180 goodput tok/s per kW) "within noise" of c=108 (13,051) — now inconclusive, off the plateau
+    ms = [(32, 4180.0, 20.0, None), (32, 4180.0 * math.exp(0.143), 20.0, None), (108, 13051.0, 20.0, None)]
+    pl, basis = measured_plateau(ms)
+    assert pl.best == 108 and pl.values == [108] and pl.recommended == 108
+    assert 32.0 in pl.inconclusive and "inconclusive" in pl.reason and "1 df" in basis
+
+
+def test_repeat_check_with_two_trials_is_inconclusive_not_within():
+    c = repeat_check([100.0, 130.0], [98.0], 20.0)  # prediction interval from 1 df: ±hundreds of %
+    assert c.word == "inconclusive" and not c.beyond_noise and c.bound_pct > 25
+
+
+# ---------------------------------------------------------------- the history: change points
+
+
+def test_a_configuration_change_is_a_change_point_not_spread():
+    from wattbench.metrics.noise import series_noise
+
+    # three runs at one speed, then two at half of it (the scripted server's ITL 10 -> 20 ms)
+    s = series_noise([100.0, 102.0, 99.0, 50.0, 51.0], ["r1", "r2", "r3", "s1", "s2"])
+    assert s.segments == ((0, 1, 2), (3, 4)) and [c.run_id for c in s.change_points] == ["s1"]
+    assert s.change_points[0].ratio == pytest.approx(50.0 / 100.0)
+    assert "moved -50% at run s1" in s.change_points[0].text("c=16")
+    # the spread is pooled within the segments: ln values' deviations only, 2 + 1 df
+    logs = [math.log(v) for v in (100.0, 102.0, 99.0)], [math.log(v) for v in (50.0, 51.0)]
+    ss = sum(sum((x - sum(g) / len(g)) ** 2 for x in g) for g in logs)
+    assert s.df == 3 and s.rel_sd == pytest.approx(math.sqrt(ss / 3), rel=1e-9)
+    assert s.rel_sd < 0.02  # the old unsplit spread was 36%
+    n = s.noise("k")
+    assert n.df == 3 and n.rel_half_width == pytest.approx(T3 * s.rel_sd, rel=1e-6)
+
+
+def test_an_early_change_and_a_lone_outlier():
+    from wattbench.metrics.noise import series_noise
+
+    # before the series has 2 df, a move over 25% is a change point
+    s = series_noise([100.0, 50.0, 51.0, 50.5])
+    assert s.segments == ((0,), (1, 2, 3)) and s.df == 2
+    # a lone outlier is a segment of one run: reported, no degree of freedom, not in the spread
+    s = series_noise([100.0, 101.0, 99.0, 100.5, 160.0, 100.2, 99.8])
+    assert len(s.change_points) == 2 and s.segments[1] == (4,) and s.df == 4
+    assert s.rel_sd < 0.01
+    # small moves (< 5%) never split: they stay in the spread
+    assert series_noise([100.0, 100.1, 99.9, 103.0]).change_points == ()

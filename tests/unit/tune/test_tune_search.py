@@ -164,5 +164,5 @@ def test_the_recommendation_quotes_its_margins_with_intervals_and_the_top_of_its
     assert any("top of the ladder it searched" in w and "concurrency 32" in w for w in t.warnings)
     from wattbench.report.tune import margin_lines
     lines = margin_lines(rec)
-    assert lines[0].startswith("over the runner-up (trial 0): 1.65× (interval 1.59–1.71×")
+    assert lines[0].startswith("over the runner-up (trial 0): 1.65× beyond noise (interval 1.59–1.71×")
     assert lines[1].startswith("over the defaults (trial 0): 1.65×")

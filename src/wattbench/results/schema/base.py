@@ -8,7 +8,9 @@ from pydantic import BaseModel, ConfigDict
 
 SCHEMA_VERSION = 2
 
-Verdict = Literal["valid", "warn", "invalid"]
+# ``estimate``: no finding beyond a note, but the figures rest on a model of power, not a meter
+# (accounting/findings.py); ``valid`` is kept for measured (or declared) figures
+Verdict = Literal["valid", "estimate", "warn", "invalid"]
 
 Num = int | float  # an int stays an int in result.json (concurrency 4, not 4.0)
 

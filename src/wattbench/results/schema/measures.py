@@ -193,8 +193,9 @@ Figure = Literal["energy", "efficiency", "throughput", "ttft", "tpot", "itl", "e
 # The figures each of a level's two verdicts judges (``accounting/findings.py``).
 EFFICIENCY_FIGURES: tuple[str, ...] = ("energy", "efficiency", "throughput", "prompt_lengths", "load")
 LATENCY_FIGURES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e", "goodput", "prompt_lengths", "load")
-Severity = Literal["note", "warn", "invalid"]
-_SEVERITY_PREFIXES = ("invalid: ", "warn: ", "note: ")
+# ``estimate``: the figures it names rest on a model of power (no meter): the verdict reads ``estimate``
+Severity = Literal["note", "estimate", "warn", "invalid"]
+_SEVERITY_PREFIXES = ("invalid: ", "warn: ", "estimate: ", "note: ")
 
 
 class Finding(BaseModel):
@@ -247,7 +248,8 @@ class Validity(_M):
     ``verdict`` is the **efficiency** verdict — of the figures a run exists for (energy, tok/s per
     kW, J/token, throughput) — and the headline verdict of the level and the run; ``latency`` the
     verdict of its latency figures (TTFT/TPOT/ITL/E2E statistics, goodput). Each is the worst
-    severity of the findings that bias its figures (a ``note`` leaves it ``valid``). Files written
+    severity of the findings that bias its figures (a ``note`` leaves it ``valid``; an ``estimate``
+    finding — energy from a model of power, not a meter — makes it ``estimate``). Files written
     before findings were typed hold ``reasons`` (strings): they load as ``legacy`` findings and
     ``latency`` is None there."""
 

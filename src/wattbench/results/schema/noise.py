@@ -25,6 +25,7 @@ class PrimingPhase(_M):
     end_ns: int | None = None
     reason: str = ""  # why this load and this many requests
     prompts: str = ""  # which requests (never the measured ones)
+    e2e_p50_s: float | None = None  # median end-to-end time of its completed requests: one request at this load
 
 
 class HistoryCheck(_M):

@@ -1,0 +1,45 @@
+"""``--optimize`` on a figure per kW with no power meter is refused before any load: one line with
+the ``--sensor`` fix, exit 2, nothing sent to the server (no priming), nothing written. Before,
+such a run primed at the top of the ladder, measured a level that scored nothing and said "no
+measured level meets the SLOs"."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.stream_server_proc import stream_server
+from wattbench.config import RunConfig
+from wattbench.errors import UserError
+from wattbench.run import run_benchmark
+from wattbench.run.plan import check_meter
+
+
+@pytest.mark.parametrize("objective", ["goodput_per_kw", "output_tokens_per_s_per_kw"])
+@pytest.mark.parametrize("sensors", [{"no_sensors": True}, {"sensors": ["rapl:root=/nonexistent"]}])
+def test_an_energy_objective_without_a_meter_is_refused_before_priming(tmp_path, objective, sensors):
+    out = tmp_path / "run"
+    with stream_server("--ttft-ms", "5", "--itl-ms", "2") as (base, stats):
+        cfg = RunConfig(target=base, optimize=objective, concurrency=[1, 2], num_requests=4, idle_s=0,
+                        register_run=False, html=False, out=str(out), **sensors)
+        with pytest.raises(UserError) as ei:
+            run_benchmark(cfg)
+        served = stats()
+    msg = str(ei.value)
+    assert "\n" not in msg and f"--optimize {objective}" in msg
+    assert "--sensor nvml" in msg and "--sensor const:node=WATTS" in msg and "goodput_rps" in msg
+    assert served["requests"] == 0  # refused before the priming sent anything
+    assert not (out / "result.json").exists()
+
+
+def test_a_meter_or_an_objective_without_energy_is_accepted():
+    class Ch:
+        def __init__(self, kind):
+            self.kind = kind
+
+    cfg = RunConfig(target="http://127.0.0.1:9", optimize="goodput_per_kw")
+    check_meter(cfg, [Ch("counter")])
+    check_meter(cfg, [Ch("aux"), Ch("power")])
+    with pytest.raises(UserError):
+        check_meter(cfg, [Ch("aux")])  # a temperature is not a meter
+    check_meter(RunConfig(target="http://127.0.0.1:9", optimize="goodput_rps"), [])
+    check_meter(RunConfig(target="http://127.0.0.1:9"), [])
