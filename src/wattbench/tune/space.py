@@ -49,6 +49,7 @@ MAX_SPACE_FILE_BYTES = 64 << 10  # a space file is a few lines; the pure-Python 
 MAX_YAML_ALIASES = 64  # a space file may reuse a value with an anchor; not build one from thousands
 MAX_SPACE_NODES = 100_000  # values, lists and mappings of the file once its aliases are expanded
 MAX_VALUE_CHARS = 256
+MAX_SPACE_SCALARS = 4000  # values written in the file (the loader is pure Python: ~1 s for 64 KiB of them)
 MAX_SPACE_DEPTH = 16  # axes: NAME: {when: {A: [..]}} is 4 deep
 DEFAULT = "default"  # the value that leaves an argument out
 
@@ -283,9 +284,14 @@ def _parse_space_text(p: Path) -> Any:
             import yaml
 
             loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: fast, and refuses deep nesting
-            aliases = depth = 0
+            aliases = depth = scalars = 0
             for event in yaml.parse(text, Loader=loader):  # events only: nothing is built yet
-                if isinstance(event, yaml.AliasEvent):
+                if isinstance(event, yaml.ScalarEvent):
+                    scalars += 1
+                    if scalars > MAX_SPACE_SCALARS:
+                        raise UserError(f"space file {p}: more than {MAX_SPACE_SCALARS:,} values; a space is a few "
+                                        "axes of a few values")
+                elif isinstance(event, yaml.AliasEvent):
                     aliases += 1
                     if aliases > MAX_YAML_ALIASES:
                         raise UserError(f"space file {p}: more than {MAX_YAML_ALIASES} YAML aliases (*name); "

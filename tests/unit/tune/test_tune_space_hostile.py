@@ -42,6 +42,8 @@ CASES = {
                      "larger than the 64 KiB"),
     "million.json": ('{"axes": {"max-num-seqs": [' + ",".join(str(i) for i in range(5000)) + "]}}",
                      "5,000 values, more than 1000"),
+    "many_values.yaml": ("axes:\n  max-num-seqs: [" + ",".join(str(i) for i in range(4500)) + "]\n",
+                         "more than 4,000 values"),
     "thirty_axes.yaml": ("axes:\n" + "".join(f"  a{i}: [{', '.join(str(j) for j in range(10))}]\n" for i in range(30)),
                          "about 1e30 configurations"),
     "nan_range.yaml": ("axes:\n  max-num-seqs: {min: .nan, max: 256, step: 64}\n", "finite numbers min <= max"),
