@@ -76,7 +76,7 @@ class RunLock:
         self.path = Path(run_dir) / RUN_LOCK_FILE
         self.fd: int | None = None
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         except OSError as e:
             raise storage_error(self.path, e) from None
         try:
@@ -118,6 +118,8 @@ def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
         probe_in = probe_in.parent
     if not probe_in.is_dir():
         raise UserError(f"{flag} {p}: {probe_in} is a file, not a directory; choose a directory")
+    if probe_in == p:
+        check_no_links(p, flag)
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".wattbench-probe-", dir=str(probe_in)))
     except OSError as e:
@@ -125,6 +127,33 @@ def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
         raise UserError(f"{flag} {p}: cannot create a directory {where} {probe_in} "
                         f"({e.strerror or type(e).__name__}); choose a writable directory on a disk") from None
     return p
+
+
+LINK_SCAN_MAX_ENTRIES = 100_000  # entries of an existing --out looked at for links (a run directory holds a few)
+
+
+def check_no_links(path: str | os.PathLike, flag: str = "--out") -> None:
+    """Refuse an existing run directory that holds a symbolic link anywhere inside it (``--out``
+    itself may be one): a planted ``requests.jsonl -> ~/.bashrc`` would have the run append to the
+    file it points at. One line naming the link; nothing is followed or written."""
+    top = Path(path)
+    seen = 0
+    stack = [top]
+    while stack and seen < LINK_SCAN_MAX_ENTRIES:
+        d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            seen += 1
+            if e.is_symlink():
+                rel = Path(e.path).relative_to(top)
+                raise UserError(f"{flag} {top}: holds a symbolic link ({rel}); wattbench follows no link in a run "
+                                "directory (a link would send its writes elsewhere): remove it or choose another "
+                                "directory")
+            if e.is_dir(follow_symlinks=False):
+                stack.append(Path(e.path))
 
 
 def _umask() -> int:
@@ -254,7 +283,8 @@ def append_requests(run_dir: str | os.PathLike, records: Iterable[RequestRecord 
     path = Path(run_dir) / REQUESTS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # never through a link planted after the run started (ELOOP: one line, as any failed write)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError as e:
         raise storage_error(path, e) from None
     try:
