@@ -315,9 +315,10 @@ class RunConfig(BaseModel):
     def public_dict(self) -> dict:
         """The config as written to result.json: no secrets (header values that can carry a
         credential are redacted, the names stay; URL credentials shown as ``***@``: ``server/redact.py``)."""
-        from wattbench.server.redact import redact_headers, redact_url
+        from wattbench.server.redact import redact_body, redact_headers, redact_url
 
         d = self.model_dump(mode="json", exclude={"api_key", "headers"})
+        d["extra_body"] = redact_body(d.get("extra_body") or {})  # {"api_key": …} shown <redacted>
         if self.headers:
             d["headers"] = redact_headers(self.headers, self.secret_headers)
         d["target"] = redact_url(d.get("target"))

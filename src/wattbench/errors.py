@@ -25,6 +25,23 @@ class UserError(WattbenchError):
     exit_code = 2
 
 
+class StorageError(UserError):
+    """A write to a run's files failed (disk full, quota, a read-only or immutable directory): one
+    line naming the file, the system's reason and what to do; exit code 2. ``errno`` is the failed
+    call's error number (None when unknown), ``path`` the file."""
+
+    def __init__(self, path, exc: OSError):
+        import errno as _errno
+
+        why = exc.strerror or str(exc) or type(exc).__name__
+        fix = ("make it writable or choose another --out" if exc.errno in (_errno.EPERM, _errno.EACCES, _errno.EROFS)
+               else "free space or choose another --out")
+        super().__init__(f"cannot write {path}: {why}; {fix} (files written before are unchanged)")
+        self.path = str(path)
+        self.errno = exc.errno
+        self.reason = why
+
+
 class TargetError(UserError):
     """The target server is unreachable, not OpenAI-compatible, or refuses the model."""
 

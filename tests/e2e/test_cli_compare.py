@@ -173,12 +173,13 @@ def test_compare_shows_one_verdict_line_per_run_not_its_findings(runner, app, tm
     assert r.exit_code == 0, r.output
     assert "x" * 50 not in r.output  # no finding's text pasted
     verdict_lines = [x for x in r.output.splitlines() if x.startswith(("baseline a:", "run b:"))]
-    assert verdict_lines == ["baseline a: warn (efficiency) · latency warn · 2 warn, 2 note (wattbench report "
-                             "--notes)", "run b: warn (efficiency) · latency warn · 2 warn, 2 note (wattbench "
-                             "report --notes)"], r.output
+    # the run's notes counted as its summary counts them: one per distinct finding (two levels share each)
+    assert verdict_lines == ["baseline a: warn (efficiency) · latency warn · 2 notes (1 warn, 1 note) (wattbench "
+                             "report --notes)", "run b: warn (efficiency) · latency warn · 2 notes (1 warn, 1 note) "
+                             "(wattbench report --notes)"], r.output
     data = json.loads(runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"]).stdout)
     assert [(v["run_id"], v["verdict"], v["latency"], v["warnings"], v["notes"]) for v in data["verdicts"]] == [
-        ("a", "warn", "warn", 2, 2), ("b", "warn", "warn", 2, 2)]
+        ("a", "warn", "warn", 1, 1), ("b", "warn", "warn", 1, 1)]
     assert not any(long[:40] in w for w in data["warnings"])
 
 
@@ -249,7 +250,10 @@ def test_compare_one_ratio_direction_on_screen(runner, app, tmp_path, db):
     r = runner.invoke(app, ["compare", str(big), str(small)])
     assert r.exit_code == 0, r.output
     flat = " ".join(r.output.split())
-    assert "ratios: each run ÷ the baseline run-1400w" in flat
+    assert "A = baseline run-1400w · B = run-700w" in flat  # every ratio: B ÷ A
+    # the answer line leads, before any table: the table's ratios, and what the noise can say
+    assert "c=8: B/A per kW 1.90×, inconclusive (noise unknown) = throughput 0.95× ÷ power 0.50×" in flat
+    assert flat.index("c=8: B/A per kW") < flat.index("tok/s per kW")
     assert "700 (0.50×)" in flat and "power 0.50×" in flat
     assert "(2.00×)" not in flat and "power 2.00×" not in flat
     assert "1,900 (0.95×)" in flat and "2,000" in flat

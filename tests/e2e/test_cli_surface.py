@@ -88,6 +88,8 @@ def test_the_same_flag_for_the_same_thing(cli):
             assert "-q" in opts, name
         if "--timeout" in opts:
             assert "--request-timeout" in opts, name
+        if "--sensor" in opts:  # monitor and doctor lacked -s where run, measure and tune had it
+            assert "-s" in opts, name
     for name in ("run", "agree", "doctor", "monitor"):
         assert "--api-key" in _options(cmds[name]), name
     for name in ("run", "agree"):

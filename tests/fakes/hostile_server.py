@@ -52,6 +52,37 @@ BAD_USAGE = {"usage_huge": 1e30, "usage_string": "many", "usage_list": [1, 2], "
              "usage_negative": -600}
 MODEL = "hostile-model"
 
+# ---- round 3, faults: usage that contradicts the stream or the request, answers past every cap
+#   per request: ``usage_second_800`` (a second usage event after the right one claims 800
+#   completion tokens), ``usage_second_less`` (a second one claims fewer than the first),
+#   ``usage_zero_chunks`` (``completion_tokens: 0`` beside the content chunks), ``text_huge`` (each
+#   content chunk is 256 KiB of text: a request streams MiBs); whole server: ``models_huge``
+#   (``/v1/models`` answers 20 MiB).
+FAULTS_PER_REQUEST = {"usage_second_800", "usage_second_less", "usage_zero_chunks", "text_huge"}
+FAULTS_BEHAVIOURS = {"models_huge"}
+HUGE_CHUNK_CHARS = 256 << 10
+
+
+def faults_usage_events(bad: str | None, n: int, words: int) -> list[dict] | None:
+    """The usage events a round-3 behaviour sends in place of the one right event (None: not one)."""
+    right = {"prompt_tokens": words, "completion_tokens": n, "total_tokens": words + n}
+    if bad == "usage_second_800":
+        return [right, dict(right, completion_tokens=800)]
+    if bad == "usage_second_less":
+        return [right, dict(right, completion_tokens=max(0, n - 2))]
+    if bad == "usage_zero_chunks":
+        return [dict(right, completion_tokens=0)]
+    return None
+
+
+def faults_models_body() -> bytes:
+    return json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model",
+                                                   "description": "x" * (20 << 20)}]}).encode()
+
+
+PER_REQUEST |= FAULTS_PER_REQUEST
+BEHAVIOURS = sorted(set(BEHAVIOURS) | FAULTS_PER_REQUEST | FAULTS_BEHAVIOURS)
+
 
 def _event(obj) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
@@ -147,6 +178,8 @@ class Proto(asyncio.Protocol):
             self.respond(200, json.dumps(st.log).encode())
             return
         st.log.append({"method": method, "path": path, "headers": headers})
+        if b in SECRET_BEHAVIOURS and secrets_route(self, method, path, headers, body):
+            return
         if b == "redirect_302_all":
             self.redirect(302, a.other + path)
             return
@@ -169,6 +202,9 @@ class Proto(asyncio.Protocol):
             return
         if path == "/metrics" and b == "redirect_metrics":
             self.redirect(302, a.other + path)
+            return
+        if method == "GET" and path == "/v1/models" and b == "models_huge":
+            self.respond(200, faults_models_body())
             return
         if method == "GET" and path == "/v1/models":
             self.respond(200, json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode())
@@ -218,6 +254,8 @@ class Proto(asyncio.Protocol):
             self.respond(401, json.dumps({"error": {"message": f"Incorrect API key provided: {echoed}"}}).encode())
             return
         text = "<script>alert('xss')</script>" if b == "script_text" else " tok"
+        if bad == "text_huge":
+            text = "x" * HUGE_CHUNK_CHARS
 
         def piece(t: str, finish=None) -> dict:
             c = {"index": 0, "finish_reason": finish}
@@ -269,17 +307,182 @@ class Proto(asyncio.Protocol):
         for _ in range(n - 1):
             self.events(piece(text))
         comp = BAD_USAGE.get(bad, n) if bad else n
-        self.events(piece("", "length"), {"id": "h", "model": MODEL, "choices": [],
-                                          "usage": {"prompt_tokens": words, "completion_tokens": comp,
-                                                    "total_tokens": 1}})
-        if bad is None or bad == "echo_text":
+        usages = faults_usage_events(bad, n, words) or [{"prompt_tokens": words, "completion_tokens": comp,
+                                                          "total_tokens": 1}]
+        self.events(piece("", "length"), *({"id": "h", "model": MODEL, "choices": [], "usage": u} for u in usages))
+        if bad is None or bad in ("echo_text", "text_huge"):
             st.completed += 1
         self.end_stream()
 
 
+# ============================================================== secrets, escapes, userinfo redirects
+# (kept in one block: other behaviours are added above)
+#
+# - ``echo_encoded``: every secret the server receives (the ``Authorization`` value and its
+#   credential, ``user:password`` of a Basic value and the password alone, every ``X-…`` header
+#   value, the string values of the request body but the prompt and the model) is echoed in every
+#   encoding of ``encodings()`` (raw, URL, JSON ``\u``, HTML entities, base64 at each alignment):
+#   ``/v1/models`` serves a model id holding the received key; completion request 0, 3, 6 … are
+#   refused with a plain-text 401 whose body holds the first secret at character 290 and then every form;
+#   request 1, 4, 7 … end in an SSE error event quoting every form; the others succeed with a
+#   generated text quoting every form (kept with ``--keep-output-text``); ``/metrics`` has vLLM's
+#   token counters labelled ``model_name=<the received key>``;
+# - ``escape_model``: ``/v1/models`` serves an id holding OSC and CSI terminal sequences, other
+#   control characters and rich markup (``[/x]``); 401s, SSE errors and texts hold the same;
+# - ``redirect_userinfo_load``: completion request 1, 4, 7 … 307 to this same origin with
+#   ``user:password@`` in the ``Location`` (the others answered normally);
+#   ``redirect_userinfo_models``: ``/v1/models`` 302 the same way.
+
+SECRET_BEHAVIOURS = {"echo_encoded", "escape_model", "redirect_userinfo_load", "redirect_userinfo_models"}
+ESCAPES = "\x1b]0;pwned-title\x07\x1b[2J\x1b[31mRED\x1b[0m\x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\" \
+          "\r\x08\x9b1m[/x][bold]bold[/bold]\u202eevil"
+
+
+def encodings(s: str) -> dict[str, str]:
+    """Every encoding of ``s`` a server or tool could put it in, written here, independently of
+    wattbench's scrubber: raw; URL (``quote`` with and without ``/``, ``quote_plus``, every byte
+    ``%XX`` upper and lower); JSON (``\\/``, every character ``\\uXXXX`` lower and upper);
+    HTML (entities, ``&#N;``, ``&#xN;``); base64 (standard, unpadded, URL-safe, and inside a longer
+    base64 text at each of the three byte alignments)."""
+    import base64
+    import urllib.parse
+
+    b = s.encode()
+    out = {"raw": s, "url": urllib.parse.quote(s, safe=""), "url path": urllib.parse.quote(s),
+           "url plus": urllib.parse.quote_plus(s), "url all": "".join("%%%02X" % c for c in b),
+           "url all lower": "".join("%%%02x" % c for c in b),
+           "json slash": json.dumps(s)[1:-1].replace("/", "\\/"),
+           "json u": "".join("\\u%04x" % ord(c) for c in s), "json U": "".join("\\u%04X" % ord(c) for c in s),
+           "html": s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;"),
+           "html dec": "".join("&#%d;" % ord(c) for c in s), "html hex": "".join("&#x%x;" % ord(c) for c in s),
+           "b64": base64.b64encode(b).decode(), "b64 unpadded": base64.b64encode(b).decode().rstrip("="),
+           "b64 urlsafe": base64.urlsafe_b64encode(b).decode()}
+    for o, pre in enumerate((b"", b"{", b'{"')):
+        out[f"b64 in blob {o}"] = base64.b64encode(pre + b + b'"}').decode()
+    return out
+
+
+def base64_cores(s: str) -> list[str]:
+    """What of ``s`` shows in any longer base64 text: for each byte alignment, the 4-character
+    groups made of its bytes alone (computed here, not by wattbench)."""
+    import base64
+
+    b, out = s.encode(), []
+    for alphabet in (base64.b64encode, base64.urlsafe_b64encode):
+        for o in range(3):
+            enc = alphabet(b"\0" * o + b).decode()
+            first = 0 if o == 0 else 1
+            core = enc[4 * first:4 * ((o + len(b)) // 3)]
+            if len(core) >= 8:
+                out.append(core)
+    return out
+
+
+def received_secrets(headers: dict, body: bytes) -> list[str]:
+    import base64
+
+    out = []
+    auth = headers.get("authorization", "")
+    if auth:
+        out.append(auth)
+        scheme, _, cred = auth.partition(" ")
+        out.append(cred)
+        if scheme.lower() == "basic":
+            try:
+                plain = base64.b64decode(cred).decode()
+            except ValueError:
+                plain = ""
+            out += [plain, plain.partition(":")[2]]
+    out += [v for k, v in headers.items() if k.startswith("x-") and v]
+    try:
+        req = json.loads(body) if body else {}
+    except ValueError:
+        req = {}
+
+    def walk(o):
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if k not in ("prompt", "model", "messages"):
+                    walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+        elif isinstance(o, str) and len(o) >= 8:
+            out.append(o)
+
+    walk(req)
+    return [x for x in dict.fromkeys(out) if x and len(x) >= 6]
+
+
+def every_form(secrets: list[str]) -> str:
+    return " | ".join(f for s in secrets for f in encodings(s).values())
+
+
+def secrets_route(proto: "Proto", method: str, path: str, headers: dict, body: bytes) -> bool:
+    """The routes of ``SECRET_BEHAVIOURS``; False: answered as the normal server does."""
+    st, b = proto.st, proto.st.a.behaviour
+    host = headers.get("host", "127.0.0.1")
+    if b == "redirect_userinfo_models" and path == "/v1/models":
+        proto.redirect(302, f"http://intruder:pw-in-redirect@{host}/v1/models")
+        return True
+    if b == "redirect_userinfo_load" and path in ("/v1/completions", "/v1/chat/completions") and method == "POST":
+        if st.requests % 3 != 1:
+            return False  # answered normally (and counted) by completion()
+        st.requests += 1
+        st.faults += 1
+        proto.redirect(307, f"http://intruder:pw-in-redirect@{host}/v1/moved{path[3:]}")
+        return True
+    secrets = received_secrets(headers, body)
+    key = secrets[1] if len(secrets) > 1 else (secrets[0] if secrets else "none")
+    if path == "/metrics":
+        st.tokenize += 1  # scrapes, counted
+        label = key if b == "echo_encoded" else ESCAPES
+        n = 10 * st.tokenize
+        text = (f'vllm:generation_tokens_total{{model_name="{label}"}} {n}\n'
+                f'vllm:prompt_tokens_total{{model_name="{label}"}} {n}\n'
+                f'vllm:num_requests_running{{model_name="{label}"}} 0\n')
+        proto.respond(200, text.encode(), ctype="text/plain; version=0.0.4")
+        return True
+    if method == "GET" and path == "/v1/models":
+        mid = (f"{MODEL}-{key}" if b == "echo_encoded" else f"{MODEL}{ESCAPES}")
+        proto.respond(200, json.dumps({"object": "list", "data": [{"id": mid, "object": "model"}]}).encode())
+        return True
+    if method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
+        i = st.requests
+        st.requests += 1
+        echo = every_form(secrets) if b == "echo_encoded" else ESCAPES
+        first = (secrets[0] if secrets else "") if b == "echo_encoded" else ESCAPES
+        chat = path.endswith("chat/completions")
+        if i % 3 == 0:
+            st.faults += 1
+            # a plain-text body: the first secret starts at character 290 of what the client reads
+            proto.respond(401, ("e" * 290 + first + " | " + echo).encode(), ctype="text/plain")
+            return True
+
+        def piece(t, finish=None):
+            c = {"index": 0, "finish_reason": finish}
+            c.update({"delta": {"content": t} if t else {}} if chat else {"text": t})
+            return {"id": "h", "model": MODEL, "choices": [c]}
+
+        proto.stream_head()
+        proto.events(piece(" tok"))
+        if i % 3 == 1:
+            st.faults += 1
+            proto.events({"error": {"message": "upstream refused: " + echo, "type": "auth"}})
+            proto.end_stream()
+            return True
+        proto.events(piece(" " + echo), piece("", "length"),
+                     {"id": "h", "model": MODEL, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2,
+                                                                          "total_tokens": 5}})
+        st.completed += 1
+        proto.end_stream()
+        return True
+    return False
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--behaviour", choices=BEHAVIOURS, default="ok")
+    p.add_argument("--behaviour", choices=sorted({*BEHAVIOURS, *SECRET_BEHAVIOURS}), default="ok")
     p.add_argument("--other", default="http://127.0.0.1:9", help="the other origin redirects point to")
     p.add_argument("--port", type=int, default=0)
     a = p.parse_args(argv)

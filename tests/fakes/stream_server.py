@@ -32,6 +32,10 @@ reset), ``vllm:prompt_tokens_total`` (the prompt words of every stream begun) an
 times), as a server that batches its stream, or a client reading late, sees them.
 ``--prompt-tokens-per-word F --prompt-overhead N``: ``usage.prompt_tokens`` is ``round(F · words + N)``
 of the prompt (default: its words), as a server's tokenizer and chat template would count it.
+``--keep-abandoned``: a request whose client disconnected (a client timeout) is not aborted: it keeps
+its place in the queue or its slot and generates to its scripted end for no one (``/stats``
+``abandoned_finished`` counts them), so it is still running — and counted in ``/metrics`` — after the
+client's level ended.
 ``GET /stats/last`` is the last completion request as received (``headers``, lower-cased names,
 and the JSON ``body``). ``GET /stats/emissions`` is the emission log: ``{"tokens_per_chunk": k, "emit_ns": [...]}``, the
 ``perf_counter_ns`` at which every content chunk (k tokens) was written since the last reset, of
@@ -212,6 +216,7 @@ class Script:
             "connections": s["connections"], "requests": s["requests"], "streams_done": s["streams_done"],
             "streams_completed": s["streams_completed"], "tokens": s["tokens"],
             "faults": s["faults"], "max_active": s["max_active"], "queued": s.get("queued", 0),  # waited for a slot
+            "abandoned_finished": s.get("abandoned_finished", 0), "active": s["active"], "waiting": len(self.queue),
             "first_token_late_ms": {"mean": (s["first_late_sum"] / s["first_n"] * 1e3) if s["first_n"] else None,
                                     "max": s["first_late_max"] * 1e3},
             "token_late_ms": {"mean": (s["late_sum"] / s["late_n"] * 1e3) if s["late_n"] else None,
@@ -280,7 +285,8 @@ class Stream:
         proto, sc = self.proto, self.script
         if self.handle is False:  # cancelled (connection lost) while queued
             return
-        if proto.transport is None or proto.transport.is_closing():
+        gone = proto.transport is None or proto.transport.is_closing()
+        if gone and not sc.a.keep_abandoned:
             self.finish_stats()
             return
         deadline = self.t0 + self.ttft_s + self.k * self.itl_s
@@ -295,7 +301,7 @@ class Stream:
             st["first_n"] += 1
             if late > st["first_late_max"]:
                 st["first_late_max"] = late
-        w = proto.transport.write
+        w = (lambda data: None) if gone else proto.transport.write  # --keep-abandoned: generates for no one
         if self.k == self.cut_at:
             if self.fault == "drop":
                 self.finish_stats()
@@ -347,6 +353,10 @@ class Stream:
                               "total_tokens": self.prompt_tokens + comp},
                 }))
             w(tail + sc.done)
+            if gone:  # an abandoned request's end: its slot frees, nobody reads it
+                st["abandoned_finished"] = st.get("abandoned_finished", 0) + 1
+                self.finish_stats()
+                return
             if self.fault is None:  # a stream that carried a malformed event is not a completed one
                 st["streams_completed"] += 1
                 sc.counters["success"] += 1
@@ -373,7 +383,7 @@ class Stream:
             self.handle = False
             while sc.queue and (not sc.a.max_concurrent or sc.stats["active"] < sc.a.max_concurrent):
                 nxt = sc.queue.popleft()
-                if nxt.handle is not False and nxt.proto.transport is not None:
+                if nxt.handle is not False and (nxt.proto.transport is not None or sc.a.keep_abandoned):
                     nxt.begin()
 
     def cancel(self) -> None:
@@ -395,7 +405,8 @@ class Proto(asyncio.Protocol):
 
     def connection_lost(self, exc):
         if self.stream is not None:
-            self.stream.cancel()
+            if not self.script.a.keep_abandoned:
+                self.stream.cancel()
             self.stream = None
         self.transport = None
 
@@ -577,6 +588,9 @@ def main(argv=None) -> int:
     p.add_argument("--history-threshold", type=int, default=0)
     p.add_argument("--log-writes", action="store_true",
                    help="keep every token write time per request (GET /stats/writes)")
+    p.add_argument("--keep-abandoned", action="store_true",
+                   help="a request whose client went away keeps its place (queued or running) until its scripted "
+                        "end, as an engine that does not abort it: it lingers on the server after the client's level")
     p.add_argument("--vllm-metrics", action="store_true",
                    help="answer GET /metrics with vLLM's token counters and request gauges")
     p.add_argument("--loop", choices=["asyncio", "uvloop"], default="uvloop")

@@ -26,7 +26,7 @@ from tests.fakes.engine_counters import (
     LENGTHS, assert_counters_equal_usage, assert_level_counters_bracket, run_cli_levels,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.llamacpp, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -19,7 +19,7 @@ from wattbench.errors import EngineError  # noqa: E402
 from wattbench.server.detect import detect_server, merge_launched  # noqa: E402
 from wattbench.server.metrics import MetricsScraper  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 def pid_gone(pid: int, timeout_s: float = 60.0) -> bool:  # returns once gone: the default ends a hang

@@ -23,7 +23,7 @@ from tests.fakes.engine_counters import (
     LENGTHS, assert_counters_equal_usage, assert_level_counters_bracket, run_cli_levels,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(1200)]
 
 KNOWN_VENVS = ("/work/vllm-venv/bin/python",)
 

@@ -15,13 +15,15 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.fakes.reliability_procs import error_counts, run_cli, server, start_cli, stop_pid, wait_for
-from wattbench.results.rundir import load_requests, load_result
+from tests.fakes.reliability_procs import child_env, error_counts, run_cli, server, start_cli, stop_pid, wait_for
+from wattbench.results.recovery import recover
+from wattbench.results.rundir import REQUESTS_FILE, load_requests, load_result
 
 FAST = ("--ttft-ms", "5", "--itl-ms", "1")
 
@@ -226,7 +228,7 @@ def test_sensor_failing_mid_run(tmp_path, monkeypatch):
 
 def test_disk_full_seam_keeps_previous_result(tmp_path, monkeypatch):
     """ENOSPC while writing the second level's result: one-line UserError (exit 2 at the CLI),
-    result.json still holds the first level and loads, requests.jsonl has every record written."""
+    result.json loads, requests.jsonl has every record written."""
     import wattbench.results.rundir as rundir
     from wattbench.config import RunConfig
     from wattbench.errors import UserError
@@ -257,31 +259,53 @@ def test_disk_full_seam_keeps_previous_result(tmp_path, monkeypatch):
     assert ei.value.exit_code == 2
     monkeypatch.setattr(rundir.os, "fsync", real_fsync)
     res = load_result(out)
-    assert [lv.index for lv in res.levels] == [0]
+    # the atomic write failed; the closing write, in place once its space was reserved, holds both
+    # levels (the second's records were in requests.jsonl already) and says why the run stopped
+    assert [lv.index for lv in res.levels] == [0, 1]
+    assert res.status == "failed" and res.validity.findings[0].kind == "run_stopped"
     recs = load_requests(out)
     assert sum(r.ok for r in recs) == stats["streams_completed"] == 20  # level 2's records were appended first
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]  # no temporary left behind
 
 
-def _can_mount_tmpfs(path: Path) -> bool:
+def _can_mount_tmpfs(path: Path, size: str = "96k") -> bool:
     if os.geteuid() != 0:
         return False
     path.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(path)], capture_output=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
     return r.returncode == 0
 
 
-def test_disk_full_real_tmpfs(tmp_path):
-    """A real full filesystem (a 96 KiB tmpfs; needs root, else skipped — the seam test above
-    covers the logic): exit 2, one line on stderr, the result on disk loads, every level it lists
-    has its records in requests.jsonl."""
+def _report_text(out: Path, cwd: Path) -> str:
+    p = subprocess.run([sys.executable, "-m", "wattbench", "report", str(out)], capture_output=True, text=True,
+                       timeout=120, env=child_env(HOME=str(cwd)), cwd=str(cwd))
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    return " ".join(p.stdout.split())
+
+
+def _kept(out: Path) -> int:
+    """Completed requests on disk: in requests.jsonl, and in the spool of a level whose records
+    could not be appended there (``wattbench report`` shows those as recovered)."""
+    return sum(r.ok for r in load_requests(out)) + sum(r.completed for r in recover(out))
+
+
+# Two ways the disk fills: on a level's append to requests.jsonl (60 requests a level fill 160 KiB
+# on the third level: before the fix the level's spool was deleted as the record set was dropped,
+# 60 finished records lost), and on result.json (12 a level fill 96 KiB while result.json grows: the
+# closing write failed too and the run read as crashed).
+@pytest.mark.parametrize("size, per_level", [("160k", "60"), ("96k", "12")], ids=["on_requests", "on_result"])
+def test_disk_full_real_tmpfs(tmp_path, size, per_level):
+    """A real full filesystem (a small tmpfs; needs root, else skipped — the seam test above covers
+    the write path): exit 2, one line on stderr, every request the server completed is on disk
+    (requests.jsonl, or the spool of the level whose append hit the wall), the result is closed as
+    stopped and ``report`` says the run stopped on a failed write, with the reason."""
     mnt = tmp_path / "small"
-    if not _can_mount_tmpfs(mnt):
+    if not _can_mount_tmpfs(mnt, size):
         pytest.skip("cannot mount a tmpfs here (needs root)")
     try:
         out = mnt / "run"
         with server(*FAST) as s:
-            p = run_cli(s.base, out, "--concurrency", ",".join(["2"] * 40), "-n", "12", "--no-sensors",
+            p = run_cli(s.base, out, "--concurrency", ",".join(["2"] * 40), "-n", per_level, "--no-sensors",
                         "--no-html", env=None, cwd=tmp_path)
             stats = s.stats()
         assert p.returncode == 2, (p.returncode, p.stderr[-2000:])
@@ -293,10 +317,57 @@ def test_disk_full_real_tmpfs(tmp_path):
         assert 1 <= len(res.levels) < 40
         for lv in res.levels:
             assert lv.requests.completed == sum(1 for r in recs if r.level == lv.index and r.ok)
-        # every stream the server completed is on disk, except the level whose append hit the wall
-        assert stats["streams_completed"] - sum(r.ok for r in recs) <= 12
+        assert _kept(out) == stats["streams_completed"]  # every finished record kept
+        assert res.status == "failed" and res.validity.verdict != "valid"
+        assert res.validity.findings[0].kind == "run_stopped"
+        text = _report_text(out, tmp_path)
+        assert "the run stopped on a failed write (No space left on device)" in text, text
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def _chattr(path: Path, *flags: str) -> bool:
+    return subprocess.run(["chattr", *flags, str(path)], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("recursive", [False, True], ids=["dir", "recursive"])
+def test_run_directory_made_immutable_mid_level(tmp_path, recursive):
+    """``chattr +i`` on the run directory while a level streams (before: a 76-line traceback from
+    the spool write in the load worker, the result left ``running``): one line naming the file,
+    exit 2. With the directory alone immutable the result is closed in place as stopped and
+    ``report`` says why; with every file immutable nothing can be written, and what was spooled
+    before stays (at most the two requests in flight at the failed write are lost)."""
+    out = tmp_path / "run"
+    out.mkdir()
+    if not _chattr(out, "+i") or not _chattr(out, "-i"):
+        pytest.skip("chattr +i is not possible here (needs root and a filesystem that supports it)")
+    flags = ("-R", "+i") if recursive else ("+i",)
+    with server(*FAST) as s:
+        proc = start_cli(s.base, out, "--concurrency", ",".join(["2"] * 40), "-n", "30", "--no-sensors",
+                         "--no-html")
+        try:
+            def streaming() -> bool:
+                spooled = list((out / "spool").glob("level-*/records-*/lines"))
+                return (out / REQUESTS_FILE).exists() and any(f.stat().st_size > 0 for f in spooled)
+
+            wait_for(streaming, 60, 0.005)
+            assert _chattr(out, *flags)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            _chattr(out, "-R", "-i")
+            stop_pid(proc)
+        stats = s.stats()
+    assert proc.returncode == 2, err[-3000:]
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("wattbench: error: cannot write"), err[-3000:]
+    assert "Operation not permitted; make it writable or choose another --out" in lines[0]
+    if recursive:
+        assert 0 <= stats["streams_completed"] - _kept(out) <= 2
+        return
+    assert _kept(out) == stats["streams_completed"]
+    res = load_result(out)
+    assert res.status == "failed" and res.validity.findings[0].kind == "run_stopped"
+    assert "the run stopped on a failed write (Operation not permitted)" in _report_text(out, tmp_path)
 
 
 # ---------------------------------------------------------------- signals

@@ -63,6 +63,15 @@ CASES = {
     "redirect_307_post_only": (3, "http_307", ()),
     "redirect_302_all": (2, None, ()),
     "redirect_307_load": (2, None, ()),
+    # usage that contradicts the stream or the request (before: the last usage event won, 800 tokens
+    # for max_tokens 16 made tok/s per kW 34 times higher; 0 tokens beside 16 chunks passed)
+    "usage_second_800": (0, "bad_usage", ()),
+    "usage_second_less": (0, "bad_usage", ()),
+    "usage_zero_chunks": (0, "bad_usage", ()),
+    # answers past a cap (before: no cap on a kept text, 4 such requests held 1.66 GB; /v1/models
+    # read whole)
+    "text_huge": (0, None, ("--keep-output-text",)),
+    "models_huge": (2, None, ()),
 }
 
 
@@ -107,6 +116,11 @@ def test_hostile_behaviour(tmp_path, behaviour):
     code, error_class, extra = CASES[behaviour]
     p, out, stats, seen, other_seen, base, other = _run(tmp_path, behaviour, "key", extra)
     _check_common(p, out, other_seen, code)
+    if code == 2 and behaviour == "models_huge":  # the pre-flight's one line, saying the cap; nothing written
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "GET /v1/models answered more than 16 MiB" in lines[0], p.stderr
+        assert not (out / "result.json").exists() and stats["requests"] == 0
+        return
     if code == 2:  # a redirect of the load to another host: the pre-flight's one line, nothing written
         lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("wattbench: error:"), p.stderr
@@ -131,6 +145,17 @@ def test_hostile_behaviour(tmp_path, behaviour):
         assert all(r.error_detail for r in recs if not r.ok)
     # the level's counts are the records' (failed per class), the level went on
     lv = res.levels[0]
+    if error_class == "bad_usage":  # the refused counts enter no figure, and the level says what that costs
+        assert all(r.output_tokens is None for r in recs if not r.ok)
+        [f] = [f for f in lv.validity.findings if f.kind == "bad_usage"]
+        assert f.severity == "warn" and f.effect_pct is not None and f.effect_pct < -1.0, f
+    if behaviour == "text_huge":  # kept up to the cap, the cut said in the text; the report shows a sample
+        from wattbench.load.client import OUTPUT_TEXT_CUT, OUTPUT_TEXT_MAX_CHARS
+
+        cut = [r.output_text for r in recs if r.output_text and len(r.output_text) > 1000]
+        assert cut and all(t.endswith(OUTPUT_TEXT_CUT) and len(t) == OUTPUT_TEXT_MAX_CHARS + len(OUTPUT_TEXT_CUT)
+                           for t in cut)
+        assert (out / "report.html").stat().st_size < 2_000_000
     assert lv.requests.failed == sum(1 for r in recs if not r.ok and not r.warmup)
     assert lv.requests.completed == sum(1 for r in recs if r.ok and not r.warmup)
     # the credentials reached the target (the secrets were in play) — and only the target

@@ -25,7 +25,7 @@ from wattbench.load.level import run_level  # noqa: E402
 from wattbench.load.types import LevelSpec, TargetSpec  # noqa: E402
 from wattbench.metrics.latency import request_end_ns, summarize_level  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parents[2]
 TTFT_MS, ITL_MS, OUT = 40.0, 6.0, 6

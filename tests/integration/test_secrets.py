@@ -230,7 +230,8 @@ def test_redaction_helpers_cover_urls_headers_and_texts():
     assert clean == "http://127.0.0.1:8000/v1?api_key=k1" and cred == "u@x:p/w" and "p/w" not in repr(cred)
     assert authorization(cred) == "Basic " + base64.b64encode(b"u@x:p/w").decode()
     assert authorization("sk-1") == "Bearer sk-1" and authorization(None) is None
-    assert redact_url("http://u:p@h:1/v1?api_key=k1&x=2") == "http://***@h:1/v1?api_key=***&x=2"
+    # every query value is secret unless known harmless (api-version)
+    assert redact_url("http://u:p@h:1/v1?api_key=k1&x=2&api-version=3") == "http://***@h:1/v1?api_key=***&x=***&api-version=3"
     assert redact_url("http://h:1/v1") == "http://h:1/v1"
     assert redact_headers({"Authorization": "Bearer sk-1", "X-Api-Key": "k2", "X-Trace": "7", "Cookie": "a=b",
                            "X-Upstream": "Basic dTpw"}) == {

@@ -195,3 +195,53 @@ def group_findings(result: Result) -> list[FindingGroup]:
     groups.sort(key=lambda g: (-SEVERITY_ORDER.index(g.severity), rank.get(g.levels[0], 0) if g.levels else -1,
                                g.kind, g.summary))
     return out + groups
+
+
+# ---------------------------------------------------------------- the run's notes, counted once
+
+NO_SENSOR_REASON = "no sensor covered this level"  # a level without energy and without a recorded reason
+
+
+@dataclass(frozen=True)
+class NoteItem:
+    """One note of the run, before it is worded (``report/notes.py`` words it): a group of findings,
+    a warning the run recorded, the levels whose energy is missing for one reason, or a sensor
+    problem."""
+
+    severity: str  # invalid | warn | note
+    group: FindingGroup | None = None
+    text: str | None = None  # a recorded warning or sensor problem
+    missing_energy: tuple[str, tuple[int, ...]] | None = None  # (reason, level indices)
+
+
+def note_items(result: Result) -> list[NoteItem]:
+    """Every note of the run once, in reading order: the run's own findings, the warnings the run
+    recorded, the levels without energy (one item per reason, when the run as a whole has some
+    energy), the sensor problems, then the level findings (``group_findings``). The one list that
+    every report shows and every count of notes counts (``note_counts``)."""
+    groups = group_findings(result)
+    out = [NoteItem(g.severity, group=g) for g in groups if not g.levels]
+    out += [NoteItem("warn", text=w) for w in result.warnings]
+    if result.validity.energy != "unavailable":
+        reasons: dict[str, list[int]] = {}
+        for lv in result.levels:
+            if not lv.energy:
+                reasons.setdefault(lv.energy_unavailable_reason or NO_SENSOR_REASON, []).append(lv.index)
+        out += [NoteItem("warn", missing_energy=(r, tuple(idx))) for r, idx in sorted(reasons.items())]
+    out += [NoteItem("note", text=p) for p in result.sensor_problems]
+    out += [NoteItem(g.severity, group=g) for g in groups if g.levels]
+    seen: set = set()
+    uniq = []
+    for n in out:
+        key = (n.group.summary, n.group.levels) if n.group is not None else (n.text, n.missing_energy)
+        if key not in seen:
+            seen.add(key)
+            uniq.append(n)
+    return uniq
+
+
+def note_counts(result: Result) -> dict[str, int]:
+    """How many notes the run has by severity (``note_items``), worst first, zeros left out:
+    ``{"warn": 4, "note": 1}``. The summary, the HTML report and ``compare`` all say this count."""
+    items = note_items(result)
+    return {s: n for s in SEVERITY_ORDER[::-1] if (n := sum(1 for x in items if x.severity == s))}

@@ -15,6 +15,7 @@ tail percentile from few requests               n < 1 / (1 - 0.99) = 100 (p99)  
 closed loop held far fewer in flight            mean in flight < 50 % of the label      warn
 prompt lengths off the asked length             server-counted mean input off by > 10 %  warn (note within)
 requests failed                                 any failed; > 50 % of the level's         warn; invalid
+usage refused (bad_usage): tokens not counted   their share of content chunks >= 1 %    warn (note below)
 level stopped by the over-saturation guard      stopped_early "over-saturated ..."      warn
 level interrupted (SIGINT/SIGTERM)              stopped_early "interrupted"             warn
 a load worker failed mid-level                  stopped_early "worker_failed"           invalid
@@ -37,10 +38,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, VERDICT_ORDER, Finding, judged, rule, verdicts, worst
+from wattbench.errors import StorageError
 from wattbench.results.recordset import NONE, RecordSet, as_record_set
 from wattbench.results.schema import HistoryCheck, LevelResult, RequestRecord, Result, Validity
 
-__all__ = ["level_findings", "failed_requests_finding", "oversaturation_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
+__all__ = ["level_findings", "failed_requests_finding", "bad_usage_finding", "write_stop_finding", "RUN_STOPPED_ON_WRITE", "oversaturation_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
            "input_length_finding", "stopped_finding", "P99_MIN_SAMPLES", "IN_FLIGHT_WARN_FRACTION", "INPUT_LENGTH_WARN_PCT"]
 
 P99_MIN_SAMPLES = 100
@@ -151,6 +153,36 @@ def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_so
                 summary="prompt lengths {effect:+} (no tokenizer)")
 
 
+def bad_usage_finding(records: Iterable[RequestRecord] | RecordSet) -> Finding | None:
+    """Measured requests whose ``usage`` the client refused (``bad_usage``: a count that is not a
+    number, a second account that contradicts the first, more tokens than ``max_tokens``, fewer than
+    the content chunks streamed). Their work is in the level's window but no token of theirs is
+    counted, so the per-token efficiency figures are understated by about the share of the level's
+    content chunks they streamed: that share is the finding's size, judged against the efficiency
+    materiality bound (``warn`` at ``EFFICIENCY_MATERIAL_PCT``, a ``note`` below)."""
+    rs = as_record_set(records)
+    if not rs:
+        return None
+    labels = rs.labels("error")
+    if "bad_usage" not in labels:
+        return None
+    c = rs.columns("warmup", "error", "n_chunks", "ok")
+    measured = ~c["warmup"]
+    bad = measured & (c["error"] == labels.index("bad_usage"))
+    n_bad = int(bad.sum())
+    if n_bad == 0:
+        return None
+    chunks = int(c["n_chunks"][measured & (c["ok"] | bad)].sum())
+    share = 100.0 * int(c["n_chunks"][bad].sum()) / chunks if chunks else None
+    text = (f"{n_bad} request(s) answered a usage that disagrees with their stream or request (bad_usage): their "
+            "work is in the window, their tokens are not counted"
+            + (f"; they streamed {share:.2g}% of the level's content chunks, so per-token efficiency is understated "
+               "by about that much" if share is not None else ""))
+    return judged("bad_usage", text, ("efficiency", "throughput"), -share if share is not None else None,
+                  EFFICIENCY_MATERIAL_PCT, basis="content chunks of the bad_usage requests against the level's",
+                  summary="tokens of bad_usage requests not counted {effect:+}")
+
+
 def level_findings(level: LevelResult, records: Iterable[RequestRecord] | RecordSet, *,
                    stopped_early: str | None = None, length_source: str | None = None,
                    target_down: dict | None = None) -> list[Finding]:
@@ -162,7 +194,7 @@ def level_findings(level: LevelResult, records: Iterable[RequestRecord] | Record
                         EVERY_FIGURE, summary="the target stopped answering"))
     for f in (no_completed_finding(level, stopped_early), stopped_finding(stopped_early), small_sample_finding(level),
               in_flight_finding(level),
-              input_length_finding(records, length_source)):
+              input_length_finding(records, length_source), bad_usage_finding(records)):
         if f is not None:
             out.append(f)
     return out
@@ -190,12 +222,16 @@ def history_finding(hc: HistoryCheck | None) -> Finding | None:
     return rule("history_check", "note", hc.text, figures, basis=hc.basis or None)
 
 
-def run_validity(result: Result, energy_unavailable: str | None = None) -> Validity:
+def run_validity(result: Result, energy_unavailable: str | None = None, stopped: StorageError | None = None
+                 ) -> Validity:
     """The run's verdicts: each the worst level's (efficiency: the headline; latency) and of the
     run's own findings (the levels' stay with them: ``findings.group_findings`` shows each once):
     ``invalid`` without a finished level; at best ``warn`` with ``energy="unavailable"`` when no
     level has energy (``energy_unavailable`` says why: no meter, ``--no-sensors``); the history
-    check's finding (``history_finding``) judged like any other."""
+    check's finding (``history_finding``) judged like any other; at best ``warn`` when the run
+    stopped before its plan ended on a failed write (``stopped``, e.g. a full disk): the levels
+    listed are complete, the best of them is the best of a partial plan, and the finished records
+    of the level in progress are in its spool, not accounted."""
     levels = result.levels
     verdict = worst(*(lv.validity for lv in levels)).verdict if levels else "valid"
     latency = worst(*(lv.validity for lv in levels)).latency if levels else None
@@ -217,7 +253,23 @@ def run_validity(result: Result, energy_unavailable: str | None = None) -> Valid
             verdict = "warn"
         found.insert(0, rule("no_energy", "warn", no_energy_text(energy_unavailable or "no power meter produced "
                                                                  "readings"), ("energy", "efficiency")))
+    if stopped is not None:  # first: why the run is shorter than asked
+        found.insert(0, write_stop_finding(stopped, len(levels)))
+        if verdict == "valid":
+            verdict = "warn"
     return Validity(verdict=verdict, latency=latency, findings=found, energy=energy)  # type: ignore[arg-type]
+
+
+RUN_STOPPED_ON_WRITE = "the run stopped on a failed write"
+
+
+def write_stop_finding(err: StorageError, levels: int) -> Finding:
+    """``warn``: the run stopped before its plan ended because a write failed (``err``: the file and
+    the system's reason); the ``levels`` listed are complete."""
+    text = (f"{RUN_STOPPED_ON_WRITE} before its plan ended: {str(err).rstrip('.')}; the {levels} level(s) listed "
+            "are complete; finished requests of the level in progress, if any, are kept in its spool (shown as "
+            "recovered, not accounted)")
+    return rule("run_stopped", "warn", text, ("load",), summary=f"{RUN_STOPPED_ON_WRITE} ({err.reason})")
 
 
 def empty_levels(result: Result) -> list[str]:

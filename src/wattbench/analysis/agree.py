@@ -300,7 +300,7 @@ class _Client:
                 return SideOutput(error=f"redirect: {e}")
             elapsed_ms = (now_ns() - t0) / 1e6
             if status >= 400:
-                text = redact_text(raw.decode("utf-8", "replace")[:300], [self.api_key])
+                text = redact_text(raw.decode("utf-8", "replace"), [self.api_key])[:300]
                 if attempt == 0 and self.logprobs and 400 <= status < 500:
                     self.logprobs = False  # the server may not support logprobs: retry without
                     continue

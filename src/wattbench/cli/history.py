@@ -197,8 +197,7 @@ def register(app: typer.Typer) -> None:
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
-        from wattbench.metrics.noise import MIN_HISTORY_RUNS, spread_noise
-        from wattbench.results.configuration import describe
+        from wattbench.report.comparison import noise_lines
         from wattbench.results.store import HistoryStore
 
         with HistoryStore(db) as store:
@@ -207,7 +206,7 @@ def register(app: typer.Typer) -> None:
             out = []
             for sp in rows:
                 d = sp.to_dict()
-                fn = spread_noise(sp.rel_sd, sp.runs)
+                fn = sp.noise()
                 d["one_more_run_rel_half_width"] = fn.rel_half_width if fn else None
                 out.append(d)
             _print_json(out)
@@ -218,15 +217,8 @@ def register(app: typer.Typer) -> None:
                        + ": repeat a run (or `wattbench history import DIR` older ones) to see its spread")
             return
         for sp in rows:
-            typer.echo(describe(sp.config))
-            name = "tok/s/kW" if sp.figure.startswith("output_tokens_per_s_per_kw") else "out tok/s"
-            sd = f"sd {sp.rel_sd * 100:.1f}%" if sp.rel_sd is not None else "sd —"
-            typer.echo(f"  {sp.runs} runs · {name} mean {_fmt(sp.mean)}, {sd}, range {_fmt(sp.low)}–{_fmt(sp.high)}"
-                       f" ({(sp.high / sp.low - 1) * 100 if sp.low else 0:.1f}%)")
-            fn = spread_noise(sp.rel_sd, sp.runs)
-            typer.echo(f"  one more run within ±{fn.rel_half_width * 100:.1f}% of the mean (95%)" if fn
-                       else f"  {MIN_HISTORY_RUNS}+ runs give where one more run falls")
-            typer.echo(f"  key {sp.config_key}")
+            for line in noise_lines(sp):
+                typer.echo(line)
 
     @hist.command("import", help="Register run directories (searched recursively for result.json).")
     @handle_errors

@@ -9,6 +9,7 @@ import typer
 
 from wattbench.cli.common import (
     API_KEY_HELP,
+    api_key_file_option,
     DB_HELP,
     REGISTER_HELP,
     currency_option,
@@ -43,12 +44,19 @@ Examples:
 
 
 def _progress(quiet: bool):
+    """The command's own output as it comes, and plain progress lines (each window's start and its
+    headline at its end: ``cli.progress.PlainProgress``) on stderr."""
+    from wattbench.cli.progress import PlainProgress
+
+    plain = PlainProgress(sys.stderr)
+
     def show(event: str, data: dict) -> None:
+        if quiet:
+            return
         if event == "command_output":
-            if not quiet:
-                sys.stderr.write(data.get("line", "") + "\n")
-        elif event == "phase" and not quiet:
-            sys.stderr.write(f"wattbench: {data.get('message', '')}\n")
+            sys.stderr.write(data.get("line", "") + "\n")
+        else:
+            plain.update(event, data)
     return show
 
 
@@ -59,6 +67,7 @@ def register(app: typer.Typer) -> None:
         command: List[str] = typer.Argument(..., help="The command to run, after --.", show_default=False),
         target: Optional[str] = typer.Option(None, "--target", "-t", help="The server whose /metrics token counters to scrape (default: the URL the tool's own arguments name)."),
         api_key: Optional[str] = typer.Option(None, "--api-key", help=API_KEY_HELP, show_default=False),
+        api_key_file: Optional[str] = api_key_file_option(),
         tool: Optional[str] = typer.Option(None, "--tool", help="What COMMAND is: vllm-bench-serve, aiperf, guidellm or command (default: recognised from it)."),
         result: Optional[List[str]] = typer.Option(None, "--result", help="The tool's result file (repeatable; default: found where its arguments put it)."),
         window_from: Optional[str] = typer.Option(None, "--window-from", help="A file of 'start SECONDS [LABEL]' / 'end SECONDS' lines the command writes: one level per pair."),
@@ -79,6 +88,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the command's output goes to stderr)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not echo the command's output (it is in command.log)."),
     ) -> None:
+        from wattbench.cli.common import read_api_key
+
+        api_key = read_api_key(api_key, api_key_file)
         from pydantic import SecretStr
 
         from wattbench.config import RunConfig
@@ -111,7 +123,7 @@ def register(app: typer.Typer) -> None:
             from wattbench.run.session import run_dir_path
 
             out_console = Console()
-            out_console.print(run_summary(res))
+            out_console.print(run_summary(res, run_dir_path(config, res.run_id)))
             out_console.print(f"results: {run_dir_path(config, res.run_id)}")
         from wattbench.run.benchmark import NOT_REGISTERED
 

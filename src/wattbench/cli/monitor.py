@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import API_KEY_ENV, API_KEY_HELP, handle_errors
+from wattbench.cli.common import API_KEY_ENV, API_KEY_HELP, api_key_file_option, handle_errors, sensor_option
 
 HELP = """Watch a running server's efficiency: tokens/s, J/token and tokens per kWh per power
 boundary, live, over sliding windows, with idle vs loaded segmentation.
@@ -31,8 +31,11 @@ Examples:
 """
 
 
-def _fmt(v, spec=",.2f") -> str:
-    return "-" if v is None else format(v, spec)
+def _fmt(v, kind: str = "figure") -> str:
+    """A figure in the one number format (``report/numbers.py``)."""
+    from wattbench.report.numbers import fmt
+
+    return fmt(v, kind=kind)
 
 
 def _table(snap: dict):
@@ -41,8 +44,8 @@ def _table(snap: dict):
 
     wins = snap.get("windows") or {}
     bounds = sorted({b for f in wins.values() for b in (f.get("energy_j") or {})})
-    t = Table(title=f"wattbench monitor  t={snap.get('t_s', 0):.0f} s  state={snap.get('state') or '-'}  "
-                    f"running={_fmt(snap.get('running'), '.0f')}", title_justify="left")
+    t = Table(title=f"wattbench monitor  t={_fmt(snap.get('t_s', 0), 'count')} s  state={snap.get('state') or '-'}  "
+                    f"running={_fmt(snap.get('running'), 'count')}", title_justify="left")
     t.add_column("window")
     t.add_column("out tok/s", justify="right")
     for b in bounds:
@@ -50,17 +53,17 @@ def _table(snap: dict):
         t.add_column(f"{b} J/tok", justify="right")
         t.add_column(f"{b} tok/kWh", justify="right")
     for label, f in wins.items():
-        row = [Text(label), Text(_fmt(f.get("output_tokens_per_s"), ",.1f"))]
+        row = [Text(label), Text(_fmt(f.get("output_tokens_per_s")))]
         for b in bounds:
-            row += [Text(_fmt((f.get("power_w") or {}).get(b), ",.1f")),
-                    Text(_fmt((f.get("j_per_output_token") or {}).get(b), ",.3f")),
-                    Text(_fmt((f.get("output_tokens_per_kwh") or {}).get(b), ",.0f"))]
+            row += [Text(_fmt((f.get("power_w") or {}).get(b))),
+                    Text(_fmt((f.get("j_per_output_token") or {}).get(b))),
+                    Text(_fmt((f.get("output_tokens_per_kwh") or {}).get(b)))]
         t.add_row(*row)
     idle = snap.get("idle_power_w") or {}
     loaded = snap.get("loaded_power_w") or {}
     if idle or loaded:
-        t.caption = "idle W: " + ", ".join(f"{b} {v:,.1f}" for b, v in idle.items()) + \
-                    "   loaded W: " + ", ".join(f"{b} {v:,.1f}" for b, v in loaded.items())
+        t.caption = "idle W: " + ", ".join(f"{b} {_fmt(v)}" for b, v in idle.items()) + \
+                    "   loaded W: " + ", ".join(f"{b} {_fmt(v)}" for b, v in loaded.items())
     errs = [f"{k}: {v['errors']} errors, last: {v['last_error']}" for k, v in (snap.get("sources") or {}).items()
             if v.get("errors")]
     if errs:
@@ -73,7 +76,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def monitor_cmd(
         target: Optional[str] = typer.Option(None, "--target", "-t", help="Base URL of the server whose /metrics counts tokens."),
-        sensor: List[str] = typer.Option([], "--sensor", help="Sensor spec (repeatable); default: autodetect."),
+        sensor: Optional[List[str]] = sensor_option(),
         interval: float = typer.Option(1.0, "--interval", help="Seconds between server scrapes / accounting intervals."),
         listen: str = typer.Option("127.0.0.1:9464", "--listen", help="HOST:PORT for the Prometheus exporter; 'off' for none."),
         history: Optional[Path] = typer.Option(None, "--history", help="Append a JSONL line per interval to FILE."),
@@ -81,14 +84,18 @@ def register(app: typer.Typer) -> None:
         duration: Optional[float] = typer.Option(None, "--duration", help="Stop after this many seconds (default: until Ctrl-C)."),
         idle_threshold: float = typer.Option(1.0, "--idle-threshold", help="Output tokens/s at or below which an interval with no running request is idle."),
         api_key: Optional[str] = typer.Option(None, "--api-key", envvar=API_KEY_ENV, help=API_KEY_HELP, show_envvar=False),
+        api_key_file: Optional[str] = api_key_file_option(),
         live: bool = typer.Option(True, "--live/--no-live", help="Show the live table (on a terminal)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display (as --no-live)."),
         as_json: bool = typer.Option(False, "--json", help="Print the final summary as JSON."),
     ) -> None:
+        from wattbench.cli.common import read_api_key
+
+        api_key = read_api_key(api_key, api_key_file)
         from wattbench.cli.common import stdout_is_tty
         from wattbench.monitor import Monitor
 
-        mon = Monitor(target, list(sensor), interval_s=interval,
+        mon = Monitor(target, list(sensor or []), interval_s=interval,
                       listen=None if listen.strip().lower() in ("off", "none", "") else listen,
                       history_path=history, idle_threshold_tok_s=idle_threshold, api_key=api_key,
                       history_max_bytes=int(history_max_mb * 1e6) if history_max_mb else None)

@@ -32,8 +32,11 @@ def _echo_json(obj: dict) -> None:
     typer.echo(json.dumps(obj, indent=2, default=str))
 
 
-def _num(v: float | None, fmt: str = ",.0f") -> str:
-    return "-" if v is None else format(v, fmt)
+def _num(v: float | None, kind: str = "figure", unit: str = "") -> str:
+    """A figure in the one number format (``report/numbers.py``)."""
+    from wattbench.report.numbers import fmt
+
+    return fmt(v, unit, kind)
 
 
 def _table(title: str, columns: list[str]):
@@ -99,6 +102,12 @@ def _warnings(ws: list[str]):
     return [Text.assemble(("warning: ", "yellow"), w) for w in ws]
 
 
+def _pct(v: float | None) -> str:
+    from wattbench.report.numbers import fmt_pct
+
+    return fmt_pct(v)
+
+
 def _cell(text: str):
     from rich.text import Text
 
@@ -150,20 +159,20 @@ def register(app: typer.Typer) -> None:
         t = _table(f"Decode roofline: {r.model} {r.dtype} on {r.gpus} × {r.gpu}", ["figure", "value"])
         rows = [
             ("batch × context", f"{r.batch} × {r.context}"),
-            ("parameters", f"{r.params:,}"),
-            ("weight bytes read / step", f"{r.weight_bytes / 1e9:,.2f} GB"),
-            ("KV bytes per token", f"{r.kv_bytes_per_token:,.0f} B ({r.kv_dtype})"),
-            ("KV bytes read / step", f"{r.kv_bytes_per_step / 1e9:,.2f} GB"),
-            ("FLOPs per token", f"{r.flops_per_token / 1e9:,.2f} GFLOP"),
-            ("memory-bound tokens/s", _num(r.memory_bound_tokens_per_s, ",.1f")),
-            ("compute-bound tokens/s", _num(r.compute_bound_tokens_per_s, ",.1f")),
-            ("bound tokens/s", f"{r.bound_tokens_per_s:,.1f} ({r.limited_by}-bound)"),
-            ("compute binds from batch", _num(r.crossover_batch, ",.0f") if r.crossover_batch else "never at this context"),
-            ("memory needed / available", f"{r.memory_required_bytes / 1e9:,.1f} / {r.memory_capacity_bytes / 1e9:,.1f} GB"),
+            ("parameters", _num(r.params, "count")),
+            ("weight bytes read / step", _num(r.weight_bytes / 1e9, unit="GB")),
+            ("KV bytes per token", f"{_num(r.kv_bytes_per_token, 'count', 'B')} ({r.kv_dtype})"),
+            ("KV bytes read / step", _num(r.kv_bytes_per_step / 1e9, unit="GB")),
+            ("FLOPs per token", _num(r.flops_per_token / 1e9, unit="GFLOP")),
+            ("memory-bound tokens/s", _num(r.memory_bound_tokens_per_s)),
+            ("compute-bound tokens/s", _num(r.compute_bound_tokens_per_s)),
+            ("bound tokens/s", f"{_num(r.bound_tokens_per_s)} ({r.limited_by}-bound)"),
+            ("compute binds from batch", _num(r.crossover_batch, "count") if r.crossover_batch else "never at this context"),
+            ("memory needed / available", f"{_num(r.memory_required_bytes / 1e9)} / {_num(r.memory_capacity_bytes / 1e9, unit='GB')}"),
         ]
         if r.measured_tokens_per_s is not None:
-            rows.append(("measured tokens/s", f"{r.measured_tokens_per_s:,.1f} ({r.measured_from})"))
-            rows.append(("measured / bound", f"{r.measured_pct_of_bound:.1f} %"))
+            rows.append(("measured tokens/s", f"{_num(r.measured_tokens_per_s)} ({r.measured_from})"))
+            rows.append(("measured / bound", _pct(r.measured_pct_of_bound)))
         for a, b in rows:
             t.add_row(a, b)
         _print(t, *_warnings(r.warnings))
@@ -202,17 +211,19 @@ def register(app: typer.Typer) -> None:
             ["platform", "node W", "nodes", "rack kW", "GPUs", "W/GPU", "cooling", "out tok/s", "goodput tok/s",
              f"tok/s per {plan.percentile} kW"],
         )
+        notes: list[str] = []
         ws: list[str] = []
         for r in plan.rows:
-            t.add_row(_cell(r.name), _num(r.node_power_w), str(r.nodes_per_rack), _num(r.rack_power_w / 1000, ",.1f"),
-                      _num(r.gpus_per_rack, ",d") if r.gpus_per_rack else "-", _num(r.accelerator_w),
+            # a node without GPUs has none in the rack: "none", never a count of nodes
+            t.add_row(_cell(r.name), _num(r.node_power_w), _num(r.nodes_per_rack, "count"), _num(r.rack_power_w / 1000),
+                      _num(r.gpus_per_rack, "count") if r.gpus_per_rack else "none", _num(r.accelerator_w),
                       r.cooling, _num(r.rack_output_tokens_per_s), _num(r.rack_goodput_output_tokens_per_s),
-                      _num(r.output_tokens_per_s_per_kw, ",.1f"))
-            ws += [f"{r.name}: node power = {r.power_source}; cooling: {'; '.join(r.cooling_reasons)}"]
+                      _num(r.output_tokens_per_s_per_kw))
+            notes += [f"{r.name}: node power = {r.power_source}; cooling: {'; '.join(r.cooling_reasons)}", *r.notes]
             ws += r.warnings
-        ws.append(f"tok/s per {plan.percentile} kW divides rack throughput by the rack's {plan.percentile} power "
-                  "(what it is sized for), not the run's average power: it is not the run's headline tok/s/kW")
-        _print(t, *ws)
+        notes.append(f"tok/s per {plan.percentile} kW divides rack throughput by the rack's {plan.percentile} power "
+                     "(what it is sized for), not the run's average power: it is not the run's headline tok/s/kW")
+        _print(t, *notes, *_warnings(ws))
 
     @plan_app.command("power-first")
     @handle_errors
@@ -239,16 +250,16 @@ def register(app: typer.Typer) -> None:
             return
         t = _table(
             f"Power-first: {plan.site_kw:g} kW site, {plan.headroom_pct:g}% headroom "
-            f"(budget {plan.budget_w / 1000:,.1f} kW), {plan.percentile} power",
+            f"(budget {_num(plan.budget_w / 1000)} kW), {plan.percentile} power",
             ["platform", "level", "node W", "nodes", "kW", "value tok/s", "kind"],
         )
         for a in plan.allocations:
             o = a.option
-            t.add_row(_cell(o.name), _cell(o.level_label), _num(o.node_power_w), f"{a.nodes:,}", _num(a.power_w / 1000, ",.1f"),
+            t.add_row(_cell(o.name), _cell(o.level_label), _num(o.node_power_w), _num(a.nodes, "count"), _num(a.power_w / 1000),
                       _num(a.value_output_tokens_per_s), o.value_kind)
-        t.add_row("total", "", "", "", _num(plan.total_power_w / 1000, ",.1f"),
+        t.add_row("total", "", "", "", _num(plan.total_power_w / 1000),
                   _num(plan.total_value_output_tokens_per_s), "")
-        lines = [f"unallocated: {plan.unallocated_w / 1000:,.1f} kW (headroom + remainder)"]
+        lines = [f"unallocated: {_num(plan.unallocated_w / 1000)} kW (headroom + remainder)"]
         lines += [f"left out: {e}" for e in plan.excluded]
         _print(t, *lines, *_warnings(plan.warnings))
 
@@ -284,6 +295,7 @@ def register(app: typer.Typer) -> None:
         from wattbench.planning.tco import tco, tokens_per_kwh_from_result
 
         extra_warnings: list[str] = []
+        notes: list[str] = []
         if result is not None:
             if tokens_per_kwh is not None or tokens_per_s is not None:
                 raise UserError("--result gives tokens per kWh; do not also give --tokens-per-kwh or --tokens-per-s")
@@ -291,8 +303,12 @@ def register(app: typer.Typer) -> None:
 
             res = load_result(result)
             boundary = boundary or default_boundary(res)
-            tokens_per_kwh, extra_warnings = tokens_per_kwh_from_result(res, level, boundary)
-            extra_warnings = [f"tokens per kWh from run {res.run_id} at the {boundary} boundary", *extra_warnings]
+            from wattbench.planning.measured import choice_is_warning
+
+            tokens_per_kwh, said = tokens_per_kwh_from_result(res, level, boundary)
+            why, extra_warnings = said[0], said[1:]  # the first names the level read and why
+            notes = [f"tokens per kWh from run {res.run_id} at the {boundary} boundary"]
+            (extra_warnings.insert(0, why) if choice_is_warning(why) else notes.append(why))
         r = tco(it_kw, price_per_kwh, load=load, hours=hours, pue=pue, rack_rent_per_month=rack_rent_per_month,
                 racks=racks, cooling_cost_per_kwh=cooling_cost_per_kwh,
                 maintenance_pct_per_year=maintenance_pct_per_year, hardware_cost=hardware_cost,
@@ -303,11 +319,11 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _echo_json(r.to_dict())
             return
-        t = _table(f"TCO per {r.period} ({r.currency}): {r.it_kw:,g} kW IT at load {r.load:g}, PUE {r.pue:g}",
+        t = _table(f"TCO per {r.period} ({r.currency}): {_num(r.it_kw)} kW IT at load {r.load:g}, PUE {r.pue:g}",
                    ["item", f"per {r.period}"])
         for k, v in r.costs_per_period.items():
-            t.add_row(k.replace("_", " "), _num(v, ",.2f"))
-        t.add_row("total", _num(r.total_cost_per_period, ",.2f"))
+            t.add_row(k.replace("_", " "), _num(v, "money"))
+        t.add_row("total", _num(r.total_cost_per_period, "money"))
         from wattbench.report.numbers import fmt
 
         lines = [f"energy: {fmt(r.it_energy_kwh_per_year)} IT kWh/year, {fmt(r.facility_energy_kwh_per_year)} "
@@ -321,4 +337,4 @@ def register(app: typer.Typer) -> None:
             if r.carbon_g_per_million_tokens is not None:
                 s += f"; {fmt(r.carbon_g_per_million_tokens)} gCO2e per million output tokens"
             lines.append(s)
-        _print(t, *lines, *_warnings(r.warnings))
+        _print(t, *lines, *notes, *_warnings(r.warnings))

@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
         console = Console()
         if not quiet:
             for d in data:
-                console.print(run_summary(d.result))
+                console.print(run_summary(d.result, d.path))
                 for line in recovered_lines(d.recovered, d.recovered_how):
                     console.print(line)
         for kind, paths in written.items():

@@ -10,6 +10,7 @@ import typer
 
 from wattbench.cli.common import (
     API_KEY_HELP,
+    api_key_file_option,
     DB_HELP,
     LIST_METAVAR,
     REGISTER_HELP,
@@ -72,6 +73,7 @@ def register(app: typer.Typer) -> None:
         model: Optional[str] = typer.Option(None, "--model", "-m", help="Model name on the server (default: first of /v1/models); with no --target, a preset name (tiny, llama-1b, llama-8b, qwen-7b) or a local HF model directory."),
         api: str = typer.Option("completions", "--api", help="completions or chat."),
         api_key: Optional[str] = typer.Option(None, "--api-key", help=API_KEY_HELP, show_default=False),
+        api_key_file: Optional[str] = api_key_file_option(),
         concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", metavar=LIST_METAVAR, help="Closed loop: concurrent streams; a comma list runs levels in turn (1,8,64)."),
         rate: Optional[str] = typer.Option(None, "--rate", "-r", metavar=LIST_METAVAR, help="Open loop: requests/s; a comma list runs levels in turn (2,4,8); inf sends every request at once."),
         arrival: str = typer.Option("poisson", "--arrival", help="Open-loop arrivals: poisson, constant or gamma:K."),
@@ -132,6 +134,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress goes to stderr)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     ) -> None:
+        from wattbench.cli.common import read_api_key
+
+        api_key = read_api_key(api_key, api_key_file)
         from pydantic import SecretStr
 
         from wattbench.config import RunConfig
@@ -208,14 +213,16 @@ def register(app: typer.Typer) -> None:
             top_p=top_p,
             stall_timeout_s=stall_timeout,
         )
-        from wattbench.cli.progress import RunProgress
+        from wattbench.cli.progress import run_progress
         from wattbench.report.terminal import run_summary
 
         from rich.console import Console
 
         err_console = Console(stderr=True)
         out_console = Console()
-        display = RunProgress(err_console if as_json else out_console, enabled=not quiet and sys.stderr.isatty() or (not quiet and os.environ.get("WATTBENCH_PROGRESS") == "1"))
+        # bars on a terminal; plain lines on stderr where it is not one (a CI log, nohup)
+        display = run_progress(err_console if as_json else out_console, quiet,
+                               sys.stderr.isatty() or os.environ.get("WATTBENCH_PROGRESS") == "1")
         _install_sigterm()
         from wattbench.run import run_benchmark
 
@@ -233,7 +240,7 @@ def register(app: typer.Typer) -> None:
                 if as_json:
                     sys.stdout.write(partial.model_dump_json(indent=2) + "\n")
                 else:
-                    out_console.print(run_summary(partial))
+                    out_console.print(run_summary(partial, run_dir_path(config, partial.run_id)))
                     out_console.print(f"results: {run_dir_path(config, partial.run_id)}")
             if isinstance(e, Interrupted):
                 typer.echo(f"wattbench: {e}", err=True)
@@ -242,7 +249,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         else:
-            out_console.print(run_summary(result))
+            out_console.print(run_summary(result, run_dir_path(config, result.run_id)))
             out_console.print(f"results: {run_dir_path(config, result.run_id)}")
         from wattbench.run.benchmark import NOT_REGISTERED
 

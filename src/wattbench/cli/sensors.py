@@ -26,7 +26,7 @@ def _period(d: dict) -> str:
     p = d.get("measured_update_s")
     if p is None:
         return f"no change in {d.get('measure_s', 0):g} s" if d.get("reads") else "not read"
-    return f"{p * 1000:,.0f} ms" if p < 10 else f"{p:,.0f} s"
+    return fmt(p * 1000, "ms") if p < 10 else fmt(p, "s")
 
 
 def register(app: typer.Typer) -> None:
@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
                 primary = " *" if r.get("primary") else ""
                 t.add_row(
                     r["id"] + primary, r.get("boundary") or "-", r["kind"], r["method"], _fmt(r.get("value"), r["unit"]),
-                    _period(r), f"{r['read_ms']:.2f} ms" if r.get("read_ms") is not None else "-",
+                    _period(r), fmt(r.get("read_ms"), "ms"),
                     *((r.get("source", ""),) if wide else ()),
                 )
             console.print(t)

@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 
 from wattbench.cli.common import DB_HELP, LIST_METAVAR, handle_errors, split_list
+from wattbench.report.numbers import fmt
 
 HELP = """Search engine settings (and, as root, GPU power settings) for the most goodput per kW under an SLO.
 
@@ -96,7 +97,7 @@ def register(app: typer.Typer) -> None:
                 con.print(f"trial {data['index']}: {data['label']}{rep}")
             elif event == "trial_done":
                 tr = data["trial"]
-                con.print(f"  -> {tr.status}" + (f", score {tr.score:,.4g}" if tr.score is not None else "")
+                con.print(f"  -> {tr.status}" + (f", score {fmt(tr.score, kind='precise')}" if tr.score is not None else "")
                           + (f" ({tr.detail})" if tr.detail else ""))
             elif event == "gpu_restored":
                 con.print("restored GPU settings left by an earlier tune: " + "; ".join(data["actions"]))

@@ -91,7 +91,10 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
         sp.status = r.status
         sp.headers = {k.lower(): v for k, v in r.headers.items()}
         if r.status != 200:
-            sp.error = (await origin.read_body(r, 4096))[:300].decode("utf-8", "replace")
+            from wattbench.server.redact import registered
+
+            # the run's secrets scrubbed from the whole body, then cut (a key quoted across the cut)
+            sp.error = registered().cut((await origin.read_body(r, 4096)).decode("utf-8", "replace"), 300)
             return sp
         parser = SSEParser()
         async for piece in r.content.iter_any():
@@ -112,7 +115,9 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
                     continue
                 err = stream_error(obj)
                 if err:
-                    sp.error = err
+                    from wattbench.server.redact import registered
+
+                    sp.error = registered().cut(err, 300)
                 sp.chunks += 1
                 model, rid, usage = obj.get("model"), obj.get("id"), obj.get("usage")
                 sp.model = model[:200] if isinstance(model, str) and model else sp.model

@@ -33,7 +33,9 @@ not honoured), ``timeout`` (total request timeout), ``stall`` (no bytes for
 ``bad_stream`` (malformed SSE/JSON, an error object in the stream, a field of the wrong type —
 ``choices`` not a list of objects, a chat ``delta`` not an object, a ``text``/``content`` not a
 string — or an SSE line past ``server.sse.MAX_LINE_BYTES``), ``bad_usage`` (a ``usage`` that is not an
-object, or a token count that is not a whole number in ``0..MAX_USAGE_TOKENS``), ``connect`` (no
+object, or a token count that is not a whole number in ``0..MAX_USAGE_TOKENS``; a later usage event
+with a smaller count than an earlier one; ``completion_tokens`` above the request's ``max_tokens`` or
+below the number of content chunks — ``server.openai.usage_disagreement``), ``connect`` (no
 connection). A redirect to another host is refused (``server/origin.py``: nothing is sent there) and
 recorded as ``http_<status>``; same-host redirects are followed. A failed request keeps the
 timestamps it got, with ``ok=False``; what is wrong with one answer costs that request, never the
@@ -61,15 +63,27 @@ from wattbench.server.openai import (
     build_payload,
     endpoint_url,
     stream_error,
+    usage_disagreement,
     usage_problem,
+    usage_regression,
 )
 from wattbench.server.sse import DONE, SSEError, SSEParser
 from wattbench.workload.base import RequestSpec
 
-__all__ = ["StreamClient", "READ_BUFSIZE", "new_event_loop", "ERROR_BODY_BYTES"]
+__all__ = ["StreamClient", "READ_BUFSIZE", "new_event_loop", "ERROR_BODY_BYTES", "OUTPUT_TEXT_MAX_CHARS",
+           "OUTPUT_TEXT_CUT"]
+
+# The most of one answer's text kept (``--keep-output-text``, and a session's history): 1 Mi
+# characters, about 250k tokens of English — past any max_tokens served today — so only a server
+# streaming without end reaches it (before the cap, 4 such requests held 1.66 GB and wrote a 106 MB
+# report). What is past it is not kept; the kept text ends with ``OUTPUT_TEXT_CUT``, saying so.
+OUTPUT_TEXT_MAX_CHARS = 1 << 20
+OUTPUT_TEXT_CUT = f" [wattbench: the text was cut here at {OUTPUT_TEXT_MAX_CHARS:,} characters, the most kept per answer]"
 
 READ_BUFSIZE = 2**20  # bytes; aiohttp's default is 64 KiB
 ERROR_BODY_BYTES = 4096  # of a non-200 answer's body (300 characters are kept); a 10 GB body costs this
+DETAIL_CHARS = 300  # of an error detail kept in a record, cut after the secrets are scrubbed (a key at
+# character 290 would otherwise leave its prefix)
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -246,7 +260,7 @@ class StreamClient:
                 if status != 200:
                     error = f"http_{status}"
                     raw = await origin.read_body(resp, ERROR_BODY_BYTES)
-                    detail = raw[:300].decode("utf-8", "replace")
+                    detail = raw.decode("utf-8", "replace")  # scrubbed, then cut (_record)
                 else:
                     read = resp.content.readany
                     conn = resp.connection
@@ -263,6 +277,10 @@ class StreamClient:
                     if error is None and not st.done and not (st.finished and st.usage is not None):
                         error = "disconnect"
                         detail = "stream closed before [DONE]"
+                    if error is None and st.usage is not None:
+                        detail = usage_disagreement(st.usage, len(st.chunk_ns), spec.max_tokens)
+                        if detail is not None:
+                            error = "bad_usage"
         except asyncio.CancelledError:
             raise
         except TargetError as e:  # a redirect to another host (refused, nothing sent there) or a loop
@@ -287,12 +305,14 @@ class _Stream:
     whether a finish reason or ``[DONE]`` came, and the stream error if any. ``feed`` is called
     once per socket read with the read's arrival stamp."""
 
-    __slots__ = ("is_chat", "keep", "chunk_ns", "texts", "usage", "error", "detail", "done", "finished", "parser")
+    __slots__ = ("is_chat", "keep", "chunk_ns", "texts", "kept_chars", "usage", "error", "detail", "done", "finished",
+                 "parser")
 
     def __init__(self, is_chat: bool, keep: bool):
         self.is_chat, self.keep = is_chat, keep
         self.chunk_ns: list[int] = []
         self.texts: list[str] = []
+        self.kept_chars = 0  # of the texts kept; past OUTPUT_TEXT_MAX_CHARS the rest is not kept
         self.usage = self.error = self.detail = None
         self.done = False
         self.finished = False  # a finish_reason was seen
@@ -312,7 +332,7 @@ class _Stream:
             try:
                 obj = loads(payload)
             except orjson.JSONDecodeError:
-                self.fail("bad_stream", "malformed JSON in stream: " + payload[:120].decode("utf-8", "replace"))
+                self.fail("bad_stream", "malformed JSON in stream: " + payload[:ERROR_BODY_BYTES].decode("utf-8", "replace"))
                 return
             if type(obj) is not dict:
                 self.fail("bad_stream", "stream event is not an object")
@@ -339,8 +359,12 @@ class _Stream:
                         self.fail("bad_stream", f"the chunk's text is {_kind(text)}, not a string")
                         return
                     chunk_ns.append(t)
-                    if keep:
+                    if keep and self.kept_chars < OUTPUT_TEXT_MAX_CHARS:
+                        text = text[: OUTPUT_TEXT_MAX_CHARS - self.kept_chars]
                         self.texts.append(text)
+                        self.kept_chars += len(text)
+                        if self.kept_chars >= OUTPUT_TEXT_MAX_CHARS:
+                            self.texts.append(OUTPUT_TEXT_CUT)
                 if c0.get("finish_reason"):
                     self.finished = True
             elif choices is not None and type(choices) is not list:
@@ -356,6 +380,9 @@ class _Stream:
                     self.fail("bad_usage", why)
                     return
                 if u:
+                    if self.usage is not None and (why := usage_regression(self.usage, u)) is not None:
+                        self.fail("bad_usage", why)
+                        return
                     self.usage = u
 
     def fail(self, error: str, detail: str) -> None:
@@ -392,7 +419,7 @@ def _record(spec: RequestSpec, target: TargetSpec, level: int, id: int, worker: 
             error: str | None, detail: str | None, scrubber: Scrubber) -> RequestRecord:
     """The request's record. build_record: the fields are built here, typed; validation would cost
     on the hot path, and model_construct twice the memory a level holds per request."""
-    usage, chunk_ns = st.usage, st.chunk_ns
+    usage, chunk_ns = (st.usage if error != "bad_usage" else None), st.chunk_ns  # a refused count counts nowhere
     in_tok = out_tok = None
     if usage is not None:
         in_tok = usage.get("prompt_tokens")
@@ -417,7 +444,7 @@ def _record(spec: RequestSpec, target: TargetSpec, level: int, id: int, worker: 
         token_source="usage" if usage is not None else "none",
         ok=error is None,
         error=error,
-        error_detail=scrubber.text(detail) if detail else None,
+        error_detail=scrubber.cut(detail, DETAIL_CHARS) if detail else None,  # scrubbed first, then cut
         http_status=status,
         output_text=scrubber.text("".join(st.texts)) if st.keep else None,
         tenant=spec.tenant,

@@ -551,10 +551,13 @@ def _pooled(logs: Sequence[float], segments: Sequence[Sequence[int]]) -> tuple[f
     return (math.sqrt(ss / df), df) if df else (None, 0)
 
 
-def series_noise(values: Sequence[float], run_ids: Sequence[str | None] | None = None) -> SeriesNoise | None:
+def series_noise(values: Sequence[float], run_ids: Sequence[str | None] | None = None,
+                 judged: Iterable[str] = ()) -> SeriesNoise | None:
     """Split one configuration's figures (one per run, in time order) at its change points and pool
-    the spread within the segments (module docstring "Change points"). None without a positive
-    value."""
+    the spread within the segments (module docstring "Change points"). ``judged``: the runs a
+    comparison judges; two of them in one segment are left out of its spread (a spread never holds
+    the difference it judges), while in separate segments each stays in its own (their difference
+    is a change point, not spread). None without a positive value."""
     pairs = [(float(v), (run_ids[i] if run_ids is not None else None)) for i, v in enumerate(values)
              if v is not None and math.isfinite(float(v)) and float(v) > 0]
     if not pairs:
@@ -579,6 +582,11 @@ def series_noise(values: Sequence[float], run_ids: Sequence[str | None] | None =
             segments.append([i])
         else:
             seg.append(i)
-    sd, df = _pooled(logs, segments)
+    judged = set(judged)
+    spread_segments = []
+    for seg in segments:
+        inside = [i for i in seg if ids[i] is not None and ids[i] in judged]
+        spread_segments.append([i for i in seg if i not in inside] if len(inside) >= 2 else seg)
+    sd, df = _pooled(logs, spread_segments)
     return SeriesNoise(values=tuple(vals), run_ids=tuple(ids), segments=tuple(tuple(s) for s in segments),
                        change_points=tuple(cps), rel_sd=sd, df=df)

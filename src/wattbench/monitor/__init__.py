@@ -58,9 +58,14 @@ class Monitor:
             raise UserError("--idle-threshold must be >= 0 tokens/s")
         if pue < 1:
             raise UserError(f"PUE must be >= 1.0 (got {pue:g})")
-        from wattbench.server.redact import register_secrets
+        from wattbench.server.redact import combine_credentials, redact_url, register_secrets, url_secrets
 
-        register_secrets(api_key)  # the monitor's output, exporter and history never show it
+        # credentials in the URL become the Authorization header (an API key as well: one line); the
+        # key, the URL's credentials and query never appear in the output, the exporter or the history
+        register_secrets(api_key, *url_secrets(target))
+        self.target_shown = redact_url(target)  # as given, credentials and query masked
+        if target:
+            target, api_key = combine_credentials(target, api_key)
         self.interval_s = float(interval_s)
         self.clock = clock  # scrapes, sensor reads, backoff and the tick schedule (a scripted one in tests)
         self.scraper = ServerScraper(target, api_key=api_key, timeout_s=min(2.0, max(0.2, self.interval_s)),
@@ -124,7 +129,7 @@ class Monitor:
             if self.history_path is not None:
                 self.history = HistoryWriter(self.history_path, max_bytes=self.history_max_bytes, anchor=self.anchor)
                 self.history.write({"type": "meta", "wall": self.history.wall(self.anchor.mono_ns),
-                                    "target": self.target, "interval_s": self.interval_s,
+                                    "target": self.target_shown, "interval_s": self.interval_s,
                                     "windows_s": list(self.tracker.windows_s),
                                     "idle_threshold_tok_s": self.tracker.idle_threshold_tok_s,
                                     "channels": [c.to_dict() for c in self.sampler.channels],

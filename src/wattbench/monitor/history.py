@@ -53,7 +53,11 @@ class HistoryWriter:
         return _dt.datetime.fromtimestamp(w / 1e9, tz=_dt.timezone.utc).isoformat(timespec="milliseconds")
 
     def write(self, obj: dict[str, Any]) -> None:
-        line = json.dumps(_clean(obj), separators=(",", ":"), default=str) + "\n"
+        from wattbench.server.redact import registered
+
+        # the registered secrets (key, URL credentials) scrubbed string by string, wherever a server
+        # echoed them (a /metrics label that became a by_model key, an error)
+        line = registered().json_text(json.dumps(_clean(obj), separators=(",", ":"), default=str)) + "\n"
         if self.max_bytes is not None and self._f.tell() + len(line) > self.max_bytes and self._f.tell() > 0:
             self._rotate()
         self._f.write(line)

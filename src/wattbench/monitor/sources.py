@@ -60,7 +60,7 @@ class ServerScraper:
             vals = canonical_values(samples, self.engine) if self.engine else {}
             if "generation_tokens" not in vals:
                 raise ValueError(f"{self.url} has no generation token counter of a known engine")
-            by_model = per_model_counters(samples, self.engine)
+            by_model = _scrubbed_models(per_model_counters(samples, self.engine))
             if by_model:
                 vals["by_model"] = by_model  # type: ignore[assignment]
         except urllib.error.HTTPError as e:
@@ -78,6 +78,23 @@ class ServerScraper:
         b = self.backoff
         return {"url": self.url, "engine": self.engine, "errors": b.errors, "up": b.up, "last_error": b.last_error,
                 "retry_in_s": b.delay_s() if not b.up else 0.0, "scrapes": self.scrapes}
+
+
+def _scrubbed_models(by_model: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per-model counters with each model name scrubbed of the registered secrets (a server that
+    echoes the key in a ``model_name`` label): the exporter, the history and the output show
+    ``***``; two names that scrub alike add up."""
+    from wattbench.server.redact import registered
+
+    scrub = registered()
+    if not scrub:
+        return by_model
+    out: dict[str, dict[str, float]] = {}
+    for model, series in by_model.items():
+        d = out.setdefault(scrub.text(model), {})
+        for k, v in series.items():
+            d[k] = d.get(k, 0.0) + v
+    return out
 
 
 class ResilientSensor(Sensor):

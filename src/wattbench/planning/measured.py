@@ -110,8 +110,17 @@ def choose_level(result: Result, usable: list[LevelResult], key, what: str) -> t
     lv = max(usable, key=key)
     frac = (lv.goodput or {}).get("fraction")
     share = f", {100 * frac:.1f}% of its requests met it" if isinstance(frac, (int, float)) else ""
-    return lv, (f"run {result.run_id}: no level meets {slo}; using level {level_name(lv)} ({what}), which misses "
+    return lv, (f"run {result.run_id}: {MISSES_SLO} {slo}; using level {level_name(lv)} ({what}), which misses "
                 f"it{share}: pass --level to choose another")
+
+
+MISSES_SLO = "no level meets"
+
+
+def choice_is_warning(why: str) -> bool:
+    """Whether ``choose_level``'s line is a warning (the level it took misses the run's SLO) rather
+    than information (which level a planner read and why)."""
+    return f": {MISSES_SLO} " in why
 
 
 def boundary_power_w(level: LevelResult, boundary: str, percentile: str) -> float | None:
@@ -144,7 +153,8 @@ class MeasuredNode:
     goodput_output_tokens_per_s: float | None
     verdict: str
     power_source: str
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what may make the plan wrong
+    notes: list[str] = field(default_factory=list)  # information: which level was read and why
 
 
 def default_boundary(result: Result) -> str:
@@ -193,7 +203,8 @@ def measured_node(
 ) -> MeasuredNode:
     """Node power and delivery for one level (default: :func:`choose_level` — the highest output
     throughput among the valid levels meeting the run's SLO) at ``boundary`` (default:
-    :func:`default_boundary`). The first of ``warnings`` names the level and why it was taken."""
+    :func:`default_boundary`). The first of ``notes`` names the level and why it was taken (of
+    ``warnings`` when the level misses the run's SLO: ``choice_is_warning``)."""
     boundary = boundary or default_boundary(result)
     check_boundary_percentile(boundary, percentile)
     if host_overhead_w is not None and host_overhead_w < 0:
@@ -201,16 +212,17 @@ def measured_node(
     if gpus_per_node is not None and gpus_per_node < 1:
         raise UserError(f"gpus per node must be at least 1, got {gpus_per_node}")
     warnings: list[str] = []
+    notes: list[str] = []
     if level is None:
         usable = [lv for lv in result.levels if boundary_power_w(lv, boundary, percentile) is not None]
         if not usable:
             raise UserError(_no_power_msg(result, boundary, percentile))
         valid = [lv for lv in usable if lv.validity.verdict != "invalid"] or usable
         lv, why = choose_level(result, valid, lambda x: x.throughput.output_tokens_per_s, "highest throughput")
-        warnings.append(why)
+        (warnings if choice_is_warning(why) else notes).append(why)
     else:
         lv = get_level(result, level)
-        warnings.append(f"run {result.run_id}: level {level_name(lv)} (--level {level})")
+        notes.append(f"run {result.run_id}: level {level_name(lv)} (--level {level})")
     power = boundary_power_w(lv, boundary, percentile)
     if power is None:
         raise UserError(_no_power_msg(result, boundary, percentile, lv))
@@ -245,7 +257,8 @@ def measured_node(
                else f"{be.label} accelerator (not a measured {percentile})")
         src = f"{acc} {per_acc:.0f} W × {gpus} + {host_src}"
     else:
-        measured = len(result.environment.gpus) or 1
+        # a run on a machine without GPUs sized a node without GPUs: 0, not 1 (the rack shows none)
+        measured = len(result.environment.gpus)
         gpus = gpus_per_node or measured
         per_acc = None
         host = None
@@ -256,7 +269,7 @@ def measured_node(
                 f"run {result.run_id} was measured at the {boundary} boundary with {measured} GPUs; "
                 "a different --gpus-per-node needs the accelerator boundary"
             )
-    scale = gpus / measured
+    scale = gpus / measured if measured else 1.0  # a node without GPUs is the node as measured
     if scale != 1:
         warnings.append(
             f"run {result.run_id}: measured on {measured} accelerators, scaled to {gpus} per node "
@@ -279,6 +292,7 @@ def measured_node(
         verdict=lv.validity.verdict,
         power_source=src,
         warnings=warnings,
+        notes=notes,
     )
 
 

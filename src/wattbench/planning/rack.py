@@ -127,6 +127,7 @@ class RackRow:
     level_index: int | None = None
     level_label: str | None = None
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # information (which level of a run was read)
 
 
 @dataclass
@@ -279,6 +280,7 @@ def plan_rack(
             level_index=m.level_index if m.run_id else None,
             level_label=m.level_label or None,
             warnings=m.warnings,
+            notes=m.notes,
         ))
     return RackPlan(rack_kw=rack_kw, headroom_pct=headroom_pct, usable_w=usable, boundary=boundary or "auto",
                     percentile=percentile, thresholds=t, rows=rows)

@@ -10,7 +10,7 @@ from wattbench.results.headline import LABEL_RANK, boundary_order  # noqa: F401 
 from wattbench.results.headline import headline_boundary as _headline_boundary
 from wattbench.results.headline import parts, per_token, point, server_lower_bound, shown_boundaries, trial_ci  # noqa: F401
 
-from wattbench.report.numbers import MISSING, fmt, fmt_change, fmt_fraction_pct, fmt_pct  # noqa: F401  (one home)
+from wattbench.report.numbers import MISSING, fmt, fmt_change, fmt_fraction_pct, fmt_pct, fmt_range, fmt_ratio, fmt_signed_pct  # noqa: F401  (one home)
 
 
 def result_boundaries(result: Result, steady: bool = False) -> list[str]:
@@ -34,7 +34,9 @@ def headline_boundary(level: LevelResult) -> tuple[str, BoundaryEnergy] | None:
     return None if name is None else (name, level.energy[name])
 
 def energy_unavailable_reason(level: LevelResult) -> str:
-    return level.energy_unavailable_reason or "no sensor covered this level"
+    from wattbench.accounting.findings import NO_SENSOR_REASON
+
+    return level.energy_unavailable_reason or NO_SENSOR_REASON
 
 
 SATURATION_MARK = "⚠ client-saturated"
@@ -65,7 +67,7 @@ def headline(level: LevelResult) -> str:
 
     parts = [saturation_mark(level)] if level.load.saturated else []
     if in_flight_finding(level) is not None:  # the achieved load beside the asked one
-        parts.append(f"⚠ achieved {level.load.mean_in_flight:.1f} in flight of {level.load.target_concurrency} asked")
+        parts.append(f"⚠ achieved {fmt(level.load.mean_in_flight, kind='load')} in flight of {level.load.target_concurrency} asked")
     parts.append(f"{fmt(point(level, 'output_tokens_per_s', None, level.throughput.output_tokens_per_s))} out tok/s")
     hb = headline_boundary(level)
     if hb is None:
@@ -78,7 +80,7 @@ def headline(level: LevelResult) -> str:
         per_kw = f"{fmt(point(level, 'output_tokens_per_s_per_kw', name, be.output_tokens_per_s_per_kw))} tok/s/kW"
         ci = trial_ci(level, "output_tokens_per_s_per_kw", name)
         if ci is not None:
-            per_kw += f" (mean of {ci.n} trials, 95% CI {fmt(ci.low)}–{fmt(ci.high)})"
+            per_kw += f" (mean of {ci.n} trials, 95% CI {fmt_range(ci.low, ci.high)})"
         parts.append(per_kw)
         parts.append(f"{fmt(point(level, 'j_per_output_token', name, be.j_per_output_token))} J/tok")
     n = level.requests.completed

@@ -88,8 +88,8 @@ def _errors_and_samples(doc: Doc, run: RunData) -> None:
         for r in samples:
             prompt = getattr(r, "prompt", None)
             items.append(f"<h4>request {e(r.id)} (level {e(r.level)})</h4>"
-                         + (f"<p>prompt</p><pre>{e(prompt)}</pre>" if prompt else "")
-                         + (f"<p>response</p><pre>{e(r.output_text)}</pre>" if r.output_text else ""))
+                         + (f"<p>prompt</p><pre>{e(_sample(prompt))}</pre>" if prompt else "")
+                         + (f"<p>response</p><pre>{e(_sample(r.output_text))}</pre>" if r.output_text else ""))
         doc.add("<details><summary>Sample prompts and responses</summary>" + "".join(items) + "</details>")
 
 
@@ -297,3 +297,16 @@ def write_run_html(run_dir: str | Path) -> Path:
     """Write ``report.html`` into a run directory (what ``wattbench run`` calls after each level)."""
     run = RunData(run_dir)
     return render_html([run], Path(run_dir) / REPORT_FILE)
+
+
+SAMPLE_MAX_CHARS = 4_000  # of a sample prompt or response shown in report.html (the whole is in requests.jsonl)
+
+
+def _sample(text) -> str:
+    """A sample text as the report shows it: at most ``SAMPLE_MAX_CHARS`` characters, the cut said."""
+    text = str(text)
+    if len(text) <= SAMPLE_MAX_CHARS:
+        return text
+    return (text[:SAMPLE_MAX_CHARS] + f" … [cut: {F.fmt(len(text), kind='count')} characters, the first {F.fmt(SAMPLE_MAX_CHARS, kind='count')} shown; "
+            "the rest is in requests.jsonl]")
+

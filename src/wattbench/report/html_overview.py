@@ -183,11 +183,14 @@ def hero(r: Result) -> str:
 NOTE_CLASS = {"invalid": "bad", "warn": "warn", "estimate": "est", "note": "info"}
 
 
-def notes_block(notes: list[S.NoteLine]) -> str:
+def notes_block(notes: list[S.NoteLine], result: Any = None, extra: int = 0) -> str:
     """Every note once — ``summary.note_lines``: one line per distinct finding with its levels in
     numeric order (the one grouping, ``accounting.findings.group_findings``) — grouped by severity,
-    the worst first, and collapsed under one line that counts them (open it to read them)."""
+    the worst first, and collapsed under one line that counts them (open it to read them): the
+    run's count (``report.notes.count_text``, the summary's and ``compare``'s), and the ``extra``
+    notes the report itself adds (a file it could not read)."""
     from wattbench.report.html_doc import e
+    from wattbench.report.notes import count_text
 
     if not notes:
         return ""
@@ -200,6 +203,11 @@ def notes_block(notes: list[S.NoteLine]) -> str:
         if groups[sev]:
             items = "".join(f'<li class="{NOTE_CLASS.get(sev, "")}">{e(n.text)}</li>' for n in groups[sev])
             body += f'<p class="note-head">{e(sev)}</p><ul>{items}</ul>'
+    if result is not None:
+        head = count_text(result) or "no notes of the run"
+        if extra:
+            head += f" + {extra} from reading its files"
+        return f'<details class="notes"><summary>{e(head)}</summary>{body}</details>'
     return (f'<details class="notes"><summary>{len(notes)} note{"s" if len(notes) != 1 else ""} '
             f"({e(counts)})</summary>{body}</details>")
 
@@ -214,14 +222,15 @@ def overview(doc: Any, run: RunData) -> None:
     cls = VERDICT_CLASS.get(v.verdict, "warn")
     lines = S.note_lines(r)
     said = {n.text for n in lines}
-    notes = [*lines, *(S.NoteLine("note", n) for n in run.notes if n not in said)]  # + the reader's notes
+    extra = [S.NoteLine("note", n) for n in run.notes if n not in said]  # + the reader's notes
+    notes = [*lines, *extra]
     status = "" if r.status == "complete" else f" · status {e(r.status)}" + (
         f": {e(r.status_detail)}" if r.status_detail else "")
     slo = S.slo_text(r)
     doc.add(hero(r))
     doc.add(f'<div class="banner {cls}"><strong>{e(r.run_id)}: {e(v.verdict.upper())}</strong>'
             f" · {e(S.verdict_text(r))}{status}"
-            + (f" · SLO {e(slo)}" if slo else "") + notes_block(notes) + "</div>")
+            + (f" · SLO {e(slo)}" if slo else "") + notes_block(notes, r, len(extra)) + "</div>")
     first = S.answer_line(r)  # the hero above says it, big
     answers = [a for a in S.answer_lines(r) if a != first]
     if answers:

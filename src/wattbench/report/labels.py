@@ -28,7 +28,7 @@ def short_label(level: LevelResult) -> str:
         from wattbench.accounting.level_findings import in_flight_finding
 
         if in_flight_finding(level) is not None:  # far below its label: the achieved figure beside it
-            base += f" (got {ld.mean_in_flight:.1f})"
+            base += f" (got {F.fmt(ld.mean_in_flight, kind='load')})"
     elif ld.mode == "rate" and ld.target_rate_rps is not None:
         r = ld.target_rate_rps
         base = load_label("rate", r, ld.max_in_flight)

@@ -13,7 +13,7 @@ from wattbench.results.schema import Result
 
 
 def _num(a: float) -> str:
-    return f"{a:.0f}" if a >= 10 else f"{a:.1f}" if a >= 0.1 else f"{a:.2f}"
+    return F.fmt(a, kind="effect")
 
 
 def _pct_text(x: float, signed: bool) -> str:
@@ -58,33 +58,46 @@ class NoteLine:
 
 
 def note_lines(result: Result) -> list[NoteLine]:
-    """Every note of the run once, in reading order: the run's own findings, the warnings and sensor
-    problems the run recorded, then one line per distinct level finding with its levels in numeric
-    order (``accounting.findings.group_findings``, the one grouping), the worst first."""
+    """Every note of the run once, in reading order (``accounting.findings.note_items``, the one
+    list every count of notes counts): the run's own findings, the warnings and sensor problems the
+    run recorded, the levels without energy, then one line per distinct level finding with its
+    levels in numeric order, the worst first."""
+    from wattbench.accounting.findings import note_items
+
+    out = []
+    for n in note_items(result):
+        if n.group is not None:
+            text = group_text(result, n.group)
+        elif n.missing_energy is not None:
+            reason, idx = n.missing_energy
+            text = f"{levels_text(result, list(idx))}: energy unavailable: {reason}"
+        else:
+            text = n.text or ""
+        out.append(NoteLine(n.severity, text))
+    return out
+
+
+def count_text(result: Result) -> str:
+    """``5 notes (4 warn, 1 note)``: how many notes the run has (``accounting.findings.note_counts``,
+    the one count of the summary, the HTML report and ``compare``); empty without notes."""
+    from wattbench.accounting.findings import note_counts
+
+    c = note_counts(result)
+    n = sum(c.values())
+    if not n:
+        return ""
+    return f"{n} note{'s' if n != 1 else ''} (" + ", ".join(f"{k} {s}" for s, k in c.items()) + ")"
+
+
+def said_in_part(result: Result) -> bool:
+    """Whether ``wattbench report --notes`` says more than the summary's note lines: a finding
+    whose levels' own texts, basis or bound are left out of its short line."""
     from wattbench.accounting.findings import group_findings
 
-    groups = group_findings(result)
-    run_groups = [g for g in groups if not g.levels]
-    level_groups = [g for g in groups if g.levels]
-    out = [NoteLine(g.severity, group_text(result, g)) for g in run_groups]
-    for w in result.warnings:
-        out.append(NoteLine("warn", w))
-    missing = sorted({F.energy_unavailable_reason(lv) for lv in result.levels if not lv.energy})
-    if result.validity.energy != "unavailable":
-        for reason in missing:
-            where = levels_text(result, [lv.index for lv in result.levels if not lv.energy
-                                         and F.energy_unavailable_reason(lv) == reason])
-            out.append(NoteLine("warn", f"{where}: energy unavailable: {reason}"))
-    for p in result.sensor_problems:
-        out.append(NoteLine("note", p))
-    out += [NoteLine(g.severity, group_text(result, g)) for g in level_groups]
-    seen: set[str] = set()
-    uniq = []
-    for n in out:
-        if n.text not in seen:
-            seen.add(n.text)
-            uniq.append(n)
-    return uniq
+    for g in group_findings(result):
+        if any(f.text != g.summary or f.basis for f in g.findings):
+            return True
+    return False
 
 
 def run_notes(result: Result) -> list[str]:
@@ -96,26 +109,37 @@ MAX_NOTE_LINES = 8
 
 
 def shown_notes(result: Result, width: int | None = None, limit: int = MAX_NOTE_LINES) -> tuple[list[NoteLine], int]:
-    """The notes a summary shows: at most ``limit`` lines, each cut to ``width`` columns (with …),
-    the worst first; and how many were left out (``wattbench report --notes`` lists them all)."""
+    """The notes a summary shows: at most ``limit`` notes, the worst first, each whole (a terminal
+    folds a long one onto more lines: its fix is at its end); and how many were left out
+    (``wattbench report --notes`` lists them all). ``width`` is kept for callers; nothing is cut."""
     lines = note_lines(result)
     rank = {"invalid": 0, "warn": 1, "estimate": 1, "note": 2}
     order = sorted(range(len(lines)), key=lambda i: (rank.get(lines[i].severity, 1), i))
     keep = sorted(order[:limit] if len(lines) <= limit else order[:limit - 1])
     out = []
     for i in keep:
-        t = NOTE_MARK.get(lines[i].severity, "- ") + lines[i].text
-        if width and len(t) > width:
-            t = t[:width - 1] + "…"
-        out.append(NoteLine(lines[i].severity, t))
+        out.append(NoteLine(lines[i].severity, NOTE_MARK.get(lines[i].severity, "- ") + lines[i].text))
     return out, len(lines) - len(keep)
 
 
 NOTE_MARK = {"invalid": "✗ ", "warn": "! ", "estimate": "≈ ", "note": "- "}
 
 
-def more_notes_line(n: int) -> str:
-    return f"  … {n} more note{'s' if n != 1 else ''}: wattbench report --notes RUN_DIR"
+def more_notes_line(n: int, run_dir: str | None = None, result: Result | None = None) -> str:
+    """The line that ends a summary's notes when some were left out or said in part: how many
+    notes the run has and the command that lists every one in full."""
+    where = run_dir or "RUN_DIR"
+    if result is not None:
+        left = f", {n} not shown" if n else ""
+        return f"  {count_text(result)}{left}, in full: wattbench report --notes {where}"
+    return f"  … {n} more note{'s' if n != 1 else ''}: wattbench report --notes {where}"
+
+
+def notes_pointer(result: Result, more: int, run_dir: str | None = None) -> str | None:
+    """``more_notes_line`` when the summary left a note out or said one in part, else None."""
+    if not more and not said_in_part(result):
+        return None
+    return more_notes_line(more, run_dir, result)
 
 
 def verdict_text(result: Result) -> str:

@@ -1,57 +1,130 @@
 """How a number is written for people — the one home, used by every report, table and command.
 
-``fmt(x, unit="")``: thousands separators and about three significant digits (``1,234``, ``123``,
-``12.3``, ``1.23``), two below 1 with the trailing zero kept (``0.40`` beside ``0.41``, never
-``0.4``), ``–`` for a missing or NaN value. ``fmt_pct`` / ``fmt_fraction_pct``: a percentage with
-one decimal. ``fmt_change``: ``1,457 -> 1,316 (-9.7%)`` for a value that moved.
+``fmt(x, unit="", kind="figure")``: thousands separators and significant digits by the kind of
+figure (``KIND_DIGITS``): a measured figure has about three (``1,234``, ``123``, ``12.3``, ``1.23``,
+two below 1 with the trailing zero kept: ``0.40`` beside ``0.41``, never ``0.4``); a count is a whole
+number (``1,024``); money has cents below 1,000 (``12.30``). The digits follow the *rounded* value,
+so 9.996 reads ``10.0`` (not ``10.00``) and 0.9996 reads ``1.00`` (not ``1.0``): one column never
+mixes ``1.0`` and ``2.00``. ``–`` for a missing or NaN value.
+
+``fmt_range(low, high)``: a range or CI with both ends at the same decimals (``9.95–10.05``, never
+``10.00–10.0``; a decimal more where two ends that differ would read alike). ``fmt_ratio``: ``1.90×``, ``0.50×``, ``0.0135×`` (two decimals, three significant digits
+below 0.1: never rounded to ``0.01×``). ``fmt_pct`` / ``fmt_fraction_pct`` / ``fmt_signed_pct``: a percentage with one decimal.
+``fmt_change``: ``1,457 -> 1,316 (-9.7%)`` for a value that moved.
 
 Pure and stdlib only, so it sits in the foundation layer (``tests/unit/test_layering.py``): the
 library's messages (``analysis/regress.py``, ``planning/tco.py``) and the reports write numbers the
-same way. ``report/format.py`` re-exports it.
+same way. ``report/format.py`` re-exports it. ``tests/unit/report/test_numbers.py`` keeps ad-hoc
+number formats (``f"{x:.1f}"``) out of ``report/`` and ``cli/``.
 """
 
 from __future__ import annotations
 
+import math
+
 MISSING = "–"
 
+# significant digits of a figure of each kind, and the fewest digits below 1
+KIND_DIGITS = {"figure": 3, "precise": 4, "ratio": 3, "effect": 2, "load": 3}
+KINDS = ("figure", "precise", "ratio", "effect", "load", "count", "money")
 
-def fmt(x: float | int | None, unit: str = "") -> str:
-    """A number for people: thousands separators, about three significant digits (two below 1, with
-    the trailing zero: ``0.40``)."""
+
+def _number(x: float | int | None) -> float | None:
     if x is None or isinstance(x, bool):
-        return MISSING
+        return None
     try:
         xf = float(x)
     except (TypeError, ValueError):
-        return MISSING
-    if xf != xf:  # NaN
-        return MISSING
+        return None
+    return None if xf != xf else xf
+
+
+def _decimals(a: float, kind: str) -> int:
+    """Decimals that give ``a`` (> 0, finite) the significant digits of its kind."""
+    if kind == "count":
+        return 0
+    if kind == "money":
+        return 0 if a >= 1000 else 2 if a >= 0.01 else _decimals(a, "figure")
+    if kind == "ratio" and 0.1 <= a < 10:
+        return 2  # 0.50×, 1.90×: two decimals, as ratios are read; 0.0135× below 0.1, never 0.01×
+    sig = KIND_DIGITS.get(kind, 3)
+    if kind in ("figure", "load") and a < 1:
+        sig = 2  # 0.41, 0.040: two digits below 1
+    if a >= 10 ** sig:
+        return 0
+    return max(0, sig - 1 - math.floor(math.log10(a)))
+
+
+def _digits(xf: float, kind: str) -> int:
+    """The decimals of ``xf`` as written: chosen for the value *after* rounding, so a value that
+    rounds up into the next decade takes that decade's digits (9.996 -> 10.0)."""
     a = abs(xf)
-    if a == float("inf"):
-        s = "inf" if xf > 0 else "-inf"
-    elif a >= 1000:
-        s = f"{xf:,.0f}"
-    elif a >= 100:
-        s = f"{xf:.0f}"
-    elif a >= 10:
-        s = f"{xf:.1f}"
-    elif a >= 1:
-        s = f"{xf:.2f}"
-    elif a == 0:
-        s = "0"
-    else:  # two significant digits, trailing zero kept
-        s = f"{xf:#.2g}"
+    if a == 0 or a == float("inf"):
+        return 0
+    d = _decimals(a, kind)
+    r = abs(round(xf, d))
+    if r > 0 and r != a and _decimals(r, kind) < d:
+        d = _decimals(r, kind)
+    return d
+
+
+def _write(xf: float, d: int) -> str:
+    if abs(xf) == float("inf"):
+        return "inf" if xf > 0 else "-inf"
+    s = f"{xf:,.{d}f}"
+    return "0" if s.lstrip("-").replace(".", "").replace(",", "").strip("0") == "" else s
+
+
+def fmt(x: float | int | None, unit: str = "", kind: str = "figure") -> str:
+    """A number for people (``KIND_DIGITS``): thousands separators, about three significant digits
+    for a figure (two below 1, with the trailing zero: ``0.40``), a whole number for a ``count``,
+    cents for ``money``, four digits for a ``precise`` figure (a J/token in a live table), two for the
+    ``effect`` of a finding (``+56%``, ``5.6%``); an achieved ``load`` is a figure (``7.20`` in
+    flight, ``1.00`` beside ``2.00``)."""
+    xf = _number(x)
+    if xf is None:
+        return MISSING
+    s = _write(xf, _digits(xf, kind))
     return f"{s} {unit}" if unit else s
+
+
+def fmt_range(low: float | None, high: float | None, unit: str = "", kind: str = "figure") -> str:
+    """``9.95–10.05``: a range or confidence interval, both ends at the same decimals (the finer
+    end's), so ``10.00–10.0`` cannot happen."""
+    lo, hi = _number(low), _number(high)
+    if lo is None or hi is None:
+        return MISSING
+    d = max(_digits(lo, kind), _digits(hi, kind))
+    for _ in range(2):  # two ends that differ are not written alike (9.996–10.04: 10.00–10.04)
+        if lo == hi or _write(lo, d) != _write(hi, d) or kind == "count":
+            break
+        d += 1
+    s = f"{_write(lo, d)}–{_write(hi, d)}"
+    return f"{s} {unit}" if unit else s
+
+
+def fmt_ratio(r: float | None) -> str:
+    """``1.90×``, ``0.50×``, ``0.0135×``, ``74.0×``: two decimals from 0.1 to 10, else three
+    significant digits, never rounded to 0."""
+    return MISSING if _number(r) is None else fmt(r, kind="ratio") + "×"
 
 
 def fmt_pct(x: float | None) -> str:
     """A percentage given in percent: ``12.5%``."""
-    return MISSING if x is None else f"{x:.1f}%"
+    xf = _number(x)
+    return MISSING if xf is None else f"{_write(xf, 1)}%"
+
+
+def fmt_signed_pct(x: float | None) -> str:
+    """A signed percentage given in percent: ``+12.5%``, ``-0.2%``."""
+    xf = _number(x)
+    return MISSING if xf is None else ("+" if xf >= 0 else "") + f"{_write(xf, 1)}%"
 
 
 def fmt_fraction_pct(x: float | None) -> str:
     """A 0..1 fraction shown as a percentage: ``0.125`` -> ``12.5%``."""
-    return MISSING if x is None else f"{x * 100:.1f}%"
+    xf = _number(x)
+    return MISSING if xf is None else fmt_pct(xf * 100)
 
 
 def fmt_change(before: float | None, after: float | None, unit: str = "") -> str:
@@ -59,5 +132,5 @@ def fmt_change(before: float | None, after: float | None, unit: str = "") -> str
     change when the first value is not zero."""
     s = f"{fmt(before)} -> {fmt(after)}" + (f" {unit}" if unit else "")
     if before not in (None, 0) and after is not None:
-        s += f" ({100.0 * (after - before) / abs(before):+.1f}%)"
+        s += f" ({fmt_signed_pct(100.0 * (after - before) / abs(before))})"
     return s

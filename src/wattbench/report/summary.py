@@ -147,13 +147,14 @@ def state_line(result: Result) -> str | None:
     p = nz.priming
     if p is not None:
         at = short_label_text(p.label) if p.label else (f"r={p.value:g}/s" if p.mode == "rate" else f"c={p.value:g}")
-        dur = "" if p.duration_s is None else f" in {p.duration_s:.{0 if p.duration_s >= 10 else 1}f} s"
+        dur = "" if p.duration_s is None else f" in {F.fmt(p.duration_s)} s"
         parts.append(f"primed at {at}: {p.completed}/{p.requests} requests{dur}, not measured")
     h = nz.history_check
     # within noise only: beyond noise or inconclusive, the check is a finding of the run (its note
     # line says it once, with its size: accounting.level_findings.history_finding)
     if h is not None and h.verdict == "ok" and h.ratio is not None:
-        parts.append(f"history check {short_label_text(h.level)}: {h.ratio - 1:+.1%} within noise (±{h.bound_pct:.1f}%)")
+        parts.append(f"history check {short_label_text(h.level)}: {F.fmt_signed_pct(100 * (h.ratio - 1))} within noise "
+                     f"(±{F.fmt_pct(h.bound_pct)})")
     if nz.engine_starts:
         parts.append(f"{len(nz.engine_starts)} engine starts")
     cal = result.prompt_calibration  # no tokenizer: prompt lengths fitted to the server's count
@@ -243,7 +244,7 @@ def estimate_text(h: Headline) -> str:
     be = h.level.energy.get(h.boundary) if h.boundary else None
     u = be.uncertainty_pct if be is not None else None
     basis = f.basis if f is not None else "estimate"
-    return basis + ("" if u is None else f", ±{u:.0f}%")
+    return basis + ("" if u is None else f", ±{F.fmt(u, kind='effect')}%")
 
 
 def answer_line(result: Result) -> str | None:
@@ -261,7 +262,7 @@ def answer_line(result: Result) -> str | None:
         f", {h.label}" if h.label and h.label != "measured" else "") + ")"
     figure = f"{F.fmt(h.value)} {h.title}{where}" if h.boundary else "no energy measured"
     if h.ci is not None:
-        figure += f", mean of {h.trials} trials (95% CI {F.fmt(h.ci[0])}–{F.fmt(h.ci[1])})"
+        figure += f", mean of {h.trials} trials (95% CI {F.fmt_range(h.ci[0], h.ci[1])})"
     return f"answer: {short_label(h.level)} — {figure} · {h.verdict}"
 
 

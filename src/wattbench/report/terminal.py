@@ -27,21 +27,51 @@ LABEL_STYLE = {"measured": "green", "declared": "cyan", "estimate": "magenta"}
 COLUMN_GAP = 2  # one space of left padding and the (blank) divider between columns
 
 
-def pack(key: Column, cols: list[Column], width: int) -> list[list[Column]]:
-    """Columns into as few tables as fit ``width``, each table led by the ``key`` column."""
+def _units(cols: list[Column]) -> list[list[Column]]:
+    """Columns in the runs that stay together (``Column.glue``: a CI with its mean, one boundary's
+    figures, one latency's statistics)."""
+    units: list[list[Column]] = []
+    for c in cols:
+        if c.glue and units:
+            units[-1].append(c)
+        else:
+            units.append([c])
+    return units
+
+
+def _greedy(key: Column, units: list[list[Column]], width: int) -> list[list[Column]]:
     groups: list[list[Column]] = []
     used = key.width
     cur: list[Column] = []
-    for c in cols:
-        w = c.width + COLUMN_GAP
+    for u in units:
+        w = sum(c.width + COLUMN_GAP for c in u)
         if cur and used + w > width:
             groups.append(cur)
             cur, used = [], key.width
-        cur.append(c)
+        cur += u
         used += w
     if cur:
         groups.append(cur)
     return groups
+
+
+def pack(key: Column, cols: list[Column], width: int) -> list[list[Column]]:
+    """Columns into as few tables as fit ``width``, each table led by the ``key`` column, the
+    columns shared out evenly among them (never a last table of one column), and columns that
+    belong together (``Column.glue``) in one table."""
+    units = _units(cols)
+    groups = _greedy(key, units, width)
+    if len(groups) <= 1:
+        return groups
+    lo = key.width + max(sum(c.width + COLUMN_GAP for c in u) for u in units)
+    hi = width
+    while lo < hi:  # the narrowest width that still needs no more tables: the tables balanced
+        mid = (lo + hi) // 2
+        if len(_greedy(key, units, mid)) <= len(groups):
+            hi = mid
+        else:
+            lo = mid + 1
+    return _greedy(key, units, lo)
 
 
 def _text(c: Column, i: int) -> Text:
@@ -63,18 +93,32 @@ def _table(key: Column, cols: list[Column], title: str | None) -> Table:
     for c in [key, *cols]:
         table.add_column(Text(c.header), justify=c.justify, no_wrap=c.max_width is None,
                          max_width=c.max_width, overflow="fold")
+    # a label folded over lines is set apart by a blank line on each side, so its second line is
+    # never read as a row of its own (``c=128`` over ``re-measured``)
+    long = [bool(key.max_width) and len(x) > key.max_width for x in key.cells]
     for i in range(len(key.cells)):
-        table.add_row(*[_text(c, i) for c in [key, *cols]])
+        apart = long[i] or (i + 1 < len(long) and long[i + 1])
+        table.add_row(*[_text(c, i) for c in [key, *cols]], end_section=apart)
     return table
 
 
 def column_tables(key: Column, cols: list[Column], width: int, title: str | None = None) -> list[Table]:
     """``cols`` as tables that fit ``width`` columns, each led by ``key``: one wide table when it
-    fits, else as many as it takes (the layout of every wattbench table, issue 18)."""
+    fits, else as many as it takes (the layout of every wattbench table). A column with no figure
+    in any row (``–`` throughout: tok/s per kW of a run without energy) is left out, and with it a
+    table that would have nothing else."""
+    cols = [c for c in cols if any(x not in (F.MISSING, "") for x in c.cells)]
     return [_table(key, g, title if i == 0 else None) for i, g in enumerate(pack(key, cols, width))]
 
 
-LEVEL_LABEL_WIDTH = 16
+LEVEL_LABEL_WIDTH = 16  # the level column's width: a longer label folds, unless it fits LEVEL_LABEL_MAX
+LEVEL_LABEL_MAX = 24  # ``c=128 re-measured`` (17) widens the column and stays on one line
+
+
+def label_width(labels: list[str]) -> int:
+    """The level column's width: LEVEL_LABEL_WIDTH, widened to the longest label that fits
+    LEVEL_LABEL_MAX (so ``c=128 re-measured`` is one line); a longer label (a custom one) folds."""
+    return max([LEVEL_LABEL_WIDTH] + [len(x) for x in labels if len(x) <= LEVEL_LABEL_MAX])
 WIDE_FROM = 160  # console columns from which the summary adds the requests-and-latency table
 
 
@@ -83,9 +127,13 @@ def level_tables(result: Result, width: int) -> list[Table]:
     else as many tables as it takes, each repeating the level column."""
     if not result.levels:
         return []
-    key = Column("level", [S.short_label(lv) for lv in result.levels], "left", max_width=LEVEL_LABEL_WIDTH,
+    labels = [S.short_label(lv) for lv in result.levels]
+    key = Column("level", labels, "left", max_width=label_width(labels),
                  styles=[VERDICT_STYLE.get(lv.validity.verdict, "") for lv in result.levels])
-    out = column_tables(key, level_columns(result), width, S.last_trial_title(result))
+    from wattbench.report.tables import with_target_rows
+
+    tkey, tcols, _ = with_target_rows(result, key, level_columns(result))  # replicas under their total
+    out = column_tables(tkey, tcols, width, S.last_trial_title(result))
     if width >= WIDE_FROM:  # the figures load-generator users look for; 80 columns stay compact
         out += column_tables(key, S.serving_columns(result), width, S.serving_title(result))
     if S.any_trials(result):
@@ -101,7 +149,7 @@ def power_split_lines(result: Result) -> list[Text]:
         if sp is None:
             continue
         m, r = sp.parts["memory"], sp.parts["rest"]
-        line = (f"{S.short_label(lv)}: memory {F.fmt(m.avg_power_w)} W ({100 * sp.memory_share:.0f}% of the board's "
+        line = (f"{S.short_label(lv)}: memory {F.fmt(m.avg_power_w)} W ({F.fmt_fraction_pct(sp.memory_share)} of the board's "
                 f"{F.fmt(sp.board_avg_power_w)} W), rest of board {F.fmt(r.avg_power_w)} W")
         if m.dynamic_power_w is not None and r.dynamic_power_w is not None:
             line += (f"; idle {F.fmt(m.idle_power_w)} + {F.fmt(r.idle_power_w)} W, "
@@ -119,17 +167,35 @@ def summary_table(result: Result, width: int = 160) -> Group:
 NOTE_STYLE = {"invalid": "bold red", "warn": "yellow", "estimate": "cyan", "note": "dim"}
 
 
-def validity_lines(result: Result, width: int | None = None) -> list[Text]:
-    """The run's two verdicts, then at most ``summary.MAX_NOTE_LINES`` note lines cut to ``width``:
-    one per distinct finding, its levels in numeric order, the worst first (every note is in
-    ``result.json`` and ``wattbench report --notes``)."""
+def _note(text: str, style: str) -> RenderableType:
+    """One note, whole: a long one folds onto more lines under its own text (hanging after its
+    mark), so the fix at its end is read, never cut."""
+    mark, body = text[:2], text[2:]
+    if mark not in {m for m in S.NOTE_MARK.values()}:
+        return Text(text, style=style)
+    g = Table.grid(padding=0)
+    g.add_column(no_wrap=True, width=2)
+    g.add_column(overflow="fold")
+    g.add_row(Text(mark, style=style), Text(body, style=style))
+    return g
+
+
+def validity_lines(result: Result, width: int | None = None, run_dir: str | None = None) -> list[RenderableType]:
+    """The run's two verdicts, then at most ``summary.MAX_NOTE_LINES`` notes, each whole (folded
+    at the width): one per distinct finding, its levels in numeric order, the worst first; then,
+    when one was left out or said in part, how many notes there are and ``wattbench report
+    --notes`` (every note is in ``result.json`` and there)."""
+    from wattbench.report.notes import notes_pointer
+
     v = result.validity
-    out = [Text.assemble(("verdict: ", "bold"), (S.verdict_text(result), VERDICT_STYLE.get(v.verdict, "")))]
+    out: list[RenderableType] = [Text.assemble(("verdict: ", "bold"),
+                                               (S.verdict_text(result), VERDICT_STYLE.get(v.verdict, "")))]
     shown, more = S.shown_notes(result, width)
     for n in shown:
-        out.append(Text(n.text, style=NOTE_STYLE.get(n.severity, "")))
-    if more:
-        out.append(Text(S.more_notes_line(more), style="dim"))
+        out.append(_note(n.text, NOTE_STYLE.get(n.severity, "")))
+    pointer = notes_pointer(result, more, run_dir)
+    if pointer:
+        out.append(Text(pointer, style="dim"))
     return out
 
 
@@ -151,15 +217,16 @@ class RunSummary:
     it quotes with its headline figures, what a search chose and why), the verdicts and at most
     eight note lines, then the level tables."""
 
-    def __init__(self, result: Result):
+    def __init__(self, result: Result, run_dir: str | None = None):
         self.result = result
+        self.run_dir = run_dir
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         r = self.result
         yield title_line(r)
         for line in S.answer_lines(r):  # the answer first
             yield Text(line)
-        yield from validity_lines(r, options.max_width)
+        yield from validity_lines(r, options.max_width, self.run_dir)
         yield Text("")
         for i, t in enumerate(level_tables(r, options.max_width)):
             if i:
@@ -180,9 +247,10 @@ def recovered_lines(recovered: list, how: str) -> list[Text]:
     return [Text(r.text(how), style="yellow") for r in recovered]
 
 
-def run_summary(result: Result) -> RenderableType:
-    """Title and the answer first, then the verdicts and notes, then the tables."""
-    return RunSummary(result)
+def run_summary(result: Result, run_dir: str | None = None) -> RenderableType:
+    """Title and the answer first, then the verdicts and notes, then the tables; ``run_dir`` (where
+    the run is) goes into the ``wattbench report --notes`` pointer."""
+    return RunSummary(result, None if run_dir is None else str(run_dir))
 
 
 # ---------------------------------------------------------------- live progress

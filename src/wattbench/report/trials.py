@@ -50,7 +50,7 @@ def trial_cells(level: LevelResult) -> list[TrialCell]:
         if name == "goodput_fraction":
             mean, ci_txt = F.fmt_fraction_pct(ci.mean), f"{F.fmt_fraction_pct(ci.low)}–{F.fmt_fraction_pct(ci.high)}"
         else:
-            mean, ci_txt = F.fmt(ci.mean), f"{F.fmt(ci.low)}–{F.fmt(ci.high)}"
+            mean, ci_txt = F.fmt(ci.mean), F.fmt_range(ci.low, ci.high)
         out.append(TrialCell(title, mean, ci_txt, ci.n))
     return out
 

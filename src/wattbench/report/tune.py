@@ -25,13 +25,18 @@ LATENCY_NAMES = {"ttft_p99_ms": "p99 TTFT", "tpot_p99_ms": "p99 TPOT"}
 CONFIG_WIDTH = 40  # a longer configuration folds onto more lines (at its spaces)
 
 
-def _n(v, fmt=",.0f") -> str:
-    return F.MISSING if v is None else format(v, fmt)
+def _n(v, kind: str = "figure") -> str:
+    return F.fmt(v, kind=kind)
 
 
 def _score(v) -> str:
-    """Scores keep four significant figures below 100 (J/token): configurations differ by percents."""
-    return F.MISSING if v is None else format(v, ",.0f") if abs(v) >= 100 else format(v, ".4g")
+    """Scores keep four significant figures (J/token): configurations differ by percents."""
+    return F.fmt(v, kind="precise")
+
+
+def _xy(v: float) -> str:
+    """An SVG coordinate (geometry, not a figure for people)."""
+    return str(round(float(v), 1))
 
 
 def rows(t: TuneResult) -> list[list[str]]:
@@ -44,8 +49,8 @@ def rows(t: TuneResult) -> list[list[str]]:
             label += " [" + ", ".join(f"{k}={v:g}" for k, v in tr.gpu_settings.items()) + "]"
         out.append([str(tr.index), label, tr.status, load_label(f.get("load_mode"), f.get("load_value")),
                     _score(tr.score), _n(f.get("goodput_output_tokens_per_s")),
-                    _n(f.get("output_tokens_per_s_per_kw")), _n(f.get("j_per_output_token"), "#.4g"),
-                    _n(f.get("ttft_p99_ms")), _n(f.get("tpot_p99_ms"), ",.1f"), _n(f.get("avg_power_w")),
+                    _n(f.get("output_tokens_per_s_per_kw")), _n(f.get("j_per_output_token"), "precise"),
+                    _n(f.get("ttft_p99_ms")), _n(f.get("tpot_p99_ms")), _n(f.get("avg_power_w")),
                     str(f.get("verdict") or F.MISSING)])
     return out
 
@@ -175,15 +180,15 @@ def _svg_scatter(points: list[dict], frontier: list[int], xlabel: str, ylabel: s
              f'<text x="12" y="{h / 2}" font-size="12" transform="rotate(-90 12 {h / 2})" text-anchor="middle">{html.escape(ylabel)}</text>']
     front = sorted((p for p in points if p["trial"] in frontier), key=lambda p: p["latency"])
     if len(front) > 1:
-        pts = " ".join(f"{X(p['latency']):.1f},{Y(p['efficiency']):.1f}" for p in front)
+        pts = " ".join(f"{_xy(X(p['latency']))},{_xy(Y(p['efficiency']))}" for p in front)
         parts.append(f'<polyline points="{pts}" fill="none" stroke="#d62728"/>')
     for p in points:
         col = "#d62728" if p["trial"] in frontier else "#1f77b4"
-        parts.append(f'<circle cx="{X(p["latency"]):.1f}" cy="{Y(p["efficiency"]):.1f}" r="4" fill="{col}">'
-                     f'<title>trial {p["trial"]}: {p["efficiency"]:,.0f} / {p["latency"]:,.1f}</title></circle>')
-    parts.append(f'<text x="{pad}" y="{pad - 8}" font-size="11">max {y1:,.0f}</text>')
-    parts.append(f'<text x="{w - pad}" y="{h - pad + 14}" font-size="11" text-anchor="end">{x1:,.1f}</text>')
-    parts.append(f'<text x="{pad}" y="{h - pad + 14}" font-size="11">{x0:,.1f}</text>')
+        parts.append(f'<circle cx="{_xy(X(p["latency"]))}" cy="{_xy(Y(p["efficiency"]))}" r="4" fill="{col}">'
+                     f'<title>trial {p["trial"]}: {F.fmt(p["efficiency"])} / {F.fmt(p["latency"])}</title></circle>')
+    parts.append(f'<text x="{pad}" y="{pad - 8}" font-size="11">max {F.fmt(y1)}</text>')
+    parts.append(f'<text x="{w - pad}" y="{h - pad + 14}" font-size="11" text-anchor="end">{F.fmt(x1)}</text>')
+    parts.append(f'<text x="{pad}" y="{h - pad + 14}" font-size="11">{F.fmt(x0)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -198,8 +203,8 @@ def _svg_bars(row: dict[str, float | None]) -> str:
     for i, (k, v) in enumerate(vals):
         y = i * bh + 2
         parts.append(f'<text x="0" y="{y + 13}" font-size="12">{html.escape(k)}</text>'
-                     f'<rect x="90" y="{y}" width="{v / top * w:.1f}" height="{bh - 4}" fill="#1f77b4"/>'
-                     f'<text x="{95 + v / top * w:.1f}" y="{y + 13}" font-size="11">{_score(v)}</text>')
+                     f'<rect x="90" y="{y}" width="{_xy(v / top * w)}" height="{bh - 4}" fill="#1f77b4"/>'
+                     f'<text x="{_xy(95 + v / top * w)}" y="{y + 13}" font-size="11">{_score(v)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

@@ -25,7 +25,9 @@ sets knows nothing of run directories): on disk from the first record, and each 
 written through to the file (one ``write`` per record, no buffer in the process) the moment it is
 appended, so a run killed outright (SIGKILL, the OOM killer) leaves every finished record of the
 level in progress in ``<dir>/records-*/lines``, one JSON object per line (``read_spooled_lines``
-reads them back). Readers take what they need, in blocks:
+reads them back). A durable set's files are removed by ``close()`` only (the run calls it once the
+records are in ``requests.jsonl``), never when the object is dropped: a run stopped by a failed
+write (disk full) keeps the level's finished records in its spool. Readers take what they need, in blocks:
 
 - ``columns(*names)``: whole columns as numpy arrays (8 bytes a request each, transient);
 - ``blocks(size)``: ``(first_row, rows)`` structured-array blocks, in append order;
@@ -58,6 +60,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 from pydantic import BaseModel
 
+from wattbench.errors import StorageError
 from wattbench.results.schema import RequestRecord, build_record
 
 __all__ = ["NONE", "ROW", "RecordSet", "as_record_set", "stamp_blocks", "row_ids", "STAMPS_PER_BLOCK",
@@ -83,14 +86,21 @@ def spooling_into(path: str | os.PathLike) -> Iterator[None]:
 
 def read_spooled_lines(path: str | os.PathLike) -> Iterator[dict]:
     """The records a durable set wrote to ``path`` (its ``lines`` file), one dict at a time; a torn
-    last line (the process was killed while writing it) is left out."""
+    last line (the process was killed while writing it) is left out, and so is a line that does
+    not parse as an object (a write the disk took only in part, the record after it appended to it)."""
     with open(path, "rb") as f:
         for raw in f:
             if not raw.endswith(b"\n"):
                 return  # killed mid-write: the one record in flight to the file
             line = raw.strip()
-            if line:
-                yield json.loads(line)
+            if not line:
+                continue
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(d, dict):
+                yield d
 
 NONE = -1  # a missing stamp or count in a row
 BLOCK_ROWS = 8_192  # rows per block for readers that stream (~1 MB of rows)
@@ -142,8 +152,12 @@ class RecordSet:
         self._labels: dict[str, list[str | None]] = {k: [] for k in _CODED}
         self._annotations: dict[str, np.ndarray | list] = {}
         self._finalizer = None
+        self._broken: StorageError | None = None
         if self._durable:  # on disk from the first record, each line written through
-            self._spill()
+            try:
+                self._spill()
+            except OSError as e:  # the run directory went read-only or full since it was checked
+                raise StorageError(self._spool_parent, e) from None
 
     @classmethod
     def from_records(cls, records: Iterable[RequestRecord | Mapping[str, Any]], **kw) -> "RecordSet":
@@ -164,9 +178,22 @@ class RecordSet:
         return c
 
     def append(self, rec: RequestRecord | Mapping[str, Any]) -> None:
+        """Add a record. A durable set whose file cannot take its line (disk full, a directory made
+        read-only) raises ``StorageError`` naming the file, and every later append does too: the
+        records before stay in the file, the set is left as it was before the failed one."""
+        if self._broken is not None:
+            raise self._broken
         d = _values(rec)
         chunks = d.pop("chunk_ns", None) or ()
         line = json.dumps(d, separators=(",", ":"), default=_json_default).encode() + b"\n"
+        if self._durable:  # first, so a line the file refuses leaves no row behind
+            try:
+                _write_through(self._io["lines"], line)
+            except OSError as e:
+                self._broken = StorageError(os.path.join(self._dir or "", LINES_FILE), e)
+                raise self._broken from None
+        else:
+            self._io["lines"].write(line)
         get = d.get
         self._row_buf[self._row_fill] = (
             get("id", self._n), get("level", 0), get("worker", 0) or 0, bool(get("warmup", False)),
@@ -177,17 +204,17 @@ class RecordSet:
         self._row_fill += 1
         if chunks:
             self._chunk_buf.extend(chunks)
-        if self._durable:
-            _write_through(self._io["lines"], line)
-        else:
-            self._io["lines"].write(line)
         self._line_bytes += len(line)
         self._n += 1
         self._n_chunks += len(chunks)
         if (self._row_fill == len(self._row_buf) or len(self._chunk_buf) >= 8192
                 or (self._dir is None and self._line_bytes + self._n * ROW.itemsize + self._n_chunks * 8
                     > self._spill_bytes)):
-            self._flush_buffers()
+            try:
+                self._flush_buffers()
+            except OSError as e:
+                self._broken = StorageError(self._dir or self._spool_parent or tempfile.gettempdir(), e)
+                raise self._broken from None
 
     def extend(self, records: Iterable[RequestRecord | Mapping[str, Any]]) -> None:
         for r in records:
@@ -206,19 +233,26 @@ class RecordSet:
     def _spill(self) -> None:
         prefix = SPOOL_PREFIX if self._durable else "wattbench-records-"
         self._dir = tempfile.mkdtemp(prefix=prefix, dir=self._spool_parent)
-        self._finalizer = weakref.finalize(self, _cleanup, self._dir, list(self._io.values()))
+        self._finalizer = weakref.finalize(self, _cleanup, self._dir, list(self._io.values()), not self._durable)
         for k in _STREAMS:
             # a durable set's lines go through to the file at each append (no buffer to lose)
             f = open(os.path.join(self._dir, k), "w+b", buffering=0 if (self._durable and k == LINES_FILE) else -1)
             _write_through(f, self._io[k].getbuffer())
             self._io[k] = f
         self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _cleanup, self._dir, list(self._io.values()))
+        # a durable set's files outlive the object: they are the only copy of its records until the
+        # run writes them to requests.jsonl and removes the level's spool (``rundir.end_level_spool``);
+        # a set dropped on the way out of a failed write (disk full) must not take them with it
+        self._finalizer = weakref.finalize(self, _cleanup, self._dir, list(self._io.values()),
+                                           not self._durable)
 
     def close(self) -> None:
-        """Remove the spool files (the set is empty afterwards, and no longer spools anywhere)."""
+        """Remove the spool files (the set is empty afterwards, and no longer spools anywhere). The
+        caller's word that the records are kept elsewhere (or not wanted): a durable set's files are
+        removed only here, never when the object is merely dropped."""
         if self._finalizer is not None:
-            self._finalizer()
+            self._finalizer.detach()
+            _cleanup(self._dir, list(self._io.values()), True)
         self.__init__(None if self._durable else self._spool_parent, spill_bytes=self._spill_bytes, durable=False)
 
     @property
@@ -415,13 +449,14 @@ def _write_through(f, data) -> None:
         view = view[n if n is not None else len(view):]
 
 
-def _cleanup(path: str, handles: list) -> None:
+def _cleanup(path: str | None, handles: list, remove: bool) -> None:
     for h in handles:
         try:
             h.close()
         except Exception:  # noqa: BLE001 - closing at interpreter exit
             pass
-    shutil.rmtree(path, ignore_errors=True)
+    if remove and path is not None:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def as_record_set(records) -> RecordSet:

@@ -27,6 +27,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wattbench.errors import StorageError
 from wattbench.metrics.latency import stats
 from wattbench.results.recordset import LINES_FILE, SPOOL_PREFIX, read_spooled_lines
 from wattbench.results.schema import Finding, Result
@@ -38,6 +39,24 @@ RUN_LOCK_FILE = ".running"  # held (flock) by the process writing the run (rundi
 SPOOL_DIR = "spool"  # the records of the level in progress (results/recordset.py, durable spooling)
 LEVEL_META_FILE = "level.json"  # what the level in progress is: index, trial, label
 REQUESTS_FILE = "requests.jsonl"
+# an empty file ``.stopped-<ERRNO>`` (``rundir.close_result``): the run stopped on that write error
+# and could not close result.json (the disk still full, the directory read-only) — not a crash
+STOPPED_MARKER_PREFIX = ".stopped-"
+
+
+def stopped_on_write(run_dir: str | os.PathLike) -> StorageError | None:
+    """The write error a run left as its ``.stopped-<ERRNO>`` marker (``rundir.close_result``), else None."""
+    import errno
+
+    try:
+        names = [p.name for p in Path(run_dir).iterdir() if p.name.startswith(STOPPED_MARKER_PREFIX)]
+    except OSError:
+        return None
+    if not names:
+        return None
+    code = getattr(errno, names[0][len(STOPPED_MARKER_PREFIX):], None)
+    code = code if isinstance(code, int) else errno.EIO
+    return StorageError(Path(run_dir) / "result.json", OSError(code, os.strerror(code)))
 
 
 def level_spool_dir(run_dir: str | os.PathLike, index: int, trial: int = 0) -> Path:
@@ -213,6 +232,16 @@ def settle_unfinished(result: Result, run_dir: str | os.PathLike) -> Result:
     if run_in_progress(run_dir):
         reason = (f"{IN_PROGRESS} (its process holds {run_dir / RUN_LOCK_FILE}): the levels listed are "
                   "those finished so far; read it again when it ends")
+    elif (err := stopped_on_write(run_dir)) is not None:  # not a crash: read as the closed result would say
+        from wattbench.accounting.level_findings import write_stop_finding
+
+        result.status = "failed"
+        result.status_detail = f"{err} (the run could not close result.json: the levels listed are those written before)"
+        v = result.validity
+        v.findings = [write_stop_finding(err, len(result.levels)), *(f for f in v.findings if f.kind != "run_stopped")]
+        if v.verdict == "valid":
+            v.verdict = "warn"
+        return result
     else:
         levels = len(result.levels)
         recovered = recover(run_dir)

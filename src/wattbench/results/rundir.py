@@ -23,9 +23,10 @@ from typing import Any, Iterable, Iterator, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from wattbench.accounting.boundaries import withhold_outside_work
-from wattbench.errors import UserError
+from wattbench.errors import StorageError, UserError
 from wattbench.results.recovery import (  # noqa: F401  (the layout of a run in progress, re-exported)
-    LEVEL_META_FILE, RUN_LOCK_FILE, SPOOL_DIR, level_spool_dir, run_in_progress, settle_unfinished,
+    LEVEL_META_FILE, RUN_LOCK_FILE, SPOOL_DIR, STOPPED_MARKER_PREFIX, level_spool_dir, run_in_progress,
+    settle_unfinished,
 )
 from wattbench.results.schema import SCHEMA_VERSION, RequestRecord, Result
 from wattbench.server.redact import registered
@@ -74,7 +75,7 @@ class RunLock:
         self.path = Path(run_dir) / RUN_LOCK_FILE
         self.fd: int | None = None
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         except OSError as e:
             raise storage_error(self.path, e) from None
         try:
@@ -97,11 +98,9 @@ class RunLock:
         self.fd = None
 
 
-def storage_error(path: str | os.PathLike, exc: OSError) -> UserError:
+def storage_error(path: str | os.PathLike, exc: OSError) -> StorageError:
     """A failed write (disk full, quota, read-only, permissions) as one line naming the file and the fix."""
-    why = exc.strerror or str(exc) or type(exc).__name__
-    return UserError(f"cannot write {path}: {why}; free space or choose another --out "
-                     "(files written before are unchanged)")
+    return StorageError(path, exc)
 
 
 def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
@@ -118,6 +117,8 @@ def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
         probe_in = probe_in.parent
     if not probe_in.is_dir():
         raise UserError(f"{flag} {p}: {probe_in} is a file, not a directory; choose a directory")
+    if probe_in == p:
+        check_no_links(p, flag)
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".wattbench-probe-", dir=str(probe_in)))
     except OSError as e:
@@ -125,6 +126,33 @@ def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
         raise UserError(f"{flag} {p}: cannot create a directory {where} {probe_in} "
                         f"({e.strerror or type(e).__name__}); choose a writable directory on a disk") from None
     return p
+
+
+LINK_SCAN_MAX_ENTRIES = 100_000  # entries of an existing --out looked at for links (a run directory holds a few)
+
+
+def check_no_links(path: str | os.PathLike, flag: str = "--out") -> None:
+    """Refuse an existing run directory that holds a symbolic link anywhere inside it (``--out``
+    itself may be one): a planted ``requests.jsonl -> ~/.bashrc`` would have the run append to the
+    file it points at. One line naming the link; nothing is followed or written."""
+    top = Path(path)
+    seen = 0
+    stack = [top]
+    while stack and seen < LINK_SCAN_MAX_ENTRIES:
+        d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            seen += 1
+            if e.is_symlink():
+                rel = Path(e.path).relative_to(top)
+                raise UserError(f"{flag} {top}: holds a symbolic link ({rel}); wattbench follows no link in a run "
+                                "directory (a link would send its writes elsewhere): remove it or choose another "
+                                "directory")
+            if e.is_dir(follow_symlinks=False):
+                stack.append(Path(e.path))
 
 
 def _umask() -> int:
@@ -180,6 +208,52 @@ def write_result(run_dir: str | os.PathLike, result: Result) -> Path:
     return write_json_atomic(Path(run_dir) / RESULT_FILE, result)
 
 
+def close_result(run_dir: str | os.PathLike, result: Result) -> None:
+    """The closing write of a run that stopped (a write failed, a worker died): ``write_result``,
+    and when that fails too (the disk is still full; the directory went read-only or immutable, so
+    no temporary file can be made there), what can still be done, in order:
+
+    1. rewrite ``result.json`` in place, but only once the file holds the space the new text needs
+       (``posix_fallocate``): a write that can no longer run out of space, so never a torn file;
+    2. else leave an empty marker ``.stopped-<ERRNO>`` (no data block needed) that tells a reader the
+       run stopped on that write error, not a crash (``recovery.settle_unfinished``).
+
+    Raises ``StorageError`` when nothing could be written (the reader then sees a crash)."""
+    try:
+        write_result(run_dir, result)
+        return
+    except StorageError as e:
+        first = e
+    path = Path(run_dir) / RESULT_FILE
+    data = (registered().json_text(result.model_dump_json(indent=2)) + "\n").encode("utf-8")
+    try:
+        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        fd = None
+    if fd is not None:
+        try:
+            os.posix_fallocate(fd, 0, len(data))  # the space first: the write below cannot tear
+            _write_all(fd, data)
+            os.ftruncate(fd, len(data))
+            os.fsync(fd)
+            return
+        except (OSError, AttributeError):
+            pass
+        finally:
+            os.close(fd)
+    name = STOPPED_MARKER_PREFIX + (errno_name(first.errno) if first.errno else "EIO")
+    try:
+        os.close(os.open(Path(run_dir) / name, os.O_WRONLY | os.O_CREAT, 0o644))
+    except OSError:
+        raise first from None
+
+
+def errno_name(code: int) -> str:
+    import errno as _errno
+
+    return _errno.errorcode.get(code, "EIO")
+
+
 WRITE_BATCH_BYTES = 1 << 20  # requests.jsonl is written this much at a time
 
 
@@ -208,7 +282,8 @@ def append_requests(run_dir: str | os.PathLike, records: Iterable[RequestRecord 
     path = Path(run_dir) / REQUESTS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # never through a link planted after the run started (ELOOP: one line, as any failed write)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError as e:
         raise storage_error(path, e) from None
     try:

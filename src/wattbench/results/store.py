@@ -310,8 +310,26 @@ class HistoryStore:
                 if not res.levels:  # a run stopped before its first level (or bad input) measured nothing
                     problems.append(f"{f}: no finished level (status {res.status}); not registered")
                     continue
+                clash = self._run_id_clash(res.run_id, f.parent)
+                if clash is not None:
+                    problems.append(clash)
+                    continue
                 records.append(self.register(res, f.parent))
         return records, problems
+
+    def _run_id_clash(self, run_id: str, run_dir: Path) -> str | None:
+        """Why a directory cannot be imported under ``run_id``: the id already names another run
+        directory that is still there (re-pointing it would silently move the run, its tags and its
+        baselines to other data). ``None`` when the id is free, names this directory, or names a
+        directory that no longer holds a result (a run that was moved)."""
+        row = self.conn.execute("SELECT path FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        old, new = Path(row[0]), Path(run_dir).resolve()
+        if old == new or not (old / RESULT_FILE).exists():
+            return None
+        return (f"{new}: run id {run_id} already names the run in {old}; not imported (that run, its tags and "
+                "baselines are unchanged): a copy of a run directory cannot be registered beside it")
 
     def tag(self, ref: str, tag: str, force: bool = False) -> RunRecord:
         _check_name(tag, "tag")
@@ -445,10 +463,11 @@ class HistoryStore:
 
     # -------------------------------------------------------------- noise (issue 24)
 
-    def noise(self, config_key: str, exclude_runs: tuple[str, ...] | list[str] = ()) -> Spread | None:
-        """The spread of one configuration's figure across the complete runs that measured it
-        (``store_noise.spread``)."""
-        return spread(self.conn, config_key, exclude_runs)
+    def noise(self, config_key: str, exclude_runs: tuple[str, ...] | list[str] = (),
+              judged: tuple[str, ...] | list[str] = ()) -> Spread | None:
+        """The noise of one configuration's figure across the complete runs that measured it, split
+        at its change points (``store_noise.spread``; ``judged``: the runs a comparison judges)."""
+        return spread(self.conn, config_key, exclude_runs, judged)
 
     def noise_table(self, min_runs: int = 2, model: str | None = None, engine: str | None = None,
                     gpu: str | None = None) -> list[Spread]:

@@ -62,7 +62,7 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
             raise stopped(session, "the run", "the levels measured so far are saved") from e
         except Exception as e:
             if session.result is not None:  # closed, even before its first level: never left "running"
-                session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}")
+                session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}", e)
                 # the levels finished before the failure (a target gone, exit 4) are a result: in the
                 # history, and on the error for the CLI to summarise
                 register(session.config, session.result, session.run_dir)

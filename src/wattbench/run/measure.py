@@ -84,7 +84,7 @@ from wattbench.run.benchmark import (
 )
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.server.metrics import MetricsScraper
-from wattbench.server.redact import redact_argv
+from wattbench.server.redact import argv_secrets, env_secrets, redact_argv, register_secrets, registered
 
 __all__ = ["MeasureConfig", "measure", "CommandFailed", "NO_TOKENS"]
 
@@ -136,7 +136,7 @@ def measure(mcfg: MeasureConfig, progress: ProgressFn | None = None) -> Result:
             raise
         except Exception as e:
             if session.result is not None:
-                session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}")
+                session.finish("failed", str(e) if isinstance(e, WattbenchError) else f"{type(e).__name__}: {e}", e)
             raise
 
 
@@ -174,7 +174,7 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     from wattbench.run.targets import api_key
     from wattbench.server.detect import detect_server
     from wattbench.server.openai import normalize_base_url
-    from wattbench.server.redact import combine_credentials, register_secrets
+    from wattbench.server.redact import combine_credentials, url_secrets
 
     cfg = session.config
     given = cfg.target
@@ -182,7 +182,7 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     if not url:
         return ServerInfo(), [], None
     clean, key = combine_credentials(url, api_key(cfg))
-    register_secrets(key)  # nothing measure writes or prints holds it (server/redact.py)
+    register_secrets(key, *url_secrets(url))  # nothing measure writes or prints holds it (server/redact.py)
     base = normalize_base_url(clean)
     try:
         server = asyncio.run(detect_server(base, key))
@@ -203,6 +203,11 @@ def _measure(session: RunSession, mcfg: MeasureConfig) -> Result:
         run_dir = run_dir.resolve()
     if cfg.register_run:
         HistoryStore.check_usable(cfg.db)  # a corrupt --db: one line now, not a run kept but not registered
+    # what the command may print of its own credentials (its argv, the environment it inherits, the
+    # key) is scrubbed from command.log and everything measure writes or prints
+    from wattbench.run.targets import api_key
+
+    register_secrets(api_key(cfg), *argv_secrets(mcfg.command), *env_secrets(os.environ))
     server, notes, key = _server(session, mcfg, tool)
     problems = telemetry.start_telemetry(session)
     info = MeasureInfo(command=redact_argv(mcfg.command), tool=tool, notes=notes)
@@ -279,7 +284,7 @@ def _run_command(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: Meas
 
         def pump() -> None:
             for line in iter(proc.stdout.readline, b""):
-                log.write(line)
+                log.write(registered().bytes(line))  # no secret of the run or the command's own
                 session.emit("command_output", line=line.decode(errors="replace").rstrip("\n"))
             proc.stdout.close()
 

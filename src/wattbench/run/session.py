@@ -20,7 +20,7 @@ from wattbench.accounting.level import LevelContext
 from wattbench.accounting.level_findings import run_validity
 from wattbench.clock import ClockAnchor, now_ns
 from wattbench.config import RunConfig
-from wattbench.errors import UserError
+from wattbench.errors import StorageError, UserError
 from wattbench.results import rundir
 from wattbench.results.schema import Result
 
@@ -120,18 +120,25 @@ class RunSession:
             if self.result is not None and msg not in self.result.warnings:
                 self.result.warnings.append(msg)
 
-    def finish(self, status: str, detail: str | None) -> None:
-        """Close the result (status, the run's verdict) and write it; never raises on the way."""
+    def finish(self, status: str, detail: str | None, error: BaseException | None = None) -> None:
+        """Close the result (status, the run's verdict) and write it; never raises on the way. A run
+        stopped by a failed write (``error`` a ``StorageError``: disk full, a read-only directory)
+        says so in its verdict, and its closing write takes what the disk still allows
+        (``rundir.close_result``)."""
         if self.result is None or self.run_dir is None:
             return
         self.result.status = status  # type: ignore[assignment]
         self.result.status_detail = detail
-        self.result.validity = run_validity(self.result, self.energy_unavailable_reason)
+        stopped = error if isinstance(error, StorageError) else None
+        self.result.validity = run_validity(self.result, self.energy_unavailable_reason, stopped)
         with contextlib.suppress(Exception):
             if self.sampler is not None and self.telemetry_writer is not None:
                 self.telemetry_writer.flush(self.sampler.log)
         with contextlib.suppress(Exception):
-            rundir.write_result(self.run_dir, self.result)
+            if stopped:
+                rundir.close_result(self.run_dir, self.result)
+            else:
+                rundir.write_result(self.run_dir, self.result)
         self.write_report()
 
 

@@ -14,7 +14,7 @@ from wattbench.results.schema import ServerInfo
 from wattbench.run.session import RunSession
 from wattbench.server.detect import detect_server, merge_launched, reuses_connections
 from wattbench.server.openai import check_load_endpoint, check_model_answers, check_target, normalize_base_url
-from wattbench.server.redact import combine_credentials, secret_values, split_url_credentials
+from wattbench.server.redact import body_secrets, combine_credentials, secret_values, url_secrets
 
 
 @dataclass
@@ -34,14 +34,13 @@ def api_key(config: RunConfig) -> str | None:
 
 
 def run_secrets(config: RunConfig) -> list[str]:
-    """Every secret the run's configuration holds: the API key, credentials in ``--target`` and
-    ``--targets`` URLs, the values of credential-bearing and ``--secret-header`` headers
-    (``server/redact.py``). The run registers them so nothing it writes or prints holds them."""
-    out = secret_values(api_key(config), config.headers, config.secret_headers)
+    """Every secret the run's configuration holds: the API key, credentials and query values in
+    ``--target`` and ``--targets`` URLs, the values of credential-bearing and ``--secret-header``
+    headers, the credential fields of ``--extra-body`` (``server/redact.py``). The run registers
+    them so nothing it writes or prints holds them."""
+    out = secret_values(api_key(config), config.headers, config.secret_headers) + body_secrets(config.extra_body)
     for u in [config.target, *config.targets]:
-        cred = split_url_credentials(u)[1] if u else None
-        if cred is not None:
-            out.append(cred)
+        out += url_secrets(u)
     return out
 
 

@@ -32,6 +32,8 @@ __all__ = [
     "check_load_endpoint",
     "post_json",
     "usage_problem",
+    "usage_regression",
+    "usage_disagreement",
     "MAX_USAGE_TOKENS",
 ]
 
@@ -54,17 +56,10 @@ def normalize_base_url(url: str) -> str:
 
 
 def safe_url(url: str) -> str:
-    """The URL without any ``user:password@`` part, for messages."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    """The URL for messages: ``redact.redact_url`` (no ``user:password@``, no query secret)."""
+    from wattbench.server.redact import redact_url
+
+    return redact_url(url) or url
 
 
 def endpoint_url(target: TargetSpec) -> str:
@@ -182,6 +177,38 @@ def usage_problem(u) -> str | None:
     return None
 
 
+def usage_regression(before: dict, after: dict) -> str | None:
+    """Why a later ``usage`` event of the same stream contradicts an earlier one, or None. Counts
+    only grow within a stream (a server that reports usage on every chunk reports running totals),
+    so a later event with a smaller count is a second account of the same request: which one is
+    true cannot be told, and the request is ``bad_usage``. A later, larger total is taken (and is
+    then checked against the content and ``max_tokens``, ``usage_disagreement``)."""
+    for k in ("prompt_tokens", "completion_tokens"):
+        a, b = before.get(k), after.get(k)
+        if a is not None and (b is None or b < a):
+            return f"a second usage event says {k} {b if b is not None else 'missing'} after {a}"
+    return None
+
+
+def usage_disagreement(usage: dict, content_chunks: int, max_tokens: int | None) -> str | None:
+    """Why a stream's final ``usage`` contradicts the stream itself or the request, or None:
+
+    - ``completion_tokens`` above the ``max_tokens`` the request sent: a server stops at the limit,
+      so the count is not this answer's (800 claimed for 8 asked made tok/s per kW 34 times higher);
+    - ``completion_tokens`` below the number of content chunks that carried text: every such chunk
+      holds at least one generated token (0 claimed beside 8 chunks).
+
+    The request is then ``bad_usage``: its counts enter no figure."""
+    out = usage.get("completion_tokens")
+    if out is None:
+        return None
+    if max_tokens is not None and out > max_tokens:
+        return f"usage.completion_tokens {out} is more than the max_tokens {max_tokens} the request asked for"
+    if out < content_chunks:
+        return f"usage.completion_tokens {out} is fewer than the {content_chunks} content chunks streamed"
+    return None
+
+
 def stream_error(obj: dict) -> str | None:
     """The message of an in-stream error object (``{"error": ...}`` or ``{"object": "error"}``)."""
     err = obj.get("error")
@@ -193,7 +220,12 @@ def stream_error(obj: dict) -> str | None:
         msg = err.get("message") or err.get("type") or str(err)
     else:
         msg = str(err)
-    return str(msg)[:300]
+    return str(msg)[:4096]  # bounded; the caller scrubs the secrets, then cuts (load/client.py)
+
+
+# The most of a /v1/models answer read: OpenRouter's list of ~300 models with descriptions is about
+# 1 MiB; a server that sends more is not answering with a model list (read no further).
+MODELS_BODY_BYTES = 16 << 20
 
 
 async def fetch_models(session, base_url: str, api_key: str | None, redirects: list[str] | None = None) -> list[str]:
@@ -204,7 +236,13 @@ async def fetch_models(session, base_url: str, api_key: str | None, redirects: l
 
     url = base_url + "/models"
     async with origin.request(session, "GET", url, headers=auth_headers(api_key), redirects=redirects) as resp:
-        body = await resp.read()
+        body = await origin.read_body(resp, MODELS_BODY_BYTES + 1)
+        if len(body) > MODELS_BODY_BYTES and resp.status == 200:
+            raise TargetError(
+                f"{safe_url(base_url)}: GET /v1/models answered more than {MODELS_BODY_BYTES >> 20} MiB (the cap "
+                "on a model list; a list of thousands of models with their descriptions is a few MiB); point "
+                "--target at an OpenAI-compatible server"
+            )
         if resp.status in (401, 403):
             raise TargetError(
                 f"{safe_url(base_url)} refused the request with HTTP {resp.status}; "

@@ -46,13 +46,14 @@ import contextlib
 import html
 import json
 import re
+import shlex
 import urllib.parse
 from typing import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["BasicCredential", "split_url_credentials", "redact_url", "redact_headers", "redact_text",
            "authorization", "combine_credentials", "secret_forms", "is_secret_header", "redact_argv",
-           "secret_values", "Scrubber", "register_secrets", "registered", "scrub", "guard_std_streams", "MASK",
+           "secret_values", "url_secrets", "body_secrets", "redact_body", "argv_secrets", "env_secrets", "Scrubber", "register_secrets", "registered", "scrub", "guard_std_streams", "MASK",
            "REDACTED", "MIN_SECRET", "MIN_HEADER_SECRET"]
 
 MASK = "***"
@@ -67,6 +68,7 @@ _SECRET_NAME = re.compile(r"auth|key|token|secret|pass|cookie|session|credential
 _SECRET_FLAG = re.compile(r"api[-_]?key|secret|passw|auth|credential|cookie|(access|api|bearer|hf|auth)[-_]?token", re.I)
 _SECRET_VALUE = re.compile(r"^\s*(bearer|basic|token|digest|apikey|key)\s+\S", re.I)
 MIN_SECRET = 3  # shorter values are not masked (a one-letter password would mask every such letter)
+B64_CORE_MIN = 8  # a base64 core shorter than this (a secret under ~7 bytes) would match by chance
 MIN_HEADER_SECRET = 8  # a header found secret by its name alone (X-Auth-Mode: none is no credential)
 
 
@@ -157,8 +159,28 @@ def split_url_credentials(url: str | None) -> tuple[str | None, BasicCredential 
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), BasicCredential(f"{user}:{pw}")
 
 
+# query parameters known to carry no credential (Azure's ``api-version`` …); every other value of a
+# URL's query is taken for a secret (``?sig=``, ``?code=``, an Azure SAS or Functions key, ``?key=``)
+HARMLESS_QUERY = frozenset({"api-version", "api_version", "version", "format", "stream", "model", "lang", "locale"})
+
+
+def _query_pairs(query: str) -> list[tuple[str, str | None]]:
+    """``a=1&b&c=`` -> [("a", "1"), ("b", None), ("c", "")] (raw, not unquoted)."""
+    out: list[tuple[str, str | None]] = []
+    for part in query.replace(";", "&").split("&"):
+        if part:
+            k, sep, v = part.partition("=")
+            out.append((k, v if sep else None))
+    return out
+
+
+def _harmless(name: str) -> bool:
+    return urllib.parse.unquote_plus(name).strip().lower() in HARMLESS_QUERY
+
+
 def redact_url(url: str | None) -> str | None:
-    """The URL with any ``user:password@`` shown as ``***@`` (query-string secrets as well)."""
+    """The URL for display: ``user:password@`` shown as ``***@``, every query value but the known
+    harmless ones (``HARMLESS_QUERY``) as ``***`` (a bare query word too), a fragment as ``***``."""
     if not url:
         return url
     try:
@@ -168,52 +190,288 @@ def redact_url(url: str | None) -> str | None:
     netloc = parts.netloc
     if "@" in netloc:
         netloc = MASK + "@" + netloc.rsplit("@", 1)[1]
-    query = parts.query
-    if query:
-        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
-        query = "&".join(f"{k}={MASK if _SECRET_NAME.search(k) else v}" for k, v in pairs)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    query = "&".join(f"{k}={v if _harmless(k) else MASK}" if v is not None else MASK
+                     for k, v in _query_pairs(parts.query))
+    fragment = MASK if parts.fragment else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The secrets a URL holds: its ``user:password`` (a ``BasicCredential``) and every query value
+    (and bare query word) but the harmless ones, raw and unquoted, and its fragment."""
+    if not url:
+        return []
+    cred = split_url_credentials(url)[1]
+    out: list[str] = [cred] if cred is not None else []
+    try:
+        parts = urlsplit(str(url).strip())
+    except ValueError:
+        return out
+    for k, v in _query_pairs(parts.query):
+        if v is None:
+            out += [k, urllib.parse.unquote_plus(k)]
+        elif not _harmless(k):
+            out += [v, urllib.parse.unquote_plus(v)]
+    if parts.fragment:
+        out.append(parts.fragment)
+    return [x for x in dict.fromkeys(out) if x and len(x) >= MIN_SECRET]
+
+
+# a field of a JSON body (``--extra-body``, GuideLLM's ``--backend-args``) whose value is a credential:
+# narrower than header names (``max_tokens``, ``tokenizer_mode`` hold none)
+_SECRET_FIELD = re.compile(r"api[-_]?key|secret|passw|auth|credential|cookie|signature|private[-_]?key|"
+                           r"(access|api|bearer|hf|session|id|refresh|sas|security)[-_]?token|"
+                           r"^(token|key|sig|code|x[-_]api[-_]key)$", re.I)
+_SCHEME_VALUE = re.compile(r"^\s*(bearer|basic|token|digest)\s+\S", re.I)
+
+
+def _is_secret_field(name: object, value: object) -> bool:
+    return isinstance(value, str) and (
+        (isinstance(name, str) and bool(_SECRET_FIELD.search(name)) and len(value) >= MIN_SECRET)
+        or bool(_SCHEME_VALUE.match(value)))
+
+
+def body_secrets(obj: object) -> list[str]:
+    """The credentials in a JSON body (``--extra-body '{"api_key": …}'``, ``{"headers":
+    {"Authorization": "Bearer …"}}``): the string values of credential-named fields at any depth,
+    and ``Bearer``/``Basic`` values under any name (with their credential part)."""
+    out: list[str] = []
+
+    def walk(o: object, depth: int) -> None:
+        if depth > 64:
+            return
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if _is_secret_field(k, v):
+                    out.append(v)
+                    if _SCHEME_VALUE.match(v):
+                        out.append(v.split(None, 1)[1].strip())
+                else:
+                    walk(v, depth + 1)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                if isinstance(v, str) and _SCHEME_VALUE.match(v):
+                    out.extend([v, v.split(None, 1)[1].strip()])
+                else:
+                    walk(v, depth + 1)
+
+    walk(obj, 0)
+    return [x for x in dict.fromkeys(out) if x and len(x) >= MIN_SECRET]
+
+
+def redact_body(obj: object) -> object:
+    """A copy of a JSON body with every credential (``body_secrets``) shown as ``<redacted>``."""
+    def walk(o: object, depth: int) -> object:
+        if depth > 64:
+            return o
+        if isinstance(o, dict):
+            return {k: (REDACTED if _is_secret_field(k, v) else walk(v, depth + 1)) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [REDACTED if isinstance(v, str) and _SCHEME_VALUE.match(v) else walk(v, depth + 1) for v in o]
+        return o
+
+    return walk(obj, 0)
+
+
+# an option that takes a credential as its value by its whole name (``--token X``, ``-k X``)
+_SECRET_SHORT_FLAG = re.compile(r"^--?(token|key|k|password|passwd|pass|secret|sig|signature|code)$", re.I)
+# an environment assignment (``env OPENAI_API_KEY=… cmd``) whose variable holds a credential
+_SECRET_ENV = re.compile(r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|PW|AUTH|CREDENTIALS?|COOKIE|SIG|SAS)"
+                         r"($|_)", re.I)
+_ENV_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+# vendors' key shapes, masked wherever they appear in a command line
+_KEY_SHAPE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|hf_[A-Za-z0-9]{8,}|gh[pousr]_[A-Za-z0-9]{8,}|AKIA[0-9A-Z]{12,}|"
+                        r"xox[abprs]-[A-Za-z0-9\-]{8,})")
+_HEADER_FLAGS = ("-H", "--header", "--headers")
+_HEADER_WORD = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_\-]*):\s*(\S.*)$", re.S)
+_SCHEME_CRED = re.compile(r"(?i)\b(?:bearer|basic)\s+([A-Za-z0-9._~+/=\-]{6,})")
+
+
+def env_secrets(environ: dict[str, str]) -> list[str]:
+    """The values of environment variables whose name holds a credential (``OPENAI_API_KEY``,
+    ``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY`` …), ``MIN_HEADER_SECRET`` characters or more: what a
+    child that inherits the environment could print."""
+    return [v for k, v in environ.items() if _SECRET_ENV.search(k) and v and len(v.strip()) >= MIN_HEADER_SECRET]
+
+
+class _Argv:
+    """One walk over a command line: the words fit to be written, and the secrets they held."""
+
+    def __init__(self) -> None:
+        self.secrets: list[str] = []
+
+    def secret(self, value: str) -> str:
+        value = value.strip()
+        if len(value) >= MIN_SECRET:
+            self.secrets.append(value)
+            scheme, _, cred = value.partition(" ")
+            if cred.strip() and _SCHEME_VALUE.match(value):
+                self.secrets.append(cred.strip())
+        return MASK
+
+    def header(self, arg: str) -> str:
+        """``Name: value`` or ``Name=value`` (vLLM's ``--header``): the value masked when it can
+        carry a credential."""
+        cut = [i for i in (arg.find(":"), arg.find("=")) if i > 0]
+        if not cut:
+            return self.word(arg)
+        i = min(cut)
+        name, sep, value = arg[:i], arg[i], arg[i + 1:]
+        if is_secret_header(name, value.strip()):
+            self.secret(value)
+            return f"{name}{sep}{' ' if sep == ':' else ''}{REDACTED}"
+        return f"{name}{sep}{self.word(value)}"
+
+    def word(self, a: str) -> str:
+        """A word that is no option's secret value: a JSON object's credential fields, a shell
+        string's words, an environment assignment, a URL's credentials and query, a key's shape."""
+        s = a.strip()
+        if s.startswith("{") and s.endswith("}"):
+            try:
+                obj = json.loads(s)
+            except (ValueError, RecursionError):
+                obj = None
+            if isinstance(obj, dict):
+                found = body_secrets(obj)
+                if found:
+                    self.secrets += found
+                    return json.dumps(redact_body(obj), ensure_ascii=False)
+                return a
+        h = _HEADER_WORD.match(a)
+        if h and is_secret_header(h.group(1), h.group(2)):  # ``'Authorization: Bearer …'`` as one word
+            self.secret(h.group(2))
+            return f"{h.group(1)}: {REDACTED}"
+        m = _ENV_ASSIGN.match(a)
+        if m and _SECRET_ENV.search(m.group(1)):
+            return f"{m.group(1)}={self.secret(m.group(2))}"
+        if any(c.isspace() for c in s) and len(s) < 100_000:  # ``sh -c "curl -H 'Authorization: …' …"``
+            try:
+                words = shlex.split(a)
+            except ValueError:
+                words = None
+            if words and len(words) > 1:
+                inner = self.argv(words)
+                if inner != words:
+                    return shlex.join(inner)
+        if "://" in a:
+            self.secrets += url_secrets(a)
+            a = redact_url(a) or a
+        for k in _KEY_SHAPE.findall(a):
+            self.secret(k)
+        a = _KEY_SHAPE.sub(MASK, a)
+        for cred in _SCHEME_CRED.findall(a):  # ``Bearer …`` anywhere in a word
+            self.secret(cred)
+        return _SCHEME_CRED.sub(lambda m: m.group(0)[:m.start(1) - m.start(0)] + MASK, a)
+
+    def argv(self, argv: Iterable[str]) -> list[str]:
+        out: list[str] = []
+        mask_next = header_next = False
+        for a in argv:
+            a = str(a)
+            is_flag = a.startswith("-") and not a.startswith("---") and len(a) > 1
+            if mask_next and not is_flag:
+                out.append(self.secret(a))
+            elif header_next and not is_flag:
+                out.append(self.header(a))
+            elif is_flag and "=" in a:
+                flag, _, value = a.partition("=")
+                if flag in _HEADER_FLAGS:
+                    out.append(f"{flag}={self.header(value)}")
+                elif _SECRET_FLAG.search(flag) or _SECRET_SHORT_FLAG.match(flag):
+                    out.append(f"{flag}={self.secret(value)}")
+                else:
+                    out.append(f"{flag}={self.word(value)}")
+            else:
+                out.append(self.word(a))
+            flag_only = is_flag and "=" not in a
+            mask_next = flag_only and bool(_SECRET_FLAG.search(a) or _SECRET_SHORT_FLAG.match(a))
+            header_next = flag_only and a in _HEADER_FLAGS
+        return out
 
 
 def redact_argv(argv: Iterable[str]) -> list[str]:
     """A command line fit to be written: an option whose name can carry a credential has its
-    value masked (``--api-key X`` and ``--api-key=X``), a header argument (``-H``/``--header``
-    ``Name: value``) has a credential-bearing value masked, and URLs lose ``user:password@``."""
-    out: list[str] = []
-    mask_next = header_next = False
-    for a in argv:
-        a = str(a)
-        if mask_next and not a.startswith("-"):
-            out.append(MASK)
-        elif header_next:
-            name, sep, value = a.partition(":")
-            out.append(f"{name}{sep} {REDACTED}" if sep and is_secret_header(name, value.strip()) else a)
-        elif a.startswith("-") and "=" in a:
-            flag, _, value = a.partition("=")
-            out.append(f"{flag}={MASK}" if _SECRET_FLAG.search(flag) else f"{flag}={_redact_word(value)}")
+    value masked (``--api-key X``, ``--api-key=X``, ``--token X``, ``-k X``), a header argument
+    (``-H``/``--header``, ``Name: value`` or vLLM's ``Name=value``, also ``--header=…``) has a
+    credential-bearing value masked, a JSON argument (GuideLLM's ``--backend-args``) its credential
+    fields, an environment assignment (``env OPENAI_API_KEY=… cmd``) its value, a shell string
+    (``sh -c "curl -H 'Authorization: …'"``) the same word by word, URLs their credentials and query
+    (``redact_url``), and anything shaped like a vendor's key (``sk-…``, ``hf_…``) is masked."""
+    return _Argv().argv(argv)
+
+
+def argv_secrets(argv: Iterable[str]) -> list[str]:
+    """The secrets ``redact_argv`` masks: what the command may print, to be scrubbed from its log."""
+    w = _Argv()
+    w.argv(argv)
+    return [s for s in dict.fromkeys(w.secrets) if len(s) >= MIN_SECRET]
+
+
+def _percent_all(b: bytes) -> str:
+    return "".join(f"%{c:02X}" for c in b)
+
+
+def _json_u(s: str) -> str:
+    """Every character as a JSON ``\\uXXXX`` escape (a surrogate pair above U+FFFF)."""
+    out = []
+    for ch in s:
+        o = ord(ch)
+        if o > 0xFFFF:
+            o -= 0x10000
+            out.append(f"\\u{0xD800 + (o >> 10):04x}\\u{0xDC00 + (o & 0x3FF):04x}")
         else:
-            out.append(_redact_word(a))
-        flag = a.startswith("-") and "=" not in a
-        mask_next = flag and bool(_SECRET_FLAG.search(a))
-        header_next = flag and a in ("-H", "--header", "--headers")
+            out.append(f"\\u{o:04x}")
+    return "".join(out)
+
+
+_PCT = re.compile(r"%[0-9A-F]{2}")
+
+
+def _b64_forms(b: bytes) -> list[str]:
+    """``b`` in base64 (standard and URL-safe alphabets, with and without padding), and the part of
+    its encoding that is the same wherever it sits inside a longer base64 text: for each of the three
+    alignments, the 4-character groups made of its bytes alone (``Basic base64(user:password)``,
+    a JSON document or a header blob that holds the secret, encoded whole)."""
+    out: list[str] = []
+    for enc in (base64.b64encode, base64.urlsafe_b64encode):
+        full = enc(b).decode()
+        out += [full, full.rstrip("=")]
+        for o in range(3):
+            text = enc(b"\0" * o + b).decode()
+            first = 1 if o else 0  # the first group holds padding bytes when o > 0
+            last = (o + len(b)) // 3  # groups made of bytes up to the end of b
+            core = text[4 * first:4 * last]
+            if len(core) >= B64_CORE_MIN:
+                out.append(core)
     return out
 
 
-def _redact_word(word: str) -> str:
-    return redact_url(word) or word if "://" in word else word
+def _encodings(s: str) -> list[str]:
+    """The encodings a text travels in: raw; URL-encoded (``quote`` with and without ``/`` kept,
+    ``quote_plus``, every byte as ``%XX``, upper- and lower-case hex); JSON-escaped (ASCII and UTF-8,
+    ``\\/`` for ``/``, every character as ``\\uXXXX`` in lower- and upper-case hex); HTML
+    (``html.escape``, every character as ``&#N;`` and ``&#xN;``); base64 (``_b64_forms``)."""
+    b = s.encode("utf-8")
+    url = [urllib.parse.quote(s, safe=""), urllib.parse.quote(s), urllib.parse.quote_plus(s), _percent_all(b)]
+    url += [_PCT.sub(lambda m: m.group(0).lower(), u) for u in url]
+    js = [json.dumps(s)[1:-1], json.dumps(s, ensure_ascii=False)[1:-1]]
+    js += [j.replace("/", "\\/") for j in js]
+    u = _json_u(s)
+    js += [u, re.sub(r"\\u([0-9a-f]{4})", lambda m: "\\u" + m.group(1).upper(), u)]
+    htm = [html.escape(s, quote=True), html.escape(s, quote=False), "".join(f"&#{ord(c)};" for c in s),
+           "".join(f"&#x{ord(c):x};" for c in s)]
+    return [s, *url, *js, *htm, *_b64_forms(b)]
 
 
 def secret_forms(secret: str) -> list[str]:
-    """The forms a secret travels in: raw, URL-quoted, JSON-escaped (ASCII and UTF-8), HTML-escaped
-    and (URL credentials) the ``Basic`` base64 token and the password alone. Forms shorter than
+    """Every form a secret travels in (``_encodings``); for URL credentials (``user:password``) the
+    same for the password alone (the ``Basic`` token is the base64 of the whole). Forms shorter than
     ``MIN_SECRET`` are left out."""
-    forms = [secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote(secret), json.dumps(secret)[1:-1],
-             json.dumps(secret, ensure_ascii=False)[1:-1], html.escape(secret, quote=True)]
+    forms = _encodings(str(secret))
     if isinstance(secret, BasicCredential):
-        forms.append(secret.token)
         user, _, pw = secret.partition(":")
         if pw:
-            forms += [pw, urllib.parse.quote(pw, safe=""), json.dumps(pw)[1:-1], html.escape(pw, quote=True)]
+            forms += _encodings(pw)
     return [f for f in dict.fromkeys(forms) if f and len(f) >= MIN_SECRET]
 
 
@@ -274,6 +532,17 @@ class Scrubber:
             if form in text:
                 text = text.replace(form, MASK)
         return text
+
+    def bytes(self, data: bytes) -> bytes:
+        """``data`` (a child's output line) with every form of every secret replaced by ``***``."""
+        if not self.found_in(data):
+            return data
+        return self.text(bytes(data).decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+
+    def cut(self, text: str, limit: int) -> str:
+        """``text`` scrubbed, then cut to ``limit`` characters: in this order, so that a secret
+        that straddles the cut leaves no prefix behind."""
+        return self.text(text)[:limit] if isinstance(text, str) else text
 
     def json_text(self, text: str) -> str:
         """JSON text with every string literal scrubbed (keys too); the structure is untouched."""
@@ -354,9 +623,7 @@ class _ScrubbingBuffer:
         self._raw = raw
 
     def write(self, b):
-        if _REGISTERED and _REGISTERED.found_in(b):
-            b = _REGISTERED.text(bytes(b).decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
-        return self._raw.write(b)
+        return self._raw.write(_REGISTERED.bytes(b) if _REGISTERED else b)
 
     def __getattr__(self, name):
         return getattr(self._raw, name)

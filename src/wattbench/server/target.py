@@ -26,11 +26,11 @@ class TargetSpec:
     secret_headers: tuple = ()  # --secret-header NAME: header names whose values are secrets too
 
     def secrets(self) -> list[str]:
-        """The key and the secret header values (``server/redact.py``): what the client scrubs from
-        every error detail and kept text it records."""
-        from wattbench.server.redact import secret_values
+        """The key, the secret header values and the credential fields of the body
+        (``server/redact.py``): what the client scrubs from every error detail and kept text it records."""
+        from wattbench.server.redact import body_secrets, secret_values
 
-        return secret_values(self.api_key, self.headers, self.secret_headers)
+        return secret_values(self.api_key, self.headers, self.secret_headers) + body_secrets(self.extra_body)
 
     def __repr__(self) -> str:  # never show the key
         return f"TargetSpec(base_url={self.base_url!r}, model={self.model!r}, api={self.api!r})"

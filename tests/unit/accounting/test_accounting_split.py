@@ -85,7 +85,7 @@ def test_split_is_shown_in_the_terminal_and_html_reports(tmp_path):
     lv.energy = energy
     lv.power_split = PowerSplit.model_validate(power_split(energy, dur))
     line = power_split_lines(res)[0].plain
-    assert line.startswith("c=1: ") and "memory 95.0 W (14% of the board's 687 W)" in line
+    assert line.startswith("c=1: ") and "memory 95.0 W (13.8% of the board's 687 W)" in line
     assert "rest of board 592 W" in line and "dynamic 56.2 + 551 W" in line
     from rich.console import Console
 

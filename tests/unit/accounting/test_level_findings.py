@@ -91,6 +91,24 @@ def test_run_without_energy_says_so_once_in_the_verdict():
     assert measured.energy == "measured"
 
 
+def test_a_run_stopped_by_a_failed_write_says_so_first_and_is_at_best_warn():
+    import errno
+
+    from wattbench.errors import StorageError
+
+    r = make_result()
+    for lv in r.levels:
+        lv.validity.findings = []
+        lv.validity.verdict = "valid"
+    assert LF.run_validity(r).verdict == "valid"
+    err = StorageError("/x/requests.jsonl", OSError(errno.ENOSPC, "No space left on device"))
+    v = LF.run_validity(r, stopped=err)
+    assert v.verdict == "warn" and v.findings[0].kind == "run_stopped"
+    assert "/x/requests.jsonl: No space left on device" in v.findings[0].text
+    assert f"the {len(r.levels)} level(s) listed are complete" in v.findings[0].text
+    assert v.findings[0].summary == "the run stopped on a failed write (No space left on device)"
+
+
 def test_auto_sweep_stops_at_a_failed_level_and_names_it():
     figs = {1: {"throughput": {"output_tokens_per_s": 100.0}}, 2: {"throughput": {"output_tokens_per_s": 190.0}},
             4: {"throughput": {"output_tokens_per_s": 0.0}, "failed": "no measured request completed"}}
@@ -137,10 +155,10 @@ def test_headline_shows_achieved_beside_asked_and_marks_small_samples():
     lv.load.mean_in_flight = 7.2
     lv.requests.completed = 4
     h = headline(lv)
-    assert "achieved 7.2 in flight of 64 asked" in h and "(n=4)" in h
+    assert "achieved 7.20 in flight of 64 asked" in h and "(n=4)" in h
     from wattbench.report.summary import short_label
 
-    assert short_label(lv) == "c=64 (got 7.2)"  # the level tables' label too
+    assert short_label(lv) == "c=64 (got 7.20)"  # the level tables' label too
     ok = make_level(value=8)
     assert short_label(ok) == "c=8"
     ok.requests.completed = 500
@@ -222,3 +240,30 @@ def test_an_inconclusive_history_check_is_a_note_that_says_inconclusive():
     (f,) = [f for f in v.findings if f.kind == "history_check"]
     assert f.severity == "note" and "inconclusive" in f.text and "within noise" not in f.text
     assert v.verdict == "valid"
+
+
+def _streamed(i: int, chunks: int, **kw) -> RequestRecord:
+    from wattbench.results.schema import build_record
+
+    base = dict(id=i, level=0, sent_ns=i * 1000, chunk_ns=[i * 1000 + k + 1 for k in range(chunks)], output_tokens=chunks)
+    base.update(kw)
+    return build_record(**base)
+
+
+def test_bad_usage_is_sized_by_the_share_of_content_it_leaves_uncounted_and_judged_by_materiality():
+    """The requests whose usage was refused did work in the window with no token counted: the
+    level's per-token efficiency is understated by about their share of the content chunks. At or
+    above the efficiency bound (1%) a warn, below a note — sized from the records, not a fixed answer."""
+    from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT
+
+    bad = dict(ok=False, error="bad_usage", output_tokens=None)
+    recs = [_streamed(i, 10) for i in range(98)] + [_streamed(98, 10, **bad), _streamed(99, 10, **bad)]
+    f = LF.bad_usage_finding(recs)  # 20 of 1000 chunks: 2%
+    assert f.kind == "bad_usage" and f.severity == "warn" and f.effect_pct == pytest.approx(-2.0)
+    assert "2 request(s)" in f.text and f.bound_pct == EFFICIENCY_MATERIAL_PCT
+    recs = [_streamed(i, 10) for i in range(199)] + [_streamed(199, 10, **bad)]
+    f = LF.bad_usage_finding(recs)  # 10 of 2000 chunks: 0.5%
+    assert f.severity == "note" and f.effect_pct == pytest.approx(-0.5)
+    warm = [_streamed(0, 10), _streamed(1, 10, warmup=True, **bad)]
+    assert LF.bad_usage_finding(warm) is None  # a warm-up request is not the level's
+    assert LF.bad_usage_finding([_streamed(0, 5), _streamed(1, 5, ok=False, error="http_500")]) is None

@@ -102,7 +102,7 @@ def test_boundary_default_outermost_and_never_mixed():
     assert compare([a, b]).boundary == "node"
     assert compare([a, b]).levels[0].decompositions[0].power_ratio == pytest.approx(1000 / 800)
     assert compare([a, b], boundary="accelerator").levels[0].decompositions[0].power_ratio == pytest.approx(1.2)
-    with pytest.raises(UserError, match="run b level concurrency=8 has no wall power .*never compared"):
+    with pytest.raises(UserError, match="run b has no wall power at c=8 .*never compared"):
         compare([a, b], boundary="wall", force=True)
 
 

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.fakes.scripted_clock import SharedClock
 from tests.fakes.scripted_sensor import LivePower, ScriptedSensor
 from wattbench.monitor import Monitor
+from wattbench.report.numbers import fmt
 
 MS = 1_000_000
 
@@ -169,7 +170,7 @@ def test_efficiency_against_known_truth_and_exporter_readback(engine, tmp_path):
     con = Console(file=io.StringIO(), width=200)
     con.print(_table(snap))
     view = con.file.getvalue()
-    assert "state=loaded" in view and f"{tot['j_per_output_token']['accelerator']:,.3f}" in view
+    assert "state=loaded" in view and fmt(tot['j_per_output_token']['accelerator']) in view
 
 
 def test_target_goes_away_and_comes_back(engine):

@@ -134,7 +134,7 @@ def test_rack_takes_the_busiest_level_meeting_the_slo_and_names_it():
                       "slos": [{"metric": "ttft", "stat": "p99", "threshold_ms": 500.0}]}
     row = plan_rack(15, [res], boundary="accelerator", host_overhead_w=500).rows[0]
     assert row.level_index == 0 and row.node_power_w == 700 + 500
-    assert row.warnings[0] == "run run-a: level c=1 (highest throughput among the levels meeting ttft_p99=500ms)"
+    assert row.notes[0] == "run run-a: level c=1 (highest throughput among the levels meeting ttft_p99=500ms)"
     res.levels[0].goodput["all_met"] = False
     row = plan_rack(15, [res], boundary="accelerator", host_overhead_w=500).rows[0]
     assert row.level_index == 1

@@ -115,3 +115,21 @@ def test_the_history_lists_a_running_run_as_running_while_its_lock_is_held_then_
         assert [r.status for r in store.list_runs()] == ["crashed"]
         assert store.get(res.run_id).status == "crashed" and store.list_runs(status="running") == []
         assert [r.run_id for r in store.list_runs(status="crashed")] == [res.run_id]
+
+
+def test_a_run_that_could_not_close_after_a_failed_write_reads_stopped_not_crashed(tmp_path):
+    """``rundir.close_result`` leaves ``.stopped-<ERRNO>`` when not even result.json could be
+    rewritten: every reader then reads the run as stopped on that write error (``warn``, the
+    reason first), not as a crash."""
+    from wattbench.results.recovery import STOPPED_MARKER_PREFIX
+
+    res = _running(tmp_path)
+    for lv in res.levels:
+        lv.validity.findings, lv.validity.verdict = [], "valid"
+    res.validity.findings, res.validity.verdict = [], "valid"
+    rundir.write_result(tmp_path, res)
+    (tmp_path / (STOPPED_MARKER_PREFIX + "ENOSPC")).touch()
+    got = rundir.load_result(tmp_path)
+    assert got.status == "failed" and got.validity.verdict == "warn"
+    first = got.validity.findings[0]
+    assert first.kind == "run_stopped" and "No space left on device" in first.text and CRASHED not in first.text

@@ -40,7 +40,8 @@ def test_normalize_rejects_non_http(url):
 
 
 def test_safe_url_strips_credentials():
-    assert safe_url("http://user:s3cret@h:80/v1") == "http://h:80/v1"
+    assert safe_url("http://user:s3cret@h:80/v1") == "http://***@h:80/v1"
+    assert safe_url("http://h:80/v1?sig=s3cret&api-version=1") == "http://h:80/v1?sig=***&api-version=1"
     with pytest.raises(UserError) as e:
         normalize_base_url("ftp://user:s3cret@h/")
     assert "s3cret" not in str(e.value)

@@ -8,6 +8,7 @@ import base64
 import io
 import json
 import sys
+import urllib.parse
 
 import pytest
 
@@ -83,3 +84,143 @@ def test_redact_argv_masks_credentials_only():
         # a flag with no value does not mask the next flag; --tokenizer's value is a path, not a secret
         "--use-server-token-count", "--concurrency", "4", "--password", "--next-flag"]
     assert "sk-1" not in " ".join(redact_argv(argv)) and "pw" not in " ".join(redact_argv(argv))
+
+
+# ---------------------------------------------------------------- every encoding, written here independently
+
+KEY = "sk-Wb/Enc+key_9f3a:7c1e"
+
+
+def _independent_encodings(s: str) -> dict[str, str]:
+    """Each encoding a server or a tool could put a secret in, spelled out here (not taken from the
+    scrubber's own list), so that dropping any one form from ``server/redact.py`` fails a case."""
+    b = s.encode()
+    return {
+        "raw": s,
+        "url quote": urllib.parse.quote(s, safe=""),
+        "url quote path": urllib.parse.quote(s),
+        "url quote_plus": urllib.parse.quote_plus(s),
+        "url every byte": "".join("%%%02X" % c for c in b),
+        "url every byte lower": "".join("%%%02x" % c for c in b),
+        "url lower hex": urllib.parse.quote(s, safe="").replace("%2F", "%2f").replace("%2B", "%2b").replace("%3A", "%3a"),
+        "json": json.dumps(s)[1:-1],
+        "json slash": json.dumps(s)[1:-1].replace("/", "\\/"),
+        "json \\u lower": "".join("\\u%04x" % ord(c) for c in s),
+        "json \\u upper": "".join("\\u%04X" % ord(c) for c in s),
+        "html": s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;"),
+        "html decimal": "".join("&#%d;" % ord(c) for c in s),
+        "html hex": "".join("&#x%x;" % ord(c) for c in s),
+        "base64": base64.b64encode(b).decode(),
+        "base64 unpadded": base64.b64encode(b).decode().rstrip("="),
+        "base64 urlsafe": base64.urlsafe_b64encode(b).decode(),
+        "base64 in a blob at offset 0": base64.b64encode(b + b'","n":1}').decode(),
+        "base64 in a blob at offset 1": base64.b64encode(b"{" + b + b"}").decode(),
+        "base64 in a blob at offset 2": base64.b64encode(b'{"' + b + b"}").decode(),
+        "base64 bearer header": base64.b64encode(b"Authorization: Bearer " + b).decode(),
+    }
+
+
+@pytest.mark.parametrize("form", sorted(_independent_encodings(KEY)))
+def test_every_encoding_of_a_key_is_scrubbed(form):
+    text = "x" * 40 + " " + _independent_encodings(KEY)[form] + " tail"
+    out = Scrubber([KEY]).text(text)
+    assert out != text and out.endswith(" tail")
+    # nothing of the key is left that decodes back to it
+    for enc, dec in _decoders():
+        assert KEY not in dec(out), (form, enc)
+    assert KEY.encode() not in _b64_decodings(out)
+
+
+def _decoders():
+    import html as _html
+
+    return [("raw", lambda t: t), ("url", urllib.parse.unquote), ("url+", urllib.parse.unquote_plus),
+            ("html", _html.unescape), ("json", lambda t: json.loads('"' + t.replace('"', "") + '"')
+                                        if "\\" in t else t)]
+
+
+def _b64_decodings(text: str) -> bytes:
+    """Every base64 run of ``text`` decoded at each of its 4 character offsets."""
+    import re
+
+    out = b""
+    for run in re.findall(r"[A-Za-z0-9+/_\-]{8,}", text):
+        for o in range(4):
+            chunk = run[o:]
+            chunk = chunk[:len(chunk) - len(chunk) % 4]
+            for alt in (chunk, chunk.replace("-", "+").replace("_", "/")):
+                try:
+                    out += base64.b64decode(alt, validate=False) + b"|"
+                except ValueError:
+                    pass
+    return out
+
+
+@pytest.mark.parametrize("form", ["raw", "base64", "base64 in a blob at offset 1", "url every byte", "json \\u lower",
+                                  "html decimal"])
+def test_basic_auth_user_password_every_encoding(form):
+    cred = BasicCredential("wbuser:pw-SECRET/9+x")
+    for secret in ("wbuser:pw-SECRET/9+x", "pw-SECRET/9+x"):
+        text = "-- " + _independent_encodings(secret)[form] + " --"
+        out = Scrubber([cred]).text(text)
+        assert "pw-SECRET" not in urllib.parse.unquote(out) and b"pw-SECRET" not in _b64_decodings(out), (secret, out)
+
+
+def test_a_key_quoted_at_character_290_leaves_no_prefix():
+    """Scrubbed first, then cut: a key that straddles the 300-character cut leaves nothing."""
+    detail = "e" * 290 + KEY + " more"
+    out = Scrubber([KEY]).cut(detail, 300)
+    assert out == "e" * 290 + MASK + " more"[:7]
+    assert KEY[:8] not in out and len(out) <= 300
+
+
+def test_url_query_is_secret_unless_known_harmless():
+    u = "https://u:pw@h.example:443/api/v1?api-version=2024-06-01&sig=SIGsecret123&code=fn-CODE-456&sv=2022&flag#frag"
+    shown = redact.redact_url(u)
+    assert shown == "https://***@h.example:443/api/v1?api-version=2024-06-01&sig=***&code=***&sv=***&***#***"
+    got = redact.url_secrets(u)
+    assert "SIGsecret123" in got and "fn-CODE-456" in got and "flag" in got and "u:pw" in got
+    assert "2024-06-01" not in got
+    from wattbench.server.openai import safe_url
+
+    assert "SIGsecret123" not in safe_url(u)
+
+
+def test_extra_body_credentials():
+    body = {"top_k": 20, "api_key": "body-SECRET-1", "headers": {"Authorization": "Bearer body-SECRET-2"},
+            "max_tokens": 8, "tokenizer_mode": "auto", "extra": ["Basic dTpwdy1zZWNyZXQ="]}
+    got = redact.body_secrets(body)
+    assert {"body-SECRET-1", "Bearer body-SECRET-2", "body-SECRET-2", "Basic dTpwdy1zZWNyZXQ="} <= set(got)
+    assert "auto" not in got and 20 not in got and 8 not in got
+    assert redact.redact_body(body) == {"top_k": 20, "api_key": REDACTED, "headers": {"Authorization": REDACTED},
+                                        "max_tokens": 8, "tokenizer_mode": "auto", "extra": [REDACTED]}
+
+
+@pytest.mark.parametrize("argv,secret", [
+    (["vllm", "bench", "serve", "--header", "Authorization=Bearer sk-argv-SECRET-01"], "sk-argv-SECRET-01"),
+    (["vllm", "bench", "serve", "--header=Authorization=Bearer argv-SECRET-02"], "argv-SECRET-02"),
+    (["vllm", "bench", "serve", "--header", "x-api-key=argv-SECRET-03"], "argv-SECRET-03"),
+    (["guidellm", "benchmark", "--backend-args", '{"api_key": "argv-SECRET-04"}'], "argv-SECRET-04"),
+    (["guidellm", "benchmark", "--backend-args={\"headers\": {\"Authorization\": \"Bearer argv-SECRET-05\"}}"],
+     "argv-SECRET-05"),
+    (["env", "OPENAI_API_KEY=argv-SECRET-06", "python", "load.py"], "argv-SECRET-06"),
+    (["sh", "-c", "curl -s -H 'Authorization: Bearer argv-SECRET-07' http://h:1/v1/models"], "argv-SECRET-07"),
+    (["tool", "--token", "argv-SECRET-08"], "argv-SECRET-08"),
+    (["tool", "--key", "argv-SECRET-09"], "argv-SECRET-09"),
+    (["tool", "-k", "argv-SECRET-10"], "argv-SECRET-10"),
+    (["tool", "--target", "https://h.example/v1?sig=argv-SECRET-11"], "argv-SECRET-11"),
+    (["tool", "--target=https://h.example/v1?code=argv-SECRET-12&api-version=1"], "argv-SECRET-12"),
+    (["tool", "sk-proj-argvSECRET13abcdef"], "sk-proj-argvSECRET13abcdef"),
+])
+def test_redact_argv_every_credential_form(argv, secret):
+    out = redact_argv(argv)
+    assert secret not in " ".join(out), out
+    assert len(out) == len(argv)
+    assert secret in redact.argv_secrets(argv)
+    assert out[0] == argv[0]
+
+
+def test_env_secrets_by_name():
+    env = {"OPENAI_API_KEY": "sk-env-123456", "HF_TOKEN": "hf_abcdefgh12", "TOKENIZERS_PARALLELISM": "false",
+           "PATH": "/usr/bin", "AWS_SECRET_ACCESS_KEY": "aws-secret-value-1", "MY_PW": "short"}
+    assert sorted(redact.env_secrets(env)) == ["aws-secret-value-1", "hf_abcdefgh12", "sk-env-123456"]
