@@ -13,12 +13,11 @@ Definitions (all from the client's monotonic timestamps, see ``load/client.py``)
   telescoping, the pooled ITL mean is the sum of (last - first) over the sum of (chunks - 1).
   **Chunks read in bunches**: chunks that arrive in one socket read share one stamp, so their gap is
   exactly 0 — not a time the server took but one the client could not resolve (a busy event loop
-  reads what piled up: at c=108–128 on a loaded client ITL p50 read 0 ms). When
-  ``ITL_BUNCHED_SHARE`` (10%) or more of a level's gaps are 0, its ITL percentiles, min, max and
-  sd describe the client's reads, not the server's tokens: they are left out, and
-  ``itl_ms.unmeasured`` says why with the share (the mean, which telescopes, is kept). A tenth:
-  below it the zeros hold only the lowest percentiles, which no report shows; from there up they
-  pull p10 and beyond to 0 and stretch the gaps after them.
+  reads what piled up: at c=108–128 on a loaded client ITL p50 read 0 ms). A percentile that falls
+  among those zeros is left out (``itl_stats``: p50 once half the gaps are 0, p99 once 99% are) and
+  ``itl_ms.unmeasured`` says why with their share; the mean, which telescopes, and the percentiles
+  above the zeros are kept (how far a late read stretches those is the client-lag finding's
+  business: ``accounting/validity.client_findings``).
 
 Failed and warm-up requests never enter latency statistics. Throughput divides by the window
 ``[start_ns, end_ns]`` the tokens the server produced inside it from every stream (warm-up
@@ -43,7 +42,7 @@ from wattbench.metrics.window_tokens import window_tokens
 from wattbench.results.recordset import NONE, RecordSet, as_record_set, row_ids, stamp_blocks
 from wattbench.results.schema import Latency, RequestRecord, Requests, Stats, Throughput, TokenCount
 
-__all__ = ["stats", "itl_stats", "ITL_BUNCHED_SHARE", "summarize_level", "request_end_ns", "gap_blocks"]
+__all__ = ["stats", "itl_stats", "summarize_level", "request_end_ns", "gap_blocks"]
 
 _QS = [50, 90, 95, 99]
 
@@ -75,23 +74,23 @@ def stats(values_ms: Sequence[float] | np.ndarray | Blocks) -> Stats:
     )
 
 
-ITL_BUNCHED_SHARE = 0.10  # gaps of exactly 0 (chunks in one read) from which ITL is unmeasured
-
-
 def itl_stats(gaps: Blocks) -> Stats:
-    """The ITL statistics of the pooled gaps, unless ``ITL_BUNCHED_SHARE`` or more of them are 0 ms
-    (chunks read in bunches: module docstring); then the count and mean with the reason."""
+    """The ITL statistics of the pooled gaps; a percentile that falls among gaps of exactly 0 ms
+    (chunks read in bunches: module docstring) is left out, and ``unmeasured`` says why."""
     st = stats(gaps)
     if not st.count:
         return st
-    zeros = sum(int((b == 0).sum()) for b in gaps())
-    share = zeros / st.count
-    if share < ITL_BUNCHED_SHARE:
+    withheld = [q for q in _QS if getattr(st, f"p{q}") == 0.0]
+    if not withheld:
         return st
-    return Stats(count=st.count, mean=st.mean,
-                 unmeasured=(f"{share:.0%} of the {st.count} gaps between content chunks were 0 ms: chunks arrived "
-                             "together in one read of the client, which cannot time them apart (a busy client or a "
-                             "server that batches its stream); TTFT, TPOT and E2E are not affected"))
+    zeros = sum(int((b == 0).sum()) for b in gaps())
+    for q in withheld:
+        setattr(st, f"p{q}", None)
+    st.unmeasured = (f"{zeros / st.count:.0%} of the {st.count} gaps between content chunks were 0 ms: chunks "
+                     "arrived together in one read of the client, which cannot time them apart (a busy client or a "
+                     f"server that batches its stream), so ITL {', '.join(f'p{q}' for q in withheld)} would read "
+                     "0 ms; TTFT, TPOT and E2E are not affected")
+    return st
 
 
 def request_end_ns(r: RequestRecord) -> int | None:
