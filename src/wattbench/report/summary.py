@@ -159,8 +159,8 @@ def state_line(result: Result) -> str | None:
         parts.append(f"{len(nz.engine_starts)} engine starts")
     cal = result.prompt_calibration  # no tokenizer: prompt lengths fitted to the server's count
     if cal is not None and cal.used:
-        parts.append(f"prompts calibrated to the server's token count ({cal.tokens_per_word:.2f} tokens/word "
-                     f"+ {cal.overhead_tokens:.1f}, {cal.counted} probes)")
+        parts.append(f"prompts calibrated to the server's token count ({F.fmt(cal.tokens_per_word)} tokens/word "
+                     f"+ {F.fmt(cal.overhead_tokens)}, {cal.counted} probes)")
     elif cal is not None:
         parts.append("prompts not calibrated (no usage.prompt_tokens in the server's answers)")
     return "; ".join(parts) or None
