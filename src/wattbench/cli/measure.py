@@ -12,6 +12,7 @@ from wattbench.cli.common import (
     api_key_file_option,
     DB_HELP,
     REGISTER_HELP,
+    config_label_option,
     currency_option,
     handle_errors,
     no_sensors_option,
@@ -81,6 +82,7 @@ def register(app: typer.Typer) -> None:
         pue: float = pue_option(),
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default ./wattbench-results/<run_id>)."),
         tag: Optional[List[str]] = typer.Option(None, "--tag", help="Tag the run in the history store (repeatable)."),
+        config_label: Optional[str] = config_label_option(),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         register_run: bool = typer.Option(True, "--register/--no-register", help=REGISTER_HELP),
         no_html: bool = typer.Option(False, "--no-html", help="Do not write report.html."),
@@ -100,7 +102,7 @@ def register(app: typer.Typer) -> None:
         config = RunConfig(target=target, api_key=SecretStr(api_key) if api_key else None,
                            sensors=list(sensor or []), no_sensors=no_sensors, sample_interval_s=sample_interval,
                            idle_s=idle, idle_after_s=idle_after, price_per_kwh=price_per_kwh, currency=currency,
-                           pue=pue, out=out, tags=list(tag or []), db=db, register_run=register_run, html=not no_html,
+                           pue=pue, out=out, tags=list(tag or []), config_label=config_label, db=db, register_run=register_run, html=not no_html,
                            keep_chunks=keep_chunks)
         mcfg = MeasureConfig(command=list(command), run=config, tool=tool, result_files=list(result or []),
                              window_from=window_from)

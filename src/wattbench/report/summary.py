@@ -76,7 +76,8 @@ __all__ = [
     "level_columns", "part_lines", "part_share", "serving_columns", "serving_figures", "serving_title",
     "short_boundary", "trial_columns", "TRIAL_FIGURES", "TrialCell", "any_trials", "last_trial_title",
     "trial_cells", "trials_n", "trials_title", "ENGINE_KEYS", "applied_config", "best_under_slo",
-    "state_line", "Headline", "headline", "estimate_text", "NO_ENERGY_ANSWER", "answer_line", "answer_lines", "measure_lines", "search_lines",
+    "state_line", "Headline", "headline", "estimate_text", "NO_ENERGY_ANSWER", "answer_line", "history_summary",
+    "answer_lines", "measure_lines", "search_lines",
 ]
 
 # ---------------------------------------------------------------- configuration
@@ -264,6 +265,17 @@ def answer_line(result: Result) -> str | None:
     if h.ci is not None:
         figure += f", mean of {h.trials} trials (95% CI {F.fmt_range(h.ci[0], h.ci[1])})"
     return f"answer: {short_label(h.level)} — {figure} · {h.verdict}"
+
+
+def history_summary(result: Result) -> dict[str, Any]:
+    """What ``history list`` shows of a run beside its target and configuration: the headline figure
+    (``headline``: the answer line's level, figure, boundary and verdict), kept in the history's
+    ``summary`` when the run is registered. ``{}`` without levels."""
+    h = headline(result)
+    if h is None:
+        return {}
+    return {"headline": {"level": short_label(h.level), "name": h.name, "value": h.value, "boundary": h.boundary,
+                         "label": h.label, "verdict": h.verdict}}
 
 
 def answer_lines(result: Result) -> list[str]:

@@ -81,6 +81,7 @@ from wattbench.results.schema.run import (
     NodeInfo,
     PromptCalibration,
     Result,
+    ServerIdentity,
     ServerInfo,
     TunedFrom,
     WorkloadInfo,
@@ -92,7 +93,7 @@ __all__ = [
     "SCHEMA_VERSION", "BoundaryEnergy", "EFFICIENCY_FIGURES", "Figure", "Finding", "LATENCY_FIGURES", "CarbonIntensity", "ClockInfo", "EnergyShare", "Environment", "GPUInfo",
     "Latency", "LevelResult", "LevelTiming", "LoadStats", "NodeInfo", "Num", "Oversaturation", "Pareto",
     "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",
-    "Requests", "Result", "SearchOutcome", "ServerInfo", "Stats", "TargetStats", "Throughput", "TokenCount",
+    "Requests", "Result", "SearchOutcome", "ServerIdentity", "ServerInfo", "Stats", "TargetStats", "Throughput", "TokenCount",
     "PromptCalibration", "TrialFigure", "TrialsBlock", "TunedFrom", "Validity", "Verdict", "Window", "WorkloadInfo", "_M", "build_record", "upgrade_v1",
     "EngineStart", "HistoryCheck", "NoiseInfo", "PrimingPhase",
 ]
