@@ -140,22 +140,20 @@ class Decomposition(BaseModel):
     power_ci: RatioCI | None = None
     noise: NoiseVerdict | None = None  # the per-kW ratio (throughput without energy) against the noise
 
-    def power_text(self) -> float | None:
-        """The candidate's power over the baseline's (the direction of the table)."""
-        return 1.0 / self.power_ratio if self.power_ratio else None
-
     def text(self) -> str:
         """One line, every ratio in the direction of the table: candidate ÷ baseline (so power
         reads as the candidate's power over the baseline's, and per kW = throughput ÷ power)."""
+        from wattbench.report.numbers import fmt_range, fmt_ratio
+
         if self.per_kw_ratio is None or not self.power_ratio:
             return "per kW: not available (missing throughput or power)"
-        s = (f"per kW: {self.per_kw_ratio:.2f}× = throughput {self.throughput_ratio:.2f}× ÷ "
-             f"power {1.0 / self.power_ratio:.2f}×")
+        s = (f"per kW: {fmt_ratio(self.per_kw_ratio)} = throughput {fmt_ratio(self.throughput_ratio)} ÷ "
+             f"power {fmt_ratio(1.0 / self.power_ratio)}")
         if self.per_kw_ci is not None:
             conf = f"{self.per_kw_ci.confidence:.0%} " if self.per_kw_ci.confidence else ""
-            s += f" ({conf}CI {self.per_kw_ci.low:.2f}–{self.per_kw_ci.high:.2f}×)"
+            s += f" ({conf}CI {fmt_range(self.per_kw_ci.low, self.per_kw_ci.high, kind='ratio')}×)"
         if self.carbon_per_million_output_tokens_ratio is not None:
-            s += f"; carbon per million output tokens {self.carbon_per_million_output_tokens_ratio:.2f}×"
+            s += f"; carbon per million output tokens {fmt_ratio(self.carbon_per_million_output_tokens_ratio)}"
         return s
 
 

@@ -244,6 +244,10 @@ def evaluate(check: Check, a, b, boundary: str | None, label: str, *, base: Resu
                        f"{_fmt(check, out.change_ci[1])}] from {jd.basis_text}; --strict fails it)")
     else:
         out.message = f"{check.text} holds at {label}: {what}, {word})"
+    if (out.status == "pass" and jd.word == WITHIN and check.kind == "relative" and jd.bound is not None
+            and jd.bound > check.threshold):  # judge(effect=limit): the noise cannot see a change that size
+        out.message += (f"; its noise ±{jd.bound * 100:.1f}% is wider than the {check.threshold * 100:g}% limit, "
+                        "so a change of that size would not show")
     return out
 
 
