@@ -46,7 +46,6 @@ from wattbench.analysis.figures import (
     describe_key,
     headline,
     level_key,
-    common_boundary,
     select_window,
     trial_ci,
 )
@@ -55,7 +54,7 @@ from wattbench.accounting.findings import note_counts
 from wattbench.errors import UserError
 from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, combine, judge, ratio_interval,
                                      spread_noise, trials_noise)
-from wattbench.results.headline import per_token
+from wattbench.results.headline import common_headline_boundary, per_token
 from wattbench.results.schema import LevelResult, Result
 
 # (result, level, figure name at the boundary) -> the run-to-run noise of that configuration's figure
@@ -391,7 +390,7 @@ def resolve_boundary(results: list[Result], boundary: str | None) -> str | None:
     and throughput only."""
     usable = [lv for r in results for lv in r.levels if measured_something(lv) and _has_power(lv)]
     if boundary is None:
-        return common_boundary_of(usable) if usable else None
+        return common_headline_boundary(usable) if usable else None
     seen = False
     for r in results:
         for lv in r.levels:
@@ -407,12 +406,6 @@ def resolve_boundary(results: list[Result], boundary: str | None) -> str | None:
         raise UserError(f"no level of these runs has {boundary} power (they measured: {', '.join(have) or 'none'}); "
                         "choose a boundary the runs measured — different boundaries are never compared")
     return boundary
-
-
-def common_boundary_of(levels: list[LevelResult]) -> str | None:
-    from wattbench.results.headline import common_headline_boundary
-
-    return common_headline_boundary(levels)
 
 
 def refusal_message(problems: list[Incomparability], what: str = "runs") -> str:

@@ -46,7 +46,7 @@ from wattbench.analysis.compare import (NoiseVerdict, answer_line, decompose, fi
 from wattbench.analysis.diagnose import Finding, diagnose
 from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, trial_ci
 from wattbench.errors import UserError
-from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, ratio_interval, trials_noise
+from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, trials_noise
 from wattbench.report.numbers import fmt
 from wattbench.results.schema import Result
 

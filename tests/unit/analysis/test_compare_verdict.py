@@ -4,7 +4,6 @@ level it measured, and ``regress`` fails an empty level by name — every figure
 
 from __future__ import annotations
 
-import json
 
 import pytest
 from typer.testing import CliRunner
