@@ -146,3 +146,33 @@ def test_missing_engine_is_a_clear_error(tmp_path):
     with pytest.raises(EngineError, match=r"pip install 'wattbench\[engine\]'"):
         launch(eng, "tiny", "cpu", [], tmp_path, timeout_s=10)
     assert not (tmp_path / "server.log").exists()
+
+
+def test_a_target_run_without_a_tokenizer_calibrates_prompts_to_the_served_length(tmp_path):
+    """``--target`` at the embedded engine, no ``--tokenizer`` (transformers serve has no /tokenize):
+    the prompts are fitted to the server's usage.prompt_tokens before the first level, so every
+    measured level is within ±2% of the asked input length as the server counts it, with no
+    prompt-length finding (the 0.75 words-per-token guess was +58–59% off on the H200)."""
+    from wattbench.config import RunConfig
+    from wattbench.run import run_benchmark
+
+    h = launch("transformers", "tiny", "cpu", [], tmp_path / "engine", timeout_s=240)
+    try:
+        cfg = RunConfig(target=h.base_url, model=h.model, concurrency=[1, 2], num_requests=16, input_tokens="128",
+                        output_tokens="4", sensors=["const:node=300"], idle_s=0, register_run=False, html=False,
+                        history_check=False, out=str(tmp_path / "run"))
+        res = run_benchmark(cfg)
+    finally:
+        h.stop()
+    cal = res.prompt_calibration
+    assert cal is not None and cal.used and cal.counted == cal.probes, cal
+    assert res.prompt_length_source == "calibrated"
+    rows = [json.loads(x) for x in (tmp_path / "run" / "requests.jsonl").read_text().splitlines()]
+    for lv in res.levels:
+        done = [r for r in rows if r["level"] == lv.index and r["ok"] and not r["warmup"]]
+        asked = sum(r["requested_input_tokens"] for r in done)
+        counted = sum(r["input_tokens"] for r in done)
+        print(f"\n{lv.label}: asked {asked / len(done):.1f}, counted {counted / len(done):.1f} "
+              f"({100 * (counted - asked) / asked:+.2f}%); fit {cal.reason}")
+        assert abs(counted - asked) <= 0.02 * asked, (lv.label, asked, counted, cal.reason)
+        assert not [f for f in lv.validity.findings if f.kind == "prompt_lengths"]

@@ -48,16 +48,21 @@ def _boundary_label(result: Result, b: str) -> str:
 
 
 def level_columns(result: Result) -> list[Column]:
-    """Every per-level figure of the summary, one figure per cell, in reading order: load and
-    latency, SLO and goodput (with ``--slo``), then power and efficiency per boundary."""
+    """Every per-level figure of the summary, one figure per cell, in reading order: load, SLO and
+    goodput (with ``--slo``), power and efficiency per boundary, then the latency (TTFT p50 and p99,
+    TPOT p50: one group)."""
     lvs = result.levels
     cols = [
         Column("verdict", [lv.validity.verdict for lv in lvs], "left", "verdict"),
         Column("ok/fail", [f"{lv.requests.completed}/{lv.requests.failed}" for lv in lvs]),
         Column("out\ntok/s", [F.fmt(lv.throughput.output_tokens_per_s) for lv in lvs]),
+    ]
+    # the latency the figures were bought at, last and together: where the width splits the
+    # table, the efficiency figures stay in the first one
+    latency = [
         Column("TTFT\np50 ms", [F.fmt(lv.latency.ttft_ms.p50) for lv in lvs]),
-        Column("TTFT\np99 ms", [F.fmt(lv.latency.ttft_ms.p99) for lv in lvs]),
-        Column("TPOT\np50 ms", [F.fmt(lv.latency.tpot_ms.p50) for lv in lvs]),
+        Column("TTFT\np99 ms", [F.fmt(lv.latency.ttft_ms.p99) for lv in lvs], glue=True),
+        Column("TPOT\np50 ms", [F.fmt(lv.latency.tpot_ms.p50) for lv in lvs], glue=True),
     ]
     if has_goodput(result):
         g = [goodput_cells(lv) for lv in lvs]
@@ -79,8 +84,7 @@ def level_columns(result: Result) -> list[Column]:
         cols.append(Column(f"W\n{sb}\n{label}", cells("avg_power_w"), kind=f"label:{label}"))
         if F.has_per_token(result, b):
             cols += [
-                Column(f"tok/s/kW\n{sb}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}",
-                       glue=True),
+                Column(f"tok/s/kW\n{sb}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
                 Column(f"J/tok\n{sb}\n{label}", cells("j_per_output_token"), kind=f"label:{label}", glue=True),
             ]
         else:  # a part (the HBM rail; the host of a GPU server): its share, no per-token figure
@@ -90,7 +94,7 @@ def level_columns(result: Result) -> list[Column]:
                 of = short_boundary(ofs.pop()) if len(ofs) == 1 else "whole"
                 cols.append(Column(f"share\n{sb}\nof {of}", [F.fmt_fraction_pct(x) if x is not None else F.MISSING
                                                            for x, _ in shares], kind=f"label:{label}", glue=True))
-    return cols
+    return cols + latency
 
 
 def target_name(url: str) -> str:

@@ -39,39 +39,24 @@ def _units(cols: list[Column]) -> list[list[Column]]:
     return units
 
 
-def _greedy(key: Column, units: list[list[Column]], width: int) -> list[list[Column]]:
-    groups: list[list[Column]] = []
-    used = key.width
-    cur: list[Column] = []
-    for u in units:
-        w = sum(c.width + COLUMN_GAP for c in u)
-        if cur and used + w > width:
-            groups.append(cur)
-            cur, used = [], key.width
-        cur += u
-        used += w
-    if cur:
-        groups.append(cur)
-    return groups
+def _span(units: list[list[Column]]) -> int:
+    return sum(c.width + COLUMN_GAP for u in units for c in u)
 
 
 def pack(key: Column, cols: list[Column], width: int) -> list[list[Column]]:
-    """Columns into as few tables as fit ``width``, each table led by the ``key`` column, the
-    columns shared out evenly among them (never a last table of one column), and columns that
-    belong together (``Column.glue``) in one table."""
-    units = _units(cols)
-    groups = _greedy(key, units, width)
-    if len(groups) <= 1:
-        return groups
-    lo = key.width + max(sum(c.width + COLUMN_GAP for c in u) for u in units)
-    hi = width
-    while lo < hi:  # the narrowest width that still needs no more tables: the tables balanced
-        mid = (lo + hi) // 2
-        if len(_greedy(key, units, mid)) <= len(groups):
-            hi = mid
+    """Columns into as few tables as fit ``width``, in order (the first table holds the first
+    figures), each table led by the ``key`` column; columns that belong together (``Column.glue``)
+    in one table, and never a last table of one column (the columns before it move along)."""
+    groups: list[list[list[Column]]] = []  # tables of units
+    for u in _units(cols):
+        if groups and key.width + _span(groups[-1]) + _span([u]) <= width:
+            groups[-1].append(u)
         else:
-            lo = mid + 1
-    return _greedy(key, units, lo)
+            groups.append([u])
+    while (len(groups) > 1 and sum(len(u) for u in groups[-1]) == 1 and len(groups[-2]) > 1
+           and key.width + _span(groups[-1]) + _span(groups[-2][-1:]) <= width):
+        groups[-1].insert(0, groups[-2].pop())
+    return [[c for u in g for c in u] for g in groups]
 
 
 def _text(c: Column, i: int) -> Text:
@@ -171,7 +156,7 @@ def _note(text: str, style: str) -> RenderableType:
     """One note, whole: a long one folds onto more lines under its own text (hanging after its
     mark), so the fix at its end is read, never cut."""
     mark, body = text[:2], text[2:]
-    if mark not in {m for m in S.NOTE_MARK.values()}:
+    if mark not in {*S.NOTE_MARK.values(), "  "}:
         return Text(text, style=style)
     g = Table.grid(padding=0)
     g.add_column(no_wrap=True, width=2)
@@ -194,8 +179,8 @@ def validity_lines(result: Result, width: int | None = None, run_dir: str | None
     for n in shown:
         out.append(_note(n.text, NOTE_STYLE.get(n.severity, "")))
     pointer = notes_pointer(result, more, run_dir)
-    if pointer:
-        out.append(Text(pointer, style="dim"))
+    if pointer:  # indented as a note's second line, folded the same way
+        out.append(_note(pointer, "dim"))
     return out
 
 
