@@ -73,6 +73,13 @@ def test_tiny_preset_serves_exact_lengths_and_stops_clean(tmp_path):
         # its hub-cache scan (empty here), and nothing else tells it from a generic OpenAI endpoint
         assert det.engine == ("transformers" if si.models else "openai"), (si.models, det.engine, det.detected_by)
         assert det.extra_body == {} and merge_launched(si, det).engine == "transformers"
+        # its identity: transformers serve exposes no flags; the model's entry without its load status
+        what = "transformers serve" if det.engine == "transformers" else "an OpenAI-compatible server"
+        assert det.identity.not_exposed == [f"{what} exposes no server configuration"]
+        entry = det.identity.exposed.get("/v1/models", {})
+        assert "status" not in entry and "created" not in entry
+        merged = merge_launched(si, det).identity
+        assert merged.launched == "transformers" and merged.target is None  # a launched engine: not its port
         tl = MetricsScraper(h.base_url, interval_s=0.2, timeout_s=60.0).start()  # returns after the first scrape
         timeline = tl.stop()
         assert timeline.available is False and "404" in timeline.reason
