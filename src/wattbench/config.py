@@ -218,6 +218,9 @@ class RunConfig(BaseModel):
     trial_order: Literal["interleaved", "shuffled"] = "interleaved"  # --trials over a ladder
     restart_engine: bool = False  # restart a launched engine before every trial round (--trials)
     prompt_salt: str | None = None  # None: the run id's random part (no prompt repeats across runs); "": none
+    # without a tokenizer or /tokenize: fit synthetic prompt lengths to the server's usage.prompt_tokens
+    # before the first level (run/prime.calibrate_prompts); False keeps the 0.75 words-per-token guess
+    calibrate_prompts: bool = True
 
     # output
     out: str | None = None

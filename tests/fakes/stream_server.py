@@ -28,6 +28,10 @@ With ``--vllm-metrics``, ``GET /metrics`` answers as vLLM's does (Prometheus tex
 ``vllm:generation_tokens_total`` (every content token written since the server started, never
 reset), ``vllm:prompt_tokens_total`` (the prompt words of every stream begun) and
 ``vllm:request_success_total``, the gauges ``vllm:num_requests_running`` / ``num_requests_waiting``.
+``--burst K``: after the first chunk, chunks go out K at a time in one write (every K inter-token
+times), as a server that batches its stream, or a client reading late, sees them.
+``--prompt-tokens-per-word F --prompt-overhead N``: ``usage.prompt_tokens`` is ``round(F · words + N)``
+of the prompt (default: its words), as a server's tokenizer and chat template would count it.
 With ``--expose-config`` it also exposes its configuration as vLLM does (ground truth for the
 configuration identity): ``/metrics`` (counters as above) carries ``vllm:cache_config_info`` whose
 labels are vLLM-like settings plus ``scripted_ttft_ms``/``scripted_itl_ms``/``scripted_max_concurrent``
@@ -332,18 +336,22 @@ class Stream:
                 self.end()
                 return
         write_ns = time.perf_counter_ns()  # before the write: the client may read it at once
-        w(sc.content[self.api])
-        if self.writes is not None:
-            self.writes.append(write_ns)
-        if len(sc.emit_ns) < 5_000_000:
-            sc.emit_ns.append(write_ns)
+        # --burst K: after the first, K chunks in one write every K inter-token times (a server that
+        # batches its stream; the client reads them in one read)
+        m = 1 if self.k == 0 else max(1, min(sc.a.burst, self.n - self.k))
+        w(sc.content[self.api] * m)
+        for _ in range(m):
+            if self.writes is not None:
+                self.writes.append(write_ns)
+            if len(sc.emit_ns) < 5_000_000:
+                sc.emit_ns.append(write_ns)
         if self.k == 0:
             self.first_ns = write_ns
             st["ttft_ns_sum"] += self.first_ns - self.recv_ns
             st["ttft_n"] += 1
-        st["tokens"] += sc.a.tokens_per_chunk
-        sc.counters["generation"] += sc.a.tokens_per_chunk
-        self.k += 1
+        st["tokens"] += sc.a.tokens_per_chunk * m
+        sc.counters["generation"] += sc.a.tokens_per_chunk * m
+        self.k += m
         if self.k >= self.n:
             last_ns = write_ns
             if self.n > 1:
@@ -545,7 +553,10 @@ class Proto(asyncio.Protocol):
                 text = str(req.get("prompt", ""))
             words = text.split()
             tag = self._headers.get("x-request-id") or (words[0] if words else "")
-            self.stream = Stream(self, sc, api, n, len(words), fault, tag)
+            # the server's prompt count: words, or as a tokenizer with a chat template counts them
+            # (--prompt-tokens-per-word F, --prompt-overhead N: round(F · words + N))
+            ptoks = int(round(sc.a.prompt_tokens_per_word * len(words) + sc.a.prompt_overhead))
+            self.stream = Stream(self, sc, api, n, ptoks, fault, tag)
             return
         self.respond(404, b'{"error": {"message": "not found"}}')
 
@@ -561,8 +572,15 @@ def main(argv=None) -> int:
                    help="streams served at once; more wait in a queue (0 = unlimited): a server with a capacity")
     p.add_argument("--output-tokens", type=int, default=0, help="tokens per response; 0 = the request's max_tokens")
     p.add_argument("--tokens-per-chunk", type=int, default=1)
+    p.add_argument("--burst", type=int, default=1,
+                   help="after the first chunk, write chunks K at a time (one write every K inter-token times): "
+                        "chunks the client reads in bunches")
     p.add_argument("--token-text", default=" tok")
     p.add_argument("--no-usage", action="store_true")
+    p.add_argument("--prompt-tokens-per-word", type=float, default=1.0,
+                   help="usage.prompt_tokens = round(F · prompt words + --prompt-overhead): a server whose "
+                        "tokenizer counts words differently (ground truth for prompt-length calibration)")
+    p.add_argument("--prompt-overhead", type=float, default=0.0, help="tokens every prompt adds (a chat template)")
     p.add_argument("--not-openai", action="store_true", help="answer /v1/models with HTML")
     p.add_argument("--hide-models", action="store_true",
                    help="answer /v1/models with an empty list but serve --model (transformers serve 5.17 "

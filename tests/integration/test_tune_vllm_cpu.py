@@ -8,7 +8,6 @@ score, the serve command carrying its flags, and --resume running nothing twice.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

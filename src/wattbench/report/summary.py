@@ -139,10 +139,11 @@ def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
 
 def state_line(result: Result) -> str | None:
     """How the run controlled the server's state (issue 24): the priming load and the history
-    check, in one line; None when the run did neither."""
-    nz = result.noise
-    if nz is None:
-        return None
+    check, and how prompt lengths were fitted to the server without a tokenizer, in one line; None
+    when the run did none of them."""
+    from wattbench.results.schema import NoiseInfo
+
+    nz = result.noise or NoiseInfo()
     parts = []
     p = nz.priming
     if p is not None:
@@ -157,6 +158,12 @@ def state_line(result: Result) -> str | None:
                      f"(±{F.fmt_pct(h.bound_pct)})")
     if nz.engine_starts:
         parts.append(f"{len(nz.engine_starts)} engine starts")
+    cal = result.prompt_calibration  # no tokenizer: prompt lengths fitted to the server's count
+    if cal is not None and cal.used:
+        parts.append(f"prompts calibrated to the server's token count ({F.fmt(cal.tokens_per_word)} tokens/word "
+                     f"+ {F.fmt(cal.overhead_tokens)}, {cal.counted} probes)")
+    elif cal is not None:
+        parts.append("prompts not calibrated (no usage.prompt_tokens in the server's answers)")
     return "; ".join(parts) or None
 
 

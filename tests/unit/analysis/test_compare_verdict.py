@@ -4,7 +4,6 @@ level it measured, and ``regress`` fails an empty level by name — every figure
 
 from __future__ import annotations
 
-import json
 
 import pytest
 from typer.testing import CliRunner
@@ -110,3 +109,28 @@ def test_regress_says_what_to_do_about_an_unknown_noise_once(tmp_path, monkeypat
     assert r.exit_code == 1
     assert r.output.count("--trials") == 1, r.output  # 8 check lines, the hint once
     assert r.output.count("inconclusive: noise unknown") == 8
+
+
+def test_a_within_noise_pass_says_when_its_noise_is_wider_than_the_limit():
+    # +3% J/token with ±3% trial CIs each (5 trials): within noise, bound e^(0.03·sqrt 2) − 1 = 4.3% > 2%
+    def tr(tput):
+        return trials_block({"output_tokens_per_s_per_kw@accelerator": (tput / 0.6, tput / 0.6 * 0.03),
+                             "j_per_output_token@accelerator": (600.0 / tput, 600.0 / tput * 0.03)})
+    a = make_result("a", levels=[make_level(0, value=8, output_tokens_per_s=1000.0, power_w=600.0, trials=tr(1000.0))])
+    t = 1000.0 / 1.03
+    b = make_result("b", levels=[make_level(0, value=8, output_tokens_per_s=t, power_w=600.0, trials=tr(t))])
+    o = regress(b, a, "j_per_output_token:+2%").outcomes[0]
+    assert o.status == "pass" and o.word == "within noise"
+    assert "its noise ±4.3% is wider than the 2% limit" in o.message
+    assert "wider than" not in regress(b, a, "j_per_output_token:+5%").outcomes[0].message
+
+
+def test_a_boundary_one_level_lacks_leaves_out_that_level_only():
+    a = make_result("a", levels=[make_level(0, value=8, power_w={"accelerator": 500, "node": 800}),
+                                 make_level(1, value=16, power_w={"accelerator": 600, "node": 900})])
+    b = make_result("b", levels=[make_level(0, value=8, power_w={"accelerator": 400, "node": 700}),
+                                 make_level(1, value=16, power_w={"accelerator": 500})])
+    cmp = compare([a, b], boundary="node")
+    c8, c16 = cmp.levels
+    assert c8.decompositions[0].power_ratio == pytest.approx(800 / 700) and not c8.left_out
+    assert c16.left_out == "run b has no node power at c=16 (it measured: accelerator)"

@@ -113,3 +113,14 @@ def test_classify_records_the_identity_of_the_model_the_run_uses():
     assert info.engine == "llamacpp" and info.identity.model == "b"
     assert info.identity.exposed["/v1/models"]["id"] == "b" and info.identity.target == "http://10.0.0.5:8080"
     assert info.identity.exposed["/props"]["total_slots"] == 2 and info.identity.version == "b1"
+
+
+def test_a_hostile_exposition_cannot_grow_the_identity_without_bound():
+    from wattbench.server.identity.common import MAX_SETTINGS, MAX_TEXT
+    from wattbench.server.identity.vllm import MAX_GAUGES
+
+    labels = ",".join(f'k{i}="{"v" * 500}"' for i in range(MAX_SETTINGS + 50))
+    text = "\n".join(f"vllm:x{n}_info{{{labels}}} 1.0" for n in range(MAX_GAUGES + 10)) + "\n"
+    ident = build_identity("http://h/v1", "vllm", {"/metrics": ok(text)}, "m", None)
+    assert len(ident.exposed) == MAX_GAUGES
+    assert all(len(v) == MAX_SETTINGS and all(len(x) == MAX_TEXT for x in v.values()) for v in ident.exposed.values())

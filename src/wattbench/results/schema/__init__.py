@@ -79,6 +79,7 @@ from wattbench.results.schema.run import (
     Environment,
     GPUInfo,
     NodeInfo,
+    PromptCalibration,
     Result,
     ServerIdentity,
     ServerInfo,
@@ -93,6 +94,6 @@ __all__ = [
     "Latency", "LevelResult", "LevelTiming", "LoadStats", "NodeInfo", "Num", "Oversaturation", "Pareto",
     "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",
     "Requests", "Result", "SearchOutcome", "ServerIdentity", "ServerInfo", "Stats", "TargetStats", "Throughput", "TokenCount",
-    "TrialFigure", "TrialsBlock", "TunedFrom", "Validity", "Verdict", "Window", "WorkloadInfo", "_M", "build_record", "upgrade_v1",
+    "PromptCalibration", "TrialFigure", "TrialsBlock", "TunedFrom", "Validity", "Verdict", "Window", "WorkloadInfo", "_M", "build_record", "upgrade_v1",
     "EngineStart", "HistoryCheck", "NoiseInfo", "PrimingPhase",
 ]

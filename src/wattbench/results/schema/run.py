@@ -128,6 +128,25 @@ class WorkloadInfo(_M):
     tokenizer: dict[str, Any] = Field(default_factory=dict)
 
 
+class PromptCalibration(_M):
+    """How synthetic prompt lengths were fitted to the server's own token count when there was no
+    tokenizer (``run/prime.calibrate_prompts``): one-token probe prompts built like the run's, at
+    ``lengths`` (asked tokens), each counted by the server (``usage.prompt_tokens``); the fit
+    ``tokens = tokens_per_word · words + overhead_tokens``. ``used`` False: the fit was not
+    possible (``reason``) and lengths stay the 0.75 words-per-token guess."""
+
+    method: str = "server usage.prompt_tokens"
+    used: bool = False
+    probes: int = 0  # probe requests sent
+    counted: int = 0  # of them, with a usage.prompt_tokens
+    lengths: list[int] = Field(default_factory=list)  # asked tokens probed
+    words: list[int] = Field(default_factory=list)  # the probes' word counts, per length
+    server_tokens: list[float] = Field(default_factory=list)  # the server's mean count, per length
+    tokens_per_word: float | None = None
+    overhead_tokens: float | None = None
+    reason: str = ""
+
+
 class TunedFrom(_M):
     """A result read from a ``wattbench tune`` directory (``planning.measured.load_result``): the
     tune's recommended trial, reduced to the level the tune chose. Set in memory, never written."""
@@ -171,6 +190,8 @@ class Result(_M):
     # how prompt lengths were made to measure (tokenizer | server | approx): the workload's token
     # source, the run's (every level uses the same)
     prompt_length_source: str | None = None
+    # no tokenizer: prompt lengths fitted to the server's count before the first level (``calibrated``)
+    prompt_calibration: PromptCalibration | None = None
     tune: TunedFrom | None = None
     # priming, the history check, engine starts, the trial order (issue 24; results/schema/noise.py)
     noise: NoiseInfo | None = None

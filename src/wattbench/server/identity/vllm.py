@@ -20,19 +20,20 @@ from wattbench.server.identity.common import Responses, missing, model_entry, se
 LABELS_NOT_SETTINGS = ("engine", "model_name")
 PROFILED = ("num_gpu_blocks", "num_cpu_blocks", "kv_cache_size_tokens", "kv_cache_max_concurrency")
 LIVE = ("running_lora_adapters", "waiting_lora_adapters")
+MAX_GAUGES = 16  # info families kept (vLLM 0.32 has one; a hostile exposition cannot grow the identity)
 
 
 def info_gauges(metrics_text: str, prefix: str = "vllm:") -> dict[str, dict[str, str]]:
-    """``{family: labels}`` of every ``<prefix>*_info`` sample in a Prometheus exposition (the first
-    sample of each family); {} when the text does not parse."""
+    """``{family: labels}`` of the ``<prefix>*_info`` samples in a Prometheus exposition (the first
+    sample of each family, the first ``MAX_GAUGES`` families by name); {} when the text does not parse."""
     from wattbench.server.metrics import parse_exposition
 
     try:
         samples = parse_exposition(metrics_text)
     except Exception:  # noqa: BLE001 - a server's malformed exposition: nothing exposed, said by the caller
         return {}
-    return {name: dict(rows[0][0]) for name, rows in sorted(samples.items())
-            if name.startswith(prefix) and name.endswith("_info") and rows}
+    names = [n for n, rows in sorted(samples.items()) if n.startswith(prefix) and n.endswith("_info") and rows]
+    return {name: dict(samples[name][0][0]) for name in names[:MAX_GAUGES]}
 
 
 def exposed(responses: Responses, model: str | None) -> tuple[dict[str, dict[str, Any]], list[str]]:
