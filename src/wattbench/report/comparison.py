@@ -33,10 +33,11 @@ def noise_lines(sp) -> list[str]:
     out.append(f"  {sp.runs} runs · {name} {now}, {sd}, range {fmt_range(sp.low, sp.high)}")
     lv = level_text(sp.config.get("load") or {})
     if sp.series is not None:
-        for cp in sp.series.change_points:
-            out.append(f"  {cp.text(lv)}")
+        for cp in sp.series.change_points:  # two lines: a run id is 22 characters, a line 80
+            out.append(f"  {cp.text(lv, why=False)}")
+            out.append(f"    ({cp.beyond()}; not folded into the spread)")
     if len(segs) > 1:
-        out.append(f"  the spread is within the {len(segs)} segments between change points, never across them")
+        out.append(f"  the spread is pooled within the {len(segs)} segments, never across a change")
     fn = sp.noise()
     jd = judge(1.0, fn, fn)
     if fn is not None and fn.rel_half_width <= MAX_BOUND and jd.word != INCONCLUSIVE:
