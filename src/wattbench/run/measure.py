@@ -193,7 +193,7 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     given = cfg.target
     url = given or tool_target_url(tool, mcfg.command)
     if not url:
-        return ServerInfo(), [], None
+        return _unknown_server("no --target, and the command names no server"), [], None
     clean, key = combine_credentials(url, api_key(cfg))
     register_secrets(key, *url_secrets(url))  # nothing measure writes or prints holds it (server/redact.py)
     base = normalize_base_url(clean)
@@ -202,10 +202,21 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     except TargetError as e:
         if given:
             raise UserError(f"--target {given}: {e}") from None
-        return ServerInfo(), [f"the server the command names ({base}) did not answer before it started ({e}); "
-                              "no /metrics was scraped"], None
+        return _unknown_server(f"{base} did not answer before the command started", base), [
+            f"the server the command names ({base}) did not answer before it started ({e}); no /metrics was scraped"
+        ], None
     server.base_url = base
     return server, [], key
+
+
+def _unknown_server(why: str, base_url: str | None = None) -> ServerInfo:
+    """A server wattbench could not probe: its identity says so (the URL the command names, if any;
+    nothing exposed), so the run's configuration key holds what is known, not "identity unknown"
+    (which is a result written before identities were recorded)."""
+    from wattbench.results.schema import ServerIdentity
+    from wattbench.server.identity import target_of
+
+    return ServerInfo(identity=ServerIdentity(target=target_of(base_url), not_exposed=[why]))
 
 
 def _measure(session: RunSession, mcfg: MeasureConfig) -> Result:
