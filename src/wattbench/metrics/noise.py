@@ -427,11 +427,6 @@ def margin(pl: Plateau, a: float, b: float, *, higher_is_better: bool = True) ->
     return ratio_noise(r, nz.get(b), nz.get(a))
 
 
-def unknown_noise_hint() -> str:
-    """What to do when the noise of a comparison is unknown (``MORE_DATA``)."""
-    return f"noise unknown: {MORE_DATA}"
-
-
 def pooled_repeat_sd(groups: Iterable[Sequence[float]]) -> tuple[float | None, int]:
     """The relative sd of one measurement pooled over groups of repeated measurements of the same
     thing (on the log scale: ``sqrt(Σ (ln x - mean ln x)² / Σ (m - 1))``), and its degrees of
