@@ -53,13 +53,16 @@ def register(app: typer.Typer) -> None:
         from rich import box
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
+
+        from wattbench.report.safe_text import term
 
         console = Console()
         wide = console.width >= 120  # engine, GPU and boundaries only where they fit on one line
         t = Table(show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         # a run id is never cut (two runs of one minute differ only in its last characters), nor a
         # date, kind or verdict: the model and the tags give way
-        t.add_column("run id", no_wrap=True, min_width=max(len(r.run_id) for r in runs))
+        t.add_column("run id", no_wrap=True, min_width=max(len(term(r.run_id)) for r in runs))
         t.add_column("created", no_wrap=True, min_width=16 if wide else 10)
         t.add_column("kind", no_wrap=True, min_width=max(4, *(len(r.kind) for r in runs)))
         t.add_column("model", no_wrap=True, overflow="ellipsis", max_width=28, min_width=8, ratio=1)
@@ -75,7 +78,8 @@ def register(app: typer.Typer) -> None:
                 cells += [f"{r.engine or '—'} {r.engine_version or ''}".strip(), r.gpu or "—",
                           ",".join(r.boundaries) or "—"]
             cells += [r.verdict or "—", ",".join(r.tags + [f"baseline:{b}" for b in r.baselines]) or "—"]
-            t.add_row(*cells)
+            # from result files: shown as text (``[/x]`` is no markup), control characters escaped, capped
+            t.add_row(*(Text(term(c)) for c in cells))
         console.print(t)
 
     @hist.command("show", help="Show one run (directory, run id, id prefix, tag or baseline name).")
@@ -95,17 +99,19 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        c = Console(highlight=False, markup=False)
-        c.print(f"{rec.run_id} ({rec.kind}) {rec.status or ''} verdict {rec.verdict or '—'}")
+        from wattbench.report.safe_text import term
+
+        c = Console(highlight=False, markup=False)  # result-file text: no markup; term() caps and escapes
+        c.print(f"{term(rec.run_id)} ({rec.kind}) {rec.status or ''} verdict {rec.verdict or '—'}")
         c.print(f"  path      {rec.path}")
         c.print(f"  created   {rec.created_at}")
-        c.print(f"  model     {rec.model or '—'}  engine {rec.engine or '—'} {rec.engine_version or ''}")
+        c.print(f"  model     {term(rec.model or '—')}  engine {term(rec.engine or '—')} {term(rec.engine_version or '')}")
         c.print(f"  gpu       {rec.gpu or '—'}  boundaries {', '.join(rec.boundaries) or '—'}")
         if rec.tags or rec.baselines:
-            c.print(f"  tags      {', '.join(rec.tags) or '—'}  baselines {', '.join(rec.baselines) or '—'}")
+            c.print(f"  tags      {term(', '.join(rec.tags)) or '—'}  baselines {', '.join(rec.baselines) or '—'}")
         if rec.summary:
             for k, v in rec.summary.items():
-                c.print(f"  {k:<9} {v}")
+                c.print(f"  {term(k):<9} {term(v, 2000)}")
         if rec.levels:
             bnds = sorted({lv["boundary"] for lv in rec.levels if lv["boundary"]})
             from rich import box
@@ -119,7 +125,7 @@ def register(app: typer.Typer) -> None:
             if show_verdict:
                 t.add_column("verdict", no_wrap=True)
             for lv in rec.levels:
-                cells = [lv["label"], _fmt(lv["output_tokens_per_s"]), _fmt(lv["ttft_p99_ms"]),
+                cells = [term(lv["label"]), _fmt(lv["output_tokens_per_s"]), _fmt(lv["ttft_p99_ms"]),
                          _fmt(lv["tpot_p99_ms"]), _fmt(lv["avg_power_w"]), _fmt(lv["j_per_output_token"]),
                          _fmt(lv["output_tokens_per_s_per_kw"])]
                 t.add_row(*cells, *([lv["verdict"] or "—"] if show_verdict else []))
