@@ -55,3 +55,14 @@ def test_interleaved_trials_agree_when_each_starts_on_a_drained_server(tmp_path,
     assert min(vals) < 0.75 * TRUTH_TOK_S and (max(vals) - min(vals)) / max(vals) > 0.25, vals
     found = [f for f in lv.validity.findings if f.kind == "not_drained"]
     assert found and found[0].severity == "warn" and "still had" in found[0].text
+
+
+def test_a_server_without_a_count_after_requests_the_client_gave_up_on_is_a_finding(tmp_path):
+    # the same server without /metrics: the run cannot see what is still on it, only that the client gave
+    # up on requests of the load before (its 0.5 s timeouts) — said on the level, with the fix
+    with stream_server(*[a for a in SERVER if a != "--vllm-metrics"]) as (base, stats):
+        res = _run(base, tmp_path / "blind")
+        assert stats()["abandoned_finished"] > 0
+    lv, _ = _c2(res)
+    found = [f for f in lv.validity.findings if f.kind == "not_drained"]
+    assert found and "gave up on" in found[0].text and "--request-timeout" in found[0].text, lv.validity.findings

@@ -46,7 +46,6 @@ from wattbench.analysis.figures import (
     describe_key,
     headline,
     level_key,
-    common_boundary,
     select_window,
     trial_ci,
 )
@@ -55,7 +54,7 @@ from wattbench.accounting.findings import note_counts
 from wattbench.errors import UserError
 from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, combine, judge, ratio_interval,
                                      spread_noise, trials_noise)
-from wattbench.results.headline import per_token
+from wattbench.results.headline import common_headline_boundary, per_token
 from wattbench.results.schema import LevelResult, Result
 
 # (result, level, figure name at the boundary) -> the run-to-run noise of that configuration's figure
@@ -140,22 +139,20 @@ class Decomposition(BaseModel):
     power_ci: RatioCI | None = None
     noise: NoiseVerdict | None = None  # the per-kW ratio (throughput without energy) against the noise
 
-    def power_text(self) -> float | None:
-        """The candidate's power over the baseline's (the direction of the table)."""
-        return 1.0 / self.power_ratio if self.power_ratio else None
-
     def text(self) -> str:
         """One line, every ratio in the direction of the table: candidate ÷ baseline (so power
         reads as the candidate's power over the baseline's, and per kW = throughput ÷ power)."""
+        from wattbench.report.numbers import fmt_range, fmt_ratio
+
         if self.per_kw_ratio is None or not self.power_ratio:
             return "per kW: not available (missing throughput or power)"
-        s = (f"per kW: {self.per_kw_ratio:.2f}× = throughput {self.throughput_ratio:.2f}× ÷ "
-             f"power {1.0 / self.power_ratio:.2f}×")
+        s = (f"per kW: {fmt_ratio(self.per_kw_ratio)} = throughput {fmt_ratio(self.throughput_ratio)} ÷ "
+             f"power {fmt_ratio(1.0 / self.power_ratio)}")
         if self.per_kw_ci is not None:
             conf = f"{self.per_kw_ci.confidence:.0%} " if self.per_kw_ci.confidence else ""
-            s += f" ({conf}CI {self.per_kw_ci.low:.2f}–{self.per_kw_ci.high:.2f}×)"
+            s += f" ({conf}CI {fmt_range(self.per_kw_ci.low, self.per_kw_ci.high, kind='ratio')}×)"
         if self.carbon_per_million_output_tokens_ratio is not None:
-            s += f"; carbon per million output tokens {self.carbon_per_million_output_tokens_ratio:.2f}×"
+            s += f"; carbon per million output tokens {fmt_ratio(self.carbon_per_million_output_tokens_ratio)}"
         return s
 
 
@@ -393,7 +390,7 @@ def resolve_boundary(results: list[Result], boundary: str | None) -> str | None:
     and throughput only."""
     usable = [lv for r in results for lv in r.levels if measured_something(lv) and _has_power(lv)]
     if boundary is None:
-        return common_boundary_of(usable) if usable else None
+        return common_headline_boundary(usable) if usable else None
     seen = False
     for r in results:
         for lv in r.levels:
@@ -409,12 +406,6 @@ def resolve_boundary(results: list[Result], boundary: str | None) -> str | None:
         raise UserError(f"no level of these runs has {boundary} power (they measured: {', '.join(have) or 'none'}); "
                         "choose a boundary the runs measured — different boundaries are never compared")
     return boundary
-
-
-def common_boundary_of(levels: list[LevelResult]) -> str | None:
-    from wattbench.results.headline import common_headline_boundary
-
-    return common_headline_boundary(levels)
 
 
 def refusal_message(problems: list[Incomparability], what: str = "runs") -> str:
@@ -592,7 +583,7 @@ def _meets(lv: LevelResult, slos: list) -> tuple[bool, str]:
         if v is None:
             return False, f"{s.name} not measured"
         if v > s.threshold_ms:
-            return False, f"{s.name} {v:,.0f} ms > {s.threshold_ms:g}"
+            return False, f"{s.name} {v:,.0f} ms > {s.threshold_ms:g} ms"
     return True, ""
 
 

@@ -46,7 +46,7 @@ from wattbench.analysis.compare import (NoiseVerdict, answer_line, decompose, fi
 from wattbench.analysis.diagnose import Finding, diagnose
 from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, trial_ci
 from wattbench.errors import UserError
-from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, ratio_interval, trials_noise
+from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, trials_noise
 from wattbench.report.numbers import fmt
 from wattbench.results.schema import Result
 
@@ -244,6 +244,10 @@ def evaluate(check: Check, a, b, boundary: str | None, label: str, *, base: Resu
                        f"{_fmt(check, out.change_ci[1])}] from {jd.basis_text}; --strict fails it)")
     else:
         out.message = f"{check.text} holds at {label}: {what}, {word})"
+    if (out.status == "pass" and jd.word == WITHIN and check.kind == "relative" and jd.bound is not None
+            and jd.bound > check.threshold):  # judge(effect=limit): the noise cannot see a change that size
+        out.message += (f"; its noise ±{jd.bound * 100:.1f}% is wider than the {check.threshold * 100:g}% limit, "
+                        "so a change of that size would not show")
     return out
 
 

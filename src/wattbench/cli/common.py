@@ -39,6 +39,13 @@ def sensor_option() -> Any:
                         help="Sensor spec, repeatable (nvml, rapl, ipmi, const:node=700, …). Default: auto-detect.")
 
 
+def config_label_option() -> Any:
+    return typer.Option(None, "--config-label",
+                        help="Name what wattbench cannot see about this configuration (a driver, a BIOS setting, "
+                             "flags the server does not expose): runs with different labels are never pooled as "
+                             "one configuration's noise; shown in `history list`.")
+
+
 def no_sensors_option() -> Any:
     return typer.Option(False, "--no-sensors", help="Sample no power meter.")
 

@@ -105,17 +105,19 @@ class Drain:
     served before the run's first load); False when ``limit_s`` passed first (``in_flight``: the
     last count read); None when the server reports no such count — then the client's own
     requests are what is known to have ended (``run_level`` returns only once every request it
-    sent has finished or been cancelled)."""
+    sent has finished or been cancelled) — and ``abandoned``: how many of them it gave up on, which
+    an engine may still be serving."""
 
     drained: bool | None
     waited_s: float
     in_flight: float | None
     baseline: float
     limit_s: float
+    abandoned: int = 0  # requests of the load before that the client gave up on (they may run on)
 
 
 def await_drained(in_flight: Callable[[], float | None], *, baseline: float = 0.0, limit_s: float,
-                  poll_s: float = DRAIN_POLL_S, clock: Callable[[], float] = time.monotonic,
+                  abandoned: int = 0, poll_s: float = DRAIN_POLL_S, clock: Callable[[], float] = time.monotonic,
                   sleep: Callable[[float], None] = time.sleep) -> Drain:
     """Wait until the server has drained the previous load: ``in_flight()`` (the server's running +
     waiting requests, None when it cannot tell) at or below ``baseline``, for at most ``limit_s``.
@@ -128,16 +130,16 @@ def await_drained(in_flight: Callable[[], float | None], *, baseline: float = 0.
     t0 = clock()
     n = in_flight()
     if n is None:
-        return Drain(None, 0.0, None, baseline, limit_s)
+        return Drain(None, 0.0, None, baseline, limit_s, abandoned)
     while n > baseline:
         waited = clock() - t0
         if waited >= limit_s:
-            return Drain(False, waited, n, baseline, limit_s)
+            return Drain(False, waited, n, baseline, limit_s, abandoned)
         sleep(min(poll_s, max(0.0, limit_s - waited)))
         got = in_flight()
         if got is not None:  # a failed read: the last count stands until the next one
             n = got
-    return Drain(True, clock() - t0, n, baseline, limit_s)
+    return Drain(True, clock() - t0, n, baseline, limit_s, abandoned)
 
 
 def run_level(

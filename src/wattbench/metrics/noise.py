@@ -427,11 +427,6 @@ def margin(pl: Plateau, a: float, b: float, *, higher_is_better: bool = True) ->
     return ratio_noise(r, nz.get(b), nz.get(a))
 
 
-def unknown_noise_hint() -> str:
-    """What to do when the noise of a comparison is unknown (``MORE_DATA``)."""
-    return f"noise unknown: {MORE_DATA}"
-
-
 def pooled_repeat_sd(groups: Iterable[Sequence[float]]) -> tuple[float | None, int]:
     """The relative sd of one measurement pooled over groups of repeated measurements of the same
     thing (on the log scale: ``sqrt(Σ (ln x - mean ln x)² / Σ (m - 1))``), and its degrees of
@@ -499,13 +494,18 @@ class ChangePoint:
     ratio: float  # its figure ÷ the median of the segment before it
     bound: float | None  # the relative bound it lay beyond; None: the series had < MIN_DF df (MAX_BOUND)
 
-    def text(self, what: str = "") -> str:
-        """``c=16 moved −59% at run X: a configuration change?``"""
+    def text(self, what: str = "", why: bool = True) -> str:
+        """``c=16 moved -59% at run X (beyond its noise ±4.0%): a configuration change?`` (``why``
+        False: without the parenthesis, ``beyond()`` gives it)."""
         who = f"run {self.run_id}" if self.run_id else f"run #{self.index + 1}"
         lead = f"{what} moved" if what else "moved"
-        beyond = (f"beyond its noise ±{self.bound * 100:.1f}%" if self.bound is not None
-                  else f"more than ±{MAX_BOUND * 100:.0f}% before its noise was known")
-        return f"{lead} {(self.ratio - 1) * 100:+.0f}% at {who} ({beyond}): a configuration change?"
+        because = f" ({self.beyond()})" if why else ""
+        return f"{lead} {(self.ratio - 1) * 100:+.0f}% at {who}{because}: a configuration change?"
+
+    def beyond(self) -> str:
+        """What it moved beyond: the series' noise, or ±25% while that was not yet known."""
+        return (f"beyond its noise ±{self.bound * 100:.1f}%" if self.bound is not None
+                else f"more than ±{MAX_BOUND * 100:.0f}% before its noise was known")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.report.numbers import fmt, fmt_range
+from wattbench.report.numbers import fmt, fmt_fraction_pct, fmt_range
 
 
 def level_text(load: dict[str, Any]) -> str:
@@ -27,23 +27,24 @@ def noise_lines(sp) -> list[str]:
 
     out = [describe(sp.config)]
     name = "tok/s/kW" if sp.figure.startswith("output_tokens_per_s_per_kw") else "out tok/s"
-    sd = f"sd {sp.rel_sd * 100:.1f}% ({sp.df} df)" if sp.rel_sd is not None else "sd —"
+    sd = f"sd {fmt_fraction_pct(sp.rel_sd)} ({sp.df} df)" if sp.rel_sd is not None else "sd —"
     segs = sp.segment_runs or [sp.runs]
-    now = f"mean {fmt(sp.mean)}" if len(segs) == 1 else f"now {fmt(sp.mean)} (last {segs[-1]} runs)"
+    now = f"mean {fmt(sp.mean)}" if len(segs) == 1 else f"now {fmt(sp.mean)} (last {segs[-1]} run{'s' if segs[-1] != 1 else ''})"
     out.append(f"  {sp.runs} runs · {name} {now}, {sd}, range {fmt_range(sp.low, sp.high)}")
     lv = level_text(sp.config.get("load") or {})
     if sp.series is not None:
-        for cp in sp.series.change_points:
-            out.append(f"  {cp.text(lv)}")
+        for cp in sp.series.change_points:  # two lines: a run id is 22 characters, a line 80
+            out.append(f"  {cp.text(lv, why=False)}")
+            out.append(f"    ({cp.beyond()}; not folded into the spread)")
     if len(segs) > 1:
-        out.append(f"  the spread is within the {len(segs)} segments between change points, never across them")
+        out.append(f"  the spread is pooled within the {len(segs)} segments, never across a change")
     fn = sp.noise()
     jd = judge(1.0, fn, fn)
     if fn is not None and fn.rel_half_width <= MAX_BOUND and jd.word != INCONCLUSIVE:
-        out.append(f"  one more run within ±{fn.rel_half_width * 100:.1f}% of the mean (95%)")
+        out.append(f"  one more run within ±{fmt_fraction_pct(fn.rel_half_width)} of the mean (95%)")
     elif fn is not None:
-        short = (f"{fn.dof()} df" if (fn.dof() or 0) < MIN_DF else f"over ±{MAX_BOUND * 100:.0f}%")
-        out.append(f"  one more run within ±{fn.rel_half_width * 100:.1f}% (95%): too wide to judge by ({short})")
+        short = (f"{fn.dof()} df" if (fn.dof() or 0) < MIN_DF else f"over ±{fmt(MAX_BOUND * 100, kind='effect')}%")
+        out.append(f"  one more run within ±{fmt_fraction_pct(fn.rel_half_width)} (95%): too wide to judge by ({short})")
         out.append("  verdicts on it are inconclusive: more runs, longer levels or --trials")
     else:
         out.append("  noise unknown: 3+ runs of one configuration (2 df) give where one more run falls")
@@ -137,10 +138,10 @@ def render_compare(cmp, agreement=None, results=None, console=None) -> None:
         where = cmp.boundary or "no energy measured"
         t = Table(title=escape(f"{row.key} @ {where}"), title_justify="left")
         t.add_column("figure")
-        for letter, rid, verdict in zip(cmp.letters, cmp.run_ids, row.verdicts):
+        for rid, verdict in zip(cmp.run_ids, row.verdicts):  # A, B …: the legend line above
             mark = "" if verdict == "valid" else f" ({verdict})"
             # folded, never cut: two runs of one minute differ only in the id's last characters
-            t.add_column(escape(f"{letter} {rid}{mark}"), justify="right", overflow="fold")
+            t.add_column(escape(f"{rid}{mark}"), justify="right", overflow="fold")
         for key, name in FIGURE_LABELS.items():
             vals = [f.get(key) for f in row.figures]
             if all(v is None for v in vals):

@@ -29,6 +29,7 @@ from wattbench.results.recovery import (  # noqa: F401  (the layout of a run in 
     settle_unfinished,
 )
 from wattbench.results.schema import SCHEMA_VERSION, RequestRecord, Result
+from wattbench.results.schema.bounds import result_problem
 from wattbench.server.redact import registered
 
 RESULT_FILE = "result.json"
@@ -334,24 +335,36 @@ def describe_validation_error(exc: ValidationError, limit: int = 3) -> str:
     return "; ".join(parts)
 
 
-def read_json_file(path: Path) -> Any:
-    """Parse a JSON file; UserError naming the file and where it is broken."""
+RESULT_MAX_BYTES = 64 << 20  # a result.json of 2,000 levels is ~7 MB
+
+
+def read_json_file(path: Path, max_bytes: int = RESULT_MAX_BYTES) -> Any:
+    """Parse a JSON file; UserError naming the file and where it is broken. The file's size and
+    nesting are capped before it is parsed (``results/jsonfile.py``)."""
+    from wattbench.results.jsonfile import loads_bounded, read_bounded
+
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_bounded(path, max_bytes)
     except FileNotFoundError:
         raise UserError(f"{path}: missing (no such file)") from None
     except IsADirectoryError:
         raise UserError(f"{path}: is a directory, expected a JSON file") from None
-    except UnicodeDecodeError as e:
-        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except OSError as e:
         raise UserError(f"{path}: cannot be read ({e.strerror or e})") from None
+    except ValueError as e:  # too large
+        raise UserError(f"{path}: {e}; is it a file wattbench wrote?") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     if not text.strip():
         raise UserError(f"{path}: empty file (the run may have been killed before writing it)")
     try:
-        return json.loads(text)
+        return loads_bounded(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: not valid JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
+    except ValueError as e:  # nested too deep
+        raise UserError(f"{path}: {e}; is it a file wattbench wrote?") from None
 
 
 def result_path(path_or_dir: str | os.PathLike) -> Path:
@@ -397,6 +410,9 @@ def load_result(path_or_dir: str | os.PathLike) -> Result:
                         "`wattbench compare A B --agreement RUN`)")
     path = result_path(p)
     result = load_model(path, Result, "result")
+    problem = result_problem(result)
+    if problem:
+        raise UserError(f"{path}: {problem}; is it a file wattbench wrote, unedited?")
     for lv in result.levels:  # a file written before the rule: per-token figures only where the work is
         withhold_outside_work(lv)
     if result.status == "running":
@@ -439,6 +455,8 @@ def iter_requests(run_dir: str | os.PathLike, notes: list[str] | None = None) ->
                 continue
             try:
                 data = json.loads(line)
+            except RecursionError:
+                raise UserError(f"{path}: line {lineno}: nested too deep to be a request record") from None
             except json.JSONDecodeError as e:
                 if notes is not None and not any(r.decode("utf-8", "replace").strip() for r in f):  # last line
                     notes.append(f"{REQUESTS_FILE}: last line {lineno} is truncated (run stopped while writing); "

@@ -57,6 +57,7 @@ class LevelRunner:
         self._trials: dict[int, list[LevelResult]] = {}  # level index -> its trials so far
         self.prime_at: tuple[str, float, int, str] | None = None  # run/prime.priming_level, set by the plan
         self.drain_baseline: float | None = None  # the server's in-flight count before the run's first load
+        self.abandoned = 0  # requests of the last load the client gave up on (timeouts, stalls)
 
     def server_in_flight(self) -> float | None:
         """The server's requests running + waiting now, read from its ``/metrics`` (a scrape taken
@@ -88,7 +89,8 @@ class LevelRunner:
             n = self.server_in_flight()
             self.drain_baseline = n if n is not None else 0.0
             return None
-        d = await_drained(self.server_in_flight, baseline=self.drain_baseline, limit_s=self.drain_limit_s())
+        d = await_drained(self.server_in_flight, baseline=self.drain_baseline, limit_s=self.drain_limit_s(),
+                          abandoned=self.abandoned)
         if d.waited_s >= 1.0:
             what = "drained" if d.drained else f"still had {d.in_flight:g} requests"
             self.session.emit("phase", name="drain", message=f"waited {d.waited_s:.1f} s for the server to finish "
@@ -173,6 +175,7 @@ class LevelRunner:
                 rundir.end_level_spool(session.run_dir, index, k)  # nothing finished: nothing to keep
             raise
         self.used += len(outcome.records)
+        self.abandoned = abandoned_count(outcome.records)
         lv = self._account(index, spec, outcome, k, thermal_before, label_suffix)
         add_drain_finding(lv, drain, f"trial {k + 1}" if n > 1 else "")
         trials.append(lv)
@@ -198,6 +201,7 @@ class LevelRunner:
                           levels=None, trial=1, trials=1, duration_s=spec.duration_s)
         outcome = self._run_one(spec, self._requests(None, None), self._on_progress(-2))
         self.used += len(outcome.records)
+        self.abandoned = abandoned_count(outcome.records)
         lv = self._account(index, spec, outcome, 0, None, label_suffix)
         add_drain_finding(lv, drain)
         as_record_set(outcome.records).close()  # accounted; not written (its spool goes)
@@ -229,6 +233,7 @@ class LevelRunner:
         rs = as_record_set(outcome.records)
         ok = rs.columns("ok")["ok"] if len(rs) else np.zeros(0, bool)
         e2e_s = priming_e2e_s(rs) if len(rs) else None
+        self.abandoned = abandoned_count(rs)
         rs.close()  # nothing of the priming is kept
         session.emit("level_done", index=-1, level=None)
         return PrimingPhase(mode=mode, value=None if value == float("inf") else value, label=spec.label,
@@ -331,18 +336,41 @@ def add_drain_finding(level: LevelResult, drain: Drain | None, trial: str = "") 
     """A level (``trial``: which trial of it, "" for the only one) that started before the server
     had finished the load before it (the wait's limit passed): a ``warn`` finding on every figure,
     with the count the server still had."""
-    if drain is None or drain.drained is not False:
+    if drain is None or drain.drained is True:
         return
     from wattbench.accounting.findings import rule, worst
     from wattbench.accounting.validity import combine
 
+    which = f"{trial + ' ' if trial else ''}started"
+    if drain.drained is None:  # the server reports no count: only what the client gave up on is known
+        if not drain.abandoned:
+            return
+        f = rule("not_drained", "warn",
+                 f"{which} after the client gave up on {drain.abandoned} requests of the load before it (timeouts, "
+                 "stalls); the server reports no in-flight count, so they may still have been running in it: give "
+                 "--request-timeout longer than a request takes", (),
+                 summary="started after requests the client gave up on, on a server without an in-flight count")
+        level.validity = worst(level.validity, combine([f]))
+        return
     base = f" (it served {drain.baseline:g} before the run)" if drain.baseline else ""
     f = rule("not_drained", "warn",
-             f"{trial + ' ' if trial else ''}started while the server still had {drain.in_flight:g} requests of the load before it running or "
+             f"{which} while the server still had {drain.in_flight:g} requests of the load before it running or "
              f"waiting after {drain.waited_s:.0f} s{base}: its figures include that load; give the server longer "
              "between levels (--cooldown S) or look for requests the client gave up on (timeouts)", (),
              summary="started before the server had drained the load before it")
     level.validity = worst(level.validity, combine([f]))
+
+
+ABANDONED_ERRORS = ("timeout", "stall")  # requests the client gave up on: an engine may serve them on
+
+
+def abandoned_count(records) -> int:
+    """How many of a load's requests the client gave up on (``ABANDONED_ERRORS``)."""
+    rs = as_record_set(records)
+    if not len(rs):
+        return 0
+    codes = [i for i, lab in enumerate(rs.labels("error")) if lab in ABANDONED_ERRORS]
+    return int(np.isin(rs.columns("error")["error"], codes).sum()) if codes else 0
 
 
 def priming_e2e_s(records) -> float | None:

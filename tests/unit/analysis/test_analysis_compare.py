@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.analysis.compare import compare, log_ratio_ci
@@ -178,9 +180,6 @@ def test_invalid_levels_warned_and_need_two():
     # serialisable
     assert "per_kw_ratio" in c.model_dump_json()
 
-
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 @settings(max_examples=40, deadline=None)
