@@ -207,7 +207,9 @@ def load_space_file(path: str | Path) -> Space:
     """A YAML/JSON space file (see the module docstring)."""
     p = Path(path).expanduser()
     if not p.is_file():
-        raise UserError(f"space file {p} not found")
+        from wattbench.errors import not_a_file_reason
+
+        raise UserError(f"space file {p}: {not_a_file_reason(p)}")
     text = p.read_text()
     try:
         if p.suffix.lower() == ".json":
