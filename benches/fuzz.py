@@ -47,6 +47,11 @@ def targets(ffs: dict) -> dict:
         "distribution": (F.gen_distribution, F.prop_distribution),
         "dataset_file": (F.gen_dataset, lambda d: F.prop_dataset(ffs["dataset"], d)),
         "trace_file": (F.gen_trace, lambda d: F.prop_trace(ffs["trace"], d)),
+        # `measure`: the load generators' result files (vLLM, AIPerf, GuideLLM) and --window-from
+        "measure_tool_file": (F.gen_tool_file, lambda x: F.prop_tool_file(ffs["tools"], *x)),
+        "measure_markers": (F.gen_markers, lambda d: F.prop_markers(ffs["markers"], d)),
+        # `tune --space`
+        "tune_space_file": (F.gen_space, lambda x: F.prop_space(ffs, *x)),
     }
 
 
@@ -92,6 +97,17 @@ def run_target(name: str, gen, prop, cases: int, seed: int, case_timeout_s: floa
             "failure_kinds": kinds, "examples": failures}
 
 
+def _commit() -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", type=int, default=100_000)
@@ -100,7 +116,8 @@ def main(argv=None) -> int:
     p.add_argument("--case-timeout-s", type=float, default=2.0)
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
-    ffs = {"dataset": F.FileFuzz(".jsonl"), "trace": F.FileFuzz(".trace")}
+    ffs = {"dataset": F.FileFuzz(".jsonl"), "trace": F.FileFuzz(".trace"), "tools": F.ToolFuzz(),
+           "markers": F.FileFuzz(".marks"), ".yaml": F.FileFuzz(".yaml"), ".json": F.FileFuzz(".json")}
     try:
         all_t = targets(ffs)
         names = [n for n in a.only.split(",") if n] or list(all_t)
@@ -118,7 +135,9 @@ def main(argv=None) -> int:
         for ff in ffs.values():
             ff.close()
     meta = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} {os.cpu_count()} CPU(s), "
-            f"{platform.processor() or platform.platform()}", "python": platform.python_version(), "seed": a.seed}
+            f"{platform.processor() or platform.platform()}", "python": platform.python_version(), "seed": a.seed,
+            "args": list(sys.argv[1:] if argv is None else argv), "commit": _commit(),
+            "load_average": [round(x, 1) for x in os.getloadavg()]}
     if a.json:
         print(json.dumps({"meta": meta, "results": out}, indent=2))
     return 1 if any(r["failures"] for r in out) else 0

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "src")]
-from wattbench.load.worker import RecordStream
-from wattbench.results.schema import build_record
+from wattbench.load.worker import RecordStream  # noqa: E402  (after the path line above)
+from wattbench.results.schema import build_record  # noqa: E402
 
 def reader(conn):
     n = 0
@@ -28,7 +28,9 @@ def reader(conn):
 if __name__ == "__main__":
     ctx = mp.get_context("spawn")
     a, b = ctx.Pipe(duplex=True)
-    p = ctx.Process(target=reader, args=(b,)); p.start(); b.close()
+    p = ctx.Process(target=reader, args=(b,))
+    p.start()
+    b.close()
     N, batch = 64_000, int(sys.argv[1]) if len(sys.argv) > 1 else 640
     recs = [build_record(id=i, level=0, worker=0, sent_ns=10**12 + i, first_token_ns=10**12 + i + 5,
                          last_token_ns=10**12 + i + 50, end_ns=10**12 + i + 51,
@@ -47,7 +49,8 @@ if __name__ == "__main__":
     s.flush()
     total = time.perf_counter() - t0
     stalls.sort()
-    a.close(); p.join()
+    a.close()
+    p.join()
     old = time.perf_counter()
     for r in recs[:10000]:
         r.model_dump()

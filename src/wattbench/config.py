@@ -154,6 +154,26 @@ def domain_for(flag: str, command: str | None = None) -> Domain:
     return FLAG_DOMAINS.get(flag, POSITIVE)
 
 
+MAX_CONFIG_LABEL = 64  # characters
+
+
+def config_label_problem(label: str | None) -> str | None:
+    """One line naming what is wrong with a ``--config-label`` (None: fine, or none given): it is
+    1..``MAX_CONFIG_LABEL`` printable characters, not only spaces, with no space at either end (it
+    is shown in ``history list`` and compared as given)."""
+    if label is None:
+        return None
+    if not label.strip():
+        return "--config-label must not be empty: name what differs, e.g. --config-label bios-perf"
+    if label != label.strip():
+        return f"--config-label {label.strip()!r}: leave out the spaces around it"
+    if not label.isprintable():
+        return "--config-label holds a control character; give printable text, e.g. --config-label driver-580"
+    if len(label) > MAX_CONFIG_LABEL:
+        return f"--config-label is {len(label)} characters; give at most {MAX_CONFIG_LABEL}"
+    return None
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
@@ -231,10 +251,16 @@ class RunConfig(BaseModel):
     trial_order: Literal["interleaved", "shuffled"] = "interleaved"  # --trials over a ladder
     restart_engine: bool = False  # restart a launched engine before every trial round (--trials)
     prompt_salt: str | None = None  # None: the run id's random part (no prompt repeats across runs); "": none
+    # without a tokenizer or /tokenize: fit synthetic prompt lengths to the server's usage.prompt_tokens
+    # before the first level (run/prime.calibrate_prompts); False keeps the 0.75 words-per-token guess
+    calibrate_prompts: bool = True
 
     # output
     out: str | None = None
     tags: list[str] = Field(default_factory=list)
+    # --config-label: what wattbench cannot see (a driver, a BIOS setting, flags the server does not
+    # expose), part of the configuration key (results/configuration.py); checked by config_label_problem
+    config_label: str | None = None
     db: str | None = None
     register_run: bool = True  # add the run to the history store
     html: bool = True
@@ -262,6 +288,14 @@ class RunConfig(BaseModel):
             msg = None if x is None else domain.problem(flag, x)
             if msg:
                 raise ValueError(msg)
+        return v
+
+    @field_validator("config_label")
+    @classmethod
+    def _config_label(cls, v: str | None) -> str | None:
+        msg = config_label_problem(v)
+        if msg:
+            raise ValueError(msg)
         return v
 
     @field_validator("headers")

@@ -250,7 +250,10 @@ def test_compare_one_ratio_direction_on_screen(runner, app, tmp_path, db):
     r = runner.invoke(app, ["compare", str(big), str(small)])
     assert r.exit_code == 0, r.output
     flat = " ".join(r.output.split())
-    assert "ratios: each run ÷ the baseline run-1400w" in flat
+    assert "A = baseline run-1400w · B = run-700w" in flat  # every ratio: B ÷ A
+    # the answer line leads, before any table: the table's ratios, and what the noise can say
+    assert "c=8: B/A per kW 1.90×, inconclusive (noise unknown) = throughput 0.95× ÷ power 0.50×" in flat
+    assert flat.index("c=8: B/A per kW") < flat.index("tok/s per kW")
     assert "700 (0.50×)" in flat and "power 0.50×" in flat
     assert "(2.00×)" not in flat and "power 2.00×" not in flat
     assert "1,900 (0.95×)" in flat and "2,000" in flat
@@ -275,8 +278,11 @@ def test_history_list_and_show_at_80_columns(runner, app, tmp_path, db, monkeypa
     lines = r.output.splitlines()
     assert max(len(x) for x in lines) <= 80
     head = next(x for x in lines if "run id" in x)
-    assert head.split()[:4] == ["run", "id", "created", "kind"]  # one line of headers, not letters
-    assert any(x.startswith("run-700w ") for x in lines)
+    # one line of headers, not letters; the run id carries the date at 80 columns
+    assert head.split()[:5] == ["run", "id", "target", "config", "tok/s/kW"]
+    row = next(x for x in lines if x.startswith("run-700w "))
+    # results written before server identities say so; the headline figure is the answer line's
+    assert "identity unknown" in row and "c=8 2,714 accelerator" in row, r.output  # 1,900 tok/s / 0.7 kW
     r = runner.invoke(app, ["history", "show", "run-700w"])
     assert r.exit_code == 0, r.output
     assert "1,900" in r.output  # the report's number format (thousands separators)

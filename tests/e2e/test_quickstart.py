@@ -17,7 +17,7 @@ import pytest
 
 from wattbench.results.rundir import load_requests, load_result
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -329,8 +329,9 @@ class Proto(asyncio.Protocol):
 #   token counters labelled ``model_name=<the received key>``;
 # - ``escape_model``: ``/v1/models`` serves an id holding OSC and CSI terminal sequences, other
 #   control characters and rich markup (``[/x]``); 401s, SSE errors and texts hold the same;
-# - ``redirect_userinfo_load``: completions 307 to this same origin with ``user:password@`` in the
-#   ``Location``; ``redirect_userinfo_models``: ``/v1/models`` 302 the same way.
+# - ``redirect_userinfo_load``: completion request 1, 4, 7 … 307 to this same origin with
+#   ``user:password@`` in the ``Location`` (the others answered normally);
+#   ``redirect_userinfo_models``: ``/v1/models`` 302 the same way.
 
 SECRET_BEHAVIOURS = {"echo_encoded", "escape_model", "redirect_userinfo_load", "redirect_userinfo_models"}
 ESCAPES = "\x1b]0;pwned-title\x07\x1b[2J\x1b[31mRED\x1b[0m\x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\" \
@@ -425,6 +426,8 @@ def secrets_route(proto: "Proto", method: str, path: str, headers: dict, body: b
         proto.redirect(302, f"http://intruder:pw-in-redirect@{host}/v1/models")
         return True
     if b == "redirect_userinfo_load" and path in ("/v1/completions", "/v1/chat/completions") and method == "POST":
+        if st.requests % 3 != 1:
+            return False  # answered normally (and counted) by completion()
         st.requests += 1
         st.faults += 1
         proto.redirect(307, f"http://intruder:pw-in-redirect@{host}/v1/moved{path[3:]}")

@@ -13,6 +13,7 @@ get past the first check), for the bench.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -448,3 +449,237 @@ def _mutate_bytes(rng: random.Random, data: bytes) -> bytes:
         else:
             b[i:i] = b"[" * rng.choice([1, 10, 100, 5000])
     return bytes(b)
+
+
+# ---------------------------------------------------------------- load generators' result files (measure)
+
+TOOL_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tools"
+_HOSTILE = [None, True, False, 0, -1, -32, 1, 2 ** 63, 10 ** 30, 1e300, -1e300, 1.5, float("nan"), float("inf"),
+            float("-inf"), "", "x", "inf", "12", [], {}, [1, "a"], {"value": None}, {"value": -5}, {"value": "x"},
+            "\u001b]0;t\u0007"]
+_TOOL_BASES: dict = {}
+
+
+def _tool_bases() -> dict:
+    if not _TOOL_BASES:
+        _TOOL_BASES["vllm-bench-serve"] = json.loads((TOOL_FIXTURES / "vllm_bench_serve.json").read_text())
+        g = json.loads((TOOL_FIXTURES / "guidellm_benchmarks.json").read_text())
+        for b in g["benchmarks"]:  # keep the case small: 4 requests, totals to match
+            b["requests"]["successful"] = b["requests"]["successful"][:4]
+            b["metrics"]["request_totals"]["total"] = 4
+        _TOOL_BASES["guidellm"] = g
+        lines = [json.loads(x) for x in (TOOL_FIXTURES / "aiperf" / "profile_export.jsonl").read_text().splitlines()
+                 if x.strip()]
+        _TOOL_BASES["aiperf"] = (lines[:6], json.loads((TOOL_FIXTURES / "aiperf" / "profile_export_aiperf.json")
+                                                        .read_text()))
+        for k in list(_TOOL_BASES):
+            _TOOL_BASES[k + ":text"] = json.dumps(_TOOL_BASES[k])
+    return _TOOL_BASES
+
+
+def _random_slot(rng: random.Random, doc):
+    """A random (container, key) of a JSON document: a random walk down from its root."""
+    c = doc
+    while isinstance(c, (dict, list)) and c:
+        k = rng.choice(list(c.keys())) if isinstance(c, dict) else rng.randrange(len(c))
+        v = c[k]
+        if isinstance(v, (dict, list)) and v and rng.random() < 0.8:
+            c = v
+            continue
+        return c, k
+    return None
+
+
+def _hostile_edit(rng: random.Random, doc) -> None:
+    for _ in range(rng.randint(1, 4)):
+        slot = _random_slot(rng, doc)
+        if slot is None:
+            return
+        c, k = slot
+        r = rng.random()
+        if r < 0.75:
+            c[k] = copy.deepcopy(rng.choice(_HOSTILE))
+        elif r < 0.85 and isinstance(c, dict):
+            c.pop(k, None)
+        elif r < 0.92:
+            v = c[k]
+            c[k] = -v if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+        else:
+            c[k] = f"__DEEP_{rng.choice([10, 70, 100, 5000])}__"  # made a nested array once dumped
+
+
+def _deepen(text: str) -> str:
+    import re
+
+    return re.sub(r'"__DEEP_(\d+)__"', lambda m: "[" * int(m.group(1)) + "]" * int(m.group(1)), text)
+
+
+def gen_tool_file(rng: random.Random) -> tuple[str, bytes, bytes | None]:
+    """(tool, the result file, AIPerf's summary beside it): a tool's own file with 1-4 fields set to
+    hostile values (null, strings, negatives, 2**63, NaN, ±inf, nested lists/objects, a 5000-deep
+    array), keys dropped, signs flipped, then byte mutations."""
+    tool = rng.choice(["vllm-bench-serve", "aiperf", "guidellm"])
+    base = json.loads(_tool_bases()[tool + ":text"])
+    summary = None
+    if tool == "aiperf":
+        lines, s = base
+        _hostile_edit(rng, lines if rng.random() < 0.7 else s)
+        text = _deepen("\n".join(_dump(x, rng) for x in lines) + "\n")
+        summary = _mutate_bytes(rng, _deepen(_dump(s, rng)).encode("utf-8", "surrogatepass"))
+    else:
+        _hostile_edit(rng, base)
+        text = _deepen(_dump(base, rng))
+        if tool == "vllm-bench-serve" and rng.random() < 0.1:  # --append-result: one object a line
+            text = text + "\n" + _deepen(_dump(base, rng))
+    return tool, _mutate_bytes(rng, text.encode("utf-8", "surrogatepass")), summary
+
+
+class ToolFuzz:
+    """A directory a tool's files are written to for each case (in /dev/shm when present)."""
+
+    def __init__(self):
+        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        self.dir = Path(tempfile.mkdtemp(prefix="wattbench-fuzz-tools-", dir=base))
+
+    def write(self, tool: str, data: bytes, summary: bytes | None) -> Path:
+        name = {"aiperf": "profile_export.jsonl", "guidellm": "benchmarks.json"}.get(tool, "vllm.json")
+        p = self.dir / name
+        p.write_bytes(data)
+        s = self.dir / "profile_export_aiperf.json"
+        if summary is not None:
+            s.write_bytes(summary)
+        elif s.exists():
+            s.unlink()
+        return p
+
+    def close(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def prop_tool_file(tf: ToolFuzz, tool: str, data: bytes, summary: bytes | None) -> None:
+    """A tool's file through its reader (the module itself, not the net under ``read_tool``): a
+    ``ToolRun`` whose requests hold only non-negative, finite, ordered stamps and whole token counts
+    in range, or one ``UserError`` line naming the file."""
+    import importlib
+
+    from wattbench.results.tools.base import MAX_TOKENS, check_order
+
+    mod = importlib.import_module("wattbench.results.tools." + {"vllm-bench-serve": "vllm_bench"}.get(tool, tool))
+    p = tf.write(tool, data, summary)
+    try:
+        run = mod.read([p])
+    except UserError as e:
+        text = str(e)
+        assert text.strip() and "\n" not in text and len(text) < 1000, text[:300]
+        return
+    for lv in run.levels:
+        assert lv.mode in ("concurrency", "rate", "trace") and (lv.value == lv.value) and lv.value >= 0
+        assert lv.max_in_flight is None or lv.max_in_flight >= 1
+        for r in lv.requests:
+            for t in (r.start_ns, r.first_token_ns, r.last_token_ns, r.end_ns):
+                assert t is None or (isinstance(t, int) and 0 <= t < 2 ** 63)
+            for n in (r.input_tokens, r.output_tokens):
+                assert n is None or (isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= MAX_TOKENS)
+            assert check_order(r) is None
+        for v in lv.figures.values():
+            assert v is None or math.isfinite(v)
+
+
+_MARK_TIMES = ["1.5", "0", "1796125468.531687", "-1", "inf", "nan", "1e300", "1e400", "x", "", "2", "1_0", "0x10"]
+
+
+def gen_markers(rng: random.Random) -> bytes:
+    lines = []
+    for _ in range(rng.randint(0, 6)):
+        kind = rng.choice(["start", "end", "START", "stop", "#", ""])
+        lines.append(f"{kind} {rng.choice(_MARK_TIMES)} {rng.choice(['', 'a', 'label x', '#c'])}")
+    return _mutate_bytes(rng, "\n".join(lines).encode("utf-8", "surrogatepass"))
+
+
+def prop_markers(ff: FileFuzz, data: bytes) -> None:
+    """A ``--window-from`` file: finite ordered windows, or UserError."""
+    from wattbench.results.tools.markers import read_markers
+
+    try:
+        marks = read_markers(ff.write(data))
+    except UserError as e:
+        assert str(e).strip() and "\n" not in str(e)
+        return
+    assert marks
+    for _, a, b in marks:
+        assert 0 <= a < b < 2 ** 63
+
+
+# ---------------------------------------------------------------- tune --space files
+
+_AXIS_NAMES = ["max-num-seqs", "enforce-eager", "power-limit", "sm-clocks", "a", "b-c", "x y", "", "--x", "1"]
+_SPACE_VALUES = ["64", "128", "true", "false", "default", "null", "0.5", "-1", ".nan", ".inf", "-.inf", "1e400",
+                 "x", "'1'", "[1, 2]", "{a: 1}", "~", "1.0e+300", "1.0e-300", "0"]
+
+
+def _axis_yaml(rng: random.Random, name: str, anchors: list[str]) -> str:
+    r = rng.random()
+    if r < 0.4:
+        vals = ", ".join(rng.choice(_SPACE_VALUES) for _ in range(rng.randint(0, 5)))
+        a = ""
+        if rng.random() < 0.3:
+            anchors.append(f"a{len(anchors)}")
+            a = f"&{anchors[-1]} "
+        return f"  {name}: {a}[{vals}]"
+    if r < 0.5 and anchors:
+        return f"  {name}: *{rng.choice(anchors)}"
+    if r < 0.8:
+        parts = [f"{k}: {rng.choice(_SPACE_VALUES)}" for k in rng.sample(["min", "max", "step", "factor"],
+                                                                          rng.randint(1, 4))]
+        return f"  {name}: {{{', '.join(parts)}}}"
+    when = f"{{{rng.choice(_AXIS_NAMES)}: {rng.choice(_SPACE_VALUES)}}}" if rng.random() < 0.8 else rng.choice(
+        _SPACE_VALUES)
+    return f"  {name}: {{values: [{rng.choice(_SPACE_VALUES)}, {rng.choice(_SPACE_VALUES)}], when: {when}}}"
+
+
+def gen_space(rng: random.Random) -> tuple[str, bytes]:
+    """(suffix, a space file): YAML axes of lists, ranges (min/max/step/factor of any value, NaN and
+    inf included), conditions and anchors/aliases; sometimes a billion-laughs block, a wide axis, or
+    JSON; then byte mutations."""
+    r = rng.random()
+    if r < 0.1:  # JSON
+        axes = {rng.choice(_AXIS_NAMES): rng.choice([[1, 2], {"min": 1, "max": rng.choice([8, 1e300, float("nan")]),
+                                                              "step": rng.choice([1, 1e-300, 0, -1])},
+                                                     list(range(rng.choice([2, 2000]))), "x", None])
+                for _ in range(rng.randint(0, 4))}
+        return ".json", _mutate_bytes(rng, json.dumps({"axes": axes}, allow_nan=True).encode())
+    anchors: list[str] = []
+    lines = ["axes:"] + [_axis_yaml(rng, rng.choice(_AXIS_NAMES), anchors) for _ in range(rng.randint(0, 5))]
+    if r < 0.2:  # nested aliases
+        n, k = rng.choice([(4, 4), (9, 9), (6, 8)])
+        lines.append("l0: &l0 [1, 2, 3, 4, 5, 6, 7, 8, 9]")
+        lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * k) + "]" for i in range(1, n)]
+        lines.append(f"  wide: *l{n - 1}" if rng.random() < 0.5 else f"x: *l{n - 1}")
+    elif r < 0.28:  # many axes or values
+        if rng.random() < 0.5:
+            lines += [f"  a{i}: [{', '.join(str(j) for j in range(rng.choice([3, 10])))}]" for i in range(rng.choice([5, 30]))]
+        else:
+            lines.append("  big: [" + ", ".join(str(j) for j in range(rng.choice([500, 5000]))) + "]")
+    return ".yaml", _mutate_bytes(rng, "\n".join(lines).encode("utf-8", "surrogatepass"))
+
+
+def prop_space(ffs: dict, suffix: str, data: bytes) -> None:
+    """A ``tune --space`` file: a Space of at most MAX_CONFIGURATIONS configurations of finite scalar
+    values, or UserError."""
+    from wattbench.tune.space import MAX_CONFIGURATIONS, build_space
+
+    p = ffs[suffix].write(data)
+    try:
+        space = build_space("vllm", space_file=str(p))
+    except UserError as e:
+        assert str(e).strip() and "\n" not in str(e) and len(str(e)) < 1000
+        return
+    n = 1
+    for a in space.axes:
+        n *= len(a.values)
+        for v in a.values:
+            assert isinstance(v, (str, int, float, bool)) and not (isinstance(v, float) and not math.isfinite(v))
+    assert n <= MAX_CONFIGURATIONS
+    assert 1 <= space.size() <= n

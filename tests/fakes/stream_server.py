@@ -28,6 +28,20 @@ With ``--vllm-metrics``, ``GET /metrics`` answers as vLLM's does (Prometheus tex
 ``vllm:generation_tokens_total`` (every content token written since the server started, never
 reset), ``vllm:prompt_tokens_total`` (the prompt words of every stream begun) and
 ``vllm:request_success_total``, the gauges ``vllm:num_requests_running`` / ``num_requests_waiting``.
+``--burst K``: after the first chunk, chunks go out K at a time in one write (every K inter-token
+times), as a server that batches its stream, or a client reading late, sees them.
+``--prompt-tokens-per-word F --prompt-overhead N``: ``usage.prompt_tokens`` is ``round(F · words + N)``
+of the prompt (default: its words), as a server's tokenizer and chat template would count it.
+With ``--expose-config`` it also exposes its configuration as vLLM does (ground truth for the
+configuration identity): ``/metrics`` (counters as above) carries ``vllm:cache_config_info`` whose
+labels are vLLM-like settings plus ``scripted_ttft_ms``/``scripted_itl_ms``/``scripted_max_concurrent``
+(its own speed settings) and a ``num_gpu_blocks`` drawn anew at every start (as vLLM's memory
+profile moves it); ``/v1/models`` entries carry ``max_model_len``, ``root`` and a ``created``
+timestamp of the request; ``/version`` answers ``{"version": "0.0.0-scripted"}``.
+``--keep-abandoned``: a request whose client disconnected (a client timeout) is not aborted: it keeps
+its place in the queue or its slot and generates to its scripted end for no one (``/stats``
+``abandoned_finished`` counts them), so it is still running — and counted in ``/metrics`` — after the
+client's level ended.
 ``GET /stats/last`` is the last completion request as received (``headers``, lower-cased names,
 and the JSON ``body``). ``GET /stats/emissions`` is the emission log: ``{"tokens_per_chunk": k, "emit_ns": [...]}``, the
 ``perf_counter_ns`` at which every content chunk (k tokens) was written since the last reset, of
@@ -97,6 +111,7 @@ class Script:
         self.max_active_ever = 0
         self.warm_since_ns: int | None = None  # --history-threshold first reached
         self.models = [m for m in a.model.split(",") if m]
+        self.gpu_blocks = random.SystemRandom().randrange(1000, 2000)  # moves from start to start
         self.stats = self._new_stats()
         self.last_request: dict = {}
         self.counters = {"generation": 0, "prompt": 0, "success": 0}  # /metrics (--vllm-metrics): never reset
@@ -180,6 +195,16 @@ class Script:
                 "late_sum": 0.0, "late_max": 0.0, "late_n": 0, "max_active": 0, "active": 0,
                 "ttft_ns_sum": 0, "ttft_n": 0, "itl_span_ns": 0, "itl_gaps": 0}
 
+    def config_info(self) -> str:
+        """``vllm:cache_config_info`` with this server's settings (``--expose-config``)."""
+        a = self.a
+        labels = {"block_size": "16", "cache_dtype": "auto", "enable_prefix_caching": "True", "engine": "0",
+                  "gpu_memory_utilization": "0.9", "num_gpu_blocks": str(self.gpu_blocks),
+                  "scripted_ttft_ms": f"{a.ttft_ms:g}", "scripted_itl_ms": f"{a.itl_ms:g}",
+                  "scripted_max_concurrent": str(a.max_concurrent)}
+        body = ",".join(f'{k}="{v}"' for k, v in labels.items())
+        return "# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{%s} 1.0" % body
+
     def metrics_text(self) -> bytes:
         """``/metrics`` as vLLM writes it (the series wattbench's scraper reads)."""
         lab = '{model_name="%s"}' % self.models[0]
@@ -189,6 +214,8 @@ class Script:
                  "# TYPE vllm:request_success_total counter", f"vllm:request_success_total{lab} {c['success']}.0",
                  "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running{lab} {st['active']}.0",
                  "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting{lab} {len(self.queue)}.0"]
+        if self.a.expose_config:
+            lines.append(self.config_info())
         return ("\n".join(lines) + "\n").encode()
 
     def pick_fault(self) -> str | None:
@@ -208,6 +235,7 @@ class Script:
             "connections": s["connections"], "requests": s["requests"], "streams_done": s["streams_done"],
             "streams_completed": s["streams_completed"], "tokens": s["tokens"],
             "faults": s["faults"], "max_active": s["max_active"], "queued": s.get("queued", 0),  # waited for a slot
+            "abandoned_finished": s.get("abandoned_finished", 0), "active": s["active"], "waiting": len(self.queue),
             "first_token_late_ms": {"mean": (s["first_late_sum"] / s["first_n"] * 1e3) if s["first_n"] else None,
                                     "max": s["first_late_max"] * 1e3},
             "token_late_ms": {"mean": (s["late_sum"] / s["late_n"] * 1e3) if s["late_n"] else None,
@@ -276,7 +304,8 @@ class Stream:
         proto, sc = self.proto, self.script
         if self.handle is False:  # cancelled (connection lost) while queued
             return
-        if proto.transport is None or proto.transport.is_closing():
+        gone = proto.transport is None or proto.transport.is_closing()
+        if gone and not sc.a.keep_abandoned:
             self.finish_stats()
             return
         deadline = self.t0 + self.ttft_s + self.k * self.itl_s
@@ -291,7 +320,7 @@ class Stream:
             st["first_n"] += 1
             if late > st["first_late_max"]:
                 st["first_late_max"] = late
-        w = proto.transport.write
+        w = (lambda data: None) if gone else proto.transport.write  # --keep-abandoned: generates for no one
         if self.k == self.cut_at:
             if self.fault == "drop":
                 self.finish_stats()
@@ -307,18 +336,22 @@ class Stream:
                 self.end()
                 return
         write_ns = time.perf_counter_ns()  # before the write: the client may read it at once
-        w(sc.content[self.api])
-        if self.writes is not None:
-            self.writes.append(write_ns)
-        if len(sc.emit_ns) < 5_000_000:
-            sc.emit_ns.append(write_ns)
+        # --burst K: after the first, K chunks in one write every K inter-token times (a server that
+        # batches its stream; the client reads them in one read)
+        m = 1 if self.k == 0 else max(1, min(sc.a.burst, self.n - self.k))
+        w(sc.content[self.api] * m)
+        for _ in range(m):
+            if self.writes is not None:
+                self.writes.append(write_ns)
+            if len(sc.emit_ns) < 5_000_000:
+                sc.emit_ns.append(write_ns)
         if self.k == 0:
             self.first_ns = write_ns
             st["ttft_ns_sum"] += self.first_ns - self.recv_ns
             st["ttft_n"] += 1
-        st["tokens"] += sc.a.tokens_per_chunk
-        sc.counters["generation"] += sc.a.tokens_per_chunk
-        self.k += 1
+        st["tokens"] += sc.a.tokens_per_chunk * m
+        sc.counters["generation"] += sc.a.tokens_per_chunk * m
+        self.k += m
         if self.k >= self.n:
             last_ns = write_ns
             if self.n > 1:
@@ -339,6 +372,10 @@ class Stream:
                               "total_tokens": self.prompt_tokens + comp},
                 }))
             w(tail + sc.done)
+            if gone:  # an abandoned request's end: its slot frees, nobody reads it
+                st["abandoned_finished"] = st.get("abandoned_finished", 0) + 1
+                self.finish_stats()
+                return
             if self.fault is None:  # a stream that carried a malformed event is not a completed one
                 st["streams_completed"] += 1
                 sc.counters["success"] += 1
@@ -365,7 +402,7 @@ class Stream:
             self.handle = False
             while sc.queue and (not sc.a.max_concurrent or sc.stats["active"] < sc.a.max_concurrent):
                 nxt = sc.queue.popleft()
-                if nxt.handle is not False and nxt.proto.transport is not None:
+                if nxt.handle is not False and (nxt.proto.transport is not None or sc.a.keep_abandoned):
                     nxt.begin()
 
     def cancel(self) -> None:
@@ -387,7 +424,8 @@ class Proto(asyncio.Protocol):
 
     def connection_lost(self, exc):
         if self.stream is not None:
-            self.stream.cancel()
+            if not self.script.a.keep_abandoned:
+                self.stream.cancel()
             self.stream = None
         self.transport = None
 
@@ -437,12 +475,18 @@ class Proto(asyncio.Protocol):
             else:
                 data = [] if sc.a.hide_models else [
                     {"id": m, "object": "model", "owned_by": "fake"} for m in sc.models]
+                if sc.a.expose_config:  # as vLLM lists them: a fresh timestamp, the length, the weights
+                    for d in data:
+                        d.update(created=int(time.time()), max_model_len=4096, root=f"/models/{d['id']}")
                 self.respond(200, json.dumps({"object": "list", "data": data}).encode())
             return
         if method == "GET" and path == "/health":  # as vLLM answers (GuideLLM probes it)
             self.respond(200, b"{}")
             return
-        if method == "GET" and path == "/metrics" and sc.a.vllm_metrics:
+        if method == "GET" and path == "/version" and sc.a.expose_config:
+            self.respond(200, b'{"version": "0.0.0-scripted"}')
+            return
+        if method == "GET" and path == "/metrics" and (sc.a.vllm_metrics or sc.a.expose_config):
             self.respond(200, sc.metrics_text(), b"text/plain; version=0.0.4")
             return
         if method == "GET" and path == "/stats/emissions":
@@ -509,7 +553,10 @@ class Proto(asyncio.Protocol):
                 text = str(req.get("prompt", ""))
             words = text.split()
             tag = self._headers.get("x-request-id") or (words[0] if words else "")
-            self.stream = Stream(self, sc, api, n, len(words), fault, tag)
+            # the server's prompt count: words, or as a tokenizer with a chat template counts them
+            # (--prompt-tokens-per-word F, --prompt-overhead N: round(F · words + N))
+            ptoks = int(round(sc.a.prompt_tokens_per_word * len(words) + sc.a.prompt_overhead))
+            self.stream = Stream(self, sc, api, n, ptoks, fault, tag)
             return
         self.respond(404, b'{"error": {"message": "not found"}}')
 
@@ -525,8 +572,15 @@ def main(argv=None) -> int:
                    help="streams served at once; more wait in a queue (0 = unlimited): a server with a capacity")
     p.add_argument("--output-tokens", type=int, default=0, help="tokens per response; 0 = the request's max_tokens")
     p.add_argument("--tokens-per-chunk", type=int, default=1)
+    p.add_argument("--burst", type=int, default=1,
+                   help="after the first chunk, write chunks K at a time (one write every K inter-token times): "
+                        "chunks the client reads in bunches")
     p.add_argument("--token-text", default=" tok")
     p.add_argument("--no-usage", action="store_true")
+    p.add_argument("--prompt-tokens-per-word", type=float, default=1.0,
+                   help="usage.prompt_tokens = round(F · prompt words + --prompt-overhead): a server whose "
+                        "tokenizer counts words differently (ground truth for prompt-length calibration)")
+    p.add_argument("--prompt-overhead", type=float, default=0.0, help="tokens every prompt adds (a chat template)")
     p.add_argument("--not-openai", action="store_true", help="answer /v1/models with HTML")
     p.add_argument("--hide-models", action="store_true",
                    help="answer /v1/models with an empty list but serve --model (transformers serve 5.17 "
@@ -559,8 +613,13 @@ def main(argv=None) -> int:
     p.add_argument("--history-threshold", type=int, default=0)
     p.add_argument("--log-writes", action="store_true",
                    help="keep every token write time per request (GET /stats/writes)")
+    p.add_argument("--keep-abandoned", action="store_true",
+                   help="a request whose client went away keeps its place (queued or running) until its scripted "
+                        "end, as an engine that does not abort it: it lingers on the server after the client's level")
     p.add_argument("--vllm-metrics", action="store_true",
                    help="answer GET /metrics with vLLM's token counters and request gauges")
+    p.add_argument("--expose-config", action="store_true",
+                   help="expose its settings as vLLM does (/metrics info gauge, /v1/models max_model_len, /version)")
     p.add_argument("--loop", choices=["asyncio", "uvloop"], default="uvloop")
     a = p.parse_args(argv)
 

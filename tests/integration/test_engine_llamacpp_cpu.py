@@ -26,7 +26,7 @@ from tests.fakes.engine_counters import (
     LENGTHS, assert_counters_equal_usage, assert_level_counters_bracket, run_cli_levels,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.llamacpp, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -74,6 +74,13 @@ def test_server_info_and_detection(server):
     assert si.extra_body == {"ignore_eos": True} and si.metrics_endpoint.endswith("/metrics")
     det = asyncio.run(detect_server(server.base_url))
     assert det.engine == "llamacpp"
+    # its identity: /props' slots, per-slot context and build, no slot state
+    props = det.identity.exposed["/props"]
+    assert props["total_slots"] == 4 and props["default_generation_settings.n_ctx"] == 1024
+    assert props["build_info"] == det.version and props["model_path"].endswith(".f16.gguf")
+    assert not [k for k in props if any(w in k for w in ("id_task", "is_processing", "next_token", "media_marker",
+                                                             "is_sleeping"))], sorted(props)
+    assert det.identity.not_exposed == []
 
 
 def test_scraped_token_counters_equal_usage(server):
@@ -89,6 +96,9 @@ def test_wattbench_run_token_counts_equal_llamacpp_counters(server, tmp_path):
     equal llama.cpp's own counters between the scrapes that bracket the level."""
     result, tl, recs = run_cli_levels(server.base_url, tmp_path / "run", timeout_s=600)
     si = result.server
+    # the identity recorded before the load is the one the server shows after it (no slot state)
+    after = asyncio.run(detect_server(server.base_url, model=si.model)).identity
+    assert si.identity.exposed == after.exposed and after.exposed["/props"]["total_slots"] == 4
     assert si.engine == "llamacpp" and si.output_length_forced and si.extra_body == {"ignore_eos": True}
     for lv in result.levels:
         assert_level_counters_bracket(tl, lv)

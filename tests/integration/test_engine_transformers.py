@@ -19,7 +19,7 @@ from wattbench.errors import EngineError  # noqa: E402
 from wattbench.server.detect import detect_server, merge_launched  # noqa: E402
 from wattbench.server.metrics import MetricsScraper  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 def pid_gone(pid: int, timeout_s: float = 60.0) -> bool:  # returns once gone: the default ends a hang
@@ -73,6 +73,13 @@ def test_tiny_preset_serves_exact_lengths_and_stops_clean(tmp_path):
         # its hub-cache scan (empty here), and nothing else tells it from a generic OpenAI endpoint
         assert det.engine == ("transformers" if si.models else "openai"), (si.models, det.engine, det.detected_by)
         assert det.extra_body == {} and merge_launched(si, det).engine == "transformers"
+        # its identity: transformers serve exposes no flags; the model's entry without its load status
+        what = "transformers serve" if det.engine == "transformers" else "an OpenAI-compatible server"
+        assert det.identity.not_exposed == [f"{what} exposes no server configuration"]
+        entry = det.identity.exposed.get("/v1/models", {})
+        assert "status" not in entry and "created" not in entry
+        merged = merge_launched(si, det).identity
+        assert merged.launched == "transformers" and merged.target is None  # a launched engine: not its port
         tl = MetricsScraper(h.base_url, interval_s=0.2, timeout_s=60.0).start()  # returns after the first scrape
         timeline = tl.stop()
         assert timeline.available is False and "404" in timeline.reason
@@ -139,3 +146,33 @@ def test_missing_engine_is_a_clear_error(tmp_path):
     with pytest.raises(EngineError, match=r"pip install 'wattbench\[engine\]'"):
         launch(eng, "tiny", "cpu", [], tmp_path, timeout_s=10)
     assert not (tmp_path / "server.log").exists()
+
+
+def test_a_target_run_without_a_tokenizer_calibrates_prompts_to_the_served_length(tmp_path):
+    """``--target`` at the embedded engine, no ``--tokenizer`` (transformers serve has no /tokenize):
+    the prompts are fitted to the server's usage.prompt_tokens before the first level, so every
+    measured level is within ±2% of the asked input length as the server counts it, with no
+    prompt-length finding (the 0.75 words-per-token guess was +58–59% off on the H200)."""
+    from wattbench.config import RunConfig
+    from wattbench.run import run_benchmark
+
+    h = launch("transformers", "tiny", "cpu", [], tmp_path / "engine", timeout_s=240)
+    try:
+        cfg = RunConfig(target=h.base_url, model=h.model, concurrency=[1, 2], num_requests=16, input_tokens="128",
+                        output_tokens="4", sensors=["const:node=300"], idle_s=0, register_run=False, html=False,
+                        history_check=False, out=str(tmp_path / "run"))
+        res = run_benchmark(cfg)
+    finally:
+        h.stop()
+    cal = res.prompt_calibration
+    assert cal is not None and cal.used and cal.counted == cal.probes, cal
+    assert res.prompt_length_source == "calibrated"
+    rows = [json.loads(x) for x in (tmp_path / "run" / "requests.jsonl").read_text().splitlines()]
+    for lv in res.levels:
+        done = [r for r in rows if r["level"] == lv.index and r["ok"] and not r["warmup"]]
+        asked = sum(r["requested_input_tokens"] for r in done)
+        counted = sum(r["input_tokens"] for r in done)
+        print(f"\n{lv.label}: asked {asked / len(done):.1f}, counted {counted / len(done):.1f} "
+              f"({100 * (counted - asked) / asked:+.2f}%); fit {cal.reason}")
+        assert abs(counted - asked) <= 0.02 * asked, (lv.label, asked, counted, cal.reason)
+        assert not [f for f in lv.validity.findings if f.kind == "prompt_lengths"]

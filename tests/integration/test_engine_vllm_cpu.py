@@ -23,7 +23,7 @@ from tests.fakes.engine_counters import (
     LENGTHS, assert_counters_equal_usage, assert_level_counters_bracket, run_cli_levels,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(1200)]
 
 KNOWN_VENVS = ("/work/vllm-venv/bin/python",)
 
@@ -76,6 +76,15 @@ def test_server_info_and_effective_config(vllm_server):
     assert si.extra_body == {"ignore_eos": True} and si.metrics_endpoint.endswith("/metrics")
     det = asyncio.run(detect_server(vllm_server.base_url))
     assert det.engine == "vllm" and det.version.startswith("0.32") and det.max_model_len == 2048
+    # its identity: what vLLM 0.32 exposes of its configuration (the cache_config info gauge, the
+    # served model's entry), without the sizes its memory profile found at start
+    ident = det.identity
+    gauge = ident.exposed["/metrics vllm:cache_config_info"]
+    assert gauge["cache_dtype"] == "auto" and gauge["block_size"].isdigit()
+    assert gauge["enable_prefix_caching"] in ("True", "False") and "kv_cache_memory_bytes" in gauge
+    assert not {"num_gpu_blocks", "num_cpu_blocks", "kv_cache_size_tokens", "engine", "model_name"} & set(gauge)
+    assert ident.exposed["/v1/models"]["max_model_len"] == 2048 and ident.exposed["/v1/models"]["id"] == "tiny"
+    assert ident.target == vllm_server.base_url.removesuffix("/v1") and ident.not_exposed == []
 
 
 def test_scraped_token_counters_equal_usage(vllm_server):
@@ -98,6 +107,10 @@ def test_wattbench_run_token_counts_equal_vllm_counters(vllm_server, tmp_path):
     result, tl, recs = run_cli_levels(vllm_server.base_url, tmp_path / "run", timeout_s=900)
     si = result.server
     assert si.engine == "vllm" and si.version.startswith("0.32") and si.max_model_len == 2048
+    # the identity the run recorded before its load is the one the server shows after it: no
+    # counter, gauge or timestamp in it
+    after = asyncio.run(detect_server(vllm_server.base_url, model=si.model)).identity
+    assert si.identity.exposed == after.exposed and "/metrics vllm:cache_config_info" in after.exposed
     assert si.output_length_forced and si.extra_body == {"ignore_eos": True}
     assert result.prompt_length_source == "server"  # exact prompts through vLLM's /tokenize
     for lv in result.levels:

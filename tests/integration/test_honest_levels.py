@@ -72,20 +72,29 @@ def test_requests_sent_after_a_timed_warmup_are_measured(workers):
 
 def test_a_level_of_only_warmup_requests_is_invalid_and_the_run_exits_3(tmp_path):
     # the H200 case in small: requests (0.85 s) longer than warm-up + duration (0.3 + 0.2 s): the
-    # two streams' first requests are warm-up and nothing is sent after the warm-up.
+    # two streams' first requests are warm-up and nothing is sent after the warm-up. Primed, the run
+    # knows it before the level (run/prime.unmeasurable) and stops after the priming with the
+    # duration to give (exit 2); unprimed (--no-prime) it cannot know: the level runs, is invalid,
+    # and the run exits 3.
+    args = ("-c", "2", "--warmup", "0.3s", "--duration", "0.2", "--output-tokens", "40", "--input-tokens", "8",
+            "--sensor", "const:node=300", "--idle", "0", "--no-register", "--no-html")
     with stream_server("--ttft-ms", "50", "--itl-ms", "20") as (base, stats):
-        p = _wb("run", "--target", base, "-c", "2", "--warmup", "0.3s", "--duration", "0.2", "--output-tokens", "40",
-                "--input-tokens", "8", "--sensor", "const:node=300", "--idle", "0", "--no-register", "--no-html",
-                "--out", str(tmp_path / "run"), cwd=tmp_path)
+        p = _wb("run", "--target", base, *args, "--out", str(tmp_path / "primed"), cwd=tmp_path)
+        primed_served = stats(reset=True)
+        q = _wb("run", "--target", base, *args, "--no-prime", "--out", str(tmp_path / "run"), cwd=tmp_path)
         served = stats()
-    assert p.returncode == 3, p.stderr
-    assert "1 level(s) completed no measured request (concurrency=2)" in p.stderr and "Traceback" not in p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert lines[0].startswith("wattbench: error: c=2 cannot measure: priming took ") and "give --duration 2 " in lines[0]
+    refused = load_result(tmp_path / "primed")
+    assert refused.levels == [] and refused.noise.priming.completed == 8 == primed_served["streams_completed"]
+    assert q.returncode == 3, q.stderr
+    assert "1 level(s) completed no measured request (concurrency=2)" in q.stderr and "Traceback" not in q.stderr
     res = load_result(tmp_path / "run")
     lv = res.levels[0]
-    primed = res.noise.priming.completed  # the priming load before the level (not measured): 8 requests
-    assert primed == res.noise.priming.requests == 8
+    assert res.noise.priming is None
     assert (lv.requests.warmup, lv.requests.completed, lv.requests.failed) == (2, 0, 0) == (
-        served["streams_completed"] - primed, 0, 0)
+        served["streams_completed"], 0, 0)
     assert lv.validity.verdict == "invalid" and res.validity.verdict == "invalid"
     reason = next(r for r in lv.validity.reasons if "no measured request completed" in r)
     assert "every request sent was a warm-up request" in reason

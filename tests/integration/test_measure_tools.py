@@ -53,7 +53,7 @@ SLOTS, STREAMS, N, OUT_TOKENS, IN_TOKENS = 4, 8, 48, 64, 16
 SERVER_ARGS = ("--ttft-ms", f"{TTFT_MS:g}", "--itl-ms", f"{ITL_MS:g}", "--token-text", " token", "--vllm-metrics",
                "--max-concurrent", str(SLOTS))
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 def _exe(env: str, name: str, sibling_of: str | None = None) -> str:

@@ -3,8 +3,8 @@ noise on its speed (``--speed-noise``), a capacity (``--max-concurrent``) or a s
 the largest load it has seen (``--history-slow``), and a declared constant node power, so tokens/s
 per kW is throughput / 0.3 kW and every change in it is a change the server was scripted to make.
 
-- ``compare`` says "within noise" for two runs of one configuration, gives a ratio for a real 20%
-  change, and says the noise is unknown (and how to measure it) without trials or history;
+- ``compare`` says "within noise" for two runs of one configuration, "beyond noise" for a real 20%
+  change, and "inconclusive" (the noise unknown, and how to measure it) without trials or history;
 - ``--optimize`` returns a plateau containing the true best level (every level at or above the
   server's capacity is equally efficient) and none below it;
 - priming makes the level order irrelevant on the history-dependent server, and without it the
@@ -63,7 +63,7 @@ def test_compare_within_noise_for_one_configuration_and_a_ratio_for_a_real_chang
     real = compare([runs["a"], runs["fast"]]).levels[0].decompositions[0]
     assert real.noise.within is False, real.noise
     assert real.per_kw_ratio == pytest.approx(1.2, rel=0.08)  # scripted: 20% more tokens at the same power
-    assert real.noise.low > 1.0 and "beyond the noise" in real.noise.text()
+    assert real.noise.low > 1.0 and real.noise.word == "beyond noise" and "beyond noise" in real.noise.text()
 
 
 def test_compare_without_trials_or_history_says_the_noise_is_unknown(tmp_path):
@@ -72,8 +72,8 @@ def test_compare_without_trials_or_history_says_the_noise_is_unknown(tmp_path):
         with stream_server(*NOISY) as (base, _):
             res.append(_run(base, tmp_path / name, concurrency=[4], num_requests=12))
     d = compare(res).levels[0].decompositions[0]
-    assert d.noise.within is None and d.noise.basis == "unknown"
-    assert "noise unknown" in d.noise.text() and "--trials" in d.noise.text()
+    assert d.noise.within is None and d.noise.basis == "unknown" and d.noise.word == "inconclusive"
+    assert "noise unknown" in d.noise.text() and "--trials" in d.noise.todo
     # with the history's run-to-run spread of the configuration (3 earlier runs, sd 2%), it is known
     d = compare(res, history=lambda r, lv, fig: (0.02, 3)).levels[0].decompositions[0]
     assert d.noise.basis == "history" and d.noise.within is not None

@@ -17,7 +17,7 @@ psutil = pytest.importorskip("psutil")
 
 from wattbench.distributed.run import RayCluster  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parents[2]
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}

@@ -12,7 +12,7 @@ from tests.fakes.stream_server_proc import start_script, stop_process, SERVER
 from wattbench.config import RunConfig
 from wattbench.results.schema import ServerInfo
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 class FakeHandle:

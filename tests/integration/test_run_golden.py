@@ -84,7 +84,7 @@ def _run(tmp_path) -> dict:
         cfg = RunConfig(target=base, concurrency=[2, 4], num_requests=12, trials=2, cooldown_s=0,
                         output_tokens="8", input_tokens="16", sensors=["const:accelerator=500"], idle_s=0,
                         carbon_intensity="400", register_run=False, html=False, out=str(tmp_path / "run"),
-                        workers=1, seed=7)
+                        workers=1, seed=7, calibrate_prompts=False)  # the golden file's approximate lengths
         run_benchmark(cfg)
     lines = [json.loads(x) for x in (tmp_path / "run" / "requests.jsonl").read_text().splitlines()]
     # requests.jsonl: every request of both trials of both levels, each marked with its trial; no
@@ -141,9 +141,9 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     assert got["config"].pop("secret_headers") == [] and "secret_headers" not in want["config"]
     # measuring from a known state (issue 24): config fields and a block newer than the golden file
     new = {k: got["config"].pop(k) for k in ("prime", "prime_requests", "history_check", "trial_order",
-                                             "restart_engine", "prompt_salt")}
+                                             "restart_engine", "prompt_salt", "calibrate_prompts")}
     assert new == {"prime": True, "prime_requests": None, "history_check": True, "trial_order": "interleaved",
-                   "restart_engine": False, "prompt_salt": None}
+                   "restart_engine": False, "prompt_salt": None, "calibrate_prompts": False}
     noise = got.pop("noise")
     assert want.pop("noise") is None
     assert noise["prompt_salt"] == got["run_id"].rsplit("-", 1)[-1]  # no prompt of another run is repeated
@@ -152,7 +152,8 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     assert noise["trial_order"] == "interleaved"
     hc = noise["history_check"]  # two trials: the first level measured once more after the others
     assert hc["level"] == "concurrency=2" and hc["repeat"]["requests"]["completed"] == 8  # a quarter of 12, at least 8
-    assert hc["verdict"] in ("ok", "warn") and hc["first"] > 0 and hc["repeated"] > 0
+    # two trials: a 1-df basis, inconclusive (metrics/noise.judge) unless the repeat moved it beyond
+    assert hc["verdict"] in ("ok", "warn", "unknown") and hc["first"] > 0 and hc["repeated"] > 0
     # its finding (when this loaded host moved the figure beyond the noise) is the one host-dependent
     # finding of the run: judged in the run's verdict, never a warning line beside it
     assert not [w for w in got["warnings"] if w.startswith("history check ")]

@@ -8,7 +8,6 @@ score, the serve command carrying its flags, and --resume running nothing twice.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from wattbench.config import RunConfig
 from wattbench.results.rundir import load_result
 from wattbench.tune import TuneConfig, load_tune, tune
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(1800)]
 
 
 def test_tune_vllm_cpu(tmp_path, monkeypatch):

@@ -48,6 +48,8 @@ __all__ = ["level_findings", "failed_requests_finding", "bad_usage_finding", "wr
 P99_MIN_SAMPLES = 100
 IN_FLIGHT_WARN_FRACTION = 0.5
 INPUT_LENGTH_WARN_PCT = 10.0
+# prompts calibrated to the server's count (run/prime.calibrate_prompts) hit the asked length within this
+CALIBRATED_TOL_PCT = 2.0
 
 
 EVERY_FIGURE = ("energy", "efficiency", "throughput", "ttft", "tpot", "itl", "e2e", "goodput", "load")
@@ -117,8 +119,9 @@ def in_flight_finding(level: LevelResult) -> Finding | None:
 def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_source: str | None) -> Finding | None:
     """Approximate prompt lengths (no tokenizer) against the server's count: ``warn`` beyond
     ``INPUT_LENGTH_WARN_PCT``, a ``note`` with the measured difference within it."""
-    if length_source not in ("approx", "approximate"):
+    if length_source not in ("approx", "approximate", "calibrated"):
         return None
+    calibrated = length_source == "calibrated"
     c = as_record_set(records).columns("warmup", "ok", "input_tokens", "requested_input_tokens")
     m = ~c["warmup"] & c["ok"] & (c["input_tokens"] != NONE) & (c["requested_input_tokens"] > 0)
     asked = int(c["requested_input_tokens"][m].sum())
@@ -130,6 +133,17 @@ def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_so
                                               "for exact lengths", ("prompt_lengths",),
                     summary="prompt lengths unchecked (no tokenizer, no server count)")
     diff = 100.0 * (got - asked) / asked
+    if calibrated:  # fitted to the server's count before the first level (run/prime.calibrate_prompts)
+        if abs(diff) <= CALIBRATED_TOL_PCT:
+            return None  # the calibration held: the prompts are the length asked, as the server counts them
+        text = (f"input tokens asked {asked / n:.0f}, the server counted {got / n:.0f} on average ({diff:+.0f}%) "
+                f"although the prompts were calibrated to its count (±{CALIBRATED_TOL_PCT:g}% expected)")
+        if abs(diff) > INPUT_LENGTH_WARN_PCT:
+            text += "; give --tokenizer PATH for exact lengths"
+        return rule("prompt_lengths", "warn" if abs(diff) > INPUT_LENGTH_WARN_PCT else "note", text,
+                    ("prompt_lengths",), effect_pct=diff,
+                    basis="the server's usage.prompt_tokens against the asked length",
+                    summary="prompt lengths {effect:+} (calibrated, no tokenizer)")
     text = (f"input tokens asked {asked / n:.0f}, the server counted {got / n:.0f} on average ({diff:+.0f}%): "
             "without a tokenizer prompt lengths are approximate")
     if abs(diff) > INPUT_LENGTH_WARN_PCT:

@@ -16,6 +16,7 @@ every boundary with the work is estimated   ``estimate`` (its basis and  —
 sensor read failures in the window          any                          —
 power/thermal capping bits (0x4 0x8 0x20    any sample                   —
 0x40 0x80) in clock-event reasons
+ITL gaps of 0 (chunks read in bunches)      note: percentiles unmeasured —
 client event-loop lag (``client_findings``) effect on the latencies it   —
                                             stamps >= 5 % (note below)
 open-loop send lag, not held by a cap       p99 > max(5 ms, 10 % of the  —
@@ -264,6 +265,9 @@ def client_findings(load: LoadStats, latency: Latency | None = None, window_s: f
                              "; an event loop's ordinary jitter, material against gaps this short")
                 out.append(judged("loop_lag", text, figures, effect, LATENCY_MATERIAL_PCT, basis=basis,
                                   summary="client loop lag up to {effect} of a latency"))
+    if latency is not None and latency.itl_ms.unmeasured:  # chunks read in bunches: percentiles withheld
+        out.append(rule("itl_unmeasured", "note", f"ITL percentiles unmeasured: {latency.itl_ms.unmeasured}",
+                        ("itl",), summary="ITL percentiles unmeasured (chunks read in bunches)"))
     target = load.target_rate_rps
     capped = load.mode == "rate" and load.max_in_flight is not None
     if capped and target and math.isfinite(target) and load.achieved_rate_rps is not None \

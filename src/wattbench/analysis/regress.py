@@ -10,20 +10,25 @@ Check syntax (``docs/compare.md``): a comma list of ``METRIC:SIGN AMOUNT[UNIT]``
 
 The sign names the bad direction. Every check is evaluated at every matched level.
 
-Noise rule (``metrics/noise.py``, the one compare and ``--optimize`` use). Each side's noise is
-the wider of its trials' CI (``--trials``) and its configuration's run-to-run spread in the
-history store (``history``, without the two runs judged); without either for both sides the
-noise is unknown, the check fails when the change itself is beyond the threshold, and the
-message says how to measure the noise. With both sides' noise, the change must be beyond the
-threshold even at the end of its noise interval nearest to "no change": for a relative check the
-ratio's interval is ``[R·e^-w, R·e^w]`` with ``w = sqrt(n_a² + n_b²)`` (``n`` each side's
-relative 95% half-width; the log-ratio delta method), and a ``+`` check fails only if
-``R·e^-w − 1 > threshold`` (a ``−`` check only if ``1 − R·e^w > threshold``); for an absolute
-check the difference's half-width is ``sqrt((n_a·a)² + (n_b·b)²)`` and the check fails only if
-``|change| − half-width > threshold`` in the bad direction. The miss reported is how far that
-bound lies beyond the threshold. A change whose interval includes no change is *within noise*:
-it passes with that word even when the change itself is beyond the threshold — unless
-``strict``, which judges the change itself.
+Noise rule (``metrics/noise.judge``, the one compare, ``--optimize`` and ``tune`` use). Each
+side's noise is the wider of its trials' CI (``--trials``) and its configuration's run-to-run noise
+in the history store (split at change points; J/token reads the per-kW figure's, the same on the
+log scale). Each check says ``judge``'s word for its change — the word ``compare`` prints for the
+same pair, boundary and figure — and the report leads with ``compare``'s answer line for each
+pair. The gate:
+
+- **beyond noise**: the change must be beyond the threshold even at the end of its noise interval
+  nearest "no change": for a relative check the ratio's interval is ``[R·e^-w, R·e^w]`` with
+  ``w = sqrt(n_a² + n_b²)``, and a ``+`` check fails only if ``R·e^-w − 1 > threshold`` (a ``−``
+  check only if ``1 − R·e^w > threshold``); for an absolute check the difference's half-width is
+  ``sqrt((n_a·a)² + (n_b·b)²)`` and the check fails only if ``|change| − half-width > threshold``
+  in the bad direction. The miss reported is how far that bound lies beyond the threshold.
+- **within noise**: it passes with that word even when the change itself is beyond the threshold —
+  unless ``strict``, which judges the change itself.
+- **inconclusive** (no noise, fewer than 2 df, a bound over ±25%): the change itself is judged (it
+  fails when beyond the threshold), and what would decide it is said once.
+
+A level that measured nothing, or lacks the boundary, fails with one line naming it and why.
 """
 
 from __future__ import annotations
@@ -35,11 +40,13 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
-from wattbench.analysis.compare import figure_noise, match_levels, refusal_message, resolve_boundary
+from wattbench.analysis.compare import (NoiseVerdict, answer_line, decompose, figure_noise, judge_noise,
+                                        left_out_reason, match_levels, refusal_message, resolve_boundary,
+                                        short_key)
 from wattbench.analysis.diagnose import Finding, diagnose
 from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, trial_ci
 from wattbench.errors import UserError
-from wattbench.metrics.noise import FigureNoise, ratio_interval, trials_noise, unknown_noise_hint
+from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, trials_noise
 from wattbench.report.numbers import fmt
 from wattbench.results.schema import Result
 
@@ -85,13 +92,25 @@ class CheckOutcome(BaseModel):
     noise_aware: bool = False
     within_noise: bool | None = None  # the change's noise interval includes no change (None: noise unknown)
     noise_basis: str | None = None  # trials | history | trials+history
+    word: str = INCONCLUSIVE  # metrics/noise.judge: beyond noise | within noise | inconclusive
+    noise: NoiseVerdict | None = None
     message: str = ""
+
+
+class LeftOut(BaseModel):
+    """A matched level that cannot be checked: it measured nothing, or lacks the boundary."""
+
+    level: str
+    reason: str
+
+    def line(self) -> str:
+        return f"{self.level}: left out — {self.reason}"
 
 
 class RegressReport(BaseModel):
     run_id: str
     baseline_id: str
-    boundary: str
+    boundary: str | None = None  # None: no boundary common to the levels that measured; energy checks skip
     window: Literal["full", "steady"] = "full"
     checks: list[Check]
     outcomes: list[CheckOutcome] = Field(default_factory=list)
@@ -100,6 +119,9 @@ class RegressReport(BaseModel):
     strict: bool = False  # --strict: a change inside the noise fails like any other
     findings: list[Finding] = Field(default_factory=list)
     unmatched: list[str] = Field(default_factory=list)
+    left_out: list[LeftOut] = Field(default_factory=list)  # each fails the gate
+    answers: list[str] = Field(default_factory=list)  # compare's answer line for each pair
+    todo: str | None = None  # what would decide an inconclusive check, said once
 
     @property
     def failed(self) -> list[CheckOutcome]:
@@ -107,7 +129,7 @@ class RegressReport(BaseModel):
 
     @property
     def passed(self) -> bool:
-        return not self.failed
+        return not self.failed and not self.left_out
 
 
 def parse_checks(spec: str) -> list[Check]:
@@ -152,7 +174,7 @@ def _fmt(check: Check, x: float) -> str:
     return ("+" if x >= 0 else "") + fmt(x)
 
 
-def _noise(result: Result | None, level, metric: str, boundary: str, history) -> FigureNoise | None:
+def _noise(result: Result | None, level, metric: str, boundary: str | None, history) -> FigureNoise | None:
     """One side's relative noise of ``metric`` (``analysis/compare.figure_noise``)."""
     if result is None:
         ci = trial_ci(level, metric, boundary)
@@ -160,7 +182,7 @@ def _noise(result: Result | None, level, metric: str, boundary: str, history) ->
     return figure_noise(result, level, metric, boundary, history)
 
 
-def evaluate(check: Check, a, b, boundary: str, label: str, *, base: Result | None = None,
+def evaluate(check: Check, a, b, boundary: str | None, label: str, *, base: Result | None = None,
              cand: Result | None = None, history=None, strict: bool = False) -> CheckOutcome:
     va, vb = headline(a, boundary)[check.metric], headline(b, boundary)[check.metric]
     out = CheckOutcome(check=check, level=label, baseline=va, candidate=vb)
@@ -170,9 +192,12 @@ def evaluate(check: Check, a, b, boundary: str, label: str, *, base: Result | No
         return out
     sgn = 1.0 if check.direction == "+" else -1.0
     na, nb = _noise(base, a, check.metric, boundary, history), _noise(cand, b, check.metric, boundary, history)
-    known = na is not None and nb is not None
     if na is not None or nb is not None:
         out.noise_basis = "+".join(dict.fromkeys(x for n in (na, nb) if n is not None for x in n.basis.split("+")))
+    jd = judge(vb / va if va else None, na, nb)
+    out.word = jd.word
+    out.noise = NoiseVerdict.of(check.metric, jd)
+    usable = jd.word != INCONCLUSIVE  # the noise can decide: its interval bounds the change
     if check.kind == "relative":
         if va == 0:
             out.status = "skipped"
@@ -180,48 +205,49 @@ def evaluate(check: Check, a, b, boundary: str, label: str, *, base: Result | No
             return out
         ratio = vb / va
         out.change = ratio - 1.0
-        if known and ratio > 0:
-            lo, hi = (x - 1.0 for x in ratio_interval(ratio, na.rel_half_width, nb.rel_half_width))
-            out.change_ci = [lo, hi]
+        if jd.low is not None and jd.high is not None:
+            out.change_ci = [jd.low - 1.0, jd.high - 1.0]
+        if usable:
+            lo, hi = out.change_ci  # type: ignore[misc]
             out.noise_aware = True
             out.bound = lo if sgn > 0 else -hi
         else:
             out.bound = sgn * out.change
     else:
         out.change = vb - va
-        if known:
+        if na is not None and nb is not None:
             hw = math.sqrt((na.rel_half_width * abs(va)) ** 2 + (nb.rel_half_width * abs(vb)) ** 2)
             out.change_ci = [out.change - hw, out.change + hw]
+        if usable and out.change_ci is not None:
             out.noise_aware = True
-            out.bound = sgn * out.change - hw
+            out.bound = sgn * out.change - (out.change_ci[1] - out.change_ci[0]) / 2.0
         else:
             out.bound = sgn * out.change
-    if out.noise_aware:
-        out.within_noise = out.change_ci[0] <= 0.0 <= out.change_ci[1]
+    out.within_noise = True if jd.word == WITHIN else False if jd.word == BEYOND else None
     point = sgn * out.change
     judged = point if strict else out.bound
+    what = f"{check.metric} {fmt(va)} -> {fmt(vb)} ({_fmt(check, out.change)}"
+    word = jd.word if jd.word != INCONCLUSIVE else f"inconclusive: {jd.why}"
     if judged > check.threshold:
         out.status = "fail"
         out.miss = judged - check.threshold
         ci = ""
         if out.noise_aware:
-            ci = f", {'inside' if out.within_noise else 'beyond'} its noise [{_fmt(check, out.change_ci[0])}, " \
-                 f"{_fmt(check, out.change_ci[1])}]" + (" (--strict: judged on the change itself)" if strict else "")
-        out.message = (f"{check.text} at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
-                       f"({_fmt(check, out.change)}{ci}); limit {check.describe_threshold()}, missed by "
+            ci = f", {jd.word} [{_fmt(check, out.change_ci[0])}, {_fmt(check, out.change_ci[1])}]" + (
+                " (--strict: judged on the change itself)" if strict else "")
+        else:
+            ci = f", {word}"
+        out.message = (f"{check.text} at {label}: {what}{ci}); limit {check.describe_threshold()}, missed by "
                        f"{_fmt(check, out.miss).lstrip('+')}")
-        if not out.noise_aware:
-            out.message += f"; {unknown_noise_hint()}"
-    elif out.within_noise and point > check.threshold:
-        out.message = (f"{check.text} passes within noise at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
-                       f"({_fmt(check, out.change)}, noise [{_fmt(check, out.change_ci[0])}, "
-                       f"{_fmt(check, out.change_ci[1])}] from {out.noise_basis}; --strict fails it)")
-    elif out.within_noise:
-        out.message = (f"{check.text} holds at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
-                       f"({_fmt(check, out.change)}, within noise)")
+    elif jd.word == WITHIN and point > check.threshold:
+        out.message = (f"{check.text} passes within noise at {label}: {what}, noise [{_fmt(check, out.change_ci[0])}, "
+                       f"{_fmt(check, out.change_ci[1])}] from {jd.basis_text}; --strict fails it)")
     else:
-        out.message = (f"{check.text} holds at {label}: {check.metric} {fmt(va)} -> {fmt(vb)} "
-                       f"({_fmt(check, out.change)})")
+        out.message = f"{check.text} holds at {label}: {what}, {word})"
+    if (out.status == "pass" and jd.word == WITHIN and check.kind == "relative" and jd.bound is not None
+            and jd.bound > check.threshold):  # judge(effect=limit): the noise cannot see a change that size
+        out.message += (f"; its noise ±{jd.bound * 100:.1f}% is wider than the {check.threshold * 100:g}% limit, "
+                        "so a change of that size would not show")
     return out
 
 
@@ -231,8 +257,9 @@ def regress(result: Result, baseline: Result, checks: str | list[Check] = DEFAUL
             history=None, strict: bool = False) -> RegressReport:
     """Evaluate ``checks`` on every level of ``result`` matched to one of ``baseline``.
 
-    ``history``: the run-to-run spread of a configuration (``analysis/compare.HistorySpread``);
-    ``strict``: judge the change itself, not the end of its noise interval nearest no change."""
+    ``history``: the run-to-run noise of a configuration (``analysis/compare.HistorySpread``);
+    ``strict``: judge the change itself, not the end of its noise interval nearest no change. A
+    matched level that measured nothing or lacks the boundary is left out and fails the gate."""
     parsed = parse_checks(checks) if isinstance(checks, str) else list(checks)
     if not parsed:
         raise UserError("no checks given")
@@ -246,21 +273,42 @@ def regress(result: Result, baseline: Result, checks: str | list[Check] = DEFAUL
         raise UserError(f"no load level of {result.run_id} matches one of baseline {baseline.run_id} "
                         f"({', '.join(lv.label for lv in baseline.levels)} vs "
                         f"{', '.join(lv.label for lv in result.levels)})")
-    problems = check_runs(baseline, result)
+    left: list[LeftOut] = []
+    usable = []
     for a, b in pairs:
+        why = [x for x in (left_out_reason(baseline.run_id, a, bnd), left_out_reason(result.run_id, b, bnd)) if x]
+        if why:
+            left.append(LeftOut(level=short_key(b), reason="; ".join(why)))
+        else:
+            usable.append((a, b))
+    problems = check_runs(baseline, result)
+    for a, b in usable:
         problems.extend(check_levels(a, b, bnd))
     blocking = [p for p in problems if p.category != "setup"]
     if blocking and not force:
         raise UserError(refusal_message(blocking, "run and its baseline"))
     report = RegressReport(run_id=result.run_id, baseline_id=baseline.run_id, boundary=bnd, window=window,
-                           checks=parsed, strict=strict,
-                           incomparable=problems, forced=force, unmatched=unmatched)
+                           checks=parsed, strict=strict, incomparable=problems, forced=force, unmatched=unmatched,
+                           left_out=left)
+    for a, b in usable:  # compare's answer line for each pair: the same judgement, the same word
+        if bnd is not None:
+            d = decompose(a, b, bnd, result.run_id)
+            d.noise = judge_noise(d.per_kw_ratio, "output_tokens_per_s_per_kw", baseline, a, result, b, bnd, history)
+            report.answers.append(answer_line(short_key(b), "run/baseline", d, d.noise))
+        else:
+            fa, fb = headline(a, None)["output_tokens_per_s"], headline(b, None)["output_tokens_per_s"]
+            t = fb / fa if fa and fb is not None else None
+            nv = judge_noise(t, "output_tokens_per_s", baseline, a, result, b, None, history)
+            report.answers.append(answer_line(short_key(b), "run/baseline", None, nv, t))
     for check in parsed:
         outs = [evaluate(check, a, b, bnd, b.label, base=baseline, cand=result, history=history, strict=strict)
-                for a, b in pairs]
-        if all(o.status == "skipped" for o in outs):
+                for a, b in usable]
+        if outs and all(o.status == "skipped" for o in outs) and not left:
             raise UserError(f"check {check.text!r}: {check.metric} is not measured in both runs at any matched "
                             f"level ({outs[0].message})")
         report.outcomes.extend(outs)
-    report.findings = diagnose(baseline, result, pairs, bnd)
+    report.todo = next((o.noise.todo for o in report.outcomes
+                        if o.status != "skipped" and o.noise is not None and o.word == INCONCLUSIVE and o.noise.todo),
+                       None)
+    report.findings = diagnose(baseline, result, usable, bnd)
     return report

@@ -22,7 +22,11 @@ except ImportError:  # pragma: no cover - older typer on plain click
 
 # One wording for the flags every command shares (issue 18: the same flag for the same thing).
 DB_HELP = "History database (default: $WATTBENCH_DB or the user data directory's history.sqlite3)."
-API_KEY_HELP = "API key (or env WATTBENCH_API_KEY / OPENAI_API_KEY). Never written anywhere."
+API_KEY_HELP = ("API key, sent to the target only and never written to a file or shown. Given here it is visible to "
+                "other users of this machine (ps, /proc/PID/cmdline): prefer --api-key-file PATH or the environment "
+                "(WATTBENCH_API_KEY / OPENAI_API_KEY).")
+API_KEY_FILE_HELP = "Read the API key from the first line of PATH (recommended: unlike --api-key, not visible in ps)."
+API_KEY_FILE_MAX_BYTES = 64 * 1024  # a key file, not a dump: a bigger file is refused unread
 API_KEY_ENV = ["WATTBENCH_API_KEY", "OPENAI_API_KEY"]
 REGISTER_HELP = "Add the run to the history store (default) or not."
 
@@ -33,6 +37,13 @@ REGISTER_HELP = "Add the run to the history store (default) or not."
 def sensor_option() -> Any:
     return typer.Option(None, "--sensor", "-s",
                         help="Sensor spec, repeatable (nvml, rapl, ipmi, const:node=700, …). Default: auto-detect.")
+
+
+def config_label_option() -> Any:
+    return typer.Option(None, "--config-label",
+                        help="Name what wattbench cannot see about this configuration (a driver, a BIOS setting, "
+                             "flags the server does not expose): runs with different labels are never pooled as "
+                             "one configuration's noise; shown in `history list`.")
 
 
 def no_sensors_option() -> Any:
@@ -53,6 +64,44 @@ def currency_option() -> Any:
 
 def pue_option() -> Any:
     return typer.Option(1.0, "--pue", help="Power usage effectiveness for the facility figure (>= 1).")
+
+
+def api_key_file_option() -> Any:
+    return typer.Option(None, "--api-key-file", help=API_KEY_FILE_HELP, show_default=False)
+
+
+def read_api_key(api_key: str | None, api_key_file: Any) -> str | None:
+    """The key of ``--api-key`` or ``--api-key-file`` (its first non-empty line, stripped); one
+    line (``UserError``) when both are given or the file cannot be read, is too big, or holds no key."""
+    from pathlib import Path
+
+    from wattbench.errors import UserError
+
+    if api_key_file is None:
+        return api_key
+    if api_key:
+        raise UserError("--api-key and --api-key-file both given: give one (--api-key-file keeps the key out of ps)")
+    path = Path(api_key_file)
+    try:
+        if path.is_dir():
+            raise UserError(f"--api-key-file {path}: is a directory; give the file that holds the key")
+        with open(path, "rb") as f:
+            data = f.read(API_KEY_FILE_MAX_BYTES + 1)
+    except OSError as e:
+        raise UserError(f"--api-key-file {path}: cannot read it ({e.strerror or e})") from None
+    if len(data) > API_KEY_FILE_MAX_BYTES:
+        raise UserError(f"--api-key-file {path}: more than {API_KEY_FILE_MAX_BYTES // 1024} KiB; give a file that "
+                        "holds only the key")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"--api-key-file {path}: not UTF-8 text; give a file that holds only the key") from None
+    key = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    if not key:
+        raise UserError(f"--api-key-file {path}: holds no key (empty)")
+    if any(ord(c) < 32 or ord(c) == 127 for c in key):
+        raise UserError(f"--api-key-file {path}: the key holds a control character; give the key alone on one line")
+    return key
 
 
 def _choice_error(err: dict) -> str | None:

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import API_KEY_ENV, API_KEY_HELP, handle_errors
+from wattbench.cli.common import API_KEY_ENV, API_KEY_HELP, api_key_file_option, handle_errors
 
 HELP = """Check the machine, a server and a deployment before (or after) measuring.
 
@@ -44,11 +44,15 @@ def register(app: typer.Typer) -> None:
         checklist: Optional[Path] = typer.Option(None, "--checklist", help="YAML/JSON file of declared release-checklist answers."),
         exporter: List[str] = typer.Option([], "--exporter", help="URL of a DCGM / node exporter to verify telemetry collection (repeatable)."),
         api_key: Optional[str] = typer.Option(None, "--api-key", envvar=API_KEY_ENV, help=API_KEY_HELP, show_envvar=False),
+        api_key_file: Optional[str] = api_key_file_option(),
         burst: int = typer.Option(8, "--burst", help="Tiny concurrent requests sent to detect rate limiting (0: none)."),
         env: bool = typer.Option(True, "--env/--no-env", help="Run the environment checks (GPU, versions, sensors)."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
         restore: bool = typer.Option(False, "--restore", help="Put back GPU power limits / clocks left changed by a killed `wattbench tune` (root), then exit."),
     ) -> None:
+        from wattbench.cli.common import read_api_key
+
+        api_key = read_api_key(api_key, api_key_file)
         if restore:
             from wattbench.tune.gpu import restore_pending, state_path
 

@@ -8,7 +8,6 @@ from typing import List, Optional
 import typer
 
 from wattbench.cli.common import DB_HELP, handle_errors
-from wattbench.report.numbers import fmt_fraction_pct, fmt_pct, fmt_range
 
 
 def _fmt(v) -> str:
@@ -16,6 +15,39 @@ def _fmt(v) -> str:
     from wattbench.report.format import fmt
 
     return fmt(v)
+
+
+def escape(text: str) -> str:
+    """A cell as text: rich markup in a target or label is shown, never interpreted."""
+    from rich.markup import escape as _escape
+
+    return _escape(text)
+
+
+def fold_parts(text: str, width: int, sep: str = " · ") -> list[str]:
+    """A ``describe`` line folded at its `` · `` separators to ``width`` columns (the lines after the
+    first indented by four); a part longer than the width stays whole on its own line."""
+    lines: list[str] = []
+    for part in text.split(sep):
+        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            lines.append(part if not lines else "    " + part)
+    return lines
+
+
+def _headline(summary: dict) -> str:
+    """``c=8 2,067 node``: the headline level, its figure per kW (goodput per kW under an SLO,
+    marked ``goodput``) and its boundary (``host, estimate`` where the figure is not measured);
+    ``—`` for a run registered without one."""
+    h = (summary or {}).get("headline")
+    if not isinstance(h, dict):
+        return "—"
+    if h.get("boundary") is None or h.get("value") is None:
+        return f"{h.get('level') or '?'} no energy"
+    where = str(h["boundary"]) + (f", {h['label']}" if h.get("label") and h.get("label") != "measured" else "")
+    kind = " goodput" if h.get("name") == "goodput_per_kw" else ""
+    return f"{h.get('level') or '?'} {_fmt(h['value'])}{kind} {where}"
 
 
 def _print_json(data) -> None:
@@ -26,12 +58,15 @@ def register(app: typer.Typer) -> None:
     hist = typer.Typer(help="The run history: list, show, tag, set baselines, run-to-run noise, import run directories.",
                        no_args_is_help=True, rich_markup_mode=None)
 
-    @hist.command("list", help="List registered runs, newest first.")
+    @hist.command("list", help="List registered runs, newest first: where the load went, the configuration "
+                               "(its --config-label, else the first 8 characters of its key) and the headline figure.")
     @handle_errors
     def list_cmd(
         model: Optional[str] = typer.Option(None, "--model", help="Substring of the model name."),
         engine: Optional[str] = typer.Option(None, "--engine", help="Substring of the engine name."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="Substring of the GPU description."),
+        target: Optional[str] = typer.Option(None, "--target", help="Substring of the target (host:port, or the launched engine)."),
+        label: Optional[str] = typer.Option(None, "--label", help="Substring of the --config-label."),
         tag: Optional[str] = typer.Option(None, "--tag", help="Only the run with this tag."),
         kind: Optional[str] = typer.Option(None, "--kind", help="run or agree."),
         since: Optional[str] = typer.Option(None, "--since", help="ISO date, e.g. 2026-11-01 (or 2026-11-01T09:00)."),
@@ -43,40 +78,52 @@ def register(app: typer.Typer) -> None:
 
         with HistoryStore(db) as store:
             runs = store.list_runs(model=model, engine=engine, gpu=gpu, tag=tag, kind=kind, since=since,
-                                   limit=limit or None)
+                                   limit=limit or None, target=target, label=label)
         if as_json:
             _print_json([r.to_dict() for r in runs])
             return
         if not runs:
             typer.echo("no runs registered" + (" matching the filters" if any((model, engine, gpu, tag, kind,
-                                                                               since)) else ""))
+                                                                               since, target, label)) else ""))
             return
         from rich import box
         from rich.console import Console
         from rich.table import Table
 
-        console = Console()
-        wide = console.width >= 120  # engine, GPU and boundaries only where they fit on one line
+        console = Console(highlight=False)
+        wide = console.width >= 120  # the date, model and engine only where they fit on one line
         t = Table(show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-        # a run id is never cut (two runs of one minute differ only in its last characters), nor a
-        # date, kind or verdict: the model and the tags give way
+        # a run id is never cut (two runs of one minute differ only in its last characters; it
+        # starts with the date and time), a target or a verdict: the headline folds, the tags give way
         t.add_column("run id", no_wrap=True, min_width=max(len(r.run_id) for r in runs))
-        t.add_column("created", no_wrap=True, min_width=16 if wide else 10)
-        t.add_column("kind", no_wrap=True, min_width=max(4, *(len(r.kind) for r in runs)))
-        t.add_column("model", no_wrap=True, overflow="ellipsis", max_width=28, min_width=8, ratio=1)
         if wide:
-            for col in ("engine", "gpu", "boundaries"):
-                t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=24)
+            t.add_column("created", no_wrap=True, min_width=16)
+        if any(r.kind != "run" for r in runs):
+            t.add_column("kind", no_wrap=True, min_width=max(4, *(len(r.kind) for r in runs)))
+        if wide:
+            t.add_column("model", no_wrap=True, overflow="ellipsis", max_width=28, min_width=8)
+            t.add_column("engine", no_wrap=True, overflow="ellipsis", max_width=24)
+        t.add_column("target", no_wrap=True, overflow="ellipsis",
+                     min_width=min(28, max(6, *(len(r.target or "—") for r in runs))))
+        t.add_column("config", no_wrap=True, overflow="ellipsis", min_width=8, max_width=24)
+        t.add_column("tok/s/kW", overflow="fold", min_width=12)
         t.add_column("verdict", no_wrap=True, min_width=7)
-        t.add_column("tags", no_wrap=True, overflow="ellipsis", max_width=20, min_width=4)
+        tagged = any(r.tags or r.baselines for r in runs)
+        if tagged:
+            t.add_column("tags", no_wrap=True, overflow="ellipsis", max_width=20, min_width=4)
         for r in runs:
-            created = (r.created_at or "")[:16].replace("T", " ") if wide else (r.created_at or "")[:10]
-            cells = [r.run_id, created, r.kind, r.model or "—"]
+            cells = [r.run_id]
             if wide:
-                cells += [f"{r.engine or '—'} {r.engine_version or ''}".strip(), r.gpu or "—",
-                          ",".join(r.boundaries) or "—"]
-            cells += [r.verdict or "—", ",".join(r.tags + [f"baseline:{b}" for b in r.baselines]) or "—"]
-            t.add_row(*cells)
+                cells.append((r.created_at or "")[:16].replace("T", " "))
+            if any(x.kind != "run" for x in runs):
+                cells.append(r.kind)
+            if wide:
+                cells += [r.model or "—", f"{r.engine or '—'} {r.engine_version or ''}".strip()]
+            cells += [r.target or "—", r.config_label or (r.config_id or "")[:8] or "—", _headline(r.summary),
+                      r.verdict or "—"]
+            if tagged:
+                cells.append(",".join(r.tags + [f"baseline:{b}" for b in r.baselines]) or "—")
+            t.add_row(*[escape(c) for c in cells])
         console.print(t)
 
     @hist.command("show", help="Show one run (directory, run id, id prefix, tag or baseline name).")
@@ -104,9 +151,10 @@ def register(app: typer.Typer) -> None:
         c.print(f"  gpu       {rec.gpu or '—'}  boundaries {', '.join(rec.boundaries) or '—'}")
         if rec.tags or rec.baselines:
             c.print(f"  tags      {', '.join(rec.tags) or '—'}  baselines {', '.join(rec.baselines) or '—'}")
-        if rec.summary:
-            for k, v in rec.summary.items():
-                c.print(f"  {k:<9} {v}")
+        if rec.target or rec.config_id:
+            c.print(f"  target    {rec.target or '—'}  config {rec.config_label or '—'} (key {rec.config_id or '—'})")
+        for k, v in (rec.summary or {}).items():
+            c.print(f"  {k:<9} {_headline(rec.summary) if k == 'headline' else v}")
         if rec.levels:
             bnds = sorted({lv["boundary"] for lv in rec.levels if lv["boundary"]})
             from rich import box
@@ -188,7 +236,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"{k} -> {v}")
 
     @hist.command("noise", help="The run-to-run spread of each configuration measured by repeated runs "
-                                "(machine, engine, model, engine flags, workload shape, load level, boundary).")
+                                "(machine, engine, model, engine flags, the server's identity and --config-label, workload shape, load level, boundary).")
     @handle_errors
     def noise_cmd(
         model: Optional[str] = typer.Option(None, "--model", help="Substring of the model name."),
@@ -198,8 +246,7 @@ def register(app: typer.Typer) -> None:
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
-        from wattbench.metrics.noise import MIN_HISTORY_RUNS, spread_noise
-        from wattbench.results.configuration import describe
+        from wattbench.report.comparison import noise_lines
         from wattbench.results.store import HistoryStore
 
         with HistoryStore(db) as store:
@@ -208,7 +255,7 @@ def register(app: typer.Typer) -> None:
             out = []
             for sp in rows:
                 d = sp.to_dict()
-                fn = spread_noise(sp.rel_sd, sp.runs)
+                fn = sp.noise()
                 d["one_more_run_rel_half_width"] = fn.rel_half_width if fn else None
                 out.append(d)
             _print_json(out)
@@ -218,16 +265,13 @@ def register(app: typer.Typer) -> None:
                        + (" matching the filters" if any((model, engine, gpu)) else "")
                        + ": repeat a run (or `wattbench history import DIR` older ones) to see its spread")
             return
+        import shutil
+
+        width = shutil.get_terminal_size((80, 24)).columns
         for sp in rows:
-            typer.echo(describe(sp.config))
-            name = "tok/s/kW" if sp.figure.startswith("output_tokens_per_s_per_kw") else "out tok/s"
-            sd = f"sd {fmt_fraction_pct(sp.rel_sd)}"
-            typer.echo(f"  {sp.runs} runs · {name} mean {_fmt(sp.mean)}, {sd}, range {fmt_range(sp.low, sp.high)}"
-                       f" ({fmt_pct((sp.high / sp.low - 1) * 100 if sp.low else 0)})")
-            fn = spread_noise(sp.rel_sd, sp.runs)
-            typer.echo(f"  one more run within ±{fmt_fraction_pct(fn.rel_half_width)} of the mean (95%)" if fn
-                       else f"  {MIN_HISTORY_RUNS}+ runs give where one more run falls")
-            typer.echo(f"  key {sp.config_key}")
+            lines = noise_lines(sp)  # its first line describes the configuration: folded to the width
+            for line in fold_parts(lines[0], width) + lines[1:]:
+                typer.echo(line)
 
     @hist.command("import", help="Register run directories (searched recursively for result.json).")
     @handle_errors
@@ -239,7 +283,9 @@ def register(app: typer.Typer) -> None:
         from wattbench.results.store import HistoryStore
 
         with HistoryStore(db) as store:
-            recs, problems = store.import_dirs(paths)
+            from wattbench.report.summary import history_summary
+
+            recs, problems = store.import_dirs(paths, summarize=history_summary)
         if as_json:
             _print_json({"imported": [r.run_id for r in recs], "problems": problems,
                          "notes": [n for r in recs for n in r.notes]})

@@ -9,8 +9,10 @@ import typer
 
 from wattbench.cli.common import (
     API_KEY_HELP,
+    api_key_file_option,
     DB_HELP,
     REGISTER_HELP,
+    config_label_option,
     currency_option,
     handle_errors,
     no_sensors_option,
@@ -43,12 +45,19 @@ Examples:
 
 
 def _progress(quiet: bool):
+    """The command's own output as it comes, and plain progress lines (each window's start and its
+    headline at its end: ``cli.progress.PlainProgress``) on stderr."""
+    from wattbench.cli.progress import PlainProgress
+
+    plain = PlainProgress(sys.stderr)
+
     def show(event: str, data: dict) -> None:
+        if quiet:
+            return
         if event == "command_output":
-            if not quiet:
-                sys.stderr.write(data.get("line", "") + "\n")
-        elif event == "phase" and not quiet:
-            sys.stderr.write(f"wattbench: {data.get('message', '')}\n")
+            sys.stderr.write(data.get("line", "") + "\n")
+        else:
+            plain.update(event, data)
     return show
 
 
@@ -59,6 +68,7 @@ def register(app: typer.Typer) -> None:
         command: List[str] = typer.Argument(..., help="The command to run, after --.", show_default=False),
         target: Optional[str] = typer.Option(None, "--target", "-t", help="The server whose /metrics token counters to scrape (default: the URL the tool's own arguments name)."),
         api_key: Optional[str] = typer.Option(None, "--api-key", help=API_KEY_HELP, show_default=False),
+        api_key_file: Optional[str] = api_key_file_option(),
         tool: Optional[str] = typer.Option(None, "--tool", help="What COMMAND is: vllm-bench-serve, aiperf, guidellm or command (default: recognised from it)."),
         result: Optional[List[str]] = typer.Option(None, "--result", help="The tool's result file (repeatable; default: found where its arguments put it)."),
         window_from: Optional[str] = typer.Option(None, "--window-from", help="A file of 'start SECONDS [LABEL]' / 'end SECONDS' lines the command writes: one level per pair."),
@@ -72,6 +82,7 @@ def register(app: typer.Typer) -> None:
         pue: float = pue_option(),
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default ./wattbench-results/<run_id>)."),
         tag: Optional[List[str]] = typer.Option(None, "--tag", help="Tag the run in the history store (repeatable)."),
+        config_label: Optional[str] = config_label_option(),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         register_run: bool = typer.Option(True, "--register/--no-register", help=REGISTER_HELP),
         no_html: bool = typer.Option(False, "--no-html", help="Do not write report.html."),
@@ -79,6 +90,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the command's output goes to stderr)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not echo the command's output (it is in command.log)."),
     ) -> None:
+        from wattbench.cli.common import read_api_key
+
+        api_key = read_api_key(api_key, api_key_file)
         from pydantic import SecretStr
 
         from wattbench.config import RunConfig
@@ -88,7 +102,7 @@ def register(app: typer.Typer) -> None:
         config = RunConfig(target=target, api_key=SecretStr(api_key) if api_key else None,
                            sensors=list(sensor or []), no_sensors=no_sensors, sample_interval_s=sample_interval,
                            idle_s=idle, idle_after_s=idle_after, price_per_kwh=price_per_kwh, currency=currency,
-                           pue=pue, out=out, tags=list(tag or []), db=db, register_run=register_run, html=not no_html,
+                           pue=pue, out=out, tags=list(tag or []), config_label=config_label, db=db, register_run=register_run, html=not no_html,
                            keep_chunks=keep_chunks)
         mcfg = MeasureConfig(command=list(command), run=config, tool=tool, result_files=list(result or []),
                              window_from=window_from)

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import API_KEY_ENV, API_KEY_HELP, handle_errors, sensor_option
+from wattbench.cli.common import API_KEY_ENV, API_KEY_HELP, api_key_file_option, handle_errors, sensor_option
 
 HELP = """Watch a running server's efficiency: tokens/s, J/token and tokens per kWh per power
 boundary, live, over sliding windows, with idle vs loaded segmentation.
@@ -84,10 +84,14 @@ def register(app: typer.Typer) -> None:
         duration: Optional[float] = typer.Option(None, "--duration", help="Stop after this many seconds (default: until Ctrl-C)."),
         idle_threshold: float = typer.Option(1.0, "--idle-threshold", help="Output tokens/s at or below which an interval with no running request is idle."),
         api_key: Optional[str] = typer.Option(None, "--api-key", envvar=API_KEY_ENV, help=API_KEY_HELP, show_envvar=False),
+        api_key_file: Optional[str] = api_key_file_option(),
         live: bool = typer.Option(True, "--live/--no-live", help="Show the live table (on a terminal)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display (as --no-live)."),
         as_json: bool = typer.Option(False, "--json", help="Print the final summary as JSON."),
     ) -> None:
+        from wattbench.cli.common import read_api_key
+
+        api_key = read_api_key(api_key, api_key_file)
         from wattbench.cli.common import stdout_is_tty
         from wattbench.monitor import Monitor
 

@@ -1,11 +1,16 @@
-"""Live progress for ``wattbench run``: a rich progress bar per level (requests done, tokens/s, watts).
+"""Progress of ``wattbench run`` and ``measure``: a rich progress bar per level (requests done,
+tokens/s, watts) on a terminal, and plain lines where stderr is not one (a CI log, ``nohup``): a line
+when a level starts, one every ``PLAIN_EVERY_S`` seconds inside it, and one with its headline when it
+ends, as ``vllm bench serve`` prints.
 
-It only renders what the runner reports through its progress callback.
+It only renders what the runner reports through its progress callback (the library never prints).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+import time
+from typing import Any, Callable, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -116,3 +121,97 @@ class RunProgress:
             task = self._tasks.get(data.get("index", -1))
             if task is not None:
                 p.update(task, completed=p.tasks[task].total or p.tasks[task].completed)
+
+
+PLAIN_EVERY_S = 10.0  # seconds between two plain progress lines inside one level
+
+
+def _clock_text(seconds: float) -> str:
+    s = int(max(seconds, 0.0))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+class PlainProgress:
+    """Progress as plain lines on a stream that is not a terminal (no bars, no cursor moves):
+    ``wattbench: level 2 of 3 · c=4 started: 64 requests``, then every ``every_s`` seconds
+    ``wattbench: level 2 of 3 · c=4: 40/64 requests · 1,234 out tok/s · 412 W · 0:00:10``, and
+    ``wattbench: level 2 of 3 · c=4 done in 0:00:14: <the level's headline>``. ``clock`` (seconds) is
+    injectable for tests."""
+
+    def __init__(self, stream: TextIO | None = None, every_s: float = PLAIN_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic):
+        self.stream = stream if stream is not None else sys.stderr
+        self.every_s = every_s
+        self.clock = clock
+        self._levels: dict[int, tuple[str, float, float, Any]] = {}  # index -> (name, start, last line, total)
+
+    def __enter__(self) -> "PlainProgress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def _say(self, text: str) -> None:
+        self.stream.write(f"wattbench: {text}\n")
+        self.stream.flush()
+
+    @staticmethod
+    def _name(data: dict) -> str:
+        if data.get("index", 0) < 0:  # priming, a re-measure: not one of the ladder's levels
+            return str(data.get("label", "")).replace("concurrency=", "c=") or "level"
+        return level_description(data)
+
+    def update(self, event: str, data: dict) -> None:
+        now = self.clock()
+        if event == "phase":
+            self._say(str(data.get("message", data.get("name", ""))))
+        elif event == "level_start":
+            name = self._name(data)
+            total, dur = data.get("total"), data.get("duration_s")
+            self._levels[data.get("index", 0)] = (name, now, now, total)
+            size = (f"{fmt(total, kind='count')} requests" if total is not None else
+                    f"{fmt(dur)} s" if dur else "")
+            self._say(f"{name} started" + (f": {size}" if size else ""))
+        elif event == "progress":
+            lv = self._levels.get(data.get("index", -99))
+            if lv is None:
+                return
+            name, start, last, total = lv
+            if now - last < self.every_s:
+                return
+            self._levels[data["index"]] = (name, start, now, total)
+            done = fmt(data.get("done", 0), kind="count")
+            parts = [f"{done}/{fmt(total, kind='count')} requests" if total is not None else f"{done} requests"]
+            tps = data.get("output_tokens_per_s")
+            if tps is None and data.get("elapsed_s"):
+                tps = data.get("output_tokens", 0) / max(data["elapsed_s"], 1e-9)
+            if tps is not None:
+                parts.append(f"{fmt(tps)} out tok/s")
+            if data.get("power_w") is not None:
+                parts.append(f"{fmt(data['power_w'])} W")
+            if data.get("failed"):
+                parts.append(f"{fmt(data['failed'], kind='count')} failed")
+            parts.append(_clock_text(now - start))
+            self._say(f"{name}: " + " · ".join(parts))
+        elif event == "level_done":
+            lv = self._levels.pop(data.get("index", -99), None)
+            if lv is None:
+                return
+            name, start, _, _ = lv
+            level = data.get("level")
+            what = ""
+            if level is not None and getattr(level, "requests", None) is not None:
+                from wattbench.report.format import headline
+
+                what = f": {headline(level)}"
+            self._say(f"{name} done in {_clock_text(now - start)}{what}")
+
+
+def run_progress(console: Console, quiet: bool, terminal: bool, stream: TextIO | None = None):
+    """The progress display of a run: none with ``quiet``; the live bars on a terminal; else plain
+    lines on ``stream`` (stderr), so a CI log or ``nohup`` shows the run is alive."""
+    if quiet:
+        return RunProgress(console, enabled=False)
+    if terminal:
+        return RunProgress(console, enabled=True)
+    return PlainProgress(stream)

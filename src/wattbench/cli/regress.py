@@ -1,8 +1,9 @@
 """`wattbench regress RESULT --baseline REF --fail-on CHECKS`: a CI gate.
 
-Exit 0 when every check holds, 1 when one fails, 2 on bad input (missing/corrupt files, bad
-check strings, incomparable runs, a baseline that is the run itself). Every check is printed, one
-line each (``ok``, ``FAIL``, ``skip``), then the diagnosis.
+Exit 0 when every check holds, 1 when one fails (or a matched level measured nothing or lacks the
+boundary), 2 on bad input (missing/corrupt files, bad check strings, incomparable runs, a baseline
+that is the run itself). Compare's answer line for each pair first, then every check one line each
+(``ok``, ``pass``, ``FAIL``, ``skip``), then the diagnosis.
 """
 
 from __future__ import annotations
@@ -54,28 +55,7 @@ def register(app: typer.Typer) -> None:
             data["passed"] = rep.passed
             typer.echo(json.dumps(data, indent=2))
         else:
-            from rich.console import Console
-            from rich.markup import escape
+            from wattbench.report.comparison import render_regress
 
-            from wattbench.cli.compare import render_findings
-
-            c = Console(highlight=False, soft_wrap=True)
-            for o in rep.outcomes:  # every check, one line each: the passing ones too
-                if o.status == "fail":
-                    c.print(f"[red]FAIL[/red] {escape(o.message)}")
-                elif o.status == "skipped":
-                    c.print(f"[dim]skip {escape(o.message)}[/dim]")
-                elif o.within_noise:  # every check one line: a pass inside the noise says so
-                    c.print(f"[cyan]pass[/cyan] {escape(o.message)}")
-                else:
-                    c.print(f"[green]ok[/green]   {escape(o.message)}")
-            if any(o.status != "skipped" and not o.noise_aware for o in rep.outcomes):
-                from wattbench.metrics.noise import unknown_noise_hint
-
-                c.print(f"[dim]{escape(unknown_noise_hint())}[/dim]")
-            held = sum(1 for o in rep.outcomes if o.status == "pass")
-            verdict = "[green]all checks hold[/green]" if rep.passed else f"[red]{len(rep.failed)} failed[/red]"
-            c.print(escape(f"{rep.run_id} vs baseline {rep.baseline_id} @ {rep.boundary}: {held} held, ") + verdict)
-            render_findings(c, rep.findings, rep.incomparable if rep.forced else
-                            [p for p in rep.incomparable if p.category != "setup"])
+            render_regress(rep)
         raise typer.Exit(0 if rep.passed else 1)

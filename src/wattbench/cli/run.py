@@ -10,8 +10,10 @@ import typer
 
 from wattbench.cli.common import (
     API_KEY_HELP,
+    api_key_file_option,
     DB_HELP,
     LIST_METAVAR,
+    config_label_option,
     REGISTER_HELP,
     currency_option,
     handle_errors,
@@ -72,6 +74,7 @@ def register(app: typer.Typer) -> None:
         model: Optional[str] = typer.Option(None, "--model", "-m", help="Model name on the server (default: first of /v1/models); with no --target, a preset name (tiny, llama-1b, llama-8b, qwen-7b) or a local HF model directory."),
         api: str = typer.Option("completions", "--api", help="completions or chat."),
         api_key: Optional[str] = typer.Option(None, "--api-key", help=API_KEY_HELP, show_default=False),
+        api_key_file: Optional[str] = api_key_file_option(),
         concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", metavar=LIST_METAVAR, help="Closed loop: concurrent streams; a comma list runs levels in turn (1,8,64)."),
         rate: Optional[str] = typer.Option(None, "--rate", "-r", metavar=LIST_METAVAR, help="Open loop: requests/s; a comma list runs levels in turn (2,4,8); inf sends every request at once."),
         arrival: str = typer.Option("poisson", "--arrival", help="Open-loop arrivals: poisson, constant or gamma:K."),
@@ -103,6 +106,7 @@ def register(app: typer.Typer) -> None:
         no_prime: bool = typer.Option(False, "--no-prime", help="Skip the priming load (the run's largest level, not measured) before the first level."),
         prime_requests: Optional[int] = typer.Option(None, "--prime-requests", help="Requests the priming sends (default: two rounds of the largest concurrency; about 10 s of the largest rate)."),
         prompt_salt: Optional[str] = typer.Option(None, "--prompt-salt", help="Text every synthetic prompt starts with after any shared prefix (default: the run id's random part, so no run repeats another's prompts to a server's prefix cache; '' for prompts identical across runs with the same seed)."),
+        no_calibrate_prompts: bool = typer.Option(False, "--no-calibrate-prompts", help="Without --tokenizer or a server /tokenize: keep the 0.75 words-per-token guess instead of fitting prompt lengths to the server's usage.prompt_tokens (a few one-token probe requests before the first level)."),
         no_history_check: bool = typer.Option(False, "--no-history-check", help="Skip measuring the first level again at the end (a difference beyond noise warns)."),
         cooldown: float = typer.Option(0.0, "--cooldown", help="Seconds between trials."),
         sweep: Optional[str] = typer.Option(None, "--sweep", help="auto: double concurrency from 1 until throughput stops growing."),
@@ -116,6 +120,7 @@ def register(app: typer.Typer) -> None:
         device: Optional[str] = typer.Option(None, "--device", help="Engine device: cuda or cpu (default: cuda when present)."),
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default ./wattbench-results/<run_id>)."),
         tag: Optional[List[str]] = typer.Option(None, "--tag", help="Tag the run in the history store (repeatable)."),
+        config_label: Optional[str] = config_label_option(),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         register_run: bool = typer.Option(True, "--register/--no-register", help=REGISTER_HELP),
         no_html: bool = typer.Option(False, "--no-html", help="Do not write report.html."),
@@ -131,6 +136,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (progress goes to stderr)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     ) -> None:
+        from wattbench.cli.common import read_api_key
+
+        api_key = read_api_key(api_key, api_key_file)
         from pydantic import SecretStr
 
         from wattbench.config import RunConfig
@@ -180,6 +188,7 @@ def register(app: typer.Typer) -> None:
             prime_requests=prime_requests,
             history_check=not no_history_check,
             prompt_salt=prompt_salt,
+            calibrate_prompts=not no_calibrate_prompts,
             cooldown_s=cooldown,
             sweep=sweep,
             optimize=optimize,
@@ -193,6 +202,7 @@ def register(app: typer.Typer) -> None:
             device=device,
             out=out,
             tags=list(tag or []),
+            config_label=config_label,
             db=db,
             register_run=register_run,
             html=not no_html,
@@ -206,14 +216,16 @@ def register(app: typer.Typer) -> None:
             top_p=top_p,
             stall_timeout_s=stall_timeout,
         )
-        from wattbench.cli.progress import RunProgress
+        from wattbench.cli.progress import run_progress
         from wattbench.report.terminal import run_summary
 
         from rich.console import Console
 
         err_console = Console(stderr=True)
         out_console = Console()
-        display = RunProgress(err_console if as_json else out_console, enabled=not quiet and sys.stderr.isatty() or (not quiet and os.environ.get("WATTBENCH_PROGRESS") == "1"))
+        # bars on a terminal; plain lines on stderr where it is not one (a CI log, nohup)
+        display = run_progress(err_console if as_json else out_console, quiet,
+                               sys.stderr.isatty() or os.environ.get("WATTBENCH_PROGRESS") == "1")
         _install_sigterm()
         from wattbench.run import run_benchmark
 

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import DB_HELP, LIST_METAVAR, handle_errors, split_list
+from wattbench.cli.common import DB_HELP, LIST_METAVAR, config_label_option, handle_errors, split_list
 from wattbench.report.numbers import fmt
 
 HELP = """Search engine settings (and, as root, GPU power settings) for the most goodput per kW under an SLO.
@@ -65,6 +65,7 @@ def register(app: typer.Typer) -> None:
         out: Optional[str] = typer.Option(None, "--out", "-o", help="Tune directory (default ./wattbench-results/tune-<time>)."),
         resume: Optional[str] = typer.Option(None, "--resume", help="Continue an interrupted tune in this directory."),
         tag: Optional[List[str]] = typer.Option(None, "--tag", help="Tag every trial run in the history store."),
+        config_label: Optional[str] = config_label_option(),
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print tune.json on stdout."),
     ) -> None:
@@ -77,7 +78,8 @@ def register(app: typer.Typer) -> None:
                          rate=split_list(rate, float, "--rate"), max_concurrency=max_concurrency,
                          num_requests=num_requests, duration_s=duration, workload=workload,
                          input_tokens=input_tokens, output_tokens=output_tokens, sensors=list(sensor or []),
-                         idle_s=idle, slo=slo, seed=seed, tags=list(tag or []), db=db, html=True)
+                         idle_s=idle, slo=slo, seed=seed, tags=list(tag or []), config_label=config_label, db=db,
+                         html=True)
         cfg = TuneConfig(base=base, axes=list(axis or []), space_file=space,
                          power_limits_w=split_list(power_limit, float, "--power-limit"),
                          sm_clocks_mhz=split_list(sm_clocks, int, "--sm-clocks"),

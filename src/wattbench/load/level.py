@@ -60,6 +60,8 @@ host: 20% of a core used, arrival stamps 5-25 ms late), and only this probe sees
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -90,7 +92,54 @@ from wattbench.results.schema import LoadStats
 from wattbench.workload.base import RequestSpec
 
 __all__ = ["run_level", "validate_spec", "auto_workers", "assemble_outcome", "settle_outcome", "STREAMS_PER_WORKER",
-           "ARRIVALS_PER_WORKER_RPS"]
+           "ARRIVALS_PER_WORKER_RPS", "Drain", "await_drained"]
+
+DRAIN_POLL_S = 0.25  # how often the server's in-flight count is read while waiting for it to drain
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Whether the server had finished the load before a level (``await_drained``).
+
+    ``drained``: True once its in-flight count (running + waiting) was back to ``baseline`` (what it
+    served before the run's first load); False when ``limit_s`` passed first (``in_flight``: the
+    last count read); None when the server reports no such count — then the client's own
+    requests are what is known to have ended (``run_level`` returns only once every request it
+    sent has finished or been cancelled) — and ``abandoned``: how many of them it gave up on, which
+    an engine may still be serving."""
+
+    drained: bool | None
+    waited_s: float
+    in_flight: float | None
+    baseline: float
+    limit_s: float
+    abandoned: int = 0  # requests of the load before that the client gave up on (they may run on)
+
+
+def await_drained(in_flight: Callable[[], float | None], *, baseline: float = 0.0, limit_s: float,
+                  abandoned: int = 0, poll_s: float = DRAIN_POLL_S, clock: Callable[[], float] = time.monotonic,
+                  sleep: Callable[[float], None] = time.sleep) -> Drain:
+    """Wait until the server has drained the previous load: ``in_flight()`` (the server's running +
+    waiting requests, None when it cannot tell) at or below ``baseline``, for at most ``limit_s``.
+
+    On the H200, trials of c=16 read 172 / 157 / 263 tok/s, each following a c=64 level that ended
+    with its 64 requests still on the server: a level that starts before the server has finished
+    the previous one shares it with that load. A request the client abandoned (a timeout, a stall,
+    an interrupt) can run on in an engine that does not abort it; nothing on the client side sees
+    it, the server's own count does."""
+    t0 = clock()
+    n = in_flight()
+    if n is None:
+        return Drain(None, 0.0, None, baseline, limit_s, abandoned)
+    while n > baseline:
+        waited = clock() - t0
+        if waited >= limit_s:
+            return Drain(False, waited, n, baseline, limit_s, abandoned)
+        sleep(min(poll_s, max(0.0, limit_s - waited)))
+        got = in_flight()
+        if got is not None:  # a failed read: the last count stands until the next one
+            n = got
+    return Drain(True, clock() - t0, n, baseline, limit_s, abandoned)
 
 
 def run_level(

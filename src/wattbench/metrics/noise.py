@@ -427,11 +427,6 @@ def margin(pl: Plateau, a: float, b: float, *, higher_is_better: bool = True) ->
     return ratio_noise(r, nz.get(b), nz.get(a))
 
 
-def unknown_noise_hint() -> str:
-    """What to do when the noise of a comparison is unknown (``MORE_DATA``)."""
-    return f"noise unknown: {MORE_DATA}"
-
-
 def pooled_repeat_sd(groups: Iterable[Sequence[float]]) -> tuple[float | None, int]:
     """The relative sd of one measurement pooled over groups of repeated measurements of the same
     thing (on the log scale: ``sqrt(Σ (ln x - mean ln x)² / Σ (m - 1))``), and its degrees of
@@ -499,13 +494,18 @@ class ChangePoint:
     ratio: float  # its figure ÷ the median of the segment before it
     bound: float | None  # the relative bound it lay beyond; None: the series had < MIN_DF df (MAX_BOUND)
 
-    def text(self, what: str = "") -> str:
-        """``c=16 moved −59% at run X: a configuration change?``"""
+    def text(self, what: str = "", why: bool = True) -> str:
+        """``c=16 moved -59% at run X (beyond its noise ±4.0%): a configuration change?`` (``why``
+        False: without the parenthesis, ``beyond()`` gives it)."""
         who = f"run {self.run_id}" if self.run_id else f"run #{self.index + 1}"
         lead = f"{what} moved" if what else "moved"
-        beyond = (f"beyond its noise ±{self.bound * 100:.1f}%" if self.bound is not None
-                  else f"more than ±{MAX_BOUND * 100:.0f}% before its noise was known")
-        return f"{lead} {(self.ratio - 1) * 100:+.0f}% at {who} ({beyond}): a configuration change?"
+        because = f" ({self.beyond()})" if why else ""
+        return f"{lead} {(self.ratio - 1) * 100:+.0f}% at {who}{because}: a configuration change?"
+
+    def beyond(self) -> str:
+        """What it moved beyond: the series' noise, or ±25% while that was not yet known."""
+        return (f"beyond its noise ±{self.bound * 100:.1f}%" if self.bound is not None
+                else f"more than ±{MAX_BOUND * 100:.0f}% before its noise was known")
 
 
 @dataclass(frozen=True)
@@ -551,10 +551,13 @@ def _pooled(logs: Sequence[float], segments: Sequence[Sequence[int]]) -> tuple[f
     return (math.sqrt(ss / df), df) if df else (None, 0)
 
 
-def series_noise(values: Sequence[float], run_ids: Sequence[str | None] | None = None) -> SeriesNoise | None:
+def series_noise(values: Sequence[float], run_ids: Sequence[str | None] | None = None,
+                 judged: Iterable[str] = ()) -> SeriesNoise | None:
     """Split one configuration's figures (one per run, in time order) at its change points and pool
-    the spread within the segments (module docstring "Change points"). None without a positive
-    value."""
+    the spread within the segments (module docstring "Change points"). ``judged``: the runs a
+    comparison judges; two of them in one segment are left out of its spread (a spread never holds
+    the difference it judges), while in separate segments each stays in its own (their difference
+    is a change point, not spread). None without a positive value."""
     pairs = [(float(v), (run_ids[i] if run_ids is not None else None)) for i, v in enumerate(values)
              if v is not None and math.isfinite(float(v)) and float(v) > 0]
     if not pairs:
@@ -579,6 +582,11 @@ def series_noise(values: Sequence[float], run_ids: Sequence[str | None] | None =
             segments.append([i])
         else:
             seg.append(i)
-    sd, df = _pooled(logs, segments)
+    judged = set(judged)
+    spread_segments = []
+    for seg in segments:
+        inside = [i for i in seg if ids[i] is not None and ids[i] in judged]
+        spread_segments.append([i for i in seg if i not in inside] if len(inside) >= 2 else seg)
+    sd, df = _pooled(logs, spread_segments)
     return SeriesNoise(values=tuple(vals), run_ids=tuple(ids), segments=tuple(tuple(s) for s in segments),
                        change_points=tuple(cps), rel_sd=sd, df=df)

@@ -96,7 +96,9 @@ def carbon_table(result: Result) -> tuple[list[str], list[list]]:
 
 
 def summary_lines(result: Result) -> list[str]:
-    """Terminal lines: carbon at the headline boundary and the largest groups, per level."""
+    """Terminal lines: carbon at the headline boundary and the largest groups, per level. A
+    grouping with one group (one model, one tenant: 100% of the energy) says nothing and is left out
+    (the HTML report and ``result.json`` keep it)."""
     out = []
     for lv in result.levels:
         hb = F.headline_boundary(lv)
@@ -107,7 +109,7 @@ def summary_lines(result: Result) -> list[str]:
         att = primary_attribution(lv)
         if att is None or att.unavailable_reason:
             continue
-        for kind, groups in _show_groups(att)[:1]:
+        for kind, groups in [(k, g) for k, g in _show_groups(att) if len(g) > 1][:1]:
             parts = [f"{g} {F.fmt(s.energy_j)} J ({F.fmt_fraction_pct(s.share)})" for g, s in list(groups.items())[:5]]
             out.append(f"{_label(lv)}: {basis_text(lv, att)} by {kind} (estimate, {att.boundary}): " + ", ".join(parts))
     return out

@@ -65,28 +65,28 @@ def headline(level: LevelResult) -> str:
     (``saturation_mark``; ``wattbench.load.saturation``)."""
     from wattbench.accounting.level_findings import P99_MIN_SAMPLES, in_flight_finding
 
-    parts = [saturation_mark(level)] if level.load.saturated else []
+    figs = [saturation_mark(level)] if level.load.saturated else []
     if in_flight_finding(level) is not None:  # the achieved load beside the asked one
-        parts.append(f"⚠ achieved {fmt(level.load.mean_in_flight, kind='load')} in flight of {level.load.target_concurrency} asked")
-    parts.append(f"{fmt(point(level, 'output_tokens_per_s', None, level.throughput.output_tokens_per_s))} out tok/s")
+        figs.append(f"⚠ achieved {fmt(level.load.mean_in_flight, kind='load')} in flight of {level.load.target_concurrency} asked")
+    figs.append(f"{fmt(point(level, 'output_tokens_per_s', None, level.throughput.output_tokens_per_s))} out tok/s")
     hb = headline_boundary(level)
     if hb is None:
-        parts.append(f"energy unavailable: {energy_unavailable_reason(level)}")
+        figs.append(f"energy unavailable: {energy_unavailable_reason(level)}")
     else:
         name, be = hb
         where = name if be.label == "measured" else f"{name}, {be.label}"
         w = point(level, "avg_power_w", name, be.avg_power_w)
-        parts.append(f"{fmt(None if w is None else w / 1000.0)} kW ({where})")
+        figs.append(f"{fmt(None if w is None else w / 1000.0)} kW ({where})")
         per_kw = f"{fmt(point(level, 'output_tokens_per_s_per_kw', name, be.output_tokens_per_s_per_kw))} tok/s/kW"
         ci = trial_ci(level, "output_tokens_per_s_per_kw", name)
         if ci is not None:
             per_kw += f" (mean of {ci.n} trials, 95% CI {fmt_range(ci.low, ci.high)})"
-        parts.append(per_kw)
-        parts.append(f"{fmt(point(level, 'j_per_output_token', name, be.j_per_output_token))} J/tok")
+        figs.append(per_kw)
+        figs.append(f"{fmt(point(level, 'j_per_output_token', name, be.j_per_output_token))} J/tok")
     n = level.requests.completed
     few = f" (n={n})" if 0 < n < P99_MIN_SAMPLES else ""  # a p99 from few requests is their maximum
-    parts.append(f"p99 TTFT {fmt(point(level, 'ttft_p99_ms', None, level.latency.ttft_ms.p99))} ms{few}")
-    return " · ".join(parts)
+    figs.append(f"p99 TTFT {fmt(point(level, 'ttft_p99_ms', None, level.latency.ttft_ms.p99))} ms{few}")
+    return " · ".join(figs)
 
 
 def level_target(level: LevelResult) -> str:

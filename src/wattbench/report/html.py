@@ -307,6 +307,6 @@ def _sample(text) -> str:
     text = str(text)
     if len(text) <= SAMPLE_MAX_CHARS:
         return text
-    return (text[:SAMPLE_MAX_CHARS] + f" … [cut: {len(text):,} characters, the first {SAMPLE_MAX_CHARS:,} shown; "
+    return (text[:SAMPLE_MAX_CHARS] + f" … [cut: {F.fmt(len(text), kind='count')} characters, the first {F.fmt(SAMPLE_MAX_CHARS, kind='count')} shown; "
             "the rest is in requests.jsonl]")
 

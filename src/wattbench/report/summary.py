@@ -76,7 +76,8 @@ __all__ = [
     "level_columns", "part_lines", "part_share", "serving_columns", "serving_figures", "serving_title",
     "short_boundary", "trial_columns", "TRIAL_FIGURES", "TrialCell", "any_trials", "last_trial_title",
     "trial_cells", "trials_n", "trials_title", "ENGINE_KEYS", "applied_config", "best_under_slo",
-    "state_line", "Headline", "headline", "estimate_text", "NO_ENERGY_ANSWER", "answer_line", "answer_lines", "measure_lines", "search_lines",
+    "state_line", "Headline", "headline", "estimate_text", "NO_ENERGY_ANSWER", "answer_line", "history_summary",
+    "answer_lines", "measure_lines", "search_lines",
 ]
 
 # ---------------------------------------------------------------- configuration
@@ -138,10 +139,11 @@ def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
 
 def state_line(result: Result) -> str | None:
     """How the run controlled the server's state (issue 24): the priming load and the history
-    check, in one line; None when the run did neither."""
-    nz = result.noise
-    if nz is None:
-        return None
+    check, and how prompt lengths were fitted to the server without a tokenizer, in one line; None
+    when the run did none of them."""
+    from wattbench.results.schema import NoiseInfo
+
+    nz = result.noise or NoiseInfo()
     parts = []
     p = nz.priming
     if p is not None:
@@ -156,6 +158,12 @@ def state_line(result: Result) -> str | None:
                      f"(±{F.fmt_pct(h.bound_pct)})")
     if nz.engine_starts:
         parts.append(f"{len(nz.engine_starts)} engine starts")
+    cal = result.prompt_calibration  # no tokenizer: prompt lengths fitted to the server's count
+    if cal is not None and cal.used:
+        parts.append(f"prompts calibrated to the server's token count ({F.fmt(cal.tokens_per_word)} tokens/word "
+                     f"+ {F.fmt(cal.overhead_tokens)}, {cal.counted} probes)")
+    elif cal is not None:
+        parts.append("prompts not calibrated (no usage.prompt_tokens in the server's answers)")
     return "; ".join(parts) or None
 
 
@@ -257,6 +265,17 @@ def answer_line(result: Result) -> str | None:
     if h.ci is not None:
         figure += f", mean of {h.trials} trials (95% CI {F.fmt_range(h.ci[0], h.ci[1])})"
     return f"answer: {short_label(h.level)} — {figure} · {h.verdict}"
+
+
+def history_summary(result: Result) -> dict[str, Any]:
+    """What ``history list`` shows of a run beside its target and configuration: the headline figure
+    (``headline``: the answer line's level, figure, boundary and verdict), kept in the history's
+    ``summary`` when the run is registered. ``{}`` without levels."""
+    h = headline(result)
+    if h is None:
+        return {}
+    return {"headline": {"level": short_label(h.level), "name": h.name, "value": h.value, "boundary": h.boundary,
+                         "label": h.label, "verdict": h.verdict}}
 
 
 def answer_lines(result: Result) -> list[str]:

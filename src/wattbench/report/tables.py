@@ -6,7 +6,7 @@ render them as they are. Nothing here computes a figure."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from wattbench.report import format as F
 from wattbench.report.goodput import goodput_cells, has_goodput
@@ -25,6 +25,8 @@ class Column:
     kind: str = ""  # how a renderer may colour it: verdict | slo | ci | label:<measured|declared|estimate>
     styles: list[str] | None = None  # per-cell terminal style, when the column sets its own
     max_width: int | None = None  # longer cells fold onto more lines (the level label only)
+    glue: bool = False  # kept in the same table as the column before it (a CI beside its mean, one
+    # boundary's W, tok/s/kW and J/tok, one latency's five statistics)
 
     @property
     def width(self) -> int:
@@ -46,16 +48,21 @@ def _boundary_label(result: Result, b: str) -> str:
 
 
 def level_columns(result: Result) -> list[Column]:
-    """Every per-level figure of the summary, one figure per cell, in reading order: load and
-    latency, SLO and goodput (with ``--slo``), then power and efficiency per boundary."""
+    """Every per-level figure of the summary, one figure per cell, in reading order: load, SLO and
+    goodput (with ``--slo``), power and efficiency per boundary, then the latency (TTFT p50 and p99,
+    TPOT p50: one group)."""
     lvs = result.levels
     cols = [
         Column("verdict", [lv.validity.verdict for lv in lvs], "left", "verdict"),
         Column("ok/fail", [f"{lv.requests.completed}/{lv.requests.failed}" for lv in lvs]),
         Column("out\ntok/s", [F.fmt(lv.throughput.output_tokens_per_s) for lv in lvs]),
+    ]
+    # the latency the figures were bought at, last and together: where the width splits the
+    # table, the efficiency figures stay in the first one
+    latency = [
         Column("TTFT\np50 ms", [F.fmt(lv.latency.ttft_ms.p50) for lv in lvs]),
-        Column("TTFT\np99 ms", [F.fmt(lv.latency.ttft_ms.p99) for lv in lvs]),
-        Column("TPOT\np50 ms", [F.fmt(lv.latency.tpot_ms.p50) for lv in lvs]),
+        Column("TTFT\np99 ms", [F.fmt(lv.latency.ttft_ms.p99) for lv in lvs], glue=True),
+        Column("TPOT\np50 ms", [F.fmt(lv.latency.tpot_ms.p50) for lv in lvs], glue=True),
     ]
     if has_goodput(result):
         g = [goodput_cells(lv) for lv in lvs]
@@ -78,7 +85,7 @@ def level_columns(result: Result) -> list[Column]:
         if F.has_per_token(result, b):
             cols += [
                 Column(f"tok/s/kW\n{sb}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
-                Column(f"J/tok\n{sb}\n{label}", cells("j_per_output_token"), kind=f"label:{label}"),
+                Column(f"J/tok\n{sb}\n{label}", cells("j_per_output_token"), kind=f"label:{label}", glue=True),
             ]
         else:  # a part (the HBM rail; the host of a GPU server): its share, no per-token figure
             shares = [part_share(lv, b) for lv in lvs]
@@ -86,8 +93,57 @@ def level_columns(result: Result) -> list[Column]:
             if ofs:
                 of = short_boundary(ofs.pop()) if len(ofs) == 1 else "whole"
                 cols.append(Column(f"share\n{sb}\nof {of}", [F.fmt_fraction_pct(x) if x is not None else F.MISSING
-                                                           for x, _ in shares], kind=f"label:{label}"))
-    return cols
+                                                           for x, _ in shares], kind=f"label:{label}", glue=True))
+    return cols + latency
+
+
+def target_name(url: str) -> str:
+    """A replica as its rows name it: ``↳ host:port`` (never the URL's credentials or path)."""
+    from urllib.parse import urlsplit
+
+    try:
+        u = urlsplit(url)
+        host = u.hostname or url
+        where = f"[{host}]" if ":" in host else host
+        return "↳ " + (f"{where}:{u.port}" if u.port else where)
+    except ValueError:
+        return "↳ target"
+
+
+def target_cells(stats) -> dict[str, str]:
+    """One replica's figures by the level table's headers (``results.schema.TargetStats``: its
+    requests, latency and throughput; its energy is the level's, not split by target)."""
+    return {"ok/fail": f"{stats.requests.completed}/{stats.requests.failed}",
+            "out\ntok/s": F.fmt(stats.throughput.output_tokens_per_s),
+            "TTFT\np50 ms": F.fmt(stats.latency.ttft_ms.p50), "TTFT\np99 ms": F.fmt(stats.latency.ttft_ms.p99),
+            "TPOT\np50 ms": F.fmt(stats.latency.tpot_ms.p50)}
+
+
+def with_target_rows(result: Result, key: Column, cols: list[Column]) -> tuple[Column, list[Column], list[bool]]:
+    """The level table with each replica's row under its level's total (a level driven against
+    several ``--target``s, ``LevelResult.per_target``): its requests, throughput and latency; the
+    cells it has no figure of (energy, SLO) left blank. Returns the key, the columns and which rows
+    are a replica's."""
+    rows: list[tuple[int, str | None]] = []  # (level position, target url or None for the total)
+    for i, lv in enumerate(result.levels):
+        rows.append((i, None))
+        if len(lv.per_target) > 1:
+            rows += [(i, url) for url in lv.per_target]
+    if len(rows) == len(result.levels):
+        return key, cols, [False] * len(rows)
+
+    def cell(c: Column, i: int, url: str | None) -> str:
+        if url is None:
+            return c.cells[i]
+        return target_cells(result.levels[i].per_target[url]).get(c.header, "")
+
+    new_key = replace(key, cells=[key.cells[i] if url is None else target_name(url) for i, url in rows],
+                      styles=None if key.styles is None else
+                      [key.styles[i] if url is None else "dim" for i, url in rows])
+    new_cols = [replace(c, cells=[cell(c, i, url) for i, url in rows],
+                        styles=None if c.styles is None else [c.styles[i] if url is None else "dim" for i, url in rows])
+                for c in cols]
+    return new_key, new_cols, [url is not None for _, url in rows]
 
 
 def part_share(level: LevelResult, boundary: str) -> tuple[float | None, str | None]:
@@ -161,9 +217,9 @@ def serving_columns(result: Result) -> list[Column]:
 
     cols = [Column("req/s", [F.fmt(f["requests_per_s"]) for f in figs]),
             Column("achieved\nload", [achieved(lv, f) for lv, f in zip(lvs, figs)])]
-    for kind in SERVING_LATENCY:
-        for stat in SERVING_STATS:
-            cols.append(Column(f"{kind.upper()}\n{stat}", [F.fmt(f[f"{kind}_{stat}_ms"]) for f in figs]))
+    for kind in SERVING_LATENCY:  # one latency's statistics stay in one table
+        for i, stat in enumerate(SERVING_STATS):
+            cols.append(Column(f"{kind.upper()}\n{stat}", [F.fmt(f[f"{kind}_{stat}_ms"]) for f in figs], glue=i > 0))
     return cols
 
 
@@ -181,5 +237,6 @@ def trial_columns(result: Result) -> list[Column]:
     for name in names:
         head = name.replace(" ", "\n", 1) if len(name) > 8 else name
         cols.append(Column(f"{head}\nmean", [(d[name].mean if name in d else F.MISSING) for d in per_level]))
-        cols.append(Column("95% CI", [d[name].ci if name in d else F.MISSING for d in per_level], kind="ci"))
+        cols.append(Column("95% CI", [d[name].ci if name in d else F.MISSING for d in per_level], kind="ci",
+                           glue=True))  # never a headless CI in the next table
     return cols

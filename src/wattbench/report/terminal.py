@@ -27,21 +27,36 @@ LABEL_STYLE = {"measured": "green", "declared": "cyan", "estimate": "magenta"}
 COLUMN_GAP = 2  # one space of left padding and the (blank) divider between columns
 
 
-def pack(key: Column, cols: list[Column], width: int) -> list[list[Column]]:
-    """Columns into as few tables as fit ``width``, each table led by the ``key`` column."""
-    groups: list[list[Column]] = []
-    used = key.width
-    cur: list[Column] = []
+def _units(cols: list[Column]) -> list[list[Column]]:
+    """Columns in the runs that stay together (``Column.glue``: a CI with its mean, one boundary's
+    figures, one latency's statistics)."""
+    units: list[list[Column]] = []
     for c in cols:
-        w = c.width + COLUMN_GAP
-        if cur and used + w > width:
-            groups.append(cur)
-            cur, used = [], key.width
-        cur.append(c)
-        used += w
-    if cur:
-        groups.append(cur)
-    return groups
+        if c.glue and units:
+            units[-1].append(c)
+        else:
+            units.append([c])
+    return units
+
+
+def _span(units: list[list[Column]]) -> int:
+    return sum(c.width + COLUMN_GAP for u in units for c in u)
+
+
+def pack(key: Column, cols: list[Column], width: int) -> list[list[Column]]:
+    """Columns into as few tables as fit ``width``, in order (the first table holds the first
+    figures), each table led by the ``key`` column; columns that belong together (``Column.glue``)
+    in one table, and never a last table of one column (the columns before it move along)."""
+    groups: list[list[list[Column]]] = []  # tables of units
+    for u in _units(cols):
+        if groups and key.width + _span(groups[-1]) + _span([u]) <= width:
+            groups[-1].append(u)
+        else:
+            groups.append([u])
+    while (len(groups) > 1 and sum(len(u) for u in groups[-1]) == 1 and len(groups[-2]) > 1
+           and key.width + _span(groups[-1]) + _span(groups[-2][-1:]) <= width):
+        groups[-1].insert(0, groups[-2].pop())
+    return [[c for u in g for c in u] for g in groups]
 
 
 def _text(c: Column, i: int) -> Text:
@@ -63,18 +78,32 @@ def _table(key: Column, cols: list[Column], title: str | None) -> Table:
     for c in [key, *cols]:
         table.add_column(Text(c.header), justify=c.justify, no_wrap=c.max_width is None,
                          max_width=c.max_width, overflow="fold")
+    # a label folded over lines is set apart by a blank line on each side, so its second line is
+    # never read as a row of its own (``c=128`` over ``re-measured``)
+    long = [bool(key.max_width) and len(x) > key.max_width for x in key.cells]
     for i in range(len(key.cells)):
-        table.add_row(*[_text(c, i) for c in [key, *cols]])
+        apart = long[i] or (i + 1 < len(long) and long[i + 1])
+        table.add_row(*[_text(c, i) for c in [key, *cols]], end_section=apart)
     return table
 
 
 def column_tables(key: Column, cols: list[Column], width: int, title: str | None = None) -> list[Table]:
     """``cols`` as tables that fit ``width`` columns, each led by ``key``: one wide table when it
-    fits, else as many as it takes (the layout of every wattbench table, issue 18)."""
+    fits, else as many as it takes (the layout of every wattbench table). A column with no figure
+    in any row (``–`` throughout: tok/s per kW of a run without energy) is left out, and with it a
+    table that would have nothing else."""
+    cols = [c for c in cols if any(x not in (F.MISSING, "") for x in c.cells)]
     return [_table(key, g, title if i == 0 else None) for i, g in enumerate(pack(key, cols, width))]
 
 
-LEVEL_LABEL_WIDTH = 16
+LEVEL_LABEL_WIDTH = 16  # the level column's width: a longer label folds, unless it fits LEVEL_LABEL_MAX
+LEVEL_LABEL_MAX = 24  # ``c=128 re-measured`` (17) widens the column and stays on one line
+
+
+def label_width(labels: list[str]) -> int:
+    """The level column's width: LEVEL_LABEL_WIDTH, widened to the longest label that fits
+    LEVEL_LABEL_MAX (so ``c=128 re-measured`` is one line); a longer label (a custom one) folds."""
+    return max([LEVEL_LABEL_WIDTH] + [len(x) for x in labels if len(x) <= LEVEL_LABEL_MAX])
 WIDE_FROM = 160  # console columns from which the summary adds the requests-and-latency table
 
 
@@ -83,9 +112,13 @@ def level_tables(result: Result, width: int) -> list[Table]:
     else as many tables as it takes, each repeating the level column."""
     if not result.levels:
         return []
-    key = Column("level", [S.short_label(lv) for lv in result.levels], "left", max_width=LEVEL_LABEL_WIDTH,
+    labels = [S.short_label(lv) for lv in result.levels]
+    key = Column("level", labels, "left", max_width=label_width(labels),
                  styles=[VERDICT_STYLE.get(lv.validity.verdict, "") for lv in result.levels])
-    out = column_tables(key, level_columns(result), width, S.last_trial_title(result))
+    from wattbench.report.tables import with_target_rows
+
+    tkey, tcols, _ = with_target_rows(result, key, level_columns(result))  # replicas under their total
+    out = column_tables(tkey, tcols, width, S.last_trial_title(result))
     if width >= WIDE_FROM:  # the figures load-generator users look for; 80 columns stay compact
         out += column_tables(key, S.serving_columns(result), width, S.serving_title(result))
     if S.any_trials(result):
@@ -123,7 +156,7 @@ def _note(text: str, style: str) -> RenderableType:
     """One note, whole: a long one folds onto more lines under its own text (hanging after its
     mark), so the fix at its end is read, never cut."""
     mark, body = text[:2], text[2:]
-    if mark not in {m for m in S.NOTE_MARK.values()}:
+    if mark not in {*S.NOTE_MARK.values(), "  "}:
         return Text(text, style=style)
     g = Table.grid(padding=0)
     g.add_column(no_wrap=True, width=2)
@@ -146,8 +179,8 @@ def validity_lines(result: Result, width: int | None = None, run_dir: str | None
     for n in shown:
         out.append(_note(n.text, NOTE_STYLE.get(n.severity, "")))
     pointer = notes_pointer(result, more, run_dir)
-    if pointer:
-        out.append(Text(pointer, style="dim"))
+    if pointer:  # indented as a note's second line, folded the same way
+        out.append(_note(pointer, "dim"))
     return out
 
 

@@ -135,7 +135,8 @@ class TuneSummary:
         else:
             yield Text("no configuration scored (none met the SLO?)", style="bold red")
         if t.decision and not t.decision.get("separated"):
-            yield Text("note: the best two are within the measurement noise", style="yellow")
+            yield Text("note: the best two are within the measurement noise, or it cannot tell them apart yet",
+                       style="yellow")
         for w in t.warnings:
             yield Text("warning: " + w, style="yellow")
 

@@ -9,8 +9,16 @@ A level's configuration is, as a canonical JSON object hashed to a 16-hex key:
 - ``model``: the served model (a launched preset by its preset name, a launched local directory by
   its last path component, a target's model by the name it serves);
 - ``engine_flags``: for an engine wattbench launched, its effective configuration (the flags it
-  started with, wattbench's tuned defaults included, host/port/paths left out); for a ``--target``
-  server the flags are unknown and left empty — restarting it with other flags is not seen;
+  started with, wattbench's tuned defaults included, host/port/paths left out); empty for a
+  ``--target`` server, whose flags wattbench did not set;
+- ``server``: the server's identity (``ServerInfo.identity``, ``server/identity``): the target
+  (``scheme://host:port[/path]`` — two servers on two ports are two configurations — or the engine
+  wattbench launched), the replicas, and the effective configuration the server exposes (vLLM's info
+  gauges, SGLang's arguments, llama.cpp's ``/props``, TGI's ``/info``, the served model's
+  ``/v1/models`` entry), so a server restarted with other flags it exposes is another configuration.
+  A result written before identities were recorded has ``"server": "identity unknown"``: its levels
+  never share a key with a newer run's;
+- ``label``: the run's ``--config-label`` (what wattbench cannot see), None without one;
 - ``workload``: the request shape (workload kind and name, length distributions, token source,
   shared prefix, API), never the seed (another seed is the same shape);
 - ``load``: the level's mode and target (``level_key``), the arrival process of an open loop and its
@@ -64,6 +72,30 @@ def _workload(result: Result) -> dict[str, Any]:
     return out
 
 
+IDENTITY_UNKNOWN = "identity unknown"
+
+
+def _server(result: Result) -> dict[str, Any] | str:
+    ident = result.server.identity
+    if ident is None:
+        return IDENTITY_UNKNOWN
+    return {"target": ident.target, "launched": ident.launched, "replicas": sorted(ident.replicas),
+            "exposed": {src: dict(sorted(v.items())) for src, v in sorted(ident.exposed.items())}}
+
+
+def run_configuration(result: Result) -> dict[str, Any]:
+    """What every level of a run shares (the module docstring but the load and the boundary)."""
+    return {
+        "machine": _machine(result),
+        "engine": {"name": result.server.engine, "version": result.server.version},
+        "model": _model(result),
+        "engine_flags": _flags(result),
+        "server": _server(result),
+        "label": result.config_label,
+        "workload": _workload(result),
+    }
+
+
 def configuration(result: Result, level: LevelResult) -> dict[str, Any]:
     """The configuration a level measured (module docstring), as a JSON-able dict."""
     mode, value = level_key(level)
@@ -71,15 +103,27 @@ def configuration(result: Result, level: LevelResult) -> dict[str, Any]:
     if mode == "rate":
         load["arrival"] = level.load.arrival or result.config.get("arrival")
         load["max_in_flight"] = level.load.max_in_flight
-    return {
-        "machine": _machine(result),
-        "engine": {"name": result.server.engine, "version": result.server.version},
-        "model": _model(result),
-        "engine_flags": _flags(result),
-        "workload": _workload(result),
-        "load": load,
-        "boundary": headline_boundary(level),
-    }
+    return {**run_configuration(result), "load": load, "boundary": headline_boundary(level)}
+
+
+def run_key(result: Result) -> str:
+    """The key of what a run's levels share (``run_configuration``): equal for two runs of one
+    configuration whatever their loads; ``history list`` shows its first 8 characters."""
+    return configuration_key(run_configuration(result))
+
+
+def target_text(result: Result) -> str:
+    """Where a run's load went, for people: ``127.0.0.1:8000`` (``scheme://`` and ``:port`` as
+    given by the identity; https kept), ``vllm:tiny (launched)``, or ``identity unknown`` for a
+    result written before identities were recorded."""
+    ident = result.server.identity
+    if ident is None:
+        return IDENTITY_UNKNOWN
+    if ident.launched:
+        return f"{ident.launched}:{_model(result) or '?'} (launched)"
+    t = ident.target or "?"
+    t = t.removeprefix("http://")
+    return t + (f" +{len(ident.replicas)}" if ident.replicas else "")
 
 
 def configuration_key(config: dict[str, Any]) -> str:
@@ -89,7 +133,9 @@ def configuration_key(config: dict[str, Any]) -> str:
 
 
 def describe(config: dict[str, Any]) -> str:
-    """One line: ``H200 · transformers 5.17.0 · llama-1b · c=64 @ accelerator``."""
+    """One line: ``H200 · vllm 0.11.0 · tiny · 10.0.0.5:8000 · label bios-a · c=64 @ accelerator``
+    (``identity unknown`` in place of the target for a result written before identities were
+    recorded; ``launched vllm`` for an engine wattbench started)."""
     gpus = config.get("machine", {}).get("gpus") or {}
     machine = ", ".join(f"{n}x {g}" if n > 1 else g for g, n in gpus.items()) or (config.get("machine", {}).get("cpu")
                                                                                  or "?")
@@ -99,13 +145,19 @@ def describe(config: dict[str, Any]) -> str:
           else f"r={load.get('value'):g}/s" if load.get("mode") == "rate" and load.get("value") is not None
           else str(load.get("mode")))
     w = config.get("workload", {})
+    server = config.get("server")
+    where = (IDENTITY_UNKNOWN if server == IDENTITY_UNKNOWN else
+             (server.get("target") or "").removeprefix("http://") or (f"launched {server.get('launched')}"
+                                                                        if server.get("launched") else "")
+             if isinstance(server, dict) else "")
+    label = f"label {config['label']}" if config.get("label") else ""
 
     def spec(d):
         return d.get("spec") if isinstance(d, dict) else d
     shape = " in / ".join(str(spec(w.get(k))) for k in ("input_tokens", "output_tokens") if w.get(k) is not None)
     shape = f"{shape} out" if " in / " in shape else shape
     parts = [machine, f"{eng.get('name') or '?'} {eng.get('version') or ''}".strip(), str(config.get("model")),
-             shape or w.get("name") or "", lv]
+             where, label, shape or w.get("name") or "", lv]
     return " · ".join(p for p in parts if p) + (f" @ {config.get('boundary')}" if config.get("boundary") else "")
 
 

@@ -29,6 +29,7 @@ from wattbench.results.recovery import (  # noqa: F401  (the layout of a run in 
     settle_unfinished,
 )
 from wattbench.results.schema import SCHEMA_VERSION, RequestRecord, Result
+from wattbench.results.schema.bounds import result_problem
 from wattbench.server.redact import registered
 
 RESULT_FILE = "result.json"
@@ -75,7 +76,7 @@ class RunLock:
         self.path = Path(run_dir) / RUN_LOCK_FILE
         self.fd: int | None = None
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
         except OSError as e:
             raise storage_error(self.path, e) from None
         try:
@@ -118,6 +119,8 @@ def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
         probe_in = probe_in.parent
     if not probe_in.is_dir():
         raise UserError(f"{flag} {p}: {probe_in} is a file, not a directory; choose a directory")
+    if probe_in == p:
+        check_no_links(p, flag)
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".wattbench-probe-", dir=str(probe_in)))
     except OSError as e:
@@ -139,6 +142,33 @@ def check_name_lengths(p: Path, flag: str) -> None:
         if n > name_max:
             raise UserError(f"{flag}: the name {part[:24]}… is {n} bytes, more than the {name_max} a file name "
                             "may have; choose a shorter name")
+
+
+LINK_SCAN_MAX_ENTRIES = 100_000  # entries of an existing --out looked at for links (a run directory holds a few)
+
+
+def check_no_links(path: str | os.PathLike, flag: str = "--out") -> None:
+    """Refuse an existing run directory that holds a symbolic link anywhere inside it (``--out``
+    itself may be one): a planted ``requests.jsonl -> ~/.bashrc`` would have the run append to the
+    file it points at. One line naming the link; nothing is followed or written."""
+    top = Path(path)
+    seen = 0
+    stack = [top]
+    while stack and seen < LINK_SCAN_MAX_ENTRIES:
+        d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            seen += 1
+            if e.is_symlink():
+                rel = Path(e.path).relative_to(top)
+                raise UserError(f"{flag} {top}: holds a symbolic link ({rel}); wattbench follows no link in a run "
+                                "directory (a link would send its writes elsewhere): remove it or choose another "
+                                "directory")
+            if e.is_dir(follow_symlinks=False):
+                stack.append(Path(e.path))
 
 
 def _umask() -> int:
@@ -268,7 +298,8 @@ def append_requests(run_dir: str | os.PathLike, records: Iterable[RequestRecord 
     path = Path(run_dir) / REQUESTS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # never through a link planted after the run started (ELOOP: one line, as any failed write)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except OSError as e:
         raise storage_error(path, e) from None
     try:
@@ -319,24 +350,36 @@ def describe_validation_error(exc: ValidationError, limit: int = 3) -> str:
     return "; ".join(parts)
 
 
-def read_json_file(path: Path) -> Any:
-    """Parse a JSON file; UserError naming the file and where it is broken."""
+RESULT_MAX_BYTES = 64 << 20  # a result.json of 2,000 levels is ~7 MB
+
+
+def read_json_file(path: Path, max_bytes: int = RESULT_MAX_BYTES) -> Any:
+    """Parse a JSON file; UserError naming the file and where it is broken. The file's size and
+    nesting are capped before it is parsed (``results/jsonfile.py``)."""
+    from wattbench.results.jsonfile import loads_bounded, read_bounded
+
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_bounded(path, max_bytes)
     except FileNotFoundError:
         raise UserError(f"{path}: missing (no such file)") from None
     except IsADirectoryError:
         raise UserError(f"{path}: is a directory, expected a JSON file") from None
-    except UnicodeDecodeError as e:
-        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     except OSError as e:
         raise UserError(f"{path}: cannot be read ({e.strerror or e})") from None
+    except ValueError as e:  # too large
+        raise UserError(f"{path}: {e}; is it a file wattbench wrote?") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     if not text.strip():
         raise UserError(f"{path}: empty file (the run may have been killed before writing it)")
     try:
-        return json.loads(text)
+        return loads_bounded(text)
     except json.JSONDecodeError as e:
         raise UserError(f"{path}: not valid JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
+    except ValueError as e:  # nested too deep
+        raise UserError(f"{path}: {e}; is it a file wattbench wrote?") from None
 
 
 def result_path(path_or_dir: str | os.PathLike) -> Path:
@@ -382,6 +425,9 @@ def load_result(path_or_dir: str | os.PathLike) -> Result:
                         "`wattbench compare A B --agreement RUN`)")
     path = result_path(p)
     result = load_model(path, Result, "result")
+    problem = result_problem(result)
+    if problem:
+        raise UserError(f"{path}: {problem}; is it a file wattbench wrote, unedited?")
     for lv in result.levels:  # a file written before the rule: per-token figures only where the work is
         withhold_outside_work(lv)
     if result.status == "running":
@@ -424,6 +470,8 @@ def iter_requests(run_dir: str | os.PathLike, notes: list[str] | None = None) ->
                 continue
             try:
                 data = json.loads(line)
+            except RecursionError:
+                raise UserError(f"{path}: line {lineno}: nested too deep to be a request record") from None
             except json.JSONDecodeError as e:
                 if notes is not None and not any(r.decode("utf-8", "replace").strip() for r in f):  # last line
                     notes.append(f"{REQUESTS_FILE}: last line {lineno} is truncated (run stopped while writing); "

@@ -78,6 +78,9 @@ class RunRecord:
     verdict: str | None
     wattbench_version: str | None
     summary: dict[str, Any] = field(default_factory=dict)
+    target: str | None = None  # where the load went (configuration.target_text); None: registered before
+    config_label: str | None = None  # --config-label
+    config_id: str | None = None  # configuration.run_key: equal for runs of one configuration
     tags: list[str] = field(default_factory=list)
     baselines: list[str] = field(default_factory=list)
     levels: list[dict[str, Any]] = field(default_factory=list)
@@ -227,7 +230,11 @@ class HistoryStore:
 
     def register(self, result: Result, run_dir: str | os.PathLike, kind: str = "run",
                  summary: dict[str, Any] | None = None) -> RunRecord:
-        """Index a run (re-registering updates it). Tags in ``result.tags`` are applied when free."""
+        """Index a run (re-registering updates it). Tags in ``result.tags`` are applied when free.
+        ``summary``: what the caller adds for ``history list`` (the run's headline figure, which the
+        reports' rule picks: ``report.summary.history_summary``)."""
+        from wattbench.results.configuration import run_key, target_text
+
         path = str(Path(run_dir).resolve())
         bnds: list[str] = []
         for lv in result.levels:
@@ -239,17 +246,19 @@ class HistoryStore:
         with self._tx() as c:
             c.execute(
                 """INSERT INTO runs(run_id, kind, path, created_at, registered_at, model, engine, engine_version,
-                       gpu, boundaries, status, verdict, wattbench_version, summary)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+                       gpu, boundaries, status, verdict, wattbench_version, summary, target, config_label, config_id)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
                    ON CONFLICT(run_id) DO UPDATE SET kind=excluded.kind, path=excluded.path,
                        created_at=excluded.created_at, model=excluded.model, engine=excluded.engine,
                        engine_version=excluded.engine_version, gpu=excluded.gpu, boundaries=excluded.boundaries,
                        status=excluded.status, verdict=excluded.verdict,
-                       wattbench_version=excluded.wattbench_version, summary=excluded.summary""",
+                       wattbench_version=excluded.wattbench_version, summary=excluded.summary,
+                       target=excluded.target, config_label=excluded.config_label, config_id=excluded.config_id""",
                 scrub((result.run_id, kind, path, result.created_at, _utc_now_iso(),
                        result.server.model or result.config.get("model"), result.server.engine, result.server.version,
                        gpu_desc(result), json.dumps(bnds), result.status, _verdict(result),
-                       result.wattbench_version, json.dumps(summary or {}))),
+                       result.wattbench_version, json.dumps(summary or {}), target_text(result), result.config_label,
+                       run_key(result))),
             )
             c.execute("DELETE FROM levels WHERE run_id = ?", (result.run_id,))
             c.executemany(f"INSERT INTO levels ({', '.join(LEVEL_COLUMNS)}) VALUES "
@@ -286,8 +295,10 @@ class HistoryStore:
             )
         return self.get(agreement.run_id)
 
-    def import_dirs(self, paths: list[str | os.PathLike]) -> tuple[list[RunRecord], list[str]]:
-        """Register every run directory (a directory holding result.json) under ``paths``.
+    def import_dirs(self, paths: list[str | os.PathLike],
+                    summarize: Callable[[Result], dict[str, Any]] | None = None) -> tuple[list[RunRecord], list[str]]:
+        """Register every run directory (a directory holding result.json) under ``paths``
+        (``summarize``: each run's ``summary``, as ``register`` takes it).
 
         Returns the registered records and one problem line per directory that could not be read
         (a corrupt result.json does not stop the rest of the import).
@@ -313,8 +324,26 @@ class HistoryStore:
                 if not res.levels:  # a run stopped before its first level (or bad input) measured nothing
                     problems.append(f"{f}: no finished level (status {res.status}); not registered")
                     continue
-                records.append(self.register(res, f.parent))
+                clash = self._run_id_clash(res.run_id, f.parent)
+                if clash is not None:
+                    problems.append(clash)
+                    continue
+                records.append(self.register(res, f.parent, summary=summarize(res) if summarize else None))
         return records, problems
+
+    def _run_id_clash(self, run_id: str, run_dir: Path) -> str | None:
+        """Why a directory cannot be imported under ``run_id``: the id already names another run
+        directory that is still there (re-pointing it would silently move the run, its tags and its
+        baselines to other data). ``None`` when the id is free, names this directory, or names a
+        directory that no longer holds a result (a run that was moved)."""
+        row = self.conn.execute("SELECT path FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        old, new = Path(row[0]), Path(run_dir).resolve()
+        if old == new or not (old / RESULT_FILE).exists():
+            return None
+        return (f"{new}: run id {run_id} already names the run in {old}; not imported (that run, its tags and "
+                "baselines are unchanged): a copy of a run directory cannot be registered beside it")
 
     def tag(self, ref: str, tag: str, force: bool = False) -> RunRecord:
         _check_name(tag, "tag")
@@ -351,6 +380,7 @@ class HistoryStore:
             status=listed_status(row["status"], row["path"]), verdict=row["verdict"],
             wattbench_version=row["wattbench_version"],
             summary=json.loads(row["summary"] or "{}"),
+            target=row["target"], config_label=row["config_label"], config_id=row["config_id"],
         )
         rec.tags = [r[0] for r in self.conn.execute("SELECT tag FROM tags WHERE run_id=? ORDER BY tag", (rid,))]
         rec.baselines = [r[0] for r in self.conn.execute(
@@ -403,7 +433,8 @@ class HistoryStore:
 
     def list_runs(self, model: str | None = None, engine: str | None = None, gpu: str | None = None,
                   tag: str | None = None, kind: str | None = None, status: str | None = None,
-                  since: str | None = None, limit: int | None = None) -> list[RunRecord]:
+                  since: str | None = None, limit: int | None = None, target: str | None = None,
+                  label: str | None = None) -> list[RunRecord]:
         """Runs, newest first. Text filters are case-insensitive substrings; ``since`` an ISO date
         (or date and time); ``kind`` ``run`` or ``agree``. Anything else is refused, not ignored."""
         from datetime import datetime
@@ -416,7 +447,8 @@ class HistoryStore:
             except ValueError:
                 raise UserError(f"--since {since!r}: give an ISO date like 2026-11-01 (or 2026-11-01T09:00)") from None
         where, args = [], []
-        for col, val in (("model", model), ("engine", engine), ("gpu", gpu)):
+        for col, val in (("model", model), ("engine", engine), ("gpu", gpu), ("target", target),
+                         ("config_label", label)):
             if val:
                 where.append(f"lower(coalesce({col}, '')) LIKE ?")
                 args.append(f"%{val.lower()}%")
@@ -448,10 +480,11 @@ class HistoryStore:
 
     # -------------------------------------------------------------- noise (issue 24)
 
-    def noise(self, config_key: str, exclude_runs: tuple[str, ...] | list[str] = ()) -> Spread | None:
-        """The spread of one configuration's figure across the complete runs that measured it
-        (``store_noise.spread``)."""
-        return spread(self.conn, config_key, exclude_runs)
+    def noise(self, config_key: str, exclude_runs: tuple[str, ...] | list[str] = (),
+              judged: tuple[str, ...] | list[str] = ()) -> Spread | None:
+        """The noise of one configuration's figure across the complete runs that measured it, split
+        at its change points (``store_noise.spread``; ``judged``: the runs a comparison judges)."""
+        return spread(self.conn, config_key, exclude_runs, judged)
 
     def noise_table(self, min_runs: int = 2, model: str | None = None, engine: str | None = None,
                     gpu: str | None = None) -> list[Spread]:

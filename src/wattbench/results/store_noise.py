@@ -1,13 +1,17 @@
-"""The run-to-run spread of a configuration's figure across the history (issue 24): the complete
-runs that measured it, their invalid levels left out, one value per run. ``HistoryStore.noise`` and
-``noise_table`` read it; ``metrics/noise.py`` judges with it."""
+"""The run-to-run noise of a configuration's figure across the history: the complete runs that
+measured it, their invalid levels left out, one value per run, in time order, split at its change
+points (``metrics/noise.series_noise``: a run beyond the series' noise starts a new segment and is
+never folded into the spread). ``HistoryStore.noise`` and ``noise_table`` read it;
+``metrics/noise.judge`` judges with it."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
+
+from wattbench.metrics.noise import FigureNoise, SeriesNoise, series_noise
 
 # the levels a spread is estimated from: complete runs (not `agree`), levels not invalid, with a configuration key
 NOISE_SQL = ("SELECT l.run_id, l.config_key, l.config, l.figure_name, l.figure, r.created_at FROM levels l "
@@ -17,26 +21,35 @@ NOISE_SQL = ("SELECT l.run_id, l.config_key, l.config, l.figure_name, l.figure, 
 
 @dataclass
 class Spread:
-    """The run-to-run spread of one configuration's figure (``HistoryStore.noise``): one value per
-    run (a run's levels of the configuration averaged), ``rel_sd`` their relative standard deviation
-    (ddof 1)."""
+    """The run-to-run noise of one configuration's figure (``HistoryStore.noise``): one value per
+    run (a run's levels of the configuration averaged), in time order; ``rel_sd`` is the sd of
+    ``ln(figure)`` pooled within the segments between change points (``df`` degrees of freedom,
+    None with none); ``mean`` is the last segment's (the configuration as it is now)."""
 
     config_key: str
     config: dict[str, Any]
     figure: str
     runs: int
     mean: float
-    rel_sd: float | None  # None with one run
+    rel_sd: float | None  # None without a degree of freedom
     low: float
     high: float
     run_ids: list[str] = field(default_factory=list)
     last_created_at: str | None = None
+    df: int = 0
+    segment_runs: list[int] = field(default_factory=list)  # runs per segment, in time order
+    change_points: list[dict[str, Any]] = field(default_factory=list)  # run_id, ratio, bound
+    series: SeriesNoise | None = None
+
+    def noise(self) -> FigureNoise | None:
+        """One more run's 95% half-width from this spread (``metrics/noise.spread_noise``)."""
+        return self.series.noise(self.config_key) if self.series is not None else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "series"}
 
 
-def spread_of(key: str, rows: list[sqlite3.Row]) -> Spread | None:
+def spread_of(key: str, rows: list[sqlite3.Row], judged: Iterable[str] = ()) -> Spread | None:
     per_run: dict[str, list[float]] = {}
     created: dict[str, str | None] = {}
     config, figure = None, None
@@ -48,23 +61,28 @@ def spread_of(key: str, rows: list[sqlite3.Row]) -> Spread | None:
         config, figure = r["config"], r["figure_name"]
     if not per_run:
         return None
-    vals = [sum(v) / len(v) for v in per_run.values()]
-    n = len(vals)
-    mean = sum(vals) / n
-    sd = (sum((v - mean) ** 2 for v in vals) / (n - 1)) ** 0.5 if n > 1 else None
-    return Spread(config_key=key, config=json.loads(config or "{}"), figure=figure or "", runs=n, mean=mean,
-                  rel_sd=(sd / mean if sd is not None and mean else None), low=min(vals), high=max(vals),
-                  run_ids=sorted(per_run, key=lambda rid: created.get(rid) or ""),
-                  last_created_at=max((c for c in created.values() if c), default=None))
+    order = sorted(per_run, key=lambda rid: (created.get(rid) or "", rid))
+    vals = [sum(per_run[rid]) / len(per_run[rid]) for rid in order]
+    sn = series_noise(vals, order, judged)
+    if sn is None:
+        return None
+    last = sn.last_segment()
+    return Spread(config_key=key, config=json.loads(config or "{}"), figure=figure or "", runs=len(vals),
+                  mean=sum(last) / len(last), rel_sd=sn.rel_sd, low=min(vals), high=max(vals), run_ids=order,
+                  last_created_at=max((c for c in created.values() if c), default=None), df=sn.df,
+                  segment_runs=[len(s) for s in sn.segments],
+                  change_points=[{"run_id": c.run_id, "ratio": c.ratio, "bound": c.bound}
+                                 for c in sn.change_points], series=sn)
 
 
-def spread(conn: sqlite3.Connection, config_key: str, exclude_runs: tuple[str, ...] | list[str] = ()) -> Spread | None:
-    """The spread of one configuration's figure across the complete runs that measured it (their
-    invalid levels left out), without ``exclude_runs`` (the runs being judged: a spread must
-    not be estimated from the very runs it judges)."""
+def spread(conn: sqlite3.Connection, config_key: str, exclude_runs: tuple[str, ...] | list[str] = (),
+           judged: Iterable[str] = ()) -> Spread | None:
+    """The noise of one configuration's figure across the complete runs that measured it (their
+    invalid levels left out). ``judged``: the runs a comparison judges (``series_noise``: two of
+    them in one segment are left out of its spread); ``exclude_runs``: runs left out entirely."""
     rows = [r for r in conn.execute(NOISE_SQL + " AND l.config_key = ?", (config_key,))
             if r["run_id"] not in set(exclude_runs)]
-    return spread_of(config_key, rows)
+    return spread_of(config_key, rows, judged)
 
 
 def spread_table(conn: sqlite3.Connection, min_runs: int = 2, model: str | None = None, engine: str | None = None,

@@ -81,8 +81,16 @@ def _m2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX levels_config ON levels(config_key)")
 
 
+def _m3(conn: sqlite3.Connection) -> None:
+    """What tells runs apart in ``history list``: where the load went (``configuration.target_text``),
+    the run's ``--config-label`` and the key of what its levels share (``configuration.run_key``).
+    Runs registered before stay NULL until registered again (``wattbench history import DIR``)."""
+    for col in ("target TEXT", "config_label TEXT", "config_id TEXT"):
+        conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
+
+
 # index = version reached after applying; append new migrations, never edit old ones
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

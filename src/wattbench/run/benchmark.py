@@ -126,8 +126,10 @@ def register(cfg: RunConfig, result: Result | None, run_dir) -> None:
     if not cfg.register_run or result is None or run_dir is None:
         return
     try:  # history is an index; the run directory is the record
+        from wattbench.report.summary import history_summary
+
         with HistoryStore(cfg.db) as store:
-            store.register(result, run_dir)
+            store.register(result, run_dir, summary=history_summary(result))
     except Exception as e:  # noqa: BLE001 - whatever broke the index, the run stands: say so once
         why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         result.warnings.append(f"{NOT_REGISTERED}: {why}; register it later with "
@@ -206,6 +208,7 @@ def start_result(session: RunSession, run_dir, server, problems: list[str], *, e
         extra=dict(extra or {}),
         sensor_problems=problems,
         tags=list(cfg.tags),
+        config_label=cfg.config_label,
         **fields,
     )
     if session.carbon is not None:

@@ -15,7 +15,7 @@ from wattbench.accounting import thermal_summary
 from wattbench.accounting.level import account_level, add_level_findings, count_source
 from wattbench.clock import now_ns
 from wattbench.errors import Interrupted, LevelFailed, TargetStopped
-from wattbench.load.level import run_level
+from wattbench.load.level import Drain, await_drained, run_level
 from wattbench.load.targets import per_target_summary, run_level_multi
 from wattbench.load.types import LevelSpec
 from wattbench.results import rundir
@@ -37,6 +37,12 @@ LENGTH_OVERRIDE_SEED = 4242
 # prompt is never in the server's prefix cache because of the priming
 PRIME_START = 1 << 40
 PRIME_SEED = 104_729
+# Before each level or trial the server drains what came before (load.level.await_drained): at most
+# DRAIN_E2E_FACTOR requests' time at the run's largest load (the priming's median E2E), within
+# [DRAIN_MIN_S, DRAIN_MAX_S]; past it the level runs, with a finding.
+DRAIN_MIN_S = 10.0
+DRAIN_MAX_S = 120.0
+DRAIN_E2E_FACTOR = 4.0
 
 
 class LevelRunner:
@@ -50,12 +56,53 @@ class LevelRunner:
         self.used = 0  # requests drawn from the workload so far
         self._trials: dict[int, list[LevelResult]] = {}  # level index -> its trials so far
         self.prime_at: tuple[str, float, int, str] | None = None  # run/prime.priming_level, set by the plan
+        self.drain_baseline: float | None = None  # the server's in-flight count before the run's first load
+        self.abandoned = 0  # requests of the last load the client gave up on (timeouts, stalls)
+
+    def server_in_flight(self) -> float | None:
+        """The server's requests running + waiting now, read from its ``/metrics`` (a scrape taken
+        here, kept in the timeline); None when the server reports neither."""
+        sc = self.session.scraper
+        if sc is None or sc.timeline.available is False:
+            return None
+        t = now_ns()
+        sc.scrape_once()
+        for ts, vals in reversed(sc.timeline.scrapes):
+            if ts < t:
+                return None  # this read failed: no count taken after t
+            if "running" in vals or "waiting" in vals:
+                return float(vals.get("running", 0.0)) + float(vals.get("waiting", 0.0))
+        return None
+
+    def drain_limit_s(self) -> float:
+        """How long a level waits for the server to drain (``DRAIN_*``)."""
+        p = self.session.result.noise.priming if self.session.result.noise else None
+        e2e = p.e2e_p50_s if p is not None and p.e2e_p50_s else 0.0
+        return min(DRAIN_MAX_S, max(DRAIN_MIN_S, DRAIN_E2E_FACTOR * e2e))
+
+    def await_drained(self) -> Drain | None:
+        """Before a load: the first one records the server's in-flight count as the baseline (what
+        it serves without this run: 0 on a dedicated server); every later one waits until the server
+        is back to it (``load.level.await_drained``), so no level shares the server with the one
+        before. None for the first load."""
+        if self.drain_baseline is None:
+            n = self.server_in_flight()
+            self.drain_baseline = n if n is not None else 0.0
+            return None
+        d = await_drained(self.server_in_flight, baseline=self.drain_baseline, limit_s=self.drain_limit_s(),
+                          abandoned=self.abandoned)
+        if d.waited_s >= 1.0:
+            what = "drained" if d.drained else f"still had {d.in_flight:g} requests"
+            self.session.emit("phase", name="drain", message=f"waited {d.waited_s:.1f} s for the server to finish "
+                                                               f"the previous load; {what}")
+        return d
 
     def prime_now(self) -> None:
         """Send the run's priming load (``prime_at``), recorded in ``Result.noise``."""
         if self.prime_at is None:
             return
         mode, value, n, reason = self.prime_at
+        self.await_drained()  # the first load: the baseline (after a restart: a fresh engine is idle)
         phase = self.prime(mode, value, n, reason)
         noise = self.session.result.noise
         if noise.priming is None:
@@ -102,6 +149,7 @@ class LevelRunner:
         if k > 0 and cfg.cooldown_s > 0:
             session.emit("phase", name="cooldown", message=f"cooldown {cfg.cooldown_s:g} s before trial {k + 1}")
             time.sleep(cfg.cooldown_s)
+        drain = self.await_drained()  # the server has finished the load before this one
         thermal_before = None
         if session.sampler is not None:
             t = now_ns()
@@ -127,7 +175,9 @@ class LevelRunner:
                 rundir.end_level_spool(session.run_dir, index, k)  # nothing finished: nothing to keep
             raise
         self.used += len(outcome.records)
+        self.abandoned = abandoned_count(outcome.records)
         lv = self._account(index, spec, outcome, k, thermal_before, label_suffix)
+        add_drain_finding(lv, drain, f"trial {k + 1}" if n > 1 else "")
         trials.append(lv)
         self._write_requests(outcome.records, k, index)
         level = self._record(index, [], final=(k == n - 1 or bool(outcome.target_down)))
@@ -146,11 +196,14 @@ class LevelRunner:
         spec.seed += 7919  # its own arrivals
         if num_requests is not None or duration_s is not None:
             spec.num_requests, spec.duration_s = num_requests, duration_s
+        drain = self.await_drained()
         self.session.emit("level_start", index=-2, label=spec.label + label_suffix, total=spec.num_requests,
                           levels=None, trial=1, trials=1, duration_s=spec.duration_s)
         outcome = self._run_one(spec, self._requests(None, None), self._on_progress(-2))
         self.used += len(outcome.records)
+        self.abandoned = abandoned_count(outcome.records)
         lv = self._account(index, spec, outcome, 0, None, label_suffix)
+        add_drain_finding(lv, drain)
         as_record_set(outcome.records).close()  # accounted; not written (its spool goes)
         lv.trial = None
         self.session.emit("level_done", index=-2, level=lv)
@@ -180,6 +233,7 @@ class LevelRunner:
         rs = as_record_set(outcome.records)
         ok = rs.columns("ok")["ok"] if len(rs) else np.zeros(0, bool)
         e2e_s = priming_e2e_s(rs) if len(rs) else None
+        self.abandoned = abandoned_count(rs)
         rs.close()  # nothing of the priming is kept
         session.emit("level_done", index=-1, level=None)
         return PrimingPhase(mode=mode, value=None if value == float("inf") else value, label=spec.label,
@@ -255,6 +309,14 @@ class LevelRunner:
         trials = self._trials[index]
         level = trials[-1]
         level.trials = TrialsBlock.model_validate(analyses.trials_block(trials)) if len(trials) > 1 else None
+        # the level is its last trial with every trial's mean: an earlier trial that shared the server
+        # with the load before it biased that mean, so its finding stays on the level
+        earlier = [f for t in trials[:-1] for f in t.validity.findings if f.kind == "not_drained"]
+        if earlier:
+            from wattbench.accounting.findings import worst
+            from wattbench.accounting.validity import combine
+
+            level.validity = worst(level.validity, combine(earlier))
         levels = session.result.levels
         pos = next((i for i, lv in enumerate(levels) if lv.index == index), None)
         if pos is None:
@@ -268,6 +330,47 @@ class LevelRunner:
         if final:
             session.emit("level_done", index=level.index, level=level)
         return level
+
+
+def add_drain_finding(level: LevelResult, drain: Drain | None, trial: str = "") -> None:
+    """A level (``trial``: which trial of it, "" for the only one) that started before the server
+    had finished the load before it (the wait's limit passed): a ``warn`` finding on every figure,
+    with the count the server still had."""
+    if drain is None or drain.drained is True:
+        return
+    from wattbench.accounting.findings import rule, worst
+    from wattbench.accounting.validity import combine
+
+    which = f"{trial + ' ' if trial else ''}started"
+    if drain.drained is None:  # the server reports no count: only what the client gave up on is known
+        if not drain.abandoned:
+            return
+        f = rule("not_drained", "warn",
+                 f"{which} after the client gave up on {drain.abandoned} requests of the load before it (timeouts, "
+                 "stalls); the server reports no in-flight count, so they may still have been running in it: give "
+                 "--request-timeout longer than a request takes", (),
+                 summary="started after requests the client gave up on, on a server without an in-flight count")
+        level.validity = worst(level.validity, combine([f]))
+        return
+    base = f" (it served {drain.baseline:g} before the run)" if drain.baseline else ""
+    f = rule("not_drained", "warn",
+             f"{which} while the server still had {drain.in_flight:g} requests of the load before it running or "
+             f"waiting after {drain.waited_s:.0f} s{base}: its figures include that load; give the server longer "
+             "between levels (--cooldown S) or look for requests the client gave up on (timeouts)", (),
+             summary="started before the server had drained the load before it")
+    level.validity = worst(level.validity, combine([f]))
+
+
+ABANDONED_ERRORS = ("timeout", "stall")  # requests the client gave up on: an engine may serve them on
+
+
+def abandoned_count(records) -> int:
+    """How many of a load's requests the client gave up on (``ABANDONED_ERRORS``)."""
+    rs = as_record_set(records)
+    if not len(rs):
+        return 0
+    codes = [i for i, lab in enumerate(rs.labels("error")) if lab in ABANDONED_ERRORS]
+    return int(np.isin(rs.columns("error")["error"], codes).sum()) if codes else 0
 
 
 def priming_e2e_s(records) -> float | None:

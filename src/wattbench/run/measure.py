@@ -154,8 +154,11 @@ def _check_command(mcfg: MeasureConfig) -> tuple[str, Path]:
         raise UserError(f"--tool {tool}: choose one of {', '.join(TOOLS)}")
     check_tool_args(tool, mcfg.command)
     exe = mcfg.command[0]
+    path = (cwd / exe) if os.sep in exe and not os.path.isabs(exe) else Path(exe)
+    if os.sep in exe and path.is_dir():
+        raise UserError(f"{exe!r} is a directory, not a command to run")
     found = shutil.which(exe, path=os.environ.get("PATH")) if os.sep not in exe else (
-        exe if os.access(cwd / exe if not os.path.isabs(exe) else exe, os.X_OK) else None)
+        exe if path.is_file() and os.access(path, os.X_OK) else None)
     if not found:
         raise UserError(f"command not found: {exe!r} (give its path, or put it on PATH)")
     if mcfg.window_from is not None and not (cwd / mcfg.window_from).parent.is_dir():
@@ -270,57 +273,171 @@ def _files_before(tool: str, mcfg: MeasureConfig, cwd: Path) -> dict[str, int]:
                                                                      None, existing_only=True)}
 
 
+# The command's output: a line longer than this is kept up to here and marked cut (a child writing
+# 1.5 GB without a newline once raised MemoryError in the reader and wrote a 1.5 GB log); the log
+# stops at LOG_MAX_BYTES, saying so in its last line; the rest is read and dropped.
+LINE_MAX_BYTES = 64 << 10
+LOG_MAX_BYTES = 64 << 20
+PROGRESS_LINE_CHARS = 4000  # of a line, given to the progress callback
+# Stopping the command: its whole process group (the command runs in its own session, so a shell's
+# children are reached too) gets SIGINT, as a Ctrl-C in a terminal would, then SIGTERM, then SIGKILL,
+# each after this long without the group ending.
+STOP_GRACE_S = 5.0
+# After the command ended, its output is read this much longer: a process it left running (detached,
+# or in the background) may hold the pipe open for as long as it runs.
+OUTPUT_DRAIN_S = 2.0
+
+
+class _CommandOutput:
+    """Reads the command's output into ``command.log`` (line and size caps above) and the progress
+    callback, on a thread; ``close`` stops writing at once, even while a process the command left
+    behind still holds the pipe."""
+
+    def __init__(self, stream, log_path: Path, emit) -> None:
+        self.stream, self.emit = stream, emit
+        self.log = open(log_path, "wb")
+        self.lock = threading.Lock()
+        self.closed = False
+        self.written = 0
+        self.thread = threading.Thread(target=self._pump, name="measure-command-output", daemon=True)
+        self.thread.start()
+
+    def _write(self, data: bytes) -> None:
+        with self.lock:
+            if self.closed or self.written > LOG_MAX_BYTES:
+                return
+            if self.written + len(data) > LOG_MAX_BYTES:
+                data = (f"\n[wattbench: command.log stops here, at its cap of {LOG_MAX_BYTES >> 20} MiB; the "
+                        "command's later output is not kept]\n").encode()
+                self.written = LOG_MAX_BYTES + 1
+            else:
+                data = registered().bytes(data)  # no secret of the run or the command's own
+                self.written += len(data)
+            self.log.write(data)
+
+    def _pump(self) -> None:
+        cutting = False  # inside a line longer than LINE_MAX_BYTES: its rest is dropped
+        try:
+            while not self.closed:
+                chunk = self.stream.readline(LINE_MAX_BYTES)
+                if not chunk:
+                    break
+                ended = chunk.endswith(b"\n")
+                if cutting:
+                    cutting = not ended
+                    continue
+                if not ended and len(chunk) >= LINE_MAX_BYTES:
+                    cutting = True
+                    chunk += (f"\n[wattbench: line cut at {LINE_MAX_BYTES >> 10} KiB; the rest of it is not "
+                              "kept]\n").encode()
+                self._write(chunk)
+                if not self.closed:
+                    self.emit("command_output", line=chunk[:PROGRESS_LINE_CHARS].decode(errors="replace").rstrip("\n"))
+        except (OSError, ValueError):  # the pipe closed under the reader
+            pass
+
+    def close(self, wait_s: float) -> bool:
+        """Wait up to ``wait_s`` for the output to end, then stop writing; whether it ended."""
+        self.thread.join(timeout=wait_s)
+        ended = not self.thread.is_alive()
+        with self.lock:
+            self.closed = True
+            self.log.close()
+        if ended:
+            with contextlib.suppress(OSError):
+                self.stream.close()
+        return ended
+
+
+def _start_command(mcfg: MeasureConfig, cwd: Path) -> subprocess.Popen:
+    """The command in its own session (process group = its PID), output piped; one line when it
+    cannot be started."""
+    try:
+        return subprocess.Popen(mcfg.command, cwd=str(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    except OSError as e:
+        raise UserError(f"cannot run {mcfg.command[0]!r}: {e.strerror or e}") from None
+
+
 def _run_command(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: MeasureInfo
                  ) -> tuple[ClockAnchor, int]:
     """Run the command to its end, its output into ``command.log`` (and the progress callback,
-    line by line); power in the progress every second. Ctrl-C stops it (SIGINT, then SIGTERM and
-    SIGKILL by PID) and raises."""
+    line by line); power in the progress every second. Ctrl-C stops it (its process group: SIGINT,
+    then SIGTERM and SIGKILL) and raises."""
     log_path = session.run_dir / "command.log"
     session.emit("phase", name="command", message="running: " + " ".join(info.command))
-    with open(log_path, "wb") as log:
-        info.started_ns = now_ns()
-        proc = subprocess.Popen(mcfg.command, cwd=str(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL)
-
-        def pump() -> None:
-            for line in iter(proc.stdout.readline, b""):
-                log.write(registered().bytes(line))  # no secret of the run or the command's own
-                session.emit("command_output", line=line.decode(errors="replace").rstrip("\n"))
-            proc.stdout.close()
-
-        reader = threading.Thread(target=pump, name="measure-command-output", daemon=True)
-        reader.start()
-        try:
-            while True:
-                try:
-                    rc = proc.wait(timeout=PROGRESS_PERIOD_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    power = session.sampler.latest_power_w() if session.sampler is not None else None
-                    session.emit("progress", index=0, elapsed_s=(now_ns() - info.started_ns) / 1e9, power_w=power)
-        except BaseException:
-            info.ended_ns = now_ns()
-            _stop(proc)
-            reader.join(timeout=10)
-            raise
+    info.started_ns = now_ns()
+    proc = _start_command(mcfg, cwd)
+    output = _CommandOutput(proc.stdout, log_path, session.emit)
+    try:
+        while True:
+            try:
+                rc = proc.wait(timeout=PROGRESS_PERIOD_S)
+                break
+            except subprocess.TimeoutExpired:
+                power = session.sampler.latest_power_w() if session.sampler is not None else None
+                session.emit("progress", index=0, elapsed_s=(now_ns() - info.started_ns) / 1e9, power_w=power)
+    except BaseException:
         info.ended_ns = now_ns()
-        end_anchor = ClockAnchor.take()
-        reader.join(timeout=60)
+        _stop(proc)
+        output.close(OUTPUT_DRAIN_S)
+        raise
+    info.ended_ns = now_ns()
+    end_anchor = ClockAnchor.take()
+    if not output.close(OUTPUT_DRAIN_S):
+        info.notes.append("a process the command left running still held its output when it ended; what it "
+                          "wrote after that is not in command.log")
     info.exit_code = rc
     return end_anchor, rc
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop the command by PID: SIGINT (as a Ctrl-C would), SIGTERM after 10 s, SIGKILL after 10 more."""
-    import signal
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still running (zombies, which only wait to be reaped,
+    do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        return True
+    for d in proc_dir.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] != "Z":
+            return True
+    return False
 
+
+def _stop(proc: subprocess.Popen, grace_s: float | None = None) -> None:
+    """Stop the command and every process of its group: SIGINT (as a Ctrl-C would), SIGTERM after
+    ``STOP_GRACE_S``, SIGKILL after as long again."""
+    import signal
+    import time
+
+    grace = STOP_GRACE_S if grace_s is None else grace_s
+    pgid = proc.pid  # start_new_session: the command leads its own group
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-        if proc.poll() is not None:
+        proc.poll()  # reap the command itself once it ended
+        if not _group_alive(pgid):
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            proc.poll()
+            if not _group_alive(pgid):
+                break
+            time.sleep(0.05)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
 
 
 # ---------------------------------------------------------------------------------- levels

@@ -114,6 +114,7 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
         if cfg.prime and runner.is_trace:
             result.warnings.append("not primed: a trace replays its own load")
         runner.prime_at = prime_at
+        _calibrate(result, runner)  # prompt lengths fitted to the server first: the priming sends them too
         runner.prime_now()
         from wattbench.run.prime import unmeasurable
 
@@ -214,6 +215,24 @@ def _noise_of(fig: dict, objective: str):
 def _window_s(fig: dict) -> float | None:
     w = fig.get("window") or {}
     return w.get("duration_s")
+
+
+def _calibrate(result: Result, runner) -> None:
+    """Without a tokenizer: synthetic prompt lengths fitted to the server's count
+    (``run/prime.calibrate_prompts``), recorded in the result before anything is measured."""
+    from wattbench.run.prime import calibrate_prompts
+
+    if not hasattr(runner, "session"):  # a test's stand-in runner
+        return
+    cal = calibrate_prompts(runner)
+    if cal is None:
+        return
+    result.prompt_calibration = cal
+    if cal.used:
+        result.prompt_length_source = runner.workload.token_source
+        if result.workload is not None:
+            result.workload.token_source = runner.workload.token_source
+            result.workload.tokenizer = runner.workload.ts.describe()
 
 
 def _history_check(cfg: RunConfig, result: Result, runner) -> None:

@@ -39,7 +39,7 @@ from wattbench.metrics.noise import INCONCLUSIVE, repeat_check
 from wattbench.report.labels import short_label_text
 from wattbench.report.numbers import fmt
 from wattbench.results.configuration import level_figure
-from wattbench.results.schema import HistoryCheck, LevelResult, PrimingPhase
+from wattbench.results.schema import HistoryCheck, LevelResult, PromptCalibration  # noqa: F401, PrimingPhase
 
 PRIME_MIN_REQUESTS = 8
 PRIME_ROUNDS = 2
@@ -173,3 +173,97 @@ def judge(first: LevelResult, repeat: LevelResult | None) -> HistoryCheck:
         hc.text = f"history check {lbl}: {both}, within noise ±{chk.bound_pct:.1f}% — {when} ({chk.basis})"
     return hc
 
+
+# ---------------------------------------------------------------- prompt lengths without a tokenizer
+
+CALIBRATION_START = 1 << 41  # where the run's asked lengths are sampled from (its own draws, not sent)
+CALIBRATION_INDEX = 100  # the probes' indices (3 digits, as a run's measured requests mostly have)
+CALIBRATION_STREAM = 11  # the probes' generator stream: their tags and word orders are their own
+CALIBRATION_PROBES = 12  # probe prompts per length
+CALIBRATION_MIN_TOKENS = 8
+CALIBRATION_SEED = 6_151
+
+
+def calibrate_prompts(runner) -> "PromptCalibration | None":
+    """Fit synthetic prompt lengths to the server's own token count when there is no tokenizer
+    (docs/workloads.md, "Prompt lengths without a tokenizer").
+
+    Without ``--tokenizer`` and without a server ``/tokenize`` a prompt of N tokens is N × 0.75
+    random words, and servers count those words differently (+58% on the H200's transformers serve,
+    −25% on the scripted server): every level was ``warn`` for prompt length. Before the first level
+    (and its priming) the run sends ``CALIBRATION_PROBES`` one-token requests at each of two lengths
+    — half the workload's median asked length and the median — built exactly as the run's prompts
+    are (tag, head, shared prefix), reads the server's ``usage.prompt_tokens`` of each, and fits
+    ``tokens = a · words + b`` through the two lengths' means (``b``: the chat template, BOS and the
+    tag, the same for every prompt). From then on a prompt of N tokens has ``(N − b) / a`` words
+    (``ApproxTokenizer.calibrate``) and the run's prompt lengths read ``calibrated``; the levels'
+    check (``accounting.level_findings.input_length_finding``) still compares every request with
+    the server's count. Nothing of it is measured; ``Result.prompt_calibration`` records the probes,
+    the fit and, when it was not possible (no usage in the answers), why. Only a synthetic workload
+    with the approximate source is calibrated: a tokenizer or ``/tokenize`` is exact and stays the
+    first choice; a dataset's prompts are the user's."""
+    from wattbench.load.types import LevelSpec
+    from wattbench.results.recordset import NONE, as_record_set
+    from wattbench.results.schema import PromptCalibration
+    from wattbench.workload.base import RequestSpec
+    from wattbench.workload.synthetic import request_rng
+    from wattbench.workload.tokenizer import ApproxTokenizer
+
+    session, wl = runner.session, runner.workload
+    cfg = session.config
+    ts = getattr(wl, "ts", None)
+    if (not cfg.calibrate_prompts or not isinstance(ts, ApproxTokenizer) or ts.calibration is not None
+            or not hasattr(wl, "recalibrated")):
+        return None
+    asked = sorted(int(x.input_tokens) for x in wl.specs(64, start=CALIBRATION_START) if x.input_tokens)
+    if not asked:
+        return None
+    med = asked[len(asked) // 2]
+    lengths = sorted({max(CALIBRATION_MIN_TOKENS, int(round(med / 2))), max(CALIBRATION_MIN_TOKENS, med)})
+    probes: list[RequestSpec] = []
+    words: dict[int, int] = {}
+    for j, n in enumerate(lengths):
+        for k in range(CALIBRATION_PROBES):
+            # a tag like the measured requests' (their indices run from 0; a digit can be a token), from
+            # a generator of its own (stream): never the prompt of a measured request
+            idx = CALIBRATION_INDEX + j * CALIBRATION_PROBES + k
+            prompt = wl.builder.unique_prompt(n, idx, request_rng(wl.seed, idx, stream=CALIBRATION_STREAM),
+                                              head=wl.head, shared=wl.shared)
+            words.setdefault(n, len(prompt.split()))
+            probes.append(RequestSpec(prompt=prompt, max_tokens=1, input_tokens=n, token_source=ts.source,
+                                      min_tokens=1, tags={"workload": "prompt calibration", "index": idx}))
+    cal = PromptCalibration(probes=len(probes), lengths=lengths, words=[words[n] for n in lengths])
+    spec = LevelSpec(index=0, mode="concurrency", value=min(4, len(probes)), num_requests=len(probes),
+                     seed=cfg.seed + CALIBRATION_SEED, workers=1, stop_when_oversaturated=False)
+    session.emit("phase", name="calibrate", message=f"calibrating prompt lengths: {len(probes)} one-token requests "
+                                                    "(no tokenizer; not measured)")
+    outcome = runner._run_one(spec, iter(probes), lambda p: None)
+    rs = as_record_set(outcome.records)
+    c = rs.columns("ok", "input_tokens", "requested_input_tokens") if len(rs) else None
+    rs.close()
+    xs, ys = [], []
+    for n in lengths:
+        if c is None:
+            break
+        m = c["ok"] & (c["input_tokens"] != NONE) & (c["requested_input_tokens"] == n)
+        if m.any():
+            cal.counted += int(m.sum())
+            xs.append(words[n])
+            ys.append(float(c["input_tokens"][m].mean()))
+    cal.server_tokens = ys
+    if not xs:
+        cal.reason = ("the server's answers carried no usage.prompt_tokens: prompt lengths stay the 0.75 "
+                      "words-per-token guess; give --tokenizer PATH for exact lengths")
+        return cal
+    if len(xs) == 2 and xs[1] != xs[0] and ys[1] > ys[0]:
+        a = (ys[1] - ys[0]) / (xs[1] - xs[0])
+        b = ys[0] - a * xs[0]
+    else:  # one length (or counts that do not grow with words): a ratio through the origin
+        a, b = sum(ys) / sum(xs), 0.0
+    ts.calibrate(a, b, probes=len(probes), lengths=lengths)
+    wl.recalibrated()
+    cal.used, cal.tokens_per_word, cal.overhead_tokens = True, a, b
+    cal.reason = (f"{cal.counted} probes counted by the server: {a:.3f} tokens per word + {b:.1f} "
+                  f"(asked {', '.join(str(n) for n in lengths)} tokens: {', '.join(str(w) for w in cal.words)} "
+                  f"words, the server counted {', '.join(f'{y:.1f}' for y in ys)})")
+    return cal

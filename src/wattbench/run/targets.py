@@ -13,6 +13,7 @@ from wattbench.load.types import TargetSpec
 from wattbench.results.schema import ServerInfo
 from wattbench.run.session import RunSession
 from wattbench.server.detect import detect_server, merge_launched, reuses_connections
+from wattbench.server.identity import target_of
 from wattbench.server.openai import check_load_endpoint, check_model_answers, check_target, normalize_base_url
 from wattbench.server.redact import body_secrets, combine_credentials, secret_values, url_secrets
 
@@ -81,7 +82,7 @@ def resolve_targets(session: RunSession, run_dir) -> Targets:
                                              redirects=redirects))
     if launched_model is not None and model not in models:
         asyncio.run(check_model_answers(base_url, key, model, cfg.api))  # a real request, not the listing
-    server = asyncio.run(detect_server(base_url, key, redirects=redirects))
+    server = asyncio.run(detect_server(base_url, key, redirects=redirects, model=model))
     extra_keys: dict[str, str | None] = {}
     for u in cfg.targets:
         clean, k = combine_credentials(u, api_key(cfg))
@@ -96,6 +97,9 @@ def resolve_targets(session: RunSession, run_dir) -> Targets:
     server.base_url = base_url
     server.model = model
     server.models = models
+    if server.identity is not None:  # what the run measured: this model, these replicas
+        server.identity.model = model
+        server.identity.replicas = sorted({t for t in (target_of(u) for u in extra_urls) if t})
     specs = [_spec(cfg, base_url, model, key, server)] + [
         _spec(cfg, u, model, extra_keys[u], si) for u, si in zip(extra_urls, extra_servers)]
     server.output_length_forced = bool(specs[0].extra_body)

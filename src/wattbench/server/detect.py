@@ -29,6 +29,7 @@ from typing import Any
 from wattbench.errors import TargetError
 from wattbench.results.schema import ServerInfo
 from wattbench.server import origin
+from wattbench.server.identity import build_identity
 from wattbench.server.redact import redact_url
 
 PROBE_TIMEOUT_S = 5.0
@@ -123,10 +124,11 @@ def metric_engine(metrics_text: str) -> str | None:
 
 
 async def detect_server(base_url_v1: str, api_key: str | None = None,
-                        redirects: list[str] | None = None) -> ServerInfo:
-    """Probe ``base_url_v1`` (ending in ``/v1``) and describe the server. Raises TargetError when
-    it cannot be reached or refuses the key. Redirects met (followed on the same host, refused to
-    another) are appended to ``redirects``."""
+                        redirects: list[str] | None = None, model: str | None = None) -> ServerInfo:
+    """Probe ``base_url_v1`` (ending in ``/v1``) and describe the server, with its identity
+    (``server/identity``: ``model`` is the served model the run uses, else the first listed). Raises
+    TargetError when it cannot be reached or refuses the key. Redirects met (followed on the same
+    host, refused to another) are appended to ``redirects``."""
     import aiohttp
 
     root = root_of(base_url_v1)
@@ -135,11 +137,12 @@ async def detect_server(base_url_v1: str, api_key: str | None = None,
         paths = ("/v1/models", "/version", "/get_server_info", "/info", "/props", "/health", "/metrics")
         results = await asyncio.gather(*[_get(s, root + p, redirects) for p in paths])
     r = dict(zip(paths, results))
-    return classify(root, r)
+    return classify(root, r, model)
 
 
-def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]]) -> ServerInfo:
-    """Turn probe results (path -> (status, headers, body)) into a ServerInfo."""
+def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]], model: str | None = None) -> ServerInfo:
+    """Turn probe results (path -> (status, headers, body)) into a ServerInfo, its identity made
+    from the same answers (``server/identity``)."""
     models_status, models_headers, models_body = r["/v1/models"]
     if models_status == 0 and all(v[0] == 0 for v in r.values()):
         raise TargetError(f"cannot reach {root}: is the server running and the URL right?")
@@ -246,6 +249,7 @@ def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]]) -> Serv
         info.stream_batching = {"stream_interval": 1}
     info.max_model_len = _count(max_len)
     info.effective_config = eff
+    info.identity = build_identity(root + "/v1", engine, r, model if model in models else info.model, info.version)
     return info
 
 
@@ -263,6 +267,9 @@ def merge_launched(launched: ServerInfo, detected: ServerInfo) -> ServerInfo:
         out.effective_config.setdefault(k, v)
     for k, v in detected.stream_batching.items():
         out.stream_batching.setdefault(k, v)
+    if detected.identity is not None:  # a launched engine's port changes with every start: not its identity
+        out.identity = detected.identity.model_copy(update={"target": None, "launched": out.engine,
+                                                            "engine": out.engine, "version": out.version})
     return out
 
 

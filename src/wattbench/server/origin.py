@@ -18,8 +18,18 @@ benchmark to another host silently. So no client follows redirects on its own
 
 ``request(session, method, url, ...)`` is the aiohttp form (an async context manager yielding the
 final response), ``urlopen(req, ...)`` the urllib form (``urllib.request.urlopen``'s signature).
-Credentials in URLs are stripped by ``redact.split_url_credentials`` before a request is built;
-messages show URLs through ``redact.redact_url``.
+- a redirect whose ``Location`` carries credentials (``http://user:password@same-host/…``) is
+  refused as well (``CredentialRedirect``, a ``CrossOriginRedirect``): a request carries the
+  credentials the user gave, never ones a server names (aiohttp would refuse to combine them with
+  the ``Authorization`` header, with a traceback). A ``Location`` the parser refuses is refused.
+
+URLs are judged by the HTTP client's own parser (``yarl.URL``, the WHATWG-style reading aiohttp
+sends with), never by ``urllib.parse`` (which reads ``http://a\\@b/`` as another host than a
+browser does): ``request`` parses each URL once and sends the very ``URL`` object it judged;
+``urlopen`` (urllib sends with its own parser) refuses a redirect that ``urllib.parse`` would read
+as another origin than yarl does. Credentials in URLs are stripped by
+``redact.split_url_credentials`` before a request is built; messages show URLs through
+``redact.redact_url``.
 """
 
 from __future__ import annotations
@@ -27,12 +37,15 @@ from __future__ import annotations
 import contextlib
 import urllib.request
 from typing import Any, AsyncIterator
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
+
+from yarl import URL
 
 from wattbench.errors import TargetError
 from wattbench.server.redact import redact_url
 
-__all__ = ["REDIRECT_STATUSES", "MAX_REDIRECTS", "CrossOriginRedirect", "TooManyRedirects", "origin",
+__all__ = ["REDIRECT_STATUSES", "MAX_REDIRECTS", "CrossOriginRedirect", "CredentialRedirect", "TooManyRedirects",
+           "origin", "parse_url",
            "same_origin", "next_hop", "request", "read_body", "urlopen"]
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -40,8 +53,32 @@ MAX_REDIRECTS = 5  # same-origin hops; a loop ends here with TooManyRedirects
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-def origin(url: str) -> tuple[str, str, int | None]:
-    """``(scheme, host, port)`` of a URL, lower-cased, the default port filled in."""
+def parse_url(url: "str | URL") -> URL | None:
+    """``url`` as the HTTP client reads it (``yarl.URL``); None when it refuses it."""
+    if isinstance(url, URL):
+        return url
+    try:
+        return URL(str(url).strip())
+    except (ValueError, TypeError):
+        return None
+
+
+def origin(url: "str | URL") -> tuple[str, str, int | None]:
+    """``(scheme, host, port)`` of a URL as the HTTP client reads it (``yarl``), lower-cased, the
+    default port filled in; ``("", url, None)`` for a URL it refuses or a relative one."""
+    u = parse_url(url)
+    if u is None or not u.is_absolute():
+        return ("", str(url), None)
+    scheme = (u.scheme or "").lower()
+    try:
+        port = u.port
+    except ValueError:
+        return ("", str(url), None)
+    return scheme, (u.host or "").lower(), port if port is not None else _DEFAULT_PORTS.get(scheme)
+
+
+def _urllib_origin(url: str) -> tuple[str, str, int | None]:
+    """The origin ``urllib`` would send a request to (its own parser)."""
     try:
         p = urlsplit(str(url))
         port = p.port
@@ -73,6 +110,18 @@ class CrossOriginRedirect(TargetError):
             f"{_shown(origin(location))}); point the URL at the server that answers")
 
 
+class CredentialRedirect(CrossOriginRedirect):
+    """A redirect whose ``Location`` names credentials (``user:password@``) or that the HTTP
+    client's parser cannot read; nothing was sent there."""
+
+    def __init__(self, url: str, location: str, status: int, why: str = "with credentials in it (user:password@)"):
+        self.url, self.location, self.status = url, location, status
+        TargetError.__init__(
+            self, f"{redact_url(url)} redirects (HTTP {status}) to {redact_url(location) or '<no URL>'} {why}: "
+                  "wattbench sends only the credentials it was given, and only to the URL it was given; point the "
+                  "URL at the server that answers")
+
+
 class TooManyRedirects(TargetError):
     """More than ``MAX_REDIRECTS`` same-origin hops (a loop)."""
 
@@ -81,16 +130,32 @@ class TooManyRedirects(TargetError):
         super().__init__(f"{redact_url(url)} redirected {hops} times within its own host; give the final URL")
 
 
-def next_hop(url: str, status: int, location: str | None) -> str | None:
-    """Where a response sends the client next: ``None`` when it is not a redirect (or names no
-    ``Location``), the absolute URL when it stays on ``url``'s origin; a redirect to another origin
-    raises ``CrossOriginRedirect``."""
+def judge(url: "str | URL", status: int, location: str | None) -> URL | None:
+    """Where a response sends the client next, as the ``URL`` it will be sent to: ``None`` when it
+    is not a redirect (or names no ``Location``), the absolute URL when it stays on ``url``'s origin
+    with no credentials in it; another origin raises ``CrossOriginRedirect``, credentials in the
+    ``Location`` (or one the parser refuses) ``CredentialRedirect``."""
     if status not in REDIRECT_STATUSES or not location:
         return None
-    target = urljoin(str(url), location.strip())
-    if not same_origin(str(url), target):
-        raise CrossOriginRedirect(str(url), target, status)
+    base = parse_url(url)
+    loc = parse_url(location)
+    try:
+        target = base.join(loc) if base is not None and loc is not None else None
+    except ValueError:
+        target = None
+    if target is None or not target.is_absolute():
+        raise CredentialRedirect(str(url), location, status, "that the HTTP client cannot read")
+    if not same_origin(base, target):
+        raise CrossOriginRedirect(str(url), str(target), status)
+    if target.user is not None or target.password is not None or "@" in (target.raw_authority or ""):
+        raise CredentialRedirect(str(url), str(target), status)
     return target
+
+
+def next_hop(url: "str | URL", status: int, location: str | None) -> str | None:
+    """``judge`` as a string (the urllib form)."""
+    target = judge(url, status, location)
+    return None if target is None else str(target)
 
 
 def _hop_method(status: int, method: str) -> tuple[str, bool]:
@@ -109,10 +174,13 @@ async def request(session: Any, method: str, url: str, *, redirects: list[str] |
     and released afterwards. aiohttp's own errors propagate."""
     kw["allow_redirects"] = False
     method = method.upper()
+    parsed = parse_url(url)
+    if parsed is not None and parsed.is_absolute():
+        url = parsed  # judged and sent as one parsed URL (aiohttp takes the yarl.URL as it is)
     for _ in range(MAX_REDIRECTS + 1):
         resp = await session.request(method, url, **kw)
         try:
-            hop = next_hop(url, resp.status, resp.headers.get("Location"))
+            hop = judge(url, resp.status, resp.headers.get("Location"))
         except BaseException:
             resp.release()
             raise
@@ -124,13 +192,13 @@ async def request(session: Any, method: str, url: str, *, redirects: list[str] |
             return
         resp.release()
         if redirects is not None:
-            redirects.append(f"{method} {redact_url(url)} -> {redact_url(hop)} (HTTP {resp.status})")
+            redirects.append(f"{method} {redact_url(str(url))} -> {redact_url(str(hop))} (HTTP {resp.status})")
         method, keep_body = _hop_method(resp.status, method)
         if not keep_body:
             kw.pop("data", None)
             kw.pop("json", None)
         url = hop
-    raise TooManyRedirects(url, MAX_REDIRECTS, resp.status)
+    raise TooManyRedirects(str(url), MAX_REDIRECTS, resp.status)
 
 
 async def read_body(resp: Any, limit: int) -> bytes:
@@ -171,6 +239,9 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         try:
             hop = next_hop(req.full_url, code, newurl)  # raises for another origin
+            if hop is not None and _urllib_origin(hop) != origin(hop):  # urllib would read another host
+                raise CredentialRedirect(req.full_url, hop, code, "that urllib and the HTTP client read as "
+                                                                  "different hosts")
         except CrossOriginRedirect:
             fp.close()
             raise

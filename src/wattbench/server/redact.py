@@ -53,7 +53,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["BasicCredential", "split_url_credentials", "redact_url", "redact_headers", "redact_text",
            "authorization", "combine_credentials", "secret_forms", "is_secret_header", "redact_argv",
-           "secret_values", "url_secrets", "body_secrets", "redact_body", "argv_secrets", "env_secrets", "Scrubber", "register_secrets", "registered", "scrub", "guard_std_streams", "MASK",
+           "secret_values", "url_secrets", "body_secrets", "redact_body", "argv_secrets", "env_secrets",
+           "is_secret_setting", "Scrubber", "register_secrets", "registered", "scrub", "guard_std_streams", "MASK",
            "REDACTED", "MIN_SECRET", "MIN_HEADER_SECRET"]
 
 MASK = "***"
@@ -70,6 +71,12 @@ _SECRET_VALUE = re.compile(r"^\s*(bearer|basic|token|digest|apikey|key)\s+\S", r
 MIN_SECRET = 3  # shorter values are not masked (a one-letter password would mask every such letter)
 B64_CORE_MIN = 8  # a base64 core shorter than this (a secret under ~7 bytes) would match by chance
 MIN_HEADER_SECRET = 8  # a header found secret by its name alone (X-Auth-Mode: none is no credential)
+
+
+def is_secret_setting(name: str) -> bool:
+    """Whether a server setting's name can carry a credential (``api_key``, ``admin_api_key``,
+    ``hf_token``, ``ssl_keyfile_password``...): the command-line rule, so ``max_total_tokens`` stays."""
+    return bool(_SECRET_FLAG.search(name))
 
 
 def is_secret_header(name: str, value: str, marked: Iterable[str] = ()) -> bool:

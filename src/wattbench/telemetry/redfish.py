@@ -31,8 +31,9 @@ from wattbench.errors import SensorError, TargetError
 from wattbench.server import origin
 from wattbench.server.redact import redact_url
 
-MAX_ANSWER_BYTES = 16 << 20  # of one Redfish resource (they are a few KB)
 from wattbench.telemetry.base import Channel, Reading, Sensor
+
+MAX_ANSWER_BYTES = 16 << 20  # of one Redfish resource (they are a few KB)
 
 
 def load_credentials(cred_file: str | None = None, env: dict | None = None) -> tuple[str, str] | None:

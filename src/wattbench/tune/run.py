@@ -340,7 +340,8 @@ def _repeats(cfg, t, d, evaluate, gpu, progress, t0) -> None:
         if not sc.needs_repeat(a, b, cfg.objective, cfg.noise_pct, pl, ia, ib):
             return
         if cfg.max_minutes is not None and (time.monotonic() - t0) / 60.0 >= cfg.max_minutes:
-            t.warnings.append("the best two configurations are within the noise and the time budget is spent")
+            t.warnings.append("the best two configurations are within the noise (or the noise cannot yet tell them "
+                              "apart) and the time budget is spent")
             return
         for i in (ia, ib):
             orig = t.trials[i]

@@ -38,6 +38,19 @@ from typing import Any, Mapping
 from wattbench.errors import UserError
 
 GPU_AXES = ("power-limit", "sm-clocks")
+
+# What a space may hold, checked before anything is enumerated (a space is tried one engine start per
+# configuration: even the largest cap here is weeks of tuning). A million-value axis, or 30 axes of
+# 10 values, hung the tune for minutes while it listed them; a YAML file of nested aliases (a
+# "billion laughs") expanded to 666 MB.
+MAX_AXIS_VALUES = 1000  # values of one axis (a range: its count, computed before it is listed)
+MAX_CONFIGURATIONS = 10_000  # the product of the axes' value counts
+MAX_SPACE_FILE_BYTES = 64 << 10  # a space file is a few lines; the pure-Python safe loader reads 64 KiB in ~1 s
+MAX_YAML_ALIASES = 64  # a space file may reuse a value with an anchor; not build one from thousands
+MAX_SPACE_NODES = 100_000  # values, lists and mappings of the file once its aliases are expanded
+MAX_VALUE_CHARS = 256
+MAX_SPACE_SCALARS = 4000  # values written in the file (the loader is pure Python: ~1 s for 64 KiB of them)
+MAX_SPACE_DEPTH = 16  # axes: NAME: {when: {A: [..]}} is 4 deep
 DEFAULT = "default"  # the value that leaves an argument out
 
 # Engine arguments worth trying, per engine. Switches name their "off" form where the engine has one.
@@ -126,6 +139,20 @@ class Space:
         return len(self.configurations())
 
 
+def check_size(space: Space, where: str) -> None:
+    """One line when the space holds more configurations than a tune can try, counted by
+    multiplying the axes' value counts — before any is listed."""
+    n = 1
+    for a in space.axes:
+        n *= len(a.values)
+        if n > MAX_CONFIGURATIONS:
+            total = math.prod(len(x.values) for x in space.axes)
+            size = f"{total:,}" if total < 10**12 else f"about 1e{len(str(total)) - 1}"
+            raise UserError(f"{where}: {len(space.axes)} axes of {', '.join(str(len(x.values)) for x in space.axes[:6])}"
+                            f"{', …' if len(space.axes) > 6 else ''} values make {size} configurations, more than "
+                            f"the {MAX_CONFIGURATIONS:,} a tune tries; use fewer axes or values")
+
+
 def config_key(config: Mapping[str, Any]) -> str:
     """A stable identity of a configuration (sorted JSON)."""
     return json.dumps({k: config[k] for k in sorted(config)}, sort_keys=True, default=str)
@@ -159,19 +186,32 @@ def parse_axis(text: str) -> Axis:
         raise UserError(f"--axis {text!r}: expected NAME=V1,V2,… e.g. --axis max-num-seqs=64,128,256")
     name, vals = text.split("=", 1)
     name = name.strip().lstrip("-")
+    if vals.count(",") >= MAX_AXIS_VALUES:
+        raise UserError(f"--axis {name[:40]}: more than {MAX_AXIS_VALUES} values; use fewer")
     values = [parse_value(v) for v in vals.split(",") if v.strip()]
     return _axis(name, values, {}, f"--axis {text!r}")
 
 
 def _axis(name: str, values: list, when: dict, where: str) -> Axis:
     if not name or not all(c.isalnum() or c in "-_" for c in name):
-        raise UserError(f"{where}: axis name {name!r} must be an engine flag name like max-num-seqs")
+        raise UserError(f"{where}: axis name {_short(name)} must be an engine flag name like max-num-seqs")
     if not values:
         raise UserError(f"{where}: axis {name} has no values")
+    if len(values) > MAX_AXIS_VALUES:
+        raise UserError(f"{where}: axis {name} has {len(values):,} values, more than {MAX_AXIS_VALUES}; use fewer")
     vals = []
+    seen = set()
     for v in values:
         v = DEFAULT if v is None else v
-        if v not in vals:
+        if isinstance(v, float) and not math.isfinite(v):
+            raise UserError(f"{where}: axis {name}: value {v!r} is not a finite number")
+        if not isinstance(v, (str, int, float, bool)):
+            raise UserError(f"{where}: axis {name}: value {_short(v)} is not a number, a word, true/false or default")
+        if isinstance(v, str) and len(v) > MAX_VALUE_CHARS:
+            raise UserError(f"{where}: axis {name}: a value of {len(v):,} characters (at most {MAX_VALUE_CHARS})")
+        key = (type(v) is bool, v)
+        if key not in seen:
+            seen.add(key)
             vals.append(v)
     if name in GPU_AXES:
         for v in vals:
@@ -180,27 +220,113 @@ def _axis(name: str, values: list, when: dict, where: str) -> Axis:
     return Axis(name, vals, {k: (list(w) if isinstance(w, list) else [w]) for k, w in when.items()})
 
 
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _range(name: str, spec: Mapping, where: str) -> list:
+    """The values of ``{min, max, step}`` or ``{min, max, factor}``: finite, ordered, at most
+    ``MAX_AXIS_VALUES`` of them (counted before they are listed)."""
     lo, hi = spec.get("min"), spec.get("max")
-    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)) or hi < lo:
-        raise UserError(f"{where}: axis {name}: a range needs numbers min <= max, got min={lo!r} max={hi!r}")
+    if not _number(lo) or not _number(hi) or hi < lo:
+        raise UserError(f"{where}: axis {name}: a range needs finite numbers min <= max, got min={_short(lo)} "
+                        f"max={_short(hi)}")
     if "factor" in spec:
         f = spec["factor"]
-        if not isinstance(f, (int, float)) or f <= 1 or lo <= 0:
-            raise UserError(f"{where}: axis {name}: factor must be > 1 with min > 0")
+        if not _number(f) or f <= 1 or lo <= 0:
+            raise UserError(f"{where}: axis {name}: factor must be a finite number > 1 with min > 0")
+        count = (math.log(hi) - math.log(lo)) / math.log(f)
+        n = int(math.floor(count + 1e-9)) + 1 if math.isfinite(count) else MAX_AXIS_VALUES + 1
+        if n > MAX_AXIS_VALUES:
+            raise UserError(f"{where}: axis {name}: range gives {n:,} values (at most {MAX_AXIS_VALUES}); "
+                            "use a larger factor")
         out, v = [], lo
-        while v <= hi * (1 + 1e-9):
+        while v <= hi * (1 + 1e-9) and len(out) < n:
             out.append(int(round(v)) if isinstance(lo, int) and isinstance(f, int) else v)
             v *= f
         return out
     step = spec.get("step")
-    if not isinstance(step, (int, float)) or step <= 0:
-        raise UserError(f"{where}: axis {name}: a range needs step > 0 or factor > 1")
-    n = int(math.floor((hi - lo) / step + 1e-9)) + 1
-    if n > 1000:
-        raise UserError(f"{where}: axis {name}: range gives {n} values; use a coarser step")
+    if not _number(step) or step <= 0:
+        raise UserError(f"{where}: axis {name}: a range needs a finite step > 0 or factor > 1")
+    count = (hi - lo) / step
+    if not math.isfinite(count) or count + 1 > MAX_AXIS_VALUES:
+        raise UserError(f"{where}: axis {name}: range gives more than {MAX_AXIS_VALUES} values; use a coarser step")
+    n = int(math.floor(count + 1e-9)) + 1
     ints = all(isinstance(x, int) for x in (lo, hi, step))
     return [lo + i * step if ints else round(lo + i * step, 10) for i in range(n)]
+
+
+def _short(v) -> str:
+    t = repr(v)
+    return t if len(t) <= 60 else t[:60] + "…"
+
+
+def _parse_space_text(p: Path) -> Any:
+    """The space file's data: at most ``MAX_SPACE_FILE_BYTES``, UTF-8, JSON (nesting capped) or
+    YAML through the safe loader with at most ``MAX_YAML_ALIASES`` aliases and at most
+    ``MAX_SPACE_NODES`` values once they are expanded; one line otherwise."""
+    from wattbench.results.jsonfile import loads_bounded, read_bounded
+
+    try:
+        raw = read_bounded(p, MAX_SPACE_FILE_BYTES)
+    except OSError as e:
+        raise UserError(f"space file {p}: cannot be read ({e.strerror or e})") from None
+    except ValueError as e:
+        raise UserError(f"space file {p}: {e}; a space file is a few lines") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"space file {p}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    try:
+        if p.suffix.lower() == ".json":
+            data = loads_bounded(text)
+        else:
+            import yaml
+
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: fast, and refuses deep nesting
+            aliases = depth = scalars = 0
+            for event in yaml.parse(text, Loader=loader):  # events only: nothing is built yet
+                if isinstance(event, yaml.ScalarEvent):
+                    scalars += 1
+                    if scalars > MAX_SPACE_SCALARS:
+                        raise UserError(f"space file {p}: more than {MAX_SPACE_SCALARS:,} values; a space is a few "
+                                        "axes of a few values")
+                elif isinstance(event, yaml.AliasEvent):
+                    aliases += 1
+                    if aliases > MAX_YAML_ALIASES:
+                        raise UserError(f"space file {p}: more than {MAX_YAML_ALIASES} YAML aliases (*name); "
+                                        "write the values out")
+                elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                    depth += 1
+                    if depth > MAX_SPACE_DEPTH:
+                        raise UserError(f"space file {p}: nested more than {MAX_SPACE_DEPTH} levels deep")
+                elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                    depth -= 1
+            data = yaml.safe_load(text)
+    except UserError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any parse error is bad input
+        msg = " ".join(str(e).split())[:200] or type(e).__name__
+        raise UserError(f"space file {p}: cannot parse ({msg})") from None
+    _check_expanded_size(data, p)
+    return data
+
+
+def _check_expanded_size(data: Any, p: Path) -> None:
+    """Count the file's values as the loader expanded them (an alias counted each time it is
+    used), stopping at the cap: a document of nested aliases is refused without being walked."""
+    stack, n = [data], 0
+    while stack:
+        x = stack.pop()
+        n += 1
+        if n > MAX_SPACE_NODES:
+            raise UserError(f"space file {p}: it expands to more than {MAX_SPACE_NODES:,} values (YAML aliases?); "
+                            "a space is a few axes of a few values")
+        if isinstance(x, Mapping):
+            stack.extend(x.keys())
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
 
 
 def load_space_file(path: str | Path) -> Space:
@@ -210,16 +336,7 @@ def load_space_file(path: str | Path) -> Space:
         from wattbench.errors import not_a_file_reason
 
         raise UserError(f"space file {p}: {not_a_file_reason(p)}")
-    text = p.read_text()
-    try:
-        if p.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
-    except Exception as e:  # noqa: BLE001 - any parse error is bad input
-        raise UserError(f"space file {p}: cannot parse ({str(e).splitlines()[0]})") from None
+    data = _parse_space_text(p)
     if not isinstance(data, Mapping) or not isinstance(data.get("axes"), Mapping) or not data["axes"]:
         raise UserError(f"space file {p}: expected a mapping with 'axes: {{NAME: [values] | {{min, max, step}}}}'")
     axes: list[Axis] = []
@@ -227,8 +344,13 @@ def load_space_file(path: str | Path) -> Space:
         where = f"space file {p}"
         when: dict = {}
         if isinstance(spec, Mapping):
-            when = dict(spec.get("when") or {})
+            w = spec.get("when") or {}
+            if not isinstance(w, Mapping):
+                raise UserError(f"{where}: axis {_short(name)}: 'when' must map axis names to values")
+            when = {str(k): v for k, v in w.items()}
             if "values" in spec:
+                if not isinstance(spec["values"], list):
+                    raise UserError(f"{where}: axis {_short(name)}: 'values' must be a list")
                 values = list(spec["values"])
             else:
                 values = _range(str(name), spec, where)
@@ -238,7 +360,9 @@ def load_space_file(path: str | Path) -> Space:
             values = [spec]
         axes.append(_axis(str(name), values, when, where))
     _check_conditions(axes, str(p))
-    return Space(axes, source=str(p))
+    space = Space(axes, source=str(p))
+    check_size(space, f"space file {p}")
+    return space
 
 
 def _check_conditions(axes: list[Axis], where: str) -> None:
@@ -276,6 +400,7 @@ def build_space(engine: str, axes: list[str] | None = None, space_file: str | No
             if name in space.names():
                 raise UserError(f"{name} given both as an axis and as --{name}; use one")
             space.axes.append(_axis(name, list(vals), {}, f"--{name}"))
+    check_size(space, "--space" if space_file else "--axis" if axes else "the built-in space")
     return space
 
 

@@ -17,7 +17,9 @@ How a prompt of exactly N tokens is built (exact token sources: a local tokenize
    that cannot be made exact raises instead of being sent with a wrong length.
 
 With the ``approx`` source there are no token ids: the body is ``N × 0.75`` words and lengths are
-estimates (``token_source="approx"``).
+estimates (``token_source="approx"``). Against a server, ``run/prime.calibrate_prompts`` replaces
+the 0.75 by the server's own count (``usage.prompt_tokens`` of probe prompts) before anything is
+measured (``token_source="calibrated"``).
 
 Counts exclude special tokens (BOS) and any chat template the server applies.
 """
@@ -56,6 +58,16 @@ WORDS = (
 ).split()
 
 POOL_TOKENS = 1 << 16  # initial pool size; grows on demand
+_FIXED: list[np.ndarray] = []  # the approximate source's word sequence, in blocks of _FIXED_BLOCK
+_FIXED_BLOCK = 4096
+
+
+def _fixed_words(n: int) -> np.ndarray:
+    """The first ``n`` words of one fixed seeded sequence (the same in every process and run)."""
+    while len(_FIXED) * _FIXED_BLOCK < n:
+        rng = np.random.default_rng([0x776F7264, len(_FIXED)])  # "word", block index
+        _FIXED.append(rng.choice(np.asarray(WORDS), size=_FIXED_BLOCK))
+    return np.concatenate(_FIXED)[:n] if len(_FIXED) > 1 else _FIXED[0][:n]
 _POOLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # token source -> encoded pool
 
 
@@ -188,9 +200,14 @@ class PromptBuilder:
         return out  # type: ignore[return-value]
 
     def approx_text(self, n_tokens: int, rng: np.random.Generator, prefix: str = "") -> str:
+        """``prefix`` and about ``n_tokens`` tokens of words (no token ids). The words are the first
+        ones of one fixed sequence, in an order of the request's own (``rng``): every prompt of a
+        length has the same words, so a server's tokenizer counts them alike (i.i.d. words made the
+        count of one 50-word prompt scatter by ~7% on the tiny preset's tokenizer), and a fit to the
+        server's count (``run/prime.calibrate_prompts``) holds for each prompt, not only on average."""
         ts = self.ts if isinstance(self.ts, ApproxTokenizer) else ApproxTokenizer()
         n_words = max(1, ts.words_for(n_tokens) - len(prefix.split()))
-        words = rng.choice(np.asarray(WORDS), size=n_words)
+        words = rng.permutation(_fixed_words(n_words))
         sep = " " if prefix and not prefix[-1].isspace() else ""
         return prefix + sep + " ".join(words.tolist())
 
@@ -292,6 +309,13 @@ class SyntheticWorkload(Workload):
             m = self.BATCH if n is None else min(self.BATCH, start + n - i)
             yield from self._specs_for(list(range(i, i + m)))
             i += m
+
+    def recalibrated(self) -> None:
+        """The token source was calibrated (``ApproxTokenizer.calibrate``): take its new name and
+        count the shared prefix again with it (cached counts dropped)."""
+        self.token_source = self.ts.source
+        self.builder._count_cache.clear()
+        self.shared_tokens = self.builder.count(self.shared) if self.shared else 0
 
     def describe(self) -> dict:
         d = {"name": self.name, "kind": "synthetic", "seed": self.seed, "token_source": self.token_source,

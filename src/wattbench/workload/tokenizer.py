@@ -221,7 +221,14 @@ _WORD = re.compile(r"\S+")
 
 
 class ApproxTokenizer:
-    """No tokenizer: ``ceil(words / 0.75)`` tokens. Lengths are estimates (``token_source=approx``)."""
+    """No tokenizer: ``ceil(words / 0.75)`` tokens. Lengths are estimates (``token_source=approx``).
+
+    ``calibrate(tokens_per_word, overhead_tokens)`` replaces the 0.75 guess by the server's own
+    count (``run/prime.calibrate_prompts`` fits it from ``usage.prompt_tokens`` of probe prompts
+    built like the run's): a prompt of ``W`` words is ``tokens_per_word · W + overhead_tokens``
+    tokens as the server counts them (its chat template, BOS and the prompt's tag in the overhead),
+    so ``words_for(n)`` asks ``(n − overhead) / tokens_per_word`` words and the source reads
+    ``calibrated``."""
 
     source = "approx"
     exact = False
@@ -229,16 +236,31 @@ class ApproxTokenizer:
 
     def __init__(self, words_per_token: float = WORDS_PER_TOKEN):
         self.words_per_token = words_per_token
+        self.overhead_tokens = 0.0
+        self.calibration: dict | None = None
+
+    def calibrate(self, tokens_per_word: float, overhead_tokens: float, **how) -> None:
+        """Use the server's measured ``tokens_per_word`` and ``overhead_tokens`` from now on."""
+        if not (tokens_per_word > 0 and math.isfinite(tokens_per_word) and math.isfinite(overhead_tokens)):
+            raise ValueError(f"not a calibration: {tokens_per_word} tokens per word + {overhead_tokens}")
+        self.words_per_token = 1.0 / tokens_per_word
+        self.overhead_tokens = float(overhead_tokens)
+        self.source = "calibrated"
+        self.calibration = {"tokens_per_word": tokens_per_word, "overhead_tokens": overhead_tokens, **how}
 
     def count(self, text: str) -> int:
+        """Tokens of a piece of text (the overhead of a whole prompt not included)."""
         return int(math.ceil(len(_WORD.findall(text)) / self.words_per_token))
 
     def words_for(self, n_tokens: int) -> int:
-        """How many words make about ``n_tokens`` tokens (at least 1)."""
-        return max(1, int(round(n_tokens * self.words_per_token)))
+        """How many words make about ``n_tokens`` tokens of a whole prompt (at least 1)."""
+        return max(1, int(round((n_tokens - self.overhead_tokens) * self.words_per_token)))
 
     def describe(self) -> dict:
-        return {"source": self.source, "words_per_token": self.words_per_token}
+        d = {"source": self.source, "words_per_token": self.words_per_token}
+        if self.calibration is not None:
+            d["calibration"] = dict(self.calibration)
+        return d
 
 
 def open_token_source(tokenizer: str | Path | None = None, *, base_url: str | None = None,

@@ -68,6 +68,15 @@ def test_approximate_prompt_lengths_far_from_the_asked_length_warn():
     assert LF.input_length_finding(far, "tokenizer") is None  # exact lengths: not this rule's business
 
 
+def test_calibrated_prompt_lengths_are_checked_against_the_server_count_within_two_percent():
+    """Prompts fitted to the server's count (run/prime.calibrate_prompts): within ±2% there is
+    nothing to say; beyond it the calibration did not hold (a note, a warn beyond 10%)."""
+    assert LF.input_length_finding([_rec(256, 260), _rec(256, 257)], "calibrated") is None  # +1.2%
+    off = LF.input_length_finding([_rec(256, 263)], "calibrated")  # +2.7%
+    assert off.severity == "note" and "calibrated" in off.text and off.effect_pct == pytest.approx(2.734, abs=0.01)
+    assert LF.input_length_finding([_rec(256, 300)], "calibrated").severity == "warn"  # +17%
+
+
 def test_run_without_energy_says_so_once_in_the_verdict():
     r = make_result()
     for lv in r.levels:

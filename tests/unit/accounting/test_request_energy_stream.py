@@ -19,6 +19,7 @@ import pytest
 from wattbench.accounting.attribution import Intervals, fit_prefill_decode, intervals_from_records
 from wattbench.accounting.carbon import apply_carbon
 from wattbench.accounting.request_energy import (
+    RequestEnergy,
     _edges,
     attribute_level,
     default_interval_s,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.analysis.compare import compare, log_ratio_ci
@@ -102,7 +104,7 @@ def test_boundary_default_outermost_and_never_mixed():
     assert compare([a, b]).boundary == "node"
     assert compare([a, b]).levels[0].decompositions[0].power_ratio == pytest.approx(1000 / 800)
     assert compare([a, b], boundary="accelerator").levels[0].decompositions[0].power_ratio == pytest.approx(1.2)
-    with pytest.raises(UserError, match="run b level concurrency=8 has no wall power .*never compared"):
+    with pytest.raises(UserError, match="run b has no wall power at c=8 .*never compared"):
         compare([a, b], boundary="wall", force=True)
 
 
@@ -178,9 +180,6 @@ def test_invalid_levels_warned_and_need_two():
     # serialisable
     assert "per_kw_ratio" in c.model_dump_json()
 
-
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 @settings(max_examples=40, deadline=None)

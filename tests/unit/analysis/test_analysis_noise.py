@@ -33,7 +33,7 @@ def test_compare_within_noise_from_trials_and_beyond_it():
     n = compare([a, b]).levels[0].decompositions[0].noise
     assert n.within is True and n.basis == "trials"
     assert n.low == pytest.approx(1.03 * math.exp(-0.0424264), rel=1e-5)
-    assert n.text().startswith("per kW: within noise (1.03×")
+    assert n.text() == "per kW 1.03×: within noise (noise ±4.3% from within-run trials (5 trials, 4 df))"
     a, b = _pair(1100.0, _per_kw_trials(1000.0, 3), _per_kw_trials(1100.0, 3))
     n = compare([a, b]).levels[0].decompositions[0].noise
     assert n.within is False and n.low == pytest.approx(1.1 * math.exp(-0.0424264), rel=1e-5)
@@ -70,5 +70,7 @@ def test_regress_passes_a_change_inside_the_noise_with_that_word_unless_strict()
     assert s.status == "fail" and s.miss == pytest.approx(0.01, abs=1e-9)  # the change itself, +3% vs 2%
     # no trials, no history: the point change decides and the message says how to know the noise
     a, b = _pair(940.0)
-    o = regress(b, a, "j_per_output_token:+5%").outcomes[0]
-    assert o.status == "fail" and o.within_noise is None and "--trials" in o.message
+    rep = regress(b, a, "j_per_output_token:+5%")
+    o = rep.outcomes[0]
+    assert o.status == "fail" and o.within_noise is None and o.word == "inconclusive"
+    assert "inconclusive: noise unknown" in o.message and "--trials" in rep.todo  # what to do: once, not per check

@@ -61,3 +61,35 @@ def test_the_progress_line_fits_80_columns():
     assert "…" not in out
     assert "2/2 c=32" in out and "32/32 req" in out and "1,234 tok/s · 412 W" in out
     assert "3/? r=4/s t2/3" in out and "57 req" in out
+
+
+def test_plain_progress_where_stderr_is_not_a_terminal():
+    """No progress at all reached a CI log or nohup: 25 minutes of silence. Plain lines now: a
+    level's start, one every 10 s inside it (not on every update), and its end with its headline."""
+    import io
+
+    from tests.fakes.results_factory import make_level
+    from wattbench.cli.progress import PlainProgress, run_progress
+    from wattbench.report.format import headline
+
+    now = [100.0]
+    out = io.StringIO()
+    prog = run_progress(Console(file=io.StringIO()), quiet=False, terminal=False, stream=out)
+    assert isinstance(prog, PlainProgress)
+    prog.clock = lambda: now[0]
+    with prog:
+        prog.update("phase", {"name": "idle", "message": "measuring idle power for 3 s"})
+        prog.update("level_start", {"index": 0, "levels": 2, "label": "concurrency=8", "total": 1000})
+        for t in range(1, 26):  # an update a second for 25 s: two lines, at 10 s and 20 s
+            now[0] = 100.0 + t
+            prog.update("progress", {"index": 0, "done": 40 * t, "output_tokens_per_s": 1234.0, "power_w": 412.0})
+        lv = make_level(0, value=8)
+        prog.update("level_done", {"index": 0, "level": lv})
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "wattbench: measuring idle power for 3 s"
+    assert lines[1] == "wattbench: level 1 of 2 · c=8 started: 1,000 requests"
+    assert lines[2:4] == ["wattbench: level 1 of 2 · c=8: 400/1,000 requests · 1,234 out tok/s · 412 W · 0:00:10",
+                          "wattbench: level 1 of 2 · c=8: 800/1,000 requests · 1,234 out tok/s · 412 W · 0:00:20"]
+    assert lines[4] == f"wattbench: level 1 of 2 · c=8 done in 0:00:25: {headline(lv)}"
+    assert len(lines) == 5
+    assert not isinstance(run_progress(Console(file=io.StringIO()), quiet=True, terminal=False), PlainProgress)

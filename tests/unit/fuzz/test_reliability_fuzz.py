@@ -124,3 +124,40 @@ def test_pinned_distribution_huge_uniform():
 def test_pinned_distribution_huge_sigma():
     F.prop_distribution("normal:1.5:999999999999999999999999999999")
     F.prop_distribution("lognormal:-1:1e3")
+
+
+# -------------------------------------------------- `measure`'s tool readers and `tune --space`
+
+
+@pytest.fixture(scope="module")
+def tool_dir():
+    tf = F.ToolFuzz()
+    yield tf
+    tf.close()
+
+
+@pytest.fixture(scope="module")
+def space_files():
+    ffs = {".yaml": F.FileFuzz(".yaml"), ".json": F.FileFuzz(".json"), "marks": F.FileFuzz(".marks")}
+    yield ffs
+    for ff in ffs.values():
+        ff.close()
+
+
+@FUZZ
+@given(case=grammar(F.gen_tool_file))
+def test_measure_tool_readers(tool_dir, case):
+    """vLLM / AIPerf / GuideLLM files with hostile fields: a checked ToolRun or one UserError line."""
+    F.prop_tool_file(tool_dir, *case)
+
+
+@FUZZ
+@given(data=st.one_of(st.binary(max_size=200), grammar(F.gen_markers)))
+def test_measure_markers(space_files, data):
+    F.prop_markers(space_files["marks"], data)
+
+
+@FUZZ
+@given(case=st.one_of(st.tuples(st.sampled_from([".yaml", ".json"]), st.binary(max_size=300)), grammar(F.gen_space)))
+def test_tune_space_loader(space_files, case):
+    F.prop_space(space_files, *case)

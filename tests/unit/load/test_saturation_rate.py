@@ -3,7 +3,6 @@ called saturated only on its own signals (load/saturation.py owns the thresholds
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from wattbench.accounting.validity import load_findings

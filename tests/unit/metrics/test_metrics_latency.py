@@ -75,3 +75,17 @@ def test_missing_usage_gives_no_tpot_and_chunk_counted_tokens():
     assert lat.tpot_ms.count == 0 and lat.itl_ms.count == 2
     assert thr.output_tokens == 3 and thr.tokens_in_window.estimated_streams == 1
     assert thr.measured_request_tokens.output == 0
+
+
+def test_itl_from_chunks_read_in_bunches_is_unmeasured_not_zero():
+    from wattbench.metrics.latency import itl_stats
+    from wattbench.metrics.quantiles import Blocks
+
+    bunched = Blocks.of([0.0, 0.0, 0.0, 40.0] * 25)  # 75% of the gaps in one read: p50 would read 0 ms
+    st = itl_stats(bunched)
+    assert st.count == 100 and st.p50 is None  # was 0.0
+    assert st.p90 == pytest.approx(40.0) and st.p99 == pytest.approx(40.0)  # above the zeros: kept
+    assert st.mean == pytest.approx(10.0) and "75% of the 100 gaps" in st.unmeasured and "ITL p50 " in st.unmeasured
+    few = Blocks.of([0.0] * 9 + [10.0] * 91)  # 9% zeros: no reported percentile among them
+    ok = itl_stats(few)
+    assert ok.unmeasured is None and ok.p50 == pytest.approx(10.0)

@@ -202,3 +202,18 @@ def test_an_early_change_and_a_lone_outlier():
     assert s.rel_sd < 0.01
     # small moves (< 5%) never split: they stay in the spread
     assert series_noise([100.0, 100.1, 99.9, 103.0]).change_points == ()
+
+
+def test_two_judged_runs_in_one_segment_leave_its_spread():
+    from wattbench.metrics.noise import series_noise
+
+    # the two runs judged differ by 4% (under the 5% a change point needs): inside the segment their
+    # difference would widen the very spread that judges it, so they are left out of it
+    vals, ids = [100.0, 100.5, 99.5, 100.2, 104.0], ["a", "b", "c", "d", "e"]
+    whole = series_noise(vals, ids)
+    judged = series_noise(vals, ids, judged=["d", "e"])
+    assert whole.segments == judged.segments == ((0, 1, 2, 3, 4),)
+    assert judged.df == 2 and whole.df == 4 and judged.rel_sd < whole.rel_sd
+    # in separate segments each stays in its own: their difference is the change point, not spread
+    s = series_noise([100.0, 101.0, 99.0, 50.0, 50.5], ["a", "b", "c", "d", "e"], judged=["c", "e"])
+    assert s.df == 3

@@ -77,3 +77,115 @@ def test_one_count_of_notes_in_the_summary_html_and_compare(tmp_path):
     other.run_id = "run-b"
     v = compare([r, other]).verdicts[0]
     assert (v.warnings, v.notes) == (2, 1)
+
+
+def cells_of(out: str, label: str) -> list[list[str]]:
+    return [x.split()[len(label.split()):] for x in out.splitlines() if re.match(rf"^{re.escape(label)}\s", x)]
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_replicas_have_their_own_rows_under_the_total(width):
+    """`-t A -t B`: the README promises per-target figures; the summary showed one total row."""
+    from wattbench.results.schema import Latency, Requests, TargetStats, Throughput
+    from tests.fakes.results_factory import stats
+
+    lv = make_level(0, value=64, output_tokens_per_s=1500.0)
+    lv.per_target = {
+        "http://user:hunter2@a.example:8000/v1": TargetStats(
+            requests=Requests(completed=40, failed=1), throughput=Throughput(output_tokens_per_s=1000.0),
+            latency=Latency(ttft_ms=stats(41.5, 90.25), tpot_ms=stats(7.5))),
+        "http://b.example:8001": TargetStats(
+            requests=Requests(completed=20), throughput=Throughput(output_tokens_per_s=500.0),
+            latency=Latency(ttft_ms=stats(60.5, 130.0), tpot_ms=stats(9.25)))}
+    out = render(run_summary(make_result(levels=[lv])), width)
+    assert "hunter2" not in out and "user" not in out
+    a, b = cells_of(out, "↳ a.example:8000"), cells_of(out, "↳ b.example:8001")
+    assert a and b, out
+    assert {"40/1", "1,000", "41.5", "90.2", "7.50"} <= set(sum(a, [])) and {"20/0", "500", "60.5", "130", "9.25"} <= set(sum(b, []))
+    lines = out.splitlines()
+    total = next(i for i, x in enumerate(lines) if x.startswith("c=64 "))
+    assert lines[total + 1].startswith("↳ a.example:8000") and lines[total + 2].startswith("↳ b.example:8001")
+
+
+def test_a_remeasured_label_is_one_row_and_a_folded_one_is_set_apart():
+    """`c=128 re-measured` wrapped in the 16-column level column: its second line read as a row."""
+    lvs = [make_level(0, value=32), make_level(1, value=128), make_level(2, value=64)]
+    lvs[1].label = "concurrency=128 re-measured"
+    lvs[2].label = "concurrency=64 " + "x" * 40  # a custom label too long for any column: folded
+    out = render(run_summary(make_result(levels=lvs)), 80)
+    assert any(x.startswith("c=128 re-measured ") for x in out.splitlines())
+    assert not any(x.strip() == "re-measured" or x.startswith("re-measured") for x in out.splitlines())
+    lines = out.splitlines()
+    i = next(k for k, x in enumerate(lines) if x.startswith("c=64 "))
+    assert lines[i - 1].strip() == ""  # a blank line above the folded label's row
+
+
+def _pack_groups(cols, width, key_width=6):
+    from wattbench.report.tables import Column
+    from wattbench.report.terminal import pack
+
+    return pack(Column("level", ["x" * key_width], "left"), cols, width)
+
+
+def test_a_ci_stays_with_its_mean_and_no_table_is_one_column():
+    """The trials' `W` header landed in one table and its CI cells in the next; at 80 columns the
+    J/tok column made a table of its own."""
+    from wattbench.report.summary import level_columns, trial_columns
+    from wattbench.results.schema import TrialsBlock
+
+    lvs = [make_level(i, value=v, power_w={"accelerator": 700.0, "node": 1100.0}) for i, v in enumerate((1, 8, 64))]
+    figures = {"output_tokens_per_s": (1000.0, 20.0), "output_tokens_per_s_per_kw": (1428.6, 30.0),
+               "j_per_output_token": (0.7, 0.01), "avg_power_w": (700.0, 5.0), "ttft_p99_ms": (120.0, 4.0),
+               "tpot_p50_ms": (20.0, 0.5)}
+    from tests.fakes.results_factory import trials_block
+
+    for lv in lvs:
+        lv.trials = TrialsBlock.model_validate(trials_block(figures))
+    r = make_result(levels=lvs)
+    for width in (80, 100, 160):
+        for g in _pack_groups(trial_columns(r), width):
+            for k, c in enumerate(g):
+                if c.header == "95% CI":
+                    assert k > 0 and g[k - 1].header.endswith("mean"), [x.header for x in g]
+        groups = _pack_groups(level_columns(r), width)
+        assert all(len(g) > 1 for g in groups), [[c.header for c in g] for g in groups]
+    out = render(run_summary(r), 80)
+    assert max(len(x.rstrip()) for x in out.splitlines()) <= 80
+
+
+def test_one_latency_stays_in_one_table_at_160_columns():
+    """At 160 columns E2E p99 spilled into a third table of its own."""
+    from wattbench.report.summary import serving_columns
+
+    lvs = [make_level(i, value=v, e2e_p99_ms=12345.0) for i, v in enumerate((1, 8, 128))]
+    r = make_result(levels=lvs)
+    groups = _pack_groups(serving_columns(r), 160, key_width=17)
+    for kind in ("TTFT", "TPOT", "ITL", "E2E"):
+        holding = [i for i, g in enumerate(groups) for c in g if c.header.startswith(kind + "\n")]
+        assert len(set(holding)) == 1 and len(holding) == 5, (kind, holding)
+    assert all(len(g) > 1 for g in groups)
+
+
+def test_no_column_of_dashes_without_energy_and_no_one_model_lines():
+    """A run without energy printed a table of `–`; one model printed `by model … mock … (100.0%)`
+    once per level."""
+    from wattbench.results.schema import EnergyShare, RequestAttribution
+
+    lvs = [make_level(i, value=v, goodput_rps=1.0) for i, v in enumerate((1, 4))]
+    for lv in lvs:
+        lv.energy = {}
+    r = make_result(levels=lvs, slo="ttft_p99=200ms")
+    out = render(run_summary(r), 160)
+    assert "tok/s/kW" not in out and "goodput\ntok/s/kW" not in out
+    assert not any(re.fullmatch(r"[\s–]+", x.split(maxsplit=1)[1] if " " in x.strip() else "x")
+                   for x in out.splitlines() if x.startswith("c="))
+    one = make_result(levels=[make_level(0, value=1)])
+    one.levels[0].attribution = {"accelerator": RequestAttribution(
+        boundary="accelerator", basis="gross", energy_j=4200.0, requests=10,
+        by_model={"mock": EnergyShare(requests=10, energy_j=4200.0, share=1.0)})}
+    assert "by model" not in render(run_summary(one), 160)
+    two = one.model_copy(deep=True)
+    two.levels[0].attribution["accelerator"].by_model = {
+        "a": EnergyShare(requests=6, energy_j=3000.0, share=0.714), "b": EnergyShare(requests=4, energy_j=1200.0,
+                                                                                   share=0.286)}
+    assert "by model" in render(run_summary(two), 160)

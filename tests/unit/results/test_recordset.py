@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pytest
 
 from wattbench.results.recordset import NONE, RecordSet, as_record_set

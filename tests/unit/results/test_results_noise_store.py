@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 
@@ -53,9 +54,13 @@ def test_the_history_keeps_the_spread_of_repeated_runs(tmp_path):
         store.register(_run("other", 900.0, value=16), tmp_path / "other")
         key = _key(_run("x", 1.0))
         sp = store.noise(key)
-        # per kW 1428.6, 1571.4, 1714.3: mean 1571.4, sd 142.86 -> 9.09% (= 100/1100 of the tok/s)
-        assert sp.runs == 3 and sp.mean == pytest.approx(1100.0 / 0.7)
-        assert sp.rel_sd == pytest.approx(100.0 / 1100.0) and sp.run_ids == ["r0", "r1", "r2"]
+        # per kW 1428.6, 1571.4, 1714.3: mean 1571.4; sd of ln(figure) 9.12% (2 df), one segment (no move
+        # beyond ±25% before the series has 2 df)
+        logs = [math.log(x / 0.7) for x in (1000.0, 1100.0, 1200.0)]
+        m = sum(logs) / 3
+        assert sp.runs == 3 and sp.mean == pytest.approx(1100.0 / 0.7) and sp.df == 2
+        assert sp.rel_sd == pytest.approx(math.sqrt(sum((x - m) ** 2 for x in logs) / 2)) == pytest.approx(0.09119, rel=1e-3)
+        assert sp.run_ids == ["r0", "r1", "r2"] and sp.change_points == []
         assert sp.figure == "output_tokens_per_s_per_kw@accelerator"
         # the runs being judged are left out of the spread that judges them
         assert store.noise(key, exclude_runs=["r2"]).runs == 2
@@ -76,10 +81,39 @@ def test_history_noise_prints_each_configuration_at_80_columns(tmp_path):
     out = CliRunner().invoke(build_app(), ["history", "noise", "--db", str(db)], env={"COLUMNS": "80"})
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
-    assert lines[0] == "NVIDIA H200 · vllm 0.11.0 · Qwen/Qwen2.5-0.5B-Instruct · c=8 @ accelerator"
-    # per kW 1428.6 / 1571.4 / 1714.3: sd 9.1%, range 20.0%; t(0.975, 2) x 9.09% = 39.1%
-    assert lines[1] == "  3 runs · tok/s/kW mean 1,571, sd 9.1%, range 1,429–1,714 (20.0%)"
-    assert lines[2] == "  one more run within ±39.1% of the mean (95%)"
-    assert all(len(x) <= 80 for x in lines)
+    # a result without a server identity (written before they were recorded) says so; folded at 80
+    assert lines[0] == "NVIDIA H200 · vllm 0.11.0 · Qwen/Qwen2.5-0.5B-Instruct · identity unknown"
+    assert lines[1] == "    c=8 @ accelerator"
+    lines = lines[1:]
+    # per kW 1428.6 / 1571.4 / 1714.3: sd of ln 9.12% (2 df); t(0.975, 2) x 9.12% = 39.2%: over ±25%
+    assert lines[1] == "  3 runs · tok/s/kW mean 1,571, sd 9.1% (2 df), range 1,429–1,714"
+    assert lines[2] == "  one more run within ±39.2% (95%): too wide to judge by (over ±25%)"
+    assert "inconclusive" in lines[3]
+    assert all(len(x) <= 80 for x in out.output.splitlines())
     empty = CliRunner().invoke(build_app(), ["history", "noise", "--db", str(db), "--min-runs", "4"])
     assert empty.exit_code == 0 and "no configuration measured by 4+ complete runs" in empty.output
+
+
+def test_history_noise_shows_a_change_point_not_a_spread_across_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from wattbench.cli.main import build_app
+
+    db = tmp_path / "h.db"
+    # three runs at 1,000 tok/s, then the server restarted with other flags: two at 500
+    figures = (1000.0, 1010.0, 990.0, 500.0, 505.0)
+    with HistoryStore(db) as store:
+        for i, tok_s in enumerate(figures):
+            store.register(_run(f"r{i}", tok_s, created=f"2026-11-29T12:0{i}:00Z"), tmp_path / f"r{i}")
+        sp = store.noise(_key(_run("x", 1.0)))
+    assert sp.runs == 5 and sp.segment_runs == [3, 2] and sp.df == 3
+    assert [c["run_id"] for c in sp.change_points] == ["r3"]
+    assert sp.mean == pytest.approx(502.5 / 0.7)  # the configuration as it is now
+    assert sp.rel_sd < 0.01  # within the segments; all five pooled would be 36%
+    out = CliRunner().invoke(build_app(), ["history", "noise", "--db", str(db)], env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert "  c=8 moved -50% at run r3: a configuration change?" in lines
+    assert any(x.startswith("    (beyond its noise ±") for x in lines)
+    assert any(x.startswith("  one more run within ±") and "of the mean (95%)" in x for x in lines)
+    assert all(len(x) <= 80 for x in lines)

@@ -163,3 +163,41 @@ def test_a_write_failing_half_way_cuts_the_append_back(tmp_path, monkeypatch):
         append_requests(tmp_path, _chunked(50))
     assert len(calls) == 3
     assert (tmp_path / "requests.jsonl").read_bytes() == before
+
+
+@pytest.mark.parametrize("where", ["requests.jsonl", "spool/level-0-trial-0", "result.json", "dangling"])
+def test_an_out_holding_a_link_is_refused_before_anything_is_written(tmp_path, where):
+    """A planted ``requests.jsonl -> victim`` would have the run append to the file it points at:
+    an existing ``--out`` that holds a symbolic link anywhere is refused in one line, nothing followed."""
+    from wattbench.errors import UserError
+    from wattbench.results.rundir import check_output_dir
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "out"
+    link = out / where
+    link.parent.mkdir(parents=True)
+    link.symlink_to(victim if where != "dangling" else tmp_path / "nowhere")
+    with pytest.raises(UserError, match=r"--out .*holds a symbolic link"):
+        check_output_dir(out, "--out")
+    assert victim.read_text() == "precious\n"
+    # --out itself may be a link to a directory (a user's choice), when nothing inside is
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "via").symlink_to(real)
+    check_output_dir(tmp_path / "via", "--out")
+
+
+def test_requests_are_never_appended_through_a_link(tmp_path):
+    """Planted after the run started: the append refuses the link (one line, as any failed write)."""
+    from wattbench.errors import StorageError
+    from wattbench.results.rundir import append_requests
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "requests.jsonl").symlink_to(victim)
+    with pytest.raises(StorageError):
+        append_requests(run, [])
+    assert victim.read_text() == "precious\n"

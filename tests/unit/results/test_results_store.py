@@ -245,3 +245,29 @@ def test_register_run_dir_helper(tmp_path):
     rec = register_run_dir(d, db=tmp_path / "x.sqlite3")
     assert rec.run_id == "helper-1" and rec.path == str(d.resolve())
     assert register_run_dir(d, r, db=tmp_path / "x.sqlite3").run_id == "helper-1"
+
+
+def test_import_of_a_copy_reusing_a_run_id_is_refused_and_the_run_stays(tmp_path, store):
+    """A directory whose result.json reuses a registered run id (a copy, or a crafted file) would
+    silently re-point that run, its tags and its baselines at other data: it is skipped with one
+    line naming both directories. A run directory that was moved (the old one is gone) re-imports."""
+    r, d = _write(tmp_path, "clash-1")
+    store.register(r, d)
+    store.set_baseline("main", "clash-1")
+    store.tag("clash-1", "good")
+    other = tmp_path / "elsewhere" / "copy"
+    write_result(other, make_result("clash-1", gpu_name="NVIDIA H100"))
+    recs, problems = store.import_dirs([other])
+    assert recs == [] and len(problems) == 1
+    assert "clash-1 already names the run in" in problems[0] and str(d.resolve()) in problems[0]
+    rec = store.get("main")
+    assert rec.path == str(d.resolve()) and rec.gpu == "1x NVIDIA H200" and store.get("good").run_id == "clash-1"
+    # the same directory again: updated, no problem
+    assert [x.run_id for x in store.import_dirs([d])[0]] == ["clash-1"]
+    # moved: the old directory is gone, the new place is taken
+    import shutil
+
+    moved = tmp_path / "moved"
+    shutil.move(str(d), str(moved))
+    recs, problems = store.import_dirs([moved])
+    assert problems == [] and store.get("main").path == str(moved.resolve())

@@ -227,3 +227,32 @@ def test_every_client_refuses_another_host(servers):
     assert "another host" in seen["/tokenize"] and "another host" in seen["/metrics scraper"]
     assert seen["detection probe"].startswith("refused: GET") and seen["engine health"] == "(0, b'')"
     assert "another host" in seen["redfish link"] and "another host" in seen["redfish redirect"]
+
+
+def test_credentials_in_a_redirect_are_refused_even_on_the_same_origin():
+    """A ``Location`` naming ``user:password@`` (same host and port) is refused before anything is
+    sent: a request carries only the credentials the user gave (aiohttp raised "Cannot combine
+    AUTHORIZATION header" as a traceback)."""
+    with pytest.raises(origin.CredentialRedirect, match="credentials") as e:
+        origin.next_hop("http://h:1/v1/completions", 307, "http://intruder:pw-in-loc@h:1/v1/moved")
+    assert "pw-in-loc" not in str(e.value) and isinstance(e.value, origin.CrossOriginRedirect)
+    with pytest.raises(origin.CredentialRedirect):
+        origin.next_hop("http://h:1/v1/completions", 307, "//intruder@h:1/v1/moved")
+
+
+def test_urls_are_judged_by_the_http_clients_parser():
+    """``http://a\\@b/``: urllib.parse reads host ``b``, the HTTP client (yarl, WHATWG-style) refuses
+    it; the rule reads URLs as the client does, and a Location it cannot read is refused."""
+    from urllib.parse import urlsplit
+
+    from yarl import URL
+
+    weird = "http://h:1\\@evil:2/x"
+    assert urlsplit(weird).hostname == "evil"  # what the old rule compared
+    with pytest.raises(ValueError):
+        URL(weird)
+    with pytest.raises(origin.CrossOriginRedirect):
+        origin.next_hop("http://h:1/v1/completions", 302, weird)
+    assert origin.origin("http://H:80/x") == origin.origin(URL("http://h/y")) == ("http", "h", 80)
+    hop = origin.judge("http://h:1/a/b", 307, "/c?d=1")
+    assert isinstance(hop, URL) and str(hop) == "http://h:1/c?d=1"

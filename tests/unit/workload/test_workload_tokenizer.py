@@ -92,3 +92,16 @@ def test_approx_count():
     a = ApproxTokenizer()
     assert a.count("one two three") == 4  # ceil(3 / 0.75)
     assert a.words_for(100) == 75
+
+
+def test_a_calibrated_approx_source_asks_for_the_words_the_server_counts_as_n_tokens():
+    from wattbench.workload.tokenizer import ApproxTokenizer
+
+    ts = ApproxTokenizer()
+    assert ts.words_for(256) == 192  # the 0.75 guess
+    ts.calibrate(2.1, 7.0, probes=24)
+    # 2.1 tokens per word + 7: (256 - 7) / 2.1 = 118.6 words -> 119, counted 2.1 x 119 + 7 = 256.9
+    assert ts.words_for(256) == 119
+    assert ts.source == "calibrated" and ts.describe()["calibration"]["tokens_per_word"] == pytest.approx(2.1)
+    with pytest.raises(ValueError):
+        ts.calibrate(0.0, 1.0)

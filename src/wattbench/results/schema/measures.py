@@ -11,7 +11,9 @@ from wattbench.results.schema.base import _M, Verdict
 
 
 class Stats(_M):
-    """Summary of a latency figure (ms). ``count`` is how many values went in."""
+    """Summary of a latency figure (ms). ``count`` is how many values went in. ``unmeasured``: why
+    the percentiles are not given although values went in (the client could not time them apart:
+    ``metrics/latency.py``, ITL from chunks read in bunches); the mean stays where it holds."""
 
     count: int = 0
     mean: float | None = None
@@ -22,6 +24,7 @@ class Stats(_M):
     max: float | None = None
     min: float | None = None
     std: float | None = None
+    unmeasured: str | None = None
 
 
 class Latency(_M):

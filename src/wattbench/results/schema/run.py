@@ -47,6 +47,27 @@ class Environment(_M):
     packages: dict[str, str] = Field(default_factory=dict)
 
 
+class ServerIdentity(_M):
+    """What tells one server configuration from another (``server/identity``; the history's
+    configuration key, ``results/configuration.py``, is made from it). Never a credential: the
+    target is ``scheme://host:port[/path]`` without user, password, query or fragment, and settings
+    whose names can carry one are left out where they are read."""
+
+    target: str | None = None  # a --target server: scheme://host:port[/path] (None: launched)
+    launched: str | None = None  # an engine wattbench started: its engine name (its flags: effective_config)
+    replicas: list[str] = Field(default_factory=list)  # --targets beyond the first, as ``target``
+    model: str | None = None  # the served model id
+    engine: str | None = None
+    version: str | None = None
+    # the server's effective configuration as it exposes it, by source ("/props",
+    # "/metrics vllm:cache_config_info", "/v1/models", "/get_server_info", "/info"), volatile
+    # fields (uptime, counters, timestamps, slot states, sizes found by memory profiling) left out
+    exposed: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # what was asked for and not given, one line each ("/props: HTTP 404"): a restart with other
+    # flags there cannot be seen — a --config-label can say it
+    not_exposed: list[str] = Field(default_factory=list)
+
+
 class ServerInfo(_M):
     base_url: str | None = None
     engine: str | None = None  # vllm | sglang | tgi | llamacpp | transformers | openai
@@ -73,6 +94,9 @@ class ServerInfo(_M):
     start_duration_s: float | None = None
     warmup_duration_s: float | None = None  # the launcher's one warm-up request after start
     log_path: str | None = None
+    # what tells this server's configuration from another's; None in a result written before it was
+    # recorded (its levels' configuration key then says "identity unknown")
+    identity: ServerIdentity | None = None
 
 
 class NodeInfo(_M):
@@ -104,6 +128,25 @@ class WorkloadInfo(_M):
     tokenizer: dict[str, Any] = Field(default_factory=dict)
 
 
+class PromptCalibration(_M):
+    """How synthetic prompt lengths were fitted to the server's own token count when there was no
+    tokenizer (``run/prime.calibrate_prompts``): one-token probe prompts built like the run's, at
+    ``lengths`` (asked tokens), each counted by the server (``usage.prompt_tokens``); the fit
+    ``tokens = tokens_per_word · words + overhead_tokens``. ``used`` False: the fit was not
+    possible (``reason``) and lengths stay the 0.75 words-per-token guess."""
+
+    method: str = "server usage.prompt_tokens"
+    used: bool = False
+    probes: int = 0  # probe requests sent
+    counted: int = 0  # of them, with a usage.prompt_tokens
+    lengths: list[int] = Field(default_factory=list)  # asked tokens probed
+    words: list[int] = Field(default_factory=list)  # the probes' word counts, per length
+    server_tokens: list[float] = Field(default_factory=list)  # the server's mean count, per length
+    tokens_per_word: float | None = None
+    overhead_tokens: float | None = None
+    reason: str = ""
+
+
 class TunedFrom(_M):
     """A result read from a ``wattbench tune`` directory (``planning.measured.load_result``): the
     tune's recommended trial, reduced to the level the tune chose. Set in memory, never written."""
@@ -133,6 +176,9 @@ class Result(_M):
     validity: Validity = Field(default_factory=Validity)
     warnings: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
+    # --config-label: the user's name for what wattbench cannot see (a driver, a BIOS setting, flags a
+    # server does not expose); part of the configuration key. None: none given (and in older files)
+    config_label: str | None = None
     carbon: CarbonIntensity | None = None  # the intensity used: constant or series, PUE
     idle_window: Window | None = None  # the idle baseline before the first level (kind "idle")
     idle_after_window: Window | None = None  # and after the last (kind "idle_after")
@@ -144,6 +190,8 @@ class Result(_M):
     # how prompt lengths were made to measure (tokenizer | server | approx): the workload's token
     # source, the run's (every level uses the same)
     prompt_length_source: str | None = None
+    # no tokenizer: prompt lengths fitted to the server's count before the first level (``calibrated``)
+    prompt_calibration: PromptCalibration | None = None
     tune: TunedFrom | None = None
     # priming, the history check, engine starts, the trial order (issue 24; results/schema/noise.py)
     noise: NoiseInfo | None = None

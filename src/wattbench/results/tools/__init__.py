@@ -174,7 +174,16 @@ def read_tool(tool: str, paths: list[Path]) -> ToolRun:
         from wattbench.results.tools import guidellm as mod
     else:
         raise UserError(f"--tool {tool}: wattbench reads vllm-bench-serve, aiperf and guidellm result files")
-    return mod.read(paths)
+    try:
+        return mod.read(paths)
+    except UserError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError, MemoryError) as e:
+        # every reader validates its files (base.validate); this only keeps a reader's own slip from
+        # costing the run: the energy over the command's lifetime is kept, the file is named
+        names = ", ".join(str(p) for p in paths)
+        raise UserError(f"{tool}: {names} could not be read ({type(e).__name__}: {str(e)[:160]}); "
+                        "is it the tool's own output, unedited?") from None
 
 
 _DISTS = {"vllm-bench-serve": "vllm", "aiperf": "aiperf", "guidellm": "guidellm"}

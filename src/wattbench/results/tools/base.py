@@ -29,10 +29,15 @@ constant power.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wattbench.clock import ClockAnchor
 from wattbench.errors import UserError
 from wattbench.results.schema import ClockMapping, RequestRecord, build_record
+
+M = TypeVar("M", bound=BaseModel)
 
 # a tool's stamp may lie this far outside the command's lifetime on the chosen clock (float
 # seconds round; a process's first stamp can precede the parent's "started" reading by nothing,
@@ -144,17 +149,109 @@ def seconds_to_ns(t: float | None) -> int | None:
     return None if t is None else int(round(float(t) * 1e9))
 
 
-def read_json(path, what: str):
-    """A tool's JSON file, or one line naming the file and what is wrong with it."""
-    import json
+# --------------------------------------------------------------------------- reading within bounds
+#
+# Every reader reads its files through one layer: ``read_bytes`` (a size cap before a byte is read),
+# ``parse_json`` (a nesting cap before the text is parsed, ``results/jsonfile.py``), then a pydantic
+# model of the fields it uses (``ToolModel`` with the bounded types below: stamps and durations
+# finite and non-negative, token counts whole numbers in 0..MAX_TOKENS, strings of a bounded
+# length). Anything else in a file is one ``UserError`` naming the file and what is wrong
+# (``bad_file``), which ``measure`` turns into a finding while it keeps the level over the command's
+# lifetime; no malformed file reaches the accounting.
+
+MAX_FILE_BYTES = 256 << 20  # a tool's result file (vLLM's detailed JSON of 10,000 requests with texts: ~20 MB)
+MAX_TOKENS = 100_000_000  # per request: ten times the largest context served (server/openai.MAX_USAGE_TOKENS)
+MAX_STAMP_S = 9.2e9  # a stamp in seconds whose ns fit in int64 (wall clock until 2261)
+MAX_DURATION_S = 1e7  # a request's latency: 115 days
+MAX_TEXT = 256  # ids, versions, labels
+
+
+class ToolModel(BaseModel):
+    """A tool's file as far as wattbench reads it: unknown fields ignored, known ones bounded."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+StampS = Annotated[float, Field(ge=0, le=MAX_STAMP_S, allow_inf_nan=False)]
+StampNs = Annotated[int, Field(ge=0, le=2**63 - 1)]
+DurationS = Annotated[float, Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)]
+DurationMs = Annotated[float, Field(ge=0, le=MAX_DURATION_S * 1e3, allow_inf_nan=False)]
+Tokens = Annotated[int, Field(ge=0, le=MAX_TOKENS)]
+PositiveCount = Annotated[int, Field(ge=1, le=10_000_000)]
+Rate = Annotated[float, Field(gt=0, allow_inf_nan=True)]  # requests/s; inf: every request at once (NaN refused below)
+NonNegative = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
+
+
+def finite_figure(v) -> float | None:
+    """A tool's own summary figure: kept when it is a finite number, else left out (it is shown
+    beside wattbench's figures, never used in them)."""
+    import math
+
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < 1e15:
+        return float(v)
+    return None
+
+
+def read_bytes(path, what: str, max_bytes: int | None = None) -> bytes:
+    """A tool's file, at most ``MAX_FILE_BYTES``; one line naming it otherwise."""
+    from wattbench.results.jsonfile import read_bounded
 
     try:
-        with open(path, "rb") as f:
-            return json.loads(f.read())
+        return read_bounded(path, MAX_FILE_BYTES if max_bytes is None else max_bytes)
     except OSError as e:
         raise UserError(f"{what}: cannot read {path} ({e.strerror or e})") from None
     except ValueError as e:
-        raise UserError(f"{what}: {path} is not JSON ({e})") from None
+        raise bad_file(what, path, str(e)) from None
+
+
+def parse_json(data: bytes | str, path, what: str, where: str = ""):
+    """One JSON text of a tool's file (``where``: "line 3 " of a JSONL file), nesting capped."""
+    from wattbench.results.jsonfile import loads_bounded
+
+    try:
+        return loads_bounded(data)
+    except ValueError as e:  # not JSON, not UTF-8, or nested too deep
+        raise bad_file(what, path, f"{where}is not JSON it reads ({_short(e)})") from None
+
+
+def read_json(path, what: str):
+    """A tool's JSON file, or one line naming the file and what is wrong with it."""
+    return parse_json(read_bytes(path, what), path, what)
+
+
+def validate(model: type[M], data, path, what: str, where: str = "") -> M:
+    """``data`` as ``model``, or one line naming the file, where in it, and the field that is wrong."""
+    from wattbench.results.rundir import describe_validation_error
+
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise bad_file(what, path, f"{where}{_short(describe_validation_error(e, limit=2))}") from None
+
+
+def _short(e, n: int = 200) -> str:
+    t = " ".join(str(e).split())
+    return t if len(t) <= n else t[:n] + "…"
+
+
+def check_order(r: ToolRequest) -> str | None:
+    """What is wrong with a request's stamps: one before its start (a negative duration)."""
+    for name in ("first_token_ns", "last_token_ns", "end_ns"):
+        t = getattr(r, name)
+        if t is not None and t < r.start_ns:
+            return f"its {name.removesuffix('_ns').replace('_', ' ')} is before its start"
+    if r.first_token_ns is not None and r.last_token_ns is not None and r.last_token_ns < r.first_token_ns:
+        return "its last token is before its first"
+    return None
+
+
+def checked(requests: list[ToolRequest], path, what: str, where: str = "") -> list[ToolRequest]:
+    for i, r in enumerate(requests):
+        problem = check_order(r)
+        if problem:
+            raise bad_file(what, path, f"{where}request {i + 1}: {problem}")
+    return requests
 
 
 def bad_file(what: str, path, problem: str) -> UserError:

@@ -23,9 +23,28 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
 
 from wattbench.errors import UserError
-from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun, bad_file, read_json, seconds_to_ns
+from wattbench.results.tools.base import (
+    NonNegative,
+    PositiveCount,
+    StampS,
+    Text,
+    Tokens,
+    ToolLevelData,
+    ToolModel,
+    ToolRequest,
+    ToolRun,
+    bad_file,
+    checked,
+    finite_figure,
+    read_json,
+    seconds_to_ns,
+    validate,
+)
 
 TOOL = "guidellm"
 WHAT = "guidellm"
@@ -35,77 +54,157 @@ NOT_READ = ["texts and per-iteration token counts", "scheduler timings (queued, 
             "GuideLLM's own warnings"]
 
 
-def _request(r: dict) -> ToolRequest:
-    t = ((r.get("info") or {}).get("timings") or {})
-    start = t.get("request_start", r.get("request_start_time"))
+class _Timings(ToolModel):
+    request_start: StampS | None = None
+    request_end: StampS | None = None
+    first_token_iteration: StampS | None = None
+    last_token_iteration: StampS | None = None
+
+
+class _Info(ToolModel):
+    timings: _Timings = _Timings()
+    status: Text | None = None
+
+
+class GuideRequest(ToolModel):
+    """One request of ``requests.successful|errored|incomplete``, as far as wattbench reads it."""
+
+    info: _Info = _Info()
+    request_start_time: StampS | None = None
+    request_end_time: StampS | None = None
+    output_tokens: Tokens | None = None
+    prompt_tokens: Tokens | None = None
+    request_id: Text | None = None
+
+
+class _Requests(ToolModel):
+    successful: list[GuideRequest] | None = None
+    errored: list[GuideRequest] | None = None
+    incomplete: list[GuideRequest] | None = None
+
+
+class _Totals(ToolModel):
+    total: Tokens | None = None
+
+
+class _Metrics(ToolModel):
+    request_totals: _Totals = _Totals()
+
+
+class GuideStrategy(ToolModel):
+    type_: Text | None = None
+    kind: Text | None = None
+    streams: PositiveCount | None = None
+    max_concurrency: PositiveCount | None = None
+    rate: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+
+
+class _Config(ToolModel):
+    strategy: GuideStrategy = GuideStrategy()
+
+
+class _State(ToolModel):
+    processing_requests: Tokens | None = None
+
+
+class GuideBenchmark(ToolModel):
+    """One entry of ``benchmarks``, as far as wattbench reads it (its figures are read apart: each
+    kept only when a finite number)."""
+
+    requests: _Requests = _Requests()
+    metrics: _Metrics = _Metrics()
+    config: _Config = _Config()
+    warmup_duration: NonNegative | None = None
+    cooldown_duration: NonNegative | None = None
+    scheduler_state: _State = _State()
+
+
+class _Metadata(ToolModel):
+    guidellm_version: Text | None = None
+
+
+class GuideFile(ToolModel):
+    benchmarks: list[dict]
+    metadata: _Metadata = _Metadata()
+
+
+def _request(r: GuideRequest) -> ToolRequest:
+    t = r.info.timings
+    start = t.request_start if t.request_start is not None else r.request_start_time
     if start is None:
         raise ValueError("a request has no info.timings.request_start")
-    s = seconds_to_ns(start)
-    end = seconds_to_ns(t.get("request_end", r.get("request_end_time")))
-    first, last = seconds_to_ns(t.get("first_token_iteration")), seconds_to_ns(t.get("last_token_iteration"))
-    status = str((r.get("info") or {}).get("status") or "completed")
-    n_out, n_in = r.get("output_tokens"), r.get("prompt_tokens")
+    end = t.request_end if t.request_end is not None else r.request_end_time
+    first, last = seconds_to_ns(t.first_token_iteration), seconds_to_ns(t.last_token_iteration)
+    status = str(r.info.status or "completed")
     ok = status == "completed" and first is not None
-    return ToolRequest(start_ns=s, first_token_ns=first, last_token_ns=last, end_ns=end,
-                       output_tokens=int(n_out) if n_out is not None else None,
-                       input_tokens=int(n_in) if n_in is not None else None, ok=ok,
-                       error=None if ok else f"tool_{status}", request_id=r.get("request_id"))
+    return ToolRequest(start_ns=seconds_to_ns(start), first_token_ns=first, last_token_ns=last,
+                       end_ns=seconds_to_ns(end), output_tokens=r.output_tokens, input_tokens=r.prompt_tokens, ok=ok,
+                       error=None if ok else f"tool_{status}"[:64], request_id=r.request_id)
 
 
-def _load(strategy: dict) -> tuple[str, float, str, str, int | None]:
+def _load(strategy: GuideStrategy) -> tuple[str, float, str, str, int | None]:
     """(mode, value, arrival, label, max in flight) of a GuideLLM 0.8 strategy (``type_``:
     concurrent, synchronous, throughput, constant, poisson, trace)."""
-    kind = str(strategy.get("type_") or strategy.get("kind") or "")
-    cap = strategy.get("max_concurrency")
-    cap = int(cap) if cap else None
+    kind = str(strategy.type_ or strategy.kind or "")
+    cap = strategy.max_concurrency
     if kind == "concurrent":
-        n = strategy.get("streams") or cap
+        n = strategy.streams or cap
+        if n is None:
+            raise ValueError("a concurrent strategy names no streams")
         return "concurrency", float(n), "poisson", f"concurrent@{n}", None
     if kind == "synchronous":
         return "concurrency", 1.0, "poisson", "synchronous", None
     if kind in ("constant", "poisson"):
-        rate = float(strategy.get("rate"))
+        if strategy.rate is None:
+            raise ValueError(f"a {kind} strategy names no rate")
+        rate = float(strategy.rate)
         return "rate", rate, kind, f"{kind}@{rate:g}", cap
     if kind == "throughput":
         return "rate", math.inf, "poisson", f"throughput@{cap or 'unlimited'}", cap
     if kind == "trace":
         return "trace", 0.0, "trace", "trace", cap
-    raise ValueError(f"strategy {kind!r} is not one wattbench reads (concurrent, synchronous, constant, poisson, "
+    raise ValueError(f"strategy {kind[:40]!r} is not one wattbench reads (concurrent, synchronous, constant, poisson, "
                      "throughput, trace)")
 
 
-def _level(b: dict, path: Path, n: int) -> ToolLevelData:
-    reqs_block = b.get("requests") or {}
-    raw = [r for k in ("successful", "errored", "incomplete") for r in (reqs_block.get(k) or [])]
-    totals = ((b.get("metrics") or {}).get("request_totals") or {})
-    if totals.get("total") is not None and len(raw) < int(totals["total"]):
-        raise UserError(f"{WHAT}: {path} benchmark {n + 1} keeps {len(raw)} of its {totals['total']} requests "
+def _level(raw: dict, path: Path, n: int) -> ToolLevelData:
+    where = f"benchmark {n + 1}: "
+    b = validate(GuideBenchmark, raw, path, WHAT, where)
+    reqs_block = b.requests
+    listed = [r for k in ("successful", "errored", "incomplete") for r in (getattr(reqs_block, k) or [])]
+    total = b.metrics.request_totals.total
+    if total is not None and len(listed) < total:
+        raise UserError(f"{WHAT}: {path} benchmark {n + 1} keeps {len(listed)} of its {total} requests "
                         "(sampled): the window's tokens cannot be counted; run GuideLLM without request sampling")
     try:
-        reqs = [_request(r) for r in raw]
-        cfg = b.get("config") or {}
-        mode, value, arrival, label, cap = _load(cfg.get("strategy") or {})
-    except (ValueError, TypeError, AttributeError) as e:
+        reqs = [_request(r) for r in listed]
+        mode, value, arrival, label, cap = _load(b.config.strategy)
+    except ValueError as e:
         raise bad_file(WHAT, path, f"benchmark {n + 1} is not one GuideLLM wrote ({e})") from None
+    checked(reqs, path, WHAT, where)
     figures: dict[str, float | None] = {}
+    metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else {}
     for k in FIGURES:
-        v = ((b.get("metrics") or {}).get(k) or {}).get("successful") or {}
+        v = metrics.get(k)
+        v = v.get("successful") if isinstance(v, dict) else None
+        if not isinstance(v, dict):
+            continue
         unit = "" if k.endswith("_ms") or k.endswith("_second") else "_s"
-        for stat, key in (("mean", "mean"), ("median", "median"), ("p99", "p99")):
-            x = v.get(key) if key != "p99" else (v.get("percentiles") or {}).get("p99")
-            if isinstance(x, (int, float)):
-                figures[f"{k}{unit}_{stat}"] = float(x)
+        pct = v.get("percentiles") if isinstance(v.get("percentiles"), dict) else {}
+        for stat, x in (("mean", v.get("mean")), ("median", v.get("median")), ("p99", pct.get("p99"))):
+            x = finite_figure(x)
+            if x is not None:
+                figures[f"{k}{unit}_{stat}"] = x
     notes = []
-    if (b.get("warmup_duration") or 0) > 0 or (b.get("cooldown_duration") or 0) > 0:
-        notes.append(f"GuideLLM's warm-up ({b.get('warmup_duration') or 0:g} s) / cool-down "
-                     f"({b.get('cooldown_duration') or 0:g} s) requests are not in the file, yet their tokens fall in "
-                     "the window: the window's tokens are undercounted (run without --warmup/--cooldown)")
+    warm, cool = b.warmup_duration or 0, b.cooldown_duration or 0
+    if warm > 0 or cool > 0:
+        notes.append(f"GuideLLM's warm-up ({warm:g} s) / cool-down ({cool:g} s) requests are not in the file, yet "
+                     "their tokens fall in the window: the window's tokens are undercounted (run without "
+                     "--warmup/--cooldown)")
     # GuideLLM can close a benchmark with a request still processing (scheduler_state.processing_requests;
     # seen with --constraint max_requests on a loaded host): that request is in no list of the file,
     # yet the server produced its tokens inside the window
-    state = b.get("scheduler_state") or {}
-    left = state.get("processing_requests")
-    left_out = int(left) if isinstance(left, (int, float)) and not isinstance(left, bool) and left > 0 else 0
+    left_out = b.scheduler_state.processing_requests or 0
     if left_out:
         notes.append(f"GuideLLM ended with {left_out} request(s) still in flight, left out of its file: the "
                      "tokens the server produced for them inside the window are not credited")
@@ -119,8 +218,9 @@ def read(paths: list[Path]) -> ToolRun:
         d = read_json(p, WHAT)
         if not isinstance(d, dict) or not isinstance(d.get("benchmarks"), list):
             raise bad_file(WHAT, p, "has no 'benchmarks' list")
-        version = ((d.get("metadata") or {}).get("guidellm_version")) or version
-        for n, b in enumerate(d["benchmarks"]):
+        f = validate(GuideFile, d, p, WHAT)
+        version = f.metadata.guidellm_version or version
+        for n, b in enumerate(f.benchmarks):
             levels.append(_level(b, p, n))
     return ToolRun(tool=TOOL, levels=levels, version=version, files=[str(p) for p in paths], not_read=list(NOT_READ),
                    tokens_counted_by="GuideLLM's output_tokens (the server's usage where sent, "

@@ -22,12 +22,32 @@ One file is one level; ``--append-result`` writes one JSON object per line, one 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
 
 from wattbench.errors import UserError
-from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun, bad_file, seconds_to_ns
+from wattbench.results.tools.base import (
+    DurationS,
+    PositiveCount,
+    Rate,
+    StampS,
+    Text,
+    Tokens,
+    ToolLevelData,
+    ToolModel,
+    ToolRequest,
+    ToolRun,
+    bad_file,
+    checked,
+    finite_figure,
+    parse_json,
+    read_bytes,
+    seconds_to_ns,
+    validate,
+)
 
 TOOL = "vllm-bench-serve"
 WHAT = "vllm bench serve"
@@ -38,64 +58,80 @@ NOT_READ = ["itls (they count the finish chunk, which carries no token)", "gener
             "goodput and percentile metrics other than mean/median/p99 of ttft, tpot, itl, e2el"]
 
 
-def _objects(path: Path) -> list[dict]:
+class VllmResult(ToolModel):
+    """The fields of a ``--save-result --save-detailed`` file wattbench reads, bounded."""
+
+    start_times: list[StampS]
+    ttfts: list[DurationS | None]
+    latencies: list[DurationS | None] = []
+    output_lens: list[Tokens | None] = []
+    input_lens: list[Tokens | None] = []
+    errors: list[Annotated[str, Field(max_length=1 << 20)] | None] = []
+    request_rate: Rate | Literal["inf", "Infinity"] | None = None
+    max_concurrency: PositiveCount | None = None
+    burstiness: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
+    ramp_up_strategy: Text | None = None
+
+    @field_validator("request_rate", mode="before")
+    @classmethod
+    def _no_nan(cls, v):
+        if isinstance(v, float) and math.isnan(v):
+            raise ValueError("request_rate is NaN")
+        return v
+
+
+def _objects(path: Path) -> list[object]:
+    data = read_bytes(path, WHAT)
     try:
-        text = path.read_text()
-    except OSError as e:
-        raise UserError(f"{WHAT}: cannot read {path} ({e.strerror or e})") from None
-    try:
-        return [json.loads(text)]
-    except ValueError:
+        return [parse_json(data, path, WHAT)]
+    except UserError:
         pass
     out = []
-    for n, line in enumerate(text.splitlines(), 1):  # --append-result: one object a line
+    for n, line in enumerate(data.splitlines(), 1):  # --append-result: one object a line
         if line.strip():
-            try:
-                out.append(json.loads(line))
-            except ValueError as e:
-                raise bad_file(WHAT, path, f"is not JSON (line {n}: {e})") from None
+            out.append(parse_json(line, path, WHAT, f"line {n} "))
     return out
 
 
-def _level(d: dict, path: Path, n: int) -> ToolLevelData:
-    if "start_times" not in d or "ttfts" not in d:
+def _level(raw: dict, path: Path, n: int) -> ToolLevelData:
+    if "start_times" not in raw or "ttfts" not in raw:
         raise UserError(f"{WHAT}: {path} has no per-request times; run it with --save-result --save-detailed")
-    starts, ttfts = d["start_times"], d["ttfts"]
-    lats, outs, ins, errs = d.get("latencies") or [], d.get("output_lens") or [], d.get("input_lens") or [], \
-        d.get("errors") or []
+    where = f"result {n + 1}: " if n else ""
+    d = validate(VllmResult, raw, path, WHAT, where)
+    starts, ttfts, lats, outs, ins, errs = d.start_times, d.ttfts, d.latencies, d.output_lens, d.input_lens, d.errors
     if not (len(starts) == len(ttfts) == len(lats)):
         raise bad_file(WHAT, path, "has per-request lists of different lengths")
     reqs = []
     for i, st in enumerate(starts):
         err = errs[i] if i < len(errs) else None
         s = seconds_to_ns(st)
-        if err:
+        ttft, lat = ttfts[i], lats[i]
+        if err or ttft is None or lat is None:
             reqs.append(ToolRequest(start_ns=s, ok=False, error="tool_error", end_ns=None))
             continue
-        ttft, lat = ttfts[i], lats[i]
         n_out = outs[i] if i < len(outs) else None
         reqs.append(ToolRequest(start_ns=s, first_token_ns=s + seconds_to_ns(ttft), last_token_ns=s + seconds_to_ns(lat),
-                                end_ns=s + seconds_to_ns(lat), output_tokens=int(n_out) if n_out is not None else None,
-                                input_tokens=int(ins[i]) if i < len(ins) and ins[i] is not None else None))
-    rate = d.get("request_rate")
-    rate = math.inf if rate in (None, "inf", "Infinity") else float(rate)
-    conc = d.get("max_concurrency")
+                                end_ns=s + seconds_to_ns(lat), output_tokens=n_out,
+                                input_tokens=ins[i] if i < len(ins) else None))
+    checked(reqs, path, WHAT, where)
+    rate = math.inf if d.request_rate in (None, "inf", "Infinity") else float(d.request_rate)
+    conc = d.max_concurrency
     notes = []
     if conc is not None and math.isinf(rate):
         mode, value, cap = "concurrency", float(conc), None
     elif math.isinf(rate):  # every request at once, no cap
         mode, value, cap = "rate", math.inf, None
     else:
-        mode, value, cap = "rate", rate, int(conc) if conc is not None else None
-    burst = d.get("burstiness")
+        mode, value, cap = "rate", rate, conc
+    burst = d.burstiness
     arrival = "poisson" if burst in (None, 1, 1.0) else f"gamma:{float(burst):g}"
-    if d.get("ramp_up_strategy"):
-        notes.append(f"the request rate ramped ({d.get('ramp_up_strategy')}); the level's rate is not one rate")
+    if d.ramp_up_strategy:
+        notes.append(f"the request rate ramped ({d.ramp_up_strategy}); the level's rate is not one rate")
     label = (f"concurrency={int(value)}" if mode == "concurrency" else
              ("rate=inf" if math.isinf(value) else f"rate={value:g}") + (f" max_concurrency={cap}" if cap else ""))
     if n:
         label += f" #{n + 1}"
-    figures = {k: (float(d[k]) if isinstance(d.get(k), (int, float)) else None) for k in FIGURES if k in d}
+    figures = {k: finite_figure(raw[k]) for k in FIGURES if k in raw}
     if "duration" in figures:
         figures["duration_s"] = figures.pop("duration")
     return ToolLevelData(label=label, mode=mode, value=value, requests=reqs, figures=figures, max_in_flight=cap,

@@ -1,0 +1,201 @@
+"""Text of ``compare``, ``regress`` and ``history noise``: the answer lines, the check lines and a
+configuration's run-to-run noise (the library decides; this only words it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wattbench.report.numbers import fmt, fmt_fraction_pct, fmt_range
+
+
+def level_text(load: dict[str, Any]) -> str:
+    """``c=16`` / ``r=2/s`` from a configuration's ``load``."""
+    v = load.get("value")
+    if load.get("mode") == "concurrency" and v is not None:
+        return f"c={v:g}"
+    if load.get("mode") == "rate" and v is not None:
+        return f"r={v:g}/s"
+    return str(load.get("mode") or "level")
+
+
+def noise_lines(sp) -> list[str]:
+    """``history noise`` for one configuration (``results.store_noise.Spread``): the runs, the
+    spread within segments, every change point, one more run's bound (or why it is inconclusive),
+    the key."""
+    from wattbench.metrics.noise import INCONCLUSIVE, MAX_BOUND, MIN_DF, judge
+    from wattbench.results.configuration import describe
+
+    out = [describe(sp.config)]
+    name = "tok/s/kW" if sp.figure.startswith("output_tokens_per_s_per_kw") else "out tok/s"
+    sd = f"sd {fmt_fraction_pct(sp.rel_sd)} ({sp.df} df)" if sp.rel_sd is not None else "sd —"
+    segs = sp.segment_runs or [sp.runs]
+    now = f"mean {fmt(sp.mean)}" if len(segs) == 1 else f"now {fmt(sp.mean)} (last {segs[-1]} run{'s' if segs[-1] != 1 else ''})"
+    out.append(f"  {sp.runs} runs · {name} {now}, {sd}, range {fmt_range(sp.low, sp.high)}")
+    lv = level_text(sp.config.get("load") or {})
+    if sp.series is not None:
+        for cp in sp.series.change_points:  # two lines: a run id is 22 characters, a line 80
+            out.append(f"  {cp.text(lv, why=False)}")
+            out.append(f"    ({cp.beyond()}; not folded into the spread)")
+    if len(segs) > 1:
+        out.append(f"  the spread is pooled within the {len(segs)} segments, never across a change")
+    fn = sp.noise()
+    jd = judge(1.0, fn, fn)
+    if fn is not None and fn.rel_half_width <= MAX_BOUND and jd.word != INCONCLUSIVE:
+        out.append(f"  one more run within ±{fmt_fraction_pct(fn.rel_half_width)} of the mean (95%)")
+    elif fn is not None:
+        short = (f"{fn.dof()} df" if (fn.dof() or 0) < MIN_DF else f"over ±{fmt(MAX_BOUND * 100, kind='effect')}%")
+        out.append(f"  one more run within ±{fmt_fraction_pct(fn.rel_half_width)} (95%): too wide to judge by ({short})")
+        out.append("  verdicts on it are inconclusive: more runs, longer levels or --trials")
+    else:
+        out.append("  noise unknown: 3+ runs of one configuration (2 df) give where one more run falls")
+    out.append(f"  key {sp.config_key}")
+    return out
+
+
+# ---------------------------------------------------------------- compare
+
+FIGURE_LABELS = {
+    "output_tokens_per_s": "output tok/s",
+    "avg_power_w": "avg power W",
+    "output_tokens_per_s_per_kw": "tok/s per kW",
+    "j_per_output_token": "J / output token",
+    "ttft_p50_ms": "TTFT p50 ms",
+    "ttft_p99_ms": "TTFT p99 ms",
+    "tpot_p50_ms": "TPOT p50 ms",
+    "tpot_p99_ms": "TPOT p99 ms",
+    "goodput_rps": "goodput req/s",
+    "goodput_per_kw": "goodput tok/s per kW",
+    "failed_pct": "failed %",
+}
+
+
+def cell(v, ci=None, base=None) -> str:
+    """A figure in the report's number format, its trials' CI, and its ratio to the baseline
+    (candidate ÷ baseline, the one direction of every ratio on the screen)."""
+    from wattbench.report.format import MISSING, fmt_range, fmt_ratio
+
+    if v is None:
+        return MISSING
+    s = fmt(v)
+    if ci:
+        s += f" [{fmt_range(ci[0], ci[1])}]"
+    if base not in (None, 0):
+        s += f" ({fmt_ratio(v / base)})"
+    return s
+
+
+def answer_lines(cmp) -> list[str]:
+    """The lines ``compare`` leads with: who A, B … are, one answer per level pair, the SLO answer."""
+    out = [" · ".join(f"{letter} = {'baseline ' if i == 0 else ''}{rid}"
+                      for i, (letter, rid) in enumerate(zip(cmp.letters, cmp.run_ids)))]
+    for row in cmp.levels:
+        out.extend(row.answers)
+    if cmp.at_slo is not None:
+        out.extend(cmp.at_slo.lines)
+    return out
+
+
+def render_findings(console, findings, incomparable=(), warnings=()) -> None:
+    from rich.markup import escape
+
+    if incomparable:
+        console.print("[bold yellow]compared with --force despite:[/bold yellow]")
+        for p in incomparable:
+            console.print(f"  [yellow]! {escape(p.line())}[/yellow]")
+    for w in warnings:
+        console.print(f"[yellow]warning:[/yellow] {escape(w)}")
+    if findings:
+        console.print("[bold]diagnosis[/bold]")
+        colour = {"alert": "red", "warn": "yellow", "info": "cyan"}
+        for f in findings:
+            where = escape(f" [{f.level}]") if f.level else ""
+            console.print(f"  [{colour.get(f.severity, 'white')}]{f.severity}[/] {f.id}{where}: {escape(f.message)}")
+
+
+def render_compare(cmp, agreement=None, results=None, console=None) -> None:
+    """``compare`` on a terminal: each run's verdict, the answer lines, then the tables."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from wattbench.report.summary import verdict_text
+
+    c = console or Console(highlight=False)
+    for i, r in enumerate(results or []):  # one verdict line per run
+        role = "baseline" if i == 0 else "run"
+        from wattbench.report.notes import count_text
+
+        counted = count_text(r)  # the summary's and the HTML report's count
+        tail = f" · {counted} (wattbench report --notes)" if counted else ""
+        c.print(escape(f"{role} {r.run_id}: {verdict_text(r)}{tail}"), soft_wrap=True)
+    for line in answer_lines(cmp):
+        c.print(escape(line), soft_wrap=True)
+    if cmp.todo:
+        c.print(escape(f"inconclusive: {cmp.todo}"), style="dim", soft_wrap=True)
+    for row in cmp.levels:
+        if row.left_out:
+            continue
+        where = cmp.boundary or "no energy measured"
+        t = Table(title=escape(f"{row.key} @ {where}"), title_justify="left")
+        t.add_column("figure")
+        for rid, verdict in zip(cmp.run_ids, row.verdicts):  # A, B …: the legend line above
+            mark = "" if verdict == "valid" else f" ({verdict})"
+            # folded, never cut: two runs of one minute differ only in the id's last characters
+            t.add_column(escape(f"{rid}{mark}"), justify="right", overflow="fold")
+        for key, name in FIGURE_LABELS.items():
+            vals = [f.get(key) for f in row.figures]
+            if all(v is None for v in vals):
+                continue
+            cells = [cell(v, ci.get(key), vals[0] if i else None)
+                     for i, (v, ci) in enumerate(zip(vals, row.cis or [{}] * len(vals)))]
+            t.add_row(name, *cells)
+        c.print(t)
+        for d in row.decompositions:
+            c.print(escape(f"  {d.candidate} vs {cmp.run_ids[0]}: {d.text()}"))
+    if cmp.unmatched:
+        c.print("[dim]unmatched levels: " + escape("; ".join(cmp.unmatched)) + "[/dim]")
+    render_findings(c, cmp.findings, cmp.incomparable, cmp.warnings)
+    if agreement is not None:
+        m = agreement.metrics
+        from wattbench.report.format import fmt_fraction_pct as pct
+
+        c.print("[bold]output agreement[/bold] " + escape(
+            f"({agreement.run_id}): exact match {pct(m.exact_match_rate)}, token agreement "
+            f"{pct(m.token_agreement)} ({m.token_basis}), structured valid A {pct(m.structured_valid_rate_a)} / "
+            f"B {pct(m.structured_valid_rate_b)}"))
+
+
+# ---------------------------------------------------------------- regress
+
+
+def render_regress(rep, console=None) -> None:
+    """``regress`` on a terminal: compare's answer line for each pair, every check one line (``ok``,
+    ``pass`` within noise, ``FAIL``, ``skip``), each level left out one line, what would decide an
+    inconclusive check once, the tally."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    c = console or Console(highlight=False, soft_wrap=True)
+    c.print(escape(f"run = {rep.run_id} · baseline = {rep.baseline_id}"))
+    for line in rep.answers:
+        c.print(escape(line))
+    for lo in rep.left_out:
+        c.print(f"[red]FAIL[/red] {escape(lo.line())}")
+    for o in rep.outcomes:  # every check, one line each: the passing ones too
+        if o.status == "fail":
+            c.print(f"[red]FAIL[/red] {escape(o.message)}")
+        elif o.status == "skipped":
+            c.print(f"[dim]skip {escape(o.message)}[/dim]")
+        elif o.within_noise:  # a pass inside the noise says so
+            c.print(f"[cyan]pass[/cyan] {escape(o.message)}")
+        else:
+            c.print(f"[green]ok[/green]   {escape(o.message)}")
+    if rep.todo:
+        c.print(f"[dim]{escape('inconclusive: ' + rep.todo)}[/dim]")
+    held = sum(1 for o in rep.outcomes if o.status == "pass")
+    failed = len(rep.failed) + len(rep.left_out)
+    verdict = "[green]all checks hold[/green]" if rep.passed else f"[red]{failed} failed[/red]"
+    c.print(escape(f"{rep.run_id} vs baseline {rep.baseline_id} @ {rep.boundary or 'no common boundary'}: "
+                   f"{held} held, ") + verdict)
+    render_findings(c, rep.findings, rep.incomparable if rep.forced else
+                    [p for p in rep.incomparable if p.category != "setup"])

@@ -1,0 +1,42 @@
+"""A server's identity: what tells one server configuration from another, read from what the server
+itself exposes (``ServerIdentity``; the history's configuration key, ``results/configuration.py``,
+is made from it).
+
+- the **target**: ``scheme://host:port[/path]`` of a ``--target`` URL (the default port written
+  out, the host lower-cased, ``/v1`` dropped), never its user, password, query or fragment; for an
+  engine wattbench launched, the engine's name (its port changes with every start; its flags are in
+  ``ServerInfo.effective_config``);
+- the **served model id**, the **engine** and the **version** it reports;
+- the server's **effective configuration** where the engine exposes it, one small module per engine
+  (``vllm``, ``sglang``, ``llamacpp``, ``tgi``, ``transformers``; ``generic`` for any other
+  OpenAI-compatible server), each reading the answers ``server.detect`` already probed (the same
+  requests, the same redirect rule and size cap: ``server/origin.py``) and keeping only settings that
+  stay the same from one start of one configuration to the next: no uptime, counter, timestamp, slot
+  state or size found by memory profiling. A probe that gave nothing leaves that part out and is
+  listed in ``not_exposed``.
+
+Common rules for every engine's settings (``settings``): nested objects are flattened to dotted
+names; a value is a string (cut to ``MAX_TEXT``), a number, a boolean, null or a short list of
+those; a name that can carry a credential (``server.redact.is_secret_setting``) is left out, as are
+names that hold a host, a port, a directory, a log or a file (a ``*_path`` keeps its last component:
+the file, not where it lies); at most ``MAX_SETTINGS`` settings per source.
+"""
+
+from __future__ import annotations
+
+from wattbench.results.schema import ServerIdentity
+from wattbench.server.identity import generic, llamacpp, sglang, tgi, transformers, vllm
+from wattbench.server.identity.common import Responses, settings, target_of
+
+__all__ = ["build_identity", "settings", "target_of", "Responses"]
+
+READERS = {"vllm": vllm.exposed, "sglang": sglang.exposed, "llamacpp": llamacpp.exposed, "tgi": tgi.exposed,
+           "transformers": transformers.exposed}
+
+
+def build_identity(base_url: str | None, engine: str, responses: Responses, model: str | None,
+                   version: str | None) -> ServerIdentity:
+    """The identity of the server at ``base_url`` from the answers ``server.detect`` probed."""
+    exposed, not_exposed = READERS.get(engine, generic.exposed)(responses, model)
+    return ServerIdentity(target=target_of(base_url), model=model, engine=engine, version=version,
+                          exposed={k: v for k, v in exposed.items() if v}, not_exposed=not_exposed)

@@ -1,0 +1,136 @@
+"""One verdict for one pair (``analysis/compare.py``, ``analysis/regress.py``): the answer line
+leads with the table's ratio, a 1-df noise basis is inconclusive, a partial run compares every
+level it measured, and ``regress`` fails an empty level by name — every figure below by hand."""
+
+from __future__ import annotations
+
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.fakes.results_factory import make_level, make_result, trials_block
+from wattbench.analysis.compare import compare
+from wattbench.analysis.regress import regress
+from wattbench.cli.main import build_app
+from wattbench.results.rundir import write_result
+
+
+def _empty(lv, keep_energy: bool):
+    """A level that measured nothing, as the H200's engine defaults did at c=64 (every request
+    was a warm-up one): no completed measured request, no tokens, no per-kW figure."""
+    lv.requests.completed = 0
+    lv.throughput.output_tokens_per_s = 0.0
+    lv.throughput.output_tokens = 0
+    if keep_energy:
+        for e in lv.energy.values():
+            e.output_tokens_per_s_per_kw = None
+            e.j_per_output_token = None
+    else:
+        lv.energy = {}
+    return lv
+
+
+def _partial(keep_energy: bool):
+    a = make_result("tuned", levels=[make_level(0, value=16, output_tokens_per_s=3417.0 * 0.6, power_w=600.0),
+                                     make_level(1, value=64, output_tokens_per_s=5000.0, power_w=650.0)])
+    b = make_result("defaults", levels=[make_level(0, value=16, output_tokens_per_s=1408.0 * 0.6, power_w=600.0),
+                                        _empty(make_level(1, value=64, output_tokens_per_s=10.0, power_w=640.0),
+                                               keep_energy)])
+    return a, b
+
+
+@pytest.mark.parametrize("keep_energy", [False, True])
+def test_one_empty_level_leaves_every_other_level_its_per_kw_ratio(keep_energy):
+    a, b = _partial(keep_energy)
+    cmp = compare([a, b])
+    assert cmp.boundary == "accelerator" and not cmp.warnings  # the old rule: no boundary, no energy anywhere
+    c16, c64 = cmp.levels
+    d = c16.decompositions[0]
+    assert d.per_kw_ratio == pytest.approx(1408.0 / 3417.0)  # 0.41x, what the user ran for
+    assert c16.answers[0].startswith("c=16: B/A per kW 0.41×")
+    assert c64.left_out and "run defaults measured nothing at c=64" in c64.left_out
+    assert c64.answers == [f"c=64: left out — {c64.left_out}"] and not c64.decompositions
+
+
+def test_regress_fails_an_empty_level_by_name_exit_1_never_a_schema_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("WATTBENCH_DB", str(tmp_path / "h.db"))
+    a, b = _partial(keep_energy=False)
+    write_result(tmp_path / "a", a)
+    write_result(tmp_path / "b", b)
+    rep = regress(b, a)
+    assert not rep.passed and [lo.level for lo in rep.left_out] == ["c=64"]
+    r = CliRunner().invoke(build_app(), ["regress", str(tmp_path / "b"), "--baseline", str(tmp_path / "a")])
+    assert r.exit_code == 1, r.output
+    assert "FAIL c=64: left out — run defaults measured nothing at c=64" in r.output
+    assert "Input should be" not in r.output
+
+
+def test_a_one_df_noise_basis_is_inconclusive_never_within_noise():
+    # two trials each (1 df): the interval would contain 1 (1.01x, ±2% a side), but t(0.975, 1) = 12.7
+    def tr(tput):
+        return trials_block({"output_tokens_per_s_per_kw@accelerator": (tput / 0.6, tput / 0.6 * 0.02)}, n=2)
+    a = make_result("a", levels=[make_level(0, value=8, output_tokens_per_s=1000.0, power_w=600.0,
+                                            trials=tr(1000.0))])
+    b = make_result("b", levels=[make_level(0, value=8, output_tokens_per_s=1010.0, power_w=600.0,
+                                            trials=tr(1010.0))])
+    nv = compare([a, b]).levels[0].decompositions[0].noise
+    assert nv.word == "inconclusive" and nv.within is None and nv.df == 1
+    assert "1 degree of freedom" in nv.why
+    o = regress(b, a, "output_tokens_per_s_per_kw:-3%").outcomes[0]
+    assert o.word == nv.word  # regress says the same word for the same pair and figure
+
+
+def test_the_answer_line_ratio_is_the_table_ratio_with_trials_and_without_energy():
+    # the last trial read 1,400 tok/s, the trials' mean 1,000: the table shows the mean, so must the line
+    # (the old no-energy line read the last trial: 0.29x next to a table saying 0.22x)
+    def lv(tput_mean, tput_last):
+        x = make_level(0, value=16, output_tokens_per_s=tput_last, power_w=600.0,
+                       trials=trials_block({"output_tokens_per_s": (tput_mean, tput_mean * 0.02)}, n=3))
+        x.energy = {}
+        return x
+    a = make_result("a", levels=[lv(1000.0, 1400.0)])
+    b = make_result("b", levels=[lv(220.0, 406.0)])
+    cmp = compare([a, b])
+    row = cmp.levels[0]
+    table = row.figures[1]["output_tokens_per_s"] / row.figures[0]["output_tokens_per_s"]
+    assert table == pytest.approx(0.22) and row.noise[0].ratio == pytest.approx(0.22)
+    assert row.answers[0].startswith("c=16: B/A throughput 0.220×") or row.answers[0].startswith(
+        "c=16: B/A throughput 0.22×")
+
+
+def test_regress_says_what_to_do_about_an_unknown_noise_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("WATTBENCH_DB", str(tmp_path / "h.db"))
+    levels = lambda t: [make_level(i, value=v, output_tokens_per_s=t * v, power_w=600.0)  # noqa: E731
+                        for i, v in enumerate((1, 2, 4, 8))]
+    write_result(tmp_path / "a", make_result("a", levels=levels(100.0)))
+    write_result(tmp_path / "b", make_result("b", levels=levels(90.0)))
+    r = CliRunner().invoke(build_app(), ["regress", str(tmp_path / "b"), "--baseline", str(tmp_path / "a"),
+                                         "--fail-on", "j_per_output_token:+5%,output_tokens_per_s:-3%"])
+    assert r.exit_code == 1
+    assert r.output.count("--trials") == 1, r.output  # 8 check lines, the hint once
+    assert r.output.count("inconclusive: noise unknown") == 8
+
+
+def test_a_within_noise_pass_says_when_its_noise_is_wider_than_the_limit():
+    # +3% J/token with ±3% trial CIs each (5 trials): within noise, bound e^(0.03·sqrt 2) − 1 = 4.3% > 2%
+    def tr(tput):
+        return trials_block({"output_tokens_per_s_per_kw@accelerator": (tput / 0.6, tput / 0.6 * 0.03),
+                             "j_per_output_token@accelerator": (600.0 / tput, 600.0 / tput * 0.03)})
+    a = make_result("a", levels=[make_level(0, value=8, output_tokens_per_s=1000.0, power_w=600.0, trials=tr(1000.0))])
+    t = 1000.0 / 1.03
+    b = make_result("b", levels=[make_level(0, value=8, output_tokens_per_s=t, power_w=600.0, trials=tr(t))])
+    o = regress(b, a, "j_per_output_token:+2%").outcomes[0]
+    assert o.status == "pass" and o.word == "within noise"
+    assert "its noise ±4.3% is wider than the 2% limit" in o.message
+    assert "wider than" not in regress(b, a, "j_per_output_token:+5%").outcomes[0].message
+
+
+def test_a_boundary_one_level_lacks_leaves_out_that_level_only():
+    a = make_result("a", levels=[make_level(0, value=8, power_w={"accelerator": 500, "node": 800}),
+                                 make_level(1, value=16, power_w={"accelerator": 600, "node": 900})])
+    b = make_result("b", levels=[make_level(0, value=8, power_w={"accelerator": 400, "node": 700}),
+                                 make_level(1, value=16, power_w={"accelerator": 500})])
+    cmp = compare([a, b], boundary="node")
+    c8, c16 = cmp.levels
+    assert c8.decompositions[0].power_ratio == pytest.approx(800 / 700) and not c8.left_out
+    assert c16.left_out == "run b has no node power at c=16 (it measured: accelerator)"
