@@ -2,24 +2,18 @@
 # The README's first command, unchanged, on the H200 (device tool), with an independent NVML
 # energy-counter observer around it and the per-level crosscheck. The short re-check that every
 # change to engines/, the run pipeline or accounting needs before it lands (docs/validation.md).
-# Reads only; never changes a GPU setting. Run from the repo root with .whl carried:
+# Reads only; never changes a GPU setting. Run from the repo root with .whl carried (benches/gpu/preamble.sh: wheels,
+# log, PROVENANCE.json):
 #   bash benches/gpu/h200_default.sh
 # Outputs under $OUT: log.txt, default_run.tgz (stdout, result, requests, telemetry, meter log,
 # crosscheck JSON). Other runs with the same observer (benches/gpu/h200_short.sh): RUN_ARGS (the
 # `wattbench run` arguments; default none, the README's command), RUN_WHAT (the log's name for it)
 # and RUN_TGZ (the archive's name).
+source benches/gpu/preamble.sh
 set -u
 RUN_ARGS=${RUN_ARGS:-}
 RUN_WHAT=${RUN_WHAT:-README first command}
 RUN_TGZ=${RUN_TGZ:-default_run.tgz}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-REPO=$PWD
-export PYTHONPATH=/tmp/site:$REPO/src PYTHONUNBUFFERED=1
-exec > >(tee "$OUT/log.txt") 2>&1
-date -u
-nvidia-smi --query-gpu=name,driver_version,power.limit,pstate,temperature.gpu --format=csv
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
-git -C "$REPO" log --oneline -1 2>/dev/null || true
 mkdir -p /tmp/rd && cd /tmp/rd
 python3 "$REPO/benches/gpu/independent_meter.py" /tmp/rd/meter.jsonl & MP=$!
 sleep 1

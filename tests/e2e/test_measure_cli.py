@@ -91,6 +91,51 @@ def test_no_counters_means_energy_only_said_so(tmp_path):
     assert res.measure.token_source == "none" and lv.energy["node"].energy_j > 0
     assert lv.energy["node"].j_per_output_token is None
     assert any("no tokens can be credited" in r for r in lv.validity.reasons)
+    # said in words: what was measured and what was not; no per-kW figure of "–", no "from the none"
+    out_text = " ".join(p.stdout.split())
+    answer = next(x for x in p.stdout.split("\n") if x.startswith("answer: "))
+    assert "– output tok/s per kW" not in out_text and "the none" not in out_text
+    assert "answer: command — no tokens counted, so no tokens per kW; energy only: " in out_text, answer
+    assert f"{POWER_W:g} W average" in out_text and "(node, declared)" in out_text
+    assert "measured around a command (exit 0): windows from the command's lifetime, tokens from nowhere" in out_text
+
+
+def test_with_a_target_the_fix_is_not_give_target(tmp_path):
+    """With -t given to a server without token counters it still said "give --target URL"."""
+    with stream_server("--ttft-ms", "20", "--itl-ms", "5") as (base, _):
+        out = tmp_path / "run"
+        p = wb("measure", "-s", f"const:node={POWER_W:g}", "--idle", "0", "--no-register", "-o", str(out),
+               "-t", base, "--", sys.executable, "-c", "pass", cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+    (lv,) = load_result(out).levels
+    (reason,) = [r for r in lv.validity.reasons if "no tokens can be credited" in r]
+    assert "give --target" not in reason and f"the server at {base} showed no token counter" in reason
+    assert "give --target" not in json.dumps(lv.server_metrics)
+
+
+@pytest.mark.slow
+def test_a_wrapped_wattbench_run_is_read_like_the_other_tools(tmp_path):
+    """measure -- wattbench run …: its result (found under its --out) gives the levels, their windows
+    from its requests and its tokens from the server's usage, as for vllm bench serve or GuideLLM."""
+    with stream_server("--ttft-ms", "20", "--itl-ms", "4") as (base, stats):
+        out, inner = tmp_path / "outer", tmp_path / "inner"
+        p = wb("measure", "-s", f"const:node={POWER_W:g}", "--idle", "0", "--no-register", "-o", str(out), "-t", base,
+               "--", sys.executable, "-m", "wattbench", "run", "-t", base, "-c", "1,4", "-n", "12",
+               "--input-tokens", "16", "--output-tokens", "16", "--no-prime", "--no-history-check", "--no-sensors",
+               "--no-register", "--out", str(inner), cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        served = stats()
+    res, own = load_result(out), load_result(inner)
+    assert res.measure.tool == "wattbench-run" and res.measure.token_source == "tool records"
+    assert [lv.label for lv in res.levels] == ["wattbench-run: concurrency=1", "wattbench-run: concurrency=4"]
+    assert [lv.label for lv in own.levels] == ["concurrency=1", "concurrency=4"]
+    for lv, o in zip(res.levels, own.levels):
+        assert lv.throughput.output_tokens == o.throughput.output_tokens == 12 * 16
+        assert lv.tool.figures["output_tokens_per_s"] == pytest.approx(o.throughput.output_tokens_per_s, rel=1e-12)
+        node = lv.energy["node"]  # the measuring run's own meter over the wrapped run's window
+        assert node.energy_j == pytest.approx(POWER_W * lv.window.duration_s, rel=1e-9)
+        assert node.output_tokens_per_s_per_kw == pytest.approx(lv.throughput.output_tokens_per_s / 0.3, rel=1e-9)
+    assert served["requests"] == 24
 
 
 def test_failing_command_keeps_the_energy_and_exits_1(tmp_path):

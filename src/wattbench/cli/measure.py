@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
         target: Optional[str] = typer.Option(None, "--target", "-t", help="The server whose /metrics token counters to scrape (default: the URL the tool's own arguments name)."),
         api_key: Optional[str] = typer.Option(None, "--api-key", help=API_KEY_HELP, show_default=False),
         api_key_file: Optional[str] = api_key_file_option(),
-        tool: Optional[str] = typer.Option(None, "--tool", help="What COMMAND is: vllm-bench-serve, aiperf, guidellm or command (default: recognised from it)."),
+        tool: Optional[str] = typer.Option(None, "--tool", help="What COMMAND is: vllm-bench-serve, aiperf, guidellm, wattbench-run or command (default: recognised from it)."),
         result: Optional[List[str]] = typer.Option(None, "--result", help="The tool's result file (repeatable; default: found where its arguments put it)."),
         window_from: Optional[str] = typer.Option(None, "--window-from", help="A file of 'start SECONDS [LABEL]' / 'end SECONDS' lines the command writes: one level per pair."),
         sensor: Optional[List[str]] = sensor_option(),

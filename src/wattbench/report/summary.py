@@ -163,7 +163,7 @@ def state_line(result: Result) -> str | None:
         parts.append(f"prompts calibrated to the server's token count ({F.fmt(cal.tokens_per_word)} tokens/word "
                      f"+ {F.fmt(cal.overhead_tokens)}, {cal.counted} probes)")
     elif cal is not None:
-        parts.append("prompts not calibrated (no usage.prompt_tokens in the server's answers)")
+        parts.append("prompts not calibrated: " + cal.reason.split(":", 1)[0])
     return "; ".join(parts) or None
 
 
@@ -262,6 +262,13 @@ def answer_line(result: Result) -> str | None:
         f", {estimate_text(h)}" if h.label == "estimate" else
         f", {h.label}" if h.label and h.label != "measured" else "") + ")"
     figure = f"{F.fmt(h.value)} {h.title}{where}" if h.boundary else "no energy measured"
+    if h.boundary is not None and h.value is None and not h.level.throughput.output_tokens:
+        # energy without tokens (``measure`` around a command wattbench cannot count tokens of): what
+        # was measured, in words, never a per-kW figure of "–"
+        be = h.level.energy[h.boundary]
+        dur = h.level.window.duration_s if h.level.window is not None else None
+        figure = (f"no tokens counted, so no tokens per kW; energy only: {F.fmt(be.energy_j)} J, "
+                  f"{F.fmt(be.avg_power_w)} W average over {F.fmt(dur)} s{where}")
     if h.ci is not None:
         figure += f", mean of {h.trials} trials (95% CI {F.fmt_range(h.ci[0], h.ci[1])})"
     return f"answer: {short_label(h.level)} — {figure} · {h.verdict}"
@@ -301,6 +308,13 @@ def answer_lines(result: Result) -> list[str]:
     return out + measure_lines(result)
 
 
+# what ``MeasureInfo.window_source`` / ``token_source`` mean, in words
+WINDOW_SOURCE_TEXT = {"command lifetime": "the command's lifetime", "markers": "the --window-from markers",
+                      "tool records": "the tool's request records"}
+TOKEN_SOURCE_TEXT = {"server counters": "the server's token counters", "tool records": "the tool's records",
+                     "none": "nowhere (no tool result read and no server token counter): energy and power only"}
+
+
 def measure_lines(result: Result) -> list[str]:
     """``wattbench measure``: the tool and where windows and tokens came from, then per level the
     tool's own figures (labelled as the tool's) and the server counter's count beside the tool's."""
@@ -308,8 +322,10 @@ def measure_lines(result: Result) -> list[str]:
     if m is None:
         return []
     tool = " ".join(x for x in (m.tool, m.tool_version) if x)
-    out = [f"measured around {tool} (exit {m.exit_code if m.exit_code is not None else 'none: stopped'}): "
-           f"windows from the {m.window_source}, tokens from the {m.token_source}"
+    out = [f"measured around {'a command' if tool == 'command' else tool} "
+           f"(exit {m.exit_code if m.exit_code is not None else 'none: stopped'}): "
+           f"windows from {WINDOW_SOURCE_TEXT.get(m.window_source, m.window_source)}, "
+           f"tokens from {TOKEN_SOURCE_TEXT.get(m.token_source, m.token_source)}"
            + (f"; {m.clock.source_clock} clock, ±{F.fmt(m.clock.uncertainty_ns / 1e3)} us" if m.clock else "")]
     for lv in result.levels:
         t = lv.tool

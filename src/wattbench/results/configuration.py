@@ -121,8 +121,9 @@ def target_text(result: Result) -> str:
         return IDENTITY_UNKNOWN
     if ident.launched:
         return f"{ident.launched}:{_model(result) or '?'} (launched)"
-    t = ident.target or "?"
-    t = t.removeprefix("http://")
+    if not ident.target:
+        return "no server"  # `measure` around a command whose server wattbench could not probe
+    t = ident.target.removeprefix("http://")
     return t + (f" +{len(ident.replicas)}" if ident.replicas else "")
 
 

@@ -84,7 +84,7 @@ from wattbench.run.benchmark import (
 )
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.server.metrics import MetricsScraper
-from wattbench.server.redact import argv_secrets, env_secrets, redact_argv, register_secrets, registered
+from wattbench.server.redact import argv_secrets, env_secrets, redact_argv, redact_url, register_secrets, registered
 
 __all__ = ["MeasureConfig", "measure", "CommandFailed", "NO_TOKENS"]
 
@@ -97,6 +97,16 @@ TOKEN_FIGURES = ("throughput", "efficiency")  # what a token count off biases
 NO_TOKENS = ("no tokens can be credited to this window: the command is not a load generator wattbench reads "
              "and the server exposes no token counters (give --target URL of a server with /metrics); "
              "energy and power only")
+
+
+def no_tokens_text(target: str | None) -> str:
+    """Why a window has no tokens, and the fix: ``NO_TOKENS`` without ``--target``; with one, that
+    its server showed no token counter (``--target`` was given: asking for it again is no fix)."""
+    if not target:
+        return NO_TOKENS
+    return (f"no tokens can be credited to this window: the command is not a load generator wattbench reads "
+            f"and the server at {target} showed no token counter on its /metrics (vLLM, SGLang, TGI and "
+            "llama.cpp --metrics have one); energy and power only")
 
 
 class CommandFailed(WattbenchError):
@@ -183,7 +193,7 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     given = cfg.target
     url = given or tool_target_url(tool, mcfg.command)
     if not url:
-        return ServerInfo(), [], None
+        return _unknown_server("no --target, and the command names no server"), [], None
     clean, key = combine_credentials(url, api_key(cfg))
     register_secrets(key, *url_secrets(url))  # nothing measure writes or prints holds it (server/redact.py)
     base = normalize_base_url(clean)
@@ -192,10 +202,21 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     except TargetError as e:
         if given:
             raise UserError(f"--target {given}: {e}") from None
-        return ServerInfo(), [f"the server the command names ({base}) did not answer before it started ({e}); "
-                              "no /metrics was scraped"], None
+        return _unknown_server(f"{base} did not answer before the command started", base), [
+            f"the server the command names ({base}) did not answer before it started ({e}); no /metrics was scraped"
+        ], None
     server.base_url = base
     return server, [], key
+
+
+def _unknown_server(why: str, base_url: str | None = None) -> ServerInfo:
+    """A server wattbench could not probe: its identity says so (the URL the command names, if any;
+    nothing exposed), so the run's configuration key holds what is known, not "identity unknown"
+    (which is a result written before identities were recorded)."""
+    from wattbench.results.schema import ServerIdentity
+    from wattbench.server.identity import target_of
+
+    return ServerInfo(identity=ServerIdentity(target=target_of(base_url), not_exposed=[why]))
 
 
 def _measure(session: RunSession, mcfg: MeasureConfig) -> Result:
@@ -236,7 +257,8 @@ def _measure(session: RunSession, mcfg: MeasureConfig) -> Result:
     levels_done = False
     if tool != "command" and failure is None:
         try:
-            run = read_tool(tool, find_result_files(tool, mcfg.command, cwd, mcfg.result_files, before))
+            run = read_tool(tool, find_result_files(tool, mcfg.command, cwd, mcfg.result_files, before,
+                                                    exclude=session.run_dir))
             _tool_levels(session, run, info, end_anchor)
             levels_done = True
         except UserError as e:
@@ -573,7 +595,9 @@ def _counter_level(session: RunSession, index: int, label: str, t0: int, t1: int
                                                             "edge", TOKEN_FIGURES,
                               summary="server token counter extrapolated at an edge"))
     else:
-        found.append(rule("no_tokens", "warn", NO_TOKENS, TOKEN_FIGURES, summary="no tokens counted"))
+        given = cfg.target or (cfg.targets[0] if cfg.targets else None)
+        found.append(rule("no_tokens", "warn", no_tokens_text(redact_url(given) if given else None), TOKEN_FIGURES,
+                          summary="no tokens counted"))
     per_s = (lambda n: n / dur if dur > 0 else 0.0)
     tp = Throughput(output_tokens_per_s=per_s(out_tok), input_tokens_per_s=per_s(in_tok),
                     total_tokens_per_s=per_s(out_tok + in_tok), duration_s=dur, output_tokens=int(round(out_tok)),
@@ -595,7 +619,8 @@ def _counter_level(session: RunSession, index: int, label: str, t0: int, t1: int
         level.thermal = accounted.thermal
     ctx = session.level_context()
     level.server_metrics = (ctx.timeline.summary(t0, t1) if ctx.timeline is not None else
-                            {"available": False, "reason": "no server /metrics was scraped (give --target URL)"})
+                            {"available": False, "reason": "no server /metrics was scraped"
+                             + ("" if cfg.target or cfg.targets else " (give --target URL)")})
     level.validity = level_validity(accounted, token_source=None, extra=found)
     level.tool = ToolLevel(tool="command", label=label, tokens_counted_by="the server's token counters"
                            if timeline is not None else "none",

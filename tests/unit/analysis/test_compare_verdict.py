@@ -134,3 +134,25 @@ def test_a_boundary_one_level_lacks_leaves_out_that_level_only():
     c8, c16 = cmp.levels
     assert c8.decompositions[0].power_ratio == pytest.approx(800 / 700) and not c8.left_out
     assert c16.left_out == "run b has no node power at c=16 (it measured: accelerator)"
+
+
+def test_at_slo_a_700_w_card_at_95_percent_throughput_reads_exactly_1_90x():
+    slos = [{"metric": "ttft", "stat": "p99", "threshold_ms": 500.0}]
+
+    def lv(i, c, tput, watts, ttft_p99):
+        x = make_level(i, value=c, output_tokens_per_s=tput, power_w={"node": watts}, ttft_p99_ms=ttft_p99)
+        x.goodput = {"slos": slos, "output_tokens_per_s": tput,
+                     "per_kw": {"node": {"output_tokens_per_s_per_kw": tput / (watts / 1000.0)}}}
+        return x
+    # A (1400 W): c=32 meets the SLO at 2,000 tok/s, c=64 is faster but misses it; B (700 W): c=48 at 1,900
+    a = make_result("big", levels=[lv(0, 32, 2000.0, 1400.0, 300.0), lv(1, 64, 2600.0, 1400.0, 900.0)])
+    b = make_result("small", levels=[lv(0, 32, 1500.0, 700.0, 200.0), lv(1, 48, 1900.0, 700.0, 450.0)])
+    a.config["slo"] = b.config["slo"] = "ttft_p99=500ms"
+    at = compare([a, b], match="index", force=True).at_slo  # c=48 vs c=64 pair by index; the SLO pick is per run
+    assert at.slo == "ttft_p99=500ms" and at.levels == ["c=32", "c=48"]
+    assert at.ratio[0] == pytest.approx(1.90) and at.throughput_ratio[0] == pytest.approx(0.95)
+    assert at.power_ratio[0] == pytest.approx(0.5)
+    assert at.lines[0].startswith("B gives 1.90× the goodput per kW of A at ttft_p99=500ms: throughput 0.95× ÷ "
+                                  "power 0.50× (A at c=32, B at c=48)")
+    with pytest.raises(Exception, match="no level of run big .* meets it"):
+        compare([a, b], match="index", force=True, at_slo="ttft_p99=100ms")

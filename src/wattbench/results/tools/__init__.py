@@ -1,7 +1,8 @@
 """Readers of other load generators' result files, for ``wattbench measure -- COMMAND``.
 
 One module per tool format — ``vllm_bench`` (``vllm bench serve --save-result --save-detailed``),
-``aiperf`` (``profile_export.jsonl``), ``guidellm`` (``benchmarks.json``) — each turning the tool's
+``aiperf`` (``profile_export.jsonl``), ``guidellm`` (``benchmarks.json``), ``wattbench_run`` (a
+wrapped ``wattbench run``'s run directory) — each turning the tool's
 files into a ``base.ToolRun`` (per-request stamps on the tool's clock, token counts, the tool's own
 figures, what is not read). ``base.place_on_run_clock`` puts the stamps on the run's clock;
 ``markers`` reads ``--window-from`` files. This package knows the files, not the meters: the run
@@ -24,7 +25,7 @@ from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun
 __all__ = ["TOOLS", "ToolRun", "ToolLevelData", "ToolRequest", "detect_tool", "tool_target_url", "check_tool_args",
            "find_result_files", "read_tool", "installed_version"]
 
-TOOLS = ("vllm-bench-serve", "aiperf", "guidellm", "command")
+TOOLS = ("vllm-bench-serve", "aiperf", "guidellm", "wattbench-run", "command")
 MAX_SEARCH_DEPTH = 4  # folders below the artifact/output folder searched for the tool's file
 
 
@@ -43,6 +44,8 @@ def detect_tool(argv: list[str]) -> str:
         return "aiperf"
     if name == "guidellm" and args[:1] and args[0] in ("run", "benchmark"):
         return "guidellm"
+    if (name == "wattbench" and args[:1] == ["run"]) or (name.startswith("python") and args[:3] == ["-m", "wattbench", "run"]):
+        return "wattbench-run"
     return "command"
 
 
@@ -78,6 +81,9 @@ def tool_target_url(tool: str, argv: list[str]) -> str | None:
         return f"http://{host}:{port}"
     if tool == "aiperf":
         u = _opt(argv, "--url", "-u")
+        return u[0] if u else None
+    if tool == "wattbench-run":
+        u = _opt(argv, "--target", "-t")
         return u[0] if u else None
     if tool == "guidellm":
         u = _opt(argv, "--target")
@@ -116,10 +122,15 @@ def _candidates(tool: str, argv: list[str], cwd: Path) -> list[Path]:
         if paths:
             return [Path(p) if Path(p).is_absolute() else cwd / p for p in paths]
         return [cwd]
+    if tool == "wattbench-run":  # its --out, else under its default results folder
+        out = _opt(argv, "--out", "-o")
+        base = Path(out[-1]) if out else Path("wattbench-results")
+        return [base if base.is_absolute() else cwd / base]
     return []
 
 
-_NAMES = {"vllm-bench-serve": None, "aiperf": "profile_export.jsonl", "guidellm": "benchmarks.json"}
+_NAMES = {"vllm-bench-serve": None, "aiperf": "profile_export.jsonl", "guidellm": "benchmarks.json",
+          "wattbench-run": "result.json"}
 
 
 def _search(tool: str, where: Path) -> list[Path]:
@@ -128,6 +139,10 @@ def _search(tool: str, where: Path) -> list[Path]:
         return [where]
     if not where.is_dir():
         return []
+    if tool == "wattbench-run":  # the run directory itself, or the runs under the results folder
+        if (where / "result.json").is_file():
+            return [where / "result.json"]
+        return sorted(p / "result.json" for p in where.iterdir() if (p / "result.json").is_file())
     if tool == "vllm-bench-serve":  # the result JSON of --save-result (not vLLM's *.pytorch.json twin)
         return sorted(p for p in where.glob("*.json") if p.is_file() and not p.name.endswith(".pytorch.json"))
     out = []
@@ -141,17 +156,21 @@ def _search(tool: str, where: Path) -> list[Path]:
 
 
 def find_result_files(tool: str, argv: list[str], cwd: Path, given: list[str], before: dict[str, int] | None,
-                      existing_only: bool = False) -> list[Path]:
+                      existing_only: bool = False, exclude: Path | None = None) -> list[Path]:
     """The tool's result files: ``given`` (``--result``), else found where its arguments put them.
     ``before`` (path -> mtime_ns before the command): only files written since are kept. With
     ``existing_only``, what exists now (taken before the command); otherwise a tool that wrote
-    nothing is one line."""
+    nothing is one line. ``exclude``: a directory whose files are never the tool's (the measuring
+    run's own, which a wrapped ``wattbench run`` shares a results folder with)."""
     if given:
         paths = [Path(g) if Path(g).is_absolute() else cwd / g for g in given]
         if existing_only:
             return [p for p in paths if p.is_file()]
     else:
         paths = [p for where in _candidates(tool, argv, cwd) for p in _search(tool, where)]
+    if exclude is not None:
+        ex = Path(exclude).resolve()
+        paths = [p for p in paths if ex != p.resolve().parent and ex not in p.resolve().parents]
     if existing_only:
         return paths
     fresh = [p for p in paths if p.is_file() and (before is None or before.get(str(p)) != p.stat().st_mtime_ns)]
@@ -159,7 +178,7 @@ def find_result_files(tool: str, argv: list[str], cwd: Path, given: list[str], b
         where = ", ".join(str(p) for p in (paths if given else _candidates(tool, argv, cwd))) or str(cwd)
         raise UserError(f"{tool} wrote no result file wattbench reads (looked for "
                         f"{_NAMES[tool] or 'its --save-result JSON'} in {where}); give it with --result FILE")
-    if tool == "aiperf" and len(fresh) > 1:  # one profiling run per command: the newest
+    if tool in ("aiperf", "wattbench-run") and len(fresh) > 1:  # one run per command: the newest
         fresh = [max(fresh, key=lambda p: p.stat().st_mtime_ns)]
     return fresh
 
@@ -172,8 +191,11 @@ def read_tool(tool: str, paths: list[Path]) -> ToolRun:
         from wattbench.results.tools import aiperf as mod
     elif tool == "guidellm":
         from wattbench.results.tools import guidellm as mod
+    elif tool == "wattbench-run":
+        from wattbench.results.tools import wattbench_run as mod
     else:
-        raise UserError(f"--tool {tool}: wattbench reads vllm-bench-serve, aiperf and guidellm result files")
+        raise UserError(f"--tool {tool}: wattbench reads vllm-bench-serve, aiperf, guidellm and wattbench-run "
+                        "result files")
     try:
         return mod.read(paths)
     except UserError:
