@@ -13,6 +13,7 @@ import typer
 from pydantic import ValidationError
 
 from wattbench.errors import WattbenchError
+from wattbench.report.safe_text import LINE_CHARS, term
 
 try:  # typer >= 0.22 vendors click
     from typer._click.exceptions import ClickException, MissingParameter, UsageError
@@ -130,8 +131,10 @@ def one_line(exc: BaseException) -> str:
             loc = ".".join(str(x) for x in err.get("loc", ()) if x != "__root__")
             msg = err.get("msg", "invalid").removeprefix("Value error, ")
             parts.append(f"{loc}: {msg}" if loc and not msg.startswith("-") else msg)  # a message naming its flag
-        return "; ".join(parts)
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        return term("; ".join(parts), LINE_CHARS)
+    # a message may quote a server or a file: no control sequence reaches the terminal, and it stays one line
+    text = str(exc).strip()
+    return term(text.split("\n", 1)[0], LINE_CHARS) if text else exc.__class__.__name__
 
 
 def handle_errors(fn: Callable) -> Callable:

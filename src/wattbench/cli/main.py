@@ -151,7 +151,9 @@ def main(argv: list[str] | None = None) -> None:
         try:
             cmd.main(args=argv, standalone_mode=True, prog_name="wattbench")
         except WattbenchError as e:  # raised outside a command's own handling
-            typer.echo(f"wattbench: error: {e}", err=True)
+            from wattbench.cli.common import one_line
+
+            typer.echo(f"wattbench: error: {one_line(e)}", err=True)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             typer.echo("wattbench: interrupted", err=True)
