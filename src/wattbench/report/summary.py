@@ -163,7 +163,7 @@ def state_line(result: Result) -> str | None:
         parts.append(f"prompts calibrated to the server's token count ({F.fmt(cal.tokens_per_word)} tokens/word "
                      f"+ {F.fmt(cal.overhead_tokens)}, {cal.counted} probes)")
     elif cal is not None:
-        parts.append("prompts not calibrated (no usage.prompt_tokens in the server's answers)")
+        parts.append("prompts not calibrated: " + cal.reason.split(":", 1)[0])
     return "; ".join(parts) or None
 
 

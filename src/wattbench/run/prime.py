@@ -252,8 +252,10 @@ def calibrate_prompts(runner) -> "PromptCalibration | None":
             ys.append(float(c["input_tokens"][m].mean()))
     cal.server_tokens = ys
     if not xs:
-        cal.reason = ("the server's answers carried no usage.prompt_tokens: prompt lengths stay the 0.75 "
-                      "words-per-token guess; give --tokenizer PATH for exact lengths")
+        answered = int(c["ok"].sum()) if c is not None else 0
+        why = ("the server's answers carried no usage.prompt_tokens" if answered else
+               f"none of the {len(probes)} probe requests completed")
+        cal.reason = f"{why}: prompt lengths stay the 0.75 words-per-token guess; give --tokenizer PATH for exact lengths"
         return cal
     if len(xs) == 2 and xs[1] != xs[0] and ys[1] > ys[0]:
         a = (ys[1] - ys[0]) / (xs[1] - xs[0])

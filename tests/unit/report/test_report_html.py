@@ -191,7 +191,7 @@ def test_a_gpu_run_plots_no_tokens_per_kw_of_a_part_and_shows_host_once():
     one row of each energy table."""
     from pathlib import Path
 
-    d = Path(__file__).resolve().parents[3] / "docs" / "validation-data" / "h200-2026-12-01-llamacpp"
+    d = Path(__file__).resolve().parents[3] / "docs" / "validation-data" / "h200-llamacpp-beside-embedded"
     page = build_html([RunData(d)])
     specs = plot_specs(page)
     per_kw = [t for s in specs if "per kW" in json.dumps(s["layout"].get("title", {}))

@@ -16,7 +16,7 @@ from rich.console import Console
 from wattbench.report.tune import shell_lines, tune_summary
 from wattbench.results.tune import load_tune
 
-H200 = Path(__file__).resolve().parents[3] / "docs/validation-data/h200-2026-12-01-tune/tune.json"
+H200 = Path(__file__).resolve().parents[3] / "docs/validation-data/h200-tune/tune.json"
 
 
 def render(t, width: int) -> str:
