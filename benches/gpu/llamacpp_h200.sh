@@ -21,6 +21,10 @@ BUILD_S=${BUILD_S:-480}
 LEVELS=${LEVELS:-1,16,64}
 DURATION=${DURATION:-40}
 NP=${NP:-256}
+# Not benches/gpu/preamble.sh: this script appends to its log (a build call, then a run call) and
+# carries its own wheels in .carry/whl; it writes the same PROVENANCE.json.
+mkdir -p "$OUT"
+python3 benches/gpu/provenance.py write "$OUT/PROVENANCE.json" "$0" "$@"
 exec > >(tee -a "$OUT/log.txt") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version,power.limit,pstate,temperature.gpu --format=csv
 nvcc --version | tail -2

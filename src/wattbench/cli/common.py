@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import sys
 from typing import Any, Callable
 
@@ -215,10 +216,23 @@ def parse_json_object(text: str | None, flag: str) -> dict:
 
     if text is None or not text.strip():
         return {}
+
+    def not_a_number(word: str):  # NaN, Infinity: Python's json takes them, no server's JSON parser does
+        raise UserError(f"{flag}: {word} is not a JSON number (a request body is standard JSON); give a finite number")
+
+    def finite(word: str) -> float:
+        v = float(word)
+        if v != v or v in (float("inf"), float("-inf")):
+            raise UserError(f"{flag}: {word[:40]} is too large for a number (it reads as infinity); give a finite number")
+        return v
+
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_constant=not_a_number, parse_float=finite)
     except json.JSONDecodeError as e:
         raise UserError(f"{flag}: not JSON ({e.msg} at character {e.pos}); give an object like '{{\"top_k\": 20}}'") from None
+    except RecursionError:
+        raise UserError(f"{flag}: JSON nested too deeply (over Python's recursion limit); give a flat object like "
+                        "'{\"top_k\": 20}'") from None
     if not isinstance(obj, dict):
         raise UserError(f"{flag}: give a JSON object like '{{\"top_k\": 20}}', not {type(obj).__name__}")
     return obj
@@ -273,6 +287,29 @@ def number_gate(param: Any, command: str | None = None) -> None:
         return original(ctx, p, value) if original is not None else value
 
     param.callback = callback
+
+
+def text_gate(param: Any) -> None:
+    """Refuse an empty value (or an empty item of a repeated option) typed for a text option: it
+    was read as "not given" (``-c ''`` ran the default level, ``--out ''`` the default directory).
+    Options where empty means something are listed in ``config.EMPTY_TEXT_OK``; a value from the
+    environment or the default is not the user's typing and passes. The raw text is checked, before
+    the option's type reads it (a path option would read ``''`` as ``.``)."""
+    from wattbench.config import EMPTY_TEXT_OK
+
+    flag = option_name(param)
+    if flag in EMPTY_TEXT_OK:
+        return
+    original = param.process_value
+
+    def process_value(ctx, value):
+        typed = getattr(ctx.get_parameter_source(param.name), "name", "") == "COMMANDLINE"
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if typed and any(isinstance(v, str) and not v.strip() for v in items):
+            raise UsageError(f"{flag}: an empty value; give a value or leave the option out")
+        return original(ctx, value)
+
+    param.process_value = process_value
 
 
 def one_line_usage(exc: UsageError) -> str:

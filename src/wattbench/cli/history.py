@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
         model: Optional[str] = typer.Option(None, "--model", help="Substring of the model name."),
         engine: Optional[str] = typer.Option(None, "--engine", help="Substring of the engine name."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="Substring of the GPU description."),
-        target: Optional[str] = typer.Option(None, "--target", help="Substring of the target (host:port, or the launched engine)."),
+        target: Optional[str] = typer.Option(None, "--target", "-t", help="Substring of the target (host:port, or the launched engine)."),
         label: Optional[str] = typer.Option(None, "--label", help="Substring of the --config-label."),
         tag: Optional[str] = typer.Option(None, "--tag", help="Only the run with this tag."),
         kind: Optional[str] = typer.Option(None, "--kind", help="run or agree."),

@@ -193,6 +193,8 @@ def title_line(result: Result) -> Text:
     eng = " ".join(term(x) for x in (result.server.engine, result.server.version) if x)
     if eng:
         parts.append(eng)
+    if result.config_label:  # the user's name for what wattbench cannot see (--config-label)
+        parts.append(f"label {result.config_label}")
     slo = S.slo_text(result)
     if slo:
         parts.append(f"SLO {slo}")

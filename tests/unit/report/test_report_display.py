@@ -189,3 +189,26 @@ def test_no_column_of_dashes_without_energy_and_no_one_model_lines():
         "a": EnergyShare(requests=6, energy_j=3000.0, share=0.714), "b": EnergyShare(requests=4, energy_j=1200.0,
                                                                                    share=0.286)}
     assert "by model" in render(run_summary(two), 160)
+
+
+def test_markdown_answer_first_label_once_and_no_raw_server_body(tmp_path):
+    """report --md put the notes before the answer, wrote `node (declared, declared)` and carried
+    a server's raw JSON body (a /tokenize answer) into a warning."""
+    from wattbench.errors import UserError
+    from wattbench.report.data import RunData
+    from wattbench.report.markdown import render_markdown
+    from wattbench.results.rundir import write_result
+    from wattbench.workload.tokenizer import _count_from
+
+    r = noted_result()
+    for lv in r.levels:
+        for be in lv.energy.values():
+            be.label, be.method = "declared", "declared"
+    write_result(tmp_path, r)
+    text = render_markdown([RunData(tmp_path)])
+    assert text.index("answer: ") < text.index("prompt lengths")
+    assert "(declared, declared)" not in text and "(declared)" in text
+    assert "verdict: warn (efficiency) · latency warn · 2 notes (1 warn, 1 note)" in text
+    with pytest.raises(UserError) as e:
+        _count_from({"detail": "Not Found", "secret_body": "x" * 500}, "http://h/tokenize")
+    assert "x" * 20 not in str(e.value) and "detail, secret_body" in str(e.value)

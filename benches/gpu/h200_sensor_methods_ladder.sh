@@ -2,13 +2,10 @@
 # H200 validation, part 1 (device tool; see docs/validation.md): sensor methods, then the embedded
 # engine (llama-1b preset on CUDA) at concurrency 1,16,64,256 with an independent NVML observer.
 # Reads only; never changes a GPU setting.
+source benches/gpu/preamble.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
+export HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
 mkdir -p /tmp/hfcache
-exec > >(tee "$OUT/log.txt") 2>&1
-date -u; nvidia-smi --query-gpu=name,driver_version,power.limit,power.default_limit,pstate,temperature.gpu --format=csv
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 timeout 60 python3 -m wattbench sensors --json > "$OUT/sensors.json"; echo "sensors rc=$?"
 timeout 200 python3 benches/gpu/sensor_methods.py "$OUT/sensor_methods.json" --windows 3 --seconds 8 --interval 0.05; echo "methods rc=$?"
 python3 benches/gpu/independent_meter.py "$OUT/meter.jsonl" & MP=$!

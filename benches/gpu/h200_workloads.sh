@@ -2,12 +2,10 @@
 # H200 validation, part 2 (device tool; docs/validation.md): the embedded engine (llama-1b preset on
 # CUDA) with the chat and summarize workloads side by side, and the prefill/decode split
 # (regression over the run + the isolating pair). Reads only; never changes a GPU setting.
+source benches/gpu/preamble.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
+export HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
 mkdir -p /tmp/hfcache
-exec > >(tee "$OUT/log2.txt") 2>&1
-date -u
 for w in ${WORKLOADS:-chat summarize}; do
   extra=""
   [ "$w" = summarize ] && extra="--prefill-decode-pair"

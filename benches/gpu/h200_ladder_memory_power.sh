@@ -9,17 +9,12 @@
 #       vs every 0.1 s poll) and each NVML call's own wall/CPU cost;
 #   (e) memory (HBM) power: wattbench's accelerator_memory per level vs nvidia-smi's
 #       "GPU Memory Power Readings" over the same window.
-# Reads only; never changes a GPU setting. Run from the repo root with .whl carried:
-#   bash benches/gpu/h200_round2.sh
+# Reads only; never changes a GPU setting. Run from the repo root (benches/gpu/preamble.sh: carried .whl, log.txt, PROVENANCE.json):
+#   bash benches/gpu/h200_ladder_memory_power.sh
 # Outputs under $OUT (7 files): log.txt, sampler_cost.jsonl, default_run.tgz, ladder_run.tgz,
 # crosscheck.json, memory_power.json, summary.txt (printed last).
+source benches/gpu/preamble.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-REPO=$PWD
-export PYTHONPATH=/tmp/site:$REPO/src PYTHONUNBUFFERED=1
-exec > >(tee "$OUT/log.txt") 2>&1
-date -u
-nvidia-smi --query-gpu=name,driver_version,power.limit,pstate,temperature.gpu --format=csv
 python3 -c "import torch, transformers, pynvml; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 nvidia-smi -q -d POWER
 
