@@ -51,9 +51,11 @@ for name in A1 A2 Z; do
   s=$(date +%s)
   left=$(( 530 - (s - t0) ))
   if [ "$left" -lt 60 ]; then echo "$name: skipped, $left s left of the call"; continue; fi
-  tuned=1; [ "$name" = Z ] && tuned=0
+  # the label names the configuration, not the run: A1 and A2 share it (and so their history key)
+  tuned=1 label=h200-tuned
+  [ "$name" = Z ] && tuned=0 label=h200-engine-defaults
   # shellcheck disable=SC2086  # COMMON is a list of arguments
-  WATTBENCH_TUNED_DEFAULTS=$tuned timeout "$left" python3 -m wattbench run $COMMON --config-label "h200-$name" \
+  WATTBENCH_TUNED_DEFAULTS=$tuned timeout "$left" python3 -m wattbench run $COMMON --config-label "$label" \
     --out $D/$name > $D/$name.stdout.txt 2> $D/$name.stderr.txt
   echo "$name: rc=$? wall $(( $(date +%s) - s )) s"
   sed -n 1,12p $D/$name.stdout.txt; tail -2 $D/$name.stderr.txt
