@@ -177,13 +177,9 @@ def peer_itl_err(row: dict) -> list[float]:
 def llamacpp_checks(tgz: str) -> list[dict]:
     """``benches/gpu/llamacpp_summary.py``'s counter bracket checks on a committed llama.cpp run archive:
     per level, ``{"generation": BracketCheck, "prompt": BracketCheck, "level": the level's dict}``."""
-    import importlib.util
     import tempfile
 
-    spec = importlib.util.spec_from_file_location("llamacpp_summary", ROOT / "benches/gpu/llamacpp_summary.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("llamacpp_summary", mod)  # its dataclass looks its module up
-    spec.loader.exec_module(sys.modules["llamacpp_summary"])
+    from benches.gpu import llamacpp_summary  # the repository root is on the tests' path
     d = Path(tempfile.mkdtemp(prefix="doc-figures-"))
     with tarfile.open(ROOT / tgz) as t:
         run = None
@@ -192,7 +188,7 @@ def llamacpp_checks(tgz: str) -> list[dict]:
                 t.extract(m, d, filter="data")
                 run = d / Path(m.name).parent
     return [{"level": lj, "generation": gen, "prompt": prm}
-            for lj, gen, prm in sys.modules["llamacpp_summary"].level_checks(run)]
+            for lj, gen, prm in llamacpp_summary.level_checks(run)]
 
 
 @lru_cache(maxsize=None)
