@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25 part 2 on the H200: do the defaults meet their own rules? One device call (~8-9 min).
+# On the H200: do the defaults meet their own rules (docs/validation.md part 13)? One device call (~8-9 min).
 # Reads only; never changes a GPU setting. Run from the repo root with .whl carried:
 #   bash benches/gpu/h200_findings.sh
 # 1. The README's first command, unchanged (`wattbench run`, no arguments: the embedded engine,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25 part 4 on the H200 (device tool): two `--trials 3` runs of the embedded engine with NVML
+# The headline rule on the H200 (device tool; docs/validation.md part 13): two `--trials 3` runs of the embedded engine with NVML
 # (board + HBM rail) and the CPU estimate, then compare, regress, report --json and the HTML report.
 # What it proves (headline_check.py prints PASS/FAIL per line, exit 1 on any FAIL):
 #   - the run's headline, the history row, compare's point and regress's value are the trial means

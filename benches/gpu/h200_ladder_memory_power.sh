@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# H200 validation, round 2 (issue 15 parts 3-4, issue 20 part 4), ONE device call (~6-8 min):
+# H200 validation, round 2 (docs/validation.md part 7), ONE device call (~6-8 min):
 #   (a) the README's first command unchanged (`wattbench run`, no arguments) with an independent
 #       NVML counter observer around it (benches/gpu/independent_meter.py);
 #   (b) a ladder (concurrency 16,64,128, 25 s levels, 5 s warm-up; the engine's tuned CUDA flags

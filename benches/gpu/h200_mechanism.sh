@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Why does the server's history move tokens per kW (issue 24 part 1)? ONE device call, < 6 min, as
+# Why does the server's history move tokens per kW (docs/validation.md part 11a)? ONE device call, < 6 min, as
 # the runs of the issue were made: no priming (--no-prime) and the same prompts in every run with the
-# same seed (--prompt-salt '': the behaviour before issue 24), no history check (time): one fresh embedded engine (transformers serve, llama-1b preset,
+# same seed (--prompt-salt '': the behaviour before prompt salts existed), no history check (time): one fresh embedded engine (transformers serve, llama-1b preset,
 # the tuned flags --cb-use-cuda-graph --cb-max-batch-tokens 8192 --cb-max-memory-percent 0.5 that
 # wattbench adds on CUDA), then back to back on that one server:
 #   order1        -c 16,32,64,96,128      (the issue's run 1, fresh server)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The noise floor and the level-order check on the H200 (issue 24 parts 1-2), with priming (the
+# The noise floor and the level-order check on the H200 (docs/validation.md parts 11c-11d), with priming (the
 # default) and the embedded engine (transformers serve, llama-1b preset, the tuned flags
 # --cb-use-cuda-graph --cb-max-batch-tokens 8192 --cb-max-memory-percent 0.5 that wattbench adds on
 # CUDA), 256 in / 128 out (no tokenizer, as in the issue's table), 6 s levels after a 2 s warm-up.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 24's three level orders on one fresh engine, with priming (the default), levels long enough
+# The three level orders of docs/validation.md part 11 on one fresh engine, with priming (the default), levels long enough
 # that c=96 and c=128 are measured (session 4's 6 s levels after a 2 s warm-up measured nothing at
 # those loads: every request there was a warm-up request). One device call (~8 min). Reads only;
 # never changes a GPU setting. From the repo root, .whl carried:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# llama.cpp on the H200 (issue 20): build llama-server with CUDA from the sources carried in
+# llama.cpp on the H200 (docs/validation.md part 8): build llama-server with CUDA from the sources carried in
 # .carry/ (prepare them with benches/gpu/llamacpp_carry.sh), export the llama-1b preset to GGUF and
 # run a short wattbench ladder against it, NVML-metered, token counts checked against llama.cpp's
 # own /metrics counters. Reads only; never changes a GPU setting.

@@ -105,7 +105,7 @@ def test_stalled_stream_times_out_as_stall(tmp_path):
     with server(*FAST, "--stall-rate", "0.25", "--seed", "5") as s:
         cfg = RunConfig(target=s.base, concurrency=[4], num_requests=24, input_tokens="16", output_tokens="16",
                         stall_timeout_s=0.4, no_sensors=True, idle_s=0, register_run=False, html=False,
-                        out=str(tmp_path / "run"), prime=False, history_check=False)
+                        out=str(tmp_path / "run"), prime=False, history_check=False, calibrate_prompts=False)
         result = run_benchmark(cfg)
         stats = s.stats()
     n_stall = stats["faults"]["stall"]
@@ -205,7 +205,7 @@ def test_sensor_failing_mid_run(tmp_path, monkeypatch):
     with server("--ttft-ms", "5", "--itl-ms", "10") as s:
         cfg = RunConfig(target=s.base, concurrency=[2], duration_s=1.2, input_tokens="16", output_tokens="16",
                         idle_s=0, register_run=False, html=False, sample_interval_s=0.02, out=str(tmp_path / "run"),
-                        prime=False, history_check=False)
+                        prime=False, history_check=False, calibrate_prompts=False)
         result = run_benchmark(cfg)
         stats = s.stats()
     for t in timers:
@@ -250,7 +250,7 @@ def test_disk_full_seam_keeps_previous_result(tmp_path, monkeypatch):
     with server(*FAST) as s:
         cfg = RunConfig(target=s.base, concurrency=[2, 4], num_requests=10, input_tokens="16", output_tokens="16",
                         no_sensors=True, idle_s=0, register_run=False, html=False, out=str(out),
-                        prime=False, history_check=False)
+                        prime=False, history_check=False, calibrate_prompts=False)
         with pytest.raises(UserError) as ei:
             run_benchmark(cfg)
         stats = s.stats()

@@ -250,7 +250,9 @@ def overview(doc: Any, run: RunData) -> None:
     key = [S.short_label(lv) for lv in r.levels]
     if S.any_trials(r):
         doc.add(f'<p class="caption">Levels, {e(S.last_trial_title(r))}.</p>')
-    doc.add(columns_table(key, S.level_columns(r), "summary"))
+    from wattbench.report.tables import level_rows
+
+    doc.add(columns_table(*level_rows(r), "summary"))  # each replica's row under its level's total
     if S.any_trials(r):
         doc.add(f"<h4>{e(S.trials_title(r).capitalize())}</h4>"
                 + columns_table(key, S.trial_columns(r), "trials"))

@@ -107,7 +107,9 @@ def render_markdown(runs: list[RunData]) -> str:
             if S.any_trials(r):
                 out.append(f"Levels, {S.last_trial_title(r)}:")
                 out.append("")
-            out.extend(_columns_table(key, S.level_columns(r)))
+            from wattbench.report.tables import level_rows
+
+            out.extend(_columns_table(*level_rows(r)))  # each replica's row under its level's total
             out.append("")
             if S.any_trials(r):
                 out.append(S.trials_title(r).capitalize() + ":")

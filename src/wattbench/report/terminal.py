@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wattbench.report import format as F
+from wattbench.report.safe_text import term
 from wattbench.report import summary as S
 from wattbench.report.summary import Column, level_columns, trial_columns
 from wattbench.results.schema import Result
@@ -185,10 +186,11 @@ def validity_lines(result: Result, width: int | None = None, run_dir: str | None
 
 
 def title_line(result: Result) -> Text:
-    parts = [f"wattbench {result.run_id}"]
+    # the run id, model and engine version come from a server or a result file: escaped and capped
+    parts = [f"wattbench {term(result.run_id)}"]
     if result.server.model:
-        parts.append(result.server.model)
-    eng = " ".join(x for x in (result.server.engine, result.server.version) if x)
+        parts.append(term(result.server.model))
+    eng = " ".join(term(x) for x in (result.server.engine, result.server.version) if x)
     if eng:
         parts.append(eng)
     if result.config_label:  # the user's name for what wattbench cannot see (--config-label)

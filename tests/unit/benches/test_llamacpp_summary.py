@@ -5,18 +5,14 @@ scripted requests where the answer is known."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from benches.gpu import llamacpp_summary as summary  # the repository root is on the tests' path
+
 ROOT = Path(__file__).resolve().parents[3]
-spec = importlib.util.spec_from_file_location("llamacpp_summary", ROOT / "benches" / "gpu" / "llamacpp_summary.py")
-summary = importlib.util.module_from_spec(spec)
-sys.modules["llamacpp_summary"] = summary  # its dataclass looks its module up
-spec.loader.exec_module(summary)
 RUN_TGZ = ROOT / "docs" / "validation-data" / "h200-llamacpp-beside-embedded" / "run.tgz"
 
 

@@ -207,7 +207,7 @@ def test_sensor_checks_real_autodetect_with_unreadable_rapl(tmp_path):
 
 def test_sensor_checks_hwmon_permission_says_how_to_make_it_readable(tmp_path, monkeypatch):
     """doctor: an hwmon energy counter readable by root only -> a warning whose fix is the chmod/udev rule."""
-    from telemetry_sysfs import amd_energy
+    from tests.fakes.telemetry_sysfs import amd_energy
 
     from wattbench.telemetry.hwmon import PERMISSION_FIX, HwmonSensor
 

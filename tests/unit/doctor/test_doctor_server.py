@@ -4,7 +4,7 @@ import datetime as dt
 import json
 
 import pytest
-from doctor_server import OpsServerConfig, serve
+from tests.fakes.doctor_server import OpsServerConfig, serve
 
 from wattbench.doctor import checklist as cl
 from wattbench.doctor import run_doctor
