@@ -56,6 +56,13 @@ AREAS: dict[str, list[str]] = {
         "tests/integration/test_secrets.py",
         "tests/integration/test_secrets_everywhere.py",
         "tests/unit/server/test_server_redact.py",
+        "tests/integration/test_hostile_redirect_credentials.py",
+        "tests/unit/server/test_server_origin.py",
+        "tests/e2e/test_api_key_file.py",
+        "tests/integration/test_terminal_escapes.py",
+        "tests/unit/reliability/test_terminal_text.py",
+        "tests/e2e/test_run_dir_links.py",
+        "tests/unit/report/test_safe_text.py",
     ],
     "faults": [
         "tests/integration/test_fault_matrix.py",

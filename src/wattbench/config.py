@@ -15,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 # ------------------------------------------------------------------ what each numeric option takes
 #
-# One table for every numeric option of every command (issue 26 part 4): the CLI checks each value
+# One table for every numeric option of every command: the CLI checks each value
 # against it while the command line is parsed (``cli.common.number_gate``, before anything starts),
 # and ``RunConfig`` checks its fields against the same entries (a notebook gets the same rule). A
-# flag means one thing in every command (issue 18), so the table is keyed by flag; the few flags
+# flag means one thing in every command, so the table is keyed by flag; the few flags
 # that differ between commands have a ``(command, flag)`` entry. A flag not listed takes positive
 # numbers only: a new option is checked from the day it is declared.
 
@@ -179,7 +179,7 @@ class RunConfig(BaseModel):
 
     # target
     target: str | None = None  # base URL; None = start the embedded engine
-    targets: list[str] = Field(default_factory=list)  # several replicas (issue 11)
+    targets: list[str] = Field(default_factory=list)  # several replicas
     model: str | None = None
     api: Literal["completions", "chat"] = "completions"
     api_key: SecretStr | None = Field(default=None, exclude=True)
@@ -231,7 +231,7 @@ class RunConfig(BaseModel):
     carbon_intensity: str | None = None  # gCO2e/kWh, or a CSV/JSON time series file (metrics/carbon_series.py)
     attribute_idle: bool = False  # per-request energy includes a share of idle power by time in flight
 
-    # SLO / trials (issue 5)
+    # SLO / trials
     slo: str | None = None
     trials: int = 1
     cooldown_s: float = 0.0
@@ -244,7 +244,7 @@ class RunConfig(BaseModel):
     max_concurrency: int | None = None
     prefill_decode_pair: bool = False  # two extra levels isolating prefill and decode energy
 
-    # measuring from a known state (issue 24; run/prime.py, docs/accounting.md "Priming")
+    # measuring from a known state (run/prime.py, docs/accounting.md "Priming")
     prime: bool = True  # take the server through the run's largest load before the first level
     prime_requests: int | None = None  # None: two rounds of the largest concurrency (run/prime.py)
     history_check: bool = True  # measure the first level again at the end; a difference beyond noise warns

@@ -1,4 +1,4 @@
-"""Every numeric input of every command is checked before anything starts (issue 26 part 4).
+"""Every numeric input of every command is checked before anything starts.
 
 The options are found by walking the CLI (``cli.main.build_command``): every ``int``/``float``
 option of every command, and every comma-list option of numbers (metavar ``cli.common.LIST_METAVAR``),

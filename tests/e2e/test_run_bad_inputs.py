@@ -1,4 +1,4 @@
-"""``wattbench run`` refuses the text inputs and environments issue 26 part 4 found unchecked, each
+"""``wattbench run`` refuses the text inputs and environments a review found unchecked, each
 with one line on stderr, exit 2 and nothing written, before anything starts (the numbers of every
 command are in ``test_cli_numeric_inputs.py``); and a history that fails after a complete run is
 one warning line, the run kept (exit 0)."""
@@ -123,7 +123,7 @@ def test_a_history_that_fails_after_the_run_is_one_warning_line_and_the_run_is_k
 
 
 def test_a_value_outside_its_choices_is_one_line_naming_the_choices(tmp_path):
-    """Issue 25: ``--api chta`` gave pydantic's ``api: Input should be 'completions' or 'chat'``."""
+    """A past defect: ``--api chta`` gave pydantic's ``api: Input should be 'completions' or 'chat'``."""
     line = refused(tmp_path, "--api", "chta", must_name="--api 'chta' is not one of completions, chat")
     assert "Input should be" not in line
 

@@ -93,7 +93,7 @@ class server:
 
 
 # no priming load, no history-check repeat and no prompt-calibration probes: what the scripted server
-# served is exactly the levels' requests, the invariant the reliability tests check (issue 24's own
+# served is exactly the levels' requests, the invariant the reliability tests check (the history study's own
 # tests and the calibration's cover those phases; the 24 probes broke every count here)
 BASE_ARGS = ("--idle", "0", "--input-tokens", "16", "--output-tokens", "16", "--quiet", "--no-prime",
              "--no-history-check", "--no-calibrate-prompts")

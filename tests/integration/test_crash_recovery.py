@@ -1,5 +1,5 @@
 """A run killed outright mid-level (SIGKILL: nothing in the process can catch it) loses at most the
-requests in flight and never reads ``valid`` (issue 26 part 3).
+requests in flight and never reads ``valid``.
 
 A real ``wattbench run`` subprocess against the scripted server, whose every request after the
 16th stalls half-way (``--hang-after-requests``; the run sends no priming load, so the server's count

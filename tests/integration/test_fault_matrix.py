@@ -1,4 +1,4 @@
-"""The fault matrix (issue 10): each fault has a defined, tested behaviour.
+"""The fault matrix: each fault has a defined, tested behaviour.
 
 Every case runs a real ``wattbench run`` (a subprocess, so the exit code is the CLI's) or
 ``run_benchmark`` in-process where a seam is needed (scripted sensor, stall timeout, disk-full
@@ -148,7 +148,7 @@ def test_server_killed_mid_level(tmp_path):
 
 
 def test_target_gone_after_a_finished_level_summarises_and_registers_it(tmp_path):
-    """Issue 25: a target that died mid-run (exit 4) left the finished levels unsummarised and the
+    """A past defect: a target that died mid-run (exit 4) left the finished levels unsummarised and the
     run out of the history. Level c=1 (40 requests) finishes; the server dies during c=2: stdout has
     the summary of both levels, stderr the one line, and the history holds the run as failed."""
     from wattbench.results.store import HistoryStore
@@ -401,7 +401,7 @@ def test_signal_mid_level(tmp_path, sig, workers):
     assert proc.returncode == 130, err[-3000:]
     assert "interrupted" in err
     assert "Traceback" not in err
-    # the summary of what was measured is on stdout, as a complete run's is (issue 25: stderr only)
+    # the summary of what was measured is on stdout, as a complete run's is (a past defect: stderr only)
     assert "c=2" in out_text and "verdict:" in out_text and f"results: {out}" in out_text, out_text
     res = load_result(out)
     recs = load_requests(out)

@@ -1,4 +1,4 @@
-"""Levels that look valid but are not (issue 16): the scripted server gives the ground truth.
+"""Levels that look valid but are not: the scripted server gives the ground truth.
 
 - a timed warm-up with requests longer than the warm-up: requests sent after the warm-up are
   measured (before, the prefetch labelled a whole second round warm-up: 0 measured, verdict valid);

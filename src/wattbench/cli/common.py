@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - older typer on plain click
     from click.exceptions import ClickException, MissingParameter, UsageError
 
 
-# One wording for the flags every command shares (issue 18: the same flag for the same thing).
+# One wording for the flags every command shares (the same flag for the same thing).
 DB_HELP = "History database (default: $WATTBENCH_DB or the user data directory's history.sqlite3)."
 API_KEY_HELP = ("API key, sent to the target only and never written to a file or shown. Given here it is visible to "
                 "other users of this machine (ps, /proc/PID/cmdline): prefer --api-key-file PATH or the environment "

@@ -189,7 +189,7 @@ def part_lines(result: Result) -> list[str]:
     return out
 
 
-# The figures users of `vllm bench serve`, AIPerf and GuideLLM read (issue 25): request rate, the
+# The figures users of `vllm bench serve`, AIPerf and GuideLLM read: request rate, the
 # achieved load, and every latency as mean, p50, p90, p95, p99. One list for the wide terminal table,
 # `wattbench report --json` and the CSV (report/csv.py names its columns from it).
 SERVING_LATENCY = ("ttft", "tpot", "itl", "e2e")

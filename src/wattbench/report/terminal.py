@@ -221,12 +221,12 @@ class RunSummary:
             if i:
                 yield Text("")
             yield t
-        from wattbench.report.attribution import summary_lines  # energy per tenant and carbon (issue 20)
+        from wattbench.report.attribution import summary_lines  # energy per tenant and carbon
 
         for line in summary_lines(r):
             yield Text(line)
-        yield from power_split_lines(r)  # where the board's watts went (issue 20 part 4)
-        for line in S.part_lines(r):  # boundaries without per-token figures, as parts (issue 25)
+        yield from power_split_lines(r)  # where the board's watts went
+        for line in S.part_lines(r):  # boundaries without per-token figures, as parts
             yield Text(line, style="dim")
 
 

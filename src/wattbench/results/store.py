@@ -478,7 +478,7 @@ class HistoryStore:
     def tags(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self.conn.execute("SELECT tag, run_id FROM tags ORDER BY tag")}
 
-    # -------------------------------------------------------------- noise (issue 24)
+    # -------------------------------------------------------------- noise
 
     def noise(self, config_key: str, exclude_runs: tuple[str, ...] | list[str] = (),
               judged: tuple[str, ...] | list[str] = ()) -> Spread | None:

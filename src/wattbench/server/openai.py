@@ -83,7 +83,7 @@ def auth_headers(api_key: str | None, extra: dict[str, str] | None = None) -> di
     return headers
 
 
-# Body fields wattbench sets itself and a user's ``--extra-body`` may not (issue 26): each is what a
+# Body fields wattbench sets itself and a user's ``--extra-body`` may not: each is what a
 # measurement rests on, and each has its own flag. ``model`` (``--model``: the result records the
 # model it sent), ``stream``/``stream_options`` (every figure is read from a stream whose last chunk
 # carries the usage), ``prompt``/``messages`` (``--workload``), ``max_tokens``/

@@ -42,7 +42,7 @@ def test_empty_and_full():
     assert (w.start_ns, w.end_ns, w.kind) == (2, 40, "full")
 
 
-# ---- one rule for warm-up leftovers, the verdict it earns, and default level sizes (issue 15)
+# ---- one rule for warm-up leftovers, the verdict it earns, and default level sizes
 
 from wattbench.accounting.steady import (  # noqa: E402
     STEADY_MIN_ENERGY_S,

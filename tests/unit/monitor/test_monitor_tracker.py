@@ -180,7 +180,7 @@ def test_backoff_doubles_to_cap_and_resets():
 
 
 def test_energy_per_model_from_per_model_counters():
-    """Issue 20: a server serving two models labels its token counters per model; the monitor splits
+    """Per model: a server serving two models labels its token counters per model; the monitor splits
     each interval's energy by the models' tokens in it."""
     tr = EfficiencyTracker(windows_s=(10,))
     tr.add_channels([counter()])
@@ -223,7 +223,7 @@ def test_per_model_counters_from_an_exposition():
 
 
 def test_per_token_figures_only_where_the_work_is():
-    """Issue 25 (accounting.boundaries rule 10): the GPU board has J/token; its HBM rail and the host's
+    """A past defect (accounting.boundaries rule 10): the GPU board has J/token; its HBM rail and the host's
     CPU meter (which leaves the GPU out) have power, no J/token and no tokens per kWh."""
     chans = [counter("g.e", device="gpu0"), counter("m.e", boundary="accelerator_memory", device="gpu0"),
              counter("c.e", boundary="cpu", device="pkg0")]

@@ -214,7 +214,7 @@ def test_cli_sensors_named_meter_with_nothing_readable_exits_nonzero(tmp_path):
     r = CliRunner().invoke(app, ["sensors", "--sensor", f"rapl:root={root}", "--measure", "0"])
     assert r.exit_code == 1, r.output
     assert "nothing readable" in r.stderr and "--sensor rapl" in r.stderr
-    # the problem is said once, on stderr (issue 25: it was printed on stdout and stderr)
+    # the problem is said once, on stderr (a past defect: it was printed on stdout and stderr)
     assert "problem:" not in r.stdout and "RAPL" not in r.stdout and "rapl" not in r.stdout.lower()
     r = CliRunner().invoke(app, ["sensors", "--sensor", f"rapl:root={root}", "--measure", "0", "--json"])
     assert r.exit_code == 1

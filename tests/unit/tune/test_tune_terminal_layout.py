@@ -1,4 +1,4 @@
-"""The tune in a terminal (issue 18): readable at 80 columns (one figure per cell, the
+"""The tune in a terminal: readable at 80 columns (one figure per cell, the
 configurations' figures split over a second table led by the trial number, the configuration folded
 at its spaces), one wide table at 160, and a serve command that pastes into a shell at any width.
 
