@@ -36,6 +36,13 @@ def _req(i: int) -> RequestSpec:
     return RequestSpec(prompt=f"w{i} a b", max_tokens=40)
 
 
+def _said(stderr: str) -> list[str]:
+    """What a run said on stderr besides its plain progress lines (``wattbench: <phase or level>``,
+    printed where stderr is not a terminal): errors, warnings and anything else."""
+    return [ln for ln in stderr.splitlines() if ln.strip() and (
+        not ln.startswith("wattbench: ") or ln.startswith(("wattbench: error:", "wattbench: warning:")))]
+
+
 def _wb(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "wattbench", *args], cwd=cwd, env=child_env(),
                           capture_output=True, text=True, timeout=timeout)
@@ -83,18 +90,19 @@ def test_a_level_of_only_warmup_requests_is_invalid_and_the_run_exits_3(tmp_path
         primed_served = stats(reset=True)
         q = _wb("run", "--target", base, *args, "--no-prime", "--out", str(tmp_path / "run"), cwd=tmp_path)
         served = stats()
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    lines = _said(p.stderr)
     assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
     assert lines[0].startswith("wattbench: error: c=2 cannot measure: priming took ") and "give --duration 2 " in lines[0]
     refused = load_result(tmp_path / "primed")
-    assert refused.levels == [] and refused.noise.priming.completed == 8 == primed_served["streams_completed"]
+    cal = refused.prompt_calibration  # the server also answered the prompt-length probes (one token each)
+    assert refused.levels == [] and refused.noise.priming.completed == 8 == primed_served["streams_completed"] - cal.counted
     assert q.returncode == 3, q.stderr
     assert "1 level(s) completed no measured request (concurrency=2)" in q.stderr and "Traceback" not in q.stderr
     res = load_result(tmp_path / "run")
     lv = res.levels[0]
     assert res.noise.priming is None
     assert (lv.requests.warmup, lv.requests.completed, lv.requests.failed) == (2, 0, 0) == (
-        served["streams_completed"], 0, 0)
+        served["streams_completed"] - res.prompt_calibration.counted, 0, 0)  # the probes: not primed, still fitted
     assert lv.validity.verdict == "invalid" and res.validity.verdict == "invalid"
     reason = next(r for r in lv.validity.reasons if "no measured request completed" in r)
     assert "every request sent was a warm-up request" in reason
@@ -114,7 +122,9 @@ def test_a_level_whose_requests_all_failed_is_invalid_and_the_run_exits_3(tmp_pa
     lv = res.levels[0]
     pr = res.noise.priming  # the priming's requests failed too, and are counted there, not in the level
     assert (pr.requests, pr.completed, pr.failed) == (8, 0, 8)
-    assert lv.requests.failed == 6 == served["requests"] - served.get("streams_completed", 0) - pr.failed
+    cal = res.prompt_calibration  # the prompt-length probes failed as well: no fit, and the run says why
+    assert not cal.used and f"none of the {cal.probes} probe requests completed" in cal.reason
+    assert lv.requests.failed == 6 == served["requests"] - served.get("streams_completed", 0) - pr.failed - cal.probes
     reason = next(r for r in lv.validity.reasons if "no measured request completed" in r)
     assert "6 failed" in reason and "http_500" in reason and lv.validity.verdict == "invalid"
 
@@ -159,14 +169,15 @@ def test_server_sigkilled_mid_level_stops_the_run_with_exit_4(tmp_path):
         dead_ns = time.perf_counter_ns()  # the run's clock (CLOCK_MONOTONIC, shared by processes)
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 4, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    lines = _said(err)
     assert len(lines) == 1 and f"the target {s.base}/v1 stopped answering" in lines[0], err
     res = load_result(tmp_path / "run")
     recs = load_requests(tmp_path / "run")
     ok = [r for r in recs if r.ok]
     primed = res.noise.priming.completed  # 16 priming streams went first; they are not a level's
     assert primed == 16
-    assert len(ok) >= done_before - primed  # every request completed before the kill is kept
+    probes = res.prompt_calibration.counted  # the prompt-length probes went before it: not a level's either
+    assert len(ok) >= done_before - primed - probes  # every request completed before the kill is kept
     assert len(recs) < 3000 and res.status == "failed"
     lv = res.levels[0]
     # it stopped because of the liveness rule, not a clock: on a closed loop each send after the
