@@ -102,7 +102,8 @@ def test_a_level_of_only_warmup_requests_is_invalid_and_the_run_exits_3(tmp_path
     lv = res.levels[0]
     assert res.noise.priming is None
     assert (lv.requests.warmup, lv.requests.completed, lv.requests.failed) == (2, 0, 0) == (
-        served["streams_completed"] - res.prompt_calibration.counted, 0, 0)  # the probes: not primed, still fitted
+        served["streams_completed"], 0, 0)
+    assert res.prompt_calibration is None  # --no-prime: nothing sent before the first level, no probes either
     assert lv.validity.verdict == "invalid" and res.validity.verdict == "invalid"
     reason = next(r for r in lv.validity.reasons if "no measured request completed" in r)
     assert "every request sent was a warm-up request" in reason
