@@ -1,6 +1,6 @@
 """Memory a load generator holds per request in flight, and per worker process: the figures behind
-``load.plan.BYTES_PER_IN_FLIGHT`` / ``BYTES_PER_WORKER`` / ``BYTES_PER_ARRIVAL`` (issue 26 part 4:
-``-c 99999999999999999999`` filled 23.8 GB before the kernel's OOM killer ended the run).
+``load.plan.BYTES_PER_IN_FLIGHT`` / ``BYTES_PER_WORKER`` / ``BYTES_PER_ARRIVAL`` (the bound exists because
+``-c 99999999999999999999`` once filled 23.8 GB before the kernel's OOM killer ended the run).
 
 Every step runs in a fresh Python process. A step imports wattbench, runs a 4-request level to
 load the client (aiohttp, uvloop), notes its RSS, then runs one closed-loop level of ``C`` streams

@@ -11,7 +11,7 @@ the split and carbon together:
   before tracing starts, so this is what the split itself needs);
 - ``wall_s``: the same call's wall time in a second, untraced run (tracemalloc slows Python code).
 
-``--form set`` passes the records as a spilled ``RecordSet`` (what a level hands over since issue 17);
+``--form set`` passes the records as a spilled ``RecordSet`` (what a level hands over since the record spool);
 ``--form list`` as a list of ``RequestRecord`` (what the code took before; run it against an older
 checkout with ``PYTHONPATH=<old>/src`` to measure the old code).
 

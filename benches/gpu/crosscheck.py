@@ -48,18 +48,22 @@ def independent_j(nvml: dict, a: int, b: int) -> float | None:
     return total if nvml else None
 
 
-def main() -> None:
-    run_dir, meter = Path(sys.argv[1]), Path(sys.argv[2])
-    result = json.loads((run_dir / "result.json").read_text())
+def rows(result: dict, meter_lines) -> list[dict]:
+    """Per level of ``result`` (a result.json): wattbench's accelerator energy against the
+    observer's NVML counter (``meter_lines``: its JSON lines) and nvidia-smi's 1 s poll over the
+    level's window. The committed ``crosscheck.json`` files are this, and the doc figures are
+    recomputed with it from the raw meter log where that log is committed."""
     nvml: dict[int, tuple[list, list]] = {}
     smi: dict[int, tuple[list, list]] = {}
-    for line in meter.read_text().splitlines():
+    for line in meter_lines:
+        if not line.strip():
+            continue
         r = json.loads(line)
         d = nvml if r["src"] == "nvml" else smi
         ts, vs = d.setdefault(r["gpu"], ([], []))
         ts.append(r["t_ns"])
         vs.append(r["energy_mj"] / 1000.0 if r["src"] == "nvml" else r["power_w"])
-    rows = []
+    out = []
     for lv in result["levels"]:
         w = lv.get("window")
         acc = (lv.get("energy") or {}).get("accelerator")
@@ -70,7 +74,7 @@ def main() -> None:
         parts = [trapezoid(*smi[g], a, b) for g in smi]
         smi_j = None if (not parts or any(p is None for p in parts)) else sum(parts)  # None: 1 s poll did not bracket the window
         wb = acc["energy_j"]
-        rows.append(
+        out.append(
             {
                 "level": lv["label"],
                 "duration_s": w["duration_s"],
@@ -81,7 +85,14 @@ def main() -> None:
                 "smi_diff_pct": 100 * (smi_j - ind) / ind if (ind and smi_j is not None) else None,
             }
         )
-    for r in rows:
+    return out
+
+
+def main() -> None:
+    run_dir, meter = Path(sys.argv[1]), Path(sys.argv[2])
+    result = json.loads((run_dir / "result.json").read_text())
+    rows_ = rows(result, meter.read_text().splitlines())
+    for r in rows_:
         ind_txt = (f"independent {r['independent_nvml_j']:10.1f} J  diff {r['diff_pct']:+.3f}%  "
                    if r["independent_nvml_j"] is not None else "independent: window not bracketed by its log  ")
         print(
@@ -91,7 +102,7 @@ def main() -> None:
                if r["nvidia_smi_1s_j"] is not None else "nvidia-smi 1s: window not bracketed by its samples")
         )
     if "--json" in sys.argv:
-        Path(sys.argv[sys.argv.index("--json") + 1]).write_text(json.dumps(rows, indent=2))
+        Path(sys.argv[sys.argv.index("--json") + 1]).write_text(json.dumps(rows_, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25 part 2 on the H200: do the defaults meet their own rules? One device call (~8-9 min).
+# On the H200: do the defaults meet their own rules (docs/validation.md part 13)? One device call (~8-9 min).
 # Reads only; never changes a GPU setting. Run from the repo root with .whl carried:
 #   bash benches/gpu/h200_findings.sh
 # 1. The README's first command, unchanged (`wattbench run`, no arguments: the embedded engine,
@@ -8,21 +8,21 @@
 # 2. `wattbench run --target URL` with default sizing (one c=1 level) against the same engine started
 #    by wattbench's launcher (benches/gpu/history_runs.py, no probe), with the served model's tokenizer
 #    and without one (then prompt lengths are approximate: that finding says what to change).
-# Outputs under $OUT: log.txt and default_run.tgz (part 1), target/ (part 2: each run directory,
+# Outputs under $OUT: log.txt, PROVENANCE.json, default/ (part 1: its own log.txt, default_run.tgz and PROVENANCE.json), target/ (part 2: each run directory,
 #    stdout with the summary, driver.json), verdicts.txt (every level's two verdicts and findings).
+source benches/gpu/preamble.sh
 set -u
-REPO=$PWD
-bash "$REPO/benches/gpu/h200_default.sh"; rc1=$?
-export PYTHONPATH=/tmp/site:$REPO/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 \
-  TOKENIZERS_PARALLELISM=false
+mkdir -p "$OUT/default"
+OUT="$OUT/default" bash "$REPO/benches/gpu/h200_default.sh"; rc1=$?
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 timeout 330 python3 "$REPO/benches/gpu/history_runs.py" --out "$OUT/target" --no-probe --common "" --budget-s 200 --deadline-s 300 \
-  --run target_tokenizer="--tokenizer {tokenizer}" --run target_default="" >> "$OUT/log.txt" 2>&1; rc2=$?
+  --run target_tokenizer="--tokenizer {tokenizer}" --run target_default=""; rc2=$?
 python3 - "$OUT" <<'PY' | tee "$OUT/verdicts.txt"
 import glob, json, sys, tarfile
 out = sys.argv[1]
 runs = []
 try:
-    with tarfile.open(f"{out}/default_run.tgz") as t:
+    with tarfile.open(f"{out}/default/default_run.tgz") as t:
         m = [x for x in t.getmembers() if x.name.endswith("result.json") and "wattbench-results" in x.name]
         runs.append(("README first command", json.load(t.extractfile(m[0]))))
 except Exception as e:  # noqa: BLE001

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25 part 4 on the H200 (device tool): two `--trials 3` runs of the embedded engine with NVML
+# The headline rule on the H200 (device tool; docs/validation.md part 13): two `--trials 3` runs of the embedded engine with NVML
 # (board + HBM rail) and the CPU estimate, then compare, regress, report --json and the HTML report.
 # What it proves (headline_check.py prints PASS/FAIL per line, exit 1 on any FAIL):
 #   - the run's headline, the history row, compare's point and regress's value are the trial means
@@ -7,18 +7,13 @@
 #     its own 95% CI;
 #   - result.json carries no tokens per kW or J/token at accelerator_memory, cpu or host;
 #   - the HTML's tokens-per-kW plots hold the board only, and its first screen leads with one figure.
-# Reads only; never changes a GPU setting. ~6 min. Run from the repo root with .whl carried:
+# Reads only; never changes a GPU setting. ~6 min. Run from the repo root (benches/gpu/preamble.sh: carried .whl, log.txt, PROVENANCE.json):
 #   bash benches/gpu/h200_headline.sh
 # Outputs under $OUT: log.txt, headline.tgz (both run dirs, compare/regress/report JSON, the HTML).
+source benches/gpu/preamble.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-REPO=$PWD
-export PYTHONPATH=/tmp/site:$REPO/src PYTHONUNBUFFERED=1 WATTBENCH_DB=/tmp/hd/history.sqlite3
+export WATTBENCH_DB=/tmp/hd/history.sqlite3
 mkdir -p /tmp/hd && cd /tmp/hd
-exec > >(tee "$OUT/log.txt") 2>&1
-date -u
-nvidia-smi --query-gpu=name,driver_version,power.limit,pstate,temperature.gpu --format=csv
-git -C "$REPO" log --oneline -1 2>/dev/null || true
 common=(--model llama-1b -c 1,16 --trials 3 --duration 10 --warmup 3s --sensor nvml --sensor estimate:cpu --quiet)
 rc=0
 for name in a b; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Why does the embedded engine's efficiency depend on what it served before (issue 24)?
+# Why does the embedded engine's efficiency depend on what it served before (docs/validation.md part 11)?
 # One device call (~8 min). Reads only; never changes a GPU setting. Run from the repo root with
 # .whl carried:  bash benches/gpu/h200_history.sh
 #
@@ -12,20 +12,15 @@
 # --cb-max-memory-percent 0.5), server 2 with the same flags but --no-cb-use-cuda-graph.
 # If C differs from A on server 1 and not on server 2, the state lives in the CUDA graphs.
 # Server 1 then runs c=64 with 5 s and 20 s levels: the energy error against the independent
-# counter by window length (issue 25's steady-state minimum).
+# counter by window length (what sets the steady-state minimum, docs/accounting.md).
 # Beside it: nvidia-smi every 200 ms (power, SM/memory clock, temperature, utilisation, memory
 # used, throttle reasons), the server's own log, and the independent NVML counter observer.
 # Outputs under $OUT: log.txt, history.tgz (every run dir, smi logs, server logs, meter log).
+source benches/gpu/preamble.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-REPO=$PWD
-export PYTHONPATH=/tmp/site:$REPO/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache \
+export HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache \
   HF_HUB_DISABLE_TELEMETRY=1 TOKENIZERS_PARALLELISM=false
 mkdir -p /tmp/hfcache /tmp/h && cd /tmp/h
-exec > >(tee "$OUT/log.txt") 2>&1
-date -u
-nvidia-smi --query-gpu=name,driver_version,power.limit,pstate,temperature.gpu,clocks.sm,memory.used --format=csv
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
 MODEL=$(python3 -c "from wattbench.engines.presets import resolve_model; print(resolve_model('llama-1b', 'cuda')[0])")
 echo "model dir: $MODEL"
 # transformers 5.17's /v1/models lists only what a scan of the hub cache finds, never a directory given on

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Why does the server's history move tokens per kW (issue 24 part 1)? ONE device call, < 6 min, as
+# Why does the server's history move tokens per kW (docs/validation.md part 11a)? ONE device call, < 6 min, as
 # the runs of the issue were made: no priming (--no-prime) and the same prompts in every run with the
-# same seed (--prompt-salt '': the behaviour before issue 24), no history check (time): one fresh embedded engine (transformers serve, llama-1b preset,
+# same seed (--prompt-salt '': the behaviour before prompt salts existed), no history check (time): one fresh embedded engine (transformers serve, llama-1b preset,
 # the tuned flags --cb-use-cuda-graph --cb-max-batch-tokens 8192 --cb-max-memory-percent 0.5 that
 # wattbench adds on CUDA), then back to back on that one server:
 #   order1        -c 16,32,64,96,128      (the issue's run 1, fresh server)
@@ -22,19 +22,13 @@
 # fresh server captures inside its first levels), paged-cache growth / allocator state (reserved
 # bytes, server GPU memory across levels), prefix caching (matched prompt tokens), clocks and
 # temperature (SM/memory MHz, °C, throttle reasons), a CPU-bound server loop (server CPU %).
-# Reads only; never changes a GPU setting. Run from the repo root with .whl carried:
+# Reads only; never changes a GPU setting. Run from the repo root (benches/gpu/preamble.sh: carried .whl, log.txt, PROVENANCE.json):
 #   bash benches/gpu/h200_mechanism.sh
 # Outputs under $OUT: log.txt, summary.txt, summary.json, mechanism.tgz (everything in /tmp/mech).
+source benches/gpu/preamble.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-REPO=$PWD
-export PYTHONPATH=/tmp/site:$REPO/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
+export HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
 mkdir -p /tmp/hfcache
-exec > >(tee "$OUT/log.txt") 2>&1
-date -u
-nvidia-smi --query-gpu=name,driver_version,power.limit,pstate,temperature.gpu,clocks.sm,clocks.mem,memory.used --format=csv
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
-git -C "$REPO" log --oneline -1 2>/dev/null || true
 start=$(date +%s)
 timeout 330 python3 benches/gpu/history_runs.py --out /tmp/mech --model llama-1b --device cuda \
   --common "--duration 10 --warmup 3s --input-tokens 256 --output-tokens 128 --idle 3 --no-prime --no-history-check --prompt-salt ''" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The noise floor and the level-order check on the H200 (issue 24 parts 1-2), with priming (the
+# The noise floor and the level-order check on the H200 (docs/validation.md parts 11c-11d), with priming (the
 # default) and the embedded engine (transformers serve, llama-1b preset, the tuned flags
 # --cb-use-cuda-graph --cb-max-batch-tokens 8192 --cb-max-memory-percent 0.5 that wattbench adds on
 # CUDA), 256 in / 128 out (no tokenizer, as in the issue's table), 6 s levels after a 2 s warm-up.
@@ -19,20 +19,14 @@
 # Every run is primed, prompts are unique per run (the run's prompt salt). Beside the runs the
 # driver (benches/gpu/history_runs.py) logs NVML every 0.5 s, nvidia-smi's CSV, and the probes
 # inside the server (CUDA graph captures, prefix-cache hits, allocator), as h200_mechanism.sh does.
-# Reads only; never changes a GPU setting. Run from the repo root with .whl carried.
+# Reads only; never changes a GPU setting. Run from the repo root (benches/gpu/preamble.sh: carried .whl, log.txt, PROVENANCE.json).
 # Outputs under $OUT: log.txt, table.md + table.json (benches/gpu/noise_table.py over this call's
 # part), noise_<part>.tgz (every run directory, the driver's logs and summaries).
+source benches/gpu/preamble.sh
 set -u
 PART=${1:-orders}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-REPO=$PWD
-export PYTHONPATH=/tmp/site:$REPO/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
+export HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
 mkdir -p /tmp/hfcache
-exec > >(tee "$OUT/log.txt") 2>&1
-date -u
-nvidia-smi --query-gpu=name,driver_version,power.limit,pstate,temperature.gpu,clocks.sm,clocks.mem,memory.used --format=csv
-python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
-git -C "$REPO" log --oneline -1 2>/dev/null || true
 COMMON="--duration 6 --warmup 2s --input-tokens 256 --output-tokens 128 --idle 2"
 start=$(date +%s)
 if [ "$PART" = orders ]; then

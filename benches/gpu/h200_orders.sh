@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 24's three level orders on one fresh engine, with priming (the default), levels long enough
+# The three level orders of docs/validation.md part 11 on one fresh engine, with priming (the default), levels long enough
 # that c=96 and c=128 are measured (session 4's 6 s levels after a 2 s warm-up measured nothing at
 # those loads: every request there was a warm-up request). One device call (~8 min). Reads only;
 # never changes a GPU setting. From the repo root, .whl carried:
@@ -8,15 +8,11 @@
 # engine started by wattbench's launcher (benches/gpu/history_runs.py, no probe), 256 in / 128 out
 # with the served model's tokenizer (exact prompt lengths), 15 s levels after a 3 s warm-up (the
 # issue's sizing). Outputs under $OUT: log.txt, table.md/.json (noise_table.py), orders.tgz.
+source benches/gpu/preamble.sh
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-REPO=$PWD
 T0=$(date +%s)
-export PYTHONPATH=/tmp/site:$REPO/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
+export HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
 mkdir -p /tmp/hfcache
-exec > >(tee "$OUT/log.txt") 2>&1
-date -u
-nvidia-smi --query-gpu=name,driver_version,power.limit,pstate,temperature.gpu,clocks.sm,clocks.mem,memory.used --format=csv
 D=/tmp/orders
 timeout 560 python3 benches/gpu/history_runs.py --out $D --model llama-1b --device cuda --no-probe \
   --common "--duration 15 --warmup 3s --input-tokens 256 --output-tokens 128 --idle 2 --tokenizer {tokenizer}" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Short levels on the H200 with the closing reads (session 5, issue 25 part 1): 7 s levels, which the
+# Short levels on the H200 with the closing reads (docs/validation.md part 13): 7 s levels, which the
 # 5 s energy term of the steady-state minimum lets read `valid` where two median E2Es fit, with the
 # independent NVML energy-counter observer and the per-level crosscheck of h200_default.sh (this
 # is that script with other run arguments), then each level's verdict (short_levels.py). Reads

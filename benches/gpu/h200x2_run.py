@@ -1,4 +1,4 @@
-"""Two GPUs (issue 12): one embedded-engine replica per GPU, benchmarked with the multi-target run
+"""Two GPUs (docs/validation.md part 5): one embedded-engine replica per GPU, benchmarked with the multi-target run
 while NVML reads both GPUs. Writes the run under OUT and prints per-target and per-GPU figures.
 
 Usage (device tool, nvidia-h200-x2): python benches/gpu/h200x2_run.py OUT_DIR

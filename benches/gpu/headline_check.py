@@ -1,4 +1,4 @@
-"""Checks the headline rule on the outputs of benches/gpu/h200_headline.sh (issue 25 part 4).
+"""Checks the headline rule on the outputs of benches/gpu/h200_headline.sh (docs/validation.md part 13).
 
 Usage: python benches/gpu/headline_check.py DIR   (DIR holds a/, b/, compare.json, regress.json,
 report.json, history.json, a.html). Prints one PASS/FAIL line per claim; exit 1 on any FAIL."""

@@ -1,6 +1,6 @@
 """Several wattbench runs against one engine start (or one start each), with the server's and the
 GPU's state logged beside them: the driver of the history-dependence and repeatability studies
-(issue 24; docs/validation.md, "The server's history").
+(docs/validation.md, "The server's history").
 
     python3 benches/gpu/history_runs.py --out DIR [--model llama-1b] [--device cuda] \
         [--common "--duration 12 --warmup 3s ..."] --run NAME="-c 16,32,64" [--run ...] \

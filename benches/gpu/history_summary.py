@@ -1,5 +1,5 @@
 """Per level of every run of a ``history_runs.py`` directory: the figures and the server's and the
-GPU's state inside the level's window (issue 24's mechanism evidence).
+GPU's state inside the level's window (the mechanism evidence of docs/validation.md part 11a).
 
     python3 benches/gpu/history_summary.py DIR      # writes DIR/summary.json and DIR/summary.txt
 

@@ -1,4 +1,4 @@
-"""Per-phase table of benches/gpu/h200_history.sh's runs (issue 24: where the history dependence lives).
+"""Per-phase table of benches/gpu/h200_history.sh's runs (where the history dependence lives, docs/validation.md part 11).
 
 Usage: python benches/gpu/history_table.py DIR   (DIR = the extracted history.tgz's ``h`` folder)
 For every run directory ``run-<server>-<phase>``: each trial's output tok/s per kW and W at the accelerator

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# llama.cpp on the H200 (issue 20): build llama-server with CUDA from the sources carried in
+# llama.cpp on the H200 (docs/validation.md part 8): build llama-server with CUDA from the sources carried in
 # .carry/ (prepare them with benches/gpu/llamacpp_carry.sh), export the llama-1b preset to GGUF and
 # run a short wattbench ladder against it, NVML-metered, token counts checked against llama.cpp's
 # own /metrics counters. Reads only; never changes a GPU setting.
@@ -21,6 +21,10 @@ BUILD_S=${BUILD_S:-480}
 LEVELS=${LEVELS:-1,16,64}
 DURATION=${DURATION:-40}
 NP=${NP:-256}
+# Not benches/gpu/preamble.sh: this script appends to its log (a build call, then a run call) and
+# carries its own wheels in .carry/whl; it writes the same PROVENANCE.json.
+mkdir -p "$OUT"
+python3 benches/gpu/provenance.py write "$OUT/PROVENANCE.json" "$0" "$@"
 exec > >(tee -a "$OUT/log.txt") 2>&1
 date -u; nvidia-smi --query-gpu=name,driver_version,power.limit,pstate,temperature.gpu --format=csv
 nvcc --version | tail -2

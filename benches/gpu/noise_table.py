@@ -1,5 +1,5 @@
 """The tables of docs/validation.md "The server's history and the noise floor", from the raw run
-directories of ``benches/gpu/h200_noise.sh`` (issue 24).
+directories of ``benches/gpu/h200_noise.sh`` (docs/validation.md part 11).
 
     python3 benches/gpu/noise_table.py DIR [DIR ...] [--json OUT.json]
 

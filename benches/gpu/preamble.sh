@@ -4,6 +4,7 @@
 #
 #   source benches/gpu/preamble.sh
 #
+# Pass WATTBENCH_COMMIT=<commit> when the checkout's .git may be stale (benches/gpu/provenance.py).
 # Afterwards: the carried wheels in .whl/ are installed into /tmp/site (exits 1 if that fails),
 # PYTHONPATH=/tmp/site:$REPO/src, PYTHONUNBUFFERED=1 and HF_HUB_DISABLE_TELEMETRY=1 are exported, REPO is the
 # repository root, everything the script prints is also written to $OUT/log.txt (LOG=name.txt

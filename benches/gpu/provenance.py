@@ -11,10 +11,15 @@ Fields (format ``wattbench-provenance/1``):
                 is visible: ``git log --find-object=<blob>`` finds the version that ran)
   args          the script's arguments, a list of strings
   command       "script args…", as typed
-  commit        ``git rev-parse HEAD`` of the tree that ran (``dirty`` lists modified tracked files)
+  commit        WATTBENCH_COMMIT when set, else ``git rev-parse HEAD`` of the checkout that ran
+                (``commit_source`` says which). The device tool's copy of ``.git`` has been seen to
+                keep a stale HEAD while the files are current: then ``dirty`` (tracked files that
+                differ from that HEAD) is long, and the launcher should pass
+                ``WATTBENCH_COMMIT=$(git rev-parse HEAD)`` in the command it sends
   device        ``name``, ``driver``, ``count`` from nvidia-smi (``null`` on a machine without one:
                 ``cpu`` then says what ran it)
-  env           the RUN_* / WATTBENCH_* settings the script read (credential-named ones left out)
+  env           the settings the script read from the environment: RUN_*, WATTBENCH_* and each
+                ${NAME:-default} of the script that was set (credential-named ones left out)
   date          UTC start, ISO 8601
   reconstructed false when written by the run; true when rebuilt after the fact (then ``unknown``
                 names what could not be recovered and ``sources`` the evidence used)
@@ -29,6 +34,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -74,25 +80,31 @@ def build(script: str, args: list[str], repo: str) -> dict:
         "args": list(args),
         "command": shlex.join([rel, *args]),
         "script_blob": _blob(repo, rel),
-        "commit": _run(["git", "-C", repo, "rev-parse", "HEAD"]),
+        "commit": os.environ.get("WATTBENCH_COMMIT") or _run(["git", "-C", repo, "rev-parse", "HEAD"]),
+        "commit_source": "WATTBENCH_COMMIT" if os.environ.get("WATTBENCH_COMMIT") else "git HEAD of the checkout that ran",
         "commit_subject": _run(["git", "-C", repo, "log", "-1", "--format=%s"]),
         "dirty": [line[3:] for line in dirty.splitlines()] if dirty else [],
         "device": device,
         "cpu": None if device else f"{platform.machine()} x{os.cpu_count()} ({platform.node()})",
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "env": _knobs(),
+        "env": _knobs(Path(repo, rel)),
         "reconstructed": False,
     }
 
 
-def _knobs() -> dict[str, str]:
-    """The RUN_* and WATTBENCH_* settings a scenario script reads besides its arguments (never a
+def _knobs(script: Path) -> dict[str, str]:
+    """The settings a scenario script reads besides its arguments: the RUN_* and WATTBENCH_*
+    variables, and every variable the script defaults with ``${NAME:-…}``, that are set (never a
     variable whose name says it holds a credential)."""
+    try:
+        named = set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*):-", script.read_text(errors="replace")))
+    except OSError:
+        named = set()
     secret = ("KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH", "CREDENTIAL")
     return {
         k: v
         for k, v in sorted(os.environ.items())
-        if k.startswith(("RUN_", "WATTBENCH_")) and not any(w in k.upper() for w in secret)
+        if (k in named or k.startswith(("RUN_", "WATTBENCH_"))) and not any(w in k.upper() for w in secret)
     }
 
 

@@ -1,4 +1,4 @@
-"""Compare NVML's power methods on a real GPU over idle, steady and bursty load (issue 3).
+"""Compare NVML's power methods on a real GPU over idle, steady and bursty load (docs/validation.md part 2).
 
 For each window the GPU's energy is computed four ways from ONE wattbench sampling session
 (NvmlSensor + Sampler, the code a run uses), all by ``wattbench.accounting``:

@@ -1,4 +1,4 @@
-"""`transformers serve` with probes, for the history-dependence study (issue 24; docs/validation.md).
+"""`transformers serve` with probes, for the history-dependence study (docs/validation.md part 11).
 
 Run in place of ``python -m transformers.cli.transformers`` (``probe_python.sh`` does the swap, so
 wattbench's own launcher starts the engine exactly as a run does). In the server's own process it

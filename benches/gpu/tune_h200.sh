@@ -6,14 +6,10 @@
 # --cb-max-memory-percent 0.5) among others; the tuner must find a configuration at least as
 # efficient. NEVER touches the GPU's power limit or clocks (no --power-limit / --sm-clocks).
 # One call, ~8 minutes: 5 configurations x (engine start + an --optimize load search of 6 s levels).
+source benches/gpu/preamble.sh
 set -u
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-fi
-export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
+export HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
 mkdir -p /tmp/hfcache
-exec > >(tee "$OUT/log.txt") 2>&1
-date -u; nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.sm,temperature.gpu --format=csv
 cat > /tmp/space.json <<'JSON'
 {"axes": {
   "cb-use-cuda-graph": ["default", true],

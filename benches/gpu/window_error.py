@@ -1,4 +1,4 @@
-"""wattbench's accounting energy vs an independent NVML counter, by window length (issue 25).
+"""wattbench's accounting energy vs an independent NVML counter, by window length (docs/accounting.md, the steady-state minimum).
 
 Usage: python benches/gpu/window_error.py DIR [--json OUT]
 DIR holds run directories ``run-*/`` (each with ``telemetry.jsonl``) and the independent observer's

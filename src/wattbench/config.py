@@ -15,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 # ------------------------------------------------------------------ what each numeric option takes
 #
-# One table for every numeric option of every command (issue 26 part 4): the CLI checks each value
+# One table for every numeric option of every command: the CLI checks each value
 # against it while the command line is parsed (``cli.common.number_gate``, before anything starts),
 # and ``RunConfig`` checks its fields against the same entries (a notebook gets the same rule). A
-# flag means one thing in every command (issue 18), so the table is keyed by flag; the few flags
+# flag means one thing in every command, so the table is keyed by flag; the few flags
 # that differ between commands have a ``(command, flag)`` entry. A flag not listed takes positive
 # numbers only: a new option is checked from the day it is declared.
 
@@ -69,6 +69,23 @@ class Domain:
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
+# Headers a --header may not set: the HTTP client frames every request with them (a wrong
+# Content-Length made every request of a run disconnect) or wattbench sets them for the body it sends.
+_FRAMING = "the HTTP client frames each request with it"
+OWNED_HEADERS = {
+    "content-length": _FRAMING, "transfer-encoding": _FRAMING, "connection": _FRAMING, "keep-alive": _FRAMING,
+    "te": _FRAMING, "trailer": _FRAMING, "upgrade": _FRAMING, "expect": _FRAMING, "proxy-connection": _FRAMING,
+    "host": "the HTTP client sends the --target's host",
+    "content-type": "the body is JSON, sent as application/json",
+    "content-encoding": "the body is sent unencoded",
+}
+
+
+def control_character(text: str) -> bool:
+    """Whether ``text`` holds a control character other than a tab (what no HTTP header value may)."""
+    return any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in text)
+
+
 def _num(x: float | int) -> str:
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
@@ -114,6 +131,22 @@ COMMAND_FLAG_DOMAINS: dict[tuple[str, str], Domain] = {
 }
 
 
+# Text options: an empty value given on the command line (``-c ''``, ``--out ''``, ``--slo ''`` were
+# read as not given, ``--tag ''`` was registered) is refused in one line, except where empty means
+# something (listed with what it means). Checked by ``cli.common.text_gate`` as the command line is
+# parsed, so a new option is covered when it is declared.
+EMPTY_TEXT_OK: dict[str, str] = {
+    "--prompt-salt": "an empty salt: prompts carry no run-specific tag",
+}
+
+
+def name_problem(name: str, what: str) -> str | None:
+    """Why ``name`` cannot be a tag or baseline name (one line), or None: non-empty, no whitespace, no '/'."""
+    if not name or not name.strip() or any(ch.isspace() for ch in name) or "/" in name:
+        return f"{what} {name!r} must be non-empty without spaces or '/'"
+    return None
+
+
 def domain_for(flag: str, command: str | None = None) -> Domain:
     """What ``flag`` takes (in ``command``): its table entry, else positive numbers."""
     if command is not None and (command, flag) in COMMAND_FLAG_DOMAINS:
@@ -146,7 +179,7 @@ class RunConfig(BaseModel):
 
     # target
     target: str | None = None  # base URL; None = start the embedded engine
-    targets: list[str] = Field(default_factory=list)  # several replicas (issue 11)
+    targets: list[str] = Field(default_factory=list)  # several replicas
     model: str | None = None
     api: Literal["completions", "chat"] = "completions"
     api_key: SecretStr | None = Field(default=None, exclude=True)
@@ -198,7 +231,7 @@ class RunConfig(BaseModel):
     carbon_intensity: str | None = None  # gCO2e/kWh, or a CSV/JSON time series file (metrics/carbon_series.py)
     attribute_idle: bool = False  # per-request energy includes a share of idle power by time in flight
 
-    # SLO / trials (issue 5)
+    # SLO / trials
     slo: str | None = None
     trials: int = 1
     cooldown_s: float = 0.0
@@ -211,7 +244,7 @@ class RunConfig(BaseModel):
     max_concurrency: int | None = None
     prefill_decode_pair: bool = False  # two extra levels isolating prefill and decode energy
 
-    # measuring from a known state (issue 24; run/prime.py, docs/accounting.md "Priming")
+    # measuring from a known state (run/prime.py, docs/accounting.md "Priming")
     prime: bool = True  # take the server through the run's largest load before the first level
     prime_requests: int | None = None  # None: two rounds of the largest concurrency (run/prime.py)
     history_check: bool = True  # measure the first level again at the end; a difference beyond noise warns
@@ -274,9 +307,33 @@ class RunConfig(BaseModel):
         for name, value in v.items():
             if not name or not _TOKEN.fullmatch(name):
                 raise ValueError(f"--header {name!r}: a header name is letters, digits and !#$%&'*+-.^_`|~ only")
-            if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in str(value)):
+            if name.lower() in OWNED_HEADERS:
+                raise ValueError(f"--header {name}: wattbench and its HTTP client set this header themselves "
+                                 f"({OWNED_HEADERS[name.lower()]}); leave it out")
+            if control_character(str(value)):
                 raise ValueError(f"--header {name}: the value holds a control character (CR, LF or another below "
                                  "0x20); a header value is one line of text")
+        return v
+
+    @field_validator("tags")
+    @classmethod
+    def _tag_names(cls, v: list[str]) -> list[str]:
+        """A run's ``--tag`` follows the history's rule for a tag (``name_problem``), so ``history tag``
+        would take each one too."""
+        for t in v:
+            msg = name_problem(t, "--tag")
+            if msg:
+                raise ValueError(msg)
+        return v
+
+    @field_validator("api_key")
+    @classmethod
+    def _one_line_key(cls, v: SecretStr | None) -> SecretStr | None:
+        """An API key travels in the ``Authorization`` header: one line of visible text (CR or LF
+        would end the header; the HTTP client refuses it mid-run). The key is never quoted back."""
+        if v is not None and control_character(v.get_secret_value()):
+            raise ValueError("--api-key holds a control character (CR, LF or another below 0x20); an API key is "
+                             "one line of text: check the file or variable it came from")
         return v
 
     @field_validator("extra_body")

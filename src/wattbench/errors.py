@@ -82,3 +82,19 @@ class Interrupted(WattbenchError):
 
 EXIT_EMPTY_LEVEL = 3
 EXIT_TARGET_STOPPED = TargetStopped.exit_code
+
+
+def not_a_file_reason(path) -> str:
+    """Why ``path`` is not a regular file a command can read, for its one error line: ``no such
+    file``, ``a directory, not a file``, or ``not a regular file (a FIFO, a device or a socket)`` —
+    a FIFO given to ``-w`` or ``--space`` was reported as missing."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "no such file"
+    if stat.S_ISDIR(mode):
+        return "a directory, not a file"
+    return "not a regular file (a FIFO, a device or a socket)"

@@ -324,7 +324,7 @@ def test_agree_docs_example_with_api_key(runner, app, tmp_path, db, monkeypatch,
 
 
 def test_run_ids_are_never_cut_at_80_columns(runner, app, tmp_path, db, monkeypatch):
-    """Issue 25: at 80 columns history list and compare cut run ids to ``20261201-121821-2a2a…``, so
+    """A past defect: at 80 columns history list and compare cut run ids to ``20261201-121821-2a2a…``, so
     two runs of the same minute looked identical. Each id is shown whole (compare folds it)."""
     monkeypatch.setenv("COLUMNS", "80")
     ids = [f"20261201-121821-2a2a5{c}" for c in "abc"]

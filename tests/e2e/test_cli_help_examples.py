@@ -1,5 +1,5 @@
 """Every example in a command's --help survives the help formatter at 80 columns, line for line, so
-it can be copied and pasted (issue 25: click re-wrapped the monitor and tune examples, splitting
+it can be copied and pasted (a past defect: click re-wrapped the monitor and tune examples, splitting
 ``--axis max-`` from ``num-seqs``). An example is a line of the help text that starts with
 ``wattbench`` or ``sudo wattbench``, and the ``\\``-continued lines after it."""
 

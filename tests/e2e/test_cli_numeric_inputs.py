@@ -1,4 +1,4 @@
-"""Every numeric input of every command is checked before anything starts (issue 26 part 4).
+"""Every numeric input of every command is checked before anything starts.
 
 The options are found by walking the CLI (``cli.main.build_command``): every ``int``/``float``
 option of every command, and every comma-list option of numbers (metavar ``cli.common.LIST_METAVAR``),
@@ -216,3 +216,48 @@ def test_any_bad_number_is_refused(case, value, isolated, capsys):
     assume(not (case in _NEGATIVE_OK and value.startswith("-") and value not in ("-inf", "-1e999")))
     root = isolated
     check_refused(command, option, value, root, capsys)
+
+
+# ------------------------------------------------------------------ empty text
+
+def text_options() -> list[tuple[str, str]]:
+    """(command, option) for every option of every command that takes text, a path or a repeated
+    text value (not a number, not a flag): walked like the numbers, so a new one is covered."""
+    out = []
+    for name, cmd in _commands(CLI):
+        for p in cmd.params:
+            if getattr(p, "param_type_name", "") != "option" or getattr(p, "is_flag", False) or getattr(p, "count", False):
+                continue
+            if hasattr(p, "bare_type") and p.bare_type() in ("int", "float"):
+                continue
+            out.append((name, max(p.opts, key=len)))
+    return out
+
+
+TEXT_OPTIONS = text_options()
+
+
+def test_the_text_walk_finds_the_options_that_read_empty_as_not_given():
+    found = set(TEXT_OPTIONS)
+    for want in [("run", "--concurrency"), ("run", "--slo"), ("run", "--out"), ("run", "--tag"), ("run", "--db"),
+                 ("monitor", "--history"), ("tune", "--space")]:
+        assert want in found, want
+
+
+@pytest.mark.parametrize("command,option", TEXT_OPTIONS, ids=[f"{c}:{o}" for c, o in TEXT_OPTIONS])
+def test_an_empty_value_is_one_line_exit_2_nothing_written(command, option, isolated, capsys):
+    """``-c ''`` ran the default level, ``--out ''`` wrote to the default directory, ``--slo ''`` was
+    no SLO, ``--tag ''`` was registered: an empty value typed for a text option is refused, naming
+    the option, unless empty means something (``config.EMPTY_TEXT_OK``, checked to be taken)."""
+    from wattbench.config import EMPTY_TEXT_OK
+
+    if option in EMPTY_TEXT_OK:
+        code, _, err = invoke([*command.split(), *BASE.get(command, []), option, ""], capsys)
+        assert "an empty value" not in err, (command, option, err)
+        return
+    before = files_under(isolated)
+    code, out, err = invoke([*command.split(), *BASE.get(command, []), option, ""], capsys)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and "an empty value" in lines[0] and option in lines[0], (
+        command, option, code, err[-1000:])
+    assert files_under(isolated) == before

@@ -260,7 +260,7 @@ def test_rack_readable_at_80_and_160_columns(app, tmp_path, monkeypatch, width):
 
 
 def test_roofline_with_result_at_80_columns_is_one_line_per_figure(app, tmp_path, monkeypatch):
-    """Issue 25: at 80 columns plan roofline --result printed ~60 lines of one-figure tables. It is a
+    """A past defect: at 80 columns plan roofline --result printed ~60 lines of one-figure tables. It is a
     list: one line per figure, a long value wrapped, nothing cut."""
     monkeypatch.setenv("COLUMNS", "80")
     a = write_run(tmp_path / "long", make_result("20261201-121821-2a2a54-a-long-run-id", [

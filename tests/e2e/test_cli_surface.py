@@ -1,4 +1,4 @@
-"""What every command shows before it does anything (issue 18): help text as typed (no rich
+"""What every command shows before it does anything: help text as typed (no rich
 markup eating ``uniform:A:B`` or ``wattbench[ray]``), plain metavars, ``--version``, exit codes."""
 
 import os

@@ -1,4 +1,4 @@
-"""``wattbench run`` refuses the text inputs and environments issue 26 part 4 found unchecked, each
+"""``wattbench run`` refuses the text inputs and environments a review found unchecked, each
 with one line on stderr, exit 2 and nothing written, before anything starts (the numbers of every
 command are in ``test_cli_numeric_inputs.py``); and a history that fails after a complete run is
 one warning line, the run kept (exit 0)."""
@@ -23,12 +23,12 @@ def files_under(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
-def refused(tmp_path: Path, *args: str, must_name: str) -> str:
+def refused(tmp_path: Path, *args: str, must_name: str, target: str = NOWHERE, command: str = "run") -> str:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     before = files_under(tmp_path)
-    p = wb("run", "-t", NOWHERE, "--idle", "0", *args, cwd=work,
-           env_extra={"WATTBENCH_DB": str(tmp_path / "db" / "history.sqlite3")}, timeout=120)
+    head = (command, "-t", target, "--idle", "0") if command == "run" else tuple(command.split())
+    p = wb(*head, *args, cwd=work, env_extra={"WATTBENCH_DB": str(tmp_path / "db" / "history.sqlite3")}, timeout=120)
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 2, p.stderr
     assert len(lines) == 1 and lines[0].startswith("wattbench: error: ") and "Traceback" not in p.stderr, p.stderr
@@ -123,7 +123,7 @@ def test_a_history_that_fails_after_the_run_is_one_warning_line_and_the_run_is_k
 
 
 def test_a_value_outside_its_choices_is_one_line_naming_the_choices(tmp_path):
-    """Issue 25: ``--api chta`` gave pydantic's ``api: Input should be 'completions' or 'chat'``."""
+    """A past defect: ``--api chta`` gave pydantic's ``api: Input should be 'completions' or 'chat'``."""
     line = refused(tmp_path, "--api", "chta", must_name="--api 'chta' is not one of completions, chat")
     assert "Input should be" not in line
 
@@ -148,3 +148,106 @@ def test_an_engine_that_is_not_installed_is_one_line_and_nothing_written(tmp_pat
     assert len(lines) == 1 and lines[0].startswith("wattbench: error: llama.cpp server not found"), p.stderr
     assert must_name in lines[0] and "WATTBENCH_LLAMA_SERVER" in lines[0] and "Traceback" not in p.stderr, lines
     assert files_under(tmp_path) == before, sorted(set(files_under(tmp_path)) - set(before))
+
+
+# ------------------------------------------------------------------ round 3: inputs that gave a traceback or were taken
+
+DEEP = 100_000  # JSON nesting past any recursion limit (a RecursionError traceback before)
+
+
+def _deep(n: int = DEEP) -> str:
+    return "[" * n + "]" * n
+
+
+@pytest.fixture(scope="module")
+def live():
+    """A scripted server: the inputs below are read after the target answered (a wrongly taken one
+    would run, not fail naming the target)."""
+    with stream_server("--ttft-ms", "1", "--itl-ms", "1") as (base, _):
+        yield base
+
+
+RUN_SMALL = ("-c", "1", "-n", "2", "--input-tokens", "8", "--output-tokens", "4", "--no-sensors", "--no-prime",
+             "--no-history-check", "--no-html", "--no-register")
+
+
+def test_a_dataset_row_nested_100k_deep_is_one_line(tmp_path, live):
+    data = tmp_path / "deep.jsonl"
+    data.write_text('{"prompt": "hi", "x": ' + _deep() + "}\n")
+    refused(tmp_path, *RUN_SMALL, "-w", str(data), must_name="deep.jsonl:1: JSON nested too deeply", target=live)
+
+
+@pytest.mark.parametrize("body,name", [
+    ('{"a": ' + _deep(40_000) + "}", "--extra-body: JSON nested too deeply"),  # 40k: argv caps one argument at 128 KiB
+    ('{"top_k": NaN}', "--extra-body: NaN is not a JSON number"),
+    ('{"top_k": Infinity}', "--extra-body: Infinity is not a JSON number"),
+    ('{"top_p": 1e400}', "--extra-body: 1e400 is too large"),
+])
+def test_extra_body_that_no_server_reads_as_json_is_one_line(tmp_path, body, name):
+    refused(tmp_path, "--extra-body", body, must_name=name)
+
+
+def test_an_api_key_with_cr_lf_is_one_line_and_not_quoted(tmp_path):
+    line = refused(tmp_path, "--api-key", "sk-abc\r\nX-Evil: 1", must_name="--api-key holds a control character")
+    assert "sk-abc" not in line and "Evil" not in line
+
+
+@pytest.mark.parametrize("command", ["run", "monitor", "doctor"])
+def test_an_unclosed_ipv6_target_is_one_line(tmp_path, command):
+    args = ("--sensor", "const:node=100", "--duration", "1") if command == "monitor" else ()
+    if command == "run":
+        work = tmp_path / "work"
+        work.mkdir()
+        p = wb("run", "-t", "http://[::1", "--idle", "0", cwd=work)
+    else:
+        p = wb(command, "-t", "http://[::1", *args, cwd=tmp_path)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "cannot be read as a URL (Invalid IPv6 URL)" in lines[0], p.stderr
+
+
+def test_an_out_name_longer_than_the_filesystem_takes_is_one_line(tmp_path):
+    line = refused(tmp_path, "--out", str(tmp_path / "work" / ("a" * 300)), must_name="--out: the name aaaa")
+    assert "300 bytes, more than the 255" in line
+
+
+@pytest.mark.parametrize("args,name", [
+    (("--sensor", "const:node=inf"), "node=inf is not a finite number"),
+    (("--sensor", "const:node=1e400"), "node=1e400 is not a finite number"),
+    (("--slo", "ttft_p99=1e400ms"), "the bound must be a finite number"),
+    (("-H", "Content-Length: 5"), "--header Content-Length: wattbench and its HTTP client set this header"),
+    (("-H", "Host: elsewhere"), "--header Host"),
+    (("--tag", "two words"), "--tag 'two words' must be non-empty without spaces"),
+])
+def test_values_taken_silently_before_are_one_line(tmp_path, live, args, name):
+    small = tuple(a for a in RUN_SMALL if a != "--no-sensors") if args[0] == "--sensor" else RUN_SMALL
+    refused(tmp_path, *small, *args, must_name=name, target=live)
+
+
+def test_a_history_database_that_is_not_a_regular_file_is_one_line(tmp_path, live):
+    small = tuple(a for a in RUN_SMALL if a != "--no-register")
+    refused(tmp_path, *small, "--db", "/dev/null", must_name="--db /dev/null: not a regular file", target=live)
+
+
+def test_a_fifo_is_not_a_regular_file_not_a_missing_one(tmp_path, live):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    line = refused(tmp_path, *RUN_SMALL, "-w", str(fifo), must_name="not a regular file", target=live)
+    assert "no such file" not in line
+    line = refused(tmp_path, "--engine", "vllm", "--space", str(fifo), "--out", str(tmp_path / "t"),
+                   must_name=f"space file {fifo}: not a regular file", command="tune")
+
+
+@pytest.mark.parametrize("where", ["/proc/wattbench-history.jsonl", "read-only"])
+def test_monitor_history_that_cannot_be_written_is_one_line(tmp_path, live, where):
+    if where == "read-only":
+        ro = tmp_path / "ro"
+        if not _read_only_dir(ro):
+            pytest.skip("cannot make a read-only directory here")
+        where = str(ro / "h.jsonl")
+    try:
+        p = wb("monitor", "-t", live, "--sensor", "const:node=100", "--history", where, "--duration", "1", cwd=tmp_path)
+    finally:
+        if os.geteuid() == 0 and where.startswith(str(tmp_path)):
+            subprocess.run(["umount", str(tmp_path / "ro")], capture_output=True)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and f"--history {where}: cannot write it" in lines[0], p.stderr

@@ -47,7 +47,7 @@ def test_run_declared_node_power_gives_exact_energy_and_per_kw(tmp_path):
     assert result.noise.priming is None and result.noise.history_check is None  # as asked
     assert [lv.label for lv in result.levels] == ["concurrency=1", "concurrency=4"]
     for lv in result.levels:
-        # the keys every level carries (issue 2)
+        # the keys every level carries
         for fig in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
             stats_ = getattr(lv.latency, fig)
             for k in ("mean", "p50", "p90", "p95", "p99", "max"):
@@ -117,7 +117,7 @@ def test_run_terminal_summary_shows_headline(tmp_path):
                "--sensor", "const:node=500", "--idle", "0", "--no-register", "--out", str(tmp_path / "r"),
                cwd=tmp_path, env_extra={"COLUMNS": "80"})
     assert p.returncode == 0, p.stderr
-    # the answer first (issue 25 part 3): the headline figure, its boundary and label, the level's verdict
+    # the answer first: the headline figure, its boundary and label, the level's verdict
     lines = p.stdout.splitlines()
     answer = next(x for x in lines if x.startswith("answer: "))
     assert answer.startswith("answer: c=2 — ") and "output tok/s per kW (node, declared)" in answer, answer
@@ -175,7 +175,7 @@ def test_bad_input_one_line_exit_2_no_result(tmp_path, args, server_args, needle
 
 
 def test_dataset_prompts_are_not_judged_against_an_asked_length(tmp_path):
-    """Issue 25: a dataset's prompts (no length asked) were warned about as "input tokens asked 7,
+    """A past defect: a dataset's prompts (no length asked) were warned about as "input tokens asked 7,
     the server counted …". Synthetic prompts built to --input-tokens still are (control)."""
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"tell me about the number {i} in a few words"}) + "\n"
@@ -197,7 +197,7 @@ def test_dataset_prompts_are_not_judged_against_an_asked_length(tmp_path):
 
 
 def test_no_idle_baseline_from_declared_constants_alone(tmp_path):
-    """Issue 25: the idle baseline was measured with only --sensor const:node=W, reading the constant
+    """A past defect: the idle baseline was measured with only --sensor const:node=W, reading the constant
     back. It is skipped and the run says so; with a metered figure beside it, it is measured."""
     with stream_server("--ttft-ms", "5", "--itl-ms", "2") as (base, _):
         p = wb("run", "--target", base, "-c", "1", "-n", "4", "--output-tokens", "4", "--sensor", "const:node=300",

@@ -1,4 +1,4 @@
-"""Energy per request, per tenant and carbon (issue 20) through the installed CLI against the scripted
+"""Energy per request, per tenant and carbon through the installed CLI against the scripted
 streaming server, with a declared node sensor as ground truth."""
 
 from __future__ import annotations

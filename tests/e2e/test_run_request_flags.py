@@ -1,4 +1,4 @@
-"""What a vLLM or GuideLLM user reaches for (issue 18), through the installed CLI against the scripted
+"""What a vLLM or GuideLLM user reaches for, through the installed CLI against the scripted
 server: ``--rate R --max-concurrency N`` (open loop capped at N in flight), ``--rate inf`` (all at
 once), ``--header K:V`` (sent, never written when it carries a secret), ``--extra-body``,
 ``--temperature``, ``--top-p``; bad values exit 2 with one line."""

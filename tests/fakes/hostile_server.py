@@ -1,4 +1,4 @@
-"""A hostile OpenAI-compatible server: one scripted misbehaviour per process (issue 26).
+"""A hostile OpenAI-compatible server: one scripted misbehaviour per process.
 
 ``--behaviour NAME`` picks what it does wrong; requests it answers wrongly are counted in
 ``faults`` and every stream it completes normally (usage and ``[DONE]`` written) in ``completed``,

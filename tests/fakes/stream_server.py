@@ -47,7 +47,7 @@ and the JSON ``body``). ``GET /stats/emissions`` is the emission log: ``{"tokens
 ``perf_counter_ns`` at which every content chunk (k tokens) was written since the last reset, of
 every stream (faulty ones too): ground truth for "tokens the server produced in a window".
 
-Speed noise and history, seeded (issue 24: ground truth for the noise rules and for priming):
+Speed noise and history, seeded (ground truth for the noise rules and for priming):
 ``--speed-noise SD`` multiplies a stream's TTFT and ITL by a factor ``exp(N(0, SD))`` drawn from
 ``--noise-seed`` (its own generator: the faults stay as they were), one factor for the server's
 life (``--noise-every 0``: a "start") or a new one every N requests (``--noise-every N``).

@@ -1,5 +1,5 @@
 """Failure classes of the client and the level: every fault is classified, the level finishes,
-and no completed request is lost (issue 10, client part)."""
+and no completed request is lost."""
 
 from __future__ import annotations
 

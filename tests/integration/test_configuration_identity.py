@@ -91,6 +91,9 @@ def test_what_a_server_does_not_expose_is_named_and_a_config_label_splits_it(tmp
     assert _key(plain) == _key(unseen)  # nothing the server exposes changed: wattbench cannot see it
     assert _key(labelled) != _key(unseen) and _differs(unseen, labelled) == ["label"]
     assert labelled.config_label == "itl-4ms"
+    from wattbench.report.terminal import title_line
+
+    assert "· label itl-4ms" in title_line(labelled).plain and "label" not in title_line(unseen).plain
 
 
 def test_history_list_rows_show_target_label_or_key_and_the_headline(tmp_path):

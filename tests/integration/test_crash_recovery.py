@@ -1,5 +1,5 @@
 """A run killed outright mid-level (SIGKILL: nothing in the process can catch it) loses at most the
-requests in flight and never reads ``valid`` (issue 26 part 3).
+requests in flight and never reads ``valid``.
 
 A real ``wattbench run`` subprocess against the scripted server, whose every request after the
 16th stalls half-way (``--hang-after-requests``; the run sends no priming load, so the server's count
@@ -58,8 +58,8 @@ def test_sigkill_mid_level_keeps_every_finished_record_and_reads_invalid(tmp_pat
             [sys.executable, "-m", "wattbench", "run", "-t", base, "-c", "1,2", "-n", str(LEVEL0), "--input-tokens", "8",
              "--output-tokens", "4", "--idle", "0", "--sensor", "const:node=100", "--no-html", "--stall-timeout", "600",
              "--request-timeout", "600", "--db", str(db), "--out", str(out),
-             # the server counts requests (the 16th then stalls): no priming load or history check among them
-             "--no-prime", "--no-history-check"],
+             # the server counts requests (the 16th then stalls): no priming load, history check or calibration probe among them
+             "--no-prime", "--no-history-check", "--no-calibrate-prompts"],
             cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             deadline = time.monotonic() + 300  # only ends a hang; the test waits for a state, not a time

@@ -126,7 +126,7 @@ def test_wattbench_run_token_counts_equal_vllm_counters(vllm_server, tmp_path):
 
 
 def test_measure_vllm_bench_serve_against_the_engine(vllm_server, tmp_path, monkeypatch):
-    """``wattbench measure -- vllm bench serve`` against vLLM itself (issue 27). Over the whole command
+    """``wattbench measure -- vllm bench serve`` against vLLM itself. Over the whole command
     (the scrape before it started to the one after it ended) vLLM's own generation counter grew by
     exactly the tokens of the tool's requests (``--ignore-eos``: each of the dataset's length; no
     initial test request, ``--ready-check-timeout-sec 0``, vLLM 0.32's default); over the level's window the tool's records and the counter agree within

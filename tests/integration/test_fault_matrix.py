@@ -1,4 +1,4 @@
-"""The fault matrix (issue 10): each fault has a defined, tested behaviour.
+"""The fault matrix: each fault has a defined, tested behaviour.
 
 Every case runs a real ``wattbench run`` (a subprocess, so the exit code is the CLI's) or
 ``run_benchmark`` in-process where a seam is needed (scripted sensor, stall timeout, disk-full
@@ -105,7 +105,7 @@ def test_stalled_stream_times_out_as_stall(tmp_path):
     with server(*FAST, "--stall-rate", "0.25", "--seed", "5") as s:
         cfg = RunConfig(target=s.base, concurrency=[4], num_requests=24, input_tokens="16", output_tokens="16",
                         stall_timeout_s=0.4, no_sensors=True, idle_s=0, register_run=False, html=False,
-                        out=str(tmp_path / "run"), prime=False, history_check=False)
+                        out=str(tmp_path / "run"), prime=False, history_check=False, calibrate_prompts=False)
         result = run_benchmark(cfg)
         stats = s.stats()
     n_stall = stats["faults"]["stall"]
@@ -148,7 +148,7 @@ def test_server_killed_mid_level(tmp_path):
 
 
 def test_target_gone_after_a_finished_level_summarises_and_registers_it(tmp_path):
-    """Issue 25: a target that died mid-run (exit 4) left the finished levels unsummarised and the
+    """A past defect: a target that died mid-run (exit 4) left the finished levels unsummarised and the
     run out of the history. Level c=1 (40 requests) finishes; the server dies during c=2: stdout has
     the summary of both levels, stderr the one line, and the history holds the run as failed."""
     from wattbench.results.store import HistoryStore
@@ -205,7 +205,7 @@ def test_sensor_failing_mid_run(tmp_path, monkeypatch):
     with server("--ttft-ms", "5", "--itl-ms", "10") as s:
         cfg = RunConfig(target=s.base, concurrency=[2], duration_s=1.2, input_tokens="16", output_tokens="16",
                         idle_s=0, register_run=False, html=False, sample_interval_s=0.02, out=str(tmp_path / "run"),
-                        prime=False, history_check=False)
+                        prime=False, history_check=False, calibrate_prompts=False)
         result = run_benchmark(cfg)
         stats = s.stats()
     for t in timers:
@@ -250,7 +250,7 @@ def test_disk_full_seam_keeps_previous_result(tmp_path, monkeypatch):
     with server(*FAST) as s:
         cfg = RunConfig(target=s.base, concurrency=[2, 4], num_requests=10, input_tokens="16", output_tokens="16",
                         no_sensors=True, idle_s=0, register_run=False, html=False, out=str(out),
-                        prime=False, history_check=False)
+                        prime=False, history_check=False, calibrate_prompts=False)
         with pytest.raises(UserError) as ei:
             run_benchmark(cfg)
         stats = s.stats()
@@ -401,7 +401,7 @@ def test_signal_mid_level(tmp_path, sig, workers):
     assert proc.returncode == 130, err[-3000:]
     assert "interrupted" in err
     assert "Traceback" not in err
-    # the summary of what was measured is on stdout, as a complete run's is (issue 25: stderr only)
+    # the summary of what was measured is on stdout, as a complete run's is (a past defect: stderr only)
     assert "c=2" in out_text and "verdict:" in out_text and f"results: {out}" in out_text, out_text
     res = load_result(out)
     recs = load_requests(out)

@@ -1,4 +1,4 @@
-"""Findings against the scripted server (issue 25's defects, ground truth from its known timing).
+"""Findings against the scripted server (defects found in review, ground truth from its known timing).
 
 * ``--rate 50 --max-concurrency 2`` against a server whose requests last 40 + 15 × 8 = 160 ms: the
   cap allows at most 2 / 0.16 s = 12.5 req/s. The send lag (arrivals waiting for a slot) is the cap

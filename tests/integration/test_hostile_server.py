@@ -1,4 +1,4 @@
-"""A hostile server costs a request, never a record, a level or a credential (issue 26, parts 1, 2, 5).
+"""A hostile server costs a request, never a record, a level or a credential.
 
 Every behaviour of ``tests/fakes/hostile_server.py`` runs a real ``wattbench run`` (a subprocess:
 the exit code and the streams are the CLI's) with three secrets in play — an API key, an

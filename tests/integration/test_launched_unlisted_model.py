@@ -1,4 +1,4 @@
-"""A launched engine whose ``/v1/models`` lists nothing (issue 15 part 3).
+"""A launched engine whose ``/v1/models`` lists nothing.
 
 ``transformers serve`` 5.17 (the H200 image's version) lists only what a scan of the Hugging Face
 cache finds, never the model it was started with, so ``wattbench run`` with no arguments stopped

@@ -13,6 +13,7 @@ from tests.fakes.stream_server_proc import stream_server
 from wattbench.config import RunConfig
 from wattbench.errors import UserError
 from wattbench.run import run_benchmark
+from wattbench.results.rundir import load_result
 from wattbench.run.prime import unmeasurable
 from wattbench.results.schema import PrimingPhase
 
@@ -35,8 +36,12 @@ def test_a_level_shorter_than_one_request_is_refused_with_the_duration_to_give(t
         give = int(msg.split("give --duration ")[1].split()[0])
         # one request here is ~1.33 s (50 ms + 63 × 20 ms): two of them less the warm-up, rounded up
         assert give == 3, msg
-        # the priming ran (2 rounds of 4 streams, after 24 one-token prompt-length probes); no level did
-        assert primed["streams_completed"] == 8 + 24
+        refused = load_result(tmp_path / "short")
+        # the priming ran (2 rounds of 4 streams), no level did: the server served the priming and the
+        # prompt calibration's probes, nothing else
+        assert refused.levels == [] and refused.noise.priming.completed == 8
+        probes = refused.prompt_calibration.probes if refused.prompt_calibration else 0
+        assert primed["streams_completed"] == 8 + probes
         res = run_benchmark(_cfg(base, tmp_path / "given", concurrency=[4], warmup_s=0.3, duration_s=give))
     assert res.levels[0].requests.completed >= 4  # the duration it gave measures a round of the streams
 

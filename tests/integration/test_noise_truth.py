@@ -1,4 +1,4 @@
-"""The noise rules against ground truth (issue 24): the scripted streaming server with a seeded
+"""The noise rules against ground truth: the scripted streaming server with a seeded
 noise on its speed (``--speed-noise``), a capacity (``--max-concurrent``) or a speed that depends on
 the largest load it has seen (``--history-slow``), and a declared constant node power, so tokens/s
 per kW is throughput / 0.3 kW and every change in it is a change the server was scripted to make.

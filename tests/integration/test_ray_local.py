@@ -1,4 +1,4 @@
-"""``--ray local``: the one-machine Ray cluster wattbench starts itself is bound to loopback (issue 16).
+"""``--ray local``: the one-machine Ray cluster wattbench starts itself is bound to loopback.
 
 Ray rewrites a 127.0.0.1 node address to the machine's interface address on Linux, and its
 processes then listen on every interface; ``distributed.run.start_local`` keeps the node on

@@ -94,7 +94,7 @@ def _with_trials(result):
 
 
 def test_first_screen_answers_the_run(tmp_path):
-    """Within the first 1000 px (issue 25): the answer as one big figure — the goodput tok/s per kW of
+    """Within the first 1000 px: the answer as one big figure — the goodput tok/s per kW of
     the best level under the SLO at the headline boundary, the trials' mean with its CI — with its
     level and verdict; the run's verdict with the notes collapsed under one line; the efficiency–load
     curve led by goodput per kW (the SLO-bound curve), with tok/s per kW, J/token and p99 TTFT against

@@ -1,5 +1,5 @@
 """``--restart-engine``: a fresh engine (and a fresh priming) before every trial round, so the trials'
-CI contains start-to-start noise (issue 24). The launcher is the seam: each "start" is a new
+CI contains start-to-start noise. The launcher is the seam: each "start" is a new
 scripted streaming server process with its own per-start speed (``--speed-noise``, one factor for
 the process's life), so the run's trials must differ by the starts' factors, every trial must hit
 the server started for it, and every server must be stopped by the run."""

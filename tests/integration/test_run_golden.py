@@ -1,4 +1,4 @@
-"""Golden run: the orchestrator's whole result, pinned (issue 17, the runner split).
+"""Golden run: the orchestrator's whole result, pinned when the runner was split into run/.
 
 One scripted run — the scripted streaming server (fixed TTFT 30 ms, ITL 20 ms, exact output
 lengths), a declared constant sensor, fixed seed, two trials of two closed-loop levels, a carbon
@@ -99,7 +99,7 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     got = _run(tmp_path)
     if os.environ.get("WATTBENCH_WRITE_GOLDEN"):
         GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
-    # the golden file predates the typed fields of issue 17: read through the schema, it moves its
+    # the golden file predates the typed fields of schema 2: read through the schema, it moves its
     # ``extra`` keys to them (the upgrade every older file takes), and is compared in that form
     want = Result.model_validate(json.loads(GOLDEN.read_text())).model_dump(mode="json")
     # and the run directory's path is no longer written (where the result lives is not a result)
@@ -135,11 +135,11 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
         # the trials' table holds each trial's figure and their mean: 500 W in both
         pw = lv["trials"]["figures"]["avg_power_w@accelerator"]
         assert pw["values"] == pytest.approx([500.0, 500.0]) and pw["mean"] == pytest.approx(500.0)
-    # --keep-chunks (issue 17, memory): a config field newer than the golden file, off by default
+    # --keep-chunks (bounded memory): a config field newer than the golden file, off by default
     assert got["config"].pop("keep_chunks") is False and "keep_chunks" not in want["config"]
-    # --secret-header (issue 26): a config field newer than the golden file, empty by default
+    # --secret-header: a config field newer than the golden file, empty by default
     assert got["config"].pop("secret_headers") == [] and "secret_headers" not in want["config"]
-    # measuring from a known state (issue 24): config fields and a block newer than the golden file
+    # measuring from a known state: config fields and a block newer than the golden file
     new = {k: got["config"].pop(k) for k in ("prime", "prime_requests", "history_check", "trial_order",
                                              "restart_engine", "prompt_salt", "calibrate_prompts")}
     assert new == {"prime": True, "prime_requests": None, "history_check": True, "trial_order": "interleaved",

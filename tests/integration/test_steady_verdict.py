@@ -1,5 +1,5 @@
 """The default level size earns a steady state long enough to be ``valid``; a short level is ``warn``
-with the reason (issue 15 part 2), against the scripted server with a declared sensor.
+with the reason, against the scripted server with a declared sensor.
 
 With a declared constant power, steady and full J/token differ exactly by their throughput ratio,
 so what is judged here is the load shape (ramp, drain, steady length), not a meter. Output lengths

@@ -18,6 +18,7 @@ Nothing here runs a benchmark; it reads the committed outputs only, so it passes
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import math
 import re
@@ -94,6 +95,19 @@ def raw(spec: str) -> bytes:
     return (ROOT / spec).read_bytes()
 
 
+@lru_cache(maxsize=None)
+def xcheck_raw(tgz: str) -> list[dict]:
+    """The per-level crosscheck of a committed run archive, recomputed from its raw series: the
+    run's result.json (its level windows and energy) against the independent observer's counter log
+    (``meter.jsonl``), by ``benches/gpu/crosscheck.py``'s ``rows`` — not read from the archive's
+    crosscheck.json."""
+    spec = importlib.util.spec_from_file_location("bench_crosscheck", ROOT / "benches" / "gpu" / "crosscheck.py")
+    cc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cc)
+    result = json.loads(_tar_member(tgz, "result.json"))
+    return cc.rows(result, _tar_member(tgz, "meter.jsonl").decode().splitlines())
+
+
 def grab(text: str, pattern: str) -> float:
     """The number the first group of ``pattern`` captures in ``text`` (a committed log)."""
     m = re.search(pattern, text)
@@ -163,13 +177,9 @@ def peer_itl_err(row: dict) -> list[float]:
 def llamacpp_checks(tgz: str) -> list[dict]:
     """``benches/gpu/llamacpp_summary.py``'s counter bracket checks on a committed llama.cpp run archive:
     per level, ``{"generation": BracketCheck, "prompt": BracketCheck, "level": the level's dict}``."""
-    import importlib.util
     import tempfile
 
-    spec = importlib.util.spec_from_file_location("llamacpp_summary", ROOT / "benches/gpu/llamacpp_summary.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("llamacpp_summary", mod)  # its dataclass looks its module up
-    spec.loader.exec_module(sys.modules["llamacpp_summary"])
+    from benches.gpu import llamacpp_summary  # the repository root is on the tests' path
     d = Path(tempfile.mkdtemp(prefix="doc-figures-"))
     with tarfile.open(ROOT / tgz) as t:
         run = None
@@ -178,7 +188,7 @@ def llamacpp_checks(tgz: str) -> list[dict]:
                 t.extract(m, d, filter="data")
                 run = d / Path(m.name).parent
     return [{"level": lj, "generation": gen, "prompt": prm}
-            for lj, gen, prm in sys.modules["llamacpp_summary"].level_checks(run)]
+            for lj, gen, prm in llamacpp_summary.level_checks(run)]
 
 
 @lru_cache(maxsize=None)
@@ -211,6 +221,7 @@ HELPERS = {
     "level": level, "grab": grab, "raw": raw, "mean": mean, "median": statistics.median, "pctl": pctl, "rel_pct": rel_pct,
     "spread_pct": spread_pct, "roofline_bound": roofline_bound, "peer": peer, "peer_ttft_err": peer_ttft_err,
     "peer_itl_err": peer_itl_err, "llamacpp_checks": llamacpp_checks, "noise_runs": noise_runs, "math": math, "json": json,
+    "xcheck_raw": xcheck_raw,
 }
 BUILTINS = {n: __builtins__[n] if isinstance(__builtins__, dict) else getattr(__builtins__, n)
             for n in ("abs", "min", "max", "sum", "len", "round", "sorted", "zip", "range", "list", "dict",

@@ -22,9 +22,10 @@ LAYERS: list[tuple[str, ...]] = [
     # 0 foundation: the clock, errors, the result schema (the data every layer passes), a level's records
     #   as a spool (results/recordset.py: what the load fills and the statistics read), redaction and
     #   the redirect rule (server/origin.py: every HTTP client's, sensors' and the tokenizer's too),
-    #   and how a number is written for people (report/numbers.py: the library's messages use it too)
+    #   how a number is written for people (report/numbers.py: the library's messages use it too), and
+    #   untrusted text made safe for a terminal (report/safe_text.py: the CLI's stream guard uses it)
     ("clock", "errors", "interrupt", "results.schema", "results.ids", "results.recordset", "server.redact",
-     "server.origin", "report.numbers", "__version__"),
+     "server.origin", "report.numbers", "report.safe_text", "__version__"),
     # 1 inputs: sensors, workloads, the machine's description
     ("telemetry", "workload", "environment"),
     # 2 pure statistics over records: latency, throughput, the tokens in a window, goodput, CIs, and

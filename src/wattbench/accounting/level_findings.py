@@ -201,8 +201,9 @@ def level_findings(level: LevelResult, records: Iterable[RequestRecord] | Record
 
 
 def no_energy_text(why: str) -> str:
-    """The one message a run without energy carries (said once, in the run's verdict)."""
-    return (f"energy: unavailable: no energy was measured ({why}); latency and throughput are measured, "
+    """The one message a run without energy carries (said once, in the run's verdict; the summary's
+    answer line already says "no energy was measured", so this says why, not that again)."""
+    return (f"energy: unavailable ({why}); latency and throughput are measured, "
             "energy and efficiency figures are not")
 
 

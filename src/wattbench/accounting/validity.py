@@ -179,7 +179,9 @@ def estimate_findings(totals: dict, log: TelemetryLog) -> list[Finding]:
                  f"energy is an estimate, not a measurement ({basis}{within}): every per-kW and per-token figure "
                  "carries that uncertainty; measure it with a meter (--sensor rapl, nvml, ipmi …) or declare a "
                  "wall reading (--sensor const:node=WATTS)",
-                 ENERGY, effect_pct=u, basis=basis, summary=f"{basis}{within}, not a measurement")]
+                 ENERGY, effect_pct=u, basis=basis,
+                 # the note renders the uncertainty from effect_pct where {effect} stands (report/notes.py)
+                 summary=f"{basis}{', ±{effect}' if u is not None else ''}, not a measurement")]
 
 
 def failure_findings(log: TelemetryLog, t0: int, t1: int) -> list[Finding]:

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from wattbench.clock import now_ns
 from wattbench.errors import TargetError, UserError
 from wattbench.server.openai import fetch_models, normalize_base_url, post_json, usage_problem  # noqa: F401
-from wattbench.server.redact import combine_credentials, redact_text, redact_url, register_secrets
+from wattbench.server.redact import combine_credentials, redact_text, redact_url, register_secrets, url_secrets
 from wattbench.results.agreement import (  # noqa: F401 - load/write re-exported for callers
     AgreeTarget,
     Agreement,
@@ -394,7 +394,8 @@ def run_agreement(target_a: str, target_b: str, prompts: list[PromptSpec], max_t
     # URL credentials (user:password@) become the side's key and never reach agreement.json
     url_a, api_key_a = combine_credentials(target_a, api_key_a)
     url_b, api_key_b = combine_credentials(target_b, api_key_b)
-    register_secrets(api_key_a, api_key_b)  # agreement.json, the history row and stdout never hold them
+    # agreement.json, the history row and stdout never hold them (nor the URLs' query values)
+    register_secrets(api_key_a, api_key_b, *url_secrets(target_a), *url_secrets(target_b))
     targets = [AgreeTarget(base_url=normalize_base_url(url_a), model=model_a or "", api=api),
                AgreeTarget(base_url=normalize_base_url(url_b), model=model_b or "", api=api)]
     from wattbench import __version__

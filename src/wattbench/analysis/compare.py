@@ -117,10 +117,12 @@ class NoiseVerdict(BaseModel):
     def text(self) -> str:
         """``per kW 0.50×: beyond noise (noise ±5.3% from history of key …, 5 runs, 3 df)``; an
         inconclusive one says why (what to do is said once, ``todo``)."""
+        from wattbench.report.numbers import fmt_ratio
+
         name = "per kW" if self.figure == "output_tokens_per_s_per_kw" else "throughput"
         if self.word == INCONCLUSIVE:
-            return f"{name} {self.ratio:.2f}×: inconclusive — {self.why}"
-        return f"{name} {self.ratio:.2f}×: {self.judgement().text()}"
+            return f"{name} {fmt_ratio(self.ratio)}: inconclusive — {self.why}"
+        return f"{name} {fmt_ratio(self.ratio)}: {self.judgement().text()}"
 
 
 class Decomposition(BaseModel):

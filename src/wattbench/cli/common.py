@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import sys
 from typing import Any, Callable
 
@@ -12,6 +13,7 @@ import typer
 from pydantic import ValidationError
 
 from wattbench.errors import WattbenchError
+from wattbench.report.safe_text import LINE_CHARS, term
 
 try:  # typer >= 0.22 vendors click
     from typer._click.exceptions import ClickException, MissingParameter, UsageError
@@ -19,7 +21,7 @@ except ImportError:  # pragma: no cover - older typer on plain click
     from click.exceptions import ClickException, MissingParameter, UsageError
 
 
-# One wording for the flags every command shares (issue 18: the same flag for the same thing).
+# One wording for the flags every command shares (the same flag for the same thing).
 DB_HELP = "History database (default: $WATTBENCH_DB or the user data directory's history.sqlite3)."
 API_KEY_HELP = ("API key, sent to the target only and never written to a file or shown. Given here it is visible to "
                 "other users of this machine (ps, /proc/PID/cmdline): prefer --api-key-file PATH or the environment "
@@ -129,8 +131,10 @@ def one_line(exc: BaseException) -> str:
             loc = ".".join(str(x) for x in err.get("loc", ()) if x != "__root__")
             msg = err.get("msg", "invalid").removeprefix("Value error, ")
             parts.append(f"{loc}: {msg}" if loc and not msg.startswith("-") else msg)  # a message naming its flag
-        return "; ".join(parts)
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        return term("; ".join(parts), LINE_CHARS)
+    # a message may quote a server or a file: no control sequence reaches the terminal, and it stays one line
+    text = str(exc).strip()
+    return term(text.split("\n", 1)[0], LINE_CHARS) if text else exc.__class__.__name__
 
 
 def handle_errors(fn: Callable) -> Callable:
@@ -212,10 +216,23 @@ def parse_json_object(text: str | None, flag: str) -> dict:
 
     if text is None or not text.strip():
         return {}
+
+    def not_a_number(word: str):  # NaN, Infinity: Python's json takes them, no server's JSON parser does
+        raise UserError(f"{flag}: {word} is not a JSON number (a request body is standard JSON); give a finite number")
+
+    def finite(word: str) -> float:
+        v = float(word)
+        if v != v or v in (float("inf"), float("-inf")):
+            raise UserError(f"{flag}: {word[:40]} is too large for a number (it reads as infinity); give a finite number")
+        return v
+
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_constant=not_a_number, parse_float=finite)
     except json.JSONDecodeError as e:
         raise UserError(f"{flag}: not JSON ({e.msg} at character {e.pos}); give an object like '{{\"top_k\": 20}}'") from None
+    except RecursionError:
+        raise UserError(f"{flag}: JSON nested too deeply (over Python's recursion limit); give a flat object like "
+                        "'{\"top_k\": 20}'") from None
     if not isinstance(obj, dict):
         raise UserError(f"{flag}: give a JSON object like '{{\"top_k\": 20}}', not {type(obj).__name__}")
     return obj
@@ -270,6 +287,29 @@ def number_gate(param: Any, command: str | None = None) -> None:
         return original(ctx, p, value) if original is not None else value
 
     param.callback = callback
+
+
+def text_gate(param: Any) -> None:
+    """Refuse an empty value (or an empty item of a repeated option) typed for a text option: it
+    was read as "not given" (``-c ''`` ran the default level, ``--out ''`` the default directory).
+    Options where empty means something are listed in ``config.EMPTY_TEXT_OK``; a value from the
+    environment or the default is not the user's typing and passes. The raw text is checked, before
+    the option's type reads it (a path option would read ``''`` as ``.``)."""
+    from wattbench.config import EMPTY_TEXT_OK
+
+    flag = option_name(param)
+    if flag in EMPTY_TEXT_OK:
+        return
+    original = param.process_value
+
+    def process_value(ctx, value):
+        typed = getattr(ctx.get_parameter_source(param.name), "name", "") == "COMMANDLINE"
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if typed and any(isinstance(v, str) and not v.strip() for v in items):
+            raise UsageError(f"{flag}: an empty value; give a value or leave the option out")
+        return original(ctx, value)
+
+    param.process_value = process_value
 
 
 def one_line_usage(exc: UsageError) -> str:

@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
         model: Optional[str] = typer.Option(None, "--model", help="Substring of the model name."),
         engine: Optional[str] = typer.Option(None, "--engine", help="Substring of the engine name."),
         gpu: Optional[str] = typer.Option(None, "--gpu", help="Substring of the GPU description."),
-        target: Optional[str] = typer.Option(None, "--target", help="Substring of the target (host:port, or the launched engine)."),
+        target: Optional[str] = typer.Option(None, "--target", "-t", help="Substring of the target (host:port, or the launched engine)."),
         label: Optional[str] = typer.Option(None, "--label", help="Substring of the --config-label."),
         tag: Optional[str] = typer.Option(None, "--tag", help="Only the run with this tag."),
         kind: Optional[str] = typer.Option(None, "--kind", help="run or agree."),
@@ -89,13 +89,16 @@ def register(app: typer.Typer) -> None:
         from rich import box
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
+
+        from wattbench.report.safe_text import term
 
         console = Console(highlight=False)
         wide = console.width >= 120  # the date, model and engine only where they fit on one line
         t = Table(show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
         # a run id is never cut (two runs of one minute differ only in its last characters; it
         # starts with the date and time), a target or a verdict: the headline folds, the tags give way
-        t.add_column("run id", no_wrap=True, min_width=max(len(r.run_id) for r in runs))
+        t.add_column("run id", no_wrap=True, min_width=max(len(term(r.run_id)) for r in runs))
         if wide:
             t.add_column("created", no_wrap=True, min_width=16)
         if any(r.kind != "run" for r in runs):
@@ -123,7 +126,8 @@ def register(app: typer.Typer) -> None:
                       r.verdict or "—"]
             if tagged:
                 cells.append(",".join(r.tags + [f"baseline:{b}" for b in r.baselines]) or "—")
-            t.add_row(*[escape(c) for c in cells])
+            # from result files: shown as text (``[/x]`` is no markup), control characters escaped, capped
+            t.add_row(*(Text(term(c)) for c in cells))
         console.print(t)
 
     @hist.command("show", help="Show one run (directory, run id, id prefix, tag or baseline name).")
@@ -143,18 +147,20 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        c = Console(highlight=False, markup=False)
-        c.print(f"{rec.run_id} ({rec.kind}) {rec.status or ''} verdict {rec.verdict or '—'}")
+        from wattbench.report.safe_text import term
+
+        c = Console(highlight=False, markup=False)  # result-file text: no markup; term() caps and escapes
+        c.print(f"{term(rec.run_id)} ({rec.kind}) {rec.status or ''} verdict {rec.verdict or '—'}")
         c.print(f"  path      {rec.path}")
         c.print(f"  created   {rec.created_at}")
-        c.print(f"  model     {rec.model or '—'}  engine {rec.engine or '—'} {rec.engine_version or ''}")
+        c.print(f"  model     {term(rec.model or '—')}  engine {term(rec.engine or '—')} {term(rec.engine_version or '')}")
         c.print(f"  gpu       {rec.gpu or '—'}  boundaries {', '.join(rec.boundaries) or '—'}")
         if rec.tags or rec.baselines:
-            c.print(f"  tags      {', '.join(rec.tags) or '—'}  baselines {', '.join(rec.baselines) or '—'}")
+            c.print(f"  tags      {term(', '.join(rec.tags)) or '—'}  baselines {', '.join(rec.baselines) or '—'}")
         if rec.target or rec.config_id:
-            c.print(f"  target    {rec.target or '—'}  config {rec.config_label or '—'} (key {rec.config_id or '—'})")
+            c.print(f"  target    {term(rec.target or '—')}  config {term(rec.config_label or '—')} (key {rec.config_id or '—'})")
         for k, v in (rec.summary or {}).items():
-            c.print(f"  {k:<9} {_headline(rec.summary) if k == 'headline' else v}")
+            c.print(f"  {term(k):<9} {_headline(rec.summary) if k == 'headline' else term(v, 2000)}")
         if rec.levels:
             bnds = sorted({lv["boundary"] for lv in rec.levels if lv["boundary"]})
             from rich import box
@@ -168,7 +174,7 @@ def register(app: typer.Typer) -> None:
             if show_verdict:
                 t.add_column("verdict", no_wrap=True)
             for lv in rec.levels:
-                cells = [lv["label"], _fmt(lv["output_tokens_per_s"]), _fmt(lv["ttft_p99_ms"]),
+                cells = [term(lv["label"]), _fmt(lv["output_tokens_per_s"]), _fmt(lv["ttft_p99_ms"]),
                          _fmt(lv["tpot_p99_ms"]), _fmt(lv["avg_power_w"]), _fmt(lv["j_per_output_token"]),
                          _fmt(lv["output_tokens_per_s_per_kw"])]
                 t.add_row(*cells, *([lv["verdict"] or "—"] if show_verdict else []))

@@ -94,14 +94,18 @@ def _plain_metavars(cmd) -> None:
 
 def _gate_numbers(cmd, path: str = "") -> None:
     """Every int/float option of every command passes ``cli.common.number_gate`` (its flag's range
-    in ``config.FLAG_DOMAINS``, finite, of a size an option can mean) before its command runs; a
-    new option is covered by being declared."""
-    from wattbench.cli.common import number_gate
+    in ``config.FLAG_DOMAINS``, finite, of a size an option can mean) and every other value option
+    ``cli.common.text_gate`` (not empty when typed, ``config.EMPTY_TEXT_OK`` aside) before its
+    command runs; a new option is covered by being declared."""
+    from wattbench.cli.common import number_gate, text_gate
 
     for p in getattr(cmd, "params", []):
-        if getattr(p, "param_type_name", "") == "option" and hasattr(p, "bare_type") and p.bare_type() in (
-                "int", "float"):
+        if getattr(p, "param_type_name", "") != "option" or not hasattr(p, "bare_type"):
+            continue
+        if p.bare_type() in ("int", "float"):
             number_gate(p, path or None)
+        elif not p.is_flag and not p.count:  # text, a path, a repeated text option: never empty when typed
+            text_gate(p)
     for name, sub in getattr(cmd, "commands", {}).items():
         _gate_numbers(sub, f"{path} {name}".strip())
 
@@ -147,7 +151,9 @@ def main(argv: list[str] | None = None) -> None:
         try:
             cmd.main(args=argv, standalone_mode=True, prog_name="wattbench")
         except WattbenchError as e:  # raised outside a command's own handling
-            typer.echo(f"wattbench: error: {e}", err=True)
+            from wattbench.cli.common import one_line
+
+            typer.echo(f"wattbench: error: {one_line(e)}", err=True)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             typer.echo("wattbench: interrupted", err=True)

@@ -45,9 +45,9 @@ def run_doctor(
 
         raise UserError("nothing to check: keep the environment checks, or give --target, --run, --checklist "
                         "or --exporter")
-    from wattbench.server.redact import register_secrets, split_url_credentials
+    from wattbench.server.redact import register_secrets, url_secrets
 
-    register_secrets(api_key, split_url_credentials(target)[1] if target else None)  # never shown
+    register_secrets(api_key, *url_secrets(target))  # the key, URL credentials and query values: never shown
     declared = cl.load_checklist(checklist) if checklist else None
     if target is not None:
         from wattbench.server.openai import normalize_base_url

@@ -352,6 +352,6 @@ def _rate_check(pr: ServerProbe) -> Check:
         return Check("server.rate_limit", G, "skip", "burst probe off (--burst 0); no rate-limit headers seen",
                      data=data)
     # the benchmark's concern only; whether production has a limiter is checklist.rate_limiting's (one
-    # fact, one status: issue 25 found PASS and WARN for "no rate limiting seen")
+    # fact, one status: a review found PASS and WARN for "no rate limiting seen")
     return Check("server.rate_limit", G, "pass", f"{len(pr.burst_statuses)} concurrent tiny requests accepted: "
                  "a benchmark is not throttled", data=data)

@@ -301,7 +301,7 @@ def _best(sc: _Scores, slos: list | None) -> SearchResult:
 
 def measured_text(n: int, cands: list, measured: list) -> str:
     """``best of 7 measured levels: 5 of the 6 candidates and 2 refined between them`` — the parts add
-    up to the whole (issue 25: "best of 7 measured levels (6 candidates, 2 refined)" did not)."""
+    up to the whole (a past defect: "best of 7 measured levels (6 candidates, 2 refined)" did not)."""
     on = sum(1 for v, _ in measured if v in set(cands))
     off = n - on
     return (f"best of {n} measured level{'s' if n != 1 else ''}: {on} of the {len(cands)} candidates"

@@ -49,7 +49,7 @@ not spread.
 ratios the same way, with each part's log half-width); when only one side's noise is known it
 stands for both (``w = sqrt(2)·h``); its degrees of freedom are the fewer of the two sides'.
 
-**The single-level bound** (``single_level_noise``): on the H200 (issue 24), five 20 s trials of
+**The single-level bound** (``single_level_noise``): on the H200, five 20 s trials of
 one level in one run gave 5,378 tok/s per kW with a 95% CI of 5,317–5,439, a relative standard
 deviation of one trial of ``s = 0.91%`` (CI half-width 1.13% = t(0.975, 4) · s / sqrt(5)). A single
 measurement's 95% half-width with that ``s`` estimated from 4 degrees of freedom is
@@ -66,7 +66,7 @@ from typing import Iterable, Sequence
 
 from wattbench.metrics.trials import t_ppf
 
-# H200, transformers serve, llama-1b, c=64, 5 trials of 20 s in one run (issue 24):
+# H200, transformers serve, llama-1b, c=64, 5 trials of 20 s in one run:
 # mean 5,378 tok/s per kW, 95% CI 5,317-5,439 -> one trial's relative sd 0.91%
 H200_TRIAL_REL_SD = 0.0091
 H200_TRIAL_DF = 4

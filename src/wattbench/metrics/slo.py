@@ -91,6 +91,8 @@ def parse_slos(spec: str | None) -> list[SLO]:
         v = float(value) * _UNITS_MS[unit]
         if not v > 0:
             raise UserError(f"invalid SLO {it!r}: the bound must be > 0")
+        if v == float("inf"):  # 1e400ms reads as infinity: a bound nothing can miss is no SLO
+            raise UserError(f"invalid SLO {it!r}: the bound must be a finite number")
         if f"{metric}_{stat}" in out:
             raise UserError(f"SLO {metric}_{stat} given twice in {spec!r}")
         out[f"{metric}_{stat}"] = SLO(metric, stat, v)

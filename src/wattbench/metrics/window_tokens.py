@@ -7,7 +7,7 @@ A window's energy is what the meter read over ``[start_ns, end_ns]``; the tokens
 must be the tokens the server produced over that same span, whichever request they belong to.
 Counting only the measured requests (the ones in the latency statistics) leaves out warm-up
 streams still generating inside the window and streams cut at its edges, and so overstates
-J/token (issue 15: 1.17× at 64 streams with a 2 s warm-up).
+J/token (1.17× at 64 streams with a 2 s warm-up, docs/accounting.md §1).
 
 The crediting rule (closed interval: a token stamped exactly at an edge is inside)
 -------------------------------------------------------------------------------

@@ -46,7 +46,11 @@ class HistoryWriter:
         self.anchor = anchor or ClockAnchor.take()
         self.lines = 0
         self.rotations = 0
-        self._f = open(self.path, "a", encoding="utf-8")
+        try:  # /proc/x, a read-only or immutable folder, a directory: one line before the monitor starts
+            self._f = open(self.path, "a", encoding="utf-8")
+        except OSError as e:
+            raise UserError(f"--history {self.path}: cannot write it ({e.strerror or type(e).__name__}); give a "
+                            "writable file") from None
 
     def wall(self, t_ns: int) -> str:
         w = self.anchor.to_wall_ns(t_ns)

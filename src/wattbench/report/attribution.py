@@ -1,4 +1,4 @@
-"""Energy per request / tenant / model and carbon, arranged for the reports (issue 20).
+"""Energy per request / tenant / model and carbon, arranged for the reports.
 
 Only arranges figures stored in ``result.json`` (``LevelResult.attribution``, the carbon fields of
 ``BoundaryEnergy``); computes nothing. Used by the terminal summary and the HTML report.

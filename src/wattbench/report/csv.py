@@ -126,7 +126,7 @@ def request_rows(runs: Iterable[RunData]) -> list[dict[str, Any]]:
 
 
 def _request_energy(r) -> dict[str, Any]:
-    """Who asked and the request's energy estimate at its innermost boundary (issue 20)."""
+    """Who asked and the request's energy estimate at its innermost boundary."""
     energy = getattr(r, "energy_j", None) or {}
     b = F.boundary_order(energy)[0] if energy else None
     carbon = getattr(r, "carbon_g", None) or {}

@@ -72,9 +72,9 @@ def _trial_or_value(lv: LevelResult, name: str, boundary: str | None, value: flo
 def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     """tok/s per kW, J per output token and p99 TTFT against the load, side by side."""
     from wattbench.report.html_doc import COLORS, ptxt
-    from wattbench.report.html_plots import run_energy_reason, slo_thresholds, x_of_levels
+    from wattbench.report.html_plots import by_load, run_energy_reason, slo_thresholds, x_of_levels
 
-    r = run.result
+    r = by_load(run.result)  # points joined in load order, not in the order they were measured
     x, xtitle = x_of_levels(r)
     text = [ptxt(S.short_label(lv)) for lv in r.levels]
     # a part (the HBM rail, the host of a GPU server) has no tokens per kW: its power is elsewhere
@@ -111,20 +111,27 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
             if eb:
                 tr["error_y"] = eb
             data.append(tr)
+    if not bounds:  # no energy: two panels, throughput and latency, not two empty thirds
+        panels = [("x", "y"), ("x2", "y2")]
+        ys = [_trial_or_value(lv, "output_tokens_per_s", None, lv.throughput.output_tokens_per_s) for lv in r.levels]
+        data.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": ys, "text": text,
+                     "name": "output tokens/s", "line": {"color": COLORS[0]}, "xaxis": "x", "yaxis": "y",
+                     "hovertemplate": "%{text}: %{y:,.3~g} tok/s<extra></extra>"})
+    tx, ty = panels[-1]
     ttft = [_trial_or_value(lv, "ttft_p99_ms", None, lv.latency.ttft_ms.p99) for lv in r.levels]
     tr = {"type": "scatter", "mode": "lines+markers", "x": x, "y": ttft, "text": text, "name": "p99 TTFT",
-          "line": {"color": "#555", "dash": "dot"}, "xaxis": "x3", "yaxis": "y3",
+          "line": {"color": "#555", "dash": "dot"}, "xaxis": tx, "yaxis": ty,
           "hovertemplate": "%{text}: %{y:,.1f} ms<extra>p99 TTFT</extra>"}
     eb = _error_bars(r.levels, "ttft_p99_ms", None)
     if eb:
         tr["error_y"] = eb
     data.append(tr)
     titles = [("goodput and output " if S.has_goodput(r) else "output ") + "tokens/s per kW", "J per output token",
-              "p99 TTFT (ms)"]
+              "p99 TTFT (ms)"] if bounds else ["output tokens/s", "p99 TTFT (ms)"]
     layout: dict[str, Any] = {"title": {"text": "Efficiency against load" + (
         "" if bounds else f" (energy unavailable: {run_energy_reason(r)})"), "x": 0.01},
         "legend": {"orientation": "h", "y": -0.25}}
-    doms = [(0.0, 0.29), (0.355, 0.645), (0.71, 1.0)]
+    doms = [(0.0, 0.29), (0.355, 0.645), (0.71, 1.0)] if bounds else [(0.0, 0.46), (0.54, 1.0)]
     shapes = []
     for k, ((xa, ya), dom, title) in enumerate(zip(panels, doms, titles), start=1):
         sx = "" if k == 1 else str(k)
@@ -132,11 +139,11 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
         layout[f"yaxis{sx}"] = {"title": {"text": title}, "rangemode": "tozero", "anchor": xa}
     slo = slo_thresholds(r)
     if "ttft_ms" in slo:
-        shapes.append({"type": "line", "xref": "x3 domain", "yref": "y3", "x0": 0, "x1": 1, "y0": slo["ttft_ms"],
+        shapes.append({"type": "line", "xref": f"{tx} domain", "yref": ty, "x0": 0, "x1": 1, "y0": slo["ttft_ms"],
                        "y1": slo["ttft_ms"], "line": {"color": "#d62728", "dash": "dash", "width": 1.5}})
     if best is not None and best in r.levels:
         bx = x[r.levels.index(best)]
-        for xa in ("x", "x2", "x3"):
+        for xa, _ in panels:
             shapes.append({"type": "line", "xref": xa, "yref": f"{'y' + xa[1:]} domain", "x0": bx, "x1": bx,
                            "y0": 0, "y1": 1, "line": {"color": "#2ca02c", "width": 2}})
     layout["shapes"] = shapes
@@ -243,7 +250,9 @@ def overview(doc: Any, run: RunData) -> None:
     key = [S.short_label(lv) for lv in r.levels]
     if S.any_trials(r):
         doc.add(f'<p class="caption">Levels, {e(S.last_trial_title(r))}.</p>')
-    doc.add(columns_table(key, S.level_columns(r), "summary"))
+    from wattbench.report.tables import level_rows
+
+    doc.add(columns_table(*level_rows(r), "summary"))  # each replica's row under its level's total
     if S.any_trials(r):
         doc.add(f"<h4>{e(S.trials_title(r).capitalize())}</h4>"
                 + columns_table(key, S.trial_columns(r), "trials"))

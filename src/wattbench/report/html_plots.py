@@ -41,6 +41,17 @@ def slo_thresholds(result: Result) -> dict[str, float]:
     return out
 
 
+def by_load(result: Result) -> Result:
+    """The run with its levels in load order (concurrency or rate, ascending) for a curve against
+    load: an ``--optimize`` search measures 8, 128, 32, 64, and joining its points in that order
+    draws a zig-zag. Levels of mixed modes or without a value keep the measurement order."""
+    vals = [F.level_target_value(lv) for lv in result.levels]
+    if any(v is None for v in vals) or len({lv.load.mode for lv in result.levels}) > 1:
+        return result
+    order = sorted(range(len(vals)), key=lambda i: (vals[i], i))
+    return result.model_copy(update={"levels": [result.levels[i] for i in order]})
+
+
 def x_of_levels(result: Result) -> tuple[list[Any], str]:
     vals = [F.level_target_value(lv) for lv in result.levels]
     modes = {lv.load.mode for lv in result.levels}
@@ -48,6 +59,10 @@ def x_of_levels(result: Result) -> tuple[list[Any], str]:
         mode = modes.pop()
         return vals, ("concurrency (requests in flight)" if mode == "concurrency" else "offered rate (requests/s)")
     return [ptxt(lv.label) for lv in result.levels], "load level"
+
+
+# the four ECDF panels' domains on the page: (left, right) columns, (top, bottom) rows
+ECDF_DOMAINS = (((0.0, 0.45), (0.55, 1.0)), ((0.6, 1.0), (0.0, 0.4)))
 
 
 def latency_ecdf(doc: Doc, run: RunData) -> None:
@@ -58,7 +73,7 @@ def latency_ecdf(doc: Doc, run: RunData) -> None:
               ("e2e_ms", "end-to-end latency (ms)")]
     axes = [("x", "y"), ("x2", "y2"), ("x3", "y3"), ("x4", "y4")]
     data: list[dict] = []
-    for k, lv in enumerate(run.result.levels):
+    for k, lv in enumerate(by_load(run.result).levels):  # the legend in load order
         recs = [r for r in run.level_requests(lv.index) if r.ok and not r.warmup]
         per = [per_request_latencies(r) for r in recs]
         vals = {
@@ -79,16 +94,26 @@ def latency_ecdf(doc: Doc, run: RunData) -> None:
     if not data:
         doc.note("no completed requests: no latency distributions")
         return
-    if not any(r.chunk_ns for lv in run.result.levels for r in run.level_requests(lv.index)):
+    no_chunks = not any(r.chunk_ns for lv in run.result.levels for r in run.level_requests(lv.index))
+    if no_chunks:
         doc.note("inter-chunk latency needs every chunk's arrival stamp (requests.jsonl written without "
                  "--keep-chunks): run with --keep-chunks to plot it")
-    layout: dict[str, Any] = {"title": {"text": "Latency distributions (ECDF per level)", "x": 0.01},
-                              "grid": {"rows": 2, "columns": 2, "pattern": "independent"}}
+    layout: dict[str, Any] = {"title": {"text": "Latency distributions (ECDF per level)", "x": 0.01}}
+    if no_chunks:  # the empty quadrant says why it is empty, where the eye looks for the curve (placed on
+        # the page: an axis without a trace is not drawn, so its "domain" cannot place a label)
+        layout["annotations"] = [{"text": "inter-chunk latency: no curve, as requests.jsonl keeps no chunk "
+                                          "stamps<br>(run with --keep-chunks to plot it; its percentiles are "
+                                          "in the level tables)", "xref": "paper", "yref": "paper",
+                                  "x": ECDF_DOMAINS[0][0][1] / 2, "y": ECDF_DOMAINS[1][1][1] / 2,
+                                  "xanchor": "center", "yanchor": "middle", "showarrow": False,
+                                  "font": {"color": "#666", "size": 12}}]
     shapes = []
     for i, ((key, title), (xa, ya)) in enumerate(zip(panels, axes), start=1):
         sx = "" if i == 1 else str(i)
-        layout[f"xaxis{sx}"] = {"title": {"text": title}, "rangemode": "tozero"}
-        layout[f"yaxis{sx}"] = {"title": {"text": "fraction of requests"}, "range": [0, 1.02], "tickformat": ".0%"}
+        xd, yd = ECDF_DOMAINS[0][(i - 1) % 2], ECDF_DOMAINS[1][(i - 1) // 2]
+        layout[f"xaxis{sx}"] = {"title": {"text": title}, "rangemode": "tozero", "domain": list(xd), "anchor": ya}
+        layout[f"yaxis{sx}"] = {"title": {"text": "fraction of requests"}, "range": [0, 1.02], "tickformat": ".0%",
+                                "domain": list(yd), "anchor": xa}
         if key in slo:
             shapes.append({"type": "line", "xref": xa, "yref": f"{ya} domain", "x0": slo[key], "x1": slo[key], "y0": 0,
                            "y1": 1, "line": {"color": "#d62728", "dash": "dash", "width": 1.5}})
@@ -100,7 +125,7 @@ def latency_ecdf(doc: Doc, run: RunData) -> None:
 
 
 def throughput_vs_load(doc: Doc, run: RunData) -> None:
-    r = run.result
+    r = by_load(run.result)
     x, xtitle = x_of_levels(r)
     text = [ptxt(lv.label) for lv in r.levels]
     data = [{"type": "scatter", "mode": "lines+markers", "x": x, "y": [lv.throughput.output_tokens_per_s for lv in r.levels],
@@ -130,7 +155,7 @@ def run_energy_reason(r: Result) -> str:
 
 
 def pareto(doc: Doc, run: RunData) -> None:
-    r = run.result
+    r = by_load(run.result)
     bounds = [b for b in F.result_boundaries(r) if F.has_per_token(r, b)]  # no tokens per kW of a part
     if not bounds:
         doc.unavailable("efficiency–latency trade-off", run_energy_reason(r))

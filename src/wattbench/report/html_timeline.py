@@ -184,8 +184,12 @@ def _layout(lv: LevelResult, window: tuple[int, int], xs, n_power: int, n_server
     annotations = []
     if n_power == 0:
         reason = F.energy_unavailable_reason(lv) if not lv.energy else "no power samples in telemetry.jsonl"
-        annotations.append({"text": ptxt(f"energy unavailable: {reason}"), "xref": "paper", "yref": "y domain",
-                            "x": 0.5, "y": 0.5, "showarrow": False})
+        # placed on the page, in the middle of the power row: an axis without a trace is not drawn,
+        # so "y domain" put the label over the requests row below it
+        mid = sum(domains[0]) / 2
+        annotations.append({"text": ptxt(f"energy unavailable: {reason}"), "xref": "paper", "yref": "paper",
+                            "x": 0.5, "y": mid, "xanchor": "center", "yanchor": "middle", "showarrow": False,
+                            "font": {"color": "#888"}})
     if n_server == 0:
         annotations.append({"text": "no server metrics scraped", "xref": "paper", "yref": "y2 domain", "x": 0.98,
                             "y": 0.95, "showarrow": False, "font": {"color": "#888"}})

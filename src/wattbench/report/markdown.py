@@ -47,7 +47,11 @@ def md(text: object) -> str:
 
 def _energy_table(energy: dict[str, BoundaryEnergy]) -> list[str]:
     bounds = F.shown_boundaries(energy)  # a boundary equal to another (host = the cpu estimate) once
-    head = "| | " + " | ".join(f"{md(b)} ({md(energy[b].label)}, {md(energy[b].method)})" for b in bounds) + " |"
+    def where(be: BoundaryEnergy) -> str:  # "declared" once, not "(declared, declared)"
+        said = [be.label] + ([be.method] if be.method and be.method != be.label else [])
+        return ", ".join(md(x) for x in said)
+
+    head = "| | " + " | ".join(f"{md(b)} ({where(energy[b])})" for b in bounds) + " |"
     lines = [head, "|---|" + "---:|" * len(bounds)]
     for title, attr, unit in ENERGY_ROWS:
         cells = [F.fmt(getattr(energy[b], attr), unit) for b in bounds]
@@ -84,17 +88,28 @@ def render_markdown(runs: list[RunData]) -> str:
             meta.append("tags " + ", ".join(md(t) for t in r.tags))
         out.append(" · ".join(meta))
         out.append("")
+        answers = S.answer_lines(r)  # the answer first, as in the terminal and HTML reports
+        for line in answers:
+            out.append(f"**{md(line)}**" if line == answers[0] else md(line))
+            out.append("")
         notes = [*S.run_notes(r), *(n for n in run.notes if n not in S.run_notes(r))]
-        for note in [*notes, *S.answer_lines(r)]:
+        from wattbench.report.notes import count_text
+
+        counted = count_text(r)
+        out.append(f"verdict: {md(S.verdict_text(r))}" + (f" · {md(counted)}" if counted else ""))
+        out.append("")
+        for note in notes:
             out.append(f"- {md(note)}")
-        if notes or S.answer_lines(r):
+        if notes:
             out.append("")
         if r.levels:
             key = [S.short_label(lv) for lv in r.levels]
             if S.any_trials(r):
                 out.append(f"Levels, {S.last_trial_title(r)}:")
                 out.append("")
-            out.extend(_columns_table(key, S.level_columns(r)))
+            from wattbench.report.tables import level_rows
+
+            out.extend(_columns_table(*level_rows(r)))  # each replica's row under its level's total
             out.append("")
             if S.any_trials(r):
                 out.append(S.trials_title(r).capitalize() + ":")

@@ -138,7 +138,7 @@ def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
 
 
 def state_line(result: Result) -> str | None:
-    """How the run controlled the server's state (issue 24): the priming load and the history
+    """How the run controlled the server's state: the priming load and the history
     check, and how prompt lengths were fitted to the server without a tokenizer, in one line; None
     when the run did none of them."""
     from wattbench.results.schema import NoiseInfo

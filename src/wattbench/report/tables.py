@@ -146,6 +146,16 @@ def with_target_rows(result: Result, key: Column, cols: list[Column]) -> tuple[C
     return new_key, new_cols, [url is not None for _, url in rows]
 
 
+def level_rows(result: Result) -> tuple[list[str], list[Column]]:
+    """The level table every report shows: the level labels and ``level_columns``, with each
+    replica's row under its level's total (``with_target_rows``)."""
+    from wattbench.report.labels import short_label
+
+    key = Column("level", [short_label(lv) for lv in result.levels], "left")
+    tkey, cols, _ = with_target_rows(result, key, level_columns(result))
+    return tkey.cells, cols
+
+
 def part_share(level: LevelResult, boundary: str) -> tuple[float | None, str | None]:
     """(share, of what) of a part at one level (``results.headline.parts``)."""
     for p in F.parts(level):
@@ -179,7 +189,7 @@ def part_lines(result: Result) -> list[str]:
     return out
 
 
-# The figures users of `vllm bench serve`, AIPerf and GuideLLM read (issue 25): request rate, the
+# The figures users of `vllm bench serve`, AIPerf and GuideLLM read: request rate, the
 # achieved load, and every latency as mean, p50, p90, p95, p99. One list for the wide terminal table,
 # `wattbench report --json` and the CSV (report/csv.py names its columns from it).
 SERVING_LATENCY = ("ttft", "tpot", "itl", "e2e")

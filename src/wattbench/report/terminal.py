@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wattbench.report import format as F
+from wattbench.report.safe_text import term
 from wattbench.report import summary as S
 from wattbench.report.summary import Column, level_columns, trial_columns
 from wattbench.results.schema import Result
@@ -185,12 +186,15 @@ def validity_lines(result: Result, width: int | None = None, run_dir: str | None
 
 
 def title_line(result: Result) -> Text:
-    parts = [f"wattbench {result.run_id}"]
+    # the run id, model and engine version come from a server or a result file: escaped and capped
+    parts = [f"wattbench {term(result.run_id)}"]
     if result.server.model:
-        parts.append(result.server.model)
-    eng = " ".join(x for x in (result.server.engine, result.server.version) if x)
+        parts.append(term(result.server.model))
+    eng = " ".join(term(x) for x in (result.server.engine, result.server.version) if x)
     if eng:
         parts.append(eng)
+    if result.config_label:  # the user's name for what wattbench cannot see (--config-label)
+        parts.append(f"label {result.config_label}")
     slo = S.slo_text(result)
     if slo:
         parts.append(f"SLO {slo}")
@@ -217,12 +221,12 @@ class RunSummary:
             if i:
                 yield Text("")
             yield t
-        from wattbench.report.attribution import summary_lines  # energy per tenant and carbon (issue 20)
+        from wattbench.report.attribution import summary_lines  # energy per tenant and carbon
 
         for line in summary_lines(r):
             yield Text(line)
-        yield from power_split_lines(r)  # where the board's watts went (issue 20 part 4)
-        for line in S.part_lines(r):  # boundaries without per-token figures, as parts (issue 25)
+        yield from power_split_lines(r)  # where the board's watts went
+        for line in S.part_lines(r):  # boundaries without per-token figures, as parts
             yield Text(line, style="dim")
 
 

@@ -99,7 +99,7 @@ def shell_lines(command: str, width: int, indent: int = 2) -> list[str]:
 
 
 class TuneSummary:
-    """The tune in a terminal, laid out for the console's width when printed (issue 18): a title,
+    """The tune in a terminal, laid out for the console's width when printed: a title,
     the configurations as tables that fit (one wide table at 160 columns, two at 80, each led by the
     trial number), the Pareto front, the recommendation and the command that serves it."""
 

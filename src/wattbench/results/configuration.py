@@ -1,5 +1,5 @@
 """The configuration key: which earlier levels measured "the same thing", so the history store can
-keep the spread seen across repeated runs of it (issue 24; docs/compare.md "Noise").
+keep the spread seen across repeated runs of it (docs/compare.md "Noise").
 
 A level's configuration is, as a canonical JSON object hashed to a 16-hex key:
 

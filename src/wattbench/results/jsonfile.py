@@ -68,7 +68,13 @@ def loads_bounded(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
 def read_bounded(path: str | os.PathLike, max_bytes: int) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``; ``TooLarge`` (a ``ValueError``) for a
     larger one, ``OSError`` as ``open`` raises it (``IsADirectoryError`` for a directory)."""
-    with open(Path(path), "rb") as f:
+    import stat
+
+    p = Path(path)
+    mode = os.stat(p).st_mode  # FileNotFoundError as open raises it
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # a FIFO would block the open for ever
+        raise ValueError("is not a regular file (a FIFO, socket or device)")
+    with open(p, "rb") as f:
         st = os.fstat(f.fileno())
         if st.st_size > max_bytes:
             raise TooLarge(f"is {_size(st.st_size)}, larger than the {_size(max_bytes)} wattbench reads")

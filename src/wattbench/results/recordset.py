@@ -135,7 +135,8 @@ class RecordSet:
     """The records of one level (see the module docstring). Append, then read; not thread-safe."""
 
     def __init__(self, spool_dir: str | os.PathLike | None = None, *, spill_bytes: int = SPILL_BYTES,
-                 durable: bool | None = None):
+                 durable: bool | None = None, stamps_per_block: int = STAMPS_PER_BLOCK):
+        self.stamps_per_block = stamps_per_block  # stamp_blocks' block size (tests make it small)
         durable_dir = _DURABLE_DIR.get() if spool_dir is None and durable is not False else None
         self._durable = bool(durable) or durable_dir is not None
         self._spool_parent = spool_dir if spool_dir is not None else durable_dir
@@ -464,11 +465,12 @@ def as_record_set(records) -> RecordSet:
     return records if isinstance(records, RecordSet) else RecordSet.from_records(records)
 
 
-def stamp_blocks(rs: RecordSet, need: np.ndarray | None = None, *, max_stamps: int = STAMPS_PER_BLOCK,
+def stamp_blocks(rs: RecordSet, need: np.ndarray | None = None, *, max_stamps: int | None = None,
                  offsets: np.ndarray | None = None) -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
     """``(start, stop, offsets, stamps)``: rows ``[start, stop)`` with their chunk stamps (CSR, as
-    ``RecordSet.chunks``), at most ``max_stamps`` stamps a block (or one row); ranges with no row
-    flagged in ``need`` are skipped unread."""
+    ``RecordSet.chunks``), at most ``max_stamps`` (default: the set's ``stamps_per_block``) stamps a
+    block (or one row); ranges with no row flagged in ``need`` are skipped unread."""
+    max_stamps = rs.stamps_per_block if max_stamps is None else max_stamps
     off = rs.chunk_offsets() if offsets is None else offsets
     n, start = len(rs), 0
     while start < n:

@@ -1,4 +1,4 @@
-"""A run that did not finish: how every reader reads it, and what it left behind (issue 26 part 3).
+"""A run that did not finish: how every reader reads it, and what it left behind.
 
 A run writes ``result.json`` with ``status: running`` before its first level and closes it
 (``complete``, ``interrupted``, ``failed``) when it ends, however it ends — unless its process is

@@ -111,6 +111,7 @@ def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
     ``/proc`` or ``/sys`` fail here, not as a traceback half-way through the run). The probe
     creates and removes an empty temporary directory: nothing is left behind."""
     p = Path(path).expanduser()
+    check_name_lengths(p, flag)
     probe_in = p
     while not probe_in.exists():
         if probe_in.parent == probe_in:
@@ -127,6 +128,20 @@ def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
         raise UserError(f"{flag} {p}: cannot create a directory {where} {probe_in} "
                         f"({e.strerror or type(e).__name__}); choose a writable directory on a disk") from None
     return p
+
+
+def check_name_lengths(p: Path, flag: str) -> None:
+    """Refuse a path with a name longer than a file name may be (``NAME_MAX``, 255 bytes on Linux
+    filesystems): one line naming ``flag``, not ``ENAMETOOLONG`` half-way through the run."""
+    try:
+        name_max = os.pathconf("/", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    for part in p.parts:
+        n = len(os.fsencode(part))
+        if n > name_max:
+            raise UserError(f"{flag}: the name {part[:24]}… is {n} bytes, more than the {name_max} a file name "
+                            "may have; choose a shorter name")
 
 
 LINK_SCAN_MAX_ENTRIES = 100_000  # entries of an existing --out looked at for links (a run directory holds a few)

@@ -159,6 +159,9 @@ class HistoryStore:
             return p
         if p.is_dir():
             raise UserError(f"--db {p}: is a directory; give the history database file (or --no-register)")
+        if not p.is_file():  # /dev/null took every run and kept none; a FIFO blocks
+            raise UserError(f"--db {p}: not a regular file (a device, a FIFO or a socket); give the history database "
+                            "file (or --no-register)")
         try:
             conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
             try:
@@ -475,7 +478,7 @@ class HistoryStore:
     def tags(self) -> dict[str, str]:
         return {r[0]: r[1] for r in self.conn.execute("SELECT tag, run_id FROM tags ORDER BY tag")}
 
-    # -------------------------------------------------------------- noise (issue 24)
+    # -------------------------------------------------------------- noise
 
     def noise(self, config_key: str, exclude_runs: tuple[str, ...] | list[str] = (),
               judged: tuple[str, ...] | list[str] = ()) -> Spread | None:
@@ -496,8 +499,11 @@ RUN_KINDS = ("run", "agree")
 
 
 def _check_name(name: str, what: str) -> None:
-    if not name or not name.strip() or any(ch.isspace() for ch in name) or "/" in name:
-        raise UserError(f"{what} {name!r} must be non-empty without spaces or '/'")
+    from wattbench.config import name_problem
+
+    msg = name_problem(name, what)
+    if msg:
+        raise UserError(msg)
 
 
 def resolve_run_path(ref: str, db: str | os.PathLike | None = None) -> Path:

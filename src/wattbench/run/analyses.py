@@ -30,7 +30,7 @@ REGRESSION_INTERVALS = 120  # client-timed intervals over the run (at least 0.5 
 
 
 def attribute(session: RunSession, level: LevelResult, records) -> None:
-    """Energy per request (accounting/request_energy.py) and carbon (accounting/carbon.py), issue 20."""
+    """Energy per request (accounting/request_energy.py) and carbon (accounting/carbon.py)."""
     if session.sampler is None or not level.energy:
         return
     log, pue = session.sampler.log, session.config.pue

@@ -277,7 +277,7 @@ class LevelRunner:
         session.await_closing_reads(outcome.end_ns)
         lv = account_level(index, spec, outcome, session.level_context(), count_source(outcome.records))
         lv.label = spec.label + label_suffix
-        # prompt lengths are checked against what was asked only where a length was asked (issue 25:
+        # prompt lengths are checked against what was asked only where a length was asked (a past defect: 
         # a dataset's prompts were warned about as "input tokens asked 7")
         asked = getattr(self.workload, "builds_prompt_lengths", True)
         add_level_findings(lv, spec, outcome, self.workload.token_source if asked else None)

@@ -1,4 +1,4 @@
-"""Measuring from a known state: the priming phase and the history check (issue 24).
+"""Measuring from a known state: the priming phase and the history check (docs/accounting.md "Priming").
 
 On the H200 the same configuration at the same load read 16–34% apart depending on what the server
 had served before (docs/validation.md, "The server's history"). Two rules make the state a run
@@ -22,7 +22,7 @@ absence and in the run's warnings.
 after the last level, the run's first level is measured once more (fresh requests, a quarter of
 its size: ``REPEAT_FRACTION`` of its measured requests, at least ``PRIME_MIN_REQUESTS`` but no more
 than it had, or of its ``--duration``, at least ``REPEAT_MIN_S``; the noise allowed follows each
-window's length: a history effect worth a warning — issue 24's was 16–34% — is many times the
+window's length: a history effect worth a warning — the one reported on the H200 was 16–34% — is many times the
 noise of a short level, and the README's first command stays near its time) and its
 headline figure (tokens/s per kW at the headline boundary, else output tokens/s) compared
 with the first measurement by ``metrics/noise.repeat_check``: a difference beyond noise is a

@@ -153,6 +153,7 @@ def resolve_run_dir(config: RunConfig, run_id: str) -> Path:
     """The run's directory, refused when ``--out`` already holds a result or cannot be written
     (``rundir.check_output_dir``: a file on the way, a read-only filesystem, ``/proc``)."""
     d = run_dir_path(config, run_id)
+    rundir.check_name_lengths(d, "--out" if config.out else "the results directory")
     if config.out and (d / "result.json").exists():
         raise UserError(f"--out {d} already holds a result.json; choose another directory or remove it")
     rundir.check_output_dir(d, "--out" if config.out else "the results directory")

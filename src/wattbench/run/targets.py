@@ -54,10 +54,14 @@ def _first_target(session: RunSession, run_dir) -> tuple[str, str | None, Server
         # credentials in the URL become an Authorization header; the URL kept and written has none
         url, key = combine_credentials(cfg.target, key)
         return normalize_base_url(url), key, None, None, cfg.tokenizer
+    # an engine that is not installed is one line with nothing written: checked before the progress
+    # line says it starts (and before launch() creates run_dir for its server.log)
+    from wattbench.engines import get_engine  # looked up when called (tests script the engine)
+
+    engine = get_engine(cfg.engine)
+    engine.check_installed()
     session.emit("phase", name="engine", message=f"starting the {cfg.engine} engine")
-    # launch() creates run_dir (its server.log) once the engine is known to be installed: an engine
-    # that is not is one line with nothing written
-    handle = session.stack.enter_context(launch(engine=cfg.engine, model=cfg.engine_model, device=cfg.device,
+    handle = session.stack.enter_context(launch(engine=engine, model=cfg.engine_model, device=cfg.device,
                                                 engine_args=cfg.engine_args, run_dir=run_dir))
     session.engine = handle  # --restart-engine replaces it (restart_engine)
     tokenizer = cfg.tokenizer if cfg.tokenizer is not None else handle.plan.tokenizer_source()  # exact lengths

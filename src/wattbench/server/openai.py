@@ -43,8 +43,14 @@ CHECK_TIMEOUT_S = 10.0
 def normalize_base_url(url: str) -> str:
     """``http://h:8000``, ``http://h:8000/``, ``http://h:8000/v1/`` -> ``http://h:8000/v1``."""
     raw = (url or "").strip()
-    parts = urlsplit(raw)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(raw)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # a port that is not a number (``http://h:x``) raises here
+    except ValueError as e:  # ``http://[::1`` (an unclosed IPv6 bracket), a bad port
+        raise UserError(f"--target {safe_url(raw)!r} cannot be read as a URL ({e}); give the server's base URL, "
+                        "e.g. http://127.0.0.1:8000 or http://[::1]:8000") from None
+    if not ok:
         raise UserError(
             f"--target {safe_url(raw)!r} is not an http(s) URL; give the server's base URL, "
             "e.g. http://127.0.0.1:8000 or http://127.0.0.1:8000/v1"
@@ -77,7 +83,7 @@ def auth_headers(api_key: str | None, extra: dict[str, str] | None = None) -> di
     return headers
 
 
-# Body fields wattbench sets itself and a user's ``--extra-body`` may not (issue 26): each is what a
+# Body fields wattbench sets itself and a user's ``--extra-body`` may not: each is what a
 # measurement rests on, and each has its own flag. ``model`` (``--model``: the result records the
 # model it sent), ``stream``/``stream_options`` (every figure is read from a stream whose last chunk
 # carries the usage), ``prompt``/``messages`` (``--workload``), ``max_tokens``/

@@ -51,6 +51,8 @@ import urllib.parse
 from typing import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
+from wattbench.report.safe_text import stream as terminal_safe
+
 __all__ = ["BasicCredential", "split_url_credentials", "redact_url", "redact_headers", "redact_text",
            "authorization", "combine_credentials", "secret_forms", "is_secret_header", "redact_argv",
            "secret_values", "url_secrets", "body_secrets", "redact_body", "argv_secrets", "env_secrets",
@@ -608,9 +610,17 @@ class _ScrubbingStream:
 
     def __init__(self, raw):
         self._raw = raw
+        try:
+            self._tty = bool(raw.isatty())
+        except (AttributeError, ValueError, OSError):
+            self._tty = False
 
     def write(self, s):
-        return self._raw.write(_REGISTERED.text(s) if _REGISTERED and isinstance(s, str) else s)
+        if isinstance(s, str):
+            if _REGISTERED:
+                s = _REGISTERED.text(s)
+            s = terminal_safe(s, self._tty)  # no control sequence a printer never writes (report/safe_text.py)
+        return self._raw.write(s)
 
     def writelines(self, lines):
         for line in lines:
@@ -619,18 +629,22 @@ class _ScrubbingStream:
     @property
     def buffer(self):
         raw = getattr(self._raw, "buffer", None)
-        return _ScrubbingBuffer(raw) if raw is not None else None
+        return _ScrubbingBuffer(raw, self._tty) if raw is not None else None
 
     def __getattr__(self, name):
         return getattr(self._raw, name)
 
 
 class _ScrubbingBuffer:
-    def __init__(self, raw):
+    def __init__(self, raw, tty: bool = False):
         self._raw = raw
+        self._tty = tty
 
     def write(self, b):
-        return self._raw.write(_REGISTERED.bytes(b) if _REGISTERED else b)
+        b = _REGISTERED.bytes(b) if _REGISTERED else b
+        text = bytes(b).decode("utf-8", "surrogateescape")
+        safe = terminal_safe(text, self._tty)
+        return self._raw.write(b if safe is text else safe.encode("utf-8", "surrogateescape"))
 
     def __getattr__(self, name):
         return getattr(self._raw, name)

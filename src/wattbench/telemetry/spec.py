@@ -6,6 +6,8 @@ options. Every kind accepts ``interval=SECONDS`` (its poll period). See ``FORMS`
 
 from __future__ import annotations
 
+import math
+
 import json
 import re
 
@@ -58,6 +60,8 @@ def _num(spec: str, key: str, v: str, positive: bool = True) -> float:
         raise _bad(spec, f"{key}={v!r} is not a number") from None
     if positive and not x > 0 or x != x:
         raise _bad(spec, f"{key} must be > 0")
+    if math.isinf(x):  # ``inf``, or ``1e400`` that reads as it: no meter reads it, no sum survives it
+        raise _bad(spec, f"{key}={v} is not a finite number")
     return x
 
 

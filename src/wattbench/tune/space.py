@@ -333,7 +333,9 @@ def load_space_file(path: str | Path) -> Space:
     """A YAML/JSON space file (see the module docstring)."""
     p = Path(path).expanduser()
     if not p.is_file():
-        raise UserError(f"space file {p} not found")
+        from wattbench.errors import not_a_file_reason
+
+        raise UserError(f"space file {p}: {not_a_file_reason(p)}")
     data = _parse_space_text(p)
     if not isinstance(data, Mapping) or not isinstance(data.get("axes"), Mapping) or not data["axes"]:
         raise UserError(f"space file {p}: expected a mapping with 'axes: {{NAME: [values] | {{min, max, step}}}}'")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from wattbench.errors import UserError
+from wattbench.errors import UserError, not_a_file_reason
 from wattbench.workload.distributions import LengthDistribution, parse_distribution
 from wattbench.workload.source import Workload, file_sha256
 from wattbench.workload.tokenizer import TokenSource
@@ -119,7 +119,7 @@ def _sniff_file(path: Path) -> str:
             import json
 
             obj = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a line nested too deeply for the parser
             return "dataset"  # the dataset loader reports the bad line
         if isinstance(obj, dict):
             from wattbench.workload.trace import INPUT_FIELDS, TIME_FIELDS
@@ -159,7 +159,7 @@ def load_workload(name_or_path: str | None, token_source: TokenSource, seed: int
     path = Path(name_or_path).expanduser()
     if not path.is_file():
         raise UserError(f"unknown workload {name_or_path!r}: not a preset ({', '.join(['synthetic', *PRESETS])}) "
-                        f"and no such file")
+                        f"and {not_a_file_reason(path)}")
     if kind is None:
         kind = _sniff_file(path)
     if kind == "trace":

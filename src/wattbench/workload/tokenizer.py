@@ -125,7 +125,9 @@ def _count_from(resp, url: str) -> tuple[int, list[int] | None]:
         return count, tokens
     if tokens is not None:
         return len(tokens), tokens
-    raise UserError(f"{url} answered without 'count' or 'tokens': {str(resp)[:200]}")
+    # the answer's keys, not its body: a server's raw JSON is no message (and its text is untrusted)
+    keys = ", ".join("".join(ch for ch in str(k)[:32] if ch.isalnum() or ch in "_-.") for k in list(resp)[:8])
+    raise UserError(f"{url} answered without 'count' or 'tokens' (its keys: {keys or 'none'})")
 
 
 class ServerTokenizer:

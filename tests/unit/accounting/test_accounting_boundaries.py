@@ -191,7 +191,7 @@ def test_seldom_read_counter_with_a_fine_power_channel_is_exact_and_valid():
 
 
 def test_per_token_figures_only_where_the_work_is():
-    """Rule 10 (issue 25): on a GPU server the board has tokens per kW; its HBM rail and the host (the
+    """Rule 10: on a GPU server the board has tokens per kW; its HBM rail and the host (the
     CPU estimate, which leaves the GPU out) have power, no per-token figure, and say why. Ground truth
     by hand: 8 s, 16,000 output tokens, board 270 W -> 2,160 J, 16,000 / 2.160 kJ = 7,407 tok/s/kW."""
     log = build_log(counter("g", 270), counter("m", 59.5, boundary="accelerator_memory"),

@@ -14,7 +14,7 @@ from tests.fakes.results_factory import make_level, make_result
 from tests.fakes.scripted_sensor import ScriptedSensor
 from wattbench.accounting import account_window
 from wattbench.accounting.level_findings import run_validity
-from wattbench.report.notes import verdict_text
+from wattbench.report.notes import note_lines, verdict_text
 from wattbench.report.summary import answer_line
 from wattbench.telemetry.base import TelemetryLog
 
@@ -124,3 +124,14 @@ def test_the_answer_line_of_a_measured_run_reads_valid(tmp_path, monkeypatch):
     r = _result_from(_account(log, clock))
     line = answer_line(r)
     assert line.endswith("· valid") and "estimate" not in line
+
+
+def test_the_estimate_note_says_its_uncertainty_once(tmp_path, monkeypatch):
+    """The note line renders the uncertainty where the summary places it, not again after it."""
+    clock = Clock()
+    log = _play([_estimate_sensor(tmp_path, monkeypatch, clock)], clock)
+    r = _result_from(_account(log, clock))
+    notes = [n.text for n in note_lines(r) if n.severity == "estimate"]
+    assert len(notes) == 1, notes
+    assert notes[0].endswith("estimate from CPU utilization: 8 W per logical CPU × 2 assumed, ±60%, not a measurement")
+    assert notes[0].count("60%") == 1

@@ -1,4 +1,4 @@
-"""Where the board's watts go (issue 20 part 4): the H200's memory power (NVML field 185 with the
+"""Where the board's watts go: the H200's memory power (NVML field 185 with the
 memory scope, a 1 s average) beside the board's energy counter, split per level into memory vs the
 rest of the board and idle vs dynamic. The telemetry is scripted with known power so every figure
 is exact: board 80 W idle / 687 W loaded, memory 38.8 W idle / 95 W loaded (as seen on an H200

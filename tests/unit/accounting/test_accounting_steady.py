@@ -42,7 +42,7 @@ def test_empty_and_full():
     assert (w.start_ns, w.end_ns, w.kind) == (2, 40, "full")
 
 
-# ---- one rule for warm-up leftovers, the verdict it earns, and default level sizes (issue 15)
+# ---- one rule for warm-up leftovers, the verdict it earns, and default level sizes
 
 from wattbench.accounting.steady import (  # noqa: E402
     STEADY_MIN_ENERGY_S,
@@ -193,3 +193,34 @@ def test_default_size_is_five_rounds_for_every_e2e_when_it_is_the_longer_term():
         assert default_num_requests("concurrency", 32, e2e_s=e2e_long, update_period_s=e2e_long / 10) == 32 * 5, e2e_s
     # open loop: rate × (1.5 × 2 × E2E + 2 × E2E) = rate × 5 E2E requests, rounded up only when not whole
     assert default_num_requests("rate", 10.0, e2e_s=2.2) == 110
+
+
+def test_a_steady_window_well_below_the_full_one_warns_from_a_scripted_trace():
+    """The comparison is two-sided: a steady state that draws *less* than the full window (hot ramp
+    and drain around a cooler middle) biases the full-window figures as much as one that draws more.
+    Ground truth from a scripted counter: 700 W for the first and last 2 s of a 20 s window, 300 W in
+    between, 1,000 output tokens a second throughout. Full window: 7,600 J / 20 s = 380 W, 0.38 J a
+    token; steady (2–18 s): 300 W, 0.30 J a token — 21% below both, past the 15% tolerance. (With
+    the comparison one-sided only a steady state above the full one warned: this level read valid.)"""
+    from tests.fakes.scripted_sensor import build_log, counter_channel, grid, step_trace
+    from wattbench.accounting import account_window
+    from wattbench.accounting.validity import steady_findings
+
+    tr = step_trace([(0, 700), (2, 300), (18, 700)])
+    t = grid(0, 20, 0.1)
+    log = build_log((counter_channel("g", boundary="accelerator", device="dev0", update_period_s=0.1), t,
+                     [tr.energy(0, x) for x in t]))
+
+    def acc(a_s, b_s, kind):
+        return account_window(log, int(a_s * S), int(b_s * S), output_tokens=int(1000 * (b_s - a_s)),
+                              total_tokens=int(1200 * (b_s - a_s)), idle=None, price_per_kwh=0.2, pue=1.0, kind=kind)
+
+    full, steady = acc(0.0, 20.0, "full"), acc(2.0, 18.0, "steady")
+    assert full.energy["accelerator"].avg_power_w == pytest.approx(380.0, rel=1e-3)
+    assert steady.energy["accelerator"].avg_power_w == pytest.approx(300.0, rel=1e-3)
+    f = steady_findings(full.window, steady.window, mode="rate", e2e_s=0.5, energy=full.energy,
+                        energy_steady=steady.energy)
+    got = {x.text.split(" is ")[0]: x for x in f if x.kind == "steady_vs_full"}
+    assert set(got) == {"accelerator: steady-state average power 300 W", "accelerator: steady-state J/output token 0.3 J"}
+    assert all(x.severity == "warn" and x.effect_pct == pytest.approx(-21.05, abs=0.1) for x in got.values())
+    assert [x.kind for x in f] == ["steady_vs_full", "steady_vs_full"]  # nothing else: 16 s of 20, past the minimum

@@ -45,7 +45,7 @@ def test_dynamic_energy_through_origin_and_non_negative():
 
 
 def test_low_r2_fit_is_unreliable_with_a_sentence():
-    """The H200 case of issue 16: J/decode-token 0.0 and R² 0.13 beside valid figures."""
+    """The H200 case (validation part 4): J/decode-token 0.0 and R² 0.13 beside valid figures."""
     rng = np.random.default_rng(3)
     n = 60
     P = rng.integers(0, 5000, n).astype(float)
@@ -174,7 +174,7 @@ def test_intervals_from_server_counters_with_a_reset():
 
 
 def test_isolating_pair_without_energy_says_why_in_a_sentence():
-    """Issue 16: the decode-heavy level had no energy and the pair's error text was ``'accelerator'``."""
+    """A past defect: the decode-heavy level had no energy and the pair's error text was ``'accelerator'``."""
     from types import SimpleNamespace
 
     from wattbench.results.schema import BoundaryEnergy, LevelResult, Throughput, Window

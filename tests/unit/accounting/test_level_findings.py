@@ -85,8 +85,8 @@ def test_run_without_energy_says_so_once_in_the_verdict():
         lv.validity.verdict = "valid"
     v = LF.run_validity(r, "no power meter could be read on this machine")
     assert v.energy == "unavailable" and v.verdict == "warn"
-    assert v.reasons[0].startswith("warn: energy: unavailable: no energy was measured (no power meter could be read")
-    assert sum("no energy was measured" in x for x in v.reasons) == 1
+    assert v.reasons[0].startswith("warn: energy: unavailable (no power meter could be read on this machine)")
+    assert sum("energy: unavailable" in x for x in v.reasons) == 1
     measured = LF.run_validity(make_result())
     assert measured.energy == "measured"
 
@@ -267,3 +267,23 @@ def test_bad_usage_is_sized_by_the_share_of_content_it_leaves_uncounted_and_judg
     warm = [_streamed(0, 10), _streamed(1, 10, warmup=True, **bad)]
     assert LF.bad_usage_finding(warm) is None  # a warm-up request is not the level's
     assert LF.bad_usage_finding([_streamed(0, 5), _streamed(1, 5, ok=False, error="http_500")]) is None
+
+
+def test_an_effect_between_one_and_two_percent_is_material_for_efficiency():
+    """The efficiency materiality bound is 1%, and it is the one findings are judged by: effects of
+    1.5% measured from their ground truth are warns, 0.5% notes. (A test that pinned the constant
+    caught a 2% bound; these judge by it: at 2% both 1.5% cases read as notes.)"""
+    from wattbench.results.schema.noise import HistoryCheck
+
+    bad = dict(ok=False, error="bad_usage", output_tokens=None)
+    recs = [_streamed(i, 10) for i in range(197)] + [_streamed(197 + k, 5, **bad) for k in range(3)]
+    f = LF.bad_usage_finding(recs)  # 15 of 1,985 content chunks: 0.76% — immaterial
+    assert f.severity == "note" and f.effect_pct == pytest.approx(-100 * 15 / 1985)
+    recs = [_streamed(i, 10) for i in range(197)] + [_streamed(197 + k, 10, **bad) for k in range(3)]
+    f = LF.bad_usage_finding(recs)  # 30 of 2,000: 1.5%
+    assert f.severity == "warn" and f.effect_pct == pytest.approx(-1.5)
+    # the history check: the first level measured again 1.5% off, beyond its noise: a warn
+    hc = HistoryCheck(level="c=1", figure="output_tokens_per_s_per_kw@accelerator", first=1000.0, repeated=1015.0,
+                      ratio=1.015, verdict="warn", text="c=1 measured again: +1.5%, beyond noise")
+    assert LF.history_finding(hc).severity == "warn"
+    assert LF.history_finding(hc.model_copy(update={"repeated": 1005.0, "ratio": 1.005})).severity == "note"

@@ -1,4 +1,4 @@
-"""Energy per request (issue 20 part 1): conservation, and recovery against a known per-token model."""
+"""Energy per request: conservation, and recovery against a known per-token model."""
 
 import numpy as np
 import pytest

@@ -233,7 +233,7 @@ def _h200_trials(run_id: str, last: float, mean: float, lo: float, hi: float):
 
 
 def test_two_trial_runs_with_an_hbm_rail_compare_trial_means_at_the_board():
-    """Issue 25: compare picked the HBM rail (23,723 tok/s/kW) and the last trial's value, which lay
+    """A past defect: compare picked the HBM rail (23,723 tok/s/kW) and the last trial's value, which lay
     outside its own CI (23,723 [22,259–23,551]). The board and the mean, inside its CI."""
     a = _h200_trials("a", last=5456.0, mean=5378.0, lo=5290.0, hi=5466.0)
     b = _h200_trials("b", last=5100.0, mean=5200.0, lo=5150.0, hi=5250.0)

@@ -1,4 +1,4 @@
-"""One set of metric names (issue 17/18): --optimize's objectives, compare's side-by-side figures and
+"""One set of metric names: --optimize's objectives, compare's side-by-side figures and
 regress's checks all come from analysis.figures; goodput per kW is read from the level's goodput."""
 
 import pytest

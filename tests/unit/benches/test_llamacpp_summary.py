@@ -1,23 +1,19 @@
 """benches/gpu/llamacpp_summary.py: llama.cpp's /metrics counters between the scrapes bracketing a
 level's window hold every request inside in full and any share of those straddling a scrape —
-checked on the committed H200 run (docs/validation-data/h200-2026-12-01-llamacpp/run.tgz) and on
+checked on the committed H200 run (docs/validation-data/h200-llamacpp-beside-embedded/run.tgz) and on
 scripted requests where the answer is known."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from benches.gpu import llamacpp_summary as summary  # the repository root is on the tests' path
+
 ROOT = Path(__file__).resolve().parents[3]
-spec = importlib.util.spec_from_file_location("llamacpp_summary", ROOT / "benches" / "gpu" / "llamacpp_summary.py")
-summary = importlib.util.module_from_spec(spec)
-sys.modules["llamacpp_summary"] = summary  # its dataclass looks its module up
-spec.loader.exec_module(summary)
-RUN_TGZ = ROOT / "docs" / "validation-data" / "h200-2026-12-01-llamacpp" / "run.tgz"
+RUN_TGZ = ROOT / "docs" / "validation-data" / "h200-llamacpp-beside-embedded" / "run.tgz"
 
 
 @pytest.fixture(scope="module")

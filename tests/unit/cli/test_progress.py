@@ -1,4 +1,4 @@
-"""Live progress of ``wattbench run`` (issue 18): level k of n (or until the search ends), the trial,
+"""Live progress of ``wattbench run``: level k of n (or until the search ends), the trial,
 elapsed and remaining time, phase messages without rich's log time and source location."""
 
 import pytest
@@ -45,7 +45,7 @@ def test_duration_bound_level_runs_its_bar_over_time():
 
 
 def test_the_progress_line_fits_80_columns():
-    """Issue 25: at 80 columns the line was cut to ``c… 32/32 reque…``. Below 120 columns every field
+    """A past defect: at 80 columns the line was cut to ``c… 32/32 reque…``. Below 120 columns every field
     takes its short form and nothing is cut."""
     assert level_description({"index": 1, "levels": 2, "label": "concurrency=32"}, compact=True) == "2/2 c=32"
     assert level_description({"index": 2, "levels": None, "label": "rate=4 trial 2/3", "trial": 2, "trials": 3},

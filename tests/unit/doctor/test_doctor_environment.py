@@ -198,7 +198,7 @@ def test_sensor_checks_real_autodetect_with_unreadable_rapl(tmp_path):
                             jetson_root=tmp_path / "no-jetson", hwmon_root=tmp_path / "no-hwmon")
     rapl = [c for c in out if c.message.startswith("rapl: cannot read")]
     assert rapl and rapl[0].status == "warn"
-    # the problem says why nothing is readable: no second warning for the same fact (issue 25)
+    # the problem says why nothing is readable: no second warning for the same fact
     assert not any(c.id == "env.sensors" for c in out)
     assert all(" " not in c.id for c in out)
     none = env.sensor_checks(None, inventory=lambda specs, measure_s, **kw: [])
@@ -207,7 +207,7 @@ def test_sensor_checks_real_autodetect_with_unreadable_rapl(tmp_path):
 
 def test_sensor_checks_hwmon_permission_says_how_to_make_it_readable(tmp_path, monkeypatch):
     """doctor: an hwmon energy counter readable by root only -> a warning whose fix is the chmod/udev rule."""
-    from telemetry_sysfs import amd_energy
+    from tests.fakes.telemetry_sysfs import amd_energy
 
     from wattbench.telemetry.hwmon import PERMISSION_FIX, HwmonSensor
 

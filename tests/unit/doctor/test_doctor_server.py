@@ -4,7 +4,7 @@ import datetime as dt
 import json
 
 import pytest
-from doctor_server import OpsServerConfig, serve
+from tests.fakes.doctor_server import OpsServerConfig, serve
 
 from wattbench.doctor import checklist as cl
 from wattbench.doctor import run_doctor
@@ -132,7 +132,7 @@ def test_rate_limiting_and_queueing_item():
 
 
 def test_one_rate_limit_fact_one_status():
-    """Issue 25: doctor said PASS "no rate limiting seen" (server) and WARN "no rate limiting seen"
+    """A past defect: doctor said PASS "no rate limiting seen" (server) and WARN "no rate limiting seen"
     (checklist) for one burst. The server check speaks of the benchmark, the checklist of the limiter."""
     with serve(OpsServerConfig(metrics=False)) as (url, _):
         pr = probe_server(url, burst=4)
@@ -143,7 +143,7 @@ def test_one_rate_limit_fact_one_status():
 
 
 def test_doctor_at_80_columns_breaks_no_word():
-    """Issue 25: at 80 columns the four-column table broke tokens mid-word (``request_lo gging``) and
+    """A past defect: at 80 columns the four-column table broke tokens mid-word (``request_lo gging``) and
     took 117 lines for 17 checks. Below 120 columns the checks are a list, wrapped at spaces."""
     from rich.console import Console
 

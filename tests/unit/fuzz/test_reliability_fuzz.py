@@ -34,7 +34,7 @@ def test_sse_parser_split_anywhere(case):
 @given(st.one_of(st.tuples(st.binary(max_size=200), st.lists(st.integers(0, 200), max_size=5), st.booleans()),
                  grammar(F.gen_stream_answer)))
 def test_the_client_reads_any_stream_answer(case):
-    """Issue 26: a malformed answer costs that request (bad_stream/bad_usage), never an exception."""
+    """A malformed answer costs that request (bad_stream/bad_usage), never an exception."""
     F.prop_stream_answer(*case)
 
 

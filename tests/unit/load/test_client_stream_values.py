@@ -1,5 +1,5 @@
-"""Every field the streaming client reads from a server is checked where it is parsed (issue 26,
-part 2): a bad value fails that request as ``bad_stream`` or ``bad_usage`` with a short detail,
+"""Every field the streaming client reads from a server is checked where it is parsed (a
+hostile server's values): a bad value fails that request as ``bad_stream`` or ``bad_usage`` with a short detail,
 never an exception out of the client (which cost the level its records)."""
 
 from __future__ import annotations

@@ -200,7 +200,7 @@ def test_refinement_ends_when_no_whole_number_lies_between_off_integer_bounds():
 
 
 def test_optimize_reason_counts_add_up():
-    """Issue 25: "best of 7 measured levels (6 candidates, 2 refined)" did not add up (5 of the 6
+    """A past defect: "best of 7 measured levels (6 candidates, 2 refined)" did not add up (5 of the 6
     candidates were measured). The parts of the reason sum to the whole."""
     import re
 

@@ -90,7 +90,7 @@ def test_prediction_interval_of_a_repeat():
 
 
 def test_repeat_check_the_issues_case_and_an_ordinary_one():
-    # issue 24: 5,378 then +16% after the server saw c=128; single 20 s levels: w = sqrt(2) x 2.527%
+    # the H200 report: 5,378 then +16% after the server saw c=128; single 20 s levels: w = sqrt(2) x 2.527%
     c = repeat_check([5378.0], [5378.0 * 1.16], 20.0)
     assert c.beyond_noise and c.ratio == pytest.approx(1.16)
     assert c.low == pytest.approx(1.16 * math.exp(-0.035736), rel=1e-4)

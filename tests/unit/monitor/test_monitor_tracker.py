@@ -180,7 +180,7 @@ def test_backoff_doubles_to_cap_and_resets():
 
 
 def test_energy_per_model_from_per_model_counters():
-    """Issue 20: a server serving two models labels its token counters per model; the monitor splits
+    """Per model: a server serving two models labels its token counters per model; the monitor splits
     each interval's energy by the models' tokens in it."""
     tr = EfficiencyTracker(windows_s=(10,))
     tr.add_channels([counter()])
@@ -223,7 +223,7 @@ def test_per_model_counters_from_an_exposition():
 
 
 def test_per_token_figures_only_where_the_work_is():
-    """Issue 25 (accounting.boundaries rule 10): the GPU board has J/token; its HBM rail and the host's
+    """A past defect (accounting.boundaries rule 10): the GPU board has J/token; its HBM rail and the host's
     CPU meter (which leaves the GPU out) have power, no J/token and no tokens per kWh."""
     chans = [counter("g.e", device="gpu0"), counter("m.e", boundary="accelerator_memory", device="gpu0"),
              counter("c.e", boundary="cpu", device="pkg0")]
@@ -235,3 +235,26 @@ def test_per_token_figures_only_where_the_work_is():
     assert w["power_w"]["accelerator_memory"] == pytest.approx(100) and w["power_w"]["cpu"] == pytest.approx(100)
     assert w["j_per_output_token"] == {"accelerator": pytest.approx(10)}
     assert set(w["output_tokens_per_kwh"]) == {"accelerator"}
+
+
+def test_monitor_sends_url_credentials_as_basic_auth_and_shows_none():
+    """``monitor -t http://user:pw@host:port?sig=…``: the credentials become the Authorization
+    header, the URL it scrapes and the one it shows hold neither them nor the query; a key a server
+    echoes as a ``model_name`` label is shown ``***`` (two names that scrub alike add up)."""
+    import base64
+
+    from wattbench.monitor import Monitor
+    from wattbench.monitor.sources import _scrubbed_models
+    from wattbench.server import redact
+
+    m = Monitor("http://mon:pw-MON-secret1@127.0.0.1:9/?sig=sig-MON-secret2&api-version=1", ["const:node=1"],
+                listen=None)
+    assert m.scraper.headers["Authorization"] == "Basic " + base64.b64encode(b"mon:pw-MON-secret1").decode()
+    assert "secret" not in m.scraper.url and "@" not in m.scraper.url
+    assert m.target_shown == "http://***@127.0.0.1:9/?sig=***&api-version=1"
+    assert redact.scrub("x pw-MON-secret1 sig-MON-secret2") == "x *** ***"
+    redact.register_secrets("sk-MON-echoed-key")
+    got = _scrubbed_models({"sk-MON-echoed-key": {"generation_tokens": 5.0}, "m-sk-MON-echoed-key": {
+        "generation_tokens": 2.0}, "plain": {"generation_tokens": 1.0}})
+    assert got == {"***": {"generation_tokens": 5.0}, "m-***": {"generation_tokens": 2.0},
+                   "plain": {"generation_tokens": 1.0}}

@@ -127,7 +127,7 @@ def test_no_host_warns_and_missing_boundary_errors():
 
 
 def test_rack_takes_the_busiest_level_meeting_the_slo_and_names_it():
-    """Issue 25: plan rack took the busiest level even when it missed the SLO, and never named it."""
+    """A past defect: plan rack took the busiest level even when it missed the SLO, and never named it."""
     res = _run()
     for lv, ok in zip(res.levels, (True, False)):
         lv.goodput = {"all_met": ok, "fraction": 1.0 if ok else 0.125, "output_tokens_per_s": 400.0,

@@ -84,7 +84,7 @@ def _slo_levels(met: tuple[bool, ...]):
 
 
 def test_tco_takes_the_best_level_meeting_the_slo_and_names_it():
-    """Issue 25: plan tco --result took c=16 (12.5% of requests met the SLO) silently. It takes the
+    """A past defect: plan tco --result took c=16 (12.5% of requests met the SLO) silently. It takes the
     most efficient level meeting the SLO and says so; with none meeting it, it says it uses one that
     misses it."""
     value, notes = tokens_per_kwh_from_result(_slo_levels((True, True, False)), None, "node")

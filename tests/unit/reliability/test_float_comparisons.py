@@ -1,4 +1,4 @@
-"""Floats are compared with a stated tolerance everywhere in the suite (issue 26 part 6).
+"""Floats are compared with a stated tolerance everywhere in the suite.
 
 ``assert energy == 100.0`` passes on one machine and fails on another (``99.99999999999999 ==
 100.0`` failed a clean-clone CI run: an energy-weighted mean summed in another order). This test

@@ -1,4 +1,4 @@
-"""Tests stay on loopback (issue 16): every server, exporter and Ray cluster a test starts binds
+"""Tests stay on loopback: every server, exporter and Ray cluster a test starts binds
 127.0.0.1, checked over the test tree's source (AST), so a new test that listens on all interfaces
 (or lets Ray pick the machine's interface address as its node IP) fails here.
 

@@ -1,4 +1,4 @@
-"""One home for the redirect rule (issue 26, part 1): no module of src/ sends an HTTP request but
+"""One home for the redirect rule: no module of src/ sends an HTTP request but
 through ``server/origin.py`` (``origin.request`` for aiohttp, ``origin.urlopen`` for urllib), so no
 client can follow a redirect to another host with the user's credentials.
 

@@ -1,4 +1,4 @@
-"""Safety properties of the source tree (issue 10, item 4).
+"""Safety properties of the source tree.
 
 - no shell strings: no ``shell=True``, ``os.system``, ``os.popen``; no ``eval``/``exec``; no pickle,
   marshal, or YAML loading other than ``yaml.safe_load`` anywhere in src/ (no documented exception exists; add one here, with

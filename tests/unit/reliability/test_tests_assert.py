@@ -1,4 +1,4 @@
-"""Every test can fail (issue 28 part 3): an AST scan of every test function under ``tests/``.
+"""Every test can fail: an AST scan of every test function under ``tests/``.
 
 1. **It asserts on every path.** Following the test's statements, every way through it — each
    branch of an ``if``, an early ``return``, an ``except`` handler — meets at least one check: an

@@ -19,7 +19,7 @@ def test_report_writes_everything(report_run_dir, report_noenergy_dir, tmp_path)
     assert doc["written"]["html"] == [str(tmp_path / "r.html")]
     assert [r["run_id"] for r in doc["runs"]] == ["run-report-fake", "run-noenergy"]
     assert "energy unavailable" in doc["runs"][1]["levels"][0]["headline"]
-    # the figures users of vllm bench serve / AIPerf / GuideLLM look for, per level (issue 25)
+    # the figures users of vllm bench serve / AIPerf / GuideLLM look for, per level
     from wattbench.report.data import RunData
 
     lv = RunData(report_run_dir).result.levels[1]

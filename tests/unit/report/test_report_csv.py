@@ -25,7 +25,7 @@ def test_summary_csv_long_form_matches_result(report_run_dir, tmp_path):
                 assert row.energy_label == be.label
                 assert row.output_tokens_per_s == pytest.approx(lv.throughput.output_tokens_per_s)
                 assert row.ttft_ms_p99 == pytest.approx(lv.latency.ttft_ms.p99)
-                # the figures of vllm bench serve / AIPerf / GuideLLM (issue 25): mean, p90, p95 of E2E and ITL
+                # the figures of vllm bench serve / AIPerf / GuideLLM: mean, p90, p95 of E2E and ITL
                 for kind in ("ttft", "tpot", "itl", "e2e"):
                     for stat in ("mean", "p50", "p90", "p95", "p99"):
                         want = getattr(getattr(lv.latency, f"{kind}_ms"), stat)
@@ -80,7 +80,7 @@ def test_csv_dir_that_is_a_file(report_run_dir, tmp_path):
 
 def test_a_boundary_equal_to_another_is_one_row(report_run_dir, tmp_path):
     """``host`` built from the ``cpu`` estimate alone is the same figure (results/headline.py rule 5):
-    levels.csv writes it once, as ``host``, and says the ``cpu`` row is the same energy (issue 25)."""
+    levels.csv writes it once, as ``host``, and says the ``cpu`` row is the same energy."""
     from tests.fakes.results_factory import make_energy
 
     from wattbench.results import rundir

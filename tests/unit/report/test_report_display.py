@@ -189,3 +189,45 @@ def test_no_column_of_dashes_without_energy_and_no_one_model_lines():
         "a": EnergyShare(requests=6, energy_j=3000.0, share=0.714), "b": EnergyShare(requests=4, energy_j=1200.0,
                                                                                    share=0.286)}
     assert "by model" in render(run_summary(two), 160)
+
+
+def test_markdown_answer_first_label_once_and_no_raw_server_body(tmp_path):
+    """report --md put the notes before the answer, wrote `node (declared, declared)` and carried
+    a server's raw JSON body (a /tokenize answer) into a warning."""
+    from wattbench.errors import UserError
+    from wattbench.report.data import RunData
+    from wattbench.report.markdown import render_markdown
+    from wattbench.results.rundir import write_result
+    from wattbench.workload.tokenizer import _count_from
+
+    r = noted_result()
+    for lv in r.levels:
+        for be in lv.energy.values():
+            be.label, be.method = "declared", "declared"
+    write_result(tmp_path, r)
+    text = render_markdown([RunData(tmp_path)])
+    assert text.index("answer: ") < text.index("prompt lengths")
+    assert "(declared, declared)" not in text and "(declared)" in text
+    assert "verdict: warn (efficiency) · latency warn · 2 notes (1 warn, 1 note)" in text
+    with pytest.raises(UserError) as e:
+        _count_from({"detail": "Not Found", "secret_body": "x" * 500}, "http://h/tokenize")
+    assert "x" * 20 not in str(e.value) and "detail, secret_body" in str(e.value)
+
+
+def test_replica_rows_in_markdown_and_html(tmp_path):
+    from wattbench.report.data import RunData
+    from wattbench.report.html import render_html
+    from wattbench.report.markdown import render_markdown
+    from wattbench.results.rundir import write_result
+    from wattbench.results.schema import Requests, TargetStats, Throughput
+
+    lv = make_level(0, value=64)
+    lv.per_target = {"http://a.example:8000": TargetStats(requests=Requests(completed=40),
+                                                          throughput=Throughput(output_tokens_per_s=700.0)),
+                     "http://b.example:8001": TargetStats(requests=Requests(completed=20),
+                                                          throughput=Throughput(output_tokens_per_s=300.0))}
+    write_result(tmp_path, make_result(levels=[lv]))
+    md = render_markdown([RunData(tmp_path)])
+    assert "| ↳ a.example:8000 |  | 40/0 | 700 |" in md and "| ↳ b.example:8001 |  | 20/0 | 300 |" in md
+    page = render_html([RunData(tmp_path)], tmp_path / "r.html").read_text()
+    assert "↳ a.example:8000" in page and "↳ b.example:8001" in page

@@ -143,7 +143,7 @@ def test_write_run_html_into_run_dir(report_run_dir, tmp_path):
     d = tmp_path / "r"
     shutil.copytree(report_run_dir, d)
     p = write_run_html(d)
-    assert p == d / "report.html" and 1_200_000 < p.stat().st_size <= 1_500_000  # issue 18: at most 1.5 MB
+    assert p == d / "report.html" and 1_200_000 < p.stat().st_size <= 1_500_000  # size goal: at most 1.5 MB
 
 
 def test_minimal_result_without_side_files_or_levels(tmp_path):
@@ -173,7 +173,7 @@ def test_minimal_result_without_side_files_or_levels(tmp_path):
 
 def test_slo_goodput_shown_as_figures_not_json(page, report_run_dir):
     """--slo: the share meeting the SLO, goodput and goodput per kW as table cells, the SLO per level
-    as a table — no raw goodput JSON in the page (issue 18)."""
+    as a table — no raw goodput JSON in the page."""
     body = without_plotlyjs(page)
     assert '"per_slo"' not in body and "&quot;per_slo&quot;" not in body
     r = RunData(report_run_dir).result
@@ -185,13 +185,13 @@ def test_slo_goodput_shown_as_figures_not_json(page, report_run_dir):
 
 
 def test_a_gpu_run_plots_no_tokens_per_kw_of_a_part_and_shows_host_once():
-    """Issue 25, on the committed H200 llama.cpp run (written before the rule): its result.json holds
+    """A past defect, on the committed H200 llama.cpp run (written before the rule): its result.json holds
     17,159 tok/s/kW at the HBM rail and 16,112 at the CPU estimate beside the board's 4,807 (c=16).
     Read back, the HTML plots tokens per kW of the board only, and the host (= the cpu estimate) is
     one row of each energy table."""
     from pathlib import Path
 
-    d = Path(__file__).resolve().parents[3] / "docs" / "validation-data" / "h200-2026-12-01-llamacpp"
+    d = Path(__file__).resolve().parents[3] / "docs" / "validation-data" / "h200-llamacpp-beside-embedded"
     page = build_html([RunData(d)])
     specs = plot_specs(page)
     per_kw = [t for s in specs if "per kW" in json.dumps(s["layout"].get("title", {}))

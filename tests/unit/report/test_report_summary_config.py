@@ -1,4 +1,4 @@
-"""The configuration the reports show is the one that applied (issue 25: a closed-loop --target run's
+"""The configuration the reports show is the one that applied (a past defect: a closed-loop --target run's
 HTML showed ``engine transformers`` and ``arrival poisson``, defaults it never used)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The run summary in a terminal (issue 18): readable at 80 columns (short level labels, one figure
+"""The run summary in a terminal: readable at 80 columns (short level labels, one figure
 per cell, more tables instead of truncated cells), one wide table at 160, every note said once, the
 SLO's goodput, the trials' means and CIs, and what --optimize / --sweep auto chose."""
 
@@ -163,7 +163,7 @@ def test_best_level_under_the_slo(result):
 
 
 def test_the_figures_of_other_load_generators_at_160_columns_only(result):
-    """Issue 25: E2E, ITL, requests/s, the achieved load, mean and p90/p95 — what users of vllm bench
+    """E2E, ITL, requests/s, the achieved load, mean and p90/p95 — what users of vllm bench
     serve, AIPerf and GuideLLM look for — in the 160-column summary; the 80-column one stays compact."""
     wide, narrow = render(run_summary(result), 160), render(run_summary(result), 80)
     assert "vllm bench serve" in wide and "vllm bench serve" not in narrow

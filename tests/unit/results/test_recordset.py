@@ -86,7 +86,7 @@ def test_memory_held_does_not_grow_with_records():
     rs.close()
 
 
-# ------------------------------------------------------------------ durable spooling (issue 26 part 3)
+# ------------------------------------------------------------------ durable spooling
 
 
 def test_a_set_made_while_spooling_into_a_directory_has_every_record_on_disk_at_once(tmp_path):

@@ -58,7 +58,7 @@ def test_v1_trials_run_loads_into_the_typed_fields(tmp_path):
         # the mean is the mean of the two trials' values
         assert ci.mean == pytest.approx(sum(f["values"]) / 2, rel=1e-12)
         assert "trials" not in lv.extra
-    # typed since within version 2 (issue 17): moved too
+    # typed since within version 2: moved too
     assert r.prefill_decode.model_dump(exclude_none=True) == raw["extra"]["prefill_decode"]
     assert "prefill_decode" not in r.extra
     assert "idle_window" not in r.extra and "pareto" not in r.extra

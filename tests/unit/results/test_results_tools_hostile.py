@@ -182,3 +182,12 @@ def test_a_reader_slip_still_names_the_file(tmp_path, monkeypatch):
     p = _vllm(tmp_path, lambda d: None)
     with pytest.raises(UserError, match="could not be read"):
         read_tool("vllm-bench-serve", p)
+
+
+def test_a_fifo_as_a_marker_file_is_one_line_not_a_hang(tmp_path):
+    import os
+
+    p = tmp_path / "marks"
+    os.mkfifo(p)
+    with pytest.raises(UserError, match="not a regular file"):
+        read_markers(p)

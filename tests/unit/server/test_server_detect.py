@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from fakes import engines_fake_servers as fk  # noqa: E402
-
-from wattbench.errors import TargetError  # noqa: E402
-from wattbench.server.detect import detect_server, metric_engine  # noqa: E402
+from tests.fakes import engines_fake_servers as fk
+from wattbench.errors import TargetError
+from wattbench.server.detect import detect_server, metric_engine
 
 
 def detect(app, api_key=None):

@@ -80,7 +80,7 @@ def test_hypothesis_garbage_never_crashes_and_split_invariant(data, cuts):
 
 
 def test_a_line_past_the_cap_raises_and_holds_nothing():
-    """A hostile endless line (issue 26: 300 MB of line grew to 707 MB) fails at the cap, whichever
+    """A hostile endless line (a past defect: 300 MB of line grew to 707 MB) fails at the cap, whichever
     way it is split, and the parser keeps nothing of it; an event of many short data lines too."""
     from wattbench.server.sse import MAX_LINE_BYTES, SSEError
 

@@ -1,5 +1,5 @@
 import pytest
-from telemetry_amd import FakeAmdSmi
+from tests.fakes.telemetry_amd import FakeAmdSmi
 
 from wattbench.errors import SensorError, UserError
 from wattbench.telemetry.amd import AmdSensor

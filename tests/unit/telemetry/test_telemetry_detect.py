@@ -2,7 +2,7 @@ import json
 
 import pytest
 from tests.fakes.fake_nvml import FakeGPU, FakeNvml, NVMLError
-from telemetry_sysfs import jetson_tree, rapl_tree
+from tests.fakes.telemetry_sysfs import jetson_tree, rapl_tree
 from typer.testing import CliRunner
 
 from wattbench.telemetry.detect import autodetect, inventory
@@ -156,7 +156,7 @@ def test_cli_sensors_json_and_table(tmp_path):
 
 
 def test_hwmon_detected_and_inventoried(tmp_path):
-    from telemetry_sysfs import acpi_power_meter, ina226, k10temp
+    from tests.fakes.telemetry_sysfs import acpi_power_meter, ina226, k10temp
 
     from wattbench.telemetry.hwmon import HwmonSensor
 
@@ -177,7 +177,7 @@ def test_hwmon_detected_and_inventoried(tmp_path):
 
 
 def test_hwmon_skips_chips_other_sensors_read(tmp_path):
-    from telemetry_sysfs import amd_energy, ina3221
+    from tests.fakes.telemetry_sysfs import amd_energy, ina3221
 
     jetson_tree(tmp_path / "i2c", {1: ("VDD_IN", 1000, 5000)})
     ina3221(tmp_path / "hwmon")  # the same INA3221 seen through /sys/class/hwmon
@@ -188,7 +188,7 @@ def test_hwmon_skips_chips_other_sensors_read(tmp_path):
 
 
 def test_hwmon_unreadable_is_a_problem_with_the_fix(tmp_path, monkeypatch):
-    from telemetry_sysfs import amd_energy
+    from tests.fakes.telemetry_sysfs import amd_energy
 
     from wattbench.telemetry.hwmon import HwmonSensor
 
@@ -214,7 +214,7 @@ def test_cli_sensors_named_meter_with_nothing_readable_exits_nonzero(tmp_path):
     r = CliRunner().invoke(app, ["sensors", "--sensor", f"rapl:root={root}", "--measure", "0"])
     assert r.exit_code == 1, r.output
     assert "nothing readable" in r.stderr and "--sensor rapl" in r.stderr
-    # the problem is said once, on stderr (issue 25: it was printed on stdout and stderr)
+    # the problem is said once, on stderr (a past defect: it was printed on stdout and stderr)
     assert "problem:" not in r.stdout and "RAPL" not in r.stdout and "rapl" not in r.stdout.lower()
     r = CliRunner().invoke(app, ["sensors", "--sensor", f"rapl:root={root}", "--measure", "0", "--json"])
     assert r.exit_code == 1

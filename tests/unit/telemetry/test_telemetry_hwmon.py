@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from telemetry_sysfs import acpi_power_meter, amd_energy, amdgpu, ina226, ina3221, jetson_tree, k10temp, set_value, xe
+from tests.fakes.telemetry_sysfs import acpi_power_meter, amd_energy, amdgpu, ina226, ina3221, jetson_tree, k10temp, set_value, xe
 
 from wattbench.accounting.boundaries import direct_boundary
 from wattbench.accounting.counters import counter_energy

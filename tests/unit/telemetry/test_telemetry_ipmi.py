@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from telemetry_bin import FAKE_IPMITOOL, install
+from tests.fakes.telemetry_bin import FAKE_IPMITOOL, install
 
 from wattbench.errors import SensorError
 from wattbench.telemetry.ipmi import IpmiSensor

@@ -1,5 +1,5 @@
 import pytest
-from telemetry_http import JsonServer, self_signed_cert
+from tests.fakes.telemetry_http import JsonServer, self_signed_cert
 
 from wattbench.errors import SensorError
 from wattbench.telemetry.redfish import RedfishSensor

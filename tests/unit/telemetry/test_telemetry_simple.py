@@ -2,7 +2,7 @@ import json
 import time
 
 import pytest
-from telemetry_bin import write_script
+from tests.fakes.telemetry_bin import write_script
 
 from wattbench.clock import ClockAnchor
 from wattbench.errors import SensorError, UserError

@@ -2,7 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
-from telemetry_sysfs import jetson_tree, rapl_tree, set_energy
+from tests.fakes.telemetry_sysfs import jetson_tree, rapl_tree, set_energy
 
 from wattbench.errors import SensorError
 from wattbench.telemetry.jetson import JetsonSensor

@@ -19,7 +19,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
         (["--engine", "vllm", "--axis", "max-num-seqs=8", "--power-limit", "400"], "--allow-gpu-settings"),
         (["--engine", "vllm", "--axis", "max-num-seqs"], "NAME=V1"),
         (["--engine", "vllm", "--axis", "a=1", "--objective", "speed"], "--objective"),
-        (["--engine", "vllm", "--space", str(tmp_path / "none.yaml")], "not found"),
+        (["--engine", "vllm", "--space", str(tmp_path / "none.yaml")], "no such file"),
         (["--engine", "vllm", "--axis", "a=1", "--max-trials", "0"], "--max-trials"),
         (["--engine", "vllm", "--axis", "a=1", "--boundary", "accelerator_memory"], "no tokens-per-kW figure"),
     ]

@@ -54,7 +54,7 @@ def test_planning_reads_the_recommended_configuration(tmp_path):
 
 
 def test_tune_and_plan_default_to_the_same_boundary():
-    """Issue 25: tune scored at the innermost measured boundary, plan read the outermost. Both take
+    """A past defect: tune scored at the innermost measured boundary, plan read the outermost. Both take
     the headline rule (results/headline.py): a node meter before the board, the board before a
     declared node, never the HBM rail."""
     from tests.fakes.results_factory import make_level, make_result

@@ -1,4 +1,4 @@
-"""The tune in a terminal (issue 18): readable at 80 columns (one figure per cell, the
+"""The tune in a terminal: readable at 80 columns (one figure per cell, the
 configurations' figures split over a second table led by the trial number, the configuration folded
 at its spaces), one wide table at 160, and a serve command that pastes into a shell at any width.
 
@@ -16,7 +16,7 @@ from rich.console import Console
 from wattbench.report.tune import shell_lines, tune_summary
 from wattbench.results.tune import load_tune
 
-H200 = Path(__file__).resolve().parents[3] / "docs/validation-data/h200-2026-12-01-tune/tune.json"
+H200 = Path(__file__).resolve().parents[3] / "docs/validation-data/h200-tune/tune.json"
 
 
 def render(t, width: int) -> str:

@@ -1,4 +1,4 @@
-"""A dataset or trace line past the cap is refused with one line, before it is held (issue 26)."""
+"""A dataset or trace line past the cap is refused with one line, before it is held."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ Version history:
   / ``saturation_kinds``), the auto sweep and the optimiser (``Result.sweep`` /
   ``Result.optimize``), the Pareto frontiers (``Result.pareto``) and the idle windows
   (``Result.idle_window`` / ``Result.idle_after_window``) are typed fields. A version-1 file loads:
-  ``_from_v1`` moves those ``extra`` keys to their fields. Typed since within version 2 (issue 17;
+  ``_from_v1`` moves those ``extra`` keys to their fields. Typed since within version 2 (added with the record spool;
   moved from ``extra`` when a file still has them there, of either version): the prefill/decode
   split (``Result.prefill_decode``), the carbon intensity (``Result.carbon``, a ``CarbonIntensity``
   or ``None``) and, per level, ``trial``, ``timing``, ``thermal_before``, ``oversaturation``,
@@ -28,7 +28,7 @@ The models live in sibling modules along the data's seams — ``records`` (one r
 ``measures`` (a window's figures: latency, throughput, load, energy, validity), ``level`` (one
 level and its trials), ``analyses`` (the run's sweep/optimiser, Pareto, prefill/decode, carbon),
 ``run`` (``Result`` and what describes the run), ``noise`` (priming, the history check, engine
-starts: ``Result.noise``, issue 24), ``measure`` (what ``wattbench measure`` adds), ``upgrade``
+starts: ``Result.noise``), ``measure`` (what ``wattbench measure`` adds), ``upgrade``
 (older files in today's form) — and
 are all importable from here, as ``from wattbench.results.schema import Result``.
 """

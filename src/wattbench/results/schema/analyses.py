@@ -23,7 +23,7 @@ class SearchOutcome(_M):
     scores: list[float | None] = Field(default_factory=list)
     candidates: list[Num] | None = None  # optimize: the ladder searched
     ladder_size: int | None = None
-    # optimize (issue 24): the best two candidates measured again, the plateau (every value whose
+    # optimize: the best two candidates measured again, the plateau (every value whose
     # score is within noise of the best, metrics/noise.py) and the value recommended from it
     remeasured: list[Num] = Field(default_factory=list)
     plateau: list[Num] = Field(default_factory=list)

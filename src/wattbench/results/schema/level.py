@@ -104,11 +104,11 @@ class LevelResult(_M):
     thermal: dict[str, Any] = Field(default_factory=dict)
     server_metrics: dict[str, Any] = Field(default_factory=dict)  # summaries of scraped series
     goodput: dict[str, Any] | None = None
-    # several targets / several nodes (issue 11): per-target statistics beside the total, and
+    # several targets / several nodes: per-target statistics beside the total, and
     # each node's energy per boundary (its own channels only) beside the ``cluster`` boundary
     per_target: dict[str, TargetStats] = Field(default_factory=dict)
     per_node_energy: dict[str, dict[str, BoundaryEnergy]] = Field(default_factory=dict)
-    # energy per request rolled up by tenant / tag / model / target, per boundary (issue 20)
+    # energy per request rolled up by tenant / tag / model / target, per boundary
     attribution: dict[str, RequestAttribution] = Field(default_factory=dict)
     trials: TrialsBlock | None = None  # --trials N > 1
     power_split: PowerSplit | None = None  # the board reports its memory power

@@ -137,7 +137,7 @@ class BoundaryEnergy(_M):
     update_period_s: float | None = None  # effective meter update period (largest of the devices)
     uncertainty_parts: dict[str, dict[str, float]] = Field(default_factory=dict)  # device -> term -> %
     dynamic_uncertainty_pct: float | None = None  # of dynamic_energy_j (gross and idle errors added)
-    # carbon (issue 20, metrics/carbon.py): with --carbon-intensity; PUE applied as for cost
+    # carbon (metrics/carbon.py): with --carbon-intensity; PUE applied as for cost
     carbon_intensity_g_per_kwh: float | None = None  # energy-weighted over the window
     carbon_g: float | None = None
     carbon_g_per_million_output_tokens: float | None = None
@@ -289,7 +289,7 @@ class Validity(_M):
 
 
 class TargetStats(_M):
-    """One target's share of a level driven against several targets (issue 11)."""
+    """One target's share of a level driven against several targets."""
 
     requests: Requests = Field(default_factory=Requests)
     latency: Latency = Field(default_factory=Latency)

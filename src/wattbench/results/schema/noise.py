@@ -1,4 +1,4 @@
-"""What a run did to measure from a known state and to see its own noise (issue 24): the priming
+"""What a run did to measure from a known state and to see its own noise: the priming
 phase, the history check and the engine restarts (``run/prime.py``; docs/accounting.md "Priming
 and the history check")."""
 

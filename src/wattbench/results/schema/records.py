@@ -36,7 +36,7 @@ class RequestRecord(_M):
     error_detail: str | None = None
     http_status: int | None = None
     output_text: str | None = None  # kept only when asked (agree, debugging)
-    # who asked (issue 20): from the dataset/trace row's ``tenant`` (or --tenant-field) and ``tags``
+    # who asked: from the dataset/trace row's ``tenant`` (or --tenant-field) and ``tags``
     tenant: str | None = None
     tags: list[str] = Field(default_factory=list)
     model: str | None = None  # the model it was sent to

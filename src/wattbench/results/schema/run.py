@@ -193,7 +193,7 @@ class Result(_M):
     # no tokenizer: prompt lengths fitted to the server's count before the first level (``calibrated``)
     prompt_calibration: PromptCalibration | None = None
     tune: TunedFrom | None = None
-    # priming, the history check, engine starts, the trial order (issue 24; results/schema/noise.py)
+    # priming, the history check, engine starts, the trial order (results/schema/noise.py)
     noise: NoiseInfo | None = None
     measure: MeasureInfo | None = None  # `wattbench measure -- COMMAND`: the command and its tool
     extra: dict[str, Any] = Field(default_factory=dict)

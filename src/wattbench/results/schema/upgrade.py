@@ -10,7 +10,7 @@ from wattbench.results.schema.base import SCHEMA_VERSION
 _V1_RUN_KEYS = ("sweep", "optimize", "pareto")
 _V1_WINDOWS = {"idle_window": "idle", "idle_after_window": "idle_after"}
 _V1_LEVEL_KEYS = ("trials", "power_split", "saturated_figures", "saturation_kinds")
-# typed in version 2 after the first version-2 files were written (issue 17): moved from ``extra``
+# typed in version 2 after the first version-2 files were written: moved from ``extra``
 # in files of either version
 _EXTRA_RUN_KEYS = ("prefill_decode", "workload", "prompt_length_source", "tune")
 _EXTRA_LEVEL_KEYS = ("trial", "timing", "thermal_before", "oversaturation", "stopped_early", "target_down")

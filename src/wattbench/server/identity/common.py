@@ -8,7 +8,6 @@ import os
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
-from wattbench.results.schema import ServerIdentity
 from wattbench.server.redact import is_secret_setting
 
 # path -> (HTTP status, headers, body) of one probe; status 0: it failed
