@@ -245,7 +245,9 @@ def test_a_run_without_a_meter_says_so_once_and_compare_still_compares(tmp_path)
                                 *flags, "--idle", "0", "--no-register", "--no-html", "--out", str(tmp_path / name)],
                                cwd=tmp_path, env=child_env(COLUMNS="400"), capture_output=True, text=True, timeout=120)
             assert p.returncode == 0, p.stderr
-            assert p.stdout.count("no energy was measured") == 1, p.stdout  # once, not per level and line
+            # the reason once (not per level and line); the answer says there is no efficiency answer
+            assert p.stdout.count("energy: unavailable") == 1, p.stdout
+            assert "answer: no efficiency answer (energy unavailable); give a power meter with --sensor" in p.stdout
             assert "verdict: warn (efficiency)" in p.stdout and "· energy unavailable" in p.stdout
             res = load_result(tmp_path / name)
             assert res.validity.energy == "unavailable" and res.validity.verdict != "valid"
