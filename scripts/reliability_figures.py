@@ -62,6 +62,7 @@ AREAS: dict[str, list[str]] = {
         "tests/integration/test_terminal_escapes.py",
         "tests/unit/reliability/test_terminal_text.py",
         "tests/e2e/test_run_dir_links.py",
+        "tests/unit/report/test_safe_text.py",
     ],
     "faults": [
         "tests/integration/test_fault_matrix.py",

@@ -12,6 +12,7 @@ tests/unit/load/test_load_targets.py."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -40,7 +41,9 @@ MS = 1_000_000
 TARGETS = ["http://a:1", "http://b:2", "http://c:3", None, ""]
 
 
-def _records(seed: int, n: int) -> list:
+@functools.lru_cache(maxsize=None)
+def _records(seed: int, n: int) -> tuple:
+    """Seeded records (cached: the tests only read them)."""
     rng = np.random.default_rng(seed)
     out = []
     for i in range(n):
@@ -70,7 +73,7 @@ def _records(seed: int, n: int) -> list:
         elif kind < 0.48:
             d.update(output_tokens=0)
         out.append(build_record(**d))
-    return out
+    return tuple(out)
 
 
 
@@ -79,7 +82,7 @@ SLOS = ("ttft_p99=900ms,tpot_p50=12ms", "itl_p99=40ms", "itl_mean=25ms,e2e_p95=1
         "itl_p50=20ms,itl_p90=45ms,ttft_mean=2s,e2e_max=4s,tpot_p95=30ms")
 
 
-@pytest.fixture(params=SEEDS, ids=lambda p: f"seed{p[0]}")
+@pytest.fixture(scope="module", params=SEEDS, ids=lambda p: f"seed{p[0]}")
 def level(request):
     seed, n = request.param
     recs = _records(seed, n)
