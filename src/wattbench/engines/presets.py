@@ -347,7 +347,8 @@ def tensor_shapes(preset: Preset) -> list[tuple[str, tuple[int, ...]]]:
     return out
 
 
-def _write_weights(preset: Preset, out: Path, dtype: str, device: str) -> None:
+def _write_weights(preset: Preset, out: Path, dtype: str, device: str,
+                   max_shard_bytes: int = _MAX_SHARD_BYTES) -> None:
     """Write random weights as safetensors shards, filled from a seeded pool (see module doc)."""
     import torch
     from safetensors.torch import save_file
@@ -358,7 +359,7 @@ def _write_weights(preset: Preset, out: Path, dtype: str, device: str) -> None:
     pool_n = 1 << 22
     pool = (torch.randn(pool_n, generator=gen, dtype=torch.float32) * 0.02).to(device=device, dtype=tdtype)
     elem = torch.empty((), dtype=tdtype).element_size()
-    plan = plan_shards(shapes, elem, _MAX_SHARD_BYTES)
+    plan = plan_shards(shapes, elem, max_shard_bytes)
     offset = 0
     weight_map: dict[str, str] = {}
     total = 0
@@ -451,12 +452,14 @@ def ensure_preset(
     dtype: str | None = None,
     weights: bool = True,
     device: str = "cpu",
+    max_shard_bytes: int = _MAX_SHARD_BYTES,
 ) -> Path:
     """Return the directory of preset ``name``, building it once (atomically) if needed.
 
     ``weights=False`` builds config + tokenizer only (for ``--load-format dummy`` engines).
     ``device`` is where the random weights are filled before being written (``cuda`` is faster
-    for large presets). Concurrent builders race safely: the first rename wins.
+    for large presets). ``max_shard_bytes``: the largest weight file (tests use a small one to
+    get several). Concurrent builders race safely: the first rename wins.
     """
     preset = get_preset(name)
     dtype = dtype or preset.default_dtype
@@ -469,7 +472,7 @@ def ensure_preset(
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
     try:
-        build_preset(preset, tmp, dtype=dtype, weights=weights, device=device)
+        build_preset(preset, tmp, dtype=dtype, weights=weights, device=device, max_shard_bytes=max_shard_bytes)
         (tmp / ".wattbench-complete").write_text(json.dumps({"preset": name, "version": PRESET_VERSION}))
         try:
             os.rename(tmp, final)
@@ -485,7 +488,8 @@ def ensure_preset(
     return final
 
 
-def build_preset(preset: Preset, out: Path, dtype: str, weights: bool = True, device: str = "cpu") -> None:
+def build_preset(preset: Preset, out: Path, dtype: str, weights: bool = True, device: str = "cpu",
+                 max_shard_bytes: int = _MAX_SHARD_BYTES) -> None:
     tok = build_tokenizer(preset.family, preset.vocab_size)
     _tokenizer_files(preset, tok, out)
     cfg = model_config(preset, tok, dtype)
@@ -499,7 +503,7 @@ def build_preset(preset: Preset, out: Path, dtype: str, weights: bool = True, de
     }
     (out / "generation_config.json").write_text(json.dumps(gen, indent=2))
     if weights:
-        _write_weights(preset, out, dtype, device)
+        _write_weights(preset, out, dtype, device, max_shard_bytes)
 
 
 def resolve_model(model: str | None, device: str, weights: bool = True, cache_dir: Path | None = None) -> tuple[Path, str | None]:

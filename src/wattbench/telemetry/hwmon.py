@@ -48,6 +48,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from wattbench.clock import now_ns
 from wattbench.errors import SensorError
@@ -124,8 +125,10 @@ class HwmonSensor(Sensor):
     warn_unknown = True  # say how to count a rail of unknown meaning
 
     def __init__(self, root: str | Path = DEFAULT_ROOT, *, chip: str | None = None, channel: str | None = None,
-                 boundary: str | None = None, max_uj: float | None = None, exclude: tuple[str, ...] = ()) -> None:
+                 boundary: str | None = None, max_uj: float | None = None, exclude: tuple[str, ...] = (),
+                 read_text: Callable[[Path], str] | None = None) -> None:
         self.root = Path(root)
+        self._read_fn = read_text  # None: the file's first line (tests pass a reader that denies)
         self.chip = chip
         self.channel = channel
         self.boundary = boundary
@@ -144,8 +147,8 @@ class HwmonSensor(Sensor):
                       key=lambda p: (len(p.name), p.name))
 
     def _read_text(self, path: Path) -> str:
-        """The one place values are read (a seam: tests simulate PermissionError here when root)."""
-        return _read_first_line(path)
+        """The one place values are read (the ``read_text`` seam: tests simulate PermissionError when root)."""
+        return _read_first_line(path) if self._read_fn is None else self._read_fn(path)
 
     def _device_key(self, hw: Path, chip: str) -> str:
         dev = hw / "device"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Callable
 
 from wattbench.clock import now_ns
 from wattbench.errors import SensorError
@@ -40,13 +41,17 @@ def _zone_key(name: str):
 class RaplSensor(Sensor):
     name = "rapl"
 
-    def __init__(self, root: str | Path = DEFAULT_ROOT, domains: list[str] | None = None) -> None:
+    def __init__(self, root: str | Path = DEFAULT_ROOT, domains: list[str] | None = None, *,
+                 read_text: Callable[[Path], str] | None = None) -> None:
         self.root = Path(root)
+        self._read_fn = read_text  # None: the file, stripped (tests pass a reader that denies)
         self.domains = set(domains) if domains else None
         self._zones: list[tuple[str, Path]] = []
 
     def _read_text(self, path: Path) -> str:
-        """The one place files are read (a seam: tests simulate PermissionError here when root)."""
+        """The one place files are read (the ``read_text`` seam: tests simulate PermissionError when root)."""
+        if self._read_fn is not None:
+            return self._read_fn(path)
         with open(path) as f:
             return f.read().strip()
 

@@ -142,11 +142,10 @@ def test_plan_shards_bounds_each_shard():
     assert sum(sizes) == presets.PRESETS["llama-8b"].weight_bytes()
 
 
-def test_sharded_write_is_loadable(tmp_path, monkeypatch):
+def test_sharded_write_is_loadable(tmp_path):
     from safetensors import safe_open
 
-    monkeypatch.setattr(presets, "_MAX_SHARD_BYTES", 8 * 1024**2)  # force several shards for tiny
-    d = presets.ensure_preset("tiny", cache_dir=tmp_path)
+    d = presets.ensure_preset("tiny", cache_dir=tmp_path, max_shard_bytes=8 * 1024**2)  # several shards for tiny
     index = json.loads((d / "model.safetensors.index.json").read_text())
     files = sorted(set(index["weight_map"].values()))
     assert len(files) >= 2 and not (d / "model.safetensors").exists()

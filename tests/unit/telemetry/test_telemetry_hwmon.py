@@ -113,33 +113,31 @@ def test_amd_energy_socket_counted_cores_listed(tmp_path):
 
 
 def _deny(chip_dir: Path):
-    def read(self, path):
+    def read(path):
         if Path(path).parent == chip_dir:
             raise PermissionError(13, "Permission denied")
         return Path(path).read_text().strip()
     return read
 
 
-def test_permission_denied_everywhere_names_the_fix(tmp_path, monkeypatch):
+def test_permission_denied_everywhere_names_the_fix(tmp_path):
     h = amd_energy(tmp_path)
-    monkeypatch.setattr(HwmonSensor, "_read_text", _deny(h))
     with pytest.raises(SensorError) as e:
-        HwmonSensor(root=tmp_path).open()
+        HwmonSensor(root=tmp_path, read_text=_deny(h)).open()
     assert "permission denied reading" in str(e.value) and "energy1_input" in str(e.value)
     assert e.value.fix == PERMISSION_FIX and "udev" in PERMISSION_FIX and "chmod a+r" in PERMISSION_FIX
 
 
-def test_permission_denied_on_one_chip_keeps_the_others_and_warns(tmp_path, monkeypatch):
+def test_permission_denied_on_one_chip_keeps_the_others_and_warns(tmp_path):
     h = amd_energy(tmp_path, n=4)
     ina226(tmp_path, n=0)
-    monkeypatch.setattr(HwmonSensor, "_read_text", _deny(h))
-    s = HwmonSensor(root=tmp_path, boundary="node", chip=None)
+    s = HwmonSensor(root=tmp_path, boundary="node", chip=None, read_text=_deny(h))
     chans = {c.id for c in s.open()}
     assert chans == {"hwmon.ina226.power1"}
     assert any("permission denied" in w and "energy3_input" in w and "chmod a+r" in w for w in s.warnings)
     # asked for by name, an unreadable chip is an error, not a warning
     with pytest.raises(SensorError, match="permission denied"):
-        HwmonSensor(root=tmp_path, chip="amd_energy").open()
+        HwmonSensor(root=tmp_path, chip="amd_energy", read_text=_deny(h)).open()
 
 
 def test_real_permission_bits(tmp_path):

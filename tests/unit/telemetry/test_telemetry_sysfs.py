@@ -46,18 +46,17 @@ def test_rapl_domains_filter(tmp_path):
     assert [c.id for c in s.open()] == ["rapl.intel-rapl:0:0"]
 
 
-def test_rapl_permission_error_via_seam(tmp_path, monkeypatch):
+def test_rapl_permission_error_via_seam(tmp_path):
     # tests may run as root, where chmod 000 does not block reads: simulate at the read seam
     root = rapl_tree(tmp_path)
 
-    def deny(self, path: Path) -> str:
+    def deny(path: Path) -> str:
         if path.name == "energy_uj":
             raise PermissionError(13, "Permission denied", str(path))
         return path.read_text().strip()
 
-    monkeypatch.setattr(RaplSensor, "_read_text", deny)
     with pytest.raises(SensorError) as e:
-        RaplSensor(root=root).open()
+        RaplSensor(root=root, read_text=deny).open()
     assert "chmod a+r /sys/class/powercap/intel-rapl:*/energy_uj" in e.value.fix
     assert "udev" in e.value.fix and "root" in e.value.fix
 
