@@ -361,8 +361,12 @@ NO_ENERGY_WARNING = ("no power boundary was measured at every level that measure
 
 
 def measured_something(lv: LevelResult) -> bool:
-    """A level with at least one completed measured request and output tokens."""
-    return lv.requests.completed > 0 and (lv.throughput.output_tokens_per_s or 0) > 0
+    """A level with output tokens and what produced them: at least one completed measured request,
+    or — a level without request records (``measure`` around a command: its tokens are the server's
+    counters' increase over the window) — that increase."""
+    if (lv.throughput.output_tokens_per_s or 0) <= 0:
+        return False
+    return lv.requests.completed > 0 or lv.throughput.token_basis == "server_counters"
 
 
 def _has_power(lv: LevelResult) -> bool:

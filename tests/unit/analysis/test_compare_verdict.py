@@ -12,6 +12,7 @@ from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.analysis.compare import compare
 from wattbench.analysis.regress import regress
 from wattbench.cli.main import build_app
+from wattbench.errors import UserError
 from wattbench.results.rundir import write_result
 
 
@@ -50,6 +51,26 @@ def test_one_empty_level_leaves_every_other_level_its_per_kw_ratio(keep_energy):
     assert c16.answers[0].startswith("c=16: B/A per kW 0.41×")
     assert c64.left_out and "run defaults measured nothing at c=64" in c64.left_out
     assert c64.answers == [f"c=64: left out — {c64.left_out}"] and not c64.decompositions
+
+
+def _counter_level(value_tok_s: float, power_w: float):
+    """A ``measure`` level around a command: no request records, its tokens the server's counters'."""
+    lv = make_level(0, value=1, output_tokens_per_s=value_tok_s, power_w=power_w)
+    lv.requests.completed = 0
+    lv.throughput.token_basis = "server_counters"
+    return lv
+
+
+def test_measure_levels_counted_by_the_servers_counters_are_compared():
+    a = make_result("a", levels=[_counter_level(1000.0, 500.0)])
+    b = make_result("b", levels=[_counter_level(1500.0, 500.0)])
+    cmp = compare([a, b])
+    (lv,) = cmp.levels
+    assert cmp.boundary == "accelerator" and not lv.left_out
+    assert lv.decompositions[0].per_kw_ratio == pytest.approx(1.5)
+    empty = make_result("empty", levels=[_empty(_counter_level(1500.0, 500.0), keep_energy=True)])
+    with pytest.raises(UserError, match="run empty measured nothing"):  # no tokens counted: still nothing
+        compare([a, empty])
 
 
 def test_regress_fails_an_empty_level_by_name_exit_1_never_a_schema_error(tmp_path, monkeypatch):

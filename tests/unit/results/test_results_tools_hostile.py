@@ -191,3 +191,31 @@ def test_a_fifo_as_a_marker_file_is_one_line_not_a_hang(tmp_path):
     os.mkfifo(p)
     with pytest.raises(UserError, match="not a regular file"):
         read_markers(p)
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("output_tokens", -5, "output_tokens -5 is not a token count"),
+    ("output_tokens", 10**12, "is not a token count"),
+    ("end_ns", -1, "end_ns -1 is not a time"),
+    ("first_token_ns", 1, "first token is before its start"),
+])
+def test_a_wrapped_wattbench_runs_records_are_bounded_too(tmp_path, field, value, words):
+    """``measure -- wattbench run``: its requests.jsonl is read by the run's own loader, whose
+    records carry no bounds of their own; the reader checks them as it checks every tool's."""
+    from tests.fakes.results_factory import make_result
+    from wattbench.results.rundir import write_result
+
+    d = tmp_path / "run"
+    d.mkdir()
+    write_result(d, make_result())
+    rec = {"id": 0, "level": 0, "sent_ns": 5_000_000_000, "first_token_ns": 5_100_000_000,
+           "last_token_ns": 5_200_000_000, "end_ns": 5_300_000_000, "input_tokens": 16, "output_tokens": 16,
+           "ok": True}
+    good = dict(rec, id=1)
+    rec[field] = value
+    (d / "requests.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(rec) + "\n")
+    with pytest.raises(UserError) as e:
+        read_tool("wattbench-run", [d])
+    assert words in str(e.value) and "requests.jsonl" in str(e.value), str(e.value)
+    (d / "requests.jsonl").write_text(json.dumps(good) + "\n")
+    assert read_tool("wattbench-run", [d]).levels[0].requests[0].output_tokens == 16

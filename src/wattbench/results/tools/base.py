@@ -246,9 +246,26 @@ def check_order(r: ToolRequest) -> str | None:
     return None
 
 
+def check_bounds(r: ToolRequest) -> str | None:
+    """What is out of range in a request built from a file whose fields no tool model checked
+    (a wrapped wattbench run's ``requests.jsonl``): stamps in 0..2**63, token counts in 0..MAX_TOKENS."""
+    for name in ("start_ns", "first_token_ns", "last_token_ns", "end_ns"):
+        t = getattr(r, name)
+        if t is not None and not 0 <= t < 2 ** 63:
+            return f"its {name} {t} is not a time"
+    for t in r.chunk_ns or ():
+        if not 0 <= t < 2 ** 63:
+            return f"a chunk time {t} is not a time"
+    for name in ("input_tokens", "output_tokens"):
+        n = getattr(r, name)
+        if n is not None and not 0 <= n <= MAX_TOKENS:
+            return f"its {name} {n} is not a token count (0 to {MAX_TOKENS:,})"
+    return None
+
+
 def checked(requests: list[ToolRequest], path, what: str, where: str = "") -> list[ToolRequest]:
     for i, r in enumerate(requests):
-        problem = check_order(r)
+        problem = check_bounds(r) or check_order(r)
         if problem:
             raise bad_file(what, path, f"{where}request {i + 1}: {problem}")
     return requests

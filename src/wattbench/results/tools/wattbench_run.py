@@ -16,10 +16,11 @@ directory without ``requests.jsonl`` (``--no-requests``).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from wattbench.errors import UserError
-from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun
+from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun, checked
 
 TOOL = "wattbench-run"
 WHAT = "wattbench run"
@@ -68,12 +69,15 @@ def read(paths: list[Path]) -> ToolRun:
             ok=r.ok, error=r.error, warmup=r.warmup))
     levels = []
     for lv in result.levels:
-        reqs = by_level[lv.index]
+        reqs = checked(by_level[lv.index], run_dir / "requests.jsonl", WHAT, f"level {lv.index}: ")
         if not reqs:
             continue
         ld = lv.load
         rate = ld.mode == "rate"
         value = (ld.target_rate_rps if rate else ld.target_concurrency)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise UserError(f"{WHAT}: {run_dir / RESULT_NAME} level {lv.index}'s load is {value!r}; "
+                            "is it a file wattbench wrote, unedited?")
         levels.append(ToolLevelData(
             label=lv.label, mode="rate" if rate else "concurrency", value=float(value if value is not None else 0),
             requests=reqs, figures=_figures(lv), max_in_flight=ld.max_in_flight if rate else None,
