@@ -34,6 +34,7 @@ def test_run_declared_node_power_gives_exact_energy_and_per_kw(tmp_path):
         p = wb(
             "run", "--target", base, "--concurrency", "1,4", "--num-requests", "12", "--input-tokens", "32",
             "--keep-chunks", "--no-prime", "--no-history-check",  # the server's log holds the measured requests only
+            "--no-calibrate-prompts",  # (no prompt-length probes either)
             "--output-tokens", "16", "--sensor", "const:node=700", "--idle", "0.5", "--db", str(tmp_path / "h.db"),
             "--out", str(out), "--json", cwd=tmp_path,
         )
@@ -184,7 +185,8 @@ def test_dataset_prompts_are_not_judged_against_an_asked_length(tmp_path):
                "--no-sensors", "--idle", "0", "--no-register", "--out", str(tmp_path / "ds"), cwd=tmp_path)
         assert p.returncode == 0, p.stderr
         q = wb("run", "--target", base, "-c", "2", "-n", "8", "--input-tokens", "64", "--output-tokens", "8",
-               "--no-sensors", "--idle", "0", "--no-register", "--out", str(tmp_path / "syn"), cwd=tmp_path)
+               "--no-sensors", "--idle", "0", "--no-register", "--no-calibrate-prompts", "--out", str(tmp_path / "syn"),
+               cwd=tmp_path)  # the approximate lengths this rule judges (calibrated ones are fitted to the server)
         assert q.returncode == 0, q.stderr
     ds, syn = load_result(tmp_path / "ds"), load_result(tmp_path / "syn")
     assert ds.prompt_length_source == "approx" and syn.prompt_length_source == "approx"

@@ -27,7 +27,8 @@ def test_rate_capped_by_max_concurrency(tmp_path):
     res = load_result(tmp_path / "r")
     primed = res.noise.priming  # the priming load (not measured) went through the same cap
     assert (primed.label, primed.requests, primed.completed) == ("rate=500", 24, 24)
-    assert served["max_active"] == 3 and served["streams_completed"] == 24 + primed.completed
+    probes = res.prompt_calibration.counted  # the prompt-length probes went first, through the same cap
+    assert served["max_active"] == 3 and served["streams_completed"] == 24 + primed.completed + probes
     lv = res.levels[0]
     assert lv.load.max_in_flight == 3 and lv.requests.completed == 24
     # a rate held down by the cap is by design, not a saturated load generator
@@ -43,7 +44,8 @@ def test_rate_inf_sends_everything_at_once(tmp_path):
     res = load_result(tmp_path / "r")
     assert res.levels[0].label == "rate=inf"
     assert (res.noise.priming.label, res.noise.priming.value, res.noise.priming.completed) == ("rate=inf", None, 10)
-    assert served["streams_completed"] == 20  # the priming's ten, then the level's
+    # the prompt-length probes (one token each), the priming's ten, then the level's
+    assert served["streams_completed"] == 20 + res.prompt_calibration.counted
 
 
 def test_headers_and_body_fields_sent_secrets_never_written(tmp_path):

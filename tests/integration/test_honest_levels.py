@@ -36,6 +36,13 @@ def _req(i: int) -> RequestSpec:
     return RequestSpec(prompt=f"w{i} a b", max_tokens=40)
 
 
+def _said(stderr: str) -> list[str]:
+    """What a run said on stderr besides its plain progress lines (``wattbench: <phase or level>``,
+    printed where stderr is not a terminal): errors, warnings and anything else."""
+    return [ln for ln in stderr.splitlines() if ln.strip() and (
+        not ln.startswith("wattbench: ") or ln.startswith(("wattbench: error:", "wattbench: warning:")))]
+
+
 def _wb(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "wattbench", *args], cwd=cwd, env=child_env(),
                           capture_output=True, text=True, timeout=timeout)
@@ -119,7 +126,9 @@ def test_a_level_whose_requests_all_failed_is_invalid_and_the_run_exits_3(tmp_pa
     lv = res.levels[0]
     pr = res.noise.priming  # the priming's requests failed too, and are counted there, not in the level
     assert (pr.requests, pr.completed, pr.failed) == (8, 0, 8)
-    assert lv.requests.failed == 6 == served["requests"] - served.get("streams_completed", 0) - pr.failed
+    cal = res.prompt_calibration  # the prompt-length probes failed as well: no fit, and the run says why
+    assert not cal.used and f"none of the {cal.probes} probe requests completed" in cal.reason
+    assert lv.requests.failed == 6 == served["requests"] - served.get("streams_completed", 0) - pr.failed - cal.probes
     reason = next(r for r in lv.validity.reasons if "no measured request completed" in r)
     assert "6 failed" in reason and "http_500" in reason and lv.validity.verdict == "invalid"
 
@@ -164,14 +173,15 @@ def test_server_sigkilled_mid_level_stops_the_run_with_exit_4(tmp_path):
         dead_ns = time.perf_counter_ns()  # the run's clock (CLOCK_MONOTONIC, shared by processes)
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 4, err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
+    lines = _said(err)
     assert len(lines) == 1 and f"the target {s.base}/v1 stopped answering" in lines[0], err
     res = load_result(tmp_path / "run")
     recs = load_requests(tmp_path / "run")
     ok = [r for r in recs if r.ok]
     primed = res.noise.priming.completed  # 16 priming streams went first; they are not a level's
     assert primed == 16
-    assert len(ok) >= done_before - primed  # every request completed before the kill is kept
+    probes = res.prompt_calibration.counted  # the prompt-length probes went before it: not a level's either
+    assert len(ok) >= done_before - primed - probes  # every request completed before the kill is kept
     assert len(recs) < 3000 and res.status == "failed"
     lv = res.levels[0]
     # it stopped because of the liveness rule, not a clock: on a closed loop each send after the
@@ -235,7 +245,9 @@ def test_a_run_without_a_meter_says_so_once_and_compare_still_compares(tmp_path)
                                 *flags, "--idle", "0", "--no-register", "--no-html", "--out", str(tmp_path / name)],
                                cwd=tmp_path, env=child_env(COLUMNS="400"), capture_output=True, text=True, timeout=120)
             assert p.returncode == 0, p.stderr
-            assert p.stdout.count("no energy was measured") == 1, p.stdout  # once, not per level and line
+            # the reason once (not per level and line); the answer says there is no efficiency answer
+            assert p.stdout.count("energy: unavailable") == 1, p.stdout
+            assert "answer: no efficiency answer (energy unavailable); give a power meter with --sensor" in p.stdout
             assert "verdict: warn (efficiency)" in p.stdout and "· energy unavailable" in p.stdout
             res = load_result(tmp_path / name)
             assert res.validity.energy == "unavailable" and res.validity.verdict != "valid"

@@ -170,7 +170,7 @@ def hero(r: Result) -> str:
     cls = VERDICT_CLASS.get(h.verdict, "warn")
     if h.boundary is None and not any(lv.energy for lv in r.levels):  # no efficiency answer: say how to get one
         return (f'<div class="hero {VERDICT_CLASS.get(r.validity.verdict, "warn")}"><div class="big">no efficiency answer</div><div class="unit">'
-                f'{e(S.NO_ENERGY_ANSWER.split("; ", 1)[1])}</div><div class="where">no energy was measured · '
+                f'{e(S.NO_ENERGY_ANSWER.split("; ", 1)[1])}</div><div class="where">energy unavailable · '
                 f'efficiency verdict <strong class="verdict">{e(r.validity.verdict)}</strong></div></div>')
     if h.boundary is None:
         big, unit = "–", f"energy unavailable: {F.energy_unavailable_reason(h.level)}"

@@ -234,7 +234,7 @@ def headline(result: Result) -> Headline | None:
 
 
 # a run without energy has no efficiency answer: it says so, and how to measure one
-NO_ENERGY_ANSWER = f"no efficiency answer: no energy was measured; give a power meter with {SENSOR_FIX}"
+NO_ENERGY_ANSWER = f"no efficiency answer (energy unavailable); give a power meter with {SENSOR_FIX}"
 
 
 def estimate_text(h: Headline) -> str:

@@ -114,7 +114,8 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
         if cfg.prime and runner.is_trace:
             result.warnings.append("not primed: a trace replays its own load")
         runner.prime_at = prime_at
-        _calibrate(result, runner)  # prompt lengths fitted to the server first: the priming sends them too
+        if prime_at is not None:  # part of priming (--no-prime: nothing is sent before the first level)
+            _calibrate(result, runner)  # prompt lengths fitted to the server first: the priming sends them too
         runner.prime_now()
         from wattbench.run.prime import unmeasurable
 

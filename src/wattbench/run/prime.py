@@ -190,8 +190,8 @@ def calibrate_prompts(runner) -> "PromptCalibration | None":
 
     Without ``--tokenizer`` and without a server ``/tokenize`` a prompt of N tokens is N × 0.75
     random words, and servers count those words differently (+58% on the H200's transformers serve,
-    −25% on the scripted server): every level was ``warn`` for prompt length. Before the first level
-    (and its priming) the run sends ``CALIBRATION_PROBES`` one-token requests at each of two lengths
+    −25% on the scripted server): every level was ``warn`` for prompt length. As the priming's first
+    step (``--no-prime`` sends nothing before the first level, so it skips this too) the run sends ``CALIBRATION_PROBES`` one-token requests at each of two lengths
     — half the workload's median asked length and the median — built exactly as the run's prompts
     are (tag, head, shared prefix), reads the server's ``usage.prompt_tokens`` of each, and fits
     ``tokens = a · words + b`` through the two lengths' means (``b``: the chat template, BOS and the
@@ -233,7 +233,8 @@ def calibrate_prompts(runner) -> "PromptCalibration | None":
             probes.append(RequestSpec(prompt=prompt, max_tokens=1, input_tokens=n, token_source=ts.source,
                                       min_tokens=1, tags={"workload": "prompt calibration", "index": idx}))
     cal = PromptCalibration(probes=len(probes), lengths=lengths, words=[words[n] for n in lengths])
-    spec = LevelSpec(index=0, mode="concurrency", value=min(4, len(probes)), num_requests=len(probes),
+    in_flight = min(4, len(probes), cfg.max_concurrency or 4)  # never more at once than --max-concurrency allows
+    spec = LevelSpec(index=0, mode="concurrency", value=in_flight, num_requests=len(probes),
                      seed=cfg.seed + CALIBRATION_SEED, workers=1, stop_when_oversaturated=False)
     session.emit("phase", name="calibrate", message=f"calibrating prompt lengths: {len(probes)} one-token requests "
                                                     "(no tokenizer; not measured)")

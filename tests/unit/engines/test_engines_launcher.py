@@ -146,10 +146,10 @@ def test_log_tail_keeps_last_lines_and_progress_state(tmp_path):
 
 HOLDER = """
 import sys, time
-sys.path[:0] = [{src!r}, {tests!r}]
+sys.path[:0] = [{src!r}, {root!r}]
 from pathlib import Path
 from wattbench.engines.base import start
-from unit.engines.test_engines_launcher import FakeEngine
+from tests.unit.engines.test_engines_launcher import FakeEngine
 h = start(FakeEngine("ok"), None, "cpu", [], Path({run!r}), timeout_s=120)
 print("ENGINE_PID", h.pid, flush=True)
 time.sleep(600)  # until the test signals it (its finally kills it)
@@ -163,8 +163,8 @@ def test_engine_dies_with_its_parent(tmp_path, sig):
     import subprocess
 
     src = str(Path(__file__).resolve().parents[3] / "src")
-    tests = str(Path(__file__).resolve().parents[2])
-    code = HOLDER.format(src=src, tests=tests, run=str(tmp_path))
+    root = str(Path(__file__).resolve().parents[3])
+    code = HOLDER.format(src=src, root=root, run=str(tmp_path))
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         line = parent.stdout.readline()

@@ -23,7 +23,7 @@ def _no_energy_run():
 def test_without_energy_there_is_no_efficiency_answer_and_the_fix_is_given():
     r = _no_energy_run()
     line = answer_line(r)
-    assert line.startswith("answer: no efficiency answer: no energy was measured")
+    assert line.startswith("answer: no efficiency answer (energy unavailable); give a power meter with --sensor")
     assert "--sensor const:node=WATTS" in line and "nvml" in line and line.endswith("· warn")
     assert "c=1" not in line  # no level is the answer
     assert not [x for x in answer_lines(r) if "the most output tokens per kW" in x]
