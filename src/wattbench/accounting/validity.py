@@ -68,7 +68,6 @@ from wattbench.accounting.findings import (
     judged,
     rule,
     verdicts,
-    worst,
 )
 from wattbench.accounting.boundaries import contains_work
 from wattbench.accounting.steady import SIZE_MARGIN, STEADY_MIN_SHARE, min_steady_s, steady_energy_periods
