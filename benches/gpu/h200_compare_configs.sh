@@ -5,13 +5,14 @@
 #   1. the README's first command, unchanged (`wattbench run`), beside the independent NVML counter
 #      (benches/gpu/independent_meter.py) and the per-level crosscheck: both levels should read
 #      `valid`, the energy within the crosscheck's bound;
-#   2. three launched runs of the embedded engine (llama-1b preset, CUDA, 256 in / 64 out, c=16,
-#      three interleaved trials), registered in one history database:
+#   2. four launched runs of the embedded engine (llama-1b preset, CUDA, 256 in / 64 out, c=16,
+#      three trials), registered in one history database, in this order:
 #        A1, A2  wattbench's CUDA flags for transformers serve (two engine starts of one configuration)
 #        Z       the engine's own defaults (WATTBENCH_TUNED_DEFAULTS=0: no --cb-* flags added)
-#   3. `compare A1 A2` (two starts of one configuration: expected within noise), `compare A1 Z` and
-#      `regress Z --baseline A1` (expected beyond noise, the same word in both), `history list` and
-#      `history noise`.
+#        A3      a third start of the tuned configuration: its key then has 3 runs (2 degrees of
+#                freedom), the least a run-to-run noise basis may rest on (docs/compare.md)
+#   3. `compare A1 A2`, `compare A1 Z`, `compare A3 Z` and `regress Z --baseline A1` (compare and
+#      regress must say the same word for the same pair), `history list` and `history noise`.
 #
 # Reads only; never changes a GPU setting (power limit, clocks, persistence, MIG). Run from the
 # repository root with the wheels carried in .whl/ (docs/validation.md says which):
@@ -43,13 +44,13 @@ cd "$REPO"
 [ -n "$RUN" ] && python3 benches/gpu/crosscheck.py "$RUN" $D/readme/meter.jsonl --json "$OUT/crosscheck.json"
 fi
 
-echo "== 2. A1, A2 (wattbench's CUDA flags, two engine starts) and Z (the engine's defaults)"
+echo "== 2. A1, A2, A3 (wattbench's CUDA flags, three engine starts) and Z (the engine's defaults)"
 COMMON="--model ${MODEL:-llama-1b} --device ${DEVICE:-cuda} -c ${CONC:-16} --trials 3 --input-tokens 256
   --output-tokens ${OUTPUT_TOKENS:-64} --duration ${DURATION:-20} --warmup 3s --idle 3 --no-history-check --no-html
   --db $D/history.sqlite"
-for name in A1 A2 Z; do
+for name in A1 A2 Z A3; do
   s=$(date +%s)
-  left=$(( 530 - (s - t0) ))
+  left=$(( 560 - (s - t0) ))
   if [ "$left" -lt 60 ]; then echo "$name: skipped, $left s left of the call"; continue; fi
   # the label names the configuration, not the run: A1 and A2 share it (and so their history key)
   tuned=1 label=h200-tuned
@@ -63,7 +64,7 @@ done
 
 echo "== 3. compare, regress, history"
 W="python3 -m wattbench"
-for pair in "A1 A2" "A1 Z"; do
+for pair in "A1 A2" "A1 Z" "A3 Z"; do
   set -- $pair
   echo "-- compare $1 $2"; $W compare $D/$1 $D/$2 --db $D/history.sqlite | tee $D/compare-$1-$2.txt
   $W compare $D/$1 $D/$2 --db $D/history.sqlite --json > $D/compare-$1-$2.json 2>/dev/null

@@ -28,7 +28,8 @@ from wattbench.accounting.level_findings import (
     oversaturation_findings,
 )
 from wattbench.accounting.split import power_split
-from wattbench.accounting.validity import Finding, client_findings, combine, steady_findings, worst
+from wattbench.accounting.findings import worst
+from wattbench.accounting.validity import Finding, client_findings, combine, steady_findings
 from wattbench.load.saturation import is_oversaturated, mark_saturated
 from wattbench.metrics.latency import summarize_level, tokens_in_window
 from wattbench.metrics.slo import goodput

@@ -68,7 +68,7 @@ from wattbench.accounting.findings import (
     judged,
     rule,
     verdicts,
-    worst,
+    worst,  # noqa: F401  (callers import the verdict order from here too; its home is findings.py)
 )
 from wattbench.accounting.boundaries import contains_work
 from wattbench.accounting.steady import SIZE_MARGIN, STEADY_MIN_SHARE, min_steady_s, steady_energy_periods

@@ -19,7 +19,6 @@ belonging to every boundary (a run that measured one boundary).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from wattbench.results.headline import (  # noqa: F401  (one home: the headline rule)
@@ -33,7 +32,6 @@ from wattbench.results.headline import (  # noqa: F401  (one home: the headline 
     trial_ci,
 )
 from wattbench.results.schema import LevelResult, Result
-from wattbench.telemetry.base import BOUNDARIES
 
 THROUGHPUT_FIGURES = ("output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s", "requests_per_s")
 LATENCY_KINDS = ("ttft", "tpot", "itl", "e2e")

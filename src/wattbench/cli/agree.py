@@ -47,7 +47,6 @@ def register(app: typer.Typer) -> None:
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print JSON (metrics, without per-prompt rows)."),
     ) -> None:
-        import os
         from pathlib import Path
 
         from wattbench.analysis.agree import load_prompts, run_agreement

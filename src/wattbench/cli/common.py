@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import sys
 from typing import Any, Callable
 

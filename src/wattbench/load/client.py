@@ -58,7 +58,6 @@ from wattbench.server.redact import Scrubber
 from wattbench.server.target import TargetSpec
 from wattbench.results.schema import RequestRecord, build_record
 from wattbench.server.openai import (
-    MAX_USAGE_TOKENS,
     auth_headers,
     build_payload,
     endpoint_url,

@@ -45,7 +45,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-import numpy as np
 
 from wattbench.errors import UserError
 from wattbench.load.saturation import SaturationVerdict, is_oversaturated  # noqa: F401  (its home: load/saturation.py)

@@ -508,7 +508,8 @@ def _left_out(level: LevelResult, lv) -> None:
     if left_out <= 0 or tw is None or not tw.output:
         return
     from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, judged
-    from wattbench.accounting.validity import combine, worst
+    from wattbench.accounting.findings import worst
+    from wattbench.accounting.validity import combine
 
     per = max((r.output_tokens or 0 for r in lv.requests), default=0) or tw.output / max(1, level.requests.completed)
     bound = 100.0 * left_out * per / tw.output

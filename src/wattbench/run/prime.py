@@ -39,7 +39,7 @@ from wattbench.metrics.noise import INCONCLUSIVE, repeat_check
 from wattbench.report.labels import short_label_text
 from wattbench.report.numbers import fmt
 from wattbench.results.configuration import level_figure
-from wattbench.results.schema import HistoryCheck, LevelResult, PromptCalibration  # noqa: F401, PrimingPhase
+from wattbench.results.schema import HistoryCheck, LevelResult, PrimingPhase, PromptCalibration
 
 PRIME_MIN_REQUESTS = 8
 PRIME_ROUNDS = 2

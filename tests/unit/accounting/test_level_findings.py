@@ -10,7 +10,7 @@ import pytest
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.accounting import level_findings as LF
 from wattbench.load.search import auto_sweep, optimize
-from wattbench.results.schema import Requests, RequestRecord, Stats
+from wattbench.results.schema import Requests, RequestRecord
 
 
 def _empty(level_index=1, value=128, warmup=128, failed=0):
