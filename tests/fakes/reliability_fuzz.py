@@ -89,12 +89,17 @@ def prop_stream_answer(data: bytes, cuts: list[int], chat: bool) -> None:
     failed as ``bad_stream``/``bad_usage`` with a short detail, or what it kept is well typed —
     texts are strings (one arrival stamp each), usage counts are integers in 0..MAX_USAGE_TOKENS;
     and the outcome is the same in one piece (one read's events are one read's)."""
+    from wattbench.load.client import DETAIL_CHARS, ERROR_BODY_BYTES
     from wattbench.server.openai import MAX_USAGE_TOKENS
+    from wattbench.server.redact import Scrubber
 
     st = stream_read(data, cuts, chat)
     assert st.error in (None, "bad_stream", "bad_usage"), st.error
     if st.error is not None:
-        assert isinstance(st.detail, str) and 0 < len(st.detail) < 400, st.detail
+        # the stream's detail is bounded (a payload quoted to ERROR_BODY_BYTES); a record keeps it
+        # scrubbed, then cut to DETAIL_CHARS (load.client._record: a secret at the cut leaves no prefix)
+        assert isinstance(st.detail, str) and 0 < len(st.detail) < ERROR_BODY_BYTES + 100, st.detail
+        assert 0 < len(Scrubber(["sk-never-in-a-fuzz-case"]).cut(st.detail, DETAIL_CHARS)) <= DETAIL_CHARS < 400
         assert st.done
     assert all(type(t) is str and t for t in st.texts) and len(st.texts) == len(st.chunk_ns)
     if st.usage is not None:
