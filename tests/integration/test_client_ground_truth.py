@@ -39,6 +39,8 @@ from wattbench.load.types import LevelSpec, TargetSpec
 from wattbench.metrics.latency import summarize_level
 from wattbench.workload.base import RequestSpec
 
+pytestmark = pytest.mark.serial  # millisecond timings against the scripted truth: the machine alone
+
 TTFT_MS = 100.0
 CAP_MS = 20.0  # the most host lag (client loop, server timers) a side's bound may grow by
 
