@@ -55,5 +55,5 @@ def test_tune_finds_the_largest_capacity_at_its_boundary(tmp_path, monkeypatch):
         assert (Path(tr.run_dir) / "result.json").is_file()
     with HistoryStore(tmp_path / "history.db") as store:  # every trial registered, under its own tag
         for tr in t.trials:
-            assert store.get(f"{t.tune_id}/trial-{tr.index:03d}").run_id == tr.run_id
+            assert store.get(f"{t.tune_id}.trial-{tr.index:03d}").run_id == tr.run_id
     assert "--max-num-seqs 24" in t.recommended["serve_command"]

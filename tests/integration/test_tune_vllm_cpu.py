@@ -37,7 +37,7 @@ def test_tune_vllm_cpu(tmp_path, monkeypatch):
     for tr in trials:
         assert tr.run_dir and (Path(tr.run_dir) / "result.json").is_file()
         res = load_result(tr.run_dir)
-        assert f"{t.tune_id}/trial-{tr.index:03d}" in res.tags
+        assert f"{t.tune_id}.trial-{tr.index:03d}" in res.tags
         assert res.config["engine_args"][-4:] == tr.engine_args
         assert tr.engine_start_s is not None and tr.engine_start_s > 1.0
         # the engine start is outside every level's window (levels start after it is ready)

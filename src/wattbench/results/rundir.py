@@ -193,7 +193,7 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException as e:
         try:
             os.unlink(tmp)
-        except FileNotFoundError:
+        except OSError:  # gone already, or the directory became unwritable (chattr +i) mid-write
             pass
         if isinstance(e, OSError):
             raise storage_error(path, e) from None

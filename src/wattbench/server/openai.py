@@ -332,7 +332,7 @@ async def check_target(
         if not models:
             raise TargetError(f"{shown} serves no models (GET /v1/models is empty); load a model")
         return models[0], models
-    if model not in models:
+    if models and model not in models:  # a server that lists nothing (transformers serve 5.17) may still serve it
         shown_models = ", ".join(models[:20]) + (" …" if len(models) > 20 else "")
         raise TargetError(
             f"model {model!r} is not served by {shown}; available: {shown_models or '(none)'}"

@@ -3,7 +3,7 @@ goodput per kW under an SLO, on top of the run pipeline.
 
 Each trial is a normal run (``run_benchmark``) of the engine started with the configuration's
 arguments and ``--optimize``: its own run directory under ``DIR/trials/NNN`` (registered in the
-history store, tagged ``<tune id>/trial-NNN``), engine start timed from the run's progress events and outside
+history store, tagged ``<tune id>.trial-NNN``: a tag has no '/'), engine start timed from the run's progress events and outside
 every measurement window (the run measures idle power and levels only after the engine is ready).
 The first trial is the engine's defaults (the baseline the gain is quoted against). GPU settings,
 when searched, are applied before the trial's run and restored after it (:mod:`wattbench.tune.gpu`).
@@ -292,7 +292,7 @@ def _budget_left(cfg: TuneConfig, t: TuneResult, t0: float) -> bool:
 
 
 def trial_tag(tune_id: str, index: int) -> str:
-    return f"{tune_id}/trial-{index:03d}"
+    return f"{tune_id}.trial-{index:03d}"
 
 
 def _run_trial(cfg, t, d, evaluate, gpu, progress, config: dict, params: dict, repeat_of=None, level=None):
