@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
 
             out_console = Console()
             out_console.print(run_summary(res, run_dir_path(config, res.run_id)))
-            out_console.print(f"results: {run_dir_path(config, res.run_id)}", soft_wrap=True, markup=False, highlight=False)
+            out_console.print(f"results: {run_dir_path(config, res.run_id)}")
         from wattbench.run.benchmark import NOT_REGISTERED
 
         for w in res.warnings:

@@ -244,7 +244,7 @@ def register(app: typer.Typer) -> None:
                     sys.stdout.write(partial.model_dump_json(indent=2) + "\n")
                 else:
                     out_console.print(run_summary(partial, run_dir_path(config, partial.run_id)))
-                    out_console.print(f"results: {run_dir_path(config, partial.run_id)}", soft_wrap=True, markup=False, highlight=False)
+                    out_console.print(f"results: {run_dir_path(config, partial.run_id)}")
             if isinstance(e, Interrupted):
                 typer.echo(f"wattbench: {e}", err=True)
                 raise typer.Exit(130) from None
@@ -253,7 +253,7 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(result.model_dump_json(indent=2) + "\n")
         else:
             out_console.print(run_summary(result, run_dir_path(config, result.run_id)))
-            out_console.print(f"results: {run_dir_path(config, result.run_id)}", soft_wrap=True, markup=False, highlight=False)
+            out_console.print(f"results: {run_dir_path(config, result.run_id)}")
         from wattbench.run.benchmark import NOT_REGISTERED
 
         for w in result.warnings:
