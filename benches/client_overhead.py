@@ -51,7 +51,8 @@ def cpu_model() -> str:
 
 def one_step(base: str, stats, conc: int, workers: int, out_tokens: int, per_stream: int) -> dict:
     from wattbench.load.level import run_level
-    from wattbench.load.types import LevelSpec, TargetSpec
+    from wattbench.core.load_types import LevelSpec
+    from wattbench.core.target import TargetSpec
     from wattbench.metrics.latency import summarize_level
     from wattbench.workload.base import RequestSpec
 

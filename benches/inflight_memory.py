@@ -50,7 +50,8 @@ def _rss_mb(pid: int | str = "self") -> float:
 def _step(base: str, streams: int) -> dict:
     sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
     from wattbench.load.level import run_level
-    from wattbench.load.types import LevelSpec, TargetSpec
+    from wattbench.core.load_types import LevelSpec
+    from wattbench.core.target import TargetSpec
     from wattbench.workload.base import RequestSpec
 
     def req(i: int) -> RequestSpec:
@@ -85,7 +86,7 @@ def _worker_rss() -> float:
     sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
     from wattbench.load.executor import SubprocessExecutor
     from wattbench.load.plan import WorkerPlan
-    from wattbench.load.types import TargetSpec
+    from wattbench.core.target import TargetSpec
 
     plan = WorkerPlan(0, 0, "concurrency", TargetSpec(base_url="http://127.0.0.1:9/v1", model="m"), concurrency=1)
     ex = SubprocessExecutor([plan], None)

@@ -50,7 +50,8 @@ def _step(base: str, n: int, streams: int, out_tokens: int) -> dict:
     from wattbench.accounting.request_energy import attribute_level
     from wattbench.accounting.boundaries import boundary_totals
     from wattbench.load.level import run_level
-    from wattbench.load.types import LevelSpec, TargetSpec
+    from wattbench.core.load_types import LevelSpec
+    from wattbench.core.target import TargetSpec
     from wattbench.results import rundir
     from wattbench.workload.base import RequestSpec
 

@@ -157,7 +157,8 @@ def run_tool(cmd: list[str], log: Path, env: dict | None = None, timeout_s: floa
 def wattbench_child(a) -> int:
     """Runs inside the wattbench subprocess: one closed-loop level, tagged prompts, records out."""
     from wattbench.load.level import run_level
-    from wattbench.load.types import LevelSpec, TargetSpec
+    from wattbench.core.load_types import LevelSpec
+    from wattbench.core.target import TargetSpec
     from wattbench.workload.base import RequestSpec
 
     words = " ".join(["token"] * max(0, a.input_tokens - 1))

@@ -45,7 +45,8 @@ def main(argv=None) -> int:
     from tests.fakes.distributed_servers import FixedRequests, scripted_server
     from wattbench.distributed.run import RayCluster
     from wattbench.load.level import run_level
-    from wattbench.load.types import LevelSpec, TargetSpec
+    from wattbench.core.load_types import LevelSpec
+    from wattbench.core.target import TargetSpec
     from wattbench.metrics.latency import summarize_level
 
     factory = FixedRequests(max_tokens=a.output_tokens, prompt="x")

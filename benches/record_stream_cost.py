@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "src")]
 from wattbench.load.worker import RecordStream  # noqa: E402  (after the path line above)
-from wattbench.results.schema import build_record  # noqa: E402
+from wattbench.core.schema import build_record  # noqa: E402
 
 def reader(conn):
     n = 0

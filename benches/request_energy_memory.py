@@ -37,7 +37,7 @@ MS = 1_000_000
 
 
 def records(n: int, window_s: float, chunked: float, seed: int = 1):
-    from wattbench.results.schema import RequestRecord
+    from wattbench.core.schema import RequestRecord
 
     rng = np.random.default_rng(seed)
     sent = np.sort(rng.uniform(0, window_s - 5, n) * S).astype(np.int64)
@@ -96,7 +96,7 @@ def main() -> None:
     out = {"requests": a.requests, "window_s": a.window_s, "form": a.form, "loadavg": os.getloadavg()}
     for traced in (True, False):
         if a.form == "set":
-            from wattbench.results.recordset import RecordSet
+            from wattbench.core.recordset import RecordSet
 
             recs = RecordSet.from_records(records(a.requests, a.window_s, a.chunked))
             out["spilled"] = recs.spilled

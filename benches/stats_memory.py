@@ -28,7 +28,7 @@ import numpy as np
 
 
 def build(n: int, chunks: int, seed: int = 1):
-    from wattbench.results.recordset import RecordSet
+    from wattbench.core.recordset import RecordSet
 
     rng = np.random.default_rng(seed)
     rs = RecordSet()

@@ -27,7 +27,7 @@ import torch
 
 from wattbench.accounting.counters import counter_energy
 from wattbench.accounting.integrate import power_energy
-from wattbench.clock import now_ns
+from wattbench.core.clock import now_ns
 from wattbench.telemetry.nvml import NvmlSensor
 from wattbench.telemetry.sampler import Sampler
 

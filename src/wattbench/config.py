@@ -61,7 +61,7 @@ class Domain:
     def check(self, flag: str, v: float | int) -> None:
         msg = self.problem(flag, v)
         if msg:
-            from wattbench.errors import UserError
+            from wattbench.core.errors import UserError
 
             raise UserError(msg)
 
@@ -352,7 +352,7 @@ class RunConfig(BaseModel):
     @field_validator("arrival")
     @classmethod
     def _arrival(cls, v: str) -> str:
-        from wattbench.errors import UserError
+        from wattbench.core.errors import UserError
         from wattbench.load.schedule import parse_arrival
 
         try:
@@ -402,8 +402,8 @@ class RunConfig(BaseModel):
 
     def public_dict(self) -> dict:
         """The config as written to result.json: no secrets (header values that can carry a
-        credential are redacted, the names stay; URL credentials shown as ``***@``: ``server/redact.py``)."""
-        from wattbench.server.redact import redact_body, redact_headers, redact_url
+        credential are redacted, the names stay; URL credentials shown as ``***@``: ``core/redact.py``)."""
+        from wattbench.core.redact import redact_body, redact_headers, redact_url
 
         d = self.model_dump(mode="json", exclude={"api_key", "headers"})
         d["extra_body"] = redact_body(d.get("extra_body") or {})  # {"api_key": …} shown <redacted>

@@ -7,7 +7,7 @@ import os
 import platform
 import socket
 
-from wattbench.results.schema import Environment, GPUInfo
+from wattbench.core.schema import Environment, GPUInfo
 
 _PACKAGES = (
     "wattbench",

@@ -156,7 +156,7 @@ def test_regress_shows_passing_checks_diagnoses_power_and_refuses_itself(runner,
 def test_compare_shows_one_verdict_line_per_run_not_its_findings(runner, app, tmp_path, db):
     """compare once pasted each run's whole verdict (~1,500 characters); now one line per run."""
     from wattbench.accounting.findings import verdicts
-    from wattbench.results.schema import Finding
+    from wattbench.core.schema import Finding
 
     a = make_result("a", levels=[make_level(0, value=8), make_level(1, value=1)])
     b = make_result("b", levels=[make_level(0, value=8), make_level(1, value=1)])

@@ -184,7 +184,7 @@ def test_tco_annual_carbon_beside_cost(app, tmp_path):
     res = invoke(app, "tco", "--it-kw", "100", "--load", "0.5", "--pue", "1.2", "--price-per-kwh", "0.1",
                  "--carbon-intensity", str(series))
     assert res.exit_code == 0, res.output
-    assert "carbon: 210 t CO2e/year at 400 g/kWh" in res.stdout  # the one number format (report/numbers.py)
+    assert "carbon: 210 t CO2e/year at 400 g/kWh" in res.stdout  # the one number format (core/numbers.py)
     bad = invoke(app, "tco", "--it-kw", "100", "--price-per-kwh", "0.1", "--carbon-intensity", "dirty")
     assert bad.exit_code == 2 and "neither a number" in _err(bad)
 

@@ -1,4 +1,4 @@
-"""SIGTERM stops ``wattbench run`` as Ctrl-C does (src/wattbench/interrupt.py) also where SIGINT is
+"""SIGTERM stops ``wattbench run`` as Ctrl-C does (src/wattbench/core/interrupt.py) also where SIGINT is
 ignored — a run started in the background of a non-interactive shell (``wattbench run &`` in a
 script) inherits SIGINT ignored, and re-delivering SIGTERM as SIGINT would drop it outside a load
 level (here: 10 minutes of idle baseline that would then run to the end)."""

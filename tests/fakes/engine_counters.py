@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from wattbench.clock import now_ns
+from wattbench.core.clock import now_ns
 from wattbench.server.metrics import MetricsScraper
 
 ROOT = Path(__file__).resolve().parents[2]

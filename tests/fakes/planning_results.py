@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from wattbench.results.schema import (
+from wattbench.core.schema import (
     BoundaryEnergy,
     ClockInfo,
     Environment,

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from wattbench.results.schema import (
+from wattbench.core.schema import (
     BoundaryEnergy,
     ClockInfo,
     Environment,
@@ -217,7 +217,7 @@ def write_run(
                 )
                 energy_map[name] = be
                 steady_map[name] = be.model_copy(update={"energy_j": ej * 0.9, "avg_power_w": avg * 1.01})
-        from wattbench.results.schema import Finding
+        from wattbench.core.schema import Finding
 
         verdict, findings = [
             ("valid", [Finding(kind="small_sample", severity="note", figures=("ttft", "e2e"),

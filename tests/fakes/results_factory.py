@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from wattbench.results.schema import (
+from wattbench.core.schema import (
     BoundaryEnergy,
     ClockInfo,
     Environment,

@@ -1,4 +1,4 @@
-"""Scripted clocks (``wattbench.clock.Clock``): time passes only when a thread waits, so what a
+"""Scripted clocks (``wattbench.core.clock.Clock``): time passes only when a thread waits, so what a
 test asserts about deadlines, reads, retries and wall time is exact on any host under any load.
 Two kinds: ``SamplerClock`` (each thread its own time; for the sampler alone) and ``SharedClock``
 (one time, moved by the test, that worker threads follow in lock step; for the monitor).
@@ -37,7 +37,7 @@ class SamplerClock:
         """The calling thread's clock moves on to the horizon."""
         self.spend(self.horizon_ns - self())
 
-    # the wattbench.clock.Clock protocol, for the sampler
+    # the wattbench.core.clock.Clock protocol, for the sampler
     def now_ns(self) -> int:
         return self()
 
@@ -74,7 +74,7 @@ class _ClockEvent:
 
 
 class SharedClock:
-    """One scripted time for every thread (``wattbench.clock.Clock``), moved only by the test.
+    """One scripted time for every thread (``wattbench.core.clock.Clock``), moved only by the test.
 
     For code where the test's thread and worker threads act on the same time (the monitor: the
     test ticks the scraper while the sampler thread reads the meter). The thread that made the
@@ -94,7 +94,7 @@ class SharedClock:
         self._waiting: dict[threading.Thread, tuple[int | None, "_SharedEvent"]] = {}
         self._watched: list[threading.Thread] = []
 
-    # -- wattbench.clock.Clock ----------------------------------------------------------------
+    # -- wattbench.core.clock.Clock ----------------------------------------------------------------
     def now_ns(self) -> int:
         with self._cv:
             return self._t

@@ -11,7 +11,8 @@ import pytest
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.load.client import StreamClient, new_event_loop
 from wattbench.load.level import run_level
-from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import summarize_level
 from wattbench.workload.base import RequestSpec
 
@@ -112,7 +113,7 @@ def test_api_key_sent_only_as_bearer_header():
 
 
 def test_check_target_against_fake():
-    from wattbench.errors import TargetError
+    from wattbench.core.errors import TargetError
     from wattbench.server.openai import check_target
 
     with stream_server(*FAST, "--model", "a,b") as (base, _):

@@ -35,7 +35,8 @@ import pytest
 
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.load.level import SAT_LOOP_LAG_MS, run_level
-from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import summarize_level
 from wattbench.workload.base import RequestSpec
 

@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.clock import now_ns
+from wattbench.core.clock import now_ns
 from wattbench.load.level import run_level
-from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import summarize_level
 from wattbench.workload.base import RequestSpec
 
@@ -160,9 +161,10 @@ def test_closed_loop_duration_drain_and_progress():
 
 INTERRUPT_SCRIPT = r"""
 import json, sys
-from wattbench.errors import Interrupted
+from wattbench.core.errors import Interrupted
 from wattbench.load.level import run_level
-from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.workload.base import RequestSpec
 if __name__ == "__main__":
     t = TargetSpec(base_url=sys.argv[1] + "/v1", model="fake-model")
@@ -207,7 +209,7 @@ def test_worker_processes_stream_records_during_the_level_and_a_dead_one_keeps_w
     the worker's error, but nothing sent is lost), and the coordinator stops worker 0 at once —
     the test does not stop it: a worker 0 left to send its share of the 100,000 requests (~15
     minutes) fails it at its 500th request after the kill (~9 s of sending here)."""
-    from wattbench.errors import WattbenchError
+    from wattbench.core.errors import WattbenchError
     from wattbench.load.executor import SubprocessExecutor, coordinate
     from wattbench.load.plan import build_plans
 

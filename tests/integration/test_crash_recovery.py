@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.results.recordset import read_spooled_lines
+from wattbench.core.recordset import read_spooled_lines
 from wattbench.results.recovery import CRASHED, recover
 from wattbench.results.rundir import SPOOL_DIR, load_result
 from wattbench.results.store import HistoryStore

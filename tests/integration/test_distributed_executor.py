@@ -18,11 +18,12 @@ import pytest
 from tests.fakes.distributed_servers import FixedRequests, scripted_server_with_log
 from tests.fakes.ray_actors import thread_call, threaded_actors
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.clock import now_ns
+from wattbench.core.clock import now_ns
 from wattbench.distributed.actors import LoadWorker
 from wattbench.distributed.executor import run_on_actors, share_level
-from wattbench.errors import Interrupted, UserError, WattbenchError
-from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.core.errors import Interrupted, UserError, WattbenchError
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.target import TargetSpec
 
 SKEWS = {0: 7_000_000_000, 1: -3_000_000_000}
 TTFT_MS, OUT = 30.0, 4

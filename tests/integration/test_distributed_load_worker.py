@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.distributed_servers import scripted_server
-from wattbench.clock import now_ns
+from wattbench.core.clock import now_ns
 from wattbench.distributed.actors import LoadWorker
 from wattbench.load.plan import WorkerPlan, open_arrivals
-from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.workload.base import RequestSpec
 
 SKEW = -6_000_000_000

@@ -73,7 +73,7 @@ def test_monitor_against_doctor_server_process(tmp_path):
     import time
     import urllib.request
 
-    from wattbench.clock import now_ns
+    from wattbench.core.clock import now_ns
     from wattbench.monitor import Monitor
 
     proc, url = start_script(FAKES / "doctor_server.py")

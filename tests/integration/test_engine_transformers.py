@@ -15,7 +15,7 @@ pytest.importorskip("fastapi")
 
 from wattbench.engines import launch  # noqa: E402
 from wattbench.engines.transformers_serve import TransformersServe  # noqa: E402
-from wattbench.errors import EngineError  # noqa: E402
+from wattbench.core.errors import EngineError  # noqa: E402
 from wattbench.server.detect import detect_server, merge_launched  # noqa: E402
 from wattbench.server.metrics import MetricsScraper  # noqa: E402
 
@@ -105,7 +105,7 @@ def test_tiny_preset_serves_exact_lengths_and_stops_clean(tmp_path):
 
 
 def test_bad_model_path_is_a_clear_error(tmp_path):
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     with pytest.raises(UserError, match="neither a preset"):
         launch("transformers", str(tmp_path / "no-such-model"), "cpu", [], tmp_path, timeout_s=60)

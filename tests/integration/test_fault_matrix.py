@@ -100,7 +100,7 @@ def test_429_is_classified_not_retried(tmp_path):
 def test_stalled_stream_times_out_as_stall(tmp_path):
     """No bytes for stall_timeout_s -> class ``stall``; the level does not hang on it."""
     from wattbench.config import RunConfig
-    from wattbench.runner import run_benchmark
+    from wattbench.run import run_benchmark
 
     with server(*FAST, "--stall-rate", "0.25", "--seed", "5") as s:
         cfg = RunConfig(target=s.base, concurrency=[4], num_requests=24, input_tokens="16", output_tokens="16",
@@ -231,8 +231,8 @@ def test_disk_full_seam_keeps_previous_result(tmp_path, monkeypatch):
     result.json loads, requests.jsonl has every record written."""
     import wattbench.results.rundir as rundir
     from wattbench.config import RunConfig
-    from wattbench.errors import UserError
-    from wattbench.runner import run_benchmark
+    from wattbench.core.errors import UserError
+    from wattbench.run import run_benchmark
 
     real_fsync = os.fsync
 

@@ -23,7 +23,7 @@ STREAM_S = (TTFT_MS + (OUT - 1) * ITL_MS) / 1e3
 
 
 def _run(cfg: RunConfig):
-    from wattbench.runner import run_benchmark
+    from wattbench.run import run_benchmark
 
     return run_benchmark(cfg)
 

@@ -25,7 +25,8 @@ from tests.fakes.reliability_procs import child_env, server
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.load.level import run_level
 from wattbench.load.liveness import FAILURES_DOWN
-from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.results.rundir import load_requests, load_result
 from wattbench.workload.base import RequestSpec
 

@@ -19,7 +19,7 @@ import pytest
 import wattbench.engines as engines
 from wattbench.config import RunConfig
 from wattbench.engines.base import Engine, LaunchPlan
-from wattbench.errors import TargetError
+from wattbench.core.errors import TargetError
 from wattbench.results.rundir import load_requests
 
 SERVER = Path(__file__).resolve().parents[1] / "fakes" / "stream_server.py"
@@ -60,7 +60,7 @@ def _config(tmp_path) -> RunConfig:
 
 
 def test_launched_engine_listing_no_models_still_runs_its_model(tmp_path, engine):
-    from wattbench.runner import run_benchmark
+    from wattbench.run import run_benchmark
 
     res = run_benchmark(_config(tmp_path))
     assert res.server.launched
@@ -75,7 +75,7 @@ def test_launched_engine_listing_no_models_still_runs_its_model(tmp_path, engine
 
 
 def test_a_plan_naming_a_model_the_server_does_not_serve_is_a_clear_error(tmp_path, engine):
-    from wattbench.runner import run_benchmark
+    from wattbench.run import run_benchmark
 
     engine["engine"] = HiddenModelEngine(plan_model="/models/something-else")
     with pytest.raises(TargetError, match=r"does not list '/models/something-else'.*HTTP 404"):

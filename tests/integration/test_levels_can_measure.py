@@ -11,11 +11,11 @@ import pytest
 
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.config import RunConfig
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.run import run_benchmark
 from wattbench.results.rundir import load_result
 from wattbench.run.prime import unmeasurable
-from wattbench.results.schema import PrimingPhase
+from wattbench.core.schema import PrimingPhase
 
 SLOW = ("--ttft-ms", "50", "--itl-ms", "20")
 

@@ -7,7 +7,8 @@ import pytest
 
 from tests.fakes.distributed_servers import scripted_servers_with_log
 from wattbench.load.targets import per_target_summary, run_level_multi
-from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import summarize_level
 from wattbench.workload.base import RequestSpec
 

@@ -95,7 +95,7 @@ def _run_same_load(base: str, out: Path, res):
     """``wattbench run`` with the load the tool ran: its concurrency and the number of requests it
     completed (GuideLLM 0.8.1 with ``max_requests=48`` once ran 47 on this host)."""
     from wattbench.config import RunConfig
-    from wattbench.runner import run_benchmark
+    from wattbench.run import run_benchmark
 
     n = res.levels[0].requests.completed
     cfg = RunConfig(target=base, concurrency=[STREAMS], num_requests=n, output_tokens=str(OUT_TOKENS),

@@ -9,7 +9,7 @@ import pytest
 
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.config import RunConfig
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.run import run_benchmark
 from wattbench.run.plan import check_meter
 

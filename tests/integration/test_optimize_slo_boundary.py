@@ -20,10 +20,10 @@ import time
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.clock import now_ns
+from wattbench.core.clock import now_ns
 from wattbench.config import RunConfig
-from wattbench.load.types import LevelOutcome
-from wattbench.results.schema import LoadStats, build_record
+from wattbench.core.load_types import LevelOutcome
+from wattbench.core.schema import LoadStats, build_record
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +66,7 @@ def scheduled_level(spec, target, requests, on_progress=None) -> LevelOutcome:
 
 def test_optimize_refines_to_the_slo_boundary(tmp_path, monkeypatch):
     from wattbench.run import level as run_level_module
-    from wattbench.runner import run_benchmark
+    from wattbench.run import run_benchmark
 
     monkeypatch.setattr(run_level_module, "run_level", scheduled_level)
     with stream_server() as (base, _):

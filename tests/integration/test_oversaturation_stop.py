@@ -13,7 +13,8 @@ import pytest
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.load.level import run_level
 from wattbench.load.plan import open_arrivals
-from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.workload.base import RequestSpec
 
 pytestmark = pytest.mark.slow

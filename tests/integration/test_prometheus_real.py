@@ -68,7 +68,8 @@ def test_promtool_checks_the_shipped_rules():
 
 def test_rules_over_the_monitors_exporter_match_the_monitor(tmp_path):
     from wattbench.load.level import run_level
-    from wattbench.load.types import LevelSpec, TargetSpec
+    from wattbench.core.load_types import LevelSpec
+    from wattbench.core.target import TargetSpec
     from wattbench.monitor import Monitor
     from wattbench.workload.base import RequestSpec
 
@@ -125,8 +126,8 @@ def test_prometheus_sensor_against_the_real_server(tmp_path):
     from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
     from wattbench.config import RunConfig
-    from wattbench.errors import SensorError
-    from wattbench.runner import run_benchmark
+    from wattbench.core.errors import SensorError
+    from wattbench.run import run_benchmark
     from wattbench.telemetry.prometheus import PromQuerySensor
 
     reg = CollectorRegistry()

@@ -18,11 +18,12 @@ ray = pytest.importorskip("ray")
 from tests.fakes.distributed_servers import FixedRequests, scripted_server_with_log  # noqa: E402
 from tests.fakes.distributed_sensors import PowerByNode  # noqa: E402
 from wattbench.accounting.boundaries import boundary_totals  # noqa: E402
-from wattbench.clock import now_ns  # noqa: E402
+from wattbench.core.clock import now_ns  # noqa: E402
 from wattbench.distributed.merge import split_by_node  # noqa: E402
 from wattbench.distributed.run import RayCluster, run_distributed_level  # noqa: E402
 from wattbench.load.level import run_level  # noqa: E402
-from wattbench.load.types import LevelSpec, TargetSpec  # noqa: E402
+from wattbench.core.load_types import LevelSpec  # noqa: E402
+from wattbench.core.target import TargetSpec  # noqa: E402
 from wattbench.metrics.latency import request_end_ns, summarize_level  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
@@ -292,7 +293,7 @@ def test_wattbench_run_on_ray_merges_nodes_into_a_cluster_boundary(cluster, targ
     (a declared 300 W node meter each), per-node energy and a cluster boundary = their sum."""
     from wattbench.config import RunConfig
     from wattbench.results.rundir import load_result
-    from wattbench.runner import run_benchmark
+    from wattbench.run import run_benchmark
 
     cfg = RunConfig(target=target.base_url, ray="auto", ray_actors=2, concurrency=[4], num_requests=40,
                     input_tokens="16", output_tokens="6", sensors=["const:node=300"], idle_s=0.5,

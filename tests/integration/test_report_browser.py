@@ -10,7 +10,7 @@ from tests.fakes.report_runs import write_run
 from wattbench.report import format as F
 from wattbench.report.data import RunData
 from wattbench.report.html import render_html
-from wattbench.results.schema import TrialsBlock
+from wattbench.core.schema import TrialsBlock
 
 pytestmark = [
     pytest.mark.browser,

@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes.stream_server_proc import start_script, stop_process, SERVER
 from wattbench.config import RunConfig
-from wattbench.results.schema import ServerInfo
+from wattbench.core.schema import ServerInfo
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 

@@ -28,7 +28,7 @@ import pytest
 
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.config import RunConfig
-from wattbench.results.schema import Result
+from wattbench.core.schema import Result
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "run_result.json"
 
@@ -78,7 +78,7 @@ def _norm(x, key: str = ""):
 
 
 def _run(tmp_path) -> dict:
-    from wattbench.runner import run_benchmark
+    from wattbench.run import run_benchmark
 
     with stream_server("--ttft-ms", "30", "--itl-ms", "20") as (base, _):
         cfg = RunConfig(target=base, concurrency=[2, 4], num_requests=12, trials=2, cooldown_s=0,

@@ -15,10 +15,10 @@ import pytest
 
 from tests.fakes.reliability_procs import server
 from wattbench.config import RunConfig
-from wattbench.load.saturation import (EFFICIENCY_FIELDS, SAT_CPU_PCT, SAT_LOOP_LAG_MIN_PROBES, saturated_figures,
+from wattbench.metrics.saturation import (EFFICIENCY_FIELDS, SAT_CPU_PCT, SAT_LOOP_LAG_MIN_PROBES, saturated_figures,
                                        saturation_kinds)
 from wattbench.report.format import SATURATION_MARK, headline
-from wattbench.results.schema import LevelResult, LoadStats, Stats
+from wattbench.core.schema import LevelResult, LoadStats, Stats
 
 
 def _burn(ms: float) -> None:
@@ -41,7 +41,7 @@ def hog(monkeypatch):
 
 
 def _run(base, out, rate, n=60):
-    from wattbench.runner import run_benchmark
+    from wattbench.run import run_benchmark
 
     cfg = RunConfig(target=base, rate=[rate], arrival="constant", num_requests=n, workers=1, input_tokens="16",
                     output_tokens="8", sensors=["const:accelerator=100"], idle_s=0, register_run=False, html=False,
@@ -121,8 +121,8 @@ def test_control_level_is_not_flagged(tmp_path, quiet_host):
 def _level(latency=None, **load) -> LevelResult:
     from wattbench.accounting.findings import verdicts
     from wattbench.accounting.validity import client_findings
-    from wattbench.load.saturation import mark_saturated
-    from wattbench.results.schema import Latency
+    from wattbench.metrics.saturation import mark_saturated
+    from wattbench.core.schema import Latency
 
     ld = LoadStats(**load)
     lat = latency or Latency(ttft_ms=Stats(count=50, p50=400.0), itl_ms=Stats(count=500, p99=40.0))
@@ -138,7 +138,7 @@ def test_kinds_follow_the_guards_thresholds_and_their_effect():
                  send_lag_ms=Stats(count=5, p99=12.0))  # limit max(5, 10% of 100 ms) = 10 ms
     assert saturation_kinds(lag) == ["send_lag"] and lag.load.saturated
     # the case: a 2.4-3.7 ms loop lag against a 400 ms TTFT is under 1% of it: a note
-    from wattbench.results.schema import Latency
+    from wattbench.core.schema import Latency
 
     slow = Latency(ttft_ms=Stats(count=50, p50=400.0), itl_ms=Stats(count=500, p99=100.0))
     quiet = _level(slow, mode="concurrency", target_concurrency=1, client_loop_lag_ms=Stats(count=50, p99=3.7))
@@ -157,7 +157,7 @@ def test_kinds_follow_the_guards_thresholds_and_their_effect():
 
 
 def test_figures_cover_every_boundary_and_window_when_the_load_is_biased():
-    from wattbench.results.schema import BoundaryEnergy
+    from wattbench.core.schema import BoundaryEnergy
 
     lv = _level(mode="rate", target_rate_rps=10.0, achieved_rate_rps=9.9, send_lag_ms=Stats(count=5, p99=50.0))
     lv.energy = {"accelerator": BoundaryEnergy(boundary="accelerator", method="counter"), "node": BoundaryEnergy(boundary="node", method="counter")}

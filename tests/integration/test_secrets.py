@@ -222,7 +222,7 @@ def test_no_url_credential_in_any_artifact(tmp_path):
 
 
 def test_redaction_helpers_cover_urls_headers_and_texts():
-    from wattbench.server.redact import (
+    from wattbench.core.redact import (
         BasicCredential, authorization, combine_credentials, redact_headers, redact_text, redact_url,
         split_url_credentials)
 

@@ -24,7 +24,7 @@ def _cfg(base, out, conc, num_requests=None, out_tokens="uniform:24:40"):
 
 @pytest.mark.slow
 def test_default_ladder_level_is_valid_and_a_short_level_is_warn(tmp_path):
-    from wattbench.runner import run_benchmark
+    from wattbench.run import run_benchmark
 
     with stream_server("--ttft-ms", "30", "--itl-ms", "20") as (base, _):
         res = run_benchmark(_cfg(base, tmp_path / "default", [4, 32]))

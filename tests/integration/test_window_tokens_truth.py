@@ -36,7 +36,7 @@ def _truth(emissions, start_ns: int, end_ns: int) -> float:
 
 
 def _run(base, out_dir, streams: int, mode: str, warmup_s: float | None):
-    from wattbench.runner import run_benchmark
+    from wattbench.run import run_benchmark
 
     common = dict(target=base, output_tokens=OUT, input_tokens="16", sensors=[f"const:accelerator={POWER_W:g}"],
                   idle_s=0, register_run=False, html=False, out=str(out_dir), warmup_s=warmup_s, workers=1,

@@ -12,7 +12,7 @@ import pydantic
 import pytest
 
 from wattbench.environment import collect_environment, package_versions
-from wattbench.results.schema import GPUInfo
+from wattbench.core.schema import GPUInfo
 
 
 def test_host_python_and_cpu_match_the_machine():

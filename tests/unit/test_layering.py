@@ -1,12 +1,14 @@
-"""No module of a lower layer imports a higher one, and no modules import each other
-(docs/architecture.md, "Layers").
+"""Each folder of ``src/wattbench`` is one layer: no folder imports a folder of a higher layer, folders
+import each other one way only, and no two modules import each other (docs/architecture.md, "Layers").
 
 Every module under ``src/wattbench`` is parsed (ast, so imports inside functions count too) and each
-``wattbench`` import is checked against the layer table below: a module may import its own layer
-and the ones under it. The most specific prefix names a module's layer. A back-edge fails the test,
-listed with file and line. Within a layer, modules may import each other only one way: an import
-cycle (``metrics.latency`` and ``accounting.window_tokens`` once imported each other inside
-functions) fails too, listed as the modules on the cycle."""
+``wattbench`` import is checked against the layer table below, which names folders (and the few
+top-level modules), never single modules inside them: a module's unit is the first part of its
+dotted name (``accounting.level`` is ``accounting``). A module may import its own folder and the
+folders of lower layers. A back-edge fails the test, listed with file and line and followed by the
+folder graph. Folders of one layer may import each other only one way, and modules only one way
+too: an import cycle (``metrics.latency`` and ``accounting.window_tokens`` once imported each other
+inside functions) fails, listed as the modules or folders on the cycle."""
 
 from __future__ import annotations
 
@@ -17,58 +19,52 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "wattbench"
 
-# low to high; keep in step with docs/architecture.md
+# low to high, folders (and top-level modules) only; keep in step with docs/architecture.md
 LAYERS: list[tuple[str, ...]] = [
-    # 0 foundation: the clock, errors, the result schema (the data every layer passes), a level's records
-    #   as a spool (results/recordset.py: what the load fills and the statistics read), redaction and
-    #   the redirect rule (server/origin.py: every HTTP client's, sensors' and the tokenizer's too),
-    #   how a number is written for people (report/numbers.py: the library's messages use it too), and
-    #   untrusted text made safe for a terminal (report/safe_text.py: the CLI's stream guard uses it)
-    ("clock", "errors", "interrupt", "results.schema", "results.ids", "results.recordset", "server.redact",
-     "server.origin", "report.numbers", "report.safe_text", "__version__"),
+    # 0 the vocabulary every folder shares: clock, errors, the result schema, ids, a level's records
+    #   as a spool, the load contracts (LevelSpec, LevelOutcome, TargetSpec), the secrets scrubber, the
+    #   redirect rule, number formatting, terminal-safe text; and the package version
+    ("core", "__version__"),
     # 1 inputs: sensors, workloads, the machine's description
     ("telemetry", "workload", "environment"),
-    # 2 pure statistics over records: latency, throughput, the tokens in a window, goodput, CIs, and
-    #   the saturation rules (load/saturation.py is pure: the level runner's guard and the validity
-    #   verdict share it)
-    ("metrics", "load.saturation"),
+    # 2 pure statistics over records: latency, throughput, the tokens in a window, goodput, CIs, the
+    #   noise rule and the saturation rules
+    ("metrics",),
     # 3 energy accounting: counters, integration, boundaries, validity; builds on the statistics
     ("accounting",),
-    # 4 the OpenAI protocol, target specs, server detection and /metrics scraping
+    # 4 the OpenAI protocol, server detection and identity, /metrics scraping
     ("server",),
     # 5 the load generator
     ("load",),
     # 6 engine launchers and the run configuration
     ("engines", "config"),
-    # 7 run directories, the history store, versioned records (tune.json, agreement.json)
+    # 7 run directories, the history store, versioned records, other tools' result files
     ("results",),
     # 8 reading results: compare, regress, diagnose, figures; planning from measured results
     ("analysis", "planning"),
     # 9 presenting and operating: reports, doctor, the production monitor
     ("report", "doctor", "monitor"),
-    # 10 the run orchestrator (run/: session, targets, plan, level, analyses) and its distributed (Ray)
-    #   form; runner.py is the old name, a re-export of run.run_benchmark
-    ("run", "runner", "distributed"),
+    # 10 the run orchestrator and its distributed (Ray) form
+    ("run", "distributed"),
     # 11 tune runs many runs
     ("tune",),
     # 12 the command line and the package facade (lazy entry points)
     ("cli", "__main__", "__init__"),
 ]
 
-# Back-edges known today, each with the follow-up that removes it. Empty: keep it so.
-ALLOWED: set[tuple[str, str]] = set()
+
+def _unit(name: str) -> str:
+    """The folder (or top-level module) a dotted module name relative to ``wattbench`` belongs to."""
+    return name.split(".")[0]
 
 
 def _layer(name: str) -> int:
-    """Layer of a dotted module name relative to ``wattbench`` (most specific prefix wins)."""
-    best, best_len = None, -1
-    for i, prefixes in enumerate(LAYERS):
-        for p in prefixes:
-            if (name == p or name.startswith(p + ".")) and len(p) > best_len:
-                best, best_len = i, len(p)
-    if best is None:
-        raise AssertionError(f"wattbench.{name} has no layer: add it to LAYERS and docs/architecture.md")
-    return best
+    """Layer of a dotted module name relative to ``wattbench``: its folder's."""
+    unit = _unit(name)
+    for i, units in enumerate(LAYERS):
+        if unit in units:
+            return i
+    raise AssertionError(f"wattbench.{unit} has no layer: add the folder to LAYERS and docs/architecture.md")
 
 
 def _modules() -> dict[str, Path]:
@@ -121,23 +117,44 @@ def back_edges() -> list[str]:
     for mod, path in _modules().items():
         src_layer = _layer(mod)
         for line, tgt in _targets(mod, path):
-            if _layer(tgt) > src_layer and (mod, tgt) not in ALLOWED:
-                found.append(f"{path.relative_to(SRC.parent)}:{line}: {mod} (layer {src_layer}) imports "
-                             f"{tgt} (layer {_layer(tgt)})")
+            if _layer(tgt) > src_layer:
+                found.append(f"{path.relative_to(SRC.parent)}:{line}: {mod} ({_unit(mod)}, layer {src_layer}) "
+                             f"imports {tgt} ({_unit(tgt)}, layer {_layer(tgt)})")
     return found
 
 
-def import_cycles() -> list[list[str]]:
-    """Groups of modules that import each other, directly or through others (strongly connected
-    components of the import graph, function-level imports included), each sorted."""
-    mods = _modules()
-    graph = {m: sorted({t for _, t in _targets(m, p) if t in mods and t != m}) for m, p in mods.items()}
+def folder_graph() -> dict[str, list[str]]:
+    """Which folders each folder imports (other folders only), from every import in its modules."""
+    graph: dict[str, set[str]] = {}
+    for mod, path in _modules().items():
+        graph.setdefault(_unit(mod), set())
+        for _, tgt in _targets(mod, path):
+            if _unit(tgt) != _unit(mod):
+                graph[_unit(mod)].add(_unit(tgt))
+    return {u: sorted(t) for u, t in sorted(graph.items())}
+
+
+def render_folder_graph() -> str:
+    """The folder graph by layer, low to high: each folder with the folders it imports and their layers."""
+    graph = folder_graph()
+    lines = []
+    for i, units in enumerate(LAYERS):
+        for u in units:
+            if u in graph:
+                deps = ", ".join(f"{t} ({_layer(t)})" for t in graph[u]) or "-"
+                lines.append(f"  {i:>2} {u:<12} -> {deps}")
+    return "\n".join(lines)
+
+
+def _strongly_connected(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Groups of nodes that reach each other (Tarjan's algorithm, iterative), each sorted; single
+    nodes are left out."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on: set[str] = set()
     found: list[list[str]] = []
-    for root in graph:  # Tarjan's algorithm, iterative (no recursion limit)
+    for root in graph:
         if root in index:
             continue
         work = [(root, iter(graph[root]))]
@@ -152,7 +169,7 @@ def import_cycles() -> list[list[str]]:
                     index[w] = low[w] = len(index)
                     stack.append(w)
                     on.add(w)
-                    work.append((w, iter(graph[w])))
+                    work.append((w, iter(graph.get(w, []))))
                 elif w in on:
                     low[v] = min(low[v], index[w])
                 continue
@@ -172,30 +189,53 @@ def import_cycles() -> list[list[str]]:
     return sorted(found)
 
 
+def folder_cycles() -> list[list[str]]:
+    """Groups of folders that import each other, directly or through others."""
+    return _strongly_connected(folder_graph())
+
+
+def import_cycles() -> list[list[str]]:
+    """Groups of modules that import each other, directly or through others (strongly connected
+    components of the import graph, function-level imports included), each sorted."""
+    mods = _modules()
+    graph = {m: sorted({t for _, t in _targets(m, p) if t in mods and t != m}) for m, p in mods.items()}
+    return _strongly_connected(graph)
+
+
 def test_no_modules_import_each_other():
     cycles = import_cycles()
     assert not cycles, "import cycles (function-level imports included):\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
-def test_every_module_has_a_layer():
+def test_every_folder_has_a_layer():
     for mod in _modules():
         _layer(mod)
 
 
-def test_no_lower_layer_imports_a_higher_one():
+def test_no_folder_imports_a_higher_one():
     edges = back_edges()
-    assert not edges, "back-edges:\n" + "\n".join(edges)
+    assert not edges, "back-edges:\n" + "\n".join(edges) + "\n\nfolder graph (layer):\n" + render_folder_graph()
 
 
-def test_allowlist_is_not_stale():
-    live = {(m, t) for m, p in _modules().items() for _, t in _targets(m, p)}
-    assert not (ALLOWED - live), f"allowlisted back-edges no longer present: {sorted(ALLOWED - live)}"
+def test_folders_import_each_other_one_way():
+    cycles = folder_cycles()
+    assert not cycles, ("folder cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+                        + "\n\nfolder graph (layer):\n" + render_folder_graph())
 
 
-@pytest.mark.parametrize("name,layer", [("results.schema", 0), ("results.store", 7), ("load.saturation", 2),
+def test_the_table_names_folders_only():
+    """No carve-outs: every entry is a folder or a top-level module of the package, and each once."""
+    names = [u for units in LAYERS for u in units]
+    assert len(names) == len(set(names))
+    for u in names:
+        assert "." not in u
+        assert u.startswith("__") or (SRC / u).is_dir() or (SRC / f"{u}.py").exists(), u
+
+
+@pytest.mark.parametrize("name,layer", [("core.schema", 0), ("results.store", 7), ("metrics.saturation", 2),
                                         ("metrics.window_tokens", 2), ("accounting.level", 3),
                                         ("load.level", 5), ("server.openai", 4), ("cli.run", 12)])
-def test_most_specific_prefix_names_the_layer(name, layer):
+def test_a_module_has_its_folders_layer(name, layer):
     assert _layer(name) == layer
 
 
@@ -205,12 +245,14 @@ def test_the_walker_sees_imports_inside_functions(tmp_path, monkeypatch):
     (pkg / "results").mkdir(parents=True)
     (pkg / "analysis").mkdir()
     for p in (pkg / "__init__.py", pkg / "results" / "__init__.py", pkg / "analysis" / "__init__.py",
-              pkg / "analysis" / "figures.py", pkg / "errors.py"):
+              pkg / "analysis" / "figures.py"):
         p.write_text("")
     (pkg / "results" / "store.py").write_text(
-        "from wattbench.errors import X\n\ndef f():\n    from wattbench.analysis.figures import level_key\n")
+        "from wattbench.core.errors import X\n\ndef f():\n    from wattbench.analysis.figures import level_key\n")
     monkeypatch.setattr(__import__(__name__, fromlist=["SRC"]), "SRC", pkg)
-    assert back_edges() == ["wattbench/results/store.py:4: results.store (layer 7) imports analysis.figures (layer 8)"]
+    assert back_edges() == ["wattbench/results/store.py:4: results.store (results, layer 7) imports analysis.figures "
+                            "(analysis, layer 8)"]
+    assert "results      -> analysis (8)" in render_folder_graph()
 
 
 def test_the_cycle_finder_sees_imports_inside_functions(tmp_path, monkeypatch):
@@ -224,3 +266,18 @@ def test_the_cycle_finder_sees_imports_inside_functions(tmp_path, monkeypatch):
     (pkg / "metrics" / "c.py").write_text("from wattbench.metrics.a import f\n")
     monkeypatch.setattr(__import__(__name__, fromlist=["SRC"]), "SRC", pkg)
     assert import_cycles() == [["metrics.a", "metrics.b"]]
+
+
+def test_folders_that_import_each_other_are_a_cycle(tmp_path, monkeypatch):
+    """Two folders of one layer that import each other, through any modules, are a folder cycle."""
+    pkg = tmp_path / "wattbench"
+    for d in ("analysis", "planning"):
+        (pkg / d).mkdir(parents=True)
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "analysis" / "a.py").write_text("from wattbench.planning.b import g\n")
+    (pkg / "planning" / "b.py").write_text("def g():\n    from wattbench.analysis.c import h\n")
+    (pkg / "analysis" / "c.py").write_text("def h():\n    pass\n")
+    monkeypatch.setattr(__import__(__name__, fromlist=["SRC"]), "SRC", pkg)
+    assert folder_cycles() == [["analysis", "planning"]]
+    assert import_cycles() == []

@@ -35,9 +35,9 @@ from wattbench.accounting.validity import (
     throttle_findings,
     worst,
 )
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.metrics import efficiency as eff
-from wattbench.results.schema import BoundaryEnergy, LoadStats, Validity, Window
+from wattbench.core.schema import BoundaryEnergy, LoadStats, Validity, Window
 from wattbench.telemetry.base import TelemetryLog
 
 __all__ = [

@@ -53,7 +53,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 R2_MIN = 0.5  # below this the fit explains too little of the energy's variation to split it
 COLLINEAR_MAX = 0.95  # |corr(prefill, decode)| above this: the two phases cannot be separated

@@ -18,7 +18,7 @@ import numpy as np
 
 from wattbench.accounting.boundaries import contains_work
 from wattbench.metrics import carbon as co2
-from wattbench.results.recordset import RecordSet
+from wattbench.core.recordset import RecordSet
 
 
 def apply_carbon(level, records: Sequence | RecordSet, series: co2.IntensitySeries, anchor_wall_ns: int,

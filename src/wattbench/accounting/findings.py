@@ -1,7 +1,7 @@
 """Findings: how a check's result becomes a ``note`` or a ``warn``, a level's two verdicts, and the
 one grouping of a run's findings that every report renders.
 
-A finding (``results.schema.Finding``) names the figures it can bias and, where it can be
+A finding (``core.schema.Finding``) names the figures it can bias and, where it can be
 estimated, by how much (``effect_pct``, a percent of the figure its ``basis`` names). A finding
 whose estimated effect is below the materiality bound of those figures is a ``note`` (shown, never
 a ``warn``); at or above it, a ``warn``. Rules without an estimable effect keep their own fixed
@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wattbench.results.schema import (
+from wattbench.core.schema import (
     EFFICIENCY_FIGURES,
     LATENCY_FIGURES,
     Finding,

@@ -10,7 +10,7 @@ the caller (``run/level.py``) lets the sampler and the scraper take their closin
 Verdict rules live where they are written once: energy, sampling and steady-state findings in
 ``validity.py``; what the level measured (failures, the over-saturation guard, small samples,
 prompt lengths, the target gone) in ``level_findings.py``; thresholds of the backlog test and
-the saturation marks in ``load/saturation.py``.
+the saturation marks in ``metrics/saturation.py``.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from wattbench.accounting.level_findings import (
 from wattbench.accounting.split import power_split
 from wattbench.accounting.findings import worst
 from wattbench.accounting.validity import Finding, client_findings, combine, steady_findings
-from wattbench.load.saturation import is_oversaturated, mark_saturated
+from wattbench.metrics.saturation import is_oversaturated, mark_saturated
 from wattbench.metrics.latency import summarize_level, tokens_in_window
 from wattbench.metrics.slo import goodput
-from wattbench.results.recordset import NONE, RecordSet, as_record_set
-from wattbench.results.schema import LevelResult, LevelTiming, Oversaturation, PowerSplit, Window
+from wattbench.core.recordset import NONE, RecordSet, as_record_set
+from wattbench.core.schema import LevelResult, LevelTiming, Oversaturation, PowerSplit, Window
 
 __all__ = ["LevelContext", "account_level", "oversaturation", "count_source", "add_level_findings",
            "BACKLOG_GRID_NS"]
@@ -104,7 +104,7 @@ def _server_metrics(outcome, ctx: LevelContext) -> dict:
 
 
 def account_level(index: int, spec, outcome, ctx: LevelContext, token_source: str) -> LevelResult:
-    """The level's figures and verdict from its load outcome (``load.types.LevelOutcome``)."""
+    """The level's figures and verdict from its load outcome (``core.load_types.LevelOutcome``)."""
     records = as_record_set(outcome.records)  # a list is copied into a set once, here
     requests, latency, throughput = summarize_level(records, outcome.start_ns, outcome.end_ns)
     window, steady = _windows(outcome)
@@ -134,7 +134,7 @@ def account_level(index: int, spec, outcome, ctx: LevelContext, token_source: st
 
 
 def oversaturation(spec, outcome, timeline=None, *, records: RecordSet | None = None):
-    """Whether the level's queue grew without bound (``load.saturation.is_oversaturated``): the
+    """Whether the level's queue grew without bound (``metrics.saturation.is_oversaturated``): the
     server's waiting queue where scraped, else (open loop) requests sent but not finished, sampled
     every 100 ms over the window. ``None`` when there is nothing to judge. ``records``: the
     outcome's records as a set, when the caller has it."""

@@ -19,7 +19,7 @@ usage refused (bad_usage): tokens not counted   their share of content chunks >=
 level stopped by the over-saturation guard      stopped_early "over-saturated ..."      warn
 level interrupted (SIGINT/SIGTERM)              stopped_early "interrupted"             warn
 a load worker failed mid-level                  stopped_early "worker_failed"           invalid
-queue grew without bound (load/saturation.py)   is_oversaturated on the backlog        warn
+queue grew without bound (metrics/saturation.py)   is_oversaturated on the backlog        warn
 ==============================================  =====================================  =========
 
 Why: a level with no completed measured request has no latency, no throughput and no window —
@@ -38,9 +38,9 @@ from __future__ import annotations
 from typing import Iterable
 
 from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, VERDICT_ORDER, Finding, judged, rule, verdicts, worst
-from wattbench.errors import StorageError
-from wattbench.results.recordset import NONE, RecordSet, as_record_set
-from wattbench.results.schema import HistoryCheck, LevelResult, RequestRecord, Result, Validity
+from wattbench.core.errors import StorageError
+from wattbench.core.recordset import NONE, RecordSet, as_record_set
+from wattbench.core.schema import HistoryCheck, LevelResult, RequestRecord, Result, Validity
 
 __all__ = ["level_findings", "failed_requests_finding", "bad_usage_finding", "write_stop_finding", "RUN_STOPPED_ON_WRITE", "oversaturation_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
            "input_length_finding", "stopped_finding", "P99_MIN_SAMPLES", "IN_FLIGHT_WARN_FRACTION", "INPUT_LENGTH_WARN_PCT"]

@@ -43,9 +43,9 @@ import numpy as np
 
 from wattbench.accounting.attribution import fit_prefill_decode
 from wattbench.accounting.boundaries import contains_work
-from wattbench.errors import UserError
-from wattbench.results.recordset import NONE, RecordSet, as_record_set
-from wattbench.results.schema import EnergyShare, RequestAttribution
+from wattbench.core.errors import UserError
+from wattbench.core.recordset import NONE, RecordSet, as_record_set
+from wattbench.core.schema import EnergyShare, RequestAttribution
 
 MIN_INTERVALS = 8  # fewer intervals than this and the window is one interval per 1/8 of it
 MAX_INTERVALS = 400  # a long window gets longer intervals (each costs one boundary accounting, ~7 ms)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.results.schema import BoundaryEnergy
+from wattbench.core.schema import BoundaryEnergy
 
 BOARD, MEMORY = "accelerator", "accelerator_memory"
 

@@ -63,7 +63,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from wattbench.results.schema import Window
+from wattbench.core.schema import Window
 
 NO_END = -1  # an end stamp that is missing (the request never ended); RecordSet's NONE
 

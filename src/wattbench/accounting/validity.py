@@ -1,5 +1,5 @@
 """Validity findings of a window and a level's load: ``note`` | ``estimate`` | ``warn`` | ``invalid``, each a
-typed ``results.schema.Finding`` naming the figures it biases (``accounting/findings.py`` turns them
+typed ``core.schema.Finding`` naming the figures it biases (``accounting/findings.py`` turns them
 into the level's efficiency and latency verdicts; the worst finding of a family wins).
 
 ==========================================  ===========================  ====================
@@ -27,7 +27,7 @@ client worker CPU > 90 % of a core          note (its effect is the      —
                                             loop lag's)
 achieved vs target rate (open loop)         |diff| > 10 % and outside    —
                                             the arrival draw's 99 %
-                                            range (load/saturation.py)
+                                            range (metrics/saturation.py)
 token source not ``usage``/``tokenizer``    approximate                  —
 no steady state (target never reached)      always                       —
 steady state shorter than min_steady_s      yes                          —
@@ -73,7 +73,7 @@ from wattbench.accounting.findings import (
 from wattbench.accounting.boundaries import contains_work
 from wattbench.accounting.steady import SIZE_MARGIN, STEADY_MIN_SHARE, min_steady_s, steady_energy_periods
 from wattbench.accounting.thermal import throttling
-from wattbench.load.saturation import (  # noqa: F401  (one home: load/saturation.py)
+from wattbench.metrics.saturation import (  # noqa: F401  (one home: metrics/saturation.py)
     RATE_WARN_PCT,
     SAT_CPU_PCT,
     SAT_LAG_FLOOR_MS,
@@ -82,7 +82,7 @@ from wattbench.load.saturation import (  # noqa: F401  (one home: load/saturatio
     SAT_LOOP_LAG_MS,
     rate_finding,
 )
-from wattbench.results.schema import Latency, LoadStats, Validity
+from wattbench.core.schema import Latency, LoadStats, Validity
 from wattbench.telemetry.base import TelemetryLog
 
 COVERAGE_WARN = 0.95
@@ -207,7 +207,7 @@ def throttle_findings(log: TelemetryLog, t0: int, t1: int) -> list[Finding]:
 
 def load_findings(load: LoadStats | None, token_source: str | None = None, n_requests: int | None = None) -> list[Finding]:
     """Achieved vs target rate (judged against the arrival process's spread for ``n_requests``
-    measured arrivals: ``load/saturation.py``) and the token source. The client's own timing is
+    measured arrivals: ``metrics/saturation.py``) and the token source. The client's own timing is
     judged by :func:`client_findings`, which needs the level's latencies."""
     out: list[Finding] = []
     if load is not None:

@@ -32,10 +32,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from wattbench.clock import now_ns
-from wattbench.errors import TargetError, UserError
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import TargetError, UserError
 from wattbench.server.openai import fetch_models, normalize_base_url, post_json, usage_problem  # noqa: F401
-from wattbench.server.redact import combine_credentials, redact_text, redact_url, register_secrets, url_secrets
+from wattbench.core.redact import combine_credentials, redact_text, redact_url, register_secrets, url_secrets
 from wattbench.results.agreement import (  # noqa: F401 - load/write re-exported for callers
     AgreeTarget,
     Agreement,
@@ -296,7 +296,7 @@ class _Client:
                 return SideOutput(error=f"timeout after {self.timeout_s:g} s")
             except aiohttp.ClientError as e:
                 return SideOutput(error=redact_text(f"connect: {e}", [self.api_key]))
-            except TargetError as e:  # a redirect to another host: refused (server/origin.py)
+            except TargetError as e:  # a redirect to another host: refused (core/origin.py)
                 return SideOutput(error=f"redirect: {e}")
             elapsed_ms = (now_ns() - t0) / 1e6
             if status >= 400:
@@ -373,8 +373,8 @@ async def _run(targets: list[AgreeTarget], specs: list[PromptSpec], max_tokens: 
 
 
 def new_agree_id() -> str:
-    """``agree-`` + the run-id format every run uses (``results.ids.new_run_id``)."""
-    from wattbench.results.ids import new_run_id
+    """``agree-`` + the run-id format every run uses (``core.ids.new_run_id``)."""
+    from wattbench.core.ids import new_run_id
 
     return "agree-" + new_run_id()
 

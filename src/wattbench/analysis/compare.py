@@ -51,11 +51,11 @@ from wattbench.analysis.figures import (
 )
 from wattbench.accounting.boundaries import outside_work_note
 from wattbench.accounting.findings import note_counts
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, combine, judge, ratio_interval,
                                      spread_noise, trials_noise)
 from wattbench.results.headline import common_headline_boundary, per_token
-from wattbench.results.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result
 
 # (result, level, figure name at the boundary) -> the run-to-run noise of that configuration's figure
 # in the history store (``results/store_noise``: split at change points), or (relative sd, runs), or None
@@ -117,7 +117,7 @@ class NoiseVerdict(BaseModel):
     def text(self) -> str:
         """``per kW 0.50×: beyond noise (noise ±5.3% from history of key …, 5 runs, 3 df)``; an
         inconclusive one says why (what to do is said once, ``todo``)."""
-        from wattbench.report.numbers import fmt_ratio
+        from wattbench.core.numbers import fmt_ratio
 
         name = "per kW" if self.figure == "output_tokens_per_s_per_kw" else "throughput"
         if self.word == INCONCLUSIVE:
@@ -144,7 +144,7 @@ class Decomposition(BaseModel):
     def text(self) -> str:
         """One line, every ratio in the direction of the table: candidate ÷ baseline (so power
         reads as the candidate's power over the baseline's, and per kW = throughput ÷ power)."""
-        from wattbench.report.numbers import fmt_range, fmt_ratio
+        from wattbench.core.numbers import fmt_range, fmt_ratio
 
         if self.per_kw_ratio is None or not self.power_ratio:
             return "per kW: not available (missing throughput or power)"
@@ -310,7 +310,7 @@ def answer_line(level: str, pair: str, d: Decomposition | None, nv: NoiseVerdict
                 throughput_ratio: float | None = None) -> str:
     """One pair's answer: ``c=16: B/A per kW 0.41× (0.38–0.44), beyond noise = throughput 0.22× ÷
     power 0.53×`` (without energy: ``c=16: B/A throughput 0.22× (…), within noise``)."""
-    from wattbench.report.numbers import fmt_range, fmt_ratio
+    from wattbench.core.numbers import fmt_range, fmt_ratio
 
     def word() -> str:
         if nv is None:
@@ -666,7 +666,7 @@ def compare_at_slo(results: list[Result], spec: str | None, boundary: str | None
                 ratio, figure_noise(results[0], base[0], "goodput_per_kw", boundary, None),  # type: ignore[index]
                 figure_noise(results[i], c[0], "goodput_per_kw", boundary, None)))  # type: ignore[index]
         out.noise.append(nv)
-        from wattbench.report.numbers import fmt_range, fmt_ratio
+        from wattbench.core.numbers import fmt_range, fmt_ratio
 
         where = f"({letters[0]} at {out.levels[0]}, {letters[i]} at {out.levels[i]})"
         parts = (f": throughput {fmt_ratio(t)} ÷ power {fmt_ratio(p)}" if t is not None and p else "")

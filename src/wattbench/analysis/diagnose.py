@@ -14,7 +14,7 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, Field
 
 from wattbench.analysis.figures import gauge, headline, throttle_reasons
-from wattbench.results.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result
 
 Severity = Literal["info", "warn", "alert"]
 

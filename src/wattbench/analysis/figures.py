@@ -6,7 +6,7 @@ boundary from ``LevelResult.energy`` (the full measurement window), or — after
 :func:`select_window` with ``"steady"`` — from ``LevelResult.energy_steady``.
 
 Trials (``--trials N``) put per-figure means and confidence intervals in
-``level.trials`` (``results.schema.TrialsBlock``); :func:`headline` reads a figure the block holds
+``level.trials`` (``core.schema.TrialsBlock``); :func:`headline` reads a figure the block holds
 as its mean (the headline rule, ``results.headline``)::
 
     {"n": 5, "confidence": 0.95,
@@ -31,7 +31,7 @@ from wattbench.results.headline import (  # noqa: F401  (one home: the headline 
     point,
     trial_ci,
 )
-from wattbench.results.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result
 
 THROUGHPUT_FIGURES = ("output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s", "requests_per_s")
 LATENCY_KINDS = ("ttft", "tpot", "itl", "e2e")
@@ -203,7 +203,7 @@ def level_figures(level: LevelResult, boundary: str | None) -> dict[str, float |
 def select_window(result: Result, window: str) -> Result:
     """The result with each level's energy figures taken from ``window``: ``full`` (as written) or
     ``steady`` (``energy_steady``, the steady-state window). A copy; the input is not changed."""
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     if window == "full":
         return result

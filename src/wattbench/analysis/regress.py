@@ -45,10 +45,10 @@ from wattbench.analysis.compare import (NoiseVerdict, answer_line, decompose, fi
                                         short_key)
 from wattbench.analysis.diagnose import Finding, diagnose
 from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, trial_ci
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, trials_noise
-from wattbench.report.numbers import fmt
-from wattbench.results.schema import Result
+from wattbench.core.numbers import fmt
+from wattbench.core.schema import Result
 
 DEFAULT_CHECKS = "j_per_output_token:+5%,output_tokens_per_s:-3%"
 
@@ -168,7 +168,7 @@ def parse_checks(spec: str) -> list[Check]:
 
 
 def _fmt(check: Check, x: float) -> str:
-    """A change in the one number format (``report/numbers.py``): ``-9.69%`` or ``+12.3``."""
+    """A change in the one number format (``core/numbers.py``): ``-9.69%`` or ``+12.3``."""
     if check.kind == "relative":
         return f"{x * 100:+.2f}%"
     return ("+" if x >= 0 else "") + fmt(x)

@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
         from pathlib import Path
 
         from wattbench.analysis.agree import load_prompts, run_agreement
-        from wattbench.errors import UserError
+        from wattbench.core.errors import UserError
         from wattbench.results.agreement import write_agreement
 
         if api not in ("completions", "chat"):

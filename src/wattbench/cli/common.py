@@ -11,8 +11,8 @@ from typing import Any, Callable
 import typer
 from pydantic import ValidationError
 
-from wattbench.errors import WattbenchError
-from wattbench.report.safe_text import LINE_CHARS, term
+from wattbench.core.errors import WattbenchError
+from wattbench.core.safe_text import LINE_CHARS, term
 
 try:  # typer >= 0.22 vendors click
     from typer._click.exceptions import ClickException, MissingParameter, UsageError
@@ -75,7 +75,7 @@ def read_api_key(api_key: str | None, api_key_file: Any) -> str | None:
     line (``UserError``) when both are given or the file cannot be read, is too big, or holds no key."""
     from pathlib import Path
 
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     if api_key_file is None:
         return api_key
@@ -164,7 +164,7 @@ def split_list(value: str | None, cast: Callable = str, name: str = "value", dom
     (``cast`` int or float) is checked item by item like any numeric option: against ``domain``
     (default: the flag's entry in ``config.FLAG_DOMAINS``) and ``MAX_OPTION_MAGNITUDE``; an empty
     item (``1,,2``, a trailing comma) is refused, not skipped."""
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     if value is None or value == "":
         return []
@@ -196,7 +196,7 @@ def stdout_is_tty() -> bool:
 
 def parse_headers(values: list[str] | None) -> dict[str, str]:
     """``--header K:V`` (repeatable) -> {K: V}; a value may itself hold colons."""
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     out: dict[str, str] = {}
     for item in values or []:
@@ -211,7 +211,7 @@ def parse_json_object(text: str | None, flag: str) -> dict:
     """A JSON object given on the command line (``--extra-body '{"top_k": 20}'``)."""
     import json
 
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     if text is None or not text.strip():
         return {}

@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         from wattbench.analysis.compare import compare
-        from wattbench.errors import UserError
+        from wattbench.core.errors import UserError
         from wattbench.metrics.slo import parse_slos
         from wattbench.results.rundir import load_result, write_json_atomic
         from wattbench.results.store import resolve_run_path

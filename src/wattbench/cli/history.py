@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
         from rich.text import Text
 
-        from wattbench.report.safe_text import term
+        from wattbench.core.safe_text import term
 
         console = Console(highlight=False)
         wide = console.width >= 120  # the date, model and engine only where they fit on one line
@@ -147,7 +147,7 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        from wattbench.report.safe_text import term
+        from wattbench.core.safe_text import term
 
         c = Console(highlight=False, markup=False)  # result-file text: no markup; term() caps and escapes
         c.print(f"{term(rec.run_id)} ({rec.kind}) {rec.status or ''} verdict {rec.verdict or '—'}")
@@ -218,7 +218,7 @@ def register(app: typer.Typer) -> None:
         db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
-        from wattbench.errors import UserError
+        from wattbench.core.errors import UserError
         from wattbench.results.store import HistoryStore
 
         with HistoryStore(db) as store:

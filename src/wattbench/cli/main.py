@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from wattbench.errors import WattbenchError
+from wattbench.core.errors import WattbenchError
 
 # Command modules, in the order ``--help`` lists them.
 COMMANDS = [
@@ -142,10 +142,10 @@ def build_command():
 
 
 def main(argv: list[str] | None = None) -> None:
-    from wattbench.server.redact import guard_std_streams
+    from wattbench.core.redact import guard_std_streams
 
     cmd = build_command()
-    # stdout and stderr never show a secret the command registered (server/redact.py): tables,
+    # stdout and stderr never show a secret the command registered (core/redact.py): tables,
     # --json, error lines that quote a server, even a traceback
     with guard_std_streams():
         try:

@@ -21,7 +21,7 @@ from wattbench.cli.common import (
     sample_interval_option,
     sensor_option,
 )
-from wattbench.interrupt import install_sigterm
+from wattbench.core.interrupt import install_sigterm
 
 HELP = """Run COMMAND (a load generator) while sampling every meter as `run` does,
 then read its result files for the work done: one level per benchmark it ran.
@@ -96,7 +96,7 @@ def register(app: typer.Typer) -> None:
         from pydantic import SecretStr
 
         from wattbench.config import RunConfig
-        from wattbench.errors import Interrupted
+        from wattbench.core.errors import Interrupted
         from wattbench.run.measure import MeasureConfig, measure as run_measure
 
         config = RunConfig(target=target, api_key=SecretStr(api_key) if api_key else None,

@@ -32,8 +32,8 @@ Examples:
 
 
 def _fmt(v, kind: str = "figure") -> str:
-    """A figure in the one number format (``report/numbers.py``)."""
-    from wattbench.report.numbers import fmt
+    """A figure in the one number format (``core/numbers.py``)."""
+    from wattbench.core.numbers import fmt
 
     return fmt(v, kind=kind)
 

@@ -33,8 +33,8 @@ def _echo_json(obj: dict) -> None:
 
 
 def _num(v: float | None, kind: str = "figure", unit: str = "") -> str:
-    """A figure in the one number format (``report/numbers.py``)."""
-    from wattbench.report.numbers import fmt
+    """A figure in the one number format (``core/numbers.py``)."""
+    from wattbench.core.numbers import fmt
 
     return fmt(v, unit, kind)
 
@@ -103,7 +103,7 @@ def _warnings(ws: list[str]):
 
 
 def _pct(v: float | None) -> str:
-    from wattbench.report.numbers import fmt_pct
+    from wattbench.core.numbers import fmt_pct
 
     return fmt_pct(v)
 
@@ -148,7 +148,7 @@ def register(app: typer.Typer) -> None:
             )
         else:
             if gpu is None:
-                from wattbench.errors import UserError
+                from wattbench.core.errors import UserError
 
                 raise UserError("give --gpu (e.g. --gpu H200), or --result RUN to take it from a run")
             r = roofline(model, gpu, dtype=dtype, batch=batch or 1, context=context or 0, kv_dtype=kv_dtype,
@@ -291,7 +291,7 @@ def register(app: typer.Typer) -> None:
         from wattbench.metrics.carbon_series import parse_carbon_intensity
 
         series = parse_carbon_intensity(carbon_intensity)
-        from wattbench.errors import UserError
+        from wattbench.core.errors import UserError
         from wattbench.planning.tco import tco, tokens_per_kwh_from_result
 
         extra_warnings: list[str] = []
@@ -324,7 +324,7 @@ def register(app: typer.Typer) -> None:
         for k, v in r.costs_per_period.items():
             t.add_row(k.replace("_", " "), _num(v, "money"))
         t.add_row("total", _num(r.total_cost_per_period, "money"))
-        from wattbench.report.numbers import fmt
+        from wattbench.core.numbers import fmt
 
         lines = [f"energy: {fmt(r.it_energy_kwh_per_year)} IT kWh/year, {fmt(r.facility_energy_kwh_per_year)} "
                  "facility kWh/year"]

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
-from wattbench.report.numbers import fmt
+from wattbench.core.numbers import fmt
 
 
 COMPACT_BELOW = 120  # console columns below which the progress line takes its short form

@@ -26,7 +26,7 @@ from wattbench.cli.common import (
     sensor_option,
     split_list,
 )
-from wattbench.interrupt import install_sigterm
+from wattbench.core.interrupt import install_sigterm
 
 HELP = """Benchmark an OpenAI-compatible server (or the embedded engine when no --target is given).
 
@@ -42,7 +42,7 @@ Examples:
 
 def _parse_warmup(value: Optional[str]) -> tuple[Optional[float], Optional[int]]:
     """``10s`` = ten seconds, ``10`` = ten requests."""
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     if value is None or value == "":
         return None, None
@@ -142,7 +142,7 @@ def register(app: typer.Typer) -> None:
         from pydantic import SecretStr
 
         from wattbench.config import RunConfig
-        from wattbench.errors import Interrupted
+        from wattbench.core.errors import Interrupted
 
         warmup_s, warmup_requests = _parse_warmup(warmup)
         engine_model = None
@@ -229,7 +229,7 @@ def register(app: typer.Typer) -> None:
         _install_sigterm()
         from wattbench.run import run_benchmark
 
-        from wattbench.errors import WattbenchError
+        from wattbench.core.errors import WattbenchError
         from wattbench.run.session import run_dir_path
 
         try:
@@ -260,7 +260,7 @@ def register(app: typer.Typer) -> None:
             if w.startswith(NOT_REGISTERED):  # one line; the run itself is complete (exit 0)
                 typer.echo(f"wattbench: warning: {w}", err=True)
         from wattbench.accounting.level_findings import empty_levels
-        from wattbench.errors import EXIT_EMPTY_LEVEL
+        from wattbench.core.errors import EXIT_EMPTY_LEVEL
 
         empty = empty_levels(result)
         if empty:  # a level that measured nothing is not a result: say so and exit non-zero

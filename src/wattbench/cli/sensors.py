@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from wattbench.cli.common import handle_errors, sensor_option
-from wattbench.report.numbers import fmt
+from wattbench.core.numbers import fmt
 
 
 def _fmt(v, unit: str) -> str:
@@ -19,7 +19,7 @@ def _fmt(v, unit: str) -> str:
         return hex(int(v))
     if unit == "B":
         return f"{fmt(v / 2**30)} GiB"
-    return fmt(v, unit)  # the one number format (report/numbers.py)
+    return fmt(v, unit)  # the one number format (core/numbers.py)
 
 
 def _period(d: dict) -> str:
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the inventory as JSON."),
     ) -> None:
         """List each power meter and channel with boundary, kind, unit, method, a value and its update period."""
-        from wattbench.errors import SensorError, UserError
+        from wattbench.core.errors import SensorError, UserError
         from wattbench.telemetry.detect import inventory
 
         if measure < 0:

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from wattbench.cli.common import DB_HELP, LIST_METAVAR, config_label_option, handle_errors, split_list
-from wattbench.report.numbers import fmt
+from wattbench.core.numbers import fmt
 
 HELP = """Search engine settings (and, as root, GPU power settings) for the most goodput per kW under an SLO.
 
@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
                 con.print("restored GPU settings left by an earlier tune: " + "; ".join(data["actions"]))
 
         from wattbench.cli.run import _install_sigterm
-        from wattbench.errors import Interrupted
+        from wattbench.core.errors import Interrupted
 
         _install_sigterm()  # SIGTERM stops like Ctrl-C: the trial in progress ends, tune.json is kept
         try:

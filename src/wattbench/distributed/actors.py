@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from wattbench.clock import now_ns
+from wattbench.core.clock import now_ns
 from wattbench.telemetry.base import Channel, Reading, SensorFailure
 
 __all__ = ["LoadWorker", "NodeSensor", "remote_classes", "current_node_id"]
@@ -140,10 +140,10 @@ class LoadWorker:
         global indices."""
         import numpy as np
 
-        from wattbench.errors import Interrupted
+        from wattbench.core.errors import Interrupted
         from wattbench.load.executor import LevelControl
         from wattbench.load.level import end_column, run_level
-        from wattbench.results.recordset import NONE
+        from wattbench.core.recordset import NONE
 
         a, n = job["index"], job["n"]
         factory: Callable[[int], Any] = job["request_factory"]
@@ -292,7 +292,7 @@ class NodeSensor:
 
     def open(self) -> dict:
         """Build and start the sampler; status ``ok``, ``no_meters`` or ``failed``."""
-        from wattbench.errors import WattbenchError
+        from wattbench.core.errors import WattbenchError
         from wattbench.telemetry.sampler import Sampler
 
         problems: list[str] = []

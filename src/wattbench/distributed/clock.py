@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from wattbench.clock import now_ns
+from wattbench.core.clock import now_ns
 
 __all__ = ["ClockOffset", "OffsetLine", "estimate_offset", "measure_offset", "drift_ppm"]
 

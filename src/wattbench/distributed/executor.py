@@ -39,18 +39,19 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from wattbench.clock import now_ns
+from wattbench.core.clock import now_ns
 from wattbench.distributed.clock import DEFAULT_PINGS, ClockOffset, OffsetLine, drift_ppm, measure_offset
 from wattbench.distributed.merge import shift_record
-from wattbench.errors import UserError, WattbenchError
+from wattbench.core.errors import UserError, WattbenchError
 from wattbench.load.executor import coordinate
 from wattbench.load.level import assemble_outcome, settle_outcome
 from wattbench.load.link import Progress, WorkerResult
 from wattbench.load.liveness import TargetDown
 from wattbench.load.plan import PROGRESS_PERIOD_S, WorkerPlan, build_plans, split_count
-from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
-from wattbench.results.recordset import RecordSet
-from wattbench.results.schema import build_record
+from wattbench.core.load_types import LevelOutcome, LevelSpec
+from wattbench.core.target import TargetSpec
+from wattbench.core.recordset import RecordSet
+from wattbench.core.schema import build_record
 
 __all__ = ["RayExecutor", "LoadActor", "LevelShare", "share_level", "run_on_actors", "ray_call",
            "START_MARGIN_NS"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Iterable
 
-from wattbench.results.schema import RequestRecord
+from wattbench.core.schema import RequestRecord
 from wattbench.telemetry.base import Channel, Reading, SensorFailure, TelemetryLog
 
 __all__ = ["shift_record", "node_channel", "NodeLogMerger", "split_by_node"]

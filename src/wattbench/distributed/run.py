@@ -62,9 +62,10 @@ from wattbench.distributed.executor import (
     START_MARGIN_NS, LoadActor, offset_line, run_on_actors, share_level, short_error, short_id,
 )
 from wattbench.distributed.merge import node_channel
-from wattbench.errors import Interrupted, UserError
-from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
-from wattbench.results.schema import NodeInfo
+from wattbench.core.errors import Interrupted, UserError
+from wattbench.core.load_types import LevelOutcome, LevelSpec
+from wattbench.core.target import TargetSpec
+from wattbench.core.schema import NodeInfo
 from wattbench.telemetry.base import Reading, SensorFailure, TelemetryLog
 
 __all__ = ["RayCluster", "DistributedRun", "run_distributed_level", "START_MARGIN_NS"]

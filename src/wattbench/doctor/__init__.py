@@ -41,11 +41,11 @@ def run_doctor(
     from wattbench.doctor import server as srv
 
     if not environment and target is None and run_dir is None and checklist is None and not exporters:
-        from wattbench.errors import UserError
+        from wattbench.core.errors import UserError
 
         raise UserError("nothing to check: keep the environment checks, or give --target, --run, --checklist "
                         "or --exporter")
-    from wattbench.server.redact import register_secrets, url_secrets
+    from wattbench.core.redact import register_secrets, url_secrets
 
     register_secrets(api_key, *url_secrets(target))  # the key, URL credentials and query values: never shown
     declared = cl.load_checklist(checklist) if checklist else None

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from wattbench.doctor.check import Check
 from wattbench.doctor.server import CONCURRENCY_KEYS, REQUEST_ID_HEADERS, ServerProbe, effective_config, engine_values
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 G = "checklist"
 ROLLBACK_MAX_AGE_DAYS = 90
@@ -118,8 +118,8 @@ def fetch_exporter(url: str, timeout_s: float = 5.0) -> tuple[list[str] | None, 
 
     import http.client
 
-    from wattbench.errors import TargetError
-    from wattbench.server import origin
+    from wattbench.core.errors import TargetError
+    from wattbench.core import origin
     from wattbench.server.metrics import MAX_EXPOSITION_BYTES
 
     try:

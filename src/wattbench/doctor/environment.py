@@ -415,7 +415,7 @@ def split_fix(problem: str) -> tuple[str, str]:
 def sensor_checks(specs: list[str] | None = None, *, nvml: Any = None, measure_s: float = 0.3,
                   inventory: Callable[..., list[dict]] | None = None, **autodetect_kw) -> list[Check]:
     """Open every sensor (the ``--sensor`` specs, else autodetected ones), read it briefly, report."""
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
     from wattbench.telemetry.detect import inventory as _inventory
 
     inv = inventory or _inventory

@@ -9,7 +9,7 @@ release checklist can judge from the same observations without asking the server
 
 from __future__ import annotations
 
-from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import asyncio
 from dataclasses import dataclass, field
@@ -46,7 +46,7 @@ class StreamProbe:
 class ServerProbe:
     target: str
     base_url: str | None = None
-    info: Any = None  # wattbench.results.schema.ServerInfo
+    info: Any = None  # wattbench.core.schema.ServerInfo
     error: str | None = None
     metrics_status: int | None = None
     metrics: dict[str, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
@@ -76,7 +76,7 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
                        ) -> StreamProbe:
     import orjson
 
-    from wattbench.server.target import TargetSpec
+    from wattbench.core.target import TargetSpec
     from wattbench.server.openai import auth_headers, build_payload, endpoint_url, stream_error
     from wattbench.server.sse import DONE, SSEParser
     from wattbench.workload.base import RequestSpec
@@ -84,14 +84,14 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
     target = TargetSpec(base_url=base_url, model=model, api=api)
     body = build_payload(RequestSpec(prompt="Hello", max_tokens=max_tokens), target)
     sp = StreamProbe(api=api)
-    from wattbench.server import origin
+    from wattbench.core import origin
     from wattbench.server.sse import SSEError
 
     async with origin.request(session, "POST", endpoint_url(target), json=body, headers=auth_headers(api_key)) as r:
         sp.status = r.status
         sp.headers = {k.lower(): v for k, v in r.headers.items()}
         if r.status != 200:
-            from wattbench.server.redact import registered
+            from wattbench.core.redact import registered
 
             # the run's secrets scrubbed from the whole body, then cut (a key quoted across the cut)
             sp.error = registered().cut((await origin.read_body(r, 4096)).decode("utf-8", "replace"), 300)
@@ -115,7 +115,7 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
                     continue
                 err = stream_error(obj)
                 if err:
-                    from wattbench.server.redact import registered
+                    from wattbench.core.redact import registered
 
                     sp.error = registered().cut(err, 300)
                 sp.chunks += 1
@@ -130,9 +130,9 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
 async def _probe(target: str, api_key: str | None, burst: int, timeout_s: float) -> ServerProbe:
     import aiohttp
 
-    from wattbench.errors import TargetError
+    from wattbench.core.errors import TargetError
     from wattbench.server.detect import detect_server, root_of
-    from wattbench.server import origin
+    from wattbench.core import origin
     from wattbench.server.metrics import MAX_EXPOSITION_BYTES, metrics_url, parse_exposition
     from wattbench.server.openai import normalize_base_url
 
@@ -188,7 +188,7 @@ def probe_server(target: str, api_key: str | None = None, burst: int = DEFAULT_B
                  timeout_s: float = PROBE_TIMEOUT_S) -> ServerProbe:
     """Probe ``target`` (blocking). Bad URLs raise UserError; an unreachable server is a fact."""
     if burst < 0 or burst > 64:
-        from wattbench.errors import UserError
+        from wattbench.core.errors import UserError
 
         raise UserError(f"--burst {burst}: give 0 (off) to 64 concurrent probe requests")
     return asyncio.run(_probe(target, api_key, burst, timeout_s))

@@ -218,7 +218,7 @@ def _find(rule: Rule, sources: list[tuple[str, str]]) -> tuple[Evidence | None, 
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:
     """What a (failed or partial) run directory tells: texts to search, error classes, limits."""
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     d = Path(run_dir)
     if not d.is_dir():

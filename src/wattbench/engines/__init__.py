@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 ENGINES = ("transformers", "vllm", "sglang", "llamacpp")
 DEFAULT_START_TIMEOUT_S = {"transformers": 300.0, "vllm": 600.0, "sglang": 600.0, "llamacpp": 300.0}

@@ -12,7 +12,7 @@ parent does not leave it behind.
 
 from __future__ import annotations
 
-from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import atexit
 import http.client
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wattbench.clock import now_ns
-from wattbench.errors import EngineError, TargetError
-from wattbench.results.schema import ServerInfo
-from wattbench.server import origin
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import EngineError, TargetError
+from wattbench.core.schema import ServerInfo
+from wattbench.core import origin
 
 LOG_TAIL_LINES = 30
 DEFAULT_HOST = "127.0.0.1"
@@ -164,7 +164,7 @@ HTTP_GET_MAX_BYTES = 32 << 20
 
 
 def http_get(url: str, timeout_s: float = 2.0, api_key: str | None = None) -> tuple[int, bytes]:
-    """``(status, body)`` of a GET (``server/origin.py``: another host is never followed); ``(0, b"")``
+    """``(status, body)`` of a GET (``core/origin.py``: another host is never followed); ``(0, b"")``
     when it failed."""
     req = urllib.request.Request(url, headers={"Authorization": authorization(api_key)} if api_key else {})
     try:

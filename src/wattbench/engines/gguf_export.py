@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from wattbench.engines.presets import PRESET_VERSION, ensure_preset, get_preset
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 _LAYER_NAMES = {
     "self_attn.q_proj.weight": "attn_q.weight",

@@ -28,7 +28,7 @@ from wattbench.engines.base import (
     length_forcing_server_info,
 )
 from wattbench.engines.presets import PRESETS
-from wattbench.errors import EngineError, UserError
+from wattbench.core.errors import EngineError, UserError
 from wattbench.server.detect import select_props  # noqa: F401  (parsing /props lives in server/)
 
 _VERSION_RE = re.compile(r"version:\s*(\S+)(?:\s*\(([0-9a-f]+)\))?")

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 PRESET_VERSION = 1
 TOKENIZER_SEED = 1234

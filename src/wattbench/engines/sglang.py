@@ -26,7 +26,7 @@ from wattbench.engines.base import (
     length_forcing_server_info,
 )
 from wattbench.engines.presets import resolve_model
-from wattbench.errors import EngineError
+from wattbench.core.errors import EngineError
 from wattbench.server.detect import SERVER_INFO_KEYS, select_server_info  # noqa: F401  (parsing /get_server_info lives in server/)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from wattbench.engines.base import Engine, LaunchPlan, flag_value, has_flag
 from wattbench.engines.presets import resolve_model
-from wattbench.errors import EngineError
+from wattbench.core.errors import EngineError
 
 CUDA_TUNED_ARGS = ["--cb-use-cuda-graph", "--cb-max-batch-tokens", "8192", "--cb-max-memory-percent", "0.5"]
 # On CPU the paged cache is sized from total RAM by default (0.8 of it in 5.17, 0.6 in 5.24): 17 GB

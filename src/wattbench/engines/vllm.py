@@ -33,7 +33,7 @@ from wattbench.engines.base import (
     length_forcing_server_info,
 )
 from wattbench.engines.presets import default_cache_dir, resolve_model
-from wattbench.errors import EngineError
+from wattbench.core.errors import EngineError
 
 _CONFIG_KEYS = ("dtype", "max_seq_len", "load_format", "tensor_parallel_size", "pipeline_parallel_size",
                 "data_parallel_size", "quantization", "enforce_eager", "kv_cache_dtype", "device_config",

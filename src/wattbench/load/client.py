@@ -36,10 +36,10 @@ string — or an SSE line past ``server.sse.MAX_LINE_BYTES``), ``bad_usage`` (a 
 object, or a token count that is not a whole number in ``0..MAX_USAGE_TOKENS``; a later usage event
 with a smaller count than an earlier one; ``completion_tokens`` above the request's ``max_tokens`` or
 below the number of content chunks — ``server.openai.usage_disagreement``), ``connect`` (no
-connection). A redirect to another host is refused (``server/origin.py``: nothing is sent there) and
+connection). A redirect to another host is refused (``core/origin.py``: nothing is sent there) and
 recorded as ``http_<status>``; same-host redirects are followed. A failed request keeps the
 timestamps it got, with ``ok=False``; what is wrong with one answer costs that request, never the
-level. Error details and kept texts are scrubbed of the target's secrets (``server/redact.py``)
+level. Error details and kept texts are scrubbed of the target's secrets (``core/redact.py``)
 before the record exists.
 """
 
@@ -51,12 +51,12 @@ import functools
 import aiohttp
 import orjson
 
-from wattbench.clock import now_ns
-from wattbench.errors import TargetError
-from wattbench.server import origin
-from wattbench.server.redact import Scrubber
-from wattbench.server.target import TargetSpec
-from wattbench.results.schema import RequestRecord, build_record
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import TargetError
+from wattbench.core import origin
+from wattbench.core.redact import Scrubber
+from wattbench.core.target import TargetSpec
+from wattbench.core.schema import RequestRecord, build_record
 from wattbench.server.openai import (
     auth_headers,
     build_payload,

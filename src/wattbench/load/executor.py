@@ -22,7 +22,7 @@ implements the same protocol over Ray load actors, which run the same worker.
 
 ``coordinate`` is the one control loop, every 50 ms: interrupt (SIGINT, or ``control.cancel``) →
 cancel; the closed loop's deadline, or ``control.stop`` → close the feeder and stop; the open loop's
-backlog guard (``load/saturation.py``) → stop; progress to ``on_progress`` at most every
+backlog guard (``metrics/saturation.py``) → stop; progress to ``on_progress`` at most every
 ``PROGRESS_PERIOD_S``; a failed worker → stop the others. ``LevelControl`` is how another thread stops or cancels a level: a Ray load
 actor's level, asked by the driver's coordinator.
 """
@@ -36,16 +36,16 @@ import threading
 import time
 from typing import Callable, Protocol
 
-from wattbench.clock import now_ns
-from wattbench.errors import WattbenchError
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import WattbenchError
 from wattbench.load.link import (
     Back, Cancel, Error, Items, LocalLink, Need, Progress, Ready, Records, Result, Start, Stop, WorkerResult,
 )
 from wattbench.load.plan import PROGRESS_PERIOD_S, Feeder, WorkerPlan
-from wattbench.load.saturation import BacklogGuard
-from wattbench.load.types import LevelSpec
+from wattbench.metrics.saturation import BacklogGuard
+from wattbench.core.load_types import LevelSpec
 from wattbench.load.worker import Worker, cancel_pending, worker_process
-from wattbench.results.recordset import RecordSet
+from wattbench.core.recordset import RecordSet
 
 START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
 READY_TIMEOUT_S = 120

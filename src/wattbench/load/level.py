@@ -39,18 +39,18 @@ for every process of the host — so their records merge without conversion. Clo
 are pulled from the parent on demand (small prefetch), so ``requests`` may be an endless callable.
 
 Interruption: a SIGINT (Ctrl-C) while a level runs in the main thread cancels the requests in
-flight and raises ``wattbench.errors.Interrupted`` whose ``outcome`` attribute is the partial
+flight and raises ``wattbench.core.errors.Interrupted`` whose ``outcome`` attribute is the partial
 ``LevelOutcome`` (completed requests only, ``stopped_early="interrupted"``); worker processes
 ignore SIGINT and are cancelled by the parent.
 
 Layout: ``load/plan.py`` (worker rule, plans, feeder, arrivals), ``load/worker.py`` (one worker's
 event loop), ``load/link.py`` (worker ↔ coordinator protocol and typed messages),
 ``load/executor.py`` (in-process and subprocess executors, the one coordinator loop),
-``load/saturation.py`` (every threshold, the client guard, the backlog guard); this module ties
+``metrics/saturation.py`` (every threshold, the client guard, the backlog guard); this module ties
 them together and assembles the ``LevelOutcome``.
 
 Client saturation: ``load.saturated`` is set, with reasons, on the client's own signals only
-(thresholds in ``load/saturation.py``): the send-lag p99 exceeds ``max(5 ms, 10% of the mean
+(thresholds in ``metrics/saturation.py``): the send-lag p99 exceeds ``max(5 ms, 10% of the mean
 inter-arrival time)``, a worker used more than 90% of one core, or the event loop's lag p99
 exceeds 2 ms. An achieved rate below the target is not a client signal (a short Poisson level
 scatters widely); accounting judges it against the arrival process's own spread. The loop lag is measured by a 10 ms timer in every worker: a client
@@ -66,7 +66,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from wattbench.errors import Interrupted, LevelFailed, StorageError, UserError, WattbenchError
+from wattbench.core.errors import Interrupted, LevelFailed, StorageError, UserError, WattbenchError
 from wattbench.load.executor import InProcessExecutor, LevelControl, SubprocessExecutor, coordinate
 from wattbench.load.link import WorkerResult
 from wattbench.load.plan import (  # noqa: F401  (re-exported: the level's public names)
@@ -76,8 +76,8 @@ from wattbench.load.plan import (  # noqa: F401  (re-exported: the level's publi
     build_plans,
     validate_spec,
 )
-# The client's own saturation thresholds have one home: load/saturation.py.
-from wattbench.load.saturation import (  # noqa: F401  (re-exported)
+# The client's own saturation thresholds have one home: metrics/saturation.py.
+from wattbench.metrics.saturation import (  # noqa: F401  (re-exported)
     SAT_CPU_PCT,
     SAT_LAG_FLOOR_MS,
     SAT_LAG_FRACTION,
@@ -85,10 +85,11 @@ from wattbench.load.saturation import (  # noqa: F401  (re-exported)
     SAT_LOOP_LAG_MS,
     client_saturation_reasons,
 )
-from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
+from wattbench.core.load_types import LevelOutcome, LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import stats
-from wattbench.results.recordset import NONE, RecordSet, as_record_set
-from wattbench.results.schema import LoadStats
+from wattbench.core.recordset import NONE, RecordSet, as_record_set
+from wattbench.core.schema import LoadStats
 from wattbench.workload.base import RequestSpec
 
 __all__ = ["run_level", "validate_spec", "auto_workers", "assemble_outcome", "settle_outcome", "STREAMS_PER_WORKER",
@@ -329,7 +330,7 @@ def assemble_outcome(spec: LevelSpec, results: list[WorkerResult], t0_ns: int, t
     stops = [res.stop_ns for res in results if res.stop_ns is not None]
     if stops and last_end is not None:
         load.drain_s = max(0.0, (last_end - max(stops)) / 1e9)
-    # Saturation guard: the client's own signals only (load/saturation.py).
+    # Saturation guard: the client's own signals only (metrics/saturation.py).
     reasons = client_saturation_reasons(load, target_rate)
     load.saturated = bool(reasons)
     load.saturation_reasons = reasons

@@ -19,8 +19,8 @@ from typing import Protocol
 
 from wattbench.load.liveness import TargetDown
 from wattbench.load.plan import Feeder, Item
-from wattbench.results.recordset import RecordSet
-from wattbench.results.schema import RequestRecord
+from wattbench.core.recordset import RecordSet
+from wattbench.core.schema import RequestRecord
 
 
 # ---------------------------------------------------------------------------------- messages

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wattbench.results.schema import RequestRecord
+from wattbench.core.schema import RequestRecord
 
 __all__ = ["REFUSALS_DOWN", "FAILURES_DOWN", "LivenessWatch", "TargetDown"]
 

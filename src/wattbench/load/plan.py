@@ -23,10 +23,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from wattbench.clock import now_ns
-from wattbench.errors import UserError, WattbenchError
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import UserError, WattbenchError
 from wattbench.load.schedule import iter_arrival_times, parse_arrival
-from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.workload.base import RequestSpec
 
 # Auto worker rule (docs/benchmarks.md, "Client overhead"): one worker keeps its timestamps

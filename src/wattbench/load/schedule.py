@@ -20,7 +20,7 @@ from typing import Iterator
 
 import numpy as np
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 __all__ = ["Arrival", "parse_arrival", "arrival_times", "iter_arrival_times"]
 

@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 
-from wattbench.errors import UserError
-from wattbench.load.saturation import SaturationVerdict, is_oversaturated  # noqa: F401  (its home: load/saturation.py)
+from wattbench.core.errors import UserError
+from wattbench.metrics.saturation import SaturationVerdict, is_oversaturated  # noqa: F401  (its home: metrics/saturation.py)
 
 Measure = Callable[[float], Mapping]
 

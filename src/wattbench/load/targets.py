@@ -24,12 +24,13 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.load.level import run_level
-from wattbench.load.types import LevelOutcome, LevelSpec, TargetSpec
+from wattbench.core.load_types import LevelOutcome, LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import summarize_level
-from wattbench.results.recordset import NONE, RecordSet, as_record_set
-from wattbench.results.schema import RequestRecord, TargetStats
+from wattbench.core.recordset import NONE, RecordSet, as_record_set
+from wattbench.core.schema import RequestRecord, TargetStats
 from wattbench.workload.base import RequestSpec
 
 __all__ = ["run_level_multi", "per_target_summary", "weighted_route", "check_targets"]

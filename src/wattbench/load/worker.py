@@ -27,14 +27,14 @@ import traceback
 from collections import deque
 from typing import Callable
 
-from wattbench.clock import now_ns
+from wattbench.core.clock import now_ns
 from wattbench.load.link import Error, PipeLink, Progress, Ready, Records, Result, Start
 from wattbench.load.liveness import LivenessWatch, TargetDown
 from wattbench.load.plan import WorkerPlan
-from wattbench.load.types import TargetSpec
+from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import request_end_ns
-from wattbench.results.recordset import RecordSet
-from wattbench.results.schema import RequestRecord
+from wattbench.core.recordset import RecordSet
+from wattbench.core.schema import RequestRecord
 from wattbench.workload.base import RequestSpec
 
 LOOP_PROBE_S = 0.01  # the loop-lag probe's period

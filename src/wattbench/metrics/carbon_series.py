@@ -26,7 +26,7 @@ import json
 import math
 from pathlib import Path
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.metrics.carbon import IntensitySeries
 
 TIME_KEYS = ("datetime", "time", "timestamp", "start")

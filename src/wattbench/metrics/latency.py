@@ -25,7 +25,7 @@ leftovers and streams cut at the edges pro rata: ``metrics/window_tokens.py``); 
 of the measured requests that completed inside are kept beside (``measured_request_tokens``) and
 ``requests_per_s`` counts those requests.
 
-Memory: the records come as a ``results.recordset.RecordSet`` (a list of records or mappings is
+Memory: the records come as a ``core.recordset.RecordSet`` (a list of records or mappings is
 copied into one). Per-request figures are numpy columns (8 bytes a request, for the duration of
 one statistic); the ITL gaps, as many as the tokens, are read block by block (``recordset.stamp_blocks``)
 and their statistics computed by ``metrics/quantiles.py``, which gives numpy's figures bit for bit.
@@ -39,8 +39,8 @@ import numpy as np
 
 from wattbench.metrics.quantiles import Blocks, moments, percentiles
 from wattbench.metrics.window_tokens import window_tokens
-from wattbench.results.recordset import NONE, RecordSet, as_record_set, row_ids, stamp_blocks
-from wattbench.results.schema import Latency, RequestRecord, Requests, Stats, Throughput, TokenCount
+from wattbench.core.recordset import NONE, RecordSet, as_record_set, row_ids, stamp_blocks
+from wattbench.core.schema import Latency, RequestRecord, Requests, Stats, Throughput, TokenCount
 
 __all__ = ["stats", "itl_stats", "summarize_level", "request_end_ns", "gap_blocks"]
 

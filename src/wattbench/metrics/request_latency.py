@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wattbench.results.schema import RequestRecord
+from wattbench.core.schema import RequestRecord
 
 _NS_PER_MS = 1e6
 

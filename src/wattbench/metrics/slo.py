@@ -23,7 +23,7 @@ ITL = gaps between consecutive content chunks.
 Goodput = (requests that succeeded and meet every SLO) / duration, and their output tokens /
 duration; goodput per kW at a boundary = goodput output tokens/s / (average power W / 1000).
 
-``goodput`` and ``level_check`` read a ``results.recordset.RecordSet`` (a list of records or
+``goodput`` and ``level_check`` read a ``core.recordset.RecordSet`` (a list of records or
 mappings is copied into one; a record without ``ok`` counts as successful, as ``RequestRecord``
 defaults): per-request figures as numpy columns, ITL gaps block by block — each request's own gap
 statistic computed per block (``np.mean``/``np.percentile``/``max`` over the rows of a block with
@@ -39,10 +39,10 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.metrics.latency import gap_blocks
 from wattbench.metrics.quantiles import Blocks, moments, percentiles
-from wattbench.results.recordset import NONE, RecordSet, as_record_set, row_ids, stamp_blocks
+from wattbench.core.recordset import NONE, RecordSet, as_record_set, row_ids, stamp_blocks
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99", "max")

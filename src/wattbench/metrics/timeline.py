@@ -18,7 +18,7 @@ from typing import Iterable
 
 import numpy as np
 
-from wattbench.results.schema import RequestRecord
+from wattbench.core.schema import RequestRecord
 
 
 def output_tokens_per_s_buckets(

@@ -42,11 +42,11 @@ divides by them.
 Times are the client's arrival stamps; the server wrote each token slightly earlier (network and
 event-loop delay, sub-millisecond on one host), which shifts both window edges alike.
 
-The function is pure: records may be a ``results.recordset.RecordSet``, ``RequestRecord`` objects
+The function is pure: records may be a ``core.recordset.RecordSet``, ``RequestRecord`` objects
 or plain mappings (a ``requests.jsonl`` line; a list is copied into a set), and nothing is
 modified. ``start_ns > end_ns`` gives zero tokens.
 
-Computed block by block over the set's rows (``results.recordset.stamp_blocks``: at most
+Computed block by block over the set's rows (``core.recordset.stamp_blocks``: at most
 ``STAMPS_PER_BLOCK`` chunk stamps at once), vectorised: the same arithmetic per stream as
 ``stream_tokens_in_window`` (the per-stream definition), and the sums taken in row order, one
 stream after the other (``np.cumsum`` adds sequentially), so the floats are those of adding the
@@ -61,7 +61,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from wattbench.results.recordset import NONE, RecordSet, as_record_set, stamp_blocks
+from wattbench.core.recordset import NONE, RecordSet, as_record_set, stamp_blocks
 
 __all__ = ["WindowTokens", "window_tokens", "stream_tokens_in_window"]
 

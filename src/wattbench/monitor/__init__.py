@@ -20,8 +20,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from wattbench.clock import MONOTONIC, Clock, ClockAnchor
-from wattbench.errors import UserError
+from wattbench.core.clock import MONOTONIC, Clock, ClockAnchor
+from wattbench.core.errors import UserError
 from wattbench.monitor.exporter import DEFAULT_LISTEN, Exporter
 from wattbench.monitor.history import HistoryWriter
 from wattbench.monitor.sources import ResilientSensor, ServerScraper
@@ -58,7 +58,7 @@ class Monitor:
             raise UserError("--idle-threshold must be >= 0 tokens/s")
         if pue < 1:
             raise UserError(f"PUE must be >= 1.0 (got {pue:g})")
-        from wattbench.server.redact import combine_credentials, redact_url, register_secrets, url_secrets
+        from wattbench.core.redact import combine_credentials, redact_url, register_secrets, url_secrets
 
         # credentials in the URL become the Authorization header (an API key as well: one line); the
         # key, the URL's credentials and query never appear in the output, the exporter or the history

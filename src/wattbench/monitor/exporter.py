@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 STATES = ("idle", "loaded", "unknown")

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from wattbench.clock import ClockAnchor
+from wattbench.core.clock import ClockAnchor
 
 
 def _clean(x: Any) -> Any:
@@ -32,7 +32,7 @@ def _clean(x: Any) -> Any:
 class HistoryWriter:
     def __init__(self, path: str | Path, *, max_bytes: int | None = None, backups: int = 3,
                  anchor: ClockAnchor | None = None) -> None:
-        from wattbench.errors import UserError
+        from wattbench.core.errors import UserError
 
         self.path = Path(path)
         if self.path.is_dir():
@@ -57,7 +57,7 @@ class HistoryWriter:
         return _dt.datetime.fromtimestamp(w / 1e9, tz=_dt.timezone.utc).isoformat(timespec="milliseconds")
 
     def write(self, obj: dict[str, Any]) -> None:
-        from wattbench.server.redact import registered
+        from wattbench.core.redact import registered
 
         # the registered secrets (key, URL credentials) scrubbed string by string, wherever a server
         # echoed them (a /metrics label that became a by_model key, an error)

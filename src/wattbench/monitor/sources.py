@@ -9,16 +9,16 @@ counted once per attempt).
 
 from __future__ import annotations
 
-from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import http.client
 import urllib.error
 import urllib.request
 from typing import Any, Callable
 
-from wattbench.clock import now_ns
-from wattbench.errors import TargetError
-from wattbench.server import origin
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import TargetError
+from wattbench.core import origin
 from wattbench.server.metrics import MAX_EXPOSITION_BYTES
 from wattbench.monitor.backoff import Backoff
 from wattbench.telemetry.base import Channel, Reading, Sensor
@@ -84,7 +84,7 @@ def _scrubbed_models(by_model: dict[str, dict[str, float]]) -> dict[str, dict[st
     """Per-model counters with each model name scrubbed of the registered secrets (a server that
     echoes the key in a ``model_name`` label): the exporter, the history and the output show
     ``***``; two names that scrub alike add up."""
-    from wattbench.server.redact import registered
+    from wattbench.core.redact import registered
 
     scrub = registered()
     if not scrub:

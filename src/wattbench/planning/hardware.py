@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 HARDWARE_TABLE_VERSION = 1
 USER_FILE_NAME = "hardware.json"

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.metrics.slo import run_slo_text
 from wattbench.results.headline import common_headline_boundary
 from wattbench.results.rundir import load_result as _load_run
-from wattbench.results.schema import LevelResult, Result, TunedFrom
+from wattbench.core.schema import LevelResult, Result, TunedFrom
 
 NODE_BOUNDARIES = ("accelerator", "node", "wall")
 PERCENTILES = ("p95", "p99", "max", "avg")

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 # bytes per stored element; int4 is weight-only (two values per byte, group scales ignored)
 DTYPE_BYTES: dict[str, float] = {

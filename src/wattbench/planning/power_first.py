@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.planning.measured import (
     boundary_power_w,
     check_boundary_percentile,
@@ -37,7 +37,7 @@ from wattbench.planning.measured import (
     measured_node,
     result_name,
 )
-from wattbench.results.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result
 
 MAX_DP_CELLS = 200_000
 DEFAULT_HEADROOM_PCT = 10.0

@@ -19,10 +19,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.planning.hardware import HardwareTable, find_gpu
 from wattbench.planning.measured import MeasuredNode, measured_node
-from wattbench.results.schema import Result
+from wattbench.core.schema import Result
 
 DEFAULT_AIR_MAX_RACK_KW = 20.0
 DEFAULT_AIR_MAX_ACCELERATOR_W = 1000.0

@@ -30,10 +30,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.planning.hardware import GPUSpec, HardwareTable, find_gpu
 from wattbench.planning.model_shapes import COMPUTE_DTYPE, ModelShape, dtype_bytes, load_model_shape
-from wattbench.results.schema import Result
+from wattbench.core.schema import Result
 
 
 @dataclass

@@ -30,8 +30,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from wattbench.errors import UserError
-from wattbench.report.numbers import fmt
+from wattbench.core.errors import UserError
+from wattbench.core.numbers import fmt
 
 HOURS_PER_YEAR = 8760.0
 Period = Literal["year", "month"]

@@ -7,7 +7,7 @@ Only arranges figures stored in ``result.json`` (``LevelResult.attribution``, th
 from __future__ import annotations
 
 from wattbench.report import format as F
-from wattbench.results.schema import LevelResult, RequestAttribution, Result
+from wattbench.core.schema import LevelResult, RequestAttribution, Result
 
 GROUPS = (("tenant", "by_tenant"), ("tag", "by_tag"), ("model", "by_model"), ("target", "by_target"))
 

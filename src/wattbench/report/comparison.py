@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.report.numbers import fmt, fmt_fraction_pct, fmt_range
+from wattbench.core.numbers import fmt, fmt_fraction_pct, fmt_range
 
 
 def level_text(load: dict[str, Any]) -> str:

@@ -14,12 +14,12 @@ import csv
 from pathlib import Path
 from typing import Any, Iterable
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.report import format as F
 from wattbench.report.data import RunData
 from wattbench.report.summary import SERVING_LATENCY, SERVING_STATS
 from wattbench.results.headline import same_as
-from wattbench.results.schema import BoundaryEnergy, LevelResult
+from wattbench.core.schema import BoundaryEnergy, LevelResult
 
 SUMMARY_FILE = "levels.csv"
 REQUESTS_FILE = "requests.csv"

@@ -3,7 +3,7 @@ timeline), each file loaded on first use.
 
 File formats read here (one reader function each, so a format change is one edit):
 
-- ``result.json``: ``wattbench.results.schema.Result``.
+- ``result.json``: ``wattbench.core.schema.Result``.
 - ``requests.jsonl``: one ``RequestRecord`` per line.
 - ``telemetry.jsonl``: first line ``{"channels": [Channel dicts]}``, then either one sample per line
   ``{"t_ns": int, "c": channel_id, "v": float}`` or batches ``{"r": [[t_ns, channel_id, v], ...]}``
@@ -24,8 +24,8 @@ from typing import Any, Iterator
 import numpy as np
 import orjson
 
-from wattbench.errors import UserError
-from wattbench.results.schema import RequestRecord, Result
+from wattbench.core.errors import UserError
+from wattbench.core.schema import RequestRecord, Result
 from wattbench.results import rundir
 from wattbench.telemetry.base import Channel, TelemetryLog
 

@@ -1,16 +1,16 @@
-"""Text shared by the terminal, Markdown and HTML reports: number formatting (``report/numbers.py``,
+"""Text shared by the terminal, Markdown and HTML reports: number formatting (``core/numbers.py``,
 the one home, re-exported here), boundary order and the one-line headline of a level. Values are shown as stored in ``result.json``; the only
 conversion is W -> kW for display.
 """
 
 from __future__ import annotations
 
-from wattbench.results.schema import BoundaryEnergy, LevelResult, Result
+from wattbench.core.schema import BoundaryEnergy, LevelResult, Result
 from wattbench.results.headline import LABEL_RANK, boundary_order  # noqa: F401  (one home)
 from wattbench.results.headline import headline_boundary as _headline_boundary
 from wattbench.results.headline import parts, per_token, point, server_lower_bound, shown_boundaries, trial_ci  # noqa: F401
 
-from wattbench.report.numbers import MISSING, fmt, fmt_change, fmt_fraction_pct, fmt_pct, fmt_range, fmt_ratio, fmt_signed_pct  # noqa: F401  (one home)
+from wattbench.core.numbers import MISSING, fmt, fmt_change, fmt_fraction_pct, fmt_pct, fmt_range, fmt_ratio, fmt_signed_pct  # noqa: F401  (one home)
 
 
 def result_boundaries(result: Result, steady: bool = False) -> list[str]:
@@ -62,7 +62,7 @@ def headline(level: LevelResult) -> str:
     The boundary and the values follow the headline rule (``results.headline``): with ``--trials``
     each figure is the trials' mean, and tokens per kW carries its 95% CI. A level whose load
     generator was judged saturated starts with ``SATURATION_MARK`` and the figures it biases
-    (``saturation_mark``; ``wattbench.load.saturation``)."""
+    (``saturation_mark``; ``wattbench.metrics.saturation``)."""
     from wattbench.accounting.level_findings import P99_MIN_SAMPLES, in_flight_finding
 
     figs = [saturation_mark(level)] if level.load.saturated else []

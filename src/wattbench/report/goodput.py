@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from wattbench.metrics.slo import run_slo_text
 from wattbench.report import format as F
-from wattbench.results.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result
 
 
 def slo_text(result: Result) -> str | None:

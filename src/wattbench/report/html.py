@@ -31,7 +31,7 @@ from wattbench.report.html_plots import (
     idle_dynamic, latency_ecdf, pareto, per_request_energy, power_split, throughput_vs_load, x_of_levels,
 )
 from wattbench.report.html_timeline import timeline
-from wattbench.results.schema import BoundaryEnergy, Result
+from wattbench.core.schema import BoundaryEnergy, Result
 
 REPORT_FILE = "report.html"
 
@@ -210,7 +210,7 @@ def build_html(runs: list[RunData]) -> str:
     """The report page as a string."""
 
     if not runs:
-        from wattbench.errors import UserError
+        from wattbench.core.errors import UserError
 
         raise UserError("give at least one run directory to report on")
     for run in runs:  # load side files first so their notes reach the validity banners
@@ -263,7 +263,7 @@ def build_html(runs: list[RunData]) -> str:
         _errors_and_samples(doc, run)
         _inventory(doc, run)
         doc.add("</section>")
-    from wattbench.server.redact import scrub
+    from wattbench.core.redact import scrub
 
     boot = _BOOT.replace("%CONFIG%", script_json(PLOT_CONFIG))
     return (
@@ -278,7 +278,7 @@ def build_html(runs: list[RunData]) -> str:
 
 def render_html(runs: list[RunData], path: str | Path) -> Path:
     """Write the self-contained HTML report of ``runs`` to ``path``; return the path."""
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     path = Path(path)
     text = build_html(runs)

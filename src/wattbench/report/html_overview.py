@@ -18,7 +18,7 @@ from wattbench.analysis.figures import trial_ci
 from wattbench.report import format as F
 from wattbench.report import summary as S
 from wattbench.report.data import RunData
-from wattbench.results.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result
 
 VERDICT_CLASS = {"valid": "ok", "estimate": "est", "warn": "warn", "invalid": "bad"}
 

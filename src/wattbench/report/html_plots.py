@@ -13,13 +13,13 @@ from wattbench.report import summary as S
 from wattbench.report.data import RunData
 from wattbench.report.html_doc import COLORS, ECDF_MAX_POINTS, Doc, e, ptxt, table
 from wattbench.report.thin import ecdf_points
-from wattbench.results.schema import Result
+from wattbench.core.schema import Result
 
 def slo_thresholds(result: Result) -> dict[str, float]:
     """SLO thresholds (ms) by figure name (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``), from a
     level's ``goodput["slos"]`` (what ``metrics.slo.goodput`` stores), else ``config["slo"]`` read
     with the one ``--slo`` parser. Two SLOs on one figure (``ttft_p50``, ``ttft_p99``): the tighter line."""
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
     from wattbench.metrics.slo import SLO, parse_slos
 
     slos: list[SLO] = []

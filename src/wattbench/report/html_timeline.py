@@ -14,7 +14,7 @@ from wattbench.report import format as F
 from wattbench.report.data import RunData
 from wattbench.report.html_doc import COLORS, MAX_TIMELINE_BUCKETS, TIMELINE_MAX_POINTS, Doc, ptxt
 from wattbench.report.thin import thin_series
-from wattbench.results.schema import LevelResult
+from wattbench.core.schema import LevelResult
 from wattbench.telemetry.base import BOUNDARIES
 
 def _classify_series(name: str) -> str | None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from wattbench.report import format as F
-from wattbench.results.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result
 
 
 def load_label(mode: str | None, value: float | None, max_in_flight: int | None = None) -> str:

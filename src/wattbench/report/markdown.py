@@ -14,11 +14,11 @@ import html
 import re
 from pathlib import Path
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.report import format as F
 from wattbench.report import summary as S
 from wattbench.report.data import RunData
-from wattbench.results.schema import BoundaryEnergy
+from wattbench.core.schema import BoundaryEnergy
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
 VERDICT_MARK = {"valid": "✅", "estimate": "≈", "warn": "⚠️", "invalid": "❌"}

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from wattbench.report import format as F
 from wattbench.report.labels import levels_text
-from wattbench.results.schema import Result
+from wattbench.core.schema import Result
 
 
 def _num(a: float) -> str:

@@ -65,7 +65,7 @@ from wattbench.report.trials import (
     trials_n,
     trials_title,
 )
-from wattbench.results.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result
 from wattbench.telemetry.spec import SENSOR_FIX
 
 __all__ = [
@@ -141,7 +141,7 @@ def state_line(result: Result) -> str | None:
     """How the run controlled the server's state: the priming load and the history
     check, and how prompt lengths were fitted to the server without a tokenizer, in one line; None
     when the run did none of them."""
-    from wattbench.results.schema import NoiseInfo
+    from wattbench.core.schema import NoiseInfo
 
     nz = result.noise or NoiseInfo()
     parts = []

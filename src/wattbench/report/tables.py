@@ -12,7 +12,7 @@ from wattbench.report import format as F
 from wattbench.report.goodput import goodput_cells, has_goodput
 from wattbench.report.labels import short_label
 from wattbench.report.trials import TRIAL_FIGURES, any_trials, last_trial_title, trial_cells, trials_n
-from wattbench.results.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result
 
 
 @dataclass
@@ -111,7 +111,7 @@ def target_name(url: str) -> str:
 
 
 def target_cells(stats) -> dict[str, str]:
-    """One replica's figures by the level table's headers (``results.schema.TargetStats``: its
+    """One replica's figures by the level table's headers (``core.schema.TargetStats``: its
     requests, latency and throughput; its energy is the level's, not split by target)."""
     return {"ok/fail": f"{stats.requests.completed}/{stats.requests.failed}",
             "out\ntok/s": F.fmt(stats.throughput.output_tokens_per_s),

@@ -16,10 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from wattbench.report import format as F
-from wattbench.report.safe_text import term
+from wattbench.core.safe_text import term
 from wattbench.report import summary as S
 from wattbench.report.summary import Column, level_columns, trial_columns
-from wattbench.results.schema import Result
+from wattbench.core.schema import Result
 
 VERDICT_STYLE = {"valid": "green", "estimate": "cyan", "warn": "yellow", "invalid": "bold red"}
 LABEL_STYLE = {"measured": "green", "declared": "cyan", "estimate": "magenta"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wattbench.report import format as F
-from wattbench.results.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result
 
 
 # (figure name in the trials block, display name, is it read at a boundary)

@@ -101,7 +101,7 @@ def write_agreement(run_dir: str | os.PathLike, agreement: Agreement) -> Path:
 
 def load_agreement(path_or_dir: str | os.PathLike) -> Agreement:
     """Read an agreement run (its directory or its agreement.json); UserError names a bad file."""
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
     from wattbench.results.rundir import load_model
 
     p = Path(path_or_dir)

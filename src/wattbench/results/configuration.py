@@ -34,7 +34,7 @@ import os
 from typing import Any
 
 from wattbench.results.headline import headline_boundary, level_key
-from wattbench.results.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result
 
 _VOLATILE = ("host", "port", "pid", "path", "log", "url", "dir", "engine_args")
 

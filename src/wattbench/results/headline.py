@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from wattbench.accounting.boundaries import WHOLE_BOUNDARIES, contains_work
-from wattbench.results.schema import BoundaryEnergy, LevelResult
+from wattbench.core.schema import BoundaryEnergy, LevelResult
 from wattbench.telemetry.base import BOUNDARIES, CONTAINS
 
 LABEL_RANK = {"measured": 0, "declared": 1, "estimate": 2}

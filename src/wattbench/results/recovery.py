@@ -14,7 +14,7 @@ and the planners read it the same way):
 ``invalid`` in both cases, with the reason first among the verdict's reasons. The levels in
 ``result.json`` are complete (each was written when it ended); the level in progress was not.
 Its finished records are not lost: they were spooled into the run directory as they finished
-(``results/recordset.py``, durable spooling, ``<run>/spool/level-<i>-trial-<k>/records-*/lines``),
+(``core/recordset.py``, durable spooling, ``<run>/spool/level-<i>-trial-<k>/records-*/lines``),
 and ``recover`` reads them back as ``RecoveredLevel``s — counts, output tokens, TTFT and E2E of the
 completed requests — which ``wattbench report`` shows, labelled as recovered from a crashed run.
 They are not accounted: the level has no window, so no energy or efficiency figure.
@@ -27,16 +27,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wattbench.errors import StorageError
+from wattbench.core.errors import StorageError
 from wattbench.metrics.latency import stats
-from wattbench.results.recordset import LINES_FILE, SPOOL_PREFIX, read_spooled_lines
-from wattbench.results.schema import Finding, Result
-from wattbench.results.schema.measures import Stats
+from wattbench.core.recordset import LINES_FILE, SPOOL_PREFIX, read_spooled_lines
+from wattbench.core.schema import Finding, Result
+from wattbench.core.schema.measures import Stats
 
 CRASHED = "the run crashed"
 IN_PROGRESS = "the run is still in progress"
 RUN_LOCK_FILE = ".running"  # held (flock) by the process writing the run (rundir.RunLock); the kernel drops it with the process
-SPOOL_DIR = "spool"  # the records of the level in progress (results/recordset.py, durable spooling)
+SPOOL_DIR = "spool"  # the records of the level in progress (core/recordset.py, durable spooling)
 LEVEL_META_FILE = "level.json"  # what the level in progress is: index, trial, label
 REQUESTS_FILE = "requests.jsonl"
 # an empty file ``.stopped-<ERRNO>`` (``rundir.close_result``): the run stopped on that write error

@@ -1,14 +1,14 @@
 """Reading and writing run directories.
 
-A run directory holds ``result.json`` (a :class:`~wattbench.results.schema.Result`) and
-``requests.jsonl`` (one :class:`~wattbench.results.schema.RequestRecord` per line). Writes are
+A run directory holds ``result.json`` (a :class:`~wattbench.core.schema.Result`) and
+``requests.jsonl`` (one :class:`~wattbench.core.schema.RequestRecord` per line). Writes are
 atomic (temporary file in the same directory, fsync, ``os.replace``) so a crash mid-write leaves
 the previous complete file; ``requests.jsonl`` is appended and, when a write fails half-way
 (disk full), cut back to its last complete line. A failed write raises
-:class:`~wattbench.errors.UserError` (``storage_error``: one line naming the file). Reads use JSON and pydantic only (never pickle or eval); a missing or
-corrupt file raises :class:`~wattbench.errors.UserError` naming the file and the problem. Every
+:class:`~wattbench.core.errors.UserError` (``storage_error``: one line naming the file). Reads use JSON and pydantic only (never pickle or eval); a missing or
+corrupt file raises :class:`~wattbench.core.errors.UserError` naming the file and the problem. Every
 JSON file and ``requests.jsonl`` line is written without the process's registered secrets
-(``server.redact.register_secrets``: a run's API key, URL credential, secret headers), wherever a
+(``core.redact.register_secrets``: a run's API key, URL credential, secret headers), wherever a
 server put them.
 """
 
@@ -23,14 +23,14 @@ from typing import Any, Iterable, Iterator, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from wattbench.accounting.boundaries import withhold_outside_work
-from wattbench.errors import StorageError, UserError
+from wattbench.core.errors import StorageError, UserError
 from wattbench.results.recovery import (  # noqa: F401  (the layout of a run in progress, re-exported)
     LEVEL_META_FILE, RUN_LOCK_FILE, SPOOL_DIR, STOPPED_MARKER_PREFIX, level_spool_dir, run_in_progress,
     settle_unfinished,
 )
-from wattbench.results.schema import SCHEMA_VERSION, RequestRecord, Result
-from wattbench.results.schema.bounds import result_problem
-from wattbench.server.redact import registered
+from wattbench.core.schema import SCHEMA_VERSION, RequestRecord, Result
+from wattbench.core.schema.bounds import result_problem
+from wattbench.core.redact import registered
 
 RESULT_FILE = "result.json"
 REQUESTS_FILE = "requests.jsonl"
@@ -212,7 +212,7 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def write_json_atomic(path: str | os.PathLike, model: BaseModel) -> Path:
     """Write a pydantic model as indented JSON, atomically, without any of the process's registered
-    secrets (``server/redact.py``: every string that holds one is scrubbed, the JSON stays valid)."""
+    secrets (``core/redact.py``: every string that holds one is scrubbed, the JSON stays valid)."""
     p = Path(path)
     text = registered().json_text(model.model_dump_json(indent=2))
     _atomic_write_bytes(p, (text + "\n").encode("utf-8"))

@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.results.agreement import AGREEMENT_FILE, load_agreement
 from wattbench.results.headline import measured_boundaries
 from wattbench.results.recovery import listed_status
 from wattbench.results.rundir import RESULT_FILE, load_result
-from wattbench.results.schema import Result
+from wattbench.core.schema import Result
 from wattbench.results.store_noise import Spread, spread, spread_table
 from wattbench.results.store_schema import LEVEL_COLUMNS, MIGRATIONS, SCHEMA_VERSION, gpu_desc, level_rows
-from wattbench.server.redact import registered
+from wattbench.core.redact import registered
 
 DB_ENV = "WATTBENCH_DB"
 DB_FILENAME = "history.sqlite3"

@@ -10,7 +10,7 @@ import sqlite3
 from typing import Callable
 
 from wattbench.results.headline import headline_boundary, level_key, point
-from wattbench.results.schema import Result
+from wattbench.core.schema import Result
 
 
 def _run_script(conn: sqlite3.Connection, script: str) -> None:

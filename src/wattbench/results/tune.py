@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.results.rundir import load_model, write_json_atomic
 
 TUNE_SCHEMA_VERSION = 1

@@ -19,11 +19,11 @@ from wattbench.accounting.carbon import apply_carbon
 from wattbench.accounting.request_energy import attribute_level
 from wattbench.analysis.figures import ENERGY_FIGURES, headline
 from wattbench.analysis.pareto import frontier_from_levels
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.metrics.trials import ci95
 from wattbench.results import rundir
 from wattbench.results.headline import headline_boundary
-from wattbench.results.schema import LevelResult, Pareto, PrefillDecode
+from wattbench.core.schema import LevelResult, Pareto, PrefillDecode
 from wattbench.run.session import RunSession
 
 REGRESSION_INTERVALS = 120  # client-timed intervals over the run (at least 0.5 s each)

@@ -19,22 +19,22 @@ import time
 
 from wattbench import __version__
 from wattbench.accounting import measure_idle
-from wattbench.clock import ClockAnchor, now_ns
+from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.config import RunConfig
 from wattbench.environment import collect_environment
-from wattbench.errors import Interrupted, WattbenchError
+from wattbench.core.errors import Interrupted, WattbenchError
 from wattbench.metrics.carbon_series import parse_carbon_intensity
 from wattbench.metrics.slo import parse_slos
 from wattbench.results import rundir
-from wattbench.results.ids import new_run_id as _new_run_id
-from wattbench.results.schema import CarbonIntensity, ClockInfo, NoiseInfo, PrefillDecode, Result, Window
+from wattbench.core.ids import new_run_id as _new_run_id
+from wattbench.core.schema import CarbonIntensity, ClockInfo, NoiseInfo, PrefillDecode, Result, Window
 from wattbench.results.store import HistoryStore
 from wattbench.run import analyses, plan, telemetry
 from wattbench.run.level import LevelRunner
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.run.targets import Targets, resolve_targets, run_secrets
 from wattbench.server.metrics import MetricsScraper
-from wattbench.server.redact import register_secrets
+from wattbench.core.redact import register_secrets
 from wattbench.telemetry.jsonl import TelemetryWriter
 from wattbench.workload.presets import load_workload
 from wattbench.workload.tokenizer import open_token_source

@@ -13,14 +13,14 @@ import numpy as np
 
 from wattbench.accounting import thermal_summary
 from wattbench.accounting.level import account_level, add_level_findings, count_source
-from wattbench.clock import now_ns
-from wattbench.errors import Interrupted, LevelFailed, TargetStopped
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import Interrupted, LevelFailed, TargetStopped
 from wattbench.load.level import Drain, await_drained, run_level
 from wattbench.load.targets import per_target_summary, run_level_multi
-from wattbench.load.types import LevelSpec
+from wattbench.core.load_types import LevelSpec
 from wattbench.results import rundir
-from wattbench.results.recordset import as_record_set, spooling_into
-from wattbench.results.schema import LevelResult, PrimingPhase, TrialsBlock
+from wattbench.core.recordset import as_record_set, spooling_into
+from wattbench.core.schema import LevelResult, PrimingPhase, TrialsBlock
 from wattbench.run import analyses
 from wattbench.run.plan import default_num_requests, planned_levels
 from wattbench.run.session import RunSession
@@ -377,7 +377,7 @@ def priming_e2e_s(records) -> float | None:
     """The median end-to-end time (s) of the priming's completed requests: how long one request
     takes at the run's largest load (``run/prime.unmeasurable`` sizes levels by it)."""
     from wattbench.load.level import end_column
-    from wattbench.results.recordset import NONE
+    from wattbench.core.recordset import NONE
 
     c = as_record_set(records).columns("sent_ns", "last_token_ns", "end_ns", "ok")
     end = end_column(c)

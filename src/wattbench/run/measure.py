@@ -41,14 +41,14 @@ from pathlib import Path
 from wattbench.accounting import account_window, level_validity
 from wattbench.accounting.level import account_level, add_level_findings, count_source
 from wattbench.accounting.findings import Finding, rule
-from wattbench.clock import ClockAnchor, now_ns
+from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.config import RunConfig
-from wattbench.errors import Interrupted, TargetError, UserError, WattbenchError
+from wattbench.core.errors import Interrupted, TargetError, UserError, WattbenchError
 from wattbench.load.level import assemble_outcome
-from wattbench.load.types import LevelSpec
+from wattbench.core.load_types import LevelSpec
 from wattbench.results import rundir
-from wattbench.results.recordset import as_record_set
-from wattbench.results.schema import (
+from wattbench.core.recordset import as_record_set
+from wattbench.core.schema import (
     LevelResult,
     LoadStats,
     MeasureInfo,
@@ -84,7 +84,7 @@ from wattbench.run.benchmark import (
 )
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.server.metrics import MetricsScraper
-from wattbench.server.redact import argv_secrets, env_secrets, redact_argv, redact_url, register_secrets, registered
+from wattbench.core.redact import argv_secrets, env_secrets, redact_argv, redact_url, register_secrets, registered
 
 __all__ = ["MeasureConfig", "measure", "CommandFailed", "NO_TOKENS"]
 
@@ -187,7 +187,7 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     from wattbench.run.targets import api_key
     from wattbench.server.detect import detect_server
     from wattbench.server.openai import normalize_base_url
-    from wattbench.server.redact import combine_credentials, url_secrets
+    from wattbench.core.redact import combine_credentials, url_secrets
 
     cfg = session.config
     given = cfg.target
@@ -195,7 +195,7 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     if not url:
         return _unknown_server("no --target, and the command names no server"), [], None
     clean, key = combine_credentials(url, api_key(cfg))
-    register_secrets(key, *url_secrets(url))  # nothing measure writes or prints holds it (server/redact.py)
+    register_secrets(key, *url_secrets(url))  # nothing measure writes or prints holds it (core/redact.py)
     base = normalize_base_url(clean)
     try:
         server = asyncio.run(detect_server(base, key))
@@ -213,7 +213,7 @@ def _unknown_server(why: str, base_url: str | None = None) -> ServerInfo:
     """A server wattbench could not probe: its identity says so (the URL the command names, if any;
     nothing exposed), so the run's configuration key holds what is known, not "identity unknown"
     (which is a result written before identities were recorded)."""
-    from wattbench.results.schema import ServerIdentity
+    from wattbench.core.schema import ServerIdentity
     from wattbench.server.identity import target_of
 
     return ServerInfo(identity=ServerIdentity(target=target_of(base_url), not_exposed=[why]))

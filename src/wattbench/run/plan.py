@@ -15,12 +15,12 @@ from wattbench.accounting.attribution import isolating_pair
 from wattbench.accounting.steady import default_num_requests as _steady_default
 from wattbench.accounting.steady import steady_energy_periods
 from wattbench.config import RunConfig
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.load.level import validate_spec
 from wattbench.load.search import auto_sweep, optimize
-from wattbench.load.types import LevelSpec
+from wattbench.core.load_types import LevelSpec
 from wattbench.results.headline import headline_boundary
-from wattbench.results.schema import LevelResult, Result, SearchOutcome
+from wattbench.core.schema import LevelResult, Result, SearchOutcome
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
 ENERGY_OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw")  # a figure per kW: needs a power meter
@@ -101,7 +101,7 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
     by level, round after round; ``--trial-order shuffled``: a seeded shuffle per round; with
     ``--restart-engine`` a fresh engine, primed again, before every round), and the history check
     after the last level."""
-    from wattbench.results.schema import NoiseInfo
+    from wattbench.core.schema import NoiseInfo
 
     mode = "rate" if cfg.rate else "concurrency"
     candidates = optimize_candidates(cfg) if cfg.optimize else None

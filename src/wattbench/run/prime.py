@@ -37,9 +37,9 @@ import math
 from wattbench.config import RunConfig
 from wattbench.metrics.noise import INCONCLUSIVE, repeat_check
 from wattbench.report.labels import short_label_text
-from wattbench.report.numbers import fmt
+from wattbench.core.numbers import fmt
 from wattbench.results.configuration import level_figure
-from wattbench.results.schema import HistoryCheck, LevelResult, PrimingPhase, PromptCalibration
+from wattbench.core.schema import HistoryCheck, LevelResult, PrimingPhase, PromptCalibration
 
 PRIME_MIN_REQUESTS = 8
 PRIME_ROUNDS = 2
@@ -202,9 +202,9 @@ def calibrate_prompts(runner) -> "PromptCalibration | None":
     the fit and, when it was not possible (no usage in the answers), why. Only a synthetic workload
     with the approximate source is calibrated: a tokenizer or ``/tokenize`` is exact and stays the
     first choice; a dataset's prompts are the user's."""
-    from wattbench.load.types import LevelSpec
-    from wattbench.results.recordset import NONE, as_record_set
-    from wattbench.results.schema import PromptCalibration
+    from wattbench.core.load_types import LevelSpec
+    from wattbench.core.recordset import NONE, as_record_set
+    from wattbench.core.schema import PromptCalibration
     from wattbench.workload.base import RequestSpec
     from wattbench.workload.synthetic import request_rng
     from wattbench.workload.tokenizer import ApproxTokenizer

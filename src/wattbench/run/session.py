@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from wattbench.accounting.level import LevelContext
 from wattbench.accounting.level_findings import run_validity
-from wattbench.clock import ClockAnchor, now_ns
+from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.config import RunConfig
-from wattbench.errors import StorageError, UserError
+from wattbench.core.errors import StorageError, UserError
 from wattbench.results import rundir
-from wattbench.results.schema import Result
+from wattbench.core.schema import Result
 
 if TYPE_CHECKING:
     from wattbench.distributed.run import RayCluster

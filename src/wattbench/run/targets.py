@@ -9,13 +9,13 @@ from dataclasses import dataclass
 
 from wattbench.config import RunConfig
 from wattbench.engines import launch
-from wattbench.load.types import TargetSpec
-from wattbench.results.schema import ServerInfo
+from wattbench.core.target import TargetSpec
+from wattbench.core.schema import ServerInfo
 from wattbench.run.session import RunSession
 from wattbench.server.detect import detect_server, merge_launched, reuses_connections
 from wattbench.server.identity import target_of
 from wattbench.server.openai import check_load_endpoint, check_model_answers, check_target, normalize_base_url
-from wattbench.server.redact import body_secrets, combine_credentials, secret_values, url_secrets
+from wattbench.core.redact import body_secrets, combine_credentials, secret_values, url_secrets
 
 
 @dataclass
@@ -37,7 +37,7 @@ def api_key(config: RunConfig) -> str | None:
 def run_secrets(config: RunConfig) -> list[str]:
     """Every secret the run's configuration holds: the API key, credentials and query values in
     ``--target`` and ``--targets`` URLs, the values of credential-bearing and ``--secret-header``
-    headers, the credential fields of ``--extra-body`` (``server/redact.py``). The run registers
+    headers, the credential fields of ``--extra-body`` (``core/redact.py``). The run registers
     them so nothing it writes or prints holds them."""
     out = secret_values(api_key(config), config.headers, config.secret_headers) + body_secrets(config.extra_body)
     for u in [config.target, *config.targets]:
@@ -81,7 +81,7 @@ def resolve_targets(session: RunSession, run_dir) -> Targets:
     """Check every target (the model answers, the server is detected) before anything is written."""
     cfg = session.config
     base_url, key, launched_info, launched_model, tokenizer = _first_target(session, run_dir)
-    redirects: list[str] = []  # same-host redirects followed (another host is refused: server/origin.py)
+    redirects: list[str] = []  # same-host redirects followed (another host is refused: core/origin.py)
     model, models = asyncio.run(check_target(base_url, key, cfg.model, launched_model=launched_model,
                                              redirects=redirects))
     if launched_model is not None and model not in models:
@@ -121,8 +121,8 @@ def resolve_targets(session: RunSession, run_dir) -> Targets:
 def restart_engine(session: RunSession, specs: list[TargetSpec], before_trial: int) -> None:
     """``--restart-engine``: stop the launched engine and start a fresh one (same plan, a new port),
     pointing the run's target at it; every start is recorded in ``Result.noise.engine_starts``."""
-    from wattbench.errors import UserError
-    from wattbench.results.schema import EngineStart, NoiseInfo
+    from wattbench.core.errors import UserError
+    from wattbench.core.schema import EngineStart, NoiseInfo
 
     cfg, old = session.config, session.engine
     if old is None:

@@ -20,17 +20,17 @@ vLLM does not expose it, so it is recorded as unknown unless wattbench launched 
 
 from __future__ import annotations
 
-from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import asyncio
 import json
 from typing import Any
 
-from wattbench.errors import TargetError
-from wattbench.results.schema import ServerInfo
-from wattbench.server import origin
+from wattbench.core.errors import TargetError
+from wattbench.core.schema import ServerInfo
+from wattbench.core import origin
 from wattbench.server.identity import build_identity
-from wattbench.server.redact import redact_url
+from wattbench.core.redact import redact_url
 
 PROBE_TIMEOUT_S = 5.0
 
@@ -69,7 +69,7 @@ PROBE_MAX_BYTES = 4 << 20  # a probe reads at most this much of an answer (a /me
 
 
 async def _get(session, url: str, redirects: list[str] | None = None) -> tuple[int, dict[str, str], bytes]:
-    """One probe (``server/origin.py``: a redirect to another host is refused and noted in
+    """One probe (``core/origin.py``: a redirect to another host is refused and noted in
     ``redirects``, never followed); ``(0, {}, b"")`` when it failed."""
     import aiohttp
 

@@ -2,7 +2,7 @@
 
 ``MetricsScraper(url, interval_s).start()`` runs a daemon thread that GETs ``/metrics`` every
 ``interval_s`` and parses it with ``prometheus_client``'s text parser; each scrape is stamped with
-the run's monotonic clock (midpoint of request and response, ``wattbench.clock.now_ns``).
+the run's monotonic clock (midpoint of request and response, ``wattbench.core.clock.now_ns``).
 ``.stop()`` returns a ``ServerTimeline``: canonical series name -> (t_ns list, values).
 
 Canonical series (the engine's own names are mapped; samples with several label sets are summed,
@@ -27,7 +27,7 @@ and the reason; that is not an error.
 
 from __future__ import annotations
 
-from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import http.client
 import json
@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wattbench.clock import now_ns
-from wattbench.errors import TargetError
-from wattbench.server import origin
-from wattbench.server.redact import registered
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import TargetError
+from wattbench.core import origin
+from wattbench.core.redact import registered
 
 MAX_EXPOSITION_BYTES = 32 << 20  # of one /metrics answer (vLLM's is ~100 KB-1 MB); the rest unread
 

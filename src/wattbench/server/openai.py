@@ -8,14 +8,14 @@ message, an exception text or a repr.
 
 from __future__ import annotations
 
-from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import asyncio
 from urllib.parse import urlsplit, urlunsplit
 
-from wattbench.errors import TargetError, UserError
-from wattbench.server import origin
-from wattbench.server.target import TargetSpec
+from wattbench.core.errors import TargetError, UserError
+from wattbench.core import origin
+from wattbench.core.target import TargetSpec
 from wattbench.workload.base import RequestSpec
 
 __all__ = [
@@ -63,7 +63,7 @@ def normalize_base_url(url: str) -> str:
 
 def safe_url(url: str) -> str:
     """The URL for messages: ``redact.redact_url`` (no ``user:password@``, no query secret)."""
-    from wattbench.server.redact import redact_url
+    from wattbench.core.redact import redact_url
 
     return redact_url(url) or url
 
@@ -236,7 +236,7 @@ MODELS_BODY_BYTES = 16 << 20
 
 async def fetch_models(session, base_url: str, api_key: str | None, redirects: list[str] | None = None) -> list[str]:
     """The model ids of ``GET {base_url}/models``. Raises TargetError when the answer is not
-    OpenAI's ``{"data": [{"id": ...}, ...]}`` or redirects to another host (``server/origin.py``;
+    OpenAI's ``{"data": [{"id": ...}, ...]}`` or redirects to another host (``core/origin.py``;
     same-host redirects followed go to ``redirects``); aiohttp errors (connection) propagate."""
     import orjson
 

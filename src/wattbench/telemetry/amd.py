@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.clock import now_ns
-from wattbench.errors import SensorError
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Reading, Sensor
 
 FIX = "install ROCm and its Python bindings (`pip install amdsmi` matching your ROCm) and check `amd-smi` runs"

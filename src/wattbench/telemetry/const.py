@@ -6,8 +6,8 @@ emits its value at every poll, so the integral over any window is exactly W × w
 
 from __future__ import annotations
 
-from wattbench.clock import now_ns
-from wattbench.errors import UserError
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import UserError
 from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor
 
 

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from wattbench.clock import now_ns
-from wattbench.errors import SensorError
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Sensor
 
 

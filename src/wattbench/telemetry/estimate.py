@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from wattbench.clock import now_ns
-from wattbench.errors import UserError
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import UserError
 from wattbench.telemetry.base import Channel, Reading, Sensor
 
 # Vendor TDP per socket (W), from the vendors' product pages. Substring match on the model name.

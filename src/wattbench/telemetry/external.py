@@ -17,8 +17,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from wattbench.clock import ClockAnchor, now_ns
-from wattbench.errors import SensorError, UserError
+from wattbench.core.clock import ClockAnchor, now_ns
+from wattbench.core.errors import SensorError, UserError
 from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor
 
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")

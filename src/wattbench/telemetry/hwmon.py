@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from wattbench.clock import now_ns
-from wattbench.errors import SensorError
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Reading, Sensor
 
 DEFAULT_ROOT = "/sys/class/hwmon"

@@ -13,8 +13,8 @@ import os
 import re
 import subprocess
 
-from wattbench.clock import now_ns
-from wattbench.errors import SensorError
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Reading, Sensor
 
 READING_RE = re.compile(r"Instantaneous power reading:\s*([\d.]+)\s*Watts", re.I)

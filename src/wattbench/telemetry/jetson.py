@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wattbench.errors import SensorError
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel
 from wattbench.telemetry.hwmon import HwmonSensor, _Chan, _slug
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from wattbench.clock import ClockAnchor
-from wattbench.errors import UserError
+from wattbench.core.clock import ClockAnchor
+from wattbench.core.errors import UserError
 from wattbench.telemetry.base import Channel, SensorFailure, TelemetryLog
 
 FORMAT = "wattbench.telemetry"

@@ -18,8 +18,8 @@ import queue
 import subprocess
 import threading
 
-from wattbench.clock import ClockAnchor, now_ns
-from wattbench.errors import SensorError
+from wattbench.core.clock import ClockAnchor, now_ns
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Reading, Sensor
 
 # (query field, channel quantity, kind, unit, boundary)

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.clock import ClockAnchor, now_ns
-from wattbench.errors import SensorError
+from wattbench.core.clock import ClockAnchor, now_ns
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Reading, Sensor
 
 FI_POWER_AVERAGE = 185
@@ -418,7 +418,7 @@ def _cuda_version(v: int) -> str:
 
 def gpu_inventory(nvml: Any = None) -> list:
     """Describe every GPU NVML sees (for the result's environment). Empty list if NVML is absent."""
-    from wattbench.results.schema import GPUInfo
+    from wattbench.core.schema import GPUInfo
 
     try:
         nv = load_nvml(nvml)

@@ -23,9 +23,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from wattbench.clock import now_ns
-from wattbench.errors import SensorError, TargetError
-from wattbench.server import origin
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import SensorError, TargetError
+from wattbench.core import origin
 from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor
 
 POWER = "DCGM_FI_DEV_POWER_USAGE"
@@ -64,7 +64,7 @@ def _fetch(url: str, timeout_s: float, what: str, api_errors: bool = False) -> b
 
 def _check_boundary(b: str) -> str:
     if b not in BOUNDARIES:
-        from wattbench.errors import UserError
+        from wattbench.core.errors import UserError
 
         raise UserError(f"unknown boundary {b!r}; use one of {', '.join(BOUNDARIES)}")
     return b
@@ -143,7 +143,7 @@ class PromQuerySensor(Sensor):
     def __init__(self, base_url: str, query: str, boundary: str = "node", timeout_s: float = 5.0,
                  poll_interval_s: float = 1.0) -> None:
         if not query:
-            from wattbench.errors import UserError
+            from wattbench.core.errors import UserError
 
             raise UserError("prom: give a PromQL expression that yields watts: prom:http://prom:9090,query=EXPR")
         self.base_url = base_url.rstrip("/")

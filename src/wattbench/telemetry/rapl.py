@@ -20,8 +20,8 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from wattbench.clock import now_ns
-from wattbench.errors import SensorError
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Reading, Sensor
 
 DEFAULT_ROOT = "/sys/class/powercap"

@@ -26,10 +26,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from wattbench.clock import now_ns
-from wattbench.errors import SensorError, TargetError
-from wattbench.server import origin
-from wattbench.server.redact import redact_url
+from wattbench.core.clock import now_ns
+from wattbench.core.errors import SensorError, TargetError
+from wattbench.core import origin
+from wattbench.core.redact import redact_url
 
 from wattbench.telemetry.base import Channel, Reading, Sensor
 

@@ -15,7 +15,7 @@ sampler carries on. Sensors that cannot be opened are left out and their ``Senso
 message (which names the fix) goes to ``problems``. The thread never touches the event loop;
 ``snapshot()`` / ``latest_power_w()`` are safe to call from any thread for a live display.
 
-Time is read and waited on through ``clock`` (``wattbench.clock.Clock``; the real monotonic
+Time is read and waited on through ``clock`` (``wattbench.core.clock.Clock``; the real monotonic
 clock by default, a scripted one in tests).
 
 The sampler measures its own cost: ``overhead()`` reports the thread's CPU time
@@ -28,8 +28,8 @@ import threading
 import time
 from typing import Protocol
 
-from wattbench.clock import MONOTONIC, Clock
-from wattbench.errors import SensorError
+from wattbench.core.clock import MONOTONIC, Clock
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor, SensorFailure, TelemetryLog
 
 

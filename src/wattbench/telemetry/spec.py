@@ -11,7 +11,7 @@ import math
 import json
 import re
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.telemetry.base import BOUNDARIES, Sensor
 
 FORMS = [

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wattbench.errors import UserError
-from wattbench.interrupt import install_sigterm
+from wattbench.core.errors import UserError
+from wattbench.core.interrupt import install_sigterm
 
 DEFAULT_STATE_PATH = "/var/lib/wattbench/gpu-settings.json"
 

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from wattbench.config import RunConfig, domain_for
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.tune import score as sc
 from wattbench.metrics.noise import margin
 from wattbench.results.tune import LOWER_IS_BETTER, OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
@@ -145,7 +145,7 @@ class RunEvaluator:
             self.progress(event, {**data, "trial": trial.index})
 
         t0 = time.perf_counter()
-        from wattbench.errors import EngineError, Interrupted
+        from wattbench.core.errors import EngineError, Interrupted
 
         try:
             res = run_benchmark(cfg, on_event)
@@ -260,7 +260,7 @@ def tune(cfg: TuneConfig, *, evaluate: Callable | None = None, progress: Progres
         t.status, t.status_detail = "interrupted", f"interrupted; resume with --resume {d}"
         raise
     except BaseException as e:
-        from wattbench.errors import Interrupted
+        from wattbench.core.errors import Interrupted
 
         stopped = isinstance(e, (SystemExit, Interrupted))
         t.status = "interrupted" if stopped else "failed"

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 GPU_AXES = ("power-limit", "sm-clocks")
 
@@ -333,7 +333,7 @@ def load_space_file(path: str | Path) -> Space:
     """A YAML/JSON space file (see the module docstring)."""
     p = Path(path).expanduser()
     if not p.is_file():
-        from wattbench.errors import not_a_file_reason
+        from wattbench.core.errors import not_a_file_reason
 
         raise UserError(f"space file {p}: {not_a_file_reason(p)}")
     data = _parse_space_text(p)

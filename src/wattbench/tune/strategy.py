@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.results.tune import LOWER_IS_BETTER
 from wattbench.tune.space import Space, config_key
 

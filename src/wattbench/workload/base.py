@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 
 def row_labels(obj: dict, where: str, tenant_field: str = "tenant") -> tuple[str | None, list[str]]:

@@ -29,7 +29,7 @@ from typing import Iterator
 
 import numpy as np
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.workload.base import RequestSpec, row_labels
 from wattbench.workload.distributions import LengthDistribution, parse_distribution
 from wattbench.workload.source import Workload, file_sha256

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 ACCEPTED_FORMS = "N, uniform:A:B, normal:MU:SIGMA, lognormal:MU:SIGMA (of ln length) or choice:A,B,C"
 

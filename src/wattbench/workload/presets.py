@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from wattbench.errors import UserError, not_a_file_reason
+from wattbench.core.errors import UserError, not_a_file_reason
 from wattbench.workload.distributions import LengthDistribution, parse_distribution
 from wattbench.workload.source import Workload, file_sha256
 from wattbench.workload.tokenizer import TokenSource

@@ -17,7 +17,7 @@ works. Token counts exclude special tokens (BOS) and any chat template.
 
 from __future__ import annotations
 
-from wattbench.server.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import http.client
 import json
@@ -28,8 +28,8 @@ import urllib.request
 from pathlib import Path
 from typing import Protocol
 
-from wattbench.errors import UserError
-from wattbench.server import origin
+from wattbench.core.errors import UserError
+from wattbench.core import origin
 
 MAX_TOKENIZE_BYTES = 64 << 20  # of one /tokenize answer (a 1M-token prompt's ids are ~8 MB of JSON)
 MAX_TOKEN_COUNT = 100_000_000  # a count above this is not one (load/client.py's MAX_USAGE_TOKENS)
@@ -152,7 +152,7 @@ class ServerTokenizer:
             headers["Authorization"] = authorization(self._api_key)
         req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
         try:
-            with origin.urlopen(req, timeout=self.timeout_s) as r:  # another host: refused (server/origin.py)
+            with origin.urlopen(req, timeout=self.timeout_s) as r:  # another host: refused (core/origin.py)
                 raw = r.read(MAX_TOKENIZE_BYTES + 1)
                 left = getattr(r, "length", None)  # bytes its Content-Length announced and never sent
             if left and len(raw) <= MAX_TOKENIZE_BYTES:

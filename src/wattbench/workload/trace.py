@@ -42,7 +42,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.workload.base import RequestSpec, row_labels
 from wattbench.workload.source import Workload, file_sha256
 from wattbench.workload.synthetic import PromptBuilder, request_rng

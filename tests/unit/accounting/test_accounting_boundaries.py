@@ -223,7 +223,7 @@ def test_an_older_result_has_the_rule_applied_when_read(tmp_path):
     run's HTML plotted 12,688 and 9,435 above the board's 2,046); read back, they are withheld."""
     from tests.fakes.results_factory import make_level, make_result
     from wattbench.results.rundir import load_result, write_result
-    from wattbench.results.schema import TrialsBlock
+    from wattbench.core.schema import TrialsBlock
 
     lv = make_level(0, power_w={"accelerator": 700.0, "accelerator_memory": 151.0, "host": 113.0})
     lv.goodput = {"per_kw": {b: {"output_tokens_per_s_per_kw": 1.0} for b in lv.energy}}

@@ -19,7 +19,7 @@ from wattbench.accounting.findings import (
 )
 from wattbench.accounting.level_findings import run_validity
 from wattbench.report import summary as S
-from wattbench.results.schema import Finding, Result, Validity
+from wattbench.core.schema import Finding, Result, Validity
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "results_v1"
 

@@ -12,7 +12,7 @@ from tests.fakes.scripted_sensor import build_log, counter_channel, grid, power_
 from wattbench.accounting import account_window
 from wattbench.accounting.idle import measure_idle
 from wattbench.accounting.split import power_split
-from wattbench.results.schema import PowerSplit
+from wattbench.core.schema import PowerSplit
 
 S = 1_000_000_000
 BOARD = step_trace([(0, 80.0), (10, 687.0)])

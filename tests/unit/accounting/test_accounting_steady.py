@@ -51,7 +51,7 @@ from wattbench.accounting.steady import (  # noqa: E402
     steady_energy_periods,
 )
 from wattbench.accounting.validity import STEADY_FULL_TOL_PCT, steady_findings  # noqa: E402
-from wattbench.results.schema import BoundaryEnergy, Window  # noqa: E402
+from wattbench.core.schema import BoundaryEnergy, Window  # noqa: E402
 
 S = 1_000_000_000
 
@@ -76,8 +76,8 @@ def test_the_level_runner_uses_this_rule(monkeypatch):
     """``load/level.py`` assembles its outcome's steady window with ``accounting.steady`` (one rule)."""
     from wattbench.load import level as lv
     from wattbench.load.link import WorkerResult
-    from wattbench.load.types import LevelSpec
-    from wattbench.results.schema import RequestRecord
+    from wattbench.core.load_types import LevelSpec
+    from wattbench.core.schema import RequestRecord
 
     def rec(i, sent, end, warm=False):
         return RequestRecord(id=i, level=0, sent_ns=sent, first_token_ns=sent + 1, last_token_ns=end, end_ns=end + 1,

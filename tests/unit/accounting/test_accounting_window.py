@@ -5,7 +5,7 @@ import pytest
 
 from tests.fakes.scripted_sensor import aux_channel, build_log, counter_channel, grid, power_channel
 from wattbench.accounting import IdlePower, account_window, measure_idle, thermal_summary
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.telemetry.base import Channel
 
 S = 1_000_000_000

@@ -3,8 +3,8 @@ import pytest
 
 from wattbench.accounting.attribution import (cross_check, fit_intervals, fit_prefill_decode,
                                               intervals_from_records, isolating_pair)
-from wattbench.errors import UserError
-from wattbench.results.schema import RequestRecord
+from wattbench.core.errors import UserError
+from wattbench.core.schema import RequestRecord
 
 E_PREFILL = 0.012  # J per prompt token (truth)
 E_DECODE = 0.35  # J per generated token (truth)
@@ -177,7 +177,7 @@ def test_isolating_pair_without_energy_says_why_in_a_sentence():
     """A past defect: the decode-heavy level had no energy and the pair's error text was ``'accelerator'``."""
     from types import SimpleNamespace
 
-    from wattbench.results.schema import BoundaryEnergy, LevelResult, Throughput, Window
+    from wattbench.core.schema import BoundaryEnergy, LevelResult, Throughput, Window
     from wattbench.run.plan import prefill_decode_pair
 
     def level(i, label, energy):

@@ -8,8 +8,8 @@ import pytest
 
 from tests.fakes.scripted_sensor import build_log, grid, power_channel
 from wattbench.accounting.level import LevelContext, account_level, count_source, oversaturation
-from wattbench.load.types import LevelOutcome, LevelSpec
-from wattbench.results.schema import LoadStats, RequestRecord
+from wattbench.core.load_types import LevelOutcome, LevelSpec
+from wattbench.core.schema import LoadStats, RequestRecord
 
 S = 1_000_000_000
 

@@ -10,7 +10,7 @@ import pytest
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.accounting import level_findings as LF
 from wattbench.load.search import auto_sweep, optimize
-from wattbench.results.schema import Requests, RequestRecord
+from wattbench.core.schema import Requests, RequestRecord
 
 
 def _empty(level_index=1, value=128, warmup=128, failed=0):
@@ -94,7 +94,7 @@ def test_run_without_energy_says_so_once_in_the_verdict():
 def test_a_run_stopped_by_a_failed_write_says_so_first_and_is_at_best_warn():
     import errno
 
-    from wattbench.errors import StorageError
+    from wattbench.core.errors import StorageError
 
     r = make_result()
     for lv in r.levels:
@@ -182,7 +182,7 @@ def test_a_level_cut_short_says_so():
 
 
 def _history_run(first_tok_s: float, repeat_tok_s: float, trials=None):
-    from wattbench.results.schema import NoiseInfo
+    from wattbench.core.schema import NoiseInfo
     from wattbench.run.prime import judge
 
     first = make_level(0, value=2, output_tokens_per_s=first_tok_s, power_w=700.0, duration_s=20.0, trials=trials)
@@ -243,7 +243,7 @@ def test_an_inconclusive_history_check_is_a_note_that_says_inconclusive():
 
 
 def _streamed(i: int, chunks: int, **kw) -> RequestRecord:
-    from wattbench.results.schema import build_record
+    from wattbench.core.schema import build_record
 
     base = dict(id=i, level=0, sent_ns=i * 1000, chunk_ns=[i * 1000 + k + 1 for k in range(chunks)], output_tokens=chunks)
     base.update(kw)
@@ -273,7 +273,7 @@ def test_an_effect_between_one_and_two_percent_is_material_for_efficiency():
     """The efficiency materiality bound is 1%, and it is the one findings are judged by: effects of
     1.5% measured from their ground truth are warns, 0.5% notes. (A test that pinned the constant
     caught a 2% bound; these judge by it: at 2% both 1.5% cases read as notes.)"""
-    from wattbench.results.schema.noise import HistoryCheck
+    from wattbench.core.schema.noise import HistoryCheck
 
     bad = dict(ok=False, error="bad_usage", output_tokens=None)
     recs = [_streamed(i, 10) for i in range(197)] + [_streamed(197 + k, 5, **bad) for k in range(3)]

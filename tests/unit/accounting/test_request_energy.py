@@ -6,8 +6,8 @@ import pytest
 from tests.fakes.scripted_sensor import build_log, counter_channel
 from wattbench.accounting.boundaries import boundary_totals
 from wattbench.accounting.request_energy import roll_up, split_request_energy
-from wattbench.errors import UserError
-from wattbench.results.schema import RequestRecord
+from wattbench.core.errors import UserError
+from wattbench.core.schema import RequestRecord
 
 S = 1_000_000_000
 MS = 1_000_000

@@ -26,11 +26,11 @@ from wattbench.accounting.request_energy import (
     split_request_energy,
     work_per_interval,
 )
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.metrics import carbon as co2
 from wattbench.results import rundir
-from wattbench.results.recordset import RecordSet
-from wattbench.results.schema import RequestRecord
+from wattbench.core.recordset import RecordSet
+from wattbench.core.schema import RequestRecord
 
 S = 1_000_000_000
 MS = 1_000_000

@@ -14,7 +14,7 @@ from wattbench.analysis.agree import (
     run_agreement,
     score_tokens,
 )
-from wattbench.errors import TargetError, UserError
+from wattbench.core.errors import TargetError, UserError
 
 ANSWERS_A = {
     "capital of France?": "The capital of France is Paris.",

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.analysis.compare import compare, log_ratio_ci
 from wattbench.analysis.figures import TrialCI
-from wattbench.errors import UserError
-from wattbench.results.schema import TrialsBlock
+from wattbench.core.errors import UserError
+from wattbench.core.schema import TrialsBlock
 
 
 def _platforms():

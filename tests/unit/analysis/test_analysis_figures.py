@@ -13,7 +13,7 @@ from wattbench.analysis.figures import (
     throttle_reasons,
     trial_ci,
 )
-from wattbench.results.schema import TrialsBlock
+from wattbench.core.schema import TrialsBlock
 
 
 def test_headline_reads_every_family():

@@ -7,7 +7,7 @@ import pytest
 
 from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.analysis.regress import parse_checks, regress
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 
 def test_parse_checks():
@@ -67,7 +67,7 @@ def test_failure_reports_size_of_miss():
     assert f["output_tokens_per_s"].miss == pytest.approx(0.02)
     assert "missed by 2.00%" in f["output_tokens_per_s"].message
     assert "limit -3%" in f["output_tokens_per_s"].message
-    # the one number format (report/numbers.py): not 1456.96 -> 1315.83 but 1,000 -> 950
+    # the one number format (core/numbers.py): not 1456.96 -> 1315.83 but 1,000 -> 950
     assert "output_tokens_per_s 1,000 -> 950 (-5.00%, inconclusive: noise unknown)" in f["output_tokens_per_s"].message
     assert f"j_per_output_token {(600 * 60) / (1000 * 60):.2f} -> 0.69 " in f["j_per_output_token"].message
 

@@ -12,7 +12,7 @@ from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.analysis.compare import compare
 from wattbench.analysis.regress import regress
 from wattbench.cli.main import build_app
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.results.rundir import write_result
 
 

@@ -6,8 +6,8 @@ import pytest
 from wattbench.analysis.compare import SIDE_BY_SIDE
 from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions
 from wattbench.analysis.regress import parse_checks
-from wattbench.errors import UserError
-from wattbench.results.schema import BoundaryEnergy, LevelResult
+from wattbench.core.errors import UserError
+from wattbench.core.schema import BoundaryEnergy, LevelResult
 from wattbench.run.plan import OBJECTIVES
 
 

@@ -28,7 +28,7 @@ def test_missing_ray_is_a_user_error(monkeypatch):
     import pytest
 
     from wattbench.distributed.run import _ray
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     real = builtins.__import__
 

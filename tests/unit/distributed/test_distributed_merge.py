@@ -6,7 +6,7 @@ import pytest
 
 from wattbench.accounting.boundaries import boundary_totals
 from wattbench.distributed.merge import NodeLogMerger, node_channel, shift_record, split_by_node
-from wattbench.results.schema import RequestRecord
+from wattbench.core.schema import RequestRecord
 from wattbench.telemetry.base import Channel
 
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from tests.fakes.scripted_sensor import ScriptedSensor
-from wattbench.clock import now_ns
+from wattbench.core.clock import now_ns
 from wattbench.distributed.actors import NodeSensor
 
 

@@ -9,7 +9,7 @@ from tests.fakes.doctor_server import OpsServerConfig, serve
 from wattbench.doctor import checklist as cl
 from wattbench.doctor import run_doctor
 from wattbench.doctor.server import probe_server, server_checks
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 
 def by_id(checks):

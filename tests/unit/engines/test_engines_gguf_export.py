@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 
 from wattbench.engines.gguf_export import ensure_gguf, gguf_name, llama3_rope_freqs, permute_rotary  # noqa: E402
 from wattbench.engines.presets import PRESETS, ensure_preset  # noqa: E402
-from wattbench.errors import UserError  # noqa: E402
+from wattbench.core.errors import UserError  # noqa: E402
 
 
 @pytest.fixture(scope="module")

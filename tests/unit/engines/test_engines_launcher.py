@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from wattbench.engines.base import Engine, LaunchPlan, flag_value, has_flag, log_tail, start
-from wattbench.errors import EngineError
+from wattbench.core.errors import EngineError
 
 FAKE = Path(__file__).resolve().parents[2] / "fakes" / "engines_fake_engine.py"
 

@@ -12,7 +12,7 @@ from wattbench.engines.llamacpp import LlamaCpp, parse_version, select_props
 from wattbench.engines.sglang import SGLang, select_server_info
 from wattbench.engines.transformers_serve import CPU_BOUNDED_ARGS, CUDA_TUNED_ARGS, TransformersServe
 from wattbench.engines.vllm import VLLM, default_scheduler_limits, parse_cache_config_info, parse_engine_config_line
-from wattbench.errors import EngineError, UserError
+from wattbench.core.errors import EngineError, UserError
 
 FAKES = Path(__file__).resolve().parents[2] / "fakes"
 

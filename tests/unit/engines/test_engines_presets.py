@@ -8,7 +8,7 @@ import json
 import pytest
 
 from wattbench.engines import presets
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from wattbench.load.liveness import FAILURES_DOWN, REFUSALS_DOWN, LivenessWatch
-from wattbench.results.schema import RequestRecord
+from wattbench.core.schema import RequestRecord
 
 S = 1_000_000_000
 

@@ -2,12 +2,12 @@
 
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.load.level import assemble_outcome
 from wattbench.load.link import WorkerResult
 from wattbench.load.plan import STREAMS_PER_WORKER, Feeder, auto_workers, open_arrivals, validate_spec
-from wattbench.load.types import LevelSpec
-from wattbench.results.schema import RequestRecord
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.schema import RequestRecord
 from wattbench.workload.base import RequestSpec
 
 MS = 1_000_000
@@ -136,7 +136,7 @@ def test_assemble_flags_a_starved_event_loop():
 
 def test_sleep_until_never_wakes_early():
 
-    from wattbench.clock import now_ns
+    from wattbench.core.clock import now_ns
     from wattbench.load.client import new_event_loop
     from wattbench.load.worker import sleep_until
 

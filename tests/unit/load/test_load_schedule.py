@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.load.schedule import arrival_times, parse_arrival
 
 

@@ -6,11 +6,12 @@ from collections import Counter
 
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.load.targets import check_targets, per_target_summary, run_level_multi, weighted_route
-from wattbench.load.types import LevelSpec, TargetSpec
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import summarize_level
-from wattbench.results.schema import RequestRecord
+from wattbench.core.schema import RequestRecord
 
 MS = 1_000_000
 

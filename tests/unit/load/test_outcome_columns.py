@@ -19,10 +19,10 @@ from tests import golden
 from wattbench.accounting.steady import steady_window, steady_window_ns
 from wattbench.load.level import assemble_outcome, mean_in_flight
 from wattbench.load.link import WorkerResult
-from wattbench.load.types import LevelSpec
+from wattbench.core.load_types import LevelSpec
 from wattbench.metrics.latency import request_end_ns
-from wattbench.results.recordset import RecordSet
-from wattbench.results.schema import RequestRecord
+from wattbench.core.recordset import RecordSet
+from wattbench.core.schema import RequestRecord
 
 GOLDEN = "outcome_columns"
 ABOUT = ("What load.level.assemble_outcome and accounting.steady.steady_window compute on the seeded records of "

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from wattbench.errors import UserError
-from wattbench.load.saturation import is_oversaturated
+from wattbench.core.errors import UserError
+from wattbench.metrics.saturation import is_oversaturated
 from wattbench.load.search import auto_sweep, ladder, optimize
 from wattbench.metrics.slo import parse_slos
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.metrics.carbon import (IntensitySeries, annual_tonnes, carbon_g, carbon_g_per_million_tokens,
                                       carbon_g_per_request, window_intensity)
 from wattbench.metrics.carbon_series import parse_carbon_intensity

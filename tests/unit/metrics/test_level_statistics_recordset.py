@@ -25,8 +25,8 @@ from wattbench.load.targets import per_target_summary
 from wattbench.metrics.latency import stats, summarize_level
 from wattbench.metrics.slo import goodput, level_check, parse_slos
 from wattbench.metrics.window_tokens import window_tokens
-from wattbench.results.recordset import RecordSet
-from wattbench.results.schema import build_record
+from wattbench.core.recordset import RecordSet
+from wattbench.core.schema import build_record
 
 GOLDEN = "level_statistics"
 ABOUT = ("What metrics.latency.summarize_level, metrics.window_tokens.window_tokens, metrics.slo.goodput and "
@@ -250,7 +250,7 @@ def test_count_source_oversaturation_and_input_lengths(level):
                              for r in ms]))
     grid = np.arange(t0, t1, 100_000_000, dtype=np.int64)
     backlog = np.searchsorted(sent, grid, side="right") - np.searchsorted(ends, grid, side="right")
-    from wattbench.load.saturation import is_oversaturated
+    from wattbench.metrics.saturation import is_oversaturated
     want = is_oversaturated(((grid - t0) / 1e9).tolist(), backlog.tolist())
     assert oversaturation(Spec, Outcome).to_dict() == want.to_dict()
 

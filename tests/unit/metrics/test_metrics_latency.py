@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from wattbench.metrics.latency import stats, summarize_level
-from wattbench.results.schema import RequestRecord
+from wattbench.core.schema import RequestRecord
 
 MS = 1_000_000
 

@@ -2,7 +2,7 @@ import pytest
 
 from wattbench.metrics.request_latency import inter_chunk_gaps_ms, per_request_latencies
 from wattbench.metrics.timeline import in_flight_steps, output_tokens_per_s_buckets
-from wattbench.results.schema import RequestRecord
+from wattbench.core.schema import RequestRecord
 
 MS = 1_000_000
 

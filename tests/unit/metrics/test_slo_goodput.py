@@ -1,8 +1,8 @@
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.metrics.slo import SLO, figures_meet, goodput, level_check, parse_slos, request_figures
-from wattbench.results.schema import RequestRecord
+from wattbench.core.schema import RequestRecord
 
 MS = 1_000_000
 

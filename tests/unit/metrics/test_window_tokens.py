@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wattbench.metrics.window_tokens import stream_tokens_in_window, window_tokens
-from wattbench.results.schema import RequestRecord
+from wattbench.core.schema import RequestRecord
 
 MS = 1_000_000
 

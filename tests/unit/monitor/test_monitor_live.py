@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.fakes.scripted_clock import SharedClock
 from tests.fakes.scripted_sensor import LivePower, ScriptedSensor
 from wattbench.monitor import Monitor
-from wattbench.report.numbers import fmt
+from wattbench.core.numbers import fmt
 
 MS = 1_000_000
 
@@ -249,12 +249,12 @@ def test_failing_meter_backs_off_and_recovers(engine):
 
 
 def test_no_sensor_is_a_user_error(engine):
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     s = TraceSensor(SharedClock())
 
     def boom():
-        from wattbench.errors import SensorError
+        from wattbench.core.errors import SensorError
 
         raise SensorError("meter unplugged", "plug it in")
 
@@ -299,7 +299,7 @@ def test_history_rotation(tmp_path):
 
 
 def test_parse_listen():
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
     from wattbench.monitor.exporter import parse_listen
 
     assert parse_listen("127.0.0.1:9464") == ("127.0.0.1", 9464)

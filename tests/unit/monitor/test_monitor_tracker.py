@@ -245,7 +245,7 @@ def test_monitor_sends_url_credentials_as_basic_auth_and_shows_none():
 
     from wattbench.monitor import Monitor
     from wattbench.monitor.sources import _scrubbed_models
-    from wattbench.server import redact
+    from wattbench.core import redact
 
     m = Monitor("http://mon:pw-MON-secret1@127.0.0.1:9/?sig=sig-MON-secret2&api-version=1", ["const:node=1"],
                 listen=None)

@@ -3,7 +3,7 @@ from importlib import resources
 
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.planning.hardware import (
     HARDWARE_TABLE_VERSION,
     GPUSpec,

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.planning.model_shapes import PRESETS, dtype_bytes, load_model_shape
 
 

@@ -3,7 +3,7 @@ import itertools
 import pytest
 
 from tests.fakes.planning_results import make_level, make_result
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.planning.power_first import (
     SLO,
     Candidate,

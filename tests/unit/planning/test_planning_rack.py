@@ -1,7 +1,7 @@
 import pytest
 
 from tests.fakes.planning_results import make_level, make_result
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.planning.rack import (
     CoolingThresholds,
     MeasuredNodeRef,

@@ -1,7 +1,7 @@
 import pytest
 
 from tests.fakes.planning_results import make_level, make_result
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.planning.roofline import roofline, roofline_for_result
 
 W8B = 8_030_261_248 * 2  # bytes

@@ -1,7 +1,7 @@
 import pytest
 
 from tests.fakes.planning_results import make_level, make_result
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.planning.tco import tco, tokens_per_kwh_from_result
 
 
@@ -36,7 +36,7 @@ def test_cost_per_million_tokens_from_efficiency_and_throughput():
     t = tco(it_kw=10, price_per_kwh=0.1, load=0.5, tokens_per_s=1000)
     assert t.tokens_per_year == 1000 * 0.5 * 8760 * 3600
     assert t.cost_per_million_tokens == pytest.approx(10 * 0.5 * 8760 * 0.1 / t.tokens_per_year * 1e6)
-    # the one number format (report/numbers.py), never 1.02145e+07
+    # the one number format (core/numbers.py), never 1.02145e+07
     u = tco(it_kw=10, price_per_kwh=0.1, tokens_per_kwh=10_214_500)
     assert u.tokens_source == "10,214,500 tokens per IT kWh × 87,600 kWh"
 

@@ -1,8 +1,8 @@
 """One home for the redirect rule: no module of src/ sends an HTTP request but
-through ``server/origin.py`` (``origin.request`` for aiohttp, ``origin.urlopen`` for urllib), so no
+through ``core/origin.py`` (``origin.request`` for aiohttp, ``origin.urlopen`` for urllib), so no
 client can follow a redirect to another host with the user's credentials.
 
-The scan (ast) flags, outside ``server/origin.py``: a call of ``urlopen``/``build_opener``/
+The scan (ast) flags, outside ``core/origin.py``: a call of ``urlopen``/``build_opener``/
 ``OpenerDirector``/``http.client.HTTP(S)Connection``/``requests.*``/``httpx.*``; a call of
 ``.get/.post/.put/.patch/.delete/.head/.options/.request`` that passes a request keyword
 (``headers``, ``json``, ``data``, ``allow_redirects``, ``trace_request_ctx``, ``auth``) — an
@@ -17,7 +17,7 @@ from pathlib import Path
 from tests.fakes.source_scan import call_name
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "wattbench"
-HOME = "wattbench/server/origin.py"
+HOME = "wattbench/core/origin.py"
 DIRECT = ("urlopen", "build_opener", "OpenerDirector", "HTTPConnection", "HTTPSConnection", "requests.", "httpx.")
 METHODS = {"get", "post", "put", "patch", "delete", "head", "options", "request", "ws_connect"}
 REQUEST_KW = {"headers", "json", "data", "allow_redirects", "trace_request_ctx", "auth"}
@@ -34,12 +34,12 @@ def scan(source: str, rel: str) -> list[str]:
         last = name.rsplit(".", 1)[-1]
         if (any(name == d or name.endswith("." + d) or (d.endswith(".") and name.startswith(d)) for d in DIRECT)
                 and not name.startswith("origin.")):
-            out.append(f"{where}: {name}(...) outside server/origin.py")
+            out.append(f"{where}: {name}(...) outside core/origin.py")
         elif isinstance(node.func, ast.Attribute) and last in METHODS and kws & REQUEST_KW \
                 and not name.startswith("origin."):
             out.append(f"{where}: {name}(..., {', '.join(sorted(kws & REQUEST_KW))}=) sends a request without the rule")
         elif "allow_redirects" in kws:
-            out.append(f"{where}: allow_redirects outside server/origin.py")
+            out.append(f"{where}: allow_redirects outside core/origin.py")
     return out
 
 
@@ -49,7 +49,7 @@ def test_no_request_outside_the_rule():
         rel = path.relative_to(SRC.parent).as_posix()
         if rel != HOME:
             found += scan(path.read_text(encoding="utf-8"), rel)
-    assert not found, "send requests through server/origin.py (origin.request / origin.urlopen):\n" + "\n".join(found)
+    assert not found, "send requests through core/origin.py (origin.request / origin.urlopen):\n" + "\n".join(found)
 
 
 def test_the_scan_finds_planted_requests():

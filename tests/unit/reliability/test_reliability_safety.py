@@ -173,7 +173,7 @@ def test_result_files_are_data_not_code(tmp_path):
     a UserError naming the file, and nothing runs."""
     import pickle
 
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
     from wattbench.results import rundir
 
     src = inspect.getsource(rundir)

@@ -1,4 +1,4 @@
-"""One home for "untrusted text made safe for a terminal" (``report/safe_text.py``), used by every
+"""One home for "untrusted text made safe for a terminal" (``core/safe_text.py``), used by every
 printer: everything the CLI prints goes through ``sys.stdout``/``sys.stderr``, which ``cli.main``
 wraps for every command (``server/redact.guard_std_streams``) in a stream that scrubs secrets and
 applies ``safe_text.stream``. The scan (ast) checks that the wrapping is there and that it applies
@@ -68,7 +68,7 @@ def test_every_command_runs_inside_the_guard_and_the_guard_filters():
                      if isinstance(i.context_expr, ast.Call))]
     assert withs and any(isinstance(c, ast.Call) and call_name(c.func) == "cmd.main"
                          for w in withs for c in ast.walk(w)), "cli.main must run the command inside guard_std_streams()"
-    redact = ast.parse((SRC / "server" / "redact.py").read_text())
+    redact = ast.parse((SRC / "core" / "redact.py").read_text())
     writes = [f for c in ast.walk(redact) if isinstance(c, ast.ClassDef) and c.name in ("_ScrubbingStream",
                                                                                          "_ScrubbingBuffer")
               for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "write"]

@@ -3,7 +3,7 @@
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.accounting.attribution import fit_prefill_decode
 from wattbench.report.attribution import prefill_decode_lines
-from wattbench.results.schema import PrefillDecode
+from wattbench.core.schema import PrefillDecode
 
 
 def test_unreliable_split_is_shown_with_reasons_never_bare_numbers():

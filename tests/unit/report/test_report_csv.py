@@ -4,7 +4,7 @@ import pytest
 from wattbench.metrics.request_latency import per_request_latencies
 from wattbench.report.csv import REQUEST_COLUMNS, SUMMARY_COLUMNS, write_csvs
 from wattbench.report.data import RunData
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 
 
 def test_summary_csv_long_form_matches_result(report_run_dir, tmp_path):

@@ -3,7 +3,7 @@ import shutil
 import orjson
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.report.data import RunData, load_runs
 
 

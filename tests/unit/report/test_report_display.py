@@ -11,7 +11,7 @@ from tests.fakes.results_factory import make_level, make_result
 from wattbench.accounting.findings import verdicts
 from wattbench.report import summary as S
 from wattbench.report.terminal import run_summary
-from wattbench.results.schema import Finding
+from wattbench.core.schema import Finding
 
 FIX = "give --tokenizer PATH (or a server with /tokenize) so prompts come out at the asked length"
 
@@ -86,7 +86,7 @@ def cells_of(out: str, label: str) -> list[list[str]]:
 @pytest.mark.parametrize("width", [80, 160])
 def test_replicas_have_their_own_rows_under_the_total(width):
     """`-t A -t B`: the README promises per-target figures; the summary showed one total row."""
-    from wattbench.results.schema import Latency, Requests, TargetStats, Throughput
+    from wattbench.core.schema import Latency, Requests, TargetStats, Throughput
     from tests.fakes.results_factory import stats
 
     lv = make_level(0, value=64, output_tokens_per_s=1500.0)
@@ -131,7 +131,7 @@ def test_a_ci_stays_with_its_mean_and_no_table_is_one_column():
     """The trials' `W` header landed in one table and its CI cells in the next; at 80 columns the
     J/tok column made a table of its own."""
     from wattbench.report.summary import level_columns, trial_columns
-    from wattbench.results.schema import TrialsBlock
+    from wattbench.core.schema import TrialsBlock
 
     lvs = [make_level(i, value=v, power_w={"accelerator": 700.0, "node": 1100.0}) for i, v in enumerate((1, 8, 64))]
     figures = {"output_tokens_per_s": (1000.0, 20.0), "output_tokens_per_s_per_kw": (1428.6, 30.0),
@@ -169,7 +169,7 @@ def test_one_latency_stays_in_one_table_at_160_columns():
 def test_no_column_of_dashes_without_energy_and_no_one_model_lines():
     """A run without energy printed a table of `–`; one model printed `by model … mock … (100.0%)`
     once per level."""
-    from wattbench.results.schema import EnergyShare, RequestAttribution
+    from wattbench.core.schema import EnergyShare, RequestAttribution
 
     lvs = [make_level(i, value=v, goodput_rps=1.0) for i, v in enumerate((1, 4))]
     for lv in lvs:
@@ -194,7 +194,7 @@ def test_no_column_of_dashes_without_energy_and_no_one_model_lines():
 def test_markdown_answer_first_label_once_and_no_raw_server_body(tmp_path):
     """report --md put the notes before the answer, wrote `node (declared, declared)` and carried
     a server's raw JSON body (a /tokenize answer) into a warning."""
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
     from wattbench.report.data import RunData
     from wattbench.report.markdown import render_markdown
     from wattbench.results.rundir import write_result
@@ -219,7 +219,7 @@ def test_replica_rows_in_markdown_and_html(tmp_path):
     from wattbench.report.html import render_html
     from wattbench.report.markdown import render_markdown
     from wattbench.results.rundir import write_result
-    from wattbench.results.schema import Requests, TargetStats, Throughput
+    from wattbench.core.schema import Requests, TargetStats, Throughput
 
     lv = make_level(0, value=64)
     lv.per_target = {"http://a.example:8000": TargetStats(requests=Requests(completed=40),

@@ -147,7 +147,7 @@ def test_write_run_html_into_run_dir(report_run_dir, tmp_path):
 
 
 def test_minimal_result_without_side_files_or_levels(tmp_path):
-    from wattbench.results.schema import ClockInfo, LevelResult, Result
+    from wattbench.core.schema import ClockInfo, LevelResult, Result
 
     def write(levels):
         d = tmp_path / f"r{len(levels)}"

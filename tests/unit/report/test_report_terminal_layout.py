@@ -12,7 +12,7 @@ from wattbench.report import summary as S
 from wattbench.report.data import RunData
 from wattbench.report.markdown import render_markdown
 from wattbench.report.terminal import run_summary
-from wattbench.results.schema import SearchOutcome, TrialsBlock
+from wattbench.core.schema import SearchOutcome, TrialsBlock
 
 
 def render(renderable, width):

@@ -6,7 +6,7 @@ from wattbench.report import format as F
 from wattbench.report.data import RunData
 from wattbench.report.markdown import md, render_markdown
 from wattbench.report.terminal import make_progress, progress_fields, run_summary
-from wattbench.results.schema import BoundaryEnergy, LevelResult, Latency, Stats, Throughput
+from wattbench.core.schema import BoundaryEnergy, LevelResult, Latency, Stats, Throughput
 
 
 def level(**energy):

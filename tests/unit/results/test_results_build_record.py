@@ -1,7 +1,7 @@
 """``build_record``: the load generator's compact record builder is ``model_construct`` to every reader."""
 
 import pytest
-from wattbench.results.schema import RequestRecord, build_record
+from wattbench.core.schema import RequestRecord, build_record
 
 
 def _values(i: int) -> dict:

@@ -16,7 +16,7 @@ from wattbench.results.configuration import (
     run_key,
     target_text,
 )
-from wattbench.results.schema import Result, ServerIdentity
+from wattbench.core.schema import Result, ServerIdentity
 
 
 def _run(run_id="a", **kw):

@@ -1,6 +1,6 @@
 """Crafted ``result.json`` files: each is refused on load with one line naming the file and what is
 wrong, before any reader shows a figure of it (``results/jsonfile.py``: size and nesting caps
-before parsing; ``results/schema/bounds.py``: run id, level count, non-negative finite figures).
+before parsing; ``core/schema/bounds.py``: run id, level count, non-negative finite figures).
 
 Before: a 100,000-deep ``extra`` raised ``RecursionError`` in report/compare/import; a 5 MB run id,
 a negative energy (shown as a negative tok/s per kW) and negative token counts were read as they
@@ -16,10 +16,10 @@ import pytest
 
 from tests.e2e.test_run_cli import wb
 from tests.fakes.results_factory import make_result
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.results.jsonfile import json_depth, loads_bounded
 from wattbench.results.rundir import load_result, write_result
-from wattbench.results.schema.bounds import MAX_LEVELS
+from wattbench.core.schema.bounds import MAX_LEVELS
 
 
 def _write(tmp_path: Path, name: str, edit) -> Path:

@@ -19,7 +19,7 @@ from wattbench.results.headline import (
     server_lower_bound,
     shown_boundaries,
 )
-from wattbench.results.schema import TrialsBlock
+from wattbench.core.schema import TrialsBlock
 
 
 def _level(labels: dict[str, str], watts: dict[str, float] | None = None):

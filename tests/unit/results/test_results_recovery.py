@@ -10,9 +10,9 @@ import pytest
 
 from tests.fakes.results_factory import make_result
 from wattbench.results import rundir
-from wattbench.results.recordset import RecordSet, spooling_into
+from wattbench.core.recordset import RecordSet, spooling_into
 from wattbench.results.recovery import CRASHED, IN_PROGRESS, recover, settle_unfinished
-from wattbench.results.schema import build_record
+from wattbench.core.schema import build_record
 
 MS = 1_000_000
 
@@ -50,7 +50,7 @@ def test_a_lock_left_by_a_dead_process_reads_crashed(tmp_path):
 
 
 def test_a_second_writer_of_the_same_directory_is_refused(tmp_path):
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     lock = rundir.RunLock(tmp_path)
     with pytest.raises(UserError, match="another wattbench process is writing this run directory"):

@@ -8,10 +8,10 @@ import os
 import pytest
 
 from tests.fakes.results_factory import make_result
-from wattbench.errors import UserError
-from wattbench.results.schema import SCHEMA_VERSION
+from wattbench.core.errors import UserError
+from wattbench.core.schema import SCHEMA_VERSION
 from wattbench.results.rundir import append_requests, load_requests, load_result, write_result
-from wattbench.results.schema import RequestRecord
+from wattbench.core.schema import RequestRecord
 
 
 def test_round_trip(tmp_path):
@@ -120,7 +120,7 @@ def _chunked(n: int) -> list[RequestRecord]:
 def test_a_record_set_streams_into_requests_jsonl_with_annotations_and_without_stamps(tmp_path):
     import numpy as np
 
-    from wattbench.results.recordset import RecordSet
+    from wattbench.core.recordset import RecordSet
 
     recs = _chunked(300)
     rs = RecordSet.from_records(recs, spill_bytes=2000)
@@ -169,7 +169,7 @@ def test_a_write_failing_half_way_cuts_the_append_back(tmp_path, monkeypatch):
 def test_an_out_holding_a_link_is_refused_before_anything_is_written(tmp_path, where):
     """A planted ``requests.jsonl -> victim`` would have the run append to the file it points at:
     an existing ``--out`` that holds a symbolic link anywhere is refused in one line, nothing followed."""
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
     from wattbench.results.rundir import check_output_dir
 
     victim = tmp_path / "victim"
@@ -190,7 +190,7 @@ def test_an_out_holding_a_link_is_refused_before_anything_is_written(tmp_path, w
 
 def test_requests_are_never_appended_through_a_link(tmp_path):
     """Planted after the run started: the append refuses the link (one line, as any failed write)."""
-    from wattbench.errors import StorageError
+    from wattbench.core.errors import StorageError
     from wattbench.results.rundir import append_requests
 
     victim = tmp_path / "victim"

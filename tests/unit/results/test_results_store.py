@@ -8,9 +8,9 @@ import sqlite3
 import pytest
 
 from tests.fakes.results_factory import make_level, make_result
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.results.rundir import write_result
-from wattbench.results.schema import TrialsBlock
+from wattbench.core.schema import TrialsBlock
 from wattbench.results.store import SCHEMA_VERSION, HistoryStore, load_ref, register_run_dir, resolve_run_path
 
 

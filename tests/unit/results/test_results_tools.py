@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from wattbench.clock import ClockAnchor
-from wattbench.errors import UserError
+from wattbench.core.clock import ClockAnchor
+from wattbench.core.errors import UserError
 from wattbench.results.tools import check_tool_args, detect_tool, find_result_files, read_tool, tool_target_url
 from wattbench.results.tools.base import place_on_run_clock, stamps, to_records
 from wattbench.results.tools.markers import read_markers
@@ -213,7 +213,7 @@ def test_guidellm_request_left_in_flight_is_counted_and_the_level_warns(tmp_path
     says how many, and measure's finding bounds what that does to J/token."""
     from types import SimpleNamespace
 
-    from wattbench.results.schema import Validity
+    from wattbench.core.schema import Validity
     from wattbench.run.measure import _left_out
 
     d = json.loads((FIX / "guidellm_benchmarks.json").read_text())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.results.tools import read_tool
 from wattbench.results.tools.markers import read_markers
 

@@ -7,8 +7,8 @@ import pytest
 
 from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.config import RunConfig
-from wattbench.errors import UserError
-from wattbench.results.schema import TrialsBlock
+from wattbench.core.errors import UserError
+from wattbench.core.schema import TrialsBlock
 from wattbench.run import plan
 
 

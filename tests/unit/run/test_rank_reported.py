@@ -11,7 +11,7 @@ import pytest
 from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.config import RunConfig
 from wattbench.report import summary as S
-from wattbench.results.schema import TrialsBlock
+from wattbench.core.schema import TrialsBlock
 from wattbench.run import plan
 from wattbench.tune import score
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import engines_fake_servers as fk
-from wattbench.errors import TargetError
+from wattbench.core.errors import TargetError
 from wattbench.server.detect import detect_server, metric_engine
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
-from wattbench.clock import now_ns
+from wattbench.core.clock import now_ns
 from wattbench.server.metrics import (
     MetricsScraper,
     ServerTimeline,

@@ -5,8 +5,8 @@ import socket
 
 import pytest
 
-from wattbench.errors import TargetError, UserError
-from wattbench.server.target import TargetSpec
+from wattbench.core.errors import TargetError, UserError
+from wattbench.core.target import TargetSpec
 from wattbench.server.openai import (
     build_payload,
     check_target,

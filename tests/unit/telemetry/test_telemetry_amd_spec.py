@@ -1,7 +1,7 @@
 import pytest
 from tests.fakes.telemetry_amd import FakeAmdSmi
 
-from wattbench.errors import SensorError, UserError
+from wattbench.core.errors import SensorError, UserError
 from wattbench.telemetry.amd import AmdSensor
 from wattbench.telemetry.const import ConstSensor
 from wattbench.telemetry.estimate import CpuEstimateSensor

@@ -8,7 +8,7 @@ from tests.fakes.telemetry_sysfs import acpi_power_meter, amd_energy, amdgpu, in
 
 from wattbench.accounting.boundaries import direct_boundary
 from wattbench.accounting.counters import counter_energy
-from wattbench.errors import SensorError, UserError
+from wattbench.core.errors import SensorError, UserError
 from wattbench.telemetry.base import TelemetryLog
 from wattbench.telemetry.hwmon import PERMISSION_FIX, HwmonSensor
 from wattbench.telemetry.spec import parse_sensor_spec

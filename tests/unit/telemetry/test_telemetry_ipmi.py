@@ -3,7 +3,7 @@ import json
 import pytest
 from tests.fakes.telemetry_bin import FAKE_IPMITOOL, install
 
-from wattbench.errors import SensorError
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.ipmi import IpmiSensor
 
 

@@ -3,7 +3,7 @@ import time
 import pytest
 from tests.fakes.telemetry_bin import FAKE_NVIDIA_SMI, install
 
-from wattbench.errors import SensorError
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.nvidia_smi import NvidiaSmiSensor, parse_value
 
 

@@ -3,7 +3,7 @@ import time
 import pytest
 from tests.fakes.fake_nvml import FakeGPU, FakeNvml, NVMLError
 
-from wattbench.errors import SensorError
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.nvml import NvmlSensor, gpu_inventory
 
 
@@ -101,7 +101,7 @@ def test_aux_read_at_its_own_rate():
 
 
 def test_sample_buffer_drain_maps_wall_us_to_mono(monkeypatch):
-    from wattbench.clock import ClockAnchor
+    from wattbench.core.clock import ClockAnchor
     from wattbench.telemetry import nvml as nvml_module
 
     nv = FakeNvml()

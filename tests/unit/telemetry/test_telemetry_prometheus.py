@@ -4,7 +4,7 @@ import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.metrics_core import Metric
 
-from wattbench.errors import SensorError
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.prometheus import DcgmSensor
 
 

@@ -1,7 +1,7 @@
 import pytest
 from tests.fakes.telemetry_http import JsonServer, self_signed_cert
 
-from wattbench.errors import SensorError
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.redfish import RedfishSensor
 
 CREDS = {"REDFISH_USER": "root", "REDFISH_PASSWORD": "calvin"}

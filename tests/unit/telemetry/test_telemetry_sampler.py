@@ -2,9 +2,9 @@ import time
 
 import pytest
 
-from wattbench.errors import SensorError
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.jsonl import TelemetryWriter, read_anchor, read_telemetry, write_telemetry
-from wattbench.clock import ClockAnchor
+from wattbench.core.clock import ClockAnchor
 from wattbench.telemetry.sampler import Sampler, period_of
 from tests.fakes.scripted_clock import SamplerClock
 from tests.fakes.scripted_sensor import ScriptedSensor as _Scripted
@@ -191,7 +191,7 @@ def test_jsonl_batches_split_and_other_writers_lines(tmp_path, monkeypatch):
     assert back.channels["b"].kind == "counter" and back.series("b") == ([100], [5.0])
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"hello": 1}\n')
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     with pytest.raises(UserError, match="not a wattbench telemetry file"):
         read_telemetry(bad)
@@ -253,7 +253,7 @@ def test_a_window_end_gets_a_closing_read_of_a_seldom_read_counter():
     only the closing read can put a counter reading after ``t``."""
     from tests.fakes.fake_nvml import FakeNvml
 
-    from wattbench.clock import now_ns
+    from wattbench.core.clock import now_ns
     from wattbench.telemetry.nvml import NvmlSensor
 
     nv = FakeNvml(unsupported={"nvmlDeviceGetSamples"})

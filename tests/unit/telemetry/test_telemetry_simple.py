@@ -4,8 +4,8 @@ import time
 import pytest
 from tests.fakes.telemetry_bin import write_script
 
-from wattbench.clock import ClockAnchor
-from wattbench.errors import SensorError, UserError
+from wattbench.core.clock import ClockAnchor
+from wattbench.core.errors import SensorError, UserError
 from wattbench.telemetry.const import ConstSensor
 from wattbench.telemetry.estimate import CpuEstimateSensor, cpu_model_and_sockets, lookup_tdp_w
 from wattbench.telemetry.external import CommandSensor, FileSensor, parse_meter_line

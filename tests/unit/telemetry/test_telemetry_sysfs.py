@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from tests.fakes.telemetry_sysfs import jetson_tree, rapl_tree, set_energy
 
-from wattbench.errors import SensorError
+from wattbench.core.errors import SensorError
 from wattbench.telemetry.jetson import JetsonSensor
 from wattbench.telemetry.rapl import RaplSensor
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.fakes.fake_nvml import FakeGPU, FakeNvml
 from wattbench.config import RunConfig
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.tune import TuneConfig, tune
 from wattbench.tune.gpu import GpuSettings, restore_pending
 

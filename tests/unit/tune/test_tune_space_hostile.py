@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.fakes.reliability_procs import child_env
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.tune.space import MAX_CONFIGURATIONS, build_space
 
 

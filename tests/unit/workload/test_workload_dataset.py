@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.workload.dataset import DatasetWorkload
 from wattbench.workload.tokenizer import ApproxTokenizer
 

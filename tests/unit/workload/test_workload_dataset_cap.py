@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.workload import dataset, trace
 
 

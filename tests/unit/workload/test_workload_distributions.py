@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.workload.distributions import parse_distribution
 
 

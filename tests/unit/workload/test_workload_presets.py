@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.workload.presets import PRESETS, load_workload
 from wattbench.workload.tokenizer import ApproxTokenizer
 

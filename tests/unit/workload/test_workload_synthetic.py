@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.workload.synthetic import PromptBuilder, SyntheticWorkload, request_rng
 from wattbench.workload.tokenizer import ApproxTokenizer
 

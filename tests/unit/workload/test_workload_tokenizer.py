@@ -4,7 +4,7 @@ import threading
 import pytest
 from aiohttp import web
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.workload.synthetic import SyntheticWorkload
 from wattbench.workload.tokenizer import (ApproxTokenizer, HFTokenizer, ServerTokenizer, open_token_source,
                                           server_count_async, server_root)

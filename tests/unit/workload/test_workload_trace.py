@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.workload.trace import TraceWorkload, parse_datetime_s
 from wattbench.workload.tokenizer import ApproxTokenizer
 

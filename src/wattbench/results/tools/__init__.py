@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun
 
 __all__ = ["TOOLS", "ToolRun", "ToolLevelData", "ToolRequest", "detect_tool", "tool_target_url", "check_tool_args",

@@ -33,9 +33,9 @@ from typing import Annotated, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from wattbench.clock import ClockAnchor
-from wattbench.errors import UserError
-from wattbench.results.schema import ClockMapping, RequestRecord, build_record
+from wattbench.core.clock import ClockAnchor
+from wattbench.core.errors import UserError
+from wattbench.core.schema import ClockMapping, RequestRecord, build_record
 
 M = TypeVar("M", bound=BaseModel)
 

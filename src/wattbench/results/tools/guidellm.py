@@ -27,7 +27,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.results.tools.base import (
     NonNegative,
     PositiveCount,

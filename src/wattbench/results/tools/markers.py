@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.results.tools.base import MAX_STAMP_S
 
 MAX_BYTES = 16 << 20  # a marker file: two short lines a window

@@ -28,7 +28,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.results.tools.base import (
     DurationS,
     PositiveCount,

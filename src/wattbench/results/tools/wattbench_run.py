@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from wattbench.errors import UserError
+from wattbench.core.errors import UserError
 from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun, checked
 
 TOOL = "wattbench-run"

@@ -10,21 +10,21 @@ is made from it).
 - the server's **effective configuration** where the engine exposes it, one small module per engine
   (``vllm``, ``sglang``, ``llamacpp``, ``tgi``, ``transformers``; ``generic`` for any other
   OpenAI-compatible server), each reading the answers ``server.detect`` already probed (the same
-  requests, the same redirect rule and size cap: ``server/origin.py``) and keeping only settings that
+  requests, the same redirect rule and size cap: ``core/origin.py``) and keeping only settings that
   stay the same from one start of one configuration to the next: no uptime, counter, timestamp, slot
   state or size found by memory profiling. A probe that gave nothing leaves that part out and is
   listed in ``not_exposed``.
 
 Common rules for every engine's settings (``settings``): nested objects are flattened to dotted
 names; a value is a string (cut to ``MAX_TEXT``), a number, a boolean, null or a short list of
-those; a name that can carry a credential (``server.redact.is_secret_setting``) is left out, as are
+those; a name that can carry a credential (``core.redact.is_secret_setting``) is left out, as are
 names that hold a host, a port, a directory, a log or a file (a ``*_path`` keeps its last component:
 the file, not where it lies); at most ``MAX_SETTINGS`` settings per source.
 """
 
 from __future__ import annotations
 
-from wattbench.results.schema import ServerIdentity
+from wattbench.core.schema import ServerIdentity
 from wattbench.server.identity import generic, llamacpp, sglang, tgi, transformers, vllm
 from wattbench.server.identity.common import Responses, settings, target_of
 

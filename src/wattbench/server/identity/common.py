@@ -8,7 +8,7 @@ import os
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
-from wattbench.server.redact import is_secret_setting
+from wattbench.core.redact import is_secret_setting
 
 # path -> (HTTP status, headers, body) of one probe; status 0: it failed
 Responses = Mapping[str, tuple[int, Mapping[str, str], bytes]]

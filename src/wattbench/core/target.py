@@ -27,8 +27,8 @@ class TargetSpec:
 
     def secrets(self) -> list[str]:
         """The key, the secret header values and the credential fields of the body
-        (``server/redact.py``): what the client scrubs from every error detail and kept text it records."""
-        from wattbench.server.redact import body_secrets, secret_values
+        (``core/redact.py``): what the client scrubs from every error detail and kept text it records."""
+        from wattbench.core.redact import body_secrets, secret_values
 
         return secret_values(self.api_key, self.headers, self.secret_headers) + body_secrets(self.extra_body)
 

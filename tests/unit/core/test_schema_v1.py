@@ -15,7 +15,7 @@ import pytest
 
 from wattbench.analysis.figures import trial_ci
 from wattbench.results.rundir import load_result
-from wattbench.results.schema import SCHEMA_VERSION, Result, upgrade_v1
+from wattbench.core.schema import SCHEMA_VERSION, Result, upgrade_v1
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "results_v1"
 

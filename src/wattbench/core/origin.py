@@ -41,8 +41,8 @@ from urllib.parse import urlsplit
 
 from yarl import URL
 
-from wattbench.errors import TargetError
-from wattbench.server.redact import redact_url
+from wattbench.core.errors import TargetError
+from wattbench.core.redact import redact_url
 
 __all__ = ["REDIRECT_STATUSES", "MAX_REDIRECTS", "CrossOriginRedirect", "CredentialRedirect", "TooManyRedirects",
            "origin", "parse_url",

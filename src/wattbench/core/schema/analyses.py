@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from wattbench.results.schema.base import _M, Num
+from wattbench.core.schema.base import _M, Num
 
 
 class SearchOutcome(_M):

@@ -1,4 +1,4 @@
-"""The one number format (``report/numbers.py``): digits chosen after rounding, ranges written
+"""The one number format (``core/numbers.py``): digits chosen after rounding, ranges written
 alike, ratios that never round to 0, and no ad-hoc number format left in ``report/`` or ``cli/``."""
 
 import ast
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wattbench.report.numbers import fmt, fmt_change, fmt_range, fmt_ratio
+from wattbench.core.numbers import fmt, fmt_change, fmt_range, fmt_ratio
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "wattbench"
 
@@ -69,7 +69,7 @@ def _ad_hoc_formats(path: Path) -> list[str]:
 
 
 def test_no_ad_hoc_number_formats_in_reports_and_commands():
-    """Every number people read in report/ and cli/ goes through report/numbers.py."""
+    """Every number people read in report/ and cli/ goes through core/numbers.py."""
     found = []
     for folder in ("report", "cli"):
         for p in sorted((SRC / folder).rglob("*.py")):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from wattbench.results.schema.base import _M, Num
-from wattbench.results.schema.level import LevelResult
+from wattbench.core.schema.base import _M, Num
+from wattbench.core.schema.level import LevelResult
 
 
 class PrimingPhase(_M):

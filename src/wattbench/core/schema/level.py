@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import Field
 
-from wattbench.results.schema.base import _M
-from wattbench.results.schema.measure import ToolLevel
-from wattbench.results.schema.measures import (
+from wattbench.core.schema.base import _M
+from wattbench.core.schema.measure import ToolLevel
+from wattbench.core.schema.measures import (
     BoundaryEnergy,
     Latency,
     LoadStats,
@@ -78,7 +78,7 @@ class LevelTiming(_M):
 
 
 class Oversaturation(_M):
-    """The backlog test of a level (``load.saturation.is_oversaturated``)."""
+    """The backlog test of a level (``metrics.saturation.is_oversaturated``)."""
 
     oversaturated: bool = False
     slope_per_s: float | None = None
@@ -112,7 +112,7 @@ class LevelResult(_M):
     attribution: dict[str, RequestAttribution] = Field(default_factory=dict)
     trials: TrialsBlock | None = None  # --trials N > 1
     power_split: PowerSplit | None = None  # the board reports its memory power
-    # a saturated load generator (load/saturation.py): which figures it biases, and why
+    # a saturated load generator (metrics/saturation.py): which figures it biases, and why
     saturated_figures: list[str] = Field(default_factory=list)
     saturation_kinds: list[str] = Field(default_factory=list)
     trial: int | None = None  # which trial of the level this is (0-based)

@@ -1,4 +1,4 @@
-"""The redirect rule (``server/origin.py``): same host followed and recorded, another host refused
+"""The redirect rule (``core/origin.py``): same host followed and recorded, another host refused
 before anything is sent there — in both forms every client uses (urllib and aiohttp)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from wattbench.errors import TargetError
-from wattbench.server import origin
+from wattbench.core.errors import TargetError
+from wattbench.core import origin
 
 
 class _Server:
@@ -143,7 +143,7 @@ def _clients(home_url: str):
     host; each returns (or raises) what that client does with the refusal."""
     from wattbench.doctor.checklist import fetch_exporter
     from wattbench.engines.base import http_get
-    from wattbench.errors import SensorError, UserError
+    from wattbench.core.errors import SensorError, UserError
     from wattbench.monitor.sources import ServerScraper
     from wattbench.server.detect import _get
     from wattbench.server.metrics import MetricsScraper

@@ -45,7 +45,7 @@ from typing import Sequence
 
 import numpy as np
 
-from wattbench.results.schema import LevelResult, LoadStats
+from wattbench.core.schema import LevelResult, LoadStats
 
 __all__ = ["CLIENT_KINDS", "EFFICIENCY_FIELDS", "saturation_kinds", "saturated_figures", "mark_saturated",
            "client_saturation_reasons", "rate_finding", "rate_interval", "SaturationVerdict",

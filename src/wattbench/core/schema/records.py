@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from wattbench.results.schema.base import _M
+from wattbench.core.schema.base import _M
 
 
 class RequestRecord(_M):

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from wattbench.results.recordset import NONE, RecordSet, as_record_set
-from wattbench.results.schema import build_record
+from wattbench.core.recordset import NONE, RecordSet, as_record_set
+from wattbench.core.schema import build_record
 
 
 def _rec(i: int, **kw):
@@ -92,7 +92,7 @@ def test_memory_held_does_not_grow_with_records():
 def test_a_set_made_while_spooling_into_a_directory_has_every_record_on_disk_at_once(tmp_path):
     """Each appended record's line is in the file before ``append`` returns: another reader (a
     process after a SIGKILL) sees it with no flush, no close; the set itself reads back as ever."""
-    from wattbench.results.recordset import read_spooled_lines, spooling_into
+    from wattbench.core.recordset import read_spooled_lines, spooling_into
 
     with spooling_into(tmp_path / "level"):
         rs = RecordSet()
@@ -111,7 +111,7 @@ def test_a_set_made_while_spooling_into_a_directory_has_every_record_on_disk_at_
 
 
 def test_a_torn_last_line_is_left_out(tmp_path):
-    from wattbench.results.recordset import read_spooled_lines
+    from wattbench.core.recordset import read_spooled_lines
 
     f = tmp_path / "lines"
     f.write_bytes(b'{"id": 1}\n{"id": 2}\n{"id": 3, "se')
@@ -124,7 +124,7 @@ def test_a_durable_set_dropped_without_close_keeps_its_records_on_disk(tmp_path)
     records of a disk-full run lost). Only ``close()`` removes it."""
     import gc
 
-    from wattbench.results.recordset import read_spooled_lines, spooling_into
+    from wattbench.core.recordset import read_spooled_lines, spooling_into
 
     with spooling_into(tmp_path):
         rs = RecordSet()
@@ -142,7 +142,7 @@ def test_a_durable_set_dropped_without_close_keeps_its_records_on_disk(tmp_path)
 
 
 def test_a_spooled_line_the_disk_took_in_part_is_skipped_not_fatal(tmp_path):
-    from wattbench.results.recordset import read_spooled_lines
+    from wattbench.core.recordset import read_spooled_lines
 
     f = tmp_path / "lines"
     f.write_bytes(b'{"id": 1}\n{"id": 2, "ok"{"id": 3}\n{"id": 4}\n')

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from wattbench.results.schema.base import _M, Verdict
+from wattbench.core.schema.base import _M, Verdict
 
 
 class Stats(_M):

@@ -51,7 +51,7 @@ import urllib.parse
 from typing import Iterable
 from urllib.parse import urlsplit, urlunsplit
 
-from wattbench.report.safe_text import stream as terminal_safe
+from wattbench.core.safe_text import stream as terminal_safe
 
 __all__ = ["BasicCredential", "split_url_credentials", "redact_url", "redact_headers", "redact_text",
            "authorization", "combine_credentials", "secret_forms", "is_secret_header", "redact_argv",
@@ -619,7 +619,7 @@ class _ScrubbingStream:
         if isinstance(s, str):
             if _REGISTERED:
                 s = _REGISTERED.text(s)
-            s = terminal_safe(s, self._tty)  # no control sequence a printer never writes (report/safe_text.py)
+            s = terminal_safe(s, self._tty)  # no control sequence a printer never writes (core/safe_text.py)
         return self._raw.write(s)
 
     def writelines(self, lines):
@@ -672,7 +672,7 @@ def combine_credentials(url: str, api_key: str | None) -> tuple[str, str | None]
 
     Raises ``UserError`` (one line) when the URL carries credentials and an API key is given too.
     """
-    from wattbench.errors import UserError
+    from wattbench.core.errors import UserError
 
     clean, cred = split_url_credentials(url)
     if cred is not None and api_key:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.results.schema.base import SCHEMA_VERSION
+from wattbench.core.schema.base import SCHEMA_VERSION
 
 _V1_RUN_KEYS = ("sweep", "optimize", "pareto")
 _V1_WINDOWS = {"idle_window": "idle", "idle_after_window": "idle_after"}

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from wattbench.results.schema import LoadStats, RequestRecord
-from wattbench.server.target import TargetSpec  # noqa: F401  (re-exported; its home is server/target.py)
+from wattbench.core.schema import LoadStats, RequestRecord
 
 
 @dataclass

@@ -60,8 +60,8 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 from pydantic import BaseModel
 
-from wattbench.errors import StorageError
-from wattbench.results.schema import RequestRecord, build_record
+from wattbench.core.errors import StorageError
+from wattbench.core.schema import RequestRecord, build_record
 
 __all__ = ["NONE", "ROW", "RecordSet", "as_record_set", "stamp_blocks", "row_ids", "STAMPS_PER_BLOCK",
            "spooling_into", "read_spooled_lines"]

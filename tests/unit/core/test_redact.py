@@ -1,4 +1,4 @@
-"""``server/redact.py``: which values are secrets, every form they travel in, JSON that stays valid
+"""``core/redact.py``: which values are secrets, every form they travel in, JSON that stays valid
 after scrubbing, stdout/stderr that never show a registered secret, and the command-line redaction
 (what ``wattbench measure`` writes of the command)."""
 
@@ -12,8 +12,8 @@ import urllib.parse
 
 import pytest
 
-from wattbench.server import redact
-from wattbench.server.redact import MASK, REDACTED, BasicCredential, Scrubber, is_secret_header, redact_argv, secret_values
+from wattbench.core import redact
+from wattbench.core.redact import MASK, REDACTED, BasicCredential, Scrubber, is_secret_header, redact_argv, secret_values
 
 
 def test_which_header_values_are_secrets():
@@ -93,7 +93,7 @@ KEY = "sk-Wb/Enc+key_9f3a:7c1e"
 
 def _independent_encodings(s: str) -> dict[str, str]:
     """Each encoding a server or a tool could put a secret in, spelled out here (not taken from the
-    scrubber's own list), so that dropping any one form from ``server/redact.py`` fails a case."""
+    scrubber's own list), so that dropping any one form from ``core/redact.py`` fails a case."""
     b = s.encode()
     return {
         "raw": s,

@@ -7,13 +7,13 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from wattbench.results.schema.analyses import CarbonIntensity, Pareto, PrefillDecode, SearchOutcome
-from wattbench.results.schema.base import SCHEMA_VERSION, _M
-from wattbench.results.schema.level import LevelResult
-from wattbench.results.schema.measure import MeasureInfo
-from wattbench.results.schema.measures import Validity, Window
-from wattbench.results.schema.noise import NoiseInfo
-from wattbench.results.schema.upgrade import _typed_from_extra, upgrade_v1
+from wattbench.core.schema.analyses import CarbonIntensity, Pareto, PrefillDecode, SearchOutcome
+from wattbench.core.schema.base import SCHEMA_VERSION, _M
+from wattbench.core.schema.level import LevelResult
+from wattbench.core.schema.measure import MeasureInfo
+from wattbench.core.schema.measures import Validity, Window
+from wattbench.core.schema.noise import NoiseInfo
+from wattbench.core.schema.upgrade import _typed_from_extra, upgrade_v1
 
 
 class ClockInfo(_M):
@@ -85,7 +85,7 @@ class ServerInfo(_M):
     # engine-specific request fields that force the output length (e.g. {"ignore_eos": true})
     extra_body: dict[str, Any] = Field(default_factory=dict)
     detected_by: list[str] = Field(default_factory=list)  # evidence for `engine`
-    # redirects met while checking the target (server/origin.py): same-host ones followed
+    # redirects met while checking the target (core/origin.py): same-host ones followed
     # ("GET http://h/v1/models -> http://h/api/models (HTTP 308)"), other-host ones refused
     redirects: list[str] = Field(default_factory=list)
     # set when wattbench launched the server
@@ -193,7 +193,7 @@ class Result(_M):
     # no tokenizer: prompt lengths fitted to the server's count before the first level (``calibrated``)
     prompt_calibration: PromptCalibration | None = None
     tune: TunedFrom | None = None
-    # priming, the history check, engine starts, the trial order (results/schema/noise.py)
+    # priming, the history check, engine starts, the trial order (core/schema/noise.py)
     noise: NoiseInfo | None = None
     measure: MeasureInfo | None = None  # `wattbench measure -- COMMAND`: the command and its tool
     extra: dict[str, Any] = Field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""``report/safe_text.py``: untrusted text made safe for a terminal — control characters shown
+"""``core/safe_text.py``: untrusted text made safe for a terminal — control characters shown
 escaped, lengths capped, rich markup escaped — and the stream filter the CLI's stdout/stderr guard
 applies to everything written (a second line of defence behind the printers)."""
 
@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from wattbench.report.safe_text import markup, stream, term
-from wattbench.server import redact
+from wattbench.core.safe_text import markup, stream, term
+from wattbench.core import redact
 
 HOSTILE = ("\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x1b[0m\x1b]8;;http://evil/\x1b\\link\x1b]8;;\x1b\\\r\x08\x9b1m"
            "\u202eevil\u2028[/x][bold]b[/bold]")

@@ -30,12 +30,12 @@ level and its trials), ``analyses`` (the run's sweep/optimiser, Pareto, prefill/
 ``run`` (``Result`` and what describes the run), ``noise`` (priming, the history check, engine
 starts: ``Result.noise``), ``measure`` (what ``wattbench measure`` adds), ``upgrade``
 (older files in today's form) — and
-are all importable from here, as ``from wattbench.results.schema import Result``.
+are all importable from here, as ``from wattbench.core.schema import Result``.
 """
 
 from __future__ import annotations
 
-from wattbench.results.schema.analyses import (
+from wattbench.core.schema.analyses import (
     CarbonIntensity,
     Pareto,
     ParetoFront,
@@ -43,8 +43,8 @@ from wattbench.results.schema.analyses import (
     PrefillDecode,
     SearchOutcome,
 )
-from wattbench.results.schema.base import SCHEMA_VERSION, Num, Verdict, _M
-from wattbench.results.schema.level import (
+from wattbench.core.schema.base import SCHEMA_VERSION, Num, Verdict, _M
+from wattbench.core.schema.level import (
     LevelResult,
     LevelTiming,
     Oversaturation,
@@ -53,8 +53,8 @@ from wattbench.results.schema.level import (
     TrialFigure,
     TrialsBlock,
 )
-from wattbench.results.schema.measure import ClockMapping, MeasureInfo, ToolLevel
-from wattbench.results.schema.measures import (
+from wattbench.core.schema.measure import ClockMapping, MeasureInfo, ToolLevel
+from wattbench.core.schema.measures import (
     BoundaryEnergy,
     EFFICIENCY_FIGURES,
     LATENCY_FIGURES,
@@ -72,9 +72,9 @@ from wattbench.results.schema.measures import (
     Validity,
     Window,
 )
-from wattbench.results.schema.noise import EngineStart, HistoryCheck, NoiseInfo, PrimingPhase
-from wattbench.results.schema.records import RequestRecord, build_record
-from wattbench.results.schema.run import (
+from wattbench.core.schema.noise import EngineStart, HistoryCheck, NoiseInfo, PrimingPhase
+from wattbench.core.schema.records import RequestRecord, build_record
+from wattbench.core.schema.run import (
     ClockInfo,
     Environment,
     GPUInfo,
@@ -86,7 +86,7 @@ from wattbench.results.schema.run import (
     TunedFrom,
     WorkloadInfo,
 )
-from wattbench.results.schema.upgrade import upgrade_v1
+from wattbench.core.schema.upgrade import upgrade_v1
 
 __all__ = [
     "ClockMapping", "MeasureInfo", "ToolLevel",

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from wattbench.results.schema.base import _M
+from wattbench.core.schema.base import _M
 
 
 class ClockMapping(_M):

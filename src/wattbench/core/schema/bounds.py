@@ -3,7 +3,7 @@
 A result wattbench writes never holds a negative energy, token count or duration (energy is a
 counter's increase or an integral of power, tokens are counts, durations differences of one
 monotonic clock), never NaN or infinity (pydantic writes those as ``null``), and a run id of the
-one format (``results/ids.py``; ``agree-`` ids, and short names in hand-made files). A file that
+one format (``core/ids.py``; ``agree-`` ids, and short names in hand-made files). A file that
 breaks one of these was edited or made to mislead — a negative energy shown as -693 tok/s per kW,
 a 5 MB run id — so ``rundir.load_result`` refuses it with one line (``result_problem``) before any
 reader (``report``, ``compare``, ``history import``, the planners) shows a figure of it.

@@ -1,14 +1,14 @@
 """Achieved vs target rate is judged against the arrival process's own spread, and the client is
-called saturated only on its own signals (load/saturation.py owns the thresholds)."""
+called saturated only on its own signals (metrics/saturation.py owns the thresholds)."""
 
 from __future__ import annotations
 
 import pytest
 
 from wattbench.accounting.validity import load_findings
-from wattbench.load import saturation as S
+from wattbench.metrics import saturation as S
 from wattbench.load.schedule import iter_arrival_times
-from wattbench.results.schema import LoadStats, Stats
+from wattbench.core.schema import LoadStats, Stats
 
 
 def _load(target, achieved, arrival="poisson", **kw) -> LoadStats:
@@ -91,7 +91,7 @@ def test_gamma_quantile_matches_scipy_without_needing_it_at_run_time():
     for shape in (0.5, 1.0, 3.0, 14.0, 112.0, 2000.0):
         for q in (0.005, 0.5, 0.995):
             assert gamma_ppf(q, shape) == pytest.approx(gamma.ppf(q, shape), rel=1e-4)
-    code = ("import sys; from wattbench.load.saturation import rate_interval; rate_interval(4, 15, 'poisson'); "
+    code = ("import sys; from wattbench.metrics.saturation import rate_interval; rate_interval(4, 15, 'poisson'); "
             "print('scipy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr

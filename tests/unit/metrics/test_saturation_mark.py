@@ -15,11 +15,11 @@ from wattbench.accounting.findings import verdicts
 from wattbench.accounting.validity import client_findings, load_findings
 from wattbench.load.level import assemble_outcome
 from wattbench.load.link import WorkerResult
-from wattbench.load.saturation import SAT_LOOP_LAG_MIN_PROBES, SAT_LOOP_LAG_MS
-from wattbench.load.saturation import mark_saturated, saturated_figures, saturation_kinds
-from wattbench.load.types import LevelSpec
+from wattbench.metrics.saturation import SAT_LOOP_LAG_MIN_PROBES, SAT_LOOP_LAG_MS
+from wattbench.metrics.saturation import mark_saturated, saturated_figures, saturation_kinds
+from wattbench.core.load_types import LevelSpec
 from wattbench.metrics.latency import summarize_level
-from wattbench.results.schema import LevelResult, RequestRecord
+from wattbench.core.schema import LevelResult, RequestRecord
 
 MS = 1_000_000
 
@@ -81,13 +81,13 @@ def test_busy_worker_is_a_note_beside_the_loop_lag_that_judges_it():
 
 
 def test_the_kinds_the_module_doc_lists_are_the_kinds_mark_saturated_produces():
-    """``load/saturation.py``'s doc names what ``level.saturation_kinds`` can hold; every client
+    """``metrics/saturation.py``'s doc names what ``level.saturation_kinds`` can hold; every client
     signal and load shortfall fired one at a time (a busy worker, late sends, a late event loop
     against short token gaps, a rate shortfall, a --max-concurrency cap) gives exactly those."""
     import re
 
-    import wattbench.load.saturation as sat
-    from wattbench.results.schema import Latency, LoadStats, Stats
+    import wattbench.metrics.saturation as sat
+    from wattbench.core.schema import Latency, LoadStats, Stats
 
     doc = re.search(r"``level\.saturation_kinds`` \(([^:)]*)", sat.__doc__).group(1)
     documented = set(re.findall(r"``(\w+)``", doc))
