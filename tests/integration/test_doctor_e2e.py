@@ -74,7 +74,7 @@ def test_monitor_against_doctor_server_process(tmp_path):
     import urllib.request
 
     from wattbench.core.clock import now_ns
-    from wattbench.monitor import Monitor
+    from wattbench.monitor.service import Monitor
 
     proc, url = start_script(FAKES / "doctor_server.py")
     try:

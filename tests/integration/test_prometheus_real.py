@@ -70,7 +70,7 @@ def test_rules_over_the_monitors_exporter_match_the_monitor(tmp_path):
     from wattbench.load.level import run_level
     from wattbench.core.load_types import LevelSpec
     from wattbench.core.target import TargetSpec
-    from wattbench.monitor import Monitor
+    from wattbench.monitor.service import Monitor
     from wattbench.workload.base import RequestSpec
 
     with stream_server("--ttft-ms", "20", "--itl-ms", "10", "--vllm-metrics") as (base, stats):

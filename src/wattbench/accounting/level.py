@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from wattbench.accounting import account_window, level_validity
+from wattbench.accounting.window import account_window, level_validity
 from wattbench.accounting.boundaries import contains_work
 from wattbench.accounting.level_findings import (
     failed_requests_finding,

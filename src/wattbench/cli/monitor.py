@@ -1,6 +1,6 @@
 """``wattbench monitor``: passive production efficiency of a running server.
 
-Thin: parse flags, build a ``wattbench.monitor.Monitor``, show a live table (rich Live) or
+Thin: parse flags, build a ``wattbench.monitor.service.Monitor``, show a live table (rich Live) or
 nothing, print the final summary (table or ``--json``).
 """
 
@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
 
         api_key = read_api_key(api_key, api_key_file)
         from wattbench.cli.common import stdout_is_tty
-        from wattbench.monitor import Monitor
+        from wattbench.monitor.service import Monitor
 
         mon = Monitor(target, list(sensor or []), interval_s=interval,
                       listen=None if listen.strip().lower() in ("off", "none", "") else listen,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 
-from wattbench.accounting import account_window
+from wattbench.accounting.window import account_window
 from wattbench.accounting.attribution import (
     cross_check,
     fit_intervals,

@@ -18,7 +18,7 @@ import datetime as _dt
 import time
 
 from wattbench import __version__
-from wattbench.accounting import measure_idle
+from wattbench.accounting.idle import measure_idle
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.config import RunConfig
 from wattbench.environment import collect_environment

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from wattbench.accounting import thermal_summary
+from wattbench.accounting.thermal import thermal_summary
 from wattbench.accounting.level import account_level, add_level_findings, count_source
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import Interrupted, LevelFailed, TargetStopped

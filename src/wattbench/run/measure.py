@@ -38,7 +38,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wattbench.accounting import account_window, level_validity
+from wattbench.accounting.window import account_window, level_validity
 from wattbench.accounting.level import account_level, add_level_findings, count_source
 from wattbench.accounting.findings import Finding, rule
 from wattbench.core.clock import ClockAnchor, now_ns

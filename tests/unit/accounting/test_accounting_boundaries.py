@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from tests.fakes.scripted_sensor import build_log, counter_channel, grid, power_channel
-from wattbench.accounting import account_window
+from wattbench.accounting.window import account_window
 from wattbench.accounting.boundaries import PER_TOKEN_FIGURES, boundary_totals
 from wattbench.telemetry.base import Channel
 

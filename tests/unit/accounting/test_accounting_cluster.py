@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wattbench.accounting import account_window
+from wattbench.accounting.window import account_window
 from wattbench.accounting.boundaries import boundary_totals
 from wattbench.telemetry.base import Channel, Reading, TelemetryLog
 

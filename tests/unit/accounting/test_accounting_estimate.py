@@ -12,7 +12,7 @@ import wattbench.telemetry.const as const
 import wattbench.telemetry.estimate as est
 from tests.fakes.results_factory import make_level, make_result
 from tests.fakes.scripted_sensor import ScriptedSensor
-from wattbench.accounting import account_window
+from wattbench.accounting.window import account_window
 from wattbench.accounting.level_findings import run_validity
 from wattbench.report.notes import note_lines, verdict_text
 from wattbench.report.summary import answer_line

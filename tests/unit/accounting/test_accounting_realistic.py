@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.fakes.scripted_sensor import Trace, build_log, counter_channel, power_channel
-from wattbench.accounting import account_window
+from wattbench.accounting.window import account_window
 
 S = 1_000_000_000
 

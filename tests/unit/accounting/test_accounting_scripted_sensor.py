@@ -1,7 +1,7 @@
 import pytest
 
 from tests.fakes.scripted_sensor import ScriptedSensor, Trace, build_log, step_trace
-from wattbench.accounting import account_window
+from wattbench.accounting.window import account_window
 from wattbench.telemetry.base import TelemetryLog
 
 S = 1_000_000_000

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.scripted_sensor import build_log, counter_channel, grid, power_channel, step_trace
-from wattbench.accounting import account_window
+from wattbench.accounting.window import account_window
 from wattbench.accounting.idle import measure_idle
 from wattbench.accounting.split import power_split
 from wattbench.core.schema import PowerSplit

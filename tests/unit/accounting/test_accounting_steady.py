@@ -1,6 +1,6 @@
 import pytest
 
-from wattbench.accounting import full_window, steady_window
+from wattbench.accounting.steady import full_window, steady_window
 
 
 def test_closed_loop_from_target_reached_to_first_drain_completion():
@@ -203,7 +203,7 @@ def test_a_steady_window_well_below_the_full_one_warns_from_a_scripted_trace():
     token; steady (2–18 s): 300 W, 0.30 J a token — 21% below both, past the 15% tolerance. (With
     the comparison one-sided only a steady state above the full one warned: this level read valid.)"""
     from tests.fakes.scripted_sensor import build_log, counter_channel, grid, step_trace
-    from wattbench.accounting import account_window
+    from wattbench.accounting.window import account_window
     from wattbench.accounting.validity import steady_findings
 
     tr = step_trace([(0, 700), (2, 300), (18, 700)])

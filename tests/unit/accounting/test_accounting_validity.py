@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from tests.fakes.scripted_sensor import aux_channel, build_log, counter_channel, grid, power_channel
-from wattbench.accounting import account_window, level_validity
+from wattbench.accounting.window import account_window, level_validity
 from wattbench.accounting.validity import Finding, combine, worst
 from wattbench.core.schema import LoadStats, Validity
 from wattbench.telemetry.base import SensorFailure

@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from tests.fakes.scripted_sensor import aux_channel, build_log, counter_channel, grid, power_channel
-from wattbench.accounting import IdlePower, account_window, measure_idle, thermal_summary
+from wattbench.accounting.idle import IdlePower, measure_idle
+from wattbench.accounting.thermal import thermal_summary
+from wattbench.accounting.window import account_window
 from wattbench.core.errors import UserError
 from wattbench.telemetry.base import Channel
 

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.scripted_clock import SharedClock
 from tests.fakes.scripted_sensor import LivePower, ScriptedSensor
-from wattbench.monitor import Monitor
+from wattbench.monitor.service import Monitor
 from wattbench.core.numbers import fmt
 
 MS = 1_000_000

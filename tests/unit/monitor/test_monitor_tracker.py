@@ -243,7 +243,7 @@ def test_monitor_sends_url_credentials_as_basic_auth_and_shows_none():
     echoes as a ``model_name`` label is shown ``***`` (two names that scrub alike add up)."""
     import base64
 
-    from wattbench.monitor import Monitor
+    from wattbench.monitor.service import Monitor
     from wattbench.monitor.sources import _scrubbed_models
     from wattbench.core import redact
 
