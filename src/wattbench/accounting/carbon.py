@@ -12,16 +12,17 @@ is added to the boundary's notes.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Sequence, cast
 
 import numpy as np
 
 from wattbench.accounting.boundaries import contains_work
 from wattbench.metrics import carbon as co2
 from wattbench.core.recordset import RecordSet
+from wattbench.core.schema import LevelResult, RequestRecord
 
 
-def apply_carbon(level, records: Sequence | RecordSet, series: co2.IntensitySeries, anchor_wall_ns: int,
+def apply_carbon(level: LevelResult, records: Sequence[RequestRecord] | RecordSet, series: co2.IntensitySeries, anchor_wall_ns: int,
                  anchor_mono_ns: int, energy_fn_for: Callable[[str], Callable[[int, int], float | None]],
                  pue: float) -> None:
     done = level.requests.completed
@@ -47,8 +48,8 @@ def apply_carbon(level, records: Sequence | RecordSet, series: co2.IntensitySeri
             if window is level.window:
                 be.carbon_g_per_request = co2.carbon_g_per_request(be.energy_j, done, g, p)
     for b, att in level.attribution.items():
-        be = level.energy.get(b)
-        g = be.carbon_intensity_g_per_kwh if be is not None else None
+        full = level.energy.get(b)
+        g = full.carbon_intensity_g_per_kwh if full is not None else None
         if g is None:
             continue
         p = 1.0 if b == "facility" else pue
@@ -60,7 +61,9 @@ def apply_carbon(level, records: Sequence | RecordSet, series: co2.IntensitySeri
         else:
             for r in records:
                 if b in r.energy_j:
-                    r.carbon_g[b] = co2.carbon_g(r.energy_j[b], g, p)
+                    # None only for a negative energy or intensity: a request's energy is >= 0 (positive
+                    # total split by >= 0 shares); a negative intensity stores None, as it always has
+                    r.carbon_g[b] = cast(float, co2.carbon_g(r.energy_j[b], g, p))
 
 
 def _annotate_carbon(rs: RecordSet, boundary: str, g: float, pue: float) -> None:

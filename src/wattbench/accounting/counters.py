@@ -39,8 +39,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from wattbench.accounting.sampling import DEFAULT_GAP_FACTOR, coverage, expected_period_s
 
@@ -77,7 +79,8 @@ def collapse_repeats(t_ns: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def classify_deltas(t: np.ndarray, v: np.ndarray, *, max_value: float | None = None,
-                    max_power_w: float | None = None):
+                    max_power_w: float | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Step 2 of the algorithm over a sorted, repeat-collapsed series: ``(d, dt_s, power_w, wrap,
     reset)`` per interval, ``d`` already corrected for wraps (reset intervals keep their raw delta)."""
     d = np.diff(v)
@@ -107,7 +110,7 @@ def classify_deltas(t: np.ndarray, v: np.ndarray, *, max_value: float | None = N
     return d, dt, power, wrap, reset
 
 
-def counter_power_w(t_ns, values, *, max_value: float | None = None,
+def counter_power_w(t_ns: npt.ArrayLike, values: npt.ArrayLike, *, max_value: float | None = None,
                     max_power_w: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Power between consecutive distinct counter values, stamped at the interval midpoint, for
     drawing a channel that has no power reading. Repeats are collapsed and wraps corrected as in
@@ -124,7 +127,8 @@ def counter_power_w(t_ns, values, *, max_value: float | None = None,
     return mid[keep], power[keep].astype(float)
 
 
-def _fill_resets(t, d, dt, power, reset, overlap, fill) -> tuple[float, float, int]:
+def _fill_resets(t: np.ndarray, d: np.ndarray, dt: np.ndarray, power: np.ndarray, reset: np.ndarray,
+                 overlap: np.ndarray, fill: Callable[[int, int], float | None] | None) -> tuple[float, float, int]:
     """Replace the deltas of reset intervals in place (``d``, ``power``): from the power channel
     (``fill``) where it has the interval, else the mean power of the valid neighbouring intervals.
     Returns (J filled from power, J interpolated, intervals filled from power), window overlap only."""
@@ -152,8 +156,8 @@ def _fill_resets(t, d, dt, power, reset, overlap, fill) -> tuple[float, float, i
 
 
 def counter_energy(
-    t_ns,
-    values,
+    t_ns: npt.ArrayLike,
+    values: npt.ArrayLike,
     t0: int,
     t1: int,
     *,
@@ -191,7 +195,7 @@ def counter_energy(
     tf = (t - t0).astype(np.float64)
     declared_p = update_period_s or p
 
-    def edge(x: float, side: str) -> tuple[float, float, bool]:
+    def edge(x: float, side: Literal["left", "right"]) -> tuple[float, float, bool]:
         """(cumulative energy at x, its error bound, shaped?)"""
         # the interval holding the edge; an edge on a point takes the interval inside the window
         k = int(np.clip(np.searchsorted(tf, x, side=side) - 1, 0, len(power) - 1))

@@ -44,6 +44,7 @@ these groups (``report/notes.py`` words them).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from wattbench.core.schema import (
@@ -72,18 +73,18 @@ def judged(kind: str, text: str, figures: tuple[str, ...], effect_pct: float | N
     """A finding whose severity follows from its estimated effect: ``note`` below ``bound_pct``,
     ``warn`` at or above it (and ``warn`` when the effect could not be estimated)."""
     material = effect_pct is None or abs(effect_pct) >= bound_pct
-    return Finding(kind=kind, severity="warn" if material else "note", figures=figures,  # type: ignore[arg-type]
+    return Finding(kind=kind, severity="warn" if material else "note", figures=figures,
                    effect_pct=effect_pct, bound_pct=bound_pct, basis=basis, text=text, summary=summary)
 
 
 def rule(kind: str, severity: str, text: str, figures: tuple[str, ...], *, effect_pct: float | None = None,
          basis: str | None = None, summary: str | None = None) -> Finding:
     """A finding of a rule with its own fixed threshold (its severity decided by the rule)."""
-    return Finding(kind=kind, severity=severity, figures=figures, effect_pct=effect_pct,  # type: ignore[arg-type]
+    return Finding(kind=kind, severity=severity, figures=figures, effect_pct=effect_pct,
                    basis=basis, text=text, summary=summary)
 
 
-def _worst_of(findings, family: tuple[str, ...]) -> str:
+def _worst_of(findings: Iterable[Finding], family: tuple[str, ...]) -> str:
     out = "valid"
     for f in findings:
         if f.figures and not set(f.figures) & set(family):
@@ -94,7 +95,7 @@ def _worst_of(findings, family: tuple[str, ...]) -> str:
     return out
 
 
-def _dedupe(findings) -> list[Finding]:
+def _dedupe(findings: Iterable[Finding]) -> list[Finding]:
     out: list[Finding] = []
     seen: set[tuple[str, str, str]] = set()
     for f in findings:
@@ -105,7 +106,7 @@ def _dedupe(findings) -> list[Finding]:
     return out
 
 
-def verdicts(findings) -> Validity:
+def verdicts(findings: Iterable[Finding]) -> Validity:
     """A level's efficiency and latency verdicts from its findings (duplicates dropped)."""
     fs = _dedupe(findings)
     return Validity(verdict=_worst_of(fs, EFFICIENCY_FIGURES), latency=_worst_of(fs, LATENCY_FIGURES),
@@ -125,7 +126,7 @@ def worst(*validities: Validity) -> Validity:
     eff = _max_verdict(got.verdict, *(v.verdict for v in validities)) or "valid"
     lat_given = [v.latency for v in validities]
     lat = _max_verdict(got.latency, *lat_given) if any(x is not None for x in lat_given) or fs else None
-    return Validity(verdict=eff, latency=lat, findings=fs)  # type: ignore[arg-type]
+    return Validity(verdict=eff, latency=lat, findings=fs)
 
 
 # ---------------------------------------------------------------- grouping
@@ -230,7 +231,7 @@ def note_items(result: Result) -> list[NoteItem]:
         out += [NoteItem("warn", missing_energy=(r, tuple(idx))) for r, idx in sorted(reasons.items())]
     out += [NoteItem("note", text=p) for p in result.sensor_problems]
     out += [NoteItem(g.severity, group=g) for g in groups if g.levels]
-    seen: set = set()
+    seen: set[tuple[object, object]] = set()
     uniq = []
     for n in out:
         key = (n.group.summary, n.group.levels) if n.group is not None else (n.text, n.missing_energy)

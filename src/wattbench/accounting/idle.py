@@ -19,6 +19,7 @@ and its uncertainty adds the absolute errors of both (one meter, so not independ
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from wattbench.accounting.boundaries import boundary_totals
 from wattbench.telemetry.base import TelemetryLog
@@ -36,7 +37,7 @@ class IdlePower:
     method: str = ""
     label: str = "measured"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -86,7 +87,7 @@ def dynamic_uncertainty_pct(
 ) -> float | None:
     """Uncertainty of ``gross − idle``: the two absolute errors add linearly (same meter, so not
     independent), relative to the dynamic energy. ``None`` when the dynamic energy is not positive."""
-    if None in (gross_energy_j, gross_pct, idle_energy_j, idle_pct):
+    if gross_energy_j is None or gross_pct is None or idle_energy_j is None or idle_pct is None:
         return None
     dyn = gross_energy_j - idle_energy_j
     if dyn <= 0:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from wattbench.accounting.sampling import (
     DEFAULT_GAP_FACTOR,
@@ -49,7 +50,7 @@ class PowerIntegral:
     poly_w: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
-def declared_energy(t_ns, values, t0: int, t1: int) -> PowerIntegral:
+def declared_energy(t_ns: npt.ArrayLike, values: npt.ArrayLike, t0: int, t1: int) -> PowerIntegral:
     """A declared constant: ``W × window`` exactly."""
     t = np.asarray(t_ns, dtype=np.int64)
     v = np.asarray(values, dtype=np.float64)
@@ -64,8 +65,8 @@ def declared_energy(t_ns, values, t0: int, t1: int) -> PowerIntegral:
 
 
 def power_energy(
-    t_ns,
-    values,
+    t_ns: npt.ArrayLike,
+    values: npt.ArrayLike,
     t0: int,
     t1: int,
     *,

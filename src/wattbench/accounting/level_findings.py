@@ -35,7 +35,7 @@ note with the measured difference).
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, VERDICT_ORDER, Finding, judged, rule, verdicts, worst
 from wattbench.core.errors import StorageError
@@ -69,7 +69,7 @@ def no_completed_finding(level: LevelResult, stopped_early: str | None = None) -
         why += ("; every request sent was a warm-up request: the level ended (--duration) before a request "
                 "sent after the warm-up finished; lengthen --duration or shorten --warmup")
     elif req.failed:
-        top = max(req.errors, key=req.errors.get) if req.errors else "error"
+        top = max(req.errors, key=lambda e: req.errors[e]) if req.errors else "error"
         why += f"; most failures: {top}"
     return rule("no_completed", "invalid", why + ". Its figures are not measurements", EVERY_FIGURE,
                 summary="no measured request completed")
@@ -185,7 +185,7 @@ def bad_usage_finding(records: Iterable[RequestRecord] | RecordSet) -> Finding |
 
 def level_findings(level: LevelResult, records: Iterable[RequestRecord] | RecordSet, *,
                    stopped_early: str | None = None, length_source: str | None = None,
-                   target_down: dict | None = None) -> list[Finding]:
+                   target_down: dict[str, Any] | None = None) -> list[Finding]:
     """Every rule of this module for one accounted level."""
     out: list[Finding] = []
     if target_down:
@@ -258,7 +258,7 @@ def run_validity(result: Result, energy_unavailable: str | None = None, stopped:
         found.insert(0, write_stop_finding(stopped, len(levels)))
         if verdict == "valid":
             verdict = "warn"
-    return Validity(verdict=verdict, latency=latency, findings=found, energy=energy)  # type: ignore[arg-type]
+    return Validity(verdict=verdict, latency=latency, findings=found, energy=energy)
 
 
 RUN_STOPPED_ON_WRITE = "the run stopped on a failed write"

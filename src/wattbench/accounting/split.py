@@ -36,11 +36,12 @@ def power_split(energy: dict[str, BoundaryEnergy], duration_s: float) -> dict[st
     if board.energy_j <= 0:
         return None
     rest_j = board.energy_j - mem.energy_j
-    idle_ok = board.idle_power_w is not None and mem.idle_power_w is not None
+    board_idle_w, mem_idle_w = board.idle_power_w, mem.idle_power_w
+    idle_ok = board_idle_w is not None and mem_idle_w is not None
     parts = {
-        "memory": _part(mem.energy_j, mem.idle_power_w if idle_ok else None, duration_s, board.energy_j),
-        "rest": _part(rest_j, board.idle_power_w - mem.idle_power_w if idle_ok else None, duration_s,
-                      board.energy_j),
+        "memory": _part(mem.energy_j, mem_idle_w if idle_ok else None, duration_s, board.energy_j),
+        "rest": _part(rest_j, board_idle_w - mem_idle_w if board_idle_w is not None and mem_idle_w is not None
+                      else None, duration_s, board.energy_j),
     }
     parts["memory"]["uncertainty_pct"] = mem.uncertainty_pct
     parts["rest"]["uncertainty_pct"] = _rest_uncertainty(board, mem, rest_j)
@@ -70,7 +71,8 @@ def _part(energy_j: float, idle_w: float | None, duration_s: float, board_j: flo
 
 
 def _rest_uncertainty(board: BoundaryEnergy, mem: BoundaryEnergy, rest_j: float) -> float | None:
-    if board.uncertainty_pct is None or mem.uncertainty_pct is None or rest_j <= 0:
+    if (board.uncertainty_pct is None or mem.uncertainty_pct is None or board.energy_j is None
+            or mem.energy_j is None or rest_j <= 0):
         return None
     abs_j = board.uncertainty_pct / 100 * board.energy_j + mem.uncertainty_pct / 100 * mem.energy_j
     return 100 * abs_j / rest_j

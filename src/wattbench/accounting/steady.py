@@ -63,7 +63,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from wattbench.core.schema import Window
+from wattbench.core.schema import BoundaryEnergy, Window
 
 NO_END = -1  # an end stamp that is missing (the request never ended); RecordSet's NONE
 
@@ -148,7 +148,7 @@ def steady_window_ns(
     return Window(start_ns=start, end_ns=stop, duration_s=(stop - start) / 1e9, kind="steady")
 
 
-def steady_energy_periods(energies) -> float | None:
+def steady_energy_periods(energies: Iterable[BoundaryEnergy]) -> float | None:
     """The update period that sets the energy term of the minimum steady state: the largest among
     the measured boundaries of ``energies`` (``BoundaryEnergy``s) that contain the devices doing the
     work (``boundaries.contains_work``: not a rail such as the board's memory power, not the host of

@@ -23,6 +23,8 @@ but do not mean the figures were taken under capping.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from wattbench.telemetry.base import TelemetryLog
@@ -57,9 +59,9 @@ def _aux(log: TelemetryLog, what: str, t0: int, t1: int) -> dict[str, np.ndarray
     for c in log.channels.values():
         if c.kind != "aux" or c.quantity not in QUANTITIES[what]:
             continue
-        t, v = log.series(c.id)
-        t = np.asarray(t, dtype=np.int64)
-        v = np.asarray(v, dtype=np.float64)
+        t_raw, v_raw = log.series(c.id)
+        t = np.asarray(t_raw, dtype=np.int64)
+        v = np.asarray(v_raw, dtype=np.float64)
         sel = v[(t >= t0) & (t <= t1)]
         if len(sel):
             key = c.device or c.id
@@ -67,10 +69,10 @@ def _aux(log: TelemetryLog, what: str, t0: int, t1: int) -> dict[str, np.ndarray
     return out
 
 
-def throttling(log: TelemetryLog, t0: int, t1: int) -> dict[str, dict]:
+def throttling(log: TelemetryLog, t0: int, t1: int) -> dict[str, dict[str, Any]]:
     """device -> {"bits": OR of all bits seen, "capping_fraction": share of samples with capping
     bits, "reasons": names}; only devices that report reasons."""
-    res = {}
+    res: dict[str, dict[str, Any]] = {}
     for dev, vals in _aux(log, "throttle_reasons", t0, t1).items():
         ints = vals.astype(np.int64)
         bits = int(np.bitwise_or.reduce(ints)) if len(ints) else 0
@@ -83,7 +85,7 @@ def throttling(log: TelemetryLog, t0: int, t1: int) -> dict[str, dict]:
     return res
 
 
-def thermal_summary(log: TelemetryLog, start_ns: int, end_ns: int) -> dict:
+def thermal_summary(log: TelemetryLog, start_ns: int, end_ns: int) -> dict[str, Any]:
     """Max temperature, min/mean SM clock, mean GPU utilization, throttle reasons seen and power limit over the window,
     overall and per device (for ``LevelResult.thermal``)."""
     temps = _aux(log, "temperature_c", start_ns, end_ns)
@@ -91,9 +93,9 @@ def thermal_summary(log: TelemetryLog, start_ns: int, end_ns: int) -> dict:
     limits = _aux(log, "power_limit_w", start_ns, end_ns)
     util = _aux(log, "gpu_util_pct", start_ns, end_ns)
     thr = throttling(log, start_ns, end_ns)
-    devices: dict[str, dict] = {}
+    devices: dict[str, dict[str, Any]] = {}
     for dev in sorted(set(temps) | set(clocks) | set(limits) | set(thr)):
-        d: dict = {}
+        d: dict[str, Any] = {}
         if dev in temps:
             d["max_temperature_c"] = float(np.max(temps[dev]))
         if dev in clocks:
@@ -107,7 +109,7 @@ def thermal_summary(log: TelemetryLog, start_ns: int, end_ns: int) -> dict:
             d["throttle_reasons"] = thr[dev]["reasons"]
             d["capping_fraction"] = thr[dev]["capping_fraction"]
         devices[dev] = d
-    out: dict = {}
+    out: dict[str, Any] = {}
     if temps:
         out["max_temperature_c"] = max(float(np.max(v)) for v in temps.values())
     if util:

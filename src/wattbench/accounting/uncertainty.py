@@ -119,6 +119,7 @@ def combine_pct(
 def sum_pct(items: list[tuple[float | None, float | None]]) -> float | None:
     """Relative uncertainty of a sum of figures ``(energy_j, pct)``: absolute errors added linearly."""
     tot = sum(e for e, _ in items if e is not None)
-    if not items or any(e is None or u is None for e, u in items) or tot <= 0:
+    known = [(e, u) for e, u in items if e is not None and u is not None]
+    if not items or len(known) < len(items) or tot <= 0:
         return None
-    return sum(abs(e) * u / 100.0 for e, u in items) / tot * 100.0
+    return sum(abs(e) * u / 100.0 for e, u in known) / tot * 100.0
