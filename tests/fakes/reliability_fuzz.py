@@ -186,20 +186,17 @@ def prop_dcgm(text: str) -> None:
     """The DCGM sensor reading an arbitrary /metrics answer: SensorError or channels, nothing else."""
     import wattbench.telemetry.prometheus as prom
 
-    real = prom._fetch
-    prom._fetch = lambda url, timeout_s, what: text.encode("utf-8", "surrogatepass")
+    s = prom.DcgmSensor("http://127.0.0.1:9/metrics",
+                        fetch=lambda url, timeout_s, what: text.encode("utf-8", "surrogatepass"))
     try:
-        s = prom.DcgmSensor("http://127.0.0.1:9/metrics")
-        try:
-            chans = s.open()
-        except SensorError:
-            return
-        assert chans
+        chans = s.open()
+    except SensorError:
+        return
+    assert chans
+    try:
         s.read()
     except SensorError:
         return
-    finally:
-        prom._fetch = real
 
 
 _PROM_NAMES = ["vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:gpu_cache_usage_perc",

@@ -4,13 +4,13 @@ Two kinds: ``SamplerClock`` (each thread its own time; for the sampler alone) an
 (one time, moved by the test, that worker threads follow in lock step; for the monitor).
 
 ``SamplerClock`` is a clock per thread (each sampler thread owns a sensor and its own time; the
-test's thread has one too), started at ``start_ns``; the horizon is ``span_ns`` after it. ``install(monkeypatch, sampler)`` makes the
-sampler read it (``Sampler.clock``) and wait on it: a wait of ``t`` seconds advances
-the waiting thread's clock by ``t`` and returns at once. A thread's loop ends when its clock
-reaches ``horizon_ns`` — ``Sampler.stop()`` joins the threads, which run to it — so every thread
-runs the same scripted span however the host schedules it; ``elapse()`` moves the test's own
-thread to the horizon (the span it "slept"). A sensor built with ``clock=sc`` stamps its reads on its thread's clock;
-``sc.spend(ns)`` inside a read scripts how long that read took."""
+test's thread has one too), started at ``start_ns``; the horizon is ``span_ns`` after it. A sampler
+built with ``clock=sc`` reads it and waits on it: a wait of ``t`` seconds advances the waiting
+thread's clock by ``t`` and returns at once. A thread's loop ends when its clock reaches
+``horizon_ns`` — ``Sampler.stop()`` joins the threads, which run to it — so every thread runs the
+same scripted span however the host schedules it; ``elapse()`` moves the test's own thread to the
+horizon (the span it "slept"). A sensor built with ``clock=sc`` stamps its reads on its thread's
+clock; ``sc.spend(ns)`` inside a read scripts how long that read took."""
 
 from __future__ import annotations
 
@@ -46,10 +46,6 @@ class SamplerClock:
 
     def event(self) -> "_ClockEvent":
         return _ClockEvent(self)
-
-    def install(self, monkeypatch, sampler) -> None:
-        sampler.clock = self
-        sampler._stop = _ClockEvent(self)
 
 
 class _ClockEvent:

@@ -84,10 +84,10 @@ def quiet_host(monkeypatch):
     import wattbench.load.client as client
     import wattbench.load.worker as worker
 
-    async def probe(self):
+    async def probe(lags_ns):
         while True:
             await asyncio.sleep(worker.LOOP_PROBE_S)
-            self.loop_lag_ns.append(0)
+            lags_ns.append(0)
 
     real = client.StreamClient.send
 
@@ -97,7 +97,7 @@ def quiet_host(monkeypatch):
             rec.scheduled_ns = rec.sent_ns
         return rec
 
-    monkeypatch.setattr(worker.Worker, "_probe_loop_lag", probe)
+    monkeypatch.setattr(worker, "probe_loop_lag", probe)
     monkeypatch.setattr(client.StreamClient, "send", send)
 
 

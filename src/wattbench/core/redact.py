@@ -605,11 +605,12 @@ def scrub(text):
 
 
 class _ScrubbingStream:
-    """A text stream whose ``write`` removes the registered secrets; everything else is the
+    """A text stream whose ``write`` removes ``scrubber``'s secrets; everything else is the
     wrapped stream's (``isatty``, ``fileno``, ``encoding`` …). Its ``buffer`` scrubs bytes too."""
 
-    def __init__(self, raw):
+    def __init__(self, raw, scrubber: Scrubber):
         self._raw = raw
+        self._scrubber = scrubber
         try:
             self._tty = bool(raw.isatty())
         except (AttributeError, ValueError, OSError):
@@ -617,8 +618,8 @@ class _ScrubbingStream:
 
     def write(self, s):
         if isinstance(s, str):
-            if _REGISTERED:
-                s = _REGISTERED.text(s)
+            if self._scrubber:
+                s = self._scrubber.text(s)
             s = terminal_safe(s, self._tty)  # no control sequence a printer never writes (core/safe_text.py)
         return self._raw.write(s)
 
@@ -629,19 +630,20 @@ class _ScrubbingStream:
     @property
     def buffer(self):
         raw = getattr(self._raw, "buffer", None)
-        return _ScrubbingBuffer(raw, self._tty) if raw is not None else None
+        return _ScrubbingBuffer(raw, self._scrubber, self._tty) if raw is not None else None
 
     def __getattr__(self, name):
         return getattr(self._raw, name)
 
 
 class _ScrubbingBuffer:
-    def __init__(self, raw, tty: bool = False):
+    def __init__(self, raw, scrubber: Scrubber, tty: bool = False):
         self._raw = raw
+        self._scrubber = scrubber
         self._tty = tty
 
     def write(self, b):
-        b = _REGISTERED.bytes(b) if _REGISTERED else b
+        b = self._scrubber.bytes(b) if self._scrubber else b
         text = bytes(b).decode("utf-8", "surrogateescape")
         safe = terminal_safe(text, self._tty)
         return self._raw.write(b if safe is text else safe.encode("utf-8", "surrogateescape"))
@@ -651,16 +653,19 @@ class _ScrubbingBuffer:
 
 
 @contextlib.contextmanager
-def guard_std_streams():
-    """``sys.stdout`` and ``sys.stderr`` scrub the registered secrets while the block runs (the
-    CLI's whole command: tables, ``--json``, error lines, even a traceback)."""
+def guard_std_streams(scrubber: Scrubber | None = None):
+    """``sys.stdout`` and ``sys.stderr`` scrub ``scrubber``'s secrets (None: the process's, which
+    ``register_secrets`` adds to) while the block runs (the CLI's whole command: tables,
+    ``--json``, error lines, even a traceback). A secret added while the block runs is scrubbed
+    from then on."""
     import sys
 
+    scrubber = _REGISTERED if scrubber is None else scrubber
     saved = sys.stdout, sys.stderr
     if not isinstance(sys.stdout, _ScrubbingStream) and sys.stdout is not None:
-        sys.stdout = _ScrubbingStream(sys.stdout)
+        sys.stdout = _ScrubbingStream(sys.stdout, scrubber)
     if not isinstance(sys.stderr, _ScrubbingStream) and sys.stderr is not None:
-        sys.stderr = _ScrubbingStream(sys.stderr)
+        sys.stderr = _ScrubbingStream(sys.stderr, scrubber)
     try:
         yield
     finally:

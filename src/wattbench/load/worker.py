@@ -84,6 +84,18 @@ async def sleep_until(when_ns: int) -> None:
         await asyncio.sleep(left / 1e9)
 
 
+async def probe_loop_lag(lags_ns: list[int]) -> None:
+    """Sleep LOOP_PROBE_S at a time and append to ``lags_ns`` how late each wake-up is: the delay
+    any socket read of the worker on this loop can suffer before it is stamped. Runs until
+    cancelled. A worker looks it up when it starts, so an integration test can take the host's
+    share of this signal out by replacing it (a test of the saturation guard does)."""
+    period = int(LOOP_PROBE_S * 1e9)
+    while True:
+        due = now_ns() + period
+        await asyncio.sleep(LOOP_PROBE_S)
+        lags_ns.append(max(0, now_ns() - due))
+
+
 class Session:
     __slots__ = ("messages", "text", "tail", "last_end_ns", "target")
 
@@ -116,16 +128,6 @@ class Worker:
 
     def progress(self) -> Progress:
         return Progress(self.done, self.failed, self.output_tokens)
-
-    async def _probe_loop_lag(self) -> None:
-        """Sleep LOOP_PROBE_S at a time and record how late each wake-up is: the delay any
-        socket read of this worker can suffer before it is stamped."""
-        period = int(LOOP_PROBE_S * 1e9)
-        lags = self.loop_lag_ns
-        while True:
-            due = now_ns() + period
-            await asyncio.sleep(LOOP_PROBE_S)
-            lags.append(max(0, now_ns() - due))
 
     # -- one request (with session handling)
     async def _one(
@@ -322,7 +324,7 @@ class Worker:
             await sleep_until(t0_ns)
             body = self._closed(t0_ns) if plan.mode == "concurrency" else self._open(t0_ns)
             main = asyncio.ensure_future(body)
-            probe = asyncio.ensure_future(self._probe_loop_lag())
+            probe = asyncio.ensure_future(probe_loop_lag(self.loop_lag_ns))
             cancel = asyncio.ensure_future(self.link.cancel.wait())
             await asyncio.wait({main, cancel}, return_when=asyncio.FIRST_COMPLETED)
             probe.cancel()

@@ -401,8 +401,11 @@ def check_schema_version(path: Path, data: dict, supported: int = SCHEMA_VERSION
         )
 
 
-def load_model(path: Path, model: type[M], what: str = "result", supported: int = SCHEMA_VERSION) -> M:
-    data = read_json_file(path)
+def load_model(path: Path, model: type[M], what: str = "result", supported: int = SCHEMA_VERSION,
+               max_bytes: int = RESULT_MAX_BYTES) -> M:
+    """The ``model`` a JSON file holds (``read_json_file``, at most ``max_bytes``); UserError naming
+    the file when it is not one, or was written by a newer wattbench than ``supported``."""
+    data = read_json_file(path, max_bytes)
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object ({what}), found {type(data).__name__}")
     check_schema_version(path, data, supported)
@@ -412,11 +415,12 @@ def load_model(path: Path, model: type[M], what: str = "result", supported: int 
         raise UserError(f"{path}: {describe_validation_error(e)}") from None
 
 
-def load_result(path_or_dir: str | os.PathLike) -> Result:
-    """Read a run's ``result.json`` (give the run directory or the file). A result whose status
-    is still ``running`` is read as what it is (``results.recovery.settle_unfinished``, the one
-    rule every reader gets here): a run in progress, or a run that crashed — ``invalid`` either
-    way, with the reason and what its spool still holds."""
+def load_result(path_or_dir: str | os.PathLike, *, max_bytes: int = RESULT_MAX_BYTES) -> Result:
+    """Read a run's ``result.json`` (give the run directory or the file; a file over ``max_bytes``
+    is refused before it is read). A result whose status is still ``running`` is read as what it
+    is (``results.recovery.settle_unfinished``, the one rule every reader gets here): a run in
+    progress, or a run that crashed — ``invalid`` either way, with the reason and what its spool
+    still holds."""
     p = Path(path_or_dir)
     if not p.exists():
         raise UserError(f"{p}: no such run directory or result file")
@@ -424,7 +428,7 @@ def load_result(path_or_dir: str | os.PathLike) -> Result:
         raise UserError(f"{p}: an output-agreement run, not a benchmark result (show it with "
                         "`wattbench compare A B --agreement RUN`)")
     path = result_path(p)
-    result = load_model(path, Result, "result")
+    result = load_model(path, Result, "result", max_bytes=max_bytes)
     problem = result_problem(result)
     if problem:
         raise UserError(f"{path}: {problem}; is it a file wattbench wrote, unedited?")

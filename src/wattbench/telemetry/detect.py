@@ -43,7 +43,11 @@ def autodetect(
     kfd_device: str | Path = "/dev/kfd",
     which: Callable[[str], str | None] = shutil.which,
     estimate_cpu: bool = False,
+    read_text: Callable[[Path], str] | None = None,
 ) -> tuple[list[Sensor], list[str]]:
+    """The meters this machine has, and a line with its fix for each that cannot be used (module
+    doc). The roots and devices are where each probe looks; ``read_text`` reads the RAPL and
+    hwmon files (None: the file itself; a test passes a reader that denies, as for a non-root user)."""
     from wattbench.telemetry import hwmon as _hwmon
     from wattbench.telemetry import jetson as _jetson
     from wattbench.telemetry import rapl as _rapl
@@ -81,10 +85,10 @@ def autodetect(
     cpu_meter = False
     exclude: list[str] = []
     if zones:
-        probe = _rapl.RaplSensor(root=root)
+        probe = _rapl.RaplSensor(root=root, read_text=read_text)
         try:
             probe._read_text(zones[0] / "energy_uj")
-            sensors.append(_rapl.RaplSensor(root=root))
+            sensors.append(_rapl.RaplSensor(root=root, read_text=read_text))
             cpu_meter = True
             exclude.append("amd_energy")
         except PermissionError:
@@ -114,7 +118,8 @@ def autodetect(
             exclude.append("amdgpu")
 
     # 4b. hwmon power monitors (INA2xx/INA3221, ACPI power_meter, GPU/CPU drivers' energy)
-    cpu_meter = _hwmon_probe(Path(hwmon_root or _hwmon.DEFAULT_ROOT), tuple(exclude), sensors, problems) or cpu_meter
+    cpu_meter = _hwmon_probe(Path(hwmon_root or _hwmon.DEFAULT_ROOT), tuple(exclude), sensors, problems,
+                             read_text) or cpu_meter
 
     # 5. IPMI (local BMC)
     if Path(ipmi_device).exists():
@@ -147,12 +152,13 @@ def autodetect(
     return sensors, problems
 
 
-def _hwmon_probe(root: Path, exclude: tuple[str, ...], sensors: list[Sensor], problems: list[str]) -> bool:
+def _hwmon_probe(root: Path, exclude: tuple[str, ...], sensors: list[Sensor], problems: list[str],
+                 read_text: Callable[[Path], str] | None = None) -> bool:
     """Add a HwmonSensor when ``root`` has power/energy channels no other sensor reads; return
     whether one of them meters the CPU. Unreadable channels become a problem line with the fix."""
     from wattbench.telemetry.hwmon import HwmonSensor
 
-    probe = HwmonSensor(root=root, exclude=exclude)
+    probe = HwmonSensor(root=root, exclude=exclude, read_text=read_text)
     if not probe.scan():
         return False
     try:
@@ -162,7 +168,7 @@ def _hwmon_probe(root: Path, exclude: tuple[str, ...], sensors: list[Sensor], pr
         return False
     finally:
         probe.close()
-    sensors.append(HwmonSensor(root=root, exclude=exclude))
+    sensors.append(HwmonSensor(root=root, exclude=exclude, read_text=read_text))
     return any(c.boundary == "cpu" for c in chans)
 
 

@@ -22,6 +22,7 @@ import http.client
 import urllib.error
 import urllib.parse
 import urllib.request
+from typing import Callable
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError, TargetError
@@ -74,8 +75,10 @@ class DcgmSensor(Sensor):
     name = "dcgm"
 
     def __init__(self, url: str, matchers: dict[str, str] | None = None, boundary: str = "accelerator",
-                 timeout_s: float = 3.0, poll_interval_s: float = 1.0) -> None:
+                 timeout_s: float = 3.0, poll_interval_s: float = 1.0,
+                 fetch: Callable[[str, float, str], bytes] | None = None) -> None:
         self.url = url
+        self._fetch = fetch or _fetch  # (url, timeout_s, what) -> the body; a test passes scripted text
         self.matchers = dict(matchers or {})
         self.boundary = _check_boundary(boundary)
         self.timeout_s = timeout_s
@@ -85,7 +88,7 @@ class DcgmSensor(Sensor):
     def _scrape(self) -> list[tuple[str, dict, float]]:
         from prometheus_client.parser import text_string_to_metric_families
 
-        text = _fetch(self.url, self.timeout_s, "dcgm").decode(errors="replace")
+        text = self._fetch(self.url, self.timeout_s, "dcgm").decode(errors="replace")
         out = []
         try:
             for fam in text_string_to_metric_families(text):

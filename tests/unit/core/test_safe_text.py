@@ -55,10 +55,9 @@ def test_stream_filter_on_a_terminal_keeps_what_rich_writes_only():
 
 
 def test_the_cli_stream_guard_applies_the_filter(monkeypatch):
-    monkeypatch.setattr(redact, "_REGISTERED", redact.Scrubber())
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
-    with redact.guard_std_streams():
+    with redact.guard_std_streams(redact.Scrubber()):
         print("model " + HOSTILE)
     assert "\x1b" not in out.getvalue() and "\x07" not in out.getvalue() and out.getvalue().startswith("model ")
 

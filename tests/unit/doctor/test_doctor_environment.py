@@ -205,20 +205,19 @@ def test_sensor_checks_real_autodetect_with_unreadable_rapl(tmp_path):
     assert [(c.id, c.status) for c in none] == [("env.sensors", "warn")]
 
 
-def test_sensor_checks_hwmon_permission_says_how_to_make_it_readable(tmp_path, monkeypatch):
+def test_sensor_checks_hwmon_permission_says_how_to_make_it_readable(tmp_path):
     """doctor: an hwmon energy counter readable by root only -> a warning whose fix is the chmod/udev rule."""
     from tests.fakes.telemetry_sysfs import amd_energy
 
-    from wattbench.telemetry.hwmon import PERMISSION_FIX, HwmonSensor
+    from wattbench.telemetry.hwmon import PERMISSION_FIX
 
     amd_energy(tmp_path / "hwmon")
 
-    def deny(self, path):
+    def deny(path):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(HwmonSensor, "_read_text", deny)
     out = env.sensor_checks(None, nvml=FakeNvml(gpus=[]), measure_s=0.05, powercap_root=tmp_path / "pc",
                             which=lambda n: None, ipmi_device=tmp_path / "no-ipmi", kfd_device=tmp_path / "no-kfd",
-                            jetson_root=tmp_path / "no-jetson", hwmon_root=tmp_path / "hwmon")
+                            jetson_root=tmp_path / "no-jetson", hwmon_root=tmp_path / "hwmon", read_text=deny)
     (c,) = [c for c in out if c.message.startswith("hwmon: permission denied")]
     assert c.status == "warn" and c.fix == PERMISSION_FIX

@@ -123,15 +123,12 @@ def test_a_negative_dynamic_energy_is_a_measurement_not_an_edit(tmp_path):
         pytest.approx(-12.5)
 
 
-def test_a_file_over_the_size_cap_is_refused_before_it_is_read(tmp_path, monkeypatch):
-    import wattbench.results.rundir as rundir
-
+def test_a_file_over_the_size_cap_is_refused_before_it_is_read(tmp_path):
     d = _write(tmp_path, "big", lambda data: None)
     size = (d / "result.json").stat().st_size
-    monkeypatch.setattr(rundir, "RESULT_MAX_BYTES", size - 1)
-    monkeypatch.setattr(rundir.read_json_file, "__defaults__", (size - 1,))
+    assert load_result(d, max_bytes=size).run_id == "run-a"  # at the cap: read
     with pytest.raises(UserError, match="larger than the"):
-        load_result(d)
+        load_result(d, max_bytes=size - 1)
 
 
 def test_json_depth_ignores_brackets_in_strings():

@@ -52,15 +52,14 @@ def test_nvml_broken_falls_back_to_nvidia_smi(tmp_path):
     assert "falling back to nvidia-smi" in problems[0] and "nvidia-ml-py" in problems[0]
 
 
-def test_rapl_permission_and_missing_ipmitool(tmp_path, monkeypatch):
+def test_rapl_permission_and_missing_ipmitool(tmp_path):
     rapl_tree(tmp_path / "pc")
     (tmp_path / "ipmi0").write_text("")
 
-    def deny(self, path):
+    def deny(path):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(RaplSensor, "_read_text", deny)
-    sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(gpus=[])))
+    sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(gpus=[]), read_text=deny))
     assert sensors == []
     text = "\n".join(problems)
     assert "rapl: permission denied" in text and "chmod a+r" in text
@@ -187,18 +186,15 @@ def test_hwmon_skips_chips_other_sensors_read(tmp_path):
     assert [type(s) for s in sensors] == [RaplSensor, JetsonSensor] and problems == []
 
 
-def test_hwmon_unreadable_is_a_problem_with_the_fix(tmp_path, monkeypatch):
+def test_hwmon_unreadable_is_a_problem_with_the_fix(tmp_path):
     from tests.fakes.telemetry_sysfs import amd_energy
-
-    from wattbench.telemetry.hwmon import HwmonSensor
 
     amd_energy(tmp_path / "hwmon")
 
-    def deny(self, path):
+    def deny(path):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(HwmonSensor, "_read_text", deny)
-    sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(gpus=[])))
+    sensors, problems = autodetect(**base_kw(tmp_path, nvml=FakeNvml(gpus=[]), read_text=deny))
     assert sensors == []
     (p,) = problems
     assert p.startswith("hwmon: permission denied reading") and "chmod a+r" in p and "udev" in p

@@ -29,7 +29,7 @@ def test_period_of():
     assert period_of(ScriptedSensor(poll_interval_s=1.0), 0.05) == pytest.approx(1.0, rel=1e-9)
 
 
-def test_deadlines_do_not_drift_and_counter_matches(monkeypatch):
+def test_deadlines_do_not_drift_and_counter_matches():
     """Absolute deadlines on a scripted clock: every read takes 3 ms and the 11th stalls for 50 ms
     (2.5 periods); reads stay on the 20 ms grid (relative deadlines would drift 3 ms a read), the
     stall skips the two slots it overran instead of bursting, and the counter is exact."""
@@ -43,8 +43,7 @@ def test_deadlines_do_not_drift_and_counter_matches(monkeypatch):
             return out
 
     s = Timed(power_w=250.0, poll_interval_s=None, update_period_s=None, device="d0", clock=sc)
-    sm = Sampler([s], interval_s=0.02)
-    sc.install(monkeypatch, sm)
+    sm = Sampler([s], interval_s=0.02, clock=sc)
     assert sm.open() == []
     sm.start()
     sc.elapse()
@@ -61,14 +60,13 @@ def test_deadlines_do_not_drift_and_counter_matches(monkeypatch):
     assert v[-1] - v[0] == pytest.approx(250.0 * (t[-1] - t[0]) / 1e9, rel=1e-9)
 
 
-def test_own_poll_interval_respected(monkeypatch):
+def test_own_poll_interval_respected():
     """Each sensor on its own interval, in its own thread: over a scripted 450 ms the 20 ms sensor
     reads 23 times (0, 20, …, 440 ms), the one with its own 200 ms interval 3 times (0, 200, 400)."""
     sc = SamplerClock(450_000_000)
     fast = ScriptedSensor(name="fast", clock=sc)
     slow = ScriptedSensor(name="slow", poll_interval_s=0.2, clock=sc)
-    sm = Sampler([fast, slow], interval_s=0.02)
-    sc.install(monkeypatch, sm)
+    sm = Sampler([fast, slow], interval_s=0.02, clock=sc)
     sm.start()
     sc.elapse()
     sm.stop()
@@ -76,11 +74,10 @@ def test_own_poll_interval_respected(monkeypatch):
     assert [t - sc.start_ns for t in slow.read_times] == [0, 200_000_000, 400_000_000]
 
 
-def test_failure_mid_run_leaves_gap_and_continues(monkeypatch):
+def test_failure_mid_run_leaves_gap_and_continues():
     sc = SamplerClock(250_000_000)
     s = ScriptedSensor(fail_on={3, 4}, clock=sc)
-    sm = Sampler([s], interval_s=0.02)
-    sc.install(monkeypatch, sm)
+    sm = Sampler([s], interval_s=0.02, clock=sc)
     sm.start()
     sc.elapse()
     log = sm.stop()
@@ -122,10 +119,9 @@ def test_snapshot_and_latest_power():
     assert total == pytest.approx(500.0, rel=1e-9)  # accelerator boundary only, never added to node
 
 
-def test_overhead_measured(monkeypatch):
+def test_overhead_measured():
     sc = SamplerClock(300_000_000)
-    sm = Sampler([ScriptedSensor(clock=sc)], interval_s=0.01)
-    sc.install(monkeypatch, sm)
+    sm = Sampler([ScriptedSensor(clock=sc)], interval_s=0.01, clock=sc)
     sm.start()
     sc.elapse()
     sm.stop()
