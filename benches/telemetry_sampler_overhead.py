@@ -28,10 +28,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fakes"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]  # the fakes by their one name, tests.fakes.X
 
-from fake_nvml import FakeGPU, FakeNvml  # noqa: E402
-from scripted_sensor import ScriptedSensor  # noqa: E402
+from tests.fakes.fake_nvml import FakeGPU, FakeNvml  # noqa: E402
+from tests.fakes.scripted_sensor import ScriptedSensor  # noqa: E402
 
 from wattbench.telemetry.nvml import COUNTER_EVERY_S, NvmlSensor  # noqa: E402
 from wattbench.telemetry.sampler import Sampler  # noqa: E402

@@ -18,7 +18,6 @@ Nothing here runs a benchmark; it reads the committed outputs only, so it passes
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
 import math
 import re
@@ -101,9 +100,7 @@ def xcheck_raw(tgz: str) -> list[dict]:
     run's result.json (its level windows and energy) against the independent observer's counter log
     (``meter.jsonl``), by ``benches/gpu/crosscheck.py``'s ``rows`` — not read from the archive's
     crosscheck.json."""
-    spec = importlib.util.spec_from_file_location("bench_crosscheck", ROOT / "benches" / "gpu" / "crosscheck.py")
-    cc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cc)
+    from benches.gpu import crosscheck as cc
     result = json.loads(_tar_member(tgz, "result.json"))
     return cc.rows(result, _tar_member(tgz, "meter.jsonl").decode().splitlines())
 
@@ -196,12 +193,9 @@ def noise_runs(*tgzs: str) -> dict:
     """``benches/gpu/noise_table.py``'s tables over the run directories committed in ``tgzs`` (each a
     ``history_runs.py`` folder: ``<dir>/runs/<name>/result.json``): ``{"orders": …, "repeat": …}``
     as its ``--json`` writes them (orders keyed by concurrency, repeatability by kind, then load)."""
-    import importlib.util
     import tempfile
 
-    spec = importlib.util.spec_from_file_location("noise_table", ROOT / "benches/gpu/noise_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from benches.gpu import noise_table as mod
     d = Path(tempfile.mkdtemp(prefix="doc-figures-"))
     dirs = []
     for tgz in tgzs:

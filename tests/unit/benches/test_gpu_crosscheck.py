@@ -3,15 +3,11 @@ does not bracket being unknown (None), never 0 J."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-PATH = Path(__file__).resolve().parents[3] / "benches" / "gpu" / "crosscheck.py"
-spec = importlib.util.spec_from_file_location("crosscheck", PATH)
-crosscheck = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(crosscheck)
+from benches.gpu import crosscheck  # the repository root is on the tests' path
 
 
 def test_independent_energy_interpolates_each_gpu_at_both_edges():
@@ -28,7 +24,7 @@ def test_an_edge_outside_any_gpus_log_is_unknown(a, b):
 def _archives_with_raw_meter():
     import tarfile
 
-    root = PATH.parents[2] / "docs" / "validation-data"
+    root = Path(crosscheck.__file__).resolve().parents[2] / "docs" / "validation-data"
     out = []
     for tgz in sorted(root.rglob("*.tgz")):
         with tarfile.open(tgz) as t:

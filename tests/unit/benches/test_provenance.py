@@ -5,7 +5,6 @@ the docs or from another script, so nothing in benches/ is an orphan nobody can 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -16,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from benches.gpu import provenance  # the repository root is on the tests' path
+
 ROOT = Path(__file__).resolve().parents[3]
 DATA_ROOTS = (ROOT / "docs" / "validation-data", ROOT / "benches" / "data")
-_spec = importlib.util.spec_from_file_location("bench_provenance", ROOT / "benches" / "gpu" / "provenance.py")
-provenance = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(provenance)
 
 
 def _data_dirs() -> list[Path]:
