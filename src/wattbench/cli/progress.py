@@ -42,6 +42,23 @@ def level_description(data: dict, compact: bool = False) -> str:
     return out
 
 
+def progress_figures(data: dict, tokens_unit: str = "out tok/s") -> list[str]:
+    """What a progress report shows beside the requests done, each only where known: output
+    tokens/s (the runner's figure, else the tokens over the elapsed seconds) in ``tokens_unit``,
+    the power in W, the failed requests: ``["1,234 out tok/s", "412 W", "3 failed"]``."""
+    parts = []
+    tps = data.get("output_tokens_per_s")
+    if tps is None and data.get("elapsed_s"):
+        tps = data.get("output_tokens", 0) / max(data["elapsed_s"], 1e-9)
+    if tps is not None:
+        parts.append(f"{fmt(tps)} {tokens_unit}")
+    if data.get("power_w") is not None:
+        parts.append(f"{fmt(data['power_w'])} W")
+    if data.get("failed"):
+        parts.append(f"{fmt(data['failed'], kind='count')} failed")
+    return parts
+
+
 class RunProgress:
     def __init__(self, console: Console, enabled: bool = True):
         self.console = console
@@ -98,16 +115,7 @@ class RunProgress:
             task = self._tasks.get(data.get("index", -1))
             if task is None:
                 return
-            parts = []
-            tps = data.get("output_tokens_per_s")
-            if tps is None and data.get("elapsed_s"):
-                tps = data.get("output_tokens", 0) / max(data["elapsed_s"], 1e-9)
-            if tps is not None:
-                parts.append(f"{fmt(tps)} {'tok/s' if self.compact else 'out tok/s'}")
-            if data.get("power_w") is not None:
-                parts.append(f"{fmt(data['power_w'])} W")
-            if data.get("failed"):
-                parts.append(f"{data['failed']} failed")
+            parts = progress_figures(data, "tok/s" if self.compact else "out tok/s")
             done = data.get("done", 0)
             if task in self._by_time:
                 p.update(task, completed=min(float(data.get("elapsed_s") or 0.0), self._by_time[task][0]),
@@ -181,17 +189,8 @@ class PlainProgress:
                 return
             self._levels[data["index"]] = (name, start, now, total)
             done = fmt(data.get("done", 0), kind="count")
-            parts = [f"{done}/{fmt(total, kind='count')} requests" if total is not None else f"{done} requests"]
-            tps = data.get("output_tokens_per_s")
-            if tps is None and data.get("elapsed_s"):
-                tps = data.get("output_tokens", 0) / max(data["elapsed_s"], 1e-9)
-            if tps is not None:
-                parts.append(f"{fmt(tps)} out tok/s")
-            if data.get("power_w") is not None:
-                parts.append(f"{fmt(data['power_w'])} W")
-            if data.get("failed"):
-                parts.append(f"{fmt(data['failed'], kind='count')} failed")
-            parts.append(_clock_text(now - start))
+            parts = [f"{done}/{fmt(total, kind='count')} requests" if total is not None else f"{done} requests",
+                     *progress_figures(data), _clock_text(now - start)]
             self._say(f"{name}: " + " · ".join(parts))
         elif event == "level_done":
             lv = self._levels.pop(data.get("index", -99), None)

@@ -4,7 +4,7 @@ elapsed and remaining time, phase messages without rich's log time and source lo
 import pytest
 from rich.console import Console
 
-from wattbench.cli.progress import RunProgress, level_description
+from wattbench.cli.progress import RunProgress, level_description, progress_figures
 
 
 def test_level_description():
@@ -15,6 +15,15 @@ def test_level_description():
         "level 1 of 2 · r=4/s · trial 2 of 3")
     assert level_description({"index": 0, "levels": 1, "label": "rate=4 prefill-heavy"}) == (
         "level 1 of 1 · r=4/s prefill-heavy")
+
+
+def test_progress_figures_say_only_what_is_known():
+    assert progress_figures({}) == []
+    assert progress_figures({"output_tokens": 300, "elapsed_s": 2.0, "power_w": 412.0, "failed": 1234}) == [
+        "150 out tok/s", "412 W", "1,234 failed"]
+    # the runner's own rate wins over tokens / elapsed; none failed says nothing
+    assert progress_figures({"output_tokens_per_s": 99.0, "output_tokens": 300, "elapsed_s": 2.0, "failed": 0},
+                            "tok/s") == ["99.0 tok/s"]
 
 
 def test_rendered_progress_has_no_internals():
