@@ -15,12 +15,14 @@ the saturation marks in ``metrics/saturation.py``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from wattbench.accounting.window import account_window, level_validity
+from wattbench.accounting.idle import IdlePower
+from wattbench.accounting.window import AccountedWindow, account_window, level_validity
 from wattbench.accounting.boundaries import contains_work
 from wattbench.accounting.level_findings import (
     failed_requests_finding,
@@ -29,34 +31,48 @@ from wattbench.accounting.level_findings import (
 )
 from wattbench.accounting.split import power_split
 from wattbench.accounting.findings import worst
-from wattbench.accounting.validity import Finding, client_findings, combine, steady_findings
-from wattbench.metrics.saturation import is_oversaturated, mark_saturated
+from wattbench.accounting.findings import Finding
+from wattbench.accounting.validity import client_findings, combine, steady_findings
+from wattbench.metrics.saturation import SaturationVerdict, is_oversaturated, mark_saturated
 from wattbench.metrics.latency import summarize_level, tokens_in_window
-from wattbench.metrics.slo import goodput
+from wattbench.metrics.slo import SLO, goodput
+from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.recordset import NONE, RecordSet, as_record_set
-from wattbench.core.schema import LevelResult, LevelTiming, Oversaturation, PowerSplit, Window
+from wattbench.core.schema import LevelResult, LevelTiming, Oversaturation, PowerSplit, RequestRecord, Window
+from wattbench.telemetry.base import TelemetryLog
 
-__all__ = ["LevelContext", "account_level", "oversaturation", "count_source", "add_level_findings",
-           "BACKLOG_GRID_NS"]
+__all__ = ["LevelContext", "ServerTimelineView", "account_level", "oversaturation", "count_source",
+           "add_level_findings", "BACKLOG_GRID_NS"]
 
 BACKLOG_GRID_NS = 100_000_000  # open-loop backlog sampled every 100 ms over the window
 MIN_WAITING_SCRAPES = 8  # the server's waiting-queue gauge is used from this many scrapes in the window
+
+
+class ServerTimelineView(Protocol):
+    """What a level's accounting reads of the server's scraped ``/metrics``
+    (``server.metrics.ServerTimeline``, a layer above): the series by name, ``(t_ns, values)`` on
+    the run's monotonic clock, and a window's summary for ``LevelResult.server_metrics``."""
+
+    @property
+    def series(self) -> Mapping[str, tuple[Sequence[int], Sequence[float]]]: ...
+
+    def summary(self, t0_ns: int, t1_ns: int) -> dict[str, Any]: ...
 
 
 @dataclass
 class LevelContext:
     """What a level is accounted against, besides its own outcome."""
 
-    log: Any = None  # telemetry.base.TelemetryLog, None without a meter
-    idle: dict | None = None  # boundary -> accounting.idle.IdlePower
+    log: TelemetryLog | None = None  # None without a meter
+    idle: dict[str, IdlePower] | None = None  # by boundary
     price_per_kwh: float = 0.0  # the session passes --price-per-kwh; 0 here prices nothing
     pue: float = 1.0
-    timeline: Any = None  # server.metrics.ServerTimeline when /metrics is scraped
+    timeline: ServerTimelineView | None = None  # when /metrics is scraped
     engine: str | None = None  # the server's engine, for the "no /metrics" sentence
-    slos: list = field(default_factory=list)
+    slos: list[SLO] = field(default_factory=list)
 
 
-def _windows(outcome) -> tuple[Window, Window | None]:
+def _windows(outcome: LevelOutcome) -> tuple[Window, Window | None]:
     full = Window(start_ns=outcome.start_ns, end_ns=outcome.end_ns,
                   duration_s=max(0.0, (outcome.end_ns - outcome.start_ns) / 1e9), kind="full")
     s0, s1 = outcome.steady_start_ns, outcome.steady_end_ns
@@ -66,12 +82,14 @@ def _windows(outcome) -> tuple[Window, Window | None]:
     return full, steady
 
 
-def _energy(level: LevelResult, outcome, ctx: LevelContext, records: RecordSet):
+def _energy(level: LevelResult, outcome: LevelOutcome, ctx: LevelContext, records: RecordSet
+            ) -> AccountedWindow | None:
     """Fill the level's energy (full and steady windows) and power split; the accounted window."""
     if ctx.log is None:
         level.energy_unavailable_reason = "no power meter (see the run's verdict)"
         return None
-    if level.window.duration_s <= 0:
+    window = level.window  # always set by account_level
+    if window is None or window.duration_s <= 0:
         level.energy_unavailable_reason = ("the level has no measurement window: no measured request completed, "
                                            "so no energy can be attributed to it")
         return None
@@ -81,7 +99,7 @@ def _energy(level: LevelResult, outcome, ctx: LevelContext, records: RecordSet):
                                price_per_kwh=ctx.price_per_kwh, pue=ctx.pue, kind="full")
     level.energy = accounted.energy
     level.thermal = accounted.thermal
-    split = power_split(level.energy, level.window.duration_s)  # memory vs the rest of the board
+    split = power_split(level.energy, window.duration_s)  # memory vs the rest of the board
     if split is not None:
         level.power_split = PowerSplit.model_validate(split)
     sw = level.steady_window
@@ -95,7 +113,7 @@ def _energy(level: LevelResult, outcome, ctx: LevelContext, records: RecordSet):
     return accounted
 
 
-def _server_metrics(outcome, ctx: LevelContext) -> dict:
+def _server_metrics(outcome: LevelOutcome, ctx: LevelContext) -> dict[str, Any]:
     if ctx.timeline is not None:
         return ctx.timeline.summary(outcome.start_ns, outcome.end_ns)
     return {"available": False,
@@ -103,7 +121,8 @@ def _server_metrics(outcome, ctx: LevelContext) -> dict:
                       "the report's timeline shows the client's view (requests in flight, tokens/s)"}
 
 
-def account_level(index: int, spec, outcome, ctx: LevelContext, token_source: str) -> LevelResult:
+def account_level(index: int, spec: LevelSpec, outcome: LevelOutcome, ctx: LevelContext,
+                  token_source: str) -> LevelResult:
     """The level's figures and verdict from its load outcome (``core.load_types.LevelOutcome``)."""
     records = as_record_set(outcome.records)  # a list is copied into a set once, here
     requests, latency, throughput = summarize_level(records, outcome.start_ns, outcome.end_ns)
@@ -114,11 +133,12 @@ def account_level(index: int, spec, outcome, ctx: LevelContext, token_source: st
     found: list[Finding] = [f for f in [failed_requests_finding(level)] if f is not None]
     accounted = _energy(level, outcome, ctx, records)
     level.server_metrics = _server_metrics(outcome, ctx)
-    if ctx.slos and level.window.duration_s > 0:
-        level.goodput = goodput(records, ctx.slos, level.window.duration_s,
+    if ctx.slos and window.duration_s > 0:
+        in_window = throughput.tokens_in_window  # summarize_level always sets it
+        level.goodput = goodput(records, ctx.slos, window.duration_s,
                                 avg_power_w={b: e.avg_power_w for b, e in level.energy.items()
                                              if contains_work(b, level.energy)},
-                                window_output_tokens=throughput.tokens_in_window.output)
+                                window_output_tokens=in_window.output if in_window is not None else None)
     sat = oversaturation(spec, outcome, ctx.timeline, records=records)
     if sat is not None:
         level.oversaturation = Oversaturation.model_validate(sat.to_dict())
@@ -133,7 +153,8 @@ def account_level(index: int, spec, outcome, ctx: LevelContext, token_source: st
     return mark_saturated(level)
 
 
-def oversaturation(spec, outcome, timeline=None, *, records: RecordSet | None = None):
+def oversaturation(spec: LevelSpec, outcome: LevelOutcome, timeline: ServerTimelineView | None = None, *,
+                   records: RecordSet | None = None) -> SaturationVerdict | None:
     """Whether the level's queue grew without bound (``metrics.saturation.is_oversaturated``): the
     server's waiting queue where scraped, else (open loop) requests sent but not finished, sampled
     every 100 ms over the window. ``None`` when there is nothing to judge. ``records``: the
@@ -164,7 +185,7 @@ def oversaturation(spec, outcome, timeline=None, *, records: RecordSet | None = 
     return is_oversaturated(((grid - t0) / 1e9).tolist(), backlog.tolist())
 
 
-def count_source(records) -> str:
+def count_source(records: Iterable[RequestRecord] | RecordSet) -> str:
     """Where the level's token counts come from: the server's ``usage`` for every completed
     request, or ``missing`` when some completed request had none (then throughput undercounts)."""
     c = as_record_set(records).columns("ok", "warmup", "output_tokens")
@@ -174,7 +195,8 @@ def count_source(records) -> str:
     return "usage"
 
 
-def add_level_findings(level: LevelResult, spec, outcome, length_source: str | None) -> None:
+def add_level_findings(level: LevelResult, spec: LevelSpec, outcome: LevelOutcome, length_source: str | None
+                       ) -> None:
     """What the level measured, judged (``level_findings.py``): nothing completed, small samples,
     a closed loop far below its label, prompt lengths off, the target gone."""
     if outcome.target_down:

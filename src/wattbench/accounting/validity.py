@@ -60,6 +60,7 @@ than the load level (docs/accounting.md §1, the H200 example).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from wattbench.accounting.findings import (
     EFFICIENCY_MATERIAL_PCT,
@@ -70,7 +71,7 @@ from wattbench.accounting.findings import (
     verdicts,
     worst,  # noqa: F401  (callers import the verdict order from here too; its home is findings.py)
 )
-from wattbench.accounting.boundaries import contains_work
+from wattbench.accounting.boundaries import BoundaryTotal, contains_work
 from wattbench.accounting.steady import SIZE_MARGIN, STEADY_MIN_SHARE, min_steady_s, steady_energy_periods
 from wattbench.accounting.thermal import throttling
 from wattbench.metrics.saturation import (  # noqa: F401  (one home: metrics/saturation.py)
@@ -82,7 +83,7 @@ from wattbench.metrics.saturation import (  # noqa: F401  (one home: metrics/sat
     SAT_LOOP_LAG_MS,
     rate_finding,
 )
-from wattbench.core.schema import Latency, LoadStats, Validity
+from wattbench.core.schema import BoundaryEnergy, Latency, LoadStats, Validity, Window
 from wattbench.telemetry.base import TelemetryLog
 
 COVERAGE_WARN = 0.95
@@ -100,7 +101,7 @@ CLIENT_LATENCY = ("ttft", "itl", "e2e")  # the figures a late stamp biases (TPOT
 EVERY_FIGURE = ("energy", "efficiency", "throughput", "ttft", "tpot", "itl", "e2e", "goodput", "load")
 
 
-def _energy(kind: str, b: str, names, severity: str, text: str, *, effect_pct: float | None = None,
+def _energy(kind: str, b: str, names: Iterable[str], severity: str, text: str, *, effect_pct: float | None = None,
             summary: str | None = None) -> Finding:
     """An energy finding at boundary ``b`` of the window's boundaries ``names``; one about a
     boundary outside the work (a part, or one without the accelerators) is a note."""
@@ -110,7 +111,7 @@ def _energy(kind: str, b: str, names, severity: str, text: str, *, effect_pct: f
     return rule(kind, severity, text, ENERGY, effect_pct=effect_pct, summary=summary)
 
 
-def energy_findings(totals: dict, duration_s: float) -> list[Finding]:
+def energy_findings(totals: dict[str, BoundaryTotal], duration_s: float) -> list[Finding]:
     """Findings from per-boundary totals (``boundaries.BoundaryTotal``). Composite boundaries
     (host sum, facility × PUE) repeat their parts' findings, so they are skipped."""
     out: list[Finding] = []
@@ -153,7 +154,7 @@ def energy_findings(totals: dict, duration_s: float) -> list[Finding]:
     return out
 
 
-def estimate_findings(totals: dict, log: TelemetryLog) -> list[Finding]:
+def estimate_findings(totals: dict[str, BoundaryTotal], log: TelemetryLog) -> list[Finding]:
     """One ``estimate`` finding when every boundary that contains the work and has energy is an
     estimate (no meter and no declared constant covers it, so the headline is a model of power):
     its basis — the estimating channels' assumption (``Channel.notes``, else its source) — and its
@@ -212,8 +213,9 @@ def load_findings(load: LoadStats | None, token_source: str | None = None, n_req
     out: list[Finding] = []
     if load is not None:
         why_rate = rate_finding(load, n_requests or 0)
-        if why_rate:
-            diff = 100.0 * (load.achieved_rate_rps - load.target_rate_rps) / load.target_rate_rps
+        achieved, target = load.achieved_rate_rps, load.target_rate_rps
+        if why_rate and achieved is not None and target is not None:  # rate_finding: both known
+            diff = 100.0 * (achieved - target) / target
             out.append(rule("rate", "warn", why_rate, ("load",), effect_pct=diff,
                             summary="achieved rate off the target {effect:+}"))
     if token_source is not None and token_source not in GOOD_TOKEN_SOURCES:
@@ -256,7 +258,7 @@ def client_findings(load: LoadStats, latency: Latency | None = None, window_s: f
             text = (f"client event-loop lag p99 {p99:.3g} ms"
                     + (f": up to {effect:.2g}% of the latencies it stamps ({max(against)[1]})" if effect is not None
                        else ""))
-            if edges_material:  # a window of a fraction of a second: the efficiency figures too
+            if edges_material and edges is not None:  # a window of a fraction of a second: the efficiency figures too
                 out.append(rule("loop_lag", "warn", text + f"; the window's edges {edges:.2g}% of the window",
                                 figures, effect_pct=max(effect or 0.0, edges), basis=basis,
                                 summary="client loop lag up to {effect} of a latency"))
@@ -299,8 +301,9 @@ def client_findings(load: LoadStats, latency: Latency | None = None, window_s: f
     return out
 
 
-def steady_findings(full, steady, *, mode: str, e2e_s: float | None, energy: dict | None = None,
-                    energy_steady: dict | None = None) -> list[Finding]:
+def steady_findings(full: Window | None, steady: Window | None, *, mode: str, e2e_s: float | None,
+                    energy: dict[str, BoundaryEnergy] | None = None,
+                    energy_steady: dict[str, BoundaryEnergy] | None = None) -> list[Finding]:
     """Whether the level's steady state earns a ``valid`` efficiency verdict.
 
     ``full``/``steady``: the level's windows (``Window`` or None); ``e2e_s``: the measured

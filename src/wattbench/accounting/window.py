@@ -9,12 +9,13 @@ rules and formulas are in docs/accounting.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from wattbench.accounting.boundaries import BoundaryTotal, boundary_totals, contains_work, outside_work_note
 from wattbench.accounting.idle import IdlePower, dynamic_uncertainty_pct, idle_split
 from wattbench.accounting.thermal import thermal_summary
+from wattbench.accounting.findings import Finding
 from wattbench.accounting.validity import (
-    Finding,
     combine,
     energy_findings,
     estimate_findings,
@@ -35,7 +36,7 @@ class AccountedWindow:
     window: Window
     energy: dict[str, BoundaryEnergy]
     findings: list[Finding] = field(default_factory=list)
-    thermal: dict = field(default_factory=dict)
+    thermal: dict[str, Any] = field(default_factory=dict)
     totals: dict[str, BoundaryTotal] = field(default_factory=dict)
 
     @property
