@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Required, Sequence, TypedDict
 
 J_PER_KWH = 3.6e6
 G_PER_TONNE = 1e6
@@ -65,6 +65,19 @@ def annual_tonnes(avg_power_w: float | None, intensity_g_per_kwh: float | None, 
         return None
     g = carbon_g(avg_power_w * SECONDS_PER_YEAR * utilization, intensity_g_per_kwh, pue)
     return None if g is None else g / G_PER_TONNE
+
+
+class IntensityDescription(TypedDict, total=False):
+    """``IntensitySeries.describe()``: the fields of the result's ``CarbonIntensity`` it fills (a
+    constant gives ``g_per_kwh``, a series the rest)."""
+
+    source: Required[str]
+    g_per_kwh: float
+    points: int
+    start_wall_s: float
+    end_wall_s: float
+    min_g_per_kwh: float
+    max_g_per_kwh: float
 
 
 @dataclass(frozen=True)
@@ -110,7 +123,7 @@ class IntensitySeries:
         ends = list(self.wall_s[1:]) + [hi]
         return sum(g * (b - a) for g, a, b in zip(self.g_per_kwh, self.wall_s, ends)) / (hi - lo)
 
-    def describe(self) -> dict:
+    def describe(self) -> IntensityDescription:
         if self.is_constant:
             return {"source": "constant", "g_per_kwh": self.g_per_kwh[0]}
         lo, hi = self.span_s()
@@ -160,6 +173,7 @@ def window_intensity(series: IntensitySeries, t0_ns: int, t1_ns: int, anchor_wal
         if e is None or not math.isfinite(e):
             return None, "the energy of part of the window is unknown, so its intensity cannot be weighted"
         g = series.value_at((a + off) / 1e9)
+        assert g is not None  # every piece starts inside the span checked above
         num += max(e, 0.0) * g
         den += max(e, 0.0)
     if den <= 0:

@@ -25,6 +25,7 @@ import io
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 from wattbench.core.errors import UserError
 from wattbench.metrics.carbon import IntensitySeries
@@ -65,7 +66,8 @@ def load_intensity_file(path: str) -> IntensitySeries:
     return IntensitySeries(tuple(t for _, t, _ in rows), tuple(v for _, _, v in rows), f"file:{p.name}")
 
 
-def _time_s(v, where: str) -> float:
+def _time_s(v: Any, where: str) -> float:
+    """``v``: a CSV cell or a JSON value, whatever the file holds (refused unless a time)."""
     from wattbench.workload.trace import parse_datetime_s
 
     if isinstance(v, bool) or v is None:
@@ -82,7 +84,8 @@ def _time_s(v, where: str) -> float:
     return t
 
 
-def _value(v, where: str) -> float:
+def _value(v: Any, where: str) -> float:
+    """``v``: a CSV cell or a JSON value, whatever the file holds (refused unless an intensity)."""
     try:
         g = float(v)
     except (TypeError, ValueError):

@@ -14,10 +14,13 @@ Identities used (E in J, T in s, N tokens, P = E / T the average power in W)::
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 J_PER_KWH = 3.6e6
 
 
-def _pos(x: float | None) -> bool:
+def _pos(x: float | None) -> TypeGuard[float]:
+    """``x`` is a number above zero (so it can divide)."""
     return x is not None and x > 0
 
 

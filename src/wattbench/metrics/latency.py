@@ -33,9 +33,10 @@ and their statistics computed by ``metrics/quantiles.py``, which gives numpy's f
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 
 from wattbench.metrics.quantiles import Blocks, moments, percentiles
 from wattbench.metrics.window_tokens import window_tokens
@@ -47,7 +48,7 @@ __all__ = ["stats", "itl_stats", "summarize_level", "request_end_ns", "gap_block
 _QS = [50, 90, 95, 99]
 
 
-def stats(values_ms: Sequence[float] | np.ndarray | Blocks) -> Stats:
+def stats(values_ms: Sequence[float] | NDArray[np.float64] | Blocks) -> Stats:
     """Mean, percentiles (linear interpolation), min, max and population std of ``values_ms``:
     an array, or a stream of blocks (``quantiles.Blocks``: the same figures, bit for bit, in
     bounded memory)."""
@@ -55,7 +56,9 @@ def stats(values_ms: Sequence[float] | np.ndarray | Blocks) -> Stats:
         n, mean, lo, hi, std = moments(values_ms)
         if n == 0:
             return Stats(count=0)
-        p50, p90, p95, p99 = percentiles(values_ms, _QS, n)
+        ps = percentiles(values_ms, _QS, n)
+        assert ps is not None  # None only for an empty stream
+        p50, p90, p95, p99 = ps
         return Stats(count=n, mean=mean, p50=p50, p90=p90, p95=p95, p99=p99, max=hi, min=lo, std=std)
     a = np.asarray(values_ms, dtype=float)
     if a.size == 0:
@@ -98,13 +101,13 @@ def request_end_ns(r: RequestRecord) -> int | None:
     return r.last_token_ns if r.last_token_ns is not None else r.end_ns
 
 
-def gap_blocks(rs: RecordSet, keep: np.ndarray) -> Blocks:
+def gap_blocks(rs: RecordSet, keep: NDArray[np.bool_]) -> Blocks:
     """The inter-chunk gaps (ms) of the rows flagged in ``keep``, pooled in row order: the
     concatenation of ``np.diff(chunk_ns) / 1e6`` over those rows, as a stream of blocks."""
     off = rs.chunk_offsets()
     need = keep & (np.diff(off) > 1)
 
-    def make():
+    def make() -> Iterator[NDArray[np.float64]]:
         for start, stop, o, s in stamp_blocks(rs, need, offsets=off):
             if s.size < 2:
                 continue
@@ -116,7 +119,7 @@ def gap_blocks(rs: RecordSet, keep: np.ndarray) -> Blocks:
 
 
 def summarize_level(
-    records: Iterable[RequestRecord] | RecordSet, start_ns: int, end_ns: int, *, select: np.ndarray | None = None
+    records: Iterable[RequestRecord] | RecordSet, start_ns: int, end_ns: int, *, select: NDArray[np.bool_] | None = None
 ) -> tuple[Requests, Latency, Throughput]:
     """Requests, latency and throughput of the level (module docstring); ``select`` (a boolean
     per row) restricts it to some records (``load.targets.per_target_summary``)."""
@@ -166,7 +169,7 @@ def summarize_level(
     return req, lat, thr
 
 
-def _per_request_stats(rs: RecordSet, done: np.ndarray) -> dict[str, Stats]:
+def _per_request_stats(rs: RecordSet, done: NDArray[np.bool_]) -> dict[str, Stats]:
     """TTFT, E2E and TPOT statistics of the rows flagged ``done``, in row order."""
     t = rs.columns("sent_ns", "first_token_ns", "last_token_ns", "output_tokens")
     sent, first, last, out = (t[k][done] for k in ("sent_ns", "first_token_ns", "last_token_ns", "output_tokens"))

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, TypedDict
 
 from wattbench.metrics.trials import t_ppf
 
@@ -162,6 +162,18 @@ class Judgement:
         return f"{self.word} ({self.noise_text()})"
 
 
+class _Interval(TypedDict):
+    """The part of a ``Judgement`` every answer with a noise shares."""
+
+    ratio: float
+    low: float
+    high: float
+    bound: float
+    df: int | None
+    basis: str
+    basis_text: str
+
+
 def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = None, *,
           effect: float | None = None) -> Judgement:
     """The one judgement of a ratio ``b / a`` of two figures with noises ``a`` and ``b`` (one side
@@ -178,19 +190,20 @@ def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = No
     known = [p for p in (a, b) if p is not None]
     if not known:
         return Judgement(INCONCLUSIVE, r, why="noise unknown", todo=MORE_DATA)
-    ha = (a or b).rel_half_width  # type: ignore[union-attr]
-    hb = (b or a).rel_half_width  # type: ignore[union-attr]
+    ha = known[0].rel_half_width  # a, else b
+    hb = known[-1].rel_half_width  # b, else a
     bases: list[str] = []
     for p in known:
         for x in p.basis.split("+"):
             if x not in bases:
                 bases.append(x)
     details = list(dict.fromkeys(p.detail or p.basis for p in known))
-    dfs = [p.dof() for p in known]
-    df = None if any(d is None for d in dfs) else min(dfs)  # type: ignore[type-var]
+    dfs = [d for d in (p.dof() for p in known) if d is not None]
+    df = min(dfs) if len(dfs) == len(known) else None
     lo, hi = ratio_interval(r, ha, hb)
     bound = math.exp(ratio_half_width(ha, hb)) - 1.0
-    j = dict(ratio=r, low=lo, high=hi, bound=bound, df=df, basis="+".join(bases), basis_text="; ".join(details))
+    j = _Interval(ratio=r, low=lo, high=hi, bound=bound, df=df, basis="+".join(bases),
+                  basis_text="; ".join(details))
     if df is None or df < MIN_DF:
         dft = "unknown degrees of freedom" if df is None else f"{df} degree{'s' if df != 1 else ''} of freedom"
         return Judgement(INCONCLUSIVE, why=f"noise from {dft} ({j['basis_text']}), fewer than {MIN_DF}",
@@ -320,8 +333,8 @@ class RepeatCheck:
     first: float
     repeat: float
     ratio: float  # repeat / first
-    low: float
-    high: float
+    low: float | None  # None: the judgement had no interval (a ratio that is not finite)
+    high: float | None
     beyond_noise: bool
     basis: str
     bound_pct: float  # the noise allowed, as a percentage of the first figure
@@ -359,7 +372,7 @@ def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: floa
     # the prediction interval (or the two bounds) is already the whole ratio's half-width
     jd = judge(ratio, FigureNoise(noise.rel_half_width / math.sqrt(2), noise.basis, noise.n, noise.detail,
                                   noise.df))
-    return RepeatCheck(first=mf, repeat=mr, ratio=ratio, low=jd.low, high=jd.high,  # type: ignore[arg-type]
+    return RepeatCheck(first=mf, repeat=mr, ratio=ratio, low=jd.low, high=jd.high,
                        beyond_noise=jd.word == BEYOND, basis=noise.detail,
                        bound_pct=(jd.bound or 0.0) * 100.0, word=jd.word, judgement=jd)
 

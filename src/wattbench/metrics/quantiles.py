@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 __all__ = ["Blocks", "pairwise_sum", "moments", "order_statistics", "percentiles", "lerp_percentiles",
            "NODE", "BINS", "COLLECT"]
@@ -41,22 +42,25 @@ COLLECT = 1 << 16  # an interval with at most this many values is gathered and s
 
 _SIGN = np.uint64(1 << 63)
 
+Source = Callable[[], Iterable[NDArray[np.float64]]]  # a re-iterable stream of float64 blocks (``Blocks``)
+Transform = Callable[[NDArray[np.float64]], NDArray[np.float64]]  # applied to each block before it is summed
+
 
 class Blocks:
     """A re-iterable stream of float64 blocks: ``Blocks(make)`` where ``make()`` returns a fresh
     iterable of arrays each time (the same values in the same order)."""
 
-    def __init__(self, make: Callable[[], Iterable[np.ndarray]]):
+    def __init__(self, make: Callable[[], Iterable[ArrayLike]]):
         self._make = make
 
-    def __call__(self) -> Iterator[np.ndarray]:
+    def __call__(self) -> Iterator[NDArray[np.float64]]:
         for b in self._make():
             a = np.ascontiguousarray(b, dtype=np.float64).ravel()
             if a.size:
                 yield a
 
     @classmethod
-    def of(cls, values) -> "Blocks":
+    def of(cls, values: ArrayLike) -> "Blocks":
         """One array as a stream (for tests and small inputs)."""
         a = np.asarray(values, dtype=np.float64)
         return cls(lambda: [a])
@@ -65,14 +69,14 @@ class Blocks:
 class _Reader:
     """Hands out the stream's next ``m`` values, block boundaries hidden."""
 
-    def __init__(self, blocks: Iterator[np.ndarray], transform=None):
+    def __init__(self, blocks: Iterator[NDArray[np.float64]], transform: Transform | None = None):
         self._it = blocks
         self._tf = transform
-        self._buf = np.zeros(0)
+        self._buf: NDArray[np.float64] = np.zeros(0)
         self._pos = 0
 
-    def take(self, m: int) -> np.ndarray:
-        parts = []
+    def take(self, m: int) -> NDArray[np.float64]:
+        parts: list[NDArray[np.float64]] = []
         while m > 0:
             if self._pos >= self._buf.size:
                 b = next(self._it)
@@ -85,7 +89,7 @@ class _Reader:
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def pairwise_sum(source: Callable[[], Iterable[np.ndarray]], n: int, transform=None) -> float:
+def pairwise_sum(source: Source, n: int, transform: Transform | None = None) -> float:
     """``np.sum`` of the first ``n`` values of the stream (``transform`` applied to each block
     first), with numpy's pairwise summation tree (module docstring). ``n`` must be the count."""
     if n <= 0:
@@ -94,7 +98,8 @@ def pairwise_sum(source: Callable[[], Iterable[np.ndarray]], n: int, transform=N
 
     def node(m: int) -> np.float64:
         if m <= NODE:
-            return np.add.reduce(np.ascontiguousarray(reader.take(m)))
+            total: np.float64 = np.add.reduce(np.ascontiguousarray(reader.take(m)))
+            return total
         m2 = m // 2
         m2 -= m2 % 8
         left = node(m2)
@@ -103,18 +108,18 @@ def pairwise_sum(source: Callable[[], Iterable[np.ndarray]], n: int, transform=N
     return float(node(n))
 
 
-def moments(source: Callable[[], Iterable[np.ndarray]]) -> tuple[int, float | None, float | None, float | None,
-                                                                  float | None]:
+def moments(source: Source) -> tuple[int, float | None, float | None, float | None, float | None]:
     """``(count, mean, min, max, std)`` of the stream as numpy computes them on the whole array
     (population std); ``(0, None, None, None, None)`` when empty."""
     n = 0
-    lo = hi = None
+    lo: np.float64 | None = None
+    hi: np.float64 | None = None
     for b in source():
         n += b.size
         bmin, bmax = b.min(), b.max()
         lo = bmin if lo is None or bmin < lo else lo
         hi = bmax if hi is None or bmax > hi else hi
-    if n == 0:
+    if n == 0 or lo is None or hi is None:  # (lo and hi are set once a value came)
         return 0, None, None, None, None
     mean = np.float64(pairwise_sum(source, n)) / n
     sq = pairwise_sum(source, n, transform=lambda b: np.square(b - mean))
@@ -122,7 +127,7 @@ def moments(source: Callable[[], Iterable[np.ndarray]]) -> tuple[int, float | No
     return n, float(mean), float(lo), float(hi), std
 
 
-def _keys(a: np.ndarray) -> np.ndarray:
+def _keys(a: NDArray[np.float64]) -> NDArray[np.uint64]:
     """Order-preserving uint64 keys of float64 values (-0.0 taken as 0.0)."""
     b = (a + 0.0).view(np.uint64)
     return np.where(b & _SIGN, ~b, b | _SIGN)
@@ -134,11 +139,12 @@ def _value(k: np.uint64) -> float:
     return float(np.array([bits], dtype=np.uint64).view(np.float64)[0])
 
 
-def order_statistics(source: Callable[[], Iterable[np.ndarray]], ranks: Sequence[int], *, bins: int = BINS,
+def order_statistics(source: Source, ranks: Sequence[int], *, bins: int = BINS,
                      collect: int = COLLECT) -> dict[int, float]:
     """``{rank: value}``: the ``rank``-th smallest value (0-based) of the stream for each rank, as
     ``np.sort(a)[rank]`` (module docstring). Ranks must lie in ``[0, n)``."""
-    kmin = kmax = None
+    kmin: np.uint64 | None = None
+    kmax: np.uint64 | None = None
     n = 0
     for b in source():  # the first pass: the count and the key range
         k = _keys(b)
@@ -151,7 +157,9 @@ def order_statistics(source: Callable[[], Iterable[np.ndarray]], ranks: Sequence
     if any(r < 0 or r >= n for r in want):
         raise ValueError(f"ranks {want} outside [0, {n})")
     # each open rank: (lo_key, hi_key, values below lo, values inside or None when unknown)
-    open_: dict[int, tuple[int, int, int, int]] = {r: (int(kmin), int(kmax), 0, n) for r in want} if want else {}
+    if kmin is None or kmax is None:  # no value, so no rank to find (refused above)
+        return out
+    open_: dict[int, tuple[int, int, int, int]] = {r: (int(kmin), int(kmax), 0, n) for r in want}
     shift_bits = max(1, int(bins).bit_length() - 1)
     while open_:
         for r, (lo, hi, _, _) in list(open_.items()):
@@ -161,48 +169,48 @@ def order_statistics(source: Callable[[], Iterable[np.ndarray]], ranks: Sequence
         if not open_:
             break
         intervals = sorted({(lo, hi, below, inside) for lo, hi, below, inside in open_.values()})
-        plans = []
+        # each interval's plan: (lo, hi, shift, the keys collected (a list) or a histogram's counts)
+        plans: list[tuple[int, int, int, list[NDArray[np.uint64]] | NDArray[np.int64]]] = []
         for lo, hi, below, inside in intervals:
             if inside <= collect:
-                plans.append(("collect", lo, hi, 0, []))
+                plans.append((lo, hi, 0, []))
             else:
                 shift = max(0, (hi - lo).bit_length() - shift_bits)
-                plans.append(("hist", lo, hi, shift, np.zeros(((hi - lo) >> shift) + 1, dtype=np.int64)))
+                plans.append((lo, hi, shift, np.zeros(((hi - lo) >> shift) + 1, dtype=np.int64)))
         for b in source():
             k = _keys(b)
-            for mode, lo, hi, shift, acc in plans:
+            for lo, hi, shift, acc in plans:
                 sel = k[(k >= np.uint64(lo)) & (k <= np.uint64(hi))]
                 if not sel.size:
                     continue
-                if mode == "collect":
+                if isinstance(acc, list):
                     acc.append(sel)
                 else:
                     idx = ((sel - np.uint64(lo)) >> np.uint64(shift)).astype(np.int64)
                     acc += np.bincount(idx, minlength=acc.size)
-        resolved = {}
-        for (lo, hi, below, inside), (mode, _, _, shift, acc) in zip(intervals, plans):
-            if mode == "collect":
-                vals = np.sort(np.concatenate(acc)) if acc else np.zeros(0, dtype=np.uint64)
-                resolved[(lo, hi, below, inside)] = ("sorted", vals)
+        sorted_keys: dict[tuple[int, int, int, int], NDArray[np.uint64]] = {}
+        cumulative: dict[tuple[int, int, int, int], tuple[NDArray[np.int64], int]] = {}
+        for interval, (_, _, shift, acc) in zip(intervals, plans):
+            if isinstance(acc, list):
+                sorted_keys[interval] = np.sort(np.concatenate(acc)) if acc else np.zeros(0, dtype=np.uint64)
             else:
-                resolved[(lo, hi, below, inside)] = ("hist", np.cumsum(acc), shift)
+                cumulative[interval] = (np.cumsum(acc), shift)
         for r, key in list(open_.items()):
             lo, hi, below, _ = key
-            got = resolved[key]
-            if got[0] == "sorted":
-                out[r] = _value(got[1][r - below])
+            if key in sorted_keys:
+                out[r] = _value(sorted_keys[key][r - below])
                 del open_[r]
                 continue
-            cum, shift = got[1], got[2]
-            b = int(np.searchsorted(cum, r - below, side="right"))
-            before = int(cum[b - 1]) if b else 0
-            new_lo = lo + (b << shift)
+            cum, shift = cumulative[key]
+            j = int(np.searchsorted(cum, r - below, side="right"))
+            before = int(cum[j - 1]) if j else 0
+            new_lo = lo + (j << shift)
             new_hi = min(hi, new_lo + (1 << shift) - 1)
-            open_[r] = (new_lo, new_hi, below + before, int(cum[b]) - before)
+            open_[r] = (new_lo, new_hi, below + before, int(cum[j]) - before)
     return out
 
 
-def lerp_percentiles(n: int, qs, value_at: Callable[[int], float]) -> list[float]:
+def lerp_percentiles(n: int, qs: ArrayLike, value_at: Callable[[int], float]) -> list[float]:
     """numpy's ``linear`` percentiles of ``n`` sorted values, ``value_at(i)`` giving the ``i``-th
     smallest: the same index arithmetic and interpolation as ``np.percentile`` (see
     ``numpy.lib._function_base_impl._quantile`` and ``_lerp``)."""
@@ -223,10 +231,11 @@ def lerp_percentiles(n: int, qs, value_at: Callable[[int], float]) -> list[float
     diff = b - a
     res = np.add(a, diff * gamma)
     np.subtract(b, diff * (1 - gamma), out=res, where=gamma >= 0.5)
-    return res.tolist()
+    values: list[float] = res.tolist()
+    return values
 
 
-def percentiles(source: Callable[[], Iterable[np.ndarray]], qs, n: int | None = None) -> list[float] | None:
+def percentiles(source: Source, qs: ArrayLike, n: int | None = None) -> list[float] | None:
     """``np.percentile(a, qs)`` of the stream (a list, one per ``q``), ``None`` when it is empty."""
     if n is None:
         n = sum(b.size for b in source())

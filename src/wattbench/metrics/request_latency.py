@@ -31,7 +31,8 @@ def inter_chunk_gaps_ms(record: RequestRecord) -> list[float]:
     """Gaps between consecutive content chunks of one request, in ms (chunk order as recorded)."""
     if len(record.chunk_ns) < 2:
         return []
-    return (np.diff(np.asarray(record.chunk_ns, dtype=np.int64)) / _NS_PER_MS).tolist()
+    gaps: list[float] = (np.diff(np.asarray(record.chunk_ns, dtype=np.int64)) / _NS_PER_MS).tolist()
+    return gaps
 
 
 def per_request_latencies(record: RequestRecord) -> dict[str, float | int | None]:

@@ -45,7 +45,7 @@ from typing import Sequence
 
 import numpy as np
 
-from wattbench.core.schema import LevelResult, LoadStats
+from wattbench.core.schema import Finding, LevelResult, LoadStats
 
 __all__ = ["CLIENT_KINDS", "EFFICIENCY_FIELDS", "saturation_kinds", "saturated_figures", "mark_saturated",
            "client_saturation_reasons", "rate_finding", "rate_interval", "SaturationVerdict",
@@ -68,7 +68,7 @@ _LATENCY_PATHS = {"ttft": "latency.ttft_ms", "itl": "latency.itl_ms", "e2e": "la
                   "tpot": "latency.tpot_ms"}
 
 
-def _client_warns(level: LevelResult) -> list:
+def _client_warns(level: LevelResult) -> list[Finding]:
     return [f for f in level.validity.findings if f.kind in CLIENT_KINDS and f.severity != "note"]
 
 
@@ -117,10 +117,11 @@ def client_saturation_reasons(load: LoadStats, target_rate: float | None) -> lis
     # --rate inf has no schedule; under a --max-concurrency cap a send waits for a free slot by design
     if load.send_lag_ms.count and target_rate and math.isfinite(target_rate) and load.max_in_flight is None:
         limit = max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target_rate)
-        if load.send_lag_ms.p99 > limit:
-            reasons.append(f"send lag p99 {load.send_lag_ms.p99:.1f} ms > {limit:.1f} ms")
+        send_p99 = load.send_lag_ms.p99
+        if send_p99 is not None and send_p99 > limit:
+            reasons.append(f"send lag p99 {send_p99:.1f} ms > {limit:.1f} ms")
     lag = load.client_loop_lag_ms
-    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 > SAT_LOOP_LAG_MS:
+    if lag.count >= SAT_LOOP_LAG_MIN_PROBES and lag.p99 is not None and lag.p99 > SAT_LOOP_LAG_MS:
         reasons.append(
             f"client event loop lag p99 {lag.p99:.1f} ms > {SAT_LOOP_LAG_MS:.0f} ms "
             "(arrival timestamps may be late by that much: the client waits for a CPU or is busy)"
@@ -192,7 +193,7 @@ class SaturationVerdict:
     growth: float | None  # fitted growth over the tested window (requests)
     reason: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, bool | float | str | None]:
         return {"oversaturated": self.oversaturated, "slope_per_s": self.slope_per_s, "t_stat": self.t_stat,
                 "growth": self.growth, "reason": self.reason}
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypedDict, TypeGuard
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -64,7 +64,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
-def _invert_cdf(cdf, q: float, hi: float) -> float:
+def _invert_cdf(cdf: Callable[[float], float], q: float, hi: float) -> float:
     """The x >= 0 where the increasing ``cdf(x)`` reaches ``q``: double ``hi`` until it brackets ``q``,
     then bisect to a relative width of 1e-12 (at most 200 steps)."""
     lo = 0.0
@@ -134,7 +134,20 @@ def gamma_ppf(q: float, shape: float) -> float:
     return _invert_cdf(lambda x: gammainc_reg(shape, x), q, max(1.0, shape))
 
 
-def ci95(values: Iterable[float]) -> dict:
+class CI95(TypedDict):
+    """``ci95``'s answer: the mean and Student-t 95% interval of the finite values (None where
+    undefined: no value, or one value for the interval, ``std`` and ``half_width``)."""
+
+    mean: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    n: int
+    values: list[float]
+    std: float | None
+    half_width: float | None
+
+
+def ci95(values: Iterable[float | None]) -> CI95:
     """``{mean, ci95_low, ci95_high, n, values, std, half_width}`` of the finite values given."""
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     n = len(vals)
@@ -157,11 +170,12 @@ _ENERGY_KEYS = ("energy_j", "avg_power_w", "dynamic_energy_j", "j_per_output_tok
                 "cost_per_million_output_tokens")
 
 
-def _num(v) -> bool:
+def _num(v: object) -> TypeGuard[float]:
+    """``v`` is a finite number (not a bool)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def headline_figures(level: Mapping) -> dict[str, float]:
+def headline_figures(level: Mapping[str, Any]) -> dict[str, float]:
     """The headline figures of one level (a ``LevelResult.model_dump()``), flattened to dotted paths."""
     out: dict[str, float] = {}
     for k, v in (level.get("throughput") or {}).items():
@@ -192,7 +206,9 @@ def headline_figures(level: Mapping) -> dict[str, float]:
     return out
 
 
-def summarize_trials(trials: list[Mapping], figures=headline_figures) -> dict[str, dict]:
+def summarize_trials(trials: list[Mapping[str, Any]],
+                     figures: Callable[[Mapping[str, Any]], dict[str, float]] = headline_figures
+                     ) -> dict[str, CI95]:
     """Mean and 95% CI per figure across trials (each trial a level dump, or a flat dict of figures).
 
     ``values`` lists each trial's value in trial order; a figure missing from a trial is left out of

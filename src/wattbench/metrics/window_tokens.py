@@ -57,11 +57,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypedDict
 
 import numpy as np
+from numpy.typing import NDArray
 
 from wattbench.core.recordset import NONE, RecordSet, as_record_set, stamp_blocks
+from wattbench.core.schema import RequestRecord
 
 __all__ = ["WindowTokens", "window_tokens", "stream_tokens_in_window"]
 
@@ -84,10 +86,6 @@ class WindowTokens:
     @property
     def duration_s(self) -> float:
         return max(0, self.end_ns - self.start_ns) / 1e9
-
-
-def _get(rec: Any, name: str):
-    return rec.get(name) if isinstance(rec, Mapping) else getattr(rec, name, None)
 
 
 def stream_tokens_in_window(
@@ -117,8 +115,8 @@ def stream_tokens_in_window(
     return float(max(0, hi - lo + 1)) * (n_tokens / n)
 
 
-def window_tokens(records: Iterable[Any] | RecordSet, start_ns: int, end_ns: int, *,
-                  select: np.ndarray | None = None) -> WindowTokens:
+def window_tokens(records: Iterable[RequestRecord | Mapping[str, Any]] | RecordSet, start_ns: int, end_ns: int, *,
+                  select: NDArray[np.bool_] | None = None) -> WindowTokens:
     """Output and input tokens the server produced inside ``[start_ns, end_ns]`` from every stream,
     with the measured requests' own count beside (rule in the module docstring). ``select`` (a
     boolean per row) restricts the count to some records."""
@@ -154,8 +152,17 @@ def window_tokens(records: Iterable[Any] | RecordSet, start_ns: int, end_ns: int
     )
 
 
-def _block(rows: np.ndarray, o: np.ndarray, stamps: np.ndarray, sel: np.ndarray, start_ns: int,
-           end_ns: int) -> dict:
+class _BlockTokens(TypedDict):
+    """One block's share: streams credited, of them estimated, and the credited tokens of each
+    stream in row order (output, input, warm-up output, edge output)."""
+
+    streams: int
+    estimated: int
+    sums: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]
+
+
+def _block(rows: NDArray[np.void], o: NDArray[np.int64], stamps: NDArray[np.int64], sel: NDArray[np.bool_],
+           start_ns: int, end_ns: int) -> _BlockTokens:
     """Rules 1-3 for one block of rows: the credited tokens of each stream, vectorised."""
     nc = np.diff(o)
     has_ch = nc > 0
