@@ -62,13 +62,14 @@ class ClockAnchor:
     @classmethod
     def take(cls, mono_ns: Callable[[], int] = time.perf_counter_ns) -> "ClockAnchor":
         """Pair the wall clock with ``mono_ns`` (the run's clock; a scripted one in tests)."""
-        best = None
+        best: tuple[int, int, int] | None = None  # (wall, mid-point, bracket width)
         for _ in range(5):
             a = mono_ns()
             w = time.time_ns()  # wall anchor
             b = mono_ns()
             if best is None or (b - a) < best[2]:
                 best = (w, (a + b) // 2, b - a)
+        assert best is not None  # the loop ran
         w, m, u = best
         return cls(wall_ns=w, mono_ns=m, uncertainty_ns=u)
 

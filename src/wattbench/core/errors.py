@@ -12,6 +12,8 @@ environment; 3 the run finished but a level completed no measured request (its v
 
 from __future__ import annotations
 
+import os
+
 
 class WattbenchError(Exception):
     """Base class for wattbench's own errors."""
@@ -30,7 +32,7 @@ class StorageError(UserError):
     line naming the file, the system's reason and what to do; exit code 2. ``errno`` is the failed
     call's error number (None when unknown), ``path`` the file."""
 
-    def __init__(self, path, exc: OSError):
+    def __init__(self, path: str | os.PathLike[str], exc: OSError):
         import errno as _errno
 
         why = exc.strerror or str(exc) or type(exc).__name__
@@ -84,11 +86,10 @@ EXIT_EMPTY_LEVEL = 3
 EXIT_TARGET_STOPPED = TargetStopped.exit_code
 
 
-def not_a_file_reason(path) -> str:
+def not_a_file_reason(path: str | os.PathLike[str]) -> str:
     """Why ``path`` is not a regular file a command can read, for its one error line: ``no such
     file``, ``a directory, not a file``, or ``not a regular file (a FIFO, a device or a socket)`` —
     a FIFO given to ``-w`` or ``--space`` was reported as missing."""
-    import os
     import stat
 
     try:

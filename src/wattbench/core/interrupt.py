@@ -16,17 +16,19 @@ with no clean-up), so ``KeyboardInterrupt`` is raised here instead.
 from __future__ import annotations
 
 import signal
+from types import FrameType
+from typing import Any, Callable
 
 __all__ = ["on_sigterm", "install_sigterm"]
 
 
-def on_sigterm(signum, frame) -> None:  # noqa: ARG001 - a signal handler's signature
+def on_sigterm(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001 - a signal handler's signature
     if callable(signal.getsignal(signal.SIGINT)):
         signal.raise_signal(signal.SIGINT)
     else:
         raise KeyboardInterrupt
 
 
-def install_sigterm():
+def install_sigterm() -> Callable[[int, FrameType | None], Any] | int | signal.Handlers | None:
     """Make SIGTERM behave as Ctrl-C (main thread only); returns the previous handler."""
     return signal.signal(signal.SIGTERM, on_sigterm)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from wattbench.core.schema import LoadStats, RequestRecord
 
@@ -51,4 +51,4 @@ class LevelOutcome:
     load: LoadStats
     stopped_early: str | None = None
     # the target stopped answering mid-level (load/liveness.py): which, when, and a one-line text
-    target_down: dict | None = None
+    target_down: dict[str, Any] | None = None  # the JSON object LevelResult.target_down keeps

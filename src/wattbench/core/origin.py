@@ -35,14 +35,20 @@ as another origin than yarl does. Credentials in URLs are stripped by
 from __future__ import annotations
 
 import contextlib
+import http.client
+import ssl
 import urllib.request
-from typing import Any, AsyncIterator
+import urllib.response
+from typing import IO, TYPE_CHECKING, Any, AsyncIterator
 from urllib.parse import urlsplit
 
 from yarl import URL
 
 from wattbench.core.errors import TargetError
 from wattbench.core.redact import redact_url
+
+if TYPE_CHECKING:  # for the annotations only: a urllib-only caller need not load aiohttp
+    import aiohttp
 
 __all__ = ["REDIRECT_STATUSES", "MAX_REDIRECTS", "CrossOriginRedirect", "CredentialRedirect", "TooManyRedirects",
            "origin", "parse_url",
@@ -51,6 +57,9 @@ __all__ = ["REDIRECT_STATUSES", "MAX_REDIRECTS", "CrossOriginRedirect", "Credent
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5  # same-origin hops; a loop ends here with TooManyRedirects
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# what urllib's opener returns: the HTTP(S) handlers an ``HTTPResponse``, the file/data/ftp ones an
+# ``addinfourl`` (typeshed says ``Any``)
+_UrllibResponse = http.client.HTTPResponse | urllib.response.addinfourl
 
 
 def parse_url(url: "str | URL") -> URL | None:
@@ -95,7 +104,7 @@ def _shown(o: tuple[str, str, int | None]) -> str:
     return f"{scheme}://{host}" + (f":{port}" if port is not None else "")
 
 
-def same_origin(a: str, b: str) -> bool:
+def same_origin(a: "str | URL", b: "str | URL") -> bool:
     return origin(a) == origin(b)
 
 
@@ -143,7 +152,7 @@ def judge(url: "str | URL", status: int, location: str | None) -> URL | None:
         target = base.join(loc) if base is not None and loc is not None else None
     except ValueError:
         target = None
-    if target is None or not target.is_absolute():
+    if base is None or target is None or not target.is_absolute():  # base None: target is None too
         raise CredentialRedirect(str(url), location, status, "that the HTTP client cannot read")
     if not same_origin(base, target):
         raise CrossOriginRedirect(str(url), str(target), status)
@@ -166,8 +175,8 @@ def _hop_method(status: int, method: str) -> tuple[str, bool]:
 
 
 @contextlib.asynccontextmanager
-async def request(session: Any, method: str, url: str, *, redirects: list[str] | None = None,
-                  **kw: Any) -> AsyncIterator[Any]:
+async def request(session: aiohttp.ClientSession, method: str, url: "str | URL", *,
+                  redirects: list[str] | None = None, **kw: Any) -> AsyncIterator[aiohttp.ClientResponse]:
     """``async with request(session, "POST", url, json=...) as resp:`` — aiohttp's
     ``session.request`` under the redirect rule: same-origin hops followed (recorded in
     ``redirects``), another origin refused (``CrossOriginRedirect``), the final response yielded
@@ -201,7 +210,7 @@ async def request(session: Any, method: str, url: str, *, redirects: list[str] |
     raise TooManyRedirects(str(url), MAX_REDIRECTS, resp.status)
 
 
-async def read_body(resp: Any, limit: int) -> bytes:
+async def read_body(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     """At most ``limit`` bytes of an aiohttp response's body (the rest is left unread: releasing
     the response closes the connection). A hostile server's endless body costs ``limit`` bytes."""
     parts: list[bytes] = []
@@ -224,7 +233,8 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     def __init__(self, redirects: list[str] | None = None):
         self.redirects = redirects
 
-    def http_error_302(self, req, fp, code, msg, headers):
+    def http_error_302(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                       headers: http.client.HTTPMessage) -> _UrllibResponse | None:
         loc = headers.get("location") or headers.get("uri")
         if loc:  # before urllib's own checks: another origin (a file: URL too) is refused first
             try:
@@ -236,7 +246,8 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
 
     http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: http.client.HTTPMessage, newurl: str) -> urllib.request.Request | None:
         try:
             hop = next_hop(req.full_url, code, newurl)  # raises for another origin
             if hop is not None and _urllib_origin(hop) != origin(hop):  # urllib would read another host
@@ -257,18 +268,19 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
                                       origin_req_host=req.origin_req_host, unverifiable=True, method=method)
 
 
-def urlopen(req: urllib.request.Request | str, timeout: float | None = None, *, context: Any = None,
-            redirects: list[str] | None = None):
+def urlopen(req: urllib.request.Request | str, timeout: float | None = None, *, context: ssl.SSLContext | None = None,
+            redirects: list[str] | None = None) -> _UrllibResponse:
     """``urllib.request.urlopen`` under the redirect rule (``context``: an ``ssl.SSLContext`` for
     HTTPS). Raises what urlopen raises, and ``CrossOriginRedirect``/``TooManyRedirects``."""
-    handlers: list[Any] = [_SameOriginRedirects(redirects)]
+    handlers: list[urllib.request.BaseHandler] = [_SameOriginRedirects(redirects)]
     if context is not None:
         handlers.append(urllib.request.HTTPSHandler(context=context))
     opener = urllib.request.build_opener(*handlers)
     if isinstance(req, str):
         req = urllib.request.Request(req)
     try:
-        return opener.open(req, timeout=timeout) if timeout is not None else opener.open(req)
+        resp: _UrllibResponse = opener.open(req, timeout=timeout) if timeout is not None else opener.open(req)
+        return resp
     except urllib.request.HTTPError as e:
         if e.code in REDIRECT_STATUSES and "infinite loop" in str(e.msg):
             raise TooManyRedirects(req.full_url, MAX_REDIRECTS, e.code) from None

@@ -37,7 +37,7 @@ _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u206
 _UNSAFE_NL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufeff]")
 
 
-def _shown(m: re.Match) -> str:
+def _shown(m: re.Match[str]) -> str:
     o = ord(m.group(0))
     return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
 
@@ -78,7 +78,7 @@ def stream(text: str, tty: bool) -> str:
     if not tty:
         return _ESC_SEQ.sub("", text.replace("\r", ""))
 
-    def one(m: re.Match) -> str:
+    def one(m: re.Match[str]) -> str:
         s = m.group(0)
         return s if _RICH_CSI.fullmatch(s) else ""
 

@@ -5,7 +5,7 @@ load generator."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 
 @dataclass
@@ -16,14 +16,14 @@ class TargetSpec:
     model: str
     api: Literal["completions", "chat"] = "completions"
     api_key: str | None = None
-    extra_body: dict = field(default_factory=dict)  # engine-specific fields the engine accepts (ignore_eos …)
+    extra_body: dict[str, Any] = field(default_factory=dict)  # engine-specific fields the engine accepts (ignore_eos …)
     request_timeout_s: float = 600.0
     stall_timeout_s: float = 120.0
     keep_output_text: bool = False
     send_min_tokens: bool = False  # the server accepts min_tokens (vLLM, SGLang); strict servers reject it
     keepalive: bool = True  # reuse connections; False: one per request (server.detect.reuses_connections)
-    headers: dict = field(default_factory=dict)  # --header K:V, sent with every request (memory only)
-    secret_headers: tuple = ()  # --secret-header NAME: header names whose values are secrets too
+    headers: dict[str, str] = field(default_factory=dict)  # --header K:V, sent with every request (memory only)
+    secret_headers: tuple[str, ...] = ()  # --secret-header NAME: header names whose values are secrets too
 
     def secrets(self) -> list[str]:
         """The key, the secret header values and the credential fields of the body

@@ -26,13 +26,16 @@ from typing import Iterator
 
 from pydantic import BaseModel
 
+from wattbench.core.schema.level import LevelResult
+from wattbench.core.schema.run import Result
+
 MAX_LEVELS = 2000
 MAX_RUN_ID_CHARS = 128
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*")
 ALLOWED_NEGATIVE = frozenset({"dynamic_energy_j", "dynamic_power_w"})
 
 
-def result_problem(result) -> str | None:
+def result_problem(result: Result) -> str | None:
     """The first thing wrong with a loaded ``Result`` (one short phrase), or ``None``."""
     rid = result.run_id
     if len(rid) > MAX_RUN_ID_CHARS:
@@ -74,7 +77,7 @@ def _fields(prefix: str, model: BaseModel | None) -> Iterator[tuple[str, float]]
             yield f"{prefix}.{name}", v
 
 
-def _numbers(lv) -> Iterator[tuple[str, float]]:
+def _numbers(lv: LevelResult) -> Iterator[tuple[str, float]]:
     for name in ("window", "steady_window"):
         w = getattr(lv, name)
         if w is not None:

@@ -236,12 +236,12 @@ class Finding(BaseModel):
         r = str(reason)
         for prefix in _SEVERITY_PREFIXES:
             if r.startswith(prefix):
-                return Finding(kind="legacy", severity=prefix[:-2], text=r[len(prefix):])  # type: ignore[arg-type]
+                return Finding(kind="legacy", severity=prefix[:-2], text=r[len(prefix):])
         # a run-level line of an older file: "concurrency=8: warn: text"
         head, sep, rest = r.partition(": ")
         for prefix in _SEVERITY_PREFIXES:
             if sep and rest.startswith(prefix):
-                return Finding(kind="legacy", severity=prefix[:-2], text=f"{head}: {rest[len(prefix):]}")  # type: ignore[arg-type]
+                return Finding(kind="legacy", severity=prefix[:-2], text=f"{head}: {rest[len(prefix):]}")
         return Finding(kind="legacy", severity="warn", text=r)
 
 

@@ -46,11 +46,11 @@ class RequestRecord(_M):
     carbon_g: dict[str, float] = Field(default_factory=dict)  # boundary -> gCO2e, with --carbon-intensity
 
 
-class _AllFieldsSet(set):
+class _AllFieldsSet(set[str]):
     """The fields-set every ``build_record`` record shares: all declared fields, never added to
     (pydantic adds a name on assignment; on a set shared by every record that would leak)."""
 
-    def add(self, name) -> None:  # noqa: D102 - see the class doc
+    def add(self, name: str) -> None:  # noqa: D102 - see the class doc
         pass
 
 
