@@ -14,7 +14,7 @@ set -u
 RUN_ARGS=${RUN_ARGS:-}
 RUN_WHAT=${RUN_WHAT:-README first command}
 RUN_TGZ=${RUN_TGZ:-default_run.tgz}
-mkdir -p /tmp/rd && cd /tmp/rd
+rm -rf /tmp/rd && mkdir -p /tmp/rd && cd /tmp/rd  # a warm machine keeps /tmp: start empty
 python3 "$REPO/benches/gpu/independent_meter.py" /tmp/rd/meter.jsonl & MP=$!
 sleep 1
 start=$(date +%s)

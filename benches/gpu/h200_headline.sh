@@ -13,7 +13,7 @@
 source benches/gpu/preamble.sh
 set -u
 export WATTBENCH_DB=/tmp/hd/history.sqlite3
-mkdir -p /tmp/hd && cd /tmp/hd
+rm -rf /tmp/hd && mkdir -p /tmp/hd && cd /tmp/hd  # a warm machine keeps /tmp: start empty
 common=(--model llama-1b -c 1,16 --trials 3 --duration 10 --warmup 3s --sensor nvml --sensor estimate:cpu --quiet)
 rc=0
 for name in a b; do

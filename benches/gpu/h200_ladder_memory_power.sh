@@ -60,7 +60,7 @@ cat /tmp/nvml_calls.json
 cat "$OUT/sampler_cost.jsonl"
 
 echo "== (a) the README's first command, unchanged"
-mkdir -p /tmp/r2a && cd /tmp/r2a
+rm -rf /tmp/r2a && mkdir -p /tmp/r2a && cd /tmp/r2a  # a warm machine keeps /tmp: start empty
 python3 "$REPO/benches/gpu/independent_meter.py" /tmp/r2a/meter.jsonl & MP=$!
 sleep 1
 timeout 300 python3 -m wattbench run > /tmp/r2a/stdout.txt 2> /tmp/r2a/stderr.txt; echo "default run rc=$?"
