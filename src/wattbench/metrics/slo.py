@@ -35,14 +35,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping, TypedDict
 
 import numpy as np
+from numpy.typing import NDArray
 
 from wattbench.core.errors import UserError
 from wattbench.metrics.latency import gap_blocks
 from wattbench.metrics.quantiles import Blocks, moments, percentiles
 from wattbench.core.recordset import NONE, RecordSet, as_record_set, row_ids, stamp_blocks
+from wattbench.core.schema import RequestRecord, Result
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99", "max")
@@ -64,7 +66,7 @@ class SLO:
     def __str__(self) -> str:
         return f"{self.name}={self.threshold_ms:g}ms"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, str | float]:
         return {"metric": self.metric, "stat": self.stat, "threshold_ms": self.threshold_ms}
 
 
@@ -111,11 +113,29 @@ def stat_of(values: Iterable[float], stat: str) -> float | None:
     return float(np.percentile(a, float(stat[1:])))
 
 
-def _get(rec, name):
+class RequestFigures(TypedDict):
+    """One request's figures (ms; None where the request has none): ``request_figures``."""
+
+    ttft: float | None
+    tpot: float | None
+    e2e: float | None
+    itl: list[float]
+
+
+class LevelCheck(TypedDict):
+    """One SLO checked on a level: ``level_check``."""
+
+    threshold_ms: float
+    observed_ms: float | None
+    met: bool
+    n: int
+
+
+def _get(rec: RequestRecord | Mapping[str, Any], name: str) -> Any:
     return rec.get(name) if isinstance(rec, Mapping) else getattr(rec, name, None)
 
 
-def request_figures(rec) -> dict:
+def request_figures(rec: RequestRecord | Mapping[str, Any]) -> RequestFigures:
     """TTFT, TPOT, E2E (ms) and the ITL gaps (ms) of one record (a RequestRecord or its dict)."""
     sent, first, last = _get(rec, "sent_ns"), _get(rec, "first_token_ns"), _get(rec, "last_token_ns")
     end = _get(rec, "end_ns")
@@ -133,30 +153,32 @@ def request_figures(rec) -> dict:
     }
 
 
-def request_meets(fig: dict, slo: SLO) -> bool:
+def request_meets(fig: RequestFigures, slo: SLO) -> bool:
     """Whether one successful request's figures meet one SLO (see the module docstring)."""
     if slo.metric == "itl":
         gaps = fig["itl"]
         if not gaps:
             return True  # a single-chunk answer has no inter-token gap to violate
-        v = stat_of(gaps, slo.stat)
+        v = stat_of(gaps, slo.stat)  # not None: there are gaps
     else:
-        v = fig[slo.metric]
-        if v is None:
-            if slo.metric == "tpot":
-                return True  # fewer than 2 output tokens: no time per output token
-            return False
+        one: dict[str, float | None] = {"ttft": fig["ttft"], "tpot": fig["tpot"], "e2e": fig["e2e"]}
+        v = one[slo.metric]
+    if v is None:
+        if slo.metric == "tpot":
+            return True  # fewer than 2 output tokens: no time per output token
+        return False
     return v <= slo.threshold_ms
 
 
-def level_check(records: list | RecordSet, slos: list[SLO]) -> dict[str, dict]:
+def level_check(records: Iterable[RequestRecord | Mapping[str, Any]] | RecordSet,
+                slos: list[SLO]) -> dict[str, LevelCheck]:
     """Per SLO: the level's observed stat over successful requests and whether it holds."""
     rs = as_record_set(records)
     c = rs.columns("ok", "warmup")
     return _level_check(rs, c["ok"] & ~c["warmup"], slos)
 
 
-def _figures(rs: RecordSet, rows: np.ndarray) -> dict[str, np.ndarray]:
+def _figures(rs: RecordSet, rows: NDArray[np.bool_]) -> dict[str, NDArray[np.float64]]:
     """Per-request TTFT, TPOT and E2E (ms, NaN where a request has none) of every row, as
     ``request_figures``; only ``rows`` are meant."""
     t = rs.columns("sent_ns", "first_token_ns", "last_token_ns", "end_ns", "output_tokens")
@@ -182,16 +204,20 @@ def _stream_stat(src: Blocks, stat: str) -> tuple[float | None, int]:
         return mean, n
     if stat == "max":
         return hi, n
-    return percentiles(src, [float(stat[1:])], n)[0], n
+    ps = percentiles(src, [float(stat[1:])], n)
+    assert ps is not None  # None only for an empty stream
+    return ps[0], n
 
 
-def _level_check(rs: RecordSet, done: np.ndarray, slos: list[SLO], figs: dict | None = None) -> dict[str, dict]:
+def _level_check(rs: RecordSet, done: NDArray[np.bool_], slos: list[SLO],
+                 figs: dict[str, NDArray[np.float64]] | None = None) -> dict[str, LevelCheck]:
     figs = _figures(rs, done) if figs is None and any(s.metric != "itl" for s in slos) else figs
-    out = {}
+    out: dict[str, LevelCheck] = {}
     for slo in slos:
         if slo.metric == "itl":
             observed, n = _stream_stat(gap_blocks(rs, done), slo.stat)
         else:
+            assert figs is not None  # computed above when an SLO is not on ITL
             vals = figs[slo.metric][done]
             vals = vals[~np.isnan(vals)]
             observed, n = stat_of(vals, slo.stat), int(vals.size)
@@ -200,13 +226,13 @@ def _level_check(rs: RecordSet, done: np.ndarray, slos: list[SLO], figs: dict | 
     return out
 
 
-def _own_itl(rs: RecordSet, done: np.ndarray, stat: str) -> np.ndarray:
+def _own_itl(rs: RecordSet, done: NDArray[np.bool_], stat: str) -> NDArray[np.float64]:
     """Each row's own ITL statistic (``stat_of`` of its gaps; NaN for a row with no gap): rows of a
     block with the same number of gaps as one matrix, so numpy computes each row's figure."""
     off = rs.chunk_offsets()
     gaps_n = np.maximum(np.diff(off) - 1, 0)
     need = done & (gaps_n > 0)
-    own = np.full(len(rs), np.nan)
+    own: NDArray[np.float64] = np.full(len(rs), np.nan)
     for start, stop, o, s in stamp_blocks(rs, need, offsets=off):
         rid = row_ids(o)
         gaps = (np.diff(s) / 1e6)[rid[1:] == rid[:-1]]  # each row's gaps, rows one after another
@@ -225,7 +251,8 @@ def _own_itl(rs: RecordSet, done: np.ndarray, stat: str) -> np.ndarray:
     return own
 
 
-def _meets(rs: RecordSet, done: np.ndarray, figs: dict, slo: SLO) -> np.ndarray:
+def _meets(rs: RecordSet, done: NDArray[np.bool_], figs: dict[str, NDArray[np.float64]],
+           slo: SLO) -> NDArray[np.bool_]:
     """Whether each successful row meets ``slo`` (``request_meets``, row by row)."""
     if slo.metric == "itl":
         v = _own_itl(rs, done, slo.stat)
@@ -235,9 +262,9 @@ def _meets(rs: RecordSet, done: np.ndarray, figs: dict, slo: SLO) -> np.ndarray:
     return done & np.where(np.isnan(v), missing_ok, v <= slo.threshold_ms)
 
 
-def goodput(records: list | RecordSet, slos: list[SLO], duration_s: float,
+def goodput(records: Iterable[RequestRecord | Mapping[str, Any]] | RecordSet, slos: list[SLO], duration_s: float,
             avg_power_w: Mapping[str, float | None] | None = None,
-            window_output_tokens: float | None = None) -> dict:
+            window_output_tokens: float | None = None) -> dict[str, Any]:
     """Goodput of one level (warm-up records are ignored).
 
     ``window_output_tokens``: the tokens the server produced in the window from every stream
@@ -277,7 +304,7 @@ def goodput(records: list | RecordSet, slos: list[SLO], duration_s: float,
         basis = "tokens_in_window"
     else:
         good_out, basis = float(good_tokens), "measured_request_tokens"
-    out = {
+    out: dict[str, Any] = {  # the level's goodput block as the result stores it
         "slos": [s.to_dict() for s in slos],
         "duration_s": duration_s,
         "good_requests": good,
@@ -303,7 +330,7 @@ def goodput(records: list | RecordSet, slos: list[SLO], duration_s: float,
     return out
 
 
-def figures_meet(figures: Mapping, slos: list[SLO]) -> bool:
+def figures_meet(figures: Mapping[str, Any], slos: list[SLO]) -> bool:
     """Whether a level summary meets every SLO: ``figures["latency"][f"{metric}_ms"][stat] <= bound``.
 
     ``figures`` is a ``LevelResult.model_dump()`` or any dict of that shape; a missing figure fails.
@@ -316,7 +343,7 @@ def figures_meet(figures: Mapping, slos: list[SLO]) -> bool:
     return True
 
 
-def run_slo_text(result) -> str | None:
+def run_slo_text(result: Result) -> str | None:
     """A run's SLO as written (``ttft_p99=500ms,tpot_p99=50ms``): from the first level whose goodput
     block holds its SLOs, else the run's ``--slo`` as configured; None without one. The one home for
     reports (``report/goodput.slo_text``) and planners (``planning/measured``)."""
