@@ -49,11 +49,13 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from wattbench.core.errors import UserError
+from wattbench.core.schema import RequestRecord
 
 R2_MIN = 0.5  # below this the fit explains too little of the energy's variation to split it
 COLLINEAR_MAX = 0.95  # |corr(prefill, decode)| above this: the two phases cannot be separated
@@ -73,12 +75,12 @@ class Intervals:
         return int(self.energy_j.size)
 
 
-def _get(rec, name):
+def _get(rec: RequestRecord | Mapping[str, Any], name: str) -> Any:
     return rec.get(name) if isinstance(rec, Mapping) else getattr(rec, name, None)
 
 
-def intervals_from_records(records: Iterable, energy_series_fn: Callable[[int, int], float | None],
-                           interval_s: float, start_ns: int | None = None, end_ns: int | None = None,
+def intervals_from_records(records: Iterable[RequestRecord | Mapping[str, Any]],
+                           energy_series_fn: Callable[[int, int], float | None], interval_s: float, start_ns: int | None = None, end_ns: int | None = None,
                            ) -> Intervals:
     """Per-interval energy and token counts from client records (see the module docstring).
 
@@ -158,10 +160,11 @@ def intervals_from_records(records: Iterable, energy_series_fn: Callable[[int, i
 _NO_OK = "no successful requests with a first token: nothing to attribute"
 
 
-def _measured_span(records: Iterable) -> tuple[int, int]:
+def _measured_span(records: Iterable[RequestRecord | Mapping[str, Any]]) -> tuple[int, int]:
     """First send .. last token (first token where there is none) of the measured, successful
     requests with a first token, in one pass."""
-    t0 = t1 = None
+    t0: int | None = None
+    t1: int | None = None
     for r in records:
         ft = _get(r, "first_token_ns")
         if not _get(r, "ok") or _get(r, "warmup") or ft is None:
@@ -169,7 +172,7 @@ def _measured_span(records: Iterable) -> tuple[int, int]:
         s, e = _get(r, "sent_ns"), (_get(r, "last_token_ns") or ft)
         t0 = s if t0 is None or s < t0 else t0
         t1 = e if t1 is None or e > t1 else t1
-    if t0 is None:
+    if t0 is None or t1 is None:  # set together
         raise UserError(_NO_OK)
     return t0, t1
 
@@ -222,8 +225,8 @@ def _nnls_small(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
-def fit_prefill_decode(energy_j: Sequence[float], prefill_tokens: Sequence[float], decode_tokens: Sequence[float],
-                       duration_s: Sequence[float] | float | None = None, *, fit_idle: bool = True) -> dict:
+def fit_prefill_decode(energy_j: npt.ArrayLike, prefill_tokens: npt.ArrayLike, decode_tokens: npt.ArrayLike,
+                       duration_s: npt.ArrayLike | None = None, *, fit_idle: bool = True) -> dict[str, Any]:
     """Regress per-interval energy on prefill and decode tokens (see the module docstring).
 
     Returns ``j_per_prefill_token``, ``j_per_decode_token``, ``idle_power_w`` (None when
@@ -258,7 +261,7 @@ def fit_prefill_decode(energy_j: Sequence[float], prefill_tokens: Sequence[float
     if P.std() > 0 and D.std() > 0:
         coll = float(abs(np.corrcoef(P, D)[0, 1]))
     # standard errors from the unconstrained covariance (indicative)
-    se = [None] * k
+    se: list[float | None] = [None] * k
     try:
         cov = np.linalg.inv(X.T @ X) * (ss_res / dof)
         se = [float(math.sqrt(max(0.0, cov[i, i]))) for i in range(k)]
@@ -288,7 +291,7 @@ def fit_prefill_decode(energy_j: Sequence[float], prefill_tokens: Sequence[float
     return judge_fit(out)
 
 
-def fit_problems(fit: Mapping) -> list[str]:
+def fit_problems(fit: Mapping[str, Any]) -> list[str]:
     """Why a prefill/decode fit cannot be trusted, as sentences (empty: it can; see the module docstring)."""
     reasons = []
     r2 = fit.get("r2")
@@ -318,7 +321,7 @@ def fit_problems(fit: Mapping) -> list[str]:
     return reasons
 
 
-def judge_fit(fit: dict) -> dict:
+def judge_fit(fit: dict[str, Any]) -> dict[str, Any]:
     """Mark a fit ``ok`` or ``unreliable``; an unreliable fit's coefficients move to ``unreliable_fit``."""
     reasons = fit_problems(fit)
     fit["status"] = "unreliable" if reasons else "ok"
@@ -332,11 +335,11 @@ def judge_fit(fit: dict) -> dict:
     return fit
 
 
-def fit_intervals(iv: Intervals, *, fit_idle: bool = True) -> dict:
+def fit_intervals(iv: Intervals, *, fit_idle: bool = True) -> dict[str, Any]:
     return fit_prefill_decode(iv.energy_j, iv.prefill_tokens, iv.decode_tokens, iv.duration_s, fit_idle=fit_idle)
 
 
-def _dyn(fig: Mapping, which: str) -> float:
+def _dyn(fig: Mapping[str, Any], which: str) -> float:
     e = fig.get("dynamic_energy_j")
     if e is None:
         gross, idle_w, dur = fig.get("energy_j"), fig.get("idle_power_w"), fig.get("duration_s")
@@ -347,7 +350,7 @@ def _dyn(fig: Mapping, which: str) -> float:
     return float(e)
 
 
-def isolating_pair(prefill_level: Mapping, decode_level: Mapping) -> dict:
+def isolating_pair(prefill_level: Mapping[str, Any], decode_level: Mapping[str, Any]) -> dict[str, Any]:
     """J per prefill / decode token from two levels: solve ``E = e_p·P + e_d·D`` for both.
 
     Each level: ``dynamic_energy_j`` (or ``energy_j``, ``idle_power_w``, ``duration_s``),
@@ -369,9 +372,9 @@ def isolating_pair(prefill_level: Mapping, decode_level: Mapping) -> dict:
             "naive_j_per_decode_token": b[1] / A[1, 1] if A[1, 1] else None}
 
 
-def cross_check(regression: Mapping, pair: Mapping) -> dict:
+def cross_check(regression: Mapping[str, Any], pair: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Relative difference of the regression's coefficients from the isolating pair's."""
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for k in ("j_per_prefill_token", "j_per_decode_token"):
         a, b = regression.get(k), pair.get(k)
         out[k] = {"regression": a, "pair": b,

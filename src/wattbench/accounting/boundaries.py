@@ -45,14 +45,17 @@ PSU losses and the rest of the board, and would be a misleading per-kW figure.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from wattbench.accounting.counters import counter_energy
-from wattbench.accounting.integrate import power_energy
+from wattbench.accounting.integrate import PowerIntegral, power_energy
 from wattbench.accounting.sampling import DEFAULT_GAP_FACTOR, power_stats, sum_polylines, window_polyline
 from wattbench.accounting.uncertainty import combine_pct, meter_pct, sum_pct
+from wattbench.core.schema import LevelResult
 from wattbench.telemetry.base import BOUNDARIES, CONTAINS, Channel, TelemetryLog
 
 METHOD_RANK = {"measured": 0, "declared": 1, "estimate": 2}
@@ -65,20 +68,20 @@ PER_TOKEN_FIGURES = ("j_per_output_token", "j_per_token", "output_tokens_per_s_p
                      "carbon_g_per_million_output_tokens", "carbon_g_per_request")
 
 
-def work_device(boundaries) -> str:
+def work_device(boundaries: Iterable[str]) -> str:
     """The boundary of the devices doing the work (rule 10): ``accelerator`` when any accelerator
     boundary was metered, else ``cpu``."""
     return "accelerator" if {"accelerator", "accelerator_memory"} & set(boundaries) else "cpu"
 
 
-def contains_work(boundary: str, boundaries) -> bool:
+def contains_work(boundary: str, boundaries: Iterable[str]) -> bool:
     """Whether ``boundary`` is, or contains, the devices doing the work among ``boundaries`` (the
     boundaries the window metered)."""
     work = work_device(boundaries)
     return boundary == work or work in CONTAINS.get(boundary, frozenset())
 
 
-def outside_work_note(boundary: str, boundaries) -> str:
+def outside_work_note(boundary: str, boundaries: Iterable[str]) -> str:
     """The note on a boundary without per-token figures: what it leaves out."""
     work = work_device(boundaries)
     if work in CONTAINS and boundary in CONTAINS[work]:
@@ -88,7 +91,7 @@ def outside_work_note(boundary: str, boundaries) -> str:
             "its power and share are shown; tokens per kW and J/token are not figures of it")
 
 
-def withhold_outside_work(level) -> bool:
+def withhold_outside_work(level: LevelResult) -> bool:
     """Rule 10 on a level read from an older ``result.json`` (a ``LevelResult``, changed in place):
     per-token figures of boundaries outside the work are set to None in both windows, their goodput
     per kW, per-request roll-ups and trial figures dropped, and the note added. True when anything
@@ -144,7 +147,7 @@ class DeviceEnergy:
     fill_interp_j: float
     uncertainty_pct: float | None
     uncertainty_parts: dict[str, float]
-    cross_check: dict | None
+    cross_check: dict[str, Any] | None
     poly_t_ns: np.ndarray
     poly_w: np.ndarray
     notes: list[str] = field(default_factory=list)
@@ -166,7 +169,7 @@ class BoundaryTotal:
     wraps: int
     update_period_s: float
     uncertainty_pct: float | None
-    cross_check: dict
+    cross_check: dict[str, Any]
     poly_t_ns: np.ndarray
     poly_w: np.ndarray
     parts: list[DeviceEnergy] = field(default_factory=list)
@@ -180,10 +183,10 @@ class BoundaryTotal:
     def power_stats(self) -> dict[str, float | None]:
         if len(self.poly_w) == 0:
             return {"p95_power_w": None, "p99_power_w": None, "max_power_w": None}
-        return power_stats(self.poly_t_ns, self.poly_w)
+        return dict(power_stats(self.poly_t_ns, self.poly_w))
 
 
-def _worst_label(labels) -> str:
+def _worst_label(labels: Sequence[str]) -> str:
     return max(labels, key=LABELS.index) if labels else "measured"
 
 
@@ -197,12 +200,12 @@ def _period(ch: Channel) -> float:
     return ch.update_period_s if ch.update_period_s else float("inf")
 
 
-def _choice_key(ch: Channel) -> tuple:
+def _choice_key(ch: Channel) -> tuple[int, bool, float, str]:
     tier = (0 if ch.kind == "counter" else 1) if ch.primary else (2 if ch.kind == "counter" else 3)
     return (tier, ch.quantity != "power" and ch.kind == "power", _period(ch), ch.id)
 
 
-def _cross_key(ch: Channel) -> tuple:
+def _cross_key(ch: Channel) -> tuple[bool, bool, float, str]:
     return (not ch.primary, ch.quantity != "power", _period(ch), ch.id)
 
 
@@ -224,7 +227,7 @@ def candidates(log: TelemetryLog, boundary: str) -> tuple[dict[str, list[Channel
     return {d: sorted(cs, key=_choice_key) for d, cs in sorted(by_dev.items())}, notes
 
 
-def _power_integral(log: TelemetryLog, ch: Channel, t0: int, t1: int, gap_factor: float):
+def _power_integral(log: TelemetryLog, ch: Channel, t0: int, t1: int, gap_factor: float) -> PowerIntegral:
     t, v = log.series(ch.id)
     return power_energy(t, v, t0, t1, update_period_s=ch.update_period_s, gap_factor=gap_factor,
                         declared=ch.method == "declared")
@@ -237,7 +240,7 @@ def device_energy(
     same boundary (measured power channels among them give the cross-check and reset fill)."""
     t, v = log.series(ch.id)
     method = _channel_method(ch)
-    cross = None
+    cross: dict[str, Any] | None = None
     notes: list[str] = []
     if ch.kind == "counter":
         powers = sorted((o for o in others if o.kind == "power" and o.method == "measured"), key=_cross_key)
@@ -245,11 +248,11 @@ def device_energy(
         if powers:
             pch = powers[0]
 
-            def fill(a: int, b: int, _p=pch) -> float | None:
+            def fill(a: int, b: int, _p: Channel = pch) -> float | None:
                 r = _power_integral(log, _p, a, b, gap_factor)
                 return r.energy_j if r.samples > 0 else None
 
-            def shape(a: int, b: int, _p=pch) -> float | None:
+            def shape(a: int, b: int, _p: Channel = pch) -> float | None:
                 # the edges of a seldom-read counter follow the power channel where it covers them
                 r = _power_integral(log, _p, a, b, gap_factor)
                 return r.energy_j if r.coverage >= CROSS_MIN_COVERAGE else None
@@ -283,16 +286,17 @@ def device_energy(
         energy, cov, lg, gaps, period = r.energy_j, r.coverage, r.largest_gap_s, r.gaps, r.update_period_s
         edge, fill_interp, resets, wraps = r.edge_error_j, r.fill_interp_j, r.resets, r.wraps
     else:
-        r = _power_integral(log, ch, t0, t1, gap_factor)
-        notes += r.notes
-        energy, cov, lg, gaps, period = r.energy_j, r.coverage, r.largest_gap_s, r.gaps, r.update_period_s
-        edge, fill_interp, resets, wraps = r.edge_error_j, 0.0, 0, 0
-        poly_t, poly_w = r.poly_t_ns, r.poly_w
+        power = _power_integral(log, ch, t0, t1, gap_factor)
+        notes += power.notes
+        energy, cov, lg = power.energy_j, power.coverage, power.largest_gap_s
+        gaps, period = power.gaps, power.update_period_s
+        edge, fill_interp, resets, wraps = power.edge_error_j, 0.0, 0, 0
+        poly_t, poly_w = power.poly_t_ns, power.poly_w
     # a poorly covered power channel says little about the counter: its disagreement is shown but
     # neither enters the uncertainty nor the validity verdict
     trusted = cross is not None and cross["power_coverage"] >= CROSS_MIN_COVERAGE
-    u, parts = combine_pct(energy, meter_pct=meter_pct(ch), edge_error_j=edge, coverage=cov,
-                           fill_interp_j=fill_interp, cross_diff_pct=cross["diff_pct"] if trusted else None)
+    u, parts = combine_pct(energy, meter_pct=meter_pct(ch), edge_error_j=edge, coverage=cov, fill_interp_j=fill_interp,
+                           cross_diff_pct=cross["diff_pct"] if cross is not None and trusted else None)
     return DeviceEnergy(
         device=ch.device, channel=ch.id, method=method, label=ch.method, energy_j=energy, coverage=cov,
         largest_gap_s=lg, gaps=gaps, resets=resets, wraps=wraps, update_period_s=period, edge_error_j=edge,
@@ -307,29 +311,30 @@ def _diff_pct(counter_j: float | None, integral_j: float | None) -> float | None
     return 100.0 * (integral_j - counter_j) / counter_j
 
 
-def _merge_cross(parts: list[DeviceEnergy]) -> dict:
-    both = [p for p in parts if p.cross_check and p.cross_check.get("diff_pct") is not None]
+def _merge_cross(parts: list[DeviceEnergy]) -> dict[str, Any]:
+    both = [(p, p.cross_check) for p in parts if p.cross_check and p.cross_check.get("diff_pct") is not None]
     if not both:
         return {}
-    c = sum(p.cross_check["counter_j"] for p in both)
-    i = sum(p.cross_check["power_integral_j"] for p in both)
+    c = sum(x["counter_j"] for _, x in both)
+    i = sum(x["power_integral_j"] for _, x in both)
     return {
         "counter_j": c,
         "power_integral_j": i,
         "diff_pct": _diff_pct(c, i),
         "max_abs_device_diff_pct": max(
-            (abs(p.cross_check["diff_pct"]) for p in both if p.cross_check["power_coverage"] >= CROSS_MIN_COVERAGE),
+            (abs(x["diff_pct"]) for _, x in both if x["power_coverage"] >= CROSS_MIN_COVERAGE),
             default=None,
         ),
-        "devices": {p.device or p.channel: p.cross_check for p in both},
+        "devices": {p.device or p.channel: x for p, x in both},
     }
 
 
-def _total(boundary: str, method: str, parts: list, t0: int, t1: int, notes: list[str]) -> BoundaryTotal:
+def _total(boundary: str, method: str, parts: Sequence[DeviceEnergy | BoundaryTotal], t0: int, t1: int,
+           notes: list[str]) -> BoundaryTotal:
     """Sum of parts (DeviceEnergy or BoundaryTotal)."""
     dur = (t1 - t0) / 1e9
-    missing = [getattr(p, "device", None) or getattr(p, "boundary", "?") for p in parts if p.energy_j is None]
-    energy = None if missing or not parts else float(sum(p.energy_j for p in parts))
+    missing = [(p.device or "?") if isinstance(p, DeviceEnergy) else p.boundary for p in parts if p.energy_j is None]
+    energy = None if missing or not parts else float(sum(p.energy_j for p in parts if p.energy_j is not None))
     if missing:
         notes = notes + [f"no energy for {', '.join(missing)}: {boundary} total withheld"]
     polys = [(p.poly_t_ns, p.poly_w) for p in parts if len(p.poly_w)]
@@ -374,6 +379,7 @@ def direct_boundary(log: TelemetryLog, boundary: str, t0: int, t1: int, gap_fact
                 break
             notes.append(f"{ch.id}: no energy in the window; next channel tried")
             chosen = chosen or de
+        assert chosen is not None  # a device is listed with at least one channel
         parts.append(chosen)
     methods = sorted({p.method for p in parts})
     method = methods[0] if len(methods) == 1 else f"sum({','.join(methods)})"
@@ -444,9 +450,10 @@ def boundary_totals(
 
     fac = direct.get("facility")
     if fac is None and pue > 1.0:
-        present = [sources[b] for b in FACILITY_SOURCES if sources.get(b) is not None]
+        present = [s for s in (sources.get(b) for b in FACILITY_SOURCES) if s is not None]
         measured = [s for s in present if s.label == "measured"]
-        src = (measured or present or [None])[0]
+        pool = measured or present
+        src = pool[0] if pool else None
         if src is not None:
             f = _total("facility", "pue", [src], t0, t1, [f"facility = {src.boundary} × PUE {pue:g}"])
             f.energy_j = None if src.energy_j is None else src.energy_j * pue
@@ -466,7 +473,7 @@ def _local_totals(log: TelemetryLog, t0: int, t1: int, gap_factor: float
 
     host = direct.get("host")
     if host is None or host.label != "measured":
-        inner = [direct[b] for b in sorted(CONTAINS["host"]) if direct.get(b) is not None]
+        inner = [t for t in (direct.get(b) for b in sorted(CONTAINS["host"])) if t is not None]
         if inner:
             parts = inner + ([host] if host is not None else [])
             names = [p.boundary if p.boundary != "host" else p.label for p in parts]

@@ -22,9 +22,9 @@ from wattbench.core.recordset import RecordSet
 from wattbench.core.schema import LevelResult, RequestRecord
 
 
-def apply_carbon(level: LevelResult, records: Sequence[RequestRecord] | RecordSet, series: co2.IntensitySeries, anchor_wall_ns: int,
-                 anchor_mono_ns: int, energy_fn_for: Callable[[str], Callable[[int, int], float | None]],
-                 pue: float) -> None:
+def apply_carbon(level: LevelResult, records: Sequence[RequestRecord] | RecordSet, series: co2.IntensitySeries,
+                 anchor_wall_ns: int, anchor_mono_ns: int,
+                 energy_fn_for: Callable[[str], Callable[[int, int], float | None]], pue: float) -> None:
     done = level.requests.completed
     for energies, window in ((level.energy, level.window), (level.energy_steady, level.steady_window)):
         if window is None:

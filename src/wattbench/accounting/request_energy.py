@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeAlias
 
 import numpy as np
 
@@ -45,13 +45,19 @@ from wattbench.accounting.attribution import fit_prefill_decode
 from wattbench.accounting.boundaries import contains_work
 from wattbench.core.errors import UserError
 from wattbench.core.recordset import NONE, RecordSet, as_record_set
-from wattbench.core.schema import EnergyShare, RequestAttribution
+from wattbench.core.schema import EnergyShare, LevelResult, RequestAttribution, RequestRecord
 
 MIN_INTERVALS = 8  # fewer intervals than this and the window is one interval per 1/8 of it
 MAX_INTERVALS = 400  # a long window gets longer intervals (each costs one boundary accounting, ~7 ms)
 
 
-def _get(rec, name):
+# the records a split reads: a record set, or records or their mappings (a requests.jsonl's lines)
+Records: TypeAlias = "RecordSet | Iterable[RequestRecord | Mapping[str, Any]]"
+# one roll-up attribute's groups (``_group_codes``): rows (None: one group per record), codes, names, tokens
+GroupCodes: TypeAlias = "tuple[np.ndarray | None, np.ndarray, list[str], np.ndarray]"
+
+
+def _get(rec: RequestRecord | Mapping[str, Any], name: str) -> Any:
     return rec.get(name) if isinstance(rec, Mapping) else getattr(rec, name, None)
 
 
@@ -69,7 +75,7 @@ class RequestEnergy:
     idle_attributed: bool
     interval_s: float
     total_j: float  # the window energy split (sum of share_j)
-    fit: dict | None = None
+    fit: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -138,11 +144,12 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenated ``arange(s, s + c)`` for each start and count."""
     total = int(counts.sum())
     ends = np.cumsum(counts)
-    return np.arange(total) - np.repeat(ends - counts, counts) + np.repeat(starts, counts)
+    out: np.ndarray = np.arange(total) - np.repeat(ends - counts, counts) + np.repeat(starts, counts)
+    return out
 
 
 def _spread(flat: np.ndarray, n: int, rows: np.ndarray, ft: np.ndarray, lt: np.ndarray, out: np.ndarray,
-            bins) -> None:
+            bins: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> None:
     """Count ``out`` tokens per request at ``np.linspace(ft, lt, out).astype(int64)`` into ``flat``
     (row-major, ``n`` columns), in groups of at most about ``TOKENS_PER_GROUP`` tokens."""
     a = 0
@@ -161,7 +168,7 @@ def _spread(flat: np.ndarray, n: int, rows: np.ndarray, ft: np.ndarray, lt: np.n
         a = b
 
 
-def work_per_interval(records, edges: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
+def work_per_interval(records: Records, edges: np.ndarray) -> tuple[list[int], np.ndarray, np.ndarray]:
     """Per request (rows) and interval (columns): prompt tokens and output tokens done inside it.
 
     Returns ``(ids, prefill, decode)``; only records with a first token and token counts count.
@@ -198,7 +205,7 @@ def default_interval_s(duration_s: float, update_period_s: float | None = None) 
     return max(0.1, min(want, duration_s / MIN_INTERVALS))
 
 
-def split_request_energy(records, boundary: str, start_ns: int, end_ns: int,
+def split_request_energy(records: Records, boundary: str, start_ns: int, end_ns: int,
                          energy_fn: Callable[[int, int], float | None], window_energy_j: float,
                          idle_power_w: float | None, *, interval_s: float | None = None,
                          attribute_idle: bool = False, update_period_s: float | None = None) -> RequestEnergy:
@@ -219,11 +226,11 @@ def split_request_energy(records, boundary: str, start_ns: int, end_ns: int,
     dt = np.diff(edges) / 1e9
     n = edges.size - 1
     # pass 1: the work per interval (summed over requests in record order, as a matrix's column sums)
-    P, D, rows = np.zeros(n), np.zeros(n), []
+    P, D, row_blocks = np.zeros(n), np.zeros(n), []
     for r, pre, dec in _work_blocks(rs, edges):
         P, D = _add_rows(P, pre), _add_rows(D, dec)
-        rows.append(r)
-    rows = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        row_blocks.append(r)
+    rows = np.concatenate(row_blocks) if row_blocks else np.zeros(0, dtype=np.int64)
     if not rows.size or (P.sum() + D.sum()) <= 0:
         raise UserError("no request produced tokens inside the window, so its energy cannot be split over requests")
     basis = "dynamic" if idle_power_w is not None else "gross"
@@ -245,9 +252,12 @@ def split_request_energy(records, boundary: str, start_ns: int, end_ns: int,
         reason = f"the prefill/decode split could not be fitted: {ex}"
 
     def weights(pre: np.ndarray, dec: np.ndarray) -> np.ndarray:
-        if weighting == "prefill_decode":
-            return fit["j_per_prefill_token"] * pre + fit["j_per_decode_token"] * dec
-        return pre + dec
+        w: np.ndarray
+        if weighting == "prefill_decode" and fit is not None:  # the fit is there when it weighs
+            w = fit["j_per_prefill_token"] * pre + fit["j_per_decode_token"] * dec
+        else:
+            w = pre + dec
+        return w
 
     # pass 2: each interval's summed weight, each request's weight over the window
     col, total_w, k = np.zeros(n), np.empty(rows.size), 0
@@ -276,10 +286,12 @@ def split_request_energy(records, boundary: str, start_ns: int, end_ns: int,
 def _add_rows(acc: np.ndarray, block: np.ndarray) -> np.ndarray:
     """``acc`` plus the rows of ``block`` one after the other: the float sums a whole matrix's
     ``sum(axis=0)`` gives (numpy adds the rows in order), block by block."""
-    return np.concatenate([acc[None, :], block]).sum(axis=0)
+    out: np.ndarray = np.concatenate([acc[None, :], block]).sum(axis=0)
+    return out
 
 
-def _interval_energy(edges, dt, energy_fn, idle_power_w, target) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def _interval_energy(edges: np.ndarray, dt: np.ndarray, energy_fn: Callable[[int, int], float | None],
+                     idle_power_w: float | None, target: float) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Each interval's basis energy, scaled to sum to ``target``; which were measured; notes."""
     e = np.array([energy_fn(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])], dtype=float)
     known = np.isfinite(e)
@@ -291,7 +303,7 @@ def _interval_energy(edges, dt, energy_fn, idle_power_w, target) -> tuple[np.nda
     e = np.clip(e, 0.0, None)
     if not known.all():  # unmeasured intervals: their share follows the work, like work-free intervals
         e[~known] = 0.0
-    notes = []
+    notes: list[str] = []
     if e.sum() <= 0:
         e = np.ones_like(e) * known
         notes.append("no interval rose above idle: the dynamic energy is spread by work over the window")
@@ -307,7 +319,8 @@ def _idle_share(rs: RecordSet, rows: np.ndarray, start_ns: int, end_ns: int) -> 
     t = np.maximum(0, np.minimum(b, end_ns) - np.maximum(a, start_ns)).astype(np.float64)
     if t.sum() <= 0:
         return np.full(rows.size, 1.0 / rows.size)
-    return t / t.sum()
+    out: np.ndarray = t / t.sum()
+    return out
 
 
 def split_by_tokens(energy_j: Mapping[str, float], tokens: Mapping[str, float]) -> dict[str, dict[str, float]]:
@@ -323,14 +336,15 @@ def split_by_tokens(energy_j: Mapping[str, float], tokens: Mapping[str, float]) 
     return {g: {b: e * max(0.0, t) / total for b, e in energy_j.items()} for g, t in tokens.items()}
 
 
-def roll_up(records: Sequence, energy_j: Mapping[int, float], key: Callable[[object], Sequence[str]]) -> dict:
+def roll_up(records: Sequence[RequestRecord | Mapping[str, Any]], energy_j: Mapping[int, float],
+            key: Callable[[object], Sequence[str]]) -> dict[str, dict[str, Any]]:
     """Sum per-request energies by group: ``key(record)`` gives the groups a request belongs to.
 
     Each group: ``requests``, ``energy_j``, ``output_tokens``, ``j_per_output_token``, ``share`` (of
     the total split). A request in several groups (several tags) counts in each.
     """
     total = sum(energy_j.values())
-    groups: dict[str, dict] = {}
+    groups: dict[str, dict[str, Any]] = {}
     for r in records:
         i = _get(r, "id")
         if i not in energy_j:
@@ -346,18 +360,19 @@ def roll_up(records: Sequence, energy_j: Mapping[int, float], key: Callable[[obj
     return dict(sorted(groups.items(), key=lambda kv: -kv[1]["energy_j"]))
 
 
-def _groups(r, attr: str) -> list[str]:
+def _groups(r: RequestRecord | Mapping[str, Any], attr: str) -> list[str]:
     return _group_names(_get(r, attr), attr)
 
 
-def _group_names(v, attr: str) -> list[str]:
+def _group_names(v: Any, attr: str) -> list[str]:
     """The roll-up groups of a record whose ``attr`` is ``v``: its tags, or the value ("(none)" if unset)."""
     if attr == "tags":
         return [str(t) for t in (v or [])]
     return [str(v) if v not in (None, "") else "(none)"]
 
 
-def attribute_level(level, records, energy_fn_for: Callable[[str], Callable[[int, int], float | None]],
+def attribute_level(level: LevelResult, records: Sequence[RequestRecord] | RecordSet,
+                    energy_fn_for: Callable[[str], Callable[[int, int], float | None]],
                     *, attribute_idle: bool = False) -> None:
     """Split the full-window energy of each measured boundary of ``level`` that contains the work
     (``accounting.boundaries`` rule 10: not the HBM rail, not the host of a GPU server) over ``records``.
@@ -372,7 +387,7 @@ def attribute_level(level, records, energy_fn_for: Callable[[str], Callable[[int
     if w is None or w.duration_s <= 0:
         return
     rs = as_record_set(records)
-    groups = None
+    groups: dict[str, GroupCodes] | None = None
     for b, be in level.energy.items():
         if be.energy_j is None or not contains_work(b, level.energy):  # boundaries rule 10
             continue
@@ -384,6 +399,7 @@ def attribute_level(level, records, energy_fn_for: Callable[[str], Callable[[int
             level.attribution[b] = RequestAttribution(boundary=b, unavailable_reason=str(e))
             continue
         method = re.method
+        fit = re.fit if re.weighting == "prefill_decode" else None  # its weights, where they weighed the split
         energy = np.zeros(len(rs))
         energy[re.rows] = re.share_j
         present = np.zeros(len(rs), dtype=bool)
@@ -399,15 +415,15 @@ def attribute_level(level, records, energy_fn_for: Callable[[str], Callable[[int
         groups = groups or _group_codes(rs)
         total = sum(map(float, re.share_j))  # as summing the per-request dict's values did
 
-        def shares(attr: str) -> dict:
+        def shares(attr: str) -> dict[str, EnergyShare]:
             return {k: EnergyShare(**d) for k, d in _roll_up_coded(groups[attr], energy, present, total).items()}
 
         targets = shares("target")
         level.attribution[b] = RequestAttribution(
             boundary=b, method=method, basis=re.basis, weighting=re.weighting, weighting_reason=re.weighting_reason,
             idle_attributed=re.idle_attributed, interval_s=re.interval_s, requests=n, energy_j=re.total_j,
-            j_per_prefill_token=re.fit["j_per_prefill_token"] if re.weighting == "prefill_decode" else None,
-            j_per_decode_token=re.fit["j_per_decode_token"] if re.weighting == "prefill_decode" else None,
+            j_per_prefill_token=fit["j_per_prefill_token"] if fit is not None else None,
+            j_per_decode_token=fit["j_per_decode_token"] if fit is not None else None,
             mean_energy_j_per_request=re.total_j / n if n else None,
             by_tenant=shares("tenant"), by_tag=shares("tags"), by_model=shares("model"),
             by_target=targets if len(targets) > 1 else {},
@@ -417,11 +433,12 @@ def attribute_level(level, records, energy_fn_for: Callable[[str], Callable[[int
 ROLL_UP_ATTRS = ("tenant", "tags", "model", "target")
 
 
-def _group_codes(rs: RecordSet) -> dict:
+def _group_codes(rs: RecordSet) -> dict[str, GroupCodes]:
     """Per roll-up attribute, in one pass over the records: ``(rows, codes, names, output_tokens)``
     — one entry per (record, group) in record order (``rows`` None: one group per record, the
     record's row; tags: one per tag), the group names, and each record's output tokens."""
-    tables = {a: ({}, array("i"), array("i")) for a in ROLL_UP_ATTRS}
+    tables: dict[str, tuple[dict[str, int], array[int], array[int]]] = {
+        a: ({}, array("i"), array("i")) for a in ROLL_UP_ATTRS}
     for i, d in enumerate(rs.iter_dicts()):
         for a in ROLL_UP_ATTRS:
             names, rows, codes = tables[a]
@@ -435,7 +452,8 @@ def _group_codes(rs: RecordSet) -> dict:
             for a, (names, rows, codes) in tables.items()}
 
 
-def _roll_up_coded(group: tuple, energy: np.ndarray, present: np.ndarray, total: float) -> dict:
+def _roll_up_coded(group: GroupCodes, energy: np.ndarray, present: np.ndarray, total: float
+                   ) -> dict[str, dict[str, Any]]:
     """``roll_up`` over coded groups (``_group_codes``): the same sums, added in record order."""
     rows, codes, names, out_tok = group
     if rows is None:
@@ -452,7 +470,7 @@ def _roll_up_coded(group: tuple, energy: np.ndarray, present: np.ndarray, total:
     np.add.at(tok, codes, out_tok[rows])
     reqs = np.bincount(codes, minlength=len(names))
     uniq, first = np.unique(codes, return_index=True)
-    groups = {}
+    groups: dict[str, dict[str, Any]] = {}
     for c in uniq[np.argsort(first, kind="stable")].tolist():
         ej, ot = float(e[c]), int(tok[c])
         groups[names[c]] = {"requests": int(reqs[c]), "energy_j": ej, "output_tokens": ot,
