@@ -179,15 +179,15 @@ def _clients(home_url: str):
         assert ms.poll()[1] is None
         return ms.backoff.last_error
 
-    def redfish_link():
-        rf = RedfishSensor(home_url, verify_tls=False)
-        rf._auth = "Basic dTpw"
+    bmc_login = {"REDFISH_USER": "u", "REDFISH_PASSWORD": "p"}
+
+    def redfish_link():  # refused before a request (and its credentials) is made
+        rf = RedfishSensor(home_url, verify_tls=False, env=bmc_login)
         return raises(lambda: rf.get("http://127.0.0.2:1/redfish/v1"), SensorError)
 
-    def redfish_redirect():
-        rf = RedfishSensor(home_url, verify_tls=False)
-        rf._auth = "Basic dTpw"
-        return raises(lambda: rf.get("/cross"), SensorError)
+    def redfish_redirect():  # opening the chassis: its first request carries the BMC's credentials
+        rf = RedfishSensor(home_url, chassis="/cross", verify_tls=False, env=bmc_login)
+        return raises(rf.open, SensorError)
 
     def tokenizer():
         tok = ServerTokenizer(home_url, "m", api_key="k")
@@ -227,6 +227,8 @@ def test_every_client_refuses_another_host(servers):
     assert "another host" in seen["/tokenize"] and "another host" in seen["/metrics scraper"]
     assert seen["detection probe"].startswith("refused: GET") and seen["engine health"] == "(0, b'')"
     assert "another host" in seen["redfish link"] and "another host" in seen["redfish redirect"]
+    # the redfish redirect's request carried the BMC's credentials (u:p) home, and nowhere else
+    assert any(e["auth"] == "Basic dTpw" for e in home.log if e["path"] == "/cross")
 
 
 def test_credentials_in_a_redirect_are_refused_even_on_the_same_origin():
