@@ -37,7 +37,7 @@ from wattbench.results.tools.base import (
     bad_file,
     checked,
     finite_figure,
-    parse_json,
+    json_lines,
     read_bytes,
     read_json,
     validate,
@@ -174,13 +174,8 @@ def _load(summary: AiperfSummary | None) -> tuple[str, float, str, str, int | No
 
 
 def _records(p: Path) -> list[ToolRequest]:
-    data = read_bytes(p, WHAT)
     records = []
-    for n, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"line {n} "
-        raw = parse_json(line, p, WHAT, where)
+    for where, raw in json_lines(read_bytes(p, WHAT), p, WHAT):
         if not isinstance(raw, dict):
             raise bad_file(WHAT, p, f"{where}is not an AIPerf record (not a JSON object)")
         records.append(_request(validate(AiperfRecord, raw, p, WHAT, f"{where}is not an AIPerf record: ")))

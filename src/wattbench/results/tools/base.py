@@ -29,7 +29,7 @@ constant power.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, Iterator, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -218,6 +218,15 @@ def parse_json(data: bytes | str, path, what: str, where: str = ""):
 def read_json(path, what: str):
     """A tool's JSON file, or one line naming the file and what is wrong with it."""
     return parse_json(read_bytes(path, what), path, what)
+
+
+def json_lines(data: bytes, path, what: str) -> Iterator[tuple[str, Any]]:
+    """Each JSON text of a JSON-lines file (``data``, read by ``read_bytes``), blank lines skipped,
+    with where it is (``"line 3 "``, for the line naming what is wrong with it)."""
+    for n, line in enumerate(data.splitlines(), 1):
+        if line.strip():
+            where = f"line {n} "
+            yield where, parse_json(line, path, what, where)
 
 
 def validate(model: type[M], data, path, what: str, where: str = "") -> M:

@@ -43,6 +43,7 @@ from wattbench.results.tools.base import (
     bad_file,
     checked,
     finite_figure,
+    json_lines,
     parse_json,
     read_bytes,
     seconds_to_ns,
@@ -86,11 +87,7 @@ def _objects(path: Path) -> list[object]:
         return [parse_json(data, path, WHAT)]
     except UserError:
         pass
-    out = []
-    for n, line in enumerate(data.splitlines(), 1):  # --append-result: one object a line
-        if line.strip():
-            out.append(parse_json(line, path, WHAT, f"line {n} "))
-    return out
+    return [obj for _, obj in json_lines(data, path, WHAT)]  # --append-result: one object a line
 
 
 def _level(raw: dict, path: Path, n: int) -> ToolLevelData:
