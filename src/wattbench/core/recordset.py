@@ -55,9 +55,10 @@ import shutil
 import tempfile
 import weakref
 from array import array
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, BinaryIO, Iterable, Iterator, Mapping, Protocol
 
 import numpy as np
+from numpy.typing import NDArray
 from pydantic import BaseModel
 
 from wattbench.core.errors import StorageError
@@ -73,7 +74,7 @@ SPOOL_PREFIX = "records-"
 
 
 @contextlib.contextmanager
-def spooling_into(path: str | os.PathLike) -> Iterator[None]:
+def spooling_into(path: str | os.PathLike[str]) -> Iterator[None]:
     """Every ``RecordSet`` created (without its own ``spool_dir``) in this thread while the block
     runs spools durably into a fresh ``records-*`` directory under ``path`` (module doc)."""
     os.makedirs(path, exist_ok=True)
@@ -84,7 +85,7 @@ def spooling_into(path: str | os.PathLike) -> Iterator[None]:
         _DURABLE_DIR.reset(token)
 
 
-def read_spooled_lines(path: str | os.PathLike) -> Iterator[dict]:
+def read_spooled_lines(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """The records a durable set wrote to ``path`` (its ``lines`` file), one dict at a time; a torn
     last line (the process was killed while writing it) is left out, and so is a line that does
     not parse as an object (a write the disk took only in part, the record after it appended to it)."""
@@ -120,9 +121,23 @@ _INT_FIELDS = ("sent_ns", "scheduled_ns", "first_token_ns", "last_token_ns", "en
                "output_tokens", "requested_input_tokens", "requested_output_tokens")
 _CODED = ("target", "error", "token_source")  # strings held as codes into a per-set table
 _STREAMS = ("rows", "chunks", "lines")
+_ROW_NAMES: tuple[str, ...] = ROW.names or ()  # a structured dtype always has names
 
 
-def _values(rec: RequestRecord | Mapping[str, Any]) -> dict:
+class Column(Protocol):
+    """A per-row value of ``RecordSet.annotate``: a sequence aligned with the rows (a list, a numpy
+    array, the entries of ``annotate_entry``); entry ``i`` is row ``i``'s value, None for none."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int, /) -> Any: ...
+
+
+# an ``annotate_entry``-d entry's values: a float per row, or one value for all rows
+EntryValues = NDArray[np.float64] | str
+
+
+def _values(rec: RequestRecord | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(rec, BaseModel):
         d = dict(rec.__dict__)
         if rec.__pydantic_extra__:
@@ -134,7 +149,7 @@ def _values(rec: RequestRecord | Mapping[str, Any]) -> dict:
 class RecordSet:
     """The records of one level (see the module docstring). Append, then read; not thread-safe."""
 
-    def __init__(self, spool_dir: str | os.PathLike | None = None, *, spill_bytes: int = SPILL_BYTES,
+    def __init__(self, spool_dir: str | os.PathLike[str] | None = None, *, spill_bytes: int = SPILL_BYTES,
                  durable: bool | None = None, stamps_per_block: int = STAMPS_PER_BLOCK):
         self.stamps_per_block = stamps_per_block  # stamp_blocks' block size (tests make it small)
         durable_dir = _DURABLE_DIR.get() if spool_dir is None and durable is not False else None
@@ -142,7 +157,7 @@ class RecordSet:
         self._spool_parent = spool_dir if spool_dir is not None else durable_dir
         self._spill_bytes = spill_bytes
         self._dir: str | None = None
-        self._io: dict[str, Any] = {k: io.BytesIO() for k in _STREAMS}
+        self._io: dict[str, BinaryIO] = {k: io.BytesIO() for k in _STREAMS}  # files once spilled
         self._row_buf = np.zeros(256, dtype=ROW)
         self._row_fill = 0
         self._chunk_buf = array("q")
@@ -151,24 +166,24 @@ class RecordSet:
         self._line_bytes = 0
         self._codes: dict[str, dict[str | None, int]] = {k: {} for k in _CODED}
         self._labels: dict[str, list[str | None]] = {k: [] for k in _CODED}
-        self._annotations: dict[str, np.ndarray | list] = {}
-        self._finalizer = None
+        self._annotations: dict[str, Column] = {}
+        self._finalizer: weakref.finalize[[str | None, list[BinaryIO], bool], RecordSet] | None = None
         self._broken: StorageError | None = None
         if self._durable:  # on disk from the first record, each line written through
             try:
                 self._spill()
             except OSError as e:  # the run directory went read-only or full since it was checked
-                raise StorageError(self._spool_parent, e) from None
+                raise StorageError(self._spool_parent or tempfile.gettempdir(), e) from None
 
     @classmethod
-    def from_records(cls, records: Iterable[RequestRecord | Mapping[str, Any]], **kw) -> "RecordSet":
+    def from_records(cls, records: Iterable[RequestRecord | Mapping[str, Any]], **kw: Any) -> "RecordSet":
         rs = cls(**kw)
         rs.extend(records)
         return rs
 
     # ------------------------------------------------------------------ writing
 
-    def _code(self, name: str, value) -> int:
+    def _code(self, name: str, value: str | None) -> int:
         if value is None:
             return NONE
         table = self._codes[name]
@@ -236,9 +251,11 @@ class RecordSet:
         self._dir = tempfile.mkdtemp(prefix=prefix, dir=self._spool_parent)
         self._finalizer = weakref.finalize(self, _cleanup, self._dir, list(self._io.values()), not self._durable)
         for k in _STREAMS:
+            mem = self._io[k]
+            assert isinstance(mem, io.BytesIO)  # in memory until this spill
             # a durable set's lines go through to the file at each append (no buffer to lose)
             f = open(os.path.join(self._dir, k), "w+b", buffering=0 if (self._durable and k == LINES_FILE) else -1)
-            _write_through(f, self._io[k].getbuffer())
+            _write_through(f, mem.getbuffer())
             self._io[k] = f
         self._finalizer.detach()
         # a durable set's files outlive the object: they are the only copy of its records until the
@@ -254,7 +271,7 @@ class RecordSet:
         if self._finalizer is not None:
             self._finalizer.detach()
             _cleanup(self._dir, list(self._io.values()), True)
-        self.__init__(None if self._durable else self._spool_parent, spill_bytes=self._spill_bytes, durable=False)
+        RecordSet.__init__(self, None if self._durable else self._spool_parent, spill_bytes=self._spill_bytes, durable=False)
 
     @property
     def spool_path(self) -> str | None:
@@ -300,13 +317,13 @@ class RecordSet:
 
     def columns(self, *names: str) -> dict[str, np.ndarray]:
         """Whole columns (``ROW`` names, or ``annotate``-d ones) as arrays, read block by block."""
-        out = {n: np.empty(self._n, dtype=(ROW[n] if n in ROW.names else np.float64)) for n in names}
+        out = {n: np.empty(self._n, dtype=(ROW[n] if n in _ROW_NAMES else np.float64)) for n in names}
         for start, block in self.blocks():
             for n in names:
-                if n in ROW.names:
+                if n in _ROW_NAMES:
                     out[n][start: start + len(block)] = block[n]
         for n in names:
-            if n not in ROW.names:
+            if n not in _ROW_NAMES:
                 out[n][:] = self._annotations[n]
         return out
 
@@ -333,7 +350,7 @@ class RecordSet:
             o, s = self.chunks(start, start + len(block), off)
             yield start, block, o, s
 
-    def annotate(self, name: str, values) -> None:
+    def annotate(self, name: str, values: Column) -> None:
         """Attach a per-row value (aligned with the rows: a sequence of length ``len(self)``) that
         iteration merges into each record as field ``name`` (``None`` entries are left out)."""
         if len(values) != self._n:
@@ -353,7 +370,7 @@ class RecordSet:
                         d[name] = v
                 yield build_record(**d)
 
-    def _block_dicts(self, block: np.ndarray) -> Iterator[dict]:
+    def _block_dicts(self, block: np.ndarray) -> Iterator[dict[str, Any]]:
         """The stored JSON objects of a block's rows, one at a time (one read for the block)."""
         a = int(block["line_offset"][0])
         text = self._read("lines", a, int(block["line_offset"][-1] + block["line_bytes"][-1]) - a)
@@ -378,13 +395,13 @@ class RecordSet:
             _, stamps = self.chunks(i, i + 1, off)
             yield self._record(row, stamps, i)
 
-    def iter_dicts(self, size: int = 4096) -> Iterator[dict]:
+    def iter_dicts(self, size: int = 4096) -> Iterator[dict[str, Any]]:
         """Every record's stored JSON object (no chunk stamps, no annotations), in append order: the
         strings (tenant, tags, model, …) of a record without building it."""
         for _, block in self.blocks(size):
             yield from self._block_dicts(block)
 
-    def annotate_entry(self, name: str, key: str, values, present: np.ndarray | None = None) -> None:
+    def annotate_entry(self, name: str, key: str, values: EntryValues, present: np.ndarray | None = None) -> None:
         """Merge one entry into the dict-valued field ``name`` of the records (``energy_j`` =
         ``{boundary: J}``): row ``i`` gets ``name[key] = values[i]`` where ``present[i]`` (every row
         when ``present`` is None). ``values``: a float array aligned with the rows (NaN is written as
@@ -396,7 +413,7 @@ class RecordSet:
             self.annotate(name, col)
         col.add(key, values, present)
 
-    def entry(self, name: str, key: str) -> tuple[np.ndarray | Any, np.ndarray] | None:
+    def entry(self, name: str, key: str) -> tuple[EntryValues, NDArray[np.bool_]] | None:
         """``(values, present)`` of an ``annotate_entry``-d entry, or None where there is none."""
         col = self._annotations.get(name)
         return col.entries.get(key) if isinstance(col, _Entries) else None
@@ -407,9 +424,9 @@ class _Entries:
 
     def __init__(self, n: int):
         self.n = n
-        self.entries: dict[str, tuple[Any, np.ndarray]] = {}
+        self.entries: dict[str, tuple[EntryValues, NDArray[np.bool_]]] = {}
 
-    def add(self, key: str, values, present: np.ndarray | None) -> None:
+    def add(self, key: str, values: EntryValues, present: np.ndarray | None) -> None:
         if isinstance(values, np.ndarray) and len(values) != self.n:
             raise ValueError(f"entry {key!r}: {len(values)} values for {self.n} records")
         mask = np.ones(self.n, dtype=bool) if present is None else np.asarray(present, dtype=bool)
@@ -420,8 +437,8 @@ class _Entries:
     def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, i: int) -> dict | None:
-        out = {}
+    def __getitem__(self, i: int) -> dict[str, float | str | None] | None:
+        out: dict[str, float | str | None] = {}
         for key, (values, mask) in self.entries.items():
             if mask[i]:
                 if isinstance(values, np.ndarray):
@@ -432,7 +449,7 @@ class _Entries:
         return out or None
 
 
-def _json_default(o):
+def _json_default(o: object) -> int | float | dict[str, Any]:
     if isinstance(o, (np.integer,)):
         return int(o)
     if isinstance(o, (np.floating,)):
@@ -442,7 +459,7 @@ def _json_default(o):
     raise TypeError(f"{type(o).__name__} is not JSON serialisable")
 
 
-def _write_through(f, data) -> None:
+def _write_through(f: BinaryIO, data: bytes | memoryview) -> None:
     """All of ``data`` to ``f`` (an unbuffered file may take it in parts)."""
     view = memoryview(data)
     while view:
@@ -450,7 +467,7 @@ def _write_through(f, data) -> None:
         view = view[n if n is not None else len(view):]
 
 
-def _cleanup(path: str | None, handles: list, remove: bool) -> None:
+def _cleanup(path: str | None, handles: list[BinaryIO], remove: bool) -> None:
     for h in handles:
         try:
             h.close()
@@ -460,7 +477,7 @@ def _cleanup(path: str | None, handles: list, remove: bool) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def as_record_set(records) -> RecordSet:
+def as_record_set(records: RecordSet | Iterable[RequestRecord | Mapping[str, Any]]) -> RecordSet:
     """``records`` as a ``RecordSet`` (a set is returned as is; a list or iterable is copied in)."""
     return records if isinstance(records, RecordSet) else RecordSet.from_records(records)
 

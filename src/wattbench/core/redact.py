@@ -48,10 +48,12 @@ import json
 import re
 import shlex
 import urllib.parse
-from typing import Iterable
+from typing import Any, BinaryIO, Iterable, Iterator, TextIO, TypeVar, cast, overload
 from urllib.parse import urlsplit, urlunsplit
 
 from wattbench.core.safe_text import stream as terminal_safe
+
+_T = TypeVar("_T")
 
 __all__ = ["BasicCredential", "split_url_credentials", "redact_url", "redact_headers", "redact_text",
            "authorization", "combine_credentials", "secret_forms", "is_secret_header", "redact_argv",
@@ -533,7 +535,13 @@ class Scrubber:
             return any(p in data for p in self._bprobes)
         return any(p in data for p in self._probes)
 
-    def text(self, text):
+    @overload
+    def text(self, text: str) -> str: ...
+
+    @overload
+    def text(self, text: _T) -> _T: ...
+
+    def text(self, text: object) -> object:
         """``text`` with every form of every secret replaced by ``***`` (non-strings unchanged)."""
         if not self._forms or not text or not isinstance(text, str):
             return text
@@ -558,7 +566,7 @@ class Scrubber:
         if not self.found_in(text):
             return text
 
-        def one(m: re.Match) -> str:
+        def one(m: re.Match[str]) -> str:
             lit = m.group(0)
             if not self.found_in(lit):
                 return lit
@@ -571,16 +579,17 @@ class Scrubber:
 
         return _JSON_STRING.sub(one, text)
 
-    def obj(self, o):
+    def obj(self, o: _T) -> _T:
         """A copy of nested dicts/lists/tuples with every string scrubbed (keys too)."""
         if not self._forms:
             return o
+        # each copy has the type of what it copies (a str, dict, list or tuple of scrubbed values)
         if isinstance(o, str):
-            return self.text(o)
+            return cast(_T, self.text(o))
         if isinstance(o, dict):
-            return {self.text(k) if isinstance(k, str) else k: self.obj(v) for k, v in o.items()}
+            return cast(_T, {self.text(k) if isinstance(k, str) else k: self.obj(v) for k, v in o.items()})
         if isinstance(o, (list, tuple)):
-            return type(o)(self.obj(v) for v in o)
+            return cast(_T, type(o)(self.obj(v) for v in o))
         return o
 
 
@@ -599,8 +608,16 @@ def registered() -> Scrubber:
     return _REGISTERED
 
 
-def scrub(text):
-    """``text`` without any registered secret."""
+@overload
+def scrub(text: str) -> str: ...
+
+
+@overload
+def scrub(text: _T) -> _T: ...
+
+
+def scrub(text: object) -> object:
+    """``text`` without any registered secret (non-strings unchanged)."""
     return _REGISTERED.text(text)
 
 
@@ -608,7 +625,7 @@ class _ScrubbingStream:
     """A text stream whose ``write`` removes ``scrubber``'s secrets; everything else is the
     wrapped stream's (``isatty``, ``fileno``, ``encoding`` …). Its ``buffer`` scrubs bytes too."""
 
-    def __init__(self, raw, scrubber: Scrubber):
+    def __init__(self, raw: TextIO, scrubber: Scrubber):
         self._raw = raw
         self._scrubber = scrubber
         try:
@@ -616,44 +633,44 @@ class _ScrubbingStream:
         except (AttributeError, ValueError, OSError):
             self._tty = False
 
-    def write(self, s):
+    def write(self, s: str) -> int:
         if isinstance(s, str):
             if self._scrubber:
                 s = self._scrubber.text(s)
             s = terminal_safe(s, self._tty)  # no control sequence a printer never writes (core/safe_text.py)
         return self._raw.write(s)
 
-    def writelines(self, lines):
+    def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
             self.write(line)
 
     @property
-    def buffer(self):
+    def buffer(self) -> _ScrubbingBuffer | None:
         raw = getattr(self._raw, "buffer", None)
         return _ScrubbingBuffer(raw, self._scrubber, self._tty) if raw is not None else None
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:  # the wrapped stream's
         return getattr(self._raw, name)
 
 
 class _ScrubbingBuffer:
-    def __init__(self, raw, scrubber: Scrubber, tty: bool = False):
+    def __init__(self, raw: BinaryIO, scrubber: Scrubber, tty: bool = False):
         self._raw = raw
         self._scrubber = scrubber
         self._tty = tty
 
-    def write(self, b):
+    def write(self, b: bytes) -> int:
         b = self._scrubber.bytes(b) if self._scrubber else b
         text = bytes(b).decode("utf-8", "surrogateescape")
         safe = terminal_safe(text, self._tty)
         return self._raw.write(b if safe is text else safe.encode("utf-8", "surrogateescape"))
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:  # the wrapped stream's
         return getattr(self._raw, name)
 
 
 @contextlib.contextmanager
-def guard_std_streams(scrubber: Scrubber | None = None):
+def guard_std_streams(scrubber: Scrubber | None = None) -> Iterator[None]:
     """``sys.stdout`` and ``sys.stderr`` scrub ``scrubber``'s secrets (None: the process's, which
     ``register_secrets`` adds to) while the block runs (the CLI's whole command: tables,
     ``--json``, error lines, even a traceback). A secret added while the block runs is scrubbed
