@@ -1,0 +1,180 @@
+"""Text and tables of ``wattbench history``: the run list, one run, its tag and baseline lines, a
+configuration's run-to-run noise and the import lines. Renderers only: the store decides, this
+words it; result-file text is shown as text (``core.safe_text.term``), never as markup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from wattbench.core.numbers import fmt
+from wattbench.core.safe_text import term
+from wattbench.report.comparison import noise_lines
+
+# At this terminal width and more, ``history list`` shows the date, model and engine (where they
+# fit on one line).
+WIDE_COLUMNS = 120
+
+
+def fold_parts(text: str, width: int, sep: str = " · ") -> list[str]:
+    """A ``describe`` line folded at its `` · `` separators to ``width`` columns (the lines after the
+    first indented by four); a part longer than the width stays whole on its own line."""
+    lines: list[str] = []
+    for part in text.split(sep):
+        if lines and len(lines[-1]) + len(sep) + len(part) <= width:
+            lines[-1] += sep + part
+        else:
+            lines.append(part if not lines else "    " + part)
+    return lines
+
+
+def headline_cell(summary: dict | None) -> str:
+    """``c=8 2,067 node``: the headline level, its figure per kW (goodput per kW under an SLO,
+    marked ``goodput``) and its boundary (``host, estimate`` where the figure is not measured);
+    ``—`` for a run registered without one."""
+    h = (summary or {}).get("headline")
+    if not isinstance(h, dict):
+        return "—"
+    if h.get("boundary") is None or h.get("value") is None:
+        return f"{h.get('level') or '?'} no energy"
+    where = str(h["boundary"]) + (f", {h['label']}" if h.get("label") and h.get("label") != "measured" else "")
+    kind = " goodput" if h.get("name") == "goodput_per_kw" else ""
+    return f"{h.get('level') or '?'} {fmt(h['value'])}{kind} {where}"
+
+
+def no_runs_line(filtered: bool) -> str:
+    """What ``history list`` says when no run is listed (``filtered``: a filter was given)."""
+    return "no runs registered" + (" matching the filters" if filtered else "")
+
+
+def runs_table(runs: list, width_cols: int) -> Table:
+    """``history list``'s table of runs (``results.store.RunRecord``, at least one) for a terminal
+    ``width_cols`` wide: run id, (created, kind, model, engine,) target, configuration, headline,
+    verdict (and tags)."""
+    wide = width_cols >= WIDE_COLUMNS  # the date, model and engine only where they fit on one line
+    t = Table(show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    # a run id is never cut (two runs of one minute differ only in its last characters; it
+    # starts with the date and time), a target or a verdict: the headline folds, the tags give way
+    t.add_column("run id", no_wrap=True, min_width=max(len(term(r.run_id)) for r in runs))
+    if wide:
+        t.add_column("created", no_wrap=True, min_width=16)
+    if any(r.kind != "run" for r in runs):
+        t.add_column("kind", no_wrap=True, min_width=max(4, *(len(r.kind) for r in runs)))
+    if wide:
+        t.add_column("model", no_wrap=True, overflow="ellipsis", max_width=28, min_width=8)
+        t.add_column("engine", no_wrap=True, overflow="ellipsis", max_width=24)
+    t.add_column("target", no_wrap=True, overflow="ellipsis",
+                 min_width=min(28, max(6, *(len(r.target or "—") for r in runs))))
+    t.add_column("config", no_wrap=True, overflow="ellipsis", min_width=8, max_width=24)
+    t.add_column("tok/s/kW", overflow="fold", min_width=12)
+    t.add_column("verdict", no_wrap=True, min_width=7)
+    tagged = any(r.tags or r.baselines for r in runs)
+    if tagged:
+        t.add_column("tags", no_wrap=True, overflow="ellipsis", max_width=20, min_width=4)
+    for r in runs:
+        cells = [r.run_id]
+        if wide:
+            cells.append((r.created_at or "")[:16].replace("T", " "))
+        if any(x.kind != "run" for x in runs):
+            cells.append(r.kind)
+        if wide:
+            cells += [r.model or "—", f"{r.engine or '—'} {r.engine_version or ''}".strip()]
+        cells += [r.target or "—", r.config_label or (r.config_id or "")[:8] or "—", headline_cell(r.summary),
+                  r.verdict or "—"]
+        if tagged:
+            cells.append(",".join(r.tags + [f"baseline:{b}" for b in r.baselines]) or "—")
+        # from result files: shown as text (``[/x]`` is no markup), control characters escaped, capped
+        t.add_row(*(Text(term(c)) for c in cells))
+    return t
+
+
+def run_lines(rec: Any) -> list[str]:
+    """``history show``'s lines for one run (``results.store.RunRecord``): id, kind, status and
+    verdict, then path, dates, model, engine, GPU, boundaries, tags, target, configuration and the
+    summary fields. Plain text, to be printed without markup."""
+    out = [f"{term(rec.run_id)} ({rec.kind}) {rec.status or ''} verdict {rec.verdict or '—'}",
+           f"  path      {rec.path}",
+           f"  created   {rec.created_at}",
+           f"  model     {term(rec.model or '—')}  engine {term(rec.engine or '—')} {term(rec.engine_version or '')}",
+           f"  gpu       {rec.gpu or '—'}  boundaries {', '.join(rec.boundaries) or '—'}"]
+    if rec.tags or rec.baselines:
+        out.append(f"  tags      {term(', '.join(rec.tags)) or '—'}  baselines {', '.join(rec.baselines) or '—'}")
+    if rec.target or rec.config_id:
+        out.append(f"  target    {term(rec.target or '—')}  config {term(rec.config_label or '—')} "
+                   f"(key {rec.config_id or '—'})")
+    for k, v in (rec.summary or {}).items():
+        out.append(f"  {term(k):<9} {headline_cell(rec.summary) if k == 'headline' else term(v, 2000)}")
+    return out
+
+
+def levels_table(rec: Any) -> Table | None:
+    """``history show``'s per-level table (throughput, latency, power and energy per token at the
+    registered boundary; the verdict only where one is not valid); None for a run without levels."""
+    if not rec.levels:
+        return None
+    bnds = sorted({lv["boundary"] for lv in rec.levels if lv["boundary"]})
+    t = Table(title=f"per level, energy at {', '.join(bnds) or '—'} (latency in ms)", title_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("level", no_wrap=True)
+    for col in ("tok/s", "TTFT p99", "TPOT p99", "W", "J/tok", "tok/s/kW"):
+        t.add_column(col, justify="right", no_wrap=True)
+    show_verdict = any(lv["verdict"] != "valid" for lv in rec.levels)  # narrow tables when all valid
+    if show_verdict:
+        t.add_column("verdict", no_wrap=True)
+    for lv in rec.levels:
+        cells = [term(lv["label"]), fmt(lv["output_tokens_per_s"]), fmt(lv["ttft_p99_ms"]),
+                 fmt(lv["tpot_p99_ms"]), fmt(lv["avg_power_w"]), fmt(lv["j_per_output_token"]),
+                 fmt(lv["output_tokens_per_s_per_kw"])]
+        t.add_row(*cells, *([lv["verdict"] or "—"] if show_verdict else []))
+    return t
+
+
+def baseline_lines(baselines: dict[str, str]) -> list[str]:
+    """``history baseline``'s lines: ``NAME -> RUN`` each, or that none is set."""
+    if not baselines:
+        return ["no baselines set"]
+    return [f"{k} -> {v}" for k, v in baselines.items()]
+
+
+def noise_data(rows: list) -> list[dict]:
+    """``history noise --json``: each configuration's spread (``results.store_noise.Spread``) with
+    one more run's relative half-width (None where the spread cannot bound it)."""
+    out = []
+    for sp in rows:
+        d = sp.to_dict()
+        fn = sp.noise()
+        d["one_more_run_rel_half_width"] = fn.rel_half_width if fn else None
+        out.append(d)
+    return out
+
+
+def no_noise_line(min_runs: int, filtered: bool) -> str:
+    """What ``history noise`` says when no configuration has ``min_runs`` complete runs."""
+    return (f"no configuration measured by {min_runs}+ complete runs"
+            + (" matching the filters" if filtered else "")
+            + ": repeat a run (or `wattbench history import DIR` older ones) to see its spread")
+
+
+def noise_text_lines(rows: list, width_cols: int) -> list[str]:
+    """``history noise``'s lines for a terminal ``width_cols`` wide: each configuration's
+    ``report.comparison.noise_lines``, its first line (the configuration) folded to the width."""
+    out: list[str] = []
+    for sp in rows:
+        lines = noise_lines(sp)
+        out += fold_parts(lines[0], width_cols) + lines[1:]
+    return out
+
+
+def import_lines(recs: list, problems: list[str]) -> list[tuple[str, bool]]:
+    """``history import``'s lines in the order they are printed, each with whether it goes to
+    stderr: each run imported with its notes, each directory skipped and why (stderr), the count."""
+    out: list[tuple[str, bool]] = []
+    for r in recs:
+        out.append((f"imported {r.run_id}  {r.path}", False))
+        out += [(f"  note: {n}", False) for n in r.notes]
+    out += [(f"skipped: {p}", True) for p in problems]
+    out.append((f"{len(recs)} run(s) imported, {len(problems)} skipped", False))
+    return out
