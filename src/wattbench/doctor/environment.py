@@ -11,6 +11,7 @@ import importlib.metadata
 import importlib.util
 import platform
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -138,17 +139,25 @@ def _gpu_checks(nv: Any, facts: dict) -> tuple[list[Check], dict]:
     return out, facts
 
 
-def _one_gpu(nv: Any, n: _Nv, i: int) -> list[Check]:
-    h = nv.nvmlDeviceGetHandleByIndex(i)
-    ok, name = n.get("nvmlDeviceGetName", h)
-    label = f"gpu{i}" + (f" ({_text(name)})" if ok else "")
-    p = f"env.gpu{i}"
-    out: list[Check] = []
+@dataclass(frozen=True)
+class _Gpu:
+    """One board as its checks see it: the NVML module, the call wrapper, its handle and index, the
+    label its checks name it by (``gpu0 (NVIDIA H200)``) and their id prefix (``env.gpu0``)."""
 
-    # power limits (mW)
-    ok_e, enforced = n.get("nvmlDeviceGetEnforcedPowerLimit", h)
-    ok_def, default = n.get("nvmlDeviceGetPowerManagementDefaultLimit", h)
-    ok_l, limit = n.get("nvmlDeviceGetPowerManagementLimit", h)
+    nv: Any
+    n: _Nv
+    h: Any
+    i: int
+    label: str
+    p: str
+
+
+def _power_limit_check(g: _Gpu) -> Check:
+    """The enforced power limit (mW) against the board's default: a warning when capped below it,
+    with the likely cause (``nvidia-smi -pl`` or another constraint)."""
+    ok_e, enforced = g.n.get("nvmlDeviceGetEnforcedPowerLimit", g.h)
+    ok_def, default = g.n.get("nvmlDeviceGetPowerManagementDefaultLimit", g.h)
+    ok_l, limit = g.n.get("nvmlDeviceGetPowerManagementLimit", g.h)
     if ok_e and ok_def:
         e_w, d_w = enforced / 1000.0, default / 1000.0
         l_w = limit / 1000.0 if ok_l else None
@@ -156,106 +165,120 @@ def _one_gpu(nv: Any, n: _Nv, i: int) -> list[Check]:
         if e_w < d_w:
             cause = ("set below the default with nvidia-smi -pl" if l_w is not None and l_w < d_w
                      else "held below the default by another constraint (chassis, PSU, board policy)")
-            out.append(Check(f"{p}.power_limit", G, "warn",
-                             f"{label}: power capped at {e_w:.0f} W, below its default {d_w:.0f} W ({cause})",
-                             f"if unintended, restore with `sudo nvidia-smi -i {i} -pl {d_w:.0f}`; if intended, "
-                             "keep it and compare only with runs at the same cap (wattbench never changes it)",
-                             data))
-        else:
-            out.append(Check(f"{p}.power_limit", G, "pass",
-                             f"{label}: power limit {e_w:.0f} W (default {d_w:.0f} W)", data=data))
-    else:
-        out.append(Check(f"{p}.power_limit", G, "skip", f"{label}: power limit not readable "
-                         f"({enforced if not ok_e else default})"))
+            return Check(f"{g.p}.power_limit", G, "warn",
+                         f"{g.label}: power capped at {e_w:.0f} W, below its default {d_w:.0f} W ({cause})",
+                         f"if unintended, restore with `sudo nvidia-smi -i {g.i} -pl {d_w:.0f}`; if intended, "
+                         "keep it and compare only with runs at the same cap (wattbench never changes it)",
+                         data)
+        return Check(f"{g.p}.power_limit", G, "pass",
+                     f"{g.label}: power limit {e_w:.0f} W (default {d_w:.0f} W)", data=data)
+    return Check(f"{g.p}.power_limit", G, "skip", f"{g.label}: power limit not readable "
+                 f"({enforced if not ok_e else default})")
 
-    # persistence mode
-    ok, pm = n.get("nvmlDeviceGetPersistenceMode", h)
+
+def _persistence_check(g: _Gpu) -> Check:
+    """Persistence mode: a warning when off (the driver may unload between processes)."""
+    ok, pm = g.n.get("nvmlDeviceGetPersistenceMode", g.h)
     if not ok:
-        out.append(Check(f"{p}.persistence", G, "skip", f"{label}: persistence mode not readable ({pm})"))
-    elif int(pm) == _const(nv, "NVML_FEATURE_ENABLED", 1):
-        out.append(Check(f"{p}.persistence", G, "pass", f"{label}: persistence mode on"))
-    else:
-        out.append(Check(f"{p}.persistence", G, "warn",
-                         f"{label}: persistence mode off: the driver may unload between processes, so the first "
-                         "request after idle pays initialisation and idle power is not stable",
-                         f"`sudo nvidia-smi -i {i} -pm 1` (or run nvidia-persistenced)"))
+        return Check(f"{g.p}.persistence", G, "skip", f"{g.label}: persistence mode not readable ({pm})")
+    if int(pm) == _const(g.nv, "NVML_FEATURE_ENABLED", 1):
+        return Check(f"{g.p}.persistence", G, "pass", f"{g.label}: persistence mode on")
+    return Check(f"{g.p}.persistence", G, "warn",
+                 f"{g.label}: persistence mode off: the driver may unload between processes, so the first "
+                 "request after idle pays initialisation and idle power is not stable",
+                 f"`sudo nvidia-smi -i {g.i} -pm 1` (or run nvidia-persistenced)")
 
-    # clocks and clock event reasons
-    sm = _const(nv, "NVML_CLOCK_SM", 1)
-    ok_c, cur = n.get("nvmlDeviceGetClockInfo", h, sm)
-    ok_m, mx = n.get("nvmlDeviceGetMaxClockInfo", h, sm)
-    fn = "nvmlDeviceGetCurrentClocksEventReasons" if hasattr(nv, "nvmlDeviceGetCurrentClocksEventReasons") \
+
+def _clocks_check(g: _Gpu) -> Check:
+    """The SM clock and the clock event reasons: a warning when one that distorts measurements
+    (power cap, thermal or power brake slowdown) is active."""
+    sm = _const(g.nv, "NVML_CLOCK_SM", 1)
+    ok_c, cur = g.n.get("nvmlDeviceGetClockInfo", g.h, sm)
+    ok_m, mx = g.n.get("nvmlDeviceGetMaxClockInfo", g.h, sm)
+    fn = "nvmlDeviceGetCurrentClocksEventReasons" if hasattr(g.nv, "nvmlDeviceGetCurrentClocksEventReasons") \
         else "nvmlDeviceGetCurrentClocksThrottleReasons"
-    ok_r, mask = n.get(fn, h)
+    ok_r, mask = g.n.get(fn, g.h)
     clocks = (f"SM {cur} MHz" if ok_c else "SM clock unknown") + (f" of max {mx} MHz" if ok_m else "")
     if not ok_r:
-        out.append(Check(f"{p}.clocks", G, "skip", f"{label}: {clocks}; clock event reasons not readable ({mask})"))
-    else:
-        active = decode_clock_events(int(mask))
-        data = {"sm_clock_mhz": cur if ok_c else None, "max_sm_clock_mhz": mx if ok_m else None,
-                "clock_event_reasons": int(mask), "active": [a[1] for a in active]}
-        slow = [a for a in active if a[3]]
-        if slow:
-            out.append(Check(f"{p}.clocks", G, "warn",
-                             f"{label}: {clocks}; slowing down: " + "; ".join(f"{a[1]}: {a[2]}" for a in slow),
-                             "check cooling and airflow (thermal), the power limit and PSU/chassis policy (power); "
-                             "results measured while slowed down are flagged by wattbench's validity checks",
-                             data))
-        else:
-            why = "; ".join(f"{a[1]}: {a[2]}" for a in active) or "no clock event reason active"
-            out.append(Check(f"{p}.clocks", G, "pass", f"{label}: {clocks}; {why}", data=data))
+        return Check(f"{g.p}.clocks", G, "skip", f"{g.label}: {clocks}; clock event reasons not readable ({mask})")
+    active = decode_clock_events(int(mask))
+    data = {"sm_clock_mhz": cur if ok_c else None, "max_sm_clock_mhz": mx if ok_m else None,
+            "clock_event_reasons": int(mask), "active": [a[1] for a in active]}
+    slow = [a for a in active if a[3]]
+    if slow:
+        return Check(f"{g.p}.clocks", G, "warn",
+                     f"{g.label}: {clocks}; slowing down: " + "; ".join(f"{a[1]}: {a[2]}" for a in slow),
+                     "check cooling and airflow (thermal), the power limit and PSU/chassis policy (power); "
+                     "results measured while slowed down are flagged by wattbench's validity checks",
+                     data)
+    why = "; ".join(f"{a[1]}: {a[2]}" for a in active) or "no clock event reason active"
+    return Check(f"{g.p}.clocks", G, "pass", f"{g.label}: {clocks}; {why}", data=data)
 
-    # temperature
-    ok_t, temp = n.get("nvmlDeviceGetTemperature", h, _const(nv, "NVML_TEMPERATURE_GPU", 0))
-    ok_s, slowdown = n.get("nvmlDeviceGetTemperatureThreshold", h,
-                           _const(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1))
+
+def _temperature_check(g: _Gpu) -> Check:
+    """The GPU temperature against its slowdown threshold less ``TEMP_MARGIN_C`` (or
+    ``DEFAULT_TEMP_WARN_C`` where the board reports none): a warning at or above it."""
+    ok_t, temp = g.n.get("nvmlDeviceGetTemperature", g.h, _const(g.nv, "NVML_TEMPERATURE_GPU", 0))
+    ok_s, slowdown = g.n.get("nvmlDeviceGetTemperatureThreshold", g.h,
+                             _const(g.nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1))
     if not ok_t:
-        out.append(Check(f"{p}.temperature", G, "skip", f"{label}: temperature not readable ({temp})"))
-    else:
-        warn_at = (int(slowdown) - TEMP_MARGIN_C) if ok_s else DEFAULT_TEMP_WARN_C
-        ref = f"slowdown threshold {int(slowdown)} C" if ok_s else f"no threshold reported; warning at {warn_at} C"
-        data = {"temperature_c": int(temp), "slowdown_c": int(slowdown) if ok_s else None}
-        if int(temp) >= warn_at:
-            out.append(Check(f"{p}.temperature", G, "warn", f"{label}: {int(temp)} C, close to its limit ({ref})",
-                             "check fans, airflow and inlet temperature before measuring; a hot GPU throttles", data))
-        else:
-            out.append(Check(f"{p}.temperature", G, "pass", f"{label}: {int(temp)} C ({ref})", data=data))
+        return Check(f"{g.p}.temperature", G, "skip", f"{g.label}: temperature not readable ({temp})")
+    warn_at = (int(slowdown) - TEMP_MARGIN_C) if ok_s else DEFAULT_TEMP_WARN_C
+    ref = f"slowdown threshold {int(slowdown)} C" if ok_s else f"no threshold reported; warning at {warn_at} C"
+    data = {"temperature_c": int(temp), "slowdown_c": int(slowdown) if ok_s else None}
+    if int(temp) >= warn_at:
+        return Check(f"{g.p}.temperature", G, "warn", f"{g.label}: {int(temp)} C, close to its limit ({ref})",
+                     "check fans, airflow and inlet temperature before measuring; a hot GPU throttles", data)
+    return Check(f"{g.p}.temperature", G, "pass", f"{g.label}: {int(temp)} C ({ref})", data=data)
 
-    # ECC
-    ok_mode, mode = n.get("nvmlDeviceGetEccMode", h)
+
+def _ecc_check(g: _Gpu) -> Check:
+    """ECC: a failure for an uncorrected error since the driver loaded, a warning for a pending row
+    remapping or lifetime uncorrected errors; a pass when ECC is off or clean."""
+    ok_mode, mode = g.n.get("nvmlDeviceGetEccMode", g.h)
     if not ok_mode:
-        out.append(Check(f"{p}.ecc", G, "skip", f"{label}: ECC not supported or not readable ({mode})"))
-    else:
-        current = int(mode[0]) if isinstance(mode, (tuple, list)) else int(mode)
-        unc = _const(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
-        ok_v, vol = n.get("nvmlDeviceGetTotalEccErrors", h, unc, _const(nv, "NVML_VOLATILE_ECC", 0))
-        ok_a, agg = n.get("nvmlDeviceGetTotalEccErrors", h, unc, _const(nv, "NVML_AGGREGATE_ECC", 1))
-        ok_rr, rows = n.get("nvmlDeviceGetRemappedRows", h)
-        data = {"ecc_enabled": bool(current), "volatile_uncorrected": int(vol) if ok_v else None,
-                "aggregate_uncorrected": int(agg) if ok_a else None}
-        pending = False
-        if ok_rr and isinstance(rows, (tuple, list)) and len(rows) >= 3:
-            data["remapped_rows"] = {"correctable": int(rows[0]), "uncorrectable": int(rows[1]),
-                                     "pending": bool(rows[2]), "failure": bool(rows[3]) if len(rows) > 3 else None}
-            pending = bool(rows[2]) or bool(rows[3] if len(rows) > 3 else False)
-        if not current:
-            out.append(Check(f"{p}.ecc", G, "pass", f"{label}: ECC disabled", data=data))
-        elif ok_v and int(vol) > 0:
-            out.append(Check(f"{p}.ecc", G, "fail",
-                             f"{label}: {int(vol)} uncorrected ECC error(s) since the driver loaded",
-                             "stop using this GPU for measurements: drain it, reset it (`nvidia-smi -r` when idle) or "
-                             "reboot; if errors return, open an RMA", data))
-        elif pending:
-            out.append(Check(f"{p}.ecc", G, "warn", f"{label}: a memory row remapping is pending",
-                             "reset the GPU when it is idle (`nvidia-smi -r`) or reboot to apply it", data))
-        elif ok_a and int(agg) > 0:
-            out.append(Check(f"{p}.ecc", G, "warn",
-                             f"{label}: {int(agg)} uncorrected ECC error(s) in its lifetime, none since the driver loaded",
-                             "watch `nvidia-smi -q -d ECC,ROW_REMAPPER`; recurring errors mean the board is failing",
-                             data))
-        else:
-            out.append(Check(f"{p}.ecc", G, "pass", f"{label}: ECC on, no uncorrected errors", data=data))
-    return out
+        return Check(f"{g.p}.ecc", G, "skip", f"{g.label}: ECC not supported or not readable ({mode})")
+    current = int(mode[0]) if isinstance(mode, (tuple, list)) else int(mode)
+    unc = _const(g.nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+    ok_v, vol = g.n.get("nvmlDeviceGetTotalEccErrors", g.h, unc, _const(g.nv, "NVML_VOLATILE_ECC", 0))
+    ok_a, agg = g.n.get("nvmlDeviceGetTotalEccErrors", g.h, unc, _const(g.nv, "NVML_AGGREGATE_ECC", 1))
+    ok_rr, rows = g.n.get("nvmlDeviceGetRemappedRows", g.h)
+    data = {"ecc_enabled": bool(current), "volatile_uncorrected": int(vol) if ok_v else None,
+            "aggregate_uncorrected": int(agg) if ok_a else None}
+    pending = False
+    if ok_rr and isinstance(rows, (tuple, list)) and len(rows) >= 3:
+        data["remapped_rows"] = {"correctable": int(rows[0]), "uncorrectable": int(rows[1]),
+                                 "pending": bool(rows[2]), "failure": bool(rows[3]) if len(rows) > 3 else None}
+        pending = bool(rows[2]) or bool(rows[3] if len(rows) > 3 else False)
+    if not current:
+        return Check(f"{g.p}.ecc", G, "pass", f"{g.label}: ECC disabled", data=data)
+    if ok_v and int(vol) > 0:
+        return Check(f"{g.p}.ecc", G, "fail",
+                     f"{g.label}: {int(vol)} uncorrected ECC error(s) since the driver loaded",
+                     "stop using this GPU for measurements: drain it, reset it (`nvidia-smi -r` when idle) or "
+                     "reboot; if errors return, open an RMA", data)
+    if pending:
+        return Check(f"{g.p}.ecc", G, "warn", f"{g.label}: a memory row remapping is pending",
+                     "reset the GPU when it is idle (`nvidia-smi -r`) or reboot to apply it", data)
+    if ok_a and int(agg) > 0:
+        return Check(f"{g.p}.ecc", G, "warn",
+                     f"{g.label}: {int(agg)} uncorrected ECC error(s) in its lifetime, none since the driver loaded",
+                     "watch `nvidia-smi -q -d ECC,ROW_REMAPPER`; recurring errors mean the board is failing",
+                     data)
+    return Check(f"{g.p}.ecc", G, "pass", f"{g.label}: ECC on, no uncorrected errors", data=data)
+
+
+# The checks of one board, in the order doctor lists them.
+GPU_CHECKS: tuple[Callable[[_Gpu], Check], ...] = (
+    _power_limit_check, _persistence_check, _clocks_check, _temperature_check, _ecc_check)
+
+
+def _one_gpu(nv: Any, n: _Nv, i: int) -> list[Check]:
+    """Every check of GPU ``i`` (``GPU_CHECKS``), each one ``Check``."""
+    h = nv.nvmlDeviceGetHandleByIndex(i)
+    ok, name = n.get("nvmlDeviceGetName", h)
+    g = _Gpu(nv, n, h, i, f"gpu{i}" + (f" ({_text(name)})" if ok else ""), f"env.gpu{i}")
+    return [check(g) for check in GPU_CHECKS]
 
 
 # ------------------------------------------------------------------------------------ software
