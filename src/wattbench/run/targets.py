@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from wattbench.config import RunConfig
 from wattbench.engines import launch
+from wattbench.engines.base import Engine
 from wattbench.core.target import TargetSpec
 from wattbench.core.schema import ServerInfo
 from wattbench.run.session import RunSession
@@ -45,9 +46,11 @@ def run_secrets(config: RunConfig) -> list[str]:
     return out
 
 
-def _first_target(session: RunSession, run_dir) -> tuple[str, str | None, ServerInfo | None, str | None, str | None]:
-    """The first target's URL and key; with no ``--target`` an engine launched (and stopped by the
-    session's stack): its server info, the launch plan's model name and tokenizer."""
+def _first_target(session: RunSession, run_dir, engine: Engine | None = None
+                  ) -> tuple[str, str | None, ServerInfo | None, str | None, str | None]:
+    """The first target's URL and key; with no ``--target`` an engine launched (``engine``, else
+    ``--engine``'s; stopped by the session's stack): its server info, the launch plan's model name
+    and tokenizer."""
     cfg = session.config
     key = api_key(cfg)
     if cfg.target:
@@ -56,9 +59,10 @@ def _first_target(session: RunSession, run_dir) -> tuple[str, str | None, Server
         return normalize_base_url(url), key, None, None, cfg.tokenizer
     # an engine that is not installed is one line with nothing written: checked before the progress
     # line says it starts (and before launch() creates run_dir for its server.log)
-    from wattbench.engines import get_engine  # looked up when called (tests script the engine)
+    if engine is None:
+        from wattbench.engines import get_engine  # looked up when called (tests script the engine)
 
-    engine = get_engine(cfg.engine)
+        engine = get_engine(cfg.engine)
     engine.check_installed()
     session.emit("phase", name="engine", message=f"starting the {cfg.engine} engine")
     handle = session.stack.enter_context(launch(engine=engine, model=cfg.engine_model, device=cfg.device,
@@ -77,10 +81,11 @@ def _spec(cfg: RunConfig, url: str, model: str, key: str | None, server: ServerI
     return t
 
 
-def resolve_targets(session: RunSession, run_dir) -> Targets:
-    """Check every target (the model answers, the server is detected) before anything is written."""
+def resolve_targets(session: RunSession, run_dir, engine: Engine | None = None) -> Targets:
+    """Check every target (the model answers, the server is detected) before anything is written.
+    ``engine``: the engine to launch when no ``--target`` is given (None: ``--engine``'s)."""
     cfg = session.config
-    base_url, key, launched_info, launched_model, tokenizer = _first_target(session, run_dir)
+    base_url, key, launched_info, launched_model, tokenizer = _first_target(session, run_dir, engine)
     redirects: list[str] = []  # same-host redirects followed (another host is refused: core/origin.py)
     model, models = asyncio.run(check_target(base_url, key, cfg.model, launched_model=launched_model,
                                              redirects=redirects))
