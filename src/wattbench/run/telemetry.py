@@ -54,9 +54,10 @@ class ClusterTelemetry:
         self.stop()
 
 
-def start_telemetry(session: RunSession) -> list[str]:
+def start_telemetry(session: RunSession, sensors: list | None = None) -> list[str]:
     """Start sampling (``session.sampler`` stays ``None`` when no channel reads); the sensor problems.
-    With ``--ray`` the cluster starts here too (``session.cluster``)."""
+    ``sensors``: the sensors to sample (None: ``open_sensors``, from the config). With ``--ray`` the
+    cluster starts here too (``session.cluster``)."""
     cfg = session.config
     if cfg.ray:
         from wattbench.distributed.run import RayCluster  # lazy: Ray, only with --ray
@@ -71,7 +72,9 @@ def start_telemetry(session: RunSession) -> list[str]:
         if sampler.channels:
             session.sampler = sampler
         return problems
-    sensors, problems = open_sensors(cfg)
+    problems: list[str] = []
+    if sensors is None:
+        sensors, problems = open_sensors(cfg)
     if not sensors:
         return problems
     sampler = Sampler(sensors, interval_s=cfg.sample_interval_s)
