@@ -1,0 +1,178 @@
+"""``run/analyses.py``: the trials' mean and CI, and the run-level analyses filled from given levels —
+the Pareto frontiers and the prefill/decode regression with its cross-check. Ground truth: levels
+made with known figures (``results_factory``), and a telemetry log and ``/metrics`` counters built
+from a known energy model (``E = idle·t + e_p·prefill + e_d·decode`` per interval)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from tests.fakes.results_factory import make_level, make_result
+from tests.fakes.scripted_sensor import build_log, counter_channel
+from wattbench.accounting.attribution import isolating_pair
+from wattbench.config import RunConfig
+from wattbench.core.clock import ClockAnchor
+from wattbench.core.schema import PrefillDecode
+from wattbench.metrics.slo import parse_slos
+from wattbench.run.analyses import run_analyses, trials_block
+from wattbench.run.session import RunSession
+from wattbench.server.metrics import MetricsScraper
+from wattbench.telemetry.base import TelemetryLog
+
+T_975_2 = 4.302652729911275  # Student t, 97.5th percentile, 2 degrees of freedom (3 trials)
+IDLE_W, J_PREFILL, J_DECODE = 100.0, 0.002, 0.05  # the energy model the regression must recover
+N_INTERVALS = 40  # 1 s each, from t = 1 s (the made levels' windows start there)
+
+
+@dataclass
+class FinishedSampler:
+    """What the analyses read of a sampler: its telemetry log."""
+
+    log: TelemetryLog
+
+
+def _session(tmp_path, levels, **cfg) -> RunSession:
+    cfg.setdefault("target", "http://127.0.0.1:9")
+    s = RunSession(config=RunConfig(**cfg), progress=lambda event, data: None, anchor=ClockAnchor.take(),
+                   run_id="20261202-000000-abcd", stack=contextlib.ExitStack())
+    s.run_dir, s.result = tmp_path, make_result(levels=levels)
+    return s
+
+
+def _ladder(duration_s: float = 60.0):
+    """c=1 and c=8 on the frontier; c=16 less efficient and slower than c=8 (dominated)."""
+    return [make_level(0, value=1, output_tokens_per_s=150.0, power_w=350.0, tpot_p99_ms=20.0, ttft_p99_ms=80.0,
+                       duration_s=duration_s),
+            make_level(1, value=8, output_tokens_per_s=1000.0, power_w=600.0, tpot_p99_ms=30.0, ttft_p99_ms=100.0,
+                       duration_s=duration_s),
+            make_level(2, value=16, output_tokens_per_s=1100.0, power_w=700.0, tpot_p99_ms=45.0, ttft_p99_ms=150.0,
+                       duration_s=duration_s)]
+
+
+def test_trials_give_each_figure_its_mean_and_student_t_interval_boundary_free_figures_once():
+    trials = [make_level(0, value=8, output_tokens_per_s=tok, power_w={"accelerator": 700.0, "node": 1000.0})
+              for tok in (1000.0, 1100.0, 1200.0)]
+    for k, t in enumerate(trials):
+        t.thermal_before = {"max_temp_c": 60.0 + k}
+    tb = trials_block(trials)
+    assert tb["n"] == 3 and tb["confidence"] == 0.95
+    assert tb["thermal_before"] == [{"max_temp_c": 60.0}, {"max_temp_c": 61.0}, {"max_temp_c": 62.0}]
+    f = tb["figures"]
+    acc = f["output_tokens_per_s_per_kw@accelerator"]
+    assert acc["values"] == pytest.approx([1000 / 0.7, 1100 / 0.7, 1200 / 0.7], rel=1e-12)
+    half = T_975_2 * (100 / 0.7) / math.sqrt(3)  # sample sd of 1000, 1100, 1200 is 100
+    assert acc["mean"] == pytest.approx(1100 / 0.7, rel=1e-12) and acc["n"] == 3
+    assert (acc["ci_low"], acc["ci_high"]) == (pytest.approx(1100 / 0.7 - half, rel=1e-9),
+                                               pytest.approx(1100 / 0.7 + half, rel=1e-9))
+    assert f["output_tokens_per_s_per_kw@node"]["mean"] == pytest.approx(1100.0, rel=1e-12)
+    # throughput is the same at every boundary: once, from three trials, not once per boundary
+    assert f["output_tokens_per_s"]["n"] == 3 and f["output_tokens_per_s"]["mean"] == pytest.approx(1100.0)
+    assert "output_tokens_per_s@accelerator" not in f and "output_tokens_per_s@node" not in f
+
+
+def test_the_pareto_frontiers_come_from_the_measured_levels(tmp_path):
+    s = _session(tmp_path, _ladder())
+    run_analyses(s)
+    p = s.result.pareto
+    assert p.boundary == "accelerator"
+    for front, latency in ((p.tpot_p99, "tpot_ms.p99"), (p.ttft_p99, "ttft_ms.p99")):
+        assert front.latency == latency and front.boundary == "accelerator"
+        assert {pt.label for pt in front.frontier} == {"concurrency=1", "concurrency=8"}
+        on = {pt.label: pt.on_frontier for pt in front.points}
+        assert on == {"concurrency=1": True, "concurrency=8": True, "concurrency=16": False}
+        eff = {pt.label: pt.efficiency for pt in front.points}
+        assert eff["concurrency=8"] == pytest.approx(1000.0 / 0.6, rel=1e-12)
+    assert p.goodput_tpot_p99 is None  # goodput only with SLOs
+    assert s.result.prefill_decode is None  # no meter: no regression
+
+
+def test_with_slos_the_goodput_frontier_is_added(tmp_path):
+    s = _session(tmp_path, _ladder())
+    s.slos = parse_slos("tpot_p99=40ms")
+    run_analyses(s)
+    assert s.result.pareto.goodput_tpot_p99 is not None
+    assert s.result.pareto.goodput_tpot_p99.efficiency == "goodput_per_kw"
+
+
+def test_no_levels_or_no_energy_leave_the_analyses_empty(tmp_path):
+    s = _session(tmp_path, [])
+    s.result.levels = []
+    run_analyses(s)
+    assert s.result.pareto is None and s.result.prefill_decode is None
+    lv = make_level(0, value=1)
+    lv.energy = {}
+    s = _session(tmp_path, [lv])
+    run_analyses(s)
+    assert s.result.pareto is None and s.result.prefill_decode is None
+
+
+def _metered(tmp_path, seed: int = 7):
+    """A session whose meter and /metrics counters follow the energy model exactly."""
+    rng = np.random.default_rng(seed)
+    d_prompt = rng.integers(0, 4000, N_INTERVALS).astype(float)
+    d_gen = rng.integers(100, 2000, N_INTERVALS).astype(float)
+    power_w = IDLE_W + J_PREFILL * d_prompt + J_DECODE * d_gen  # each 1 s interval's mean power
+    t_s = np.round(np.arange(0.5, 1.0 + N_INTERVALS + 0.5 + 1e-9, 0.1), 6)
+    energy = np.array([IDLE_W * min(t, 1.0) + sum(power_w[i] * min(max(t - 1.0 - i, 0.0), 1.0)
+                                                   for i in range(N_INTERVALS))
+                       + IDLE_W * max(t - 1.0 - N_INTERVALS, 0.0) for t in t_s])
+    s = _session(tmp_path, _ladder(duration_s=float(N_INTERVALS)))
+    s.sampler = FinishedSampler(build_log((counter_channel("gpu.energy"), t_s, energy)))
+    s.scraper = MetricsScraper("http://127.0.0.1:9", engine="vllm")
+    tl = s.scraper.timeline
+    tl.available = True
+    p = np.concatenate([[0.0], np.cumsum(d_prompt)])
+    g = np.concatenate([[0.0], np.cumsum(d_gen)])
+    tl.scrapes.extend((int((1 + i) * 1e9), {"prompt_tokens": p[i], "generation_tokens": g[i]})
+                      for i in range(N_INTERVALS + 1))
+    return s, d_prompt, d_gen
+
+
+def test_the_prefill_decode_regression_recovers_the_energy_model_from_the_servers_counters(tmp_path):
+    s, d_prompt, d_gen = _metered(tmp_path)
+    run_analyses(s)
+    reg = s.result.prefill_decode.regression
+    assert reg["status"] == "ok" and reg["token_source"] == "server counters" and reg["boundary"] == "accelerator"
+    assert reg["n_intervals"] == N_INTERVALS
+    assert reg["j_per_prefill_token"] == pytest.approx(J_PREFILL, rel=1e-6)
+    assert reg["j_per_decode_token"] == pytest.approx(J_DECODE, rel=1e-6)
+    assert reg["idle_power_w"] == pytest.approx(IDLE_W, rel=1e-6)
+    assert reg["prefill_tokens"] == d_prompt.sum() and reg["decode_tokens"] == d_gen.sum()
+    assert s.result.prefill_decode.cross_check is None  # no isolating pair measured
+
+
+def test_the_regression_is_cross_checked_against_the_isolating_pair(tmp_path):
+    s, _, _ = _metered(tmp_path)
+    # a pair that measured 10% more per prefill token and the model's decode cost
+    pair = isolating_pair({"dynamic_energy_j": 1.1 * J_PREFILL * 50_000 + J_DECODE * 1_000, "input_tokens": 50_000,
+                           "output_tokens": 1_000},
+                          {"dynamic_energy_j": 1.1 * J_PREFILL * 2_000 + J_DECODE * 40_000, "input_tokens": 2_000,
+                           "output_tokens": 40_000})
+    s.result.prefill_decode = PrefillDecode(isolating_pair=pair)
+    run_analyses(s)
+    cc = s.result.prefill_decode.cross_check
+    assert cc["j_per_prefill_token"]["rel_diff"] == pytest.approx(1 / 1.1 - 1, rel=1e-5)
+    assert cc["j_per_decode_token"]["rel_diff"] == pytest.approx(0.0, abs=1e-6)
+    assert s.result.prefill_decode.isolating_pair == pair  # kept as measured
+
+
+def test_a_failed_isolating_pair_is_not_cross_checked(tmp_path):
+    s, _, _ = _metered(tmp_path)
+    s.result.prefill_decode = PrefillDecode(isolating_pair={"error": "the pair did not separate"})
+    run_analyses(s)
+    assert s.result.prefill_decode.regression["status"] == "ok"
+    assert s.result.prefill_decode.cross_check is None
+
+
+def test_a_regression_that_cannot_be_fitted_says_why_and_the_run_goes_on(tmp_path):
+    s, _, _ = _metered(tmp_path)
+    del s.scraper.timeline.scrapes[1:]  # one scrape in the run: no interval to fit
+    run_analyses(s)
+    reg = s.result.prefill_decode.regression
+    assert reg["boundary"] == "accelerator" and "status" not in reg
+    assert "at least two scrapes" in reg["error"]
