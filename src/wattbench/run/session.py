@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from wattbench.distributed.run import RayCluster
     from wattbench.metrics.carbon_series import IntensitySeries
     from wattbench.server.metrics import MetricsScraper
+    from wattbench.telemetry.base import TelemetryLog, TelemetrySource
     from wattbench.telemetry.jsonl import TelemetryWriter
 
 log = logging.getLogger("wattbench.run")
@@ -50,7 +51,7 @@ class RunSession:
     stack: contextlib.ExitStack
     run_dir: Path | None = None
     result: Result | None = None
-    sampler: Any = None  # telemetry.sampler.Sampler, or run.telemetry.ClusterTelemetry with --ray
+    sampler: TelemetrySource | None = None  # telemetry.sampler.Sampler, or run.telemetry.ClusterTelemetry with --ray
     scraper: MetricsScraper | None = None
     cluster: RayCluster | None = None
     telemetry_writer: TelemetryWriter | None = None
@@ -67,7 +68,7 @@ class RunSession:
             log.exception("progress callback failed")
 
     @property
-    def log(self):
+    def log(self) -> TelemetryLog | None:
         """The run's telemetry log, ``None`` without a meter."""
         return self.sampler.log if self.sampler is not None else None
 

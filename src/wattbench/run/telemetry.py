@@ -3,13 +3,20 @@ one sensor actor per node merged on the driver's clock, seen through the sampler
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from wattbench.config import RunConfig
 from wattbench.run.session import RunSession
 from wattbench.telemetry import detect, spec
+from wattbench.telemetry.base import Channel, Sensor, TelemetryLog
 from wattbench.telemetry.sampler import Sampler
 
+if TYPE_CHECKING:
+    from wattbench.core.schema import GPUInfo
+    from wattbench.distributed.run import RayCluster
 
-def open_sensors(config: RunConfig) -> tuple[list, list[str]]:
+
+def open_sensors(config: RunConfig) -> tuple[list[Sensor], list[str]]:
     """Sensors to sample and the problems met while looking for them (each with its fix).
 
     Auto-detection with the embedded engine (which runs on this machine) adds an
@@ -24,33 +31,34 @@ def open_sensors(config: RunConfig) -> tuple[list, list[str]]:
 
 
 class ClusterTelemetry:
-    """The Ray cluster's merged sensor stream seen through the sampler's interface."""
+    """The Ray cluster's merged sensor stream seen through the sampler's interface
+    (``telemetry.base.TelemetrySource``)."""
 
-    def __init__(self, cluster):
+    def __init__(self, cluster: RayCluster) -> None:
         self.cluster = cluster
 
     @property
-    def log(self):
+    def log(self) -> TelemetryLog:
         return self.cluster.telemetry()
 
     @property
-    def channels(self):
+    def channels(self) -> list[Channel]:
         return list(self.cluster.telemetry().channels.values())
 
-    def latest_power_w(self):
+    def latest_power_w(self) -> float | None:
         return None
 
     def await_reads_after(self, t_ns: int, timeout_s: float) -> bool:
         """Every node's closing reads after a window's end, pulled to the driver (``Sampler``'s)."""
         return self.cluster.closing_reads(t_ns, timeout_s)
 
-    def gpu_inventory(self):
+    def gpu_inventory(self) -> list[GPUInfo]:
         return []
 
-    def stop(self):
+    def stop(self) -> TelemetryLog:
         return self.cluster.stop_sensors()
 
-    def close(self):
+    def close(self) -> None:
         self.stop()
 
 
@@ -68,9 +76,9 @@ def start_telemetry(session: RunSession, sensors: list | None = None) -> list[st
         if cfg.no_sensors:
             return []
         problems = list(cluster.start_sensors())
-        sampler = ClusterTelemetry(cluster)
-        if sampler.channels:
-            session.sampler = sampler
+        merged = ClusterTelemetry(cluster)
+        if merged.channels:
+            session.sampler = merged
         return problems
     problems: list[str] = []
     if sensors is None:

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import abc
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from wattbench.core.schema import GPUInfo
 
 # Power boundaries, inner to outer. A contained boundary is never added to its container.
 BOUNDARIES: tuple[str, ...] = (
@@ -77,7 +80,7 @@ class Channel:
     notes: str = ""
     node: str = ""  # the cluster node this channel was read on (distributed runs); "" = this host
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -112,7 +115,7 @@ class Sensor(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional
         """Release the meter."""
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"name": self.name, "poll_interval_s": self.poll_interval_s}
 
 
@@ -158,3 +161,24 @@ class TelemetryLog:
 
     def __len__(self) -> int:
         return sum(len(v) for v in self.t_ns.values())
+
+
+class TelemetrySource(Protocol):
+    """What a run reads of its sampler while it goes: ``telemetry.sampler.Sampler`` on this host, or
+    the Ray cluster's merged stream (``run.telemetry.ClusterTelemetry``). Starting and stopping are
+    not part of it: whoever builds the source starts it and puts its stop on the run's stack.
+
+    ``log``: everything seen so far (the accounting reads windows of it). ``channels``: every channel
+    that reads. ``latest_power_w()``: watts for a live display only, ``None`` when unknown.
+    ``await_reads_after(t_ns, timeout_s)``: wait at most ``timeout_s`` until every energy and power
+    channel has a reading after ``t_ns`` (a window's end); whether all did. ``gpu_inventory()``: the
+    GPUs read, for the result's environment (``[]`` when not known).
+    """
+
+    @property
+    def log(self) -> TelemetryLog: ...
+    @property
+    def channels(self) -> list[Channel]: ...
+    def latest_power_w(self) -> float | None: ...
+    def await_reads_after(self, t_ns: int, timeout_s: float) -> bool: ...
+    def gpu_inventory(self) -> list[GPUInfo]: ...

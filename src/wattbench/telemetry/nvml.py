@@ -42,11 +42,14 @@ channel's shape (``accounting/counters.py``). The first read and a read after
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Reading, Sensor
+
+if TYPE_CHECKING:
+    from wattbench.core.schema import GPUInfo
 
 FI_POWER_AVERAGE = 185
 FI_POWER_INSTANT = 186
@@ -416,7 +419,7 @@ def _cuda_version(v: int) -> str:
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 
-def gpu_inventory(nvml: Any = None) -> list:
+def gpu_inventory(nvml: Any = None) -> list[GPUInfo]:
     """Describe every GPU NVML sees (for the result's environment). Empty list if NVML is absent."""
     from wattbench.core.schema import GPUInfo
 

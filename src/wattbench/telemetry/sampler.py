@@ -26,11 +26,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wattbench.core.clock import MONOTONIC, Clock
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor, SensorFailure, TelemetryLog
+
+if TYPE_CHECKING:
+    from wattbench.core.schema import GPUInfo
 
 
 class TelemetrySink(Protocol):
@@ -180,7 +183,7 @@ class Sampler:
         self.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     @staticmethod
@@ -301,7 +304,7 @@ class Sampler:
                     out[cid] = (v1 - v0) / ((t1 - t0) / 1e9)
         return out
 
-    def gpu_inventory(self) -> list:
+    def gpu_inventory(self) -> list[GPUInfo]:
         """GPUInfo for the GPUs of an open NVML sensor (the result's environment); [] without one."""
         from wattbench.telemetry.nvml import NvmlSensor, gpu_inventory
 
@@ -310,7 +313,7 @@ class Sampler:
                 return gpu_inventory(s.nvml if s.nvml is not None else s._nvml_arg)
         return []
 
-    def overhead(self) -> dict:
+    def overhead(self) -> dict[str, Any]:
         """The sampler threads' own cost so far (or over their whole life once stopped).
 
         ``cpu_s`` sums the CPU time of every sampler thread; ``cpu_pct_of_core`` divides it by
