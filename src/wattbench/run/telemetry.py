@@ -62,7 +62,7 @@ class ClusterTelemetry:
         self.stop()
 
 
-def start_telemetry(session: RunSession, sensors: list | None = None) -> list[str]:
+def start_telemetry(session: RunSession, sensors: list[Sensor] | None = None) -> list[str]:
     """Start sampling (``session.sampler`` stays ``None`` when no channel reads); the sensor problems.
     ``sensors``: the sensors to sample (None: ``open_sensors``, from the config). With ``--ray`` the
     cluster starts here too (``session.cluster``)."""
@@ -75,11 +75,11 @@ def start_telemetry(session: RunSession, sensors: list | None = None) -> list[st
         session.cluster = cluster
         if cfg.no_sensors:
             return []
-        problems = list(cluster.start_sensors())
+        cluster_problems = list(cluster.start_sensors())
         merged = ClusterTelemetry(cluster)
         if merged.channels:
             session.sampler = merged
-        return problems
+        return cluster_problems
     problems: list[str] = []
     if sensors is None:
         sensors, problems = open_sensors(cfg)
