@@ -1,4 +1,5 @@
-"""``run/analyses.py``: the trials' mean and CI, and the run-level analyses filled from given levels —
+"""``run/analyses.py``: energy and carbon per request, the trials' mean and CI, and the run-level analyses filled
+from given levels —
 the Pareto frontiers and the prefill/decode regression with its cross-check. Ground truth: levels
 made with known figures (``results_factory``), and a telemetry log and ``/metrics`` counters built
 from a known energy model (``E = idle·t + e_p·prefill + e_d·decode`` per interval)."""
@@ -17,9 +18,10 @@ from tests.fakes.scripted_sensor import build_log, counter_channel
 from wattbench.accounting.attribution import isolating_pair
 from wattbench.config import RunConfig
 from wattbench.core.clock import ClockAnchor
-from wattbench.core.schema import PrefillDecode
+from wattbench.core.schema import PrefillDecode, RequestRecord
+from wattbench.metrics.carbon_series import parse_carbon_intensity
 from wattbench.metrics.slo import parse_slos
-from wattbench.run.analyses import run_analyses, trials_block
+from wattbench.run.analyses import attribute, run_analyses, trials_block
 from wattbench.run.session import RunSession
 from wattbench.server.metrics import MetricsScraper
 from wattbench.telemetry.base import TelemetryLog
@@ -176,3 +178,57 @@ def test_a_regression_that_cannot_be_fitted_says_why_and_the_run_goes_on(tmp_pat
     reg = s.result.prefill_decode.regression
     assert reg["boundary"] == "accelerator" and "status" not in reg
     assert "at least two scrapes" in reg["error"]
+
+
+S = 1_000_000_000
+
+
+def _two_requests() -> list[RequestRecord]:
+    """Two requests inside the window [1 s, 21 s] of a made level (duration 20 s)."""
+    return [RequestRecord(id=0, level=0, sent_ns=int(1.5 * S), first_token_ns=int(1.6 * S), last_token_ns=10 * S,
+                          end_ns=10 * S, input_tokens=100, output_tokens=400),
+            RequestRecord(id=1, level=0, sent_ns=2 * S, first_token_ns=int(2.1 * S), last_token_ns=20 * S,
+                          end_ns=20 * S, input_tokens=50, output_tokens=900)]
+
+
+def _metered_level(tmp_path, **cfg):
+    """A level at 500 W for 20 s (idle 100 W: ``make_energy``), metered by a log at that power."""
+    lv = make_level(0, value=2, power_w=500.0, duration_s=20.0)
+    s = _session(tmp_path, [lv], **cfg)
+    t = np.arange(0.0, 22.0 + 1e-9, 0.1)
+    s.sampler = FinishedSampler(build_log((counter_channel("gpu.energy"), t, 500.0 * t)))
+    return s, lv
+
+
+def test_each_requests_energy_splits_the_levels_dynamic_energy_and_nothing_without_a_meter(tmp_path):
+    records = _two_requests()
+    s, lv = _metered_level(tmp_path)
+    s.sampler = None
+    attribute(s, lv, records)
+    assert all(r.energy_j == {} for r in records) and lv.attribution == {}
+    s, lv = _metered_level(tmp_path)
+    attribute(s, lv, records)
+    shares = [r.energy_j["accelerator"] for r in records]
+    assert all(x > 0 for x in shares)
+    assert sum(shares) == pytest.approx((500.0 - 100.0) * 20.0, rel=1e-9)  # the dynamic energy, conserved
+    assert shares[1] > shares[0]  # the longer request with more tokens did more of the work
+    assert lv.attribution["accelerator"].requests == 2
+
+
+def test_with_idle_attributed_the_requests_carry_the_gross_energy(tmp_path):
+    records = _two_requests()
+    s, lv = _metered_level(tmp_path, attribute_idle=True)
+    attribute(s, lv, records)
+    assert sum(r.energy_j["accelerator"] for r in records) == pytest.approx(500.0 * 20.0, rel=1e-9)
+
+
+def test_a_carbon_intensity_gives_each_request_and_the_level_its_carbon_with_the_pue(tmp_path):
+    records = _two_requests()
+    s, lv = _metered_level(tmp_path, pue=1.2)
+    s.carbon = parse_carbon_intensity(400.0)
+    attribute(s, lv, records)
+    be = lv.energy["accelerator"]
+    assert be.carbon_intensity_g_per_kwh == pytest.approx(400.0)
+    assert be.carbon_g == pytest.approx(500.0 * 20.0 / 3.6e6 * 400.0 * 1.2, rel=1e-9)
+    for r in records:
+        assert r.carbon_g["accelerator"] == pytest.approx(r.energy_j["accelerator"] / 3.6e6 * 400.0 * 1.2, rel=1e-9)
