@@ -40,9 +40,10 @@ class AmdSensor(Sensor):
         smi = self._mod_arg
         if smi is None:
             try:
-                import amdsmi as smi  # type: ignore[no-redef]
+                import amdsmi  # type: ignore[import-not-found]  # AMD's bindings: no stubs, and absent off ROCm hosts
             except ImportError:
                 raise SensorError("amdsmi not importable", FIX) from None
+            smi = amdsmi
         self.smi = smi
         try:
             smi.amdsmi_init()
@@ -60,9 +61,9 @@ class AmdSensor(Sensor):
             res = 0.0
             has_counter = False
             try:
-                e = smi.amdsmi_get_energy_count(h)
-                res = float(e["counter_resolution"])
-                has_counter = _num(e.get("energy_accumulator", e.get("power"))) is not None and res > 0
+                energy = smi.amdsmi_get_energy_count(h)
+                res = float(energy["counter_resolution"])
+                has_counter = _num(energy.get("energy_accumulator", energy.get("power"))) is not None and res > 0
             except Exception:
                 pass
             pkey = None

@@ -105,7 +105,7 @@ class CpuEstimateSensor(Sensor):
         if self.idle_w > self.tdp_w:
             raise UserError(f"estimate:cpu: idle {self.idle_w} W exceeds tdp {self.tdp_w} W")
         if self._cpu_percent is None:
-            import psutil
+            import psutil  # type: ignore[import-untyped]  # psutil ships no stubs (types-psutil is not a dependency)
 
             self._cpu_percent = lambda: psutil.cpu_percent(interval=None)
         self._cpu_percent()  # psutil's first call only sets the reference point
@@ -119,5 +119,6 @@ class CpuEstimateSensor(Sensor):
         )]
 
     def read(self) -> list[Reading]:
+        assert self._cpu_percent is not None and self.tdp_w is not None and self.idle_w is not None, "open() first"
         util = max(0.0, min(100.0, float(self._cpu_percent()))) / 100.0
         return [Reading(now_ns(), "estimate.cpu", self.idle_w + (self.tdp_w - self.idle_w) * util)]

@@ -134,6 +134,7 @@ class FileSensor(Sensor):
         text = self._buf + chunk.decode(errors="replace")
         lines = text.split("\n")
         self._buf = lines.pop()  # incomplete last line waits for its newline
+        assert self.anchor is not None, "open() first"
         out = []
         for line in lines:
             tw = parse_meter_line(line)

@@ -48,11 +48,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError
-from wattbench.telemetry.base import Channel, Reading, Sensor
+from wattbench.telemetry.base import Channel, Kind, Reading, Sensor
 
 DEFAULT_ROOT = "/sys/class/hwmon"
 ATTR_RE = re.compile(r"^(energy|power|curr)(\d+)_(input|average)$")
@@ -76,7 +76,7 @@ class _Chan:
     hwmon: Path
     stem: str  # ``power1``, ``energy2``, ``curr1`` (a V×I pair)
     index: str
-    kind: str  # counter | power
+    kind: Kind  # counter | power
     quantity: str  # energy | power | power_avg
     files: tuple[Path, ...]  # one value file, or (in, curr) for a pair
     label: str = ""
@@ -330,7 +330,7 @@ class HwmonSensor(Sensor):
     def close(self) -> None:
         self._read = []
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         d = super().describe()
         d.update(root=str(self.root), chip=self.chip, channel=self.channel, boundary=self.boundary)
         return d

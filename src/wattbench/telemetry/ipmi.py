@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from typing import Mapping
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError
@@ -25,7 +26,7 @@ class IpmiSensor(Sensor):
 
     def __init__(self, host: str | None = None, user: str | None = None, password_file: str | None = None,
                  interface: str = "lanplus", ipmitool: str = "ipmitool", timeout_s: float = 5.0,
-                 poll_interval_s: float = 1.0, env: dict | None = None) -> None:
+                 poll_interval_s: float = 1.0, env: Mapping[str, str] | None = None) -> None:
         self.host = host
         self.user = user
         self.password_file = password_file
@@ -45,7 +46,7 @@ class IpmiSensor(Sensor):
             a += ["-f", self.password_file] if self.password_file else ["-E"]
         return a + ["dcmi", "power", "reading"]
 
-    def _child_env(self) -> dict:
+    def _child_env(self) -> dict[str, str]:
         return dict(os.environ if self._env is None else self._env)
 
     def _reading(self) -> float:

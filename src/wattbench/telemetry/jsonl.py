@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from wattbench.core.clock import ClockAnchor
 from wattbench.core.errors import UserError
@@ -30,7 +31,7 @@ VERSION = 1
 BATCH_ROWS = 5000
 
 
-def _dumps(obj) -> str:
+def _dumps(obj: object) -> str:
     try:
         import orjson
 
@@ -61,7 +62,7 @@ class TelemetryWriter:
         shorter of its two lists as seen now.
         """
         lines: list[str] = []
-        rows: list[list] = []
+        rows: list[list[object]] = []
         n_total = 0
         for cid in list(log.t_ns.keys()):
             ts, vs = log.t_ns[cid], log.values.get(cid, [])
@@ -95,7 +96,7 @@ def write_telemetry(path: str | Path, log: TelemetryLog, anchor: ClockAnchor | N
     return w.path
 
 
-def read_header(path: str | Path) -> dict:
+def read_header(path: str | Path) -> dict[str, Any]:
     with Path(path).open() as f:
         first = f.readline()
     try:
@@ -118,12 +119,12 @@ def read_telemetry(path: str | Path) -> TelemetryLog:
     log = TelemetryLog()
     fields = set(Channel.__dataclass_fields__)
 
-    def channels(dicts: list) -> list[Channel]:
+    def channels(dicts: list[dict[str, Any]] | None) -> list[Channel]:
         return [Channel(**{k: v for k, v in c.items() if k in fields}) for c in dicts or []]
 
     log.add_channels(channels(header.get("channels", [])))
 
-    def add(t, c, v) -> None:
+    def add(t: int | float, c: str, v: float | None) -> None:
         if v is None:
             return
         log.t_ns.setdefault(c, []).append(int(t))

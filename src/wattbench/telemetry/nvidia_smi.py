@@ -20,10 +20,10 @@ import threading
 
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import SensorError
-from wattbench.telemetry.base import Channel, Reading, Sensor
+from wattbench.telemetry.base import Channel, Kind, Reading, Sensor
 
 # (query field, channel quantity, kind, unit, boundary)
-FIELDS = [
+FIELDS: list[tuple[str, str, Kind, str, str | None]] = [
     ("power.draw.instant", "power_instant", "power", "W", "accelerator"),
     ("power.draw", "power_draw", "power", "W", "accelerator"),
     ("power.draw.average", "power_avg", "power", "W", "accelerator"),
@@ -84,8 +84,8 @@ class NvidiaSmiSensor(Sensor):
         else:
             self.poll_interval_s = max(0.1, interval_ms / 1000.0)
         self.anchor: ClockAnchor | None = None
-        self._proc: subprocess.Popen | None = None
-        self._queue: queue.Queue = queue.Queue()
+        self._proc: subprocess.Popen[str] | None = None
+        self._queue: queue.Queue[tuple[int, str | None]] = queue.Queue()  # (arrival ns, line; None at its end)
         self._thread: threading.Thread | None = None
         self._ids: dict[tuple[int, str], str] = {}
 
@@ -97,7 +97,7 @@ class NvidiaSmiSensor(Sensor):
             a += ["-lms", str(int(self.interval_ms))]
         return a
 
-    def _once(self, fields: list[str]) -> subprocess.CompletedProcess:
+    def _once(self, fields: list[str]) -> subprocess.CompletedProcess[str]:
         try:
             return subprocess.run(self._argv(fields, False), capture_output=True, text=True, timeout=self.timeout_s)
         except FileNotFoundError:
@@ -153,10 +153,11 @@ class NvidiaSmiSensor(Sensor):
                                           stderr=subprocess.DEVNULL, text=True, bufsize=1)
         except FileNotFoundError:
             raise SensorError("nvidia-smi not found", FIX) from None
-        proc, q = self._proc, self._queue
+        out, q = self._proc.stdout, self._queue
+        assert out is not None  # stdout=PIPE
 
         def pump() -> None:
-            for line in proc.stdout:
+            for line in out:
                 q.put((now_ns(), line))
             q.put((now_ns(), None))
 
@@ -197,13 +198,13 @@ class NvidiaSmiSensor(Sensor):
         ended = False
         while True:
             try:
-                arrival, line = self._queue.get_nowait()
+                arrival, text = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if line is None:
+            if text is None:
                 ended = True
                 break
-            out.extend(self._parse(arrival, line))
+            out.extend(self._parse(arrival, text))
         if ended:
             code = self._proc.wait() if self._proc else None
             self._restart_note = f"nvidia-smi stream ended (exit {code}); restarted"

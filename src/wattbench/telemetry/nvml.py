@@ -42,11 +42,11 @@ channel's shape (``accounting/counters.py``). The first read and a read after
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import SensorError
-from wattbench.telemetry.base import Channel, Reading, Sensor
+from wattbench.telemetry.base import Channel, Kind, Reading, Sensor
 
 if TYPE_CHECKING:
     from wattbench.core.schema import GPUInfo
@@ -76,7 +76,7 @@ def load_nvml(nvml: Any = None) -> Any:
     if nvml is not None:
         return nvml
     try:
-        import pynvml  # nvidia-ml-py
+        import pynvml  # type: ignore[import-untyped]  # nvidia-ml-py ships no stubs or py.typed
     except ImportError as e:
         raise SensorError(f"NVML bindings not importable ({e})", "`pip install nvidia-ml-py`") from None
     return pynvml
@@ -136,7 +136,7 @@ class NvmlSensor(Sensor):
         self.sample_offset_mode = "wall_anchor"
         self.soft_errors: dict[str, int] = {}
         self.last_soft_error = ""
-        self._gpus: list[dict] = []
+        self._gpus: list[dict[str, Any]] = []  # per GPU: its handle, channel ids and what it answers (_open_gpu)
         self._initialized = False
         self._last_aux_ns: int | None = None
         self._last_drain_ns: int | None = None
@@ -170,7 +170,7 @@ class NvmlSensor(Sensor):
             self.close()
             raise
 
-    def _probe(self, label: str, fn, *args) -> tuple[bool, Any]:
+    def _probe(self, label: str, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
         try:
             return True, fn(*args)
         except Exception as e:
@@ -185,10 +185,10 @@ class NvmlSensor(Sensor):
         dev = f"gpu{i}"
         device = f"{dev}:{_text(name)}" if ok else dev
         prefix = f"nvml.{dev}"
-        g: dict = {"index": i, "handle": h, "prefix": prefix, "fields": [], "aux": []}
+        g: dict[str, Any] = {"index": i, "handle": h, "prefix": prefix, "fields": [], "aux": []}
         chans: list[Channel] = []
 
-        def ch(q: str, kind: str, unit: str, boundary: str | None, source: str, **kw) -> Channel:
+        def ch(q: str, kind: Kind, unit: str, boundary: str | None, source: str, **kw: Any) -> Channel:
             return Channel(
                 id=f"{prefix}.{q}", sensor=self.name, kind=kind, quantity=q if kind == "aux" else kw.pop("quantity", q),
                 unit=unit, boundary=boundary, device=device, source=source, **kw,
@@ -275,7 +275,7 @@ class NvmlSensor(Sensor):
         self._gpus.append(g)
         return chans
 
-    def _probe_memory_scope(self, i: int, h, fi_inst: int, fi_avg: int, scope_mem: int) -> tuple[int, bool] | None:
+    def _probe_memory_scope(self, i: int, h: Any, fi_inst: int, fi_avg: int, scope_mem: int) -> tuple[int, bool] | None:
         """The field that reads the memory scope: ``(field id, is a 1 s average)`` or None.
 
         Each (field, scope) pair is asked on its own: the instant field first, then the 1 s
@@ -296,7 +296,7 @@ class NvmlSensor(Sensor):
             return fid, is_avg
         return None
 
-    def _reasons_fn(self, h):
+    def _reasons_fn(self, h: Any) -> Callable[[], Any] | None:
         """Clock-event reasons (driver >= 535), else the older throttle-reasons call."""
         nv = self.nvml
         for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
@@ -307,7 +307,8 @@ class NvmlSensor(Sensor):
                 fn(h)
             except Exception:
                 continue
-            return lambda fn=fn: fn(h)
+            answered: Callable[[Any], Any] = fn  # bound here: the loop goes no further
+            return lambda: answered(h)
         return None
 
     # -- read -------------------------------------------------------------------------------
@@ -374,7 +375,7 @@ class NvmlSensor(Sensor):
         self.soft_errors[cid] = self.soft_errors.get(cid, 0) + 1
         self.last_soft_error = f"{cid}: {type(exc).__name__}: {exc}"
 
-    def _drain(self, g: dict) -> list[Reading]:
+    def _drain(self, g: dict[str, Any]) -> list[Reading]:
         nv = self.nvml
         try:
             vtype, samples = nv.nvmlDeviceGetSamples(g["handle"], g["samples_type"], g["samples_last_ts"])
@@ -405,7 +406,7 @@ class NvmlSensor(Sensor):
                 pass
         self._gpus = []
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "poll_interval_s": self.poll_interval_s,
@@ -429,7 +430,7 @@ def gpu_inventory(nvml: Any = None) -> list[GPUInfo]:
     except Exception:
         return []
 
-    def opt(fn, *args):
+    def opt(fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(*args)
         except Exception:

@@ -27,7 +27,9 @@ from typing import Callable
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError, TargetError
 from wattbench.core import origin
-from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor
+from wattbench.telemetry.base import BOUNDARIES, Channel, Kind, Reading, Sensor
+
+LabelKey = tuple[tuple[str, str], ...]  # the labels that name one series, sorted
 
 POWER = "DCGM_FI_DEV_POWER_USAGE"
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
@@ -83,9 +85,9 @@ class DcgmSensor(Sensor):
         self.boundary = _check_boundary(boundary)
         self.timeout_s = timeout_s
         self.poll_interval_s = poll_interval_s
-        self._series: dict[tuple[str, tuple], str] = {}
+        self._series: dict[tuple[str, LabelKey], str] = {}
 
-    def _scrape(self) -> list[tuple[str, dict, float]]:
+    def _scrape(self) -> list[tuple[str, dict[str, str], float]]:
         from prometheus_client.parser import text_string_to_metric_families
 
         text = self._fetch(self.url, self.timeout_s, "dcgm").decode(errors="replace")
@@ -101,7 +103,7 @@ class DcgmSensor(Sensor):
         return out
 
     @staticmethod
-    def _key(labels: dict) -> tuple:
+    def _key(labels: dict[str, str]) -> LabelKey:
         return tuple(sorted((k, v) for k, v in labels.items() if k in ("gpu", "UUID", "Hostname", "instance", "device")))
 
     def open(self) -> list[Channel]:
@@ -112,6 +114,7 @@ class DcgmSensor(Sensor):
                               "check the label matchers and that dcgm-exporter collects these fields")
         have_counter = {self._key(lab) for name, lab, _ in samples if name == ENERGY}
         chans = []
+        kind: Kind
         for name, lab, _ in samples:
             key = self._key(lab)
             dev = "/".join(f"{k}={v}" for k, v in key) or "gpu"
@@ -154,9 +157,9 @@ class PromQuerySensor(Sensor):
         self.boundary = _check_boundary(boundary)
         self.timeout_s = timeout_s
         self.poll_interval_s = poll_interval_s
-        self._ids: dict[tuple, str] = {}
+        self._ids: dict[LabelKey, str] = {}
 
-    def _query(self) -> list[tuple[dict, float]]:
+    def _query(self) -> list[tuple[dict[str, str], float]]:
         url = f"{self.base_url}/api/v1/query?" + urllib.parse.urlencode({"query": self.query})
         body = _fetch(url, self.timeout_s, "prom", api_errors=True)
         try:

@@ -33,8 +33,10 @@ PERMISSION_FIX = (
 )
 
 
-def _zone_key(name: str):
+def _zone_key(name: str) -> tuple[str, int, int]:
+    """Sort key of a zone directory name ZONE_RE matches (the callers pass only those)."""
     m = ZONE_RE.match(name)
+    assert m is not None
     return (m.group(1), int(m.group(2)), int(m.group(3)) if m.group(3) is not None else -1)
 
 

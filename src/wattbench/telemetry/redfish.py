@@ -25,6 +25,7 @@ import ssl
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError, TargetError
@@ -36,7 +37,7 @@ from wattbench.telemetry.base import Channel, Reading, Sensor
 MAX_ANSWER_BYTES = 16 << 20  # of one Redfish resource (they are a few KB)
 
 
-def load_credentials(cred_file: str | None = None, env: dict | None = None) -> tuple[str, str] | None:
+def load_credentials(cred_file: str | None = None, env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     if cred_file:
         try:
             first = Path(cred_file).read_text().splitlines()[0].strip()
@@ -46,9 +47,9 @@ def load_credentials(cred_file: str | None = None, env: dict | None = None) -> t
             raise SensorError(f"redfish: credentials file {cred_file} has no `user:password` line")
         u, p = first.split(":", 1)
         return u, p
-    env = os.environ if env is None else env
-    if env.get("REDFISH_USER"):
-        return env["REDFISH_USER"], env.get("REDFISH_PASSWORD", "")
+    names: Mapping[str, str] = os.environ if env is None else env
+    if names.get("REDFISH_USER"):
+        return names["REDFISH_USER"], names.get("REDFISH_PASSWORD", "")
     return None
 
 
@@ -57,7 +58,7 @@ class RedfishSensor(Sensor):
 
     def __init__(self, base_url: str, chassis: str | None = None, verify_tls: bool = True, ca_file: str | None = None,
                  cred_file: str | None = None, timeout_s: float = 5.0, poll_interval_s: float = 1.0,
-                 env: dict | None = None) -> None:
+                 env: Mapping[str, str] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         if not self.base_url.startswith(("https://", "http://")):
             self.base_url = "https://" + self.base_url
@@ -71,7 +72,7 @@ class RedfishSensor(Sensor):
         self.warnings: list[str] = []
         self._auth: str | None = None
         self._ctx: ssl.SSLContext | None = None
-        self._reader = None
+        self._reader: Callable[[], float] | None = None  # the first of _readers that answered, once open
         self.cid = "redfish.node"
 
     def _context(self) -> ssl.SSLContext | None:
@@ -91,7 +92,7 @@ class RedfishSensor(Sensor):
         e.fatal = True  # type: ignore[attr-defined]
         return e
 
-    def get(self, path: str) -> dict:
+    def get(self, path: str) -> dict[str, Any]:
         url = path if path.startswith("http") else self.base_url + path
         if not origin.same_origin(url, self.base_url):  # a link to another host: the password stays home
             raise self._fatal(f"redfish: {self.base_url} links to another host ({redact_url(url)}); "
@@ -102,7 +103,8 @@ class RedfishSensor(Sensor):
             req.add_header("Authorization", self._auth)
         try:
             with origin.urlopen(req, timeout=self.timeout_s, context=self._ctx) as r:
-                return json.loads(r.read(MAX_ANSWER_BYTES))
+                resource: dict[str, Any] = json.loads(r.read(MAX_ANSWER_BYTES))  # a Redfish resource is an object
+                return resource
         except TargetError as e:  # a redirect to another host: refused, nothing sent there
             raise self._fatal(f"redfish: {e}", "give the BMC's own address (https:// if it redirects there)") from None
         except http.client.HTTPException as e:
@@ -124,11 +126,11 @@ class RedfishSensor(Sensor):
             raise SensorError(f"redfish: {url} did not return JSON", "is this a Redfish service? try /redfish/v1") from None
 
     @staticmethod
-    def _link(res: dict, key: str) -> str | None:
+    def _link(res: dict[str, Any], key: str) -> str | None:
         v = res.get(key)
         return v.get("@odata.id") if isinstance(v, dict) else None
 
-    def _readers(self, chassis_path: str) -> list:
+    def _readers(self, chassis_path: str) -> list[tuple[str, Callable[[], float]]]:
         """Reading functions for one chassis, in order of preference."""
         try:
             ch = self.get(chassis_path)
@@ -197,6 +199,7 @@ class RedfishSensor(Sensor):
                           "this BMC exposes neither EnvironmentMetrics, Power nor PowerSubsystem readings; try ipmi")
 
     def read(self) -> list[Reading]:
+        assert self._reader is not None, "open() first"
         a = now_ns()
         try:
             w = self._reader()
