@@ -1,8 +1,8 @@
-"""``run/analyses.py``: energy and carbon per request, the trials' mean and CI, and the run-level analyses filled
-from given levels —
-the Pareto frontiers and the prefill/decode regression with its cross-check. Ground truth: levels
-made with known figures (``results_factory``), and a telemetry log and ``/metrics`` counters built
-from a known energy model (``E = idle·t + e_p·prefill + e_d·decode`` per interval)."""
+"""``run/analyses.py``: energy and carbon per request, the trials' mean and CI, and the run-level
+analyses filled from given levels — the Pareto frontiers and the prefill/decode regression with its
+cross-check. Ground truth: levels made with known figures (``results_factory``), and a telemetry log
+and ``/metrics`` counters built from a known energy model (``E = idle·t + e_p·prefill + e_d·decode``
+per interval)."""
 
 from __future__ import annotations
 

@@ -17,8 +17,10 @@ from tests.fakes.results_factory import make_level, make_result
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.config import RunConfig
 from wattbench.core.clock import ClockAnchor
+from wattbench.core.errors import TargetStopped
 from wattbench.core.load_types import LevelSpec
 from wattbench.core.schema import NoiseInfo, RequestRecord
+from wattbench.core.target import TargetSpec
 from wattbench.load.level import Drain
 from wattbench.results.rundir import load_requests, load_result, write_result
 from wattbench.run.level import (
@@ -195,3 +197,25 @@ def test_forced_lengths_keep_the_prompts_and_force_the_output():
     out = list(override_lengths(specs, 1, None, workload=object()))
     assert [(s.prompt, s.max_tokens, s.min_tokens, s.input_tokens) for s in out] == [
         (f"p{i}", 1, 1, 10) for i in range(3)]
+
+
+def test_a_target_that_stops_answering_keeps_its_trials_and_stops_the_run(tmp_path):
+    """The server dies as its 11th request arrives: trial 1 (8 requests) is whole, trial 2 ends with
+    the target down (5 connections refused: ``load/liveness.py``); the level is recorded with both
+    trials' requests and the run stops."""
+    with stream_server("--ttft-ms", "2", "--itl-ms", "1", "--die-after-requests", "10", "--loop", "asyncio") as (
+            base, _):
+        spec = TargetSpec(base_url=base + "/v1", model="fake-model", request_timeout_s=10, stall_timeout_s=5)
+        lr, events = _runner(tmp_path, (base, None, [spec]), trials=3, concurrency=[1],
+                             num_requests=8)
+        with pytest.raises(TargetStopped, match="the run stopped") as ei:
+            lr.measure("concurrency", 1)
+    assert str(lr.session.run_dir) in str(ei.value)
+    (lv,) = lr.session.result.levels
+    assert lv.trial == 1 and lv.target_down is not None and lv.trials.n == 2
+    recs = _lines(lr.session.run_dir)
+    assert sorted(r["trial"] for r in recs if r["ok"]) == [0] * 8 + [1] * 2  # the 10 the server answered
+    assert all(r["trial"] == 1 for r in recs if not r["ok"])
+    assert _spools(lr.session.run_dir) == []
+    assert [d["index"] for e, d in events if e == "level_done"] == [0]  # recorded as final
+    assert [lv.index for lv in load_result(lr.session.run_dir).levels] == [0]
