@@ -62,7 +62,7 @@ def test_trials_give_each_figure_its_mean_and_student_t_interval_boundary_free_f
     for k, t in enumerate(trials):
         t.thermal_before = {"max_temp_c": 60.0 + k}
     tb = trials_block(trials)
-    assert tb["n"] == 3 and tb["confidence"] == 0.95
+    assert tb["n"] == 3 and tb["confidence"] == pytest.approx(0.95, rel=1e-12)
     assert tb["thermal_before"] == [{"max_temp_c": 60.0}, {"max_temp_c": 61.0}, {"max_temp_c": 62.0}]
     f = tb["figures"]
     acc = f["output_tokens_per_s_per_kw@accelerator"]

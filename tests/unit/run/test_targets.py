@@ -81,7 +81,7 @@ def test_a_given_target_resolves_to_its_clean_url_its_model_and_the_users_reques
     assert spec.base_url == base + "/v1"  # normalised, the credentials out of the URL kept
     assert spec.model == "other-model" and spec.api == s.config.api
     assert (spec.request_timeout_s, spec.stall_timeout_s) == (77, 11)
-    assert spec.extra_body["seed"] == 3 and spec.extra_body["temperature"] == 0.5
+    assert spec.extra_body["seed"] == 3 and spec.extra_body["temperature"] == pytest.approx(0.5, rel=1e-12)
     assert spec.headers == {"X-Team": "blue"}
     assert t.tokenizer_path == "/tokenizers/mine"
     assert t.server.base_url == spec.base_url and t.server.model == "other-model"
