@@ -8,11 +8,13 @@ for wrap) and socket power (``amdsmi_get_power_info``: ``current_socket_power``,
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Reading, Sensor
+from wattbench.telemetry.probe import Found, Machine
 
 FIX = "install ROCm and its Python bindings (`pip install amdsmi` matching your ROCm) and check `amd-smi` runs"
 
@@ -114,3 +116,18 @@ class AmdSensor(Sensor):
                 self.smi.amdsmi_shut_down()
             except Exception:
                 pass
+
+
+def detect(m: Machine) -> Found:
+    """AMD GPUs through ``amdsmi``, only where ``kfd_device`` exists (hwmon's ``amdgpu`` reads the
+    same boards); a problem line with the fix where ``amdsmi`` is not importable."""
+    looked = f"AMD GPU ({m.kfd_device} absent)"
+    if not Path(m.kfd_device).exists():
+        return Found(looked=looked)
+    try:
+        import amdsmi  # noqa: F401  (optional: ROCm's bindings)
+    except ImportError:
+        return Found(problems=["amd: /dev/kfd exists but amdsmi is not importable "
+                               "(fix: install ROCm's Python bindings, `pip install amdsmi` matching your ROCm)"],
+                     looked=looked)
+    return Found([AmdSensor()], reads=("amdgpu",), looked=looked)

@@ -1,11 +1,12 @@
 """Which meters does this machine have? ``autodetect()`` and ``inventory()``.
 
-``autodetect()`` tries, in order: NVML (else the ``nvidia-smi`` CLI when NVML cannot load),
-RAPL (powercap), Jetson INA3221 rails, AMD GPUs (``amdsmi``, only where ``/dev/kfd`` exists),
-hwmon power/energy channels (``/sys/class/hwmon``: INA monitors, ACPI power meters, GPU and CPU
-drivers' energy), and IPMI DCMI through ``ipmitool`` when ``/dev/ipmi0`` exists. hwmon devices
-another sensor already reads are skipped, so one meter is never counted twice: ``ina3221`` when
-the Jetson sensor is used, ``amdgpu`` when ``amdsmi`` is, ``amd_energy`` when RAPL is. Each probe is cheap (NVML: init,
+``autodetect()`` runs each sensor module's probe, its ``detect(machine)`` (``PROBES``), in order:
+NVML (else the ``nvidia-smi`` CLI when NVML cannot load), RAPL (powercap), Jetson INA3221 rails,
+AMD GPUs (``amdsmi``, only where ``/dev/kfd`` exists), hwmon power/energy channels
+(``/sys/class/hwmon``: INA monitors, ACPI power meters, GPU and CPU drivers' energy), and IPMI
+DCMI through ``ipmitool`` when ``/dev/ipmi0`` exists. hwmon devices another sensor already reads
+are skipped, so one meter is never counted twice: ``ina3221`` when the Jetson sensor is used,
+``amdgpu`` when ``amdsmi`` is, ``amd_energy`` when RAPL is. Each probe is cheap (NVML: init,
 count, shutdown; RAPL: read one ``energy_uj``). What cannot be used becomes a human line with
 its fix in ``problems``; meters simply absent from the machine (no GPU, not a Jetson) are not
 problems.
@@ -25,12 +26,27 @@ from __future__ import annotations
 import shutil
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError
+from wattbench.telemetry.amd import detect as detect_amd
 from wattbench.telemetry.base import Sensor
+from wattbench.telemetry.estimate import CpuEstimateSensor
+from wattbench.telemetry.hwmon import detect as detect_hwmon
+from wattbench.telemetry.ipmi import detect as detect_ipmi
+from wattbench.telemetry.jetson import detect as detect_jetson
+from wattbench.telemetry.nvml import detect as detect_nvml
+from wattbench.telemetry.probe import Found, Machine
+from wattbench.telemetry.rapl import detect as detect_rapl
+
+
+# The probes, in order: each sensor module's ``detect``. A probe later in the list skips the hwmon
+# devices an earlier one's sensors read.
+PROBES: tuple[Callable[[Machine], Found], ...] = (
+    detect_nvml, detect_rapl, detect_jetson, detect_amd, detect_hwmon, detect_ipmi)
 
 
 def autodetect(
@@ -45,131 +61,29 @@ def autodetect(
     estimate_cpu: bool = False,
     read_text: Callable[[Path], str] | None = None,
 ) -> tuple[list[Sensor], list[str]]:
-    """The meters this machine has, and a line with its fix for each that cannot be used (module
-    doc). The roots and devices are where each probe looks; ``read_text`` reads the RAPL and
-    hwmon files (None: the file itself; a test passes a reader that denies, as for a non-root user)."""
-    from wattbench.telemetry import hwmon as _hwmon
-    from wattbench.telemetry import jetson as _jetson
-    from wattbench.telemetry import rapl as _rapl
-    from wattbench.telemetry.nvml import NvmlSensor, load_nvml
-
-    sensors: list[Sensor] = []
-    problems: list[str] = []
-
-    # 1. NVIDIA: NVML, else nvidia-smi
-    nvml_ok = False
-    nvml_err = ""
-    try:
-        nv = load_nvml(nvml)
-        nv.nvmlInit()
-        try:
-            nvml_ok = nv.nvmlDeviceGetCount() > 0
-        finally:
-            nv.nvmlShutdown()
-    except SensorError as e:
-        nvml_err = str(e)
-    except Exception as e:  # NVMLError_LibraryNotFound / DriverNotLoaded: no NVIDIA GPU here, usually
-        nvml_err = str(e)
-    if nvml_ok:
-        sensors.append(NvmlSensor(nvml=nvml))
-    elif which("nvidia-smi"):
-        from wattbench.telemetry.nvidia_smi import NvidiaSmiSensor
-
-        sensors.append(NvidiaSmiSensor())
-        problems.append(f"nvml: bindings unusable ({nvml_err or 'no GPU'}); falling back to nvidia-smi "
-                        "(power polling, no energy counter) (fix: `pip install nvidia-ml-py`)")
-
-    # 2. RAPL
-    root = Path(powercap_root or _rapl.DEFAULT_ROOT)
-    zones = sorted(p for p in root.glob("*-rapl:*") if _rapl.ZONE_RE.match(p.name)) if root.is_dir() else []
-    cpu_meter = False
-    exclude: list[str] = []
-    if zones:
-        probe = _rapl.RaplSensor(root=root, read_text=read_text)
-        try:
-            probe._read_text(zones[0] / "energy_uj")
-            sensors.append(_rapl.RaplSensor(root=root, read_text=read_text))
-            cpu_meter = True
-            exclude.append("amd_energy")
-        except PermissionError:
-            problems.append(f"rapl: permission denied reading {zones[0] / 'energy_uj'} "
-                            f"(fix: {_rapl.PERMISSION_FIX})")
-        except OSError as e:
-            problems.append(f"rapl: cannot read {zones[0] / 'energy_uj'}: {e}")
-
-    # 3. Jetson
-    jroot = Path(jetson_root or _jetson.DEFAULT_ROOT)
-    if jroot.is_dir() and any(jroot.glob("ina3221*/*/hwmon/hwmon*/in*_label")):
-        sensors.append(_jetson.JetsonSensor(root=jroot))
-        cpu_meter = True  # VDD_CPU_CV rail
-        exclude.append("ina3221")
-
-    # 4. AMD GPUs
-    if Path(kfd_device).exists():
-        try:
-            import amdsmi  # noqa: F401
-        except ImportError:
-            problems.append("amd: /dev/kfd exists but amdsmi is not importable "
-                            "(fix: install ROCm's Python bindings, `pip install amdsmi` matching your ROCm)")
-        else:
-            from wattbench.telemetry.amd import AmdSensor
-
-            sensors.append(AmdSensor())
-            exclude.append("amdgpu")
-
-    # 4b. hwmon power monitors (INA2xx/INA3221, ACPI power_meter, GPU/CPU drivers' energy)
-    cpu_meter = _hwmon_probe(Path(hwmon_root or _hwmon.DEFAULT_ROOT), tuple(exclude), sensors, problems,
-                             read_text) or cpu_meter
-
-    # 5. IPMI (local BMC)
-    if Path(ipmi_device).exists():
-        if which("ipmitool"):
-            from wattbench.telemetry.ipmi import IpmiSensor
-
-            sensors.append(IpmiSensor())
-        else:
-            problems.append(f"ipmi: {ipmi_device} exists but ipmitool is missing "
-                            "(fix: `sudo apt-get install ipmitool`, then node power is read through DCMI)")
-
-    # 6. CPU estimate: opt-in only
-    if not cpu_meter:
+    """The meters this machine has (each probe of ``PROBES``, in order), and a line with its fix for
+    each that cannot be used (module doc); the CPU estimate where no CPU meter was found and
+    ``estimate_cpu``; one line naming what was looked for where nothing was found. The roots and
+    devices are where each probe looks; ``read_text`` reads the RAPL and hwmon files (None: the
+    file itself; a test passes a reader that denies, as for a non-root user)."""
+    machine = Machine(nvml=nvml, powercap_root=powercap_root, jetson_root=jetson_root, hwmon_root=hwmon_root,
+                      ipmi_device=ipmi_device, kfd_device=kfd_device, which=which, read_text=read_text)
+    found: list[Found] = []
+    for probe in PROBES:
+        found.append(probe(replace(machine, taken=tuple(d for f in found for d in f.reads))))
+    sensors = [s for f in found for s in f.sensors]
+    problems = [p for f in found for p in f.problems]
+    if not any(f.cpu_meter for f in found):  # the CPU estimate: opt-in only
         if estimate_cpu:
-            from wattbench.telemetry.estimate import CpuEstimateSensor
-
             sensors.append(CpuEstimateSensor())
-        elif zones:
+        elif any(f.cpu_unreadable for f in found):
             problems.append("cpu: no CPU power meter readable (fix: grant RAPL access as above, "
                             "or opt in to an estimate with `--sensor estimate:cpu[,tdp=W]`)")
     if not sensors and not problems:
-        looked = [
-            f"NVIDIA GPU ({nvml_err.strip() or 'NVML found no device'}; no nvidia-smi)",
-            f"RAPL ({root} {'has no readable zone' if root.is_dir() else 'absent'})",
-            "Jetson rails", f"AMD GPU ({kfd_device} absent)", "hwmon power/energy channels", f"BMC ({ipmi_device} absent)",
-        ]
-        problems.append("no power meter found: looked for " + "; ".join(looked)
+        problems.append("no power meter found: looked for " + "; ".join(f.looked for f in found)
                         + " (fix: add --sensor, e.g. const:node=WATTS for a declared figure, "
                         "estimate:cpu for a CPU estimate, or a wall meter with file:PATH)")
     return sensors, problems
-
-
-def _hwmon_probe(root: Path, exclude: tuple[str, ...], sensors: list[Sensor], problems: list[str],
-                 read_text: Callable[[Path], str] | None = None) -> bool:
-    """Add a HwmonSensor when ``root`` has power/energy channels no other sensor reads; return
-    whether one of them meters the CPU. Unreadable channels become a problem line with the fix."""
-    from wattbench.telemetry.hwmon import HwmonSensor
-
-    probe = HwmonSensor(root=root, exclude=exclude, read_text=read_text)
-    if not probe.scan():
-        return False
-    try:
-        chans = probe.open()
-    except SensorError as e:
-        problems.append(str(e))
-        return False
-    finally:
-        probe.close()
-    sensors.append(HwmonSensor(root=root, exclude=exclude, read_text=read_text))
-    return any(c.boundary == "cpu" for c in chans)
 
 
 def _update_period(times: list[int], values: list[float]) -> tuple[float | None, int]:

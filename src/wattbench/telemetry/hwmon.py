@@ -53,6 +53,7 @@ from typing import Any, Callable
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Kind, Reading, Sensor
+from wattbench.telemetry.probe import Found, Machine
 
 DEFAULT_ROOT = "/sys/class/hwmon"
 ATTR_RE = re.compile(r"^(energy|power|curr)(\d+)_(input|average)$")
@@ -334,3 +335,22 @@ class HwmonSensor(Sensor):
         d = super().describe()
         d.update(root=str(self.root), chip=self.chip, channel=self.channel, boundary=self.boundary)
         return d
+
+
+def detect(m: Machine) -> Found:
+    """A HwmonSensor where ``hwmon_root`` has power/energy channels no other sensor reads (``m.taken``
+    skipped), metering the CPU where one of them does. Unreadable channels become a problem line
+    with the fix."""
+    root = Path(m.hwmon_root or DEFAULT_ROOT)
+    looked = "hwmon power/energy channels"
+    probe = HwmonSensor(root=root, exclude=m.taken, read_text=m.read_text)
+    if not probe.scan():
+        return Found(looked=looked)
+    try:
+        chans = probe.open()
+    except SensorError as e:
+        return Found(problems=[str(e)], looked=looked)
+    finally:
+        probe.close()
+    return Found([HwmonSensor(root=root, exclude=m.taken, read_text=m.read_text)], cpu_meter=any(c.boundary == "cpu" for c in chans),
+                 looked=looked)

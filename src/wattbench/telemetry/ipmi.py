@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 from typing import Mapping
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Reading, Sensor
+from wattbench.telemetry.probe import Found, Machine
 
 READING_RE = re.compile(r"Instantaneous power reading:\s*([\d.]+)\s*Watts", re.I)
 
@@ -89,3 +91,16 @@ class IpmiSensor(Sensor):
         w = self._reading()
         b = now_ns()
         return [Reading((a + b) // 2, self.cid, w)]
+
+
+def detect(m: Machine) -> Found:
+    """The local BMC through ``ipmitool`` (DCMI node power) where ``ipmi_device`` exists; a problem
+    line with the fix where ``ipmitool`` is missing."""
+    looked = f"BMC ({m.ipmi_device} absent)"
+    if not Path(m.ipmi_device).exists():
+        return Found(looked=looked)
+    if not m.which("ipmitool"):
+        return Found(problems=[f"ipmi: {m.ipmi_device} exists but ipmitool is missing "
+                               "(fix: `sudo apt-get install ipmitool`, then node power is read through DCMI)"],
+                     looked=looked)
+    return Found([IpmiSensor()], looked=looked)

@@ -18,6 +18,7 @@ from pathlib import Path
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel
 from wattbench.telemetry.hwmon import HwmonSensor, _Chan, _slug
+from wattbench.telemetry.probe import Found, Machine
 
 DEFAULT_ROOT = "/sys/bus/i2c/drivers"
 RAIL_BOUNDARY = {"VDD_IN": "node", "VDD_GPU_SOC": "accelerator", "VDD_CPU_CV": "cpu"}
@@ -58,3 +59,12 @@ class JetsonSensor(HwmonSensor):
             raise SensorError(f"Jetson: no INA3221 rail under {self.root}",
                               "this is not a Jetson, or its L4T is too old (needs hwmon ina3221)")
         return super().open()
+
+
+def detect(m: Machine) -> Found:
+    """The Jetson INA3221 rails where ``jetson_root`` has them (``VDD_CPU_CV`` meters the CPU; hwmon's
+    ``ina3221`` is the same chip)."""
+    root = Path(m.jetson_root or DEFAULT_ROOT)
+    if root.is_dir() and any(root.glob("ina3221*/*/hwmon/hwmon*/in*_label")):
+        return Found([JetsonSensor(root=root)], cpu_meter=True, reads=("ina3221",), looked="Jetson rails")
+    return Found(looked="Jetson rails")

@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Kind, Reading, Sensor
+from wattbench.telemetry.nvidia_smi import NvidiaSmiSensor
+from wattbench.telemetry.probe import Found, Machine
 
 if TYPE_CHECKING:
     from wattbench.core.schema import GPUInfo
@@ -467,3 +469,27 @@ def gpu_inventory(nvml: Any = None) -> list[GPUInfo]:
             nv.nvmlShutdown()
         except Exception:
             pass
+
+
+def detect(m: Machine) -> Found:
+    """NVML where it loads and sees a GPU; else the ``nvidia-smi`` CLI (power polling, no energy
+    counter) where it is on the PATH, with a problem line; else nothing (no NVIDIA GPU, usually)."""
+    nvml_ok = False
+    nvml_err = ""
+    try:
+        nv = load_nvml(m.nvml)
+        nv.nvmlInit()
+        try:
+            nvml_ok = nv.nvmlDeviceGetCount() > 0
+        finally:
+            nv.nvmlShutdown()
+    except Exception as e:  # SensorError; NVMLError_LibraryNotFound / DriverNotLoaded: no NVIDIA GPU here, usually
+        nvml_err = str(e)
+    looked = f"NVIDIA GPU ({nvml_err.strip() or 'NVML found no device'}; no nvidia-smi)"
+    if nvml_ok:
+        return Found([NvmlSensor(nvml=m.nvml)], looked=looked)
+    if m.which("nvidia-smi"):
+        return Found([NvidiaSmiSensor()], [f"nvml: bindings unusable ({nvml_err or 'no GPU'}); falling back to "
+                                           "nvidia-smi (power polling, no energy counter) "
+                                           "(fix: `pip install nvidia-ml-py`)"], looked=looked)
+    return Found(looked=looked)

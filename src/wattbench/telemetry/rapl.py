@@ -23,6 +23,7 @@ from typing import Callable
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Reading, Sensor
+from wattbench.telemetry.probe import Found, Machine
 
 DEFAULT_ROOT = "/sys/class/powercap"
 ZONE_RE = re.compile(r"^(intel-rapl|amd-rapl):(\d+)(?::(\d+))?$")
@@ -114,3 +115,21 @@ class RaplSensor(Sensor):
 
     def close(self) -> None:
         self._zones = []
+
+
+def detect(m: Machine) -> Found:
+    """RAPL where ``powercap_root`` has a zone whose ``energy_uj`` can be read (it meters the CPU;
+    hwmon's ``amd_energy`` reads the same counters); a problem line with the fix where it cannot."""
+    root = Path(m.powercap_root or DEFAULT_ROOT)
+    zones = sorted(p for p in root.glob("*-rapl:*") if ZONE_RE.match(p.name)) if root.is_dir() else []
+    looked = f"RAPL ({root} {'has no readable zone' if root.is_dir() else 'absent'})"
+    if not zones:
+        return Found(looked=looked)
+    try:
+        RaplSensor(root=root, read_text=m.read_text)._read_text(zones[0] / "energy_uj")
+    except PermissionError:
+        return Found(problems=[f"rapl: permission denied reading {zones[0] / 'energy_uj'} (fix: {PERMISSION_FIX})"],
+                     cpu_unreadable=True, looked=looked)
+    except OSError as e:
+        return Found(problems=[f"rapl: cannot read {zones[0] / 'energy_uj'}: {e}"], cpu_unreadable=True, looked=looked)
+    return Found([RaplSensor(root=root, read_text=m.read_text)], cpu_meter=True, reads=("amd_energy",), looked=looked)
