@@ -9,7 +9,8 @@ import pytest
 
 from tests.fakes import engines_fake_servers as fk
 from wattbench.core.errors import TargetError
-from wattbench.server.detect import detect_server, metric_engine
+from wattbench.server.detect import detect_server
+from wattbench.server.engine_rules import metric_engine
 
 
 def detect(app, api_key=None):
