@@ -1,15 +1,16 @@
 """``--sensor SPEC`` strings -> sensor instances.
 
 A spec is ``KIND`` or ``KIND:ARGS``; ARGS is a comma list of positional items and ``key=value``
-options. Every kind accepts ``interval=SECONDS`` (its poll period). See ``FORMS``.
+options. Every kind accepts ``interval=SECONDS`` (its poll period). See ``FORMS``. Each kind has one
+builder (``SENSOR_KINDS``, the registry).
 """
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 import re
+from typing import Callable
 
 from wattbench.core.errors import UserError
 from wattbench.telemetry.base import BOUNDARIES, Sensor
@@ -32,8 +33,6 @@ FORMS = [
 ]
 # how to give a run without energy a meter, in one phrase (the answer line of such a run, the HTML)
 SENSOR_FIX = "--sensor const:node=WATTS (a wall meter's reading), nvml, rapl, ipmi or estimate:cpu (a model)"
-KINDS = ["nvml", "nvidia-smi", "rapl", "ipmi", "redfish", "dcgm", "prom", "jetson", "hwmon", "amd", "cmd", "file",
-         "const", "estimate"]
 
 
 def _bad(spec: str, why: str) -> UserError:
@@ -90,7 +89,8 @@ def _unknown(spec: str, opts: dict, allowed: set[str]) -> None:
 
 
 def parse_sensor_spec(spec: str) -> Sensor:
-    """Build the sensor a spec names (not opened). Raise UserError for a bad spec."""
+    """Build the sensor a spec names (not opened) with its kind's builder (``SENSOR_KINDS``). Raise
+    UserError for a bad spec."""
     s = (spec or "").strip()
     if not s:
         raise _bad(spec, "empty")
@@ -98,115 +98,135 @@ def parse_sensor_spec(spec: str) -> Sensor:
     kind = kind.strip().lower()
     if kind not in KINDS:
         raise _bad(spec, f"unknown sensor kind {kind!r}")
-    sensor = _build(s, kind, args)
-    return sensor
+    return SENSOR_KINDS[kind](s, args)
 
 
-def _build(spec: str, kind: str, args: str) -> Sensor:  # noqa: C901 - one branch per kind
-    if kind == "cmd":
-        return _cmd(spec, args)
-    if kind == "prom":
-        return _prom(spec, args)
-    pos, opts = _split(args)
-    interval = _num(spec, "interval", opts["interval"]) if "interval" in opts else None
-    sensor: Sensor
-    if kind == "nvml":
-        from wattbench.telemetry.nvml import NvmlSensor
+# ------------------------------------------------------------ one builder per kind
+# A builder takes the spec (for its error lines), the positional items and the key=value options
+# (``interval`` is applied after it) and returns the sensor, not opened.
 
-        _unknown(spec, opts, {"samples", "aux"})
-        samples = opts.get("samples", "on").lower() not in ("off", "0", "false", "no")
-        aux = _num(spec, "aux", opts["aux"]) if "aux" in opts else 1.0
-        sensor = NvmlSensor(indices=_indices(spec, pos), samples=samples, aux_every_s=aux)
-    elif kind == "nvidia-smi":
-        from wattbench.telemetry.nvidia_smi import NvidiaSmiSensor
 
-        _unknown(spec, opts, {"interval_ms"})
-        oneshot = "oneshot" in pos
-        pos = [p for p in pos if p != "oneshot"]
-        ms = int(_num(spec, "interval_ms", opts["interval_ms"])) if "interval_ms" in opts else 100
-        sensor = NvidiaSmiSensor(indices=_indices(spec, pos), interval_ms=ms, stream=not oneshot)
-    elif kind == "rapl":
-        from wattbench.telemetry.rapl import DEFAULT_ROOT, RaplSensor
+def _nvml(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
+    """``nvml[:0,1][,samples=off][,aux=SECONDS]``."""
+    from wattbench.telemetry.nvml import NvmlSensor
 
-        _unknown(spec, opts, {"root"})
-        sensor = RaplSensor(root=opts.get("root", DEFAULT_ROOT), domains=pos or None)
-    elif kind == "ipmi":
-        from wattbench.telemetry.ipmi import IpmiSensor
+    _unknown(spec, opts, {"samples", "aux"})
+    samples = opts.get("samples", "on").lower() not in ("off", "0", "false", "no")
+    aux = _num(spec, "aux", opts["aux"]) if "aux" in opts else 1.0
+    return NvmlSensor(indices=_indices(spec, pos), samples=samples, aux_every_s=aux)
 
-        _unknown(spec, opts, {"lan", "host", "user", "password_file", "interface"})
-        if pos:
-            raise _bad(spec, f"unexpected {pos[0]!r}")
-        host = opts.get("lan") or opts.get("host")
-        if ("user" in opts or "password_file" in opts) and not host:
-            raise _bad(spec, "user/password_file need lan=HOST")
-        sensor = IpmiSensor(host=host, user=opts.get("user"), password_file=opts.get("password_file"),
-                            interface=opts.get("interface", "lanplus"))
-    elif kind == "redfish":
-        from wattbench.telemetry.redfish import RedfishSensor
 
-        _unknown(spec, opts, {"chassis", "ca", "creds"})
-        flags = {p for p in pos if p in ("insecure",)}
-        urls = [p for p in pos if p not in flags]
-        if len(urls) != 1:
-            raise _bad(spec, "give the BMC's URL, e.g. redfish:https://10.0.0.5")
-        sensor = RedfishSensor(urls[0], chassis=opts.get("chassis"), verify_tls="insecure" not in flags,
-                               ca_file=opts.get("ca"), cred_file=opts.get("creds"))
-    elif kind == "dcgm":
-        from wattbench.telemetry.prometheus import DcgmSensor
+def _nvidia_smi(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
+    """``nvidia-smi[:0,1][,oneshot][,interval_ms=N]``."""
+    from wattbench.telemetry.nvidia_smi import NvidiaSmiSensor
 
-        if len(pos) != 1 or not pos[0].startswith(("http://", "https://")):
-            raise _bad(spec, "give the exporter's URL, e.g. dcgm:http://host:9400/metrics")
-        url = pos[0] if "/" in pos[0].split("://", 1)[1] else pos[0] + "/metrics"
-        boundary = _boundary(spec, opts.pop("boundary", "accelerator"))
-        opts.pop("interval", None)
-        matchers = {k: v.strip('"') for k, v in opts.items()}
-        sensor = DcgmSensor(url, matchers=matchers, boundary=boundary)
-    elif kind == "jetson":
-        from wattbench.telemetry.jetson import DEFAULT_ROOT, JetsonSensor
+    _unknown(spec, opts, {"interval_ms"})
+    oneshot = "oneshot" in pos
+    pos = [p for p in pos if p != "oneshot"]
+    ms = int(_num(spec, "interval_ms", opts["interval_ms"])) if "interval_ms" in opts else 100
+    return NvidiaSmiSensor(indices=_indices(spec, pos), interval_ms=ms, stream=not oneshot)
 
-        _unknown(spec, opts, {"root"})
-        sensor = JetsonSensor(root=opts.get("root", DEFAULT_ROOT))
-    elif kind == "hwmon":
-        sensor = _hwmon(spec, pos, opts)
-    elif kind == "amd":
-        from wattbench.telemetry.amd import AmdSensor
 
-        _unknown(spec, opts, set())
-        sensor = AmdSensor(indices=_indices(spec, pos))
-    elif kind == "file":
-        from wattbench.telemetry.external import FileSensor
+def _rapl(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
+    """``rapl[:package,dram][,root=PATH]``."""
+    from wattbench.telemetry.rapl import DEFAULT_ROOT, RaplSensor
 
-        _unknown(spec, opts, {"boundary"})
-        if len(pos) != 1:
-            raise _bad(spec, "give one file path, e.g. file:/var/log/pdu.csv")
-        sensor = FileSensor(pos[0], boundary=_boundary(spec, opts.get("boundary", "wall")))
-    elif kind == "const":
-        from wattbench.telemetry.const import ConstSensor
+    _unknown(spec, opts, {"root"})
+    return RaplSensor(root=opts.get("root", DEFAULT_ROOT), domains=pos or None)
 
-        decl = {k: v for k, v in opts.items() if k != "interval"}
-        if pos or len(decl) != 1:
-            raise _bad(spec, "give exactly one BOUNDARY=WATTS, e.g. const:node=700")
-        ((b, w),) = decl.items()
-        watts = _num(spec, b, w, positive=False)
-        if watts < 0:
-            raise _bad(spec, f"{b}={w}: watts must be >= 0")
-        sensor = ConstSensor(_boundary(spec, b), watts)
-    elif kind == "estimate":
-        from wattbench.telemetry.estimate import CpuEstimateSensor
 
-        _unknown(spec, opts, {"tdp", "idle", "uncertainty"})
-        if pos != ["cpu"]:
-            raise _bad(spec, "only estimate:cpu exists")
-        sensor = CpuEstimateSensor(
-            tdp_w=_num(spec, "tdp", opts["tdp"]) if "tdp" in opts else None,
-            idle_w=_num(spec, "idle", opts["idle"], positive=False) if "idle" in opts else None,
-            uncertainty_pct=_num(spec, "uncertainty", opts["uncertainty"]) if "uncertainty" in opts else 30.0,
-        )
-    else:  # pragma: no cover - KINDS and the branches are kept in step
-        raise _bad(spec, f"unknown sensor kind {kind!r}")
-    if interval is not None:
-        sensor.poll_interval_s = interval
-    return sensor
+def _ipmi(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
+    """``ipmi[:lan=HOST,user=USER[,password_file=FILE][,interface=I]]`` (the local BMC without lan=)."""
+    from wattbench.telemetry.ipmi import IpmiSensor
+
+    _unknown(spec, opts, {"lan", "host", "user", "password_file", "interface"})
+    if pos:
+        raise _bad(spec, f"unexpected {pos[0]!r}")
+    host = opts.get("lan") or opts.get("host")
+    if ("user" in opts or "password_file" in opts) and not host:
+        raise _bad(spec, "user/password_file need lan=HOST")
+    return IpmiSensor(host=host, user=opts.get("user"), password_file=opts.get("password_file"),
+                      interface=opts.get("interface", "lanplus"))
+
+
+def _redfish(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
+    """``redfish:URL[,chassis=ID][,insecure][,ca=FILE][,creds=FILE]``."""
+    from wattbench.telemetry.redfish import RedfishSensor
+
+    _unknown(spec, opts, {"chassis", "ca", "creds"})
+    flags = {p for p in pos if p in ("insecure",)}
+    urls = [p for p in pos if p not in flags]
+    if len(urls) != 1:
+        raise _bad(spec, "give the BMC's URL, e.g. redfish:https://10.0.0.5")
+    return RedfishSensor(urls[0], chassis=opts.get("chassis"), verify_tls="insecure" not in flags,
+                         ca_file=opts.get("ca"), cred_file=opts.get("creds"))
+
+
+def _dcgm(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
+    """``dcgm:URL[,LABEL=VALUE…][,boundary=B]``: any other option is a label matcher."""
+    from wattbench.telemetry.prometheus import DcgmSensor
+
+    if len(pos) != 1 or not pos[0].startswith(("http://", "https://")):
+        raise _bad(spec, "give the exporter's URL, e.g. dcgm:http://host:9400/metrics")
+    url = pos[0] if "/" in pos[0].split("://", 1)[1] else pos[0] + "/metrics"
+    boundary = _boundary(spec, opts.pop("boundary", "accelerator"))
+    opts.pop("interval", None)
+    matchers = {k: v.strip('"') for k, v in opts.items()}
+    return DcgmSensor(url, matchers=matchers, boundary=boundary)
+
+
+def _jetson(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
+    """``jetson[:root=PATH]``."""
+    from wattbench.telemetry.jetson import DEFAULT_ROOT, JetsonSensor
+
+    _unknown(spec, opts, {"root"})
+    return JetsonSensor(root=opts.get("root", DEFAULT_ROOT))
+
+
+def _amd(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
+    """``amd[:0,1]``."""
+    from wattbench.telemetry.amd import AmdSensor
+
+    _unknown(spec, opts, set())
+    return AmdSensor(indices=_indices(spec, pos))
+
+
+def _file(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
+    """``file:PATH[,boundary=B]`` (default boundary: wall)."""
+    from wattbench.telemetry.external import FileSensor
+
+    _unknown(spec, opts, {"boundary"})
+    if len(pos) != 1:
+        raise _bad(spec, "give one file path, e.g. file:/var/log/pdu.csv")
+    return FileSensor(pos[0], boundary=_boundary(spec, opts.get("boundary", "wall")))
+
+
+def _const(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
+    """``const:BOUNDARY=WATTS``: a declared figure."""
+    from wattbench.telemetry.const import ConstSensor
+
+    decl = {k: v for k, v in opts.items() if k != "interval"}
+    if pos or len(decl) != 1:
+        raise _bad(spec, "give exactly one BOUNDARY=WATTS, e.g. const:node=700")
+    ((b, w),) = decl.items()
+    watts = _num(spec, b, w, positive=False)
+    if watts < 0:
+        raise _bad(spec, f"{b}={w}: watts must be >= 0")
+    return ConstSensor(_boundary(spec, b), watts)
+
+
+def _estimate(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
+    """``estimate:cpu[,tdp=W][,idle=W][,uncertainty=PCT]``: a model, not a meter."""
+    from wattbench.telemetry.estimate import CpuEstimateSensor
+
+    _unknown(spec, opts, {"tdp", "idle", "uncertainty"})
+    if pos != ["cpu"]:
+        raise _bad(spec, "only estimate:cpu exists")
+    return CpuEstimateSensor(
+        tdp_w=_num(spec, "tdp", opts["tdp"]) if "tdp" in opts else None,
+        idle_w=_num(spec, "idle", opts["idle"], positive=False) if "idle" in opts else None,
+        uncertainty_pct=_num(spec, "uncertainty", opts["uncertainty"]) if "uncertainty" in opts else 30.0,
+    )
 
 
 def _hwmon(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
@@ -277,3 +297,29 @@ def _prom(spec: str, args: str) -> Sensor:
     if "interval" in opts:
         s.poll_interval_s = _num(spec, "interval", opts["interval"])
     return s
+
+
+def _items(build: Callable[[str, list[str], dict[str, str]], Sensor]) -> Callable[[str, str], Sensor]:
+    """The builder of a comma-list kind as a builder from its arguments: the items and options
+    split, ``interval=`` read first (its error before the kind's) and applied to the sensor built."""
+    def from_args(spec: str, args: str) -> Sensor:
+        pos, opts = _split(args)
+        interval = _num(spec, "interval", opts["interval"]) if "interval" in opts else None
+        sensor = build(spec, pos, opts)
+        if interval is not None:
+            sensor.poll_interval_s = interval
+        return sensor
+
+    return from_args
+
+
+# The registry: each kind with its builder from (spec, arguments), in the order KINDS lists them.
+# cmd and prom read their arguments themselves (a command line, a PromQL expression: not a plain
+# comma list) and apply interval= themselves.
+SENSOR_KINDS: dict[str, Callable[[str, str], Sensor]] = {
+    "nvml": _items(_nvml), "nvidia-smi": _items(_nvidia_smi), "rapl": _items(_rapl), "ipmi": _items(_ipmi),
+    "redfish": _items(_redfish), "dcgm": _items(_dcgm), "prom": _prom, "jetson": _items(_jetson),
+    "hwmon": _items(_hwmon), "amd": _items(_amd), "cmd": _cmd, "file": _items(_file), "const": _items(_const),
+    "estimate": _items(_estimate),
+}
+KINDS = list(SENSOR_KINDS)
