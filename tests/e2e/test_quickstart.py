@@ -65,7 +65,7 @@ def test_wattbench_run_with_no_arguments(tmp_path):
             assert e.output_tokens_per_s_per_kw == pytest.approx(
                 thr.output_tokens_per_s / (e.avg_power_w / 1e3), rel=1e-9), b
         # transformers serve has no /metrics: the result says so instead of an empty timeline
-        assert lv.server_metrics.get("available") is False and "no Prometheus /metrics" in lv.server_metrics["reason"]
+        assert lv.server_metrics.available is False and "no Prometheus /metrics" in lv.server_metrics.reason
     assert len(load_requests(run)) == sum(lv.requests.completed + lv.requests.failed + lv.requests.warmup
                                           for lv in result.levels)
     assert (run / "report.html").exists() and (run / "server.log").exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from wattbench.core.schema import DeviceThermal, ServerMetrics, Thermal
 from wattbench.core.schema import (
     BoundaryEnergy,
     ClockInfo,
@@ -250,8 +251,9 @@ def write_run(
                 energy=energy_map, energy_steady=steady_map,
                 energy_unavailable_reason=None if energy else "no sensors: --no-sensors was given",
                 validity=Validity(verdict=verdict, latency=verdict, findings=findings),
-                thermal={"gpu0": {"max_temperature_c": 61.0, "throttled": False}},
-                server_metrics={"running_max": conc, "kv_cache_max_pct": min(100.0, conc * 5.0)},
+                thermal=Thermal(max_temperature_c=61.0, devices={"gpu0": DeviceThermal(max_temperature_c=61.0)}),
+                server_metrics=ServerMetrics(available=True, max_running_requests=conc,
+                                             max_kv_cache_usage_pct=min(100.0, conc * 5.0)),
                 goodput=goodput,
             )
         )

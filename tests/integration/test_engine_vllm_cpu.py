@@ -94,8 +94,8 @@ def test_scraped_token_counters_equal_usage(vllm_server):
     s = tl.summary(tl.scrapes[0][0], tl.scrapes[-1][0])
     # a gauge is sampled: whether a scrape caught a request running depends on timing, so only its
     # bounds are asserted (the counters above are the deterministic check)
-    assert 0 <= s["max_running_requests"] <= 3
-    assert s["generation_tokens_delta"] == out_tokens
+    assert 0 <= s.max_running_requests <= 3
+    assert s.generation_tokens_delta == out_tokens
     print(f"\nvLLM CPU tiny: {out_tokens} output tokens in {elapsed_s:.2f} s at concurrency 3 = "
           f"{out_tokens / elapsed_s:.0f} tok/s; scraped {len(tl.scrapes)} times")
 
@@ -122,7 +122,7 @@ def test_wattbench_run_token_counts_equal_vllm_counters(vllm_server, tmp_path):
         sm = lv.server_metrics
         # the running gauge is sampled every 0.5 s: a short level may finish between two scrapes
         # (it read 0.0 in CI), so only its bounds are asserted; the bracketing counters above are exact
-        assert sm["available"] and 0 <= sm["max_running_requests"] <= lv.load.target_concurrency
+        assert sm.available and 0 <= sm.max_running_requests <= lv.load.target_concurrency
 
 
 def test_measure_vllm_bench_serve_against_the_engine(vllm_server, tmp_path, monkeypatch):

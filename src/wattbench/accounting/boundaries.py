@@ -110,10 +110,9 @@ def withhold_outside_work(level: LevelResult) -> bool:
                 be.notes.append(note)
             changed = changed or bool(had)
     names = list(level.energy)
-    gp = level.goodput if isinstance(level.goodput, dict) else None
-    if gp and isinstance(gp.get("per_kw"), dict):
-        for b in [b for b in gp["per_kw"] if not contains_work(b, names)]:
-            del gp["per_kw"][b]
+    if level.goodput is not None:
+        for b in [b for b in level.goodput.per_kw if not contains_work(b, names)]:
+            del level.goodput.per_kw[b]
             changed = True
     for b in [b for b in level.attribution if not contains_work(b, names)]:
         del level.attribution[b]

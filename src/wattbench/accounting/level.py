@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -38,7 +38,15 @@ from wattbench.metrics.latency import summarize_level, tokens_in_window
 from wattbench.metrics.slo import SLO, goodput
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.recordset import NONE, RecordSet, as_record_set
-from wattbench.core.schema import LevelResult, LevelTiming, Oversaturation, PowerSplit, RequestRecord, Window
+from wattbench.core.schema import (
+    LevelResult,
+    LevelTiming,
+    Oversaturation,
+    PowerSplit,
+    RequestRecord,
+    ServerMetrics,
+    Window,
+)
 from wattbench.telemetry.base import TelemetryLog
 
 __all__ = ["LevelContext", "ServerTimelineView", "account_level", "oversaturation", "count_source",
@@ -56,7 +64,7 @@ class ServerTimelineView(Protocol):
     @property
     def series(self) -> Mapping[str, tuple[Sequence[int], Sequence[float]]]: ...
 
-    def summary(self, t0_ns: int, t1_ns: int) -> dict[str, Any]: ...
+    def summary(self, t0_ns: int, t1_ns: int) -> ServerMetrics: ...
 
 
 @dataclass
@@ -113,12 +121,12 @@ def _energy(level: LevelResult, outcome: LevelOutcome, ctx: LevelContext, record
     return accounted
 
 
-def _server_metrics(outcome: LevelOutcome, ctx: LevelContext) -> dict[str, Any]:
+def _server_metrics(outcome: LevelOutcome, ctx: LevelContext) -> ServerMetrics:
     if ctx.timeline is not None:
         return ctx.timeline.summary(outcome.start_ns, outcome.end_ns)
-    return {"available": False,
-            "reason": f"the server ({ctx.engine or 'unknown engine'}) exposes no Prometheus /metrics; "
-                      "the report's timeline shows the client's view (requests in flight, tokens/s)"}
+    return ServerMetrics(available=False,
+                         reason=f"the server ({ctx.engine or 'unknown engine'}) exposes no Prometheus /metrics; "
+                                "the report's timeline shows the client's view (requests in flight, tokens/s)")
 
 
 def account_level(index: int, spec: LevelSpec, outcome: LevelOutcome, ctx: LevelContext,

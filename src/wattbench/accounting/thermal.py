@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from wattbench.core.schema import Thermal
 from wattbench.telemetry.base import TelemetryLog
 
 CAPPING_BITS: dict[int, str] = {
@@ -85,7 +86,7 @@ def throttling(log: TelemetryLog, t0: int, t1: int) -> dict[str, dict[str, Any]]
     return res
 
 
-def thermal_summary(log: TelemetryLog, start_ns: int, end_ns: int) -> dict[str, Any]:
+def thermal_summary(log: TelemetryLog, start_ns: int, end_ns: int) -> Thermal:
     """Max temperature, min/mean SM clock, mean GPU utilization, throttle reasons seen and power limit over the window,
     overall and per device (for ``LevelResult.thermal``)."""
     temps = _aux(log, "temperature_c", start_ns, end_ns)
@@ -125,4 +126,4 @@ def thermal_summary(log: TelemetryLog, start_ns: int, end_ns: int) -> dict[str, 
         out["power_limit_w"] = sum(float(v[-1]) for v in limits.values())
     if devices:
         out["devices"] = devices
-    return out
+    return Thermal.model_validate(out)

@@ -9,7 +9,6 @@ rules and formulas are in docs/accounting.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from wattbench.accounting.boundaries import BoundaryTotal, boundary_totals, contains_work, outside_work_note
 from wattbench.accounting.idle import IdlePower, dynamic_uncertainty_pct, idle_split
@@ -25,7 +24,7 @@ from wattbench.accounting.validity import (
 )
 from wattbench.core.errors import UserError
 from wattbench.metrics import efficiency as eff
-from wattbench.core.schema import BoundaryEnergy, LoadStats, Validity, Window
+from wattbench.core.schema import BoundaryEnergy, LoadStats, Thermal, Validity, Window
 from wattbench.telemetry.base import TelemetryLog
 
 __all__ = ["AccountedWindow", "account_window", "level_validity"]
@@ -36,7 +35,7 @@ class AccountedWindow:
     window: Window
     energy: dict[str, BoundaryEnergy]
     findings: list[Finding] = field(default_factory=list)
-    thermal: dict[str, Any] = field(default_factory=dict)
+    thermal: Thermal = field(default_factory=Thermal)
     totals: dict[str, BoundaryTotal] = field(default_factory=dict)
 
     @property

@@ -550,8 +550,8 @@ RecordsOf = Callable[[Result, LevelResult], "list | None"]
 
 
 def _slo_set(slos) -> frozenset:
-    return frozenset((s["metric"], s["stat"], float(s["threshold_ms"])) if isinstance(s, dict)
-                     else (s.metric, s.stat, float(s.threshold_ms)) for s in slos)
+    """SLOs (``metrics.slo.SLO`` or the stored ``SLOBound``) as a set of (metric, stat, bound)."""
+    return frozenset((s.metric, s.stat, float(s.threshold_ms)) for s in slos)
 
 
 def slo_goodput(result: Result, lv: LevelResult, slos: list, boundary: str,
@@ -564,8 +564,8 @@ def slo_goodput(result: Result, lv: LevelResult, slos: list, boundary: str,
 
     h = headline(lv, boundary)
     power = h["avg_power_w"]
-    gp = lv.goodput or {}
-    if gp.get("slos") and _slo_set(gp["slos"]) == _slo_set(slos):
+    gp = lv.goodput
+    if gp is not None and gp.slos and _slo_set(gp.slos) == _slo_set(slos):
         tok, per_kw = h["goodput_output_tokens_per_s"], h["goodput_per_kw"]
         if per_kw is None and tok is not None and power:
             per_kw = tok / (power / 1000.0)
@@ -576,8 +576,7 @@ def slo_goodput(result: Result, lv: LevelResult, slos: list, boundary: str,
         return None, power, None, ""
     g = goodput(recs, slos, dur, {boundary: power},
                 window_output_tokens=(h["output_tokens_per_s"] or 0.0) * dur)
-    per = (g["per_kw"].get(boundary) or {}).get("output_tokens_per_s_per_kw")
-    return g["output_tokens_per_s"], power, per, "recomputed from its requests"
+    return g.output_tokens_per_s, power, g.per_kw_at(boundary), "recomputed from its requests"
 
 
 def _meets(lv: LevelResult, slos: list) -> tuple[bool, str]:

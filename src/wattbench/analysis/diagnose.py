@@ -13,7 +13,7 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
-from wattbench.analysis.figures import gauge, headline, throttle_reasons
+from wattbench.analysis.figures import headline, throttle_reasons
 from wattbench.core.schema import LevelResult, Result
 
 Severity = Literal["info", "warn", "alert"]
@@ -72,9 +72,9 @@ def _power_limit_w(result: Result) -> float | None:
 
 def _thermal_evidence(level: LevelResult) -> dict[str, Any]:
     return {
-        "sm_clock_mhz": gauge(level.thermal, "sm_clock_mhz", "sm_clock", stat="mean"),
-        "sm_clock_min_mhz": gauge(level.thermal, "sm_clock_mhz", "sm_clock", stat="min"),
-        "max_temp_c": gauge(level.thermal, "max_temp_c", "temperature_c", stat="max"),
+        "sm_clock_mhz": level.thermal.mean_sm_clock_mhz,
+        "sm_clock_min_mhz": level.thermal.min_sm_clock_mhz,
+        "max_temp_c": level.thermal.max_temperature_c,
         "throttle_reasons": throttle_reasons(level),
     }
 
@@ -131,7 +131,7 @@ def rule_throughput_and_power_down(ra: Result, a: LevelResult, rb: Result, b: Le
 
 
 def rule_data_movement_bound(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
-    util = gauge(b.thermal, "gpu_utilization_pct", "utilization_pct", stat="mean")
+    util = b.thermal.mean_gpu_utilization_pct
     acc = b.energy.get("accelerator")
     limit = _power_limit_w(rb)
     if util is None or acc is None or acc.avg_power_w is None or not limit:

@@ -92,30 +92,9 @@ def _num(v: Any) -> float | None:
     return None
 
 
-def gauge(d: dict[str, Any], *names: str, stat: str | None = None) -> float | None:
-    """First present gauge among ``names``; ``stat`` picks a key of a summary dict (min/max/mean)."""
-    for n in names:
-        if n in d:
-            v = d[n]
-            if stat and isinstance(v, dict) and stat in v:
-                return _num(v[stat])
-            got = _num(v)
-            if got is not None:
-                return got
-    return None
-
-
 def throttle_reasons(level: LevelResult) -> list[str]:
-    """Throttle reasons seen in a level, from ``thermal`` (a list, or a dict reason -> fraction)."""
-    v = (level.thermal.get("capping_reasons_seen") or level.thermal.get("throttle_reasons")
-         or level.thermal.get("clocks_event_reasons"))
-    if isinstance(v, dict):
-        return sorted(k for k, frac in v.items() if frac)
-    if isinstance(v, (list, tuple)):
-        return [str(x) for x in v]
-    if isinstance(v, str) and v:
-        return [v]
-    return []
+    """The capping reasons seen in a level (power or thermal capping: ``accounting/thermal.py``)."""
+    return list(level.thermal.capping_reasons_seen)
 
 
 def common_boundary(results: list[Result]) -> str | None:
@@ -147,9 +126,8 @@ def ranked_figures(level: LevelResult, boundary: str | None = None, has_slo: boo
 
     b = boundary or headline_boundary(level)
     h = headline(level, b)
-    gp = level.goodput or {}
     if has_slo is None:
-        has_slo = bool(gp)
+        has_slo = level.goodput is not None
     out: dict[str, Any] = dict(h)
     out["boundary"] = b
     if out.get("goodput_per_kw") is None and not has_slo:
@@ -172,31 +150,27 @@ def level_figures(level: LevelResult, boundary: str | None) -> dict[str, float |
             v = getattr(st, s)
             out[f"{kind}_{s}_ms"] = None if v is None else float(v)
     e = level.energy.get(boundary) if boundary else None
-    gp = level.goodput or {}
+    gp = level.goodput
     for name in ENERGY_FIGURES:
         if name == "goodput_per_kw":
-            per_kw = (gp.get("per_kw") or {}).get(boundary) if boundary else None
-            v = per_kw.get("output_tokens_per_s_per_kw") if isinstance(per_kw, dict) else None
+            v = gp.per_kw_at(boundary) if gp is not None else None
         else:
             v = getattr(e, name) if e is not None else None
         out[name] = None if v is None else float(v)
     req = level.requests
     total = req.completed + req.failed
     out["failed_pct"] = 100.0 * req.failed / total if total else None
-    out["goodput_rps"] = gauge(gp, "requests_per_s", "goodput_rps", "rps")
-    out["goodput_output_tokens_per_s"] = gauge(gp, "output_tokens_per_s", "goodput_output_tokens_per_s")
-    out["goodput_fraction"] = gauge(gp, "fraction")
+    out["goodput_rps"] = gp.requests_per_s if gp is not None else None
+    out["goodput_output_tokens_per_s"] = gp.output_tokens_per_s if gp is not None else None
+    out["goodput_fraction"] = gp.fraction if gp is not None else None
     sm = level.server_metrics
-    # keys of wattbench.server.metrics.ServerTimeline.summary first; older/hand-made forms after
-    out["mean_running"] = gauge(sm, "mean_running_requests", "num_requests_running", "running", "running_mean")
-    out["mean_waiting"] = gauge(sm, "mean_waiting_requests", "num_requests_waiting", "waiting", "waiting_mean")
+    out["mean_running"] = sm.mean_running_requests
+    out["mean_waiting"] = sm.mean_waiting_requests
     out["client_cpu_pct"] = level.load.client_cpu_pct
     th = level.thermal
-    # keys of wattbench.accounting.thermal_summary first; older/hand-made forms after
-    out["max_temp_c"] = gauge(th, "max_temperature_c", "max_temp_c", "temperature_c", stat="max")
-    out["sm_clock_mhz"] = gauge(th, "mean_sm_clock_mhz", "sm_clock_mhz", "sm_clock", stat="mean")
-    out["gpu_utilization_pct"] = gauge(th, "mean_gpu_utilization_pct", "gpu_utilization_pct", "utilization_pct",
-                                       stat="mean")
+    out["max_temp_c"] = th.max_temperature_c
+    out["sm_clock_mhz"] = th.mean_sm_clock_mhz
+    out["gpu_utilization_pct"] = th.mean_gpu_utilization_pct
     return out
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Sequence
+
+from wattbench.core.schema import LevelResult
 
 
 @dataclass(frozen=True)
@@ -50,23 +52,23 @@ def is_dominated(p: tuple[str, float, float], others: Iterable[tuple[str, float,
     return False
 
 
-def frontier_from_levels(levels: list[Mapping], *, boundary: str = "accelerator", latency: str = "tpot_ms",
+def frontier_from_levels(levels: Sequence[LevelResult], *, boundary: str = "accelerator", latency: str = "tpot_ms",
                          stat: str = "p99", efficiency: str = "output_tokens_per_s_per_kw") -> dict:
-    """The frontier over ``LevelResult.model_dump()`` dicts, as stored in a result.
+    """The frontier over a run's levels.
 
-    ``efficiency``: a key of ``energy[boundary]`` (default output tok/s per kW), or
+    ``efficiency``: a field of ``energy[boundary]`` (default output tok/s per kW), or
     ``goodput_per_kw`` for ``goodput.per_kw[boundary].output_tokens_per_s_per_kw``.
-    ``latency``/``stat``: ``latency[latency][stat]``, e.g. ``tpot_ms``/``p99`` or ``ttft_ms``/``p50``.
+    ``latency``/``stat``: ``latency.<latency>.<stat>``, e.g. ``tpot_ms``/``p99`` or ``ttft_ms``/``p50``.
     """
     raw, excluded = [], []
     for lv in levels:
-        label = str(lv.get("label", lv.get("index")))
+        label = lv.label
         if efficiency == "goodput_per_kw":
-            eff = (((lv.get("goodput") or {}).get("per_kw") or {}).get(boundary) or {}).get(
-                "output_tokens_per_s_per_kw")
+            eff = lv.goodput.per_kw_at(boundary) if lv.goodput is not None else None
         else:
-            eff = ((lv.get("energy") or {}).get(boundary) or {}).get(efficiency)
-        lat = ((lv.get("latency") or {}).get(latency) or {}).get(stat)
+            e = lv.energy.get(boundary)
+            eff = getattr(e, efficiency) if e is not None else None
+        lat = getattr(getattr(lv.latency, latency), stat)
         if _ok(eff) and _ok(lat):
             raw.append((label, eff, lat))
         else:

@@ -164,18 +164,11 @@ def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_g
 
 
 def _objective_fn(objective: str | Callable[[Mapping], float | None]) -> Callable[[Mapping], float | None]:
+    """A level's score: ``objective`` called, or the figure it names (a flat key first, then a
+    dotted path). ``goodput_per_kw`` is the flat figure the caller ranks by (``run/plan.level_figures``
+    puts it there, at the level's headline boundary): never read from another boundary."""
     if callable(objective):
         return objective
-    if objective == "goodput_per_kw":
-        def fn(f: Mapping):
-            v = get_path(f, "goodput_per_kw")
-            if v is None:
-                per_kw = get_path(f, "goodput.per_kw") or {}
-                for b in per_kw.values():  # the first boundary with a figure (orchestrator order)
-                    if isinstance(b, Mapping) and b.get("output_tokens_per_s_per_kw") is not None:
-                        return b["output_tokens_per_s_per_kw"]
-            return v
-        return fn
     return lambda f: get_path(f, objective)
 
 

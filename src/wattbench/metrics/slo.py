@@ -44,7 +44,7 @@ from wattbench.core.errors import UserError
 from wattbench.metrics.latency import gap_blocks
 from wattbench.metrics.quantiles import Blocks, moments, percentiles
 from wattbench.core.recordset import NONE, RecordSet, as_record_set, row_ids, stamp_blocks
-from wattbench.core.schema import RequestRecord, Result
+from wattbench.core.schema import Goodput, RequestRecord, Result
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99", "max")
@@ -264,7 +264,7 @@ def _meets(rs: RecordSet, done: NDArray[np.bool_], figs: dict[str, NDArray[np.fl
 
 def goodput(records: Iterable[RequestRecord | Mapping[str, Any]] | RecordSet, slos: list[SLO], duration_s: float,
             avg_power_w: Mapping[str, float | None] | None = None,
-            window_output_tokens: float | None = None) -> dict[str, Any]:
+            window_output_tokens: float | None = None) -> Goodput:
     """Goodput of one level (warm-up records are ignored).
 
     ``window_output_tokens``: the tokens the server produced in the window from every stream
@@ -273,7 +273,7 @@ def goodput(records: Iterable[RequestRecord | Mapping[str, Any]] | RecordSet, sl
     same token basis as every other efficiency figure (the window's energy also paid for warm-up
     leftovers). Without it, the good requests' own tokens over the duration.
 
-    Returns ``requests_per_s``, ``output_tokens_per_s`` (of requests that succeeded and met every
+    Returns a ``core.schema.Goodput``: ``requests_per_s``, ``output_tokens_per_s`` (of requests that succeeded and met every
     SLO), ``good_requests``, ``total_requests``, ``fraction`` (good / all, failures included),
     ``per_slo`` (requests meeting each SLO alone), ``level`` (:func:`level_check`), ``all_met``
     (every level check holds) and ``per_kw`` — per boundary, ``requests_per_s_per_kw`` and
@@ -304,7 +304,7 @@ def goodput(records: Iterable[RequestRecord | Mapping[str, Any]] | RecordSet, sl
         basis = "tokens_in_window"
     else:
         good_out, basis = float(good_tokens), "measured_request_tokens"
-    out: dict[str, Any] = {  # the level's goodput block as the result stores it
+    out: dict[str, Any] = {  # the level's goodput block (core.schema.Goodput)
         "slos": [s.to_dict() for s in slos],
         "duration_s": duration_s,
         "good_requests": good,
@@ -327,7 +327,7 @@ def goodput(records: Iterable[RequestRecord | Mapping[str, Any]] | RecordSet, sl
         out["per_kw"][boundary] = {"requests_per_s_per_kw": out["requests_per_s"] / kw,
                                    "output_tokens_per_s_per_kw": out["output_tokens_per_s"] / kw,
                                    "avg_power_w": p}
-    return out
+    return Goodput.model_validate(out)
 
 
 def figures_meet(figures: Mapping[str, Any], slos: list[SLO]) -> bool:
@@ -348,9 +348,9 @@ def run_slo_text(result: Result) -> str | None:
     block holds its SLOs, else the run's ``--slo`` as configured; None without one. The one home for
     reports (``report/goodput.slo_text``) and planners (``planning/measured``)."""
     for lv in result.levels:
-        slos = (lv.goodput or {}).get("slos")
-        if slos:
-            return ",".join(f"{x['metric']}_{x['stat']}={x['threshold_ms']:g}ms" for x in slos)
+        text = lv.goodput.slo_text if lv.goodput is not None else None
+        if text:
+            return text
     slo = result.config.get("slo") if isinstance(result.config, dict) else None
     return str(slo) if slo else None
 

@@ -9,7 +9,7 @@ This is the one place planners read ``Result`` objects. Conventions:
   ``host_overhead_w`` or, when none is declared, the same percentile measured at the ``host``
   boundary of the same level, or 0 with a warning. At the ``node`` and ``wall`` boundaries the
   figure already covers the whole node and is used as is.
-* Throughput and goodput (``level.goodput["output_tokens_per_s"]``) are scaled by
+* Throughput and goodput (``level.goodput.output_tokens_per_s``) are scaled by
   ``gpus_per_node / devices`` when the node has more accelerators than were measured (independent
   replicas assumed; a warning says so).
 """
@@ -96,20 +96,20 @@ def choose_level(result: Result, usable: list[LevelResult], key, what: str) -> t
     """The level a planner reads when ``--level`` is not given, and one line naming it and why.
 
     Of the ``usable`` levels (those with the planner's figure, not ``invalid``): when the run has an
-    SLO, the best by ``key`` among those that met it (``goodput["all_met"]``); when none met it, the
+    SLO, the best by ``key`` among those that met it (``goodput.all_met``); when none met it, the
     best by ``key`` of all, and the line says it misses the SLO (with the share of requests that met
     it). Without an SLO, the best by ``key``. ``what`` names the figure: ``"highest throughput"``."""
     slo = run_slo_text(result)
     if slo is None:
         lv = max(usable, key=key)
         return lv, f"run {result.run_id}: level {level_name(lv)} ({what}; the run has no SLO)"
-    met = [lv for lv in usable if (lv.goodput or {}).get("all_met")]
+    met = [lv for lv in usable if lv.goodput is not None and lv.goodput.all_met]
     if met:
         lv = max(met, key=key)
         return lv, f"run {result.run_id}: level {level_name(lv)} ({what} among the levels meeting {slo})"
     lv = max(usable, key=key)
-    frac = (lv.goodput or {}).get("fraction")
-    share = f", {100 * frac:.1f}% of its requests met it" if isinstance(frac, (int, float)) else ""
+    frac = lv.goodput.fraction if lv.goodput is not None else None
+    share = f", {100 * frac:.1f}% of its requests met it" if frac is not None else ""
     return lv, (f"run {result.run_id}: {MISSES_SLO} {slo}; using level {level_name(lv)} ({what}), which misses "
                 f"it{share}: pass --level to choose another")
 
@@ -275,7 +275,7 @@ def measured_node(
             f"run {result.run_id}: measured on {measured} accelerators, scaled to {gpus} per node "
             "(assumes independent replicas)"
         )
-    goodput = (lv.goodput or {}).get("output_tokens_per_s")
+    goodput = lv.goodput.output_tokens_per_s if lv.goodput is not None else None
     return MeasuredNode(
         name=name or result_name(result),
         run_id=result.run_id,

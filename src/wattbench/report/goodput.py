@@ -18,7 +18,7 @@ def slo_text(result: Result) -> str | None:
 
 
 def has_goodput(result: Result) -> bool:
-    return any(lv.goodput for lv in result.levels)
+    return any(lv.goodput is not None for lv in result.levels)
 
 
 @dataclass(frozen=True)
@@ -31,22 +31,22 @@ class GoodputCells:
 
 
 def goodput_cells(level: LevelResult) -> GoodputCells:
-    gp = level.goodput or {}
+    gp = level.goodput
     hb = F.headline_boundary(level)
     b = hb[0] if hb else None
-    per_kw = ((gp.get("per_kw") or {}).get(b) or {}) if b else {}
-    all_met = gp.get("all_met")
-    slo = F.MISSING if all_met is None else ("met" if all_met else "missed")
-    return GoodputCells(F.fmt_fraction_pct(gp.get("fraction")), slo, F.fmt(gp.get("output_tokens_per_s")),
-                        F.fmt(per_kw.get("output_tokens_per_s_per_kw")), b)
+    if gp is None:
+        return GoodputCells(F.fmt_fraction_pct(None), F.MISSING, F.fmt(None), F.fmt(None), b)
+    return GoodputCells(F.fmt_fraction_pct(gp.fraction), "met" if gp.all_met else "missed",
+                        F.fmt(gp.output_tokens_per_s), F.fmt(gp.per_kw_at(b)), b)
 
 
 def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
     """(goodput tok/s per kW at the headline boundary, goodput tok/s) as stored (the last trial's)."""
-    gp = level.goodput or {}
+    gp = level.goodput
+    if gp is None:
+        return None, None
     hb = F.headline_boundary(level)
-    per_kw = ((gp.get("per_kw") or {}).get(hb[0]) or {}) if hb else {}
-    return per_kw.get("output_tokens_per_s_per_kw"), gp.get("output_tokens_per_s")
+    return gp.per_kw_at(hb[0] if hb else None), gp.output_tokens_per_s
 
 
 def goodput_point(level: LevelResult) -> tuple[float | None, float | None]:

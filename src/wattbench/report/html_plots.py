@@ -17,16 +17,15 @@ from wattbench.core.schema import Result
 
 def slo_thresholds(result: Result) -> dict[str, float]:
     """SLO thresholds (ms) by figure name (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``), from a
-    level's ``goodput["slos"]`` (what ``metrics.slo.goodput`` stores), else ``config["slo"]`` read
+    level's ``goodput.slos`` (what ``metrics.slo.goodput`` stores), else ``config["slo"]`` read
     with the one ``--slo`` parser. Two SLOs on one figure (``ttft_p50``, ``ttft_p99``): the tighter line."""
     from wattbench.core.errors import UserError
     from wattbench.metrics.slo import SLO, parse_slos
 
     slos: list[SLO] = []
     for lv in result.levels:
-        for d in (lv.goodput or {}).get("slos") or []:
-            if isinstance(d, dict) and isinstance(d.get("threshold_ms"), (int, float)):
-                slos.append(SLO(str(d.get("metric")), str(d.get("stat")), float(d["threshold_ms"])))
+        for d in lv.goodput.slos if lv.goodput is not None else []:
+            slos.append(SLO(d.metric, d.stat, d.threshold_ms))
         if slos:
             break
     if not slos and isinstance(result.config.get("slo"), str):
@@ -188,13 +187,13 @@ def pareto(doc: Doc, run: RunData) -> None:
     doc.plot(data, layout, height=440)
     rows = []
     for lv in r.levels:
-        gp = lv.goodput or {}
-        for name, chk in (gp.get("level") or {}).items():
-            if not isinstance(chk, dict):
-                continue
-            rows.append((S.short_label(lv), name, F.fmt(chk.get("observed_ms")), F.fmt(chk.get("threshold_ms")),
-                         "met" if chk.get("met") else "missed",
-                         f"{(gp.get('per_slo') or {}).get(name, F.MISSING)} of {gp.get('total_requests', F.MISSING)}"))
+        gp = lv.goodput
+        if gp is None:
+            continue
+        for name, chk in gp.level.items():
+            rows.append((S.short_label(lv), name, F.fmt(chk.observed_ms), F.fmt(chk.threshold_ms),
+                         "met" if chk.met else "missed",
+                         f"{gp.per_slo.get(name, F.MISSING)} of {gp.total_requests}"))
     if rows:
         doc.add("<h4>SLO per level</h4>" + table(
             ["level", "SLO", "level figure ms", "bound ms", "held", "requests meeting it"], rows))

@@ -109,7 +109,7 @@ def applied_config(result: Result) -> list[tuple[str, Any]]:
 def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
     """The level that answers "which load is best under the SLO", with one line saying why; None
     without an SLO. ``--optimize``'s choice when it ran; else, among the levels whose SLO held
-    (``goodput["all_met"]``) and whose verdict is not invalid, the one with the most goodput per kW
+    (``goodput.all_met``) and whose verdict is not invalid, the one with the most goodput per kW
     at its headline boundary (goodput tok/s where no power was measured)."""
     slo = slo_text(result)
     if not slo:
@@ -120,7 +120,8 @@ def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
         pick = opt.recommended_value if opt.recommended_value is not None else opt.best_value
         chosen = next((lv for lv in result.levels if F.level_target_value(lv) == pick), None)
     if chosen is None:
-        ok = [lv for lv in result.levels if (lv.goodput or {}).get("all_met") and lv.validity.verdict != "invalid"]
+        ok = [lv for lv in result.levels
+              if lv.goodput is not None and lv.goodput.all_met and lv.validity.verdict != "invalid"]
 
         def key(lv: LevelResult) -> tuple[float, float]:
             g = goodput_point(lv)

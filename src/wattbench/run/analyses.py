@@ -95,15 +95,15 @@ def run_analyses(session: RunSession) -> None:
         return
     b = headline_boundary(result.levels[0])
     if b:
-        dumps = [lv.model_dump(mode="json") for lv in result.levels]
+        levels = result.levels
         pareto = {
             "boundary": b,
-            "tpot_p99": frontier_from_levels(dumps, boundary=b, latency="tpot_ms", stat="p99"),
-            "ttft_p99": frontier_from_levels(dumps, boundary=b, latency="ttft_ms", stat="p99"),
+            "tpot_p99": frontier_from_levels(levels, boundary=b, latency="tpot_ms", stat="p99"),
+            "ttft_p99": frontier_from_levels(levels, boundary=b, latency="ttft_ms", stat="p99"),
         }
         if session.slos:
             pareto["goodput_tpot_p99"] = frontier_from_levels(
-                dumps, boundary=b, latency="tpot_ms", stat="p99", efficiency="goodput_per_kw")
+                levels, boundary=b, latency="tpot_ms", stat="p99", efficiency="goodput_per_kw")
         result.pareto = Pareto.model_validate(pareto)
     if session.sampler is not None and b:
         reg = regression(session, b)

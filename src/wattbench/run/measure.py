@@ -54,6 +54,7 @@ from wattbench.core.schema import (
     MeasureInfo,
     Result,
     ServerInfo,
+    ServerMetrics,
     Throughput,
     TokenCount,
     ToolLevel,
@@ -620,8 +621,8 @@ def _counter_level(session: RunSession, index: int, label: str, t0: int, t1: int
         level.thermal = accounted.thermal
     ctx = session.level_context()
     level.server_metrics = (ctx.timeline.summary(t0, t1) if ctx.timeline is not None else
-                            {"available": False, "reason": "no server /metrics was scraped"
-                             + ("" if cfg.target or cfg.targets else " (give --target URL)")})
+                            ServerMetrics(available=False, reason="no server /metrics was scraped"
+                                          + ("" if cfg.target or cfg.targets else " (give --target URL)")))
     level.validity = level_validity(accounted, token_source=None, extra=found)
     level.tool = ToolLevel(tool="command", label=label, tokens_counted_by="the server's token counters"
                            if timeline is not None else "none",

@@ -42,6 +42,7 @@ from wattbench.core.clock import now_ns
 from wattbench.core.errors import TargetError
 from wattbench.core import origin
 from wattbench.core.redact import registered
+from wattbench.core.schema import ServerMetrics
 
 MAX_EXPOSITION_BYTES = 32 << 20  # of one /metrics answer (vLLM's is ~100 KB-1 MB); the rest unread
 
@@ -251,12 +252,12 @@ class ServerTimeline:
         area = sum((b[0] - a[0]) * (a[1] + b[1]) / 2 for a, b in zip(pts, pts[1:]))
         return area / (t1_ns - t0_ns), max(v for _, v in pts)
 
-    def summary(self, t0_ns: int, t1_ns: int) -> dict[str, Any]:
+    def summary(self, t0_ns: int, t1_ns: int) -> ServerMetrics:
         """Figures for ``LevelResult.server_metrics`` over one window."""
         out: dict[str, Any] = {"available": self.available, "engine": self.engine}
         if not self.available:
             out["reason"] = self.reason
-            return out
+            return ServerMetrics.model_validate(out)
         names = self.series
         for g in GAUGES:
             if g in names:
@@ -270,7 +271,7 @@ class ServerTimeline:
                 out[f"{c}_delta"] = self.counter_delta(c, t0_ns, t1_ns)
         out["samples_in_window"] = sum(1 for t, _ in self.scrapes if t0_ns <= t <= t1_ns)
         out["window_covered"] = self.covers(t0_ns, t1_ns)
-        return out
+        return ServerMetrics.model_validate(out)
 
     # -- serialisation (server_timeline.jsonl)
 

@@ -223,10 +223,10 @@ def test_an_older_result_has_the_rule_applied_when_read(tmp_path):
     run's HTML plotted 12,688 and 9,435 above the board's 2,046); read back, they are withheld."""
     from tests.fakes.results_factory import make_level, make_result
     from wattbench.results.rundir import load_result, write_result
-    from wattbench.core.schema import TrialsBlock
+    from wattbench.core.schema import Goodput, TrialsBlock
 
     lv = make_level(0, power_w={"accelerator": 700.0, "accelerator_memory": 151.0, "host": 113.0})
-    lv.goodput = {"per_kw": {b: {"output_tokens_per_s_per_kw": 1.0} for b in lv.energy}}
+    lv.goodput = Goodput.model_validate({"per_kw": {b: {"output_tokens_per_s_per_kw": 1.0} for b in lv.energy}})
     lv.trials = TrialsBlock.model_validate({"n": 3, "figures": {
         f"output_tokens_per_s_per_kw@{b}": {"mean": 1.0} for b in lv.energy}})
     assert lv.energy["host"].output_tokens_per_s_per_kw is not None
@@ -236,5 +236,5 @@ def test_an_older_result_has_the_rule_applied_when_read(tmp_path):
     for b in ("accelerator_memory", "host"):
         assert got.energy[b].output_tokens_per_s_per_kw is None and got.energy[b].j_per_output_token is None
         assert got.energy[b].avg_power_w == lv.energy[b].avg_power_w
-        assert b not in got.goodput["per_kw"] and f"output_tokens_per_s_per_kw@{b}" not in got.trials.figures
-    assert "accelerator" in got.goodput["per_kw"]
+        assert b not in got.goodput.per_kw and f"output_tokens_per_s_per_kw@{b}" not in got.trials.figures
+    assert "accelerator" in got.goodput.per_kw

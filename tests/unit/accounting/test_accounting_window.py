@@ -123,14 +123,17 @@ def test_thermal_summary():
         (aux_channel("late", "temperature_c", device="gpu2"), [50.0], [99]),
     )
     th = thermal_summary(log, 0, 10 * S)
-    assert th["max_temperature_c"] == pytest.approx(71.0, rel=1e-9)
-    assert th["min_sm_clock_mhz"] == pytest.approx(1500.0, rel=1e-9)
-    assert th["mean_sm_clock_mhz"] == pytest.approx((1980 + 1500 + 1800) / 3)
-    assert th["throttle_reasons_seen"] == ["gpu_idle", "sw_power_cap", "sw_thermal_slowdown"]
-    assert th["capping_reasons_seen"] == ["sw_power_cap", "sw_thermal_slowdown"]
-    assert th["power_limit_w"] == pytest.approx(1300.0, rel=1e-9)
-    assert th["devices"]["gpu0"]["capping_fraction"] == pytest.approx(2 / 3)
-    assert "gpu2" not in th["devices"]
+    assert th.max_temperature_c == pytest.approx(71.0, rel=1e-9)
+    assert th.min_sm_clock_mhz == pytest.approx(1500.0, rel=1e-9)
+    assert th.mean_sm_clock_mhz == pytest.approx((1980 + 1500 + 1800) / 3)
+    assert th.throttle_reasons_seen == ["gpu_idle", "sw_power_cap", "sw_thermal_slowdown"]
+    assert th.capping_reasons_seen == ["sw_power_cap", "sw_thermal_slowdown"]
+    assert th.power_limit_w == pytest.approx(1300.0, rel=1e-9)
+    assert th.devices["gpu0"].capping_fraction == pytest.approx(2 / 3)
+    assert "gpu2" not in th.devices
+    # written with the keys the summary had: gpu1 reports no clock, so it has no clock key
+    assert set(th.model_dump()["devices"]["gpu1"]) == {"max_temperature_c", "power_limit_w", "throttle_reasons",
+                                                       "capping_fraction"}
     acc = account_window(log, 0, 10 * S, output_tokens=1, total_tokens=1, idle=None, price_per_kwh=0.1, pue=1.0)
     assert acc.thermal == th
     assert acc.validity.verdict == "warn"

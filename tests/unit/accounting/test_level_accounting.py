@@ -64,7 +64,7 @@ def test_without_a_meter_the_level_says_so_and_has_no_energy():
                        "usage")
     assert lv.energy == {}
     assert lv.energy_unavailable_reason == "no power meter (see the run's verdict)"
-    assert lv.server_metrics["available"] is False and "(vllm)" in lv.server_metrics["reason"]
+    assert lv.server_metrics.available is False and "(vllm)" in lv.server_metrics.reason
 
 
 def test_a_level_without_a_window_has_no_energy_and_the_reason_names_it():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from wattbench.core.schema import Thermal
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.analysis.figures import (
     METRIC_NAMES,
@@ -30,10 +31,11 @@ def test_headline_reads_every_family():
     assert headline(lv, "wall")["avg_power_w"] is None
 
 
-def test_gauge_forms_and_throttle_dict():
+def test_thermal_block_from_a_dict_and_capping_reasons():
     lv = make_level(0)
-    lv.thermal = {"sm_clock_mhz": 1410, "temperature_c": {"max": 88, "mean": 80},
-                  "throttle_reasons": {"hw_slowdown": 0.0, "sw_power_cap": 0.4}}
+    lv.thermal = Thermal.model_validate({"mean_sm_clock_mhz": 1410, "max_temperature_c": 88,
+                                         "throttle_reasons_seen": ["gpu_idle", "sw_power_cap"],
+                                         "capping_reasons_seen": ["sw_power_cap"]})
     h = headline(lv, "accelerator")
     assert h["sm_clock_mhz"] == 1410 and h["max_temp_c"] == 88
     assert throttle_reasons(lv) == ["sw_power_cap"]

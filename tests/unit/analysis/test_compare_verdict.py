@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.fakes.results_factory import make_level, make_result, trials_block
+from wattbench.core.schema import Goodput
 from wattbench.analysis.compare import compare
 from wattbench.analysis.regress import regress
 from wattbench.cli.main import build_app
@@ -162,8 +163,8 @@ def test_at_slo_a_700_w_card_at_95_percent_throughput_reads_exactly_1_90x():
 
     def lv(i, c, tput, watts, ttft_p99):
         x = make_level(i, value=c, output_tokens_per_s=tput, power_w={"node": watts}, ttft_p99_ms=ttft_p99)
-        x.goodput = {"slos": slos, "output_tokens_per_s": tput,
-                     "per_kw": {"node": {"output_tokens_per_s_per_kw": tput / (watts / 1000.0)}}}
+        x.goodput = Goodput.model_validate({"slos": slos, "output_tokens_per_s": tput,
+                                            "per_kw": {"node": {"output_tokens_per_s_per_kw": tput / (watts / 1000.0)}}})
         return x
     # A (1400 W): c=32 meets the SLO at 2,000 tok/s, c=64 is faster but misses it; B (700 W): c=48 at 1,900
     a = make_result("big", levels=[lv(0, 32, 2000.0, 1400.0, 300.0), lv(1, 64, 2600.0, 1400.0, 900.0)])

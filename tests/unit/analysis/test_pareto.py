@@ -1,4 +1,5 @@
 from wattbench.analysis.pareto import frontier_from_levels, is_dominated, pareto_frontier
+from wattbench.core.schema import LevelResult
 
 
 def test_frontier_points_and_order():
@@ -21,11 +22,12 @@ def test_ties():
 def test_from_levels():
     levels = []
     for c, eff, tpot, gp in [(1, 1000, 20, 900), (8, 3000, 25, 2900), (32, 3200, 60, 1000), (64, 3100, 80, None)]:
-        lv = {"label": f"concurrency={c}", "energy": {"accelerator": {"output_tokens_per_s_per_kw": eff}},
+        lv = {"index": len(levels), "label": f"concurrency={c}", "energy": {"accelerator": {"boundary": "accelerator", "method": "counter",
+                                                                                 "output_tokens_per_s_per_kw": eff}},
               "latency": {"tpot_ms": {"p99": tpot, "p50": tpot / 2}}}
         if gp is not None:
             lv["goodput"] = {"per_kw": {"accelerator": {"output_tokens_per_s_per_kw": gp}}}
-        levels.append(lv)
+        levels.append(LevelResult.model_validate(lv))
     d = frontier_from_levels(levels)
     assert [p["label"] for p in d["frontier"]] == ["concurrency=1", "concurrency=8", "concurrency=32"]
     assert d["latency"] == "tpot_ms.p99" and d["excluded"] == []

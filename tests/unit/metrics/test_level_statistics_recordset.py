@@ -153,10 +153,10 @@ def test_goodput_counts_the_requests_whose_own_figures_meet_every_slo(level, spe
     g = goodput(rs, slos, 10.0, window_output_tokens=12_345.0)
     measured = [r for r in recs if not r.warmup]  # a failed request counts, and is never good
     done = [r for r in measured if r.ok]
-    assert g["total_requests"] == len(measured)
-    assert 0 <= g["good_requests"] <= min(n for n in g["per_slo"].values()) if g["per_slo"] else True
-    assert g["level"] == level_check(recs, slos) == level_check(rs, slos)
-    assert 0 < g["good_requests"] < len(measured) or spec.startswith("itl_p50")  # the SLOs split the requests
+    assert g.total_requests == len(measured)
+    assert 0 <= g.good_requests <= min(n for n in g.per_slo.values()) if g.per_slo else True
+    assert g.model_dump()["level"] == level_check(recs, slos) == level_check(rs, slos)
+    assert 0 < g.good_requests < len(measured) or spec.startswith("itl_p50")  # the SLOs split the requests
     itl_only = [s for s in slos if s.metric == "itl"]
     if itl_only and len(itl_only) == len(slos):
         def meets(r):
@@ -169,7 +169,7 @@ def test_goodput_counts_the_requests_whose_own_figures_meet_every_slo(level, spe
                 if not v <= s.threshold_ms:
                     return False
             return True
-        assert g["good_requests"] == sum(meets(r) for r in done)
+        assert g.good_requests == sum(meets(r) for r in done)
 
 
 def test_per_target_summary_partitions_the_level(level):
@@ -222,7 +222,8 @@ def test_level_statistics_golden(seed, n):
     done = np.array([r.ok and not r.warmup for r in recs])
     got = {"summarize_level": [_dump(summarize_level(rs, a, b)) for a, b in _windows(t0, t1)],
            "window_tokens": [_wt(window_tokens(rs, a, b)) for a, b in _windows(t0, t1)],
-           "goodput": {spec: goodput(rs, parse_slos(spec), 10.0, window_output_tokens=12_345.0) for spec in SLOS},
+           "goodput": {spec: goodput(rs, parse_slos(spec), 10.0, window_output_tokens=12_345.0).model_dump()
+                       for spec in SLOS},
            "per_target": {k: v.model_dump() for k, v in
                           per_target_summary(rs, t0, t1, targets=["http://idle:9"]).items()}}
     if n <= 250:  # each request's own figure: a few hundred rows are enough

@@ -63,18 +63,18 @@ def test_goodput_counts_requests_meeting_every_slo():
     ]
     slos = parse_slos("ttft_p99=500ms,tpot_p99=50ms")
     g = goodput(records, slos, duration_s=10.0, avg_power_w={"accelerator": 400.0, "node": None})
-    assert g["good_requests"] == 3 and g["total_requests"] == 6
-    assert g["requests_per_s"] == pytest.approx(0.3)
-    assert g["output_tokens_per_s"] == pytest.approx((11 + 11 + 21) / 10)
-    assert g["fraction"] == pytest.approx(0.5)
-    assert g["per_slo"] == {"ttft_p99": 4, "tpot_p99": 4}
-    assert g["per_kw"]["accelerator"]["output_tokens_per_s_per_kw"] == pytest.approx(4.3 / 0.4)
-    assert g["per_kw"]["accelerator"]["requests_per_s_per_kw"] == pytest.approx(0.3 / 0.4)
-    assert g["per_kw"]["node"]["output_tokens_per_s_per_kw"] is None
+    assert g.good_requests == 3 and g.total_requests == 6
+    assert g.requests_per_s == pytest.approx(0.3)
+    assert g.output_tokens_per_s == pytest.approx((11 + 11 + 21) / 10)
+    assert g.fraction == pytest.approx(0.5)
+    assert g.per_slo == {"ttft_p99": 4, "tpot_p99": 4}
+    assert g.per_kw["accelerator"].output_tokens_per_s_per_kw == pytest.approx(4.3 / 0.4)
+    assert g.per_kw["accelerator"].requests_per_s_per_kw == pytest.approx(0.3 / 0.4)
+    assert g.per_kw["node"].output_tokens_per_s_per_kw is None
     # level-level: p99 of ttft over the 5 successful requests is near the 600 ms outlier
-    assert g["level"]["ttft_p99"]["met"] is False
-    assert g["level"]["ttft_p99"]["observed_ms"] == pytest.approx(600 - 0.04 * (600 - 450), rel=1e-6)
-    assert g["all_met"] is False
+    assert g.level["ttft_p99"].met is False
+    assert g.level["ttft_p99"].observed_ms == pytest.approx(600 - 0.04 * (600 - 450), rel=1e-6)
+    assert g.all_met is False
 
 
 def test_goodput_on_the_window_token_basis():
@@ -85,27 +85,27 @@ def test_goodput_on_the_window_token_basis():
     slos = parse_slos("ttft_p99=500ms")
     g = goodput(records, slos, duration_s=10.0, avg_power_w={"accelerator": 500.0}, window_output_tokens=150.0)
     # measured successful tokens 11 + 11 + 21 = 43, of which 32 met the SLO
-    assert g["token_basis"] == "tokens_in_window"
-    assert g["output_tokens_per_s"] == pytest.approx(150.0 * 32 / 43 / 10.0)
-    assert g["per_kw"]["accelerator"]["output_tokens_per_s_per_kw"] == pytest.approx(150.0 * 32 / 43 / 10.0 / 0.5)
-    assert g["requests_per_s"] == pytest.approx(0.2)  # requests stay the measured ones
-    assert goodput(records, slos, 10.0)["token_basis"] == "measured_request_tokens"
+    assert g.token_basis == "tokens_in_window"
+    assert g.output_tokens_per_s == pytest.approx(150.0 * 32 / 43 / 10.0)
+    assert g.per_kw["accelerator"].output_tokens_per_s_per_kw == pytest.approx(150.0 * 32 / 43 / 10.0 / 0.5)
+    assert g.requests_per_s == pytest.approx(0.2)  # requests stay the measured ones
+    assert goodput(records, slos, 10.0).token_basis == "measured_request_tokens"
 
 
 def test_itl_slo_per_request_uses_own_gaps():
     r_ok = rec(0, 10, 0, out=5, chunk_gaps_ms=[10, 10, 10, 10])
     r_spike = rec(1, 10, 0, out=5, chunk_gaps_ms=[10, 10, 10, 200])
     g = goodput([r_ok, r_spike], parse_slos("itl_max=100ms"), 1.0)
-    assert g["good_requests"] == 1
+    assert g.good_requests == 1
     g2 = goodput([r_ok, r_spike], parse_slos("itl_p50=100ms"), 1.0)
-    assert g2["good_requests"] == 2
+    assert g2.good_requests == 2
     lv = level_check([r_ok, r_spike], [SLO("itl", "p50", 100.0)])
     assert lv["itl_p50"]["observed_ms"] == pytest.approx(10) and lv["itl_p50"]["n"] == 8
 
 
 def test_single_token_answers_are_not_held_to_tpot():
     r = rec(0, 100, 0, out=1)
-    assert goodput([r], parse_slos("tpot_p99=1ms"), 1.0)["good_requests"] == 1
+    assert goodput([r], parse_slos("tpot_p99=1ms"), 1.0).good_requests == 1
 
 
 def test_figures_meet_and_bad_duration():

@@ -1,6 +1,7 @@
 import pytest
 
 from tests.fakes.planning_results import make_level, make_result
+from wattbench.core.schema import Goodput
 from wattbench.core.errors import UserError
 from wattbench.planning.rack import (
     CoolingThresholds,
@@ -130,12 +131,12 @@ def test_rack_takes_the_busiest_level_meeting_the_slo_and_names_it():
     """A past defect: plan rack took the busiest level even when it missed the SLO, and never named it."""
     res = _run()
     for lv, ok in zip(res.levels, (True, False)):
-        lv.goodput = {"all_met": ok, "fraction": 1.0 if ok else 0.125, "output_tokens_per_s": 400.0,
-                      "slos": [{"metric": "ttft", "stat": "p99", "threshold_ms": 500.0}]}
+        lv.goodput = Goodput.model_validate({"all_met": ok, "fraction": 1.0 if ok else 0.125, "output_tokens_per_s": 400.0,
+                                             "slos": [{"metric": "ttft", "stat": "p99", "threshold_ms": 500.0}]})
     row = plan_rack(15, [res], boundary="accelerator", host_overhead_w=500).rows[0]
     assert row.level_index == 0 and row.node_power_w == 700 + 500
     assert row.notes[0] == "run run-a: level c=1 (highest throughput among the levels meeting ttft_p99=500ms)"
-    res.levels[0].goodput["all_met"] = False
+    res.levels[0].goodput.all_met = False
     row = plan_rack(15, [res], boundary="accelerator", host_overhead_w=500).rows[0]
     assert row.level_index == 1
     assert row.warnings[0].startswith("run run-a: no level meets ttft_p99=500ms; using level c=1 (highest throughput)")

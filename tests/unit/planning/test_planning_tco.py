@@ -1,6 +1,7 @@
 import pytest
 
 from tests.fakes.planning_results import make_level, make_result
+from wattbench.core.schema import Goodput
 from wattbench.core.errors import UserError
 from wattbench.planning.tco import tco, tokens_per_kwh_from_result
 
@@ -77,8 +78,8 @@ def _slo_levels(met: tuple[bool, ...]):
     out = []
     for i, (c, tpk, ok, frac) in enumerate(zip((1, 4, 16), (2e5, 5e5, 9e5), met, (1.0, 0.975, 0.125))):
         lv = make_level(i, out_tps=100 * c, node_p95_w=1000 + 50 * i, node_tokens_per_kwh=tpk, concurrency=c)
-        lv.goodput = {"all_met": ok, "fraction": frac, "output_tokens_per_s": 10.0 * c,
-                      "slos": [{"metric": "ttft", "stat": "p99", "threshold_ms": 200.0}]}
+        lv.goodput = Goodput.model_validate({"all_met": ok, "fraction": frac, "output_tokens_per_s": 10.0 * c,
+                                             "slos": [{"metric": "ttft", "stat": "p99", "threshold_ms": 200.0}]})
         out.append(lv)
     return make_result("S", out)
 

@@ -179,8 +179,8 @@ def test_slo_goodput_shown_as_figures_not_json(page, report_run_dir):
     r = RunData(report_run_dir).result
     for lv in r.levels:
         g = lv.goodput
-        assert f"<td class=\"num\">{F.fmt_fraction_pct(g['fraction'])}</td>" in body
-        assert F.fmt(g["per_kw"]["accelerator"]["output_tokens_per_s_per_kw"]) in body
+        assert f"<td class=\"num\">{F.fmt_fraction_pct(g.fraction)}</td>" in body
+        assert F.fmt(g.per_kw_at("accelerator")) in body
     assert "SLO per level" in body and "SLO ttft_p99=120ms,tpot_p99=20ms" in body
 
 

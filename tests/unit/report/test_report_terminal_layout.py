@@ -61,8 +61,8 @@ def test_every_figure_in_its_own_cell_without_truncation(result, width):
             for v in (e.avg_power_w, e.output_tokens_per_s_per_kw, e.j_per_output_token):
                 assert F.fmt(v) in cells, (b, v)
         g = lv.goodput
-        assert F.fmt_fraction_pct(g["fraction"]) in cells
-        assert F.fmt(g["per_kw"]["accelerator"]["output_tokens_per_s_per_kw"]) in cells
+        assert F.fmt_fraction_pct(g.fraction) in cells
+        assert F.fmt(g.per_kw_at("accelerator")) in cells
 
 
 def test_narrow_splits_wide_does_not(result):
@@ -100,7 +100,7 @@ def test_slo_shown_in_title_and_cells(result):
     assert "met SLO" in " ".join(out.split()) or "met" in out
     # the level where most requests broke the SLO reads "missed", not just its verdict
     lv = result.levels[2]
-    assert lv.goodput["all_met"] is False and "missed" in out
+    assert lv.goodput.all_met is False and "missed" in out
 
 
 def test_trials_mean_and_ci(result):
@@ -147,16 +147,16 @@ def test_optimize_and_sweep_say_what_and_why(result):
 
 
 def test_best_level_under_the_slo(result):
-    met = [lv for lv in result.levels if lv.goodput["all_met"] and lv.validity.verdict != "invalid"]
+    met = [lv for lv in result.levels if lv.goodput.all_met and lv.validity.verdict != "invalid"]
     # the headline boundary (results.headline): node (measured, the outer one) before the accelerator
-    want = max(met, key=lambda lv: lv.goodput["per_kw"]["node"]["output_tokens_per_s_per_kw"])
+    want = max(met, key=lambda lv: lv.goodput.per_kw_at("node"))
     lv, line = S.best_under_slo(result)
     assert lv is want and line.startswith(f"best under SLO ttft_p99=120ms,tpot_p99=20ms: {S.short_label(want)} — ")
-    assert F.fmt(want.goodput["per_kw"]["node"]["output_tokens_per_s_per_kw"]) in line
+    assert F.fmt(want.goodput.per_kw_at("node")) in line
     assert line in " ".join(render(run_summary(result), 80).split())
     r = result.model_copy(deep=True)
     for x in r.levels:
-        x.goodput["all_met"] = False
+        x.goodput.all_met = False
     assert S.best_under_slo(r) == (None, "best under SLO ttft_p99=120ms,tpot_p99=20ms: no level met it")
     r.optimize = SearchOutcome.model_validate({"objective": "goodput_per_kw", "best_value": 16, "measured_values": [16], "reason": "x"})
     assert S.best_under_slo(r)[0] is r.levels[2]  # --optimize's choice is the answer when it ran

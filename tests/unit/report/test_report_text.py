@@ -111,4 +111,4 @@ def test_markdown_slo_columns(report_run_dir):
     assert "| SLO | met SLO | goodput tok/s | goodput tok/s/kW node |" in head
     for lv in run.result.levels[:2]:
         row = next(x for x in text.splitlines() if x.startswith(f"| c={lv.load.target_concurrency} |"))
-        assert f"| {F.fmt_fraction_pct(lv.goodput['fraction'])} |" in row
+        assert f"| {F.fmt_fraction_pct(lv.goodput.fraction)} |" in row

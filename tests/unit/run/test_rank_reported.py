@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.results_factory import make_level, make_result, trials_block
+from wattbench.core.schema import Goodput
 from wattbench.config import RunConfig
 from wattbench.report import summary as S
 from wattbench.core.schema import TrialsBlock
@@ -27,9 +28,10 @@ def _level(value: float, last_per_kw: float, mean_per_kw: float, index: int = 0,
     lv.trials = TrialsBlock.model_validate(trials_block({KEY: (mean_per_kw, half * mean_per_kw)}, n=3))
     if slo:
         e = lv.energy["accelerator"]
-        lv.goodput = {"requests_per_s": 1.0, "all_met": True, "output_tokens_per_s": e.output_tokens_per_s_per_kw * .7,
-                      "slos": [{"metric": "ttft", "stat": "p99", "threshold_ms": 10_000.0}],
-                      "per_kw": {"accelerator": {"output_tokens_per_s_per_kw": last_per_kw}}}
+        lv.goodput = Goodput.model_validate({
+            "requests_per_s": 1.0, "all_met": True, "output_tokens_per_s": e.output_tokens_per_s_per_kw * .7,
+            "slos": [{"metric": "ttft", "stat": "p99", "threshold_ms": 10_000.0}],
+            "per_kw": {"accelerator": {"output_tokens_per_s_per_kw": last_per_kw}}})
         lv.trials.figures["goodput_per_kw@accelerator"] = lv.trials.figures[KEY]
     return lv
 

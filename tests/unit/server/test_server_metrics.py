@@ -76,10 +76,10 @@ def test_scraper_follows_a_live_exposition(vllm_exposition):
     assert tl.counter_delta("prompt_tokens", t0, t1) == 1020
     assert tl.counter_delta("preemptions", t0, t1) == 2
     s = tl.summary(t0, t1)
-    assert s["mean_running_requests"] == pytest.approx(5.0)
-    assert s["max_kv_cache_usage_pct"] == pytest.approx(30.0)
-    assert s["generation_tokens_delta"] == 640
-    assert s["window_covered"] is True
+    assert s.mean_running_requests == pytest.approx(5.0)
+    assert s.max_kv_cache_usage_pct == pytest.approx(30.0)
+    assert s.generation_tokens_delta == 640
+    assert s.window_covered is True
 
 
 def test_no_metrics_endpoint_is_unavailable_not_an_error():
@@ -108,7 +108,7 @@ def test_no_metrics_endpoint_is_unavailable_not_an_error():
         srv.server_close()
     assert tl.available is False
     assert "404" in tl.reason
-    assert tl.summary(0, 10) == {"available": False, "engine": None, "reason": tl.reason}
+    assert tl.summary(0, 10).model_dump() == {"available": False, "engine": None, "reason": tl.reason}
 
 
 def _timeline(points):

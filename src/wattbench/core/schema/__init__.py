@@ -23,9 +23,14 @@ Version history:
   the run directory's path (``extra["run_dir"]``: where the result lives is not a result; a file
   that has it keeps it in ``extra``).  Added within version 2 (optional, absent in older files): ``Result.measure``
   (``MeasureInfo``) and ``LevelResult.tool`` (``ToolLevel``) for ``wattbench measure -- COMMAND``.
+  Typed since within version 2, same keys as before: ``LevelResult.goodput`` (``Goodput``),
+  ``thermal`` and ``thermal_before`` (``Thermal``), ``server_metrics`` (``ServerMetrics``), until
+  then free dicts (``core/schema/blocks.py``). An older file's dict loads into the model; a key the
+  model does not name is kept (an extra, written back as read); an empty goodput dict reads as none.
 
 The models live in sibling modules along the data's seams — ``records`` (one request),
-``measures`` (a window's figures: latency, throughput, load, energy, validity), ``level`` (one
+``measures`` (a window's figures: latency, throughput, load, energy, validity), ``blocks`` (what a
+level observed beside them: goodput, thermal state, the server's metrics), ``level`` (one
 level and its trials), ``analyses`` (the run's sweep/optimiser, Pareto, prefill/decode, carbon),
 ``run`` (``Result`` and what describes the run), ``noise`` (priming, the history check, engine
 starts: ``Result.noise``), ``measure`` (what ``wattbench measure`` adds), ``upgrade``
@@ -44,6 +49,15 @@ from wattbench.core.schema.analyses import (
     SearchOutcome,
 )
 from wattbench.core.schema.base import SCHEMA_VERSION, Num, Verdict, _M
+from wattbench.core.schema.blocks import (
+    DeviceThermal,
+    Goodput,
+    GoodputPerKw,
+    ServerMetrics,
+    SLOBound,
+    SLOCheck,
+    Thermal,
+)
 from wattbench.core.schema.level import (
     LevelResult,
     LevelTiming,
@@ -89,6 +103,7 @@ from wattbench.core.schema.run import (
 from wattbench.core.schema.upgrade import upgrade_v1
 
 __all__ = [
+    "DeviceThermal", "Goodput", "GoodputPerKw", "ServerMetrics", "SLOBound", "SLOCheck", "Thermal",
     "ClockMapping", "MeasureInfo", "ToolLevel",
     "SCHEMA_VERSION", "BoundaryEnergy", "EFFICIENCY_FIGURES", "Figure", "Finding", "LATENCY_FIGURES", "CarbonIntensity", "ClockInfo", "EnergyShare", "Environment", "GPUInfo",
     "Latency", "LevelResult", "LevelTiming", "LoadStats", "NodeInfo", "Num", "Oversaturation", "Pareto",

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from wattbench.core.schema.base import _M
+from wattbench.core.schema.blocks import Goodput, ServerMetrics, Thermal
 from wattbench.core.schema.measure import ToolLevel
 from wattbench.core.schema.measures import (
     BoundaryEnergy,
@@ -41,7 +42,7 @@ class TrialsBlock(_M):
     n: int
     confidence: float = 0.95
     figures: dict[str, TrialFigure] = Field(default_factory=dict)
-    thermal_before: list[dict[str, Any] | None] = Field(default_factory=list)
+    thermal_before: list[Thermal | None] = Field(default_factory=list)
 
 
 class PowerPart(_M):
@@ -101,9 +102,9 @@ class LevelResult(_M):
     energy_unavailable_reason: str | None = None
     token_source: str = "usage"
     validity: Validity = Field(default_factory=Validity)
-    thermal: dict[str, Any] = Field(default_factory=dict)
-    server_metrics: dict[str, Any] = Field(default_factory=dict)  # summaries of scraped series
-    goodput: dict[str, Any] | None = None
+    thermal: Thermal = Field(default_factory=Thermal)
+    server_metrics: ServerMetrics = Field(default_factory=ServerMetrics)  # summaries of scraped series
+    goodput: Goodput | None = None  # --slo
     # several targets / several nodes: per-target statistics beside the total, and
     # each node's energy per boundary (its own channels only) beside the ``cluster`` boundary
     per_target: dict[str, TargetStats] = Field(default_factory=dict)
@@ -117,10 +118,16 @@ class LevelResult(_M):
     saturation_kinds: list[str] = Field(default_factory=list)
     trial: int | None = None  # which trial of the level this is (0-based)
     timing: LevelTiming | None = None
-    thermal_before: dict[str, Any] | None = None  # thermal state over the 3 s before the trial
+    thermal_before: Thermal | None = None  # thermal state over the 3 s before the trial
     oversaturation: Oversaturation | None = None
     stopped_early: str | None = None  # why the level ended before its bound
     target_down: dict[str, Any] | None = None  # the target stopped answering (load/liveness.py), with "text"
     tool: ToolLevel | None = None  # `wattbench measure`: the level as the load generator ran it
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("goodput", mode="before")
+    @classmethod
+    def _no_slo_no_goodput(cls, v: Any) -> Any:
+        """An empty goodput block (no SLO) reads as none, as a missing one."""
+        return None if v == {} else v
 
