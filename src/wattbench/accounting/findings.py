@@ -48,6 +48,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from wattbench.core.schema import (
+    FindingKind,
     EFFICIENCY_FIGURES,
     LATENCY_FIGURES,
     Finding,
@@ -68,7 +69,7 @@ VERDICT_ORDER = ("valid", "estimate", "warn", "invalid")
 _ORDER = VERDICT_ORDER
 
 
-def judged(kind: str, text: str, figures: tuple[str, ...], effect_pct: float | None, bound_pct: float, *,
+def judged(kind: FindingKind, text: str, figures: tuple[str, ...], effect_pct: float | None, bound_pct: float, *,
            basis: str | None = None, summary: str | None = None) -> Finding:
     """A finding whose severity follows from its estimated effect: ``note`` below ``bound_pct``,
     ``warn`` at or above it (and ``warn`` when the effect could not be estimated)."""
@@ -77,7 +78,7 @@ def judged(kind: str, text: str, figures: tuple[str, ...], effect_pct: float | N
                    effect_pct=effect_pct, bound_pct=bound_pct, basis=basis, text=text, summary=summary)
 
 
-def rule(kind: str, severity: str, text: str, figures: tuple[str, ...], *, effect_pct: float | None = None,
+def rule(kind: FindingKind, severity: str, text: str, figures: tuple[str, ...], *, effect_pct: float | None = None,
          basis: str | None = None, summary: str | None = None) -> Finding:
     """A finding of a rule with its own fixed threshold (its severity decided by the rule)."""
     return Finding(kind=kind, severity=severity, figures=figures, effect_pct=effect_pct,
@@ -147,7 +148,7 @@ def level_order(level: LevelResult) -> tuple[int, float, int]:
 class FindingGroup:
     """One distinct finding and the levels it applies to (empty: the run's own)."""
 
-    kind: str
+    kind: FindingKind
     severity: str  # the worst of the group
     figures: tuple[str, ...]
     summary: str  # the shared short form (``Finding.summary``, else its text)
@@ -158,7 +159,7 @@ class FindingGroup:
 
 def _legacy_run_duplicate(f: Finding, level_texts: set[str]) -> bool:
     """An older file's run-level reason ``concurrency=8: text`` that repeats a level's own."""
-    return f.kind == "legacy" and any(f.text.endswith(t) for t in level_texts)
+    return f.kind == FindingKind.LEGACY and any(f.text.endswith(t) for t in level_texts)
 
 
 def group_findings(result: Result) -> list[FindingGroup]:

@@ -41,6 +41,7 @@ from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, VERDICT_ORDER
 from wattbench.core.errors import StorageError
 from wattbench.core.recordset import NONE, RecordSet, as_record_set
 from wattbench.core.schema import HistoryCheck, LevelResult, RequestRecord, Result, Validity
+from wattbench.core.schema import FindingKind
 
 __all__ = ["level_findings", "failed_requests_finding", "bad_usage_finding", "write_stop_finding", "RUN_STOPPED_ON_WRITE", "oversaturation_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
            "input_length_finding", "stopped_finding", "P99_MIN_SAMPLES", "IN_FLIGHT_WARN_FRACTION", "INPUT_LENGTH_WARN_PCT"]
@@ -71,7 +72,7 @@ def no_completed_finding(level: LevelResult, stopped_early: str | None = None) -
     elif req.failed:
         top = max(req.errors, key=lambda e: req.errors[e]) if req.errors else "error"
         why += f"; most failures: {top}"
-    return rule("no_completed", "invalid", why + ". Its figures are not measurements", EVERY_FIGURE,
+    return rule(FindingKind.NO_COMPLETED, "invalid", why + ". Its figures are not measurements", EVERY_FIGURE,
                 summary="no measured request completed")
 
 
@@ -79,11 +80,11 @@ def stopped_finding(stopped_early: str | None) -> Finding | None:
     """A level cut short by the user (``warn``: what was measured until then is what it says) or by
     a failed load worker (``invalid``: part of the load asked for was never sent)."""
     if stopped_early == "interrupted":
-        return rule("interrupted", "warn", "level interrupted (SIGINT/SIGTERM): its figures are the requests "
+        return rule(FindingKind.INTERRUPTED, "warn", "level interrupted (SIGINT/SIGTERM): its figures are the requests "
                                            "completed before the signal, over a window shorter than asked",
                     ("load",), summary="level interrupted")
     if stopped_early == "worker_failed":
-        return rule("worker_failed", "invalid", "a load worker failed mid-level: part of the load asked for was "
+        return rule(FindingKind.WORKER_FAILED, "invalid", "a load worker failed mid-level: part of the load asked for was "
                                                 "never sent; the requests completed before are kept, but they are "
                                                 "not this level's load", EVERY_FIGURE,
                     summary="a load worker failed mid-level")
@@ -96,7 +97,7 @@ def small_sample_finding(level: LevelResult) -> Finding | None:
     n = level.requests.completed
     if n == 0 or n >= P99_MIN_SAMPLES or level.latency.e2e_ms.p99 is None:
         return None
-    return rule("small_sample", "note", f"latency percentiles from {n} requests: a p99 needs at least "
+    return rule(FindingKind.SMALL_SAMPLE, "note", f"latency percentiles from {n} requests: a p99 needs at least "
                                         f"{P99_MIN_SAMPLES} (from {n} it lies between the largest values); read p99 "
                                         "as the maximum", PERCENTILES,
                 summary=f"p99 from < {P99_MIN_SAMPLES} requests (the maximum)")
@@ -110,7 +111,7 @@ def in_flight_finding(level: LevelResult) -> Finding | None:
         return None
     if got >= IN_FLIGHT_WARN_FRACTION * asked:
         return None
-    return rule("in_flight", "warn", f"concurrency asked {asked}, achieved {got:.1f} in flight on average "
+    return rule(FindingKind.IN_FLIGHT, "warn", f"concurrency asked {asked}, achieved {got:.1f} in flight on average "
                                      f"({got / asked:.0%}; think times, sessions or a short level): the figures "
                                      f"describe a load of about {got:.1f}", ("load",),
                 effect_pct=100.0 * (got - asked) / asked, summary="in flight {effect:+} from the label")
@@ -128,7 +129,7 @@ def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_so
     got = int(c["input_tokens"][m].sum())
     n = int(m.sum())
     if n == 0:
-        return rule("prompt_lengths", "warn", "prompt lengths are approximate (no tokenizer) and the server "
+        return rule(FindingKind.PROMPT_LENGTHS, "warn", "prompt lengths are approximate (no tokenizer) and the server "
                                               "reported no input token counts to check them; give --tokenizer PATH "
                                               "for exact lengths", ("prompt_lengths",),
                     summary="prompt lengths unchecked (no tokenizer, no server count)")
@@ -140,7 +141,7 @@ def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_so
                 f"although the prompts were calibrated to its count (±{CALIBRATED_TOL_PCT:g}% expected)")
         if abs(diff) > INPUT_LENGTH_WARN_PCT:
             text += "; give --tokenizer PATH for exact lengths"
-        return rule("prompt_lengths", "warn" if abs(diff) > INPUT_LENGTH_WARN_PCT else "note", text,
+        return rule(FindingKind.PROMPT_LENGTHS, "warn" if abs(diff) > INPUT_LENGTH_WARN_PCT else "note", text,
                     ("prompt_lengths",), effect_pct=diff,
                     basis="the server's usage.prompt_tokens against the asked length",
                     summary="prompt lengths {effect:+} (calibrated, no tokenizer)")
@@ -148,7 +149,7 @@ def input_length_finding(records: Iterable[RequestRecord] | RecordSet, length_so
             "without a tokenizer prompt lengths are approximate")
     if abs(diff) > INPUT_LENGTH_WARN_PCT:
         text += "; give --tokenizer PATH (or a server with /tokenize) for exact lengths"
-    return rule("prompt_lengths", "warn" if abs(diff) > INPUT_LENGTH_WARN_PCT else "note", text,
+    return rule(FindingKind.PROMPT_LENGTHS, "warn" if abs(diff) > INPUT_LENGTH_WARN_PCT else "note", text,
                 ("prompt_lengths",), effect_pct=diff, basis="the server's usage.prompt_tokens against the asked length",
                 summary="prompt lengths {effect:+} (no tokenizer)")
 
@@ -178,7 +179,7 @@ def bad_usage_finding(records: Iterable[RequestRecord] | RecordSet) -> Finding |
             "work is in the window, their tokens are not counted"
             + (f"; they streamed {share:.2g}% of the level's content chunks, so per-token efficiency is understated "
                "by about that much" if share is not None else ""))
-    return judged("bad_usage", text, ("efficiency", "throughput"), -share if share is not None else None,
+    return judged(FindingKind.BAD_USAGE, text, ("efficiency", "throughput"), -share if share is not None else None,
                   EFFICIENCY_MATERIAL_PCT, basis="content chunks of the bad_usage requests against the level's",
                   summary="tokens of bad_usage requests not counted {effect:+}")
 
@@ -189,7 +190,7 @@ def level_findings(level: LevelResult, records: Iterable[RequestRecord] | Record
     """Every rule of this module for one accounted level."""
     out: list[Finding] = []
     if target_down:
-        out.append(rule("target_down", "invalid", f"{target_down.get('text') or 'the target stopped answering'}; "
+        out.append(rule(FindingKind.TARGET_DOWN, "invalid", f"{target_down.get('text') or 'the target stopped answering'}; "
                                                   "the level was stopped and the requests measured before are kept",
                         EVERY_FIGURE, summary="the target stopped answering"))
     for f in (no_completed_finding(level, stopped_early), stopped_finding(stopped_early), small_sample_finding(level),
@@ -218,9 +219,9 @@ def history_finding(hc: HistoryCheck | None) -> Finding | None:
         return None
     figures = ("efficiency", "throughput") if "per_kw" in hc.figure else ("throughput",)
     if hc.verdict == "warn" and hc.ratio is not None:
-        return judged("history_check", hc.text, figures, 100.0 * (hc.ratio - 1.0), EFFICIENCY_MATERIAL_PCT,
+        return judged(FindingKind.HISTORY_CHECK, hc.text, figures, 100.0 * (hc.ratio - 1.0), EFFICIENCY_MATERIAL_PCT,
                       basis=f"{hc.figure}: {hc.basis}" if hc.basis else hc.figure)
-    return rule("history_check", "note", hc.text, figures, basis=hc.basis or None)
+    return rule(FindingKind.HISTORY_CHECK, "note", hc.text, figures, basis=hc.basis or None)
 
 
 def run_validity(result: Result, energy_unavailable: str | None = None, stopped: StorageError | None = None
@@ -245,14 +246,14 @@ def run_validity(result: Result, energy_unavailable: str | None = None, stopped:
         if latency is not None:
             latency = max(latency, own.latency, key=VERDICT_ORDER.index)
     if not levels:
-        found.append(rule("no_level", "invalid", "no level finished", EVERY_FIGURE))
+        found.append(rule(FindingKind.NO_LEVEL, "invalid", "no level finished", EVERY_FIGURE))
         verdict = "invalid"
     measured = any(lv.energy for lv in levels)
     energy = "measured" if measured else "unavailable"
     if not measured and levels:
         if verdict == "valid":
             verdict = "warn"
-        found.insert(0, rule("no_energy", "warn", no_energy_text(energy_unavailable or "no power meter produced "
+        found.insert(0, rule(FindingKind.NO_ENERGY, "warn", no_energy_text(energy_unavailable or "no power meter produced "
                                                                  "readings"), ("energy", "efficiency")))
     if stopped is not None:  # first: why the run is shorter than asked
         found.insert(0, write_stop_finding(stopped, len(levels)))
@@ -270,7 +271,7 @@ def write_stop_finding(err: StorageError, levels: int) -> Finding:
     text = (f"{RUN_STOPPED_ON_WRITE} before its plan ended: {str(err).rstrip('.')}; the {levels} level(s) listed "
             "are complete; finished requests of the level in progress, if any, are kept in its spool (shown as "
             "recovered, not accounted)")
-    return rule("run_stopped", "warn", text, ("load",), summary=f"{RUN_STOPPED_ON_WRITE} ({err.reason})")
+    return rule(FindingKind.RUN_STOPPED, "warn", text, ("load",), summary=f"{RUN_STOPPED_ON_WRITE} ({err.reason})")
 
 
 def empty_levels(result: Result) -> list[str]:
@@ -291,7 +292,7 @@ def failed_requests_finding(level: LevelResult) -> Finding | None:
     share = failed / max(total, 1)
     errors = sorted(level.requests.errors.items(), key=lambda kv: (-kv[1], kv[0]))
     breakdown = ", ".join(f"{k} {v}" for k, v in errors)
-    return rule("failed", "invalid" if share > FAILED_INVALID_SHARE else "warn",
+    return rule(FindingKind.FAILED, "invalid" if share > FAILED_INVALID_SHARE else "warn",
                 f"{failed} of {total} failed" + (f": {breakdown}" if breakdown else "") + f" ({share:.0%})",
                 ("throughput", "efficiency", "ttft", "tpot", "itl", "e2e", "goodput"), effect_pct=100.0 * share,
                 summary="requests failed {effect}")
@@ -301,11 +302,11 @@ def oversaturation_findings(stopped_early: str | None, oversaturated_reason: str
     """The level stopped by the over-saturation guard, and a queue that grew without bound."""
     out = []
     if str(stopped_early or "").startswith("over-saturated"):
-        out.append(rule("stopped_oversaturated", "warn", f"level stopped early, {stopped_early}; its figures "
+        out.append(rule(FindingKind.STOPPED_OVERSATURATED, "warn", f"level stopped early, {stopped_early}; its figures "
                                                          "describe a server past its capacity", ("load",),
                         summary="stopped by the over-saturation guard"))
     if oversaturated_reason is not None:
-        out.append(rule("backlog", "warn", f"over-saturated: {oversaturated_reason}; latency figures grow with run "
+        out.append(rule(FindingKind.BACKLOG, "warn", f"over-saturated: {oversaturated_reason}; latency figures grow with run "
                                            "length", ("ttft", "e2e", "goodput"),
                         summary="queue grew without bound (latency grows with run length)"))
     return out

@@ -83,7 +83,7 @@ from wattbench.metrics.saturation import (  # noqa: F401  (one home: metrics/sat
     SAT_LOOP_LAG_MS,
     rate_finding,
 )
-from wattbench.core.schema import BoundaryEnergy, Latency, LoadStats, Validity, Window
+from wattbench.core.schema import BoundaryEnergy, FindingKind, Latency, LoadStats, Validity, Window
 from wattbench.telemetry.base import TelemetryLog
 
 COVERAGE_WARN = 0.95
@@ -101,7 +101,7 @@ CLIENT_LATENCY = ("ttft", "itl", "e2e")  # the figures a late stamp biases (TPOT
 EVERY_FIGURE = ("energy", "efficiency", "throughput", "ttft", "tpot", "itl", "e2e", "goodput", "load")
 
 
-def _energy(kind: str, b: str, names: Iterable[str], severity: str, text: str, *, effect_pct: float | None = None,
+def _energy(kind: FindingKind, b: str, names: Iterable[str], severity: str, text: str, *, effect_pct: float | None = None,
             summary: str | None = None) -> Finding:
     """An energy finding at boundary ``b`` of the window's boundaries ``names``; one about a
     boundary outside the work (a part, or one without the accelerators) is a note."""
@@ -120,7 +120,7 @@ def energy_findings(totals: dict[str, BoundaryTotal], duration_s: float) -> list
         if t.composite:
             continue
         if t.energy_j is None:
-            out.append(_energy("no_energy", b, names, "warn", f"{b}: no energy could be computed "
+            out.append(_energy(FindingKind.NO_ENERGY, b, names, "warn", f"{b}: no energy could be computed "
                                                       f"({'; '.join(t.notes[-1:])})", summary=f"{b}: no energy"))
             continue
         if t.method == "declared":
@@ -128,19 +128,19 @@ def energy_findings(totals: dict[str, BoundaryTotal], duration_s: float) -> list
         if t.coverage is not None and t.coverage < COVERAGE_WARN:
             sev = "invalid" if t.coverage < COVERAGE_INVALID else "warn"
             bound = COVERAGE_INVALID if sev == "invalid" else COVERAGE_WARN
-            out.append(_energy("coverage", b, names, sev, f"{b}: sample coverage {t.coverage:.2f} < {bound}",
+            out.append(_energy(FindingKind.COVERAGE, b, names, sev, f"{b}: sample coverage {t.coverage:.2f} < {bound}",
                                effect_pct=100.0 * (1 - t.coverage), summary=f"{b}: window not covered by samples"))
         if t.largest_gap_s is not None and t.largest_gap_s > LARGEST_GAP_WARN_S:
-            out.append(_energy("gap", b, names, "warn", f"{b}: largest sample gap {t.largest_gap_s:.2f} s > "
+            out.append(_energy(FindingKind.GAP, b, names, "warn", f"{b}: largest sample gap {t.largest_gap_s:.2f} s > "
                                                  f"{LARGEST_GAP_WARN_S:g} s", summary=f"{b}: sample gap > 1 s"))
         if t.resets:
-            out.append(_energy("counter_reset", b, names, "warn", f"{b}: energy counter reset {t.resets} time(s) in the "
+            out.append(_energy(FindingKind.COUNTER_RESET, b, names, "warn", f"{b}: energy counter reset {t.resets} time(s) in the "
                                                            "window", summary=f"{b}: energy counter reset"))
         worst_pct = t.cross_check.get("max_abs_device_diff_pct") if t.cross_check else None
         if worst_pct is not None and worst_pct > CROSS_WARN_PCT:
             sev = "invalid" if worst_pct > CROSS_INVALID_PCT else "warn"
             lim = CROSS_INVALID_PCT if sev == "invalid" else CROSS_WARN_PCT
-            out.append(_energy("cross_check", b, names, sev, f"{b}: counter and power integral disagree by "
+            out.append(_energy(FindingKind.CROSS_CHECK, b, names, sev, f"{b}: counter and power integral disagree by "
                                                       f"{worst_pct:.1f}% (> {lim:g}%)", effect_pct=worst_pct,
                                summary=f"{b}: counter vs power integral"))
         if t.update_period_s > 0 and duration_s > 0:
@@ -148,7 +148,7 @@ def energy_findings(totals: dict[str, BoundaryTotal], duration_s: float) -> list
             if n < MIN_PERIODS_WARN:
                 sev = "invalid" if n < MIN_PERIODS_INVALID else "warn"
                 lim = MIN_PERIODS_INVALID if sev == "invalid" else MIN_PERIODS_WARN
-                out.append(_energy("short_window", b, names, sev, f"{b}: window {duration_s:.3g} s is {n:.1f} meter update "
+                out.append(_energy(FindingKind.SHORT_WINDOW, b, names, sev, f"{b}: window {duration_s:.3g} s is {n:.1f} meter update "
                                                             f"periods (< {lim:g})", effect_pct=200.0 / n,
                                    summary=f"{b}: window of few meter updates"))
     return out
@@ -176,7 +176,7 @@ def estimate_findings(totals: dict[str, BoundaryTotal], log: TelemetryLog) -> li
     u = max(pcts) if pcts else None
     within = f", ±{u:.0f}%" if u is not None else ""
     basis = "; ".join(bases) or "a model of power"
-    return [rule("estimate", "estimate",
+    return [rule(FindingKind.ESTIMATE, "estimate",
                  f"energy is an estimate, not a measurement ({basis}{within}): every per-kW and per-token figure "
                  "carries that uncertainty; measure it with a meter (--sensor rapl, nvml, ipmi …) or declare a "
                  "wall reading (--sensor const:node=WATTS)",
@@ -190,7 +190,7 @@ def failure_findings(log: TelemetryLog, t0: int, t1: int) -> list[Finding]:
     for f in log.failures:
         if t0 <= f.t_ns <= t1:
             by_sensor.setdefault(f.sensor, []).append(f.error)
-    return [rule("sensor_failed", "warn", f"sensor {s} failed {len(errs)} time(s) in the window (first: {errs[0]})",
+    return [rule(FindingKind.SENSOR_FAILED, "warn", f"sensor {s} failed {len(errs)} time(s) in the window (first: {errs[0]})",
                  ENERGY, summary=f"sensor {s} failed in the window")
             for s, errs in sorted(by_sensor.items())]
 
@@ -199,7 +199,7 @@ def throttle_findings(log: TelemetryLog, t0: int, t1: int) -> list[Finding]:
     out = []
     for dev, r in sorted(throttling(log, t0, t1).items()):
         if r["capping_reasons"]:
-            out.append(rule("clocks_capped", "warn", f"{dev}: clocks capped ({', '.join(r['capping_reasons'])}) in "
+            out.append(rule(FindingKind.CLOCKS_CAPPED, "warn", f"{dev}: clocks capped ({', '.join(r['capping_reasons'])}) in "
                                                      f"{100 * r['capping_fraction']:.0f}% of samples",
                             ("efficiency", "throughput", "ttft", "tpot", "itl", "e2e"),
                             summary=f"{dev}: clocks capped"))
@@ -216,10 +216,10 @@ def load_findings(load: LoadStats | None, token_source: str | None = None, n_req
         achieved, target = load.achieved_rate_rps, load.target_rate_rps
         if why_rate and achieved is not None and target is not None:  # rate_finding: both known
             diff = 100.0 * (achieved - target) / target
-            out.append(rule("rate", "warn", why_rate, ("load",), effect_pct=diff,
+            out.append(rule(FindingKind.RATE, "warn", why_rate, ("load",), effect_pct=diff,
                             summary="achieved rate off the target {effect:+}"))
     if token_source is not None and token_source not in GOOD_TOKEN_SOURCES:
-        out.append(rule("token_source", "warn", f"token counts are {token_source}, not from the server's usage or "
+        out.append(rule(FindingKind.TOKEN_SOURCE, "warn", f"token counts are {token_source}, not from the server's usage or "
                                                 "tokenizer", ("throughput", "efficiency"),
                         summary=f"token counts {token_source}"))
     return out
@@ -259,7 +259,7 @@ def client_findings(load: LoadStats, latency: Latency | None = None, window_s: f
                     + (f": up to {effect:.2g}% of the latencies it stamps ({max(against)[1]})" if effect is not None
                        else ""))
             if edges_material and edges is not None:  # a window of a fraction of a second: the efficiency figures too
-                out.append(rule("loop_lag", "warn", text + f"; the window's edges {edges:.2g}% of the window",
+                out.append(rule(FindingKind.LOOP_LAG, "warn", text + f"; the window's edges {edges:.2g}% of the window",
                                 figures, effect_pct=max(effect or 0.0, edges), basis=basis,
                                 summary="client loop lag up to {effect} of a latency"))
             else:
@@ -267,16 +267,16 @@ def client_findings(load: LoadStats, latency: Latency | None = None, window_s: f
                     text += ("; the client waits for a CPU or is busy: give it a quieter host or more --workers"
                              if p99 > SAT_LOOP_LAG_MS else
                              "; an event loop's ordinary jitter, material against gaps this short")
-                out.append(judged("loop_lag", text, figures, effect, LATENCY_MATERIAL_PCT, basis=basis,
+                out.append(judged(FindingKind.LOOP_LAG, text, figures, effect, LATENCY_MATERIAL_PCT, basis=basis,
                                   summary="client loop lag up to {effect} of a latency"))
     if latency is not None and latency.itl_ms.unmeasured:  # chunks read in bunches: percentiles withheld
-        out.append(rule("itl_unmeasured", "note", f"ITL percentiles unmeasured: {latency.itl_ms.unmeasured}",
+        out.append(rule(FindingKind.ITL_UNMEASURED, "note", f"ITL percentiles unmeasured: {latency.itl_ms.unmeasured}",
                         ("itl",), summary="ITL percentiles unmeasured (chunks read in bunches)"))
     target = load.target_rate_rps
     capped = load.mode == "rate" and load.max_in_flight is not None
     if capped and target and math.isfinite(target) and load.achieved_rate_rps is not None \
             and load.achieved_rate_rps < target * (1 - RATE_WARN_PCT / 100.0):
-        out.append(rule("cap", "note", f"capped at {load.max_in_flight} in flight (--max-concurrency): achieved "
+        out.append(rule(FindingKind.CAP, "note", f"capped at {load.max_in_flight} in flight (--max-concurrency): achieved "
                                        f"{load.achieved_rate_rps:.3g} req/s of {target:.3g} asked; the level "
                                        f"measures the cap's load", ("load",),
                         effect_pct=100.0 * (load.achieved_rate_rps - target) / target,
@@ -286,7 +286,7 @@ def client_findings(load: LoadStats, latency: Latency | None = None, window_s: f
         limit = max(SAT_LAG_FLOOR_MS, SAT_LAG_FRACTION * 1e3 / target)
         if load.send_lag_ms.p99 > limit:
             gap_ms = 1e3 / target
-            out.append(rule("send_lag", "warn", f"send lag p99 {load.send_lag_ms.p99:.3g} ms > {limit:.3g} ms "
+            out.append(rule(FindingKind.SEND_LAG, "warn", f"send lag p99 {load.send_lag_ms.p99:.3g} ms > {limit:.3g} ms "
                                                 f"({SAT_LAG_FRACTION:.0%} of the mean inter-arrival {gap_ms:.3g} ms, at "
                                                 f"least {SAT_LAG_FLOOR_MS:g} ms): arrivals went out late, the load "
                                                 "offered was lighter than asked", ("load",),
@@ -294,7 +294,7 @@ def client_findings(load: LoadStats, latency: Latency | None = None, window_s: f
                             basis="send lag p99 against the mean inter-arrival time",
                             summary="open-loop send lag {effect} of the inter-arrival"))
     if load.client_cpu_pct is not None and load.client_cpu_pct > SAT_CPU_PCT:
-        out.append(rule("client_cpu", "note", f"client worker CPU {load.client_cpu_pct:.0f}% of a core > "
+        out.append(rule(FindingKind.CLIENT_CPU, "note", f"client worker CPU {load.client_cpu_pct:.0f}% of a core > "
                                               f"{SAT_CPU_PCT:.0f}%: what it does to the figures is the event-loop "
                                               "lag's (judged beside it); more --workers spread it", CLIENT_LATENCY,
                         summary="client worker CPU > 90% of a core"))
@@ -319,7 +319,7 @@ def steady_findings(full: Window | None, steady: Window | None, *, mode: str, e2
     figs = ("energy", "efficiency", "throughput")
     if steady is None:
         what = "the target concurrency was never reached" if mode == "concurrency" else "the window is empty"
-        return [rule("steady_missing", "warn", f"no steady state ({what}); the figures include ramp and drain", figs,
+        return [rule(FindingKind.STEADY_MISSING, "warn", f"no steady state ({what}); the figures include ramp and drain", figs,
                      summary="no steady state")]
     out: list[Finding] = []
     energy, energy_steady = energy or {}, energy_steady or {}
@@ -334,13 +334,13 @@ def steady_findings(full: Window | None, steady: Window | None, *, mode: str, e2
                        f"{EFFICIENCY_MATERIAL_PCT:g}% of an independent counter read")
         # what to change, in one flag: a level of 1.5 × the minimum plus the drain (accounting/steady.py)
         suggest = math.ceil(SIZE_MARGIN * need + 2 * (e2e_s or 0.0))
-        out.append(rule("steady_short", "warn", f"steady state {steady.duration_s:.3g} s is shorter than the minimum "
+        out.append(rule(FindingKind.STEADY_SHORT, "warn", f"steady state {steady.duration_s:.3g} s is shorter than the minimum "
                                                 f"{need:.3g} s ({', '.join(why)}); give --duration {suggest} (or more "
                                                 "--num-requests)", figs,
                         summary=f"steady state shorter than its minimum: give --duration {suggest}"))
     share = steady.duration_s / full.duration_s
     if share < STEADY_MIN_SHARE:
-        out.append(rule("steady_share", "warn", f"steady state {steady.duration_s:.3g} s is {share:.0%} of the "
+        out.append(rule(FindingKind.STEADY_SHARE, "warn", f"steady state {steady.duration_s:.3g} s is {share:.0%} of the "
                                                 f"{full.duration_s:.3g} s window (< {STEADY_MIN_SHARE:.0%}); ramp and "
                                                 "drain dominate the full-window figures", figs,
                         summary="steady state under half the window"))
@@ -351,7 +351,7 @@ def steady_findings(full: Window | None, steady: Window | None, *, mode: str, e2
             if a and c and a > 0:
                 diff = 100.0 * (c - a) / a
                 if abs(diff) > STEADY_FULL_TOL_PCT:
-                    out.append(_energy("steady_vs_full", b, list(energy), "warn",
+                    out.append(_energy(FindingKind.STEADY_VS_FULL, b, list(energy), "warn",
                                        f"{b}: steady-state {name} {c:.3g} {unit} is {diff:+.0f}% from the "
                                        f"full window's {a:.3g} {unit} (> {STEADY_FULL_TOL_PCT:g}%)", effect_pct=diff,
                                        summary=f"{b}: steady vs full {name} {{effect:+}}"))

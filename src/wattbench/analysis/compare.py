@@ -55,7 +55,7 @@ from wattbench.core.errors import UserError
 from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, combine, judge, ratio_interval,
                                      spread_noise, trials_noise)
 from wattbench.results.headline import common_headline_boundary, per_token
-from wattbench.core.schema import LevelResult, Result
+from wattbench.core.schema import FindingKind, LevelResult, Result
 
 # (result, level, figure name at the boundary) -> the run-to-run noise of that configuration's figure
 # in the history store (``results/store_noise``: split at change points), or (relative sd, runs), or None
@@ -377,7 +377,7 @@ def left_out_reason(run_id: str, lv: LevelResult, boundary: str | None) -> str |
     """Why a level cannot be compared at ``boundary`` (None: it can): it measured nothing, or it
     has no power at the boundary."""
     if not measured_something(lv):
-        why = next((f.text for f in lv.validity.findings if f.kind == "no_completed"), None)
+        why = next((f.text for f in lv.validity.findings if f.kind == FindingKind.NO_COMPLETED), None)
         return f"run {run_id} measured nothing at {short_key(lv)} ({why or 'no measured request completed'})"
     if boundary is not None:
         e = lv.energy.get(boundary)

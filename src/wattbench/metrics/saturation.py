@@ -45,7 +45,7 @@ from typing import Sequence
 
 import numpy as np
 
-from wattbench.core.schema import Finding, LevelResult, LoadStats
+from wattbench.core.schema import Finding, FindingKind, LevelResult, LoadStats
 
 __all__ = ["CLIENT_KINDS", "EFFICIENCY_FIELDS", "saturation_kinds", "saturated_figures", "mark_saturated",
            "client_saturation_reasons", "rate_finding", "rate_interval", "SaturationVerdict",
@@ -63,7 +63,7 @@ EFFICIENCY_FIELDS = ("output_tokens_per_s_per_kw", "j_per_output_token", "j_per_
                      "output_tokens_per_kwh", "cost_per_million_output_tokens")
 
 
-CLIENT_KINDS = ("loop_lag", "send_lag", "client_cpu")  # findings about the client's own timing (validity.py)
+CLIENT_KINDS = (FindingKind.LOOP_LAG, FindingKind.SEND_LAG, FindingKind.CLIENT_CPU)  # findings about the client's own timing (validity.py)
 _LATENCY_PATHS = {"ttft": "latency.ttft_ms", "itl": "latency.itl_ms", "e2e": "latency.e2e_ms",
                   "tpot": "latency.tpot_ms"}
 

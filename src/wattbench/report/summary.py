@@ -65,7 +65,7 @@ from wattbench.report.trials import (
     trials_n,
     trials_title,
 )
-from wattbench.core.schema import LevelResult, Result
+from wattbench.core.schema import FindingKind, LevelResult, Result
 from wattbench.telemetry.spec import SENSOR_FIX
 
 __all__ = [
@@ -242,7 +242,7 @@ def estimate_text(h: Headline) -> str:
     """An estimated headline's basis and uncertainty, as the answer line says them: ``estimate from
     CPU utilization: 8 W per logical CPU × 2 assumed, ±60%`` (the level's ``estimate`` finding and
     the boundary's uncertainty, both fields of the result)."""
-    f = next((x for x in h.level.validity.findings if x.kind == "estimate" and x.basis), None)
+    f = next((x for x in h.level.validity.findings if x.kind == FindingKind.ESTIMATE and x.basis), None)
     be = h.level.energy.get(h.boundary) if h.boundary else None
     u = be.uncertainty_pct if be is not None else None
     basis = f.basis if f is not None else "estimate"

@@ -31,6 +31,7 @@ from wattbench.core.errors import StorageError
 from wattbench.metrics.latency import stats
 from wattbench.core.recordset import LINES_FILE, SPOOL_PREFIX, read_spooled_lines
 from wattbench.core.schema import Finding, Result
+from wattbench.core.schema import FindingKind
 from wattbench.core.schema.measures import Stats
 
 CRASHED = "the run crashed"
@@ -238,7 +239,7 @@ def settle_unfinished(result: Result, run_dir: str | os.PathLike) -> Result:
         result.status = "failed"
         result.status_detail = f"{err} (the run could not close result.json: the levels listed are those written before)"
         v = result.validity
-        v.findings = [write_stop_finding(err, len(result.levels)), *(f for f in v.findings if f.kind != "run_stopped")]
+        v.findings = [write_stop_finding(err, len(result.levels)), *(f for f in v.findings if f.kind != FindingKind.RUN_STOPPED)]
         if v.verdict == "valid":
             v.verdict = "warn"
         return result
@@ -256,7 +257,7 @@ def settle_unfinished(result: Result, run_dir: str | os.PathLike) -> Result:
     v.verdict = "invalid"
     if v.latency is not None:
         v.latency = "invalid"
-    first = Finding(kind="run_unfinished", severity="invalid", text=reason,
+    first = Finding(kind=FindingKind.RUN_UNFINISHED, severity="invalid", text=reason,
                     figures=("energy", "efficiency", "throughput", "ttft", "tpot", "itl", "e2e", "goodput", "load"),
                     summary=reason)
     v.findings = [first, *(f for f in v.findings if not f.text.startswith((CRASHED, IN_PROGRESS)))]

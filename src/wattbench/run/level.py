@@ -21,6 +21,7 @@ from wattbench.core.load_types import LevelSpec
 from wattbench.results import rundir
 from wattbench.core.recordset import as_record_set, spooling_into
 from wattbench.core.schema import LevelResult, PrimingPhase, TrialsBlock
+from wattbench.core.schema import FindingKind
 from wattbench.run import analyses
 from wattbench.run.plan import default_num_requests, planned_levels
 from wattbench.run.session import RunSession
@@ -311,7 +312,7 @@ class LevelRunner:
         level.trials = TrialsBlock.model_validate(analyses.trials_block(trials)) if len(trials) > 1 else None
         # the level is its last trial with every trial's mean: an earlier trial that shared the server
         # with the load before it biased that mean, so its finding stays on the level
-        earlier = [f for t in trials[:-1] for f in t.validity.findings if f.kind == "not_drained"]
+        earlier = [f for t in trials[:-1] for f in t.validity.findings if f.kind == FindingKind.NOT_DRAINED]
         if earlier:
             from wattbench.accounting.findings import worst
             from wattbench.accounting.validity import combine
@@ -345,7 +346,7 @@ def add_drain_finding(level: LevelResult, drain: Drain | None, trial: str = "") 
     if drain.drained is None:  # the server reports no count: only what the client gave up on is known
         if not drain.abandoned:
             return
-        f = rule("not_drained", "warn",
+        f = rule(FindingKind.NOT_DRAINED, "warn",
                  f"{which} after the client gave up on {drain.abandoned} requests of the load before it (timeouts, "
                  "stalls); the server reports no in-flight count, so they may still have been running in it: give "
                  "--request-timeout longer than a request takes", (),
@@ -353,7 +354,7 @@ def add_drain_finding(level: LevelResult, drain: Drain | None, trial: str = "") 
         level.validity = worst(level.validity, combine([f]))
         return
     base = f" (it served {drain.baseline:g} before the run)" if drain.baseline else ""
-    f = rule("not_drained", "warn",
+    f = rule(FindingKind.NOT_DRAINED, "warn",
              f"{which} while the server still had {drain.in_flight:g} requests of the load before it running or "
              f"waiting after {drain.waited_s:.0f} s{base}: its figures include that load; give the server longer "
              "between levels (--cooldown S) or look for requests the client gave up on (timeouts)", (),

@@ -60,6 +60,7 @@ from wattbench.core.schema import (
     ToolLevel,
     Window,
 )
+from wattbench.core.schema import FindingKind
 from wattbench.results.store import HistoryStore
 from wattbench.results.tools import (
     TOOLS,
@@ -517,7 +518,7 @@ def _left_out(level: LevelResult, lv) -> None:
     why = (f"the tool ended with {left_out} request(s) still in flight and left them out of its file: the tokens the "
            f"server produced for them inside the window are not credited (up to {left_out} × {per:.0f} tokens, "
            f"{bound:.1f}% of the {tw.output:.0f} credited; J/token overstated by at most that)")
-    f = judged("tool_left_out", why, TOKEN_FIGURES, bound, EFFICIENCY_MATERIAL_PCT,
+    f = judged(FindingKind.TOOL_LEFT_OUT, why, TOKEN_FIGURES, bound, EFFICIENCY_MATERIAL_PCT,
                basis="the recorded requests' output per request", summary="tool left requests out: up to {effect}")
     level.validity = worst(level.validity, combine([f]))
 
@@ -549,7 +550,7 @@ def _cross_check(level: LevelResult, timeline) -> None:
         why = (f"the tool's records credit {tl.tool_output_tokens:.0f} output tokens to the window, the server's "
                f"counter {server:.0f} ± {edge:.0f} (its scrapes around the edges): another client on the server, or "
                "a token count off")
-        level.validity = worst(level.validity, combine([rule("tokens_disagree", "warn", why, TOKEN_FIGURES,
+        level.validity = worst(level.validity, combine([rule(FindingKind.TOKENS_DISAGREE, "warn", why, TOKEN_FIGURES,
                                                               effect_pct=100.0 * tl.token_disagreement,
                                                               summary="tool vs server token count {effect:+}")]))
 
@@ -592,13 +593,13 @@ def _counter_level(session: RunSession, index: int, label: str, t0: int, t1: int
         out_tok = max(0.0, timeline.counter_delta("generation_tokens", t0, t1) or 0.0)
         in_tok = max(0.0, timeline.counter_delta("prompt_tokens", t0, t1) or 0.0) if "prompt_tokens" in timeline.series else 0.0
         if not timeline.covers(t0, t1, "generation_tokens"):
-            found.append(rule("token_counter_edge", "warn", "the server's token counter was not scraped on both "
+            found.append(rule(FindingKind.TOKEN_COUNTER_EDGE, "warn", "the server's token counter was not scraped on both "
                                                             "sides of the window; its tokens are extrapolated at an "
                                                             "edge", TOKEN_FIGURES,
                               summary="server token counter extrapolated at an edge"))
     else:
         given = cfg.target or (cfg.targets[0] if cfg.targets else None)
-        found.append(rule("no_tokens", "warn", no_tokens_text(redact_url(given) if given else None), TOKEN_FIGURES,
+        found.append(rule(FindingKind.NO_TOKENS, "warn", no_tokens_text(redact_url(given) if given else None), TOKEN_FIGURES,
                           summary="no tokens counted"))
     per_s = (lambda n: n / dur if dur > 0 else 0.0)
     tp = Throughput(output_tokens_per_s=per_s(out_tok), input_tokens_per_s=per_s(in_tok),

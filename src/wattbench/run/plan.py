@@ -20,7 +20,7 @@ from wattbench.load.level import validate_spec
 from wattbench.load.search import auto_sweep, optimize
 from wattbench.core.load_types import LevelSpec
 from wattbench.results.headline import headline_boundary
-from wattbench.core.schema import LevelResult, Result, SearchOutcome
+from wattbench.core.schema import FindingKind, LevelResult, Result, SearchOutcome
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
 ENERGY_OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw")  # a figure per kW: needs a power meter
@@ -307,7 +307,7 @@ def _trials_noise(level: LevelResult, name: str, boundary: str | None):
 
 def _no_request_reason(level: LevelResult) -> str | None:
     return next((f.text for f in level.validity.findings
-                 if f.kind == "no_completed" or (f.kind == "legacy" and "no measured request" in f.text)), None)
+                 if f.kind == FindingKind.NO_COMPLETED or (f.kind == FindingKind.LEGACY and "no measured request" in f.text)), None)
 
 
 def _pair_figures(lv: LevelResult, b: str | None) -> dict:

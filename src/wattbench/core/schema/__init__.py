@@ -29,7 +29,8 @@ Version history:
   model does not name is kept (an extra, written back as read); an empty goodput dict reads as none.
 
 The models live in sibling modules along the data's seams — ``records`` (one request),
-``measures`` (a window's figures: latency, throughput, load, energy, validity), ``blocks`` (what a
+``measures`` (a window's figures: latency, throughput, load, energy, validity), ``kinds`` (the
+one table of finding kinds), ``blocks`` (what a
 level observed beside them: goodput, thermal state, the server's metrics), ``level`` (one
 level and its trials), ``analyses`` (the run's sweep/optimiser, Pareto, prefill/decode, carbon),
 ``run`` (``Result`` and what describes the run), ``noise`` (priming, the history check, engine
@@ -58,6 +59,7 @@ from wattbench.core.schema.blocks import (
     SLOCheck,
     Thermal,
 )
+from wattbench.core.schema.kinds import FindingKind
 from wattbench.core.schema.level import (
     LevelResult,
     LevelTiming,
@@ -103,6 +105,7 @@ from wattbench.core.schema.run import (
 from wattbench.core.schema.upgrade import upgrade_v1
 
 __all__ = [
+    "FindingKind",
     "DeviceThermal", "Goodput", "GoodputPerKw", "ServerMetrics", "SLOBound", "SLOCheck", "Thermal",
     "ClockMapping", "MeasureInfo", "ToolLevel",
     "SCHEMA_VERSION", "BoundaryEnergy", "EFFICIENCY_FIGURES", "Figure", "Finding", "LATENCY_FIGURES", "CarbonIntensity", "ClockInfo", "EnergyShare", "Environment", "GPUInfo",

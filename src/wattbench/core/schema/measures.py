@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from wattbench.core.schema.base import _M, Verdict
+from wattbench.core.schema.kinds import FindingKind
 
 
 class Stats(_M):
@@ -204,8 +205,9 @@ _SEVERITY_PREFIXES = ("invalid: ", "warn: ", "estimate: ", "note: ")
 class Finding(BaseModel):
     """What one check found about a level (or a run): typed, so reports render it and never parse it.
 
-    ``kind`` names the check (``loop_lag``, ``small_sample``, ``steady_short`` …; ``legacy`` for a
-    reason string of an older file); ``figures`` the figures it can bias (empty: unknown, as for
+    ``kind`` names the check (a ``FindingKind``, the one table of kinds: ``loop_lag``,
+    ``small_sample``, ``steady_short`` …; ``legacy`` for a reason string of an older file, and for a
+    kind this version does not know, which is kept as written in ``kind_as_written``); ``figures`` the figures it can bias (empty: unknown, as for
     ``legacy``: it then counts for both verdicts); ``effect_pct`` its estimated effect as a percent of
     the figure named in ``basis`` (None: not estimable) and ``bound_pct`` the materiality bound it
     was judged against (``accounting/findings.py``: below the bound a finding is a ``note``);
@@ -215,7 +217,7 @@ class Finding(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
-    kind: str = "legacy"
+    kind: FindingKind = FindingKind.LEGACY
     severity: Severity = "warn"
     figures: tuple[Figure, ...] = ()
     effect_pct: float | None = None
@@ -224,6 +226,17 @@ class Finding(BaseModel):
     text: str
     summary: str | None = None
     levels: tuple[int, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_kind_is_legacy(cls, data: Any) -> Any:
+        """A kind outside ``FindingKind`` (an older file's, of a check renamed or removed since) reads
+        as ``legacy``; the kind as written is kept beside it (``kind_as_written``, written back)."""
+        if isinstance(data, dict):
+            kind = data.get("kind")
+            if isinstance(kind, str) and kind not in FindingKind._value2member_map_:
+                data = {**data, "kind": FindingKind.LEGACY, "kind_as_written": kind}
+        return data
 
     @property
     def line(self) -> str:
@@ -236,13 +249,13 @@ class Finding(BaseModel):
         r = str(reason)
         for prefix in _SEVERITY_PREFIXES:
             if r.startswith(prefix):
-                return Finding(kind="legacy", severity=prefix[:-2], text=r[len(prefix):])
+                return Finding(kind=FindingKind.LEGACY, severity=prefix[:-2], text=r[len(prefix):])
         # a run-level line of an older file: "concurrency=8: warn: text"
         head, sep, rest = r.partition(": ")
         for prefix in _SEVERITY_PREFIXES:
             if sep and rest.startswith(prefix):
-                return Finding(kind="legacy", severity=prefix[:-2], text=f"{head}: {rest[len(prefix):]}")
-        return Finding(kind="legacy", severity="warn", text=r)
+                return Finding(kind=FindingKind.LEGACY, severity=prefix[:-2], text=f"{head}: {rest[len(prefix):]}")
+        return Finding(kind=FindingKind.LEGACY, severity="warn", text=r)
 
 
 class Validity(_M):
