@@ -168,7 +168,7 @@ def group_findings(result: Result) -> list[FindingGroup]:
     load, then kind."""
     levels = sorted(result.levels, key=level_order)
     rank = {lv.index: i for i, lv in enumerate(levels)}
-    buckets: dict[tuple[str, str], list[Finding]] = {}
+    buckets: dict[tuple[FindingKind, str], list[Finding]] = {}
     level_texts: set[str] = set()
     for lv in levels:
         for f in lv.validity.findings:

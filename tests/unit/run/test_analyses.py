@@ -18,7 +18,7 @@ from tests.fakes.scripted_sensor import build_log, counter_channel
 from wattbench.accounting.attribution import isolating_pair
 from wattbench.config import RunConfig
 from wattbench.core.clock import ClockAnchor
-from wattbench.core.schema import PrefillDecode, RequestRecord
+from wattbench.core.schema import PrefillDecode, RequestRecord, Thermal
 from wattbench.metrics.carbon_series import parse_carbon_intensity
 from wattbench.metrics.slo import parse_slos
 from wattbench.run.analyses import attribute, run_analyses, trials_block
@@ -60,10 +60,10 @@ def test_trials_give_each_figure_its_mean_and_student_t_interval_boundary_free_f
     trials = [make_level(0, value=8, output_tokens_per_s=tok, power_w={"accelerator": 700.0, "node": 1000.0})
               for tok in (1000.0, 1100.0, 1200.0)]
     for k, t in enumerate(trials):
-        t.thermal_before = {"max_temp_c": 60.0 + k}
+        t.thermal_before = Thermal(max_temperature_c=60.0 + k)
     tb = trials_block(trials)
     assert tb["n"] == 3 and tb["confidence"] == pytest.approx(0.95, rel=1e-12)
-    assert tb["thermal_before"] == [{"max_temp_c": 60.0}, {"max_temp_c": 61.0}, {"max_temp_c": 62.0}]
+    assert [t.max_temperature_c for t in tb["thermal_before"]] == [60.0, 61.0, 62.0]
     f = tb["figures"]
     acc = f["output_tokens_per_s_per_kw@accelerator"]
     assert acc["values"] == pytest.approx([1000 / 0.7, 1100 / 0.7, 1200 / 0.7], rel=1e-12)
