@@ -63,7 +63,7 @@ def test_trials_give_each_figure_its_mean_and_student_t_interval_boundary_free_f
         t.thermal_before = Thermal(max_temperature_c=60.0 + k)
     tb = trials_block(trials)
     assert tb["n"] == 3 and tb["confidence"] == pytest.approx(0.95, rel=1e-12)
-    assert [t.max_temperature_c for t in tb["thermal_before"]] == [60.0, 61.0, 62.0]
+    assert [t.max_temperature_c for t in tb["thermal_before"]] == pytest.approx([60.0, 61.0, 62.0], rel=1e-12)
     f = tb["figures"]
     acc = f["output_tokens_per_s_per_kw@accelerator"]
     assert acc["values"] == pytest.approx([1000 / 0.7, 1100 / 0.7, 1200 / 0.7], rel=1e-12)
