@@ -33,7 +33,7 @@ from typing import Any, Callable
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.amd import detect as detect_amd
-from wattbench.telemetry.base import Sensor
+from wattbench.telemetry.base import Channel, Sensor
 from wattbench.telemetry.estimate import CpuEstimateSensor
 from wattbench.telemetry.hwmon import detect as detect_hwmon
 from wattbench.telemetry.ipmi import detect as detect_ipmi
@@ -92,7 +92,8 @@ def _update_period(times: list[int], values: list[float]) -> tuple[float | None,
     return (statistics.median(gaps) if gaps else None), len(change_t)
 
 
-def inventory(specs: list[str] | None = None, measure_s: float = 1.5, **autodetect_kw) -> list[dict]:
+def inventory(specs: list[str] | None = None, measure_s: float = 1.5,
+              **autodetect_kw: Any) -> list[dict[str, Any]]:
     """One dict per channel (``"type": "channel"``) and per problem (``"type": "problem"``).
 
     Channel dicts: the Channel's fields, ``value`` (first read), ``read_ms`` (cost of one
@@ -102,12 +103,14 @@ def inventory(specs: list[str] | None = None, measure_s: float = 1.5, **autodete
     from wattbench.telemetry.sampler import period_of
     from wattbench.telemetry.spec import parse_sensor_spec
 
+    sensors: list[Sensor]
+    problems: list[str]
     if specs:
         sensors, problems = [parse_sensor_spec(s) for s in specs], []
     else:
         sensors, problems = autodetect(**autodetect_kw)
-    out: list[dict] = []
-    opened: list[tuple[Sensor, list]] = []
+    out: list[dict[str, Any]] = []
+    opened: list[tuple[Sensor, list[Channel]]] = []
     for s in sensors:
         if hasattr(s, "aux_every_s"):
             s.aux_every_s = 0.0  # measure the aux gauges' own refresh, not our throttle

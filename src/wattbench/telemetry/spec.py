@@ -82,7 +82,7 @@ def _boundary(spec: str, b: str) -> str:
     return b
 
 
-def _unknown(spec: str, opts: dict, allowed: set[str]) -> None:
+def _unknown(spec: str, opts: dict[str, str], allowed: set[str]) -> None:
     extra = sorted(set(opts) - allowed - {"interval"})
     if extra:
         raise _bad(spec, f"unknown option {extra[0]!r}")
