@@ -26,10 +26,14 @@ def __getattr__(name: str):  # lazy entry points
         from wattbench.config import RunConfig
 
         return RunConfig
-    if name in ("measure", "MeasureConfig"):
-        from wattbench.run import measure as _m
+    if name == "measure":
+        from wattbench.run.measure import measure
 
-        return getattr(_m, name)
+        return measure
+    if name == "MeasureConfig":
+        from wattbench.config import MeasureConfig
+
+        return MeasureConfig
     if name == "load_result":
         from wattbench.results.rundir import load_result
 

@@ -2,28 +2,42 @@
 
 Secrets (API keys, BMC passwords) are never fields here: they are read from the environment or
 passed as ``SecretStr`` and excluded from every dump written to disk.
+
+Every option of ``run``, ``measure`` and ``tune`` is declared once, on the configuration field it
+sets: the field's type is annotated with a ``Flag`` (``Annotated[float, Flag("--idle", help=...)]``)
+naming the option, its short alias, its help, the commands that take it and the numbers it takes
+(``Flag.domain``). The field's default is the option's default. ``cli/options.py`` generates each
+command's typer options from these fields, and the tables the command line is checked against
+(``FLAG_DOMAINS``, ``COMMAND_FLAG_DOMAINS``, ``EMPTY_TEXT_OK``) are generated from them here; the
+models check their own numbers against the same ``Flag.domain`` (a notebook gets the CLI's rule).
+A field without a ``Flag`` is not an option.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from wattbench.core.target import REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
+
 # ------------------------------------------------------------------ what each numeric option takes
 #
-# One table for every numeric option of every command: the CLI checks each value
-# against it while the command line is parsed (``cli.common.number_gate``, before anything starts),
-# and ``RunConfig`` checks its fields against the same entries (a notebook gets the same rule). A
-# flag means one thing in every command, so the table is keyed by flag; the few flags
-# that differ between commands have a ``(command, flag)`` entry. A flag not listed takes positive
-# numbers only: a new option is checked from the day it is declared.
+# A numeric option's range is a ``Domain``: declared on the field's ``Flag`` for the options of
+# ``run``, ``measure`` and ``tune``, in ``_OTHER_FLAG_DOMAINS`` for the commands without a
+# configuration model. The CLI checks each value against it while the command line is parsed
+# (``cli.common.number_gate``, before anything starts). A flag means one thing in every command, so
+# ``FLAG_DOMAINS`` is keyed by flag; a flag that takes other numbers in one command has a
+# ``(command, flag)`` entry in ``COMMAND_FLAG_DOMAINS``. A flag not listed takes positive numbers
+# only: a new option is checked from the day it is declared.
 
 MAX_SECONDS = 366 * 24 * 3600.0  # the longest duration, interval or timeout any option takes (a year)
 MAX_SEED = 2**32 - 1
+SEARCH_MAX_CONCURRENCY = 256  # --sweep auto / --optimize upper end when --max-concurrency is not given
 
 
 @dataclass(frozen=True)
@@ -97,25 +111,13 @@ SECONDS = Domain(hi=MAX_SECONDS, unit="seconds")
 SECONDS_OR_ZERO = Domain(lo_open=False, hi=MAX_SECONDS, unit="seconds")
 PERCENT = Domain(lo_open=False, hi=100.0, hi_open=True, unit="%")
 INDEX = Domain(lo_open=False)
+SEED = Domain(lo_open=False, hi=MAX_SEED)
 
-FLAG_DOMAINS: dict[str, Domain] = {
-    # load
-    "--concurrency": AT_LEAST_ONE, "--max-concurrency": AT_LEAST_ONE, "--workers": AT_LEAST_ONE,
-    "--ray-actors": AT_LEAST_ONE, "--num-requests": AT_LEAST_ONE, "--trials": AT_LEAST_ONE,
-    "--prime-requests": AT_LEAST_ONE,
-    "--rate": Domain(inf_ok=True, unit="requests/s"), "--speedup": POSITIVE,
-    "--seed": Domain(lo_open=False, hi=MAX_SEED), "--warmup": NON_NEGATIVE,
-    # time
-    "--duration": SECONDS, "--request-timeout": SECONDS, "--stall-timeout": SECONDS, "--sample-interval": SECONDS,
-    "--interval": SECONDS, "--idle": SECONDS_OR_ZERO, "--idle-after": SECONDS_OR_ZERO, "--cooldown": SECONDS_OR_ZERO,
-    "--measure": SECONDS_OR_ZERO, "--max-minutes": Domain(hi=MAX_SECONDS / 60, unit="minutes"),
-    # sampling
-    "--temperature": NON_NEGATIVE, "--top-p": Domain(hi=1.0), "--max-tokens": AT_LEAST_ONE,
-    # money, power, efficiency
-    "--price-per-kwh": NON_NEGATIVE, "--pue": Domain(lo=1.0, lo_open=False), "--noise-pct": NON_NEGATIVE,
-    "--max-repeats": NON_NEGATIVE, "--max-trials": AT_LEAST_ONE, "--power-limit": Domain(unit="W"),
-    "--sm-clocks": Domain(unit="MHz"), "--idle-threshold": NON_NEGATIVE, "--history-max-mb": POSITIVE,
-    "--burst": AT_LEAST_ONE, "--limit": NON_NEGATIVE,
+# The numeric options of the commands without a configuration model (plan, monitor, sensors,
+# history, doctor, agree); the options of run, measure and tune declare theirs on their field.
+_OTHER_FLAG_DOMAINS: dict[str, Domain] = {
+    "--interval": SECONDS, "--measure": SECONDS_OR_ZERO, "--max-tokens": AT_LEAST_ONE,
+    "--idle-threshold": NON_NEGATIVE, "--history-max-mb": POSITIVE, "--burst": AT_LEAST_ONE, "--limit": NON_NEGATIVE,
     # plan
     "--batch": AT_LEAST_ONE, "--context": NON_NEGATIVE, "--gpus": AT_LEAST_ONE, "--level": INDEX,
     "--rack-kw": Domain(unit="kW"), "--site-kw": Domain(unit="kW"), "--it-kw": Domain(unit="kW"),
@@ -126,18 +128,68 @@ FLAG_DOMAINS: dict[str, Domain] = {
     "--maintenance-pct-per-year": NON_NEGATIVE, "--hardware-cost": NON_NEGATIVE, "--amortization-years": POSITIVE,
     "--tokens-per-s": POSITIVE, "--tokens-per-kwh": POSITIVE,
 }
-COMMAND_FLAG_DOMAINS: dict[tuple[str, str], Domain] = {
-    ("tune", "--gpus"): INDEX,  # GPU indices there; a number of GPUs in `plan roofline`
-}
 
 
-# Text options: an empty value given on the command line (``-c ''``, ``--out ''``, ``--slo ''`` were
-# read as not given, ``--tag ''`` was registered) is refused in one line, except where empty means
-# something (listed with what it means). Checked by ``cli.common.text_gate`` as the command line is
-# parsed, so a new option is covered when it is declared.
-EMPTY_TEXT_OK: dict[str, str] = {
-    "--prompt-salt": "an empty salt: prompts carry no run-specific tag",
-}
+# ------------------------------------------------------------------ an option, declared on its field
+
+RUN, MEASURE, TUNE = "run", "measure", "tune"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a configuration field is given on the command line (the metadata of its ``Annotated``
+    type). ``name``: the option (``--idle``; an on/off pair ``--register/--no-register``);
+    ``short``: its one-letter alias; ``help``: what it does, ``help_in``: other words in a command
+    where it means something narrower (``--idle``: before the first level in ``run``, before the
+    command in ``measure``); ``commands``: the commands that take it (none: the field is named by
+    ``name`` in messages but set through another field's option, as ``warmup_requests`` through
+    ``--warmup``); ``domain``: the numbers it takes (None: positive numbers); ``default_in``: a
+    command's own default (the field's default otherwise); ``negated``: the option turns the field
+    off (``--no-prime`` sets ``prime=False``); ``text``: the command line gives text the command
+    parses itself (``--warmup 10s`` or ``20``); ``empty_means``: what an empty value typed means,
+    where it means something (else an empty value is refused); ``show_default``: whether the help
+    shows the default; ``beside``: for an option that sets no configuration field, the field it is
+    listed after; ``positional``: an argument, not an option.
+
+    How a value is read follows the field's type: a list of numbers is a comma list (``-c 1,8,64``),
+    a list of text a repeated option, ``dict[str, str]`` repeated ``K:V``, another dict a JSON object."""
+
+    name: str
+    short: str | None = None
+    help: str | None = None
+    commands: tuple[str, ...] = (RUN,)
+    help_in: Mapping[str, str] = field(default_factory=dict)
+    domain: Domain | None = None
+    default_in: Mapping[str, Any] = field(default_factory=dict)
+    negated: bool = False
+    text: bool = False
+    empty_means: str | None = None
+    show_default: bool = True
+    beside: str | None = None
+    positional: bool = False
+
+    def help_for(self, command: str) -> str | None:
+        return self.help_in.get(command, self.help)
+
+
+def flag_of(model: type[BaseModel], name: str) -> Flag | None:
+    """The ``Flag`` on ``model``'s field ``name``, or None when the field is not an option."""
+    return next((m for m in model.model_fields[name].metadata if isinstance(m, Flag)), None)
+
+
+def flags(model: type[BaseModel]) -> list[tuple[str, Flag]]:
+    """(field name, Flag) for every field of ``model`` that is an option, in field order."""
+    return [(name, f) for name in model.model_fields if (f := flag_of(model, name)) is not None]
+
+
+# One wording for the flags every command shares (the same flag for the same thing): the fields'
+# help, and the commands without a configuration model (history, doctor, monitor …) use them too.
+DB_HELP = "History database (default: $WATTBENCH_DB or the user data directory's history.sqlite3)."
+API_KEY_HELP = ("API key, sent to the target only and never written to a file or shown. Given here it is visible to "
+                "other users of this machine (ps, /proc/PID/cmdline): prefer --api-key-file PATH or the environment "
+                "(WATTBENCH_API_KEY / OPENAI_API_KEY).")
+REGISTER_HELP = "Add the run to the history store (default) or not."
+SENSOR_HELP = "Sensor spec, repeatable (nvml, rapl, ipmi, const:node=700, …). Default: auto-detect."
 
 
 def name_problem(name: str, what: str) -> str | None:
@@ -146,12 +198,6 @@ def name_problem(name: str, what: str) -> str | None:
         return f"{what} {name!r} must be non-empty without spaces or '/'"
     return None
 
-
-def domain_for(flag: str, command: str | None = None) -> Domain:
-    """What ``flag`` takes (in ``command``): its table entry, else positive numbers."""
-    if command is not None and (command, flag) in COMMAND_FLAG_DOMAINS:
-        return COMMAND_FLAG_DOMAINS[(command, flag)]
-    return FLAG_DOMAINS.get(flag, POSITIVE)
 
 
 MAX_CONFIG_LABEL = 64  # characters
@@ -174,121 +220,243 @@ def config_label_problem(label: str | None) -> str | None:
     return None
 
 
-class RunConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
-    # target
-    target: str | None = None  # base URL; None = start the embedded engine
-    targets: list[str] = Field(default_factory=list)  # several replicas
-    model: str | None = None
-    api: Literal["completions", "chat"] = "completions"
-    api_key: SecretStr | None = Field(default=None, exclude=True)
-    request_timeout_s: float = 600.0
-    stall_timeout_s: float = 120.0  # no bytes for this long -> timeout
-    headers: dict[str, str] = Field(default_factory=dict, exclude=True)  # --header K:V (may hold secrets)
-    secret_headers: list[str] = Field(default_factory=list)  # --secret-header NAME: that header's value is a secret
-    extra_body: dict[str, Any] = Field(default_factory=dict)  # --extra-body JSON: merged into every request
-    temperature: float | None = None  # sampling (default: the request's temperature=0)
-    top_p: float | None = None
+class FlaggedConfig(BaseModel):
+    """A configuration whose fields are options (``Flag``): every number in a field, or in a list
+    field, is checked against its flag's domain, as the command line is (one message, naming the flag)."""
 
-    # engine (when no target)
-    engine: Literal["transformers", "vllm", "sglang", "llamacpp"] = "transformers"
-    engine_model: str | None = None  # preset name or local path
-    engine_args: list[str] = Field(default_factory=list)
-    device: str | None = None  # cuda | cpu | None=auto
+    model_config = ConfigDict(extra="forbid")
 
-    # load
-    concurrency: list[int] = Field(default_factory=list)
-    rate: list[float] = Field(default_factory=list)
-    arrival: str = "poisson"  # poisson | constant | gamma:K
-    num_requests: int | None = None
-    duration_s: float | None = None
-    warmup_s: float | None = None
-    warmup_requests: int | None = None
-    workers: int | None = None  # None = auto
-    seed: int = 0
-
-    # workload
-    workload: str | None = None  # preset name or file
-    input_tokens: str = "256"
-    output_tokens: str = "128"
-    tokenizer: str | None = None
-    speedup: float = 1.0
-    keep_output_text: bool = False
-    tenant_field: str = "tenant"  # dataset/trace row field naming who asked (energy per tenant)
-
-    # sensors
-    sensors: list[str] = Field(default_factory=list)  # specs; empty = auto-detect
-    no_sensors: bool = False
-    sample_interval_s: float = 0.1
-    idle_s: float = 3.0
-    idle_after_s: float = 0.0
-
-    # efficiency
-    price_per_kwh: float = 0.15
-    currency: str = "USD"
-    pue: float = 1.0
-    carbon_intensity: str | None = None  # gCO2e/kWh, or a CSV/JSON time series file (metrics/carbon_series.py)
-    attribute_idle: bool = False  # per-request energy includes a share of idle power by time in flight
-
-    # SLO / trials
-    slo: str | None = None
-    trials: int = 1
-    cooldown_s: float = 0.0
-    sweep: str | None = None  # "auto": double concurrency until throughput stops growing
-    optimize: str | None = None  # objective: goodput_per_kw | output_tokens_per_s_per_kw | goodput_rps
-    ray: str | None = None  # "auto", "local" or a Ray cluster address: distributed load and per-node sensing
-    ray_actors: int | None = None
-    # upper end of --sweep auto and of the default --optimize ladder (256 when not given); with
-    # --rate, the open loop's cap on requests in flight (none when not given)
-    max_concurrency: int | None = None
-    prefill_decode_pair: bool = False  # two extra levels isolating prefill and decode energy
-
-    # measuring from a known state (run/prime.py, docs/accounting.md "Priming")
-    prime: bool = True  # take the server through the run's largest load before the first level
-    prime_requests: int | None = None  # None: two rounds of the largest concurrency (run/prime.py)
-    history_check: bool = True  # measure the first level again at the end; a difference beyond noise warns
-    trial_order: Literal["interleaved", "shuffled"] = "interleaved"  # --trials over a ladder
-    restart_engine: bool = False  # restart a launched engine before every trial round (--trials)
-    prompt_salt: str | None = None  # None: the run id's random part (no prompt repeats across runs); "": none
-    # without a tokenizer or /tokenize: fit synthetic prompt lengths to the server's usage.prompt_tokens
-    # before the first level (run/prime.calibrate_prompts); False keeps the 0.75 words-per-token guess
-    calibrate_prompts: bool = True
-
-    # output
-    out: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    # --config-label: what wattbench cannot see (a driver, a BIOS setting, flags the server does not
-    # expose), part of the configuration key (results/configuration.py); checked by config_label_problem
-    config_label: str | None = None
-    db: str | None = None
-    register_run: bool = True  # add the run to the history store
-    html: bool = True
-    # requests.jsonl keeps every content chunk's arrival stamp (chunk_ns); without it the stamps
-    # are used while the level is accounted and dropped (~15 bytes a content chunk off each line)
-    keep_chunks: bool = False
-
-    # numeric fields follow their flag's table entry (FLAG_DOMAINS); these two are not named after theirs
-    _FLAGS: ClassVar[dict[str, str]] = {"warmup_s": "--warmup", "warmup_requests": "--warmup"}
-
-    @staticmethod
-    def _flag(name: str) -> str:
-        return RunConfig._FLAGS.get(name) or "--" + name.removesuffix("_s").replace("_", "-")
-
-    @field_validator("concurrency", "rate", "num_requests", "duration_s", "warmup_s", "warmup_requests", "workers",
-                     "seed", "speedup", "sample_interval_s", "idle_s", "idle_after_s", "price_per_kwh", "pue",
-                     "trials", "cooldown_s", "max_concurrency", "ray_actors", "request_timeout_s", "stall_timeout_s",
-                     "temperature", "top_p", "prime_requests")
+    @field_validator("*")
     @classmethod
-    def _in_domain(cls, v, info):
-        flag = cls._flag(info.field_name)
-        # --warmup 10s is seconds (a duration's bound); --warmup 20 a count
-        domain = SECONDS_OR_ZERO if info.field_name == "warmup_s" else domain_for(flag)
+    def _in_domain(cls, v: Any, info: Any) -> Any:
+        flag = flag_of(cls, info.field_name)
+        if flag is None:
+            return v
+        domain = flag.domain or POSITIVE
         for x in v if isinstance(v, list) else [v]:
-            msg = None if x is None else domain.problem(flag, x)
+            msg = None if x is None else domain.problem(flag.name, x)
             if msg:
                 raise ValueError(msg)
         return v
+
+
+RM = (RUN, MEASURE)
+RMT = (RUN, MEASURE, TUNE)
+RT = (RUN, TUNE)
+LADDER_HELP = "a comma list runs levels in turn"
+TOKENS_HELP = "N, uniform:A:B, normal:MU:SIGMA or lognormal:MU:SIGMA."
+
+
+class RunConfig(FlaggedConfig):
+    """What ``run_benchmark`` runs; the fields in the order ``wattbench run --help`` lists them."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+    # target
+    # --target once: ``target``; repeated: several replicas (``targets``; the CLI puts one in ``target``)
+    targets: Annotated[list[str], Flag(
+        "--target", "-t", help="Base URL of an OpenAI-compatible server (with or without /v1); repeat for replicas "
+        "(per-target statistics beside the total). Omit to start the embedded engine.")] = Field(default_factory=list)
+    target: Annotated[str | None, Flag(  # base URL; None = start the embedded engine
+        "--target", "-t", commands=(MEASURE,), help="The server whose /metrics token counters to scrape (default: "
+        "the URL the tool's own arguments name).")] = None
+    model: Annotated[str | None, Flag(
+        "--model", "-m", help="Model name on the server (default: first of /v1/models); with no --target, a preset "
+        "name (tiny, llama-1b, llama-8b, qwen-7b) or a local HF model directory.")] = None
+    api: Annotated[Literal["completions", "chat"], Flag("--api", help="completions or chat.")] = "completions"
+    api_key: Annotated[SecretStr | None, Flag("--api-key", commands=RM, help=API_KEY_HELP, show_default=False)] = (
+        Field(default=None, exclude=True))
+
+    # load
+    concurrency: Annotated[list[int], Flag(
+        "--concurrency", "-c", commands=RT, domain=AT_LEAST_ONE,
+        help=f"Closed loop: concurrent streams; {LADDER_HELP} (1,8,64).",
+        help_in={TUNE: "Load ladder searched in each configuration (default 1,2,4,…,--max-concurrency)."})] = (
+        Field(default_factory=list))
+    rate: Annotated[list[float], Flag(
+        "--rate", "-r", commands=RT, domain=Domain(inf_ok=True, unit="requests/s"),
+        help=f"Open loop: requests/s; {LADDER_HELP} (2,4,8); inf sends every request at once.",
+        help_in={TUNE: "Open-loop rate ladder instead (requests/s)."})] = Field(default_factory=list)
+    arrival: Annotated[str, Flag("--arrival", help="Open-loop arrivals: poisson, constant or gamma:K.")] = "poisson"
+    num_requests: Annotated[int | None, Flag(
+        "--num-requests", "-n", commands=RT, domain=AT_LEAST_ONE,
+        help="Measured requests per level (warm-up excluded; default: 4 rounds of the concurrency, 5+ once an E2E is "
+        "measured, so the steady state can be long enough; docs/accounting.md).",
+        help_in={TUNE: "Measured requests per level."})] = None
+    duration_s: Annotated[float | None, Flag(
+        "--duration", "-d", commands=RT, domain=SECONDS,
+        help="Seconds of measured load per level, after the warm-up (--warmup 5s --duration 20 sends for 25 s); "
+        "requests in flight at the end finish (each within --request-timeout) and are measured.",
+        help_in={TUNE: "Seconds of load per level."})] = None
+    # --warmup 10s: seconds (a duration's bound); --warmup 20: a number of requests (the CLI reads which)
+    warmup_s: Annotated[float | None, Flag(
+        "--warmup", domain=SECONDS_OR_ZERO, text=True,
+        help="Excluded from statistics: 10s (seconds) or 20 (requests).")] = None
+    warmup_requests: Annotated[int | None, Flag("--warmup", commands=(), domain=NON_NEGATIVE)] = None
+    workers: Annotated[int | None, Flag(  # None = auto
+        "--workers", domain=AT_LEAST_ONE, help="Load-generator processes (default: auto).")] = None
+    seed: Annotated[int, Flag("--seed", domain=SEED, help="Seed for arrivals and lengths.")] = 0
+
+    # workload
+    workload: Annotated[str | None, Flag(  # preset name or file
+        "--workload", "-w", commands=RT, help="Preset (chat, summarize, generate, rag, code) or a dataset/trace file.",
+        help_in={TUNE: "Preset or dataset/trace file (as in run)."})] = None
+    input_tokens: Annotated[str, Flag("--input-tokens", commands=RT, help=TOKENS_HELP)] = "256"
+    output_tokens: Annotated[str, Flag("--output-tokens", commands=RT, help=TOKENS_HELP)] = "128"
+    tokenizer: Annotated[str | None, Flag(
+        "--tokenizer", help="Local HF tokenizer (tokenizer.json or its directory) for token-exact prompts.")] = None
+    speedup: Annotated[float, Flag("--speedup", help="Trace replay: divide inter-arrival gaps by this.")] = 1.0
+
+    # sensors
+    sensors: Annotated[list[str], Flag(  # specs; empty = auto-detect
+        "--sensor", "-s", commands=RMT, help=SENSOR_HELP)] = Field(default_factory=list)
+    no_sensors: Annotated[bool, Flag("--no-sensors", commands=RM, help="Sample no power meter.")] = False
+    sample_interval_s: Annotated[float, Flag(
+        "--sample-interval", commands=RM, domain=SECONDS, help="Seconds between sensor polls.")] = 0.1
+    idle_s: Annotated[float, Flag(
+        "--idle", commands=RMT, domain=SECONDS_OR_ZERO,
+        help="Seconds of idle baseline before the first level (0 to skip).",
+        help_in={MEASURE: "Seconds of idle baseline before the command (0 to skip).",
+                 TUNE: "Seconds of idle baseline per trial."})] = 3.0
+    idle_after_s: Annotated[float, Flag(
+        "--idle-after", commands=RM, domain=SECONDS_OR_ZERO, help="Seconds of idle baseline after the last level.",
+        help_in={MEASURE: "Seconds of idle baseline after it."})] = 0.0
+
+    # efficiency
+    price_per_kwh: Annotated[float, Flag(
+        "--price-per-kwh", commands=RM, domain=NON_NEGATIVE, help="Electricity price per kWh.")] = 0.15
+    currency: Annotated[str, Flag("--currency", commands=RM)] = "USD"
+    pue: Annotated[float, Flag(
+        "--pue", commands=RM, domain=Domain(lo=1.0, lo_open=False),
+        help="Power usage effectiveness for the facility figure (>= 1).")] = 1.0
+    carbon_intensity: Annotated[str | None, Flag(  # metrics/carbon_series.py
+        "--carbon-intensity", help="Grid carbon intensity: gCO2e/kWh, or a CSV/JSON time series (an Electricity Maps "
+        "export) aligned on the run's wall clock.")] = None
+    attribute_idle: Annotated[bool, Flag(
+        "--attribute-idle", help="Energy per request includes a share of idle power by time in flight (the shares "
+        "then add up to the gross energy).")] = False
+    tenant_field: Annotated[str, Flag(  # dataset/trace row field naming who asked (energy per tenant)
+        "--tenant-field", help="Dataset/trace row field naming the tenant, for energy per tenant.")] = "tenant"
+
+    # SLO / trials
+    slo: Annotated[str | None, Flag(
+        "--slo", commands=RT, help="e.g. ttft_p99=500ms,tpot_p99=50ms.",
+        help_in={TUNE: "e.g. ttft_p99=500ms,tpot_p99=50ms (the run grammar)."})] = None
+    trials: Annotated[int, Flag(
+        "--trials", domain=AT_LEAST_ONE, help="Measure every level N times (mean and 95% CI); a ladder's trials "
+        "interleave: c=16, 64, 16, 64, …")] = 1
+    trial_order: Annotated[Literal["interleaved", "shuffled"], Flag(
+        "--trial-order", help="--trials over a ladder: interleaved (level by level, round after round) or shuffled "
+        "(a seeded shuffle per round).")] = "interleaved"
+    restart_engine: Annotated[bool, Flag(  # restart a launched engine before every trial round
+        "--restart-engine", help="With --trials: restart the launched engine (and prime it) before every round, so "
+        "start-to-start noise is inside the CI.")] = False
+
+    # measuring from a known state (run/prime.py, docs/accounting.md "Priming")
+    prime: Annotated[bool, Flag(  # take the server through the run's largest load before the first level
+        "--no-prime", negated=True, help="Skip the priming load (the run's largest level, not measured) before the "
+        "first level.")] = True
+    prime_requests: Annotated[int | None, Flag(  # None: two rounds of the largest concurrency (run/prime.py)
+        "--prime-requests", domain=AT_LEAST_ONE, help="Requests the priming sends (default: two rounds of the largest "
+        "concurrency; about 10 s of the largest rate).")] = None
+    prompt_salt: Annotated[str | None, Flag(  # None: the run id's random part (no prompt repeats across runs); "": none
+        "--prompt-salt", empty_means="an empty salt: prompts carry no run-specific tag",
+        help="Text every synthetic prompt starts with after any shared prefix (default: the run id's random part, so "
+        "no run repeats another's prompts to a server's prefix cache; '' for prompts identical across runs with the "
+        "same seed).")] = None
+    # without a tokenizer or /tokenize: fit synthetic prompt lengths to the server's usage.prompt_tokens
+    # before the first level (run/prime.calibrate_prompts); False keeps the 0.75 words-per-token guess
+    calibrate_prompts: Annotated[bool, Flag(
+        "--no-calibrate-prompts", negated=True, help="Without --tokenizer or a server /tokenize: keep the 0.75 "
+        "words-per-token guess instead of fitting prompt lengths to the server's usage.prompt_tokens (a few "
+        "one-token probe requests before the first level).")] = True
+    history_check: Annotated[bool, Flag(  # measure the first level again at the end; a difference beyond noise warns
+        "--no-history-check", negated=True, help="Skip measuring the first level again at the end (a difference "
+        "beyond noise warns).")] = True
+    cooldown_s: Annotated[float, Flag(
+        "--cooldown", domain=SECONDS_OR_ZERO, help="Seconds between trials.")] = 0.0
+
+    # searching the load
+    sweep: Annotated[str | None, Flag(
+        "--sweep", help="auto: double concurrency from 1 until throughput stops growing.")] = None
+    optimize: Annotated[str | None, Flag(  # goodput_per_kw | output_tokens_per_s_per_kw | goodput_rps
+        "--optimize", help="Search the level with the best goodput_per_kw (or output_tokens_per_s_per_kw, "
+        "goodput_rps) meeting --slo, in few levels.")] = None
+    # upper end of --sweep auto and of the default --optimize ladder (SEARCH_MAX_CONCURRENCY when not
+    # given); with --rate, the open loop's cap on requests in flight (none when not given)
+    max_concurrency: Annotated[int | None, Flag(
+        "--max-concurrency", commands=RT, domain=AT_LEAST_ONE, default_in={TUNE: SEARCH_MAX_CONCURRENCY},
+        help="With --rate: at most N requests in flight (arrivals wait for a slot). With --sweep auto / --optimize: "
+        f"the upper end of the search (default {SEARCH_MAX_CONCURRENCY}).",
+        help_in={TUNE: "Top of the default concurrency ladder."})] = None
+    prefill_decode_pair: Annotated[bool, Flag(  # two extra levels isolating prefill and decode energy
+        "--prefill-decode-pair", help="Two extra levels (max_tokens=1; short prompts, long outputs) that cross-check "
+        "the prefill/decode energy split.")] = False
+    ray: Annotated[str | None, Flag(  # distributed load and per-node sensing
+        "--ray", help="Run load actors and per-node sensors on a Ray cluster: auto (the one this machine belongs to), "
+        "local (a one-machine cluster on 127.0.0.1) or an address (needs wattbench[ray]).")] = None
+    ray_actors: Annotated[int | None, Flag(
+        "--ray-actors", domain=AT_LEAST_ONE, help="Load-generator actors (default: one per node, more for large "
+        "loads).")] = None
+
+    # engine (when no target)
+    engine: Annotated[Literal["transformers", "vllm", "sglang", "llamacpp"], Flag(
+        "--engine", commands=RT, help="Engine to start when no --target: transformers, vllm, sglang, llamacpp.",
+        help_in={TUNE: "transformers, vllm, sglang or llamacpp (started and restarted by wattbench)."})] = "transformers"
+    engine_model: Annotated[str | None, Flag(  # preset name or local path (run: --model with no --target)
+        "--model", "-m", commands=(TUNE,), help="Preset (tiny, llama-1b, …) or a local HF model directory.")] = None
+    engine_args: Annotated[list[str], Flag(
+        "--engine-arg", commands=RT, help="Extra argument passed to the engine (repeatable).",
+        help_in={TUNE: "Argument given to the engine in every configuration (repeatable)."})] = (
+        Field(default_factory=list))
+    device: Annotated[str | None, Flag(  # cuda | cpu | None=auto
+        "--device", commands=RT, help="Engine device: cuda or cpu (default: cuda when present).",
+        help_in={TUNE: "cuda or cpu (default: cuda when present)."})] = None
+
+    # output
+    out: Annotated[str | None, Flag(
+        "--out", "-o", commands=RM, help="Run directory (default ./wattbench-results/<run_id>).")] = None
+    tags: Annotated[list[str], Flag(
+        "--tag", commands=RMT, help="Tag the run in the history store (repeatable).",
+        help_in={TUNE: "Tag every trial run in the history store."})] = Field(default_factory=list)
+    # what wattbench cannot see (a driver, a BIOS setting, flags the server does not expose), part of
+    # the configuration key (results/configuration.py); checked by config_label_problem
+    config_label: Annotated[str | None, Flag(
+        "--config-label", commands=RMT, help="Name what wattbench cannot see about this configuration (a driver, a "
+        "BIOS setting, flags the server does not expose): runs with different labels are never pooled as one "
+        "configuration's noise; shown in `history list`.")] = None
+    db: Annotated[str | None, Flag("--db", commands=RMT, help=DB_HELP)] = None
+    register_run: Annotated[bool, Flag(  # add the run to the history store
+        "--register/--no-register", commands=RM, help=REGISTER_HELP)] = True
+    html: Annotated[bool, Flag("--no-html", commands=RM, negated=True, help="Do not write report.html.")] = True
+    keep_output_text: Annotated[bool, Flag(
+        "--keep-output-text", help="Keep response texts in requests.jsonl.")] = False
+    # requests.jsonl keeps every content chunk's arrival stamp (chunk_ns); without it the stamps
+    # are used while the level is accounted and dropped (~15 bytes a content chunk off each line)
+    keep_chunks: Annotated[bool, Flag(
+        "--keep-chunks", commands=RM, help="Keep every content chunk's arrival stamp (chunk_ns) in requests.jsonl "
+        "(per-request ITL and token timelines later; ~15 bytes more per content chunk).",
+        help_in={MEASURE: "Keep the tool's per-chunk stamps in requests.jsonl."})] = False
+
+    # requests
+    request_timeout_s: Annotated[float, Flag(
+        "--request-timeout", domain=SECONDS, help="Seconds a request may take in all.")] = REQUEST_TIMEOUT_S
+    headers: Annotated[dict[str, str], Flag(  # may hold secrets: never written
+        "--header", "-H", help="Request header K:V, repeatable (sent with every request; values that can hold a "
+        "credential are never written).")] = Field(default_factory=dict, exclude=True)
+    secret_headers: Annotated[list[str], Flag(  # that header's value is a secret
+        "--secret-header", help="Header NAME whose --header value is a secret although its name does not say so "
+        "(repeatable): never written or printed, scrubbed wherever a server echoes it.")] = Field(default_factory=list)
+    extra_body: Annotated[dict[str, Any], Flag(  # merged into every request
+        "--extra-body", help='JSON object merged into every request body, e.g. \'{"top_k": 20}\'.')] = (
+        Field(default_factory=dict))
+    temperature: Annotated[float | None, Flag(  # sampling (default: the request's temperature=0)
+        "--temperature", domain=NON_NEGATIVE, help="Sampling temperature (default 0: greedy).")] = None
+    top_p: Annotated[float | None, Flag("--top-p", domain=Domain(hi=1.0), help="Nucleus sampling top-p.")] = None
+    stall_timeout_s: Annotated[float, Flag(  # no bytes for this long -> timeout
+        "--stall-timeout", domain=SECONDS, help="Seconds without a byte before a stream counts as stalled.")] = (
+        STALL_TIMEOUT_S)
 
     @field_validator("config_label")
     @classmethod
@@ -400,7 +568,7 @@ class RunConfig(BaseModel):
             out["top_p"] = self.top_p
         return out
 
-    def public_dict(self) -> dict:
+    def public_dict(self) -> dict[str, Any]:
         """The config as written to result.json: no secrets (header values that can carry a
         credential are redacted, the names stay; URL credentials shown as ``***@``: ``core/redact.py``)."""
         from wattbench.core.redact import redact_body, redact_headers, redact_url
@@ -412,3 +580,108 @@ class RunConfig(BaseModel):
         d["target"] = redact_url(d.get("target"))
         d["targets"] = [redact_url(u) for u in d.get("targets") or []]
         return d
+
+
+class MeasureConfig(FlaggedConfig):
+    """What ``wattbench measure`` runs (``run/measure.py``): the command, and the run's settings
+    (``run``: sensors, idle, price, PUE, output, history; ``run.target``: a server whose
+    ``/metrics`` to scrape)."""
+
+    command: Annotated[list[str], Flag(
+        "command", commands=(MEASURE,), positional=True, help="The command to run, after --.", show_default=False)]
+    run: RunConfig
+    tool: Annotated[str | None, Flag(  # None: recognised from the command (results/tools.detect_tool)
+        "--tool", commands=(MEASURE,), help="What COMMAND is: vllm-bench-serve, aiperf, guidellm, wattbench-run or "
+        "command (default: recognised from it).")] = None
+    result_files: Annotated[list[str], Flag(  # the tool's files, else found
+        "--result", commands=(MEASURE,), help="The tool's result file (repeatable; default: found where its "
+        "arguments put it).")] = Field(default_factory=list)
+    window_from: Annotated[str | None, Flag(  # start/end markers
+        "--window-from", commands=(MEASURE,), help="A file of 'start SECONDS [LABEL]' / 'end SECONDS' lines the "
+        "command writes: one level per pair.")] = None
+    cwd: str | None = None  # where the command runs (its relative result paths too)
+
+
+class TuneConfig(FlaggedConfig):
+    """What ``wattbench tune`` searches (``tune/run.py``): the run every trial makes (``base``:
+    engine, model, workload, sensors, SLO, load candidates, as ``run``) and the search."""
+
+    base: RunConfig
+    axes: Annotated[list[str], Flag(
+        "--axis", commands=(TUNE,), help="NAME=V1,V2,… an engine flag and its values (repeatable); default: the "
+        "engine's built-in space.")] = Field(default_factory=list)
+    space_file: Annotated[str | None, Flag(
+        "--space", commands=(TUNE,), help="YAML/JSON space file (axes, ranges, conditions).")] = None
+    power_limits_w: Annotated[list[float], Flag(
+        "--power-limit", commands=(TUNE,), domain=Domain(unit="W"),
+        help="GPU power limits to try, W (400,550,700). Needs --allow-gpu-settings and root.")] = (
+        Field(default_factory=list))
+    sm_clocks_mhz: Annotated[list[int], Flag(
+        "--sm-clocks", commands=(TUNE,), domain=Domain(unit="MHz"),
+        help="Locked SM clocks to try, MHz (1200,1590,1980). Needs --allow-gpu-settings and root.")] = (
+        Field(default_factory=list))
+    allow_gpu_settings: Annotated[bool, Flag(
+        "--allow-gpu-settings", commands=(TUNE,), help="Allow changing the GPU power limit / clocks (restored after "
+        "every trial).")] = False
+    gpu_indices: Annotated[list[int] | None, Flag(  # GPU indices here; a number of GPUs in `plan roofline`
+        "--gpus", commands=(TUNE,), domain=INDEX, help="GPU indices whose settings are changed (default: all).")] = None
+    objective: Annotated[str, Flag(
+        "--objective", commands=(TUNE,), help="goodput_per_kw, output_tokens_per_s_per_kw or j_per_output_token.")] = (
+        "goodput_per_kw")
+    boundary: Annotated[str | None, Flag(  # None = the headline boundary (results.headline)
+        "--boundary", commands=(TUNE,), help="Power boundary of the score (default: the headline boundary, as run "
+        "and plan use).")] = None
+    strategy: Annotated[str, Flag(
+        "--strategy", commands=(TUNE,), help="auto (exhaustive up to 16 configurations, else Optuna TPE), exhaustive "
+        "or optuna.")] = "auto"
+    max_trials: Annotated[int | None, Flag(
+        "--max-trials", commands=(TUNE,), domain=AT_LEAST_ONE, help="Budget: configurations measured (the defaults "
+        "included).")] = None
+    max_minutes: Annotated[float | None, Flag(
+        "--max-minutes", commands=(TUNE,), domain=Domain(hi=MAX_SECONDS / 60, unit="minutes"),
+        help="Budget: no new trial starts after this many minutes.")] = None
+    noise_pct: Annotated[float, Flag(  # single measurements closer than this are measured again
+        "--noise-pct", commands=(TUNE,), domain=NON_NEGATIVE, help="Best two closer than this (single measurements) "
+        "are measured again.")] = 5.0
+    max_repeats: Annotated[int, Flag(
+        "--max-repeats", commands=(TUNE,), domain=NON_NEGATIVE, help="Rounds of repeat measurements of the best "
+        "two.")] = 2
+    baseline: Annotated[bool, Flag(
+        "--no-baseline", commands=(TUNE,), negated=True, help="Do not measure the engine defaults first (no gain is "
+        "quoted).")] = True
+    seed: Annotated[int, Flag("--seed", commands=(TUNE,), domain=SEED)] = 0  # the search's; the CLI seeds base too
+    out: Annotated[str | None, Flag(
+        "--out", "-o", commands=(TUNE,), help="Tune directory (default ./wattbench-results/tune-<time>).")] = None
+    resume: Annotated[str | None, Flag(
+        "--resume", commands=(TUNE,), help="Continue an interrupted tune in this directory.")] = None
+
+
+# ------------------------------------------------------------------ the tables, generated from the fields
+
+CONFIG_MODELS: tuple[type[FlaggedConfig], ...] = (RunConfig, MeasureConfig, TuneConfig)
+
+
+def flag_domains(*models: type[BaseModel]) -> dict[tuple[str, str], Domain]:
+    """(command, flag) -> the numbers it takes, for every option of ``models`` that declares a domain."""
+    return {(c, f.name): f.domain for m in models for _, f in flags(m) if f.domain is not None for c in f.commands}
+
+
+COMMAND_FLAG_DOMAINS: dict[tuple[str, str], Domain] = flag_domains(*CONFIG_MODELS)
+FLAG_DOMAINS: dict[str, Domain] = {
+    **{flag: d for (_, flag), d in COMMAND_FLAG_DOMAINS.items()},
+    **_OTHER_FLAG_DOMAINS,  # a flag of another command that takes other numbers (--gpus) keeps its own
+}
+
+# Text options: an empty value given on the command line (``-c ''``, ``--out ''``, ``--slo ''`` were
+# read as not given, ``--tag ''`` was registered) is refused in one line, except where empty means
+# something (``Flag.empty_means``). Checked by ``cli.common.text_gate`` as the command line is
+# parsed, so a new option is covered when it is declared.
+EMPTY_TEXT_OK: dict[str, str] = {f.name: f.empty_means for m in CONFIG_MODELS for _, f in flags(m)
+                                 if f.empty_means is not None}
+
+
+def domain_for(flag: str, command: str | None = None) -> Domain:
+    """What ``flag`` takes (in ``command``): its field's domain, else its table entry, else positive numbers."""
+    if command is not None and (command, flag) in COMMAND_FLAG_DOMAINS:
+        return COMMAND_FLAG_DOMAINS[(command, flag)]
+    return FLAG_DOMAINS.get(flag, POSITIVE)

@@ -133,7 +133,8 @@ def test_measure_vllm_bench_serve_against_the_engine(vllm_server, tmp_path, monk
     the counter's steps between the scrapes around the window's edges; the tool's stamps are used as
     they are (CLOCK_MONOTONIC)."""
     from wattbench.config import RunConfig
-    from wattbench.run.measure import MeasureConfig, measure
+    from wattbench.config import MeasureConfig
+    from wattbench.run.measure import measure
     from wattbench.server.metrics import ServerTimeline
 
     h = vllm_server

@@ -80,7 +80,8 @@ def _truth(emissions, start_ns: int, end_ns: int) -> float:
 
 def _measure(command: list[str], out: Path, cwd: Path, env: dict[str, str | None], monkeypatch):
     from wattbench.config import RunConfig
-    from wattbench.run.measure import MeasureConfig, measure
+    from wattbench.config import MeasureConfig
+    from wattbench.run.measure import measure
 
     for k, v in env.items():
         if v is None:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import wattbench.engines as engines
-from wattbench.config import RunConfig
+from wattbench.config import RunConfig, TuneConfig
 from wattbench.engines.base import Engine, LaunchPlan, flag_value
 from wattbench.results.store import HistoryStore
-from wattbench.tune import TuneConfig, tune
+from wattbench.tune import tune
 
 pytestmark = pytest.mark.slow
 SERVER = Path(__file__).resolve().parents[1] / "fakes" / "stream_server.py"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_engine_vllm_cpu import vllm_python
-from wattbench.config import RunConfig
+from wattbench.config import RunConfig, TuneConfig
 from wattbench.results.rundir import load_result
-from wattbench.tune import TuneConfig, load_tune, tune
+from wattbench.tune import load_tune, tune
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.timeout(1800)]
 

@@ -6,7 +6,8 @@ from typing import Optional
 
 import typer
 
-from wattbench.cli.common import DB_HELP, REGISTER_HELP, handle_errors
+from wattbench.cli.common import handle_errors
+from wattbench.config import DB_HELP, REGISTER_HELP
 
 
 def _key(flag: str | None, side_env: str) -> str | None:

@@ -11,6 +11,7 @@ from typing import Any, Callable
 import typer
 from pydantic import ValidationError
 
+from wattbench.config import DB_HELP  # noqa: F401 - history.py's --db wording until its split lands; home: config
 from wattbench.core.errors import WattbenchError
 from wattbench.core.safe_text import LINE_CHARS, term
 
@@ -20,54 +21,8 @@ except ImportError:  # pragma: no cover - older typer on plain click
     from click.exceptions import ClickException, MissingParameter, UsageError
 
 
-# One wording for the flags every command shares (the same flag for the same thing).
-DB_HELP = "History database (default: $WATTBENCH_DB or the user data directory's history.sqlite3)."
-API_KEY_HELP = ("API key, sent to the target only and never written to a file or shown. Given here it is visible to "
-                "other users of this machine (ps, /proc/PID/cmdline): prefer --api-key-file PATH or the environment "
-                "(WATTBENCH_API_KEY / OPENAI_API_KEY).")
-API_KEY_FILE_HELP = "Read the API key from the first line of PATH (recommended: unlike --api-key, not visible in ps)."
 API_KEY_FILE_MAX_BYTES = 64 * 1024  # a key file, not a dump: a bigger file is refused unread
 API_KEY_ENV = ["WATTBENCH_API_KEY", "OPENAI_API_KEY"]
-REGISTER_HELP = "Add the run to the history store (default) or not."
-
-
-# The options of a measurement that `run` and `measure` (and `sensors` for --sensor) share: one
-# declaration each, so their defaults and words cannot drift apart. A function, not one OptionInfo
-# object, so each command gets its own.
-def sensor_option() -> Any:
-    return typer.Option(None, "--sensor", "-s",
-                        help="Sensor spec, repeatable (nvml, rapl, ipmi, const:node=700, …). Default: auto-detect.")
-
-
-def config_label_option() -> Any:
-    return typer.Option(None, "--config-label",
-                        help="Name what wattbench cannot see about this configuration (a driver, a BIOS setting, "
-                             "flags the server does not expose): runs with different labels are never pooled as "
-                             "one configuration's noise; shown in `history list`.")
-
-
-def no_sensors_option() -> Any:
-    return typer.Option(False, "--no-sensors", help="Sample no power meter.")
-
-
-def sample_interval_option() -> Any:
-    return typer.Option(0.1, "--sample-interval", help="Seconds between sensor polls.")
-
-
-def price_per_kwh_option() -> Any:
-    return typer.Option(0.15, "--price-per-kwh", help="Electricity price per kWh.")
-
-
-def currency_option() -> Any:
-    return typer.Option("USD", "--currency")
-
-
-def pue_option() -> Any:
-    return typer.Option(1.0, "--pue", help="Power usage effectiveness for the facility figure (>= 1).")
-
-
-def api_key_file_option() -> Any:
-    return typer.Option(None, "--api-key-file", help=API_KEY_FILE_HELP, show_default=False)
 
 
 def read_api_key(api_key: str | None, api_key_file: Any) -> str | None:

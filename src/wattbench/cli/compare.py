@@ -6,7 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import DB_HELP, handle_errors
+from wattbench.cli.common import handle_errors
+from wattbench.config import DB_HELP
 from wattbench.report.comparison import render_compare as render, render_findings  # noqa: F401  (one home)
 
 

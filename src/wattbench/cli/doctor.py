@@ -12,7 +12,9 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import API_KEY_ENV, API_KEY_HELP, api_key_file_option, handle_errors
+from wattbench.cli.common import API_KEY_ENV, handle_errors
+from wattbench.cli.options import CommandOptions, field_option
+from wattbench.config import API_KEY_HELP
 
 HELP = """Check the machine, a server and a deployment before (or after) measuring.
 
@@ -44,7 +46,7 @@ def register(app: typer.Typer) -> None:
         checklist: Optional[Path] = typer.Option(None, "--checklist", help="YAML/JSON file of declared release-checklist answers."),
         exporter: List[str] = typer.Option([], "--exporter", help="URL of a DCGM / node exporter to verify telemetry collection (repeatable)."),
         api_key: Optional[str] = typer.Option(None, "--api-key", envvar=API_KEY_ENV, help=API_KEY_HELP, show_envvar=False),
-        api_key_file: Optional[str] = api_key_file_option(),
+        api_key_file: Optional[str] = field_option(CommandOptions, "api_key_file"),
         burst: int = typer.Option(8, "--burst", help="Tiny concurrent requests sent to detect rate limiting (0: none)."),
         env: bool = typer.Option(True, "--env/--no-env", help="Run the environment checks (GPU, versions, sensors)."),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),

@@ -3,24 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import (
-    API_KEY_HELP,
-    api_key_file_option,
-    DB_HELP,
-    REGISTER_HELP,
-    config_label_option,
-    currency_option,
-    handle_errors,
-    no_sensors_option,
-    price_per_kwh_option,
-    pue_option,
-    sample_interval_option,
-    sensor_option,
-)
+from wattbench.cli.common import handle_errors, read_api_key
+from wattbench.cli.options import CommandOptions, Given, options_from
+from wattbench.config import MeasureConfig, RunConfig
 from wattbench.core.interrupt import install_sigterm
 
 HELP = """Run COMMAND (a load generator) while sampling every meter as `run` does,
@@ -64,48 +52,16 @@ def _progress(quiet: bool):
 def register(app: typer.Typer) -> None:
     @app.command("measure", help=HELP, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     @handle_errors
-    def measure(
-        command: List[str] = typer.Argument(..., help="The command to run, after --.", show_default=False),
-        target: Optional[str] = typer.Option(None, "--target", "-t", help="The server whose /metrics token counters to scrape (default: the URL the tool's own arguments name)."),
-        api_key: Optional[str] = typer.Option(None, "--api-key", help=API_KEY_HELP, show_default=False),
-        api_key_file: Optional[str] = api_key_file_option(),
-        tool: Optional[str] = typer.Option(None, "--tool", help="What COMMAND is: vllm-bench-serve, aiperf, guidellm, wattbench-run or command (default: recognised from it)."),
-        result: Optional[List[str]] = typer.Option(None, "--result", help="The tool's result file (repeatable; default: found where its arguments put it)."),
-        window_from: Optional[str] = typer.Option(None, "--window-from", help="A file of 'start SECONDS [LABEL]' / 'end SECONDS' lines the command writes: one level per pair."),
-        sensor: Optional[List[str]] = sensor_option(),
-        no_sensors: bool = no_sensors_option(),
-        sample_interval: float = sample_interval_option(),
-        idle: float = typer.Option(3.0, "--idle", help="Seconds of idle baseline before the command (0 to skip)."),
-        idle_after: float = typer.Option(0.0, "--idle-after", help="Seconds of idle baseline after it."),
-        price_per_kwh: float = price_per_kwh_option(),
-        currency: str = currency_option(),
-        pue: float = pue_option(),
-        out: Optional[str] = typer.Option(None, "--out", "-o", help="Run directory (default ./wattbench-results/<run_id>)."),
-        tag: Optional[List[str]] = typer.Option(None, "--tag", help="Tag the run in the history store (repeatable)."),
-        config_label: Optional[str] = config_label_option(),
-        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-        register_run: bool = typer.Option(True, "--register/--no-register", help=REGISTER_HELP),
-        no_html: bool = typer.Option(False, "--no-html", help="Do not write report.html."),
-        keep_chunks: bool = typer.Option(False, "--keep-chunks", help="Keep the tool's per-chunk stamps in requests.jsonl."),
-        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the command's output goes to stderr)."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not echo the command's output (it is in command.log)."),
-    ) -> None:
-        from wattbench.cli.common import read_api_key
-
-        api_key = read_api_key(api_key, api_key_file)
-        from pydantic import SecretStr
-
-        from wattbench.config import RunConfig
+    @options_from("measure", MeasureConfig, RunConfig, CommandOptions)
+    def measure(given: Given) -> None:
         from wattbench.core.errors import Interrupted
-        from wattbench.run.measure import MeasureConfig, measure as run_measure
+        from wattbench.run.measure import measure as run_measure
 
-        config = RunConfig(target=target, api_key=SecretStr(api_key) if api_key else None,
-                           sensors=list(sensor or []), no_sensors=no_sensors, sample_interval_s=sample_interval,
-                           idle_s=idle, idle_after_s=idle_after, price_per_kwh=price_per_kwh, currency=currency,
-                           pue=pue, out=out, tags=list(tag or []), config_label=config_label, db=db, register_run=register_run, html=not no_html,
-                           keep_chunks=keep_chunks)
-        mcfg = MeasureConfig(command=list(command), run=config, tool=tool, result_files=list(result or []),
-                             window_from=window_from)
+        run_fields = dict(given[RunConfig])
+        run_fields["api_key"] = read_api_key(run_fields["api_key"], given[CommandOptions]["api_key_file"]) or None
+        config = RunConfig(**run_fields)
+        mcfg = MeasureConfig(run=config, **given[MeasureConfig])
+        as_json, quiet = given[CommandOptions]["as_json"], given[CommandOptions]["quiet"]
         install_sigterm()
         from rich.console import Console
 

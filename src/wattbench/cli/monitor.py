@@ -13,7 +13,9 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import API_KEY_ENV, API_KEY_HELP, api_key_file_option, handle_errors, sensor_option
+from wattbench.cli.common import API_KEY_ENV, handle_errors
+from wattbench.cli.options import CommandOptions, field_option
+from wattbench.config import API_KEY_HELP, RunConfig
 
 HELP = """Watch a running server's efficiency: tokens/s, J/token and tokens per kWh per power
 boundary, live, over sliding windows, with idle vs loaded segmentation.
@@ -76,7 +78,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def monitor_cmd(
         target: Optional[str] = typer.Option(None, "--target", "-t", help="Base URL of the server whose /metrics counts tokens."),
-        sensor: Optional[List[str]] = sensor_option(),
+        sensor: Optional[List[str]] = field_option(RunConfig, "sensors"),
         interval: float = typer.Option(1.0, "--interval", help="Seconds between server scrapes / accounting intervals."),
         listen: str = typer.Option("127.0.0.1:9464", "--listen", help="HOST:PORT for the Prometheus exporter; 'off' for none."),
         history: Optional[Path] = typer.Option(None, "--history", help="Append a JSONL line per interval to FILE."),
@@ -84,7 +86,7 @@ def register(app: typer.Typer) -> None:
         duration: Optional[float] = typer.Option(None, "--duration", help="Stop after this many seconds (default: until Ctrl-C)."),
         idle_threshold: float = typer.Option(1.0, "--idle-threshold", help="Output tokens/s at or below which an interval with no running request is idle."),
         api_key: Optional[str] = typer.Option(None, "--api-key", envvar=API_KEY_ENV, help=API_KEY_HELP, show_envvar=False),
-        api_key_file: Optional[str] = api_key_file_option(),
+        api_key_file: Optional[str] = field_option(CommandOptions, "api_key_file"),
         live: bool = typer.Option(True, "--live/--no-live", help="Show the live table (on a terminal)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display (as --no-live)."),
         as_json: bool = typer.Option(False, "--json", help="Print the final summary as JSON."),

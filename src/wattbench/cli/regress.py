@@ -12,7 +12,8 @@ from typing import Optional
 
 import typer
 
-from wattbench.cli.common import DB_HELP, handle_errors
+from wattbench.cli.common import handle_errors
+from wattbench.config import DB_HELP
 
 
 def register(app: typer.Typer) -> None:

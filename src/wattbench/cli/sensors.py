@@ -8,7 +8,9 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import handle_errors, sensor_option
+from wattbench.cli.common import handle_errors
+from wattbench.cli.options import field_option
+from wattbench.config import RunConfig
 from wattbench.core.numbers import fmt
 
 
@@ -33,7 +35,7 @@ def register(app: typer.Typer) -> None:
     @app.command("sensors")
     @handle_errors
     def sensors(
-        sensor: Optional[List[str]] = sensor_option(),
+        sensor: Optional[List[str]] = field_option(RunConfig, "sensors"),
         measure: float = typer.Option(1.5, "--measure", help="Seconds to poll fast to measure each channel's update period."),
         estimate_cpu: bool = typer.Option(False, "--estimate-cpu", help="In auto-detection, add a CPU power estimate when no CPU meter exists."),
         as_json: bool = typer.Option(False, "--json", help="Print the inventory as JSON."),

@@ -1,11 +1,16 @@
 """Where and how to send requests: the target spec the OpenAI client, the load generator and the
-launchers share. It lives in ``server/`` (below ``load/``) so that the client needs nothing from the
-load generator."""
+launchers share. It lives in ``core/`` (below ``server/`` and ``load/``) so that the client needs
+nothing from the load generator."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+# The one home of the two client timeouts: ``RunConfig``'s ``--request-timeout`` and
+# ``--stall-timeout`` default to these, and a TargetSpec made without a RunConfig gets them too.
+REQUEST_TIMEOUT_S = 600.0  # a request may take this long in all
+STALL_TIMEOUT_S = 120.0  # no byte for this long: the stream counts as stalled
 
 
 @dataclass
@@ -17,8 +22,8 @@ class TargetSpec:
     api: Literal["completions", "chat"] = "completions"
     api_key: str | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)  # engine-specific fields the engine accepts (ignore_eos …)
-    request_timeout_s: float = 600.0
-    stall_timeout_s: float = 120.0
+    request_timeout_s: float = REQUEST_TIMEOUT_S
+    stall_timeout_s: float = STALL_TIMEOUT_S
     keep_output_text: bool = False
     send_min_tokens: bool = False  # the server accepts min_tokens (vLLM, SGLang); strict servers reject it
     keepalive: bool = True  # reuse connections; False: one per request (server.detect.reuses_connections)

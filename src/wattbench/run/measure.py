@@ -35,14 +35,13 @@ import os
 import shutil
 import subprocess
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from wattbench.accounting.window import account_window, level_validity
 from wattbench.accounting.level import account_level, add_level_findings, count_source
 from wattbench.accounting.findings import Finding, rule
 from wattbench.core.clock import ClockAnchor, now_ns
-from wattbench.config import RunConfig
+from wattbench.config import MeasureConfig
 from wattbench.core.errors import Interrupted, TargetError, UserError, WattbenchError
 from wattbench.load.level import assemble_outcome
 from wattbench.core.load_types import LevelSpec
@@ -88,7 +87,7 @@ from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.server.metrics import MetricsScraper
 from wattbench.core.redact import argv_secrets, env_secrets, redact_argv, redact_url, register_secrets, registered
 
-__all__ = ["MeasureConfig", "measure", "CommandFailed", "NO_TOKENS"]
+__all__ = ["measure", "CommandFailed", "NO_TOKENS"]
 
 PROGRESS_PERIOD_S = 1.0
 # beyond the counter's own edge uncertainty (the scrapes around the window's edges), the two counts
@@ -115,19 +114,6 @@ class CommandFailed(WattbenchError):
     """The command exited non-zero or wrote no result wattbench could read; what was measured is kept."""
 
     exit_code = 1
-
-
-@dataclass
-class MeasureConfig:
-    """What ``wattbench measure`` runs: the command, and the run's settings (``run``: sensors,
-    idle, price, PUE, output, history; ``run.target``: a server whose ``/metrics`` to scrape)."""
-
-    command: list[str]
-    run: RunConfig
-    tool: str | None = None  # None: recognised from the command (results/tools.detect_tool)
-    result_files: list[str] = field(default_factory=list)  # --result: the tool's files, else found
-    window_from: str | None = None  # --window-from FILE: start/end markers
-    cwd: str | None = None  # where the command runs (its relative result paths too)
 
 
 def measure(mcfg: MeasureConfig, progress: ProgressFn | None = None) -> Result:

@@ -14,7 +14,7 @@ from typing import Protocol
 from wattbench.accounting.attribution import isolating_pair
 from wattbench.accounting.steady import default_num_requests as _steady_default
 from wattbench.accounting.steady import steady_energy_periods
-from wattbench.config import RunConfig
+from wattbench.config import SEARCH_MAX_CONCURRENCY, RunConfig
 from wattbench.core.errors import UserError
 from wattbench.load.level import validate_spec
 from wattbench.load.search import auto_sweep, optimize
@@ -27,7 +27,6 @@ ENERGY_OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw")  # a figure
 METER_FIX = ("give a power meter: --sensor nvml (NVIDIA GPUs), --sensor rapl (Intel/AMD CPUs) or, for a "
              "known draw, --sensor const:node=WATTS")
 DEFAULT_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-SEARCH_MAX_CONCURRENCY = 256  # --sweep auto / --optimize upper end when --max-concurrency is not given
 PAIR_DEFAULT_CONCURRENCY = 8
 PREFILL_HEAVY = {"output_tokens": 1, "input_tokens": 1024}
 DECODE_HEAVY = {"output_tokens": 512, "input_tokens": 16}

@@ -60,7 +60,7 @@ def priming_level(cfg: RunConfig, candidates: list[float] | None = None,
                   search_max: int = 256) -> tuple[str, float, int, str] | None:
     """``(mode, value, requests, reason)`` of the run's priming load, or None with ``--no-prime``.
     ``candidates``: the ``--optimize`` ladder when searching; ``search_max``: the top of a search
-    without ``--max-concurrency`` (``run/plan.SEARCH_MAX_CONCURRENCY``)."""
+    without ``--max-concurrency`` (``config.SEARCH_MAX_CONCURRENCY``)."""
     if not cfg.prime:
         return None
     if cfg.rate:

@@ -2,6 +2,6 @@
 under an SLO, built on the run pipeline (each trial is a ``run_benchmark`` run). See docs/tune.md."""
 
 from wattbench.results.tune import TrialRecord, TuneResult, load_tune
-from wattbench.tune.run import TuneConfig, tune
+from wattbench.tune.run import tune
 
-__all__ = ["TrialRecord", "TuneConfig", "TuneResult", "load_tune", "tune"]
+__all__ = ["TrialRecord", "TuneResult", "load_tune", "tune"]

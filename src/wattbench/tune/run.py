@@ -22,9 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from wattbench.config import RunConfig, domain_for
+from wattbench.config import RunConfig, TuneConfig
 from wattbench.core.errors import UserError
 from wattbench.tune import score as sc
 from wattbench.metrics.noise import margin
@@ -32,47 +30,6 @@ from wattbench.results.tune import LOWER_IS_BETTER, OBJECTIVES, TrialRecord, Tun
 from wattbench.tune.space import Space, build_space, config_key, describe, engine_args, gpu_settings
 
 Progress = Callable[[str, dict], None]
-
-
-class TuneConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    base: RunConfig  # engine, model, workload, sensors, SLO, load candidates: as `run`
-    axes: list[str] = Field(default_factory=list)
-    space_file: str | None = None
-    power_limits_w: list[float] = Field(default_factory=list)
-    sm_clocks_mhz: list[int] = Field(default_factory=list)
-    allow_gpu_settings: bool = False
-    gpu_indices: list[int] | None = None
-    objective: str = "goodput_per_kw"
-    boundary: str | None = None  # None = the headline boundary (results.headline)
-    strategy: str = "auto"
-    max_trials: int | None = None
-    max_minutes: float | None = None
-    seed: int = 0
-    noise_pct: float = 5.0  # single measurements closer than this are measured again
-    max_repeats: int = 2
-    baseline: bool = True
-    out: str | None = None
-    resume: str | None = None
-
-    @field_validator("power_limits_w", "sm_clocks_mhz", "gpu_indices", "max_trials", "max_minutes", "noise_pct",
-                     "max_repeats", "seed")
-    @classmethod
-    def _in_domain(cls, v, info):
-        """The flags' ranges from the one table (``config.FLAG_DOMAINS``), as the CLI checks them."""
-        flag = _FLAGS[info.field_name]
-        domain = domain_for(flag, "tune")
-        for x in v if isinstance(v, list) else [v]:
-            msg = None if x is None else domain.problem(flag, x)
-            if msg:
-                raise ValueError(msg)
-        return v
-
-
-_FLAGS = {"power_limits_w": "--power-limit", "sm_clocks_mhz": "--sm-clocks", "gpu_indices": "--gpus",
-          "max_trials": "--max-trials", "max_minutes": "--max-minutes", "noise_pct": "--noise-pct",
-          "max_repeats": "--max-repeats", "seed": "--seed"}
 
 
 def validate(cfg: TuneConfig) -> Space:

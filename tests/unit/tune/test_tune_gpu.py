@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_nvml import FakeGPU, FakeNvml
-from wattbench.config import RunConfig
+from wattbench.config import RunConfig, TuneConfig
 from wattbench.core.errors import UserError
-from wattbench.tune import TuneConfig, tune
+from wattbench.tune import tune
 from wattbench.tune.gpu import GpuSettings, restore_pending
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from wattbench.config import RunConfig
+from wattbench.config import RunConfig, TuneConfig
 from wattbench.core.errors import UserError
-from wattbench.tune import TuneConfig, load_tune, tune
+from wattbench.tune import load_tune, tune
 from wattbench.tune.space import build_space, engine_args, load_space_file, parse_axis
 
 
