@@ -11,7 +11,6 @@ from typing import Any, Callable
 import typer
 from pydantic import ValidationError
 
-from wattbench.config import DB_HELP  # noqa: F401 - history.py's --db wording until its split lands; home: config
 from wattbench.core.errors import WattbenchError
 from wattbench.core.safe_text import LINE_CHARS, term
 

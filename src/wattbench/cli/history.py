@@ -10,7 +10,8 @@ from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import DB_HELP, handle_errors
+from wattbench.cli.common import handle_errors
+from wattbench.config import DB_HELP
 
 
 def _print_json(data) -> None:
