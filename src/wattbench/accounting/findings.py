@@ -47,6 +47,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from wattbench.core.severity import SEVERITY_ORDER
 from wattbench.core.schema import (
     FindingKind,
     EFFICIENCY_FIGURES,
@@ -57,13 +58,12 @@ from wattbench.core.schema import (
     Validity,
 )
 
-__all__ = ["EFFICIENCY_MATERIAL_PCT", "LATENCY_MATERIAL_PCT", "SEVERITY_ORDER", "VERDICT_ORDER", "Finding",
+__all__ = ["EFFICIENCY_MATERIAL_PCT", "LATENCY_MATERIAL_PCT", "VERDICT_ORDER", "Finding",
            "FindingGroup",
            "judged", "rule", "verdicts", "worst", "group_findings", "level_order"]
 
 EFFICIENCY_MATERIAL_PCT = 1.0
 LATENCY_MATERIAL_PCT = 5.0
-SEVERITY_ORDER = ("note", "estimate", "warn", "invalid")
 _VERDICT = {"note": "valid", "estimate": "estimate", "warn": "warn", "invalid": "invalid"}
 VERDICT_ORDER = ("valid", "estimate", "warn", "invalid")
 _ORDER = VERDICT_ORDER

@@ -40,7 +40,7 @@ from typing import Callable, Literal
 from pydantic import BaseModel, Field
 
 from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
-from wattbench.analysis.diagnose import Finding, diagnose
+from wattbench.analysis.diagnose import Diagnosis, diagnose
 from wattbench.analysis.figures import (
     TrialCI,
     describe_key,
@@ -211,7 +211,7 @@ class Comparison(BaseModel):
     unmatched: list[str] = Field(default_factory=list)
     incomparable: list[Incomparability] = Field(default_factory=list)
     forced: bool = False
-    findings: list[Finding] = Field(default_factory=list)
+    findings: list[Diagnosis] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     verdicts: list[RunVerdict] = Field(default_factory=list)  # one per run, in run order
     letters: list[str] = Field(default_factory=list)  # A, B, C …: the answer lines' names of the runs

@@ -1,7 +1,7 @@
 """Diagnosis rules from field practice, over a (baseline, candidate) pair.
 
 Each rule looks at one matched pair of load levels (or, for version changes, at the two runs)
-and returns a :class:`Finding` when it fires: an id, a severity, one sentence saying what it
+and returns a :class:`Diagnosis` when it fires: an id, a severity, one sentence saying what it
 means and where to look, and the figures it fired on. ``compare`` and ``regress`` run every rule
 and store the findings with their output. The thresholds below are the documented ones
 (``docs/compare.md``); each is a module constant so a test or a caller can see what fired.
@@ -9,14 +9,14 @@ and store the findings with their output. The thresholds below are the documente
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
 from wattbench.analysis.figures import headline, throttle_reasons
 from wattbench.core.schema import LevelResult, Result
+from wattbench.core.severity import Severity
 
-Severity = Literal["info", "warn", "alert"]
 
 # throughput counts as "up"/"down" beyond this relative change
 THROUGHPUT_CHANGE = 0.02
@@ -47,7 +47,10 @@ WATCHED_PACKAGES = ("torch", "vllm", "sglang", "transformers", "tensorrt_llm", "
                     "nvidia-ml-py", "triton", "llama_cpp", "text-generation-inference")
 
 
-class Finding(BaseModel):
+class Diagnosis(BaseModel):
+    """What one rule found comparing two runs: its ``id``, a severity on the one scale
+    (``core.severity``: ``note``, ``warn``, ``invalid``), one sentence and the figures behind it."""
+
     id: str
     severity: Severity
     message: str
@@ -79,7 +82,7 @@ def _thermal_evidence(level: LevelResult) -> dict[str, Any]:
     }
 
 
-LevelRule = Callable[[Result, LevelResult, Result, LevelResult, str | None], "Finding | None"]
+LevelRule = Callable[[Result, LevelResult, Result, LevelResult, str | None], "Diagnosis | None"]
 
 
 def rule_efficiency_not_improved(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
@@ -91,8 +94,8 @@ def rule_efficiency_not_improved(ra: Result, a: LevelResult, rb: Result, b: Leve
     if (1 + p) <= (1 + t) * (1 + POWER_OUTPACES_MARGIN):
         return None
     per_kw = (1 + t) / (1 + p)
-    return Finding(
-        id="efficiency_not_improved", severity="warn", level=b.label,
+    return Diagnosis(
+        id="efficiency_not_improved", severity=Severity.WARN, level=b.label,
         message=(f"throughput {_fmt_pct(t)} but power {_fmt_pct(p)} at {boundary}: tokens per kW "
                  f"{_fmt_pct(per_kw - 1)} — the extra throughput was bought with more than proportional power"),
         evidence={"throughput_change": t, "power_change": p, "per_kw_ratio": per_kw, "boundary": boundary,
@@ -120,8 +123,8 @@ def rule_throughput_and_power_down(ra: Result, a: LevelResult, rb: Result, b: Le
     if la and lb and lb < la:
         hints.append(f"power limit {la:.0f} -> {lb:.0f} W")
     where = "; ".join(hints) if hints else "no throttle reason or clock drop recorded — check the power cap and pstate"
-    return Finding(
-        id="throughput_and_power_down", severity="alert", level=b.label,
+    return Diagnosis(
+        id="throughput_and_power_down", severity=Severity.INVALID, level=b.label,
         message=(f"throughput {_fmt_pct(t)} and power {_fmt_pct(p)}: the GPU did less work, not the same work "
                  f"cheaper — look for a low-power state, clock throttling or a power cap ({where})"),
         evidence={"throughput_change": t, "power_change": p, "per_kw_ratio": per_kw, "boundary": boundary,
@@ -139,8 +142,8 @@ def rule_data_movement_bound(ra: Result, a: LevelResult, rb: Result, b: LevelRes
     frac = acc.avg_power_w / limit
     if util >= LOW_UTILIZATION_PCT or frac < HIGH_POWER_FRACTION:
         return None
-    return Finding(
-        id="data_movement_bound", severity="warn", level=b.label,
+    return Diagnosis(
+        id="data_movement_bound", severity=Severity.WARN, level=b.label,
         message=(f"GPU utilization {util:.0f}% with board power at {frac * 100:.0f}% of its limit: power is going "
                  "into data movement (memory/interconnect), not compute — check batch size, KV-cache traffic "
                  "and tensor-parallel communication"),
@@ -170,8 +173,8 @@ def rule_latency_up_queue_growing(ra: Result, a: LevelResult, rb: Result, b: Lev
              if client_bound and cpu is not None else
              "batch limits (max running sequences / batched tokens) may be set too high, or request "
              "preprocessing (tokenization, templating) is CPU bound")
-    return Finding(
-        id="latency_up_queue_growing", severity="warn", level=b.label,
+    return Diagnosis(
+        id="latency_up_queue_growing", severity=Severity.WARN, level=b.label,
         message=(f"latency up ({which}) while the server queue grew: waiting {wa0:.1f} -> {wb:.1f}, running "
                  f"{(fa['mean_running'] or 0):.1f} -> {(fb['mean_running'] or 0):.1f}; {cause}"),
         evidence={"latency_change": ups, "mean_waiting": [wa, wb], "mean_running": [fa["mean_running"],
@@ -205,8 +208,8 @@ def rule_j_per_token_follows_power(ra: Result, a: LevelResult, rb: Result, b: Le
     where = "; ".join(hints) if hints else ("no clock, limit or temperature change recorded — check other processes "
                                             "on the board, its idle power and the power state")
     worse = j > 0
-    return Finding(
-        id="j_per_token_follows_power", severity="warn" if worse else "info", level=b.label,
+    return Diagnosis(
+        id="j_per_token_follows_power", severity=Severity.WARN if worse else Severity.NOTE, level=b.label,
         message=(f"J/output token {_fmt_pct(j)} moved with power {_fmt_pct(p)} at {boundary} while throughput held "
                  f"({_fmt_pct(t)}): the same work at {'more' if worse else 'less'} power, not a change in the "
                  f"work per token ({where})"),
@@ -221,8 +224,8 @@ def rule_failures_rising(ra: Result, a: LevelResult, rb: Result, b: LevelResult,
     if pb is None or b.requests.failed == 0 or pb - pa < FAILED_PP:
         return None
     errs = ", ".join(f"{k}: {v}" for k, v in sorted(b.requests.errors.items())) or "no error classes recorded"
-    return Finding(
-        id="failures_rising", severity="alert", level=b.label,
+    return Diagnosis(
+        id="failures_rising", severity=Severity.INVALID, level=b.label,
         message=(f"failed requests {pa:.1f}% -> {pb:.1f}% ({errs}); per-token figures count only completed "
                  "requests, so efficiency looks better than the service was"),
         evidence={"failed_pct": [pa, pb], "failed": [a.requests.failed, b.requests.failed],
@@ -244,16 +247,16 @@ def _drivers(r: Result) -> list[str]:
     return sorted({g.driver for g in r.environment.gpus if g.driver})
 
 
-def rule_versions_changed(ra: Result, rb: Result) -> list[Finding]:
+def rule_versions_changed(ra: Result, rb: Result) -> list[Diagnosis]:
     out = []
     da, db = _drivers(ra), _drivers(rb)
     if da and db and da != db:
-        out.append(Finding(id="driver_changed", severity="info",
+        out.append(Diagnosis(id="driver_changed", severity=Severity.NOTE,
                            message=f"GPU driver changed: {', '.join(da)} -> {', '.join(db)}",
                            evidence={"driver": [da, db]}))
     ea, eb = (ra.server.engine, ra.server.version), (rb.server.engine, rb.server.version)
     if (ea[0] or ea[1]) and (eb[0] or eb[1]) and ea != eb:
-        out.append(Finding(id="engine_changed", severity="info",
+        out.append(Diagnosis(id="engine_changed", severity=Severity.NOTE,
                            message=f"engine changed: {ea[0]} {ea[1]} -> {eb[0]} {eb[1]}",
                            evidence={"engine": [ea[0], eb[0]], "version": [ea[1], eb[1]]}))
     pa, pb = ra.environment.packages, rb.environment.packages
@@ -261,12 +264,12 @@ def rule_versions_changed(ra: Result, rb: Result) -> list[Finding]:
                if k in WATCHED_PACKAGES and pa.get(k) != pb.get(k) and (pa.get(k) or pb.get(k))}
     if changed:
         desc = ", ".join(f"{k} {v[0]} -> {v[1]}" for k, v in changed.items())
-        out.append(Finding(id="packages_changed", severity="info", message=f"packages changed: {desc}",
+        out.append(Diagnosis(id="packages_changed", severity=Severity.NOTE, message=f"packages changed: {desc}",
                            evidence={"packages": changed}))
     return out
 
 
-def diagnose_levels(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None) -> list[Finding]:
+def diagnose_levels(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None) -> list[Diagnosis]:
     """Run every level rule over one matched pair of levels (a = baseline, b = candidate)."""
     out = []
     for rule in LEVEL_RULES:
@@ -277,7 +280,7 @@ def diagnose_levels(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boun
 
 
 def diagnose(baseline: Result, candidate: Result, pairs: list[tuple[LevelResult, LevelResult]],
-             boundary: str | None) -> list[Finding]:
+             boundary: str | None) -> list[Diagnosis]:
     """Run-wide findings first, then each matched level's."""
     out = rule_versions_changed(baseline, candidate)
     for a, b in pairs:

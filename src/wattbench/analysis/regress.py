@@ -43,7 +43,7 @@ from wattbench.analysis.comparability import Incomparability, check_levels, chec
 from wattbench.analysis.compare import (NoiseVerdict, answer_line, decompose, figure_noise, judge_noise,
                                         left_out_reason, match_levels, refusal_message, resolve_boundary,
                                         short_key)
-from wattbench.analysis.diagnose import Finding, diagnose
+from wattbench.analysis.diagnose import Diagnosis, diagnose
 from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, trial_ci
 from wattbench.core.errors import UserError
 from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, trials_noise
@@ -66,7 +66,9 @@ _UNITS: dict[str, tuple[tuple[str, ...], float]] = {
 _CHECK_RE = re.compile(r"^\s*([a-z0-9_]+)\s*:\s*([+-])\s*([0-9]*\.?[0-9]+)\s*(%|[a-zA-Z]+)?\s*$")
 
 
-class Check(BaseModel):
+class RegressCheck(BaseModel):
+    """One check of ``--checks``: ``output_tokens_per_s:-3%`` (``parse_checks``)."""
+
     metric: str
     direction: Literal["+", "-"]  # the bad direction
     kind: Literal["relative", "absolute"]
@@ -80,14 +82,14 @@ class Check(BaseModel):
 
 
 class CheckOutcome(BaseModel):
-    check: Check
+    check: RegressCheck
     level: str
     baseline: float | None = None
     candidate: float | None = None
     change: float | None = None  # relative fraction or absolute, candidate vs baseline
     change_ci: list[float] | None = None  # [low, high] of the change when trials exist
     bound: float | None = None  # the change in the bad direction at the CI end nearest zero
-    status: Literal["pass", "fail", "skipped"] = "pass"
+    status: Literal["pass", "fail", "skip"] = "pass"  # core.severity.CheckStatus (a gate: no warn)
     miss: float | None = None  # how far beyond the threshold (same kind/unit as the threshold)
     noise_aware: bool = False
     within_noise: bool | None = None  # the change's noise interval includes no change (None: noise unknown)
@@ -112,12 +114,12 @@ class RegressReport(BaseModel):
     baseline_id: str
     boundary: str | None = None  # None: no boundary common to the levels that measured; energy checks skip
     window: Literal["full", "steady"] = "full"
-    checks: list[Check]
+    checks: list[RegressCheck]
     outcomes: list[CheckOutcome] = Field(default_factory=list)
     incomparable: list[Incomparability] = Field(default_factory=list)
     forced: bool = False
     strict: bool = False  # --strict: a change inside the noise fails like any other
-    findings: list[Finding] = Field(default_factory=list)
+    findings: list[Diagnosis] = Field(default_factory=list)
     unmatched: list[str] = Field(default_factory=list)
     left_out: list[LeftOut] = Field(default_factory=list)  # each fails the gate
     answers: list[str] = Field(default_factory=list)  # compare's answer line for each pair
@@ -132,7 +134,7 @@ class RegressReport(BaseModel):
         return not self.failed and not self.left_out
 
 
-def parse_checks(spec: str) -> list[Check]:
+def parse_checks(spec: str) -> list[RegressCheck]:
     """Parse ``metric:+5%,metric:-3%,ttft_p99_ms:+20ms``; UserError naming a bad item."""
     if spec is None or not str(spec).strip():
         raise UserError("no checks given; e.g. --fail-on j_per_output_token:+5%,output_tokens_per_s:-3%")
@@ -150,7 +152,7 @@ def parse_checks(spec: str) -> list[Check]:
             hint = f"; did you mean {', '.join(close)}" if close else "; see docs/compare.md for the metric names"
             raise UserError(f"check {item.strip()!r}: unknown metric {metric!r}{hint}")
         if unit == "%":
-            out.append(Check(metric=metric, direction=sign, kind="relative", threshold=amount / 100.0,
+            out.append(RegressCheck(metric=metric, direction=sign, kind="relative", threshold=amount / 100.0,
                              text=item.strip()))
             continue
         factor = 1.0
@@ -160,14 +162,14 @@ def parse_checks(spec: str) -> list[Check]:
                 raise UserError(f"check {item.strip()!r}: unit {unit!r} does not fit metric {metric!r}; use % for "
                                 "a relative change or the metric's own unit (ms/s, W/kW, J/mJ, pp)")
             factor = u[1]
-        out.append(Check(metric=metric, direction=sign, kind="absolute", threshold=amount * factor,
+        out.append(RegressCheck(metric=metric, direction=sign, kind="absolute", threshold=amount * factor,
                          text=item.strip()))
     if not out:
         raise UserError("no checks given; e.g. --fail-on j_per_output_token:+5%,output_tokens_per_s:-3%")
     return out
 
 
-def _fmt(check: Check, x: float) -> str:
+def _fmt(check: RegressCheck, x: float) -> str:
     """A change in the one number format (``core/numbers.py``): ``-9.69%`` or ``+12.3``."""
     if check.kind == "relative":
         return f"{x * 100:+.2f}%"
@@ -182,12 +184,12 @@ def _noise(result: Result | None, level, metric: str, boundary: str | None, hist
     return figure_noise(result, level, metric, boundary, history)
 
 
-def evaluate(check: Check, a, b, boundary: str | None, label: str, *, base: Result | None = None,
+def evaluate(check: RegressCheck, a, b, boundary: str | None, label: str, *, base: Result | None = None,
              cand: Result | None = None, history=None, strict: bool = False) -> CheckOutcome:
     va, vb = headline(a, boundary)[check.metric], headline(b, boundary)[check.metric]
     out = CheckOutcome(check=check, level=label, baseline=va, candidate=vb)
     if va is None or vb is None:
-        out.status = "skipped"
+        out.status = "skip"
         out.message = f"{check.metric} not measured at {label} in {'the baseline' if va is None else 'the run'}"
         return out
     sgn = 1.0 if check.direction == "+" else -1.0
@@ -200,7 +202,7 @@ def evaluate(check: Check, a, b, boundary: str | None, label: str, *, base: Resu
     usable = jd.word != INCONCLUSIVE  # the noise can decide: its interval bounds the change
     if check.kind == "relative":
         if va == 0:
-            out.status = "skipped"
+            out.status = "skip"
             out.message = f"{check.metric} is 0 in the baseline at {label}; a relative change is undefined"
             return out
         ratio = vb / va
@@ -251,7 +253,7 @@ def evaluate(check: Check, a, b, boundary: str | None, label: str, *, base: Resu
     return out
 
 
-def regress(result: Result, baseline: Result, checks: str | list[Check] = DEFAULT_CHECKS,
+def regress(result: Result, baseline: Result, checks: str | list[RegressCheck] = DEFAULT_CHECKS,
             boundary: str | None = None, force: bool = False,
             match: Literal["key", "index"] = "key", window: Literal["full", "steady"] = "full",
             history=None, strict: bool = False) -> RegressReport:
@@ -303,12 +305,12 @@ def regress(result: Result, baseline: Result, checks: str | list[Check] = DEFAUL
     for check in parsed:
         outs = [evaluate(check, a, b, bnd, b.label, base=baseline, cand=result, history=history, strict=strict)
                 for a, b in usable]
-        if outs and all(o.status == "skipped" for o in outs) and not left:
+        if outs and all(o.status == "skip" for o in outs) and not left:
             raise UserError(f"check {check.text!r}: {check.metric} is not measured in both runs at any matched "
                             f"level ({outs[0].message})")
         report.outcomes.extend(outs)
     report.todo = next((o.noise.todo for o in report.outcomes
-                        if o.status != "skipped" and o.noise is not None and o.word == INCONCLUSIVE and o.noise.todo),
+                        if o.status != "skip" and o.noise is not None and o.word == INCONCLUSIVE and o.noise.todo),
                        None)
     report.findings = diagnose(baseline, result, usable, bnd)
     return report

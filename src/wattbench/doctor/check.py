@@ -1,19 +1,20 @@
 """The unit of ``wattbench doctor``: a check with a status, a message and a fix.
 
-A ``Check`` is one finding: ``id`` (stable, dotted: ``env.gpu0.power_limit``), ``group``
-(``environment``, ``server``, ``checklist``, ``troubleshoot``), ``status`` (``pass``, ``warn``,
-``fail``, ``skip``), a one-line ``message`` saying what was seen, a ``fix`` saying what to do
-(empty when nothing is to be done) and ``data`` (the raw figures, for ``--json``).
+A ``Check`` is one check of the doctor (a run's findings are ``core.schema.Finding``): ``id``
+(stable, dotted: ``env.gpu0.power_limit``), ``group`` (``environment``, ``server``, ``checklist``,
+``troubleshoot``), ``status`` (``pass``, ``warn``, ``fail``, ``skip``: ``core.severity.CheckStatus``;
+its ``severity`` on the one scale), a one-line ``message`` saying what was seen, a ``fix`` saying
+what to do (empty when nothing is to be done) and ``data`` (the raw figures, for ``--json``).
 A ``DoctorReport`` is the ordered list of checks; its exit code is 1 when any check failed.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-Status = Literal["pass", "warn", "fail", "skip"]
-STATUSES: tuple[str, ...] = ("pass", "warn", "fail", "skip")
+from wattbench.core.severity import CHECK_STATUSES, CheckStatus, Severity, status_severity
+
 GROUPS: tuple[str, ...] = ("environment", "server", "checklist", "troubleshoot")
 
 
@@ -21,14 +22,19 @@ GROUPS: tuple[str, ...] = ("environment", "server", "checklist", "troubleshoot")
 class Check:
     id: str
     group: str
-    status: Status
+    status: CheckStatus
     message: str
     fix: str = ""
     data: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"check {self.id}: status {self.status!r} is not one of {STATUSES}")
+        if self.status not in CHECK_STATUSES:
+            raise ValueError(f"check {self.id}: status {self.status!r} is not one of {CHECK_STATUSES}")
+
+    @property
+    def severity(self) -> Severity | None:
+        """The outcome on the one severity scale (``core.severity.status_severity``)."""
+        return status_severity(self.status)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -44,7 +50,7 @@ class DoctorReport:
         self.checks.extend([checks] if isinstance(checks, Check) else checks)
 
     def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in STATUSES}
+        out: dict[str, int] = {s: 0 for s in CHECK_STATUSES}
         for c in self.checks:
             out[c.status] += 1
         return out

@@ -106,7 +106,7 @@ def render_findings(console, findings, incomparable=(), warnings=()) -> None:
         console.print(f"[yellow]warning:[/yellow] {escape(w)}")
     if findings:
         console.print("[bold]diagnosis[/bold]")
-        colour = {"alert": "red", "warn": "yellow", "info": "cyan"}
+        colour = {"invalid": "red", "warn": "yellow", "note": "cyan"}
         for f in findings:
             where = escape(f" [{f.level}]") if f.level else ""
             console.print(f"  [{colour.get(f.severity, 'white')}]{f.severity}[/] {f.id}{where}: {escape(f.message)}")
@@ -184,7 +184,7 @@ def render_regress(rep, console=None) -> None:
     for o in rep.outcomes:  # every check, one line each: the passing ones too
         if o.status == "fail":
             c.print(f"[red]FAIL[/red] {escape(o.message)}")
-        elif o.status == "skipped":
+        elif o.status == "skip":
             c.print(f"[dim]skip {escape(o.message)}[/dim]")
         elif o.within_noise:  # a pass inside the noise says so
             c.print(f"[cyan]pass[/cyan] {escape(o.message)}")

@@ -47,7 +47,7 @@ def test_throughput_and_power_down_shows_clocks_and_throttle(tmp_path):
                    max_temp_c=84),
               run_kw_b=dict(power_limit_w=550))
     f = next(x for x in fs if x.id == "throughput_and_power_down")
-    assert f.severity == "alert"
+    assert f.severity == "invalid"
     assert "throttle reasons sw_power_cap" in f.message
     assert "SM clock 1980 -> 1410 MHz" in f.message
     assert "power limit 700 -> 550 W" in f.message
@@ -68,7 +68,7 @@ def test_j_per_token_following_power_is_diagnosed(tmp_path):
     assert "j_per_token_follows_power" not in ids(moved)
     # power down with the same work: an improvement, said as info
     down = _run(tmp_path, dict(output_tokens_per_s=1000, power_w=500), dict(output_tokens_per_s=1000, power_w=450))
-    assert next(x for x in down if x.id == "j_per_token_follows_power").severity == "info"
+    assert next(x for x in down if x.id == "j_per_token_follows_power").severity == "note"
 
 
 def test_low_utilization_high_power(tmp_path):

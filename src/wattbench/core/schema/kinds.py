@@ -1,7 +1,7 @@
 """What a finding can be: the one table of finding kinds (``FindingKind``).
 
 Each kind names one check and carries what it means and the severity it is raised at when its
-threshold is crossed (``default_severity``). Several checks grade their severity: a *judged* kind
+threshold is crossed (``default_severity``, on the one scale: ``core.severity.Severity``). Several checks grade their severity: a *judged* kind
 (``accounting.findings.judged``) is a ``note`` below the materiality bound of the figures it biases
 and a ``warn`` at or above it; the energy checks and the failed-request check have a second,
 ``invalid`` threshold (``accounting/validity.py``, ``accounting/level_findings.py``); the table gives the
@@ -17,17 +17,19 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from wattbench.core.severity import Severity
+
 
 class FindingKind(StrEnum):
     """One check's finding: ``FindingKind.LOOP_LAG == "loop_lag"`` (the word written in result.json)."""
 
-    default_severity: str
+    default_severity: Severity
     meaning: str
 
     def __new__(cls, value: str, default_severity: str, meaning: str) -> "FindingKind":
         m = str.__new__(cls, value)
         m._value_ = value
-        m.default_severity = default_severity
+        m.default_severity = Severity(default_severity)
         m.meaning = meaning
         return m
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from wattbench.core.schema.base import _M, Verdict
 from wattbench.core.schema.kinds import FindingKind
+from wattbench.core.severity import Severity
 
 
 class Stats(_M):
@@ -197,8 +198,8 @@ Figure = Literal["energy", "efficiency", "throughput", "ttft", "tpot", "itl", "e
 # The figures each of a level's two verdicts judges (``accounting/findings.py``).
 EFFICIENCY_FIGURES: tuple[str, ...] = ("energy", "efficiency", "throughput", "prompt_lengths", "load")
 LATENCY_FIGURES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e", "goodput", "prompt_lengths", "load")
-# ``estimate``: the figures it names rest on a model of power (no meter): the verdict reads ``estimate``
-Severity = Literal["note", "estimate", "warn", "invalid"]
+# a finding's severity: the one scale (core/severity.py); ``estimate``: the figures it names rest on
+# a model of power (no meter): the verdict reads ``estimate``
 _SEVERITY_PREFIXES = ("invalid: ", "warn: ", "estimate: ", "note: ")
 
 
@@ -218,7 +219,7 @@ class Finding(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
     kind: FindingKind = FindingKind.LEGACY
-    severity: Severity = "warn"
+    severity: Severity = Severity.WARN
     figures: tuple[Figure, ...] = ()
     effect_pct: float | None = None
     bound_pct: float | None = None
@@ -249,13 +250,14 @@ class Finding(BaseModel):
         r = str(reason)
         for prefix in _SEVERITY_PREFIXES:
             if r.startswith(prefix):
-                return Finding(kind=FindingKind.LEGACY, severity=prefix[:-2], text=r[len(prefix):])
+                return Finding(kind=FindingKind.LEGACY, severity=Severity(prefix[:-2]), text=r[len(prefix):])
         # a run-level line of an older file: "concurrency=8: warn: text"
         head, sep, rest = r.partition(": ")
         for prefix in _SEVERITY_PREFIXES:
             if sep and rest.startswith(prefix):
-                return Finding(kind=FindingKind.LEGACY, severity=prefix[:-2], text=f"{head}: {rest[len(prefix):]}")
-        return Finding(kind=FindingKind.LEGACY, severity="warn", text=r)
+                return Finding(kind=FindingKind.LEGACY, severity=Severity(prefix[:-2]),
+                               text=f"{head}: {rest[len(prefix):]}")
+        return Finding(kind=FindingKind.LEGACY, severity=Severity.WARN, text=r)
 
 
 class Validity(_M):
