@@ -49,7 +49,7 @@ def test_a_max_concurrency_cap_is_a_cap_with_its_achieved_rate_not_saturation(tm
     assert cap.severity == "note" and cap.figures == ("load",)
     assert f"achieved {ld.achieved_rate_rps:.3g} req/s of 50 asked" in cap.text
     assert cap.effect_pct == pytest.approx(100 * (ld.achieved_rate_rps - 50) / 50, rel=1e-9)
-    from wattbench.report.summary import run_notes
+    from wattbench.report.notes import run_notes
 
     assert any("--max-concurrency 2 held the rate" in n for n in run_notes(res))
 
@@ -76,7 +76,7 @@ def test_a_three_level_optimize_summary_answers_first_in_at_most_eight_note_line
     notes = [x for x in head[verdict + 1:] if x.startswith(("! ", "- ", "✗ "))]
     assert 1 <= len(notes) <= 8, "\n".join(head)
     # every level's approximate prompt lengths said once, levels in numeric order
-    from wattbench.report.summary import levels_text
+    from wattbench.report.labels import levels_text
 
     every = levels_text(res, sorted(
         (lv.index for lv in res.levels), key=lambda i: (res.levels[i].label.endswith("re-measured"),
@@ -88,7 +88,7 @@ def test_a_three_level_optimize_summary_answers_first_in_at_most_eight_note_line
     small = [x for x in notes if "p99 from < 100 requests" in x]
     assert small == [f"- {every}: p99 from < 100 requests (the maximum)"], small
     # the full list is in the result and `report --notes`
-    from wattbench.report.summary import notes_full_lines
+    from wattbench.report.notes import notes_full_lines
 
     full = "\n".join(notes_full_lines(res))
     for lv in res.levels:

@@ -100,6 +100,9 @@ def test_first_screen_answers_the_run(tmp_path):
     curve led by goodput per kW (the SLO-bound curve), with tok/s per kW, J/token and p99 TTFT against
     concurrency and CI bars from the trials; and the table of levels. The timelines only below."""
     from wattbench.report import summary as S
+    from wattbench.report.goodput import goodput_cells_raw
+    from wattbench.report.labels import short_label
+    from wattbench.report.notes import note_lines
     from wattbench.results.rundir import write_result
 
     d = write_run(tmp_path / "run")
@@ -146,17 +149,17 @@ def test_first_screen_answers_the_run(tmp_path):
     h = S.headline(run.result)
     assert h.level is best[0] and h.boundary == "node" and h.name == "goodput_per_kw"
     want = (410.0, "390–430") if h.level is run.result.levels[1] else (
-        S.goodput_cells_raw(h.level)[0], None)  # the trials' mean where the level ran trials
+        goodput_cells_raw(h.level)[0], None)  # the trials' mean where the level ran trials
     assert v["hero_big"] == F.fmt(want[0])
     assert v["hero_unit"] == "goodput tok/s per kW (node)"
-    assert h.why == f"{S.short_label(best[0])}: the best level under the SLO ttft_p99=120ms,tpot_p99=20ms"
+    assert h.why == f"{short_label(best[0])}: the best level under the SLO ttft_p99=120ms,tpot_p99=20ms"
     assert v["hero_where"] == f"{h.why} · efficiency verdict {h.level.validity.verdict}"
     assert "410 goodput tok/s/kW (node)" in v["answer"]  # the answer line quotes the same mean
     if want[1]:
         assert v["hero_ci"] == f"mean of 3 trials, 95% CI {want[1]}"
     assert v["hero_font_px"] >= 2.5 * v["body_font_px"]  # big
     assert v["hero_bottom"] < v["curve_top"]
-    notes = S.note_lines(run.result)  # one line per distinct finding, levels in numeric order
+    notes = note_lines(run.result)  # one line per distinct finding, levels in numeric order
     assert v["notes_open"] is False and v["notes_list_visible"] is False  # collapsed
     counts = ", ".join(f"{sum(n.severity == sev for n in notes)} {sev}" for sev in ("invalid", "warn", "note")
                        if any(n.severity == sev for n in notes))

@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
         data = load_runs(runs)
         if notes:
-            from wattbench.report.summary import notes_full_lines
+            from wattbench.report.notes import notes_full_lines
 
             for d in data:
                 for line in notes_full_lines(d.result):
@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
             written["md"] = [str(write_markdown(data, md))]
         if json_out:
             from wattbench.report import format as F
-            from wattbench.report import summary as S
+            from wattbench.report.tables import serving_figures
 
             doc = {
                 "written": written,
@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
                     {"run_id": d.run_id, "path": str(d.path), "status": d.result.status,
                      "verdict": d.result.validity.verdict, "reasons": list(d.result.validity.reasons),
                      "levels": [{"index": lv.index, "label": lv.label, "verdict": lv.validity.verdict,
-                                 "headline": F.headline(lv), "figures": S.serving_figures(lv)}
+                                 "headline": F.headline(lv), "figures": serving_figures(lv)}
                                 for lv in d.result.levels],
                      "recovered": [dict(r.to_dict(), how=d.recovered_how) for r in d.recovered]}
                     for d in data

@@ -116,7 +116,7 @@ def summary_lines(result: Result) -> list[str]:
 
 
 def _label(level: LevelResult) -> str:
-    from wattbench.report.summary import short_label
+    from wattbench.report.labels import short_label
 
     return short_label(level)
 

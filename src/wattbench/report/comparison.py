@@ -118,7 +118,7 @@ def render_compare(cmp, agreement=None, results=None, console=None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from wattbench.report.summary import verdict_text
+    from wattbench.report.notes import verdict_text
 
     c = console or Console(highlight=False)
     for i, r in enumerate(results or []):  # one verdict line per run

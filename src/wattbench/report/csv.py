@@ -17,7 +17,7 @@ from typing import Any, Iterable
 from wattbench.core.errors import UserError
 from wattbench.report import format as F
 from wattbench.report.data import RunData
-from wattbench.report.summary import SERVING_LATENCY, SERVING_STATS
+from wattbench.report.tables import SERVING_LATENCY, SERVING_STATS
 from wattbench.results.headline import same_as
 from wattbench.core.schema import BoundaryEnergy, LevelResult
 

@@ -17,13 +17,18 @@ from typing import Any
 from wattbench.analysis.figures import trial_ci
 from wattbench.report import format as F
 from wattbench.report import summary as S
+from wattbench.report.goodput import goodput_cells_raw, has_goodput, slo_text
+from wattbench.report.labels import short_label
+from wattbench.report.notes import NoteLine, note_lines, verdict_text
+from wattbench.report.tables import Column, trial_columns
+from wattbench.report.trials import any_trials, last_trial_title, trials_title
 from wattbench.report.data import RunData
 from wattbench.core.schema import LevelResult, Result
 
 VERDICT_CLASS = {"valid": "ok", "estimate": "est", "warn": "warn", "invalid": "bad"}
 
 
-def columns_table(key: list[str], cols: list[S.Column], cls: str) -> str:
+def columns_table(key: list[str], cols: list[Column], cls: str) -> str:
     """An HTML table from ``summary.Column``s."""
     from wattbench.report.html_doc import e
 
@@ -76,16 +81,16 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
 
     r = by_load(run.result)  # points joined in load order, not in the order they were measured
     x, xtitle = x_of_levels(r)
-    text = [ptxt(S.short_label(lv)) for lv in r.levels]
+    text = [ptxt(short_label(lv)) for lv in r.levels]
     # a part (the HBM rail, the host of a GPU server) has no tokens per kW: its power is elsewhere
     bounds = [b for b in F.result_boundaries(r) if F.has_per_token(r, b)]
     data: list[dict] = []
     panels = [("x", "y"), ("x2", "y2"), ("x3", "y3")]
     h = S.headline(r)
-    if S.has_goodput(r) and h is not None and h.boundary is not None:
+    if has_goodput(r) and h is not None and h.boundary is not None:
         # the SLO-bound curve: tokens per kW of the requests that met every SLO, at the headline boundary
         gb = h.boundary
-        ys = [_trial_or_value(lv, "goodput_per_kw", gb, S.goodput_cells_raw(lv)[0]) if gb in lv.energy else None
+        ys = [_trial_or_value(lv, "goodput_per_kw", gb, goodput_cells_raw(lv)[0]) if gb in lv.energy else None
               for lv in r.levels]
         tr = {"type": "scatter", "mode": "lines+markers", "x": x, "y": ys, "text": text,
               "name": ptxt(f"goodput tok/s per kW, {gb} (met the SLO)"), "legendgroup": "goodput",
@@ -126,7 +131,7 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     if eb:
         tr["error_y"] = eb
     data.append(tr)
-    titles = [("goodput and output " if S.has_goodput(r) else "output ") + "tokens/s per kW", "J per output token",
+    titles = [("goodput and output " if has_goodput(r) else "output ") + "tokens/s per kW", "J per output token",
               "p99 TTFT (ms)"] if bounds else ["output tokens/s", "p99 TTFT (ms)"]
     layout: dict[str, Any] = {"title": {"text": "Efficiency against load" + (
         "" if bounds else f" (energy unavailable: {run_energy_reason(r)})"), "x": 0.01},
@@ -149,13 +154,13 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     layout["shapes"] = shapes
     doc.plot(data, layout, height=400)
     cap = "Each point a load level; trial means with 95% CI bars where the level ran trials."
-    if S.has_goodput(r):
+    if has_goodput(r):
         cap += (" Thick green line: goodput per kW, the output tokens/s of the requests that met every SLO per kW"
                 " — the curve to choose a load by; the thin lines count every token.")
     if "ttft_ms" in slo:
         cap += " Red dashed line: the TTFT SLO."
     if best is not None:
-        cap += f" Green line: {S.short_label(best)}, the best level under the SLO."
+        cap += f" Green line: {short_label(best)}, the best level under the SLO."
     doc.add(f'<p class="caption">{cap}</p>')
 
 
@@ -182,7 +187,7 @@ def hero(r: Result) -> str:
     if h.ci is not None:
         ci = f'<div class="ci">mean of {h.trials} trials, 95% CI {e(F.fmt(h.ci[0]))}–{e(F.fmt(h.ci[1]))}</div>'
     return (f'<div class="hero {cls}"><div class="big">{e(big)}</div><div class="unit">{e(unit)}</div>{ci}'
-            f'<div class="where">{e(h.why or S.short_label(h.level))} · efficiency verdict '
+            f'<div class="where">{e(h.why or short_label(h.level))} · efficiency verdict '
             f'<strong class="verdict">{e(h.verdict)}</strong></div>'
             f'<div class="headline">{e(F.headline(h.level))}</div></div>')
 
@@ -190,7 +195,7 @@ def hero(r: Result) -> str:
 NOTE_CLASS = {"invalid": "bad", "warn": "warn", "estimate": "est", "note": "info"}
 
 
-def notes_block(notes: list[S.NoteLine], result: Any = None, extra: int = 0) -> str:
+def notes_block(notes: list[NoteLine], result: Any = None, extra: int = 0) -> str:
     """Every note once — ``summary.note_lines``: one line per distinct finding with its levels in
     numeric order (the one grouping, ``accounting.findings.group_findings``) — grouped by severity,
     the worst first, and collapsed under one line that counts them (open it to read them): the
@@ -227,16 +232,16 @@ def overview(doc: Any, run: RunData) -> None:
     r = run.result
     v = r.validity
     cls = VERDICT_CLASS.get(v.verdict, "warn")
-    lines = S.note_lines(r)
+    lines = note_lines(r)
     said = {n.text for n in lines}
-    extra = [S.NoteLine("note", n) for n in run.notes if n not in said]  # + the reader's notes
+    extra = [NoteLine("note", n) for n in run.notes if n not in said]  # + the reader's notes
     notes = [*lines, *extra]
     status = "" if r.status == "complete" else f" · status {e(r.status)}" + (
         f": {e(r.status_detail)}" if r.status_detail else "")
-    slo = S.slo_text(r)
+    slo = slo_text(r)
     doc.add(hero(r))
     doc.add(f'<div class="banner {cls}"><strong>{e(r.run_id)}: {e(v.verdict.upper())}</strong>'
-            f" · {e(S.verdict_text(r))}{status}"
+            f" · {e(verdict_text(r))}{status}"
             + (f" · SLO {e(slo)}" if slo else "") + notes_block(notes, r, len(extra)) + "</div>")
     first = S.answer_line(r)  # the hero above says it, big
     answers = [a for a in S.answer_lines(r) if a != first]
@@ -247,12 +252,12 @@ def overview(doc: Any, run: RunData) -> None:
         return
     best = S.best_under_slo(r)
     efficiency_curve(doc, run, best[0] if best else None)
-    key = [S.short_label(lv) for lv in r.levels]
-    if S.any_trials(r):
-        doc.add(f'<p class="caption">Levels, {e(S.last_trial_title(r))}.</p>')
+    key = [short_label(lv) for lv in r.levels]
+    if any_trials(r):
+        doc.add(f'<p class="caption">Levels, {e(last_trial_title(r))}.</p>')
     from wattbench.report.tables import level_rows
 
     doc.add(columns_table(*level_rows(r), "summary"))  # each replica's row under its level's total
-    if S.any_trials(r):
-        doc.add(f"<h4>{e(S.trials_title(r).capitalize())}</h4>"
-                + columns_table(key, S.trial_columns(r), "trials"))
+    if any_trials(r):
+        doc.add(f"<h4>{e(trials_title(r).capitalize())}</h4>"
+                + columns_table(key, trial_columns(r), "trials"))

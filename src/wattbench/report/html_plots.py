@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from wattbench.report import format as F
-from wattbench.report import summary as S
+from wattbench.report.labels import short_label
 from wattbench.report.data import RunData
 from wattbench.report.html_doc import COLORS, ECDF_MAX_POINTS, Doc, e, ptxt, table
 from wattbench.report.thin import ecdf_points
@@ -191,7 +191,7 @@ def pareto(doc: Doc, run: RunData) -> None:
         if gp is None:
             continue
         for name, chk in gp.level.items():
-            rows.append((S.short_label(lv), name, F.fmt(chk.observed_ms), F.fmt(chk.threshold_ms),
+            rows.append((short_label(lv), name, F.fmt(chk.observed_ms), F.fmt(chk.threshold_ms),
                          "met" if chk.met else "missed",
                          f"{gp.per_slo.get(name, F.MISSING)} of {gp.total_requests}"))
     if rows:

@@ -17,6 +17,11 @@ from pathlib import Path
 from wattbench.core.errors import UserError
 from wattbench.report import format as F
 from wattbench.report import summary as S
+from wattbench.report.goodput import slo_text
+from wattbench.report.labels import short_label
+from wattbench.report.notes import run_notes, verdict_text
+from wattbench.report.tables import trial_columns
+from wattbench.report.trials import any_trials, last_trial_title, trials_title
 from wattbench.report.data import RunData
 from wattbench.core.schema import BoundaryEnergy
 
@@ -81,7 +86,7 @@ def render_markdown(runs: list[RunData]) -> str:
                    f"{md(v.verdict)}")
         meta = [f"server {md(r.server.engine or F.MISSING)} {md(r.server.version or '')}".rstrip(),
                 f"model {md(r.server.model or F.MISSING)}", f"status {md(r.status)}"]
-        slo = S.slo_text(r)
+        slo = slo_text(r)
         if slo:
             meta.append(f"SLO {md(slo)}")
         if r.tags:
@@ -92,33 +97,33 @@ def render_markdown(runs: list[RunData]) -> str:
         for line in answers:
             out.append(f"**{md(line)}**" if line == answers[0] else md(line))
             out.append("")
-        notes = [*S.run_notes(r), *(n for n in run.notes if n not in S.run_notes(r))]
+        notes = [*run_notes(r), *(n for n in run.notes if n not in run_notes(r))]
         from wattbench.report.notes import count_text
 
         counted = count_text(r)
-        out.append(f"verdict: {md(S.verdict_text(r))}" + (f" · {md(counted)}" if counted else ""))
+        out.append(f"verdict: {md(verdict_text(r))}" + (f" · {md(counted)}" if counted else ""))
         out.append("")
         for note in notes:
             out.append(f"- {md(note)}")
         if notes:
             out.append("")
         if r.levels:
-            key = [S.short_label(lv) for lv in r.levels]
-            if S.any_trials(r):
-                out.append(f"Levels, {S.last_trial_title(r)}:")
+            key = [short_label(lv) for lv in r.levels]
+            if any_trials(r):
+                out.append(f"Levels, {last_trial_title(r)}:")
                 out.append("")
             from wattbench.report.tables import level_rows
 
             out.extend(_columns_table(*level_rows(r)))  # each replica's row under its level's total
             out.append("")
-            if S.any_trials(r):
-                out.append(S.trials_title(r).capitalize() + ":")
+            if any_trials(r):
+                out.append(trials_title(r).capitalize() + ":")
                 out.append("")
-                out.extend(_columns_table(key, S.trial_columns(r)))
+                out.extend(_columns_table(key, trial_columns(r)))
                 out.append("")
         for lv in r.levels:
             mark = VERDICT_MARK.get(lv.validity.verdict, "")
-            out.append(f"**{md(S.short_label(lv))}** {mark} {md(lv.validity.verdict)}")
+            out.append(f"**{md(short_label(lv))}** {mark} {md(lv.validity.verdict)}")
             out.append("")
             L = lv.latency
             out.append(f"requests {lv.requests.completed} ok / {lv.requests.failed} failed · "

@@ -6,10 +6,9 @@ configuration that applied.
 The terminal, Markdown and HTML reports all read a run through this module and its neighbours, so
 the three say the same thing in the same words: ``labels`` (level names), ``notes`` (each note once,
 the verdict line, ``report --notes``), ``goodput`` (SLO and goodput cells), ``trials`` (the trials'
-means and CIs) and ``tables`` (the level tables as columns). Their names are importable from here
-too, as the reports have always read them. Nothing here computes a figure: every number is a field of
-the result (``LevelResult.goodput``, ``level.trials``, ``result.optimize``, …), only selected and
-formatted.
+means and CIs) and ``tables`` (the level tables as columns); each name is imported from its own
+module. Nothing here computes a figure: every number is a field of the result
+(``LevelResult.goodput``, ``level.trials``, ``result.optimize``, …), only selected and formatted.
 """
 
 from __future__ import annotations
@@ -18,66 +17,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from wattbench.report import format as F
-
-# the neighbours' names, re-exported: the reports read them as summary.X
-from wattbench.report.goodput import (
-    GoodputCells,
-    goodput_cells,
-    goodput_cells_raw,
-    goodput_point,
-    has_goodput,
-    slo_text,
-)
-from wattbench.report.labels import levels_text, load_label, short_label, short_label_text
-from wattbench.report.notes import (
-    MAX_NOTE_LINES,
-    NOTE_MARK,
-    NoteLine,
-    effect_text,
-    group_text,
-    more_notes_line,
-    note_lines,
-    notes_full_lines,
-    run_notes,
-    shown_notes,
-    verdict_text,
-)
-from wattbench.report.tables import (
-    SERVING_LATENCY,
-    SERVING_STATS,
-    SHORT_BOUNDARY,
-    Column,
-    level_columns,
-    part_lines,
-    part_share,
-    serving_columns,
-    serving_figures,
-    serving_title,
-    short_boundary,
-    trial_columns,
-)
-from wattbench.report.trials import (
-    TRIAL_FIGURES,
-    TrialCell,
-    any_trials,
-    last_trial_title,
-    trial_cells,
-    trials_n,
-    trials_title,
-)
 from wattbench.core.schema import FindingKind, LevelResult, Result
+from wattbench.report.goodput import goodput_cells, goodput_point, slo_text
+from wattbench.report.labels import short_label, short_label_text
+from wattbench.report.trials import trials_n
 from wattbench.telemetry.spec import SENSOR_FIX
 
 __all__ = [
-    "GoodputCells", "goodput_cells", "goodput_cells_raw", "goodput_point", "has_goodput", "slo_text",
-    "levels_text", "load_label", "short_label", "short_label_text", "MAX_NOTE_LINES", "NOTE_MARK", "NoteLine",
-    "effect_text", "group_text", "more_notes_line", "note_lines", "notes_full_lines", "run_notes",
-    "shown_notes", "verdict_text", "SERVING_LATENCY", "SERVING_STATS", "SHORT_BOUNDARY", "Column",
-    "level_columns", "part_lines", "part_share", "serving_columns", "serving_figures", "serving_title",
-    "short_boundary", "trial_columns", "TRIAL_FIGURES", "TrialCell", "any_trials", "last_trial_title",
-    "trial_cells", "trials_n", "trials_title", "ENGINE_KEYS", "applied_config", "best_under_slo",
-    "state_line", "Headline", "headline", "estimate_text", "NO_ENERGY_ANSWER", "answer_line", "history_summary",
-    "answer_lines", "measure_lines", "search_lines",
+    "ENGINE_KEYS", "applied_config", "best_under_slo", "state_line", "Headline", "headline", "estimate_text",
+    "NO_ENERGY_ANSWER", "answer_line", "history_summary", "answer_lines", "measure_lines", "search_lines",
 ]
 
 # ---------------------------------------------------------------- configuration

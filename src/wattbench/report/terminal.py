@@ -18,7 +18,11 @@ from rich.text import Text
 from wattbench.report import format as F
 from wattbench.core.safe_text import term
 from wattbench.report import summary as S
-from wattbench.report.summary import Column, level_columns, trial_columns
+from wattbench.report.goodput import slo_text
+from wattbench.report.labels import short_label
+from wattbench.report.notes import NOTE_MARK, shown_notes, verdict_text
+from wattbench.report.tables import Column, level_columns, part_lines, serving_columns, serving_title, trial_columns
+from wattbench.report.trials import any_trials, last_trial_title, trials_title
 from wattbench.core.schema import Result
 
 VERDICT_STYLE = {"valid": "green", "estimate": "cyan", "warn": "yellow", "invalid": "bold red"}
@@ -113,17 +117,17 @@ def level_tables(result: Result, width: int) -> list[Table]:
     else as many tables as it takes, each repeating the level column."""
     if not result.levels:
         return []
-    labels = [S.short_label(lv) for lv in result.levels]
+    labels = [short_label(lv) for lv in result.levels]
     key = Column("level", labels, "left", max_width=label_width(labels),
                  styles=[VERDICT_STYLE.get(lv.validity.verdict, "") for lv in result.levels])
     from wattbench.report.tables import with_target_rows
 
     tkey, tcols, _ = with_target_rows(result, key, level_columns(result))  # replicas under their total
-    out = column_tables(tkey, tcols, width, S.last_trial_title(result))
+    out = column_tables(tkey, tcols, width, last_trial_title(result))
     if width >= WIDE_FROM:  # the figures load-generator users look for; 80 columns stay compact
-        out += column_tables(key, S.serving_columns(result), width, S.serving_title(result))
-    if S.any_trials(result):
-        out += column_tables(key, trial_columns(result), width, S.trials_title(result))
+        out += column_tables(key, serving_columns(result), width, serving_title(result))
+    if any_trials(result):
+        out += column_tables(key, trial_columns(result), width, trials_title(result))
     return out
 
 
@@ -135,7 +139,7 @@ def power_split_lines(result: Result) -> list[Text]:
         if sp is None:
             continue
         m, r = sp.parts["memory"], sp.parts["rest"]
-        line = (f"{S.short_label(lv)}: memory {F.fmt(m.avg_power_w)} W ({F.fmt_fraction_pct(sp.memory_share)} of the board's "
+        line = (f"{short_label(lv)}: memory {F.fmt(m.avg_power_w)} W ({F.fmt_fraction_pct(sp.memory_share)} of the board's "
                 f"{F.fmt(sp.board_avg_power_w)} W), rest of board {F.fmt(r.avg_power_w)} W")
         if m.dynamic_power_w is not None and r.dynamic_power_w is not None:
             line += (f"; idle {F.fmt(m.idle_power_w)} + {F.fmt(r.idle_power_w)} W, "
@@ -157,7 +161,7 @@ def _note(text: str, style: str) -> RenderableType:
     """One note, whole: a long one folds onto more lines under its own text (hanging after its
     mark), so the fix at its end is read, never cut."""
     mark, body = text[:2], text[2:]
-    if mark not in {*S.NOTE_MARK.values(), "  "}:
+    if mark not in {*NOTE_MARK.values(), "  "}:
         return Text(text, style=style)
     g = Table.grid(padding=0)
     g.add_column(no_wrap=True, width=2)
@@ -175,8 +179,8 @@ def validity_lines(result: Result, width: int | None = None, run_dir: str | None
 
     v = result.validity
     out: list[RenderableType] = [Text.assemble(("verdict: ", "bold"),
-                                               (S.verdict_text(result), VERDICT_STYLE.get(v.verdict, "")))]
-    shown, more = S.shown_notes(result, width)
+                                               (verdict_text(result), VERDICT_STYLE.get(v.verdict, "")))]
+    shown, more = shown_notes(result, width)
     for n in shown:
         out.append(_note(n.text, NOTE_STYLE.get(n.severity, "")))
     pointer = notes_pointer(result, more, run_dir)
@@ -195,7 +199,7 @@ def title_line(result: Result) -> Text:
         parts.append(eng)
     if result.config_label:  # the user's name for what wattbench cannot see (--config-label)
         parts.append(f"label {result.config_label}")
-    slo = S.slo_text(result)
+    slo = slo_text(result)
     if slo:
         parts.append(f"SLO {slo}")
     return Text(" · ".join(parts), style="bold")
@@ -226,7 +230,7 @@ class RunSummary:
         for line in summary_lines(r):
             yield Text(line)
         yield from power_split_lines(r)  # where the board's watts went
-        for line in S.part_lines(r):  # boundaries without per-token figures, as parts
+        for line in part_lines(r):  # boundaries without per-token figures, as parts
             yield Text(line, style="dim")
 
 

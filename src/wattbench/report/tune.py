@@ -12,7 +12,8 @@ import html
 from wattbench.results.tune import TuneResult
 
 from wattbench.report import format as F
-from wattbench.report.summary import Column, load_label
+from wattbench.report.labels import load_label
+from wattbench.report.tables import Column
 
 # (header in the terminal, where lines are short; header in HTML)
 COLUMN_HEADERS = (("#", "trial"), ("configuration", "configuration"), ("status", "status"), ("load", "load"),

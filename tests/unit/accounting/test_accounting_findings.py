@@ -18,7 +18,7 @@ from wattbench.accounting.findings import (
     worst,
 )
 from wattbench.accounting.level_findings import run_validity
-from wattbench.report import summary as S
+from wattbench.report.notes import notes_full_lines, run_notes
 from wattbench.core.schema import Finding, Result, Validity
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "results_v1"
@@ -67,7 +67,7 @@ def test_one_group_per_distinct_finding_levels_in_numeric_order():
     groups = group_findings(r)
     assert [(g.kind, g.severity) for g in groups] == [("prompt_lengths", "warn"), ("small_sample", "note")]
     assert groups[0].levels == (1, 2, 0)  # c=1, c=2, c=16
-    assert S.run_notes(r) == ["c=1,2,16: prompt lengths +52–56% (no tokenizer)",
+    assert run_notes(r) == ["c=1,2,16: prompt lengths +52–56% (no tokenizer)",
                               "c=1,2,16: p99 from fewer than 100 requests"]
 
 
@@ -88,7 +88,7 @@ def test_an_older_file_loads_with_its_reasons_as_legacy_findings():
     assert {f.kind for f in lv.validity.findings} == {"legacy"} and lv.validity.latency is None
     assert all(f.figures == () for f in lv.validity.findings)  # unknown: they count for both verdicts
     # the run's "concurrency=1: warn: …" lines repeat the levels' own: each note said once
-    notes = S.run_notes(r)
+    notes = run_notes(r)
     text = "input tokens asked 16, the server counted 12 on average (-25%)"
     assert sum(text in n for n in notes) == 1 and any(n.startswith("c=1,2,4: input tokens") for n in notes)
     # and it round-trips in the new form
@@ -100,7 +100,7 @@ def test_report_notes_says_each_legacy_finding_once():
     """``wattbench report --notes`` on an older file: a legacy finding has no short form, so its group's
     head is its text; the head was followed by the same text indented (every note twice)."""
     r = Result.model_validate(json.loads((FIXTURES / "sweep" / "result.json").read_text()))
-    full = S.notes_full_lines(r)
+    full = notes_full_lines(r)
     texts = {f.text for lv in r.levels for f in lv.validity.findings}
     assert texts
     for t in texts:
@@ -109,7 +109,7 @@ def test_report_notes_says_each_legacy_finding_once():
     assert "c=1,2,4: input tokens asked 16, the server counted 12 on average (-25%)" in "\n".join(full)
     # a typed finding keeps its own text under the group's short form
     typed = _optimize_like_result()
-    typed_full = S.notes_full_lines(typed)
+    typed_full = notes_full_lines(typed)
     for lv in typed.levels:
         for f in lv.validity.findings:
             assert sum(line.strip().endswith(f.text) for line in typed_full) >= 1

@@ -156,7 +156,7 @@ def test_headline_shows_achieved_beside_asked_and_marks_small_samples():
     lv.requests.completed = 4
     h = headline(lv)
     assert "achieved 7.20 in flight of 64 asked" in h and "(n=4)" in h
-    from wattbench.report.summary import short_label
+    from wattbench.report.labels import short_label
 
     assert short_label(lv) == "c=64 (got 7.20)"  # the level tables' label too
     ok = make_level(value=8)
@@ -206,7 +206,8 @@ def test_a_history_check_beyond_noise_is_a_warn_of_the_run_with_its_size():
 
 
 def test_a_history_check_within_noise_is_no_finding_and_said_in_the_state_line():
-    from wattbench.report.summary import answer_lines, note_lines
+    from wattbench.report.summary import answer_lines
+    from wattbench.report.notes import note_lines
 
     r = _history_run(1000.0, 1010.0)
     v = LF.run_validity(r)
@@ -218,7 +219,8 @@ def test_a_history_check_within_noise_is_no_finding_and_said_in_the_state_line()
 
 
 def test_a_history_check_beyond_noise_is_said_once():
-    from wattbench.report.summary import answer_lines, note_lines
+    from wattbench.report.summary import answer_lines
+    from wattbench.report.notes import note_lines
 
     r = _history_run(1000.0, 1502.0)
     r.validity = LF.run_validity(r)

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.accounting.findings import verdicts
-from wattbench.report import summary as S
+from wattbench.report.notes import note_lines
 from wattbench.report.terminal import run_summary
 from wattbench.core.schema import Finding
 
@@ -72,7 +72,7 @@ def test_one_count_of_notes_in_the_summary_html_and_compare(tmp_path):
     r.warnings = ["the server's /metrics had no token counter"]
     want = "3 notes (2 warn, 1 note)"
     assert want in flat(render(run_summary(r), 160))
-    assert want in notes_block(S.note_lines(r), r)
+    assert want in notes_block(note_lines(r), r)
     other = noted_result()
     other.run_id = "run-b"
     v = compare([r, other]).verdicts[0]
@@ -130,7 +130,7 @@ def _pack_groups(cols, width, key_width=6):
 def test_a_ci_stays_with_its_mean_and_no_table_is_one_column():
     """The trials' `W` header landed in one table and its CI cells in the next; at 80 columns the
     J/tok column made a table of its own."""
-    from wattbench.report.summary import level_columns, trial_columns
+    from wattbench.report.tables import level_columns, trial_columns
     from wattbench.core.schema import TrialsBlock
 
     lvs = [make_level(i, value=v, power_w={"accelerator": 700.0, "node": 1100.0}) for i, v in enumerate((1, 8, 64))]
@@ -155,7 +155,7 @@ def test_a_ci_stays_with_its_mean_and_no_table_is_one_column():
 
 def test_one_latency_stays_in_one_table_at_160_columns():
     """At 160 columns E2E p99 spilled into a third table of its own."""
-    from wattbench.report.summary import serving_columns
+    from wattbench.report.tables import serving_columns
 
     lvs = [make_level(i, value=v, e2e_p99_ms=12345.0) for i, v in enumerate((1, 8, 128))]
     r = make_result(levels=lvs)

@@ -9,6 +9,9 @@ from rich.console import Console
 
 from wattbench.report import format as F
 from wattbench.report import summary as S
+from wattbench.report.labels import short_label
+from wattbench.report.notes import run_notes
+from wattbench.report.tables import serving_figures
 from wattbench.report.data import RunData
 from wattbench.report.markdown import render_markdown
 from wattbench.report.terminal import run_summary
@@ -36,12 +39,12 @@ def result(report_run_dir):
 
 
 def test_short_level_labels(result):
-    assert [S.short_label(lv) for lv in result.levels][:2] == ["c=1", "c=4"]
+    assert [short_label(lv) for lv in result.levels][:2] == ["c=1", "c=4"]
     lv = result.levels[0].model_copy(deep=True)
     lv.load.mode, lv.load.target_rate_rps, lv.label = "rate", 4.0, "rate=4 prefill-heavy"
-    assert S.short_label(lv) == "r=4/s prefill-heavy"
+    assert short_label(lv) == "r=4/s prefill-heavy"
     lv.load.target_rate_rps, lv.label = float("inf"), "rate=inf"
-    assert S.short_label(lv) == "r=inf"
+    assert short_label(lv) == "r=inf"
 
 
 @pytest.mark.parametrize("width", [80, 160])
@@ -50,7 +53,7 @@ def test_every_figure_in_its_own_cell_without_truncation(result, width):
     assert "…" not in out  # nothing cut short
     assert max(len(line.rstrip()) for line in out.splitlines()) <= width
     for lv in result.levels[:2]:  # (the third level's label is an injection test, folded over lines)
-        cells = cells_of(out, S.short_label(lv))
+        cells = cells_of(out, short_label(lv))
         assert cells[0] == lv.validity.verdict
         assert f"{lv.requests.completed}/{lv.requests.failed}" in cells
         for v in (lv.throughput.output_tokens_per_s, lv.latency.ttft_ms.p50, lv.latency.ttft_ms.p99,
@@ -90,7 +93,7 @@ def test_run_reason_naming_a_level_is_not_repeated(result):
     reason = "load generator saturated: client event loop lag p99 9.1 ms > 2 ms"
     r.levels[0].validity.reasons = [reason]
     r.validity.reasons = [f"concurrency=1: warn: {reason}"]
-    notes = S.run_notes(r)
+    notes = run_notes(r)
     assert sum(reason in n for n in notes) == 1
 
 
@@ -151,7 +154,7 @@ def test_best_level_under_the_slo(result):
     # the headline boundary (results.headline): node (measured, the outer one) before the accelerator
     want = max(met, key=lambda lv: lv.goodput.per_kw_at("node"))
     lv, line = S.best_under_slo(result)
-    assert lv is want and line.startswith(f"best under SLO ttft_p99=120ms,tpot_p99=20ms: {S.short_label(want)} — ")
+    assert lv is want and line.startswith(f"best under SLO ttft_p99=120ms,tpot_p99=20ms: {short_label(want)} — ")
     assert F.fmt(want.goodput.per_kw_at("node")) in line
     assert line in " ".join(render(run_summary(result), 80).split())
     r = result.model_copy(deep=True)
@@ -170,13 +173,13 @@ def test_the_figures_of_other_load_generators_at_160_columns_only(result):
     assert "E2E" not in narrow and "req/s" not in narrow
     assert max(len(line.rstrip()) for line in wide.splitlines()) <= 160 and "…" not in wide
     for lv in result.levels[:2]:
-        cells = cells_of(wide, S.short_label(lv))
+        cells = cells_of(wide, short_label(lv))
         for kind in ("ttft", "tpot", "itl", "e2e"):
             st = getattr(lv.latency, f"{kind}_ms")
             for stat in ("mean", "p50", "p90", "p95", "p99"):
                 assert F.fmt(getattr(st, stat)) in cells, (kind, stat)
         assert F.fmt(lv.throughput.requests_per_s) in cells
         assert F.fmt(lv.load.mean_in_flight) in cells
-    f = S.serving_figures(result.levels[1])
+    f = serving_figures(result.levels[1])
     assert f["e2e_p95_ms"] == pytest.approx(result.levels[1].latency.e2e_ms.p95, rel=1e-12)
     assert f["requests_per_s"] == pytest.approx(result.levels[1].throughput.requests_per_s, rel=1e-12)

@@ -12,6 +12,7 @@ from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.core.schema import Goodput
 from wattbench.config import RunConfig
 from wattbench.report import summary as S
+from wattbench.report.labels import short_label
 from wattbench.core.schema import TrialsBlock
 from wattbench.run import plan
 from wattbench.tune import score
@@ -60,7 +61,7 @@ def test_optimize_with_trials_ranks_and_recommends_on_the_trials_mean(objective)
     assert opt.best_score == pytest.approx(2000.0, rel=1e-9)
     assert opt.plateau == [16] and set(opt.remeasured) == {16, 8}
     h = S.headline(result)
-    assert S.short_label(h.level) == "c=16" and h.value == pytest.approx(2000.0, rel=1e-9)
+    assert short_label(h.level) == "c=16" and h.value == pytest.approx(2000.0, rel=1e-9)
     assert S.answer_line(result).startswith("answer: c=16 — 2,000 output tok/s per kW")
 
 
