@@ -34,7 +34,8 @@ import numpy as np
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.load.level import SAT_LOOP_LAG_MS, run_level
+from wattbench.load.level import run_level
+from wattbench.metrics.saturation import SAT_LOOP_LAG_MS
 from wattbench.core.load_types import LevelSpec
 from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import summarize_level

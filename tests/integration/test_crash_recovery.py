@@ -24,7 +24,8 @@ from pathlib import Path
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.core.recordset import read_spooled_lines
 from wattbench.results.recovery import CRASHED, recover
-from wattbench.results.rundir import SPOOL_DIR, load_result
+from wattbench.results.rundir import load_result
+from wattbench.results.recovery import SPOOL_DIR
 from wattbench.results.store import HistoryStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import pytest
 
 from tests.fakes.browser import find_chromium, inspect_page, png_stats
 from tests.fakes.report_runs import write_run
-from wattbench.report import format as F
+from wattbench.core.numbers import fmt
 from wattbench.report.data import RunData
 from wattbench.report.html import render_html
 from wattbench.core.schema import TrialsBlock
@@ -150,7 +150,7 @@ def test_first_screen_answers_the_run(tmp_path):
     assert h.level is best[0] and h.boundary == "node" and h.name == "goodput_per_kw"
     want = (410.0, "390–430") if h.level is run.result.levels[1] else (
         goodput_cells_raw(h.level)[0], None)  # the trials' mean where the level ran trials
-    assert v["hero_big"] == F.fmt(want[0])
+    assert v["hero_big"] == fmt(want[0])
     assert v["hero_unit"] == "goodput tok/s per kW (node)"
     assert h.why == f"{short_label(best[0])}: the best level under the SLO ttft_p99=120ms,tpot_p99=20ms"
     assert v["hero_where"] == f"{h.why} · efficiency verdict {h.level.validity.verdict}"

@@ -69,12 +69,11 @@ from wattbench.accounting.findings import (
     judged,
     rule,
     verdicts,
-    worst,  # noqa: F401  (callers import the verdict order from here too; its home is findings.py)
 )
 from wattbench.accounting.boundaries import BoundaryTotal, contains_work
 from wattbench.accounting.steady import SIZE_MARGIN, STEADY_MIN_SHARE, min_steady_s, steady_energy_periods
 from wattbench.accounting.thermal import throttling
-from wattbench.metrics.saturation import (  # noqa: F401  (one home: metrics/saturation.py)
+from wattbench.metrics.saturation import (
     RATE_WARN_PCT,
     SAT_CPU_PCT,
     SAT_LAG_FLOOR_MS,

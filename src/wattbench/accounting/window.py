@@ -150,7 +150,7 @@ def level_validity(
     ``validity.client_findings``).
 
     Pass the steady-window ``AccountedWindow`` (or the full one); several windows can be combined
-    with ``validity.worst``.
+    with ``findings.worst``.
     """
     findings = list(accounted.findings) if accounted is not None else []
     findings += load_findings(load, token_source, n_requests) + list(extra or [])

@@ -34,9 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import TargetError, UserError
-from wattbench.server.openai import fetch_models, normalize_base_url, post_json, usage_problem  # noqa: F401
+from wattbench.server.openai import fetch_models, normalize_base_url, post_json, usage_problem
 from wattbench.core.redact import combine_credentials, redact_text, redact_url, register_secrets, url_secrets
-from wattbench.results.agreement import (  # noqa: F401 - load/write re-exported for callers
+from wattbench.results.agreement import (
     AgreeTarget,
     Agreement,
     AgreementMetrics,
@@ -44,7 +44,6 @@ from wattbench.results.agreement import (  # noqa: F401 - load/write re-exported
     PromptAgreement,
     SideOutput,
     load_agreement,
-    write_agreement,
 )
 
 DIVERGENCE_BUCKETS = ((0, 0), (1, 3), (4, 15), (16, 63), (64, 255), (256, None))

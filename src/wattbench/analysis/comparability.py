@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from wattbench.analysis.figures import describe_key, level_key
+from wattbench.results.headline import describe_key, level_key
 from wattbench.core.schema import LevelResult, Result
 
 Category = Literal["setup", "workload", "measurement"]

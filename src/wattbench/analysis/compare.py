@@ -41,14 +41,8 @@ from pydantic import BaseModel, Field
 
 from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
 from wattbench.analysis.diagnose import Diagnosis, diagnose
-from wattbench.analysis.figures import (
-    TrialCI,
-    describe_key,
-    headline,
-    level_key,
-    select_window,
-    trial_ci,
-)
+from wattbench.analysis.figures import headline, select_window
+from wattbench.results.headline import TrialCI, describe_key, level_key, trial_ci
 from wattbench.accounting.boundaries import outside_work_note
 from wattbench.accounting.findings import note_counts
 from wattbench.core.errors import UserError

@@ -21,15 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.results.headline import (  # noqa: F401  (one home: the headline rule)
+from wattbench.results.headline import (
     ENERGY_FIGURES,
-    TrialCI,
     common_headline_boundary,
-    describe_key,
-    level_key,
-    measured_boundaries,
     point,
-    trial_ci,
 )
 from wattbench.core.schema import LevelResult, Result
 

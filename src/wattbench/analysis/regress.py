@@ -44,7 +44,8 @@ from wattbench.analysis.compare import (NoiseVerdict, answer_line, decompose, fi
                                         left_out_reason, match_levels, refusal_message, resolve_boundary,
                                         short_key)
 from wattbench.analysis.diagnose import Diagnosis, diagnose
-from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, trial_ci
+from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window
+from wattbench.results.headline import trial_ci
 from wattbench.core.errors import UserError
 from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, trials_noise
 from wattbench.core.numbers import fmt

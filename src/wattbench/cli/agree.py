@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(data, indent=2))
             return
 
-        from wattbench.report.format import fmt_fraction_pct as pct
+        from wattbench.core.numbers import fmt_fraction_pct as pct
 
         a, b = agr.targets
         typer.echo(f"{agr.run_id}: {a.model} @ {a.base_url}  vs  {b.model} @ {b.base_url}")

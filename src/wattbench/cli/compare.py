@@ -8,7 +8,7 @@ import typer
 
 from wattbench.cli.common import handle_errors
 from wattbench.config import DB_HELP
-from wattbench.report.comparison import render_compare as render, render_findings  # noqa: F401  (one home)
+from wattbench.report.comparison import render_compare as render
 
 
 def history_spread(db, judged: list[str]):

@@ -14,7 +14,7 @@ below 0.1: never rounded to ``0.01×``). ``fmt_pct`` / ``fmt_fraction_pct`` / ``
 
 Pure and stdlib only, so it sits in the foundation layer (``tests/unit/test_layering.py``): the
 library's messages (``analysis/regress.py``, ``planning/tco.py``) and the reports write numbers the
-same way. ``report/format.py`` re-exports it. ``tests/unit/report/test_numbers.py`` keeps ad-hoc
+same way, each importing it from here. ``tests/unit/report/test_numbers.py`` keeps ad-hoc
 number formats (``f"{x:.1f}"``) out of ``report/`` and ``cli/``.
 """
 

@@ -29,7 +29,7 @@ from wattbench.engines.base import (
 )
 from wattbench.engines.presets import PRESETS
 from wattbench.core.errors import EngineError, UserError
-from wattbench.server.engine_rules import select_props  # noqa: F401  (parsing /props lives in server/)
+from wattbench.server.engine_rules import select_props
 
 _VERSION_RE = re.compile(r"version:\s*(\S+)(?:\s*\(([0-9a-f]+)\))?")
 

@@ -27,7 +27,7 @@ from wattbench.engines.base import (
 )
 from wattbench.engines.presets import resolve_model
 from wattbench.core.errors import EngineError
-from wattbench.server.engine_rules import SERVER_INFO_KEYS, select_server_info  # noqa: F401  (parsing /get_server_info lives in server/)
+from wattbench.server.engine_rules import select_server_info
 
 
 class SGLang(Engine):

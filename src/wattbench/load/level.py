@@ -69,22 +69,15 @@ import numpy as np
 from wattbench.core.errors import Interrupted, LevelFailed, StorageError, UserError, WattbenchError
 from wattbench.load.executor import InProcessExecutor, LevelControl, SubprocessExecutor, coordinate
 from wattbench.load.link import WorkerResult
-from wattbench.load.plan import (  # noqa: F401  (re-exported: the level's public names)
+from wattbench.load.plan import (
     ARRIVALS_PER_WORKER_RPS,
     STREAMS_PER_WORKER,
     auto_workers,
     build_plans,
     validate_spec,
 )
-# The client's own saturation thresholds have one home: metrics/saturation.py.
-from wattbench.metrics.saturation import (  # noqa: F401  (re-exported)
-    SAT_CPU_PCT,
-    SAT_LAG_FLOOR_MS,
-    SAT_LAG_FRACTION,
-    SAT_LOOP_LAG_MIN_PROBES,
-    SAT_LOOP_LAG_MS,
-    client_saturation_reasons,
-)
+# the client's own saturation thresholds have one home, metrics/saturation.py: import them from there
+from wattbench.metrics.saturation import client_saturation_reasons
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import stats

@@ -47,7 +47,6 @@ from typing import Callable, Mapping, Sequence
 
 
 from wattbench.core.errors import UserError
-from wattbench.metrics.saturation import SaturationVerdict, is_oversaturated  # noqa: F401  (its home: metrics/saturation.py)
 
 Measure = Callable[[float], Mapping]
 

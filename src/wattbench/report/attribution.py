@@ -7,6 +7,8 @@ Only arranges figures stored in ``result.json`` (``LevelResult.attribution``, th
 from __future__ import annotations
 
 from wattbench.report import format as F
+from wattbench.core.numbers import fmt, fmt_fraction_pct
+from wattbench.results.headline import boundary_order
 from wattbench.core.schema import LevelResult, RequestAttribution, Result
 
 GROUPS = (("tenant", "by_tenant"), ("tag", "by_tag"), ("model", "by_model"), ("target", "by_target"))
@@ -41,8 +43,8 @@ def attribution_table(result: Result) -> tuple[list[str], list[list]]:
             continue
         for kind, groups in _show_groups(att):
             for g, s in groups.items():
-                rows.append([_label(lv), att.boundary, basis_text(lv, att), kind, g, s.requests, F.fmt(s.energy_j),
-                             F.fmt_fraction_pct(s.share), F.fmt(s.j_per_output_token), F.fmt(s.carbon_g)])
+                rows.append([_label(lv), att.boundary, basis_text(lv, att), kind, g, s.requests, fmt(s.energy_j),
+                             fmt_fraction_pct(s.share), fmt(s.j_per_output_token), fmt(s.carbon_g)])
     return headers, rows
 
 
@@ -74,7 +76,7 @@ def method_lines(result: Result) -> list[str]:
         if att.unavailable_reason:
             out.append(f"{lv.label}: energy per request unavailable: {att.unavailable_reason}")
             continue
-        s = (f"{_label(lv)}: {att.requests} requests, mean {F.fmt(att.mean_energy_j_per_request)} J each at "
+        s = (f"{_label(lv)}: {att.requests} requests, mean {fmt(att.mean_energy_j_per_request)} J each at "
              f"{att.boundary}, {basis_text(lv, att)} (estimate: {att.method})")
         if att.weighting_reason:
             s += f"; {att.weighting_reason}"
@@ -86,12 +88,12 @@ def carbon_table(result: Result) -> tuple[list[str], list[list]]:
     headers = ["level", "boundary", "intensity gCO2e/kWh", "gCO2e", "gCO2e/M out tok", "gCO2e/request"]
     rows = []
     for lv in result.levels:
-        for b in F.boundary_order(lv.energy):
+        for b in boundary_order(lv.energy):
             be = lv.energy[b]
             if be.carbon_g is None:
                 continue
-            rows.append([lv.label, b, F.fmt(be.carbon_intensity_g_per_kwh), F.fmt(be.carbon_g),
-                         F.fmt(be.carbon_g_per_million_output_tokens), F.fmt(be.carbon_g_per_request)])
+            rows.append([lv.label, b, fmt(be.carbon_intensity_g_per_kwh), fmt(be.carbon_g),
+                         fmt(be.carbon_g_per_million_output_tokens), fmt(be.carbon_g_per_request)])
     return headers, rows
 
 
@@ -104,13 +106,13 @@ def summary_lines(result: Result) -> list[str]:
         hb = F.headline_boundary(lv)
         if hb is not None and hb[1].carbon_g_per_million_output_tokens is not None:
             be = hb[1]
-            out.append(f"{lv.label}: {F.fmt(be.carbon_g_per_million_output_tokens)} gCO2e per million output "
-                       f"tokens at {hb[0]} ({F.fmt(be.carbon_intensity_g_per_kwh)} g/kWh)")
+            out.append(f"{lv.label}: {fmt(be.carbon_g_per_million_output_tokens)} gCO2e per million output "
+                       f"tokens at {hb[0]} ({fmt(be.carbon_intensity_g_per_kwh)} g/kWh)")
         att = primary_attribution(lv)
         if att is None or att.unavailable_reason:
             continue
         for kind, groups in [(k, g) for k, g in _show_groups(att) if len(g) > 1][:1]:
-            parts = [f"{g} {F.fmt(s.energy_j)} J ({F.fmt_fraction_pct(s.share)})" for g, s in list(groups.items())[:5]]
+            parts = [f"{g} {fmt(s.energy_j)} J ({fmt_fraction_pct(s.share)})" for g, s in list(groups.items())[:5]]
             out.append(f"{_label(lv)}: {basis_text(lv, att)} by {kind} (estimate, {att.boundary}): " + ", ".join(parts))
     return out
 
@@ -128,11 +130,11 @@ def basis_text(level: LevelResult, att: RequestAttribution) -> str:
     total = be.energy_j if be is not None else None
     if att.basis == "dynamic":
         idle = be.idle_energy_j if be is not None else None
-        return (f"dynamic energy ({F.fmt(att.energy_j)} J of {F.fmt(total)} J; idle {F.fmt(idle)} J not split)"
+        return (f"dynamic energy ({fmt(att.energy_j)} J of {fmt(total)} J; idle {fmt(idle)} J not split)"
                 if total is not None else "dynamic energy (idle not split)")
     if att.basis == "gross":
         why = "idle included" if att.idle_attributed else "no idle baseline"
-        return f"total energy ({F.fmt(att.energy_j)} J, {why})"
+        return f"total energy ({fmt(att.energy_j)} J, {why})"
     return "energy"
 
 
@@ -150,14 +152,14 @@ def prefill_decode_lines(result: Result) -> list[str]:
             out.append(f"prefill/decode split ({b}): unreliable: " + "; ".join(reg.get("reasons") or []))
         elif reg.get("j_per_decode_token") is not None:
             out.append(f"prefill/decode split ({b}, {reg.get('token_source', 'regression')}): "
-                       f"{F.fmt(reg.get('j_per_prefill_token'))} J per prefill token, "
-                       f"{F.fmt(reg.get('j_per_decode_token'))} J per decode token (R² {F.fmt(reg.get('r2'))}, "
+                       f"{fmt(reg.get('j_per_prefill_token'))} J per prefill token, "
+                       f"{fmt(reg.get('j_per_decode_token'))} J per decode token (R² {fmt(reg.get('r2'))}, "
                        f"{reg.get('n_intervals')} intervals)")
     pair = pd.get("isolating_pair")
     if isinstance(pair, dict):
         if pair.get("error"):
             out.append(f"isolating pair: not solved: {pair['error']}")
         elif pair.get("j_per_decode_token") is not None:
-            out.append(f"isolating pair ({pair.get('boundary')}): {F.fmt(pair['j_per_prefill_token'])} J per prefill "
-                       f"token, {F.fmt(pair['j_per_decode_token'])} J per decode token")
+            out.append(f"isolating pair ({pair.get('boundary')}): {fmt(pair['j_per_prefill_token'])} J per prefill "
+                       f"token, {fmt(pair['j_per_decode_token'])} J per decode token")
     return out

@@ -72,7 +72,7 @@ FIGURE_LABELS = {
 def cell(v, ci=None, base=None) -> str:
     """A figure in the report's number format, its trials' CI, and its ratio to the baseline
     (candidate ÷ baseline, the one direction of every ratio on the screen)."""
-    from wattbench.report.format import MISSING, fmt_range, fmt_ratio
+    from wattbench.core.numbers import MISSING, fmt_range, fmt_ratio
 
     if v is None:
         return MISSING
@@ -157,7 +157,7 @@ def render_compare(cmp, agreement=None, results=None, console=None) -> None:
     render_findings(c, cmp.findings, cmp.incomparable, cmp.warnings)
     if agreement is not None:
         m = agreement.metrics
-        from wattbench.report.format import fmt_fraction_pct as pct
+        from wattbench.core.numbers import fmt_fraction_pct as pct
 
         c.print("[bold]output agreement[/bold] " + escape(
             f"({agreement.run_id}): exact match {pct(m.exact_match_rate)}, token agreement "

@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from wattbench.core.errors import UserError
 from wattbench.report import format as F
+from wattbench.results.headline import boundary_order, shown_boundaries
 from wattbench.report.data import RunData
 from wattbench.report.tables import SERVING_LATENCY, SERVING_STATS
 from wattbench.results.headline import same_as
@@ -95,7 +96,7 @@ def summary_rows(runs: Iterable[RunData]) -> list[dict[str, Any]]:
                 continue
             for window, energy in (("full", lv.energy), ("steady", lv.energy_steady)):
                 twins = same_as(energy)  # a boundary equal to another is one row (results/headline.py rule 5)
-                for b in F.shown_boundaries(energy):
+                for b in shown_boundaries(energy):
                     row = {**base, **_energy_part(window, energy[b], None)}
                     row["same_energy_as"] = ";".join(sorted(k for k, v in twins.items() if v == b))
                     rows.append(row)
@@ -128,7 +129,7 @@ def request_rows(runs: Iterable[RunData]) -> list[dict[str, Any]]:
 def _request_energy(r) -> dict[str, Any]:
     """Who asked and the request's energy estimate at its innermost boundary."""
     energy = getattr(r, "energy_j", None) or {}
-    b = F.boundary_order(energy)[0] if energy else None
+    b = boundary_order(energy)[0] if energy else None
     carbon = getattr(r, "carbon_g", None) or {}
     return {"tenant": _cell(getattr(r, "tenant", None)), "tags": _cell(";".join(getattr(r, "tags", None) or [])),
             "model": _cell(getattr(r, "model", None)), "energy_boundary": b,

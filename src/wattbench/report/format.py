@@ -1,16 +1,16 @@
-"""Text shared by the terminal, Markdown and HTML reports: number formatting (``core/numbers.py``,
-the one home, re-exported here), boundary order and the one-line headline of a level. Values are shown as stored in ``result.json``; the only
-conversion is W -> kW for display.
+"""Text shared by the terminal, Markdown and HTML reports: the boundaries a result shows and the
+one-line headline of a level (numbers are written by ``core/numbers.py``, boundary order is
+``results/headline.py``'s: import them from there). Values are shown as stored in ``result.json``;
+the only conversion is W -> kW for display.
 """
 
 from __future__ import annotations
 
 from wattbench.core.schema import BoundaryEnergy, LevelResult, Result
-from wattbench.results.headline import LABEL_RANK, boundary_order  # noqa: F401  (one home)
+from wattbench.results.headline import boundary_order
 from wattbench.results.headline import headline_boundary as _headline_boundary
-from wattbench.results.headline import parts, per_token, point, server_lower_bound, shown_boundaries, trial_ci  # noqa: F401
-
-from wattbench.core.numbers import MISSING, fmt, fmt_change, fmt_fraction_pct, fmt_pct, fmt_range, fmt_ratio, fmt_signed_pct  # noqa: F401  (one home)
+from wattbench.results.headline import per_token, point, shown_boundaries, trial_ci
+from wattbench.core.numbers import MISSING, fmt, fmt_range
 
 
 def result_boundaries(result: Result, steady: bool = False) -> list[str]:

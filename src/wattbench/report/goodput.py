@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from wattbench.metrics.slo import run_slo_text
 from wattbench.report import format as F
+from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
 from wattbench.core.schema import LevelResult, Result
 
 
@@ -35,9 +36,9 @@ def goodput_cells(level: LevelResult) -> GoodputCells:
     hb = F.headline_boundary(level)
     b = hb[0] if hb else None
     if gp is None:
-        return GoodputCells(F.fmt_fraction_pct(None), F.MISSING, F.fmt(None), F.fmt(None), b)
-    return GoodputCells(F.fmt_fraction_pct(gp.fraction), "met" if gp.all_met else "missed",
-                        F.fmt(gp.output_tokens_per_s), F.fmt(gp.per_kw_at(b)), b)
+        return GoodputCells(fmt_fraction_pct(None), MISSING, fmt(None), fmt(None), b)
+    return GoodputCells(fmt_fraction_pct(gp.fraction), "met" if gp.all_met else "missed",
+                        fmt(gp.output_tokens_per_s), fmt(gp.per_kw_at(b)), b)
 
 
 def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:

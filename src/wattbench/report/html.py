@@ -22,10 +22,12 @@ import json
 from pathlib import Path
 
 from wattbench.report import format as F
+from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
+from wattbench.results.headline import boundary_order, shown_boundaries
 from wattbench.report import summary as S
 from wattbench.report.data import RunData
-from wattbench.report.html_doc import (  # noqa: F401  (e, ptxt, script_json, TIMELINE_MAX_POINTS: the public API)
-    COLORS, PLOT_CONFIG, TIMELINE_MAX_POINTS, Doc, e, get_plotlyjs, kv_table, ptxt, script_json, table,
+from wattbench.report.html_doc import (
+    COLORS, PLOT_CONFIG, Doc, e, get_plotlyjs, kv_table, ptxt, script_json, table,
 )
 from wattbench.report.html_plots import (
     idle_dynamic, latency_ecdf, pareto, per_request_energy, power_split, throughput_vs_load, x_of_levels,
@@ -43,9 +45,9 @@ def _level_summary_table(result: Result) -> str:
     for lv in result.levels:
         L = lv.latency
         rows.append([lv.label, lv.validity.verdict, F.level_target(lv), lv.requests.completed, lv.requests.failed,
-                     F.fmt(lv.throughput.output_tokens_per_s), F.fmt(lv.throughput.requests_per_s),
-                     F.fmt(lv.throughput.duration_s), F.fmt(L.ttft_ms.p50), F.fmt(L.ttft_ms.p99), F.fmt(L.tpot_ms.p50),
-                     F.fmt(L.tpot_ms.p99), F.fmt(L.itl_ms.p99), F.fmt(L.e2e_ms.p99), F.headline(lv)])
+                     fmt(lv.throughput.output_tokens_per_s), fmt(lv.throughput.requests_per_s),
+                     fmt(lv.throughput.duration_s), fmt(L.ttft_ms.p50), fmt(L.ttft_ms.p99), fmt(L.tpot_ms.p50),
+                     fmt(L.tpot_ms.p99), fmt(L.itl_ms.p99), fmt(L.e2e_ms.p99), F.headline(lv)])
     return table(headers, rows, "summary")
 
 
@@ -53,13 +55,13 @@ def _energy_table(energy: dict[str, BoundaryEnergy]) -> str:
     headers = ["boundary", "label", "method", "energy J", "avg W", "p99 W", "max W", "idle W", "dynamic J",
                "J/out tok", "out tok/s/kW", "out tok/kWh", "cost/M out tok", "± %", "coverage", "largest gap s", "notes"]
     rows = []
-    for b in F.shown_boundaries(energy):  # a boundary equal to another (host = the cpu estimate) once
+    for b in shown_boundaries(energy):  # a boundary equal to another (host = the cpu estimate) once
         be = energy[b]
-        rows.append([b, be.label, be.method, F.fmt(be.energy_j), F.fmt(be.avg_power_w), F.fmt(be.p99_power_w),
-                     F.fmt(be.max_power_w), F.fmt(be.idle_power_w), F.fmt(be.dynamic_energy_j),
-                     F.fmt(be.j_per_output_token), F.fmt(be.output_tokens_per_s_per_kw),
-                     F.fmt(be.output_tokens_per_kwh), F.fmt(be.cost_per_million_output_tokens),
-                     F.fmt(be.uncertainty_pct), F.fmt_fraction_pct(be.coverage), F.fmt(be.largest_gap_s),
+        rows.append([b, be.label, be.method, fmt(be.energy_j), fmt(be.avg_power_w), fmt(be.p99_power_w),
+                     fmt(be.max_power_w), fmt(be.idle_power_w), fmt(be.dynamic_energy_j),
+                     fmt(be.j_per_output_token), fmt(be.output_tokens_per_s_per_kw),
+                     fmt(be.output_tokens_per_kwh), fmt(be.cost_per_million_output_tokens),
+                     fmt(be.uncertainty_pct), fmt_fraction_pct(be.coverage), fmt(be.largest_gap_s),
                      "; ".join(be.notes)])
     return table(headers, rows, "energy")
 
@@ -118,9 +120,9 @@ def _inventory(doc: Doc, run: RunData) -> None:
                 + e("; ".join(r.sensor_problems) or "no sensor inventory in result.json") + "</p>")
     if r.idle:
         rows = []
-        for b in F.boundary_order(r.idle):
+        for b in boundary_order(r.idle):
             info = r.idle[b] if isinstance(r.idle[b], dict) else {"value": r.idle[b]}
-            rows.append((b, F.fmt(info.get("power_w")), F.fmt(info.get("duration_s")),
+            rows.append((b, fmt(info.get("power_w")), fmt(info.get("duration_s")),
                          json.dumps({k: v for k, v in info.items() if k not in ("power_w", "duration_s")}, default=str)))
         doc.add("<h3>Idle baseline</h3>" + table(["boundary", "idle power W", "duration s", "other"], rows))
 
@@ -224,7 +226,7 @@ def build_html(runs: list[RunData]) -> str:
         r = run.result
         doc.add(f'<p class="meta">{e(r.run_id)} · created {e(r.created_at)} · status {e(r.status)} · '
                 f'server {e(r.server.engine)} {e(r.server.version)} · model {e(r.server.model)} · tags '
-                f'{e(", ".join(r.tags) or F.MISSING)} · wattbench {e(r.wattbench_version)}</p>')
+                f'{e(", ".join(r.tags) or MISSING)} · wattbench {e(r.wattbench_version)}</p>')
     # the first screen: what each run answers (verdict, notes once, choice, efficiency curve, levels)
     doc.add('<section id="validity">')
     for run in runs:
@@ -307,6 +309,6 @@ def _sample(text) -> str:
     text = str(text)
     if len(text) <= SAMPLE_MAX_CHARS:
         return text
-    return (text[:SAMPLE_MAX_CHARS] + f" … [cut: {F.fmt(len(text), kind='count')} characters, the first {F.fmt(SAMPLE_MAX_CHARS, kind='count')} shown; "
+    return (text[:SAMPLE_MAX_CHARS] + f" … [cut: {fmt(len(text), kind='count')} characters, the first {fmt(SAMPLE_MAX_CHARS, kind='count')} shown; "
             "the rest is in requests.jsonl]")
 

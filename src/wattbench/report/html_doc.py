@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from wattbench.report import format as F
+from wattbench.core.numbers import MISSING
 from wattbench.report.thin import DEFAULT_MAX_POINTS
 
 TIMELINE_MAX_POINTS = DEFAULT_MAX_POINTS  # per trace, after min/max thinning
@@ -133,6 +133,6 @@ def kv_table(items: Iterable[tuple[str, Any]]) -> str:
     for k, v in items:
         if isinstance(v, (dict, list)):
             v = json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
-        rows.append((k, F.MISSING if v is None or v == "" else v))
+        rows.append((k, MISSING if v is None or v == "" else v))
     return table(["field", "value"], rows, "kv")
 

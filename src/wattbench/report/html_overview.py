@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.analysis.figures import trial_ci
+from wattbench.results.headline import trial_ci
 from wattbench.report import format as F
+from wattbench.core.numbers import fmt
 from wattbench.report import summary as S
 from wattbench.report.goodput import goodput_cells_raw, has_goodput, slo_text
 from wattbench.report.labels import short_label
@@ -180,12 +181,12 @@ def hero(r: Result) -> str:
     if h.boundary is None:
         big, unit = "–", f"energy unavailable: {F.energy_unavailable_reason(h.level)}"
     else:
-        big = F.fmt(h.value)
+        big = fmt(h.value)
         where = h.boundary if h.label == "measured" else f"{h.boundary}, {h.label}"
         unit = f"{h.title} ({where})"
     ci = ""
     if h.ci is not None:
-        ci = f'<div class="ci">mean of {h.trials} trials, 95% CI {e(F.fmt(h.ci[0]))}–{e(F.fmt(h.ci[1]))}</div>'
+        ci = f'<div class="ci">mean of {h.trials} trials, 95% CI {e(fmt(h.ci[0]))}–{e(fmt(h.ci[1]))}</div>'
     return (f'<div class="hero {cls}"><div class="big">{e(big)}</div><div class="unit">{e(unit)}</div>{ci}'
             f'<div class="where">{e(h.why or short_label(h.level))} · efficiency verdict '
             f'<strong class="verdict">{e(h.verdict)}</strong></div>'

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from wattbench.report import format as F
+from wattbench.core.numbers import MISSING, fmt
 from wattbench.report.labels import short_label
 from wattbench.report.data import RunData
 from wattbench.report.html_doc import COLORS, ECDF_MAX_POINTS, Doc, e, ptxt, table
@@ -120,7 +121,7 @@ def latency_ecdf(doc: Doc, run: RunData) -> None:
     doc.plot(data, layout, height=640)
     if slo:
         doc.add('<p class="caption">Red dashed lines: SLO thresholds '
-                + e(", ".join(f"{k} ≤ {F.fmt(v)}" for k, v in slo.items())) + ".</p>")
+                + e(", ".join(f"{k} ≤ {fmt(v)}" for k, v in slo.items())) + ".</p>")
 
 
 def throughput_vs_load(doc: Doc, run: RunData) -> None:
@@ -191,9 +192,9 @@ def pareto(doc: Doc, run: RunData) -> None:
         if gp is None:
             continue
         for name, chk in gp.level.items():
-            rows.append((short_label(lv), name, F.fmt(chk.observed_ms), F.fmt(chk.threshold_ms),
+            rows.append((short_label(lv), name, fmt(chk.observed_ms), fmt(chk.threshold_ms),
                          "met" if chk.met else "missed",
-                         f"{gp.per_slo.get(name, F.MISSING)} of {gp.total_requests}"))
+                         f"{gp.per_slo.get(name, MISSING)} of {gp.total_requests}"))
     if rows:
         doc.add("<h4>SLO per level</h4>" + table(
             ["level", "SLO", "level figure ms", "bound ms", "held", "requests meeting it"], rows))

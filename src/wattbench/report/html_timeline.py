@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from wattbench.report import format as F
+from wattbench.core.numbers import fmt
 from wattbench.report.data import RunData
 from wattbench.report.html_doc import COLORS, MAX_TIMELINE_BUCKETS, TIMELINE_MAX_POINTS, Doc, ptxt
 from wattbench.report.thin import thin_series
@@ -110,7 +111,7 @@ def _idle_traces(run: RunData, lo: int, hi: int, xs) -> list[dict]:
         pw = info.get("power_w") if isinstance(info, dict) else None
         if isinstance(pw, (int, float)):
             data.append({"type": "scatter", "mode": "lines", "x": [xs(np.array([lo]))[0], xs(np.array([hi]))[0]],
-                         "y": [pw, pw], "name": ptxt(f"idle {b} ({F.fmt(pw)} W)"), "legendgroup": "power",
+                         "y": [pw, pw], "name": ptxt(f"idle {b} ({fmt(pw)} W)"), "legendgroup": "power",
                          "line": {"dash": "dot", "width": 1, "color": "#888"}, "xaxis": "x", "yaxis": "y"})
     return data
 

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from wattbench.report import format as F
+from wattbench.core.numbers import MISSING, fmt
 from wattbench.core.schema import LevelResult, Result
 
 
 def load_label(mode: str | None, value: float | None, max_in_flight: int | None = None) -> str:
     """``c=64`` (concurrency), ``r=4/s`` or ``r=inf`` (rate, ``c≤N`` when capped); ``–`` without a value."""
     if value is None:
-        return F.MISSING
+        return MISSING
     if mode == "rate":
         out = "r=inf" if value == float("inf") else f"r={value:g}/s"
         return out + (f" c≤{max_in_flight}" if max_in_flight else "")
@@ -28,7 +28,7 @@ def short_label(level: LevelResult) -> str:
         from wattbench.accounting.level_findings import in_flight_finding
 
         if in_flight_finding(level) is not None:  # far below its label: the achieved figure beside it
-            base += f" (got {F.fmt(ld.mean_in_flight, kind='load')})"
+            base += f" (got {fmt(ld.mean_in_flight, kind='load')})"
     elif ld.mode == "rate" and ld.target_rate_rps is not None:
         r = ld.target_rate_rps
         base = load_label("rate", r, ld.max_in_flight)

@@ -15,7 +15,8 @@ import re
 from pathlib import Path
 
 from wattbench.core.errors import UserError
-from wattbench.report import format as F
+from wattbench.core.numbers import MISSING, fmt
+from wattbench.results.headline import shown_boundaries
 from wattbench.report import summary as S
 from wattbench.report.goodput import slo_text
 from wattbench.report.labels import short_label
@@ -51,7 +52,7 @@ def md(text: object) -> str:
 
 
 def _energy_table(energy: dict[str, BoundaryEnergy]) -> list[str]:
-    bounds = F.shown_boundaries(energy)  # a boundary equal to another (host = the cpu estimate) once
+    bounds = shown_boundaries(energy)  # a boundary equal to another (host = the cpu estimate) once
     def where(be: BoundaryEnergy) -> str:  # "declared" once, not "(declared, declared)"
         said = [be.label] + ([be.method] if be.method and be.method != be.label else [])
         return ", ".join(md(x) for x in said)
@@ -59,7 +60,7 @@ def _energy_table(energy: dict[str, BoundaryEnergy]) -> list[str]:
     head = "| | " + " | ".join(f"{md(b)} ({where(energy[b])})" for b in bounds) + " |"
     lines = [head, "|---|" + "---:|" * len(bounds)]
     for title, attr, unit in ENERGY_ROWS:
-        cells = [F.fmt(getattr(energy[b], attr), unit) for b in bounds]
+        cells = [fmt(getattr(energy[b], attr), unit) for b in bounds]
         lines.append(f"| {title} | " + " | ".join(cells) + " |")
     return lines
 
@@ -84,8 +85,8 @@ def render_markdown(runs: list[RunData]) -> str:
         v = r.validity
         out.append(f"### wattbench run `{md(r.run_id).replace('`', '')}` — {VERDICT_MARK.get(v.verdict, '')} "
                    f"{md(v.verdict)}")
-        meta = [f"server {md(r.server.engine or F.MISSING)} {md(r.server.version or '')}".rstrip(),
-                f"model {md(r.server.model or F.MISSING)}", f"status {md(r.status)}"]
+        meta = [f"server {md(r.server.engine or MISSING)} {md(r.server.version or '')}".rstrip(),
+                f"model {md(r.server.model or MISSING)}", f"status {md(r.status)}"]
         slo = slo_text(r)
         if slo:
             meta.append(f"SLO {md(slo)}")
@@ -127,9 +128,9 @@ def render_markdown(runs: list[RunData]) -> str:
             out.append("")
             L = lv.latency
             out.append(f"requests {lv.requests.completed} ok / {lv.requests.failed} failed · "
-                       f"TTFT p50 {F.fmt(L.ttft_ms.p50)} ms, p99 {F.fmt(L.ttft_ms.p99)} ms · "
-                       f"TPOT p50 {F.fmt(L.tpot_ms.p50)} ms, p99 {F.fmt(L.tpot_ms.p99)} ms · "
-                       f"E2E p99 {F.fmt(L.e2e_ms.p99)} ms")
+                       f"TTFT p50 {fmt(L.ttft_ms.p50)} ms, p99 {fmt(L.ttft_ms.p99)} ms · "
+                       f"TPOT p50 {fmt(L.tpot_ms.p50)} ms, p99 {fmt(L.tpot_ms.p99)} ms · "
+                       f"E2E p99 {fmt(L.e2e_ms.p99)} ms")
             out.append("")
             if lv.energy:
                 out.extend(_energy_table(lv.energy))

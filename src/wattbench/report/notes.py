@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wattbench.report import format as F
+from wattbench.core.numbers import fmt
 from wattbench.report.labels import levels_text
 from wattbench.core.schema import Result
 
 
 def _num(a: float) -> str:
-    return F.fmt(a, kind="effect")
+    return fmt(a, kind="effect")
 
 
 def _pct_text(x: float, signed: bool) -> str:

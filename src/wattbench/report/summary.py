@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wattbench.report import format as F
+from wattbench.core.numbers import MISSING, fmt, fmt_pct, fmt_range, fmt_signed_pct
 from wattbench.core.schema import FindingKind, LevelResult, Result
 from wattbench.report.goodput import goodput_cells, goodput_point, slo_text
 from wattbench.report.labels import short_label, short_label_text
@@ -80,9 +81,9 @@ def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
         return None, f"best under SLO {slo}: no level met it"
     c = goodput_cells(chosen)
     per_kw_v, tok_s = goodput_point(chosen)
-    per_kw = f"{F.fmt(per_kw_v)} goodput tok/s/kW ({c.boundary}), " if c.boundary else ""
+    per_kw = f"{fmt(per_kw_v)} goodput tok/s/kW ({c.boundary}), " if c.boundary else ""
     mean = " (trial means)" if trials_n(chosen) else ""
-    return chosen, (f"best under SLO {slo}: {short_label(chosen)} — {per_kw}{F.fmt(tok_s)} goodput tok/s{mean}, "
+    return chosen, (f"best under SLO {slo}: {short_label(chosen)} — {per_kw}{fmt(tok_s)} goodput tok/s{mean}, "
                     f"{c.met_pct} of requests met it")
 
 
@@ -97,20 +98,20 @@ def state_line(result: Result) -> str | None:
     p = nz.priming
     if p is not None:
         at = short_label_text(p.label) if p.label else (f"r={p.value:g}/s" if p.mode == "rate" else f"c={p.value:g}")
-        dur = "" if p.duration_s is None else f" in {F.fmt(p.duration_s)} s"
+        dur = "" if p.duration_s is None else f" in {fmt(p.duration_s)} s"
         parts.append(f"primed at {at}: {p.completed}/{p.requests} requests{dur}, not measured")
     h = nz.history_check
     # within noise only: beyond noise or inconclusive, the check is a finding of the run (its note
     # line says it once, with its size: accounting.level_findings.history_finding)
     if h is not None and h.verdict == "ok" and h.ratio is not None:
-        parts.append(f"history check {short_label_text(h.level)}: {F.fmt_signed_pct(100 * (h.ratio - 1))} within noise "
-                     f"(±{F.fmt_pct(h.bound_pct)})")
+        parts.append(f"history check {short_label_text(h.level)}: {fmt_signed_pct(100 * (h.ratio - 1))} within noise "
+                     f"(±{fmt_pct(h.bound_pct)})")
     if nz.engine_starts:
         parts.append(f"{len(nz.engine_starts)} engine starts")
     cal = result.prompt_calibration  # no tokenizer: prompt lengths fitted to the server's count
     if cal is not None and cal.used:
-        parts.append(f"prompts calibrated to the server's token count ({F.fmt(cal.tokens_per_word)} tokens/word "
-                     f"+ {F.fmt(cal.overhead_tokens)}, {cal.counted} probes)")
+        parts.append(f"prompts calibrated to the server's token count ({fmt(cal.tokens_per_word)} tokens/word "
+                     f"+ {fmt(cal.overhead_tokens)}, {cal.counted} probes)")
     elif cal is not None:
         parts.append("prompts not calibrated: " + cal.reason.split(":", 1)[0])
     return "; ".join(parts) or None
@@ -194,7 +195,7 @@ def estimate_text(h: Headline) -> str:
     be = h.level.energy.get(h.boundary) if h.boundary else None
     u = be.uncertainty_pct if be is not None else None
     basis = f.basis if f is not None else "estimate"
-    return basis + ("" if u is None else f", ±{F.fmt(u, kind='effect')}%")
+    return basis + ("" if u is None else f", ±{fmt(u, kind='effect')}%")
 
 
 def answer_line(result: Result) -> str | None:
@@ -210,16 +211,16 @@ def answer_line(result: Result) -> str | None:
     where = "" if h.boundary is None else f" ({h.boundary}" + (
         f", {estimate_text(h)}" if h.label == "estimate" else
         f", {h.label}" if h.label and h.label != "measured" else "") + ")"
-    figure = f"{F.fmt(h.value)} {h.title}{where}" if h.boundary else "no energy measured"
+    figure = f"{fmt(h.value)} {h.title}{where}" if h.boundary else "no energy measured"
     if h.boundary is not None and h.value is None and not h.level.throughput.output_tokens:
         # energy without tokens (``measure`` around a command wattbench cannot count tokens of): what
         # was measured, in words, never a per-kW figure of "–"
         be = h.level.energy[h.boundary]
         dur = h.level.window.duration_s if h.level.window is not None else None
-        figure = (f"no tokens counted, so no tokens per kW; energy only: {F.fmt(be.energy_j)} J, "
-                  f"{F.fmt(be.avg_power_w)} W average over {F.fmt(dur)} s{where}")
+        figure = (f"no tokens counted, so no tokens per kW; energy only: {fmt(be.energy_j)} J, "
+                  f"{fmt(be.avg_power_w)} W average over {fmt(dur)} s{where}")
     if h.ci is not None:
-        figure += f", mean of {h.trials} trials (95% CI {F.fmt_range(h.ci[0], h.ci[1])})"
+        figure += f", mean of {h.trials} trials (95% CI {fmt_range(h.ci[0], h.ci[1])})"
     return f"answer: {short_label(h.level)} — {figure} · {h.verdict}"
 
 
@@ -275,17 +276,17 @@ def measure_lines(result: Result) -> list[str]:
            f"(exit {m.exit_code if m.exit_code is not None else 'none: stopped'}): "
            f"windows from {WINDOW_SOURCE_TEXT.get(m.window_source, m.window_source)}, "
            f"tokens from {TOKEN_SOURCE_TEXT.get(m.token_source, m.token_source)}"
-           + (f"; {m.clock.source_clock} clock, ±{F.fmt(m.clock.uncertainty_ns / 1e3)} us" if m.clock else "")]
+           + (f"; {m.clock.source_clock} clock, ±{fmt(m.clock.uncertainty_ns / 1e3)} us" if m.clock else "")]
     for lv in result.levels:
         t = lv.tool
         if t is None:
             continue
-        figs = ", ".join(f"{k} {F.fmt(v)}" for k, v in t.figures.items() if v is not None)
+        figs = ", ".join(f"{k} {fmt(v)}" for k, v in t.figures.items() if v is not None)
         if figs:
             out.append(f"{short_label(lv)}: {t.tool}'s own figures: {figs}")
         if t.server_output_tokens is not None and t.tool_output_tokens is not None:
-            out.append(f"{short_label(lv)}: output tokens in the window: {F.fmt(t.tool_output_tokens)} from the tool's "
-                       f"records, {F.fmt(t.server_output_tokens)} ± {F.fmt(t.server_output_tokens_error)} from the "
+            out.append(f"{short_label(lv)}: output tokens in the window: {fmt(t.tool_output_tokens)} from the tool's "
+                       f"records, {fmt(t.server_output_tokens)} ± {fmt(t.server_output_tokens_error)} from the "
                        "server's counter")
     return out
 
@@ -322,7 +323,7 @@ def search_lines(result: Result) -> list[str]:
             if opt.best_score is not None:
                 score = opt.best_score  # the mean of its measurements
             slo = slo_text(result)
-            why = f"highest {objective} ({F.fmt(score)})" + (f" meeting {slo}" if slo else "")
+            why = f"highest {objective} ({fmt(score)})" + (f" meeting {slo}" if slo else "")
             if opt.recommended_value is not None and opt.plateau:
                 rec = _level_by_value(result, opt.recommended_value)
                 flat = ", ".join(_level_by_value(result, v) for v in opt.plateau)
@@ -338,7 +339,7 @@ def search_lines(result: Result) -> list[str]:
     sweep = result.sweep
     if sweep is not None:
         measured = sweep.measured_values
-        last = _level_by_value(result, measured[-1]) if measured else F.MISSING
+        last = _level_by_value(result, measured[-1]) if measured else MISSING
         knee = sweep.knee_value
         knee_txt = f"; knee at {_level_by_value(result, knee)}" if knee is not None else ""
         out.append(f"sweep auto: stopped at {last} — {sweep.reason or 'no reason recorded'}{knee_txt}")

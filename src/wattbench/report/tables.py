@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from wattbench.report import format as F
+from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
+from wattbench.results.headline import parts, server_lower_bound
 from wattbench.report.goodput import goodput_cells, has_goodput
 from wattbench.report.labels import short_label
 from wattbench.report.trials import TRIAL_FIGURES, any_trials, last_trial_title, trial_cells, trials_n
@@ -55,14 +57,14 @@ def level_columns(result: Result) -> list[Column]:
     cols = [
         Column("verdict", [lv.validity.verdict for lv in lvs], "left", "verdict"),
         Column("ok/fail", [f"{lv.requests.completed}/{lv.requests.failed}" for lv in lvs]),
-        Column("out\ntok/s", [F.fmt(lv.throughput.output_tokens_per_s) for lv in lvs]),
+        Column("out\ntok/s", [fmt(lv.throughput.output_tokens_per_s) for lv in lvs]),
     ]
     # the latency the figures were bought at, last and together: where the width splits the
     # table, the efficiency figures stay in the first one
     latency = [
-        Column("TTFT\np50 ms", [F.fmt(lv.latency.ttft_ms.p50) for lv in lvs]),
-        Column("TTFT\np99 ms", [F.fmt(lv.latency.ttft_ms.p99) for lv in lvs], glue=True),
-        Column("TPOT\np50 ms", [F.fmt(lv.latency.tpot_ms.p50) for lv in lvs], glue=True),
+        Column("TTFT\np50 ms", [fmt(lv.latency.ttft_ms.p50) for lv in lvs]),
+        Column("TTFT\np99 ms", [fmt(lv.latency.ttft_ms.p99) for lv in lvs], glue=True),
+        Column("TPOT\np50 ms", [fmt(lv.latency.tpot_ms.p50) for lv in lvs], glue=True),
     ]
     if has_goodput(result):
         g = [goodput_cells(lv) for lv in lvs]
@@ -79,7 +81,7 @@ def level_columns(result: Result) -> list[Column]:
         sb = short_boundary(b)
 
         def cells(attr: str, b: str = b) -> list[str]:
-            return [F.fmt(getattr(lv.energy[b], attr)) if b in lv.energy else F.MISSING for lv in lvs]
+            return [fmt(getattr(lv.energy[b], attr)) if b in lv.energy else MISSING for lv in lvs]
 
         cols.append(Column(f"W\n{sb}\n{label}", cells("avg_power_w"), kind=f"label:{label}"))
         if F.has_per_token(result, b):
@@ -92,7 +94,7 @@ def level_columns(result: Result) -> list[Column]:
             ofs = {o for _, o in shares if o}
             if ofs:
                 of = short_boundary(ofs.pop()) if len(ofs) == 1 else "whole"
-                cols.append(Column(f"share\n{sb}\nof {of}", [F.fmt_fraction_pct(x) if x is not None else F.MISSING
+                cols.append(Column(f"share\n{sb}\nof {of}", [fmt_fraction_pct(x) if x is not None else MISSING
                                                            for x, _ in shares], kind=f"label:{label}", glue=True))
     return cols + latency
 
@@ -114,9 +116,9 @@ def target_cells(stats) -> dict[str, str]:
     """One replica's figures by the level table's headers (``core.schema.TargetStats``: its
     requests, latency and throughput; its energy is the level's, not split by target)."""
     return {"ok/fail": f"{stats.requests.completed}/{stats.requests.failed}",
-            "out\ntok/s": F.fmt(stats.throughput.output_tokens_per_s),
-            "TTFT\np50 ms": F.fmt(stats.latency.ttft_ms.p50), "TTFT\np99 ms": F.fmt(stats.latency.ttft_ms.p99),
-            "TPOT\np50 ms": F.fmt(stats.latency.tpot_ms.p50)}
+            "out\ntok/s": fmt(stats.throughput.output_tokens_per_s),
+            "TTFT\np50 ms": fmt(stats.latency.ttft_ms.p50), "TTFT\np99 ms": fmt(stats.latency.ttft_ms.p99),
+            "TPOT\np50 ms": fmt(stats.latency.tpot_ms.p50)}
 
 
 def with_target_rows(result: Result, key: Column, cols: list[Column]) -> tuple[Column, list[Column], list[bool]]:
@@ -158,7 +160,7 @@ def level_rows(result: Result) -> tuple[list[str], list[Column]]:
 
 def part_share(level: LevelResult, boundary: str) -> tuple[float | None, str | None]:
     """(share, of what) of a part at one level (``results.headline.parts``)."""
-    for p in F.parts(level):
+    for p in parts(level):
         if p.boundary == boundary:
             return p.share, p.of
     return None, None
@@ -171,18 +173,18 @@ def part_lines(result: Result) -> list[str]:
     out = []
     for lv in result.levels:
         said = []
-        for p in F.parts(lv):
+        for p in parts(lv):
             if p.boundary == "accelerator_memory" and lv.power_split is not None:
                 continue  # where the board's watts went has its own line
             lab = lv.energy[p.boundary].label
-            txt = f"{p.boundary} {F.fmt(p.avg_power_w)} W" + ("" if lab == "measured" else f" ({lab})")
+            txt = f"{p.boundary} {fmt(p.avg_power_w)} W" + ("" if lab == "measured" else f" ({lab})")
             if p.share is not None:
-                txt += f", {F.fmt_fraction_pct(p.share)} of {p.of}"
+                txt += f", {fmt_fraction_pct(p.share)} of {p.of}"
             said.append(txt)
-        lb = F.server_lower_bound(lv)
+        lb = server_lower_bound(lv)
         if lb is not None:
             watts, used = lb
-            said.append(f"server ≥ {F.fmt(watts)} W ({' + '.join(used)}, a lower bound: fans and PSU losses "
+            said.append(f"server ≥ {fmt(watts)} W ({' + '.join(used)}, a lower bound: fans and PSU losses "
                         "are not metered)")
         if said:
             out.append(f"{short_label(lv)}: parts — " + "; ".join(said))
@@ -222,14 +224,14 @@ def serving_columns(result: Result) -> list[Column]:
 
     def achieved(lv: LevelResult, f: dict) -> str:
         if lv.load.mode == "rate" and f["achieved_rate_rps"] is not None:
-            return f"{F.fmt(f['achieved_rate_rps'], kind='load')}/s"
-        return F.fmt(f["mean_in_flight"], kind="load")
+            return f"{fmt(f['achieved_rate_rps'], kind='load')}/s"
+        return fmt(f["mean_in_flight"], kind="load")
 
-    cols = [Column("req/s", [F.fmt(f["requests_per_s"]) for f in figs]),
+    cols = [Column("req/s", [fmt(f["requests_per_s"]) for f in figs]),
             Column("achieved\nload", [achieved(lv, f) for lv, f in zip(lvs, figs)])]
     for kind in SERVING_LATENCY:  # one latency's statistics stay in one table
         for i, stat in enumerate(SERVING_STATS):
-            cols.append(Column(f"{kind.upper()}\n{stat}", [F.fmt(f[f"{kind}_{stat}_ms"]) for f in figs], glue=i > 0))
+            cols.append(Column(f"{kind.upper()}\n{stat}", [fmt(f[f"{kind}_{stat}_ms"]) for f in figs], glue=i > 0))
     return cols
 
 
@@ -243,10 +245,10 @@ def trial_columns(result: Result) -> list[Column]:
     lvs = result.levels
     per_level = [{c.name: c for c in trial_cells(lv)} for lv in lvs]
     names = [t for _, t, _ in TRIAL_FIGURES if any(t in d for d in per_level)]
-    cols = [Column("trials", [str(trials_n(lv) or F.MISSING) for lv in lvs])]
+    cols = [Column("trials", [str(trials_n(lv) or MISSING) for lv in lvs])]
     for name in names:
         head = name.replace(" ", "\n", 1) if len(name) > 8 else name
-        cols.append(Column(f"{head}\nmean", [(d[name].mean if name in d else F.MISSING) for d in per_level]))
-        cols.append(Column("95% CI", [d[name].ci if name in d else F.MISSING for d in per_level], kind="ci",
+        cols.append(Column(f"{head}\nmean", [(d[name].mean if name in d else MISSING) for d in per_level]))
+        cols.append(Column("95% CI", [d[name].ci if name in d else MISSING for d in per_level], kind="ci",
                            glue=True))  # never a headless CI in the next table
     return cols

@@ -15,7 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from wattbench.report import format as F
+from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
+from wattbench.results.headline import boundary_order
 from wattbench.core.safe_text import term
 from wattbench.report import summary as S
 from wattbench.report.goodput import slo_text
@@ -97,7 +98,7 @@ def column_tables(key: Column, cols: list[Column], width: int, title: str | None
     fits, else as many as it takes (the layout of every wattbench table). A column with no figure
     in any row (``–`` throughout: tok/s per kW of a run without energy) is left out, and with it a
     table that would have nothing else."""
-    cols = [c for c in cols if any(x not in (F.MISSING, "") for x in c.cells)]
+    cols = [c for c in cols if any(x not in (MISSING, "") for x in c.cells)]
     return [_table(key, g, title if i == 0 else None) for i, g in enumerate(pack(key, cols, width))]
 
 
@@ -139,11 +140,11 @@ def power_split_lines(result: Result) -> list[Text]:
         if sp is None:
             continue
         m, r = sp.parts["memory"], sp.parts["rest"]
-        line = (f"{short_label(lv)}: memory {F.fmt(m.avg_power_w)} W ({F.fmt_fraction_pct(sp.memory_share)} of the board's "
-                f"{F.fmt(sp.board_avg_power_w)} W), rest of board {F.fmt(r.avg_power_w)} W")
+        line = (f"{short_label(lv)}: memory {fmt(m.avg_power_w)} W ({fmt_fraction_pct(sp.memory_share)} of the board's "
+                f"{fmt(sp.board_avg_power_w)} W), rest of board {fmt(r.avg_power_w)} W")
         if m.dynamic_power_w is not None and r.dynamic_power_w is not None:
-            line += (f"; idle {F.fmt(m.idle_power_w)} + {F.fmt(r.idle_power_w)} W, "
-                     f"dynamic {F.fmt(m.dynamic_power_w)} + {F.fmt(r.dynamic_power_w)} W (memory + rest)")
+            line += (f"; idle {fmt(m.idle_power_w)} + {fmt(r.idle_power_w)} W, "
+                     f"dynamic {fmt(m.dynamic_power_w)} + {fmt(r.dynamic_power_w)} W (memory + rest)")
         out.append(Text(line, style="dim"))
     return out
 
@@ -270,9 +271,9 @@ def make_progress(**kwargs: Any) -> Progress:
 def progress_fields(output_tokens_per_s: float | None = None,
                     power_w: dict[str, float] | None = None) -> dict[str, str]:
     """Task fields for ``make_progress``: live tokens/s and watts per boundary (inner first)."""
-    tok = f"{F.fmt(output_tokens_per_s)} out tok/s"
+    tok = f"{fmt(output_tokens_per_s)} out tok/s"
     if power_w:
-        watts = ", ".join(f"{F.fmt(power_w[b])} W ({b})" for b in F.boundary_order(power_w))
+        watts = ", ".join(f"{fmt(power_w[b])} W ({b})" for b in boundary_order(power_w))
     else:
         watts = "no power reading"
     return {"tok_s": tok, "watts": watts}

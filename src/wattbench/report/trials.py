@@ -1,11 +1,12 @@
 """A level's trials in every report: the mean and 95% CI of each headline figure over ``--trials``
-(``analysis.figures.trial_ci``), and the titles that say a table's figures are the last trial's."""
+(``results.headline.trial_ci``), and the titles that say a table's figures are the last trial's."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from wattbench.report import format as F
+from wattbench.core.numbers import fmt, fmt_fraction_pct, fmt_range
 from wattbench.core.schema import LevelResult, Result
 
 
@@ -36,7 +37,7 @@ def trials_n(level: LevelResult) -> int | None:
 
 def trial_cells(level: LevelResult) -> list[TrialCell]:
     """Mean and 95% CI of each headline figure over the level's trials (empty without trials)."""
-    from wattbench.analysis.figures import trial_ci
+    from wattbench.results.headline import trial_ci
 
     if trials_n(level) is None:
         return []
@@ -48,9 +49,9 @@ def trial_cells(level: LevelResult) -> list[TrialCell]:
         if ci is None:
             continue
         if name == "goodput_fraction":
-            mean, ci_txt = F.fmt_fraction_pct(ci.mean), f"{F.fmt_fraction_pct(ci.low)}–{F.fmt_fraction_pct(ci.high)}"
+            mean, ci_txt = fmt_fraction_pct(ci.mean), f"{fmt_fraction_pct(ci.low)}–{fmt_fraction_pct(ci.high)}"
         else:
-            mean, ci_txt = F.fmt(ci.mean), F.fmt_range(ci.low, ci.high)
+            mean, ci_txt = fmt(ci.mean), fmt_range(ci.low, ci.high)
         out.append(TrialCell(title, mean, ci_txt, ci.n))
     return out
 

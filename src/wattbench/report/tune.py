@@ -11,7 +11,7 @@ import html
 
 from wattbench.results.tune import TuneResult
 
-from wattbench.report import format as F
+from wattbench.core.numbers import MISSING, fmt
 from wattbench.report.labels import load_label
 from wattbench.report.tables import Column
 
@@ -27,12 +27,12 @@ CONFIG_WIDTH = 40  # a longer configuration folds onto more lines (at its spaces
 
 
 def _n(v, kind: str = "figure") -> str:
-    return F.fmt(v, kind=kind)
+    return fmt(v, kind=kind)
 
 
 def _score(v) -> str:
     """Scores keep four significant figures (J/token): configurations differ by percents."""
-    return F.fmt(v, kind="precise")
+    return fmt(v, kind="precise")
 
 
 def _xy(v: float) -> str:
@@ -52,7 +52,7 @@ def rows(t: TuneResult) -> list[list[str]]:
                     _score(tr.score), _n(f.get("goodput_output_tokens_per_s")),
                     _n(f.get("output_tokens_per_s_per_kw")), _n(f.get("j_per_output_token"), "precise"),
                     _n(f.get("ttft_p99_ms")), _n(f.get("tpot_p99_ms")), _n(f.get("avg_power_w")),
-                    str(f.get("verdict") or F.MISSING)])
+                    str(f.get("verdict") or MISSING)])
     return out
 
 
@@ -187,10 +187,10 @@ def _svg_scatter(points: list[dict], frontier: list[int], xlabel: str, ylabel: s
     for p in points:
         col = "#d62728" if p["trial"] in frontier else "#1f77b4"
         parts.append(f'<circle cx="{_xy(X(p["latency"]))}" cy="{_xy(Y(p["efficiency"]))}" r="4" fill="{col}">'
-                     f'<title>trial {p["trial"]}: {F.fmt(p["efficiency"])} / {F.fmt(p["latency"])}</title></circle>')
-    parts.append(f'<text x="{pad}" y="{pad - 8}" font-size="11">max {F.fmt(y1)}</text>')
-    parts.append(f'<text x="{w - pad}" y="{h - pad + 14}" font-size="11" text-anchor="end">{F.fmt(x1)}</text>')
-    parts.append(f'<text x="{pad}" y="{h - pad + 14}" font-size="11">{F.fmt(x0)}</text>')
+                     f'<title>trial {p["trial"]}: {fmt(p["efficiency"])} / {fmt(p["latency"])}</title></circle>')
+    parts.append(f'<text x="{pad}" y="{pad - 8}" font-size="11">max {fmt(y1)}</text>')
+    parts.append(f'<text x="{w - pad}" y="{h - pad + 14}" font-size="11" text-anchor="end">{fmt(x1)}</text>')
+    parts.append(f'<text x="{pad}" y="{h - pad + 14}" font-size="11">{fmt(x0)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

@@ -24,9 +24,8 @@ from pydantic import BaseModel, ValidationError
 
 from wattbench.accounting.boundaries import withhold_outside_work
 from wattbench.core.errors import StorageError, UserError
-from wattbench.results.recovery import (  # noqa: F401  (the layout of a run in progress, re-exported)
-    LEVEL_META_FILE, RUN_LOCK_FILE, SPOOL_DIR, STOPPED_MARKER_PREFIX, level_spool_dir, run_in_progress,
-    settle_unfinished,
+from wattbench.results.recovery import (
+    LEVEL_META_FILE, RUN_LOCK_FILE, SPOOL_DIR, STOPPED_MARKER_PREFIX, level_spool_dir, settle_unfinished,
 )
 from wattbench.core.schema import SCHEMA_VERSION, RequestRecord, Result
 from wattbench.core.schema.bounds import result_problem

@@ -17,7 +17,8 @@ from wattbench.accounting.attribution import (
 from wattbench.accounting.boundaries import boundary_totals
 from wattbench.accounting.carbon import apply_carbon
 from wattbench.accounting.request_energy import attribute_level
-from wattbench.analysis.figures import ENERGY_FIGURES, headline
+from wattbench.analysis.figures import headline
+from wattbench.results.headline import ENERGY_FIGURES
 from wattbench.analysis.pareto import frontier_from_levels
 from wattbench.core.errors import UserError
 from wattbench.metrics.trials import ci95

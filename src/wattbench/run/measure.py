@@ -530,7 +530,8 @@ def _cross_check(level: LevelResult, timeline) -> None:
     tl.token_disagreement = tl.tool_output_tokens / server - 1.0
     allowed = edge + TOKEN_AGREEMENT_TOL * server
     if abs(tl.tool_output_tokens - server) > allowed:
-        from wattbench.accounting.validity import combine, worst
+        from wattbench.accounting.validity import combine
+        from wattbench.accounting.findings import worst
 
 
         why = (f"the tool's records credit {tl.tool_output_tokens:.0f} output tokens to the window, the server's "

@@ -16,7 +16,7 @@ from wattbench.accounting.steady import default_num_requests as _steady_default
 from wattbench.accounting.steady import steady_energy_periods
 from wattbench.config import SEARCH_MAX_CONCURRENCY, RunConfig
 from wattbench.core.errors import UserError
-from wattbench.load.level import validate_spec
+from wattbench.load.plan import validate_spec
 from wattbench.load.search import auto_sweep, optimize
 from wattbench.core.load_types import LevelSpec
 from wattbench.results.headline import headline_boundary
@@ -40,7 +40,7 @@ class Measure(Protocol):
 def validate_plan(cfg: RunConfig) -> None:
     """Refuse a plan the run cannot follow, before anything is written: an unknown objective or
     sweep, unsupported combinations, and every planned level through the load generator's own
-    checks (``load.level.validate_spec``: ``--arrival poison``, a rate it refuses)."""
+    checks (``load.plan.validate_spec``: ``--arrival poison``, a rate it refuses)."""
     if cfg.optimize and cfg.optimize not in OBJECTIVES:
         raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
     if cfg.optimize in ENERGY_OBJECTIVES and cfg.no_sensors:

@@ -3,7 +3,8 @@ import pytest
 
 from tests.fakes.scripted_sensor import aux_channel, build_log, counter_channel, grid, power_channel
 from wattbench.accounting.window import account_window, level_validity
-from wattbench.accounting.validity import Finding, combine, worst
+from wattbench.accounting.validity import combine
+from wattbench.accounting.findings import Finding, worst
 from wattbench.core.schema import LoadStats, Validity
 from wattbench.telemetry.base import SensorFailure
 

@@ -6,14 +6,8 @@ import pytest
 
 from wattbench.core.schema import Thermal
 from tests.fakes.results_factory import make_level, make_result
-from wattbench.analysis.figures import (
-    METRIC_NAMES,
-    headline,
-    level_key,
-    common_boundary,
-    throttle_reasons,
-    trial_ci,
-)
+from wattbench.analysis.figures import METRIC_NAMES, common_boundary, headline, throttle_reasons
+from wattbench.results.headline import level_key, trial_ci
 from wattbench.core.schema import TrialsBlock
 
 

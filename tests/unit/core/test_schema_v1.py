@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from wattbench.analysis.figures import trial_ci
+from wattbench.results.headline import trial_ci
 from wattbench.results.rundir import load_result
 from wattbench.core.schema import SCHEMA_VERSION, Result, upgrade_v1
 

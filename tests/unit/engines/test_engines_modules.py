@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from wattbench.engines import get_engine
-from wattbench.engines.llamacpp import LlamaCpp, parse_version, select_props
-from wattbench.engines.sglang import SGLang, select_server_info
+from wattbench.engines.llamacpp import LlamaCpp, parse_version
+from wattbench.server.engine_rules import select_props
+from wattbench.engines.sglang import SGLang
+from wattbench.server.engine_rules import select_server_info
 from wattbench.engines.transformers_serve import CPU_BOUNDED_ARGS, CUDA_TUNED_ARGS, TransformersServe
 from wattbench.engines.vllm import VLLM, default_scheduler_limits, parse_cache_config_info, parse_engine_config_line
 from wattbench.core.errors import EngineError, UserError

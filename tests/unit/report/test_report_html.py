@@ -6,8 +6,10 @@ import pytest
 
 from tests.fakes.report_runs import INJECT_DETAIL, INJECT_LABEL, INJECT_MODEL, write_run
 from wattbench.report import format as F
+from wattbench.core.numbers import fmt, fmt_fraction_pct
 from wattbench.report.data import RunData
-from wattbench.report.html import TIMELINE_MAX_POINTS, build_html, render_html, script_json, write_run_html
+from wattbench.report.html import build_html, render_html, write_run_html
+from wattbench.report.html_doc import TIMELINE_MAX_POINTS, script_json
 
 
 def plot_specs(text):
@@ -61,8 +63,8 @@ def test_validity_comes_first_and_numbers_from_result(page, report_run_dir):
     assert page.index("INVALID") < page.index("Levels")
     for lv in r.levels:
         assert html.escape(F.headline(lv)) in page
-        assert f"{F.fmt(lv.throughput.output_tokens_per_s)} out tok/s" in page
-        assert F.fmt(lv.energy["node"].output_tokens_per_s_per_kw) in page
+        assert f"{fmt(lv.throughput.output_tokens_per_s)} out tok/s" in page
+        assert fmt(lv.energy["node"].output_tokens_per_s_per_kw) in page
     assert "c=4: node: window not covered by samples 3.0%" in page  # the grouped note, first screen
     assert "node: sample coverage 0.97 &lt; 0.99" in page  # the level's own text, in its detail
 
@@ -179,8 +181,8 @@ def test_slo_goodput_shown_as_figures_not_json(page, report_run_dir):
     r = RunData(report_run_dir).result
     for lv in r.levels:
         g = lv.goodput
-        assert f"<td class=\"num\">{F.fmt_fraction_pct(g.fraction)}</td>" in body
-        assert F.fmt(g.per_kw_at("accelerator")) in body
+        assert f"<td class=\"num\">{fmt_fraction_pct(g.fraction)}</td>" in body
+        assert fmt(g.per_kw_at("accelerator")) in body
     assert "SLO per level" in body and "SLO ttft_p99=120ms,tpot_p99=20ms" in body
 
 

@@ -7,7 +7,7 @@ import re
 import pytest
 from rich.console import Console
 
-from wattbench.report import format as F
+from wattbench.core.numbers import fmt, fmt_fraction_pct
 from wattbench.report import summary as S
 from wattbench.report.labels import short_label
 from wattbench.report.notes import run_notes
@@ -58,14 +58,14 @@ def test_every_figure_in_its_own_cell_without_truncation(result, width):
         assert f"{lv.requests.completed}/{lv.requests.failed}" in cells
         for v in (lv.throughput.output_tokens_per_s, lv.latency.ttft_ms.p50, lv.latency.ttft_ms.p99,
                   lv.latency.tpot_ms.p50):
-            assert F.fmt(v) in cells
+            assert fmt(v) in cells
         for b in ("accelerator", "node"):
             e = lv.energy[b]
             for v in (e.avg_power_w, e.output_tokens_per_s_per_kw, e.j_per_output_token):
-                assert F.fmt(v) in cells, (b, v)
+                assert fmt(v) in cells, (b, v)
         g = lv.goodput
-        assert F.fmt_fraction_pct(g.fraction) in cells
-        assert F.fmt(g.per_kw_at("accelerator")) in cells
+        assert fmt_fraction_pct(g.fraction) in cells
+        assert fmt(g.per_kw_at("accelerator")) in cells
 
 
 def test_narrow_splits_wide_does_not(result):
@@ -121,7 +121,7 @@ def test_trials_mean_and_ci(result):
         assert "last of 3 trials (means and 95% CIs below)" in out  # the level table says whose figures
         assert "…" not in out
         cells = cells_of(out, "c=4")
-        for txt in ("1,000", "980–1,020", "2,500", "2,400–2,600", F.fmt(0.5), "0.45–0.55", "88.0", "80.0–96.0"):
+        for txt in ("1,000", "980–1,020", "2,500", "2,400–2,600", fmt(0.5), "0.45–0.55", "88.0", "80.0–96.0"):
             assert txt in cells, (width, txt)
     md = render_markdown([_Run(r)])
     assert "980–1,020" in md and "2,400–2,600" in md
@@ -155,7 +155,7 @@ def test_best_level_under_the_slo(result):
     want = max(met, key=lambda lv: lv.goodput.per_kw_at("node"))
     lv, line = S.best_under_slo(result)
     assert lv is want and line.startswith(f"best under SLO ttft_p99=120ms,tpot_p99=20ms: {short_label(want)} — ")
-    assert F.fmt(want.goodput.per_kw_at("node")) in line
+    assert fmt(want.goodput.per_kw_at("node")) in line
     assert line in " ".join(render(run_summary(result), 80).split())
     r = result.model_copy(deep=True)
     for x in r.levels:
@@ -177,9 +177,9 @@ def test_the_figures_of_other_load_generators_at_160_columns_only(result):
         for kind in ("ttft", "tpot", "itl", "e2e"):
             st = getattr(lv.latency, f"{kind}_ms")
             for stat in ("mean", "p50", "p90", "p95", "p99"):
-                assert F.fmt(getattr(st, stat)) in cells, (kind, stat)
-        assert F.fmt(lv.throughput.requests_per_s) in cells
-        assert F.fmt(lv.load.mean_in_flight) in cells
+                assert fmt(getattr(st, stat)) in cells, (kind, stat)
+        assert fmt(lv.throughput.requests_per_s) in cells
+        assert fmt(lv.load.mean_in_flight) in cells
     f = serving_figures(result.levels[1])
     assert f["e2e_p95_ms"] == pytest.approx(result.levels[1].latency.e2e_ms.p95, rel=1e-12)
     assert f["requests_per_s"] == pytest.approx(result.levels[1].throughput.requests_per_s, rel=1e-12)

@@ -3,6 +3,7 @@
 from rich.console import Console
 
 from wattbench.report import format as F
+from wattbench.core.numbers import fmt, fmt_fraction_pct
 from wattbench.report.data import RunData
 from wattbench.report.markdown import md, render_markdown
 from wattbench.report.terminal import make_progress, progress_fields, run_summary
@@ -45,7 +46,7 @@ def test_headline_prefers_measured_and_names_the_label():
 
 
 def test_fmt():
-    assert [F.fmt(x) for x in (None, 0, 0.0123, 0.4, 0.41, 1.234, 12.34, 123.4, 1234.5, float("nan"))] == [
+    assert [fmt(x) for x in (None, 0, 0.0123, 0.4, 0.41, 1.234, 12.34, 123.4, 1234.5, float("nan"))] == [
         "–", "0", "0.012", "0.40", "0.41", "1.23", "12.3", "123", "1,234", "–"]
 
 
@@ -56,7 +57,7 @@ def test_markdown_summary(report_run_dir):
     assert "| | accelerator (measured, counter) | node (measured, power\\_integral) |" in text
     assert "<script>" not in text and "&lt;/script&gt;" in text
     lv = run.result.levels[1]
-    assert f"| avg power | {F.fmt(lv.energy['accelerator'].avg_power_w)} W | {F.fmt(lv.energy['node'].avg_power_w)} W |" in text
+    assert f"| avg power | {fmt(lv.energy['accelerator'].avg_power_w)} W | {fmt(lv.energy['node'].avg_power_w)} W |" in text
     assert "⚠️ warn" in text and "- c=4: node: window not covered by samples 3.0%" in text
     assert md("a|b_c") == "a\\|b\\_c"
 
@@ -79,7 +80,7 @@ def test_terminal_summary(report_run_dir):
     # the answer first, then the verdicts, then the tables
     assert out.index("answer: ") < out.index("verdict: invalid") < out.index("ok/fail")
     for lv in run.result.levels:
-        assert F.fmt(lv.energy["node"].output_tokens_per_s_per_kw) in out
+        assert fmt(lv.energy["node"].output_tokens_per_s_per_kw) in out
     assert "measured" in out
     # a label with rich markup is shown as typed
     assert "</script><script>window.__pwned=3</script>" in out
@@ -111,4 +112,4 @@ def test_markdown_slo_columns(report_run_dir):
     assert "| SLO | met SLO | goodput tok/s | goodput tok/s/kW node |" in head
     for lv in run.result.levels[:2]:
         row = next(x for x in text.splitlines() if x.startswith(f"| c={lv.load.target_concurrency} |"))
-        assert f"| {F.fmt_fraction_pct(lv.goodput.fraction)} |" in row
+        assert f"| {fmt_fraction_pct(lv.goodput.fraction)} |" in row

@@ -10,6 +10,7 @@ import pytest
 
 from tests.fakes.results_factory import make_result
 from wattbench.results import rundir
+from wattbench.results.recovery import LEVEL_META_FILE, RUN_LOCK_FILE, SPOOL_DIR
 from wattbench.core.recordset import RecordSet, spooling_into
 from wattbench.results.recovery import CRASHED, IN_PROGRESS, recover, settle_unfinished
 from wattbench.core.schema import build_record
@@ -37,7 +38,7 @@ def test_running_with_its_lock_held_reads_in_progress_then_crashed_once_released
     got = rundir.load_result(tmp_path)
     assert got.validity.verdict == "invalid" and got.validity.findings[0].text.startswith(IN_PROGRESS)
     lock.release()
-    assert not (tmp_path / rundir.RUN_LOCK_FILE).exists()
+    assert not (tmp_path / RUN_LOCK_FILE).exists()
     got = rundir.load_result(tmp_path)
     assert got.validity.verdict == "invalid" and got.validity.findings[0].text.startswith(CRASHED)
     assert got.status == "running"  # the file is read as it is; the verdict says what that means
@@ -45,7 +46,7 @@ def test_running_with_its_lock_held_reads_in_progress_then_crashed_once_released
 
 def test_a_lock_left_by_a_dead_process_reads_crashed(tmp_path):
     _running(tmp_path)
-    (tmp_path / rundir.RUN_LOCK_FILE).write_text("12345\n")  # what a SIGKILL leaves: the file, no holder
+    (tmp_path / RUN_LOCK_FILE).write_text("12345\n")  # what a SIGKILL leaves: the file, no holder
     assert rundir.load_result(tmp_path).validity.findings[0].text.startswith(CRASHED)
 
 
@@ -61,7 +62,7 @@ def test_a_second_writer_of_the_same_directory_is_refused(tmp_path):
 def test_a_finished_result_is_left_as_it_is(tmp_path):
     res = make_result("done")
     rundir.write_result(tmp_path, res)
-    (tmp_path / rundir.RUN_LOCK_FILE).write_text("1\n")
+    (tmp_path / RUN_LOCK_FILE).write_text("1\n")
     got = rundir.load_result(tmp_path)
     assert got.status == "complete" and got.validity.verdict == res.validity.verdict
     assert settle_unfinished(got, tmp_path) is got and got.validity.reasons == res.validity.reasons
@@ -95,9 +96,9 @@ def test_recover_reads_the_spool_by_hand_and_skips_what_requests_jsonl_already_h
     assert "not accounted" in text
     res = rundir.load_result(tmp_path)
     assert "5 finished request(s) of it were recovered" in res.validity.findings[0].text
-    assert json.loads((d / rundir.LEVEL_META_FILE).read_text())["label"] == "concurrency=4"
+    assert json.loads((d / LEVEL_META_FILE).read_text())["label"] == "concurrency=4"
     rundir.end_level_spool(tmp_path, 1, 0)
-    assert recover(tmp_path) == [] and not (tmp_path / rundir.SPOOL_DIR).exists()
+    assert recover(tmp_path) == [] and not (tmp_path / SPOOL_DIR).exists()
 
 
 def test_the_history_lists_a_running_run_as_running_while_its_lock_is_held_then_crashed(tmp_path):

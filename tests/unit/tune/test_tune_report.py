@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from wattbench.report import format as F
+from wattbench.core.numbers import MISSING
 from wattbench.report.tune import rows, tune_html
 from wattbench.results.tune import TrialRecord, TuneResult
 from wattbench.tune.run import conclude
@@ -25,7 +25,7 @@ def test_rows_and_html():
     t = _t()
     r = rows(t)
     assert r[1][1] == "{'max-num-seqs': 64} [power_limit_w=400]" and r[1][3] == "c=16" and r[1][4] == "1,300"
-    assert r[2][2] == "pruned" and r[2][4] == F.MISSING
+    assert r[2][2] == "pruned" and r[2][4] == MISSING
     assert abs(t.recommended["gain_over_defaults_pct"] - 30.0) < 1e-9
     page = tune_html(t)
     assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page and "&lt;m&gt;" in page
