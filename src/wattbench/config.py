@@ -23,6 +23,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from wattbench.core.errors import UserError
+from wattbench.core.redact import redact_body, redact_headers, redact_url
+
 from wattbench.core.target import REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
 
 # ------------------------------------------------------------------ what each numeric option takes
@@ -75,8 +78,6 @@ class Domain:
     def check(self, flag: str, v: float | int) -> None:
         msg = self.problem(flag, v)
         if msg:
-            from wattbench.core.errors import UserError
-
             raise UserError(msg)
 
 
@@ -508,7 +509,7 @@ class RunConfig(FlaggedConfig):
     @classmethod
     def _not_owned(cls, v: dict[str, Any]) -> dict[str, Any]:
         """``--extra-body`` may not set a field wattbench sets itself (``server.openai.OWNED_BODY_FIELDS``)."""
-        from wattbench.server.openai import OWNED_BODY_FIELDS
+        from wattbench.server.openai import OWNED_BODY_FIELDS  # lazy: aiohttp; the CLI parses flags against this module
 
         owned = [k for k in v if k in OWNED_BODY_FIELDS]
         if owned:
@@ -520,8 +521,7 @@ class RunConfig(FlaggedConfig):
     @field_validator("arrival")
     @classmethod
     def _arrival(cls, v: str) -> str:
-        from wattbench.core.errors import UserError
-        from wattbench.load.schedule import parse_arrival
+        from wattbench.load.schedule import parse_arrival  # lazy: the CLI parses flags against this module
 
         try:
             parse_arrival(v)
@@ -571,8 +571,6 @@ class RunConfig(FlaggedConfig):
     def public_dict(self) -> dict[str, Any]:
         """The config as written to result.json: no secrets (header values that can carry a
         credential are redacted, the names stay; URL credentials shown as ``***@``: ``core/redact.py``)."""
-        from wattbench.core.redact import redact_body, redact_headers, redact_url
-
         d = self.model_dump(mode="json", exclude={"api_key", "headers"})
         d["extra_body"] = redact_body(d.get("extra_body") or {})  # {"api_key": …} shown <redacted>
         if self.headers:

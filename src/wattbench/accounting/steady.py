@@ -64,6 +64,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from wattbench.core.schema import BoundaryEnergy, Window
+from wattbench.accounting.boundaries import contains_work
 
 NO_END = -1  # an end stamp that is missing (the request never ended); RecordSet's NONE
 
@@ -154,8 +155,6 @@ def steady_energy_periods(energies: Iterable[BoundaryEnergy]) -> float | None:
     work (``boundaries.contains_work``: not a rail such as the board's memory power, not the host of
     a GPU server; declared constants and estimates left out: module docstring), 0.0 when they
     declare none; ``None`` when there is no such boundary (the minimum is then the E2E term alone)."""
-    from wattbench.accounting.boundaries import contains_work
-
     energies = list(energies)
     names = [e.boundary for e in energies]
     periods = [e.update_period_s or 0.0 for e in energies

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import aiohttp
+import numpy as np
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import TargetError, UserError
@@ -45,6 +47,9 @@ from wattbench.results.agreement import (
     SideOutput,
     load_agreement,
 )
+from wattbench import __version__
+from wattbench.core.ids import new_run_id
+from wattbench.results.store import resolve_run_path
 
 DIVERGENCE_BUCKETS = ((0, 0), (1, 3), (4, 15), (16, 63), (64, 255), (256, None))
 
@@ -208,8 +213,6 @@ def score(specs: list[PromptSpec], sides: list[tuple[SideOutput, SideOutput]],
         rows.append(row)
     ds = DivergenceStats(diverged=len(divs))
     if divs:
-        import numpy as np
-
         arr = np.asarray(divs, dtype=float)
         ds.min, ds.max = int(arr.min()), int(arr.max())
         ds.p50, ds.p90, ds.mean = float(np.percentile(arr, 50)), float(np.percentile(arr, 90)), float(arr.mean())
@@ -281,8 +284,6 @@ class _Client:
         return body
 
     async def ask(self, spec: PromptSpec, max_tokens: int) -> SideOutput:
-        import aiohttp
-
         api = self.api_for(spec)
         path = "/completions" if api == "completions" else "/chat/completions"
         url = self.target.base_url + path
@@ -332,8 +333,6 @@ class _Client:
 
 async def _detect_model(session, base_url: str, timeout_s: float, api_key: str | None) -> tuple[str, dict]:
     """The first model ``GET /v1/models`` lists (``server.openai.fetch_models``)."""
-    import aiohttp
-
     try:
         models = await asyncio.wait_for(fetch_models(session, base_url, api_key), min(timeout_s, 30.0))
     except TargetError as e:
@@ -348,8 +347,6 @@ async def _detect_model(session, base_url: str, timeout_s: float, api_key: str |
 
 async def _run(targets: list[AgreeTarget], specs: list[PromptSpec], max_tokens: int, concurrency: int,
                timeout_s: float, api_keys: list[str | None]) -> list[tuple[SideOutput, SideOutput]]:
-    import aiohttp
-
     conn = aiohttp.TCPConnector(limit=max(4, 2 * concurrency))
     async with aiohttp.ClientSession(connector=conn) as session:
         for t, key in zip(targets, api_keys):
@@ -373,8 +370,6 @@ async def _run(targets: list[AgreeTarget], specs: list[PromptSpec], max_tokens: 
 
 def new_agree_id() -> str:
     """``agree-`` + the run-id format every run uses (``core.ids.new_run_id``)."""
-    from wattbench.core.ids import new_run_id
-
     return "agree-" + new_run_id()
 
 
@@ -397,7 +392,6 @@ def run_agreement(target_a: str, target_b: str, prompts: list[PromptSpec], max_t
     register_secrets(api_key_a, api_key_b, *url_secrets(target_a), *url_secrets(target_b))
     targets = [AgreeTarget(base_url=normalize_base_url(url_a), model=model_a or "", api=api),
                AgreeTarget(base_url=normalize_base_url(url_b), model=model_b or "", api=api)]
-    from wattbench import __version__
 
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = now_ns()
@@ -420,6 +414,4 @@ def run_agreement(target_a: str, target_b: str, prompts: list[PromptSpec], max_t
 
 
 def load_agreement_ref(ref: str, db: str | os.PathLike | None = None) -> Agreement:
-    from wattbench.results.store import resolve_run_path
-
     return load_agreement(resolve_run_path(ref, db))

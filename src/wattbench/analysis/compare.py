@@ -50,6 +50,8 @@ from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, combi
                                      spread_noise, trials_noise)
 from wattbench.results.headline import common_headline_boundary, per_token
 from wattbench.core.schema import FindingKind, LevelResult, Result
+from wattbench.core.numbers import fmt_range, fmt_ratio
+from wattbench.metrics.slo import goodput, parse_slos, run_slo_text
 
 # (result, level, figure name at the boundary) -> the run-to-run noise of that configuration's figure
 # in the history store (``results/store_noise``: split at change points), or (relative sd, runs), or None
@@ -111,8 +113,6 @@ class NoiseVerdict(BaseModel):
     def text(self) -> str:
         """``per kW 0.50×: beyond noise (noise ±5.3% from history of key …, 5 runs, 3 df)``; an
         inconclusive one says why (what to do is said once, ``todo``)."""
-        from wattbench.core.numbers import fmt_ratio
-
         name = "per kW" if self.figure == "output_tokens_per_s_per_kw" else "throughput"
         if self.word == INCONCLUSIVE:
             return f"{name} {fmt_ratio(self.ratio)}: inconclusive — {self.why}"
@@ -138,8 +138,6 @@ class Decomposition(BaseModel):
     def text(self) -> str:
         """One line, every ratio in the direction of the table: candidate ÷ baseline (so power
         reads as the candidate's power over the baseline's, and per kW = throughput ÷ power)."""
-        from wattbench.core.numbers import fmt_range, fmt_ratio
-
         if self.per_kw_ratio is None or not self.power_ratio:
             return "per kW: not available (missing throughput or power)"
         s = (f"per kW: {fmt_ratio(self.per_kw_ratio)} = throughput {fmt_ratio(self.throughput_ratio)} ÷ "
@@ -304,8 +302,6 @@ def answer_line(level: str, pair: str, d: Decomposition | None, nv: NoiseVerdict
                 throughput_ratio: float | None = None) -> str:
     """One pair's answer: ``c=16: B/A per kW 0.41× (0.38–0.44), beyond noise = throughput 0.22× ÷
     power 0.53×`` (without energy: ``c=16: B/A throughput 0.22× (…), within noise``)."""
-    from wattbench.core.numbers import fmt_range, fmt_ratio
-
     def word() -> str:
         if nv is None:
             return ", inconclusive (no ratio)"
@@ -554,8 +550,6 @@ def slo_goodput(result: Result, lv: LevelResult, slos: list, boundary: str,
     goodput tok/s per kW, basis). From the level's own goodput block when it was measured under
     these SLOs (its trial means, as the table), else recomputed from its request records
     (``metrics/slo.goodput``, on the window's token basis); Nones when neither is there."""
-    from wattbench.metrics.slo import goodput
-
     h = headline(lv, boundary)
     power = h["avg_power_w"]
     gp = lv.goodput
@@ -593,8 +587,6 @@ def compare_at_slo(results: list[Result], spec: str | None, boundary: str | None
     goodput-per-kW ratio to the baseline's, ``throughput T× ÷ power P×``, judged by
     ``metrics/noise.judge``. An explicit ``spec`` a run cannot meet is refused (UserError); an
     implied one says so in ``refused``."""
-    from wattbench.metrics.slo import parse_slos, run_slo_text
-
     explicit = spec is not None
     if spec is None:
         texts = [run_slo_text(r) for r in results]
@@ -659,7 +651,6 @@ def compare_at_slo(results: list[Result], spec: str | None, boundary: str | None
                 ratio, figure_noise(results[0], base[0], "goodput_per_kw", boundary, None),  # type: ignore[index]
                 figure_noise(results[i], c[0], "goodput_per_kw", boundary, None)))  # type: ignore[index]
         out.noise.append(nv)
-        from wattbench.core.numbers import fmt_range, fmt_ratio
 
         where = f"({letters[0]} at {out.levels[0]}, {letters[i]} at {out.levels[i]})"
         parts = (f": throughput {fmt_ratio(t)} ÷ power {fmt_ratio(p)}" if t is not None and p else "")

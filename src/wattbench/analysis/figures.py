@@ -20,6 +20,7 @@ belonging to every boundary (a run that measured one boundary).
 from __future__ import annotations
 
 from typing import Any
+import difflib
 
 from wattbench.results.headline import (
     ENERGY_FIGURES,
@@ -27,6 +28,8 @@ from wattbench.results.headline import (
     point,
 )
 from wattbench.core.schema import LevelResult, Result
+from wattbench.core.errors import UserError
+from wattbench.results.headline import headline_boundary
 
 THROUGHPUT_FIGURES = ("output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s", "requests_per_s")
 LATENCY_KINDS = ("ttft", "tpot", "itl", "e2e")
@@ -58,8 +61,6 @@ METRIC_NAMES = frozenset(all_metric_names())
 def metric_suggestions(name: str, limit: int = 8) -> list[str]:
     """Known metric names close to an unknown ``name``: the closest spellings first, then every name
     sharing its first word (``tpot`` -> all six ``tpot_*_ms``), at most ``limit``."""
-    import difflib
-
     names = all_metric_names()
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.75)
     head = name.split("_")[0]
@@ -117,8 +118,6 @@ def ranked_figures(level: LevelResult, boundary: str | None = None, has_slo: boo
     without an SLO (``has_slo`` False; None: whether the level carries a goodput block) is the
     output tokens/s per kW: every completed token is good. ``boundary`` is the boundary read
     (None when the level measured no energy)."""
-    from wattbench.results.headline import headline_boundary
-
     b = boundary or headline_boundary(level)
     h = headline(level, b)
     if has_slo is None:
@@ -172,8 +171,6 @@ def level_figures(level: LevelResult, boundary: str | None) -> dict[str, float |
 def select_window(result: Result, window: str) -> Result:
     """The result with each level's energy figures taken from ``window``: ``full`` (as written) or
     ``steady`` (``energy_steady``, the steady-state window). A copy; the input is not changed."""
-    from wattbench.core.errors import UserError
-
     if window == "full":
         return result
     if window != "steady":

@@ -8,7 +8,6 @@ import typer
 
 from wattbench.cli.common import handle_errors
 from wattbench.config import DB_HELP
-from wattbench.report.comparison import render_compare as render
 
 
 def history_spread(db, judged: list[str]):
@@ -115,4 +114,6 @@ def register(app: typer.Typer) -> None:
 
             typer.echo(json.dumps(data, indent=2))
             return
-        render(cmp, agr, results)
+        from wattbench.report.comparison import render_compare  # lazy: the renderer, only when a command runs
+
+        render_compare(cmp, agr, results)

@@ -13,6 +13,8 @@ environment; 3 the run finished but a level completed no measured request (its v
 from __future__ import annotations
 
 import os
+import errno as _errno
+import stat
 
 
 class WattbenchError(Exception):
@@ -33,8 +35,6 @@ class StorageError(UserError):
     call's error number (None when unknown), ``path`` the file."""
 
     def __init__(self, path: str | os.PathLike[str], exc: OSError):
-        import errno as _errno
-
         why = exc.strerror or str(exc) or type(exc).__name__
         fix = ("make it writable or choose another --out" if exc.errno in (_errno.EPERM, _errno.EACCES, _errno.EROFS)
                else "free space or choose another --out")
@@ -90,8 +90,6 @@ def not_a_file_reason(path: str | os.PathLike[str]) -> str:
     """Why ``path`` is not a regular file a command can read, for its one error line: ``no such
     file``, ``a directory, not a file``, or ``not a regular file (a FIFO, a device or a socket)`` —
     a FIFO given to ``-w`` or ``--space`` was reported as missing."""
-    import stat
-
     try:
         mode = os.stat(path).st_mode
     except OSError:

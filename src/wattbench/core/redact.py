@@ -50,8 +50,10 @@ import shlex
 import urllib.parse
 from typing import Any, BinaryIO, Iterable, Iterator, TextIO, TypeVar, cast, overload
 from urllib.parse import urlsplit, urlunsplit
+import sys
 
 from wattbench.core.safe_text import stream as terminal_safe
+from wattbench.core.errors import UserError
 
 _T = TypeVar("_T")
 
@@ -675,8 +677,6 @@ def guard_std_streams(scrubber: Scrubber | None = None) -> Iterator[None]:
     ``register_secrets`` adds to) while the block runs (the CLI's whole command: tables,
     ``--json``, error lines, even a traceback). A secret added while the block runs is scrubbed
     from then on."""
-    import sys
-
     scrubber = _REGISTERED if scrubber is None else scrubber
     saved = sys.stdout, sys.stderr
     if not isinstance(sys.stdout, _ScrubbingStream) and sys.stdout is not None:
@@ -694,8 +694,6 @@ def combine_credentials(url: str, api_key: str | None) -> tuple[str, str | None]
 
     Raises ``UserError`` (one line) when the URL carries credentials and an API key is given too.
     """
-    from wattbench.core.errors import UserError
-
     clean, cred = split_url_credentials(url)
     if cred is not None and api_key:
         raise UserError(f"--target {redact_url(url)} carries credentials (user:password@) and an API key was given "

@@ -56,7 +56,7 @@ def term(text: object, limit: int | None = FIELD_CHARS, *, newlines: bool = Fals
 
 def markup(text: object, limit: int | None = FIELD_CHARS, *, newlines: bool = False) -> str:
     """``term`` with rich markup escaped: for untrusted text inside a rich markup string."""
-    from rich.markup import escape
+    from rich.markup import escape  # lazy: rich, which the bottom package and `wattbench --help` do without
 
     return escape(term(text, limit, newlines=newlines))
 

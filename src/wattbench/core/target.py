@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from wattbench.core.redact import body_secrets, secret_values
+
 # The one home of the two client timeouts: ``RunConfig``'s ``--request-timeout`` and
 # ``--stall-timeout`` default to these, and a TargetSpec made without a RunConfig gets them too.
 REQUEST_TIMEOUT_S = 600.0  # a request may take this long in all
@@ -33,8 +35,6 @@ class TargetSpec:
     def secrets(self) -> list[str]:
         """The key, the secret header values and the credential fields of the body
         (``core/redact.py``): what the client scrubs from every error detail and kept text it records."""
-        from wattbench.core.redact import body_secrets, secret_values
-
         return secret_values(self.api_key, self.headers, self.secret_headers) + body_secrets(self.extra_body)
 
     def __repr__(self) -> str:  # never show the key

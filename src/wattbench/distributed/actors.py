@@ -16,9 +16,21 @@ import socket
 import threading
 import time
 from typing import Any, Callable
+import asyncio
+import os
+
+import numpy as np
 
 from wattbench.core.clock import now_ns
 from wattbench.telemetry.base import Channel, Reading, SensorFailure
+from wattbench.core.errors import Interrupted, WattbenchError
+from wattbench.core.recordset import NONE
+from wattbench.load.client import new_event_loop
+from wattbench.load.executor import LevelControl
+from wattbench.load.level import end_column, run_level
+from wattbench.load.link import LocalLink
+from wattbench.load.worker import cancel_pending, run_worker_on_loop, Worker
+from wattbench.telemetry.sampler import Sampler
 
 __all__ = ["LoadWorker", "NodeSensor", "remote_classes", "current_node_id"]
 
@@ -81,8 +93,6 @@ class LoadWorker:
         self._hooks: dict[int, Callable[[str], None]] = {}  # run id -> applies a stop/cancel to it
 
     def info(self) -> dict:
-        import os
-
         return {"node_id": current_node_id(), "hostname": socket.gethostname(), "ip": _ip(), "pid": os.getpid()}
 
     def clock(self) -> int:
@@ -138,13 +148,6 @@ class LoadWorker:
 
         The actor's requests are the factory's indices ``i ≡ index (mod n)``; record ids are those
         global indices."""
-        import numpy as np
-
-        from wattbench.core.errors import Interrupted
-        from wattbench.load.executor import LevelControl
-        from wattbench.load.level import end_column, run_level
-        from wattbench.core.recordset import NONE
-
         a, n = job["index"], job["n"]
         factory: Callable[[int], Any] = job["request_factory"]
 
@@ -188,12 +191,6 @@ class LoadWorker:
     def run_open(self, job: dict) -> dict:
         """Open loop / trace: ``job['plan']`` (a ``WorkerPlan`` with this actor's arrivals) at
         ``t0 + offset`` on the driver's timeline."""
-        import asyncio
-
-        from wattbench.load.client import new_event_loop
-        from wattbench.load.link import LocalLink
-        from wattbench.load.worker import Worker, cancel_pending, run_worker_on_loop
-
         plan = job["plan"]
         t0 = job["t0_node_ns"] - self.skew
         run = job.get("run", 0)
@@ -286,15 +283,10 @@ class NodeSensor:
         return now_ns() + self.skew
 
     def info(self) -> dict:
-        import os
-
         return {"node_id": current_node_id(), "hostname": socket.gethostname(), "ip": _ip(), "pid": os.getpid()}
 
     def open(self) -> dict:
         """Build and start the sampler; status ``ok``, ``no_meters`` or ``failed``."""
-        from wattbench.core.errors import WattbenchError
-        from wattbench.telemetry.sampler import Sampler
-
         problems: list[str] = []
         try:
             if self.factory is not None:

@@ -67,6 +67,9 @@ from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.target import TargetSpec
 from wattbench.core.schema import NodeInfo
 from wattbench.telemetry.base import Reading, SensorFailure, TelemetryLog
+from wattbench.distributed.actors import remote_classes
+from wattbench.load.plan import validate_spec
+from wattbench.load.targets import check_targets, weighted_route
 
 __all__ = ["RayCluster", "DistributedRun", "run_distributed_level", "START_MARGIN_NS"]
 
@@ -384,8 +387,6 @@ class RayCluster:
         (``distributed/executor.py``); records on the driver's clock. An interrupt raises
         ``Interrupted`` carrying the completed requests."""
         _ray()  # a clear error when ray is not installed
-        from wattbench.load.plan import validate_spec
-        from wattbench.load.targets import check_targets, weighted_route
 
         validate_spec(spec)
         tlist = [targets] if isinstance(targets, TargetSpec) else list(targets)
@@ -457,8 +458,6 @@ def start_local(ray, init_kwargs: dict) -> None:
 
 
 def _remote():
-    from wattbench.distributed.actors import remote_classes
-
     return remote_classes()
 
 

@@ -13,6 +13,10 @@ from typing import Any, Callable
 
 from wattbench.doctor.check import Check, DoctorReport
 from wattbench.doctor.troubleshoot import diagnose_failure
+from wattbench.core.errors import UserError
+from wattbench.core.redact import register_secrets, url_secrets
+from wattbench.doctor import checklist as cl, environment as env, server as srv
+from wattbench.server.openai import normalize_base_url
 
 __all__ = ["Check", "DoctorReport", "diagnose_failure", "run_doctor"]
 
@@ -36,22 +40,13 @@ def run_doctor(
     sensor_kw: dict | None = None,
 ) -> DoctorReport:
     """Run every applicable check. Bad input (URL, checklist file, run dir) raises UserError."""
-    from wattbench.doctor import checklist as cl
-    from wattbench.doctor import environment as env
-    from wattbench.doctor import server as srv
-
     if not environment and target is None and run_dir is None and checklist is None and not exporters:
-        from wattbench.core.errors import UserError
-
         raise UserError("nothing to check: keep the environment checks, or give --target, --run, --checklist "
                         "or --exporter")
-    from wattbench.core.redact import register_secrets, url_secrets
 
     register_secrets(api_key, *url_secrets(target))  # the key, URL credentials and query values: never shown
     declared = cl.load_checklist(checklist) if checklist else None
     if target is not None:
-        from wattbench.server.openai import normalize_base_url
-
         normalize_base_url(target)  # a bad URL is a UserError before any probing
     report = DoctorReport(target=target, run_dir=str(run_dir) if run_dir else None)
     facts: dict = {}

@@ -24,10 +24,15 @@ import datetime as _dt
 import json
 import re
 from pathlib import Path
+import http.client
+import urllib.error
 
 from wattbench.doctor.check import Check
 from wattbench.doctor.server import CONCURRENCY_KEYS, REQUEST_ID_HEADERS, ServerProbe, effective_config, engine_values
 from wattbench.core.errors import UserError
+from wattbench.core import origin
+from wattbench.core.errors import TargetError
+from wattbench.server.metrics import MAX_EXPOSITION_BYTES, parse_exposition
 
 G = "checklist"
 ROLLBACK_MAX_AGE_DAYS = 90
@@ -112,16 +117,6 @@ def exporter_quantities(sample_names: list[str]) -> dict[str, list[str]]:
 
 def fetch_exporter(url: str, timeout_s: float = 5.0) -> tuple[list[str] | None, str | None]:
     """Sample names of a Prometheus exposition at ``url``; (None, why) when unreadable."""
-    import urllib.error
-
-    from wattbench.server.metrics import parse_exposition
-
-    import http.client
-
-    from wattbench.core.errors import TargetError
-    from wattbench.core import origin
-    from wattbench.server.metrics import MAX_EXPOSITION_BYTES
-
     try:
         with origin.urlopen(url, timeout=timeout_s) as r:  # noqa: S310 - operator-given URL
             text = r.read(MAX_EXPOSITION_BYTES).decode("utf-8", "replace")

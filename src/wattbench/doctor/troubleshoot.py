@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from wattbench.doctor.check import Check
+from wattbench.core.errors import UserError
 
 G = "troubleshoot"
 STEPS: tuple[str, ...] = ("input", "paths", "dependencies", "config", "resources", "logs", "fallbacks")
@@ -218,8 +219,6 @@ def _find(rule: Rule, sources: list[tuple[str, str]]) -> tuple[Evidence | None, 
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:
     """What a (failed or partial) run directory tells: texts to search, error classes, limits."""
-    from wattbench.core.errors import UserError
-
     d = Path(run_dir)
     if not d.is_dir():
         raise UserError(f"--run {d}: not a directory; give a run directory (it holds result.json)")

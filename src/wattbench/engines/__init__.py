@@ -10,6 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from wattbench.core.errors import UserError
+from wattbench.engines.base import start
+from wattbench.engines.llamacpp import LlamaCpp
+from wattbench.engines.presets import default_device
+from wattbench.engines.sglang import SGLang
+from wattbench.engines.transformers_serve import TransformersServe
+from wattbench.engines.vllm import VLLM
 
 ENGINES = ("transformers", "vllm", "sglang", "llamacpp")
 DEFAULT_START_TIMEOUT_S = {"transformers": 300.0, "vllm": 600.0, "sglang": 600.0, "llamacpp": 300.0}
@@ -18,20 +24,12 @@ DEFAULT_START_TIMEOUT_S = {"transformers": 300.0, "vllm": 600.0, "sglang": 600.0
 def get_engine(name: str):
     """The ``Engine`` object for ``name`` (imports only that engine's module)."""
     if name == "transformers":
-        from wattbench.engines.transformers_serve import TransformersServe
-
         return TransformersServe()
     if name == "vllm":
-        from wattbench.engines.vllm import VLLM
-
         return VLLM()
     if name == "sglang":
-        from wattbench.engines.sglang import SGLang
-
         return SGLang()
     if name == "llamacpp":
-        from wattbench.engines.llamacpp import LlamaCpp
-
         return LlamaCpp()
     raise UserError(f"unknown engine {name!r}: choose one of {', '.join(ENGINES)}")
 
@@ -49,9 +47,6 @@ def launch(
     """Start ``engine`` serving ``model`` (a preset name, a local directory, or None for the default
     preset of ``device``) and return a ready ``EngineHandle``. ``device`` None = CUDA when torch sees
     one, else CPU. Raises ``EngineError`` (with the log tail) and leaves no process on failure."""
-    from wattbench.engines.base import start
-    from wattbench.engines.presets import default_device
-
     eng = get_engine(engine) if isinstance(engine, str) else engine
     dev = device or default_device()
     if timeout_s is None:

@@ -35,6 +35,7 @@ from wattbench.core.clock import now_ns
 from wattbench.core.errors import EngineError, TargetError
 from wattbench.core.schema import ServerInfo
 from wattbench.core import origin
+from wattbench.engines.presets import default_cache_dir
 
 LOG_TAIL_LINES = 30
 DEFAULT_HOST = "127.0.0.1"
@@ -355,8 +356,6 @@ ADDRESS_IN_USE = ("address already in use", "errno 98")
 
 def _start_once(engine: Engine, model: str | None, device: str, engine_args: list[str], run_dir: Path,
                 timeout_s: float, host: str, port: int) -> EngineHandle:
-    from wattbench.engines.presets import default_cache_dir
-
     scratch = default_cache_dir() / "engine-scratch" / engine.name  # kept out of the run directory
     scratch.mkdir(parents=True, exist_ok=True)
     plan = engine.plan(model, device, list(engine_args), host, port, scratch)

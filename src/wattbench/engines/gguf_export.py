@@ -26,6 +26,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from wattbench.engines.presets import PRESET_VERSION, ensure_preset, get_preset
 from wattbench.core.errors import UserError
 
@@ -64,8 +66,6 @@ def permute_rotary(w, n_head: int):
 
 def llama3_rope_freqs(cfg: dict):
     """The ``rope_freqs`` factors llama.cpp's converter derives from Llama-3 ``rope_scaling``."""
-    import numpy as np
-
     rs = cfg.get("rope_scaling") or {}
     if rs.get("rope_type") != "llama3":
         return None
@@ -109,7 +109,6 @@ def _vocab(model_dir: Path) -> tuple[list[str], list[int], list[str], dict]:
 def write_gguf(model_dir: Path, out: Path) -> None:
     """Write the Llama model in ``model_dir`` (a preset directory) as F16 GGUF at ``out``."""
     import gguf
-    import numpy as np
     import torch
     from safetensors import safe_open
 

@@ -30,6 +30,7 @@ from wattbench.engines.base import (
 from wattbench.engines.presets import PRESETS
 from wattbench.core.errors import EngineError, UserError
 from wattbench.server.engine_rules import select_props
+from wattbench.engines import gguf_export
 
 _VERSION_RE = re.compile(r"version:\s*(\S+)(?:\s*\(([0-9a-f]+)\))?")
 
@@ -76,9 +77,8 @@ class LlamaCpp(Engine):
             if PRESETS[model].family != "llama":
                 raise UserError(f"llama.cpp serves GGUF files only and preset {model!r} is not a Llama "
                                 "(only Llama presets are exported): pass --model PATH/TO/MODEL.gguf")
-            from wattbench.engines.gguf_export import ensure_gguf
 
-            path = ensure_gguf(model)
+            path = gguf_export.ensure_gguf(model)
             tokenizer = str(path.parent / path.name[: -len(".f16.gguf")])  # the preset directory
             if not has_flag(args, "-a", "--alias"):
                 args = ["-a", model, *args]

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from platformdirs import user_cache_dir
+
 from wattbench.core.errors import UserError
 
 PRESET_VERSION = 1
@@ -419,7 +421,6 @@ def default_cache_dir() -> Path:
     env = os.environ.get("WATTBENCH_CACHE_DIR")
     if env:
         return Path(env)
-    from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("wattbench"))
 

@@ -23,6 +23,7 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+import subprocess
 
 from wattbench.engines.base import Engine, LaunchPlan, flag_value, has_flag
 from wattbench.engines.presets import resolve_model
@@ -63,7 +64,6 @@ class TransformersServe(Engine):
                 return importlib.metadata.version("transformers")
             except importlib.metadata.PackageNotFoundError:
                 return None
-        import subprocess
 
         try:
             out = subprocess.run(

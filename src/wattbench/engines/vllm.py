@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from wattbench.engines.base import (
     Engine,
     LaunchPlan,
@@ -72,8 +74,6 @@ def parse_engine_config_line(log_text: str) -> tuple[str | None, dict[str, Any]]
 
 def parse_cache_config_info(metrics_text: str) -> dict[str, Any]:
     """Labels of ``vllm:cache_config_info`` (block_size, gpu_memory_utilization, num_gpu_blocks …)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     try:
         for fam in text_string_to_metric_families(metrics_text):
             if fam.name in ("vllm:cache_config_info", "vllm:cache_config"):

@@ -35,6 +35,7 @@ import signal
 import threading
 import time
 from typing import Callable, Protocol
+import multiprocessing as mp
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import WattbenchError
@@ -46,6 +47,7 @@ from wattbench.metrics.saturation import BacklogGuard
 from wattbench.core.load_types import LevelSpec
 from wattbench.load.worker import Worker, cancel_pending, worker_process
 from wattbench.core.recordset import RecordSet
+from wattbench.load.client import new_event_loop
 
 START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
 READY_TIMEOUT_S = 120
@@ -158,8 +160,6 @@ class SubprocessExecutor:
         self.errors: list[str] = []
 
     def prepare(self) -> None:
-        import multiprocessing as mp
-
         ctx = mp.get_context("spawn")
         for plan in self.plans:
             parent_conn, child_conn = ctx.Pipe(duplex=True)
@@ -354,8 +354,6 @@ def run_loop(coro_fn, fast: bool = True, interrupted: threading.Event | None = N
     """Run ``coro_fn(loop, interrupted)`` on a fresh loop (uvloop when ``fast``); SIGINT sets the
     ``interrupted`` flag (a new one, or the one given) instead of raising. Returns (its result,
     whether the flag was set)."""
-    from wattbench.load.client import new_event_loop
-
     loop = new_event_loop() if fast else asyncio.new_event_loop()
     interrupted = interrupted if interrupted is not None else threading.Event()
     # A plain Python handler, not loop.add_signal_handler: the coordinating coroutine polls the

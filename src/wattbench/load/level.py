@@ -84,6 +84,7 @@ from wattbench.metrics.latency import stats
 from wattbench.core.recordset import NONE, RecordSet, as_record_set
 from wattbench.core.schema import LoadStats
 from wattbench.workload.base import RequestSpec
+from wattbench.accounting.steady import steady_window_ns
 
 __all__ = ["run_level", "validate_spec", "auto_workers", "assemble_outcome", "settle_outcome", "STREAMS_PER_WORKER",
            "ARRIVALS_PER_WORKER_RPS", "Drain", "await_drained"]
@@ -285,8 +286,6 @@ def assemble_outcome(spec: LevelSpec, results: list[WorkerResult], t0_ns: int, t
     # server too), never before the first measured send.
     steady_start = steady_end = None
     if n_meas:
-        from wattbench.accounting.steady import steady_window_ns
-
         sw = steady_window_ns(sent, end, spec.mode, int(spec.value) if spec.mode == "concurrency" else None,
                               start_ns=start_ns)
         if sw is not None:

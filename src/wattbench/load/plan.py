@@ -29,6 +29,7 @@ from wattbench.load.schedule import iter_arrival_times, parse_arrival
 from wattbench.core.load_types import LevelSpec
 from wattbench.core.target import TargetSpec
 from wattbench.workload.base import RequestSpec
+from wattbench.load.schedule import INF_NEEDS_N
 
 # Auto worker rule (docs/benchmarks.md, "Client overhead"): one worker keeps its timestamps
 # within 1 ms up to ~256 concurrent streams at ~20 ms inter-token latency; open loop, one worker
@@ -199,8 +200,6 @@ def open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list]
         if spec.num_requests is None and spec.duration_s is None:
             raise UserError("an open-loop level needs --num-requests or --duration")
         if spec.num_requests is None and math.isinf(spec.value):
-            from wattbench.load.schedule import INF_NEEDS_N
-
             raise UserError(INF_NEEDS_N)
         warm_end: float | None = None  # where the measured phase starts
         measured = 0

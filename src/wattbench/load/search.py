@@ -47,6 +47,7 @@ from typing import Callable, Mapping, Sequence
 
 
 from wattbench.core.errors import UserError
+from wattbench.metrics.slo import figures_meet
 
 Measure = Callable[[float], Mapping]
 
@@ -174,8 +175,6 @@ def _objective_fn(objective: str | Callable[[Mapping], float | None]) -> Callabl
 def feasible_score(fig: Mapping, objective: str | Callable[[Mapping], float | None],
                    slos: list | None) -> float | None:
     """A level's objective, or None when it misses an SLO, over-saturates, fails or has none."""
-    from wattbench.metrics.slo import figures_meet
-
     s = _objective_fn(objective)(fig)
     ok = s is not None and math.isfinite(s) and not fig.get("oversaturated") and not fig.get("failed")
     if ok and slos:

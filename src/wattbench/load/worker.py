@@ -27,6 +27,8 @@ import traceback
 from collections import deque
 from typing import Callable
 
+import psutil
+
 from wattbench.core.clock import now_ns
 from wattbench.load.link import Error, PipeLink, Progress, Ready, Records, Result, Start
 from wattbench.load.liveness import LivenessWatch, TargetDown
@@ -36,6 +38,7 @@ from wattbench.metrics.latency import request_end_ns
 from wattbench.core.recordset import RecordSet
 from wattbench.core.schema import RequestRecord
 from wattbench.workload.base import RequestSpec
+from wattbench.load.client import new_event_loop, StreamClient
 
 LOOP_PROBE_S = 0.01  # the loop-lag probe's period
 # A worker process sends its waiting records once this many wait (and with every progress report):
@@ -315,8 +318,6 @@ class Worker:
 
     async def run(self, t0_ns: int) -> bool:
         """Run until the level's bound; returns True when it was cancelled (interrupt)."""
-        from wattbench.load.client import StreamClient
-
         plan = self.plan
         conc = plan.concurrency if plan.mode == "concurrency" else len(plan.arrivals or ())
         async with StreamClient(plan.target, conc) as client:
@@ -346,8 +347,6 @@ class Worker:
 
 
 def _cpu_s_process() -> float:
-    import psutil
-
     t = psutil.Process().cpu_times()
     return t.user + t.system
 
@@ -384,7 +383,6 @@ def run_worker_on_loop(loop: asyncio.AbstractEventLoop, worker: Worker, t0_ns: i
 def worker_process(plan: WorkerPlan, conn) -> None:
     """Entry point of a worker subprocess (spawned)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides
-    from wattbench.load.client import new_event_loop
 
     loop = new_event_loop()
     asyncio.set_event_loop(loop)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Callable, Required, Sequence, TypedDict
+import datetime as _dt
 
 J_PER_KWH = 3.6e6
 G_PER_TONNE = 1e6
@@ -184,6 +185,5 @@ def window_intensity(series: IntensitySeries, t0_ns: int, t1_ns: int, anchor_wal
 def _iso(wall_s: float) -> str:
     if not math.isfinite(wall_s):
         return "open end"
-    import datetime as _dt
 
     return _dt.datetime.fromtimestamp(wall_s, tz=_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -29,6 +29,7 @@ from typing import Any
 
 from wattbench.core.errors import UserError
 from wattbench.metrics.carbon import IntensitySeries
+from wattbench.workload.trace import parse_datetime_s
 
 TIME_KEYS = ("datetime", "time", "timestamp", "start")
 VALUE_KEYS = ("carbonintensity", "carbon_intensity", "intensity", "g_per_kwh")
@@ -68,8 +69,6 @@ def load_intensity_file(path: str) -> IntensitySeries:
 
 def _time_s(v: Any, where: str) -> float:
     """``v``: a CSV cell or a JSON value, whatever the file holds (refused unless a time)."""
-    from wattbench.workload.trace import parse_datetime_s
-
     if isinstance(v, bool) or v is None:
         raise UserError(f"{where}: no time (give an ISO-8601 date-time or seconds since the epoch)")
     try:

@@ -46,6 +46,7 @@ from typing import Sequence
 import numpy as np
 
 from wattbench.core.schema import Finding, FindingKind, LevelResult, LoadStats
+from wattbench.metrics.trials import t_ppf
 
 __all__ = ["CLIENT_KINDS", "EFFICIENCY_FIELDS", "saturation_kinds", "saturated_figures", "mark_saturated",
            "client_saturation_reasons", "rate_finding", "rate_interval", "SaturationVerdict",
@@ -111,8 +112,6 @@ def mark_saturated(level: LevelResult) -> LevelResult:
 
 def client_saturation_reasons(load: LoadStats, target_rate: float | None) -> list[str]:
     """Why the client itself may have biased the level (empty: it did not), from its own signals."""
-    import math
-
     reasons = []
     # --rate inf has no schedule; under a --max-concurrency cap a send waits for a free slot by design
     if load.send_lag_ms.count and target_rate and math.isfinite(target_rate) and load.max_in_flight is None:
@@ -163,8 +162,6 @@ def rate_interval(target_rps: float, n: int, arrival: str | None,
 def rate_finding(load: LoadStats, n: int) -> str | None:
     """A warn reason when an open loop's achieved rate is off its target beyond ``RATE_WARN_PCT``
     and beyond what the arrival process draws for ``n`` requests; None when it is within."""
-    import math
-
     target, achieved = load.target_rate_rps, load.achieved_rate_rps
     if load.mode != "rate" or not target or achieved is None or not math.isfinite(target):
         return None  # --rate inf has no rate to reach
@@ -211,8 +208,6 @@ def is_oversaturated(times_s: Sequence[float], backlog: Sequence[float], *, min_
     A closed loop's in-flight count is capped by its concurrency and never trips this; feed it the
     server's waiting queue or an open loop's sent − completed.
     """
-    from wattbench.metrics.trials import t_ppf
-
     t = np.asarray(times_s, dtype=float)
     y = np.asarray(backlog, dtype=float)
     if t.shape != y.shape:

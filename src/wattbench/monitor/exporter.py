@@ -26,6 +26,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
 from wattbench.core.errors import UserError
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
@@ -61,8 +64,6 @@ class MonitorCollector:
         return []
 
     def collect(self):
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
         s = self.snapshot() or {}
         w = s.get("windows") or {}
         total = w.get("total") or {}
@@ -144,8 +145,6 @@ class Exporter:
     """Serves a ``MonitorCollector`` over HTTP on ``host:port`` (port 0: any free port)."""
 
     def __init__(self, snapshot: Callable[[], dict[str, Any]], listen: str = DEFAULT_LISTEN) -> None:
-        from prometheus_client import CollectorRegistry
-
         self.host, self.port = parse_listen(listen)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(MonitorCollector(snapshot))
@@ -153,8 +152,6 @@ class Exporter:
         self._thread = None
 
     def start(self) -> "Exporter":
-        from prometheus_client import start_http_server
-
         try:
             self._server, self._thread = start_http_server(self.port, addr=self.host, registry=self.registry)
         except OSError as e:
@@ -169,8 +166,6 @@ class Exporter:
         return f"http://{h}:{self.port}/metrics"
 
     def text(self) -> str:
-        from prometheus_client import generate_latest
-
         return generate_latest(self.registry).decode()
 
     def stop(self) -> None:

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from wattbench.core.clock import ClockAnchor
+from wattbench.core.errors import UserError
+from wattbench.core.redact import registered
 
 
 def _clean(x: Any) -> Any:
@@ -32,8 +34,6 @@ def _clean(x: Any) -> Any:
 class HistoryWriter:
     def __init__(self, path: str | Path, *, max_bytes: int | None = None, backups: int = 3,
                  anchor: ClockAnchor | None = None) -> None:
-        from wattbench.core.errors import UserError
-
         self.path = Path(path)
         if self.path.is_dir():
             raise UserError(f"--history {self.path} is a directory; give a file path")
@@ -57,8 +57,6 @@ class HistoryWriter:
         return _dt.datetime.fromtimestamp(w / 1e9, tz=_dt.timezone.utc).isoformat(timespec="milliseconds")
 
     def write(self, obj: dict[str, Any]) -> None:
-        from wattbench.core.redact import registered
-
         # the registered secrets (key, URL credentials) scrubbed string by string, wherever a server
         # echoed them (a /metrics label that became a by_model key, an error)
         line = registered().json_text(json.dumps(_clean(obj), separators=(",", ":"), default=str)) + "\n"

@@ -21,6 +21,11 @@ from wattbench.monitor.history import HistoryWriter
 from wattbench.monitor.sources import ResilientSensor, ServerScraper
 from wattbench.monitor.tracker import DEFAULT_IDLE_THRESHOLD_TOK_S, DEFAULT_WINDOWS_S, EfficiencyTracker
 from wattbench.telemetry.base import Sensor
+from wattbench.core.redact import combine_credentials, redact_url, register_secrets, url_secrets
+from wattbench.monitor.backoff import Backoff
+from wattbench.telemetry.detect import autodetect
+from wattbench.telemetry.sampler import Sampler
+from wattbench.telemetry.spec import parse_sensor_spec
 
 __all__ = ["Monitor"]
 
@@ -44,15 +49,12 @@ class Monitor:
         nvml: Any = None,
         clock: Clock = MONOTONIC,
     ) -> None:
-        from wattbench.monitor.backoff import Backoff
-
         if not interval_s > 0:
             raise UserError(f"--interval {interval_s}: must be > 0 seconds")
         if idle_threshold_tok_s < 0:
             raise UserError("--idle-threshold must be >= 0 tokens/s")
         if pue < 1:
             raise UserError(f"PUE must be >= 1.0 (got {pue:g})")
-        from wattbench.core.redact import combine_credentials, redact_url, register_secrets, url_secrets
 
         # credentials in the URL become the Authorization header (an API key as well: one line); the
         # key, the URL's credentials and query never appear in the output, the exporter or the history
@@ -90,20 +92,14 @@ class Monitor:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _build_sensors(self) -> list[Sensor]:
-        from wattbench.telemetry.spec import parse_sensor_spec
-
         if self._sensor_args:
             return [parse_sensor_spec(s) if isinstance(s, str) else s for s in self._sensor_args]
-        from wattbench.telemetry.detect import autodetect
 
         sensors, problems = autodetect(nvml=self._nvml)
         self.problems.extend(problems)
         return sensors
 
     def start(self) -> "Monitor":
-        from wattbench.monitor.backoff import Backoff
-        from wattbench.telemetry.sampler import Sampler
-
         if self._started:
             return self
         raw = self._build_sensors()

@@ -22,14 +22,15 @@ from wattbench.core import origin
 from wattbench.server.metrics import MAX_EXPOSITION_BYTES
 from wattbench.monitor.backoff import Backoff
 from wattbench.telemetry.base import Channel, Reading, Sensor
+from wattbench.core.redact import registered
+from wattbench.server.metrics import canonical_values, guess_engine, metrics_url, parse_exposition, per_model_counters
+from wattbench.server.openai import normalize_base_url
+from wattbench.telemetry.sampler import period_of
 
 
 class ServerScraper:
     def __init__(self, target: str, *, api_key: str | None = None, timeout_s: float = 2.0,
                  backoff: Backoff | None = None, clock: Callable[[], int] = now_ns) -> None:
-        from wattbench.server.metrics import metrics_url
-        from wattbench.server.openai import normalize_base_url
-
         self.url = metrics_url(normalize_base_url(target))
         self.timeout_s = timeout_s
         self.headers = {"Authorization": authorization(api_key)} if api_key else {}
@@ -43,8 +44,6 @@ class ServerScraper:
         """One scrape if due: (t_ns, canonical values) or (t_ns, None) when it failed or is backing off.
 
         Where the server labels its token counters per model, ``by_model`` holds them per model."""
-        from wattbench.server.metrics import canonical_values, guess_engine, parse_exposition, per_model_counters
-
         t_a = self.clock()
         if not self.backoff.ready(t_a):
             self.skipped += 1
@@ -84,8 +83,6 @@ def _scrubbed_models(by_model: dict[str, dict[str, float]]) -> dict[str, dict[st
     """Per-model counters with each model name scrubbed of the registered secrets (a server that
     echoes the key in a ``model_name`` label): the exporter, the history and the output show
     ``***``; two names that scrub alike add up."""
-    from wattbench.core.redact import registered
-
     scrub = registered()
     if not scrub:
         return by_model
@@ -102,8 +99,6 @@ class ResilientSensor(Sensor):
 
     def __init__(self, inner: Sensor, default_interval_s: float, backoff: Backoff | None = None,
                  clock: Callable[[], int] = now_ns) -> None:
-        from wattbench.telemetry.sampler import period_of
-
         self.inner = inner
         self.name = inner.name
         self.poll_interval_s = period_of(inner, default_interval_s)

@@ -32,6 +32,9 @@ from typing import Any
 from wattbench.accounting.boundaries import contains_work
 from wattbench.monitor.store import DEFAULT_MAX_POINTS, BoundedTelemetryLog
 from wattbench.telemetry.base import Channel, Reading
+from wattbench.accounting.boundaries import boundary_totals
+from wattbench.accounting.request_energy import split_by_tokens
+from wattbench.metrics import efficiency as eff
 
 DEFAULT_WINDOWS_S = (10.0, 60.0, 600.0)
 DEFAULT_IDLE_THRESHOLD_TOK_S = 1.0
@@ -114,8 +117,6 @@ class _Acc:
                     self.tok_energy_j.pop(b, None)
 
     def figures(self) -> dict[str, Any]:
-        from wattbench.metrics import efficiency as eff
-
         bounds = sorted(self.energy_j)
         work = [b for b in bounds if contains_work(b, bounds)]  # per token only where the work is
         return {
@@ -222,8 +223,6 @@ class EfficiencyTracker:
         return self.account(t_ns)
 
     def account(self, now_ns: int) -> list[tuple[Span, Segment | None]]:
-        from wattbench.accounting.boundaries import boundary_totals
-
         out: list[tuple[Span, Segment | None]] = []
         hz = self.horizon_ns(now_ns)
         while self._points:
@@ -293,7 +292,6 @@ class EfficiencyTracker:
         """Split the span's energy over the models by their token counters' increase (an estimate)."""
         if not prev or not cur:
             return
-        from wattbench.accounting.request_energy import split_by_tokens
 
         toks: dict[str, tuple[float, float]] = {}
         for m, c in cur.items():
@@ -313,8 +311,6 @@ class EfficiencyTracker:
     def models(self) -> dict[str, Any]:
         """Energy per served model since the start (an estimate: each span's energy split by the
         models' prompt + output tokens in it), with J per output token and the share per boundary."""
-        from wattbench.metrics import efficiency as eff
-
         if not self.by_model:
             return {}
         totals: dict[str, float] = {}
@@ -390,8 +386,6 @@ class EfficiencyTracker:
     def segmentation(self) -> dict[str, Any]:
         """Idle vs loaded over the whole run: time, energy, power and J/token per state; the
         loaded state's dynamic J/token (loaded energy minus idle power × loaded time)."""
-        from wattbench.metrics import efficiency as eff
-
         out: dict[str, Any] = {}
         idle_w = self.idle_power_w()
         for st, a in self.states.items():

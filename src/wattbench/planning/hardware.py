@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+import platformdirs
 
 from wattbench.core.errors import UserError
 
@@ -97,8 +98,6 @@ def normalize_gpu_name(name: str) -> str:
 
 
 def default_user_hardware_path() -> Path:
-    import platformdirs
-
     return Path(platformdirs.user_config_dir("wattbench")) / USER_FILE_NAME
 
 

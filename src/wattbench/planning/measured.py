@@ -24,6 +24,7 @@ from wattbench.metrics.slo import run_slo_text
 from wattbench.results.headline import common_headline_boundary
 from wattbench.results.rundir import load_result as _load_run
 from wattbench.core.schema import LevelResult, Result, TunedFrom
+from wattbench.results.tune import is_tune_dir, load_tune
 
 NODE_BOUNDARIES = ("accelerator", "node", "wall")
 PERCENTILES = ("p95", "p99", "max", "avg")
@@ -36,16 +37,12 @@ def load_result(path: str | Path) -> Result:
     level the tune chose (so plans use the tuned configuration at its tuned load). A run directory
     is read by the one results loader, ``wattbench.results.rundir.load_result``.
     """
-    from wattbench.results.tune import is_tune_dir
-
     if is_tune_dir(path):
         return _tuned_result(path)
     return _load_run(path)
 
 
 def _tuned_result(path: str | Path) -> Result:
-    from wattbench.results.tune import load_tune
-
     t = load_tune(path)
     rec = t.recommended
     if not rec:

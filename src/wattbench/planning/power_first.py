@@ -26,6 +26,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -38,6 +39,8 @@ from wattbench.planning.measured import (
     result_name,
 )
 from wattbench.core.schema import LevelResult, Result
+from wattbench.metrics.slo import parse_slos
+from wattbench.planning.measured import load_result
 
 MAX_DP_CELLS = 200_000
 DEFAULT_HEADROOM_PCT = 10.0
@@ -79,8 +82,6 @@ class SLO:
 def parse_slo(text: str | None) -> SLO | None:
     """``ttft_p95=500ms,tpot_p95=50ms`` (the ``--slo`` grammar of every command,
     :func:`wattbench.metrics.slo.parse_slos`) -> SLO; empty -> None."""
-    from wattbench.metrics.slo import parse_slos
-
     slos = parse_slos(text)
     if not slos:
         return None
@@ -306,10 +307,6 @@ CANDIDATE_KEYS = {"run": str, "boundary": str, "name": str, "gpus": int, "host_o
 
 def parse_candidate_arg(text: str, boundary: str | None = None) -> Candidate:
     """A ``--candidates`` value: a run directory, or ``run=DIR,boundary=node,name=X,gpus=8``."""
-    from pathlib import Path
-
-    from wattbench.planning.measured import load_result
-
     t = text.strip()
     if "=" not in t or Path(t).expanduser().exists():
         return Candidate(result=load_result(t), boundary=boundary)

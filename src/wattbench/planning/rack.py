@@ -18,11 +18,13 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
+from pathlib import Path
 
 from wattbench.core.errors import UserError
 from wattbench.planning.hardware import HardwareTable, find_gpu
 from wattbench.planning.measured import MeasuredNode, measured_node
 from wattbench.core.schema import Result
+from wattbench.planning.measured import load_result
 
 DEFAULT_AIR_MAX_RACK_KW = 20.0
 DEFAULT_AIR_MAX_ACCELERATOR_W = 1000.0
@@ -291,10 +293,6 @@ RUN_KEYS = {"run": str, "level": int, "gpus": int, "gpus_per_node": int, "name":
 
 def parse_node_arg(text: str) -> NodeSpec | MeasuredNodeRef:
     """A ``--node`` value: a run directory, ``run=DIR,level=2,gpus=8,name=X``, or a NodeSpec string."""
-    from pathlib import Path
-
-    from wattbench.planning.measured import load_result
-
     t = text.strip()
     if "=" not in t or Path(t).expanduser().exists():
         return MeasuredNodeRef(result=load_result(t))

@@ -29,11 +29,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+import re
 
 from wattbench.core.errors import UserError
 from wattbench.planning.hardware import GPUSpec, HardwareTable, find_gpu
 from wattbench.planning.model_shapes import COMPUTE_DTYPE, ModelShape, dtype_bytes, load_model_shape
 from wattbench.core.schema import Result
+from wattbench.planning.measured import get_level
 
 
 @dataclass
@@ -186,8 +188,6 @@ def roofline_for_result(
     the level's target concurrency (else its mean in-flight requests, rounded); ``context`` = mean input
     tokens + half the mean output tokens per request (the average KV length during decode).
     """
-    from wattbench.planning.measured import get_level
-
     lv = get_level(result, level)
     measured_from = f"run {result.run_id} level {lv.index} ({lv.label})"
     if gpu is None:
@@ -231,8 +231,6 @@ def roofline_for_result(
 
 
 def _name_tokens(name: str) -> set[str]:
-    import re
-
     return {t for t in re.split(r"[^a-z0-9.]+", name.lower()) if t} | {
         t for t in re.split(r"[^a-z0-9]+", name.lower()) if t}
 

@@ -32,6 +32,8 @@ from typing import Any, Literal
 
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt
+from wattbench.metrics.carbon import carbon_g, carbon_g_per_million_tokens, G_PER_TONNE, J_PER_KWH
+from wattbench.planning.measured import choose_level, default_boundary, get_level, level_name
 
 HOURS_PER_YEAR = 8760.0
 Period = Literal["year", "month"]
@@ -160,8 +162,6 @@ def tco(
         else:
             warnings.append("zero tokens per year: no cost per million tokens")
     if carbon_intensity is not None:
-        from wattbench.metrics.carbon import G_PER_TONNE, J_PER_KWH, carbon_g, carbon_g_per_million_tokens
-
         res.carbon_intensity_g_per_kwh = carbon_intensity
         res.carbon_tonnes_per_year = carbon_g(facility_kwh * J_PER_KWH, carbon_intensity) / G_PER_TONNE
         res.carbon_g_per_million_tokens = carbon_g_per_million_tokens(facility_kwh * J_PER_KWH, tokens,
@@ -173,8 +173,6 @@ def tokens_per_kwh_from_result(result, level: int | None, boundary: str | None =
     """Output tokens per kWh at ``boundary`` (default: the planners' one default,
     ``planning.measured.default_boundary``) for a level (default: ``planning.measured.choose_level`` —
     the most efficient valid level meeting the run's SLO). The first warning names the level."""
-    from wattbench.planning.measured import choose_level, default_boundary, get_level, level_name
-
     boundary = boundary or default_boundary(result)
     have = sorted({b for lv in result.levels for b in lv.energy})
     fix = f"; choose --boundary from those the run has ({', '.join(have) or 'none'})"

@@ -10,6 +10,7 @@ from wattbench.report import format as F
 from wattbench.core.numbers import fmt, fmt_fraction_pct
 from wattbench.results.headline import boundary_order
 from wattbench.core.schema import LevelResult, RequestAttribution, Result
+from wattbench.report.labels import short_label
 
 GROUPS = (("tenant", "by_tenant"), ("tag", "by_tag"), ("model", "by_model"), ("target", "by_target"))
 
@@ -118,8 +119,6 @@ def summary_lines(result: Result) -> list[str]:
 
 
 def _label(level: LevelResult) -> str:
-    from wattbench.report.labels import short_label
-
     return short_label(level)
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
 from wattbench.core.numbers import fmt, fmt_fraction_pct, fmt_range
+from wattbench.core.numbers import fmt_fraction_pct as pct, fmt_ratio, MISSING
+from wattbench.metrics.noise import INCONCLUSIVE, judge, MAX_BOUND, MIN_DF
+from wattbench.report.notes import count_text, verdict_text
+from wattbench.results.configuration import describe
 
 
 def level_text(load: dict[str, Any]) -> str:
@@ -22,9 +30,6 @@ def noise_lines(sp) -> list[str]:
     """``history noise`` for one configuration (``results.store_noise.Spread``): the runs, the
     spread within segments, every change point, one more run's bound (or why it is inconclusive),
     the key."""
-    from wattbench.metrics.noise import INCONCLUSIVE, MAX_BOUND, MIN_DF, judge
-    from wattbench.results.configuration import describe
-
     out = [describe(sp.config)]
     name = "tok/s/kW" if sp.figure.startswith("output_tokens_per_s_per_kw") else "out tok/s"
     sd = f"sd {fmt_fraction_pct(sp.rel_sd)} ({sp.df} df)" if sp.rel_sd is not None else "sd —"
@@ -72,8 +77,6 @@ FIGURE_LABELS = {
 def cell(v, ci=None, base=None) -> str:
     """A figure in the report's number format, its trials' CI, and its ratio to the baseline
     (candidate ÷ baseline, the one direction of every ratio on the screen)."""
-    from wattbench.core.numbers import MISSING, fmt_range, fmt_ratio
-
     if v is None:
         return MISSING
     s = fmt(v)
@@ -96,8 +99,6 @@ def answer_lines(cmp) -> list[str]:
 
 
 def render_findings(console, findings, incomparable=(), warnings=()) -> None:
-    from rich.markup import escape
-
     if incomparable:
         console.print("[bold yellow]compared with --force despite:[/bold yellow]")
         for p in incomparable:
@@ -114,16 +115,9 @@ def render_findings(console, findings, incomparable=(), warnings=()) -> None:
 
 def render_compare(cmp, agreement=None, results=None, console=None) -> None:
     """``compare`` on a terminal: each run's verdict, the answer lines, then the tables."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
-    from wattbench.report.notes import verdict_text
-
     c = console or Console(highlight=False)
     for i, r in enumerate(results or []):  # one verdict line per run
         role = "baseline" if i == 0 else "run"
-        from wattbench.report.notes import count_text
 
         counted = count_text(r)  # the summary's and the HTML report's count
         tail = f" · {counted} (wattbench report --notes)" if counted else ""
@@ -157,7 +151,6 @@ def render_compare(cmp, agreement=None, results=None, console=None) -> None:
     render_findings(c, cmp.findings, cmp.incomparable, cmp.warnings)
     if agreement is not None:
         m = agreement.metrics
-        from wattbench.core.numbers import fmt_fraction_pct as pct
 
         c.print("[bold]output agreement[/bold] " + escape(
             f"({agreement.run_id}): exact match {pct(m.exact_match_rate)}, token agreement "
@@ -172,9 +165,6 @@ def render_regress(rep, console=None) -> None:
     """``regress`` on a terminal: compare's answer line for each pair, every check one line (``ok``,
     ``pass`` within noise, ``FAIL``, ``skip``), each level left out one line, what would decide an
     inconclusive check once, the tally."""
-    from rich.console import Console
-    from rich.markup import escape
-
     c = console or Console(highlight=False, soft_wrap=True)
     c.print(escape(f"run = {rep.run_id} · baseline = {rep.baseline_id}"))
     for line in rep.answers:

@@ -21,6 +21,7 @@ from wattbench.report.data import RunData
 from wattbench.report.tables import SERVING_LATENCY, SERVING_STATS
 from wattbench.results.headline import same_as
 from wattbench.core.schema import BoundaryEnergy, LevelResult
+from wattbench.metrics.request_latency import per_request_latencies
 
 SUMMARY_FILE = "levels.csv"
 REQUESTS_FILE = "requests.csv"
@@ -105,8 +106,6 @@ def summary_rows(runs: Iterable[RunData]) -> list[dict[str, Any]]:
 
 def request_rows(runs: Iterable[RunData]) -> list[dict[str, Any]]:
     """One row per request record; ``sent_s`` is seconds since the run's clock anchor."""
-    from wattbench.metrics.request_latency import per_request_latencies
-
     rows = []
     for run in runs:
         t0 = run.t0_ns

@@ -28,6 +28,7 @@ from wattbench.core.errors import UserError
 from wattbench.core.schema import RequestRecord, Result
 from wattbench.results import rundir
 from wattbench.telemetry.base import Channel, TelemetryLog
+from wattbench.results.recovery import recover, recovered_how
 
 RESULT_FILE = "result.json"
 REQUESTS_FILE = "requests.jsonl"
@@ -175,14 +176,10 @@ class RunData:
     def recovered(self) -> list:
         """The finished records a run's spool still holds (``results.recovery.RecoveredLevel``):
         a crashed run's level in progress. Not accounted; reports show them as recovered."""
-        from wattbench.results.recovery import recover
-
         return recover(self.path)
 
     @property
     def recovered_how(self) -> str:
-        from wattbench.results.recovery import recovered_how
-
         return recovered_how(self.result, self.path)
 
     @cached_property

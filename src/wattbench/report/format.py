@@ -11,6 +11,8 @@ from wattbench.results.headline import boundary_order
 from wattbench.results.headline import headline_boundary as _headline_boundary
 from wattbench.results.headline import per_token, point, shown_boundaries, trial_ci
 from wattbench.core.numbers import MISSING, fmt, fmt_range
+from wattbench.accounting.findings import NO_SENSOR_REASON
+from wattbench.accounting.level_findings import in_flight_finding, P99_MIN_SAMPLES
 
 
 def result_boundaries(result: Result, steady: bool = False) -> list[str]:
@@ -34,8 +36,6 @@ def headline_boundary(level: LevelResult) -> tuple[str, BoundaryEnergy] | None:
     return None if name is None else (name, level.energy[name])
 
 def energy_unavailable_reason(level: LevelResult) -> str:
-    from wattbench.accounting.findings import NO_SENSOR_REASON
-
     return level.energy_unavailable_reason or NO_SENSOR_REASON
 
 
@@ -63,8 +63,6 @@ def headline(level: LevelResult) -> str:
     each figure is the trials' mean, and tokens per kW carries its 95% CI. A level whose load
     generator was judged saturated starts with ``SATURATION_MARK`` and the figures it biases
     (``saturation_mark``; ``wattbench.metrics.saturation``)."""
-    from wattbench.accounting.level_findings import P99_MIN_SAMPLES, in_flight_finding
-
     figs = [saturation_mark(level)] if level.load.saturated else []
     if in_flight_finding(level) is not None:  # the achieved load beside the asked one
         figs.append(f"⚠ achieved {fmt(level.load.mean_in_flight, kind='load')} in flight of {level.load.target_concurrency} asked")

@@ -10,6 +10,7 @@ from wattbench.metrics.slo import run_slo_text
 from wattbench.report import format as F
 from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
 from wattbench.core.schema import LevelResult, Result
+from wattbench.results.headline import point
 
 
 def slo_text(result: Result) -> str | None:
@@ -53,8 +54,6 @@ def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
 def goodput_point(level: LevelResult) -> tuple[float | None, float | None]:
     """(goodput tok/s per kW at the headline boundary, goodput tok/s) as the headline quotes them:
     the trials' means with ``--trials`` (``results.headline.point``), else as stored."""
-    from wattbench.results.headline import point
-
     per_kw, tok_s = goodput_cells_raw(level)
     hb = F.headline_boundary(level)
     return (point(level, "goodput_per_kw", hb[0], per_kw) if hb else per_kw,

@@ -34,6 +34,9 @@ from wattbench.report.html_plots import (
 )
 from wattbench.report.html_timeline import timeline
 from wattbench.core.schema import BoundaryEnergy, Result
+from wattbench.core.errors import UserError
+from wattbench.core.redact import scrub
+from wattbench.report.html_overview import overview
 
 REPORT_FILE = "report.html"
 
@@ -212,12 +215,9 @@ def build_html(runs: list[RunData]) -> str:
     """The report page as a string."""
 
     if not runs:
-        from wattbench.core.errors import UserError
-
         raise UserError("give at least one run directory to report on")
     for run in runs:  # load side files first so their notes reach the validity banners
         run.requests, run.telemetry, run.server_timeline  # noqa: B018
-    from wattbench.report.html_overview import overview
 
     doc = Doc()
     title = "wattbench report: " + ", ".join(r.run_id for r in runs)
@@ -265,7 +265,6 @@ def build_html(runs: list[RunData]) -> str:
         _errors_and_samples(doc, run)
         _inventory(doc, run)
         doc.add("</section>")
-    from wattbench.core.redact import scrub
 
     boot = _BOOT.replace("%CONFIG%", script_json(PLOT_CONFIG))
     return (
@@ -280,8 +279,6 @@ def build_html(runs: list[RunData]) -> str:
 
 def render_html(runs: list[RunData], path: str | Path) -> Path:
     """Write the self-contained HTML report of ``runs`` to ``path``; return the path."""
-    from wattbench.core.errors import UserError
-
     path = Path(path)
     text = build_html(runs)
     try:

@@ -25,14 +25,16 @@ from wattbench.report.tables import Column, trial_columns
 from wattbench.report.trials import any_trials, last_trial_title, trials_title
 from wattbench.report.data import RunData
 from wattbench.core.schema import LevelResult, Result
+from wattbench.report.html_doc import COLORS, e, ptxt
+from wattbench.report.html_plots import by_load, run_energy_reason, slo_thresholds, x_of_levels
+from wattbench.report.notes import count_text
+from wattbench.report.tables import level_rows
 
 VERDICT_CLASS = {"valid": "ok", "estimate": "est", "warn": "warn", "invalid": "bad"}
 
 
 def columns_table(key: list[str], cols: list[Column], cls: str) -> str:
     """An HTML table from ``summary.Column``s."""
-    from wattbench.report.html_doc import e
-
     head = "<th>level</th>" + "".join(f"<th>{'<br>'.join(e(x) for x in c.header.split(chr(10)))}</th>"
                                       for c in cols)
     rows = []
@@ -77,9 +79,6 @@ def _trial_or_value(lv: LevelResult, name: str, boundary: str | None, value: flo
 
 def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     """tok/s per kW, J per output token and p99 TTFT against the load, side by side."""
-    from wattbench.report.html_doc import COLORS, ptxt
-    from wattbench.report.html_plots import by_load, run_energy_reason, slo_thresholds, x_of_levels
-
     r = by_load(run.result)  # points joined in load order, not in the order they were measured
     x, xtitle = x_of_levels(r)
     text = [ptxt(short_label(lv)) for lv in r.levels]
@@ -168,8 +167,6 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
 def hero(r: Result) -> str:
     """The first thing on the page: the run's answer as one big figure (``summary.headline``), with
     its boundary, its level and why, its verdict, and the level's headline line beneath."""
-    from wattbench.report.html_doc import e
-
     h = S.headline(r)
     if h is None:
         return ""
@@ -202,9 +199,6 @@ def notes_block(notes: list[NoteLine], result: Any = None, extra: int = 0) -> st
     the worst first, and collapsed under one line that counts them (open it to read them): the
     run's count (``report.notes.count_text``, the summary's and ``compare``'s), and the ``extra``
     notes the report itself adds (a file it could not read)."""
-    from wattbench.report.html_doc import e
-    from wattbench.report.notes import count_text
-
     if not notes:
         return ""
     order = ("invalid", "warn", "estimate", "note")
@@ -228,8 +222,6 @@ def notes_block(notes: list[NoteLine], result: Any = None, extra: int = 0) -> st
 def overview(doc: Any, run: RunData) -> None:
     """The run's first screen: the answer as one big figure with its verdict, the notes (collapsed),
     the goodput-per-kW curve against load, then the level table and the trials."""
-    from wattbench.report.html_doc import e
-
     r = run.result
     v = r.validity
     cls = VERDICT_CLASS.get(v.verdict, "warn")
@@ -256,7 +248,6 @@ def overview(doc: Any, run: RunData) -> None:
     key = [short_label(lv) for lv in r.levels]
     if any_trials(r):
         doc.add(f'<p class="caption">Levels, {e(last_trial_title(r))}.</p>')
-    from wattbench.report.tables import level_rows
 
     doc.add(columns_table(*level_rows(r), "summary"))  # each replica's row under its level's total
     if any_trials(r):

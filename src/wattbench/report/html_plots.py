@@ -15,14 +15,15 @@ from wattbench.report.data import RunData
 from wattbench.report.html_doc import COLORS, ECDF_MAX_POINTS, Doc, e, ptxt, table
 from wattbench.report.thin import ecdf_points
 from wattbench.core.schema import Result
+from wattbench.core.errors import UserError
+from wattbench.metrics.request_latency import inter_chunk_gaps_ms, per_request_latencies
+from wattbench.metrics.slo import parse_slos, SLO
+from wattbench.report import attribution as A
 
 def slo_thresholds(result: Result) -> dict[str, float]:
     """SLO thresholds (ms) by figure name (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``), from a
     level's ``goodput.slos`` (what ``metrics.slo.goodput`` stores), else ``config["slo"]`` read
     with the one ``--slo`` parser. Two SLOs on one figure (``ttft_p50``, ``ttft_p99``): the tighter line."""
-    from wattbench.core.errors import UserError
-    from wattbench.metrics.slo import SLO, parse_slos
-
     slos: list[SLO] = []
     for lv in result.levels:
         for d in lv.goodput.slos if lv.goodput is not None else []:
@@ -66,8 +67,6 @@ ECDF_DOMAINS = (((0.0, 0.45), (0.55, 1.0)), ((0.6, 1.0), (0.0, 0.4)))
 
 
 def latency_ecdf(doc: Doc, run: RunData) -> None:
-    from wattbench.metrics.request_latency import inter_chunk_gaps_ms, per_request_latencies
-
     slo = slo_thresholds(run.result)
     panels = [("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("itl_ms", "inter-chunk latency (ms)"),
               ("e2e_ms", "end-to-end latency (ms)")]
@@ -252,8 +251,6 @@ def power_split(doc: Doc, run: RunData) -> None:
 
 def per_request_energy(doc: Doc, run: RunData) -> None:
     """Energy per tenant / tag / model (estimates) and carbon: report/attribution.py arranges them."""
-    from wattbench.report import attribution as A
-
     r = run.result
     split = A.prefill_decode_lines(r)
     if split:

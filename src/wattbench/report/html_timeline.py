@@ -17,6 +17,8 @@ from wattbench.report.html_doc import COLORS, MAX_TIMELINE_BUCKETS, TIMELINE_MAX
 from wattbench.report.thin import thin_series
 from wattbench.core.schema import LevelResult
 from wattbench.telemetry.base import BOUNDARIES
+from wattbench.accounting.counters import counter_power_w
+from wattbench.metrics.timeline import in_flight_steps, output_tokens_per_s_buckets
 
 def _classify_series(name: str) -> str | None:
     """Which timeline row a scraped server series belongs to, from its name."""
@@ -68,8 +70,6 @@ def timeline(doc: Doc, run: RunData, lv: LevelResult, color_of: dict[str, str]) 
 
 def _power_traces(run: RunData, lo: int, hi: int, color_of: dict[str, str], xs) -> list[dict]:
     """One line per power channel in [lo, hi]; a counter channel only where its device has no power channel."""
-    from wattbench.accounting.counters import counter_power_w
-
     data: list[dict] = []
     tel = run.telemetry
     have_power: set[tuple[str | None, str]] = set()
@@ -118,8 +118,6 @@ def _idle_traces(run: RunData, lo: int, hi: int, xs) -> list[dict]:
 
 def _in_flight_traces(recs, xs) -> list[dict]:
     """Client-side requests in flight, as a step line on the requests row."""
-    from wattbench.metrics.timeline import in_flight_steps
-
     data: list[dict] = []
     it, ic = in_flight_steps(recs)
     if it.size:
@@ -156,8 +154,6 @@ def _server_traces(run: RunData, lo: int, hi: int, xs) -> tuple[list[dict], int,
 
 def _tokens_per_s_traces(recs, lo: int, hi: int, xs) -> list[dict]:
     """Output tokens/s in buckets (at most ``MAX_TIMELINE_BUCKETS``), from ``metrics.timeline``."""
-    from wattbench.metrics.timeline import output_tokens_per_s_buckets
-
     data: list[dict] = []
     bucket_s = max(1.0, (hi - lo) / 1e9 / MAX_TIMELINE_BUCKETS)
     bt, tps = output_tokens_per_s_buckets(recs, lo, hi, bucket_s)

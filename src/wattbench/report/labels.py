@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from wattbench.core.numbers import MISSING, fmt
 from wattbench.core.schema import LevelResult, Result
+from wattbench.accounting.level_findings import in_flight_finding
 
 
 def load_label(mode: str | None, value: float | None, max_in_flight: int | None = None) -> str:
@@ -25,7 +26,6 @@ def short_label(level: LevelResult) -> str:
     ld = level.load
     if ld.mode == "concurrency" and ld.target_concurrency is not None:
         base, canon = load_label("concurrency", ld.target_concurrency), f"concurrency={ld.target_concurrency}"
-        from wattbench.accounting.level_findings import in_flight_finding
 
         if in_flight_finding(level) is not None:  # far below its label: the achieved figure beside it
             base += f" (got {fmt(ld.mean_in_flight, kind='load')})"

@@ -25,6 +25,8 @@ from wattbench.report.tables import trial_columns
 from wattbench.report.trials import any_trials, last_trial_title, trials_title
 from wattbench.report.data import RunData
 from wattbench.core.schema import BoundaryEnergy
+from wattbench.report.notes import count_text
+from wattbench.report.tables import level_rows
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
 VERDICT_MARK = {"valid": "✅", "estimate": "≈", "warn": "⚠️", "invalid": "❌"}
@@ -99,7 +101,6 @@ def render_markdown(runs: list[RunData]) -> str:
             out.append(f"**{md(line)}**" if line == answers[0] else md(line))
             out.append("")
         notes = [*run_notes(r), *(n for n in run.notes if n not in run_notes(r))]
-        from wattbench.report.notes import count_text
 
         counted = count_text(r)
         out.append(f"verdict: {md(verdict_text(r))}" + (f" · {md(counted)}" if counted else ""))
@@ -113,7 +114,6 @@ def render_markdown(runs: list[RunData]) -> str:
             if any_trials(r):
                 out.append(f"Levels, {last_trial_title(r)}:")
                 out.append("")
-            from wattbench.report.tables import level_rows
 
             out.extend(_columns_table(*level_rows(r)))  # each replica's row under its level's total
             out.append("")

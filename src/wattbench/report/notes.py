@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from wattbench.core.numbers import fmt
 from wattbench.report.labels import levels_text
 from wattbench.core.schema import Result
+from wattbench.accounting.findings import group_findings, level_order, note_counts, note_items
 
 
 def _num(a: float) -> str:
@@ -62,8 +63,6 @@ def note_lines(result: Result) -> list[NoteLine]:
     list every count of notes counts): the run's own findings, the warnings and sensor problems the
     run recorded, the levels without energy, then one line per distinct level finding with its
     levels in numeric order, the worst first."""
-    from wattbench.accounting.findings import note_items
-
     out = []
     for n in note_items(result):
         if n.group is not None:
@@ -80,8 +79,6 @@ def note_lines(result: Result) -> list[NoteLine]:
 def count_text(result: Result) -> str:
     """``5 notes (4 warn, 1 note)``: how many notes the run has (``accounting.findings.note_counts``,
     the one count of the summary, the HTML report and ``compare``); empty without notes."""
-    from wattbench.accounting.findings import note_counts
-
     c = note_counts(result)
     n = sum(c.values())
     if not n:
@@ -92,8 +89,6 @@ def count_text(result: Result) -> str:
 def said_in_part(result: Result) -> bool:
     """Whether ``wattbench report --notes`` says more than the summary's note lines: a finding
     whose levels' own texts, basis or bound are left out of its short line."""
-    from wattbench.accounting.findings import group_findings
-
     for g in group_findings(result):
         if any(f.text != g.summary or f.basis for f in g.findings):
             return True
@@ -147,7 +142,6 @@ def verdict_text(result: Result) -> str:
     figures' — first, then the latency figures'; each names its levels when only some of them are
     not valid."""
     v = result.validity
-    from wattbench.accounting.findings import level_order
 
     order = {lv.index: level_order(lv) for lv in result.levels}
 
@@ -176,8 +170,6 @@ def notes_full_lines(result: Result) -> list[str]:
     levels, the figures it biases, its estimated effect and basis, then each level's own text where
     it says more than the head (an older file's findings, and any without a short form, are their
     head: said once)."""
-    from wattbench.accounting.findings import group_findings
-
     out = [f"{result.run_id}: {verdict_text(result)}"]
     for g in group_findings(result):
         head = f"[{g.severity}] {group_text(result, g)}"

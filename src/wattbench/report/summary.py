@@ -23,6 +23,8 @@ from wattbench.report.goodput import goodput_cells, goodput_point, slo_text
 from wattbench.report.labels import short_label, short_label_text
 from wattbench.report.trials import trials_n
 from wattbench.telemetry.spec import SENSOR_FIX
+from wattbench.core.schema import NoiseInfo
+from wattbench.results.headline import point, trial_ci
 
 __all__ = [
     "ENGINE_KEYS", "applied_config", "best_under_slo", "state_line", "Headline", "headline", "estimate_text",
@@ -91,8 +93,6 @@ def state_line(result: Result) -> str | None:
     """How the run controlled the server's state: the priming load and the history
     check, and how prompt lengths were fitted to the server without a tokenizer, in one line; None
     when the run did none of them."""
-    from wattbench.core.schema import NoiseInfo
-
     nz = result.noise or NoiseInfo()
     parts = []
     p = nz.priming
@@ -141,8 +141,6 @@ def headline(result: Result) -> Headline | None:
     per kW; without an SLO, the level ``--optimize`` recommends, else the level with the most output
     tokens per kW at its headline boundary (a one-level run: that level), not ``invalid`` ones where
     another exists. None without levels."""
-    from wattbench.results.headline import point, trial_ci
-
     lvs = result.levels
     if not lvs:
         return None

@@ -7,6 +7,7 @@ render them as they are. Nothing here computes a figure."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
 
 from wattbench.report import format as F
 from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
@@ -101,8 +102,6 @@ def level_columns(result: Result) -> list[Column]:
 
 def target_name(url: str) -> str:
     """A replica as its rows name it: ``↳ host:port`` (never the URL's credentials or path)."""
-    from urllib.parse import urlsplit
-
     try:
         u = urlsplit(url)
         host = u.hostname or url
@@ -151,8 +150,6 @@ def with_target_rows(result: Result, key: Column, cols: list[Column]) -> tuple[C
 def level_rows(result: Result) -> tuple[list[str], list[Column]]:
     """The level table every report shows: the level labels and ``level_columns``, with each
     replica's row under its level's total (``with_target_rows``)."""
-    from wattbench.report.labels import short_label
-
     key = Column("level", [short_label(lv) for lv in result.levels], "left")
     tkey, cols, _ = with_target_rows(result, key, level_columns(result))
     return tkey.cells, cols

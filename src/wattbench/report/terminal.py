@@ -25,6 +25,8 @@ from wattbench.report.notes import NOTE_MARK, shown_notes, verdict_text
 from wattbench.report.tables import Column, level_columns, part_lines, serving_columns, serving_title, trial_columns
 from wattbench.report.trials import any_trials, last_trial_title, trials_title
 from wattbench.core.schema import Result
+from wattbench.report.notes import notes_pointer
+from wattbench.report.tables import with_target_rows
 
 VERDICT_STYLE = {"valid": "green", "estimate": "cyan", "warn": "yellow", "invalid": "bold red"}
 LABEL_STYLE = {"measured": "green", "declared": "cyan", "estimate": "magenta"}
@@ -121,7 +123,6 @@ def level_tables(result: Result, width: int) -> list[Table]:
     labels = [short_label(lv) for lv in result.levels]
     key = Column("level", labels, "left", max_width=label_width(labels),
                  styles=[VERDICT_STYLE.get(lv.validity.verdict, "") for lv in result.levels])
-    from wattbench.report.tables import with_target_rows
 
     tkey, tcols, _ = with_target_rows(result, key, level_columns(result))  # replicas under their total
     out = column_tables(tkey, tcols, width, last_trial_title(result))
@@ -176,8 +177,6 @@ def validity_lines(result: Result, width: int | None = None, run_dir: str | None
     at the width): one per distinct finding, its levels in numeric order, the worst first; then,
     when one was left out or said in part, how many notes there are and ``wattbench report
     --notes`` (every note is in ``result.json`` and there)."""
-    from wattbench.report.notes import notes_pointer
-
     v = result.validity
     out: list[RenderableType] = [Text.assemble(("verdict: ", "bold"),
                                                (verdict_text(result), VERDICT_STYLE.get(v.verdict, "")))]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from wattbench.report import format as F
 from wattbench.core.numbers import fmt, fmt_fraction_pct, fmt_range
 from wattbench.core.schema import LevelResult, Result
+from wattbench.results.headline import trial_ci
 
 
 # (figure name in the trials block, display name, is it read at a boundary)
@@ -37,8 +38,6 @@ def trials_n(level: LevelResult) -> int | None:
 
 def trial_cells(level: LevelResult) -> list[TrialCell]:
     """Mean and 95% CI of each headline figure over the level's trials (empty without trials)."""
-    from wattbench.results.headline import trial_ci
-
     if trials_n(level) is None:
         return []
     hb = F.headline_boundary(level)

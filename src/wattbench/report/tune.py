@@ -8,12 +8,17 @@ HTML is self-contained (inline SVG, no scripts); every text is escaped.
 from __future__ import annotations
 
 import html
+import shlex
+
+from rich.padding import Padding
+from rich.text import Text
 
 from wattbench.results.tune import TuneResult
 
 from wattbench.core.numbers import MISSING, fmt
 from wattbench.report.labels import load_label
 from wattbench.report.tables import Column
+from wattbench.report.terminal import COLUMN_GAP, column_tables
 
 # (header in the terminal, where lines are short; header in HTML)
 COLUMN_HEADERS = (("#", "trial"), ("configuration", "configuration"), ("status", "status"), ("load", "load"),
@@ -60,8 +65,6 @@ def columns(t: TuneResult, width: int | None = None) -> tuple[Column, list[Colum
     """The trial-number key column and the rest, for ``report.terminal.column_tables``. The
     configuration folds at CONFIG_WIDTH, or is given a line of its own where ``width`` leaves room
     for it beside every other column (one wide table)."""
-    from wattbench.report.terminal import COLUMN_GAP
-
     rs = rows(t)
     cols = []
     for i, (head, name) in enumerate(COLUMN_HEADERS):
@@ -83,8 +86,6 @@ def shell_lines(command: str, width: int, indent: int = 2) -> list[str]:
     """A shell command broken at its words into lines of at most ``width`` characters (a word
     longer than that stands alone), indented by ``indent`` (continuations by two more), each line
     but the last ending in `` \\`` so that the lines paste into a shell as one command."""
-    import shlex
-
     words = [w if w == "&&" else shlex.quote(w) for w in shlex.split(command)]
     lines: list[str] = []
     cur = ""
@@ -108,11 +109,6 @@ class TuneSummary:
         self.t = t
 
     def __rich_console__(self, console, options):
-        from rich.padding import Padding
-        from rich.text import Text
-
-        from wattbench.report.terminal import column_tables
-
         t = self.t
         yield Text(title(t), style="bold")
         key, cols = columns(t, options.max_width)

@@ -12,6 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wattbench.core.errors import UserError
+from wattbench.results.rundir import load_model, write_json_atomic
+
 AGREEMENT_SCHEMA_VERSION = 1
 AGREEMENT_FILE = "agreement.json"
 
@@ -94,16 +97,11 @@ class Agreement(_M):
 
 def write_agreement(run_dir: str | os.PathLike, agreement: Agreement) -> Path:
     """Write ``agreement.json`` into ``run_dir`` atomically."""
-    from wattbench.results.rundir import write_json_atomic
-
     return write_json_atomic(Path(run_dir) / AGREEMENT_FILE, agreement)
 
 
 def load_agreement(path_or_dir: str | os.PathLike) -> Agreement:
     """Read an agreement run (its directory or its agreement.json); UserError names a bad file."""
-    from wattbench.core.errors import UserError
-    from wattbench.results.rundir import load_model
-
     p = Path(path_or_dir)
     if not p.exists():
         raise UserError(f"{p}: no such agreement directory or file")

@@ -24,6 +24,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import stat
+
 # deeper than any file wattbench or the load generators it reads write (result.json: ~8; a GuideLLM
 # benchmarks.json: ~9), far below the ~1000 at which Python's parser and every recursive walker fail
 MAX_DEPTH = 64
@@ -40,8 +43,6 @@ def json_depth(data: bytes | str) -> int:
     """The deepest nesting of arrays/objects in a JSON text (0 for a scalar), without parsing it.
     Brackets inside strings do not count; a text that is not JSON gives some number (the parser
     then says what is wrong)."""
-    import numpy as np
-
     b = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if b"[" not in b and b"{" not in b:
         return 0
@@ -68,8 +69,6 @@ def loads_bounded(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
 def read_bounded(path: str | os.PathLike, max_bytes: int) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``; ``TooLarge`` (a ``ValueError``) for a
     larger one, ``OSError`` as ``open`` raises it (``IsADirectoryError`` for a directory)."""
-    import stat
-
     p = Path(path)
     mode = os.stat(p).st_mode  # FileNotFoundError as open raises it
     if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # a FIFO would block the open for ever

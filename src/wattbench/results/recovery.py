@@ -26,6 +26,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+import errno
 
 from wattbench.core.errors import StorageError
 from wattbench.metrics.latency import stats
@@ -33,6 +34,7 @@ from wattbench.core.recordset import LINES_FILE, SPOOL_PREFIX, read_spooled_line
 from wattbench.core.schema import Finding, Result
 from wattbench.core.schema import FindingKind
 from wattbench.core.schema.measures import Stats
+from wattbench.accounting.level_findings import write_stop_finding
 
 CRASHED = "the run crashed"
 IN_PROGRESS = "the run is still in progress"
@@ -47,8 +49,6 @@ STOPPED_MARKER_PREFIX = ".stopped-"
 
 def stopped_on_write(run_dir: str | os.PathLike) -> StorageError | None:
     """The write error a run left as its ``.stopped-<ERRNO>`` marker (``rundir.close_result``), else None."""
-    import errno
-
     try:
         names = [p.name for p in Path(run_dir).iterdir() if p.name.startswith(STOPPED_MARKER_PREFIX)]
     except OSError:
@@ -234,8 +234,6 @@ def settle_unfinished(result: Result, run_dir: str | os.PathLike) -> Result:
         reason = (f"{IN_PROGRESS} (its process holds {run_dir / RUN_LOCK_FILE}): the levels listed are "
                   "those finished so far; read it again when it ends")
     elif (err := stopped_on_write(run_dir)) is not None:  # not a crash: read as the closed result would say
-        from wattbench.accounting.level_findings import write_stop_finding
-
         result.status = "failed"
         result.status_detail = f"{err} (the run could not close result.json: the levels listed are those written before)"
         v = result.validity

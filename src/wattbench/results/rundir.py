@@ -19,6 +19,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator, TypeVar
+import errno as _errno
+import shutil
 
 from pydantic import BaseModel, ValidationError
 
@@ -30,6 +32,7 @@ from wattbench.results.recovery import (
 from wattbench.core.schema import SCHEMA_VERSION, RequestRecord, Result
 from wattbench.core.schema.bounds import result_problem
 from wattbench.core.redact import registered
+from wattbench.results.jsonfile import loads_bounded, read_bounded
 
 RESULT_FILE = "result.json"
 REQUESTS_FILE = "requests.jsonl"
@@ -55,8 +58,6 @@ def begin_level_spool(run_dir: str | os.PathLike, index: int, trial: int, label:
 
 def end_level_spool(run_dir: str | os.PathLike, index: int, trial: int = 0) -> None:
     """Remove a level's spool once its records are in ``requests.jsonl`` (and ``spool/`` once empty)."""
-    import shutil
-
     shutil.rmtree(level_spool_dir(run_dir, index, trial), ignore_errors=True)
     try:
         (Path(run_dir) / SPOOL_DIR).rmdir()
@@ -264,8 +265,6 @@ def close_result(run_dir: str | os.PathLike, result: Result) -> None:
 
 
 def errno_name(code: int) -> str:
-    import errno as _errno
-
     return _errno.errorcode.get(code, "EIO")
 
 
@@ -355,8 +354,6 @@ RESULT_MAX_BYTES = 64 << 20  # a result.json of 2,000 levels is ~7 MB
 def read_json_file(path: Path, max_bytes: int = RESULT_MAX_BYTES) -> Any:
     """Parse a JSON file; UserError naming the file and where it is broken. The file's size and
     nesting are capped before it is parsed (``results/jsonfile.py``)."""
-    from wattbench.results.jsonfile import loads_bounded, read_bounded
-
     try:
         data = read_bounded(path, max_bytes)
     except FileNotFoundError:

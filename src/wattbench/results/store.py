@@ -28,6 +28,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
+import random
+from datetime import datetime
+
+import platformdirs
 
 from wattbench.core.errors import UserError
 from wattbench.results.agreement import AGREEMENT_FILE, load_agreement
@@ -38,6 +42,8 @@ from wattbench.core.schema import Result
 from wattbench.results.store_noise import Spread, spread, spread_table
 from wattbench.results.store_schema import LEVEL_COLUMNS, MIGRATIONS, SCHEMA_VERSION, gpu_desc, level_rows
 from wattbench.core.redact import registered
+from wattbench.config import name_problem
+from wattbench.results.configuration import run_key, target_text
 
 DB_ENV = "WATTBENCH_DB"
 DB_FILENAME = "history.sqlite3"
@@ -49,7 +55,6 @@ def default_db_path() -> Path:
     env = os.environ.get(DB_ENV)
     if env:
         return Path(env).expanduser()
-    import platformdirs
 
     return Path(platformdirs.user_data_dir("wattbench")) / DB_FILENAME
 
@@ -97,8 +102,6 @@ def _retry_locked(fn: Callable[[], Any], timeout_s: float = BUSY_TIMEOUT_S) -> A
     calling the busy handler, when waiting could deadlock: two processes that both read a fresh
     (rollback-journal) database and both ask to switch it to WAL, or to migrate it. One of them
     must back off and retry; this does, with a growing pause, for up to ``timeout_s``."""
-    import random
-
     deadline = time.monotonic() + timeout_s
     pause = 0.005
     while True:
@@ -233,8 +236,6 @@ class HistoryStore:
         """Index a run (re-registering updates it). Tags in ``result.tags`` are applied when free.
         ``summary``: what the caller adds for ``history list`` (the run's headline figure, which the
         reports' rule picks: ``report.summary.history_summary``)."""
-        from wattbench.results.configuration import run_key, target_text
-
         path = str(Path(run_dir).resolve())
         bnds: list[str] = []
         for lv in result.levels:
@@ -437,8 +438,6 @@ class HistoryStore:
                   label: str | None = None) -> list[RunRecord]:
         """Runs, newest first. Text filters are case-insensitive substrings; ``since`` an ISO date
         (or date and time); ``kind`` ``run`` or ``agree``. Anything else is refused, not ignored."""
-        from datetime import datetime
-
         if kind is not None and kind not in RUN_KINDS:
             raise UserError(f"--kind {kind!r}: choose one of {', '.join(RUN_KINDS)}")
         if since is not None:
@@ -499,8 +498,6 @@ RUN_KINDS = ("run", "agree")
 
 
 def _check_name(name: str, what: str) -> None:
-    from wattbench.config import name_problem
-
     msg = name_problem(name, what)
     if msg:
         raise UserError(msg)

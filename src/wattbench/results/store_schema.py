@@ -11,6 +11,7 @@ from typing import Callable
 
 from wattbench.results.headline import headline_boundary, level_key, point
 from wattbench.core.schema import Result
+from wattbench.results.configuration import configuration, configuration_key, level_figure
 
 
 def _run_script(conn: sqlite3.Connection, script: str) -> None:
@@ -108,8 +109,6 @@ LEVEL_COLUMNS = ("run_id", "idx", "label", "mode", "target", "output_tokens_per_
 
 
 def level_rows(result: Result) -> list[tuple]:
-    from wattbench.results.configuration import configuration, configuration_key, level_figure
-
     rows = []
     for lv in result.levels:
         b = headline_boundary(lv)

@@ -29,6 +29,10 @@ from wattbench.run.targets import restart_engine
 from wattbench.workload.base import RequestSpec
 from wattbench.workload.synthetic import PromptBuilder
 from wattbench.workload.trace import TraceWorkload
+from wattbench.accounting.findings import rule, worst
+from wattbench.accounting.validity import combine
+from wattbench.core.recordset import NONE
+from wattbench.load.level import end_column
 
 MAX_PREDRAWN_REQUESTS = 20_000
 ENDLESS_REQUESTS = 1 << 40  # "no end" for a workload's lazy specs(n, start)
@@ -314,9 +318,6 @@ class LevelRunner:
         # with the load before it biased that mean, so its finding stays on the level
         earlier = [f for t in trials[:-1] for f in t.validity.findings if f.kind == FindingKind.NOT_DRAINED]
         if earlier:
-            from wattbench.accounting.findings import worst
-            from wattbench.accounting.validity import combine
-
             level.validity = worst(level.validity, combine(earlier))
         levels = session.result.levels
         pos = next((i for i, lv in enumerate(levels) if lv.index == index), None)
@@ -339,8 +340,6 @@ def add_drain_finding(level: LevelResult, drain: Drain | None, trial: str = "") 
     with the count the server still had."""
     if drain is None or drain.drained is True:
         return
-    from wattbench.accounting.findings import rule, worst
-    from wattbench.accounting.validity import combine
 
     which = f"{trial + ' ' if trial else ''}started"
     if drain.drained is None:  # the server reports no count: only what the client gave up on is known
@@ -377,9 +376,6 @@ def abandoned_count(records) -> int:
 def priming_e2e_s(records) -> float | None:
     """The median end-to-end time (s) of the priming's completed requests: how long one request
     takes at the run's largest load (``run/prime.unmeasurable`` sizes levels by it)."""
-    from wattbench.load.level import end_column
-    from wattbench.core.recordset import NONE
-
     c = as_record_set(records).columns("sent_ns", "last_token_ns", "end_ns", "ok")
     end = end_column(c)
     done = c["ok"] & (end != NONE)

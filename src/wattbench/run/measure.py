@@ -36,6 +36,9 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
+import asyncio
+import signal
+import time
 
 from wattbench.accounting.window import account_window, level_validity
 from wattbench.accounting.level import account_level, add_level_findings, count_source
@@ -86,6 +89,14 @@ from wattbench.run.benchmark import (
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.server.metrics import MetricsScraper
 from wattbench.core.redact import argv_secrets, env_secrets, redact_argv, redact_url, register_secrets, registered
+from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, judged, worst
+from wattbench.accounting.validity import combine
+from wattbench.core.redact import combine_credentials, url_secrets
+from wattbench.core.schema import ServerIdentity
+from wattbench.run.targets import api_key
+from wattbench.server.detect import detect_server
+from wattbench.server.identity import target_of
+from wattbench.server.openai import normalize_base_url
 
 __all__ = ["measure", "CommandFailed", "NO_TOKENS"]
 
@@ -170,13 +181,6 @@ def _check_command(mcfg: MeasureConfig) -> tuple[str, Path]:
 def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[ServerInfo, list[str], str | None]:
     """The server whose ``/metrics`` is scraped: ``--target`` (must answer), else the URL the
     tool's arguments name (a note when it does not answer: the command may start it)."""
-    import asyncio
-
-    from wattbench.run.targets import api_key
-    from wattbench.server.detect import detect_server
-    from wattbench.server.openai import normalize_base_url
-    from wattbench.core.redact import combine_credentials, url_secrets
-
     cfg = session.config
     given = cfg.target
     url = given or tool_target_url(tool, mcfg.command)
@@ -201,9 +205,6 @@ def _unknown_server(why: str, base_url: str | None = None) -> ServerInfo:
     """A server wattbench could not probe: its identity says so (the URL the command names, if any;
     nothing exposed), so the run's configuration key holds what is known, not "identity unknown"
     (which is a result written before identities were recorded)."""
-    from wattbench.core.schema import ServerIdentity
-    from wattbench.server.identity import target_of
-
     return ServerInfo(identity=ServerIdentity(target=target_of(base_url), not_exposed=[why]))
 
 
@@ -429,9 +430,6 @@ def _group_alive(pgid: int) -> bool:
 def _stop(proc: subprocess.Popen, grace_s: float | None = None) -> None:
     """Stop the command and every process of its group: SIGINT (as a Ctrl-C would), SIGTERM after
     ``STOP_GRACE_S``, SIGKILL after as long again."""
-    import signal
-    import time
-
     grace = STOP_GRACE_S if grace_s is None else grace_s
     pgid = proc.pid  # start_new_session: the command leads its own group
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
@@ -495,9 +493,6 @@ def _left_out(level: LevelResult, lv) -> None:
     tw, left_out = level.throughput.tokens_in_window, lv.left_out
     if left_out <= 0 or tw is None or not tw.output:
         return
-    from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, judged
-    from wattbench.accounting.findings import worst
-    from wattbench.accounting.validity import combine
 
     per = max((r.output_tokens or 0 for r in lv.requests), default=0) or tw.output / max(1, level.requests.completed)
     bound = 100.0 * left_out * per / tw.output
@@ -530,9 +525,6 @@ def _cross_check(level: LevelResult, timeline) -> None:
     tl.token_disagreement = tl.tool_output_tokens / server - 1.0
     allowed = edge + TOKEN_AGREEMENT_TOL * server
     if abs(tl.tool_output_tokens - server) > allowed:
-        from wattbench.accounting.validity import combine
-        from wattbench.accounting.findings import worst
-
 
         why = (f"the tool's records credit {tl.tool_output_tokens:.0f} output tokens to the window, the server's "
                f"counter {server:.0f} ± {edge:.0f} (its scrapes around the edges): another client on the server, or "

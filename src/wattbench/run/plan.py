@@ -10,6 +10,7 @@ and turns each measured level into the flat figures they judge (``level_figures`
 from __future__ import annotations
 
 from typing import Protocol
+import random
 
 from wattbench.accounting.attribution import isolating_pair
 from wattbench.accounting.steady import default_num_requests as _steady_default
@@ -21,6 +22,12 @@ from wattbench.load.search import auto_sweep, optimize
 from wattbench.core.load_types import LevelSpec
 from wattbench.results.headline import headline_boundary
 from wattbench.core.schema import FindingKind, LevelResult, Result, SearchOutcome
+from wattbench.analysis.figures import LATENCY_KINDS, LATENCY_STATS, ranked_figures
+from wattbench.core.schema import NoiseInfo
+from wattbench.load.search import feasible_score
+from wattbench.metrics.noise import measured_plateau, trials_noise
+from wattbench.results.headline import ENERGY_FIGURES, trial_ci
+from wattbench.run.prime import calibrate_prompts, judge, priming_level, repeat_size, unmeasurable
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
 ENERGY_OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw")  # a figure per kW: needs a power meter
@@ -100,14 +107,10 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
     by level, round after round; ``--trial-order shuffled``: a seeded shuffle per round; with
     ``--restart-engine`` a fresh engine, primed again, before every round), and the history check
     after the last level."""
-    from wattbench.core.schema import NoiseInfo
-
     mode = "rate" if cfg.rate else "concurrency"
     candidates = optimize_candidates(cfg) if cfg.optimize else None
     prime_at = None
     if runner is not None:
-        from wattbench.run.prime import priming_level
-
         result.noise = result.noise or NoiseInfo()
         prime_at = None if runner.is_trace else priming_level(cfg, candidates, SEARCH_MAX_CONCURRENCY)
         if cfg.prime and runner.is_trace:
@@ -116,7 +119,6 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
         if prime_at is not None:  # part of priming (--no-prime: nothing is sent before the first level)
             _calibrate(result, runner)  # prompt lengths fitted to the server first: the priming sends them too
         runner.prime_now()
-        from wattbench.run.prime import unmeasurable
 
         why = unmeasurable(cfg, result.noise.priming)  # the largest level, known before it runs
         if why:
@@ -144,8 +146,6 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
 
 def _interleaved(cfg: RunConfig, result: Result, runner) -> None:
     """A fixed ladder's trials round by round: c=16, 64, 16, 64, … (or a seeded shuffle per round)."""
-    import random
-
     ladder = list(enumerate(cfg.levels()))
     result.noise.trial_order = cfg.trial_order
     n = cfg.trials
@@ -172,9 +172,6 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     against the best (``metrics/noise.judge``: inconclusive — unknown noise, < 2 df, a bound over
     ±25%) is never on the plateau: with none within noise the recommendation is the best score,
     and the reason names the inconclusive levels and what to do."""
-    from wattbench.load.search import feasible_score
-    from wattbench.metrics.noise import measured_plateau
-
     opt = result.optimize
     scored = [(v, feasible_score(f, cfg.optimize, slos)) for v, f in res.measured]
     ranked = sorted({v: s for v, s in scored if s is not None}.items(), key=lambda t: (-t[1], t[0]))
@@ -220,8 +217,6 @@ def _window_s(fig: dict) -> float | None:
 def _calibrate(result: Result, runner) -> None:
     """Without a tokenizer: synthetic prompt lengths fitted to the server's count
     (``run/prime.calibrate_prompts``), recorded in the result before anything is measured."""
-    from wattbench.run.prime import calibrate_prompts
-
     if not hasattr(runner, "session"):  # a test's stand-in runner
         return
     cal = calibrate_prompts(runner)
@@ -238,8 +233,6 @@ def _calibrate(result: Result, runner) -> None:
 def _history_check(cfg: RunConfig, result: Result, runner) -> None:
     """The run's first level again after the others (or its own trials when they interleave):
     ``run/prime.judge`` says whether its figure moved by more than noise."""
-    from wattbench.run.prime import judge
-
     firsts = [lv for lv in result.levels if lv.index == 0]
     keys = {(lv.load.mode, lv.load.target_concurrency or lv.load.target_rate_rps) for lv in result.levels}
     if not firsts or len(keys) < 2:
@@ -251,7 +244,6 @@ def _history_check(cfg: RunConfig, result: Result, runner) -> None:
         v = first.load.target_concurrency if first.load.mode == "concurrency" else first.load.target_rate_rps
         if v is None:
             return
-        from wattbench.run.prime import repeat_size
 
         n, dur = repeat_size(cfg, first)
         repeat = runner.unrecorded(first.load.mode, v, first.index, " history check", num_requests=n,
@@ -266,8 +258,6 @@ def level_figures(level: LevelResult) -> dict:
     figure as the answer reports it (``analysis.figures.ranked_figures``: the trials' mean under
     ``--trials``, the rule ``tune`` ranks by too) — the latency percentiles an SLO is checked on
     included, so a level is ranked and judged on the figures its answer line shows."""
-    from wattbench.analysis.figures import LATENCY_KINDS, LATENCY_STATS, ranked_figures
-
     d = level.model_dump(mode="json")
     if level.requests.completed == 0:  # a failed level, not a missing one (load/search.py)
         d["failed"] = _no_request_reason(level) or "no measured request completed"
@@ -292,9 +282,6 @@ def level_figures(level: LevelResult) -> dict:
 def _trials_noise(level: LevelResult, name: str, boundary: str | None):
     """The trials' CI of a ranked figure as a ``metrics.noise.FigureNoise`` (None without trials);
     goodput per kW without an SLO is the output tokens/s per kW (``ranked_figures``)."""
-    from wattbench.metrics.noise import trials_noise
-    from wattbench.results.headline import ENERGY_FIGURES, trial_ci
-
     if level.trials is None or level.trials.n < 2:
         return None
     b = boundary if name in ENERGY_FIGURES else None

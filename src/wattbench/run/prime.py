@@ -40,6 +40,11 @@ from wattbench.report.labels import short_label_text
 from wattbench.core.numbers import fmt
 from wattbench.results.configuration import level_figure
 from wattbench.core.schema import HistoryCheck, LevelResult, PrimingPhase, PromptCalibration
+from wattbench.core.load_types import LevelSpec
+from wattbench.core.recordset import as_record_set, NONE
+from wattbench.workload.base import RequestSpec
+from wattbench.workload.synthetic import request_rng
+from wattbench.workload.tokenizer import ApproxTokenizer
 
 PRIME_MIN_REQUESTS = 8
 PRIME_ROUNDS = 2
@@ -202,13 +207,6 @@ def calibrate_prompts(runner) -> "PromptCalibration | None":
     the fit and, when it was not possible (no usage in the answers), why. Only a synthetic workload
     with the approximate source is calibrated: a tokenizer or ``/tokenize`` is exact and stays the
     first choice; a dataset's prompts are the user's."""
-    from wattbench.core.load_types import LevelSpec
-    from wattbench.core.recordset import NONE, as_record_set
-    from wattbench.core.schema import PromptCalibration
-    from wattbench.workload.base import RequestSpec
-    from wattbench.workload.synthetic import request_rng
-    from wattbench.workload.tokenizer import ApproxTokenizer
-
     session, wl = runner.session, runner.workload
     cfg = session.config
     ts = getattr(wl, "ts", None)

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 
 from wattbench.config import RunConfig
+from wattbench import engines
 from wattbench.engines import launch
 from wattbench.engines.base import Engine
 from wattbench.core.target import TargetSpec
@@ -17,6 +18,8 @@ from wattbench.server.detect import detect_server, merge_launched, reuses_connec
 from wattbench.server.identity import target_of
 from wattbench.server.openai import check_load_endpoint, check_model_answers, check_target, normalize_base_url
 from wattbench.core.redact import body_secrets, combine_credentials, secret_values, url_secrets
+from wattbench.core.errors import UserError
+from wattbench.core.schema import EngineStart, NoiseInfo
 
 
 @dataclass
@@ -60,9 +63,7 @@ def _first_target(session: RunSession, run_dir, engine: Engine | None = None
     # an engine that is not installed is one line with nothing written: checked before the progress
     # line says it starts (and before launch() creates run_dir for its server.log)
     if engine is None:
-        from wattbench.engines import get_engine  # looked up when called (tests script the engine)
-
-        engine = get_engine(cfg.engine)
+        engine = engines.get_engine(cfg.engine)  # looked up when called (tests script the engine)
     engine.check_installed()
     session.emit("phase", name="engine", message=f"starting the {cfg.engine} engine")
     handle = session.stack.enter_context(launch(engine=engine, model=cfg.engine_model, device=cfg.device,
@@ -126,9 +127,6 @@ def resolve_targets(session: RunSession, run_dir, engine: Engine | None = None) 
 def restart_engine(session: RunSession, specs: list[TargetSpec], before_trial: int) -> None:
     """``--restart-engine``: stop the launched engine and start a fresh one (same plan, a new port),
     pointing the run's target at it; every start is recorded in ``Result.noise.engine_starts``."""
-    from wattbench.core.errors import UserError
-    from wattbench.core.schema import EngineStart, NoiseInfo
-
     cfg, old = session.config, session.engine
     if old is None:
         raise UserError("--restart-engine restarts an engine wattbench started; this run has none")

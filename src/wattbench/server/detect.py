@@ -23,6 +23,8 @@ are one table, ``server/engine_rules.py``; this module probes and classifies.
 
 from __future__ import annotations
 
+import aiohttp
+
 from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import asyncio
@@ -59,8 +61,6 @@ PROBE_MAX_BYTES = 4 << 20  # a probe reads at most this much of an answer (a /me
 async def _get(session, url: str, redirects: list[str] | None = None) -> tuple[int, dict[str, str], bytes]:
     """One probe (``core/origin.py``: a redirect to another host is refused and noted in
     ``redirects``, never followed); ``(0, {}, b"")`` when it failed."""
-    import aiohttp
-
     try:
         async with origin.request(session, "GET", url, timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S),
                                   redirects=redirects) as r:
@@ -80,8 +80,6 @@ async def detect_server(base_url_v1: str, api_key: str | None = None,
     (``server/identity``: ``model`` is the served model the run uses, else the first listed). Raises
     TargetError when it cannot be reached or refuses the key. Redirects met (followed on the same
     host, refused to another) are appended to ``redirects``."""
-    import aiohttp
-
     root = root_of(base_url_v1)
     headers = {"Authorization": authorization(api_key)} if api_key else {}
     async with aiohttp.ClientSession(headers=headers) as s:

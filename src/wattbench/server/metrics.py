@@ -27,6 +27,8 @@ and the reason; that is not an error.
 
 from __future__ import annotations
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import http.client
@@ -37,6 +39,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+import bisect
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import TargetError
@@ -103,8 +106,6 @@ def metrics_url(url: str) -> str:
 
 def parse_exposition(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Sample name -> [(labels, value)] of a Prometheus text exposition."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
     for fam in text_string_to_metric_families(text):
         for s in fam.samples:
@@ -206,7 +207,6 @@ class ServerTimeline:
             return vs[0]
         if t_ns >= ts[-1]:
             return vs[-1]
-        import bisect
 
         i = bisect.bisect_right(ts, t_ns)
         t0, t1, v0, v1 = ts[i - 1], ts[i], vs[i - 1], vs[i]
@@ -232,7 +232,6 @@ class ServerTimeline:
         ts, vs = self._points(name, monotone=True)
         if not ts or t0_ns < ts[0] or t1_ns > ts[-1]:
             return None
-        import bisect
 
         err = 0.0
         for t in (t0_ns, t1_ns):

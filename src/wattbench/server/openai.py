@@ -8,6 +8,9 @@ message, an exception text or a repr.
 
 from __future__ import annotations
 
+import aiohttp
+import orjson
+
 from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import asyncio
@@ -17,6 +20,7 @@ from wattbench.core.errors import TargetError, UserError
 from wattbench.core import origin
 from wattbench.core.target import TargetSpec
 from wattbench.workload.base import RequestSpec
+from wattbench.core.redact import redact_url
 
 __all__ = [
     "normalize_base_url",
@@ -63,8 +67,6 @@ def normalize_base_url(url: str) -> str:
 
 def safe_url(url: str) -> str:
     """The URL for messages: ``redact.redact_url`` (no ``user:password@``, no query secret)."""
-    from wattbench.core.redact import redact_url
-
     return redact_url(url) or url
 
 
@@ -238,8 +240,6 @@ async def fetch_models(session, base_url: str, api_key: str | None, redirects: l
     """The model ids of ``GET {base_url}/models``. Raises TargetError when the answer is not
     OpenAI's ``{"data": [{"id": ...}, ...]}`` or redirects to another host (``core/origin.py``;
     same-host redirects followed go to ``redirects``); aiohttp errors (connection) propagate."""
-    import orjson
-
     url = base_url + "/models"
     async with origin.request(session, "GET", url, headers=auth_headers(api_key), redirects=redirects) as resp:
         body = await origin.read_body(resp, MODELS_BODY_BYTES + 1)
@@ -277,8 +277,6 @@ async def post_json(session, url: str, body: dict, api_key: str | None, timeout_
     """``POST url`` with a JSON body, non-streaming (``agree`` asks both servers this way): the
     status and the raw body. The key travels as ``auth_headers`` sends it; aiohttp and timeout
     errors propagate to the caller, which names them."""
-    import aiohttp
-
     h = auth_headers(api_key, headers)
     h["Accept"] = "application/json"
     async with origin.request(session, "POST", url, json=body, headers=h,
@@ -299,8 +297,6 @@ async def check_target(
     instead. Every failure is a ``TargetError`` with one line that says what to do, a redirect to
     another host included; same-host redirects followed are appended to ``redirects``.
     """
-    import aiohttp
-
     base_url = normalize_base_url(base_url)
     shown = safe_url(base_url)
     timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -346,8 +342,6 @@ async def check_model_answers(
 ) -> None:
     """One real request for ``model`` (one output token): the check of a launched engine's model
     that its ``/v1/models`` does not list. Raises ``TargetError`` naming the HTTP status."""
-    import aiohttp
-
     shown = safe_url(base_url)
     if api == "chat":
         url, body = base_url + "/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}
@@ -377,8 +371,6 @@ async def check_load_endpoint(target: TargetSpec, redirects: list[str] | None = 
     (a server answers 405 or 404; nothing is generated). A redirect to another host raises
     ``CrossOriginRedirect`` (one line naming both hosts) before anything is measured; same-host
     redirects go to ``redirects``. Connection errors are left to the load, which records them."""
-    import aiohttp
-
     url = endpoint_url(target)
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:

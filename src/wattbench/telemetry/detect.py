@@ -41,6 +41,8 @@ from wattbench.telemetry.jetson import detect as detect_jetson
 from wattbench.telemetry.nvml import detect as detect_nvml
 from wattbench.telemetry.probe import Found, Machine
 from wattbench.telemetry.rapl import detect as detect_rapl
+from wattbench.telemetry.sampler import period_of
+from wattbench.telemetry.spec import parse_sensor_spec
 
 
 # The probes, in order: each sensor module's ``detect``. A probe later in the list skips the hwmon
@@ -100,9 +102,6 @@ def inventory(specs: list[str] | None = None, measure_s: float = 1.5,
     read() of its sensor), ``measured_update_s`` (median time between value changes while
     polled fast for ``measure_s``; None when the value did not change twice), ``changes``.
     """
-    from wattbench.telemetry.sampler import period_of
-    from wattbench.telemetry.spec import parse_sensor_spec
-
     sensors: list[Sensor]
     problems: list[str]
     if specs:

@@ -49,6 +49,7 @@ from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Kind, Reading, Sensor
 from wattbench.telemetry.nvidia_smi import NvidiaSmiSensor
 from wattbench.telemetry.probe import Found, Machine
+from wattbench.core.schema import GPUInfo
 
 if TYPE_CHECKING:
     from wattbench.core.schema import GPUInfo
@@ -424,8 +425,6 @@ def _cuda_version(v: int) -> str:
 
 def gpu_inventory(nvml: Any = None) -> list[GPUInfo]:
     """Describe every GPU NVML sees (for the result's environment). Empty list if NVML is absent."""
-    from wattbench.core.schema import GPUInfo
-
     try:
         nv = load_nvml(nvml)
         nv.nvmlInit()

@@ -24,10 +24,13 @@ import urllib.parse
 import urllib.request
 from typing import Callable
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError, TargetError
 from wattbench.core import origin
 from wattbench.telemetry.base import BOUNDARIES, Channel, Kind, Reading, Sensor
+from wattbench.core.errors import UserError
 
 LabelKey = tuple[tuple[str, str], ...]  # the labels that name one series, sorted
 
@@ -67,8 +70,6 @@ def _fetch(url: str, timeout_s: float, what: str, api_errors: bool = False) -> b
 
 def _check_boundary(b: str) -> str:
     if b not in BOUNDARIES:
-        from wattbench.core.errors import UserError
-
         raise UserError(f"unknown boundary {b!r}; use one of {', '.join(BOUNDARIES)}")
     return b
 
@@ -88,8 +89,6 @@ class DcgmSensor(Sensor):
         self._series: dict[tuple[str, LabelKey], str] = {}
 
     def _scrape(self) -> list[tuple[str, dict[str, str], float]]:
-        from prometheus_client.parser import text_string_to_metric_families
-
         text = self._fetch(self.url, self.timeout_s, "dcgm").decode(errors="replace")
         out = []
         try:
@@ -149,8 +148,6 @@ class PromQuerySensor(Sensor):
     def __init__(self, base_url: str, query: str, boundary: str = "node", timeout_s: float = 5.0,
                  poll_interval_s: float = 1.0) -> None:
         if not query:
-            from wattbench.core.errors import UserError
-
             raise UserError("prom: give a PromQL expression that yields watts: prom:http://prom:9090,query=EXPR")
         self.base_url = base_url.rstrip("/")
         self.query = query

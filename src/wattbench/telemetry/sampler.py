@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from wattbench.core.clock import MONOTONIC, Clock
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor, SensorFailure, TelemetryLog
+from wattbench.telemetry.nvml import gpu_inventory, NvmlSensor
 
 if TYPE_CHECKING:
     from wattbench.core.schema import GPUInfo
@@ -306,8 +307,6 @@ class Sampler:
 
     def gpu_inventory(self) -> list[GPUInfo]:
         """GPUInfo for the GPUs of an open NVML sensor (the result's environment); [] without one."""
-        from wattbench.telemetry.nvml import NvmlSensor, gpu_inventory
-
         for s in self.sensors:
             if isinstance(s, NvmlSensor):
                 return gpu_inventory(s.nvml if s.nvml is not None else s._nvml_arg)

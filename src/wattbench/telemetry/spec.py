@@ -14,6 +14,15 @@ from typing import Callable
 
 from wattbench.core.errors import UserError
 from wattbench.telemetry.base import BOUNDARIES, Sensor
+from wattbench.telemetry.amd import AmdSensor
+from wattbench.telemetry.const import ConstSensor
+from wattbench.telemetry.estimate import CpuEstimateSensor
+from wattbench.telemetry.external import CommandSensor, FileSensor
+from wattbench.telemetry.ipmi import IpmiSensor
+from wattbench.telemetry.nvidia_smi import NvidiaSmiSensor
+from wattbench.telemetry.nvml import NvmlSensor
+from wattbench.telemetry.prometheus import DcgmSensor, PromQuerySensor
+from wattbench.telemetry.redfish import RedfishSensor
 
 FORMS = [
     "nvml", "nvml:0,1", "nvml:0,samples=off",
@@ -108,8 +117,6 @@ def parse_sensor_spec(spec: str) -> Sensor:
 
 def _nvml(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
     """``nvml[:0,1][,samples=off][,aux=SECONDS]``."""
-    from wattbench.telemetry.nvml import NvmlSensor
-
     _unknown(spec, opts, {"samples", "aux"})
     samples = opts.get("samples", "on").lower() not in ("off", "0", "false", "no")
     aux = _num(spec, "aux", opts["aux"]) if "aux" in opts else 1.0
@@ -118,8 +125,6 @@ def _nvml(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
 
 def _nvidia_smi(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
     """``nvidia-smi[:0,1][,oneshot][,interval_ms=N]``."""
-    from wattbench.telemetry.nvidia_smi import NvidiaSmiSensor
-
     _unknown(spec, opts, {"interval_ms"})
     oneshot = "oneshot" in pos
     pos = [p for p in pos if p != "oneshot"]
@@ -137,8 +142,6 @@ def _rapl(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
 
 def _ipmi(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
     """``ipmi[:lan=HOST,user=USER[,password_file=FILE][,interface=I]]`` (the local BMC without lan=)."""
-    from wattbench.telemetry.ipmi import IpmiSensor
-
     _unknown(spec, opts, {"lan", "host", "user", "password_file", "interface"})
     if pos:
         raise _bad(spec, f"unexpected {pos[0]!r}")
@@ -151,8 +154,6 @@ def _ipmi(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
 
 def _redfish(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
     """``redfish:URL[,chassis=ID][,insecure][,ca=FILE][,creds=FILE]``."""
-    from wattbench.telemetry.redfish import RedfishSensor
-
     _unknown(spec, opts, {"chassis", "ca", "creds"})
     flags = {p for p in pos if p in ("insecure",)}
     urls = [p for p in pos if p not in flags]
@@ -164,8 +165,6 @@ def _redfish(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
 
 def _dcgm(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
     """``dcgm:URL[,LABEL=VALUE…][,boundary=B]``: any other option is a label matcher."""
-    from wattbench.telemetry.prometheus import DcgmSensor
-
     if len(pos) != 1 or not pos[0].startswith(("http://", "https://")):
         raise _bad(spec, "give the exporter's URL, e.g. dcgm:http://host:9400/metrics")
     url = pos[0] if "/" in pos[0].split("://", 1)[1] else pos[0] + "/metrics"
@@ -185,16 +184,12 @@ def _jetson(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
 
 def _amd(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
     """``amd[:0,1]``."""
-    from wattbench.telemetry.amd import AmdSensor
-
     _unknown(spec, opts, set())
     return AmdSensor(indices=_indices(spec, pos))
 
 
 def _file(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
     """``file:PATH[,boundary=B]`` (default boundary: wall)."""
-    from wattbench.telemetry.external import FileSensor
-
     _unknown(spec, opts, {"boundary"})
     if len(pos) != 1:
         raise _bad(spec, "give one file path, e.g. file:/var/log/pdu.csv")
@@ -203,8 +198,6 @@ def _file(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
 
 def _const(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
     """``const:BOUNDARY=WATTS``: a declared figure."""
-    from wattbench.telemetry.const import ConstSensor
-
     decl = {k: v for k, v in opts.items() if k != "interval"}
     if pos or len(decl) != 1:
         raise _bad(spec, "give exactly one BOUNDARY=WATTS, e.g. const:node=700")
@@ -217,8 +210,6 @@ def _const(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
 
 def _estimate(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
     """``estimate:cpu[,tdp=W][,idle=W][,uncertainty=PCT]``: a model, not a meter."""
-    from wattbench.telemetry.estimate import CpuEstimateSensor
-
     _unknown(spec, opts, {"tdp", "idle", "uncertainty"})
     if pos != ["cpu"]:
         raise _bad(spec, "only estimate:cpu exists")
@@ -256,8 +247,6 @@ def _tail_opts(spec: str, tokens: list[str], keys: set[str]) -> tuple[list[str],
 
 
 def _cmd(spec: str, args: str) -> Sensor:
-    from wattbench.telemetry.external import CommandSensor
-
     a = args.strip()
     opts: dict[str, str] = {}
     if a.startswith("["):
@@ -280,8 +269,6 @@ def _cmd(spec: str, args: str) -> Sensor:
 
 
 def _prom(spec: str, args: str) -> Sensor:
-    from wattbench.telemetry.prometheus import PromQuerySensor
-
     tokens = args.split(",") if args else []
     if not tokens or not tokens[0].strip().startswith(("http://", "https://")):
         raise _bad(spec, "give the Prometheus server's URL first, e.g. prom:http://prom:9090,query=EXPR")

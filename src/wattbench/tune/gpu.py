@@ -34,6 +34,7 @@ from typing import Any
 
 from wattbench.core.errors import UserError
 from wattbench.core.interrupt import install_sigterm
+from wattbench.telemetry.nvml import load_nvml
 
 DEFAULT_STATE_PATH = "/var/lib/wattbench/gpu-settings.json"
 
@@ -75,8 +76,6 @@ class GpuSettings:
 
     def __init__(self, devices: list[int] | None = None, *, nvml: Any = None, state: str | Path | None = None,
                  root: bool | None = None):
-        from wattbench.telemetry.nvml import load_nvml
-
         self.nv = load_nvml(nvml)
         self.state = state_path(state)
         self.root = is_root() if root is None else root
@@ -231,7 +230,6 @@ def restore_pending(*, nvml: Any = None, state: str | Path | None = None, root: 
     if not (is_root() if root is None else root):
         raise UserError(f"GPU settings changed by an earlier wattbench tune are still recorded in {p}; "
                         "run `sudo wattbench doctor --restore` to put them back")
-    from wattbench.telemetry.nvml import load_nvml
 
     nv = load_nvml(nvml)
     nv.nvmlInit()

@@ -21,6 +21,7 @@ import shlex
 import time
 from pathlib import Path
 from typing import Any, Callable
+from datetime import datetime, timezone
 
 from wattbench.config import RunConfig, TuneConfig
 from wattbench.core.errors import UserError
@@ -28,6 +29,15 @@ from wattbench.tune import score as sc
 from wattbench.metrics.noise import margin
 from wattbench.results.tune import LOWER_IS_BETTER, OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
 from wattbench.tune.space import Space, build_space, config_key, describe, engine_args, gpu_settings
+from wattbench.accounting.boundaries import WHOLE_BOUNDARIES
+from wattbench.core.errors import EngineError, Interrupted
+from wattbench import engines
+from wattbench.metrics.slo import parse_slos
+from wattbench.results.rundir import check_output_dir
+from wattbench.run import run_benchmark
+from wattbench.telemetry.base import BOUNDARIES
+from wattbench.tune import strategy as st
+from wattbench.tune.gpu import GpuSettings, state_path
 
 Progress = Callable[[str, dict], None]
 
@@ -39,15 +49,11 @@ def validate(cfg: TuneConfig) -> Space:
     if cfg.base.target or cfg.base.targets:
         raise UserError("wattbench tune starts the engine itself (it restarts it per configuration): "
                         "give --engine and --model, not --target")
-    from wattbench.metrics.slo import parse_slos
 
     parse_slos(cfg.base.slo)  # the one SLO grammar; raises on bad input
     if cfg.boundary is not None:
-        from wattbench.telemetry.base import BOUNDARIES
-
         if cfg.boundary not in BOUNDARIES:
             raise UserError(f"--boundary {cfg.boundary!r}: choose one of {', '.join(BOUNDARIES)}")
-        from wattbench.accounting.boundaries import WHOLE_BOUNDARIES
 
         if cfg.boundary not in WHOLE_BOUNDARIES and cfg.boundary != "cpu":
             raise UserError(f"--boundary {cfg.boundary}: a part of a boundary has no tokens-per-kW figure to "
@@ -60,8 +66,6 @@ def validate(cfg: TuneConfig) -> Space:
     if space.size() < 1:
         raise UserError("the search space is empty")
     if cfg.out and not cfg.resume:
-        from wattbench.results.rundir import check_output_dir
-
         check_output_dir(cfg.out, "--out")
     return space
 
@@ -79,8 +83,6 @@ class RunEvaluator:
 
     def __call__(self, trial: TrialRecord, base: RunConfig, fixed_level: tuple[str, float] | None,
                  objective: str, boundary: str | None, run_dir: Path, tags: list[str]) -> TrialRecord:
-        from wattbench.run import run_benchmark
-
         upd: dict[str, Any] = {"engine_args": list(base.engine_args) + trial.engine_args, "out": str(run_dir),
                                "tags": list(base.tags) + tags}
         if fixed_level is None:
@@ -102,7 +104,6 @@ class RunEvaluator:
             self.progress(event, {**data, "trial": trial.index})
 
         t0 = time.perf_counter()
-        from wattbench.core.errors import EngineError, Interrupted
 
         try:
             res = run_benchmark(cfg, on_event)
@@ -142,8 +143,6 @@ class RunEvaluator:
 
 
 def _new_id() -> tuple[str, str]:
-    from datetime import datetime, timezone
-
     now = datetime.now(timezone.utc)
     return "tune-" + now.strftime("%Y-%m-%dT%H-%M-%S"), now.isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -152,18 +151,12 @@ def tune(cfg: TuneConfig, *, evaluate: Callable | None = None, progress: Progres
          gpu=None) -> TuneResult:
     """Run the tune as configured (see the module docstring). ``gpu``: a ``GpuSettings`` (the seam
     for a fake NVML); by default one is made when the space has GPU axes."""
-    from wattbench.tune import strategy as st
-
     progress = progress or (lambda e, d: None)
     space = validate(cfg)
     if evaluate is None:
-        from wattbench.engines import get_engine
-
-        get_engine(cfg.base.engine).check_installed()  # once, before anything is written or changed
+        engines.get_engine(cfg.base.engine).check_installed()  # once, before anything is written or changed
     gpu_axes = any(a.is_gpu for a in space.axes)
     if gpu is None and (gpu_axes or _state_pending()):
-        from wattbench.tune.gpu import GpuSettings
-
         gpu = GpuSettings(cfg.gpu_indices)
     if gpu is not None:
         # a tune killed mid-trial left settings changed: put them back before anything else
@@ -234,8 +227,6 @@ def tune(cfg: TuneConfig, *, evaluate: Callable | None = None, progress: Progres
 
 
 def _state_pending() -> bool:
-    from wattbench.tune.gpu import state_path
-
     return state_path().exists()
 
 

@@ -31,14 +31,16 @@ import math
 from typing import Any, Iterable
 
 from wattbench.results.tune import LOWER_IS_BETTER, TrialRecord, TuneResult
+from wattbench.analysis.figures import ranked_figures
+from wattbench.analysis.pareto import pareto_frontier
+from wattbench.metrics.noise import measured_plateau
+from wattbench.metrics.trials import ci95
 
 
 def level_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
     """The figures a tune table shows for one level: ``analysis.figures.ranked_figures``, the rule
     ``--optimize`` ranks levels by (the trials' mean under ``--trials``, goodput per kW without an
     SLO = output tokens/s per kW)."""
-    from wattbench.analysis.figures import ranked_figures
-
     h = ranked_figures(level, boundary, has_slo)
     ld = level.load
     return {
@@ -101,8 +103,6 @@ def config_scores(t: TuneResult) -> dict[int, list[float]]:
 
 
 def mean_ci(values: list[float]) -> dict[str, float | None]:
-    from wattbench.metrics.trials import ci95
-
     c = ci95(values)
     return {"mean": c["mean"], "low": c["ci95_low"], "high": c["ci95_high"], "n": c["n"]}
 
@@ -121,8 +121,6 @@ def plateau(t: TuneResult):
     (``metrics/noise.measured_plateau``, the rule ``--optimize`` uses for load levels): each
     configuration's noise is the widest of the single-level bound for its level's window, and the
     spread of the configurations measured more than once, pooled. Returns (Plateau or None, basis)."""
-    from wattbench.metrics.noise import measured_plateau
-
     ms = []
     for tr in t.trials:
         if tr.score is None or tr.status != "done":
@@ -166,8 +164,6 @@ def by_axis(t: TuneResult) -> dict[str, dict[str, float | None]]:
 
 def pareto(trials: Iterable[TrialRecord], latency: str = "tpot_p99_ms") -> dict:
     """Goodput per kW (higher) vs a p99 latency (lower) over the trials' chosen levels."""
-    from wattbench.analysis.pareto import pareto_frontier
-
     pts = [(str(tr.index), tr.figures.get("goodput_per_kw"), tr.figures.get(latency))
            for tr in trials if tr.status == "done" and tr.repeat_of is None]
     front = pareto_frontier(pts)

@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from wattbench.core.errors import UserError
+from wattbench.core.errors import not_a_file_reason
+from wattbench.results.jsonfile import loads_bounded, read_bounded
 
 GPU_AXES = ("power-limit", "sm-clocks")
 
@@ -265,8 +267,6 @@ def _parse_space_text(p: Path) -> Any:
     """The space file's data: at most ``MAX_SPACE_FILE_BYTES``, UTF-8, JSON (nesting capped) or
     YAML through the safe loader with at most ``MAX_YAML_ALIASES`` aliases and at most
     ``MAX_SPACE_NODES`` values once they are expanded; one line otherwise."""
-    from wattbench.results.jsonfile import loads_bounded, read_bounded
-
     try:
         raw = read_bounded(p, MAX_SPACE_FILE_BYTES)
     except OSError as e:
@@ -333,8 +333,6 @@ def load_space_file(path: str | Path) -> Space:
     """A YAML/JSON space file (see the module docstring)."""
     p = Path(path).expanduser()
     if not p.is_file():
-        from wattbench.core.errors import not_a_file_reason
-
         raise UserError(f"space file {p}: {not_a_file_reason(p)}")
     data = _parse_space_text(p)
     if not isinstance(data, Mapping) or not isinstance(data.get("axes"), Mapping) or not data["axes"]:

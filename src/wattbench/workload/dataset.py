@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+import bisect
 
 import numpy as np
 
@@ -100,8 +101,6 @@ def _line_starts(text: str) -> list[int]:
 
 def _array_entries(text: str, path: str) -> list[tuple[int, object]]:
     """Parse a JSON array, returning (line where each entry starts, entry)."""
-    import bisect
-
     dec = json.JSONDecoder()
     starts = _line_starts(text)
     i = len(text) - len(text.lstrip())

@@ -20,6 +20,10 @@ from wattbench.core.errors import UserError, not_a_file_reason
 from wattbench.workload.distributions import LengthDistribution, parse_distribution
 from wattbench.workload.source import Workload, file_sha256
 from wattbench.workload.tokenizer import TokenSource
+from wattbench.workload.dataset import DatasetWorkload
+from wattbench.workload.sessions import SessionWorkload
+from wattbench.workload.synthetic import SyntheticWorkload
+from wattbench.workload.trace import INPUT_FIELDS, TIME_FIELDS, TraceWorkload
 
 
 @dataclass(frozen=True)
@@ -79,9 +83,6 @@ def _cap(d: LengthDistribution, high: int | None) -> LengthDistribution:
 def preset_workload(name: str, token_source: TokenSource, seed: int = 0, *,
                     max_context_tokens: int | None = None) -> Workload:
     """The workload of a preset (see the table in the module docstring)."""
-    from wattbench.workload.sessions import SessionWorkload
-    from wattbench.workload.synthetic import SyntheticWorkload
-
     if name not in PRESETS:
         raise UserError(f"unknown workload preset {name!r}; presets: {', '.join(PRESETS)}")
     p = PRESETS[name]
@@ -122,8 +123,6 @@ def _sniff_file(path: Path) -> str:
         except (ValueError, RecursionError):  # RecursionError: a line nested too deeply for the parser
             return "dataset"  # the dataset loader reports the bad line
         if isinstance(obj, dict):
-            from wattbench.workload.trace import INPUT_FIELDS, TIME_FIELDS
-
             has_time = any(n in obj for n, _ in TIME_FIELDS)
             has_len = any(n in obj for n in INPUT_FIELDS)
             if has_time and has_len and "prompt" not in obj and "messages" not in obj:
@@ -145,8 +144,6 @@ def load_workload(name_or_path: str | None, token_source: TokenSource, seed: int
     ``speedup``, ``time_unit``, ``prefix_blocks`` (Mooncake hash_ids as shared blocks of that size).
     ``describe()`` of the result always carries ``name`` and, for files, ``path`` and ``sha256``.
     """
-    from wattbench.workload.synthetic import SyntheticWorkload
-
     if name_or_path is None or name_or_path == "synthetic":
         inp = parse_distribution(input_tokens)
         out = parse_distribution(output_tokens)
@@ -163,14 +160,10 @@ def load_workload(name_or_path: str | None, token_source: TokenSource, seed: int
     if kind is None:
         kind = _sniff_file(path)
     if kind == "trace":
-        from wattbench.workload.trace import TraceWorkload
-
         return TraceWorkload(path, token_source, seed, speedup=speedup, time_unit=time_unit,
                              max_input_tokens=max_context_tokens, limit=limit, prefix_blocks=prefix_blocks,
                              tenant_field=tenant_field)
     if kind == "dataset":
-        from wattbench.workload.dataset import DatasetWorkload
-
         f = dict(dataset_filters or {})
         if max_context_tokens is not None and f.get("max_total_tokens") is None:
             f["max_total_tokens"] = max_context_tokens

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from typing import Iterator
+import hashlib
 
 from wattbench.workload.base import RequestSpec
 
@@ -43,8 +44,6 @@ class Workload(ABC):
 
 
 def file_sha256(path: str) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
+import zlib
 
 from wattbench.core.errors import UserError
 from wattbench.workload.base import RequestSpec, row_labels
@@ -295,8 +296,6 @@ class TraceWorkload(Workload):
         key = str(h)
         t = self._blocks.get(key)
         if t is None:
-            import zlib
-
             rng = request_rng(self.seed, zlib.crc32(key.encode()), stream=11)
             t = self.builder.text(self.prefix_blocks, rng, "")
             if len(self._blocks) < 100_000:
@@ -305,8 +304,6 @@ class TraceWorkload(Workload):
 
     def _block_prompt(self, r: TraceRow) -> str:
         """Full blocks of the row's hash ids, then the last block filled to the exact input length."""
-        import zlib
-
         b = self.prefix_blocks
         full = min(len(r.hash_ids) - 1, (r.input_tokens - 1) // b)
         prefix = "".join(self._block_text(h) for h in r.hash_ids[:full])

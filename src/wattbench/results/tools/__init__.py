@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+import shutil
+import subprocess
 
 from wattbench.core.errors import UserError
 from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun
@@ -215,9 +217,6 @@ def installed_version(tool: str, argv: list[str]) -> str | None:
     """The tool's version where its file does not say (``vllm bench serve``): asked of the Python
     its console script runs with (the script's ``#!`` line), through ``importlib.metadata`` — no
     import of the tool itself. ``None`` when that cannot be told (not a Python console script)."""
-    import shutil
-    import subprocess
-
     dist = _DISTS.get(tool)
     exe = shutil.which(argv[0]) if argv else None
     if not dist or not exe:

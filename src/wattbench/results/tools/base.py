@@ -30,12 +30,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Iterator, TypeVar
+import math
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from wattbench.core.clock import ClockAnchor
 from wattbench.core.errors import UserError
 from wattbench.core.schema import ClockMapping, RequestRecord, build_record
+from wattbench.results.jsonfile import loads_bounded, read_bounded
+from wattbench.results.rundir import describe_validation_error
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -186,8 +189,6 @@ Text = Annotated[str, Field(max_length=MAX_TEXT)]
 def finite_figure(v) -> float | None:
     """A tool's own summary figure: kept when it is a finite number, else left out (it is shown
     beside wattbench's figures, never used in them)."""
-    import math
-
     if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < 1e15:
         return float(v)
     return None
@@ -195,8 +196,6 @@ def finite_figure(v) -> float | None:
 
 def read_bytes(path, what: str, max_bytes: int | None = None) -> bytes:
     """A tool's file, at most ``MAX_FILE_BYTES``; one line naming it otherwise."""
-    from wattbench.results.jsonfile import read_bounded
-
     try:
         return read_bounded(path, MAX_FILE_BYTES if max_bytes is None else max_bytes)
     except OSError as e:
@@ -207,8 +206,6 @@ def read_bytes(path, what: str, max_bytes: int | None = None) -> bytes:
 
 def parse_json(data: bytes | str, path, what: str, where: str = ""):
     """One JSON text of a tool's file (``where``: "line 3 " of a JSONL file), nesting capped."""
-    from wattbench.results.jsonfile import loads_bounded
-
     try:
         return loads_bounded(data)
     except ValueError as e:  # not JSON, not UTF-8, or nested too deep
@@ -231,8 +228,6 @@ def json_lines(data: bytes, path, what: str) -> Iterator[tuple[str, Any]]:
 
 def validate(model: type[M], data, path, what: str, where: str = "") -> M:
     """``data`` as ``model``, or one line naming the file, where in it, and the field that is wrong."""
-    from wattbench.results.rundir import describe_validation_error
-
     try:
         return model.model_validate(data)
     except ValidationError as e:

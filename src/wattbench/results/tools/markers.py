@@ -18,13 +18,12 @@ from pathlib import Path
 
 from wattbench.core.errors import UserError
 from wattbench.results.tools.base import MAX_STAMP_S
+from wattbench.results.jsonfile import read_bounded
 
 MAX_BYTES = 16 << 20  # a marker file: two short lines a window
 
 
 def read_markers(path: Path) -> list[tuple[str, int, int]]:
-    from wattbench.results.jsonfile import read_bounded
-
     what = f"--window-from {path}"
     try:
         lines = read_bounded(Path(path), MAX_BYTES).decode("utf-8").splitlines()

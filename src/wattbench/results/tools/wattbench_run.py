@@ -21,6 +21,8 @@ from pathlib import Path
 
 from wattbench.core.errors import UserError
 from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun, checked
+from wattbench.results.headline import headline_boundary
+from wattbench.results.rundir import iter_requests, load_result
 
 TOOL = "wattbench-run"
 WHAT = "wattbench run"
@@ -30,8 +32,6 @@ NOT_READ = ["its telemetry and energy accounting (this run reads its own meters)
 
 
 def _figures(lv) -> dict[str, float | None]:
-    from wattbench.results.headline import headline_boundary
-
     figs: dict[str, float | None] = {
         "output_tokens_per_s": lv.throughput.output_tokens_per_s,
         "ttft_p99_ms": lv.latency.ttft_ms.p99,
@@ -45,8 +45,6 @@ def _figures(lv) -> dict[str, float | None]:
 
 def read(paths: list[Path]) -> ToolRun:
     """The wrapped run's directory (or its ``result.json``) as a ``ToolRun``."""
-    from wattbench.results.rundir import iter_requests, load_result
-
     if len(paths) != 1:
         raise UserError(f"{WHAT}: give one run directory (got {len(paths)})")
     where = Path(paths[0])

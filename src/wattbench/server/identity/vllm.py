@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from wattbench.server.identity.common import Responses, missing, model_entry, settings
+from wattbench.server.metrics import parse_exposition
 
 LABELS_NOT_SETTINGS = ("engine", "model_name")
 PROFILED = ("num_gpu_blocks", "num_cpu_blocks", "kv_cache_size_tokens", "kv_cache_max_concurrency")
@@ -26,8 +27,6 @@ MAX_GAUGES = 16  # info families kept (vLLM 0.32 has one; a hostile exposition c
 def info_gauges(metrics_text: str, prefix: str = "vllm:") -> dict[str, dict[str, str]]:
     """``{family: labels}`` of the ``<prefix>*_info`` samples in a Prometheus exposition (the first
     sample of each family, the first ``MAX_GAUGES`` families by name); {} when the text does not parse."""
-    from wattbench.server.metrics import parse_exposition
-
     try:
         samples = parse_exposition(metrics_text)
     except Exception:  # noqa: BLE001 - a server's malformed exposition: nothing exposed, said by the caller
