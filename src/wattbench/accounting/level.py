@@ -41,16 +41,19 @@ from wattbench.core.recordset import NONE, RecordSet, as_record_set
 from wattbench.core.schema import (
     LevelResult,
     LevelTiming,
+    LoadStats,
     Oversaturation,
     PowerSplit,
     RequestRecord,
     ServerMetrics,
+    Throughput,
+    TokenCount,
     Window,
 )
 from wattbench.telemetry.base import TelemetryLog
 
-__all__ = ["LevelContext", "ServerTimelineView", "account_level", "oversaturation", "count_source",
-           "add_level_findings", "BACKLOG_GRID_NS"]
+__all__ = ["LevelContext", "ServerTimelineView", "account_level", "counter_level", "oversaturation", "count_source",
+           "add_level_findings", "BACKLOG_GRID_NS", "NO_METER"]
 
 BACKLOG_GRID_NS = 100_000_000  # open-loop backlog sampled every 100 ms over the window
 MIN_WAITING_SCRAPES = 8  # the server's waiting-queue gauge is used from this many scrapes in the window
@@ -90,11 +93,24 @@ def _windows(outcome: LevelOutcome) -> tuple[Window, Window | None]:
     return full, steady
 
 
+NO_METER = "no power meter (see the run's verdict)"  # a level's energy_unavailable_reason without a meter
+
+
+def _full_window_energy(level: LevelResult, log: TelemetryLog, ctx: LevelContext, t0_ns: int, t1_ns: int, *,
+                        output_tokens: int, total_tokens: int) -> AccountedWindow:
+    """Account ``[t0_ns, t1_ns]`` with these token counts; fill the level's energy and thermal."""
+    accounted = account_window(log, t0_ns, t1_ns, output_tokens=output_tokens, total_tokens=total_tokens,
+                               idle=ctx.idle, price_per_kwh=ctx.price_per_kwh, pue=ctx.pue, kind="full")
+    level.energy = accounted.energy
+    level.thermal = accounted.thermal
+    return accounted
+
+
 def _energy(level: LevelResult, outcome: LevelOutcome, ctx: LevelContext, records: RecordSet
             ) -> AccountedWindow | None:
     """Fill the level's energy (full and steady windows) and power split; the accounted window."""
     if ctx.log is None:
-        level.energy_unavailable_reason = "no power meter (see the run's verdict)"
+        level.energy_unavailable_reason = NO_METER
         return None
     window = level.window  # always set by account_level
     if window is None or window.duration_s <= 0:
@@ -102,11 +118,8 @@ def _energy(level: LevelResult, outcome: LevelOutcome, ctx: LevelContext, record
                                            "so no energy can be attributed to it")
         return None
     tp = level.throughput
-    accounted = account_window(ctx.log, outcome.start_ns, outcome.end_ns, output_tokens=tp.output_tokens,
-                               total_tokens=tp.output_tokens + tp.input_tokens, idle=ctx.idle,
-                               price_per_kwh=ctx.price_per_kwh, pue=ctx.pue, kind="full")
-    level.energy = accounted.energy
-    level.thermal = accounted.thermal
+    accounted = _full_window_energy(level, ctx.log, ctx, outcome.start_ns, outcome.end_ns,
+                                    output_tokens=tp.output_tokens, total_tokens=tp.output_tokens + tp.input_tokens)
     split = power_split(level.energy, window.duration_s)  # memory vs the rest of the board
     if split is not None:
         level.power_split = PowerSplit.model_validate(split)
@@ -215,3 +228,39 @@ def add_level_findings(level: LevelResult, spec: LevelSpec, outcome: LevelOutcom
                            target_down=outcome.target_down)
     if found:
         level.validity = worst(level.validity, combine(found))
+
+
+def counter_level(index: int, label: str, t0_ns: int, t1_ns: int, ctx: LevelContext, *,
+                  tokens: tuple[float, float] | None, findings: list[Finding], no_metrics_reason: str
+                  ) -> LevelResult:
+    """A level over ``[t0_ns, t1_ns]`` with no per-request records (``wattbench measure`` around a
+    command wattbench does not read, or its marker windows): its tokens are ``tokens`` (output,
+    input: the server's counters' increase over the window; None when not counted), its energy the
+    window's (``ctx.log``; none without a meter or for an empty window), its server metrics the
+    window's (``no_metrics_reason`` when nothing was scraped), its verdict the window's energy
+    findings with ``findings`` (the caller's token findings)."""
+    dur = max(0.0, (t1_ns - t0_ns) / 1e9)
+    out_tok, in_tok = tokens if tokens is not None else (0.0, 0.0)
+
+    def per_s(n: float) -> float:
+        return n / dur if dur > 0 else 0.0
+
+    tp = Throughput(output_tokens_per_s=per_s(out_tok), input_tokens_per_s=per_s(in_tok),
+                    total_tokens_per_s=per_s(out_tok + in_tok), duration_s=dur, output_tokens=int(round(out_tok)),
+                    input_tokens=int(round(in_tok)), token_basis="server_counters",
+                    tokens_in_window=TokenCount(output=out_tok, input=in_tok) if tokens is not None else None)
+    level = LevelResult(index=index, label=label, load=LoadStats(mode="concurrency"),
+                        window=Window(start_ns=t0_ns, end_ns=t1_ns, duration_s=dur, kind="full"), throughput=tp,
+                        token_source="server_counters" if tokens is not None else "none")
+    accounted = None
+    if ctx.log is None:
+        level.energy_unavailable_reason = NO_METER
+    elif dur <= 0:
+        level.energy_unavailable_reason = "the window is empty"
+    else:
+        accounted = _full_window_energy(level, ctx.log, ctx, t0_ns, t1_ns, output_tokens=int(round(out_tok)),
+                                        total_tokens=int(round(out_tok + in_tok)))
+    level.server_metrics = (ctx.timeline.summary(t0_ns, t1_ns) if ctx.timeline is not None else
+                            ServerMetrics(available=False, reason=no_metrics_reason))
+    level.validity = level_validity(accounted, token_source=None, extra=findings)
+    return level

@@ -20,6 +20,10 @@ level stopped by the over-saturation guard      stopped_early "over-saturated ..
 level interrupted (SIGINT/SIGTERM)              stopped_early "interrupted"             warn
 a load worker failed mid-level                  stopped_early "worker_failed"           invalid
 queue grew without bound (metrics/saturation.py)   is_oversaturated on the backlog        warn
+another tool left requests out of its file      their bound share of the tokens > 1 %   warn (note below)
+tool and server token counts disagree           beyond the edge error + 2 % of it       warn
+no token count (measure, no /metrics)           no server counter                       warn
+server token counter not scraped at an edge     extrapolated at an edge                 warn
 ==============================================  =====================================  =========
 
 Why: a level with no completed measured request has no latency, no throughput and no window —
@@ -43,8 +47,10 @@ from wattbench.core.recordset import NONE, RecordSet, as_record_set
 from wattbench.core.schema import HistoryCheck, LevelResult, RequestRecord, Result, Validity
 from wattbench.core.schema import FindingKind
 
-__all__ = ["level_findings", "failed_requests_finding", "bad_usage_finding", "write_stop_finding", "RUN_STOPPED_ON_WRITE", "oversaturation_findings", "run_validity", "empty_levels", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
-           "input_length_finding", "stopped_finding", "P99_MIN_SAMPLES", "IN_FLIGHT_WARN_FRACTION", "INPUT_LENGTH_WARN_PCT"]
+__all__ = ["level_findings", "failed_requests_finding", "bad_usage_finding", "write_stop_finding", "RUN_STOPPED_ON_WRITE", "oversaturation_findings", "run_validity", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
+           "input_length_finding", "stopped_finding", "TOKEN_FIGURES", "TOKEN_AGREEMENT_TOL", "NO_TOKENS",
+           "no_tokens_text", "no_tokens_finding", "token_counter_edge_finding", "tool_left_out_finding",
+           "token_disagreement_finding", "P99_MIN_SAMPLES", "IN_FLIGHT_WARN_FRACTION", "INPUT_LENGTH_WARN_PCT"]
 
 P99_MIN_SAMPLES = 100
 IN_FLIGHT_WARN_FRACTION = 0.5
@@ -274,11 +280,6 @@ def write_stop_finding(err: StorageError, levels: int) -> Finding:
     return rule(FindingKind.RUN_STOPPED, "warn", text, ("load",), summary=f"{RUN_STOPPED_ON_WRITE} ({err.reason})")
 
 
-def empty_levels(result: Result) -> list[str]:
-    """Labels of the levels that completed no measured request (the run then exits with code 3)."""
-    return [lv.label for lv in result.levels if lv.requests.completed == 0]
-
-
 FAILED_INVALID_SHARE = 0.5  # more than half the level's requests failed: its figures describe the failures
 
 
@@ -310,3 +311,76 @@ def oversaturation_findings(stopped_early: str | None, oversaturated_reason: str
                                            "length", ("ttft", "e2e", "goodput"),
                         summary="queue grew without bound (latency grows with run length)"))
     return out
+
+
+# ---------------------------------------------------------------- another tool's levels (wattbench measure)
+
+TOKEN_FIGURES = ("throughput", "efficiency")  # what a token count off biases
+# beyond the counter's own edge uncertainty (the scrapes around the window's edges), the two counts
+# (the tool's records, the server's counter) may differ by this share before a level is warned: a
+# tool that counts with its tokenizer, or a server that counts a stop token, differs by a little
+TOKEN_AGREEMENT_TOL = 0.02
+NO_TOKENS = ("no tokens can be credited to this window: the command is not a load generator wattbench reads "
+             "and the server exposes no token counters (give --target URL of a server with /metrics); "
+             "energy and power only")
+
+
+def no_tokens_text(target: str | None) -> str:
+    """Why a window has no tokens, and the fix: ``NO_TOKENS`` without ``--target``; with one, that
+    its server showed no token counter (``--target`` was given: asking for it again is no fix)."""
+    if not target:
+        return NO_TOKENS
+    return (f"no tokens can be credited to this window: the command is not a load generator wattbench reads "
+            f"and the server at {target} showed no token counter on its /metrics (vLLM, SGLang, TGI and "
+            "llama.cpp --metrics have one); energy and power only")
+
+
+def no_tokens_finding(target: str | None) -> Finding:
+    """``warn``: a window with no token count (``no_tokens_text``; ``target`` as shown, redacted)."""
+    return rule(FindingKind.NO_TOKENS, "warn", no_tokens_text(target), TOKEN_FIGURES, summary="no tokens counted")
+
+
+def token_counter_edge_finding() -> Finding:
+    """``warn``: the server's token counter was not scraped on both sides of the window."""
+    return rule(FindingKind.TOKEN_COUNTER_EDGE, "warn", "the server's token counter was not scraped on both "
+                                                        "sides of the window; its tokens are extrapolated at an "
+                                                        "edge", TOKEN_FIGURES,
+                summary="server token counter extrapolated at an edge")
+
+
+def tool_left_out_finding(level: LevelResult, left_out: int, largest_output_tokens: int) -> Finding | None:
+    """Requests the tool says it still had in flight at its end and left out of its file: their
+    tokens inside the window are not credited, so tokens/s is understated and J/token overstated by
+    at most their share — each at most the recorded requests' largest output
+    (``largest_output_tokens``; the credited tokens per completed request when none is recorded) —
+    of the credited tokens (the finding's effect, an upper bound; ``warn`` above the materiality
+    bound). None when nothing was left out or nothing was credited."""
+    tw = level.throughput.tokens_in_window
+    if left_out <= 0 or tw is None or not tw.output:
+        return None
+    per = largest_output_tokens or tw.output / max(1, level.requests.completed)
+    bound = 100.0 * left_out * per / tw.output
+    why = (f"the tool ended with {left_out} request(s) still in flight and left them out of its file: the tokens the "
+           f"server produced for them inside the window are not credited (up to {left_out} × {per:.0f} tokens, "
+           f"{bound:.1f}% of the {tw.output:.0f} credited; J/token overstated by at most that)")
+    return judged(FindingKind.TOOL_LEFT_OUT, why, TOKEN_FIGURES, bound, EFFICIENCY_MATERIAL_PCT,
+                  basis="the recorded requests' output per request", summary="tool left requests out: up to {effect}")
+
+
+def token_disagreement_finding(tool_output_tokens: float, server_output_tokens: float, edge_tokens: float
+                               ) -> Finding | None:
+    """``warn`` when the tool's count of the window's output tokens and the server's counter differ
+    by more than the counter's edge uncertainty (``edge_tokens``: the tokens of the two scrape
+    intervals around the window's edges) plus ``TOKEN_AGREEMENT_TOL`` of the server's count; its
+    effect is the disagreement (tool / server − 1). None within that, or with no server count."""
+    if server_output_tokens <= 0:
+        return None
+    allowed = edge_tokens + TOKEN_AGREEMENT_TOL * server_output_tokens
+    if abs(tool_output_tokens - server_output_tokens) <= allowed:
+        return None
+    why = (f"the tool's records credit {tool_output_tokens:.0f} output tokens to the window, the server's "
+           f"counter {server_output_tokens:.0f} ± {edge_tokens:.0f} (its scrapes around the edges): another client "
+           "on the server, or a token count off")
+    return rule(FindingKind.TOKENS_DISAGREE, "warn", why, TOKEN_FIGURES,
+                effect_pct=100.0 * (tool_output_tokens / server_output_tokens - 1.0),
+                summary="tool vs server token count {effect:+}")

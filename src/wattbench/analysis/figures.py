@@ -24,8 +24,10 @@ import difflib
 
 from wattbench.results.headline import (
     ENERGY_FIGURES,
+    TrialCI,
     common_headline_boundary,
     point,
+    trial_ci,
 )
 from wattbench.core.schema import LevelResult, Result
 from wattbench.core.errors import UserError
@@ -129,6 +131,18 @@ def ranked_figures(level: LevelResult, boundary: str | None = None, has_slo: boo
     if not has_slo:
         out["goodput_output_tokens_per_s"] = h["output_tokens_per_s"]
     return out
+
+
+def ranked_ci(level: LevelResult, name: str, boundary: str | None, has_slo: bool | None = None) -> TrialCI | None:
+    """The trials' CI of a figure ``ranked_figures`` reports, by the same rule: ``goodput_per_kw``
+    without an SLO (``has_slo`` as there) is the output tokens/s per kW's CI. ``boundary`` is read
+    for the energy figures only. None without a trials block (or a CI) for the figure."""
+    if has_slo is None:
+        has_slo = level.goodput is not None
+    ci = trial_ci(level, name, boundary if name in ENERGY_FIGURES else None)
+    if ci is None and name == "goodput_per_kw" and not has_slo:
+        ci = trial_ci(level, "output_tokens_per_s_per_kw", boundary)
+    return ci
 
 
 def level_figures(level: LevelResult, boundary: str | None) -> dict[str, float | None]:

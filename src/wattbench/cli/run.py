@@ -113,12 +113,11 @@ def register(app: typer.Typer) -> None:
         else:
             out_console.print(run_summary(result, run_dir_path(config, result.run_id)))
             out_console.print(f"results: {run_dir_path(config, result.run_id)}")
-        from wattbench.run.benchmark import NOT_REGISTERED
+        from wattbench.run.benchmark import NOT_REGISTERED, empty_levels
 
         for w in result.warnings:
             if w.startswith(NOT_REGISTERED):  # one line; the run itself is complete (exit 0)
                 typer.echo(f"wattbench: warning: {w}", err=True)
-        from wattbench.accounting.level_findings import empty_levels
         from wattbench.core.errors import EXIT_EMPTY_LEVEL
 
         empty = empty_levels(result)

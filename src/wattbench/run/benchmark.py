@@ -118,6 +118,12 @@ def stopped(session: RunSession, during: str, saved: str) -> Interrupted:
     return err
 
 
+def empty_levels(result: Result) -> list[str]:
+    """Labels of the run's levels that completed no measured request: the run is kept, but it is
+    not a result (``wattbench run`` says so and exits with ``core.errors.EXIT_EMPTY_LEVEL``)."""
+    return [lv.label for lv in result.levels if lv.requests.completed == 0]
+
+
 def register(cfg: RunConfig, result: Result | None, run_dir) -> None:
     """Index the run in the history (``run`` and ``measure``; ``--no-register`` skips it): a complete
     run, and one that stopped with levels measured (interrupted, the target gone) under its status.

@@ -40,9 +40,14 @@ import asyncio
 import signal
 import time
 
-from wattbench.accounting.window import account_window, level_validity
-from wattbench.accounting.level import account_level, add_level_findings, count_source
-from wattbench.accounting.findings import Finding, rule
+from wattbench.accounting.level import account_level, add_level_findings, count_source, counter_level
+from wattbench.accounting.level_findings import (
+    no_tokens_finding,
+    token_counter_edge_finding,
+    token_disagreement_finding,
+    tool_left_out_finding,
+)
+from wattbench.accounting.findings import Finding
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.config import MeasureConfig
 from wattbench.core.errors import Interrupted, TargetError, UserError, WattbenchError
@@ -52,17 +57,11 @@ from wattbench.results import rundir
 from wattbench.core.recordset import as_record_set
 from wattbench.core.schema import (
     LevelResult,
-    LoadStats,
     MeasureInfo,
     Result,
     ServerInfo,
-    ServerMetrics,
-    Throughput,
-    TokenCount,
     ToolLevel,
-    Window,
 )
-from wattbench.core.schema import FindingKind
 from wattbench.results.store import HistoryStore
 from wattbench.results.tools import (
     TOOLS,
@@ -89,7 +88,7 @@ from wattbench.run.benchmark import (
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.server.metrics import MetricsScraper
 from wattbench.core.redact import argv_secrets, env_secrets, redact_argv, redact_url, register_secrets, registered
-from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, judged, worst
+from wattbench.accounting.findings import worst
 from wattbench.accounting.validity import combine
 from wattbench.core.redact import combine_credentials, url_secrets
 from wattbench.core.schema import ServerIdentity
@@ -98,29 +97,9 @@ from wattbench.server.detect import detect_server
 from wattbench.server.identity import target_of
 from wattbench.server.openai import normalize_base_url
 
-__all__ = ["measure", "CommandFailed", "NO_TOKENS"]
+__all__ = ["measure", "CommandFailed"]
 
 PROGRESS_PERIOD_S = 1.0
-# beyond the counter's own edge uncertainty (the scrapes around the window's edges), the two counts
-# (the tool's records, the server's counter) may differ by this share before a level is warned: a
-# tool that counts with its tokenizer, or a server that counts a stop token, differs by a little
-TOKEN_AGREEMENT_TOL = 0.02
-TOKEN_FIGURES = ("throughput", "efficiency")  # what a token count off biases
-NO_TOKENS = ("no tokens can be credited to this window: the command is not a load generator wattbench reads "
-             "and the server exposes no token counters (give --target URL of a server with /metrics); "
-             "energy and power only")
-
-
-def no_tokens_text(target: str | None) -> str:
-    """Why a window has no tokens, and the fix: ``NO_TOKENS`` without ``--target``; with one, that
-    its server showed no token counter (``--target`` was given: asking for it again is no fix)."""
-    if not target:
-        return NO_TOKENS
-    return (f"no tokens can be credited to this window: the command is not a load generator wattbench reads "
-            f"and the server at {target} showed no token counter on its /metrics (vLLM, SGLang, TGI and "
-            "llama.cpp --metrics have one); energy and power only")
-
-
 class CommandFailed(WattbenchError):
     """The command exited non-zero or wrote no result wattbench could read; what was measured is kept."""
 
@@ -486,29 +465,17 @@ def _tool_levels(session: RunSession, run: ToolRun, info: MeasureInfo, end_ancho
 
 
 def _left_out(level: LevelResult, lv) -> None:
-    """Requests the tool says it still had in flight at its end and left out of its file: their
-    tokens inside the window are not credited, so tokens/s is understated and J/token overstated by
-    at most their share — each at most the recorded requests' largest output — of the credited
-    tokens (the finding's effect, an upper bound; ``warn`` above the materiality bound)."""
-    tw, left_out = level.throughput.tokens_in_window, lv.left_out
-    if left_out <= 0 or tw is None or not tw.output:
-        return
-
-    per = max((r.output_tokens or 0 for r in lv.requests), default=0) or tw.output / max(1, level.requests.completed)
-    bound = 100.0 * left_out * per / tw.output
-    why = (f"the tool ended with {left_out} request(s) still in flight and left them out of its file: the tokens the "
-           f"server produced for them inside the window are not credited (up to {left_out} × {per:.0f} tokens, "
-           f"{bound:.1f}% of the {tw.output:.0f} credited; J/token overstated by at most that)")
-    f = judged(FindingKind.TOOL_LEFT_OUT, why, TOKEN_FIGURES, bound, EFFICIENCY_MATERIAL_PCT,
-               basis="the recorded requests' output per request", summary="tool left requests out: up to {effect}")
-    level.validity = worst(level.validity, combine([f]))
+    """The tool's requests left in flight at its end (``level_findings.tool_left_out_finding``)."""
+    f = tool_left_out_finding(level, lv.left_out, max((r.output_tokens or 0 for r in lv.requests), default=0))
+    if f is not None:
+        level.validity = worst(level.validity, combine([f]))
 
 
 def _cross_check(level: LevelResult, timeline) -> None:
     """The server's own count of the tokens in the window beside the tool's. The counter is read
     between scrapes, so it is known to within the tokens of the two scrape intervals around the
-    window's edges (``ServerTimeline.counter_edge_error``); a warning when the two counts differ by
-    more than that plus ``TOKEN_AGREEMENT_TOL`` of the count (a token counted differently)."""
+    window's edges (``ServerTimeline.counter_edge_error``); judged by
+    ``level_findings.token_disagreement_finding``."""
     tl = level.tool
     if tl is None or timeline is None or "generation_tokens" not in timeline.series:
         return
@@ -523,15 +490,9 @@ def _cross_check(level: LevelResult, timeline) -> None:
     if tl.tool_output_tokens is None or server <= 0:
         return
     tl.token_disagreement = tl.tool_output_tokens / server - 1.0
-    allowed = edge + TOKEN_AGREEMENT_TOL * server
-    if abs(tl.tool_output_tokens - server) > allowed:
-
-        why = (f"the tool's records credit {tl.tool_output_tokens:.0f} output tokens to the window, the server's "
-               f"counter {server:.0f} ± {edge:.0f} (its scrapes around the edges): another client on the server, or "
-               "a token count off")
-        level.validity = worst(level.validity, combine([rule(FindingKind.TOKENS_DISAGREE, "warn", why, TOKEN_FIGURES,
-                                                              effect_pct=100.0 * tl.token_disagreement,
-                                                              summary="tool vs server token count {effect:+}")]))
+    f = token_disagreement_finding(tl.tool_output_tokens, server, edge)
+    if f is not None:
+        level.validity = worst(level.validity, combine([f]))
 
 
 def _window_levels(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: MeasureInfo, end_anchor: ClockAnchor,
@@ -563,50 +524,26 @@ def _window_levels(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: Me
 
 
 def _counter_level(session: RunSession, index: int, label: str, t0: int, t1: int, timeline) -> LevelResult:
-    """A level over ``[t0, t1]`` whose tokens are the server's counters' increase (none without)."""
+    """A level over ``[t0, t1]`` whose tokens are the server's counters' increase (none without):
+    the counts read here, the level accounted by ``accounting.level.counter_level``."""
     cfg = session.config
-    dur = max(0.0, (t1 - t0) / 1e9)
-    out_tok = in_tok = 0.0
+    tokens = None
     found: list[Finding] = []
     if timeline is not None:
         out_tok = max(0.0, timeline.counter_delta("generation_tokens", t0, t1) or 0.0)
         in_tok = max(0.0, timeline.counter_delta("prompt_tokens", t0, t1) or 0.0) if "prompt_tokens" in timeline.series else 0.0
+        tokens = (out_tok, in_tok)
         if not timeline.covers(t0, t1, "generation_tokens"):
-            found.append(rule(FindingKind.TOKEN_COUNTER_EDGE, "warn", "the server's token counter was not scraped on both "
-                                                            "sides of the window; its tokens are extrapolated at an "
-                                                            "edge", TOKEN_FIGURES,
-                              summary="server token counter extrapolated at an edge"))
+            found.append(token_counter_edge_finding())
     else:
         given = cfg.target or (cfg.targets[0] if cfg.targets else None)
-        found.append(rule(FindingKind.NO_TOKENS, "warn", no_tokens_text(redact_url(given) if given else None), TOKEN_FIGURES,
-                          summary="no tokens counted"))
-    per_s = (lambda n: n / dur if dur > 0 else 0.0)
-    tp = Throughput(output_tokens_per_s=per_s(out_tok), input_tokens_per_s=per_s(in_tok),
-                    total_tokens_per_s=per_s(out_tok + in_tok), duration_s=dur, output_tokens=int(round(out_tok)),
-                    input_tokens=int(round(in_tok)), token_basis="server_counters",
-                    tokens_in_window=TokenCount(output=out_tok, input=in_tok) if timeline is not None else None)
-    level = LevelResult(index=index, label=label, load=LoadStats(mode="concurrency"),
-                        window=Window(start_ns=t0, end_ns=t1, duration_s=dur, kind="full"), throughput=tp,
-                        token_source="server_counters" if timeline is not None else "none")
-    accounted = None
-    if session.log is None:
-        level.energy_unavailable_reason = "no power meter (see the run's verdict)"
-    elif dur <= 0:
-        level.energy_unavailable_reason = "the window is empty"
-    else:
-        accounted = account_window(session.log, t0, t1, output_tokens=int(round(out_tok)),
-                                   total_tokens=int(round(out_tok + in_tok)), idle=session.idle_power,
-                                   price_per_kwh=cfg.price_per_kwh, pue=cfg.pue, kind="full")
-        level.energy = accounted.energy
-        level.thermal = accounted.thermal
-    ctx = session.level_context()
-    level.server_metrics = (ctx.timeline.summary(t0, t1) if ctx.timeline is not None else
-                            ServerMetrics(available=False, reason="no server /metrics was scraped"
-                                          + ("" if cfg.target or cfg.targets else " (give --target URL)")))
-    level.validity = level_validity(accounted, token_source=None, extra=found)
+        found.append(no_tokens_finding(redact_url(given) if given else None))
+    level = counter_level(index, label, t0, t1, session.level_context(), tokens=tokens, findings=found,
+                          no_metrics_reason="no server /metrics was scraped"
+                          + ("" if cfg.target or cfg.targets else " (give --target URL)"))
     level.tool = ToolLevel(tool="command", label=label, tokens_counted_by="the server's token counters"
                            if timeline is not None else "none",
-                           server_output_tokens=out_tok if timeline is not None else None,
+                           server_output_tokens=tokens[0] if tokens is not None else None,
                            server_output_tokens_error=timeline.counter_edge_error("generation_tokens", t0, t1)
                            if timeline is not None else None)
     return level

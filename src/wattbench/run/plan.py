@@ -22,11 +22,10 @@ from wattbench.load.search import auto_sweep, optimize
 from wattbench.core.load_types import LevelSpec
 from wattbench.results.headline import headline_boundary
 from wattbench.core.schema import FindingKind, LevelResult, Result, SearchOutcome
-from wattbench.analysis.figures import LATENCY_KINDS, LATENCY_STATS, ranked_figures
+from wattbench.analysis.figures import LATENCY_KINDS, LATENCY_STATS, ranked_ci, ranked_figures
 from wattbench.core.schema import NoiseInfo
 from wattbench.load.search import feasible_score
 from wattbench.metrics.noise import measured_plateau, trials_noise
-from wattbench.results.headline import ENERGY_FIGURES, trial_ci
 from wattbench.run.prime import calibrate_prompts, judge, priming_level, repeat_size, unmeasurable
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
@@ -281,13 +280,10 @@ def level_figures(level: LevelResult) -> dict:
 
 def _trials_noise(level: LevelResult, name: str, boundary: str | None):
     """The trials' CI of a ranked figure as a ``metrics.noise.FigureNoise`` (None without trials);
-    goodput per kW without an SLO is the output tokens/s per kW (``ranked_figures``)."""
+    goodput per kW without an SLO is the output tokens/s per kW's (``analysis.figures.ranked_ci``)."""
     if level.trials is None or level.trials.n < 2:
         return None
-    b = boundary if name in ENERGY_FIGURES else None
-    ci = trial_ci(level, name, b)
-    if ci is None and name == "goodput_per_kw" and not level.goodput:
-        ci = trial_ci(level, "output_tokens_per_s_per_kw", boundary)
+    ci = ranked_ci(level, name, boundary)
     return None if ci is None else trials_noise(ci.mean, ci.low, ci.high, ci.n)
 
 

@@ -213,8 +213,8 @@ def test_guidellm_request_left_in_flight_is_counted_and_the_level_warns(tmp_path
     says how many, and measure's finding bounds what that does to J/token."""
     from types import SimpleNamespace
 
-    from wattbench.core.schema import Validity
-    from wattbench.run.measure import _left_out
+    from wattbench.accounting.level_findings import tool_left_out_finding
+    from wattbench.accounting.validity import combine
 
     d = json.loads((FIX / "guidellm_benchmarks.json").read_text())
     assert read_tool("guidellm", [FIX / "guidellm_benchmarks.json"]).levels[0].left_out == 0
@@ -224,9 +224,8 @@ def test_guidellm_request_left_in_flight_is_counted_and_the_level_warns(tmp_path
     (lv,) = read_tool("guidellm", [p]).levels
     assert lv.left_out == 1 and any("still in flight" in n for n in lv.notes)
     level = SimpleNamespace(throughput=SimpleNamespace(tokens_in_window=SimpleNamespace(output=12 * 16)),
-                            requests=SimpleNamespace(completed=12), validity=Validity())
-    _left_out(level, lv)
-    (f,) = level.validity.findings
+                            requests=SimpleNamespace(completed=12))
+    f = tool_left_out_finding(level, lv.left_out, max(r.output_tokens or 0 for r in lv.requests))
     # one request of at most 16 tokens against 192 credited: J/token overstated by at most 8.3%
     assert f.kind == "tool_left_out" and f.effect_pct == pytest.approx(100 * 16 / 192, rel=1e-12)
-    assert f.severity == "warn" and level.validity.verdict == "warn"
+    assert f.severity == "warn" and combine([f]).verdict == "warn"
