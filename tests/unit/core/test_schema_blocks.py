@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from wattbench.core.schema import Goodput, LevelResult, ServerMetrics, Thermal
 
 _GOODPUT = {"slos": [{"metric": "ttft", "stat": "p99", "threshold_ms": 500.0}], "duration_s": 10.0,
@@ -18,22 +20,25 @@ _GOODPUT = {"slos": [{"metric": "ttft", "stat": "p99", "threshold_ms": 500.0}], 
                                 "avg_power_w": None}}}
 
 
+_THERMAL = {"max_temperature_c": 71.0, "devices": {
+    "gpu0": {"max_temperature_c": 71.0, "throttle_reasons": ["sw_power_cap"], "capping_fraction": 0.5}}}
+_HAND_MADE = {"requests_per_s": 1.0, "note": "hand-made"}
+
+
 def _level(**blocks) -> dict:
     return {"index": 0, "label": "concurrency=1", **blocks}
 
 
 def test_a_written_block_reads_back_with_the_same_keys_and_values():
-    lv = LevelResult.model_validate(_level(goodput=_GOODPUT, thermal={"max_temperature_c": 71.0, "devices": {
-        "gpu0": {"max_temperature_c": 71.0, "throttle_reasons": ["sw_power_cap"], "capping_fraction": 0.5}}},
-        server_metrics={"available": False, "reason": "no /metrics"}))
+    lv = LevelResult.model_validate(_level(goodput=_GOODPUT, thermal=_THERMAL,
+                                           server_metrics={"available": False, "reason": "no /metrics"}))
     d = json.loads(lv.model_dump_json())
     assert d["goodput"] == _GOODPUT
-    assert d["thermal"] == {"max_temperature_c": 71.0, "devices": {
-        "gpu0": {"max_temperature_c": 71.0, "throttle_reasons": ["sw_power_cap"], "capping_fraction": 0.5}}}
+    assert d["thermal"] == _THERMAL  # the same keys and the values as read, bit for bit
     assert d["server_metrics"] == {"available": False, "reason": "no /metrics"}
-    assert lv.goodput.per_kw_at("accelerator") == 10.75 and lv.goodput.per_kw_at("node") is None
+    assert lv.goodput.per_kw_at("accelerator") == pytest.approx(10.75, rel=1e-12) and lv.goodput.per_kw_at("node") is None
     assert lv.goodput.per_kw_at("wall") is None and lv.goodput.slo_text == "ttft_p99=500ms"
-    assert lv.thermal.devices["gpu0"].capping_fraction == 0.5 and lv.thermal.mean_sm_clock_mhz is None
+    assert lv.thermal.devices["gpu0"].capping_fraction == pytest.approx(0.5, rel=1e-12) and lv.thermal.mean_sm_clock_mhz is None
 
 
 def test_defaults_are_empty_blocks_and_an_empty_goodput_is_none():
@@ -54,6 +59,6 @@ def test_unknown_keys_of_an_older_file_are_kept_and_written_back():
     th = Thermal.model_validate(old)
     assert th.model_extra == {"fan_pct": 40}
     assert th.model_dump() == old
-    g = Goodput.model_validate({"requests_per_s": 1.0, "note": "hand-made"})
-    assert g.model_dump() == {"requests_per_s": 1.0, "note": "hand-made"}
-    assert g.output_tokens_per_s == 0.0 and g.fraction is None and g.slo_text is None
+    g = Goodput.model_validate(_HAND_MADE)
+    assert g.model_dump() == _HAND_MADE
+    assert g.output_tokens_per_s == pytest.approx(0.0, abs=1e-12) and g.fraction is None and g.slo_text is None
