@@ -36,7 +36,7 @@ class FindingKind(StrEnum):
     # -- energy at one boundary (accounting/validity.py: energy_findings, steady_findings)
     NO_ENERGY = ("no_energy", "warn", "no energy was computed (at a boundary, or for the whole run: no meter was read)")
     COVERAGE = ("coverage", "warn", "the meter's samples cover too little of the window (invalid below the lower bound)")
-    GAP = ("gap", "warn", "the largest gap between the meter's samples is longer than 1 s")
+    GAP = ("gap", "warn", "the largest gap between the meter's samples is longer than `LARGEST_GAP_WARN_S`")
     COUNTER_RESET = ("counter_reset", "warn", "the energy counter reset inside the window")
     CROSS_CHECK = ("cross_check", "warn",
                    "the energy counter and the power integral disagree (invalid past the upper bound)")
