@@ -49,6 +49,7 @@ from wattbench.results.agreement import (
 )
 from wattbench import __version__
 from wattbench.core.ids import new_run_id
+from wattbench.results.rundir import describe_validation_error
 from wattbench.results.store import resolve_run_path
 
 DIVERGENCE_BUCKETS = ((0, 0), (1, 3), (4, 15), (16, 63), (64, 255), (256, None))
@@ -99,8 +100,6 @@ def load_prompts(path: str | os.PathLike) -> list[PromptSpec]:
             try:
                 spec = PromptSpec.model_validate(data)
             except ValidationError as e:
-                from wattbench.results.rundir import describe_validation_error
-
                 raise UserError(f"{p}: line {lineno}: {describe_validation_error(e)}") from None
             if (spec.prompt is None) == (spec.messages is None):
                 raise UserError(f"{p}: line {lineno}: give exactly one of 'prompt' or 'messages'")

@@ -30,7 +30,9 @@ from wattbench.load.executor import LevelControl
 from wattbench.load.level import end_column, run_level
 from wattbench.load.link import LocalLink
 from wattbench.load.worker import cancel_pending, run_worker_on_loop, Worker
+from wattbench.telemetry.detect import autodetect
 from wattbench.telemetry.sampler import Sampler
+from wattbench.telemetry.spec import parse_sensor_spec
 
 __all__ = ["LoadWorker", "NodeSensor", "remote_classes", "current_node_id"]
 
@@ -292,12 +294,8 @@ class NodeSensor:
             if self.factory is not None:
                 sensors = list(self.factory())
             elif self.specs:
-                from wattbench.telemetry.spec import parse_sensor_spec
-
                 sensors = [parse_sensor_spec(s) for s in self.specs]
             else:
-                from wattbench.telemetry.detect import autodetect
-
                 sensors, problems = autodetect(estimate_cpu=self.estimate_cpu)
         except WattbenchError as e:
             return {"status": "failed", "channels": [], "problems": [str(e)], "info": self.info()}

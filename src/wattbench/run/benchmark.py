@@ -28,6 +28,7 @@ from wattbench.metrics.slo import parse_slos
 from wattbench.results import rundir
 from wattbench.core.ids import new_run_id as _new_run_id
 from wattbench.core.schema import CarbonIntensity, ClockInfo, NoiseInfo, PrefillDecode, Result, Window
+from wattbench.report.summary import history_summary
 from wattbench.results.store import HistoryStore
 from wattbench.run import analyses, plan, telemetry
 from wattbench.run.level import LevelRunner
@@ -132,8 +133,6 @@ def register(cfg: RunConfig, result: Result | None, run_dir) -> None:
     if not cfg.register_run or result is None or run_dir is None:
         return
     try:  # history is an index; the run directory is the record
-        from wattbench.report.summary import history_summary
-
         with HistoryStore(cfg.db) as store:
             store.register(result, run_dir, summary=history_summary(result))
     except Exception as e:  # noqa: BLE001 - whatever broke the index, the run stands: say so once

@@ -13,6 +13,7 @@ import re
 from typing import Callable
 
 from wattbench.core.errors import UserError
+from wattbench.telemetry import hwmon, jetson, rapl
 from wattbench.telemetry.base import BOUNDARIES, Sensor
 from wattbench.telemetry.amd import AmdSensor
 from wattbench.telemetry.const import ConstSensor
@@ -134,10 +135,8 @@ def _nvidia_smi(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
 
 def _rapl(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
     """``rapl[:package,dram][,root=PATH]``."""
-    from wattbench.telemetry.rapl import DEFAULT_ROOT, RaplSensor
-
     _unknown(spec, opts, {"root"})
-    return RaplSensor(root=opts.get("root", DEFAULT_ROOT), domains=pos or None)
+    return rapl.RaplSensor(root=opts.get("root", rapl.DEFAULT_ROOT), domains=pos or None)
 
 
 def _ipmi(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
@@ -176,10 +175,8 @@ def _dcgm(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
 
 def _jetson(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
     """``jetson[:root=PATH]``."""
-    from wattbench.telemetry.jetson import DEFAULT_ROOT, JetsonSensor
-
     _unknown(spec, opts, {"root"})
-    return JetsonSensor(root=opts.get("root", DEFAULT_ROOT))
+    return jetson.JetsonSensor(root=opts.get("root", jetson.DEFAULT_ROOT))
 
 
 def _amd(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
@@ -222,8 +219,6 @@ def _estimate(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
 
 def _hwmon(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
     """``hwmon[:NAME][,name=NAME][,channel=STEM|LABEL][,boundary=B][,max_uj=N][,root=PATH]``."""
-    from wattbench.telemetry.hwmon import DEFAULT_ROOT, HwmonSensor
-
     _unknown(spec, opts, {"name", "channel", "boundary", "max_uj", "root"})
     if len(pos) > 1 or (pos and "name" in opts):
         raise _bad(spec, "give one device name, e.g. hwmon:name=ina226")
@@ -233,7 +228,7 @@ def _hwmon(spec: str, pos: list[str], opts: dict[str, str]) -> Sensor:
             raise _bad(spec, f"{k}= is empty")
     boundary = _boundary(spec, opts["boundary"]) if "boundary" in opts else None
     max_uj = _num(spec, "max_uj", opts["max_uj"]) if "max_uj" in opts else None
-    return HwmonSensor(root=opts.get("root", DEFAULT_ROOT), chip=chip, channel=opts.get("channel"),
+    return hwmon.HwmonSensor(root=opts.get("root", hwmon.DEFAULT_ROOT), chip=chip, channel=opts.get("channel"),
                        boundary=boundary, max_uj=max_uj)
 
 

@@ -210,8 +210,6 @@ def tune(cfg: TuneConfig, *, evaluate: Callable | None = None, progress: Progres
         t.status, t.status_detail = "interrupted", f"interrupted; resume with --resume {d}"
         raise
     except BaseException as e:
-        from wattbench.core.errors import Interrupted
-
         stopped = isinstance(e, (SystemExit, Interrupted))
         t.status = "interrupted" if stopped else "failed"
         t.status_detail = (f"interrupted; resume with --resume {d}" if stopped else str(e) or type(e).__name__)
