@@ -13,9 +13,10 @@ Fields (format ``wattbench-provenance/1``):
   command       "script args…", as typed
   commit        WATTBENCH_COMMIT when set, else ``git rev-parse HEAD`` of the checkout that ran
                 (``commit_source`` says which). The device tool's copy of ``.git`` has been seen to
-                keep a stale HEAD while the files are current: then ``dirty`` (tracked files that
-                differ from that HEAD) is long, and the launcher should pass
-                ``WATTBENCH_COMMIT=$(git rev-parse HEAD)`` in the command it sends
+                keep a stale HEAD while the files are current: the launcher passes
+                ``WATTBENCH_COMMIT=$(git rev-parse HEAD)`` in the command it sends, and where that
+                is not the checkout's HEAD, ``commit_subject`` and ``dirty`` (tracked files that
+                differ from HEAD) are ``null``: they would describe the stale commit
   device        ``name``, ``driver``, ``count`` from nvidia-smi (``null`` on a machine without one:
                 ``cpu`` then says what ran it)
   env           the settings the script read from the environment: RUN_*, WATTBENCH_* and each
@@ -73,6 +74,11 @@ def build(script: str, args: list[str], repo: str) -> dict:
     """The provenance of a run of ``script args`` started now from the checkout at ``repo``."""
     rel = os.path.relpath(os.path.abspath(script), os.path.abspath(repo))
     dirty = _run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"])
+    head = _run(["git", "-C", repo, "rev-parse", "HEAD"])
+    commit = os.environ.get("WATTBENCH_COMMIT") or head
+    # a stale .git (WATTBENCH_COMMIT names another commit): its subject and its dirty list describe
+    # that other commit, not the files that ran, so neither is recorded
+    same = bool(commit and head and (head.startswith(commit) or commit.startswith(head)))
     device = _device()
     return {
         "format": FORMAT,
@@ -80,10 +86,10 @@ def build(script: str, args: list[str], repo: str) -> dict:
         "args": list(args),
         "command": shlex.join([rel, *args]),
         "script_blob": _blob(repo, rel),
-        "commit": os.environ.get("WATTBENCH_COMMIT") or _run(["git", "-C", repo, "rev-parse", "HEAD"]),
+        "commit": commit,
         "commit_source": "WATTBENCH_COMMIT" if os.environ.get("WATTBENCH_COMMIT") else "git HEAD of the checkout that ran",
-        "commit_subject": _run(["git", "-C", repo, "log", "-1", "--format=%s"]),
-        "dirty": [line[3:] for line in dirty.splitlines()] if dirty else [],
+        "commit_subject": _run(["git", "-C", repo, "log", "-1", "--format=%s"]) if same else None,
+        "dirty": ([line[3:] for line in dirty.splitlines()] if dirty else []) if same else None,
         "device": device,
         "cpu": None if device else f"{platform.machine()} x{os.cpu_count()} ({platform.node()})",
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
