@@ -106,7 +106,11 @@ def ground_truth(conc: int, per_stream: int, itl_ms: float, workers: int | None 
         pytest.skip(f"the host starved the {'client' if client_allow > CAP_MS else 'server'} beyond the "
                     f"{CAP_MS:g} ms this test judges under (the level was flagged as it must be): {why}")
     assert np.mean(send_ms) < 2.0 + server_allow, why
-    assert np.mean(recv_ms) < 2.0 + client_allow, why
+    # the receive side by its median: the server stamps a token before its write reaches the socket,
+    # so a stall of either process between the two (seen once in CI: a handful of 64 concurrent
+    # streams 110-132 ms late, the client's loop lag p99 3.8 ms) makes a few records late together;
+    # a client that adds a receive cost to every request moves the median as much as the mean
+    assert float(np.median(recv_ms)) < 2.0 + client_allow, why
     # Inter-token latency telescopes: only a request's first and last stamps matter, so a
     # starved loop moves the mean ITL by at most its lag / (tokens - 1).
     itl_tol = 0.5 + client_allow / (OUT_TOKENS - 1)

@@ -113,6 +113,14 @@ def grab(text: str, pattern: str) -> float:
     return float(m.group(1))
 
 
+def grab_all(text: str, pattern: str) -> list[float]:
+    """Every number the first group of ``pattern`` captures in ``text`` (e.g. a logged series)."""
+    found = [float(m.group(1)) for m in re.finditer(pattern, text)]
+    if not found:
+        raise AssertionError(f"{pattern!r} not found")
+    return found
+
+
 def mean(xs):
     xs = list(xs)
     return sum(xs) / len(xs)
@@ -212,7 +220,7 @@ def noise_runs(*tgzs: str) -> dict:
 
 
 HELPERS = {
-    "level": level, "grab": grab, "raw": raw, "mean": mean, "median": statistics.median, "pctl": pctl, "rel_pct": rel_pct,
+    "level": level, "grab": grab, "grab_all": grab_all, "raw": raw, "mean": mean, "median": statistics.median, "pctl": pctl, "rel_pct": rel_pct,
     "spread_pct": spread_pct, "roofline_bound": roofline_bound, "peer": peer, "peer_ttft_err": peer_ttft_err,
     "peer_itl_err": peer_itl_err, "llamacpp_checks": llamacpp_checks, "noise_runs": noise_runs, "math": math, "json": json,
     "xcheck_raw": xcheck_raw,
