@@ -13,14 +13,18 @@ import typer
 from wattbench.cli.common import handle_errors
 from wattbench.config import DB_HELP
 
+# the history filters' wording, shared by the commands that filter runs
+MODEL_FILTER_HELP = "Substring of the model name."
+ENGINE_FILTER_HELP = "Substring of the engine name."
+
 
 def _print_json(data) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
 
 
 def list_cmd(
-    model: Optional[str] = typer.Option(None, "--model", help="Substring of the model name."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="Substring of the engine name."),
+    model: Optional[str] = typer.Option(None, "--model", help=MODEL_FILTER_HELP),
+    engine: Optional[str] = typer.Option(None, "--engine", help=ENGINE_FILTER_HELP),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="Substring of the GPU description."),
     target: Optional[str] = typer.Option(None, "--target", "-t", help="Substring of the target (host:port, or the launched engine)."),
     label: Optional[str] = typer.Option(None, "--label", help="Substring of the --config-label."),
@@ -133,8 +137,8 @@ def baseline_cmd(
 
 
 def noise_cmd(
-    model: Optional[str] = typer.Option(None, "--model", help="Substring of the model name."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="Substring of the engine name."),
+    model: Optional[str] = typer.Option(None, "--model", help=MODEL_FILTER_HELP),
+    engine: Optional[str] = typer.Option(None, "--engine", help=ENGINE_FILTER_HELP),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="Substring of the machine (GPU, CPU)."),
     min_runs: int = typer.Option(2, "--min-runs", help="Only configurations with at least this many runs."),
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),

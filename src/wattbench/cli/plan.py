@@ -28,6 +28,11 @@ Examples:
       --pue 1 --json
 """
 
+# the wording each planning command gives its shared options (one home per option's help)
+BOUNDARY_HELP = ("Power boundary: accelerator, node or wall (default: the run's headline boundary among those, "
+                 "the one rule of run, compare, tune and plan).")
+PERCENTILE_HELP = "p95 or p99 (also max, avg)."
+
 
 def _echo_json(obj: dict) -> None:
     typer.echo(json.dumps(obj, indent=2, default=str))
@@ -88,8 +93,8 @@ def rack_cmd(
     rack_kw: float = typer.Option(..., "--rack-kw", help="Power budget of one rack in kW."),
     node: Optional[List[str]] = typer.Option(None, "--node", help="A run directory, run=DIR,level=I,gpus=N,name=X, or a spec name=X,power_w=W | accelerator_w=W,gpus=N | gpu=H200,gpus=N [,host_overhead_w=W,tokens_per_s=T,goodput_tokens_per_s=G]. Repeatable."),
     more: Optional[List[str]] = typer.Argument(None, metavar="NODE", help="More --node values."),
-    boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the run's headline boundary among those, the one rule of run, compare, tune and plan)."),
-    percentile: str = typer.Option("p95", "--percentile", help="p95 or p99 (also max, avg)."),
+    boundary: Optional[str] = typer.Option(None, "--boundary", help=BOUNDARY_HELP),
+    percentile: str = typer.Option("p95", "--percentile", help=PERCENTILE_HELP),
     host_overhead_w: Optional[float] = typer.Option(None, "--host-overhead-w", help="Declared host power per node (CPU, memory, fans, NICs) added to accelerator power."),
     headroom_pct: float = typer.Option(0.0, "--headroom-pct", help="Percent of the rack budget kept free."),
     air_max_rack_kw: float = typer.Option(20.0, "--air-max-rack-kw", help="Above this populated rack power: liquid cooling."),
@@ -121,8 +126,8 @@ def power_first_cmd(
     more: Optional[List[str]] = typer.Argument(None, metavar="RUN", help="More candidate run directories."),
     slo: Optional[str] = typer.Option(None, "--slo", help="Latency limits, as for run: ttft_p95=500ms,tpot_p95=50ms."),
     headroom_pct: float = typer.Option(10.0, "--headroom-pct", help="Percent of site power kept unallocated."),
-    boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the run's headline boundary among those, the one rule of run, compare, tune and plan)."),
-    percentile: str = typer.Option("p95", "--percentile", help="p95 or p99 (also max, avg)."),
+    boundary: Optional[str] = typer.Option(None, "--boundary", help=BOUNDARY_HELP),
+    percentile: str = typer.Option("p95", "--percentile", help=PERCENTILE_HELP),
     host_overhead_w: Optional[float] = typer.Option(None, "--host-overhead-w", help="Declared host power per node."),
     resolution_w: Optional[float] = typer.Option(None, "--resolution-w", help="DP power step in W (default: 1 W, coarser above 200 kW)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -159,7 +164,7 @@ def tco_cmd(
     tokens_per_kwh: Optional[float] = typer.Option(None, "--tokens-per-kwh", help="Output tokens per IT kWh (measured efficiency)."),
     result: Optional[str] = typer.Option(None, "--result", help="Take tokens per kWh from a run directory."),
     level: Optional[int] = typer.Option(None, "--level", help="Level in --result (default: most efficient valid level)."),
-    boundary: Optional[str] = typer.Option(None, "--boundary", help="Power boundary: accelerator, node or wall (default: the run's headline boundary among those, the one rule of run, compare, tune and plan)."),
+    boundary: Optional[str] = typer.Option(None, "--boundary", help=BOUNDARY_HELP),
     carbon_intensity: Optional[str] = typer.Option(None, "--carbon-intensity", help="Grid gCO2e/kWh, or a CSV/JSON series (its time-weighted mean): annual tonnes beside the cost."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
