@@ -12,7 +12,7 @@ is added to the boundary's notes.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, cast
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -61,9 +61,12 @@ def apply_carbon(level: LevelResult, records: Sequence[RequestRecord] | RecordSe
         else:
             for r in records:
                 if b in r.energy_j:
-                    # None only for a negative energy or intensity: a request's energy is >= 0 (positive
-                    # total split by >= 0 shares); a negative intensity stores None, as it always has
-                    r.carbon_g[b] = cast(float, co2.carbon_g(r.energy_j[b], g, p))
+                    # None only for a negative energy or intensity, which cannot reach here: a request's
+                    # energy is >= 0 (a positive total split by >= 0 shares) and --carbon-intensity
+                    # refuses a negative intensity (metrics/carbon_series.py)
+                    c = co2.carbon_g(r.energy_j[b], g, p)
+                    if c is not None:
+                        r.carbon_g[b] = c
 
 
 def _annotate_carbon(rs: RecordSet, boundary: str, g: float, pue: float) -> None:

@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field
 
 from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
 from wattbench.analysis.diagnose import Diagnosis, diagnose
-from wattbench.analysis.figures import headline, select_window
+from wattbench.analysis.figures import headline, ranked_figures, select_window
 from wattbench.results.headline import TrialCI, describe_key, level_key, trial_ci
 from wattbench.accounting.boundaries import outside_work_note
 from wattbench.accounting.findings import note_counts
@@ -547,32 +547,37 @@ def _slo_set(slos) -> frozenset:
 def slo_goodput(result: Result, lv: LevelResult, slos: list, boundary: str,
                 records: RecordsOf | None) -> tuple[float | None, float | None, float | None, str]:
     """A level's goodput under ``slos`` at ``boundary``: (goodput output tok/s, average power W,
-    goodput tok/s per kW, basis). From the level's own goodput block when it was measured under
-    these SLOs (its trial means, as the table), else recomputed from its request records
-    (``metrics/slo.goodput``, on the window's token basis); Nones when neither is there."""
-    h = headline(lv, boundary)
-    power = h["avg_power_w"]
+    goodput tok/s per kW, basis), every figure of the window the level is read in (``select_window``)
+    by the one rule (``ranked_figures``; ``metrics.slo.goodput_in_window``): the good share of the
+    output tokens times the window's output tokens/s and tokens/s per kW. From the level's own
+    goodput block when it was measured under these SLOs (its trial means, as the table), else with
+    the share recomputed from its request records (``metrics/slo.goodput``); Nones when neither is
+    there. A boundary without per-token figures (one that leaves out the devices doing the work) has
+    no goodput per kW."""
+    f = ranked_figures(lv, boundary, has_slo=True)
+    power = f["avg_power_w"]
     gp = lv.goodput
     if gp is not None and gp.slos and _slo_set(gp.slos) == _slo_set(slos):
-        tok, per_kw = h["goodput_output_tokens_per_s"], h["goodput_per_kw"]
-        if per_kw is None and tok is not None and power:
-            per_kw = tok / (power / 1000.0)
-        return tok, power, per_kw, "the run's own goodput"
+        return f["goodput_output_tokens_per_s"], power, f["goodput_per_kw"], "the run's own goodput"
     recs = records(result, lv) if records is not None else None
     dur = lv.window.duration_s if lv.window else None
     if not recs or not dur or not power:
         return None, power, None, ""
-    g = goodput(recs, slos, dur, {boundary: power},
-                window_output_tokens=(h["output_tokens_per_s"] or 0.0) * dur)
-    return g.output_tokens_per_s, power, g.per_kw_at(boundary), "recomputed from its requests"
+    share = goodput(recs, slos, dur).good_output_share
+    if share is None:
+        return None, power, None, ""
+    tok, per_kw = f["output_tokens_per_s"], f["output_tokens_per_s_per_kw"]
+    return (None if tok is None else share * tok, power, None if per_kw is None else share * per_kw,
+            "recomputed from its requests")
 
 
 def _meets(lv: LevelResult, slos: list) -> tuple[bool, str]:
-    """Whether a level meets every SLO as written (the level's stat ≤ the bound), and the first miss."""
-    lat = lv.latency
+    """Whether a level meets every SLO as written (the level's stat ≤ the bound), and the first miss.
+    The stat is the one the table quotes (``headline``: the trials' mean with ``--trials``, not the
+    last trial's), so a level is judged on the figure shown beside it."""
+    h = headline(lv, None)
     for s in slos:
-        st = getattr(lat, f"{s.metric}_ms", None)
-        v = getattr(st, s.stat, None) if st is not None else None
+        v = h.get(f"{s.metric}_{s.stat}_ms")
         if v is None:
             return False, f"{s.name} not measured"
         if v > s.threshold_ms:

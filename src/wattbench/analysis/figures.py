@@ -3,7 +3,8 @@
 Compare, regress and diagnosis all read a level through :func:`headline`, so a metric name means
 the same thing everywhere (``docs/compare.md`` lists them). Energy figures are read at one power
 boundary from ``LevelResult.energy`` (the full measurement window), or — after
-:func:`select_window` with ``"steady"`` — from ``LevelResult.energy_steady``.
+:func:`select_window` with ``"steady"`` — in each level's :func:`steady_view`, where every figure
+that depends on the window (energy, token rates, goodput tokens) is the steady-state window's.
 
 Trials (``--trials N``) put per-figure means and confidence intervals in
 ``level.trials`` (``core.schema.TrialsBlock``); :func:`headline` reads a figure the block holds
@@ -29,7 +30,9 @@ from wattbench.results.headline import (
     point,
     trial_ci,
 )
-from wattbench.core.schema import LevelResult, Result
+from wattbench.core.schema import BoundaryEnergy, LevelResult, Result, TokenCount
+from wattbench.metrics.efficiency import tokens_per_s_from_per_kw, tokens_per_s_from_per_kwh
+from wattbench.metrics.slo import good_output_share, goodput_in_window
 from wattbench.core.errors import UserError
 from wattbench.results.headline import headline_boundary
 
@@ -145,6 +148,25 @@ def ranked_ci(level: LevelResult, name: str, boundary: str | None, has_slo: bool
     return ci
 
 
+def goodput_per_kw(level: LevelResult, boundary: str | None) -> float | None:
+    """Goodput output tokens/s per kW of one measurement of a level at ``boundary``: the good share
+    of its output tokens (``metrics.slo.good_output_share``) times the window's output tokens/s per
+    kW there — the rule ``metrics.slo.goodput`` applies when it writes the block's ``per_kw``, so
+    the stored figure is read where the block has the boundary, and the rule applied where it does
+    not (a block written without that boundary). None without a goodput block, at a boundary without
+    per-token figures, or where the share is unknown."""
+    gp = level.goodput
+    if gp is None or boundary is None:
+        return None
+    if boundary in gp.per_kw:
+        return gp.per_kw_at(boundary)
+    e = level.energy.get(boundary)
+    share = good_output_share(gp, level.throughput)
+    if e is None or e.output_tokens_per_s_per_kw is None or share is None:
+        return None
+    return share * e.output_tokens_per_s_per_kw
+
+
 def level_figures(level: LevelResult, boundary: str | None) -> dict[str, float | None]:
     """Every named figure of one measurement of a level (its last trial's with ``--trials``)."""
     out: dict[str, float | None] = {}
@@ -161,7 +183,7 @@ def level_figures(level: LevelResult, boundary: str | None) -> dict[str, float |
     gp = level.goodput
     for name in ENERGY_FIGURES:
         if name == "goodput_per_kw":
-            v = gp.per_kw_at(boundary) if gp is not None else None
+            v = goodput_per_kw(level, boundary)
         else:
             v = getattr(e, name) if e is not None else None
         out[name] = None if v is None else float(v)
@@ -182,17 +204,81 @@ def level_figures(level: LevelResult, boundary: str | None) -> dict[str, float |
     return out
 
 
+# the figures whose value depends on the window they are read over: a steady view replaces each
+WINDOW_FIGURES = frozenset(ENERGY_FIGURES) | {"output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s",
+                                              "goodput_output_tokens_per_s"}
+
+
+def _window_token_rates(energy: dict[str, BoundaryEnergy]) -> tuple[float, float] | None:
+    """(output, total) tokens/s of the window ``energy`` was accounted over, from a boundary with
+    per-token figures (every such boundary divides the same tokens): None without one."""
+    for e in energy.values():
+        out = tokens_per_s_from_per_kw(e.output_tokens_per_s_per_kw, e.avg_power_w)
+        total = tokens_per_s_from_per_kwh(e.tokens_per_kwh, e.avg_power_w)
+        if out is not None:
+            return out, total if total is not None else out
+    return None
+
+
+def steady_view(level: LevelResult) -> LevelResult | None:
+    """The level as its steady-state window reads it (a copy; None without steady energy figures):
+    the one rule that makes every window-dependent figure (``WINDOW_FIGURES``) of one window, so a
+    per-kW figure is the throughput of the same window over its power.
+
+    - energy: ``energy_steady``;
+    - token rates (output, input, total tokens/s and the window's token counts): the steady
+      window's, recovered from its per-kW and per-kWh figures (``metrics.efficiency``), which
+      accounting computed from the tokens inside that window; request rates and latencies stay the
+      level's (they describe its measured requests);
+    - goodput: the good share of the output tokens (``metrics.slo.good_output_share``) of the
+      steady window's tokens/s and tokens/s per kW (``metrics.slo.goodput_in_window``); a block
+      whose share cannot be recovered (written on the older ``measured_request_tokens`` basis) has
+      no steady figure and is left out;
+    - trials: the window-dependent figures are the trials' steady ones
+      (``TrialsBlock.figures_steady``); a file written before they were kept has none, so those
+      figures read as this trial's, without a CI.
+    """
+    if not level.energy_steady:
+        return None
+    out = level.model_copy(deep=True)
+    share = good_output_share(level.goodput, level.throughput) if level.goodput is not None else None
+    out.energy = out.energy_steady
+    duration = level.steady_window.duration_s if level.steady_window is not None else None
+    rates = _window_token_rates(out.energy)
+    tp = out.throughput
+    if rates is not None:
+        tp.output_tokens_per_s, tp.total_tokens_per_s = rates
+        tp.input_tokens_per_s = max(rates[1] - rates[0], 0.0)
+        if duration:
+            tp.duration_s = duration
+            tp.output_tokens = int(round(tp.output_tokens_per_s * duration))
+            tp.input_tokens = int(round(tp.input_tokens_per_s * duration))
+            tp.tokens_in_window = TokenCount(output=tp.output_tokens_per_s * duration,
+                                             input=tp.input_tokens_per_s * duration)
+    if out.goodput is not None:
+        out.goodput = (goodput_in_window(out.goodput, share, out.energy, tp.output_tokens_per_s, duration)
+                       if share is not None and rates is not None else None)
+    if out.trials is not None:
+        kept = {k: v for k, v in out.trials.figures.items() if k.split("@")[0] not in WINDOW_FIGURES}
+        out.trials.figures = {**kept, **out.trials.figures_steady}
+        out.trials.figures_steady = {}
+    return out
+
+
 def select_window(result: Result, window: str) -> Result:
-    """The result with each level's energy figures taken from ``window``: ``full`` (as written) or
-    ``steady`` (``energy_steady``, the steady-state window). A copy; the input is not changed."""
+    """The result with each level read in ``window``: ``full`` (as written) or ``steady`` (each
+    level's :func:`steady_view`). A copy; the input is not changed."""
     if window == "full":
         return result
     if window != "steady":
         raise UserError(f"window must be 'full' or 'steady', got {window!r}")
     out = result.model_copy(deep=True)
+    views = []
     for lv in out.levels:
-        if not lv.energy_steady:
+        view = steady_view(lv)
+        if view is None:
             raise UserError(f"run {result.run_id} level {lv.label} has no steady-state energy figures; "
                             "use the full window")
-        lv.energy = lv.energy_steady
+        views.append(view)
+    out.levels = views
     return out

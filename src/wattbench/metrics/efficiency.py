@@ -54,6 +54,22 @@ def tokens_per_kwh(tokens: int | float | None, energy_j: float | None) -> float 
     return tokens / (energy_j / J_PER_KWH)
 
 
+def tokens_per_s_from_per_kw(tokens_per_s_per_kw: float | None, avg_power_w: float | None) -> float | None:
+    """The token throughput a per-kW figure was computed from (the inverse of
+    :func:`tokens_per_s_per_kw`): ``tokens_per_s_per_kw * avg_power_w / 1000``."""
+    if tokens_per_s_per_kw is None or not _pos(avg_power_w):
+        return None
+    return tokens_per_s_per_kw * avg_power_w / 1000.0
+
+
+def tokens_per_s_from_per_kwh(tokens_per_kwh: float | None, avg_power_w: float | None) -> float | None:
+    """The token throughput a per-kWh figure was computed from over a window of average power
+    ``avg_power_w``: ``tokens_per_kwh * avg_power_w / 3.6e6`` (N / E × E / T)."""
+    if tokens_per_kwh is None or not _pos(avg_power_w):
+        return None
+    return tokens_per_kwh * avg_power_w / J_PER_KWH
+
+
 def cost_per_million_tokens(
     energy_j: float | None, tokens: int | float | None, price_per_kwh: float | None, pue: float = 1.0
 ) -> float | None:

@@ -44,7 +44,7 @@ from wattbench.core.errors import UserError
 from wattbench.metrics.latency import gap_blocks
 from wattbench.metrics.quantiles import Blocks, moments, percentiles
 from wattbench.core.recordset import NONE, RecordSet, as_record_set, row_ids, stamp_blocks
-from wattbench.core.schema import Goodput, RequestRecord, Result
+from wattbench.core.schema import BoundaryEnergy, Goodput, GoodputPerKw, RequestRecord, Result, Throughput
 
 METRICS = ("ttft", "tpot", "itl", "e2e")
 STATS = ("mean", "p50", "p90", "p95", "p99", "max")
@@ -313,6 +313,7 @@ def goodput(records: Iterable[RequestRecord | Mapping[str, Any]] | RecordSet, sl
         "requests_per_s": good / duration_s,
         "output_tokens_per_s": good_out / duration_s,
         "token_basis": basis,
+        "good_output_share": good_tokens / all_tokens if all_tokens else None,
         "per_slo": per_slo,
         "level": level,
         "all_met": all(v["met"] for v in level.values()),
@@ -328,6 +329,43 @@ def goodput(records: Iterable[RequestRecord | Mapping[str, Any]] | RecordSet, sl
                                    "output_tokens_per_s_per_kw": out["output_tokens_per_s"] / kw,
                                    "avg_power_w": p}
     return Goodput.model_validate(out)
+
+
+def good_output_share(gp: Goodput, throughput: Throughput) -> float | None:
+    """The share of a window's output tokens that ``gp`` counts as good (0..1): the good requests'
+    share of the measured completed requests' output tokens (the rule of :func:`goodput`). Read from
+    the block; a block written before it was kept recovers it on the ``tokens_in_window`` basis
+    (its good tokens over the window's tokens, ``throughput`` being the level's full window). None
+    when neither is possible (no output token, or the older ``measured_request_tokens`` basis)."""
+    if gp.good_output_share is not None:
+        return gp.good_output_share
+    window = throughput.tokens_in_window
+    if gp.token_basis != "tokens_in_window" or window is None or not window.output > 0 or not gp.duration_s:
+        return None
+    return gp.output_tokens_per_s * gp.duration_s / window.output
+
+
+def goodput_in_window(gp: Goodput, share: float, energy: Mapping[str, BoundaryEnergy],
+                      output_tokens_per_s: float, duration_s: float | None) -> Goodput:
+    """``gp`` read in another window of the same level (the steady-state window): its output tokens
+    per second and per kW are ``share`` (:func:`good_output_share`) of that window's
+    ``output_tokens_per_s`` and of each boundary's output tokens/s per kW in ``energy`` — the rule
+    :func:`goodput` applies to the full window. Request counts and the SLO checks stay the level's
+    (they describe its measured requests, not a window's energy); ``requests_per_s_per_kw`` is not a
+    figure of the other window (None)."""
+    out = gp.model_copy(deep=True)
+    out.duration_s = duration_s
+    out.output_tokens_per_s = share * output_tokens_per_s
+    out.good_output_share = share
+    out.per_kw = {}
+    for b in gp.per_kw:
+        e = energy.get(b)
+        if e is None:
+            continue
+        per_kw = e.output_tokens_per_s_per_kw
+        out.per_kw[b] = GoodputPerKw(requests_per_s_per_kw=None, avg_power_w=e.avg_power_w,
+                                     output_tokens_per_s_per_kw=None if per_kw is None else share * per_kw)
+    return out
 
 
 def figures_meet(figures: Mapping[str, Any], slos: list[SLO]) -> bool:

@@ -1,6 +1,7 @@
 """The SLO and goodput cells of every report: the SLO as given, a level's goodput cells at its
 headline boundary, and the goodput figures the headline quotes (the trials' means with ``--trials``).
-Nothing here computes a figure: every number is a field of ``LevelResult.goodput``."""
+Nothing here computes a figure: every number is a field of ``LevelResult.goodput``, read through
+``analysis.figures.headline`` where the headline quotes it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from wattbench.metrics.slo import run_slo_text
 from wattbench.report import format as F
 from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
 from wattbench.core.schema import LevelResult, Result
-from wattbench.results.headline import point
+from wattbench.analysis.figures import headline
 
 
 def slo_text(result: Result) -> str | None:
@@ -42,19 +43,9 @@ def goodput_cells(level: LevelResult) -> GoodputCells:
                         fmt(gp.output_tokens_per_s), fmt(gp.per_kw_at(b)), b)
 
 
-def goodput_cells_raw(level: LevelResult) -> tuple[float | None, float | None]:
-    """(goodput tok/s per kW at the headline boundary, goodput tok/s) as stored (the last trial's)."""
-    gp = level.goodput
-    if gp is None:
-        return None, None
-    hb = F.headline_boundary(level)
-    return gp.per_kw_at(hb[0] if hb else None), gp.output_tokens_per_s
-
-
 def goodput_point(level: LevelResult) -> tuple[float | None, float | None]:
-    """(goodput tok/s per kW at the headline boundary, goodput tok/s) as the headline quotes them:
-    the trials' means with ``--trials`` (``results.headline.point``), else as stored."""
-    per_kw, tok_s = goodput_cells_raw(level)
+    """(goodput tok/s per kW at the level's headline boundary, goodput tok/s) as the headline quotes
+    them (``analysis.figures.headline``: the trials' means with ``--trials``, else as stored)."""
     hb = F.headline_boundary(level)
-    return (point(level, "goodput_per_kw", hb[0], per_kw) if hb else per_kw,
-            point(level, "goodput_output_tokens_per_s", None, tok_s))
+    h = headline(level, hb[0] if hb else None)
+    return h["goodput_per_kw"], h["goodput_output_tokens_per_s"]

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from wattbench.analysis.figures import headline
 from wattbench.results.headline import trial_ci
 from wattbench.report import format as F
 from wattbench.core.numbers import fmt
 from wattbench.report import summary as S
-from wattbench.report.goodput import goodput_cells_raw, has_goodput, slo_text
+from wattbench.report.goodput import has_goodput, slo_text
 from wattbench.report.labels import short_label
 from wattbench.report.notes import NoteLine, note_lines, verdict_text
 from wattbench.report.tables import Column, trial_columns
@@ -71,12 +72,6 @@ def _error_bars(levels: list[LevelResult], name: str, boundary: str | None) -> d
     return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "thickness": 1.2, "width": 4}
 
 
-def _trial_or_value(lv: LevelResult, name: str, boundary: str | None, value: float | None) -> float | None:
-    """The trials' mean where the level has trials for the figure, else the stored value."""
-    ci = trial_ci(lv, name, boundary)
-    return ci.mean if ci is not None else value
-
-
 def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     """tok/s per kW, J per output token and p99 TTFT against the load, side by side."""
     r = by_load(run.result)  # points joined in load order, not in the order they were measured
@@ -90,7 +85,7 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     if has_goodput(r) and h is not None and h.boundary is not None:
         # the SLO-bound curve: tokens per kW of the requests that met every SLO, at the headline boundary
         gb = h.boundary
-        ys = [_trial_or_value(lv, "goodput_per_kw", gb, goodput_cells_raw(lv)[0]) if gb in lv.energy else None
+        ys = [headline(lv, gb)["goodput_per_kw"] if gb in lv.energy else None
               for lv in r.levels]
         tr = {"type": "scatter", "mode": "lines+markers", "x": x, "y": ys, "text": text,
               "name": ptxt(f"goodput tok/s per kW, {gb} (met the SLO)"), "legendgroup": "goodput",
@@ -103,11 +98,9 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     for i, b in enumerate(bounds):
         labels = "/".join(sorted({lv.energy[b].label for lv in r.levels if b in lv.energy}))
         color = COLORS[i % len(COLORS)]
-        for (name, attr, unit), (xa, ya) in zip(
-                [("output_tokens_per_s_per_kw", "output_tokens_per_s_per_kw", "tok/s/kW"),
-                 ("j_per_output_token", "j_per_output_token", "J/tok")], panels[:2]):
-            ys = [_trial_or_value(lv, name, b, getattr(lv.energy[b], attr)) if b in lv.energy else None
-                  for lv in r.levels]
+        for (name, unit), (xa, ya) in zip(
+                [("output_tokens_per_s_per_kw", "tok/s/kW"), ("j_per_output_token", "J/tok")], panels[:2]):
+            ys = [headline(lv, b)[name] if b in lv.energy else None for lv in r.levels]
             tr = {"type": "scatter", "mode": "lines+markers", "x": x, "y": ys, "text": text,
                   "name": ptxt(f"{b} ({labels})"), "legendgroup": b, "showlegend": xa == "x",
                   "line": {"color": color}, "xaxis": xa, "yaxis": ya,
@@ -118,12 +111,12 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
             data.append(tr)
     if not bounds:  # no energy: two panels, throughput and latency, not two empty thirds
         panels = [("x", "y"), ("x2", "y2")]
-        ys = [_trial_or_value(lv, "output_tokens_per_s", None, lv.throughput.output_tokens_per_s) for lv in r.levels]
+        ys = [headline(lv, None)["output_tokens_per_s"] for lv in r.levels]
         data.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": ys, "text": text,
                      "name": "output tokens/s", "line": {"color": COLORS[0]}, "xaxis": "x", "yaxis": "y",
                      "hovertemplate": "%{text}: %{y:,.3~g} tok/s<extra></extra>"})
     tx, ty = panels[-1]
-    ttft = [_trial_or_value(lv, "ttft_p99_ms", None, lv.latency.ttft_ms.p99) for lv in r.levels]
+    ttft = [headline(lv, None)["ttft_p99_ms"] for lv in r.levels]
     tr = {"type": "scatter", "mode": "lines+markers", "x": x, "y": ttft, "text": text, "name": "p99 TTFT",
           "line": {"color": "#555", "dash": "dot"}, "xaxis": tx, "yaxis": ty,
           "hovertemplate": "%{text}: %{y:,.1f} ms<extra>p99 TTFT</extra>"}

@@ -17,7 +17,7 @@ from wattbench.accounting.attribution import (
 from wattbench.accounting.boundaries import boundary_totals
 from wattbench.accounting.carbon import apply_carbon
 from wattbench.accounting.request_energy import attribute_level
-from wattbench.analysis.figures import headline
+from wattbench.analysis.figures import WINDOW_FIGURES, headline, steady_view
 from wattbench.results.headline import ENERGY_FIGURES
 from wattbench.analysis.pareto import frontier_from_levels
 from wattbench.core.errors import UserError
@@ -66,15 +66,15 @@ def per_node_energy(session: RunSession, outcome, level: LevelResult) -> dict:
     return out
 
 
-def trials_block(trials: list[LevelResult]) -> dict:
-    """Mean and 95% CI (Student t) over trials of every headline figure, in the form compare and
-    regress read: ``figures[name]`` and ``figures[name@boundary]`` -> mean, ci_low, ci_high, n."""
+def _trial_cis(trials: list[LevelResult], only: frozenset[str] | None = None) -> dict[str, dict]:
+    """Mean and 95% CI (Student t) over ``trials`` of every headline figure (of the names in
+    ``only``): ``name`` or ``name@boundary`` -> mean, ci_low, ci_high, n, values."""
     boundaries = sorted({b for t in trials for b in t.energy})
     values: dict[str, list[float]] = {}
     for t in trials:
         for b in boundaries or [None]:
             for name, v in headline(t, b).items():
-                if v is None:
+                if v is None or (only is not None and name not in only):
                     continue
                 key = f"{name}@{b}" if (b and name in ENERGY_FIGURES) else name
                 if b and name not in ENERGY_FIGURES and b != (boundaries or [None])[0]:
@@ -85,7 +85,18 @@ def trials_block(trials: list[LevelResult]) -> dict:
         c = ci95(vs)
         figures[key] = {"mean": c["mean"], "ci_low": c["ci95_low"], "ci_high": c["ci95_high"], "n": c["n"],
                         "values": vs}
-    return {"n": len(trials), "confidence": 0.95, "figures": figures,
+    return figures
+
+
+def trials_block(trials: list[LevelResult]) -> dict:
+    """Mean and 95% CI (Student t) over trials of every headline figure, in the form compare and
+    regress read: ``figures[name]`` and ``figures[name@boundary]`` -> mean, ci_low, ci_high, n; and
+    ``figures_steady``, the window-dependent figures of each trial's steady-state window
+    (``analysis.figures.steady_view``), when every trial has one."""
+    steady = [steady_view(t) for t in trials]
+    return {"n": len(trials), "confidence": 0.95, "figures": _trial_cis(trials),
+            "figures_steady": (_trial_cis([v for v in steady if v is not None], WINDOW_FIGURES)
+                               if all(v is not None for v in steady) else {}),
             "thermal_before": [t.thermal_before for t in trials]}
 
 

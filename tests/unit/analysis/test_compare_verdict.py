@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.fakes.results_factory import make_level, make_result, trials_block
-from wattbench.core.schema import Goodput
+from wattbench.core.schema import Goodput, TrialsBlock
 from wattbench.analysis.compare import compare
 from wattbench.analysis.regress import regress
 from wattbench.cli.main import build_app
@@ -178,3 +178,22 @@ def test_at_slo_a_700_w_card_at_95_percent_throughput_reads_exactly_1_90x():
                                   "power 0.50× (A at c=32, B at c=48)")
     with pytest.raises(Exception, match="no level of run big .* meets it"):
         compare([a, b], match="index", force=True, at_slo="ttft_p99=100ms")
+
+
+def test_at_slo_judges_a_level_with_trials_on_the_trials_mean_the_table_shows():
+    """The last trial met the SLO (p99 TTFT 300 ms) but the trials' mean, the figure the table
+    quotes, is 700 ms: the level does not meet ``ttft_p99=500ms``, and the lower level is taken."""
+    slos = [{"metric": "ttft", "stat": "p99", "threshold_ms": 500.0}]
+
+    def lv(i, c, tput, ttft_last, ttft_mean=None):
+        x = make_level(i, value=c, output_tokens_per_s=tput, power_w={"node": 700.0}, ttft_p99_ms=ttft_last)
+        x.goodput = Goodput.model_validate({"slos": slos, "output_tokens_per_s": tput,
+                                            "per_kw": {"node": {"output_tokens_per_s_per_kw": tput / 0.7}}})
+        if ttft_mean is not None:
+            x.trials = TrialsBlock.model_validate(trials_block({"ttft_p99_ms": (ttft_mean, 50.0)}))
+        return x
+    a = make_result("a", levels=[lv(0, 8, 1000.0, 200.0), lv(1, 16, 1500.0, 300.0, ttft_mean=700.0)])
+    b = make_result("b", levels=[lv(0, 8, 1000.0, 200.0), lv(1, 16, 1500.0, 300.0)])
+    at = compare([a, b], at_slo="ttft_p99=500ms").at_slo
+    assert at.levels == ["c=8", "c=16"]
+    assert at.goodput_per_kw == pytest.approx([1000.0 / 0.7, 1500.0 / 0.7])

@@ -60,6 +60,10 @@ class Goodput(_Sparse):
     # tokens_in_window: the window's tokens times the good share of the measured requests' tokens
     # (as every efficiency figure); measured_request_tokens: the good requests' own tokens
     token_basis: Literal["tokens_in_window", "measured_request_tokens"] = "measured_request_tokens"
+    # the good requests' share of the measured completed requests' output tokens (0..1): every goodput
+    # token figure is this share of a window's output tokens (None: written before it was kept, or no
+    # output token; ``metrics.slo.good_output_share`` recovers it from an older block)
+    good_output_share: float | None = None
     per_slo: dict[str, int] = Field(default_factory=dict)  # SLO name -> requests meeting it alone
     level: dict[str, SLOCheck] = Field(default_factory=dict)  # SLO name -> the level's check
     all_met: bool = False  # every level check holds

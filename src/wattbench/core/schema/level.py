@@ -42,6 +42,10 @@ class TrialsBlock(_M):
     n: int
     confidence: float = 0.95
     figures: dict[str, TrialFigure] = Field(default_factory=dict)
+    # the figures that depend on the window (energy figures, token rates, goodput tokens), each trial
+    # read in its steady-state window (``analysis.figures.steady_view``); empty in files written
+    # before they were kept, or when a trial had no steady window
+    figures_steady: dict[str, TrialFigure] = Field(default_factory=dict)
     thermal_before: list[Thermal | None] = Field(default_factory=list)
 
 
