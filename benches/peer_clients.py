@@ -655,7 +655,7 @@ class _vllm_cpu:
     """vLLM (CPU build) on the tiny preset with dummy weights, as the integration test starts it."""
 
     def __enter__(self):
-        from wattbench.engines import launch
+        from wattbench.engines.registry import launch
         from wattbench.engines.presets import ensure_preset
         from wattbench.engines.vllm import VLLM
 

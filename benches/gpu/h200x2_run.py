@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from wattbench.engines import launch
+from wattbench.engines.registry import launch
 from wattbench.engines.presets import ensure_preset
 
 

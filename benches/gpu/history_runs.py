@@ -57,7 +57,7 @@ def _hub_layout(path: Path, repo_id: str) -> None:
 def _start_engine(args, out: Path, k: int):
     """wattbench's own launcher (same argv, env, tuned flags, readiness and warm-up request), the
     model served by a hub id (``--serve-as``) instead of its directory."""
-    from wattbench.engines import get_engine
+    from wattbench.engines.registry import get_engine
     from wattbench.engines.base import start
 
     eng = get_engine(args.engine)

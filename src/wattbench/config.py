@@ -588,7 +588,7 @@ class MeasureConfig(FlaggedConfig):
     command: Annotated[list[str], Flag(
         "command", commands=(MEASURE,), positional=True, help="The command to run, after --.", show_default=False)]
     run: RunConfig
-    tool: Annotated[str | None, Flag(  # None: recognised from the command (results/tools.detect_tool)
+    tool: Annotated[str | None, Flag(  # None: recognised from the command (results/tools/registry.detect_tool)
         "--tool", commands=(MEASURE,), help="What COMMAND is: vllm-bench-serve, aiperf, guidellm, wattbench-run or "
         "command (default: recognised from it).")] = None
     result_files: Annotated[list[str], Flag(  # the tool's files, else found

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from wattbench.engines import launch
+from wattbench.engines.registry import launch
 from wattbench.engines.llamacpp import LlamaCpp
 from wattbench.server.detect import detect_server
 

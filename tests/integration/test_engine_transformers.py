@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("fastapi")
 
-from wattbench.engines import launch  # noqa: E402
+from wattbench.engines.registry import launch  # noqa: E402
 from wattbench.engines.transformers_serve import TransformersServe  # noqa: E402
 from wattbench.core.errors import EngineError  # noqa: E402
 from wattbench.server.detect import detect_server, merge_launched  # noqa: E402

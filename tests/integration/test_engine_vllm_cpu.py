@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from wattbench.engines import launch
+from wattbench.engines.registry import launch
 from wattbench.engines.vllm import VLLM
 from wattbench.server.detect import detect_server
 

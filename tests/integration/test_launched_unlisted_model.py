@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-import wattbench.engines as engines
+import wattbench.engines.registry as engines
 from wattbench.config import RunConfig
 from wattbench.engines.base import Engine, LaunchPlan
 from wattbench.core.errors import TargetError

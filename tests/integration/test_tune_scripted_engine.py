@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import wattbench.engines as engines
+import wattbench.engines.registry as engines
 from wattbench.config import RunConfig, TuneConfig
 from wattbench.engines.base import Engine, LaunchPlan, flag_value
 from wattbench.results.store import HistoryStore

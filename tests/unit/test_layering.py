@@ -281,3 +281,25 @@ def test_folders_that_import_each_other_are_a_cycle(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__, fromlist=["SRC"]), "SRC", pkg)
     assert folder_cycles() == [["analysis", "planning"]]
     assert import_cycles() == []
+
+
+def test_package_init_files_export_and_modules_compute():
+    """A folder's ``__init__.py`` is its docstring and what it exports (imports, ``__all__``): no
+    function, class or computed value, so importing a package runs nothing and a reader finds code
+    where its module's name says. The one exception is the top package's lazy ``__getattr__``, which
+    keeps ``import wattbench`` from loading the run machinery."""
+    found = []
+    for init in sorted(SRC.rglob("__init__.py")):
+        rel = init.relative_to(SRC.parent)
+        for node in ast.parse(init.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue  # the docstring
+            names = [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)]
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and names and set(names) <= {"__all__", "__version__"}:
+                continue
+            if rel == Path("wattbench/__init__.py") and isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+                continue
+            found.append(f"{rel}:{node.lineno}: {type(node).__name__}")
+    assert not found, "package __init__ files compute (move the code into a module):\n" + "\n".join(found)

@@ -1,6 +1,6 @@
 """``wattbench doctor``: environment, server, release checklist and troubleshooting checks.
 
-Thin: parse flags, call ``wattbench.doctor.run_doctor``, render a table or ``--json``.
+Thin: parse flags, call ``wattbench.doctor.service.run_doctor``, render a table or ``--json``.
 Exit code 0 when no check failed, 1 when one did, 2 on bad input.
 """
 
@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
             done = restore_pending()
             typer.echo("; ".join(done) if done else f"nothing to restore (no {state_path()})")
             raise typer.Exit(0)
-        from wattbench.doctor import run_doctor
+        from wattbench.doctor.service import run_doctor
 
         report = run_doctor(target, list(sensor), api_key=api_key, run_dir=run, checklist=checklist,
                             exporters=list(exporter), burst=burst, environment=env)

@@ -63,7 +63,7 @@ from wattbench.core.schema import (
     ToolLevel,
 )
 from wattbench.results.store import HistoryStore
-from wattbench.results.tools import (
+from wattbench.results.tools.registry import (
     TOOLS,
     ToolRun,
     check_tool_args,
@@ -94,7 +94,7 @@ from wattbench.core.redact import combine_credentials, url_secrets
 from wattbench.core.schema import ServerIdentity
 from wattbench.run.targets import api_key
 from wattbench.server.detect import detect_server
-from wattbench.server.identity import target_of
+from wattbench.server.identity.common import target_of
 from wattbench.server.openai import normalize_base_url
 
 __all__ = ["measure", "CommandFailed"]

@@ -8,14 +8,14 @@ import os
 from dataclasses import dataclass
 
 from wattbench.config import RunConfig
-from wattbench import engines
-from wattbench.engines import launch
+from wattbench.engines import registry as engines
+from wattbench.engines.registry import launch
 from wattbench.engines.base import Engine
 from wattbench.core.target import TargetSpec
 from wattbench.core.schema import ServerInfo
 from wattbench.run.session import RunSession
 from wattbench.server.detect import detect_server, merge_launched, reuses_connections
-from wattbench.server.identity import target_of
+from wattbench.server.identity.common import target_of
 from wattbench.server.openai import check_load_endpoint, check_model_answers, check_target, normalize_base_url
 from wattbench.core.redact import body_secrets, combine_credentials, secret_values, url_secrets
 from wattbench.core.errors import UserError

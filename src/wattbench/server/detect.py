@@ -33,7 +33,7 @@ from wattbench.core.errors import TargetError
 from wattbench.core.schema import ServerInfo
 from wattbench.core import origin
 from wattbench.server.engine_rules import ENGINES, Answers, token_count, evidence
-from wattbench.server.identity import build_identity
+from wattbench.server.identity.build import build_identity
 from wattbench.core.redact import redact_url
 
 PROBE_TIMEOUT_S = 5.0

@@ -31,7 +31,7 @@ from wattbench.results.tune import LOWER_IS_BETTER, OBJECTIVES, TrialRecord, Tun
 from wattbench.tune.space import Space, build_space, config_key, describe, engine_args, gpu_settings
 from wattbench.accounting.boundaries import WHOLE_BOUNDARIES
 from wattbench.core.errors import EngineError, Interrupted
-from wattbench import engines
+from wattbench.engines import registry as engines
 from wattbench.metrics.slo import parse_slos
 from wattbench.results.rundir import check_output_dir
 from wattbench.run import run_benchmark

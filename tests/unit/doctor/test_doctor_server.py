@@ -7,7 +7,7 @@ import pytest
 from tests.fakes.doctor_server import OpsServerConfig, serve
 
 from wattbench.doctor import checklist as cl
-from wattbench.doctor import run_doctor
+from wattbench.doctor.service import run_doctor
 from wattbench.doctor.server import probe_server, server_checks
 from wattbench.core.errors import UserError
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wattbench.engines import get_engine
+from wattbench.engines.registry import get_engine
 from wattbench.engines.llamacpp import LlamaCpp, parse_version
 from wattbench.server.engine_rules import select_props
 from wattbench.engines.sglang import SGLang

@@ -84,7 +84,7 @@ def test_the_scan_finds_what_it_looks_for(tmp_path, monkeypatch):
 
 
 def test_engine_launcher_binds_loopback_by_default(tmp_path, monkeypatch):
-    from wattbench.engines import ENGINES, get_engine, launch
+    from wattbench.engines.registry import ENGINES, get_engine, launch
     from wattbench.engines import base
 
     # llama.cpp's plan needs its binary's path, not the binary: name one so every engine is planned

@@ -15,7 +15,7 @@ import pytest
 
 from wattbench.core.clock import ClockAnchor
 from wattbench.core.errors import UserError
-from wattbench.results.tools import check_tool_args, detect_tool, find_result_files, read_tool, tool_target_url
+from wattbench.results.tools.registry import check_tool_args, detect_tool, find_result_files, read_tool, tool_target_url
 from wattbench.results.tools.base import place_on_run_clock, stamps, to_records
 from wattbench.results.tools.markers import read_markers
 
@@ -193,7 +193,7 @@ def test_guidellm_strategies(tmp_path, strategy, want):
 def test_installed_version_of_a_console_script(tmp_path):
     import sys
 
-    from wattbench.results.tools import installed_version
+    from wattbench.results.tools.registry import installed_version
 
     script = tmp_path / "aiperf"
     script.write_text(f"#!{sys.executable}\nprint('hi')\n")

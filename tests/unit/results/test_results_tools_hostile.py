@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from wattbench.core.errors import UserError
-from wattbench.results.tools import read_tool
+from wattbench.results.tools.registry import read_tool
 from wattbench.results.tools.markers import read_markers
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures" / "tools"

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from wattbench.server.detect import classify
-from wattbench.server.identity import build_identity, target_of
+from wattbench.server.identity.build import build_identity
+from wattbench.server.identity.common import target_of
 
 FAKES = Path(__file__).resolve().parents[2] / "fakes"
 

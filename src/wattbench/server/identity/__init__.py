@@ -1,6 +1,6 @@
 """A server's identity: what tells one server configuration from another, read from what the server
-itself exposes (``ServerIdentity``; the history's configuration key, ``results/configuration.py``,
-is made from it).
+itself exposes (``ServerIdentity``, built by ``build.build_identity``; the history's configuration
+key, ``results/configuration.py``, is made from it).
 
 - the **target**: ``scheme://host:port[/path]`` of a ``--target`` URL (the default port written
   out, the host lower-cased, ``/v1`` dropped), never its user, password, query or fragment; for an
@@ -21,22 +21,3 @@ those; a name that can carry a credential (``core.redact.is_secret_setting``) is
 names that hold a host, a port, a directory, a log or a file (a ``*_path`` keeps its last component:
 the file, not where it lies); at most ``MAX_SETTINGS`` settings per source.
 """
-
-from __future__ import annotations
-
-from wattbench.core.schema import ServerIdentity
-from wattbench.server.identity import generic, llamacpp, sglang, tgi, transformers, vllm
-from wattbench.server.identity.common import Responses, settings, target_of
-
-__all__ = ["build_identity", "settings", "target_of", "Responses"]
-
-READERS = {"vllm": vllm.exposed, "sglang": sglang.exposed, "llamacpp": llamacpp.exposed, "tgi": tgi.exposed,
-           "transformers": transformers.exposed}
-
-
-def build_identity(base_url: str | None, engine: str, responses: Responses, model: str | None,
-                   version: str | None) -> ServerIdentity:
-    """The identity of the server at ``base_url`` from the answers ``server.detect`` probed."""
-    exposed, not_exposed = READERS.get(engine, generic.exposed)(responses, model)
-    return ServerIdentity(target=target_of(base_url), model=model, engine=engine, version=version,
-                          exposed={k: v for k, v in exposed.items() if v}, not_exposed=not_exposed)
