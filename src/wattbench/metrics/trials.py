@@ -6,17 +6,15 @@ interval is undefined (``ci95_low = ci95_high = None``). The t quantile is compu
 incomplete beta + bisection) so scipy is not a runtime dependency; so is the gamma quantile
 (``gamma_ppf``, regularised incomplete gamma + bisection) that judges an open loop's achieved rate.
 
-``headline_figures(level)`` picks the figures a level is judged by from a ``LevelResult`` dump:
-throughput, latency mean/p50/p90/p99, requests, energy and efficiency per boundary, and goodput.
-``summarize_trials([level_dump, ...])`` gives ``{figure path: {mean, ci95_low, ci95_high, n, values,
-std, half_width}}`` for every figure present in at least one trial.
+``ci95(values)`` is that interval; which figures a level's trials block holds, and under which
+names, is ``run/analyses.trials_block``'s (the headline's names, ``analysis/figures.headline``).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable, Iterable, Mapping, TypedDict, TypeGuard
+from typing import Callable, Iterable, TypedDict
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -162,63 +160,3 @@ def ci95(values: Iterable[float | None]) -> CI95:
     hw = t_ppf(0.975, n - 1) * std / math.sqrt(n)
     return {"mean": mean, "ci95_low": mean - hw, "ci95_high": mean + hw, "n": n, "values": vals, "std": std,
             "half_width": hw}
-
-
-_LAT_STATS = ("mean", "p50", "p90", "p99")
-_ENERGY_KEYS = ("energy_j", "avg_power_w", "dynamic_energy_j", "j_per_output_token", "j_per_token",
-                "output_tokens_per_s_per_kw", "tokens_per_kwh", "output_tokens_per_kwh",
-                "cost_per_million_output_tokens")
-
-
-def _num(v: object) -> TypeGuard[float]:
-    """``v`` is a finite number (not a bool)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def headline_figures(level: Mapping[str, Any]) -> dict[str, float]:
-    """The headline figures of one level (a ``LevelResult.model_dump()``), flattened to dotted paths."""
-    out: dict[str, float] = {}
-    for k, v in (level.get("throughput") or {}).items():
-        if k in ("output_tokens_per_s", "input_tokens_per_s", "total_tokens_per_s", "requests_per_s") and _num(v):
-            out[f"throughput.{k}"] = float(v)
-    for fig, st in (level.get("latency") or {}).items():
-        for s in _LAT_STATS:
-            v = (st or {}).get(s)
-            if _num(v):
-                out[f"latency.{fig}.{s}"] = float(v)
-    req = level.get("requests") or {}
-    for k in ("completed", "failed"):
-        if _num(req.get(k)):
-            out[f"requests.{k}"] = float(req[k])
-    for b, e in (level.get("energy") or {}).items():
-        for k in _ENERGY_KEYS:
-            v = (e or {}).get(k)
-            if _num(v):
-                out[f"energy.{b}.{k}"] = float(v)
-    g = level.get("goodput") or {}
-    for k in ("requests_per_s", "output_tokens_per_s", "fraction"):
-        if _num(g.get(k)):
-            out[f"goodput.{k}"] = float(g[k])
-    for b, pk in (g.get("per_kw") or {}).items():
-        v = (pk or {}).get("output_tokens_per_s_per_kw")
-        if _num(v):
-            out[f"goodput.per_kw.{b}.output_tokens_per_s_per_kw"] = float(v)
-    return out
-
-
-def summarize_trials(trials: list[Mapping[str, Any]],
-                     figures: Callable[[Mapping[str, Any]], dict[str, float]] = headline_figures
-                     ) -> dict[str, CI95]:
-    """Mean and 95% CI per figure across trials (each trial a level dump, or a flat dict of figures).
-
-    ``values`` lists each trial's value in trial order; a figure missing from a trial is left out of
-    that figure's ``n``.
-    """
-    flat = [figures(t) if any(isinstance(v, Mapping) for v in t.values()) else
-            {k: float(v) for k, v in t.items() if _num(v)} for t in trials]
-    keys: list[str] = []
-    for f in flat:
-        for k in f:
-            if k not in keys:
-                keys.append(k)
-    return {k: ci95([f[k] for f in flat if k in f]) for k in keys}
