@@ -37,7 +37,10 @@ class Check:
         return status_severity(self.status)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The check as ``--json`` writes it: its fields and its ``severity`` on the one scale
+        (null for ``pass``), so a script reads a doctor check and a run's finding the same way."""
+        sev = self.severity
+        return {**asdict(self), "severity": None if sev is None else sev.value}
 
 
 @dataclass

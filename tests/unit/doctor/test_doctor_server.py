@@ -226,3 +226,6 @@ def test_report_is_serialisable_and_exit_code():
     d = json.loads(json.dumps(rep.to_dict()))
     assert d["ok"] is False and rep.exit_code == 1 and d["counts"]["fail"] >= 1
     assert [c["group"] for c in d["checks"]][:1] == ["server"]
+    # each check's severity on the one scale, beside its status
+    want = {"pass": None, "skip": "note", "warn": "warn", "fail": "invalid"}
+    assert all(c["severity"] == want[c["status"]] for c in d["checks"]) and any(c["severity"] for c in d["checks"])
