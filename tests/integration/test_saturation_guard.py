@@ -17,7 +17,7 @@ from tests.fakes.reliability_procs import server
 from wattbench.config import RunConfig
 from wattbench.metrics.saturation import (EFFICIENCY_FIELDS, SAT_CPU_PCT, SAT_LOOP_LAG_MIN_PROBES, saturated_figures,
                                        saturation_kinds)
-from wattbench.report.format import SATURATION_MARK, headline
+from wattbench.report.format import SATURATION_MARK, headline_line as headline
 from wattbench.core.schema import LevelResult, LoadStats, Stats
 
 

@@ -200,7 +200,7 @@ class PlainProgress:
             level = data.get("level")
             what = ""
             if level is not None and getattr(level, "requests", None) is not None:
-                from wattbench.report.format import headline
+                from wattbench.report.format import headline_line as headline
 
                 what = f": {headline(level)}"
             self._say(f"{name} done in {_clock_text(now - start)}{what}")

@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
                     {"run_id": d.run_id, "path": str(d.path), "status": d.result.status,
                      "verdict": d.result.validity.verdict, "reasons": list(d.result.validity.reasons),
                      "levels": [{"index": lv.index, "label": lv.label, "verdict": lv.validity.verdict,
-                                 "headline": F.headline(lv), "figures": serving_figures(lv)}
+                                 "headline": F.headline_line(lv), "figures": serving_figures(lv)}
                                 for lv in d.result.levels],
                      "recovered": [dict(r.to_dict(), how=d.recovered_how) for r in d.recovered]}
                     for d in data

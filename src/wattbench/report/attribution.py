@@ -17,7 +17,7 @@ GROUPS = (("tenant", "by_tenant"), ("tag", "by_tag"), ("model", "by_model"), ("t
 
 def primary_attribution(level: LevelResult) -> RequestAttribution | None:
     """The attribution at the level's headline boundary (else the first one available)."""
-    hb = F.headline_boundary(level)
+    hb = F.headline_energy(level)
     if hb is not None and hb[0] in level.attribution:
         return level.attribution[hb[0]]
     return next(iter(level.attribution.values()), None)
@@ -104,7 +104,7 @@ def summary_lines(result: Result) -> list[str]:
     (the HTML report and ``result.json`` keep it)."""
     out = []
     for lv in result.levels:
-        hb = F.headline_boundary(lv)
+        hb = F.headline_energy(lv)
         if hb is not None and hb[1].carbon_g_per_million_output_tokens is not None:
             be = hb[1]
             out.append(f"{lv.label}: {fmt(be.carbon_g_per_million_output_tokens)} gCO2e per million output "

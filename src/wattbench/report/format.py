@@ -9,7 +9,8 @@ from __future__ import annotations
 from wattbench.core.schema import BoundaryEnergy, LevelResult, Result
 from wattbench.results.headline import boundary_order
 from wattbench.results.headline import headline_boundary as _headline_boundary
-from wattbench.results.headline import per_token, point, shown_boundaries, trial_ci
+from wattbench.results.headline import per_token, shown_boundaries, trial_ci
+from wattbench.analysis.figures import headline
 from wattbench.core.numbers import MISSING, fmt, fmt_range
 from wattbench.accounting.findings import NO_SENSOR_REASON
 from wattbench.accounting.level_findings import in_flight_finding, P99_MIN_SAMPLES
@@ -29,7 +30,7 @@ def has_per_token(result: Result, boundary: str) -> bool:
     return any(boundary in lv.energy and per_token(boundary, lv.energy) for lv in result.levels)
 
 
-def headline_boundary(level: LevelResult) -> tuple[str, BoundaryEnergy] | None:
+def headline_energy(level: LevelResult) -> tuple[str, BoundaryEnergy] | None:
     """The boundary a level's headline quotes (``results.headline.headline_boundary``) and its
     energy; ``None`` when the level has no energy."""
     name = _headline_boundary(level)
@@ -56,7 +57,7 @@ def saturation_mark(level: LevelResult) -> str:
     return f"{SATURATION_MARK} ({', '.join(what) or 'figures'} biased)"
 
 
-def headline(level: LevelResult) -> str:
+def headline_line(level: LevelResult) -> str:
     """``1,234 out tok/s · 0.41 kW (accelerator) · 3,010 tok/s/kW · 0.33 J/tok · p99 TTFT 180 ms``.
 
     The boundary and the values follow the headline rule (``results.headline``): with ``--trials``
@@ -66,24 +67,25 @@ def headline(level: LevelResult) -> str:
     figs = [saturation_mark(level)] if level.load.saturated else []
     if in_flight_finding(level) is not None:  # the achieved load beside the asked one
         figs.append(f"⚠ achieved {fmt(level.load.mean_in_flight, kind='load')} in flight of {level.load.target_concurrency} asked")
-    figs.append(f"{fmt(point(level, 'output_tokens_per_s', None, level.throughput.output_tokens_per_s))} out tok/s")
-    hb = headline_boundary(level)
+    hb = headline_energy(level)
+    h = headline(level, hb[0] if hb else None)  # every figure as the headline rule reads it
+    figs.append(f"{fmt(h['output_tokens_per_s'])} out tok/s")
     if hb is None:
         figs.append(f"energy unavailable: {energy_unavailable_reason(level)}")
     else:
         name, be = hb
         where = name if be.label == "measured" else f"{name}, {be.label}"
-        w = point(level, "avg_power_w", name, be.avg_power_w)
+        w = h["avg_power_w"]
         figs.append(f"{fmt(None if w is None else w / 1000.0)} kW ({where})")
-        per_kw = f"{fmt(point(level, 'output_tokens_per_s_per_kw', name, be.output_tokens_per_s_per_kw))} tok/s/kW"
+        per_kw = f"{fmt(h['output_tokens_per_s_per_kw'])} tok/s/kW"
         ci = trial_ci(level, "output_tokens_per_s_per_kw", name)
         if ci is not None:
             per_kw += f" (mean of {ci.n} trials, 95% CI {fmt_range(ci.low, ci.high)})"
         figs.append(per_kw)
-        figs.append(f"{fmt(point(level, 'j_per_output_token', name, be.j_per_output_token))} J/tok")
+        figs.append(f"{fmt(h['j_per_output_token'])} J/tok")
     n = level.requests.completed
     few = f" (n={n})" if 0 < n < P99_MIN_SAMPLES else ""  # a p99 from few requests is their maximum
-    figs.append(f"p99 TTFT {fmt(point(level, 'ttft_p99_ms', None, level.latency.ttft_ms.p99))} ms{few}")
+    figs.append(f"p99 TTFT {fmt(h['ttft_p99_ms'])} ms{few}")
     return " · ".join(figs)
 
 

@@ -35,7 +35,7 @@ class GoodputCells:
 
 def goodput_cells(level: LevelResult) -> GoodputCells:
     gp = level.goodput
-    hb = F.headline_boundary(level)
+    hb = F.headline_energy(level)
     b = hb[0] if hb else None
     if gp is None:
         return GoodputCells(fmt_fraction_pct(None), MISSING, fmt(None), fmt(None), b)
@@ -46,6 +46,6 @@ def goodput_cells(level: LevelResult) -> GoodputCells:
 def goodput_point(level: LevelResult) -> tuple[float | None, float | None]:
     """(goodput tok/s per kW at the level's headline boundary, goodput tok/s) as the headline quotes
     them (``analysis.figures.headline``: the trials' means with ``--trials``, else as stored)."""
-    hb = F.headline_boundary(level)
+    hb = F.headline_energy(level)
     h = headline(level, hb[0] if hb else None)
     return h["goodput_per_kw"], h["goodput_output_tokens_per_s"]

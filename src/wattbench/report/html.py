@@ -50,7 +50,7 @@ def _level_summary_table(result: Result) -> str:
         rows.append([lv.label, lv.validity.verdict, F.level_target(lv), lv.requests.completed, lv.requests.failed,
                      fmt(lv.throughput.output_tokens_per_s), fmt(lv.throughput.requests_per_s),
                      fmt(lv.throughput.duration_s), fmt(L.ttft_ms.p50), fmt(L.ttft_ms.p99), fmt(L.tpot_ms.p50),
-                     fmt(L.tpot_ms.p99), fmt(L.itl_ms.p99), fmt(L.e2e_ms.p99), F.headline(lv)])
+                     fmt(L.tpot_ms.p99), fmt(L.itl_ms.p99), fmt(L.e2e_ms.p99), F.headline_line(lv)])
     return table(headers, rows, "summary")
 
 
@@ -138,7 +138,7 @@ def _comparison(doc: Doc, runs: list[RunData]) -> None:
     rows = []
     for run in runs:
         for lv in run.result.levels:
-            rows.append((run.run_id, lv.label, lv.validity.verdict, F.headline(lv)))
+            rows.append((run.run_id, lv.label, lv.validity.verdict, F.headline_line(lv)))
     doc.add(table(["run", "level", "verdict", "headline"], rows))
     data = []
     for i, run in enumerate(runs):
@@ -239,7 +239,7 @@ def build_html(runs: list[RunData]) -> str:
         doc.add(f'<section class="run" id="run-{n}"><h2>Run {e(r.run_id)}: levels in detail</h2>')
         for lv in r.levels:
             doc.add(f"<h3>{e(lv.label)}</h3>")
-            doc.add(f'<p><span class="headline">{e(F.headline(lv))}</span></p>')
+            doc.add(f'<p><span class="headline">{e(F.headline_line(lv))}</span></p>')
             if lv.validity.reasons:
                 doc.add('<ul class="reasons">' + "".join(f"<li>{e(x)}</li>" for x in lv.validity.reasons)
                         + "</ul>")

@@ -180,7 +180,7 @@ def hero(r: Result) -> str:
     return (f'<div class="hero {cls}"><div class="big">{e(big)}</div><div class="unit">{e(unit)}</div>{ci}'
             f'<div class="where">{e(h.why or short_label(h.level))} · efficiency verdict '
             f'<strong class="verdict">{e(h.verdict)}</strong></div>'
-            f'<div class="headline">{e(F.headline(h.level))}</div></div>')
+            f'<div class="headline">{e(F.headline_line(h.level))}</div></div>')
 
 
 NOTE_CLASS = {"invalid": "bad", "warn": "warn", "estimate": "est", "note": "info"}

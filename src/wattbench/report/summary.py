@@ -159,7 +159,7 @@ def headline(result: Result) -> Headline | None:
         why = f"{short_label(lv)}: --optimize's choice"
     else:
         def per_kw(x: LevelResult) -> float:
-            hb = F.headline_boundary(x)
+            hb = F.headline_energy(x)
             v = point(x, "output_tokens_per_s_per_kw", hb[0], hb[1].output_tokens_per_s_per_kw) if hb else None
             return -1.0 if v is None else v
 
@@ -170,7 +170,7 @@ def headline(result: Result) -> Headline | None:
         why = ("" if len(lvs) == 1 or not measured else
                f"{short_label(lv)}: the most output tokens per kW of the {len(lvs)} levels"
                + ("" if best is None else f" (no level met the SLO {slo_text(result)})"))
-    hb = F.headline_boundary(lv)
+    hb = F.headline_energy(lv)
     b, be = (hb[0], hb[1]) if hb else (None, None)
     if name == "goodput_per_kw":
         value = goodput_point(lv)[0] if b else None

@@ -40,7 +40,7 @@ def trial_cells(level: LevelResult) -> list[TrialCell]:
     """Mean and 95% CI of each headline figure over the level's trials (empty without trials)."""
     if trials_n(level) is None:
         return []
-    hb = F.headline_boundary(level)
+    hb = F.headline_energy(level)
     b = hb[0] if hb else None
     out = []
     for name, title, at_boundary in TRIAL_FIGURES:

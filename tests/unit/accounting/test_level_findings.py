@@ -149,7 +149,7 @@ def test_isolating_pair_with_an_empty_level_says_a_sentence(monkeypatch):
 
 
 def test_headline_shows_achieved_beside_asked_and_marks_small_samples():
-    from wattbench.report.format import headline
+    from wattbench.report.format import headline_line as headline
 
     lv = make_level(value=64)
     lv.load.mean_in_flight = 7.2

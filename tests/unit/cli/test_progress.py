@@ -79,7 +79,7 @@ def test_plain_progress_where_stderr_is_not_a_terminal():
 
     from tests.fakes.results_factory import make_level
     from wattbench.cli.progress import PlainProgress, run_progress
-    from wattbench.report.format import headline
+    from wattbench.report.format import headline_line as headline
 
     now = [100.0]
     out = io.StringIO()

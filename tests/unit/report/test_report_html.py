@@ -62,7 +62,7 @@ def test_validity_comes_first_and_numbers_from_result(page, report_run_dir):
     assert page.index('id="validity"') < page.index('class="plot"')
     assert page.index("INVALID") < page.index("Levels")
     for lv in r.levels:
-        assert html.escape(F.headline(lv)) in page
+        assert html.escape(F.headline_line(lv)) in page
         assert f"{fmt(lv.throughput.output_tokens_per_s)} out tok/s" in page
         assert fmt(lv.energy["node"].output_tokens_per_s_per_kw) in page
     assert "c=4: node: window not covered by samples 3.0%" in page  # the grouped note, first screen

@@ -27,9 +27,9 @@ def test_headline_format():
                                    output_tokens_per_s_per_kw=3010.2, j_per_output_token=0.332),
     )
     # the headline rule: both measured, the outer boundary (the server) is the one quoted
-    assert F.headline(lv) == "1,234 out tok/s · 0.90 kW (node) · 1,371 tok/s/kW · 0.73 J/tok · p99 TTFT 180 ms"
+    assert F.headline_line(lv) == "1,234 out tok/s · 0.90 kW (node) · 1,371 tok/s/kW · 0.73 J/tok · p99 TTFT 180 ms"
     del lv.energy["node"]
-    assert F.headline(lv) == "1,234 out tok/s · 0.41 kW (accelerator) · 3,010 tok/s/kW · 0.33 J/tok · p99 TTFT 180 ms"
+    assert F.headline_line(lv) == "1,234 out tok/s · 0.41 kW (accelerator) · 3,010 tok/s/kW · 0.33 J/tok · p99 TTFT 180 ms"
 
 
 def test_headline_prefers_measured_and_names_the_label():
@@ -38,11 +38,11 @@ def test_headline_prefers_measured_and_names_the_label():
         wall=BoundaryEnergy(boundary="wall", method="power_integral", label="measured", avg_power_w=1500.0,
                             output_tokens_per_s_per_kw=822.9, j_per_output_token=1.2),
     )
-    assert "1.50 kW (wall)" in F.headline(lv)
+    assert "1.50 kW (wall)" in F.headline_line(lv)
     only_declared = level(node=BoundaryEnergy(boundary="node", method="declared", label="declared", avg_power_w=2000.0))
-    assert "2.00 kW (node, declared)" in F.headline(only_declared)
+    assert "2.00 kW (node, declared)" in F.headline_line(only_declared)
     none = LevelResult(index=1, label="x", energy_unavailable_reason="no sensor found")
-    assert "energy unavailable: no sensor found" in F.headline(none)
+    assert "energy unavailable: no sensor found" in F.headline_line(none)
 
 
 def test_fmt():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.results_factory import make_level
-from wattbench.report.format import headline_boundary as report_headline
+from wattbench.report.format import headline_energy as report_headline
 from wattbench.results.headline import (
     common_headline_boundary,
     headline_boundary,
