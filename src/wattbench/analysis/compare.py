@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field
 
 from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
 from wattbench.analysis.diagnose import Diagnosis, diagnose
-from wattbench.analysis.figures import headline, ranked_figures, select_window
+from wattbench.analysis.figures import headline, ranked_figures, select_window, steady_trials_note
 from wattbench.results.headline import TrialCI, describe_key, level_key, trial_ci
 from wattbench.accounting.boundaries import outside_work_note
 from wattbench.accounting.findings import note_counts
@@ -427,6 +427,7 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
     """
     if len(results) < 2:
         raise UserError("compare needs at least two runs")
+    notes = [n for r in results for n in [steady_trials_note(r)] if n] if window == "steady" else []
     results = [select_window(r, window) for r in results]
     for r in results:
         if not r.levels:
@@ -437,6 +438,7 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
     base = results[0]
     cmp = Comparison(run_ids=[r.run_id for r in results], boundary=bnd, match=match, window=window, forced=force,
                      letters=[LETTERS[i] if i < len(LETTERS) else str(i) for i in range(len(results))])
+    cmp.warnings.extend(notes)
     if bnd is None:
         cmp.warnings.append(NO_ENERGY_WARNING)
 

@@ -265,6 +265,19 @@ def steady_view(level: LevelResult) -> LevelResult | None:
     return out
 
 
+def steady_trials_note(result: Result) -> str | None:
+    """What a steady reading of ``result`` lacks: the levels that ran trials but kept no steady-window
+    trial figures (a file written before ``TrialsBlock.figures_steady``), whose steady figures are the
+    last trial's, without a CI. None when nothing is missing."""
+    missing = [lv.label for lv in result.levels
+               if lv.trials is not None and lv.trials.n > 1 and not lv.trials.figures_steady]
+    if not missing:
+        return None
+    return (f"run {result.run_id}: the trials of {', '.join(missing)} kept no steady-window figures (written "
+            "before they were kept), so each steady figure is the last trial's, without a CI; the full "
+            "window carries the trials' means and noise")
+
+
 def select_window(result: Result, window: str) -> Result:
     """The result with each level read in ``window``: ``full`` (as written) or ``steady`` (each
     level's :func:`steady_view`). A copy; the input is not changed."""

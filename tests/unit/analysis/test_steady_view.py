@@ -12,7 +12,7 @@ from tests.fakes.results_factory import make_result
 from tests.fakes.scripted_sensor import build_log, counter_channel, grid
 from wattbench.accounting.level import LevelContext, account_level
 from wattbench.analysis.compare import compare
-from wattbench.analysis.figures import goodput_per_kw, headline, ranked_figures, steady_view
+from wattbench.analysis.figures import goodput_per_kw, headline, ranked_figures, steady_trials_note, steady_view
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.schema import LoadStats, RequestRecord, TrialsBlock
 from wattbench.metrics.slo import good_output_share, goodput, parse_slos
@@ -138,8 +138,15 @@ def test_trials_keep_their_steady_figures_and_an_older_file_reads_them_without_a
     assert h["output_tokens_per_s_per_kw"] == pytest.approx(sum(steady_per_kw) / 3)
     assert h["goodput_per_kw"] == pytest.approx(SHARE * sum(steady_per_kw) / 3)
     assert trial_ci(v, "output_tokens_per_s_per_kw", "accelerator").mean == pytest.approx(sum(steady_per_kw) / 3)
-    # written before the steady figures were kept: the last trial's steady figure, no CI; the rest as before
+    assert steady_trials_note(make_result("r", levels=[lv])) is None
+    # written before the steady figures were kept: the last trial's steady figure, no CI; the rest as
+    # before, and compare --window steady says why its noise is unknown
     lv.trials.figures_steady = {}
+    assert "concurrency=2 kept no steady-window figures" in steady_trials_note(make_result("r", levels=[lv]))
+    other = make_result("o", levels=[trials[0].model_copy(deep=True)])
+    other.levels[0].trials = lv.trials
+    cmp = compare([make_result("r", levels=[lv]), other], window="steady")
+    assert sum("kept no steady-window figures" in w for w in cmp.warnings) == 2
     old = steady_view(lv)
     assert headline(old, "accelerator")["output_tokens_per_s_per_kw"] == pytest.approx(40.0 / 0.48)
     assert trial_ci(old, "output_tokens_per_s_per_kw", "accelerator") is None
