@@ -12,6 +12,7 @@ from tests.fakes.results_factory import make_result
 from tests.fakes.scripted_sensor import build_log, counter_channel, grid
 from wattbench.accounting.level import LevelContext, account_level
 from wattbench.analysis.compare import compare
+from wattbench.analysis.regress import regress
 from wattbench.analysis.figures import goodput_per_kw, headline, ranked_figures, steady_trials_note, steady_view
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.schema import LoadStats, RequestRecord, TrialsBlock
@@ -147,6 +148,9 @@ def test_trials_keep_their_steady_figures_and_an_older_file_reads_them_without_a
     other.levels[0].trials = lv.trials
     cmp = compare([make_result("r", levels=[lv]), other], window="steady")
     assert sum("kept no steady-window figures" in w for w in cmp.warnings) == 2
+    rep = regress(make_result("r", levels=[lv]), other, "output_tokens_per_s_per_kw:-1%", window="steady")
+    assert rep.todo is not None and rep.todo.startswith("run o: the trials of concurrency=2 kept no steady")  # baseline first
+    assert "run r: the trials" in rep.todo
     old = steady_view(lv)
     assert headline(old, "accelerator")["output_tokens_per_s_per_kw"] == pytest.approx(40.0 / 0.48)
     assert trial_ci(old, "output_tokens_per_s_per_kw", "accelerator") is None
