@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wattbench.core.severity import SEVERITY_ORDER
 from wattbench.core.numbers import fmt
 from wattbench.report.labels import levels_text
 from wattbench.core.schema import Result
@@ -108,8 +109,8 @@ def shown_notes(result: Result, width: int | None = None, limit: int = MAX_NOTE_
     folds a long one onto more lines: its fix is at its end); and how many were left out
     (``wattbench report --notes`` lists them all). ``width`` is kept for callers; nothing is cut."""
     lines = note_lines(result)
-    rank = {"invalid": 0, "warn": 1, "estimate": 1, "note": 2}
-    order = sorted(range(len(lines)), key=lambda i: (rank.get(lines[i].severity, 1), i))
+    worst = {s.value: -i for i, s in enumerate(SEVERITY_ORDER)}  # the one scale, worst first
+    order = sorted(range(len(lines)), key=lambda i: (worst.get(lines[i].severity, worst["warn"]), i))
     keep = sorted(order[:limit] if len(lines) <= limit else order[:limit - 1])
     out = []
     for i in keep:

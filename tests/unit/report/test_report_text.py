@@ -113,3 +113,24 @@ def test_markdown_slo_columns(report_run_dir):
     for lv in run.result.levels[:2]:
         row = next(x for x in text.splitlines() if x.startswith(f"| c={lv.load.target_concurrency} |"))
         assert f"| {fmt_fraction_pct(lv.goodput.fraction)} |" in row
+
+
+def test_shown_notes_keep_the_worst_by_the_one_severity_scale():
+    """More notes than a summary shows: it keeps them worst first on the one scale (invalid, warn,
+    estimate, note), so a warning is kept before an estimate said earlier, and it says how many it
+    left out."""
+    from tests.fakes.results_factory import make_result
+    from wattbench.core.schema import Finding
+    from wattbench.report.notes import MAX_NOTE_LINES, shown_notes
+
+    r = make_result("notes")
+    r.validity.findings = [Finding(severity="estimate", text="host power is a model"),
+                           Finding(severity="invalid", text="the run is not a measurement")]
+    r.warnings = [f"warning {i}" for i in range(MAX_NOTE_LINES)]
+    r.sensor_problems = ["a sensor problem"]  # a note
+    shown, left = shown_notes(r)
+    kept = [n.text.split(" ", 1)[1] for n in shown]
+    assert len(shown) == MAX_NOTE_LINES - 1 and left == 2 + MAX_NOTE_LINES + 1 - len(shown)
+    assert kept[0] == "the run is not a measurement"  # reading order among the kept
+    assert kept[1:] == [f"warning {i}" for i in range(MAX_NOTE_LINES - 2)]
+    assert "host power is a model" not in kept and "a sensor problem" not in kept
