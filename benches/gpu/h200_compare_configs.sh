@@ -11,7 +11,8 @@
 #        Z       the engine's own defaults (WATTBENCH_TUNED_DEFAULTS=0: no --cb-* flags added)
 #        A3      a third start of the tuned configuration: its key then has 3 runs (2 degrees of
 #                freedom), the least a run-to-run noise basis may rest on (docs/compare.md)
-#   3. `compare A1 A2`, `compare A1 Z`, `compare A3 Z` and `regress Z --baseline A1` (compare and
+#   3. `compare A1 A2`, `compare A1 Z`, `compare A3 Z`, each also with `--window steady` (the steady
+#      window read whole, on the trials' steady figures), and `regress Z --baseline A1` (compare and
 #      regress must say the same word for the same pair), `history list` and `history noise`.
 #
 # Reads only; never changes a GPU setting (power limit, clocks, persistence, MIG). Run from the
@@ -68,6 +69,9 @@ for pair in "A1 A2" "A1 Z" "A3 Z"; do
   set -- $pair
   echo "-- compare $1 $2"; $W compare $D/$1 $D/$2 --db $D/history.sqlite | tee $D/compare-$1-$2.txt
   $W compare $D/$1 $D/$2 --db $D/history.sqlite --json > $D/compare-$1-$2.json 2>/dev/null
+  echo "-- compare $1 $2 --window steady"
+  $W compare $D/$1 $D/$2 --db $D/history.sqlite --window steady | tee $D/compare-steady-$1-$2.txt
+  $W compare $D/$1 $D/$2 --db $D/history.sqlite --window steady --json > $D/compare-steady-$1-$2.json 2>/dev/null
 done
 echo "-- regress Z --baseline A1"; $W regress $D/Z --baseline $D/A1 --db $D/history.sqlite | tee $D/regress-Z-A1.txt
 echo "regress rc=${PIPESTATUS[0]}"
