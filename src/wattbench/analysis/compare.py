@@ -41,8 +41,7 @@ from pydantic import BaseModel, Field
 
 from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
 from wattbench.analysis.diagnose import Diagnosis, diagnose
-from wattbench.analysis.figures import (STEADY_HISTORY_NOTE, headline, ranked_figures, select_window,
-                                        steady_trials_note)
+from wattbench.analysis.figures import headline, ranked_figures, select_window, steady_trials_note
 from wattbench.results.headline import TrialCI, describe_key, level_key, trial_ci
 from wattbench.accounting.boundaries import outside_work_note
 from wattbench.accounting.findings import note_counts
@@ -429,9 +428,6 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
     if len(results) < 2:
         raise UserError("compare needs at least two runs")
     notes = [n for r in results for n in [steady_trials_note(r)] if n] if window == "steady" else []
-    if window == "steady" and history is not None:
-        history = None
-        notes.append(STEADY_HISTORY_NOTE)
     results = [select_window(r, window) for r in results]
     for r in results:
         if not r.levels:

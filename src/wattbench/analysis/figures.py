@@ -265,12 +265,6 @@ def steady_view(level: LevelResult) -> LevelResult | None:
     return out
 
 
-# the history store keeps each run's full-window figures, so its run-to-run noise is not the noise of
-# a steady-window figure: a steady comparison is judged on the runs' steady trials alone
-STEADY_HISTORY_NOTE = ("the history's run-to-run noise is of full-window figures, so this steady-window "
-                       "comparison judges its ratios on the runs' steady trials alone")
-
-
 def steady_trials_note(result: Result) -> str | None:
     """What a steady reading of ``result`` lacks: the levels that ran trials but kept no steady-window
     trial figures (a file written before ``TrialsBlock.figures_steady``), whose steady figures are the

@@ -44,8 +44,7 @@ from wattbench.analysis.compare import (NoiseVerdict, answer_line, decompose, fi
                                         left_out_reason, match_levels, refusal_message, resolve_boundary,
                                         short_key)
 from wattbench.analysis.diagnose import Diagnosis, diagnose
-from wattbench.analysis.figures import (METRIC_NAMES, STEADY_HISTORY_NOTE, headline, metric_suggestions,
-                                        select_window, steady_trials_note)
+from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, steady_trials_note
 from wattbench.results.headline import trial_ci
 from wattbench.core.errors import UserError
 from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, trials_noise
@@ -271,9 +270,6 @@ def regress(result: Result, baseline: Result, checks: str | list[RegressCheck] =
         raise UserError(f"the baseline is the run itself ({result.run_id}): every check would hold by "
                         "construction; give an earlier run, a tag or a baseline name")
     steady_notes = [n for r in (baseline, result) for n in [steady_trials_note(r)] if n] if window == "steady" else []
-    if window == "steady" and history is not None:
-        history = None
-        steady_notes.append(STEADY_HISTORY_NOTE)
     result, baseline = select_window(result, window), select_window(baseline, window)
     bnd = resolve_boundary([baseline, result], boundary)
     pairs, unmatched = match_levels(baseline, result, match)
