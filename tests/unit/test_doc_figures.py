@@ -95,14 +95,14 @@ def raw(spec: str) -> bytes:
 
 
 @lru_cache(maxsize=None)
-def xcheck_raw(tgz: str) -> list[dict]:
+def xcheck_raw(tgz: str, result: str = "result.json", meter: str = "meter.jsonl") -> list[dict]:
     """The per-level crosscheck of a committed run archive, recomputed from its raw series: the
     run's result.json (its level windows and energy) against the independent observer's counter log
     (``meter.jsonl``), by ``benches/gpu/crosscheck.py``'s ``rows`` — not read from the archive's
-    crosscheck.json."""
+    crosscheck.json. ``result``/``meter``: the members (or their path ends) in an archive of several runs."""
     from benches.gpu import crosscheck as cc
-    result = json.loads(_tar_member(tgz, "result.json"))
-    return cc.rows(result, _tar_member(tgz, "meter.jsonl").decode().splitlines())
+    doc = json.loads(_tar_member(tgz, result))
+    return cc.rows(doc, _tar_member(tgz, meter).decode().splitlines())
 
 
 def grab(text: str, pattern: str) -> float:
