@@ -135,6 +135,13 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
         # the trials' table holds each trial's figure and their mean: 500 W in both
         pw = lv["trials"]["figures"]["avg_power_w@accelerator"]
         assert pw["values"] == pytest.approx([500.0, 500.0]) and pw["mean"] == pytest.approx(500.0)
+        # each trial's steady-window figures: newer than the golden file (which reads them as none),
+        # asserted here against the same meter: 500 W, and per kW = the steady tokens/s over 0.5 kW
+        fs = lv["trials"]["figures_steady"]
+        assert fs["avg_power_w@accelerator"]["values"] == pytest.approx([500.0, 500.0])
+        assert fs["output_tokens_per_s_per_kw@accelerator"]["values"] == pytest.approx(
+            [t / 0.5 for t in fs["output_tokens_per_s"]["values"]], rel=1e-9)
+        lv["trials"]["figures_steady"] = {}
     # --keep-chunks (bounded memory): a config field newer than the golden file, off by default
     assert got["config"].pop("keep_chunks") is False and "keep_chunks" not in want["config"]
     # --secret-header: a config field newer than the golden file, empty by default
