@@ -15,10 +15,14 @@ import pytest
 import wattbench.engines.registry as engines
 from wattbench.config import RunConfig, TuneConfig
 from wattbench.engines.base import Engine, LaunchPlan, flag_value
+from wattbench.results.rundir import load_result
 from wattbench.results.store import HistoryStore
 from wattbench.tune import tune
 
-pytestmark = pytest.mark.slow
+# a load search against a server whose capacity is set by timing (24 streams of 16 ms tokens on two
+# cores): beside another worker's test a level near the capacity can read low and steer the search
+# (CI: 23 streams scored below 22), so it runs with the machine alone
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 SERVER = Path(__file__).resolve().parents[1] / "fakes" / "stream_server.py"
 
 
@@ -44,9 +48,13 @@ def test_tune_finds_the_largest_capacity_at_its_boundary(tmp_path, monkeypatch):
     t = tune(TuneConfig(base=base, axes=["max-num-seqs=12,24"], max_repeats=0, out=str(tmp_path / "tune")))
     assert [tr.label for tr in t.trials] == ["engine defaults", "max-num-seqs=12", "max-num-seqs=24"]
     assert all(tr.status == "done" for tr in t.trials), [(tr.status, tr.detail) for tr in t.trials]
-    loads = [tr.figures["load_value"] for tr in t.trials]
-    for got, cap in zip(loads, (8, 12, 24)):
-        assert 0.95 * cap <= got <= cap, loads  # each configuration's load search reached its capacity
+    for tr, cap in zip(t.trials, (8, 12, 24)):
+        opt = load_result(tr.run_dir).optimize
+        # each configuration's load search found its capacity (the best level, within one step of the
+        # ladder it refined) and recommended a load on its plateau: within noise of the best, not above it
+        assert 0.9 * cap <= opt.best_value <= cap, (cap, opt.measured_values, opt.scores)
+        assert tr.figures["load_value"] == opt.recommended_value
+        assert opt.recommended_value in opt.plateau and opt.recommended_value <= opt.best_value
     assert t.recommended["config"] == {"max-num-seqs": 24}
     # goodput per kW is proportional to the streams served: 24 vs 8 slots -> about 3x
     assert 2.4 <= 1 + t.recommended["gain_over_defaults_pct"] / 100 <= 3.3, t.recommended
