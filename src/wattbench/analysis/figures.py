@@ -285,13 +285,13 @@ def select_window(result: Result, window: str) -> Result:
         return result
     if window != "steady":
         raise UserError(f"window must be 'full' or 'steady', got {window!r}")
-    out = result.model_copy(deep=True)
     views = []
-    for lv in out.levels:
-        view = steady_view(lv)
+    for lv in result.levels:
+        view = steady_view(lv)  # a copy of the level
         if view is None:
             raise UserError(f"run {result.run_id} level {lv.label} has no steady-state energy figures; "
                             "use the full window")
         views.append(view)
+    out = result.model_copy(update={"levels": []}, deep=True)  # the rest copied once, the levels not twice
     out.levels = views
     return out
