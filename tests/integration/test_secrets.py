@@ -137,9 +137,11 @@ def test_no_secret_when_refused(tmp_path, cert):
         env = _env(tmp_path, bin_dir, WATTBENCH_API_KEY=API_KEY, REDFISH_USER=REDFISH_USER,
                    REDFISH_PASSWORD=REDFISH_PW, IPMI_PASSWORD=IPMI_PW, FAKE_IPMI_EXPECT_PW="not-this")
         out = runs / "refused"
-        p = run_cli(s.base, out, "--concurrency", "2", "-n", "6", "--sensor",
-                    f"redfish:{bmc.url},ca={cert[0]}", "--sensor", "ipmi:lan=127.0.0.1,user=admin",
-                    env=env, cwd=tmp_path)
+        p = run_cli(s.base, out, "--concurrency", "2", "-n", "6", "--no-sensors", env=env, cwd=tmp_path)
+        # meters named with --sensor that refuse their credentials: one line, exit 2, before any load
+        meters = run_cli(s.base, runs / "meters", "--concurrency", "2", "-n", "6", "--sensor",
+                         f"redfish:{bmc.url},ca={cert[0]}", "--sensor", "ipmi:lan=127.0.0.1,user=admin",
+                         env=env, cwd=tmp_path)
         bad_flag = runs / "bad"
         p2 = run_cli(s.base, bad_flag, "--api-key", API_KEY, "--sensor", "ipmi:lan=127.0.0.1,user=admin,bogus=1",
                      env=env, cwd=tmp_path)
@@ -151,9 +153,12 @@ def test_no_secret_when_refused(tmp_path, cert):
     assert res.levels[0].requests.errors == {"http_401": 6}
     assert all(r.error == "http_401" and r.error_detail for r in recs)
     assert "Incorrect API key provided" in recs[0].error_detail  # the message is kept, the key is not
-    assert len(res.sensor_problems) >= 2  # both meters refused, said why
+    assert meters.returncode == 2 and len(meters.stderr.strip().splitlines()) == 1, meters.stderr
+    assert "--sensor redfish, --sensor ipmi cannot be read" in meters.stderr  # both meters refused, said why
+    assert not (runs / "meters").exists()
     assert p2.returncode == 2 and p2.stderr.startswith("wattbench: error:")
     blobs = {"stdout": p.stdout.encode(), "stderr": p.stderr.encode(), "bad stdout": p2.stdout.encode(),
+             "meters stdout": meters.stdout.encode(), "meters stderr": meters.stderr.encode(),
              "bad stderr": p2.stderr.encode(), **_artifacts(runs)}
     assert not _scan(blobs), _scan(blobs)
 

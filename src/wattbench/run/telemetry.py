@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from wattbench.config import RunConfig
+from wattbench.core.errors import UserError
 from wattbench.run.session import RunSession
 from wattbench.telemetry import detect, spec
 from wattbench.telemetry.base import Channel, Sensor, TelemetryLog
@@ -62,8 +63,25 @@ class ClusterTelemetry:
         self.stop()
 
 
+def unreadable_named(sampler: Sampler) -> str | None:
+    """Why a meter the user named with ``--sensor`` cannot be read (its open failed, or it offers
+    no channel on this machine), as the one line a run or ``measure`` stops on before any load;
+    None when every named meter opened. Auto-detection is different: what it cannot read it
+    leaves out, and the run says so among its notes."""
+    failed = [s for s in sampler.sensors if s not in sampler.opened]
+    if not failed:
+        return None
+    names = ", ".join(f"--sensor {s.name}" for s in failed)
+    whys = "; ".join(p for p in sampler.problems if any(p.startswith(f"{s.name}:") for s in failed))
+    return (f"{names} cannot be read on this machine ({whys or 'it offers no channel'}); fix the meter, or drop "
+            "the --sensor that names it (without --sensor the meters found here are used: wattbench sensors "
+            "lists them)")
+
+
 def start_telemetry(session: RunSession, sensors: list[Sensor] | None = None) -> list[str]:
     """Start sampling (``session.sampler`` stays ``None`` when no channel reads); the sensor problems.
+    A meter named with ``--sensor`` that cannot be read is a ``UserError`` (exit 2) here, before any
+    load (``unreadable_named``).
     ``sensors``: the sensors to sample (None: ``open_sensors``, from the config). With ``--ray`` the
     cluster starts here too (``session.cluster``)."""
     cfg = session.config
@@ -87,6 +105,11 @@ def start_telemetry(session: RunSession, sensors: list[Sensor] | None = None) ->
         return problems
     sampler = Sampler(sensors, interval_s=cfg.sample_interval_s)
     problems = problems + sampler.open()
+    if cfg.sensors:  # each meter named on the command line must read, or the run stops here
+        why = unreadable_named(sampler)
+        if why:
+            sampler.close()
+            raise UserError(why)
     if sampler.channels:
         sampler.start()
         session.stack.callback(sampler.stop)

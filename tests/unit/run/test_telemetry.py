@@ -72,6 +72,22 @@ def test_one_meter_failing_leaves_the_others_sampled():
         assert [c.id for c in s.sampler.channels] == ["good.power"]
 
 
+def test_a_named_meter_that_fails_to_open_stops_the_run_and_closes_what_opened():
+    """``--sensor`` named the meters: one that cannot be read is the run's error (exit 2, before any
+    load), not a note; the meter that did open is closed, nothing samples."""
+    from wattbench.core.errors import UserError
+
+    s = _session(sensors=["const:node=300", "nvml"])
+    good = ScriptedSensor(300.0, name="good", counter=False)
+    broken = ScriptedSensor(100.0, name="nvml", open_error=SensorError("NVML could not initialise"))
+    with s.stack:
+        with pytest.raises(UserError) as e:
+            start_telemetry(s, [good, broken])
+        assert s.sampler is None
+    assert str(e.value).startswith("--sensor nvml cannot be read on this machine (nvml: NVML could not initialise)")
+    assert good.closed and good.reads == 0 and broken.reads == 0
+
+
 def test_no_sensors_given_or_found_starts_nothing():
     s = _session(no_sensors=True)
     assert start_telemetry(s) == [] and s.sampler is None
