@@ -357,7 +357,7 @@ class RunConfig(FlaggedConfig):
     # measuring from a known state (run/prime.py, docs/accounting.md "Priming")
     prime: Annotated[bool, Flag(  # take the server through the run's largest load before the first level
         "--no-prime", negated=True, help="Skip the priming load (the run's largest level, not measured) before the "
-        "first level.")] = True
+        "first level; prompt lengths are still calibrated (--no-calibrate-prompts skips that).")] = True
     prime_requests: Annotated[int | None, Flag(  # None: two rounds of the largest concurrency (run/prime.py)
         "--prime-requests", domain=AT_LEAST_ONE, help="Requests the priming sends (default: two rounds of the largest "
         "concurrency; about 10 s of the largest rate).")] = None
@@ -371,7 +371,7 @@ class RunConfig(FlaggedConfig):
     calibrate_prompts: Annotated[bool, Flag(
         "--no-calibrate-prompts", negated=True, help="Without --tokenizer or a server /tokenize: keep the 0.75 "
         "words-per-token guess instead of fitting prompt lengths to the server's usage.prompt_tokens (a few "
-        "one-token probe requests before the first level).")] = True
+        "one-token probe requests before the first level, also with --no-prime).")] = True
     history_check: Annotated[bool, Flag(  # measure the first level again at the end; a difference beyond noise warns
         "--no-history-check", negated=True, help="Skip measuring the first level again at the end (a difference "
         "beyond noise warns).")] = True

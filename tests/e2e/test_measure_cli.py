@@ -122,7 +122,7 @@ def test_a_wrapped_wattbench_run_is_read_like_the_other_tools(tmp_path):
         p = wb("measure", "-s", f"const:node={POWER_W:g}", "--idle", "0", "--no-register", "-o", str(out), "-t", base,
                "--", sys.executable, "-m", "wattbench", "run", "-t", base, "-c", "1,4", "-n", "12",
                "--input-tokens", "16", "--output-tokens", "16", "--no-prime", "--no-history-check", "--no-sensors",
-               "--no-register", "--out", str(inner), cwd=tmp_path)
+               "--no-calibrate-prompts", "--no-register", "--out", str(inner), cwd=tmp_path)
         assert p.returncode == 0, p.stderr
         served = stats()
     res, own = load_result(out), load_result(inner)

@@ -73,7 +73,8 @@ def test_optimize_refines_to_the_slo_boundary(tmp_path, monkeypatch):
         cfg = RunConfig(target=base, optimize="goodput_per_kw", slo=f"ttft_p99={SLO_MS:g}ms", duration_s=1,
                         input_tokens="16", output_tokens=str(OUT_TOKENS), sensors=["const:accelerator=100"],
                         idle_s=0, register_run=False, html=False, out=str(tmp_path / "run"),
-                        prime=False, history_check=False)  # the load is a schedule: no state to prime
+                        # the load is a schedule: no state to prime, no prompt lengths to fit
+                        prime=False, calibrate_prompts=False, history_check=False)
         res = run_benchmark(cfg)
     opt = res.optimize.model_dump()
     assert opt["n_measured"] <= 10, opt["measured_values"]

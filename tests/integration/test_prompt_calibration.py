@@ -59,3 +59,36 @@ def test_a_server_without_usage_leaves_the_guess_and_says_why(tmp_path):
     cal = res.prompt_calibration
     assert cal is not None and not cal.used and cal.counted == 0 and "no usage.prompt_tokens" in cal.reason
     assert res.prompt_length_source == "approx"
+
+
+def test_no_prime_still_calibrates_and_help_says_what_each_flag_skips(tmp_path):
+    """``--no-prime`` skips the priming load only: the prompt lengths are still fitted (before, it
+    silently skipped the calibration and every level then read ``prompt lengths +58%``); only
+    ``--no-calibrate-prompts`` skips it, and ``--help`` says both."""
+    import subprocess
+    import sys
+
+    from tests.fakes.reliability_procs import child_env
+
+    def wb(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "wattbench", *args], cwd=tmp_path, env=child_env(COLUMNS="80"),
+                              capture_output=True, text=True, timeout=120)
+
+    with stream_server(*SERVER) as (base, stats):
+        p = wb("run", "--target", base, "-c", "2", "-n", "8", "--input-tokens", "256", "--output-tokens", "4",
+               "--sensor", "const:node=300", "--idle", "0", "--no-prime", "--no-history-check", "--no-register",
+               "--no-html", "--out", str(tmp_path / "run"))
+        served = stats()
+    assert p.returncode == 0, p.stderr
+    from wattbench.results.rundir import load_result
+
+    res = load_result(tmp_path / "run")
+    assert res.noise.priming is None and res.prompt_calibration.used and res.prompt_calibration.probes == 24
+    assert served["streams_completed"] == 24 + 8  # the probes and the level; no priming load
+    assert abs(_counted_pct(tmp_path / "run", 0)) <= 2.0
+    out = " ".join(p.stdout.split())  # the summary at 80 columns, its folds joined
+    assert "prompts calibrated to the server's token count" in out
+    assert "prompt lengths" not in out  # no prompt-length note: the levels hit the asked length
+    h = "".join(wb("run", "--help").stdout.split())  # the help's folds (inside a flag's name too) joined
+    assert "promptlengthsarestillcalibrated(--no-calibrate-promptsskipsthat)" in h
+    assert "alsowith--no-prime" in h

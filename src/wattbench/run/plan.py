@@ -115,8 +115,9 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
         if cfg.prime and runner.is_trace:
             result.warnings.append("not primed: a trace replays its own load")
         runner.prime_at = prime_at
-        if prime_at is not None:  # part of priming (--no-prime: nothing is sent before the first level)
-            _calibrate(result, runner)  # prompt lengths fitted to the server first: the priming sends them too
+        # prompt lengths fitted to the server first (the priming sends them too); with or without
+        # --no-prime: only --no-calibrate-prompts skips it (run/prime.calibrate_prompts)
+        _calibrate(result, runner)
         runner.prime_now()
 
         why = unmeasurable(cfg, result.noise.priming)  # the largest level, known before it runs

@@ -196,7 +196,8 @@ def calibrate_prompts(runner) -> "PromptCalibration | None":
     Without ``--tokenizer`` and without a server ``/tokenize`` a prompt of N tokens is N × 0.75
     random words, and servers count those words differently (+58% on the H200's transformers serve,
     −25% on the scripted server): every level was ``warn`` for prompt length. As the priming's first
-    step (``--no-prime`` sends nothing before the first level, so it skips this too) the run sends ``CALIBRATION_PROBES`` one-token requests at each of two lengths
+    step (with or without ``--no-prime``: only ``--no-calibrate-prompts`` skips it; ``--no-prime``
+skipping it silently left every level ``warn`` for prompt length) the run sends ``CALIBRATION_PROBES`` one-token requests at each of two lengths
     — half the workload's median asked length and the median — built exactly as the run's prompts
     are (tag, head, shared prefix), reads the server's ``usage.prompt_tokens`` of each, and fits
     ``tokens = a · words + b`` through the two lengths' means (``b``: the chat template, BOS and the
