@@ -103,6 +103,10 @@ class FigureNoise:
     n: int | None = None  # trials, or runs for "history"
     detail: str = ""  # the basis in words, e.g. "within-run trials (3 trials, 2 df)"
     df: int | None = None
+    # how many measurements the figure is the mean of (trials: n; history and bound: one run) and
+    # what one is called: what ``measurements_needed`` counts in (None: ``count()`` reads the basis)
+    measured: int | None = None
+    unit: str = ""
 
     def pct(self) -> str:
         return f"±{self.rel_half_width * 100:.1f}%"
@@ -112,6 +116,15 @@ class FigureNoise:
         if self.df is not None:
             return self.df
         return H200_TRIAL_DF if self.basis == "bound" else None
+
+    def count(self) -> tuple[int, str]:
+        """How many measurements the figure is the mean of, and what one is called: a trials mean
+        is ``n`` trials; a history's spread or the single-level bound is the noise of one run."""
+        if self.measured is not None:
+            return self.measured, self.unit or "runs"
+        if self.basis == "trials":
+            return max(1, self.n or 1), "trials"
+        return 1, "runs"
 
 
 @dataclass(frozen=True)
@@ -128,7 +141,10 @@ class Judgement:
     basis: str = "unknown"  # trials | history | trials+history | bound | repeats | unknown
     basis_text: str = ""  # the noise basis in words
     why: str = ""  # inconclusive: the reason
-    todo: str = ""  # inconclusive: what to do
+    todo: str = ""  # inconclusive: what to do (with ``settle_text``'s figures where the noise is known)
+    # inconclusive with a known noise: what each side needs to resolve ``precision`` (``ratio_needs``)
+    needs: tuple["Need", ...] = ()
+    precision: float | None = None
 
     @property
     def beyond(self) -> bool:
@@ -175,14 +191,17 @@ class _Interval(TypedDict):
 
 
 def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = None, *,
-          effect: float | None = None) -> Judgement:
+          effect: float | None = None, precision: float | None = None) -> Judgement:
     """The one judgement of a ratio ``b / a`` of two figures with noises ``a`` and ``b`` (one side
     unknown: the other stands for both). ``effect``: the smallest relative change the caller must
     resolve (a limit, a margin); a "within noise" whose bound is wider reads inconclusive.
 
     ``beyond noise``: the interval ``[R·e^-w, R·e^w]`` excludes 1; ``within noise``: it contains 1;
     ``inconclusive``: no noise, fewer than ``MIN_DF`` degrees of freedom, a bound wider than
-    ``MAX_BOUND``, or (within) wider than ``effect`` (module docstring)."""
+    ``MAX_BOUND``, or (within) wider than ``effect`` (module docstring). An inconclusive judgement
+    with a known noise says what would settle it (``settle_text``): the smallest effect the noise
+    resolves, and how many more trials or runs of each side would resolve ``precision`` (default:
+    ``effect``, else ``DEFAULT_PRECISION``)."""
     r = float(ratio) if ratio is not None else float("nan")
     if not (r > 0 and math.isfinite(r)):
         return Judgement(INCONCLUSIVE, r, why="no ratio (a figure is missing or zero)",
@@ -204,17 +223,23 @@ def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = No
     bound = math.exp(ratio_half_width(ha, hb)) - 1.0
     j = _Interval(ratio=r, low=lo, high=hi, bound=bound, df=df, basis="+".join(bases),
                   basis_text="; ".join(details))
+    aim = precision if precision is not None else abs(effect) if effect else DEFAULT_PRECISION
+    needs = ratio_needs(a, b, aim)
+    settle = settle_text(bound, needs, aim) if df is not None else ""
+    todo = f"{settle}; {NARROWER}" if settle else NARROWER
+    more = {"needs": needs, "precision": aim}
     if df is None or df < MIN_DF:
         dft = "unknown degrees of freedom" if df is None else f"{df} degree{'s' if df != 1 else ''} of freedom"
         return Judgement(INCONCLUSIVE, why=f"noise from {dft} ({j['basis_text']}), fewer than {MIN_DF}",
-                         todo=NARROWER, **j)
+                         todo=todo, **more, **j)  # type: ignore[arg-type]
     if bound > MAX_BOUND:
         return Judgement(INCONCLUSIVE, why=f"noise ±{bound * 100:.1f}% ({j['basis_text']}) is wider than "
-                         f"±{MAX_BOUND * 100:.0f}%", todo=NARROWER, **j)
+                         f"±{MAX_BOUND * 100:.0f}%", todo=todo, **more, **j)  # type: ignore[arg-type]
     if lo <= 1.0 <= hi:
         if effect is not None and bound > abs(effect):
             return Judgement(INCONCLUSIVE, why=f"noise ±{bound * 100:.1f}% ({j['basis_text']}) is wider than the "
-                             f"{abs(effect) * 100:g}% it must resolve", todo=NARROWER, **j)
+                             f"{abs(effect) * 100:g}% it must resolve", todo=todo, **more,  # type: ignore[arg-type]
+                             **j)
         return Judgement(WITHIN, **j)
     return Judgement(BEYOND, **j)
 
@@ -249,7 +274,7 @@ def trials_noise(mean: float | None, ci_low: float | None, ci_high: float | None
         return None
     df = n - 1 if n else None
     detail = f"within-run trials ({n} trials, {df} df)" if n else "within-run trials"
-    return FigureNoise((ci_high - ci_low) / 2.0 / abs(mean), "trials", n, detail, df)
+    return FigureNoise((ci_high - ci_low) / 2.0 / abs(mean), "trials", n, detail, df, n, "trials")
 
 
 def spread_noise(rel_sd: float | None, runs: int | None, df: int | None = None,
@@ -262,7 +287,7 @@ def spread_noise(rel_sd: float | None, runs: int | None, df: int | None = None,
     if rel_sd is None or runs is None or not df or df < 1 or not math.isfinite(rel_sd) or rel_sd < 0:
         return None
     of = f"key {key[:12]}, " if key else ""
-    return FigureNoise(_t(df) * rel_sd, "history", runs, f"history of {of}{runs} runs, {df} df", df)
+    return FigureNoise(_t(df) * rel_sd, "history", runs, f"history of {of}{runs} runs, {df} df", df, 1, "runs")
 
 
 def single_level_noise(window_s: float | None) -> FigureNoise:
@@ -270,7 +295,8 @@ def single_level_noise(window_s: float | None) -> FigureNoise:
     w = window_s if window_s and window_s > 0 else H200_TRIAL_WINDOW_S
     sd = H200_TRIAL_REL_SD * math.sqrt(max(1.0, H200_TRIAL_WINDOW_S / w))
     h = min(SINGLE_LEVEL_CAP, _t(H200_TRIAL_DF) * sd)
-    return FigureNoise(h, "bound", None, f"one {w:.0f} s level, from the H200 within-run spread", H200_TRIAL_DF)
+    return FigureNoise(h, "bound", None, f"one {w:.0f} s level, from the H200 within-run spread", H200_TRIAL_DF,
+                       1, "runs")
 
 
 def combine(*parts: FigureNoise | None) -> FigureNoise | None:
@@ -282,7 +308,8 @@ def combine(*parts: FigureNoise | None) -> FigureNoise | None:
     order = ("trials", "history", "bound", "repeats")
     bases = sorted({x for p in known for x in p.basis.split("+")},
                    key=lambda b: order.index(b) if b in order else len(order))
-    return FigureNoise(widest.rel_half_width, "+".join(bases), widest.n, widest.detail, widest.dof())
+    measured, unit = widest.count()
+    return FigureNoise(widest.rel_half_width, "+".join(bases), widest.n, widest.detail, widest.dof(), measured, unit)
 
 
 def ratio_half_width(*rel_half_widths: float) -> float:
@@ -296,6 +323,147 @@ def ratio_interval(ratio: float, *rel_half_widths: float) -> tuple[float, float]
     ratio ``R`` of figures with those relative 95% half-widths (the log-ratio delta method)."""
     w = ratio_half_width(*rel_half_widths)
     return ratio * math.exp(-w), ratio * math.exp(w)
+
+
+# ------------------------------------------------------------------ precision: how many more
+
+DEFAULT_PRECISION = 0.02  # the 95% half-width ``--trials auto`` measures to, and a comparison's default aim
+AUTO_MIN_TRIALS = MIN_DF + 1  # a half-width from fewer degrees of freedom never counts as reached
+DEFAULT_MAX_TRIALS = 10  # ``--trials auto``'s budget of trials per level when no --max-trials is given
+MAX_NEEDED = 100_000  # beyond this many measurements the answer is "more than is practical": None
+
+
+def measurements_needed(n: int, rel_half_width: float, target: float, df: int | None = None) -> int | None:
+    """How many measurements in all would bring the 95% relative half-width of their mean from
+    ``rel_half_width`` (now, of the mean of ``n``) to ``target`` or less, from the spread observed.
+
+    The spread of one measurement is ``s = h · sqrt(n) / t(0.975, df)`` (``df``: ``n − 1`` unless
+    given — a history's spread is the noise of one run, ``n = 1``, with the history's degrees of
+    freedom); ``m`` measurements have ``t(0.975, df + m − n) · s / sqrt(m)``. The answer is the
+    smallest ``m >= n`` that reaches ``target``: about ``n · (h / target)²`` with the t-quantile at
+    the new degrees of freedom. ``n`` itself when ``h`` is already within ``target``. None when
+    the spread is unknown (``df < 1``, a half-width or target not positive and finite) or more than
+    ``MAX_NEEDED`` would be needed."""
+    dof = n - 1 if df is None else df
+    if n < 1 or dof < 1 or not (math.isfinite(rel_half_width) and rel_half_width >= 0):
+        return None
+    if not (math.isfinite(target) and target > 0):
+        return None
+    if rel_half_width <= target:
+        return n
+    s = rel_half_width * math.sqrt(n) / _t(dof)
+    z = 1.959963984540054  # t(0.975, df) >= z for every df: (z·s/target)² is a lower bound on m
+    m = max(n + 1, math.floor((z * s / target) ** 2))
+    while m <= MAX_NEEDED:
+        if _t(dof + m - n) * s / math.sqrt(m) <= target:
+            return m
+        m += 1 if m < 1000 else max(1, m // 1000)
+    return None
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one side of a judgement needs to resolve a precision: ``now`` measurements of it (its
+    ``unit``: trials, runs), ``needed`` in all (None: its spread is unknown, or past ``MAX_NEEDED``)."""
+
+    side: str  # "A", "B", or "" where one noise stands for both
+    unit: str
+    now: int
+    needed: int | None
+
+    @property
+    def more(self) -> int | None:
+        return None if self.needed is None else max(0, self.needed - self.now)
+
+    def text(self) -> str:
+        """``4 more trials of B (7 in all)``; ``B: more than 100,000 runs``; ``B: its spread is unknown``."""
+        of = f" of {self.side}" if self.side else " of each side"
+        if self.needed is None:
+            return f"{self.unit}{of}: an unknown number (its spread is unknown or past {MAX_NEEDED:,})"
+        unit = self.unit[:-1] if self.more == 1 and self.unit.endswith("s") else self.unit
+        return f"{self.more} more {unit}{of} ({self.needed} in all)"
+
+
+def ratio_needs(a: FigureNoise | None, b: FigureNoise | None, precision: float) -> tuple[Need, ...]:
+    """What each side of a ratio ``b / a`` needs for the ratio's bound ``e^w − 1`` to reach
+    ``precision``: ``w = sqrt(h_a² + h_b²)``, so each side is asked for ``ln(1 + precision) / sqrt(2)``
+    (``measurements_needed``); one side's noise standing for both asks the same of each."""
+    known = [(name, p) for name, p in (("A", a), ("B", b)) if p is not None]
+    per_side = math.log1p(precision) / math.sqrt(2)
+    out = []
+    for name, p in known:
+        now, unit = p.count()
+        out.append(Need(name if len(known) == 2 else "", unit, now,
+                        measurements_needed(now, p.rel_half_width, per_side, p.dof())))
+    return tuple(out)
+
+
+def settle_text(bound: float | None, needs: Sequence[Need], precision: float) -> str:
+    """What would settle an inconclusive judgement: the smallest effect the current noise resolves
+    (the ratio's bound: a ratio further than it from 1 reads beyond noise) and what each side needs
+    to resolve ``precision``. Empty without a bound."""
+    if bound is None or not math.isfinite(bound):
+        return ""
+    lead = f"the current noise resolves only effects beyond ±{bound * 100:.1f}%"
+    if not needs:
+        return lead
+    return f"{lead}; to resolve ±{precision * 100:g}%: " + ", ".join(n.text() for n in needs)
+
+
+@dataclass(frozen=True)
+class LevelPrecision:
+    """A level's headline precision against the one asked: the relative 95% half-width of its
+    trials' mean (``reached``; None with fewer than two trials that measured), how many trials it
+    rests on, and how many in all would reach ``target`` (``measurements_needed``)."""
+
+    target: float
+    reached: float | None
+    trials: int
+    needed: int | None
+    drifting: bool = False  # a drifting series has no precision to reach: never ``met``
+
+    @property
+    def met(self) -> bool:
+        """Reached: at least ``AUTO_MIN_TRIALS`` trials (2 degrees of freedom: the noise rule's
+        least), a half-width at or within ``target``, and no drift."""
+        return (not self.drifting and self.reached is not None and self.trials >= AUTO_MIN_TRIALS
+                and self.reached <= self.target)
+
+    @property
+    def more(self) -> int | None:
+        if self.met:
+            return 0
+        if self.needed is None:
+            return None
+        return max(self.needed, AUTO_MIN_TRIALS) - self.trials
+
+
+def level_precision(trials: int, rel_half_width: float | None, target: float, *,
+                    drifting: bool = False) -> LevelPrecision:
+    """``LevelPrecision`` of a level whose ``trials`` trials that measured give a headline mean of
+    relative 95% half-width ``rel_half_width`` (None: fewer than two)."""
+    needed = (measurements_needed(trials, rel_half_width, target)
+              if rel_half_width is not None and trials >= 2 else None)
+    return LevelPrecision(target=target, reached=rel_half_width, trials=trials, needed=needed, drifting=drifting)
+
+
+REACHED, MAX_TRIALS, MAX_TIME = "reached", "max trials", "max time"
+
+
+def auto_stop(levels: Sequence[LevelPrecision], rounds: int, *, max_trials: int,
+              elapsed_s: float = 0.0, max_time_s: float | None = None,
+              round_s: float | None = None) -> str | None:
+    """``--trials auto``'s stop rule, asked after each round: ``REACHED`` when every level's
+    precision is ``met``; ``MAX_TRIALS`` after ``max_trials`` rounds; ``MAX_TIME`` when another
+    round (``round_s``: the last one's seconds) would end past ``max_time_s`` of measuring
+    (``elapsed_s`` so far); else None: measure another round. A run with no level is done."""
+    if all(lv.met for lv in levels):
+        return REACHED
+    if rounds >= max_trials:
+        return MAX_TRIALS
+    if max_time_s is not None and elapsed_s + (round_s or 0.0) > max_time_s:
+        return MAX_TIME
+    return None
 
 
 def ratio_noise(ratio: float, a: FigureNoise | None, b: FigureNoise | None, *,
@@ -322,7 +490,7 @@ def prediction_noise(values: Sequence[float], repeats: int = 1) -> FigureNoise |
         return None
     sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1))
     h = _t(n - 1) * sd * math.sqrt(1.0 / n + 1.0 / max(1, repeats)) / abs(mean)
-    return FigureNoise(h, "trials", n, f"prediction interval of {n} trials, {n - 1} df", n - 1)
+    return FigureNoise(h, "trials", n, f"prediction interval of {n} trials, {n - 1} df", n - 1, n, "trials")
 
 
 @dataclass(frozen=True)
@@ -371,7 +539,7 @@ def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: floa
                             H200_TRIAL_DF)
     # the prediction interval (or the two bounds) is already the whole ratio's half-width
     jd = judge(ratio, FigureNoise(noise.rel_half_width / math.sqrt(2), noise.basis, noise.n, noise.detail,
-                                  noise.df))
+                                  noise.df, noise.measured, noise.unit))
     return RepeatCheck(first=mf, repeat=mr, ratio=ratio, low=jd.low, high=jd.high,
                        beyond_noise=jd.word == BEYOND, basis=noise.detail,
                        bound_pct=(jd.bound or 0.0) * 100.0, word=jd.word, judgement=jd)
@@ -479,10 +647,11 @@ def measured_plateau(measurements: Sequence[tuple[float, float, float | None, Fi
         mean = sum(s for s, _, _ in ms) / m
         windows = [w for _, w, _ in ms if w]
         bound = single_level_noise(min(windows) if windows else None)
-        cands = [FigureNoise(bound.rel_half_width / math.sqrt(m), "bound", m, bound.detail, H200_TRIAL_DF)]
+        cands = [FigureNoise(bound.rel_half_width / math.sqrt(m), "bound", m, bound.detail, H200_TRIAL_DF, m,
+                             "measurements")]
         if sd is not None:
             cands.append(FigureNoise(_t(df) * sd / math.sqrt(m), "repeats", m,
-                                     f"repeat spread sd {sd * 100:.1f}% ({df} df)", df))
+                                     f"repeat spread sd {sd * 100:.1f}% ({df} df)", df, m, "measurements"))
         cands += [tn for _, _, tn in ms if tn is not None]
         widest = max(cands, key=lambda c: c.rel_half_width)
         if widest.basis not in bases:
