@@ -16,11 +16,11 @@ was found), ``skip`` ``note`` (it could not be checked: said, never a warning), 
 
 from __future__ import annotations
 
-from enum import StrEnum
+from wattbench.core.words import WordEnum
 from typing import Literal
 
 
-class Severity(StrEnum):
+class Severity(WordEnum):
     """The scale, mildest first (``SEVERITY_ORDER``); written as its word (``"warn"``)."""
 
     NOTE = "note"

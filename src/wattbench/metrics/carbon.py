@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Required, Sequence, TypedDict
+from typing import Callable, Sequence, TypedDict
 import datetime as _dt
 
 J_PER_KWH = 3.6e6
@@ -68,11 +68,14 @@ def annual_tonnes(avg_power_w: float | None, intensity_g_per_kwh: float | None, 
     return None if g is None else g / G_PER_TONNE
 
 
-class IntensityDescription(TypedDict, total=False):
-    """``IntensitySeries.describe()``: the fields of the result's ``CarbonIntensity`` it fills (a
-    constant gives ``g_per_kwh``, a series the rest)."""
+class _IntensitySource(TypedDict):
+    source: str  # always given (the part of ``IntensityDescription`` that is required)
 
-    source: Required[str]
+
+class IntensityDescription(_IntensitySource, total=False):
+    """``IntensitySeries.describe()``: the fields of the result's ``CarbonIntensity`` it fills (a
+    constant gives ``g_per_kwh``, a series the rest); ``source`` always."""
+
     g_per_kwh: float
     points: int
     start_wall_s: float

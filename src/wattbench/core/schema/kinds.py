@@ -15,12 +15,12 @@ it as ``kind_as_written`` (``Finding``'s validator): readers never meet a kind o
 
 from __future__ import annotations
 
-from enum import StrEnum
+from wattbench.core.words import WordEnum
 
 from wattbench.core.severity import Severity
 
 
-class FindingKind(StrEnum):
+class FindingKind(WordEnum):
     """One check's finding: ``FindingKind.LOOP_LAG == "loop_lag"`` (the word written in result.json)."""
 
     default_severity: Severity
