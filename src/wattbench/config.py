@@ -538,6 +538,10 @@ class RunConfig(FlaggedConfig):
         if self.restart_engine and (self.target or self.targets):
             raise ValueError("--restart-engine restarts an engine wattbench starts; with --target the server is "
                              "yours: restart it between runs yourself (or drop --restart-engine)")
+        if self.no_sensors and self.sensors:  # one says no meter, the other names one: neither is taken unread
+            kind = self.sensors[0].partition(":")[0].strip()[:20]
+            raise ValueError(f"--no-sensors samples no power meter, and --sensor {kind}:… names one: give one of "
+                             "them (drop --no-sensors to measure energy with it)")
         if self.restart_engine and self.trials < 2:
             raise ValueError("--restart-engine restarts the engine between trials: give --trials N (N >= 2)")
         return self

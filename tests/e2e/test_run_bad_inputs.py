@@ -178,7 +178,9 @@ def test_a_dataset_row_nested_100k_deep_is_one_line(tmp_path, live):
 
 
 @pytest.mark.parametrize("body,name", [
-    ('{"a": ' + _deep(40_000) + "}", "--extra-body: JSON nested too deeply"),  # 40k: argv caps one argument at 128 KiB
+    ('{"a": ' + _deep(40_000) + "}", "--extra-body: JSON nested 40001 levels deep"),  # argv caps an argument at 128 KiB
+    # 70 deep: Python parses it, but result.json would nest it past the 64 levels report and compare read
+    ('{"a": ' + _deep(69) + "}", "--extra-body: JSON nested 70 levels deep (at most 16 are stored"),
     ('{"top_k": NaN}', "--extra-body: NaN is not a JSON number"),
     ('{"top_k": Infinity}', "--extra-body: Infinity is not a JSON number"),
     ('{"top_p": 1e400}', "--extra-body: 1e400 is too large"),
@@ -221,6 +223,18 @@ def test_an_out_name_longer_than_the_filesystem_takes_is_one_line(tmp_path):
 def test_values_taken_silently_before_are_one_line(tmp_path, live, args, name):
     small = tuple(a for a in RUN_SMALL if a != "--no-sensors") if args[0] == "--sensor" else RUN_SMALL
     refused(tmp_path, *small, *args, must_name=name, target=live)
+
+
+@pytest.mark.parametrize("command", ["run", "measure"])
+def test_no_sensors_beside_a_sensor_is_one_line(tmp_path, command):
+    """``--no-sensors`` made ``--sensor const:node=inf`` go unread (no meter opened, nothing
+    validated): the two contradict, refused before anything is read or written."""
+    cmd = ("measure", "--no-sensors", "-s", "const:node=inf", "--idle", "0", "--", "true") if command == "measure" \
+        else ("--no-sensors", "-s", "const:node=inf")
+    line = refused(tmp_path, *cmd[1:], must_name="--no-sensors samples no power meter, and --sensor const:",
+                   command=cmd[0]) if command == "measure" else \
+        refused(tmp_path, *cmd, must_name="--no-sensors samples no power meter, and --sensor const:")
+    assert "inf" not in line  # the spec is not quoted back (a sensor spec can name a credentials file)
 
 
 def test_a_history_database_that_is_not_a_regular_file_is_one_line(tmp_path, live):
