@@ -162,13 +162,20 @@ def parse_headers(values: list[str] | None) -> dict[str, str]:
 
 
 def parse_json_object(text: str | None, flag: str) -> dict:
-    """A JSON object given on the command line (``--extra-body '{"top_k": 20}'``)."""
+    """A JSON object given on the command line (``--extra-body '{"top_k": 20}'``), nested at most
+    ``core.jsontext.MAX_EMBEDDED_DEPTH`` deep: ``result.json`` stores it a few levels down, and a
+    file nested deeper than wattbench's own reader reads would be refused by ``report`` and ``compare``."""
     import json
 
     from wattbench.core.errors import UserError
+    from wattbench.core.jsontext import MAX_EMBEDDED_DEPTH, json_depth
 
     if text is None or not text.strip():
         return {}
+    depth = json_depth(text)
+    if depth > MAX_EMBEDDED_DEPTH:
+        raise UserError(f"{flag}: JSON nested {depth} levels deep (at most {MAX_EMBEDDED_DEPTH} are stored in a result "
+                        "wattbench can read back); give a flatter object like '{\"top_k\": 20}'")
 
     def not_a_number(word: str):  # NaN, Infinity: Python's json takes them, no server's JSON parser does
         raise UserError(f"{flag}: {word} is not a JSON number (a request body is standard JSON); give a finite number")

@@ -9,61 +9,26 @@ whatever walks the data (a report, a deep copy, pydantic). So:
 
 * ``read_bounded`` refuses a file larger than its cap from ``fstat`` (no byte of it is read) and
   reads at most the cap (a file that grows while read is cut there and refused);
-* ``json_depth`` counts the nesting of a JSON text without parsing it (strings taken out first,
-  as they may hold brackets; then a running sum of the brackets, in numpy: ~0.1 s per 64 MiB);
-* ``loads_bounded`` refuses a text nested deeper than ``MAX_DEPTH`` before ``json.loads`` sees it.
+* ``json_depth`` / ``loads_bounded`` (``core/jsontext.py``, the one nesting rule every reader of
+  JSON from outside shares, probe answers included) refuse a text nested deeper than ``MAX_DEPTH``
+  before ``json.loads`` sees it.
 
 The errors are ``ValueError``s with a short reason; callers turn them into one line naming the file.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from pathlib import Path
-from typing import Any
-
-import numpy as np
 import stat
+from pathlib import Path
 
-# deeper than any file wattbench or the load generators it reads write (result.json: ~8; a GuideLLM
-# benchmarks.json: ~9), far below the ~1000 at which Python's parser and every recursive walker fail
-MAX_DEPTH = 64
+from wattbench.core.jsontext import MAX_DEPTH, json_depth, loads_bounded
 
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+__all__ = ["MAX_DEPTH", "TooLarge", "json_depth", "loads_bounded", "read_bounded"]
 
 
 class TooLarge(ValueError):
     pass
-
-
-def json_depth(data: bytes | str) -> int:
-    """The deepest nesting of arrays/objects in a JSON text (0 for a scalar), without parsing it.
-    Brackets inside strings do not count; a text that is not JSON gives some number (the parser
-    then says what is wrong)."""
-    b = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if b"[" not in b and b"{" not in b:
-        return 0
-    brackets = _STRING.sub(b"", b).translate(None, _NOT_BRACKETS)
-    if not brackets:
-        return 0
-    a = np.frombuffer(brackets, dtype=np.uint8)
-    steps = np.where((a == 0x5B) | (a == 0x7B), 1, -1).astype(np.int32)
-    return max(0, int(np.cumsum(steps).max()))
-
-
-def loads_bounded(data: bytes | str, max_depth: int = MAX_DEPTH) -> Any:
-    """``json.loads`` of a text nested at most ``max_depth`` deep; ``ValueError`` otherwise (a
-    ``json.JSONDecodeError`` for a text that is not JSON)."""
-    depth = json_depth(data)
-    if depth > max_depth:
-        raise ValueError(f"nested {depth} levels deep (at most {max_depth} are read)")
-    try:
-        return json.loads(data)
-    except RecursionError:  # not reachable below MAX_DEPTH; kept so no caller ever sees one
-        raise ValueError(f"nested too deep (at most {max_depth} levels are read)") from None
 
 
 def read_bounded(path: str | os.PathLike, max_bytes: int) -> bytes:

@@ -14,7 +14,7 @@ from wattbench.engines.base import Engine
 from wattbench.core.target import TargetSpec
 from wattbench.core.schema import ServerInfo
 from wattbench.run.session import RunSession
-from wattbench.server.detect import detect_server, merge_launched, reuses_connections
+from wattbench.server.detect import detect_server, kept_models, merge_launched, reuses_connections
 from wattbench.server.identity.common import target_of
 from wattbench.server.openai import check_load_endpoint, check_model_answers, check_target, normalize_base_url
 from wattbench.core.redact import body_secrets, combine_credentials, secret_values, url_secrets
@@ -106,7 +106,7 @@ def resolve_targets(session: RunSession, run_dir, engine: Engine | None = None) 
         server = merge_launched(launched_info, server)
     server.base_url = base_url
     server.model = model
-    server.models = models
+    server.models = kept_models(models, model)
     if server.identity is not None:  # what the run measured: this model, these replicas
         server.identity.model = model
         server.identity.replicas = sorted({t for t in (target_of(u) for u in extra_urls) if t})

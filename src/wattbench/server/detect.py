@@ -32,7 +32,7 @@ import asyncio
 from wattbench.core.errors import TargetError
 from wattbench.core.schema import ServerInfo
 from wattbench.core import origin
-from wattbench.server.engine_rules import ENGINES, Answers, token_count, evidence
+from wattbench.server.engine_rules import ENGINES, Answers, bounded_config, token_count, evidence
 from wattbench.server.identity.build import build_identity
 from wattbench.core.redact import redact_url
 
@@ -53,6 +53,18 @@ def reuses_connections(engine: str | None) -> bool:
 def root_of(base_url_v1: str) -> str:
     url = base_url_v1.rstrip("/")
     return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+MAX_MODELS = 64  # served model ids a result keeps (a server can list 100,000)
+
+
+def kept_models(models: list[str], model: str | None = None) -> list[str]:
+    """The served model ids a result stores: the first ``MAX_MODELS``, and ``model`` (the one the run
+    uses) where it is listed later."""
+    out = list(models[:MAX_MODELS])
+    if model is not None and model in models and model not in out:
+        out.append(model)
+    return out
 
 
 PROBE_MAX_BYTES = 4 << 20  # a probe reads at most this much of an answer (a /metrics page is ~100 KB)
@@ -108,7 +120,8 @@ def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]], model: 
     engine = max(shown, key=lambda e: (len(shown[e]), e == a.metric_engine)) if shown else "openai"
     rules = ENGINES[engine]
 
-    info = ServerInfo(base_url=root + "/v1", engine=engine, models=a.models, model=a.models[0] if a.models else None)
+    info = ServerInfo(base_url=root + "/v1", engine=engine, models=kept_models(a.models, model),
+                      model=a.models[0] if a.models else None)
     info.detected_by = shown.get(engine, ["no engine-specific endpoint answered"])
     info.supports_ignore_eos = rules.supports_ignore_eos
     info.extra_body = dict(rules.force_length)
@@ -118,7 +131,7 @@ def classify(root: str, r: dict[str, tuple[int, dict[str, str], bytes]], model: 
     max_len = next((m.get("max_model_len") for m in a.entries if m.get("max_model_len")), None)
     eff, max_len = rules.describe(a, info, max_len)
     info.max_model_len = token_count(max_len)
-    info.effective_config = eff
+    info.effective_config = bounded_config(eff)
     info.identity = build_identity(root + "/v1", engine, r, model if model in a.models else info.model, info.version)
     return info
 

@@ -6,10 +6,10 @@ probes and classifies; this table is the one place an engine's rules are written
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from wattbench.core.jsontext import clip_value, loads_bounded
 from wattbench.core.schema import ServerInfo
 
 Answer = tuple[int, dict[str, str], bytes]  # (HTTP status, lower-cased headers, body); status 0: none
@@ -19,8 +19,10 @@ MAX_CONTEXT_TOKENS = 1_000_000_000  # a context length above this is not one (a 
 
 
 def _json(body: bytes) -> Any:
+    """A probe's JSON answer, None when it is not JSON or nests deeper than the one bounded reader
+    reads (``core/jsontext.py``: a 200,000-deep ``/props`` is no answer, not a RecursionError)."""
     try:
-        return json.loads(body)
+        return loads_bounded(body)
     except (ValueError, UnicodeDecodeError):
         return None
 
@@ -28,6 +30,22 @@ def _json(body: bytes) -> Any:
 def _text(v: Any, limit: int = 200) -> str | None:
     """A string field of a server's answer: kept when it is a non-empty string (cut to ``limit``)."""
     return v[:limit] if isinstance(v, str) and v else None
+
+
+MAX_CONFIG_ITEMS = 64  # settings of an effective configuration, and entries of a list or object in one
+MAX_CONFIG_DEPTH = 2  # a setting's own nesting (a list of strings, an object of numbers)
+
+
+def bounded_config(eff: dict[str, Any]) -> dict[str, Any]:
+    """An effective configuration as ``result.json`` stores it: at most ``MAX_CONFIG_ITEMS`` settings,
+    each value at most ``MAX_CONFIG_DEPTH`` deep with at most ``MAX_CONFIG_ITEMS`` entries, every
+    string through ``_text`` (a server can answer anything under a known name: a 100-deep ``sha``,
+    a megabyte of ``build_info``)."""
+    def cut(s: str) -> str:
+        return _text(s) or s[:0]
+
+    return {cut(str(k)): clip_value(v, MAX_CONFIG_DEPTH, MAX_CONFIG_ITEMS, cut)
+            for k, v in list(eff.items())[:MAX_CONFIG_ITEMS]}
 
 
 def token_count(v: Any) -> int | None:

@@ -118,11 +118,30 @@ def test_classify_records_the_identity_of_the_model_the_run_uses():
 
 
 def test_a_hostile_exposition_cannot_grow_the_identity_without_bound():
-    from wattbench.server.identity.common import MAX_SETTINGS, MAX_TEXT
+    import json
+
+    from wattbench.server.identity.common import MAX_IDENTITY_BYTES, MAX_SETTINGS, MAX_TEXT
     from wattbench.server.identity.vllm import MAX_GAUGES
 
     labels = ",".join(f'k{i}="{"v" * 500}"' for i in range(MAX_SETTINGS + 50))
     text = "\n".join(f"vllm:x{n}_info{{{labels}}} 1.0" for n in range(MAX_GAUGES + 10)) + "\n"
     ident = build_identity("http://h/v1", "vllm", {"/metrics": ok(text)}, "m", None)
-    assert len(ident.exposed) == MAX_GAUGES
-    assert all(len(v) == MAX_SETTINGS and all(len(x) == MAX_TEXT for x in v.values()) for v in ident.exposed.values())
+    kept = sum(len(v) for v in ident.exposed.values())
+    # each source's settings capped first, then the whole identity: 16 KiB, and it says so
+    assert len(json.dumps(ident.exposed, separators=(",", ":"))) <= MAX_IDENTITY_BYTES
+    assert all(len(x) == MAX_TEXT for v in ident.exposed.values() for x in v.values())
+    total = MAX_GAUGES * MAX_SETTINGS
+    assert 0 < kept < total and ident.capped is not None
+    assert ident.capped.startswith(f"16 KiB kept: {kept} of {total} settings ({total - kept} left out, of /metrics")
+
+
+def test_names_past_the_cap_are_left_out_and_a_capped_identity_hashes_the_same_twice():
+    from wattbench.results.configuration import configuration_key
+    from wattbench.server.identity.common import MAX_NAME
+
+    props = {"total_slots": 2, "model_alias": "a", "n" * (MAX_NAME + 1): 1,
+             "default_generation_settings": {"params": {f"p{i:04d}": "x" * 300 for i in range(400)}}}
+    a = build_identity("http://h:8080/v1", "llamacpp", {"/props": ok(props)}, "m", None)
+    b = build_identity("http://h:8080/v1", "llamacpp", {"/props": ok(props)}, "m", None)
+    assert "n" * (MAX_NAME + 1) not in a.exposed["/props"] and a.exposed["/props"]["total_slots"] == 2
+    assert a.capped is not None and configuration_key(a.model_dump()) == configuration_key(b.model_dump())

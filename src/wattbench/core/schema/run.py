@@ -66,6 +66,9 @@ class ServerIdentity(_M):
     # what was asked for and not given, one line each ("/props: HTTP 404"): a restart with other
     # flags there cannot be seen — a --config-label can say it
     not_exposed: list[str] = Field(default_factory=list)
+    # set when the server exposed more than an identity keeps (``server/identity/common.MAX_IDENTITY_BYTES``):
+    # what was left out ("16 KiB kept: 40 of 300 settings of /props"); None when nothing was
+    capped: str | None = None
 
 
 class ServerInfo(_M):

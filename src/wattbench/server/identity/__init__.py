@@ -19,5 +19,9 @@ Common rules for every engine's settings (``settings``): nested objects are flat
 names; a value is a string (cut to ``MAX_TEXT``), a number, a boolean, null or a short list of
 those; a name that can carry a credential (``core.redact.is_secret_setting``) is left out, as are
 names that hold a host, a port, a directory, a log or a file (a ``*_path`` keeps its last component:
-the file, not where it lies); at most ``MAX_SETTINGS`` settings per source.
+the file, not where it lies), as is a dotted name longer than ``MAX_NAME``; at most ``MAX_SETTINGS``
+settings per source, and at most ``MAX_IDENTITY_BYTES`` (16 KiB) of settings in the whole identity,
+cut before it is hashed (``build.build_identity``; what was left out is said in
+``ServerIdentity.capped``). A probe's answer is read by the one bounded JSON reader
+(``core/jsontext.py``): one nested deeper than it reads is no answer.
 """

@@ -1,11 +1,12 @@
 """``build_identity``: a server's ``ServerIdentity`` from the answers ``server.detect`` probed, read
-by the engine's own module (``generic`` for any other OpenAI-compatible server)."""
+by the engine's own module (``generic`` for any other OpenAI-compatible server), its settings capped
+as a whole (``common.cap_exposed``: ``MAX_IDENTITY_BYTES``, said in ``ServerIdentity.capped``)."""
 
 from __future__ import annotations
 
 from wattbench.core.schema import ServerIdentity
 from wattbench.server.identity import generic, llamacpp, sglang, tgi, transformers, vllm
-from wattbench.server.identity.common import Responses, target_of
+from wattbench.server.identity.common import Responses, cap_exposed, target_of
 
 READERS = {"vllm": vllm.exposed, "sglang": sglang.exposed, "llamacpp": llamacpp.exposed, "tgi": tgi.exposed,
            "transformers": transformers.exposed}
@@ -15,5 +16,6 @@ def build_identity(base_url: str | None, engine: str, responses: Responses, mode
                    version: str | None) -> ServerIdentity:
     """The identity of the server at ``base_url`` from the answers ``server.detect`` probed."""
     exposed, not_exposed = READERS.get(engine, generic.exposed)(responses, model)
+    kept, capped = cap_exposed({k: v for k, v in exposed.items() if v})
     return ServerIdentity(target=target_of(base_url), model=model, engine=engine, version=version,
-                          exposed={k: v for k, v in exposed.items() if v}, not_exposed=not_exposed)
+                          exposed=kept, not_exposed=not_exposed, capped=capped)

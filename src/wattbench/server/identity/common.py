@@ -8,6 +8,7 @@ import os
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
+from wattbench.core.jsontext import loads_bounded
 from wattbench.core.redact import is_secret_setting
 
 # path -> (HTTP status, headers, body) of one probe; status 0: it failed
@@ -17,6 +18,8 @@ MAX_TEXT = 200
 MAX_LIST = 32
 MAX_SETTINGS = 300
 MAX_DEPTH = 4
+MAX_NAME = 120  # a dotted setting name longer than this is not a setting (left out, never cut: cut names collide)
+MAX_IDENTITY_BYTES = 16 << 10  # the whole identity's settings, as compact JSON
 _DEFAULT_PORT = {"http": 80, "https": 443}
 # names that say where a server runs or writes, not how it computes
 _PLACE_WORDS = frozenset(("host", "hostname", "port", "ip", "addr", "address", "url", "uri", "dir", "log", "file",
@@ -74,7 +77,8 @@ def settings(obj: Any, drop: Callable[[str], bool] = lambda name: False) -> dict
             name = f"{prefix}{k}"
             if len(out) >= MAX_SETTINGS:
                 return
-            if not isinstance(k, str) or is_secret_setting(k) or _is_place(k) or drop(name):
+            if (not isinstance(k, str) or len(name) > MAX_NAME or is_secret_setting(k) or _is_place(k)
+                    or drop(name)):
                 continue
             if isinstance(v, Mapping):
                 if depth < MAX_DEPTH:
@@ -96,13 +100,42 @@ def settings(obj: Any, drop: Callable[[str], bool] = lambda name: False) -> dict
     return dict(sorted(out.items()))
 
 
+def cap_exposed(exposed: Mapping[str, Mapping[str, Any]],
+                max_bytes: int = MAX_IDENTITY_BYTES) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """The settings an identity keeps: source by source (sorted), setting by setting (sorted), as
+    many as fit ``max_bytes`` of compact JSON, and what was left out (one line; None when nothing was).
+    Cut here, before the identity is hashed into the configuration key: two runs of one server keep
+    the same settings, so they still share a key."""
+    out: dict[str, dict[str, Any]] = {}
+    used, dropped, total = 2, 0, 0
+    cut_at: list[str] = []
+    for src in sorted(exposed):
+        kept: dict[str, Any] = {}
+        for name, v in sorted(exposed[src].items()):
+            total += 1
+            size = len(json.dumps({name: v}, separators=(",", ":"), default=str).encode()) + len(src) + 8
+            if used + size > max_bytes:
+                dropped += 1
+                if not cut_at or cut_at[-1] != src:
+                    cut_at.append(src)
+                continue
+            used += size
+            kept[name] = v
+        if kept:
+            out[src] = kept
+    if not dropped:
+        return out, None
+    return out, (f"{max_bytes >> 10} KiB kept: {total - dropped} of {total} settings "
+                 f"({dropped} left out, of {', '.join(cut_at)})")
+
+
 def json_of(responses: Responses, path: str) -> Any:
     """The JSON body of a probe that answered 200, else None."""
     status, _, body = responses.get(path, (0, {}, b""))
     if status != 200:
         return None
     try:
-        return json.loads(body)
+        return loads_bounded(body)  # one nesting rule for JSON from outside (core/jsontext.py)
     except (ValueError, UnicodeDecodeError):
         return None
 
