@@ -203,6 +203,9 @@ class Proto(asyncio.Protocol):
         if path == "/metrics" and b == "redirect_metrics":
             self.redirect(302, a.other + path)
             return
+        if method == "GET" and b in PROBE_BEHAVIOURS and (answer := probes_body(b, path)) is not None:
+            self.respond(200, answer)
+            return
         if method == "GET" and path == "/v1/models" and b == "models_huge":
             self.respond(200, faults_models_body())
             return
@@ -267,6 +270,10 @@ class Proto(asyncio.Protocol):
                     "choices": [c]}
 
         self.stream_head()
+        if b == "calibration_stall" and n == 1:
+            st.faults += 1
+            self.events(piece(text))
+            return  # silence, connection open
         if bad == "endless_line":
             self.write(_chunk(b'data: {"choices": [{"text": "'))
             for _ in range(10):  # 10 MiB, never ended; the client gives up at its line cap
@@ -307,8 +314,8 @@ class Proto(asyncio.Protocol):
         for _ in range(n - 1):
             self.events(piece(text))
         comp = BAD_USAGE.get(bad, n) if bad else n
-        usages = faults_usage_events(bad, n, words) or [{"prompt_tokens": words, "completion_tokens": comp,
-                                                          "total_tokens": 1}]
+        usages = faults_usage_events(bad, n, words) or [{"prompt_tokens": PROMPT_TOKENS.get(b, words),
+                                                          "completion_tokens": comp, "total_tokens": 1}]
         self.events(piece("", "length"), *({"id": "h", "model": MODEL, "choices": [], "usage": u} for u in usages))
         if bad is None or bad in ("echo_text", "text_huge"):
             st.completed += 1
@@ -480,9 +487,57 @@ def secrets_route(proto: "Proto", method: str, path: str, headers: dict, body: b
     return False
 
 
+# ============================================================== identity probes and prompt calibration
+# (kept in one block)
+#
+# - answers that nest past any parser: ``props_deep`` (llama.cpp's ``/props`` 200,000 deep under
+#   ``default_generation_settings``), ``server_info_deep`` (SGLang's ``/get_server_info`` 5,000 deep),
+#   ``info_deep_value`` (TGI's ``/info`` whole, its ``sha`` a value 62 deep: parsed, and stored);
+# - ``props_bloat``: llama.cpp's ``/props`` with 3.3 MB of settings (1,500 params of 2 KB values, a
+#   100 KB name) and ``/v1/models`` listing 15,000 ids of 200 characters (the run's model first;
+#   each answer under the probes' 4 MiB cap);
+# - prompt counts, every answer: ``prompt_tokens_0``, ``prompt_tokens_1``, ``prompt_tokens_7``
+#   (``usage.prompt_tokens`` that many, whatever the prompt);
+# - ``calibration_stall``: every one-token request (the calibration's probes; the levels ask more)
+#   sends one token and then silence, connection open.
+
+DEEP_PROPS = 200_000
+DEEP_SERVER_INFO = 5_000
+DEEP_INFO_VALUE = 62  # parsed (the reader takes 64), and 65 deep in result.json were it stored whole
+PROMPT_TOKENS = {"prompt_tokens_0": 0, "prompt_tokens_1": 1, "prompt_tokens_7": 7}
+PROBE_BEHAVIOURS = {"props_deep", "server_info_deep", "info_deep_value", "props_bloat", "calibration_stall",
+                    *PROMPT_TOKENS}
+BLOAT_MODELS = 15_000
+
+
+def _deep(n: int) -> bytes:
+    return b"[" * n + b"1" + b"]" * n
+
+
+def probes_body(b: str, path: str) -> bytes | None:
+    """The answer of a ``PROBE_BEHAVIOURS`` server to a GET of ``path`` (None: the normal answer)."""
+    if path == "/v1/models" and b == "props_bloat":
+        ids = [MODEL] + [f"m{i:05d}-" + "x" * 193 for i in range(BLOAT_MODELS - 1)]
+        return json.dumps({"object": "list", "data": [{"id": i, "object": "model", "owned_by": "llamacpp"}
+                                                      for i in ids]}).encode()
+    if path == "/props" and b == "props_deep":
+        return b'{"total_slots": 1, "default_generation_settings": ' + _deep(DEEP_PROPS) + b"}"
+    if path == "/props" and b == "props_bloat":
+        params = {f"param_{i:05d}_" + "n" * 40: "v" * 2000 for i in range(1500)}
+        return json.dumps({"total_slots": 4, "build_info": "b" * 100_000, "model_alias": MODEL, "n" * 100_000: 1,
+                           "default_generation_settings": {"n_ctx": 4096, "params": params}}).encode()
+    if path == "/get_server_info" and b == "server_info_deep":
+        return b'{"tp_size": 1, "model_path": "m", "extra": ' + _deep(DEEP_SERVER_INFO) + b"}"
+    if path == "/info" and b == "info_deep_value":
+        deep = json.loads(_deep(DEEP_INFO_VALUE - 1).decode())
+        return json.dumps({"model_id": MODEL, "max_total_tokens": 4096, "max_input_tokens": 2048, "version": "3.0",
+                           "docker_label": "x", "sha": deep}).encode()
+    return None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--behaviour", choices=sorted({*BEHAVIOURS, *SECRET_BEHAVIOURS}), default="ok")
+    p.add_argument("--behaviour", choices=sorted({*BEHAVIOURS, *SECRET_BEHAVIOURS, *PROBE_BEHAVIOURS}), default="ok")
     p.add_argument("--other", default="http://127.0.0.1:9", help="the other origin redirects point to")
     p.add_argument("--port", type=int, default=0)
     a = p.parse_args(argv)

@@ -40,7 +40,8 @@ from wattbench.results.recovery import listed_status
 from wattbench.results.rundir import RESULT_FILE, load_result
 from wattbench.core.schema import Result
 from wattbench.results.store_noise import Spread, spread, spread_table
-from wattbench.results.store_schema import LEVEL_COLUMNS, MIGRATIONS, SCHEMA_VERSION, gpu_desc, level_rows
+from wattbench.results.store_schema import (LEVEL_COLUMNS, MIGRATIONS, SCHEMA_VERSION, gpu_desc, level_rows,
+                                            run_config)
 from wattbench.core.redact import registered
 from wattbench.config import name_problem
 from wattbench.results.configuration import run_key, target_text
@@ -247,19 +248,21 @@ class HistoryStore:
         with self._tx() as c:
             c.execute(
                 """INSERT INTO runs(run_id, kind, path, created_at, registered_at, model, engine, engine_version,
-                       gpu, boundaries, status, verdict, wattbench_version, summary, target, config_label, config_id)
-                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+                       gpu, boundaries, status, verdict, wattbench_version, summary, target, config_label, config_id,
+                       config)
+                   VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
                    ON CONFLICT(run_id) DO UPDATE SET kind=excluded.kind, path=excluded.path,
                        created_at=excluded.created_at, model=excluded.model, engine=excluded.engine,
                        engine_version=excluded.engine_version, gpu=excluded.gpu, boundaries=excluded.boundaries,
                        status=excluded.status, verdict=excluded.verdict,
                        wattbench_version=excluded.wattbench_version, summary=excluded.summary,
-                       target=excluded.target, config_label=excluded.config_label, config_id=excluded.config_id""",
+                       target=excluded.target, config_label=excluded.config_label, config_id=excluded.config_id,
+                       config=excluded.config""",
                 scrub((result.run_id, kind, path, result.created_at, _utc_now_iso(),
                        result.server.model or result.config.get("model"), result.server.engine, result.server.version,
                        gpu_desc(result), json.dumps(bnds), result.status, _verdict(result),
                        result.wattbench_version, json.dumps(summary or {}), target_text(result), result.config_label,
-                       run_key(result))),
+                       run_key(result), run_config(result))),
             )
             c.execute("DELETE FROM levels WHERE run_id = ?", (result.run_id,))
             c.executemany(f"INSERT INTO levels ({', '.join(LEVEL_COLUMNS)}) VALUES "

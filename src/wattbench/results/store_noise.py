@@ -14,7 +14,8 @@ from typing import Any, Iterable
 from wattbench.metrics.noise import FigureNoise, SeriesNoise, series_noise
 
 # the levels a spread is estimated from: complete runs (not `agree`), levels not invalid, with a configuration key
-NOISE_SQL = ("SELECT l.run_id, l.config_key, l.config, l.figure_name, l.figure, r.created_at FROM levels l "
+NOISE_SQL = ("SELECT l.run_id, l.config_key, l.config, r.config AS run_config, l.figure_name, l.figure, r.created_at "
+             "FROM levels l "
              "JOIN runs r ON r.run_id = l.run_id WHERE r.kind = 'run' AND r.status = 'complete' "
              "AND l.verdict != 'invalid' AND l.config_key IS NOT NULL")
 
@@ -49,16 +50,31 @@ class Spread:
         return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "series"}
 
 
+def joined_config(run_part: str | None, level_part: str | None) -> dict[str, Any]:
+    """A level's configuration from its two stored parts (``store_schema``: the run's once in
+    ``runs.config``, the level's own in ``levels.config``; a row never split has it all)."""
+    out: dict[str, Any] = {}
+    for text in (run_part, level_part):
+        try:
+            part = json.loads(text or "{}")
+        except ValueError:
+            continue
+        if isinstance(part, dict):
+            out.update(part)
+    return out
+
+
 def spread_of(key: str, rows: list[sqlite3.Row], judged: Iterable[str] = ()) -> Spread | None:
     per_run: dict[str, list[float]] = {}
     created: dict[str, str | None] = {}
-    config, figure = None, None
+    config: dict[str, Any] = {}
+    figure = None
     for r in rows:
         if r["figure"] is None:
             continue
         per_run.setdefault(r["run_id"], []).append(float(r["figure"]))
         created[r["run_id"]] = r["created_at"]
-        config, figure = r["config"], r["figure_name"]
+        config, figure = joined_config(r["run_config"], r["config"]), r["figure_name"]
     if not per_run:
         return None
     order = sorted(per_run, key=lambda rid: (created.get(rid) or "", rid))
@@ -67,7 +83,7 @@ def spread_of(key: str, rows: list[sqlite3.Row], judged: Iterable[str] = ()) -> 
     if sn is None:
         return None
     last = sn.last_segment()
-    return Spread(config_key=key, config=json.loads(config or "{}"), figure=figure or "", runs=len(vals),
+    return Spread(config_key=key, config=config, figure=figure or "", runs=len(vals),
                   mean=sum(last) / len(last), rel_sd=sn.rel_sd, low=min(vals), high=max(vals), run_ids=order,
                   last_created_at=max((c for c in created.values() if c), default=None), df=sn.df,
                   segment_runs=[len(s) for s in sn.segments],

@@ -1,7 +1,9 @@
 """The history database's tables and how a run becomes their rows: the migrations (append a new
 one, never edit an old one; ``SCHEMA_VERSION`` is how many there are) and each level's indexed
 row (``LEVEL_COLUMNS``, ``level_rows``: the headline figures, the trials' means with ``--trials``,
-and the configuration key whose run-to-run spread ``store_noise`` reads)."""
+and the configuration key whose run-to-run spread ``store_noise`` reads). A level's configuration is
+stored in two parts: what the run's levels share once in ``runs.config`` (``run_config``), the level's
+load and boundary in ``levels.config``."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Callable
 
 from wattbench.results.headline import headline_boundary, level_key, point
 from wattbench.core.schema import Result
-from wattbench.results.configuration import configuration, configuration_key, level_figure
+from wattbench.results.configuration import configuration, configuration_key, level_figure, run_configuration
 
 
 def _run_script(conn: sqlite3.Connection, script: str) -> None:
@@ -90,9 +92,47 @@ def _m3(conn: sqlite3.Connection) -> None:
         conn.execute(f"ALTER TABLE runs ADD COLUMN {col}")
 
 
+RUN_PART_SKIP = ("load", "boundary")  # a level's own part of its configuration; the rest is the run's
+
+
+def split_configuration(conf: dict) -> tuple[dict, dict]:
+    """``(the run's part, the level's part)`` of a level's configuration (``configuration.configuration``:
+    the run's configuration and the level's load and boundary)."""
+    return ({k: v for k, v in conf.items() if k not in RUN_PART_SKIP},
+            {k: v for k, v in conf.items() if k in RUN_PART_SKIP})
+
+
+def _m4(conn: sqlite3.Connection) -> None:
+    """The run's configuration once per run (``runs.config``: ``configuration.run_configuration``, the
+    server's identity in it, up to 16 KiB) instead of once per level: a level's ``config`` keeps its
+    own part (load, boundary), and readers join the two (``store_noise``). Levels registered before are
+    split here, so an old database reads as a new one (3 runs of 8 levels of one bloated identity made
+    86 MB before identities were capped and stored once)."""
+    conn.execute("ALTER TABLE runs ADD COLUMN config TEXT")
+    rows = conn.execute("SELECT run_id, idx, config FROM levels WHERE config IS NOT NULL").fetchall()
+    runs: dict[str, str] = {}
+    for run_id, idx, text in rows:
+        try:
+            conf = json.loads(text)
+        except ValueError:
+            continue  # left whole: a reader joins nothing onto it
+        if not isinstance(conf, dict):
+            continue
+        run_part, level_part = split_configuration(conf)
+        runs.setdefault(run_id, json.dumps(run_part, sort_keys=True))
+        conn.execute("UPDATE levels SET config = ? WHERE run_id = ? AND idx = ?",
+                     (json.dumps(level_part, sort_keys=True), run_id, idx))
+    conn.executemany("UPDATE runs SET config = ? WHERE run_id = ?", [(c, r) for r, c in runs.items()])
+
+
 # index = version reached after applying; append new migrations, never edit old ones
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3, _m4]
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def run_config(result: Result) -> str:
+    """``runs.config``: the run's part of its levels' configuration, as JSON."""
+    return json.dumps(run_configuration(result), sort_keys=True)
 
 
 def gpu_desc(result: Result) -> str | None:
@@ -118,7 +158,7 @@ def level_rows(result: Result) -> list[tuple]:
         def at(name: str, own, boundary: str | None = None, lv=lv):  # the trials' mean with --trials
             return point(lv, name, boundary, own)
 
-        conf = configuration(result, lv)
+        conf = configuration(result, lv)  # keyed whole; stored split (the run's part once: runs.config)
         fname, fig = level_figure(lv)
         rows.append((result.run_id, lv.index, lv.label, mode, target,
                      at("output_tokens_per_s", lv.throughput.output_tokens_per_s),
@@ -127,6 +167,6 @@ def level_rows(result: Result) -> list[tuple]:
                      at("j_per_output_token", e.j_per_output_token, b) if e else None,
                      at("output_tokens_per_s_per_kw", e.output_tokens_per_s_per_kw, b) if e else None,
                      lv.validity.verdict,
-                     configuration_key(conf), json.dumps(conf, sort_keys=True), fname, fig,
+                     configuration_key(conf), json.dumps(split_configuration(conf)[1], sort_keys=True), fname, fig,
                      lv.trials.n if lv.trials is not None else 1, lv.window.duration_s if lv.window else None))
     return rows

@@ -117,3 +117,78 @@ def test_history_noise_shows_a_change_point_not_a_spread_across_it(tmp_path):
     assert any(x.startswith("    (beyond its noise ±") for x in lines)
     assert any(x.startswith("  one more run within ±") and "of the mean (95%)" in x for x in lines)
     assert all(len(x) <= 80 for x in lines)
+
+
+def _bloated(run_id: str, tok_s: float, created: str, levels: int = 8):
+    """A run whose server exposed a 16 KiB identity (the most ``server/identity`` keeps)."""
+    from wattbench.core.schema import ServerIdentity
+    from wattbench.server.identity.common import MAX_IDENTITY_BYTES, cap_exposed
+
+    lvls = [make_level(i, value=2 ** i, output_tokens_per_s=tok_s, power_w=700.0) for i in range(levels)]
+    r = make_result(run_id, levels=lvls, created_at=created)
+    kept, capped = cap_exposed({"/props": {f"p{i:04d}": "v" * 190 for i in range(200)}}, MAX_IDENTITY_BYTES)
+    r.server.identity = ServerIdentity(target="http://h:8080", model="m", engine="llamacpp", exposed=kept,
+                                       capped=capped)
+    return r
+
+
+def _register_as_schema_3(db, result, path) -> None:
+    """Write ``result``'s rows as a schema-3 database held them: each level's whole configuration."""
+    import json
+    import sqlite3
+
+    from wattbench.results.store_schema import LEVEL_COLUMNS, MIGRATIONS, level_rows
+
+    conn = sqlite3.connect(db, isolation_level=None)
+    if conn.execute("SELECT name FROM sqlite_master WHERE name='schema_meta'").fetchone() is None:
+        conn.execute("CREATE TABLE schema_meta (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO schema_meta VALUES (3)")
+        for m in MIGRATIONS[:3]:
+            m(conn)
+    conn.execute("INSERT INTO runs(run_id, kind, path, created_at, registered_at, status) VALUES (?,?,?,?,?,?)",
+                 (result.run_id, "run", str(path), result.created_at, result.created_at, "complete"))
+    for row, lv in zip(level_rows(result), result.levels):
+        row = list(row)
+        row[LEVEL_COLUMNS.index("config")] = json.dumps(configuration(result, lv), sort_keys=True)
+        conn.execute(f"INSERT INTO levels ({', '.join(LEVEL_COLUMNS)}) VALUES ({', '.join('?' * len(row))})", row)
+    conn.close()
+
+
+def test_an_old_database_is_split_on_open_and_keeps_its_spread(tmp_path):
+    import json
+    import sqlite3
+
+    db = tmp_path / "old.db"
+    for i, tok_s in enumerate((1000.0, 1100.0)):
+        _register_as_schema_3(db, _bloated(f"o{i}", tok_s, f"2026-11-29T12:0{i}:00Z"), tmp_path / f"o{i}")
+    new = _bloated("n0", 1200.0, "2026-11-29T12:05:00Z")
+    key = configuration_key(configuration(new, new.levels[3]))
+    with HistoryStore(db) as store:  # migrated here: the run's part moves to runs.config, once
+        store.register(new, tmp_path / "n0")
+        sp = store.noise(key)
+        # the old runs and the new one share the key: per kW 1428.6, 1571.4, 1714.3 at c=8
+        assert sp is not None and sp.runs == 3 and sp.run_ids == ["o0", "o1", "n0"]
+        assert sp.low == pytest.approx(1000.0 / 0.7) and sp.high == pytest.approx(1200.0 / 0.7)
+        assert sp.config == configuration(new, new.levels[3])  # joined back whole
+    conn = sqlite3.connect(db)
+    for run_id, text in conn.execute("SELECT run_id, config FROM levels"):
+        assert set(json.loads(text)) == {"load", "boundary"}, run_id  # the level's own part only
+    runs = dict(conn.execute("SELECT run_id, config FROM runs"))
+    assert all(json.loads(runs[r])["server"]["exposed"]["/props"] for r in ("o0", "o1", "n0"))
+    assert conn.execute("SELECT version FROM schema_meta").fetchone()[0] == 4
+
+
+def test_a_capped_identity_is_stored_once_per_run(tmp_path):
+    """3 runs of 8 levels of one bloated identity made an 86 MB database; capped to 16 KiB and
+    stored once per run, the identity is 3 × 16 KiB of it."""
+    import sqlite3
+
+    db = tmp_path / "h.db"
+    with HistoryStore(db) as store:
+        for i in range(3):
+            store.register(_bloated(f"b{i}", 1000.0 + i, f"2026-11-29T12:0{i}:00Z"), tmp_path / f"b{i}")
+    conn = sqlite3.connect(db)
+    run_bytes = conn.execute("SELECT sum(length(config)) FROM runs").fetchone()[0]
+    level_bytes = conn.execute("SELECT sum(length(config)) FROM levels").fetchone()[0]
+    assert 3 * 15_000 < run_bytes < 3 * 18_000  # each run's identity once: ~16 KiB of settings
+    assert level_bytes < 24 * 200  # 24 levels: their load and boundary only
