@@ -111,6 +111,42 @@ def run_cli(target: str, out: Path, *extra: str, env: dict | None = None, timeou
                           env=env or child_env(HOME=str(out.parent)), cwd=str(cwd or out.parent))
 
 
+MEMORY_LIMIT = 3 << 30  # RLIMIT_AS of a wattbench under hostile input: a blow-up fails the test, not the machine
+
+
+def run_limited(argv: list[str], *, env: dict, cwd: Path, mem_bytes: int = MEMORY_LIMIT,
+                timeout_s: float = 120) -> tuple[subprocess.CompletedProcess, int]:
+    """Run ``argv`` under ``RLIMIT_AS = mem_bytes``: ``(the finished process, its peak RSS in bytes)``
+    (its own ``ru_maxrss``, read by ``wait4``: not the test's, not the servers'). Killed, and an
+    ``AssertionError``, past ``timeout_s``."""
+    import resource
+    import tempfile
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
+
+    env = dict(env, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # no per-thread arenas under the limit
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(argv, stdout=out, stderr=err, env=env, cwd=str(cwd), preexec_fn=limit)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                p.kill()
+                os.wait4(p.pid, 0)
+                p.returncode = -9
+                raise AssertionError(f"{' '.join(argv[2:5])} … did not end within {timeout_s:g} s")
+            time.sleep(0.05)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        done = subprocess.CompletedProcess(argv, p.returncode, out.read().decode(errors="replace"),
+                                           err.read().decode(errors="replace"))
+    return done, usage.ru_maxrss * 1024
+
+
 def start_cli(target: str, out: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(run_argv(target, out, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env or child_env(HOME=str(out.parent)), cwd=str(out.parent))

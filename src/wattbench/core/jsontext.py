@@ -89,16 +89,20 @@ def _cut_200(s: str) -> str:
 def clip_value(v: Any, max_depth: int = 2, max_items: int = 32, cut: Callable[[str], str] = _cut_200) -> Any:
     """``v`` (a parsed JSON value) within bounds: strings (object keys too) through ``cut`` (the
     caller's rule: a server's text is scrubbed before it is cut), lists and objects cut to their first
-    ``max_items`` entries, anything nested deeper than ``max_depth`` left out (a list or object at the
-    limit becomes empty). Walks at most ``max_depth`` levels: never deeper than the caller allows."""
+    ``max_items`` entries, and nested at most ``max_depth`` deep (``value_depth``): a list or object
+    that would nest deeper is left out of its parent (a container at ``max_depth`` 0 is None). Walks at
+    most ``max_depth`` levels: never deeper than the caller allows."""
     if isinstance(v, str):
         return cut(v)
+    if not isinstance(v, (dict, list, tuple)):
+        return v
+    if max_depth <= 0:
+        return None
+
+    def fits(x: Any) -> bool:
+        return max_depth > 1 or not isinstance(x, (dict, list, tuple))
+
     if isinstance(v, dict):
-        if max_depth <= 0:
-            return {}
-        return {cut(str(k)): clip_value(x, max_depth - 1, max_items, cut) for k, x in list(v.items())[:max_items]}
-    if isinstance(v, (list, tuple)):
-        if max_depth <= 0:
-            return []
-        return [clip_value(x, max_depth - 1, max_items, cut) for x in list(v[:max_items])]
-    return v
+        return {cut(str(k)): clip_value(x, max_depth - 1, max_items, cut)
+                for k, x in list(v.items())[:max_items] if fits(x)}
+    return [clip_value(x, max_depth - 1, max_items, cut) for x in list(v[:max_items]) if fits(x)]
