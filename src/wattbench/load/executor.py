@@ -20,7 +20,8 @@ spawns one process per plan (``load/worker.py``'s ``worker_process``) and talks 
 (``load/link.py``). Ray's executor (``distributed/executor.py``'s ``RayExecutor``, a higher layer)
 implements the same protocol over Ray load actors, which run the same worker.
 
-``coordinate`` is the one control loop, every 50 ms: interrupt (SIGINT, or ``control.cancel``) →
+``coordinate`` draws the closed loop's requests first (``Feeder.prefill``: before t0, off the loop),
+then runs the one control loop, every 50 ms: interrupt (SIGINT, or ``control.cancel``) →
 cancel; the closed loop's deadline, or ``control.stop`` → close the feeder and stop; the open loop's
 backlog guard (``metrics/saturation.py``) → stop; progress to ``on_progress`` at most every
 ``PROGRESS_PERIOD_S``; a failed worker → stop the others. ``LevelControl`` is how another thread stops or cancels a level: a Ray load
@@ -342,10 +343,14 @@ def coordinate(executor: Executor, spec: LevelSpec, plans: list[WorkerPlan], fee
         return executor.results()
 
     try:
+        if feeder is not None:
+            feeder.prefill()  # the requests drawn before t0: no prompt is built on the loop
         executor.prepare()
         results, interrupted = run_loop(go, fast=executor.fast_loop,
                                         interrupted=control.cancel if control is not None else None)
     finally:
+        if feeder is not None:
+            feeder.finish()
         executor.close()
     return results, t0[0], interrupted or any(r.interrupted for r in results), (stops[0] if stops else None)
 

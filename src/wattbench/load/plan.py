@@ -5,7 +5,9 @@
 - ``split_count``: the one rule for sharing a count (streams, requests, a concurrency cap) over
   workers or Ray actors: ``total // n`` each, the remainder to the first ones.
 - ``WorkerPlan``: what one worker does (picklable; sent to a worker process or a Ray actor).
-- ``Feeder``: hands closed-loop requests to workers on demand (warm-up decided at hand-out).
+- ``Feeder``: hands closed-loop requests to workers on demand (warm-up decided at hand-out); the
+  requests are drawn from the workload ahead of need, before the level starts and then by a
+  drawing thread, never on the coordinating event loop (``Feeder.prefill``).
 - ``open_arrivals``: the open-loop / trace arrivals, materialized and interleaved over workers.
 - ``build_plans``: a level spec → one ``WorkerPlan`` per worker (and the feeder / target rate).
 - ``validate_spec``: refuse a level the generator cannot run, naming the flag; ``capacity_problem``:
@@ -37,6 +39,14 @@ from wattbench.load.schedule import INF_NEEDS_N
 STREAMS_PER_WORKER = 256
 ARRIVALS_PER_WORKER_RPS = 100.0
 PROGRESS_PERIOD_S = 0.2  # on_progress at most 5 times/s
+# A closed loop's requests are drawn before the level starts (``Feeder.prefill``): all the level
+# takes when its size is known, up to PREDRAW_MAX; past that a drawing thread keeps at least
+# ``lookahead`` drawn ahead. Drawing on the event loop stalled every stream: a synthetic workload
+# with --tokenizer builds its prompts 64 at a time, 37 ms of wall time a batch on the 2-core
+# machine beside a loaded host (2026-12-07), and in that time no finished stream sent its next
+# request and no arriving token was read.
+PREDRAW_MAX = 4096
+LOOKAHEAD_MIN = 128
 
 Item = tuple  # (index, RequestSpec, warmup: bool | "time")
 
@@ -108,6 +118,15 @@ class Feeder:
 
     def __init__(self, spec: LevelSpec, requests, n_workers: int):
         self._it = request_source(requests)
+        # drawn from the source ahead of need (prefill, the drawing thread); ``_source_lock``: one
+        # reader of the source at a time (a generator cannot run in two threads at once)
+        self.drawn: deque = deque()
+        self._source_lock = threading.Lock()
+        self._source_done = False
+        self._source_error: BaseException | None = None
+        self.lookahead = max(LOOKAHEAD_MIN, 2 * int(spec.value))
+        self._want = threading.Event()
+        self._drawer: threading.Thread | None = None
         self.spec = spec
         self.n_workers = n_workers
         self.pending = [deque() for _ in range(n_workers)]
@@ -156,7 +175,7 @@ class Feeder:
                     if self.exhausted or scanned > 64 + 4 * n:
                         break
                     try:
-                        idx, spec = next(self._it)
+                        idx, spec = self._next_drawn()
                     except StopIteration:
                         self.exhausted = True
                         break
@@ -184,6 +203,66 @@ class Feeder:
     def close(self) -> None:
         with self.lock:
             self.closed = True
+        self._want.set()  # the drawing thread sees the feeder closed and ends
+
+    # -- drawing ahead of need
+
+    def prefill(self) -> None:
+        """Before the level starts: draw what it will take when that is known (``num_requests`` plus
+        the warm-up requests and one round of streams), all of it up to ``PREDRAW_MAX``. Past that,
+        or when the level's size is not known (``--duration``, a timed warm-up), draw ``lookahead``
+        (or ``PREDRAW_MAX``) and start the drawing thread that keeps ``lookahead`` drawn ahead of the
+        hand-outs. A source that raises stops the drawing; the error is raised to the caller of
+        ``take`` once what was drawn before it is handed out."""
+        s = self.spec
+        need = None
+        if s.num_requests is not None:
+            need = s.num_requests + (s.warmup_requests or 0) + int(s.value)
+        if need is not None and need <= PREDRAW_MAX and not s.warmup_s:
+            self._draw_to(need)  # everything the level takes, drawn before it starts
+            return
+        self._draw_to(min(need, PREDRAW_MAX) if need is not None else self.lookahead)
+        if not self._source_done:
+            self._drawer = threading.Thread(target=self._draw_loop, name="wattbench-feeder", daemon=True)
+            self._drawer.start()
+
+    def finish(self) -> None:
+        """The level ended: stop the drawing thread (what it drew and nobody took is dropped)."""
+        self.close()
+        if self._drawer is not None:
+            self._drawer.join(timeout=30)
+            self._drawer = None
+
+    def _draw_to(self, n: int) -> None:
+        with self._source_lock:
+            while len(self.drawn) < n and not self._source_done and not self.closed:
+                try:
+                    self.drawn.append(next(self._it))
+                except StopIteration:
+                    self._source_done = True
+                except Exception as e:  # noqa: BLE001 - raised to take's caller in its turn
+                    self._source_error = e
+                    self._source_done = True
+
+    def _draw_loop(self) -> None:
+        while not self.closed and not self._source_done:
+            self._want.wait()
+            self._want.clear()
+            self._draw_to(self.lookahead)
+
+    def _next_drawn(self) -> tuple[int, RequestSpec]:
+        """The next request of the source, from those drawn ahead (drawn here, on the caller's
+        thread, only when the drawing fell behind or there is none: ``prefill`` not called)."""
+        if not self.drawn:
+            self._draw_to(1)
+        if len(self.drawn) <= self.lookahead // 2:
+            self._want.set()
+        if self.drawn:
+            return self.drawn.popleft()
+        if self._source_error is not None:
+            err, self._source_error = self._source_error, None
+            raise err
+        raise StopIteration
 
 
 def open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list], float | None, bool]:

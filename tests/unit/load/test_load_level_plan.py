@@ -222,3 +222,78 @@ def test_a_search_is_checked_at_the_top_of_its_ladder(monkeypatch):
     validate_plan(RunConfig(target="http://h:1", sweep="auto", max_concurrency=16_384, workers=1))
     with pytest.raises(UserError, match=r"--max-concurrency 16385 \(the top of the search\)"):
         validate_plan(RunConfig(target="http://h:1", sweep="auto", max_concurrency=16_385, workers=1))
+
+
+def _recording_source(calls: list, n: int | None = None, fail_at: int | None = None):
+    import threading
+
+    def source(i: int):
+        if fail_at is not None and i == fail_at:
+            raise UserError(f"request {i} is unreadable")
+        if n is not None and i >= n:
+            return None
+        calls.append((i, threading.get_ident()))
+        return RequestSpec(prompt=str(i))
+    return source
+
+
+def test_feeder_prefill_draws_a_count_bound_level_before_it_starts():
+    """A level of known size is drawn whole by ``prefill`` (before t0): handing it out draws nothing
+    more (a workload builds prompts in batches; drawn on the event loop they stalled every stream)."""
+    import threading
+
+    calls: list = []
+    f = Feeder(spec(value=4, num_requests=10, warmup_requests=2), _recording_source(calls), 1)
+    f.prefill()
+    drawn = len(calls)
+    assert drawn == 10 + 2 + 4 and f._drawer is None  # the level, its warm-up, one round of streams
+    got = []
+    while True:
+        items, end = f.take(0, 3)
+        got += [i for i, _, _ in items]
+        if end:
+            break
+    assert got == list(range(12)) and len(calls) == drawn  # nothing drawn while the level ran
+    assert {t for _, t in calls} == {threading.get_ident()}
+    f.finish()
+
+
+def test_feeder_prefill_keeps_a_duration_level_drawn_ahead_off_the_callers_thread():
+    import threading
+    import time
+
+    calls: list = []
+    f = Feeder(spec(value=4, duration_s=60.0), _recording_source(calls), 1)
+    f.prefill()
+    assert len(calls) == f.lookahead and f._drawer is not None
+    me = threading.get_ident()
+    for _ in range(3):  # hand out more than the prefill drew: the drawing thread tops it up
+        items, end = f.take(0, f.lookahead // 2 + 1)
+        assert len(items) == f.lookahead // 2 + 1 and not end
+        deadline = time.monotonic() + 60  # ends a hang only
+        while len(f.drawn) < f.lookahead and time.monotonic() < deadline:
+            time.sleep(0.005)
+    assert [i for i, _ in calls] == list(range(len(calls)))  # drawn once each, in order
+    later = [t for _, t in calls[f.lookahead:]]
+    assert later and me not in later  # every draw after the prefill on the drawing thread
+    f.finish()
+    assert f._drawer is None
+
+
+def test_feeder_prefill_hands_out_what_was_drawn_then_the_source_error():
+    f = Feeder(spec(value=2, duration_s=60.0), _recording_source([], fail_at=5), 1)
+    f.prefill()
+    items, end = f.take(0, 5)
+    assert [i for i, _, _ in items] == [0, 1, 2, 3, 4] and not end
+    with pytest.raises(UserError, match="request 5 is unreadable"):
+        f.take(0, 1)
+    f.finish()
+
+
+def test_feeder_prefill_source_that_runs_out():
+    calls: list = []
+    f = Feeder(spec(value=2, duration_s=60.0), _recording_source(calls, n=3), 1)
+    f.prefill()
+    assert f._drawer is None  # the source ran out during the prefill: nothing left to draw
+    items, end = f.take(0, 10)
+    assert [i for i, _, _ in items] == [0, 1, 2] and end and f.exhausted
