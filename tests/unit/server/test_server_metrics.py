@@ -201,3 +201,21 @@ def test_llamacpp_prompt_tokens_include_those_reused_from_its_cache():
     assert v["prompt_tokens"] == 345 and v["generation_tokens"] == 128
     older = text.split("# HELP llamacpp:prompt_tokens_cached_total")[0]  # a build without the cached counter
     assert canonical_values(parse_exposition(older), "llamacpp")["prompt_tokens"] == 300
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "tgi", "llamacpp"])
+def test_engine_lines_keep_what_the_canonical_series_read(engine):
+    """Once the engine is known the scraper parses only its series' lines (engine_lines): the same
+    canonical values as the whole exposition, from a small part of it."""
+    from wattbench.server.metrics import ENGINE_ADDENDS, ENGINE_METRICS, engine_lines
+
+    if engine == "vllm":
+        text = SAMPLE.read_text()
+    else:  # every name the engine's series read, with labels, HELP/TYPE lines and others' series around
+        names = [n for table in (ENGINE_METRICS, ENGINE_ADDENDS) for ns in table.get(engine, {}).values() for n in ns]
+        text = "".join(f"# HELP {n} h\n# TYPE {n} gauge\n{n}{{model_name=\"m\",i=\"{k}\"}} {k + 1.5}\n"
+                       f"other_series_{k}{{le=\"0.5\"}} 9\n" for k, n in enumerate(names))
+    full = canonical_values(parse_exposition(text), engine)
+    kept = engine_lines(text, engine)
+    assert full and canonical_values(parse_exposition(kept), engine) == full
+    assert len(kept) < len(text) / (10 if engine == "vllm" else 2)
