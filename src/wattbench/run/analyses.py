@@ -17,7 +17,7 @@ from wattbench.accounting.attribution import (
 from wattbench.accounting.boundaries import boundary_totals
 from wattbench.accounting.carbon import apply_carbon
 from wattbench.accounting.request_energy import attribute_level
-from wattbench.analysis.figures import WINDOW_FIGURES, headline, steady_view
+from wattbench.analysis.figures import WINDOW_FIGURES, level_figures, steady_view
 from wattbench.results.headline import ENERGY_FIGURES
 from wattbench.analysis.pareto import frontier_from_levels
 from wattbench.core.errors import UserError
@@ -73,7 +73,9 @@ def _trial_cis(trials: list[LevelResult], only: frozenset[str] | None = None) ->
     values: dict[str, list[float]] = {}
     for t in trials:
         for b in boundaries or [None]:
-            for name, v in headline(t, b).items():
+            # the trial's own figures: an earlier trial carries the block of the trials up to it (it was
+            # the level's last then), and its headline would be that block's mean, not its own figure
+            for name, v in level_figures(t, b).items():
                 if v is None or (only is not None and name not in only):
                     continue
                 key = f"{name}@{b}" if (b and name in ENERGY_FIGURES) else name

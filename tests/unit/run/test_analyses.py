@@ -77,6 +77,24 @@ def test_trials_give_each_figure_its_mean_and_student_t_interval_boundary_free_f
     assert "output_tokens_per_s@accelerator" not in f and "output_tokens_per_s@node" not in f
 
 
+def test_each_trials_own_figure_counts_not_the_block_it_carried_as_the_levels_last():
+    # the runner records a level as its latest trial with the block of the trials so far, so an
+    # earlier trial object carries the block it had when it was last: its value is its own figure,
+    # never that block's mean (was: 1000, mean(1000, 1100) = 1050, mean(1000, 1050, 1200) = 1083.3)
+    from wattbench.core.schema import TrialsBlock
+
+    trials = []
+    for tok in (1000.0, 1100.0, 1200.0):
+        trials.append(make_level(0, value=8, output_tokens_per_s=tok, power_w=500.0))
+        if len(trials) > 1:
+            trials[-1].trials = TrialsBlock.model_validate(trials_block(trials))
+    f = trials_block(trials)["figures"]
+    assert f["output_tokens_per_s"]["values"] == pytest.approx([1000.0, 1100.0, 1200.0], rel=1e-12)
+    assert f["output_tokens_per_s_per_kw@accelerator"]["values"] == pytest.approx([2000.0, 2200.0, 2400.0], rel=1e-12)
+    half = T_975_2 * 100.0 / math.sqrt(3)
+    assert f["output_tokens_per_s"]["ci_high"] == pytest.approx(1100.0 + half, rel=1e-9)
+
+
 def test_the_pareto_frontiers_come_from_the_measured_levels(tmp_path):
     s = _session(tmp_path, _ladder())
     run_analyses(s)
