@@ -51,6 +51,7 @@ def register(app: typer.Typer) -> None:
             written["md"] = [str(write_markdown(data, md))]
         if json_out:
             from wattbench.report import format as F
+            from wattbench.report import summary as S
             from wattbench.report.tables import serving_figures
 
             doc = {
@@ -58,6 +59,9 @@ def register(app: typer.Typer) -> None:
                 "runs": [
                     {"run_id": d.run_id, "path": str(d.path), "status": d.result.status,
                      "verdict": d.result.validity.verdict, "reasons": list(d.result.validity.reasons),
+                     # what the run answers, as the summary's first line says it, and its parts
+                     "answer": S.answer_line(d.result), **S.history_summary(d.result),
+                     "not_measured": S.unmeasured_levels(d.result),
                      "levels": [{"index": lv.index, "label": lv.label, "verdict": lv.validity.verdict,
                                  "headline": F.headline_line(lv), "figures": serving_figures(lv)}
                                 for lv in d.result.levels],

@@ -29,6 +29,7 @@ from wattbench.core.schema import RequestRecord, Result
 from wattbench.results import rundir
 from wattbench.telemetry.base import Channel, TelemetryLog
 from wattbench.results.recovery import recover, recovered_how
+from wattbench.report.labels import in_load_order
 
 RESULT_FILE = "result.json"
 REQUESTS_FILE = "requests.jsonl"
@@ -155,7 +156,8 @@ class RunData:
         self.notes: list[str] = []
         if not self.path.is_dir():
             raise UserError(f"{self.path} is not a directory; give a run directory (it holds {RESULT_FILE})")
-        self.result: Result = rundir.load_result(self.path)
+        # levels by load (report.labels.in_load_order): every report shows them in that order
+        self.result: Result = in_load_order(rundir.load_result(self.path))
         # a crashed run's recovered records, said in every report (Markdown and HTML read the notes)
         self.notes.extend(r.text(self.recovered_how) for r in self.recovered)
 

@@ -38,6 +38,8 @@ def headline_cell(summary: dict | None) -> str:
     h = (summary or {}).get("headline")
     if not isinstance(h, dict):
         return "—"
+    if h.get("unanswered"):  # no level answered the run's question (report.summary.Headline.unanswered)
+        return "no answer"
     if h.get("boundary") is None or h.get("value") is None:
         return f"{h.get('level') or '?'} no energy"
     where = str(h["boundary"]) + (f", {h['label']}" if h.get("label") and h.get("label") != "measured" else "")

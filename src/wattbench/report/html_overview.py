@@ -164,6 +164,9 @@ def hero(r: Result) -> str:
     if h is None:
         return ""
     cls = VERDICT_CLASS.get(h.verdict, "warn")
+    if h.unanswered is not None:  # the run's question has no answer: no level's figure in its place
+        return (f'<div class="hero warn"><div class="big">no answer</div><div class="unit">{e(h.unanswered)}</div>'
+                f'<div class="where">run verdict <strong class="verdict">{e(r.validity.verdict)}</strong></div></div>')
     if h.boundary is None and not any(lv.energy for lv in r.levels):  # no efficiency answer: say how to get one
         return (f'<div class="hero {VERDICT_CLASS.get(r.validity.verdict, "warn")}"><div class="big">no efficiency answer</div><div class="unit">'
                 f'{e(S.NO_ENERGY_ANSWER.split("; ", 1)[1])}</div><div class="where">energy unavailable · '
@@ -177,6 +180,8 @@ def hero(r: Result) -> str:
     ci = ""
     if h.ci is not None:
         ci = f'<div class="ci">mean of {h.trials} trials, 95% CI {e(fmt(h.ci[0]))}–{e(fmt(h.ci[1]))}</div>'
+    if h.measurements:  # --optimize's choice: the mean of its measurements, the score it was chosen by
+        ci = f'<div class="ci">mean of its {h.measurements} measurements</div>'
     return (f'<div class="hero {cls}"><div class="big">{e(big)}</div><div class="unit">{e(unit)}</div>{ci}'
             f'<div class="where">{e(h.why or short_label(h.level))} · efficiency verdict '
             f'<strong class="verdict">{e(h.verdict)}</strong></div>'

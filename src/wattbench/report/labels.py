@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from wattbench.core.numbers import MISSING, fmt
 from wattbench.core.schema import LevelResult, Result
+from wattbench.accounting.findings import level_order
 from wattbench.accounting.level_findings import in_flight_finding
 
 
@@ -75,3 +76,15 @@ def levels_text(result: Result, indices) -> str:
 
 def short_label_text(label: str) -> str:
     return label.replace("concurrency=", "c=").replace("rate=", "r=")
+
+
+def in_load_order(result: Result) -> Result:
+    """The run with its levels in load order (``accounting.findings.level_order``: concurrency, then
+    rate, each ascending; a level measured again right after its first measurement; a trace's
+    levels as measured), as every table of a run shows them: an ``--optimize`` search measures 8,
+    128, 32, and a table in that order put c=128 between c=8 and c=32. The result itself is
+    unchanged (a copy, sharing the levels)."""
+    levels = sorted(result.levels, key=level_order)
+    if [lv.index for lv in levels] == [lv.index for lv in result.levels]:
+        return result
+    return result.model_copy(update={"levels": levels})

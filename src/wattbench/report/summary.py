@@ -20,7 +20,7 @@ from wattbench.report import format as F
 from wattbench.core.numbers import MISSING, fmt, fmt_pct, fmt_range, fmt_signed_pct
 from wattbench.core.schema import FindingKind, LevelResult, Result
 from wattbench.report.goodput import goodput_cells, goodput_point, slo_text
-from wattbench.report.labels import short_label, short_label_text
+from wattbench.report.labels import levels_text, load_label, short_label, short_label_text
 from wattbench.report.trials import trials_n
 from wattbench.telemetry.spec import SENSOR_FIX
 from wattbench.core.schema import NoiseInfo
@@ -28,7 +28,7 @@ from wattbench.results.headline import point, trial_ci
 
 __all__ = [
     "ENGINE_KEYS", "applied_config", "best_under_slo", "state_line", "Headline", "headline", "estimate_text",
-    "NO_ENERGY_ANSWER", "answer_line", "history_summary", "answer_lines", "measure_lines", "search_lines",
+    "NO_ENERGY_ANSWER", "answer_line", "unmeasured_levels", "history_summary", "answer_lines", "measure_lines", "search_lines",
 ]
 
 # ---------------------------------------------------------------- configuration
@@ -133,6 +133,76 @@ class Headline:
     ci: tuple[float, float] | None
     trials: int | None
     verdict: str
+    # why no level answers the run's question (no level met the SLO, --optimize chose none, every
+    # level invalid): the answer line says this instead of a figure; None when a level answers
+    unanswered: str | None = None
+    # --optimize's choice measured more than once: ``value`` is the mean of these measurements, the
+    # score the search chose it by (``SearchOutcome.recommended_score``), not its first measurement
+    measurements: int | None = None
+
+
+def _search_score(result: Result, level: LevelResult, name: str) -> tuple[float, int] | None:
+    """The score ``--optimize`` chose ``level`` by — the mean of its measurements — and how many,
+    when that score is the figure the answer quotes (``name``: the objective, or goodput per kW
+    without an SLO, which is output tokens per kW: ``analysis.figures``); else None."""
+    opt = result.optimize
+    if opt is None or opt.best_value is None:
+        return None
+    same = opt.objective == name or (opt.objective == "goodput_per_kw" and name == "output_tokens_per_s_per_kw"
+                                     and not slo_text(result))
+    v = F.level_target_value(level)
+    score = (opt.recommended_score if v == opt.recommended_value else None) or (
+        opt.best_score if v == opt.best_value else None)
+    if not same or score is None:
+        return None
+    return score, 1 + sum(1 for x in opt.remeasured if x == v)
+
+
+def unmeasured_levels(result: Result) -> list[str]:
+    """The levels a fixed ladder planned that a run stopped early never measured (the target gone,
+    an interrupt, a failed write), as short labels in the order planned: ``["c=8"]``. Empty for a
+    complete run, and for a search (``--sweep auto``, ``--optimize``), whose plan is decided as it goes."""
+    cfg = result.config if isinstance(result.config, dict) else {}
+    if result.status == "complete" or cfg.get("sweep") or cfg.get("optimize"):
+        return []
+    mode = "rate" if cfg.get("rate") else "concurrency"
+    planned = cfg.get(mode) or []
+    done = {F.level_target_value(lv) for lv in result.levels if lv.load.mode == mode}
+    out = []
+    for v in planned:
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            continue
+        if x not in done:
+            out.append(load_label(mode, x))
+    return out
+
+
+def _stop_reason(result: Result) -> str:
+    """Why a run stopped before its plan ended, in a few words (the full text is its status detail)."""
+    down = next((lv for lv in result.levels if any(f.kind == FindingKind.TARGET_DOWN for f in lv.validity.findings)),
+                None)
+    if down is not None:
+        return f"the target stopped answering during {short_label(down)}"
+    if result.status == "interrupted":
+        return "interrupted"
+    if any(f.kind == FindingKind.RUN_STOPPED for f in result.validity.findings):
+        return "a write to its directory failed"
+    return f"status {result.status}"
+
+
+def _unanswered(result: Result, best: tuple[LevelResult | None, str] | None) -> str | None:
+    """Why no level answers the run's question, in words, or None (``Headline.unanswered``)."""
+    measured = levels_text(result, [lv.index for lv in result.levels])
+    opt = result.optimize
+    if best is not None and best[0] is None:
+        return f"no level met the SLO {slo_text(result)} (measured {measured})"
+    if opt is not None and opt.best_value is None:
+        return f"--optimize chose no level: {opt.reason or 'no reason recorded'} (measured {measured})"
+    if all(lv.validity.verdict == "invalid" for lv in result.levels):
+        return f"no level was measured validly ({measured} invalid: see the notes)"
+    return None
 
 
 def headline(result: Result) -> Headline | None:
@@ -177,8 +247,13 @@ def headline(result: Result) -> Headline | None:
     else:
         value = point(lv, name, b, be.output_tokens_per_s_per_kw) if be is not None else None
     ci = trial_ci(lv, name, b) if b else None
+    searched = _search_score(result, lv, name) if b else None
+    n = None
+    if searched is not None and searched[1] > 1:  # the figure the search chose by, not the first measurement's
+        value, n, ci = searched[0], searched[1], None
     return Headline(lv, why, b, be.label if be is not None else None, name, title, value,
-                    (ci.low, ci.high) if ci else None, ci.n if ci else None, lv.validity.verdict)
+                    (ci.low, ci.high) if ci else None, ci.n if ci else None, lv.validity.verdict,
+                    _unanswered(result, best), n)
 
 
 # a run without energy has no efficiency answer: it says so, and how to measure one
@@ -204,6 +279,8 @@ def answer_line(result: Result) -> str | None:
     h = headline(result)
     if h is None:
         return None
+    if h.unanswered is not None:  # the run's own question has no answer: never a level's figure in its place
+        return f"answer: none — {h.unanswered}"
     if h.boundary is None and not any(lv.energy for lv in result.levels):  # no efficiency answer, and its fix
         return f"answer: {NO_ENERGY_ANSWER} · {result.validity.verdict}"  # the run's: energy unavailable
     where = "" if h.boundary is None else f" ({h.boundary}" + (
@@ -219,6 +296,11 @@ def answer_line(result: Result) -> str | None:
                   f"{fmt(be.avg_power_w)} W average over {fmt(dur)} s{where}")
     if h.ci is not None:
         figure += f", mean of {h.trials} trials (95% CI {fmt_range(h.ci[0], h.ci[1])})"
+    if h.measurements:
+        figure += f", mean of its {h.measurements} measurements"
+    missing = unmeasured_levels(result)
+    if missing:  # a run stopped early: the best of the levels it measured, and which it did not
+        figure += f"; of {levels_text(result, [lv.index for lv in result.levels])} only ({', '.join(missing)} not measured)"
     return f"answer: {short_label(h.level)} — {figure} · {h.verdict}"
 
 
@@ -229,6 +311,9 @@ def history_summary(result: Result) -> dict[str, Any]:
     h = headline(result)
     if h is None:
         return {}
+    if h.unanswered is not None:
+        return {"headline": {"level": None, "name": h.name, "value": None, "boundary": None, "label": None,
+                             "verdict": h.verdict, "unanswered": h.unanswered}}
     return {"headline": {"level": short_label(h.level), "name": h.name, "value": h.value, "boundary": h.boundary,
                          "label": h.label, "verdict": h.verdict}}
 
@@ -247,11 +332,15 @@ def answer_lines(result: Result) -> list[str]:
     chose = result.optimize is not None and result.optimize.best_value is not None
     if h is not None and h.why and h.name != "goodput_per_kw" and not chose:  # the most efficient level
         out.append(h.why)
+    missing = unmeasured_levels(result)
+    if missing:
+        out.append(f"not measured: {', '.join(missing)} — the run stopped early: {_stop_reason(result)}")
     st = state_line(result)
     if st:
         out.append(st)
     best = best_under_slo(result)
-    if best is not None and not chose:  # --optimize's line already names the best level
+    # --optimize's line already names the best level; the answer line says that none met the SLO
+    if best is not None and not chose and best[0] is not None:
         out.append(best[1])
     return out + measure_lines(result)
 
@@ -307,7 +396,7 @@ def search_lines(result: Result) -> list[str]:
     if opt is not None:
         objective = opt.objective or "objective"
         measured = opt.measured_values
-        tried = ", ".join(_level_by_value(result, v) for v in measured)
+        tried = ", ".join(_level_by_value(result, v) for v in sorted(set(measured)))  # by load, each once
         of = f" of {opt.ladder_size}" if opt.ladder_size else ""
         if opt.best_value is None:
             out.append(f"optimize {objective}: no level chosen — {opt.reason or 'no reason recorded'} "
@@ -324,10 +413,13 @@ def search_lines(result: Result) -> list[str]:
             why = f"highest {objective} ({fmt(score)})" + (f" meeting {slo}" if slo else "")
             if opt.recommended_value is not None and opt.plateau:
                 rec = _level_by_value(result, opt.recommended_value)
-                flat = ", ".join(_level_by_value(result, v) for v in opt.plateau)
-                again = " and ".join(_level_by_value(result, v) for v in opt.remeasured)
-                out.append(f"optimize: recommends {rec} — {opt.recommend_reason}; best {best}: {why}; within noise "
-                           f"of it: {flat} ({again} measured twice; measured: {tried})")
+                # the levels within noise of the best, the best itself left out (it is "the best")
+                others = [v for v in sorted(opt.plateau) if v != opt.best_value]
+                flat = ("; within noise of it: " + ", ".join(_level_by_value(result, v) for v in others)
+                        if others else "")
+                again = " and ".join(_level_by_value(result, v) for v in sorted(set(opt.remeasured)))
+                out.append(f"optimize: recommends {rec} — {opt.recommend_reason}; best {best}: {why}{flat} "
+                           f"({again} measured twice; measured: {tried})")
             else:
                 because = f"; {opt.recommend_reason}" if opt.recommend_reason else ""
                 out.append(f"optimize: chose {best} — {why}; {opt.reason}{because} (measured: {tried})")

@@ -20,7 +20,7 @@ from wattbench.results.headline import boundary_order
 from wattbench.core.safe_text import term
 from wattbench.report import summary as S
 from wattbench.report.goodput import slo_text
-from wattbench.report.labels import short_label
+from wattbench.report.labels import in_load_order, short_label
 from wattbench.report.notes import NOTE_MARK, shown_notes, verdict_text
 from wattbench.report.tables import Column, level_columns, part_lines, serving_columns, serving_title, trial_columns
 from wattbench.report.trials import any_trials, last_trial_title, trials_title
@@ -211,7 +211,7 @@ class RunSummary:
     eight note lines, then the level tables."""
 
     def __init__(self, result: Result, run_dir: str | None = None):
-        self.result = result
+        self.result = in_load_order(result)  # levels by load, whatever order a search measured them in
         self.run_dir = run_dir
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

@@ -50,6 +50,10 @@ DB_ENV = "WATTBENCH_DB"
 DB_FILENAME = "history.sqlite3"
 BUSY_TIMEOUT_S = 30.0
 MIN_PREFIX = 4
+# a run's levels by load, as every report shows them (report.labels.in_load_order): concurrency, then
+# rate, each ascending, a level's re-measurement after it; others (a trace) as measured
+LOAD_ORDER = ("CASE mode WHEN 'concurrency' THEN 0 WHEN 'rate' THEN 1 ELSE 2 END, "
+              "CASE WHEN mode IN ('concurrency', 'rate') THEN target ELSE idx END, idx")
 
 
 def default_db_path() -> Path:
@@ -391,7 +395,7 @@ class HistoryStore:
             "SELECT name FROM baselines WHERE run_id=? ORDER BY name", (rid,))]
         if full:
             rec.levels = [dict(r) for r in self.conn.execute(
-                "SELECT * FROM levels WHERE run_id=? ORDER BY idx", (rid,))]
+                "SELECT * FROM levels WHERE run_id=? ORDER BY " + LOAD_ORDER, (rid,))]
             for lv in rec.levels:
                 lv.pop("run_id", None)
         return rec
