@@ -95,3 +95,64 @@ def test_report_reads_the_run_a_deep_probe_answer_finished(tmp_path):
                              cwd=tmp_path)
         assert q.returncode == 0 and "Traceback" not in q.stderr and "nested" not in q.stderr, q.stderr[-2000:]
         assert rss < PEAK_RSS
+
+
+# ---------------------------------------------------------------- the prompt calibration's answers
+
+CALIBRATING = ("--idle", "0", "--output-tokens", "4", "--quiet", "--no-prime", "--no-history-check", "--no-html",
+               "-c", "2", "-n", "4", "--no-sensors")
+
+
+def _calibrated_run(tmp_path: Path, behaviour: str, *extra: str):
+    out, db = tmp_path / "run", tmp_path / "h.db"
+    with server("--behaviour", behaviour, script=HOSTILE) as s:
+        argv = [sys.executable, "-m", "wattbench", "run", "--target", s.base, "--out", str(out), "--db", str(db),
+                *CALIBRATING, *extra]
+        p, rss = run_limited(argv, env=child_env(HOME=str(tmp_path)), cwd=tmp_path)
+        stats = s.stats()
+    assert "Traceback" not in p.stdout + p.stderr, p.stderr[-3000:]
+    assert rss < PEAK_RSS, f"peak RSS {rss >> 20} MiB"
+    return p, out, db, stats
+
+
+@pytest.mark.parametrize("behaviour,says", [
+    # before: a 50-line ValueError traceback, status failed, nothing measured
+    ("prompt_tokens_0", "below one token a probe"),
+    # before: 0.0069 tokens per word, 4.3-million-word prompts at --input-tokens 30000 (23 GB: the OOM killer)
+    ("prompt_tokens_1", "the count does not grow with the words"),
+    # before: prompts 20x the asked length, warned only afterwards
+    ("prompt_tokens_7", "the count does not grow with the words"),
+])
+def test_prompt_counts_no_tokenizer_makes_are_refused_and_the_run_measures(tmp_path, behaviour, says):
+    p, out, db, stats = _calibrated_run(tmp_path, behaviour, "--input-tokens", "30000")
+    assert p.returncode == 0, p.stderr[-3000:]
+    every_file_loads(out, db)
+    res = json.loads((out / "result.json").read_text())
+    cal = res["prompt_calibration"]
+    assert res["status"] == "complete" and not cal["used"] and cal["refused"] and says in cal["reason"]
+    assert cal["probes"] == 24 and cal["counted"] == 24  # the server answered every probe: it miscounted
+    n = {"prompt_tokens_0": 0, "prompt_tokens_1": 1, "prompt_tokens_7": 7}[behaviour]
+    assert f"counted {n} prompt tokens for the probes of {cal['words'][0]} words" in cal["reason"]
+    assert any(w.startswith("prompt lengths not calibrated: the server's prompt counts are no tokenizer's")
+               for w in res["warnings"])
+    # the 0.75 guess: 30000 tokens asked, 22,500 words a prompt (not 4.3 million)
+    recs = [json.loads(x) for x in (out / "requests.jsonl").read_text().splitlines()]
+    assert len(recs) == 4 and all(r["ok"] and r["requested_input_tokens"] == 30000 for r in recs)
+    assert stats["completed"] == 4 + 24
+
+
+def test_stalling_probes_cost_one_stall_timeout(tmp_path):
+    """Every one-token request stalls: the first round of 4 probes stalls and no more are sent (before:
+    6 rounds of 4, 6 × --stall-timeout before the first level)."""
+    import time
+
+    t0 = time.monotonic()
+    p, out, db, stats = _calibrated_run(tmp_path, "calibration_stall", "--input-tokens", "64", "--stall-timeout", "5")
+    took = time.monotonic() - t0
+    assert p.returncode == 0, p.stderr[-3000:]
+    every_file_loads(out, db)
+    cal = json.loads((out / "result.json").read_text())["prompt_calibration"]
+    assert stats["faults"] == 4 and cal["probes"] == 4 and cal["refused"] and not cal["used"]
+    assert "probes ended in stall in round 1 (4 at once), so no more were sent (4 of 24)" in cal["reason"]
+    assert stats["completed"] == 4  # the level's requests, measured
+    assert took < 28, took  # one 5 s stall timeout and the run (6 of them: 30 s before the first level)

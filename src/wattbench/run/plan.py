@@ -223,6 +223,8 @@ def _calibrate(result: Result, runner) -> None:
     if cal is None:
         return
     result.prompt_calibration = cal
+    if cal.refused:  # the server miscounted the probes, or stalled them: a warning of the run, not only a note
+        result.warnings.append(f"prompt lengths not calibrated: {cal.reason}")
     if cal.used:
         result.prompt_length_source = runner.workload.token_source
         if result.workload is not None:

@@ -187,6 +187,45 @@ CALIBRATION_STREAM = 11  # the probes' generator stream: their tags and word ord
 CALIBRATION_PROBES = 12  # probe prompts per length
 CALIBRATION_MIN_TOKENS = 8
 CALIBRATION_SEED = 6_151
+# a fit outside this band is no tokenizer's count of the run's words (a real one: ~1-3 tokens per
+# word): refused, so a prompt never has more than 4 words per asked token (ApproxTokenizer.words_for)
+MIN_TOKENS_PER_WORD = 0.25
+MAX_TOKENS_PER_WORD = 8.0
+STALLED = ("stall", "timeout")  # a probe that ended so: the server is not answering probes, stop sending them
+
+
+def fit_calibration(words: list[int], counts: list[float]) -> tuple[float, float]:
+    """``(tokens_per_word, overhead_tokens)`` through the probe lengths' mean counts (``words[i]``
+    words counted ``counts[i]`` tokens on average): a line through two lengths, a ratio through the
+    origin for one. ``ValueError`` naming the lengths that misbehaved, for a fit no tokenizer makes:
+    a count below one token a probe, counts that do not grow with the words (a server answering one
+    fixed number: 1 on every answer fitted 0.0069 tokens per word and built 4.3-million-word prompts),
+    or a slope outside ``MIN_TOKENS_PER_WORD``..``MAX_TOKENS_PER_WORD``."""
+    for w, y in zip(words, counts):
+        if not y >= 1:  # NaN too
+            raise ValueError(f"the server counted {y:g} prompt tokens for the probes of {w} words, below one "
+                             "token a probe")
+    if len(words) == 2 and words[1] != words[0]:
+        if not counts[1] > counts[0]:
+            raise ValueError(f"the server counted {counts[0]:g} prompt tokens for the probes of {words[0]} words "
+                             f"and {counts[1]:g} for those of {words[1]}: the count does not grow with the words")
+        a = (counts[1] - counts[0]) / (words[1] - words[0])
+        b = counts[0] - a * words[0]
+    else:
+        a, b = sum(counts) / sum(words), 0.0
+    if not MIN_TOKENS_PER_WORD <= a <= MAX_TOKENS_PER_WORD:
+        seen = " and ".join(f"{y:g} tokens for {w} words" for w, y in zip(words, counts))
+        raise ValueError(f"the server counted {seen}: {a:.3g} tokens per word, outside the "
+                         f"{MIN_TOKENS_PER_WORD:g}-{MAX_TOKENS_PER_WORD:g} any tokenizer counts")
+    return a, b
+
+
+def _probe_rounds(probes: list[RequestSpec], size: int) -> list[list[RequestSpec]]:
+    """The probes in rounds of ``size`` (sent at once), the lengths interleaved: the first round holds
+    both lengths, so a server that stalls every probe costs one ``--stall-timeout``, not one a round."""
+    half = len(probes) // 2
+    mixed = [p for pair in zip(probes[:half], probes[half:]) for p in pair] + probes[2 * half:]
+    return [mixed[i:i + size] for i in range(0, len(mixed), size)]
 
 
 def calibrate_prompts(runner) -> "PromptCalibration | None":
@@ -196,18 +235,25 @@ def calibrate_prompts(runner) -> "PromptCalibration | None":
     Without ``--tokenizer`` and without a server ``/tokenize`` a prompt of N tokens is N × 0.75
     random words, and servers count those words differently (+58% on the H200's transformers serve,
     −25% on the scripted server): every level was ``warn`` for prompt length. As the priming's first
-    step (with or without ``--no-prime``: only ``--no-calibrate-prompts`` skips it; ``--no-prime``
-skipping it silently left every level ``warn`` for prompt length) the run sends ``CALIBRATION_PROBES`` one-token requests at each of two lengths
+    step the run sends ``CALIBRATION_PROBES`` one-token requests at each of two lengths
     — half the workload's median asked length and the median — built exactly as the run's prompts
     are (tag, head, shared prefix), reads the server's ``usage.prompt_tokens`` of each, and fits
     ``tokens = a · words + b`` through the two lengths' means (``b``: the chat template, BOS and the
-    tag, the same for every prompt). From then on a prompt of N tokens has ``(N − b) / a`` words
+    tag, the same for every prompt; ``fit_calibration``). From then on a prompt of N tokens has ``(N − b) / a`` words
     (``ApproxTokenizer.calibrate``) and the run's prompt lengths read ``calibrated``; the levels'
     check (``accounting.level_findings.input_length_finding``) still compares every request with
     the server's count. Nothing of it is measured; ``Result.prompt_calibration`` records the probes,
-    the fit and, when it was not possible (no usage in the answers), why. Only a synthetic workload
+    the fit and, when it was not possible, why. Only a synthetic workload
     with the approximate source is calibrated: a tokenizer or ``/tokenize`` is exact and stays the
-    first choice; a dataset's prompts are the user's."""
+    first choice; a dataset's prompts are the user's.
+
+    A server whose counts no tokenizer makes (``fit_calibration``), or that stops answering the
+    probes, is not fitted: the run goes on with the 0.75 guess, and says why (``reason``, a run
+    warning; ``run/plan._calibrate``). Nothing is measured yet, and the levels measure what the
+    server serves whatever it counts — refusing the run would take the measurement from a user whose
+    server only miscounts its prompts. The probes go in rounds of at most 4 at once; after a round in
+    which a probe stalled or timed out no more are sent (24 stalling probes cost 6 × ``--stall-timeout``
+    before, one now)."""
     session, wl = runner.session, runner.workload
     cfg = session.config
     ts = getattr(wl, "ts", None)
@@ -233,36 +279,57 @@ skipping it silently left every level ``warn`` for prompt length) the run sends 
                                       min_tokens=1, tags={"workload": "prompt calibration", "index": idx}))
     cal = PromptCalibration(probes=len(probes), lengths=lengths, words=[words[n] for n in lengths])
     in_flight = min(4, len(probes), cfg.max_concurrency or 4)  # never more at once than --max-concurrency allows
-    spec = LevelSpec(index=0, mode="concurrency", value=in_flight, num_requests=len(probes),
-                     seed=cfg.seed + CALIBRATION_SEED, workers=1, stop_when_oversaturated=False)
     session.emit("phase", name="calibrate", message=f"calibrating prompt lengths: {len(probes)} one-token requests "
                                                     "(no tokenizer; not measured)")
-    outcome = runner._run_one(spec, iter(probes), lambda p: None)
-    rs = as_record_set(outcome.records)
-    c = rs.columns("ok", "input_tokens", "requested_input_tokens") if len(rs) else None
-    rs.close()
+    cols: list[dict] = []
+    stalled: str | None = None
+    sent = 0
+    for r, batch in enumerate(_probe_rounds(probes, in_flight)):
+        spec = LevelSpec(index=0, mode="concurrency", value=len(batch), num_requests=len(batch),
+                         seed=cfg.seed + CALIBRATION_SEED + r, workers=1, stop_when_oversaturated=False)
+        outcome = runner._run_one(spec, iter(batch), lambda p: None)
+        sent += len(batch)
+        rs = as_record_set(outcome.records)
+        if len(rs):
+            c = rs.columns("ok", "input_tokens", "requested_input_tokens", "error")
+            cols.append(c)
+            codes = rs.labels("error")
+            bad = sorted({str(codes[int(e)]) for e in c["error"] if e != NONE and codes[int(e)] in STALLED})
+            if bad:
+                stalled = (f"probes ended in {', '.join(bad)} in round {r + 1} ({len(batch)} at once), so no more "
+                           f"were sent ({sent} of {len(probes)})")
+        rs.close()
+        if stalled:
+            break
+    cal.probes = sent
     xs, ys = [], []
     for n in lengths:
-        if c is None:
-            break
-        m = c["ok"] & (c["input_tokens"] != NONE) & (c["requested_input_tokens"] == n)
-        if m.any():
-            cal.counted += int(m.sum())
+        m_ok = [c["ok"] & (c["input_tokens"] != NONE) & (c["requested_input_tokens"] == n) for c in cols]
+        got = [c["input_tokens"][m] for c, m in zip(cols, m_ok) if m.any()]
+        if got:
+            cal.counted += sum(len(g) for g in got)
             xs.append(words[n])
-            ys.append(float(c["input_tokens"][m].mean()))
+            ys.append(float(sum(float(g.sum()) for g in got) / sum(len(g) for g in got)))
     cal.server_tokens = ys
+    guess = "prompt lengths stay the 0.75 words-per-token guess; give --tokenizer PATH for exact lengths"
     if not xs:
-        answered = int(c["ok"].sum()) if c is not None else 0
+        answered = sum(int(c["ok"].sum()) for c in cols)
         why = ("the server's answers carried no usage.prompt_tokens" if answered else
-               f"none of the {len(probes)} probe requests completed")
-        cal.reason = f"{why}: prompt lengths stay the 0.75 words-per-token guess; give --tokenizer PATH for exact lengths"
+               f"none of the {sent} probe requests completed")
+        cal.refused = stalled is not None
+        cal.reason = f"{why}{', ' + stalled if stalled else ''}: {guess}"
         return cal
-    if len(xs) == 2 and xs[1] != xs[0] and ys[1] > ys[0]:
-        a = (ys[1] - ys[0]) / (xs[1] - xs[0])
-        b = ys[0] - a * xs[0]
-    else:  # one length (or counts that do not grow with words): a ratio through the origin
-        a, b = sum(ys) / sum(xs), 0.0
-    ts.calibrate(a, b, probes=len(probes), lengths=lengths)
+    try:
+        a, b = fit_calibration(xs, ys)
+    except ValueError as e:
+        cal.refused = True
+        cal.reason = f"the server's prompt counts are no tokenizer's: {e}; {guess}"
+        return cal
+    if stalled and len(xs) < len(lengths):  # one length counted of two: too little to fit after a stall
+        cal.refused = True
+        cal.reason = f"{stalled}: {guess}"
+        return cal
+    ts.calibrate(a, b, probes=sent, lengths=lengths)
     wl.recalibrated()
     cal.used, cal.tokens_per_word, cal.overhead_tokens = True, a, b
     cal.reason = (f"{cal.counted} probes counted by the server: {a:.3f} tokens per word + {b:.1f} "

@@ -35,6 +35,10 @@ MAX_TOKENIZE_BYTES = 64 << 20  # of one /tokenize answer (a 1M-token prompt's id
 MAX_TOKEN_COUNT = 100_000_000  # a count above this is not one (load/client.py's MAX_USAGE_TOKENS)
 
 WORDS_PER_TOKEN = 0.75  # approx source: ~0.75 English words per BPE token
+# the most words a prompt of N tokens is given, whatever a calibration says: no tokenizer splits
+# fewer than one token out of 4 words (a server answering `prompt_tokens: 1` to every probe once
+# fitted 145 words a token and built 4.3-million-word prompts: 23 GB, the OOM killer)
+MAX_WORDS_PER_TOKEN = 4.0
 
 
 class TokenSource(Protocol):
@@ -243,7 +247,7 @@ class ApproxTokenizer:
 
     def calibrate(self, tokens_per_word: float, overhead_tokens: float, **how) -> None:
         """Use the server's measured ``tokens_per_word`` and ``overhead_tokens`` from now on."""
-        if not (tokens_per_word > 0 and math.isfinite(tokens_per_word) and math.isfinite(overhead_tokens)):
+        if not (1 / MAX_WORDS_PER_TOKEN <= tokens_per_word < math.inf and math.isfinite(overhead_tokens)):
             raise ValueError(f"not a calibration: {tokens_per_word} tokens per word + {overhead_tokens}")
         self.words_per_token = 1.0 / tokens_per_word
         self.overhead_tokens = float(overhead_tokens)
@@ -255,8 +259,10 @@ class ApproxTokenizer:
         return int(math.ceil(len(_WORD.findall(text)) / self.words_per_token))
 
     def words_for(self, n_tokens: int) -> int:
-        """How many words make about ``n_tokens`` tokens of a whole prompt (at least 1)."""
-        return max(1, int(round((n_tokens - self.overhead_tokens) * self.words_per_token)))
+        """How many words make about ``n_tokens`` tokens of a whole prompt (at least 1, at most
+        ``MAX_WORDS_PER_TOKEN`` a token)."""
+        words = max(1, int(round((n_tokens - self.overhead_tokens) * self.words_per_token)))
+        return min(words, max(1, int(math.ceil(MAX_WORDS_PER_TOKEN * n_tokens))))
 
     def describe(self) -> dict:
         d = {"source": self.source, "words_per_token": self.words_per_token}

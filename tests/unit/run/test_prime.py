@@ -64,3 +64,43 @@ def test_the_history_check_reads_interleaved_trials_first_against_the_rest():
     assert (hc.first, hc.repeated) == (pytest.approx(1150.0, rel=1e-12), pytest.approx(1000.0, rel=1e-12))
     tb["figures"]["output_tokens_per_s_per_kw@accelerator"]["values"] = [1150.0, 1152.0, 1148.0, 1151.0]
     assert judge(_lv(1150.0, trials=tb), None).verdict == "ok"
+
+
+# ---------------------------------------------------------------- the calibration's fit
+
+
+def test_the_fit_goes_through_two_lengths():
+    from wattbench.run.prime import fit_calibration
+
+    # 2.1 tokens per word + 7: 48 words -> 107.8, 96 words -> 208.6
+    a, b = fit_calibration([48, 96], [107.8, 208.6])
+    assert a == pytest.approx(2.1) and b == pytest.approx(7.0)
+    a, b = fit_calibration([48], [96.0])  # one length: a ratio through the origin
+    assert (a, b) == (pytest.approx(2.0), 0.0)
+
+
+@pytest.mark.parametrize("counts,says", [
+    ([0.0, 0.0], "counted 0 prompt tokens for the probes of 48 words, below one token a probe"),
+    ([1.0, 1.0], "counted 1 prompt tokens for the probes of 48 words and 1 for those of 96: the count does not grow"),
+    ([7.0, 7.0], "counted 7 prompt tokens for the probes of 48 words and 7 for those of 96"),
+    ([300.0, 200.0], "the count does not grow with the words"),
+    ([7.0, 8.0], "0.0208 tokens per word, outside the 0.25-8 any tokenizer counts"),  # 48 words a token
+    ([100.0, 1000.0], "18.8 tokens per word, outside"),
+    ([float("nan"), 5.0], "counted nan prompt tokens"),
+])
+def test_a_fit_no_tokenizer_makes_is_refused_naming_the_probes(counts, says):
+    from wattbench.run.prime import fit_calibration
+
+    with pytest.raises(ValueError) as e:
+        fit_calibration([48, 96], counts)
+    assert says in str(e.value)
+
+
+def test_a_prompt_never_gets_more_than_four_words_a_token():
+    from wattbench.workload.tokenizer import MAX_WORDS_PER_TOKEN, ApproxTokenizer
+
+    ts = ApproxTokenizer()
+    ts.calibrate(0.25, -300.0)  # the band's edge, a large negative overhead: (8 + 300) × 4 words for 8 tokens
+    assert ts.words_for(8) == int(MAX_WORDS_PER_TOKEN * 8) and ts.words_for(30_000) == 120_000  # not 121,200
+    with pytest.raises(ValueError, match="not a calibration"):
+        ts.calibrate(1 / 145, 0.0)  # `prompt_tokens: 1` on every probe once fitted this

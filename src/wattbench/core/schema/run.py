@@ -148,6 +148,9 @@ class PromptCalibration(_M):
     tokens_per_word: float | None = None
     overhead_tokens: float | None = None
     reason: str = ""
+    # the server's answers to the probes were refused (counts no tokenizer makes, or probes that
+    # stalled): ``reason`` names the lengths or the round, and the run carries it as a warning
+    refused: bool = False
 
 
 class TunedFrom(_M):
