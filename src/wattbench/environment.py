@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import importlib.metadata
 import os
 import platform
@@ -33,6 +34,24 @@ def _cpu_model() -> str | None:
     except OSError:
         pass
     return platform.processor() or None
+
+
+CPUFREQ_GLOB = "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq"
+
+
+def cpu_frequency_mhz(pattern: str = CPUFREQ_GLOB) -> float | None:
+    """The host CPUs' mean current frequency (MHz) from cpufreq (``scaling_cur_freq``, kHz), read
+    now; None where no CPU exposes it (a container, a VM without cpufreq)."""
+    vals: list[float] = []
+    for path in glob.glob(pattern):
+        try:
+            with open(path, encoding="ascii") as f:
+                khz = float(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if khz > 0:
+            vals.append(khz / 1000.0)
+    return sum(vals) / len(vals) if vals else None
 
 
 def _memory_total_bytes() -> int | None:

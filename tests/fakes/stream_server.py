@@ -56,6 +56,10 @@ and ITL are F times longer (a server whose speed depends on the largest load it 
 ``/stats`` reports ``max_active_ever``, ``speed_factors`` (each drawn factor, in order) and
 ``history_slow_until_ns`` (when the threshold was first reached, or None).
 
+``--drift-per-s F``: the server's speed drifts by ``F`` (a fraction) per second from its first stream:
+a stream beginning ``t`` s after it has TTFT and ITL divided by ``1 + F·t`` (``-0.002``: 0.2% fewer
+tokens per second each second; ground truth for the drift rule). ``/stats`` reports ``drift_t0_ns``.
+
 Run: ``python tests/fakes/stream_server.py --port 0 --ttft-ms 100 --itl-ms 20``; it prints
 ``LISTENING <port>`` on stdout once bound (127.0.0.1 only).
 """
@@ -110,6 +114,7 @@ class Script:
         self.started = 0  # streams begun (the --noise-every clock)
         self.max_active_ever = 0
         self.warm_since_ns: int | None = None  # --history-threshold first reached
+        self.drift_t0: float | None = None  # --drift-per-s: monotonic time of the first stream
         self.models = [m for m in a.model.split(",") if m]
         self.gpu_blocks = random.SystemRandom().randrange(1000, 2000)  # moves from start to start
         self.stats = self._new_stats()
@@ -180,7 +185,13 @@ class Script:
             self.factor = self._draw()
         self.started += 1
         slow = a.history_slow if (a.history_slow and self.warm_since_ns is None) else 1.0
-        return self.factor * slow
+        drift = 1.0
+        if a.drift_per_s:
+            now = time.monotonic()
+            if self.drift_t0 is None:
+                self.drift_t0 = now
+            drift = 1.0 / max(0.05, 1.0 + a.drift_per_s * (now - self.drift_t0))
+        return self.factor * slow * drift
 
     def saw_active(self, active: int) -> None:
         if active > self.max_active_ever:
@@ -245,6 +256,7 @@ class Script:
             "actual_ttft_ms": (s["ttft_ns_sum"] / s["ttft_n"] / 1e6) if s["ttft_n"] else None,
             "actual_itl_ms": (s["itl_span_ns"] / s["itl_gaps"] / 1e6) if s["itl_gaps"] else None,
             "max_active_ever": self.max_active_ever, "speed_factors": list(self.speed_factors),
+            "drift_t0_ns": None if self.drift_t0 is None else int(self.drift_t0 * 1e9),
             "history_slow_until_ns": self.warm_since_ns,
         }
         if reset:
@@ -603,6 +615,8 @@ def main(argv=None) -> int:
     p.add_argument("--malformed-rate", type=float, default=0.0)
     p.add_argument("--error-event-rate", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--drift-per-s", type=float, default=0.0,
+                   help="speed drifts by this fraction per second from the first stream (TTFT, ITL ÷ 1 + F·t)")
     p.add_argument("--speed-noise", type=float, default=0.0,
                    help="relative sd of a seeded lognormal factor on TTFT and ITL (per start, or per --noise-every)")
     p.add_argument("--noise-seed", type=int, default=0, help="seed of the speed-noise generator")

@@ -142,6 +142,16 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
         assert fs["output_tokens_per_s_per_kw@accelerator"]["values"] == pytest.approx(
             [t / 0.5 for t in fs["output_tokens_per_s"]["values"]], rel=1e-9)
         lv["trials"]["figures_steady"] = {}
+        # each trial's thermal state, its per-second steady series and the level's stationarity:
+        # newer than the golden file; a declared meter has no thermal channel and reads 500 W each second
+        assert lv["trials"].pop("thermal") == [None, None]
+        series = lv.pop("series")
+        if series is not None:
+            assert series["power_w"]["accelerator"] == pytest.approx([500.0] * len(series["t_s"]), rel=1e-9)
+        st = lv.pop("stationarity")
+        assert st is None or st["trials"] == 2
+    for lv in want["levels"]:  # read through the schema: the new fields at their defaults
+        assert (lv.pop("series"), lv.pop("stationarity"), lv["trials"].pop("thermal")) == (None, None, [])
     # --keep-chunks (bounded memory): a config field newer than the golden file, off by default
     assert got["config"].pop("keep_chunks") is False and "keep_chunks" not in want["config"]
     # --secret-header: a config field newer than the golden file, empty by default

@@ -46,8 +46,9 @@ from wattbench.results.headline import TrialCI, describe_key, level_key, trial_c
 from wattbench.accounting.boundaries import outside_work_note
 from wattbench.accounting.findings import note_counts
 from wattbench.core.errors import UserError
+from wattbench.metrics.drift import figure_drift
 from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, combine, judge, ratio_interval,
-                                     spread_noise, trials_noise)
+                                     spread_noise, trials_noise, with_drift)
 from wattbench.results.headline import common_headline_boundary, per_token
 from wattbench.core.schema import FindingKind, LevelResult, Result
 from wattbench.core.numbers import fmt_range, fmt_ratio
@@ -268,7 +269,8 @@ def figure_noise(result: Result, level: LevelResult, figure: str, boundary: str 
     run-to-run noise of its configuration (J/token: the per-kW figure's, the same on the log scale),
     the wider counting."""
     ci = trial_ci(level, figure, boundary)
-    tn = trials_noise(ci.mean, ci.low, ci.high, ci.n) if ci is not None else None
+    drift = figure_drift(level.stationarity, figure, boundary)
+    tn = trials_noise(ci.mean, ci.low, ci.high, ci.n, drift=drift) if ci is not None else with_drift(None, drift)
     hn = None
     if history is not None:
         name = SAME_LOG_NOISE.get(figure, figure)

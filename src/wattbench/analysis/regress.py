@@ -47,7 +47,8 @@ from wattbench.analysis.diagnose import Diagnosis, diagnose
 from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, steady_trials_note
 from wattbench.results.headline import trial_ci
 from wattbench.core.errors import UserError
-from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, trials_noise
+from wattbench.metrics.drift import figure_drift
+from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, trials_noise, with_drift
 from wattbench.core.numbers import fmt
 from wattbench.core.schema import Result
 
@@ -181,7 +182,8 @@ def _noise(result: Result | None, level, metric: str, boundary: str | None, hist
     """One side's relative noise of ``metric`` (``analysis/compare.figure_noise``)."""
     if result is None:
         ci = trial_ci(level, metric, boundary)
-        return trials_noise(ci.mean, ci.low, ci.high, ci.n) if ci is not None else None
+        drift = figure_drift(level.stationarity, metric, boundary)
+        return trials_noise(ci.mean, ci.low, ci.high, ci.n, drift=drift) if ci is not None else with_drift(None, drift)
     return figure_noise(result, level, metric, boundary, history)
 
 

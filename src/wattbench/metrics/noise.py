@@ -61,7 +61,7 @@ within noise up to ±3.6% — far below the 16–34% the server's history moved 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence, TypedDict
 
 from wattbench.metrics.trials import t_ppf
@@ -86,6 +86,7 @@ WORDS = (BEYOND, WITHIN, INCONCLUSIVE)
 # what to do when the noise cannot decide (one text for every caller)
 MORE_DATA = ("measure the noise: --trials 3 or more (within a run), or repeat the runs (3+ runs of one "
              "configuration: `wattbench history noise`)")
+DRIFT_TODO = "repeat the run, or measure the configurations alternated (A B B A) so drift common to both cancels"
 NARROWER = "more trials (--trials N), longer levels (--duration) or more runs of each configuration"
 
 
@@ -107,6 +108,10 @@ class FigureNoise:
     # what one is called: what ``measurements_needed`` counts in (None: ``count()`` reads the basis)
     measured: int | None = None
     unit: str = ""
+    # the figure moved while it was measured (``metrics.drift.figure_drift``): its words and what to
+    # do; a drifting figure is never judged within or beyond noise (``judge``)
+    drift: str = ""
+    drift_todo: str = ""
 
     def pct(self) -> str:
         return f"±{self.rel_half_width * 100:.1f}%"
@@ -207,6 +212,11 @@ def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = No
         return Judgement(INCONCLUSIVE, r, why="no ratio (a figure is missing or zero)",
                          todo="measure the figure in both runs")
     known = [p for p in (a, b) if p is not None]
+    drifting = [(side, p) for side, p in (("A", a), ("B", b)) if p is not None and p.drift]
+    if drifting:  # a series that moves is not noise: no interval stands for a repeat of it
+        return Judgement(INCONCLUSIVE, r, basis="drift",
+                         why="; ".join(f"{side} {p.drift}" for side, p in drifting),
+                         todo="; ".join(dict.fromkeys(p.drift_todo or DRIFT_TODO for _, p in drifting)))
     if not known:
         return Judgement(INCONCLUSIVE, r, why="noise unknown", todo=MORE_DATA)
     ha = known[0].rel_half_width  # a, else b
@@ -268,13 +278,26 @@ class RatioNoise:
 
 
 def trials_noise(mean: float | None, ci_low: float | None, ci_high: float | None,
-                 n: int | None = None) -> FigureNoise | None:
-    """From a trials mean and its 95% CI (``TrialsBlock`` figures): ``n − 1`` degrees of freedom."""
+                 n: int | None = None, *, drift: tuple[str, str] | None = None) -> FigureNoise | None:
+    """From a trials mean and its 95% CI (``TrialsBlock`` figures): ``n − 1`` degrees of freedom.
+    ``drift``: the level's drift of this figure (``metrics.drift.figure_drift``), carried to
+    ``judge``, which then says inconclusive and why."""
     if mean is None or ci_low is None or ci_high is None or not mean or ci_high < ci_low:
-        return None
+        return with_drift(None, drift)
     df = n - 1 if n else None
     detail = f"within-run trials ({n} trials, {df} df)" if n else "within-run trials"
-    return FigureNoise((ci_high - ci_low) / 2.0 / abs(mean), "trials", n, detail, df, n, "trials")
+    return with_drift(FigureNoise((ci_high - ci_low) / 2.0 / abs(mean), "trials", n, detail, df, n, "trials"), drift)
+
+
+def with_drift(noise: FigureNoise | None, drift: tuple[str, str] | None) -> FigureNoise | None:
+    """``noise`` marked with a figure's drift (``metrics.drift.figure_drift``: words, what to do);
+    a drift with no noise known is still carried (``judge`` reads the drift first)."""
+    if not drift:
+        return noise
+    words, todo = drift
+    if noise is None:
+        return FigureNoise(math.nan, "drift", None, "drift", 0, drift=words, drift_todo=todo)
+    return replace(noise, drift=words, drift_todo=todo)
 
 
 def spread_noise(rel_sd: float | None, runs: int | None, df: int | None = None,
@@ -301,15 +324,18 @@ def single_level_noise(window_s: float | None) -> FigureNoise:
 
 def combine(*parts: FigureNoise | None) -> FigureNoise | None:
     """The wider of the known noises of one figure (trials and history: see the module docstring)."""
-    known = [p for p in parts if p is not None]
+    given = [p for p in parts if p is not None]
+    drift = next(((p.drift, p.drift_todo) for p in given if p.drift), None)
+    known = [p for p in given if p.basis != "drift"]
     if not known:
-        return None
+        return with_drift(None, drift)
     widest = max(known, key=lambda p: p.rel_half_width)
     order = ("trials", "history", "bound", "repeats")
     bases = sorted({x for p in known for x in p.basis.split("+")},
                    key=lambda b: order.index(b) if b in order else len(order))
     measured, unit = widest.count()
-    return FigureNoise(widest.rel_half_width, "+".join(bases), widest.n, widest.detail, widest.dof(), measured, unit)
+    return with_drift(FigureNoise(widest.rel_half_width, "+".join(bases), widest.n, widest.detail, widest.dof(),
+                                  measured, unit), drift)
 
 
 def ratio_half_width(*rel_half_widths: float) -> float:
@@ -511,14 +537,16 @@ class RepeatCheck:
 
 
 def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: float | None,
-                 repeat_window_s: float | None = None) -> RepeatCheck | None:
+                 repeat_window_s: float | None = None, *, drift: tuple[str, str] | None = None
+                 ) -> RepeatCheck | None:
     """Whether a repeat of a level differs from its first measurement by more than noise
     (``judge``: with 2 trials the prediction interval has 1 df and the check is inconclusive).
 
     With two or more first measurements (trials), the repeat's mean must lie in their prediction
     interval (``prediction_noise``); with one, in the single-level bounds of both windows
     (``single_level_noise``, ``w = sqrt(h_first² + h_repeat²)``; ``repeat_window_s`` None: the
-    same window). None when either side has no figure."""
+    same window). ``drift``: the level drifted (``metrics.drift.figure_drift``): inconclusive, with
+    why. None when either side has no figure."""
     f = [float(v) for v in first if v is not None and math.isfinite(float(v))]
     r = [float(v) for v in repeat if v is not None and math.isfinite(float(v))]
     if not f or not r:
@@ -538,8 +566,8 @@ def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: floa
         noise = FigureNoise(ratio_half_width(s.rel_half_width, rw.rel_half_width), "bound", None, basis,
                             H200_TRIAL_DF)
     # the prediction interval (or the two bounds) is already the whole ratio's half-width
-    jd = judge(ratio, FigureNoise(noise.rel_half_width / math.sqrt(2), noise.basis, noise.n, noise.detail,
-                                  noise.df, noise.measured, noise.unit))
+    jd = judge(ratio, with_drift(FigureNoise(noise.rel_half_width / math.sqrt(2), noise.basis, noise.n,
+                                             noise.detail, noise.df, noise.measured, noise.unit), drift))
     return RepeatCheck(first=mf, repeat=mr, ratio=ratio, low=jd.low, high=jd.high,
                        beyond_noise=jd.word == BEYOND, basis=noise.detail,
                        bound_pct=(jd.bound or 0.0) * 100.0, word=jd.word, judgement=jd)
@@ -652,8 +680,12 @@ def measured_plateau(measurements: Sequence[tuple[float, float, float | None, Fi
         if sd is not None:
             cands.append(FigureNoise(_t(df) * sd / math.sqrt(m), "repeats", m,
                                      f"repeat spread sd {sd * 100:.1f}% ({df} df)", df, m, "measurements"))
-        cands += [tn for _, _, tn in ms if tn is not None]
+        given = [tn for _, _, tn in ms if tn is not None]
+        cands += [tn for tn in given if tn.basis != "drift"]
+        drift = next(((tn.drift, tn.drift_todo) for tn in given if tn.drift), None)
         widest = max(cands, key=lambda c: c.rel_half_width)
+        if drift is not None:
+            widest = replace(widest, drift=drift[0], drift_todo=drift[1])
         if widest.basis not in bases:
             bases.append(widest.basis)
         points.append((v, mean, widest))

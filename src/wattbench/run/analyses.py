@@ -99,7 +99,8 @@ def trials_block(trials: list[LevelResult]) -> dict:
     return {"n": len(trials), "confidence": 0.95, "figures": _trial_cis(trials),
             "figures_steady": (_trial_cis([v for v in steady if v is not None], WINDOW_FIGURES)
                                if all(v is not None for v in steady) else {}),
-            "thermal_before": [t.thermal_before for t in trials]}
+            "thermal_before": [t.thermal_before for t in trials],
+            "thermal": [t.thermal if t.thermal.model_fields_set else None for t in trials]}
 
 
 def run_analyses(session: RunSession) -> None:

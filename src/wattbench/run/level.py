@@ -11,7 +11,9 @@ import time
 
 import numpy as np
 
+from wattbench.accounting.drift import mser_estimate_s, stationarity, stationarity_findings, steady_series, warmup_finding
 from wattbench.accounting.thermal import thermal_summary
+from wattbench.environment import cpu_frequency_mhz
 from wattbench.accounting.level import account_level, add_level_findings, count_source
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import Interrupted, LevelFailed, TargetStopped
@@ -294,7 +296,25 @@ class LevelRunner:
         analyses.attribute(session, lv, outcome.records)
         lv.trial = trial
         lv.thermal_before = thermal_before
+        self._stationarity_inputs(lv, outcome.records)
         return lv
+
+    def _stationarity_inputs(self, lv: LevelResult, records) -> None:
+        """The trial's per-second steady series, its warm-up estimate (MSER-5, with its finding)
+        and the host's CPU clock (``accounting/drift.py``)."""
+        rs = as_record_set(records)
+        log = self.session.sampler.log if self.session.sampler is not None else None
+        lv.series = steady_series(rs, log, lv.steady_window)
+        est = mser_estimate_s(rs, lv.window, lv.steady_window)
+        start = ((lv.steady_window.start_ns - lv.window.start_ns) / 1e9
+                 if lv.steady_window is not None and lv.window is not None else None)
+        lv.stationarity = stationarity([lv], est, start)
+        f = warmup_finding(rs, lv.window, lv.steady_window, est)
+        if f is not None:
+            lv.validity = worst(lv.validity, combine([f]))
+        mhz = cpu_frequency_mhz()
+        if mhz is not None:
+            lv.thermal.cpu_mhz = mhz
 
     def _write_requests(self, records, trial: int, index: int) -> None:
         """Stream the level's records (their per-request energy and carbon already annotated by
@@ -314,6 +334,14 @@ class LevelRunner:
         trials = self._trials[index]
         level = trials[-1]
         level.trials = TrialsBlock.model_validate(analyses.trials_block(trials)) if len(trials) > 1 else None
+        # the level's stationarity: its trials' series together (drift, the likely cause, another
+        # thermal state), with its last trial's warm-up estimate
+        own = level.stationarity
+        st = stationarity(trials, own.warmup_estimate_s if own else None, own.steady_start_s if own else None)
+        level.stationarity = st
+        found = stationarity_findings(st)
+        if found:
+            level.validity = worst(level.validity, combine(found))
         # the level is its last trial with every trial's mean: an earlier trial that shared the server
         # with the load before it biased that mean, so its finding stays on the level
         earlier = [f for t in trials[:-1] for f in t.validity.findings if f.kind == FindingKind.NOT_DRAINED]

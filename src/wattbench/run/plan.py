@@ -25,7 +25,8 @@ from wattbench.core.schema import FindingKind, LevelResult, Result, SearchOutcom
 from wattbench.analysis.figures import LATENCY_KINDS, LATENCY_STATS, ranked_ci, ranked_figures
 from wattbench.core.schema import NoiseInfo
 from wattbench.load.search import feasible_score
-from wattbench.metrics.noise import measured_plateau, trials_noise
+from wattbench.metrics.drift import figure_drift
+from wattbench.metrics.noise import measured_plateau, trials_noise, with_drift
 from wattbench.run.prime import calibrate_prompts, judge, priming_level, repeat_size, unmeasurable
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
@@ -284,10 +285,11 @@ def level_figures(level: LevelResult) -> dict:
 def _trials_noise(level: LevelResult, name: str, boundary: str | None):
     """The trials' CI of a ranked figure as a ``metrics.noise.FigureNoise`` (None without trials);
     goodput per kW without an SLO is the output tokens/s per kW's (``analysis.figures.ranked_ci``)."""
+    drift = figure_drift(level.stationarity, name, boundary)
     if level.trials is None or level.trials.n < 2:
-        return None
+        return with_drift(None, drift)
     ci = ranked_ci(level, name, boundary)
-    return None if ci is None else trials_noise(ci.mean, ci.low, ci.high, ci.n)
+    return with_drift(None, drift) if ci is None else trials_noise(ci.mean, ci.low, ci.high, ci.n, drift=drift)
 
 
 def _no_request_reason(level: LevelResult) -> str | None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 
 from wattbench.config import RunConfig
+from wattbench.metrics.drift import figure_drift
 from wattbench.metrics.noise import INCONCLUSIVE, repeat_check
 from wattbench.report.labels import short_label_text
 from wattbench.core.numbers import fmt
@@ -147,14 +148,17 @@ def judge(first: LevelResult, repeat: LevelResult | None) -> HistoryCheck:
     against its later trials."""
     figure, _ = check_figure(first)
     window = first.window.duration_s if first.window else None
+    # a level that drifted while measured (either measurement) is no basis for a noise verdict
+    drift = figure_drift(first.stationarity, figure) or (
+        figure_drift(repeat.stationarity, figure) if repeat is not None else None)
     if repeat is not None:
         vals = _trial_values(first, figure) or [check_figure(first)[1]]
         _, rv = check_figure(repeat)
         rep = [rv] if rv is not None and check_figure(repeat)[0] == figure else []
-        chk = repeat_check(vals, rep, window, repeat.window.duration_s if repeat.window else None)
+        chk = repeat_check(vals, rep, window, repeat.window.duration_s if repeat.window else None, drift=drift)
     else:
         vals = _trial_values(first, figure)
-        chk = repeat_check(vals[1:], vals[:1], window) if len(vals) >= 2 else None
+        chk = repeat_check(vals[1:], vals[:1], window, drift=drift) if len(vals) >= 2 else None
     hc = HistoryCheck(level=first.label, figure=figure, repeat=repeat)
     if chk is None:
         hc.verdict = "unknown"

@@ -65,7 +65,10 @@ from wattbench.core.schema.level import (
     LevelTiming,
     Oversaturation,
     PowerPart,
+    FigureTrend,
     PowerSplit,
+    Stationarity,
+    SteadySeries,
     TrialFigure,
     TrialsBlock,
 )
@@ -112,6 +115,6 @@ __all__ = [
     "Latency", "LevelResult", "LevelTiming", "LoadStats", "NodeInfo", "Num", "Oversaturation", "Pareto",
     "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",
     "Requests", "Result", "SearchOutcome", "ServerIdentity", "ServerInfo", "Stats", "TargetStats", "Throughput", "TokenCount",
-    "PromptCalibration", "TrialFigure", "TrialsBlock", "TunedFrom", "Validity", "Verdict", "Window", "WorkloadInfo", "_M", "build_record", "upgrade_v1",
+    "PromptCalibration", "TrialFigure", "TrialsBlock", "FigureTrend", "Stationarity", "SteadySeries", "TunedFrom", "Validity", "Verdict", "Window", "WorkloadInfo", "_M", "build_record", "upgrade_v1",
     "EngineStart", "HistoryCheck", "NoiseInfo", "PrimingPhase",
 ]

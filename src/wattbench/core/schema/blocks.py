@@ -108,6 +108,7 @@ class Thermal(_Sparse):
     throttle_reasons_seen: list[str] = Field(default_factory=list)
     capping_reasons_seen: list[str] = Field(default_factory=list)  # the reasons that mean capping
     power_limit_w: float | None = None  # the devices' last limits, summed
+    cpu_mhz: float | None = None  # the host CPUs' mean current frequency (cpufreq), where readable
     devices: dict[str, DeviceThermal] = Field(default_factory=dict)
 
 

@@ -72,6 +72,11 @@ class FindingKind(WordEnum):
     FAILED = ("failed", "warn", "requests failed (invalid past the failed share's bound)")
     STOPPED_OVERSATURATED = ("stopped_oversaturated", "warn", "the over-saturation guard stopped the level early")
     BACKLOG = ("backlog", "warn", "the queue grew without bound: latency figures grow with run length")
+    DRIFT = ("drift", "warn", "a figure moved while the level was measured, by more than its noise (judged: a note "
+             "below the bound); no noise verdict rests on it")
+    WARMUP_ESTIMATE = ("warmup_estimate", "note",
+                       "the warm-up estimate (`MSER-5`) and the steady window's start disagree (judged: its effect)")
+    THERMAL_STATE = ("thermal_state", "warn", "a trial ran in another thermal or clock state than the rest")
     NOT_DRAINED = ("not_drained", "warn", "the server still held the load of the level before when this one began")
     # -- the run (accounting/level_findings.py, results/recovery.py)
     NO_LEVEL = ("no_level", "invalid", "no level finished")

@@ -47,6 +47,53 @@ class TrialsBlock(_M):
     # before they were kept, or when a trial had no steady window
     figures_steady: dict[str, TrialFigure] = Field(default_factory=dict)
     thermal_before: list[Thermal | None] = Field(default_factory=list)
+    # each trial's thermal and clock state over its window (``LevelResult.thermal``), in trial order
+    thermal: list[Thermal | None] = Field(default_factory=list)
+
+
+class SteadySeries(_M):
+    """One trial's per-second series over its steady window (``accounting.drift.steady_series``):
+    bucket midpoints on the run's monotonic clock (s), output tokens/s (``metrics/window_tokens``'
+    crediting, per bucket), and each boundary's mean power in the bucket (W; None where the meter
+    had no samples)."""
+
+    bucket_s: float = 1.0
+    t_s: list[float] = Field(default_factory=list)
+    output_tokens_per_s: list[float] = Field(default_factory=list)
+    power_w: dict[str, list[float | None]] = Field(default_factory=dict)
+
+
+class FigureTrend(_M):
+    """The trend of one figure over a level's steady windows, its trials together
+    (``accounting.drift.stationarity``): the Theil–Sen change over the span with its 99% interval
+    (percent of the fitted start), and the trend of the trial figures."""
+
+    figure: str  # output_tokens_per_s | avg_power_w | output_tokens_per_s_per_kw
+    boundary: str | None = None
+    change_pct: float | None = None
+    ci_low_pct: float | None = None
+    ci_high_pct: float | None = None
+    span_s: float | None = None
+    points: int | None = None
+    trials_change_pct: float | None = None  # the trial figures' trend, first to last trial
+    trial_values: list[float | None] = Field(default_factory=list)
+    moves: bool = False  # the interval excludes 0
+    drifting: bool = False  # moves by at least the materiality bound: no noise verdict rests on it
+
+
+class Stationarity(_M):
+    """Whether the level held still while it was measured (``accounting.drift``): its figures'
+    trends, the likely cause and what to do when one drifts, and the warm-up estimate (MSER-5)
+    beside the steady window's start."""
+
+    trials: int = 1
+    trends: list[FigureTrend] = Field(default_factory=list)
+    cause: str | None = None
+    todo: str | None = None
+    warmup_estimate_s: float | None = None  # MSER-5's truncation, s after the full window's start
+    steady_start_s: float | None = None  # the steady window's start, s after the full window's start
+    other_state_trials: list[int] = Field(default_factory=list)  # 0-based trials in another thermal/clock state
+    other_state: str | None = None  # in words
 
 
 class PowerPart(_M):
@@ -123,6 +170,8 @@ class LevelResult(_M):
     trial: int | None = None  # which trial of the level this is (0-based)
     timing: LevelTiming | None = None
     thermal_before: Thermal | None = None  # thermal state over the 3 s before the trial
+    series: SteadySeries | None = None  # this trial's per-second steady series (drift, MSER-5)
+    stationarity: Stationarity | None = None  # trends over the level's trials, warm-up estimate
     oversaturation: Oversaturation | None = None
     stopped_early: str | None = None  # why the level ended before its bound
     target_down: dict[str, Any] | None = None  # the target stopped answering (load/liveness.py), with "text"

@@ -1,0 +1,238 @@
+"""Whether a level's figures move while it is measured, and where its warm-up ends: pure functions
+over per-second series (docs/accounting.md "Stationarity").
+
+Trend (``theil_sen``)
+---------------------
+The slope of ``y`` over ``t`` is the Theil–Sen estimate: the median of the pairwise slopes
+``(y_j − y_i) / (t_j − t_i)`` over every pair with ``t_j > t_i``; the line passes through the
+median of ``y − slope · t``. Its confidence interval is Sen's (1968), distribution-free: with
+``N`` pairwise slopes sorted, ``C = z · sqrt(n(n−1)(2n+5)/18)`` (the standard deviation of
+Kendall's S), the interval runs from the ``(N − C)/2``-th to the ``(N + C)/2 + 1``-th slope
+(1-based, rounded to the nearest). One outlier moves neither the slope nor its interval much,
+where a least-squares slope would follow it. A series longer than ``MAX_POINTS`` is averaged in
+consecutive groups first (the pairwise slopes grow as n²).
+
+The change over a span (``Trend``): ``slope · span`` relative to the fitted value at the series'
+start, so ``4,323 → 3,915 → 3,657`` over three trials reads −15.4% (the last fitted value ÷ the
+first − 1), with the interval's ends the same way.
+
+Drift (``Trend.moves``)
+-----------------------
+A series *moves* when the ``DRIFT_CONFIDENCE`` (99%) interval of its change excludes 0: the
+change is larger than the series' own noise. The 99% (not 95%) interval is there because every
+level of every run is tested, on several figures: at 95% one steady level in twenty would be
+named. Whether a move matters is the materiality rule's (``accounting/drift.py``: a move below
+the efficiency bound is a ``note``, at or above it a ``drift`` warning, and a drifting figure is
+never judged within or beyond noise: ``metrics/noise.judge``).
+
+The trend of a level's trial figures (``trials_trend``: the trial index as ``t``) gives the words
+"drifts −15% over its 3 trials"; with three trials it cannot exclude 0 at 99% on its own (3
+pairwise slopes), so the decision rests on the per-second series of the trials together (their
+timestamps kept: the slope is per second of the run's clock, the gaps between trials included).
+
+Warm-up (``mser``)
+------------------
+MSER-5 (White 1997; Franklin & White 2008): the series is averaged in batches of ``MSER_BATCH``
+(5) points, ``Z_1 … Z_m``; the truncation point is the ``d`` (0 ≤ d ≤ m/2) that minimises
+``Σ_{j>d} (Z_j − Z̄_d)² / (m − d)²`` — the standard error of the mean of what is kept, as if the
+kept batches were independent. Dropping a warm-up lowers it (its batches are far from the
+mean); dropping steady batches raises it (fewer kept). A level's steady window is checked
+against it in ``accounting/drift.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Sequence
+
+import numpy as np
+
+from wattbench.core.schema import Stationarity
+
+DRIFT_CONFIDENCE = 0.99  # the interval of a change that must exclude 0 for a series to move
+MAX_POINTS = 600  # a longer series is averaged in consecutive groups before the pairwise slopes
+MIN_POINTS = 4  # fewer points: no trend (no interval can exclude 0 with 3 at 99%)
+MSER_BATCH = 5  # MSER-5: points per batch
+MSER_MIN_BATCHES = 4  # fewer batches: no truncation estimate
+
+__all__ = ["Trend", "theil_sen", "trend", "trials_trend", "mser", "Mser", "DRIFT_CONFIDENCE", "MSER_BATCH",
+           "figure_drift"]
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A Theil–Sen line through a series and its change over the series' span, relative to the
+    fitted start (module docstring). ``low`` / ``high``: the ``confidence`` interval of the slope
+    (None where the series is too short for one)."""
+
+    slope: float  # per unit of t (per second for a per-second series, per trial for trials)
+    low: float | None
+    high: float | None
+    start: float  # the fitted value at the first t
+    span: float  # last t − first t
+    n: int  # points the slope rests on (after any averaging)
+    confidence: float = DRIFT_CONFIDENCE
+
+    def _rel(self, slope: float | None) -> float | None:
+        if slope is None or not self.start or not math.isfinite(self.start):
+            return None
+        return slope * self.span / self.start
+
+    @property
+    def change(self) -> float | None:
+        """The fitted change over the span, a fraction of the fitted start (−0.154: −15.4%)."""
+        return self._rel(self.slope)
+
+    @property
+    def change_low(self) -> float | None:
+        return self._rel(self.low)
+
+    @property
+    def change_high(self) -> float | None:
+        return self._rel(self.high)
+
+    @property
+    def moves(self) -> bool:
+        """The interval of the slope excludes 0: the series changes by more than its noise."""
+        if self.low is None or self.high is None or self.start <= 0:
+            return False
+        return self.low > 0 or self.high < 0
+
+
+def _z(confidence: float) -> float:
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def _thin(t: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Average consecutive groups so that at most ``max_points`` remain (order kept)."""
+    n = t.size
+    if n <= max_points:
+        return t, y
+    groups = np.array_split(np.arange(n), max_points)
+    return (np.array([t[g].mean() for g in groups]), np.array([y[g].mean() for g in groups]))
+
+
+def theil_sen(t: Sequence[float], y: Sequence[float], confidence: float = DRIFT_CONFIDENCE,
+              max_points: int = MAX_POINTS) -> Trend | None:
+    """The Theil–Sen slope of ``y`` over ``t`` with Sen's ``confidence`` interval (module
+    docstring). Points with a non-finite value are left out; None with fewer than two distinct
+    ``t``. The interval is None below ``MIN_POINTS`` points."""
+    ta = np.asarray(t, dtype=np.float64)
+    ya = np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(ta) & np.isfinite(ya)
+    ta, ya = ta[ok], ya[ok]
+    order = np.argsort(ta, kind="stable")
+    ta, ya = _thin(ta[order], ya[order], max_points)
+    n = ta.size
+    if n < 2:
+        return None
+    i, j = np.triu_indices(n, k=1)
+    dt = ta[j] - ta[i]
+    keep = dt > 0
+    if not keep.any():
+        return None
+    slopes = np.sort((ya[j] - ya[i])[keep] / dt[keep])
+    slope = float(np.median(slopes))
+    start = float(np.median(ya - slope * ta)) + slope * float(ta[0])
+    low = high = None
+    if n >= MIN_POINTS:
+        big_n = slopes.size
+        c = _z(confidence) * math.sqrt(n * (n - 1) * (2 * n + 5) / 18.0)
+        m1 = int(round((big_n - c) / 2.0))  # 1-based rank of the lower end
+        m2 = int(round((big_n + c) / 2.0)) + 1  # 1-based rank of the upper end
+        if m1 >= 1 and m2 <= big_n:
+            low, high = float(slopes[m1 - 1]), float(slopes[m2 - 1])
+    return Trend(slope=slope, low=low, high=high, start=start, span=float(ta[-1] - ta[0]), n=int(n),
+                 confidence=confidence)
+
+
+def trend(t_s: Sequence[float], values: Sequence[float], confidence: float = DRIFT_CONFIDENCE) -> Trend | None:
+    """``theil_sen`` of a per-second series (``t_s`` in seconds on one clock)."""
+    return theil_sen(t_s, values, confidence)
+
+
+def trials_trend(values: Sequence[float | None]) -> Trend | None:
+    """The trend of a level's trial figures in trial order (a trial with no figure is left out,
+    its index kept): the words "−15% over its 3 trials"."""
+    pts = [(float(k), float(v)) for k, v in enumerate(values) if v is not None and math.isfinite(float(v))]
+    if len(pts) < 2:
+        return None
+    return theil_sen([p[0] for p in pts], [p[1] for p in pts])
+
+
+@dataclass(frozen=True)
+class Mser:
+    """MSER-5's truncation point of a series: ``truncate`` points (a multiple of ``MSER_BATCH``)
+    are warm-up; ``batches`` the number of batch means it chose among."""
+
+    truncate: int
+    batches: int
+    statistic: float  # the minimised MSER value
+
+
+def mser(values: Sequence[float], batch: int = MSER_BATCH) -> Mser | None:
+    """MSER-``batch`` truncation of ``values`` (module docstring); None with fewer than
+    ``MSER_MIN_BATCHES`` full batches. A trailing partial batch is left out. Ties go to the
+    earliest ``d`` (the least truncation)."""
+    y = np.asarray([float(v) for v in values], dtype=np.float64)
+    if not np.isfinite(y).all():
+        return None
+    m = y.size // batch
+    if m < MSER_MIN_BATCHES:
+        return None
+    z = y[: m * batch].reshape(m, batch).mean(axis=1)
+    best_d, best = 0, math.inf
+    for d in range(0, m // 2 + 1):
+        tail = z[d:]
+        stat = float(np.sum((tail - tail.mean()) ** 2)) / float((m - d) ** 2)
+        if stat < best - 1e-12 * max(1.0, abs(best) if math.isfinite(best) else 1.0):
+            best_d, best = d, stat
+    return Mser(truncate=best_d * batch, batches=m, statistic=best)
+
+
+# which trend a compared figure follows (``figure_drift``): the per-kW family (J/token is its
+# inverse), power, throughput; latency figures have none
+_PER_KW_MARKS = ("per_kw", "j_per_", "per_kwh", "tokens_per_j")
+_POWER_MARKS = ("power_w", "energy_j")
+_TOKEN_MARKS = ("tokens_per_s", "_rps", "requests_per_s")
+
+
+def _trend_figure(figure: str) -> str | None:
+    name = figure.split("@", 1)[0]
+    if any(m in name for m in _PER_KW_MARKS):
+        return "output_tokens_per_s_per_kw"
+    if any(m in name for m in _POWER_MARKS):
+        return "avg_power_w"
+    if any(m in name for m in _TOKEN_MARKS):
+        return "output_tokens_per_s"
+    return None
+
+
+def figure_drift(st: Stationarity | None, figure: str, boundary: str | None = None) -> tuple[str, str] | None:
+    """Whether a level's ``figure`` (a compare/regress name, ``name@boundary`` or with
+    ``boundary``) drifts (``Stationarity``, ``accounting/drift.py``): ``(words, what to do)`` —
+    ``("drifts −15.4% over its 3 trials (GPU temperature 58→79 °C)", "precondition …")`` — or None.
+    The one lookup every noise judgement reads (``metrics/noise.trials_noise``' ``drift``)."""
+    if st is None:
+        return None
+    which = _trend_figure(figure)
+    if which is None:
+        return None
+    if boundary is None and "@" in figure:
+        boundary = figure.split("@", 1)[1]
+    cands = [f for f in st.trends if f.figure == which and f.drifting]
+    if which != "output_tokens_per_s":
+        at = [f for f in cands if f.boundary == boundary] if boundary else cands
+        cands = at
+    if not cands:
+        return None
+    f = max(cands, key=lambda x: abs(x.change_pct or 0.0))
+    if st.trials > 1 and f.trials_change_pct is not None:
+        words = f"drifts {f.trials_change_pct:+.1f}% over its {st.trials} trials"
+    else:
+        words = f"drifts {f.change_pct or 0.0:+.1f}% over its steady window ({f.span_s or 0.0:.0f} s)"
+    if st.cause:
+        words += f" ({st.cause})"
+    return words, st.todo or "repeat the run, or measure the configurations alternated (A B B A)"
