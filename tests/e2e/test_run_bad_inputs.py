@@ -265,3 +265,30 @@ def test_monitor_history_that_cannot_be_written_is_one_line(tmp_path, live, wher
             subprocess.run(["umount", str(tmp_path / "ro")], capture_output=True)
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 2 and len(lines) == 1 and f"--history {where}: cannot write it" in lines[0], p.stderr
+
+
+@pytest.mark.parametrize("what", ["/dev/null", "fifo", "/proc/self", "empty dir", "empty result.json"])
+def test_history_import_of_what_holds_no_run_is_refused(tmp_path, what):
+    """``history import /dev/null`` (or a FIFO, or ``/proc/self``) said "0 run(s) imported", exit 0:
+    refused in one line, exit 2, without blocking on the FIFO (the subprocess has a timeout)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    path = {"/dev/null": "/dev/null", "/proc/self": "/proc/self"}.get(what)
+    if what == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    elif what == "empty dir":
+        path = str(tmp_path / "empty")
+        os.mkdir(path)
+    elif what == "empty result.json":
+        (tmp_path / "r").mkdir()
+        (tmp_path / "r" / "result.json").write_bytes(b"")
+        path = str(tmp_path / "r" / "result.json")
+    db = tmp_path / "h.db"
+    p = wb("history", "import", path, "--db", str(db), cwd=work, timeout=30)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, (p.returncode, p.stderr)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    says = {"/dev/null": "not a regular file or a directory", "fifo": "not a regular file or a directory",
+            "/proc/self": "in a kernel filesystem (proc)", "empty dir": "no result.json in it or below",
+            "empty result.json": "result.json"}[what]
+    assert len(lines) == 1 and says in lines[0], p.stderr

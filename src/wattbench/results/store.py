@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -45,6 +46,11 @@ from wattbench.results.store_schema import (LEVEL_COLUMNS, MIGRATIONS, SCHEMA_VE
 from wattbench.core.redact import registered
 from wattbench.config import name_problem
 from wattbench.results.configuration import run_key, target_text
+
+# kernel filesystems: what lies there is made by the kernel as it is read, never a run (/proc/self's
+# tree is endless in practice); /dev's devices are refused as not regular files
+KERNEL_FILESYSTEMS = (Path("/proc"), Path("/sys"))
+
 
 DB_ENV = "WATTBENCH_DB"
 DB_FILENAME = "history.sqlite3"
@@ -309,17 +315,33 @@ class HistoryStore:
         (``summarize``: each run's ``summary``, as ``register`` takes it).
 
         Returns the registered records and one problem line per directory that could not be read
-        (a corrupt result.json does not stop the rest of the import).
+        (a corrupt result.json does not stop the rest of the import) or that holds no result.
+        A path that is neither a regular file nor a directory (``/dev/null``, a FIFO, a socket) or
+        lies in a kernel filesystem (``/proc``, ``/sys``, ``/dev``: ``/proc/self``) is a
+        ``UserError`` before anything is read: it holds no run, and a FIFO would block the read.
         """
         records, problems = [], []
         for p in paths:
             root = Path(p)
-            if not root.exists():
-                raise UserError(f"{root}: no such file or directory")
-            if root.is_file():
+            try:
+                mode = root.stat().st_mode
+            except FileNotFoundError:
+                raise UserError(f"{root}: no such file or directory") from None
+            except OSError as e:
+                raise UserError(f"{root}: cannot be read ({e.strerror}); give a run directory or its result.json") \
+                    from None
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise UserError(f"{root}: not a regular file or a directory (a FIFO, socket or device holds no run); "
+                                "give a run directory or its result.json")
+            if any(root.resolve().is_relative_to(k) for k in KERNEL_FILESYSTEMS):
+                raise UserError(f"{root}: in a kernel filesystem ({root.resolve().parts[1]}), which holds no run; "
+                                "give a run directory or its result.json")
+            if stat.S_ISREG(mode):
                 files = [root]
             else:
                 files = sorted(list(root.rglob(RESULT_FILE)) + list(root.rglob(AGREEMENT_FILE)))
+                if not files:
+                    problems.append(f"{root}: no {RESULT_FILE} in it or below; not a run directory")
             for f in files:
                 try:
                     if f.name == AGREEMENT_FILE:
