@@ -14,6 +14,7 @@ from typing import List, Optional
 import typer
 
 from wattbench.cli.common import API_KEY_ENV, handle_errors
+from wattbench.core.errors import UserError
 from wattbench.cli.options import CommandOptions, field_option
 from wattbench.config import API_KEY_HELP, RunConfig
 
@@ -139,3 +140,5 @@ def register(app: typer.Typer) -> None:
             for p in summary.get("problems") or []:
                 if p not in said:  # each said once
                     con.print(Text.assemble(("warning: ", "yellow"), p))
+        if mon.history is not None and mon.history.failed is not None:
+            raise typer.Exit(code=UserError.exit_code)  # the history could not be written: said above

@@ -24,14 +24,20 @@ Metrics (labels in braces; ``window`` is ``10s``, ``1m``, ``10m`` … or ``total
 
 from __future__ import annotations
 
+import socket
+import threading
+from http.server import ThreadingHTTPServer
 from typing import Any, Callable
 
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import MetricsHandler
 
 from wattbench.core.errors import UserError
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
+IDLE_TIMEOUT_S = 10.0  # a connection that sends nothing for this long is closed (a half-open one too)
+MAX_CONNECTIONS = 16  # connections served at once; one more is closed at once (each holds a thread)
 STATES = ("idle", "loaded", "unknown")
 
 
@@ -141,22 +147,59 @@ class MonitorCollector:
         yield up
 
 
-class Exporter:
-    """Serves a ``MonitorCollector`` over HTTP on ``host:port`` (port 0: any free port)."""
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``max_connections`` at once (one more is closed at once);
+    the handler's ``timeout`` closes a connection idle that long, so no client — a scraper that
+    vanished, a half-open socket — holds a thread for ever."""
 
-    def __init__(self, snapshot: Callable[[], dict[str, Any]], listen: str = DEFAULT_LISTEN) -> None:
+    daemon_threads = True
+
+    def __init__(self, addr: tuple[str, int], handler: type, max_connections: int) -> None:
+        self.address_family = socket.getaddrinfo(addr[0], addr[1], type=socket.SOCK_STREAM,
+                                                 flags=socket.AI_PASSIVE)[0][0]
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(addr, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+class Exporter:
+    """Serves a ``MonitorCollector`` over HTTP on ``host:port`` (port 0: any free port), each
+    connection closed after ``idle_timeout_s`` without a request, at most ``max_connections`` at once."""
+
+    def __init__(self, snapshot: Callable[[], dict[str, Any]], listen: str = DEFAULT_LISTEN, *,
+                 idle_timeout_s: float = IDLE_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS) -> None:
         self.host, self.port = parse_listen(listen)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(MonitorCollector(snapshot))
-        self._server = None
-        self._thread = None
+        self.idle_timeout_s = idle_timeout_s
+        self.max_connections = max_connections
+        self._server: _BoundedServer | None = None
+        self._thread: threading.Thread | None = None
 
     def start(self) -> "Exporter":
+        handler = type("Handler", (MetricsHandler.factory(self.registry),), {"timeout": self.idle_timeout_s})
         try:
-            self._server, self._thread = start_http_server(self.port, addr=self.host, registry=self.registry)
+            self._server = _BoundedServer((self.host, self.port), handler, self.max_connections)
         except OSError as e:
             raise UserError(f"--listen {self.host}:{self.port}: cannot listen ({e.strerror or e}); "
                             "pick another port") from None
+        self._thread = threading.Thread(target=self._server.serve_forever, name="wattbench-exporter", daemon=True)
+        self._thread.start()
         self.port = self._server.server_port
         return self
 

@@ -29,6 +29,8 @@ from wattbench.telemetry.spec import parse_sensor_spec
 
 __all__ = ["Monitor"]
 
+METRICS_SERVERS = "vLLM, SGLang, TGI, llama.cpp with --metrics"
+
 
 class Monitor:
     def __init__(
@@ -116,6 +118,7 @@ class Monitor:
                             "or --sensor const:node=WATTS")
         self.anchor = ClockAnchor.take(self.clock.now_ns)
         try:
+            self._check_target()
             if self.history_path is not None:
                 self.history = HistoryWriter(self.history_path, max_bytes=self.history_max_bytes, anchor=self.anchor)
                 self.history.write({"type": "meta", "wall": self.history.wall(self.anchor.mono_ns),
@@ -133,6 +136,17 @@ class Monitor:
         self._started = True
         self._publish()
         return self
+
+    def _check_target(self) -> None:
+        """Refuse a target that answers but has no token counters to read (an HTTP error status at
+        ``/metrics``, or no counter of a known engine): the monitor could only show dashes. One
+        that does not answer yet is watched and retried (a server starting up)."""
+        if self.scraper is None:
+            return
+        self.scraper.poll()
+        if self.scraper.refusal is not None:
+            raise UserError(f"no token counters at --target: {self.scraper.refusal}; point --target at a server "
+                            f"that exposes /metrics ({METRICS_SERVERS})")
 
     def stop(self) -> None:
         """Ask a running ``run()`` to return (thread-safe)."""
@@ -171,8 +185,7 @@ class Monitor:
                 st = self.scraper.status()
                 self.problems.append(
                     f"no token counters from {st['url']} ({st['last_error'] or 'no answer'}): tokens cannot be "
-                    "counted; point --target at a server that exposes /metrics (vLLM, SGLang, TGI, llama.cpp "
-                    "with --metrics)")
+                    f"counted; point --target at a server that exposes /metrics ({METRICS_SERVERS})")
         else:
             t, vals = self.clock.now_ns(), None
         self._record(self.tracker.mark(t, vals))
@@ -180,13 +193,17 @@ class Monitor:
         return self._publish()
 
     def _record(self, done) -> None:
-        if self.history is None:
+        if self.history is None or self.history.failed is not None:
             return
         o = self.tracker.t_origin_ns or 0
         for span, closed in done:
             if closed is not None:
                 self.history.write({"type": "segment", "wall": self.history.wall(closed.t1_ns), **closed.to_dict(o)})
             self.history.write(self._span_line(span, o))
+        if self.history.failed is not None:  # a full disk: stop, the figures so far kept in the summary
+            self.problems.append(f"{self.history.failed}; the monitor stopped (its figures so far are in the "
+                                 "summary); free space or give another --history")
+            self._stop.set()
 
     def _span_line(self, span, origin: int) -> dict[str, Any]:
         win = self.tracker.windows()

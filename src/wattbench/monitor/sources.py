@@ -28,6 +28,10 @@ from wattbench.server.openai import normalize_base_url
 from wattbench.telemetry.sampler import period_of
 
 
+class NoCounters(ValueError):
+    """The server's ``/metrics`` answered, with no token counter of a known engine."""
+
+
 class ServerScraper:
     def __init__(self, target: str, *, api_key: str | None = None, timeout_s: float = 2.0,
                  backoff: Backoff | None = None, clock: Callable[[], int] = now_ns) -> None:
@@ -39,6 +43,10 @@ class ServerScraper:
         self.engine: str | None = None
         self.scrapes = 0
         self.skipped = 0
+        # the last scrape's answer, where the server answered but exposes no token counters (an HTTP
+        # error status, or no counter of a known engine); None after a success or a scrape that got
+        # no answer (refused, timed out: a server not up yet is retried, not refused)
+        self.refusal: str | None = None
 
     def poll(self) -> tuple[int, dict[str, Any] | None]:
         """One scrape if due: (t_ns, canonical values) or (t_ns, None) when it failed or is backing off.
@@ -58,12 +66,17 @@ class ServerScraper:
                 self.engine = guess_engine(samples)
             vals = canonical_values(samples, self.engine) if self.engine else {}
             if "generation_tokens" not in vals:
-                raise ValueError(f"{self.url} has no generation token counter of a known engine")
+                raise NoCounters(f"{self.url} has no generation token counter of a known engine")
             by_model = _scrubbed_models(per_model_counters(samples, self.engine))
             if by_model:
                 vals["by_model"] = by_model  # type: ignore[assignment]
         except urllib.error.HTTPError as e:
             self.backoff.failure(self.clock(), f"HTTP {e.code} from {self.url}")
+            self.refusal = f"{self.url} answered HTTP {e.code}"
+            return t_a, None
+        except NoCounters as e:
+            self.backoff.failure(self.clock(), str(e))
+            self.refusal = str(e)
             return t_a, None
         except (urllib.error.URLError, OSError, TimeoutError, ValueError, http.client.HTTPException,
                 TargetError) as e:
@@ -71,6 +84,7 @@ class ServerScraper:
             return t_a, None
         self.backoff.success()
         self.scrapes += 1
+        self.refusal = None
         return (t_a + t_b) // 2, vals
 
     def status(self) -> dict[str, Any]:
@@ -79,16 +93,25 @@ class ServerScraper:
                 "retry_in_s": b.delay_s() if not b.up else 0.0, "scrapes": self.scrapes}
 
 
-def _scrubbed_models(by_model: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """Per-model counters with each model name scrubbed of the registered secrets (a server that
-    echoes the key in a ``model_name`` label): the exporter, the history and the output show
-    ``***``; two names that scrub alike add up."""
+MAX_MODEL_CHARS = 128  # of a model name as the monitor keeps, exports and writes it
+
+
+def model_name(label: str) -> str:
+    """A served model's name as the monitor keeps it: scrubbed of the registered secrets (a server
+    that echoes the key in a ``model_name`` label), then cut to ``MAX_MODEL_CHARS`` (a 1 MiB label
+    value would otherwise be written into every history line and exporter page). Scrub first: a
+    cut secret no longer matches."""
     scrub = registered()
-    if not scrub:
-        return by_model
+    name = scrub.text(label) if scrub else label
+    return name if len(name) <= MAX_MODEL_CHARS else name[:MAX_MODEL_CHARS - 1] + "…"
+
+
+def _scrubbed_models(by_model: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per-model counters under ``model_name``'s names (the exporter, the history and the output
+    show ``***`` for a secret); two names that come out alike add up."""
     out: dict[str, dict[str, float]] = {}
     for model, series in by_model.items():
-        d = out.setdefault(scrub.text(model), {})
+        d = out.setdefault(model_name(model), {})
         for k, v in series.items():
             d[k] = d.get(k, 0.0) + v
     return out

@@ -19,8 +19,18 @@ downstream:
   or its output token rate exceeds ``idle_threshold_tok_s``, ``idle`` otherwise, ``unknown``
   when its tokens are unknown; consecutive spans of one state form a segment.
 
+Per served model (where the server labels its token counters with the model): each span's energy
+is split over the models by their tokens in it (an estimate). At most ``models_kept`` models are
+kept by name, the ones with the most output tokens; a model pushed out, and every model that is
+not kept, adds up under ``OTHER_MODELS``, so the models' figures always sum to the whole. A model's
+tokens in a span are its counters' increase since the last scrape that listed it; what the
+per-model increases leave of the server's total (a model first seen, a label that churns) is
+``OTHER_MODELS``'s too.
+
 Memory is flat: readings are trimmed to the next window's needs, spans are kept only for the
-longest window, closed segments in a ring of ``segments_kept``.
+longest window, closed segments in a ring of ``segments_kept``, models in ``models_kept`` + 1
+entries whatever labels a server invents (the scrape itself is bounded by
+``server.metrics.MAX_EXPOSITION_BYTES``).
 """
 
 from __future__ import annotations
@@ -40,6 +50,8 @@ DEFAULT_WINDOWS_S = (10.0, 60.0, 600.0)
 DEFAULT_IDLE_THRESHOLD_TOK_S = 1.0
 MAX_PENDING = 64
 REBUILD_EVERY = 1000
+MODELS_KEPT = 32  # served models kept by name; the rest add up under OTHER_MODELS
+OTHER_MODELS = "(other models)"  # not a valid model id on any engine (spaces, parentheses)
 
 
 def window_label(seconds: float) -> str:
@@ -158,11 +170,15 @@ class EfficiencyTracker:
         stale_s: float = 10.0,
         segments_kept: int = 256,
         max_points: int = DEFAULT_MAX_POINTS,
+        models_kept: int = MODELS_KEPT,
     ) -> None:
         if not windows_s or any(w <= 0 for w in windows_s):
             raise ValueError("windows must be positive durations in seconds")
         if idle_threshold_tok_s < 0:
             raise ValueError("idle threshold must be >= 0 tokens/s")
+        if models_kept < 1:
+            raise ValueError("models_kept must be >= 1")
+        self.models_kept = int(models_kept)
         self.windows_s = tuple(sorted(float(w) for w in windows_s))
         self.idle_threshold_tok_s = float(idle_threshold_tok_s)
         self.pue = pue
@@ -190,6 +206,7 @@ class EfficiencyTracker:
         self.last_span: Span | None = None
         self.energy_total_j: dict[str, float] = {}  # every accounted interval, tokens known or not
         self.by_model: dict[str, dict[str, Any]] = {}  # model -> energy per boundary (estimate) and tokens
+        self.models_folded = 0  # kept models later folded into OTHER_MODELS (to make room)
 
     # -- input ------------------------------------------------------------------------------
     def add_channels(self, channels: list[Channel]) -> None:
@@ -289,24 +306,68 @@ class EfficiencyTracker:
         return span
 
     def _by_model(self, span: Span, prev: dict | None, cur: dict | None) -> None:
-        """Split the span's energy over the models by their token counters' increase (an estimate)."""
+        """Split the span's energy over the models by their token counters' increase (an estimate).
+
+        A kept model's tokens are its counters' increase since ``prev`` (from 0 where ``prev`` did
+        not list it); what the kept models' increases leave of the span's total (models not kept,
+        a label that churns) is ``OTHER_MODELS``'s."""
         if not prev or not cur:
             return
-
-        toks: dict[str, tuple[float, float]] = {}
+        seen: dict[str, tuple[float, float]] = {}
         for m, c in cur.items():
             p = prev.get(m, {})
             out, _ = _delta(p.get("generation_tokens", 0.0), c.get("generation_tokens"))
             inp, _ = _delta(p.get("prompt_tokens", 0.0), c.get("prompt_tokens"))
-            toks[m] = (inp or 0.0, out or 0.0)
+            seen[m] = (inp or 0.0, out or 0.0)
+        toks: dict[str, tuple[float, float]] = {}
+        other_in = other_out = 0.0
+        kept = {m for m in self.by_model if m != OTHER_MODELS}
+        # the busiest first: a kept model stays; a new one takes a free place, or the place of the
+        # kept model (not in this span) with the fewest output tokens so far if it produced more now
+        for m, (inp, out) in sorted(seen.items(), key=lambda kv: -kv[1][1]):
+            if m == OTHER_MODELS:
+                other_in, other_out = other_in + inp, other_out + out
+                continue
+            if m not in kept and len(kept) >= self.models_kept:
+                idle = [k for k in kept if k not in toks]
+                least = min(idle, key=lambda k: self.by_model[k]["output_tokens"]) if idle else None
+                if least is None or out <= self.by_model[least]["output_tokens"]:
+                    other_in, other_out = other_in + inp, other_out + out
+                    continue
+                self._fold(least)
+                kept.discard(least)
+            kept.add(m)
+            toks[m] = (inp, out)
+        # what no kept model accounts for: models not kept, and any part of the server's total the
+        # per-model counters do not explain (a churning label counted from 0 is capped by the total)
+        total_out = span.output_tokens
+        total_in = span.prompt_tokens
+        kept_out = sum(o for _, o in toks.values())
+        kept_in = sum(i for i, _ in toks.values())
+        if total_out is not None:
+            other_out = max(0.0, total_out - kept_out)
+        if total_in is not None:
+            other_in = max(0.0, total_in - kept_in)
+        if other_in > 0 or other_out > 0:
+            toks[OTHER_MODELS] = (other_in, other_out)
         span.tokens_by_model = toks
         shares = split_by_tokens(span.energy_j, {m: a + b for m, (a, b) in toks.items()})
         for m, (inp, out) in toks.items():
-            d = self.by_model.setdefault(m, {"energy_j": {}, "output_tokens": 0.0, "prompt_tokens": 0.0})
+            d = self.by_model.setdefault(m, _model_entry())
             d["output_tokens"] += out
             d["prompt_tokens"] += inp
             for b, e in shares.get(m, {}).items():
                 d["energy_j"][b] = d["energy_j"].get(b, 0.0) + e
+
+    def _fold(self, model: str) -> None:
+        """Fold a kept model's figures into ``OTHER_MODELS`` (to make room for a busier one)."""
+        gone = self.by_model.pop(model)
+        o = self.by_model.setdefault(OTHER_MODELS, _model_entry())
+        o["output_tokens"] += gone["output_tokens"]
+        o["prompt_tokens"] += gone["prompt_tokens"]
+        for b, e in gone["energy_j"].items():
+            o["energy_j"][b] = o["energy_j"].get(b, 0.0) + e
+        self.models_folded += 1
 
     def models(self) -> dict[str, Any]:
         """Energy per served model since the start (an estimate: each span's energy split by the
@@ -319,7 +380,8 @@ class EfficiencyTracker:
                 totals[b] = totals.get(b, 0.0) + e
         out: dict[str, Any] = {"label": "estimate",
                                "method": "each interval's energy split over the models by their prompt + output "
-                                         "tokens in it (the server's per-model counters)", "models": {}}
+                                         "tokens in it (the server's per-model counters)", "models": {},
+                               "models_kept": self.models_kept, "models_folded": self.models_folded}
         for m, d in sorted(self.by_model.items()):
             out["models"][m] = {
                 "energy_j": dict(d["energy_j"]), "output_tokens": d["output_tokens"], "prompt_tokens": d["prompt_tokens"],
@@ -420,6 +482,10 @@ class EfficiencyTracker:
             "forced_intervals": self.forced,
             "buffered_points": self.log.points(),
         }
+
+
+def _model_entry() -> dict[str, Any]:
+    return {"energy_j": {}, "output_tokens": 0.0, "prompt_tokens": 0.0}
 
 
 def _merge(parts: list[tuple[int, int, dict[str, float], dict[str, float]]]):

@@ -310,11 +310,14 @@ def test_parse_listen():
         parse_listen("host:99999")
 
 
-def test_server_without_metrics_reported_at_the_first_failed_scrape(tmp_path):
-    """A server with no /metrics (here: an HTTP server that answers 404) is named after ONE scrape,
-    and the CLI says it on stderr before the window ends (on_tick after the first tick)."""
+def test_a_server_without_metrics_is_refused_in_one_line(tmp_path):
+    """A server that answers but has no /metrics (here: 404 to every GET) is refused before the
+    monitor starts, in one line naming the URL, the status and the fix: the monitor could only show
+    dashes. Nothing is written (no history file) and no exporter is left listening."""
     import http.server
     import threading
+
+    from wattbench.core.errors import UserError
 
     class NoMetrics(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
@@ -328,22 +331,32 @@ def test_server_without_metrics_reported_at_the_first_failed_scrape(tmp_path):
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{srv.server_address[1]}"
     try:
-        m = Monitor(url, ["const:node=500"], interval_s=0.1, listen=None)
+        m = Monitor(url, ["const:node=500"], interval_s=0.1, listen="127.0.0.1:0", history_path=tmp_path / "h.jsonl")
         m.scraper.timeout_s = 60.0  # ends a hang only: the 404 is what is judged, however slow
-        try:
+        with pytest.raises(UserError) as e:
             m.start()
-            snap = m.tick()
-        finally:
-            m.close()
-        probs = [p for p in snap["problems"] if "no token counters" in p]
-        assert len(probs) == 1 and "HTTP 404" in probs[0] and "--target" in probs[0]
-        seen = []
-        m = Monitor(url, ["const:node=500"], interval_s=0.1, listen=None)
-        try:
-            m.run(0.35, on_tick=lambda s: seen.append(len([p for p in s["problems"] if "no token" in p])))
-        finally:
-            m.close()
-        assert seen[0] == 1  # known at the first tick, said once
+        m.close()
+        msg = str(e.value)
+        assert "\n" not in msg and "HTTP 404" in msg and f"{url}/metrics" in msg and "--target" in msg
+        assert not (tmp_path / "h.jsonl").exists()  # refused before anything is written
+        assert m.exporter is None  # nor left listening
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_server_not_up_yet_is_watched_and_named_at_the_first_tick():
+    """A target that does not answer (nothing listens yet) is not refused: a monitor may start
+    before its server. Its problem is named at the first tick, once."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    seen = []
+    m = Monitor(f"http://127.0.0.1:{port}", ["const:node=500"], interval_s=0.1, listen=None)
+    try:
+        m.run(0.35, on_tick=lambda s: seen.append(len([p for p in s["problems"] if "no token" in p])))
+    finally:
+        m.close()
+    assert seen and seen[0] == 1 and seen[-1] == 1  # known at the first tick, said once
