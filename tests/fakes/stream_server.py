@@ -9,6 +9,9 @@ a plain asyncio event loop, so a single process serves hundreds of concurrent st
 Faults, chosen per request by a seeded RNG: HTTP 500, HTTP 429 with ``Retry-After``, a stream
 dropped half-way (connection closed without the chunked terminator), a stall half-way (no more
 bytes, connection left open), a malformed JSON event half-way, an in-stream error object.
+``--fail-requests RANGES --fail-status CODE``: the completion requests with those numbers (counted from
+1 in the order they arrive since the server started, ``17-24`` or ``3,9-10``) are answered HTTP CODE (500, or 401 as a server
+that lost its key) and nothing else: a run's whole trial that measures nothing, by request count.
 ``--close-after-stream``: the connection is closed after each completed stream although the response
 said keep-alive (what llama.cpp's server does). ``--die-after-requests N``: when request N+1 arrives the process prints ``STATS {json}`` and
 exits at once (a killed server: connections reset, nothing closed cleanly).
@@ -116,6 +119,8 @@ class Script:
         self.warm_since_ns: int | None = None  # --history-threshold first reached
         self.drift_t0: float | None = None  # --drift-per-s: monotonic time of the first stream
         self.models = [m for m in a.model.split(",") if m]
+        self.fail_requests = parse_ranges(a.fail_requests)
+        self.arrived = 0  # completion requests since the start (not reset with /stats)
         self.gpu_blocks = random.SystemRandom().randrange(1000, 2000)  # moves from start to start
         self.stats = self._new_stats()
         self.last_request: dict = {}
@@ -549,8 +554,15 @@ class Proto(asyncio.Protocol):
             fault = sc.pick_fault()
             if sc.a.hang_after_requests and sc.stats["requests"] > sc.a.hang_after_requests:
                 fault = "stall"  # every request past N stalls half-way: a level that cannot end
+            sc.arrived += 1  # never reset: the --fail-requests clock
+            if sc.arrived in sc.fail_requests:
+                fault = "scripted_status"
             if fault:
                 sc.stats["faults"][fault] = sc.stats["faults"].get(fault, 0) + 1
+            if fault == "scripted_status":
+                self.respond(sc.a.fail_status, json.dumps(
+                    {"error": {"message": f"scripted {sc.a.fail_status}"}}).encode())
+                return
             if fault == "500":
                 self.respond(500, b'{"error": {"message": "scripted 500"}}')
                 return
@@ -572,6 +584,15 @@ class Proto(asyncio.Protocol):
             return
         self.respond(404, b'{"error": {"message": "not found"}}')
 
+
+
+def parse_ranges(text: str) -> set[int]:
+    """``"17-24"`` or ``"3,9-10"`` -> the request numbers it names (``--fail-requests``)."""
+    out: set[int] = set()
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 def main(argv=None) -> int:
@@ -606,6 +627,10 @@ def main(argv=None) -> int:
                    help="close the connection after each completed stream (advertising keep-alive), as llama.cpp does")
     p.add_argument("--echo-key", action="store_true", help="a 401 body quotes the key it got (as OpenAI does)")
     p.add_argument("--fail-rate", type=float, default=0.0, help="fraction answered HTTP 500")
+    p.add_argument("--fail-requests", default="",
+                   help="completion requests (numbered from 1 as they arrive: '17-24', '3,9-10') answered "
+                        "--fail-status and nothing else")
+    p.add_argument("--fail-status", type=int, default=500, help="the status --fail-requests get (500, 401)")
     p.add_argument("--rate-limit-rate", type=float, default=0.0, help="fraction answered HTTP 429")
     p.add_argument("--drop-rate", type=float, default=0.0, help="fraction dropped half-way")
     p.add_argument("--stall-rate", type=float, default=0.0, help="fraction stalled half-way")
