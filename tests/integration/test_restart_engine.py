@@ -18,9 +18,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 class FakeHandle:
     """What ``engines.launch`` returns, over a scripted server process."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, extra: tuple[str, ...] = ()):
         self.proc, root = start_script(SERVER, "--ttft-ms", "10", "--itl-ms", "10", "--speed-noise", "0.3",
-                                       "--noise-seed", str(seed))
+                                       "--noise-seed", str(seed), *extra)
         self.base_url = root + "/v1"
         self.pid = self.proc.pid
         self.model = "fake-model"
@@ -81,3 +81,37 @@ def test_restart_engine_is_refused_for_a_target_in_one_line():
     with pytest.raises(Exception) as ei:
         RunConfig(trials=1, restart_engine=True)
     assert "give --trials N (N >= 2)" in str(ei.value)
+
+
+def test_a_start_that_refuses_every_request_is_a_trial_that_measured_nothing(tmp_path, monkeypatch):
+    """The second start answers 401 to every completion (a server that lost its key): its trial
+    measured nothing, so it has no figure; the level's mean and interval are the other two starts'
+    (df 1), and the level names the dead trial."""
+    from wattbench.run import run_benchmark
+    from wattbench.run import targets as run_targets
+
+    handles: list[FakeHandle] = []
+
+    def launch(**kw):
+        extra = ("--fail-requests", "1-100000", "--fail-status", "401") if len(handles) == 1 else ()
+        h = FakeHandle(seed=len(handles) + 1, extra=extra)
+        handles.append(h)
+        return h
+
+    monkeypatch.setattr(run_targets, "launch", launch)
+    cfg = RunConfig(concurrency=[2], num_requests=8, trials=3, restart_engine=True, input_tokens="8",
+                    output_tokens="8", sensors=["const:node=300"], idle_s=0, register_run=False, html=False,
+                    out=str(tmp_path / "run"))
+    res = run_benchmark(cfg)
+    assert len(handles) == 3 and all(h.stopped for h in handles)
+    lv = res.levels[0]
+    f = lv.trials.figures["output_tokens_per_s_per_kw@node"]
+    tok = lv.trials.figures["output_tokens_per_s"]
+    assert f.values[1] is None and tok.values[1] is None and f.n == 2
+    a, b = f.values[0], f.values[2]
+    assert a == pytest.approx(tok.values[0] / 0.3, rel=1e-9) and b == pytest.approx(tok.values[2] / 0.3, rel=1e-9)
+    assert a != b  # two starts, two speeds: no copy
+    assert f.mean == pytest.approx((a + b) / 2, rel=1e-12)
+    assert f.ci_high - f.ci_low == pytest.approx(12.706204736174707 * abs(a - b), rel=1e-9)  # t(0.975, 1)
+    assert [(u.trial, u.why) for u in lv.trials.unmeasured] == [(2, "8 of 8 requests failed: http_401 8")]
+    assert lv.validity.verdict == "warn"

@@ -27,6 +27,7 @@ from wattbench.accounting.boundaries import contains_work
 from wattbench.accounting.level_findings import (
     failed_requests_finding,
     level_findings,
+    measured_nothing,
     oversaturation_findings,
 )
 from wattbench.accounting.split import power_split
@@ -116,6 +117,10 @@ def _energy(level: LevelResult, outcome: LevelOutcome, ctx: LevelContext, record
     if window is None or window.duration_s <= 0:
         level.energy_unavailable_reason = ("the level has no measurement window: no measured request completed, "
                                            "so no energy can be attributed to it")
+        return None
+    if measured_nothing(level):  # no figure: not a window's draw credited to no measured request
+        level.energy_unavailable_reason = ("no measured request completed, so the level measured nothing and no "
+                                           "energy is credited to it")
         return None
     tp = level.throughput
     accounted = _full_window_energy(level, ctx.log, ctx, outcome.start_ns, outcome.end_ns,

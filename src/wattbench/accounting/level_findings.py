@@ -10,6 +10,7 @@ the level's records and statistics); the runner adds them to the level's verdict
 rule                                            threshold                              verdict
 ==============================================  =====================================  =========
 no measured request completed                   0 completed (warm-up excluded)         invalid
+a trial of the level measured nothing           any trial; > 50 % of its trials         warn; invalid
 the target stopped answering (load/liveness)    REFUSALS_DOWN refusals in a row         invalid
 tail percentile from few requests               n < 1 / (1 - 0.99) = 100 (p99)          note (latency)
 closed loop held far fewer in flight            mean in flight < 50 % of the label      warn
@@ -47,7 +48,7 @@ from wattbench.core.recordset import NONE, RecordSet, as_record_set
 from wattbench.core.schema import HistoryCheck, LevelResult, RequestRecord, Result, Validity
 from wattbench.core.schema import FindingKind
 
-__all__ = ["level_findings", "failed_requests_finding", "bad_usage_finding", "write_stop_finding", "RUN_STOPPED_ON_WRITE", "oversaturation_findings", "run_validity", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
+__all__ = ["measured_something", "measured_nothing", "nothing_measured_why", "unmeasured_trials_finding", "level_findings", "failed_requests_finding", "bad_usage_finding", "write_stop_finding", "RUN_STOPPED_ON_WRITE", "oversaturation_findings", "run_validity", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
            "input_length_finding", "stopped_finding", "TOKEN_FIGURES", "TOKEN_AGREEMENT_TOL", "NO_TOKENS",
            "no_tokens_text", "no_tokens_finding", "token_counter_edge_finding", "tool_left_out_finding",
            "token_disagreement_finding", "P99_MIN_SAMPLES", "IN_FLIGHT_WARN_FRACTION", "INPUT_LENGTH_WARN_PCT"]
@@ -61,6 +62,60 @@ CALIBRATED_TOL_PCT = 2.0
 
 EVERY_FIGURE = ("energy", "efficiency", "throughput", "ttft", "tpot", "itl", "e2e", "goodput", "load")
 PERCENTILES = ("ttft", "tpot", "itl", "e2e")
+
+
+def measured_something(level: LevelResult) -> bool:
+    """A level with output tokens and what produced them: at least one completed measured request,
+    or — a level without request records (``measure`` around a command: its tokens are the server's
+    counters' increase over the window) — that increase (what compare needs of a level)."""
+    if (level.throughput.output_tokens_per_s or 0) <= 0:
+        return False
+    return level.requests.completed > 0 or level.throughput.token_basis == "server_counters"
+
+
+def measured_nothing(level: LevelResult) -> bool:
+    """A level (or one trial of it) measured by its own requests, none of which completed (the
+    ``no_completed`` rule): it has no figure — no throughput, energy or per-kW, not a copy, not a
+    fill-in — and no mean or interval of a level's trials counts it. A level of ``measure`` around
+    a command (its tokens the server's counters') is never one: its window's energy is measured."""
+    return level.throughput.token_basis != "server_counters" and level.requests.completed == 0
+
+
+def nothing_measured_why(level: LevelResult) -> str:
+    """What a level (or trial) that measured nothing did instead, in a few words: ``8 of 8 requests
+    failed: http_500 8``."""
+    req = level.requests
+    total = req.completed + req.failed
+    if req.failed:
+        errors = ", ".join(f"{k} {v}" for k, v in sorted(req.errors.items(), key=lambda kv: (-kv[1], kv[0])))
+        return f"{req.failed} of {total} requests failed" + (f": {errors}" if errors else "")
+    if req.warmup and not total:
+        return f"its {req.warmup} requests were all warm-up"
+    if req.completed:
+        return f"its {req.completed} completed requests produced no output token"
+    return "no measured request completed"
+
+
+def unmeasured_trials_finding(unmeasured: list[tuple[int, str]], n_trials: int) -> Finding | None:
+    """The trials of a level that measured nothing (``(trial counted from 1, why)``, of
+    ``n_trials``): ``warn`` while most trials measured (the level's figures are their means),
+    ``invalid`` when more than half did not (``FAILED_INVALID_SHARE``, the failed requests' bound)
+    or none measured. None when every trial measured."""
+    if not unmeasured:
+        return None
+    which = ", ".join(str(k) for k, _ in unmeasured)
+    whys = sorted({w for _, w in unmeasured if w})
+    left = n_trials - len(unmeasured)
+    word = "trial" if len(unmeasured) == 1 else "trials"
+    if left == 0:
+        tail = "no trial measured, so the level has no figure"
+    else:
+        tail = (f"the level's figures are the {'mean of the ' + str(left) + ' trials' if left > 1 else 'one trial'} "
+                f"that measured; no mean or interval counts {'it' if len(unmeasured) == 1 else 'them'}")
+    text = f"{word} {which} of {n_trials} measured nothing ({'; '.join(whys) or 'no measured request completed'}): {tail}"
+    share = len(unmeasured) / max(n_trials, 1)
+    return rule(FindingKind.TRIAL_UNMEASURED, "invalid" if share > FAILED_INVALID_SHARE else "warn", text,
+                EVERY_FIGURE, effect_pct=100.0 * share, summary=f"{word} {which} of {n_trials} measured nothing")
 
 
 def no_completed_finding(level: LevelResult, stopped_early: str | None = None) -> Finding | None:
@@ -256,7 +311,8 @@ def run_validity(result: Result, energy_unavailable: str | None = None, stopped:
         verdict = "invalid"
     measured = any(lv.energy for lv in levels)
     energy = "measured" if measured else "unavailable"
-    if not measured and levels:
+    # levels that measured nothing have no energy by rule (their own findings say why), not for a meter
+    if not measured and levels and not all(measured_nothing(lv) for lv in levels):
         if verdict == "valid":
             verdict = "warn"
         found.insert(0, rule(FindingKind.NO_ENERGY, "warn", no_energy_text(energy_unavailable or "no power meter produced "

@@ -45,6 +45,7 @@ from wattbench.analysis.figures import headline, ranked_figures, select_window, 
 from wattbench.results.headline import TrialCI, describe_key, level_key, trial_ci
 from wattbench.accounting.boundaries import outside_work_note
 from wattbench.accounting.findings import note_counts
+from wattbench.accounting.level_findings import measured_something
 from wattbench.core.errors import UserError
 from wattbench.metrics.drift import figure_drift
 from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, combine, judge, ratio_interval,
@@ -350,15 +351,6 @@ def match_levels(a: Result, b: Result, match: str) -> tuple[list[tuple[LevelResu
 
 NO_ENERGY_WARNING = ("no power boundary was measured at every level that measured something: latency and "
                      "throughput are compared, energy and per-kW figures are not (check each run's sensors)")
-
-
-def measured_something(lv: LevelResult) -> bool:
-    """A level with output tokens and what produced them: at least one completed measured request,
-    or — a level without request records (``measure`` around a command: its tokens are the server's
-    counters' increase over the window) — that increase."""
-    if (lv.throughput.output_tokens_per_s or 0) <= 0:
-        return False
-    return lv.requests.completed > 0 or lv.throughput.token_basis == "server_counters"
 
 
 def _has_power(lv: LevelResult) -> bool:

@@ -168,7 +168,8 @@ def goodput_per_kw(level: LevelResult, boundary: str | None) -> float | None:
 
 
 def level_figures(level: LevelResult, boundary: str | None) -> dict[str, float | None]:
-    """Every named figure of one measurement of a level (its last trial's with ``--trials``)."""
+    """Every named figure of one measurement of a level (its last trial's with ``--trials``), read
+    from the level's own fields, never its trials block."""
     out: dict[str, float | None] = {}
     tp = level.throughput
     for name in THROUGHPUT_FIGURES:

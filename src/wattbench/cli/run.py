@@ -123,5 +123,6 @@ def register(app: typer.Typer) -> None:
         empty = empty_levels(result)
         if empty:  # a level that measured nothing is not a result: say so and exit non-zero
             typer.echo(f"wattbench: error: {len(empty)} level(s) completed no measured request "
-                       f"({', '.join(empty)}); the run is kept but they measured nothing", err=True)
+                       f"({', '.join(empty)}); the run is kept, but what measured nothing has no figure (why: "
+                       f"wattbench report --notes {run_dir_path(config, result.run_id)})", err=True)
             raise typer.Exit(EXIT_EMPTY_LEVEL)

@@ -21,7 +21,8 @@ from wattbench.core.numbers import MISSING, fmt, fmt_pct, fmt_range, fmt_signed_
 from wattbench.core.schema import FindingKind, LevelResult, Result
 from wattbench.report.goodput import goodput_cells, goodput_point, slo_text
 from wattbench.report.labels import levels_text, load_label, short_label, short_label_text
-from wattbench.report.trials import trials_n
+from wattbench.report.trials import trials_n, unmeasured_text
+from wattbench.accounting.level_findings import measured_nothing, nothing_measured_why
 from wattbench.telemetry.spec import SENSOR_FIX
 from wattbench.core.schema import NoiseInfo
 from wattbench.results.headline import point, trial_ci
@@ -279,6 +280,15 @@ def answer_line(result: Result) -> str | None:
     h = headline(result)
     if h is None:
         return None
+    dead = unmeasured_text(h.level)
+    if measured_nothing(h.level):  # no figure: what happened instead (never "energy unavailable")
+        block = h.level.trials
+        n = block.n if block is not None else 1
+        why = "; ".join(sorted({u.why for u in block.unmeasured if u.why})) if block is not None else ""
+        why = why or nothing_measured_why(h.level)
+        return (f"answer: {short_label(h.level)} — no figure: "
+                + (f"none of its {n} trials measured ({why})" if n > 1 else f"it measured nothing ({why})")
+                + f" · {h.verdict}")
     if h.unanswered is not None:  # the run's own question has no answer: never a level's figure in its place
         return f"answer: none — {h.unanswered}"
     if h.boundary is None and not any(lv.energy for lv in result.levels):  # no efficiency answer, and its fix
@@ -296,11 +306,15 @@ def answer_line(result: Result) -> str | None:
                   f"{fmt(be.avg_power_w)} W average over {fmt(dur)} s{where}")
     if h.ci is not None:
         figure += f", mean of {h.trials} trials (95% CI {fmt_range(h.ci[0], h.ci[1])})"
+    elif dead is not None and h.value is not None:
+        figure += ", from one trial (no interval)"
     if h.measurements:
         figure += f", mean of its {h.measurements} measurements"
     missing = unmeasured_levels(result)
     if missing:  # a run stopped early: the best of the levels it measured, and which it did not
         figure += f"; of {levels_text(result, [lv.index for lv in result.levels])} only ({', '.join(missing)} not measured)"
+    if dead is not None:
+        figure += f"; {dead}"
     return f"answer: {short_label(h.level)} — {figure} · {h.verdict}"
 
 

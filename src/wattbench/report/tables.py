@@ -14,7 +14,7 @@ from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
 from wattbench.results.headline import parts, server_lower_bound
 from wattbench.report.goodput import goodput_cells, has_goodput
 from wattbench.report.labels import short_label
-from wattbench.report.trials import TRIAL_FIGURES, any_trials, last_trial_title, trial_cells, trials_n
+from wattbench.report.trials import TRIAL_FIGURES, any_trials, last_trial_title, trial_cells, trials_cell
 from wattbench.core.schema import LevelResult, Result
 
 
@@ -242,7 +242,7 @@ def trial_columns(result: Result) -> list[Column]:
     lvs = result.levels
     per_level = [{c.name: c for c in trial_cells(lv)} for lv in lvs]
     names = [t for _, t, _ in TRIAL_FIGURES if any(t in d for d in per_level)]
-    cols = [Column("trials", [str(trials_n(lv) or MISSING) for lv in lvs])]
+    cols = [Column("trials", [trials_cell(lv) or MISSING for lv in lvs])]
     for name in names:
         head = name.replace(" ", "\n", 1) if len(name) > 8 else name
         cols.append(Column(f"{head}\nmean", [(d[name].mean if name in d else MISSING) for d in per_level]))

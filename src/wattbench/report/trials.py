@@ -32,8 +32,31 @@ class TrialCell:
     n: int | None
 
 
+def unmeasured_text(level: LevelResult) -> str | None:
+    """``trial 2 of 3 measured nothing (8 of 8 requests failed: http_500 8)``: the level's trials that
+    measured nothing (``TrialsBlock.unmeasured``), which no mean or interval counts; None when every
+    trial measured (or without trials)."""
+    block = level.trials
+    if block is None or not block.unmeasured:
+        return None
+    which = ", ".join(str(u.trial) for u in block.unmeasured)
+    whys = "; ".join(sorted({u.why for u in block.unmeasured if u.why}))
+    word = "trial" if len(block.unmeasured) == 1 else "trials"
+    return f"{word} {which} of {block.n} measured nothing" + (f" ({whys})" if whys else "")
+
+
 def trials_n(level: LevelResult) -> int | None:
     return level.trials.n if level.trials is not None else None
+
+
+def trials_cell(level: LevelResult) -> str | None:
+    """The trials column's cell: ``3``, or ``2 of 3`` when a trial measured nothing (the means are
+    the measuring trials'); None without trials."""
+    n = trials_n(level)
+    if n is None:
+        return None
+    dead = len(level.trials.unmeasured) if level.trials is not None else 0
+    return f"{n - dead} of {n}" if dead else str(n)
 
 
 def trial_cells(level: LevelResult) -> list[TrialCell]:

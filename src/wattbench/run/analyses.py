@@ -18,13 +18,14 @@ from wattbench.accounting.boundaries import boundary_totals
 from wattbench.accounting.carbon import apply_carbon
 from wattbench.accounting.request_energy import attribute_level
 from wattbench.analysis.figures import WINDOW_FIGURES, level_figures, steady_view
+from wattbench.accounting.level_findings import measured_nothing, nothing_measured_why
 from wattbench.results.headline import ENERGY_FIGURES
 from wattbench.analysis.pareto import frontier_from_levels
 from wattbench.core.errors import UserError
 from wattbench.metrics.trials import ci95
 from wattbench.results import rundir
 from wattbench.results.headline import headline_boundary
-from wattbench.core.schema import LevelResult, Pareto, PrefillDecode
+from wattbench.core.schema import LevelResult, Pareto, PrefillDecode, UnmeasuredTrial
 from wattbench.run.session import RunSession
 
 REGRESSION_INTERVALS = 120  # client-timed intervals over the run (at least 0.5 s each)
@@ -66,41 +67,66 @@ def per_node_energy(session: RunSession, outcome, level: LevelResult) -> dict:
     return out
 
 
-def _trial_cis(trials: list[LevelResult], only: frozenset[str] | None = None) -> dict[str, dict]:
+def _trial_cis(trials: list[LevelResult | None], only: frozenset[str] | None = None) -> dict[str, dict]:
     """Mean and 95% CI (Student t) over ``trials`` of every headline figure (of the names in
-    ``only``): ``name`` or ``name@boundary`` -> mean, ci_low, ci_high, n, values."""
-    boundaries = sorted({b for t in trials for b in t.energy})
-    values: dict[str, list[float]] = {}
-    for t in trials:
+    ``only``): ``name`` or ``name@boundary`` -> mean, ci_low, ci_high, n (the values it is the mean
+    of) and values, one per trial in order, None where a trial has no such figure or is None (it
+    measured nothing). Each trial's own figures (``analysis.figures.level_figures``), never the
+    trials block an earlier trial carried while it was the level's latest (its mean would count as a
+    value again)."""
+    kept = [t for t in trials if t is not None]
+    boundaries = sorted({b for t in kept for b in t.energy})
+    values: dict[str, dict[int, float]] = {}
+    for i, t in enumerate(trials):
+        if t is None:
+            continue
         for b in boundaries or [None]:
-            # the trial's own figures: an earlier trial carries the block of the trials up to it (it was
-            # the level's last then), and its headline would be that block's mean, not its own figure
             for name, v in level_figures(t, b).items():
                 if v is None or (only is not None and name not in only):
                     continue
                 key = f"{name}@{b}" if (b and name in ENERGY_FIGURES) else name
                 if b and name not in ENERGY_FIGURES and b != (boundaries or [None])[0]:
                     continue  # boundary-free figures once
-                values.setdefault(key, []).append(float(v))
+                values.setdefault(key, {})[i] = float(v)
     figures = {}
-    for key, vs in values.items():
-        c = ci95(vs)
+    for key, by_trial in values.items():
+        c = ci95(by_trial.values())
         figures[key] = {"mean": c["mean"], "ci_low": c["ci95_low"], "ci_high": c["ci95_high"], "n": c["n"],
-                        "values": vs}
+                        "values": [by_trial.get(i) for i in range(len(trials))]}
     return figures
 
 
+def measuring_trials(trials: list[LevelResult]) -> list[LevelResult]:
+    """The trials that measured something (``accounting.level_findings.measured_nothing``): the only
+    ones a mean, an interval, ``--trials auto`` or a comparison is built from."""
+    return [t for t in trials if not measured_nothing(t)]
+
+
+def unmeasured(trials: list[LevelResult]) -> list[UnmeasuredTrial]:
+    """The trials that measured nothing, each with its number (from 1) and what happened instead."""
+    return [UnmeasuredTrial(trial=(t.trial if t.trial is not None else i) + 1,
+                            requests=t.requests.completed + t.requests.failed + t.requests.warmup,
+                            why=nothing_measured_why(t))
+            for i, t in enumerate(trials) if measured_nothing(t)]
+
+
 def trials_block(trials: list[LevelResult]) -> dict:
-    """Mean and 95% CI (Student t) over trials of every headline figure, in the form compare and
-    regress read: ``figures[name]`` and ``figures[name@boundary]`` -> mean, ci_low, ci_high, n; and
-    ``figures_steady``, the window-dependent figures of each trial's steady-state window
-    (``analysis.figures.steady_view``), when every trial has one."""
-    steady = [steady_view(t) for t in trials]
-    return {"n": len(trials), "confidence": 0.95, "figures": _trial_cis(trials),
-            "figures_steady": (_trial_cis([v for v in steady if v is not None], WINDOW_FIGURES)
-                               if all(v is not None for v in steady) else {}),
+    """Mean and 95% CI (Student t) over the trials that measured something (``measuring_trials``)
+    of every headline figure, in the form compare and regress read: ``figures[name]`` and
+    ``figures[name@boundary]`` -> mean, ci_low, ci_high, n (the trials it is the mean of), values
+    (one per trial run, None for a trial that measured nothing: it has no figure); and
+    ``figures_steady``, the window-dependent figures of each measuring trial's steady-state window
+    (``analysis.figures.steady_view``), when every one has one. ``n`` counts every trial run,
+    ``unmeasured`` names those that measured nothing."""
+    counted = [None if measured_nothing(t) else t for t in trials]
+    steady = [None if t is None else steady_view(t) for t in counted]
+    has_steady = any(t is not None for t in counted) and all(
+        v is not None for t, v in zip(counted, steady) if t is not None)
+    return {"n": len(trials), "confidence": 0.95, "figures": _trial_cis(counted),
+            "figures_steady": _trial_cis(steady, WINDOW_FIGURES) if has_steady else {},
             "thermal_before": [t.thermal_before for t in trials],
-            "thermal": [t.thermal if t.thermal.model_fields_set else None for t in trials]}
+            "thermal": [t.thermal if t.thermal.model_fields_set else None for t in trials],
+            "unmeasured": [u.model_dump() for u in unmeasured(trials)]}
 
 
 def run_analyses(session: RunSession) -> None:

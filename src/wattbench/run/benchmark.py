@@ -120,9 +120,18 @@ def stopped(session: RunSession, during: str, saved: str) -> Interrupted:
 
 
 def empty_levels(result: Result) -> list[str]:
-    """Labels of the run's levels that completed no measured request: the run is kept, but it is
-    not a result (``wattbench run`` says so and exits with ``core.errors.EXIT_EMPTY_LEVEL``)."""
-    return [lv.label for lv in result.levels if lv.requests.completed == 0]
+    """The run's levels that completed no measured request, by label, and the levels some trial of
+    which completed none (``concurrency=2 trial 2 of 3``): the run is kept, but it is not the result
+    asked (``wattbench run`` says so and exits with ``core.errors.EXIT_EMPTY_LEVEL``)."""
+    out = []
+    for lv in result.levels:
+        dead = [u.trial for u in lv.trials.unmeasured] if lv.trials is not None else []
+        if lv.requests.completed == 0 or (lv.trials is not None and len(dead) == lv.trials.n):
+            out.append(lv.label)
+        elif dead:
+            out.append(f"{lv.label} {'trial' if len(dead) == 1 else 'trials'} {', '.join(map(str, dead))} "
+                       f"of {lv.trials.n}")
+    return out
 
 
 def register(cfg: RunConfig, result: Result | None, run_dir) -> None:

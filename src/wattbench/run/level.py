@@ -22,7 +22,7 @@ from wattbench.load.targets import per_target_summary, run_level_multi
 from wattbench.core.load_types import LevelSpec
 from wattbench.results import rundir
 from wattbench.core.recordset import as_record_set, spooling_into
-from wattbench.core.schema import LevelResult, PrimingPhase, TrialsBlock
+from wattbench.core.schema import LevelResult, PrimingPhase, TrialsBlock, Validity
 from wattbench.core.schema import FindingKind
 from wattbench.run import analyses
 from wattbench.run.plan import default_num_requests, planned_levels
@@ -32,6 +32,7 @@ from wattbench.workload.base import RequestSpec
 from wattbench.workload.synthetic import PromptBuilder
 from wattbench.workload.trace import TraceWorkload
 from wattbench.accounting.findings import rule, worst
+from wattbench.accounting.level_findings import measured_nothing, unmeasured_trials_finding
 from wattbench.accounting.validity import combine
 from wattbench.core.recordset import NONE
 from wattbench.load.level import end_column
@@ -62,6 +63,7 @@ class LevelRunner:
         self.is_trace = isinstance(workload, TraceWorkload)
         self.used = 0  # requests drawn from the workload so far
         self._trials: dict[int, list[LevelResult]] = {}  # level index -> its trials so far
+        self._own_validity: dict[int, Validity] = {}  # id(trial) -> its verdict as accounted
         self.prime_at: tuple[str, float, int, str] | None = None  # run/prime.priming_level, set by the plan
         self.drain_baseline: float | None = None  # the server's in-flight count before the run's first load
         self.abandoned = 0  # requests of the last load the client gave up on (timeouts, stalls)
@@ -176,7 +178,7 @@ class LevelRunner:
             partial = getattr(e, "outcome", None)
             if partial is not None and partial.records:
                 lv = self._account(index, spec, partial, k, thermal_before, label_suffix)
-                trials.append(lv)
+                self._add_trial(trials, lv)
                 self._record(index, partial.records, final=True)
             else:
                 rundir.end_level_spool(session.run_dir, index, k)  # nothing finished: nothing to keep
@@ -185,11 +187,11 @@ class LevelRunner:
         self.abandoned = abandoned_count(outcome.records)
         lv = self._account(index, spec, outcome, k, thermal_before, label_suffix)
         add_drain_finding(lv, drain, f"trial {k + 1}" if n > 1 else "")
-        trials.append(lv)
+        self._add_trial(trials, lv)
         self._write_requests(outcome.records, k, index)
         level = self._record(index, [], final=(k == n - 1 or bool(outcome.target_down)))
-        if level.target_down:  # no further trial against a target that stopped answering
-            raise TargetStopped(f"{level.target_down['text']} (level {level.label}); the run stopped, "
+        if lv.target_down:  # no further trial against a target that stopped answering
+            raise TargetStopped(f"{lv.target_down['text']} (level {level.label}); the run stopped, "
                                 f"the {sum(t.requests.completed + t.requests.failed for t in trials)} requests "
                                 "measured are kept" + (f" in {session.run_dir}" if session.run_dir else ""))
         return lv
@@ -302,6 +304,8 @@ class LevelRunner:
     def _stationarity_inputs(self, lv: LevelResult, records) -> None:
         """The trial's per-second steady series, its warm-up estimate (MSER-5, with its finding)
         and the host's CPU clock (``accounting/drift.py``)."""
+        if measured_nothing(lv):  # no figure, so no series a trend could read as a fall to nothing
+            return
         rs = as_record_set(records)
         log = self.session.sampler.log if self.session.sampler is not None else None
         lv.series = steady_series(rs, log, lv.steady_window)
@@ -327,24 +331,44 @@ class LevelRunner:
         records.close()
         rundir.end_level_spool(self.session.run_dir, index, trial)
 
+    def _add_trial(self, trials: list[LevelResult], lv: LevelResult) -> None:
+        trials.append(lv)
+        self._own_validity[id(lv)] = lv.validity.model_copy(deep=True)
+
     def _record(self, index: int, partial_records, final: bool) -> LevelResult:
         """Record level ``index`` (its latest trial, with the mean and CI of its trials so far) in
         place or at the end, and write everything; ``level_done`` once its last trial is in."""
         session = self.session
         trials = self._trials[index]
-        level = trials[-1]
+        # the level is its latest trial that measured something (the latest of all when none did),
+        # with the means of the trials that measured; a trial that measured nothing has no figure
+        measuring = analyses.measuring_trials(trials)
+        level = measuring[-1] if measuring else trials[-1]
+        for t in trials:
+            t.trials = None  # a trial once recorded as the level keeps no stale block of the trials then
         level.trials = TrialsBlock.model_validate(analyses.trials_block(trials)) if len(trials) > 1 else None
+        # its verdict as accounted: what follows is added afresh each time
+        level.validity = self._own_validity[id(level)].model_copy(deep=True)
         # the level's stationarity: its trials' series together (drift, the likely cause, another
-        # thermal state), with its last trial's warm-up estimate
+        # thermal state; a trial that measured nothing has no series), with its last trial's warm-up
+        # estimate
         own = level.stationarity
         st = stationarity(trials, own.warmup_estimate_s if own else None, own.steady_start_s if own else None)
         level.stationarity = st
         found = stationarity_findings(st)
         if found:
             level.validity = worst(level.validity, combine(found))
-        # the level is its last trial with every trial's mean: an earlier trial that shared the server
-        # with the load before it biased that mean, so its finding stays on the level
-        earlier = [f for t in trials[:-1] for f in t.validity.findings if f.kind == FindingKind.NOT_DRAINED]
+        # an earlier trial that shared the server with the load before it biased the mean, so its
+        # finding stays on the level; trials that measured nothing are named on it
+        others = [t for t in trials if t is not level]
+        earlier = [f for t in others for f in self._own_validity[id(t)].findings if f.kind == FindingKind.NOT_DRAINED]
+        if level.trials is not None:
+            dead = unmeasured_trials_finding([(u.trial, u.why) for u in level.trials.unmeasured], len(trials))
+            if dead is not None:
+                earlier.append(dead)
+        if trials[-1].target_down and level is not trials[-1]:  # the run stops on it: the level says why
+            level.target_down = trials[-1].target_down
+            earlier += [f for f in self._own_validity[id(trials[-1])].findings if f.kind == FindingKind.TARGET_DOWN]
         if earlier:
             level.validity = worst(level.validity, combine(earlier))
         levels = session.result.levels
@@ -354,7 +378,7 @@ class LevelRunner:
         else:
             levels[pos] = level
         if partial_records:
-            self._write_requests(partial_records, level.trial or 0, index)
+            self._write_requests(partial_records, trials[-1].trial or 0, index)
         session.write_level_artifacts()
         session.write_report()
         if final:

@@ -18,10 +18,10 @@ from tests.fakes.scripted_sensor import build_log, counter_channel
 from wattbench.accounting.attribution import isolating_pair
 from wattbench.config import RunConfig
 from wattbench.core.clock import ClockAnchor
-from wattbench.core.schema import PrefillDecode, RequestRecord, Thermal
+from wattbench.core.schema import PrefillDecode, RequestRecord, Requests, Thermal, TrialsBlock
 from wattbench.metrics.carbon_series import parse_carbon_intensity
 from wattbench.metrics.slo import parse_slos
-from wattbench.run.analyses import attribute, run_analyses, trials_block
+from wattbench.run.analyses import attribute, measuring_trials, run_analyses, trials_block
 from wattbench.run.session import RunSession
 from wattbench.server.metrics import MetricsScraper
 from wattbench.telemetry.base import TelemetryLog
@@ -93,6 +93,27 @@ def test_each_trials_own_figure_counts_not_the_block_it_carried_as_the_levels_la
     assert f["output_tokens_per_s_per_kw@accelerator"]["values"] == pytest.approx([2000.0, 2200.0, 2400.0], rel=1e-12)
     half = T_975_2 * 100.0 / math.sqrt(3)
     assert f["output_tokens_per_s"]["ci_high"] == pytest.approx(1100.0 + half, rel=1e-9)
+def test_each_trial_counts_its_own_figure_and_a_trial_that_measured_nothing_none():
+    """Trial 2 carries the trials block it had when it was the level's latest (its mean with trial 1):
+    the block over three trials reads its own figure, never that mean; trial 3 measured nothing (8
+    requests, all 500) though an older accounting left it energy and a throughput: no value of it
+    is in any mean, its values are None, and it is named with what happened."""
+    t1, t2 = (make_level(0, value=8, output_tokens_per_s=tok, power_w=500.0) for tok in (1000.0, 900.0))
+    t2.trials = TrialsBlock.model_validate(trials_block([t1, t2]))  # what trial 2 carried as the level
+    dead = make_level(0, value=8, output_tokens_per_s=450.0, power_w=500.0)
+    dead.requests = Requests(completed=0, failed=8, errors={"http_500": 8})
+    for k, t in enumerate((t1, t2, dead)):
+        t.trial = k
+    tb = trials_block([t1, t2, dead])
+    per_kw = tb["figures"]["output_tokens_per_s_per_kw@accelerator"]
+    assert per_kw["values"] == [pytest.approx(2000.0, rel=1e-12), pytest.approx(1800.0, rel=1e-12), None]
+    assert per_kw["n"] == 2 and per_kw["mean"] == pytest.approx(1900.0, rel=1e-12)
+    half = 12.706204736174707 * 200.0 / 2  # t(0.975, 1) · sd (141.4) / sqrt(2)
+    assert (per_kw["ci_low"], per_kw["ci_high"]) == (pytest.approx(1900.0 - half, rel=1e-9),
+                                                     pytest.approx(1900.0 + half, rel=1e-9))
+    assert tb["figures"]["output_tokens_per_s"]["values"][2] is None
+    assert tb["n"] == 3 and tb["unmeasured"] == [{"trial": 3, "requests": 8, "why": "8 of 8 requests failed: http_500 8"}]
+    assert measuring_trials([t1, t2, dead]) == [t1, t2]
 
 
 def test_the_pareto_frontiers_come_from_the_measured_levels(tmp_path):

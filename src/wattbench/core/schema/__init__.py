@@ -71,6 +71,7 @@ from wattbench.core.schema.level import (
     SteadySeries,
     TrialFigure,
     TrialsBlock,
+    UnmeasuredTrial,
 )
 from wattbench.core.schema.measure import ClockMapping, MeasureInfo, ToolLevel
 from wattbench.core.schema.measures import (
@@ -115,6 +116,6 @@ __all__ = [
     "Latency", "LevelResult", "LevelTiming", "LoadStats", "NodeInfo", "Num", "Oversaturation", "Pareto",
     "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",
     "Requests", "Result", "SearchOutcome", "ServerIdentity", "ServerInfo", "Stats", "TargetStats", "Throughput", "TokenCount",
-    "PromptCalibration", "TrialFigure", "TrialsBlock", "FigureTrend", "Stationarity", "SteadySeries", "TunedFrom", "Validity", "Verdict", "Window", "WorkloadInfo", "_M", "build_record", "upgrade_v1",
+    "PromptCalibration", "TrialFigure", "TrialsBlock", "FigureTrend", "Stationarity", "SteadySeries", "TunedFrom", "UnmeasuredTrial", "Validity", "Verdict", "Window", "WorkloadInfo", "_M", "build_record", "upgrade_v1",
     "EngineStart", "HistoryCheck", "NoiseInfo", "PrimingPhase",
 ]

@@ -78,6 +78,9 @@ class FindingKind(WordEnum):
                        "the warm-up estimate (`MSER-5`) and the steady window's start disagree (judged: its effect)")
     THERMAL_STATE = ("thermal_state", "warn", "a trial ran in another thermal or clock state than the rest")
     NOT_DRAINED = ("not_drained", "warn", "the server still held the load of the level before when this one began")
+    TRIAL_UNMEASURED = ("trial_unmeasured", "warn",
+                        "a trial of the level measured nothing: it has no figure and no mean or interval counts it "
+                        "(invalid when more than half did not)")
     # -- the run (accounting/level_findings.py, results/recovery.py)
     NO_LEVEL = ("no_level", "invalid", "no level finished")
     RUN_STOPPED = ("run_stopped", "warn", "the run stopped early: a write to its directory failed")

@@ -35,11 +35,22 @@ class TrialFigure(_M):
     values: list[float | None] = Field(default_factory=list)
 
 
+class UnmeasuredTrial(_M):
+    """A trial of a level that measured nothing (no measured request completed): it has no figure,
+    and no mean or interval of the level's trials includes it."""
+
+    trial: int  # which trial, counted from 1 (as the run prints it)
+    requests: int = 0  # the requests it sent (failed, warm-up and completed)
+    why: str = ""  # what happened instead (the level's ``no_completed`` finding text)
+
+
 class TrialsBlock(_M):
     """A level measured ``n`` times: every headline figure's mean and CI, keyed as compare names
-    them (``output_tokens_per_s``, ``ttft_p99_ms``, ``<boundary>.j_per_output_token``, …)."""
+    them (``output_tokens_per_s``, ``ttft_p99_ms``, ``<boundary>.j_per_output_token``, …), over the
+    trials that measured something; ``unmeasured`` names the others (a figure's ``n`` is how many
+    trials it is the mean of)."""
 
-    n: int
+    n: int  # trials run, those that measured nothing included
     confidence: float = 0.95
     figures: dict[str, TrialFigure] = Field(default_factory=dict)
     # the figures that depend on the window (energy figures, token rates, goodput tokens), each trial
@@ -49,6 +60,7 @@ class TrialsBlock(_M):
     thermal_before: list[Thermal | None] = Field(default_factory=list)
     # each trial's thermal and clock state over its window (``LevelResult.thermal``), in trial order
     thermal: list[Thermal | None] = Field(default_factory=list)
+    unmeasured: list[UnmeasuredTrial] = Field(default_factory=list)
 
 
 class SteadySeries(_M):
