@@ -115,3 +115,36 @@ def test_a_start_that_refuses_every_request_is_a_trial_that_measured_nothing(tmp
     assert f.ci_high - f.ci_low == pytest.approx(12.706204736174707 * abs(a - b), rel=1e-9)  # t(0.975, 1)
     assert [(u.trial, u.why) for u in lv.trials.unmeasured] == [(2, "8 of 8 requests failed: http_401 8")]
     assert lv.validity.verdict == "warn"
+
+
+def test_an_engine_restarted_as_another_configuration_is_not_pooled(tmp_path, monkeypatch):
+    """The second start serves another model id: the run is re-identified after the restart and stops
+    before measuring on it (its trial would have pooled two configurations in one level), in one line
+    naming the change; the trials measured on the first configuration are kept."""
+    from wattbench.core.errors import TargetStopped
+    from wattbench.results.rundir import load_result
+    from wattbench.run import run_benchmark
+    from wattbench.run import targets as run_targets
+
+    handles: list[FakeHandle] = []
+
+    def launch(**kw):
+        h = FakeHandle(seed=len(handles) + 1, extra=("--model", "other-model") if handles else ())
+        handles.append(h)
+        return h
+
+    monkeypatch.setattr(run_targets, "launch", launch)
+    cfg = RunConfig(concurrency=[2, 4], num_requests=8, trials=3, restart_engine=True, input_tokens="8",
+                    output_tokens="8", sensors=["const:node=300"], idle_s=0, register_run=False, html=False,
+                    out=str(tmp_path / "run"))
+    with pytest.raises(TargetStopped) as ei:
+        run_benchmark(cfg)
+    msg = str(ei.value)
+    assert "\n" not in msg and "restarted before trial 2 serves another configuration" in msg
+    assert "model id 'fake-model' -> 'other-model'" in msg and "the 2 trial(s) measured are kept" in msg
+    assert len(handles) == 2 and all(h.stopped for h in handles)
+    res = load_result(tmp_path / "run")
+    assert res.status == "failed" and [lv.trials for lv in res.levels] == [None, None]  # one trial each, unpooled
+    assert [lv.requests.completed for lv in res.levels] == [8, 8]
+    starts = res.noise.engine_starts
+    assert starts[0].identity_change is None and "model id 'fake-model' -> 'other-model'" in starts[1].identity_change

@@ -15,10 +15,11 @@ from wattbench.core.target import TargetSpec
 from wattbench.core.schema import ServerInfo
 from wattbench.run.session import RunSession
 from wattbench.server.detect import detect_server, kept_models, merge_launched, reuses_connections
+from wattbench.server.identity.build import identity_change
 from wattbench.server.identity.common import target_of
 from wattbench.server.openai import check_load_endpoint, check_model_answers, check_target, normalize_base_url
 from wattbench.core.redact import body_secrets, combine_credentials, secret_values, url_secrets
-from wattbench.core.errors import UserError
+from wattbench.core.errors import TargetStopped, UserError
 from wattbench.core.schema import EngineStart, NoiseInfo
 
 
@@ -126,7 +127,13 @@ def resolve_targets(session: RunSession, run_dir, engine: Engine | None = None) 
 
 def restart_engine(session: RunSession, specs: list[TargetSpec], before_trial: int) -> None:
     """``--restart-engine``: stop the launched engine and start a fresh one (same plan, a new port),
-    pointing the run's target at it; every start is recorded in ``Result.noise.engine_starts``."""
+    pointing the run's target at it; every start is recorded in ``Result.noise.engine_starts``.
+
+    The fresh engine is identified again (``server.detect``, as the run's first was): one that serves
+    another model id or exposes another configuration (``identity_change``) would pool two
+    configurations in one level's trials, so the run stops before measuring on it (``TargetStopped``,
+    one line saying what changed; every trial measured on the run's configuration is kept), and the
+    start records the change (``EngineStart.identity_change``)."""
     cfg, old = session.config, session.engine
     if old is None:
         raise UserError("--restart-engine restarts an engine wattbench started; this run has none")
@@ -143,5 +150,18 @@ def restart_engine(session: RunSession, specs: list[TargetSpec], before_trial: i
     for t in specs:
         if t.base_url == old_url:
             t.base_url = normalize_base_url(new.base_url)
-    noise.engine_starts.append(EngineStart(index=len(noise.engine_starts), base_url=new.base_url, pid=new.pid,
-                                           start_duration_s=new.start_duration_s, before_trial=before_trial))
+    start = EngineStart(index=len(noise.engine_starts), base_url=new.base_url, pid=new.pid,
+                        start_duration_s=new.start_duration_s, before_trial=before_trial)
+    noise.engine_starts.append(start)
+    first = specs[0]
+    detected = asyncio.run(detect_server(first.base_url, first.api_key, model=first.model))
+    after = merge_launched(new.server_info, detected).identity
+    if after is not None:
+        after.model = first.model if first.model in detected.models else detected.model
+    change = identity_change(session.result.server.identity, after)
+    if change is not None:
+        start.identity_change = change
+        done = sum(lv.trials.n if lv.trials is not None else 1 for lv in session.result.levels)
+        raise TargetStopped(f"the {cfg.engine} engine restarted before trial {before_trial + 1} serves another "
+                            f"configuration ({change}): its trials would pool two configurations; the run stopped "
+                            f"before measuring on it, the {done} trial(s) measured are kept")

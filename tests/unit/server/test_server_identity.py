@@ -145,3 +145,15 @@ def test_names_past_the_cap_are_left_out_and_a_capped_identity_hashes_the_same_t
     b = build_identity("http://h:8080/v1", "llamacpp", {"/props": ok(props)}, "m", None)
     assert "n" * (MAX_NAME + 1) not in a.exposed["/props"] and a.exposed["/props"]["total_slots"] == 2
     assert a.capped is not None and configuration_key(a.model_dump()) == configuration_key(b.model_dump())
+
+
+def test_identity_change_names_what_a_restart_changed():
+    from wattbench.server.identity.build import identity_change
+
+    props = {"total_slots": 2, "default_generation_settings": {"n_ctx": 512}}
+    a = build_identity("http://h:8080/v1", "llamacpp", {"/props": ok(props)}, "m", "b1")
+    moved = build_identity("http://h:9090/v1", "llamacpp", {"/props": ok(props)}, "m", "b1")
+    assert identity_change(a, moved) is None  # another port only: a launched engine's every start
+    other = build_identity("http://h:8080/v1", "llamacpp", {"/props": ok(dict(props, total_slots=4))}, "m2", "b1")
+    assert identity_change(a, other) == "model id 'm' -> 'm2'; /props changed"
+    assert identity_change(None, other) is None

@@ -57,6 +57,9 @@ class EngineStart(_M):
     pid: int | None = None
     start_duration_s: float | None = None
     before_trial: int | None = None  # the trial round it was started for (None: the run's first)
+    # what told this start's server from the run's (``server/identity/build.identity_change``): the run
+    # stopped before measuring on it; None when it served the run's configuration
+    identity_change: str | None = None
 
 
 class NoiseInfo(_M):

@@ -19,3 +19,24 @@ def build_identity(base_url: str | None, engine: str, responses: Responses, mode
     kept, capped = cap_exposed({k: v for k, v in exposed.items() if v})
     return ServerIdentity(target=target_of(base_url), model=model, engine=engine, version=version,
                           exposed=kept, not_exposed=not_exposed, capped=capped)
+
+
+def _short(v: object) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def identity_change(before: ServerIdentity | None, after: ServerIdentity | None) -> str | None:
+    """What tells ``after`` (a restarted engine's identity) from ``before`` (the run's), in a few words
+    (``model id 'a' -> 'b'``, ``version …``, ``/props changed``); None when they are one configuration
+    or either is unknown. The target is not compared: a launched engine's port changes with every start."""
+    if before is None or after is None:
+        return None
+    names = {"model": "model id", "engine": "engine", "version": "version"}
+    out = [f"{name} {_short(getattr(before, what))} -> {_short(getattr(after, what))}"
+           for what, name in names.items() if getattr(before, what) != getattr(after, what)]
+    changed = [src for src in sorted(set(before.exposed) | set(after.exposed))
+               if before.exposed.get(src) != after.exposed.get(src)]
+    if changed:
+        out.append(f"{', '.join(changed)} changed")
+    return "; ".join(out) or None
