@@ -77,6 +77,7 @@ MIN_HISTORY_RUNS = 3  # a spread from two runs has one degree of freedom: t(0.97
 MIN_DF = 2  # a noise basis with fewer degrees of freedom is inconclusive
 MAX_BOUND = 0.25  # a ratio whose bound (e^w - 1) is wider than this is inconclusive
 MIN_CHANGE = 0.05  # a move smaller than this is never a change point (it stays in the spread)
+MAX_LOG_RATIO = 690.0  # ln of the largest ratio written (e^690 ≈ 1e300 is finite, e^710 overflows)
 
 BEYOND = "beyond noise"
 WITHIN = "within noise"
@@ -747,6 +748,12 @@ class SeriesNoise:
         return tuple(self.values[i] for i in self.segments[-1]) if self.segments else ()
 
 
+def _exp(x: float) -> float:
+    """``e^x`` held to a finite float: two imported figures of one configuration 1e-300 and 1e300
+    apart are a change point of ratio ~1e300, not an OverflowError for the whole history."""
+    return math.exp(min(x, MAX_LOG_RATIO))
+
+
 def _median(xs: Sequence[float]) -> float:
     s = sorted(xs)
     n = len(s)
@@ -792,7 +799,7 @@ def series_noise(values: Sequence[float], run_ids: Sequence[str | None] | None =
         else:
             bound, limit = math.log1p(MAX_BOUND), None
         if abs(move) > max(bound, math.log1p(MIN_CHANGE)):
-            cps.append(ChangePoint(i, ids[i], math.exp(move), None if limit is None else math.expm1(limit)))
+            cps.append(ChangePoint(i, ids[i], _exp(move), None if limit is None else math.expm1(limit)))
             segments.append([i])
         else:
             seg.append(i)

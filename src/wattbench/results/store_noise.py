@@ -7,6 +7,7 @@ never folded into the spread). ``HistoryStore.noise`` and ``noise_table`` read i
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -70,7 +71,9 @@ def spread_of(key: str, rows: list[sqlite3.Row], judged: Iterable[str] = ()) -> 
     config: dict[str, Any] = {}
     figure = None
     for r in rows:
-        if r["figure"] is None:
+        # a figure that is not a positive finite number (0.0: every request failed) is no sample of
+        # the configuration's efficiency: left out of the spread, the run count and the range alike
+        if r["figure"] is None or not (math.isfinite(float(r["figure"])) and float(r["figure"]) > 0):
             continue
         per_run.setdefault(r["run_id"], []).append(float(r["figure"]))
         created[r["run_id"]] = r["created_at"]

@@ -192,3 +192,30 @@ def test_a_capped_identity_is_stored_once_per_run(tmp_path):
     level_bytes = conn.execute("SELECT sum(length(config)) FROM levels").fetchone()[0]
     assert 3 * 15_000 < run_bytes < 3 * 18_000  # each run's identity once: ~16 KiB of settings
     assert level_bytes < 24 * 200  # 24 levels: their load and boundary only
+
+
+def test_figures_far_apart_or_zero_neither_break_nor_pad_the_spread(tmp_path):
+    """Two imported runs of one configuration at 1e-300 and 1e300 tok/s (per kW) are a change point
+    (a finite ratio), not an OverflowError for the whole history; a run whose figure is 0.0 (every
+    request failed) is no sample: left out of the spread, the run count and the range."""
+    from typer.testing import CliRunner
+
+    from wattbench.cli.main import build_app
+
+    db = tmp_path / "h.db"
+    with HistoryStore(db) as store:
+        for i, tok_s in enumerate((700.0, 700.0, 1000.0, 1100.0, 500.0)):
+            store.register(_run(f"r{i}", tok_s, created=f"2026-11-29T12:0{i}:00Z"), tmp_path / f"r{i}")
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:  # as imported runs store them (r4: every request failed)
+        for run_id, figure in (("r0", 1e-300), ("r1", 1e300), ("r4", 0.0)):
+            conn.execute("UPDATE levels SET figure = ? WHERE run_id = ?", (figure, run_id))
+    with HistoryStore(db) as store:
+        sp = store.noise(_key(_run("x", 1.0)))
+        assert sp.runs == 4 and "r4" not in sp.run_ids  # the 0.0 run is not counted
+        assert sp.low == pytest.approx(1e-300) and sp.high == pytest.approx(1e300)
+        assert sp.change_points and all(math.isfinite(c["ratio"]) for c in sp.change_points)
+    out = CliRunner().invoke(build_app(), ["history", "noise", "--db", str(db)], terminal_width=80)
+    assert out.exit_code == 0, out.output
+    assert "Traceback" not in out.output and "4 runs" in out.output
