@@ -96,7 +96,7 @@ def test_no_counters_means_energy_only_said_so(tmp_path):
     answer = next(x for x in p.stdout.split("\n") if x.startswith("answer: "))
     assert "– output tok/s per kW" not in out_text and "the none" not in out_text
     assert "answer: command — no tokens counted, so no tokens per kW; energy only: " in out_text, answer
-    assert f"{POWER_W:g} W average" in out_text and "(node, declared)" in out_text
+    assert f"{POWER_W:g} W average" in out_text and "(node, declared ±20%)" in out_text
     assert "measured around a command (exit 0): windows from the command's lifetime, tokens from nowhere" in out_text
 
 

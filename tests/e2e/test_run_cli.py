@@ -120,7 +120,7 @@ def test_run_terminal_summary_shows_headline(tmp_path):
     # the answer first: the headline figure, its boundary and label, the level's verdict
     lines = p.stdout.splitlines()
     answer = next(x for x in lines if x.startswith("answer: "))
-    assert answer.startswith("answer: c=2 — ") and "output tok/s per kW (node, declared)" in answer, answer
+    assert answer.startswith("answer: c=2 — ") and "output tok/s per kW (node, declared ±20%)" in answer, answer
     # then the level table, its headers stacked at 80 columns: out tok/s and tok/s/kW first, then the latency
     first_table = lines.index("", lines.index(answer))  # the blank line after the verdicts and notes
     header = " ".join(" ".join(lines[first_table:lines.index(next(x for x in lines if x.startswith("level ")))
@@ -209,11 +209,15 @@ def test_no_idle_baseline_from_declared_constants_alone(tmp_path):
         assert q.returncode == 0, q.stderr
     c, m = load_result(tmp_path / "c"), load_result(tmp_path / "m")
     assert c.idle_window is None and not c.idle
-    assert any(w.startswith("no idle baseline: the only power figures are declared constants") for w in c.warnings)
-    assert "no idle baseline" in p.stdout
+    # a note of the run, said once (not a warning, not a progress line as well)
+    (f,) = [f for f in c.validity.findings if f.kind == "no_idle"]
+    assert f.severity == "note" and f.text.startswith("no idle baseline: the only power figures are declared")
+    assert not any("no idle baseline" in w for w in c.warnings)
+    assert (p.stdout + p.stderr).count("no idle baseline") == 1 and "- no idle baseline" in p.stdout
     assert c.levels[0].energy["node"].dynamic_energy_j is None
     assert m.idle_window is not None and "cpu" in m.idle
     assert not any(w.startswith("no idle baseline") for w in m.warnings)
+    assert not [f for f in m.validity.findings if f.kind == "no_idle"]
 
 
 def test_the_priming_is_bracketed_by_scrapes_so_no_level_counts_its_tokens(tmp_path):

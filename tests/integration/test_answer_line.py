@@ -151,7 +151,7 @@ def test_optimize_answers_with_the_figure_it_chose_by_and_levels_print_by_load(t
     for cols in (80, 160):
         text = p.stdout if cols == 80 else _report(out, tmp_path, cols)
         block = _answer_block(text)
-        assert block[0].startswith(f"answer: c={rec:g} — {fmt(mean)} output tok/s per kW (node, declared), "
+        assert block[0].startswith(f"answer: c={rec:g} — {fmt(mean)} output tok/s per kW (node, declared ±20%), "
                                    "mean of its 2 measurements"), block
         line = next(x for x in block if x.startswith("optimize: recommends"))
         best = f"c={opt.best_value:g}"
@@ -169,10 +169,53 @@ def test_optimize_answers_with_the_figure_it_chose_by_and_levels_print_by_load(t
     assert html.returncode == 0, html.stderr
     page = inspect_page(tmp_path / "r.html", evaluate={
         "big": "document.querySelector('.hero .big').textContent",
+        "unit": "document.querySelector('.hero .unit').textContent",
         "ci": "document.querySelector('.hero .ci') && document.querySelector('.hero .ci').textContent",
         "rows": "Array.from(document.querySelectorAll('table.summary tbody tr td:first-child'))"
                 ".map(td => td.textContent.trim())"})
     assert page.errors() == []
     assert page.values["big"] == fmt(mean) and page.values["ci"] == "mean of its 2 measurements"
+    assert page.values["unit"].endswith("(node, declared ±20%)")  # a declared meter's own uncertainty
     rows = [r for r in page.values["rows"] if r.startswith("c=")]
     assert rows == sorted(rows, key=lambda x: (int(x.split("=")[1].split()[0]), x)) and len(rows) == len(res.levels)
+
+
+def test_a_declared_meter_keeps_its_uncertainty_in_the_answer_and_its_idle_note_is_said_once(tmp_path):
+    """``--sensor const:node=500`` is a declared figure, ±20% (``accounting/uncertainty.py``): the
+    answer names it, and with ``--trials`` the range counts it beside the trials' CI (before: ``95% CI
+    6,127–6,136 · valid``, ±0.07%, as if the meter were exact). The skipped idle baseline is one
+    ``note``, said once (before: a warning, printed as a progress line and again in the summary)."""
+    from wattbench.core.numbers import fmt, fmt_range
+
+    out = tmp_path / "run"
+    with server("--ttft-ms", "20", "--itl-ms", "2") as s:
+        p = _wb("run", "--target", s.base, "-c", "1,2", "-n", "12", "--trials", "3", "--idle", "0.5",
+                "--input-tokens", "16", "--output-tokens", "16", "--no-prime", "--no-history-check",
+                "--no-calibrate-prompts", "--sensor", "const:node=500", "--no-register", "--out", str(out),
+                cwd=tmp_path, cols=160)
+    assert p.returncode == 0, p.stderr
+    res = load_result(out)
+    import math
+
+    from wattbench.report.summary import headline  # which level answers (the most tok/s per kW)
+
+    lv = headline(res).level
+    be = lv.energy["node"]
+    from wattbench.results.headline import trial_ci
+
+    ci = trial_ci(lv, "output_tokens_per_s_per_kw", "node")  # the trials' mean and 95% CI, as stored
+    assert ci.n == 3
+    assert be.label == "declared" and be.uncertainty_pct == pytest.approx(20.0, abs=0.5)
+    half = math.sqrt(((ci.high - ci.low) / 2) ** 2 + (be.uncertainty_pct / 100 * ci.mean) ** 2)
+    pct = 100 * half / ci.mean
+    assert pct > be.uncertainty_pct  # never narrower than the meter's own ±%
+    for cols in (80, 160):
+        text = _joined(p.stdout if cols == 160 else _report(out, tmp_path, cols))
+        want = (f"(node, declared ±{fmt(be.uncertainty_pct, kind='effect')}%), mean of 3 trials (95% CI "
+                f"{fmt_range(ci.low, ci.high)} from the trials; {fmt_range(ci.mean - half, ci.mean + half)}, "
+                f"±{fmt(pct, kind='effect')}%, with the meter's ±{fmt(be.uncertainty_pct, kind='effect')}%)")
+        assert want in text, text[:600]
+        assert text.count("no idle baseline") == 1 and "- no idle baseline" in text
+    assert "no idle baseline" not in p.stderr
+    (f,) = [f for f in res.validity.findings if f.kind == "no_idle"]
+    assert f.severity == "note" and not any("idle" in w for w in res.warnings)

@@ -317,11 +317,33 @@ def run_validity(result: Result, energy_unavailable: str | None = None, stopped:
             verdict = "warn"
         found.insert(0, rule(FindingKind.NO_ENERGY, "warn", no_energy_text(energy_unavailable or "no power meter produced "
                                                                  "readings"), ("energy", "efficiency")))
+    idle = no_idle_finding(result)
+    if idle is not None:  # a note: the run's figures are gross, as a declared constant's always are
+        found.append(idle)
     if stopped is not None:  # first: why the run is shorter than asked
         found.insert(0, write_stop_finding(stopped, len(levels)))
         if verdict == "valid":
             verdict = "warn"
     return Validity(verdict=verdict, latency=latency, findings=found, energy=energy)
+
+
+NO_IDLE_TEXT = ("no idle baseline: the only power figures are declared constants (--sensor const:…), whose idle "
+                "power is their load power; dynamic energy is not defined")
+
+
+def no_idle_finding(result: Result) -> Finding | None:
+    """A ``note`` when the run asked for an idle baseline (``--idle`` > 0) and skipped it because
+    every energy or power channel is a declared constant (``run.benchmark.only_declared``): it would
+    read the constant back. Not a warning — nothing is wrong with a declared meter's figures, they
+    are gross by nature — and said once, here (before: a warning, printed as a progress line and
+    again in the summary)."""
+    cfg = result.config if isinstance(result.config, dict) else {}
+    chans = [c for c in result.sensors if isinstance(c, dict) and c.get("kind") in ("counter", "power")]
+    if result.idle or not chans or not all(c.get("method") == "declared" for c in chans):
+        return None
+    if not (cfg.get("idle_s") or 0) > 0:
+        return None
+    return rule(FindingKind.NO_IDLE, "note", NO_IDLE_TEXT, ("energy",), summary="no idle baseline (declared meter)")
 
 
 RUN_STOPPED_ON_WRITE = "the run stopped on a failed write"

@@ -175,11 +175,17 @@ def hero(r: Result) -> str:
         big, unit = "–", f"energy unavailable: {F.energy_unavailable_reason(h.level)}"
     else:
         big = fmt(h.value)
-        where = h.boundary if h.label == "measured" else f"{h.boundary}, {h.label}"
+        u = S.meter_pct(h)  # a declared meter's (or an estimate's) stated ±%, as the answer line says it
+        where = h.boundary if h.label == "measured" else f"{h.boundary}, {h.label}" + (
+            f" ±{fmt(u, kind='effect')}%" if u is not None else "")
         unit = f"{h.title} ({where})"
     ci = ""
     if h.ci is not None:
         ci = f'<div class="ci">mean of {h.trials} trials, 95% CI {e(fmt(h.ci[0]))}–{e(fmt(h.ci[1]))}</div>'
+        wm = S.with_meter(h)
+        if wm is not None:
+            ci = (f'<div class="ci">mean of {h.trials} trials, 95% CI {e(fmt(h.ci[0]))}–{e(fmt(h.ci[1]))} from the '
+                  f'trials; {e(fmt(wm[1]))}–{e(fmt(wm[2]))} (±{e(fmt(wm[0], kind="effect"))}%) with the meter</div>')
     if h.measurements:  # --optimize's choice: the mean of its measurements, the score it was chosen by
         ci = f'<div class="ci">mean of its {h.measurements} measurements</div>'
     return (f'<div class="hero {cls}"><div class="big">{e(big)}</div><div class="unit">{e(unit)}</div>{ci}'

@@ -13,6 +13,7 @@ module. Nothing here computes a figure: every number is a field of the result
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from wattbench.results.headline import point, trial_ci
 
 __all__ = [
     "ENGINE_KEYS", "applied_config", "best_under_slo", "state_line", "Headline", "headline", "estimate_text",
-    "NO_ENERGY_ANSWER", "answer_line", "unmeasured_levels", "history_summary", "answer_lines", "measure_lines", "search_lines",
+    "NO_ENERGY_ANSWER", "meter_pct", "with_meter", "answer_line", "unmeasured_levels", "history_summary", "answer_lines", "measure_lines", "search_lines",
 ]
 
 # ---------------------------------------------------------------- configuration
@@ -272,6 +273,29 @@ def estimate_text(h: Headline) -> str:
     return basis + ("" if u is None else f", ±{fmt(u, kind='effect')}%")
 
 
+def meter_pct(h: Headline) -> float | None:
+    """The stated uncertainty of a declared or estimated headline figure (the boundary's
+    ``uncertainty_pct``: the meter's ±% with the window's own terms, ``accounting/uncertainty.py``),
+    None for a measured one (its meter's accuracy is a note of its own, not the answer's)."""
+    if h.label not in ("declared", "estimate") or h.boundary is None:
+        return None
+    be = h.level.energy.get(h.boundary)
+    return be.uncertainty_pct if be is not None else None
+
+
+def with_meter(h: Headline) -> tuple[float, float, float] | None:
+    """The headline's range once the meter's stated uncertainty is counted: ``(pct, low, high)``, the
+    trials' 95% half-width and the meter's ±% (of the value) added in quadrature — the trials'
+    CI alone says how the trials scattered, not how far a declared ±20% meter may be off, which
+    every trial shares. None without a stated uncertainty or a value."""
+    u = meter_pct(h)
+    if u is None or h.value is None:
+        return None
+    half_ci = (h.ci[1] - h.ci[0]) / 2.0 if h.ci is not None else 0.0
+    half = math.sqrt(half_ci ** 2 + (u / 100.0 * h.value) ** 2)
+    return 100.0 * half / abs(h.value) if h.value else u, h.value - half, h.value + half
+
+
 def answer_line(result: Result) -> str | None:
     """``answer: c=4 — 2,086 output tok/s per kW (node, declared) · valid``: the run's headline
     figure (``headline``) with its boundary (the trials' mean and CI under ``--trials``) and its
@@ -293,8 +317,10 @@ def answer_line(result: Result) -> str | None:
         return f"answer: none — {h.unanswered}"
     if h.boundary is None and not any(lv.energy for lv in result.levels):  # no efficiency answer, and its fix
         return f"answer: {NO_ENERGY_ANSWER} · {result.validity.verdict}"  # the run's: energy unavailable
+    u = meter_pct(h)
     where = "" if h.boundary is None else f" ({h.boundary}" + (
         f", {estimate_text(h)}" if h.label == "estimate" else
+        f", declared ±{fmt(u, kind='effect')}%" if h.label == "declared" and u is not None else
         f", {h.label}" if h.label and h.label != "measured" else "") + ")"
     figure = f"{fmt(h.value)} {h.title}{where}" if h.boundary else "no energy measured"
     if h.boundary is not None and h.value is None and not h.level.throughput.output_tokens:
@@ -304,7 +330,12 @@ def answer_line(result: Result) -> str | None:
         dur = h.level.window.duration_s if h.level.window is not None else None
         figure = (f"no tokens counted, so no tokens per kW; energy only: {fmt(be.energy_j)} J, "
                   f"{fmt(be.avg_power_w)} W average over {fmt(dur)} s{where}")
-    if h.ci is not None:
+    wm = with_meter(h) if h.ci is not None else None
+    if h.ci is not None and wm is not None:  # the trials' scatter and the meter's stated ±%, both said
+        figure += (f", mean of {h.trials} trials (95% CI {fmt_range(h.ci[0], h.ci[1])} from the trials; "
+                   f"{fmt_range(wm[1], wm[2])}, ±{fmt(wm[0], kind='effect')}%, with the meter's "
+                   f"±{fmt(u, kind='effect')}%)")
+    elif h.ci is not None:
         figure += f", mean of {h.trials} trials (95% CI {fmt_range(h.ci[0], h.ci[1])})"
     elif dead is not None and h.value is not None:
         figure += ", from one trial (no interval)"

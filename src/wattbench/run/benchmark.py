@@ -248,10 +248,6 @@ def _idle_window(session: RunSession, seconds: float, what: str) -> tuple[int, i
     return t0, t1
 
 
-IDLE_SKIPPED = ("no idle baseline: the only power figures are declared constants (--sensor const:…), whose idle "
-                "power is their load power; dynamic energy is not defined")
-
-
 def only_declared(session: RunSession) -> bool:
     """Whether every energy or power channel is a declared constant: an idle baseline would read the
     constant back, so it is skipped (and the run says so)."""
@@ -260,14 +256,12 @@ def only_declared(session: RunSession) -> bool:
 
 
 def idle_before(session: RunSession) -> None:
-    """The idle baseline before the load; skipped, and said once, when the only power figures are
-    declared constants."""
+    """The idle baseline before the load; skipped when the only power figures are declared
+    constants (said once, as a note of the run: ``accounting.level_findings.no_idle_finding``)."""
     cfg, result = session.config, session.result
     if session.sampler is None or cfg.idle_s <= 0:
         return
     if only_declared(session):
-        session.emit("phase", name="idle", message=IDLE_SKIPPED)
-        result.warnings.append(IDLE_SKIPPED)
         return
     t0, t1 = _idle_window(session, cfg.idle_s, "")
     idle = measure_idle(session.sampler.log, t0, t1)

@@ -85,6 +85,8 @@ class FindingKind(WordEnum):
     NO_LEVEL = ("no_level", "invalid", "no level finished")
     RUN_STOPPED = ("run_stopped", "warn", "the run stopped early: a write to its directory failed")
     RUN_UNFINISHED = ("run_unfinished", "invalid", "the run's process died while it was running (found on reading it back)")
+    NO_IDLE = ("no_idle", "note", "no idle baseline: every power figure is a declared constant, whose idle power is "
+               "its load power (dynamic energy is not defined)")
     # -- `wattbench measure -- COMMAND` (run/measure.py)
     TOOL_LEFT_OUT = ("tool_left_out", "warn", "the load generator left requests out of its own file (judged)")
     TOKENS_DISAGREE = ("tokens_disagree", "warn", "the tool's token count and the server's counters disagree")
