@@ -377,6 +377,12 @@ class RunConfig(FlaggedConfig):
         "beyond noise warns).")] = True
     cooldown_s: Annotated[float, Flag(
         "--cooldown", domain=SECONDS_OR_ZERO, help="Seconds between trials.")] = 0.0
+    # load the device until its temperature settles before the first measured level (run/prime.precondition;
+    # the rule and its bounds: accounting/thermal.py PRECONDITION_*); power limits and clocks are never changed
+    precondition: Annotated[bool, Flag(
+        "--precondition", commands=(RUN,), help="Before the first measured level, load the device (at the priming's "
+        "level) until its GPU temperature settles: within ±1 °C/min over a minute, at most 10 minutes; not "
+        "measured.")] = False
 
     # searching the load
     sweep: Annotated[str | None, Flag(

@@ -9,7 +9,8 @@ A ``FakeNvml`` instance stands in for the ``pynvml`` module; each ``FakeGPU`` ho
   names the fields that answer it (``(186,)`` or ``(185, 186)`` for other drivers); any other field
   with the memory scope, and any field with scope 1 (module), answers NOT_SUPPORTED;
 - **doctor's read-only checks**: power limits (mW), persistence, clocks, clock event reasons,
-  temperature and its slowdown threshold, ECC mode and counts, remapped rows;
+  temperature (a fixed value, or ``temperature_curve``: a scripted curve over the fake's clock) and its
+  slowdown threshold, ECC mode and counts, remapped rows;
 - **tune's GPU settings**: power limit constraints (``min_mw``/``max_mw``), supported clocks,
   ``nvmlDeviceSetPowerManagementLimit`` (refused outside the constraints, as NVML does),
   ``nvmlDeviceSetGpuLockedClocks`` / ``nvmlDeviceResetGpuLockedClocks``. With ``persist=PATH`` the
@@ -72,6 +73,9 @@ class FakeGPU:
     max_sm_clock: int = 1980
     reasons: int = 0x1  # clock event reasons: GPU idle (nothing throttles)
     temperature: int = 41
+    # a scripted temperature curve: °C as a function of the FakeNvml clock (s), read as an integer as
+    # NVML gives it; None: ``temperature``
+    temperature_curve: object = None
     slowdown_c: int = 87
     ecc_mode: tuple = (1, 1)
     volatile_unc: int = 0
@@ -240,6 +244,8 @@ class FakeNvml:
 
     def nvmlDeviceGetTemperature(self, h, sensor):
         self._c("nvmlDeviceGetTemperature")
+        if callable(h.temperature_curve):
+            return int(round(h.temperature_curve(self.clock())))
         return h.temperature
 
     def nvmlDeviceGetTemperatureThreshold(self, h, t):

@@ -223,8 +223,8 @@ def _cause(trials: Sequence[LevelResult]) -> tuple[str | None, str | None]:
     if not todo:
         todo.append("repeat the run, or measure the configurations alternated (A B B A) so drift common to both "
                     "cancels")
-    return ("; ".join(causes) if causes else "no recorded cause (temperature, clocks, the server's queue and the "
-            "client's lag held still)"), "; ".join(todo)
+    return ("; ".join(causes) if causes else "no recorded cause: temperature, clocks, the server's queue and the "
+            "client's lag held still"), "; ".join(todo)
 
 
 def other_state(trials: Sequence[LevelResult]) -> tuple[list[int], str | None]:

@@ -23,11 +23,14 @@ but do not mean the figures were taken under capping.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from wattbench.core.schema import Thermal
+from wattbench.metrics.drift import theil_sen
 from wattbench.telemetry.base import TelemetryLog
 
 CAPPING_BITS: dict[int, str] = {
@@ -127,3 +130,62 @@ def thermal_summary(log: TelemetryLog, start_ns: int, end_ns: int) -> Thermal:
     if devices:
         out["devices"] = devices
     return Thermal.model_validate(out)
+
+
+# --precondition (run/prime.precondition): the device is loaded until its temperature settles
+PRECONDITION_WINDOW_S = 60.0  # the slope is read over the last minute of readings
+PRECONDITION_SLOPE_C_PER_MIN = 1.0  # settled: every device's temperature moves by at most this
+PRECONDITION_MAX_S = 600.0  # the time limit: past it the run measures on, and says it did not settle
+PRECONDITION_COVER = 0.9  # the readings must span this share of the window before a slope is read
+
+
+@dataclass(frozen=True)
+class Settle:
+    """Whether the devices' temperature has settled (``temperature_settle``): the steepest device's
+    Theil–Sen slope over the window (°C/min), its last reading, and how much of the window the
+    readings span (s; 0 without a temperature channel)."""
+
+    settled: bool
+    slope_c_per_min: float | None
+    temperature_c: float | None
+    covered_s: float
+    devices: int = 0
+
+
+def temperature_series(log: TelemetryLog, t0: int, t1: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """device -> (t_ns, °C) of its temperature readings inside [t0, t1]."""
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for c in log.channels.values():
+        if c.kind != "aux" or c.quantity not in QUANTITIES["temperature_c"]:
+            continue
+        t_raw, v_raw = log.series(c.id)
+        t = np.asarray(t_raw, dtype=np.int64)
+        v = np.asarray(v_raw, dtype=np.float64)
+        sel = (t >= t0) & (t <= t1)
+        if sel.any():
+            out[c.device or c.id] = (t[sel], v[sel])
+    return out
+
+
+def temperature_settle(series: dict[str, tuple[np.ndarray, np.ndarray]], window_s: float = PRECONDITION_WINDOW_S,
+                       bound_c_per_min: float = PRECONDITION_SLOPE_C_PER_MIN) -> Settle:
+    """Settled when every device's readings span at least ``PRECONDITION_COVER`` of ``window_s``
+    and the Theil–Sen slope of each (``metrics.drift.theil_sen``: robust to the 1 °C steps of an
+    integer sensor) is within ±``bound_c_per_min``. ``series``: the window's readings per device
+    (``temperature_series``)."""
+    if not series:
+        return Settle(False, None, None, 0.0)
+    slopes: list[float] = []
+    covered = math.inf
+    last: float | None = None
+    for t, v in series.values():
+        span_s = float(t[-1] - t[0]) / 1e9 if t.size else 0.0
+        covered = min(covered, span_s)
+        last = float(v[-1]) if last is None else max(last, float(v[-1]))
+        tr = theil_sen(t / 1e9, v) if t.size >= 2 else None
+        if tr is not None:
+            slopes.append(tr.slope * 60.0)
+    steepest = max(slopes, key=abs) if slopes else None
+    full = covered >= PRECONDITION_COVER * window_s
+    ok = full and steepest is not None and len(slopes) == len(series) and abs(steepest) <= bound_c_per_min
+    return Settle(ok, steepest, last, covered if math.isfinite(covered) else 0.0, len(series))

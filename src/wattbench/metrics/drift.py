@@ -48,6 +48,7 @@ from statistics import NormalDist
 from typing import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from wattbench.core.schema import Stationarity
 
@@ -114,7 +115,7 @@ def _thin(t: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np
     return (np.array([t[g].mean() for g in groups]), np.array([y[g].mean() for g in groups]))
 
 
-def theil_sen(t: Sequence[float], y: Sequence[float], confidence: float = DRIFT_CONFIDENCE,
+def theil_sen(t: Sequence[float] | npt.NDArray[np.floating], y: Sequence[float] | npt.NDArray[np.floating], confidence: float = DRIFT_CONFIDENCE,
               max_points: int = MAX_POINTS) -> Trend | None:
     """The Theil–Sen slope of ``y`` over ``t`` with Sen's ``confidence`` interval (module
     docstring). Points with a non-finite value are left out; None with fewer than two distinct

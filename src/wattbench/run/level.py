@@ -12,7 +12,13 @@ import time
 import numpy as np
 
 from wattbench.accounting.drift import mser_estimate_s, stationarity, stationarity_findings, steady_series, warmup_finding
-from wattbench.accounting.thermal import thermal_summary
+from wattbench.accounting.thermal import (
+    PRECONDITION_WINDOW_S,
+    Settle,
+    temperature_series,
+    temperature_settle,
+    thermal_summary,
+)
 from wattbench.environment import cpu_frequency_mhz
 from wattbench.accounting.level import account_level, add_level_findings, count_source
 from wattbench.core.clock import now_ns
@@ -26,6 +32,7 @@ from wattbench.core.schema import LevelResult, PrimingPhase, TrialsBlock, Validi
 from wattbench.core.schema import FindingKind
 from wattbench.run import analyses
 from wattbench.run.plan import default_num_requests, planned_levels
+from wattbench.run.prime import precondition
 from wattbench.run.session import RunSession
 from wattbench.run.targets import restart_engine
 from wattbench.workload.base import RequestSpec
@@ -119,6 +126,32 @@ class LevelRunner:
         else:
             noise.repriming.append(phase)
         self.session.write_level_artifacts()
+
+    def precondition(self, level: tuple[str, float, int, str]) -> None:
+        """``--precondition``: loads of ``level`` (the priming's) until the devices' temperature
+        settles (``run/prime.precondition``), recorded in ``Result.noise.precondition``; a run
+        warning when it did not settle."""
+        session = self.session
+        mode, value, n, _ = level
+        log = session.sampler.log if session.sampler is not None else None
+        session.emit("phase", name="precondition", message=f"preconditioning the device at {mode}={value:g} until "
+                     "its temperature settles (not measured)")
+
+        def load_round() -> int:
+            self.prime(mode, value, n, "preconditioning: loading the device until its temperature settles")
+            return n
+
+        def settle() -> Settle:
+            if log is None:
+                return Settle(False, None, None, 0.0)
+            t = now_ns()
+            return temperature_settle(temperature_series(log, t - int(PRECONDITION_WINDOW_S * 1e9), t))
+
+        pc = precondition(load_round, settle, lambda: now_ns() / 1e9)
+        session.result.noise.precondition = pc
+        if not pc.settled:
+            session.result.warnings.append(f"--precondition: {pc.reason}")
+        session.write_level_artifacts()
 
     def restart(self, before_trial: int) -> None:
         """A fresh engine (``--restart-engine``), primed again before it is measured."""

@@ -120,6 +120,13 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
         # --no-prime: only --no-calibrate-prompts skips it (run/prime.calibrate_prompts)
         _calibrate(result, runner)
         runner.prime_now()
+        if cfg.precondition and runner.is_trace:
+            result.warnings.append("--precondition: not preconditioned (a trace replays its own load)")
+        elif cfg.precondition:  # the device into its steady thermal state before the first measured level
+            level = prime_at or priming_level(cfg.model_copy(update={"prime": True}), candidates,
+                                              SEARCH_MAX_CONCURRENCY)
+            if level is not None:
+                runner.precondition(level)
 
         why = unmeasurable(cfg, result.noise.priming)  # the largest level, known before it runs
         if why:

@@ -33,14 +33,21 @@ are the repeat: its first trial (right after priming) is checked against the oth
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+from wattbench.accounting.thermal import (
+    PRECONDITION_MAX_S,
+    PRECONDITION_SLOPE_C_PER_MIN,
+    PRECONDITION_WINDOW_S,
+    Settle,
+)
 from wattbench.config import RunConfig
 from wattbench.metrics.drift import figure_drift
 from wattbench.metrics.noise import INCONCLUSIVE, repeat_check
 from wattbench.report.labels import short_label_text
 from wattbench.core.numbers import fmt
 from wattbench.results.configuration import level_figure
-from wattbench.core.schema import HistoryCheck, LevelResult, PrimingPhase, PromptCalibration
+from wattbench.core.schema import HistoryCheck, LevelResult, Preconditioning, PrimingPhase, PromptCalibration
 from wattbench.core.load_types import LevelSpec
 from wattbench.core.recordset import as_record_set, NONE
 from wattbench.workload.base import RequestSpec
@@ -340,3 +347,37 @@ def calibrate_prompts(runner) -> "PromptCalibration | None":
                   f"(asked {', '.join(str(n) for n in lengths)} tokens: {', '.join(str(w) for w in cal.words)} "
                   f"words, the server counted {', '.join(f'{y:.1f}' for y in ys)})")
     return cal
+
+
+def precondition(load_round: Callable[[], int], settle: Callable[[], Settle], clock_s: Callable[[], float], *,
+                 limit_s: float = PRECONDITION_MAX_S, window_s: float = PRECONDITION_WINDOW_S,
+                 bound_c_per_min: float = PRECONDITION_SLOPE_C_PER_MIN) -> Preconditioning:
+    """``--precondition``: send loads (``load_round``: one priming-sized load, returns its requests)
+    until the devices' temperature settles (``settle``: ``accounting.thermal.temperature_settle``
+    over the last ``window_s``) or ``limit_s`` passes, as MLPerf's power runs load a device into its
+    steady thermal state before they measure. Stops after the first load when no temperature is
+    read (nothing to settle). Never touches power limits or clocks."""
+    t0 = clock_s()
+    rounds = requests = 0
+    st = Settle(False, None, None, 0.0)
+    reason = ""
+    while True:
+        requests += load_round()
+        rounds += 1
+        st = settle()
+        elapsed = clock_s() - t0
+        if st.devices == 0:
+            reason = "no GPU temperature was read (no NVML or other temperature channel): nothing to settle"
+            break
+        if st.settled:
+            reason = (f"settled: temperature moved {st.slope_c_per_min:+.2f} °C/min over the last {window_s:g} s "
+                      f"(bound ±{bound_c_per_min:g} °C/min)")
+            break
+        if elapsed >= limit_s:
+            slope = "unknown" if st.slope_c_per_min is None else f"{st.slope_c_per_min:+.2f} °C/min"
+            reason = (f"not settled after {elapsed:.0f} s (the limit): temperature still moving {slope} (bound "
+                      f"±{bound_c_per_min:g} °C/min); the first levels may drift")
+            break
+    return Preconditioning(settled=st.settled, duration_s=clock_s() - t0, rounds=rounds, requests=requests,
+                           temperature_c=st.temperature_c, slope_c_per_min=st.slope_c_per_min,
+                           bound_c_per_min=bound_c_per_min, window_s=window_s, limit_s=limit_s, reason=reason)

@@ -28,6 +28,24 @@ class PrimingPhase(_M):
     e2e_p50_s: float | None = None  # median end-to-end time of its completed requests: one request at this load
 
 
+class Preconditioning(_M):
+    """``--precondition``: the device loaded until its temperature settled, before the first
+    measured level (``run/prime.precondition``; the rule: ``accounting.thermal.temperature_settle``).
+    Its requests are not measured. ``settled`` False: the time limit passed, or no temperature was
+    read (``reason`` says which)."""
+
+    settled: bool = False
+    duration_s: float | None = None
+    rounds: int = 0  # priming-sized loads sent
+    requests: int = 0
+    temperature_c: float | None = None  # the last reading (hottest device)
+    slope_c_per_min: float | None = None  # the steepest device's slope over the last window
+    bound_c_per_min: float | None = None
+    window_s: float | None = None
+    limit_s: float | None = None
+    reason: str = ""
+
+
 class HistoryCheck(_M):
     """The run's first level measured again after the others: does what the server saw in between
     move its figure by more than noise (``metrics/noise.repeat_check``)? ``repeat`` is that
@@ -67,6 +85,7 @@ class NoiseInfo(_M):
 
     priming: PrimingPhase | None = None
     repriming: list[PrimingPhase] = Field(default_factory=list)  # after each --restart-engine restart
+    precondition: Preconditioning | None = None  # --precondition
     history_check: HistoryCheck | None = None
     engine_starts: list[EngineStart] = Field(default_factory=list)
     trial_order: str | None = None  # interleaved | shuffled | consecutive (--trials > 1)
