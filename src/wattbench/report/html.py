@@ -37,6 +37,7 @@ from wattbench.core.schema import BoundaryEnergy, Result
 from wattbench.core.errors import UserError
 from wattbench.core.redact import scrub
 from wattbench.report.html_overview import overview
+from wattbench.results import rundir
 
 REPORT_FILE = "report.html"
 
@@ -280,15 +281,7 @@ def build_html(runs: list[RunData]) -> str:
 def render_html(runs: list[RunData], path: str | Path) -> Path:
     """Write the self-contained HTML report of ``runs`` to ``path``; return the path."""
     path = Path(path)
-    text = build_html(runs)
-    try:
-        if path.parent and not path.parent.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        raise UserError(f"cannot write the HTML report to {path}: {exc.strerror or exc}") from None
+    rundir.atomic_write_bytes(path, build_html(runs).encode("utf-8"))  # no half-written report, no .tmp left
     return path
 
 

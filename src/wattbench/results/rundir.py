@@ -51,7 +51,7 @@ def begin_level_spool(run_dir: str | os.PathLike, index: int, trial: int, label:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise storage_error(d, e) from None
-    _atomic_write_bytes(d / LEVEL_META_FILE,
+    atomic_write_bytes(d / LEVEL_META_FILE,
                         json.dumps({"index": index, "trial": trial, "label": label}).encode("utf-8") + b"\n")
     return d
 
@@ -177,7 +177,10 @@ def _umask() -> int:
     return mask
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all: into a temporary file beside it, synced, then
+    renamed over it; on any failure (a full disk, a folder made read-only) the temporary file is
+    removed and ``StorageError`` says why — the old file, if any, is unchanged."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
@@ -215,7 +218,7 @@ def write_json_atomic(path: str | os.PathLike, model: BaseModel) -> Path:
     secrets (``core/redact.py``: every string that holds one is scrubbed, the JSON stays valid)."""
     p = Path(path)
     text = registered().json_text(model.model_dump_json(indent=2))
-    _atomic_write_bytes(p, (text + "\n").encode("utf-8"))
+    atomic_write_bytes(p, (text + "\n").encode("utf-8"))
     return p
 
 
