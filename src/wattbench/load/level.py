@@ -90,6 +90,7 @@ __all__ = ["run_level", "validate_spec", "auto_workers", "assemble_outcome", "se
            "ARRIVALS_PER_WORKER_RPS", "Drain", "await_drained"]
 
 DRAIN_POLL_S = 0.25  # how often the server's in-flight count is read while waiting for it to drain
+DRAIN_NO_PROGRESS_S = 10.0  # a count that has not fallen for this long is not draining: the wait ends
 
 
 @dataclass(frozen=True)
@@ -109,10 +110,12 @@ class Drain:
     baseline: float
     limit_s: float
     abandoned: int = 0  # requests of the load before that the client gave up on (they may run on)
+    stuck: bool = False  # the wait ended early: the count stopped falling (``DRAIN_NO_PROGRESS_S``)
 
 
 def await_drained(in_flight: Callable[[], float | None], *, baseline: float = 0.0, limit_s: float,
-                  abandoned: int = 0, poll_s: float = DRAIN_POLL_S, clock: Callable[[], float] = time.monotonic,
+                  abandoned: int = 0, poll_s: float = DRAIN_POLL_S, no_progress_s: float = DRAIN_NO_PROGRESS_S,
+                  clock: Callable[[], float] = time.monotonic,
                   sleep: Callable[[float], None] = time.sleep) -> Drain:
     """Wait until the server has drained the previous load: ``in_flight()`` (the server's running +
     waiting requests, None when it cannot tell) at or below ``baseline``, for at most ``limit_s``.
@@ -121,19 +124,29 @@ def await_drained(in_flight: Callable[[], float | None], *, baseline: float = 0.
     with its 64 requests still on the server: a level that starts before the server has finished
     the previous one shares it with that load. A request the client abandoned (a timeout, a stall,
     an interrupt) can run on in an engine that does not abort it; nothing on the client side sees
-    it, the server's own count does."""
+    it, the server's own count does.
+
+    A count that has not fallen below its lowest for ``no_progress_s`` is a server that is not
+    draining (a leaked request, a count that never comes down): the wait ends there, ``stuck``, so
+    such a server costs ``no_progress_s`` before each level and trial, not ``limit_s``."""
     t0 = clock()
     n = in_flight()
     if n is None:
         return Drain(None, 0.0, None, baseline, limit_s, abandoned)
+    low, t_low = n, t0  # the lowest count read, and when it was first read
     while n > baseline:
-        waited = clock() - t0
+        now = clock()
+        waited = now - t0
         if waited >= limit_s:
             return Drain(False, waited, n, baseline, limit_s, abandoned)
+        if now - t_low >= no_progress_s:  # not draining: a stuck count is not waited out to the limit
+            return Drain(False, waited, n, baseline, limit_s, abandoned, stuck=True)
         sleep(min(poll_s, max(0.0, limit_s - waited)))
         got = in_flight()
         if got is not None:  # a failed read: the last count stands until the next one
             n = got
+            if n < low:
+                low, t_low = n, clock()
     return Drain(True, clock() - t0, n, baseline, limit_s, abandoned)
 
 

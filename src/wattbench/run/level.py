@@ -440,8 +440,10 @@ def add_drain_finding(level: LevelResult, drain: Drain | None, trial: str = "") 
     base = f" (it served {drain.baseline:g} before the run)" if drain.baseline else ""
     f = rule(FindingKind.NOT_DRAINED, "warn",
              f"{which} while the server still had {drain.in_flight:g} requests of the load before it running or "
-             f"waiting after {drain.waited_s:.0f} s{base}: its figures include that load; give the server longer "
-             "between levels (--cooldown S) or look for requests the client gave up on (timeouts)", (),
+             f"waiting after {drain.waited_s:.0f} s{base}"
+             + (" (the count had stopped falling: the server is not draining them)" if drain.stuck else "")
+             + ": its figures include that load; give the server longer between levels (--cooldown S) or look for "
+             "requests the client gave up on (timeouts)", (),
              summary="started before the server had drained the load before it")
     level.validity = worst(level.validity, combine([f]))
 

@@ -58,3 +58,26 @@ def test_a_failed_read_keeps_the_last_count_until_the_next():
     s = Script([10, None, None, 0])
     d = _wait(s)
     assert d.drained is True and s.reads == 4
+
+
+def test_a_count_that_stops_falling_ends_the_wait_early_and_says_so():
+    """A server whose count never comes down (a leaked request) costs ``no_progress_s`` before each
+    level, not the whole limit: the wait ends once the count has not fallen for that long."""
+    s = Script([5, 4, 3] + [3] * 200)
+    d = _wait(s, limit_s=120.0, no_progress_s=10.0)
+    assert d.drained is False and d.stuck is True and d.in_flight == 3
+    assert d.waited_s == pytest.approx(1.0 + 10.0, abs=0.5 + 1e-9)  # last fall at 1.0 s, then 10 s
+    s = Script([4] * 200)  # never falls at all
+    d = _wait(s, limit_s=120.0, no_progress_s=10.0)
+    assert d.stuck is True and d.waited_s == pytest.approx(10.0, abs=0.5 + 1e-9)
+
+
+def test_a_slow_but_steady_drain_is_waited_for():
+    """A count that falls every 9.5 s (each fall inside ``no_progress_s`` of the last) is draining: waited
+    for until it is back to the baseline."""
+    counts = []
+    for n in (3, 2, 1):
+        counts += [n] * 19  # 19 polls of 0.5 s = 9.5 s at each count
+    s = Script(counts + [0])
+    d = _wait(s, limit_s=120.0, no_progress_s=10.0)
+    assert d.drained is True and d.stuck is False and d.waited_s == pytest.approx(28.5, rel=1e-9)
