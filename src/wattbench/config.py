@@ -27,6 +27,7 @@ from wattbench.core.errors import UserError
 from wattbench.core.redact import redact_body, redact_headers, redact_url
 
 from wattbench.core.target import REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
+from wattbench.metrics.noise import AUTO_MIN_TRIALS, DEFAULT_MAX_TRIALS, DEFAULT_PRECISION
 
 # ------------------------------------------------------------------ what each numeric option takes
 #
@@ -41,6 +42,8 @@ from wattbench.core.target import REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
 MAX_SECONDS = 366 * 24 * 3600.0  # the longest duration, interval or timeout any option takes (a year)
 MAX_SEED = 2**32 - 1
 SEARCH_MAX_CONCURRENCY = 256  # --sweep auto / --optimize upper end when --max-concurrency is not given
+AUTO = "auto"  # --trials auto
+DEFAULT_PRECISION_PCT = DEFAULT_PRECISION * 100.0  # --trials auto's --precision, in percent
 
 
 @dataclass(frozen=True)
@@ -344,9 +347,18 @@ class RunConfig(FlaggedConfig):
     slo: Annotated[str | None, Flag(
         "--slo", commands=RT, help="e.g. ttft_p99=500ms,tpot_p99=50ms.",
         help_in={TUNE: "e.g. ttft_p99=500ms,tpot_p99=50ms (the run grammar)."})] = None
-    trials: Annotated[int, Flag(
-        "--trials", domain=AT_LEAST_ONE, help="Measure every level N times (mean and 95% CI); a ladder's trials "
-        "interleave: c=16, 64, 16, 64, …")] = 1
+    trials: Annotated[int | Literal["auto"], Flag(  # read by _trials: a whole number >= 1, or auto
+        "--trials", domain=AT_LEAST_ONE, text=True, help="Measure every level N times (mean and 95% CI); a ladder's "
+        "trials interleave: c=16, 64, 16, 64, … auto: add rounds until every level's tokens/s per kW is known within "
+        "--precision (or --max-trials / --max-time ends it).")] = 1
+    precision_pct: Annotated[float | None, Flag(  # None: DEFAULT_PRECISION_PCT under --trials auto
+        "--precision", domain=Domain(hi=100.0, hi_open=True, unit="%"), help="--trials auto: the 95% half-width "
+        "every level's tokens/s per kW is measured to, in percent (default 2).")] = None
+    max_trials: Annotated[int | None, Flag(  # None: DEFAULT_MAX_TRIALS under --trials auto
+        "--max-trials", domain=AT_LEAST_ONE, help="--trials auto: at most N trials of each level (default 10).")] = None
+    max_time_s: Annotated[float | None, Flag(  # measuring time (first round's start to the last's end)
+        "--max-time", domain=SECONDS, help="--trials auto: no round starts that would end past this many seconds of "
+        "measuring.")] = None
     trial_order: Annotated[Literal["interleaved", "shuffled"], Flag(
         "--trial-order", help="--trials over a ladder: interleaved (level by level, round after round) or shuffled "
         "(a seeded shuffle per round).")] = "interleaved"
@@ -548,9 +560,51 @@ class RunConfig(FlaggedConfig):
             kind = self.sensors[0].partition(":")[0].strip()[:20]
             raise ValueError(f"--no-sensors samples no power meter, and --sensor {kind}:… names one: give one of "
                              "them (drop --no-sensors to measure energy with it)")
-        if self.restart_engine and self.trials < 2:
-            raise ValueError("--restart-engine restarts the engine between trials: give --trials N (N >= 2)")
+        if self.restart_engine and self.trial_count() < 2:
+            raise ValueError("--restart-engine restarts the engine between trials: give --trials N (N >= 2) or "
+                             "--trials auto")
+        if self.trials != AUTO:
+            given = [f for f, v in (("--precision", self.precision_pct), ("--max-trials", self.max_trials),
+                                    ("--max-time", self.max_time_s)) if v is not None]
+            if given:
+                raise ValueError(f"{given[0]} bounds --trials auto: give --trials auto, or drop {given[0]}")
+        elif self.max_trials is not None and self.max_trials < AUTO_MIN_TRIALS:
+            raise ValueError(f"--max-trials {self.max_trials} with --trials auto: a precision rests on at least "
+                             f"{AUTO_MIN_TRIALS} trials (2 degrees of freedom); give --max-trials {AUTO_MIN_TRIALS} "
+                             "or more")
         return self
+
+    @field_validator("trials", mode="before")
+    @classmethod
+    def _trials(cls, v: Any) -> Any:
+        """``--trials``: a whole number >= 1, or ``auto`` (typed text is read here, the one parser;
+        None, an option not given, is its default: one trial)."""
+        if v is None:
+            return 1
+        if isinstance(v, str):
+            t = v.strip().lower()
+            if t == AUTO:
+                return AUTO
+            if t.isdigit():
+                return int(t)
+            raise ValueError(f"--trials {v!r}: give a whole number of trials (--trials 3) or auto (--trials auto)")
+        return v
+
+    @property
+    def auto_trials(self) -> bool:
+        """``--trials auto``: rounds are added until the precision is reached (``run/plan.py``)."""
+        return self.trials == AUTO
+
+    def trial_count(self) -> int:
+        """Trials per level as planned: ``--trials N``'s N; under ``--trials auto`` the most it may
+        take (``--max-trials``, default ``DEFAULT_MAX_TRIALS``)."""
+        if self.trials == AUTO:
+            return self.max_trials or DEFAULT_MAX_TRIALS
+        return int(self.trials)
+
+    def precision(self) -> float:
+        """The precision ``--trials auto`` measures to, as a fraction (``--precision`` 2 -> 0.02)."""
+        return (self.precision_pct if self.precision_pct is not None else DEFAULT_PRECISION_PCT) / 100.0
 
     @model_validator(mode="after")
     def _secret_headers_are_sent(self) -> "RunConfig":

@@ -292,3 +292,16 @@ def test_history_import_of_what_holds_no_run_is_refused(tmp_path, what):
             "/proc/self": "in a kernel filesystem (proc)", "empty dir": "no result.json in it or below",
             "empty result.json": "result.json"}[what]
     assert len(lines) == 1 and says in lines[0], p.stderr
+
+
+@pytest.mark.parametrize("args, must_name", [
+    (("--trials", "x"), "--trials 'x': give a whole number of trials (--trials 3) or auto"),
+    (("--trials", "3.5"), "--trials '3.5'"),
+    (("--trials", "0"), "--trials must be >= 1"),
+    (("--precision", "2"), "--precision bounds --trials auto"),
+    (("--trials", "auto", "--max-trials", "2"), "--max-trials 2 with --trials auto"),
+    (("--trials", "auto", "--precision", "0"), "--precision must be > 0"),
+    (("--trials", "auto", "--sweep", "auto"), "--sweep auto only finds"),
+])
+def test_trials_takes_a_count_or_auto_in_one_line(tmp_path, args, must_name):
+    refused(tmp_path, *args, must_name=must_name)

@@ -158,6 +158,9 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     assert got["config"].pop("precondition") is False and "precondition" not in want["config"]
     # --secret-header: a config field newer than the golden file, empty by default
     assert got["config"].pop("secret_headers") == [] and "secret_headers" not in want["config"]
+    # --trials auto's bounds: config fields newer than the golden file, unset without --trials auto
+    assert {k: got["config"].pop(k) for k in ("precision_pct", "max_trials", "max_time_s")} == {
+        "precision_pct": None, "max_trials": None, "max_time_s": None}
     # measuring from a known state: config fields and a block newer than the golden file
     new = {k: got["config"].pop(k) for k in ("prime", "prime_requests", "history_check", "trial_order",
                                              "restart_engine", "prompt_salt", "calibrate_prompts")}

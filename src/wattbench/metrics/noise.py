@@ -474,7 +474,7 @@ def level_precision(trials: int, rel_half_width: float | None, target: float, *,
     return LevelPrecision(target=target, reached=rel_half_width, trials=trials, needed=needed, drifting=drifting)
 
 
-REACHED, MAX_TRIALS, MAX_TIME = "reached", "max trials", "max time"
+REACHED, MAX_TRIALS, MAX_TIME, NOTHING = "reached", "max trials", "max time", "nothing measured"
 
 
 def auto_stop(levels: Sequence[LevelPrecision], rounds: int, *, max_trials: int,
@@ -483,7 +483,10 @@ def auto_stop(levels: Sequence[LevelPrecision], rounds: int, *, max_trials: int,
     """``--trials auto``'s stop rule, asked after each round: ``REACHED`` when every level's
     precision is ``met``; ``MAX_TRIALS`` after ``max_trials`` rounds; ``MAX_TIME`` when another
     round (``round_s``: the last one's seconds) would end past ``max_time_s`` of measuring
-    (``elapsed_s`` so far); else None: measure another round. A run with no level is done."""
+    (``elapsed_s`` so far); else None: measure another round. ``NOTHING`` when no level measured
+    anything (a server that fails every request gives no spread to measure to)."""
+    if not levels:
+        return NOTHING
     if all(lv.met for lv in levels):
         return REACHED
     if rounds >= max_trials:

@@ -11,7 +11,7 @@ from wattbench.results.headline import boundary_order
 from wattbench.results.headline import headline_boundary as _headline_boundary
 from wattbench.results.headline import per_token, shown_boundaries, trial_ci
 from wattbench.analysis.figures import headline
-from wattbench.core.numbers import MISSING, fmt, fmt_range
+from wattbench.core.numbers import MISSING, fmt, fmt_pct, fmt_range
 from wattbench.accounting.findings import NO_SENSOR_REASON
 from wattbench.accounting.level_findings import in_flight_finding, P99_MIN_SAMPLES
 
@@ -57,6 +57,26 @@ def saturation_mark(level: LevelResult) -> str:
     return f"{SATURATION_MARK} ({', '.join(what) or 'figures'} biased)"
 
 
+def interval_text(level: LevelResult, low: float, high: float, mean: float | None) -> str:
+    """The interval a level's headline reached, as its answer says it: ``95% CI 2,050–2,122, ±1.7%``
+    and, under ``--trials auto`` (``level.precision``), against what was asked: ``±2% asked: reached``
+    or ``±2% asked: not reached; about 6 more trials would reach it``."""
+    text = f"95% CI {fmt_range(low, high)}"
+    if mean:
+        text += f", ±{fmt_pct((high - low) / 2.0 / abs(mean) * 100)}"
+    p = level.precision
+    if p is None:
+        return text
+    asked = f"±{p.asked_pct:g}% asked"
+    if p.met:
+        return f"{text}; {asked}: reached"
+    if p.drifting:
+        return f"{text}; {asked}: not reached, the level drifts"
+    more = ("the spread is unknown" if p.more_trials is None
+            else f"about {p.more_trials} more trial{'s' if p.more_trials != 1 else ''} would reach it")
+    return f"{text}; {asked}: not reached; {more}"
+
+
 def headline_line(level: LevelResult) -> str:
     """``1,234 out tok/s · 0.41 kW (accelerator) · 3,010 tok/s/kW · 0.33 J/tok · p99 TTFT 180 ms``.
 
@@ -80,7 +100,7 @@ def headline_line(level: LevelResult) -> str:
         per_kw = f"{fmt(h['output_tokens_per_s_per_kw'])} tok/s/kW"
         ci = trial_ci(level, "output_tokens_per_s_per_kw", name)
         if ci is not None:
-            per_kw += f" (mean of {ci.n} trials, 95% CI {fmt_range(ci.low, ci.high)})"
+            per_kw += f" (mean of {ci.n} trials, {interval_text(level, ci.low, ci.high, ci.mean)})"
         figs.append(per_kw)
         figs.append(f"{fmt(h['j_per_output_token'])} J/tok")
     n = level.requests.completed

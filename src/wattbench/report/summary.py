@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wattbench.report import format as F
-from wattbench.core.numbers import MISSING, fmt, fmt_pct, fmt_range, fmt_signed_pct
+from wattbench.core.numbers import MISSING, fmt, fmt_pct, fmt_signed_pct
 from wattbench.core.schema import FindingKind, LevelResult, Result
 from wattbench.report.goodput import goodput_cells, goodput_point, slo_text
 from wattbench.report.labels import levels_text, load_label, short_label, short_label_text
@@ -117,6 +117,39 @@ def state_line(result: Result) -> str | None:
     elif cal is not None:
         parts.append("prompts not calibrated: " + cal.reason.split(":", 1)[0])
     return "; ".join(parts) or None
+
+
+def precision_line(result: Result) -> str | None:
+    """``--trials auto``: what was asked, why the rounds stopped, what they cost, and the precision
+    each level reached — ``precision ±2% asked: reached in 6 rounds (12 trials, 15 s): c=2 ±1.8%,
+    c=4 ±1.2%``, or where it stopped short, how many more trials would reach it (``Precision``).
+    None without ``--trials auto``."""
+    auto = result.noise.auto_trials if result.noise is not None else None
+    if auto is None:
+        return None
+    why = {"reached": "reached", "max trials": f"not reached: --max-trials {auto.max_trials} ended it",
+           "max time": f"not reached: --max-time {auto.max_time_s or 0:g} s ended it",
+           "nothing measured": "no level measured anything"}.get(auto.stopped, auto.stopped or "stopped")
+    cost = f"{auto.rounds} round{'s' if auto.rounds != 1 else ''} ({auto.trials} trials, {fmt(auto.seconds)} s)"
+    levels = []
+    for lv in result.levels:
+        p = lv.precision
+        if p is None:
+            continue
+        if p.reached_pct is None:
+            levels.append(f"{short_label(lv)} no interval ({p.trials} trial{'s' if p.trials != 1 else ''} measured)")
+            continue
+        lead = f"{short_label(lv)} ±{fmt_pct(p.reached_pct)}"
+        if p.met:
+            levels.append(lead)
+        elif p.drifting:
+            levels.append(f"{lead} (drifts)")
+        elif p.more_trials is not None:
+            levels.append(f"{lead} (about {p.more_trials} more trial{'s' if p.more_trials != 1 else ''} would "
+                          "reach it)")
+        else:
+            levels.append(lead)
+    return f"precision ±{auto.asked_pct:g}% asked: {why} after {cost}" + (": " + ", ".join(levels) if levels else "")
 
 
 @dataclass(frozen=True)
@@ -336,7 +369,7 @@ def answer_line(result: Result) -> str | None:
                    f"{fmt_range(wm[1], wm[2])}, ±{fmt(wm[0], kind='effect')}%, with the meter's "
                    f"±{fmt(u, kind='effect')}%)")
     elif h.ci is not None:
-        figure += f", mean of {h.trials} trials (95% CI {fmt_range(h.ci[0], h.ci[1])})"
+        figure += f", mean of {h.trials} trials ({F.interval_text(h.level, h.ci[0], h.ci[1], h.value)})"
     elif dead is not None and h.value is not None:
         figure += ", from one trial (no interval)"
     if h.measurements:
@@ -373,6 +406,9 @@ def answer_lines(result: Result) -> list[str]:
     if first is not None:
         out.append(first)
     out += search_lines(result)
+    prec = precision_line(result)
+    if prec:
+        out.append(prec)
     h = headline(result)
     chose = result.optimize is not None and result.optimize.best_value is not None
     if h is not None and h.why and h.name != "goodput_per_kw" and not chose:  # the most efficient level

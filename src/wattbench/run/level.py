@@ -172,9 +172,12 @@ class LevelRunner:
     def measure(self, mode: str, value: float, *, output_tokens: int | None = None,
                 input_tokens: int | None = None, label_suffix: str = "") -> LevelResult:
         """A new level, all its ``--trials`` in a row (searches and the prefill/decode pair; a
-        fixed ladder interleaves its trials through ``trial``: run/plan.py)."""
+        fixed ladder interleaves its trials through ``trial``: run/plan.py). Under ``--trials auto``
+        a search's level is measured once: the candidates it finally ranks are measured to the
+        precision asked (``run.plan.auto_rounds``)."""
         index = len(self.session.result.levels)
-        n = max(1, self.session.config.trials)
+        cfg = self.session.config
+        n = 1 if cfg.auto_trials else max(1, cfg.trial_count())
         for k in range(n):
             if k > 0 and self.session.config.restart_engine:
                 self.restart(before_trial=k)
@@ -228,6 +231,13 @@ class LevelRunner:
                                 f"the {sum(t.requests.completed + t.requests.failed for t in trials)} requests "
                                 "measured are kept" + (f" in {session.run_dir}" if session.run_dir else ""))
         return lv
+
+    def level_done(self, index: int) -> None:
+        """Level ``index`` has all its trials (``--trials auto`` stopped before its last planned round)."""
+        level = next((lv for lv in self.session.result.levels if lv.index == index), None)
+        if level is not None:
+            self.session.write_level_artifacts()
+            self.session.emit("level_done", index=index, level=level)
 
     def unrecorded(self, mode: str, value: float, index: int, label_suffix: str, *,
                    num_requests: int | None = None, duration_s: float | None = None) -> LevelResult:
@@ -358,7 +368,7 @@ class LevelRunner:
         ``_account``) into ``requests.jsonl``; the chunk stamps only with ``--keep-chunks``. Then
         the level's spool goes: its records are where they belong."""
         records = as_record_set(records)
-        if self.session.config.trials > 1:  # extra field: which trial of the level
+        if self.session.config.trials != 1:  # extra field: which trial of the level
             records.annotate("trial", np.full(len(records), trial, dtype=object))
         rundir.append_requests(self.session.run_dir, records, keep_chunks=self.session.config.keep_chunks)
         records.close()

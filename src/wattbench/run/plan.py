@@ -20,13 +20,14 @@ from wattbench.core.errors import UserError
 from wattbench.load.plan import validate_spec
 from wattbench.load.search import auto_sweep, optimize
 from wattbench.core.load_types import LevelSpec
-from wattbench.results.headline import headline_boundary
+from wattbench.results.headline import headline_boundary, trial_ci
 from wattbench.core.schema import FindingKind, LevelResult, Result, SearchOutcome
 from wattbench.analysis.figures import LATENCY_KINDS, LATENCY_STATS, ranked_ci, ranked_figures
-from wattbench.core.schema import NoiseInfo
+from wattbench.core.clock import now_ns
+from wattbench.core.schema import AutoTrials, NoiseInfo, Precision
 from wattbench.load.search import feasible_score
 from wattbench.metrics.drift import figure_drift
-from wattbench.metrics.noise import measured_plateau, trials_noise, with_drift
+from wattbench.metrics.noise import auto_stop, level_precision, measured_plateau, trials_noise, with_drift
 from wattbench.run.prime import calibrate_prompts, judge, priming_level, repeat_size, unmeasurable
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
@@ -55,6 +56,10 @@ def validate_plan(cfg: RunConfig) -> None:
                         f"drop --no-sensors and {METER_FIX} (or --optimize goodput_rps)")
     if cfg.ray and cfg.rate and cfg.max_concurrency is not None:
         raise UserError("--rate with --max-concurrency is not supported with --ray yet: drop one of them")
+    if cfg.auto_trials and cfg.sweep:
+        raise UserError("--trials auto measures a ladder's levels (or --optimize's finalists) to a precision; "
+                        "--sweep auto only finds where throughput stops growing: give --trials N, or a ladder "
+                        "(-c 1,8,64) with --trials auto")
     if cfg.sweep not in (None, "auto"):
         raise UserError(f"--sweep {cfg.sweep!r}: the only sweep is 'auto' (give levels with --concurrency/--rate)")
     plans = cfg.levels() if not (cfg.sweep or cfg.optimize) else [("rate", r) for r in cfg.rate] or [
@@ -142,8 +147,10 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
         d["candidates"] = candidates
         d["ladder_size"] = len(candidates)
         result.optimize = SearchOutcome.model_validate(d)
-        _remeasure_and_plateau(cfg, result, measure, slos, mode, res)
-    elif runner is not None and cfg.trials > 1:
+        _remeasure_and_plateau(cfg, result, measure, slos, mode, res, runner)
+    elif runner is not None and cfg.auto_trials:
+        auto_rounds(cfg, result, runner, [(index, m, v) for index, (m, v) in enumerate(cfg.levels())])
+    elif runner is not None and cfg.trial_count() > 1:
         _interleaved(cfg, result, runner)
     else:
         for m, v in cfg.levels():
@@ -154,23 +161,96 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
 
 def _interleaved(cfg: RunConfig, result: Result, runner) -> None:
     """A fixed ladder's trials round by round: c=16, 64, 16, 64, … (or a seeded shuffle per round)."""
-    ladder = list(enumerate(cfg.levels()))
+    ladder = [(index, m, v) for index, (m, v) in enumerate(cfg.levels())]
     result.noise.trial_order = cfg.trial_order
-    n = cfg.trials
+    n = cfg.trial_count()
     for k in range(n):
-        order = list(ladder)
-        if cfg.trial_order == "shuffled":
-            random.Random(cfg.seed * 7919 + k).shuffle(order)
-        if k > 0 and cfg.restart_engine:
-            runner.restart(before_trial=k)
-        for index, (m, v) in order:
-            runner.trial(m, v, index, k, n)
+        _round(cfg, runner, ladder, k, n)
+
+
+def _round(cfg: RunConfig, runner, ladder: list[tuple[int, str, float]], k: int, n: int,
+           label_suffix: str = "") -> None:
+    """Round ``k`` (of at most ``n``): one trial of every level, in the ladder's order or a seeded
+    shuffle; with ``--restart-engine`` a fresh engine, primed again, before every round but the first."""
+    order = list(ladder)
+    if cfg.trial_order == "shuffled":
+        random.Random(cfg.seed * 7919 + k).shuffle(order)
+    if k > 0 and cfg.restart_engine:
+        runner.restart(before_trial=k)
+    for index, m, v in order:
+        runner.trial(m, v, index, k, n, label_suffix=label_suffix)
+
+
+def headline_precision(level: LevelResult, target: float) -> Precision:
+    """How precisely ``level``'s headline figure is known: tokens/s per kW at its headline boundary
+    (output tokens/s when it measured no energy), the relative 95% half-width of its trials' mean
+    against ``target`` (``metrics.noise.level_precision``: how many more trials would reach it)."""
+    b = headline_boundary(level)
+    name = "output_tokens_per_s_per_kw" if b else "output_tokens_per_s"
+    ci = trial_ci(level, name, b)
+    if ci is not None and ci.mean:
+        n, rel = ci.n, (ci.high - ci.low) / 2.0 / abs(ci.mean)
+    else:
+        n, rel = (1 if _measured(level) else 0), None
+    p = level_precision(n, rel, target)
+    return Precision(figure=f"{name}@{b}" if b else name, asked_pct=target * 100.0,
+                     reached_pct=None if p.reached is None else p.reached * 100.0, trials=p.trials, met=p.met,
+                     more_trials=p.more, drifting=p.drifting)
+
+
+def _measured(level: LevelResult) -> bool:
+    return level.requests.completed > 0
+
+
+def auto_rounds(cfg: RunConfig, result: Result, runner, ladder: list[tuple[int, str, float]],
+                label_suffix: str = "") -> None:
+    """``--trials auto`` over ``ladder`` (``(index, mode, value)``: a fixed ladder, or the candidates
+    ``--optimize`` finally ranks): rounds as ``_interleaved`` measures them, added until every
+    level's headline figure is known within ``--precision`` on 3+ trials, or ``--max-trials``
+    rounds, or another round would end past ``--max-time`` (``metrics.noise.auto_stop``, asked
+    after each round). Each level carries its ``Precision`` (what it reached, and how many more
+    trials would reach what was asked); ``Result.noise.auto_trials`` says why the rounds stopped and
+    what they cost (rounds, trials, seconds)."""
+    result.noise.trial_order = cfg.trial_order
+    target, n = cfg.precision(), cfg.trial_count()
+    auto = AutoTrials(asked_pct=target * 100.0, max_trials=n, max_time_s=cfg.max_time_s)
+    result.noise.auto_trials = auto
+    t0 = now_ns()
+    k = 0
+    while True:
+        r0 = now_ns()
+        _round(cfg, runner, ladder, k, n, label_suffix)
+        k += 1
+        t1 = now_ns()
+        levels = {lv.index: lv for lv in result.levels}
+        precisions = []
+        for index, _, _ in ladder:
+            lv = levels.get(index)
+            if lv is None:
+                continue
+            lv.precision = headline_precision(lv, target)
+            if lv.precision.trials == 0:  # no trial of it measured: no figure to be precise about
+                continue
+            precisions.append(level_precision(lv.precision.trials, None if lv.precision.reached_pct is None
+                                              else lv.precision.reached_pct / 100.0, target,
+                                              drifting=lv.precision.drifting))
+        auto.rounds, auto.seconds = k, (t1 - t0) / 1e9
+        auto.trials = sum(p.trials for p in precisions)
+        why = auto_stop(precisions, k, max_trials=n, elapsed_s=(t1 - t0) / 1e9, max_time_s=cfg.max_time_s,
+                        round_s=(t1 - r0) / 1e9)
+        if why is not None:
+            auto.stopped = why
+            break
+    if k < n:  # the rounds stopped before the last one planned: each level is complete now
+        for index, _, _ in ladder:
+            runner.level_done(index)
 
 
 REMEASURE_TOP = 2
 
 
-def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slos: list, mode: str, res) -> None:
+def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slos: list, mode: str, res,
+                           runner=None) -> None:
     """``--optimize``: measure the best two candidates again (the decision rests on two
     measurements each, as ``tune`` does), then the plateau — every value whose score is within
     noise of the best (``metrics/noise.measured_plateau``) — and the recommended value: the
@@ -187,10 +267,17 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     measurements = []
     for v, f in res.measured:
         s = feasible_score(f, cfg.optimize, slos)
-        if s is not None:
+        if s is not None and not (runner is not None and cfg.auto_trials and v in top):
             measurements.append((v, s, _window_s(f), _noise_of(f, cfg.optimize)))
-    for v in top:
-        lv = measure(mode, v, label_suffix=" re-measured")
+    if runner is not None and cfg.auto_trials:
+        # --trials auto: the candidates ranked last are measured to the precision asked, interleaved,
+        # and ranked on those trials alone (the search's single measurement of them is left out)
+        first = len(result.levels)
+        auto_rounds(cfg, result, runner, [(first + i, mode, v) for i, v in enumerate(top)], " re-measured")
+        remeasured = [next(lv for lv in result.levels if lv.index == first + i) for i in range(len(top))]
+    else:
+        remeasured = [measure(mode, v, label_suffix=" re-measured") for v in top]
+    for v, lv in zip(top, remeasured):
         f = level_figures(lv)
         s = feasible_score(f, cfg.optimize, slos)
         opt.remeasured.append(v)

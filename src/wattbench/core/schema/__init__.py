@@ -72,6 +72,7 @@ from wattbench.core.schema.level import (
     TrialFigure,
     TrialsBlock,
     UnmeasuredTrial,
+    Precision,
 )
 from wattbench.core.schema.measure import ClockMapping, MeasureInfo, ToolLevel
 from wattbench.core.schema.measures import (
@@ -92,7 +93,7 @@ from wattbench.core.schema.measures import (
     Validity,
     Window,
 )
-from wattbench.core.schema.noise import EngineStart, HistoryCheck, NoiseInfo, Preconditioning, PrimingPhase
+from wattbench.core.schema.noise import AutoTrials, EngineStart, HistoryCheck, NoiseInfo, Preconditioning, PrimingPhase
 from wattbench.core.schema.records import RequestRecord, build_record
 from wattbench.core.schema.run import (
     ClockInfo,
@@ -117,5 +118,5 @@ __all__ = [
     "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",
     "Requests", "Result", "SearchOutcome", "ServerIdentity", "ServerInfo", "Stats", "TargetStats", "Throughput", "TokenCount",
     "PromptCalibration", "TrialFigure", "TrialsBlock", "FigureTrend", "Stationarity", "SteadySeries", "TunedFrom", "UnmeasuredTrial", "Validity", "Verdict", "Window", "WorkloadInfo", "_M", "build_record", "upgrade_v1",
-    "EngineStart", "HistoryCheck", "NoiseInfo", "Preconditioning", "PrimingPhase",
+    "AutoTrials", "EngineStart", "HistoryCheck", "NoiseInfo", "Preconditioning", "PrimingPhase", "Precision",
 ]

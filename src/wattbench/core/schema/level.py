@@ -151,6 +151,21 @@ class Oversaturation(_M):
     reason: str = ""
 
 
+class Precision(_M):
+    """``--trials auto``: the precision a level's headline figure was measured to — the relative
+    95% half-width of its trials' mean (``reached_pct``) against the one asked, on how many trials
+    that measured, and, where it stopped short, how many more trials the observed spread says would
+    reach it (``metrics.noise.level_precision``)."""
+
+    figure: str  # the figure judged: "output_tokens_per_s_per_kw@<boundary>" (or "output_tokens_per_s")
+    asked_pct: float
+    reached_pct: float | None = None  # None: fewer than two trials measured
+    trials: int = 0
+    met: bool = False
+    more_trials: int | None = None  # 0 when met; None: the spread is unknown
+    drifting: bool = False
+
+
 class LevelResult(_M):
     index: int
     label: str  # e.g. "concurrency=8" or "rate=4.0"
@@ -175,6 +190,7 @@ class LevelResult(_M):
     # energy per request rolled up by tenant / tag / model / target, per boundary
     attribution: dict[str, RequestAttribution] = Field(default_factory=dict)
     trials: TrialsBlock | None = None  # --trials N > 1
+    precision: Precision | None = None  # --trials auto
     power_split: PowerSplit | None = None  # the board reports its memory power
     # a saturated load generator (metrics/saturation.py): which figures it biases, and why
     saturated_figures: list[str] = Field(default_factory=list)

@@ -80,6 +80,19 @@ class EngineStart(_M):
     identity_change: str | None = None
 
 
+class AutoTrials(_M):
+    """``--trials auto``: what was asked, why the rounds stopped (``metrics.noise.auto_stop``:
+    reached, max trials, max time) and what they cost."""
+
+    asked_pct: float
+    max_trials: int
+    max_time_s: float | None = None
+    rounds: int = 0
+    stopped: str = ""  # reached | max trials | max time
+    seconds: float | None = None  # from the first round's start to the last round's end
+    trials: int = 0  # trials measured in all (every level's)
+
+
 class NoiseInfo(_M):
     """The run's state-control: priming, the history check, engine starts, the trial order."""
 
@@ -89,4 +102,5 @@ class NoiseInfo(_M):
     history_check: HistoryCheck | None = None
     engine_starts: list[EngineStart] = Field(default_factory=list)
     trial_order: str | None = None  # interleaved | shuffled | consecutive (--trials > 1)
+    auto_trials: AutoTrials | None = None  # --trials auto
     prompt_salt: str | None = None  # what every synthetic prompt's unique tag starts with (None: not synthetic)
