@@ -71,7 +71,7 @@ def interval_text(level: LevelResult, low: float, high: float, mean: float | Non
     if p.met:
         return f"{text}; {asked}: reached"
     if p.drifting:
-        return f"{text}; {asked}: not reached, the level drifts"
+        return f"{text}; {asked}: not reached, it {p.drift or 'drifts'}"
     more = ("the spread is unknown" if p.more_trials is None
             else f"about {p.more_trials} more trial{'s' if p.more_trials != 1 else ''} would reach it")
     return f"{text}; {asked}: not reached; {more}"

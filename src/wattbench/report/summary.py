@@ -143,7 +143,7 @@ def precision_line(result: Result) -> str | None:
         if p.met:
             levels.append(lead)
         elif p.drifting:
-            levels.append(f"{lead} (drifts)")
+            levels.append(f"{lead} (it {p.drift or 'drifts'})")
         elif p.more_trials is not None:
             levels.append(f"{lead} (about {p.more_trials} more trial{'s' if p.more_trials != 1 else ''} would "
                           "reach it)")

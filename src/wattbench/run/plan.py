@@ -184,7 +184,9 @@ def _round(cfg: RunConfig, runner, ladder: list[tuple[int, str, float]], k: int,
 def headline_precision(level: LevelResult, target: float) -> Precision:
     """How precisely ``level``'s headline figure is known: tokens/s per kW at its headline boundary
     (output tokens/s when it measured no energy), the relative 95% half-width of its trials' mean
-    against ``target`` (``metrics.noise.level_precision``: how many more trials would reach it)."""
+    against ``target`` (``metrics.noise.level_precision``: how many more trials would reach it). A
+    figure that drifts (``metrics.drift.figure_drift``) never reaches it: more trials of a moving
+    series narrow nothing, and the drift's words say why."""
     b = headline_boundary(level)
     name = "output_tokens_per_s_per_kw" if b else "output_tokens_per_s"
     ci = trial_ci(level, name, b)
@@ -192,10 +194,12 @@ def headline_precision(level: LevelResult, target: float) -> Precision:
         n, rel = ci.n, (ci.high - ci.low) / 2.0 / abs(ci.mean)
     else:
         n, rel = (1 if _measured(level) else 0), None
-    p = level_precision(n, rel, target)
+    drift = figure_drift(level.stationarity, name, b)  # a drifting series has no precision to reach
+    p = level_precision(n, rel, target, drifting=drift is not None)
     return Precision(figure=f"{name}@{b}" if b else name, asked_pct=target * 100.0,
                      reached_pct=None if p.reached is None else p.reached * 100.0, trials=p.trials, met=p.met,
-                     more_trials=p.more, drifting=p.drifting)
+                     more_trials=None if p.drifting else p.more, drifting=p.drifting,
+                     drift=drift[0] if drift else "")
 
 
 def _measured(level: LevelResult) -> bool:

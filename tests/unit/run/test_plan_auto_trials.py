@@ -12,7 +12,7 @@ import pytest
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.config import RunConfig
 from wattbench.core.errors import UserError
-from wattbench.core.schema import TrialsBlock
+from wattbench.core.schema import FigureTrend, Stationarity, TrialsBlock
 from wattbench.metrics.trials import ci95
 from wattbench.report.summary import answer_lines
 from wattbench.run import plan
@@ -190,3 +190,29 @@ def test_the_auto_defaults():
     assert cfg.auto_trials and cfg.trial_count() == 10 and cfg.precision() == pytest.approx(0.02)
     fixed = RunConfig(target="http://x", trials=3)
     assert not fixed.auto_trials and fixed.trial_count() == 3
+
+
+class DriftingRunner(ScriptedRunner):
+    """Its level's per-kW figure drifts (the stationarity block ``accounting.drift`` writes)."""
+
+    def trial(self, mode, value, index, k, n, **kw):
+        lv = super().trial(mode, value, index, k, n, **kw)
+        lv.stationarity = Stationarity(trials=k + 1, cause="GPU temperature 58→79 °C", trends=[FigureTrend(
+            figure="output_tokens_per_s_per_kw", boundary="accelerator", change_pct=-6.0, trials_change_pct=-6.0,
+            moves=True, drifting=True)])
+        return lv
+
+
+def test_a_drifting_level_never_reaches_its_precision():
+    # the figures alone would be within 2% at the 3rd trial (100, 100.5, 99.5: ±1.2%); the drift keeps it open
+    result = make_result(levels=[])
+    r = DriftingRunner(result, {0: [100.0, 100.5, 99.5, 100.0, 100.2]})
+    plan.run_plan(_cfg(concurrency=[4], max_trials=5), result, None, [], runner=r)  # type: ignore[arg-type]
+    auto = result.noise.auto_trials
+    assert auto.stopped == "max trials" and auto.rounds == 5
+    p = result.levels[0].precision
+    assert p.drifting and not p.met and p.more_trials is None and p.reached_pct is not None and p.reached_pct < 2
+    assert p.drift.startswith("drifts -6.0% over its 5 trials (GPU temperature")
+    lines = answer_lines(result)
+    assert "±2% asked: not reached, it drifts -6.0%" in lines[0]
+    assert "c=4 ±" in next(x for x in lines if x.startswith("precision")) and "(it drifts -6.0%" in lines[1]

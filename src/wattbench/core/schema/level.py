@@ -162,8 +162,9 @@ class Precision(_M):
     reached_pct: float | None = None  # None: fewer than two trials measured
     trials: int = 0
     met: bool = False
-    more_trials: int | None = None  # 0 when met; None: the spread is unknown
+    more_trials: int | None = None  # 0 when met; None: the spread is unknown, or the figure drifts
     drifting: bool = False
+    drift: str = ""  # a drifting figure: how it drifts, with its recorded cause (metrics.drift.figure_drift)
 
 
 class LevelResult(_M):
