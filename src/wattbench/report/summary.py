@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wattbench.report import format as F
-from wattbench.core.numbers import MISSING, fmt, fmt_pct, fmt_signed_pct
+from wattbench.core.numbers import MISSING, fmt, fmt_pct, fmt_range, fmt_signed_pct
 from wattbench.core.schema import FindingKind, LevelResult, Result
 from wattbench.report.goodput import goodput_cells, goodput_point, slo_text
 from wattbench.report.labels import levels_text, load_label, short_label, short_label_text
