@@ -219,3 +219,32 @@ def test_a_declared_meter_keeps_its_uncertainty_in_the_answer_and_its_idle_note_
     assert "no idle baseline" not in p.stderr
     (f,) = [f for f in res.validity.findings if f.kind == "no_idle"]
     assert f.severity == "note" and not any("idle" in w for w in res.warnings)
+
+
+def test_an_open_loops_history_check_is_judged_per_achieved_request_and_shows_both_rates(tmp_path):
+    """r=20,40 against the scripted server: the history check measures r=20 again, and its arrivals
+    achieve another rate than the first time. The check judges the figure per achieved request/s
+    (from result.json: each measurement's tok/s per kW over its own achieved rate) and says both
+    rates, in the summary at 80 columns and in ``--json``."""
+    out = tmp_path / "run"
+    with server("--ttft-ms", "10", "--itl-ms", "2") as s:
+        p = _wb("run", "--target", s.base, "-r", "20,40", "--duration", "3", "--idle", "0", "--input-tokens", "16",
+                "--output-tokens", "8", "--no-prime", "--no-calibrate-prompts", "--sensor", "const:node=500",
+                "--no-register", "--no-html", "--json", "--out", str(out), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    res = load_result(out)
+    hc = res.noise.history_check
+    first = next(lv for lv in res.levels if lv.index == 0)
+    rep = hc.repeat
+    f_rate, r_rate = first.load.achieved_rate_rps, rep.load.achieved_rate_rps
+    f_kw, r_kw = first.energy["node"].output_tokens_per_s_per_kw, rep.energy["node"].output_tokens_per_s_per_kw
+    assert hc.first_rate_rps == pytest.approx(f_rate, rel=1e-9) and hc.repeat_rate_rps == pytest.approx(r_rate, rel=1e-9)
+    assert hc.ratio == pytest.approx((r_kw / r_rate) / (f_kw / f_rate), rel=1e-9)
+    j = json.loads(p.stdout)["noise"]["history_check"]
+    assert j["first_rate_rps"] == pytest.approx(f_rate, rel=1e-9) and "per achieved request/s" in j["basis"]
+    from wattbench.core.numbers import fmt
+
+    text = _joined(_report(out, tmp_path, 80))
+    rates = f"{fmt(f_rate)} then {fmt(r_rate)} req/s achieved"
+    assert rates in text, text[:800]  # in the state line (within noise) or the check's own note
+

@@ -106,8 +106,11 @@ def state_line(result: Result) -> str | None:
     # within noise only: beyond noise or inconclusive, the check is a finding of the run (its note
     # line says it once, with its size: accounting.level_findings.history_finding)
     if h is not None and h.verdict == "ok" and h.ratio is not None:
-        parts.append(f"history check {short_label_text(h.level)}: {fmt_signed_pct(100 * (h.ratio - 1))} within noise "
-                     f"(±{fmt_pct(h.bound_pct)})")
+        # an open loop is judged per achieved request/s: the two achieved rates said beside it
+        per = (f" per request/s (at {fmt(h.first_rate_rps)} then {fmt(h.repeat_rate_rps)} req/s achieved)"
+               if h.first_rate_rps is not None and h.repeat_rate_rps is not None else "")
+        parts.append(f"history check {short_label_text(h.level)}: {fmt_signed_pct(100 * (h.ratio - 1))}{per} within "
+                     f"noise (±{fmt_pct(h.bound_pct)})")
     if nz.engine_starts:
         parts.append(f"{len(nz.engine_starts)} engine starts")
     cal = result.prompt_calibration  # no tokenizer: prompt lengths fitted to the server's count

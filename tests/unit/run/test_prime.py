@@ -66,6 +66,47 @@ def test_the_history_check_reads_interleaved_trials_first_against_the_rest():
     assert judge(_lv(1150.0, trials=tb), None).verdict == "ok"
 
 
+def _open(tok_s: float, achieved: float, duration_s: float = 20.0, trials=None):
+    """r=20/s with a Poisson process that sent ``achieved`` requests/s in its window: a declared-like
+    700 W, so tok/s per kW follows the tokens, which follow the arrivals."""
+    lv = make_level(0, mode="rate", value=20, output_tokens_per_s=tok_s, power_w=700.0, duration_s=duration_s,
+                    trials=trials)
+    lv.load.achieved_rate_rps = achieved
+    return lv
+
+
+def test_an_open_loop_is_judged_per_achieved_request_and_says_both_rates():
+    """The defect: r=20 measured twice read 2,177 then 2,389 tok/s/kW (+9.8%) while the arrivals
+    achieved 17.50 and 19.76 requests/s (+12.9%), and the check blamed the server ("beyond noise
+    ±6.2%"). Per request achieved the server did the same work (−2.8%): within noise, and the text
+    shows both rates. A server that really slowed moves the per-request figure and still warns."""
+    first, repeat = _open(2177.0 * 0.7, 17.50), _open(2389.0 * 0.7, 19.76)
+    closed = judge(_lv(2177.0 * 0.7), _lv(2389.0 * 0.7))  # the same figures as a closed loop: the server moved
+    assert closed.verdict == "warn"
+    hc = judge(first, repeat)
+    assert hc.verdict == "ok", hc.text
+    assert hc.ratio == pytest.approx((2389.0 / 19.76) / (2177.0 / 17.50), rel=1e-12)
+    assert (hc.first_rate_rps, hc.repeat_rate_rps) == (pytest.approx(17.50), pytest.approx(19.76))
+    assert hc.first == pytest.approx(2177.0, rel=1e-12) and hc.repeated == pytest.approx(2389.0, rel=1e-12)
+    assert hc.text.startswith("history check r=20: 2,177 then 2,389 tok/s/kW at 17.5 then 19.8 req/s achieved, "
+                              "per request/s -2.8%, within noise"), hc.text
+    assert "per achieved request/s" in hc.basis
+    slow = judge(first, _open(1900.0 * 0.7, 19.76))  # −22% per request: the server, not the arrivals
+    assert slow.verdict == "warn" and "beyond noise" in slow.text and "19.8 req/s achieved" in slow.text
+
+
+def test_an_open_loops_trials_are_judged_per_achieved_request_each():
+    per_kw = [2000.0, 2200.0, 2310.0, 2090.0]  # each trial's figure follows its own arrivals ...
+    rps = [16.0, 17.6, 18.48, 16.72]  # ... exactly: 125 tok/s/kW per request/s in every trial
+    tb = trials_block({"output_tokens_per_s_per_kw@accelerator": (sum(per_kw) / 4, 100.0),
+                       "requests_per_s": (sum(rps) / 4, 1.0)}, n=4)
+    tb["figures"]["output_tokens_per_s_per_kw@accelerator"]["values"] = per_kw
+    tb["figures"]["requests_per_s"]["values"] = rps
+    hc = judge(_open(2000.0 * 0.7, 16.0, trials=tb), None)
+    assert hc.ratio == pytest.approx(1.0, rel=1e-12) and hc.verdict == "ok", hc.text
+    assert hc.first_rate_rps == pytest.approx(sum(rps[1:]) / 3) and hc.repeat_rate_rps == pytest.approx(16.0)
+
+
 # ---------------------------------------------------------------- the calibration's fit
 
 
