@@ -39,6 +39,23 @@ engine is warmed once, before the first tool, by an unmeasured level. Run from t
     PYTHONPATH=src:. python benches/peer_clients.py --streams 8,64,256,512 --json /tmp/peers.json
     PYTHONPATH=src:. python benches/peer_clients.py --target vllm-cpu --streams 8 --per-stream 12
 
+Load held and figures, interleaved (``--rounds N``): each streams level is measured N times and
+round k runs the tools in an order rotated by k, so a server (or host) that drifts does not favour
+the tool that always runs first. Every run gets, from its own per-request stamps and by one
+definition for every tool: output tokens per second (the requests' output tokens over first start
+to last end), TPOT (mean over requests of (end − first token) / (output tokens − 1)), and the mean
+number of requests in flight (start to stream end) over the full window and over the steady window
+(``accounting/steady.py``'s rule: the target first reached → the first end after the last start);
+beside them each tool's own reported tok/s and TPOT where it reports them. ``wattbench-run`` is the
+whole ``wattbench run`` command (its sampler and ``/metrics`` scraper threads, the record spool,
+progress; ``--no-prime``, so the engine's histograms cover the measured requests only), where
+``wattbench`` is one ``run_level`` in its own process. ``--report-load`` prints the per-round table
+and the ratios to ``vllm bench serve`` of the same round::
+
+    PYTHONPATH=src:. python benches/peer_clients.py --target vllm-cpu --streams 8 --min-requests 100 \
+        --output-tokens 64 --tools wattbench-run,vllm,aiperf --rounds 4 --json benches/data/peer_clients/RUN.json.gz
+    PYTHONPATH=src:. python benches/peer_clients.py --report-load benches/data/peer_clients/RUN.json.gz
+
 Tools: ``--vllm`` (env PEER_VLLM, default /work/venv-vllm/bin/vllm), ``--aiperf`` (PEER_AIPERF,
 /work/venv-peers-aiperf/bin/aiperf), ``--guidellm`` (PEER_GUIDELLM,
 /work/venv-peers-guidellm/bin/guidellm); wattbench runs from this checkout in its own process.
@@ -63,7 +80,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-TOOLS = ("wattbench", "vllm", "aiperf", "guidellm")
+TOOLS = ("wattbench", "vllm", "aiperf", "guidellm", "wattbench-run")
 DEFAULT_EXE = {
     "vllm": ("PEER_VLLM", "/work/venv-vllm/bin/vllm"),
     "aiperf": ("PEER_AIPERF", "/work/venv-peers-aiperf/bin/aiperf"),
@@ -175,7 +192,8 @@ def wattbench_child(a) -> int:
         if r.warmup or not r.ok or r.first_token_ns is None:
             continue
         ch = r.chunk_ns
-        rows.append({"key": f"wb{r.id}", "start_ns": r.sent_ns, "end_ns": r.end_ns, "ttft_ms": (r.first_token_ns - r.sent_ns) / 1e6,
+        rows.append({"key": f"wb{r.id}", "start_ns": r.sent_ns, "end_ns": r.end_ns, "out_tokens": r.output_tokens,
+                     "ttft_ms": (r.first_token_ns - r.sent_ns) / 1e6,
                      "gaps_ms": [(b - x) / 1e6 for x, b in zip(ch, ch[1:])],
                      "itl_ms": ((ch[-1] - ch[0]) / (len(ch) - 1) / 1e6) if len(ch) > 1 else None})
     load = out.load
@@ -207,6 +225,49 @@ def run_wattbench(ctx, conc, n, work: Path):
     return data["rows"], cpu, wall, extra
 
 
+def run_wattbench_run(ctx, conc, n, work: Path):
+    """The whole ``wattbench run`` command of this checkout: one closed-loop level, its sampler (a
+    declared meter: no meter on this machine) and ``/metrics`` scraper, the record spool, plain
+    progress lines; ``--keep-chunks`` for the per-gap ITL; its rows from ``requests.jsonl``."""
+    out = work / "wattbench-run"
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "wattbench", "run", "--target", ctx["base_url"] + "/v1", "--model", ctx["model"],
+           "-c", str(conc), "-n", str(n), "--input-tokens", str(ctx["input_tokens"]),
+           "--output-tokens", str(ctx["output_tokens"]), "--tokenizer", ctx["tokenizer"],
+           "--extra-body", json.dumps(ctx["extra_body"]), "--sensor", "const:accelerator=100", "--idle", "0",
+           "--no-prime", "--no-register", "--no-html", "--keep-chunks", "--out", str(out),
+           *(["--warmup", str(conc)] if ctx["warmup"] else [])]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT / "src")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    rc, cpu, wall = run_tool(cmd, work / "wattbench-run.log", env)
+    if rc != 0 or not (out / "result.json").exists():
+        return None, cpu, wall, f"exit {rc}: " + (work / "wattbench-run.log").read_text()[-400:]
+    res = json.loads((out / "result.json").read_text())
+    lv = res["levels"][0]
+    rows, failed = [], 0
+    for line in (out / "requests.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r.get("warmup"):
+            continue
+        if not r.get("ok") or r.get("first_token_ns") is None:
+            failed += 1
+            continue
+        ch = r.get("chunk_ns") or []
+        rows.append({"key": None, "start_ns": r["sent_ns"], "end_ns": r["end_ns"], "out_tokens": r.get("output_tokens"),
+                     "ttft_ms": (r["first_token_ns"] - r["sent_ns"]) / 1e6,
+                     "gaps_ms": [(b - x) / 1e6 for x, b in zip(ch, ch[1:])],
+                     "itl_ms": ((ch[-1] - ch[0]) / (len(ch) - 1) / 1e6) if len(ch) > 1 else None})
+    load = lv["load"]
+    lag = load.get("client_loop_lag_ms") or {}
+    return rows, cpu, wall, {
+        "failed": failed, "workers": load.get("workers"), "saturated": load.get("saturated"),
+        "saturation_reasons": load.get("saturation_reasons"), "loop_lag_p99_ms": lag.get("p99"),
+        "loop_lag_max_ms": lag.get("max"), "client_cpu_pct": load.get("client_cpu_pct"),
+        "own_out_tok_s": (lv.get("throughput") or {}).get("output_tokens_per_s"),
+        "own_tpot_ms": ((lv.get("latency") or {}).get("tpot_ms") or {}).get("mean"),
+        "own_mean_in_flight": load.get("mean_in_flight")}
+
+
 def run_vllm(ctx, conc, n, work: Path):
     res = work / "vllm"
     cmd = [ctx["exe"]["vllm"], "bench", "serve", "--backend", "openai", "--base-url", ctx["base_url"],
@@ -227,10 +288,12 @@ def run_vllm(ctx, conc, n, work: Path):
         if err or not ttft:
             continue
         lat = d["latencies"][i]
-        rows.append({"key": f"vb-{i}", "start_ns": int(st * 1e9), "end_ns": int((st + lat) * 1e9), "ttft_ms": ttft * 1e3,
+        rows.append({"key": f"vb-{i}", "start_ns": int(st * 1e9), "end_ns": int((st + lat) * 1e9),
+                     "out_tokens": (d.get("output_lens") or [None] * (i + 1))[i], "ttft_ms": ttft * 1e3,
                      "gaps_ms": [x * 1e3 for x in itls],
                      "itl_ms": (sum(itls) / len(itls) * 1e3) if itls else None})
-    return rows, cpu, wall, {"failed": d.get("failed")}
+    return rows, cpu, wall, {"failed": d.get("failed"), "own_out_tok_s": d.get("output_throughput"),
+                             "own_tpot_ms": d.get("mean_tpot_ms")}
 
 
 def run_aiperf(ctx, conc, n, work: Path):
@@ -259,10 +322,18 @@ def run_aiperf(ctx, conc, n, work: Path):
         gaps = m.get("inter_chunk_latency", {}).get("value")
         itl = m.get("inter_token_latency", {}).get("value")
         off = ctx["wall_minus_mono_ns"]
+        osl = (m.get("output_sequence_length") or m.get("output_token_count") or {}).get("value")
         rows.append({"key": md.get("x_request_id"), "start_ns": md["request_start_ns"] - off,
-                     "end_ns": md["request_end_ns"] - off, "ttft_ms": m["time_to_first_token"]["value"],
+                     "end_ns": md["request_end_ns"] - off, "out_tokens": osl, "ttft_ms": m["time_to_first_token"]["value"],
                      "gaps_ms": gaps, "itl_ms": itl})
-    return rows, cpu, wall, {"failed": failed}
+    own: dict = {}
+    agg = res / "profile_export_aiperf.json"
+    if agg.exists():
+        a = json.loads(agg.read_text())
+        a = a.get("records", a)  # the aggregate figures, at the top or under "records"
+        own = {"own_out_tok_s": (a.get("output_token_throughput") or {}).get("avg"),
+               "own_tpot_ms": (a.get("inter_token_latency") or {}).get("avg")}
+    return rows, cpu, wall, {"failed": failed, **own}
 
 
 def run_guidellm(ctx, conc, n, work: Path):
@@ -300,7 +371,8 @@ def run_guidellm(ctx, conc, n, work: Path):
     return rows, cpu, wall, {"failed": len(reqs.get("errored") or []) + len(reqs.get("incomplete") or [])}
 
 
-RUNNERS = {"wattbench": run_wattbench, "vllm": run_vllm, "aiperf": run_aiperf, "guidellm": run_guidellm}
+RUNNERS = {"wattbench": run_wattbench, "wattbench-run": run_wattbench_run, "vllm": run_vllm, "aiperf": run_aiperf,
+           "guidellm": run_guidellm}
 
 
 # ------------------------------------------------------------------ truth and errors
@@ -451,8 +523,39 @@ def one(ctx, tool: str, conc: int, n: int, work: Path, truth) -> dict:
     row["client_cpu_pct"] = cpu.pct_between(min(starts), max(ends)) if starts and ends else None
     row["tool_reported_cpu_pct"] = extra.get("client_cpu_pct") if isinstance(extra, dict) else None
     row.update(truth("end", rows=rows, before=before))
+    row.update(load_figures(rows, conc))
     row["per_request"] = rows
     return row
+
+
+def load_figures(rows: list[dict], conc: int) -> dict:
+    """The load a run held and what it read, by one definition for every tool (module doc)."""
+    import numpy as np
+
+    from wattbench.accounting.steady import steady_window_ns
+
+    timed = [r for r in rows if r.get("start_ns") and r.get("end_ns")]
+    if not timed:
+        return {}
+    start = np.array([r["start_ns"] for r in timed], dtype=np.int64)
+    end = np.array([r["end_ns"] for r in timed], dtype=np.int64)
+
+    def held(a: int, b: int) -> float | None:
+        d = np.minimum(end, b) - np.maximum(start, a)
+        return float(d[d > 0].sum()) / (b - a) if b > a else None
+
+    a, b = int(start.min()), int(end.max())
+    sw = steady_window_ns(start, end, "concurrency", conc, start_ns=a)
+    out_tok = [r.get("out_tokens") for r in timed]
+    tpots = [((r["end_ns"] - r["start_ns"]) / 1e6 - r["ttft_ms"]) / (r["out_tokens"] - 1) for r in timed
+             if r.get("out_tokens") and r["out_tokens"] > 1 and r.get("ttft_ms") is not None]
+    return {
+        "out_tok_s": sum(out_tok) / ((b - a) / 1e9) if all(x is not None for x in out_tok) and b > a else None,
+        "tpot_ms_mean": mean(tpots),
+        "in_flight_full": held(a, b),
+        "in_flight_steady": held(sw.start_ns, sw.end_ns) if sw is not None else None,
+        "steady_s": (sw.end_ns - sw.start_ns) / 1e9 if sw is not None else None,
+    }
 
 
 def main(argv=None) -> int:
@@ -481,9 +584,16 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--warmup", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--report", nargs="+", metavar="JSON", help="print a Markdown table of earlier --json runs")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure each streams level this many times, the tools' order rotated each round")
+    p.add_argument("--report-load", nargs="+", metavar="JSON",
+                   help="print the load held and the figures of earlier --json runs, per round")
     a = p.parse_args(argv)
     if a.report:
         print(report(a.report))
+        return 0
+    if a.report_load:
+        print(report_load(a.report_load))
         return 0
     if a.wattbench_child:
         a.streams = int(a.streams)
@@ -498,14 +608,14 @@ def main(argv=None) -> int:
         return 2
     exe = {}
     for t in tools:
-        if t == "wattbench":
+        if t.startswith("wattbench"):
             continue
         path = getattr(a, t)
         if not (path and (Path(path).is_file() or shutil.which(path))):
             print(f"SKIP {t}: no executable at {path!r} (set --{t} or ${DEFAULT_EXE[t][0]})", flush=True)
             continue
         exe[t] = path
-    tools = [t for t in tools if t == "wattbench" or t in exe]
+    tools = [t for t in tools if t.startswith("wattbench") or t in exe]
     streams = [int(x) for x in a.streams.split(",")]
     work_root = Path(a.keep_work or tempfile.mkdtemp(prefix="peer-clients-"))
     work_root.mkdir(parents=True, exist_ok=True)
@@ -551,25 +661,34 @@ def main(argv=None) -> int:
             run_wattbench(ctx, max(streams), 2 * max(streams), warm)
         for conc in streams:
             n = max(a.min_requests, conc * a.per_stream)
-            for tool in tools:
-                work = work_root / f"{a.target}-{conc}-{tool}"
-                work.mkdir(parents=True, exist_ok=True)
-                row = one(ctx, tool, conc, n, work, truth)
-                results.append(row)
-                print(summary_line(row), flush=True)
+            for rnd in range(a.rounds):
+                k = rnd % len(tools)
+                for tool in tools[k:] + tools[:k]:  # interleaved: the order rotates every round
+                    work = work_root / f"{a.target}-{conc}-{tool}-r{rnd}"
+                    work.mkdir(parents=True, exist_ok=True)
+                    row = one(ctx, tool, conc, n, work, truth)
+                    row["round"] = rnd
+                    results.append(row)
+                    print(summary_line(row), flush=True)
+                    if a.json:  # what is measured so far is kept, whatever ends the bench
+                        _write_json(a.json, meta, results)
     meta["loadavg_end"] = loadavg()
     print(json.dumps({"meta": meta}, indent=1))
     if a.json:
-        out = json.dumps({"meta": meta, "runs": _rounded(results)})
-        if a.json.endswith(".gz"):
-            import gzip
-
-            Path(a.json).write_bytes(gzip.compress(out.encode(), 9))
-        else:
-            Path(a.json).write_text(out)
+        _write_json(a.json, meta, results)
     if not a.keep_work:
         shutil.rmtree(work_root, ignore_errors=True)
     return 0
+
+
+def _write_json(path: str, meta: dict, results: list[dict]) -> None:
+    out = json.dumps({"meta": meta, "runs": _rounded(results)})
+    if path.endswith(".gz"):
+        import gzip
+
+        Path(path).write_bytes(gzip.compress(out.encode(), 9))
+    else:
+        Path(path).write_text(out)
 
 
 def _rounded(x):
@@ -608,7 +727,9 @@ def summary_line(r: dict) -> str:
             f"{f('first_token_stamp_late_ms_p99', '+.1f')}) "
             f"itl_err mean={f('itl_err_ms_mean', '+.3f')} p99={f('itl_err_ms_p99', '+.3f')} ms ({r['itl_err_basis']})  "
             f"cpu={f('client_cpu_pct', '.0f')}% failed={r.get('failed')} load={r['loadavg_before']}->{r['loadavg_after']}"
-            f"{sat}")
+            f"{sat} | out tok/s {f('out_tok_s', '.0f')} (own {f('own_out_tok_s', '.0f')}) tpot {f('tpot_ms_mean', '.2f')}"
+            f" (own {f('own_tpot_ms', '.2f')}) ms in flight steady {f('in_flight_steady', '.2f')}"
+            f" full {f('in_flight_full', '.2f')} of {r['streams']}")
 
 
 def report(paths: list[str]) -> str:
@@ -648,6 +769,50 @@ def report(paths: list[str]) -> str:
                      f"{col(ok, 'first_token_stamp_late_ms_p99', '+.1f')} | {col(ok, 'itl_err_ms_mean', '+.3f')} "
                      f"| {col(ok, 'itl_err_ms_p99', '+.1f')} | {col(ok, 'client_cpu_pct', '.0f')} "
                      f"| {' / '.join(r['loadavg_before'].split()[0] for r in ok)} | {'; '.join(notes)} |")
+    return "\n".join(lines)
+
+
+def round_ratios(runs: list[dict], tool: str, key: str, base: str = "vllm") -> list[float]:
+    """``tool``'s figure over ``base``'s in the same round and streams level, one per round where
+    both measured it (a paired ratio: the server's drift between rounds cancels)."""
+    by = {(r["streams"], r.get("round", 0), r["tool"]): r for r in runs if "error" not in r}
+    out = []
+    for (conc, rnd, t), r in sorted(by.items()):
+        other = by.get((conc, rnd, base))
+        if t == tool and other is not None and r.get(key) is not None and other.get(key):
+            out.append(r[key] / other[key])
+    return out
+
+
+def report_load(paths: list[str]) -> str:
+    """Per streams level and tool, every round (``/``-separated, in round order) of: output tok/s
+    and TPOT (one definition for every tool, and the tool's own), mean in flight (steady window and
+    full); then each tool's ratio to ``vllm bench serve`` of the same round."""
+    runs = [r for path in paths for r in _load_json(path)["runs"]]
+    cells: dict[tuple, list[dict]] = {}
+    for r in runs:
+        cells.setdefault((r["streams"], TOOLS.index(r["tool"])), []).append(r)
+
+    def col(rs, k, fmt):
+        return " / ".join("–" if r.get(k) is None else format(r[k], fmt) for r in rs)
+
+    lines = ["| streams | tool | out tok/s | own out tok/s | TPOT mean (ms) | own TPOT (ms) | in flight, steady "
+             "| in flight, full | client loop lag p99 (ms) | load average (1 min, before) |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for (conc, ti), rs in sorted(cells.items()):
+        ok = sorted((r for r in rs if "error" not in r), key=lambda r: r.get("round", 0))
+        lines.append(f"| {conc} | {TOOLS[ti]} | {col(ok, 'out_tok_s', ',.0f')} | {col(ok, 'own_out_tok_s', ',.0f')} "
+                     f"| {col(ok, 'tpot_ms_mean', '.2f')} | {col(ok, 'own_tpot_ms', '.2f')} "
+                     f"| {col(ok, 'in_flight_steady', '.2f')} | {col(ok, 'in_flight_full', '.2f')} "
+                     f"| {col(ok, 'loop_lag_p99_ms', '.0f')} | {' / '.join(r['loadavg_before'].split()[0] for r in ok)} |")
+    lines += ["", "| tool | / vllm bench serve, same round: out tok/s | TPOT | own out tok/s | own TPOT |",
+              "| --- | ---: | ---: | ---: | ---: |"]
+    for tool in TOOLS:
+        if tool == "vllm" or not any(r["tool"] == tool for r in runs):
+            continue
+        cells_r = [" / ".join(f"{x:.3f}" for x in round_ratios(runs, tool, k)) or "–"
+                   for k in ("out_tok_s", "tpot_ms_mean", "own_out_tok_s", "own_tpot_ms")]
+        lines.append(f"| {tool} | " + " | ".join(cells_r) + " |")
     return "\n".join(lines)
 
 
