@@ -22,7 +22,9 @@ Version history:
   for a result read from a tune directory, which trial it is (``Result.tune``). Not stored since:
   the run directory's path (``extra["run_dir"]``: where the result lives is not a result; a file
   that has it keeps it in ``extra``).  Added within version 2 (optional, absent in older files): ``Result.measure``
-  (``MeasureInfo``) and ``LevelResult.tool`` (``ToolLevel``) for ``wattbench measure -- COMMAND``.
+  (``MeasureInfo``) and ``LevelResult.tool`` (``ToolLevel``) for ``wattbench measure -- COMMAND``;
+  ``LevelResult.precision`` (``Precision``) and ``NoiseInfo.auto_trials`` (``AutoTrials``) for
+  ``run --trials auto``.
   Typed since within version 2, same keys as before: ``LevelResult.goodput`` (``Goodput``),
   ``thermal`` and ``thermal_before`` (``Thermal``), ``server_metrics`` (``ServerMetrics``), until
   then free dicts (``core/schema/blocks.py``). An older file's dict loads into the model; a key the
