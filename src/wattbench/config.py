@@ -448,6 +448,9 @@ class RunConfig(FlaggedConfig):
     db: Annotated[str | None, Flag("--db", commands=RMT, help=DB_HELP)] = None
     register_run: Annotated[bool, Flag(  # add the run to the history store
         "--register/--no-register", commands=RM, help=REGISTER_HELP)] = True
+    strict: Annotated[bool, Flag(  # CI: a figure that is not `valid` fails the command (run.benchmark.strict_failures)
+        "--strict", commands=RM, help="Exit 5 when any figure of the run is not `valid` (an efficiency or latency "
+        "verdict of warn, estimate or invalid, energy unavailable): the run is still kept and registered.")] = False
     html: Annotated[bool, Flag("--no-html", commands=RM, negated=True, help="Do not write report.html.")] = True
     keep_output_text: Annotated[bool, Flag(
         "--keep-output-text", help="Keep response texts in requests.jsonl.")] = False

@@ -294,3 +294,19 @@ class OneLineUsageError(ClickException):
 
     def show(self, file=None) -> None:  # noqa: ARG002 - always stderr
         typer.echo(f"wattbench: error: {self.message}", err=True)
+
+
+def strict_exit(strict: bool, result: Any, run_dir: Any) -> None:
+    """``--strict`` (``run``, ``measure``): a complete run with any figure not ``valid``
+    (``run.benchmark.strict_failures``) is one line — the verdict line, and where the reasons are —
+    and exit ``core.errors.EXIT_STRICT`` (5); the run is kept and registered all the same."""
+    if not strict:
+        return
+    from wattbench.core.errors import EXIT_STRICT  # lazy: keeps `wattbench --help` light
+    from wattbench.report.notes import verdict_text
+    from wattbench.run.benchmark import strict_failures
+
+    if strict_failures(result):
+        typer.echo(f"wattbench: error: --strict: not every figure is valid — verdict: {verdict_text(result)}; the run "
+                   f"is kept (why: wattbench report --notes {run_dir})", err=True)
+        raise typer.Exit(EXIT_STRICT)

@@ -88,3 +88,7 @@ def register(app: typer.Typer) -> None:
         for w in res.warnings:
             if w.startswith(NOT_REGISTERED):  # one line; the measurement itself is complete (exit 0)
                 typer.echo(f"wattbench: warning: {w}", err=True)
+        from wattbench.cli.common import strict_exit
+        from wattbench.run.session import run_dir_path as _where
+
+        strict_exit(config.strict, res, _where(config, res.run_id))

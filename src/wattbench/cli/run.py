@@ -126,3 +126,7 @@ def register(app: typer.Typer) -> None:
                        f"({', '.join(empty)}); the run is kept, but what measured nothing has no figure (why: "
                        f"wattbench report --notes {run_dir_path(config, result.run_id)})", err=True)
             raise typer.Exit(EXIT_EMPTY_LEVEL)
+        from wattbench.cli.common import strict_exit
+
+        strict_exit(config.strict, result, run_dir_path(config, result.run_id))
+

@@ -83,6 +83,7 @@ class Interrupted(WattbenchError):
 
 
 EXIT_EMPTY_LEVEL = 3
+EXIT_STRICT = 5  # --strict: a figure of a complete run is not `valid` (run.benchmark.strict_failures)
 EXIT_TARGET_STOPPED = TargetStopped.exit_code
 
 

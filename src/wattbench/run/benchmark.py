@@ -119,6 +119,16 @@ def stopped(session: RunSession, during: str, saved: str) -> Interrupted:
     return err
 
 
+def strict_failures(result: Result) -> bool:
+    """Whether ``--strict`` fails the run: some figure of it is not ``valid`` — the efficiency
+    verdict (``warn``, ``estimate``, ``invalid``, or energy unavailable, which is at best ``warn``)
+    or the latency verdict, of any level or of the run's own findings (``result.validity``: the
+    worst of each). The run's answer the CLI asks, as ``empty_levels``; it exits
+    ``core.errors.EXIT_STRICT`` with the verdict line."""
+    v = result.validity
+    return v.verdict != "valid" or v.latency not in (None, "valid") or v.energy == "unavailable"
+
+
 def empty_levels(result: Result) -> list[str]:
     """The run's levels that completed no measured request, by label, and the levels some trial of
     which completed none (``concurrency=2 trial 2 of 3``): the run is kept, but it is not the result
