@@ -52,6 +52,9 @@ def targets(ffs: dict) -> dict:
         "measure_markers": (F.gen_markers, lambda d: F.prop_markers(ffs["markers"], d)),
         # `tune --space`
         "tune_space_file": (F.gen_space, lambda x: F.prop_space(ffs, *x)),
+        # a server's identity probes (server.detect.classify) and the prompt calibration's fit
+        "identity_probes": (F.gen_identity_probes, lambda x: F.prop_identity(*x)),
+        "calibration_fit": (F.gen_calibration, lambda x: F.prop_calibration(*x)),
     }
 
 

@@ -685,3 +685,136 @@ def prop_space(ffs: dict, suffix: str, data: bytes) -> None:
             assert isinstance(v, (str, int, float, bool)) and not (isinstance(v, float) and not math.isfinite(v))
     assert n <= MAX_CONFIGURATIONS
     assert 1 <= space.size() <= n
+
+
+# ---------------------------------------------------------------- a server's identity probes
+
+_PROBE_PATHS = ("/v1/models", "/version", "/get_server_info", "/info", "/props", "/health", "/metrics")
+_PROBE_KEYS = {
+    "/props": ["total_slots", "default_generation_settings", "model_alias", "model_path", "build_info", "modalities",
+               "chat_template", "n_ctx", "params", "speculative", "api_key", "host", "x" * 200],
+    "/get_server_info": ["tp_size", "model_path", "mem_fraction_static", "version", "internal_states", "random_seed",
+                         "context_length", "stream_interval", "api_key", "port", "attention_backend"],
+    "/info": ["model_id", "max_total_tokens", "max_input_tokens", "version", "sha", "docker_label", "router",
+              "max_concurrent_requests", "model_dtype"],
+    "/version": ["version"],
+    "/health": ["status"],
+}
+_MODEL_KEYS = ["id", "object", "owned_by", "max_model_len", "root", "status", "created", "permission", "parent"]
+
+
+def _probe_value(rng: random.Random, depth: int = 0):
+    r = rng.random()
+    if r < 0.05:
+        return _nest(rng.choice([3, 20, 63]))
+    if r < 0.1:
+        return "v" * rng.choice([0, 201, 5000])
+    if depth < 3 and r < 0.25:
+        return {rng.choice(_MODEL_KEYS + ["n_ctx", "params", "a.b", ""]): _probe_value(rng, depth + 1)
+                for _ in range(rng.randint(0, 4))}
+    if depth < 3 and r < 0.35:
+        return [_probe_value(rng, depth + 1) for _ in range(rng.randint(0, 40))]
+    return rng.choice(_HOSTILE)
+
+
+def _nest(n: int):
+    v: object = 1
+    for _ in range(n):
+        v = [v]
+    return v
+
+
+def gen_identity_probes(rng: random.Random) -> tuple[str | None, dict]:
+    """``(model asked, {path: (status, headers, body)})``: each probe's answer an engine's keys with
+    hostile values (nesting up to 63 deep, long strings, lists of 40, NaN, 2**63 …), bodies mutated
+    (a byte, or thousands of ``[`` inserted), any status; ``/metrics`` a vLLM info gauge with random
+    labels."""
+    out: dict = {}
+    models = [rng.choice(["m", "", "x" * 300, "m\x1b[2J", 7]) for _ in range(rng.choice([0, 1, 2, 80]))]
+    entries = [{k: (mid if k == "id" else _probe_value(rng)) for k in rng.sample(_MODEL_KEYS, rng.randint(1, 5))}
+               for mid in models]
+    for e in entries:
+        e.setdefault("id", rng.choice(models) if models else "m")
+    listing = rng.choice([{"object": "list", "data": entries}, {"data": "x"}, entries, None])
+    for path in _PROBE_PATHS:
+        status = rng.choice([200, 200, 200, 404, 0, 500])
+        if path == "/v1/models":
+            body = json.dumps(listing, allow_nan=True).encode()
+            status = rng.choice([200, 200, 200, 200, 404])
+        elif path == "/metrics":
+            labels = ",".join(f'{rng.choice(["block_size", "gpu_memory_utilization", "engine", "x" * 150, "a"])}'
+                              f'="{rng.choice(["16", "0.9", "", "v" * 300, "1"])}"' for _ in range(rng.randint(0, 8)))
+            body = (f"vllm:cache_config_info{{{labels}}} 1.0\nvllm:num_requests_running 0\n").encode()
+        else:
+            keys = _PROBE_KEYS[path]
+            body = json.dumps({rng.choice(keys): _probe_value(rng) for _ in range(rng.randint(0, 8))},
+                              allow_nan=True).encode()
+        out[path] = (status, {"server": rng.choice(["", "llama.cpp", "text-generation-inference"])},
+                     _mutate_bytes(rng, body))
+    return rng.choice(["m", None, "x" * 300]), out
+
+
+def prop_identity(model: str | None, responses: dict) -> None:
+    """``server.detect.classify`` reads any probe answers: a ``ServerInfo`` or a ``TargetError`` (the
+    pre-flight's one line), never another exception; what it keeps is bounded — the identity's
+    settings within ``MAX_IDENTITY_BYTES``, an effective configuration of scalars nested at most
+    ``MAX_CONFIG_DEPTH`` under its names, at most ``MAX_MODELS`` (+ the run's) model ids — and
+    written as JSON it nests within what wattbench's own reader reads back."""
+    from wattbench.core.errors import TargetError
+    from wattbench.core.jsontext import MAX_EMBEDDED_DEPTH, loads_bounded, value_depth
+    from wattbench.server.detect import MAX_MODELS, classify
+    from wattbench.server.engine_rules import MAX_CONFIG_DEPTH, MAX_CONFIG_ITEMS
+    from wattbench.server.identity.common import MAX_IDENTITY_BYTES
+
+    try:
+        info = classify("http://127.0.0.1:8000", responses, model)
+    except TargetError:
+        return
+    ident = info.identity
+    assert ident is not None
+    assert len(json.dumps(ident.exposed, separators=(",", ":"), default=str).encode()) <= MAX_IDENTITY_BYTES
+    assert len(info.effective_config) <= MAX_CONFIG_ITEMS
+    assert all(value_depth(v) <= MAX_CONFIG_DEPTH for v in info.effective_config.values())
+    assert len(info.models) <= MAX_MODELS + 1
+    text = info.model_dump_json()
+    assert value_depth(loads_bounded(text, MAX_EMBEDDED_DEPTH)) <= MAX_EMBEDDED_DEPTH
+
+
+# ---------------------------------------------------------------- the prompt calibration's fit
+
+_COUNTS = [0, 1, 7, 0.5, -1, 1e308, float("inf"), float("nan"), 2 ** 63, 48.0, 100.0, 101.0, 200.0, 5000.0]
+
+
+def gen_calibration(rng: random.Random) -> tuple[list[int], list[float]]:
+    """``(words per length, the server's mean count per length)``: one or two lengths (equal ones
+    too), words from 0 to a million, counts from a real tokenizer's line (0.25-8 tokens a word plus
+    an overhead, with noise) or any hostile number."""
+    n = rng.choice([1, 2, 2, 2, 0, 3])
+    words = sorted(rng.choice([0, 1, 5, 48, 96, 96, 10 ** 6, rng.randint(1, 5000)]) for _ in range(n))
+    if rng.random() < 0.5:
+        a, b = rng.uniform(0.1, 10.0), rng.uniform(-50, 50)
+        counts = [a * w + b + rng.gauss(0, 2) for w in words]
+    else:
+        counts = [float(rng.choice(_COUNTS)) for _ in words]
+    if rng.random() < 0.1 and counts:
+        counts = counts[:-1]  # a length the server never counted
+    return words, counts
+
+
+def prop_calibration(words: list[int], counts: list[float]) -> None:
+    """``run/prime.fit_calibration`` fits or refuses (``ValueError``, one line naming the counts), and
+    what it fits, a calibrated ``ApproxTokenizer`` takes, giving every prompt between 1 and
+    ``MAX_WORDS_PER_TOKEN`` words a token."""
+    from wattbench.run.prime import MAX_TOKENS_PER_WORD, MIN_TOKENS_PER_WORD, fit_calibration
+    from wattbench.workload.tokenizer import MAX_WORDS_PER_TOKEN, ApproxTokenizer
+
+    try:
+        a, b = fit_calibration(words, counts)
+    except ValueError as e:
+        assert "\n" not in str(e) and len(str(e)) < 400, str(e)
+        return
+    assert MIN_TOKENS_PER_WORD <= a <= MAX_TOKENS_PER_WORD and math.isfinite(b)
+    ts = ApproxTokenizer()
+    ts.calibrate(a, b)
+    for n in (1, 8, 30_000, 10 ** 6):
+        assert 1 <= ts.words_for(n) <= max(1, math.ceil(MAX_WORDS_PER_TOKEN * n))

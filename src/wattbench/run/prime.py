@@ -268,10 +268,14 @@ def fit_calibration(words: list[int], counts: list[float]) -> tuple[float, float
     a count below one token a probe, counts that do not grow with the words (a server answering one
     fixed number: 1 on every answer fitted 0.0069 tokens per word and built 4.3-million-word prompts),
     or a slope outside ``MIN_TOKENS_PER_WORD``..``MAX_TOKENS_PER_WORD``."""
+    if not words or len(words) != len(counts) or min(words) < 1:
+        raise ValueError(f"no probe lengths to fit ({len(words)} lengths of {list(words)[:2]} words)")
     for w, y in zip(words, counts):
         if not y >= 1:  # NaN too
             raise ValueError(f"the server counted {y:g} prompt tokens for the probes of {w} words, below one "
                              "token a probe")
+        if math.isinf(y):
+            raise ValueError(f"the server counted {y:g} prompt tokens for the probes of {w} words, not a count")
     if len(words) == 2 and words[1] != words[0]:
         if not counts[1] > counts[0]:
             raise ValueError(f"the server counted {counts[0]:g} prompt tokens for the probes of {words[0]} words "

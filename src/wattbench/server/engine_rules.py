@@ -218,7 +218,9 @@ def _describe_sglang(a: Answers, info: ServerInfo, max_len: Any) -> tuple[dict[s
         return {}, max_len
     eff = select_server_info(a.sglang_info)
     info.version = _text(a.sglang_info.get("version")) or a.version_field
-    info.stream_batching = {"stream_interval": eff.get("stream_interval", 1)}
+    # a whole number of tokens, as every stored value of an answer is bounded (a 20-deep list once
+    # nested result.json past what wattbench reads back); None: SGLang said something that is not one
+    info.stream_batching = {"stream_interval": token_count(eff["stream_interval"]) if "stream_interval" in eff else 1}
     return eff, max_len or eff.get("max_model_len")
 
 

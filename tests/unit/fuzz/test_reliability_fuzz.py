@@ -161,3 +161,39 @@ def test_measure_markers(space_files, data):
 @given(case=st.one_of(st.tuples(st.sampled_from([".yaml", ".json"]), st.binary(max_size=300)), grammar(F.gen_space)))
 def test_tune_space_loader(space_files, case):
     F.prop_space(space_files, *case)
+
+
+# ---------------------------------------------------------------- identity probes and the calibration fit
+
+@FUZZ
+@given(case=st.one_of(
+    grammar(F.gen_identity_probes),
+    st.tuples(st.sampled_from(["m", None]), st.dictionaries(
+        st.sampled_from(["/v1/models", "/version", "/get_server_info", "/info", "/props", "/health", "/metrics"]),
+        st.tuples(st.sampled_from([200, 404, 0]), st.just({}), st.binary(max_size=200)), min_size=7, max_size=7)
+    ).filter(lambda c: len(c[1]) == 7)))
+def test_identity_probes(case):
+    F.prop_identity(*case)
+
+
+@FUZZ
+@given(case=st.one_of(grammar(F.gen_calibration), st.tuples(
+    st.lists(st.integers(-5, 10 ** 7), max_size=3),
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=3))))
+def test_calibration_fit(case):
+    F.prop_calibration(*case)
+
+
+def test_pinned_sglang_stream_interval_nested():
+    """SGLang's ``stream_interval`` was stored raw in ``server.stream_batching``: a 20-deep list in
+    ``/get_server_info`` nested the ``ServerInfo`` past what the bounded reader takes (found by the
+    identity-probe fuzzer, seed 0 case 367)."""
+    import json
+
+    responses = {p: (404, {}, b"") for p in ("/version", "/info", "/props", "/health", "/metrics")}
+    responses["/v1/models"] = (200, {}, json.dumps({"data": [{"id": "m"}]}).encode())
+    responses["/get_server_info"] = (200, {}, json.dumps({"tp_size": 1, "stream_interval": F._nest(20)}).encode())
+    F.prop_identity("m", responses)
+    from wattbench.server.detect import classify
+
+    assert classify("http://h:1", responses, "m").stream_batching == {"stream_interval": None}
