@@ -35,6 +35,7 @@ AREAS: dict[str, list[str]] = {
     ],
     "hostile-server behaviours": [
         "tests/integration/test_hostile_server.py",
+        "tests/integration/test_hostile_probes.py",
     ],
     "measure: tool result files and markers": [
         "tests/unit/results/test_results_tools_hostile.py",
