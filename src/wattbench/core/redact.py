@@ -24,12 +24,18 @@ history rows) or shown goes through these helpers:
   the values of headers that can carry a credential (``is_secret_header``, at least
   ``MIN_HEADER_SECRET`` characters) or that the user marked (``--secret-header NAME``), and the
   credential part of ``Bearer …``/``Basic …`` values;
-- ``Scrubber(secrets)``: removes every form of those secrets by value from any text, bytes, JSON
-  text (string by string, so the JSON stays valid) or nested object, wherever a server echoed them
-  (a 401 body, an SSE error event, generated text, a model id).
+- ``Scrubber(secrets)``: removes every form of those secrets from any text, bytes, JSON text (string
+  by string, so the JSON stays valid) or nested object, wherever a server echoed them (a 401 body, an
+  SSE error event, generated text, a model id) — and every piece of one: any run of ``GRAM`` (8)
+  characters of a secret, in any letter case, as hex, base64, or with some or all of its characters
+  escaped (``\\uXXXX``, ``%XX``, ``&#N;`` …), so a server that echoes the start of a key, or a text
+  cut through one, leaves nothing of it;
+- ``clip(text, limit)``: the one way untrusted text is cut (an identity setting, a model id, an error
+  body, a finding printed): scrubbed of the process's secrets first, then cut, so a secret that
+  straddles the cut leaves no piece behind.
 
-Scrubbing happens at two boundaries, with the same ``Scrubber``: where a request's record is made
-(the streaming client scrubs its error detail and kept text with the target's secrets: records are
+Scrubbing happens at three boundaries, with the same ``Scrubber``: where untrusted text is cut
+(``clip``), where a request's record is made (the streaming client scrubs its error detail and kept text with the target's secrets: records are
 spooled to disk during a level), and where anything is written or printed: a run registers its
 secrets (``register_secrets``), the run directory's writers (``results/rundir.py``: result.json,
 requests.jsonl, every JSON file), the server timeline, the history store and the CLI's stdout and
@@ -44,6 +50,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import html
+import itertools
 import json
 import re
 import shlex
@@ -60,8 +67,8 @@ _T = TypeVar("_T")
 __all__ = ["BasicCredential", "split_url_credentials", "redact_url", "redact_headers", "redact_text",
            "authorization", "combine_credentials", "secret_forms", "is_secret_header", "redact_argv",
            "secret_values", "url_secrets", "body_secrets", "redact_body", "argv_secrets", "env_secrets",
-           "is_secret_setting", "Scrubber", "register_secrets", "registered", "scrub", "guard_std_streams", "MASK",
-           "REDACTED", "MIN_SECRET", "MIN_HEADER_SECRET"]
+           "is_secret_setting", "Scrubber", "register_secrets", "registered", "scrub", "clip", "guard_std_streams",
+           "MASK", "REDACTED", "MIN_SECRET", "MIN_HEADER_SECRET", "GRAM"]
 
 MASK = "***"
 REDACTED = "<redacted>"
@@ -497,45 +504,272 @@ def redact_text(text: str | None, secrets: Iterable[str | None]) -> str | None:
 
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
 
+GRAM = 8  # a run of this many characters of a secret (or more) is masked wherever it shows
+GRAM_SECRET_CHARS = 8192  # the pieces of a longer secret are taken from its first this many characters
+# escapes a piece of a secret can hide in, partly or whole: JSON/JS ``\uXXXX`` (a run, surrogate pairs
+# joined) and ``\xNN``; URL ``%XX`` (a run: UTF-8 bytes); HTML ``&#N;``, ``&#xN;``, ``&name;``; JSON's
+# short escapes
+_ESCAPE = re.compile(r"(?:\\u[0-9a-fA-F]{4})+|(?:\\x[0-9a-fA-F]{2})+|(?:%[0-9a-fA-F]{2})+|&#[0-9]{1,7};"
+                     r"|&#[xX][0-9a-fA-F]{1,6};|&[a-zA-Z][a-zA-Z0-9]{1,31};|\\[/\"\\'bfnrt]")
+# the longest escape of one character (``\\uD83D\\uDE00``), times GRAM: how far from an escape a
+# piece of a secret that holds it can reach
+_ESCAPE_REACH = 12 * GRAM
+_SHORT_ESCAPES = {"/": "/", '"': '"', "\\": "\\", "'": "'", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _trie_pattern(words: Iterable[str]) -> str:
+    """A regular expression matching any of ``words`` (a trie of alternations: at each position of a
+    text the match fails after a character or two, as an Aho–Corasick automaton would)."""
+    trie: dict[str, Any] = {}
+    for w in words:
+        node = trie
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = None
+
+    def walk(node: dict[str, Any]) -> str:
+        alts = [re.escape(ch) + walk(node[ch]) for ch in sorted(k for k in node if k)]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        if "" in node:  # a word ends here and longer ones go on
+            return f"(?:{body})?"
+        return body
+
+    return walk(trie)
+
+
+def _decode_escape(m: re.Match[str]) -> list[tuple[str, int]]:
+    """One escape (or run of escapes) as (character, length of its escape in the text) pairs; ``[]``
+    for an unknown HTML entity (left as it is)."""
+    s = m.group(0)
+    if s.startswith("\\u"):
+        units = [int(s[i + 2:i + 6], 16) for i in range(0, len(s), 6)]
+        out: list[tuple[str, int]] = []
+        i = 0
+        while i < len(units):
+            u = units[i]
+            if 0xD800 <= u < 0xDC00 and i + 1 < len(units) and 0xDC00 <= units[i + 1] < 0xE000:
+                out.append((chr(0x10000 + ((u - 0xD800) << 10) + (units[i + 1] - 0xDC00)), 12))
+                i += 2
+            else:
+                out.append((chr(u), 6))
+                i += 1
+        return out
+    if s[0] in "%\\" and len(s) >= 3 and s[1] != "\\" and (s[0] == "%" or s[1] == "x"):
+        step = 3 if s[0] == "%" else 4
+        data = bytes(int(s[i + step - 2:i + step], 16) for i in range(0, len(s), step))
+        return [(ch, step * len(ch.encode("utf-8", "surrogateescape"))) for ch in data.decode("utf-8", "surrogateescape")]
+    if s[0] == "\\":
+        return [(_SHORT_ESCAPES[s[1]], 2)]
+    if s.startswith("&#"):
+        try:
+            n = int(s[3:-1], 16) if s[2] in "xX" else int(s[2:-1])
+            return [(chr(n), len(s))]
+        except (ValueError, OverflowError):
+            return []
+    ch = html.unescape(s)
+    return [(ch, len(s))] if ch != s and len(ch) == 1 else []
+
+
+def _decoded(text: str, lo: int, hi: int) -> tuple[str, list[int], list[int]] | None:
+    """``text[lo:hi]`` with its escapes decoded, and for each decoded character where it starts and
+    ends in ``text``; None when the part holds no escape."""
+    chars: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    at = lo
+    found = False
+    for m in _ESCAPE.finditer(text, lo, hi):
+        dec = _decode_escape(m)
+        if not dec:
+            continue
+        found = True
+        for i in range(at, m.start()):
+            chars.append(text[i])
+            starts.append(i)
+            ends.append(i + 1)
+        pos = m.start()
+        for ch, n in dec:
+            chars.append(ch)
+            starts.append(pos)
+            ends.append(pos + n)
+            pos += n
+        at = m.end()
+    if not found:
+        return None
+    for i in range(at, hi):
+        chars.append(text[i])
+        starts.append(i)
+        ends.append(i + 1)
+    return "".join(chars), starts, ends
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            if b > out[-1][1]:
+                out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+class _Pieces:
+    """The pieces of a set of long secrets (``GRAM`` characters or more), compiled once.
+
+    Finding them is two steps, so that a text without any costs one scan or two: anchors — pieces
+    of 4 (hex: 8) characters taken every 4 of the secret, of which any run of ``GRAM`` holds one;
+    the base64 of every 3 bytes, of which any base64 run of 8 bytes holds one whole — are searched
+    in the whole text (lower-cased, and as it is for base64), escapes that decode to a character of a
+    secret likewise; then only around each hit are the pieces themselves matched (raw characters in
+    any case, hex, base64, and the same text with its escapes decoded)."""
+
+    __slots__ = ("grams", "text_grams", "anchors", "anchors_i", "b64_anchors", "escapes")
+
+    def __init__(self, secrets: Iterable[str]):
+        text_g: set[str] = set()
+        hex_g: set[str] = set()
+        b64_g: set[str] = set()
+        text_a: set[str] = set()
+        b64_a: set[str] = set()
+        chars: set[str] = set()
+        for secret in secrets:
+            s = str(secret)[:GRAM_SECRET_CHARS]
+            low = s.lower()
+            texts = {low, low.replace(" ", "+")}  # quote_plus writes a space as +
+            text_g |= {t[i:i + GRAM] for t in texts for i in range(len(t) - GRAM + 1)}
+            text_a |= {t[i:i + 4] for t in texts for i in range(0, len(t) - 3, 4)}
+            b = s.encode("utf-8", "surrogateescape")
+            hex_g |= {b[i:i + GRAM].hex() for i in range(len(b) - GRAM + 1)}
+            text_a |= {b[i:i + 4].hex() for i in range(0, len(b) - 3, 4)}
+            for enc in (base64.b64encode, base64.urlsafe_b64encode):
+                b64_g |= {enc(b[i:i + 6]).decode() for i in range(len(b) - 5)}
+                b64_a |= {enc(b[i:i + 3]).decode() for i in range(len(b) - 2)}
+            chars |= set(s) | set(low) | set(s.upper())
+        text_pat = _trie_pattern(text_g)
+        # a lookahead: a match at every position a piece starts, overlapping ones too (a run of 12
+        # characters of a key is the pieces at 0..4, merged)
+        self.grams = re.compile(f"(?=((?i:{text_pat}|{_trie_pattern(hex_g)})|{_trie_pattern(b64_g)}))")
+        self.text_grams = re.compile(f"(?=({text_pat}))", re.I)
+        self.anchors = re.compile(_trie_pattern(text_a))
+        self.anchors_i = re.compile(_trie_pattern(text_a), re.I)  # for a text that lower() lengthens
+        self.b64_anchors = re.compile(_trie_pattern(b64_a))
+        self.escapes = re.compile(_trie_pattern({e for c in chars for e in _escapes_of(c)}))
+
+    def spans(self, text: str, first: bool = False) -> list[tuple[int, int]]:
+        """Where pieces show in ``text`` (merged spans; ``first``: stop at the first)."""
+        spans: list[tuple[int, int]] = []
+        low = text.lower()
+        hits = (self.anchors.finditer(low) if len(low) == len(text) else self.anchors_i.finditer(text))
+        for hit in itertools.chain(hits, self.b64_anchors.finditer(text)):
+            p = hit.start()
+            # a raw piece starts at most 4 before its anchor, a hex one 8 (16 long), a base64 one 4 (8 long)
+            for m in self.grams.finditer(text, max(0, p - 8), p + 16):
+                spans.append(m.span(1))
+                if first:
+                    return spans
+        regions: list[tuple[int, int]] = []
+        for m in self.escapes.finditer(text):
+            # a piece with an escape in it reaches at most _ESCAPE_REACH characters from it
+            a, b = max(0, m.start() - _ESCAPE_REACH), min(len(text), m.end() + _ESCAPE_REACH)
+            if regions and a <= regions[-1][1]:
+                regions[-1] = (regions[-1][0], max(b, regions[-1][1]))
+            else:
+                regions.append((a, b))
+        for lo, hi in regions:
+            dec = _decoded(text, lo, hi)
+            if dec is None:
+                continue
+            chars, starts, ends = dec
+            for m in self.text_grams.finditer(chars):
+                spans.append((starts[m.start(1)], ends[m.end(1) - 1]))
+                if first:
+                    return spans
+        return _merged(spans)
+
+
+def _escapes_of(c: str) -> set[str]:
+    """The escapes that decode to ``c`` (``_ESCAPE``'s kinds), in lower- and upper-case hex."""
+    out: set[str] = set()
+    o = ord(c)
+    units = [o] if o <= 0xFFFF else [0xD800 + ((o - 0x10000) >> 10), 0xDC00 + ((o - 0x10000) & 0x3FF)]
+    for x in ("x", "X"):  # the hex digits in lower and upper case
+        out.add("".join(f"\\u{u:04{x}}" for u in units))
+        out.add(f"&#x{o:{x}};")
+        out.add(f"&#X{o:{x}};")
+        for byte in c.encode("utf-8", "surrogateescape"):  # a byte of a run of %XX / \xNN
+            out.add(f"%{byte:02{x}}")
+            out.add(f"\\x{byte:02{x}}")
+    out.add(f"&#{o};")
+    out |= {e for e, ch in _NAMED.items() if ch == c}
+    return out
+
+
+# the short escapes _ESCAPE decodes whose character can be in a secret: JSON's and HTML's named ones
+_NAMED = {"\\/": "/", '\\"': '"', "\\\\": "\\", "\\'": "'", "\\b": "\b", "\\f": "\f", "\\n": "\n", "\\r": "\r",
+          "\\t": "\t", "&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&apos;": "'"}
+
 
 class Scrubber:
-    """Removes every form of a set of secrets (``secret_forms``) by value, replacing it with ``***``.
+    """Removes every secret of a set, and every piece of one, replacing it with ``***``.
+
+    A secret of ``GRAM`` (8) characters or more is masked wherever any run of 8 or more of its
+    characters shows (a server that echoes the start of a key, a text cut through one), in any
+    letter case, in any mix of raw characters and escapes (``\\uXXXX``, ``\\xNN``, ``%XX``, HTML
+    entities: a key URL-encoded, JSON-escaped or HTML-escaped, whole or in part), as hex and as
+    base64 (``_Pieces``); a shorter one by whole value in every form of ``secret_forms``. The pieces
+    are compiled once per ``add``.
 
     ``text`` for any text (a message, an HTML page), ``json_text`` for JSON (each string literal is
     decoded, scrubbed and re-encoded, so the document stays valid JSON whatever the secret holds),
-    ``obj`` for nested dicts/lists, ``found_in`` for a quick test of text or bytes. An empty
-    scrubber returns its input unchanged at the cost of one truth test."""
+    ``obj`` for nested dicts/lists, ``found_in`` for a quick test of text or bytes, ``cut`` to cut a
+    text after scrubbing it. An empty scrubber returns its input unchanged at the cost of one truth
+    test."""
 
-    __slots__ = ("_forms", "_probes", "_bprobes", "secrets")
+    __slots__ = ("_forms", "_probes", "_bprobes", "_pieces", "secrets")
 
     def __init__(self, secrets: Iterable[str | None] = ()):
         self.secrets: list[str] = []
         self._forms: list[str] = []
         self._probes: list[str] = []
         self._bprobes: list[bytes] = []
+        self._pieces: _Pieces | None = None
         self.add(*secrets)
 
     def add(self, *secrets: str | None) -> None:
         for s in secrets:
             if s and len(s) >= MIN_SECRET and s not in self.secrets:
                 self.secrets.append(s)
-        forms = {f for s in self.secrets for f in secret_forms(s)}
+        short = [s for s in self.secrets if len(s) < GRAM]
+        # a URL credential's password, shorter than GRAM, by whole value (its pieces are too short)
+        short += [s.partition(":")[2] for s in self.secrets if isinstance(s, BasicCredential)
+                  and MIN_SECRET <= len(s.partition(":")[2]) < GRAM]
+        forms = {f for s in short for f in secret_forms(s)}
         self._forms = sorted(forms, key=len, reverse=True)  # the longest first: a form inside another
-        # what a secret looks like inside JSON text as well (each form's JSON escape)
+        # what a short secret looks like inside JSON text as well (each form's JSON escape)
         probes = forms | {json.dumps(f)[1:-1] for f in forms} | {json.dumps(f, ensure_ascii=False)[1:-1] for f in forms}
         self._probes = sorted((p for p in probes if len(p) >= MIN_SECRET), key=len, reverse=True)
         self._bprobes = [p.encode("utf-8") for p in self._probes]
+        long = [s for s in self.secrets if len(s) >= GRAM]
+        self._pieces = _Pieces(long) if long else None
 
     def __bool__(self) -> bool:
-        return bool(self._forms)
+        return bool(self._forms) or self._pieces is not None
+
+    def _spans(self, text: str, first: bool = False) -> list[tuple[int, int]]:
+        return self._pieces.spans(text, first) if self._pieces is not None else []
 
     def found_in(self, data: str | bytes) -> bool:
-        """Whether any form of a secret (or its JSON escape) occurs in ``data``."""
-        if not self._forms or not data:
+        """Whether a secret (any form), or a piece of one, occurs in ``data``."""
+        if not self or not data:
             return False
         if isinstance(data, (bytes, bytearray, memoryview)):
-            return any(p in data for p in self._bprobes)
-        return any(p in data for p in self._probes)
+            if any(p in data for p in self._bprobes):
+                return True
+            return bool(self._pieces is not None and self._spans(bytes(data).decode("utf-8", "surrogateescape"), True))
+        return any(p in data for p in self._probes) or bool(self._spans(data, True))
 
     @overload
     def text(self, text: str) -> str: ...
@@ -544,9 +778,18 @@ class Scrubber:
     def text(self, text: _T) -> _T: ...
 
     def text(self, text: object) -> object:
-        """``text`` with every form of every secret replaced by ``***`` (non-strings unchanged)."""
-        if not self._forms or not text or not isinstance(text, str):
+        """``text`` with every form of every secret, and every piece of one, replaced by ``***``
+        (non-strings unchanged)."""
+        if not self or not text or not isinstance(text, str):
             return text
+        spans = self._spans(text)
+        if spans:
+            parts, at = [], 0
+            for a, b in spans:
+                parts += [text[at:a], MASK]
+                at = b
+            parts.append(text[at:])
+            text = "".join(parts)
         for form in self._forms:
             if form in text:
                 text = text.replace(form, MASK)
@@ -558,19 +801,37 @@ class Scrubber:
             return data
         return self.text(bytes(data).decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
-    def cut(self, text: str, limit: int) -> str:
-        """``text`` scrubbed, then cut to ``limit`` characters: in this order, so that a secret
-        that straddles the cut leaves no prefix behind."""
-        return self.text(text)[:limit] if isinstance(text, str) else text
+    @overload
+    def cut(self, text: str, limit: int, ellipsis: str = "") -> str: ...
+
+    @overload
+    def cut(self, text: _T, limit: int, ellipsis: str = "") -> _T: ...
+
+    def cut(self, text: object, limit: int, ellipsis: str = "") -> object:
+        """``text`` scrubbed, then cut to ``limit`` characters (the last one ``ellipsis`` when
+        given and something was cut): in this order, so that a secret that straddles the cut leaves
+        no piece behind. A text far longer than ``limit`` is first bounded (to ``4 * limit +
+        _ESCAPE_REACH``: whatever is masked, what is kept lies in it), so scrubbing 1 MB costs
+        nothing when 200 characters are kept."""
+        if not isinstance(text, str):
+            return text
+        bound = 4 * limit + _ESCAPE_REACH
+        clean = self.text(text[:bound] if len(text) > bound else text)
+        if len(clean) <= limit:
+            return clean
+        return clean[:max(0, limit - len(ellipsis))] + ellipsis if ellipsis else clean[:limit]
 
     def json_text(self, text: str) -> str:
-        """JSON text with every string literal scrubbed (keys too); the structure is untouched."""
-        if not self.found_in(text):
+        """JSON text with every string literal scrubbed (keys too); the structure is untouched. A
+        literal that holds an escaped backslash (``"\\\\u0073k-…"``: a text that held escapes) is
+        decoded and searched too."""
+        nested = "\\\\u" in text or "\\\\x" in text
+        if not (self.found_in(text) or (nested and self.found_in(text.replace("\\\\", "\\")))):
             return text
 
         def one(m: re.Match[str]) -> str:
             lit = m.group(0)
-            if not self.found_in(lit):
+            if not (self.found_in(lit) or (nested and ("\\\\u" in lit or "\\\\x" in lit))):
                 return lit
             try:
                 value = json.loads(lit)
@@ -583,7 +844,7 @@ class Scrubber:
 
     def obj(self, o: _T) -> _T:
         """A copy of nested dicts/lists/tuples with every string scrubbed (keys too)."""
-        if not self._forms:
+        if not self:
             return o
         # each copy has the type of what it copies (a str, dict, list or tuple of scrubbed values)
         if isinstance(o, str):
@@ -621,6 +882,21 @@ def scrub(text: _T) -> _T: ...
 def scrub(text: object) -> object:
     """``text`` without any registered secret (non-strings unchanged)."""
     return _REGISTERED.text(text)
+
+
+@overload
+def clip(text: str, limit: int, ellipsis: str = "") -> str: ...
+
+
+@overload
+def clip(text: _T, limit: int, ellipsis: str = "") -> _T: ...
+
+
+def clip(text: object, limit: int, ellipsis: str = "") -> object:
+    """Untrusted ``text`` cut to ``limit`` characters (the last one ``ellipsis`` when given and
+    something was cut), scrubbed of every registered secret first (``Scrubber.cut``): the one way
+    text a server, a file or a child wrote is cut (non-strings unchanged)."""
+    return _REGISTERED.cut(text, limit, ellipsis)
 
 
 class _ScrubbingStream:

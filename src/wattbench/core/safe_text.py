@@ -8,7 +8,8 @@ screen, move the cursor, recolour), a carriage return or backspaces that overwri
 printed, C1 controls (``\\x9b`` is CSI on some terminals), bidi overrides that reorder a line —
 and rich markup (``[/x]`` raises a ``MarkupError`` and ends the command; ``[red]`` recolours).
 
-- ``term(text, limit)``: every control character (C0 but tab and, with ``newlines``, line feed;
+- ``term(text, limit)``: the process's registered secrets scrubbed (``core/redact.clip``: scrubbed,
+  then cut), every control character (C0 but tab and, with ``newlines``, line feed;
   DEL; C1; bidi overrides and isolates; line/paragraph separators) shown as ``\\xNN``/``\\uNNNN``
   (visible, so a reader sees that something was there), the result cut to ``limit`` characters
   with ``…``. For a field printed plainly (``typer.echo``, a ``Text``, ``markup=False``).
@@ -45,9 +46,12 @@ def _shown(m: re.Match[str]) -> str:
 def term(text: object, limit: int | None = FIELD_CHARS, *, newlines: bool = False) -> str:
     """``text`` (any object, ``str()`` of it) with every control character shown escaped, cut to
     ``limit`` characters (``None``: no cut); ``newlines`` keeps line feeds (a multi-line message)."""
+    from wattbench.core.redact import clip, scrub  # lazy: core/redact.py imports this module
+
     s = "" if text is None else str(text)
-    if limit is not None and len(s) > 4 * limit:
-        s = s[:4 * limit]  # bounded before escaping (a 5 MB run id costs nothing)
+    # the process's secrets out first, then cut (no piece of one left at the cut); bounded before
+    # escaping (a 5 MB run id costs nothing)
+    s = scrub(s) if limit is None else clip(s, 4 * limit)
     s = (_UNSAFE if newlines else _UNSAFE_NL).sub(_shown, s)
     if limit is not None and len(s) > limit:
         s = s[:max(0, limit - 1)] + "…"

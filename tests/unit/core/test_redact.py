@@ -223,3 +223,102 @@ def test_env_secrets_by_name():
     env = {"OPENAI_API_KEY": "sk-env-123456", "HF_TOKEN": "hf_abcdefgh12", "TOKENIZERS_PARALLELISM": "false",
            "PATH": "/usr/bin", "AWS_SECRET_ACCESS_KEY": "aws-secret-value-1", "MY_PW": "short"}
     assert sorted(redact.env_secrets(env)) == ["aws-secret-value-1", "hf_abcdefgh12", "sk-env-123456"]
+
+
+# ---------------------------------------------------------------- pieces of a secret: any run of 8 characters
+
+AUDIT_KEY = "sk-AUDITkeyQ7w3Zp9Lm2Xc8VbN4tR6yU1"  # 34 characters
+
+
+def _piece_forms(p: str) -> dict[str, str]:
+    """The forms a piece of a key shows in, spelled out here: letter case, hex, escapes whole and in
+    part (every other character), URL, HTML, base64 inside a longer text at each byte alignment."""
+    b = p.encode()
+    return {
+        "raw": p, "upper": p.upper(), "lower": p.lower(), "hex": b.hex(), "HEX": b.hex().upper(),
+        "json \\u": "".join("\\u%04x" % ord(c) for c in p),
+        "json \\u partly": "".join("\\u%04X" % ord(c) if i % 2 else c for i, c in enumerate(p)),
+        "\\x partly": "".join("\\x%02x" % ord(c) if i % 3 == 0 else c for i, c in enumerate(p)),
+        "url every byte": "".join("%%%02X" % c for c in b),
+        "url partly upper": "".join("%%%02x" % ord(c) if i % 2 else c for i, c in enumerate(p.upper())),
+        "url quote": urllib.parse.quote(p, safe=""),
+        "html decimal": "".join("&#%d;" % ord(c) for c in p),
+        "html hex partly": "".join("&#x%X;" % ord(c) if i % 2 == 0 else c for i, c in enumerate(p)),
+        "base64 at 0": base64.b64encode(b + b'"}').decode(),
+        "base64 at 1": base64.b64encode(b"{" + b + b'"}').decode(),
+        "base64 at 2": base64.b64encode(b'{"' + b + b'"}').decode(),
+    }
+
+
+def _b64_cores(p: str) -> list[str]:
+    """The 4-character groups of base64 made of ``p``'s bytes alone, at each alignment."""
+    b, out = p.encode(), []
+    for o in range(3):
+        enc = base64.b64encode(b"\0" * o + b).decode()
+        first = 1 if o else 0
+        out.append(enc[4 * first:4 * ((o + len(b)) // 3)])
+    return out
+
+
+def _decoded_views(text: str) -> list[str]:
+    """``text`` read back every way a reader could: raw, URL-, HTML-, JSON- and hex-decoded, lower-cased."""
+    import html as _html
+    import re as _re
+
+    views = [text, urllib.parse.unquote(text), _html.unescape(text),
+             _re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text),
+             _re.sub(r"\\x([0-9a-fA-F]{2})", lambda m: chr(int(m.group(1), 16)), text)]
+    for run in _re.findall(r"[0-9a-fA-F]{16,}", text):
+        for o in (0, 1):
+            chunk = run[o:]
+            views.append(bytes.fromhex(chunk[:len(chunk) - len(chunk) % 2]).decode("latin-1"))
+    return [v.lower() for v in views]
+
+
+def test_every_eight_character_piece_of_a_key_in_every_form_is_masked():
+    """A server that echoes part of a key (the start: 'Incorrect API key: sk-AUDITkeyQ7w3Zp9Lm2Xc8V…',
+    or any 8 characters of it) in any form: no 8 consecutive characters of it are left."""
+    s = Scrubber([AUDIT_KEY])
+    pieces = [AUDIT_KEY[i:i + 8] for i in range(len(AUDIT_KEY) - 7)] + [AUDIT_KEY[:27], AUDIT_KEY[5:30]]
+    for p in pieces:
+        for name, form in _piece_forms(p).items():
+            text = "Incorrect API key provided: " + form + "… see https://example.com/keys"
+            out = s.text(text)
+            assert out.endswith(" see https://example.com/keys"), (p, name, out)
+            assert MASK in out, (p, name, out)
+            for view in _decoded_views(out):
+                assert p.lower() not in view, (p, name, out)
+            if name.startswith("base64"):
+                assert not any(c in out for c in _b64_cores(p)), (p, name, out)
+            assert s.found_in(text) and s.found_in(text.encode())
+
+
+def test_seven_characters_of_a_key_and_clean_text_are_left_alone():
+    """Under 8 characters a piece is no secret's (text stays readable); nothing else is touched."""
+    s = Scrubber([AUDIT_KEY])
+    for i in range(len(AUDIT_KEY) - 6):
+        seven = AUDIT_KEY[i:i + 7]
+        assert s.text(f"id {seven} ok") == f"id {seven} ok"
+    clean = "prompt lengths 256 tokens, 50% &amp; \\u00e9 \\\\ %2F ZXhhbXBsZQ== 0123456789abcdef"
+    assert s.text(clean) == clean and not s.found_in(clean)
+
+
+def test_a_piece_in_json_keeps_the_json_valid():
+    s = Scrubber([AUDIT_KEY])
+    doc = {"error": "Incorrect API key: " + AUDIT_KEY[:27] + "…", "model": "m-\\u0053K-AUDITkeyq7W3",
+           "hex": AUDIT_KEY.encode().hex()[4:40], "n": 3}
+    out = s.json_text(json.dumps(doc, ensure_ascii=True))
+    back = json.loads(out)
+    assert back["n"] == 3 and back["error"] == "Incorrect API key: ***…"
+    assert back["model"] == "m-***" and back["hex"] == "***"
+
+
+def test_cut_scrubs_first_so_a_key_after_171_characters_leaves_nothing():
+    """The identity's 200-character cut: the key at character 171 would leave 29 characters cut
+    first; scrubbed first, none."""
+    text = "f" * 171 + AUDIT_KEY + "-tail"
+    out = Scrubber([AUDIT_KEY]).cut(text, 200)
+    assert out == "f" * 171 + MASK + "-tail"
+    out = Scrubber([AUDIT_KEY]).cut("g" * 190 + AUDIT_KEY, 200, "…")
+    assert out == "g" * 190 + MASK
+    assert Scrubber([AUDIT_KEY]).cut("h" * 5000, 200, "…") == "h" * 199 + "…"
