@@ -37,7 +37,7 @@ import numpy as np
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import TargetError, UserError
 from wattbench.server.openai import fetch_models, normalize_base_url, post_json, usage_problem
-from wattbench.core.redact import combine_credentials, redact_text, redact_url, register_secrets, url_secrets
+from wattbench.core.redact import clip, combine_credentials, redact_text, redact_url, register_secrets, url_secrets
 from wattbench.results.agreement import (
     AgreeTarget,
     Agreement,
@@ -299,7 +299,7 @@ class _Client:
                 return SideOutput(error=f"redirect: {e}")
             elapsed_ms = (now_ns() - t0) / 1e6
             if status >= 400:
-                text = redact_text(raw.decode("utf-8", "replace"), [self.api_key])[:300]
+                text = clip(redact_text(raw.decode("utf-8", "replace"), [self.api_key]), 300)
                 if attempt == 0 and self.logprobs and 400 <= status < 500:
                     self.logprobs = False  # the server may not support logprobs: retry without
                     continue
@@ -325,7 +325,7 @@ class _Client:
             finish = choice.get("finish_reason")
             return SideOutput(text=text if isinstance(text, str) else None, tokens=_tokens_from(choice, api),
                               output_tokens=(usage or {}).get("completion_tokens"),
-                              finish_reason=finish[:100] if isinstance(finish, str) else None,
+                              finish_reason=clip(finish, 100) if isinstance(finish, str) else None,
                               latency_ms=elapsed_ms)
         return SideOutput(error="unreachable")  # pragma: no cover - the loop always returns
 
@@ -399,7 +399,7 @@ def run_agreement(target_a: str, target_b: str, prompts: list[PromptSpec], max_t
     metrics, rows = score(prompts, sides, tokens)
     if metrics.compared == 0:
         errs = "; ".join(dict.fromkeys(e for a, b in sides for e in (a.error, b.error) if e))
-        raise TargetError(f"no prompt was answered by both targets ({errs[:300]})")
+        raise TargetError(f"no prompt was answered by both targets ({clip(errs, 300)})")
     return Agreement(
         wattbench_version=__version__, run_id=new_agree_id(), created_at=created, duration_s=duration_s,
         targets=targets,

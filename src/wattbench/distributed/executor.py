@@ -39,6 +39,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from wattbench.core.redact import clip
 from wattbench.core.clock import now_ns
 from wattbench.distributed.clock import DEFAULT_PINGS, ClockOffset, OffsetLine, drift_ppm, measure_offset
 from wattbench.distributed.merge import shift_record
@@ -87,8 +88,7 @@ def short_id(node_id: str) -> str:
 
 
 def short_error(e: BaseException, limit: int = 300) -> str:
-    text = f"{type(e).__name__}: {e}".strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(f"{type(e).__name__}: {e}".strip(), limit, "…")
 
 
 # ------------------------------------------------------------------------------------ sharing

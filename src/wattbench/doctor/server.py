@@ -12,7 +12,7 @@ from __future__ import annotations
 import aiohttp
 import orjson
 
-from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization, clip  # noqa: E402  (one home for Authorization values)
 
 import asyncio
 from dataclasses import dataclass, field
@@ -117,7 +117,7 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
                 try:
                     obj = orjson.loads(data)
                 except orjson.JSONDecodeError:
-                    sp.error = f"unparsable stream event {data[:80]!r}"
+                    sp.error = f"unparsable stream event {clip(data[:4096].decode('utf-8', 'replace'), 80)!r}"
                     continue
                 if not isinstance(obj, dict):
                     continue
@@ -126,8 +126,8 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
                     sp.error = registered().cut(err, 300)
                 sp.chunks += 1
                 model, rid, usage = obj.get("model"), obj.get("id"), obj.get("usage")
-                sp.model = model[:200] if isinstance(model, str) and model else sp.model
-                sp.response_id = rid[:200] if isinstance(rid, str) and rid else sp.response_id
+                sp.model = clip(model, 200) if isinstance(model, str) and model else sp.model
+                sp.response_id = clip(rid, 200) if isinstance(rid, str) and rid else sp.response_id
                 if usage and isinstance(usage, dict):
                     sp.usage = usage
     return sp

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wattbench.core.redact import clip
 from wattbench.doctor.check import Check
 from wattbench.core.errors import UserError
 
@@ -180,8 +181,7 @@ class Evidence:
 
 
 def _quote(s: str) -> str:
-    s = " ".join(s.strip().split())
-    return s if len(s) <= MAX_QUOTE else s[: MAX_QUOTE - 1] + "…"
+    return clip(" ".join(clip(s, 4 * MAX_QUOTE).strip().split()), MAX_QUOTE, "…")
 
 
 def _read_log(path: Path) -> str:

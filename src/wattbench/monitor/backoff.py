@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wattbench.core.redact import clip
+
 
 @dataclass
 class Backoff:
@@ -36,7 +38,7 @@ class Backoff:
     def failure(self, now_ns: int, error: str) -> float:
         self.consecutive += 1
         self.errors += 1
-        self.last_error = error[:500]
+        self.last_error = clip(error, 500)
         d = self.delay_s()
         self.next_try_ns = now_ns + int(d * 1e9)
         return d

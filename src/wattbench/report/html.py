@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from wattbench.core.redact import clip
 from wattbench.report import format as F
 from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
 from wattbench.results.headline import boundary_order, shown_boundaries
@@ -299,6 +300,6 @@ def _sample(text) -> str:
     text = str(text)
     if len(text) <= SAMPLE_MAX_CHARS:
         return text
-    return (text[:SAMPLE_MAX_CHARS] + f" … [cut: {fmt(len(text), kind='count')} characters, the first {fmt(SAMPLE_MAX_CHARS, kind='count')} shown; "
+    return (clip(text, SAMPLE_MAX_CHARS) + f" … [cut: {fmt(len(text), kind='count')} characters, the first {fmt(SAMPLE_MAX_CHARS, kind='count')} shown; "
             "the rest is in requests.jsonl]")
 

@@ -87,7 +87,7 @@ from wattbench.run.benchmark import (
 )
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.server.metrics import MetricsScraper
-from wattbench.core.redact import argv_secrets, env_secrets, redact_argv, redact_url, register_secrets, registered
+from wattbench.core.redact import argv_secrets, clip, env_secrets, redact_argv, redact_url, register_secrets, registered
 from wattbench.accounting.findings import worst
 from wattbench.accounting.validity import combine
 from wattbench.core.redact import combine_credentials, url_secrets
@@ -322,7 +322,8 @@ class _CommandOutput:
                               "kept]\n").encode()
                 self._write(chunk)
                 if not self.closed:
-                    self.emit("command_output", line=chunk[:PROGRESS_LINE_CHARS].decode(errors="replace").rstrip("\n"))
+                    self.emit("command_output", line=clip(chunk[:4 * PROGRESS_LINE_CHARS].decode(errors="replace"),
+                                                           PROGRESS_LINE_CHARS).rstrip("\n"))
         except (OSError, ValueError):  # the pipe closed under the reader
             pass
 

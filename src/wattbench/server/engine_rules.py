@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from wattbench.core.jsontext import clip_value, loads_bounded
+from wattbench.core.redact import clip
 from wattbench.core.schema import ServerInfo
 
 Answer = tuple[int, dict[str, str], bytes]  # (HTTP status, lower-cased headers, body); status 0: none
@@ -28,8 +29,9 @@ def _json(body: bytes) -> Any:
 
 
 def _text(v: Any, limit: int = 200) -> str | None:
-    """A string field of a server's answer: kept when it is a non-empty string (cut to ``limit``)."""
-    return v[:limit] if isinstance(v, str) and v else None
+    """A string field of a server's answer: kept when it is a non-empty string (scrubbed of the run's
+    secrets, then cut to ``limit``: ``core.redact.clip``)."""
+    return clip(v, limit) if isinstance(v, str) and v else None
 
 
 MAX_CONFIG_ITEMS = 64  # settings of an effective configuration, and entries of a list or object in one

@@ -11,7 +11,7 @@ from __future__ import annotations
 import aiohttp
 import orjson
 
-from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization, clip  # noqa: E402  (one home for Authorization values)
 
 import asyncio
 from urllib.parse import urlsplit, urlunsplit
@@ -177,7 +177,7 @@ def usage_problem(u) -> str | None:
         if v is None:
             continue
         if type(v) is not int:
-            shown = f" ({v[:40]!r})" if isinstance(v, str) else (f" ({v:.6g})" if isinstance(v, float) else "")
+            shown = f" ({clip(v, 40)!r})" if isinstance(v, str) else (f" ({v:.6g})" if isinstance(v, float) else "")
             return f"usage.{k} is a {type(v).__name__}{shown}, not a whole number"
         if not 0 <= v <= MAX_USAGE_TOKENS:
             shown = str(v) if abs(v) < 10**30 else ("-" if v < 0 else "") + "a number of more than 30 digits"
@@ -228,7 +228,7 @@ def stream_error(obj: dict) -> str | None:
         msg = err.get("message") or err.get("type") or str(err)
     else:
         msg = str(err)
-    return str(msg)[:4096]  # bounded; the caller scrubs the secrets, then cuts (load/client.py)
+    return clip(str(msg), 4096)  # bounded, scrubbed first; the caller cuts it shorter (load/client.py)
 
 
 # The most of a /v1/models answer read: OpenRouter's list of ~300 models with descriptions is about

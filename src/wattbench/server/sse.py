@@ -21,6 +21,8 @@ broken or hostile. Memory per stream stays below twice the cap.
 
 from __future__ import annotations
 
+from wattbench.core.redact import clip
+
 __all__ = ["SSEParser", "SSEError", "DONE", "MAX_LINE_BYTES"]
 
 DONE = b"[DONE]"
@@ -104,7 +106,7 @@ class SSEParser:
             if name == b"event":
                 if value[:1] == b" ":
                     value = value[1:]
-                self._event = value[:200].decode("utf-8", "replace")
+                self._event = clip(value[:4096].decode("utf-8", "replace"), 200)
             elif name == b"data":  # "data" with no colon: an empty data line
                 data.append(b"")
             # id, retry and unknown fields are ignored

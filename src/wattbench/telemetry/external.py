@@ -17,6 +17,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from wattbench.core.redact import clip
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import SensorError, UserError
 from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor
@@ -55,10 +56,10 @@ class CommandSensor(Sensor):
                               "make it print one reading and exit") from None
         if p.returncode != 0:
             tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or [""]
-            raise SensorError(f"cmd: {self.argv[0]} exited {p.returncode}: {tail[0][:200]}")
+            raise SensorError(f"cmd: {self.argv[0]} exited {p.returncode}: {clip(tail[0], 200)}")
         m = NUMBER.search(p.stdout)
         if not m:
-            raise SensorError(f"cmd: {self.argv[0]} printed no number: {p.stdout.strip()[:100]!r}",
+            raise SensorError(f"cmd: {self.argv[0]} printed no number: {clip(p.stdout.strip(), 100)!r}",
                               "make it print the watts, e.g. `412.5`")
         return float(m.group(0))
 

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Mapping
 
+from wattbench.core.redact import clip
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Reading, Sensor
@@ -67,7 +68,7 @@ class IpmiSensor(Sensor):
         if p.returncode == 0 and m:
             return float(m.group(1))
         err = (p.stderr.strip() or p.stdout.strip()).splitlines()
-        msg = err[-1][:200] if err else f"exit {p.returncode}"
+        msg = clip(err[-1], 200) if err else f"exit {p.returncode}"
         low = (p.stderr + p.stdout).lower()
         if "could not open device" in low or "/dev/ipmi" in low:
             fix = ("load the drivers (`sudo modprobe ipmi_devintf ipmi_si`) and allow access to /dev/ipmi0 "

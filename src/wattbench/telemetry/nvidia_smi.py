@@ -18,6 +18,7 @@ import queue
 import subprocess
 import threading
 
+from wattbench.core.redact import clip
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Kind, Reading, Sensor
@@ -112,7 +113,7 @@ class NvidiaSmiSensor(Sensor):
             p = self._once(self.fields)
         if p.returncode != 0:
             msg = (p.stderr.strip() or p.stdout.strip()).splitlines()
-            raise SensorError(f"nvidia-smi failed: {msg[-1][:200] if msg else p.returncode}", FIX)
+            raise SensorError(f"nvidia-smi failed: {clip(msg[-1], 200) if msg else p.returncode}", FIX)
         self.anchor = ClockAnchor.take()
         meta = {f[0]: f for f in FIELDS}
         chans: list[Channel] = []

@@ -28,6 +28,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from wattbench.core.redact import clip
 from wattbench.core.clock import MONOTONIC, Clock
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor, SensorFailure, TelemetryLog
@@ -222,7 +223,7 @@ class Sampler:
         try:
             readings = s.read()
         except Exception as e:  # any failure: record it, keep the run going
-            f = SensorFailure(sensor=s.name, t_ns=self.clock.now_ns(), error=f"{type(e).__name__}: {e}"[:500])
+            f = SensorFailure(sensor=s.name, t_ns=self.clock.now_ns(), error=clip(f"{type(e).__name__}: {e}", 500))
             with self._lock:
                 self.log.failures.append(f)
                 self._failures += 1

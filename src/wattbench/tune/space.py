@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from wattbench.core.redact import clip
 from wattbench.core.errors import UserError
 from wattbench.core.errors import not_a_file_reason
 from wattbench.results.jsonfile import loads_bounded, read_bounded
@@ -259,8 +260,7 @@ def _range(name: str, spec: Mapping, where: str) -> list:
 
 
 def _short(v) -> str:
-    t = repr(v)
-    return t if len(t) <= 60 else t[:60] + "…"
+    return clip(repr(v), 61, "…")
 
 
 def _parse_space_text(p: Path) -> Any:
@@ -306,7 +306,7 @@ def _parse_space_text(p: Path) -> Any:
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001 - any parse error is bad input
-        msg = " ".join(str(e).split())[:200] or type(e).__name__
+        msg = clip(" ".join(str(e).split()), 200) or type(e).__name__
         raise UserError(f"space file {p}: cannot parse ({msg})") from None
     _check_expanded_size(data, p)
     return data

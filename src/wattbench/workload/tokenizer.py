@@ -17,6 +17,7 @@ works. Token counts exclude special tokens (BOS) and any chat template.
 
 from __future__ import annotations
 
+from wattbench.core.redact import clip
 from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import http.client
@@ -169,7 +170,7 @@ class ServerTokenizer:
             raise UserError(f"{url} closed its answer after {len(e.partial)} bytes "
                             f"(give --tokenizer PATH for exact lengths)") from None
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
-            raise UserError(f"cannot use {url}: {type(e).__name__}: {str(e)[:200]} "
+            raise UserError(f"cannot use {url}: {type(e).__name__}: {clip(str(e), 200)} "
                             f"(give --tokenizer PATH for exact lengths)") from None
         if len(raw) > MAX_TOKENIZE_BYTES:
             raise UserError(f"{url} answered more than {MAX_TOKENIZE_BYTES} bytes (give --tokenizer PATH)")
@@ -189,7 +190,7 @@ class ServerTokenizer:
         resp = self._post("/detokenize", {"model": self.model, "tokens": [int(i) for i in ids]})
         text = resp.get("prompt", resp.get("text")) if isinstance(resp, dict) else None
         if not isinstance(text, str):
-            raise UserError(f"{self.root}/detokenize answered without 'prompt': {str(resp)[:200]}")
+            raise UserError(f"{self.root}/detokenize answered without 'prompt': {clip(str(resp), 200)}")
         return text
 
     def count(self, text: str) -> int:

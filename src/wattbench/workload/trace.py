@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Iterator
 import zlib
 
+from wattbench.core.redact import clip
 from wattbench.core.errors import UserError
 from wattbench.workload.base import RequestSpec, row_labels
 from wattbench.workload.source import Workload, file_sha256
@@ -143,7 +144,7 @@ def parse_row(obj: dict, line: int, path: str, time_unit: str | None = None, ten
         try:
             hash_ids = json.loads(hash_ids)
         except json.JSONDecodeError:
-            raise UserError(f"{where}: 'hash_ids' is not a JSON list: {hash_ids[:60]!r}") from None
+            raise UserError(f"{where}: 'hash_ids' is not a JSON list: {clip(hash_ids, 60)!r}") from None
     if hash_ids is not None and not isinstance(hash_ids, list):
         raise UserError(f"{where}: 'hash_ids' must be a list, got {type(hash_ids).__name__}")
     tenant, tags = row_labels(obj, where, tenant_field)

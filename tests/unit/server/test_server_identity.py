@@ -157,3 +157,28 @@ def test_identity_change_names_what_a_restart_changed():
     other = build_identity("http://h:8080/v1", "llamacpp", {"/props": ok(dict(props, total_slots=4))}, "m2", "b1")
     assert identity_change(a, other) == "model id 'm' -> 'm2'; /props changed"
     assert identity_change(None, other) is None
+
+
+KEY = "sk-AUDITkeyQ7w3Zp9Lm2Xc8VbN4tR6yU1"
+
+
+def test_a_key_after_171_characters_is_scrubbed_before_the_200_character_cut(monkeypatch):
+    """An identity setting, a vLLM ``*_info`` label, a served model id: each is cut to 200 characters,
+    and a key echoed at character 171 would leave 29 of its characters if it were cut first."""
+    from wattbench.core import redact
+    from wattbench.server.engine_rules import Answers
+
+    monkeypatch.setattr(redact, "_REGISTERED", redact.Scrubber([KEY]))  # what a run registers
+    echoed = "f" * 171 + KEY
+    props = {"default_generation_settings": {"n_ctx": 512}, "model_alias": echoed, "total_slots": 1}
+    ll = build_identity("http://h:8080/v1", "llamacpp", {"/props": ok(props)}, "m", None)
+    assert ll.exposed["/props"]["model_alias"] == "f" * 171 + redact.MASK
+    label = f'vllm:cache_config_info{{block_size="16",swap_label="{echoed}"}} 1.0\n'
+    vl = build_identity("http://h:8000/v1", "vllm", {"/metrics": ok(label)}, "m", None)
+    assert vl.exposed["/metrics vllm:cache_config_info"] == {"block_size": "16", "swap_label": "f" * 171 + redact.MASK}
+    r = {p: (404, {}, b"") for p in ("/version", "/get_server_info", "/info", "/health", "/metrics", "/props")}
+    r["/v1/models"] = ok({"data": [{"id": echoed, "owned_by": "x"}]})
+    g = Answers.read(r)
+    assert g.models == ["f" * 171 + redact.MASK]
+    for text in (json.dumps(ll.model_dump()), json.dumps(vl.model_dump()), json.dumps(g.models)):
+        assert not any(KEY[i:i + 8] in text for i in range(len(KEY) - 7))

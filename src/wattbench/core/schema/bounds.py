@@ -26,6 +26,7 @@ from typing import Iterator
 
 from pydantic import BaseModel
 
+from wattbench.core.redact import clip
 from wattbench.core.schema.level import LevelResult
 from wattbench.core.schema.run import Result
 
@@ -64,7 +65,7 @@ def _may_be_negative(where: str) -> bool:
 
 
 def _show(text: str) -> str:
-    return repr(text[:40] + ("…" if len(text) > 40 else ""))
+    return repr(clip(text, 41, "…"))
 
 
 def _fields(prefix: str, model: BaseModel | None) -> Iterator[tuple[str, float]]:

@@ -34,6 +34,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from wattbench.core.redact import clip
 from wattbench.core.clock import ClockAnchor
 from wattbench.core.errors import UserError
 from wattbench.core.schema import ClockMapping, RequestRecord, build_record
@@ -235,8 +236,7 @@ def validate(model: type[M], data, path, what: str, where: str = "") -> M:
 
 
 def _short(e, n: int = 200) -> str:
-    t = " ".join(str(e).split())
-    return t if len(t) <= n else t[:n] + "…"
+    return clip(" ".join(str(e).split()), n + 1, "…")
 
 
 def check_order(r: ToolRequest) -> str | None:

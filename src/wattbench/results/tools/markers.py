@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from wattbench.core.redact import clip
 from wattbench.core.errors import UserError
 from wattbench.results.tools.base import MAX_STAMP_S
 from wattbench.results.jsonfile import read_bounded
@@ -46,12 +47,12 @@ def read_markers(path: Path) -> list[tuple[str, int, int]]:
                 raise ValueError(parts[1])
             t = int(round(seconds * 1e9))
         except (IndexError, ValueError):
-            raise UserError(f"{what}: line {n} {raw.strip()[:80]!r} is not 'start SECONDS [LABEL]' or 'end SECONDS' "
+            raise UserError(f"{what}: line {n} {clip(raw.strip(), 80)!r} is not 'start SECONDS [LABEL]' or 'end SECONDS' "
                             "(SECONDS a finite time, 0 or more)") from None
         if kind == "start":
             if open_ is not None:
                 raise UserError(f"{what}: line {n} starts a window before the one started earlier ended")
-            open_ = (parts[2].strip()[:200] if len(parts) > 2 else f"window {len(out) + 1}", t)
+            open_ = (clip(parts[2].strip(), 200) if len(parts) > 2 else f"window {len(out) + 1}", t)
         elif kind == "end":
             if open_ is None:
                 raise UserError(f"{what}: line {n} ends a window that was not started")
@@ -60,7 +61,7 @@ def read_markers(path: Path) -> list[tuple[str, int, int]]:
             out.append((open_[0], open_[1], t))
             open_ = None
         else:
-            raise UserError(f"{what}: line {n} starts with {parts[0][:40]!r}; use start or end")
+            raise UserError(f"{what}: line {n} starts with {clip(parts[0], 40)!r}; use start or end")
     if open_ is not None:
         raise UserError(f"{what}: the window started as {open_[0]!r} has no end line")
     if not out:

@@ -14,6 +14,7 @@ from pathlib import Path
 import shutil
 import subprocess
 
+from wattbench.core.redact import clip
 from wattbench.core.errors import UserError
 from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun
 
@@ -199,7 +200,7 @@ def read_tool(tool: str, paths: list[Path]) -> ToolRun:
         # every reader validates its files (base.validate); this only keeps a reader's own slip from
         # costing the run: the energy over the command's lifetime is kept, the file is named
         names = ", ".join(str(p) for p in paths)
-        raise UserError(f"{tool}: {names} could not be read ({type(e).__name__}: {str(e)[:160]}); "
+        raise UserError(f"{tool}: {names} could not be read ({type(e).__name__}: {clip(str(e), 160)}); "
                         "is it the tool's own output, unedited?") from None
 
 

@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 from wattbench.core.jsontext import loads_bounded
-from wattbench.core.redact import is_secret_setting
+from wattbench.core.redact import clip, is_secret_setting
 
 # path -> (HTTP status, headers, body) of one probe; status 0: it failed
 Responses = Mapping[str, tuple[int, Mapping[str, str], bytes]]
@@ -48,7 +48,7 @@ def target_of(base_url: str | None) -> str | None:
 
 def _scalar(v: Any) -> Any:
     if isinstance(v, str):
-        return v[:MAX_TEXT]
+        return clip(v, MAX_TEXT)  # scrubbed of the run's secrets, then cut
     if v is None or isinstance(v, (bool, int)):
         return v
     if isinstance(v, float):
