@@ -151,7 +151,7 @@ class FindingGroup:
     kind: FindingKind
     severity: str  # the worst of the group
     figures: tuple[str, ...]
-    summary: str  # the shared short form (``Finding.summary``, else its text)
+    summary: str  # the shared short form (``Finding.summary_template``, else its text)
     levels: tuple[int, ...]  # level indices, in numeric order of their load
     effects: tuple[float, ...]  # the estimated effects present, in level order
     findings: tuple[Finding, ...]  # each level's finding, ``levels`` set to that level
@@ -173,13 +173,13 @@ def group_findings(result: Result) -> list[FindingGroup]:
     for lv in levels:
         for f in lv.validity.findings:
             level_texts.add(f.text)
-            key = (f.kind, f.summary or f.text)
+            key = (f.kind, f.summary_template or f.text)
             buckets.setdefault(key, []).append(f.model_copy(update={"levels": (lv.index,)}))
     out: list[FindingGroup] = []
     for f in _dedupe(result.validity.findings):
         if _legacy_run_duplicate(f, level_texts):
             continue
-        out.append(FindingGroup(f.kind, f.severity, tuple(f.figures), f.summary or f.text, tuple(f.levels),
+        out.append(FindingGroup(f.kind, f.severity, tuple(f.figures), f.summary_template or f.text, tuple(f.levels),
                                 () if f.effect_pct is None else (f.effect_pct,), (f,)))
     groups = []
     for (kind, summary), fs in buckets.items():

@@ -9,9 +9,18 @@ from dataclasses import dataclass
 
 from wattbench.core.severity import SEVERITY_ORDER
 from wattbench.core.numbers import fmt
+from wattbench.core.redact import clip
+from wattbench.core.safe_text import LINE_CHARS
 from wattbench.report.labels import levels_text
 from wattbench.core.schema import Result
+from wattbench.core.schema.measures import SIGNED_EFFECT_SLOT, effect_pct_text, fill_effect
 from wattbench.accounting.findings import group_findings, level_order, note_counts, note_items
+
+
+def said(text: str) -> str:
+    """A note's text as any report shows it: at most ``LINE_CHARS`` characters (a crafted file's
+    megabyte of finding text is not printed whole), scrubbed of the process's secrets, then cut."""
+    return clip(text, LINE_CHARS, "…")
 
 
 def _num(a: float) -> str:
@@ -19,7 +28,7 @@ def _num(a: float) -> str:
 
 
 def _pct_text(x: float, signed: bool) -> str:
-    return (("+" if x >= 0 else "−") if signed else "") + _num(abs(x)) + "%"
+    return effect_pct_text(x, signed)
 
 
 def effect_text(effects, signed: bool) -> str:
@@ -42,13 +51,7 @@ def group_text(result: Result, g) -> str:
     """One group of findings as a line: ``c=1,2,32: prompt lengths +56% (no tokenizer)``. The
     effect goes where the summary says ``{effect}`` (a magnitude) or ``{effect:+}`` (signed), else
     after it."""
-    summary = g.summary
-    signed = "{effect:+}" in summary
-    eff = effect_text(g.effects, signed)
-    if "{effect" in summary:
-        body = summary.replace("{effect:+}", eff).replace("{effect}", eff).replace("  ", " ").strip()
-    else:
-        body = f"{summary} {eff}".strip() if eff else summary
+    body = fill_effect(g.summary, effect_text(g.effects, SIGNED_EFFECT_SLOT in g.summary))
     where = levels_text(result, g.levels)
     return f"{where}: {body}" if where else body
 
@@ -73,7 +76,7 @@ def note_lines(result: Result) -> list[NoteLine]:
             text = f"{levels_text(result, list(idx))}: energy unavailable: {reason}"
         else:
             text = n.text or ""
-        out.append(NoteLine(n.severity, text))
+        out.append(NoteLine(n.severity, said(text)))
     return out
 
 
@@ -167,14 +170,14 @@ def verdict_text(result: Result) -> str:
 
 
 def notes_full_lines(result: Result) -> list[str]:
-    """Every finding in full (``wattbench report --notes``): per distinct finding its severity,
+    """Every finding in full (``wattbench report --notes``), each line at most ``LINE_CHARS``
+    characters (``said``): per distinct finding its severity,
     levels, the figures it biases, its estimated effect and basis, then each level's own text where
     it says more than the head (an older file's findings, and any without a short form, are their
     head: said once)."""
-    out = [f"{result.run_id}: {verdict_text(result)}"]
+    out = [said(f"{result.run_id}: {verdict_text(result)}")]
     for g in group_findings(result):
-        head = f"[{g.severity}] {group_text(result, g)}"
-        out.append(head)
+        out.append(said(f"[{g.severity}] {group_text(result, g)}"))
         meta = []
         if g.figures:
             meta.append("biases " + ", ".join(g.figures))
@@ -185,11 +188,11 @@ def notes_full_lines(result: Result) -> list[str]:
         for f in g.findings:
             if f.text != g.summary:  # a finding without a short form (an older file's) is the head itself
                 where = levels_text(result, f.levels)
-                out.append(f"    {where + ': ' if where else ''}{f.text}")
+                out.append(said(f"    {where + ': ' if where else ''}{f.text}"))
             if f.basis:
-                out.append(f"      basis: {f.basis}")
+                out.append(said(f"      basis: {f.basis}"))
     for w in result.warnings:
-        out.append(f"[warn] {w}")
+        out.append(said(f"[warn] {w}"))
     for p in result.sensor_problems:
-        out.append(f"[note] {p}")
+        out.append(said(f"[note] {p}"))
     return out

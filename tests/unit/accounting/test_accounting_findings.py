@@ -71,6 +71,24 @@ def test_one_group_per_distinct_finding_levels_in_numeric_order():
                               "c=1,2,16: p99 from fewer than 100 requests"]
 
 
+def test_a_summary_is_stored_rendered_and_still_groups_the_levels():
+    """result.json holds each finding's summary as text (its own effect in place), never the
+    template (``prompt lengths {effect:+} …``); the levels still group on the template."""
+    r = _optimize_like_result()
+    text = r.model_dump_json()
+    assert "{effect" not in text
+    back = Result.model_validate_json(text)
+    shown = sorted(f.summary for lv in back.levels for f in lv.validity.findings if f.kind == "prompt_lengths")
+    assert shown == ["prompt lengths +52% (no tokenizer)", "prompt lengths +55% (no tokenizer)",
+                     "prompt lengths +56% (no tokenizer)"]
+    assert run_notes(back) == ["c=1,2,16: prompt lengths +52–56% (no tokenizer)",
+                               "c=1,2,16: p99 from fewer than 100 requests"]
+    neg = Finding(kind="load", effect_pct=-3.25, text="t", summary="achieved rate off the target {effect:+}")
+    assert neg.summary == "achieved rate off the target −3.2%" and neg.summary_template.endswith("{effect:+}")
+    none = Finding(kind="prompt_lengths", text="t", summary="requests failed {effect} here")
+    assert none.summary == "requests failed here"
+
+
 def test_run_validity_keeps_only_the_runs_own_findings():
     r = _optimize_like_result()
     v = run_validity(r)

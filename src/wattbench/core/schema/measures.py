@@ -3,10 +3,14 @@ achieved, energy per boundary and its split over requests, the window, the verdi
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from wattbench.core.numbers import fmt
+from wattbench.core.redact import clip
+from wattbench.core.safe_text import LINE_CHARS
 from wattbench.core.schema.base import _M, Verdict
 from wattbench.core.schema.kinds import FindingKind
 from wattbench.core.severity import Severity
@@ -201,6 +205,24 @@ LATENCY_FIGURES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2e", "goodput", "pr
 # a finding's severity: the one scale (core/severity.py); ``estimate``: the figures it names rest on
 # a model of power (no meter): the verdict reads ``estimate``
 _SEVERITY_PREFIXES = ("invalid: ", "warn: ", "estimate: ", "note: ")
+# where a finding's short form puts its estimated effect: as a magnitude (``requests failed
+# {effect}``) or signed (``prompt lengths {effect:+} (no tokenizer)``); the stored summary shows the
+# finding's own effect there, a group of findings of several levels their range (report/notes.py)
+EFFECT_SLOT = "{effect}"
+SIGNED_EFFECT_SLOT = "{effect:+}"
+
+
+def effect_pct_text(pct: float, signed: bool) -> str:
+    """``+56%``, ``−3.2%`` (signed) or ``56%`` (a magnitude): an effect as a summary shows it."""
+    return (("+" if pct >= 0 else "−") if signed else "") + fmt(abs(pct), kind="effect") + "%"
+
+
+def fill_effect(template: str, effect: str) -> str:
+    """``template`` with its effect slot (``EFFECT_SLOT``/``SIGNED_EFFECT_SLOT``) replaced by
+    ``effect`` (a figure or a range; empty: none estimated), else ``effect`` after it."""
+    if "{effect" in template:
+        return template.replace(SIGNED_EFFECT_SLOT, effect).replace(EFFECT_SLOT, effect).replace("  ", " ").strip()
+    return f"{template} {effect}".strip() if effect else template
 
 
 class Finding(BaseModel):
@@ -239,10 +261,38 @@ class Finding(BaseModel):
                 data = {**data, "kind": FindingKind.LEGACY, "kind_as_written": kind}
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _summary_shows_its_effect(cls, data: Any) -> Any:
+        """A summary given as a template (``prompt lengths {effect:+} (no tokenizer)``: a check's
+        own, or an older file's) is stored rendered, with the finding's own effect in its slot
+        (``prompt lengths +56% (no tokenizer)``); ``summary_template`` gives the template back."""
+        if isinstance(data, dict):
+            summary, pct = data.get("summary"), data.get("effect_pct")
+            if isinstance(summary, str) and "{effect" in summary:
+                ok = isinstance(pct, (int, float)) and not isinstance(pct, bool) and math.isfinite(pct)
+                shown = effect_pct_text(float(pct), SIGNED_EFFECT_SLOT in summary) if ok else ""
+                data = {**data, "summary": fill_effect(summary, shown)}
+        return data
+
+    @property
+    def summary_template(self) -> str | None:
+        """The summary with its own effect taken out again (its slot back where the stored text
+        shows ``effect_pct``): the short form findings of several levels share, and are grouped by."""
+        s = self.summary
+        if s is None or self.effect_pct is None or not math.isfinite(self.effect_pct):
+            return s
+        for slot, signed in ((SIGNED_EFFECT_SLOT, True), (EFFECT_SLOT, False)):
+            head, sep, tail = s.rpartition(effect_pct_text(self.effect_pct, signed))
+            if sep:
+                return head + slot + tail
+        return s
+
     @property
     def line(self) -> str:
-        """``warn: text`` (the form older files stored as a reason)."""
-        return f"{self.severity}: {self.text}"
+        """``warn: text`` (the form older files stored as a reason), at most ``LINE_CHARS``
+        characters (a crafted file's megabyte of text is not shown whole; scrubbed, then cut)."""
+        return clip(f"{self.severity}: {self.text}", LINE_CHARS, "…")
 
     @staticmethod
     def from_reason(reason: str) -> "Finding":
