@@ -270,8 +270,9 @@ class Finding(BaseModel):
         if isinstance(data, dict):
             summary, pct = data.get("summary"), data.get("effect_pct")
             if isinstance(summary, str) and "{effect" in summary:
-                ok = isinstance(pct, (int, float)) and not isinstance(pct, bool) and math.isfinite(pct)
-                shown = effect_pct_text(float(pct), SIGNED_EFFECT_SLOT in summary) if ok else ""
+                shown = ""
+                if isinstance(pct, (int, float)) and not isinstance(pct, bool) and math.isfinite(pct):
+                    shown = effect_pct_text(float(pct), SIGNED_EFFECT_SLOT in summary)
                 data = {**data, "summary": fill_effect(summary, shown)}
         return data
 
