@@ -23,6 +23,13 @@ final response), ``urlopen(req, ...)`` the urllib form (``urllib.request.urlopen
   credentials the user gave, never ones a server names (aiohttp would refuse to combine them with
   the ``Authorization`` header, with a traceback). A ``Location`` the parser refuses is refused.
 
+A target's query string (``-t 'https://h/openai/v1?sig=…&api-version=2024-06-01'``: Azure's
+version, a SAS signature, a Functions ``code``) is part of the target, not of its base URL:
+``send_query(url)`` registers it for the URL's origin, and ``request``/``urlopen`` add it to every
+request to that origin — each same-origin hop too — and to no other (a sensor, an exporter, another
+target); its values but the harmless ones are registered as secrets (``redact.url_secrets``), so
+nothing written or printed holds them. A parameter the request's URL already has is not repeated.
+
 URLs are judged by the HTTP client's own parser (``yarl.URL``, the WHATWG-style reading aiohttp
 sends with), never by ``urllib.parse`` (which reads ``http://a\\@b/`` as another host than a
 browser does): ``request`` parses each URL once and sends the very ``URL`` object it judged;
@@ -45,14 +52,14 @@ from urllib.parse import urlsplit
 from yarl import URL
 
 from wattbench.core.errors import TargetError
-from wattbench.core.redact import redact_url
+from wattbench.core.redact import redact_url, register_secrets, url_secrets
 
 if TYPE_CHECKING:  # for the annotations only: a urllib-only caller need not load aiohttp
     import aiohttp
 
 __all__ = ["REDIRECT_STATUSES", "MAX_REDIRECTS", "CrossOriginRedirect", "CredentialRedirect", "TooManyRedirects",
            "origin", "parse_url",
-           "same_origin", "next_hop", "request", "read_body", "urlopen"]
+           "same_origin", "next_hop", "request", "read_body", "urlopen", "send_query", "forget_queries", "with_query"]
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5  # same-origin hops; a loop ends here with TooManyRedirects
@@ -95,6 +102,57 @@ def _urllib_origin(url: str) -> tuple[str, str, int | None]:
         return ("", str(url), None)
     scheme = (p.scheme or "").lower()
     return scheme, (p.hostname or "").lower(), port if port is not None else _DEFAULT_PORTS.get(scheme)
+
+
+# origin -> the raw query its target's URL carried (``send_query``)
+_TARGET_QUERIES: dict[tuple[str, str, int | None], str] = {}
+
+
+def send_query(url: str | None) -> None:
+    """Send the query of a target ``url`` (raw, as given) with every request to its origin from now
+    on; its secret values are registered (``redact.register_secrets``). A URL without a query: nothing."""
+    u = parse_url(url) if url else None
+    if u is None or not u.is_absolute():
+        return
+    try:
+        query = urlsplit(str(url).strip()).query  # as given (yarl would decode %2F in it)
+    except ValueError:
+        return
+    if not query:
+        return
+    o = origin(u)
+    if o[0] and _TARGET_QUERIES.get(o) != query:
+        register_secrets(*url_secrets(str(url)))
+        _TARGET_QUERIES[o] = query
+
+
+def forget_queries() -> None:
+    """No target query is sent any more (a process that measured several runs, a test)."""
+    _TARGET_QUERIES.clear()
+
+
+def _names(query: str) -> set[str]:
+    return {part.partition("=")[0] for part in query.replace(";", "&").split("&") if part}
+
+
+def with_query(url: "str | URL") -> "str | URL":
+    """``url`` with its origin's target query added (``send_query``): the parameters it lacks, in
+    the order given; unchanged for another origin or one without a query."""
+    if not _TARGET_QUERIES:
+        return url
+    u = parse_url(url)
+    if u is None or not u.is_absolute():
+        return url
+    query = _TARGET_QUERIES.get(origin(u))
+    if not query:
+        return url
+    have = _names(u.raw_query_string)  # (names: what yarl may decode in a value does not matter)
+    add = "&".join(p for p in query.replace(";", "&").split("&") if p and p.partition("=")[0] not in have)
+    if not add:
+        return url
+    text = str(u.with_fragment(None))
+    joined = text + ("&" if u.raw_query_string else "?") + add
+    return URL(joined, encoded=True) if isinstance(url, URL) else joined
 
 
 def _shown(o: tuple[str, str, int | None]) -> str:
@@ -187,6 +245,7 @@ async def request(session: aiohttp.ClientSession, method: str, url: "str | URL",
     if parsed is not None and parsed.is_absolute():
         url = parsed  # judged and sent as one parsed URL (aiohttp takes the yarl.URL as it is)
     for _ in range(MAX_REDIRECTS + 1):
+        url = with_query(url)  # the target's query string, on every request to it (send_query)
         resp = await session.request(method, url, **kw)
         try:
             hop = judge(url, resp.status, resp.headers.get("Location"))
@@ -264,7 +323,7 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
                                   f"(HTTP {code})")
         hdrs = {k: v for k, v in req.header_items()
                 if keep_body or k.lower() not in ("content-length", "content-type")}
-        return urllib.request.Request(hop, data=req.data if keep_body else None, headers=hdrs,
+        return urllib.request.Request(str(with_query(hop)), data=req.data if keep_body else None, headers=hdrs,
                                       origin_req_host=req.origin_req_host, unverifiable=True, method=method)
 
 
@@ -278,6 +337,8 @@ def urlopen(req: urllib.request.Request | str, timeout: float | None = None, *, 
     opener = urllib.request.build_opener(*handlers)
     if isinstance(req, str):
         req = urllib.request.Request(req)
+    if _TARGET_QUERIES:
+        req.full_url = str(with_query(req.full_url))  # the target's query string (send_query)
     try:
         resp: _UrllibResponse = opener.open(req, timeout=timeout) if timeout is not None else opener.open(req)
         return resp

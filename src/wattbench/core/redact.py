@@ -59,6 +59,7 @@ from typing import Any, BinaryIO, Iterable, Iterator, TextIO, TypeVar, cast, ove
 from urllib.parse import urlsplit, urlunsplit
 import sys
 
+from wattbench.core import safe_text as _safe_text
 from wattbench.core.safe_text import stream as terminal_safe
 from wattbench.core.errors import UserError
 
@@ -897,6 +898,9 @@ def clip(text: object, limit: int, ellipsis: str = "") -> object:
     something was cut), scrubbed of every registered secret first (``Scrubber.cut``): the one way
     text a server, a file or a child wrote is cut (non-strings unchanged)."""
     return _REGISTERED.cut(text, limit, ellipsis)
+
+
+_safe_text.use_cut(clip)  # safe_text.term cuts by this rule too (scrubbed first)
 
 
 class _ScrubbingStream:

@@ -26,10 +26,27 @@ and rich markup (``[/x]`` raises a ``MarkupError`` and ends the command; ``[red]
 from __future__ import annotations
 
 import re
+from typing import Callable
 
-__all__ = ["term", "markup", "stream", "FIELD_CHARS", "LINE_CHARS"]
+__all__ = ["term", "markup", "stream", "use_cut", "FIELD_CHARS", "LINE_CHARS"]
 
 FIELD_CHARS = 200  # a name, id or label shown in a table or a line
+
+
+def _plain_cut(text: str, limit: int) -> str:
+    return text[:limit]
+
+
+# how ``term`` cuts: ``core/redact.py`` installs its ``clip`` (the process's secrets scrubbed, then
+# cut) when it is imported — which registering a secret does; until then no secret is registered
+_cut: Callable[[str, int], str] = _plain_cut
+
+
+def use_cut(cut: Callable[[str, int], str]) -> None:
+    """Cut untrusted text with ``cut(text, limit)`` from now on (``core/redact.py``'s ``clip``)."""
+    global _cut
+    _cut = cut
+
 LINE_CHARS = 2000  # a message (an error line, a note)
 
 # C0 but tab/newline, DEL, C1, bidi embeddings/overrides/isolates, line and paragraph separators,
@@ -46,12 +63,10 @@ def _shown(m: re.Match[str]) -> str:
 def term(text: object, limit: int | None = FIELD_CHARS, *, newlines: bool = False) -> str:
     """``text`` (any object, ``str()`` of it) with every control character shown escaped, cut to
     ``limit`` characters (``None``: no cut); ``newlines`` keeps line feeds (a multi-line message)."""
-    from wattbench.core.redact import clip, scrub  # lazy: core/redact.py imports this module
-
     s = "" if text is None else str(text)
     # the process's secrets out first, then cut (no piece of one left at the cut); bounded before
     # escaping (a 5 MB run id costs nothing)
-    s = scrub(s) if limit is None else clip(s, 4 * limit)
+    s = _cut(s, len(s) if limit is None else 4 * limit)
     s = (_UNSAFE if newlines else _UNSAFE_NL).sub(_shown, s)
     if limit is not None and len(s) > limit:
         s = s[:max(0, limit - 1)] + "…"

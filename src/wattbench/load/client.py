@@ -54,7 +54,7 @@ import orjson
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import TargetError
 from wattbench.core import origin
-from wattbench.core.redact import Scrubber
+from wattbench.core.redact import Scrubber, registered
 from wattbench.core.target import TargetSpec
 from wattbench.core.schema import RequestRecord, build_record
 from wattbench.server.openai import (
@@ -185,10 +185,11 @@ class StreamClient:
         self._scrubbers: dict[int, tuple[TargetSpec, Scrubber]] = {}
 
     def _scrubber(self, target: TargetSpec) -> Scrubber:
-        """The target's secrets (its key and secret headers), built once per target."""
+        """The target's secrets (its key and secret headers) and the process's (its URL's query
+        values, ``core.origin.send_query``), built once per target."""
         hit = self._scrubbers.get(id(target))
         if hit is None or hit[0] is not target:
-            hit = self._scrubbers[id(target)] = (target, Scrubber(target.secrets()))
+            hit = self._scrubbers[id(target)] = (target, Scrubber([*target.secrets(), *registered().secrets]))
         return hit[1]
 
     async def __aenter__(self) -> "StreamClient":

@@ -45,7 +45,9 @@ CHECK_TIMEOUT_S = 10.0
 
 
 def normalize_base_url(url: str) -> str:
-    """``http://h:8000``, ``http://h:8000/``, ``http://h:8000/v1/`` -> ``http://h:8000/v1``."""
+    """``http://h:8000``, ``http://h:8000/``, ``http://h:8000/v1/`` -> ``http://h:8000/v1``. A query
+    (``?api-version=…&sig=…``) is no part of the base URL: it is sent with every request to the
+    target's origin and to no other (``core.origin.send_query``), its secret values registered."""
     raw = (url or "").strip()
     try:
         parts = urlsplit(raw)
@@ -62,6 +64,7 @@ def normalize_base_url(url: str) -> str:
     path = parts.path.rstrip("/")
     if not path.endswith("/v1"):
         path += "/v1"
+    origin.send_query(raw)  # its query (Azure's api-version, a signature) goes with every request to it
     return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 

@@ -32,7 +32,8 @@ class _Server:
                 body = self.rfile.read(n) if n else b""
                 outer.log.append({"method": self.command, "path": self.path, "body": body.decode(),
                                   "auth": self.headers.get("Authorization"), "key": self.headers.get("X-Api-Key")})
-                key = "/cross" if self.path.startswith("/cross/") else self.path  # /cross/models too
+                path = self.path.split("?", 1)[0]
+                key = "/cross" if path.startswith("/cross/") else path  # /cross/models too
                 status, loc = outer.routes.get(key, (200, None))
                 if callable(loc):
                     loc = loc()
@@ -258,3 +259,39 @@ def test_urls_are_judged_by_the_http_clients_parser():
     assert origin.origin("http://H:80/x") == origin.origin(URL("http://h/y")) == ("http", "h", 80)
     hop = origin.judge("http://h:1/a/b", 307, "/c?d=1")
     assert isinstance(hop, URL) and str(hop) == "http://h:1/c?d=1"
+
+
+def test_a_targets_query_goes_with_every_request_to_its_origin_and_no_other(servers, monkeypatch):
+    """``-t 'http://h/v1?sig=…&api-version=…'``: the query on every request to the target (urllib,
+    aiohttp, each same-origin hop), never to another origin; its secret values registered."""
+    import aiohttp
+
+    from wattbench.core import redact
+    from wattbench.server.openai import normalize_base_url
+
+    home, other = servers
+    monkeypatch.setattr(redact, "_REGISTERED", redact.Scrubber())
+    monkeypatch.setattr(origin, "_TARGET_QUERIES", {})
+    q = "sig=SIG-q%2F9a%2Bsecret&api-version=2024-06-01"
+    assert normalize_base_url(f"{home.url}/openai?{q}") == f"{home.url}/openai/v1"
+    assert redact.registered().found_in("SIG-q/9a+secret") and not redact.registered().found_in("2024-06-01")
+    with origin.urlopen(home.url + "/same", timeout=5) as r:  # and its hop
+        assert json.loads(r.read())["path"] == f"/final?{q}"
+    with origin.urlopen(f"{home.url}/models?api-version=old", timeout=5) as r:  # a parameter it has stays
+        assert json.loads(r.read())["path"] == "/models?api-version=old&sig=SIG-q%2F9a%2Bsecret"
+    with origin.urlopen(other.url + "/metrics", timeout=5) as r:
+        assert json.loads(r.read())["path"] == "/metrics"
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            async with origin.request(s, "POST", home.url + "/post307", data=b"x") as r:
+                assert (await r.json(content_type=None))["path"] == f"/final?{q}"
+            async with origin.request(s, "GET", other.url + "/x") as r:
+                assert (await r.json(content_type=None))["path"] == "/x"
+
+    asyncio.run(go())
+    assert [e["path"] for e in home.log] == [f"/same?{q}", f"/final?{q}", "/models?api-version=old&sig=SIG-q%2F9a%2Bsecret",
+                                             f"/post307?{q}", f"/final?{q}"]
+    assert [e["path"] for e in other.log] == ["/metrics", "/x"]
+    origin.forget_queries()
+    assert origin.with_query(home.url + "/v1/models") == home.url + "/v1/models"

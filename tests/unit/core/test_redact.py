@@ -322,3 +322,14 @@ def test_cut_scrubs_first_so_a_key_after_171_characters_leaves_nothing():
     out = Scrubber([AUDIT_KEY]).cut("g" * 190 + AUDIT_KEY, 200, "…")
     assert out == "g" * 190 + MASK
     assert Scrubber([AUDIT_KEY]).cut("h" * 5000, 200, "…") == "h" * 199 + "…"
+
+
+def test_terminal_text_is_scrubbed_before_it_is_cut(monkeypatch):
+    """``safe_text.term`` (every untrusted field a table shows) cuts with ``clip``: a key that
+    straddles the 200-character cut leaves nothing."""
+    from wattbench.core.safe_text import term
+
+    monkeypatch.setattr(redact, "_REGISTERED", Scrubber([AUDIT_KEY]))
+    assert term("f" * 190 + AUDIT_KEY + " tail", 200) == "f" * 190 + MASK + " tail"
+    assert term("g" * 180 + AUDIT_KEY.upper(), 185) == "g" * 180 + MASK
+    assert redact.clip("h" * 171 + AUDIT_KEY, 200) == "h" * 171 + MASK
