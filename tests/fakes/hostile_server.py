@@ -133,6 +133,7 @@ class Proto(asyncio.Protocol):
         body = self.buf[i + 4:i + 4 + n]
         self.buf = b""
         method, path = (head[0].split(" ") + ["/"])[:2]
+        self.query = path.partition("?")[2]
         self.handle(method, path.split("?", 1)[0], headers, body)
 
     # ------------------------------------------------------------------ writing
@@ -177,7 +178,7 @@ class Proto(asyncio.Protocol):
         if path == "/log":
             self.respond(200, json.dumps(st.log).encode())
             return
-        st.log.append({"method": method, "path": path, "headers": headers})
+        st.log.append({"method": method, "path": path, "query": getattr(self, "query", ""), "headers": headers})
         if b in SECRET_BEHAVIOURS and secrets_route(self, method, path, headers, body):
             return
         if b == "redirect_302_all":
@@ -340,7 +341,33 @@ class Proto(asyncio.Protocol):
 #   ``user:password@`` in the ``Location`` (the others answered normally);
 #   ``redirect_userinfo_models``: ``/v1/models`` 302 the same way.
 
-SECRET_BEHAVIOURS = {"echo_encoded", "escape_model", "redirect_userinfo_load", "redirect_userinfo_models"}
+# - ``echo_pieces_llamacpp`` / ``echo_pieces_vllm``: pieces of the received key (``piece_forms``): the
+#   start of it as providers echo it ("Incorrect API key provided: sk-…", 27 characters) in the 401s of
+#   completion request 0, 3, 6 …; an SSE error event and the generated text quoting 8-to-27-character
+#   pieces upper-cased, lower-cased, as hex and partly ``\u``/``%XX``/``&#x…;``-escaped; and the whole
+#   key after 171 filler characters (so that a 200-character cut falls inside it) as the served
+#   model id, and as llama.cpp's ``/props`` ``model_alias`` (``..._llamacpp``: ``/v1/models`` owned by
+#   llamacpp) or a ``vllm:cache_config_info`` label (``..._vllm``: vLLM's ``/metrics``);
+# - ``dcgm``: ``/metrics`` is a DCGM exporter's page (100 W on GPU 0), every request logged (a sensor on
+#   another origin, which must never receive a target's query string).
+
+SECRET_BEHAVIOURS = {"echo_encoded", "escape_model", "redirect_userinfo_load", "redirect_userinfo_models",
+                     "echo_pieces_llamacpp", "echo_pieces_vllm", "dcgm"}
+FILLER = "f" * 171  # the key then straddles the 200-character cut of identity settings and model ids
+
+
+def piece_forms(key: str) -> list[str]:
+    """Pieces of ``key`` as a server could echo them, written here (independently of wattbench):
+    its first 27 characters; 8-, 12- and 20-character pieces upper- and lower-cased; as hex (either
+    case); with every other character ``\\uXXXX``-, ``%XX``- or ``&#xN;``-escaped."""
+    out = [key[:27]]
+    for n, at in ((8, 3), (12, 10), (20, 14), (8, len(key) - 8)):
+        p = key[at:at + n]
+        out += [p.upper(), p.lower(), p.encode().hex(), p.encode().hex().upper(),
+                "".join("\\u%04x" % ord(c) if i % 2 else c for i, c in enumerate(p)),
+                "".join("%%%02X" % ord(c) if i % 2 == 0 else c for i, c in enumerate(p)),
+                "".join("&#x%x;" % ord(c) if i % 2 else c for i, c in enumerate(p.upper()))]
+    return out
 ESCAPES = "\x1b]0;pwned-title\x07\x1b[2J\x1b[31mRED\x1b[0m\x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\" \
           "\r\x08\x9b1m[/x][bold]bold[/bold]\u202eevil"
 
@@ -441,6 +468,14 @@ def secrets_route(proto: "Proto", method: str, path: str, headers: dict, body: b
         return True
     secrets = received_secrets(headers, body)
     key = secrets[1] if len(secrets) > 1 else (secrets[0] if secrets else "none")
+    if b == "dcgm":
+        if path == "/metrics":
+            proto.respond(200, b'DCGM_FI_DEV_POWER_USAGE{gpu="0"} 100.0\n', ctype="text/plain; version=0.0.4")
+        else:
+            proto.respond(404, b"{}")
+        return True
+    if b in ("echo_pieces_llamacpp", "echo_pieces_vllm"):
+        return pieces_route(proto, method, path, key)
     if path == "/metrics":
         st.tokenize += 1  # scrapes, counted
         label = key if b == "echo_encoded" else ESCAPES
@@ -533,6 +568,58 @@ def probes_body(b: str, path: str) -> bytes | None:
         return json.dumps({"model_id": MODEL, "max_total_tokens": 4096, "max_input_tokens": 2048, "version": "3.0",
                            "docker_label": "x", "sha": deep}).encode()
     return None
+
+
+def pieces_route(proto: "Proto", method: str, path: str, key: str) -> bool:
+    st, b = proto.st, proto.st.a.behaviour
+    echoed = FILLER + key
+    if method == "GET" and path == "/v1/models":
+        owner = "llamacpp" if b == "echo_pieces_llamacpp" else "vllm"
+        proto.respond(200, json.dumps({"object": "list", "data": [{"id": echoed, "object": "model",
+                                                                   "owned_by": owner}]}).encode())
+        return True
+    if path == "/props" and b == "echo_pieces_llamacpp":
+        proto.respond(200, json.dumps({"default_generation_settings": {"n_ctx": 512}, "total_slots": 1,
+                                       "build_info": "b1-hostile", "model_alias": echoed}).encode())
+        return True
+    if path == "/metrics" and b == "echo_pieces_vllm":
+        st.tokenize += 1  # scrapes, counted
+        n = 10 * st.tokenize
+        text = (f'vllm:cache_config_info{{block_size="16",swap_space_label="{echoed}"}} 1.0\n'
+                f'vllm:generation_tokens_total{{model_name="m"}} {n}\n'
+                f'vllm:num_requests_running{{model_name="m"}} 0\n')
+        proto.respond(200, text.encode(), ctype="text/plain; version=0.0.4")
+        return True
+    if method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
+        i = st.requests
+        st.requests += 1
+        forms = " | ".join(piece_forms(key))
+        chat = path.endswith("chat/completions")
+        if i % 3 == 0:
+            st.faults += 1
+            proto.respond(401, json.dumps({"error": {"message": f"Incorrect API key provided: {key[:27]}…",
+                                                     "type": "invalid_request_error"}}).encode())
+            return True
+
+        def piece(t, finish=None):
+            c = {"index": 0, "finish_reason": finish}
+            c.update({"delta": {"content": t} if t else {}} if chat else {"text": t})
+            return {"id": "h", "model": MODEL, "choices": [c]}
+
+        proto.stream_head()
+        proto.events(piece(" tok"))
+        if i % 3 == 1:
+            st.faults += 1
+            proto.events({"error": {"message": "upstream refused key " + forms, "type": "auth"}})
+            proto.end_stream()
+            return True
+        proto.events(piece(" " + forms), piece("", "length"),
+                     {"id": "h", "model": MODEL, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2,
+                                                                          "total_tokens": 5}})
+        st.completed += 1
+        proto.end_stream()
+        return True
+    return False
 
 
 def main(argv=None) -> int:
