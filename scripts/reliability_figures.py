@@ -56,6 +56,7 @@ AREAS: dict[str, list[str]] = {
     "secret paths": [
         "tests/integration/test_secrets.py",
         "tests/integration/test_secrets_everywhere.py",
+        "tests/integration/test_secret_pieces.py",
         "tests/unit/server/test_server_redact.py",
         "tests/integration/test_hostile_redirect_credentials.py",
         "tests/unit/server/test_server_origin.py",
