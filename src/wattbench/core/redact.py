@@ -652,7 +652,8 @@ class _Pieces:
         text_pat = _trie_pattern(text_g)
         # a lookahead: a match at every position a piece starts, overlapping ones too (a run of 12
         # characters of a key is the pieces at 0..4, merged)
-        self.grams = re.compile(f"(?=((?i:{text_pat}|{_trie_pattern(hex_g)})|{_trie_pattern(b64_g)}))")
+        # group 1: a raw or hex piece; group 2: a base64 window
+        self.grams = re.compile(f"(?=((?i:{text_pat}|{_trie_pattern(hex_g)}))|({_trie_pattern(b64_g)}))")
         self.text_grams = re.compile(f"(?=({text_pat}))", re.I)
         self.anchors = re.compile(_trie_pattern(text_a))
         self.anchors_i = re.compile(_trie_pattern(text_a), re.I)  # for a text that lower() lengthens
@@ -668,7 +669,12 @@ class _Pieces:
             p = hit.start()
             # a raw piece starts at most 4 before its anchor, a hex one 8 (16 long), a base64 one 4 (8 long)
             for m in self.grams.finditer(text, max(0, p - 8), p + 16):
-                spans.append(m.span(1))
+                if m.group(1) is not None:
+                    spans.append(m.span(1))
+                else:  # a base64 window: with the last group and padding of the secret's base64 after it
+                    a, b = m.span(2)
+                    tail = _B64_TAIL.match(text, b)
+                    spans.append((a, tail.end() if tail else b))
                 if first:
                     return spans
         regions: list[tuple[int, int]] = []
@@ -689,6 +695,10 @@ class _Pieces:
                 if first:
                     return spans
         return _merged(spans)
+
+
+# what ends a secret's base64 after its last whole window: the group its last bytes share, and padding
+_B64_TAIL = re.compile(r"[A-Za-z0-9+/_\-]{0,3}={0,2}")
 
 
 def _escapes_of(c: str) -> set[str]:

@@ -333,3 +333,11 @@ def test_terminal_text_is_scrubbed_before_it_is_cut(monkeypatch):
     assert term("f" * 190 + AUDIT_KEY + " tail", 200) == "f" * 190 + MASK + " tail"
     assert term("g" * 180 + AUDIT_KEY.upper(), 185) == "g" * 180 + MASK
     assert redact.clip("h" * 171 + AUDIT_KEY, 200) == "h" * 171 + MASK
+
+
+def test_a_base64_credential_is_masked_whole_to_its_padding():
+    """``Basic base64(user:password)`` as a model id suffix: one ``***``, no group of it left."""
+    cred = BasicCredential("wbuser:pw-SECRET/url+7c1e")
+    s = Scrubber([cred])
+    assert s.text(f"hostile-model-{cred.token}") == "hostile-model-***"
+    assert s.text(f"Authorization: Basic {cred.token}, next") == "Authorization: Basic ***, next"
