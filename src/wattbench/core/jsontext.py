@@ -28,6 +28,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from wattbench.core.redact import clip
+
 # deeper than any file wattbench or the load generators it reads write (result.json: ~8; a GuideLLM
 # benchmarks.json: ~9), far below the ~1000 at which Python's parser and every recursive walker fail
 MAX_DEPTH = 64
@@ -83,7 +85,7 @@ def value_depth(v: Any) -> int:
 
 
 def _cut_200(s: str) -> str:
-    return s[:200]
+    return clip(s, 200)  # scrubbed of the process's secrets, then cut
 
 
 def clip_value(v: Any, max_depth: int = 2, max_items: int = 32, cut: Callable[[str], str] = _cut_200) -> Any:

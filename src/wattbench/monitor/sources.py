@@ -9,7 +9,7 @@ counted once per attempt).
 
 from __future__ import annotations
 
-from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization, clip  # noqa: E402  (one home for Authorization values)
 
 import http.client
 import urllib.error
@@ -22,7 +22,6 @@ from wattbench.core import origin
 from wattbench.server.metrics import MAX_EXPOSITION_BYTES
 from wattbench.monitor.backoff import Backoff
 from wattbench.telemetry.base import Channel, Reading, Sensor
-from wattbench.core.redact import registered
 from wattbench.server.metrics import canonical_values, guess_engine, metrics_url, parse_exposition, per_model_counters
 from wattbench.server.openai import normalize_base_url
 from wattbench.telemetry.sampler import period_of
@@ -101,9 +100,7 @@ def model_name(label: str) -> str:
     that echoes the key in a ``model_name`` label), then cut to ``MAX_MODEL_CHARS`` (a 1 MiB label
     value would otherwise be written into every history line and exporter page). Scrub first: a
     cut secret no longer matches."""
-    scrub = registered()
-    name = scrub.text(label) if scrub else label
-    return name if len(name) <= MAX_MODEL_CHARS else name[:MAX_MODEL_CHARS - 1] + "…"
+    return clip(label, MAX_MODEL_CHARS, "…")
 
 
 def _scrubbed_models(by_model: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:

@@ -4,6 +4,7 @@ as a whole (``common.cap_exposed``: ``MAX_IDENTITY_BYTES``, said in ``ServerIden
 
 from __future__ import annotations
 
+from wattbench.core.redact import clip
 from wattbench.core.schema import ServerIdentity
 from wattbench.server.identity import generic, llamacpp, sglang, tgi, transformers, vllm
 from wattbench.server.identity.common import Responses, cap_exposed, target_of
@@ -22,8 +23,7 @@ def build_identity(base_url: str | None, engine: str, responses: Responses, mode
 
 
 def _short(v: object) -> str:
-    text = repr(v)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clip(repr(v), 60, "...")  # scrubbed of the run's secrets, then cut
 
 
 def identity_change(before: ServerIdentity | None, after: ServerIdentity | None) -> str | None:
