@@ -33,8 +33,12 @@ from typing import Any, Iterable
 from wattbench.results.tune import LOWER_IS_BETTER, TrialRecord, TuneResult
 from wattbench.analysis.figures import ranked_figures
 from wattbench.analysis.pareto import pareto_frontier
-from wattbench.metrics.noise import measured_plateau
+from wattbench.metrics.drift import figure_drift
+from wattbench.metrics.noise import measured_plateau, with_drift
 from wattbench.metrics.trials import ci95
+
+
+OBJECTIVE_DRIFT = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps", "j_per_output_token")
 
 
 def level_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
@@ -53,6 +57,10 @@ def level_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
                              "tpot_p99_ms")},
         "verdict": level.validity.verdict,
         "window_s": level.window.duration_s if level.window else None,
+        # each objective's drift over the level's trials (metrics/drift.figure_drift): [words, what to
+        # do]; a drifting configuration is never placed on the plateau (metrics/noise.judge)
+        "drift": {name: list(d) for name in OBJECTIVE_DRIFT
+                  if (d := figure_drift(level.stationarity, name, h["boundary"])) is not None},
     }
 
 
@@ -126,7 +134,9 @@ def plateau(t: TuneResult):
         if tr.score is None or tr.status != "done":
             continue
         i = tr.repeat_of if tr.repeat_of is not None else tr.index
-        ms.append((float(i), float(tr.score), tr.figures.get("window_s"), None))
+        drift = (tr.figures.get("drift") or {}).get(t.objective)
+        ms.append((float(i), float(tr.score), tr.figures.get("window_s"),
+                   with_drift(None, (drift[0], drift[1]) if drift else None)))
     return measured_plateau(ms, higher_is_better=t.objective not in LOWER_IS_BETTER, prefer="best")
 
 
