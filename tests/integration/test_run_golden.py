@@ -154,6 +154,8 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
         assert (lv.pop("series"), lv.pop("stationarity"), lv["trials"].pop("thermal")) == (None, None, [])
     # --keep-chunks (bounded memory): a config field newer than the golden file, off by default
     assert got["config"].pop("keep_chunks") is False and "keep_chunks" not in want["config"]
+    # --strict: a config field newer than the golden file, off by default
+    assert got["config"].pop("strict") is False and "strict" not in want["config"]
     # --precondition: a config field newer than the golden file, off by default
     assert got["config"].pop("precondition") is False and "precondition" not in want["config"]
     # --secret-header: a config field newer than the golden file, empty by default
