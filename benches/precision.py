@@ -107,6 +107,7 @@ def _summary(records: list[dict]) -> list[dict]:
 
 
 def cmd_auto(a: argparse.Namespace, argv: list[str]) -> int:
+    started = _provenance(argv)  # the checkout as it starts, before anything is imported or run
     records = []
     for sd in _floats(a.sd):
         for prec in _floats(a.precision):
@@ -119,26 +120,34 @@ def cmd_auto(a: argparse.Namespace, argv: list[str]) -> int:
                                   for lv in rec["levels"]), flush=True)
     doc = {"section": "auto", "about": __doc__.split("``auto``", 1)[1].split("``paired``", 1)[0].strip(),
            "records": records, "summary": _summary(records)}
-    _write(a.out, "auto.json", doc, argv)
+    _write(a.out, "auto.json", doc, started)
     for s in doc["summary"]:
         print(json.dumps(s))
     return 0
 
 
-def _write(out: Path, name: str, doc: dict, argv: list[str]) -> None:
-    """``name`` under ``out`` and its part of ``out``/PROVENANCE.json (other sections' parts kept)."""
+def _provenance(argv: list[str]) -> dict:
+    """The run's provenance as it starts (commit, date, machine, load average); ``_write`` adds the
+    load average at its end."""
+    here = provenance.build(os.path.relpath(__file__, ROOT), argv, str(ROOT))
+    here["cpu"] = f"{platform.machine()} x{os.cpu_count()}"
+    here["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    return here
+
+
+def _write(out: Path, name: str, doc: dict, here: dict) -> None:
+    """``name`` under ``out`` and its part of ``out``/PROVENANCE.json (other sections' parts kept);
+    ``here``: the run's provenance taken as it started."""
     out.mkdir(parents=True, exist_ok=True)
     (out / name).write_text(json.dumps(doc, indent=1) + "\n")
     prov_path = out / "PROVENANCE.json"
-    rel = os.path.relpath(__file__, ROOT)
-    here = provenance.build(rel, argv, str(ROOT))
-    here["cpu"] = f"{platform.machine()} x{os.cpu_count()}"
-    here["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    here = {**here, "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
     parts = []
     if prov_path.is_file():
         parts = [p for p in json.loads(prov_path.read_text()).get("parts", []) if name not in p.get("files", [])]
-    parts.append({"files": [name], "script": rel, "args": argv, "command": here["command"], "date": here["date"],
-                  "commit": here["commit"], "dirty": here["dirty"], "load_average": here["load_average"],
+    parts.append({"files": [name], "script": here["script"], "args": here["args"], "command": here["command"],
+                  "date": here["date"], "commit": here["commit"], "dirty": here["dirty"],
+                  "load_average": here["load_average"], "load_average_at_end": here["load_average_at_end"],
                   "cpu": here["cpu"], "env": here["env"]})
     prov_path.write_text(json.dumps({**here, "parts": parts}, indent=2) + "\n")
 
