@@ -711,6 +711,11 @@ class TuneConfig(FlaggedConfig):
     max_repeats: Annotated[int, Flag(
         "--max-repeats", commands=(TUNE,), domain=NON_NEGATIVE, help="Rounds of repeat measurements of the best "
         "two.")] = 2
+    precision_pct: Annotated[float | None, Flag(  # None: repeat while the best two are within the noise
+        "--precision", commands=(TUNE,), domain=Domain(hi=100.0, hi_open=True, unit="%"),
+        help="Measure the best two configurations again until each one's score is known within PCT% (95% "
+        "half-width of its measurements' mean; run --trials auto's rule), or --max-repeats / --max-minutes ends "
+        "it.")] = None
     baseline: Annotated[bool, Flag(
         "--no-baseline", commands=(TUNE,), negated=True, help="Do not measure the engine defaults first (no gain is "
         "quoted).")] = True

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from wattbench.results.tune import TuneResult
 
-from wattbench.core.numbers import MISSING, fmt
+from wattbench.core.numbers import MISSING, fmt, fmt_pct
 from wattbench.report.labels import load_label
 from wattbench.report.tables import Column
 from wattbench.report.terminal import COLUMN_GAP, column_tables
@@ -131,11 +131,28 @@ class TuneSummary:
                 yield Text(line, no_wrap=True, overflow="fold")
         else:
             yield Text("no configuration scored (none met the SLO?)", style="bold red")
+        line = precision_line(t)
+        if line:
+            yield Text(line)
         if t.decision and not t.decision.get("separated"):
             yield Text("note: the best two are within the measurement noise, or it cannot tell them apart yet",
                        style="yellow")
         for w in t.warnings:
             yield Text("warning: " + w, style="yellow")
+
+
+def precision_line(t: TuneResult) -> str | None:
+    """``--precision``: ``precision ±2% asked: reached — trial 3 ±1.4% (4 measurements), trial 5 ±1.9%
+    (3 measurements)`` (``tune.run.finalist_precision``); None without it."""
+    p = t.precision
+    if not p:
+        return None
+    parts = []
+    for i, f in (p.get("finalists") or {}).items():
+        r = f.get("reached_pct")
+        n = f.get("measurements")
+        parts.append(f"trial {i} " + (f"±{fmt_pct(r)}" if r is not None else "no interval") + f" ({n} measurements)")
+    return f"precision ±{p.get('asked_pct', 0):g}% asked: {p.get('stopped') or 'not judged'} — " + ", ".join(parts)
 
 
 def margin_lines(rec: dict) -> list[str]:

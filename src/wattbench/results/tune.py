@@ -65,6 +65,9 @@ class TuneResult(_M):
     baseline_index: int | None = None
     recommended: dict[str, Any] | None = None
     decision: dict[str, Any] | None = None  # how the winner was separated from the runner-up (repeats)
+    # --precision: the best two measured until each one's score was known within it (tune.run.finalist_precision):
+    # asked_pct, stopped (reached | max trials | max time), per finalist its measurements and reached_pct
+    precision: dict[str, Any] | None = None
     pareto: dict[str, Any] | None = None
     by_axis: dict[str, Any] = Field(default_factory=dict)  # axis -> value -> best score
     warnings: list[str] = Field(default_factory=list)

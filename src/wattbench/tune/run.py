@@ -25,8 +25,9 @@ from datetime import datetime, timezone
 
 from wattbench.config import RunConfig, TuneConfig
 from wattbench.core.errors import UserError
+from wattbench.core.numbers import fmt_pct
 from wattbench.tune import score as sc
-from wattbench.metrics.noise import margin
+from wattbench.metrics.noise import auto_stop, level_precision, margin
 from wattbench.results.tune import LOWER_IS_BETTER, OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
 from wattbench.tune.space import Space, build_space, config_key, describe, engine_args, gpu_settings
 from wattbench.accounting.boundaries import WHOLE_BOUNDARIES
@@ -275,8 +276,33 @@ def _search(cfg, t, d, strat, evaluate, gpu, progress, t0) -> None:
         strat.tell(config, params, tr.score)
 
 
+def finalist_precision(t: TuneResult, target: float, max_rounds: int, elapsed_s: float,
+                       max_time_s: float | None, round_s: float | None) -> tuple[str | None, dict]:
+    """``--precision``: ``run --trials auto``'s stop rule (``metrics.noise.auto_stop``) over the
+    best two configurations, each one's measurements (its first and its repeats) read as a level's
+    trials: the relative 95% half-width of their mean against ``target``. Returns why to stop (None:
+    measure both again) and what ``tune.json``'s ``decision`` keeps of it."""
+    ranked = sc.ranking(t)[:2]
+    precs, out = [], {}
+    for i, stats in ranked:
+        mean, lo, hi, n = stats["mean"], stats["low"], stats["high"], int(stats["n"] or 0)
+        rel = (hi - lo) / 2.0 / abs(mean) if mean and lo is not None and hi is not None else None
+        p = level_precision(n, rel, target)
+        precs.append(p)
+        out[str(i)] = {"measurements": n, "reached_pct": None if rel is None else rel * 100.0, "met": p.met,
+                       "more_measurements": p.more}
+    rounds = min((p.trials for p in precs), default=0)
+    why = auto_stop(precs, rounds, max_trials=max_rounds, elapsed_s=elapsed_s, max_time_s=max_time_s,
+                    round_s=round_s)
+    return why, {"asked_pct": target * 100.0, "stopped": why, "finalists": out}
+
+
 def _repeats(cfg, t, d, evaluate, gpu, progress, t0) -> None:
-    """Measure the best two again while their difference is inside the noise."""
+    """Measure the best two again while their difference is inside the noise; with ``--precision``,
+    until each one's score is known within it (``finalist_precision``)."""
+    if cfg.precision_pct is not None:
+        _repeats_to_precision(cfg, t, d, evaluate, gpu, progress, t0)
+        return
     for _ in range(cfg.max_repeats):
         ranked = sc.ranking(t)
         if len(ranked) < 2:
@@ -293,6 +319,28 @@ def _repeats(cfg, t, d, evaluate, gpu, progress, t0) -> None:
             orig = t.trials[i]
             level = (orig.figures.get("load_mode"), orig.figures.get("load_value"))
             _run_trial(cfg, t, d, evaluate, gpu, progress, orig.config, orig.params, repeat_of=i, level=level)
+
+
+def _repeats_to_precision(cfg, t, d, evaluate, gpu, progress, t0) -> None:
+    round_s = None
+    while True:
+        elapsed = time.monotonic() - t0
+        why, kept = finalist_precision(t, cfg.precision_pct / 100.0, 1 + cfg.max_repeats, elapsed,
+                                       None if cfg.max_minutes is None else cfg.max_minutes * 60.0, round_s)
+        t.precision = kept
+        if why is not None:
+            if why != "reached":
+                t.warnings.append(f"the best two configurations are not known within ±{cfg.precision_pct:g}% "
+                                  f"({why}): " + ", ".join(
+                                      f"trial {i} ±{fmt_pct(f['reached_pct'])}" if f["reached_pct"] is not None
+                                      else f"trial {i} one measurement" for i, f in kept["finalists"].items()))
+            return
+        r0 = time.monotonic()
+        for i, _ in sc.ranking(t)[:2]:
+            orig = t.trials[i]
+            level = (orig.figures.get("load_mode"), orig.figures.get("load_value"))
+            _run_trial(cfg, t, d, evaluate, gpu, progress, orig.config, orig.params, repeat_of=i, level=level)
+        round_s = time.monotonic() - r0
 
 
 def serve_command(engine: str, model: str | None, args: list[str], gpu: dict[str, float]) -> str:

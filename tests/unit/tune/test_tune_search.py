@@ -166,3 +166,30 @@ def test_the_recommendation_quotes_its_margins_with_intervals_and_the_top_of_its
     lines = margin_lines(rec)
     assert lines[0].startswith("over the runner-up (trial 0): 1.65× beyond noise (interval 1.59–1.71×")
     assert lines[1].startswith("over the defaults (trial 0): 1.65×")
+
+
+def test_precision_measures_the_best_two_until_each_is_known_within_it(tmp_path):
+    # 128 reads v x (1, 1.01, 0.99, 1): three measurements give ±2.48% (4.3027 x 1% / sqrt(3)), four
+    # ±1.30% (3.1824 x 0.8165% / 2); 120 reads v x (1, 1.005, 0.995, 1): ±1.24% at three. Both within
+    # 2% needs the third round of repeats (four measurements each): run --trials auto's rule
+    noise = {json.dumps({"max-num-seqs": 128}): [0.0, 0.01, -0.01, 0.0, 0.0, 0.0],
+             json.dumps({"max-num-seqs": 120}): [0.0, 0.005, -0.005, 0.0, 0.0, 0.0]}
+    eng = ScriptedEngine(noise)
+    t = tune(_cfg(tmp_path, axes=["max-num-seqs=128,120"], baseline=False, max_repeats=5, precision_pct=2.0),
+             evaluate=eng)
+    assert sum(tr.repeat_of is not None for tr in t.trials) == 6
+    p = t.precision
+    assert p["stopped"] == "reached" and p["asked_pct"] == pytest.approx(2.0)
+    f = p["finalists"]
+    assert {v["measurements"] for v in f.values()} == {4} and all(v["met"] for v in f.values())
+    reached = sorted(v["reached_pct"] for v in f.values())
+    # 120: sd 0.4082% -> 3.1824 x 0.4082 / 2 = 0.6496%; 128: sd 0.8165% -> 1.2992%
+    assert reached == pytest.approx([0.6496, 1.2992], rel=2e-3)
+
+
+def test_precision_says_what_a_spent_budget_left(tmp_path):
+    noise = {json.dumps({"max-num-seqs": 128}): [0.0, 0.05, -0.05, 0.0], json.dumps({"max-num-seqs": 120}): [0.0] * 4}
+    t = tune(_cfg(tmp_path, axes=["max-num-seqs=128,120"], baseline=False, max_repeats=1, precision_pct=2.0),
+             evaluate=ScriptedEngine(noise))
+    assert t.precision["stopped"] == "max trials"
+    assert any(w.startswith("the best two configurations are not known within ±2% (max trials)") for w in t.warnings)
