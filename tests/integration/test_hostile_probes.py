@@ -155,4 +155,4 @@ def test_stalling_probes_cost_one_stall_timeout(tmp_path):
     assert stats["faults"] == 4 and cal["probes"] == 4 and cal["refused"] and not cal["used"]
     assert "probes ended in stall in round 1 (4 at once), so no more were sent (4 of 24)" in cal["reason"]
     assert stats["completed"] == 4  # the level's requests, measured
-    assert took < 28, took  # one 5 s stall timeout and the run (6 of them: 30 s before the first level)
+    assert took < 30, took  # one 5 s stall timeout and the run (before: six of them, 30 s before the first level)
