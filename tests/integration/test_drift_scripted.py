@@ -1,6 +1,6 @@
 """Drift against the scripted server's ground truth (``--drift-per-s``): a level whose server slows by
 a known amount per second over its three trials is named drifting, by about that amount, and
-``compare`` then reads its per-kW ratio inconclusive saying which side drifts and what to do; the
+``compare`` and ``regress`` then read its per-kW ratio inconclusive saying which side drifts and what to do; the
 same level against a steady server is not drifting. ``--precondition`` without a temperature
 channel says so after one load and the run measures on."""
 
@@ -71,3 +71,7 @@ def test_a_drifting_server_is_named_and_compare_reads_inconclusive(tmp_path):
     text = _wb("compare", str(tmp_path / "a"), str(tmp_path / "b"), cwd=tmp_path).stdout
     answer = next(x for x in text.splitlines() if x.startswith("c=8: B/A per kW "))
     assert "inconclusive (B drifts -" in answer and "over its 3 trials" in answer
+    # regress reads the same judgement, naming the side as it calls it
+    reg = _wb("regress", str(tmp_path / "b"), "--baseline", str(tmp_path / "a"), cwd=tmp_path)
+    rline = next(x for x in reg.stdout.splitlines() if x.startswith("c=8: run/baseline per kW "))
+    assert "inconclusive (the run drifts -" in rline, reg.stdout

@@ -284,12 +284,13 @@ def figure_noise(result: Result, level: LevelResult, figure: str, boundary: str 
 
 
 def judge_noise(ratio: float | None, figure: str, base: Result, a: LevelResult, cand: Result, b: LevelResult,
-                boundary: str | None, history: HistorySpread | None) -> NoiseVerdict | None:
+                boundary: str | None, history: HistorySpread | None,
+                sides: tuple[str, str] = ("A", "B")) -> NoiseVerdict | None:
     """``metrics/noise.judge`` on the ratio ``b ÷ a`` of ``figure`` (None without a ratio)."""
     if ratio is None or not ratio > 0:
         return None
     jd = judge(ratio, figure_noise(base, a, figure, boundary, history),
-               figure_noise(cand, b, figure, boundary, history))
+               figure_noise(cand, b, figure, boundary, history), sides=sides)
     return NoiseVerdict.of(figure, jd)
 
 

@@ -199,7 +199,7 @@ def evaluate(check: RegressCheck, a, b, boundary: str | None, label: str, *, bas
     na, nb = _noise(base, a, check.metric, boundary, history), _noise(cand, b, check.metric, boundary, history)
     if na is not None or nb is not None:
         out.noise_basis = "+".join(dict.fromkeys(x for n in (na, nb) if n is not None for x in n.basis.split("+")))
-    jd = judge(vb / va if va else None, na, nb)
+    jd = judge(vb / va if va else None, na, nb, sides=("the baseline", "the run"))
     out.word = jd.word
     out.noise = NoiseVerdict.of(check.metric, jd)
     usable = jd.word != INCONCLUSIVE  # the noise can decide: its interval bounds the change
@@ -299,12 +299,14 @@ def regress(result: Result, baseline: Result, checks: str | list[RegressCheck] =
     for a, b in usable:  # compare's answer line for each pair: the same judgement, the same word
         if bnd is not None:
             d = decompose(a, b, bnd, result.run_id)
-            d.noise = judge_noise(d.per_kw_ratio, "output_tokens_per_s_per_kw", baseline, a, result, b, bnd, history)
+            d.noise = judge_noise(d.per_kw_ratio, "output_tokens_per_s_per_kw", baseline, a, result, b, bnd, history,
+                                  sides=("the baseline", "the run"))
             report.answers.append(answer_line(short_key(b), "run/baseline", d, d.noise))
         else:
             fa, fb = headline(a, None)["output_tokens_per_s"], headline(b, None)["output_tokens_per_s"]
             t = fb / fa if fa and fb is not None else None
-            nv = judge_noise(t, "output_tokens_per_s", baseline, a, result, b, None, history)
+            nv = judge_noise(t, "output_tokens_per_s", baseline, a, result, b, None, history,
+                             sides=("the baseline", "the run"))
             report.answers.append(answer_line(short_key(b), "run/baseline", None, nv, t))
     for check in parsed:
         outs = [evaluate(check, a, b, bnd, b.label, base=baseline, cand=result, history=history, strict=strict)

@@ -197,7 +197,8 @@ class _Interval(TypedDict):
 
 
 def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = None, *,
-          effect: float | None = None, precision: float | None = None) -> Judgement:
+          effect: float | None = None, precision: float | None = None,
+          sides: tuple[str, str] = ("A", "B")) -> Judgement:
     """The one judgement of a ratio ``b / a`` of two figures with noises ``a`` and ``b`` (one side
     unknown: the other stands for both). ``effect``: the smallest relative change the caller must
     resolve (a limit, a margin); a "within noise" whose bound is wider reads inconclusive.
@@ -207,13 +208,14 @@ def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = No
     ``MAX_BOUND``, or (within) wider than ``effect`` (module docstring). An inconclusive judgement
     with a known noise says what would settle it (``settle_text``): the smallest effect the noise
     resolves, and how many more trials or runs of each side would resolve ``precision`` (default:
-    ``effect``, else ``DEFAULT_PRECISION``)."""
+    ``effect``, else ``DEFAULT_PRECISION``). A side whose figure drifts (``FigureNoise.drift``) makes
+    it inconclusive first, naming the side (``sides``: how the caller calls ``a`` and ``b``)."""
     r = float(ratio) if ratio is not None else float("nan")
     if not (r > 0 and math.isfinite(r)):
         return Judgement(INCONCLUSIVE, r, why="no ratio (a figure is missing or zero)",
                          todo="measure the figure in both runs")
     known = [p for p in (a, b) if p is not None]
-    drifting = [(side, p) for side, p in (("A", a), ("B", b)) if p is not None and p.drift]
+    drifting = [(side, p) for side, p in zip(sides, (a, b)) if p is not None and p.drift]
     if drifting:  # a series that moves is not noise: no interval stands for a repeat of it
         return Judgement(INCONCLUSIVE, r, basis="drift",
                          why="; ".join(f"{side} {p.drift}" for side, p in drifting),
