@@ -19,6 +19,11 @@ bit     pynvml constant             meaning
 
 Other bits (GPU idle 0x1, application clocks 0x2, sync boost 0x10, display 0x100) are reported
 but do not mean the figures were taken under capping.
+
+``--precondition``'s rule (``temperature_settle`` over ``temperature_series``): the devices'
+temperature has settled when each device's readings span at least ``PRECONDITION_COVER`` of the
+last ``PRECONDITION_WINDOW_S`` and their Theil–Sen slope is within ±``PRECONDITION_SLOPE_C_PER_MIN``;
+``run/prime.precondition`` loads the device until it holds or ``PRECONDITION_MAX_S`` pass.
 """
 
 from __future__ import annotations

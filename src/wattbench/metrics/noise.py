@@ -8,8 +8,11 @@ the run's history check use (pure functions; docs/compare.md "Noise").
 - ``inconclusive`` — the noise cannot decide: it is unknown, or it rests on fewer than ``MIN_DF``
   (2) degrees of freedom (t(0.975, 1) = 12.7: one more run lands anywhere), or the ratio's bound
   ``e^w − 1`` is wider than ±``MAX_BOUND`` (25%), or wider than the effect the caller must resolve
-  (``effect``: a regress limit, a tune margin). The judgement then says why and what to do (more
-  trials, longer levels, more runs) — never "within noise", and no plateau rests on it.
+  (``effect``: a regress limit, a tune margin), or a side's figure **drifts** (``FigureNoise.drift``:
+  its level moved while it was measured, ``metrics.drift.figure_drift``; read first: no interval
+  stands for a repeat of a moving series). The judgement then says why and what to do (more
+  trials, longer levels, more runs; for a drift, its recorded cause and what it calls for) — never
+  "within noise", and no plateau rests on it.
 
 Every caller — ``compare``, ``regress``, the ``--optimize`` plateau (``plateau``,
 ``measured_plateau``), ``tune``'s margins (``margin``) and the history check (``repeat_check``) —
