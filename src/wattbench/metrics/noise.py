@@ -546,8 +546,8 @@ class RepeatCheck:
 
 
 def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: float | None,
-                 repeat_window_s: float | None = None, *, drift: tuple[str, str] | None = None
-                 ) -> RepeatCheck | None:
+                 repeat_window_s: float | None = None, *, drift: tuple[str, str] | None = None,
+                 precision: float | None = None) -> RepeatCheck | None:
     """Whether a repeat of a level differs from its first measurement by more than noise
     (``judge``: with 2 trials the prediction interval has 1 df and the check is inconclusive).
 
@@ -576,7 +576,8 @@ def repeat_check(first: Sequence[float], repeat: Sequence[float], window_s: floa
                             H200_TRIAL_DF)
     # the prediction interval (or the two bounds) is already the whole ratio's half-width
     jd = judge(ratio, with_drift(FigureNoise(noise.rel_half_width / math.sqrt(2), noise.basis, noise.n,
-                                             noise.detail, noise.df, noise.measured, noise.unit), drift))
+                                             noise.detail, noise.df, noise.measured, noise.unit), drift),
+               precision=precision)
     return RepeatCheck(first=mf, repeat=mr, ratio=ratio, low=jd.low, high=jd.high,
                        beyond_noise=jd.word == BEYOND, basis=noise.detail,
                        bound_pct=(jd.bound or 0.0) * 100.0, word=jd.word, judgement=jd)

@@ -340,7 +340,7 @@ def _history_check(cfg: RunConfig, result: Result, runner) -> None:
         return
     first = firsts[0]
     if first.trials is not None and result.noise.trial_order is not None and first.trials.n >= 3:
-        hc = judge(first, None)
+        hc = judge(first, None, cfg.precision() if cfg.auto_trials else None)
     else:
         v = first.load.target_concurrency if first.load.mode == "concurrency" else first.load.target_rate_rps
         if v is None:
@@ -349,7 +349,7 @@ def _history_check(cfg: RunConfig, result: Result, runner) -> None:
         n, dur = repeat_size(cfg, first)
         repeat = runner.unrecorded(first.load.mode, v, first.index, " history check", num_requests=n,
                                    duration_s=dur)
-        hc = judge(first, repeat)
+        hc = judge(first, repeat, cfg.precision() if cfg.auto_trials else None)
     # a finding about the run's state, judged in the run's verdict (accounting.level_findings.history_finding)
     result.noise.history_check = hc
 

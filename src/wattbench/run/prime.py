@@ -179,10 +179,11 @@ def _per_rate(pairs: list[tuple[float | None, float | None]]) -> tuple[list[floa
     return [v / r for v, r in ok], [r for _, r in ok]
 
 
-def judge(first: LevelResult, repeat: LevelResult | None) -> HistoryCheck:
+def judge(first: LevelResult, repeat: LevelResult | None, precision: float | None = None) -> HistoryCheck:
     """The history check's verdict: ``repeat`` (the level measured again) against ``first`` (its
     first measurement, with its trials if it has them); with no ``repeat``, ``first``'s first trial
-    against its later trials.
+    against its later trials. ``precision``: the one an inconclusive verdict says how to resolve
+    (``--trials auto``'s; None: ``metrics.noise.DEFAULT_PRECISION``).
 
     An open loop (a fixed rate) is judged on what its arrivals allow: each measurement's figure per
     request/s it achieved. A Poisson process sends N ± √N requests in a window and every
@@ -205,15 +206,16 @@ def judge(first: LevelResult, repeat: LevelResult | None) -> HistoryCheck:
             pf = _trial_pairs(first, figure) or [(check_figure(first)[1], _achieved(first))]
             vals, rates_f = _per_rate(pf)
             rep, rates_r = _per_rate([(rep[0], _achieved(repeat))] if rep else [])
-        chk = repeat_check(vals, rep, window, repeat.window.duration_s if repeat.window else None, drift=drift)
+        chk = repeat_check(vals, rep, window, repeat.window.duration_s if repeat.window else None, drift=drift,
+                           precision=precision)
     elif open_loop:
         pairs = _trial_pairs(first, figure)
         rest, rates_f = _per_rate(pairs[1:])
         one, rates_r = _per_rate(pairs[:1])
-        chk = repeat_check(rest, one, window, drift=drift) if rest and one else None
+        chk = repeat_check(rest, one, window, drift=drift, precision=precision) if rest and one else None
     else:
         vals = _trial_values(first, figure)
-        chk = repeat_check(vals[1:], vals[:1], window, drift=drift) if len(vals) >= 2 else None
+        chk = repeat_check(vals[1:], vals[:1], window, drift=drift, precision=precision) if len(vals) >= 2 else None
     hc = HistoryCheck(level=first.label, figure=figure, repeat=repeat)
     if chk is None:
         hc.verdict = "unknown"

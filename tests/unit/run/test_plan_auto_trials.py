@@ -216,3 +216,14 @@ def test_a_drifting_level_never_reaches_its_precision():
     lines = answer_lines(result)
     assert "±2% asked: not reached, it drifts -6.0%" in lines[0]
     assert "c=4 ±" in next(x for x in lines if x.startswith("precision")) and "(it drifts -6.0%" in lines[1]
+
+
+def test_the_history_check_says_what_would_resolve_the_precision_asked():
+    # three trials (100, 100.5, 99.5: ±1.24%) reach ±5%; the first trial against the other two rests
+    # on 1 degree of freedom: inconclusive, and it says what ±5% (the run's precision) would take
+    result, _ = _run(_cfg(concurrency=[4, 16], precision_pct=5.0, history_check=True),
+                     {0: [100.0, 100.5, 99.5] * 3, 1: [200.0] * 9})
+    assert result.noise.auto_trials.rounds == 3
+    hc = result.noise.history_check
+    assert hc.verdict == "unknown" and "inconclusive" in hc.text
+    assert "the current noise resolves only effects beyond ±" in hc.text and "to resolve ±5%:" in hc.text
