@@ -6,6 +6,8 @@ duration, J/token = energy / tokens, per kW = tok/s / kW), so tests can assert e
 
 from __future__ import annotations
 
+import math
+
 import copy
 from typing import Any
 
@@ -221,9 +223,15 @@ def variant(result: Result, **changes: Any) -> Result:
 
 
 def trials_block(figures: dict[str, tuple[float, float]], n: int = 5, confidence: float = 0.95) -> dict[str, Any]:
-    """``{name: (mean, half_width)}`` -> the ``LevelResult.trials`` block (see docs/compare.md)."""
-    return {
-        "n": n,
-        "confidence": confidence,
-        "figures": {k: {"mean": m, "ci_low": m - hw, "ci_high": m + hw, "n": n} for k, (m, hw) in figures.items()},
-    }
+    """``{name: (mean, half_width)}`` -> the ``LevelResult.trials`` block (see docs/compare.md). A
+    positive figure's interval is log-symmetric, as the trials block builds it
+    (``metrics.trials.trial_interval``): ``mean · e^±h`` with ``h = half_width / mean``, so the noise
+    read from it (``metrics.trials.rel_half_width``) is ``h`` exactly; any other, ``mean ± half_width``."""
+
+    def interval(m: float, hw: float) -> dict[str, Any]:
+        if m > 0:
+            return {"mean": m, "ci_low": m * math.exp(-hw / m), "ci_high": m * math.exp(hw / m), "n": n,
+                    "scale": "log"}
+        return {"mean": m, "ci_low": m - hw, "ci_high": m + hw, "n": n}
+
+    return {"n": n, "confidence": confidence, "figures": {k: interval(m, hw) for k, (m, hw) in figures.items()}}

@@ -150,8 +150,14 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
             assert series["power_w"]["accelerator"] == pytest.approx([500.0] * len(series["t_s"]), rel=1e-9)
         st = lv.pop("stationarity")
         assert st is None or st["trials"] == 2
+        # each trial interval's scale, newer than the golden file: the log scale for a figure every
+        # trial of which is positive (metrics/trials.trial_interval), Student-t for the others
+        for f in lv["trials"]["figures"].values():
+            vals = [v for v in f["values"] if v is not None]
+            assert f.pop("scale") == (("log" if all(v > 0 for v in vals) else "linear") if len(vals) > 1 else None)
     for lv in want["levels"]:  # read through the schema: the new fields at their defaults
         assert (lv.pop("series"), lv.pop("stationarity"), lv["trials"].pop("thermal")) == (None, None, [])
+        assert {f.pop("scale") for f in lv["trials"]["figures"].values()} == {None}
     # --keep-chunks (bounded memory): a config field newer than the golden file, off by default
     assert got["config"].pop("keep_chunks") is False and "keep_chunks" not in want["config"]
     # --strict: a config field newer than the golden file, off by default

@@ -9,6 +9,7 @@ and the answer line names it."""
 
 from __future__ import annotations
 
+import math
 import resource
 import subprocess
 import sys
@@ -76,11 +77,12 @@ def test_a_dead_middle_trial_has_no_figure_and_the_interval_is_the_two_that_meas
     assert a == pytest.approx(tok.values[0] / DECLARED_KW, rel=1e-9)  # each its own tokens/s over 0.5 kW
     assert b == pytest.approx(tok.values[2] / DECLARED_KW, rel=1e-9)
     assert a != b and tok.values[0] > 0 and tok.values[2] > 0
-    # mean and Student-t interval of the two measuring trials: df 1, half-width t · |a - b| / 2
+    # mean and log-scale interval of the two measuring trials: df 1, log half-width t · |ln(a / b)| / 2
+    # about their geometric mean
     assert per_kw.n == 2 and per_kw.mean == pytest.approx((a + b) / 2, rel=1e-12)
-    hw = T_975_1 * abs(a - b) / 2
-    assert per_kw.ci_low == pytest.approx((a + b) / 2 - hw, rel=1e-9)
-    assert per_kw.ci_high == pytest.approx((a + b) / 2 + hw, rel=1e-9)
+    w = T_975_1 * abs(math.log(a / b)) / 2
+    assert per_kw.ci_low == pytest.approx(math.sqrt(a * b) * math.exp(-w), rel=1e-9)
+    assert per_kw.ci_high == pytest.approx(math.sqrt(a * b) * math.exp(w), rel=1e-9)
     # the level is the last trial that measured, named as such; the dead trial is a warn on it
     assert lv.trial == 2 and lv.requests.completed == 8
     f = next(f for f in lv.validity.findings if f.kind == FindingKind.TRIAL_UNMEASURED)

@@ -21,8 +21,12 @@ takes its word from ``judge``; ``Judgement.text`` names the noise basis.
 **A figure's noise** is a relative 95% half-width ``h`` of the figure as measured (``FigureNoise``),
 with its degrees of freedom ``df``, from the best basis available, in this order:
 
-1. ``trials`` — the level's ``--trials`` mean and its Student-t CI (``metrics/trials.py``):
-   ``h = t(0.975, n-1) · s / sqrt(n) / mean``, ``n − 1`` df. It measures the noise *inside one run* only.
+1. ``trials`` — the level's ``--trials`` mean and its CI (``metrics/trials.trial_interval``: on the
+   log scale for a positive figure): ``h = t(0.975, n-1) · s_ln / sqrt(n)``, the interval's log
+   half-width ``ln(high / low) / 2`` (``metrics/trials.rel_half_width``; the same reading for an
+   older file's Student-t interval, to first order ``t · s / sqrt(n) / mean``), ``n − 1`` df — the
+   same log scale the ratio's interval ``R·e^±w`` is built on. It measures the noise *inside one
+   run* only.
 2. ``history`` — the run-to-run spread of one configuration key in the history store
    (``series_noise``): one value per run, in time order, split at **change points**; the spread
    is the within-segment standard deviation of ``ln(figure)`` pooled over the segments,
@@ -67,7 +71,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence, TypedDict
 
-from wattbench.metrics.trials import t_ppf
+from wattbench.metrics.trials import rel_half_width, t_ppf
 
 # H200, transformers serve, llama-1b, c=64, 5 trials of 20 s in one run:
 # mean 5,378 tok/s per kW, 95% CI 5,317-5,439 -> one trial's relative sd 0.91%
@@ -285,14 +289,17 @@ class RatioNoise:
 
 def trials_noise(mean: float | None, ci_low: float | None, ci_high: float | None,
                  n: int | None = None, *, drift: tuple[str, str] | None = None) -> FigureNoise | None:
-    """From a trials mean and its 95% CI (``TrialsBlock`` figures): ``n − 1`` degrees of freedom.
+    """From a trials mean and its 95% CI (``TrialsBlock`` figures): its noise is the interval's log
+    half-width ``ln(high / low) / 2`` (``metrics.trials.rel_half_width``: a positive figure's
+    interval is built on the log scale, so this is exactly its ``w``), ``n − 1`` degrees of freedom.
     ``drift``: the level's drift of this figure (``metrics.drift.figure_drift``), carried to
     ``judge``, which then says inconclusive and why."""
-    if mean is None or ci_low is None or ci_high is None or not mean or ci_high < ci_low:
+    h = rel_half_width(mean, ci_low, ci_high)
+    if mean is None or h is None or not mean:
         return with_drift(None, drift)
     df = n - 1 if n else None
     detail = f"within-run trials ({n} trials, {df} df)" if n else "within-run trials"
-    return with_drift(FigureNoise((ci_high - ci_low) / 2.0 / abs(mean), "trials", n, detail, df, n, "trials"), drift)
+    return with_drift(FigureNoise(h, "trials", n, detail, df, n, "trials"), drift)
 
 
 def with_drift(noise: FigureNoise | None, drift: tuple[str, str] | None) -> FigureNoise | None:

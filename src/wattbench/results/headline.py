@@ -44,6 +44,7 @@ from typing import Iterable, Mapping
 
 from wattbench.accounting.boundaries import WHOLE_BOUNDARIES, contains_work
 from wattbench.core.schema import BoundaryEnergy, LevelResult
+from wattbench.metrics.trials import rel_half_width as interval_rel_half_width
 from wattbench.telemetry.base import BOUNDARIES, CONTAINS
 
 LABEL_RANK = {"measured": 0, "declared": 1, "estimate": 2}
@@ -238,8 +239,12 @@ class TrialCI:
 
     @property
     def rel_half_width(self) -> float:
-        """Half-width relative to the mean: the first-order half-width of log(mean)."""
-        return self.half_width / abs(self.mean) if self.mean else float("inf")
+        """The noise the interval stands for, read the one way every noise rule reads it
+        (``metrics.trials.rel_half_width``): its log half-width ``ln(high / low) / 2`` (the
+        interval of a positive figure is built on the log scale), ``half_width / |mean|`` where the
+        low end is not positive; infinite where undefined."""
+        h = interval_rel_half_width(self.mean, self.low, self.high)
+        return float("inf") if h is None else h
 
 
 def trial_entry(level: LevelResult, name: str, boundary: str | None):

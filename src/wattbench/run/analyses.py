@@ -22,7 +22,7 @@ from wattbench.accounting.level_findings import measured_nothing, nothing_measur
 from wattbench.results.headline import ENERGY_FIGURES
 from wattbench.analysis.pareto import frontier_from_levels
 from wattbench.core.errors import UserError
-from wattbench.metrics.trials import ci95
+from wattbench.metrics.trials import trial_interval
 from wattbench.results import rundir
 from wattbench.results.headline import headline_boundary
 from wattbench.core.schema import LevelResult, Pareto, PrefillDecode, UnmeasuredTrial
@@ -68,9 +68,10 @@ def per_node_energy(session: RunSession, outcome, level: LevelResult) -> dict:
 
 
 def _trial_cis(trials: list[LevelResult | None], only: frozenset[str] | None = None) -> dict[str, dict]:
-    """Mean and 95% CI (Student t) over ``trials`` of every headline figure (of the names in
-    ``only``): ``name`` or ``name@boundary`` -> mean, ci_low, ci_high, n (the values it is the mean
-    of) and values, one per trial in order, None where a trial has no such figure or is None (it
+    """Mean and 95% CI over ``trials`` of every headline figure (of the names in ``only``:
+    ``metrics.trials.trial_interval``, on the log scale for a positive figure, so it never crosses
+    zero): ``name`` or ``name@boundary`` -> mean, ci_low, ci_high, n (the values it is the mean of),
+    scale and values, one per trial in order, None where a trial has no such figure or is None (it
     measured nothing). Each trial's own figures (``analysis.figures.level_figures``), never the
     trials block an earlier trial carried while it was the level's latest (its mean would count as a
     value again)."""
@@ -90,9 +91,10 @@ def _trial_cis(trials: list[LevelResult | None], only: frozenset[str] | None = N
                 values.setdefault(key, {})[i] = float(v)
     figures = {}
     for key, by_trial in values.items():
-        c = ci95(by_trial.values())
+        c = trial_interval(by_trial.values())
         figures[key] = {"mean": c["mean"], "ci_low": c["ci95_low"], "ci_high": c["ci95_high"], "n": c["n"],
-                        "values": [by_trial.get(i) for i in range(len(trials))]}
+                        "values": [by_trial.get(i) for i in range(len(trials))],
+                        "scale": c["scale"] if c["n"] > 1 else None}
     return figures
 
 

@@ -166,7 +166,8 @@ def test_per_kw_ci_prefers_trials_own_figure():
 def test_log_ratio_ci_symmetric_in_log():
     ci = log_ratio_ci(2.0, TrialCI(10, 9, 11), TrialCI(20, 18, 22))
     assert math.log(ci.high / 2.0) == pytest.approx(-math.log(ci.low / 2.0))
-    assert ci.high == pytest.approx(2.0 * math.exp(math.sqrt(0.02)))
+    # each side's noise is its interval's log half-width ln(11 / 9) / 2 (a Student-t interval read alike)
+    assert ci.high == pytest.approx(2.0 * math.exp(math.sqrt(2) * math.log(11 / 9) / 2), rel=1e-12)
 
 
 def test_invalid_levels_warned_and_need_two():

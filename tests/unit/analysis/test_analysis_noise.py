@@ -74,3 +74,30 @@ def test_regress_passes_a_change_inside_the_noise_with_that_word_unless_strict()
     o = rep.outcomes[0]
     assert o.status == "fail" and o.within_noise is None and o.word == "inconclusive"
     assert "inconclusive: noise unknown" in o.message and "--trials" in rep.todo  # what to do: once, not per check
+
+
+def _measured_trials(tputs: list[float]) -> dict:
+    """The trials block the run builds (``run.analyses.trials_block``) from levels of these tokens/s
+    at 600 W: per-kW intervals on the log scale."""
+    from wattbench.run.analyses import trials_block as run_trials_block
+
+    return run_trials_block([make_level(0, value=8, output_tokens_per_s=t, power_w=600.0) for t in tputs])
+
+
+@pytest.mark.parametrize("off, word", [(1.01, "beyond noise"), (0.99, "within noise")])
+def test_the_within_beyond_edge_reads_the_trials_log_interval(off, word):
+    """B's trials are A's times k, so both per-kW intervals have one log half-width ``w`` (the run's
+    own block, on the log scale) and the ratio of their means is k: the edge is k = e^(√2·w), and a
+    ratio 1% past it is beyond noise, 1% inside it within: the edge cannot move by 1% unnoticed."""
+    base = [1000.0, 1010.0, 1030.0]
+    logs = [math.log(x / 0.6) for x in base]
+    m = sum(logs) / 3
+    w = 4.302652729911275 * math.sqrt(sum((x - m) ** 2 for x in logs) / 2) / math.sqrt(3)
+    k = math.exp(math.sqrt(2) * w) * off
+    ta, tb = _measured_trials(base), _measured_trials([x * k for x in base])
+    a, b = _pair(1000.0 * k, ta, tb)
+    n = compare([a, b]).levels[0].decompositions[0].noise
+    assert n.basis == "trials" and n.word == word
+    # (the made levels count whole tokens: their per-kW figures are the tokens/s over 0.6 kW within 1e-5)
+    assert n.low == pytest.approx(k * math.exp(-math.sqrt(2) * w), rel=1e-5)
+    assert n.high == pytest.approx(k * math.exp(math.sqrt(2) * w), rel=1e-5)

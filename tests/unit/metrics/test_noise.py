@@ -69,7 +69,9 @@ def test_the_ratio_interval_is_computed_in_one_place_and_every_caller_agrees():
     from wattbench.analysis.compare import combine_log_cis, log_ratio_ci
     from wattbench.results.headline import TrialCI
 
-    ci = log_ratio_ci(1.2, TrialCI(100.0, 97.0, 103.0), TrialCI(50.0, 48.0, 52.0))  # h 0.03 and 0.04
+    # log half-widths 0.03 and 0.04 (the trials' intervals of positive figures are log-symmetric)
+    ci = log_ratio_ci(1.2, TrialCI(100.0, 100.0 * math.exp(-0.03), 100.0 * math.exp(0.03)),
+                      TrialCI(50.0, 50.0 * math.exp(-0.04), 50.0 * math.exp(0.04)))
     assert (ci.low, ci.high) == (pytest.approx(1.141475, rel=1e-6), pytest.approx(1.261525, rel=1e-6))
     prod = combine_log_cis(1.0, [ci, ci])  # each part's log half-width 0.05: w = 0.05 x sqrt(2)
     assert prod.high == pytest.approx(math.exp(0.05 * math.sqrt(2)), rel=1e-9)

@@ -56,7 +56,17 @@ def _ladder(duration_s: float = 60.0):
                        duration_s=duration_s)]
 
 
-def test_trials_give_each_figure_its_mean_and_student_t_interval_boundary_free_figures_once():
+def _log_interval(values, t):
+    """The 95% interval of positive values on the log scale, written out: the mean of the logs ±
+    t · their sd / sqrt(n), exponentiated."""
+    logs = [math.log(v) for v in values]
+    m = sum(logs) / len(logs)
+    s = math.sqrt(sum((x - m) ** 2 for x in logs) / (len(logs) - 1))
+    w = t * s / math.sqrt(len(logs))
+    return math.exp(m - w), math.exp(m + w)
+
+
+def test_trials_give_each_figure_its_mean_and_log_scale_interval_boundary_free_figures_once():
     trials = [make_level(0, value=8, output_tokens_per_s=tok, power_w={"accelerator": 700.0, "node": 1000.0})
               for tok in (1000.0, 1100.0, 1200.0)]
     for k, t in enumerate(trials):
@@ -67,10 +77,9 @@ def test_trials_give_each_figure_its_mean_and_student_t_interval_boundary_free_f
     f = tb["figures"]
     acc = f["output_tokens_per_s_per_kw@accelerator"]
     assert acc["values"] == pytest.approx([1000 / 0.7, 1100 / 0.7, 1200 / 0.7], rel=1e-12)
-    half = T_975_2 * (100 / 0.7) / math.sqrt(3)  # sample sd of 1000, 1100, 1200 is 100
-    assert acc["mean"] == pytest.approx(1100 / 0.7, rel=1e-12) and acc["n"] == 3
-    assert (acc["ci_low"], acc["ci_high"]) == (pytest.approx(1100 / 0.7 - half, rel=1e-9),
-                                               pytest.approx(1100 / 0.7 + half, rel=1e-9))
+    lo, hi = _log_interval([1000 / 0.7, 1100 / 0.7, 1200 / 0.7], T_975_2)  # 1273.6–1876.2
+    assert acc["mean"] == pytest.approx(1100 / 0.7, rel=1e-12) and acc["n"] == 3 and acc["scale"] == "log"
+    assert (acc["ci_low"], acc["ci_high"]) == (pytest.approx(lo, rel=1e-9), pytest.approx(hi, rel=1e-9))
     assert f["output_tokens_per_s_per_kw@node"]["mean"] == pytest.approx(1100.0, rel=1e-12)
     # throughput is the same at every boundary: once, from three trials, not once per boundary
     assert f["output_tokens_per_s"]["n"] == 3 and f["output_tokens_per_s"]["mean"] == pytest.approx(1100.0)
@@ -91,8 +100,8 @@ def test_each_trials_own_figure_counts_not_the_block_it_carried_as_the_levels_la
     f = trials_block(trials)["figures"]
     assert f["output_tokens_per_s"]["values"] == pytest.approx([1000.0, 1100.0, 1200.0], rel=1e-12)
     assert f["output_tokens_per_s_per_kw@accelerator"]["values"] == pytest.approx([2000.0, 2200.0, 2400.0], rel=1e-12)
-    half = T_975_2 * 100.0 / math.sqrt(3)
-    assert f["output_tokens_per_s"]["ci_high"] == pytest.approx(1100.0 + half, rel=1e-9)
+    assert f["output_tokens_per_s"]["ci_high"] == pytest.approx(_log_interval([1000.0, 1100.0, 1200.0], T_975_2)[1],
+                                                                rel=1e-9)
 def test_each_trial_counts_its_own_figure_and_a_trial_that_measured_nothing_none():
     """Trial 2 carries the trials block it had when it was the level's latest (its mean with trial 1):
     the block over three trials reads its own figure, never that mean; trial 3 measured nothing (8
@@ -108,9 +117,11 @@ def test_each_trial_counts_its_own_figure_and_a_trial_that_measured_nothing_none
     per_kw = tb["figures"]["output_tokens_per_s_per_kw@accelerator"]
     assert per_kw["values"] == [pytest.approx(2000.0, rel=1e-12), pytest.approx(1800.0, rel=1e-12), None]
     assert per_kw["n"] == 2 and per_kw["mean"] == pytest.approx(1900.0, rel=1e-12)
-    half = 12.706204736174707 * 200.0 / 2  # t(0.975, 1) · sd (141.4) / sqrt(2)
-    assert (per_kw["ci_low"], per_kw["ci_high"]) == (pytest.approx(1900.0 - half, rel=1e-9),
-                                                     pytest.approx(1900.0 + half, rel=1e-9))
+    # t(0.975, 1) · sd of the two logs / sqrt(2) = 12.706 · ln(2000 / 1800) / 2, about the geometric mean
+    w = 12.706204736174707 * math.log(2000.0 / 1800.0) / 2
+    g = math.sqrt(2000.0 * 1800.0)
+    assert (per_kw["ci_low"], per_kw["ci_high"]) == (pytest.approx(g * math.exp(-w), rel=1e-9),
+                                                     pytest.approx(g * math.exp(w), rel=1e-9))
     assert tb["figures"]["output_tokens_per_s"]["values"][2] is None
     assert tb["n"] == 3 and tb["unmeasured"] == [{"trial": 3, "requests": 8, "why": "8 of 8 requests failed: http_500 8"}]
     assert measuring_trials([t1, t2, dead]) == [t1, t2]

@@ -24,7 +24,8 @@ from wattbench.core.schema.measures import (
 
 
 class TrialFigure(_M):
-    """One figure over a level's trials: mean and Student-t confidence interval (``metrics/trials.py``)."""
+    """One figure over a level's trials: mean and 95% confidence interval (``metrics/trials.py``
+    ``trial_interval``: on the log scale for a positive figure, Student-t otherwise)."""
 
     mean: float | None = None
     ci_low: float | None = None
@@ -33,6 +34,7 @@ class TrialFigure(_M):
     n: int | None = None  # None: the block's n
     confidence: float | None = None  # None: the block's confidence
     values: list[float | None] = Field(default_factory=list)
+    scale: str | None = None  # "log" | "linear" (None: an older file's, Student-t on the linear scale)
 
 
 class UnmeasuredTrial(_M):
