@@ -805,7 +805,7 @@ def report_load(paths: list[str]) -> str:
                      f"| {col(ok, 'tpot_ms_mean', '.2f')} | {col(ok, 'own_tpot_ms', '.2f')} "
                      f"| {col(ok, 'in_flight_steady', '.2f')} | {col(ok, 'in_flight_full', '.2f')} "
                      f"| {col(ok, 'loop_lag_p99_ms', '.0f')} | {' / '.join(r['loadavg_before'].split()[0] for r in ok)} |")
-    lines += ["", "| tool | / vllm bench serve, same round: out tok/s | TPOT | own out tok/s | own TPOT |",
+    lines += ["", "| tool | out tok/s ÷ vllm's | TPOT ÷ vllm's | own out tok/s ÷ vllm's own | own TPOT ÷ vllm's own |",
               "| --- | ---: | ---: | ---: | ---: |"]
     for tool in TOOLS:
         if tool == "vllm" or not any(r["tool"] == tool for r in runs):
