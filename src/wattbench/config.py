@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -136,7 +137,7 @@ _OTHER_FLAG_DOMAINS: dict[str, Domain] = {
 
 # ------------------------------------------------------------------ an option, declared on its field
 
-RUN, MEASURE, TUNE = "run", "measure", "tune"
+RUN, MEASURE, TUNE, AB = "run", "measure", "tune", "ab"
 
 
 @dataclass(frozen=True)
@@ -726,9 +727,115 @@ class TuneConfig(FlaggedConfig):
         "--resume", commands=(TUNE,), help="Continue an interrupted tune in this directory.")] = None
 
 
+# ------------------------------------------------------------------ wattbench ab
+
+# The run options `ab` does not take: one server per side (the sides are its arguments), and what
+# the paired design decides itself — how many times each level is measured and in which order
+# (the pairs, --pairs/--precision), with no search (a search would choose different levels for A and
+# B), no extra levels, no history check (the pairs are their own repeat) and no engine restarts.
+AB_LEAVES_OUT = ("targets", "trials", "trial_order", "restart_engine", "history_check", "sweep", "optimize",
+                 "prefill_decode_pair", "ray", "ray_actors")
+AB_ENGINE, AB_ENGINE_DEFAULTS = "engine", "engine-defaults"
+AB_SIDE_HELP = ("A server's base URL (http://host:8000), or `engine[:ARGS]` to start the embedded engine (--engine, "
+                "--model, --device) with ARGS added to its flags, or `engine-defaults[:ARGS]` to start it with the "
+                "engine's own defaults (none of wattbench's tuned flags).")
+
+
+@dataclass(frozen=True)
+class AbSide:
+    """One side of ``wattbench ab`` as typed: a server's URL, or the embedded engine started with
+    ``engine_args`` (``own_defaults``: without wattbench's tuned flags, the engine's own defaults)."""
+
+    text: str
+    url: str | None = None
+    engine_args: tuple[str, ...] = ()
+    own_defaults: bool = False
+
+    @classmethod
+    def parse(cls, text: str, which: str) -> "AbSide":
+        import shlex
+
+        t = text.strip()
+        if not t:
+            raise UserError(f"side {which} is empty: give a server's URL, `engine[:ARGS]` or `engine-defaults[:ARGS]`")
+        head, sep, rest = t.partition(":")
+        if head.lower() in (AB_ENGINE, AB_ENGINE_DEFAULTS) and (sep or t.lower() == head.lower()):
+            try:
+                args = tuple(shlex.split(rest))
+            except ValueError as e:
+                raise UserError(f"side {which} {text!r}: its engine flags do not parse ({e}); quote them as a shell "
+                                "would") from None
+            return cls(text=t, engine_args=args, own_defaults=head.lower() == AB_ENGINE_DEFAULTS)
+        if "://" not in t:
+            raise UserError(f"side {which} {text!r} is neither a URL (http://host:port) nor `engine[:ARGS]` / "
+                            "`engine-defaults[:ARGS]`")
+        return cls(text=t, url=t)
+
+    @property
+    def launched(self) -> bool:
+        return self.url is None
+
+
+class AbConfig(FlaggedConfig):
+    """What ``wattbench ab`` measures (``run/ab.py``): two sides, each a server or a launch of the
+    embedded engine, measured alternately in pairs over the levels of ``run`` (the options both sides
+    share, as ``wattbench run`` takes them; ``--out DIR`` holds ``DIR/A`` and ``DIR/B``)."""
+
+    side_a: Annotated[str, Flag("A", commands=(AB,), positional=True, help=AB_SIDE_HELP, show_default=False)]
+    side_b: Annotated[str, Flag("B", commands=(AB,), positional=True, help="The other side, as A.",
+                                show_default=False)]
+    run: RunConfig = Field(default_factory=RunConfig)
+    pairs: Annotated[int, Flag(
+        "--pairs", commands=(AB,), domain=Domain(lo=3, lo_open=False),
+        help="Pairs per level at least (each pair: one trial of A and one of B; whole A B B A blocks, so an odd N "
+        "measures N+1).")] = 4
+    precision_pct: Annotated[float | None, Flag(
+        "--precision", commands=(AB,), domain=Domain(hi=100.0, unit="%"),
+        help="Add A B B A blocks until every level's per-kW ratio B/A is known within ±PCT% (95%), or --max-pairs / "
+        "--max-time ends it (default: --pairs only).")] = None
+    max_pairs: Annotated[int, Flag(
+        "--max-pairs", commands=(AB,), domain=Domain(lo=3, lo_open=False),
+        help="With --precision: at most N pairs per level.")] = 16
+    max_time_s: Annotated[float | None, Flag(
+        "--max-time", commands=(AB,), domain=SECONDS,
+        help="With --precision: no new block starts after this many seconds.")] = None
+
+    @model_validator(mode="after")
+    def _sides(self) -> "AbConfig":
+        a, b = self.side("A"), self.side("B")
+        if a.url and b.url and a.url.rstrip("/").removesuffix("/v1").rstrip("/") == \
+                b.url.rstrip("/").removesuffix("/v1").rstrip("/"):
+            raise ValueError(f"A and B are the same server ({a.url}): ab compares two servers (or two engine starts); "
+                             "give B another URL")
+        if self.max_pairs < self.pairs:
+            raise ValueError(f"--max-pairs {self.max_pairs} is below --pairs {self.pairs}: give at least as many")
+        return self
+
+    def side(self, which: str) -> AbSide:
+        return AbSide.parse(self.side_a if which == "A" else self.side_b, which)
+
+    def side_config(self, which: str) -> RunConfig:
+        """The ``RunConfig`` of side ``which``: the shared options with its target (or its engine flags
+        added), its run directory (``--out DIR``: ``DIR/A``, ``DIR/B``), trials for the pairs and no
+        history check."""
+        s = self.side(which)
+        fields = self.run.model_dump(exclude={"api_key", "headers"})
+        fields.update(api_key=self.run.api_key, headers=dict(self.run.headers), history_check=False,
+                      trials=self.max_pairs if self.precision_pct is not None else self.pairs, restart_engine=False)
+        model = self.run.model or self.run.engine_model  # --model: the served name, or the preset to start
+        if s.url:
+            fields.update(target=s.url, targets=[], model=model, engine_model=None)
+        else:
+            fields.update(target=None, targets=[], model=None, engine_model=model,
+                          engine_args=[*self.run.engine_args, *s.engine_args])
+        if self.run.out:
+            fields["out"] = str(Path(self.run.out).expanduser() / which)
+        return RunConfig(**fields)
+
+
 # ------------------------------------------------------------------ the tables, generated from the fields
 
-CONFIG_MODELS: tuple[type[FlaggedConfig], ...] = (RunConfig, MeasureConfig, TuneConfig)
+CONFIG_MODELS: tuple[type[FlaggedConfig], ...] = (RunConfig, MeasureConfig, TuneConfig, AbConfig)
 
 
 def flag_domains(*models: type[BaseModel]) -> dict[tuple[str, str], Domain]:

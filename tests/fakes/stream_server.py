@@ -56,6 +56,9 @@ Speed noise and history, seeded (ground truth for the noise rules and for primin
 life (``--noise-every 0``: a "start") or a new one every N requests (``--noise-every N``).
 ``--history-slow F --history-threshold K``: until the server has had K streams active at once, TTFT
 and ITL are F times longer (a server whose speed depends on the largest load it has seen).
+``--log-drift-per-s R [--drift-origin S]``: TTFT and ITL times ``exp(R · (t − S))`` for a stream beginning at
+``time.monotonic()`` ``t`` (a steady slow drift; servers given one ``S`` drift together: ground truth for
+the paired design of ``wattbench ab``).
 ``/stats`` reports ``max_active_ever``, ``speed_factors`` (each drawn factor, in order) and
 ``history_slow_until_ns`` (when the threshold was first reached, or None).
 
@@ -113,6 +116,7 @@ class Script:
         self.rng = random.Random(a.seed)
         self.noise_rng = random.Random(a.noise_seed)
         self.speed_factors: list[float] = []
+        self.drift_origin = a.drift_origin if a.drift_origin is not None else time.monotonic()
         self.factor = self._draw() if a.speed_noise else 1.0
         self.started = 0  # streams begun (the --noise-every clock)
         self.max_active_ever = 0
@@ -196,7 +200,16 @@ class Script:
             if self.drift_t0 is None:
                 self.drift_t0 = now
             drift = 1.0 / max(0.05, 1.0 + a.drift_per_s * (now - self.drift_t0))
-        return self.factor * slow * drift
+        return self.factor * slow * drift * self.log_drift()
+
+    def log_drift(self) -> float:
+        """``--log-drift-per-s R``: TTFT and ITL times ``exp(R · (now − origin))`` for a stream beginning
+        now (origin: ``--drift-origin``, CLOCK_MONOTONIC seconds, so servers started apart share one
+        drift; default the server's start): a server that slows (R > 0) steadily, log-linear in time."""
+        a = self.a
+        if not a.log_drift_per_s:
+            return 1.0
+        return math.exp(a.log_drift_per_s * (time.monotonic() - self.drift_origin))
 
     def saw_active(self, active: int) -> None:
         if active > self.max_active_ever:
@@ -650,6 +663,10 @@ def main(argv=None) -> int:
     p.add_argument("--history-slow", type=float, default=0.0,
                    help="TTFT and ITL this many times longer until --history-threshold streams were active at once")
     p.add_argument("--history-threshold", type=int, default=0)
+    p.add_argument("--log-drift-per-s", type=float, default=0.0,
+                   help="TTFT and ITL grow as exp(R * seconds since --drift-origin): a steady slow drift")
+    p.add_argument("--drift-origin", type=float, default=None,
+                   help="time.monotonic() seconds --log-drift-per-s counts from (default: the server's start)")
     p.add_argument("--log-writes", action="store_true",
                    help="keep every token write time per request (GET /stats/writes)")
     p.add_argument("--keep-abandoned", action="store_true",

@@ -19,6 +19,7 @@ COMMANDS = [
     "run",
     "measure",
     "tune",
+    "ab",
     "sensors",
     "report",
     "compare",

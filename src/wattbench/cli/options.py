@@ -173,7 +173,22 @@ def given_from(opts: list[Option], typed: dict[str, Any], models: tuple[type[Bas
 def options_from(command: str, *models: type[BaseModel]) -> Callable[[Callable[[Given], None]], Callable[..., None]]:
     """Decorate ``body(given: Given)`` into a typer command function taking ``command``'s options
     generated from ``models`` (see the module docstring)."""
-    opts = options(command, *models)
+    return options_in(command, options(command, *models), models)
+
+
+def borrowed(own: list[Option], from_command: str, *models: type[BaseModel],
+             leave_out: tuple[str, ...] = ()) -> list[Option]:
+    """``own`` followed by the options of ``from_command`` on ``models`` that another command takes
+    too (``ab`` takes ``run``'s): every one but the fields in ``leave_out`` and any flag ``own``
+    already declares (the command's own wording wins)."""
+    names = {o.flag.name for o in own}
+    return own + [o for o in options(from_command, *models) if o.field not in leave_out and o.flag.name not in names]
+
+
+def options_in(command: str, opts: list[Option], models: tuple[type[BaseModel], ...]
+               ) -> Callable[[Callable[[Given], None]], Callable[..., None]]:
+    """Decorate ``body(given: Given)`` into a typer command function taking the options ``opts``
+    (of ``models``), each worded as ``command`` words it."""
 
     def decorate(body: Callable[[Given], None]) -> Callable[..., None]:
         def command_fn(**typed: Any) -> None:

@@ -16,6 +16,9 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from wattbench import __version__
 from wattbench.accounting.idle import measure_idle
@@ -74,6 +77,40 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
 
 def _run(session: RunSession) -> Result:
     cfg = session.config
+    lr = begin(session, prepare(session))
+    result = session.result
+    assert result is not None
+    # the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level repeated
+    # --trials times; each level takes fresh requests (no prefix-cache hits)
+    plan.run_plan(cfg, result, lr.measure, session.slos, runner=lr)
+    if cfg.prefill_decode_pair and session.sampler is not None:
+        result.prefill_decode = PrefillDecode(isolating_pair=plan.prefill_decode_pair(cfg, lr.measure))
+    conclude(session)
+    return result
+
+
+@dataclass
+class Prepared:
+    """What a run has checked and started before it writes anything: its directory, its targets,
+    its workload (with why the server's ``/tokenize`` was not used), the prompts' salt and the
+    sensor problems met."""
+
+    run_dir: Path
+    targets: Targets
+    workload: Any
+    no_tokenizer_why: str | None
+    salt: str | None
+    problems: list[str]
+
+
+def prepare(session: RunSession, *, sensors: list | None = None, share_telemetry: RunSession | None = None,
+            engine=None) -> Prepared:
+    """Every check before anything is written: the run directory, SLOs, carbon intensity, the plan,
+    the history database, the targets (an engine launched), the workload; then the telemetry
+    started (``sensors``: the sensors to sample, None from the config; ``share_telemetry``: another
+    session whose sampler this run reads too — ``wattbench ab``'s two sides on one machine's
+    meters). ``engine``: the engine to launch when there is no target (None: the config's)."""
+    cfg = session.config
     register_secrets(*run_secrets(cfg))  # nothing written or printed from here on holds them
     run_dir = resolve_run_dir(cfg, session.run_id)
     session.slos = parse_slos(cfg.slo) if cfg.slo else []  # bad SLO text fails before anything starts
@@ -81,29 +118,42 @@ def _run(session: RunSession) -> Result:
     plan.validate_plan(cfg)  # every level the run plans, checked before anything is written
     if cfg.register_run:
         HistoryStore.check_usable(cfg.db)  # a corrupt --db: one line now, not a run kept but not registered
-    targets = resolve_targets(session, run_dir)
+    targets = resolve_targets(session, run_dir, engine)
     workload, no_tokenizer_why = _build_workload(cfg, targets)
     salt = _salt_prompts(cfg, session.run_id, workload)
-    problems = telemetry.start_telemetry(session)
+    if share_telemetry is not None:
+        session.sampler = share_telemetry.sampler
+        session.cluster = share_telemetry.cluster
+        problems = list(share_telemetry.result.sensor_problems) if share_telemetry.result else []
+    else:
+        problems = telemetry.start_telemetry(session, sensors)
     plan.check_meter(cfg, session.sampler.channels if session.sampler is not None else [])  # before any load
-    result = _start_result(session, run_dir, targets, workload, problems, no_tokenizer_why)
-    result.noise = NoiseInfo(prompt_salt=salt)
-    if targets.server.metrics_endpoint:
-        session.scraper = MetricsScraper(targets.server.metrics_endpoint, interval_s=SCRAPE_INTERVAL_S,
-                                         engine=targets.server.engine, api_key=targets.specs[0].api_key).start()
+    return Prepared(run_dir, targets, workload, no_tokenizer_why, salt, problems)
+
+
+def begin(session: RunSession, prep: Prepared, *, idle: bool = True) -> LevelRunner:
+    """The run directory and result skeleton written, the ``/metrics`` scraper started, the idle
+    baseline measured (``idle``: False where the caller measures it), and the level runner."""
+    result = _start_result(session, prep.run_dir, prep.targets, prep.workload, prep.problems, prep.no_tokenizer_why)
+    result.noise = NoiseInfo(prompt_salt=prep.salt)
+    server = prep.targets.server
+    if server.metrics_endpoint:
+        session.scraper = MetricsScraper(server.metrics_endpoint, interval_s=SCRAPE_INTERVAL_S,
+                                         engine=server.engine, api_key=prep.targets.specs[0].api_key).start()
         session.stack.callback(session.scraper.stop)
-    idle_before(session)
-    # the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level repeated
-    # --trials times; each level takes fresh requests (no prefix-cache hits)
-    lr = LevelRunner(session, targets.specs, workload)
-    plan.run_plan(cfg, result, lr.measure, session.slos, runner=lr)
-    if cfg.prefill_decode_pair and session.sampler is not None:
-        result.prefill_decode = PrefillDecode(isolating_pair=plan.prefill_decode_pair(cfg, lr.measure))
+    if idle:
+        idle_before(session)
+    return LevelRunner(session, prep.targets.specs, prep.workload)
+
+
+def conclude(session: RunSession, *, idle: bool = True) -> None:
+    """After the levels: the run-level analyses, the idle baseline after (``idle``), the result
+    closed ``complete`` and registered in the history."""
     analyses.run_analyses(session)
-    idle_after(session)
+    if idle:
+        idle_after(session)
     session.finish("complete", None)
-    register(cfg, result, run_dir)
-    return result
+    register(session.config, session.result, session.run_dir)
 
 
 def stopped(session: RunSession, during: str, saved: str) -> Interrupted:

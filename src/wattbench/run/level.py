@@ -75,6 +75,10 @@ class LevelRunner:
         self.drain_baseline: float | None = None  # the server's in-flight count before the run's first load
         self.abandoned = 0  # requests of the last load the client gave up on (timeouts, stalls)
 
+    def trials_of(self, index: int) -> list[LevelResult]:
+        """Level ``index``'s trials measured so far, in the order they were measured."""
+        return list(self._trials.get(index, []))
+
     def server_in_flight(self) -> float | None:
         """The server's requests running + waiting now, read from its ``/metrics`` (a scrape taken
         here, kept in the timeline); None when the server reports neither."""

@@ -114,28 +114,8 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
     after the last level."""
     mode = "rate" if cfg.rate else "concurrency"
     candidates = optimize_candidates(cfg) if cfg.optimize else None
-    prime_at = None
     if runner is not None:
-        result.noise = result.noise or NoiseInfo()
-        prime_at = None if runner.is_trace else priming_level(cfg, candidates, SEARCH_MAX_CONCURRENCY)
-        if cfg.prime and runner.is_trace:
-            result.warnings.append("not primed: a trace replays its own load")
-        runner.prime_at = prime_at
-        # prompt lengths fitted to the server first (the priming sends them too); with or without
-        # --no-prime: only --no-calibrate-prompts skips it (run/prime.calibrate_prompts)
-        _calibrate(result, runner)
-        runner.prime_now()
-        if cfg.precondition and runner.is_trace:
-            result.warnings.append("--precondition: not preconditioned (a trace replays its own load)")
-        elif cfg.precondition:  # the device into its steady thermal state before the first measured level
-            level = prime_at or priming_level(cfg.model_copy(update={"prime": True}), candidates,
-                                              SEARCH_MAX_CONCURRENCY)
-            if level is not None:
-                runner.precondition(level)
-
-        why = unmeasurable(cfg, result.noise.priming)  # the largest level, known before it runs
-        if why:
-            raise UserError(why)
+        prime_first(cfg, result, runner, candidates)
     if cfg.sweep == "auto":
         res = auto_sweep(lambda v: level_figures(measure("concurrency", v)), start=1,
                          max_value=cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)
@@ -157,6 +137,33 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
             measure(m, v)
     if runner is not None and cfg.history_check:
         _history_check(cfg, result, runner)
+
+
+def prime_first(cfg: RunConfig, result: Result, runner, candidates: list[float] | None = None) -> None:
+    """Before the first level (``run/prime.py``): the prompt lengths fitted to the server where there
+    is no tokenizer, the priming load, ``--precondition``'s load, and the largest level refused when
+    the priming shows it cannot measure (``candidates``: the ``--optimize`` ladder). ``run`` and
+    ``ab`` (each side) alike."""
+    result.noise = result.noise or NoiseInfo()
+    prime_at = None if runner.is_trace else priming_level(cfg, candidates, SEARCH_MAX_CONCURRENCY)
+    if cfg.prime and runner.is_trace:
+        result.warnings.append("not primed: a trace replays its own load")
+    runner.prime_at = prime_at
+    # prompt lengths fitted to the server first (the priming sends them too); with or without
+    # --no-prime: only --no-calibrate-prompts skips it (run/prime.calibrate_prompts)
+    _calibrate(result, runner)
+    runner.prime_now()
+    if cfg.precondition and runner.is_trace:
+        result.warnings.append("--precondition: not preconditioned (a trace replays its own load)")
+    elif cfg.precondition:  # the device into its steady thermal state before the first measured level
+        level = prime_at or priming_level(cfg.model_copy(update={"prime": True}), candidates,
+                                          SEARCH_MAX_CONCURRENCY)
+        if level is not None:
+            runner.precondition(level)
+
+    why = unmeasurable(cfg, result.noise.priming)  # the largest level, known before it runs
+    if why:
+        raise UserError(why)
 
 
 def _interleaved(cfg: RunConfig, result: Result, runner) -> None:

@@ -95,7 +95,8 @@ from wattbench.core.schema.measures import (
     Validity,
     Window,
 )
-from wattbench.core.schema.noise import AutoTrials, EngineStart, HistoryCheck, NoiseInfo, Preconditioning, PrimingPhase
+from wattbench.core.schema.noise import (AutoTrials, EngineStart, HistoryCheck, NoiseInfo, PairedLevel, PairedRun,
+                                        Preconditioning, PrimingPhase)
 from wattbench.core.schema.records import RequestRecord, build_record
 from wattbench.core.schema.run import (
     ClockInfo,
@@ -120,5 +121,5 @@ __all__ = [
     "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",
     "Requests", "Result", "SearchOutcome", "ServerIdentity", "ServerInfo", "Stats", "TargetStats", "Throughput", "TokenCount",
     "PromptCalibration", "TrialFigure", "TrialsBlock", "FigureTrend", "Stationarity", "SteadySeries", "TunedFrom", "UnmeasuredTrial", "Validity", "Verdict", "Window", "WorkloadInfo", "_M", "build_record", "upgrade_v1",
-    "AutoTrials", "EngineStart", "HistoryCheck", "NoiseInfo", "Preconditioning", "PrimingPhase", "Precision",
+    "AutoTrials", "EngineStart", "HistoryCheck", "NoiseInfo", "PairedLevel", "PairedRun", "Preconditioning", "PrimingPhase", "Precision",
 ]

@@ -97,6 +97,41 @@ class AutoTrials(_M):
     trials: int = 0  # trials measured in all (every level's)
 
 
+class PairedLevel(_M):
+    """One level of a paired A/B measurement (``wattbench ab``): each pair's figures of both sides at
+    one boundary, in pair order (pair ``k`` is the k-th trial of each side; None where a trial
+    measured nothing). ``metrics/paired.py`` makes the ratio of them; ``analysis/ab.py`` the answer."""
+
+    key: str  # the level's name in an answer line: c=8, r=2/s
+    label: str  # the level's label in both runs
+    index: int  # the level's index in both runs
+    boundary: str | None = None  # the power boundary of the per-kW figures (None: no energy)
+    a_tokens_per_s: list[float | None] = Field(default_factory=list)
+    b_tokens_per_s: list[float | None] = Field(default_factory=list)
+    a_power_w: list[float | None] = Field(default_factory=list)
+    b_power_w: list[float | None] = Field(default_factory=list)
+    a_per_kw: list[float | None] = Field(default_factory=list)
+    b_per_kw: list[float | None] = Field(default_factory=list)
+
+
+class PairedRun(_M):
+    """A run measured as one side of ``wattbench ab``: which side (``role``), the other side's run,
+    the order the trials were measured in (``sequence``: ``A c=8``, ``B c=8``, ``B c=8``, ``A c=8``,
+    …), the precision asked and why the pairs stopped, the shared meter's idle power (both servers
+    resident, neither loaded; boundary -> W: the idle side's draw inside every trial's figures), and
+    per level the pairs. Both runs of a pair hold the same block but for ``role``/``other_run_id``."""
+
+    role: str  # A | B
+    other_run_id: str
+    sequence: list[str] = Field(default_factory=list)
+    precision_pct: float | None = None
+    max_pairs: int | None = None
+    stopped: str = ""  # why no more pairs were measured
+    shared_meter: bool = True  # both sides read by the same meters (one machine)
+    shared_idle_power_w: dict[str, float] = Field(default_factory=dict)
+    levels: list[PairedLevel] = Field(default_factory=list)
+
+
 class NoiseInfo(_M):
     """The run's state-control: priming, the history check, engine starts, the trial order."""
 
@@ -108,3 +143,4 @@ class NoiseInfo(_M):
     trial_order: str | None = None  # interleaved | shuffled | consecutive (--trials > 1)
     auto_trials: AutoTrials | None = None  # --trials auto
     prompt_salt: str | None = None  # what every synthetic prompt's unique tag starts with (None: not synthetic)
+    paired: PairedRun | None = None  # one side of `wattbench ab` (below)

@@ -1,0 +1,158 @@
+"""The answer of a paired A/B measurement (``wattbench ab``), in compare's words.
+
+Both runs of an ``ab`` hold the same ``PairedRun`` block (``Result.noise.paired``): per level, each
+pair's throughput, power and per-kW figure of both sides at one boundary. The answer is built from
+the pairs alone (``metrics/paired.paired_ratio``: the geometric mean of the pairs' ratios and its
+Student-t interval over the pairs), never from the two runs' trial CIs: a drift common to both
+sides falls out of each pair and, over whole ``A B B A`` blocks, out of the mean.
+
+Each level reads as compare's answer line (``analysis/compare.answer_line``) with compare's
+``Decomposition`` (per kW = throughput ÷ power, B over A) and ``metrics/noise.judge``'s word on the
+per-kW ratio, its noise the pairs' interval (``PairedRatio.noise``); then the precision reached
+against the one asked and, short of it, the pairs the observed spread says it takes.
+
+**The shared meter** (docs/compare.md "A paired A/B measurement"): ``ab`` reads both sides with
+the same meters, so every trial's energy holds the other side's draw while it idles (two servers on
+one GPU, or two GPUs inside one ``accelerator`` or ``node`` boundary). The ratio is of those gross
+figures: it compares "the machine with both resident, serving A" with "… serving B". The meters'
+idle power with both resident and neither loaded is measured before the first pair and shown with
+its share of each side's power, so a reader sees how much of each figure is the idle side's.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from wattbench.analysis.compare import Decomposition, NoiseVerdict, RatioCI, answer_line
+from wattbench.core.errors import UserError
+from wattbench.core.numbers import fmt
+from wattbench.core.schema import PairedLevel, PairedRun, Result
+from wattbench.metrics.noise import INCONCLUSIVE, judge
+from wattbench.metrics.paired import PairedRatio, paired_ratio, pairs_needed, precise_enough
+
+PAIR = "B/A"
+PAIRED_CI = "paired t over the pairs' log ratios"
+
+
+class PairedAnswer(BaseModel):
+    """One level's paired answer: the pairs counted, the decomposition with its interval, the word,
+    the precision reached (the per-kW ratio's 95% relative half-width, %) and the pairs it would
+    take to reach the one asked; ``answer``: compare's answer line."""
+
+    key: str
+    label: str
+    boundary: str | None = None
+    pairs: int = 0
+    decomposition: Decomposition | None = None
+    throughput_ratio: float | None = None  # without energy: the throughput's paired ratio
+    noise: NoiseVerdict | None = None
+    precision_reached_pct: float | None = None
+    pairs_needed: int | None = None  # for the precision asked, from the spread seen (None: reached or unknown)
+    answer: str = ""
+    precision_line: str = ""
+
+
+class PairedComparison(BaseModel):
+    """``ab``'s answer: the two runs (A, then B), the order they were measured in, the precision
+    asked and why it stopped, the shared meter's idle power, and one answer per level."""
+
+    run_ids: list[str]
+    letters: list[str] = Field(default_factory=lambda: ["A", "B"])
+    sequence: list[str] = Field(default_factory=list)
+    precision_pct: float | None = None
+    stopped: str = ""
+    shared_idle_power_w: dict[str, float] = Field(default_factory=dict)
+    idle_lines: list[str] = Field(default_factory=list)
+    levels: list[PairedAnswer] = Field(default_factory=list)
+    todo: str | None = None
+
+
+def _ci(r: PairedRatio | None) -> RatioCI | None:
+    if r is None or r.low is None or r.high is None:
+        return None
+    return RatioCI(low=r.low, high=r.high, confidence=0.95, method=PAIRED_CI)
+
+
+def paired_level(lv: PairedLevel, precision_pct: float | None) -> PairedAnswer:
+    """One level's answer from its pairs (module docstring)."""
+    out = PairedAnswer(key=lv.key, label=lv.label, boundary=lv.boundary)
+    t = paired_ratio(lv.a_tokens_per_s, lv.b_tokens_per_s)
+    if lv.boundary is not None:
+        k = paired_ratio(lv.a_per_kw, lv.b_per_kw)
+        p = paired_ratio(lv.b_power_w, lv.a_power_w)  # A power ÷ B power, as compare stores it
+        d = Decomposition(candidate="B", boundary=lv.boundary, per_kw_ratio=k.ratio if k else None,
+                          throughput_ratio=t.ratio if t else None, power_ratio=p.ratio if p else None,
+                          per_kw_ci=_ci(k), throughput_ci=_ci(t), power_ci=_ci(p))
+        headline = k
+    else:
+        d, headline = None, t
+    out.pairs = headline.n if headline is not None else 0
+    figure = "output_tokens_per_s_per_kw" if d is not None else "output_tokens_per_s"
+    if headline is not None:
+        noise = headline.noise()
+        nv = NoiseVerdict.of(figure, judge(headline.ratio, noise, noise))
+        if noise is None:
+            nv.why = (f"{headline.n} pair{'s' if headline.n != 1 else ''} measured both sides: an interval needs "
+                      "3 or more (2 degrees of freedom)")
+            nv.todo = "more pairs: --pairs 4 or --precision PCT"
+        out.noise = nv
+        if d is not None:
+            d.noise = nv
+    out.decomposition = d
+    out.throughput_ratio = t.ratio if t else None
+    out.answer = answer_line(lv.key, PAIR, d, out.noise, out.throughput_ratio)
+    reached = headline.rel_half_width if headline is not None else None
+    out.precision_reached_pct = None if reached is None else reached * 100.0
+    what = "per kW" if d is not None else "throughput"
+    if reached is None:
+        out.precision_line = f"{lv.key}: {out.pairs} pairs, no interval on the {what} ratio yet"
+    else:
+        out.precision_line = f"{lv.key}: ±{fmt(reached * 100.0, kind='effect')}% reached on the {what} ratio from " \
+                             f"{out.pairs} pairs"
+    if precision_pct is not None:
+        if precise_enough(headline, precision_pct):
+            out.precision_line += f" (asked ±{precision_pct:g}%)"
+        else:
+            out.pairs_needed = pairs_needed(headline, precision_pct)
+            more = (f"; about {out.pairs_needed} pairs would reach it at the spread seen" if out.pairs_needed
+                    else "")
+            out.precision_line += f", short of the ±{precision_pct:g}% asked{more}"
+    return out
+
+
+def check_pair(a: Result, b: Result) -> tuple[PairedRun, PairedRun]:
+    """The two runs' paired blocks, checked to be the two sides of one ``ab`` (one line otherwise)."""
+    pa = a.noise.paired if a.noise else None
+    pb = b.noise.paired if b.noise else None
+    if pa is None or pb is None:
+        missing = a.run_id if pa is None else b.run_id
+        raise UserError(f"run {missing} was not measured by `wattbench ab` (no pairs in it); compare two runs with "
+                        "`wattbench compare`")
+    if pa.other_run_id != b.run_id or pb.other_run_id != a.run_id or pa.role != "A" or pb.role != "B":
+        raise UserError(f"runs {a.run_id} and {b.run_id} are not the A and B of one `wattbench ab`")
+    return pa, pb
+
+
+def paired_compare(a: Result, b: Result) -> PairedComparison:
+    """``ab``'s answer from its two runs (A first)."""
+    pa, _ = check_pair(a, b)
+    cmp = PairedComparison(run_ids=[a.run_id, b.run_id], sequence=list(pa.sequence), precision_pct=pa.precision_pct,
+                           stopped=pa.stopped, shared_idle_power_w=dict(pa.shared_idle_power_w))
+    for lv in pa.levels:
+        ans = paired_level(lv, pa.precision_pct)
+        cmp.levels.append(ans)
+        idle = pa.shared_idle_power_w.get(lv.boundary) if lv.boundary else None
+        if idle is not None:
+            shares = []
+            for side, powers in (("A", lv.a_power_w), ("B", lv.b_power_w)):
+                vals = [x for x in powers if x]
+                if vals:
+                    shares.append(f"{idle / (sum(vals) / len(vals)):.0%} of {side}'s")
+            cmp.idle_lines.append(
+                f"{lv.key}: the shared meter's idle {fmt(idle)} W at {lv.boundary} (both servers resident, neither "
+                f"loaded) is {' and '.join(shares) or 'part of each side'} power: each side's figures include the "
+                "idle side's draw")
+    cmp.todo = next((x.noise.todo for x in cmp.levels if x.noise is not None and x.noise.word == INCONCLUSIVE
+                     and x.noise.todo), None)
+    return cmp
+

@@ -1,0 +1,133 @@
+"""A ratio measured in pairs: the interval of ``B / A`` from A and B measured alternately
+(``wattbench ab``; docs/compare.md "A paired A/B measurement"). Pure functions.
+
+**The design.** A and B are measured one after the other in a counterbalanced order, one *block*
+of two pairs at a time: ``A B B A``, then ``A B B A`` again … (``order``). Pair ``k`` is the k-th
+measurement of each side. Drift common to both (a server, a GPU, a host that slows or warms over
+minutes) moves both members of a pair alike, so it falls out of the pair's ratio; and what is left
+of it — the side measured second in a pair sees the drift of one slot more — has the opposite sign
+in the two pairs of a block (``A B`` then ``B A``), so a linear drift of the log figure cancels
+exactly over every whole block. That is why pairs are only ever added a whole block at a time.
+
+**The interval** (``paired_ratio``): each pair's log ratio ``d_k = ln(b_k / a_k)``; their mean
+``d̄`` over ``n`` pairs and sample standard deviation ``s``; the ratio ``R = e^d̄`` with the 95%
+Student-t interval ``[R·e^-h, R·e^h]``, ``h = t(0.975, n − 1) · s / sqrt(n)``, on ``n − 1``
+degrees of freedom. The spread *between pairs* is the noise: it contains every source of variation
+that a pair does not share (the trials' own noise, a drift that is not common to both sides),
+and none that it does.
+
+**The decomposition** follows compare's (``analysis/compare.Decomposition``): per kW = throughput
+÷ power, pair by pair; since each pair's per-kW log ratio is its throughput log ratio minus its
+power log ratio, the three geometric means multiply exactly: ``per kW = throughput × (A power ÷ B
+power)``.
+
+**The precision stop** (``precise_enough``): pairs are added, a block at a time, until the per-kW
+ratio's relative half-width ``e^h − 1`` is within the asked precision, or a budget ends. With fewer
+than ``MIN_PAIRS`` pairs there is no interval (``MIN_DF`` of ``metrics/noise``: fewer than 2
+degrees of freedom is never an answer).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from wattbench.metrics.noise import MIN_DF, FigureNoise
+from wattbench.metrics.trials import t_ppf
+
+CONFIDENCE = 0.95
+BLOCK = ("A", "B", "B", "A")  # one block: two pairs, the second in the opposite order
+PAIRS_PER_BLOCK = 2
+MIN_PAIRS = MIN_DF + 1  # fewer pairs give fewer than MIN_DF degrees of freedom
+DEFAULT_PRECISION_PCT = 2.0
+
+
+def order(blocks: int) -> list[str]:
+    """The counterbalanced order of ``blocks`` blocks: ``A B B A`` each (``BLOCK``)."""
+    return [side for _ in range(max(0, blocks)) for side in BLOCK]
+
+
+def pair_sides(pair: int) -> tuple[str, str]:
+    """Which side pair ``pair`` (0-based) measures first and second: ``A B`` for an even pair, ``B A``
+    for an odd one."""
+    first = BLOCK[2 * (pair % PAIRS_PER_BLOCK)]
+    return (first, "B" if first == "A" else "A")
+
+
+def blocks_for(pairs: int) -> int:
+    """Whole blocks that hold at least ``pairs`` pairs."""
+    return max(1, math.ceil(pairs / PAIRS_PER_BLOCK))
+
+
+@dataclass(frozen=True)
+class PairedRatio:
+    """``B / A`` from ``n`` pairs: the geometric mean of the pairs' ratios and its 95% interval
+    (``low``/``high``, None below ``MIN_PAIRS``); ``log_half_width`` ``h``; ``rel_half_width``
+    ``e^h − 1`` (the precision reached); ``sd_log``: one pair's log ratio's standard deviation."""
+
+    ratio: float
+    n: int
+    low: float | None = None
+    high: float | None = None
+    log_half_width: float | None = None
+    sd_log: float | None = None
+
+    @property
+    def df(self) -> int:
+        return self.n - 1
+
+    @property
+    def rel_half_width(self) -> float | None:
+        return None if self.log_half_width is None else math.exp(self.log_half_width) - 1.0
+
+    def noise(self) -> FigureNoise | None:
+        """The interval as ``metrics/noise.judge`` reads a ratio's two sides: half of its log
+        variance on each (``judge``'s ``w = sqrt(h_a² + h_b²)`` is then the pairs' own ``h``), on
+        the pairs' degrees of freedom. None without an interval."""
+        if self.log_half_width is None:
+            return None
+        return FigureNoise(self.log_half_width / math.sqrt(2.0), "pairs", self.n,
+                           f"paired A/B ({self.n} pairs, {self.df} df)", self.df)
+
+
+def paired_ratio(a: Sequence[float | None], b: Sequence[float | None]) -> PairedRatio | None:
+    """``B / A`` from the pairs ``(a[k], b[k])`` (module docstring). A pair with a side that measured
+    nothing (None, zero or not finite) is left out; None when no pair is left."""
+    logs = [math.log(y / x) for x, y in zip(a, b)
+            if x is not None and y is not None and math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0]
+    n = len(logs)
+    if n == 0:
+        return None
+    mean = sum(logs) / n
+    if n < 2:
+        return PairedRatio(ratio=math.exp(mean), n=n)
+    sd = math.sqrt(sum((d - mean) ** 2 for d in logs) / (n - 1))
+    h = t_ppf(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n)
+    low, high = math.exp(mean - h), math.exp(mean + h)
+    if n < MIN_PAIRS:  # one degree of freedom: t(0.975, 1) = 12.7, no interval worth giving
+        return PairedRatio(ratio=math.exp(mean), n=n, sd_log=sd)
+    return PairedRatio(ratio=math.exp(mean), n=n, low=low, high=high, log_half_width=h, sd_log=sd)
+
+
+def precise_enough(ratio: PairedRatio | None, precision_pct: float) -> bool:
+    """Whether the ratio's 95% relative half-width is within ``precision_pct`` percent (the stop
+    rule of ``ab --precision``; False without an interval)."""
+    if ratio is None or ratio.rel_half_width is None:
+        return False
+    return ratio.rel_half_width * 100.0 <= precision_pct
+
+
+def pairs_needed(ratio: PairedRatio | None, precision_pct: float) -> int | None:
+    """How many pairs the observed spread says the asked precision takes (``n`` such that
+    ``t(0.975, n − 1) · sd / sqrt(n) ≤ ln(1 + precision)``, in whole blocks); None without a spread.
+    An estimate: the spread of the pairs to come is taken to be the spread seen."""
+    if ratio is None or ratio.sd_log is None:
+        return None
+    target = math.log(1.0 + precision_pct / 100.0)
+    if ratio.sd_log == 0.0:
+        return max(MIN_PAIRS, ratio.n)
+    n = max(MIN_PAIRS, ratio.n)
+    while n < 100_000 and t_ppf(0.5 + CONFIDENCE / 2, n - 1) * ratio.sd_log / math.sqrt(n) > target:
+        n += 1
+    return PAIRS_PER_BLOCK * blocks_for(n)

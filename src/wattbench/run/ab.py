@@ -1,0 +1,279 @@
+"""``run_ab(config, progress) -> AbOutcome``: two configurations measured in pairs (``wattbench ab``).
+
+    side A, side B ── each checked (its server answers, or its engine started) ──► two sessions
+    one machine's meters ──► one Sampler, read by both sessions (the meters are shared)   run/telemetry.py
+    idle baseline (both resident, neither loaded), copied to both
+    priming of A, then of B                                                             run/prime.py
+    blocks: A B B A per level, every trial after the server drained the load before it  run/level.py
+    ──► two run directories (result.json each) + the pairs in both (Result.noise.paired)
+    ──► analysis/ab.paired_compare: the per-kW ratio B/A, its decomposition and interval from the pairs
+
+Each side is a whole run (``run/benchmark.py``'s phases: ``prepare``, ``begin``, ``conclude``): its
+own directory, targets, workload (fresh prompts, its own salt), ``/metrics`` scraper and level
+runner; its trials are the pairs' members, so ``report`` and ``compare`` read each run as any
+other with ``--trials``. The design (``metrics/paired.py``): the levels are measured one block at
+a time — pair ``k`` is A's and B's k-th trial of a level, ``A B`` for an even pair, ``B A`` for an
+odd one — so a drift common to both sides cancels; ``--precision`` adds blocks until every level's
+per-kW ratio is known within it (``metrics.paired.precise_enough``), ``--max-pairs`` or
+``--max-time`` ends it. Nothing is written before both sides are checked; a failure closes both runs
+(``failed``, or ``interrupted``), each keeping what it measured and registered in the history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from wattbench.analysis.ab import PairedComparison, paired_compare
+from wattbench.analysis.compare import resolve_boundary, short_key
+from wattbench.analysis.figures import level_figures
+from wattbench.config import AbConfig
+from wattbench.core.clock import ClockAnchor, now_ns
+from wattbench.core.errors import Interrupted, UserError, WattbenchError
+from wattbench.core.schema import LevelResult, PairedLevel, PairedRun, Result
+from wattbench.metrics.paired import PAIRS_PER_BLOCK, blocks_for, pair_sides, paired_ratio, precise_enough
+from wattbench.run import analyses, benchmark, plan
+from wattbench.run.level import LevelRunner
+from wattbench.run.session import ProgressFn, RunSession, run_dir_path
+
+SIDES = ("A", "B")
+
+
+@dataclass
+class AbOutcome:
+    """What ``ab`` measured: both results (A, B), where they are, and the paired answer."""
+
+    a: Result
+    b: Result
+    run_dir_a: Path
+    run_dir_b: Path
+    comparison: PairedComparison
+
+
+def _side_progress(progress: ProgressFn, side: str) -> ProgressFn:
+    """The caller's progress with every label and message naming the side (``A c=8 trial 1/4``)."""
+    def emit(event: str, data: dict) -> None:
+        d = dict(data)
+        for k in ("label", "message"):
+            if isinstance(d.get(k), str):
+                d[k] = f"{side} {d[k]}"
+        progress(event, d)
+    return emit
+
+
+@contextlib.contextmanager
+def _engine_defaults(own: bool) -> Iterator[None]:
+    """While a side that asked for the engine's own defaults starts its engine: wattbench's tuned
+    flags off (``WATTBENCH_TUNED_DEFAULTS=0``, as ``tune`` starts from), restored after."""
+    if not own:
+        yield
+        return
+    prev = os.environ.get("WATTBENCH_TUNED_DEFAULTS")
+    os.environ["WATTBENCH_TUNED_DEFAULTS"] = "0"
+    try:
+        yield
+    finally:
+        if prev is None:
+            os.environ.pop("WATTBENCH_TUNED_DEFAULTS", None)
+        else:
+            os.environ["WATTBENCH_TUNED_DEFAULTS"] = prev
+
+
+def run_ab(config: AbConfig, progress: ProgressFn | None = None, *, sensors: list | None = None) -> AbOutcome:
+    """Measure ``config``'s two sides in pairs and return both results and the paired answer (module
+    docstring). ``sensors``: the sensors to sample (None: from the options). Raises ``UserError`` for
+    bad input before anything is written, ``Interrupted`` on SIGINT/SIGTERM (both runs closed
+    ``interrupted`` with what they measured)."""
+    emit = progress or (lambda event, data: None)
+    configs = {s: config.side_config(s) for s in SIDES}
+    with contextlib.ExitStack() as stack:
+        sessions: dict[str, RunSession] = {}
+        for s in SIDES:
+            anchor = ClockAnchor.take()
+            sessions[s] = RunSession(config=configs[s], progress=_side_progress(emit, s), anchor=anchor,
+                                     run_id=benchmark.new_run_id(anchor), stack=stack)
+        if sessions["A"].run_id == sessions["B"].run_id:  # one second, 3 random bytes: never in practice
+            raise UserError("the two sides drew one run id; run ab again")
+        try:
+            comparison = _run(config, sessions, sensors)
+        except (KeyboardInterrupt, Interrupted) as e:
+            for s in SIDES:
+                if sessions[s].result is not None:
+                    benchmark.stopped(sessions[s], "ab", "the pairs measured so far are saved")
+            where = " and ".join(str(sessions[s].run_dir) for s in SIDES if sessions[s].run_dir)
+            err = Interrupted(f"interrupted; the pairs measured so far are saved{' in ' + where if where else ''}")
+            err.result = sessions["A"].result  # type: ignore[attr-defined]
+            raise err from e
+        except Exception as e:
+            for s in SIDES:
+                session = sessions[s]
+                if session.result is not None:
+                    session.finish("failed", str(e) if isinstance(e, WattbenchError)
+                                   else f"{type(e).__name__}: {e}", e)
+                    benchmark.register(session.config, session.result, session.run_dir)
+            raise
+    ra, rb = sessions["A"].result, sessions["B"].result
+    assert ra is not None and rb is not None
+    return AbOutcome(a=ra, b=rb, run_dir_a=run_dir_path(configs["A"], ra.run_id),
+                     run_dir_b=run_dir_path(configs["B"], rb.run_id), comparison=comparison)
+
+
+def _run(config: AbConfig, sessions: dict[str, RunSession], sensors: list | None) -> PairedComparison:
+    sa, sb = sessions["A"], sessions["B"]
+    dirs = {s: run_dir_path(sessions[s].config, sessions[s].run_id) for s in SIDES}
+    if dirs["A"].resolve() == dirs["B"].resolve():
+        raise UserError(f"both sides would write {dirs['A']}; give --out DIR (A and B go to DIR/A and DIR/B)")
+    # every check of both sides (targets answer, engines start) before anything is written
+    with _engine_defaults(config.side("A").own_defaults):
+        prep_a = benchmark.prepare(sa, sensors=sensors)
+    with _engine_defaults(config.side("B").own_defaults):
+        prep_b = benchmark.prepare(sb, share_telemetry=sa)
+    ua, ub = prep_a.targets.specs[0].base_url, prep_b.targets.specs[0].base_url
+    if not (config.side("A").launched or config.side("B").launched) and ua == ub:
+        raise UserError(f"A and B answer at one URL ({ua}): ab compares two servers; give B another URL")
+    runners = {"A": benchmark.begin(sa, prep_a, idle=False), "B": benchmark.begin(sb, prep_b, idle=False)}
+    _shared_idle(sa, sb)
+    for s in SIDES:  # each side from a known state: its prompt lengths fitted, its server primed
+        sessions[s].emit("phase", name="prime", message="priming before the first pair")
+        plan.prime_first(sessions[s].config, sessions[s].result, runners[s])
+    sequence, stopped = _pairs(config, sessions, runners)
+    for s in SIDES:
+        analyses.run_analyses(sessions[s])
+    if sa.config.idle_after_s > 0:
+        benchmark.idle_after(sa)
+        _copy_idle(sa, sb)
+    blocks = _paired_blocks(config, sessions, runners, sequence, stopped)
+    for s in SIDES:
+        res = sessions[s].result
+        assert res is not None and res.noise is not None
+        res.noise.paired = blocks[s]
+        res.noise.trial_order = "paired"
+        sessions[s].finish("complete", None)
+        benchmark.register(sessions[s].config, res, sessions[s].run_dir)
+    assert sa.result is not None and sb.result is not None
+    return paired_compare(sa.result, sb.result)
+
+
+def _shared_idle(sa: RunSession, sb: RunSession) -> None:
+    """The idle baseline once, with both servers resident and neither loaded, for both runs: they
+    read the same meters, so the idle power is one measurement (each side's dynamic energy is its
+    gross energy less it)."""
+    benchmark.idle_before(sa)
+    _copy_idle(sa, sb)
+
+
+def _copy_idle(sa: RunSession, sb: RunSession) -> None:
+    assert sa.result is not None and sb.result is not None
+    sb.idle_power = sa.idle_power
+    sb.result.idle = dict(sa.result.idle or {})
+    sb.result.idle_window = sa.result.idle_window
+    sb.result.idle_after_window = sa.result.idle_after_window
+    for w in sa.result.warnings:
+        if w == benchmark.IDLE_SKIPPED and w not in sb.result.warnings:
+            sb.result.warnings.append(w)
+
+
+def _pairs(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str, LevelRunner]
+           ) -> tuple[list[str], str]:
+    """Measure whole blocks over the levels until the pairs asked (``--pairs``) are in and, with
+    ``--precision``, every level's ratio is within it, or ``--max-pairs`` / ``--max-time`` ends it.
+    Returns the order measured and why it stopped."""
+    ladder = list(enumerate(sessions["A"].config.levels()))
+    t0 = now_ns()
+    sequence: list[str] = []
+    want = blocks_for(config.pairs) * PAIRS_PER_BLOCK
+    cap = blocks_for(config.max_pairs) * PAIRS_PER_BLOCK if config.precision_pct is not None else want
+    done = 0
+    while True:
+        planned = max(want, done + PAIRS_PER_BLOCK)  # the trials of a level so far, for its label
+        for k in (done, done + 1):
+            for index, (mode, value) in ladder:
+                for side in pair_sides(k):
+                    runners[side].trial(mode, value, index, k, planned)
+                    sequence.append(f"{side} {_key(mode, value)}")
+        done += PAIRS_PER_BLOCK
+        if done < want:
+            continue
+        if config.precision_pct is None:
+            return sequence, f"the {done} pairs asked (--pairs {config.pairs})"
+        unmet = [_key(m, v) for i, (m, v) in ladder
+                 if not precise_enough(_per_kw_ratio(runners, i), config.precision_pct)]
+        if not unmet:
+            return sequence, f"every level within ±{config.precision_pct:g}% after {done} pairs"
+        if done + PAIRS_PER_BLOCK > cap:
+            return sequence, (f"--max-pairs {config.max_pairs}: {done} pairs measured, "
+                              f"{', '.join(unmet)} short of ±{config.precision_pct:g}%")
+        if config.max_time_s is not None and (now_ns() - t0) / 1e9 >= config.max_time_s:
+            return sequence, (f"--max-time {config.max_time_s:g} s: {done} pairs measured, "
+                              f"{', '.join(unmet)} short of ±{config.precision_pct:g}%")
+
+
+def _key(mode: str, value: float) -> str:
+    return f"c={value:g}" if mode == "concurrency" else f"r={value:g}/s"
+
+
+def _boundary(runners: dict[str, LevelRunner], index: int) -> str | None:
+    """The boundary the pairs of level ``index`` are read at: compare's rule over both runs."""
+    results = [r.session.result for r in runners.values() if r.session.result is not None]
+    try:
+        return resolve_boundary([_only(res, index) for res in results], None)
+    except UserError:
+        return None
+
+
+def _only(result: Result, index: int) -> Result:
+    """``result`` with only level ``index`` (the boundary rule read over that level)."""
+    return result.model_copy(update={"levels": [lv for lv in result.levels if lv.index == index]})
+
+
+def _trial_figures(trials: list[LevelResult], boundary: str | None) -> tuple[list, list, list]:
+    """Each trial's own throughput, power and per-kW figure at ``boundary`` (never the trials' mean a
+    trial may carry)."""
+    tok, power, per_kw = [], [], []
+    for t in trials:
+        f = level_figures(t, boundary) if t.requests.completed > 0 else {}
+        tok.append(f.get("output_tokens_per_s"))
+        power.append(f.get("avg_power_w") if boundary else None)
+        per_kw.append(f.get("output_tokens_per_s_per_kw") if boundary else None)
+    return tok, power, per_kw
+
+
+def _per_kw_ratio(runners: dict[str, LevelRunner], index: int):
+    b = _boundary(runners, index)
+    ta, tb = runners["A"].trials_of(index), runners["B"].trials_of(index)
+    n = min(len(ta), len(tb))
+    fa, fb = _trial_figures(ta[:n], b), _trial_figures(tb[:n], b)
+    return paired_ratio(fa[2], fb[2]) if b else paired_ratio(fa[0], fb[0])
+
+
+def _paired_blocks(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str, LevelRunner],
+                   sequence: list[str], stopped: str) -> dict[str, PairedRun]:
+    levels = []
+    for index, (mode, value) in enumerate(sessions["A"].config.levels()):
+        ta, tb = runners["A"].trials_of(index), runners["B"].trials_of(index)
+        n = min(len(ta), len(tb))
+        b = _boundary(runners, index)
+        fa, fb = _trial_figures(ta[:n], b), _trial_figures(tb[:n], b)
+        lv = ta[-1] if ta else None
+        levels.append(PairedLevel(key=short_key(lv) if lv else _key(mode, value), label=lv.label if lv else "",
+                                  index=index, boundary=b, a_tokens_per_s=fa[0], b_tokens_per_s=fb[0],
+                                  a_power_w=fa[1], b_power_w=fb[1], a_per_kw=fa[2], b_per_kw=fb[2]))
+    idle = {}
+    ra = sessions["A"].result
+    assert ra is not None
+    for bnd, d in (ra.idle or {}).items():
+        w = d.get("power_w") if isinstance(d, dict) else None
+        if isinstance(w, (int, float)):
+            idle[bnd] = float(w)
+    out = {}
+    for s, other in (("A", "B"), ("B", "A")):
+        res = sessions[other].result
+        assert res is not None
+        out[s] = PairedRun(role=s, other_run_id=res.run_id, sequence=list(sequence), precision_pct=config.precision_pct,
+                           max_pairs=config.max_pairs if config.precision_pct is not None else None, stopped=stopped,
+                           shared_meter=True, shared_idle_power_w=idle, levels=levels)
+    return out
+
