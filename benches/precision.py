@@ -15,11 +15,25 @@ precision each level reached, how many more trials it said would reach the one a
 trials' own figures, and ``expected_trials`` is what a trial spread of exactly SD would need (the
 smallest n >= 3 with t(0.975, n-1) · SD / sqrt(n) <= precision).
 
-``paired`` — reserved for the paired A/B design (``wattbench ab``): lands with that command.
+``paired`` — does the paired design of ``wattbench ab`` cancel a drift both sides share? Two
+scripted stream servers: A with TTFT 40 ms and ITL 20 ms, B with TTFT and ITL ``--slower`` times A's
+(1.1: every request of B takes 1.1× as long), so at one concurrency B's throughput is A's ÷ 1.1 —
+and with a declared constant meter (``-s const:node=500``: the same watts for both) the **true
+per-kW ratio B/A is 1 / 1.1 = 0.909×**. Both servers drift together: every request's TTFT and ITL
+grow as ``exp(R · t)`` from one origin (the server's ``--log-drift-per-s R --drift-origin S``;
+``--drift-per-s R`` here, default 1%/s: about 15% over the seconds a run of six 2 s trials takes).
+Each case measures the pair twice, on fresh servers with the same drift from the same start:
+``ab`` — ``wattbench ab A B`` (``run.ab.run_ab``): A B B A blocks, each trial after a drain, the
+ratio from the pairs; ``independent`` — two ``wattbench run``s with as many ``--trials`` (A's, then
+B's), the ratio of their trial means (``compare``): what a user gets from two runs one after the
+other. Each row: the truth, both ratios and their errors (%), the paired interval and word, the
+order measured, each design's wall seconds (``paired_case``, which
+``tests/integration/test_ab_paired.py`` runs once).
 
 Run from the repository root::
 
     PYTHONPATH=src python benches/precision.py auto --sd 0.02,0.05 --precision 2,5 --repeats 3
+    PYTHONPATH=src python benches/precision.py paired --cases 6 --pairs 6
 """
 
 from __future__ import annotations
@@ -152,6 +166,116 @@ def _write(out: Path, name: str, doc: dict, here: dict) -> None:
     prov_path.write_text(json.dumps({**here, "parts": parts}, indent=2) + "\n")
 
 
+# ---------------------------------------------------------------- paired: wattbench ab against a common drift
+
+TTFT_A_MS, ITL_A_MS = 40.0, 20.0
+SLOWER = 1.1
+DRIFT_PER_S = 0.01
+METER = "const:node=500"
+
+
+def true_ratio(slower: float = SLOWER) -> float:
+    """B/A per kW by construction: B's every request takes ``slower`` times A's, the meter is one
+    declared constant for both."""
+    return 1.0 / slower
+
+
+def _servers(stack, slower: float, drift_per_s: float) -> tuple[str, str]:
+    """A and B, drifting together from now."""
+    from tests.fakes.stream_server_proc import stream_server
+
+    origin = f"{time.monotonic():.6f}"
+    common = ["--log-drift-per-s", str(drift_per_s), "--drift-origin", origin]
+    a, _ = stack.enter_context(stream_server("--ttft-ms", str(TTFT_A_MS), "--itl-ms", str(ITL_A_MS), *common))
+    b, _ = stack.enter_context(stream_server("--ttft-ms", str(TTFT_A_MS * slower), "--itl-ms",
+                                             str(ITL_A_MS * slower), *common))
+    return a, b
+
+
+def _run_options(out: Path, *, concurrency: int, duration_s: float, output_tokens: int, db: Path,
+                 trials: int = 1) -> dict:
+    """The options both designs share: short levels, the declared meter, no idle (a declared
+    meter's idle is its load power), no report."""
+    return dict(concurrency=[concurrency], duration_s=duration_s, input_tokens="16", output_tokens=str(output_tokens),
+                sensors=[METER], idle_s=0.0, html=False, out=str(out), db=str(db), trials=trials,
+                history_check=False)
+
+
+def paired_case(work: Path, *, pairs: int = 6, concurrency: int = 2, duration_s: float = 2.0,
+                output_tokens: int = 16, slower: float = SLOWER, drift_per_s: float = DRIFT_PER_S,
+                designs: tuple[str, ...] = ("ab", "independent")) -> dict:
+    """One case of ``paired`` (module docstring): each design on fresh servers drifting from their start."""
+    from contextlib import ExitStack
+
+    from wattbench.analysis.compare import compare
+    from wattbench.config import AbConfig, RunConfig
+    from wattbench.run.ab import run_ab
+    from wattbench.run.benchmark import run_benchmark
+
+    truth = true_ratio(slower)
+    row: dict = {"truth": truth, "pairs": pairs, "concurrency": concurrency, "duration_s": duration_s,
+                 "output_tokens": output_tokens, "slower": slower, "drift_per_s": drift_per_s}
+    db = work / "history.sqlite"
+    if "ab" in designs:
+        with ExitStack() as stack:
+            a, b = _servers(stack, slower, drift_per_s)
+            opts = _run_options(work / "ab", concurrency=concurrency, duration_s=duration_s,
+                                output_tokens=output_tokens, db=db)
+            cfg = AbConfig(side_a=a, side_b=b, pairs=pairs, run=RunConfig(**opts))
+            t0 = time.monotonic()
+            out = run_ab(cfg)
+            row["ab_s"] = time.monotonic() - t0
+        lv = out.comparison.levels[0]
+        d = lv.decomposition
+        assert d is not None and d.per_kw_ratio is not None
+        row.update(ab=d.per_kw_ratio, ab_low=d.per_kw_ci.low if d.per_kw_ci else None,
+                   ab_high=d.per_kw_ci.high if d.per_kw_ci else None, ab_word=lv.noise.word if lv.noise else None,
+                   ab_pairs=lv.pairs, sequence=out.comparison.sequence,
+                   ab_error_pct=100.0 * (d.per_kw_ratio / truth - 1.0), ab_dirs=[str(out.run_dir_a), str(out.run_dir_b)],
+                   ab_run_ids=out.comparison.run_ids)
+    if "independent" in designs:
+        with ExitStack() as stack:
+            a, b = _servers(stack, slower, drift_per_s)
+            t0 = time.monotonic()
+            results = []
+            for side, url in (("A", a), ("B", b)):
+                opts = _run_options(work / f"independent-{side}", concurrency=concurrency, duration_s=duration_s,
+                                    output_tokens=output_tokens, db=db, trials=pairs)
+                results.append(run_benchmark(RunConfig(target=url, **opts)))
+            row["independent_s"] = time.monotonic() - t0
+        dec = compare(results).levels[0].decompositions[0]
+        assert dec.per_kw_ratio is not None
+        row.update(independent=dec.per_kw_ratio, independent_error_pct=100.0 * (dec.per_kw_ratio / truth - 1.0),
+                   independent_word=dec.noise.word if dec.noise else None)
+    return row
+
+
+def cmd_paired(a: argparse.Namespace, argv: list[str]) -> int:
+    if not (math.isfinite(a.slower) and a.slower > 0):
+        raise SystemExit("--slower must be a positive number")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="wattbench-precision-") as tmp:
+        for i in range(a.cases):
+            row = paired_case(Path(tmp) / f"case-{i}", pairs=a.pairs, concurrency=a.concurrency,
+                              duration_s=a.duration, output_tokens=a.output_tokens, slower=a.slower,
+                              drift_per_s=a.drift_per_s)
+            row.pop("ab_dirs", None)
+            rows.append(row)
+            print(f"case {i + 1}/{a.cases}: truth {row['truth']:.4f}  ab {row['ab']:.4f} "
+                  f"({row['ab_error_pct']:+.2f}%, {row['ab_s']:.0f} s)  independent {row['independent']:.4f} "
+                  f"({row['independent_error_pct']:+.2f}%, {row['independent_s']:.0f} s)", flush=True)
+    ab_err = [abs(r["ab_error_pct"]) for r in rows]
+    ind_err = [abs(r["independent_error_pct"]) for r in rows]
+    summary = {"cases": len(rows), "ab_max_abs_error_pct": max(ab_err), "independent_min_abs_error_pct": min(ind_err),
+               "ab_mean_abs_error_pct": sum(ab_err) / len(ab_err),
+               "independent_mean_abs_error_pct": sum(ind_err) / len(ind_err)}
+    args = {k: v for k, v in vars(a).items() if k not in ("fn", "out", "section")}
+    doc = {"part": "paired", "rows": rows, "summary": summary, "args": args}
+    _write(a.out, "paired.json", doc, argv)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -164,6 +288,16 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--max-trials", type=int, default=40)
     a.add_argument("--out", type=Path, default=OUT)
     a.set_defaults(fn=cmd_auto)
+    pr = sub.add_parser("paired", help="wattbench ab against two servers drifting together, vs two runs")
+    pr.add_argument("--cases", type=int, default=6)
+    pr.add_argument("--pairs", type=int, default=6)
+    pr.add_argument("--concurrency", type=int, default=2)
+    pr.add_argument("--duration", type=float, default=2.0)
+    pr.add_argument("--output-tokens", type=int, default=16)
+    pr.add_argument("--slower", type=float, default=SLOWER)
+    pr.add_argument("--drift-per-s", type=float, default=DRIFT_PER_S)
+    pr.add_argument("--out", type=Path, default=OUT)
+    pr.set_defaults(fn=cmd_paired)
     args = p.parse_args(argv)
     return args.fn(args, argv)
 

@@ -93,3 +93,36 @@ def test_public_dict_carries_no_secret():
     assert d["target"] == "http://***@h:8000/v1" and d["targets"] == ["http://***@b:1"]
     assert d["headers"]["X-Team"] == "blue" and d["headers"]["Authorization"] != "Bearer tok-123456"
     assert c.api_key.get_secret_value() == "sk-verysecret"  # still usable in memory
+
+
+# ---------------------------------------------------------------- wattbench ab: the two sides
+
+
+def test_ab_sides_parse_into_a_url_or_an_engine_launch():
+    from wattbench.config import AbConfig, AbSide, RunConfig
+
+    assert AbSide.parse("http://h:8000", "A").url == "http://h:8000"
+    e = AbSide.parse("engine:--cb-max-batch-tokens 8192 --cb-use-cuda-graph", "A")
+    assert e.launched and e.engine_args == ("--cb-max-batch-tokens", "8192", "--cb-use-cuda-graph") and not e.own_defaults
+    d = AbSide.parse("engine-defaults", "B")
+    assert d.launched and d.engine_args == () and d.own_defaults
+    cfg = AbConfig(side_a="http://h:1", side_b="engine:--x 1", run=RunConfig(model="tiny", engine_args=["--y"],
+                                                                             out="/tmp/o", concurrency=[2]))
+    a, b = cfg.side_config("A"), cfg.side_config("B")
+    assert (a.target, a.model, a.out, a.trials, a.history_check) == ("http://h:1", "tiny", "/tmp/o/A", 4, False)
+    assert (b.target, b.engine_model, b.engine_args, b.out) == (None, "tiny", ["--y", "--x", "1"], "/tmp/o/B")
+    assert AbConfig(side_a="http://h:1", side_b="http://h:2", precision_pct=2, max_pairs=10).side_config("A").trials == 10
+
+
+@pytest.mark.parametrize("a,b,words", [
+    ("http://h:1/v1", "http://h:1", "the same server"),
+    ("ftp-less-text", "http://h:1", "neither a URL"),
+    ("  ", "http://h:1", "side A is empty"),
+    ("engine:--a 'unclosed", "http://h:1", "do not parse"),
+])
+def test_ab_sides_refused_in_one_line(a, b, words):
+    from wattbench.config import AbConfig
+    from wattbench.core.errors import UserError
+
+    with pytest.raises((UserError, ValidationError), match=words):
+        AbConfig(side_a=a, side_b=b)

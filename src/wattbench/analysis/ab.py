@@ -76,10 +76,11 @@ def _ci(r: PairedRatio | None) -> RatioCI | None:
 def paired_level(lv: PairedLevel, precision_pct: float | None) -> PairedAnswer:
     """One level's answer from its pairs (module docstring)."""
     out = PairedAnswer(key=lv.key, label=lv.label, boundary=lv.boundary)
-    t = paired_ratio(lv.a_tokens_per_s, lv.b_tokens_per_s)
+    times = (lv.a_time_s or None, lv.b_time_s or None)
+    t = paired_ratio(lv.a_tokens_per_s, lv.b_tokens_per_s, *times)
     if lv.boundary is not None:
-        k = paired_ratio(lv.a_per_kw, lv.b_per_kw)
-        p = paired_ratio(lv.b_power_w, lv.a_power_w)  # A power ÷ B power, as compare stores it
+        k = paired_ratio(lv.a_per_kw, lv.b_per_kw, *times)
+        p = paired_ratio(lv.b_power_w, lv.a_power_w, *reversed(times))  # A power ÷ B power, as compare stores it
         d = Decomposition(candidate="B", boundary=lv.boundary, per_kw_ratio=k.ratio if k else None,
                           throughput_ratio=t.ratio if t else None, power_ratio=p.ratio if p else None,
                           per_kw_ci=_ci(k), throughput_ci=_ci(t), power_ci=_ci(p))

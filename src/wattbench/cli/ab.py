@@ -20,9 +20,9 @@ so drift common to both cancels. Both runs are written and registered; `compare`
 Examples:
 
 \b
-  wattbench ab http://127.0.0.1:8000 http://127.0.0.1:8001 -c 16 --duration 20
-  wattbench ab engine engine-defaults --model llama-1b -c 16 --duration 15 --precision 2 --max-time 240
-  wattbench ab "engine:--cb-max-batch-tokens 8192" "engine:--cb-max-batch-tokens 2048" -c 8 -n 64
+  wattbench ab http://127.0.0.1:8000 http://127.0.0.1:8001 -c 16 -d 20
+  wattbench ab engine engine-defaults -m llama-1b -c 16 -d 15 --precision 2
+  wattbench ab "engine:--cb-max-batch-tokens 2048" engine -c 8 -n 64
 """
 
 MODELS = (AbConfig, RunConfig, CommandOptions)

@@ -16,6 +16,11 @@ degrees of freedom. The spread *between pairs* is the noise: it contains every s
 that a pair does not share (the trials' own noise, a drift that is not common to both sides),
 and none that it does.
 
+**Uneven spacing.** The cancellation is exact for evenly spaced trials; a slower side's longer trials
+and drains space them unevenly. Given each trial's time, the pairs are adjusted for the drift both
+sides share (``common_drift_per_s``: one slope of the log figure against time, each side about its
+own mean), at the cost of one more degree of freedom (``n − 2``).
+
 **The decomposition** follows compare's (``analysis/compare.Decomposition``): per kW = throughput
 ÷ power, pair by pair; since each pair's per-kW log ratio is its throughput log ratio minus its
 power log ratio, the three geometric means multiply exactly: ``per kW = throughput × (A power ÷ B
@@ -39,7 +44,7 @@ from wattbench.metrics.trials import t_ppf
 CONFIDENCE = 0.95
 BLOCK = ("A", "B", "B", "A")  # one block: two pairs, the second in the opposite order
 PAIRS_PER_BLOCK = 2
-MIN_PAIRS = MIN_DF + 1  # fewer pairs give fewer than MIN_DF degrees of freedom
+MIN_PAIRS = MIN_DF + 1  # fewer pairs give fewer than MIN_DF degrees of freedom (MIN_PAIRS + 1 with the drift adjusted)
 DEFAULT_PRECISION_PCT = 2.0
 
 
@@ -72,10 +77,11 @@ class PairedRatio:
     high: float | None = None
     log_half_width: float | None = None
     sd_log: float | None = None
+    df_used: int | None = None  # None: n − 1 (no drift adjustment)
 
     @property
     def df(self) -> int:
-        return self.n - 1
+        return self.n - 1 if self.df_used is None else self.df_used
 
     @property
     def rel_half_width(self) -> float | None:
@@ -91,23 +97,60 @@ class PairedRatio:
                            f"paired A/B ({self.n} pairs, {self.df} df)", self.df)
 
 
-def paired_ratio(a: Sequence[float | None], b: Sequence[float | None]) -> PairedRatio | None:
+def _usable(x: float | None) -> bool:
+    return x is not None and math.isfinite(x) and x > 0
+
+
+def common_drift_per_s(a: Sequence[float], b: Sequence[float], ta: Sequence[float], tb: Sequence[float]
+                       ) -> float | None:
+    """The drift both sides share, per second of the log figure: the least-squares slope of ``ln``
+    figure against time with one level per side (each side's values about its own mean, pooled);
+    None when the times do not spread."""
+    num = den = 0.0
+    for ys, ts in ((a, ta), (b, tb)):
+        if len(ys) < 2:
+            continue
+        ly = [math.log(y) for y in ys]
+        my, mt = sum(ly) / len(ly), sum(ts) / len(ts)
+        num += sum((t - mt) * (y - my) for t, y in zip(ts, ly))
+        den += sum((t - mt) ** 2 for t in ts)
+    return num / den if den > 0 else None
+
+
+def paired_ratio(a: Sequence[float | None], b: Sequence[float | None], ta: Sequence[float | None] | None = None,
+                 tb: Sequence[float | None] | None = None) -> PairedRatio | None:
     """``B / A`` from the pairs ``(a[k], b[k])`` (module docstring). A pair with a side that measured
-    nothing (None, zero or not finite) is left out; None when no pair is left."""
-    logs = [math.log(y / x) for x, y in zip(a, b)
-            if x is not None and y is not None and math.isfinite(x) and math.isfinite(y) and x > 0 and y > 0]
-    n = len(logs)
+    nothing (None, zero or not finite) is left out; None when no pair is left.
+
+    With the trials' times (``ta``, ``tb``: each trial's window midpoint, seconds on one clock) the
+    pairs are also adjusted for the drift both sides share: each pair's log ratio less the common
+    drift (``common_drift_per_s``) times the time between its two trials. Whole ``A B B A`` blocks
+    cancel a linear drift exactly only when the trials are evenly spaced; a slower side's longer
+    trials (and drains) space them unevenly, and the adjustment removes what that leaves. The slope
+    costs one degree of freedom: ``n − 2``."""
+    keep = [k for k, (x, y) in enumerate(zip(a, b)) if _usable(x) and _usable(y)]
+    n = len(keep)
     if n == 0:
         return None
+    logs = [math.log(b[k] / a[k]) for k in keep]  # type: ignore[operator]
+    df = n - 1
+    if ta is not None and tb is not None and n >= MIN_PAIRS and all(
+            ta[k] is not None and tb[k] is not None for k in keep):
+        xa, xb = [a[k] for k in keep], [b[k] for k in keep]
+        sa, sb = [float(ta[k]) for k in keep], [float(tb[k]) for k in keep]  # type: ignore[arg-type]
+        slope = common_drift_per_s(xa, xb, sa, sb)  # type: ignore[arg-type]
+        if slope is not None:
+            logs = [d - slope * (u - v) for d, u, v in zip(logs, sb, sa)]
+            df = n - 2
     mean = sum(logs) / n
     if n < 2:
         return PairedRatio(ratio=math.exp(mean), n=n)
     sd = math.sqrt(sum((d - mean) ** 2 for d in logs) / (n - 1))
-    h = t_ppf(0.5 + CONFIDENCE / 2, n - 1) * sd / math.sqrt(n)
-    low, high = math.exp(mean - h), math.exp(mean + h)
-    if n < MIN_PAIRS:  # one degree of freedom: t(0.975, 1) = 12.7, no interval worth giving
-        return PairedRatio(ratio=math.exp(mean), n=n, sd_log=sd)
-    return PairedRatio(ratio=math.exp(mean), n=n, low=low, high=high, log_half_width=h, sd_log=sd)
+    if df < MIN_DF:  # t(0.975, 1) = 12.7: no interval worth giving
+        return PairedRatio(ratio=math.exp(mean), n=n, sd_log=sd, df_used=df)
+    h = t_ppf(0.5 + CONFIDENCE / 2, df) * sd / math.sqrt(n)
+    return PairedRatio(ratio=math.exp(mean), n=n, low=math.exp(mean - h), high=math.exp(mean + h), log_half_width=h,
+                       sd_log=sd, df_used=df)
 
 
 def precise_enough(ratio: PairedRatio | None, precision_pct: float) -> bool:
@@ -127,7 +170,8 @@ def pairs_needed(ratio: PairedRatio | None, precision_pct: float) -> int | None:
     target = math.log(1.0 + precision_pct / 100.0)
     if ratio.sd_log == 0.0:
         return max(MIN_PAIRS, ratio.n)
-    n = max(MIN_PAIRS, ratio.n)
-    while n < 100_000 and t_ppf(0.5 + CONFIDENCE / 2, n - 1) * ratio.sd_log / math.sqrt(n) > target:
+    lost = ratio.n - ratio.df  # degrees of freedom the estimate spends (1, or 2 with the drift adjusted)
+    n = max(MIN_PAIRS + lost - 1, ratio.n)
+    while n < 100_000 and t_ppf(0.5 + CONFIDENCE / 2, n - lost) * ratio.sd_log / math.sqrt(n) > target:
         n += 1
     return PAIRS_PER_BLOCK * blocks_for(n)

@@ -139,13 +139,14 @@ def _run(config: AbConfig, sessions: dict[str, RunSession], sensors: list | None
     for s in SIDES:  # each side from a known state: its prompt lengths fitted, its server primed
         sessions[s].emit("phase", name="prime", message="priming before the first pair")
         plan.prime_first(sessions[s].config, sessions[s].result, runners[s])
-    sequence, stopped = _pairs(config, sessions, runners)
+    t0 = now_ns()  # the first pair begins: the pairs' clock
+    sequence, stopped = _pairs(config, sessions, runners, t0)
     for s in SIDES:
         analyses.run_analyses(sessions[s])
     if sa.config.idle_after_s > 0:
         benchmark.idle_after(sa)
         _copy_idle(sa, sb)
-    blocks = _paired_blocks(config, sessions, runners, sequence, stopped)
+    blocks = _paired_blocks(config, sessions, runners, sequence, stopped, t0)
     for s in SIDES:
         res = sessions[s].result
         assert res is not None and res.noise is not None
@@ -176,13 +177,12 @@ def _copy_idle(sa: RunSession, sb: RunSession) -> None:
             sb.result.warnings.append(w)
 
 
-def _pairs(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str, LevelRunner]
+def _pairs(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str, LevelRunner], t0: int
            ) -> tuple[list[str], str]:
     """Measure whole blocks over the levels until the pairs asked (``--pairs``) are in and, with
     ``--precision``, every level's ratio is within it, or ``--max-pairs`` / ``--max-time`` ends it.
     Returns the order measured and why it stopped."""
     ladder = list(enumerate(sessions["A"].config.levels()))
-    t0 = now_ns()
     sequence: list[str] = []
     want = blocks_for(config.pairs) * PAIRS_PER_BLOCK
     cap = blocks_for(config.max_pairs) * PAIRS_PER_BLOCK if config.precision_pct is not None else want
@@ -200,7 +200,7 @@ def _pairs(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str,
         if config.precision_pct is None:
             return sequence, f"the {done} pairs asked (--pairs {config.pairs})"
         unmet = [_key(m, v) for i, (m, v) in ladder
-                 if not precise_enough(_per_kw_ratio(runners, i), config.precision_pct)]
+                 if not precise_enough(_per_kw_ratio(runners, i, t0), config.precision_pct)]
         if not unmet:
             return sequence, f"every level within ±{config.precision_pct:g}% after {done} pairs"
         if done + PAIRS_PER_BLOCK > cap:
@@ -229,38 +229,44 @@ def _only(result: Result, index: int) -> Result:
     return result.model_copy(update={"levels": [lv for lv in result.levels if lv.index == index]})
 
 
-def _trial_figures(trials: list[LevelResult], boundary: str | None) -> tuple[list, list, list]:
+def _trial_figures(trials: list[LevelResult], boundary: str | None, t0_ns: int) -> dict[str, list]:
     """Each trial's own throughput, power and per-kW figure at ``boundary`` (never the trials' mean a
-    trial may carry)."""
-    tok, power, per_kw = [], [], []
+    trial may carry) and its window's midpoint (seconds after ``t0_ns``)."""
+    out: dict[str, list] = {"tok": [], "power": [], "per_kw": [], "time": []}
     for t in trials:
         f = level_figures(t, boundary) if t.requests.completed > 0 else {}
-        tok.append(f.get("output_tokens_per_s"))
-        power.append(f.get("avg_power_w") if boundary else None)
-        per_kw.append(f.get("output_tokens_per_s_per_kw") if boundary else None)
-    return tok, power, per_kw
+        out["tok"].append(f.get("output_tokens_per_s"))
+        out["power"].append(f.get("avg_power_w") if boundary else None)
+        out["per_kw"].append(f.get("output_tokens_per_s_per_kw") if boundary else None)
+        w = t.window
+        out["time"].append((w.start_ns + w.end_ns) / 2e9 - t0_ns / 1e9 if w is not None else None)
+    return out
 
 
-def _per_kw_ratio(runners: dict[str, LevelRunner], index: int):
+def _level_pairs(runners: dict[str, LevelRunner], index: int, t0_ns: int) -> tuple[str | None, dict, dict]:
     b = _boundary(runners, index)
     ta, tb = runners["A"].trials_of(index), runners["B"].trials_of(index)
     n = min(len(ta), len(tb))
-    fa, fb = _trial_figures(ta[:n], b), _trial_figures(tb[:n], b)
-    return paired_ratio(fa[2], fb[2]) if b else paired_ratio(fa[0], fb[0])
+    return b, _trial_figures(ta[:n], b, t0_ns), _trial_figures(tb[:n], b, t0_ns)
+
+
+def _per_kw_ratio(runners: dict[str, LevelRunner], index: int, t0_ns: int):
+    b, fa, fb = _level_pairs(runners, index, t0_ns)
+    figure = "per_kw" if b else "tok"
+    return paired_ratio(fa[figure], fb[figure], fa["time"], fb["time"])
 
 
 def _paired_blocks(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str, LevelRunner],
-                   sequence: list[str], stopped: str) -> dict[str, PairedRun]:
+                   sequence: list[str], stopped: str, t0_ns: int) -> dict[str, PairedRun]:
     levels = []
     for index, (mode, value) in enumerate(sessions["A"].config.levels()):
-        ta, tb = runners["A"].trials_of(index), runners["B"].trials_of(index)
-        n = min(len(ta), len(tb))
-        b = _boundary(runners, index)
-        fa, fb = _trial_figures(ta[:n], b), _trial_figures(tb[:n], b)
+        b, fa, fb = _level_pairs(runners, index, t0_ns)
+        ta = runners["A"].trials_of(index)
         lv = ta[-1] if ta else None
         levels.append(PairedLevel(key=short_key(lv) if lv else _key(mode, value), label=lv.label if lv else "",
-                                  index=index, boundary=b, a_tokens_per_s=fa[0], b_tokens_per_s=fb[0],
-                                  a_power_w=fa[1], b_power_w=fb[1], a_per_kw=fa[2], b_per_kw=fb[2]))
+                                  index=index, boundary=b, a_tokens_per_s=fa["tok"], b_tokens_per_s=fb["tok"],
+                                  a_power_w=fa["power"], b_power_w=fb["power"], a_per_kw=fa["per_kw"],
+                                  b_per_kw=fb["per_kw"], a_time_s=fa["time"], b_time_s=fb["time"]))
     idle = {}
     ra = sessions["A"].result
     assert ra is not None

@@ -112,6 +112,9 @@ class PairedLevel(_M):
     b_power_w: list[float | None] = Field(default_factory=list)
     a_per_kw: list[float | None] = Field(default_factory=list)
     b_per_kw: list[float | None] = Field(default_factory=list)
+    # each trial's window midpoint, seconds after the first pair began (the drift adjustment's clock)
+    a_time_s: list[float | None] = Field(default_factory=list)
+    b_time_s: list[float | None] = Field(default_factory=list)
 
 
 class PairedRun(_M):

@@ -1,0 +1,72 @@
+"""``analysis/ab.py``: the paired answer of ``wattbench ab`` from the pairs a run holds, in compare's
+words, against figures worked by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from wattbench.analysis.ab import check_pair, paired_compare, paired_level
+from wattbench.core.errors import UserError
+from wattbench.core.schema import NoiseInfo, PairedLevel, PairedRun
+from tests.fakes.results_factory import make_result
+
+
+def _level(n: int = 4) -> PairedLevel:
+    # A: 1,000 tok/s at 400 W; B: 10% less throughput (±1% per pair) at 5% less power
+    tb = [900.0, 909.0, 891.0, 900.0][:n]
+    return PairedLevel(key="c=8", label="concurrency=8", index=0, boundary="node",
+                       a_tokens_per_s=[1000.0] * n, b_tokens_per_s=tb, a_power_w=[400.0] * n, b_power_w=[380.0] * n,
+                       a_per_kw=[2500.0] * n, b_per_kw=[t / 0.38 for t in tb])
+
+
+def test_answer_line_in_compares_words_with_the_decomposition():
+    ans = paired_level(_level(), precision_pct=None)
+    d = ans.decomposition
+    t = math.exp(sum(math.log(x / 1000.0) for x in [900.0, 909.0, 891.0, 900.0]) / 4)
+    assert d.throughput_ratio == pytest.approx(t, rel=1e-12)
+    assert d.power_ratio == pytest.approx(400.0 / 380.0, rel=1e-12)  # A power ÷ B power, as compare stores it
+    assert d.per_kw_ratio == pytest.approx(t * 400.0 / 380.0, rel=1e-12)
+    assert ans.pairs == 4 and ans.noise.word == "beyond noise" and ans.noise.df == 3
+    assert ans.answer.startswith("c=8: B/A per kW 0.95× (")
+    assert ans.answer.endswith("beyond noise = throughput 0.90× ÷ power 0.95×")
+    assert d.per_kw_ci.method.startswith("paired")
+
+
+def test_precision_line_says_what_was_reached_and_what_more_would_take():
+    ans = paired_level(_level(), precision_pct=0.1)
+    assert "short of the ±0.1% asked" in ans.precision_line and ans.pairs_needed and ans.pairs_needed > 4
+    ok = paired_level(_level(), precision_pct=50.0)
+    assert ok.pairs_needed is None and ok.precision_line.endswith("(asked ±50%)")
+
+
+def test_two_pairs_are_inconclusive_and_say_why():
+    ans = paired_level(_level(2), precision_pct=None)
+    assert ans.noise.word == "inconclusive" and "2 pairs" in ans.noise.why and "3 or more" in ans.noise.why
+    assert "inconclusive" in ans.answer
+
+
+def _pair():
+    a, b = make_result(run_id="run-a"), make_result(run_id="run-b")
+    lv = _level()
+    a.noise = NoiseInfo(paired=PairedRun(role="A", other_run_id="run-b", levels=[lv], sequence=["A c=8", "B c=8"],
+                                         shared_idle_power_w={"node": 100.0}))
+    b.noise = NoiseInfo(paired=PairedRun(role="B", other_run_id="run-a", levels=[lv]))
+    return a, b
+
+
+def test_the_shared_meters_idle_share_of_each_side():
+    a, b = _pair()
+    cmp = paired_compare(a, b)
+    assert cmp.run_ids == ["run-a", "run-b"]
+    assert cmp.idle_lines == ["c=8: the shared meter's idle 100 W at node (both servers resident, neither loaded) is "
+                              "25% of A's and 26% of B's power: each side's figures include the idle side's draw"]
+
+
+def test_runs_not_of_one_ab_are_refused():
+    a, b = _pair()
+    with pytest.raises(UserError, match="not the A and B of one"):
+        check_pair(b, a)
+    with pytest.raises(UserError, match="was not measured by `wattbench ab`"):
+        check_pair(a, make_result(run_id="other"))
