@@ -26,10 +26,11 @@ own mean), at the cost of one more degree of freedom (``n − 2``).
 power log ratio, the three geometric means multiply exactly: ``per kW = throughput × (A power ÷ B
 power)``.
 
-**The precision stop** (``precise_enough``): pairs are added, a block at a time, until the per-kW
-ratio's relative half-width ``e^h − 1`` is within the asked precision, or a budget ends. With fewer
-than ``MIN_PAIRS`` pairs there is no interval (``MIN_DF`` of ``metrics/noise``: fewer than 2
-degrees of freedom is never an answer).
+**The precision stop** (``precise_enough``, ``precision``): ``run --trials auto``'s rule
+(``metrics/noise.LevelPrecision``, ``auto_stop``) with the pairs as its trials: blocks are added
+until every level's per-kW ratio has a relative half-width ``e^h − 1`` within the asked precision,
+or a budget ends. With fewer than ``MIN_PAIRS`` pairs there is no interval (``MIN_DF`` of
+``metrics/noise``: fewer than 2 degrees of freedom is never an answer).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from wattbench.metrics.noise import MIN_DF, FigureNoise
+from wattbench.metrics.noise import MIN_DF, FigureNoise, LevelPrecision, measurements_needed
 from wattbench.metrics.trials import t_ppf
 
 CONFIDENCE = 0.95
@@ -153,25 +154,29 @@ def paired_ratio(a: Sequence[float | None], b: Sequence[float | None], ta: Seque
                        sd_log=sd, df_used=df)
 
 
+def precision(ratio: PairedRatio | None, precision_pct: float) -> LevelPrecision:
+    """The ratio's precision against the one asked, in ``--trials auto``'s terms
+    (``metrics/noise.LevelPrecision``: the pairs as its trials, the ratio's relative 95% half-width as
+    its reached precision, the pairs in all that would reach the target from the spread seen —
+    ``measurements_needed`` on the pairs' degrees of freedom, rounded up to whole blocks)."""
+    target = precision_pct / 100.0
+    if ratio is None:
+        return LevelPrecision(target=target, reached=None, trials=0, needed=None)
+    reached = ratio.rel_half_width
+    needed = measurements_needed(ratio.n, reached, target, df=ratio.df) if reached is not None else None
+    if needed is not None:
+        needed = PAIRS_PER_BLOCK * blocks_for(needed)
+    return LevelPrecision(target=target, reached=reached, trials=ratio.n, needed=needed)
+
+
 def precise_enough(ratio: PairedRatio | None, precision_pct: float) -> bool:
-    """Whether the ratio's 95% relative half-width is within ``precision_pct`` percent (the stop
-    rule of ``ab --precision``; False without an interval)."""
-    if ratio is None or ratio.rel_half_width is None:
-        return False
-    return ratio.rel_half_width * 100.0 <= precision_pct
+    """Whether the ratio's 95% relative half-width is within ``precision_pct`` percent on at least
+    ``MIN_PAIRS`` pairs (``LevelPrecision.met``: the stop rule of ``ab --precision``, as of
+    ``run --trials auto``)."""
+    return precision(ratio, precision_pct).met
 
 
 def pairs_needed(ratio: PairedRatio | None, precision_pct: float) -> int | None:
-    """How many pairs the observed spread says the asked precision takes (``n`` such that
-    ``t(0.975, n − 1) · sd / sqrt(n) ≤ ln(1 + precision)``, in whole blocks); None without a spread.
-    An estimate: the spread of the pairs to come is taken to be the spread seen."""
-    if ratio is None or ratio.sd_log is None:
-        return None
-    target = math.log(1.0 + precision_pct / 100.0)
-    if ratio.sd_log == 0.0:
-        return max(MIN_PAIRS, ratio.n)
-    lost = ratio.n - ratio.df  # degrees of freedom the estimate spends (1, or 2 with the drift adjusted)
-    n = max(MIN_PAIRS + lost - 1, ratio.n)
-    while n < 100_000 and t_ppf(0.5 + CONFIDENCE / 2, n - lost) * ratio.sd_log / math.sqrt(n) > target:
-        n += 1
-    return PAIRS_PER_BLOCK * blocks_for(n)
+    """How many pairs in all the observed spread says the asked precision takes, in whole blocks;
+    None without a spread (an estimate: the pairs to come are taken to spread as those seen)."""
+    return precision(ratio, precision_pct).needed

@@ -34,7 +34,8 @@ from wattbench.config import AbConfig
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import Interrupted, UserError, WattbenchError
 from wattbench.core.schema import LevelResult, PairedLevel, PairedRun, Result
-from wattbench.metrics.paired import PAIRS_PER_BLOCK, blocks_for, pair_sides, paired_ratio, precise_enough
+from wattbench.metrics.noise import MAX_TIME, MAX_TRIALS, REACHED, auto_stop
+from wattbench.metrics.paired import PAIRS_PER_BLOCK, blocks_for, pair_sides, paired_ratio, precision
 from wattbench.run import analyses, benchmark, plan
 from wattbench.run.level import LevelRunner
 from wattbench.run.session import ProgressFn, RunSession, run_dir_path
@@ -82,6 +83,16 @@ def _engine_defaults(own: bool) -> Iterator[None]:
             os.environ["WATTBENCH_TUNED_DEFAULTS"] = prev
 
 
+@contextlib.contextmanager
+def _naming(side: str) -> Iterator[None]:
+    """A side's check that fails says which side: ``side B: cannot reach …``."""
+    try:
+        yield
+    except WattbenchError as e:
+        e.args = (f"side {side}: {e}",) + tuple(e.args[1:])
+        raise
+
+
 def run_ab(config: AbConfig, progress: ProgressFn | None = None, *, sensors: list | None = None) -> AbOutcome:
     """Measure ``config``'s two sides in pairs and return both results and the paired answer (module
     docstring). ``sensors``: the sensors to sample (None: from the options). Raises ``UserError`` for
@@ -127,9 +138,9 @@ def _run(config: AbConfig, sessions: dict[str, RunSession], sensors: list | None
     if dirs["A"].resolve() == dirs["B"].resolve():
         raise UserError(f"both sides would write {dirs['A']}; give --out DIR (A and B go to DIR/A and DIR/B)")
     # every check of both sides (targets answer, engines start) before anything is written
-    with _engine_defaults(config.side("A").own_defaults):
+    with _engine_defaults(config.side("A").own_defaults), _naming("A"):
         prep_a = benchmark.prepare(sa, sensors=sensors)
-    with _engine_defaults(config.side("B").own_defaults):
+    with _engine_defaults(config.side("B").own_defaults), _naming("B"):
         prep_b = benchmark.prepare(sb, share_telemetry=sa)
     ua, ub = prep_a.targets.specs[0].base_url, prep_b.targets.specs[0].base_url
     if not (config.side("A").launched or config.side("B").launched) and ua == ub:
@@ -185,10 +196,13 @@ def _pairs(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str,
     ladder = list(enumerate(sessions["A"].config.levels()))
     sequence: list[str] = []
     want = blocks_for(config.pairs) * PAIRS_PER_BLOCK
-    cap = blocks_for(config.max_pairs) * PAIRS_PER_BLOCK if config.precision_pct is not None else want
+    # --max-pairs in whole blocks (never past it), at least the pairs asked
+    cap = max(want, config.max_pairs - config.max_pairs % PAIRS_PER_BLOCK) if config.precision_pct is not None else want
     done = 0
+    start = now_ns()
     while True:
         planned = max(want, done + PAIRS_PER_BLOCK)  # the trials of a level so far, for its label
+        block_start = now_ns()
         for k in (done, done + 1):
             for index, (mode, value) in ladder:
                 for side in pair_sides(k):
@@ -199,16 +213,19 @@ def _pairs(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str,
             continue
         if config.precision_pct is None:
             return sequence, f"the {done} pairs asked (--pairs {config.pairs})"
-        unmet = [_key(m, v) for i, (m, v) in ladder
-                 if not precise_enough(_per_kw_ratio(runners, i, t0), config.precision_pct)]
-        if not unmet:
-            return sequence, f"every level within ±{config.precision_pct:g}% after {done} pairs"
-        if done + PAIRS_PER_BLOCK > cap:
-            return sequence, (f"--max-pairs {config.max_pairs}: {done} pairs measured, "
-                              f"{', '.join(unmet)} short of ±{config.precision_pct:g}%")
-        if config.max_time_s is not None and (now_ns() - t0) / 1e9 >= config.max_time_s:
-            return sequence, (f"--max-time {config.max_time_s:g} s: {done} pairs measured, "
-                              f"{', '.join(unmet)} short of ±{config.precision_pct:g}%")
+        pct = config.precision_pct
+        levels = [precision(_per_kw_ratio(runners, i, t0), pct) for i, _ in ladder]
+        # run --trials auto's stop rule, a block standing for its round (metrics/noise.auto_stop)
+        why = auto_stop(levels, done, max_trials=cap, elapsed_s=(now_ns() - start) / 1e9,
+                        max_time_s=config.max_time_s, round_s=(now_ns() - block_start) / 1e9)
+        unmet = ", ".join(_key(m, v) for (_, (m, v)), lp in zip(ladder, levels) if not lp.met)
+        if why == REACHED:
+            return sequence, f"every level within ±{pct:g}% after {done} pairs"
+        if why == MAX_TRIALS:
+            return sequence, f"--max-pairs {config.max_pairs}: {done} pairs measured, {unmet} short of ±{pct:g}%"
+        if why == MAX_TIME:
+            return sequence, (f"--max-time {config.max_time_s:g} s: {done} pairs measured (another block would end "
+                              f"past it), {unmet} short of ±{pct:g}%")
 
 
 def _key(mode: str, value: float) -> str:
