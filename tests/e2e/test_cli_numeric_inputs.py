@@ -34,6 +34,7 @@ BASE: dict[str, list[str]] = {
     # the command is a positional argument: options after it are still parsed (no "--" here)
     "measure": ["--no-register", "--no-html", "no-such-program-xyz"],
     "tune": ["--engine", "transformers", "--model", "tiny", "--objective", "not-an-objective"],
+    "ab": ["http://127.0.0.1:9", "http://127.0.0.1:8", "--no-register", "--no-html", "--idle", "0"],
     "sensors": ["--sensor", "const:node=100", "--measure", "0"],
     "agree": ["http://127.0.0.1:9", "http://127.0.0.1:9", "--prompts", "no-such-prompts.jsonl"],
     "doctor": ["--target", "http://127.0.0.1:9", "--sensor", "nosuchsensor"],
@@ -90,6 +91,9 @@ TAKES: dict[tuple[str, str], dict[str, str]] = {
     ("plan power-first", "--host-overhead-w"): {"zero": "a host drawing nothing beside its accelerators"},
     ("monitor", "--idle-threshold"): {"zero": "idle only when no token at all was produced"},
 }
+# `ab` takes run's options (cli/ab.py): what they take there, they take in ab
+TAKES.update({("ab", flag): takes for (command, flag), takes in list(TAKES.items())
+              if command == "run" and flag not in ("--trials",)})
 
 
 def _commands(cmd, path=()):
