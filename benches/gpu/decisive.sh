@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Scenario "a decisive per-kW answer" on the H200 / H100 (device tool): the paired design of
+# `wattbench ab` on real engine starts, to the precision asked, with what it cost:
+#
+#   1. the tuned flags on two starts: `ab engine engine` — two engines of wattbench's CUDA flags for
+#      transformers serve (llama-1b preset, 256 in / 64 out, c=16), resident together, measured
+#      A B B A … until the per-kW ratio is known within ±2% (--precision 2) or the part's time ends.
+#      The truth is 1.00×: the answer should be "within noise" with an interval inside ±2%;
+#   2. the tuned flags against the engine's own defaults: `ab engine engine-defaults --precision 2`
+#      (validation.md part 16 read this pair 1.22×, inconclusive at ±28.7%, from two runs apart, and
+#      the defaults' trials fell 15% in a minute; the pairs cancel a drift both sides share, and the
+#      answer names what is left).
+#
+# Per part: the answer lines, the precision reached on the per-kW ratio, the pairs, why it stopped,
+# and the device time each configuration spent measuring (the sum of its trials' windows) and in
+# all (the part's wall time, engine starts included): parts.json, beside the logs.
+#
+# Both engines are resident on one GPU at once (ab measures them alternately): each takes its own
+# paged cache. If the second cannot start for memory, give both sides a smaller cache with
+# AB_MEMORY=0.3 (added as --cb-max-memory-percent to every side; the tuned flags otherwise as
+# transformers_serve.CUDA_TUNED_ARGS). The meter is shared: the GPU's idle draw with both engines
+# resident is measured before the first pair and shown with its share of each side's power.
+#
+# Reads only; never changes a GPU setting (power limit, clocks, persistence, MIG). Must end within
+# 9 minutes of wall time: each part runs under `timeout` with what is left (PART_S each, 250 s by
+# default), and its pairs stop at --max-time before that. Run from the repository root with the
+# wheels carried in .whl/ (docs/validation.md says which):
+#   bash benches/gpu/decisive.sh
+# A dry run on a CPU machine (no meter: the figures are estimates):
+#   MODEL=tiny DEVICE=cpu CONC=2 OUTPUT_TOKENS=16 DURATION=3 PART_S=200 OUT=/tmp/o bash benches/gpu/decisive.sh
+# Outputs under $OUT: log.txt, PROVENANCE.json (script, arguments, commit, device, date),
+# parts.json (per part: the answer, precision reached, pairs, stop reason, seconds per configuration),
+# runs.tgz (every run directory with each part's stdout/stderr and the history database).
+source benches/gpu/preamble.sh
+set -u
+export HF_HUB_OFFLINE=1 HF_HUB_CACHE=/tmp/hfcache
+mkdir -p /tmp/hfcache
+D=/tmp/decisive
+rm -rf $D && mkdir -p $D
+t0=$(date +%s)
+BUDGET_S=530             # the whole script, engine starts and the archive included (9 minutes = 540 s)
+X
+MEM=""
+[ -n "${AB_MEMORY:-}" ] && MEM=" --cb-max-memory-percent ${AB_MEMORY}"
+TUNED="--cb-use-cuda-graph --cb-max-batch-tokens 8192 --cb-max-memory-percent 0.5"
+[ -n "$MEM" ] && TUNED="--cb-use-cuda-graph --cb-max-batch-tokens 8192${MEM}"
+COMMON="--model ${MODEL:-llama-1b} --device ${DEVICE:-cuda} -c ${CONC:-16} --input-tokens 256
+  --output-tokens ${OUTPUT_TOKENS:-64} --duration ${DURATION:-6} --warmup 2s --idle 3 --no-html
+  --precision 2 --pairs 4 --max-pairs 24 --db $D/history.sqlite --json"
+
+part() {  # part NAME SIDE_A SIDE_B
+  local name=$1 a=$2 b=$3 s left limit
+  s=$(date +%s)
+  left=$(( BUDGET_S - (s - t0) - 15 ))   # 15 s kept for the summary and the archive
+  limit=$(( left < PART_S ? left : PART_S ))
+  if [ "$limit" -lt 90 ]; then echo "$name: skipped, $left s left of the call"; return; fi
+  # the pairs stop (--max-time) early enough for the last block (~2 trials of DURATION + drains)
+  # and the engines' stop to fit in the part's limit; engine starts come before the pairs
+  local pairs_s=$(( limit - 140 ))
+  [ "$pairs_s" -lt 30 ] && pairs_s=30
+  echo "== $name: ab '$a' '$b' (limit ${limit} s, pairs at most ${pairs_s} s)"
+  # shellcheck disable=SC2086  # COMMON is a list of arguments
+  timeout "$limit" python3 -m wattbench ab "$a" "$b" $COMMON --max-time "$pairs_s" --out "$D/$name" \
+    > "$D/$name.json" 2> "$D/$name.stderr.txt"
+  echo "$name: rc=$? wall $(( $(date +%s) - s )) s"
+  echo "$(( $(date +%s) - s ))" > "$D/$name.wall_s"
+  tail -5 "$D/$name.stderr.txt"
+}
+
+part tuned-tuned "engine:$TUNED" "engine:$TUNED"
+part tuned-defaults "engine:$TUNED" "engine-defaults:${MEM# }"
+
+echo "== summary"
+python3 - "$D" "$OUT/parts.json" <<'PY'
+import json, sys
+from pathlib import Path
+d, out = Path(sys.argv[1]), Path(sys.argv[2])
+parts = []
+for name in ("tuned-tuned", "tuned-defaults"):
+    p = {"part": name}
+    try:
+        p["wall_s"] = float((d / f"{name}.wall_s").read_text())
+    except (OSError, ValueError):
+        pass
+    try:
+        data = json.loads((d / f"{name}.json").read_text())
+    except (OSError, ValueError) as e:
+        p["error"] = f"no answer: {e}"
+        parts.append(p)
+        print(name, p["error"])
+        continue
+    cmp = data["comparison"]
+    p.update(run_ids=cmp["run_ids"], stopped=cmp["stopped"], precision_pct=cmp["precision_pct"],
+             idle=cmp["idle_lines"], levels=[])
+    for lv in cmp["levels"]:
+        p["levels"].append({k: lv.get(k) for k in ("key", "pairs", "answer", "precision_line",
+                                                   "precision_reached_pct", "pairs_needed")})
+        print(lv["answer"])
+        print(lv["precision_line"])
+    # device time per configuration: its trials' windows, from its run directory
+    p["measured_s"] = {}
+    for side, rd in zip("AB", data["run_dirs"]):
+        r = json.loads((Path(rd) / "result.json").read_text())
+        total = 0.0  # each level: its trials times its (last trial's) window: an estimate to the second
+        for lv in r.get("levels", []):
+            dur = (lv.get("window") or {}).get("duration_s") or 0.0
+            total += dur * ((lv.get("trials") or {}).get("n") or 1)
+        p["measured_s"][side] = round(total, 1)
+    print(f"{name}: stopped at {cmp['stopped']}; seconds measured A {p['measured_s']['A']}, "
+          f"B {p['measured_s']['B']}; part wall {p.get('wall_s')} s")
+    parts.append(p)
+out.write_text(json.dumps(parts, indent=2) + "\n")
+PY
+echo "total wall $(( $(date +%s) - t0 )) s"
+tar czf "$OUT/runs.tgz" -C /tmp decisive 2>/dev/null
+ls -la "$OUT"
