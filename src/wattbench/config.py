@@ -731,10 +731,10 @@ class TuneConfig(FlaggedConfig):
 
 # The run options `ab` does not take: one server per side (the sides are its arguments), and what
 # the paired design decides itself — how many times each level is measured and in which order
-# (the pairs, --pairs/--precision), with no search (a search would choose different levels for A and
+# (the pairs: ab's own --pairs, --precision, --max-pairs, --max-time, in place of --trials auto's), with no search (a search would choose different levels for A and
 # B), no extra levels, no history check (the pairs are their own repeat) and no engine restarts.
-AB_LEAVES_OUT = ("targets", "trials", "trial_order", "restart_engine", "history_check", "sweep", "optimize",
-                 "prefill_decode_pair", "ray", "ray_actors")
+AB_LEAVES_OUT = ("targets", "trials", "precision_pct", "max_trials", "max_time_s", "trial_order", "restart_engine",
+                 "history_check", "sweep", "optimize", "prefill_decode_pair", "ray", "ray_actors")
 AB_ENGINE, AB_ENGINE_DEFAULTS = "engine", "engine-defaults"
 AB_SIDE_HELP = ("A server's base URL (http://host:8000), or `engine[:ARGS]` to start the embedded engine (--engine, "
                 "--model, --device) with ARGS added to its flags, or `engine-defaults[:ARGS]` to start it with the "

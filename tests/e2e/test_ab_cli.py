@@ -45,7 +45,7 @@ def test_ab_answers_first_and_says_the_precision_it_could_not_reach(tmp_path):
                "--out", str(tmp_path / "ab"), "--quiet", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert lines[0].startswith("A = ") and f"({a})" in lines[0] and f"B = " in lines[0] and f"({b})" in lines[0]
+    assert lines[0].startswith("A = ") and f"({a})" in lines[0] and "B = " in lines[0] and f"({b})" in lines[0]
     # compare's words: B is 1.5x slower in every request, one declared meter: per kW 0.67x
     assert lines[1].startswith("c=2: B/A per kW 0.6") and "= throughput 0.6" in lines[1] and "power 1.00×" in lines[1]
     assert lines[2].startswith("c=2: ±") and "short of the ±0.01% asked" in lines[2]
