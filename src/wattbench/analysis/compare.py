@@ -52,7 +52,7 @@ from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, combi
                                      spread_noise, trials_noise, with_drift)
 from wattbench.results.headline import common_headline_boundary, per_token
 from wattbench.core.schema import FindingKind, LevelResult, Result
-from wattbench.core.numbers import fmt_range, fmt_ratio
+from wattbench.core.numbers import fmt_range, fmt_ratio, fmt_ratio_estimate
 from wattbench.metrics.slo import goodput, parse_slos, run_slo_text
 
 # (result, level, figure name at the boundary) -> the run-to-run noise of that configuration's figure
@@ -142,11 +142,13 @@ class Decomposition(BaseModel):
         reads as the candidate's power over the baseline's, and per kW = throughput ÷ power)."""
         if self.per_kw_ratio is None or not self.power_ratio:
             return "per kW: not available (missing throughput or power)"
-        s = (f"per kW: {fmt_ratio(self.per_kw_ratio)} = throughput {fmt_ratio(self.throughput_ratio)} ÷ "
+        per_kw, iv = (fmt_ratio_estimate(self.per_kw_ratio, self.per_kw_ci.low, self.per_kw_ci.high)
+                      if self.per_kw_ci is not None else (fmt_ratio(self.per_kw_ratio), ""))
+        s = (f"per kW: {per_kw} = throughput {fmt_ratio(self.throughput_ratio)} ÷ "
              f"power {fmt_ratio(1.0 / self.power_ratio)}")
         if self.per_kw_ci is not None:
             conf = f"{self.per_kw_ci.confidence:.0%} " if self.per_kw_ci.confidence else ""
-            s += f" ({conf}CI {fmt_range(self.per_kw_ci.low, self.per_kw_ci.high, kind='ratio')}×)"
+            s += f" ({conf}CI {iv}×)"
         if self.carbon_per_million_output_tokens_ratio is not None:
             s += f"; carbon per million output tokens {fmt_ratio(self.carbon_per_million_output_tokens_ratio)}"
         return s
@@ -306,22 +308,24 @@ def answer_line(level: str, pair: str, d: Decomposition | None, nv: NoiseVerdict
                 throughput_ratio: float | None = None) -> str:
     """One pair's answer: ``c=16: B/A per kW 0.41× (0.38–0.44), beyond noise = throughput 0.22× ÷
     power 0.53×`` (without energy: ``c=16: B/A throughput 0.22× (…), within noise``)."""
-    def word() -> str:
+    def judged(ratio: float) -> str:
+        """The ratio and its interval at one precision, and the word."""
         if nv is None:
-            return ", inconclusive (no ratio)"
-        iv = (f" ({fmt_range(nv.low, nv.high, kind='ratio')})" if nv.low is not None and nv.word != INCONCLUSIVE
-              else "")
-        return f"{iv}, {nv.word}" + (f" ({nv.why})" if nv.word == INCONCLUSIVE else "")
+            return f"{fmt_ratio(ratio)}, inconclusive (no ratio)"
+        if nv.low is None or nv.high is None or nv.word == INCONCLUSIVE:
+            return f"{fmt_ratio(ratio)}, {nv.word}" + (f" ({nv.why})" if nv.word == INCONCLUSIVE else "")
+        r, iv = fmt_ratio_estimate(ratio, nv.low, nv.high)
+        return f"{r} ({iv}), {nv.word}"
     if d is not None:
         if d.per_kw_ratio is None:
             return f"{level}: {pair} per kW not available (missing throughput or power)"
-        s = f"{level}: {pair} per kW {fmt_ratio(d.per_kw_ratio)}{word()}"
+        s = f"{level}: {pair} per kW {judged(d.per_kw_ratio)}"
         if d.throughput_ratio is not None and d.power_ratio:
             s += f" = throughput {fmt_ratio(d.throughput_ratio)} ÷ power {fmt_ratio(1.0 / d.power_ratio)}"
         return s
     if throughput_ratio is None:
         return f"{level}: {pair} throughput not available"
-    return f"{level}: {pair} throughput {fmt_ratio(throughput_ratio)}{word()} (no energy compared)"
+    return f"{level}: {pair} throughput {judged(throughput_ratio)} (no energy compared)"
 
 
 def match_levels(a: Result, b: Result, match: str) -> tuple[list[tuple[LevelResult, LevelResult]], list[str]]:

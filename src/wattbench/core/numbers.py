@@ -12,6 +12,14 @@ mixes ``1.0`` and ``2.00``. ``–`` for a missing or NaN value.
 below 0.1: never rounded to ``0.01×``). ``fmt_pct`` / ``fmt_fraction_pct`` / ``fmt_signed_pct``: a percentage with one decimal.
 ``fmt_change``: ``1,457 -> 1,316 (-9.7%)`` for a value that moved.
 
+A figure with its uncertainty is written at the uncertainty's precision, the figure and its
+interval alike (``fmt_estimate`` → ``("6,132", "6,127–6,136")``, ``fmt_ratio_estimate`` for a
+ratio, ``fmt_uncertain(x, ±%)`` for a figure with a stated relative uncertainty): the half-width's
+significant digits decide the decimals — never more than one digit past the figure's kind,
+never so few that two ends that differ read alike — so a mean is never written outside its own
+interval (``10.0 [10.02–10.03]``), never with fewer digits than its ends (``0.65 [0.6508–0.6513]``),
+and a ±60% estimate reads ``44,000,000``, not ``43,825,484``.
+
 Pure and stdlib only, so it sits in the foundation layer (``tests/unit/test_layering.py``): the
 library's messages (``analysis/regress.py``, ``planning/tco.py``) and the reports write numbers the
 same way, each importing it from here. ``tests/unit/report/test_numbers.py`` keeps ad-hoc
@@ -69,8 +77,11 @@ def _digits(xf: float, kind: str) -> int:
 
 
 def _write(xf: float, d: int) -> str:
+    """``xf`` with ``d`` decimals; a negative ``d`` rounds to tens, hundreds … (``-2``: 43,800)."""
     if abs(xf) == float("inf"):
         return "inf" if xf > 0 else "-inf"
+    if d < 0:
+        xf, d = round(xf, d), 0
     s = f"{xf:,.{d}f}"
     return "0" if s.lstrip("-").replace(".", "").replace(",", "").strip("0") == "" else s
 
@@ -103,6 +114,63 @@ def fmt_range(low: float | None, high: float | None, unit: str = "", kind: str =
     return f"{s} {unit}" if unit else s
 
 
+# significant digits of a half-width that set a figure's and its interval's decimals: two where the
+# half-width's leading digit is 1 or 2 (±1.4, ±27), one from 3 up (±4.5 -> ±5, ±42 -> ±40), as the
+# particle physicists' convention has it: the second digit of ±14 says more than the second of ±42
+UNCERTAINTY_DIGITS = 2
+
+
+def estimate_decimals(x: float, low: float, high: float, kind: str = "figure") -> int:
+    """The decimals at which ``x`` and its interval ``[low, high]`` are written together: the
+    half-width's significant digits (``UNCERTAINTY_DIGITS``), at most one decimal past what
+    ``x``'s kind gives alone, and — where the two ends differ — enough (up to two more) that they
+    read apart. One decimals for all three, so rounding keeps ``low ≤ x ≤ high`` as written."""
+    hw = max(abs(high - x), abs(x - low))
+    d = _digits(x, kind)
+    if hw > 0 and math.isfinite(hw) and kind != "count":
+        e = math.floor(math.log10(hw))
+        sig = UNCERTAINTY_DIGITS if hw / 10.0 ** e < 3 else 1
+        # a ratio keeps the two decimals it is read at (whether an interval crosses 1.00 shows)
+        d = min(max(sig - 1 - e, d if kind == "ratio" else -99), d + 1)
+    elif kind == "count":
+        d = 0
+    for _ in range(2):
+        if low == high or _write(low, d) != _write(high, d) or kind == "count":
+            break
+        d += 1
+    return d
+
+
+def fmt_estimate(x: float | None, low: float | None, high: float | None, unit: str = "",
+                 kind: str = "figure") -> tuple[str, str]:
+    """A figure and its interval at one precision (``estimate_decimals``): ``("6,132",
+    "6,127–6,136")``; ``(fmt(x), "–")`` without an interval."""
+    xf, lo, hi = _number(x), _number(low), _number(high)
+    if xf is None:
+        return MISSING, MISSING
+    if lo is None or hi is None or not all(map(math.isfinite, (xf, lo, hi))):
+        return fmt(xf, unit, kind), MISSING
+    d = estimate_decimals(xf, lo, hi, kind)
+    u = f" {unit}" if unit else ""
+    return _write(xf, d) + u, f"{_write(lo, d)}–{_write(hi, d)}" + u
+
+
+def fmt_ratio_estimate(r: float | None, low: float | None, high: float | None) -> tuple[str, str]:
+    """A ratio and its interval at one precision: ``("0.5120×", "0.5117–0.5122")``."""
+    x, iv = fmt_estimate(r, low, high, kind="ratio")
+    return (x if x == MISSING else x + "×"), iv
+
+
+def fmt_uncertain(x: float | None, rel_pct: float | None, unit: str = "", kind: str = "figure") -> str:
+    """A figure with a stated relative uncertainty (± ``rel_pct`` %) at that precision: 43,825,484
+    at ±60% reads ``44,000,000``; without one, ``fmt``."""
+    xf = _number(x)
+    if xf is None or rel_pct is None or not rel_pct > 0 or not math.isfinite(xf):
+        return fmt(x, unit, kind)
+    hw = abs(xf) * rel_pct / 100.0
+    return fmt_estimate(xf, xf - hw, xf + hw, unit, kind)[0]
+
+
 def fmt_ratio(r: float | None) -> str:
     """``1.90×``, ``0.50×``, ``0.0135×``, ``74.0×``: two decimals from 0.1 to 10, else three
     significant digits, never rounded to 0."""
@@ -110,9 +178,12 @@ def fmt_ratio(r: float | None) -> str:
 
 
 def fmt_pct(x: float | None) -> str:
-    """A percentage given in percent: ``12.5%``."""
+    """A percentage given in percent: ``12.5%``, ``0.0%`` (one decimal always: ``0.0%`` beside ``100.0%``)."""
     xf = _number(x)
-    return MISSING if xf is None else f"{_write(xf, 1)}%"
+    if xf is None:
+        return MISSING
+    s = _write(xf, 1)
+    return ("0.0" if s == "0" else s) + "%"
 
 
 def fmt_signed_pct(x: float | None) -> str:

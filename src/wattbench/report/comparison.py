@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from wattbench.core.numbers import fmt, fmt_fraction_pct, fmt_range
-from wattbench.core.numbers import fmt_fraction_pct as pct, fmt_ratio, MISSING
+from wattbench.core.numbers import fmt_estimate, fmt_fraction_pct as pct, fmt_ratio, MISSING
 from wattbench.metrics.noise import INCONCLUSIVE, judge, MAX_BOUND, MIN_DF
 from wattbench.report.notes import count_text, verdict_text
 from wattbench.results.configuration import describe
@@ -79,9 +79,11 @@ def cell(v, ci=None, base=None) -> str:
     (candidate ÷ baseline, the one direction of every ratio on the screen)."""
     if v is None:
         return MISSING
-    s = fmt(v)
     if ci:
-        s += f" [{fmt_range(ci[0], ci[1])}]"
+        mean, iv = fmt_estimate(v, ci[0], ci[1])  # the figure at its interval's precision
+        s = f"{mean} [{iv}]"
+    else:
+        s = fmt(v)
     if base not in (None, 0):
         s += f" ({fmt_ratio(v / base)})"
     return s

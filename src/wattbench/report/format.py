@@ -11,7 +11,7 @@ from wattbench.results.headline import boundary_order
 from wattbench.results.headline import headline_boundary as _headline_boundary
 from wattbench.results.headline import per_token, shown_boundaries, trial_ci
 from wattbench.analysis.figures import headline
-from wattbench.core.numbers import MISSING, fmt, fmt_pct, fmt_range
+from wattbench.core.numbers import MISSING, fmt, fmt_estimate, fmt_pct, fmt_range
 from wattbench.accounting.findings import NO_SENSOR_REASON
 from wattbench.accounting.level_findings import in_flight_finding, P99_MIN_SAMPLES
 
@@ -61,7 +61,7 @@ def interval_text(level: LevelResult, low: float, high: float, mean: float | Non
     """The interval a level's headline reached, as its answer says it: ``95% CI 2,050–2,122, ±1.7%``
     and, under ``--trials auto`` (``level.precision``), against what was asked: ``±2% asked: reached``
     or ``±2% asked: not reached; about 6 more trials would reach it``."""
-    text = f"95% CI {fmt_range(low, high)}"
+    text = f"95% CI {fmt_estimate(mean, low, high)[1] if mean is not None else fmt_range(low, high)}"
     if mean:
         text += f", ±{fmt_pct((high - low) / 2.0 / abs(mean) * 100)}"
     p = level.precision

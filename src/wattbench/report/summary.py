@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wattbench.report import format as F
-from wattbench.core.numbers import MISSING, fmt, fmt_pct, fmt_range, fmt_signed_pct
+from wattbench.core.numbers import MISSING, fmt, fmt_estimate, fmt_pct, fmt_signed_pct
 from wattbench.core.schema import FindingKind, LevelResult, Result
 from wattbench.report.goodput import goodput_cells, goodput_point, slo_text
 from wattbench.report.labels import levels_text, load_label, short_label, short_label_text
@@ -358,7 +358,11 @@ def answer_line(result: Result) -> str | None:
         f", {estimate_text(h)}" if h.label == "estimate" else
         f", declared ±{fmt(u, kind='effect')}%" if h.label == "declared" and u is not None else
         f", {h.label}" if h.label and h.label != "measured" else "") + ")"
-    figure = f"{fmt(h.value)} {h.title}{where}" if h.boundary else "no energy measured"
+    wm = with_meter(h) if h.ci is not None else None
+    # the figure at the precision of the widest interval said of it (the meter's ± counted)
+    value = (fmt_estimate(h.value, wm[1], wm[2])[0] if wm is not None else
+             fmt_estimate(h.value, h.ci[0], h.ci[1])[0] if h.ci is not None else fmt(h.value))
+    figure = f"{value} {h.title}{where}" if h.boundary else "no energy measured"
     if h.boundary is not None and h.value is None and not h.level.throughput.output_tokens:
         # energy without tokens (``measure`` around a command wattbench cannot count tokens of): what
         # was measured, in words, never a per-kW figure of "–"
@@ -366,10 +370,9 @@ def answer_line(result: Result) -> str | None:
         dur = h.level.window.duration_s if h.level.window is not None else None
         figure = (f"no tokens counted, so no tokens per kW; energy only: {fmt(be.energy_j)} J, "
                   f"{fmt(be.avg_power_w)} W average over {fmt(dur)} s{where}")
-    wm = with_meter(h) if h.ci is not None else None
     if h.ci is not None and wm is not None:  # the trials' scatter and the meter's stated ±%, both said
-        figure += (f", mean of {h.trials} trials (95% CI {fmt_range(h.ci[0], h.ci[1])} from the trials; "
-                   f"{fmt_range(wm[1], wm[2])}, ±{fmt(wm[0], kind='effect')}%, with the meter's "
+        figure += (f", mean of {h.trials} trials (95% CI {fmt_estimate(h.value, h.ci[0], h.ci[1])[1]} from the "
+                   f"trials; {fmt_estimate(h.value, wm[1], wm[2])[1]}, ±{fmt(wm[0], kind='effect')}%, with the meter's "
                    f"±{fmt(u, kind='effect')}%)")
     elif h.ci is not None:
         figure += f", mean of {h.trials} trials ({F.interval_text(h.level, h.ci[0], h.ci[1], h.value)})"

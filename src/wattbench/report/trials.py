@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wattbench.report import format as F
-from wattbench.core.numbers import fmt, fmt_fraction_pct, fmt_range
+from wattbench.core.numbers import fmt_estimate, fmt_fraction_pct
 from wattbench.core.schema import LevelResult, Result
 from wattbench.results.headline import trial_ci
 
@@ -73,7 +73,7 @@ def trial_cells(level: LevelResult) -> list[TrialCell]:
         if name == "goodput_fraction":
             mean, ci_txt = fmt_fraction_pct(ci.mean), f"{fmt_fraction_pct(ci.low)}–{fmt_fraction_pct(ci.high)}"
         else:
-            mean, ci_txt = fmt(ci.mean), fmt_range(ci.low, ci.high)
+            mean, ci_txt = fmt_estimate(ci.mean, ci.low, ci.high)
         out.append(TrialCell(title, mean, ci_txt, ci.n))
     return out
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from wattbench.core.numbers import fmt, fmt_change, fmt_range, fmt_ratio
+from wattbench.core.numbers import (fmt, fmt_change, fmt_estimate, fmt_fraction_pct, fmt_range, fmt_ratio,
+                                    fmt_ratio_estimate, fmt_uncertain)
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "wattbench"
 
@@ -82,3 +83,38 @@ def test_the_scan_finds_an_ad_hoc_format(tmp_path):
     p = tmp_path / "x.py"
     p.write_text('a = 1.5\nb = f"{a:.1f} W"\nc = format(a, ",.0f")\nd = f"{a:g}"\n')
     assert len(_ad_hoc_formats(p)) == 2
+
+
+@pytest.mark.parametrize("x, low, high, want", [
+    (10.024, 10.02, 10.03, ("10.02", "10.02–10.03")),  # was 10.0 [10.02–10.03]: a mean outside its interval
+    (0.391, 0.3909, 0.3911, ("0.3910", "0.3909–0.3911")),  # was 0.39 [0.3909–0.3911]
+    (0.651, 0.6508, 0.6513, ("0.6510", "0.6508–0.6513")),  # was 0.65 [0.6508–0.6513]
+    (6131.5, 6127.0, 6136.0, ("6,132", "6,127–6,136")),  # ±4.5: one significant digit of the half-width
+    (1944.0, 1902.0, 1986.0, ("1,940", "1,900–1,990")),  # ±42: the units digit says nothing
+    (2086.0, 2071.0, 2101.0, ("2,086", "2,071–2,101")),  # ±15: two significant digits (leading 1)
+    (500.0, 500.0, 500.0, ("500", "500–500")),  # a zero-width interval: the figure's own digits
+])
+def test_a_figure_and_its_interval_are_written_at_one_precision(x, low, high, want):
+    got = fmt_estimate(x, low, high)
+    assert got == want
+    # as written, the mean never falls outside its own interval
+    lo, hi = (float(v.replace(",", "")) for v in got[1].split("–"))
+    assert lo <= float(got[0].replace(",", "")) <= hi
+
+
+def test_the_precision_boundary_between_one_and_two_digits_of_the_half_width():
+    """A half-width whose leading digit is 2 keeps two significant digits, one of 3 keeps one: the
+    edge sits at 3 × 10^e (a 1% move of it changes the decimals)."""
+    assert fmt_estimate(100.0, 100.0 - 2.97, 100.0 + 2.97) == ("100.0", "97.0–103.0")
+    assert fmt_estimate(100.0, 100.0 - 3.03, 100.0 + 3.03) == ("100", "97–103")
+
+
+def test_a_ratio_keeps_its_two_decimals_and_an_estimate_its_uncertainty():
+    assert fmt_ratio_estimate(0.512, 0.5117, 0.5122) == ("0.5120×", "0.5117–0.5122")  # was 0.51× (0.5117–0.5122)
+    assert fmt_ratio_estimate(1.22, 0.95, 1.57) == ("1.22×", "0.95–1.57")  # whether it crosses 1.00 shows
+    assert fmt_uncertain(43_825_484, 60) == "44,000,000"  # out tok/kWh on a ±60% estimate
+    assert fmt_uncertain(1533.0, None) == "1,533"
+
+
+def test_a_percentage_keeps_its_decimal_at_zero():
+    assert fmt_fraction_pct(0.0) == "0.0%" and fmt_fraction_pct(1.0) == "100.0%"  # was 0% beside 100.0%

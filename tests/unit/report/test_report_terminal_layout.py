@@ -121,7 +121,7 @@ def test_trials_mean_and_ci(result):
         assert "last of 3 trials (means and 95% CIs below)" in out  # the level table says whose figures
         assert "…" not in out
         cells = cells_of(out, "c=4")
-        for txt in ("1,000", "980–1,020", "2,500", "2,400–2,600", fmt(0.5), "0.45–0.55", "88.0", "80.0–96.0"):
+        for txt in ("1,000", "980–1,020", "2,500", "2,400–2,600", fmt(0.5), "0.45–0.55", "88", "80–96"):  # ±8: one digit of the half-width
             assert txt in cells, (width, txt)
     md = render_markdown([_Run(r)])
     assert "980–1,020" in md and "2,400–2,600" in md
