@@ -50,3 +50,15 @@ def test_gpus_are_taken_from_the_sensor_inventory_as_given():
     env = collect_environment(gpus)
     assert env.gpus == gpus and env.gpus is not gpus
     assert collect_environment().gpus == []
+
+
+def test_cpu_frequency_is_the_mean_of_the_cpus_cpufreq_and_none_without_it(tmp_path):
+    from wattbench.environment import cpu_frequency_mhz
+
+    for cpu, khz in (("cpu0", "2400000\n"), ("cpu1", "1800000\n"), ("cpu2", "garbage\n")):
+        d = tmp_path / cpu / "cpufreq"
+        d.mkdir(parents=True)
+        (d / "scaling_cur_freq").write_text(khz)
+    pattern = str(tmp_path / "cpu[0-9]*" / "cpufreq" / "scaling_cur_freq")
+    assert cpu_frequency_mhz(pattern) == 2100.0  # (2,400 + 1,800) / 2 MHz; the unreadable one is left out
+    assert cpu_frequency_mhz(str(tmp_path / "nothing" / "*")) is None

@@ -24,7 +24,10 @@ Version history:
   that has it keeps it in ``extra``).  Added within version 2 (optional, absent in older files): ``Result.measure``
   (``MeasureInfo``) and ``LevelResult.tool`` (``ToolLevel``) for ``wattbench measure -- COMMAND``;
   ``LevelResult.precision`` (``Precision``) and ``NoiseInfo.auto_trials`` (``AutoTrials``) for
-  ``run --trials auto``.
+  ``run --trials auto``.  ``LevelResult.series`` (``SteadySeries``: a trial's per-second steady series) and
+  ``LevelResult.stationarity`` (``Stationarity``: drift, its cause, the warm-up estimate),
+  ``TrialsBlock.thermal`` (each trial's ``Thermal``), ``Thermal.cpu_mhz`` and
+  ``NoiseInfo.precondition`` (``Preconditioning``, ``run --precondition``).
   Typed since within version 2, same keys as before: ``LevelResult.goodput`` (``Goodput``),
   ``thermal`` and ``thermal_before`` (``Thermal``), ``server_metrics`` (``ServerMetrics``), until
   then free dicts (``core/schema/blocks.py``). An older file's dict loads into the model; a key the
