@@ -753,7 +753,11 @@ class Scrubber:
         for s in secrets:
             if s and len(s) >= MIN_SECRET and s not in self.secrets:
                 self.secrets.append(s)
-        short = [s for s in self.secrets if len(s) < GRAM]
+        # a ``<scheme> <credential>`` value (``Bearer sk-…``): the credential's pieces (the scheme and
+        # its space are no secret: ``key: sk-…`` keeps its space)
+        creds = [s.split(None, 1)[1].strip() if _SCHEME_VALUE.match(s) else s for s in self.secrets]
+        # by whole value: what is too short for pieces (a short credential behind its scheme too)
+        short = [s for s, c in zip(self.secrets, creds) if len(c) < GRAM]
         # a URL credential's password, shorter than GRAM, by whole value (its pieces are too short)
         short += [s.partition(":")[2] for s in self.secrets if isinstance(s, BasicCredential)
                   and MIN_SECRET <= len(s.partition(":")[2]) < GRAM]
@@ -763,7 +767,11 @@ class Scrubber:
         probes = forms | {json.dumps(f)[1:-1] for f in forms} | {json.dumps(f, ensure_ascii=False)[1:-1] for f in forms}
         self._probes = sorted((p for p in probes if len(p) >= MIN_SECRET), key=len, reverse=True)
         self._bprobes = [p.encode("utf-8") for p in self._probes]
-        long = [s for s in self.secrets if len(s) >= GRAM]
+        long = [c for c in dict.fromkeys(creds) if len(c) >= GRAM]
+        # a secret inside another (the key inside ``Bearer <key>``, a password inside ``user:password``)
+        # has no piece the other's pieces lack: searched once, through the longer
+        cut = [str(s)[:GRAM_SECRET_CHARS] for s in long]
+        long = [s for s, c in zip(long, cut) if not any(c != o and c in o for o in cut)]
         self._pieces = _Pieces(long) if long else None
 
     def __bool__(self) -> bool:
@@ -836,6 +844,8 @@ class Scrubber:
         """JSON text with every string literal scrubbed (keys too); the structure is untouched. A
         literal that holds an escaped backslash (``"\\\\u0073k-…"``: a text that held escapes) is
         decoded and searched too."""
+        if not self or not text:
+            return text
         nested = "\\\\u" in text or "\\\\x" in text
         if not (self.found_in(text) or (nested and self.found_in(text.replace("\\\\", "\\")))):
             return text

@@ -341,3 +341,16 @@ def test_a_base64_credential_is_masked_whole_to_its_padding():
     s = Scrubber([cred])
     assert s.text(f"hostile-model-{cred.token}") == "hostile-model-***"
     assert s.text(f"Authorization: Basic {cred.token}, next") == "Authorization: Basic ***, next"
+
+
+def test_a_secret_inside_another_is_still_masked_in_every_form():
+    """The key and ``Bearer <key>`` registered together: the key's pieces are searched through the
+    longer one's, and each still shows nowhere (raw, upper-case, hex, base64)."""
+    s = Scrubber([AUDIT_KEY, "Bearer " + AUDIT_KEY, "wbuser:" + AUDIT_KEY])
+    for form in (AUDIT_KEY[:9], AUDIT_KEY[-9:].upper(), AUDIT_KEY.encode()[5:14].hex(),
+                 base64.b64encode(b"{" + AUDIT_KEY.encode()[10:20] + b"}").decode()):
+        out = s.text(f"x {form} y")
+        assert out.startswith("x ") and out.endswith(" y") and MASK in out, (form, out)
+        pieces = [AUDIT_KEY[i:i + 8].lower() for i in range(len(AUDIT_KEY) - 7)]
+        assert not any(p in v for v in _decoded_views(out) for p in pieces), (form, out)
+        assert not any(c in out for c in _b64_cores(AUDIT_KEY[10:20])), (form, out)
