@@ -48,6 +48,7 @@ carries one ``Authorization`` header.
 from __future__ import annotations
 
 import base64
+import bisect
 import contextlib
 import html
 import itertools
@@ -843,16 +844,27 @@ class Scrubber:
     def json_text(self, text: str) -> str:
         """JSON text with every string literal scrubbed (keys too); the structure is untouched. A
         literal that holds an escaped backslash (``"\\\\u0073k-…"``: a text that held escapes) is
-        decoded and searched too."""
+        decoded and searched too. Where only pieces of long secrets can be, the text is searched once
+        and only the literals that hold a hit are decoded."""
         if not self or not text:
             return text
         nested = "\\\\u" in text or "\\\\x" in text
-        if not (self.found_in(text) or (nested and self.found_in(text.replace("\\\\", "\\")))):
+        spans = self._spans(text)
+        whole = any(p in text for p in self._probes)  # a short secret, by whole value
+        if not (spans or whole or (nested and self.found_in(text.replace("\\\\", "\\")))):
             return text
+        starts = [a for a, _ in spans]
+
+        def hit(a: int, b: int) -> bool:
+            i = bisect.bisect_left(starts, b) - 1  # the last span starting before the literal ends
+            return i >= 0 and spans[i][1] > a
 
         def one(m: re.Match[str]) -> str:
             lit = m.group(0)
-            if not (self.found_in(lit) or (nested and ("\\\\u" in lit or "\\\\x" in lit))):
+            if whole or nested:
+                if not (self.found_in(lit) or (nested and ("\\\\u" in lit or "\\\\x" in lit))):
+                    return lit
+            elif not hit(m.start(), m.end()):
                 return lit
             try:
                 value = json.loads(lit)
