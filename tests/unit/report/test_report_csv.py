@@ -104,3 +104,71 @@ def test_a_boundary_equal_to_another_is_one_row(report_run_dir, tmp_path):
     assert set(full[full.boundary != "host"].same_energy_as) == {""}
     h = full[full.boundary == "host"]
     assert list(h.energy_j) == pytest.approx(list(60.0 * h.duration_s), rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def trials_run_dir(tmp_path_factory):
+    """A real run of two levels, three trials each, against the scripted streaming server at a
+    declared 300 W."""
+    from tests.fakes.stream_server_proc import stream_server
+    from wattbench.config import RunConfig
+    from wattbench.run import run_benchmark
+
+    out = tmp_path_factory.mktemp("trials")
+    with stream_server("--ttft-ms", "10", "--itl-ms", "10", "--max-concurrent", "8") as (base, _):
+        run_benchmark(RunConfig(target=base, sensors=["const:node=300"], idle_s=0, register_run=False, html=False,
+                                out=str(out), input_tokens="16", output_tokens="8", history_check=False,
+                                concurrency=[2, 4], num_requests=12, trials=3))
+    return next(p.parent for p in out.rglob("result.json")), base
+
+
+@pytest.mark.slow
+def test_levels_csv_has_every_trial_and_the_mean_with_its_interval(trials_run_dir, tmp_path):
+    path, _ = trials_run_dir
+    run = RunData(path)
+    levels_csv, _ = write_csvs([run], tmp_path)
+    df = pd.read_csv(levels_csv)
+    for lv in run.result.levels:
+        block = lv.trials
+        assert block is not None and block.n == 3
+        rows = df[(df.level == lv.index) & (df.window == "full") & (df.boundary == "node")]
+        assert list(rows.row) == ["trial", "trial", "trial", "mean"]  # which row is which, in order
+        assert list(rows.trial[:3]) == [1, 2, 3] and pd.isna(rows.trial.iloc[3])
+        assert (rows.trials == 3).all()
+        per_kw = block.figures["output_tokens_per_s_per_kw@node"]
+        tok = block.figures["output_tokens_per_s"]
+        for k in range(3):  # each trial's own figure, not the last trial's copied
+            assert rows.output_tokens_per_s_per_kw.iloc[k] == pytest.approx(per_kw.values[k], rel=1e-12)
+            assert rows.output_tokens_per_s.iloc[k] == pytest.approx(tok.values[k], rel=1e-12)
+            assert rows.ttft_ms_p99.iloc[k] == pytest.approx(block.figures["ttft_p99_ms"].values[k], rel=1e-12)
+        assert len(set(rows.output_tokens_per_s.iloc[:3])) == 3
+        mean = rows.iloc[3]  # the answer's figure: the trials' mean, its interval beside it
+        assert mean.output_tokens_per_s_per_kw == pytest.approx(per_kw.mean, rel=1e-12)
+        assert mean.output_tokens_per_s_per_kw_ci95_low == pytest.approx(per_kw.ci_low, rel=1e-12)
+        assert mean.output_tokens_per_s_per_kw_ci95_high == pytest.approx(per_kw.ci_high, rel=1e-12)
+        assert mean.output_tokens_per_s_ci95_low < mean.output_tokens_per_s < mean.output_tokens_per_s_ci95_high
+        assert mean.verdict == lv.validity.verdict
+        assert rows.output_tokens_per_s_ci95_low.iloc[:3].isna().all()
+        # the level's own (last) trial row holds its own measurement
+        assert rows.completed.iloc[2] == lv.requests.completed
+        assert rows.output_tokens_per_s_per_kw.iloc[2] == pytest.approx(lv.energy["node"].output_tokens_per_s_per_kw)
+        assert rows.completed.iloc[:2].isna().all()  # a count no trial record holds is not copied
+        steady = df[(df.level == lv.index) & (df.window == "steady") & (df.boundary == "node")]
+        s_kw = block.figures_steady["output_tokens_per_s_per_kw@node"]
+        assert list(steady.output_tokens_per_s_per_kw) == pytest.approx([*s_kw.values, s_kw.mean], rel=1e-12)
+
+
+@pytest.mark.slow
+def test_requests_csv_says_each_requests_trial_and_server(trials_run_dir, tmp_path):
+    path, base = trials_run_dir
+    run = RunData(path)
+    _, requests_csv = write_csvs([run], tmp_path)
+    df = pd.read_csv(requests_csv)
+    assert list(df.columns) == REQUEST_COLUMNS
+    counts = df.groupby(["level", "trial"]).size()
+    assert set(counts.index) == {(i, k) for i in (0, 1) for k in (1, 2, 3)}
+    assert len(set(counts)) == 1  # every trial sent the same requests
+    for lv in run.result.levels:
+        last = df[(df.level == lv.index) & (df.trial == 3) & ~df.warmup]
+        assert int(last.ok.sum()) == lv.requests.completed
+    assert set(df.target) == {base}
