@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             from wattbench.report import format as F
             from wattbench.report import summary as S
-            from wattbench.report.tables import serving_figures
+            from wattbench.report.tables import level_json
 
             doc = {
                 "written": written,
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
                      "answer": S.answer_line(d.result), **S.history_summary(d.result),
                      "not_measured": S.unmeasured_levels(d.result),
                      "levels": [{"index": lv.index, "label": lv.label, "verdict": lv.validity.verdict,
-                                 "headline": F.headline_line(lv), "figures": serving_figures(lv)}
+                                 "headline": F.headline_line(lv), **level_json(lv)}
                                 for lv in d.result.levels],
                      "recovered": [dict(r.to_dict(), how=d.recovered_how) for r in d.recovered]}
                     for d in data

@@ -7,11 +7,12 @@ render them as they are. Nothing here computes a figure."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 from urllib.parse import urlsplit
 
 from wattbench.report import format as F
 from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
-from wattbench.results.headline import parts, server_lower_bound
+from wattbench.results.headline import parts, point, server_lower_bound, trial_ci, trial_entry
 from wattbench.report.goodput import goodput_cells, has_goodput
 from wattbench.report.labels import short_label
 from wattbench.report.trials import TRIAL_FIGURES, any_trials, last_trial_title, trial_cells, trials_cell
@@ -211,6 +212,46 @@ def serving_figures(level: LevelResult) -> dict[str, float | None]:
         for stat in SERVING_STATS:
             out[f"{kind}_{stat}_ms"] = getattr(st, stat)
     return out
+
+
+def level_json(level: LevelResult) -> dict[str, Any]:
+    """A level's figures for ``report --json``, one basis throughout: ``figures`` are what the
+    answer quotes — with ``--trials``, each the trials' mean (``results.headline.point``) and its 95%
+    interval in ``ci95`` (``[low, high]``); a figure no trial mean exists for (the achieved load) is
+    then not in ``figures`` but under its trial. ``trials`` lists each trial's own figures (from
+    1, as the run prints it; ``measured`` False for a trial that measured nothing). A level measured
+    once has its own figures and one trial."""
+    own = serving_figures(level)
+    block = level.trials
+    if block is None or block.n <= 1:
+        return {"figures": own, "ci95": {}, "trials": [{"trial": 1, "measured": True, "figures": own}]}
+    figures: dict[str, float | None] = {}
+    ci95: dict[str, list[float]] = {}
+    for name, v in own.items():
+        if trial_entry(level, name, None) is None:
+            continue
+        figures[name] = point(level, name, None, v)
+        ci = trial_ci(level, name, None)
+        if ci is not None:
+            ci95[name] = [ci.low, ci.high]
+    dead = {u.trial for u in block.unmeasured}
+    measured = [k for k in range(1, block.n + 1) if k not in dead]
+    last = (level.trial + 1) if level.trial is not None else (measured[-1] if measured else block.n)
+    trials: list[dict[str, Any]] = []
+    for k in range(1, block.n + 1):
+        if k in dead:
+            trials.append({"trial": k, "measured": False, "figures": {}})
+        elif k == last:
+            trials.append({"trial": k, "measured": True, "figures": own})
+        else:
+            i = measured.index(k)
+            mine: dict[str, float | None] = {}
+            for name in own:
+                entry = trial_entry(level, name, None)
+                if entry is not None and i < len(entry.values):
+                    mine[name] = entry.values[i]
+            trials.append({"trial": k, "measured": True, "figures": mine})
+    return {"figures": figures, "ci95": ci95, "trials": trials}
 
 
 def serving_columns(result: Result) -> list[Column]:

@@ -172,3 +172,29 @@ def test_requests_csv_says_each_requests_trial_and_server(trials_run_dir, tmp_pa
         last = df[(df.level == lv.index) & (df.trial == 3) & ~df.warmup]
         assert int(last.ok.sum()) == lv.requests.completed
     assert set(df.target) == {base}
+
+
+@pytest.mark.slow
+def test_report_json_figures_are_the_answers_means_and_list_every_trial(trials_run_dir):
+    import json
+
+    from typer.testing import CliRunner
+
+    from wattbench.cli.main import build_app
+
+    path, _ = trials_run_dir
+    out = CliRunner().invoke(build_app(), ["report", str(path), "--json"], terminal_width=80)
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    run = RunData(path)
+    for lv, got in zip(run.result.levels, doc["runs"][0]["levels"]):
+        tok, p99 = lv.trials.figures["output_tokens_per_s"], lv.trials.figures["ttft_p99_ms"]
+        # one basis: the figures are the trials' means the answer quotes, not the last trial's
+        assert got["figures"]["output_tokens_per_s"] == pytest.approx(tok.mean, rel=1e-12)
+        assert got["figures"]["ttft_p99_ms"] == pytest.approx(p99.mean, rel=1e-12)
+        assert got["figures"]["output_tokens_per_s"] != pytest.approx(lv.throughput.output_tokens_per_s, rel=1e-9)
+        assert got["ci95"]["output_tokens_per_s"] == pytest.approx([tok.ci_low, tok.ci_high], rel=1e-12)
+        assert "mean_in_flight" not in got["figures"]  # no trial mean of it: it is under its trial only
+        assert [t["trial"] for t in got["trials"]] == [1, 2, 3] and all(t["measured"] for t in got["trials"])
+        assert [t["figures"]["output_tokens_per_s"] for t in got["trials"]] == pytest.approx(tok.values, rel=1e-12)
+        assert got["trials"][2]["figures"]["mean_in_flight"] == pytest.approx(lv.load.mean_in_flight)
