@@ -1,7 +1,9 @@
 """Stationarity of a level: whether its figures moved while it was measured (drift), why, and
 whether its steady window agrees with a warm-up estimate (docs/accounting.md "Stationarity").
 
-``steady_series(records, log, window)`` — one trial's per-second series over its steady window:
+``steady_series(records, log, window)`` — one trial's per-second series over its steady window
+(``trim_warmup``: without the buckets before the warm-up estimate, below, where it ends inside the
+window — a ramp an open loop's steady window holds is not a trend of the level):
 output tokens/s per bucket (``metrics.timeline.output_tokens_per_s_buckets``: the crediting of
 ``metrics/window_tokens.py``, tokens spread over their chunk stamps) and each boundary's mean power
 per bucket (the boundary's power polyline, ``boundaries.boundary_totals``, integrated over the
@@ -67,7 +69,7 @@ FIGURE_GROUPS = {TOKENS: ("throughput", "efficiency"), POWER: ("energy", "effici
                  PER_KW: ("efficiency", "energy")}
 
 __all__ = ["steady_series", "stationarity", "stationarity_findings", "warmup_bound_s", "mser_estimate_s",
-           "other_state", "BUCKET_S"]
+           "other_state", "trim_warmup", "BUCKET_S"]
 
 
 def _buckets(t0: int, t1: int, bucket_s: float) -> tuple[int, float]:
@@ -111,6 +113,22 @@ def steady_series(records: RecordSet, log: TelemetryLog | None, window: Window |
             power[b] = vals
     mids = [(a + z) / 2e9 for a, z in zip(edges[:-1], edges[1:])]
     return SteadySeries(bucket_s=width, t_s=mids, output_tokens_per_s=[float(r) for r in rates], power_w=power)
+
+
+def trim_warmup(series: SteadySeries | None, full: Window | None, est_s: float | None) -> SteadySeries | None:
+    """``series`` without its buckets that end before the warm-up estimate (``est_s``, seconds after
+    the full window's start): a ramp left in the steady window is the warm-up estimate's finding
+    (``warmup_finding``), not a trend of the level. Unchanged without an estimate."""
+    if series is None or full is None or est_s is None:
+        return series
+    cut_s = full.start_ns / 1e9 + est_s
+    half = series.bucket_s / 2.0
+    keep = [i for i, t in enumerate(series.t_s) if t + half > cut_s]
+    if len(keep) == len(series.t_s):
+        return series
+    return SteadySeries(bucket_s=series.bucket_s, t_s=[series.t_s[i] for i in keep],
+                        output_tokens_per_s=[series.output_tokens_per_s[i] for i in keep],
+                        power_w={b: [v[i] for i in keep] for b, v in series.power_w.items()})
 
 
 def warmup_bound_s(span_s: float) -> float:

@@ -11,7 +11,14 @@ import time
 
 import numpy as np
 
-from wattbench.accounting.drift import mser_estimate_s, stationarity, stationarity_findings, steady_series, warmup_finding
+from wattbench.accounting.drift import (
+    mser_estimate_s,
+    stationarity,
+    stationarity_findings,
+    steady_series,
+    trim_warmup,
+    warmup_finding,
+)
 from wattbench.accounting.thermal import (
     PRECONDITION_WINDOW_S,
     Settle,
@@ -355,8 +362,10 @@ class LevelRunner:
             return
         rs = as_record_set(records)
         log = self.session.sampler.log if self.session.sampler is not None else None
-        lv.series = steady_series(rs, log, lv.steady_window)
         est = mser_estimate_s(rs, lv.window, lv.steady_window)
+        # the trend is read after the warm-up: a ramp the steady window holds (an open loop's, whose
+        # window starts at the first send) is the warm-up estimate's finding, not a drift
+        lv.series = trim_warmup(steady_series(rs, log, lv.steady_window), lv.window, est)
         start = ((lv.steady_window.start_ns - lv.window.start_ns) / 1e9
                  if lv.steady_window is not None and lv.window is not None else None)
         lv.stationarity = stationarity([lv], est, start)

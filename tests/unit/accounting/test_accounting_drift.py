@@ -179,3 +179,12 @@ def test_mser_over_records_finds_a_ramp_the_steady_window_left_in():
     assert f is not None and f.effect_pct is not None and f.effect_pct < -EFFICIENCY_MATERIAL_PCT
     assert f.severity == "warn"
     assert np.isfinite(f.effect_pct)
+
+
+def test_the_trend_is_read_after_the_warm_up_estimate():
+    s = SteadySeries(bucket_s=1.0, t_s=[10.5, 11.5, 12.5, 13.5], output_tokens_per_s=[100.0, 200.0, 300.0, 300.0],
+                     power_w={"node": [1.0, 2.0, 3.0, 4.0]})
+    full = Window(start_ns=10 * S, end_ns=20 * S, duration_s=10.0, kind="full")
+    cut = adrift.trim_warmup(s, full, 2.0)  # the warm-up ends 2 s in: the buckets ending by then go
+    assert cut.t_s == [12.5, 13.5] and cut.output_tokens_per_s == [300.0, 300.0] and cut.power_w == {"node": [3.0, 4.0]}
+    assert adrift.trim_warmup(s, full, None) is s and adrift.trim_warmup(s, full, 0.0) is s
