@@ -14,6 +14,7 @@ import pytest
 
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.config import RunConfig
+from wattbench.metrics.trials import t_ppf
 from wattbench.report.summary import answer_lines
 from wattbench.run import run_benchmark
 
@@ -40,13 +41,15 @@ def half_width(values: list[float]) -> float:
     n = len(values)
     mean = sum(values) / n
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    return T975[n - 1] * sd / math.sqrt(n) / mean
+    t = T975[n - 1] if n - 1 in T975 else t_ppf(0.975, n - 1)  # past the table: the quantile function
+    return t * sd / math.sqrt(n) / mean
 
 
 def test_auto_stops_at_the_first_round_within_the_precision_and_reports_its_cost(tmp_path):
     t0 = time.monotonic()
-    with stream_server(*jittery(0.03)) as (base, stats):
-        res = _run(base, tmp_path / "a", precision_pct=3.0, max_trials=20)  # room for a loaded host's noise
+    # a 2% jitter needs 3 trials for ±5%; a loaded host's client adds its own spread: room up to 30
+    with stream_server(*jittery(0.02)) as (base, stats):
+        res = _run(base, tmp_path / "a", precision_pct=5.0, max_trials=30)
         factors = stats()["speed_factors"]
     wall_s = time.monotonic() - t0
     assert len(set(factors)) > 3  # the jitter was there
@@ -54,18 +57,18 @@ def test_auto_stops_at_the_first_round_within_the_precision_and_reports_its_cost
     assert auto.stopped == "reached", auto
     values = {lv.index: lv.trials.figures[FIG].values for lv in res.levels}
     k = auto.rounds
-    assert 3 <= k <= 20 and all(len(v) == k for v in values.values())
+    assert 3 <= k <= 30 and all(len(v) == k for v in values.values())
     for lv in res.levels:
         h = half_width(values[lv.index])
-        assert h <= 0.03, (lv.label, h)  # reached at the stop
+        assert h <= 0.05, (lv.label, h)  # reached at the stop
         assert lv.precision.met and lv.precision.reached_pct == pytest.approx(h * 100, rel=0.05)
     # not later than needed: one round fewer left some level short (or under 3 trials)
-    assert k == 3 or any(half_width(v[:k - 1]) > 0.03 for v in values.values())
+    assert k == 3 or any(half_width(v[:k - 1]) > 0.05 for v in values.values())
     # its cost: every trial counted, and seconds no more than the test's own wall clock
     assert auto.trials == 2 * k and 0 < auto.seconds < wall_s
     lines = answer_lines(res)
-    assert "±3% asked: reached" in lines[0]
-    assert any(x.startswith(f"precision ±3% asked: reached after {k} rounds ({2 * k} trials, ") for x in lines)
+    assert "±5% asked: reached" in lines[0]
+    assert any(x.startswith(f"precision ±5% asked: reached after {k} rounds ({2 * k} trials, ") for x in lines)
 
 
 def test_a_budget_says_the_precision_reached_and_what_more_would_take(tmp_path):
@@ -73,7 +76,6 @@ def test_a_budget_says_the_precision_reached_and_what_more_would_take(tmp_path):
         res = _run(base, tmp_path / "b", precision_pct=0.5, max_trials=3)
     auto = res.noise.auto_trials
     assert auto.stopped == "max trials" and auto.rounds == 3 and auto.trials == 6
-    from wattbench.metrics.trials import t_ppf
     for lv in res.levels:
         vals = lv.trials.figures[FIG].values
         h = half_width(vals)
@@ -94,3 +96,16 @@ def test_max_time_ends_the_rounds_before_the_trials_budget(tmp_path):
     auto = res.noise.auto_trials
     assert auto.stopped == "max time" and auto.rounds < 10
     assert "--max-time 4 s ended it" in next(x for x in answer_lines(res) if x.startswith("precision"))
+
+
+def test_a_declared_meter_keeps_its_uncertainty_beside_the_trials_precision(tmp_path):
+    # a declared meter states ±20%, a bias common to every trial: more trials do not narrow it, so the
+    # precision asked is judged on the trials' interval and said beside it
+    with stream_server(*jittery(0.01)) as (base, _):
+        cfg = RunConfig(target=base, sensors=["const:node=300"], idle_s=0, register_run=False,
+                        html=False, out=str(tmp_path / "m"), input_tokens="16", output_tokens="16", concurrency=[4],
+                        num_requests=8, history_check=False, trials="auto", precision_pct=5.0, max_trials=20)
+        res = run_benchmark(cfg)
+    line = answer_lines(res)[0]
+    assert res.noise.auto_trials.stopped == "reached"
+    assert "from the trials; ±5% asked: reached; " in line and "with the meter's ±20%" in line

@@ -59,22 +59,29 @@ def saturation_mark(level: LevelResult) -> str:
 
 def interval_text(level: LevelResult, low: float, high: float, mean: float | None) -> str:
     """The interval a level's headline reached, as its answer says it: ``95% CI 2,050–2,122, ±1.7%``
-    and, under ``--trials auto`` (``level.precision``), against what was asked: ``±2% asked: reached``
-    or ``±2% asked: not reached; about 6 more trials would reach it``."""
+    and what ``--trials auto`` asked (``precision_text``)."""
     text = f"95% CI {fmt_estimate(mean, low, high)[1] if mean is not None else fmt_range(low, high)}"
     if mean:
         text += f", ±{fmt_pct((high - low) / 2.0 / abs(mean) * 100)}"
+    return text + precision_text(level)
+
+
+def precision_text(level: LevelResult) -> str:
+    """Under ``--trials auto`` (``level.precision``), the trials' interval against what was asked:
+    ``; ±2% asked: reached`` or ``; ±2% asked: not reached; about 6 more trials would reach it``
+    (a meter's stated uncertainty is no part of it: more trials do not narrow a bias common to
+    them all). Empty without it."""
     p = level.precision
     if p is None:
-        return text
+        return ""
     asked = f"±{p.asked_pct:g}% asked"
     if p.met:
-        return f"{text}; {asked}: reached"
+        return f"; {asked}: reached"
     if p.drifting:
-        return f"{text}; {asked}: not reached, it {p.drift or 'drifts'}"
+        return f"; {asked}: not reached, it {p.drift or 'drifts'}"
     more = ("the spread is unknown" if p.more_trials is None
             else f"about {p.more_trials} more trial{'s' if p.more_trials != 1 else ''} would reach it")
-    return f"{text}; {asked}: not reached; {more}"
+    return f"; {asked}: not reached; {more}"
 
 
 def headline_line(level: LevelResult) -> str:

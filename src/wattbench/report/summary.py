@@ -372,7 +372,8 @@ def answer_line(result: Result) -> str | None:
                   f"{fmt(be.avg_power_w)} W average over {fmt(dur)} s{where}")
     if h.ci is not None and wm is not None:  # the trials' scatter and the meter's stated ±%, both said
         figure += (f", mean of {h.trials} trials (95% CI {fmt_estimate(h.value, h.ci[0], h.ci[1])[1]} from the "
-                   f"trials; {fmt_estimate(h.value, wm[1], wm[2])[1]}, ±{fmt(wm[0], kind='effect')}%, with the meter's "
+                   f"trials{F.precision_text(h.level)}; {fmt_estimate(h.value, wm[1], wm[2])[1]}, "
+                   f"±{fmt(wm[0], kind='effect')}%, with the meter's "
                    f"±{fmt(u, kind='effect')}%)")
     elif h.ci is not None:
         figure += f", mean of {h.trials} trials ({F.interval_text(h.level, h.ci[0], h.ci[1], h.value)})"
