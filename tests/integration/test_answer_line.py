@@ -216,6 +216,8 @@ def test_a_declared_meter_keeps_its_uncertainty_in_the_answer_and_its_idle_note_
                 f"±{fmt(pct, kind='effect')}%, with the meter's ±{fmt(be.uncertainty_pct, kind='effect')}%)")
         assert want in text, text[:600]
         assert text.count("no idle baseline") == 1 and "- no idle baseline" in text
+        # levels of a second or two: the ML.ENERGY 30 s steady-window gate, a note named as the gate
+        assert "- c=1,2: ML.ENERGY gate: steady window ≥ 30 s not met" in text
     assert "no idle baseline" not in p.stderr
     (f,) = [f for f in res.validity.findings if f.kind == "no_idle"]
     assert f.severity == "note" and not any("idle" in w for w in res.warnings)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from wattbench.accounting.gates import gate_findings
 from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, VERDICT_ORDER, Finding, judged, rule, verdicts, worst
 from wattbench.core.errors import StorageError
 from wattbench.core.recordset import NONE, RecordSet, as_record_set
@@ -259,7 +260,7 @@ def level_findings(level: LevelResult, records: Iterable[RequestRecord] | Record
               input_length_finding(records, length_source), bad_usage_finding(records)):
         if f is not None:
             out.append(f)
-    return out
+    return out + gate_findings(level)  # the ML.ENERGY benchmark's validity gates wattbench can read
 
 
 def no_energy_text(why: str) -> str:

@@ -201,7 +201,10 @@ def throttle_findings(log: TelemetryLog, t0: int, t1: int) -> list[Finding]:
             out.append(rule(FindingKind.CLOCKS_CAPPED, "warn", f"{dev}: clocks capped ({', '.join(r['capping_reasons'])}) in "
                                                      f"{100 * r['capping_fraction']:.0f}% of samples",
                             ("efficiency", "throughput", "ttft", "tpot", "itl", "e2e"),
-                            summary=f"{dev}: clocks capped"))
+                            # thermal capping is the ML.ENERGY gate "temperature in range", named as it
+                            summary=f"{dev}: clocks capped" + (
+                                " (ML.ENERGY gate: temperature in range not met)"
+                                if any("thermal" in x for x in r["capping_reasons"]) else "")))
     return out
 
 

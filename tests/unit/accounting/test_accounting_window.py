@@ -138,3 +138,6 @@ def test_thermal_summary():
     assert acc.thermal == th
     assert acc.validity.verdict == "warn"
     assert acc.reasons == ["warn: gpu0: clocks capped (sw_power_cap, sw_thermal_slowdown) in 67% of samples"]
+    # thermal capping is the ML.ENERGY gate "temperature in range": the finding is named as that gate
+    (capped,) = [f for f in acc.validity.findings if f.kind == "clocks_capped"]
+    assert capped.summary == "gpu0: clocks capped (ML.ENERGY gate: temperature in range not met)"

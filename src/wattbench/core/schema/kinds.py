@@ -85,6 +85,10 @@ class FindingKind(WordEnum):
     NO_LEVEL = ("no_level", "invalid", "no level finished")
     RUN_STOPPED = ("run_stopped", "warn", "the run stopped early: a write to its directory failed")
     RUN_UNFINISHED = ("run_unfinished", "invalid", "the run's process died while it was running (found on reading it back)")
+    # -- the validity gates of the ML.ENERGY benchmark (accounting/gates.py)
+    GATE_STEADY_WINDOW = ("gate_steady_window", "note", "ML.ENERGY gate: the steady window is shorter than 30 s")
+    GATE_POWER_RANGE = ("gate_power_range", "warn",
+                        "ML.ENERGY gate: the accelerator's power is above its boards' power limit (judged)")
     NO_IDLE = ("no_idle", "note", "no idle baseline: every power figure is a declared constant, whose idle power is "
                "its load power (dynamic energy is not defined)")
     # -- `wattbench measure -- COMMAND` (run/measure.py)
