@@ -21,7 +21,7 @@ from pathlib import Path
 
 from wattbench.core.errors import UserError
 from wattbench.metrics.slo import run_slo_text
-from wattbench.results.headline import common_headline_boundary
+from wattbench.results.headline import common_headline_boundary, point
 from wattbench.results.rundir import load_result as _load_run
 from wattbench.core.schema import LevelResult, Result, TunedFrom
 from wattbench.results.tune import is_tune_dir, load_tune
@@ -121,15 +121,33 @@ def choice_is_warning(why: str) -> bool:
 
 
 def boundary_power_w(level: LevelResult, boundary: str, percentile: str) -> float | None:
+    """A level's power at ``boundary``: ``avg`` as the answer quotes it (the trials' mean with
+    ``--trials``: ``results.headline.point``); ``p95``, ``p99`` and ``max`` are kept per measurement
+    only, so the level's own (its last measuring trial's)."""
     be = level.energy.get(boundary)
     if be is None:
         return None
+    if percentile == "avg":
+        return point(level, "avg_power_w", boundary, be.avg_power_w)
     return {
         "p95": be.p95_power_w,
         "p99": be.p99_power_w,
         "max": be.max_power_w,
-        "avg": be.avg_power_w,
     }[percentile]
+
+
+def output_tokens_per_s(level: LevelResult) -> float:
+    """A level's output tokens/s as the answer quotes it (the trials' mean with ``--trials``)."""
+    v = point(level, "output_tokens_per_s", None, level.throughput.output_tokens_per_s)
+    return float(level.throughput.output_tokens_per_s if v is None else v)
+
+
+def goodput_tokens_per_s(level: LevelResult) -> float | None:
+    """A level's goodput output tokens/s as the answer quotes it; None without an SLO."""
+    if level.goodput is None or level.goodput.output_tokens_per_s is None:
+        return None
+    v = point(level, "goodput_output_tokens_per_s", None, level.goodput.output_tokens_per_s)
+    return None if v is None else float(v)
 
 
 @dataclass
@@ -215,7 +233,7 @@ def measured_node(
         if not usable:
             raise UserError(_no_power_msg(result, boundary, percentile))
         valid = [lv for lv in usable if lv.validity.verdict != "invalid"] or usable
-        lv, why = choose_level(result, valid, lambda x: x.throughput.output_tokens_per_s, "highest throughput")
+        lv, why = choose_level(result, valid, output_tokens_per_s, "highest throughput")
         (warnings if choice_is_warning(why) else notes).append(why)
     else:
         lv = get_level(result, level)
@@ -272,7 +290,10 @@ def measured_node(
             f"run {result.run_id}: measured on {measured} accelerators, scaled to {gpus} per node "
             "(assumes independent replicas)"
         )
-    goodput = lv.goodput.output_tokens_per_s if lv.goodput is not None else None
+    goodput = goodput_tokens_per_s(lv)
+    if lv.trials is not None and lv.trials.n > 1:
+        notes.append(f"run {result.run_id}: level {level_name(lv)}'s throughput is the mean of its "
+                     f"{lv.trials.n} trials, as its answer quotes it")
     return MeasuredNode(
         name=name or result_name(result),
         run_id=result.run_id,
@@ -284,7 +305,7 @@ def measured_node(
         gpus=gpus,
         accelerator_w=per_acc,
         host_overhead_w=host,
-        output_tokens_per_s=lv.throughput.output_tokens_per_s * scale,
+        output_tokens_per_s=output_tokens_per_s(lv) * scale,
         goodput_output_tokens_per_s=None if goodput is None else float(goodput) * scale,
         verdict=lv.validity.verdict,
         power_source=src,

@@ -34,6 +34,7 @@ from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt
 from wattbench.metrics.carbon import carbon_g, carbon_g_per_million_tokens, G_PER_TONNE, J_PER_KWH
 from wattbench.planning.measured import choose_level, default_boundary, get_level, level_name
+from wattbench.results.headline import point
 
 HOURS_PER_YEAR = 8760.0
 Period = Literal["year", "month"]
@@ -183,9 +184,9 @@ def tokens_per_kwh_from_result(result, level: int | None, boundary: str | None =
             "understated; prefer --boundary node or wall"
         )
 
-    def eff(lv):
+    def eff(lv):  # as the answer quotes it: the trials' mean with --trials (results.headline.point)
         be = lv.energy.get(boundary)
-        return None if be is None else be.output_tokens_per_kwh
+        return None if be is None else point(lv, "output_tokens_per_kwh", boundary, be.output_tokens_per_kwh)
 
     if level is None:
         usable = [lv for lv in result.levels if eff(lv) and lv.validity.verdict != "invalid"]
@@ -195,6 +196,8 @@ def tokens_per_kwh_from_result(result, level: int | None, boundary: str | None =
     else:
         lv = get_level(result, level)
         why = f"run {result.run_id}: level {level_name(lv)} (--level {level})"
+    if lv.trials is not None and lv.trials.n > 1:
+        why += f"; its tokens per kWh are the mean of its {lv.trials.n} trials"
     warnings.insert(0, why)
     value = eff(lv)
     if not value:
