@@ -19,7 +19,8 @@ from wattbench.doctor.check import Check
 from wattbench.core.errors import UserError
 from wattbench.environment import package_versions
 from wattbench.telemetry.detect import inventory as _inventory
-from wattbench.telemetry.nvml import load_nvml, NVML_FIX
+from wattbench.telemetry.nvml import NVML_FIX
+from wattbench.telemetry.nvml_device import Nvml, NvmlCallError, NvmlDevice
 
 G = "environment"
 NVIDIA_DEVICE = "/dev/nvidiactl"
@@ -58,33 +59,12 @@ def decode_clock_events(mask: int) -> list[tuple[int, str, str, bool]]:
     return out
 
 
-def cuda_version_str(v: int) -> str:
-    """NVML's CUDA driver version integer (12040) -> "12.4"."""
-    return f"{v // 1000}.{(v % 1000) // 10}"
-
-
-def _text(x: Any) -> str:
-    return x.decode() if isinstance(x, bytes) else str(x)
-
-
-def _const(nv: Any, name: str, default: int) -> int:
-    return getattr(nv, name, default)
-
-
-class _Nv:
-    """Calls that may be unsupported on a board: returns (ok, value or error text)."""
-
-    def __init__(self, nv: Any) -> None:
-        self.nv = nv
-
-    def get(self, fn: str, *args) -> tuple[bool, Any]:
-        f = getattr(self.nv, fn, None)
-        if f is None:
-            return False, f"{fn} not in these NVML bindings"
-        try:
-            return True, f(*args)
-        except Exception as e:  # NVMLError_NotSupported, NoPermission, ...
-            return False, f"{type(e).__name__}: {e}"
+def _get(read: Callable[[], Any]) -> tuple[bool, Any]:
+    """A read that may be unsupported on a board: (True, value) or (False, the driver's error text)."""
+    try:
+        return True, read()
+    except NvmlCallError as e:  # NVMLError_NotSupported, NoPermission, not in these bindings ...
+        return False, str(e)
 
 
 # ------------------------------------------------------------------------------------------ GPUs
@@ -95,8 +75,8 @@ def gpu_checks(nvml: Any = None, nvidia_device: str | Path = NVIDIA_DEVICE) -> t
     facts: dict[str, Any] = {"gpu_count": 0, "driver_cuda": None, "nvml": False}
     has_device = Path(nvidia_device).exists()
     try:
-        nv = load_nvml(nvml)
-        nv.nvmlInit()
+        nv = Nvml(nvml)
+        nv.init()
     except Exception as e:
         why = str(e)
         if has_device or nvml is not None:
@@ -107,20 +87,19 @@ def gpu_checks(nvml: Any = None, nvidia_device: str | Path = NVIDIA_DEVICE) -> t
         return _gpu_checks(nv, facts)
     finally:
         try:
-            nv.nvmlShutdown()
+            nv.shutdown()
         except Exception:
             pass
 
 
-def _gpu_checks(nv: Any, facts: dict) -> tuple[list[Check], dict]:
-    n = _Nv(nv)
+def _gpu_checks(nv: Nvml, facts: dict) -> tuple[list[Check], dict]:
     out: list[Check] = []
     facts["nvml"] = True
-    ok_d, driver = n.get("nvmlSystemGetDriverVersion")
-    ok_c, cuda = n.get("nvmlSystemGetCudaDriverVersion")
+    ok_d, driver = _get(nv.driver_version)
+    ok_c, cuda = _get(nv.cuda_driver_version)
     if ok_c:
-        facts["driver_cuda"] = cuda_version_str(int(cuda))
-    drv = _text(driver) if ok_d else None
+        facts["driver_cuda"] = cuda
+    drv = driver if ok_d else None
     facts["driver"] = drv
     if ok_d:
         out.append(Check("env.driver", G, "pass",
@@ -129,7 +108,7 @@ def _gpu_checks(nv: Any, facts: dict) -> tuple[list[Check], dict]:
     else:
         out.append(Check("env.driver", G, "warn", f"driver version not readable ({driver})",
                          "check `nvidia-smi`; reinstall the driver if it fails too"))
-    ok, count = n.get("nvmlDeviceGetCount")
+    ok, count = _get(nv.device_count)
     if not ok or int(count) == 0:
         out.append(Check("env.nvml", G, "fail", f"NVML initialised but sees no GPU ({count if not ok else 0})",
                          "check `nvidia-smi -L`; in a container pass the GPUs (--gpus all)"))
@@ -137,18 +116,16 @@ def _gpu_checks(nv: Any, facts: dict) -> tuple[list[Check], dict]:
     facts["gpu_count"] = int(count)
     out.append(Check("env.nvml", G, "pass", f"NVML works and sees {int(count)} GPU(s)", data={"gpus": int(count)}))
     for i in range(int(count)):
-        out.extend(_one_gpu(nv, n, i))
+        out.extend(_one_gpu(nv, i))
     return out, facts
 
 
 @dataclass(frozen=True)
 class _Gpu:
-    """One board as its checks see it: the NVML module, the call wrapper, its handle and index, the
-    label its checks name it by (``gpu0 (NVIDIA H200)``) and their id prefix (``env.gpu0``)."""
+    """One board as its checks see it: its device, its index, the label its checks name it by
+    (``gpu0 (NVIDIA H200)``) and their id prefix (``env.gpu0``)."""
 
-    nv: Any
-    n: _Nv
-    h: Any
+    d: NvmlDevice
     i: int
     label: str
     p: str
@@ -157,12 +134,12 @@ class _Gpu:
 def _power_limit_check(g: _Gpu) -> Check:
     """The enforced power limit (mW) against the board's default: a warning when capped below it,
     with the likely cause (``nvidia-smi -pl`` or another constraint)."""
-    ok_e, enforced = g.n.get("nvmlDeviceGetEnforcedPowerLimit", g.h)
-    ok_def, default = g.n.get("nvmlDeviceGetPowerManagementDefaultLimit", g.h)
-    ok_l, limit = g.n.get("nvmlDeviceGetPowerManagementLimit", g.h)
+    ok_e, enforced = _get(g.d.enforced_power_limit_w)
+    ok_def, default = _get(g.d.default_power_limit_w)
+    ok_l, limit = _get(g.d.power_limit_w)
     if ok_e and ok_def:
-        e_w, d_w = enforced / 1000.0, default / 1000.0
-        l_w = limit / 1000.0 if ok_l else None
+        e_w, d_w = enforced, default
+        l_w = limit if ok_l else None
         data = {"enforced_w": e_w, "default_w": d_w, "management_limit_w": l_w}
         if e_w < d_w:
             cause = ("set below the default with nvidia-smi -pl" if l_w is not None and l_w < d_w
@@ -180,10 +157,10 @@ def _power_limit_check(g: _Gpu) -> Check:
 
 def _persistence_check(g: _Gpu) -> Check:
     """Persistence mode: a warning when off (the driver may unload between processes)."""
-    ok, pm = g.n.get("nvmlDeviceGetPersistenceMode", g.h)
+    ok, pm = _get(g.d.persistence_mode_on)
     if not ok:
         return Check(f"{g.p}.persistence", G, "skip", f"{g.label}: persistence mode not readable ({pm})")
-    if int(pm) == _const(g.nv, "NVML_FEATURE_ENABLED", 1):
+    if pm:
         return Check(f"{g.p}.persistence", G, "pass", f"{g.label}: persistence mode on")
     return Check(f"{g.p}.persistence", G, "warn",
                  f"{g.label}: persistence mode off: the driver may unload between processes, so the first "
@@ -194,12 +171,9 @@ def _persistence_check(g: _Gpu) -> Check:
 def _clocks_check(g: _Gpu) -> Check:
     """The SM clock and the clock event reasons: a warning when one that distorts measurements
     (power cap, thermal or power brake slowdown) is active."""
-    sm = _const(g.nv, "NVML_CLOCK_SM", 1)
-    ok_c, cur = g.n.get("nvmlDeviceGetClockInfo", g.h, sm)
-    ok_m, mx = g.n.get("nvmlDeviceGetMaxClockInfo", g.h, sm)
-    fn = "nvmlDeviceGetCurrentClocksEventReasons" if hasattr(g.nv, "nvmlDeviceGetCurrentClocksEventReasons") \
-        else "nvmlDeviceGetCurrentClocksThrottleReasons"
-    ok_r, mask = g.n.get(fn, g.h)
+    ok_c, cur = _get(g.d.sm_clock_mhz)
+    ok_m, mx = _get(g.d.max_sm_clock_mhz)
+    ok_r, mask = _get(g.d.clock_event_reasons)
     clocks = (f"SM {cur} MHz" if ok_c else "SM clock unknown") + (f" of max {mx} MHz" if ok_m else "")
     if not ok_r:
         return Check(f"{g.p}.clocks", G, "skip", f"{g.label}: {clocks}; clock event reasons not readable ({mask})")
@@ -220,9 +194,8 @@ def _clocks_check(g: _Gpu) -> Check:
 def _temperature_check(g: _Gpu) -> Check:
     """The GPU temperature against its slowdown threshold less ``TEMP_MARGIN_C`` (or
     ``DEFAULT_TEMP_WARN_C`` where the board reports none): a warning at or above it."""
-    ok_t, temp = g.n.get("nvmlDeviceGetTemperature", g.h, _const(g.nv, "NVML_TEMPERATURE_GPU", 0))
-    ok_s, slowdown = g.n.get("nvmlDeviceGetTemperatureThreshold", g.h,
-                             _const(g.nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1))
+    ok_t, temp = _get(g.d.temperature_c)
+    ok_s, slowdown = _get(g.d.slowdown_temperature_c)
     if not ok_t:
         return Check(f"{g.p}.temperature", G, "skip", f"{g.label}: temperature not readable ({temp})")
     warn_at = (int(slowdown) - TEMP_MARGIN_C) if ok_s else DEFAULT_TEMP_WARN_C
@@ -237,14 +210,12 @@ def _temperature_check(g: _Gpu) -> Check:
 def _ecc_check(g: _Gpu) -> Check:
     """ECC: a failure for an uncorrected error since the driver loaded, a warning for a pending row
     remapping or lifetime uncorrected errors; a pass when ECC is off or clean."""
-    ok_mode, mode = g.n.get("nvmlDeviceGetEccMode", g.h)
+    ok_mode, current = _get(g.d.ecc_enabled)
     if not ok_mode:
-        return Check(f"{g.p}.ecc", G, "skip", f"{g.label}: ECC not supported or not readable ({mode})")
-    current = int(mode[0]) if isinstance(mode, (tuple, list)) else int(mode)
-    unc = _const(g.nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
-    ok_v, vol = g.n.get("nvmlDeviceGetTotalEccErrors", g.h, unc, _const(g.nv, "NVML_VOLATILE_ECC", 0))
-    ok_a, agg = g.n.get("nvmlDeviceGetTotalEccErrors", g.h, unc, _const(g.nv, "NVML_AGGREGATE_ECC", 1))
-    ok_rr, rows = g.n.get("nvmlDeviceGetRemappedRows", g.h)
+        return Check(f"{g.p}.ecc", G, "skip", f"{g.label}: ECC not supported or not readable ({current})")
+    ok_v, vol = _get(lambda: g.d.uncorrected_ecc_errors(volatile=True))
+    ok_a, agg = _get(lambda: g.d.uncorrected_ecc_errors(volatile=False))
+    ok_rr, rows = _get(g.d.remapped_rows)
     data = {"ecc_enabled": bool(current), "volatile_uncorrected": int(vol) if ok_v else None,
             "aggregate_uncorrected": int(agg) if ok_a else None}
     pending = False
@@ -275,11 +246,11 @@ GPU_CHECKS: tuple[Callable[[_Gpu], Check], ...] = (
     _power_limit_check, _persistence_check, _clocks_check, _temperature_check, _ecc_check)
 
 
-def _one_gpu(nv: Any, n: _Nv, i: int) -> list[Check]:
+def _one_gpu(nv: Nvml, i: int) -> list[Check]:
     """Every check of GPU ``i`` (``GPU_CHECKS``), each one ``Check``."""
-    h = nv.nvmlDeviceGetHandleByIndex(i)
-    ok, name = n.get("nvmlDeviceGetName", h)
-    g = _Gpu(nv, n, h, i, f"gpu{i}" + (f" ({_text(name)})" if ok else ""), f"env.gpu{i}")
+    d = nv.device(i)
+    ok, name = _get(d.name)
+    g = _Gpu(d, i, f"gpu{i}" + (f" ({name})" if ok else ""), f"env.gpu{i}")
     return [check(g) for check in GPU_CHECKS]
 
 

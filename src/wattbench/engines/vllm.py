@@ -35,6 +35,7 @@ from wattbench.engines.base import (
     length_forcing_server_info,
 )
 from wattbench.engines.presets import default_cache_dir, resolve_model
+from wattbench.telemetry.nvml_device import Nvml
 from wattbench.core.errors import EngineError
 
 _CONFIG_KEYS = ("dtype", "max_seq_len", "load_format", "tensor_parallel_size", "pipeline_parallel_size",
@@ -207,14 +208,12 @@ class VLLM(Engine):
 
 def _gpu_memory_and_name() -> tuple[int | None, str]:
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
+        nv = Nvml()
+        nv.init()
         try:
-            h = pynvml.nvmlDeviceGetHandleByIndex(0)
-            name = pynvml.nvmlDeviceGetName(h)
-            return int(pynvml.nvmlDeviceGetMemoryInfo(h).total), name if isinstance(name, str) else name.decode()
+            d = nv.device(0)
+            return d.memory_total_bytes(), d.name()
         finally:
-            pynvml.nvmlShutdown()
+            nv.shutdown()
     except Exception:  # no NVML: the default rule falls back to the smallest-GPU values
         return None, ""

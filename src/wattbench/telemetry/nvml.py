@@ -1,4 +1,4 @@
-"""NVIDIA GPUs through NVML (``nvidia-ml-py``, imported as ``pynvml``).
+"""NVIDIA GPUs through NVML (``nvidia-ml-py``, loaded by ``nvml_device.load_nvml``).
 
 Per GPU, channels (ids ``nvml.gpu<i>.<quantity>``):
 
@@ -48,6 +48,10 @@ from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Kind, Reading, Sensor
 from wattbench.telemetry.nvidia_smi import NvidiaSmiSensor
+from wattbench.telemetry.nvml_device import is_not_supported, load_nvml
+from wattbench.telemetry.nvml_device import const as _const
+from wattbench.telemetry.nvml_device import cuda_version_str as _cuda_version
+from wattbench.telemetry.nvml_device import text as _text
 from wattbench.telemetry.probe import Found, Machine
 from wattbench.core.schema import GPUInfo
 
@@ -58,7 +62,6 @@ FI_POWER_AVERAGE = 185
 FI_POWER_INSTANT = 186
 POWER_SCOPE_MEMORY = 2  # NVML_POWER_SCOPE_MEMORY
 TOTAL_POWER_SAMPLES = 0  # NVML_TOTAL_POWER_SAMPLES
-NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED
 COUNTER_EVERY_S = 0.9
 AVERAGE_WINDOW_S = 1.0  # field 185 is a trailing 1 s average
 # NVML documents no accuracy for the memory scope; on the H200 the board's own 1 s average field
@@ -72,32 +75,6 @@ NVML_FIX = (
     "install the NVIDIA driver and `pip install nvidia-ml-py`, and check that `nvidia-smi` works; "
     "or use `--sensor nvidia-smi`"
 )
-
-
-def load_nvml(nvml: Any = None) -> Any:
-    """Return the NVML module (the seam for a fake). Raise SensorError when it cannot load."""
-    if nvml is not None:
-        return nvml
-    try:
-        import pynvml  # type: ignore[import-untyped]  # nvidia-ml-py ships no stubs or py.typed
-    except ImportError as e:
-        raise SensorError(f"NVML bindings not importable ({e})", "`pip install nvidia-ml-py`") from None
-    return pynvml
-
-
-def _const(nvml: Any, name: str, default: int) -> int:
-    return getattr(nvml, name, default)
-
-
-def is_not_supported(nvml: Any, exc: BaseException) -> bool:
-    err_cls = getattr(nvml, "NVMLError", None)
-    if err_cls is None or not isinstance(exc, err_cls):
-        return False
-    return getattr(exc, "value", None) == _const(nvml, "NVML_ERROR_NOT_SUPPORTED", NOT_SUPPORTED)
-
-
-def _text(x: Any) -> str:
-    return x.decode() if isinstance(x, bytes) else str(x)
 
 
 def field_value(fv: Any) -> float | None:
@@ -417,10 +394,6 @@ class NvmlSensor(Sensor):
             "sample_offset_mode": self.sample_offset_mode,
             "soft_errors": dict(self.soft_errors),
         }
-
-
-def _cuda_version(v: int) -> str:
-    return f"{v // 1000}.{(v % 1000) // 10}"
 
 
 def gpu_inventory(nvml: Any = None) -> list[GPUInfo]:

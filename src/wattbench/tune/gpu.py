@@ -34,7 +34,7 @@ from typing import Any
 
 from wattbench.core.errors import UserError
 from wattbench.core.interrupt import install_sigterm
-from wattbench.telemetry.nvml import load_nvml
+from wattbench.telemetry.nvml_device import Nvml, NvmlDevice
 
 DEFAULT_STATE_PATH = "/var/lib/wattbench/gpu-settings.json"
 
@@ -76,11 +76,11 @@ class GpuSettings:
 
     def __init__(self, devices: list[int] | None = None, *, nvml: Any = None, state: str | Path | None = None,
                  root: bool | None = None):
-        self.nv = load_nvml(nvml)
+        self.nv = Nvml(nvml)
         self.state = state_path(state)
         self.root = is_root() if root is None else root
         self._devices_arg = devices
-        self._handles: dict[int, Any] = {}
+        self._devices: dict[int, NvmlDevice] = {}
         self._old_sigterm = None
         self.current: dict[str, float] = {}
         self._inited = False
@@ -88,31 +88,32 @@ class GpuSettings:
     # -------------------------------------------------------------- device access
     def _init(self) -> None:
         if not self._inited:
-            self.nv.nvmlInit()
+            self.nv.init()
             self._inited = True
-            n = self.nv.nvmlDeviceGetCount()
+            n = self.nv.device_count()
             idx = self._devices_arg if self._devices_arg is not None else list(range(n))
             for i in idx:
                 if not 0 <= i < n:
                     raise UserError(f"GPU {i} does not exist ({n} visible)")
-                self._handles[i] = self.nv.nvmlDeviceGetHandleByIndex(i)
+                self._devices[i] = self.nv.device(i)
 
     def ranges(self) -> list[DeviceRange]:
         self._init()
         out = []
-        for i, h in self._handles.items():
-            name = self.nv.nvmlDeviceGetName(h)
-            name = name.decode() if isinstance(name, bytes) else str(name)
-            pmin = pmax = cmin = cmax = cur = None
+        for i, d in self._devices.items():
+            name = d.name()
+            pmin: float | None = None
+            pmax: float | None = None
+            cur: float | None = None
+            cmin: int | None = None
+            cmax: int | None = None
             with contextlib.suppress(Exception):
-                lo, hi = self.nv.nvmlDeviceGetPowerManagementLimitConstraints(h)
-                pmin, pmax = lo / 1000.0, hi / 1000.0
+                pmin, pmax = d.power_limit_constraints_w()
             with contextlib.suppress(Exception):
-                cur = self.nv.nvmlDeviceGetPowerManagementLimit(h) / 1000.0
+                cur = d.power_limit_w()
             with contextlib.suppress(Exception):
-                mem = max(self.nv.nvmlDeviceGetSupportedMemoryClocks(h))
-                clocks = list(self.nv.nvmlDeviceGetSupportedGraphicsClocks(h, mem))
-                cmin, cmax = int(min(clocks)), int(max(clocks))
+                clocks = d.supported_graphics_clocks_mhz(max(d.supported_memory_clocks_mhz()))
+                cmin, cmax = min(clocks), max(clocks)
             out.append(DeviceRange(i, name, pmin, pmax, cmin, cmax, cur))
         return out
 
@@ -136,8 +137,8 @@ class GpuSettings:
         if self.state.exists():
             return  # originals from before an earlier change are already recorded (never overwrite them)
         originals = {}
-        for i, h in self._handles.items():
-            originals[str(i)] = {"power_limit_mw": int(self.nv.nvmlDeviceGetPowerManagementLimit(h))}
+        for i, d in self._devices.items():
+            originals[str(i)] = {"power_limit_mw": int(round(d.power_limit_w() * 1000))}
         _write_atomic(self.state, {"version": 1, "pid": os.getpid(), "devices": originals, "clocks_locked": False})
 
     def apply(self, settings: dict[str, float]) -> dict[str, float]:
@@ -154,13 +155,13 @@ class GpuSettings:
             data = json.loads(self.state.read_text())
             data["clocks_locked"] = True
             _write_atomic(self.state, data)
-        for h in self._handles.values():
+        for d in self._devices.values():
             if "power_limit_w" in settings:
-                self.nv.nvmlDeviceSetPowerManagementLimit(h, int(round(settings["power_limit_w"] * 1000)))
+                d.set_power_limit_w(settings["power_limit_w"])
                 applied["power_limit_w"] = float(settings["power_limit_w"])
             if "sm_clock_mhz" in settings:
                 c = int(settings["sm_clock_mhz"])
-                self.nv.nvmlDeviceSetGpuLockedClocks(h, c, c)
+                d.lock_sm_clocks_mhz(c, c)
                 applied["sm_clock_mhz"] = c
         self.current = applied
         return applied
@@ -171,7 +172,7 @@ class GpuSettings:
             self.current = {}
             return []
         self._init()
-        done = restore_from(self.state, self.nv, self._handles)
+        done = restore_from(self.state, self.nv, self._devices)
         self.current = {}
         return done
 
@@ -191,11 +192,11 @@ class GpuSettings:
                     signal.signal(signal.SIGTERM, self._old_sigterm)
             if self._inited:
                 with contextlib.suppress(Exception):
-                    self.nv.nvmlShutdown()
+                    self.nv.shutdown()
                 self._inited = False
 
 
-def restore_from(path: Path, nv: Any, handles: dict[int, Any] | None = None) -> list[str]:
+def restore_from(path: Path, nv: Nvml, devices: dict[int, NvmlDevice] | None = None) -> list[str]:
     """Restore the originals recorded in ``path`` (then remove it)."""
     try:
         data = json.loads(path.read_text())
@@ -206,15 +207,15 @@ def restore_from(path: Path, nv: Any, handles: dict[int, Any] | None = None) -> 
     done = []
     for key, orig in devices.items():
         i = int(key)
-        h = (handles or {}).get(i)
-        if h is None:
-            h = nv.nvmlDeviceGetHandleByIndex(i)
+        d = (devices or {}).get(i)
+        if d is None:
+            d = nv.device(i)
         if data.get("clocks_locked"):
-            nv.nvmlDeviceResetGpuLockedClocks(h)
+            d.reset_locked_clocks()
             done.append(f"GPU {i}: locked clocks reset")
         mw = orig.get("power_limit_mw")
-        if mw is not None and nv.nvmlDeviceGetPowerManagementLimit(h) != mw:
-            nv.nvmlDeviceSetPowerManagementLimit(h, int(mw))
+        if mw is not None and round(d.power_limit_w() * 1000) != mw:
+            d.set_power_limit_w(int(mw) / 1000)
             done.append(f"GPU {i}: power limit restored to {mw / 1000:g} W")
         elif mw is not None:
             done.append(f"GPU {i}: power limit already {mw / 1000:g} W")
@@ -231,13 +232,13 @@ def restore_pending(*, nvml: Any = None, state: str | Path | None = None, root: 
         raise UserError(f"GPU settings changed by an earlier wattbench tune are still recorded in {p}; "
                         "run `sudo wattbench doctor --restore` to put them back")
 
-    nv = load_nvml(nvml)
-    nv.nvmlInit()
+    nv = Nvml(nvml)
+    nv.init()
     try:
         return restore_from(p, nv)
     finally:
         with contextlib.suppress(Exception):
-            nv.nvmlShutdown()
+            nv.shutdown()
 
 
 def _check_in_range(r: DeviceRange, flag: str, values: list, lo: float | None, hi: float | None, unit: str,
