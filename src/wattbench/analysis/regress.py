@@ -199,7 +199,9 @@ def evaluate(check: RegressCheck, a, b, boundary: str | None, label: str, *, bas
     na, nb = _noise(base, a, check.metric, boundary, history), _noise(cand, b, check.metric, boundary, history)
     if na is not None or nb is not None:
         out.noise_basis = "+".join(dict.fromkeys(x for n in (na, nb) if n is not None for x in n.basis.split("+")))
-    jd = judge(vb / va if va else None, na, nb, sides=("the baseline", "the run"))
+    # an inconclusive check says what would resolve its own limit (a relative one; else the default)
+    aim = check.threshold if check.kind == "relative" and check.threshold > 0 else None
+    jd = judge(vb / va if va else None, na, nb, sides=("the baseline", "the run"), precision=aim)
     out.word = jd.word
     out.noise = NoiseVerdict.of(check.metric, jd)
     usable = jd.word != INCONCLUSIVE  # the noise can decide: its interval bounds the change

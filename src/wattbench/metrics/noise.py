@@ -244,7 +244,7 @@ def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = No
     j = _Interval(ratio=r, low=lo, high=hi, bound=bound, df=df, basis="+".join(bases),
                   basis_text="; ".join(details))
     aim = precision if precision is not None else abs(effect) if effect else DEFAULT_PRECISION
-    needs = ratio_needs(a, b, aim)
+    needs = ratio_needs(a, b, aim, sides)
     settle = settle_text(bound, needs, aim) if df is not None else ""
     todo = f"{settle}; {NARROWER}" if settle else NARROWER
     more = {"needs": needs, "precision": aim}
@@ -423,17 +423,23 @@ class Need:
         return f"{self.more} more {unit}{of} ({self.needed} in all)"
 
 
-def ratio_needs(a: FigureNoise | None, b: FigureNoise | None, precision: float) -> tuple[Need, ...]:
-    """What each side of a ratio ``b / a`` needs for the ratio's bound ``e^w − 1`` to reach
-    ``precision``: ``w = sqrt(h_a² + h_b²)``, so each side is asked for ``ln(1 + precision) / sqrt(2)``
-    (``measurements_needed``); one side's noise standing for both asks the same of each."""
-    known = [(name, p) for name, p in (("A", a), ("B", b)) if p is not None]
+def ratio_needs(a: FigureNoise | None, b: FigureNoise | None, precision: float,
+                sides: tuple[str, str] = ("A", "B")) -> tuple[Need, ...]:
+    """What each side of a ratio ``b / a`` (``sides``: what the caller calls them) needs for the
+    ratio's bound ``e^w − 1`` to reach ``precision``: ``w = sqrt(h_a² + h_b²)``, so each side is
+    asked for ``ln(1 + precision) / sqrt(2)`` (``measurements_needed``), and for the ``MIN_DF``
+    degrees of freedom the noise rule needs at least; one side's noise standing for both asks the
+    same of each."""
+    known = [(name, p) for name, p in zip(sides, (a, b)) if p is not None]
     per_side = math.log1p(precision) / math.sqrt(2)
     out = []
     for name, p in known:
         now, unit = p.count()
-        out.append(Need(name if len(known) == 2 else "", unit, now,
-                        measurements_needed(now, p.rel_half_width, per_side, p.dof())))
+        df = p.dof()
+        needed = measurements_needed(now, p.rel_half_width, per_side, df)
+        if needed is not None and df is not None:
+            needed = max(needed, now + max(0, MIN_DF - df))  # fewer than MIN_DF df never decide
+        out.append(Need(name if len(known) == 2 else "", unit, now, needed))
     return tuple(out)
 
 

@@ -101,3 +101,17 @@ def test_the_within_beyond_edge_reads_the_trials_log_interval(off, word):
     # (the made levels count whole tokens: their per-kW figures are the tokens/s over 0.6 kW within 1e-5)
     assert n.low == pytest.approx(k * math.exp(-math.sqrt(2) * w), rel=1e-5)
     assert n.high == pytest.approx(k * math.exp(math.sqrt(2) * w), rel=1e-5)
+
+
+def test_an_inconclusive_regress_check_says_what_would_resolve_its_own_limit():
+    # two trials a side (1 df): inconclusive; what settles it is asked for the check's own +5%
+    def two(tput):
+        per_kw = tput / 0.6
+        return trials_block({"output_tokens_per_s_per_kw@accelerator": (per_kw, per_kw * 0.02),
+                             "j_per_output_token@accelerator": (600.0 / tput, 600.0 / tput * 0.02)}, n=2)
+
+    a, b = _pair(980.0, two(1000.0), two(980.0))
+    rep = regress(b, a, "j_per_output_token:+5%")
+    assert rep.outcomes[0].word == "inconclusive"
+    assert "the current noise resolves only effects beyond ±2.9%" in rep.todo  # e^(sqrt(2) x 2%) - 1
+    assert "to resolve ±5%:" in rep.todo and "more trial of the baseline (3 in all)" in rep.todo

@@ -161,3 +161,13 @@ def test_one_noise_standing_for_both_asks_each_side():
     n = FigureNoise(0.03, "history", 5, "history", 4, 1, "runs")
     needs = ratio_needs(n, None, 0.02)
     assert len(needs) == 1 and needs[0].side == "" and needs[0].unit == "runs"
+
+
+def test_a_side_already_narrow_still_needs_the_degrees_of_freedom_the_rule_asks():
+    # two trials at ±0.5% (1 df) are narrow enough for ±2%, but 1 df never decides: one more each
+    a = trials_noise(100.0, 99.5, 100.5, 2)
+    needs = ratio_needs(a, a, 0.02, ("the baseline", "the run"))
+    assert [(n.side, n.more, n.needed) for n in needs] == [("the baseline", 1, 3), ("the run", 1, 3)]
+    # a history of 1 df (one more run of each side gives 2): one more run
+    h = FigureNoise(0.01, "history", 2, "history", 1, 1, "runs")
+    assert ratio_needs(h, None, 0.05)[0].more == 1
