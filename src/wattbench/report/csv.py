@@ -30,6 +30,7 @@ from wattbench.report.tables import SERVING_LATENCY, SERVING_STATS
 from wattbench.results.headline import same_as
 from wattbench.core.schema import BoundaryEnergy, LevelResult
 from wattbench.core.schema.level import TrialFigure, TrialsBlock
+from wattbench.metrics.efficiency import AIPERF_TWINS, aiperf_twins
 from wattbench.metrics.request_latency import per_request_latencies
 
 SUMMARY_FILE = "levels.csv"
@@ -53,7 +54,9 @@ ENERGY_COLUMNS = [
     "output_tokens_per_s_per_kw", "tokens_per_kwh", "output_tokens_per_kwh", "cost_per_million_output_tokens",
     "uncertainty_pct", "coverage", "largest_gap_s", "energy_unavailable_reason", "same_energy_as",
 ]
-SUMMARY_COLUMNS = LEVEL_COLUMNS + ENERGY_COLUMNS + CI_COLUMNS
+# the same figures under NVIDIA AIPerf's names and units (metrics/efficiency.py AIPERF_TWINS)
+AIPERF_COLUMNS = list(AIPERF_TWINS)
+SUMMARY_COLUMNS = LEVEL_COLUMNS + ENERGY_COLUMNS + CI_COLUMNS + AIPERF_COLUMNS
 
 REQUEST_COLUMNS = [
     "run_id", "level", "trial", "id", "worker", "warmup", "ok", "error", "http_status", "error_detail", "target",
@@ -150,8 +153,25 @@ def _level_rows(run_id: str, lv: LevelResult) -> list[dict[str, Any]]:
         for b in shown_boundaries(energy):
             row = {**base, **_energy_part(window, energy[b], None)}
             row["same_energy_as"] = ";".join(sorted(k for k, v in twins.items() if v == b))
+            # the SLO's good requests/s: this measurement's, over its full window
+            row[_GOOD] = lv.goodput.requests_per_s if (lv.goodput is not None and window == "full") else None
             rows.append(row)
     return rows
+
+
+_GOOD = "_good_requests_per_s"  # carried from a level's own row to its AIPerf twins, not written
+
+
+def _aiperf(row: dict[str, Any]) -> dict[str, Any]:
+    """The row's figures under AIPerf's names (``metrics.efficiency.aiperf_twins``). The per-W request
+    rates only on one measurement's full-window row: its requests/s and power are over one window
+    (a steady row's requests/s is the full window's; a mean of rates over a mean of powers is no mean)."""
+    one = row.get("row") == "trial" and row.get("window") == "full"
+    return aiperf_twins(j_per_output_token=row.get("j_per_output_token"), j_per_total_token=row.get("j_per_token"),
+                        output_tokens_per_s_per_kw=row.get("output_tokens_per_s_per_kw"),
+                        requests_per_s=row.get("requests_per_s") if one else None,
+                        good_requests_per_s=row.get(_GOOD) if one else None,
+                        avg_power_w=row.get("avg_power_w"))
 
 
 def _value_at(i: int) -> Callable[[TrialFigure], float | None]:
@@ -209,7 +229,13 @@ def summary_rows(runs: Iterable[RunData]) -> list[dict[str, Any]]:
     rows = []
     for run in runs:
         for lv in run.result.levels:
-            rows += [{**{c: None for c in CI_COLUMNS}, **r} for r in _with_trials(run.run_id, lv)]
+            for r in _with_trials(run.run_id, lv):
+                row = {**{c: None for c in CI_COLUMNS}, **r}
+                if row.get("row") == "mean" or row.get("trial") != ((lv.trial or 0) + 1 if lv.trials else 1):
+                    row[_GOOD] = None  # only the level's own measurement has its goodput
+                row.update(_aiperf(row))
+                row.pop(_GOOD, None)
+                rows.append(row)
     return rows
 
 

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 from wattbench.report import format as F
 from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
-from wattbench.results.headline import parts, point, server_lower_bound, trial_ci, trial_entry
+from wattbench.metrics.efficiency import AIPERF_TWINS, aiperf_twins
+from wattbench.results.headline import headline_boundary, parts, point, server_lower_bound, trial_ci, trial_entry
 from wattbench.report.goodput import goodput_cells, has_goodput
 from wattbench.report.labels import short_label
 from wattbench.report.trials import TRIAL_FIGURES, any_trials, last_trial_title, trial_cells, trials_cell
@@ -224,7 +225,8 @@ def level_json(level: LevelResult) -> dict[str, Any]:
     own = serving_figures(level)
     block = level.trials
     if block is None or block.n <= 1:
-        return {"figures": own, "ci95": {}, "trials": [{"trial": 1, "measured": True, "figures": own}]}
+        return {"figures": own, "ci95": {}, "aiperf": aiperf_json(level),
+                "trials": [{"trial": 1, "measured": True, "figures": own}]}
     figures: dict[str, float | None] = {}
     ci95: dict[str, list[float]] = {}
     for name, v in own.items():
@@ -251,7 +253,26 @@ def level_json(level: LevelResult) -> dict[str, Any]:
                 if entry is not None and i < len(entry.values):
                     mine[name] = entry.values[i]
             trials.append({"trial": k, "measured": True, "figures": mine})
-    return {"figures": figures, "ci95": ci95, "trials": trials}
+    return {"figures": figures, "ci95": ci95, "aiperf": aiperf_json(level), "trials": trials}
+
+
+def aiperf_json(level: LevelResult) -> dict[str, Any]:
+    """The level's efficiency at its headline boundary under NVIDIA AIPerf's names and units
+    (``metrics.efficiency.aiperf_twins``), each figure as the answer quotes it (the trials' mean
+    with ``--trials``); the per-W request rates for a level measured once only. ``boundary`` names
+    the boundary (AIPerf's own figures are the GPUs': wattbench's ``accelerator``)."""
+    b = headline_boundary(level)
+    be = level.energy.get(b) if b else None
+    if be is None:
+        return {"boundary": None, **{name: None for name in AIPERF_TWINS}}
+    once = level.trials is None or level.trials.n <= 1
+    good = level.goodput.requests_per_s if (level.goodput is not None and once) else None
+    return {"boundary": b, **aiperf_twins(
+        j_per_output_token=point(level, "j_per_output_token", b, be.j_per_output_token),
+        j_per_total_token=point(level, "j_per_token", b, be.j_per_token),
+        output_tokens_per_s_per_kw=point(level, "output_tokens_per_s_per_kw", b, be.output_tokens_per_s_per_kw),
+        requests_per_s=level.throughput.requests_per_s if once else None,
+        good_requests_per_s=good, avg_power_w=be.avg_power_w)}
 
 
 def serving_columns(result: Result) -> list[Column]:

@@ -198,3 +198,42 @@ def test_report_json_figures_are_the_answers_means_and_list_every_trial(trials_r
         assert [t["trial"] for t in got["trials"]] == [1, 2, 3] and all(t["measured"] for t in got["trials"])
         assert [t["figures"]["output_tokens_per_s"] for t in got["trials"]] == pytest.approx(tok.values, rel=1e-12)
         assert got["trials"][2]["figures"]["mean_in_flight"] == pytest.approx(lv.load.mean_in_flight)
+
+
+@pytest.mark.slow
+def test_aiperf_named_twins_in_csv_and_json_match_the_declared_power(trials_run_dir, tmp_path):
+    """At a declared 300 W, AIPerf's tokens per joule is the window's output tokens/s over 300 W, its
+    energy per total token 1000 · 300 W / total tokens/s (mJ), and its requests/s per W the
+    measurement's requests/s over 300 W."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from wattbench.cli.main import build_app
+
+    path, _ = trials_run_dir
+    run = RunData(path)
+    levels_csv, _ = write_csvs([run], tmp_path)
+    df = pd.read_csv(levels_csv)
+    for lv in run.result.levels:
+        be = lv.energy["node"]
+        tok_s = be.output_tokens_per_s_per_kw * 0.3  # the window's output tokens/s (declared 0.3 kW)
+        total_s = 300.0 / be.j_per_token
+        own = df[(df.level == lv.index) & (df.trial == 3) & (df.window == "full")].iloc[0]
+        assert own.output_tokens_per_joule == pytest.approx(tok_s / 300.0, rel=1e-9)
+        assert own.output_tps_per_watt == pytest.approx(tok_s / 300.0, rel=1e-9)
+        assert own.energy_per_total_token == pytest.approx(1000 * 300.0 / total_s, rel=1e-9)
+        assert own.energy_per_output_token == pytest.approx(1000 * be.j_per_output_token, rel=1e-12)
+        assert own.performance_per_watt == pytest.approx(lv.throughput.requests_per_s / 300.0, rel=1e-9)
+        assert pd.isna(own.goodput_per_watt)  # the run has no SLO
+        mean = df[(df.level == lv.index) & (df.row == "mean") & (df.window == "full")].iloc[0]
+        per_kw = lv.trials.figures["output_tokens_per_s_per_kw@node"]
+        assert mean.output_tokens_per_joule == pytest.approx(per_kw.mean / 1000, rel=1e-12)
+        assert pd.isna(mean.performance_per_watt)  # a mean rate over a mean power is no mean
+    out = CliRunner().invoke(build_app(), ["report", str(path), "--json"], terminal_width=160)
+    got = json.loads(out.output)["runs"][0]["levels"][0]["aiperf"]
+    lv = run.result.levels[0]
+    assert got["boundary"] == "node"
+    assert got["output_tokens_per_joule"] == pytest.approx(
+        lv.trials.figures["output_tokens_per_s_per_kw@node"].mean / 1000, rel=1e-12)
+    assert got["energy_per_total_token"] == pytest.approx(1000 * lv.trials.figures["j_per_token@node"].mean, rel=1e-12)
