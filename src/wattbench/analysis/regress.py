@@ -244,8 +244,12 @@ def evaluate(check: RegressCheck, a, b, boundary: str | None, label: str, *, bas
                 " (--strict: judged on the change itself)" if strict else "")
         else:
             ci = f", {word}"
+        judged_on = ""
+        if out.noise_aware and not strict:  # the miss is the interval's edge nearest no change, not the change
+            judged_on = (f" (judged on {_fmt(check, sgn * out.bound)}, the 95% interval's end nearest no change: "
+                         "the change is at least that)")
         out.message = (f"{check.text} at {label}: {what}{ci}); limit {check.describe_threshold()}, missed by "
-                       f"{_fmt(check, out.miss).lstrip('+')}")
+                       f"{_fmt(check, out.miss).lstrip('+')}{judged_on}")
     elif jd.word == WITHIN and point > check.threshold:
         out.message = (f"{check.text} passes within noise at {label}: {what}, noise [{_fmt(check, out.change_ci[0])}, "
                        f"{_fmt(check, out.change_ci[1])}] from {jd.basis_text}; --strict fails it)")

@@ -199,3 +199,19 @@ def test_a_trials_run_is_judged_by_its_trial_mean():
     a, b = _pair(tput_b=950.0, trials_a=ta, trials_b=tb)
     o = regress(b, a, "output_tokens_per_s:-3%").outcomes[0]
     assert (o.baseline, o.candidate) == pytest.approx((1000.0, 990.0), rel=1e-12) and o.status == "pass"
+
+
+def test_a_noise_aware_miss_names_the_interval_edge_it_is_judged_on():
+    # throughput -10% with ±2% trials on either side: the change's interval is about -10% ± 2.06%, so
+    # the gate judges its end nearest no change (about -7.94%), 4.94 points past the -3% limit, and says so
+    ta = trials_block({"output_tokens_per_s": (1000.0, 20.0)})
+    tb = trials_block({"output_tokens_per_s": (900.0, 18.0)})
+    a, b = _pair(tput_b=900.0, trials_a=ta, trials_b=tb)
+    o = regress(b, a, "output_tokens_per_s:-3%").outcomes[0]
+    edge = o.change_ci[1]  # a drop: the upper end is the one nearest no change
+    assert o.status == "fail" and edge == pytest.approx(-o.bound)
+    assert f"missed by {abs(edge) * 100 - 3:.2f}%" in o.message
+    assert f"(judged on {edge * 100:.2f}%, the 95% interval's end nearest no change: the change is at least that)" \
+        in o.message
+    strict = regress(b, a, "output_tokens_per_s:-3%", strict=True).outcomes[0]
+    assert "missed by 7.00%" in strict.message and "judged on -" not in strict.message
