@@ -26,6 +26,7 @@ from wattbench.core.errors import UserError
 from wattbench.report import format as F
 from wattbench.results.headline import boundary_order, shown_boundaries
 from wattbench.report.data import RunData
+from wattbench.report.labels import cost_currency
 from wattbench.report.tables import SERVING_LATENCY, SERVING_STATS
 from wattbench.results.headline import same_as
 from wattbench.core.schema import BoundaryEnergy, LevelResult
@@ -56,7 +57,8 @@ ENERGY_COLUMNS = [
 ]
 # the same figures under NVIDIA AIPerf's names and units (metrics/efficiency.py AIPERF_TWINS)
 AIPERF_COLUMNS = list(AIPERF_TWINS)
-SUMMARY_COLUMNS = LEVEL_COLUMNS + ENERGY_COLUMNS + CI_COLUMNS + AIPERF_COLUMNS
+# the currency of cost_per_million_output_tokens (the run's --currency)
+SUMMARY_COLUMNS = LEVEL_COLUMNS + ENERGY_COLUMNS + CI_COLUMNS + AIPERF_COLUMNS + ["cost_currency"]
 
 REQUEST_COLUMNS = [
     "run_id", "level", "trial", "id", "worker", "warmup", "ok", "error", "http_status", "error_detail", "target",
@@ -230,7 +232,7 @@ def summary_rows(runs: Iterable[RunData]) -> list[dict[str, Any]]:
     for run in runs:
         for lv in run.result.levels:
             for r in _with_trials(run.run_id, lv):
-                row = {**{c: None for c in CI_COLUMNS}, **r}
+                row = {**{c: None for c in CI_COLUMNS}, **r, "cost_currency": cost_currency(run.result)}
                 if row.get("row") == "mean" or row.get("trial") != ((lv.trial or 0) + 1 if lv.trials else 1):
                     row[_GOOD] = None  # only the level's own measurement has its goodput
                 row.update(_aiperf(row))

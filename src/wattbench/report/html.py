@@ -26,6 +26,7 @@ from wattbench.report import format as F
 from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
 from wattbench.results.headline import boundary_order, shown_boundaries
 from wattbench.report import summary as S
+from wattbench.report.labels import cost_currency
 from wattbench.report.data import RunData
 from wattbench.report.html_doc import (
     COLORS, PLOT_CONFIG, Doc, e, get_plotlyjs, kv_table, ptxt, script_json, table,
@@ -56,9 +57,9 @@ def _level_summary_table(result: Result) -> str:
     return table(headers, rows, "summary")
 
 
-def _energy_table(energy: dict[str, BoundaryEnergy]) -> str:
+def _energy_table(energy: dict[str, BoundaryEnergy], currency: str) -> str:
     headers = ["boundary", "label", "method", "energy J", "avg W", "p99 W", "max W", "idle W", "dynamic J",
-               "J/out tok", "out tok/s/kW", "out tok/kWh", "cost/M out tok", "± %", "coverage", "largest gap s", "notes"]
+               "J/out tok", "out tok/s/kW", "out tok/kWh", f"cost/M out tok ({currency})", "± %", "coverage", "largest gap s", "notes"]
     rows = []
     for b in shown_boundaries(energy):  # a boundary equal to another (host = the cpu estimate) once
         be = energy[b]
@@ -246,9 +247,9 @@ def build_html(runs: list[RunData]) -> str:
                 doc.add('<ul class="reasons">' + "".join(f"<li>{e(x)}</li>" for x in lv.validity.reasons)
                         + "</ul>")
             if lv.energy:
-                doc.add("<h4>Energy, full window</h4>" + _energy_table(lv.energy))
+                doc.add("<h4>Energy, full window</h4>" + _energy_table(lv.energy, cost_currency(r)))
                 if lv.energy_steady:
-                    doc.add("<h4>Energy, steady state</h4>" + _energy_table(lv.energy_steady))
+                    doc.add("<h4>Energy, steady state</h4>" + _energy_table(lv.energy_steady, cost_currency(r)))
             else:
                 doc.add(f'<p class="unavailable">energy unavailable: {e(F.energy_unavailable_reason(lv))}</p>')
             timeline(doc, run, lv, {})

@@ -88,3 +88,10 @@ def in_load_order(result: Result) -> Result:
     if [lv.index for lv in levels] == [lv.index for lv in result.levels]:
         return result
     return result.model_copy(update={"levels": levels})
+
+
+def cost_currency(result: Result) -> str:
+    """The currency a run's costs are in: its ``--currency`` (``config.py``; USD by default), named
+    beside every cost a report shows, since ``--price-per-kwh`` is a number in it."""
+    cur = result.config.get("currency") if isinstance(result.config, dict) else None
+    return cur if isinstance(cur, str) and cur.strip() else "USD"

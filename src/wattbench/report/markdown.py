@@ -19,7 +19,7 @@ from wattbench.core.numbers import MISSING, fmt
 from wattbench.results.headline import shown_boundaries
 from wattbench.report import summary as S
 from wattbench.report.goodput import slo_text
-from wattbench.report.labels import short_label
+from wattbench.report.labels import cost_currency, short_label
 from wattbench.report.notes import run_notes, verdict_text
 from wattbench.report.tables import trial_columns
 from wattbench.report.trials import any_trials, last_trial_title, trials_title
@@ -53,7 +53,7 @@ def md(text: object) -> str:
     return s.replace("\r", " ").replace("\n", " ")
 
 
-def _energy_table(energy: dict[str, BoundaryEnergy]) -> list[str]:
+def _energy_table(energy: dict[str, BoundaryEnergy], currency: str) -> list[str]:
     bounds = shown_boundaries(energy)  # a boundary equal to another (host = the cpu estimate) once
     def where(be: BoundaryEnergy) -> str:  # "declared" once, not "(declared, declared)"
         said = [be.label] + ([be.method] if be.method and be.method != be.label else [])
@@ -62,6 +62,8 @@ def _energy_table(energy: dict[str, BoundaryEnergy]) -> list[str]:
     head = "| | " + " | ".join(f"{md(b)} ({where(energy[b])})" for b in bounds) + " |"
     lines = [head, "|---|" + "---:|" * len(bounds)]
     for title, attr, unit in ENERGY_ROWS:
+        if attr == "cost_per_million_output_tokens":
+            unit = currency  # the run's --currency, named with every cost
         cells = [fmt(getattr(energy[b], attr), unit) for b in bounds]
         lines.append(f"| {title} | " + " | ".join(cells) + " |")
     return lines
@@ -133,7 +135,7 @@ def render_markdown(runs: list[RunData]) -> str:
                        f"E2E p99 {fmt(L.e2e_ms.p99)} ms")
             out.append("")
             if lv.energy:
-                out.extend(_energy_table(lv.energy))
+                out.extend(_energy_table(lv.energy, cost_currency(r)))
                 out.append("")
     return "\n".join(out).rstrip() + "\n"
 

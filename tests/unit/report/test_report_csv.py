@@ -237,3 +237,26 @@ def test_aiperf_named_twins_in_csv_and_json_match_the_declared_power(trials_run_
     assert got["output_tokens_per_joule"] == pytest.approx(
         lv.trials.figures["output_tokens_per_s_per_kw@node"].mean / 1000, rel=1e-12)
     assert got["energy_per_total_token"] == pytest.approx(1000 * lv.trials.figures["j_per_token@node"].mean, rel=1e-12)
+
+
+def test_every_cost_names_its_currency(report_run_dir, tmp_path):
+    import json
+    import shutil
+
+    from wattbench.report.html import render_html
+    from wattbench.report.markdown import write_markdown
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(report_run_dir, run_dir)
+    doc = json.loads((run_dir / "result.json").read_text())
+    doc["config"]["currency"] = "EUR"
+    (run_dir / "result.json").write_text(json.dumps(doc))
+    run = RunData(run_dir)
+    df = pd.read_csv(write_csvs([run], tmp_path / "csv")[0])
+    assert (df.cost_currency == "EUR").all() and df.cost_per_million_output_tokens.notna().any()
+    html = render_html([run], tmp_path / "r.html").read_text()
+    assert "cost/M out tok (EUR)" in html and "cost/M out tok<" not in html
+    md = write_markdown([run], tmp_path / "r.md").read_text()
+    cost_lines = [ln for ln in md.splitlines() if ln.startswith("| cost per M output tokens")]
+    assert cost_lines and all(c.strip().endswith("EUR") or c.strip() == "–" for ln in cost_lines
+                              for c in ln.strip("|").split("|")[1:])
