@@ -302,7 +302,7 @@ def stationarity(trials: Sequence[LevelResult], warmup_s: float | None = None,
         if ft is not None:
             trends.append(ft)
     idx, words = other_state(trials)
-    st = Stationarity(trials=len(trials), trends=trends, warmup_estimate_s=warmup_s, steady_start_s=steady_start_s,
+    st = Stationarity(trials=len(with_series), trends=trends, warmup_estimate_s=warmup_s, steady_start_s=steady_start_s,
                       other_state_trials=idx, other_state=words)
     if any(f.drifting or f.moves for f in trends):
         st.cause, st.todo = _cause(trials)

@@ -188,3 +188,12 @@ def test_the_trend_is_read_after_the_warm_up_estimate():
     cut = adrift.trim_warmup(s, full, 2.0)  # the warm-up ends 2 s in: the buckets ending by then go
     assert cut.t_s == [12.5, 13.5] and cut.output_tokens_per_s == [300.0, 300.0] and cut.power_w == {"node": [3.0, 4.0]}
     assert adrift.trim_warmup(s, full, None) is s and adrift.trim_warmup(s, full, 0.0) is s
+
+
+def test_a_trial_that_measured_nothing_is_not_counted_among_the_trials_read():
+    trials = _drifting_trials(-0.05)
+    trials[1].series = None  # measured nothing: no series
+    st = stationarity(trials)
+    assert st.trials == 2
+    tok = next(f for f in st.trends if f.figure == "output_tokens_per_s")
+    assert len(tok.trial_values) == 2 and tok.drifting

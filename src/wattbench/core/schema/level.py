@@ -100,7 +100,7 @@ class Stationarity(_M):
     trends, the likely cause and what to do when one drifts, and the warm-up estimate (MSER-5)
     beside the steady window's start."""
 
-    trials: int = 1
+    trials: int = 1  # the trials whose series it reads (a trial that measured nothing has none)
     trends: list[FigureTrend] = Field(default_factory=list)
     cause: str | None = None
     todo: str | None = None
