@@ -55,6 +55,8 @@ def targets(ffs: dict) -> dict:
         # a server's identity probes (server.detect.classify) and the prompt calibration's fit
         "identity_probes": (F.gen_identity_probes, lambda x: F.prop_identity(*x)),
         "calibration_fit": (F.gen_calibration, lambda x: F.prop_calibration(*x)),
+        # `monitor`: a sequence of /metrics answers through the scrape, the tracker and the exporter
+        "monitor_scrapes": (F.gen_monitor_scrapes, F.prop_monitor_scrapes),
     }
 
 

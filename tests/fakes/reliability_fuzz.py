@@ -230,6 +230,67 @@ def gen_prom(rng: random.Random) -> str:
     return rng.choice(["\n", "\r\n", "\n\n"]).join(lines) + rng.choice(["\n", "", "\n# EOF\n"])
 
 
+def prop_monitor_scrapes(texts: list[str]) -> None:
+    """The monitor's scrape path over a sequence of arbitrary /metrics answers (the scraper's parse,
+    its engine guess, its per-model counters under their kept names, then the tracker's accounting
+    of each as a scrape): no exception but the parser's ValueError (a failed scrape, counted), the
+    models kept bounded by ``models_kept`` + 1 whatever the labels, every kept name at most
+    ``MAX_MODEL_CHARS``, and a snapshot the exporter renders and JSON writes."""
+    import json as _json
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from wattbench.monitor.exporter import MonitorCollector
+    from wattbench.monitor.sources import MAX_MODEL_CHARS, _scrubbed_models
+    from wattbench.monitor.tracker import EfficiencyTracker
+    from wattbench.server.metrics import canonical_values, guess_engine, parse_exposition, per_model_counters
+    from wattbench.telemetry.base import Channel, Reading
+
+    tr = EfficiencyTracker(windows_s=(10.0,), models_kept=4)
+    tr.add_channels([Channel(id="g.e", sensor="g", kind="counter", quantity="energy", unit="J",
+                             boundary="accelerator", device="d0", primary=True)])
+    s_ns = 1_000_000_000
+    for k, text in enumerate(texts, start=1):
+        tr.add_readings([Reading(k * s_ns - s_ns // 2, "g.e", 100.0 * k), Reading(k * s_ns, "g.e", 100.0 * k + 50)])
+        try:
+            samples = parse_exposition(text)
+        except ValueError:
+            tr.mark(k * s_ns, None)
+            continue
+        eng = guess_engine(samples)
+        vals: dict = canonical_values(samples, eng) if eng else {}
+        by_model = _scrubbed_models(per_model_counters(samples, eng)) if eng else {}
+        assert all(len(m) <= MAX_MODEL_CHARS for m in by_model)
+        if by_model:
+            vals["by_model"] = by_model
+        tr.mark(k * s_ns, vals if "generation_tokens" in vals else None)
+    tr.account(len(texts) * s_ns + 10 * s_ns)
+    snap = tr.snapshot()
+    models = (snap.get("by_model") or {}).get("models") or {}
+    assert len(models) <= 4 + 1
+    _json.dumps(snap, default=str)
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(MonitorCollector(lambda: snap))
+    generate_latest(reg)
+
+
+def gen_monitor_scrapes(rng: random.Random) -> list[str]:
+    """Three to six scrapes: vLLM-shaped token counters whose model names churn, grow long or hold
+    hostile characters, among the grammar's other lines."""
+    out = []
+    total = 0
+    for k in range(rng.randint(3, 6)):
+        lines = [gen_prom(rng)]
+        for _ in range(rng.randint(0, 12)):
+            name = rng.choice(["tiny", f"m{k}-{rng.randint(0, 9)}", "x" * rng.choice([1, 200, 5000]),
+                               '\\"}', "", "a b", "\u0000"])
+            total += rng.randint(0, 100)
+            series = rng.choice(["vllm:generation_tokens_total", "vllm:prompt_tokens_total"])
+            lines.append(f'{series}{{model_name="{name}"}} {rng.choice([str(total), "NaN", "-1", "1e308"])}')
+        out.append(rng.choice(["\n", "\r\n"]).join(lines) + "\n")
+    return out
+
+
 # ---------------------------------------------------------------- spec strings
 
 

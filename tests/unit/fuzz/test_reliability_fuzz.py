@@ -197,3 +197,11 @@ def test_pinned_sglang_stream_interval_nested():
     from wattbench.server.detect import classify
 
     assert classify("http://h:1", responses, "m").stream_batching == {"stream_interval": None}
+
+
+# ---------------------------------------------------------------- the monitor's scrapes
+
+@FUZZ
+@given(texts=st.one_of(grammar(F.gen_monitor_scrapes), st.lists(st.text(max_size=300), min_size=1, max_size=4)))
+def test_monitor_scrapes(texts):
+    F.prop_monitor_scrapes(texts)
