@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
 from wattbench.cli.common import API_KEY_ENV, handle_errors
 from wattbench.cli.options import CommandOptions, field_option
 from wattbench.config import API_KEY_HELP
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from wattbench.doctor.check import DoctorReport
 
 HELP = """Check the machine, a server and a deployment before (or after) measuring.
 
@@ -75,7 +80,7 @@ def register(app: typer.Typer) -> None:
 NARROW_BELOW = 120  # console columns below which doctor prints a list, not a four-column table
 
 
-def _render(report, console=None) -> None:
+def _render(report: DoctorReport, console: Console | None = None) -> None:
     """The checks as a table at 120 columns or more; below, as a list (status, then the check and its
     message wrapped at spaces, the fix on its own line), so no word is cut and the lines stay few."""
     from rich.console import Console

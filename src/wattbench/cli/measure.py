@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any, Callable
 
 import typer
 
@@ -32,14 +33,14 @@ Examples:
 """
 
 
-def _progress(quiet: bool):
+def _progress(quiet: bool) -> Callable[[str, dict[str, Any]], None]:
     """The command's own output as it comes, and plain progress lines (each window's start and its
     headline at its end: ``cli.progress.PlainProgress``) on stderr."""
     from wattbench.cli.progress import PlainProgress
 
     plain = PlainProgress(sys.stderr)
 
-    def show(event: str, data: dict) -> None:
+    def show(event: str, data: dict[str, Any]) -> None:
         if quiet:
             return
         if event == "command_output":

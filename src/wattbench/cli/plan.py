@@ -7,9 +7,12 @@ Thin: one function per command parses its flags, calls ``wattbench.planning.*`` 
 from __future__ import annotations
 
 import json
-from typing import List, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 from wattbench.cli.common import handle_errors
 
@@ -34,11 +37,11 @@ BOUNDARY_HELP = ("Power boundary: accelerator, node or wall (default: the run's 
 PERCENTILE_HELP = "p95 or p99 (also max, avg)."
 
 
-def _echo_json(obj: dict) -> None:
+def _echo_json(obj: dict[str, Any]) -> None:
     typer.echo(json.dumps(obj, indent=2, default=str))
 
 
-def _print(renderables: list) -> None:
+def _print(renderables: list[RenderableType]) -> None:
     """Tables as they are; plain strings printed literally (no rich markup in names or paths)."""
     from rich.console import Console
     from rich.text import Text
@@ -206,7 +209,7 @@ def tco_cmd(
 
 
 # (name, function) in the order `wattbench plan --help` lists them; each command's help is its docstring
-COMMANDS = [("roofline", roofline_cmd), ("rack", rack_cmd), ("power-first", power_first_cmd), ("tco", tco_cmd)]
+COMMANDS: list[tuple[str, Callable[..., None]]] = [("roofline", roofline_cmd), ("rack", rack_cmd), ("power-first", power_first_cmd), ("tco", tco_cmd)]
 
 
 def register(app: typer.Typer) -> None:

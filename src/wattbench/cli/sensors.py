@@ -4,7 +4,7 @@ often each updates. Rendering only; ``wattbench.telemetry.detect.inventory`` doe
 from __future__ import annotations
 
 import json
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -14,7 +14,7 @@ from wattbench.config import RunConfig
 from wattbench.core.numbers import fmt
 
 
-def _fmt(v, unit: str) -> str:
+def _fmt(v: float | None, unit: str) -> str:
     if v is None:
         return "-"
     if unit == "bitmask":
@@ -24,7 +24,7 @@ def _fmt(v, unit: str) -> str:
     return fmt(v, unit)  # the one number format (core/numbers.py)
 
 
-def _period(d: dict) -> str:
+def _period(d: dict[str, Any]) -> str:
     p = d.get("measured_update_s")
     if p is None:
         return f"no change in {d.get('measure_s', 0):g} s" if d.get("reads") else "not read"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 
@@ -47,7 +48,7 @@ def register(app: typer.Typer) -> None:
 
         con = Console(stderr=as_json)
 
-        def progress(event: str, data: dict) -> None:
+        def progress(event: str, data: dict[str, Any]) -> None:
             if event == "trial_start":
                 rep = f" (repeat of {data['repeat_of']})" if data.get("repeat_of") is not None else ""
                 con.print(f"trial {data['index']}: {data['label']}{rep}")
@@ -69,6 +70,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(130) from None
         from pathlib import Path
 
+        assert t.directory is not None  # tune() always names the directory it writes into
         (Path(t.directory) / "report.html").write_text(tune_html(t))
         write_tune(Path(t.directory), t)
         if as_json:

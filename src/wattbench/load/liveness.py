@@ -25,6 +25,7 @@ target and when it stopped answering, and exits with code 4 (README, "Exit codes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from wattbench.core.schema import RequestRecord
 
@@ -53,7 +54,7 @@ class TargetDown:
         return (f"the target {self.target} stopped answering {max(0.0, when):.1f} s into the level "
                 f"({self.failures} connection failures in a row, {self.refusals} of them refusals{last})")
 
-    def to_dict(self, t0_ns: int) -> dict:
+    def to_dict(self, t0_ns: int) -> dict[str, Any]:
         return {"target": self.target, "stopped_answering_s": max(0.0, (self.first_failure_ns - t0_ns) / 1e9),
                 "last_ok_ns": self.last_ok_ns, "first_failure_ns": self.first_failure_ns,
                 "refusals": self.refusals, "failures": self.failures}

@@ -20,7 +20,7 @@ the total and per-target latency samples are a partition of the total's.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -83,7 +83,7 @@ def run_level_multi(
     spec: LevelSpec,
     targets: Sequence[TargetSpec],
     requests: Iterable[RequestSpec] | Callable[[int], RequestSpec],
-    on_progress: Callable[[dict], None] | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
     weights: Sequence[float] | None = None,
 ) -> LevelOutcome:
     """Run one level against several targets (see module doc); records carry ``target``."""
@@ -108,7 +108,7 @@ def per_target_summary(
     rs = as_record_set(records)
     codes = rs.columns("target")["target"]
     labels = rs.labels("target")
-    names = {t: [] for t in targets}  # name -> the target codes grouped under it
+    names: dict[str, list[int]] = {t: [] for t in targets}  # name -> the target codes grouped under it
     for code in np.unique(codes).tolist():
         names.setdefault((labels[code] if code != NONE else None) or "", []).append(code)
     out: dict[str, TargetStats] = {}

@@ -7,6 +7,7 @@ rich markup in a label (``[bold]``) is shown as typed, not interpreted.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rich import box
@@ -240,7 +241,7 @@ def recovered_lines(recovered: list, how: str) -> list[Text]:
     return [Text(r.text(how), style="yellow") for r in recovered]
 
 
-def run_summary(result: Result, run_dir: str | None = None) -> RenderableType:
+def run_summary(result: Result, run_dir: str | os.PathLike[str] | None = None) -> RenderableType:
     """Title and the answer first, then the verdicts and notes, then the tables; ``run_dir`` (where
     the run is) goes into the ``wattbench report --notes`` pointer."""
     return RunSummary(result, None if run_dir is None else str(run_dir))

@@ -95,12 +95,12 @@ class Agreement(_M):
     prompts: list[PromptAgreement] = Field(default_factory=list)
 
 
-def write_agreement(run_dir: str | os.PathLike, agreement: Agreement) -> Path:
+def write_agreement(run_dir: str | os.PathLike[str], agreement: Agreement) -> Path:
     """Write ``agreement.json`` into ``run_dir`` atomically."""
     return write_json_atomic(Path(run_dir) / AGREEMENT_FILE, agreement)
 
 
-def load_agreement(path_or_dir: str | os.PathLike) -> Agreement:
+def load_agreement(path_or_dir: str | os.PathLike[str]) -> Agreement:
     """Read an agreement run (its directory or its agreement.json); UserError names a bad file."""
     p = Path(path_or_dir)
     if not p.exists():

@@ -153,7 +153,7 @@ def describe(config: dict[str, Any]) -> str:
              if isinstance(server, dict) else "")
     label = f"label {config['label']}" if config.get("label") else ""
 
-    def spec(d):
+    def spec(d: Any) -> Any:  # a length: its spec text, or the bare value older results recorded
         return d.get("spec") if isinstance(d, dict) else d
     shape = " in / ".join(str(spec(w.get(k))) for k in ("input_tokens", "output_tokens") if w.get(k) is not None)
     shape = f"{shape} out" if " in / " in shape else shape
@@ -168,6 +168,7 @@ def level_figure(level: LevelResult) -> tuple[str, float | None]:
     when it measured no energy."""
     b = headline_boundary(level)
     e = level.energy.get(b) if b else None
+    value: float | None
     if e is not None and e.output_tokens_per_s_per_kw is not None:
         name, value = "output_tokens_per_s_per_kw", e.output_tokens_per_s_per_kw
         key = f"{name}@{b}"

@@ -31,7 +31,7 @@ class TooLarge(ValueError):
     pass
 
 
-def read_bounded(path: str | os.PathLike, max_bytes: int) -> bytes:
+def read_bounded(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``; ``TooLarge`` (a ``ValueError``) for a
     larger one, ``OSError`` as ``open`` raises it (``IsADirectoryError`` for a directory)."""
     p = Path(path)

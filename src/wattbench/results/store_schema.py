@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Callable
+from typing import Any, Callable
 
 from wattbench.results.headline import headline_boundary, level_key, point
-from wattbench.core.schema import Result
+from wattbench.core.schema import LevelResult, Result
 from wattbench.results.configuration import configuration, configuration_key, level_figure, run_configuration
 
 
@@ -95,7 +95,7 @@ def _m3(conn: sqlite3.Connection) -> None:
 RUN_PART_SKIP = ("load", "boundary")  # a level's own part of its configuration; the rest is the run's
 
 
-def split_configuration(conf: dict) -> tuple[dict, dict]:
+def split_configuration(conf: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(the run's part, the level's part)`` of a level's configuration (``configuration.configuration``:
     the run's configuration and the level's load and boundary)."""
     return ({k: v for k, v in conf.items() if k not in RUN_PART_SKIP},
@@ -148,14 +148,14 @@ LEVEL_COLUMNS = ("run_id", "idx", "label", "mode", "target", "output_tokens_per_
                  "config_key", "config", "figure_name", "figure", "trials", "window_s")
 
 
-def level_rows(result: Result) -> list[tuple]:
-    rows = []
+def level_rows(result: Result) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = []
     for lv in result.levels:
         b = headline_boundary(lv)
         e = lv.energy.get(b) if b else None
         mode, target = level_key(lv)
 
-        def at(name: str, own, boundary: str | None = None, lv=lv):  # the trials' mean with --trials
+        def at(name: str, own: float | None, boundary: str | None = None, lv: LevelResult = lv) -> float | None:  # the trials' mean with --trials
             return point(lv, name, boundary, own)
 
         conf = configuration(result, lv)  # keyed whole; stored split (the run's part once: runs.config)

@@ -20,6 +20,7 @@ import math
 from pathlib import Path
 
 from wattbench.core.errors import UserError
+from wattbench.core.schema import LevelResult
 from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun, checked
 from wattbench.results.headline import headline_boundary
 from wattbench.results.rundir import iter_requests, load_result
@@ -31,7 +32,7 @@ NOT_READ = ["its telemetry and energy accounting (this run reads its own meters)
             "its priming and history-check requests (not in its requests.jsonl)"]
 
 
-def _figures(lv) -> dict[str, float | None]:
+def _figures(lv: LevelResult) -> dict[str, float | None]:
     figs: dict[str, float | None] = {
         "output_tokens_per_s": lv.throughput.output_tokens_per_s,
         "ttft_p99_ms": lv.latency.ttft_ms.p99,
