@@ -27,7 +27,8 @@
 # wheels carried in .whl/ (docs/validation.md says which):
 #   bash benches/gpu/decisive.sh
 # A dry run on a CPU machine (no meter: the figures are estimates):
-#   MODEL=tiny DEVICE=cpu CONC=2 OUTPUT_TOKENS=16 DURATION=3 PART_S=200 OUT=/tmp/o bash benches/gpu/decisive.sh
+#   TUNED_ARGS="--cb-num-blocks 512 --cb-max-batch-tokens 2048" MODEL=tiny DEVICE=cpu CONC=2 OUTPUT_TOKENS=16 \
+#     DURATION=3 PART_S=200 OUT=/tmp/o bash benches/gpu/decisive.sh
 # Outputs under $OUT: log.txt, PROVENANCE.json (script, arguments, commit, device, date),
 # parts.json (per part: the answer, precision reached, pairs, stop reason, seconds per configuration),
 # runs.tgz (every run directory with each part's stdout/stderr and the history database).
@@ -44,6 +45,7 @@ MEM=""
 [ -n "${AB_MEMORY:-}" ] && MEM=" --cb-max-memory-percent ${AB_MEMORY}"
 TUNED="--cb-use-cuda-graph --cb-max-batch-tokens 8192 --cb-max-memory-percent 0.5"
 [ -n "$MEM" ] && TUNED="--cb-use-cuda-graph --cb-max-batch-tokens 8192${MEM}"
+TUNED=${TUNED_ARGS:-$TUNED}  # the dry run on a CPU gives CPU flags here (CUDA graphs need a GPU)
 COMMON="--model ${MODEL:-llama-1b} --device ${DEVICE:-cuda} -c ${CONC:-16} --input-tokens 256
   --output-tokens ${OUTPUT_TOKENS:-64} --duration ${DURATION:-6} --warmup 2s --idle 3 --no-html
   --precision 2 --pairs 4 --max-pairs 24 --db $D/history.sqlite --json"

@@ -20,6 +20,7 @@ from typing import Any
 from wattbench.report import format as F
 from wattbench.core.numbers import MISSING, fmt, fmt_estimate, fmt_pct, fmt_signed_pct
 from wattbench.core.schema import FindingKind, LevelResult, Result
+from wattbench.report.ab import sequence_text
 from wattbench.report.goodput import goodput_cells, goodput_point, slo_text
 from wattbench.report.labels import levels_text, load_label, short_label, short_label_text
 from wattbench.report.trials import trials_n, unmeasured_text
@@ -120,6 +121,17 @@ def state_line(result: Result) -> str | None:
     elif cal is not None:
         parts.append("prompts not calibrated: " + cal.reason.split(":", 1)[0])
     return "; ".join(parts) or None
+
+
+def paired_lines(result: Result) -> list[str]:
+    """A run measured as one side of ``wattbench ab``: which side, against which run, in what order,
+    and the paired answer as ``ab`` printed it (``PairedRun.answers``); none for any other run."""
+    pr = result.noise.paired if result.noise is not None else None
+    if pr is None:
+        return []
+    lines = [f"paired: side {pr.role} of `wattbench ab` with {pr.other_run_id} ({sequence_text(pr.sequence, 8)}; "
+             f"stopped at {pr.stopped})"]
+    return lines + [f"  {a}" for a in pr.answers]
 
 
 def precision_line(result: Result) -> str | None:
@@ -426,6 +438,7 @@ def answer_lines(result: Result) -> list[str]:
     st = state_line(result)
     if st:
         out.append(st)
+    out += paired_lines(result)
     best = best_under_slo(result)
     # --optimize's line already names the best level; the answer line says that none met the SLO
     if best is not None and not chose and best[0] is not None:

@@ -163,10 +163,16 @@ def _run(config: AbConfig, sessions: dict[str, RunSession], sensors: list | None
         assert res is not None and res.noise is not None
         res.noise.paired = blocks[s]
         res.noise.trial_order = "paired"
+    assert sa.result is not None and sb.result is not None
+    cmp = paired_compare(sa.result, sb.result)
+    answers = [lv.answer for lv in cmp.levels] + [lv.precision_line for lv in cmp.levels]
+    for s in SIDES:
+        res = sessions[s].result
+        assert res is not None and res.noise is not None and res.noise.paired is not None
+        res.noise.paired.answers = list(answers)
         sessions[s].finish("complete", None)
         benchmark.register(sessions[s].config, res, sessions[s].run_dir)
-    assert sa.result is not None and sb.result is not None
-    return paired_compare(sa.result, sb.result)
+    return cmp
 
 
 def _shared_idle(sa: RunSession, sb: RunSession) -> None:

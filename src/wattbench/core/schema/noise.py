@@ -133,6 +133,9 @@ class PairedRun(_M):
     shared_meter: bool = True  # both sides read by the same meters (one machine)
     shared_idle_power_w: dict[str, float] = Field(default_factory=dict)
     levels: list[PairedLevel] = Field(default_factory=list)
+    # the answer as `ab` printed it (analysis/ab.py: compare's answer line per level), for a report
+    # of either run; recomputed from ``levels`` by ``analysis.ab.paired_compare``
+    answers: list[str] = Field(default_factory=list)
 
 
 class NoiseInfo(_M):
