@@ -8,6 +8,7 @@ import math
 import pytest
 
 from wattbench.analysis.ab import check_pair, paired_compare, paired_level
+from wattbench.analysis.compare import answer_line
 from wattbench.core.errors import UserError
 from wattbench.core.schema import NoiseInfo, PairedLevel, PairedRun
 from tests.fakes.results_factory import make_result
@@ -29,8 +30,8 @@ def test_answer_line_in_compares_words_with_the_decomposition():
     assert d.power_ratio == pytest.approx(400.0 / 380.0, rel=1e-12)  # A power ÷ B power, as compare stores it
     assert d.per_kw_ratio == pytest.approx(t * 400.0 / 380.0, rel=1e-12)
     assert ans.pairs == 4 and ans.noise.word == "beyond noise" and ans.noise.df == 3
-    assert ans.answer.startswith("c=8: B/A per kW 0.95× (")
-    assert ans.answer.endswith("beyond noise = throughput 0.90× ÷ power 0.95×")
+    assert ans.answer == answer_line("c=8", "B/A", d, ans.noise)  # compare's words, compare's digits
+    assert ans.answer.startswith("c=8: B/A per kW 0.9") and "beyond noise = throughput 0.90× ÷ power 0.95×" in ans.answer
     assert d.per_kw_ci.method.startswith("paired")
 
 
