@@ -57,7 +57,8 @@ def test_compare_within_noise_for_one_configuration_and_a_ratio_for_a_real_chang
             factors = stats()["speed_factors"]
         assert len(factors) >= 4 and len(set(factors)) > 1  # the noise was there: a new factor every 8 streams
     same = compare([runs["a"], runs["b"]]).levels[0].decompositions[0]
-    assert same.noise is not None and same.noise.basis == "trials"
+    # the trials' noise, or the run-to-run floor where the trials are narrower (a repeat moves more)
+    assert same.noise is not None and same.noise.basis in ("trials", "trials+floor")
     assert same.noise.within is True, same.noise
     assert same.noise.low <= 1.0 <= same.noise.high and "within noise" in same.noise.text()
     real = compare([runs["a"], runs["fast"]]).levels[0].decompositions[0]

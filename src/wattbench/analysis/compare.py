@@ -48,8 +48,8 @@ from wattbench.accounting.findings import note_counts
 from wattbench.accounting.level_findings import measured_something
 from wattbench.core.errors import UserError
 from wattbench.metrics.drift import figure_drift
-from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, combine, judge, ratio_interval,
-                                     spread_noise, trials_noise, with_drift)
+from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, judge, ratio_interval,
+                                     repeat_noise, spread_noise, trials_noise, with_drift)
 from wattbench.results.headline import common_headline_boundary, per_token
 from wattbench.core.schema import FindingKind, LevelResult, Result
 from wattbench.core.numbers import fmt_range, fmt_ratio, fmt_ratio_estimate
@@ -268,9 +268,10 @@ def decompose(baseline: LevelResult, candidate: LevelResult, boundary: str, cand
 
 def figure_noise(result: Result, level: LevelResult, figure: str, boundary: str | None,
                  history: HistorySpread | None) -> FigureNoise | None:
-    """One side's noise of ``figure`` (``metrics/noise.py``): its trials' CI and the history's
-    run-to-run noise of its configuration (J/token: the per-kW figure's, the same on the log scale),
-    the wider counting."""
+    """One side's noise of ``figure`` (``metrics/noise.py``) as a repeat of its run would see it:
+    its trials' CI and the history's run-to-run noise of its configuration (J/token: the per-kW
+    figure's, the same on the log scale), the wider counting; never the trials' alone — without a
+    history, the run-to-run floor where it is wider (``metrics.noise.repeat_noise``)."""
     ci = trial_ci(level, figure, boundary)
     drift = figure_drift(level.stationarity, figure, boundary)
     tn = trials_noise(ci.mean, ci.low, ci.high, ci.n, drift=drift) if ci is not None else with_drift(None, drift)
@@ -282,7 +283,7 @@ def figure_noise(result: Result, level: LevelResult, figure: str, boundary: str 
             hn = got
         elif got is not None:
             hn = spread_noise(got[0], got[1])
-    return combine(tn, hn)
+    return repeat_noise(tn, hn)
 
 
 def judge_noise(ratio: float | None, figure: str, base: Result, a: LevelResult, cand: Result, b: LevelResult,

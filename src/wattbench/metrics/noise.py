@@ -34,6 +34,14 @@ with its degrees of freedom ``df``, from the best basis available, in this order
    engine restarts, server history and everything else that differs between runs of one
    configuration; where both exist the wider one counts (``combine``): a trial CI narrower than
    the run-to-run spread says nothing about the next run.
+   Trials inside one run share its slow state (the server's, the device's): their interval stands
+   for the noise *inside* the run, not for what a repeat of the run would see. So a comparison of
+   runs never counts the trials' alone (``repeat_noise``): with a history, the wider of the two
+   counts, and where the history's is wider the judgement says the trials share a slow state;
+   without one, the **run-to-run floor** counts where it is wider — one run's relative sd across
+   runs on one server, at least ``RUN_TO_RUN_FLOOR_REL_SD`` (2.3%, the least the H200 showed:
+   2.3–4.6% across runs against 1.4% within one), a 95% half-width of ``z · 2.3% = 4.5%`` (a stated
+   constant, not estimated: the normal quantile; the degrees of freedom stay the trials').
 3. ``bound`` — for a single measurement with neither, where a rule needs a figure anyway (the
    history check, the ``--optimize`` plateau), a bound derived from data: ``single_level_noise``
    (4 df). ``compare`` and ``regress`` never use it: without trials or history they say
@@ -86,6 +94,11 @@ MAX_BOUND = 0.25  # a ratio whose bound (e^w - 1) is wider than this is inconclu
 MIN_CHANGE = 0.05  # a move smaller than this is never a change point (it stays in the spread)
 MAX_LOG_RATIO = 690.0  # ln of the largest ratio written (e^690 ≈ 1e300 is finite, e^710 overflows)
 
+# one run's relative sd of a figure across runs on one server, the least measured (H200, transformers
+# serve, llama-1b: 2.3-4.6% across runs, 1.4% within a run): the run-to-run part no trials can see
+RUN_TO_RUN_FLOOR_REL_SD = 0.023
+Z_975 = 1.959963984540054  # the normal 97.5th percentile: a stated constant has no estimation error
+
 BEYOND = "beyond noise"
 WITHIN = "within noise"
 INCONCLUSIVE = "inconclusive"
@@ -108,7 +121,7 @@ class FigureNoise:
     freedom (None: not known — only the documented ``bound`` counts as enough then)."""
 
     rel_half_width: float
-    basis: str  # "trials" | "history" | "bound" | "repeats" (and "+"-joined by ``combine``)
+    basis: str  # "trials" | "history" | "bound" | "repeats" | "floor" (and "+"-joined: ``combine``, ``repeat_noise``)
     n: int | None = None  # trials, or runs for "history"
     detail: str = ""  # the basis in words, e.g. "within-run trials (3 trials, 2 df)"
     df: int | None = None
@@ -326,6 +339,30 @@ def spread_noise(rel_sd: float | None, runs: int | None, df: int | None = None,
     return FigureNoise(_t(df) * rel_sd, "history", runs, f"history of {of}{runs} runs, {df} df", df, 1, "runs")
 
 
+def repeat_noise(trials: FigureNoise | None, history: FigureNoise | None) -> FigureNoise | None:
+    """The noise a repeat of a run would see in a figure, from its trials' noise and its
+    configuration's run-to-run noise in the history (module docstring, "Trials inside one run"):
+    the wider counts, and never the trials' alone — without a history, the run-to-run floor
+    (``RUN_TO_RUN_FLOOR_REL_SD``, ``z · sd``, the trials' degrees of freedom) where it is wider.
+    The basis says which counted and why (``detail``)."""
+    t = trials if trials is not None and trials.basis != "drift" else None
+    if t is None or history is not None:
+        out = combine(trials, history)
+        if out is not None and t is not None and history is not None and history.rel_half_width > t.rel_half_width:
+            out = replace(out, detail=f"{history.detail}, wider than the within-run trials' {t.pct()}: the "
+                                      "trials share the run's slow state, so the run-to-run spread counts")
+        return out
+    floor = Z_975 * RUN_TO_RUN_FLOOR_REL_SD
+    if floor <= t.rel_half_width:
+        return trials
+    # more trials do not narrow a run-to-run part: what would is more runs of the configuration
+    return replace(t, rel_half_width=floor, basis="trials+floor", measured=1, unit="runs",
+                   detail=(f"run-to-run floor ±{floor * 100:.1f}% over the within-run trials' {t.pct()} ({t.detail}): "
+                           "trials inside one run share its slow state and no history of this configuration says "
+                           f"how much a repeat moves, so the least measured run-to-run sd "
+                           f"({RUN_TO_RUN_FLOOR_REL_SD * 100:g}%) counts"))
+
+
 def single_level_noise(window_s: float | None) -> FigureNoise:
     """The documented bound for one measurement of ``window_s`` seconds (module docstring)."""
     w = window_s if window_s and window_s > 0 else H200_TRIAL_WINDOW_S
@@ -343,7 +380,7 @@ def combine(*parts: FigureNoise | None) -> FigureNoise | None:
     if not known:
         return with_drift(None, drift)
     widest = max(known, key=lambda p: p.rel_half_width)
-    order = ("trials", "history", "bound", "repeats")
+    order = ("trials", "floor", "history", "bound", "repeats")
     bases = sorted({x for p in known for x in p.basis.split("+")},
                    key=lambda b: order.index(b) if b in order else len(order))
     measured, unit = widest.count()

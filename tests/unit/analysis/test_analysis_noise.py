@@ -28,22 +28,39 @@ def _per_kw_trials(tput, hw_pct):
 
 
 def test_compare_within_noise_from_trials_and_beyond_it():
-    # +3% with ±3% on each side: w = 0.03·sqrt(2) = 0.04243, interval 0.9872–1.0746 -> within
-    a, b = _pair(1030.0, _per_kw_trials(1000.0, 3), _per_kw_trials(1030.0, 3))
+    # +3% with ±5% on each side (wider than the run-to-run floor): w = 0.05·sqrt(2) = 0.07071,
+    # interval 0.9597–1.1055 -> within
+    a, b = _pair(1030.0, _per_kw_trials(1000.0, 5), _per_kw_trials(1030.0, 5))
     n = compare([a, b]).levels[0].decompositions[0].noise
     assert n.within is True and n.basis == "trials"
-    assert n.low == pytest.approx(1.03 * math.exp(-0.0424264), rel=1e-5)
-    assert n.text() == "per kW 1.03×: within noise (noise ±4.3% from within-run trials (5 trials, 4 df))"
-    a, b = _pair(1100.0, _per_kw_trials(1000.0, 3), _per_kw_trials(1100.0, 3))
+    assert n.low == pytest.approx(1.03 * math.exp(-0.0707107), rel=1e-5)
+    assert n.text() == "per kW 1.03×: within noise (noise ±7.3% from within-run trials (5 trials, 4 df))"
+    a, b = _pair(1100.0, _per_kw_trials(1000.0, 5), _per_kw_trials(1100.0, 5))
     n = compare([a, b]).levels[0].decompositions[0].noise
-    assert n.within is False and n.low == pytest.approx(1.1 * math.exp(-0.0424264), rel=1e-5)
+    assert n.within is False and n.low == pytest.approx(1.1 * math.exp(-0.0707107), rel=1e-5)
+
+
+def test_trials_narrower_than_a_repeat_of_the_run_never_count_alone():
+    # ±1% trials, no history: the run-to-run floor (z · 2.3% = 4.508% a side) counts, the sentence says
+    # so; a 6% change: w = √2 · 0.04508 = 0.06375, interval 0.9945–1.1296 -> within (trials alone: beyond)
+    a, b = _pair(1060.0, _per_kw_trials(1000.0, 1), _per_kw_trials(1060.0, 1))
+    n = compare([a, b]).levels[0].decompositions[0].noise
+    w = math.sqrt(2) * 1.959963984540054 * 0.023
+    assert n.within is True and n.basis == "trials+floor"
+    assert (n.low, n.high) == (pytest.approx(1.06 * math.exp(-w), rel=1e-5), pytest.approx(1.06 * math.exp(w), rel=1e-5))
+    assert "run-to-run floor ±4.5% over the within-run trials' ±1.0%" in n.basis_text
+    assert "trials inside one run share its slow state" in n.basis_text
+    # 1% past the floor's edge reads beyond noise, 1% inside it within
+    for off, word in ((1.01, "beyond noise"), (0.99, "within noise")):
+        k = math.exp(w) * off
+        a, b = _pair(1000.0 * k, _per_kw_trials(1000.0, 1), _per_kw_trials(1000.0 * k, 1))
+        assert compare([a, b]).levels[0].decompositions[0].noise.word == word
 
 
 def test_compare_takes_the_wider_of_trials_and_the_history_spread():
     # trials ±1% but the configuration's spread over 5 earlier runs is 3%: t(0.975, 4)·3% = 8.33%
     # per side, w = 0.1178; a 6% change is then within noise
     a, b = _pair(1060.0, _per_kw_trials(1000.0, 1), _per_kw_trials(1060.0, 1))
-    assert compare([a, b]).levels[0].decompositions[0].noise.within is False  # trials alone: beyond
     seen = []
 
     def history(result, level, figure):
@@ -52,15 +69,17 @@ def test_compare_takes_the_wider_of_trials_and_the_history_spread():
     n = compare([a, b], history=history).levels[0].decompositions[0].noise
     assert n.within is True and n.basis == "trials+history"
     assert n.high == pytest.approx(1.06 * math.exp(math.sqrt(2) * 2.776445 * 0.03), rel=1e-5)
+    assert "wider than the within-run trials' ±1.0%: the trials share the run's slow state" in n.basis_text
     assert seen == [("base", "output_tokens_per_s_per_kw@accelerator"), ("cand", "output_tokens_per_s_per_kw@accelerator")]
 
 
 def test_regress_passes_a_change_inside_the_noise_with_that_word_unless_strict():
-    # J/token +6.4% (1000 -> 940 tok/s at the same power) against +5%, CIs ±3% each:
-    # interval 1.0638·e^±0.04243 -> [+1.96%, +10.99%]: beyond the limit at its nearer end? 1.96% < 5%: holds
-    a, b = _pair(940.0, _per_kw_trials(1000.0, 3), _per_kw_trials(940.0, 3))
+    # J/token +11.1% (1000 -> 900 tok/s at the same power) against +5%, CIs ±3% each (the run-to-run
+    # floor, 4.5% a side, counts): interval 1.1111·e^±0.06375 -> [+4.25%, +18.4%]: beyond noise, and
+    # its nearer end under the 5% limit: holds
+    a, b = _pair(900.0, _per_kw_trials(1000.0, 3), _per_kw_trials(900.0, 3))
     o = regress(b, a, "j_per_output_token:+5%").outcomes[0]
-    assert o.status == "pass" and o.within_noise is False and o.noise_basis == "trials"
+    assert o.status == "pass" and o.within_noise is False and o.noise_basis == "trials+floor"
     # a +3% change with ±3% each includes no change: within noise, passes, --strict does not move it
     a, b = _pair(1000.0 / 1.03, _per_kw_trials(1000.0, 3), _per_kw_trials(1000.0 / 1.03, 3))
     o = regress(b, a, "j_per_output_token:+2%").outcomes[0]
@@ -89,7 +108,7 @@ def test_the_within_beyond_edge_reads_the_trials_log_interval(off, word):
     """B's trials are A's times k, so both per-kW intervals have one log half-width ``w`` (the run's
     own block, on the log scale) and the ratio of their means is k: the edge is k = e^(√2·w), and a
     ratio 1% past it is beyond noise, 1% inside it within: the edge cannot move by 1% unnoticed."""
-    base = [1000.0, 1010.0, 1030.0]
+    base = [1000.0, 1040.0, 1090.0]  # trials wider than the run-to-run floor: theirs is the noise
     logs = [math.log(x / 0.6) for x in base]
     m = sum(logs) / 3
     w = 4.302652729911275 * math.sqrt(sum((x - m) ** 2 for x in logs) / 2) / math.sqrt(3)

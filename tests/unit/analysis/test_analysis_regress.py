@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 import pytest
 
@@ -81,14 +83,17 @@ def test_absolute_check():
 
 
 def test_noise_rule_relative():
-    # throughput -5% point change with CIs of ±2% each: the change at the CI end nearest zero is
-    # under the 3% allowed, so the noise-aware gate holds where the point change alone fails
+    # throughput -5% point change with CIs of ±2% each: a repeat of a run moves more than its trials
+    # (no history: the run-to-run floor, z · 2.3% = 4.5% a side, counts), so the change's interval is
+    # 0.95·e^±(√2 · 0.0451) = [-10.8%, +1.25%]: its end nearest zero is under the 3% allowed, and the
+    # noise-aware gate holds where the point change alone fails
     ta = trials_block({"output_tokens_per_s": (1000.0, 20.0)})
     tb = trials_block({"output_tokens_per_s": (950.0, 19.0)})
     a, b = _pair(tput_b=950.0, trials_a=ta, trials_b=tb)
     o = regress(b, a, "output_tokens_per_s:-3%").outcomes[0]
-    assert o.noise_aware and o.status == "pass"
-    assert 0.0 < o.bound < 0.03 < -o.change == pytest.approx(0.05)  # nearer zero than the point change
+    assert o.noise_aware and o.status == "pass" and o.noise_basis == "trials+floor"
+    assert o.bound == pytest.approx(1.0 - 0.95 * math.exp(math.sqrt(2) * 1.959963984540054 * 0.023), rel=1e-9)
+    assert o.bound < 0.03 < -o.change == pytest.approx(0.05)  # nearer zero than the point change
     # same point change without trials fails
     a2, b2 = _pair(tput_b=950.0)
     assert regress(b2, a2, "output_tokens_per_s:-3%").outcomes[0].status == "fail"
@@ -126,7 +131,9 @@ def test_noise_rule_relative_false_alarms_and_power():
 
     assert fail_rate(0.97) <= 0.04
     assert fail_rate(1.0, n=300) == pytest.approx(0.0, abs=1e-12)
-    assert fail_rate(0.90) >= 0.70
+    # these synthetic runs share no slow state, yet a repeat of a real run moves by at least the
+    # run-to-run floor (2.3% sd): counted, it costs some power here (85% -> 69%)
+    assert fail_rate(0.90) >= 0.60
 
 
 def test_noise_rule_absolute():
