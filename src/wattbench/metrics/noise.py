@@ -466,7 +466,8 @@ def ratio_needs(a: FigureNoise | None, b: FigureNoise | None, precision: float,
     ratio's bound ``e^w − 1`` to reach ``precision``: ``w = sqrt(h_a² + h_b²)``, so each side is
     asked for ``ln(1 + precision) / sqrt(2)`` (``measurements_needed``), and for the ``MIN_DF``
     degrees of freedom the noise rule needs at least; one side's noise standing for both asks the
-    same of each."""
+    same of each. A side whose noise is the run-to-run floor (``repeat_noise``) needs at least
+    ``MIN_HISTORY_RUNS`` runs: what replaces the floor is a history that measures the spread."""
     known = [(name, p) for name, p in zip(sides, (a, b)) if p is not None]
     per_side = math.log1p(precision) / math.sqrt(2)
     out = []
@@ -476,6 +477,9 @@ def ratio_needs(a: FigureNoise | None, b: FigureNoise | None, precision: float,
         needed = measurements_needed(now, p.rel_half_width, per_side, df)
         if needed is not None and df is not None:
             needed = max(needed, now + max(0, MIN_DF - df))  # fewer than MIN_DF df never decide
+        if needed is not None and "floor" in p.basis.split("+"):
+            # the run-to-run floor stands in until a history measures the spread: that takes runs
+            needed = max(needed, MIN_HISTORY_RUNS)
         out.append(Need(name if len(known) == 2 else "", unit, now, needed))
     return tuple(out)
 
