@@ -66,6 +66,12 @@ the paired design of ``wattbench ab``).
 a stream beginning ``t`` s after it has TTFT and ITL divided by ``1 + F·t`` (``-0.002``: 0.2% fewer
 tokens per second each second; ground truth for the drift rule). ``/stats`` reports ``drift_t0_ns``.
 
+``--wander F --wander-every S [--wander-seed N]``: the server's speed wanders slowly: a new factor,
+uniform in ``[1 − F, 1 + F]`` from its own seeded generator, every ``S`` seconds since its start
+(TTFT and ITL of a stream beginning in that span times it): trials of one run share the slow state
+they fall in, runs do not (ground truth for an interval that must stand for a repeat of the run).
+``/stats`` reports ``wander_factors`` (each drawn, in order).
+
 Run: ``python tests/fakes/stream_server.py --port 0 --ttft-ms 100 --itl-ms 20``; it prints
 ``LISTENING <port>`` on stdout once bound (127.0.0.1 only).
 """
@@ -122,6 +128,9 @@ class Script:
         self.max_active_ever = 0
         self.warm_since_ns: int | None = None  # --history-threshold first reached
         self.drift_t0: float | None = None  # --drift-per-s: monotonic time of the first stream
+        self.wander_rng = random.Random(a.wander_seed)  # --wander: its own generator
+        self.wander_t0 = time.monotonic()
+        self.wander_factors: list[float] = []
         self.models = [m for m in a.model.split(",") if m]
         self.fail_requests = parse_ranges(a.fail_requests)
         self.arrived = 0  # completion requests since the start (not reset with /stats)
@@ -200,7 +209,18 @@ class Script:
             if self.drift_t0 is None:
                 self.drift_t0 = now
             drift = 1.0 / max(0.05, 1.0 + a.drift_per_s * (now - self.drift_t0))
-        return self.factor * slow * drift * self.log_drift()
+        return self.factor * slow * drift * self.log_drift() * self.wander()
+
+    def wander(self) -> float:
+        """``--wander F --wander-every S``: the factor of the ``S``-second span since the start that
+        now falls in (drawn in order, uniform in ``[1 − F, 1 + F]``)."""
+        a = self.a
+        if not a.wander:
+            return 1.0
+        span = int((time.monotonic() - self.wander_t0) / a.wander_every)
+        while len(self.wander_factors) <= span:
+            self.wander_factors.append(self.wander_rng.uniform(1.0 - a.wander, 1.0 + a.wander))
+        return self.wander_factors[span]
 
     def log_drift(self) -> float:
         """``--log-drift-per-s R``: TTFT and ITL times ``exp(R · (now − origin))`` for a stream beginning
@@ -273,7 +293,7 @@ class Script:
             # client): request bytes read -> first token written; first -> last token written.
             "actual_ttft_ms": (s["ttft_ns_sum"] / s["ttft_n"] / 1e6) if s["ttft_n"] else None,
             "actual_itl_ms": (s["itl_span_ns"] / s["itl_gaps"] / 1e6) if s["itl_gaps"] else None,
-            "max_active_ever": self.max_active_ever, "speed_factors": list(self.speed_factors),
+            "max_active_ever": self.max_active_ever, "speed_factors": list(self.speed_factors), "wander_factors": list(self.wander_factors),
             "drift_t0_ns": None if self.drift_t0 is None else int(self.drift_t0 * 1e9),
             "history_slow_until_ns": self.warm_since_ns,
         }
@@ -653,6 +673,10 @@ def main(argv=None) -> int:
     p.add_argument("--malformed-rate", type=float, default=0.0)
     p.add_argument("--error-event-rate", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--wander", type=float, default=0.0,
+                   help="the speed wanders: a new factor uniform in [1-F, 1+F] every --wander-every seconds")
+    p.add_argument("--wander-every", type=float, default=2.0)
+    p.add_argument("--wander-seed", type=int, default=0)
     p.add_argument("--drift-per-s", type=float, default=0.0,
                    help="speed drifts by this fraction per second from the first stream (TTFT, ITL ÷ 1 + F·t)")
     p.add_argument("--speed-noise", type=float, default=0.0,

@@ -13,6 +13,8 @@ per kW is throughput / 0.3 kW and every change in it is a change the server was 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
@@ -132,3 +134,28 @@ def test_priming_makes_level_order_irrelevant_and_the_history_check_warns_withou
     # the server's own record: the priming took it through 8 streams before the first measured request
     first_sent = min(r for r in [up.levels[0].window.start_ns])
     assert out["up_stats"]["history_slow_until_ns"] < first_sent
+
+
+def test_two_runs_on_a_wandering_server_are_compared_as_repeats_not_as_their_trials(tmp_path):
+    """A server whose speed wanders slowly (±10%, a new factor every 2 s): two runs of one
+    configuration, five trials each. Their trials share the state they fell in, so the comparison
+    never counts their interval alone: its noise is at least the run-to-run floor a side (z · 2.3%),
+    and the sentence names the basis it used."""
+    from wattbench.metrics.noise import RUN_TO_RUN_FLOOR_REL_SD, Z_975
+
+    runs = {}
+    with stream_server("--ttft-ms", "10", "--itl-ms", "10", "--wander", "0.1", "--wander-every", "2",
+                       "--wander-seed", "5") as (base, stats):
+        for name in ("a", "b"):
+            runs[name] = _run(base, tmp_path / name, concurrency=[4], num_requests=16, trials=5)
+        factors = stats()["wander_factors"]
+    assert len(factors) >= 3 and max(factors) / min(factors) > 1.02  # the server wandered across the runs
+    n = compare([runs["a"], runs["b"]]).levels[0].decompositions[0].noise
+    floor_bound = math.exp(math.sqrt(2) * Z_975 * RUN_TO_RUN_FLOOR_REL_SD) - 1.0  # 6.6%
+    assert n.bound is not None and n.bound >= floor_bound * (1 - 1e-9)
+    if n.basis == "trials+floor":  # the trials were narrower than a repeat: the floor counted, said so
+        assert n.bound == pytest.approx(floor_bound, rel=1e-9)
+        assert "run-to-run floor ±4.5% over the within-run trials'" in n.basis_text
+        assert "share its slow state" in n.basis_text
+    else:  # the trials were wider than the floor: theirs counted
+        assert n.basis == "trials" and n.basis_text.startswith("within-run trials (5 trials, 4 df)")
