@@ -207,3 +207,40 @@ def test_a_malformed_tool_file_is_one_line_and_keeps_the_lifetime_level(tmp_path
     (lv,) = res.levels
     assert lv.energy["node"].energy_j == pytest.approx(100 * lv.window.duration_s, rel=1e-6)
     assert json.loads((out / "result.json").read_text())["status_detail"].startswith("vllm bench serve")
+
+
+@pytest.mark.parametrize("parent_stays", [True, False], ids=["parent-running", "parent-gone"])
+def test_ctrl_c_stops_a_setsid_grandchild(tmp_path, parent_stays):
+    """The command starts a grandchild in a session of its own (``setsid``: out of the command's
+    process group, which the stop signals) that ignores SIGINT and SIGTERM — its parent still
+    running, or gone (the grandchild orphaned: out of the command's tree too, adopted by wattbench
+    as a subreaper). Ctrl-C on ``measure`` ends it, with no traceback."""
+    pid_file = tmp_path / "pid"
+    grandchild = ("import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                  "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)")
+    middle = ("import os, subprocess, sys, time\n"
+              f"g = subprocess.Popen([sys.executable, '-c', {grandchild!r}], start_new_session=True)\n"
+              f"open({str(pid_file)!r}, 'w').write(str(g.pid) + '\\n')\n"
+              + ("time.sleep(300)\n" if parent_stays else "os._exit(0)\n"))
+    command = ("import subprocess, sys, time\n"
+               f"subprocess.Popen([sys.executable, '-c', {middle!r}])\n"
+               "time.sleep(300)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    proc = subprocess.Popen([sys.executable, "-m", "wattbench", "measure", "-s", "const:node=100", "--idle", "0",
+                             "--no-register", "-q", "-o", str(tmp_path / "run"), "--", sys.executable, "-c", command],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    gpid = None
+    try:
+        gpid = _wait_for_lines(pid_file, 1, proc)[0]
+        time.sleep(1.0)  # its signal handlers are set; without its parent, it has been adopted
+        assert _alive(gpid)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        deadline = time.monotonic() + 10
+        while _alive(gpid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(gpid), err
+        assert "Traceback" not in err
+    finally:
+        _kill([proc.pid] + ([gpid] if gpid else []))
+        proc.wait()

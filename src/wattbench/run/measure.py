@@ -40,6 +40,8 @@ import asyncio
 import signal
 import time
 
+import psutil
+
 from wattbench.accounting.level import account_level, add_level_findings, count_source, counter_level
 from wattbench.accounting.level_findings import (
     no_tokens_finding,
@@ -342,12 +344,64 @@ class _CommandOutput:
 
 def _start_command(mcfg: MeasureConfig, cwd: Path) -> subprocess.Popen:
     """The command in its own session (process group = its PID), output piped; one line when it
-    cannot be started."""
+    cannot be started. This process becomes a child subreaper first (``adopt_orphans``), so what
+    the command starts and leaves behind stays findable by ``_stop``."""
+    adopt_orphans()
     try:
         return subprocess.Popen(mcfg.command, cwd=str(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     except OSError as e:
         raise UserError(f"cannot run {mcfg.command[0]!r}: {e.strerror or e}") from None
+
+
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
+
+
+def adopt_orphans() -> bool:
+    """Make this process a child subreaper (Linux): a process the command starts and orphans — a
+    daemon that forks and exits, a ``setsid`` grandchild whose parent ended — is re-parented here
+    instead of to init, so ``_stop`` still finds it after it left the command's process group and
+    its parent is gone. False where the system has no such call."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _escaped(proc: subprocess.Popen) -> list[psutil.Process]:
+    """The command's processes that left its process group for a session of their own (``setsid``,
+    a daemon): its descendants while the command runs, and the orphans this process adopted
+    (``adopt_orphans``) that were started after the command, outside this process's session."""
+    out: dict[int, psutil.Process] = {}
+    pgid = proc.pid
+    try:
+        since = psutil.Process(proc.pid).create_time()
+        for c in psutil.Process(proc.pid).children(recursive=True):
+            out[c.pid] = c
+    except psutil.Error:
+        since = None
+    own_sid = os.getsid(0)
+    try:
+        for c in psutil.Process().children(recursive=True):
+            if c.pid == proc.pid or c.pid in out:
+                continue
+            with contextlib.suppress(psutil.Error, OSError):
+                if (os.getsid(c.pid) != own_sid and (since is None or c.create_time() >= since)
+                        and c.ppid() == os.getpid()):  # adopted: its parent is gone
+                    out[c.pid] = c
+                    out.update((g.pid, g) for g in c.children(recursive=True))
+    except psutil.Error:
+        pass
+    return [c for c in out.values() if _pgid(c.pid) != pgid]
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
 
 
 def _run_command(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: MeasureInfo
@@ -408,24 +462,44 @@ def _group_alive(pgid: int) -> bool:
 
 
 def _stop(proc: subprocess.Popen, grace_s: float | None = None) -> None:
-    """Stop the command and every process of its group: SIGINT (as a Ctrl-C would), SIGTERM after
-    ``STOP_GRACE_S``, SIGKILL after as long again."""
+    """Stop the command and every process it started: SIGINT (as a Ctrl-C would), SIGTERM after
+    ``STOP_GRACE_S``, SIGKILL after as long again — to its process group and to each of its
+    processes that left the group for a session of its own (``_escaped``: a ``setsid`` grandchild, a
+    daemon), found before the first signal, while the tree still shows them."""
     grace = STOP_GRACE_S if grace_s is None else grace_s
     pgid = proc.pid  # start_new_session: the command leads its own group
+    escaped = _escaped(proc)
+
+    def alive() -> bool:
+        return _group_alive(pgid) or any(_running(p) for p in escaped)
+
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
         proc.poll()  # reap the command itself once it ended
-        if not _group_alive(pgid):
-            return
+        if not alive():
+            break
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
+        for p in escaped:
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(sig)  # psutil checks the PID still names the process it found
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             proc.poll()
-            if not _group_alive(pgid):
+            if not alive():
                 break
             time.sleep(0.05)
+    for p in escaped:  # adopted orphans are this process's children now: reap them
+        with contextlib.suppress(psutil.Error):
+            p.wait(timeout=0)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace)
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 # ---------------------------------------------------------------------------------- levels
