@@ -171,3 +171,12 @@ def test_a_side_already_narrow_still_needs_the_degrees_of_freedom_the_rule_asks(
     # a history of 1 df (one more run of each side gives 2): one more run
     h = FigureNoise(0.01, "history", 2, "history", 1, 1, "runs")
     assert ratio_needs(h, None, 0.05)[0].more == 1
+
+
+def test_a_large_count_is_the_first_that_reaches_it_not_a_step_past():
+    # 3 trials at ±29.3% asking ±0.5%: thousands of trials; the answer is the first m that reaches it
+    from wattbench.metrics.trials import t_ppf
+    s = 0.293 * math.sqrt(3) / T[2]
+    m = measurements_needed(3, 0.293, 0.005)
+    assert m is not None and m > 1000
+    assert t_ppf(0.975, m - 1) * s / math.sqrt(m) <= 0.005 < t_ppf(0.975, m - 2) * s / math.sqrt(m - 1)
