@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from wattbench.accounting.boundaries import WHOLE_BOUNDARIES, contains_work
-from wattbench.core.schema import BoundaryEnergy, LevelResult
+from wattbench.core.schema import BoundaryEnergy, LevelResult, TrialFigure
 from wattbench.metrics.trials import rel_half_width as interval_rel_half_width
 from wattbench.telemetry.base import BOUNDARIES, CONTAINS
 
@@ -70,7 +70,7 @@ ENERGY_FIGURES = (
 BOUNDARY_FIGURES = frozenset(ENERGY_FIGURES)
 
 
-def boundary_order(names) -> list[str]:
+def boundary_order(names: Iterable[str]) -> list[str]:
     """Boundaries inner to outer (``BOUNDARIES`` order), unknown names after, alphabetically."""
     names = set(names)
     known = [b for b in BOUNDARIES if b in names]
@@ -115,7 +115,7 @@ def per_token(boundary: str, energy: Mapping[str, BoundaryEnergy]) -> bool:
     return contains_work(boundary, energy)
 
 
-def _rank(boundary: str, label: str | None) -> tuple:
+def _rank(boundary: str, label: str | None) -> tuple[int, bool, int, str]:
     return (LABEL_RANK.get(label or "", 3), not is_whole(boundary), -_ORDER.get(boundary, -1), boundary)
 
 
@@ -194,7 +194,8 @@ def parts(level: LevelResult) -> list[Part]:
         p = e[b].avg_power_w
         holders = [w for w in shown if w != b and b in CONTAINS.get(w, frozenset()) and e[w].avg_power_w]
         of = min(holders, key=lambda w: _ORDER.get(w, len(_ORDER))) if holders else None
-        share = p / e[of].avg_power_w if (of and p is not None) else None
+        of_w = e[of].avg_power_w if of else None
+        share = p / of_w if (p is not None and of_w) else None
         out.append(Part(b, p, of, share))
     return out
 
@@ -206,16 +207,17 @@ def server_lower_bound(level: LevelResult) -> tuple[float, list[str]] | None:
     e = level.energy
     if any(b in e for b in ("node", "wall", "cluster", "facility")):
         return None
-    used = [b for b in ("accelerator", "host") if b in e and e[b].avg_power_w is not None and e[b].label == "measured"]
+    used = {b: w for b in ("accelerator", "host")
+            if b in e and (w := e[b].avg_power_w) is not None and e[b].label == "measured"}
     if len(used) < 2:
         return None
-    return sum(e[b].avg_power_w for b in used), used
+    return sum(used.values()), list(used)
 
 
 # ---------------------------------------------------------------- the value: a trial mean
 
 
-def _num(v) -> float | None:
+def _num(v: object) -> float | None:
     if isinstance(v, bool) or v is None:
         return None
     if isinstance(v, (int, float)):
@@ -247,7 +249,7 @@ class TrialCI:
         return float("inf") if h is None else h
 
 
-def trial_entry(level: LevelResult, name: str, boundary: str | None):
+def trial_entry(level: LevelResult, name: str, boundary: str | None) -> TrialFigure | None:
     """The trials block's entry for a figure (``name@boundary`` for a boundary figure), or None."""
     block = level.trials
     if block is None:
@@ -270,6 +272,8 @@ def trial_ci(level: LevelResult, name: str, boundary: str | None) -> TrialCI | N
     if mean is None or lo is None or hi is None or hi < lo:
         return None
     block = level.trials
+    if block is None:  # never: trial_entry found an entry in it
+        return None
     n = entry.n if entry.n is not None else block.n
     conf = entry.confidence if entry.confidence is not None else block.confidence
     return TrialCI(mean=mean, low=lo, high=hi, n=n, confidence=conf)

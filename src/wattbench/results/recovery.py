@@ -26,6 +26,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 import errno
 
 from wattbench.core.errors import StorageError
@@ -47,7 +48,7 @@ REQUESTS_FILE = "requests.jsonl"
 STOPPED_MARKER_PREFIX = ".stopped-"
 
 
-def stopped_on_write(run_dir: str | os.PathLike) -> StorageError | None:
+def stopped_on_write(run_dir: str | os.PathLike[str]) -> StorageError | None:
     """The write error a run left as its ``.stopped-<ERRNO>`` marker (``rundir.close_result``), else None."""
     try:
         names = [p.name for p in Path(run_dir).iterdir() if p.name.startswith(STOPPED_MARKER_PREFIX)]
@@ -60,12 +61,12 @@ def stopped_on_write(run_dir: str | os.PathLike) -> StorageError | None:
     return StorageError(Path(run_dir) / "result.json", OSError(code, os.strerror(code)))
 
 
-def level_spool_dir(run_dir: str | os.PathLike, index: int, trial: int = 0) -> Path:
+def level_spool_dir(run_dir: str | os.PathLike[str], index: int, trial: int = 0) -> Path:
     """Where a level's records are spooled while it runs: ``<run>/spool/level-<index>-trial-<trial>``."""
     return Path(run_dir) / SPOOL_DIR / f"level-{index}-trial-{trial}"
 
 
-def run_in_progress(run_dir: str | os.PathLike) -> bool:
+def run_in_progress(run_dir: str | os.PathLike[str]) -> bool:
     """Whether a live process holds the run directory's lock (``rundir.RunLock``). False when no
     lock file is there (a finished run, or one written before the lock existed)."""
     import fcntl
@@ -119,7 +120,7 @@ class RecoveredLevel:
         return (f"recovered {how}: {name}: " + "; ".join(parts)
                 + f"; not accounted (no window, no energy or efficiency figure); records in {self.path}/")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "trial": self.trial, "label": self.label, "path": self.path,
                 "records": self.records, "completed": self.completed, "failed": self.failed, "warmup": self.warmup,
                 "errors": dict(self.errors), "output_tokens": self.output_tokens, "span_s": self.span_s,
@@ -158,7 +159,7 @@ def _level_meta(d: Path) -> tuple[int, int, str | None]:
             return -1, 0, None
 
 
-def recover(run_dir: str | os.PathLike) -> list[RecoveredLevel]:
+def recover(run_dir: str | os.PathLike[str]) -> list[RecoveredLevel]:
     """The finished records a run's spool still holds, per level (empty when there is none)."""
     run_dir = Path(run_dir)
     spool = run_dir / SPOOL_DIR
@@ -208,7 +209,7 @@ def recover(run_dir: str | os.PathLike) -> list[RecoveredLevel]:
     return out
 
 
-def recovered_how(result: Result, run_dir: str | os.PathLike) -> str:
+def recovered_how(result: Result, run_dir: str | os.PathLike[str]) -> str:
     """How a report labels a run's recovered records: from a crashed run, from the level in
     progress (a live run), or from a level that did not finish (a run closed as failed)."""
     if result.status == "running":
@@ -216,7 +217,7 @@ def recovered_how(result: Result, run_dir: str | os.PathLike) -> str:
     return "from a level that did not finish"
 
 
-def listed_status(status: str | None, run_dir: str | os.PathLike) -> str | None:
+def listed_status(status: str | None, run_dir: str | os.PathLike[str]) -> str | None:
     """A run's status as the history lists it: ``crashed`` for one still marked ``running`` whose
     process is gone (no live lock: the module doc's rule), else the status it was indexed with."""
     if status == "running" and not run_in_progress(run_dir):
@@ -224,7 +225,7 @@ def listed_status(status: str | None, run_dir: str | os.PathLike) -> str | None:
     return status
 
 
-def settle_unfinished(result: Result, run_dir: str | os.PathLike) -> Result:
+def settle_unfinished(result: Result, run_dir: str | os.PathLike[str]) -> Result:
     """The one rule for a result read with ``status: running`` (module doc): the verdict becomes
     ``invalid``, the reason (in progress, or crashed with what its spool holds) goes first."""
     if result.status != "running":

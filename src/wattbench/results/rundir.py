@@ -43,7 +43,7 @@ M = TypeVar("M", bound=BaseModel)
 # ------------------------------------------------------------------ a run in progress, or one that crashed
 
 
-def begin_level_spool(run_dir: str | os.PathLike, index: int, trial: int, label: str) -> Path:
+def begin_level_spool(run_dir: str | os.PathLike[str], index: int, trial: int, label: str) -> Path:
     """Create the level's spool directory with ``level.json`` (what it is, for a reader after a
     crash); returns the directory to spool into."""
     d = level_spool_dir(run_dir, index, trial)
@@ -56,7 +56,7 @@ def begin_level_spool(run_dir: str | os.PathLike, index: int, trial: int, label:
     return d
 
 
-def end_level_spool(run_dir: str | os.PathLike, index: int, trial: int = 0) -> None:
+def end_level_spool(run_dir: str | os.PathLike[str], index: int, trial: int = 0) -> None:
     """Remove a level's spool once its records are in ``requests.jsonl`` (and ``spool/`` once empty)."""
     shutil.rmtree(level_spool_dir(run_dir, index, trial), ignore_errors=True)
     try:
@@ -70,7 +70,7 @@ class RunLock:
     tell a run in progress from one whose process died: the kernel drops the lock with the process,
     however it ended. ``release`` removes the file."""
 
-    def __init__(self, run_dir: str | os.PathLike):
+    def __init__(self, run_dir: str | os.PathLike[str]):
         import fcntl
 
         self.path = Path(run_dir) / RUN_LOCK_FILE
@@ -99,12 +99,12 @@ class RunLock:
         self.fd = None
 
 
-def storage_error(path: str | os.PathLike, exc: OSError) -> StorageError:
+def storage_error(path: str | os.PathLike[str], exc: OSError) -> StorageError:
     """A failed write (disk full, quota, read-only, permissions) as one line naming the file and the fix."""
     return StorageError(path, exc)
 
 
-def check_output_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
+def check_output_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
     """Refuse, before anything is written, a directory that cannot be created or written: one line
     naming ``flag``. ``path`` may not exist yet: then the nearest existing folder above it must be
     a directory in which a directory can be created (a file on the way, a read-only filesystem,
@@ -147,7 +147,7 @@ def check_name_lengths(p: Path, flag: str) -> None:
 LINK_SCAN_MAX_ENTRIES = 100_000  # entries of an existing --out looked at for links (a run directory holds a few)
 
 
-def check_no_links(path: str | os.PathLike, flag: str = "--out") -> None:
+def check_no_links(path: str | os.PathLike[str], flag: str = "--out") -> None:
     """Refuse an existing run directory that holds a symbolic link anywhere inside it (``--out``
     itself may be one): a planted ``requests.jsonl -> ~/.bashrc`` would have the run append to the
     file it points at. One line naming the link; nothing is followed or written."""
@@ -213,7 +213,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         os.close(dfd)
 
 
-def write_json_atomic(path: str | os.PathLike, model: BaseModel) -> Path:
+def write_json_atomic(path: str | os.PathLike[str], model: BaseModel) -> Path:
     """Write a pydantic model as indented JSON, atomically, without any of the process's registered
     secrets (``core/redact.py``: every string that holds one is scrubbed, the JSON stays valid)."""
     p = Path(path)
@@ -222,12 +222,12 @@ def write_json_atomic(path: str | os.PathLike, model: BaseModel) -> Path:
     return p
 
 
-def write_result(run_dir: str | os.PathLike, result: Result) -> Path:
+def write_result(run_dir: str | os.PathLike[str], result: Result) -> Path:
     """Write ``result.json`` into ``run_dir`` atomically; returns the file's path."""
     return write_json_atomic(Path(run_dir) / RESULT_FILE, result)
 
 
-def close_result(run_dir: str | os.PathLike, result: Result) -> None:
+def close_result(run_dir: str | os.PathLike[str], result: Result) -> None:
     """The closing write of a run that stopped (a write failed, a worker died): ``write_result``,
     and when that fails too (the disk is still full; the directory went read-only or immutable, so
     no temporary file can be made there), what can still be done, in order:
@@ -274,7 +274,7 @@ def errno_name(code: int) -> str:
 WRITE_BATCH_BYTES = 1 << 20  # requests.jsonl is written this much at a time
 
 
-def _request_lines(records: Iterable[RequestRecord | dict], keep_chunks: bool) -> Iterator[bytes]:
+def _request_lines(records: Iterable[RequestRecord | dict[str, Any]], keep_chunks: bool) -> Iterator[bytes]:
     exclude = None if keep_chunks else {"chunk_ns"}
     secrets = registered()
     for r in records:
@@ -286,7 +286,7 @@ def _request_lines(records: Iterable[RequestRecord | dict], keep_chunks: bool) -
         yield line.encode("utf-8") + b"\n"
 
 
-def append_requests(run_dir: str | os.PathLike, records: Iterable[RequestRecord | dict], *,
+def append_requests(run_dir: str | os.PathLike[str], records: Iterable[RequestRecord | dict[str, Any]], *,
                     keep_chunks: bool = True) -> Path:
     """Append request records to ``requests.jsonl`` (one JSON object per line) and fsync.
 
@@ -381,7 +381,7 @@ def read_json_file(path: Path, max_bytes: int = RESULT_MAX_BYTES) -> Any:
         raise UserError(f"{path}: {e}; is it a file wattbench wrote?") from None
 
 
-def result_path(path_or_dir: str | os.PathLike) -> Path:
+def result_path(path_or_dir: str | os.PathLike[str]) -> Path:
     """The ``result.json`` a path names: the file itself, or the one inside a directory."""
     p = Path(path_or_dir)
     if p.is_dir():
@@ -389,7 +389,7 @@ def result_path(path_or_dir: str | os.PathLike) -> Path:
     return p
 
 
-def check_schema_version(path: Path, data: dict, supported: int = SCHEMA_VERSION) -> None:
+def check_schema_version(path: Path, data: dict[str, Any], supported: int = SCHEMA_VERSION) -> None:
     version = data.get("schema_version", 1)
     if not isinstance(version, int) or isinstance(version, bool):
         raise UserError(f"{path}: schema_version {version!r} is not an integer")
@@ -414,7 +414,7 @@ def load_model(path: Path, model: type[M], what: str = "result", supported: int 
         raise UserError(f"{path}: {describe_validation_error(e)}") from None
 
 
-def load_result(path_or_dir: str | os.PathLike, *, max_bytes: int = RESULT_MAX_BYTES) -> Result:
+def load_result(path_or_dir: str | os.PathLike[str], *, max_bytes: int = RESULT_MAX_BYTES) -> Result:
     """Read a run's ``result.json`` (give the run directory or the file; a file over ``max_bytes``
     is refused before it is read). A result whose status is still ``running`` is read as what it
     is (``results.recovery.settle_unfinished``, the one rule every reader gets here): a run in
@@ -438,7 +438,7 @@ def load_result(path_or_dir: str | os.PathLike, *, max_bytes: int = RESULT_MAX_B
     return result
 
 
-def load_requests(run_dir: str | os.PathLike, notes: list[str] | None = None) -> list[RequestRecord]:
+def load_requests(run_dir: str | os.PathLike[str], notes: list[str] | None = None) -> list[RequestRecord]:
     """Read ``requests.jsonl``; a bad line is reported with its line number.
 
     With ``notes`` (a list to append to), reading is lenient where a crash explains the damage:
@@ -448,7 +448,7 @@ def load_requests(run_dir: str | os.PathLike, notes: list[str] | None = None) ->
     return list(iter_requests(run_dir, notes))
 
 
-def iter_requests(run_dir: str | os.PathLike, notes: list[str] | None = None) -> Iterator[RequestRecord]:
+def iter_requests(run_dir: str | os.PathLike[str], notes: list[str] | None = None) -> Iterator[RequestRecord]:
     """``load_requests`` one record at a time, in file order: the same records and the same rules
     for damage (raised when the reader reaches it), holding one line at a time, not the file."""
     path = Path(run_dir)

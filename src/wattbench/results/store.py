@@ -28,7 +28,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 import random
 from datetime import datetime
 
@@ -135,7 +135,7 @@ def _verdict(result: Result) -> str:
 class HistoryStore:
     """A connection to one history database. Use as a context manager or call ``close()``."""
 
-    def __init__(self, path: str | os.PathLike | None = None, create: bool = True):
+    def __init__(self, path: str | os.PathLike[str] | None = None, create: bool = True):
         self.path = Path(path).expanduser() if path else default_db_path()
         if not self.path.exists():
             if not create:
@@ -156,7 +156,7 @@ class HistoryStore:
             raise UserError(f"{self.path}: not a usable wattbench history database ({e})") from None
 
     @staticmethod
-    def check_usable(path: str | os.PathLike | None = None) -> Path:
+    def check_usable(path: str | os.PathLike[str] | None = None) -> Path:
         """Refuse, without writing anything, a history database that ``HistoryStore(path)`` could
         not open: a file that is not SQLite (or is damaged), a schema newer than this wattbench,
         or a missing file whose directory cannot be created. A run checks its ``--db`` with this
@@ -242,7 +242,7 @@ class HistoryStore:
 
     # -------------------------------------------------------------- writing
 
-    def register(self, result: Result, run_dir: str | os.PathLike, kind: str = "run",
+    def register(self, result: Result, run_dir: str | os.PathLike[str], kind: str = "run",
                  summary: dict[str, Any] | None = None) -> RunRecord:
         """Index a run (re-registering updates it). Tags in ``result.tags`` are applied when free.
         ``summary``: what the caller adds for ``history list`` (the run's headline figure, which the
@@ -288,7 +288,7 @@ class HistoryStore:
         rec.notes = notes
         return rec
 
-    def register_agreement(self, agreement: Any, run_dir: str | os.PathLike) -> RunRecord:
+    def register_agreement(self, agreement: Any, run_dir: str | os.PathLike[str]) -> RunRecord:
         """Index an output-agreement run (kind ``agree``); its summary holds the headline metrics."""
         path = str(Path(run_dir).resolve())
         t = agreement.targets
@@ -309,7 +309,7 @@ class HistoryStore:
             )
         return self.get(agreement.run_id)
 
-    def import_dirs(self, paths: list[str | os.PathLike],
+    def import_dirs(self, paths: Sequence[str | os.PathLike[str]],
                     summarize: Callable[[Result], dict[str, Any]] | None = None) -> tuple[list[RunRecord], list[str]]:
         """Register every run directory (a directory holding result.json) under ``paths``
         (``summarize``: each run's ``summary``, as ``register`` takes it).
@@ -532,7 +532,7 @@ def _check_name(name: str, what: str) -> None:
         raise UserError(msg)
 
 
-def resolve_run_path(ref: str, db: str | os.PathLike | None = None) -> Path:
+def resolve_run_path(ref: str, db: str | os.PathLike[str] | None = None) -> Path:
     """The run directory a reference names. A path on disk needs no database; anything else is
     looked up in the history (which must already exist: a lookup never creates one)."""
     p = Path(ref).expanduser()
@@ -550,13 +550,13 @@ def resolve_run_path(ref: str, db: str | os.PathLike | None = None) -> Path:
     return run_dir
 
 
-def load_ref(ref: str, db: str | os.PathLike | None = None) -> Result:
+def load_ref(ref: str, db: str | os.PathLike[str] | None = None) -> Result:
     """Load the Result a reference names."""
     return load_result(resolve_run_path(ref, db))
 
 
-def register_run_dir(run_dir: str | os.PathLike, result: Result | None = None,
-                     db: str | os.PathLike | None = None) -> RunRecord:
+def register_run_dir(run_dir: str | os.PathLike[str], result: Result | None = None,
+                     db: str | os.PathLike[str] | None = None) -> RunRecord:
     """Register a written run directory in the history (the runner calls this after each write)."""
     res = result if result is not None else load_result(run_dir)
     with HistoryStore(db) as store:
