@@ -295,3 +295,17 @@ def test_a_node_without_gpus_has_none_and_information_is_not_a_warning(app, tmp_
         warns = [x for x in res.output.splitlines() if x.startswith("warning:")]
         assert not any("level c=" in w or "tokens per kWh from run" in w for w in warns), res.output
         assert "level c=" in res.output or "level" in res.stdout  # the level read is still said
+
+
+@pytest.mark.parametrize("context,want", [
+    (None, "compute-bound from batch "),
+    ("100000", "compute-bound from no batch: memory-bound at any batch at this context"),
+])
+def test_roofline_says_where_compute_binds_in_a_sentence(app, context, want):
+    ctx = ["--context", context] if context else []
+    res = CliRunner().invoke(app, ["plan", "roofline", "--model", "llama-8b", "--gpu", "h200-sxm", *ctx],
+                             terminal_width=80)
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stdout.splitlines() if "compute-bound from" in ln)
+    assert want in " ".join(line.split())
+    assert "batch  never" not in res.stdout and "from batch never" not in " ".join(res.stdout.split())

@@ -80,7 +80,8 @@ def roofline_view(r: Any) -> list[Any]:
         ("memory-bound tokens/s", _num(r.memory_bound_tokens_per_s)),
         ("compute-bound tokens/s", _num(r.compute_bound_tokens_per_s)),
         ("bound tokens/s", f"{_num(r.bound_tokens_per_s)} ({r.limited_by}-bound)"),
-        ("compute binds from batch", _num(r.crossover_batch, "count") if r.crossover_batch else "never at this context"),
+        ("compute-bound from", f"batch {_num(r.crossover_batch, 'count')}" if r.crossover_batch
+         else "no batch: memory-bound at any batch at this context"),
         ("memory needed / available", f"{_num(r.memory_required_bytes / 1e9)} / {_num(r.memory_capacity_bytes / 1e9, unit='GB')}"),
     ]
     if r.measured_tokens_per_s is not None:
