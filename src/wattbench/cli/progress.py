@@ -25,6 +25,8 @@ COMPACT_BELOW = 120  # console columns below which the progress line takes its s
 def level_description(data: dict, compact: bool = False) -> str:
     """``level 2 of 5 · c=8`` (or ``level 3, until the search ends · c=16``), ``· trial 2 of 3`` with trials.
     ``compact`` (a console narrower than ``COMPACT_BELOW``): ``2/5 c=8``, ``3/? c=16``, `` t2/3``."""
+    if data.get("index", 0) < 0:  # priming, a re-measure: not one of the ladder's levels, so no "k of n"
+        return str(data.get("label", "")).replace("concurrency=", "c=") or "level"
     k = data.get("index", 0) + 1
     n = data.get("levels")
     label = str(data.get("label", "")).split(" trial ")[0]
@@ -57,6 +59,20 @@ def progress_figures(data: dict, tokens_unit: str = "out tok/s") -> list[str]:
     if data.get("failed"):
         parts.append(f"{fmt(data['failed'], kind='count')} failed")
     return parts
+
+
+def level_figures(level: Any) -> dict[str, Any] | None:
+    """A finished level's own figures for its bar (``progress_figures``' keys): the level's output
+    tokens/s, its average power at its headline boundary, its failed requests — what its row in the
+    summary says, not the last live sample's. None for no measured level."""
+    if level is None or getattr(level, "throughput", None) is None:
+        return None
+    from wattbench.results.headline import headline_boundary
+
+    b = headline_boundary(level)
+    be = level.energy.get(b) if b else None
+    return {"output_tokens_per_s": level.throughput.output_tokens_per_s,
+            "power_w": be.avg_power_w if be is not None else None, "failed": level.requests.failed}
 
 
 class RunProgress:
@@ -128,7 +144,10 @@ class RunProgress:
         elif event == "level_done":
             task = self._tasks.get(data.get("index", -1))
             if task is not None:
-                p.update(task, completed=p.tasks[task].total or p.tasks[task].completed)
+                final = level_figures(data.get("level"))
+                stats = ({"stats": " · ".join(progress_figures(final, "tok/s" if self.compact else "out tok/s"))}
+                         if final else {})
+                p.update(task, completed=p.tasks[task].total or p.tasks[task].completed, **stats)
 
 
 PLAIN_EVERY_S = 10.0  # seconds between two plain progress lines inside one level
@@ -165,8 +184,6 @@ class PlainProgress:
 
     @staticmethod
     def _name(data: dict) -> str:
-        if data.get("index", 0) < 0:  # priming, a re-measure: not one of the ladder's levels
-            return str(data.get("label", "")).replace("concurrency=", "c=") or "level"
         return level_description(data)
 
     def update(self, event: str, data: dict) -> None:

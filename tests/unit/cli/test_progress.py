@@ -102,3 +102,37 @@ def test_plain_progress_where_stderr_is_not_a_terminal():
     assert lines[4] == f"wattbench: level 1 of 2 · c=8 done in 0:00:25: {headline(lv)}"
     assert len(lines) == 5
     assert not isinstance(run_progress(Console(file=io.StringIO()), quiet=True, terminal=False), PlainProgress)
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_priming_and_a_re_measure_are_named_not_counted(width):
+    """A past defect: ``0/? priming`` and ``-1/? c=1 history check`` (the priming load and the history
+    check's re-measure are not levels of the ladder)."""
+    for compact in (True, False):
+        assert level_description({"index": -2, "levels": 3, "label": "priming"}, compact=compact) == "priming"
+        assert level_description({"index": -1, "levels": None, "label": "concurrency=1 history check"},
+                                 compact=compact) == "c=1 history check"
+    console = Console(record=True, width=width, color_system=None, force_terminal=True, file=open("/dev/null", "w"))
+    with RunProgress(console, enabled=True) as prog:
+        prog.update("level_start", {"index": -2, "label": "priming", "total": 8})
+        prog.update("level_start", {"index": -1, "label": "concurrency=1 history check", "total": 8})
+    out = console.export_text()
+    assert "priming" in out and "c=1 history check" in out
+    assert "0/? priming" not in out and "-1/?" not in out and "of None" not in out
+
+
+@pytest.mark.parametrize("width,unit", [(80, "tok/s"), (160, "out tok/s")])
+def test_a_finished_bar_shows_the_levels_own_figures_not_its_last_sample(width, unit):
+    from tests.fakes.results_factory import make_level
+
+    lv = make_level(0, value=8, output_tokens_per_s=1000.0, power_w=600.0)
+    power = next(iter(lv.energy.values())).avg_power_w
+    console = Console(record=True, width=width, color_system=None, force_terminal=True, file=open("/dev/null", "w"))
+    with RunProgress(console, enabled=True) as prog:
+        prog.update("level_start", {"index": 0, "levels": 1, "label": "concurrency=8", "total": 32})
+        prog.update("progress", {"index": 0, "done": 32, "output_tokens_per_s": 1234.0, "power_w": 11.4})
+        prog.update("level_done", {"index": 0, "level": lv})
+    last = console.export_text().splitlines()
+    row = next(ln for ln in reversed(last) if "c=8" in ln)
+    assert f"1,000 {unit}" in row and f"{power:,.0f} W" in row
+    assert "11.4 W" not in row and "1,234" not in row
