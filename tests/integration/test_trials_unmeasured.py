@@ -9,6 +9,8 @@ and the answer line names it."""
 
 from __future__ import annotations
 
+import re
+
 import math
 import resource
 import subprocess
@@ -21,6 +23,7 @@ from tests.fakes.reliability_procs import child_env
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.config import RunConfig
 from wattbench.core.schema import FindingKind
+from wattbench.core.numbers import fmt_estimate
 from wattbench.results.rundir import load_result
 from wattbench.run import run_benchmark
 
@@ -115,7 +118,13 @@ def test_the_cli_names_the_dead_trial_in_the_answer_and_exits_3(tmp_path):
         "wattbench: error: 1 level(s) completed no measured request (concurrency=2 trial 2 of 3); the run is kept")
     per_kw = load_result(tmp_path / "run").levels[0].trials.figures["output_tokens_per_s_per_kw@accelerator"]
     answer = _answer(p.stdout)
-    assert answer.startswith(f"answer: c=2 — {per_kw.mean:,.0f} output tok/s per kW (accelerator, declared"), answer
+    # the mean of the two trials that measured, at the precision of the widest interval the answer says
+    # (the trials' CI with the declared meter's ±20%: core.numbers.fmt_estimate)
+    widest = re.search(r"from the trials; ([\d,.]+)–([\d,.]+),", answer)
+    assert widest, answer
+    lo, hi = (float(x.replace(",", "")) for x in widest.groups())
+    shown = fmt_estimate(per_kw.mean, lo, hi)[0]
+    assert answer.startswith(f"answer: c=2 — {shown} output tok/s per kW (accelerator, declared"), answer
     assert ", mean of 2 trials (95% CI " in answer, answer
     assert answer.endswith("; trial 2 of 3 measured nothing (8 of 8 requests failed: http_500 8) · warn"), answer
 

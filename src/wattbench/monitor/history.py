@@ -10,6 +10,7 @@ from the start's wall-clock anchor). With ``max_bytes`` the file rotates: ``FILE
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
@@ -48,6 +49,7 @@ class HistoryWriter:
         self.lines = 0
         self.rotations = 0
         self.failed: str | None = None  # why the last write failed (the file stays as it was)
+        self.created = not os.path.lexists(self.path)  # this writer made the file
         self._f = _open_regular(self.path)
 
     def wall(self, t_ns: int) -> str:
@@ -102,6 +104,16 @@ class HistoryWriter:
                 self._f.close()
             except OSError:  # the flush of a full disk: already said by the failed write
                 pass
+
+
+    def discard_if_new_and_empty(self) -> None:
+        """Remove the file if this writer created it and wrote nothing (a start refused after it
+        was opened)."""
+        self.close()
+        if self.created and self.lines == 0:
+            with contextlib.suppress(OSError):
+                if self.path.stat().st_size == 0:
+                    self.path.unlink()
 
 
 def _open_regular(path: Path) -> BinaryIO:

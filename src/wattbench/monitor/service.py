@@ -118,9 +118,10 @@ class Monitor:
                             "or --sensor const:node=WATTS")
         self.anchor = ClockAnchor.take(self.clock.now_ns)
         try:
-            self._check_target()
-            if self.history_path is not None:
+            if self.history_path is not None:  # the user's own path is checked before the target is asked
                 self.history = HistoryWriter(self.history_path, max_bytes=self.history_max_bytes, anchor=self.anchor)
+            self._check_target()
+            if self.history is not None:
                 self.history.write({"type": "meta", "wall": self.history.wall(self.anchor.mono_ns),
                                     "target": self.target_shown, "interval_s": self.interval_s,
                                     "windows_s": list(self.tracker.windows_s),
@@ -131,6 +132,8 @@ class Monitor:
                 self.exporter = Exporter(self.snapshot, self.listen).start()
         except BaseException:
             self._teardown()
+            if self.history is not None:
+                self.history.discard_if_new_and_empty()  # a refused start leaves no file behind
             raise
         self.sampler.start()
         self._started = True
