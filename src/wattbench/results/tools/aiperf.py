@@ -19,7 +19,7 @@ One level per file (AIPerf runs one profiling phase).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Protocol, TypeVar
 
 from pydantic import Field, field_validator
 
@@ -102,7 +102,7 @@ class AiperfPhase(ToolModel):
 
     @field_validator("rate", "request_rate", mode="before")
     @classmethod
-    def _no_nan(cls, v):
+    def _no_nan(cls, v: object) -> object:
         if isinstance(v, float) and v != v:
             raise ValueError("the rate is NaN")
         return v
@@ -126,7 +126,16 @@ class AiperfSummary(ToolModel):
     was_cancelled: bool = False
 
 
-def _first(*metrics):
+V_co = TypeVar("V_co", covariant=True)
+
+
+class _Valued(Protocol[V_co]):
+    @property
+    def value(self) -> V_co | None: ...
+
+
+def _first(*metrics: _Valued[V_co] | None) -> V_co | None:
+    """The value of the first metric the record holds (aiperf names a figure differently by version)."""
     for m in metrics:
         if m is not None and m.value is not None:
             return m.value

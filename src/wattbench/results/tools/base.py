@@ -29,7 +29,8 @@ constant power.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Iterator, TypeVar
+import os
+from typing import Annotated, Any, Iterator, TypeVar, Union, overload
 import math
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -42,6 +43,7 @@ from wattbench.results.jsonfile import loads_bounded, read_bounded
 from wattbench.results.rundir import describe_validation_error
 
 M = TypeVar("M", bound=BaseModel)
+PathArg = Union[str, "os.PathLike[str]"]  # a tool's file, as the readers are given it
 
 # a tool's stamp may lie this far outside the command's lifetime on the chosen clock (float
 # seconds round; a process's first stamp can precede the parent's "started" reading by nothing,
@@ -97,7 +99,8 @@ class ToolRun:
 
 def stamps(run: ToolRun) -> tuple[int, int] | None:
     """The earliest and latest stamp of every request of the run, on the tool's clock."""
-    lo = hi = None
+    lo: int | None = None
+    hi: int | None = None
     for lv in run.levels:
         for r in lv.requests:
             for t in (r.start_ns, r.first_token_ns, r.last_token_ns, r.end_ns):
@@ -105,7 +108,7 @@ def stamps(run: ToolRun) -> tuple[int, int] | None:
                     continue
                 lo = t if lo is None or t < lo else lo
                 hi = t if hi is None or t > hi else hi
-    return None if lo is None else (lo, hi)
+    return None if lo is None or hi is None else (lo, hi)
 
 
 def place_on_run_clock(lo_ns: int, hi_ns: int, started_ns: int, ended_ns: int, anchor: ClockAnchor,
@@ -148,6 +151,10 @@ def to_records(level: ToolLevelData, index: int, offset_ns: int, token_source: s
     return out
 
 
+@overload
+def seconds_to_ns(t: float) -> int: ...
+@overload
+def seconds_to_ns(t: None) -> None: ...
 def seconds_to_ns(t: float | None) -> int | None:
     """A stamp in float seconds (as the tools write them) in integer ns."""
     return None if t is None else int(round(float(t) * 1e9))
@@ -187,7 +194,7 @@ NonNegative = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 
 
-def finite_figure(v) -> float | None:
+def finite_figure(v: object) -> float | None:
     """A tool's own summary figure: kept when it is a finite number, else left out (it is shown
     beside wattbench's figures, never used in them)."""
     if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < 1e15:
@@ -195,7 +202,7 @@ def finite_figure(v) -> float | None:
     return None
 
 
-def read_bytes(path, what: str, max_bytes: int | None = None) -> bytes:
+def read_bytes(path: PathArg, what: str, max_bytes: int | None = None) -> bytes:
     """A tool's file, at most ``MAX_FILE_BYTES``; one line naming it otherwise."""
     try:
         return read_bounded(path, MAX_FILE_BYTES if max_bytes is None else max_bytes)
@@ -205,7 +212,7 @@ def read_bytes(path, what: str, max_bytes: int | None = None) -> bytes:
         raise bad_file(what, path, str(e)) from None
 
 
-def parse_json(data: bytes | str, path, what: str, where: str = ""):
+def parse_json(data: bytes | str, path: PathArg, what: str, where: str = "") -> Any:
     """One JSON text of a tool's file (``where``: "line 3 " of a JSONL file), nesting capped."""
     try:
         return loads_bounded(data)
@@ -213,12 +220,12 @@ def parse_json(data: bytes | str, path, what: str, where: str = ""):
         raise bad_file(what, path, f"{where}is not JSON it reads ({_short(e)})") from None
 
 
-def read_json(path, what: str):
+def read_json(path: PathArg, what: str) -> Any:
     """A tool's JSON file, or one line naming the file and what is wrong with it."""
     return parse_json(read_bytes(path, what), path, what)
 
 
-def json_lines(data: bytes, path, what: str) -> Iterator[tuple[str, Any]]:
+def json_lines(data: bytes, path: PathArg, what: str) -> Iterator[tuple[str, Any]]:
     """Each JSON text of a JSON-lines file (``data``, read by ``read_bytes``), blank lines skipped,
     with where it is (``"line 3 "``, for the line naming what is wrong with it)."""
     for n, line in enumerate(data.splitlines(), 1):
@@ -227,7 +234,7 @@ def json_lines(data: bytes, path, what: str) -> Iterator[tuple[str, Any]]:
             yield where, parse_json(line, path, what, where)
 
 
-def validate(model: type[M], data, path, what: str, where: str = "") -> M:
+def validate(model: type[M], data: object, path: PathArg, what: str, where: str = "") -> M:
     """``data`` as ``model``, or one line naming the file, where in it, and the field that is wrong."""
     try:
         return model.model_validate(data)
@@ -235,7 +242,7 @@ def validate(model: type[M], data, path, what: str, where: str = "") -> M:
         raise bad_file(what, path, f"{where}{_short(describe_validation_error(e, limit=2))}") from None
 
 
-def _short(e, n: int = 200) -> str:
+def _short(e: object, n: int = 200) -> str:
     return clip(" ".join(str(e).split()), n + 1, "…")
 
 
@@ -267,7 +274,7 @@ def check_bounds(r: ToolRequest) -> str | None:
     return None
 
 
-def checked(requests: list[ToolRequest], path, what: str, where: str = "") -> list[ToolRequest]:
+def checked(requests: list[ToolRequest], path: PathArg, what: str, where: str = "") -> list[ToolRequest]:
     for i, r in enumerate(requests):
         problem = check_bounds(r) or check_order(r)
         if problem:
@@ -275,5 +282,5 @@ def checked(requests: list[ToolRequest], path, what: str, where: str = "") -> li
     return requests
 
 
-def bad_file(what: str, path, problem: str) -> UserError:
+def bad_file(what: str, path: PathArg, problem: str) -> UserError:
     return UserError(f"{what}: {path} {problem}; is it the tool's own output, unedited?")

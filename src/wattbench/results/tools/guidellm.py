@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -124,7 +124,7 @@ class _Metadata(ToolModel):
 
 
 class GuideFile(ToolModel):
-    benchmarks: list[dict]
+    benchmarks: list[dict[str, Any]]
     metadata: _Metadata = _Metadata()
 
 
@@ -167,7 +167,7 @@ def _load(strategy: GuideStrategy) -> tuple[str, float, str, str, int | None]:
                      "throughput, trace)")
 
 
-def _level(raw: dict, path: Path, n: int) -> ToolLevelData:
+def _level(raw: dict[str, Any], path: Path, n: int) -> ToolLevelData:
     where = f"benchmark {n + 1}: "
     b = validate(GuideBenchmark, raw, path, WHAT, where)
     reqs_block = b.requests
@@ -183,14 +183,16 @@ def _level(raw: dict, path: Path, n: int) -> ToolLevelData:
         raise bad_file(WHAT, path, f"benchmark {n + 1} is not one GuideLLM wrote ({e})") from None
     checked(reqs, path, WHAT, where)
     figures: dict[str, float | None] = {}
-    metrics = raw.get("metrics") if isinstance(raw.get("metrics"), dict) else {}
+    m = raw.get("metrics")
+    metrics: dict[str, Any] = m if isinstance(m, dict) else {}
     for k in FIGURES:
         v = metrics.get(k)
         v = v.get("successful") if isinstance(v, dict) else None
         if not isinstance(v, dict):
             continue
         unit = "" if k.endswith("_ms") or k.endswith("_second") else "_s"
-        pct = v.get("percentiles") if isinstance(v.get("percentiles"), dict) else {}
+        raw_pct = v.get("percentiles")
+        pct: dict[str, Any] = raw_pct if isinstance(raw_pct, dict) else {}
         for stat, x in (("mean", v.get("mean")), ("median", v.get("median")), ("p99", pct.get("p99"))):
             x = finite_figure(x)
             if x is not None:

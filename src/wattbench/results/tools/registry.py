@@ -109,8 +109,8 @@ def _candidates(tool: str, argv: list[str], cwd: Path) -> list[Path]:
         name = _opt(argv, "--result-filename")
         return [d / name[-1]] if name else [d]
     if tool == "aiperf":
-        d = _opt(argv, "--output-artifact-dir", "--artifact-dir")
-        base = Path(d[-1]) if d else Path("artifacts")
+        dirs = _opt(argv, "--output-artifact-dir", "--artifact-dir")
+        base = Path(dirs[-1]) if dirs else Path("artifacts")
         return [base if base.is_absolute() else cwd / base]
     if tool == "guidellm":
         paths = [v for v in _opt(argv, "--output-path")]
@@ -182,18 +182,18 @@ def find_result_files(tool: str, argv: list[str], cwd: Path, given: list[str], b
 def read_tool(tool: str, paths: list[Path]) -> ToolRun:
     """The tool's files read by its module."""
     if tool == "vllm-bench-serve":
-        from wattbench.results.tools import vllm_bench as mod
+        from wattbench.results.tools.vllm_bench import read
     elif tool == "aiperf":
-        from wattbench.results.tools import aiperf as mod
+        from wattbench.results.tools.aiperf import read
     elif tool == "guidellm":
-        from wattbench.results.tools import guidellm as mod
+        from wattbench.results.tools.guidellm import read
     elif tool == "wattbench-run":
-        from wattbench.results.tools import wattbench_run as mod
+        from wattbench.results.tools.wattbench_run import read
     else:
         raise UserError(f"--tool {tool}: wattbench reads vllm-bench-serve, aiperf, guidellm and wattbench-run "
                         "result files")
     try:
-        return mod.read(paths)
+        return read(paths)
     except UserError:
         raise
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError, MemoryError) as e:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -75,7 +75,7 @@ class VllmResult(ToolModel):
 
     @field_validator("request_rate", mode="before")
     @classmethod
-    def _no_nan(cls, v):
+    def _no_nan(cls, v: object) -> object:
         if isinstance(v, float) and math.isnan(v):
             raise ValueError("request_rate is NaN")
         return v
@@ -90,7 +90,7 @@ def _objects(path: Path) -> list[object]:
     return [obj for _, obj in json_lines(data, path, WHAT)]  # --append-result: one object a line
 
 
-def _level(raw: dict, path: Path, n: int) -> ToolLevelData:
+def _level(raw: dict[str, Any], path: Path, n: int) -> ToolLevelData:
     if "start_times" not in raw or "ttfts" not in raw:
         raise UserError(f"{WHAT}: {path} has no per-request times; run it with --save-result --save-detailed")
     where = f"result {n + 1}: " if n else ""
