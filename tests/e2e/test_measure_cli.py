@@ -240,3 +240,24 @@ def test_markers_never_written_fall_back_to_the_lifetime(tmp_path):
     assert len(lines) == 1 and "--window-from" in lines[0] and "cannot read it" in lines[0], p.stderr
     res = load_result(out)
     assert res.status == "failed" and res.measure.window_source == "command lifetime" and len(res.levels) == 1
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_a_command_with_no_requests_gets_no_throughput_and_no_latency_verdict(tmp_path, width):
+    """A past defect: ``measure -- sleep 4`` printed ``out tok/s 0`` and ``latency valid`` for a
+    command that sent no request. Nothing measured gets no figure and no verdict."""
+    from typer.testing import CliRunner
+
+    from wattbench.cli.main import build_app
+
+    out = tmp_path / "run"
+    p = wb("measure", "-s", f"const:node={POWER_W:g}", "--idle", "0", "--no-register", "-o", str(out),
+           "--", sys.executable, "-c", "import time; time.sleep(0.5)", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    res = CliRunner().invoke(build_app(), ["report", str(out)], terminal_width=width)
+    assert res.exit_code == 0, res.output
+    text = res.output
+    assert "latency not measured (no request completed)" in text and "latency valid" not in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("command "))
+    assert row.split()[:3] == ["command", "warn", "0/0"] and "tok/s" not in text.split("level ")[-1].split("\n")[0]
+    assert " 0 " not in row.replace("0/0", "")  # no zero throughput for a command that counted nothing

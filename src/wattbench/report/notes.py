@@ -162,7 +162,9 @@ def verdict_text(result: Result) -> str:
         return "; ".join(parts) if parts else run_verdict
 
     out = f"{text(v.verdict, lambda lv: lv.validity.verdict)} (efficiency)"
-    if v.latency is not None:
+    if v.latency is not None and result.levels and all(lv.requests.completed == 0 for lv in result.levels):
+        out += " · latency not measured (no request completed)"  # no verdict on figures that do not exist
+    elif v.latency is not None:
         out += f" · latency {text(v.latency, lambda lv: lv.validity.latency)}"
     if v.energy == "unavailable":
         out += " · energy unavailable"

@@ -52,6 +52,14 @@ def _boundary_label(result: Result, b: str) -> str:
     return "/".join(sorted(labels))
 
 
+def out_tokens_per_s_cell(level: LevelResult) -> str:
+    """A level's output tokens/s; ``–`` (not measured) where it completed no request and counted no
+    token (``measure -- COMMAND`` with no token source): a zero there is no measurement."""
+    if level.requests.completed == 0 and not level.throughput.output_tokens:
+        return MISSING
+    return fmt(level.throughput.output_tokens_per_s)
+
+
 def level_columns(result: Result) -> list[Column]:
     """Every per-level figure of the summary, one figure per cell, in reading order: load, SLO and
     goodput (with ``--slo``), power and efficiency per boundary, then the latency (TTFT p50 and p99,
@@ -60,7 +68,7 @@ def level_columns(result: Result) -> list[Column]:
     cols = [
         Column("verdict", [lv.validity.verdict for lv in lvs], "left", "verdict"),
         Column("ok/fail", [f"{lv.requests.completed}/{lv.requests.failed}" for lv in lvs]),
-        Column("out\ntok/s", [fmt(lv.throughput.output_tokens_per_s) for lv in lvs]),
+        Column("out\ntok/s", [out_tokens_per_s_cell(lv) for lv in lvs]),
     ]
     # the latency the figures were bought at, last and together: where the width splits the
     # table, the efficiency figures stay in the first one
