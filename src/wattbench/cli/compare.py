@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional
 
 import typer
 
 from wattbench.cli.common import handle_errors
 from wattbench.config import DB_HELP
 
+if TYPE_CHECKING:
+    from pathlib import Path
 
-def history_spread(db, judged: list[str]):
+    from wattbench.core.schema import LevelResult, RequestRecord, Result
+    from wattbench.metrics.noise import FigureNoise
+
+
+def history_spread(db: str | None, judged: list[str]) -> Callable[[Result, LevelResult, str], FigureNoise | None] | None:
     """The history store's run-to-run noise of a level's configuration, split at its change points
     (``HistoryStore.noise``; ``judged``: the runs being compared); None when there is no history
     database (none is created)."""
@@ -22,7 +28,7 @@ def history_spread(db, judged: list[str]):
     if not path.exists():
         return None
 
-    def spread(result, level, figure: str):
+    def spread(result: Result, level: LevelResult, figure: str) -> FigureNoise | None:
         from wattbench.results.configuration import configuration, configuration_key
 
         try:
@@ -37,12 +43,12 @@ def history_spread(db, judged: list[str]):
     return spread
 
 
-def records_of(paths: dict):
+def records_of(paths: dict[str, Path]) -> Callable[[Result, LevelResult], list[RequestRecord] | None]:
     """A run's level's request records from its run directory (``requests.jsonl``), those sent in
     the level's window; None where the file is missing."""
-    cache: dict[str, list | None] = {}
+    cache: dict[str, list[RequestRecord] | None] = {}
 
-    def records(result, level):
+    def records(result: Result, level: LevelResult) -> list[RequestRecord] | None:
         from wattbench.results.rundir import load_requests
 
         rid = result.run_id

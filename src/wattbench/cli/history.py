@@ -6,7 +6,7 @@ what ``report.history`` words (or ``--json``)."""
 from __future__ import annotations
 
 import json
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
 
@@ -18,7 +18,7 @@ MODEL_FILTER_HELP = "Substring of the model name."
 ENGINE_FILTER_HELP = "Substring of the engine name."
 
 
-def _print_json(data) -> None:
+def _print_json(data: object) -> None:
     typer.echo(json.dumps(data, indent=2, default=str))
 
 
@@ -184,7 +184,7 @@ def import_cmd(
 
 
 # (name, help, function) in the order `wattbench history --help` lists them
-COMMANDS = [
+COMMANDS: list[tuple[str, str, Callable[..., None]]] = [
     ("list", "List registered runs, newest first: where the load went, the configuration "
              "(its --config-label, else the first 8 characters of its key) and the headline figure.", list_cmd),
     ("show", "Show one run (directory, run id, id prefix, tag or baseline name).", show_cmd),

@@ -79,8 +79,8 @@ def register(app: typer.Typer) -> None:
         if not quiet:
             for d in data:
                 console.print(run_summary(d.result, d.path))
-                for line in recovered_lines(d.recovered, d.recovered_how):
-                    console.print(line)
+                for recovered in recovered_lines(d.recovered, d.recovered_how):
+                    console.print(recovered)
         for kind, paths in written.items():
             for p in paths:
                 console.print(f"wrote {kind}: {p}", markup=False, highlight=False)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import orjson
@@ -204,7 +204,7 @@ class RunData:
         return self._by_level.get(index, [])
 
 
-def load_runs(paths: list[str | Path]) -> list[RunData]:
+def load_runs(paths: Sequence[str | Path]) -> list[RunData]:
     """RunData for each path, in order; UserError on the first missing or corrupt one."""
     if not paths:
         raise UserError("give at least one run directory")
