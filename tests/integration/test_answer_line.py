@@ -185,7 +185,7 @@ def test_a_declared_meter_keeps_its_uncertainty_in_the_answer_and_its_idle_note_
     answer names it, and with ``--trials`` the range counts it beside the trials' CI (before: ``95% CI
     6,127–6,136 · valid``, ±0.07%, as if the meter were exact). The skipped idle baseline is one
     ``note``, said once (before: a warning, printed as a progress line and again in the summary)."""
-    from wattbench.core.numbers import fmt, fmt_range
+    from wattbench.core.numbers import fmt, fmt_estimate
 
     out = tmp_path / "run"
     with server("--ttft-ms", "20", "--itl-ms", "2") as s:
@@ -212,7 +212,8 @@ def test_a_declared_meter_keeps_its_uncertainty_in_the_answer_and_its_idle_note_
     for cols in (80, 160):
         text = _joined(p.stdout if cols == 160 else _report(out, tmp_path, cols))
         want = (f"(node, declared ±{fmt(be.uncertainty_pct, kind='effect')}%), mean of 3 trials (95% CI "
-                f"{fmt_range(ci.low, ci.high)} from the trials; {fmt_range(ci.mean - half, ci.mean + half)}, "
+                f"{fmt_estimate(ci.mean, ci.low, ci.high)[1]} from the trials; "
+                f"{fmt_estimate(ci.mean, ci.mean - half, ci.mean + half)[1]}, "
                 f"±{fmt(pct, kind='effect')}%, with the meter's ±{fmt(be.uncertainty_pct, kind='effect')}%)")
         assert want in text, text[:600]
         assert text.count("no idle baseline") == 1 and "- no idle baseline" in text

@@ -118,6 +118,7 @@ def fmt_range(low: float | None, high: float | None, unit: str = "", kind: str =
 # half-width's leading digit is 1 or 2 (±1.4, ±27), one from 3 up (±4.5 -> ±5, ±42 -> ±40), as the
 # particle physicists' convention has it: the second digit of ±14 says more than the second of ±42
 UNCERTAINTY_DIGITS = 2
+SAME = 1e-9  # ends closer than this (relative) are one value written alike, never widened to tell them apart
 
 
 def estimate_decimals(x: float, low: float, high: float, kind: str = "figure") -> int:
@@ -127,6 +128,8 @@ def estimate_decimals(x: float, low: float, high: float, kind: str = "figure") -
     read apart. One decimals for all three, so rounding keeps ``low ≤ x ≤ high`` as written."""
     hw = max(abs(high - x), abs(x - low))
     d = _digits(x, kind)
+    if hw <= SAME * max(abs(x), 1.0):  # the trials agree to float noise: a zero-width interval
+        return d
     if hw > 0 and math.isfinite(hw) and kind != "count":
         e = math.floor(math.log10(hw))
         sig = UNCERTAINTY_DIGITS if hw / 10.0 ** e < 3 else 1

@@ -93,6 +93,7 @@ def test_the_scan_finds_an_ad_hoc_format(tmp_path):
     (1944.0, 1902.0, 1986.0, ("1,940", "1,900–1,990")),  # ±42: the units digit says nothing
     (2086.0, 2071.0, 2101.0, ("2,086", "2,071–2,101")),  # ±15: two significant digits (leading 1)
     (500.0, 500.0, 500.0, ("500", "500–500")),  # a zero-width interval: the figure's own digits
+    (500.0, 500.0 - 1e-10, 500.0 + 2e-10, ("500", "500–500")),  # float noise: not widened to 500.000–500.000
 ])
 def test_a_figure_and_its_interval_are_written_at_one_precision(x, low, high, want):
     got = fmt_estimate(x, low, high)
