@@ -335,6 +335,13 @@ def diagnose_failure(failure: str | Path | BaseException | None = None, server_l
     matched = any(_find(r, sources)[0] is not None for r in RULES if r.status == "fail")
     for step in STEPS:
         checks.extend(_step(step, sources, run, log_text, matched))
+    if run is not None and run.get("status") == "failed" and not any(c.status == "fail" for c in checks):
+        # a run that failed is a failure whatever the evidence explains: never "0 fail"
+        detail = next((t for src, t in run.get("texts", []) if src == "result.json"), None)
+        checks.append(Check("troubleshoot.logs.run_failed", G, "fail",
+                            "the run failed" + (f": {_quote(detail)}" if detail else " (result.json status)"),
+                            "no known cause matched: the warnings below are the leads; read the server's log from "
+                            "its first error upward"))
     first = next((c for c in checks if c.status == "fail"), None) or next((c for c in checks if c.status == "warn"), None)
     if first is None:
         head = Check("troubleshoot.first_cause", G, "pass" if sources else "skip",
@@ -424,9 +431,12 @@ def _run_facts(step: str, run: dict | None, log_text: str | None, matched: bool)
         srv = {k: v for k, v in errors.items() if k in ("connect", "disconnect", "bad_stream", "bad_usage") or
                re.fullmatch(r"http_5\d\d", k)}
         if srv:
+            where = ("read server.log around those times" if log_text else
+                     "the run has no server.log (wattbench did not start this server): read the server's own log "
+                     "around those times")
             out.append(Check("troubleshoot.logs.server_errors", G, "warn",
                              "server-side failures: " + ", ".join(f"{k} × {v}" for k, v in srv.items()),
-                             "the server failed or went away: read server.log around those times"))
+                             f"the server failed or went away: {where}"))
     if step == "logs" and log_text and not matched:  # a generic note only when no rule explained the failure
         excs = TRACEBACK_RX.findall(log_text)
         if excs:

@@ -196,3 +196,28 @@ def test_cli_doctor_run_exit_codes(tmp_path):
 def test_rule_table(text, rule):
     checks = diagnose_failure(text)
     assert f"troubleshoot.{rule}" in ids(checks), ids(checks)
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_doctor_run_on_an_external_servers_failed_run(tmp_path, width):
+    """A past defect: on a failed run against a server wattbench did not start (no server.log),
+    ``doctor --run`` said "read server.log" and counted ``0 fail``."""
+    from wattbench.cli.main import build_app
+
+    reqs = [{"id": i, "level": 0, "sent_ns": 0, "input_tokens": 10, "requested_output_tokens": 10, "ok": False,
+             "error": "connect"} for i in range(4)]
+    d = _run_dir(tmp_path, detail="the target stopped answering", requests=reqs)
+    assert not (d / "server.log").exists()
+    r = CliRunner().invoke(build_app(), ["doctor", "--no-env", "--run", str(d)], terminal_width=width)
+    assert r.exit_code == 1, r.output
+    text = " ".join(r.output.split())
+    assert "read server.log" not in text
+    assert "the run has no server.log (wattbench did not start this server): read the server's own log" in text
+    import re
+
+    assert int(re.search(r"(\d+) pass, (\d+) warn, (\d+) fail", text).group(3)) >= 1
+    assert "the run failed: " in text and "the target stopped answering" in text
+    # with the log wattbench kept for a server it started, it says to read that log
+    (d / "server.log").write_text("INFO starting\n")
+    got = {c.id: c for c in diagnose_failure(d)}
+    assert got["troubleshoot.logs.server_errors"].fix.endswith("read server.log around those times")
