@@ -198,7 +198,7 @@ def headline_precision(level: LevelResult, target: float) -> Precision:
     name = "output_tokens_per_s_per_kw" if b else "output_tokens_per_s"
     ci = trial_ci(level, name, b)
     if ci is not None and ci.mean:
-        n, rel = ci.n, (ci.high - ci.low) / 2.0 / abs(ci.mean)
+        n, rel = ci.n, ci.rel_half_width  # the interval's log half-width, as every noise rule reads it
     else:
         n, rel = (1 if _measured(level) else 0), None
     drift = figure_drift(level.stationarity, name, b)  # a drifting series has no precision to reach

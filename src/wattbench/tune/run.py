@@ -28,6 +28,7 @@ from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt_pct
 from wattbench.tune import score as sc
 from wattbench.metrics.noise import auto_stop, level_precision, margin
+from wattbench.metrics.trials import rel_half_width
 from wattbench.results.tune import LOWER_IS_BETTER, OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
 from wattbench.tune.space import Space, build_space, config_key, describe, engine_args, gpu_settings
 from wattbench.accounting.boundaries import WHOLE_BOUNDARIES
@@ -286,7 +287,7 @@ def finalist_precision(t: TuneResult, target: float, max_rounds: int, elapsed_s:
     precs, out = [], {}
     for i, stats in ranked:
         mean, lo, hi, n = stats["mean"], stats["low"], stats["high"], int(stats["n"] or 0)
-        rel = (hi - lo) / 2.0 / abs(mean) if mean and lo is not None and hi is not None else None
+        rel = rel_half_width(mean, lo, hi)  # the log half-width, as every noise rule reads an interval
         p = level_precision(n, rel, target)
         precs.append(p)
         out[str(i)] = {"measurements": n, "reached_pct": None if rel is None else rel * 100.0, "met": p.met,

@@ -35,7 +35,7 @@ from wattbench.analysis.figures import ranked_figures
 from wattbench.analysis.pareto import pareto_frontier
 from wattbench.metrics.drift import figure_drift
 from wattbench.metrics.noise import measured_plateau, with_drift
-from wattbench.metrics.trials import ci95
+from wattbench.metrics.trials import trial_interval
 
 
 OBJECTIVE_DRIFT = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps", "j_per_output_token")
@@ -111,7 +111,9 @@ def config_scores(t: TuneResult) -> dict[int, list[float]]:
 
 
 def mean_ci(values: list[float]) -> dict[str, float | None]:
-    c = ci95(values)
+    """The mean of a configuration's scores and their 95% interval (``metrics.trials.trial_interval``:
+    on the log scale for positive scores, so it never crosses zero)."""
+    c = trial_interval(values)
     return {"mean": c["mean"], "low": c["ci95_low"], "high": c["ci95_high"], "n": c["n"]}
 
 

@@ -13,7 +13,7 @@ from tests.fakes.results_factory import make_level, make_result
 from wattbench.config import RunConfig
 from wattbench.core.errors import UserError
 from wattbench.core.schema import FigureTrend, Stationarity, TrialsBlock
-from wattbench.metrics.trials import ci95
+from wattbench.metrics.trials import trial_interval
 from wattbench.report.summary import answer_lines
 from wattbench.run import plan
 
@@ -51,7 +51,7 @@ class ScriptedRunner:
         lv.trial = k
         vals = self.script[index][:k + 1]
         if len(vals) > 1:
-            ci = ci95(vals)
+            ci = trial_interval(vals)
             lv.trials = TrialsBlock.model_validate({"n": len(vals), "figures": {FIG: {
                 "mean": ci["mean"], "ci_low": ci["ci95_low"], "ci_high": ci["ci95_high"], "n": len(vals),
                 "values": vals}}})
@@ -113,15 +113,17 @@ def test_max_trials_ends_the_rounds_and_says_what_more_would_take():
     auto = result.noise.auto_trials
     assert auto.stopped == "max trials" and auto.rounds == 4 and r.done == []  # the 4th trial was its last
     p = result.levels[0].precision
-    # 100, 110, 90, 105: mean 101.25, sd 8.539 -> h = 3.1824 x 8.539 / 2 / 101.25 = 13.42%
-    sd = math.sqrt(sum((x - 101.25) ** 2 for x in wide[:4]) / 3)
-    h = 3.1824 * sd / 2 / 101.25
+    # 100, 110, 90, 105: the interval is built on the log scale; its half-width, the precision
+    # reached, is t(3) x sd(ln x) / 2 = 3.1824 x 8.600% / 2 = 13.69%
+    logs = [math.log(x) for x in wide[:4]]
+    sd = math.sqrt(sum((x - sum(logs) / 4) ** 2 for x in logs) / 3)
+    h = 3.1824463 * sd / 2
     assert p.reached_pct == pytest.approx(h * 100, rel=1e-3) and not p.met
-    # trials needed: the first m with t(m-1) s / sqrt(m) <= 2% of the mean (s = sd / mean)
+    # trials needed: the first m with t(m-1) s / sqrt(m) <= 2% (s = the log sd)
     from wattbench.metrics.trials import t_ppf
-    s = sd / 101.25
+    s = sd
     m = next(m for m in range(5, 500) if t_ppf(0.975, m - 1) * s / math.sqrt(m) <= 0.02)
-    assert m == 71 and p.more_trials == m - 4  # 71 x (t(70) 1.9944 x 8.434% / sqrt(71)) = 1.996% <= 2%
+    assert m == 74 and p.more_trials == m - 4  # t(73) 1.9930 x 8.600% / sqrt(74) = 1.9925% <= 2%
     lines = answer_lines(result)
     assert f"±{h * 100:.1f}%; ±2% asked: not reached; about {m - 4} more trials would reach it" in lines[0]
     assert any(x.startswith("precision ±2% asked: not reached: --max-trials 4 ended it after 4 rounds (4 trials")
