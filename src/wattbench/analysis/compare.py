@@ -446,7 +446,7 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
     problems: list[Incomparability] = []
     for cand in results[1:]:
         pairs, un = match_levels(base, cand, match)
-        if not pairs:
+        if not pairs and at_slo is None:  # --at-slo compares each run at its own best level: it needs no pair
             raise UserError(f"no load level of {cand.run_id} matches one of {base.run_id} by concurrency/rate "
                             f"({', '.join(lv.label for lv in base.levels)} vs "
                             f"{', '.join(lv.label for lv in cand.levels)}); use --match index to pair them "

@@ -198,3 +198,48 @@ def test_at_slo_judges_a_level_with_trials_on_the_trials_mean_the_table_shows():
     at = compare([a, b], at_slo="ttft_p99=500ms").at_slo
     assert at.levels == ["c=8", "c=16"]
     assert at.goodput_per_kw == pytest.approx([1000.0 / 0.7, 1500.0 / 0.7])
+
+
+def test_at_slo_compares_a_closed_loop_run_with_an_open_loop_one():
+    """A past defect: ``compare --at-slo`` refused a closed-loop vs open-loop pair ("no load level
+    matches"), though at an SLO each run is read at its own best level and needs no pairing."""
+    slos = [{"metric": "ttft", "stat": "p99", "threshold_ms": 500.0}]
+
+    def lv(i, mode, v, tput, watts, ttft_p99):
+        x = make_level(i, mode=mode, value=v, output_tokens_per_s=tput, power_w={"node": watts}, ttft_p99_ms=ttft_p99)
+        x.goodput = Goodput.model_validate({"slos": slos, "output_tokens_per_s": tput,
+                                            "per_kw": {"node": {"output_tokens_per_s_per_kw": tput / (watts / 1000.0)}}})
+        return x
+    a = make_result("closed", levels=[lv(0, "concurrency", 8, 1000.0, 500.0, 200.0),
+                                      lv(1, "concurrency", 16, 1600.0, 500.0, 400.0)])
+    b = make_result("open", levels=[lv(0, "rate", 4.0, 1200.0, 400.0, 300.0), lv(1, "rate", 8.0, 1800.0, 400.0, 900.0)])
+    with pytest.raises(Exception, match="no load level of open matches"):
+        compare([a, b])  # level by level they do not pair
+    at = compare([a, b], at_slo="ttft_p99=500ms").at_slo
+    assert at.levels[0] == "c=16" and at.levels[1].startswith("r=4")
+    # goodput per kW: B 1,200 / 0.4 kW = 3,000 against A 1,600 / 0.5 kW = 3,200
+    assert at.ratio[0] == pytest.approx(3000.0 / 3200.0)
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_cli_compare_at_slo_reads_a_closed_and_an_open_loop_run(tmp_path, width):
+    from typer.testing import CliRunner
+
+    from tests.fakes.planning_results import write_run
+    from wattbench.cli.main import build_app
+
+    slos = [{"metric": "ttft", "stat": "p99", "threshold_ms": 500.0}]
+
+    def lv(i, mode, v, tput, watts, ttft_p99):
+        x = make_level(i, mode=mode, value=v, output_tokens_per_s=tput, power_w={"node": watts}, ttft_p99_ms=ttft_p99)
+        x.goodput = Goodput.model_validate({"slos": slos, "output_tokens_per_s": tput,
+                                            "per_kw": {"node": {"output_tokens_per_s_per_kw": tput / (watts / 1000.0)}}})
+        return x
+    a = write_run(tmp_path / "a", make_result("closed", levels=[lv(0, "concurrency", 16, 1600.0, 500.0, 400.0)]))
+    b = write_run(tmp_path / "b", make_result("open", levels=[lv(0, "rate", 4.0, 1200.0, 400.0, 300.0)]))
+    r = CliRunner().invoke(build_app(), ["compare", str(a), str(b), "--at-slo", "ttft_p99=500ms", "--db", str(tmp_path / "h.db")],
+                           terminal_width=width)
+    assert r.exit_code in (0, 1), r.output
+    text = " ".join(r.output.split())
+    assert "no load level" not in text
+    assert "0.94× the goodput per kW of A at ttft_p99=500ms" in text
