@@ -2,9 +2,10 @@
 hash, print and format as the word (``Severity.WARN == "warn"``, ``f"{Severity.WARN}"`` is
 ``"warn"``), written as the word in JSON and SQLite.
 
-It is what ``enum.StrEnum`` gives from Python 3.11, written here once so the package runs on the
-Python ``pyproject.toml`` promises (3.10): a plain ``(str, Enum)`` mixin prints ``Severity.WARN``
-from ``str()`` and, from 3.12, from ``format()`` too; this class prints the word on every version.
+It is what the standard library's string enumeration gives from Python 3.11, written here once so
+the package runs on the Python ``pyproject.toml`` promises (3.10): a plain ``(str, Enum)`` mixin
+prints ``Severity.WARN`` from ``str()`` and, from 3.12, from ``format()`` too; this class prints the
+word on every version.
 """
 
 from __future__ import annotations
