@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from wattbench.core.recordset import RecordSet
 from wattbench.core.schema import LoadStats, RequestRecord
 
 
@@ -43,7 +44,7 @@ class LevelOutcome:
     last request was sent). ``stopped_early``: why the level ended before its bound, if it did.
     """
 
-    records: list[RequestRecord]
+    records: list[RequestRecord] | RecordSet  # the level's records: columns (a RecordSet) as the load layer streams them
     start_ns: int
     end_ns: int
     steady_start_ns: int | None

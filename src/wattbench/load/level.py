@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -82,7 +82,7 @@ from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import stats
 from wattbench.core.recordset import NONE, RecordSet, as_record_set
-from wattbench.core.schema import LoadStats
+from wattbench.core.schema import LoadStats, RequestRecord
 from wattbench.workload.base import RequestSpec
 from wattbench.accounting.steady import steady_window_ns
 
@@ -154,7 +154,7 @@ def run_level(
     spec: LevelSpec,
     target: TargetSpec | Sequence[TargetSpec],
     requests: Iterable[RequestSpec] | Callable[[int], RequestSpec],
-    on_progress: Callable[[dict], None] | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
     route: Callable[[int], int] | None = None,
     control: LevelControl | None = None,
 ) -> LevelOutcome:
@@ -194,7 +194,7 @@ def run_level(
     return settle_outcome(spec, outcome, results, t0_ns, interrupted, stop_reason, exhausted_early)
 
 
-def failed_level(spec: LevelSpec, err: WattbenchError, records: RecordSet, target_rate, n_workers: int
+def failed_level(spec: LevelSpec, err: WattbenchError, records: RecordSet, target_rate: float | None, n_workers: int
                  ) -> WattbenchError:
     """The error a level ends with when a load worker failed (``coordinate`` raised): with records
     streamed before the failure, ``LevelFailed`` carrying the outcome they make (``stopped_early``
@@ -210,7 +210,7 @@ def failed_level(spec: LevelSpec, err: WattbenchError, records: RecordSet, targe
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]  # a traceback: its last line says what
     why = lines[0] if len(lines) == 1 else f"{lines[0]} {lines[-1]}"
     out = LevelFailed(f"{why}; the level stopped, the {len(records)} requests it finished before are kept")
-    out.outcome = outcome  # type: ignore[attr-defined]
+    out.outcome = outcome  # type: ignore[attr-defined]  # core.errors cannot name LevelOutcome (an import cycle)
     return out
 
 
@@ -223,7 +223,7 @@ def settle_outcome(spec: LevelSpec, outcome: LevelOutcome, results: list[WorkerR
     if interrupted:
         outcome.stopped_early = "interrupted"
         err = Interrupted(f"level {spec.label} interrupted; {len(outcome.records)} completed requests kept")
-        err.outcome = outcome
+        err.outcome = outcome  # type: ignore[attr-defined]  # as in failed_level
         raise err
     downs = [r.down for r in results if r.down is not None]
     if downs:
@@ -241,13 +241,13 @@ def settle_outcome(spec: LevelSpec, outcome: LevelOutcome, results: list[WorkerR
 # ---------------------------------------------------------------------------------- outcome
 
 
-def end_column(cols: dict) -> np.ndarray:
+def end_column(cols: dict[str, np.ndarray]) -> np.ndarray:
     """``metrics.latency.request_end_ns`` over columns: the last content chunk, else when the
     stream closed, else ``NONE`` (the request never ended)."""
     return np.where(cols["last_token_ns"] != NONE, cols["last_token_ns"], cols["end_ns"])
 
 
-def mean_in_flight(records, start_ns: int, end_ns: int) -> float | None:
+def mean_in_flight(records: RecordSet | Sequence[RequestRecord], start_ns: int, end_ns: int) -> float | None:
     """Mean number of requests in flight over ``[start_ns, end_ns]`` (records: a RecordSet or a list)."""
     if end_ns <= start_ns or not records:
         return None
@@ -276,7 +276,7 @@ def merged_records(results: list[WorkerResult]) -> RecordSet:
     return rs
 
 
-def assemble_outcome(spec: LevelSpec, results: list[WorkerResult], t0_ns: int, target_rate, n_workers: int,
+def assemble_outcome(spec: LevelSpec, results: list[WorkerResult], t0_ns: int, target_rate: float | None, n_workers: int,
                      records: RecordSet | None = None) -> LevelOutcome:
     """The level's outcome from its records (``records``, else the workers' own, merged) and the
     workers' results: windows and load statistics from columns (no Python object per request)."""
