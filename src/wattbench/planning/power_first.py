@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from wattbench.core.errors import UserError
+from wattbench.core.numbers import fmt
 from wattbench.planning.measured import (
     boundary_power_w,
     check_boundary_percentile,
@@ -289,6 +290,12 @@ def power_first(
         for o, n in zip(fitting, counts) if n > 0
     ]
     allocations.sort(key=lambda a: -a.value_output_tokens_per_s)
+    for o, n in zip(fitting, counts):  # every option the plan gives no node is named, with why
+        if n == 0:
+            per_kw = o.value_output_tokens_per_s / (o.node_power_w / 1000.0)
+            excluded.append(f"{o.name} level {o.level_index} ({o.level_label}): fits, but not chosen: the budget "
+                            f"buys more {o.value_kind} with the levels above ({fmt(per_kw)} {o.value_kind} "
+                            "tok/s per node kW here)")
     kinds = {o.value_kind for o in fitting}
     if len(kinds) > 1:
         warnings.append("some candidates report goodput and others only throughput: the totals mix the two")

@@ -124,3 +124,32 @@ def test_errors():
 def test_collect_options_reports_node_power_with_host():
     opts, _, _ = collect_options(_cands()[:1], host_overhead_w=None)
     assert [o.node_power_w for o in opts] == [1150, 1420]
+
+
+def test_every_level_the_plan_gives_no_node_is_named_with_why():
+    """A past defect: a candidate that fit the budget but got no node was never named."""
+    plan = power_first(10, _cands(), headroom_pct=10)
+    chosen = {(a.option.name, a.option.level_index) for a in plan.allocations}
+    unused = [o for o in plan.options if (o.name, o.level_index) not in chosen]
+    assert unused  # the fixture's 9 kW budget leaves some fitting level without a node
+    for o in unused:
+        line = next(e for e in plan.excluded if e.startswith(f"{o.name} level {o.level_index} ({o.level_label})"))
+        assert "fits, but not chosen" in line
+    for name, index in chosen:
+        assert not any(e.startswith(f"{name} level {index} (") and "not chosen" in e for e in plan.excluded)
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_cli_power_first_prints_what_it_left_out(tmp_path, width):
+    from typer.testing import CliRunner
+
+    from tests.fakes.planning_results import write_run
+    from wattbench.cli.main import build_app
+
+    a = make_result("A", [make_level(0, out_tps=900, acc_p95_w=1000), make_level(1, out_tps=910, acc_p95_w=1000)])
+    d = write_run(tmp_path / "a", a)
+    r = CliRunner().invoke(build_app(), ["plan", "power-first", "--site-kw", "10", "--candidates", str(d),
+                                         "--host-overhead-w", "0"], terminal_width=width)
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "left out:" in text and "level 0 (" in text and "fits, but not chosen" in text
