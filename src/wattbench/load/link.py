@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass, field
-from typing import Protocol
+from multiprocessing.connection import Connection
+from typing import Any, Protocol
 
 from wattbench.load.liveness import TargetDown
 from wattbench.load.plan import Feeder, Item
@@ -51,7 +52,7 @@ class Need:
 class Items:
     """Coordinator → worker: the answer to ``Need``; ``end``: no more will ever come."""
 
-    items: list
+    items: list[Item]
     end: bool
 
 
@@ -59,7 +60,7 @@ class Items:
 class Back:
     """Worker → coordinator: timed-warm-up items it could only have sent after the warm-up."""
 
-    items: list
+    items: list[Item]
 
 
 @dataclass
@@ -86,7 +87,7 @@ class Records:
     """Worker → coordinator: a batch of records finished since the last batch (dicts of the
     ``RequestRecord`` fields), sent during the level (``load/worker.py`` ``RecordStream``)."""
 
-    records: list[dict]
+    records: list[dict[str, Any]]
 
 
 @dataclass
@@ -129,7 +130,7 @@ class WorkerLink(Protocol):
 
     async def fetch(self, n: int) -> tuple[list[Item], bool]: ...
 
-    def give_back(self, items: list) -> None: ...
+    def give_back(self, items: list[Item]) -> None: ...
 
 
 # ------------------------------------------------------------------------------------ links
@@ -145,21 +146,23 @@ class LocalLink:
         self.cancel = asyncio.Event()
 
     async def fetch(self, n: int) -> tuple[list[Item], bool]:
+        assert self.feeder is not None, "a link without a feeder serves open-loop plans, which fetch nothing"
         return self.feeder.take(self.worker, n)
 
-    def give_back(self, items: list) -> None:
+    def give_back(self, items: list[Item]) -> None:
+        assert self.feeder is not None, "a link without a feeder serves open-loop plans, which give nothing back"
         self.feeder.give_back(self.worker, items)
 
 
 class PipeLink:
     """The worker is a subprocess: requests come from the parent over a pipe."""
 
-    def __init__(self, conn, loop: asyncio.AbstractEventLoop):
+    def __init__(self, conn: Connection, loop: asyncio.AbstractEventLoop):
         self.conn = conn
         self.loop = loop
         self.stop = asyncio.Event()
         self.cancel = asyncio.Event()
-        self._waiting: asyncio.Future | None = None
+        self._waiting: asyncio.Future[tuple[list[Item], bool]] | None = None
         loop.add_reader(conn.fileno(), self._readable)
         # uvloop (libuv's uv_poll) switches a watched fd to non-blocking; a Connection needs a
         # blocking fd, or sending a large batch of records fails half-way with EAGAIN.
@@ -189,7 +192,7 @@ class PipeLink:
         self.conn.send(Need(n))
         return await self._waiting
 
-    def give_back(self, items: list) -> None:
+    def give_back(self, items: list[Item]) -> None:
         self.conn.send(Back(items))  # before any later "need" on the same pipe
 
     def close(self) -> None:

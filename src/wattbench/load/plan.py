@@ -48,7 +48,7 @@ PROGRESS_PERIOD_S = 0.2  # on_progress at most 5 times/s
 PREDRAW_MAX = 4096
 LOOKAHEAD_MIN = 128
 
-Item = tuple  # (index, RequestSpec, warmup: bool | "time")
+Item = tuple[int, RequestSpec, "bool | str"]  # (index, RequestSpec, warmup: bool | "time")
 
 
 def split_count(total: int, n: int) -> list[int]:
