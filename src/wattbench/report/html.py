@@ -136,8 +136,31 @@ def _inventory(doc: Doc, run: RunData) -> None:
 # ---------------------------------------------------------------- comparison
 
 
+def _answers(runs: list[RunData]) -> tuple[list[str], str | None]:
+    """``compare``'s answer lines for the runs, the first the baseline (``report.comparison.answer_lines``:
+    who A, B … are, one answer per level pair, the SLO answer); or, where compare refuses the pair,
+    no lines and its one-line reason."""
+    from wattbench.analysis.compare import compare
+    from wattbench.report.comparison import answer_lines
+
+    try:
+        cmp = compare([r.result for r in runs])
+    except UserError as exc:
+        return [], str(exc)
+    return answer_lines(cmp), None
+
+
 def _comparison(doc: Doc, runs: list[RunData]) -> None:
     doc.add('<section id="comparison"><h2>Comparison of runs</h2>')
+    lines, refused = _answers(runs)
+    from wattbench.analysis.compare import LETTERS
+
+    doc.add("<h3>" + e(" vs ".join(LETTERS[i] if i < len(LETTERS) else str(i) for i in range(len(runs))))
+            + " (as `wattbench compare` answers)</h3>")
+    if refused is not None:
+        doc.add(f'<p class="compare-refused">not compared level by level: {e(refused)}</p>')
+    else:
+        doc.add('<ul class="compare-answers">' + "".join(f"<li>{e(x)}</li>" for x in lines) + "</ul>")
     rows = []
     for run in runs:
         for lv in run.result.levels:

@@ -207,3 +207,25 @@ def test_a_gpu_run_plots_no_tokens_per_kw_of_a_part_and_shows_host_once():
         rows = re.findall(r"<tr><td>([a-z_]+)</td>", t)
         assert "host" in rows and "cpu" not in rows and rows.count("host") == 1
         assert "17,159" not in t and "16,112" not in t  # withheld on read: parts have no tok/s/kW
+
+
+def test_report_of_two_runs_says_what_compare_answers(report_run_dir, tmp_path):
+    """A past defect: ``report A B --html`` had no A-vs-B section. It now leads the comparison with
+    the lines ``wattbench compare A B`` answers with, word for word."""
+    import html as _html
+
+    from tests.fakes.report_runs import write_run
+    from wattbench.analysis.compare import compare
+    from wattbench.report.comparison import answer_lines
+    from wattbench.report.data import RunData
+    from wattbench.report.html import build_html
+
+    other = write_run(tmp_path / "run-b", run_id="run-other", seed=7)
+    runs = [RunData(report_run_dir), RunData(other)]
+    page = build_html(runs)
+    want = answer_lines(compare([r.result for r in runs]))
+    assert len(want) >= 2 and want[0].startswith("A = baseline ")
+    section = page.split('<section id="comparison">')[1].split("</section>")[0]
+    assert "<h3>A vs B (as `wattbench compare` answers)</h3>" in section
+    for line in want:
+        assert f"<li>{_html.escape(line)}</li>" in section
