@@ -41,7 +41,7 @@ import multiprocessing as mp
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import WattbenchError
 from wattbench.load.link import (
-    Back, Cancel, Error, Items, LocalLink, Need, Progress, Ready, Records, Result, Start, Stop, WorkerResult,
+    Back, Cancel, Error, Items, LocalLink, Need, Progress, Ready, Records, Start, Stop, WorkerDone, WorkerResult,
 )
 from wattbench.load.plan import PROGRESS_PERIOD_S, Feeder, WorkerPlan
 from wattbench.metrics.saturation import BacklogGuard
@@ -214,7 +214,7 @@ class SubprocessExecutor:
                     self.counts[w] = msg
                 elif isinstance(msg, Records):
                     self.records.extend(msg.records)
-                elif isinstance(msg, Result):
+                elif isinstance(msg, WorkerDone):
                     self.counts[w] = msg.progress
                     self._finish(w, WorkerResult(None, msg.cpu_pct, msg.stop_ns, msg.interrupted,
                                                  msg.loop_lag_ns, msg.down))

@@ -7,7 +7,7 @@ requests in flight finish) and ``cancel`` (cancel them too) are events the coord
 feeder); ``PipeLink`` speaks the typed messages below over a ``multiprocessing`` pipe.
 
 Messages, worker → coordinator: ``Ready``, ``Need``, ``Back``, ``Progress``, ``Records``,
-``Result``, ``Error``; coordinator → worker: ``Start``, ``Items``, ``Stop``, ``Cancel``.
+``WorkerDone``, ``Error``; coordinator → worker: ``Start``, ``Items``, ``Stop``, ``Cancel``.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class Records:
 
 
 @dataclass
-class Result:
+class WorkerDone:
     """Worker → coordinator: the worker ended (after its last ``Records``)."""
 
     cpu_pct: float | None

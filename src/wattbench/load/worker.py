@@ -30,7 +30,7 @@ from typing import Callable
 import psutil
 
 from wattbench.core.clock import now_ns
-from wattbench.load.link import Error, PipeLink, Progress, Ready, Records, Result, Start
+from wattbench.load.link import Error, PipeLink, Progress, Ready, Records, Start, WorkerDone
 from wattbench.load.liveness import LivenessWatch, TargetDown
 from wattbench.load.plan import WorkerPlan
 from wattbench.core.target import TargetSpec
@@ -403,7 +403,7 @@ def worker_process(plan: WorkerPlan, conn) -> None:
                                                   process_cpu=True)
         link.close()
         stream.flush()
-        conn.send(Result(cpu_pct, worker.stop_ns, interrupted, worker.progress(), worker.loop_lag_ns, worker.down))
+        conn.send(WorkerDone(cpu_pct, worker.stop_ns, interrupted, worker.progress(), worker.loop_lag_ns, worker.down))
     except (EOFError, BrokenPipeError):  # the parent is gone: nothing to report to
         pass
     except BaseException:  # report the bug to the parent, which raises it
