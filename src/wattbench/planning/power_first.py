@@ -50,7 +50,7 @@ _SLO_RE = re.compile(r"^(ttft|tpot|itl|e2e)_(p50|p90|p95|p99|mean|max)_ms$")
 
 
 @dataclass(frozen=True)
-class SLO:
+class LatencyLimits:
     """Latency limits in ms, keyed ``<metric>_<stat>_ms``: e.g. ``{"ttft_p95_ms": 500, "tpot_p95_ms": 50}``."""
 
     limits: dict[str, float]
@@ -80,13 +80,13 @@ class SLO:
         return broken
 
 
-def parse_slo(text: str | None) -> SLO | None:
+def parse_slo(text: str | None) -> LatencyLimits | None:
     """``ttft_p95=500ms,tpot_p95=50ms`` (the ``--slo`` grammar of every command,
     :func:`wattbench.metrics.slo.parse_slos`) -> SLO; empty -> None."""
     slos = parse_slos(text)
     if not slos:
         return None
-    return SLO({f"{s.metric}_{s.stat}_ms": s.threshold_ms for s in slos})
+    return LatencyLimits({f"{s.metric}_{s.stat}_ms": s.threshold_ms for s in slos})
 
 
 @dataclass
@@ -154,7 +154,7 @@ def _as_candidate(c: Candidate | Result | tuple) -> Candidate:
 def collect_options(
     candidates: Sequence[Candidate | Result | tuple],
     percentile: str = "p95",
-    slo: SLO | None = None,
+    slo: LatencyLimits | None = None,
     host_overhead_w: float | None = None,
 ) -> tuple[list[Option], list[str], list[str]]:
     """Every usable (candidate, level) as an option; plus why others were left out, and warnings."""
@@ -241,7 +241,7 @@ def knapsack_max_value(
 def power_first(
     site_kw: float,
     candidates: Sequence[Candidate | Result | tuple],
-    slo: SLO | dict[str, float] | None = None,
+    slo: LatencyLimits | dict[str, float] | None = None,
     headroom_pct: float = DEFAULT_HEADROOM_PCT,
     percentile: str = "p95",
     host_overhead_w: float | None = None,
@@ -255,7 +255,7 @@ def power_first(
     if not candidates:
         raise UserError("no candidates: give at least one --candidates RESULT")
     if isinstance(slo, dict):
-        slo = SLO(slo)
+        slo = LatencyLimits(slo)
     budget = site_kw * 1000.0 * (1 - headroom_pct / 100.0)
     options, excluded, warnings = collect_options(candidates, percentile, slo, host_overhead_w)
     fitting = []

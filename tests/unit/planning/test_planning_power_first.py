@@ -5,7 +5,7 @@ import pytest
 from tests.fakes.planning_results import make_level, make_result
 from wattbench.core.errors import UserError
 from wattbench.planning.power_first import (
-    SLO,
+    LatencyLimits,
     Candidate,
     collect_options,
     knapsack_max_value,
@@ -116,7 +116,7 @@ def test_errors():
     with pytest.raises(UserError, match=r"write ttft_p95=500ms"):  # the old plan-only grammar names the new one
         parse_slo("ttft_p95_ms=500")
     with pytest.raises(UserError, match="positive"):
-        SLO({"ttft_p95_ms": -1})
+        LatencyLimits({"ttft_p95_ms": -1})
     with pytest.raises(UserError, match="exceeds the budget|no candidate level fits"):
         power_first(0.5, _cands(), headroom_pct=0)
 
