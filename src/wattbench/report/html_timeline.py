@@ -33,6 +33,12 @@ def _classify_series(name: str) -> str | None:
 
 
 def _window_of(run: RunData, lv: LevelResult, recs) -> tuple[int, int] | None:
+    """The span the timeline draws: the level's window; with ``--trials``, from its first trial's
+    first request to the end of its last (``lv.window`` is the last trial's alone, so power and load
+    of every trial are drawn, not the last trial's only)."""
+    if lv.window is not None and recs and lv.trials is not None and lv.trials.n > 1:
+        ends = [r.end_ns or r.last_token_ns or r.sent_ns for r in recs]
+        return min(lv.window.start_ns, min(r.sent_ns for r in recs)), max(lv.window.end_ns, max(ends))
     if lv.window is not None:
         return lv.window.start_ns, lv.window.end_ns
     if recs:
@@ -60,9 +66,12 @@ def timeline(doc: Doc, run: RunData, lv: LevelResult, color_of: dict[str, str]) 
     server, n_server, n_kv = _server_traces(run, lo, hi, xs)
     data = power + _idle_traces(run, lo, hi, xs) + _in_flight_traces(recs, xs) + server
     data += _tokens_per_s_traces(recs, lo, hi, xs)
-    layout = _layout(lv, (s, end), xs, len(power), n_server, n_kv)
+    marked = (lv.window.start_ns, lv.window.end_ns) if lv.window is not None else (s, end)  # the window measured
+    layout = _layout(lv, marked, xs, len(power), n_server, n_kv)
     doc.plot(data, layout, height=820)
-    doc.add('<p class="caption">Dotted verticals: the level\'s measurement window; green band: steady state. '
+    trials = (f"All {lv.trials.n} trials are drawn; the window and steady band marked are the last trial's. "
+              if lv.trials is not None and lv.trials.n > 1 else "")
+    doc.add('<p class="caption">' + trials + 'Dotted verticals: the level\'s measurement window; green band: steady state. '
             "Power is drawn per sensor channel (min/max-preserving thinning); tokens/s spreads each request's "
             "output tokens over its stream chunks (evenly from first to last token in a run written without "
             "--keep-chunks).</p>")

@@ -260,3 +260,26 @@ def test_every_cost_names_its_currency(report_run_dir, tmp_path):
     cost_lines = [ln for ln in md.splitlines() if ln.startswith("| cost per M output tokens")]
     assert cost_lines and all(c.strip().endswith("EUR") or c.strip() == "–" for ln in cost_lines
                               for c in ln.strip("|").split("|")[1:])
+
+
+@pytest.mark.slow
+def test_html_timeline_of_a_trials_level_draws_every_trials_power(trials_run_dir):
+    """A past defect: the timeline of a ``--trials`` level drew power over the last trial only."""
+    import json
+    import re
+
+    from wattbench.report.html import build_html
+
+    path, _ = trials_run_dir
+    run = RunData(path)
+    page = build_html([run])
+    lv = run.result.levels[0]
+    first_sent = min(r.sent_ns for r in run.level_requests(lv.index))
+    assert first_sent < lv.window.start_ns  # the earlier trials ran before the last trial's window
+    payloads = [json.loads(m) for m in re.findall(r'class="plot-data" data-target="[^"]+">(.*?)</script>', page)]
+    timeline = next(p for p in payloads if p["layout"].get("title", {}).get("text", "").startswith(f"{lv.label}:"))
+    power = [t for t in timeline["data"] if t.get("legendgroup") == "power"]
+    assert power
+    first_s = (first_sent - run.t0_ns) / 1e9
+    assert min(min(t["x"]) for t in power) <= first_s + 0.5  # drawn from the first trial on
+    assert f"All {lv.trials.n} trials are drawn" in page
