@@ -117,7 +117,7 @@ def headline(level: LevelResult, boundary: str | None) -> dict[str, float | None
 def ranked_figures(level: LevelResult, boundary: str | None = None, has_slo: bool | None = None
                    ) -> dict[str, Any]:
     """The figures a level is ranked by and reported with — the one rule ``--optimize``, ``--sweep
-    auto`` (``run/plan.level_figures``) and ``tune`` (``tune/score.level_figures``) share: every
+    auto`` (``run/plan.level_figures``) and ``tune`` (``tune/score.trial_figures``) share: every
     figure as the answer quotes it (``headline``: the trials' mean under ``--trials``, not the last
     trial's), read at ``boundary`` (default: the level's headline boundary). ``goodput_per_kw``
     without an SLO (``has_slo`` False; None: whether the level carries a goodput block) is the

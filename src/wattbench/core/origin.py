@@ -197,7 +197,7 @@ class TooManyRedirects(TargetError):
         super().__init__(f"{redact_url(url)} redirected {hops} times within its own host; give the final URL")
 
 
-def judge(url: "str | URL", status: int, location: str | None) -> URL | None:
+def redirect_hop(url: "str | URL", status: int, location: str | None) -> URL | None:
     """Where a response sends the client next, as the ``URL`` it will be sent to: ``None`` when it
     is not a redirect (or names no ``Location``), the absolute URL when it stays on ``url``'s origin
     with no credentials in it; another origin raises ``CrossOriginRedirect``, credentials in the
@@ -220,8 +220,8 @@ def judge(url: "str | URL", status: int, location: str | None) -> URL | None:
 
 
 def next_hop(url: "str | URL", status: int, location: str | None) -> str | None:
-    """``judge`` as a string (the urllib form)."""
-    target = judge(url, status, location)
+    """``redirect_hop`` as a string (the urllib form)."""
+    target = redirect_hop(url, status, location)
     return None if target is None else str(target)
 
 
@@ -248,7 +248,7 @@ async def request(session: aiohttp.ClientSession, method: str, url: "str | URL",
         url = with_query(url)  # the target's query string, on every request to it (send_query)
         resp = await session.request(method, url, **kw)
         try:
-            hop = judge(url, resp.status, resp.headers.get("Location"))
+            hop = redirect_hop(url, resp.status, resp.headers.get("Location"))
         except BaseException:
             resp.release()
             raise

@@ -132,7 +132,7 @@ class RunEvaluator:
         if fixed_level is None:
             trial.status, trial.figures, trial.detail = sc.result_figures(res, boundary, has_slo)
         elif res.levels:
-            trial.status, trial.figures = "done", sc.level_figures(res.levels[0], boundary, has_slo)
+            trial.status, trial.figures = "done", sc.trial_figures(res.levels[0], boundary, has_slo)
         if fixed_level is None and res.optimize is not None and trial.status == "done":
             trial.figures["top_of_ladder"] = bool(res.optimize.top_of_ladder)
             trial.figures["ladder"] = list(res.optimize.candidates or [])

@@ -41,7 +41,7 @@ from wattbench.metrics.trials import trial_interval
 OBJECTIVE_DRIFT = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps", "j_per_output_token")
 
 
-def level_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
+def trial_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
     """The figures a tune table shows for one level: ``analysis.figures.ranked_figures``, the rule
     ``--optimize`` ranks levels by (the trials' mean under ``--trials``, goodput per kW without an
     SLO = output tokens/s per kW)."""
@@ -79,7 +79,7 @@ def result_figures(result, boundary: str | None, has_slo: bool) -> tuple[str, di
     i = measured.index(best) if best in measured else None
     if i is None or i >= n:
         return "failed", {}, "the chosen level is not in the run"
-    return "done", level_figures(result.levels[i], boundary, has_slo), None
+    return "done", trial_figures(result.levels[i], boundary, has_slo), None
 
 
 def better(a: float | None, b: float | None, objective: str) -> bool:

@@ -257,7 +257,7 @@ def test_urls_are_judged_by_the_http_clients_parser():
     with pytest.raises(origin.CrossOriginRedirect):
         origin.next_hop("http://h:1/v1/completions", 302, weird)
     assert origin.origin("http://H:80/x") == origin.origin(URL("http://h/y")) == ("http", "h", 80)
-    hop = origin.judge("http://h:1/a/b", 307, "/c?d=1")
+    hop = origin.redirect_hop("http://h:1/a/b", 307, "/c?d=1")
     assert isinstance(hop, URL) and str(hop) == "http://h:1/c?d=1"
 
 

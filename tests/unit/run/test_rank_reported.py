@@ -71,7 +71,7 @@ def test_the_level_figures_of_a_search_and_of_tune_are_the_trials_means():
     assert plan.level_figures(lv)["goodput_per_kw"] == pytest.approx(1200.0, rel=1e-9)  # no SLO: every token good
     noise = plan.level_figures(lv)["objective_noise"]["output_tokens_per_s_per_kw"]
     assert noise.basis == "trials" and noise.rel_half_width == pytest.approx(0.01, rel=1e-9)
-    t = score.level_figures(lv, None, has_slo=False)
+    t = score.trial_figures(lv, None, has_slo=False)
     assert t["output_tokens_per_s_per_kw"] == pytest.approx(1200.0, rel=1e-9)
     assert t["goodput_per_kw"] == pytest.approx(1200.0, rel=1e-9)
 

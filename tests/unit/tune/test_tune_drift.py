@@ -1,12 +1,12 @@
 """Tune's plateau reads a configuration's drift (``tune/score.plateau`` through ``metrics/noise``): a
 configuration whose objective drifted over its trials is never within noise of the best one, and
-says why; ``level_figures`` records the drift of each objective."""
+says why; ``trial_figures`` records the drift of each objective."""
 
 from __future__ import annotations
 
 from wattbench.core.schema import FigureTrend, LevelResult, Stationarity
 from wattbench.results.tune import TrialRecord, TuneResult
-from wattbench.tune.score import level_figures, plateau
+from wattbench.tune.score import trial_figures, plateau
 
 
 def _tune(drift_b: list[str] | None) -> TuneResult:
@@ -29,8 +29,8 @@ def test_level_figures_record_each_objectives_drift():
     lv.stationarity = Stationarity(trials=3, cause="c", todo="t", trends=[FigureTrend(
         figure="output_tokens_per_s_per_kw", boundary="accelerator", change_pct=-9.0, trials_change_pct=-9.0,
         moves=True, drifting=True)])
-    f = level_figures(lv, "accelerator", False)
+    f = trial_figures(lv, "accelerator", False)
     assert f["drift"]["output_tokens_per_s_per_kw"] == ["drifts -9.0% over its 3 trials (c)", "t"]
     assert set(f["drift"]) == {"goodput_per_kw", "output_tokens_per_s_per_kw", "j_per_output_token"}
     lv.stationarity = None
-    assert level_figures(lv, "accelerator", False)["drift"] == {}
+    assert trial_figures(lv, "accelerator", False)["drift"] == {}

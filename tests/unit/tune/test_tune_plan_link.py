@@ -59,7 +59,7 @@ def test_tune_and_plan_default_to_the_same_boundary():
     declared node, never the HBM rail."""
     from tests.fakes.results_factory import make_level, make_result
     from wattbench.planning.measured import default_boundary
-    from wattbench.tune.score import level_figures
+    from wattbench.tune.score import trial_figures
 
     for watts, labels, want in (({"accelerator": 600, "accelerator_memory": 150, "node": 900}, {}, "node"),
                                 ({"accelerator": 600, "node": 900}, {"node": "declared"}, "accelerator"),
@@ -68,4 +68,4 @@ def test_tune_and_plan_default_to_the_same_boundary():
         for b, lab in labels.items():
             lv.energy[b].label = lab
         res = make_result("r", levels=[lv])
-        assert level_figures(lv, None, has_slo=False)["boundary"] == default_boundary(res) == want
+        assert trial_figures(lv, None, has_slo=False)["boundary"] == default_boundary(res) == want
