@@ -30,7 +30,8 @@ import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, Callable, Sequence
 
 from wattbench.core.errors import UserError
 from wattbench.core.interrupt import install_sigterm
@@ -57,11 +58,11 @@ class DeviceRange:
     sm_clock_max_mhz: int | None
     power_limit_w: float | None  # current
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def _write_atomic(path: Path, data: dict) -> None:
+def _write_atomic(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w") as f:
@@ -81,7 +82,7 @@ class GpuSettings:
         self.root = is_root() if root is None else root
         self._devices_arg = devices
         self._devices: dict[int, NvmlDevice] = {}
-        self._old_sigterm = None
+        self._old_sigterm: Callable[[int, FrameType | None], Any] | int | signal.Handlers | None = None
         self.current: dict[str, float] = {}
         self._inited = False
 
@@ -183,7 +184,7 @@ class GpuSettings:
             self._old_sigterm = install_sigterm()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         try:
             self.restore()
         finally:
@@ -196,8 +197,8 @@ class GpuSettings:
                 self._inited = False
 
 
-def restore_from(path: Path, nv: Nvml, devices: dict[int, NvmlDevice] | None = None) -> list[str]:
-    """Restore the originals recorded in ``path`` (then remove it)."""
+def restore_from(path: Path, nv: Nvml, opened: dict[int, NvmlDevice] | None = None) -> list[str]:
+    """Restore the originals recorded in ``path`` (then remove it); ``opened``: devices already open, by index."""
     try:
         data = json.loads(path.read_text())
         devices = data["devices"]
@@ -207,7 +208,7 @@ def restore_from(path: Path, nv: Nvml, devices: dict[int, NvmlDevice] | None = N
     done = []
     for key, orig in devices.items():
         i = int(key)
-        d = (devices or {}).get(i)
+        d = (opened or {}).get(i)
         if d is None:
             d = nv.device(i)
         if data.get("clocks_locked"):
@@ -241,7 +242,7 @@ def restore_pending(*, nvml: Any = None, state: str | Path | None = None, root: 
             nv.shutdown()
 
 
-def _check_in_range(r: DeviceRange, flag: str, values: list, lo: float | None, hi: float | None, unit: str,
+def _check_in_range(r: DeviceRange, flag: str, values: Sequence[float], lo: float | None, hi: float | None, unit: str,
                     no_range: str, kind: str) -> None:
     """UserError naming ``flag`` unless GPU ``r`` reports a range [lo, hi] holding every value."""
     for v in values:

@@ -86,6 +86,20 @@ def test_refused_when_not_root_or_out_of_range(tmp_path):
     assert not (tmp_path / "tune").exists()
 
 
+
+def test_restore_uses_the_devices_already_open(tmp_path):
+    """The restore inside a tune reaches each board through the handle opened for the change (a
+    restore that reopened them would also work, but would mask a lost handle)."""
+    nv = _fake(tmp_path)
+    g = GpuSettings(nvml=nv, state=tmp_path / "state.json", root=True)
+    with g:
+        g.apply({"power_limit_w": 450.0, "sm_clock_mhz": 1395})
+        assert [x.management_mw for x in nv.gpus] == [450_000, 450_000]
+    assert [x.management_mw for x in nv.gpus] == [700_000, 700_000]
+    assert all(x.locked_clocks is None for x in nv.gpus)
+    assert nv.calls.count("nvmlDeviceGetHandleByIndex") == 2  # one per GPU, at the first change only
+
+
 CHILD = """
 import sys, time
 sys.path[:0] = [{root!r}, {src!r}]
