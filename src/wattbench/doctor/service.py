@@ -28,10 +28,10 @@ def run_doctor(
     environment: bool = True,
     sensor_measure_s: float = 0.3,
     nvidia_device: str | None = None,
-    torch_probe: Callable[[], dict | None] | None = None,
+    torch_probe: Callable[[], dict[str, Any] | None] | None = None,
     versions: dict[str, str] | None = None,
     requires: dict[str, list[str]] | None = None,
-    sensor_kw: dict | None = None,
+    sensor_kw: dict[str, Any] | None = None,
 ) -> DoctorReport:
     """Run every applicable check. Bad input (URL, checklist file, run dir) raises UserError."""
     if not environment and target is None and run_dir is None and checklist is None and not exporters:
@@ -43,7 +43,7 @@ def run_doctor(
     if target is not None:
         normalize_base_url(target)  # a bad URL is a UserError before any probing
     report = DoctorReport(target=target, run_dir=str(run_dir) if run_dir else None)
-    facts: dict = {}
+    facts: dict[str, Any] = {}
     if environment:
         kw = {"nvidia_device": nvidia_device} if nvidia_device else {}
         gpu, facts = env.gpu_checks(nvml, **kw)
