@@ -53,7 +53,9 @@ class SGLang(Engine):
             return None
         return out.stdout.strip() or None
 
-    def plan(self, model, device, engine_args, host, port, scratch) -> LaunchPlan:
+    def plan(
+        self, model: str | None, device: str, engine_args: list[str], host: str, port: int, scratch: Path
+    ) -> LaunchPlan:
         args = list(engine_args)
         path, preset = resolve_model(model, device, weights=False)
         pre: list[str] = []

@@ -135,7 +135,9 @@ class VLLM(Engine):
             return None
         return out.stdout.strip() or None
 
-    def plan(self, model, device, engine_args, host, port, scratch) -> LaunchPlan:
+    def plan(
+        self, model: str | None, device: str, engine_args: list[str], host: str, port: int, scratch: Path
+    ) -> LaunchPlan:
         self.device = "cpu" if device == "cpu" else "cuda"
         args = list(engine_args)
         path, preset = resolve_model(model, device, weights=False)
