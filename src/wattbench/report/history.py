@@ -120,17 +120,20 @@ def levels_table(rec: Any) -> Table | None:
     bnds = sorted({lv["boundary"] for lv in rec.levels if lv["boundary"]})
     t = Table(title=f"per level, energy at {', '.join(bnds) or '—'} (latency in ms)", title_justify="left",
               box=box.SIMPLE_HEAD, pad_edge=False)
-    t.add_column("level", no_wrap=True)
-    for col in ("tok/s", "TTFT p99", "TPOT p99", "W", "J/tok", "tok/s/kW"):
-        t.add_column(col, justify="right", no_wrap=True)
     show_verdict = any(lv["verdict"] != "valid" for lv in rec.levels)  # narrow tables when all valid
+    rows = [[term(lv["label"]), fmt(lv["output_tokens_per_s"]),
+             fmt(lv["ttft_p99_ms"]), fmt(lv["tpot_p99_ms"]), fmt(lv["avg_power_w"]), fmt(lv["j_per_output_token"]),
+             fmt(lv["output_tokens_per_s_per_kw"]), *([lv["verdict"] or "—"] if show_verdict else [])]
+            for lv in rec.levels]
+    # a number is never cut ("5…" for 500): each numeric column is at least as wide as its widest
+    # cell, headers fold onto two lines, and the level label folds where the width runs out
+    t.add_column("level", overflow="fold", min_width=6)
+    for i, col in enumerate(("tok/s", "TTFT\np99", "TPOT\np99", "W", "J/tok", "tok/s\nper kW"), start=1):
+        t.add_column(col, justify="right", no_wrap=True, min_width=max(len(r[i]) for r in rows))
     if show_verdict:
-        t.add_column("verdict", no_wrap=True)
-    for lv in rec.levels:
-        cells = [term(lv["label"]), fmt(lv["output_tokens_per_s"]), fmt(lv["ttft_p99_ms"]),
-                 fmt(lv["tpot_p99_ms"]), fmt(lv["avg_power_w"]), fmt(lv["j_per_output_token"]),
-                 fmt(lv["output_tokens_per_s_per_kw"])]
-        t.add_row(*cells, *([lv["verdict"] or "—"] if show_verdict else []))
+        t.add_column("verdict", no_wrap=True, min_width=max(len(r[-1]) for r in rows))
+    for cells in rows:
+        t.add_row(*cells)
     return t
 
 
