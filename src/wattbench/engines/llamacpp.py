@@ -61,13 +61,17 @@ class LlamaCpp(Engine):
             raise self._not_found()
 
     def version(self) -> str | None:
+        if self.binary is None:
+            return None
         try:
             out = subprocess.run([self.binary, "--version"], capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired, TypeError):
             return None
         return parse_version(out.stdout + out.stderr)
 
-    def plan(self, model, device, engine_args, host, port, scratch) -> LaunchPlan:
+    def plan(
+        self, model: str | None, device: str, engine_args: list[str], host: str, port: int, scratch: Path
+    ) -> LaunchPlan:
         if not self.binary:  # said before a preset is exported to GGUF for a server that cannot start
             raise self._not_found()
         if model is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from wattbench.core.errors import UserError
-from wattbench.engines.base import start
+from wattbench.engines.base import Engine, EngineHandle, start
 from wattbench.engines.llamacpp import LlamaCpp
 from wattbench.engines.presets import default_device
 from wattbench.engines.sglang import SGLang
@@ -17,7 +17,7 @@ ENGINES = ("transformers", "vllm", "sglang", "llamacpp")
 DEFAULT_START_TIMEOUT_S = {"transformers": 300.0, "vllm": 600.0, "sglang": 600.0, "llamacpp": 300.0}
 
 
-def get_engine(name: str):
+def get_engine(name: str) -> Engine:
     """The ``Engine`` object for ``name`` (imports only that engine's module)."""
     if name == "transformers":
         return TransformersServe()
@@ -39,7 +39,7 @@ def launch(
     timeout_s: float | None = None,
     host: str = "127.0.0.1",
     port: int | None = None,
-):
+) -> EngineHandle:
     """Start ``engine`` serving ``model`` (a preset name, a local directory, or None for the default
     preset of ``device``) and return a ready ``EngineHandle``. ``device`` None = CUDA when torch sees
     one, else CPU. Raises ``EngineError`` (with the log tail) and leaves no process on failure."""

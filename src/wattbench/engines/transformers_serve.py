@@ -78,7 +78,9 @@ class TransformersServe(Engine):
         # The first request initialises continuous batching (paged cache, ~10 s on 2 CPU cores).
         return {"prompt": "warm up", "max_tokens": 4, "stream": False}
 
-    def plan(self, model, device, engine_args, host, port, scratch) -> LaunchPlan:
+    def plan(
+        self, model: str | None, device: str, engine_args: list[str], host: str, port: int, scratch: Path
+    ) -> LaunchPlan:
         path, preset = resolve_model(model, device)
         self._preset = preset
         args = list(engine_args)
@@ -142,14 +144,15 @@ class TransformersServe(Engine):
         }
 
 
-def _read_json(path: Path) -> dict | None:
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
-def _read_config(path: Path) -> dict | None:
+def _read_config(path: Path) -> dict[str, Any] | None:
     return _read_json(path / "config.json")
 
 
