@@ -160,7 +160,7 @@ def load_hardware_table(
     user_file: str | Path | None = None,
 ) -> HardwareTable:
     """The shipped table, then the user's config file (if present), then ``extra_files`` in order."""
-    raw = json.loads(resources.files("wattbench").joinpath("data", "hardware.json").read_text())
+    raw = json.loads((resources.files("wattbench") / "data" / "hardware.json").read_text())
     table = HardwareTable.model_validate(raw)
     gpus = table.gpus
     paths: list[Path] = []

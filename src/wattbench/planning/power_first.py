@@ -141,7 +141,7 @@ class PowerFirstPlan:
         return asdict(self)
 
 
-def _as_candidate(c: Candidate | Result | tuple) -> Candidate:
+def _as_candidate(c: Candidate | Result | tuple[Result, str]) -> Candidate:
     if isinstance(c, Candidate):
         return c
     if isinstance(c, Result):
@@ -152,7 +152,7 @@ def _as_candidate(c: Candidate | Result | tuple) -> Candidate:
 
 
 def collect_options(
-    candidates: Sequence[Candidate | Result | tuple],
+    candidates: Sequence[Candidate | Result | tuple[Result, str]],
     percentile: str = "p95",
     slo: LatencyLimits | None = None,
     host_overhead_w: float | None = None,
@@ -240,7 +240,7 @@ def knapsack_max_value(
 
 def power_first(
     site_kw: float,
-    candidates: Sequence[Candidate | Result | tuple],
+    candidates: Sequence[Candidate | Result | tuple[Result, str]],
     slo: LatencyLimits | dict[str, float] | None = None,
     headroom_pct: float = DEFAULT_HEADROOM_PCT,
     percentile: str = "p95",
