@@ -5,9 +5,10 @@ unreachable target, missing dependency). Its message names what is wrong and wha
 Anything else is a bug and keeps its traceback.
 
 Exit codes (README, "Exit codes"): 0 done; 1 a failed check or an internal error; 2 bad input or
-environment; 3 the run finished but a level completed no measured request (its verdict is
-``invalid``; nothing to read from it); 4 the target stopped answering mid-run (``TargetStopped``);
-130 interrupted.
+environment; 3 the run finished but a level, or one trial of a level, completed no measured request
+(that trial has no figure; a level none of whose trials measured is ``invalid``); 4 the target
+stopped answering mid-run (``TargetStopped``); 5 ``--strict`` and a figure not ``valid``; 130
+interrupted.
 """
 
 from __future__ import annotations
