@@ -37,16 +37,15 @@ def _run(base: str, out, **kw):
 
 
 def half_width(values: list[float]) -> float:
-    """The relative half-width of the trials' 95% interval as the run states it: the interval on the
-    log scale (``g·e^±w``, ``g`` the geometric mean, ``w = t(0.975, n−1) · sd(ln x) / sqrt(n)``), half
-    its width over the arithmetic mean."""
+    """The relative half-width of the trials' 95% interval as the run states it and every noise rule
+    reads it (``metrics.trials.rel_half_width``): the interval is built on the log scale
+    (``g·e^±w``, ``g`` the geometric mean, ``w = t(0.975, n−1) · sd(ln x) / sqrt(n)``), and its
+    half-width is ``w``, ``ln(high / low) / 2``."""
     n = len(values)
     logs = [math.log(v) for v in values]
     lm = sum(logs) / n
-    w = (T975[n - 1] if n - 1 in T975 else t_ppf(0.975, n - 1)) * math.sqrt(
+    return (T975[n - 1] if n - 1 in T975 else t_ppf(0.975, n - 1)) * math.sqrt(
         sum((x - lm) ** 2 for x in logs) / (n - 1)) / math.sqrt(n)  # past the table: the quantile function
-    g = math.exp(lm)
-    return g * (math.exp(w) - math.exp(-w)) / 2 / (sum(values) / n)
 
 
 def test_auto_stops_at_the_first_round_within_the_precision_and_reports_its_cost(tmp_path):

@@ -504,6 +504,7 @@ def redact_text(text: str | None, secrets: Iterable[str | None]) -> str | None:
     return Scrubber(secrets).text(text)
 
 
+_NAME_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a JSON object key that is a field name
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
 
 GRAM = 8  # a run of this many characters of a secret (or more) is masked wherever it shows
@@ -671,6 +672,8 @@ class _Pieces:
             # a raw piece starts at most 4 before its anchor, a hex one 8 (16 long), a base64 one 4 (8 long)
             for m in self.grams.finditer(text, max(0, p - 8), p + 16):
                 if m.group(1) is not None:
+                    if _public(m.group(1)):
+                        continue
                     spans.append(m.span(1))
                 else:  # a base64 window: with the last group and padding of the secret's base64 after it
                     a, b = m.span(2)
@@ -696,6 +699,18 @@ class _Pieces:
                 if first:
                     return spans
         return _merged(spans)
+
+
+# Text wattbench itself writes in every file and line (its name: ``wattbench: error:``,
+# ``wattbench_version``): an 8-character run of a secret that lies inside it teaches no one anything
+# of the secret, and masking it would turn the tool's own words (and result.json's field) into ``***``.
+PUBLIC_WORDS = ("wattbench",)
+
+
+def _public(piece: str) -> bool:
+    """Whether a raw piece is part of ``PUBLIC_WORDS`` (case-folded)."""
+    low = piece.lower()
+    return any(low in w for w in PUBLIC_WORDS)
 
 
 # what ends a secret's base64 after its last whole window: the group its last bytes share, and padding
@@ -815,6 +830,13 @@ class Scrubber:
                 text = text.replace(form, MASK)
         return text
 
+    def whole(self, text: str) -> str:
+        """``text`` with every form of every whole secret replaced by ``***`` (pieces left)."""
+        for form in self._forms:
+            if form in text:
+                text = text.replace(form, MASK)
+        return text
+
     def bytes(self, data: bytes) -> bytes:
         """``data`` (a child's output line) with every form of every secret replaced by ``***``."""
         if not self.found_in(data):
@@ -870,7 +892,12 @@ class Scrubber:
                 value = json.loads(lit)
             except ValueError:
                 return self.text(lit)
-            clean = self.text(value)
+            # an object key that is a plain name (``wattbench_version``, ``output_tokens_per_s``) is the
+            # writer's own field, never a place a server echoes a key: a secret that shares eight
+            # characters with it (a key holding "wattbench") must not make the file unreadable; the
+            # whole secret is still masked there
+            key = text[m.end():m.end() + 8].lstrip().startswith(":") and _NAME_KEY.fullmatch(value) is not None
+            clean = self.whole(value) if key else self.text(value)
             return lit if clean == value else json.dumps(clean, ensure_ascii=False)
 
         return _JSON_STRING.sub(one, text)

@@ -186,7 +186,9 @@ def test_the_trend_is_read_after_the_warm_up_estimate():
                      power_w={"node": [1.0, 2.0, 3.0, 4.0]})
     full = Window(start_ns=10 * S, end_ns=20 * S, duration_s=10.0, kind="full")
     cut = adrift.trim_warmup(s, full, 2.0)  # the warm-up ends 2 s in: the buckets ending by then go
-    assert cut.t_s == [12.5, 13.5] and cut.output_tokens_per_s == [300.0, 300.0] and cut.power_w == {"node": [3.0, 4.0]}
+    assert cut.t_s == pytest.approx([12.5, 13.5], abs=1e-12)
+    assert cut.output_tokens_per_s == pytest.approx([300.0, 300.0], rel=1e-12)
+    assert cut.power_w == {"node": pytest.approx([3.0, 4.0], rel=1e-12)}
     assert adrift.trim_warmup(s, full, None) is s and adrift.trim_warmup(s, full, 0.0) is s
 
 

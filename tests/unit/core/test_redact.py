@@ -354,3 +354,31 @@ def test_a_secret_inside_another_is_still_masked_in_every_form():
         pieces = [AUDIT_KEY[i:i + 8].lower() for i in range(len(AUDIT_KEY) - 7)]
         assert not any(p in v for v in _decoded_views(out) for p in pieces), (form, out)
         assert not any(c in out for c in _b64_cores(AUDIT_KEY[10:20])), (form, out)
+
+
+def test_a_field_name_that_shares_eight_characters_with_a_secret_keeps_the_file_readable():
+    """A key holding "wattbench" shares eight characters with the field ``wattbench_version``:
+    masking that piece in a JSON key made result.json unreadable by its own loader. A key that is a
+    plain name is the writer's own field: only the whole secret is masked there; values (and keys
+    that are not plain names) still lose every piece."""
+    import json as _json
+
+    key = "sk-wattbench-SECRET-api-7f3a9c1e"
+    sc = Scrubber([key])
+    doc = _json.dumps({"wattbench_version": "0.1.0", "echo": key, "piece": "a wattbench-SECRET b",
+                       "sk-wattbench-SECRET": 1, key: 2})
+    out = _json.loads(sc.json_text(doc))
+    assert out["wattbench_version"] == "0.1.0"  # the field kept: the file loads
+    assert out["echo"] == "***" and "SECRET" not in out["piece"]
+    assert all("SECRET" not in k for k in out)  # a key that is not a plain name still loses its pieces
+
+
+def test_the_programs_own_name_is_no_piece_of_a_secret():
+    """A key holding "wattbench": the tool's own words (``wattbench: error:``) stay as they are;
+    every other run of eight of the key's characters is still masked."""
+    key = "sk-wattbench-SECRET-api-7f3a9c1e"
+    sc = Scrubber([key])
+    assert sc.text("wattbench: error: bad input") == "wattbench: error: bad input"
+    assert sc.text("Wattbench 0.1") == "Wattbench 0.1"
+    assert sc.text("key sk-wattbench-SEC...") == "key ***..."
+    assert "SECRET" not in sc.text("x -SECRET-api y") and sc.text(key) == "***"

@@ -67,7 +67,7 @@ def test_a_positive_figure_gets_a_log_scale_interval_that_never_crosses_zero():
 
 def test_a_figure_with_zeros_keeps_the_student_t_interval_held_at_zero():
     c = trial_interval([0.0, 0.0, 6.0])  # a failed share: mean 2, sd 3.464, t · sd / sqrt(3) = 8.605
-    assert c["scale"] == "linear" and c["ci95_low"] == 0.0
+    assert c["scale"] == "linear" and c["ci95_low"] == pytest.approx(0.0, abs=1e-12)
     assert c["ci95_high"] == pytest.approx(2.0 + T_975_2 * math.sqrt(12.0) / math.sqrt(3), rel=1e-9)
     neg = trial_interval([-1.0, 2.0, 5.0])  # a figure that can be negative: the interval as it is
     assert neg["ci95_low"] == pytest.approx(2.0 - T_975_2 * 3.0 / math.sqrt(3), rel=1e-9) and neg["ci95_low"] < 0

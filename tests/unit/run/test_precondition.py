@@ -124,4 +124,4 @@ def test_the_help_states_the_bounds():
 
     help_text = RunConfig.model_fields["precondition"].metadata[0].help
     assert f"±{PRECONDITION_SLOPE_C_PER_MIN:g} °C/min" in help_text
-    assert f"at most {PRECONDITION_MAX_S / 60:g} minutes" in help_text and PRECONDITION_WINDOW_S == 60.0
+    assert f"at most {PRECONDITION_MAX_S / 60:g} minutes" in help_text and PRECONDITION_WINDOW_S == pytest.approx(60.0, abs=1e-12)

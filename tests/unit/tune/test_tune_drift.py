@@ -4,6 +4,8 @@ says why; ``trial_figures`` records the drift of each objective."""
 
 from __future__ import annotations
 
+import pytest
+
 from wattbench.core.schema import FigureTrend, LevelResult, Stationarity
 from wattbench.results.tune import TrialRecord, TuneResult
 from wattbench.tune.score import trial_figures, plateau
@@ -18,9 +20,9 @@ def _tune(drift_b: list[str] | None) -> TuneResult:
 
 def test_a_drifting_configuration_is_not_on_the_plateau():
     pl, _ = plateau(_tune(None))
-    assert pl.values == [0.0, 1.0]  # 0.1% apart on the single-level bound: within noise
+    assert pl.values == pytest.approx([0.0, 1.0], abs=1e-12)  # 0.1% apart on the single-level bound: within noise
     pl, _ = plateau(_tune(["drifts -9.0% over its 3 trials (GPU temperature 60→80 °C)", "precondition"]))
-    assert pl.values == [0.0] and pl.inconclusive == [1.0]
+    assert pl.values == pytest.approx([0.0], abs=1e-12) and pl.inconclusive == pytest.approx([1.0], abs=1e-12)
     assert "drifts -9.0% over its 3 trials" in pl.judgements[1.0].why
 
 
