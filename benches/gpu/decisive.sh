@@ -40,7 +40,6 @@ D=/tmp/decisive
 rm -rf $D && mkdir -p $D
 t0=$(date +%s)
 BUDGET_S=530             # the whole script, engine starts and the archive included (9 minutes = 540 s)
-X
 MEM=""
 [ -n "${AB_MEMORY:-}" ] && MEM=" --cb-max-memory-percent ${AB_MEMORY}"
 TUNED="--cb-use-cuda-graph --cb-max-batch-tokens 8192 --cb-max-memory-percent 0.5"
