@@ -175,16 +175,9 @@ def ci95(values: Iterable[float | None]) -> CI95:
             "half_width": hw}
 
 
-class TrialInterval(TypedDict):
+class TrialInterval(CI95):
     """``trial_interval``'s answer: ``ci95``'s, with the scale the interval was built on."""
 
-    mean: float | None
-    ci95_low: float | None
-    ci95_high: float | None
-    n: int
-    values: list[float]
-    std: float | None
-    half_width: float | None
     scale: str  # "log" | "linear"
 
 
