@@ -22,9 +22,11 @@
 # resident is measured before the first pair and shown with its share of each side's power.
 #
 # Reads only; never changes a GPU setting (power limit, clocks, persistence, MIG). Must end within
-# 9 minutes of wall time: each part runs under `timeout` with what is left (PART_S each, 250 s by
-# default), and its pairs stop at --max-time before that. Run from the repository root with the
-# wheels carried in .whl/ (docs/validation.md says which):
+# 9 minutes of wall time (BUDGET_S, 530 s): each part runs under `timeout` with what is left (PART_S
+# each, 250 s by default), and its pairs stop at --max-time before that. PARTS picks the parts
+# ("tuned-tuned tuned-defaults" by default); one part per call gives it the whole call:
+#   PARTS=tuned-defaults PART_S=520 DURATION=12 bash benches/gpu/decisive.sh
+# Run from the repository root with the wheels carried in .whl/ (docs/validation.md says which):
 #   bash benches/gpu/decisive.sh
 # A dry run on a CPU machine (no meter: the figures are estimates):
 #   TUNED_ARGS="--cb-num-blocks 512 --cb-max-batch-tokens 2048" MODEL=tiny DEVICE=cpu CONC=2 OUTPUT_TOKENS=16 \
@@ -39,7 +41,9 @@ mkdir -p /tmp/hfcache
 D=/tmp/decisive
 rm -rf $D && mkdir -p $D
 t0=$(date +%s)
-BUDGET_S=530             # the whole script, engine starts and the archive included (9 minutes = 540 s)
+BUDGET_S=${BUDGET_S:-530}  # the whole script, engine starts and the archive included (9 minutes = 540 s)
+PART_S=${PART_S:-250}     # each part's limit, engine starts included
+PARTS=${PARTS:-"tuned-tuned tuned-defaults"}  # which parts, in order (one part per call gives it the whole call)
 MEM=""
 [ -n "${AB_MEMORY:-}" ] && MEM=" --cb-max-memory-percent ${AB_MEMORY}"
 TUNED="--cb-use-cuda-graph --cb-max-batch-tokens 8192 --cb-max-memory-percent 0.5"
@@ -68,16 +72,21 @@ part() {  # part NAME SIDE_A SIDE_B
   tail -5 "$D/$name.stderr.txt"
 }
 
-part tuned-tuned "engine:$TUNED" "engine:$TUNED"
-part tuned-defaults "engine:$TUNED" "engine-defaults:${MEM# }"
+for p in $PARTS; do
+  case $p in
+    tuned-tuned) part tuned-tuned "engine:$TUNED" "engine:$TUNED" ;;
+    tuned-defaults) part tuned-defaults "engine:$TUNED" "engine-defaults:${MEM# }" ;;
+    *) echo "decisive: unknown part '$p' (tuned-tuned, tuned-defaults)" >&2; exit 2 ;;
+  esac
+done
 
 echo "== summary"
-python3 - "$D" "$OUT/parts.json" <<'PY'
+python3 - "$D" "$OUT/parts.json" $PARTS <<'PY'
 import json, sys
 from pathlib import Path
 d, out = Path(sys.argv[1]), Path(sys.argv[2])
 parts = []
-for name in ("tuned-tuned", "tuned-defaults"):
+for name in sys.argv[3:]:
     p = {"part": name}
     try:
         p["wall_s"] = float((d / f"{name}.wall_s").read_text())
