@@ -271,7 +271,7 @@ def no_energy_text(why: str) -> str:
 
 
 def history_finding(hc: HistoryCheck | None) -> Finding | None:
-    """The history check (``run/prime.judge``) as a finding about the run's state: beyond noise, its
+    """The history check (``run/prime.check_history``) as a finding about the run's state: beyond noise, its
     size — the first level's figure moved by ``ratio − 1`` between its measurement and the repeat —
     judged against the efficiency materiality bound like every other finding (a ``warn`` from
     ``EFFICIENCY_MATERIAL_PCT``, a note below); inconclusive (too little noise data to say) or

@@ -28,7 +28,7 @@ from wattbench.core.schema import AutoTrials, NoiseInfo, Precision
 from wattbench.load.search import feasible_score
 from wattbench.metrics.drift import figure_drift
 from wattbench.metrics.noise import auto_stop, level_precision, measured_plateau, trials_noise, with_drift
-from wattbench.run.prime import calibrate_prompts, judge, priming_level, repeat_size, unmeasurable
+from wattbench.run.prime import calibrate_prompts, check_history, priming_level, repeat_size, unmeasurable
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
 ENERGY_OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw")  # a figure per kW: needs a power meter
@@ -340,14 +340,14 @@ def _calibrate(result: Result, runner) -> None:
 
 def _history_check(cfg: RunConfig, result: Result, runner) -> None:
     """The run's first level again after the others (or its own trials when they interleave):
-    ``run/prime.judge`` says whether its figure moved by more than noise."""
+    ``run/prime.check_history`` says whether its figure moved by more than noise."""
     firsts = [lv for lv in result.levels if lv.index == 0]
     keys = {(lv.load.mode, lv.load.target_concurrency or lv.load.target_rate_rps) for lv in result.levels}
     if not firsts or len(keys) < 2:
         return
     first = firsts[0]
     if first.trials is not None and result.noise.trial_order is not None and first.trials.n >= 3:
-        hc = judge(first, None, cfg.precision() if cfg.auto_trials else None)
+        hc = check_history(first, None, cfg.precision() if cfg.auto_trials else None)
     else:
         v = first.load.target_concurrency if first.load.mode == "concurrency" else first.load.target_rate_rps
         if v is None:
@@ -356,7 +356,7 @@ def _history_check(cfg: RunConfig, result: Result, runner) -> None:
         n, dur = repeat_size(cfg, first)
         repeat = runner.unrecorded(first.load.mode, v, first.index, " history check", num_requests=n,
                                    duration_s=dur)
-        hc = judge(first, repeat, cfg.precision() if cfg.auto_trials else None)
+        hc = check_history(first, repeat, cfg.precision() if cfg.auto_trials else None)
     # a finding about the run's state, judged in the run's verdict (accounting.level_findings.history_finding)
     result.noise.history_check = hc
 

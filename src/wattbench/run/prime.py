@@ -179,7 +179,7 @@ def _per_rate(pairs: list[tuple[float | None, float | None]]) -> tuple[list[floa
     return [v / r for v, r in ok], [r for _, r in ok]
 
 
-def judge(first: LevelResult, repeat: LevelResult | None, precision: float | None = None) -> HistoryCheck:
+def check_history(first: LevelResult, repeat: LevelResult | None, precision: float | None = None) -> HistoryCheck:
     """The history check's verdict: ``repeat`` (the level measured again) against ``first`` (its
     first measurement, with its trials if it has them); with no ``repeat``, ``first``'s first trial
     against its later trials. ``precision``: the one an inconclusive verdict says how to resolve

@@ -183,13 +183,13 @@ def test_a_level_cut_short_says_so():
 
 def _history_run(first_tok_s: float, repeat_tok_s: float, trials=None):
     from wattbench.core.schema import NoiseInfo
-    from wattbench.run.prime import judge
+    from wattbench.run.prime import check_history
 
     first = make_level(0, value=2, output_tokens_per_s=first_tok_s, power_w=700.0, duration_s=20.0, trials=trials)
     r = make_result(levels=[first, make_level(1, value=8, power_w=700.0, duration_s=20.0)])
     r.noise = NoiseInfo()
-    r.noise.history_check = judge(first, make_level(0, value=2, output_tokens_per_s=repeat_tok_s, power_w=700.0,
-                                                    duration_s=20.0))
+    r.noise.history_check = check_history(first, make_level(0, value=2, output_tokens_per_s=repeat_tok_s,
+                                                            power_w=700.0, duration_s=20.0))
     return r
 
 

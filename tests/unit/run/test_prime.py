@@ -7,7 +7,7 @@ import pytest
 
 from tests.fakes.results_factory import make_level, trials_block
 from wattbench.config import RunConfig
-from wattbench.run.prime import judge, priming_level
+from wattbench.run.prime import check_history, priming_level
 
 
 def _cfg(**kw):
@@ -47,11 +47,11 @@ def _lv(tok_s, trials=None, duration_s=20.0):
 
 
 def test_the_history_check_warns_with_both_figures_beyond_the_noise():
-    hc = judge(_lv(1000.0), _lv(1160.0))  # +16%, single 20 s levels: allowed ±3.6%
+    hc = check_history(_lv(1000.0), _lv(1160.0))  # +16%, single 20 s levels: allowed ±3.6%
     assert hc.verdict == "warn" and hc.figure == "output_tokens_per_s_per_kw@accelerator"
     assert hc.first == pytest.approx(1000.0 / 0.7, rel=1e-12) and hc.repeated == pytest.approx(1160.0 / 0.7, rel=1e-12)
     assert "history check c=2: 1,429 then 1,657 tok/s/kW (+16.0%), beyond noise ±3.6% — measured again" in hc.text
-    ok = judge(_lv(1000.0), _lv(1020.0))
+    ok = check_history(_lv(1000.0), _lv(1020.0))
     assert ok.verdict == "ok" and "within noise ±3.6%" in ok.text
 
 
@@ -59,11 +59,11 @@ def test_the_history_check_reads_interleaved_trials_first_against_the_rest():
     per_kw = [1000.0, 1150.0, 1160.0, 1140.0]  # the first trial (right after priming) well below the others
     tb = trials_block({"output_tokens_per_s_per_kw@accelerator": (sum(per_kw) / 4, 10.0)}, n=4)
     tb["figures"]["output_tokens_per_s_per_kw@accelerator"]["values"] = per_kw
-    hc = judge(_lv(1000.0, trials=tb), None)
+    hc = check_history(_lv(1000.0, trials=tb), None)
     assert hc.verdict == "warn" and hc.repeat is None
     assert (hc.first, hc.repeated) == (pytest.approx(1150.0, rel=1e-12), pytest.approx(1000.0, rel=1e-12))
     tb["figures"]["output_tokens_per_s_per_kw@accelerator"]["values"] = [1150.0, 1152.0, 1148.0, 1151.0]
-    assert judge(_lv(1150.0, trials=tb), None).verdict == "ok"
+    assert check_history(_lv(1150.0, trials=tb), None).verdict == "ok"
 
 
 def _open(tok_s: float, achieved: float, duration_s: float = 20.0, trials=None):
@@ -81,9 +81,9 @@ def test_an_open_loop_is_judged_per_achieved_request_and_says_both_rates():
     ±6.2%"). Per request achieved the server did the same work (−2.8%): within noise, and the text
     shows both rates. A server that really slowed moves the per-request figure and still warns."""
     first, repeat = _open(2177.0 * 0.7, 17.50), _open(2389.0 * 0.7, 19.76)
-    closed = judge(_lv(2177.0 * 0.7), _lv(2389.0 * 0.7))  # the same figures as a closed loop: the server moved
+    closed = check_history(_lv(2177.0 * 0.7), _lv(2389.0 * 0.7))  # the same figures as a closed loop: the server moved
     assert closed.verdict == "warn"
-    hc = judge(first, repeat)
+    hc = check_history(first, repeat)
     assert hc.verdict == "ok", hc.text
     assert hc.ratio == pytest.approx((2389.0 / 19.76) / (2177.0 / 17.50), rel=1e-12)
     assert (hc.first_rate_rps, hc.repeat_rate_rps) == (pytest.approx(17.50), pytest.approx(19.76))
@@ -91,7 +91,7 @@ def test_an_open_loop_is_judged_per_achieved_request_and_says_both_rates():
     assert hc.text.startswith("history check r=20: 2,177 then 2,389 tok/s/kW at 17.5 then 19.8 req/s achieved, "
                               "per request/s -2.8%, within noise"), hc.text
     assert "per achieved request/s" in hc.basis
-    slow = judge(first, _open(1900.0 * 0.7, 19.76))  # −22% per request: the server, not the arrivals
+    slow = check_history(first, _open(1900.0 * 0.7, 19.76))  # −22% per request: the server, not the arrivals
     assert slow.verdict == "warn" and "beyond noise" in slow.text and "19.8 req/s achieved" in slow.text
 
 
@@ -102,7 +102,7 @@ def test_an_open_loops_trials_are_judged_per_achieved_request_each():
                        "requests_per_s": (sum(rps) / 4, 1.0)}, n=4)
     tb["figures"]["output_tokens_per_s_per_kw@accelerator"]["values"] = per_kw
     tb["figures"]["requests_per_s"]["values"] = rps
-    hc = judge(_open(2000.0 * 0.7, 16.0, trials=tb), None)
+    hc = check_history(_open(2000.0 * 0.7, 16.0, trials=tb), None)
     assert hc.ratio == pytest.approx(1.0, rel=1e-12) and hc.verdict == "ok", hc.text
     assert hc.first_rate_rps == pytest.approx(sum(rps[1:]) / 3) and hc.repeat_rate_rps == pytest.approx(16.0)
 

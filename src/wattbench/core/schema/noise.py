@@ -63,7 +63,7 @@ class HistoryCheck(_M):
     bound_pct: float | None = None
     basis: str = ""
     # an open loop: the requests/s each side achieved (their means); ``ratio`` is then of the figure
-    # per achieved request/s, the arrivals' own scatter divided out (run/prime.judge)
+    # per achieved request/s, the arrivals' own scatter divided out (run/prime.check_history)
     first_rate_rps: float | None = None
     repeat_rate_rps: float | None = None
     verdict: str = "ok"  # ok | warn | unknown
