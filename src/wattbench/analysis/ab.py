@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from wattbench.analysis.compare import Decomposition, NoiseVerdict, RatioCI, answer_line
 from wattbench.core.errors import UserError
-from wattbench.core.numbers import fmt
+from wattbench.core.numbers import fmt, fmt_pct_against
 from wattbench.core.schema import PairedLevel, PairedRun, Result
 from wattbench.metrics.noise import INCONCLUSIVE, judge
 from wattbench.metrics.paired import PairedRatio, paired_ratio, pairs_needed, precise_enough
@@ -108,7 +108,8 @@ def paired_level(lv: PairedLevel, precision_pct: float | None) -> PairedAnswer:
     if reached is None:
         out.precision_line = f"{lv.key}: {out.pairs} pairs, no interval on the {what} ratio yet"
     else:
-        out.precision_line = f"{lv.key}: ±{fmt(reached * 100.0, kind='effect')}% reached on the {what} ratio from " \
+        out.precision_line = f"{lv.key}: ±{fmt_pct_against(reached * 100.0, precision_pct)} reached on the {what} " \
+                             f"ratio from " \
                              f"{out.pairs} pairs"
     if precision_pct is not None:
         if precise_enough(headline, precision_pct):

@@ -189,6 +189,24 @@ def fmt_pct(x: float | None) -> str:
     return ("0.0" if s == "0" else s) + "%"
 
 
+def fmt_pct_against(x: float | None, limit: float | None) -> str:
+    """A percentage read against a limit it is judged by (a precision reached against the one
+    asked): an effect's two significant digits (``±9.6%``, ``±0.69%``), and more (up to three
+    decimals more) where those would write a value past the limit as the limit itself or under it:
+    ``±2.05%`` short of ``±2%``, never ``±2.0%`` short of it."""
+    xf = _number(x)
+    if xf is None:
+        return MISSING
+    d = _digits(xf, "effect")
+    lf = _number(limit)
+    if lf is not None and xf > lf:
+        for _ in range(3):
+            if float(_write(xf, d).replace(",", "")) > lf:
+                break
+            d += 1
+    return _write(xf, d) + "%"
+
+
 def fmt_signed_pct(x: float | None) -> str:
     """A signed percentage given in percent: ``+12.5%``, ``-0.2%``."""
     xf = _number(x)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wattbench.report import format as F
-from wattbench.core.numbers import MISSING, fmt, fmt_estimate, fmt_pct, fmt_signed_pct
+from wattbench.core.numbers import MISSING, fmt, fmt_estimate, fmt_pct, fmt_pct_against, fmt_signed_pct
 from wattbench.core.schema import FindingKind, LevelResult, Result
 from wattbench.report.ab import sequence_text
 from wattbench.report.goodput import goodput_cells, goodput_point, slo_text
@@ -154,7 +154,7 @@ def precision_line(result: Result) -> str | None:
         if p.reached_pct is None:
             levels.append(f"{short_label(lv)} no interval ({p.trials} trial{'s' if p.trials != 1 else ''} measured)")
             continue
-        lead = f"{short_label(lv)} ±{fmt_pct(p.reached_pct)}"
+        lead = f"{short_label(lv)} ±{fmt_pct_against(p.reached_pct, auto.asked_pct)}"
         if p.met:
             levels.append(lead)
         elif p.drifting:

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 
 from wattbench.config import RunConfig, TuneConfig
 from wattbench.core.errors import UserError
-from wattbench.core.numbers import fmt_pct
+from wattbench.core.numbers import fmt_pct_against
 from wattbench.tune import score as sc
 from wattbench.metrics.noise import auto_stop, level_precision, margin
 from wattbench.metrics.trials import rel_half_width
@@ -333,7 +333,7 @@ def _repeats_to_precision(cfg, t, d, evaluate, gpu, progress, t0) -> None:
             if why != "reached":
                 t.warnings.append(f"the best two configurations are not known within ±{cfg.precision_pct:g}% "
                                   f"({why}): " + ", ".join(
-                                      f"trial {i} ±{fmt_pct(f['reached_pct'])}" if f["reached_pct"] is not None
+                                      f"trial {i} ±{fmt_pct_against(f['reached_pct'], cfg.precision_pct)}" if f["reached_pct"] is not None
                                       else f"trial {i} one measurement" for i, f in kept["finalists"].items()))
             return
         r0 = time.monotonic()

@@ -119,3 +119,17 @@ def test_a_ratio_keeps_its_two_decimals_and_an_estimate_its_uncertainty():
 
 def test_a_percentage_keeps_its_decimal_at_zero():
     assert fmt_fraction_pct(0.0) == "0.0%" and fmt_fraction_pct(1.0) == "100.0%"  # was 0% beside 100.0%
+
+
+def test_a_precision_short_of_the_one_asked_never_reads_as_the_one_asked():
+    from wattbench.core.numbers import fmt_pct_against
+
+    # 2.046% against ±2% would read "±2.0%" at an effect's two digits: one more decimal tells them apart
+    assert fmt_pct_against(2.046422563545236, 2.0) == "2.05%"
+    assert fmt_pct_against(2.0004, 2.0) == "2.0004%"  # up to three decimals more
+    # met, or well past the limit: an effect's two significant digits, as before
+    assert fmt_pct_against(1.996, 2.0) == "2.0%"
+    assert fmt_pct_against(0.6931, 2.0) == "0.69%"
+    assert fmt_pct_against(9.5726, 2.0) == "9.6%"
+    assert fmt_pct_against(9.5726, None) == "9.6%"
+    assert fmt_pct_against(None, 2.0) == "–"
