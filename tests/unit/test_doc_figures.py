@@ -220,7 +220,7 @@ def noise_runs(*tgzs: str) -> dict:
 
 
 HELPERS = {
-    "level": level, "grab": grab, "grab_all": grab_all, "raw": raw, "mean": mean, "median": statistics.median, "pctl": pctl, "rel_pct": rel_pct,
+    "level": level, "grab": grab, "grab_all": grab_all, "raw": raw, "mean": mean, "median": statistics.median, "stdev": statistics.stdev, "pctl": pctl, "rel_pct": rel_pct,
     "spread_pct": spread_pct, "roofline_bound": roofline_bound, "peer": peer, "peer_ttft_err": peer_ttft_err,
     "peer_itl_err": peer_itl_err, "llamacpp_checks": llamacpp_checks, "noise_runs": noise_runs, "math": math, "json": json,
     "xcheck_raw": xcheck_raw,
