@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from wattbench.core.errors import UserError
 
 
-def row_labels(obj: dict, where: str, tenant_field: str = "tenant") -> tuple[str | None, list[str]]:
+def row_labels(obj: Mapping[str, object], where: str, tenant_field: str = "tenant") -> tuple[str | None, list[str]]:
     """Who asked, from a dataset or trace row: ``tenant_field`` (default ``tenant``; a string or a
     number) and ``tags`` (a string or a list of strings). Energy per request rolls up by both."""
     t = obj.get(tenant_field)
@@ -37,7 +39,7 @@ class RequestSpec:
     """
 
     prompt: str | None = None
-    messages: list[dict] | None = None
+    messages: list[dict[str, Any]] | None = None  # chat messages, as the API's JSON
     max_tokens: int = 128
     input_tokens: int | None = None
     token_source: str = "tokenizer"  # tokenizer | server | approx
@@ -46,6 +48,6 @@ class RequestSpec:
     think_time_s: float = 0.0
     arrival_s: float | None = None
     min_tokens: int | None = None  # ask the server to force the length where it can
-    tags: dict = field(default_factory=dict)  # workload metadata (file, line, …)
+    tags: dict[str, object] = field(default_factory=dict)  # workload metadata (file, line, …)
     tenant: str | None = None  # who asked: a dataset/trace row's ``tenant`` (or --tenant-field)
     user_tags: list[str] = field(default_factory=list)  # a dataset/trace row's ``tags``

@@ -23,9 +23,10 @@ rows cycles (repeated prompts can then hit the server's prefix cache — ``descr
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, TypedDict
 import bisect
 
 import numpy as np
@@ -37,23 +38,33 @@ from wattbench.workload.source import Workload, file_sha256
 from wattbench.workload.tokenizer import TokenSource
 
 
+class DatasetFilters(TypedDict, total=False):
+    """The token-length bounds a dataset's rows are kept within (``DatasetWorkload``'s keywords)."""
+
+    min_input_tokens: int | None
+    max_input_tokens: int | None
+    min_output_tokens: int | None
+    max_output_tokens: int | None
+    max_total_tokens: int | None
+
+
 @dataclass
 class DatasetRow:
     line: int
     prompt: str | None
-    messages: list[dict] | None
+    messages: list[dict[str, Any]] | None
     input_tokens: int
     output_tokens: int
     output_from: str  # field | reference | distribution
     tenant: str | None = None
-    user_tags: list = None  # type: ignore[assignment]
+    user_tags: list[str] = field(default_factory=list)
 
 
-def _is_pos_int(v) -> bool:
+def _is_pos_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
-def _check_messages(msgs, where: str) -> list[dict]:
+def _check_messages(msgs: object, where: str) -> list[dict[str, Any]]:
     if not isinstance(msgs, list) or not msgs:
         raise UserError(f"{where}: 'messages' must be a non-empty list of {{role, content}} objects")
     for k, m in enumerate(msgs):
@@ -107,7 +118,7 @@ def _array_entries(text: str, path: str) -> list[tuple[int, object]]:
     if i >= len(text) or text[i] != "[":
         raise UserError(f"{path}:1: expected a JSON array of ShareGPT entries (or use JSONL)")
     i += 1
-    out = []
+    out: list[tuple[int, object]] = []
     while True:
         while i < len(text) and text[i] in " \t\r\n,":
             i += 1
@@ -240,7 +251,7 @@ class DatasetWorkload(Workload):
             raise UserError(f"{where}: the prompt is empty (0 tokens)")
         return n
 
-    def _jsonl_row(self, obj: dict, line: int, where: str) -> DatasetRow:
+    def _jsonl_row(self, obj: Mapping[str, Any], line: int, where: str) -> DatasetRow:
         prompt, messages = obj.get("prompt"), obj.get("messages")
         if prompt is None and messages is None:
             raise UserError(f"{where}: a row needs 'prompt' (string) or 'messages' (list); "
@@ -273,7 +284,7 @@ class DatasetWorkload(Workload):
             src = "distribution"
         return DatasetRow(line, prompt, messages, n_in, int(out), src)
 
-    def _sharegpt_row(self, obj: dict, line: int, where: str) -> DatasetRow | None:
+    def _sharegpt_row(self, obj: Mapping[str, Any], line: int, where: str) -> DatasetRow | None:
         conv = obj.get("conversations")
         if conv is None:
             raise UserError(f"{where}: a ShareGPT entry needs 'conversations' (a list of {{from, value}})")
@@ -312,7 +323,7 @@ class DatasetWorkload(Workload):
                               tags={"workload": self.name, "line": r.line, "output_from": r.output_from,
                                     "cycle": i // len(self.rows)})
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         ins = np.array([r.input_tokens for r in self.rows])
         outs = np.array([r.output_tokens for r in self.rows])
         return {"name": self.name, "kind": "dataset", "format": self.format, "path": self.path,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -95,7 +96,7 @@ class LengthDistribution:
             hi = math.inf
         return float(min(hi, self.high)) if self.high is not None else float(hi)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         d = {"spec": self.spec, "kind": self.kind, "params": list(self.params),
              "mean_unclipped": self.mean(), "low": self.low, "high": self.high}
         if self.kind == "lognormal":

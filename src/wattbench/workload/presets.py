@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
 from wattbench.core.errors import UserError, not_a_file_reason
 from wattbench.workload.distributions import LengthDistribution, parse_distribution
 from wattbench.workload.source import Workload, file_sha256
 from wattbench.workload.tokenizer import TokenSource
-from wattbench.workload.dataset import DatasetWorkload
+from wattbench.workload.dataset import DatasetFilters, DatasetWorkload
 from wattbench.workload.sessions import SessionWorkload
 from wattbench.workload.synthetic import SyntheticWorkload
 from wattbench.workload.trace import INPUT_FIELDS, TIME_FIELDS, TraceWorkload
@@ -37,8 +39,8 @@ class Preset:
     think_time_mean_s: float = 0.0
     shared_prefix_tokens: int = 0
 
-    def describe(self) -> dict:
-        d = {"name": self.name, "summary": self.summary, "input_tokens": self.input_tokens.describe(),
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "summary": self.summary, "input_tokens": self.input_tokens.describe(),
              "output_tokens": self.output_tokens.describe()}
         if self.turns is not None:
             d["turns"] = self.turns.describe()
@@ -134,7 +136,7 @@ def _sniff_file(path: Path) -> str:
 def load_workload(name_or_path: str | None, token_source: TokenSource, seed: int = 0, *,
                   input_tokens: str = "256", output_tokens: str = "128", max_context_tokens: int | None = None,
                   speedup: float = 1.0, time_unit: str | None = None, kind: str | None = None,
-                  dataset_filters: dict | None = None, limit: int | None = None,
+                  dataset_filters: DatasetFilters | None = None, limit: int | None = None,
                   prefix_blocks: int | None = None, tenant_field: str = "tenant") -> Workload:
     """Resolve ``--workload NAME|FILE`` into a workload.
 
@@ -164,7 +166,7 @@ def load_workload(name_or_path: str | None, token_source: TokenSource, seed: int
                              max_input_tokens=max_context_tokens, limit=limit, prefix_blocks=prefix_blocks,
                              tenant_field=tenant_field)
     if kind == "dataset":
-        f = dict(dataset_filters or {})
+        f = DatasetFilters(**(dataset_filters or {}))
         if max_context_tokens is not None and f.get("max_total_tokens") is None:
             f["max_total_tokens"] = max_context_tokens
         return DatasetWorkload(path, token_source, seed, output_tokens=output_tokens, limit=limit,

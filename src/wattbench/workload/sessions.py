@@ -18,7 +18,7 @@ context length minus room for the answer), so no turn is built that the server m
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -110,7 +110,7 @@ class SessionWorkload(Workload):
         rng = np.random.default_rng([self.seed, 99])
         return float(np.mean(self.turns.sample(rng, n_samples)))
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kind": "sessions", "seed": self.seed, "token_source": self.token_source,
                 "tokenizer": self.ts.describe(), "turns": self.turns.describe(),
                 "user_tokens": self.user_tokens.describe(), "output_tokens": self.output_tokens.describe(),

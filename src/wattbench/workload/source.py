@@ -10,7 +10,7 @@ and avoid prefix-cache hits from one level to the next.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Iterator
+from typing import Any, Iterator
 import hashlib
 
 from wattbench.workload.base import RequestSpec
@@ -39,7 +39,7 @@ class Workload(ABC):
         return self.specs()
 
     @abstractmethod
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """A JSON-able description for result.json: name, distributions, source file and its hash."""
 
 

@@ -27,7 +27,7 @@ Counts exclude special tokens (BOS) and any chat template the server applies.
 from __future__ import annotations
 
 import weakref
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from wattbench.core.errors import UserError
 from wattbench.workload.base import RequestSpec
 from wattbench.workload.distributions import LengthDistribution, parse_distribution
 from wattbench.workload.source import Workload
-from wattbench.workload.tokenizer import ApproxTokenizer, TokenSource
+from wattbench.workload.tokenizer import ApproxTokenizer, Codec, TokenSource
 
 # Common English words: the pool's raw material (the content does not matter for cost, only that
 # it looks like text to a tokenizer and yields ordinary, varied tokens).
@@ -68,7 +68,7 @@ def _fixed_words(n: int) -> np.ndarray:
         rng = np.random.default_rng([0x776F7264, len(_FIXED)])  # "word", block index
         _FIXED.append(rng.choice(np.asarray(WORDS), size=_FIXED_BLOCK))
     return np.concatenate(_FIXED)[:n] if len(_FIXED) > 1 else _FIXED[0][:n]
-_POOLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # token source -> encoded pool
+_POOLS: weakref.WeakKeyDictionary[object, list[int]] = weakref.WeakKeyDictionary()  # token source -> encoded pool
 
 
 class PromptBuilder:
@@ -82,8 +82,17 @@ class PromptBuilder:
         # across runs, and a repeated prompt skips its prefill (docs/workloads.md)
         self.salt = salt
         self.exact = bool(getattr(token_source, "exact", False))
+        # an exact source's token ids, both ways (``Codec``): what token-exact prompts are cut from
+        self._ids: Codec | None = token_source if isinstance(token_source, Codec) else None
         self._pool: list[int] = []
         self._count_cache: dict[str, int] = {}
+
+    def _codec(self) -> Codec:
+        """The token source's ids, both ways: only an exact source (``exact``) is asked for them."""
+        if self._ids is None:
+            raise UserError(f"token-exact prompts need token ids, which this token source does not give "
+                            f"({self.ts.describe()})")
+        return self._ids
 
     # ------------------------------------------------------------------ pool
     def _ensure_pool(self, n_tokens: int) -> None:
@@ -102,7 +111,7 @@ class PromptBuilder:
         rng = np.random.default_rng(0x706F6F6C)  # "pool"
         words = rng.choice(np.asarray(WORDS), size=int(need * 1.2) + 64)
         text = " ".join(words.tolist()) + "."
-        ids = self.ts.encode(text)
+        ids = self._codec().encode(text)
         while len(ids) < need:  # very unusual tokenizers: keep appending
             ids = ids + ids
         self._pool = list(ids)
@@ -128,7 +137,7 @@ class PromptBuilder:
         if pre_n > n_tokens:
             raise UserError(f"prompt prefix alone has {pre_n} tokens, more than the {n_tokens} asked for")
         self._ensure_pool(n_tokens + 8)
-        pool = self._pool
+        pool, codec = self._pool, self._codec()
         for _attempt in range(6):
             k = n_tokens - pre_n
             off = int(rng.integers(0, len(pool) - n_tokens - 8))
@@ -136,8 +145,8 @@ class PromptBuilder:
             for _ in range(8):
                 if k < 0:
                     break
-                text = prefix + (self.ts.decode(pool[off:off + k]) if k else "")
-                m = len(self.ts.encode(text)) if k else pre_n
+                text = prefix + (codec.decode(pool[off:off + k]) if k else "")
+                m = len(codec.encode(text)) if k else pre_n
                 if m == n_tokens:
                     return text
                 if k in seen:
@@ -145,22 +154,22 @@ class PromptBuilder:
                 seen.add(k)
                 k += n_tokens - m
             # token-level trim of an overlong candidate, verified
-            text = prefix + self.ts.decode(pool[off:off + n_tokens - pre_n + 4])
-            ids = self.ts.encode(text)
+            text = prefix + codec.decode(pool[off:off + n_tokens - pre_n + 4])
+            ids = codec.encode(text)
             for cut in (n_tokens, n_tokens - 1, n_tokens + 1):
-                cand = self.ts.decode(ids[:cut])
-                if len(self.ts.encode(cand)) == n_tokens:
+                cand = codec.decode(ids[:cut])
+                if len(codec.encode(cand)) == n_tokens:
                     return cand
         raise UserError(f"could not build a prompt of exactly {n_tokens} tokens with this tokenizer "
                         f"({self.ts.describe()})")
 
     def _encode_many(self, texts: list[str]) -> list[list[int]]:
         fn = getattr(self.ts, "encode_batch", None)
-        return fn(texts) if fn else [self.ts.encode(t) for t in texts]
+        return fn(texts) if fn else [self._codec().encode(t) for t in texts]
 
     def _decode_many(self, seqs: list[list[int]]) -> list[str]:
         fn = getattr(self.ts, "decode_batch", None)
-        return fn(seqs) if fn else [self.ts.decode(s) for s in seqs]
+        return fn(seqs) if fn else [self._codec().decode(s) for s in seqs]
 
     def unique_prompts(self, jobs: list[tuple[int, int, np.random.Generator]], *, head: str = "",
                        shared: str = "") -> list[str]:
@@ -194,10 +203,9 @@ class PromptBuilder:
         for j, t, c in zip(where, texts, counts):
             if c == jobs[j][0]:
                 out[j] = t
-        for j, (n, i, rng) in enumerate(jobs):
-            if out[j] is None:  # continue with the same generator: deterministic
-                out[j] = self.unique_prompt(n, i, rng, head=head, shared=shared)
-        return out  # type: ignore[return-value]
+        # the rest continue with the same generator, in order: deterministic
+        return [t if t is not None else self.unique_prompt(n, i, rng, head=head, shared=shared)
+                for t, (n, i, rng) in zip(out, jobs)]
 
     def approx_text(self, n_tokens: int, rng: np.random.Generator, prefix: str = "") -> str:
         """``prefix`` and about ``n_tokens`` tokens of words (no token ids). The words are the first
@@ -317,8 +325,8 @@ class SyntheticWorkload(Workload):
         self.builder._count_cache.clear()
         self.shared_tokens = self.builder.count(self.shared) if self.shared else 0
 
-    def describe(self) -> dict:
-        d = {"name": self.name, "kind": "synthetic", "seed": self.seed, "token_source": self.token_source,
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"name": self.name, "kind": "synthetic", "seed": self.seed, "token_source": self.token_source,
              "tokenizer": self.ts.describe(), "input_tokens": self.input_dist.describe(),
              "output_tokens": self.output_dist.describe(), "force_output": self.force_output}
         if self.head:

@@ -27,10 +27,14 @@ import re
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from wattbench.core.errors import UserError
 from wattbench.core import origin
+
+if TYPE_CHECKING:  # for the annotations only: the tokenizer library and aiohttp load when used
+    import aiohttp
+    from tokenizers import Tokenizer
 
 MAX_TOKENIZE_BYTES = 64 << 20  # of one /tokenize answer (a 1M-token prompt's ids are ~8 MB of JSON)
 MAX_TOKEN_COUNT = 100_000_000  # a count above this is not one (load/client.py's MAX_USAGE_TOKENS)
@@ -48,7 +52,17 @@ class TokenSource(Protocol):
 
     def count(self, text: str) -> int: ...
 
-    def describe(self) -> dict: ...
+    def describe(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Codec(Protocol):
+    """What an exact token source adds (``HFTokenizer``, ``ServerTokenizer``): token ids both ways,
+    with which ``PromptBuilder`` builds prompts of an exact length."""
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
 
 
 class HFTokenizer:
@@ -72,7 +86,7 @@ class HFTokenizer:
         self.path = str(p)
 
     @classmethod
-    def from_object(cls, tok, name: str = "<in-memory>") -> "HFTokenizer":
+    def from_object(cls, tok: Tokenizer, name: str = "<in-memory>") -> "HFTokenizer":
         self = cls.__new__(cls)
         self._tok = tok
         self.path = name
@@ -96,7 +110,7 @@ class HFTokenizer:
     def vocab(self) -> dict[str, int]:
         return self._tok.get_vocab(with_added_tokens=False)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"source": self.source, "path": self.path, "vocab_size": self._tok.get_vocab_size()}
 
 
@@ -106,7 +120,7 @@ def server_root(base_url: str) -> str:
     return u[: -len("/v1")] if u.endswith("/v1") else u
 
 
-def _tokenize_body(model: str, prompt: str) -> dict:
+def _tokenize_body(model: str, prompt: str) -> dict[str, object]:
     return {"model": model, "prompt": prompt, "add_special_tokens": False}
 
 
@@ -114,7 +128,7 @@ class _NoEndpoint(UserError):
     """The server has no such endpoint (HTTP 404/405/501)."""
 
 
-def _count_from(resp, url: str) -> tuple[int, list[int] | None]:
+def _count_from(resp: object, url: str) -> tuple[int, list[int] | None]:
     """The count (and the token ids, when given) of a ``/tokenize`` answer, checked: an object
     whose ``count`` is a whole number in 0..``MAX_TOKEN_COUNT`` and whose ``tokens`` are integers;
     anything else is a ``UserError`` (the caller falls back: no tokenizer)."""
@@ -150,11 +164,12 @@ class ServerTokenizer:
         self._api_key = api_key
         self.timeout_s = timeout_s
 
-    def _post(self, path: str, body: dict) -> dict:
+    def _post(self, path: str, body: dict[str, object]) -> object:
         url = self.root + path
         headers = {"Content-Type": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = authorization(self._api_key)
+        auth = authorization(self._api_key)
+        if auth:
+            headers["Authorization"] = auth
         req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
         try:
             with origin.urlopen(req, timeout=self.timeout_s) as r:  # another host: refused (core/origin.py)
@@ -196,11 +211,11 @@ class ServerTokenizer:
     def count(self, text: str) -> int:
         return _count_from(self._post("/tokenize", _tokenize_body(self.model, text)), self.root + "/tokenize")[0]
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"source": self.source, "endpoint": self.root + "/tokenize", "model": self.model}
 
 
-async def server_count_async(session, base_url: str, model: str, text: str, api_key: str | None = None) -> int:
+async def server_count_async(session: aiohttp.ClientSession, base_url: str, model: str, text: str, api_key: str | None = None) -> int:
     """Count ``text``'s tokens with the server's ``/tokenize`` using an ``aiohttp.ClientSession``."""
     url = server_root(base_url) + "/tokenize"
     headers = {"Authorization": authorization(api_key)} if api_key else {}
@@ -215,7 +230,7 @@ async def server_count_async(session, base_url: str, model: str, text: str, api_
     return _count_from(resp, url)[0]
 
 
-async def server_has_tokenize(session, base_url: str, model: str) -> bool:
+async def server_has_tokenize(session: aiohttp.ClientSession, base_url: str, model: str) -> bool:
     """Whether the server answers ``/tokenize`` with a usable count (aiohttp session)."""
     try:
         await server_count_async(session, base_url, model, "hello")
@@ -244,9 +259,9 @@ class ApproxTokenizer:
     def __init__(self, words_per_token: float = WORDS_PER_TOKEN):
         self.words_per_token = words_per_token
         self.overhead_tokens = 0.0
-        self.calibration: dict | None = None
+        self.calibration: dict[str, object] | None = None
 
-    def calibrate(self, tokens_per_word: float, overhead_tokens: float, **how) -> None:
+    def calibrate(self, tokens_per_word: float, overhead_tokens: float, **how: object) -> None:
         """Use the server's measured ``tokens_per_word`` and ``overhead_tokens`` from now on."""
         if not (1 / MAX_WORDS_PER_TOKEN <= tokens_per_word < math.inf and math.isfinite(overhead_tokens)):
             raise ValueError(f"not a calibration: {tokens_per_word} tokens per word + {overhead_tokens}")
@@ -265,8 +280,8 @@ class ApproxTokenizer:
         words = max(1, int(round((n_tokens - self.overhead_tokens) * self.words_per_token)))
         return min(words, max(1, int(math.ceil(MAX_WORDS_PER_TOKEN * n_tokens))))
 
-    def describe(self) -> dict:
-        d = {"source": self.source, "words_per_token": self.words_per_token}
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"source": self.source, "words_per_token": self.words_per_token}
         if self.calibration is not None:
             d["calibration"] = dict(self.calibration)
         return d

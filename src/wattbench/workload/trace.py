@@ -40,7 +40,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterable, Mapping
+from typing import Any, Iterator
 import zlib
 
 from wattbench.core.redact import clip
@@ -68,9 +69,9 @@ class TraceRow:
     input_tokens: int
     output_tokens: int
     session_id: str | None = None
-    hash_ids: list | None = None
+    hash_ids: list[object] | None = None
     tenant: str | None = None
-    user_tags: list | None = None
+    user_tags: list[str] | None = None
 
 
 def parse_datetime_s(text: str) -> float:
@@ -90,15 +91,15 @@ def parse_datetime_s(text: str) -> float:
     return whole + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
-def _pick(obj: dict, names) -> tuple[str | None, object]:
+def _pick(obj: Mapping[str, object], names: Iterable[str]) -> tuple[str | None, object]:
     for name in names:
         if name in obj and obj[name] not in (None, ""):
             return name, obj[name]
     return None, None
 
 
-def _tokens(v, where: str, field: str) -> int:
-    if isinstance(v, bool):
+def _tokens(v: object, where: str, field: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):  # float() of anything else: TypeError
         raise UserError(f"{where}: '{field}' must be a token count, got {v!r}")
     try:
         f = float(v)
@@ -111,15 +112,15 @@ def _tokens(v, where: str, field: str) -> int:
     return int(f)
 
 
-def parse_row(obj: dict, line: int, path: str, time_unit: str | None = None, tenant_field: str = "tenant") -> TraceRow:
+def parse_row(obj: Mapping[str, object], line: int, path: str, time_unit: str | None = None, tenant_field: str = "tenant") -> TraceRow:
     where = f"{path}:{line}"
     name, tv = _pick(obj, [n for n, _ in TIME_FIELDS])
     if name is None:
         raise UserError(f"{where}: no timestamp field (one of {', '.join(n for n, _ in TIME_FIELDS)})")
     per_s = dict(TIME_FIELDS)[name]
-    if name == "timestamp":
-        per_s = UNITS[time_unit] if time_unit else 1e3  # Mooncake: milliseconds
-    if isinstance(tv, bool):
+    if per_s is None:  # "timestamp": in --time-unit, else milliseconds (Mooncake)
+        per_s = UNITS[time_unit] if time_unit else 1e3
+    if isinstance(tv, bool) or not isinstance(tv, (int, float, str)):  # float() of anything else: TypeError
         raise UserError(f"{where}: '{name}' is not a time: {tv!r}")
     try:
         t_s = float(tv) / per_s
@@ -139,7 +140,7 @@ def parse_row(obj: dict, line: int, path: str, time_unit: str | None = None, ten
     if oname is None:
         raise UserError(f"{where}: no output-length field (one of {', '.join(OUTPUT_FIELDS)})")
     _, sid = _pick(obj, SESSION_FIELDS)
-    hash_ids = obj.get("hash_ids")
+    hash_ids: object = obj.get("hash_ids")
     if isinstance(hash_ids, str):
         try:
             hash_ids = json.loads(hash_ids)
@@ -152,7 +153,7 @@ def parse_row(obj: dict, line: int, path: str, time_unit: str | None = None, ten
                     None if sid is None else str(sid), hash_ids, tenant, tags)
 
 
-def read_trace(path: str | Path, time_unit: str | None = None) -> list[tuple[int, dict]]:
+def read_trace(path: str | Path, time_unit: str | None = None) -> list[tuple[int, dict[str, object]]]:
     """The raw rows of a JSONL or CSV trace as (line, dict)."""
     try:
         return _read_trace_rows(path, time_unit)
@@ -163,13 +164,13 @@ def read_trace(path: str | Path, time_unit: str | None = None) -> list[tuple[int
 MAX_LINE_CHARS = 32 << 20  # a JSONL trace row (the dataset's cap, workload/dataset.py)
 
 
-def _read_trace_rows(path: str | Path, time_unit: str | None) -> list[tuple[int, dict]]:
+def _read_trace_rows(path: str | Path, time_unit: str | None) -> list[tuple[int, dict[str, object]]]:
     p = Path(path).expanduser()
     if not p.is_file():
         raise UserError(f"trace not found: {path}")
     if time_unit is not None and time_unit not in UNITS:
         raise UserError(f"unknown trace time unit {time_unit!r}; use one of {', '.join(UNITS)}")
-    out: list[tuple[int, dict]] = []
+    out: list[tuple[int, dict[str, object]]] = []
     with open(p, encoding="utf-8", newline="") as f:
         first = f.read(4096)
         f.seek(0)
@@ -219,7 +220,7 @@ class TraceWorkload(Workload):
         if prefix_blocks is not None and prefix_blocks < 1:
             raise UserError(f"prefix block size must be >= 1 token, got {prefix_blocks}")
         self.prefix_blocks = prefix_blocks
-        self._blocks: dict = {}
+        self._blocks: dict[str, str] = {}
         if not (isinstance(speedup, (int, float)) and math.isfinite(speedup) and speedup > 0):
             raise UserError(f"--speedup must be > 0, got {speedup!r}")
         self.path = str(path)
@@ -293,29 +294,31 @@ class TraceWorkload(Workload):
     def _uses_blocks(self, r: TraceRow) -> bool:
         return bool(self.prefix_blocks and r.hash_ids)
 
-    def _block_text(self, h) -> str:
+    def _block_text(self, h: object, size: int) -> str:
         key = str(h)
         t = self._blocks.get(key)
         if t is None:
             rng = request_rng(self.seed, zlib.crc32(key.encode()), stream=11)
-            t = self.builder.text(self.prefix_blocks, rng, "")
+            t = self.builder.text(size, rng, "")
             if len(self._blocks) < 100_000:
                 self._blocks[key] = t
         return t
 
     def _block_prompt(self, r: TraceRow) -> str:
         """Full blocks of the row's hash ids, then the last block filled to the exact input length."""
-        b = self.prefix_blocks
-        full = min(len(r.hash_ids) - 1, (r.input_tokens - 1) // b)
-        prefix = "".join(self._block_text(h) for h in r.hash_ids[:full])
-        last = str(r.hash_ids[full]) if full < len(r.hash_ids) else "end"
+        b, ids = self.prefix_blocks, r.hash_ids
+        if not b or not ids:  # every caller asks _uses_blocks first
+            raise ValueError(f"row {r.line} has no prefix blocks to build")
+        full = min(len(ids) - 1, (r.input_tokens - 1) // b)
+        prefix = "".join(self._block_text(h, b) for h in ids[:full])
+        last = str(ids[full]) if full < len(ids) else "end"
         rng = request_rng(self.seed, zlib.crc32(f"{last}/{r.input_tokens}".encode()), stream=12)
         while prefix and self.builder.count(prefix) >= r.input_tokens:  # joins merged: drop a block
             full -= 1
-            prefix = "".join(self._block_text(h) for h in r.hash_ids[:full])
+            prefix = "".join(self._block_text(h, b) for h in ids[:full])
         return self.builder.text(r.input_tokens, rng, prefix)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         n = len(self.rows)
         return {"name": self.name, "kind": "trace", "path": self.path, "sha256": file_sha256(self.path),
                 "seed": self.seed, "token_source": self.token_source, "tokenizer": self.ts.describe(),
