@@ -31,7 +31,7 @@ def get_engine(name: str) -> Engine:
 
 
 def launch(
-    engine: str,
+    engine: str | Engine,
     model: str | None = None,
     device: str | None = None,
     engine_args: list[str] | None = None,
@@ -40,8 +40,8 @@ def launch(
     host: str = "127.0.0.1",
     port: int | None = None,
 ) -> EngineHandle:
-    """Start ``engine`` serving ``model`` (a preset name, a local directory, or None for the default
-    preset of ``device``) and return a ready ``EngineHandle``. ``device`` None = CUDA when torch sees
+    """Start ``engine`` (its name, or the ``Engine`` itself) serving ``model`` (a preset name, a
+    local directory, or None for the default preset of ``device``) and return a ready ``EngineHandle``. ``device`` None = CUDA when torch sees
     one, else CPU. Raises ``EngineError`` (with the log tail) and leaves no process on failure."""
     eng = get_engine(engine) if isinstance(engine, str) else engine
     dev = device or default_device()

@@ -33,7 +33,10 @@ are the repeat: its first trial (right after priming) is checked against the oth
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+import numpy as np
 
 from wattbench.accounting.thermal import (
     PRECONDITION_MAX_S,
@@ -48,10 +51,12 @@ from wattbench.report.labels import short_label_text
 from wattbench.core.numbers import fmt
 from wattbench.results.configuration import level_figure
 from wattbench.core.schema import HistoryCheck, LevelResult, Preconditioning, PrimingPhase, PromptCalibration
-from wattbench.core.load_types import LevelSpec
+from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.recordset import as_record_set, NONE
 from wattbench.workload.base import RequestSpec
-from wattbench.workload.synthetic import request_rng
+from wattbench.run.session import RunSession
+from wattbench.workload.source import Workload
+from wattbench.workload.synthetic import SyntheticWorkload, request_rng
 from wattbench.workload.tokenizer import ApproxTokenizer
 
 PRIME_MIN_REQUESTS = 8
@@ -87,6 +92,7 @@ def priming_level(cfg: RunConfig, candidates: list[float] | None = None,
             n = min(n, cfg.num_requests)  # never more than a level of the run sends
         n = cfg.prime_requests or max(PRIME_MIN_REQUESTS, n)
         return "rate", rate, n, f"the run's largest rate, for about {n / rate:.3g} s"
+    top: float
     if cfg.sweep:
         top = cfg.max_concurrency or search_max
         why = "the top of the --sweep auto range"
@@ -199,7 +205,8 @@ def check_history(first: LevelResult, repeat: LevelResult | None, precision: flo
     rates_f: list[float] = []
     rates_r: list[float] = []
     if repeat is not None:
-        vals = _trial_values(first, figure) or [check_figure(first)[1]]
+        one_v = check_figure(first)[1]
+        vals = _trial_values(first, figure) or ([one_v] if one_v is not None else [])
         _, rv = check_figure(repeat)
         rep = [rv] if rv is not None and check_figure(repeat)[0] == figure else []
         if open_loop:
@@ -237,6 +244,7 @@ def check_history(first: LevelResult, repeat: LevelResult | None, precision: flo
         hc.basis = f"per achieved request/s: the arrivals' own scatter divided out; {chk.basis}"
     lbl = short_label_text(first.label)
     if chk.word == INCONCLUSIVE:  # metrics/noise.judge: too few df or a bound over ±25%
+        assert chk.judgement is not None  # repeat_check's every verdict carries its judgement
         hc.verdict = "unknown"
         hc.text = f"history check {lbl}: {both}, inconclusive — {chk.judgement.why}; {chk.judgement.todo}"
     elif chk.beyond_noise:
@@ -301,7 +309,18 @@ def _probe_rounds(probes: list[RequestSpec], size: int) -> list[list[RequestSpec
     return [mixed[i:i + size] for i in range(0, len(mixed), size)]
 
 
-def calibrate_prompts(runner) -> "PromptCalibration | None":
+class ProbeRunner(Protocol):
+    """What the calibration needs of the level runner (``run/level.LevelRunner``): the run's session,
+    its workload, and one load that records nothing."""
+
+    session: RunSession
+    workload: Workload
+
+    def _run_one(self, spec: LevelSpec, requests: Iterable[RequestSpec],
+                 on_progress: Callable[[dict[str, Any]], None]) -> LevelOutcome: ...
+
+
+def calibrate_prompts(runner: ProbeRunner) -> PromptCalibration | None:
     """Fit synthetic prompt lengths to the server's own token count when there is no tokenizer
     (docs/workloads.md, "Prompt lengths without a tokenizer").
 
@@ -329,9 +348,10 @@ def calibrate_prompts(runner) -> "PromptCalibration | None":
     before, one now)."""
     session, wl = runner.session, runner.workload
     cfg = session.config
-    ts = getattr(wl, "ts", None)
-    if (not cfg.calibrate_prompts or not isinstance(ts, ApproxTokenizer) or ts.calibration is not None
-            or not hasattr(wl, "recalibrated")):
+    if not cfg.calibrate_prompts or not isinstance(wl, SyntheticWorkload):  # a dataset's prompts are the user's
+        return None
+    ts = wl.ts
+    if not isinstance(ts, ApproxTokenizer) or ts.calibration is not None:
         return None
     asked = sorted(int(x.input_tokens) for x in wl.specs(64, start=CALIBRATION_START) if x.input_tokens)
     if not asked:
@@ -354,7 +374,7 @@ def calibrate_prompts(runner) -> "PromptCalibration | None":
     in_flight = min(4, len(probes), cfg.max_concurrency or 4)  # never more at once than --max-concurrency allows
     session.emit("phase", name="calibrate", message=f"calibrating prompt lengths: {len(probes)} one-token requests "
                                                     "(no tokenizer; not measured)")
-    cols: list[dict] = []
+    cols: list[dict[str, np.ndarray]] = []
     stalled: str | None = None
     sent = 0
     for r, batch in enumerate(_probe_rounds(probes, in_flight)):

@@ -25,15 +25,18 @@ from wattbench.results import rundir
 from wattbench.core.schema import Result
 
 if TYPE_CHECKING:
+    from wattbench.accounting.idle import IdlePower
     from wattbench.distributed.run import RayCluster
-    from wattbench.metrics.carbon_series import IntensitySeries
+    from wattbench.engines.base import EngineHandle
+    from wattbench.metrics.carbon import IntensitySeries
+    from wattbench.metrics.slo import SLO
     from wattbench.server.metrics import MetricsScraper
     from wattbench.telemetry.base import TelemetryLog, TelemetrySource
     from wattbench.telemetry.jsonl import TelemetryWriter
 
 log = logging.getLogger("wattbench.run")
 
-ProgressFn = Callable[[str, dict], None]
+ProgressFn = Callable[[str, dict[str, Any]], None]  # an event's name and its fields
 
 CLOSING_SCRAPE_WAIT_S = 2.0  # at most this long for the scrape after a level's window
 CLOSING_READ_WAIT_S = 2.0  # at most this long for the sensors' readings after a window (NVML's counter: one poll)
@@ -56,10 +59,10 @@ class RunSession:
     cluster: RayCluster | None = None
     telemetry_writer: TelemetryWriter | None = None
     carbon: IntensitySeries | None = None  # from --carbon-intensity
-    idle_power: dict | None = None  # boundary -> accounting.idle.IdlePower
+    idle_power: dict[str, IdlePower] | None = None  # by boundary
     energy_unavailable_reason: str | None = None
-    slos: list = field(default_factory=list)
-    engine: Any = None  # the launched engine's handle (engines.base.EngineHandle), None with --target
+    slos: list[SLO] = field(default_factory=list)
+    engine: EngineHandle | None = None  # the launched engine's handle, None with --target
 
     def emit(self, event: str, **data: Any) -> None:
         try:

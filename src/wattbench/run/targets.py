@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from wattbench.config import RunConfig
 from wattbench.engines import registry as engines
@@ -50,7 +51,7 @@ def run_secrets(config: RunConfig) -> list[str]:
     return out
 
 
-def _first_target(session: RunSession, run_dir, engine: Engine | None = None
+def _first_target(session: RunSession, run_dir: Path, engine: Engine | None = None
                   ) -> tuple[str, str | None, ServerInfo | None, str | None, str | None]:
     """The first target's URL and key; with no ``--target`` an engine launched (``engine``, else
     ``--engine``'s; stopped by the session's stack): its server info, the launch plan's model name
@@ -83,7 +84,7 @@ def _spec(cfg: RunConfig, url: str, model: str, key: str | None, server: ServerI
     return t
 
 
-def resolve_targets(session: RunSession, run_dir, engine: Engine | None = None) -> Targets:
+def resolve_targets(session: RunSession, run_dir: Path, engine: Engine | None = None) -> Targets:
     """Check every target (the model answers, the server is detected) before anything is written.
     ``engine``: the engine to launch when no ``--target`` is given (None: ``--engine``'s)."""
     cfg = session.config
@@ -134,10 +135,11 @@ def restart_engine(session: RunSession, specs: list[TargetSpec], before_trial: i
     configurations in one level's trials, so the run stops before measuring on it (``TargetStopped``,
     one line saying what changed; every trial measured on the run's configuration is kept), and the
     start records the change (``EngineStart.identity_change``)."""
-    cfg, old = session.config, session.engine
+    cfg, old, result = session.config, session.engine, session.result
     if old is None:
         raise UserError("--restart-engine restarts an engine wattbench started; this run has none")
-    noise = session.result.noise = session.result.noise or NoiseInfo()
+    assert result is not None and session.run_dir is not None  # restarted between trials: the run has begun
+    noise = result.noise = result.noise or NoiseInfo()
     if not noise.engine_starts:
         noise.engine_starts.append(EngineStart(index=0, base_url=old.base_url, pid=old.pid,
                                                start_duration_s=old.start_duration_s))
@@ -158,10 +160,10 @@ def restart_engine(session: RunSession, specs: list[TargetSpec], before_trial: i
     after = merge_launched(new.server_info, detected).identity
     if after is not None:
         after.model = first.model if first.model in detected.models else detected.model
-    change = identity_change(session.result.server.identity, after)
+    change = identity_change(result.server.identity, after)
     if change is not None:
         start.identity_change = change
-        done = sum(lv.trials.n if lv.trials is not None else 1 for lv in session.result.levels)
+        done = sum(lv.trials.n if lv.trials is not None else 1 for lv in result.levels)
         raise TargetStopped(f"the {cfg.engine} engine restarted before trial {before_trial + 1} serves another "
                             f"configuration ({change}): its trials would pool two configurations; the run stopped "
                             f"before measuring on it, the {done} trial(s) measured are kept")
