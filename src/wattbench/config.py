@@ -123,21 +123,16 @@ SEED = Domain(lo_open=False, hi=MAX_SEED)
 _OTHER_FLAG_DOMAINS: dict[str, Domain] = {
     "--interval": SECONDS, "--measure": SECONDS_OR_ZERO, "--max-tokens": AT_LEAST_ONE,
     "--idle-threshold": NON_NEGATIVE, "--history-max-mb": POSITIVE, "--burst": AT_LEAST_ONE, "--limit": NON_NEGATIVE,
-    # plan
-    "--batch": AT_LEAST_ONE, "--context": NON_NEGATIVE, "--gpus": AT_LEAST_ONE, "--level": INDEX,
-    "--rack-kw": Domain(unit="kW"), "--site-kw": Domain(unit="kW"), "--it-kw": Domain(unit="kW"),
-    "--host-overhead-w": Domain(lo_open=False, unit="W"), "--headroom-pct": PERCENT,
-    "--air-max-rack-kw": Domain(unit="kW"), "--air-max-accelerator-w": Domain(unit="W"),
-    "--resolution-w": Domain(unit="W"), "--load": Domain(hi=1.0), "--hours": Domain(hi=8760.0, unit="hours a year"),
-    "--rack-rent-per-month": NON_NEGATIVE, "--racks": NON_NEGATIVE, "--cooling-cost-per-kwh": NON_NEGATIVE,
-    "--maintenance-pct-per-year": NON_NEGATIVE, "--hardware-cost": NON_NEGATIVE, "--amortization-years": POSITIVE,
-    "--tokens-per-s": POSITIVE, "--tokens-per-kwh": POSITIVE,
 }
 
 
 # ------------------------------------------------------------------ an option, declared on its field
 
 RUN, MEASURE, TUNE, AB = "run", "measure", "tune", "ab"
+# ``Flag.commands`` of a field of a one-command options model (``plan tco``'s, ``history list``'s):
+# the command is the one whose options the model is (``cli.options.command_options``); a field
+# shared by such models (``--db``, ``--json``) is one ``Annotated`` type declared once.
+EVERY: tuple[str, ...] = ("*",)
 
 
 @dataclass(frozen=True)
@@ -154,7 +149,8 @@ class Flag:
     parses itself (``--warmup 10s`` or ``20``); ``empty_means``: what an empty value typed means,
     where it means something (else an empty value is refused); ``show_default``: whether the help
     shows the default; ``beside``: for an option that sets no configuration field, the field it is
-    listed after; ``positional``: an argument, not an option.
+    listed after; ``positional``: an argument, not an option; ``aliases``: other long names it
+    answers to (``--timeout`` for ``--request-timeout``); ``metavar``: the word its value is shown as.
 
     How a value is read follows the field's type: a list of numbers is a comma list (``-c 1,8,64``),
     a list of text a repeated option, ``dict[str, str]`` repeated ``K:V``, another dict a JSON object."""
@@ -172,6 +168,12 @@ class Flag:
     show_default: bool = True
     beside: str | None = None
     positional: bool = False
+    aliases: tuple[str, ...] = ()
+    metavar: str | None = None
+
+    def takes(self, command: str) -> bool:
+        """Whether ``command`` takes this option (``EVERY``: each command whose model declares it)."""
+        return command in self.commands or self.commands == EVERY
 
     def help_for(self, command: str) -> str | None:
         return self.help_in.get(command, self.help)
@@ -833,9 +835,166 @@ class AbConfig(FlaggedConfig):
         return RunConfig(**fields)
 
 
+# ------------------------------------------------------------------ the other commands' options
+#
+# Each other command's options are one model (``PlanTcoOptions`` for ``plan tco``), its fields in
+# the order the command's ``--help`` lists them, each field's ``Flag`` with ``commands=EVERY`` (the
+# command whose model it is). A flag several commands take (``--db``, ``--json``, ``--boundary``) is
+# one ``Annotated`` type below, with its default inside (``Field(default=…)``), declared once.
+
+JSON_HELP = "Print JSON."
+AsJson = Annotated[bool, Field(default=False), Flag("--json", commands=EVERY, help=JSON_HELP)]
+HistoryDb = Annotated[str | None, Field(default=None), Flag("--db", commands=EVERY, help=DB_HELP)]
+PLAN_BOUNDARY_HELP = ("Power boundary: accelerator, node or wall (default: the run's headline boundary among those, "
+                      "the one rule of run, compare, tune and plan).")
+PlanBoundary = Annotated[str | None, Field(default=None), Flag("--boundary", commands=EVERY, help=PLAN_BOUNDARY_HELP)]
+Percentile = Annotated[str, Field(default="p95"), Flag("--percentile", commands=EVERY,
+                                                       help="p95 or p99 (also max, avg).")]
+HardwareFiles = Annotated[list[str] | None, Field(default=None), Flag(
+    "--hardware", commands=EVERY, help="Extra hardware table file(s).",
+    help_in={"plan roofline": "Extra hardware table file(s) merged over the shipped one."})]
+HostOverheadW = Annotated[float | None, Field(default=None), Flag(
+    "--host-overhead-w", commands=EVERY, domain=Domain(lo_open=False, unit="W"), help="Declared host power per node.",
+    help_in={"plan rack": "Declared host power per node (CPU, memory, fans, NICs) added to accelerator power."})]
+
+
+class PlanRooflineOptions(FlaggedConfig):
+    """``plan roofline``: the model, the GPU and the batch whose decode bound is computed."""
+
+    model: Annotated[str, Flag("--model", commands=EVERY, help=(
+        "Preset (llama-1b, llama-8b, qwen-7b, llama-70b) or an HF config.json / model directory."))]
+    gpu: Annotated[str | None, Flag("--gpu", commands=EVERY, help=(
+        "GPU name from the hardware table (H200, h100-sxm, MI300X …). Default with --result: the run's GPU."))] = None
+    dtype: Annotated[str, Flag("--dtype", commands=EVERY, help=(
+        "Weight dtype: bf16, fp16, fp8, int8, int4 (int8/int4 weight-only)."))] = "bf16"
+    kv_dtype: Annotated[str | None, Flag("--kv-dtype", commands=EVERY, help=(
+        "KV-cache dtype (default: the weight dtype; bf16 for int8/int4)."))] = None
+    batch: Annotated[int | None, Flag("--batch", commands=EVERY, domain=AT_LEAST_ONE, help=(
+        "Sequences decoded together (default 1; with --result the level's concurrency)."))] = None
+    context: Annotated[int | None, Flag("--context", commands=EVERY, domain=NON_NEGATIVE, help=(
+        "Tokens in each sequence's KV cache (default 0; with --result mean input + half mean output)."))] = None
+    gpus: Annotated[int, Flag("--gpus", commands=EVERY, domain=AT_LEAST_ONE, help=(
+        "GPUs the model is split over (tensor parallel; bandwidth and FLOP/s add up)."))] = 1
+    result: Annotated[str | None, Flag("--result", commands=EVERY, help=(
+        "A run directory: report measured output tokens/s vs the bound."))] = None
+    level: Annotated[int, Flag("--level", commands=EVERY, domain=INDEX, help="Level index in --result.")] = 0
+    strict_embedding: Annotated[bool, Flag("--strict-embedding", commands=EVERY, help=(
+        "Count only the input-embedding rows a step reads (default: all stored weights, the usual convention)."))] = False
+    hardware: HardwareFiles
+    as_json: AsJson
+
+
+class PlanRackOptions(FlaggedConfig):
+    """``plan rack``: the rack's power budget, its candidate nodes and the cooling thresholds."""
+
+    rack_kw: Annotated[float, Flag("--rack-kw", commands=EVERY, domain=Domain(unit="kW"),
+                                   help="Power budget of one rack in kW.")]
+    node: Annotated[list[str] | None, Flag("--node", commands=EVERY, help=(
+        "A run directory, run=DIR,level=I,gpus=N,name=X, or a spec name=X,power_w=W | accelerator_w=W,gpus=N | "
+        "gpu=H200,gpus=N [,host_overhead_w=W,tokens_per_s=T,goodput_tokens_per_s=G]. Repeatable."))] = None
+    more: Annotated[list[str] | None, Flag("--node", commands=EVERY, positional=True, metavar="NODE",
+                                           help="More --node values.")] = None
+    boundary: PlanBoundary
+    percentile: Percentile
+    host_overhead_w: HostOverheadW
+    headroom_pct: Annotated[float, Flag("--headroom-pct", commands=EVERY, domain=PERCENT,
+                                        help="Percent of the rack budget kept free.")] = 0.0
+    air_max_rack_kw: Annotated[float, Flag("--air-max-rack-kw", commands=EVERY, domain=Domain(unit="kW"),
+                                           help="Above this populated rack power: liquid cooling.")] = 20.0
+    air_max_accelerator_w: Annotated[float, Flag(
+        "--air-max-accelerator-w", commands=EVERY, domain=Domain(unit="W"),
+        help="Above this power per accelerator: liquid cooling.")] = 1000.0
+    hardware: HardwareFiles
+    as_json: AsJson
+
+
+class PlanPowerFirstOptions(FlaggedConfig):
+    """``plan power-first``: the site's power cap, the candidate runs and the SLO they must meet."""
+
+    site_kw: Annotated[float, Flag("--site-kw", commands=EVERY, domain=Domain(unit="kW"),
+                                   help="Site (or hall) IT power cap in kW.")]
+    candidates: Annotated[list[str] | None, Flag("--candidates", commands=EVERY, help=(
+        "A run directory or run=DIR,boundary=B,name=X,gpus=N. Repeatable."))] = None
+    more: Annotated[list[str] | None, Flag("--candidates", commands=EVERY, positional=True, metavar="RUN",
+                                           help="More candidate run directories.")] = None
+    slo: Annotated[str | None, Flag("--slo", commands=EVERY, help=(
+        "Latency limits, as for run: ttft_p95=500ms,tpot_p95=50ms."))] = None
+    headroom_pct: Annotated[float, Flag("--headroom-pct", commands=EVERY, domain=PERCENT,
+                                        help="Percent of site power kept unallocated.")] = 10.0
+    boundary: PlanBoundary
+    percentile: Percentile
+    host_overhead_w: HostOverheadW
+    resolution_w: Annotated[float | None, Flag("--resolution-w", commands=EVERY, domain=Domain(unit="W"), help=(
+        "DP power step in W (default: 1 W, coarser above 200 kW)."))] = None
+    as_json: AsJson
+
+
+HOURS_PER_YEAR = 8760.0
+
+
+class TcoInputs(FlaggedConfig):
+    """What ``planning.tco.tco`` costs (its docstring gives the rule): the one home of each input's
+    default and range, and of ``plan tco``'s option for it."""
+
+    it_kw: Annotated[float, Flag("--it-kw", commands=EVERY, domain=Domain(unit="kW"),
+                                 help="IT power in kW (nameplate or planned).")]
+    price_per_kwh: Annotated[float, Flag("--price-per-kwh", commands=EVERY, domain=NON_NEGATIVE,
+                                         help="Electricity price per kWh.")]
+    load: Annotated[float, Flag("--load", commands=EVERY, domain=Domain(hi=1.0),
+                                help="Average fraction of IT power drawn (0-1].")] = 1.0
+    hours: Annotated[float, Flag("--hours", commands=EVERY, domain=Domain(hi=HOURS_PER_YEAR, unit="hours a year"),
+                                 help="Operating hours per year.")] = HOURS_PER_YEAR
+    pue: Annotated[float, Flag("--pue", commands=EVERY, domain=Domain(lo=1.0, lo_open=False),
+                               help="Facility power / IT power (includes cooling energy).")] = 1.0
+    rack_rent_per_month: Annotated[float, Flag("--rack-rent-per-month", commands=EVERY, domain=NON_NEGATIVE,
+                                               help="Rent per rack per month.")] = 0.0
+    racks: Annotated[int, Flag("--racks", commands=EVERY, domain=NON_NEGATIVE, help="Number of racks rented.")] = 0
+    cooling_cost_per_kwh: Annotated[float, Flag(
+        "--cooling-cost-per-kwh", commands=EVERY, domain=NON_NEGATIVE,
+        help="Cooling billed per IT kWh, only if NOT in the PUE.")] = 0.0
+    maintenance_pct_per_year: Annotated[float, Flag(
+        "--maintenance-pct-per-year", commands=EVERY, domain=NON_NEGATIVE,
+        help="Maintenance per year, % of hardware cost.")] = 0.0
+    hardware_cost: Annotated[float, Flag("--hardware-cost", commands=EVERY, domain=NON_NEGATIVE,
+                                         help="Purchase cost of the hardware.")] = 0.0
+    amortization_years: Annotated[float | None, Flag("--amortization-years", commands=EVERY, domain=POSITIVE,
+                                                     help="Straight-line amortization period.")] = None
+    currency: Annotated[str, Flag("--currency", commands=EVERY, help="Currency label.")] = "USD"
+    period: Annotated[Literal["year", "month"], Flag("--period", commands=EVERY, help="year or month.")] = "year"
+    tokens_per_s: Annotated[float | None, Flag("--tokens-per-s", commands=EVERY, domain=POSITIVE, help=(
+        "Fleet output tokens/s at full load (for cost per million tokens)."))] = None
+    tokens_per_kwh: Annotated[float | None, Flag("--tokens-per-kwh", commands=EVERY, domain=POSITIVE, help=(
+        "Output tokens per IT kWh (measured efficiency)."))] = None
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> TcoInputs:
+        if self.tokens_per_kwh is not None and self.tokens_per_s is not None:
+            raise ValueError("give either tokens per kWh (measured efficiency) or tokens per s (throughput), not both")
+        return self
+
+
+class PlanTcoOptions(TcoInputs):
+    """``plan tco``: ``TcoInputs``, or tokens per kWh read from a run, and the grid's carbon intensity."""
+
+    result: Annotated[str | None, Flag("--result", commands=EVERY,
+                                       help="Take tokens per kWh from a run directory.")] = None
+    level: Annotated[int | None, Flag("--level", commands=EVERY, domain=INDEX,
+                                      help="Level in --result (default: most efficient valid level).")] = None
+    boundary: PlanBoundary
+    carbon_intensity: Annotated[str | None, Flag("--carbon-intensity", commands=EVERY, help=(
+        "Grid gCO2e/kWh, or a CSV/JSON series (its time-weighted mean): annual tonnes beside the cost."))] = None
+    as_json: AsJson
+
+    def inputs(self, **replace: Any) -> TcoInputs:
+        """The planning function's inputs of these options (``replace``: a field read elsewhere, e.g.
+        the tokens per kWh of ``--result``)."""
+        return TcoInputs(**{**{k: getattr(self, k) for k in TcoInputs.model_fields}, **replace})
+
+
 # ------------------------------------------------------------------ the tables, generated from the fields
 
-CONFIG_MODELS: tuple[type[FlaggedConfig], ...] = (RunConfig, MeasureConfig, TuneConfig, AbConfig)
+CONFIG_MODELS: tuple[type[FlaggedConfig], ...] = (RunConfig, MeasureConfig, TuneConfig, AbConfig, PlanRooflineOptions,
+                                                  PlanRackOptions, PlanPowerFirstOptions, PlanTcoOptions)
 
 
 def flag_domains(*models: type[BaseModel]) -> dict[tuple[str, str], Domain]:
@@ -845,7 +1004,9 @@ def flag_domains(*models: type[BaseModel]) -> dict[tuple[str, str], Domain]:
 
 COMMAND_FLAG_DOMAINS: dict[tuple[str, str], Domain] = flag_domains(*CONFIG_MODELS)
 FLAG_DOMAINS: dict[str, Domain] = {
-    **{flag: d for (_, flag), d in COMMAND_FLAG_DOMAINS.items()},
+    **{flag: d for (c, flag), d in COMMAND_FLAG_DOMAINS.items() if c not in EVERY},
+    # a flag of a one-command model that takes other numbers than run's (``plan roofline --gpus``) keeps its own
+    **{flag: d for (c, flag), d in COMMAND_FLAG_DOMAINS.items() if c in EVERY},
     **_OTHER_FLAG_DOMAINS,  # a flag of another command that takes other numbers (--gpus) keeps its own
 }
 

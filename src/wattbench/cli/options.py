@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 import types
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, List, Literal, Optional, Union, get_args, get_origin
+from typing import Annotated, Any, Callable, List, Literal, Optional, TypeVar, Union, get_args, get_origin
 
 import typer
 from pydantic import BaseModel, SecretStr
@@ -77,11 +77,13 @@ class Option:
         extra: dict[str, Any] = {"help": f.help_for(command)}
         if not f.show_default:
             extra["show_default"] = False
+        if f.metavar:
+            extra["metavar"] = f.metavar
         if f.positional:
-            return typer.Argument(..., **extra)
+            return typer.Argument(self.default, **extra)
         if self.read in (INT_LIST, FLOAT_LIST):
             extra["metavar"] = LIST_METAVAR
-        names = [f.name] + ([f.short] if f.short else [])
+        names = [f.name, *f.aliases] + ([f.short] if f.short else [])
         return typer.Option(self.default, *names, **extra)
 
     def value(self, typed: Any) -> Any:
@@ -121,7 +123,7 @@ def _read_and_type(annotation: Any, flag: Flag) -> tuple[str, Any]:
         item = args[0] if args else str
         if item in (int, float):
             return (INT_LIST if item is int else FLOAT_LIST), Optional[str]
-        return TEXTS, (List[str] if flag.positional else Optional[List[str]])
+        return TEXTS, Optional[List[str]]
     if origin is dict:
         return (HEADERS, Optional[List[str]]) if args == (str, str) else (JSON, Optional[str])
     if base is SecretStr or origin is Literal:
@@ -139,6 +141,8 @@ def _option(model: type[BaseModel], name: str, flag: Flag, command: str) -> Opti
         default = False
     elif info.default_factory is not None or flag.text:
         default = None
+    elif info.is_required():
+        default = ...  # a required option (``plan tco --it-kw``) or argument
     else:
         default = info.default
     if default is None and typed in (int, float, str):
@@ -149,7 +153,7 @@ def _option(model: type[BaseModel], name: str, flag: Flag, command: str) -> Opti
 def options(command: str, *models: type[BaseModel]) -> list[Option]:
     """The options of ``command``: every field of ``models`` whose flag names it, in field order
     (an option with ``beside`` listed after that field's)."""
-    out = [_option(m, name, f, command) for m in models for name, f in flags(m) if command in f.commands]
+    out = [_option(m, name, f, command) for m in models for name, f in flags(m) if f.takes(command)]
     for o in [o for o in out if o.flag.beside]:
         at = next((i for i, p in enumerate(out) if p.field == o.flag.beside), None)
         if at is not None:
@@ -212,3 +216,24 @@ def field_option(model: type[BaseModel], name: str, command: str = RUN) -> Any:
     if flag is None:
         raise ValueError(f"{model.__name__}.{name} is not an option")
     return _option(model, name, flag, command).parameter_info(command)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def command_options(command: str, model: type[M]) -> Callable[[Callable[[M], None]], Callable[..., None]]:
+    """Decorate ``body(options: model)`` into a typer command function taking the options of
+    ``model``, a one-command options model (``config.PlanTcoOptions``): its fields, in field order,
+    worded as ``command`` words them; the body receives the model made from what was typed (its
+    fields' domains checked once more, as every ``FlaggedConfig``'s are)."""
+    opts = options(command, model)
+
+    def decorate(body: Callable[[M], None]) -> Callable[..., None]:
+        def given_body(given: Given) -> None:
+            body(model(**given[model]))
+
+        given_body.__name__ = body.__name__
+        given_body.__doc__ = body.__doc__
+        return options_in(command, opts, (model,))(given_body)
+
+    return decorate

@@ -28,16 +28,15 @@ are known (``metrics/carbon.py``). A time series is reduced to its time-weighted
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from wattbench.config import TcoInputs
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt
 from wattbench.metrics.carbon import carbon_g, carbon_g_per_million_tokens, G_PER_TONNE, J_PER_KWH
 from wattbench.planning.measured import choose_level, default_boundary, get_level, level_name
 from wattbench.results.headline import point
 
-HOURS_PER_YEAR = 8760.0
-Period = Literal["year", "month"]
 
 
 @dataclass
@@ -77,44 +76,15 @@ def _nonneg(name: str, v: float | None) -> None:
         raise UserError(f"{name} = {v} is negative; give 0 or more")
 
 
-def tco(
-    it_kw: float,
-    price_per_kwh: float,
-    load: float = 1.0,
-    hours: float = HOURS_PER_YEAR,
-    pue: float = 1.0,
-    rack_rent_per_month: float = 0.0,
-    racks: int = 0,
-    cooling_cost_per_kwh: float = 0.0,
-    maintenance_pct_per_year: float = 0.0,
-    hardware_cost: float = 0.0,
-    amortization_years: float | None = None,
-    currency: str = "USD",
-    period: Period = "year",
-    tokens_per_kwh: float | None = None,
-    tokens_per_s: float | None = None,
-    carbon_intensity: float | None = None,
-) -> TCOResult:
-    if it_kw <= 0:
-        raise UserError(f"IT power {it_kw} kW must be positive")
-    if not 0 < load <= 1:
-        raise UserError(f"load {load} must be the average fraction of IT power drawn, in (0, 1]")
-    if not 0 < hours <= HOURS_PER_YEAR:
-        raise UserError(f"hours {hours} must be operating hours per year, in (0, {HOURS_PER_YEAR:.0f}]")
-    if pue < 1:
-        raise UserError(f"PUE {pue} is below 1; PUE is facility power / IT power (1.0 or more)")
-    for n, v in (("price per kWh", price_per_kwh), ("rack rent per month", rack_rent_per_month),
-                 ("racks", racks), ("cooling cost per kWh", cooling_cost_per_kwh),
-                 ("maintenance % per year", maintenance_pct_per_year), ("hardware cost", hardware_cost),
-                 ("tokens per kWh", tokens_per_kwh), ("tokens per s", tokens_per_s),
-                 ("carbon intensity", carbon_intensity)):
-        _nonneg(n, v)
-    if amortization_years is not None and amortization_years <= 0:
-        raise UserError(f"amortization years {amortization_years} must be positive")
-    if period not in ("year", "month"):
-        raise UserError(f"period {period!r} must be 'year' or 'month'")
-    if tokens_per_kwh is not None and tokens_per_s is not None:
-        raise UserError("give either tokens per kWh (measured efficiency) or tokens per s (throughput), not both")
+def tco(inputs: TcoInputs, carbon_intensity: float | None = None) -> TCOResult:
+    """The yearly costs of ``inputs`` (the module docstring gives the rule; ``TcoInputs`` holds each
+    input's default and range, checked when it is made), with ``carbon_intensity`` in gCO2e/kWh."""
+    _nonneg("carbon intensity", carbon_intensity)
+    it_kw, price_per_kwh, load, hours, pue = inputs.it_kw, inputs.price_per_kwh, inputs.load, inputs.hours, inputs.pue
+    rack_rent_per_month, racks, hardware_cost = inputs.rack_rent_per_month, inputs.racks, inputs.hardware_cost
+    cooling_cost_per_kwh, maintenance_pct_per_year = inputs.cooling_cost_per_kwh, inputs.maintenance_pct_per_year
+    amortization_years, currency, period = inputs.amortization_years, inputs.currency, inputs.period
+    tokens_per_kwh, tokens_per_s = inputs.tokens_per_kwh, inputs.tokens_per_s
     warnings: list[str] = []
     if rack_rent_per_month > 0 and racks == 0:
         warnings.append("rack rent given but --racks is 0: no rent counted")
