@@ -19,7 +19,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from wattbench.load.liveness import TargetDown
-from wattbench.load.plan import Feeder, Item
+from wattbench.load.plan import Drawn, Feeder, Item
 from wattbench.core.recordset import RecordSet
 from wattbench.core.schema import RequestRecord
 
@@ -58,9 +58,10 @@ class Items:
 
 @dataclass
 class Back:
-    """Worker → coordinator: timed-warm-up items it could only have sent after the warm-up."""
+    """Worker → coordinator: timed-warm-up items it could only have sent after the warm-up (their
+    warm-up is decided again when they are handed out again)."""
 
-    items: list[Item]
+    items: list[Drawn]
 
 
 @dataclass
@@ -130,7 +131,7 @@ class WorkerLink(Protocol):
 
     async def fetch(self, n: int) -> tuple[list[Item], bool]: ...
 
-    def give_back(self, items: list[Item]) -> None: ...
+    def give_back(self, items: list[Drawn]) -> None: ...
 
 
 # ------------------------------------------------------------------------------------ links
@@ -149,7 +150,7 @@ class LocalLink:
         assert self.feeder is not None, "a link without a feeder serves open-loop plans, which fetch nothing"
         return self.feeder.take(self.worker, n)
 
-    def give_back(self, items: list[Item]) -> None:
+    def give_back(self, items: list[Drawn]) -> None:
         assert self.feeder is not None, "a link without a feeder serves open-loop plans, which give nothing back"
         self.feeder.give_back(self.worker, items)
 
@@ -192,7 +193,7 @@ class PipeLink:
         self.conn.send(Need(n))
         return await self._waiting
 
-    def give_back(self, items: list[Item]) -> None:
+    def give_back(self, items: list[Drawn]) -> None:
         self.conn.send(Back(items))  # before any later "need" on the same pipe
 
     def close(self) -> None:

@@ -23,7 +23,7 @@ import os
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator, Union
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import UserError, WattbenchError
@@ -49,6 +49,11 @@ PREDRAW_MAX = 4096
 LOOKAHEAD_MIN = 128
 
 Item = tuple[int, RequestSpec, "bool | str"]  # (index, RequestSpec, warmup: bool | "time")
+Drawn = tuple[int, RequestSpec]  # a request of the source: (index, RequestSpec), warm-up not decided yet
+Arrival = tuple[int, float, RequestSpec, bool]  # an open-loop arrival: (index, offset_s, RequestSpec, warmup)
+# where a level's requests come from: a sequence, or request ``i`` by index (None, IndexError or
+# StopIteration: no more)
+Requests = Union[Iterable[RequestSpec], Callable[[int], "RequestSpec | None"]]
 
 
 def split_count(total: int, n: int) -> list[int]:
@@ -84,18 +89,18 @@ class WorkerPlan:
     mode: str
     target: TargetSpec
     concurrency: int = 0  # closed loop
-    arrivals: list | None = None  # open loop: [(index, offset_s, spec, warmup)] sorted by offset
+    arrivals: list[Arrival] | None = None  # open loop: [(index, offset_s, spec, warmup)] sorted by offset
     max_in_flight: int | None = None  # open loop: this worker's share of --max-concurrency
     stop_after_s: float | None = None  # closed loop: stop sending at t0 + this
     warmup_s: float | None = None  # closed loop: a request sent after t0 + this is measured
     progress_period_s: float = PROGRESS_PERIOD_S
     # several targets: ``routes[k]`` is the index in ``targets`` of this worker's stream k (closed
     # loop) or arrival k (open loop); records then carry ``target`` = the base URL
-    targets: list | None = None
-    routes: list | None = None
+    targets: list[TargetSpec] | None = None
+    routes: list[int] | None = None
 
 
-def request_source(requests) -> Iterator[tuple[int, RequestSpec]]:
+def request_source(requests: Requests) -> Iterator[Drawn]:
     if callable(requests):
         for i in itertools.count():
             try:
@@ -116,11 +121,11 @@ class Feeder:
     and stops at the deadline.
     """
 
-    def __init__(self, spec: LevelSpec, requests, n_workers: int):
+    def __init__(self, spec: LevelSpec, requests: Requests, n_workers: int):
         self._it = request_source(requests)
         # drawn from the source ahead of need (prefill, the drawing thread); ``_source_lock``: one
         # reader of the source at a time (a generator cannot run in two threads at once)
-        self.drawn: deque = deque()
+        self.drawn: deque[Drawn] = deque()
         self._source_lock = threading.Lock()
         self._source_done = False
         self._source_error: BaseException | None = None
@@ -129,7 +134,7 @@ class Feeder:
         self._drawer: threading.Thread | None = None
         self.spec = spec
         self.n_workers = n_workers
-        self.pending = [deque() for _ in range(n_workers)]
+        self.pending: list[deque[Drawn]] = [deque() for _ in range(n_workers)]
         self.owner: dict[str, int] = {}
         self.handed = 0
         self.measured = 0
@@ -149,7 +154,7 @@ class Feeder:
             return "time"
         return False
 
-    def give_back(self, worker: int, items: list) -> None:
+    def give_back(self, worker: int, items: list[Drawn]) -> None:
         """Requests handed out as timed warm-up that a worker could not send before the warm-up
         ended: they go back to the front of its queue and are decided again when taken (so a
         request sent after the warm-up is measured, whatever the prefetch held)."""
@@ -250,7 +255,7 @@ class Feeder:
             self._want.clear()
             self._draw_to(self.lookahead)
 
-    def _next_drawn(self) -> tuple[int, RequestSpec]:
+    def _next_drawn(self) -> Drawn:
         """The next request of the source, from those drawn ahead (drawn here, on the caller's
         thread, only when the drawing fell behind or there is none: ``prefill`` not called)."""
         if not self.drawn:
@@ -265,16 +270,17 @@ class Feeder:
         raise StopIteration
 
 
-def open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list], float | None, bool]:
+def open_arrivals(spec: LevelSpec, requests: Requests, n_workers: int) -> tuple[list[list[Arrival]], float | None, bool]:
     """Materialize the open-loop/trace arrivals and partition them over workers.
 
     Returns (per-worker arrival lists, target rate (trace: from the schedule), source exhausted
     early)."""
     src = request_source(requests)
-    arrivals: list[tuple[int, float, RequestSpec, bool]] = []
+    arrivals: list[Arrival] = []
     exhausted = False
     wr = spec.warmup_requests or 0
     ws = spec.warmup_s or 0.0
+    target_rate: float | None
     if spec.mode == "rate":
         if spec.num_requests is None and spec.duration_s is None:
             raise UserError("an open-loop level needs --num-requests or --duration")
@@ -300,7 +306,7 @@ def open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list]
     else:  # trace
         if not spec.speedup > 0:
             raise UserError(f"--speedup must be positive, got {spec.speedup!r}")
-        items = []
+        items: list[tuple[int, float, RequestSpec]] = []
         for idx, rs in src:
             if rs.arrival_s is None:
                 raise UserError(
@@ -322,7 +328,7 @@ def open_arrivals(spec: LevelSpec, requests, n_workers: int) -> tuple[list[list]
             arrivals.append((idx, off, rs, warm))
         span = arrivals[-1][1] - arrivals[0][1] if len(arrivals) > 1 else 0.0
         target_rate = (len(arrivals) - 1) / span if span > 0 else None
-    parts: list[list] = [[] for _ in range(n_workers)]
+    parts: list[list[Arrival]] = [[] for _ in range(n_workers)]
     owner: dict[str, int] = {}
     for k, a in enumerate(arrivals):
         w = k % n_workers
@@ -485,8 +491,10 @@ class LevelPlan:
 
 
 def build_plans(spec: LevelSpec, target: TargetSpec, targets: list[TargetSpec] | None,
-                route: Callable[[int], int] | None, requests) -> LevelPlan:
+                route: Callable[[int], int] | None, requests: Requests) -> LevelPlan:
     """One ``WorkerPlan`` per worker for ``spec`` (``targets``/``route``: several targets)."""
+    if targets and route is None:  # run_level gives round robin when the caller gives none
+        raise WattbenchError("a level over several targets needs a route for each request")
     n_workers = spec.workers or auto_workers(spec)
     if spec.mode == "concurrency":
         n_workers = min(n_workers, int(spec.value))
@@ -500,7 +508,7 @@ def build_plans(spec: LevelSpec, target: TargetSpec, targets: list[TargetSpec] |
         for w, share in enumerate(split_count(int(spec.value), n_workers)):
             plans.append(WorkerPlan(w, spec.index, spec.mode, target, concurrency=share, stop_after_s=stop_after,
                                     warmup_s=spec.warmup_s))
-            if targets:
+            if targets and route is not None:
                 plans[-1].targets = targets
                 plans[-1].routes = [_route(route, first + k, len(targets)) for k in range(share)]
             first += share
@@ -514,14 +522,15 @@ def build_plans(spec: LevelSpec, target: TargetSpec, targets: list[TargetSpec] |
     caps = split_count(cap, n_workers) if cap is not None else [None] * n_workers
     plans = [WorkerPlan(w, spec.index, spec.mode, target, arrivals=parts[w], max_in_flight=caps[w])
              for w in range(n_workers)]
-    if targets:
-        for p in plans:
+    if targets and route is not None:
+        for p, arrivals in zip(plans, parts):
             p.targets = targets
-            p.routes = [_route(route, a[0], len(targets)) for a in p.arrivals]
+            p.routes = [_route(route, a[0], len(targets)) for a in arrivals]
     return LevelPlan(plans, None, target_rate, exhausted_early)
 
 
-def _measured_phase(spec, warm_end, off: float, measured: int, ws: float, wr: int):
+def _measured_phase(spec: LevelSpec, warm_end: float | None, off: float, measured: int, ws: float,
+                    wr: int) -> tuple[float, bool]:
     """One rule for open-loop and trace arrivals past the warm-up: the measured phase starts at the
     warm-up's end (``ws`` seconds, or the first arrival after ``wr`` warm-up requests); returns that
     start and whether the arrival at ``off`` falls past ``--num-requests``/``--duration``."""

@@ -43,13 +43,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypedDict
 
 
 from wattbench.core.errors import UserError
-from wattbench.metrics.slo import figures_meet
+from wattbench.metrics.slo import SLO, figures_meet
 
-Measure = Callable[[float], Mapping]
+# a level's figures: a ``LevelResult.model_dump()``-shaped dict (the module docstring), as
+# ``metrics/slo.figures_meet`` reads them
+Figures = Mapping[str, Any]
+Measure = Callable[[float], Figures]
+Objective = Callable[[Figures], "float | None"]
 
 REFINE_TOLERANCE = 0.05  # --optimize refines to within 5% of the SLO boundary
 MAX_REFINE_STEPS = 8  # levels the refinement may add to the ladder's own
@@ -67,7 +71,7 @@ def ladder(kind: str, values: Sequence[float] | str) -> list[tuple[str, float]]:
             raise UserError(f"invalid {kind} list {values!r}: expected numbers like 1,8,64") from None
     if not values:
         raise UserError(f"empty {kind} ladder")
-    out = []
+    out: list[tuple[str, float]] = []
     for v in values:
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
             raise UserError(f"{kind} must be > 0, got {v!r}")
@@ -79,11 +83,11 @@ def ladder(kind: str, values: Sequence[float] | str) -> list[tuple[str, float]]:
     return out
 
 
-def get_path(figures: Mapping, path: str):
+def get_path(figures: Figures, path: str) -> object:
     """``figures[a][b][c]`` for ``"a.b.c"`` (a flat key with dots is tried first); None if absent."""
     if path in figures:
         return figures[path]
-    cur = figures
+    cur: object = figures
     for part in path.split("."):
         if not isinstance(cur, Mapping) or part not in cur:
             return None
@@ -91,18 +95,31 @@ def get_path(figures: Mapping, path: str):
     return cur
 
 
+def get_number(figures: Figures, path: str) -> float | None:
+    """The figure at ``path`` (``get_path``) as a number; None when absent or not a number."""
+    v = get_path(figures, path)
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+class FailedLevel(TypedDict):
+    """A measured level that failed (no measured request completed), and why."""
+
+    value: float
+    reason: str
+
+
 @dataclass
 class SearchResult:
     """What a sweep or search measured and chose."""
 
     best_value: float | None
-    best_figures: Mapping | None
-    measured: list[tuple[float, Mapping]] = field(default_factory=list)  # in measurement order
+    best_figures: Figures | None
+    measured: list[tuple[float, Figures]] = field(default_factory=list)  # in measurement order
     reason: str = ""
     knee_value: float | None = None
 
     @property
-    def failed(self) -> list[dict]:
+    def failed(self) -> list[FailedLevel]:
         """The measured levels that failed (no measured request completed), with the reason."""
         return [{"value": v, "reason": f["failed"]} for v, f in self.measured if f.get("failed")]
 
@@ -110,8 +127,8 @@ class SearchResult:
     def n_measured(self) -> int:
         return len(self.measured)
 
-    def to_dict(self, objective: str | None = None) -> dict:
-        d = {"best_value": self.best_value, "knee_value": self.knee_value, "reason": self.reason,
+    def to_dict(self, objective: str | None = None) -> dict[str, object]:
+        d: dict[str, object] = {"best_value": self.best_value, "knee_value": self.knee_value, "reason": self.reason,
              "measured_values": [v for v, _ in self.measured], "n_measured": self.n_measured,
              "failed": self.failed}
         if objective:
@@ -127,15 +144,15 @@ def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_g
         raise UserError(f"auto sweep needs 1 <= start <= max, got start={start} max={max_value}")
     if factor < 2:
         raise UserError(f"auto sweep factor must be >= 2, got {factor}")
-    measured: list[tuple[float, Mapping]] = []
-    prev_tp = None
-    knee = None
+    measured: list[tuple[float, Figures]] = []
+    prev_tp: float | None = None
+    knee: float | None = None
     v = start
     reason = f"reached the maximum level {max_value}"
     while True:
         fig = measure(v)
         measured.append((v, fig))
-        tp = get_path(fig, metric)
+        tp = get_number(fig, metric)
         if fig.get("failed"):
             reason = f"level {v:g} failed: {fig['failed']}"
             knee = measured[-2][0] if len(measured) > 1 else None
@@ -159,27 +176,27 @@ def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_g
     ok = [m for m in measured if not m[1].get("failed")]
     if not ok:
         return SearchResult(None, None, measured, reason=reason, knee_value=None)
-    best_v, best_f = max(ok, key=lambda m: get_path(m[1], metric) or -math.inf)
+    best_v, best_f = max(ok, key=lambda m: get_number(m[1], metric) or -math.inf)
     return SearchResult(best_value=best_v, best_figures=best_f, measured=measured, reason=reason, knee_value=knee)
 
 
-def _objective_fn(objective: str | Callable[[Mapping], float | None]) -> Callable[[Mapping], float | None]:
+def _objective_fn(objective: str | Objective) -> Objective:
     """A level's score: ``objective`` called, or the figure it names (a flat key first, then a
     dotted path). ``goodput_per_kw`` is the flat figure the caller ranks by (``run/plan.level_figures``
     puts it there, at the level's headline boundary): never read from another boundary."""
     if callable(objective):
         return objective
-    return lambda f: get_path(f, objective)
+    return lambda f: get_number(f, objective)
 
 
-def feasible_score(fig: Mapping, objective: str | Callable[[Mapping], float | None],
-                   slos: list | None) -> float | None:
+def feasible_score(fig: Figures, objective: str | Objective, slos: list[SLO] | None) -> float | None:
     """A level's objective, or None when it misses an SLO, over-saturates, fails or has none."""
     s = _objective_fn(objective)(fig)
-    ok = s is not None and math.isfinite(s) and not fig.get("oversaturated") and not fig.get("failed")
-    if ok and slos:
-        ok = figures_meet(fig, slos)
-    return float(s) if ok else None
+    if s is None or not math.isfinite(s) or fig.get("oversaturated") or fig.get("failed"):
+        return None
+    if slos and not figures_meet(fig, slos):
+        return None
+    return float(s)
 
 
 class _Scores:
@@ -187,11 +204,11 @@ class _Scores:
     misses an SLO, over-saturates, fails or gives no objective), within a budget of measurements
     (past it, an unmeasured value scores −∞ without being measured)."""
 
-    def __init__(self, measure: Measure, objective: Callable[[Mapping], float | None], slos: list | None,
-                 cands: list[float], budget: int):
+    def __init__(self, measure: Measure, objective: Objective, slos: list[SLO] | None, cands: list[float],
+                 budget: int):
         self.measure, self.objective, self.slos, self.cands, self.budget = measure, objective, slos, cands, budget
         self.by_value: dict[float, float] = {}
-        self.measured: list[tuple[float, Mapping]] = []
+        self.measured: list[tuple[float, Figures]] = []
 
     def budget_left(self) -> bool:
         return len(self.measured) < self.budget
@@ -211,8 +228,8 @@ class _Scores:
         return self.value(self.cands[i])
 
 
-def optimize(measure: Measure, candidates: Sequence[float], objective: str | Callable = "goodput_per_kw",
-             slos: list | None = None, *, max_measurements: int | None = None, refine: bool = True,
+def optimize(measure: Measure, candidates: Sequence[float], objective: str | Objective = "goodput_per_kw",
+             slos: list[SLO] | None = None, *, max_measurements: int | None = None, refine: bool = True,
              tolerance: float = REFINE_TOLERANCE, integer: bool | None = None) -> SearchResult:
     """The level with the best objective that meets every SLO (see the module docstring).
 
@@ -274,7 +291,7 @@ def _search_bracket(sc: _Scores, probes: list[int], refine: bool, tolerance: flo
             _bisect_boundary(sc.value, best, above[0], tolerance, integer, sc.budget_left)
 
 
-def _best(sc: _Scores, slos: list | None) -> SearchResult:
+def _best(sc: _Scores, slos: list[SLO] | None) -> SearchResult:
     """Step 4: the best measured level that meets the SLOs (the lower of equal scores)."""
     measured = sc.measured
     feasible = [(s, v) for v, s in sc.by_value.items() if s > -math.inf]
@@ -289,7 +306,7 @@ def _best(sc: _Scores, slos: list | None) -> SearchResult:
     return SearchResult(best_v, best_fig, measured, reason=measured_text(len(measured), sc.cands, measured))
 
 
-def measured_text(n: int, cands: list, measured: list) -> str:
+def measured_text(n: int, cands: Sequence[float], measured: Sequence[tuple[float, object]]) -> str:
     """``best of 7 measured levels: 5 of the 6 candidates and 2 refined between them`` — the parts add
     up to the whole (a past defect: "best of 7 measured levels (6 candidates, 2 refined)" did not)."""
     on = sum(1 for v, _ in measured if v in set(cands))
@@ -298,7 +315,8 @@ def measured_text(n: int, cands: list, measured: list) -> str:
             + (f" and {off} refined between them" if off else ""))
 
 
-def _golden_indices(score, probes: list[int], m: int, budget_left) -> None:
+def _golden_indices(score: Callable[[int], float], probes: list[int], m: int,
+                    budget_left: Callable[[], bool]) -> None:
     """Golden-section search over the candidate indices bracketed by the exponential probes."""
     last = probes[-1]
     if len(probes) == 1:
@@ -326,7 +344,8 @@ def _golden_indices(score, probes: list[int], m: int, budget_left) -> None:
         score(i)
 
 
-def _bisect_boundary(score_v, lo: float, hi: float, tolerance: float, integer: bool, budget_left) -> None:
+def _bisect_boundary(score_v: Callable[[float], float], lo: float, hi: float, tolerance: float, integer: bool,
+                     budget_left: Callable[[], bool]) -> None:
     """Bisect between ``lo`` (meets the SLOs) and ``hi`` (misses them, or scores lower) until they
     are within ``tolerance`` of each other (one step apart for whole numbers). Geometric midpoints:
     the gap often spans orders of magnitude, and the tolerance is relative."""
