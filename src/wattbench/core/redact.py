@@ -160,6 +160,13 @@ def authorization(key: str | None) -> str | None:
     return f"Bearer {key}"
 
 
+def authorization_header(key: str | None) -> dict[str, str]:
+    """The request headers that carry an API key or URL credentials: ``{"Authorization": …}``, or
+    none without a key."""
+    value = authorization(key)
+    return {} if value is None else {"Authorization": value}
+
+
 def split_url_credentials(url: str | None) -> tuple[str | None, BasicCredential | None]:
     """``http://u:p@h:1/v1`` -> (``http://h:1/v1``, ``BasicCredential("u:p")``); URLs without a
     ``user[:password]@`` part come back unchanged with None."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import aiohttp
 import orjson
 
-from wattbench.core.redact import authorization, clip  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization_header, clip  # noqa: E402  (one home for Authorization headers)
 
 import asyncio
 from dataclasses import dataclass, field
@@ -142,7 +142,7 @@ async def _probe(target: str, api_key: str | None, burst: int, timeout_s: float)
         pr.error = str(e)
         return pr
     timeout = aiohttp.ClientTimeout(total=timeout_s)
-    headers = {"Authorization": authorization(api_key)} if api_key else {}
+    headers = authorization_header(api_key)
     async with aiohttp.ClientSession(timeout=timeout) as s:
         try:
             async with origin.request(s, "GET", metrics_url(root_of(base)), headers=headers) as r:

@@ -12,7 +12,7 @@ parent does not leave it behind.
 
 from __future__ import annotations
 
-from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization_header  # noqa: E402  (one home for Authorization headers)
 
 import atexit
 import http.client
@@ -29,7 +29,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, BinaryIO, NoReturn
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import EngineError, TargetError
@@ -116,7 +117,8 @@ def length_forcing_server_info(stream_interval: int = 1) -> dict[str, Any]:
 def free_port(host: str = DEFAULT_HOST) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def port_in_use(port: int, host: str = DEFAULT_HOST) -> bool:
@@ -167,10 +169,10 @@ HTTP_GET_MAX_BYTES = 32 << 20
 def http_get(url: str, timeout_s: float = 2.0, api_key: str | None = None) -> tuple[int, bytes]:
     """``(status, body)`` of a GET (``core/origin.py``: another host is never followed); ``(0, b"")``
     when it failed."""
-    req = urllib.request.Request(url, headers={"Authorization": authorization(api_key)} if api_key else {})
+    req = urllib.request.Request(url, headers=authorization_header(api_key))
     try:
         with origin.urlopen(req, timeout=timeout_s) as r:  # noqa: S310 (loopback only)
-            return r.status, r.read(HTTP_GET_MAX_BYTES)
+            return r.status or 0, r.read(HTTP_GET_MAX_BYTES)
     except urllib.error.HTTPError as e:
         return e.code, e.read(HTTP_GET_MAX_BYTES) if e.fp else b""
     except (urllib.error.URLError, OSError, TimeoutError, http.client.HTTPException, TargetError):
@@ -201,7 +203,7 @@ def _stop_all() -> None:
         h.stop()
 
 
-def _on_sigterm(signum, frame):  # noqa: ARG001
+def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:  # noqa: ARG001
     raise SystemExit(128 + signum)
 
 
@@ -224,8 +226,8 @@ def _install_cleanup_hooks() -> None:
 class EngineHandle:
     """A running server. Use as a context manager; ``stop()`` is idempotent."""
 
-    def __init__(self, engine: Engine, plan: LaunchPlan, proc: subprocess.Popen, host: str, port: int,
-                 log_path: Path, log_file):
+    def __init__(self, engine: Engine, plan: LaunchPlan, proc: subprocess.Popen[bytes], host: str, port: int,
+                 log_path: Path, log_file: BinaryIO):
         self.engine = engine
         self.plan = plan
         self.proc = proc
@@ -303,7 +305,7 @@ class EngineHandle:
     def __enter__(self) -> "EngineHandle":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def __repr__(self) -> str:

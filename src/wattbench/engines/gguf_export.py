@@ -25,8 +25,10 @@ import math
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from wattbench.engines.presets import PRESET_VERSION, ensure_preset, get_preset
 from wattbench.core.errors import UserError
@@ -58,13 +60,15 @@ def gguf_name(hf_name: str) -> str:
     raise ValueError(f"no GGUF name for tensor {hf_name!r}")
 
 
-def permute_rotary(w, n_head: int):
+def permute_rotary(w: npt.NDArray[np.float32], n_head: int) -> npt.NDArray[np.float32]:
     """Q/K rows from Hugging Face's half-split rotary layout to GGML's interleaved one
     (``convert_hf_to_gguf.LlamaModel.permute``)."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    out: npt.NDArray[np.float32] = (
+        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
+    return out
 
 
-def llama3_rope_freqs(cfg: dict):
+def llama3_rope_freqs(cfg: dict[str, Any]) -> npt.NDArray[np.float32] | None:
     """The ``rope_freqs`` factors llama.cpp's converter derives from Llama-3 ``rope_scaling``."""
     rs = cfg.get("rope_scaling") or {}
     if rs.get("rope_type") != "llama3":
@@ -88,7 +92,7 @@ def llama3_rope_freqs(cfg: dict):
     return np.array(out, dtype=np.float32)
 
 
-def _vocab(model_dir: Path) -> tuple[list[str], list[int], list[str], dict]:
+def _vocab(model_dir: Path) -> tuple[list[str], list[int], list[str], dict[str, Any]]:
     import gguf
 
     tj = json.loads((model_dir / "tokenizer.json").read_text())
@@ -159,12 +163,11 @@ def write_gguf(model_dir: Path, out: Path) -> None:
     for shard in shards:
         with safe_open(str(shard), framework="pt") as f:
             for name in f.keys():  # noqa: SIM118 - safe_open has no __iter__
-                t = f.get_tensor(name).to(torch.float32)
+                arr = f.get_tensor(name).to(torch.float32).numpy()
                 if name.endswith("q_proj.weight"):
-                    t = permute_rotary(t, n_head)
+                    arr = permute_rotary(arr, n_head)
                 elif name.endswith("k_proj.weight"):
-                    t = permute_rotary(t, n_kv)
-                arr = t.numpy()
+                    arr = permute_rotary(arr, n_kv)
                 arr = arr.astype(np.float32 if arr.ndim == 1 else np.float16)
                 w.add_tensor(gguf_name(name), arr)
     w.write_header_to_file()

@@ -29,11 +29,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from platformdirs import user_cache_dir
 
 from wattbench.core.errors import UserError
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 PRESET_VERSION = 1
 TOKENIZER_SEED = 1234
@@ -185,7 +188,7 @@ def training_text(num_words: int = 150_000, seed: int = TOKENIZER_SEED) -> tuple
     return tuple(lines)
 
 
-def build_tokenizer(family: str, vocab_size: int):
+def build_tokenizer(family: str, vocab_size: int) -> Tokenizer:
     """A byte-level BPE ``tokenizers.Tokenizer`` with exactly ``vocab_size`` entries (deterministic;
     trained once per process for each family and size)."""
     from tokenizers import Tokenizer
@@ -198,7 +201,7 @@ def _tokenizer_json(family: str, vocab_size: int) -> str:
     return train_tokenizer(family, vocab_size).to_str()
 
 
-def train_tokenizer(family: str, vocab_size: int):
+def train_tokenizer(family: str, vocab_size: int) -> Tokenizer:
     """Train the tokenizer from scratch (``build_tokenizer`` caches this)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
@@ -229,7 +232,7 @@ def train_tokenizer(family: str, vocab_size: int):
     return tok
 
 
-def _pad_vocab(tok, vocab_size: int):
+def _pad_vocab(tok: Tokenizer, vocab_size: int) -> Tokenizer:
     """Append merge-less vocab entries (joins of two existing tokens) up to ``vocab_size``.
 
     Encoding never produces them (no merge leads there), decoding turns them into text like any
@@ -253,7 +256,7 @@ def _pad_vocab(tok, vocab_size: int):
     return Tokenizer.from_str(json.dumps(data))
 
 
-def _tokenizer_files(preset: Preset, tok, out: Path) -> None:
+def _tokenizer_files(preset: Preset, tok: Tokenizer, out: Path) -> None:
     specials = _SPECIAL[preset.family]
     tok.save(str(out / "tokenizer.json"))
     if preset.family == "llama":
@@ -290,7 +293,7 @@ def _tokenizer_files(preset: Preset, tok, out: Path) -> None:
 # ------------------------------------------------------------------ config
 
 
-def model_config(preset: Preset, tok, dtype: str) -> dict[str, Any]:
+def model_config(preset: Preset, tok: Tokenizer, dtype: str) -> dict[str, Any]:
     specials = _SPECIAL[preset.family]
     common = {
         "hidden_size": preset.hidden_size,

@@ -9,7 +9,7 @@ counted once per attempt).
 
 from __future__ import annotations
 
-from wattbench.core.redact import authorization, clip  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization_header, clip  # noqa: E402  (one home for Authorization headers)
 
 import http.client
 import urllib.error
@@ -36,7 +36,7 @@ class ServerScraper:
                  backoff: Backoff | None = None, clock: Callable[[], int] = now_ns) -> None:
         self.url = metrics_url(normalize_base_url(target))
         self.timeout_s = timeout_s
-        self.headers = {"Authorization": authorization(api_key)} if api_key else {}
+        self.headers = authorization_header(api_key)
         self.backoff = backoff or Backoff()
         self.clock = clock  # monotonic ns: the scrape's time and the backoff's
         self.engine: str | None = None

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import aiohttp
 
-from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization_header  # noqa: E402  (one home for Authorization headers)
 
 import asyncio
 
@@ -93,7 +93,7 @@ async def detect_server(base_url_v1: str, api_key: str | None = None,
     TargetError when it cannot be reached or refuses the key. Redirects met (followed on the same
     host, refused to another) are appended to ``redirects``."""
     root = root_of(base_url_v1)
-    headers = {"Authorization": authorization(api_key)} if api_key else {}
+    headers = authorization_header(api_key)
     async with aiohttp.ClientSession(headers=headers) as s:
         paths = ("/v1/models", "/version", "/get_server_info", "/info", "/props", "/health", "/metrics")
         results = await asyncio.gather(*[_get(s, root + p, redirects) for p in paths])

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization_header  # noqa: E402  (one home for Authorization headers)
 
 import http.client
 import json
@@ -325,7 +325,7 @@ class MetricsScraper:
         self.url = metrics_url(url)
         self.interval_s = float(interval_s)
         self.timeout_s = timeout_s if timeout_s is not None else max(2.0, self.interval_s)
-        self._headers = {"Authorization": authorization(api_key)} if api_key else {}
+        self._headers = authorization_header(api_key)
         self.timeline = ServerTimeline(url=self.url, engine=engine, interval_s=self.interval_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import aiohttp
 import orjson
 
-from wattbench.core.redact import authorization, clip  # noqa: E402  (one home for Authorization values)
+from wattbench.core.redact import authorization_header, clip  # noqa: E402  (one home for Authorization headers)
 
 import asyncio
 from urllib.parse import urlsplit, urlunsplit
@@ -81,8 +81,7 @@ def auth_headers(api_key: str | None, extra: dict[str, str] | None = None) -> di
     """Request headers: JSON in, event stream out, the key as a bearer token, then the user's
     ``--header`` values (which win, so a gateway's own auth header can replace the bearer)."""
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-    if api_key:
-        headers["Authorization"] = authorization(api_key)
+    headers.update(authorization_header(api_key))
     if extra:
         headers.update(extra)
     return headers
