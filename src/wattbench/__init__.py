@@ -12,12 +12,20 @@ Library entry points are imported lazily so that ``wattbench --help`` stays inst
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the names __getattr__ hands out, so a type checker sees each one's own type
+    from wattbench.config import MeasureConfig, RunConfig
+    from wattbench.results.rundir import load_result
+    from wattbench.run import run_benchmark
+    from wattbench.run.measure import measure
+
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "run_benchmark", "RunConfig", "load_result", "measure", "MeasureConfig"]
 
 
-def __getattr__(name: str):  # lazy entry points
+def __getattr__(name: str) -> object:  # lazy entry points
     if name == "run_benchmark":
         from wattbench.run import run_benchmark
 

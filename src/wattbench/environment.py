@@ -7,6 +7,7 @@ import importlib.metadata
 import os
 import platform
 import socket
+from collections.abc import Iterable
 
 from wattbench.core.schema import Environment, GPUInfo
 
@@ -56,14 +57,14 @@ def cpu_frequency_mhz(pattern: str = CPUFREQ_GLOB) -> float | None:
 
 def _memory_total_bytes() -> int | None:
     try:
-        import psutil
+        import psutil  # type: ignore[import-untyped]  # psutil ships no stubs (types-psutil is not a dependency)
 
         return int(psutil.virtual_memory().total)
     except Exception:  # psutil missing or unsupported platform
         return None
 
 
-def package_versions(names=_PACKAGES) -> dict[str, str]:
+def package_versions(names: Iterable[str] = _PACKAGES) -> dict[str, str]:
     out: dict[str, str] = {}
     for n in names:
         try:

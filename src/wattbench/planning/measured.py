@@ -16,6 +16,7 @@ This is the one place planners read ``Result`` objects. Conventions:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from wattbench.core.errors import UserError
 from wattbench.metrics.slo import run_slo_text
 from wattbench.results.headline import common_headline_boundary, point
 from wattbench.results.rundir import load_result as _load_run
-from wattbench.core.schema import LevelResult, Result, TunedFrom
+from wattbench.core.schema import BoundaryEnergy, LevelResult, Result, TunedFrom
 from wattbench.results.tune import is_tune_dir, load_tune
 
 NODE_BOUNDARIES = ("accelerator", "node", "wall")
@@ -89,7 +90,7 @@ def level_name(level: LevelResult) -> str:
     return level.label
 
 
-def choose_level(result: Result, usable: list[LevelResult], key, what: str) -> tuple[LevelResult, str]:
+def choose_level(result: Result, usable: list[LevelResult], key: Callable[[LevelResult], float], what: str) -> tuple[LevelResult, str]:
     """The level a planner reads when ``--level`` is not given, and one line naming it and why.
 
     Of the ``usable`` levels (those with the planner's figure, not ``invalid``): when the run has an
@@ -193,7 +194,7 @@ def default_boundary(result: Result) -> str:
     )
 
 
-def power_source_text(be, percentile: str, boundary: str, power_w: float) -> str:
+def power_source_text(be: BoundaryEnergy, percentile: str, boundary: str, power_w: float) -> str:
     """How a node power figure was obtained, in words that never call a declared power measured."""
     if be.label == "measured":
         return f"measured {percentile} at {boundary}"

@@ -35,6 +35,7 @@ from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt
 from wattbench.metrics.carbon import carbon_g, carbon_g_per_million_tokens, G_PER_TONNE, J_PER_KWH
 from wattbench.planning.measured import choose_level, default_boundary, get_level, level_name
+from wattbench.core.schema import LevelResult, Result
 from wattbench.results.headline import point
 
 
@@ -134,13 +135,14 @@ def tco(inputs: TcoInputs, carbon_intensity: float | None = None) -> TCOResult:
             warnings.append("zero tokens per year: no cost per million tokens")
     if carbon_intensity is not None:
         res.carbon_intensity_g_per_kwh = carbon_intensity
-        res.carbon_tonnes_per_year = carbon_g(facility_kwh * J_PER_KWH, carbon_intensity) / G_PER_TONNE
+        grams = carbon_g(facility_kwh * J_PER_KWH, carbon_intensity)
+        res.carbon_tonnes_per_year = None if grams is None else grams / G_PER_TONNE
         res.carbon_g_per_million_tokens = carbon_g_per_million_tokens(facility_kwh * J_PER_KWH, tokens,
                                                                       carbon_intensity)
     return res
 
 
-def tokens_per_kwh_from_result(result, level: int | None, boundary: str | None = None) -> tuple[float, list[str]]:
+def tokens_per_kwh_from_result(result: Result, level: int | None, boundary: str | None = None) -> tuple[float, list[str]]:
     """Output tokens per kWh at ``boundary`` (default: the planners' one default,
     ``planning.measured.default_boundary``) for a level (default: ``planning.measured.choose_level`` —
     the most efficient valid level meeting the run's SLO). The first warning names the level."""
@@ -154,7 +156,7 @@ def tokens_per_kwh_from_result(result, level: int | None, boundary: str | None =
             "understated; prefer --boundary node or wall"
         )
 
-    def eff(lv):  # as the answer quotes it: the trials' mean with --trials (results.headline.point)
+    def eff(lv: LevelResult) -> float | None:  # as the answer quotes it: the trials' mean with --trials (results.headline.point)
         be = lv.energy.get(boundary)
         return None if be is None else point(lv, "output_tokens_per_kwh", boundary, be.output_tokens_per_kwh)
 
@@ -162,7 +164,7 @@ def tokens_per_kwh_from_result(result, level: int | None, boundary: str | None =
         usable = [lv for lv in result.levels if eff(lv) and lv.validity.verdict != "invalid"]
         if not usable:
             raise UserError(f"run {result.run_id} has no output tokens per kWh at the {boundary} boundary{fix}")
-        lv, why = choose_level(result, usable, eff, "most tokens per kWh")
+        lv, why = choose_level(result, usable, lambda lv: eff(lv) or 0.0, "most tokens per kWh")
     else:
         lv = get_level(result, level)
         why = f"run {result.run_id}: level {level_name(lv)} (--level {level})"
