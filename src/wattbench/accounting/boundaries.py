@@ -55,7 +55,7 @@ from wattbench.accounting.counters import counter_energy
 from wattbench.accounting.integrate import PowerIntegral, power_energy
 from wattbench.accounting.sampling import DEFAULT_GAP_FACTOR, power_stats, sum_polylines, window_polyline
 from wattbench.accounting.uncertainty import combine_pct, meter_pct, sum_pct
-from wattbench.core.schema import LevelResult
+from wattbench.core.schema import FigureKey, LevelResult
 from wattbench.telemetry.base import BOUNDARIES, CONTAINS, Channel, TelemetryLog
 
 METHOD_RANK = {"measured": 0, "declared": 1, "estimate": 2}
@@ -119,8 +119,8 @@ def withhold_outside_work(level: LevelResult) -> bool:
         changed = True
     if level.trials is not None:
         for key in list(level.trials.figures):
-            name, _, b = key.partition("@")
-            if b and name in PER_TOKEN_FIGURES + ("goodput_per_kw",) and not contains_work(b, names):
+            fk = FigureKey.parse(key)
+            if fk.boundary and fk.figure in PER_TOKEN_FIGURES + ("goodput_per_kw",) and not contains_work(fk.boundary, names):
                 del level.trials.figures[key]
                 changed = True
     return changed

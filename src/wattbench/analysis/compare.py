@@ -51,7 +51,7 @@ from wattbench.metrics.drift import figure_drift
 from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, judge, ratio_interval,
                                      repeat_noise, spread_noise, trials_noise, with_drift)
 from wattbench.results.headline import common_headline_boundary, per_token
-from wattbench.core.schema import FindingKind, LevelResult, Result
+from wattbench.core.schema import FigureKey, FindingKind, LevelResult, Result
 from wattbench.core.numbers import fmt_range, fmt_ratio, fmt_ratio_estimate
 from wattbench.metrics.slo import goodput, parse_slos, run_slo_text
 
@@ -278,7 +278,7 @@ def figure_noise(result: Result, level: LevelResult, figure: str, boundary: str 
     hn = None
     if history is not None:
         name = SAME_LOG_NOISE.get(figure, figure)
-        got = history(result, level, f"{name}@{boundary}" if boundary else name)
+        got = history(result, level, FigureKey(name, boundary).text())
         if isinstance(got, FigureNoise):
             hn = got
         elif got is not None:

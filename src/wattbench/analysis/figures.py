@@ -30,7 +30,7 @@ from wattbench.results.headline import (
     point,
     trial_ci,
 )
-from wattbench.core.schema import BoundaryEnergy, LevelResult, Result, TokenCount
+from wattbench.core.schema import BoundaryEnergy, FigureKey, LevelResult, Result, TokenCount
 from wattbench.metrics.efficiency import tokens_per_s_from_per_kw, tokens_per_s_from_per_kwh
 from wattbench.metrics.slo import good_output_share, goodput_in_window
 from wattbench.core.errors import UserError
@@ -260,7 +260,7 @@ def steady_view(level: LevelResult) -> LevelResult | None:
         out.goodput = (goodput_in_window(out.goodput, share, out.energy, tp.output_tokens_per_s, duration)
                        if share is not None and rates is not None else None)
     if out.trials is not None:
-        kept = {k: v for k, v in out.trials.figures.items() if k.split("@")[0] not in WINDOW_FIGURES}
+        kept = {k: v for k, v in out.trials.figures.items() if FigureKey.parse(k).figure not in WINDOW_FIGURES}
         out.trials.figures = {**kept, **out.trials.figures_steady}
         out.trials.figures_steady = {}
     return out

@@ -50,7 +50,7 @@ from typing import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from wattbench.core.schema import Stationarity
+from wattbench.core.schema import FigureKey, Stationarity
 
 DRIFT_CONFIDENCE = 0.99  # the interval of a change that must exclude 0 for a series to move
 MAX_POINTS = 600  # a longer series is averaged in consecutive groups before the pairwise slopes
@@ -201,7 +201,7 @@ _TOKEN_MARKS = ("tokens_per_s", "_rps", "requests_per_s")
 
 
 def _trend_figure(figure: str) -> str | None:
-    name = figure.split("@", 1)[0]
+    name = FigureKey.parse(figure).figure
     if any(m in name for m in _PER_KW_MARKS):
         return "output_tokens_per_s_per_kw"
     if any(m in name for m in _POWER_MARKS):
@@ -221,8 +221,8 @@ def figure_drift(st: Stationarity | None, figure: str, boundary: str | None = No
     which = _trend_figure(figure)
     if which is None:
         return None
-    if boundary is None and "@" in figure:
-        boundary = figure.split("@", 1)[1]
+    if boundary is None:
+        boundary = FigureKey.parse(figure).boundary
     cands = [f for f in st.trends if f.figure == which and f.drifting]
     if which != "output_tokens_per_s":
         at = [f for f in cands if f.boundary == boundary] if boundary else cands

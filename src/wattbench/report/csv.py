@@ -29,7 +29,7 @@ from wattbench.report.data import RunData
 from wattbench.report.labels import cost_currency
 from wattbench.report.tables import SERVING_LATENCY, SERVING_STATS
 from wattbench.results.headline import same_as
-from wattbench.core.schema import BoundaryEnergy, LevelResult
+from wattbench.core.schema import BoundaryEnergy, FigureKey, LevelResult
 from wattbench.core.schema.level import TrialFigure, TrialsBlock
 from wattbench.metrics.efficiency import AIPERF_TWINS, aiperf_twins
 from wattbench.metrics.request_latency import per_request_latencies
@@ -121,9 +121,7 @@ def _trial_figure(block: TrialsBlock, window: str, column: str, boundary: str | 
     if window == "steady" and not block.figures_steady:
         return None  # no steady-window trial figures kept: the full window's are not the steady ones
     figures = block.figures_steady if window == "steady" else block.figures
-    if boundary:
-        return figures.get(f"{column}@{boundary}") or (None if any("@" in k for k in figures) else figures.get(column))
-    return figures.get(column)
+    return FigureKey(column, boundary).lookup(figures)
 
 
 _FIGURE_COLUMNS = [c for c in LEVEL_COLUMNS if c not in ("run_id", "level", "row", "trial", "trials", "label",

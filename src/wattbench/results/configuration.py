@@ -34,7 +34,7 @@ import os
 from typing import Any
 
 from wattbench.results.headline import headline_boundary, level_key
-from wattbench.core.schema import LevelResult, Result
+from wattbench.core.schema import FigureKey, LevelResult, Result
 
 _VOLATILE = ("host", "port", "pid", "path", "log", "url", "dir", "engine_args")
 
@@ -162,7 +162,7 @@ def describe(config: dict[str, Any]) -> str:
     return " · ".join(p for p in parts if p) + (f" @ {config.get('boundary')}" if config.get("boundary") else "")
 
 
-def level_figure(level: LevelResult) -> tuple[str, float | None]:
+def level_figure(level: LevelResult) -> tuple[FigureKey, float | None]:
     """The figure whose noise the history keeps and the history check compares: tokens/s per kW at
     the level's headline boundary (the trial mean when the level has trials), or output tokens/s
     when it measured no energy."""
@@ -170,12 +170,11 @@ def level_figure(level: LevelResult) -> tuple[str, float | None]:
     e = level.energy.get(b) if b else None
     value: float | None
     if e is not None and e.output_tokens_per_s_per_kw is not None:
-        name, value = "output_tokens_per_s_per_kw", e.output_tokens_per_s_per_kw
-        key = f"{name}@{b}"
+        key, value = FigureKey("output_tokens_per_s_per_kw", b), e.output_tokens_per_s_per_kw
     else:
-        name, value, key = "output_tokens_per_s", (level.throughput.output_tokens_per_s or None), "output_tokens_per_s"
+        key, value = FigureKey("output_tokens_per_s"), (level.throughput.output_tokens_per_s or None)
     if level.trials is not None:
-        f = level.trials.figures.get(key) or level.trials.figures.get(name)
+        f = key.lookup(level.trials.figures)
         if f is not None and f.mean is not None:
             value = f.mean
     return key, value

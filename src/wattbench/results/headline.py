@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from wattbench.accounting.boundaries import WHOLE_BOUNDARIES, contains_work
-from wattbench.core.schema import BoundaryEnergy, LevelResult, TrialFigure
+from wattbench.core.schema import BoundaryEnergy, FigureKey, LevelResult, TrialFigure
 from wattbench.metrics.trials import rel_half_width as interval_rel_half_width
 from wattbench.telemetry.base import BOUNDARIES, CONTAINS
 
@@ -254,10 +254,7 @@ def trial_entry(level: LevelResult, name: str, boundary: str | None) -> TrialFig
     block = level.trials
     if block is None:
         return None
-    entry = block.figures.get(f"{name}@{boundary}") if (name in BOUNDARY_FIGURES and boundary) else None
-    if entry is None and not (name in BOUNDARY_FIGURES and boundary and any("@" in k for k in block.figures)):
-        entry = block.figures.get(name)  # a run that measured one boundary kept plain names
-    return entry
+    return FigureKey.at(name, boundary, BOUNDARY_FIGURES).lookup(block.figures)
 
 
 def trial_ci(level: LevelResult, name: str, boundary: str | None) -> TrialCI | None:

@@ -159,7 +159,7 @@ def level_rows(result: Result) -> list[tuple[Any, ...]]:
             return point(lv, name, boundary, own)
 
         conf = configuration(result, lv)  # keyed whole; stored split (the run's part once: runs.config)
-        fname, fig = level_figure(lv)
+        fkey, fig = level_figure(lv)
         rows.append((result.run_id, lv.index, lv.label, mode, target,
                      at("output_tokens_per_s", lv.throughput.output_tokens_per_s),
                      at("ttft_p99_ms", lv.latency.ttft_ms.p99), at("tpot_p99_ms", lv.latency.tpot_ms.p99), b,
@@ -167,6 +167,6 @@ def level_rows(result: Result) -> list[tuple[Any, ...]]:
                      at("j_per_output_token", e.j_per_output_token, b) if e else None,
                      at("output_tokens_per_s_per_kw", e.output_tokens_per_s_per_kw, b) if e else None,
                      lv.validity.verdict,
-                     configuration_key(conf), json.dumps(split_configuration(conf)[1], sort_keys=True), fname, fig,
+                     configuration_key(conf), json.dumps(split_configuration(conf)[1], sort_keys=True), fkey.text(), fig,
                      lv.trials.n if lv.trials is not None else 1, lv.window.duration_s if lv.window else None))
     return rows

@@ -25,7 +25,7 @@ from wattbench.core.errors import UserError
 from wattbench.metrics.trials import trial_interval
 from wattbench.results import rundir
 from wattbench.results.headline import headline_boundary
-from wattbench.core.schema import LevelResult, Pareto, PrefillDecode, UnmeasuredTrial
+from wattbench.core.schema import FigureKey, LevelResult, Pareto, PrefillDecode, UnmeasuredTrial
 from wattbench.run.session import RunSession
 
 REGRESSION_INTERVALS = 120  # client-timed intervals over the run (at least 0.5 s each)
@@ -85,7 +85,7 @@ def _trial_cis(trials: list[LevelResult | None], only: frozenset[str] | None = N
             for name, v in level_figures(t, b).items():
                 if v is None or (only is not None and name not in only):
                     continue
-                key = f"{name}@{b}" if (b and name in ENERGY_FIGURES) else name
+                key = FigureKey.at(name, b, ENERGY_FIGURES).text()
                 if b and name not in ENERGY_FIGURES and b != (boundaries or [None])[0]:
                     continue  # boundary-free figures once
                 values.setdefault(key, {})[i] = float(v)

@@ -21,7 +21,7 @@ from wattbench.load.plan import validate_spec
 from wattbench.load.search import auto_sweep, optimize
 from wattbench.core.load_types import LevelSpec
 from wattbench.results.headline import headline_boundary, trial_ci
-from wattbench.core.schema import FindingKind, LevelResult, Result, SearchOutcome
+from wattbench.core.schema import FigureKey, FindingKind, LevelResult, Result, SearchOutcome
 from wattbench.analysis.figures import LATENCY_KINDS, LATENCY_STATS, ranked_ci, ranked_figures
 from wattbench.core.clock import now_ns
 from wattbench.core.schema import AutoTrials, NoiseInfo, Precision
@@ -203,7 +203,7 @@ def headline_precision(level: LevelResult, target: float) -> Precision:
         n, rel = (1 if _measured(level) else 0), None
     drift = figure_drift(level.stationarity, name, b)  # a drifting series has no precision to reach
     p = level_precision(n, rel, target, drifting=drift is not None)
-    return Precision(figure=f"{name}@{b}" if b else name, asked_pct=target * 100.0,
+    return Precision(figure=FigureKey(name, b).text(), asked_pct=target * 100.0,
                      reached_pct=None if p.reached is None else p.reached * 100.0, trials=p.trials, met=p.met,
                      more_trials=None if p.drifting else p.more, drifting=p.drifting,
                      drift=drift[0] if drift else "")

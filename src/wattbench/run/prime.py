@@ -50,7 +50,7 @@ from wattbench.metrics.noise import INCONCLUSIVE, repeat_check
 from wattbench.report.labels import short_label_text
 from wattbench.core.numbers import fmt
 from wattbench.results.configuration import level_figure
-from wattbench.core.schema import HistoryCheck, LevelResult, Preconditioning, PrimingPhase, PromptCalibration
+from wattbench.core.schema import FigureKey, HistoryCheck, LevelResult, Preconditioning, PrimingPhase, PromptCalibration
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.recordset import as_record_set, NONE
 from wattbench.workload.base import RequestSpec
@@ -136,22 +136,20 @@ def unmeasurable(cfg: RunConfig, priming: PrimingPhase | None) -> str | None:
             "more, or size levels with --num-requests N")
 
 
-def check_figure(level: LevelResult) -> tuple[str, float | None]:
+def check_figure(level: LevelResult) -> tuple[FigureKey, float | None]:
     """The figure the history check compares (``results.configuration.level_figure``): tokens/s per
     kW at the level's headline boundary, or output tokens/s when it measured no energy; of one
     measurement (the level's last trial when it has trials)."""
     key, _ = level_figure(level)
-    name, _, b = key.partition("@")
-    if b:
-        return key, level.energy[b].output_tokens_per_s_per_kw
+    if key.boundary:
+        return key, level.energy[key.boundary].output_tokens_per_s_per_kw
     return key, level.throughput.output_tokens_per_s or None
 
 
-def _trial_values(level: LevelResult, figure: str) -> list[float]:
+def _trial_values(level: LevelResult, figure: FigureKey) -> list[float]:
     if level.trials is None:
         return []
-    name, _, b = figure.partition("@")
-    f = level.trials.figures.get(f"{name}@{b}" if b else name) or level.trials.figures.get(name)
+    f = figure.lookup(level.trials.figures)
     return [v for v in (f.values if f else []) if v is not None]
 
 
@@ -167,13 +165,12 @@ def _achieved(level: LevelResult) -> float | None:
     return r if r is not None and math.isfinite(r) and r > 0 else None
 
 
-def _trial_pairs(level: LevelResult, figure: str) -> list[tuple[float | None, float | None]]:
+def _trial_pairs(level: LevelResult, figure: FigureKey) -> list[tuple[float | None, float | None]]:
     """Each trial's ``(figure, completed requests/s)``, in trial order; empty without trials."""
     if level.trials is None:
         return []
-    name, _, b = figure.partition("@")
-    f = level.trials.figures.get(f"{name}@{b}" if b else name) or level.trials.figures.get(name)
-    r = level.trials.figures.get("requests_per_s")
+    f = figure.lookup(level.trials.figures)
+    r = FigureKey("requests_per_s").lookup(level.trials.figures)
     if f is None or r is None or len(f.values) != len(r.values):
         return []
     return list(zip(f.values, r.values))
@@ -196,32 +193,33 @@ def check_history(first: LevelResult, repeat: LevelResult | None, precision: flo
     throughput-based figure follows the count: a repeat of r=20 achieved 17.50 and 19.76 requests/s
     and its tokens/s per kW moved +9.8% with them, which the bound (the server's noise alone) blamed
     on the server's history. The text shows both achieved rates."""
-    figure, _ = check_figure(first)
+    key, _ = check_figure(first)
+    figure = key.text()  # as the history check records and says it
     window = first.window.duration_s if first.window else None
     # a level that drifted while measured (either measurement) is no basis for a noise verdict
-    drift = figure_drift(first.stationarity, figure) or (
-        figure_drift(repeat.stationarity, figure) if repeat is not None else None)
+    drift = figure_drift(first.stationarity, key.figure, key.boundary) or (
+        figure_drift(repeat.stationarity, key.figure, key.boundary) if repeat is not None else None)
     open_loop = _open_loop(first)
     rates_f: list[float] = []
     rates_r: list[float] = []
     if repeat is not None:
         one_v = check_figure(first)[1]
-        vals = _trial_values(first, figure) or ([one_v] if one_v is not None else [])
+        vals = _trial_values(first, key) or ([one_v] if one_v is not None else [])
         _, rv = check_figure(repeat)
-        rep = [rv] if rv is not None and check_figure(repeat)[0] == figure else []
+        rep = [rv] if rv is not None and check_figure(repeat)[0] == key else []
         if open_loop:
-            pf = _trial_pairs(first, figure) or [(check_figure(first)[1], _achieved(first))]
+            pf = _trial_pairs(first, key) or [(check_figure(first)[1], _achieved(first))]
             vals, rates_f = _per_rate(pf)
             rep, rates_r = _per_rate([(rep[0], _achieved(repeat))] if rep else [])
         chk = repeat_check(vals, rep, window, repeat.window.duration_s if repeat.window else None, drift=drift,
                            precision=precision)
     elif open_loop:
-        pairs = _trial_pairs(first, figure)
+        pairs = _trial_pairs(first, key)
         rest, rates_f = _per_rate(pairs[1:])
         one, rates_r = _per_rate(pairs[:1])
         chk = repeat_check(rest, one, window, drift=drift, precision=precision) if rest and one else None
     else:
-        vals = _trial_values(first, figure)
+        vals = _trial_values(first, key)
         chk = repeat_check(vals[1:], vals[:1], window, drift=drift, precision=precision) if len(vals) >= 2 else None
     hc = HistoryCheck(level=first.label, figure=figure, repeat=repeat)
     if chk is None:
@@ -232,7 +230,7 @@ def check_history(first: LevelResult, repeat: LevelResult | None, precision: flo
     hc.bound_pct, hc.basis = chk.bound_pct, chk.basis
     when = "measured again after the other levels" if repeat is not None else "first trial vs its later trials"
     # the figures first, so the line a summary cuts at 80 columns keeps them (report/notes.py)
-    unit = "tok/s/kW" if "per_kw" in figure else "tok/s" if figure.startswith("output_tokens_per_s") else figure
+    unit = "tok/s/kW" if "per_kw" in key.figure else "tok/s" if key.figure.startswith("output_tokens_per_s") else figure
     both = f"{fmt(chk.first)} then {fmt(chk.repeat)} {unit} ({chk.ratio - 1:+.1%})"
     if open_loop and rates_f and rates_r:  # the figures as measured, the rates achieved, the ratio judged
         hc.first_rate_rps, hc.repeat_rate_rps = sum(rates_f) / len(rates_f), sum(rates_r) / len(rates_r)

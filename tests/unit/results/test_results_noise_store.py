@@ -9,6 +9,7 @@ import math
 import pytest
 
 from tests.fakes.results_factory import make_level, make_result
+from wattbench.core.schema import FigureKey
 from wattbench.results.configuration import configuration, configuration_key, describe, level_figure
 from wattbench.results.store import HistoryStore
 
@@ -44,7 +45,7 @@ def test_the_key_names_machine_engine_model_flags_shape_load_and_boundary():
     conf = configuration(launched, launched.levels[0])
     assert conf["model"] == "llama-1b" and conf["boundary"] == "accelerator"
     assert describe(conf).startswith("NVIDIA H200 · vllm 0.11.0 · llama-1b")
-    assert level_figure(a.levels[0]) == ("output_tokens_per_s_per_kw@accelerator", pytest.approx(1000.0 / 0.7))
+    assert level_figure(a.levels[0]) == (FigureKey("output_tokens_per_s_per_kw", "accelerator"), pytest.approx(1000.0 / 0.7))
 
 
 def test_the_history_keeps_the_spread_of_repeated_runs(tmp_path):

@@ -37,7 +37,7 @@ The models live in sibling modules along the data's seams — ``records`` (one r
 ``measures`` (a window's figures: latency, throughput, load, energy, validity), ``kinds`` (the
 one table of finding kinds), ``blocks`` (what a
 level observed beside them: goodput, thermal state, the server's metrics), ``level`` (one
-level and its trials), ``analyses`` (the run's sweep/optimiser, Pareto, prefill/decode, carbon),
+level and its trials; ``figure_key``: how its trial figures are keyed), ``analyses`` (the run's sweep/optimiser, Pareto, prefill/decode, carbon),
 ``run`` (``Result`` and what describes the run), ``noise`` (priming, the history check, engine
 starts: ``Result.noise``), ``measure`` (what ``wattbench measure`` adds), ``upgrade``
 (older files in today's form) — and
@@ -65,6 +65,7 @@ from wattbench.core.schema.blocks import (
     Thermal,
 )
 from wattbench.core.schema.kinds import FindingKind
+from wattbench.core.schema.figure_key import FigureKey
 from wattbench.core.schema.level import (
     LevelResult,
     LevelTiming,
@@ -116,6 +117,7 @@ from wattbench.core.schema.run import (
 from wattbench.core.schema.upgrade import upgrade_v1
 
 __all__ = [
+    "FigureKey",
     "FindingKind",
     "DeviceThermal", "Goodput", "GoodputPerKw", "ServerMetrics", "SLOBound", "SLOCheck", "Thermal",
     "ClockMapping", "MeasureInfo", "ToolLevel",

@@ -47,9 +47,9 @@ class UnmeasuredTrial(_M):
 
 
 class TrialsBlock(_M):
-    """A level measured ``n`` times: every headline figure's mean and CI, keyed as compare names
-    them (``output_tokens_per_s``, ``ttft_p99_ms``, ``<boundary>.j_per_output_token``, …), over the
-    trials that measured something; ``unmeasured`` names the others (a figure's ``n`` is how many
+    """A level measured ``n`` times: every headline figure's mean and CI, keyed by
+    ``core.schema.figure_key.FigureKey`` (``output_tokens_per_s``, ``ttft_p99_ms``,
+    ``j_per_output_token@accelerator``, …), over the trials that measured something; ``unmeasured`` names the others (a figure's ``n`` is how many
     trials it is the mean of)."""
 
     n: int  # trials run, those that measured nothing included
