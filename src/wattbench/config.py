@@ -121,8 +121,8 @@ SEED = Domain(lo_open=False, hi=MAX_SEED)
 # The numeric options of the commands without a configuration model (plan, monitor, sensors,
 # history, doctor, agree); the options of run, measure and tune declare theirs on their field.
 _OTHER_FLAG_DOMAINS: dict[str, Domain] = {
-    "--interval": SECONDS, "--measure": SECONDS_OR_ZERO, "--max-tokens": AT_LEAST_ONE,
-    "--idle-threshold": NON_NEGATIVE, "--history-max-mb": POSITIVE, "--burst": AT_LEAST_ONE, "--limit": NON_NEGATIVE,
+    "--interval": SECONDS, "--measure": SECONDS_OR_ZERO,
+    "--idle-threshold": NON_NEGATIVE, "--history-max-mb": POSITIVE, "--burst": AT_LEAST_ONE,
 }
 
 
@@ -843,11 +843,18 @@ class AbConfig(FlaggedConfig):
 # one ``Annotated`` type below, with its default inside (``Field(default=…)``), declared once.
 
 JSON_HELP = "Print JSON."
-AsJson = Annotated[bool, Field(default=False), Flag("--json", commands=EVERY, help=JSON_HELP)]
+AsJson = Annotated[bool, Field(default=False), Flag(
+    "--json", commands=EVERY, help=JSON_HELP,
+    help_in={"agree": "Print JSON (metrics, without per-prompt rows).",
+             "report": "Print the written files and level headlines as JSON."})]
 HistoryDb = Annotated[str | None, Field(default=None), Flag("--db", commands=EVERY, help=DB_HELP)]
 PLAN_BOUNDARY_HELP = ("Power boundary: accelerator, node or wall (default: the run's headline boundary among those, "
                       "the one rule of run, compare, tune and plan).")
-PlanBoundary = Annotated[str | None, Field(default=None), Flag("--boundary", commands=EVERY, help=PLAN_BOUNDARY_HELP)]
+Boundary = Annotated[str | None, Field(default=None), Flag(
+    "--boundary", commands=EVERY, help=PLAN_BOUNDARY_HELP,
+    help_in={"compare": "Power boundary for the ratios (default: the headline boundary every run has, never a part "
+                        "such as the HBM rail).",
+             "regress": "Power boundary for energy checks."})]
 Percentile = Annotated[str, Field(default="p95"), Flag("--percentile", commands=EVERY,
                                                        help="p95 or p99 (also max, avg).")]
 HardwareFiles = Annotated[list[str] | None, Field(default=None), Flag(
@@ -894,7 +901,7 @@ class PlanRackOptions(FlaggedConfig):
         "gpu=H200,gpus=N [,host_overhead_w=W,tokens_per_s=T,goodput_tokens_per_s=G]. Repeatable."))] = None
     more: Annotated[list[str] | None, Flag("--node", commands=EVERY, positional=True, metavar="NODE",
                                            help="More --node values.")] = None
-    boundary: PlanBoundary
+    boundary: Boundary
     percentile: Percentile
     host_overhead_w: HostOverheadW
     headroom_pct: Annotated[float, Flag("--headroom-pct", commands=EVERY, domain=PERCENT,
@@ -921,7 +928,7 @@ class PlanPowerFirstOptions(FlaggedConfig):
         "Latency limits, as for run: ttft_p95=500ms,tpot_p95=50ms."))] = None
     headroom_pct: Annotated[float, Flag("--headroom-pct", commands=EVERY, domain=PERCENT,
                                         help="Percent of site power kept unallocated.")] = 10.0
-    boundary: PlanBoundary
+    boundary: Boundary
     percentile: Percentile
     host_overhead_w: HostOverheadW
     resolution_w: Annotated[float | None, Flag("--resolution-w", commands=EVERY, domain=Domain(unit="W"), help=(
@@ -980,7 +987,7 @@ class PlanTcoOptions(TcoInputs):
                                        help="Take tokens per kWh from a run directory.")] = None
     level: Annotated[int | None, Flag("--level", commands=EVERY, domain=INDEX,
                                       help="Level in --result (default: most efficient valid level).")] = None
-    boundary: PlanBoundary
+    boundary: Boundary
     carbon_intensity: Annotated[str | None, Flag("--carbon-intensity", commands=EVERY, help=(
         "Grid gCO2e/kWh, or a CSV/JSON series (its time-weighted mean): annual tonnes beside the cost."))] = None
     as_json: AsJson
@@ -991,10 +998,207 @@ class PlanTcoOptions(TcoInputs):
         return TcoInputs(**{**{k: getattr(self, k) for k in TcoInputs.model_fields}, **replace})
 
 
+# wattbench history
+HISTORY_LIST, HISTORY_NOISE = "history list", "history noise"
+ModelFilter = Annotated[str | None, Field(default=None), Flag("--model", commands=EVERY,
+                                                               help="Substring of the model name.")]
+EngineFilter = Annotated[str | None, Field(default=None), Flag("--engine", commands=EVERY,
+                                                                help="Substring of the engine name.")]
+GpuFilter = Annotated[str | None, Field(default=None), Flag(
+    "--gpu", commands=EVERY, help="Substring of the GPU description.",
+    help_in={HISTORY_NOISE: "Substring of the machine (GPU, CPU)."})]
+
+
+class HistoryListOptions(FlaggedConfig):
+    """``history list``: which registered runs to list."""
+
+    model: ModelFilter
+    engine: EngineFilter
+    gpu: GpuFilter
+    target: Annotated[str | None, Flag("--target", "-t", commands=EVERY, help=(
+        "Substring of the target (host:port, or the launched engine)."))] = None
+    label: Annotated[str | None, Flag("--label", commands=EVERY, help="Substring of the --config-label.")] = None
+    tag: Annotated[str | None, Flag("--tag", commands=EVERY, help="Only the run with this tag.")] = None
+    kind: Annotated[str | None, Flag("--kind", commands=EVERY, help="run or agree.")] = None
+    since: Annotated[str | None, Flag("--since", commands=EVERY, help=(
+        "ISO date, e.g. 2026-11-01 (or 2026-11-01T09:00)."))] = None
+    limit: Annotated[int, Flag("--limit", commands=EVERY, domain=NON_NEGATIVE,
+                               help="At most this many runs (0 = all).")] = 50
+    db: HistoryDb
+    as_json: AsJson
+
+
+class HistoryShowOptions(FlaggedConfig):
+    """``history show``: one run."""
+
+    ref: Annotated[str, Flag("REF", commands=EVERY, positional=True,
+                             help="Run directory, run id, id prefix, tag or baseline.")]
+    db: HistoryDb
+    as_json: AsJson
+
+
+class HistoryTagOptions(FlaggedConfig):
+    """``history tag``: a run and the tag it gets."""
+
+    ref: Annotated[str, Flag("REF", commands=EVERY, positional=True, help="The run to tag.")]
+    tag: Annotated[str, Flag("TAG", commands=EVERY, positional=True, help="The tag.")]
+    force: Annotated[bool, Flag("--force", commands=EVERY, help="Move the tag if it names another run.")] = False
+    db: HistoryDb
+    as_json: AsJson
+
+
+class HistoryUntagOptions(FlaggedConfig):
+    """``history untag``: the tag to remove."""
+
+    tag: Annotated[str, Flag("TAG", commands=EVERY, positional=True, help="The tag to remove.")]
+    db: HistoryDb
+
+
+class HistoryBaselineOptions(FlaggedConfig):
+    """``history baseline``: a baseline's name and the run it points at (each optional)."""
+
+    name: Annotated[str | None, Flag("NAME", commands=EVERY, positional=True,
+                                     help="Baseline name, e.g. main.")] = None
+    ref: Annotated[str | None, Flag("REF", commands=EVERY, positional=True, help="The run it points at.")] = None
+    db: HistoryDb
+    as_json: AsJson
+
+
+class HistoryNoiseOptions(FlaggedConfig):
+    """``history noise``: which configurations' run-to-run spread to show."""
+
+    model: ModelFilter
+    engine: EngineFilter
+    gpu: GpuFilter
+    min_runs: Annotated[int, Flag("--min-runs", commands=EVERY,
+                                  help="Only configurations with at least this many runs.")] = 2
+    db: HistoryDb
+    as_json: AsJson
+
+
+class HistoryImportOptions(FlaggedConfig):
+    """``history import``: the run directories to register."""
+
+    paths: Annotated[list[str], Flag("PATHS", commands=EVERY, positional=True,
+                                     help="Run directories or folders holding them.")]
+    db: HistoryDb
+    as_json: AsJson
+
+
+# wattbench compare, regress
+COMPARE, REGRESS = "compare", "regress"
+Force = Annotated[bool, Field(default=False), Flag(
+    "--force", commands=EVERY, help="Compare incomparable runs; each reason is flagged.",
+    help_in={REGRESS: "Check even when workloads/measurement differ."})]
+EnergyWindow = Annotated[str, Field(default="full"), Flag("--window", commands=EVERY,
+                                                          help="Energy window: full or steady (steady state).")]
+MatchLevels = Annotated[str, Field(default="key"), Flag(
+    "--match", commands=EVERY, help="Pair levels by 'key' (concurrency/rate) or 'index'.",
+    help_in={REGRESS: "Pair levels by 'key' or 'index'."})]
+JsonOut = Annotated[str | None, Field(default=None), Flag(
+    "--out", commands=EVERY, help="Also write the comparison JSON to this file.",
+    help_in={REGRESS: "Also write the report JSON to this file."})]
+
+
+class CompareOptions(FlaggedConfig):
+    """``compare``: the runs, the boundary and the SLO they are compared at."""
+
+    runs: Annotated[list[str], Flag("RUNS", commands=EVERY, positional=True,
+                                    help="Two or more run directories, run ids, tags or baselines.")]
+    boundary: Boundary
+    at_slo: Annotated[str | None, Flag("--at-slo", commands=EVERY, help=(
+        "Compare each run at its level with the most goodput per kW meeting this SLO "
+        "(ttft_p99=500ms,tpot_p99=50ms); default: the SLO both runs carry."))] = None
+    force: Force
+    window: EnergyWindow
+    match: MatchLevels
+    agreement: Annotated[str | None, Flag("--agreement", commands=EVERY,
+                                          help="An `agree` run to show next to the energy figures.")] = None
+    out: JsonOut
+    db: HistoryDb
+    as_json: AsJson
+
+
+class RegressOptions(FlaggedConfig):
+    """``regress``: the run, its baseline and the checks it must pass."""
+
+    result: Annotated[str, Flag("RESULT", commands=EVERY, positional=True,
+                                help="The run to check: directory, run id, tag.")]
+    baseline: Annotated[str, Flag("--baseline", commands=EVERY, help="Baseline: name, tag, run id or directory.")]
+    fail_on: Annotated[str, Flag("--fail-on", commands=EVERY, help="Comma list of checks.")] = (
+        "j_per_output_token:+5%,output_tokens_per_s:-3%")
+    boundary: Boundary
+    force: Force
+    window: EnergyWindow
+    match: MatchLevels
+    strict: Annotated[bool, Flag("--strict", commands=EVERY, help=(
+        "Fail a change beyond the limit even when it is within the noise (trials' CIs, the history's run-to-run "
+        "spread)."))] = False
+    out: JsonOut
+    db: HistoryDb
+    as_json: AsJson
+
+
+# wattbench agree
+class AgreeOptions(FlaggedConfig):
+    """``agree``: the two servers, the prompts and how they are sent."""
+
+    target_a: Annotated[str, Flag("TARGET_A", commands=EVERY, positional=True,
+                                  help="Base URL of the reference server, e.g. http://127.0.0.1:8000")]
+    target_b: Annotated[str, Flag("TARGET_B", commands=EVERY, positional=True,
+                                  help="Base URL of the server under test.")]
+    prompts: Annotated[str, Flag("--prompts", commands=EVERY, help=(
+        "JSONL: {prompt|messages, max_tokens?, schema?, required?} per line; both kinds in one file."))]
+    model_a: Annotated[str | None, Flag("--model-a", commands=EVERY,
+                                        help="Model at A (default: first listed).")] = None
+    model_b: Annotated[str | None, Flag("--model-b", commands=EVERY,
+                                        help="Model at B (default: first listed).")] = None
+    api: Annotated[str, Flag("--api", commands=EVERY, help=(
+        "API for 'prompt' rows: completions or chat ('messages' rows always use chat)."))] = "completions"
+    api_key: Annotated[SecretStr | None, Flag("--api-key", commands=EVERY, show_default=False, help=(
+        "API key for both servers (or env WATTBENCH_API_KEY / OPENAI_API_KEY; per server WATTBENCH_API_KEY_A / _B). "
+        "Never written anywhere."))] = None
+    max_tokens: Annotated[int, Flag("--max-tokens", commands=EVERY, domain=AT_LEAST_ONE,
+                                    help="Tokens per answer (a prompt may override).")] = 128
+    concurrency: Annotated[int, Flag("--concurrency", commands=EVERY, help="Prompts in flight at once.")] = 4
+    tokens: Annotated[str, Flag("--tokens", commands=EVERY, help=(
+        "Token basis: auto (server tokens if both return them), server_tokens, whitespace."))] = "auto"
+    timeout_s: Annotated[float, Flag("--request-timeout", commands=EVERY, aliases=("--timeout",),
+                                     help="Seconds a request may take.")] = 300.0
+    out: Annotated[str | None, Flag("--out", commands=EVERY, help=(
+        "Directory to write (default wattbench-results/<agree id>)."))] = None
+    register_run: Annotated[bool, Flag("--register/--no-register", commands=EVERY, help=REGISTER_HELP)] = True
+    db: HistoryDb
+    as_json: AsJson
+
+
+# wattbench report
+class ReportOptions(FlaggedConfig):
+    """``report``: the run directories and the files to write of them."""
+
+    runs: Annotated[list[Path], Flag("RUNS", commands=EVERY, positional=True, show_default=False,
+                                     help="Run directories (each holds result.json).")]
+    html: Annotated[Path | None, Flag("--html", commands=EVERY,
+                                      help="Write a self-contained HTML report to FILE.")] = None
+    csv_dir: Annotated[Path | None, Flag("--csv", commands=EVERY,
+                                         help="Write levels.csv and requests.csv into DIR.")] = None
+    md: Annotated[Path | None, Flag("--md", commands=EVERY,
+                                    help="Write a Markdown summary (for a PR or issue) to FILE.")] = None
+    json_out: AsJson
+    quiet: Annotated[bool, Flag("--quiet", "-q", commands=EVERY, help="Do not print the summary table.")] = False
+    notes: Annotated[bool, Flag("--notes", commands=EVERY, help=(
+        "Print every finding in full (the summary shows at most eight note lines): levels, figures it biases, "
+        "estimated effect and its basis."))] = False
+
+
 # ------------------------------------------------------------------ the tables, generated from the fields
 
 CONFIG_MODELS: tuple[type[FlaggedConfig], ...] = (RunConfig, MeasureConfig, TuneConfig, AbConfig, PlanRooflineOptions,
-                                                  PlanRackOptions, PlanPowerFirstOptions, PlanTcoOptions)
+                                                  PlanRackOptions, PlanPowerFirstOptions, PlanTcoOptions,
+                                                  HistoryListOptions, HistoryShowOptions, HistoryTagOptions,
+                                                  HistoryUntagOptions, HistoryBaselineOptions, HistoryNoiseOptions,
+                                                  HistoryImportOptions, CompareOptions, RegressOptions, AgreeOptions,
+                                                  ReportOptions)
 
 
 def flag_domains(*models: type[BaseModel]) -> dict[tuple[str, str], Domain]:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from wattbench.cli.common import handle_errors
-from wattbench.config import DB_HELP, REGISTER_HELP
+from wattbench.cli.options import command_options
+from wattbench.config import AgreeOptions
 
 
 def _key(flag: str | None, side_env: str) -> str | None:
@@ -23,56 +22,34 @@ def register(app: typer.Typer) -> None:
                                "often the answers agree (exact match, token agreement, first divergence, "
                                "structured validity). Stored like a run and registered in the history.")
     @handle_errors
-    def agree_cmd(
-        target_a: str = typer.Argument(..., help="Base URL of the reference server, e.g. http://127.0.0.1:8000"),
-        target_b: str = typer.Argument(..., help="Base URL of the server under test."),
-        prompts: str = typer.Option(..., "--prompts", help="JSONL: {prompt|messages, max_tokens?, schema?, "
-                                                           "required?} per line; both kinds in one file."),
-        model_a: Optional[str] = typer.Option(None, "--model-a", help="Model at A (default: first listed)."),
-        model_b: Optional[str] = typer.Option(None, "--model-b", help="Model at B (default: first listed)."),
-        api: str = typer.Option("completions", "--api", help="API for 'prompt' rows: completions or chat "
-                                                             "('messages' rows always use chat)."),
-        api_key: Optional[str] = typer.Option(None, "--api-key", help="API key for both servers (or env "
-                                               "WATTBENCH_API_KEY / OPENAI_API_KEY; per server "
-                                               "WATTBENCH_API_KEY_A / _B). Never written anywhere.",
-                                               show_default=False),
-        max_tokens: int = typer.Option(128, "--max-tokens", help="Tokens per answer (a prompt may override)."),
-        concurrency: int = typer.Option(4, "--concurrency", help="Prompts in flight at once."),
-        tokens: str = typer.Option("auto", "--tokens",
-                                   help="Token basis: auto (server tokens if both return them), "
-                                        "server_tokens, whitespace."),
-        timeout_s: float = typer.Option(300.0, "--request-timeout", "--timeout", help="Seconds a request may take."),
-        out: Optional[str] = typer.Option(None, "--out", help="Directory to write (default "
-                                                             "wattbench-results/<agree id>)."),
-        register_run: bool = typer.Option(True, "--register/--no-register", help=REGISTER_HELP),
-        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON (metrics, without per-prompt rows)."),
-    ) -> None:
+    @command_options("agree", AgreeOptions)
+    def agree_cmd(o: AgreeOptions) -> None:
         from pathlib import Path
 
         from wattbench.analysis.agree import load_prompts, run_agreement
         from wattbench.core.errors import UserError
         from wattbench.results.agreement import write_agreement
 
-        if api not in ("completions", "chat"):
-            raise UserError(f"--api must be completions or chat, got {api!r}")
-        if tokens not in ("auto", "server_tokens", "whitespace"):
-            raise UserError(f"--tokens must be auto, server_tokens or whitespace, got {tokens!r}")
-        specs = load_prompts(prompts)
-        agr = run_agreement(target_a, target_b, specs, max_tokens=max_tokens, api=api,  # type: ignore[arg-type]
-                            model_a=model_a, model_b=model_b, concurrency=concurrency, timeout_s=timeout_s,
-                            tokens=tokens,  # type: ignore[arg-type]
+        if o.api not in ("completions", "chat"):
+            raise UserError(f"--api must be completions or chat, got {o.api!r}")
+        if o.tokens not in ("auto", "server_tokens", "whitespace"):
+            raise UserError(f"--tokens must be auto, server_tokens or whitespace, got {o.tokens!r}")
+        specs = load_prompts(o.prompts)
+        api_key = o.api_key.get_secret_value() if o.api_key is not None else None
+        agr = run_agreement(o.target_a, o.target_b, specs, max_tokens=o.max_tokens, api=o.api,  # type: ignore[arg-type]
+                            model_a=o.model_a, model_b=o.model_b, concurrency=o.concurrency, timeout_s=o.timeout_s,
+                            tokens=o.tokens,  # type: ignore[arg-type]
                             api_key_a=_key(api_key, "WATTBENCH_API_KEY_A"),
                             api_key_b=_key(api_key, "WATTBENCH_API_KEY_B"))
-        run_dir = Path(out) if out else Path("wattbench-results") / agr.run_id
+        run_dir = Path(o.out) if o.out else Path("wattbench-results") / agr.run_id
         path = write_agreement(run_dir, agr)
-        if register_run:
+        if o.register_run:
             from wattbench.results.store import HistoryStore
 
-            with HistoryStore(db) as store:
+            with HistoryStore(o.db) as store:
                 store.register_agreement(agr, run_dir)
         m = agr.metrics
-        if as_json:
+        if o.as_json:
             import json
 
             data = agr.model_dump(mode="json", exclude={"prompts"})

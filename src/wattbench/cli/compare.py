@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, List, Optional
+from typing import TYPE_CHECKING, Callable
 
 import typer
 
 from wattbench.cli.common import handle_errors
-from wattbench.config import DB_HELP
+from wattbench.cli.options import command_options
+from wattbench.config import CompareOptions
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -72,47 +73,33 @@ def register(app: typer.Typer) -> None:
                                  "per level: per kW = throughput ratio ÷ power ratio at one boundary, and "
                                  "whether it is beyond noise, within noise or inconclusive.")
     @handle_errors
-    def compare_cmd(
-        runs: List[str] = typer.Argument(..., help="Two or more run directories, run ids, tags or baselines."),
-        boundary: Optional[str] = typer.Option(None, "--boundary",
-                                               help="Power boundary for the ratios (default: the headline "
-                                                    "boundary every run has, never a part such as the HBM rail)."),
-        at_slo: Optional[str] = typer.Option(None, "--at-slo",
-                                             help="Compare each run at its level with the most goodput per kW "
-                                                  "meeting this SLO (ttft_p99=500ms,tpot_p99=50ms); default: the "
-                                                  "SLO both runs carry."),
-        force: bool = typer.Option(False, "--force", help="Compare incomparable runs; each reason is flagged."),
-        window: str = typer.Option("full", "--window", help="Energy window: full or steady (steady state)."),
-        match: str = typer.Option("key", "--match", help="Pair levels by 'key' (concurrency/rate) or 'index'."),
-        agreement: Optional[str] = typer.Option(None, "--agreement",
-                                                help="An `agree` run to show next to the energy figures."),
-        out: Optional[str] = typer.Option(None, "--out", help="Also write the comparison JSON to this file."),
-        db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-        as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    ) -> None:
+    @command_options("compare", CompareOptions)
+    def compare_cmd(o: CompareOptions) -> None:
         from wattbench.analysis.compare import compare
         from wattbench.core.errors import UserError
         from wattbench.metrics.slo import parse_slos
         from wattbench.results.rundir import load_result, write_json_atomic
         from wattbench.results.store import resolve_run_path
 
+        runs, db = o.runs, o.db
         if len(runs) < 2:
             raise UserError("compare needs at least two runs (directories, ids or tags)")
-        if at_slo is not None:
-            parse_slos(at_slo)  # a bad SLO fails before any file is read
+        if o.at_slo is not None:
+            parse_slos(o.at_slo)  # a bad SLO fails before any file is read
         paths = [resolve_run_path(r, db) for r in runs]
         results = [load_result(p) for p in paths]
-        cmp = compare(results, force=force, boundary=boundary, match=match, window=window,  # type: ignore[arg-type]
-                      history=history_spread(db, [r.run_id for r in results]), at_slo=at_slo,
+        cmp = compare(results, force=o.force, boundary=o.boundary, match=o.match,  # type: ignore[arg-type]
+                      window=o.window,  # type: ignore[arg-type]
+                      history=history_spread(db, [r.run_id for r in results]), at_slo=o.at_slo,
                       records=records_of({r.run_id: p for r, p in zip(results, paths)}))
         agr = None
-        if agreement:
+        if o.agreement:
             from wattbench.analysis.agree import load_agreement_ref
 
-            agr = load_agreement_ref(agreement, db)
-        if out:
-            write_json_atomic(out, cmp)
-        if as_json:
+            agr = load_agreement_ref(o.agreement, db)
+        if o.out:
+            write_json_atomic(o.out, cmp)
+        if o.as_json:
             data = cmp.model_dump(mode="json")
             if agr is not None:
                 data["agreement"] = agr.model_dump(mode="json", exclude={"prompts"})

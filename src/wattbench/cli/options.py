@@ -123,7 +123,7 @@ def _read_and_type(annotation: Any, flag: Flag) -> tuple[str, Any]:
         item = args[0] if args else str
         if item in (int, float):
             return (INT_LIST if item is int else FLOAT_LIST), Optional[str]
-        return TEXTS, Optional[List[str]]
+        return TEXTS, Optional[List[item]]  # type: ignore[valid-type]
     if origin is dict:
         return (HEADERS, Optional[List[str]]) if args == (str, str) else (JSON, Optional[str])
     if base is SecretStr or origin is Literal:

@@ -2,34 +2,26 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import typer
 
 from wattbench.cli.common import handle_errors
+from wattbench.cli.options import command_options
+from wattbench.config import ReportOptions
 
 
 def register(app: typer.Typer) -> None:
     @app.command("report")
     @handle_errors
-    def report(
-        runs: list[Path] = typer.Argument(..., help="Run directories (each holds result.json).", show_default=False),
-        html: Path | None = typer.Option(None, "--html", help="Write a self-contained HTML report to FILE."),
-        csv_dir: Path | None = typer.Option(None, "--csv", help="Write levels.csv and requests.csv into DIR."),
-        md: Path | None = typer.Option(None, "--md", help="Write a Markdown summary (for a PR or issue) to FILE."),
-        json_out: bool = typer.Option(False, "--json", help="Print the written files and level headlines as JSON."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="Do not print the summary table."),
-        notes: bool = typer.Option(False, "--notes", help="Print every finding in full (the summary shows at "
-                                                          "most eight note lines): levels, figures it biases, "
-                                                          "estimated effect and its basis."),
-    ) -> None:
+    @command_options("report", ReportOptions)
+    def report(o: ReportOptions) -> None:
         """Summarize run directories; optionally write HTML, CSV and Markdown reports."""
         import json
 
         from wattbench.report.data import load_runs
 
-        data = load_runs(runs)
-        if notes:
+        html, csv_dir, md = o.html, o.csv_dir, o.md
+        data = load_runs(o.runs)
+        if o.notes:
             from wattbench.report.notes import notes_full_lines
 
             for d in data:
@@ -49,7 +41,7 @@ def register(app: typer.Typer) -> None:
             from wattbench.report.markdown import write_markdown
 
             written["md"] = [str(write_markdown(data, md))]
-        if json_out:
+        if o.json_out:
             from wattbench.report import format as F
             from wattbench.report import summary as S
             from wattbench.report.tables import level_json
@@ -76,7 +68,7 @@ def register(app: typer.Typer) -> None:
         from wattbench.report.terminal import recovered_lines, run_summary
 
         console = Console()
-        if not quiet:
+        if not o.quiet:
             for d in data:
                 console.print(run_summary(d.result, d.path))
                 for recovered in recovered_lines(d.recovered, d.recovered_how):
