@@ -15,13 +15,16 @@ REQUEST_TIMEOUT_S = 600.0  # a request may take this long in all
 STALL_TIMEOUT_S = 120.0  # no byte for this long: the stream counts as stalled
 
 
+ApiKind = Literal["completions", "chat"]  # the OpenAI route a target is sent: /completions or /chat/completions
+
+
 @dataclass
 class TargetSpec:
     """Where and how to send requests. The API key is held here in memory only."""
 
     base_url: str  # normalized, ends with /v1
     model: str
-    api: Literal["completions", "chat"] = "completions"
+    api: ApiKind = "completions"
     api_key: str | None = None
     extra_body: dict[str, Any] = field(default_factory=dict)  # engine-specific fields the engine accepts (ignore_eos …)
     request_timeout_s: float = REQUEST_TIMEOUT_S

@@ -23,10 +23,13 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 import http.client
 import urllib.error
 
+from wattbench.core.severity import CheckStatus
 from wattbench.doctor.check import Check
 from wattbench.doctor.server import CONCURRENCY_KEYS, REQUEST_ID_HEADERS, ServerProbe, effective_config, engine_values
 from wattbench.core.errors import UserError
@@ -35,6 +38,13 @@ from wattbench.core.errors import TargetError
 from wattbench.server.metrics import MAX_EXPOSITION_BYTES, parse_exposition
 
 G = "checklist"
+
+# A checklist file as parsed: section name -> that section's keys and the YAML/JSON values the user
+# wrote (load_checklist checks the names; rollback.tested is made a date there).
+Section = dict[str, Any]
+Checklist = dict[str, Section]
+# Sample names of the Prometheus exposition at a URL, or (None, why): fetch_exporter's shape.
+Fetch = Callable[[str], tuple[list[str] | None, str | None]]
 ROLLBACK_MAX_AGE_DAYS = 90
 SECTIONS = {
     "rollback": {"previous", "procedure", "tested"},
@@ -58,7 +68,7 @@ LATENCY_PATTERN = r"(e2e_request_latency|time_to_first_token|request_latency|req
                   r"time_per_output_token)"
 
 
-def load_checklist(path: str | Path) -> dict[str, dict]:
+def load_checklist(path: str | Path) -> Checklist:
     """Read and validate a checklist file; UserError naming what is wrong."""
     p = Path(path)
     if not p.is_file():
@@ -71,7 +81,7 @@ def load_checklist(path: str | Path) -> dict[str, dict]:
             raise UserError(f"--checklist {p}: not valid JSON ({e.msg} at line {e.lineno})") from None
     else:
         try:
-            import yaml
+            import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs (types-PyYAML is not a dependency)
         except ImportError:
             raise UserError(f"--checklist {p}: YAML needs PyYAML (`pip install pyyaml`), or write it as .json") from None
         try:
@@ -128,8 +138,8 @@ def fetch_exporter(url: str, timeout_s: float = 5.0) -> tuple[list[str] | None, 
         return None, f"unparsable exposition ({e})"
 
 
-def checklist_checks(pr: ServerProbe | None, declared: dict | None = None, exporters: list[str] | None = None,
-                     today: _dt.date | None = None, fetch=fetch_exporter) -> list[Check]:
+def checklist_checks(pr: ServerProbe | None, declared: Checklist | None = None, exporters: list[str] | None = None,
+                     today: _dt.date | None = None, fetch: Fetch = fetch_exporter) -> list[Check]:
     declared = declared or {}
     return [
         _logging(pr, declared.get("logging")),
@@ -139,11 +149,11 @@ def checklist_checks(pr: ServerProbe | None, declared: dict | None = None, expor
     ]
 
 
-def _declared_text(d: dict) -> str:
+def _declared_text(d: Section) -> str:
     return ", ".join(f"{k}={v}" for k, v in d.items())
 
 
-def _logging(pr: ServerProbe | None, declared: dict | None) -> Check:
+def _logging(pr: ServerProbe | None, declared: Section | None) -> Check:
     cid = "checklist.request_logging"
     have: dict[str, str] = {}
     missing: dict[str, str] = {}
@@ -185,13 +195,13 @@ def _logging(pr: ServerProbe | None, declared: dict | None) -> Check:
     return Check(cid, G, "pass", f"seen: {seen}{extra}{note}", data=data)
 
 
-def _telemetry(exporters: list[str], declared: dict | None, fetch) -> Check:
+def _telemetry(exporters: list[str], declared: Section | None, fetch: Fetch) -> Check:
     cid = "checklist.telemetry"
     need = ("power", "temperature", "memory", "utilization")
     if not exporters:
         if declared:
             miss = [q for q in need if declared.get(q) is not True]
-            st = "warn" if miss else "pass"
+            st: CheckStatus = "warn" if miss else "pass"
             return Check(cid, G, st, f"declared (not verified): {_declared_text(declared)}"
                          + (f"; not declared: {', '.join(miss)}" if miss else ""),
                          "collect the missing quantities (DCGM exporter for GPUs, node exporter for the host)"
@@ -220,7 +230,7 @@ def _telemetry(exporters: list[str], declared: dict | None, fetch) -> Check:
     return Check(cid, G, "pass", "exporters collect power, temperature, memory and utilization", data=data)
 
 
-def _rollback(declared: dict, today: _dt.date) -> Check:
+def _rollback(declared: Checklist, today: _dt.date) -> Check:
     cid = "checklist.rollback"
     if not declared:
         return Check(cid, G, "skip", "a rollback path cannot be verified from outside",
@@ -245,11 +255,11 @@ def _rollback(declared: dict, today: _dt.date) -> Check:
     return Check(cid, G, "pass", base + f"; rehearsed {tested.isoformat()}", data={"declared": _jsonable(rb)})
 
 
-def _jsonable(d: dict) -> dict:
+def _jsonable(d: Section) -> Section:
     return {k: (v.isoformat() if isinstance(v, _dt.date) else v) for k, v in d.items()}
 
 
-def _rate(pr: ServerProbe | None, declared: dict | None) -> Check:
+def _rate(pr: ServerProbe | None, declared: Section | None) -> Check:
     cid = "checklist.rate_limiting"
     limiter = queue = None
     if pr is not None and pr.reachable:

@@ -22,7 +22,8 @@ from wattbench.doctor.check import Check
 from wattbench.core import origin
 from wattbench.core.errors import TargetError, UserError
 from wattbench.core.redact import registered
-from wattbench.core.target import TargetSpec
+from wattbench.core.schema import ServerInfo
+from wattbench.core.target import ApiKind, TargetSpec
 from wattbench.server.detect import detect_server, root_of
 from wattbench.server.metrics import canonical_values, guess_engine, MAX_EXPOSITION_BYTES, metrics_url, parse_exposition
 from wattbench.server.openai import (
@@ -51,10 +52,10 @@ CONCURRENCY_KEYS = ("max_num_seqs", "max_running_requests", "max_concurrent_requ
 
 @dataclass
 class StreamProbe:
-    api: str | None = None
+    api: ApiKind | None = None
     status: int | None = None
     headers: dict[str, str] = field(default_factory=dict)
-    usage: dict | None = None
+    usage: dict[str, Any] | None = None  # the server's own usage block, as it sent it
     model: str | None = None
     response_id: str | None = None
     chunks: int = 0
@@ -65,7 +66,7 @@ class StreamProbe:
 class ServerProbe:
     target: str
     base_url: str | None = None
-    info: Any = None  # wattbench.core.schema.ServerInfo
+    info: ServerInfo | None = None
     error: str | None = None
     metrics_status: int | None = None
     metrics: dict[str, list[tuple[dict[str, str], float]]] = field(default_factory=dict)
@@ -78,7 +79,7 @@ class ServerProbe:
     def reachable(self) -> bool:
         return self.info is not None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "target": self.target, "base_url": self.base_url, "error": self.error,
             "engine": getattr(self.info, "engine", None), "metrics_status": self.metrics_status,
@@ -91,7 +92,7 @@ def _rate_headers(headers: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower().startswith(RATE_LIMIT_HEADER_PREFIXES)}
 
 
-async def _stream_once(session, base_url: str, model: str, api: str, api_key: str | None, max_tokens: int
+async def _stream_once(session: aiohttp.ClientSession, base_url: str, model: str, api: ApiKind, api_key: str | None, max_tokens: int
                        ) -> StreamProbe:
     target = TargetSpec(base_url=base_url, model=model, api=api)
     body = build_payload(RequestSpec(prompt="Hello", max_tokens=max_tokens), target)
@@ -125,8 +126,8 @@ async def _stream_once(session, base_url: str, model: str, api: str, api_key: st
                 if err:
                     sp.error = registered().cut(err, 300)
                 sp.chunks += 1
-                model, rid, usage = obj.get("model"), obj.get("id"), obj.get("usage")
-                sp.model = clip(model, 200) if isinstance(model, str) and model else sp.model
+                said, rid, usage = obj.get("model"), obj.get("id"), obj.get("usage")
+                sp.model = clip(said, 200) if isinstance(said, str) and said else sp.model
                 sp.response_id = clip(rid, 200) if isinstance(rid, str) and rid else sp.response_id
                 if usage and isinstance(usage, dict):
                     sp.usage = usage
@@ -158,7 +159,8 @@ async def _probe(target: str, api_key: str | None, burst: int, timeout_s: float)
         model = pr.info.model
         if not model:
             return pr
-        for api in ("completions", "chat"):  # a chat-only model refuses completions: try chat then
+        apis: tuple[ApiKind, ...] = ("completions", "chat")
+        for api in apis:  # a chat-only model refuses completions: try chat then
             try:
                 sp = await _stream_once(s, base, model, api, api_key, max_tokens=4)
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError, TargetError) as e:
@@ -193,7 +195,7 @@ def probe_server(target: str, api_key: str | None = None, burst: int = DEFAULT_B
 # ---------------------------------------------------------------------------------- facts
 
 
-def cache_config(metrics: dict) -> dict[str, str]:
+def cache_config(metrics: dict[str, list[tuple[dict[str, str], float]]]) -> dict[str, str]:
     """Labels of vLLM's ``vllm:cache_config_info`` (its cache configuration), if exposed."""
     rows = metrics.get("vllm:cache_config_info") or []
     return dict(rows[0][0]) if rows else {}
@@ -229,10 +231,10 @@ def _num(x: Any) -> float | None:
 
 
 def server_checks(pr: ServerProbe) -> list[Check]:
-    if not pr.reachable:
+    info = pr.info
+    if info is None:  # not reachable
         return [Check("server.reachable", G, "fail", pr.error or f"{pr.target} did not answer",
                       "start the server, or fix --target (base URL such as http://127.0.0.1:8000)")]
-    info = pr.info
     out = [Check("server.reachable", G, "pass",
                  f"{info.base_url} answers: engine {info.engine}" + (f" {info.version}" if info.version else ""),
                  data={"engine": info.engine, "version": info.version, "detected_by": getattr(info, "detected_by", [])})]
@@ -251,7 +253,7 @@ def server_checks(pr: ServerProbe) -> list[Check]:
                          "(vLLM --max-model-len); over-long prompts fail with HTTP 400"))
     out.append(_metrics_check(pr))
     out.append(_usage_check(pr))
-    out.append(_config_check(pr))
+    out.append(_config_check(pr, info.engine))
     out.append(_rate_check(pr))
     return out
 
@@ -309,13 +311,13 @@ def _usage_check(pr: ServerProbe) -> Check:
                  f"completion {u.get('completion_tokens')} tokens)", data={"usage": u, "api": sp.api})
 
 
-def _config_check(pr: ServerProbe) -> Check:
+def _config_check(pr: ServerProbe, engine: str | None) -> Check:
     eff = effective_config(pr)
     shown = {k: eff[k] for k in ("gpu_memory_utilization", *CONCURRENCY_KEYS, "num_gpu_blocks", "block_size",
                                  "max_total_num_tokens", "max_batch_total_tokens") if k in eff}
     if not shown:
         return Check("server.effective_config", G, "skip",
-                     f"the {pr.info.engine} server exposes no configuration (max_num_seqs, memory fraction) "
+                     f"the {engine} server exposes no configuration (max_num_seqs, memory fraction) "
                      "from outside", "record the launch flags with the results (wattbench run --engine does)")
     text = ", ".join(f"{k}={v}" for k, v in shown.items())
     g = _num(eff.get("gpu_memory_utilization"))

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from wattbench.core.redact import clip
+from wattbench.core.severity import CheckStatus
 from wattbench.doctor.check import Check
 from wattbench.core.errors import UserError
 
@@ -43,11 +44,11 @@ class Rule:
     id: str
     step: str
     pattern: str
-    status: str
+    status: CheckStatus
     message: str
     fix: str
 
-    def rx(self) -> re.Pattern:
+    def rx(self) -> re.Pattern[str]:
         return re.compile(self.pattern, re.I)
 
 
@@ -192,7 +193,7 @@ def _read_log(path: Path) -> str:
         return f.read().decode("utf-8", "replace")
 
 
-def _sources(error_text: str | None, server_log: str | None, run: dict | None) -> list[tuple[str, str]]:
+def _sources(error_text: str | None, server_log: str | None, run: dict[str, Any] | None) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     if error_text:
         out.append(("error", error_text))
@@ -227,7 +228,7 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         raise UserError(f"--run {d}: no result.json, requests.jsonl or server.log in it; is it a run directory?")
     run: dict[str, Any] = {"dir": str(d), "texts": [], "errors": {}, "error_samples": {}, "too_long": 0,
                            "max_model_len": None, "effective_config": {}, "server_log": None, "requests": 0}
-    res: dict = {}
+    res: dict[str, Any] = {}
     if (d / "result.json").exists():
         try:
             res = json.loads((d / "result.json").read_text("utf-8"))
@@ -356,7 +357,7 @@ def diagnose_failure(failure: str | Path | BaseException | None = None, server_l
     return [head] + checks
 
 
-def _step(step: str, sources: list[tuple[str, str]], run: dict | None, log_text: str | None,
+def _step(step: str, sources: list[tuple[str, str]], run: dict[str, Any] | None, log_text: str | None,
           matched: bool = False) -> list[Check]:
     out: list[Check] = []
     for rule in RULES:
@@ -394,7 +395,7 @@ def _all_lines(rule: Rule, sources: list[tuple[str, str]], limit: int) -> list[s
     return list(seen)
 
 
-def _run_facts(step: str, run: dict | None, log_text: str | None, matched: bool) -> list[Check]:
+def _run_facts(step: str, run: dict[str, Any] | None, log_text: str | None, matched: bool) -> list[Check]:
     """Facts of a run directory that are not log lines."""
     out: list[Check] = []
     errors = (run or {}).get("errors", {})
