@@ -70,7 +70,7 @@ def kept_models(models: list[str], model: str | None = None) -> list[str]:
 PROBE_MAX_BYTES = 4 << 20  # a probe reads at most this much of an answer (a /metrics page is ~100 KB)
 
 
-async def _get(session, url: str, redirects: list[str] | None = None) -> tuple[int, dict[str, str], bytes]:
+async def _get(session: aiohttp.ClientSession, url: str, redirects: list[str] | None = None) -> tuple[int, dict[str, str], bytes]:
     """One probe (``core/origin.py``: a redirect to another host is refused and noted in
     ``redirects``, never followed); ``(0, {}, b"")`` when it failed."""
     try:

@@ -82,15 +82,15 @@ class Answers:
     ``server`` header, the ``/metrics`` text and the engine its names show, and each engine's own
     endpoint where it answered as that engine does (None otherwise)."""
 
-    entries: list[dict]
+    entries: list[dict[str, Any]]  # the /v1/models entries, as the server sent them
     models: list[str]
     owners: set[str]
     server_header: str
     metrics_text: str
     metric_engine: str | None
-    sglang_info: dict | None  # /get_server_info with SGLang server args
-    tgi_info: dict | None  # /info with TGI router info
-    llamacpp_props: dict | None  # /props with llama.cpp settings
+    sglang_info: dict[str, Any] | None  # /get_server_info with SGLang server args
+    tgi_info: dict[str, Any] | None  # /info with TGI router info
+    llamacpp_props: dict[str, Any] | None  # /props with llama.cpp settings
     version_field: str | None  # /version's {version}
 
     @classmethod
@@ -107,7 +107,7 @@ class Answers:
         ver = _json_200(r["/version"])
         return cls(
             entries=entries,
-            models=[_text(m.get("id")) for m in entries if _text(m.get("id"))],
+            models=[t for m in entries if (t := _text(m.get("id")))],
             owners={str(m.get("owned_by", "")).lower() for m in entries},
             server_header=" ".join(v[1].get("server", "") for v in r.values()).lower(),
             metrics_text=metrics_text,

@@ -256,9 +256,12 @@ class ServerTimeline:
         ts, vs = self._points(name, False)
         if not ts or t1_ns <= t0_ns:
             return None, None
-        pts = [(t0_ns, self.value_at(name, t0_ns))]
+        v0, v1 = self.value_at(name, t0_ns), self.value_at(name, t1_ns)
+        if v0 is None or v1 is None:  # not reached: the series has points (value_at is None only without)
+            return None, None
+        pts = [(t0_ns, v0)]
         pts += [(t, v) for t, v in zip(ts, vs) if t0_ns < t < t1_ns]
-        pts.append((t1_ns, self.value_at(name, t1_ns)))
+        pts.append((t1_ns, v1))
         area = sum((b[0] - a[0]) * (a[1] + b[1]) / 2 for a, b in zip(pts, pts[1:]))
         return area / (t1_ns - t0_ns), max(v for _, v in pts)
 
@@ -418,5 +421,5 @@ class MetricsScraper:
     def __enter__(self) -> "MetricsScraper":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -14,6 +14,7 @@ import orjson
 from wattbench.core.redact import authorization_header, clip  # noqa: E402  (one home for Authorization headers)
 
 import asyncio
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from wattbench.core.errors import TargetError, UserError
@@ -106,7 +107,7 @@ OWNED_BODY_FIELDS = {
 }
 
 
-def build_payload(spec: RequestSpec, target: TargetSpec) -> dict:
+def build_payload(spec: RequestSpec, target: TargetSpec) -> dict[str, Any]:
     """The JSON body of one streaming request.
 
     Always ``stream=True`` with ``stream_options.include_usage`` (token counts come from the
@@ -115,7 +116,7 @@ def build_payload(spec: RequestSpec, target: TargetSpec) -> dict:
     ``ignore_eos``) is merged last and wins. The chat API wraps a bare prompt as one user message;
     the completions API needs a prompt.
     """
-    body: dict = {
+    body: dict[str, Any] = {
         "model": target.model,
         "stream": True,
         "stream_options": {"include_usage": True},
@@ -142,7 +143,7 @@ def build_payload(spec: RequestSpec, target: TargetSpec) -> dict:
     return body
 
 
-def chunk_text(obj: dict) -> str | None:
+def chunk_text(obj: dict[str, Any]) -> str | None:
     """Generated text carried by one parsed stream chunk (completions or chat), or None.
 
     Completions: ``choices[0].text``. Chat: ``choices[0].delta.content``, or the reasoning
@@ -154,11 +155,12 @@ def chunk_text(obj: dict) -> str | None:
         return None
     c = choices[0]
     text = c.get("text")
-    if text:
+    if isinstance(text, str) and text:
         return text
     delta = c.get("delta")
     if delta:
-        return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+        said = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+        return said if isinstance(said, str) else None
     return None
 
 
@@ -168,7 +170,7 @@ def chunk_text(obj: dict) -> str | None:
 MAX_USAGE_TOKENS = 100_000_000
 
 
-def usage_problem(u) -> str | None:
+def usage_problem(u: object) -> str | None:
     """Why a stream's ``usage`` cannot be used, or None: it must be an object whose
     ``prompt_tokens``/``completion_tokens`` (when present) are whole numbers in ``0..MAX_USAGE_TOKENS``
     (``true`` is not a number; ``12.0`` and ``"12"`` are refused too: a real server sends integers)."""
@@ -187,7 +189,7 @@ def usage_problem(u) -> str | None:
     return None
 
 
-def usage_regression(before: dict, after: dict) -> str | None:
+def usage_regression(before: dict[str, Any], after: dict[str, Any]) -> str | None:
     """Why a later ``usage`` event of the same stream contradicts an earlier one, or None. Counts
     only grow within a stream (a server that reports usage on every chunk reports running totals),
     so a later event with a smaller count is a second account of the same request: which one is
@@ -200,7 +202,7 @@ def usage_regression(before: dict, after: dict) -> str | None:
     return None
 
 
-def usage_disagreement(usage: dict, content_chunks: int, max_tokens: int | None) -> str | None:
+def usage_disagreement(usage: dict[str, Any], content_chunks: int, max_tokens: int | None) -> str | None:
     """Why a stream's final ``usage`` contradicts the stream itself or the request, or None:
 
     - ``completion_tokens`` above the ``max_tokens`` the request sent: a server stops at the limit,
@@ -219,7 +221,7 @@ def usage_disagreement(usage: dict, content_chunks: int, max_tokens: int | None)
     return None
 
 
-def stream_error(obj: dict) -> str | None:
+def stream_error(obj: dict[str, Any]) -> str | None:
     """The message of an in-stream error object (``{"error": ...}`` or ``{"object": "error"}``)."""
     err = obj.get("error")
     if err is None and obj.get("object") == "error":
@@ -238,7 +240,7 @@ def stream_error(obj: dict) -> str | None:
 MODELS_BODY_BYTES = 16 << 20
 
 
-async def fetch_models(session, base_url: str, api_key: str | None, redirects: list[str] | None = None) -> list[str]:
+async def fetch_models(session: aiohttp.ClientSession, base_url: str, api_key: str | None, redirects: list[str] | None = None) -> list[str]:
     """The model ids of ``GET {base_url}/models``. Raises TargetError when the answer is not
     OpenAI's ``{"data": [{"id": ...}, ...]}`` or redirects to another host (``core/origin.py``;
     same-host redirects followed go to ``redirects``); aiohttp errors (connection) propagate."""
@@ -274,7 +276,7 @@ async def fetch_models(session, base_url: str, api_key: str | None, redirects: l
     return [str(m["id"]) for m in data]
 
 
-async def post_json(session, url: str, body: dict, api_key: str | None, timeout_s: float,
+async def post_json(session: aiohttp.ClientSession, url: str, body: dict[str, Any], api_key: str | None, timeout_s: float,
                     headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     """``POST url`` with a JSON body, non-streaming (``agree`` asks both servers this way): the
     status and the raw body. The key travels as ``auth_headers`` sends it; aiohttp and timeout
@@ -345,6 +347,7 @@ async def check_model_answers(
     """One real request for ``model`` (one output token): the check of a launched engine's model
     that its ``/v1/models`` does not list. Raises ``TargetError`` naming the HTTP status."""
     shown = safe_url(base_url)
+    body: dict[str, Any]
     if api == "chat":
         url, body = base_url + "/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}
     else:
