@@ -27,10 +27,11 @@ from __future__ import annotations
 import socket
 import threading
 from http.server import ThreadingHTTPServer
+from collections.abc import Iterator
 from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import MetricsHandler
 
 from wattbench.core.errors import UserError
@@ -66,15 +67,15 @@ class MonitorCollector:
     def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
         self.snapshot = snapshot
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         return []
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         s = self.snapshot() or {}
         w = s.get("windows") or {}
         total = w.get("total") or {}
 
-        def gauge_b(name, doc, values: dict):
+        def gauge_b(name: str, doc: str, values: dict[str, float | None] | None) -> GaugeMetricFamily:
             g = GaugeMetricFamily(name, doc, labels=["boundary"])
             for b, v in sorted((values or {}).items()):
                 if v is not None:

@@ -19,7 +19,7 @@ from wattbench.core.errors import UserError
 from wattbench.monitor.exporter import DEFAULT_LISTEN, Exporter
 from wattbench.monitor.history import HistoryWriter
 from wattbench.monitor.sources import ResilientSensor, ServerScraper
-from wattbench.monitor.tracker import DEFAULT_IDLE_THRESHOLD_TOK_S, DEFAULT_WINDOWS_S, EfficiencyTracker
+from wattbench.monitor.tracker import DEFAULT_IDLE_THRESHOLD_TOK_S, DEFAULT_WINDOWS_S, EfficiencyTracker, Segment, Span
 from wattbench.telemetry.base import Sensor
 from wattbench.core.redact import combine_credentials, redact_url, register_secrets, url_secrets
 from wattbench.monitor.backoff import Backoff
@@ -81,7 +81,7 @@ class Monitor:
         self.history_max_bytes = history_max_bytes
         self.exporter: Exporter | None = None
         self.history: HistoryWriter | None = None
-        self.sampler = None
+        self.sampler: Sampler | None = None
         self.sensors: list[ResilientSensor] = []
         self.problems: list[str] = []
         self._scrape_reported = False
@@ -108,12 +108,12 @@ class Monitor:
         base = max(0.5, self.sample_interval_s)
         self.sensors = [ResilientSensor(s, self.sample_interval_s, Backoff(base_s=base, cap_s=max(base, self.backoff_cap_s)),
                                         clock=self.clock.now_ns) for s in raw]
-        self.sampler = Sampler(self.sensors, interval_s=self.sample_interval_s, clock=self.clock)
-        self.sampler.log = self.tracker.log  # bounded: the sampler's own log would grow forever
-        self.problems.extend(self.sampler.open())
-        if not self.sampler.opened:
+        sampler = self.sampler = Sampler(self.sensors, interval_s=self.sample_interval_s, clock=self.clock)
+        sampler.log = self.tracker.log  # bounded: the sampler's own log would grow forever
+        self.problems.extend(sampler.open())
+        if not sampler.opened:
             why = "; ".join(self.problems) or "no sensor found on this machine"
-            self.sampler.stop()
+            sampler.stop()
             raise UserError(f"no power sensor could be opened ({why}); pass --sensor, e.g. --sensor nvml "
                             "or --sensor const:node=WATTS")
         self.anchor = ClockAnchor.take(self.clock.now_ns)
@@ -126,7 +126,7 @@ class Monitor:
                                     "target": self.target_shown, "interval_s": self.interval_s,
                                     "windows_s": list(self.tracker.windows_s),
                                     "idle_threshold_tok_s": self.tracker.idle_threshold_tok_s,
-                                    "channels": [c.to_dict() for c in self.sampler.channels],
+                                    "channels": [c.to_dict() for c in sampler.channels],
                                     "problems": self.problems})
             if self.listen:
                 self.exporter = Exporter(self.snapshot, self.listen).start()
@@ -135,7 +135,7 @@ class Monitor:
             if self.history is not None:
                 self.history.discard_if_new_and_empty()  # a refused start leaves no file behind
             raise
-        self.sampler.start()
+        sampler.start()
         self._started = True
         self._publish()
         return self
@@ -174,7 +174,7 @@ class Monitor:
     def __enter__(self) -> "Monitor":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- the loop -----------------------------------------------------------------------------
@@ -195,23 +195,24 @@ class Monitor:
         self.ticks += 1
         return self._publish()
 
-    def _record(self, done) -> None:
-        if self.history is None or self.history.failed is not None:
+    def _record(self, done: list[tuple[Span, Segment | None]]) -> None:
+        history = self.history
+        if history is None or history.failed is not None:
             return
         o = self.tracker.t_origin_ns or 0
         for span, closed in done:
             if closed is not None:
-                self.history.write({"type": "segment", "wall": self.history.wall(closed.t1_ns), **closed.to_dict(o)})
-            self.history.write(self._span_line(span, o))
-        if self.history.failed is not None:  # a full disk: stop, the figures so far kept in the summary
-            self.problems.append(f"{self.history.failed}; the monitor stopped (its figures so far are in the "
+                history.write({"type": "segment", "wall": history.wall(closed.t1_ns), **closed.to_dict(o)})
+            history.write(self._span_line(history, span, o))
+        if history.failed is not None:  # a full disk: stop, the figures so far kept in the summary
+            self.problems.append(f"{history.failed}; the monitor stopped (its figures so far are in the "
                                  "summary); free space or give another --history")
             self._stop.set()
 
-    def _span_line(self, span, origin: int) -> dict[str, Any]:
+    def _span_line(self, history: HistoryWriter, span: Span, origin: int) -> dict[str, Any]:
         win = self.tracker.windows()
         return {
-            "type": "span", "wall": self.history.wall(span.t1_ns), "t_s": (span.t1_ns - origin) / 1e9,
+            "type": "span", "wall": history.wall(span.t1_ns), "t_s": (span.t1_ns - origin) / 1e9,
             "dt_s": span.duration_s, "state": span.state,
             "energy_j": span.energy_j,
             "power_w": {b: e / span.duration_s for b, e in span.energy_j.items()} if span.duration_s > 0 else {},
@@ -252,7 +253,7 @@ class Monitor:
         snap["history"] = str(self.history_path) if self.history_path else None
         return snap
 
-    def run(self, duration_s: float | None = None, on_tick: Callable[[dict], None] | None = None) -> dict[str, Any]:
+    def run(self, duration_s: float | None = None, on_tick: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Tick every ``interval_s`` (absolute deadlines) until ``duration_s`` passes, ``stop()`` is
         called, or Ctrl-C. Returns the summary; the caller closes (or use ``with``)."""
         if duration_s is not None and duration_s <= 0:

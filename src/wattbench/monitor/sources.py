@@ -63,12 +63,14 @@ class ServerScraper:
             samples = parse_exposition(text)
             if self.engine is None:
                 self.engine = guess_engine(samples)
-            vals = canonical_values(samples, self.engine) if self.engine else {}
-            if "generation_tokens" not in vals:
+            engine = self.engine
+            # floats by canonical name, and "by_model" (model -> its counters) where the server has them
+            vals: dict[str, Any] = canonical_values(samples, engine) if engine else {}
+            if engine is None or "generation_tokens" not in vals:  # no engine: no values
                 raise NoCounters(f"{self.url} has no generation token counter of a known engine")
-            by_model = _scrubbed_models(per_model_counters(samples, self.engine))
+            by_model = _scrubbed_models(per_model_counters(samples, engine))
             if by_model:
-                vals["by_model"] = by_model  # type: ignore[assignment]
+                vals["by_model"] = by_model
         except urllib.error.HTTPError as e:
             self.backoff.failure(self.clock(), f"HTTP {e.code} from {self.url}")
             self.refusal = f"{self.url} answered HTTP {e.code}"
@@ -146,7 +148,7 @@ class ResilientSensor(Sensor):
     def close(self) -> None:
         self.inner.close()
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return self.inner.describe()
 
     def status(self) -> dict[str, Any]:

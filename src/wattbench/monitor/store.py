@@ -11,17 +11,23 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from wattbench.telemetry.base import Channel, Reading, TelemetryLog
+from wattbench.telemetry.base import Channel, Reading, SensorFailure, TelemetryLog
 
 DEFAULT_MAX_POINTS = 50_000  # per channel: ~16 min of a 50 Hz NVML sample buffer
 DEFAULT_MAX_FAILURES = 256
 
 
 class BoundedTelemetryLog(TelemetryLog):
+    # Ring buffers where the base keeps lists: this class overrides every method that fills or
+    # reads them (series returns lists), so the base's list-typed attributes are narrowed here.
+    t_ns: dict[str, deque[int]]  # type: ignore[assignment]
+    values: dict[str, deque[float]]  # type: ignore[assignment]
+    failures: deque[SensorFailure]  # type: ignore[assignment]
+
     def __init__(self, max_points: int = DEFAULT_MAX_POINTS, max_failures: int = DEFAULT_MAX_FAILURES) -> None:
         super().__init__()
         self.max_points = int(max_points)
-        self.failures = deque(maxlen=max_failures)  # type: ignore[assignment]
+        self.failures = deque(maxlen=max_failures)
         self._lock = threading.Lock()
         self.dropped = 0  # points pushed out by the hard cap (trimming should make this 0)
 
@@ -29,16 +35,16 @@ class BoundedTelemetryLog(TelemetryLog):
         with self._lock:
             for c in channels:
                 self.channels[c.id] = c
-                self.t_ns.setdefault(c.id, deque(maxlen=self.max_points))  # type: ignore[arg-type]
-                self.values.setdefault(c.id, deque(maxlen=self.max_points))  # type: ignore[arg-type]
+                self.t_ns.setdefault(c.id, deque(maxlen=self.max_points))
+                self.values.setdefault(c.id, deque(maxlen=self.max_points))
 
     def add(self, readings: list[Reading]) -> None:
         with self._lock:
             for r in readings:
                 ts = self.t_ns.get(r.channel)
                 if ts is None:
-                    ts = self.t_ns[r.channel] = deque(maxlen=self.max_points)  # type: ignore[assignment]
-                    self.values[r.channel] = deque(maxlen=self.max_points)  # type: ignore[assignment]
+                    ts = self.t_ns[r.channel] = deque(maxlen=self.max_points)
+                    self.values[r.channel] = deque(maxlen=self.max_points)
                 if len(ts) == self.max_points:
                     self.dropped += 1
                 ts.append(r.t_ns)

@@ -46,6 +46,13 @@ from wattbench.accounting.boundaries import boundary_totals
 from wattbench.accounting.request_energy import split_by_tokens
 from wattbench.metrics import efficiency as eff
 
+# One scrape of the server as monitor.sources.ServerScraper.poll gives it: a float per canonical
+# name (server.metrics.canonical_values) and, where the server labels its token counters by model,
+# "by_model": model -> counter -> value.
+ServerValues = dict[str, Any]
+# An accounted interval not yet closed into a span: (t0_ns, t1_ns, energy_j and coverage by boundary).
+_Pending = tuple[int, int, dict[str, float], dict[str, float]]
+
 DEFAULT_WINDOWS_S = (10.0, 60.0, 600.0)
 DEFAULT_IDLE_THRESHOLD_TOK_S = 1.0
 MAX_PENDING = 64
@@ -187,13 +194,13 @@ class EfficiencyTracker:
         self.stale_ns = int(stale_s * 1e9)
         self.log = BoundedTelemetryLog(max_points=max_points)
         self.t_origin_ns: int | None = None
-        self._points: deque[tuple[int, dict | None]] = deque()  # marks not yet accounted (after the last)
-        self._last: tuple[int, dict | None] | None = None  # last accounted mark
-        self._good: tuple[int, dict] | None = None  # last successful scrape accounted
-        self._pending: list[tuple[int, int, dict[str, float], dict[str, float]]] = []  # intervals since _good
+        self._points: deque[tuple[int, ServerValues | None]] = deque()  # marks not yet accounted (after the last)
+        self._last: tuple[int, ServerValues | None] | None = None  # last accounted mark
+        self._good: tuple[int, ServerValues] | None = None  # last successful scrape accounted
+        self._pending: list[_Pending] = []  # intervals since _good
         self.spans: deque[Span] = deque()  # spans inside the longest window
         # per window: spans inside it and their running sums (rebuilt every REBUILD_EVERY spans)
-        self._win: list[tuple[float, deque, _Acc]] = [(w, deque(), _Acc()) for w in self.windows_s]
+        self._win: list[tuple[float, deque[Span], _Acc]] = [(w, deque(), _Acc()) for w in self.windows_s]
         self._since_rebuild = 0
         self.total = _Acc()
         self.states: dict[str, _Acc] = {}
@@ -226,7 +233,7 @@ class EfficiencyTracker:
         live = [t for t in lat if t is not None and t >= now_ns - self.stale_ns]
         return min(live) if live else None
 
-    def mark(self, t_ns: int, server: dict[str, float] | None) -> list[tuple[Span, Segment | None]]:
+    def mark(self, t_ns: int, server: ServerValues | None) -> list[tuple[Span, Segment | None]]:
         """Add a reference point (a scrape's time and values, or None when it failed) and account
         what the data allows. Returns the spans completed (each with the segment it closed, if any)."""
         if self.t_origin_ns is None:
@@ -250,6 +257,7 @@ class EfficiencyTracker:
             self._points.popleft()
             if not ready:
                 self.forced += 1
+            assert self._last is not None  # a point is queued only after the first mark set it
             t0 = self._last[0]
             energy: dict[str, float] = {}
             cov: dict[str, float] = {}
@@ -270,9 +278,10 @@ class EfficiencyTracker:
             self.log.trim_before(self._last[0] - self.context_ns)
         return out
 
-    def _close_span(self, t1: int, srv: dict | None) -> Span | None:
-        tokens_known = srv is not None and self._good is not None and "generation_tokens" in srv \
-            and "generation_tokens" in self._good[1]
+    def _close_span(self, t1: int, srv: ServerValues | None) -> Span | None:
+        prev = self._good[1] if self._good is not None else None
+        tokens_known = srv is not None and prev is not None and "generation_tokens" in srv \
+            and "generation_tokens" in prev
         if srv is not None and self._good is None:
             tokens_known = False
         if srv is None and self._good is not None:
@@ -285,8 +294,7 @@ class EfficiencyTracker:
         if srv is not None:
             span.running = srv.get("running")
             span.waiting = srv.get("waiting")
-        if tokens_known:
-            prev = self._good[1]
+        if tokens_known and srv is not None and prev is not None:
             span.output_tokens, r1 = _delta(prev.get("generation_tokens"), srv.get("generation_tokens"))
             span.prompt_tokens, r2 = _delta(prev.get("prompt_tokens"), srv.get("prompt_tokens"))
             span.counter_reset = r1 or r2
@@ -305,7 +313,8 @@ class EfficiencyTracker:
         self._slide(span)
         return span
 
-    def _by_model(self, span: Span, prev: dict | None, cur: dict | None) -> None:
+    def _by_model(self, span: Span, prev: dict[str, dict[str, float]] | None,
+                  cur: dict[str, dict[str, float]] | None) -> None:
         """Split the span's energy over the models by their token counters' increase (an estimate).
 
         A kept model's tokens are its counters' increase since ``prev`` (from 0 where ``prev`` did
@@ -488,7 +497,7 @@ def _model_entry() -> dict[str, Any]:
     return {"energy_j": {}, "output_tokens": 0.0, "prompt_tokens": 0.0}
 
 
-def _merge(parts: list[tuple[int, int, dict[str, float], dict[str, float]]]):
+def _merge(parts: list[_Pending]) -> _Pending:
     bounds = set(parts[0][2])
     for p in parts[1:]:
         bounds &= set(p[2])

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wattbench.core.redact import clip
@@ -57,7 +58,7 @@ def period_of(sensor: Sensor, default_s: float) -> float:
 
 
 class Sampler:
-    def __init__(self, sensors: list[Sensor], interval_s: float = 0.1, sink: TelemetrySink | None = None,
+    def __init__(self, sensors: Sequence[Sensor], interval_s: float = 0.1, sink: TelemetrySink | None = None,
                  clock: Clock = MONOTONIC) -> None:
         if interval_s <= 0:
             raise ValueError("interval_s must be > 0")
