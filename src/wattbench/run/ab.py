@@ -25,7 +25,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from wattbench.analysis.ab import PairedComparison, paired_compare
 from wattbench.analysis.compare import resolve_boundary, short_key
@@ -35,10 +35,11 @@ from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import Interrupted, UserError, WattbenchError
 from wattbench.core.schema import LevelResult, PairedLevel, PairedRun, Result
 from wattbench.metrics.noise import MAX_TIME, MAX_TRIALS, REACHED, auto_stop
-from wattbench.metrics.paired import PAIRS_PER_BLOCK, blocks_for, pair_sides, paired_ratio, precision
+from wattbench.metrics.paired import PAIRS_PER_BLOCK, PairedRatio, blocks_for, pair_sides, paired_ratio, precision
 from wattbench.run import analyses, benchmark, plan
 from wattbench.run.level import LevelRunner
 from wattbench.run.session import ProgressFn, RunSession, run_dir_path
+from wattbench.telemetry.base import Sensor
 
 SIDES = ("A", "B")
 
@@ -56,7 +57,7 @@ class AbOutcome:
 
 def _side_progress(progress: ProgressFn, side: str) -> ProgressFn:
     """The caller's progress with every label and message naming the side (``A c=8 trial 1/4``)."""
-    def emit(event: str, data: dict) -> None:
+    def emit(event: str, data: dict[str, Any]) -> None:
         d = dict(data)
         for k in ("label", "message"):
             if isinstance(d.get(k), str):
@@ -93,7 +94,7 @@ def _naming(side: str) -> Iterator[None]:
         raise
 
 
-def run_ab(config: AbConfig, progress: ProgressFn | None = None, *, sensors: list | None = None) -> AbOutcome:
+def run_ab(config: AbConfig, progress: ProgressFn | None = None, *, sensors: list[Sensor] | None = None) -> AbOutcome:
     """Measure ``config``'s two sides in pairs and return both results and the paired answer (module
     docstring). ``sensors``: the sensors to sample (None: from the options). Raises ``UserError`` for
     bad input before anything is written, ``Interrupted`` on SIGINT/SIGTERM (both runs closed
@@ -132,7 +133,7 @@ def run_ab(config: AbConfig, progress: ProgressFn | None = None, *, sensors: lis
                      run_dir_b=run_dir_path(configs["B"], rb.run_id), comparison=comparison)
 
 
-def _run(config: AbConfig, sessions: dict[str, RunSession], sensors: list | None) -> PairedComparison:
+def _run(config: AbConfig, sessions: dict[str, RunSession], sensors: list[Sensor] | None) -> PairedComparison:
     sa, sb = sessions["A"], sessions["B"]
     dirs = {s: run_dir_path(sessions[s].config, sessions[s].run_id) for s in SIDES}
     if dirs["A"].resolve() == dirs["B"].resolve():
@@ -149,7 +150,9 @@ def _run(config: AbConfig, sessions: dict[str, RunSession], sensors: list | None
     _shared_idle(sa, sb)
     for s in SIDES:  # each side from a known state: its prompt lengths fitted, its server primed
         sessions[s].emit("phase", name="prime", message="priming before the first pair")
-        plan.prime_first(sessions[s].config, sessions[s].result, runners[s])
+        res = sessions[s].result
+        assert res is not None  # begin() wrote each side's skeleton
+        plan.prime_first(sessions[s].config, res, runners[s])
     t0 = now_ns()  # the first pair begins: the pairs' clock
     sequence, stopped = _pairs(config, sessions, runners, t0)
     for s in SIDES:
@@ -189,9 +192,6 @@ def _copy_idle(sa: RunSession, sb: RunSession) -> None:
     sb.result.idle = dict(sa.result.idle or {})
     sb.result.idle_window = sa.result.idle_window
     sb.result.idle_after_window = sa.result.idle_after_window
-    for w in sa.result.warnings:
-        if w == benchmark.IDLE_SKIPPED and w not in sb.result.warnings:
-            sb.result.warnings.append(w)
 
 
 def _pairs(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str, LevelRunner], t0: int
@@ -252,10 +252,10 @@ def _only(result: Result, index: int) -> Result:
     return result.model_copy(update={"levels": [lv for lv in result.levels if lv.index == index]})
 
 
-def _trial_figures(trials: list[LevelResult], boundary: str | None, t0_ns: int) -> dict[str, list]:
+def _trial_figures(trials: list[LevelResult], boundary: str | None, t0_ns: int) -> dict[str, list[float | None]]:
     """Each trial's own throughput, power and per-kW figure at ``boundary`` (never the trials' mean a
     trial may carry) and its window's midpoint (seconds after ``t0_ns``)."""
-    out: dict[str, list] = {"tok": [], "power": [], "per_kw": [], "time": []}
+    out: dict[str, list[float | None]] = {"tok": [], "power": [], "per_kw": [], "time": []}
     for t in trials:
         f = level_figures(t, boundary) if t.requests.completed > 0 else {}
         out["tok"].append(f.get("output_tokens_per_s"))
@@ -266,14 +266,15 @@ def _trial_figures(trials: list[LevelResult], boundary: str | None, t0_ns: int) 
     return out
 
 
-def _level_pairs(runners: dict[str, LevelRunner], index: int, t0_ns: int) -> tuple[str | None, dict, dict]:
+def _level_pairs(runners: dict[str, LevelRunner], index: int, t0_ns: int
+                 ) -> tuple[str | None, dict[str, list[float | None]], dict[str, list[float | None]]]:
     b = _boundary(runners, index)
     ta, tb = runners["A"].trials_of(index), runners["B"].trials_of(index)
     n = min(len(ta), len(tb))
     return b, _trial_figures(ta[:n], b, t0_ns), _trial_figures(tb[:n], b, t0_ns)
 
 
-def _per_kw_ratio(runners: dict[str, LevelRunner], index: int, t0_ns: int):
+def _per_kw_ratio(runners: dict[str, LevelRunner], index: int, t0_ns: int) -> PairedRatio | None:
     b, fa, fb = _level_pairs(runners, index, t0_ns)
     figure = "per_kw" if b else "tok"
     return paired_ratio(fa[figure], fb[figure], fa["time"], fb["time"])

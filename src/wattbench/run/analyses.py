@@ -6,15 +6,19 @@ prefill/decode regression with its cross-check against the isolating pair. The f
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 from wattbench.accounting.window import account_window
 from wattbench.accounting.attribution import (
+    Intervals,
     cross_check,
     fit_intervals,
     intervals_from_counters,
     intervals_from_records,
 )
-from wattbench.accounting.boundaries import boundary_totals
+from wattbench.accounting.boundaries import BoundaryTotal, boundary_totals
 from wattbench.accounting.carbon import apply_carbon
 from wattbench.accounting.request_energy import attribute_level
 from wattbench.analysis.figures import WINDOW_FIGURES, level_figures, steady_view
@@ -22,26 +26,29 @@ from wattbench.accounting.level_findings import measured_nothing, nothing_measur
 from wattbench.results.headline import ENERGY_FIGURES
 from wattbench.analysis.pareto import frontier_from_levels
 from wattbench.core.errors import UserError
+from wattbench.core.load_types import LevelOutcome
+from wattbench.core.recordset import RecordSet
 from wattbench.metrics.trials import trial_interval
 from wattbench.results import rundir
 from wattbench.results.headline import headline_boundary
-from wattbench.core.schema import FigureKey, LevelResult, Pareto, PrefillDecode, UnmeasuredTrial
+from wattbench.core.schema import (BoundaryEnergy, FigureKey, LevelResult, Pareto, PrefillDecode, RequestRecord,
+                                   TrialFigure, TrialsBlock, UnmeasuredTrial)
 from wattbench.run.session import RunSession
 
 REGRESSION_INTERVALS = 120  # client-timed intervals over the run (at least 0.5 s each)
 
 
-def attribute(session: RunSession, level: LevelResult, records) -> None:
+def attribute(session: RunSession, level: LevelResult, records: Sequence[RequestRecord] | RecordSet) -> None:
     """Energy per request (accounting/request_energy.py) and carbon (accounting/carbon.py)."""
     if session.sampler is None or not level.energy:
         return
     log, pue = session.sampler.log, session.config.pue
 
     @functools.lru_cache(maxsize=4096)
-    def totals(t0: int, t1: int) -> dict:
+    def totals(t0: int, t1: int) -> dict[str, BoundaryTotal]:
         return boundary_totals(log, t0, t1, pue=pue)
 
-    def energy_fn_for(b: str):
+    def energy_fn_for(b: str) -> Callable[[int, int], float | None]:
         def f(t0: int, t1: int) -> float | None:
             t = totals(t0, t1).get(b)
             return None if t is None else t.energy_j
@@ -53,11 +60,13 @@ def attribute(session: RunSession, level: LevelResult, records) -> None:
                      energy_fn_for, pue)
 
 
-def per_node_energy(session: RunSession, outcome, level: LevelResult) -> dict:
+def per_node_energy(session: RunSession, outcome: LevelOutcome, level: LevelResult
+                    ) -> dict[str, dict[str, BoundaryEnergy]]:
     """The level's energy on each node of a Ray cluster."""
     from wattbench.distributed.merge import split_by_node  # lazy: the distributed package, only with --ray
 
     cfg = session.config
+    assert session.sampler is not None  # called only for a level with energy: the run has a meter
     out = {}
     for node, sub in split_by_node(session.sampler.log).items():
         acc = account_window(sub, outcome.start_ns, outcome.end_ns, output_tokens=level.throughput.output_tokens,
@@ -67,7 +76,7 @@ def per_node_energy(session: RunSession, outcome, level: LevelResult) -> dict:
     return out
 
 
-def _trial_cis(trials: list[LevelResult | None], only: frozenset[str] | None = None) -> dict[str, dict]:
+def _trial_cis(trials: list[LevelResult | None], only: frozenset[str] | None = None) -> dict[str, TrialFigure]:
     """Mean and 95% CI over ``trials`` of every headline figure (of the names in ``only``:
     ``metrics.trials.trial_interval``, on the log scale for a positive figure, so it never crosses
     zero): ``name`` or ``name@boundary`` -> mean, ci_low, ci_high, n (the values it is the mean of),
@@ -76,25 +85,25 @@ def _trial_cis(trials: list[LevelResult | None], only: frozenset[str] | None = N
     trials block an earlier trial carried while it was the level's latest (its mean would count as a
     value again)."""
     kept = [t for t in trials if t is not None]
-    boundaries = sorted({b for t in kept for b in t.energy})
+    boundaries: list[str | None] = [*sorted({b for t in kept for b in t.energy})] or [None]  # None: no energy
     values: dict[str, dict[int, float]] = {}
     for i, t in enumerate(trials):
         if t is None:
             continue
-        for b in boundaries or [None]:
+        for b in boundaries:
             for name, v in level_figures(t, b).items():
                 if v is None or (only is not None and name not in only):
                     continue
                 key = FigureKey.at(name, b, ENERGY_FIGURES).text()
-                if b and name not in ENERGY_FIGURES and b != (boundaries or [None])[0]:
+                if b and name not in ENERGY_FIGURES and b != boundaries[0]:
                     continue  # boundary-free figures once
                 values.setdefault(key, {})[i] = float(v)
     figures = {}
     for key, by_trial in values.items():
         c = trial_interval(by_trial.values())
-        figures[key] = {"mean": c["mean"], "ci_low": c["ci95_low"], "ci_high": c["ci95_high"], "n": c["n"],
-                        "values": [by_trial.get(i) for i in range(len(trials))],
-                        "scale": c["scale"] if c["n"] > 1 else None}
+        figures[key] = TrialFigure(mean=c["mean"], ci_low=c["ci95_low"], ci_high=c["ci95_high"], n=c["n"],
+                                   values=[by_trial.get(i) for i in range(len(trials))],
+                                   scale=c["scale"] if c["n"] > 1 else None)
     return figures
 
 
@@ -112,7 +121,7 @@ def unmeasured(trials: list[LevelResult]) -> list[UnmeasuredTrial]:
             for i, t in enumerate(trials) if measured_nothing(t)]
 
 
-def trials_block(trials: list[LevelResult]) -> dict:
+def trials_block(trials: list[LevelResult]) -> TrialsBlock:
     """Mean and 95% CI (Student t) over the trials that measured something (``measuring_trials``)
     of every headline figure, in the form compare and regress read: ``figures[name]`` and
     ``figures[name@boundary]`` -> mean, ci_low, ci_high, n (the trials it is the mean of), values
@@ -124,22 +133,23 @@ def trials_block(trials: list[LevelResult]) -> dict:
     steady = [None if t is None else steady_view(t) for t in counted]
     has_steady = any(t is not None for t in counted) and all(
         v is not None for t, v in zip(counted, steady) if t is not None)
-    return {"n": len(trials), "confidence": 0.95, "figures": _trial_cis(counted),
-            "figures_steady": _trial_cis(steady, WINDOW_FIGURES) if has_steady else {},
-            "thermal_before": [t.thermal_before for t in trials],
-            "thermal": [t.thermal if t.thermal.model_fields_set else None for t in trials],
-            "unmeasured": [u.model_dump() for u in unmeasured(trials)]}
+    return TrialsBlock(n=len(trials), confidence=0.95, figures=_trial_cis(counted),
+                       figures_steady=_trial_cis(steady, WINDOW_FIGURES) if has_steady else {},
+                       thermal_before=[t.thermal_before for t in trials],
+                       thermal=[t.thermal if t.thermal.model_fields_set else None for t in trials],
+                       unmeasured=unmeasured(trials))
 
 
 def run_analyses(session: RunSession) -> None:
     """Run-level analyses over the measured levels: Pareto frontier, prefill/decode regression."""
     result = session.result
+    assert result is not None  # after the levels: the result exists
     if not result.levels:
         return
     b = headline_boundary(result.levels[0])
     if b:
         levels = result.levels
-        pareto = {
+        pareto: dict[str, Any] = {
             "boundary": b,
             "tpot_p99": frontier_from_levels(levels, boundary=b, latency="tpot_ms", stat="p99"),
             "ttft_p99": frontier_from_levels(levels, boundary=b, latency="ttft_ms", stat="p99"),
@@ -157,11 +167,14 @@ def run_analyses(session: RunSession) -> None:
             pd.cross_check = cross_check(reg, pair)
 
 
-def _intervals(session: RunSession, energy):
+def _intervals(session: RunSession, energy: Callable[[int, int], float | None]) -> tuple[Intervals, str]:
     tl = session.scraper.timeline if session.scraper is not None else None
+    assert session.result is not None and session.run_dir is not None
     levels = session.result.levels
-    if tl is not None and tl.available and "prompt_tokens" in tl.series and "generation_tokens" in tl.series:
-        t0, t1 = levels[0].window.start_ns, levels[-1].window.end_ns
+    w0, w1 = levels[0].window, levels[-1].window
+    if (tl is not None and tl.available and "prompt_tokens" in tl.series and "generation_tokens" in tl.series
+            and w0 is not None and w1 is not None):
+        t0, t1 = w0.start_ns, w1.end_ns
         pts = [(t, v) for t, v in tl.scrapes if t0 <= t <= t1 and "prompt_tokens" in v and "generation_tokens" in v]
         return intervals_from_counters([t for t, _ in pts], [v["prompt_tokens"] for _, v in pts],
                                        [v["generation_tokens"] for _, v in pts], energy), "server counters"
@@ -174,17 +187,19 @@ class _RunRequests:
     """The run's ``requests.jsonl``, read afresh (one record at a time) each time it is iterated:
     the run's records are never all in memory."""
 
-    def __init__(self, run_dir):
+    def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[RequestRecord]:
         return rundir.iter_requests(self.run_dir, notes=[])
 
 
-def regression(session: RunSession, boundary: str) -> dict:
+def regression(session: RunSession, boundary: str) -> dict[str, Any]:
     """Prefill/decode regression over every measured level of the run (more spread in the token
     mix separates the two better). Token counts per interval from the server's counters when they
-    were scraped, else from client timing."""
+    were scraped, else from client timing: ``accounting.attribution.fit_intervals``' answer, or
+    ``error``, each with its boundary (``PrefillDecode.regression``, as written)."""
+    assert session.sampler is not None  # run_analyses asks only with a meter
     log = session.sampler.log
 
     def energy(t0: int, t1: int) -> float | None:

@@ -30,7 +30,7 @@ from wattbench.metrics.carbon_series import parse_carbon_intensity
 from wattbench.metrics.slo import parse_slos
 from wattbench.results import rundir
 from wattbench.core.ids import new_run_id as _new_run_id
-from wattbench.core.schema import CarbonIntensity, ClockInfo, NoiseInfo, PrefillDecode, Result, Window
+from wattbench.core.schema import CarbonIntensity, ClockInfo, NoiseInfo, PrefillDecode, Result, ServerInfo, Window
 from wattbench.report.summary import history_summary
 from wattbench.results.store import HistoryStore
 from wattbench.run import analyses, plan, telemetry
@@ -39,8 +39,12 @@ from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.run.targets import Targets, resolve_targets, run_secrets
 from wattbench.server.metrics import MetricsScraper
 from wattbench.core.redact import register_secrets
+from wattbench.engines.base import Engine
+from wattbench.telemetry.base import Sensor
 from wattbench.telemetry.jsonl import TelemetryWriter
 from wattbench.workload.presets import load_workload
+from wattbench.workload.source import Workload
+from wattbench.workload.synthetic import PromptBuilder
 from wattbench.workload.tokenizer import open_token_source
 
 SCRAPE_INTERVAL_S = 0.5
@@ -97,14 +101,14 @@ class Prepared:
 
     run_dir: Path
     targets: Targets
-    workload: Any
+    workload: Workload
     no_tokenizer_why: str | None
     salt: str | None
     problems: list[str]
 
 
-def prepare(session: RunSession, *, sensors: list | None = None, share_telemetry: RunSession | None = None,
-            engine=None) -> Prepared:
+def prepare(session: RunSession, *, sensors: list[Sensor] | None = None, share_telemetry: RunSession | None = None,
+            engine: Engine | None = None) -> Prepared:
     """Every check before anything is written: the run directory, SLOs, carbon intensity, the plan,
     the history database, the targets (an engine launched), the workload; then the telemetry
     started (``sensors``: the sensors to sample, None from the config; ``share_telemetry``: another
@@ -185,16 +189,17 @@ def empty_levels(result: Result) -> list[str]:
     asked (``wattbench run`` says so and exits with ``core.errors.EXIT_EMPTY_LEVEL``)."""
     out = []
     for lv in result.levels:
-        dead = [u.trial for u in lv.trials.unmeasured] if lv.trials is not None else []
-        if lv.requests.completed == 0 or (lv.trials is not None and len(dead) == lv.trials.n):
+        tb = lv.trials
+        dead = [u.trial for u in tb.unmeasured] if tb is not None else []
+        if lv.requests.completed == 0 or (tb is not None and len(dead) == tb.n):
             out.append(lv.label)
-        elif dead:
+        elif tb is not None and dead:
             out.append(f"{lv.label} {'trial' if len(dead) == 1 else 'trials'} {', '.join(map(str, dead))} "
-                       f"of {lv.trials.n}")
+                       f"of {tb.n}")
     return out
 
 
-def register(cfg: RunConfig, result: Result | None, run_dir) -> None:
+def register(cfg: RunConfig, result: Result | None, run_dir: Path | None) -> None:
     """Index the run in the history (``run`` and ``measure``; ``--no-register`` skips it): a complete
     run, and one that stopped with levels measured (interrupted, the target gone) under its status.
     A history that cannot take it leaves the run standing, with one warning saying how to register
@@ -217,30 +222,31 @@ def register(cfg: RunConfig, result: Result | None, run_dir) -> None:
 NOT_REGISTERED = "the run is kept but not registered in the history"
 
 
-def _salt_prompts(cfg: RunConfig, run_id: str, workload) -> str | None:
+def _salt_prompts(cfg: RunConfig, run_id: str, workload: Workload) -> str | None:
     """The text every synthetic prompt's unique tag starts with (``workload/synthetic.py``): the
     run id's random part unless ``--prompt-salt`` gives one, so a run never repeats a prompt an
     earlier run sent to the same server (its prefix cache would skip that prompt's prefill).
     None for workloads whose prompts are the user's (datasets)."""
-    builder = getattr(workload, "builder", None)
+    builder: PromptBuilder | None = getattr(workload, "builder", None)  # a synthetic workload's
     if builder is None:
         return None
     builder.salt = cfg.prompt_salt if cfg.prompt_salt is not None else run_id.rsplit("-", 1)[-1]
     return builder.salt
 
 
-def _build_workload(cfg: RunConfig, targets: Targets):
+def _build_workload(cfg: RunConfig, targets: Targets) -> tuple[Workload, str | None]:
     """The workload and its token source: ``--tokenizer`` (or the launched model's tokenizer),
     else the server's ``/tokenize``, else approximate lengths (recorded as such); and why the
     server's ``/tokenize`` was not used, when it was tried and failed."""
     t = targets.specs[0]
     ts = open_token_source(targets.tokenizer_path, base_url=t.base_url, model=t.model, api_key=t.api_key)
+    why: str | None = getattr(ts, "why", None)  # the server's /tokenize, tried and failed
     return load_workload(cfg.workload, ts, cfg.seed, input_tokens=cfg.input_tokens, output_tokens=cfg.output_tokens,
                          max_context_tokens=targets.server.max_model_len, speedup=cfg.speedup,
-                         tenant_field=cfg.tenant_field), getattr(ts, "why", None)
+                         tenant_field=cfg.tenant_field), why
 
 
-def _start_result(session: RunSession, run_dir, targets: Targets, workload, problems: list[str],
+def _start_result(session: RunSession, run_dir: Path, targets: Targets, workload: Workload, problems: list[str],
                   no_tokenizer_why: str | None = None) -> Result:
     """The run directory and the result skeleton, written once before the load."""
     # Approximate prompt lengths (no tokenizer) are judged per level against the server's count
@@ -255,8 +261,8 @@ def _start_result(session: RunSession, run_dir, targets: Targets, workload, prob
                         workload=workload.describe(), prompt_length_source=workload.token_source, warnings=warnings)
 
 
-def start_result(session: RunSession, run_dir, server, problems: list[str], *, extra: dict | None = None,
-                 **fields) -> Result:
+def start_result(session: RunSession, run_dir: Path, server: ServerInfo, problems: list[str], *,
+                 extra: dict[str, Any] | None = None, **fields: Any) -> Result:
     """The run directory and the result skeleton (the clock anchor, the environment, the sensors,
     the server), written before the load; ``run`` and ``measure`` share it. ``fields``: more
     ``Result`` fields (the workload, or what ``measure`` ran)."""
@@ -321,6 +327,7 @@ def idle_before(session: RunSession) -> None:
     cfg, result = session.config, session.result
     if session.sampler is None or cfg.idle_s <= 0:
         return
+    assert result is not None  # measured after begin() wrote the skeleton
     if only_declared(session):
         return
     t0, t1 = _idle_window(session, cfg.idle_s, "")
@@ -336,6 +343,7 @@ def idle_after(session: RunSession) -> None:
     cfg, result = session.config, session.result
     if session.sampler is None or cfg.idle_after_s <= 0 or only_declared(session):
         return
+    assert result is not None  # measured after the levels
     t0, t1 = _idle_window(session, cfg.idle_after_s, " after the load")
     w = result.idle_window
     if w:

@@ -35,7 +35,7 @@ from wattbench.load.targets import per_target_summary, run_level_multi
 from wattbench.core.load_types import LevelSpec
 from wattbench.results import rundir
 from wattbench.core.recordset import as_record_set, spooling_into
-from wattbench.core.schema import LevelResult, PrimingPhase, TrialsBlock, Validity
+from wattbench.core.schema import LevelResult, PrimingPhase, Validity
 from wattbench.core.schema import FindingKind
 from wattbench.run import analyses
 from wattbench.run.plan import default_num_requests, planned_levels
@@ -402,7 +402,7 @@ class LevelRunner:
         level = measuring[-1] if measuring else trials[-1]
         for t in trials:
             t.trials = None  # a trial once recorded as the level keeps no stale block of the trials then
-        level.trials = TrialsBlock.model_validate(analyses.trials_block(trials)) if len(trials) > 1 else None
+        level.trials = analyses.trials_block(trials) if len(trials) > 1 else None
         # its verdict as accounted: what follows is added afresh each time
         level.validity = self._own_validity[id(level)].model_copy(deep=True)
         # the level's stationarity: its trials' series together (drift, the likely cause, another

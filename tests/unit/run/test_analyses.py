@@ -18,7 +18,7 @@ from tests.fakes.scripted_sensor import build_log, counter_channel
 from wattbench.accounting.attribution import isolating_pair
 from wattbench.config import RunConfig
 from wattbench.core.clock import ClockAnchor
-from wattbench.core.schema import PrefillDecode, RequestRecord, Requests, Thermal, TrialsBlock
+from wattbench.core.schema import PrefillDecode, RequestRecord, Requests, Thermal
 from wattbench.metrics.carbon_series import parse_carbon_intensity
 from wattbench.metrics.slo import parse_slos
 from wattbench.run.analyses import attribute, measuring_trials, run_analyses, trials_block
@@ -72,17 +72,17 @@ def test_trials_give_each_figure_its_mean_and_log_scale_interval_boundary_free_f
     for k, t in enumerate(trials):
         t.thermal_before = Thermal(max_temperature_c=60.0 + k)
     tb = trials_block(trials)
-    assert tb["n"] == 3 and tb["confidence"] == pytest.approx(0.95, rel=1e-12)
-    assert [t.max_temperature_c for t in tb["thermal_before"]] == pytest.approx([60.0, 61.0, 62.0], rel=1e-12)
-    f = tb["figures"]
+    assert tb.n == 3 and tb.confidence == pytest.approx(0.95, rel=1e-12)
+    assert [t.max_temperature_c for t in tb.thermal_before] == pytest.approx([60.0, 61.0, 62.0], rel=1e-12)
+    f = tb.figures
     acc = f["output_tokens_per_s_per_kw@accelerator"]
-    assert acc["values"] == pytest.approx([1000 / 0.7, 1100 / 0.7, 1200 / 0.7], rel=1e-12)
+    assert acc.values == pytest.approx([1000 / 0.7, 1100 / 0.7, 1200 / 0.7], rel=1e-12)
     lo, hi = _log_interval([1000 / 0.7, 1100 / 0.7, 1200 / 0.7], T_975_2)  # 1273.6–1876.2
-    assert acc["mean"] == pytest.approx(1100 / 0.7, rel=1e-12) and acc["n"] == 3 and acc["scale"] == "log"
-    assert (acc["ci_low"], acc["ci_high"]) == (pytest.approx(lo, rel=1e-9), pytest.approx(hi, rel=1e-9))
-    assert f["output_tokens_per_s_per_kw@node"]["mean"] == pytest.approx(1100.0, rel=1e-12)
+    assert acc.mean == pytest.approx(1100 / 0.7, rel=1e-12) and acc.n == 3 and acc.scale == "log"
+    assert (acc.ci_low, acc.ci_high) == (pytest.approx(lo, rel=1e-9), pytest.approx(hi, rel=1e-9))
+    assert f["output_tokens_per_s_per_kw@node"].mean == pytest.approx(1100.0, rel=1e-12)
     # throughput is the same at every boundary: once, from three trials, not once per boundary
-    assert f["output_tokens_per_s"]["n"] == 3 and f["output_tokens_per_s"]["mean"] == pytest.approx(1100.0)
+    assert f["output_tokens_per_s"].n == 3 and f["output_tokens_per_s"].mean == pytest.approx(1100.0)
     assert "output_tokens_per_s@accelerator" not in f and "output_tokens_per_s@node" not in f
 
 
@@ -90,17 +90,15 @@ def test_each_trials_own_figure_counts_not_the_block_it_carried_as_the_levels_la
     # the runner records a level as its latest trial with the block of the trials so far, so an
     # earlier trial object carries the block it had when it was last: its value is its own figure,
     # never that block's mean (was: 1000, mean(1000, 1100) = 1050, mean(1000, 1050, 1200) = 1083.3)
-    from wattbench.core.schema import TrialsBlock
-
     trials = []
     for tok in (1000.0, 1100.0, 1200.0):
         trials.append(make_level(0, value=8, output_tokens_per_s=tok, power_w=500.0))
         if len(trials) > 1:
-            trials[-1].trials = TrialsBlock.model_validate(trials_block(trials))
-    f = trials_block(trials)["figures"]
-    assert f["output_tokens_per_s"]["values"] == pytest.approx([1000.0, 1100.0, 1200.0], rel=1e-12)
-    assert f["output_tokens_per_s_per_kw@accelerator"]["values"] == pytest.approx([2000.0, 2200.0, 2400.0], rel=1e-12)
-    assert f["output_tokens_per_s"]["ci_high"] == pytest.approx(_log_interval([1000.0, 1100.0, 1200.0], T_975_2)[1],
+            trials[-1].trials = trials_block(trials)
+    f = trials_block(trials).figures
+    assert f["output_tokens_per_s"].values == pytest.approx([1000.0, 1100.0, 1200.0], rel=1e-12)
+    assert f["output_tokens_per_s_per_kw@accelerator"].values == pytest.approx([2000.0, 2200.0, 2400.0], rel=1e-12)
+    assert f["output_tokens_per_s"].ci_high == pytest.approx(_log_interval([1000.0, 1100.0, 1200.0], T_975_2)[1],
                                                                 rel=1e-9)
 def test_each_trial_counts_its_own_figure_and_a_trial_that_measured_nothing_none():
     """Trial 2 carries the trials block it had when it was the level's latest (its mean with trial 1):
@@ -108,22 +106,23 @@ def test_each_trial_counts_its_own_figure_and_a_trial_that_measured_nothing_none
     requests, all 500) though an older accounting left it energy and a throughput: no value of it
     is in any mean, its values are None, and it is named with what happened."""
     t1, t2 = (make_level(0, value=8, output_tokens_per_s=tok, power_w=500.0) for tok in (1000.0, 900.0))
-    t2.trials = TrialsBlock.model_validate(trials_block([t1, t2]))  # what trial 2 carried as the level
+    t2.trials = trials_block([t1, t2])  # what trial 2 carried as the level
     dead = make_level(0, value=8, output_tokens_per_s=450.0, power_w=500.0)
     dead.requests = Requests(completed=0, failed=8, errors={"http_500": 8})
     for k, t in enumerate((t1, t2, dead)):
         t.trial = k
     tb = trials_block([t1, t2, dead])
-    per_kw = tb["figures"]["output_tokens_per_s_per_kw@accelerator"]
-    assert per_kw["values"] == [pytest.approx(2000.0, rel=1e-12), pytest.approx(1800.0, rel=1e-12), None]
-    assert per_kw["n"] == 2 and per_kw["mean"] == pytest.approx(1900.0, rel=1e-12)
+    per_kw = tb.figures["output_tokens_per_s_per_kw@accelerator"]
+    assert per_kw.values == [pytest.approx(2000.0, rel=1e-12), pytest.approx(1800.0, rel=1e-12), None]
+    assert per_kw.n == 2 and per_kw.mean == pytest.approx(1900.0, rel=1e-12)
     # t(0.975, 1) · sd of the two logs / sqrt(2) = 12.706 · ln(2000 / 1800) / 2, about the geometric mean
     w = 12.706204736174707 * math.log(2000.0 / 1800.0) / 2
     g = math.sqrt(2000.0 * 1800.0)
-    assert (per_kw["ci_low"], per_kw["ci_high"]) == (pytest.approx(g * math.exp(-w), rel=1e-9),
-                                                     pytest.approx(g * math.exp(w), rel=1e-9))
-    assert tb["figures"]["output_tokens_per_s"]["values"][2] is None
-    assert tb["n"] == 3 and tb["unmeasured"] == [{"trial": 3, "requests": 8, "why": "8 of 8 requests failed: http_500 8"}]
+    assert (per_kw.ci_low, per_kw.ci_high) == (pytest.approx(g * math.exp(-w), rel=1e-9),
+                                               pytest.approx(g * math.exp(w), rel=1e-9))
+    assert tb.figures["output_tokens_per_s"].values[2] is None
+    assert tb.n == 3 and [u.model_dump() for u in tb.unmeasured] == [
+        {"trial": 3, "requests": 8, "why": "8 of 8 requests failed: http_500 8"}]
     assert measuring_trials([t1, t2, dead]) == [t1, t2]
 
 
