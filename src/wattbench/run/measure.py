@@ -39,8 +39,10 @@ from pathlib import Path
 import asyncio
 import signal
 import time
+from collections.abc import Callable
+from typing import IO, Any
 
-import psutil
+import psutil  # type: ignore[import-untyped]  # psutil ships no stubs (types-psutil is not a dependency)
 
 from wattbench.accounting.level import account_level, add_level_findings, count_source, counter_level
 from wattbench.accounting.level_findings import (
@@ -56,10 +58,11 @@ from wattbench.core.errors import Interrupted, TargetError, UserError, Wattbench
 from wattbench.load.level import assemble_outcome
 from wattbench.core.load_types import LevelSpec
 from wattbench.results import rundir
-from wattbench.core.recordset import as_record_set
+from wattbench.core.recordset import RecordSet, as_record_set
 from wattbench.core.schema import (
     LevelResult,
     MeasureInfo,
+    RequestRecord,
     Result,
     ServerInfo,
     ToolLevel,
@@ -75,7 +78,7 @@ from wattbench.results.tools.registry import (
     read_tool,
     tool_target_url,
 )
-from wattbench.results.tools.base import place_on_run_clock, stamps, to_records
+from wattbench.results.tools.base import ToolLevelData, place_on_run_clock, stamps, to_records
 from wattbench.results.tools.markers import read_markers
 from wattbench.run import analyses, telemetry
 from wattbench.run.benchmark import (
@@ -88,7 +91,7 @@ from wattbench.run.benchmark import (
     stopped,
 )
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
-from wattbench.server.metrics import MetricsScraper
+from wattbench.server.metrics import MetricsScraper, ServerTimeline
 from wattbench.core.redact import argv_secrets, clip, env_secrets, redact_argv, redact_url, register_secrets, registered
 from wattbench.accounting.findings import worst
 from wattbench.accounting.validity import combine
@@ -201,7 +204,7 @@ def _measure(session: RunSession, mcfg: MeasureConfig) -> Result:
     # key) is scrubbed from command.log and everything measure writes or prints
     from wattbench.run.targets import api_key
 
-    register_secrets(api_key(cfg), *argv_secrets(mcfg.command), *env_secrets(os.environ))
+    register_secrets(api_key(cfg), *argv_secrets(mcfg.command), *env_secrets(dict(os.environ)))
     server, notes, key = _server(session, mcfg, tool)
     problems = telemetry.start_telemetry(session)
     info = MeasureInfo(command=redact_argv(mcfg.command), tool=tool, notes=notes)
@@ -220,6 +223,7 @@ def _measure(session: RunSession, mcfg: MeasureConfig) -> Result:
             _window_levels(session, MeasureConfig(command=mcfg.command, run=cfg), cwd, info, ClockAnchor.take(),
                            tool_failed=None)
         raise
+    assert info.ended_ns is not None  # _run_command stamped the command's end
     session.await_closing_reads(info.ended_ns)
     failure = None
     if rc != 0:
@@ -285,7 +289,7 @@ class _CommandOutput:
     callback, on a thread; ``close`` stops writing at once, even while a process the command left
     behind still holds the pipe."""
 
-    def __init__(self, stream, log_path: Path, emit) -> None:
+    def __init__(self, stream: IO[bytes], log_path: Path, emit: Callable[..., None]) -> None:
         self.stream, self.emit = stream, emit
         self.log = open(log_path, "wb")
         self.lock = threading.Lock()
@@ -342,7 +346,7 @@ class _CommandOutput:
         return ended
 
 
-def _start_command(mcfg: MeasureConfig, cwd: Path) -> subprocess.Popen:
+def _start_command(mcfg: MeasureConfig, cwd: Path) -> subprocess.Popen[bytes]:
     """The command in its own session (process group = its PID), output piped; one line when it
     cannot be started. This process becomes a child subreaper first (``adopt_orphans``), so what
     the command starts and leaves behind stays findable by ``_stop``."""
@@ -365,12 +369,13 @@ def adopt_orphans() -> bool:
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        rc: int = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        return rc == 0
     except (OSError, AttributeError):
         return False
 
 
-def _escaped(proc: subprocess.Popen) -> list[psutil.Process]:
+def _escaped(proc: subprocess.Popen[bytes]) -> list[psutil.Process]:
     """The command's processes that left its process group for a session of their own (``setsid``,
     a daemon): its descendants while the command runs, and the orphans this process adopted
     (``adopt_orphans``) that were started after the command, outside this process's session."""
@@ -409,10 +414,12 @@ def _run_command(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: Meas
     """Run the command to its end, its output into ``command.log`` (and the progress callback,
     line by line); power in the progress every second. Ctrl-C stops it (its process group: SIGINT,
     then SIGTERM and SIGKILL) and raises."""
+    assert session.run_dir is not None  # start_result made it
     log_path = session.run_dir / "command.log"
     session.emit("phase", name="command", message="running: " + " ".join(info.command))
-    info.started_ns = now_ns()
+    started = info.started_ns = now_ns()
     proc = _start_command(mcfg, cwd)
+    assert proc.stdout is not None  # stdout=PIPE
     output = _CommandOutput(proc.stdout, log_path, session.emit)
     try:
         while True:
@@ -421,7 +428,7 @@ def _run_command(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: Meas
                 break
             except subprocess.TimeoutExpired:
                 power = session.sampler.latest_power_w() if session.sampler is not None else None
-                session.emit("progress", index=0, elapsed_s=(now_ns() - info.started_ns) / 1e9, power_w=power)
+                session.emit("progress", index=0, elapsed_s=(now_ns() - started) / 1e9, power_w=power)
     except BaseException:
         info.ended_ns = now_ns()
         _stop(proc)
@@ -461,7 +468,7 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _stop(proc: subprocess.Popen, grace_s: float | None = None) -> None:
+def _stop(proc: subprocess.Popen[bytes], grace_s: float | None = None) -> None:
     """Stop the command and every process it started: SIGINT (as a Ctrl-C would), SIGTERM after
     ``STOP_GRACE_S``, SIGKILL after as long again — to its process group and to each of its
     processes that left the group for a session of its own (``_escaped``: a ``setsid`` grandchild, a
@@ -497,7 +504,7 @@ def _stop(proc: subprocess.Popen, grace_s: float | None = None) -> None:
 
 def _running(p: psutil.Process) -> bool:
     try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        return bool(p.is_running() and p.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 
@@ -516,15 +523,17 @@ def _tool_levels(session: RunSession, run: ToolRun, info: MeasureInfo, end_ancho
     span = stamps(run)
     if span is None:
         raise UserError(f"{run.tool}: {', '.join(run.files)} holds no timed request")
-    info.clock = place_on_run_clock(span[0], span[1], info.started_ns, info.ended_ns, session.anchor, end_anchor,
+    started, ended, result = info.started_ns, info.ended_ns, session.result
+    assert started is not None and ended is not None and result is not None  # after the command ran
+    info.clock = place_on_run_clock(span[0], span[1], started, ended, session.anchor, end_anchor,
                                     f"{run.tool} ({', '.join(run.files)})")
     for lv in run.levels:
-        index = len(session.result.levels)
+        index = len(result.levels)
         records = as_record_set(to_records(lv, index, info.clock.offset_ns, run.token_source))
         spec = LevelSpec(index=index, mode=lv.mode, value=lv.value,  # type: ignore[arg-type]
                          max_in_flight=lv.max_in_flight, arrival=lv.arrival)
         target_rate = lv.value if lv.mode == "rate" else None
-        outcome = assemble_outcome(spec, [], info.started_ns, target_rate, 1, records=records)
+        outcome = assemble_outcome(spec, [], started, target_rate, 1, records=records)
         level = account_level(index, spec, outcome, session.level_context(), count_source(records))
         level.label = f"{run.tool}: {lv.label}"
         add_level_findings(level, spec, outcome, None)
@@ -539,14 +548,14 @@ def _tool_levels(session: RunSession, run: ToolRun, info: MeasureInfo, end_ancho
         _record(session, level, records)
 
 
-def _left_out(level: LevelResult, lv) -> None:
+def _left_out(level: LevelResult, lv: ToolLevelData) -> None:
     """The tool's requests left in flight at its end (``level_findings.tool_left_out_finding``)."""
     f = tool_left_out_finding(level, lv.left_out, max((r.output_tokens or 0 for r in lv.requests), default=0))
     if f is not None:
         level.validity = worst(level.validity, combine([f]))
 
 
-def _cross_check(level: LevelResult, timeline) -> None:
+def _cross_check(level: LevelResult, timeline: ServerTimeline | None) -> None:
     """The server's own count of the tokens in the window beside the tool's. The counter is read
     between scrapes, so it is known to within the tokens of the two scrape intervals around the
     window's edges (``ServerTimeline.counter_edge_error``); judged by
@@ -555,6 +564,7 @@ def _cross_check(level: LevelResult, timeline) -> None:
     if tl is None or timeline is None or "generation_tokens" not in timeline.series:
         return
     w = level.window
+    assert w is not None  # account_level gives every level its window
     server = timeline.counter_delta("generation_tokens", w.start_ns, w.end_ns)
     edge = timeline.counter_edge_error("generation_tokens", w.start_ns, w.end_ns)
     if server is None or edge is None:
@@ -575,17 +585,19 @@ def _window_levels(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: Me
     """Levels without per-request records: ``--window-from`` marker pairs, else the command's
     lifetime; tokens from the server's counters when scraped."""
     windows: list[tuple[str, int, int]]
+    started, ended, result = info.started_ns, info.ended_ns, session.result
+    assert started is not None and ended is not None and result is not None  # after the command ran
     if mcfg.window_from is not None:
         marks = read_markers(cwd / mcfg.window_from)
         lo = min(a for _, a, _ in marks)
         hi = max(b for _, _, b in marks)
-        info.clock = place_on_run_clock(lo, hi, info.started_ns, info.ended_ns, session.anchor, end_anchor,
+        info.clock = place_on_run_clock(lo, hi, started, ended, session.anchor, end_anchor,
                                         f"--window-from {mcfg.window_from}")
         off = info.clock.offset_ns
         windows = [(label, a + off, b + off) for label, a, b in marks]
         info.window_source = "markers"
     else:
-        windows = [("command", info.started_ns, info.ended_ns)]
+        windows = [("command", started, ended)]
         info.window_source = "command lifetime"
     timeline = session.scraper.timeline if session.scraper is not None else None
     has_counters = timeline is not None and "generation_tokens" in timeline.series
@@ -594,11 +606,12 @@ def _window_levels(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: Me
         info.notes.append(f"the tool's result could not be used ({tool_failed}); the window is "
                           + ("the markers'" if mcfg.window_from else "the command's lifetime"))
     for label, t0, t1 in windows:
-        level = _counter_level(session, len(session.result.levels), label, t0, t1, timeline if has_counters else None)
+        level = _counter_level(session, len(result.levels), label, t0, t1, timeline if has_counters else None)
         _record(session, level, [])
 
 
-def _counter_level(session: RunSession, index: int, label: str, t0: int, t1: int, timeline) -> LevelResult:
+def _counter_level(session: RunSession, index: int, label: str, t0: int, t1: int, timeline: ServerTimeline | None
+                   ) -> LevelResult:
     """A level over ``[t0, t1]`` whose tokens are the server's counters' increase (none without):
     the counts read here, the level accounted by ``accounting.level.counter_level``."""
     cfg = session.config
@@ -624,8 +637,9 @@ def _counter_level(session: RunSession, index: int, label: str, t0: int, t1: int
     return level
 
 
-def _record(session: RunSession, level: LevelResult, records) -> None:
+def _record(session: RunSession, level: LevelResult, records: RecordSet | list[RequestRecord]) -> None:
     """Add the level and write the run directory (its requests appended), as ``run`` does."""
+    assert session.result is not None and session.run_dir is not None  # start_result made both
     session.result.levels.append(level)
     if len(records):
         rundir.append_requests(session.run_dir, as_record_set(records), keep_chunks=session.config.keep_chunks)
