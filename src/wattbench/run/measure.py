@@ -40,7 +40,7 @@ import asyncio
 import signal
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO
 
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs (types-psutil is not a dependency)
 

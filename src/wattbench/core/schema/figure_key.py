@@ -10,7 +10,7 @@ included. Every reader and writer of a trial figure's key goes through here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, TypeVar
+from typing import Container, Mapping, TypeVar
 
 SEPARATOR = "@"
 T = TypeVar("T")
@@ -31,7 +31,7 @@ class FigureKey:
         return cls(name, boundary or None)
 
     @classmethod
-    def at(cls, figure: str, boundary: str | None, boundary_figures: frozenset[str] | set[str]) -> FigureKey:
+    def at(cls, figure: str, boundary: str | None, boundary_figures: Container[str]) -> FigureKey:
         """The key of ``figure`` measured at ``boundary``: with the boundary when the figure is one
         of ``boundary_figures`` (those a boundary has, ``results.headline.BOUNDARY_FIGURES``), plain
         otherwise (a latency or token figure is the same at every boundary)."""
