@@ -31,6 +31,7 @@ from wattbench.results.headline import (
     trial_ci,
 )
 from wattbench.core.schema import BoundaryEnergy, FigureKey, LevelResult, Result, TokenCount
+from wattbench.metrics.level_figures import LevelFigures
 from wattbench.metrics.efficiency import tokens_per_s_from_per_kw, tokens_per_s_from_per_kwh
 from wattbench.metrics.slo import good_output_share, goodput_in_window
 from wattbench.core.errors import UserError
@@ -104,36 +105,36 @@ def common_boundary(results: list[Result]) -> str | None:
     return common_headline_boundary(lv for r in results for lv in r.levels)
 
 
-def headline(level: LevelResult, boundary: str | None) -> dict[str, float | None]:
+def headline(level: LevelResult, boundary: str | None) -> LevelFigures:
     """Every named figure of a level (None where not measured): with ``--trials``, each figure the
     trials block holds is its mean over the trials (``results.headline.point``), the others the last
     trial's."""
     own = level_figures(level, boundary)
     if level.trials is None:
         return own
-    return {name: point(level, name, boundary if name in ENERGY_FIGURES else None, v) for name, v in own.items()}
+    return own.with_figures({name: point(level, name, boundary if name in ENERGY_FIGURES else None, v)
+                             for name, v in own.items()})
 
 
 def ranked_figures(level: LevelResult, boundary: str | None = None, has_slo: bool | None = None
-                   ) -> dict[str, Any]:
+                   ) -> LevelFigures:
     """The figures a level is ranked by and reported with — the one rule ``--optimize``, ``--sweep
-    auto`` (``run/plan.level_figures``) and ``tune`` (``tune/score.trial_figures``) share: every
+    auto`` (``run/plan.search_figures``) and ``tune`` (``tune/score.trial_figures``) share: every
     figure as the answer quotes it (``headline``: the trials' mean under ``--trials``, not the last
     trial's), read at ``boundary`` (default: the level's headline boundary). ``goodput_per_kw``
     without an SLO (``has_slo`` False; None: whether the level carries a goodput block) is the
-    output tokens/s per kW: every completed token is good. ``boundary`` is the boundary read
-    (None when the level measured no energy)."""
+    output tokens/s per kW: every completed token is good. ``LevelFigures.boundary`` is the
+    boundary read (None when the level measured no energy)."""
     b = boundary or headline_boundary(level)
     h = headline(level, b)
     if has_slo is None:
         has_slo = level.goodput is not None
-    out: dict[str, Any] = dict(h)
-    out["boundary"] = b
-    if out.get("goodput_per_kw") is None and not has_slo:
-        out["goodput_per_kw"] = h["output_tokens_per_s_per_kw"]
+    every_token_good: dict[str, float | None] = {}
+    if h.goodput_per_kw is None and not has_slo:
+        every_token_good["goodput_per_kw"] = h.output_tokens_per_s_per_kw
     if not has_slo:
-        out["goodput_output_tokens_per_s"] = h["output_tokens_per_s"]
-    return out
+        every_token_good["goodput_output_tokens_per_s"] = h.output_tokens_per_s
+    return h.with_figures(every_token_good, boundary=b)
 
 
 def ranked_ci(level: LevelResult, name: str, boundary: str | None, has_slo: bool | None = None) -> TrialCI | None:
@@ -167,9 +168,9 @@ def goodput_per_kw(level: LevelResult, boundary: str | None) -> float | None:
     return share * e.output_tokens_per_s_per_kw
 
 
-def level_figures(level: LevelResult, boundary: str | None) -> dict[str, float | None]:
+def level_figures(level: LevelResult, boundary: str | None) -> LevelFigures:
     """Every named figure of one measurement of a level (its last trial's with ``--trials``), read
-    from the level's own fields, never its trials block."""
+    from the level's own fields, never its trials block, at ``boundary``."""
     out: dict[str, float | None] = {}
     tp = level.throughput
     for name in THROUGHPUT_FIGURES:
@@ -202,7 +203,7 @@ def level_figures(level: LevelResult, boundary: str | None) -> dict[str, float |
     out["max_temp_c"] = th.max_temperature_c
     out["sm_clock_mhz"] = th.mean_sm_clock_mhz
     out["gpu_utilization_pct"] = th.mean_gpu_utilization_pct
-    return out
+    return LevelFigures(boundary=boundary).with_figures(out)
 
 
 # the figures whose value depends on the window they are read over: a steady view replaces each

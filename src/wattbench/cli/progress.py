@@ -61,7 +61,7 @@ def progress_figures(data: dict, tokens_unit: str = "out tok/s") -> list[str]:
     return parts
 
 
-def level_figures(level: Any) -> dict[str, Any] | None:
+def bar_figures(level: Any) -> dict[str, Any] | None:
     """A finished level's own figures for its bar (``progress_figures``' keys): the level's output
     tokens/s, its average power at its headline boundary, its failed requests — what its row in the
     summary says, not the last live sample's. None for no measured level."""
@@ -144,7 +144,7 @@ class RunProgress:
         elif event == "level_done":
             task = self._tasks.get(data.get("index", -1))
             if task is not None:
-                final = level_figures(data.get("level"))
+                final = bar_figures(data.get("level"))
                 stats = ({"stats": " · ".join(progress_figures(final, "tok/s" if self.compact else "out tok/s"))}
                          if final else {})
                 p.update(task, completed=p.tasks[task].total or p.tasks[task].completed, **stats)

@@ -1,12 +1,10 @@
 """Sweeps over load levels: fixed ladders, ``--sweep auto``, ``--optimize`` and over-saturation.
 
 The orchestrator runs the levels; these functions only decide which level to run next. A
-``measure(value) -> dict`` callback runs one real level (concurrency N or rate R) and returns its
-figures: a ``LevelResult.model_dump()``-shaped dict, or any dict with the keys asked for (dotted
-paths such as ``throughput.output_tokens_per_s`` are looked up in nested dicts). A level whose
-figures carry ``"oversaturated": True`` (see :func:`is_oversaturated`) counts as past the knee.
-A level whose figures carry ``"failed": "<reason>"`` (no measured request completed) is a
-*failed* level, not a missing one: the sweep stops there (the knee is the level before) and the
+``measure(value) -> LevelFigures`` callback runs one real level (concurrency N or rate R) and
+returns its figures (``metrics/level_figures.py``: each figure a named field, an objective read by
+its name). A level whose figures say ``oversaturated`` counts as past the knee. A level whose
+figures carry ``failed`` (why no measured request completed) is a *failed* level, not a missing one: the sweep stops there (the knee is the level before) and the
 search scores it −∞ like an SLO-breaking level (past the peak); both list it in ``failed``.
 
 ``auto_sweep`` — doubling: measure ``start, 2·start, 4·start, …`` until a doubling raises
@@ -43,15 +41,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence, TypedDict
+from typing import Callable, Sequence, TypedDict
 
 
 from wattbench.core.errors import UserError
+from wattbench.metrics.level_figures import LevelFigures
 from wattbench.metrics.slo import SLO, figures_meet
 
-# a level's figures: a ``LevelResult.model_dump()``-shaped dict (the module docstring), as
-# ``metrics/slo.figures_meet`` reads them
-Figures = Mapping[str, Any]
+Figures = LevelFigures
 Measure = Callable[[float], Figures]
 Objective = Callable[[Figures], "float | None"]
 
@@ -83,24 +80,6 @@ def ladder(kind: str, values: Sequence[float] | str) -> list[tuple[str, float]]:
     return out
 
 
-def get_path(figures: Figures, path: str) -> object:
-    """``figures[a][b][c]`` for ``"a.b.c"`` (a flat key with dots is tried first); None if absent."""
-    if path in figures:
-        return figures[path]
-    cur: object = figures
-    for part in path.split("."):
-        if not isinstance(cur, Mapping) or part not in cur:
-            return None
-        cur = cur[part]
-    return cur
-
-
-def get_number(figures: Figures, path: str) -> float | None:
-    """The figure at ``path`` (``get_path``) as a number; None when absent or not a number."""
-    v = get_path(figures, path)
-    return float(v) if isinstance(v, (int, float)) else None
-
-
 class FailedLevel(TypedDict):
     """A measured level that failed (no measured request completed), and why."""
 
@@ -121,7 +100,7 @@ class SearchResult:
     @property
     def failed(self) -> list[FailedLevel]:
         """The measured levels that failed (no measured request completed), with the reason."""
-        return [{"value": v, "reason": f["failed"]} for v, f in self.measured if f.get("failed")]
+        return [{"value": v, "reason": f.failed} for v, f in self.measured if f.failed]
 
     @property
     def n_measured(self) -> int:
@@ -133,12 +112,12 @@ class SearchResult:
              "failed": self.failed}
         if objective:
             d["objective"] = objective
-            d["scores"] = [get_path(f, objective) for _, f in self.measured]
+            d["scores"] = [f.get(objective) for _, f in self.measured]
         return d
 
 
 def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_gain: float = 0.10,
-               metric: str = "throughput.output_tokens_per_s", factor: int = 2) -> SearchResult:
+               metric: str = "output_tokens_per_s", factor: int = 2) -> SearchResult:
     """Double the level until throughput stops growing (see the module docstring)."""
     if start < 1 or max_value < start:
         raise UserError(f"auto sweep needs 1 <= start <= max, got start={start} max={max_value}")
@@ -152,12 +131,12 @@ def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_g
     while True:
         fig = measure(v)
         measured.append((v, fig))
-        tp = get_number(fig, metric)
-        if fig.get("failed"):
-            reason = f"level {v:g} failed: {fig['failed']}"
+        tp = fig.get(metric)
+        if fig.failed:
+            reason = f"level {v:g} failed: {fig.failed}"
             knee = measured[-2][0] if len(measured) > 1 else None
             break
-        if fig.get("oversaturated"):
+        if fig.oversaturated:
             reason = f"level {v} over-saturated (queue growing without bound)"
             knee = measured[-2][0] if len(measured) > 1 else v
             break
@@ -173,26 +152,26 @@ def auto_sweep(measure: Measure, start: int = 1, max_value: int = 1024, *, min_g
             knee = v
             break
         v = min(v * factor, max_value)
-    ok = [m for m in measured if not m[1].get("failed")]
+    ok = [m for m in measured if not m[1].failed]
     if not ok:
         return SearchResult(None, None, measured, reason=reason, knee_value=None)
-    best_v, best_f = max(ok, key=lambda m: get_number(m[1], metric) or -math.inf)
+    best_v, best_f = max(ok, key=lambda m: m[1].get(metric) or -math.inf)
     return SearchResult(best_value=best_v, best_figures=best_f, measured=measured, reason=reason, knee_value=knee)
 
 
 def _objective_fn(objective: str | Objective) -> Objective:
-    """A level's score: ``objective`` called, or the figure it names (a flat key first, then a
-    dotted path). ``goodput_per_kw`` is the flat figure the caller ranks by (``run/plan.level_figures``
-    puts it there, at the level's headline boundary): never read from another boundary."""
+    """A level's score: ``objective`` called, or the figure it names (``LevelFigures``; None for a
+    name that is not a figure). ``goodput_per_kw`` is read at the boundary the figures were read at
+    (``run/plan.search_figures``: the level's headline boundary), never another."""
     if callable(objective):
         return objective
-    return lambda f: get_number(f, objective)
+    return lambda f: f.get(objective)
 
 
 def feasible_score(fig: Figures, objective: str | Objective, slos: list[SLO] | None) -> float | None:
     """A level's objective, or None when it misses an SLO, over-saturates, fails or has none."""
     s = _objective_fn(objective)(fig)
-    if s is None or not math.isfinite(s) or fig.get("oversaturated") or fig.get("failed"):
+    if s is None or not math.isfinite(s) or fig.oversaturated or fig.failed:
         return None
     if slos and not figures_meet(fig, slos):
         return None
@@ -296,7 +275,7 @@ def _best(sc: _Scores, slos: list[SLO] | None) -> SearchResult:
     measured = sc.measured
     feasible = [(s, v) for v, s in sc.by_value.items() if s > -math.inf]
     if not feasible:
-        failed = [f"{v:g}" for v, f in measured if f.get("failed")]
+        failed = [f"{v:g}" for v, f in measured if f.failed]
         why = "no measured level meets the SLOs" if slos else "no measured level produced the objective"
         if failed:
             why += f" (failed levels: {', '.join(failed)})"

@@ -42,6 +42,7 @@ from numpy.typing import NDArray
 
 from wattbench.core.errors import UserError
 from wattbench.metrics.latency import gap_blocks
+from wattbench.metrics.level_figures import LevelFigures
 from wattbench.metrics.quantiles import Blocks, moments, percentiles
 from wattbench.core.recordset import NONE, RecordSet, as_record_set, row_ids, stamp_blocks
 from wattbench.core.schema import BoundaryEnergy, Goodput, GoodputPerKw, RequestRecord, Result, Throughput
@@ -368,14 +369,11 @@ def goodput_in_window(gp: Goodput, share: float, energy: Mapping[str, BoundaryEn
     return out
 
 
-def figures_meet(figures: Mapping[str, Any], slos: list[SLO]) -> bool:
-    """Whether a level summary meets every SLO: ``figures["latency"][f"{metric}_ms"][stat] <= bound``.
-
-    ``figures`` is a ``LevelResult.model_dump()`` or any dict of that shape; a missing figure fails.
-    """
-    lat = figures.get("latency") or {}
+def figures_meet(figures: LevelFigures, slos: list[SLO]) -> bool:
+    """Whether a level's figures meet every SLO: ``figures.latency_ms(metric, stat) <= bound``; a
+    missing figure fails."""
     for s in slos:
-        v = (lat.get(f"{s.metric}_ms") or {}).get(s.stat)
+        v = figures.latency_ms(s.metric, s.stat)
         if v is None or v > s.threshold_ms:
             return False
     return True

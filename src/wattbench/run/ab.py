@@ -30,6 +30,7 @@ from typing import Any, Iterator
 from wattbench.analysis.ab import PairedComparison, paired_compare
 from wattbench.analysis.compare import resolve_boundary, short_key
 from wattbench.analysis.figures import level_figures
+from wattbench.metrics.level_figures import LevelFigures
 from wattbench.config import AbConfig
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import Interrupted, UserError, WattbenchError
@@ -257,7 +258,7 @@ def _trial_figures(trials: list[LevelResult], boundary: str | None, t0_ns: int) 
     trial may carry) and its window's midpoint (seconds after ``t0_ns``)."""
     out: dict[str, list[float | None]] = {"tok": [], "power": [], "per_kw": [], "time": []}
     for t in trials:
-        f = level_figures(t, boundary) if t.requests.completed > 0 else {}
+        f = level_figures(t, boundary) if t.requests.completed > 0 else LevelFigures()
         out["tok"].append(f.get("output_tokens_per_s"))
         out["power"].append(f.get("avg_power_w") if boundary else None)
         out["per_kw"].append(f.get("output_tokens_per_s_per_kw") if boundary else None)

@@ -4,7 +4,7 @@ A fixed ladder (``--concurrency``/``--rate``), the automatic sweep (``--sweep au
 SLO-aware search (``--optimize OBJECTIVE``) and the prefill/decode isolating pair. The search rules
 themselves (when to stop, which level wins) are ``load/search.py``'s; this module feeds them
 levels through a ``measure(mode, value, ...) -> LevelResult`` callable (``run.level.LevelRunner``)
-and turns each measured level into the flat figures they judge (``level_figures``).
+and turns each measured level into the figures they judge (``search_figures``: a ``LevelFigures``).
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from wattbench.load.search import auto_sweep, optimize
 from wattbench.core.load_types import LevelSpec
 from wattbench.results.headline import headline_boundary, trial_ci
 from wattbench.core.schema import FigureKey, FindingKind, LevelResult, Result, SearchOutcome
-from wattbench.analysis.figures import LATENCY_KINDS, LATENCY_STATS, ranked_ci, ranked_figures
+from wattbench.analysis.figures import ranked_ci, ranked_figures
+from wattbench.metrics.level_figures import LevelFigures
 from wattbench.core.clock import now_ns
 from wattbench.core.schema import AutoTrials, NoiseInfo, Precision
 from wattbench.load.search import feasible_score
 from wattbench.metrics.drift import figure_drift
-from wattbench.metrics.noise import auto_stop, level_precision, measured_plateau, trials_noise, with_drift
+from wattbench.metrics.noise import FigureNoise, auto_stop, level_precision, measured_plateau, trials_noise, with_drift
 from wattbench.run.prime import calibrate_prompts, check_history, priming_level, repeat_size, unmeasurable
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
@@ -117,12 +118,12 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
     if runner is not None:
         prime_first(cfg, result, runner, candidates)
     if cfg.sweep == "auto":
-        res = auto_sweep(lambda v: level_figures(measure("concurrency", v)), start=1,
+        res = auto_sweep(lambda v: search_figures(measure("concurrency", v)), start=1,
                          max_value=cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)
-        result.sweep = SearchOutcome.model_validate(res.to_dict("throughput.output_tokens_per_s"))
+        result.sweep = SearchOutcome.model_validate(res.to_dict("output_tokens_per_s"))
     elif cfg.optimize:
         assert candidates is not None
-        res = optimize(lambda v: level_figures(measure(mode, v)), candidates, objective=cfg.optimize, slos=slos)
+        res = optimize(lambda v: search_figures(measure(mode, v)), candidates, objective=cfg.optimize, slos=slos)
         d = res.to_dict(cfg.optimize)
         d["candidates"] = candidates
         d["ladder_size"] = len(candidates)
@@ -265,7 +266,7 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     """``--optimize``: measure the best two candidates again (the decision rests on two
     measurements each, as ``tune`` does), then the plateau — every value whose score is within
     noise of the best (``metrics/noise.measured_plateau``) — and the recommended value: the
-    lowest load on it. Every score is the figure the answer reports (``level_figures``: the
+    lowest load on it. Every score is the figure the answer reports (``search_figures``: the
     trials' mean under ``--trials``, with the trials' CI as its noise). The recommendation is one
     value, ``recommended_value``, set whenever the search chose one. A level the noise cannot place
     against the best (``metrics/noise.judge``: inconclusive — unknown noise, < 2 df, a bound over
@@ -289,7 +290,7 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     else:
         remeasured = [measure(mode, v, label_suffix=" re-measured") for v in top]
     for v, lv in zip(top, remeasured):
-        f = level_figures(lv)
+        f = search_figures(lv)
         s = feasible_score(f, cfg.optimize, slos)
         opt.remeasured.append(v)
         if s is not None:
@@ -311,13 +312,12 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     opt.recommend_reason = (opt.recommend_reason + "; " if opt.recommend_reason else "") + pl.reason
 
 
-def _noise_of(fig: dict, objective: str):
-    return (fig.get("objective_noise") or {}).get(objective)
+def _noise_of(fig: LevelFigures, objective: str) -> FigureNoise | None:
+    return fig.objective_noise.get(objective)
 
 
-def _window_s(fig: dict) -> float | None:
-    w = fig.get("window") or {}
-    return w.get("duration_s")
+def _window_s(fig: LevelFigures) -> float | None:
+    return fig.window_s
 
 
 def _calibrate(result: Result, runner) -> None:
@@ -361,33 +361,24 @@ def _history_check(cfg: RunConfig, result: Result, runner) -> None:
     result.noise.history_check = hc
 
 
-def level_figures(level: LevelResult) -> dict:
-    """What the searches judge a level by: its dump plus a flat objective per boundary, every
-    figure as the answer reports it (``analysis.figures.ranked_figures``: the trials' mean under
-    ``--trials``, the rule ``tune`` ranks by too) — the latency percentiles an SLO is checked on
-    included, so a level is ranked and judged on the figures its answer line shows."""
-    d = level.model_dump(mode="json")
-    if level.requests.completed == 0:  # a failed level, not a missing one (load/search.py)
-        d["failed"] = _no_request_reason(level) or "no measured request completed"
-    d["oversaturated"] = bool(level.oversaturation and level.oversaturation.oversaturated) or str(
-        level.stopped_early or "").startswith("over-saturated")
+def search_figures(level: LevelResult) -> LevelFigures:
+    """What the searches judge a level by: every figure as the answer reports it
+    (``analysis.figures.ranked_figures``: the trials' mean under ``--trials``, the rule ``tune``
+    ranks by too, at the level's headline boundary) — the latency percentiles an SLO is checked on
+    included, so a level is ranked and judged on the figures its answer line shows — with why it
+    failed, whether it over-saturated, its window and each objective's noise."""
     r = ranked_figures(level)
-    for name in ("output_tokens_per_s_per_kw", "goodput_per_kw", "goodput_rps"):
-        d[name] = r.get(name)
-    if level.trials is not None:
-        lat = d.setdefault("latency", {})
-        for kind in LATENCY_KINDS:
-            for stat in LATENCY_STATS:
-                v = r.get(f"{kind}_{stat}_ms")
-                if v is not None and isinstance(lat.get(f"{kind}_ms"), dict):
-                    lat[f"{kind}_ms"][stat] = v
-        d["throughput"] = {**(d.get("throughput") or {}), "output_tokens_per_s": r.get("output_tokens_per_s")}
-    d["objective_noise"] = {name: _trials_noise(level, name, r.get("boundary"))
-                            for name in ("output_tokens_per_s_per_kw", "goodput_per_kw", "goodput_rps")}
-    return d
+    failed = None
+    if level.requests.completed == 0:  # a failed level, not a missing one (load/search.py)
+        failed = _no_request_reason(level) or "no measured request completed"
+    oversaturated = bool(level.oversaturation and level.oversaturation.oversaturated) or str(
+        level.stopped_early or "").startswith("over-saturated")
+    noise = {name: _trials_noise(level, name, r.boundary) for name in OBJECTIVES}
+    return r.with_figures({}, failed=failed, oversaturated=oversaturated,
+                          window_s=level.window.duration_s if level.window else None, objective_noise=noise)
 
 
-def _trials_noise(level: LevelResult, name: str, boundary: str | None):
+def _trials_noise(level: LevelResult, name: str, boundary: str | None) -> FigureNoise | None:
     """The trials' CI of a ranked figure as a ``metrics.noise.FigureNoise`` (None without trials);
     goodput per kW without an SLO is the output tokens/s per kW's (``analysis.figures.ranked_ci``)."""
     drift = figure_drift(level.stationarity, name, boundary)

@@ -48,7 +48,7 @@ def trial_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
     h = ranked_figures(level, boundary, has_slo)
     ld = level.load
     return {
-        "boundary": h["boundary"],
+        "boundary": h.boundary,
         "load_mode": ld.mode,
         "load_value": ld.target_concurrency if ld.mode == "concurrency" else ld.target_rate_rps,
         "level_index": level.index,
@@ -60,7 +60,7 @@ def trial_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
         # each objective's drift over the level's trials (metrics/drift.figure_drift): [words, what to
         # do]; a drifting configuration is never placed on the plateau (metrics/noise.judge)
         "drift": {name: list(d) for name in OBJECTIVE_DRIFT
-                  if (d := figure_drift(level.stationarity, name, h["boundary"])) is not None},
+                  if (d := figure_drift(level.stationarity, name, h.boundary)) is not None},
     }
 
 

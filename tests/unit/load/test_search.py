@@ -6,6 +6,7 @@ import pytest
 from wattbench.core.errors import UserError
 from wattbench.metrics.saturation import is_oversaturated
 from wattbench.load.search import auto_sweep, ladder, optimize
+from wattbench.metrics.level_figures import LevelFigures
 from wattbench.metrics.slo import parse_slos
 
 LADDER = sorted({int(round(x)) for x in np.geomspace(1, 1024, 80)})
@@ -37,9 +38,7 @@ class SimServer:
     def __call__(self, c):
         self.calls.append(c)
         eff = self.efficiency(c) * (1 + self.noise * self.rng.standard_normal())
-        return {"throughput": {"output_tokens_per_s": self.throughput(c)},
-                "latency": {"tpot_ms": {"p99": self.tpot_p99(c)}},
-                "goodput_per_kw": eff}
+        return LevelFigures(output_tokens_per_s=self.throughput(c), tpot_p99_ms=self.tpot_p99(c), goodput_per_kw=eff)
 
 
 def best_on_ladder(sim, slos=None):
@@ -95,11 +94,11 @@ def test_auto_sweep_doubles_until_gain_drops():
 
 def test_auto_sweep_stops_on_oversaturation_and_max():
     def measure(c):
-        return {"throughput": {"output_tokens_per_s": 100.0 * c}, "oversaturated": c >= 16}
+        return LevelFigures(output_tokens_per_s=100.0 * c, oversaturated=c >= 16)
 
     res = auto_sweep(measure, max_value=1024)
     assert [v for v, _ in res.measured] == [1, 2, 4, 8, 16] and res.knee_value == 8
-    res2 = auto_sweep(lambda c: {"throughput": {"output_tokens_per_s": 100.0 * c}}, max_value=20)
+    res2 = auto_sweep(lambda c: LevelFigures(output_tokens_per_s=100.0 * c), max_value=20)
     assert [v for v, _ in res2.measured] == [1, 2, 4, 8, 16, 20] and res2.knee_value == 20
 
 
@@ -141,8 +140,8 @@ class CapacityServer:
 
     def __call__(self, v):
         self.calls.append(v)
-        return {"goodput_per_kw": 47.5 * min(v, self.capacity),
-                "latency": {"ttft_ms": {"p99": 80.0 if v <= self.capacity else 900.0}}}
+        return LevelFigures(goodput_per_kw=47.5 * min(v, self.capacity),
+                            ttft_p99_ms=80.0 if v <= self.capacity else 900.0)
 
 
 POW2 = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -177,7 +176,7 @@ def test_optimize_refines_after_an_interior_search():
     # on a feasible drop and the golden-section search runs first; the boundary is refined after it
     def measure(v):
         eff = 10.0 * v if v <= 40 else 1.0
-        return {"goodput_per_kw": eff, "latency": {"ttft_ms": {"p99": 50.0 if v <= 40 or v >= 100 else 600.0}}}
+        return LevelFigures(goodput_per_kw=eff, ttft_p99_ms=50.0 if v <= 40 or v >= 100 else 600.0)
 
     res = optimize(measure, POW2, slos=parse_slos("ttft_p99=300ms"))
     assert 38 <= res.best_value <= 40
@@ -193,7 +192,7 @@ def test_refinement_ends_when_no_whole_number_lies_between_off_integer_bounds():
 
     def measure(v):
         calls.append(v)
-        return {"goodput_per_kw": goodput[v], "oversaturated": v == 9.5}
+        return LevelFigures(goodput_per_kw=goodput[v], oversaturated=v == 9.5)
 
     res = optimize(measure, list(goodput), integer=True)
     assert calls == pytest.approx([4, 8, 15.2, 9.5], rel=1e-9) and res.best_value == 8

@@ -3,6 +3,7 @@ import pytest
 from wattbench.core.errors import UserError
 from wattbench.metrics.slo import SLO, figures_meet, goodput, level_check, parse_slos, request_figures
 from wattbench.core.schema import RequestRecord
+from wattbench.metrics.level_figures import LevelFigures
 
 MS = 1_000_000
 
@@ -110,8 +111,8 @@ def test_single_token_answers_are_not_held_to_tpot():
 
 def test_figures_meet_and_bad_duration():
     slos = parse_slos("ttft_p99=500ms,tpot_p50=50ms")
-    assert figures_meet({"latency": {"ttft_ms": {"p99": 499}, "tpot_ms": {"p50": 50}}}, slos)
-    assert not figures_meet({"latency": {"ttft_ms": {"p99": 501}, "tpot_ms": {"p50": 10}}}, slos)
-    assert not figures_meet({"latency": {"ttft_ms": {"p99": 100}}}, slos)
+    assert figures_meet(LevelFigures(ttft_p99_ms=499, tpot_p50_ms=50), slos)
+    assert not figures_meet(LevelFigures(ttft_p99_ms=501, tpot_p50_ms=10), slos)
+    assert not figures_meet(LevelFigures(ttft_p99_ms=100), slos)
     with pytest.raises(UserError):
         goodput([], slos, 0)

@@ -65,18 +65,20 @@ def test_a_plan_the_run_cannot_follow_is_refused_before_anything_runs(kw, needle
         plan.validate_plan(_cfg(**kw))
 
 
-def test_level_figures_flatten_the_objective_and_mark_failed_and_oversaturated_levels():
+def test_search_figures_name_the_objective_and_mark_failed_and_oversaturated_levels():
     lv = make_level(value=8, output_tokens_per_s=1000.0, power_w=500.0)
-    d = plan.level_figures(lv)
+    d = plan.search_figures(lv)
     e = lv.energy["accelerator"]
-    assert d["output_tokens_per_s_per_kw"] == e.output_tokens_per_s_per_kw
-    assert d["goodput_per_kw"] == e.output_tokens_per_s_per_kw  # no SLO: every token is good
-    assert d["oversaturated"] is False and "failed" not in d
+    assert d.boundary == "accelerator" and d.window_s == lv.window.duration_s
+    assert d.output_tokens_per_s_per_kw == e.output_tokens_per_s_per_kw == d["output_tokens_per_s_per_kw"]
+    assert d.goodput_per_kw == e.output_tokens_per_s_per_kw  # no SLO: every token is good
+    assert d.ttft_p99_ms == lv.latency.ttft_ms.p99 and d.output_tokens_per_s == 1000.0
+    assert d.oversaturated is False and d.failed is None
     lv.stopped_early = "over-saturated: waiting queue grows"
-    assert plan.level_figures(lv)["oversaturated"] is True
+    assert plan.search_figures(lv).oversaturated is True
     lv.requests.completed = 0
     lv.validity.reasons = ["invalid: no measured request completed (0 warm-up, 3 failed, 0 completed)"]
-    assert plan.level_figures(lv)["failed"] == "no measured request completed (0 warm-up, 3 failed, 0 completed)"
+    assert plan.search_figures(lv).failed == "no measured request completed (0 warm-up, 3 failed, 0 completed)"
 
 
 def test_the_prefill_decode_pair_runs_at_the_largest_concurrency_and_solves():

@@ -1,7 +1,7 @@
 """``--optimize`` ranks levels on the figure its answer reports — the trials' mean under
 ``--trials`` — and recommends one level, the same in ``result.json``, the answer line, the search
 line and the HTML's headline; ``tune`` reads a level by the same rule (``analysis.figures
-.ranked_figures``). Before, ``run/plan.level_figures`` ranked on the last trial's energy, and with an
+.ranked_figures``). Before, ``run/plan.search_figures`` ranked on the last trial's energy, and with an
 SLO the answer line named the search's best level while the text recommended another."""
 
 from __future__ import annotations
@@ -67,9 +67,9 @@ def test_optimize_with_trials_ranks_and_recommends_on_the_trials_mean(objective)
 
 def test_the_level_figures_of_a_search_and_of_tune_are_the_trials_means():
     lv = _level(8, 3000.0, 1200.0)
-    assert plan.level_figures(lv)["output_tokens_per_s_per_kw"] == pytest.approx(1200.0, rel=1e-9)
-    assert plan.level_figures(lv)["goodput_per_kw"] == pytest.approx(1200.0, rel=1e-9)  # no SLO: every token good
-    noise = plan.level_figures(lv)["objective_noise"]["output_tokens_per_s_per_kw"]
+    assert plan.search_figures(lv).output_tokens_per_s_per_kw == pytest.approx(1200.0, rel=1e-9)
+    assert plan.search_figures(lv).goodput_per_kw == pytest.approx(1200.0, rel=1e-9)  # no SLO: every token good
+    noise = plan.search_figures(lv).objective_noise["output_tokens_per_s_per_kw"]
     assert noise.basis == "trials" and noise.rel_half_width == pytest.approx(0.01, rel=1e-9)
     t = score.trial_figures(lv, None, has_slo=False)
     assert t["output_tokens_per_s_per_kw"] == pytest.approx(1200.0, rel=1e-9)
