@@ -25,6 +25,11 @@ class _M(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+# done: scored; pruned: its lowest load already missed the SLO; misses_slo: no level met it;
+# failed: the engine or the run failed
+TrialStatus = Literal["done", "pruned", "misses_slo", "failed"]
+
+
 class TrialRecord(_M):
     index: int
     config: dict[str, Any] = Field(default_factory=dict)  # resolved axis -> value ({} = engine defaults)
@@ -32,7 +37,7 @@ class TrialRecord(_M):
     label: str = ""
     engine_args: list[str] = Field(default_factory=list)
     gpu_settings: dict[str, float] = Field(default_factory=dict)  # what the trial ran under (W, MHz)
-    status: Literal["done", "pruned", "misses_slo", "failed"] = "done"
+    status: TrialStatus = "done"
     detail: str | None = None
     repeat_of: int | None = None  # a repeat measurement of trial N at its chosen load
     run_dir: str | None = None

@@ -27,7 +27,7 @@ from wattbench.config import RunConfig, TuneConfig
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt_pct_against
 from wattbench.tune import score as sc
-from wattbench.metrics.noise import auto_stop, level_precision, margin
+from wattbench.metrics.noise import RatioNoise, auto_stop, level_precision, margin
 from wattbench.metrics.trials import rel_half_width
 from wattbench.results.tune import LOWER_IS_BETTER, OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
 from wattbench.tune.space import Space, build_space, config_key, describe, engine_args, gpu_settings
@@ -41,7 +41,12 @@ from wattbench.telemetry.base import BOUNDARIES
 from wattbench.tune import strategy as st
 from wattbench.tune.gpu import GpuSettings, state_path
 
-Progress = Callable[[str, dict], None]
+Progress = Callable[[str, dict[str, Any]], None]
+# Measures one trial (RunEvaluator, or a scripted one in tests): (the trial, the base run
+# configuration, a fixed (load mode, value) or None to search, the objective, the boundary, the
+# trial's run directory, its history tags) -> the trial with its status, figures and score.
+Evaluate = Callable[[TrialRecord, RunConfig, "tuple[str, float] | None", str, "str | None", Path, list[str]],
+                    TrialRecord]
 
 
 def validate(cfg: TuneConfig) -> Space:
@@ -80,7 +85,7 @@ def _objective_for_run(objective: str) -> str:
 class RunEvaluator:
     """Measures a trial with ``run_benchmark`` (the real path)."""
 
-    def __init__(self, progress: Progress | None = None):
+    def __init__(self, progress: Progress | None = None) -> None:
         self.progress = progress or (lambda e, d: None)
 
     def __call__(self, trial: TrialRecord, base: RunConfig, fixed_level: tuple[str, float] | None,
@@ -97,7 +102,7 @@ class RunEvaluator:
         RunConfig.model_validate(cfg.model_dump())
         marks: dict[str, float] = {}
 
-        def on_event(event: str, data: dict) -> None:
+        def on_event(event: str, data: dict[str, Any]) -> None:
             now = time.perf_counter()
             if event == "phase" and data.get("name") == "engine":
                 marks["engine"] = now
@@ -149,8 +154,8 @@ def _new_id() -> tuple[str, str]:
     return "tune-" + now.strftime("%Y-%m-%dT%H-%M-%S"), now.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def tune(cfg: TuneConfig, *, evaluate: Callable | None = None, progress: Progress | None = None,
-         gpu=None) -> TuneResult:
+def tune(cfg: TuneConfig, *, evaluate: Evaluate | None = None, progress: Progress | None = None,
+         gpu: GpuSettings | None = None) -> TuneResult:
     """Run the tune as configured (see the module docstring). ``gpu``: a ``GpuSettings`` (the seam
     for a fake NVML); by default one is made when the space has GPU axes."""
     progress = progress or (lambda e, d: None)
@@ -243,7 +248,9 @@ def trial_tag(tune_id: str, index: int) -> str:
     return f"{tune_id}.trial-{index:03d}"
 
 
-def _run_trial(cfg, t, d, evaluate, gpu, progress, config: dict, params: dict, repeat_of=None, level=None):
+def _run_trial(cfg: TuneConfig, t: TuneResult, d: Path, evaluate: Evaluate, gpu: GpuSettings | None,
+               progress: Progress, config: dict[str, Any], params: dict[str, Any], repeat_of: int | None = None,
+               level: tuple[str, float] | None = None) -> TrialRecord:
     idx = len(t.trials)
     tr = TrialRecord(index=idx, config=config, params=params, label=describe(config), engine_args=engine_args(config),
                      repeat_of=repeat_of)
@@ -251,11 +258,12 @@ def _run_trial(cfg, t, d, evaluate, gpu, progress, config: dict, params: dict, r
     progress("trial_start", {"index": idx, "label": tr.label, "repeat_of": repeat_of})
     try:
         if settings:
+            assert gpu is not None  # GPU settings come from GPU axes, for which tune() made one
             tr.gpu_settings = gpu.apply(settings)
         tags = [trial_tag(t.tune_id, idx)]  # a history tag names one run: one per trial
         tr = evaluate(tr, cfg.base, level, cfg.objective, cfg.boundary, d / "trials" / f"{idx:03d}", tags)
     finally:
-        if settings:
+        if settings and gpu is not None:
             gpu.restore()  # after every trial
     t.trials.append(tr)
     write_tune(d, t)
@@ -263,7 +271,8 @@ def _run_trial(cfg, t, d, evaluate, gpu, progress, config: dict, params: dict, r
     return tr
 
 
-def _search(cfg, t, d, strat, evaluate, gpu, progress, t0) -> None:
+def _search(cfg: TuneConfig, t: TuneResult, d: Path, strat: st.Strategy, evaluate: Evaluate,
+            gpu: GpuSettings | None, progress: Progress, t0: float) -> None:
     done = {config_key(tr.config) for tr in t.trials if tr.repeat_of is None}
     if cfg.baseline and config_key({}) not in done and _budget_left(cfg, t, t0):
         tr = _run_trial(cfg, t, d, evaluate, gpu, progress, {}, {})
@@ -278,7 +287,7 @@ def _search(cfg, t, d, strat, evaluate, gpu, progress, t0) -> None:
 
 
 def finalist_precision(t: TuneResult, target: float, max_rounds: int, elapsed_s: float,
-                       max_time_s: float | None, round_s: float | None) -> tuple[str | None, dict]:
+                       max_time_s: float | None, round_s: float | None) -> tuple[str | None, dict[str, Any]]:
     """``--precision``: ``run --trials auto``'s stop rule (``metrics.noise.auto_stop``) over the
     best two configurations, each one's measurements (its first and its repeats) read as a level's
     trials: the relative 95% half-width of their mean against ``target``. Returns why to stop (None:
@@ -298,11 +307,17 @@ def finalist_precision(t: TuneResult, target: float, max_rounds: int, elapsed_s:
     return why, {"asked_pct": target * 100.0, "stopped": why, "finalists": out}
 
 
-def _repeats(cfg, t, d, evaluate, gpu, progress, t0) -> None:
+def _chosen_load(tr: TrialRecord) -> tuple[str, float]:
+    """The (load mode, value) a done trial chose (its figures name it): a repeat measures it again."""
+    return str(tr.figures.get("load_mode")), float(tr.figures["load_value"])
+
+
+def _repeats(cfg: TuneConfig, t: TuneResult, d: Path, evaluate: Evaluate, gpu: GpuSettings | None,
+             progress: Progress, t0: float) -> None:
     """Measure the best two again while their difference is inside the noise; with ``--precision``,
     until each one's score is known within it (``finalist_precision``)."""
     if cfg.precision_pct is not None:
-        _repeats_to_precision(cfg, t, d, evaluate, gpu, progress, t0)
+        _repeats_to_precision(cfg, cfg.precision_pct, t, d, evaluate, gpu, progress, t0)
         return
     for _ in range(cfg.max_repeats):
         ranked = sc.ranking(t)
@@ -318,15 +333,16 @@ def _repeats(cfg, t, d, evaluate, gpu, progress, t0) -> None:
             return
         for i in (ia, ib):
             orig = t.trials[i]
-            level = (orig.figures.get("load_mode"), orig.figures.get("load_value"))
+            level = _chosen_load(orig)
             _run_trial(cfg, t, d, evaluate, gpu, progress, orig.config, orig.params, repeat_of=i, level=level)
 
 
-def _repeats_to_precision(cfg, t, d, evaluate, gpu, progress, t0) -> None:
+def _repeats_to_precision(cfg: TuneConfig, precision_pct: float, t: TuneResult, d: Path, evaluate: Evaluate,
+                          gpu: GpuSettings | None, progress: Progress, t0: float) -> None:
     round_s = None
     while True:
         elapsed = time.monotonic() - t0
-        why, kept = finalist_precision(t, cfg.precision_pct / 100.0, 1 + cfg.max_repeats, elapsed,
+        why, kept = finalist_precision(t, precision_pct / 100.0, 1 + cfg.max_repeats, elapsed,
                                        None if cfg.max_minutes is None else cfg.max_minutes * 60.0, round_s)
         t.precision = kept
         if why is not None:
@@ -339,7 +355,7 @@ def _repeats_to_precision(cfg, t, d, evaluate, gpu, progress, t0) -> None:
         r0 = time.monotonic()
         for i, _ in sc.ranking(t)[:2]:
             orig = t.trials[i]
-            level = (orig.figures.get("load_mode"), orig.figures.get("load_value"))
+            level = _chosen_load(orig)
             _run_trial(cfg, t, d, evaluate, gpu, progress, orig.config, orig.params, repeat_of=i, level=level)
         round_s = time.monotonic() - r0
 
@@ -410,7 +426,7 @@ def conclude(t: TuneResult, cfg: TuneConfig | None = None) -> None:
             t.warnings.append(msg)
 
 
-def _margin_dict(m, other: int) -> dict | None:
+def _margin_dict(m: RatioNoise | None, other: int) -> dict[str, Any] | None:
     """A ratio of scores with its noise interval, as ``tune.json`` keeps it."""
     if m is None:
         return None

@@ -28,20 +28,22 @@ interval (``conclude`` in ``tune/run.py``).
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any, TypedDict
 
-from wattbench.results.tune import LOWER_IS_BETTER, TrialRecord, TuneResult
+from wattbench.core.schema import LevelResult, Result
+from wattbench.results.tune import LOWER_IS_BETTER, TrialRecord, TrialStatus, TuneResult
 from wattbench.analysis.figures import ranked_figures
 from wattbench.analysis.pareto import pareto_frontier
 from wattbench.metrics.drift import figure_drift
-from wattbench.metrics.noise import measured_plateau, with_drift
+from wattbench.metrics.noise import FigureNoise, Plateau, measured_plateau, with_drift
 from wattbench.metrics.trials import trial_interval
 
 
 OBJECTIVE_DRIFT = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps", "j_per_output_token")
 
 
-def trial_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
+def trial_figures(level: LevelResult, boundary: str | None, has_slo: bool) -> dict[str, Any]:
     """The figures a tune table shows for one level: ``analysis.figures.ranked_figures``, the rule
     ``--optimize`` ranks levels by (the trials' mean under ``--trials``, goodput per kW without an
     SLO = output tokens/s per kW)."""
@@ -64,12 +66,12 @@ def trial_figures(level, boundary: str | None, has_slo: bool) -> dict[str, Any]:
     }
 
 
-def result_figures(result, boundary: str | None, has_slo: bool) -> tuple[str, dict[str, Any], str | None]:
+def result_figures(result: Result, boundary: str | None, has_slo: bool) -> tuple[TrialStatus, dict[str, Any], str | None]:
     """(status, figures, detail) of a trial run made with ``--optimize``."""
     opt = result.optimize
     measured = list(opt.measured_values) if opt is not None else []
     best = opt.best_value if opt is not None else None
-    if best is not None and opt.recommended_value is not None:
+    if opt is not None and best is not None and opt.recommended_value is not None:
         best = opt.recommended_value  # the run's one recommendation, as its answer line reports it
     n = len(result.levels)
     if best is None:
@@ -110,14 +112,27 @@ def config_scores(t: TuneResult) -> dict[int, list[float]]:
     return out
 
 
-def mean_ci(values: list[float]) -> dict[str, float | None]:
+class MeanScore(TypedDict):
+    """A configuration's mean score and its 95% interval (``mean_ci``; ``tune.json`` keeps it as
+    ``score_ci``): ``low``/``high`` None with one score."""
+
+    mean: float
+    low: float | None
+    high: float | None
+    n: int
+
+
+def mean_ci(values: list[float]) -> MeanScore:
     """The mean of a configuration's scores and their 95% interval (``metrics.trials.trial_interval``:
     on the log scale for positive scores, so it never crosses zero)."""
     c = trial_interval(values)
-    return {"mean": c["mean"], "low": c["ci95_low"], "high": c["ci95_high"], "n": c["n"]}
+    mean = c["mean"]
+    if mean is None:  # config_scores lists measured scores only: one at least
+        raise ValueError(f"no finite score among {values!r}")
+    return {"mean": mean, "low": c["ci95_low"], "high": c["ci95_high"], "n": c["n"]}
 
 
-def ranking(t: TuneResult) -> list[tuple[int, dict]]:
+def ranking(t: TuneResult) -> list[tuple[int, MeanScore]]:
     """Original trials ranked best first by their mean score."""
     scores = config_scores(t)
     ranked = [(i, mean_ci(v)) for i, v in scores.items()]
@@ -126,12 +141,12 @@ def ranking(t: TuneResult) -> list[tuple[int, dict]]:
     return ranked
 
 
-def plateau(t: TuneResult):
+def plateau(t: TuneResult) -> tuple[Plateau | None, str]:
     """The configurations whose (mean) score is within noise of the best one's
     (``metrics/noise.measured_plateau``, the rule ``--optimize`` uses for load levels): each
     configuration's noise is the widest of the single-level bound for its level's window, and the
     spread of the configurations measured more than once, pooled. Returns (Plateau or None, basis)."""
-    ms = []
+    ms: list[tuple[float, float, float | None, FigureNoise | None]] = []
     for tr in t.trials:
         if tr.score is None or tr.status != "done":
             continue
@@ -142,7 +157,8 @@ def plateau(t: TuneResult):
     return measured_plateau(ms, higher_is_better=t.objective not in LOWER_IS_BETTER, prefer="best")
 
 
-def needs_repeat(a: dict, b: dict, objective: str, noise_pct: float, pl=None, ia: int | None = None,
+def needs_repeat(a: MeanScore, b: MeanScore, objective: str, noise_pct: float, pl: Plateau | None = None,
+                 ia: int | None = None,
                  ib: int | None = None) -> bool:
     """Whether the best (``a``) and runner-up (``b``) are within the noise: the runner-up on the
     plateau (``plateau(t)``, given as ``pl`` with their indices), or — single measurements — closer
@@ -174,7 +190,7 @@ def by_axis(t: TuneResult) -> dict[str, dict[str, float | None]]:
     return best
 
 
-def pareto(trials: Iterable[TrialRecord], latency: str = "tpot_p99_ms") -> dict:
+def pareto(trials: Iterable[TrialRecord], latency: str = "tpot_p99_ms") -> dict[str, Any]:
     """Goodput per kW (higher) vs a p99 latency (lower) over the trials' chosen levels."""
     pts = [(str(tr.index), tr.figures.get("goodput_per_kw"), tr.figures.get(latency))
            for tr in trials if tr.status == "done" and tr.repeat_of is None]

@@ -33,7 +33,8 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeGuard
 
 from wattbench.core.redact import clip
 from wattbench.core.errors import UserError
@@ -55,9 +56,11 @@ MAX_VALUE_CHARS = 256
 MAX_SPACE_SCALARS = 4000  # values written in the file (the loader is pure Python: ~1 s for 64 KiB of them)
 MAX_SPACE_DEPTH = 16  # axes: NAME: {when: {A: [..]}} is 4 deep
 DEFAULT = "default"  # the value that leaves an argument out
+# One value of an axis: a number, a switch, a word (an engine's choice) or DEFAULT.
+AxisValue = str | int | float | bool
 
 # Engine arguments worth trying, per engine. Switches name their "off" form where the engine has one.
-BUILTIN_SPACES: dict[str, dict[str, list]] = {
+BUILTIN_SPACES: dict[str, dict[str, list[AxisValue]]] = {
     "vllm": {
         "max-num-seqs": [64, 128, 256],
         "max-num-batched-tokens": [2048, 8192, 16384],
@@ -89,14 +92,16 @@ NEGATABLE = {"cb-use-cuda-graph", "enable-chunked-prefill"}
 @dataclass
 class Axis:
     name: str
-    values: list
-    when: dict[str, list] = field(default_factory=dict)
+    values: list[AxisValue]
+    # axis name -> the values of that (earlier) axis under which this one is tried; load_space_file
+    # checks each is one of that axis's values
+    when: dict[str, list[object]] = field(default_factory=dict)
 
     @property
     def is_gpu(self) -> bool:
         return self.name in GPU_AXES
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"values": list(self.values)}
         if self.when:
             d["when"] = {k: list(v) for k, v in self.when.items()}
@@ -111,7 +116,7 @@ class Space:
     def names(self) -> list[str]:
         return [a.name for a in self.axes]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "axes": {a.name: a.to_dict() for a in self.axes}}
 
     def active(self, axis: Axis, config: Mapping[str, Any]) -> bool:
@@ -161,7 +166,7 @@ def config_key(config: Mapping[str, Any]) -> str:
     return json.dumps({k: config[k] for k in sorted(config)}, sort_keys=True, default=str)
 
 
-def parse_value(text: str):
+def parse_value(text: str) -> AxisValue:
     t = text.strip()
     low = t.lower()
     if low in ("true", "on", "yes"):
@@ -195,17 +200,17 @@ def parse_axis(text: str) -> Axis:
     return _axis(name, values, {}, f"--axis {text!r}")
 
 
-def _axis(name: str, values: list, when: dict, where: str) -> Axis:
+def _axis(name: str, values: Sequence[object], when: Mapping[str, object], where: str) -> Axis:
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise UserError(f"{where}: axis name {_short(name)} must be an engine flag name like max-num-seqs")
     if not values:
         raise UserError(f"{where}: axis {name} has no values")
     if len(values) > MAX_AXIS_VALUES:
         raise UserError(f"{where}: axis {name} has {len(values):,} values, more than {MAX_AXIS_VALUES}; use fewer")
-    vals = []
-    seen = set()
-    for v in values:
-        v = DEFAULT if v is None else v
+    vals: list[AxisValue] = []
+    seen: set[tuple[bool, AxisValue]] = set()
+    for given in values:
+        v = DEFAULT if given is None else given
         if isinstance(v, float) and not math.isfinite(v):
             raise UserError(f"{where}: axis {name}: value {v!r} is not a finite number")
         if not isinstance(v, (str, int, float, bool)):
@@ -223,11 +228,11 @@ def _axis(name: str, values: list, when: dict, where: str) -> Axis:
     return Axis(name, vals, {k: (list(w) if isinstance(w, list) else [w]) for k, w in when.items()})
 
 
-def _number(v) -> bool:
+def _number(v: object) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _range(name: str, spec: Mapping, where: str) -> list:
+def _range(name: str, spec: Mapping[str, object], where: str) -> list[AxisValue]:
     """The values of ``{min, max, step}`` or ``{min, max, factor}``: finite, ordered, at most
     ``MAX_AXIS_VALUES`` of them (counted before they are listed)."""
     lo, hi = spec.get("min"), spec.get("max")
@@ -243,7 +248,8 @@ def _range(name: str, spec: Mapping, where: str) -> list:
         if n > MAX_AXIS_VALUES:
             raise UserError(f"{where}: axis {name}: range gives {n:,} values (at most {MAX_AXIS_VALUES}); "
                             "use a larger factor")
-        out, v = [], lo
+        out: list[AxisValue] = []
+        v = lo
         while v <= hi * (1 + 1e-9) and len(out) < n:
             out.append(int(round(v)) if isinstance(lo, int) and isinstance(f, int) else v)
             v *= f
@@ -259,7 +265,7 @@ def _range(name: str, spec: Mapping, where: str) -> list:
     return [lo + i * step if ints else round(lo + i * step, 10) for i in range(n)]
 
 
-def _short(v) -> str:
+def _short(v: object) -> str:
     return clip(repr(v), 61, "…")
 
 
@@ -281,7 +287,7 @@ def _parse_space_text(p: Path) -> Any:
         if p.suffix.lower() == ".json":
             data = loads_bounded(text)
         else:
-            import yaml
+            import yaml  # type: ignore[import-untyped]  # PyYAML ships no stubs (types-PyYAML is not a dependency)
 
             loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: fast, and refuses deep nesting
             aliases = depth = scalars = 0
@@ -340,7 +346,7 @@ def load_space_file(path: str | Path) -> Space:
     axes: list[Axis] = []
     for name, spec in data["axes"].items():
         where = f"space file {p}"
-        when: dict = {}
+        when: dict[str, object] = {}
         if isinstance(spec, Mapping):
             w = spec.get("when") or {}
             if not isinstance(w, Mapping):
@@ -429,7 +435,7 @@ def gpu_settings(config: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def _fmt(v) -> str:
+def _fmt(v: object) -> str:
     return repr(v) if isinstance(v, float) else str(v)
 
 

@@ -9,11 +9,19 @@ it is refused with that hint.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wattbench.core.errors import UserError
 from wattbench.results.tune import LOWER_IS_BETTER
 from wattbench.tune.space import Space, config_key
+
+if TYPE_CHECKING:  # optional (the [tune] extra): imported where the sampler is built
+    from optuna.distributions import BaseDistribution
+    from optuna.trial import Trial
+
+# A configuration (axis name -> value; Space.resolve drops inactive axes) or the sampler's raw
+# parameters of one.
+Config = dict[str, Any]
 
 EXHAUSTIVE_MAX = 16  # spaces up to this many configurations are tried in full when the budget allows
 
@@ -27,20 +35,31 @@ def choose(space: Space, max_trials: int | None, strategy: str = "auto") -> str:
     return strategy
 
 
+class Strategy(Protocol):
+    """What a tune asks of a search: the next configuration to measure (with the parameters that
+    gave it), None when the space is exhausted; and each trial's score, measured or replayed."""
+
+    name: str
+
+    def ask(self) -> tuple[Config, Config] | None: ...
+
+    def tell(self, config: Config, params: Config, score: float | None) -> None: ...
+
+
 class Exhaustive:
     name = "exhaustive"
 
-    def __init__(self, space: Space, seed: int = 0, objective: str = "goodput_per_kw"):
+    def __init__(self, space: Space, seed: int = 0, objective: str = "goodput_per_kw") -> None:
         self.todo = space.configurations()
         self.done: set[str] = set()
 
-    def ask(self) -> tuple[dict, dict] | None:
+    def ask(self) -> tuple[Config, Config] | None:
         for c in self.todo:
             if config_key(c) not in self.done:
                 return c, dict(c)
         return None
 
-    def tell(self, config: dict, params: dict, score: float | None) -> None:
+    def tell(self, config: Config, params: Config, score: float | None) -> None:
         self.done.add(config_key(config))
 
 
@@ -51,7 +70,7 @@ class OptunaSearch:
 
     name = "optuna"
 
-    def __init__(self, space: Space, seed: int = 0, objective: str = "goodput_per_kw"):
+    def __init__(self, space: Space, seed: int = 0, objective: str = "goodput_per_kw") -> None:
         try:
             import optuna
         except ImportError:
@@ -61,14 +80,14 @@ class OptunaSearch:
         self.optuna = optuna
         self.space = space
         self.sign = -1.0 if objective in LOWER_IS_BETTER else 1.0
-        self.dists = {a.name: optuna.distributions.CategoricalDistribution(a.values) for a in space.axes}
+        self.dists: dict[str, BaseDistribution] = {a.name: optuna.distributions.CategoricalDistribution(a.values) for a in space.axes}
         self.study = optuna.create_study(direction="minimize" if self.sign < 0 else "maximize",
                                          sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=4))
         self.known: dict[str, float | None] = {}
         self.keys = {config_key(c) for c in space.configurations()}
-        self._pending: dict[str, Any] = {}
+        self._pending: dict[str, Trial] = {}
 
-    def _record(self, params: dict, score: float | None) -> None:
+    def _record(self, params: Config, score: float | None) -> None:
         if set(params) != set(self.dists):
             return  # e.g. the engine-defaults baseline: not a point of the sampler's space
         ft = self.optuna.trial
@@ -78,7 +97,7 @@ class OptunaSearch:
         else:
             self.study.add_trial(ft.create_trial(params=params, distributions=self.dists, value=score))
 
-    def ask(self) -> tuple[dict, dict] | None:
+    def ask(self) -> tuple[Config, Config] | None:
         for _ in range(200):  # proposals that map to a measured configuration are answered at once
             if self.keys <= set(self.known):
                 return None
@@ -97,7 +116,7 @@ class OptunaSearch:
             return cfg, params
         return None  # the sampler keeps proposing measured configurations: the space is exhausted
 
-    def tell(self, config: dict, params: dict, score: float | None) -> None:
+    def tell(self, config: Config, params: Config, score: float | None) -> None:
         key = config_key(config)
         self.known[key] = score
         trial = self._pending.pop(key, None)
@@ -109,5 +128,5 @@ class OptunaSearch:
             self.study.tell(trial, score)
 
 
-def make(name: str, space: Space, seed: int, objective: str):
+def make(name: str, space: Space, seed: int, objective: str) -> Strategy:
     return (Exhaustive if name == "exhaustive" else OptunaSearch)(space, seed=seed, objective=objective)
