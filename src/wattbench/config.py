@@ -33,7 +33,7 @@ from wattbench.metrics.noise import AUTO_MIN_TRIALS, DEFAULT_MAX_TRIALS, DEFAULT
 # ------------------------------------------------------------------ what each numeric option takes
 #
 # A numeric option's range is a ``Domain``: declared on the field's ``Flag`` for the options of
-# ``run``, ``measure`` and ``tune``, in ``_OTHER_FLAG_DOMAINS`` for the commands without a
+# ``run``, ``measure`` and ``tune``, and for the other commands' one-command models alike
 # configuration model. The CLI checks each value against it while the command line is parsed
 # (``cli.common.number_gate``, before anything starts). A flag means one thing in every command, so
 # ``FLAG_DOMAINS`` is keyed by flag; a flag that takes other numbers in one command has a
@@ -118,12 +118,6 @@ PERCENT = Domain(lo_open=False, hi=100.0, hi_open=True, unit="%")
 INDEX = Domain(lo_open=False)
 SEED = Domain(lo_open=False, hi=MAX_SEED)
 
-# The numeric options of the commands without a configuration model (plan, monitor, sensors,
-# history, doctor, agree); the options of run, measure and tune declare theirs on their field.
-_OTHER_FLAG_DOMAINS: dict[str, Domain] = {
-    "--interval": SECONDS, "--measure": SECONDS_OR_ZERO,
-    "--idle-threshold": NON_NEGATIVE, "--history-max-mb": POSITIVE, "--burst": AT_LEAST_ONE,
-}
 
 
 # ------------------------------------------------------------------ an option, declared on its field
@@ -150,7 +144,8 @@ class Flag:
     where it means something (else an empty value is refused); ``show_default``: whether the help
     shows the default; ``beside``: for an option that sets no configuration field, the field it is
     listed after; ``positional``: an argument, not an option; ``aliases``: other long names it
-    answers to (``--timeout`` for ``--request-timeout``); ``metavar``: the word its value is shown as.
+    answers to (``--timeout`` for ``--request-timeout``); ``envvar``: the environment variables
+    read when it is not given (not shown in the help); ``metavar``: the word its value is shown as.
 
     How a value is read follows the field's type: a list of numbers is a comma list (``-c 1,8,64``),
     a list of text a repeated option, ``dict[str, str]`` repeated ``K:V``, another dict a JSON object."""
@@ -168,6 +163,7 @@ class Flag:
     show_default: bool = True
     beside: str | None = None
     positional: bool = False
+    envvar: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     metavar: str | None = None
 
@@ -190,13 +186,33 @@ def flags(model: type[BaseModel]) -> list[tuple[str, Flag]]:
 
 
 # One wording for the flags every command shares (the same flag for the same thing): the fields'
-# help, and the commands without a configuration model (history, doctor, monitor …) use them too.
+# help, and the other commands' options models (history, doctor, monitor …) use them too.
 DB_HELP = "History database (default: $WATTBENCH_DB or the user data directory's history.sqlite3)."
 API_KEY_HELP = ("API key, sent to the target only and never written to a file or shown. Given here it is visible to "
                 "other users of this machine (ps, /proc/PID/cmdline): prefer --api-key-file PATH or the environment "
                 "(WATTBENCH_API_KEY / OPENAI_API_KEY).")
 REGISTER_HELP = "Add the run to the history store (default) or not."
 SENSOR_HELP = "Sensor spec, repeatable (nvml, rapl, ipmi, const:node=700, …). Default: auto-detect."
+API_KEY_ENV = ["WATTBENCH_API_KEY", "OPENAI_API_KEY"]  # where a key not given on the command line is read
+
+# Options several commands share, declared once: the commands of one-command models (``sensors``,
+# ``history list`` …) take ``run``'s ``--sensor``, ``--api-key-file`` and ``--db`` (such a model
+# takes each field it declares, ``cli.options.command_options``).
+SensorSpecs = Annotated[list[str], Field(default_factory=list), Flag(
+    "--sensor", "-s", commands=(RUN, MEASURE, TUNE), help=SENSOR_HELP,
+    help_in={"doctor": "A sensor spec to check (repeatable); default: autodetect."})]
+API_KEY_FILE_HELP = "Read the API key from the first line of PATH (recommended: unlike --api-key, not visible in ps)."
+ApiKeyFile = Annotated[str | None, Field(default=None), Flag(
+    "--api-key-file", commands=(RUN, MEASURE), help=API_KEY_FILE_HELP, show_default=False, beside="api_key")]
+HistoryDb = Annotated[str | None, Field(default=None), Flag("--db", commands=(RUN, MEASURE, TUNE), help=DB_HELP)]
+PLAN_BOUNDARY_HELP = ("Power boundary: accelerator, node or wall (default: the run's headline boundary among those, "
+                      "the one rule of run, compare, tune and plan).")
+Boundary = Annotated[str | None, Field(default=None), Flag(  # None = the headline boundary (results.headline)
+    "--boundary", commands=(TUNE,), help=PLAN_BOUNDARY_HELP,
+    help_in={TUNE: "Power boundary of the score (default: the headline boundary, as run and plan use).",
+             "compare": "Power boundary for the ratios (default: the headline boundary every run has, never a part "
+                        "such as the HBM rail).",
+             "regress": "Power boundary for energy checks."})]
 
 
 def name_problem(name: str, what: str) -> str | None:
@@ -316,8 +332,7 @@ class RunConfig(FlaggedConfig):
     speedup: Annotated[float, Flag("--speedup", help="Trace replay: divide inter-arrival gaps by this.")] = 1.0
 
     # sensors
-    sensors: Annotated[list[str], Flag(  # specs; empty = auto-detect
-        "--sensor", "-s", commands=RMT, help=SENSOR_HELP)] = Field(default_factory=list)
+    sensors: SensorSpecs = Field(default_factory=list)  # empty = auto-detect; default here too for mypy
     no_sensors: Annotated[bool, Flag("--no-sensors", commands=RM, help="Sample no power meter.")] = False
     sample_interval_s: Annotated[float, Flag(
         "--sample-interval", commands=RM, domain=SECONDS, help="Seconds between sensor polls.")] = 0.1
@@ -448,7 +463,7 @@ class RunConfig(FlaggedConfig):
         "--config-label", commands=RMT, help="Name what wattbench cannot see about this configuration (a driver, a "
         "BIOS setting, flags the server does not expose): runs with different labels are never pooled as one "
         "configuration's noise; shown in `history list`.")] = None
-    db: Annotated[str | None, Flag("--db", commands=RMT, help=DB_HELP)] = None
+    db: HistoryDb = None  # default here too: mypy's pydantic plugin reads no other
     register_run: Annotated[bool, Flag(  # add the run to the history store
         "--register/--no-register", commands=RM, help=REGISTER_HELP)] = True
     strict: Annotated[bool, Flag(  # CI: a figure that is not `valid` fails the command (run.benchmark.strict_failures)
@@ -696,9 +711,7 @@ class TuneConfig(FlaggedConfig):
     objective: Annotated[str, Flag(
         "--objective", commands=(TUNE,), help="goodput_per_kw, output_tokens_per_s_per_kw or j_per_output_token.")] = (
         "goodput_per_kw")
-    boundary: Annotated[str | None, Flag(  # None = the headline boundary (results.headline)
-        "--boundary", commands=(TUNE,), help="Power boundary of the score (default: the headline boundary, as run "
-        "and plan use).")] = None
+    boundary: Boundary
     strategy: Annotated[str, Flag(
         "--strategy", commands=(TUNE,), help="auto (exhaustive up to 16 configurations, else Optuna TPE), exhaustive "
         "or optuna.")] = "auto"
@@ -845,16 +858,10 @@ class AbConfig(FlaggedConfig):
 JSON_HELP = "Print JSON."
 AsJson = Annotated[bool, Field(default=False), Flag(
     "--json", commands=EVERY, help=JSON_HELP,
-    help_in={"agree": "Print JSON (metrics, without per-prompt rows).",
+    help_in={"monitor": "Print the final summary as JSON.", "doctor": "Print the report as JSON.",
+             "sensors": "Print the inventory as JSON.",
+             "agree": "Print JSON (metrics, without per-prompt rows).",
              "report": "Print the written files and level headlines as JSON."})]
-HistoryDb = Annotated[str | None, Field(default=None), Flag("--db", commands=EVERY, help=DB_HELP)]
-PLAN_BOUNDARY_HELP = ("Power boundary: accelerator, node or wall (default: the run's headline boundary among those, "
-                      "the one rule of run, compare, tune and plan).")
-Boundary = Annotated[str | None, Field(default=None), Flag(
-    "--boundary", commands=EVERY, help=PLAN_BOUNDARY_HELP,
-    help_in={"compare": "Power boundary for the ratios (default: the headline boundary every run has, never a part "
-                        "such as the HBM rail).",
-             "regress": "Power boundary for energy checks."})]
 Percentile = Annotated[str, Field(default="p95"), Flag("--percentile", commands=EVERY,
                                                        help="p95 or p99 (also max, avg).")]
 HardwareFiles = Annotated[list[str] | None, Field(default=None), Flag(
@@ -1191,6 +1198,70 @@ class ReportOptions(FlaggedConfig):
         "estimated effect and its basis."))] = False
 
 
+# wattbench sensors, monitor, doctor
+ServerApiKey = Annotated[SecretStr | None, Field(default=None), Flag(
+    "--api-key", commands=EVERY, help=API_KEY_HELP, envvar=tuple(API_KEY_ENV))]
+
+
+class SensorsOptions(FlaggedConfig):
+    """``sensors``: which meters to list and how long to watch each update."""
+
+    sensors: SensorSpecs
+    measure_s: Annotated[float, Flag("--measure", commands=EVERY, domain=SECONDS_OR_ZERO, help=(
+        "Seconds to poll fast to measure each channel's update period."))] = 1.5
+    estimate_cpu: Annotated[bool, Flag("--estimate-cpu", commands=EVERY, help=(
+        "In auto-detection, add a CPU power estimate when no CPU meter exists."))] = False
+    as_json: AsJson
+
+
+class MonitorOptions(FlaggedConfig):
+    """``monitor``: the server watched, its meters, and where the figures go."""
+
+    target: Annotated[str | None, Flag("--target", "-t", commands=EVERY, help=(
+        "Base URL of the server whose /metrics counts tokens."))] = None
+    sensors: SensorSpecs
+    interval_s: Annotated[float, Flag("--interval", commands=EVERY, domain=SECONDS, help=(
+        "Seconds between server scrapes / accounting intervals."))] = 1.0
+    listen: Annotated[str, Flag("--listen", commands=EVERY, help=(
+        "HOST:PORT for the Prometheus exporter; 'off' for none."))] = "127.0.0.1:9464"
+    history: Annotated[Path | None, Flag("--history", commands=EVERY,
+                                         help="Append a JSONL line per interval to FILE.")] = None
+    history_max_mb: Annotated[float | None, Flag("--history-max-mb", commands=EVERY, domain=POSITIVE,
+                                                 help="Rotate the history file at this size.")] = None
+    duration_s: Annotated[float | None, Flag("--duration", commands=EVERY, help=(
+        "Stop after this many seconds (default: until Ctrl-C)."))] = None
+    idle_threshold: Annotated[float, Flag("--idle-threshold", commands=EVERY, domain=NON_NEGATIVE, help=(
+        "Output tokens/s at or below which an interval with no running request is idle."))] = 1.0
+    api_key: ServerApiKey
+    api_key_file: ApiKeyFile
+    live: Annotated[bool, Flag("--live/--no-live", commands=EVERY, help="Show the live table (on a terminal).")] = True
+    quiet: Annotated[bool, Flag("--quiet", "-q", commands=EVERY, help="No live display (as --no-live).")] = False
+    as_json: AsJson
+
+
+class DoctorOptions(FlaggedConfig):
+    """``doctor``: what to check (the machine, a server, a run, a release checklist)."""
+
+    target: Annotated[str | None, Flag("--target", "-t", commands=EVERY, help=(
+        "Base URL of an OpenAI-compatible server to check."))] = None
+    sensors: SensorSpecs
+    run: Annotated[Path | None, Flag("--run", commands=EVERY, help=(
+        "A failed or partial run directory: apply the troubleshooting order."))] = None
+    checklist: Annotated[Path | None, Flag("--checklist", commands=EVERY, help=(
+        "YAML/JSON file of declared release-checklist answers."))] = None
+    exporter: Annotated[list[str], Flag("--exporter", commands=EVERY, help=(
+        "URL of a DCGM / node exporter to verify telemetry collection (repeatable)."))] = Field(default_factory=list)
+    api_key: ServerApiKey
+    api_key_file: ApiKeyFile
+    burst: Annotated[int, Flag("--burst", commands=EVERY, domain=NON_NEGATIVE, help=(
+        "Tiny concurrent requests sent to detect rate limiting (0: none)."))] = 8
+    env: Annotated[bool, Flag("--env/--no-env", commands=EVERY, help=(
+        "Run the environment checks (GPU, versions, sensors)."))] = True
+    as_json: AsJson
+    restore: Annotated[bool, Flag("--restore", commands=EVERY, help=(
+        "Put back GPU power limits / clocks left changed by a killed `wattbench tune` (root), then exit."))] = False
+
+
 # ------------------------------------------------------------------ the tables, generated from the fields
 
 CONFIG_MODELS: tuple[type[FlaggedConfig], ...] = (RunConfig, MeasureConfig, TuneConfig, AbConfig, PlanRooflineOptions,
@@ -1198,7 +1269,7 @@ CONFIG_MODELS: tuple[type[FlaggedConfig], ...] = (RunConfig, MeasureConfig, Tune
                                                   HistoryListOptions, HistoryShowOptions, HistoryTagOptions,
                                                   HistoryUntagOptions, HistoryBaselineOptions, HistoryNoiseOptions,
                                                   HistoryImportOptions, CompareOptions, RegressOptions, AgreeOptions,
-                                                  ReportOptions)
+                                                  ReportOptions, SensorsOptions, MonitorOptions, DoctorOptions)
 
 
 def flag_domains(*models: type[BaseModel]) -> dict[tuple[str, str], Domain]:
@@ -1210,8 +1281,7 @@ COMMAND_FLAG_DOMAINS: dict[tuple[str, str], Domain] = flag_domains(*CONFIG_MODEL
 FLAG_DOMAINS: dict[str, Domain] = {
     **{flag: d for (c, flag), d in COMMAND_FLAG_DOMAINS.items() if c not in EVERY},
     # a flag of a one-command model that takes other numbers than run's (``plan roofline --gpus``) keeps its own
-    **{flag: d for (c, flag), d in COMMAND_FLAG_DOMAINS.items() if c in EVERY},
-    **_OTHER_FLAG_DOMAINS,  # a flag of another command that takes other numbers (--gpus) keeps its own
+    **{flag: d for (c, flag), d in COMMAND_FLAG_DOMAINS.items() if c in EVERY},  # a flag of another command that takes other numbers (--gpus) keeps its own
 }
 
 # Text options: an empty value given on the command line (``-c ''``, ``--out ''``, ``--slo ''`` were

@@ -90,6 +90,7 @@ TAKES: dict[tuple[str, str], dict[str, str]] = {
     ("plan power-first", "--headroom-pct"): {"zero": "no headroom"},
     ("plan power-first", "--host-overhead-w"): {"zero": "a host drawing nothing beside its accelerators"},
     ("monitor", "--idle-threshold"): {"zero": "idle only when no token at all was produced"},
+    ("doctor", "--burst"): {"zero": "no burst sent (documented: 0: none)"},
 }
 # `ab` takes run's options (cli/ab.py): what they take there, they take in ab
 TAKES.update({("ab", flag): takes for (command, flag), takes in list(TAKES.items())

@@ -21,7 +21,6 @@ except ImportError:  # pragma: no cover - older typer on plain click
 
 
 API_KEY_FILE_MAX_BYTES = 64 * 1024  # a key file, not a dump: a bigger file is refused unread
-API_KEY_ENV = ["WATTBENCH_API_KEY", "OPENAI_API_KEY"]
 
 
 def read_api_key(api_key: str | None, api_key_file: Any) -> str | None:

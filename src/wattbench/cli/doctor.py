@@ -7,14 +7,13 @@ Exit code 0 when no check failed, 1 when one did, 2 on bad input.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING
 
 import typer
 
-from wattbench.cli.common import API_KEY_ENV, handle_errors
-from wattbench.cli.options import CommandOptions, field_option
-from wattbench.config import API_KEY_HELP
+from wattbench.cli.common import handle_errors
+from wattbench.cli.options import command_options
+from wattbench.config import DoctorOptions
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -44,23 +43,12 @@ STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "skip": "dim"}
 def register(app: typer.Typer) -> None:
     @app.command("doctor", help=HELP)
     @handle_errors
-    def doctor_cmd(
-        target: Optional[str] = typer.Option(None, "--target", "-t", help="Base URL of an OpenAI-compatible server to check."),
-        sensor: List[str] = typer.Option([], "--sensor", "-s", help="A sensor spec to check (repeatable); default: autodetect."),
-        run: Optional[Path] = typer.Option(None, "--run", help="A failed or partial run directory: apply the troubleshooting order."),
-        checklist: Optional[Path] = typer.Option(None, "--checklist", help="YAML/JSON file of declared release-checklist answers."),
-        exporter: List[str] = typer.Option([], "--exporter", help="URL of a DCGM / node exporter to verify telemetry collection (repeatable)."),
-        api_key: Optional[str] = typer.Option(None, "--api-key", envvar=API_KEY_ENV, help=API_KEY_HELP, show_envvar=False),
-        api_key_file: Optional[str] = field_option(CommandOptions, "api_key_file"),
-        burst: int = typer.Option(8, "--burst", help="Tiny concurrent requests sent to detect rate limiting (0: none)."),
-        env: bool = typer.Option(True, "--env/--no-env", help="Run the environment checks (GPU, versions, sensors)."),
-        as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
-        restore: bool = typer.Option(False, "--restore", help="Put back GPU power limits / clocks left changed by a killed `wattbench tune` (root), then exit."),
-    ) -> None:
+    @command_options("doctor", DoctorOptions)
+    def doctor_cmd(o: DoctorOptions) -> None:
         from wattbench.cli.common import read_api_key
 
-        api_key = read_api_key(api_key, api_key_file)
-        if restore:
+        api_key = read_api_key(o.api_key.get_secret_value() if o.api_key is not None else None, o.api_key_file)
+        if o.restore:
             from wattbench.tune.gpu import restore_pending, state_path
 
             done = restore_pending()
@@ -68,9 +56,9 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(0)
         from wattbench.doctor.service import run_doctor
 
-        report = run_doctor(target, list(sensor), api_key=api_key, run_dir=run, checklist=checklist,
-                            exporters=list(exporter), burst=burst, environment=env)
-        if as_json:
+        report = run_doctor(o.target, list(o.sensors), api_key=api_key, run_dir=o.run, checklist=o.checklist,
+                            exporters=list(o.exporter), burst=o.burst, environment=o.env)
+        if o.as_json:
             typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
         else:
             _render(report)

@@ -12,6 +12,7 @@ import sys
 
 import typer
 
+from wattbench.cli.options import version_option
 from wattbench.core.errors import WattbenchError
 
 # Command modules, in the order ``--help`` lists them.
@@ -53,10 +54,7 @@ def build_app() -> typer.Typer:
             raise typer.Exit(0)
 
     @app.callback()
-    def _root(
-        version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True,
-                                     callback=_print_version, expose_value=True),
-    ) -> None:
+    def _root(version: bool = version_option(_print_version)) -> None:
         pass
 
     for name in COMMANDS:

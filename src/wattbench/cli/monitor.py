@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import signal
-from pathlib import Path
-from typing import List, Optional
 
 import typer
 
-from wattbench.cli.common import API_KEY_ENV, handle_errors
+from wattbench.cli.common import handle_errors
+from wattbench.cli.options import command_options
+from wattbench.config import MonitorOptions
 from wattbench.core.errors import UserError
-from wattbench.cli.options import CommandOptions, field_option
-from wattbench.config import API_KEY_HELP, RunConfig
 
 HELP = """Watch a running server's efficiency: tokens/s, J/token and tokens per kWh per power
 boundary, live, over sliding windows, with idle vs loaded segmentation.
@@ -77,30 +75,18 @@ def _table(snap: dict):
 def register(app: typer.Typer) -> None:
     @app.command("monitor", help=HELP)
     @handle_errors
-    def monitor_cmd(
-        target: Optional[str] = typer.Option(None, "--target", "-t", help="Base URL of the server whose /metrics counts tokens."),
-        sensor: Optional[List[str]] = field_option(RunConfig, "sensors"),
-        interval: float = typer.Option(1.0, "--interval", help="Seconds between server scrapes / accounting intervals."),
-        listen: str = typer.Option("127.0.0.1:9464", "--listen", help="HOST:PORT for the Prometheus exporter; 'off' for none."),
-        history: Optional[Path] = typer.Option(None, "--history", help="Append a JSONL line per interval to FILE."),
-        history_max_mb: Optional[float] = typer.Option(None, "--history-max-mb", help="Rotate the history file at this size."),
-        duration: Optional[float] = typer.Option(None, "--duration", help="Stop after this many seconds (default: until Ctrl-C)."),
-        idle_threshold: float = typer.Option(1.0, "--idle-threshold", help="Output tokens/s at or below which an interval with no running request is idle."),
-        api_key: Optional[str] = typer.Option(None, "--api-key", envvar=API_KEY_ENV, help=API_KEY_HELP, show_envvar=False),
-        api_key_file: Optional[str] = field_option(CommandOptions, "api_key_file"),
-        live: bool = typer.Option(True, "--live/--no-live", help="Show the live table (on a terminal)."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No live display (as --no-live)."),
-        as_json: bool = typer.Option(False, "--json", help="Print the final summary as JSON."),
-    ) -> None:
+    @command_options("monitor", MonitorOptions)
+    def monitor_cmd(o: MonitorOptions) -> None:
         from wattbench.cli.common import read_api_key
 
-        api_key = read_api_key(api_key, api_key_file)
+        api_key = read_api_key(o.api_key.get_secret_value() if o.api_key is not None else None, o.api_key_file)
+        listen, history_max_mb = o.listen, o.history_max_mb
         from wattbench.cli.common import stdout_is_tty
         from wattbench.monitor.service import Monitor
 
-        mon = Monitor(target, list(sensor or []), interval_s=interval,
+        mon = Monitor(o.target, list(o.sensors), interval_s=o.interval_s,
                       listen=None if listen.strip().lower() in ("off", "none", "") else listen,
-                      history_path=history, idle_threshold_tok_s=idle_threshold, api_key=api_key,
+                      history_path=o.history, idle_threshold_tok_s=o.idle_threshold, api_key=api_key,
                       history_max_bytes=int(history_max_mb * 1e6) if history_max_mb else None)
         old = signal.signal(signal.SIGTERM, lambda *_: mon.stop())
         said: set[str] = set()
@@ -115,7 +101,7 @@ def register(app: typer.Typer) -> None:
         try:
             mon.start()
             say_problems(mon.snapshot() or {})
-            if live and not quiet and not as_json and stdout_is_tty():
+            if o.live and not o.quiet and not o.as_json and stdout_is_tty():
                 from rich.live import Live
 
                 def tick(s: dict) -> None:
@@ -123,13 +109,13 @@ def register(app: typer.Typer) -> None:
                     lv.update(_table(s))
 
                 with Live(_table(mon.snapshot()), refresh_per_second=2, transient=False) as lv:
-                    summary = mon.run(duration, on_tick=tick)
+                    summary = mon.run(o.duration_s, on_tick=tick)
             else:
-                summary = mon.run(duration, on_tick=say_problems)
+                summary = mon.run(o.duration_s, on_tick=say_problems)
         finally:
             summary = mon.close()
             signal.signal(signal.SIGTERM, old)
-        if as_json:
+        if o.as_json:
             typer.echo(json.dumps(summary, indent=2, default=str))
         else:
             from rich.console import Console

@@ -15,9 +15,9 @@ model (``Given``), ready for ``Model(**given[Model])``:
   10s``) gives the typed text, which the command reads itself.
 
 What a command takes that is no configuration (``--api-key-file``, ``--json``, ``--quiet``) is
-declared the same way on ``CommandOptions``. ``field_option`` makes one field's option for a
-command whose signature is written by hand (``sensors``, ``monitor``, ``doctor``), so a shared
-flag keeps one wording. No computing here: reading the text of an option is ``cli/common.py``'s.
+declared the same way on ``CommandOptions``. Every other command's options are one model
+(``config.PlanTcoOptions``), made by ``command_options``; a flag several commands share is one
+field type in ``config.py`` (``--db``, ``--sensor``), so it keeps one wording. No computing here: reading the text of an option is ``cli/common.py``'s.
 """
 
 from __future__ import annotations
@@ -31,19 +31,17 @@ import typer
 from pydantic import BaseModel, SecretStr
 
 from wattbench.cli.common import LIST_METAVAR, parse_headers, parse_json_object, split_list
-from wattbench.config import MEASURE, POSITIVE, RUN, TUNE, Flag, flag_of, flags
+from wattbench.config import MEASURE, POSITIVE, RUN, TUNE, ApiKeyFile, Flag, flags
 
 Given = dict[type[BaseModel], dict[str, Any]]  # per model: field name -> the value typed (or its default)
 
-API_KEY_FILE_HELP = "Read the API key from the first line of PATH (recommended: unlike --api-key, not visible in ps)."
 
 
 class CommandOptions(BaseModel):
     """What ``run``, ``measure`` and ``tune`` take that is no configuration: where the API key
     comes from, and how the answer is shown."""
 
-    api_key_file: Annotated[str | None, Flag(
-        "--api-key-file", commands=(RUN, MEASURE), help=API_KEY_FILE_HELP, show_default=False, beside="api_key")] = None
+    api_key_file: ApiKeyFile
     as_json: Annotated[bool, Flag(
         "--json", commands=(RUN, MEASURE, TUNE), help="Print the result as JSON on stdout (progress goes to stderr).",
         help_in={MEASURE: "Print the result as JSON on stdout (the command's output goes to stderr).",
@@ -79,6 +77,8 @@ class Option:
             extra["show_default"] = False
         if f.metavar:
             extra["metavar"] = f.metavar
+        if f.envvar:
+            extra["envvar"], extra["show_envvar"] = list(f.envvar), False
         if f.positional:
             return typer.Argument(self.default, **extra)
         if self.read in (INT_LIST, FLOAT_LIST):
@@ -150,10 +150,11 @@ def _option(model: type[BaseModel], name: str, flag: Flag, command: str) -> Opti
     return Option(model, name, flag, read, typed, default, optional)
 
 
-def options(command: str, *models: type[BaseModel]) -> list[Option]:
-    """The options of ``command``: every field of ``models`` whose flag names it, in field order
-    (an option with ``beside`` listed after that field's)."""
-    out = [_option(m, name, f, command) for m in models for name, f in flags(m) if f.takes(command)]
+def options(command: str, *models: type[BaseModel], every_field: bool = False) -> list[Option]:
+    """The options of ``command``: every field of ``models`` whose flag names it (``every_field``:
+    every field that is an option, for a one-command model), in field order (an option with
+    ``beside`` listed after that field's)."""
+    out = [_option(m, name, f, command) for m in models for name, f in flags(m) if every_field or f.takes(command)]
     for o in [o for o in out if o.flag.beside]:
         at = next((i for i, p in enumerate(out) if p.field == o.flag.beside), None)
         if at is not None:
@@ -209,15 +210,6 @@ def options_in(command: str, opts: list[Option], models: tuple[type[BaseModel], 
     return decorate
 
 
-def field_option(model: type[BaseModel], name: str, command: str = RUN) -> Any:
-    """The ``typer.Option`` of ``model``'s field ``name`` as ``command`` words it, for a command whose
-    signature is written by hand (``sensors``' ``--sensor``): one declaration of a shared flag."""
-    flag = flag_of(model, name)
-    if flag is None:
-        raise ValueError(f"{model.__name__}.{name} is not an option")
-    return _option(model, name, flag, command).parameter_info(command)
-
-
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -226,7 +218,7 @@ def command_options(command: str, model: type[M]) -> Callable[[Callable[[M], Non
     ``model``, a one-command options model (``config.PlanTcoOptions``): its fields, in field order,
     worded as ``command`` words them; the body receives the model made from what was typed (its
     fields' domains checked once more, as every ``FlaggedConfig``'s are)."""
-    opts = options(command, model)
+    opts = options(command, model, every_field=True)
 
     def decorate(body: Callable[[M], None]) -> Callable[..., None]:
         def given_body(given: Given) -> None:
@@ -237,3 +229,10 @@ def command_options(command: str, model: type[M]) -> Callable[[Callable[[M], Non
         return options_in(command, opts, (model,))(given_body)
 
     return decorate
+
+
+def version_option(callback: Callable[[bool], None]) -> Any:
+    """``wattbench --version``: the root command's one option, eager (``callback`` prints the
+    version and exits while the options are parsed, before a command is asked for)."""
+    return typer.Option(False, "--version", help="Print the version and exit.", is_eager=True, callback=callback,
+                        expose_value=True)

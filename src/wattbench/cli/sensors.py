@@ -4,13 +4,13 @@ often each updates. Rendering only; ``wattbench.telemetry.detect.inventory`` doe
 from __future__ import annotations
 
 import json
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 
 from wattbench.cli.common import handle_errors
-from wattbench.cli.options import field_option
-from wattbench.config import RunConfig
+from wattbench.cli.options import command_options
+from wattbench.config import SensorsOptions
 from wattbench.core.numbers import fmt
 
 
@@ -34,23 +34,18 @@ def _period(d: dict[str, Any]) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("sensors")
     @handle_errors
-    def sensors(
-        sensor: Optional[List[str]] = field_option(RunConfig, "sensors"),
-        measure: float = typer.Option(1.5, "--measure", help="Seconds to poll fast to measure each channel's update period."),
-        estimate_cpu: bool = typer.Option(False, "--estimate-cpu", help="In auto-detection, add a CPU power estimate when no CPU meter exists."),
-        as_json: bool = typer.Option(False, "--json", help="Print the inventory as JSON."),
-    ) -> None:
+    @command_options("sensors", SensorsOptions)
+    def sensors(o: SensorsOptions) -> None:
         """List each power meter and channel with boundary, kind, unit, method, a value and its update period."""
-        from wattbench.core.errors import SensorError, UserError
+        from wattbench.core.errors import SensorError
         from wattbench.telemetry.detect import inventory
 
-        if measure < 0:
-            raise UserError(f"--measure must be >= 0 seconds, got {measure}")
-        kw = {} if sensor else {"estimate_cpu": estimate_cpu}
-        rows = inventory(list(sensor or []), measure_s=measure, **kw)
+        sensor = o.sensors
+        kw = {} if sensor else {"estimate_cpu": o.estimate_cpu}
+        rows = inventory(list(sensor), measure_s=o.measure_s, **kw)
         # the meters asked for by name gave nothing to read: say why and exit non-zero
         nothing = bool(sensor) and not any(r["type"] == "channel" for r in rows)
-        if as_json:
+        if o.as_json:
             typer.echo(json.dumps(rows, indent=2))
             if nothing:
                 raise typer.Exit(SensorError.exit_code)
