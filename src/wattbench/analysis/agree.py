@@ -37,7 +37,7 @@ import numpy as np
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import TargetError, UserError
 from wattbench.server.openai import fetch_models, normalize_base_url, post_json, usage_problem
-from wattbench.core.redact import clip, combine_credentials, redact_text, redact_url, register_secrets, url_secrets
+from wattbench.core.redact import clip, combine_credentials, redact_text, redact_url, scope, url_secrets
 from wattbench.results.agreement import (
     AgreeTarget,
     Agreement,
@@ -387,26 +387,27 @@ def run_agreement(target_a: str, target_b: str, prompts: list[PromptSpec], max_t
     # URL credentials (user:password@) become the side's key and never reach agreement.json
     url_a, api_key_a = combine_credentials(target_a, api_key_a)
     url_b, api_key_b = combine_credentials(target_b, api_key_b)
-    # agreement.json, the history row and stdout never hold them (nor the URLs' query values)
-    register_secrets(api_key_a, api_key_b, *url_secrets(target_a), *url_secrets(target_b))
-    targets = [AgreeTarget(base_url=normalize_base_url(url_a), model=model_a or "", api=api),
-               AgreeTarget(base_url=normalize_base_url(url_b), model=model_b or "", api=api)]
+    # agreement.json, the history row and stdout never hold them (nor the URLs' query values): the
+    # command that writes and prints the agreement holds them until it ends (cli.main)
+    with scope(api_key_a, api_key_b, *url_secrets(target_a), *url_secrets(target_b)):
+        targets = [AgreeTarget(base_url=normalize_base_url(url_a), model=model_a or "", api=api),
+                   AgreeTarget(base_url=normalize_base_url(url_b), model=model_b or "", api=api)]
 
-    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    t0 = now_ns()
-    sides = asyncio.run(_run(targets, prompts, max_tokens, concurrency, timeout_s, [api_key_a, api_key_b]))
-    duration_s = (now_ns() - t0) / 1e9
-    metrics, rows = score(prompts, sides, tokens)
-    if metrics.compared == 0:
-        errs = "; ".join(dict.fromkeys(e for a, b in sides for e in (a.error, b.error) if e))
-        raise TargetError(f"no prompt was answered by both targets ({clip(errs, 300)})")
-    return Agreement(
-        wattbench_version=__version__, run_id=new_agree_id(), created_at=created, duration_s=duration_s,
-        targets=targets,
-        settings={"api": api, "max_tokens": max_tokens, "temperature": 0.0, "top_p": 1.0, "seed": 0,
-                  "stream": False, "concurrency": concurrency, "tokens": tokens},
-        metrics=metrics, prompts=rows,
-    )
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        t0 = now_ns()
+        sides = asyncio.run(_run(targets, prompts, max_tokens, concurrency, timeout_s, [api_key_a, api_key_b]))
+        duration_s = (now_ns() - t0) / 1e9
+        metrics, rows = score(prompts, sides, tokens)
+        if metrics.compared == 0:
+            errs = "; ".join(dict.fromkeys(e for a, b in sides for e in (a.error, b.error) if e))
+            raise TargetError(f"no prompt was answered by both targets ({clip(errs, 300)})")
+        return Agreement(
+            wattbench_version=__version__, run_id=new_agree_id(), created_at=created, duration_s=duration_s,
+            targets=targets,
+            settings={"api": api, "max_tokens": max_tokens, "temperature": 0.0, "top_p": 1.0, "seed": 0,
+                      "stream": False, "concurrency": concurrency, "tokens": tokens},
+            metrics=metrics, prompts=rows,
+        )
 
 
 # ------------------------------------------------------------------ storing

@@ -141,12 +141,13 @@ def build_command():
 
 
 def main(argv: list[str] | None = None) -> None:
-    from wattbench.core.redact import guard_std_streams
+    from wattbench.core.redact import guard_std_streams, scope
 
     cmd = build_command()
     # stdout and stderr never show a secret the command registered (core/redact.py): tables,
-    # --json, error lines that quote a server, even a traceback
-    with guard_std_streams():
+    # --json, error lines that quote a server, even a traceback; the command's scope holds what its
+    # run (doctor, monitor, agree …) registered until it has printed its summary and ended
+    with guard_std_streams(), scope(hold=True):
         try:
             cmd.main(args=argv, standalone_mode=True, prog_name="wattbench")
         except WattbenchError as e:  # raised outside a command's own handling

@@ -85,7 +85,7 @@ def value_depth(v: Any) -> int:
 
 
 def _cut_200(s: str) -> str:
-    return clip(s, 200)  # scrubbed of the process's secrets, then cut
+    return clip(s, 200)  # scrubbed of the registered secrets, then cut
 
 
 def clip_value(v: Any, max_depth: int = 2, max_items: int = 32, cut: Callable[[str], str] = _cut_200) -> Any:

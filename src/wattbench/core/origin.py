@@ -110,7 +110,8 @@ _TARGET_QUERIES: dict[tuple[str, str, int | None], str] = {}
 
 def send_query(url: str | None) -> None:
     """Send the query of a target ``url`` (raw, as given) with every request to its origin from now
-    on; its secret values are registered (``redact.register_secrets``). A URL without a query: nothing."""
+    on; its secret values are registered in the newest open scope (``redact.register_secrets``: the
+    run's, the command's). A URL without a query: nothing."""
     u = parse_url(url) if url else None
     if u is None or not u.is_absolute():
         return
@@ -121,8 +122,8 @@ def send_query(url: str | None) -> None:
     if not query:
         return
     o = origin(u)
-    if o[0] and _TARGET_QUERIES.get(o) != query:
-        register_secrets(*url_secrets(str(url)))
+    if o[0]:
+        register_secrets(*url_secrets(str(url)))  # each time: the scope open now may be another run's
         _TARGET_QUERIES[o] = query
 
 

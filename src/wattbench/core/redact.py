@@ -30,14 +30,18 @@ history rows) or shown goes through these helpers:
   characters of a secret, in any letter case, as hex, base64, or with some or all of its characters
   escaped (``\\uXXXX``, ``%XX``, ``&#N;`` …), so a server that echoes the start of a key, or a text
   cut through one, leaves nothing of it;
+- ``scope(*secrets)``: a context manager that registers secrets while its block runs (a run, a
+  command), for every writer and printer below, in every thread; nested scopes, ``hold=True`` for
+  the CLI's command (``register_secrets`` adds to the newest open scope, ``registered()`` is the
+  scrubber of every open scope's secrets);
 - ``clip(text, limit)``: the one way untrusted text is cut (an identity setting, a model id, an error
-  body, a finding printed): scrubbed of the process's secrets first, then cut, so a secret that
+  body, a finding printed): scrubbed of the registered secrets first, then cut, so a secret that
   straddles the cut leaves no piece behind.
 
 Scrubbing happens at three boundaries, with the same ``Scrubber``: where untrusted text is cut
 (``clip``), where a request's record is made (the streaming client scrubs its error detail and kept text with the target's secrets: records are
 spooled to disk during a level), and where anything is written or printed: a run registers its
-secrets (``register_secrets``), the run directory's writers (``results/rundir.py``: result.json,
+secrets for its lifetime (``scope``), the run directory's writers (``results/rundir.py``: result.json,
 requests.jsonl, every JSON file), the server timeline, the history store and the CLI's stdout and
 stderr (``guard_std_streams``, installed by ``cli.main``) pass what they write through ``scrub``.
 
@@ -55,6 +59,7 @@ import itertools
 import json
 import re
 import shlex
+import threading
 import urllib.parse
 from typing import Any, BinaryIO, Iterable, Iterator, TextIO, TypeVar, cast, overload
 from urllib.parse import urlsplit, urlunsplit
@@ -69,7 +74,7 @@ _T = TypeVar("_T")
 __all__ = ["BasicCredential", "split_url_credentials", "redact_url", "redact_headers", "redact_text",
            "authorization", "combine_credentials", "secret_forms", "is_secret_header", "redact_argv",
            "secret_values", "url_secrets", "body_secrets", "redact_body", "argv_secrets", "env_secrets",
-           "is_secret_setting", "Scrubber", "register_secrets", "registered", "scrub", "clip", "guard_std_streams",
+           "is_secret_setting", "Scrubber", "scope", "register_secrets", "registered", "scrub", "clip", "guard_std_streams",
            "MASK", "REDACTED", "MIN_SECRET", "MIN_HEADER_SECRET", "GRAM"]
 
 MASK = "***"
@@ -773,29 +778,46 @@ class Scrubber:
         self.add(*secrets)
 
     def add(self, *secrets: str | None) -> None:
+        kept = list(self.secrets)
         for s in secrets:
-            if s and len(s) >= MIN_SECRET and s not in self.secrets:
-                self.secrets.append(s)
+            if s and len(s) >= MIN_SECRET and s not in kept:
+                kept.append(s)
+        self._compile(kept)
+
+    def discard(self, *secrets: str) -> None:
+        """Stop removing ``secrets`` (a scope that registered them ended: ``scope``)."""
+        gone = set(secrets)
+        if any(s in gone for s in self.secrets):
+            self._compile([s for s in self.secrets if s not in gone])
+
+    def _compile(self, secrets: list[str]) -> None:
+        """Search for ``secrets`` from now on. Each search table is built first and then swapped in
+        whole, so a thread that scrubs meanwhile uses the old table or the new one, each complete:
+        while secrets are added it masks at least the old ones, while some are discarded at least
+        those that stay."""
         # a ``<scheme> <credential>`` value (``Bearer sk-…``): the credential's pieces (the scheme and
         # its space are no secret: ``key: sk-…`` keeps its space)
-        creds = [s.split(None, 1)[1].strip() if _SCHEME_VALUE.match(s) else s for s in self.secrets]
+        creds = [s.split(None, 1)[1].strip() if _SCHEME_VALUE.match(s) else s for s in secrets]
         # by whole value: what is too short for pieces (a short credential behind its scheme too)
-        short = [s for s, c in zip(self.secrets, creds) if len(c) < GRAM]
+        short = [s for s, c in zip(secrets, creds) if len(c) < GRAM]
         # a URL credential's password, shorter than GRAM, by whole value (its pieces are too short)
-        short += [s.partition(":")[2] for s in self.secrets if isinstance(s, BasicCredential)
+        short += [s.partition(":")[2] for s in secrets if isinstance(s, BasicCredential)
                   and MIN_SECRET <= len(s.partition(":")[2]) < GRAM]
         forms = {f for s in short for f in secret_forms(s)}
-        self._forms = sorted(forms, key=len, reverse=True)  # the longest first: a form inside another
         # what a short secret looks like inside JSON text as well (each form's JSON escape)
         probes = forms | {json.dumps(f)[1:-1] for f in forms} | {json.dumps(f, ensure_ascii=False)[1:-1] for f in forms}
-        self._probes = sorted((p for p in probes if len(p) >= MIN_SECRET), key=len, reverse=True)
-        self._bprobes = [p.encode("utf-8") for p in self._probes]
+        probe_list = sorted((p for p in probes if len(p) >= MIN_SECRET), key=len, reverse=True)
         long = [c for c in dict.fromkeys(creds) if len(c) >= GRAM]
         # a secret inside another (the key inside ``Bearer <key>``, a password inside ``user:password``)
         # has no piece the other's pieces lack: searched once, through the longer
         cut = [str(s)[:GRAM_SECRET_CHARS] for s in long]
         long = [s for s, c in zip(long, cut) if not any(c != o and c in o for o in cut)]
-        self._pieces = _Pieces(long) if long else None
+        pieces = _Pieces(long) if long else None
+        self.secrets = secrets
+        self._forms = sorted(forms, key=len, reverse=True)  # the longest first: a form inside another
+        self._probes = probe_list
+        self._bprobes = [p.encode("utf-8") for p in probe_list]
+        self._pieces = pieces
 
     def __bool__(self) -> bool:
         return bool(self._forms) or self._pieces is not None
@@ -923,18 +945,103 @@ class Scrubber:
         return o
 
 
-# ---------------------------------------------------------------- the process's secrets
+# ---------------------------------------------------------------- the secrets of what runs now
+#
+# Secrets are registered by scopes: ``with scope(*secrets):`` (a run's key, URL credentials, secret
+# headers) masks them in everything written or printed while the block runs — from any thread: the
+# sampler's, the scraper's, the feeder's — and no longer once it ends. Scopes nest and may end in any
+# order: a secret stays registered while any open scope holds it. ``register_secrets`` adds to the
+# newest open scope what it meets while running (a target's query values: ``core.origin.send_query``).
+# A scope opened with ``hold=True`` (the CLI's whole command, ``cli.main``) keeps the secrets of the
+# scopes that end inside it until it ends itself: the summary a command prints after its run is
+# scrubbed of the run's secrets.
 
-_REGISTERED = Scrubber()
+_REGISTERED = Scrubber()  # the secrets of every open scope (one object: writers may keep a reference)
+_LOCK = threading.Lock()  # scopes open and close from any thread
+_COUNTS: dict[str, int] = {}  # secret -> how many open scopes hold it
+_OWNED: set[str] = set()  # the secrets the scopes added to _REGISTERED (the only ones they discard)
+
+
+class _Scope:
+    __slots__ = ("secrets", "hold")
+
+    def __init__(self, secrets: list[str], hold: bool):
+        self.secrets = secrets
+        self.hold = hold
+
+
+_OPEN: list[_Scope] = []  # the open scopes, oldest first
+
+
+def _take(secrets: list[str]) -> None:
+    """Count ``secrets`` as held once more; those held by no scope before are added (under _LOCK)."""
+    fresh: list[str] = []
+    for s in secrets:
+        _COUNTS[s] = _COUNTS.get(s, 0) + 1
+        if _COUNTS[s] == 1 and s not in _REGISTERED.secrets:
+            fresh.append(s)
+            _OWNED.add(s)
+    if fresh:
+        _REGISTERED.add(*fresh)
+
+
+def _release(secrets: list[str]) -> None:
+    """Count ``secrets`` as held once less; those no scope holds any more are discarded (under _LOCK)."""
+    gone: list[str] = []
+    for s in secrets:
+        n = _COUNTS.get(s, 0) - 1
+        if n > 0:
+            _COUNTS[s] = n
+            continue
+        _COUNTS.pop(s, None)
+        if s in _OWNED:
+            _OWNED.discard(s)
+            gone.append(s)
+    if gone:
+        _REGISTERED.discard(*gone)
+
+
+@contextlib.contextmanager
+def scope(*secrets: str | None, hold: bool = False) -> Iterator[Scrubber]:
+    """Register ``secrets`` while the block runs (see above); yields the scrubber of every open
+    scope's secrets (``registered()``). ``hold``: the secrets of scopes that end inside this one stay
+    registered until this one ends."""
+    own = _Scope([s for s in dict.fromkeys(secrets) if s and len(s) >= MIN_SECRET], hold)
+    with _LOCK:
+        _OPEN.append(own)
+        _take(own.secrets)
+    try:
+        yield _REGISTERED
+    finally:
+        with _LOCK:
+            _OPEN[:] = [o for o in _OPEN if o is not own]
+            holder = next((o for o in reversed(_OPEN) if o.hold), None)
+            if holder is not None:  # kept by the scope that holds what ends inside it (counted once)
+                kept = set(holder.secrets)
+                holder.secrets += [s for s in own.secrets if s not in kept]
+                _release([s for s in own.secrets if s in kept])
+            else:
+                _release(own.secrets)
 
 
 def register_secrets(*secrets: str | None) -> None:
-    """Add the secrets of what this process runs (a run's key, URL credential, secret headers):
-    every writer of the run directory, the history store and the CLI's stdout/stderr scrub them."""
-    _REGISTERED.add(*secrets)
+    """Add ``secrets`` to the newest open scope (what runs now met them: a target URL's query
+    values): registered until that scope ends. Outside every scope nothing is registered: each
+    command scopes what it runs (``cli.main``'s holding scope; a run, measure, doctor, monitor and
+    agree each open one with their target's secrets)."""
+    fresh = [s for s in dict.fromkeys(secrets) if s and len(s) >= MIN_SECRET]
+    with _LOCK:
+        if not _OPEN:
+            return
+        newest = _OPEN[-1]
+        fresh = [s for s in fresh if s not in newest.secrets]
+        newest.secrets += fresh
+        _take(fresh)
 
 
 def registered() -> Scrubber:
+    """The scrubber of the secrets every open scope holds (the same object while the process runs:
+    a writer may keep it, and it scrubs what is registered when it writes)."""
     return _REGISTERED
 
 
@@ -1019,10 +1126,10 @@ class _ScrubbingBuffer:
 
 @contextlib.contextmanager
 def guard_std_streams(scrubber: Scrubber | None = None) -> Iterator[None]:
-    """``sys.stdout`` and ``sys.stderr`` scrub ``scrubber``'s secrets (None: the process's, which
-    ``register_secrets`` adds to) while the block runs (the CLI's whole command: tables,
-    ``--json``, error lines, even a traceback). A secret added while the block runs is scrubbed
-    from then on."""
+    """``sys.stdout`` and ``sys.stderr`` scrub ``scrubber``'s secrets (None: the registered ones,
+    those of every open ``scope``) while the block runs (the CLI's whole command: tables,
+    ``--json``, error lines, even a traceback). A secret registered while the block runs is
+    scrubbed from then on, and until its scope ends."""
     scrubber = _REGISTERED if scrubber is None else scrubber
     saved = sys.stdout, sys.stderr
     if not isinstance(sys.stdout, _ScrubbingStream) and sys.stdout is not None:

@@ -8,7 +8,7 @@ screen, move the cursor, recolour), a carriage return or backspaces that overwri
 printed, C1 controls (``\\x9b`` is CSI on some terminals), bidi overrides that reorder a line —
 and rich markup (``[/x]`` raises a ``MarkupError`` and ends the command; ``[red]`` recolours).
 
-- ``term(text, limit)``: the process's registered secrets scrubbed (``core/redact.clip``: scrubbed,
+- ``term(text, limit)``: the registered secrets scrubbed (``core/redact.clip``: scrubbed,
   then cut), every control character (C0 but tab and, with ``newlines``, line feed;
   DEL; C1; bidi overrides and isolates; line/paragraph separators) shown as ``\\xNN``/``\\uNNNN``
   (visible, so a reader sees that something was there), the result cut to ``limit`` characters
@@ -37,7 +37,7 @@ def _plain_cut(text: str, limit: int) -> str:
     return text[:limit]
 
 
-# how ``term`` cuts: ``core/redact.py`` installs its ``clip`` (the process's secrets scrubbed, then
+# how ``term`` cuts: ``core/redact.py`` installs its ``clip`` (the registered secrets scrubbed, then
 # cut) when it is imported — which registering a secret does; until then no secret is registered
 _cut: Callable[[str, int], str] = _plain_cut
 
@@ -64,7 +64,7 @@ def term(text: object, limit: int | None = FIELD_CHARS, *, newlines: bool = Fals
     """``text`` (any object, ``str()`` of it) with every control character shown escaped, cut to
     ``limit`` characters (``None``: no cut); ``newlines`` keeps line feeds (a multi-line message)."""
     s = "" if text is None else str(text)
-    # the process's secrets out first, then cut (no piece of one left at the cut); bounded before
+    # the registered secrets out first, then cut (no piece of one left at the cut); bounded before
     # escaping (a 5 MB run id costs nothing)
     s = _cut(s, len(s) if limit is None else 4 * limit)
     s = (_UNSAFE if newlines else _UNSAFE_NL).sub(_shown, s)

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from wattbench.doctor.check import DoctorReport
 from wattbench.doctor.troubleshoot import diagnose_failure
 from wattbench.core.errors import UserError
-from wattbench.core.redact import register_secrets, url_secrets
+from wattbench.core.redact import scope, url_secrets
 from wattbench.doctor import checklist as cl, environment as env, server as srv
 from wattbench.server.openai import normalize_base_url
 
@@ -38,29 +38,30 @@ def run_doctor(
         raise UserError("nothing to check: keep the environment checks, or give --target, --run, --checklist "
                         "or --exporter")
 
-    register_secrets(api_key, *url_secrets(target))  # the key, URL credentials and query values: never shown
-    declared = cl.load_checklist(checklist) if checklist else None
-    if target is not None:
-        normalize_base_url(target)  # a bad URL is a UserError before any probing
-    report = DoctorReport(target=target, run_dir=str(run_dir) if run_dir else None)
-    facts: dict[str, Any] = {}
-    if environment:
-        kw = {"nvidia_device": nvidia_device} if nvidia_device else {}
-        gpu, facts = env.gpu_checks(nvml, **kw)
-        report.add(gpu)
-        report.add(env.python_check())
-        tp = torch_probe or env.probe_torch
-        report.add(env.torch_check(tp(), facts.get("driver_cuda"), facts.get("gpu_count", 0) > 0))
-        report.add(env.engine_checks(versions if versions is not None else env.installed_versions(),
-                                     requires if requires is not None else env.installed_requires(),
-                                     facts.get("driver_cuda")))
-        report.add(env.sensor_checks(sensors, nvml=nvml, measure_s=sensor_measure_s, **(sensor_kw or {})))
-    probe = None
-    if target is not None:
-        probe = srv.probe_server(target, api_key, srv.DEFAULT_BURST if burst is None else burst)
-        report.add(srv.server_checks(probe))
-    if target is not None or declared is not None or exporters:
-        report.add(cl.checklist_checks(probe, declared, exporters))
-    if run_dir is not None:
-        report.add(diagnose_failure(Path(run_dir)))
-    return report
+    # the key, URL credentials and query values: never shown while the checks run
+    with scope(api_key, *url_secrets(target)):
+        declared = cl.load_checklist(checklist) if checklist else None
+        if target is not None:
+            normalize_base_url(target)  # a bad URL is a UserError before any probing
+        report = DoctorReport(target=target, run_dir=str(run_dir) if run_dir else None)
+        facts: dict[str, Any] = {}
+        if environment:
+            kw = {"nvidia_device": nvidia_device} if nvidia_device else {}
+            gpu, facts = env.gpu_checks(nvml, **kw)
+            report.add(gpu)
+            report.add(env.python_check())
+            tp = torch_probe or env.probe_torch
+            report.add(env.torch_check(tp(), facts.get("driver_cuda"), facts.get("gpu_count", 0) > 0))
+            report.add(env.engine_checks(versions if versions is not None else env.installed_versions(),
+                                         requires if requires is not None else env.installed_requires(),
+                                         facts.get("driver_cuda")))
+            report.add(env.sensor_checks(sensors, nvml=nvml, measure_s=sensor_measure_s, **(sensor_kw or {})))
+        probe = None
+        if target is not None:
+            probe = srv.probe_server(target, api_key, srv.DEFAULT_BURST if burst is None else burst)
+            report.add(srv.server_checks(probe))
+        if target is not None or declared is not None or exporters:
+            report.add(cl.checklist_checks(probe, declared, exporters))
+        if run_dir is not None:
+            report.add(diagnose_failure(Path(run_dir)))
+        return report

@@ -10,6 +10,7 @@ snapshot (``exporter``) and appends the history (``history``). Library use::
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -21,7 +22,7 @@ from wattbench.monitor.history import HistoryWriter
 from wattbench.monitor.sources import ResilientSensor, ServerScraper
 from wattbench.monitor.tracker import DEFAULT_IDLE_THRESHOLD_TOK_S, DEFAULT_WINDOWS_S, EfficiencyTracker, Segment, Span
 from wattbench.telemetry.base import Sensor
-from wattbench.core.redact import combine_credentials, redact_url, register_secrets, url_secrets
+from wattbench.core.redact import combine_credentials, redact_url, scope, url_secrets
 from wattbench.monitor.backoff import Backoff
 from wattbench.telemetry.detect import autodetect
 from wattbench.telemetry.sampler import Sampler
@@ -59,38 +60,41 @@ class Monitor:
             raise UserError(f"PUE must be >= 1.0 (got {pue:g})")
 
         # credentials in the URL become the Authorization header (an API key as well: one line); the
-        # key, the URL's credentials and query never appear in the output, the exporter or the history
-        register_secrets(api_key, *url_secrets(target))
-        self.target_shown = redact_url(target)  # as given, credentials and query masked
-        if target:
-            target, api_key = combine_credentials(target, api_key)
-        self.interval_s = float(interval_s)
-        self.clock = clock  # scrapes, sensor reads, backoff and the tick schedule (a scripted one in tests)
-        self.scraper = ServerScraper(target, api_key=api_key, timeout_s=min(2.0, max(0.2, self.interval_s)),
-                                     backoff=Backoff(base_s=self.interval_s, cap_s=max(backoff_cap_s, self.interval_s)),
-                                     clock=clock.now_ns) if target else None
-        self.target = target
-        self._sensor_args = list(sensors or [])
-        self._nvml = nvml
-        self.sample_interval_s = sample_interval_s
-        self.backoff_cap_s = backoff_cap_s
-        self.tracker = EfficiencyTracker(windows_s, idle_threshold_tok_s, pue=pue,
-                                         max_lag_s=max(5.0, 3 * self.interval_s), stale_s=max(10.0, 5 * self.interval_s))
-        self.listen = listen
-        self.history_path = history_path
-        self.history_max_bytes = history_max_bytes
-        self.exporter: Exporter | None = None
-        self.history: HistoryWriter | None = None
-        self.sampler: Sampler | None = None
-        self.sensors: list[ResilientSensor] = []
-        self.problems: list[str] = []
-        self._scrape_reported = False
-        self.anchor: ClockAnchor | None = None
-        self._snapshot: dict[str, Any] = {}
-        self._lock = threading.Lock()
-        self._stop = clock.event()
-        self._started = False
-        self.ticks = 0
+        # key, the URL's credentials and query never appear in the output, the exporter or the history:
+        # registered from here until the monitor is closed
+        with contextlib.ExitStack() as stack:  # a refused configuration leaves nothing registered
+            stack.enter_context(scope(api_key, *url_secrets(target)))
+            self.target_shown = redact_url(target)  # as given, credentials and query masked
+            if target:
+                target, api_key = combine_credentials(target, api_key)
+            self.interval_s = float(interval_s)
+            self.clock = clock  # scrapes, sensor reads, backoff and the tick schedule (a scripted one in tests)
+            self.scraper = ServerScraper(target, api_key=api_key, timeout_s=min(2.0, max(0.2, self.interval_s)),
+                                         backoff=Backoff(base_s=self.interval_s, cap_s=max(backoff_cap_s, self.interval_s)),
+                                         clock=clock.now_ns) if target else None
+            self.target = target
+            self._sensor_args = list(sensors or [])
+            self._nvml = nvml
+            self.sample_interval_s = sample_interval_s
+            self.backoff_cap_s = backoff_cap_s
+            self.tracker = EfficiencyTracker(windows_s, idle_threshold_tok_s, pue=pue,
+                                             max_lag_s=max(5.0, 3 * self.interval_s), stale_s=max(10.0, 5 * self.interval_s))
+            self.listen = listen
+            self.history_path = history_path
+            self.history_max_bytes = history_max_bytes
+            self.exporter: Exporter | None = None
+            self.history: HistoryWriter | None = None
+            self.sampler: Sampler | None = None
+            self.sensors: list[ResilientSensor] = []
+            self.problems: list[str] = []
+            self._scrape_reported = False
+            self.anchor: ClockAnchor | None = None
+            self._snapshot: dict[str, Any] = {}
+            self._lock = threading.Lock()
+            self._stop = clock.event()
+            self._started = False
+            self.ticks = 0
+            self._scope = stack.pop_all()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def _build_sensors(self) -> list[Sensor]:
@@ -160,6 +164,7 @@ class Monitor:
         if self.history is not None and self._started:
             self.history.write({"type": "summary", **summary})
         self._teardown()
+        self._scope.close()  # its secrets: no longer registered
         return summary
 
     def _teardown(self) -> None:

@@ -298,7 +298,7 @@ def build_html(runs: list[RunData]) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{scrub(e(title))}</title><style>{_CSS}</style>"
         f'<script type="text/javascript">{get_plotlyjs()}</script></head><body>'
-        + scrub("".join(doc.parts))  # what came from the runs, without the process's registered secrets
+        + scrub("".join(doc.parts))  # what came from the runs, without the registered secrets (every open scope's)
         + f"<script>{boot}</script></body></html>\n"
     )
 

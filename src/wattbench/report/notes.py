@@ -19,7 +19,7 @@ from wattbench.accounting.findings import group_findings, level_order, note_coun
 
 def said(text: str) -> str:
     """A note's text as any report shows it: at most ``LINE_CHARS`` characters (a crafted file's
-    megabyte of finding text is not printed whole), scrubbed of the process's secrets, then cut."""
+    megabyte of finding text is not printed whole), scrubbed of the registered secrets, then cut."""
     return clip(text, LINE_CHARS, "…")
 
 

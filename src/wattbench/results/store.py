@@ -254,7 +254,7 @@ class HistoryStore:
                 if b not in bnds:
                     bnds.append(b)
         notes: list[str] = []
-        scrub = registered().obj  # the process's secrets (a run's key, wherever a server echoed it)
+        scrub = registered().obj  # the registered secrets (a run's key, wherever a server echoed it)
         with self._tx() as c:
             c.execute(
                 """INSERT INTO runs(run_id, kind, path, created_at, registered_at, model, engine, engine_version,

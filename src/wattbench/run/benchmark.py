@@ -38,7 +38,7 @@ from wattbench.run.level import LevelRunner
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.run.targets import Targets, resolve_targets, run_secrets
 from wattbench.server.metrics import MetricsScraper
-from wattbench.core.redact import register_secrets
+from wattbench.core import redact
 from wattbench.engines.base import Engine
 from wattbench.telemetry.base import Sensor
 from wattbench.telemetry.jsonl import TelemetryWriter
@@ -115,7 +115,8 @@ def prepare(session: RunSession, *, sensors: list[Sensor] | None = None, share_t
     session whose sampler this run reads too — ``wattbench ab``'s two sides on one machine's
     meters). ``engine``: the engine to launch when there is no target (None: the config's)."""
     cfg = session.config
-    register_secrets(*run_secrets(cfg))  # nothing written or printed from here on holds them
+    # nothing written or printed from here on holds them, until the session closes
+    session.stack.enter_context(redact.scope(*run_secrets(cfg)))
     run_dir = resolve_run_dir(cfg, session.run_id)
     session.slos = parse_slos(cfg.slo) if cfg.slo else []  # bad SLO text fails before anything starts
     session.carbon = parse_carbon_intensity(cfg.carbon_intensity)  # a bad file fails here too

@@ -92,7 +92,7 @@ from wattbench.run.benchmark import (
 )
 from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
 from wattbench.server.metrics import MetricsScraper, ServerTimeline
-from wattbench.core.redact import argv_secrets, clip, env_secrets, redact_argv, redact_url, register_secrets, registered
+from wattbench.core.redact import argv_secrets, clip, env_secrets, redact_argv, redact_url, registered, scope
 from wattbench.accounting.findings import worst
 from wattbench.accounting.validity import combine
 from wattbench.core.redact import combine_credentials, url_secrets
@@ -171,7 +171,7 @@ def _server(session: RunSession, mcfg: MeasureConfig, tool: str) -> tuple[Server
     if not url:
         return _unknown_server("no --target, and the command names no server"), [], None
     clean, key = combine_credentials(url, api_key(cfg))
-    register_secrets(key, *url_secrets(url))  # nothing measure writes or prints holds it (core/redact.py)
+    session.stack.enter_context(scope(key, *url_secrets(url)))  # nothing measure writes or prints holds it
     base = normalize_base_url(clean)
     try:
         server = asyncio.run(detect_server(base, key))
@@ -204,7 +204,7 @@ def _measure(session: RunSession, mcfg: MeasureConfig) -> Result:
     # key) is scrubbed from command.log and everything measure writes or prints
     from wattbench.run.targets import api_key
 
-    register_secrets(api_key(cfg), *argv_secrets(mcfg.command), *env_secrets(dict(os.environ)))
+    session.stack.enter_context(scope(api_key(cfg), *argv_secrets(mcfg.command), *env_secrets(dict(os.environ))))
     server, notes, key = _server(session, mcfg, tool)
     problems = telemetry.start_telemetry(session)
     info = MeasureInfo(command=redact_argv(mcfg.command), tool=tool, notes=notes)

@@ -263,7 +263,8 @@ def test_urls_are_judged_by_the_http_clients_parser():
 
 def test_a_targets_query_goes_with_every_request_to_its_origin_and_no_other(servers, monkeypatch):
     """``-t 'http://h/v1?sig=…&api-version=…'``: the query on every request to the target (urllib,
-    aiohttp, each same-origin hop), never to another origin; its secret values registered."""
+    aiohttp, each same-origin hop), never to another origin; its secret values registered in the
+    scope open when the target is read (a run's, a command's), and only while it is open."""
     import aiohttp
 
     from wattbench.core import redact
@@ -273,8 +274,12 @@ def test_a_targets_query_goes_with_every_request_to_its_origin_and_no_other(serv
     monkeypatch.setattr(redact, "_REGISTERED", redact.Scrubber())
     monkeypatch.setattr(origin, "_TARGET_QUERIES", {})
     q = "sig=SIG-q%2F9a%2Bsecret&api-version=2024-06-01"
-    assert normalize_base_url(f"{home.url}/openai?{q}") == f"{home.url}/openai/v1"
-    assert redact.registered().found_in("SIG-q/9a+secret") and not redact.registered().found_in("2024-06-01")
+    assert normalize_base_url(f"{home.url}/?sig=outside-every-scope") == f"{home.url}/v1"
+    assert not redact.registered().found_in("outside-every-scope")  # nothing runs: nothing registered
+    with redact.scope():
+        assert normalize_base_url(f"{home.url}/openai?{q}") == f"{home.url}/openai/v1"
+        assert redact.registered().found_in("SIG-q/9a+secret") and not redact.registered().found_in("2024-06-01")
+    assert not redact.registered().found_in("SIG-q/9a+secret")  # the scope ended
     with origin.urlopen(home.url + "/same", timeout=5) as r:  # and its hop
         assert json.loads(r.read())["path"] == f"/final?{q}"
     with origin.urlopen(f"{home.url}/models?api-version=old", timeout=5) as r:  # a parameter it has stays

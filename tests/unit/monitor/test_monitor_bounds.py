@@ -19,7 +19,7 @@ import pytest
 
 from tests.fakes.churn_metrics import ChurnServer
 from wattbench.core.errors import UserError
-from wattbench.core.redact import register_secrets
+from wattbench.core.redact import scope
 from wattbench.monitor.exporter import Exporter
 from wattbench.monitor.history import HistoryWriter
 from wattbench.monitor.sources import MAX_MODEL_CHARS, model_name
@@ -93,9 +93,9 @@ def test_a_model_name_is_scrubbed_then_cut():
     """A 1 MiB label becomes MAX_MODEL_CHARS characters; a key echoed at the cut leaves no
     8-character piece of itself (scrub first: a cut key would no longer match)."""
     assert len(model_name("L" * (1 << 20))) == MAX_MODEL_CHARS
-    key = "sk-MonitorKey7f3Q9zX2Lp8Vw"  # unique to this test: the process's scrubber only grows
-    register_secrets(key)
-    name = model_name("x" * (MAX_MODEL_CHARS - 10) + key)
+    key = "sk-MonitorKey7f3Q9zX2Lp8Vw"
+    with scope(key):  # what the monitor registers while it runs
+        name = model_name("x" * (MAX_MODEL_CHARS - 10) + key)
     assert len(name) <= MAX_MODEL_CHARS
     assert not any(key[i:i + 8] in name for i in range(len(key) - 7))
 

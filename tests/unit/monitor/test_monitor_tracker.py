@@ -253,8 +253,11 @@ def test_monitor_sends_url_credentials_as_basic_auth_and_shows_none():
     assert "secret" not in m.scraper.url and "@" not in m.scraper.url
     assert m.target_shown == "http://***@127.0.0.1:9/?sig=***&api-version=1"
     assert redact.scrub("x pw-MON-secret1 sig-MON-secret2") == "x *** ***"
-    redact.register_secrets("sk-MON-echoed-key")
+    redact.register_secrets("sk-MON-echoed-key")  # met while the monitor runs: in its scope
     got = _scrubbed_models({"sk-MON-echoed-key": {"generation_tokens": 5.0}, "m-sk-MON-echoed-key": {
         "generation_tokens": 2.0}, "plain": {"generation_tokens": 1.0}})
     assert got == {"***": {"generation_tokens": 5.0}, "m-***": {"generation_tokens": 2.0},
                    "plain": {"generation_tokens": 1.0}}
+    m.close()  # the monitor's secrets are registered for its lifetime only
+    assert redact.scrub("x pw-MON-secret1 sig-MON-secret2 sk-MON-echoed-key") == \
+        "x pw-MON-secret1 sig-MON-secret2 sk-MON-echoed-key"
