@@ -205,6 +205,12 @@ API_KEY_FILE_HELP = "Read the API key from the first line of PATH (recommended: 
 ApiKeyFile = Annotated[str | None, Field(default=None), Flag(
     "--api-key-file", commands=(RUN, MEASURE), help=API_KEY_FILE_HELP, show_default=False, beside="api_key")]
 HistoryDb = Annotated[str | None, Field(default=None), Flag("--db", commands=(RUN, MEASURE, TUNE), help=DB_HELP)]
+# a run's facility figure and cost, and plan tco's, read the same two options (the default is
+# written at each field, from these: mypy's pydantic plugin reads no default inside ``Annotated``)
+DEFAULT_PUE, DEFAULT_CURRENCY = 1.0, "USD"
+Pue = Annotated[float, Flag("--pue", commands=(RUN, MEASURE), domain=Domain(lo=1.0, lo_open=False), help=(
+    "Power usage effectiveness: facility power / IT power (>= 1; it includes the cooling energy)."))]
+Currency = Annotated[str, Flag("--currency", commands=(RUN, MEASURE), help="Currency label of every cost.")]
 PLAN_BOUNDARY_HELP = ("Power boundary: accelerator, node or wall (default: the run's headline boundary among those, "
                       "the one rule of run, compare, tune and plan).")
 Boundary = Annotated[str | None, Field(default=None), Flag(  # None = the headline boundary (results.headline)
@@ -348,10 +354,8 @@ class RunConfig(FlaggedConfig):
     # efficiency
     price_per_kwh: Annotated[float, Flag(
         "--price-per-kwh", commands=RM, domain=NON_NEGATIVE, help="Electricity price per kWh.")] = 0.15
-    currency: Annotated[str, Flag("--currency", commands=RM)] = "USD"
-    pue: Annotated[float, Flag(
-        "--pue", commands=RM, domain=Domain(lo=1.0, lo_open=False),
-        help="Power usage effectiveness for the facility figure (>= 1).")] = 1.0
+    currency: Currency = DEFAULT_CURRENCY
+    pue: Pue = DEFAULT_PUE
     carbon_intensity: Annotated[str | None, Flag(  # metrics/carbon_series.py
         "--carbon-intensity", help="Grid carbon intensity: gCO2e/kWh, or a CSV/JSON time series (an Electricity Maps "
         "export) aligned on the run's wall clock.")] = None
@@ -958,8 +962,7 @@ class TcoInputs(FlaggedConfig):
                                 help="Average fraction of IT power drawn (0-1].")] = 1.0
     hours: Annotated[float, Flag("--hours", commands=EVERY, domain=Domain(hi=HOURS_PER_YEAR, unit="hours a year"),
                                  help="Operating hours per year.")] = HOURS_PER_YEAR
-    pue: Annotated[float, Flag("--pue", commands=EVERY, domain=Domain(lo=1.0, lo_open=False),
-                               help="Facility power / IT power (includes cooling energy).")] = 1.0
+    pue: Pue = DEFAULT_PUE
     rack_rent_per_month: Annotated[float, Flag("--rack-rent-per-month", commands=EVERY, domain=NON_NEGATIVE,
                                                help="Rent per rack per month.")] = 0.0
     racks: Annotated[int, Flag("--racks", commands=EVERY, domain=NON_NEGATIVE, help="Number of racks rented.")] = 0
@@ -973,7 +976,7 @@ class TcoInputs(FlaggedConfig):
                                          help="Purchase cost of the hardware.")] = 0.0
     amortization_years: Annotated[float | None, Flag("--amortization-years", commands=EVERY, domain=POSITIVE,
                                                      help="Straight-line amortization period.")] = None
-    currency: Annotated[str, Flag("--currency", commands=EVERY, help="Currency label.")] = "USD"
+    currency: Currency = DEFAULT_CURRENCY
     period: Annotated[Literal["year", "month"], Flag("--period", commands=EVERY, help="year or month.")] = "year"
     tokens_per_s: Annotated[float | None, Flag("--tokens-per-s", commands=EVERY, domain=POSITIVE, help=(
         "Fleet output tokens/s at full load (for cost per million tokens)."))] = None

@@ -7,6 +7,7 @@ from wattbench.core.numbers import MISSING, fmt
 from wattbench.core.schema import LevelResult, Result
 from wattbench.accounting.findings import level_order
 from wattbench.accounting.level_findings import in_flight_finding
+from wattbench.config import DEFAULT_CURRENCY
 
 
 def load_label(mode: str | None, value: float | None, max_in_flight: int | None = None) -> str:
@@ -94,4 +95,4 @@ def cost_currency(result: Result) -> str:
     """The currency a run's costs are in: its ``--currency`` (``config.py``; USD by default), named
     beside every cost a report shows, since ``--price-per-kwh`` is a number in it."""
     cur = result.config.get("currency") if isinstance(result.config, dict) else None
-    return cur if isinstance(cur, str) and cur.strip() else "USD"
+    return cur if isinstance(cur, str) and cur.strip() else DEFAULT_CURRENCY
