@@ -1034,6 +1034,9 @@ class HistoryListOptions(FlaggedConfig):
         "ISO date, e.g. 2026-11-01 (or 2026-11-01T09:00)."))] = None
     limit: Annotated[int, Flag("--limit", commands=EVERY, domain=NON_NEGATIVE,
                                help="At most this many runs (0 = all).")] = 50
+    full_ids: Annotated[bool, Flag("--full-ids", commands=EVERY, help=(
+        "Show each run id whole (by default the shortest prefix that names it, as git shortens commits; "
+        "--json always has the whole id)."))] = False
     db: HistoryDb
     as_json: AsJson
 
@@ -1187,7 +1190,7 @@ class ReportOptions(FlaggedConfig):
     """``report``: the run directories and the files to write of them."""
 
     runs: Annotated[list[Path], Flag("RUNS", commands=EVERY, positional=True, show_default=False,
-                                     help="Run directories (each holds result.json).")]
+                                     help="Run directories (each holds result.json).")] = Field(default_factory=list)
     html: Annotated[Path | None, Flag("--html", commands=EVERY,
                                       help="Write a self-contained HTML report to FILE.")] = None
     csv_dir: Annotated[Path | None, Flag("--csv", commands=EVERY,
@@ -1199,6 +1202,9 @@ class ReportOptions(FlaggedConfig):
     notes: Annotated[bool, Flag("--notes", commands=EVERY, help=(
         "Print every finding in full (the summary shows at most eight note lines): levels, figures it biases, "
         "estimated effect and its basis."))] = False
+    glossary: Annotated[bool, Flag("--glossary", commands=EVERY, help=(
+        "Print what each term of the reports means (TTFT, TPOT, ITL, E2E, per kW, verdicts, noise) and exit; "
+        "no run needed."))] = False
 
 
 # wattbench sensors, monitor, doctor

@@ -73,8 +73,9 @@ def test_a_three_level_optimize_summary_answers_first_in_at_most_eight_note_line
     chose = next(i for i, x in enumerate(head) if x.startswith("optimize: "))
     verdict = next(i for i, x in enumerate(head) if x.startswith("verdict: "))
     assert answer < chose < verdict  # the answer first, then what was chosen and why, then the verdicts
-    notes = [x for x in head[verdict + 1:] if x.startswith(("! ", "- ", "✗ "))]
-    assert 1 <= len(notes) <= 8, "\n".join(head)
+    assert not [x for x in head if x.startswith(("! ", "- ", "✗ "))]  # the figures before any note
+    notes = [x for x in lines[first_table:] if x.startswith(("! ", "- ", "✗ "))]  # the notes after the tables
+    assert 1 <= len(notes) <= 8, "\n".join(lines)
     # every level's approximate prompt lengths said once, levels in numeric order
     from wattbench.report.labels import levels_text
 

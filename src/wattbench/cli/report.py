@@ -19,6 +19,16 @@ def register(app: typer.Typer) -> None:
 
         from wattbench.report.data import load_runs
 
+        if o.glossary:
+            import shutil
+
+            from wattbench.report.glossary import glossary_lines
+
+            for line in glossary_lines(shutil.get_terminal_size().columns):
+                typer.echo(line)
+            return
+        if not o.runs:
+            raise typer.BadParameter("give at least one run directory (or --glossary)", param_hint="RUNS")
         html, csv_dir, md = o.html, o.csv_dir, o.md
         data = load_runs(o.runs)
         if o.notes:

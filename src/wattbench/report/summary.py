@@ -31,7 +31,8 @@ from wattbench.results.headline import point, trial_ci
 
 __all__ = [
     "ENGINE_KEYS", "applied_config", "best_under_slo", "state_line", "Headline", "headline", "estimate_text",
-    "NO_ENERGY_ANSWER", "meter_pct", "with_meter", "answer_line", "unmeasured_levels", "history_summary", "answer_lines", "measure_lines", "search_lines",
+    "NO_ENERGY_ANSWER", "meter_pct", "with_meter", "answer_line", "unmeasured_levels", "history_summary", "answer_lines",
+    "lead_lines", "context_lines", "measure_lines", "search_lines",
 ]
 
 # ---------------------------------------------------------------- configuration
@@ -415,11 +416,10 @@ def history_summary(result: Result) -> dict[str, Any]:
                          "label": h.label, "verdict": h.verdict}}
 
 
-def answer_lines(result: Result) -> list[str]:
+def lead_lines(result: Result) -> list[str]:
     """What the run answers, first: the headline figure with its boundary and verdict, what was
-    chosen and why (a search, the best level under the SLO, the most efficient level), how the
-    server's state was controlled; for ``wattbench measure``, what ran and each level's own figures
-    from the tool."""
+    chosen and why (a search, the best level under the SLO, the most efficient level), the precision
+    ``--trials auto`` reached, and the levels a run stopped early never measured."""
     out = []
     first = answer_line(result)
     if first is not None:
@@ -435,15 +435,24 @@ def answer_lines(result: Result) -> list[str]:
     missing = unmeasured_levels(result)
     if missing:
         out.append(f"not measured: {', '.join(missing)} — the run stopped early: {_stop_reason(result)}")
-    st = state_line(result)
-    if st:
-        out.append(st)
-    out += paired_lines(result)
     best = best_under_slo(result)
     # --optimize's line already names the best level; the answer line says that none met the SLO
     if best is not None and not chose and best[0] is not None:
         out.append(best[1])
-    return out + measure_lines(result)
+    return out
+
+
+def context_lines(result: Result) -> list[str]:
+    """How the run was taken, in words: how the server's state was controlled (``state_line``), the
+    ``wattbench ab`` pairing, and for ``wattbench measure`` what ran and each level's own figures
+    from the tool. The terminal prints these after the tables; the answer comes first."""
+    st = state_line(result)
+    return ([st] if st else []) + paired_lines(result) + measure_lines(result)
+
+
+def answer_lines(result: Result) -> list[str]:
+    """``lead_lines`` then ``context_lines``: what the run answers, then how it was taken."""
+    return lead_lines(result) + context_lines(result)
 
 
 # what ``MeasureInfo.window_source`` / ``token_source`` mean, in words

@@ -60,10 +60,11 @@ def out_tokens_per_s_cell(level: LevelResult) -> str:
     return fmt(level.throughput.output_tokens_per_s)
 
 
-def level_columns(result: Result) -> list[Column]:
+def level_columns(result: Result, with_latency: bool = True) -> list[Column]:
     """Every per-level figure of the summary, one figure per cell, in reading order: load, SLO and
-    goodput (with ``--slo``), power and efficiency per boundary, then the latency (TTFT p50 and p99,
-    TPOT p50: one group)."""
+    goodput (with ``--slo``), power and efficiency per boundary, then (``with_latency``) the latency
+    (TTFT p50 and p99, TPOT p50: one group). The terminal leaves the latency out: its own
+    requests-and-latency table (``serving_columns``) says it in full."""
     lvs = result.levels
     cols = [
         Column("verdict", [lv.validity.verdict for lv in lvs], "left", "verdict"),
@@ -107,27 +108,47 @@ def level_columns(result: Result) -> list[Column]:
                 of = short_boundary(ofs.pop()) if len(ofs) == 1 else "whole"
                 cols.append(Column(f"share\n{sb}\nof {of}", [fmt_fraction_pct(x) if x is not None else MISSING
                                                            for x, _ in shares], kind=f"label:{label}", glue=True))
-    return cols + latency
+    return cols + latency if with_latency else cols
 
 
-def target_name(url: str) -> str:
-    """A replica as its rows name it: ``↳ host:port`` (never the URL's credentials or path)."""
+def _host_port(url: str) -> tuple[str, int | None]:
     try:
         u = urlsplit(url)
         host = u.hostname or url
-        where = f"[{host}]" if ":" in host else host
-        return "↳ " + (f"{where}:{u.port}" if u.port else where)
+        return (f"[{host}]" if ":" in host else host), u.port
     except ValueError:
-        return "↳ target"
+        return "target", None
+
+
+def target_name(url: str, others: list[str] | None = None) -> str:
+    """A replica as its rows name it: ``↳ host:port`` (never the URL's credentials or path). Among
+    ``others`` (every replica of the level), only what tells them apart, so a row stays one line at
+    80 columns: ``↳ :8001`` where all run on one host, ``↳ gpu-a`` where all use one port (a host's
+    first name where that is unique)."""
+    host, port = _host_port(url)
+    where = [_host_port(x) for x in (others or [url])]
+    hosts, ports = {h for h, _ in where}, {p for _, p in where}
+    if len(where) > 1 and len(hosts) == 1 and port is not None:
+        return f"↳ :{port}"
+    if len(where) > 1 and len(ports) == 1 and not host.startswith("["):
+        first = {h.split(".")[0] for h, _ in where}
+        short = host.split(".")[0] if len(first) == len(hosts) and not host.replace(".", "").isdigit() else host
+        return f"↳ {short}"
+    return "↳ " + (f"{host}:{port}" if port else host)
 
 
 def target_cells(stats) -> dict[str, str]:
-    """One replica's figures by the level table's headers (``core.schema.TargetStats``: its
+    """One replica's figures by the level tables' headers (``core.schema.TargetStats``: its
     requests, latency and throughput; its energy is the level's, not split by target)."""
-    return {"ok/fail": f"{stats.requests.completed}/{stats.requests.failed}",
-            "out\ntok/s": fmt(stats.throughput.output_tokens_per_s),
-            "TTFT\np50 ms": fmt(stats.latency.ttft_ms.p50), "TTFT\np99 ms": fmt(stats.latency.ttft_ms.p99),
-            "TPOT\np50 ms": fmt(stats.latency.tpot_ms.p50)}
+    out = {"ok/fail": f"{stats.requests.completed}/{stats.requests.failed}",
+           "out\ntok/s": fmt(stats.throughput.output_tokens_per_s),
+           "TTFT\np50 ms": fmt(stats.latency.ttft_ms.p50), "TTFT\np99 ms": fmt(stats.latency.ttft_ms.p99),
+           "TPOT\np50 ms": fmt(stats.latency.tpot_ms.p50), "req/s": fmt(stats.throughput.requests_per_s)}
+    for kind in SERVING_LATENCY:
+        st = getattr(stats.latency, f"{kind}_ms")
+        for stat in SERVING_STATS:
+            out[f"{kind.upper()}\n{stat}"] = fmt(getattr(st, stat))
+    return out
 
 
 def with_target_rows(result: Result, key: Column, cols: list[Column]) -> tuple[Column, list[Column], list[bool]]:
@@ -148,7 +169,8 @@ def with_target_rows(result: Result, key: Column, cols: list[Column]) -> tuple[C
             return c.cells[i]
         return target_cells(result.levels[i].per_target[url]).get(c.header, "")
 
-    new_key = replace(key, cells=[key.cells[i] if url is None else target_name(url) for i, url in rows],
+    new_key = replace(key, cells=[key.cells[i] if url is None else target_name(url, list(result.levels[i].per_target))
+                                  for i, url in rows],
                       styles=None if key.styles is None else
                       [key.styles[i] if url is None else "dim" for i, url in rows])
     new_cols = [replace(c, cells=[cell(c, i, url) for i, url in rows],
@@ -199,7 +221,7 @@ def part_lines(result: Result) -> list[str]:
 
 
 # The figures users of `vllm bench serve`, AIPerf and GuideLLM read: request rate, the
-# achieved load, and every latency as mean, p50, p90, p95, p99. One list for the wide terminal table,
+# achieved load, and every latency as mean, p50, p90, p95, p99. One list for the terminal's table,
 # `wattbench report --json` and the CSV (report/csv.py names its columns from it).
 SERVING_LATENCY = ("ttft", "tpot", "itl", "e2e")
 SERVING_STATS = ("mean", "p50", "p90", "p95", "p99")
@@ -283,28 +305,39 @@ def aiperf_json(level: LevelResult) -> dict[str, Any]:
         good_requests_per_s=good, avg_power_w=be.avg_power_w)}
 
 
-def serving_columns(result: Result) -> list[Column]:
-    """The wide table's requests and latency (``serving_figures``): req/s, the achieved load (rate, or
-    mean in flight for a closed loop), then TTFT, TPOT, ITL and E2E as mean, p50, p90, p95, p99 (ms)."""
+# the statistics the 80-column summary shows of each latency (those `vllm bench serve` prints by
+# default: mean, median, p99); from 160 columns, all of SERVING_STATS
+SERVING_STATS_NARROW = ("mean", "p50", "p99")
+
+
+def serving_columns(result: Result, stats: tuple[str, ...] = SERVING_STATS) -> list[Column]:
+    """The requests-and-latency table (``serving_figures``): the window's length in seconds, the
+    completed requests per second, the load achieved (an open loop's asked and sent requests/s, a
+    closed loop's mean requests in flight), then TTFT, TPOT, ITL and E2E in ms, each as ``stats``
+    (a latency's statistics stay in one table)."""
     lvs = result.levels
     figs = [serving_figures(lv) for lv in lvs]
-
-    def achieved(lv: LevelResult, f: dict) -> str:
-        if lv.load.mode == "rate" and f["achieved_rate_rps"] is not None:
-            return f"{fmt(f['achieved_rate_rps'], kind='load')}/s"
-        return fmt(f["mean_in_flight"], kind="load")
-
-    cols = [Column("req/s", [fmt(f["requests_per_s"]) for f in figs]),
-            Column("achieved\nload", [achieved(lv, f) for lv, f in zip(lvs, figs)])]
+    cols = [Column("window\ns", [fmt(lv.throughput.duration_s) if lv.throughput.duration_s else MISSING
+                                  for lv in lvs]),
+            Column("req/s", [fmt(f["requests_per_s"]) for f in figs])]
+    if any(lv.load.mode == "rate" for lv in lvs):  # the arrivals asked for and those sent
+        cols += [Column("asked\nreq/s", [("inf" if lv.load.target_rate_rps == float("inf") else
+                                           fmt(lv.load.target_rate_rps, kind="load"))
+                                          if lv.load.mode == "rate" and lv.load.target_rate_rps is not None
+                                          else MISSING for lv in lvs]),
+                 Column("sent\nreq/s", [fmt(f["achieved_rate_rps"], kind="load") if lv.load.mode == "rate"
+                                         else MISSING for lv, f in zip(lvs, figs)], glue=True)]
+    if any(lv.load.mode != "rate" for lv in lvs):  # what a closed loop achieved: requests in flight
+        cols.append(Column("in\nflight", [fmt(f["mean_in_flight"], kind="load") if lv.load.mode != "rate"
+                                           else MISSING for lv, f in zip(lvs, figs)]))
     for kind in SERVING_LATENCY:  # one latency's statistics stay in one table
-        for i, stat in enumerate(SERVING_STATS):
+        for i, stat in enumerate(stats):
             cols.append(Column(f"{kind.upper()}\n{stat}", [fmt(f[f"{kind}_{stat}_ms"]) for f in figs], glue=i > 0))
     return cols
 
 
 def serving_title(result: Result) -> str:
-    return "requests and latency (ms), as vllm bench serve, AIPerf and GuideLLM report them" + (
-        f" — {last_trial_title(result)}" if any_trials(result) else "")
+    return "requests, and latency in ms" + (f" — {last_trial_title(result)}" if any_trials(result) else "")
 
 
 def trial_columns(result: Result) -> list[Column]:

@@ -8,6 +8,7 @@ rich markup in a label (``[bold]``) is shown as typed, not interpreted.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 from rich import box
@@ -20,10 +21,12 @@ from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
 from wattbench.results.headline import boundary_order
 from wattbench.core.safe_text import term
 from wattbench.report import summary as S
+from wattbench.report.glossary import GLOSSARY_POINTER
 from wattbench.report.goodput import slo_text
 from wattbench.report.labels import in_load_order, short_label
 from wattbench.report.notes import NOTE_MARK, shown_notes, verdict_text
-from wattbench.report.tables import Column, level_columns, part_lines, serving_columns, serving_title, trial_columns
+from wattbench.report.tables import (SERVING_STATS, SERVING_STATS_NARROW, Column, level_columns, part_lines,
+                                     serving_columns, serving_title, trial_columns)
 from wattbench.report.trials import any_trials, last_trial_title, trials_title
 from wattbench.core.schema import Result
 from wattbench.report.notes import notes_pointer
@@ -113,24 +116,32 @@ def label_width(labels: list[str]) -> int:
     """The level column's width: LEVEL_LABEL_WIDTH, widened to the longest label that fits
     LEVEL_LABEL_MAX (so ``c=128 re-measured`` is one line); a longer label (a custom one) folds."""
     return max([LEVEL_LABEL_WIDTH] + [len(x) for x in labels if len(x) <= LEVEL_LABEL_MAX])
-WIDE_FROM = 160  # console columns from which the summary adds the requests-and-latency table
+
+
+WIDE_FROM = 160  # console columns from which the latency table adds p90 and p95 to mean, p50 and p99
 
 
 def level_tables(result: Result, width: int) -> list[Table]:
-    """The per-level summary as tables that fit ``width`` columns: one wide table when it fits,
-    else as many tables as it takes, each repeating the level column."""
+    """The per-level summary as tables that fit ``width`` columns: the efficiency table (verdict,
+    requests, throughput, SLO, power and efficiency per boundary), then the requests-and-latency
+    table (the window, requests/s, the load achieved, TTFT, TPOT, ITL and E2E: mean, p50 and p99;
+    p90 and p95 too from ``WIDE_FROM`` columns), then the trials' means and CIs; each as one wide
+    table when it fits, else as many as it takes, each repeating the level column. A level driven
+    against several targets has each replica's row under its total."""
     if not result.levels:
         return []
     labels = [short_label(lv) for lv in result.levels]
-    key = Column("level", labels, "left", max_width=label_width(labels),
-                 styles=[VERDICT_STYLE.get(lv.validity.verdict, "") for lv in result.levels])
-
-    tkey, tcols, _ = with_target_rows(result, key, level_columns(result))  # replicas under their total
-    out = column_tables(tkey, tcols, width, last_trial_title(result))
-    if width >= WIDE_FROM:  # the figures load-generator users look for; 80 columns stay compact
-        out += column_tables(key, serving_columns(result), width, serving_title(result))
+    key = Column("level", labels, "left", styles=[VERDICT_STYLE.get(lv.validity.verdict, "") for lv in result.levels])
+    stats = SERVING_STATS if width >= WIDE_FROM else SERVING_STATS_NARROW
+    out: list[Table] = []
+    for cols, title in ((level_columns(result, with_latency=False), last_trial_title(result)),
+                        (serving_columns(result, stats), serving_title(result))):
+        tkey, tcols, _ = with_target_rows(result, key, cols)  # replicas under their total
+        tkey = replace(tkey, max_width=label_width(tkey.cells))
+        out += column_tables(tkey, tcols, width, title)
     if any_trials(result):
-        out += column_tables(key, trial_columns(result), width, trials_title(result))
+        out += column_tables(replace(key, max_width=label_width(labels)), trial_columns(result), width,
+                             trials_title(result))
     return out
 
 
@@ -173,21 +184,28 @@ def _note(text: str, style: str) -> RenderableType:
     return g
 
 
-def validity_lines(result: Result, width: int | None = None, run_dir: str | None = None) -> list[RenderableType]:
-    """The run's two verdicts, then at most ``summary.MAX_NOTE_LINES`` notes, each whole (folded
-    at the width): one per distinct finding, its levels in numeric order, the worst first; then,
-    when one was left out or said in part, how many notes there are and ``wattbench report
-    --notes`` (every note is in ``result.json`` and there)."""
-    v = result.validity
-    out: list[RenderableType] = [Text.assemble(("verdict: ", "bold"),
-                                               (verdict_text(result), VERDICT_STYLE.get(v.verdict, "")))]
+def verdict_line(result: Result) -> Text:
+    """``verdict: warn at c=4 (efficiency) · latency warn``: the run's two verdicts."""
+    return Text.assemble(("verdict: ", "bold"),
+                         (verdict_text(result), VERDICT_STYLE.get(result.validity.verdict, "")))
+
+
+def note_renderables(result: Result, width: int | None = None, run_dir: str | None = None) -> list[RenderableType]:
+    """At most ``summary.MAX_NOTE_LINES`` notes, each whole (folded at the width): one per distinct
+    finding, its levels in numeric order, the worst first; then, when one was left out or said in
+    part, how many notes there are and ``wattbench report --notes`` (every note is in
+    ``result.json`` and there)."""
     shown, more = shown_notes(result, width)
-    for n in shown:
-        out.append(_note(n.text, NOTE_STYLE.get(n.severity, "")))
+    out: list[RenderableType] = [_note(n.text, NOTE_STYLE.get(n.severity, "")) for n in shown]
     pointer = notes_pointer(result, more, run_dir)
     if pointer:  # indented as a note's second line, folded the same way
         out.append(_note(pointer, "dim"))
     return out
+
+
+def validity_lines(result: Result, width: int | None = None, run_dir: str | None = None) -> list[RenderableType]:
+    """The run's two verdicts (``verdict_line``), then its notes (``note_renderables``)."""
+    return [verdict_line(result), *note_renderables(result, width, run_dir)]
 
 
 def title_line(result: Result) -> Text:
@@ -207,9 +225,11 @@ def title_line(result: Result) -> Text:
 
 
 class RunSummary:
-    """The run summary, laid out for the console's width when printed: title, the answer (the level
-    it quotes with its headline figures, what a search chose and why), the verdicts and at most
-    eight note lines, then the level tables."""
+    """The run summary, laid out for the console's width when printed: the title, the answer (the
+    level it quotes with its headline figure, what a search chose and why), the run's verdicts, then
+    the figures (``level_tables``: efficiency, then requests and latency), then the words behind
+    them: the notes, how the run was taken (primed, history check, prompts), energy per tenant,
+    parts, and where the terms are defined (``report.glossary``)."""
 
     def __init__(self, result: Result, run_dir: str | None = None):
         self.result = in_load_order(result)  # levels by load, whatever order a search measured them in
@@ -218,14 +238,16 @@ class RunSummary:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         r = self.result
         yield title_line(r)
-        for line in S.answer_lines(r):  # the answer first
+        for line in S.lead_lines(r):  # the answer first
             yield Text(line)
-        yield from validity_lines(r, options.max_width, self.run_dir)
-        yield Text("")
+        yield verdict_line(r)
         for i, t in enumerate(level_tables(r, options.max_width)):
-            if i:
-                yield Text("")
+            yield Text("")
             yield t
+        yield Text("")
+        yield from note_renderables(r, options.max_width, self.run_dir)
+        for line in S.context_lines(r):  # primed, history check, prompts: how the run was taken
+            yield Text(line)
         from wattbench.report.attribution import summary_lines  # energy per tenant and carbon
 
         for line in summary_lines(r):
@@ -233,6 +255,8 @@ class RunSummary:
         yield from power_split_lines(r)  # where the board's watts went
         for line in part_lines(r):  # boundaries without per-token figures, as parts
             yield Text(line, style="dim")
+        if r.levels:
+            yield Text(GLOSSARY_POINTER, style="dim")
 
 
 def recovered_lines(recovered: list, how: str) -> list[Text]:
@@ -242,8 +266,9 @@ def recovered_lines(recovered: list, how: str) -> list[Text]:
 
 
 def run_summary(result: Result, run_dir: str | os.PathLike[str] | None = None) -> RenderableType:
-    """Title and the answer first, then the verdicts and notes, then the tables; ``run_dir`` (where
-    the run is) goes into the ``wattbench report --notes`` pointer."""
+    """Title, the answer and the verdicts first, then the tables, then the notes and the rest in
+    words (``RunSummary``); ``run_dir`` (where the run is) goes into the ``wattbench report --notes``
+    pointer."""
     return RunSummary(result, None if run_dir is None else str(run_dir))
 
 

@@ -165,21 +165,38 @@ def test_best_level_under_the_slo(result):
     assert S.best_under_slo(r)[0] is r.levels[2]  # --optimize's choice is the answer when it ran
 
 
-def test_the_figures_of_other_load_generators_at_160_columns_only(result):
-    """E2E, ITL, requests/s, the achieved load, mean and p90/p95 — what users of vllm bench
-    serve, AIPerf and GuideLLM look for — in the 160-column summary; the 80-column one stays compact."""
-    wide, narrow = render(run_summary(result), 160), render(run_summary(result), 80)
-    assert "vllm bench serve" in wide and "vllm bench serve" not in narrow
-    assert "E2E" not in narrow and "req/s" not in narrow
-    assert max(len(line.rstrip()) for line in wide.splitlines()) <= 160 and "…" not in wide
-    for lv in result.levels[:2]:
-        cells = cells_of(wide, short_label(lv))
-        for kind in ("ttft", "tpot", "itl", "e2e"):
-            st = getattr(lv.latency, f"{kind}_ms")
-            for stat in ("mean", "p50", "p90", "p95", "p99"):
-                assert fmt(getattr(st, stat)) in cells, (kind, stat)
-        assert fmt(lv.throughput.requests_per_s) in cells
-        assert fmt(lv.load.mean_in_flight) in cells
+def test_the_figures_of_other_load_generators_at_80_and_160_columns(result):
+    """E2E, ITL, requests/s, the window, the achieved load and each latency's mean, p50 and p99 —
+    what users of vllm bench serve, AIPerf and GuideLLM look for — at 80 columns, p90 and p95 too
+    at 160; every line fits its width."""
+    for width, stats in ((80, ("mean", "p50", "p99")), (160, ("mean", "p50", "p90", "p95", "p99"))):
+        out = render(run_summary(result), width)
+        assert max(len(line.rstrip()) for line in out.splitlines()) <= width and "…" not in out
+        heads = " ".join(out.split())
+        for kind in ("TTFT", "TPOT", "ITL", "E2E"):
+            assert kind in heads
+        for lv in result.levels[:2]:
+            cells = cells_of(out, short_label(lv))
+            for kind in ("ttft", "tpot", "itl", "e2e"):
+                st = getattr(lv.latency, f"{kind}_ms")
+                for stat in stats:
+                    assert fmt(getattr(st, stat)) in cells, (width, kind, stat)
+            assert fmt(lv.throughput.requests_per_s) in cells
+            assert fmt(lv.throughput.duration_s) in cells
+            assert fmt(lv.load.mean_in_flight, kind="load") in cells
     f = serving_figures(result.levels[1])
     assert f["e2e_p95_ms"] == pytest.approx(result.levels[1].latency.e2e_ms.p95, rel=1e-12)
     assert f["requests_per_s"] == pytest.approx(result.levels[1].throughput.requests_per_s, rel=1e-12)
+
+
+def test_the_figures_come_before_the_prose(result):
+    """The answer and the verdicts, then the tables, then the notes and the glossary's pointer: a
+    reader at 80 columns meets the figures right after the answer."""
+    r = result.model_copy(deep=True)
+    r.levels[2].label = "concurrency=16"
+    lines = render(run_summary(r), 80).splitlines()
+    at = {name: next(i for i, x in enumerate(lines) if x.startswith(name))
+          for name in ("answer: ", "verdict: ", "level ", "! ", "what each term means")}
+    assert at["answer: "] < at["verdict: "] < at["level "] < at["! "] < at["what each term means"]
+    assert not any(x.startswith(("! ", "- ", "✗ ")) for x in lines[:at["level "]])
+    assert lines[-1] == "what each term means: wattbench report --glossary"
