@@ -110,8 +110,10 @@ def test_history_list_rows_show_target_label_or_key_and_the_headline(tmp_path):
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     assert all(len(x) <= 80 for x in lines), out.output
-    row_a = next(x for x in lines if x.startswith(ra.run_id))
-    row_b = next(x for x in lines if x.startswith(rb.run_id))
+    # each row one line, led by its run id shortened as git shortens a commit (a unique prefix)
+    row_a = next(x for x in lines if x.split() and len(x.split()[0]) >= 8 and ra.run_id.startswith(x.split()[0]))
+    row_b = next(x for x in lines if x.split() and len(x.split()[0]) >= 8 and rb.run_id.startswith(x.split()[0]))
+    assert row_a != row_b
     assert f"127.0.0.1:{_port(a)}" in row_a and f"127.0.0.1:{_port(b)}" in row_b
     from wattbench.results.configuration import run_key
 

@@ -26,18 +26,19 @@ def list_cmd(o: HistoryListOptions) -> None:
     with HistoryStore(o.db) as store:
         runs = store.list_runs(model=o.model, engine=o.engine, gpu=o.gpu, tag=o.tag, kind=o.kind, since=o.since,
                                limit=o.limit or None, target=o.target, label=o.label)
+        ids = None if o.full_ids else store.short_ids([r.run_id for r in runs])
     if o.as_json:
         _print_json([r.to_dict() for r in runs])
         return
-    from wattbench.report.history import no_runs_line, runs_table
+    from wattbench.report.history import no_runs_line, runs_lines
 
     if not runs:
         typer.echo(no_runs_line(any((o.model, o.engine, o.gpu, o.tag, o.kind, o.since, o.target, o.label))))
         return
-    from rich.console import Console
+    import shutil
 
-    console = Console(highlight=False)
-    console.print(runs_table(runs, console.width))
+    for line in runs_lines(runs, shutil.get_terminal_size().columns, ids):
+        typer.echo(line)
 
 
 def show_cmd(o: HistoryShowOptions) -> None:

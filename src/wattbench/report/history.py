@@ -8,7 +8,6 @@ from typing import Any
 
 from rich import box
 from rich.table import Table
-from rich.text import Text
 
 from wattbench.core.numbers import fmt
 from wattbench.core.safe_text import term
@@ -52,45 +51,61 @@ def no_runs_line(filtered: bool) -> str:
     return "no runs registered" + (" matching the filters" if filtered else "")
 
 
-def runs_table(runs: list, width_cols: int) -> Table:
-    """``history list``'s table of runs (``results.store.RunRecord``, at least one) for a terminal
-    ``width_cols`` wide: run id, (created, kind, model, engine,) target, configuration, headline,
-    verdict (and tags)."""
-    wide = width_cols >= WIDE_COLUMNS  # the date, model and engine only where they fit on one line
-    t = Table(show_lines=False, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    # a run id is never cut (two runs of one minute differ only in its last characters; it
-    # starts with the date and time), a target or a verdict: the headline folds, the tags give way
-    t.add_column("run id", no_wrap=True, min_width=max(len(term(r.run_id)) for r in runs))
-    if wide:
-        t.add_column("created", no_wrap=True, min_width=16)
-    if any(r.kind != "run" for r in runs):
-        t.add_column("kind", no_wrap=True, min_width=max(4, *(len(r.kind) for r in runs)))
-    if wide:
-        t.add_column("model", no_wrap=True, overflow="ellipsis", max_width=28, min_width=8)
-        t.add_column("engine", no_wrap=True, overflow="ellipsis", max_width=24)
-    t.add_column("target", no_wrap=True, overflow="ellipsis",
-                 min_width=min(28, max(6, *(len(r.target or "—") for r in runs))))
-    t.add_column("config", no_wrap=True, overflow="ellipsis", min_width=8, max_width=24)
-    t.add_column("tok/s/kW", overflow="fold", min_width=12)
-    t.add_column("verdict", no_wrap=True, min_width=7)
+def _cut(text: str, width: int) -> str:
+    """``text`` in ``width`` characters: whole where it fits, else cut with ``…`` at its end."""
+    if len(text) <= width:
+        return text
+    return text[:max(0, width - 1)] + "…" if width > 0 else ""
+
+
+def runs_lines(runs: list, width_cols: int, ids: dict[str, str] | None = None) -> list[str]:
+    """``history list``'s table of runs (``results.store.RunRecord``, at least one), one line per
+    run for a terminal ``width_cols`` wide: run id (``ids``: its shortened form,
+    ``HistoryStore.short_ids``; the whole id where not given), the headline (level, figure per kW,
+    boundary), verdict, then the target, configuration and tags in the room left (cut with ``…``
+    where it runs out: a run id, a figure and a verdict never are); from ``WIDE_COLUMNS`` also the
+    date, model and engine. Text from result files is escaped (``core.safe_text.term``)."""
+    ids = ids or {}
+    wide = width_cols >= WIDE_COLUMNS
+    kinds = any(r.kind != "run" for r in runs)
     tagged = any(r.tags or r.baselines for r in runs)
+    # (header, cells, right-aligned, can be cut)
+    cols: list[tuple[str, list[str], bool, bool]] = [("run id", [ids.get(r.run_id, r.run_id) for r in runs], False, False)]
+    if wide:
+        cols.append(("created", [(r.created_at or "")[:16].replace("T", " ") for r in runs], False, False))
+    if kinds:
+        cols.append(("kind", [r.kind for r in runs], False, False))
+    cols += [("tok/s/kW", [headline_cell(r.summary) for r in runs], False, False),
+             ("verdict", [r.verdict or "—" for r in runs], False, False)]
+    if wide:
+        cols += [("model", [r.model or "—" for r in runs], False, True),
+                 ("engine", [f"{r.engine or '—'} {r.engine_version or ''}".strip() for r in runs], False, True)]
+    cols += [("target", [r.target or "—" for r in runs], False, True),
+             ("config", [r.config_label or (r.config_id or "")[:8] or "—" for r in runs], False, True)]
     if tagged:
-        t.add_column("tags", no_wrap=True, overflow="ellipsis", max_width=20, min_width=4)
-    for r in runs:
-        cells = [r.run_id]
-        if wide:
-            cells.append((r.created_at or "")[:16].replace("T", " "))
-        if any(x.kind != "run" for x in runs):
-            cells.append(r.kind)
-        if wide:
-            cells += [r.model or "—", f"{r.engine or '—'} {r.engine_version or ''}".strip()]
-        cells += [r.target or "—", r.config_label or (r.config_id or "")[:8] or "—", headline_cell(r.summary),
-                  r.verdict or "—"]
-        if tagged:
-            cells.append(",".join(r.tags + [f"baseline:{b}" for b in r.baselines]) or "—")
-        # from result files: shown as text (``[/x]`` is no markup), control characters escaped, capped
-        t.add_row(*(Text(term(c)) for c in cells))
-    return t
+        cols.append(("tags", [",".join(r.tags + [f"baseline:{b}" for b in r.baselines]) or "—" for r in runs],
+                     False, True))
+    cols = [(h, [term(c) for c in cells], right, cut) for h, cells, right, cut in cols]
+    widths = [max(len(h), *(len(c) for c in cells)) for h, cells, _, _ in cols]
+    gap = 2
+    # the columns that may be cut give way, the widest first, down to 6 characters each (a
+    # configuration's key to its 8)
+    least = [8 if h == "config" else 6 for h, _, _, _ in cols]
+    while sum(widths) + gap * (len(widths) - 1) > width_cols:
+        cuttable = [i for i, (_, _, _, cut) in enumerate(cols) if cut and widths[i] > least[i]]
+        if not cuttable:
+            break
+        i = max(cuttable, key=lambda k: widths[k])
+        widths[i] -= 1
+
+    def line(cells: list[str]) -> str:
+        parts = [(_cut(c, w).rjust(w) if right else _cut(c, w).ljust(w))
+                 for c, w, (_, _, right, _) in zip(cells, widths, cols)]
+        return (" " * gap).join(parts).rstrip()
+
+    out = [line([h for h, _, _, _ in cols]), "─" * min(width_cols, sum(widths) + gap * (len(widths) - 1))]
+    out += [line([cells[k] for _, cells, _, _ in cols]) for k in range(len(runs))]
+    return out
 
 
 def run_lines(rec: Any) -> list[str]:

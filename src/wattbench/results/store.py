@@ -56,6 +56,9 @@ DB_ENV = "WATTBENCH_DB"
 DB_FILENAME = "history.sqlite3"
 BUSY_TIMEOUT_S = 30.0
 MIN_PREFIX = 4
+# the fewest characters ``history list`` shortens a run id to (``HistoryStore.short_ids``): the
+# date, so a shortened id still says the day the run began
+SHORT_ID_MIN = 8
 # a run's levels by load, as every report shows them (report.labels.in_load_order): concurrency, then
 # rate, each ascending, a level's re-measurement after it; others (a trace) as measured
 LOAD_ORDER = ("CASE mode WHEN 'concurrency' THEN 0 WHEN 'rate' THEN 1 ELSE 2 END, "
@@ -425,6 +428,34 @@ class HistoryStore:
     def _by_id(self, run_id: str) -> RunRecord | None:
         row = self.conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         return self._record(row) if row else None
+
+    def short_ids(self, run_ids: list[str], min_len: int = SHORT_ID_MIN) -> dict[str, str]:
+        """Each run id shortened the way git shortens a commit: its shortest prefix of at least
+        ``min_len`` characters that no other run id in the history begins with, and that is no tag
+        or baseline name, so ``get`` resolves it to this run. An id that is a prefix of another's
+        stays whole."""
+        every = sorted(r[0] for r in self.conn.execute("SELECT run_id FROM runs"))
+        names = {r[0] for r in self.conn.execute("SELECT tag FROM tags UNION SELECT name FROM baselines")}
+        at = {rid: i for i, rid in enumerate(every)}
+
+        def common(a: str, b: str) -> int:
+            n = 0
+            while n < min(len(a), len(b)) and a[n] == b[n]:
+                n += 1
+            return n
+
+        out: dict[str, str] = {}
+        for rid in run_ids:
+            i = at.get(rid)
+            if i is None:
+                out[rid] = rid
+                continue
+            shared = max([common(rid, every[j]) for j in (i - 1, i + 1) if 0 <= j < len(every)] + [0])
+            n = max(min_len, MIN_PREFIX, shared + 1)
+            while n < len(rid) and rid[:n] in names:
+                n += 1
+            out[rid] = rid[:n]
+        return out
 
     def get(self, ref: str) -> RunRecord:
         """Resolve a reference: run directory/result path, run id, tag, baseline, unique id prefix."""
