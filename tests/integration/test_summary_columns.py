@@ -73,7 +73,7 @@ def test_closed_loop_against_two_targets_at_80_and_160_columns(tmp_path):
     out = tmp_path / "run"
     with server("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)) as a, \
             server("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)) as b:
-        p = _wb("run", "--target", a.base, "--target", b.base, "-c", "1,2", "-n", "16", *COMMON,
+        p = _wb("run", "--target", a.base, "--target", b.base, "-c", "2,4", "-n", "16", *COMMON,
                 "--out", str(out), cwd=tmp_path, cols=80)
     assert p.returncode == 0, p.stderr
     res = load_result(out)
