@@ -278,8 +278,10 @@ def test_history_list_and_show_at_80_columns(runner, app, tmp_path, db, monkeypa
     lines = r.output.splitlines()
     assert max(len(x) for x in lines) <= 80
     head = next(x for x in lines if "run id" in x)
-    # one line of headers, not letters; the run id carries the date at 80 columns
-    assert head.split()[:5] == ["run", "id", "target", "config", "tok/s/kW"]
+    # one line of headers, not letters; one line per run: its id (shortened as git shortens a
+    # commit), the headline and verdict first, then where the load went and the configuration
+    assert head.split()[:6] == ["run", "id", "tok/s/kW", "verdict", "target", "config"]
+    assert len(lines) == 2 + len([x for x in lines[2:] if x.startswith("run-")])
     row = next(x for x in lines if x.startswith("run-700w "))
     # results written before server identities say so; the headline figure is the answer line's
     assert "identity unknown" in row and "c=8 2,714 accelerator" in row, r.output  # 1,900 tok/s / 0.7 kW
