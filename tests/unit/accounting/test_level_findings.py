@@ -10,6 +10,7 @@ import pytest
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.accounting import level_findings as LF
 from wattbench.load.search import auto_sweep, optimize
+from wattbench.metrics.level_figures import LevelFigures
 from wattbench.core.schema import Requests, RequestRecord
 
 
@@ -110,8 +111,8 @@ def test_a_run_stopped_by_a_failed_write_says_so_first_and_is_at_best_warn():
 
 
 def test_auto_sweep_stops_at_a_failed_level_and_names_it():
-    figs = {1: {"throughput": {"output_tokens_per_s": 100.0}}, 2: {"throughput": {"output_tokens_per_s": 190.0}},
-            4: {"throughput": {"output_tokens_per_s": 0.0}, "failed": "no measured request completed"}}
+    figs = {1: LevelFigures(output_tokens_per_s=100.0), 2: LevelFigures(output_tokens_per_s=190.0),
+            4: LevelFigures(output_tokens_per_s=0.0, failed="no measured request completed")}
     res = auto_sweep(lambda v: figs[v], start=1, max_value=64)
     assert res.knee_value == 2 and res.best_value == 2
     assert res.reason.startswith("level 4 failed: no measured request completed")
@@ -121,8 +122,8 @@ def test_auto_sweep_stops_at_a_failed_level_and_names_it():
 def test_optimize_scores_a_failed_level_as_failed_not_missing():
     def measure(v):
         if v == 128:
-            return {"failed": "no measured request completed", "goodput_per_kw": None}
-        return {"goodput_per_kw": float(v)}  # rising: the failed top level would otherwise look "missing"
+            return LevelFigures(failed="no measured request completed", goodput_per_kw=None)
+        return LevelFigures(goodput_per_kw=float(v))  # rising: the failed top level would otherwise look "missing"
 
     res = optimize(measure, [1, 2, 4, 8, 16, 32, 64, 128], refine=False)
     assert res.best_value == 64
