@@ -35,7 +35,9 @@ import os
 import signal
 import threading
 import time
-from typing import Callable, Protocol
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Awaitable, Callable, Protocol, TypeVar
 import multiprocessing as mp
 
 from wattbench.core.clock import now_ns
@@ -49,6 +51,8 @@ from wattbench.core.load_types import LevelSpec
 from wattbench.load.worker import Worker, cancel_pending, worker_process
 from wattbench.core.recordset import RecordSet
 from wattbench.load.client import new_event_loop
+
+_T = TypeVar("_T")
 
 START_MARGIN_NS = 50_000_000  # t0 is this far after every worker reported ready
 READY_TIMEOUT_S = 120
@@ -94,12 +98,14 @@ class InProcessExecutor:
     """One worker on the coordinating loop; its CPU is this thread's."""
 
     fast_loop = True
+    # set by start(), which the coordinator calls before anything else of the level
+    link: LocalLink
+    worker: Worker
+    task: asyncio.Future[bool]  # the worker's run: True when it was cancelled
 
     def __init__(self, plan: WorkerPlan, feeder: Feeder | None):
         self.plan, self.feeder = plan, feeder
         self.records = RecordSet()
-        self.worker: Worker | None = None
-        self.task: asyncio.Future | None = None
         self._cpu_pct: float | None = None
 
     def prepare(self) -> None:
@@ -111,7 +117,7 @@ class InProcessExecutor:
         t0_ns = now_ns() + 1_000_000
         cpu0, wall0 = time.thread_time_ns(), now_ns()
 
-        def done(_task) -> None:
+        def done(_task: asyncio.Future[bool]) -> None:
             self._cpu_pct = 100.0 * (time.thread_time_ns() - cpu0) / max(1, now_ns() - wall0)
 
         self.task = asyncio.ensure_future(self.worker.run(t0_ns))
@@ -149,12 +155,15 @@ class SubprocessExecutor:
     """One spawned process per plan, each on its own loop; the parent serves the feeder."""
 
     fast_loop = False  # coordination only: no need for uvloop
+    # set by start()
+    loop: asyncio.AbstractEventLoop
+    done_f: asyncio.Future[None]
 
     def __init__(self, plans: list[WorkerPlan], feeder: Feeder | None):
         self.plans, self.feeder = plans, feeder
         n = len(plans)
-        self.conns: list = []
-        self.procs: list = []
+        self.conns: list[Connection] = []
+        self.procs: list[BaseProcess] = []
         self.records = RecordSet()
         self.out: list[WorkerResult | None] = [None] * n
         self.counts = [Progress(0, 0, 0)] * n
@@ -209,7 +218,8 @@ class SubprocessExecutor:
                     items, end = self.feeder.take(w, msg.n) if self.feeder is not None else ([], True)
                     c.send(Items(items, end))
                 elif isinstance(msg, Back):
-                    self.feeder.give_back(w, msg.items)
+                    if self.feeder is not None:  # only a closed loop's worker gives items back
+                        self.feeder.give_back(w, msg.items)
                 elif isinstance(msg, Progress):
                     self.counts[w] = msg
                 elif isinstance(msg, Records):
@@ -250,7 +260,7 @@ class SubprocessExecutor:
                     if self.out[w] is None:
                         self._finish(w, WorkerResult(None, None, None, True))
 
-    def _broadcast(self, msg) -> None:
+    def _broadcast(self, msg: Stop | Cancel) -> None:
         for w, c in enumerate(self.conns):
             if self.out[w] is None:
                 try:
@@ -267,7 +277,10 @@ class SubprocessExecutor:
     def results(self) -> list[WorkerResult]:
         if self.errors:
             raise WattbenchError("load worker failed:\n" + "\n".join(self.errors))
-        return list(self.out)
+        out = [r for r in self.out if r is not None]
+        if len(out) < len(self.out):  # asked before every worker finished
+            raise WattbenchError(f"{len(self.out) - len(out)} load worker(s) have no result yet")
+        return out
 
     def close(self) -> None:
         for c in self.conns:
@@ -279,7 +292,7 @@ class SubprocessExecutor:
                 p.join(timeout=5)
 
 
-def progress_dict(p: Progress, t0_ns: int) -> dict:
+def progress_dict(p: Progress, t0_ns: int) -> dict[str, float]:
     return {"done": p.done, "failed": p.failed, "output_tokens": p.output_tokens,
             "elapsed_s": max(0.0, (now_ns() - t0_ns) / 1e9)}
 
@@ -296,7 +309,8 @@ def deadline_ns(spec: LevelSpec, feeder: Feeder | None, t0_ns: int) -> int | Non
 
 
 def coordinate(executor: Executor, spec: LevelSpec, plans: list[WorkerPlan], feeder: Feeder | None,
-               on_progress: Callable[[dict], None] | None, control: LevelControl | None = None):
+               on_progress: Callable[[dict[str, float]], None] | None, control: LevelControl | None = None
+               ) -> tuple[list[WorkerResult], int, bool, str | None]:
     """Run the level on ``executor`` under the one control loop (module doc). ``plans``: the open
     loop's arrivals for the backlog guard; ``control``: stop or cancel from another thread.
 
@@ -304,7 +318,7 @@ def coordinate(executor: Executor, spec: LevelSpec, plans: list[WorkerPlan], fee
     stops: list[str] = []
     t0: list[int] = []
 
-    async def go(loop, interrupted: threading.Event):
+    async def go(loop: asyncio.AbstractEventLoop, interrupted: threading.Event) -> list[WorkerResult]:
         t0_ns = executor.start(loop)
         t0.append(t0_ns)
         if feeder is not None:
@@ -333,7 +347,8 @@ def coordinate(executor: Executor, spec: LevelSpec, plans: list[WorkerPlan], fee
             p = executor.progress()
             if guard.update(p.done + p.failed, now) and not stopped:
                 stopped = True
-                stops.append(guard.reason)
+                if guard.reason is not None:
+                    stops.append(guard.reason)
                 executor.stop()
             if on_progress is not None and now - last >= PROGRESS_PERIOD_S * 1e9:
                 last = now
@@ -355,7 +370,8 @@ def coordinate(executor: Executor, spec: LevelSpec, plans: list[WorkerPlan], fee
     return results, t0[0], interrupted or any(r.interrupted for r in results), (stops[0] if stops else None)
 
 
-def run_loop(coro_fn, fast: bool = True, interrupted: threading.Event | None = None):
+def run_loop(coro_fn: Callable[[asyncio.AbstractEventLoop, threading.Event], Awaitable[_T]], fast: bool = True,
+             interrupted: threading.Event | None = None) -> tuple[_T, bool]:
     """Run ``coro_fn(loop, interrupted)`` on a fresh loop (uvloop when ``fast``); SIGINT sets the
     ``interrupted`` flag (a new one, or the one given) instead of raising. Returns (its result,
     whether the flag was set)."""
