@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -32,10 +35,11 @@ from wattbench.core.clock import now_ns
 from wattbench.core.errors import Interrupted, LevelFailed, TargetStopped
 from wattbench.load.level import Drain, await_drained, run_level
 from wattbench.load.targets import per_target_summary, run_level_multi
-from wattbench.core.load_types import LevelSpec
+from wattbench.core.load_types import LevelOutcome, LevelSpec
+from wattbench.core.target import TargetSpec
 from wattbench.results import rundir
-from wattbench.core.recordset import as_record_set, spooling_into
-from wattbench.core.schema import LevelResult, PrimingPhase, Validity
+from wattbench.core.recordset import RecordSet, as_record_set, spooling_into
+from wattbench.core.schema import LevelResult, NoiseInfo, PrimingPhase, RequestRecord, Result, Thermal, Validity
 from wattbench.core.schema import FindingKind
 from wattbench.run import analyses
 from wattbench.run.plan import default_num_requests, planned_levels
@@ -44,6 +48,7 @@ from wattbench.run.session import RunSession
 from wattbench.run.targets import restart_engine
 from wattbench.workload.base import RequestSpec
 from wattbench.workload.synthetic import PromptBuilder
+from wattbench.workload.source import Workload
 from wattbench.workload.trace import TraceWorkload
 from wattbench.accounting.findings import rule, worst
 from wattbench.accounting.level_findings import measured_nothing, unmeasured_trials_finding
@@ -70,7 +75,7 @@ DRAIN_E2E_FACTOR = 4.0
 class LevelRunner:
     """Runs one load level (all its trials) and records it; the plan calls ``measure``."""
 
-    def __init__(self, session: RunSession, targets: list, workload):
+    def __init__(self, session: RunSession, targets: list[TargetSpec], workload: Workload) -> None:
         self.session = session
         self.targets = targets
         self.workload = workload
@@ -81,6 +86,24 @@ class LevelRunner:
         self.prime_at: tuple[str, float, int, str] | None = None  # run/prime.priming_level, set by the plan
         self.drain_baseline: float | None = None  # the server's in-flight count before the run's first load
         self.abandoned = 0  # requests of the last load the client gave up on (timeouts, stalls)
+
+    @property
+    def result(self) -> Result:
+        """The run's result: ``run.benchmark.begin`` wrote its skeleton before it made the runner."""
+        assert self.session.result is not None
+        return self.session.result
+
+    @property
+    def run_dir(self) -> Path:
+        """The run directory (made with the result's skeleton)."""
+        assert self.session.run_dir is not None
+        return self.session.run_dir
+
+    @property
+    def noise(self) -> NoiseInfo:
+        """The result's ``noise`` block (``run.benchmark.begin`` starts it with the prompts' salt)."""
+        assert self.result.noise is not None
+        return self.result.noise
 
     def trials_of(self, index: int) -> list[LevelResult]:
         """Level ``index``'s trials measured so far, in the order they were measured."""
@@ -103,7 +126,7 @@ class LevelRunner:
 
     def drain_limit_s(self) -> float:
         """How long a level waits for the server to drain (``DRAIN_*``)."""
-        p = self.session.result.noise.priming if self.session.result.noise else None
+        p = self.result.noise.priming if self.result.noise else None
         e2e = p.e2e_p50_s if p is not None and p.e2e_p50_s else 0.0
         return min(DRAIN_MAX_S, max(DRAIN_MIN_S, DRAIN_E2E_FACTOR * e2e))
 
@@ -131,7 +154,7 @@ class LevelRunner:
         mode, value, n, reason = self.prime_at
         self.await_drained()  # the first load: the baseline (after a restart: a fresh engine is idle)
         phase = self.prime(mode, value, n, reason)
-        noise = self.session.result.noise
+        noise = self.noise
         if noise.priming is None:
             noise.priming = phase
         else:
@@ -159,9 +182,9 @@ class LevelRunner:
             return temperature_settle(temperature_series(log, t - int(PRECONDITION_WINDOW_S * 1e9), t))
 
         pc = precondition(load_round, settle, lambda: now_ns() / 1e9)
-        session.result.noise.precondition = pc
+        self.noise.precondition = pc
         if not pc.settled:
-            session.result.warnings.append(f"--precondition: {pc.reason}")
+            self.result.warnings.append(f"--precondition: {pc.reason}")
         session.write_level_artifacts()
 
     def restart(self, before_trial: int) -> None:
@@ -170,7 +193,7 @@ class LevelRunner:
         self.prime_now()
 
     def _spec(self, mode: str, value: float, index: int, trial: int) -> LevelSpec:
-        cfg, result = self.session.config, self.session.result
+        cfg, result = self.session.config, self.result
         spec = LevelSpec(index=index, mode=("trace" if self.is_trace else mode),  # type: ignore[arg-type]
                          value=value, arrival=cfg.arrival, num_requests=cfg.num_requests,
                          duration_s=cfg.duration_s, warmup_s=cfg.warmup_s, warmup_requests=cfg.warmup_requests,
@@ -186,7 +209,7 @@ class LevelRunner:
         fixed ladder interleaves its trials through ``trial``: run/plan.py). Under ``--trials auto``
         a search's level is measured once: the candidates it finally ranks are measured to the
         precision asked (``run.plan.auto_rounds``)."""
-        index = len(self.session.result.levels)
+        index = len(self.result.levels)
         cfg = self.session.config
         n = 1 if cfg.auto_trials else max(1, cfg.trial_count())
         for k in range(n):
@@ -194,14 +217,13 @@ class LevelRunner:
                 self.restart(before_trial=k)
             self.trial(mode, value, index, k, n, output_tokens=output_tokens, input_tokens=input_tokens,
                        label_suffix=label_suffix)
-        return self.session.result.levels[index]
+        return self.result.levels[index]
 
     def trial(self, mode: str, value: float, index: int, k: int, n: int, *, output_tokens: int | None = None,
               input_tokens: int | None = None, label_suffix: str = "") -> LevelResult:
         """Trial ``k`` of ``n`` of level ``index``: measured, accounted, its requests written, and the
         level (its latest trial with the mean and CI of its trials so far) recorded at once."""
-        session, cfg = self.session, self.session.config
-        assert session.result is not None
+        session, cfg, run_dir = self.session, self.session.config, self.run_dir
         if k > 0 and cfg.cooldown_s > 0:
             session.emit("phase", name="cooldown", message=f"cooldown {cfg.cooldown_s:g} s before trial {k + 1}")
             time.sleep(cfg.cooldown_s)
@@ -217,7 +239,7 @@ class LevelRunner:
         requests = self._requests(output_tokens, input_tokens)
         trials = self._trials.setdefault(index, [])
         # the level's records spool into the run directory as they finish (a killed run keeps them)
-        spool = rundir.begin_level_spool(session.run_dir, index, k, label)
+        spool = rundir.begin_level_spool(run_dir, index, k, label)
         try:
             with spooling_into(spool):
                 outcome = self._run_one(spec, requests, self._on_progress(index))
@@ -228,7 +250,7 @@ class LevelRunner:
                 self._add_trial(trials, lv)
                 self._record(index, partial.records, final=True)
             else:
-                rundir.end_level_spool(session.run_dir, index, k)  # nothing finished: nothing to keep
+                rundir.end_level_spool(run_dir, index, k)  # nothing finished: nothing to keep
             raise
         self.used += len(outcome.records)
         self.abandoned = abandoned_count(outcome.records)
@@ -240,12 +262,12 @@ class LevelRunner:
         if lv.target_down:  # no further trial against a target that stopped answering
             raise TargetStopped(f"{lv.target_down['text']} (level {level.label}); the run stopped, "
                                 f"the {sum(t.requests.completed + t.requests.failed for t in trials)} requests "
-                                "measured are kept" + (f" in {session.run_dir}" if session.run_dir else ""))
+                                f"measured are kept in {run_dir}")
         return lv
 
     def level_done(self, index: int) -> None:
         """Level ``index`` has all its trials (``--trials auto`` stopped before its last planned round)."""
-        level = next((lv for lv in self.session.result.levels if lv.index == index), None)
+        level = next((lv for lv in self.result.levels if lv.index == index), None)
         if level is not None:
             self.session.write_level_artifacts()
             self.session.emit("level_done", index=index, level=level)
@@ -305,28 +327,29 @@ class LevelRunner:
                             reason=reason, prompts=f"workload requests {PRIME_START} onwards (never measured)",
                             e2e_p50_s=e2e_s)
 
-    def _on_progress(self, index: int):
+    def _on_progress(self, index: int) -> Callable[[dict[str, Any]], None]:
         session = self.session
 
-        def on_progress(p: dict) -> None:
+        def on_progress(p: dict[str, Any]) -> None:
             if session.sampler is not None:
                 p = dict(p)
                 p["power_w"] = session.sampler.latest_power_w()
             session.emit("progress", index=index, **p)
         return on_progress
 
-    def _run_one(self, spec, requests, on_progress):
+    def _run_one(self, spec: LevelSpec, requests: Iterable[RequestSpec],
+                 on_progress: Callable[[dict[str, Any]], None]) -> LevelOutcome:
         cluster = self.session.cluster
         if cluster is not None:  # --ray: load actors over the cluster, records on the driver's clock
             factory = SpecList(requests, requests_needed(spec))
             out = cluster.run_level(spec, self.targets, factory, on_progress=on_progress)
-            self.session.result.nodes = cluster.node_infos()
+            self.result.nodes = cluster.node_infos()
             return out
         if len(self.targets) > 1:
             return run_level_multi(spec, self.targets, requests, on_progress=on_progress)
         return run_level(spec, self.targets[0], requests, on_progress=on_progress)
 
-    def _requests(self, output_tokens: int | None, input_tokens: int | None):
+    def _requests(self, output_tokens: int | None, input_tokens: int | None) -> Iterator[RequestSpec]:
         # a trace replays its rows; every other workload is asked for an endless stream, so a dataset
         # shorter than the run cycles (docs/workloads.md) instead of leaving later levels empty
         specs = self.workload.specs(None, start=0) if self.is_trace else self.workload.specs(
@@ -335,7 +358,8 @@ class LevelRunner:
             return specs
         return override_lengths(specs, output_tokens, input_tokens, self.workload)
 
-    def _account(self, index, spec, outcome, trial: int, thermal_before, label_suffix: str) -> LevelResult:
+    def _account(self, index: int, spec: LevelSpec, outcome: LevelOutcome, trial: int, thermal_before: Thermal | None,
+                 label_suffix: str) -> LevelResult:
         session = self.session
         session.await_closing_reads(outcome.end_ns)
         lv = account_level(index, spec, outcome, session.level_context(), count_source(outcome.records))
@@ -355,7 +379,7 @@ class LevelRunner:
         self._stationarity_inputs(lv, outcome.records)
         return lv
 
-    def _stationarity_inputs(self, lv: LevelResult, records) -> None:
+    def _stationarity_inputs(self, lv: LevelResult, records: RecordSet | list[RequestRecord]) -> None:
         """The trial's per-second steady series, its warm-up estimate (MSER-5, with its finding)
         and the host's CPU clock (``accounting/drift.py``)."""
         if measured_nothing(lv):  # no figure, so no series a trend could read as a fall to nothing
@@ -376,22 +400,22 @@ class LevelRunner:
         if mhz is not None:
             lv.thermal.cpu_mhz = mhz
 
-    def _write_requests(self, records, trial: int, index: int) -> None:
+    def _write_requests(self, records: RecordSet | list[RequestRecord], trial: int, index: int) -> None:
         """Stream the level's records (their per-request energy and carbon already annotated by
         ``_account``) into ``requests.jsonl``; the chunk stamps only with ``--keep-chunks``. Then
         the level's spool goes: its records are where they belong."""
-        records = as_record_set(records)
+        rs = as_record_set(records)
         if self.session.config.trials != 1:  # extra field: which trial of the level
-            records.annotate("trial", np.full(len(records), trial, dtype=object))
-        rundir.append_requests(self.session.run_dir, records, keep_chunks=self.session.config.keep_chunks)
-        records.close()
-        rundir.end_level_spool(self.session.run_dir, index, trial)
+            rs.annotate("trial", np.full(len(rs), trial, dtype=object))
+        rundir.append_requests(self.run_dir, rs, keep_chunks=self.session.config.keep_chunks)
+        rs.close()
+        rundir.end_level_spool(self.run_dir, index, trial)
 
     def _add_trial(self, trials: list[LevelResult], lv: LevelResult) -> None:
         trials.append(lv)
         self._own_validity[id(lv)] = lv.validity.model_copy(deep=True)
 
-    def _record(self, index: int, partial_records, final: bool) -> LevelResult:
+    def _record(self, index: int, partial_records: RecordSet | list[RequestRecord], final: bool) -> LevelResult:
         """Record level ``index`` (its latest trial, with the mean and CI of its trials so far) in
         place or at the end, and write everything; ``level_done`` once its last trial is in."""
         session = self.session
@@ -427,7 +451,7 @@ class LevelRunner:
             earlier += [f for f in self._own_validity[id(trials[-1])].findings if f.kind == FindingKind.TARGET_DOWN]
         if earlier:
             level.validity = worst(level.validity, combine(earlier))
-        levels = session.result.levels
+        levels = self.result.levels
         pos = next((i for i, lv in enumerate(levels) if lv.index == index), None)
         if pos is None:
             levels.append(level)
@@ -474,7 +498,7 @@ def add_drain_finding(level: LevelResult, drain: Drain | None, trial: str = "") 
 ABANDONED_ERRORS = ("timeout", "stall")  # requests the client gave up on: an engine may serve them on
 
 
-def abandoned_count(records) -> int:
+def abandoned_count(records: RecordSet | list[RequestRecord]) -> int:
     """How many of a load's requests the client gave up on (``ABANDONED_ERRORS``)."""
     rs = as_record_set(records)
     if not len(rs):
@@ -483,7 +507,7 @@ def abandoned_count(records) -> int:
     return int(np.isin(rs.columns("error")["error"], codes).sum()) if codes else 0
 
 
-def priming_e2e_s(records) -> float | None:
+def priming_e2e_s(records: RecordSet | list[RequestRecord]) -> float | None:
     """The median end-to-end time (s) of the priming's completed requests: how long one request
     takes at the run's largest load (``run/prime.unmeasurable`` sizes levels by it)."""
     c = as_record_set(records).columns("sent_ns", "last_token_ns", "end_ns", "ok")
@@ -497,14 +521,14 @@ def priming_e2e_s(records) -> float | None:
 class SpecList:
     """A picklable request factory for Ray load actors: the level's requests drawn up front."""
 
-    def __init__(self, specs, n: int):
+    def __init__(self, specs: Iterable[RequestSpec], n: int) -> None:
         self.specs = list(itertools.islice(iter(specs), n))
 
-    def __call__(self, i: int):
+    def __call__(self, i: int) -> RequestSpec | None:
         return self.specs[i] if 0 <= i < len(self.specs) else None
 
 
-def requests_needed(spec) -> int:
+def requests_needed(spec: LevelSpec) -> int:
     """How many requests a distributed level can use (drawn before it starts)."""
     extra = (spec.warmup_requests or 0) + int(spec.value if spec.mode == "concurrency" else 0)
     if spec.num_requests is not None:
@@ -514,11 +538,12 @@ def requests_needed(spec) -> int:
     return MAX_PREDRAWN_REQUESTS
 
 
-def override_lengths(specs, output_tokens: int | None, input_tokens: int | None, workload):
+def override_lengths(specs: Iterable[RequestSpec], output_tokens: int | None, input_tokens: int | None,
+                     workload: Workload) -> Iterator[RequestSpec]:
     """The workload's requests with forced lengths (the prefill/decode isolating pair)."""
     builder = None
-    if input_tokens is not None:
-        builder = PromptBuilder(workload.ts, seed=LENGTH_OVERRIDE_SEED) if hasattr(workload, "ts") else None
+    if input_tokens is not None and hasattr(workload, "ts"):  # a workload that builds prompts from a token source
+        builder = PromptBuilder(workload.ts, seed=LENGTH_OVERRIDE_SEED)
     rng = np.random.default_rng(LENGTH_OVERRIDE_SEED)
     for i, s in enumerate(specs):
         prompt = s.prompt

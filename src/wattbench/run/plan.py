@@ -9,7 +9,8 @@ and turns each measured level into the figures they judge (``search_figures``: a
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol
 import random
 
 from wattbench.accounting.attribution import isolating_pair
@@ -18,7 +19,7 @@ from wattbench.accounting.steady import steady_energy_periods
 from wattbench.config import SEARCH_MAX_CONCURRENCY, RunConfig
 from wattbench.core.errors import UserError
 from wattbench.load.plan import validate_spec
-from wattbench.load.search import auto_sweep, optimize
+from wattbench.load.search import SearchResult, auto_sweep, optimize
 from wattbench.core.load_types import LevelSpec
 from wattbench.results.headline import headline_boundary, trial_ci
 from wattbench.core.schema import FigureKey, FindingKind, LevelResult, Result, SearchOutcome
@@ -28,8 +29,12 @@ from wattbench.core.clock import now_ns
 from wattbench.core.schema import AutoTrials, NoiseInfo, Precision
 from wattbench.load.search import feasible_score
 from wattbench.metrics.drift import figure_drift
+from wattbench.metrics.slo import SLO
 from wattbench.metrics.noise import FigureNoise, auto_stop, level_precision, measured_plateau, trials_noise, with_drift
-from wattbench.run.prime import calibrate_prompts, check_history, priming_level, repeat_size, unmeasurable
+from wattbench.run.prime import (ProbeRunner, calibrate_prompts, check_history, priming_level, repeat_size,
+                                 unmeasurable)
+from wattbench.telemetry.base import Channel
+from wattbench.workload.synthetic import SyntheticWorkload
 
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps")
 ENERGY_OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw")  # a figure per kW: needs a power meter
@@ -44,6 +49,29 @@ DECODE_HEAVY = {"output_tokens": 512, "input_tokens": 16}
 class Measure(Protocol):
     def __call__(self, mode: str, value: float, *, output_tokens: int | None = None,
                  input_tokens: int | None = None, label_suffix: str = "") -> LevelResult: ...
+
+
+class PlanRunner(ProbeRunner, Protocol):
+    """What the plan asks of the level runner (``run.level.LevelRunner``) beyond ``measure``: the
+    priming, trials one at a time, an engine restart, a level closed early and a measurement that is
+    recorded nowhere (the history check)."""
+
+    is_trace: bool
+    prime_at: tuple[str, float, int, str] | None
+
+    def prime_now(self) -> None: ...
+
+    def precondition(self, level: tuple[str, float, int, str]) -> None: ...
+
+    def restart(self, before_trial: int) -> None: ...
+
+    def trial(self, mode: str, value: float, index: int, k: int, n: int, *, output_tokens: int | None = None,
+              input_tokens: int | None = None, label_suffix: str = "") -> LevelResult: ...
+
+    def level_done(self, index: int) -> None: ...
+
+    def unrecorded(self, mode: str, value: float, index: int, label_suffix: str, *,
+                   num_requests: int | None = None, duration_s: float | None = None) -> LevelResult: ...
 
 
 def validate_plan(cfg: RunConfig) -> None:
@@ -65,7 +93,7 @@ def validate_plan(cfg: RunConfig) -> None:
         raise UserError(f"--sweep {cfg.sweep!r}: the only sweep is 'auto' (give levels with --concurrency/--rate)")
     plans = cfg.levels() if not (cfg.sweep or cfg.optimize) else [("rate", r) for r in cfg.rate] or [
         ("concurrency", c) for c in (cfg.concurrency or [1])]
-    flags = [None] * len(plans)
+    flags: list[str | None] = [None] * len(plans)
     if cfg.sweep == "auto" or (cfg.optimize and not cfg.rate and not cfg.concurrency):
         # a search may climb to the top of its ladder: that level must fit the machine too
         top = cfg.max_concurrency or SEARCH_MAX_CONCURRENCY
@@ -78,7 +106,7 @@ def validate_plan(cfg: RunConfig) -> None:
                                 max_in_flight=cfg.max_concurrency if mode == "rate" else None), flag=flag)
 
 
-def check_meter(cfg: RunConfig, channels: list) -> None:
+def check_meter(cfg: RunConfig, channels: list[Channel]) -> None:
     """An ``--optimize`` objective per kW needs a power meter: with no energy or power channel
     (``channels``: the sampler's, none when nothing reads) every level would score nothing, so the
     run is refused before the priming with the fix, not after a search that cannot rank."""
@@ -105,7 +133,8 @@ def optimize_candidates(cfg: RunConfig) -> list[float]:
     return list(cfg.concurrency) or [c for c in DEFAULT_LADDER if c <= (cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)]
 
 
-def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runner=None) -> None:
+def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list[SLO], runner: PlanRunner | None = None
+             ) -> None:
     """Measure the run's levels (each through ``measure``); a search's outcome goes on ``result``.
 
     With ``runner`` (``run.level.LevelRunner``) the run also measures from a known state
@@ -140,12 +169,12 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list, runne
         _history_check(cfg, result, runner)
 
 
-def prime_first(cfg: RunConfig, result: Result, runner, candidates: list[float] | None = None) -> None:
+def prime_first(cfg: RunConfig, result: Result, runner: PlanRunner, candidates: list[float] | None = None) -> None:
     """Before the first level (``run/prime.py``): the prompt lengths fitted to the server where there
     is no tokenizer, the priming load, ``--precondition``'s load, and the largest level refused when
     the priming shows it cannot measure (``candidates``: the ``--optimize`` ladder). ``run`` and
     ``ab`` (each side) alike."""
-    result.noise = result.noise or NoiseInfo()
+    noise = result.noise = result.noise or NoiseInfo()
     prime_at = None if runner.is_trace else priming_level(cfg, candidates, SEARCH_MAX_CONCURRENCY)
     if cfg.prime and runner.is_trace:
         result.warnings.append("not primed: a trace replays its own load")
@@ -162,21 +191,27 @@ def prime_first(cfg: RunConfig, result: Result, runner, candidates: list[float] 
         if level is not None:
             runner.precondition(level)
 
-    why = unmeasurable(cfg, result.noise.priming)  # the largest level, known before it runs
+    why = unmeasurable(cfg, noise.priming)  # the largest level, known before it runs
     if why:
         raise UserError(why)
 
 
-def _interleaved(cfg: RunConfig, result: Result, runner) -> None:
+def _noise(result: Result) -> NoiseInfo:
+    """The result's noise block, which ``prime_first`` starts before a runner measures anything."""
+    assert result.noise is not None
+    return result.noise
+
+
+def _interleaved(cfg: RunConfig, result: Result, runner: PlanRunner) -> None:
     """A fixed ladder's trials round by round: c=16, 64, 16, 64, … (or a seeded shuffle per round)."""
     ladder = [(index, m, v) for index, (m, v) in enumerate(cfg.levels())]
-    result.noise.trial_order = cfg.trial_order
+    _noise(result).trial_order = cfg.trial_order
     n = cfg.trial_count()
     for k in range(n):
         _round(cfg, runner, ladder, k, n)
 
 
-def _round(cfg: RunConfig, runner, ladder: list[tuple[int, str, float]], k: int, n: int,
+def _round(cfg: RunConfig, runner: PlanRunner, ladder: list[tuple[int, str, float]], k: int, n: int,
            label_suffix: str = "") -> None:
     """Round ``k`` (of at most ``n``): one trial of every level, in the ladder's order or a seeded
     shuffle; with ``--restart-engine`` a fresh engine, primed again, before every round but the first."""
@@ -198,7 +233,7 @@ def headline_precision(level: LevelResult, target: float) -> Precision:
     b = headline_boundary(level)
     name = "output_tokens_per_s_per_kw" if b else "output_tokens_per_s"
     ci = trial_ci(level, name, b)
-    if ci is not None and ci.mean:
+    if ci is not None and ci.mean and ci.n is not None:
         n, rel = ci.n, ci.rel_half_width  # the interval's log half-width, as every noise rule reads it
     else:
         n, rel = (1 if _measured(level) else 0), None
@@ -214,7 +249,7 @@ def _measured(level: LevelResult) -> bool:
     return level.requests.completed > 0
 
 
-def auto_rounds(cfg: RunConfig, result: Result, runner, ladder: list[tuple[int, str, float]],
+def auto_rounds(cfg: RunConfig, result: Result, runner: PlanRunner, ladder: list[tuple[int, str, float]],
                 label_suffix: str = "") -> None:
     """``--trials auto`` over ``ladder`` (``(index, mode, value)``: a fixed ladder, or the candidates
     ``--optimize`` finally ranks): rounds as ``_interleaved`` measures them, added until every
@@ -223,10 +258,11 @@ def auto_rounds(cfg: RunConfig, result: Result, runner, ladder: list[tuple[int, 
     after each round). Each level carries its ``Precision`` (what it reached, and how many more
     trials would reach what was asked); ``Result.noise.auto_trials`` says why the rounds stopped and
     what they cost (rounds, trials, seconds)."""
-    result.noise.trial_order = cfg.trial_order
+    noise = _noise(result)
+    noise.trial_order = cfg.trial_order
     target, n = cfg.precision(), cfg.trial_count()
     auto = AutoTrials(asked_pct=target * 100.0, max_trials=n, max_time_s=cfg.max_time_s)
-    result.noise.auto_trials = auto
+    noise.auto_trials = auto
     t0 = now_ns()
     k = 0
     while True:
@@ -261,8 +297,8 @@ def auto_rounds(cfg: RunConfig, result: Result, runner, ladder: list[tuple[int, 
 REMEASURE_TOP = 2
 
 
-def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slos: list, mode: str, res,
-                           runner=None) -> None:
+def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slos: list[SLO], mode: str,
+                           res: SearchResult, runner: PlanRunner | None = None) -> None:
     """``--optimize``: measure the best two candidates again (the decision rests on two
     measurements each, as ``tune`` does), then the plateau — every value whose score is within
     noise of the best (``metrics/noise.measured_plateau``) — and the recommended value: the
@@ -272,15 +308,16 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
     against the best (``metrics/noise.judge``: inconclusive — unknown noise, < 2 df, a bound over
     ±25%) is never on the plateau: with none within noise the recommendation is the best score,
     and the reason names the inconclusive levels and what to do."""
-    opt = result.optimize
-    scored = [(v, feasible_score(f, cfg.optimize, slos)) for v, f in res.measured]
+    opt, objective = result.optimize, cfg.optimize
+    assert opt is not None and objective is not None  # run_plan recorded the search it ran
+    scored = [(v, feasible_score(f, objective, slos)) for v, f in res.measured]
     ranked = sorted({v: s for v, s in scored if s is not None}.items(), key=lambda t: (-t[1], t[0]))
     top = [v for v, _ in ranked[:REMEASURE_TOP]]
     measurements = []
     for v, f in res.measured:
-        s = feasible_score(f, cfg.optimize, slos)
+        s = feasible_score(f, objective, slos)
         if s is not None and not (runner is not None and cfg.auto_trials and v in top):
-            measurements.append((v, s, _window_s(f), _noise_of(f, cfg.optimize)))
+            measurements.append((v, s, _window_s(f), _noise_of(f, objective)))
     if runner is not None and cfg.auto_trials:
         # --trials auto: the candidates ranked last are measured to the precision asked, interleaved,
         # and ranked on those trials alone (the search's single measurement of them is left out)
@@ -291,10 +328,10 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
         remeasured = [measure(mode, v, label_suffix=" re-measured") for v in top]
     for v, lv in zip(top, remeasured):
         f = search_figures(lv)
-        s = feasible_score(f, cfg.optimize, slos)
+        s = feasible_score(f, objective, slos)
         opt.remeasured.append(v)
         if s is not None:
-            measurements.append((v, s, _window_s(f), _noise_of(f, cfg.optimize)))
+            measurements.append((v, s, _window_s(f), _noise_of(f, objective)))
         else:
             opt.recommend_reason = f"the re-measured {v:g} missed the SLO or failed this time"
     pl, basis = measured_plateau(measurements)
@@ -320,7 +357,7 @@ def _window_s(fig: LevelFigures) -> float | None:
     return fig.window_s
 
 
-def _calibrate(result: Result, runner) -> None:
+def _calibrate(result: Result, runner: PlanRunner) -> None:
     """Without a tokenizer: synthetic prompt lengths fitted to the server's count
     (``run/prime.calibrate_prompts``), recorded in the result before anything is measured."""
     if not hasattr(runner, "session"):  # a test's stand-in runner
@@ -331,22 +368,23 @@ def _calibrate(result: Result, runner) -> None:
     result.prompt_calibration = cal
     if cal.refused:  # the server miscounted the probes, or stalled them: a warning of the run, not only a note
         result.warnings.append(f"prompt lengths not calibrated: {cal.reason}")
-    if cal.used:
-        result.prompt_length_source = runner.workload.token_source
+    wl = runner.workload
+    if cal.used and isinstance(wl, SyntheticWorkload):  # used: a synthetic workload's lengths were fitted
+        result.prompt_length_source = wl.token_source
         if result.workload is not None:
-            result.workload.token_source = runner.workload.token_source
-            result.workload.tokenizer = runner.workload.ts.describe()
+            result.workload.token_source = wl.token_source
+            result.workload.tokenizer = wl.ts.describe()
 
 
-def _history_check(cfg: RunConfig, result: Result, runner) -> None:
+def _history_check(cfg: RunConfig, result: Result, runner: PlanRunner) -> None:
     """The run's first level again after the others (or its own trials when they interleave):
     ``run/prime.check_history`` says whether its figure moved by more than noise."""
     firsts = [lv for lv in result.levels if lv.index == 0]
     keys = {(lv.load.mode, lv.load.target_concurrency or lv.load.target_rate_rps) for lv in result.levels}
     if not firsts or len(keys) < 2:
         return
-    first = firsts[0]
-    if first.trials is not None and result.noise.trial_order is not None and first.trials.n >= 3:
+    first, noise = firsts[0], _noise(result)
+    if first.trials is not None and noise.trial_order is not None and first.trials.n >= 3:
         hc = check_history(first, None, cfg.precision() if cfg.auto_trials else None)
     else:
         v = first.load.target_concurrency if first.load.mode == "concurrency" else first.load.target_rate_rps
@@ -358,7 +396,7 @@ def _history_check(cfg: RunConfig, result: Result, runner) -> None:
                                    duration_s=dur)
         hc = check_history(first, repeat, cfg.precision() if cfg.auto_trials else None)
     # a finding about the run's state, judged in the run's verdict (accounting.level_findings.history_finding)
-    result.noise.history_check = hc
+    noise.history_check = hc
 
 
 def search_figures(level: LevelResult) -> LevelFigures:
@@ -393,7 +431,7 @@ def _no_request_reason(level: LevelResult) -> str | None:
                  if f.kind == FindingKind.NO_COMPLETED or (f.kind == FindingKind.LEGACY and "no measured request" in f.text)), None)
 
 
-def _pair_figures(lv: LevelResult, b: str | None) -> dict:
+def _pair_figures(lv: LevelResult, b: str | None) -> dict[str, float | int | None]:
     e = lv.energy.get(b) if b else None
     if e is None:  # an error text is a sentence, never a leaked key name
         why = _no_request_reason(lv) or lv.energy_unavailable_reason or f"no {b or 'power'} energy was measured in it"
@@ -403,7 +441,7 @@ def _pair_figures(lv: LevelResult, b: str | None) -> dict:
             "input_tokens": lv.throughput.input_tokens, "output_tokens": lv.throughput.output_tokens}
 
 
-def prefill_decode_pair(cfg: RunConfig, measure: Measure) -> dict:
+def prefill_decode_pair(cfg: RunConfig, measure: Measure) -> dict[str, Any]:
     """Two extra levels that isolate prefill (max_tokens=1) and decode (short prompts, long outputs)
     at the run's largest concurrency, solved exactly as a cross-check of the regression. Returns the
     solved pair, or ``{"error": sentence}``."""
@@ -426,7 +464,7 @@ def prefill_decode_pair(cfg: RunConfig, measure: Measure) -> dict:
     return pair
 
 
-def default_num_requests(mode: str, value: float, levels=()) -> int:
+def default_num_requests(mode: str, value: float, levels: Sequence[LevelResult] = ()) -> int:
     """A level with neither --num-requests nor --duration: sized so its steady state can earn a
     ``valid`` verdict (``accounting.steady.default_num_requests``), from the median E2E and the
     meter's update period measured at the previous level."""
