@@ -25,14 +25,15 @@ import signal
 import time
 import traceback
 from collections import deque
-from typing import Callable
+from multiprocessing.connection import Connection
+from typing import Any, Awaitable, Callable, Coroutine
 
-import psutil
+import psutil  # type: ignore[import-untyped]  # psutil ships no stubs (types-psutil is not a dependency)
 
 from wattbench.core.clock import now_ns
-from wattbench.load.link import Error, PipeLink, Progress, Ready, Records, Start, WorkerDone
+from wattbench.load.link import Error, PipeLink, Progress, Ready, Records, Start, WorkerDone, WorkerLink
 from wattbench.load.liveness import LivenessWatch, TargetDown
-from wattbench.load.plan import WorkerPlan
+from wattbench.load.plan import Item, WorkerPlan
 from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import request_end_ns
 from wattbench.core.recordset import RecordSet
@@ -55,7 +56,7 @@ class RecordStream:
 
     def __init__(self, send: Callable[[object], None]):
         self.send = send
-        self.waiting: list[dict] = []
+        self.waiting: list[dict[str, Any]] = []
         self.sent = 0
 
     def append(self, rec: RequestRecord) -> None:
@@ -102,29 +103,30 @@ async def probe_loop_lag(lags_ns: list[int]) -> None:
 class Session:
     __slots__ = ("messages", "text", "tail", "last_end_ns", "target")
 
-    def __init__(self) -> None:
-        self.target = None
-        self.messages: list[dict] = []
+    def __init__(self, target: TargetSpec) -> None:
+        self.target = target  # a session stays on the target of its first turn
+        self.messages: list[dict[str, Any]] = []
         self.text = ""
-        self.tail: asyncio.Future | None = None
+        self.tail: asyncio.Future[None] | None = None
         self.last_end_ns: int | None = None
 
 
 class Worker:
     """One worker's event-loop side. ``link`` connects it to the parent (in-process or pipe)."""
 
-    def __init__(self, plan: WorkerPlan, link, records=None):
+    client: StreamClient  # set by run(), for the level
+
+    def __init__(self, plan: WorkerPlan, link: WorkerLink, records: RecordSet | RecordStream | None = None):
         self.plan = plan
         self.link = link
         # where finished records go (``append``): the level's RecordSet, or a RecordStream
-        self.records = RecordSet() if records is None else records
+        self.records: RecordSet | RecordStream = RecordSet() if records is None else records
         self.done = 0
         self.failed = 0
         self.output_tokens = 0
         self.stop_ns: int | None = None  # when this worker stopped sending
         self.sessions: dict[str, Session] = {}
-        self.tasks: set[asyncio.Task] = set()
-        self.client = None
+        self.tasks: set[asyncio.Task[None]] = set()
         self.loop_lag_ns: list[int] = []
         self.watches: dict[str, LivenessWatch] = {}
         self.down: TargetDown | None = None  # the target stopped answering: this worker stopped sending
@@ -147,11 +149,10 @@ class Worker:
         else:
             st = self.sessions.get(sid)
             if st is None:
-                st = self.sessions[sid] = Session()
-                st.target = target  # a session stays on the target of its first turn
+                st = self.sessions[sid] = Session(target)
             target = st.target
             prev = st.tail
-            mine = asyncio.get_running_loop().create_future()
+            mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             st.tail = mine
             try:
                 if prev is not None:
@@ -200,17 +201,17 @@ class Worker:
     def _target_of(self, k: int) -> TargetSpec:
         """The target of stream ``k`` (closed loop) or arrival ``k`` (open loop)."""
         plan = self.plan
-        if not plan.targets:
+        if not plan.targets or plan.routes is None:  # build_plans gives routes with the targets
             return plan.target
         return plan.targets[plan.routes[k]]
 
     def _with_history(self, spec: RequestSpec, st: Session) -> RequestSpec:
-        if (st.target or self.plan.target).api == "chat":
+        if st.target.api == "chat":
             own = spec.messages if spec.messages is not None else [{"role": "user", "content": spec.prompt or ""}]
             return dataclasses.replace(spec, messages=st.messages + list(own))
         return dataclasses.replace(spec, prompt=st.text + (spec.prompt or ""))
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -221,7 +222,7 @@ class Worker:
         link = self.link
         stop_at = t0_ns + int(plan.stop_after_s * 1e9) if plan.stop_after_s is not None else None
         warm_end = t0_ns + int(plan.warmup_s * 1e9) if plan.warmup_s else None
-        buf: deque = deque()
+        buf: deque[Item] = deque()
         state = {"end": False}
         lock = asyncio.Lock()
         low = max(1, plan.concurrency // 2)
@@ -240,12 +241,12 @@ class Worker:
         def no_more() -> None:
             if self.stop_ns is None:  # sending stopped now; the drain starts
                 self.stop_ns = now_ns()
-            return None
 
-        async def next_item():
+        async def next_item() -> Item | None:
             while True:
                 if stopped():
-                    return no_more()
+                    no_more()
+                    return None
                 if buf and buf[0][2] == "time" and warm_end is not None and now_ns() >= warm_end:
                     # handed out during the warm-up, sent after it: decided again by the feeder
                     stale = [(i, sp) for i, sp, w in buf if w == "time"]
@@ -261,12 +262,13 @@ class Worker:
                         self._spawn(refill())
                     return item
                 if state["end"]:
-                    return no_more()
+                    no_more()
+                    return None
                 await refill()
                 if not buf and not state["end"]:
                     await asyncio.sleep(0.02)  # the parent had nothing for us yet (sessions)
 
-        async def stream(target) -> None:
+        async def stream(target: TargetSpec) -> None:
             while True:
                 item = await next_item()
                 if item is None:
@@ -290,11 +292,11 @@ class Worker:
         link = self.link
         cap = asyncio.Semaphore(self.plan.max_in_flight) if self.plan.max_in_flight else None
 
-        async def capped(coro) -> None:
+        async def capped(coro: Awaitable[None], slot: asyncio.Semaphore) -> None:
             try:
                 await coro
             finally:
-                cap.release()
+                slot.release()
 
         for k, (idx, off, spec, warm) in enumerate(self.plan.arrivals or ()):
             if link.stop.is_set():
@@ -309,7 +311,7 @@ class Worker:
                     when = max(when, now_ns())
                 else:
                     await cap.acquire()
-                self._spawn(capped(self._one(idx, spec, when, warm, self._target_of(k))))
+                self._spawn(capped(self._one(idx, spec, when, warm, self._target_of(k)), cap))
                 continue
             self._spawn(self._one(idx, spec, when, warm, self._target_of(k)))
         self.stop_ns = now_ns()
@@ -348,7 +350,7 @@ class Worker:
 
 def _cpu_s_process() -> float:
     t = psutil.Process().cpu_times()
-    return t.user + t.system
+    return float(t.user + t.system)
 
 
 def _cpu_s_thread() -> float:
@@ -380,7 +382,7 @@ def run_worker_on_loop(loop: asyncio.AbstractEventLoop, worker: Worker, t0_ns: i
     return interrupted, cpu_pct
 
 
-def worker_process(plan: WorkerPlan, conn) -> None:
+def worker_process(plan: WorkerPlan, conn: Connection) -> None:
     """Entry point of a worker subprocess (spawned)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides
 
@@ -417,7 +419,7 @@ def worker_process(plan: WorkerPlan, conn) -> None:
         conn.close()
 
 
-def cancel_pending(loop) -> None:
+def cancel_pending(loop: asyncio.AbstractEventLoop) -> None:
     """Cancel what an interrupted level left running (streams in flight) and let it unwind, so
     no task is destroyed pending and no connection is left half-open."""
     pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
