@@ -210,7 +210,7 @@ def test_a_measure_run_is_a_run_for_report_compare_and_history(tmp_path):
                    str(out), "-q", "--", sys.executable, str(_client(tmp_path)), base, "2", cwd=tmp_path)
             assert p.returncode == 0, p.stderr
     ids = [load_result(o).run_id for o in outs]
-    p = wb("history", "list", "--db", str(db), cwd=tmp_path)
+    p = wb("history", "list", "--db", str(db), "--full-ids", cwd=tmp_path)
     assert p.returncode == 0 and all(i in p.stdout for i in ids), p.stdout + p.stderr
     p = wb("report", str(outs[0]), cwd=tmp_path)
     assert p.returncode == 0 and "J/tok" in p.stdout, p.stdout + p.stderr
