@@ -6,10 +6,11 @@ from __future__ import annotations
 import functools
 import math
 import sys
-from typing import Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable, NoReturn, ParamSpec, TypeVar
 
 import typer
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from wattbench.core.errors import WattbenchError
 from wattbench.core.safe_text import LINE_CHARS, term
@@ -17,7 +18,13 @@ from wattbench.core.safe_text import LINE_CHARS, term
 try:  # typer >= 0.22 vendors click
     from typer._click.exceptions import ClickException, MissingParameter, UsageError
 except ImportError:  # pragma: no cover - older typer on plain click
-    from click.exceptions import ClickException, MissingParameter, UsageError
+    from click.exceptions import ClickException, MissingParameter, UsageError  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from wattbench.config import Domain
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 API_KEY_FILE_MAX_BYTES = 64 * 1024  # a key file, not a dump: a bigger file is refused unread
@@ -57,7 +64,7 @@ def read_api_key(api_key: str | None, api_key_file: Any) -> str | None:
     return key
 
 
-def _choice_error(err: dict) -> str | None:
+def _choice_error(err: ErrorDetails) -> str | None:
     """``--api 'chta' is not one of completions, chat`` for a value outside a fixed set of choices
     (pydantic's ``literal_error`` / ``enum``), the field named as its flag."""
     if err.get("type") not in ("literal_error", "enum"):
@@ -89,11 +96,11 @@ def one_line(exc: BaseException) -> str:
     return term(text.split("\n", 1)[0], LINE_CHARS) if text else exc.__class__.__name__
 
 
-def handle_errors(fn: Callable) -> Callable:
+def handle_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Wrap a command: WattbenchError/ValidationError -> one line on stderr, documented exit code."""
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except typer.Exit:
@@ -112,7 +119,8 @@ def handle_errors(fn: Callable) -> Callable:
     return wrapper
 
 
-def split_list(value: str | None, cast: Callable = str, name: str = "value", domain=None) -> list:
+def split_list(value: str | None, cast: Callable[[str], Any] = str, name: str = "value",
+               domain: Domain | None = None) -> list[Any]:
     """Parse a comma list like ``1,8,64``; raise UserError naming the bad item. A list of numbers
     (``cast`` int or float) is checked item by item like any numeric option: against ``domain``
     (default: the flag's entry in ``config.FLAG_DOMAINS``) and ``MAX_OPTION_MAGNITUDE``; an empty
@@ -121,11 +129,11 @@ def split_list(value: str | None, cast: Callable = str, name: str = "value", dom
 
     if value is None or value == "":
         return []
-    numeric = cast in (int, float)
-    if numeric and domain is None:
+    numeric: Domain | None = None  # the range a number takes; None: the items are text
+    if cast in (int, float):
         from wattbench.config import domain_for
 
-        domain = domain_for(name)
+        numeric = domain if domain is not None else domain_for(name)
     out = []
     for item in str(value).split(","):
         item = item.strip()
@@ -135,8 +143,8 @@ def split_list(value: str | None, cast: Callable = str, name: str = "value", dom
             v = cast(item)
         except ValueError:
             raise UserError(f"{name}: {item!r} is not a valid {cast.__name__}; give e.g. 1,8,64") from None
-        if numeric:
-            msg = domain.problem(name, v) or _size_problem(name, v)
+        if numeric is not None:
+            msg = numeric.problem(name, v) or _size_problem(name, v)
             if msg:
                 raise UserError(msg)
         out.append(v)
@@ -160,7 +168,7 @@ def parse_headers(values: list[str] | None) -> dict[str, str]:
     return out
 
 
-def parse_json_object(text: str | None, flag: str) -> dict:
+def parse_json_object(text: str | None, flag: str) -> dict[str, Any]:
     """A JSON object given on the command line (``--extra-body '{"top_k": 20}'``), nested at most
     ``core.jsontext.MAX_EMBEDDED_DEPTH`` deep: ``result.json`` stores it a few levels down, and a
     file nested deeper than wattbench's own reader reads would be refused by ``report`` and ``compare``."""
@@ -176,7 +184,7 @@ def parse_json_object(text: str | None, flag: str) -> dict:
         raise UserError(f"{flag}: JSON nested {depth} levels deep (at most {MAX_EMBEDDED_DEPTH} are stored in a result "
                         "wattbench can read back); give a flatter object like '{\"top_k\": 20}'")
 
-    def not_a_number(word: str):  # NaN, Infinity: Python's json takes them, no server's JSON parser does
+    def not_a_number(word: str) -> NoReturn:  # NaN, Infinity: Python's json takes them, no server's JSON parser does
         raise UserError(f"{flag}: {word} is not a JSON number (a request body is standard JSON); give a finite number")
 
     def finite(word: str) -> float:
@@ -241,7 +249,7 @@ def number_gate(param: Any, command: str | None = None) -> None:
     flag = option_name(param)
     original = param.callback
 
-    def callback(ctx, p, value):
+    def callback(ctx: Any, p: Any, value: Any) -> Any:
         check_number(flag, value, command)
         return original(ctx, p, value) if original is not None else value
 
@@ -261,7 +269,7 @@ def text_gate(param: Any) -> None:
         return
     original = param.process_value
 
-    def process_value(ctx, value):
+    def process_value(ctx: Any, value: Any) -> Any:
         typed = getattr(ctx.get_parameter_source(param.name), "name", "") == "COMMANDLINE"
         items = value if isinstance(value, (list, tuple)) else [value]
         if typed and any(isinstance(v, str) and not v.strip() for v in items):
@@ -286,12 +294,25 @@ def one_line_usage(exc: UsageError) -> str:
     return f"{option_name(param)}: {msg} (see {cmd} --help)"
 
 
+def usage_errors_in_one_line(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` (a click command's context making or invoking) with a usage error raised as
+    ``OneLineUsageError`` (``one_line_usage``)."""
+
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except UsageError as e:
+            raise OneLineUsageError(one_line_usage(e)) from None
+
+    return wrapped
+
+
 class OneLineUsageError(ClickException):
     """What a usage error becomes: ``wattbench: error: <one line>`` on stderr, exit 2."""
 
     exit_code = 2
 
-    def show(self, file=None) -> None:  # noqa: ARG002 - always stderr
+    def show(self, file: IO[Any] | None = None) -> None:  # noqa: ARG002 - always stderr
         typer.echo(f"wattbench: error: {self.message}", err=True)
 
 

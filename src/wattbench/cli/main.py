@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from typer._click import Command
 
 from wattbench.cli.options import version_option
 from wattbench.core.errors import WattbenchError
@@ -77,7 +81,7 @@ def fail(message: str, code: int = 2) -> "typer.Exit":
 _METAVARS = {"int": "N", "float": "NUM"}
 
 
-def _plain_metavars(cmd) -> None:
+def _plain_metavars(cmd: Command) -> None:
     """Show a value option as ``--num-requests N`` instead of typer's ``<int>``/``<list[str]>``."""
     for p in getattr(cmd, "params", []):
         if getattr(p, "param_type_name", "") == "option" and not p.is_flag and not p.count and p.metavar is None:
@@ -91,7 +95,7 @@ def _plain_metavars(cmd) -> None:
         _plain_metavars(sub)
 
 
-def _gate_numbers(cmd, path: str = "") -> None:
+def _gate_numbers(cmd: Command, path: str = "") -> None:
     """Every int/float option of every command passes ``cli.common.number_gate`` (its flag's range
     in ``config.FLAG_DOMAINS``, finite, of a size an option can mean) and every other value option
     ``cli.common.text_gate`` (not empty when typed, ``config.EMPTY_TEXT_OK`` aside) before its
@@ -109,26 +113,18 @@ def _gate_numbers(cmd, path: str = "") -> None:
         _gate_numbers(sub, f"{path} {name}".strip())
 
 
-def _one_line_usage_errors(cmd) -> None:
+def _one_line_usage_errors(cmd: Command) -> None:
     """A usage error anywhere under ``cmd`` (a value that does not parse, an unknown option, a
     missing argument) is one line on stderr and exit 2, like every other bad input, instead of
     click's usage block: the root command's context making and invoking re-raise it as
     ``OneLineUsageError`` (sub-commands' contexts are made inside the root's invoke)."""
-    from wattbench.cli.common import OneLineUsageError, UsageError, one_line_usage
+    from wattbench.cli.common import usage_errors_in_one_line
 
-    def wrap(fn):
-        def wrapped(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except UsageError as e:
-                raise OneLineUsageError(one_line_usage(e)) from None
-        return wrapped
-
-    cmd.make_context = wrap(cmd.make_context)
-    cmd.invoke = wrap(cmd.invoke)
+    setattr(cmd, "make_context", usage_errors_in_one_line(cmd.make_context))  # noqa: B010 - replaces a method
+    setattr(cmd, "invoke", usage_errors_in_one_line(cmd.invoke))  # noqa: B010
 
 
-def build_command():
+def build_command() -> Command:
     """The click command behind the typer app: plain metavars, every number gated, usage errors
     in one line."""
     import typer.main

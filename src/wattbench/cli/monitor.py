@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -15,6 +16,9 @@ from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
 from wattbench.config import MonitorOptions
 from wattbench.core.errors import UserError
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 HELP = """Watch a running server's efficiency: tokens/s, J/token and tokens per kWh per power
 boundary, live, over sliding windows, with idle vs loaded segmentation.
@@ -32,14 +36,16 @@ Examples:
 """
 
 
-def _fmt(v, kind: str = "figure") -> str:
+def _fmt(v: float | int | None, kind: str = "figure") -> str:
     """A figure in the one number format (``core/numbers.py``)."""
     from wattbench.core.numbers import fmt
 
     return fmt(v, kind=kind)
 
 
-def _table(snap: dict):
+def _table(snap: dict[str, Any]) -> Table:
+    """The live (and final) table of a monitor snapshot: each window's output tokens/s and, per
+    boundary, its power, J per output token and tokens per kWh; idle/loaded power and source errors below."""
     from rich.table import Table
     from rich.text import Text
 
@@ -91,7 +97,7 @@ def register(app: typer.Typer) -> None:
         old = signal.signal(signal.SIGTERM, lambda *_: mon.stop())
         said: set[str] = set()
 
-        def say_problems(snap: dict) -> None:
+        def say_problems(snap: dict[str, Any]) -> None:
             """Each problem on stderr as soon as it is known (a server without /metrics: at once)."""
             for p in snap.get("problems") or []:
                 if p not in said:
@@ -104,7 +110,7 @@ def register(app: typer.Typer) -> None:
             if o.live and not o.quiet and not o.as_json and stdout_is_tty():
                 from rich.live import Live
 
-                def tick(s: dict) -> None:
+                def tick(s: dict[str, Any]) -> None:
                     say_problems(s)
                     lv.update(_table(s))
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import sys
 import time
+from types import TracebackType
+from collections.abc import Mapping
 from typing import Any, Callable, TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.text import Text
 
 from wattbench.core.numbers import fmt
@@ -22,7 +24,7 @@ from wattbench.core.numbers import fmt
 COMPACT_BELOW = 120  # console columns below which the progress line takes its short form
 
 
-def level_description(data: dict, compact: bool = False) -> str:
+def level_description(data: Mapping[str, Any], compact: bool = False) -> str:
     """``level 2 of 5 · c=8`` (or ``level 3, until the search ends · c=16``), ``· trial 2 of 3`` with trials.
     ``compact`` (a console narrower than ``COMPACT_BELOW``): ``2/5 c=8``, ``3/? c=16``, `` t2/3``."""
     if data.get("index", 0) < 0:  # priming, a re-measure: not one of the ladder's levels, so no "k of n"
@@ -44,7 +46,7 @@ def level_description(data: dict, compact: bool = False) -> str:
     return out
 
 
-def progress_figures(data: dict, tokens_unit: str = "out tok/s") -> list[str]:
+def progress_figures(data: Mapping[str, Any], tokens_unit: str = "out tok/s") -> list[str]:
     """What a progress report shows beside the requests done, each only where known: output
     tokens/s (the runner's figure, else the tokens over the elapsed seconds) in ``tokens_unit``,
     the power in W, the failed requests: ``["1,234 out tok/s", "412 W", "3 failed"]``."""
@@ -80,8 +82,8 @@ class RunProgress:
         self.console = console
         self.enabled = enabled
         self._progress: Progress | None = None
-        self._tasks: dict[int, Any] = {}
-        self._by_time: dict[int, tuple[float, int | None]] = {}  # task -> (level seconds, requests) when time-bound
+        self._tasks: dict[int, TaskID] = {}  # level index -> its bar
+        self._by_time: dict[TaskID, tuple[float, int | None]] = {}  # bar -> (level seconds, requests) when time-bound
         self.compact = False
 
     def __enter__(self) -> "RunProgress":
@@ -99,16 +101,17 @@ class RunProgress:
             self._progress.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if self._progress is not None:
-            self._progress.__exit__(*exc)
+            self._progress.__exit__(exc_type, exc, tb)
             self._progress = None
 
     @property
     def _req(self) -> str:
         return "req" if self.compact else "requests"
 
-    def update(self, event: str, data: dict) -> None:
+    def update(self, event: str, data: Mapping[str, Any]) -> None:
         p = self._progress
         if p is None:
             return
@@ -128,9 +131,10 @@ class RunProgress:
             if total is None and dur:
                 self._by_time[task] = (float(dur), None)
         elif event == "progress":
-            task = self._tasks.get(data.get("index", -1))
-            if task is None:
+            bar = self._tasks.get(data.get("index", -1))
+            if bar is None:
                 return
+            task = bar
             parts = progress_figures(data, "tok/s" if self.compact else "out tok/s")
             done = data.get("done", 0)
             if task in self._by_time:
@@ -142,12 +146,16 @@ class RunProgress:
                          done=f"{fmt(done, kind='count')}/{fmt(total, kind='count')} {self._req}" if total is not None
                          else f"{fmt(done, kind='count')} {self._req}")
         elif event == "level_done":
-            task = self._tasks.get(data.get("index", -1))
-            if task is not None:
+            done_bar = self._tasks.get(data.get("index", -1))
+            if done_bar is not None:
+                task = done_bar
                 final = bar_figures(data.get("level"))
-                stats = ({"stats": " · ".join(progress_figures(final, "tok/s" if self.compact else "out tok/s"))}
-                         if final else {})
-                p.update(task, completed=p.tasks[task].total or p.tasks[task].completed, **stats)
+                completed = p.tasks[task].total or p.tasks[task].completed
+                if final:
+                    p.update(task, completed=completed,
+                             stats=" · ".join(progress_figures(final, "tok/s" if self.compact else "out tok/s")))
+                else:
+                    p.update(task, completed=completed)
 
 
 PLAIN_EVERY_S = 10.0  # seconds between two plain progress lines inside one level
@@ -175,7 +183,7 @@ class PlainProgress:
     def __enter__(self) -> "PlainProgress":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         return None
 
     def _say(self, text: str) -> None:
@@ -183,10 +191,10 @@ class PlainProgress:
         self.stream.flush()
 
     @staticmethod
-    def _name(data: dict) -> str:
+    def _name(data: Mapping[str, Any]) -> str:
         return level_description(data)
 
-    def update(self, event: str, data: dict) -> None:
+    def update(self, event: str, data: Mapping[str, Any]) -> None:
         now = self.clock()
         if event == "phase":
             self._say(str(data.get("message", data.get("name", ""))))
@@ -223,7 +231,8 @@ class PlainProgress:
             self._say(f"{name} done in {_clock_text(now - start)}{what}")
 
 
-def run_progress(console: Console, quiet: bool, terminal: bool, stream: TextIO | None = None):
+def run_progress(console: Console, quiet: bool, terminal: bool,
+                 stream: TextIO | None = None) -> RunProgress | PlainProgress:
     """The progress display of a run: none with ``quiet``; the live bars on a terminal; else plain
     lines on ``stream`` (stderr), so a CI log or ``nohup`` shows the run is alive."""
     if quiet:
