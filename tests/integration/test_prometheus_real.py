@@ -160,4 +160,4 @@ def test_prometheus_sensor_against_the_real_server(tmp_path):
     truth = 400.0 * lv.window.duration_s
     assert e.uncertainty_pct is not None and e.uncertainty_pct > 0
     assert abs(e.energy_j - truth) <= e.uncertainty_pct / 100 * truth + 1e-9, (e.energy_j, truth, e.uncertainty_pct)
-    assert res.idle["node"]["power_w"] == pytest.approx(400.0)
+    assert res.idle["node"].power_w == pytest.approx(400.0)

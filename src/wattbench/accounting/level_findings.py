@@ -339,8 +339,8 @@ def no_idle_finding(result: Result) -> Finding | None:
     are gross by nature — and said once, here (before: a warning, printed as a progress line and
     again in the summary)."""
     cfg = result.config if isinstance(result.config, dict) else {}
-    chans = [c for c in result.sensors if isinstance(c, dict) and c.get("kind") in ("counter", "power")]
-    if result.idle or not chans or not all(c.get("method") == "declared" for c in chans):
+    chans = [c for c in result.sensors if c.kind in ("counter", "power")]
+    if result.idle or not chans or not all(c.method == "declared" for c in chans):
         return None
     if not (cfg.get("idle_s") or 0) > 0:
         return None

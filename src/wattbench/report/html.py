@@ -118,16 +118,17 @@ def _inventory(doc: Doc, run: RunData) -> None:
     if r.sensors:
         preferred = ["id", "sensor", "boundary", "device", "kind", "quantity", "unit", "method", "primary",
                      "update_period_s", "resolution", "uncertainty_pct", "source", "notes"]
-        keys = [k for k in preferred if any(k in s for s in r.sensors)]
-        keys += sorted({k for s in r.sensors for k in s} - set(keys))
-        doc.add(table(keys, [[s.get(k) for k in keys] for s in r.sensors]))
+        sensors = [s.model_dump(mode="json") for s in r.sensors]  # the keys each channel was written with
+        keys = [k for k in preferred if any(k in s for s in sensors)]
+        keys += sorted({k for s in sensors for k in s} - set(keys))
+        doc.add(table(keys, [[s.get(k) for k in keys] for s in sensors]))
     else:
         doc.add('<p class="unavailable">no sensors: energy unavailable: '
                 + e("; ".join(r.sensor_problems) or "no sensor inventory in result.json") + "</p>")
     if r.idle:
         rows = []
         for b in boundary_order(r.idle):
-            info = r.idle[b] if isinstance(r.idle[b], dict) else {"value": r.idle[b]}
+            info = r.idle[b].model_dump(mode="json")
             rows.append((b, fmt(info.get("power_w")), fmt(info.get("duration_s")),
                          json.dumps({k: v for k, v in info.items() if k not in ("power_w", "duration_s")}, default=str)))
         doc.add("<h3>Idle baseline</h3>" + table(["boundary", "idle power W", "duration s", "other"], rows))

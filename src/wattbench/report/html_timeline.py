@@ -117,8 +117,8 @@ def _idle_traces(run: RunData, lo: int, hi: int, xs) -> list[dict]:
     """A dotted horizontal line per boundary at its measured idle power."""
     data: list[dict] = []
     for b, info in run.result.idle.items():
-        pw = info.get("power_w") if isinstance(info, dict) else None
-        if isinstance(pw, (int, float)):
+        pw = info.power_w
+        if pw is not None:
             data.append({"type": "scatter", "mode": "lines", "x": [xs(np.array([lo]))[0], xs(np.array([hi]))[0]],
                          "y": [pw, pw], "name": ptxt(f"idle {b} ({fmt(pw)} W)"), "legendgroup": "power",
                          "line": {"dash": "dot", "width": 1, "color": "#888"}, "xaxis": "x", "yaxis": "y"})

@@ -190,7 +190,7 @@ def _shared_idle(sa: RunSession, sb: RunSession) -> None:
 def _copy_idle(sa: RunSession, sb: RunSession) -> None:
     assert sa.result is not None and sb.result is not None
     sb.idle_power = sa.idle_power
-    sb.result.idle = dict(sa.result.idle or {})
+    sb.result.idle = {b: i.model_copy() for b, i in (sa.result.idle or {}).items()}
     sb.result.idle_window = sa.result.idle_window
     sb.result.idle_after_window = sa.result.idle_after_window
 
@@ -296,8 +296,8 @@ def _paired_blocks(config: AbConfig, sessions: dict[str, RunSession], runners: d
     ra = sessions["A"].result
     assert ra is not None
     for bnd, d in (ra.idle or {}).items():
-        w = d.get("power_w") if isinstance(d, dict) else None
-        if isinstance(w, (int, float)):
+        w = d.power_w
+        if w is not None:
             idle[bnd] = float(w)
     out = {}
     for s, other in (("A", "B"), ("B", "A")):

@@ -31,8 +31,8 @@ from wattbench.core.recordset import RecordSet
 from wattbench.metrics.trials import trial_interval
 from wattbench.results import rundir
 from wattbench.results.headline import headline_boundary
-from wattbench.core.schema import (BoundaryEnergy, FigureKey, LevelResult, Pareto, PrefillDecode, RequestRecord,
-                                   TrialFigure, TrialsBlock, UnmeasuredTrial)
+from wattbench.core.schema import (BoundaryEnergy, CoefficientCheck, FigureKey, LevelResult, Pareto, PrefillDecode,
+                                   PrefillDecodeFit, RequestRecord, TrialFigure, TrialsBlock, UnmeasuredTrial)
 from wattbench.run.session import RunSession
 
 REGRESSION_INTERVALS = 120  # client-timed intervals over the run (at least 0.5 s each)
@@ -161,10 +161,11 @@ def run_analyses(session: RunSession) -> None:
     if session.sampler is not None and b:
         reg = regression(session, b)
         pd = result.prefill_decode = result.prefill_decode or PrefillDecode()
-        pd.regression = reg
+        pd.regression = PrefillDecodeFit.model_validate(reg)
         pair = pd.isolating_pair
-        if pair and "error" not in pair and reg.get("status") == "ok":
-            pd.cross_check = cross_check(reg, pair)
+        if pair is not None and pair.error is None and reg.get("status") == "ok":
+            pd.cross_check = {k: CoefficientCheck.model_validate(v)
+                              for k, v in cross_check(reg, pair.model_dump(mode="json")).items()}
 
 
 def _intervals(session: RunSession, energy: Callable[[int, int], float | None]) -> tuple[Intervals, str]:

@@ -30,7 +30,7 @@ from wattbench.metrics.carbon_series import parse_carbon_intensity
 from wattbench.metrics.slo import parse_slos
 from wattbench.results import rundir
 from wattbench.core.ids import new_run_id as _new_run_id
-from wattbench.core.schema import CarbonIntensity, ClockInfo, NoiseInfo, PrefillDecode, Result, ServerInfo, Window
+from wattbench.core.schema import CarbonIntensity, ClockInfo, IdleBaseline, NoiseInfo, PrefillDecode, Result, ServerInfo, Window
 from wattbench.report.summary import history_summary
 from wattbench.results.store import HistoryStore
 from wattbench.run import analyses, plan, telemetry
@@ -333,7 +333,7 @@ def idle_before(session: RunSession) -> None:
         return
     t0, t1 = _idle_window(session, cfg.idle_s, "")
     idle = measure_idle(session.sampler.log, t0, t1)
-    result.idle = {b: i.to_dict() for b, i in idle.items()}
+    result.idle = {b: IdleBaseline.model_validate(i.to_dict()) for b, i in idle.items()}
     result.idle_window = Window(start_ns=t0, end_ns=t1, duration_s=(t1 - t0) / 1e9, kind="idle")
     session.idle_power = idle
 
@@ -352,4 +352,4 @@ def idle_after(session: RunSession) -> None:
     else:
         both = measure_idle(session.sampler.log, t0, t1)
     result.idle_after_window = Window(start_ns=t0, end_ns=t1, duration_s=(t1 - t0) / 1e9, kind="idle_after")
-    result.idle = {b: i.to_dict() for b, i in both.items()}
+    result.idle = {b: IdleBaseline.model_validate(i.to_dict()) for b, i in both.items()}

@@ -20,6 +20,7 @@ import pytest
 from rich.console import Console
 
 from tests import golden
+from wattbench.core.schema import Result
 from wattbench.report import format as F
 from wattbench.report import summary as S
 from wattbench.report.data import load_runs
@@ -111,3 +112,30 @@ def test_committed_result_renders_as_before(name: str, archive: Path | None, tmp
 
 def test_every_committed_result_is_checked() -> None:
     assert len(SOURCES) >= 50  # the archives' 53 results and the plain files; a lost glob fails here
+
+
+def _raw(name: str, archive: Path | None) -> dict:
+    if archive is None:
+        return json.loads((ROOT / name).read_text())
+    with tarfile.open(archive) as tf:
+        data = tf.extractfile(name.split(":", 1)[1])
+        assert data is not None
+        return json.loads(data.read())
+
+
+@pytest.mark.parametrize("name,archive", SOURCES, ids=[s[0] for s in SOURCES])
+def test_typed_blocks_write_back_as_read(name: str, archive: Path | None) -> None:
+    """The blocks typed since these files were written (the sensor inventory, the idle baselines,
+    the prefill/decode split) load into their models and are written back key for key, value for
+    value, as the file holds them."""
+    raw = _raw(name, archive)
+    result = Result.model_validate(raw)
+    back = json.loads(result.model_dump_json())
+    pd_raw = raw.get("prefill_decode") or (raw.get("extra") or {}).get("prefill_decode")
+    assert back["sensors"] == raw.get("sensors", [])
+    assert back["idle"] == raw.get("idle", {})
+    for key, block in (pd_raw or {}).items():  # PrefillDecode writes its three keys, None where absent
+        assert back["prefill_decode"][key] == block, key
+    assert all(isinstance(s.kind, str) for s in result.sensors)
+    if result.idle:
+        assert all(b.power_w is not None for b in result.idle.values())

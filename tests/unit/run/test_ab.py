@@ -9,7 +9,7 @@ from tests.fakes.results_factory import make_result
 from wattbench.accounting.idle import IdlePower
 from wattbench.config import RunConfig
 from wattbench.core.clock import ClockAnchor
-from wattbench.core.schema import Window
+from wattbench.core.schema import IdleBaseline, Window
 from wattbench.run.ab import _copy_idle
 from wattbench.run.session import RunSession
 
@@ -30,7 +30,7 @@ def test_the_idle_baseline_of_side_a_is_side_bs_and_each_side_keeps_its_own_warn
     assert sa.result is not None and sb.result is not None
     idle = IdlePower(boundary="accelerator", power_w=88.5, duration_s=10.0, method="nvml")
     sa.idle_power = {"accelerator": idle}
-    sa.result.idle = {"accelerator": idle.to_dict()}
+    sa.result.idle = {"accelerator": IdleBaseline.model_validate(idle.to_dict())}
     sa.result.idle_window = Window(start_ns=1_000, end_ns=10_000_001_000, duration_s=10.0, kind="idle")
     sa.result.warnings.append("the server's /tokenize was not used (404): prompt lengths are approximate")
     sb.result.warnings.append("B's own warning")
@@ -38,7 +38,7 @@ def test_the_idle_baseline_of_side_a_is_side_bs_and_each_side_keeps_its_own_warn
     _copy_idle(sa, sb)
 
     assert sb.idle_power is sa.idle_power
-    assert sb.result.idle == {"accelerator": idle.to_dict()} and sb.result.idle["accelerator"]["power_w"] == 88.5
+    assert sb.result.idle == sa.result.idle and sb.result.idle["accelerator"].power_w == 88.5
     assert sb.result.idle_window == sa.result.idle_window
     assert sb.result.idle_after_window is None
     assert sb.result.warnings == ["B's own warning"]

@@ -188,12 +188,12 @@ def test_the_prefill_decode_regression_recovers_the_energy_model_from_the_server
     s, d_prompt, d_gen = _metered(tmp_path)
     run_analyses(s)
     reg = s.result.prefill_decode.regression
-    assert reg["status"] == "ok" and reg["token_source"] == "server counters" and reg["boundary"] == "accelerator"
-    assert reg["n_intervals"] == N_INTERVALS
-    assert reg["j_per_prefill_token"] == pytest.approx(J_PREFILL, rel=1e-6)
-    assert reg["j_per_decode_token"] == pytest.approx(J_DECODE, rel=1e-6)
-    assert reg["idle_power_w"] == pytest.approx(IDLE_W, rel=1e-6)
-    assert reg["prefill_tokens"] == d_prompt.sum() and reg["decode_tokens"] == d_gen.sum()
+    assert reg.status == "ok" and reg.token_source == "server counters" and reg.boundary == "accelerator"
+    assert reg.n_intervals == N_INTERVALS
+    assert reg.j_per_prefill_token == pytest.approx(J_PREFILL, rel=1e-6)
+    assert reg.j_per_decode_token == pytest.approx(J_DECODE, rel=1e-6)
+    assert reg.idle_power_w == pytest.approx(IDLE_W, rel=1e-6)
+    assert reg.prefill_tokens == d_prompt.sum() and reg.decode_tokens == d_gen.sum()
     assert s.result.prefill_decode.cross_check is None  # no isolating pair measured
 
 
@@ -207,16 +207,19 @@ def test_the_regression_is_cross_checked_against_the_isolating_pair(tmp_path):
     s.result.prefill_decode = PrefillDecode(isolating_pair=pair)
     run_analyses(s)
     cc = s.result.prefill_decode.cross_check
-    assert cc["j_per_prefill_token"]["rel_diff"] == pytest.approx(1 / 1.1 - 1, rel=1e-5)
-    assert cc["j_per_decode_token"]["rel_diff"] == pytest.approx(0.0, abs=1e-6)
-    assert s.result.prefill_decode.isolating_pair == pair  # kept as measured
+    assert cc is not None
+    assert cc["j_per_prefill_token"].rel_diff == pytest.approx(1 / 1.1 - 1, rel=1e-5)
+    assert cc["j_per_decode_token"].rel_diff == pytest.approx(0.0, abs=1e-6)
+    assert cc["j_per_decode_token"].pair == pytest.approx(J_DECODE, rel=1e-6)
+    kept = s.result.prefill_decode.isolating_pair
+    assert kept is not None and kept.model_dump(mode="json") == pair  # kept as measured, key for key
 
 
 def test_a_failed_isolating_pair_is_not_cross_checked(tmp_path):
     s, _, _ = _metered(tmp_path)
     s.result.prefill_decode = PrefillDecode(isolating_pair={"error": "the pair did not separate"})
     run_analyses(s)
-    assert s.result.prefill_decode.regression["status"] == "ok"
+    assert s.result.prefill_decode.regression.status == "ok"
     assert s.result.prefill_decode.cross_check is None
 
 
@@ -225,8 +228,8 @@ def test_a_regression_that_cannot_be_fitted_says_why_and_the_run_goes_on(tmp_pat
     del s.scraper.timeline.scrapes[1:]  # one scrape in the run: no interval to fit
     run_analyses(s)
     reg = s.result.prefill_decode.regression
-    assert reg["boundary"] == "accelerator" and "status" not in reg
-    assert "at least two scrapes" in reg["error"]
+    assert reg.boundary == "accelerator" and "status" not in reg.model_fields_set
+    assert "at least two scrapes" in reg.error
 
 
 S = 1_000_000_000

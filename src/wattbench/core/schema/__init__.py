@@ -32,6 +32,9 @@ Version history:
   ``thermal`` and ``thermal_before`` (``Thermal``), ``server_metrics`` (``ServerMetrics``), until
   then free dicts (``core/schema/blocks.py``). An older file's dict loads into the model; a key the
   model does not name is kept (an extra, written back as read); an empty goodput dict reads as none.
+  Likewise, same keys as before: ``Result.sensors`` (``SensorChannel``), ``Result.idle``
+  (``IdleBaseline``) and ``Result.prefill_decode``'s blocks (``PrefillDecodeFit``,
+  ``CoefficientCheck``).
 
 The models live in sibling modules along the data's seams — ``records`` (one request),
 ``measures`` (a window's figures: latency, throughput, load, energy, validity), ``kinds`` (the
@@ -51,7 +54,9 @@ from wattbench.core.schema.analyses import (
     Pareto,
     ParetoFront,
     ParetoPoint,
+    CoefficientCheck,
     PrefillDecode,
+    PrefillDecodeFit,
     SearchOutcome,
 )
 from wattbench.core.schema.base import SCHEMA_VERSION, Num, Verdict, _M
@@ -106,10 +111,12 @@ from wattbench.core.schema.run import (
     ClockInfo,
     Environment,
     GPUInfo,
+    IdleBaseline,
     NodeInfo,
     PromptCalibration,
     Result,
     ServerIdentity,
+    SensorChannel,
     ServerInfo,
     TunedFrom,
     WorkloadInfo,
@@ -117,6 +124,10 @@ from wattbench.core.schema.run import (
 from wattbench.core.schema.upgrade import upgrade_v1
 
 __all__ = [
+    "CoefficientCheck",
+    "IdleBaseline",
+    "PrefillDecodeFit",
+    "SensorChannel",
     "FigureKey",
     "FindingKind",
     "DeviceThermal", "Goodput", "GoodputPerKw", "ServerMetrics", "SLOBound", "SLOCheck", "Thermal",

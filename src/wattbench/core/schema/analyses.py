@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from wattbench.core.schema.base import _M, Num
+from wattbench.core.schema.base import _M, Num, _Sparse
 
 
 class SearchOutcome(_M):
@@ -61,13 +61,58 @@ class Pareto(_M):
     goodput_tpot_p99: ParetoFront | None = None  # with SLOs only
 
 
+class PrefillDecodeFit(_Sparse):
+    """One estimate of the joules per prefill and per decode token (``accounting/attribution.py``):
+    the regression over the run's intervals (``fit_intervals``: ``method`` the fit's, with standard
+    errors, R², ``status`` and ``reasons``; an unreliable fit's coefficients are None and kept under
+    ``unreliable_fit``) or the isolating pair (``isolating_pair``: ``method`` ``isolating_pair``, the
+    system's ``condition`` and the naive ratios); ``error`` instead when it could not be made. Written
+    with the keys its writer set."""
+
+    method: str | None = None
+    j_per_prefill_token: Num | None = None
+    j_per_decode_token: Num | None = None
+    idle_power_w: Num | None = None
+    se_j_per_prefill_token: Num | None = None
+    se_j_per_decode_token: Num | None = None
+    se_idle_power_w: Num | None = None
+    r2: Num | None = None
+    residual_std_j: Num | None = None
+    n_intervals: int | None = None
+    collinearity: Num | None = None
+    prefill_tokens: Num | None = None
+    decode_tokens: Num | None = None
+    energy_j: Num | None = None
+    prefill_energy_j: Num | None = None
+    decode_energy_j: Num | None = None
+    idle_energy_j: Num | None = None
+    status: str | None = None  # ok | unreliable (the regression)
+    reasons: list[str] = Field(default_factory=list)
+    unreliable_fit: dict[str, Num | None] | None = None  # the coefficients an unreliable fit had
+    condition: Num | None = None  # the isolating pair's 2x2 system
+    naive_j_per_prefill_token: Num | None = None
+    naive_j_per_decode_token: Num | None = None
+    boundary: str | None = None
+    token_source: str | None = None  # server counters | client timing
+    error: str | None = None  # why there is no estimate
+
+
+class CoefficientCheck(_Sparse):
+    """One coefficient of the regression against the isolating pair's (``attribution.cross_check``)."""
+
+    regression: Num | None = None
+    pair: Num | None = None
+    rel_diff: Num | None = None  # (regression - pair) / |pair|
+
+
 class PrefillDecode(_M):
     """The run's prefill/decode energy split: the regression over its levels, the isolating pair
-    (``--prefill-decode-pair``) and their cross-check; each as ``accounting/attribution.py`` returns it."""
+    (``--prefill-decode-pair``) and their cross-check (coefficient name -> ``CoefficientCheck``); each
+    as ``accounting/attribution.py`` returns it (an older file's dicts load into these models)."""
 
-    regression: dict[str, Any] | None = None
-    isolating_pair: dict[str, Any] | None = None
-    cross_check: dict[str, Any] | None = None
+    regression: PrefillDecodeFit | None = None
+    isolating_pair: PrefillDecodeFit | None = None
+    cross_check: dict[str, CoefficientCheck] | None = None
 
 
 class CarbonIntensity(_M):

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from wattbench.core.schema.analyses import CarbonIntensity, Pareto, PrefillDecode, SearchOutcome
-from wattbench.core.schema.base import SCHEMA_VERSION, _M
+from wattbench.core.schema.base import SCHEMA_VERSION, Num, _M, _Sparse
 from wattbench.core.schema.level import LevelResult
 from wattbench.core.schema.measure import MeasureInfo
 from wattbench.core.schema.measures import Validity, Window
@@ -163,6 +163,45 @@ class TunedFrom(_M):
     config: dict[str, Any] = Field(default_factory=dict)  # resolved axis -> value ({} = engine defaults)
 
 
+class SensorChannel(_Sparse):
+    """One channel of the run's sensor inventory, as ``telemetry.base.Channel.to_dict`` writes it:
+    ``kind`` counter (J) | power (W) | aux, the boundary and device it measures, how (``method``
+    measured | declared | estimate), and the meter's documented accuracy."""
+
+    id: str = ""
+    sensor: str = ""
+    kind: str = ""
+    quantity: str = ""
+    unit: str = ""
+    boundary: str | None = None
+    device: str = ""
+    resolution: Num | None = None
+    update_period_s: Num | None = None
+    source: str = ""
+    method: str = "measured"
+    primary: bool = False
+    max_value: Num | None = None
+    uncertainty_pct: Num | None = None
+    notes: str = ""
+    node: str = ""
+
+
+class IdleBaseline(_Sparse):
+    """The idle baseline of one boundary (``accounting.idle.IdlePower``, as written): the power the
+    dynamic figures subtract, over how long, before and after the levels, their drift and the
+    baseline's uncertainty."""
+
+    boundary: str = ""
+    power_w: Num | None = None
+    duration_s: Num | None = None
+    before_w: Num | None = None
+    after_w: Num | None = None
+    drift_pct: Num | None = None
+    uncertainty_pct: Num | None = None
+    method: str = ""
+    label: str = "measured"
+
+
 class Result(_M):
     schema_version: int = SCHEMA_VERSION
     wattbench_version: str
@@ -174,10 +213,10 @@ class Result(_M):
     config: dict[str, Any] = Field(default_factory=dict)
     environment: Environment = Field(default_factory=Environment)
     server: ServerInfo = Field(default_factory=ServerInfo)
-    sensors: list[dict[str, Any]] = Field(default_factory=list)  # Channel.to_dict() per channel
+    sensors: list[SensorChannel] = Field(default_factory=list)  # Channel.to_dict() per channel
     sensor_problems: list[str] = Field(default_factory=list)
     nodes: list[NodeInfo] = Field(default_factory=list)  # distributed runs only
-    idle: dict[str, Any] = Field(default_factory=dict)  # boundary -> {power_w, duration_s, ...}
+    idle: dict[str, IdleBaseline] = Field(default_factory=dict)  # boundary -> its idle baseline
     levels: list[LevelResult] = Field(default_factory=list)
     validity: Validity = Field(default_factory=Validity)
     warnings: list[str] = Field(default_factory=list)
