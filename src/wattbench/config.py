@@ -1103,9 +1103,9 @@ COMPARE, REGRESS = "compare", "regress"
 Force = Annotated[bool, Field(default=False), Flag(
     "--force", commands=EVERY, help="Compare incomparable runs; each reason is flagged.",
     help_in={REGRESS: "Check even when workloads/measurement differ."})]
-EnergyWindow = Annotated[str, Field(default="full"), Flag("--window", commands=EVERY,
+EnergyWindow = Annotated[Literal["full", "steady"], Field(default="full"), Flag("--window", commands=EVERY,
                                                           help="Energy window: full or steady (steady state).")]
-MatchLevels = Annotated[str, Field(default="key"), Flag(
+MatchLevels = Annotated[Literal["key", "index"], Field(default="key"), Flag(
     "--match", commands=EVERY, help="Pair levels by 'key' (concurrency/rate) or 'index'.",
     help_in={REGRESS: "Pair levels by 'key' or 'index'."})]
 JsonOut = Annotated[str | None, Field(default=None), Flag(
@@ -1166,7 +1166,7 @@ class AgreeOptions(FlaggedConfig):
                                         help="Model at A (default: first listed).")] = None
     model_b: Annotated[str | None, Flag("--model-b", commands=EVERY,
                                         help="Model at B (default: first listed).")] = None
-    api: Annotated[str, Flag("--api", commands=EVERY, help=(
+    api: Annotated[Literal["completions", "chat"], Flag("--api", commands=EVERY, help=(
         "API for 'prompt' rows: completions or chat ('messages' rows always use chat)."))] = "completions"
     api_key: Annotated[SecretStr | None, Flag("--api-key", commands=EVERY, show_default=False, help=(
         "API key for both servers (or env WATTBENCH_API_KEY / OPENAI_API_KEY; per server WATTBENCH_API_KEY_A / _B). "
@@ -1174,7 +1174,7 @@ class AgreeOptions(FlaggedConfig):
     max_tokens: Annotated[int, Flag("--max-tokens", commands=EVERY, domain=AT_LEAST_ONE,
                                     help="Tokens per answer (a prompt may override).")] = 128
     concurrency: Annotated[int, Flag("--concurrency", commands=EVERY, help="Prompts in flight at once.")] = 4
-    tokens: Annotated[str, Flag("--tokens", commands=EVERY, help=(
+    tokens: Annotated[Literal["auto", "server_tokens", "whitespace"], Flag("--tokens", commands=EVERY, help=(
         "Token basis: auto (server tokens if both return them), server_tokens, whitespace."))] = "auto"
     timeout_s: Annotated[float, Flag("--request-timeout", commands=EVERY, aliases=("--timeout",),
                                      help="Seconds a request may take.")] = 300.0

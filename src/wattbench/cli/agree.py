@@ -27,18 +27,13 @@ def register(app: typer.Typer) -> None:
         from pathlib import Path
 
         from wattbench.analysis.agree import load_prompts, run_agreement
-        from wattbench.core.errors import UserError
         from wattbench.results.agreement import write_agreement
 
-        if o.api not in ("completions", "chat"):
-            raise UserError(f"--api must be completions or chat, got {o.api!r}")
-        if o.tokens not in ("auto", "server_tokens", "whitespace"):
-            raise UserError(f"--tokens must be auto, server_tokens or whitespace, got {o.tokens!r}")
         specs = load_prompts(o.prompts)
         api_key = o.api_key.get_secret_value() if o.api_key is not None else None
-        agr = run_agreement(o.target_a, o.target_b, specs, max_tokens=o.max_tokens, api=o.api,  # type: ignore[arg-type]
+        agr = run_agreement(o.target_a, o.target_b, specs, max_tokens=o.max_tokens, api=o.api,
                             model_a=o.model_a, model_b=o.model_b, concurrency=o.concurrency, timeout_s=o.timeout_s,
-                            tokens=o.tokens,  # type: ignore[arg-type]
+                            tokens=o.tokens,
                             api_key_a=_key(api_key, "WATTBENCH_API_KEY_A"),
                             api_key_b=_key(api_key, "WATTBENCH_API_KEY_B"))
         run_dir = Path(o.out) if o.out else Path("wattbench-results") / agr.run_id

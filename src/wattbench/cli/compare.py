@@ -88,8 +88,7 @@ def register(app: typer.Typer) -> None:
             parse_slos(o.at_slo)  # a bad SLO fails before any file is read
         paths = [resolve_run_path(r, db) for r in runs]
         results = [load_result(p) for p in paths]
-        cmp = compare(results, force=o.force, boundary=o.boundary, match=o.match,  # type: ignore[arg-type]
-                      window=o.window,  # type: ignore[arg-type]
+        cmp = compare(results, force=o.force, boundary=o.boundary, match=o.match, window=o.window,
                       history=history_spread(db, [r.run_id for r in results]), at_slo=o.at_slo,
                       records=records_of({r.run_id: p for r, p in zip(results, paths)}))
         agr = None

@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         cand = load_ref(o.result, o.db)
         base = load_ref(o.baseline, o.db)
         rep = regress(cand, base, checks, boundary=o.boundary, force=o.force,
-                      match=o.match, window=o.window,  # type: ignore[arg-type]
+                      match=o.match, window=o.window,
                       history=history_spread(o.db, [cand.run_id, base.run_id]), strict=o.strict)
         if o.out:
             write_json_atomic(o.out, rep)

@@ -86,3 +86,38 @@ def test_one_command_models_mark_their_fields():
         if m.__name__.endswith("Options") and issubclass(m, FlaggedConfig):
             own = [f for _, f in flags(m) if f.commands == EVERY]
             assert own, m.__name__
+
+
+def _params(cli, path: list[str], args: list[str]) -> dict[str, object]:
+    cmd = cli
+    for name in path:
+        cmd = cmd.commands[name]
+    return dict(cmd.make_context(" ".join(path), list(args)).params)
+
+
+def test_what_a_generated_option_reads(cli, monkeypatch):
+    """A second long name (``agree --timeout``), a value from the environment (``monitor``'s key),
+    optional arguments (``history baseline``), and a required option that is missing (``plan tco``)."""
+    assert _params(cli, ["agree"], ["http://a", "http://b", "--prompts", "p.jsonl", "--timeout", "5"])["timeout_s"] == 5.0
+    monkeypatch.setenv("WATTBENCH_API_KEY", "from-the-environment")
+    assert _params(cli, ["monitor"], [])["api_key"] == "from-the-environment"
+    got = _params(cli, ["history", "baseline"], [])
+    assert (got["name"], got["ref"]) == (None, None)
+    assert _params(cli, ["plan", "rack"], ["--rack-kw", "15", "runs/a", "runs/b"])["more"] == ["runs/a", "runs/b"]
+    with pytest.raises(UsageError) as missing:
+        _params(cli, ["plan", "tco"], ["--price-per-kwh", "0.1"])
+    assert getattr(missing.value, "param").opts == ["--it-kw"]
+
+
+@pytest.mark.parametrize("args,want", [
+    (["compare", "a", "b", "--window", "stedy"], "--window 'stedy' is not one of full, steady"),
+    (["regress", "a", "--baseline", "b", "--match", "idx"], "--match 'idx' is not one of key, index"),
+    (["agree", "http://a", "http://b", "--prompts", "p.jsonl", "--api", "chta"],
+     "--api 'chta' is not one of completions, chat"),
+])
+def test_a_value_outside_its_choices_is_one_line(cli, capsys, args, want):
+    """A choice field's model refuses another word before any file or server is read: one line, exit 2."""
+    with pytest.raises(SystemExit) as code:
+        cli.main(args=args, prog_name="wattbench", standalone_mode=True)
+    err = capsys.readouterr().err
+    assert code.value.code == 2 and err.strip() == f"wattbench: error: {want}", err
