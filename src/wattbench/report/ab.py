@@ -5,11 +5,16 @@ verdict and directory."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.markup import escape
 
 from wattbench.core.schema import Result
 from wattbench.report.notes import count_text, verdict_text
+
+if TYPE_CHECKING:
+    from wattbench.analysis.ab import PairedComparison
 
 SEQUENCE_SHOWN = 12  # trials of the order shown before it is cut
 
@@ -20,7 +25,7 @@ def sequence_text(sequence: list[str], limit: int = SEQUENCE_SHOWN) -> str:
     return head + (f" … ({len(sequence)} trials)" if len(sequence) > limit else "")
 
 
-def ab_lines(cmp, sides: list[str] | None = None) -> list[str]:
+def ab_lines(cmp: PairedComparison, sides: list[str] | None = None) -> list[str]:
     """The lines ``ab`` leads with (``cmp``: ``analysis.ab.PairedComparison``; ``sides``: how A and B
     were given)."""
     names = sides or ["", ""]
@@ -33,7 +38,7 @@ def ab_lines(cmp, sides: list[str] | None = None) -> list[str]:
     return out
 
 
-def render_ab(cmp, results: list[Result], run_dirs: list[str], sides: list[str] | None = None,
+def render_ab(cmp: PairedComparison, results: list[Result], run_dirs: list[str], sides: list[str] | None = None,
               console: Console | None = None) -> None:
     """``ab`` on a terminal: the answer lines, what would decide an inconclusive one, then each run's
     verdict line and directory."""

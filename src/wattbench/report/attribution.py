@@ -6,10 +6,12 @@ Only arranges figures stored in ``result.json`` (``LevelResult.attribution``, th
 
 from __future__ import annotations
 
+from typing import Any
+
 from wattbench.report import format as F
 from wattbench.core.numbers import fmt, fmt_fraction_pct
 from wattbench.results.headline import boundary_order
-from wattbench.core.schema import LevelResult, RequestAttribution, Result
+from wattbench.core.schema import EnergyShare, LevelResult, RequestAttribution, Result
 from wattbench.report.labels import short_label
 
 GROUPS = (("tenant", "by_tenant"), ("tag", "by_tag"), ("model", "by_model"), ("target", "by_target"))
@@ -23,8 +25,8 @@ def primary_attribution(level: LevelResult) -> RequestAttribution | None:
     return next(iter(level.attribution.values()), None)
 
 
-def _show_groups(att: RequestAttribution) -> list[tuple[str, dict]]:
-    out = []
+def _show_groups(att: RequestAttribution) -> list[tuple[str, dict[str, EnergyShare]]]:
+    out: list[tuple[str, dict[str, EnergyShare]]] = []
     for name, attr in GROUPS:
         groups = getattr(att, attr)
         if groups and not (len(groups) == 1 and "(none)" in groups):
@@ -32,12 +34,12 @@ def _show_groups(att: RequestAttribution) -> list[tuple[str, dict]]:
     return out
 
 
-def attribution_table(result: Result) -> tuple[list[str], list[list]]:
+def attribution_table(result: Result) -> tuple[list[str], list[list[object]]]:
     """Rows of (level, boundary, basis, group kind, group, requests, J, share, J/out tok, gCO2e); the basis
     says whether the energies are the level's dynamic or total energy."""
     headers = ["level", "boundary", "basis", "by", "group", "requests", "energy J (estimate)", "share", "J/out tok",
                "gCO2e"]
-    rows = []
+    rows: list[list[object]] = []
     for lv in result.levels:
         att = primary_attribution(lv)
         if att is None or att.unavailable_reason:
@@ -49,9 +51,9 @@ def attribution_table(result: Result) -> tuple[list[str], list[list]]:
     return headers, rows
 
 
-def attribution_bars(result: Result) -> list[dict]:
+def attribution_bars(result: Result) -> list[dict[str, Any]]:
     """Plotly bar traces: energy per group (stacked per level), one trace per group."""
-    traces: dict[tuple[str, str], dict] = {}
+    traces: dict[tuple[str, str], dict[str, Any]] = {}
     for lv in result.levels:
         att = primary_attribution(lv)
         if att is None or att.unavailable_reason:
@@ -85,9 +87,9 @@ def method_lines(result: Result) -> list[str]:
     return out
 
 
-def carbon_table(result: Result) -> tuple[list[str], list[list]]:
+def carbon_table(result: Result) -> tuple[list[str], list[list[object]]]:
     headers = ["level", "boundary", "intensity gCO2e/kWh", "gCO2e", "gCO2e/M out tok", "gCO2e/request"]
-    rows = []
+    rows: list[list[object]] = []
     for lv in result.levels:
         for b in boundary_order(lv.energy):
             be = lv.energy[b]

@@ -3,7 +3,8 @@ configuration's run-to-run noise (the library decides; this only words it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,6 +15,15 @@ from wattbench.core.numbers import fmt_estimate, fmt_fraction_pct as pct, fmt_ra
 from wattbench.metrics.noise import INCONCLUSIVE, judge, MAX_BOUND, MIN_DF
 from wattbench.report.notes import count_text, verdict_text
 from wattbench.results.configuration import describe
+
+if TYPE_CHECKING:
+    from wattbench.analysis.compare import Comparison
+    from wattbench.analysis.comparability import Incomparability
+    from wattbench.analysis.diagnose import Diagnosis
+    from wattbench.analysis.regress import RegressReport
+    from wattbench.results.agreement import Agreement
+    from wattbench.results.store_noise import Spread
+    from wattbench.core.schema import Result
 
 
 def level_text(load: dict[str, Any]) -> str:
@@ -26,7 +36,7 @@ def level_text(load: dict[str, Any]) -> str:
     return str(load.get("mode") or "level")
 
 
-def noise_lines(sp) -> list[str]:
+def noise_lines(sp: Spread) -> list[str]:
     """``history noise`` for one configuration (``results.store_noise.Spread``): the runs, the
     spread within segments, every change point, one more run's bound (or why it is inconclusive),
     the key."""
@@ -74,7 +84,7 @@ FIGURE_LABELS = {
 }
 
 
-def cell(v, ci=None, base=None) -> str:
+def cell(v: float | None, ci: Sequence[float] | None = None, base: float | None = None) -> str:
     """A figure in the report's number format, its trials' CI, and its ratio to the baseline
     (candidate ÷ baseline, the one direction of every ratio on the screen)."""
     if v is None:
@@ -84,12 +94,12 @@ def cell(v, ci=None, base=None) -> str:
         s = f"{mean} [{iv}]"
     else:
         s = fmt(v)
-    if base not in (None, 0):
+    if base is not None and base != 0:
         s += f" ({fmt_ratio(v / base)})"
     return s
 
 
-def answer_lines(cmp) -> list[str]:
+def answer_lines(cmp: Comparison) -> list[str]:
     """The lines ``compare`` leads with: who A, B … are, one answer per level pair, the SLO answer."""
     out = [" · ".join(f"{letter} = {'baseline ' if i == 0 else ''}{rid}"
                       for i, (letter, rid) in enumerate(zip(cmp.letters, cmp.run_ids)))]
@@ -100,7 +110,8 @@ def answer_lines(cmp) -> list[str]:
     return out
 
 
-def render_findings(console, findings, incomparable=(), warnings=()) -> None:
+def render_findings(console: Console, findings: Sequence[Diagnosis], incomparable: Iterable[Incomparability] = (),
+                    warnings: Iterable[str] = ()) -> None:
     if incomparable:
         console.print("[bold yellow]compared with --force despite:[/bold yellow]")
         for p in incomparable:
@@ -115,7 +126,8 @@ def render_findings(console, findings, incomparable=(), warnings=()) -> None:
             console.print(f"  [{colour.get(f.severity, 'white')}]{f.severity}[/] {f.id}{where}: {escape(f.message)}")
 
 
-def render_compare(cmp, agreement=None, results=None, console=None) -> None:
+def render_compare(cmp: Comparison, agreement: Agreement | None = None, results: Sequence[Result] | None = None,
+                   console: Console | None = None) -> None:
     """``compare`` on a terminal: each run's verdict, the answer lines, then the tables."""
     c = console or Console(highlight=False)
     for i, r in enumerate(results or []):  # one verdict line per run
@@ -163,7 +175,7 @@ def render_compare(cmp, agreement=None, results=None, console=None) -> None:
 # ---------------------------------------------------------------- regress
 
 
-def render_regress(rep, console=None) -> None:
+def render_regress(rep: RegressReport, console: Console | None = None) -> None:
     """``regress`` on a terminal: compare's answer line for each pair, every check one line (``ok``,
     ``pass`` within noise, ``FAIL``, ``skip``), each level left out one line, what would decide an
     inconclusive check once, the tally."""

@@ -29,7 +29,7 @@ from wattbench.report.data import RunData
 from wattbench.report.labels import cost_currency
 from wattbench.report.tables import SERVING_LATENCY, SERVING_STATS
 from wattbench.results.headline import same_as
-from wattbench.core.schema import BoundaryEnergy, FigureKey, LevelResult
+from wattbench.core.schema import BoundaryEnergy, FigureKey, LevelResult, RequestRecord
 from wattbench.core.schema.level import TrialFigure, TrialsBlock
 from wattbench.metrics.efficiency import AIPERF_TWINS, aiperf_twins
 from wattbench.metrics.request_latency import per_request_latencies
@@ -264,14 +264,14 @@ def request_rows(runs: Iterable[RunData]) -> list[dict[str, Any]]:
     return rows
 
 
-def _trial_of(r) -> int:
+def _trial_of(r: RequestRecord) -> int:
     """Which trial of its level a request belongs to, counted from 1 (the record's ``trial`` extra is
     0-based and written only with ``--trials``; a level measured once is trial 1)."""
     k = getattr(r, "trial", None)
     return k + 1 if isinstance(k, int) and not isinstance(k, bool) else 1
 
 
-def _request_energy(r) -> dict[str, Any]:
+def _request_energy(r: RequestRecord) -> dict[str, Any]:
     """Who asked and the request's energy estimate at its innermost boundary."""
     energy = getattr(r, "energy_j", None) or {}
     b = boundary_order(energy)[0] if energy else None

@@ -28,7 +28,7 @@ from wattbench.core.errors import UserError
 from wattbench.core.schema import RequestRecord, Result
 from wattbench.results import rundir
 from wattbench.telemetry.base import Channel, TelemetryLog
-from wattbench.results.recovery import recover, recovered_how
+from wattbench.results.recovery import RecoveredLevel, recover, recovered_how
 from wattbench.report.labels import in_load_order
 
 RESULT_FILE = "result.json"
@@ -142,9 +142,9 @@ def read_server_timeline(run_dir: Path, notes: list[str]) -> dict[str, tuple[np.
             raise UserError(f"{path}: line {lineno} has a non-numeric time or value") from None
     out = {}
     for name, (ts, vs) in acc.items():
-        t = np.asarray(ts, dtype=np.int64)
-        order = np.argsort(t, kind="stable")
-        out[name] = (t[order], np.asarray(vs, dtype=float)[order])
+        t_arr = np.asarray(ts, dtype=np.int64)
+        order = np.argsort(t_arr, kind="stable")
+        out[name] = (t_arr[order], np.asarray(vs, dtype=float)[order])
     return out
 
 
@@ -175,7 +175,7 @@ class RunData:
         return rundir.load_requests(self.path, notes=self.notes)
 
     @cached_property
-    def recovered(self) -> list:
+    def recovered(self) -> list[RecoveredLevel]:
         """The finished records a run's spool still holds (``results.recovery.RecoveredLevel``):
         a crashed run's level in progress. Not accounted; reports show them as recovered."""
         return recover(self.path)

@@ -4,7 +4,7 @@ words it; result-file text is shown as text (``core.safe_text.term``), never as 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.table import Table
@@ -12,6 +12,10 @@ from rich.table import Table
 from wattbench.core.numbers import fmt
 from wattbench.core.safe_text import term
 from wattbench.report.comparison import noise_lines
+
+if TYPE_CHECKING:
+    from wattbench.results.store import RunRecord
+    from wattbench.results.store_noise import Spread
 
 # At this terminal width and more, ``history list`` shows the date, model and engine (where they
 # fit on one line).
@@ -30,7 +34,7 @@ def fold_parts(text: str, width: int, sep: str = " · ") -> list[str]:
     return lines
 
 
-def headline_cell(summary: dict | None) -> str:
+def headline_cell(summary: dict[str, Any] | None) -> str:
     """``c=8 2,067 node``: the headline level, its figure per kW (goodput per kW under an SLO,
     marked ``goodput``) and its boundary (``host, estimate`` where the figure is not measured);
     ``—`` for a run registered without one."""
@@ -58,7 +62,7 @@ def _cut(text: str, width: int) -> str:
     return text[:max(0, width - 1)] + "…" if width > 0 else ""
 
 
-def runs_lines(runs: list, width_cols: int, ids: dict[str, str] | None = None) -> list[str]:
+def runs_lines(runs: list[RunRecord], width_cols: int, ids: dict[str, str] | None = None) -> list[str]:
     """``history list``'s table of runs (``results.store.RunRecord``, at least one), one line per
     run for a terminal ``width_cols`` wide: run id (``ids``: its shortened form,
     ``HistoryStore.short_ids``; the whole id where not given), the headline (level, figure per kW,
@@ -159,10 +163,10 @@ def baseline_lines(baselines: dict[str, str]) -> list[str]:
     return [f"{k} -> {v}" for k, v in baselines.items()]
 
 
-def noise_data(rows: list) -> list[dict]:
+def noise_data(rows: list[Spread]) -> list[dict[str, Any]]:
     """``history noise --json``: each configuration's spread (``results.store_noise.Spread``) with
     one more run's relative half-width (None where the spread cannot bound it)."""
-    out = []
+    out: list[dict[str, Any]] = []
     for sp in rows:
         d = sp.to_dict()
         fn = sp.noise()
@@ -178,7 +182,7 @@ def no_noise_line(min_runs: int, filtered: bool) -> str:
             + ": repeat a run (or `wattbench history import DIR` older ones) to see its spread")
 
 
-def noise_text_lines(rows: list, width_cols: int) -> list[str]:
+def noise_text_lines(rows: list[Spread], width_cols: int) -> list[str]:
     """``history noise``'s lines for a terminal ``width_cols`` wide: each configuration's
     ``report.comparison.noise_lines``, its first line (the configuration) folded to the width."""
     out: list[str] = []
@@ -188,7 +192,7 @@ def noise_text_lines(rows: list, width_cols: int) -> list[str]:
     return out
 
 
-def import_lines(recs: list, problems: list[str]) -> list[tuple[str, bool]]:
+def import_lines(recs: list[RunRecord], problems: list[str]) -> list[tuple[str, bool]]:
     """``history import``'s lines in the order they are printed, each with whether it goes to
     stderr: each run imported with its notes, each directory skipped and why (stderr), the count."""
     out: list[tuple[str, bool]] = []

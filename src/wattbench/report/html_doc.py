@@ -92,7 +92,7 @@ class Doc:
     def add(self, s: str) -> None:
         self.parts.append(s)
 
-    def plot(self, data: list[dict], layout: dict, height: int = 420) -> None:
+    def plot(self, data: list[dict[str, Any]], layout: dict[str, Any], height: int = 420) -> None:
         self.n_plots += 1
         pid = f"plot-{self.n_plots}"
         base = {

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from wattbench.core.numbers import MISSING, fmt
 from wattbench.core.schema import LevelResult, Result
 from wattbench.accounting.findings import level_order
@@ -41,7 +43,7 @@ def short_label(level: LevelResult) -> str:
     return f"{base} {rest}" if rest else base
 
 
-def levels_text(result: Result, indices) -> str:
+def levels_text(result: Result, indices: Iterable[int]) -> str:
     """Levels named compactly in the order given: ``c=1,2,32``, ``r=2,4/s``; other labels (a
     suffix such as ``prefill-heavy``, a trace) as their short labels, joined by commas."""
     by_index = {lv.index: lv for lv in result.levels}

@@ -21,7 +21,7 @@ from wattbench.report import summary as S
 from wattbench.report.goodput import slo_text
 from wattbench.report.labels import cost_currency, short_label
 from wattbench.report.notes import run_notes, verdict_text
-from wattbench.report.tables import trial_columns
+from wattbench.report.tables import Column, trial_columns
 from wattbench.report.trials import any_trials, last_trial_title, trials_title
 from wattbench.report.data import RunData
 from wattbench.core.schema import BoundaryEnergy
@@ -69,7 +69,7 @@ def _energy_table(energy: dict[str, BoundaryEnergy], currency: str) -> list[str]
     return lines
 
 
-def _columns_table(key: list[str], cols) -> list[str]:
+def _columns_table(key: list[str], cols: list[Column]) -> list[str]:
     """A Markdown table from ``summary.Column``s (header lines joined with spaces)."""
     heads = ["level", *(" ".join(c.header.split("\n")) for c in cols)]
     align = [":---", *(("---:" if c.justify == "right" else ":---") for c in cols)]

@@ -5,6 +5,7 @@ shows and how many it left out, the run's two verdicts in one line, and ``wattbe
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from wattbench.core.severity import SEVERITY_ORDER
@@ -12,9 +13,9 @@ from wattbench.core.numbers import fmt
 from wattbench.core.redact import clip
 from wattbench.core.safe_text import LINE_CHARS
 from wattbench.report.labels import levels_text
-from wattbench.core.schema import Result
+from wattbench.core.schema import LevelResult, Result
 from wattbench.core.schema.measures import SIGNED_EFFECT_SLOT, effect_pct_text, fill_effect
-from wattbench.accounting.findings import group_findings, level_order, note_counts, note_items
+from wattbench.accounting.findings import FindingGroup, group_findings, level_order, note_counts, note_items
 
 
 def said(text: str) -> str:
@@ -31,7 +32,7 @@ def _pct_text(x: float, signed: bool) -> str:
     return effect_pct_text(x, signed)
 
 
-def effect_text(effects, signed: bool) -> str:
+def effect_text(effects: Iterable[float], signed: bool) -> str:
     """``+56%``, ``+52–56%``, ``−25% to −20%`` (signed, a range over the levels), ``0.8–1.2%`` (a
     magnitude)."""
     xs = sorted(effects) if signed else sorted(abs(x) for x in effects)
@@ -47,7 +48,7 @@ def effect_text(effects, signed: bool) -> str:
     return f"{lo} to {hi}"
 
 
-def group_text(result: Result, g) -> str:
+def group_text(result: Result, g: FindingGroup) -> str:
     """One group of findings as a line: ``c=1,2,32: prompt lengths +56% (no tokenizer)``. The
     effect goes where the summary says ``{effect}`` (a magnitude) or ``{effect:+}`` (signed), else
     after it."""
@@ -149,14 +150,14 @@ def verdict_text(result: Result) -> str:
 
     order = {lv.index: level_order(lv) for lv in result.levels}
 
-    def text(run_verdict: str, per_level) -> str:
+    def text(run_verdict: str, per_level: Callable[[LevelResult], str | None]) -> str:
         """``valid``; or, when the levels differ, ``invalid at c=16; warn at c=4`` (worst first)."""
         got = {lv.index: per_level(lv) or "valid" for lv in result.levels}
         if len(set(got.values())) <= 1:
             return run_verdict
         parts = []
         for verdict in ("invalid", "warn", "estimate"):
-            idx = sorted((i for i, x in got.items() if x == verdict), key=order.get)
+            idx = sorted((i for i, x in got.items() if x == verdict), key=order.__getitem__)
             if idx:
                 parts.append(f"{verdict} at {levels_text(result, idx)}")
         return "; ".join(parts) if parts else run_verdict

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich import box
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -23,10 +24,10 @@ class FitTable:
         self.title, self.columns = title, columns
         self.rows: list[list[str]] = []
 
-    def add_row(self, *cells) -> None:
+    def add_row(self, *cells: object) -> None:
         self.rows.append([str(getattr(c, "plain", c)) for c in cells])
 
-    def __rich_console__(self, console, options):
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         widths = [max([len(h)] + [len(r[i]) for r in self.rows if i < len(r)]) for i, h in enumerate(self.columns)]
         if sum(widths) + 3 * len(widths) + 1 <= options.max_width:
             t = Table(title=Text(self.title), title_justify="left", box=box.SIMPLE_HEAD)

@@ -318,7 +318,7 @@ def estimate_text(h: Headline) -> str:
     f = next((x for x in h.level.validity.findings if x.kind == FindingKind.ESTIMATE and x.basis), None)
     be = h.level.energy.get(h.boundary) if h.boundary else None
     u = be.uncertainty_pct if be is not None else None
-    basis = f.basis if f is not None else "estimate"
+    basis = f.basis if f is not None and f.basis else "estimate"
     return basis + ("" if u is None else f", ±{fmt(u, kind='effect')}%")
 
 

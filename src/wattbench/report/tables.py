@@ -7,7 +7,7 @@ render them as they are. Nothing here computes a figure."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from wattbench.report import format as F
@@ -17,7 +17,7 @@ from wattbench.results.headline import headline_boundary, parts, point, server_l
 from wattbench.report.goodput import goodput_cells, has_goodput
 from wattbench.report.labels import short_label
 from wattbench.report.trials import TRIAL_FIGURES, any_trials, last_trial_title, trial_cells, trials_cell
-from wattbench.core.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result, TargetStats
 
 
 @dataclass
@@ -26,7 +26,7 @@ class Column:
 
     header: str
     cells: list[str]
-    justify: str = "right"
+    justify: Literal["left", "right"] = "right"
     kind: str = ""  # how a renderer may colour it: verdict | slo | ci | label:<measured|declared|estimate>
     styles: list[str] | None = None  # per-cell terminal style, when the column sets its own
     max_width: int | None = None  # longer cells fold onto more lines (the level label only)
@@ -137,7 +137,7 @@ def target_name(url: str, others: list[str] | None = None) -> str:
     return "↳ " + (f"{host}:{port}" if port else host)
 
 
-def target_cells(stats) -> dict[str, str]:
+def target_cells(stats: TargetStats) -> dict[str, str]:
     """One replica's figures by the level tables' headers (``core.schema.TargetStats``: its
     requests, latency and throughput; its energy is the level's, not split by target)."""
     out = {"ok/fail": f"{stats.requests.completed}/{stats.requests.failed}",

@@ -29,6 +29,7 @@ from wattbench.report.tables import (SERVING_STATS, SERVING_STATS_NARROW, Column
                                      serving_columns, serving_title, trial_columns)
 from wattbench.report.trials import any_trials, last_trial_title, trials_title
 from wattbench.core.schema import Result
+from wattbench.results.recovery import RecoveredLevel
 from wattbench.report.notes import notes_pointer
 from wattbench.report.tables import with_target_rows
 
@@ -92,7 +93,7 @@ def _table(key: Column, cols: list[Column], title: str | None) -> Table:
                          max_width=c.max_width, overflow="fold")
     # a label folded over lines is set apart by a blank line on each side, so its second line is
     # never read as a row of its own (``c=128`` over ``re-measured``)
-    long = [bool(key.max_width) and len(x) > key.max_width for x in key.cells]
+    long = [key.max_width is not None and key.max_width != 0 and len(x) > key.max_width for x in key.cells]
     for i in range(len(key.cells)):
         apart = long[i] or (i + 1 < len(long) and long[i + 1])
         table.add_row(*[_text(c, i) for c in [key, *cols]], end_section=apart)
@@ -259,7 +260,7 @@ class RunSummary:
             yield Text(GLOSSARY_POINTER, style="dim")
 
 
-def recovered_lines(recovered: list, how: str) -> list[Text]:
+def recovered_lines(recovered: list[RecoveredLevel], how: str) -> list[Text]:
     """A crashed run's recovered records (``results.recovery.RecoveredLevel``), each level one line
     in the warning colour: labelled as recovered, not accounted (no figure computed here)."""
     return [Text(r.text(how), style="yellow") for r in recovered]
