@@ -32,6 +32,8 @@ from wattbench.core.redact import clip
 from wattbench.core.severity import CheckStatus
 from wattbench.doctor.check import Check
 from wattbench.core.errors import UserError
+from wattbench.core.schema import Result
+from wattbench.results.rundir import load_result
 
 G = "troubleshoot"
 STEPS: tuple[str, ...] = ("input", "paths", "dependencies", "config", "resources", "logs", "fallbacks")
@@ -228,26 +230,24 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         raise UserError(f"--run {d}: no result.json, requests.jsonl or server.log in it; is it a run directory?")
     run: dict[str, Any] = {"dir": str(d), "texts": [], "errors": {}, "error_samples": {}, "too_long": 0,
                            "max_model_len": None, "effective_config": {}, "server_log": None, "requests": 0}
-    res: dict[str, Any] = {}
+    res: Result | None = None
     if (d / "result.json").exists():
-        try:
-            res = json.loads((d / "result.json").read_text("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        try:  # the one bounded loader every reader of a run uses (results/rundir.py)
+            res = load_result(d)
+        except UserError as e:
             run["texts"].append(("result.json", f"result.json unreadable: {e}"))
-    if res:
-        run["status"] = res.get("status")
-        if res.get("status_detail"):
-            run["texts"].append(("result.json", str(res["status_detail"])))
-        srv = res.get("server") or {}
-        run["max_model_len"] = srv.get("max_model_len")
-        run["effective_config"] = dict(srv.get("effective_config") or {})
-        for lv in res.get("levels") or []:
-            reasons = (lv.get("validity") or {}).get("reasons") or []
-            if reasons:
-                run["texts"].append(("result.json", "\n".join(str(r) for r in reasons)))
-            for k, v in ((lv.get("requests") or {}).get("errors") or {}).items():
+    if res is not None:
+        run["status"] = res.status
+        if res.status_detail:
+            run["texts"].append(("result.json", str(res.status_detail)))
+        run["max_model_len"] = res.server.max_model_len
+        run["effective_config"] = dict(res.server.effective_config)
+        for lv in res.levels:
+            if lv.validity.reasons:
+                run["texts"].append(("result.json", "\n".join(str(r) for r in lv.validity.reasons)))
+            for k, v in lv.requests.errors.items():
                 run["errors"][k] = max(run["errors"].get(k, 0), int(v))
-        for w in res.get("warnings") or []:
+        for w in res.warnings:
             run["texts"].append(("result.json", str(w)))
     if (d / "requests.jsonl").exists():
         errors: dict[str, int] = {}

@@ -5,7 +5,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from wattbench.doctor.troubleshoot import STEPS, config_in_effect, diagnose_failure
+from tests.fakes.results_factory import make_level, make_result
+from wattbench.doctor.troubleshoot import STEPS, config_in_effect, diagnose_failure, load_run
 
 CUDA_OOM = """\
 INFO 11-29 10:00:01 [gpu_model_runner.py:2007] Model loading took 14.99 GiB and 5.1 seconds
@@ -117,10 +118,11 @@ def test_exception_object_accepted():
 def _run_dir(tmp_path, *, status="failed", detail=None, requests=(), log=None, mml=2048):
     d = tmp_path / "run"
     d.mkdir()
-    res = {"status": status, "status_detail": detail, "server": {"max_model_len": mml,
-                                                                 "effective_config": {"max_num_seqs": 256}},
-           "levels": [{"requests": {"errors": {}}, "validity": {"reasons": []}}]}
-    (d / "result.json").write_text(json.dumps(res))
+    res = make_result(levels=[make_level()])  # a result.json as wattbench writes it: read by the one loader
+    res.status, res.status_detail = status, detail
+    res.server.max_model_len, res.server.effective_config = mml, {"max_num_seqs": 256}
+    res.levels[0].validity.reasons = []
+    (d / "result.json").write_text(res.model_dump_json())
     with open(d / "requests.jsonl", "w") as f:
         for r in requests:
             f.write(json.dumps(r) + "\n")
@@ -221,3 +223,18 @@ def test_doctor_run_on_an_external_servers_failed_run(tmp_path, width):
     (d / "server.log").write_text("INFO starting\n")
     got = {c.id: c for c in diagnose_failure(d)}
     assert got["troubleshoot.logs.server_errors"].fix.endswith("read server.log around those times")
+
+
+def test_a_result_file_the_loader_refuses_is_said_and_the_requests_are_still_read(tmp_path):
+    """``--run`` reads result.json through the one bounded loader (``results.rundir.load_result``): a
+    file cut short is named as unreadable, and what requests.jsonl holds is still diagnosed."""
+    reqs = [{"id": i, "level": 0, "sent_ns": 0, "input_tokens": 2000, "requested_output_tokens": 128, "ok": False,
+             "error": "http_400", "error_detail": "prompt rejected"} for i in range(2)]
+    d = _run_dir(tmp_path, requests=reqs)
+    text = (d / "result.json").read_text()
+    (d / "result.json").write_text(text[: len(text) // 2])
+    run = load_run(d)
+    said = [t for src, t in run["texts"] if src == "result.json"]
+    assert len(said) == 1 and said[0].startswith("result.json unreadable: ") and "result.json" in said[0][24:]
+    assert "status" not in run  # nothing of the result is guessed from a file the loader refused
+    assert run["errors"] == {"http_400": 2} and run["max_model_len"] is None
