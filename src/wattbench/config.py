@@ -866,7 +866,11 @@ AsJson = Annotated[bool, Field(default=False), Flag(
              "sensors": "Print the inventory as JSON.",
              "agree": "Print JSON (metrics, without per-prompt rows).",
              "report": "Print the written files and level headlines as JSON."})]
-Percentile = Annotated[str, Field(default="p95"), Flag("--percentile", commands=EVERY,
+# the planners' defaults, here so that each has one home: the planning functions take them from here
+DEFAULT_PERCENTILE = "p95"  # the power percentile a node is planned at
+DEFAULT_AIR_MAX_RACK_KW, DEFAULT_AIR_MAX_ACCELERATOR_W = 20.0, 1000.0  # air cooling up to both, else liquid
+DEFAULT_SITE_HEADROOM_PCT = 10.0  # plan power-first: site power kept unallocated
+Percentile = Annotated[str, Field(default=DEFAULT_PERCENTILE), Flag("--percentile", commands=EVERY,
                                                        help="p95 or p99 (also max, avg).")]
 HardwareFiles = Annotated[list[str] | None, Field(default=None), Flag(
     "--hardware", commands=EVERY, help="Extra hardware table file(s).",
@@ -918,10 +922,11 @@ class PlanRackOptions(FlaggedConfig):
     headroom_pct: Annotated[float, Flag("--headroom-pct", commands=EVERY, domain=PERCENT,
                                         help="Percent of the rack budget kept free.")] = 0.0
     air_max_rack_kw: Annotated[float, Flag("--air-max-rack-kw", commands=EVERY, domain=Domain(unit="kW"),
-                                           help="Above this populated rack power: liquid cooling.")] = 20.0
+                                           help="Above this populated rack power: liquid cooling.")] = (
+        DEFAULT_AIR_MAX_RACK_KW)
     air_max_accelerator_w: Annotated[float, Flag(
         "--air-max-accelerator-w", commands=EVERY, domain=Domain(unit="W"),
-        help="Above this power per accelerator: liquid cooling.")] = 1000.0
+        help="Above this power per accelerator: liquid cooling.")] = DEFAULT_AIR_MAX_ACCELERATOR_W
     hardware: HardwareFiles
     as_json: AsJson
 
@@ -938,7 +943,7 @@ class PlanPowerFirstOptions(FlaggedConfig):
     slo: Annotated[str | None, Flag("--slo", commands=EVERY, help=(
         "Latency limits, as for run: ttft_p95=500ms,tpot_p95=50ms."))] = None
     headroom_pct: Annotated[float, Flag("--headroom-pct", commands=EVERY, domain=PERCENT,
-                                        help="Percent of site power kept unallocated.")] = 10.0
+                                        help="Percent of site power kept unallocated.")] = DEFAULT_SITE_HEADROOM_PCT
     boundary: Boundary
     percentile: Percentile
     host_overhead_w: HostOverheadW

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wattbench.config import DEFAULT_PERCENTILE
 from wattbench.core.errors import UserError
 from wattbench.metrics.slo import run_slo_text
 from wattbench.results.headline import common_headline_boundary, point
@@ -212,7 +213,7 @@ def measured_node(
     result: Result,
     level: int | None = None,
     boundary: str | None = None,
-    percentile: str = "p95",
+    percentile: str = DEFAULT_PERCENTILE,
     gpus_per_node: int | None = None,
     host_overhead_w: float | None = None,
     name: str | None = None,

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wattbench.config import DEFAULT_PERCENTILE, DEFAULT_SITE_HEADROOM_PCT
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt
 from wattbench.planning.measured import (
@@ -44,7 +45,6 @@ from wattbench.metrics.slo import parse_slos
 from wattbench.planning.measured import load_result
 
 MAX_DP_CELLS = 200_000
-DEFAULT_HEADROOM_PCT = 10.0
 
 _SLO_RE = re.compile(r"^(ttft|tpot|itl|e2e)_(p50|p90|p95|p99|mean|max)_ms$")
 
@@ -153,7 +153,7 @@ def _as_candidate(c: Candidate | Result | tuple[Result, str]) -> Candidate:
 
 def collect_options(
     candidates: Sequence[Candidate | Result | tuple[Result, str]],
-    percentile: str = "p95",
+    percentile: str = DEFAULT_PERCENTILE,
     slo: LatencyLimits | None = None,
     host_overhead_w: float | None = None,
 ) -> tuple[list[Option], list[str], list[str]]:
@@ -242,8 +242,8 @@ def power_first(
     site_kw: float,
     candidates: Sequence[Candidate | Result | tuple[Result, str]],
     slo: LatencyLimits | dict[str, float] | None = None,
-    headroom_pct: float = DEFAULT_HEADROOM_PCT,
-    percentile: str = "p95",
+    headroom_pct: float = DEFAULT_SITE_HEADROOM_PCT,
+    percentile: str = DEFAULT_PERCENTILE,
     host_overhead_w: float | None = None,
     resolution_w: float | None = None,
 ) -> PowerFirstPlan:

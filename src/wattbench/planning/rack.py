@@ -20,14 +20,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 from pathlib import Path
 
+from wattbench.config import DEFAULT_AIR_MAX_ACCELERATOR_W, DEFAULT_AIR_MAX_RACK_KW, DEFAULT_PERCENTILE
 from wattbench.core.errors import UserError
 from wattbench.planning.hardware import HardwareTable, find_gpu
 from wattbench.planning.measured import MeasuredNode, measured_node
 from wattbench.core.schema import Result
 from wattbench.planning.measured import load_result
 
-DEFAULT_AIR_MAX_RACK_KW = 20.0
-DEFAULT_AIR_MAX_ACCELERATOR_W = 1000.0
 
 
 @dataclass(frozen=True)
@@ -242,7 +241,7 @@ def plan_rack(
     rack_kw: float,
     nodes: Sequence[NodeSpec | MeasuredNodeRef | Result],
     boundary: str | None = None,
-    percentile: str = "p95",
+    percentile: str = DEFAULT_PERCENTILE,
     host_overhead_w: float | None = None,
     thresholds: CoolingThresholds | None = None,
     headroom_pct: float = 0.0,
