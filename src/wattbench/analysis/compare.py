@@ -35,7 +35,7 @@ power); otherwise it combines the throughput and power CIs, treating them as ind
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal
+from typing import Callable, Iterable, Literal
 
 from pydantic import BaseModel, Field
 
@@ -213,6 +213,8 @@ class Comparison(BaseModel):
     letters: list[str] = Field(default_factory=list)  # A, B, C …: the answer lines' names of the runs
     at_slo: AtSLO | None = None
     todo: str | None = None  # what to do about an inconclusive verdict, said once
+    # each judged figure's noise basis, said once (``noise_bases``): figure -> the basis sentence
+    noise_bases: dict[str, str] = Field(default_factory=dict)
 
 
 def log_ratio_ci(value: float, a: TrialCI, b: TrialCI) -> RatioCI:
@@ -532,7 +534,22 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
     if cmp.at_slo is not None:
         verdicts += cmp.at_slo.noise
     cmp.todo = next((nv.todo for nv in verdicts if nv is not None and nv.word == INCONCLUSIVE and nv.todo), None)
+    cmp.noise_bases = noise_bases(verdicts)
     return cmp
+
+
+def noise_bases(verdicts: Iterable[NoiseVerdict | None]) -> dict[str, str]:
+    """Each judged figure's noise basis in the words ``judge`` was given it (``basis_text``: for a
+    history, ``metrics/noise.history_text``, the sentence ``history noise`` prints for the same
+    configuration), the first of each figure, in order; ``noise unknown`` where no basis was known.
+    ``compare`` and ``regress`` print these once, below their answer lines."""
+    out: dict[str, str] = {}
+    for nv in verdicts:
+        if nv is None or nv.figure in out or nv.basis == "drift":
+            continue
+        out[nv.figure] = nv.basis_text or ("noise unknown: no trials and no history of this configuration"
+                                           if nv.basis == "unknown" else nv.basis)
+    return out
 
 
 # ---------------------------------------------------------------- each run at its best under one SLO

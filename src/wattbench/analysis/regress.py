@@ -40,7 +40,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
-from wattbench.analysis.compare import (NoiseVerdict, answer_line, decompose, figure_noise, judge_noise,
+from wattbench.analysis.compare import (NoiseVerdict, answer_line, decompose, figure_noise, judge_noise, noise_bases,
                                         left_out_reason, match_levels, refusal_message, resolve_boundary,
                                         short_key)
 from wattbench.analysis.diagnose import Diagnosis, diagnose
@@ -126,6 +126,8 @@ class RegressReport(BaseModel):
     left_out: list[LeftOut] = Field(default_factory=list)  # each fails the gate
     answers: list[str] = Field(default_factory=list)  # compare's answer line for each pair
     todo: str | None = None  # what would decide an inconclusive check, said once
+    # each judged figure's noise basis, said once (``analysis/compare.noise_bases``)
+    noise_bases: dict[str, str] = Field(default_factory=dict)
 
     @property
     def failed(self) -> list[CheckOutcome]:
@@ -302,18 +304,21 @@ def regress(result: Result, baseline: Result, checks: str | list[RegressCheck] =
     report = RegressReport(run_id=result.run_id, baseline_id=baseline.run_id, boundary=bnd, window=window,
                            checks=parsed, strict=strict, incomparable=problems, forced=force, unmatched=unmatched,
                            left_out=left)
+    answered: list[NoiseVerdict | None] = []
     for a, b in usable:  # compare's answer line for each pair: the same judgement, the same word
         if bnd is not None:
             d = decompose(a, b, bnd, result.run_id)
             d.noise = judge_noise(d.per_kw_ratio, "output_tokens_per_s_per_kw", baseline, a, result, b, bnd, history,
                                   sides=("the baseline", "the run"))
             report.answers.append(answer_line(short_key(b), "run/baseline", d, d.noise))
+            answered.append(d.noise)
         else:
             fa, fb = headline(a, None)["output_tokens_per_s"], headline(b, None)["output_tokens_per_s"]
             t = fb / fa if fa and fb is not None else None
             nv = judge_noise(t, "output_tokens_per_s", baseline, a, result, b, None, history,
                              sides=("the baseline", "the run"))
             report.answers.append(answer_line(short_key(b), "run/baseline", None, nv, t))
+            answered.append(nv)
     for check in parsed:
         outs = [evaluate(check, a, b, bnd, b.label, base=baseline, cand=result, history=history, strict=strict)
                 for a, b in usable]
@@ -324,6 +329,7 @@ def regress(result: Result, baseline: Result, checks: str | list[RegressCheck] =
     report.todo = next((o.noise.todo for o in report.outcomes
                         if o.status != "skip" and o.noise is not None and o.word == INCONCLUSIVE and o.noise.todo),
                        None)
+    report.noise_bases = noise_bases(answered + [o.noise for o in report.outcomes if o.status != "skip"])
     if report.todo and steady_notes:  # the steady reading lost the trials' noise: say why first
         report.todo = "; ".join(steady_notes) + "; " + report.todo
     report.findings = diagnose(baseline, result, usable, bnd)

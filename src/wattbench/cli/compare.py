@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 
 
 def history_spread(db: str | None, judged: list[str]) -> Callable[[Result, LevelResult, str], FigureNoise | None] | None:
-    """The history store's run-to-run noise of a level's configuration, split at its change points
-    (``HistoryStore.noise``; ``judged``: the runs being compared); None when there is no history
-    database (none is created)."""
+    """The history store's run-to-run noise of a level's configuration's figure, split at its change
+    points (``HistoryStore.noise``: the spread ``history noise`` prints, ``judged`` — the runs being
+    compared — left out of it where they share a segment, as its sentence says); None when there is
+    no history database (none is created)."""
     from pathlib import Path
 
     from wattbench.results.store import HistoryStore, default_db_path
@@ -34,12 +35,14 @@ def history_spread(db: str | None, judged: list[str]) -> Callable[[Result, Level
 
         try:
             with HistoryStore(path, create=False) as store:
-                sp = store.noise(configuration_key(configuration(result, level)), judged=judged)
+                sp = store.noise(configuration_key(configuration(result, level)), figure=figure, judged=judged)
         except Exception:  # noqa: BLE001 - a history that cannot be read gives no spread, never an error
             return None
         if sp is None or sp.figure != figure:
             return None
-        return sp.noise()
+        from wattbench.metrics.noise import no_spread
+
+        return sp.noise() or no_spread(sp.text(), sp.runs)
 
     return spread
 

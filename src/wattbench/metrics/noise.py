@@ -55,7 +55,16 @@ new segment. A move under ``MIN_CHANGE`` (5%) never does (it stays in the spread
 change between segments is therefore never folded into the spread; a lone outlier becomes a
 segment of one run and adds no degree of freedom. The runs being judged stay in their segments —
 the pooled-variance rule of a two-sample test — since a change between them is a change point,
-not spread.
+not spread; two of them in one segment are left out of its spread (each is a group of its own in
+that test, contributing no degree of freedom: a spread never holds the difference it judges, or a
+regression would widen the very noise that excuses it). ``history noise``, ``compare`` and
+``regress`` read one spread of a configuration's figure and say it in one sentence
+(``history_text``): the configuration's runs, the same count everywhere, and where a comparison
+left its own runs out, how many, with the sd and degrees of freedom of what remains.
+
+**A spread of zero** (every run or trial gave the same figure: sd 0%) measures no noise — a figure
+that never moves between measurements is fixed by something else (a declared or modelled power), not
+proven noise-free: ``judge`` reads it as inconclusive and says so (``ZERO_SPREAD``).
 
 **A ratio** ``R = b / a`` of two figures with noise ``h_a`` and ``h_b`` has the interval
 ``[R·e^-w, R·e^w]`` with ``w = sqrt(h_a² + h_b²)`` (the log-ratio delta method:
@@ -109,6 +118,11 @@ MORE_DATA = ("measure the noise: --trials 3 or more (within a run), or repeat th
              "configuration: `wattbench history noise`)")
 DRIFT_TODO = "repeat the run, or measure the configurations alternated (A B B A) so drift common to both cancels"
 NARROWER = "more trials (--trials N), longer levels (--duration) or more runs of each configuration"
+ZERO_SPREAD = ("its measurements gave one figure (sd 0%): a spread of zero measures no noise (the figure is fixed by "
+               "something other than the measurement, e.g. a declared or estimated power), so it cannot say within "
+               "or beyond noise")
+ZERO_REL = 1e-9  # a relative spread this small is zero (identical figures, up to float rounding of their mean)
+ZERO_TODO = "measure with a power meter (--sensor), or with --trials 3 or more of a figure that varies"
 
 
 def _t(df: int) -> float:
@@ -136,6 +150,10 @@ class FigureNoise:
 
     def pct(self) -> str:
         return f"±{self.rel_half_width * 100:.1f}%"
+
+    def known(self) -> bool:
+        """Whether it bounds anything: a finite half-width (``no_spread`` has none)."""
+        return math.isfinite(self.rel_half_width) or self.basis == "drift"
 
     def dof(self) -> int | None:
         """Its degrees of freedom (the documented single-level bound: ``H200_TRIAL_DF``)."""
@@ -242,8 +260,19 @@ def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = No
                          todo="; ".join(dict.fromkeys(p.drift_todo or DRIFT_TODO for _, p in drifting)))
     if not known:
         return Judgement(INCONCLUSIVE, r, why="noise unknown", todo=MORE_DATA)
+    unbounded = [p for p in known if not p.known()]
+    if unbounded:  # a history of too few runs to have a spread: named, never "noise unknown"
+        text = "; ".join(dict.fromkeys(p.detail or p.basis for p in unbounded))
+        return Judgement(INCONCLUSIVE, r, basis="+".join(dict.fromkeys(p.basis for p in unbounded)),
+                         basis_text=text, df=0, why=f"noise from 0 degrees of freedom ({text}), fewer than {MIN_DF}",
+                         todo=MORE_DATA)
     ha = known[0].rel_half_width  # a, else b
     hb = known[-1].rel_half_width  # b, else a
+    if not ratio_half_width(ha, hb) > ZERO_REL:  # every side's spread is zero: no noise was measured
+        basis_text = "; ".join(dict.fromkeys(p.detail or p.basis for p in known))
+        return Judgement(INCONCLUSIVE, r, basis="+".join(dict.fromkeys(p.basis for p in known)),
+                         basis_text=basis_text, df=min((p.dof() or 0) for p in known),
+                         why=f"{basis_text}: {ZERO_SPREAD}", todo=ZERO_TODO)
     bases: list[str] = []
     for p in known:
         for x in p.basis.split("+"):
@@ -326,17 +355,45 @@ def with_drift(noise: FigureNoise | None, drift: tuple[str, str] | None) -> Figu
     return replace(noise, drift=words, drift_todo=todo)
 
 
+def history_text(runs: int, rel_sd: float | None, df: int, key: str | None = None, segments: int = 1,
+                 left_out: int = 0) -> str:
+    """The one sentence naming a configuration's run-to-run noise basis, the same in ``history
+    noise``, ``compare``, ``regress`` and the ``--json`` ``basis_text``: ``history of key
+    1e41ee5fdb9cdb02: 4 runs, sd 1.4%, 3 df`` (``5 runs in 2 segments`` across change points;
+    ``sd —`` without a degree of freedom); a comparison that left the runs it judges out of the
+    spread (``series_noise``) says so: ``4 runs, the 2 compared left out: sd 1.2%, 1 df``."""
+    of = f" of key {key}" if key else ""
+    segs = f" in {segments} segments" if segments > 1 else ""
+    if left_out:
+        segs += f", the {left_out} compared left out:"
+    else:
+        segs += ","
+    if rel_sd is None or not math.isfinite(rel_sd):
+        sd = "sd —"
+    else:
+        sd = "sd 0%" if rel_sd <= ZERO_REL else f"sd {rel_sd * 100:.1f}%"
+    return f"history{of}: {runs} run{'s' if runs != 1 else ''}{segs} {sd}, {df} df"
+
+
 def spread_noise(rel_sd: float | None, runs: int | None, df: int | None = None,
-                 key: str | None = None) -> FigureNoise | None:
+                 key: str | None = None, segments: int = 1, left_out: int = 0) -> FigureNoise | None:
     """From the run-to-run spread of a configuration (relative sd of ``ln(figure)``, ``df`` degrees of
-    freedom; default ``runs − 1``): one more run's 95% half-width ``t(0.975, df) · rel_sd``. None
-    without a degree of freedom (``judge`` reads fewer than ``MIN_DF`` as inconclusive)."""
+    freedom; default ``runs − 1``): one more run's 95% half-width ``t(0.975, df) · rel_sd``, its
+    basis said by ``history_text``. None without a degree of freedom (``judge`` reads fewer than
+    ``MIN_DF`` as inconclusive)."""
     if df is None and runs is not None:
         df = runs - 1 if runs >= MIN_HISTORY_RUNS else 0
     if rel_sd is None or runs is None or not df or df < 1 or not math.isfinite(rel_sd) or rel_sd < 0:
         return None
-    of = f"key {key[:12]}, " if key else ""
-    return FigureNoise(_t(df) * rel_sd, "history", runs, f"history of {of}{runs} runs, {df} df", df, 1, "runs")
+    return FigureNoise(_t(df) * rel_sd, "history", runs, history_text(runs, rel_sd, df, key, segments, left_out),
+                       df, 1, "runs")
+
+
+def no_spread(text: str, runs: int) -> FigureNoise:
+    """A configuration's history that has runs but no degree of freedom to spread over (fewer than
+    two runs left in any segment): no bound (an infinite half-width, 0 df), its sentence
+    (``history_text``) kept so a judgement says what the history holds (``judge``)."""
+    return FigureNoise(math.inf, "history", runs, text, 0, 1, "runs")
 
 
 def repeat_noise(trials: FigureNoise | None, history: FigureNoise | None) -> FigureNoise | None:
@@ -344,7 +401,13 @@ def repeat_noise(trials: FigureNoise | None, history: FigureNoise | None) -> Fig
     configuration's run-to-run noise in the history (module docstring, "Trials inside one run"):
     the wider counts, and never the trials' alone — without a history, the run-to-run floor
     (``RUN_TO_RUN_FLOOR_REL_SD``, ``z · sd``, the trials' degrees of freedom) where it is wider.
-    The basis says which counted and why (``detail``)."""
+    The basis says which counted and why (``detail``). A history without a degree of freedom
+    (``no_spread``) counts for nothing; where nothing else is known it is returned, so that the
+    judgement names it (its runs, and why it has no spread) instead of "noise unknown"."""
+    if history is not None and not history.known():
+        if trials is None:
+            return history
+        history = None
     t = trials if trials is not None and trials.basis != "drift" else None
     if t is None or history is not None:
         out = combine(trials, history)
@@ -800,6 +863,7 @@ class SeriesNoise:
     change_points: tuple[ChangePoint, ...]
     rel_sd: float | None
     df: int
+    left_out: int = 0  # runs judged by a comparison, left out of the spread (``series_noise``)
 
     @property
     def runs(self) -> int:
@@ -807,7 +871,12 @@ class SeriesNoise:
 
     def noise(self, key: str | None = None) -> FigureNoise | None:
         """One more run's 95% half-width, ``t(0.975, df) · rel_sd`` (``spread_noise``)."""
-        return spread_noise(self.rel_sd, self.runs, self.df, key) if self.df >= 1 else None
+        return (spread_noise(self.rel_sd, self.runs, self.df, key, len(self.segments), self.left_out)
+                if self.df >= 1 else None)
+
+    def text(self, key: str | None = None) -> str:
+        """Its basis in the one sentence (``history_text``)."""
+        return history_text(self.runs, self.rel_sd, self.df, key, len(self.segments), self.left_out)
 
     def last_segment(self) -> tuple[float, ...]:
         return tuple(self.values[i] for i in self.segments[-1]) if self.segments else ()
@@ -842,8 +911,9 @@ def series_noise(values: Sequence[float], run_ids: Sequence[str | None] | None =
     """Split one configuration's figures (one per run, in time order) at its change points and pool
     the spread within the segments (module docstring "Change points"). ``judged``: the runs a
     comparison judges; two of them in one segment are left out of its spread (a spread never holds
-    the difference it judges), while in separate segments each stays in its own (their difference
-    is a change point, not spread). None without a positive value."""
+    the difference it judges: ``SeriesNoise.left_out`` counts them), while in separate segments each
+    stays in its own (their difference is a change point, not spread). None without a positive
+    value."""
     pairs = [(float(v), (run_ids[i] if run_ids is not None else None)) for i, v in enumerate(values)
              if v is not None and math.isfinite(float(v)) and float(v) > 0]
     if not pairs:
@@ -870,9 +940,14 @@ def series_noise(values: Sequence[float], run_ids: Sequence[str | None] | None =
             seg.append(i)
     judged = set(judged)
     spread_segments = []
+    left_out = 0
     for seg in segments:
         inside = [i for i in seg if ids[i] is not None and ids[i] in judged]
-        spread_segments.append([i for i in seg if i not in inside] if len(inside) >= 2 else seg)
+        if len(inside) >= 2:
+            spread_segments.append([i for i in seg if i not in inside])
+            left_out += len(inside)
+        else:
+            spread_segments.append(seg)
     sd, df = _pooled(logs, spread_segments)
     return SeriesNoise(values=tuple(vals), run_ids=tuple(ids), segments=tuple(tuple(s) for s in segments),
-                       change_points=tuple(cps), rel_sd=sd, df=df)
+                       change_points=tuple(cps), rel_sd=sd, df=df, left_out=left_out)

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from wattbench.core.numbers import fmt, fmt_fraction_pct, fmt_range
 from wattbench.core.numbers import fmt_estimate, fmt_fraction_pct as pct, fmt_ratio, MISSING
-from wattbench.metrics.noise import INCONCLUSIVE, judge, MAX_BOUND, MIN_DF
+from wattbench.metrics.noise import INCONCLUSIVE, judge, MAX_BOUND, MIN_DF, MIN_HISTORY_RUNS, ZERO_REL
 from wattbench.report.notes import count_text, verdict_text
 from wattbench.results.configuration import describe
 
@@ -37,15 +37,16 @@ def level_text(load: dict[str, Any]) -> str:
 
 
 def noise_lines(sp: Spread) -> list[str]:
-    """``history noise`` for one configuration (``results.store_noise.Spread``): the runs, the
-    spread within segments, every change point, one more run's bound (or why it is inconclusive),
-    the key."""
+    """``history noise`` for one configuration (``results.store_noise.Spread``): the figure, its
+    noise basis in the sentence ``compare`` and ``regress`` print for it (``Spread.text``: runs, sd,
+    df, key), every change point, one more run's bound (or why it is inconclusive: ``judge``'s why
+    and what would settle it)."""
     out = [describe(sp.config)]
     name = "tok/s/kW" if sp.figure.startswith("output_tokens_per_s_per_kw") else "out tok/s"
-    sd = f"sd {fmt_fraction_pct(sp.rel_sd)} ({sp.df} df)" if sp.rel_sd is not None else "sd —"
     segs = sp.segment_runs or [sp.runs]
     now = f"mean {fmt(sp.mean)}" if len(segs) == 1 else f"now {fmt(sp.mean)} (last {segs[-1]} run{'s' if segs[-1] != 1 else ''})"
-    out.append(f"  {sp.runs} runs · {name} {now}, {sd}, range {fmt_range(sp.low, sp.high)}")
+    out.append(f"  {name} {now}, range {fmt_range(sp.low, sp.high)}")
+    out.append(f"  noise: {sp.text()}")
     lv = level_text(sp.config.get("load") or {})
     if sp.series is not None:
         for cp in sp.series.change_points:  # two lines: a run id is 22 characters, a line 80
@@ -57,13 +58,16 @@ def noise_lines(sp: Spread) -> list[str]:
     jd = judge(1.0, fn, fn)
     if fn is not None and fn.rel_half_width <= MAX_BOUND and jd.word != INCONCLUSIVE:
         out.append(f"  one more run within ±{fmt_fraction_pct(fn.rel_half_width)} of the mean (95%)")
+    elif fn is not None and fn.rel_half_width <= ZERO_REL:
+        out.append("  verdicts on it are inconclusive: its runs gave one figure (sd 0%), which measures no")
+        out.append("  noise (a declared or estimated power?): a meter, or --trials of a figure that varies")
     elif fn is not None:
         short = (f"{fn.dof()} df" if (fn.dof() or 0) < MIN_DF else f"over ±{fmt(MAX_BOUND * 100, kind='effect')}%")
         out.append(f"  one more run within ±{fmt_fraction_pct(fn.rel_half_width)} (95%): too wide to judge by ({short})")
         out.append("  verdicts on it are inconclusive: more runs, longer levels or --trials")
     else:
-        out.append("  noise unknown: 3+ runs of one configuration (2 df) give where one more run falls")
-    out.append(f"  key {sp.config_key}")
+        out.append(f"  noise unknown: {MIN_HISTORY_RUNS}+ runs of one configuration ({MIN_DF} df) give where one")
+        out.append("  more run falls")
     return out
 
 
@@ -110,6 +114,24 @@ def answer_lines(cmp: Comparison) -> list[str]:
     return out
 
 
+BASIS_LABELS = {"output_tokens_per_s_per_kw": "per kW", "j_per_output_token": "J/output token",
+                "output_tokens_per_s": "throughput", "avg_power_w": "power", "goodput_per_kw": "goodput per kW"}
+
+
+def basis_lines(bases: dict[str, str]) -> list[str]:
+    """Each judged figure's noise basis once (``analysis/compare.noise_bases``): ``noise of per kW:
+    history of key 1e41ee5fdb9cdb02: 4 runs, sd 1.4%, 3 df`` — for a history, the sentence ``history
+    noise`` prints for the same configuration. J/output token shares per kW's basis (the same noise on
+    the log scale): said with it, not twice."""
+    out: list[str] = []
+    said: dict[str, list[str]] = {}
+    for fig, text in bases.items():
+        said.setdefault(text, []).append(BASIS_LABELS.get(fig, fig))
+    for text, names in said.items():
+        out.append(f"noise of {', '.join(names)}: {text}")
+    return out
+
+
 def render_findings(console: Console, findings: Sequence[Diagnosis], incomparable: Iterable[Incomparability] = (),
                     warnings: Iterable[str] = ()) -> None:
     if incomparable:
@@ -137,6 +159,8 @@ def render_compare(cmp: Comparison, agreement: Agreement | None = None, results:
         tail = f" · {counted} (wattbench report --notes)" if counted else ""
         c.print(escape(f"{role} {r.run_id}: {verdict_text(r)}{tail}"), soft_wrap=True)
     for line in answer_lines(cmp):
+        c.print(escape(line), soft_wrap=True)
+    for line in basis_lines(cmp.noise_bases):
         c.print(escape(line), soft_wrap=True)
     if cmp.todo:
         c.print(escape(f"inconclusive: {cmp.todo}"), style="dim", soft_wrap=True)
@@ -194,6 +218,8 @@ def render_regress(rep: RegressReport, console: Console | None = None) -> None:
             c.print(f"[cyan]pass[/cyan] {escape(o.message)}")
         else:
             c.print(f"[green]ok[/green]   {escape(o.message)}")
+    for line in basis_lines(rep.noise_bases):
+        c.print(escape(line))
     if rep.todo:
         c.print(f"[dim]{escape('inconclusive: ' + rep.todo)}[/dim]")
     held = sum(1 for o in rep.outcomes if o.status == "pass")

@@ -540,10 +540,11 @@ class HistoryStore:
     # -------------------------------------------------------------- noise
 
     def noise(self, config_key: str, exclude_runs: tuple[str, ...] | list[str] = (),
-              judged: tuple[str, ...] | list[str] = ()) -> Spread | None:
+              figure: str | None = None, judged: tuple[str, ...] | list[str] = ()) -> Spread | None:
         """The noise of one configuration's figure across the complete runs that measured it, split
-        at its change points (``store_noise.spread``; ``judged``: the runs a comparison judges)."""
-        return spread(self.conn, config_key, exclude_runs, judged)
+        at its change points (``store_noise.spread``; ``figure``: one of its stored figures, default
+        the key's own; ``judged``: the runs a comparison judges)."""
+        return spread(self.conn, config_key, exclude_runs, figure, judged)
 
     def noise_table(self, min_runs: int = 2, model: str | None = None, engine: str | None = None,
                     gpu: str | None = None) -> list[Spread]:

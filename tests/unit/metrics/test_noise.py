@@ -216,6 +216,52 @@ def test_two_judged_runs_in_one_segment_leave_its_spread():
     judged = series_noise(vals, ids, judged=["d", "e"])
     assert whole.segments == judged.segments == ((0, 1, 2, 3, 4),)
     assert judged.df == 2 and whole.df == 4 and judged.rel_sd < whole.rel_sd
+    assert (whole.left_out, judged.left_out) == (0, 2)
     # in separate segments each stays in its own: their difference is the change point, not spread
     s = series_noise([100.0, 101.0, 99.0, 50.0, 50.5], ["a", "b", "c", "d", "e"], judged=["c", "e"])
-    assert s.df == 3
+    assert s.df == 3 and s.left_out == 0
+
+
+def test_one_count_and_one_sentence_whoever_reads_the_spread():
+    from wattbench.metrics.noise import INCONCLUSIVE, history_text, judge, no_spread, repeat_noise, series_noise
+
+    vals, ids = [100.0, 100.5, 99.5, 101.0], ["a", "b", "c", "d"]
+    logs = [math.log(v) for v in vals]
+    m = sum(logs) / 4
+    s = series_noise(vals, ids)
+    assert s.df == 3 and s.rel_sd == pytest.approx(math.sqrt(sum((x - m) ** 2 for x in logs) / 3), rel=1e-12)
+    sentence = f"history of key k1: 4 runs, sd {s.rel_sd * 100:.1f}%, 3 df"
+    assert s.text("k1") == sentence == history_text(4, s.rel_sd, 3, "k1") == s.noise("k1").detail
+    assert judge(1.01, s.noise("k1")).basis_text == sentence  # what compare and regress print
+    # a comparison of b and c leaves them out: the same 4 runs, and the sentence says what remains
+    j = series_noise(vals, ids, judged=["b", "c"])
+    rest = [math.log(100.0), math.log(101.0)]
+    sd2 = abs(rest[0] - rest[1]) / math.sqrt(2)
+    assert j.df == 1 and j.rel_sd == pytest.approx(sd2, rel=1e-12)
+    assert j.text("k1") == f"history of key k1: 4 runs, the 2 compared left out: sd {sd2 * 100:.1f}%, 1 df"
+    # across a change point the segments are said
+    s2 = series_noise([100.0, 101.0, 99.0, 50.0, 50.5], ["a", "b", "c", "d", "e"])
+    assert s2.df == 3 and s2.text().startswith("history: 5 runs in 2 segments, sd ")
+    # three runs, two of them judged: no spread left — named, with its runs, never "noise unknown"
+    t = series_noise([100.0, 99.0, 95.0], ["a", "b", "c"], judged=["a", "c"])
+    assert t.df == 0 and t.noise("k") is None
+    h = no_spread(t.text("k"), t.runs)
+    assert repeat_noise(None, h) is h
+    jd = judge(0.95, h, h)
+    assert jd.word == INCONCLUSIVE and jd.df == 0
+    assert jd.why == ("noise from 0 degrees of freedom (history of key k: 3 runs, the 2 compared left out: sd —, "
+                      "0 df), fewer than 2")
+
+
+def test_a_zero_spread_is_inconclusive_and_says_why():
+    from wattbench.metrics.noise import INCONCLUSIVE, judge, series_noise
+
+    # four runs with one figure (a declared power and a fixed throughput): sd 0%, 3 df — no noise measured
+    fn = series_noise([500.0] * 4, ["a", "b", "c", "d"]).noise("k")
+    assert fn.rel_half_width < 1e-12 and fn.detail == "history of key k: 4 runs, sd 0%, 3 df"
+    for ratio in (1.0, 1.2):  # never "within noise" at 1.0, never "beyond" on a zero-wide interval
+        jd = judge(ratio, fn, fn)
+        assert jd.word == INCONCLUSIVE, jd
+        assert "sd 0%" in jd.why and "measures no noise" in jd.why and "--sensor" in jd.todo
+    # three identical figures: their log mean rounds, their spread is zero all the same
+    assert judge(1.0, series_noise([1234.567] * 3).noise()).word == INCONCLUSIVE

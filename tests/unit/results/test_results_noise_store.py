@@ -63,8 +63,16 @@ def test_the_history_keeps_the_spread_of_repeated_runs(tmp_path):
         assert sp.rel_sd == pytest.approx(math.sqrt(sum((x - m) ** 2 for x in logs) / 2)) == pytest.approx(0.09119, rel=1e-3)
         assert sp.run_ids == ["r0", "r1", "r2"] and sp.change_points == []
         assert sp.figure == "output_tokens_per_s_per_kw@accelerator"
-        # the runs being judged are left out of the spread that judges them
         assert store.noise(key, exclude_runs=["r2"]).runs == 2
+        # any stored figure of the configuration, by name: throughput 1000/1100/1200 (the same sd of ln:
+        # power is constant), power 700 W in every run (sd 0), J/output token = 0.7 / 1.0..1.2
+        tp = store.noise(key, figure="output_tokens_per_s")
+        assert (tp.figure, tp.runs, tp.df) == ("output_tokens_per_s", 3, 2)
+        assert tp.rel_sd == pytest.approx(sp.rel_sd, rel=1e-9) and tp.mean == pytest.approx(1100.0)
+        pw = store.noise(key, figure="avg_power_w@accelerator")
+        assert pw.runs == 3 and pw.rel_sd == pytest.approx(0.0, abs=1e-12) and pw.text().endswith("3 runs, sd 0%, 2 df")
+        assert store.noise(key, figure="avg_power_w@node") is None  # stored at the accelerator, not the node
+        assert store.noise(key, figure="ttft_p50_ms") is None  # not stored: no spread
         assert [s.runs for s in store.noise_table(min_runs=2)] == [3]
         assert [s.runs for s in store.noise_table(min_runs=1)] == [3, 1]
         assert store.noise_table(min_runs=2, gpu="h100") == []
@@ -87,9 +95,12 @@ def test_history_noise_prints_each_configuration_at_80_columns(tmp_path):
     assert lines[1] == "    c=8 @ accelerator"
     lines = lines[1:]
     # per kW 1428.6 / 1571.4 / 1714.3: sd of ln 9.12% (2 df); t(0.975, 2) x 9.12% = 39.2%: over ±25%
-    assert lines[1] == "  3 runs · tok/s/kW mean 1,571, sd 9.1% (2 df), range 1,429–1,714"
-    assert lines[2] == "  one more run within ±39.2% (95%): too wide to judge by (over ±25%)"
-    assert "inconclusive" in lines[3]
+    key = _key(_run("x", 1.0))
+    assert lines[1] == "  tok/s/kW mean 1,571, range 1,429–1,714"
+    # the basis in the sentence compare and regress print for it (metrics/noise.history_text)
+    assert lines[2] == f"  noise: history of key {key}: 3 runs, sd 9.1%, 2 df"
+    assert lines[3] == "  one more run within ±39.2% (95%): too wide to judge by (over ±25%)"
+    assert "inconclusive" in lines[4]
     assert all(len(x) <= 80 for x in out.output.splitlines())
     empty = CliRunner().invoke(build_app(), ["history", "noise", "--db", str(db), "--min-runs", "4"])
     assert empty.exit_code == 0 and "no configuration measured by 4+ complete runs" in empty.output
