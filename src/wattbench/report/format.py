@@ -11,7 +11,7 @@ from wattbench.results.headline import boundary_order
 from wattbench.results.headline import headline_boundary as _headline_boundary
 from wattbench.results.headline import per_token, shown_boundaries, trial_ci
 from wattbench.analysis.figures import headline
-from wattbench.core.numbers import MISSING, fmt, fmt_estimate, fmt_pct, fmt_range
+from wattbench.core.numbers import MISSING, fmt, fmt_estimate, fmt_pct, fmt_range, fmt_uncertain
 from wattbench.accounting.findings import NO_SENSOR_REASON
 from wattbench.accounting.level_findings import in_flight_finding, P99_MIN_SAMPLES
 
@@ -84,6 +84,30 @@ def precision_text(level: LevelResult) -> str:
     return f"; {asked}: not reached; {more}"
 
 
+def estimate_pct(be: BoundaryEnergy | None) -> float | None:
+    """The stated ±% of a boundary whose power is modelled, not measured (label ``estimate``: its
+    ``uncertainty_pct``, ±60% for the CPU-utilization model); None for a measured or declared one."""
+    if be is None or be.label != "estimate":
+        return None
+    return be.uncertainty_pct
+
+
+def energy_fmt(be: BoundaryEnergy | None, value: float | None, unit: str = "") -> str:
+    """A figure derived from a boundary's power (W, J, J/token, tokens per kW or kWh, cost, carbon)
+    written as what it is: from a modelled power, with the significant digits its ±% allows
+    (``core.numbers.fmt_uncertain``: 43,825,484 out tok/kWh at ±60% reads 44,000,000 — the label
+    ``estimate`` and its ±% stand beside it, in the header or the line); otherwise ``fmt``."""
+    return fmt_uncertain(value, estimate_pct(be), unit)
+
+
+def energy_where(name: str, be: BoundaryEnergy) -> str:
+    """``node``, ``node, declared``, ``host, estimate ±60%``: a boundary with how its power was had."""
+    if be.label == "measured":
+        return name
+    u = estimate_pct(be)
+    return f"{name}, {be.label}" + (f" ±{fmt(u, kind='effect')}%" if u is not None else "")
+
+
 def headline_line(level: LevelResult) -> str:
     """``1,234 out tok/s · 0.41 kW (accelerator) · 3,010 tok/s/kW · 0.33 J/tok · p99 TTFT 180 ms``.
 
@@ -101,15 +125,14 @@ def headline_line(level: LevelResult) -> str:
         figs.append(f"energy unavailable: {energy_unavailable_reason(level)}")
     else:
         name, be = hb
-        where = name if be.label == "measured" else f"{name}, {be.label}"
         w = h["avg_power_w"]
-        figs.append(f"{fmt(None if w is None else w / 1000.0)} kW ({where})")
-        per_kw = f"{fmt(h['output_tokens_per_s_per_kw'])} tok/s/kW"
+        figs.append(f"{energy_fmt(be, None if w is None else w / 1000.0)} kW ({energy_where(name, be)})")
+        per_kw = f"{energy_fmt(be, h['output_tokens_per_s_per_kw'])} tok/s/kW"
         ci = trial_ci(level, "output_tokens_per_s_per_kw", name)
         if ci is not None:
             per_kw += f" (mean of {ci.n} trials, {interval_text(level, ci.low, ci.high, ci.mean)})"
         figs.append(per_kw)
-        figs.append(f"{fmt(h['j_per_output_token'])} J/tok")
+        figs.append(f"{energy_fmt(be, h['j_per_output_token'])} J/tok")
     n = level.requests.completed
     few = f" (n={n})" if 0 < n < P99_MIN_SAMPLES else ""  # a p99 from few requests is their maximum
     figs.append(f"p99 TTFT {fmt(h['ttft_p99_ms'])} ms{few}")

@@ -19,6 +19,7 @@ Modules: ``html_doc`` (escaping, page collector, tables), ``html_overview`` (the
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 from wattbench.core.redact import clip
@@ -63,10 +64,11 @@ def _energy_table(energy: dict[str, BoundaryEnergy], currency: str) -> str:
     rows = []
     for b in shown_boundaries(energy):  # a boundary equal to another (host = the cpu estimate) once
         be = energy[b]
-        rows.append([b, be.label, be.method, fmt(be.energy_j), fmt(be.avg_power_w), fmt(be.p99_power_w),
-                     fmt(be.max_power_w), fmt(be.idle_power_w), fmt(be.dynamic_energy_j),
-                     fmt(be.j_per_output_token), fmt(be.output_tokens_per_s_per_kw),
-                     fmt(be.output_tokens_per_kwh), fmt(be.cost_per_million_output_tokens),
+        e = partial(F.energy_fmt, be)  # an estimate's figures at the digits its ±% allows
+        rows.append([b, be.label, be.method, e(be.energy_j), e(be.avg_power_w), e(be.p99_power_w),
+                     e(be.max_power_w), e(be.idle_power_w), e(be.dynamic_energy_j),
+                     e(be.j_per_output_token), e(be.output_tokens_per_s_per_kw),
+                     e(be.output_tokens_per_kwh), e(be.cost_per_million_output_tokens),
                      fmt(be.uncertainty_pct), fmt_fraction_pct(be.coverage), fmt(be.largest_gap_s),
                      "; ".join(be.notes)])
     return table(headers, rows, "energy")

@@ -17,7 +17,7 @@ from typing import Any
 from wattbench.analysis.figures import headline
 from wattbench.results.headline import trial_ci
 from wattbench.report import format as F
-from wattbench.core.numbers import fmt
+from wattbench.core.numbers import fmt, fmt_uncertain
 from wattbench.report import summary as S
 from wattbench.report.goodput import has_goodput, slo_text
 from wattbench.report.labels import short_label
@@ -174,8 +174,8 @@ def hero(r: Result) -> str:
     if h.boundary is None:
         big, unit = "–", f"energy unavailable: {F.energy_unavailable_reason(h.level)}"
     else:
-        big = fmt(h.value)
         u = S.meter_pct(h)  # a declared meter's (or an estimate's) stated ±%, as the answer line says it
+        big = fmt_uncertain(h.value, u if h.label == "estimate" else None)  # an estimate at its ±%'s digits
         where = h.boundary if h.label == "measured" else f"{h.boundary}, {h.label}" + (
             f" ±{fmt(u, kind='effect')}%" if u is not None else "")
         unit = f"{h.title} ({where})"

@@ -24,6 +24,7 @@ from wattbench.report.notes import run_notes, verdict_text
 from wattbench.report.tables import Column, trial_columns
 from wattbench.report.trials import any_trials, last_trial_title, trials_title
 from wattbench.report.data import RunData
+from wattbench.report.format import energy_fmt
 from wattbench.core.schema import BoundaryEnergy
 from wattbench.report.notes import count_text
 from wattbench.report.tables import level_rows
@@ -64,7 +65,8 @@ def _energy_table(energy: dict[str, BoundaryEnergy], currency: str) -> list[str]
     for title, attr, unit in ENERGY_ROWS:
         if attr == "cost_per_million_output_tokens":
             unit = currency  # the run's --currency, named with every cost
-        cells = [fmt(getattr(energy[b], attr), unit) for b in bounds]
+        cells = [fmt(getattr(energy[b], attr), unit) if attr == "uncertainty_pct"  # an estimate's at its ±%'s digits
+                 else energy_fmt(energy[b], getattr(energy[b], attr), unit) for b in bounds]
         lines.append(f"| {title} | " + " | ".join(cells) + " |")
     return lines
 

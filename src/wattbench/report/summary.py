@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wattbench.report import format as F
-from wattbench.core.numbers import MISSING, fmt, fmt_estimate, fmt_pct, fmt_pct_against, fmt_signed_pct
+from wattbench.core.numbers import MISSING, fmt, fmt_estimate, fmt_pct, fmt_pct_against, fmt_signed_pct, fmt_uncertain
 from wattbench.core.schema import FindingKind, LevelResult, Result
 from wattbench.report.ab import sequence_text
 from wattbench.report.goodput import goodput_cells, goodput_point, slo_text
@@ -374,7 +374,8 @@ def answer_line(result: Result) -> str | None:
     wm = with_meter(h) if h.ci is not None else None
     # the figure at the precision of the widest interval said of it (the meter's ± counted)
     value = (fmt_estimate(h.value, wm[1], wm[2])[0] if wm is not None else
-             fmt_estimate(h.value, h.ci[0], h.ci[1])[0] if h.ci is not None else fmt(h.value))
+             fmt_estimate(h.value, h.ci[0], h.ci[1])[0] if h.ci is not None else
+             fmt_uncertain(h.value, u if h.label == "estimate" else None))  # an estimate at its ±%'s digits
     figure = f"{value} {h.title}{where}" if h.boundary else "no energy measured"
     if h.boundary is not None and h.value is None and not h.level.throughput.output_tokens:
         # energy without tokens (``measure`` around a command wattbench cannot count tokens of): what

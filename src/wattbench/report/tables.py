@@ -92,8 +92,9 @@ def level_columns(result: Result, with_latency: bool = True) -> list[Column]:
         label = _boundary_label(result, b)
         sb = short_boundary(b)
 
-        def cells(attr: str, b: str = b) -> list[str]:
-            return [fmt(getattr(lv.energy[b], attr)) if b in lv.energy else MISSING for lv in lvs]
+        def cells(attr: str, b: str = b) -> list[str]:  # an estimate's figures at its ±%'s digits
+            return [F.energy_fmt(lv.energy[b], getattr(lv.energy[b], attr)) if b in lv.energy else MISSING
+                    for lv in lvs]
 
         cols.append(Column(f"W\n{sb}\n{label}", cells("avg_power_w"), kind=f"label:{label}"))
         if F.has_per_token(result, b):
