@@ -209,7 +209,23 @@ def validity_lines(result: Result, width: int | None = None, run_dir: str | None
     return [verdict_line(result), *note_renderables(result, width, run_dir)]
 
 
-def title_line(result: Result) -> Text:
+def title_line(result: Result, width: int | None = None) -> Text:
+    """``wattbench RUN_ID · model · engine version · label L · SLO S``; at ``width`` columns,
+    folded at its `` · `` separators (a part longer than the width stays whole, for the console
+    to fold), so ``SLO`` is never split from its objectives."""
+    parts = title_parts(result)
+    if width is None:
+        return Text(" · ".join(parts), style="bold")
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 3 + len(part) <= width:
+            lines[-1] += " · " + part
+        else:
+            lines.append(part if not lines else "  " + part)
+    return Text("\n".join(lines), style="bold")
+
+
+def title_parts(result: Result) -> list[str]:
     # the run id, model and engine version come from a server or a result file: escaped and capped
     parts = [f"wattbench {term(result.run_id)}"]
     if result.server.model:
@@ -222,7 +238,7 @@ def title_line(result: Result) -> Text:
     slo = slo_text(result)
     if slo:
         parts.append(f"SLO {slo}")
-    return Text(" · ".join(parts), style="bold")
+    return parts
 
 
 class RunSummary:
@@ -238,7 +254,7 @@ class RunSummary:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         r = self.result
-        yield title_line(r)
+        yield title_line(r, options.max_width)
         for line in S.lead_lines(r):  # the answer first
             yield Text(line)
         yield verdict_line(r)

@@ -200,3 +200,15 @@ def test_the_figures_come_before_the_prose(result):
     assert at["answer: "] < at["verdict: "] < at["level "] < at["! "] < at["what each term means"]
     assert not any(x.startswith(("! ", "- ", "✗ ")) for x in lines[:at["level "]])
     assert lines[-1] == "what each term means: wattbench report --glossary"
+
+
+def test_the_title_folds_at_its_separators(result):
+    """At 80 columns the title folds between its parts, never inside one (``SLO`` beside its
+    objectives); at 160 it is one line."""
+    narrow = render(run_summary(result), 80).splitlines()
+    wide = render(run_summary(result), 160).splitlines()
+    assert wide[0].startswith("wattbench run-report-fake · ") and "SLO ttft_p99=120ms,tpot_p99=20ms" in wide[0]
+    title = narrow[:narrow.index(next(x for x in narrow if x.startswith("answer: ")))]
+    assert len(title) == 2 and title[1].startswith("  ")
+    assert " · ".join(x.strip() for x in title) == wide[0].rstrip()
+    assert any(x.strip().endswith("SLO ttft_p99=120ms,tpot_p99=20ms") for x in title)
