@@ -322,7 +322,7 @@ def write_run_html(run_dir: str | Path) -> Path:
 SAMPLE_MAX_CHARS = 4_000  # of a sample prompt or response shown in report.html (the whole is in requests.jsonl)
 
 
-def _sample(text) -> str:
+def _sample(text: object) -> str:
     """A sample text as the report shows it: at most ``SAMPLE_MAX_CHARS`` characters, the cut said."""
     text = str(text)
     if len(text) <= SAMPLE_MAX_CHARS:

@@ -55,9 +55,11 @@ def columns_table(key: list[str], cols: list[Column], cls: str) -> str:
             f'<tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def _error_bars(levels: list[LevelResult], name: str, boundary: str | None) -> dict | None:
+def _error_bars(levels: list[LevelResult], name: str, boundary: str | None) -> dict[str, Any] | None:
     """Plotly ``error_y`` from the trials' 95% CIs around the stored value (None without trials)."""
-    plus, minus, any_ci = [], [], False
+    plus: list[float | None] = []
+    minus: list[float | None] = []
+    any_ci = False
     for lv in levels:
         ci = trial_ci(lv, name, boundary)
         if ci is None:
@@ -79,7 +81,7 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     text = [ptxt(short_label(lv)) for lv in r.levels]
     # a part (the HBM rail, the host of a GPU server) has no tokens per kW: its power is elsewhere
     bounds = [b for b in F.result_boundaries(r) if F.has_per_token(r, b)]
-    data: list[dict] = []
+    data: list[dict[str, Any]] = []
     panels = [("x", "y"), ("x2", "y2"), ("x3", "y3")]
     h = S.headline(r)
     if has_goodput(r) and h is not None and h.boundary is not None:
@@ -87,7 +89,8 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
         gb = h.boundary
         ys = [headline(lv, gb)["goodput_per_kw"] if gb in lv.energy else None
               for lv in r.levels]
-        tr = {"type": "scatter", "mode": "lines+markers", "x": x, "y": ys, "text": text,
+        tr: dict[str, Any] = {
+              "type": "scatter", "mode": "lines+markers", "x": x, "y": ys, "text": text,
               "name": ptxt(f"goodput tok/s per kW, {gb} (met the SLO)"), "legendgroup": "goodput",
               "line": {"color": "#2ca02c", "width": 3}, "marker": {"size": 9}, "xaxis": "x", "yaxis": "y",
               "hovertemplate": "%{text}: %{y:,.3~g} goodput tok/s/kW<extra>" + ptxt(gb) + "</extra>"}

@@ -6,6 +6,7 @@ Every number comes from ``result.json`` / the run's side files; plots are shaped
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from wattbench.report import format as F
@@ -71,11 +72,11 @@ def latency_ecdf(doc: Doc, run: RunData) -> None:
     panels = [("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("itl_ms", "inter-chunk latency (ms)"),
               ("e2e_ms", "end-to-end latency (ms)")]
     axes = [("x", "y"), ("x2", "y2"), ("x3", "y3"), ("x4", "y4")]
-    data: list[dict] = []
+    data: list[dict[str, Any]] = []
     for k, lv in enumerate(by_load(run.result).levels):  # the legend in load order
         recs = [r for r in run.level_requests(lv.index) if r.ok and not r.warmup]
         per = [per_request_latencies(r) for r in recs]
-        vals = {
+        vals: dict[str, Sequence[float | None]] = {
             "ttft_ms": [p["ttft_ms"] for p in per],
             "tpot_ms": [p["tpot_ms"] for p in per],
             "itl_ms": [g for r in recs for g in inter_chunk_gaps_ms(r)],
@@ -127,7 +128,7 @@ def throughput_vs_load(doc: Doc, run: RunData) -> None:
     r = by_load(run.result)
     x, xtitle = x_of_levels(r)
     text = [ptxt(lv.label) for lv in r.levels]
-    data = [{"type": "scatter", "mode": "lines+markers", "x": x, "y": [lv.throughput.output_tokens_per_s for lv in r.levels],
+    data: list[dict[str, Any]] = [{"type": "scatter", "mode": "lines+markers", "x": x, "y": [lv.throughput.output_tokens_per_s for lv in r.levels],
              "text": text, "name": "output tokens/s", "hovertemplate": "%{text}: %{y:,.0f} tok/s<extra></extra>"}]
     doc.plot(data, {"title": {"text": "Output throughput vs load", "x": 0.01},
                     "xaxis": {"title": {"text": xtitle}}, "yaxis": {"title": {"text": "output tokens/s"},
@@ -235,14 +236,15 @@ def power_split(doc: Doc, run: RunData) -> None:
     if not levels:
         return  # the board reports no memory power: nothing to show (the energy table says which boundaries exist)
     x = [ptxt(lv.label) for lv in levels]
+    splits = [lv.power_split for lv in levels if lv.power_split is not None]  # one per level
     parts = [("memory", "idle", "#9ecae1"), ("memory", "dynamic", "#3182bd"),
              ("rest", "idle", "#fdd0a2"), ("rest", "dynamic", "#e6550d")]
-    data = []
+    data: list[dict[str, Any]] = []
     for part, kind, color in parts:
-        ys = [getattr(lv.power_split.parts[part], f"{kind}_power_w") for lv in levels]
+        ys = [getattr(sp.parts[part], f"{kind}_power_w") for sp in splits]
         data.append({"type": "bar", "x": x, "y": ys, "name": f"{part} {kind} (W)", "marker": {"color": color}})
-    if any(lv.power_split.parts["memory"].idle_power_w is None for lv in levels):
-        data = [{"type": "bar", "x": x, "y": [lv.power_split.parts[p].avg_power_w for lv in levels],
+    if any(sp.parts["memory"].idle_power_w is None for sp in splits):
+        data = [{"type": "bar", "x": x, "y": [sp.parts[p].avg_power_w for sp in splits],
                  "name": f"{p} (W)", "marker": {"color": c}} for p, c in (("memory", "#3182bd"), ("rest", "#e6550d"))]
     doc.plot(data, {"title": {"text": "Where the board's watts go: memory (HBM) vs the rest, idle vs dynamic "
                               "(average power over the full window)", "x": 0.01},

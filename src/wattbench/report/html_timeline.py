@@ -6,6 +6,7 @@ The tokens/s and in-flight series come from ``wattbench.metrics.timeline``; here
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,10 +16,16 @@ from wattbench.core.numbers import fmt
 from wattbench.report.data import RunData
 from wattbench.report.html_doc import COLORS, MAX_TIMELINE_BUCKETS, TIMELINE_MAX_POINTS, Doc, ptxt
 from wattbench.report.thin import thin_series
-from wattbench.core.schema import LevelResult
+from wattbench.core.schema import LevelResult, RequestRecord
 from wattbench.telemetry.base import BOUNDARIES
 from wattbench.accounting.counters import counter_power_w
 from wattbench.metrics.timeline import in_flight_steps, output_tokens_per_s_buckets
+
+# One Plotly trace as the page's JSON carries it.
+Trace = dict[str, Any]
+# Monotonic ns -> the plot's x axis (seconds into the level's window).
+ToX = Callable[[np.ndarray], np.ndarray]
+
 
 def _classify_series(name: str) -> str | None:
     """Which timeline row a scraped server series belongs to, from its name."""
@@ -32,7 +39,7 @@ def _classify_series(name: str) -> str | None:
     return None
 
 
-def _window_of(run: RunData, lv: LevelResult, recs) -> tuple[int, int] | None:
+def _window_of(run: RunData, lv: LevelResult, recs: Sequence[RequestRecord]) -> tuple[int, int] | None:
     """The span the timeline draws: the level's window; with ``--trials``, from its first trial's
     first request to the end of its last (``lv.window`` is the last trial's alone, so power and load
     of every trial are drawn, not the last trial's only)."""
@@ -77,9 +84,9 @@ def timeline(doc: Doc, run: RunData, lv: LevelResult, color_of: dict[str, str]) 
             "--keep-chunks).</p>")
 
 
-def _power_traces(run: RunData, lo: int, hi: int, color_of: dict[str, str], xs) -> list[dict]:
+def _power_traces(run: RunData, lo: int, hi: int, color_of: dict[str, str], xs: ToX) -> list[Trace]:
     """One line per power channel in [lo, hi]; a counter channel only where its device has no power channel."""
-    data: list[dict] = []
+    data: list[Trace] = []
     tel = run.telemetry
     have_power: set[tuple[str | None, str]] = set()
     chans = list(tel.channels.values())
@@ -113,9 +120,9 @@ def _power_traces(run: RunData, lo: int, hi: int, color_of: dict[str, str], xs) 
     return data
 
 
-def _idle_traces(run: RunData, lo: int, hi: int, xs) -> list[dict]:
+def _idle_traces(run: RunData, lo: int, hi: int, xs: ToX) -> list[Trace]:
     """A dotted horizontal line per boundary at its measured idle power."""
-    data: list[dict] = []
+    data: list[Trace] = []
     for b, info in run.result.idle.items():
         pw = info.power_w
         if pw is not None:
@@ -125,9 +132,9 @@ def _idle_traces(run: RunData, lo: int, hi: int, xs) -> list[dict]:
     return data
 
 
-def _in_flight_traces(recs, xs) -> list[dict]:
+def _in_flight_traces(recs: Sequence[RequestRecord], xs: ToX) -> list[Trace]:
     """Client-side requests in flight, as a step line on the requests row."""
-    data: list[dict] = []
+    data: list[Trace] = []
     it, ic = in_flight_steps(recs)
     if it.size:
         it, ic = thin_series(it, ic, TIMELINE_MAX_POINTS)
@@ -136,9 +143,9 @@ def _in_flight_traces(recs, xs) -> list[dict]:
     return data
 
 
-def _server_traces(run: RunData, lo: int, hi: int, xs) -> tuple[list[dict], int, int]:
+def _server_traces(run: RunData, lo: int, hi: int, xs: ToX) -> tuple[list[Trace], int, int]:
     """Scraped server running / waiting / KV-cache series in [lo, hi], and how many of each row were drawn."""
-    data: list[dict] = []
+    data: list[Trace] = []
     n_server = 0
     n_kv = 0
     for name, (st, sv) in sorted(run.server_timeline.items()):
@@ -161,9 +168,9 @@ def _server_traces(run: RunData, lo: int, hi: int, xs) -> tuple[list[dict], int,
     return data, n_server, n_kv
 
 
-def _tokens_per_s_traces(recs, lo: int, hi: int, xs) -> list[dict]:
+def _tokens_per_s_traces(recs: Sequence[RequestRecord], lo: int, hi: int, xs: ToX) -> list[Trace]:
     """Output tokens/s in buckets (at most ``MAX_TIMELINE_BUCKETS``), from ``metrics.timeline``."""
-    data: list[dict] = []
+    data: list[Trace] = []
     bucket_s = max(1.0, (hi - lo) / 1e9 / MAX_TIMELINE_BUCKETS)
     bt, tps = output_tokens_per_s_buckets(recs, lo, hi, bucket_s)
     if bt.size:
@@ -173,7 +180,7 @@ def _tokens_per_s_traces(recs, lo: int, hi: int, xs) -> list[dict]:
     return data
 
 
-def _layout(lv: LevelResult, window: tuple[int, int], xs, n_power: int, n_server: int, n_kv: int) -> dict[str, Any]:
+def _layout(lv: LevelResult, window: tuple[int, int], xs: ToX, n_power: int, n_server: int, n_kv: int) -> dict[str, Any]:
     """Four stacked y axes, notes on empty rows, the measurement window and steady-state band."""
     s, end = window
     domains = [(0.74, 1.0), (0.49, 0.70), (0.27, 0.45), (0.0, 0.23)]

@@ -12,6 +12,8 @@ Only shaping: no figure shown in a report is computed here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 DEFAULT_MAX_POINTS = 4000
@@ -57,8 +59,9 @@ def thin_series(t: np.ndarray, v: np.ndarray, max_points: int = DEFAULT_MAX_POIN
     return t[i], v[i]
 
 
-def ecdf_points(values: list[float] | np.ndarray, max_points: int = 2000) -> tuple[np.ndarray, np.ndarray]:
-    """``(x, fraction)`` of the empirical CDF of the finite values, thinned to ``max_points``."""
+def ecdf_points(values: Sequence[float | None] | np.ndarray, max_points: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, fraction)`` of the empirical CDF of the finite values (None left out), thinned to
+    ``max_points``."""
     x = np.asarray([a for a in values if a is not None], dtype=float)
     x = np.sort(x[np.isfinite(x)])
     n = x.size

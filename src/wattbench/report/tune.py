@@ -10,6 +10,9 @@ from __future__ import annotations
 import html
 import shlex
 
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.padding import Padding
 from rich.text import Text
 
@@ -31,11 +34,11 @@ LATENCY_NAMES = {"ttft_p99_ms": "p99 TTFT", "tpot_p99_ms": "p99 TPOT"}
 CONFIG_WIDTH = 40  # a longer configuration folds onto more lines (at its spaces)
 
 
-def _n(v, kind: str = "figure") -> str:
+def _n(v: float | int | None, kind: str = "figure") -> str:
     return fmt(v, kind=kind)
 
 
-def _score(v) -> str:
+def _score(v: float | int | None) -> str:
     """Scores keep four significant figures (J/token): configurations differ by percents."""
     return fmt(v, kind="precise")
 
@@ -108,7 +111,7 @@ class TuneSummary:
     def __init__(self, t: TuneResult):
         self.t = t
 
-    def __rich_console__(self, console, options):
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         t = self.t
         yield Text(title(t), style="bold")
         key, cols = columns(t, options.max_width)
@@ -131,9 +134,9 @@ class TuneSummary:
                 yield Text(line, no_wrap=True, overflow="fold")
         else:
             yield Text("no configuration scored (none met the SLO?)", style="bold red")
-        line = precision_line(t)
-        if line:
-            yield Text(line)
+        precision = precision_line(t)
+        if precision:
+            yield Text(precision)
         if t.decision and not t.decision.get("separated"):
             yield Text("note: the best two are within the measurement noise, or it cannot tell them apart yet",
                        style="yellow")
@@ -155,7 +158,7 @@ def precision_line(t: TuneResult) -> str | None:
     return f"precision ±{p.get('asked_pct', 0):g}% asked: {p.get('stopped') or 'not judged'} — " + ", ".join(parts)
 
 
-def margin_lines(rec: dict) -> list[str]:
+def margin_lines(rec: dict[str, Any]) -> list[str]:
     """The recommendation's margin over the runner-up and over the engine defaults, each a ratio of
     scores with its noise interval (``tune/run.conclude``)."""
     out = []
@@ -166,26 +169,26 @@ def margin_lines(rec: dict) -> list[str]:
     return out
 
 
-def tune_summary(t: TuneResult) -> list:
+def tune_summary(t: TuneResult) -> list[TuneSummary]:
     """Rich renderables: the trials tables, the Pareto front, the recommendation."""
     return [TuneSummary(t)]
 
 
-def _svg_scatter(points: list[dict], frontier: list[int], xlabel: str, ylabel: str) -> str:
+def _svg_scatter(points: list[dict[str, Any]], frontier: list[int], xlabel: str, ylabel: str) -> str:
     if not points:
         return "<p>no trial scored</p>"
     w, h, pad = 520, 300, 50
-    xs = [p["latency"] for p in points]
-    ys = [p["efficiency"] for p in points]
+    xs: list[float] = [p["latency"] for p in points]
+    ys: list[float] = [p["efficiency"] for p in points]
     x0, x1 = min(xs), max(xs) or 1.0
     y0, y1 = 0.0, max(ys) or 1.0
     if x1 == x0:
         x1 = x0 + 1.0
 
-    def X(v):
+    def X(v: float) -> float:
         return pad + (v - x0) / (x1 - x0) * (w - 2 * pad)
 
-    def Y(v):
+    def Y(v: float) -> float:
         return h - pad - (v - y0) / (y1 - y0) * (h - 2 * pad)
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">',
