@@ -37,7 +37,8 @@ import dataclasses
 import itertools
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from wattbench.core.redact import clip
 from wattbench.core.clock import now_ns
@@ -60,10 +61,25 @@ __all__ = ["RayExecutor", "LoadActor", "LevelShare", "share_level", "run_on_acto
 START_MARGIN_NS = 200_000_000  # t0 this far (plus two round trips) ahead: time for the runs to reach the actors
 _RUN_IDS = itertools.count(1)  # a run id per level: an actor applies a stop/cancel to that run only
 
+# What the driver and a load actor pass (distributed/actors.py's LoadWorker): a job is one actor's
+# share of a level (run_closed/run_open's argument), a reply what its run returns (records as
+# dicts, stop time, CPU, findings); Ray carries both as plain picklable dicts.
+Job = dict[str, Any]
+Reply = dict[str, Any]
+# (done, failed, output tokens): an actor's progress as it reports it (load.link.Progress's fields)
+Counts = tuple[int, int, int]
 
-def ray_call(handle, method: str, *args) -> Future:
-    """``handle.method.remote(*args)`` as a ``concurrent.futures.Future``."""
-    return getattr(handle, method).remote(*args).future()
+
+def _counts(given: Sequence[int]) -> Counts:
+    done, failed, output_tokens = given
+    return done, failed, output_tokens
+
+
+def ray_call(handle: Any, method: str, *args: object) -> Future[Any]:
+    """``handle.method.remote(*args)`` as a ``concurrent.futures.Future`` (``handle``: a Ray actor
+    handle, whose remote methods Ray builds at run time: no type names them)."""
+    fut: Future[Any] = getattr(handle, method).remote(*args).future()
+    return fut
 
 
 @dataclass
@@ -100,7 +116,7 @@ class LevelShare:
     the open loop's plans (the backlog guard's arrivals; closed loop: none), the open loop's target
     rate, and whether the request source ran out while the arrivals were drawn."""
 
-    jobs: list[dict]
+    jobs: list[Job]
     plans: list[WorkerPlan]
     target_rate: float | None
     exhausted_early: bool
@@ -131,7 +147,8 @@ def share_level(spec: LevelSpec, targets: list[TargetSpec], multi: bool, route: 
                         "be spread over actors): use --rate, or run without --ray")
     if multi and conc < len(targets):
         raise UserError(f"--concurrency {conc} is below the number of targets ({len(targets)})")
-    jobs, stream = [], 0
+    jobs: list[Job] = []
+    stream = 0
     for a, streams in enumerate(split_count(conc, n)):
         sub = dataclasses.replace(spec, value=streams, workers=1, num_requests=_share(spec.num_requests, a, n),
                                   warmup_requests=_share(spec.warmup_requests, a, n))
@@ -150,21 +167,21 @@ class RayExecutor:
 
     fast_loop = False  # coordination only: the actors run the load
 
-    def __init__(self, loads: list[LoadActor], jobs: list[dict], mode: str,
-                 calls: Callable[..., Future] = ray_call, pings: int = DEFAULT_PINGS):
+    def __init__(self, loads: list[LoadActor], jobs: list[Job], mode: str,
+                 calls: Callable[..., Future[Any]] = ray_call, pings: int = DEFAULT_PINGS) -> None:
         if len(loads) != len(jobs):
             raise WattbenchError(f"{len(jobs)} jobs for {len(loads)} load actors")
         self.loads, self.jobs, self.mode = loads, jobs, mode
         self.calls, self.pings = calls, pings
         self.run_id = next(_RUN_IDS)
-        self.runs: list[Future] = []
-        self.counts: list[tuple[int, int, int]] = [(0, 0, 0)] * len(loads)
-        self.polls: list[Future | None] = [None] * len(loads)
+        self.runs: list[Future[Reply]] = []
+        self.counts: list[Counts] = [(0, 0, 0)] * len(loads)
+        self.polls: list[Future[Any] | None] = [None] * len(loads)
         self.last_poll_ns = 0
-        self.raw: list[dict] = []
+        self.raw: list[Reply] = []
         self._results: list[WorkerResult] | None = None
         self.records = RecordSet()  # the level's records, on the driver's clock, as the actors' arrive
-        self.done_f: asyncio.Future | None = None
+        self.done_f: asyncio.Future[list[Any]] | None = None
 
     def _offset(self, ld: LoadActor) -> ClockOffset:
         return measure_offset(lambda: self.calls(ld.handle, "clock").result(), n=self.pings)
@@ -191,6 +208,7 @@ class RayExecutor:
 
     async def wait(self, timeout_s: float) -> None:
         self._poll()
+        assert self.done_f is not None  # start() made it; the coordinator waits only after start
         await asyncio.wait({self.done_f}, timeout=timeout_s)
 
     def _poll(self) -> None:
@@ -198,7 +216,7 @@ class RayExecutor:
         for k, f in enumerate(self.polls):
             if f is not None and f.done():
                 if f.exception() is None:
-                    self.counts[k] = tuple(f.result())
+                    self.counts[k] = _counts(f.result())
                 self.polls[k] = None
         now = now_ns()
         if now - self.last_poll_ns < PROGRESS_PERIOD_S * 1e9:
@@ -211,7 +229,7 @@ class RayExecutor:
     def progress(self) -> Progress:
         for k, run in enumerate(self.runs):  # an actor's last counts come with its result
             if run.done() and run.exception() is None:
-                self.counts[k] = tuple(run.result().get("progress") or self.counts[k])
+                self.counts[k] = _counts(run.result().get("progress") or self.counts[k])
         return Progress(*(sum(x) for x in zip(*self.counts)))
 
     def _tell(self, method: str) -> None:
@@ -242,7 +260,7 @@ class RayExecutor:
         self._results = [self._on_driver_clock(ld, res) for ld, res in zip(self.loads, self.raw)]
         return self._results
 
-    def _on_driver_clock(self, ld: LoadActor, res: dict) -> WorkerResult:
+    def _on_driver_clock(self, ld: LoadActor, res: Reply) -> WorkerResult:
         to_driver = offset_line(ld.offsets).to_driver
         for d in res["records"]:
             self.records.append(shift_record(build_record(**d), to_driver))
@@ -262,8 +280,8 @@ class RayExecutor:
             self.cancel()
 
     # -- what the actors said beside their records
-    def actor_rows(self) -> list[dict]:
-        rows = []
+    def actor_rows(self) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
         for ld, res in zip(self.loads, self.raw):
             before = ld.offsets[0]
             rows.append({
@@ -294,7 +312,8 @@ def _drift_u(offsets: list[ClockOffset]) -> float | None:
 
 
 def run_on_actors(spec: LevelSpec, share: LevelShare, loads: list[LoadActor],
-                  on_progress: Callable[[dict], None] | None = None, *, calls: Callable[..., Future] = ray_call,
+                  on_progress: Callable[[dict[str, float]], None] | None = None, *,
+                  calls: Callable[..., Future[Any]] = ray_call,
                   pings: int = DEFAULT_PINGS) -> LevelOutcome:
     """The shared level on ``loads`` under the one coordinator loop (module doc)."""
     ex = RayExecutor(loads, share.jobs, spec.mode, calls=calls, pings=pings)
