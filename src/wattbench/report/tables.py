@@ -16,7 +16,8 @@ from wattbench.metrics.efficiency import AIPERF_TWINS, aiperf_twins
 from wattbench.results.headline import headline_boundary, parts, point, server_lower_bound, trial_ci, trial_entry
 from wattbench.report.goodput import goodput_cells, has_goodput
 from wattbench.report.labels import short_label
-from wattbench.report.trials import TRIAL_FIGURES, any_trials, last_trial_title, trial_cells, trials_cell
+from wattbench.report.trials import (TRIAL_FIGURES, any_trials, trial_cells, trials_cell,
+                                     trials_n_text)
 from wattbench.core.schema import LevelResult, Result, TargetStats
 
 
@@ -338,7 +339,8 @@ def serving_columns(result: Result, stats: tuple[str, ...] = SERVING_STATS) -> l
 
 
 def serving_title(result: Result) -> str:
-    return "requests, and latency in ms" + (f" — {last_trial_title(result)}" if any_trials(result) else "")
+    # with trials, the table above already says its means and CIs are below: the short form here
+    return "requests, and latency in ms" + (f" — last of {trials_n_text(result)}" if any_trials(result) else "")
 
 
 def trial_columns(result: Result) -> list[Column]:

@@ -87,6 +87,11 @@ def _n_text(result: Result) -> str:
     return f"{n.pop()} trials" if len(n) == 1 else "trials"
 
 
+def trials_n_text(result: Result) -> str:
+    """``2 trials`` (``3 trials`` …): how many trials the run's levels had, as the titles say it."""
+    return _n_text(result)
+
+
 def last_trial_title(result: Result) -> str | None:
     """Above the level table of a run with trials: its figures are the last trial's."""
     return f"last of {_n_text(result)} (means and 95% CIs below)" if any_trials(result) else None
