@@ -880,6 +880,10 @@ HostOverheadW = Annotated[float | None, Field(default=None), Flag(
     help_in={"plan rack": "Declared host power per node (CPU, memory, fans, NICs) added to accelerator power."})]
 
 
+# what planning.roofline bounds when not told otherwise: one sequence, an empty KV cache, bf16 weights
+DEFAULT_WEIGHT_DTYPE, DEFAULT_DECODE_BATCH, DEFAULT_DECODE_CONTEXT = "bf16", 1, 0
+
+
 class PlanRooflineOptions(FlaggedConfig):
     """``plan roofline``: the model, the GPU and the batch whose decode bound is computed."""
 
@@ -888,13 +892,14 @@ class PlanRooflineOptions(FlaggedConfig):
     gpu: Annotated[str | None, Flag("--gpu", commands=EVERY, help=(
         "GPU name from the hardware table (H200, h100-sxm, MI300X …). Default with --result: the run's GPU."))] = None
     dtype: Annotated[str, Flag("--dtype", commands=EVERY, help=(
-        "Weight dtype: bf16, fp16, fp8, int8, int4 (int8/int4 weight-only)."))] = "bf16"
+        "Weight dtype: bf16, fp16, fp8, int8, int4 (int8/int4 weight-only)."))] = DEFAULT_WEIGHT_DTYPE
     kv_dtype: Annotated[str | None, Flag("--kv-dtype", commands=EVERY, help=(
         "KV-cache dtype (default: the weight dtype; bf16 for int8/int4)."))] = None
     batch: Annotated[int | None, Flag("--batch", commands=EVERY, domain=AT_LEAST_ONE, help=(
-        "Sequences decoded together (default 1; with --result the level's concurrency)."))] = None
+        f"Sequences decoded together (default {DEFAULT_DECODE_BATCH}; with --result the level's concurrency)."))] = None
     context: Annotated[int | None, Flag("--context", commands=EVERY, domain=NON_NEGATIVE, help=(
-        "Tokens in each sequence's KV cache (default 0; with --result mean input + half mean output)."))] = None
+        f"Tokens in each sequence's KV cache (default {DEFAULT_DECODE_CONTEXT}; with --result mean input + half mean "
+        "output)."))] = None
     gpus: Annotated[int, Flag("--gpus", commands=EVERY, domain=AT_LEAST_ONE, help=(
         "GPUs the model is split over (tensor parallel; bandwidth and FLOP/s add up)."))] = 1
     result: Annotated[str | None, Flag("--result", commands=EVERY, help=(

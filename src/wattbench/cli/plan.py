@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
-from wattbench.config import PlanPowerFirstOptions, PlanRackOptions, PlanRooflineOptions, PlanTcoOptions
+from wattbench.config import (DEFAULT_DECODE_BATCH, DEFAULT_DECODE_CONTEXT, PlanPowerFirstOptions, PlanRackOptions,
+                              PlanRooflineOptions, PlanTcoOptions)
 
 HELP = """Plan from measurements: decode roofline, rack density, power-first design, TCO.
 
@@ -65,7 +66,9 @@ def roofline_cmd(o: PlanRooflineOptions) -> None:
             from wattbench.core.errors import UserError
 
             raise UserError("give --gpu (e.g. --gpu H200), or --result RUN to take it from a run")
-        r = roofline(o.model, o.gpu, dtype=o.dtype, batch=o.batch or 1, context=o.context or 0, kv_dtype=o.kv_dtype,
+        batch = o.batch if o.batch is not None else DEFAULT_DECODE_BATCH
+        context = o.context if o.context is not None else DEFAULT_DECODE_CONTEXT
+        r = roofline(o.model, o.gpu, dtype=o.dtype, batch=batch, context=context, kv_dtype=o.kv_dtype,
                      gpus=o.gpus, count_input_embedding=not o.strict_embedding, hardware=table)
     if o.as_json:
         _echo_json(r.to_dict())

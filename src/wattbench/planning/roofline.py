@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 import re
 
+from wattbench.config import DEFAULT_DECODE_BATCH, DEFAULT_DECODE_CONTEXT, DEFAULT_WEIGHT_DTYPE
 from wattbench.core.errors import UserError
 from wattbench.planning.hardware import GPUSpec, HardwareTable, find_gpu
 from wattbench.planning.model_shapes import COMPUTE_DTYPE, ModelShape, dtype_bytes, load_model_shape
@@ -77,9 +78,9 @@ class RooflineResult:
 def roofline(
     model: str | Path | ModelShape,
     gpu: str | GPUSpec,
-    dtype: str = "bf16",
-    batch: int = 1,
-    context: int = 0,
+    dtype: str = DEFAULT_WEIGHT_DTYPE,
+    batch: int = DEFAULT_DECODE_BATCH,
+    context: int = DEFAULT_DECODE_CONTEXT,
     kv_dtype: str | None = None,
     gpus: int = 1,
     count_input_embedding: bool = True,
@@ -174,7 +175,7 @@ def roofline_for_result(
     level: int,
     model: str | Path | ModelShape,
     gpu: str | GPUSpec | None = None,
-    dtype: str = "bf16",
+    dtype: str = DEFAULT_WEIGHT_DTYPE,
     batch: int | None = None,
     context: int | None = None,
     kv_dtype: str | None = None,
