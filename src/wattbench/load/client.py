@@ -45,6 +45,8 @@ before the record exists.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any, Callable
 import asyncio
 import functools
 
@@ -97,7 +99,8 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 try:  # aiohttp internals: the protocol class and the connector's protocol factory
     from aiohttp.client_proto import ResponseHandler as _ResponseHandler
 except ImportError:  # pragma: no cover
-    _ResponseHandler = None
+    # an aiohttp without this private class (no public home for it): reads are stamped when parsed
+    _ResponseHandler = None  # type: ignore[assignment,misc]
 
 
 if _ResponseHandler is not None:
@@ -114,9 +117,9 @@ if _ResponseHandler is not None:
         """
 
         rx_ns = 0
-        _pending: list | None = None  # (arrival ns, bytes) read, not yet parsed
+        _pending: list[tuple[int, bytes]] | None = None  # (arrival ns, bytes) read, not yet parsed
 
-        def data_received(self, data: bytes, _now=now_ns) -> None:
+        def data_received(self, data: bytes, _now: Callable[[], int] = now_ns) -> None:
             t = _now()
             pending = self._pending
             if pending is None:
@@ -133,20 +136,22 @@ if _ResponseHandler is not None:
                     self.rx_ns = t
                     parse(data)
 
-        def eof_received(self):
+        def eof_received(self) -> None:
             self._parse_pending()
             return super().eof_received()
 
-        def connection_lost(self, exc) -> None:
+        def connection_lost(self, exc: BaseException | None) -> None:
             self._parse_pending()
             super().connection_lost(exc)
 
 
-def _timed_connector(**kw) -> aiohttp.TCPConnector:
+def _timed_connector(**kw: Any) -> aiohttp.TCPConnector:
     connector = aiohttp.TCPConnector(**kw)
     factory = getattr(connector, "_factory", None)
     if _ResponseHandler is not None and isinstance(factory, functools.partial) and factory.func is _ResponseHandler:
-        connector._factory = functools.partial(_TimedResponseHandler, *factory.args, **factory.keywords)
+        # typeshed's partial is invariant in what it makes: a subclass's factory is one of the base's
+        connector._factory = functools.partial(  # type: ignore[assignment]
+            _TimedResponseHandler, *factory.args, **factory.keywords)
     return connector
 
 
@@ -165,7 +170,8 @@ class _SentAt:
             self.gate = None
 
 
-async def _on_chunk_sent(session, ctx, params) -> None:
+async def _on_chunk_sent(session: aiohttp.ClientSession, ctx: SimpleNamespace,
+                         params: aiohttp.TraceRequestChunkSentParams) -> None:
     holder = ctx.trace_request_ctx
     if holder is not None and not holder.ns:
         holder.ns = now_ns()
@@ -212,7 +218,7 @@ class StreamClient:
         )
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -265,11 +271,13 @@ class StreamClient:
                     read = resp.content.readany
                     conn = resp.connection
                     proto = conn.protocol if conn is not None else None
-                    timed = isinstance(getattr(proto, "rx_ns", None), int)
+                    # the protocol that stamps each read (_timed_connector), when aiohttp has its class
+                    stamps = (proto if _ResponseHandler is not None and isinstance(proto, _TimedResponseHandler)
+                              else None)
                     while not st.done:
                         data = await read()
                         # Arrival: when the loop read these bytes off the socket, before parsing.
-                        t = proto.rx_ns if timed else now_ns()
+                        t = stamps.rx_ns if stamps is not None else now_ns()
                         if not data:
                             break  # EOF
                         st.feed(data, t)
@@ -313,7 +321,9 @@ class _Stream:
         self.chunk_ns: list[int] = []
         self.texts: list[str] = []
         self.kept_chars = 0  # of the texts kept; past OUTPUT_TEXT_MAX_CHARS the rest is not kept
-        self.usage = self.error = self.detail = None
+        self.usage: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.detail: str | None = None
         self.done = False
         self.finished = False  # a finish_reason was seen
         self.parser = SSEParser()
@@ -389,7 +399,7 @@ class _Stream:
         self.error, self.detail, self.done = error, detail, True
 
 
-def _kind(v) -> str:
+def _kind(v: object) -> str:
     """What a wrong value is, for a detail: ``a str``, ``a dict`` … (never the value itself)."""
     return f"a {type(v).__name__}"
 
