@@ -100,7 +100,7 @@ def test_first_screen_answers_the_run(tmp_path):
     curve led by goodput per kW (the SLO-bound curve), with tok/s per kW, J/token and p99 TTFT against
     concurrency and CI bars from the trials; and the table of levels. The timelines only below."""
     from wattbench.report import summary as S
-    from wattbench.analysis.figures import headline
+    from wattbench.analysis.figures import reported_figures
     from wattbench.report.labels import short_label
     from wattbench.report.notes import note_lines
     from wattbench.results.rundir import write_result
@@ -149,7 +149,7 @@ def test_first_screen_answers_the_run(tmp_path):
     h = S.headline(run.result)
     assert h.level is best[0] and h.boundary == "node" and h.name == "goodput_per_kw"
     want = (410.0, "390–430") if h.level is run.result.levels[1] else (
-        headline(h.level, h.boundary)["goodput_per_kw"], None)  # as stored: the level ran no trials
+        reported_figures(h.level, h.boundary)["goodput_per_kw"], None)  # as stored: the level ran no trials
     assert v["hero_big"] == fmt(want[0])
     assert v["hero_unit"] == "goodput tok/s per kW (node)"
     assert h.why == f"{short_label(best[0])}: the best level under the SLO ttft_p99=120ms,tpot_p99=20ms"

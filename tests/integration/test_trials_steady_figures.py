@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.analysis.figures import headline, steady_view
+from wattbench.analysis.figures import reported_figures, steady_view
 from wattbench.config import RunConfig
 from wattbench.run import run_benchmark
 
@@ -27,7 +27,7 @@ def test_a_run_with_trials_keeps_the_steady_figures_a_steady_comparison_reads(tm
     assert len(per_kw.values) == 3 and len(tok_s.values) == 3
     for k, t in zip(per_kw.values, tok_s.values):  # each trial: its steady tokens/s over the declared 0.3 kW
         assert k == pytest.approx(t / 0.3, rel=1e-9)
-    h = headline(steady_view(lv), "node")
+    h = reported_figures(steady_view(lv), "node")
     assert h["output_tokens_per_s_per_kw"] == pytest.approx(per_kw.mean, rel=1e-12)
     assert h["output_tokens_per_s"] == pytest.approx(tok_s.mean, rel=1e-12)
     assert h["avg_power_w"] == pytest.approx(300.0)

@@ -10,7 +10,7 @@ The stored ``power_ratio`` is baseline ÷ candidate (so the product is the per-k
 every ratio reads candidate ÷ baseline, as in the side-by-side table, so "a 700 W platform at 95% of
 a 1400 W platform's throughput" reads ``per kW: 1.90× = throughput 0.95× ÷ power 0.50×``.
 
-**One ratio, one definition**: every ratio is read from :func:`figures.headline` — the trial
+**One ratio, one definition**: every ratio is read from :func:`figures.reported_figures` — the trial
 means with ``--trials`` — so the ratio in an answer line is the ratio in its table. The per-kW ratio
 is the ratio of the two per-kW figures; throughput ÷ power equals it exactly for single
 measurements and to second order (the trials' covariance) with trials.
@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field
 
 from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
 from wattbench.analysis.diagnose import Diagnosis, diagnose
-from wattbench.analysis.figures import headline, ranked_figures, select_window, steady_trials_note
+from wattbench.analysis.figures import reported_figures, ranked_figures, select_window, steady_trials_note
 from wattbench.results.headline import TrialCI, describe_key, level_key, trial_ci
 from wattbench.accounting.boundaries import outside_work_note
 from wattbench.accounting.findings import note_counts
@@ -241,7 +241,7 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 
 def decompose(baseline: LevelResult, candidate: LevelResult, boundary: str, candidate_id: str) -> Decomposition:
     """The ratios of one pair at ``boundary``, every one from ``headline`` (the table's figures)."""
-    fa, fb = headline(baseline, boundary), headline(candidate, boundary)
+    fa, fb = reported_figures(baseline, boundary), reported_figures(candidate, boundary)
     t = _ratio(fb["output_tokens_per_s"], fa["output_tokens_per_s"])
     p = _ratio(fa["avg_power_w"], fb["avg_power_w"])
     per_kw = _ratio(fb["output_tokens_per_s_per_kw"], fa["output_tokens_per_s_per_kw"])
@@ -485,7 +485,7 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
             cmp.levels.append(row)
             continue
         for lv in row_levels:
-            h = headline(lv, bnd)
+            h = reported_figures(lv, bnd)
             row.figures.append({k: h[k] for k in SIDE_BY_SIDE})
             cis = {}
             for k in SIDE_BY_SIDE:
@@ -592,9 +592,9 @@ def slo_goodput(result: Result, lv: LevelResult, slos: list, boundary: str,
 
 def _meets(lv: LevelResult, slos: list) -> tuple[bool, str]:
     """Whether a level meets every SLO as written (the level's stat ≤ the bound), and the first miss.
-    The stat is the one the table quotes (``headline``: the trials' mean with ``--trials``, not the
+    The stat is the one the table quotes (``reported_figures``: the trials' mean with ``--trials``, not the
     last trial's), so a level is judged on the figure shown beside it."""
-    h = headline(lv, None)
+    h = reported_figures(lv, None)
     for s in slos:
         v = h.get(f"{s.metric}_{s.stat}_ms")
         if v is None:

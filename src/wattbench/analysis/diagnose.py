@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
-from wattbench.analysis.figures import headline, throttle_reasons
+from wattbench.analysis.figures import reported_figures, throttle_reasons
 from wattbench.core.schema import LevelResult, Result
 from wattbench.core.severity import Severity
 
@@ -86,7 +86,7 @@ LevelRule = Callable[[Result, LevelResult, Result, LevelResult, str | None], "Di
 
 
 def rule_efficiency_not_improved(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
-    fa, fb = headline(a, boundary), headline(b, boundary)
+    fa, fb = reported_figures(a, boundary), reported_figures(b, boundary)
     t = _rel(fa["output_tokens_per_s"], fb["output_tokens_per_s"])
     p = _rel(fa["avg_power_w"], fb["avg_power_w"])
     if t is None or p is None or t <= THROUGHPUT_CHANGE:
@@ -105,7 +105,7 @@ def rule_efficiency_not_improved(ra: Result, a: LevelResult, rb: Result, b: Leve
 
 
 def rule_throughput_and_power_down(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
-    fa, fb = headline(a, boundary), headline(b, boundary)
+    fa, fb = reported_figures(a, boundary), reported_figures(b, boundary)
     t = _rel(fa["output_tokens_per_s"], fb["output_tokens_per_s"])
     p = _rel(fa["avg_power_w"], fb["avg_power_w"])
     if t is None or p is None or not (t < -BOTH_DOWN and p < -BOTH_DOWN):
@@ -153,7 +153,7 @@ def rule_data_movement_bound(ra: Result, a: LevelResult, rb: Result, b: LevelRes
 
 
 def rule_latency_up_queue_growing(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
-    fa, fb = headline(a, boundary), headline(b, boundary)
+    fa, fb = reported_figures(a, boundary), reported_figures(b, boundary)
     ups = {}
     for name in ("ttft_p99_ms", "e2e_p99_ms", "tpot_p99_ms"):
         r = _rel(fa[name], fb[name])
@@ -186,7 +186,7 @@ def rule_latency_up_queue_growing(ra: Result, a: LevelResult, rb: Result, b: Lev
 def rule_j_per_token_follows_power(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
     """J/token moved with power while throughput held: the same work at another power draw — a
     clock, power-limit, thermal or co-tenant change, not the engine's work per token."""
-    fa, fb = headline(a, boundary), headline(b, boundary)
+    fa, fb = reported_figures(a, boundary), reported_figures(b, boundary)
     j = _rel(fa["j_per_output_token"], fb["j_per_output_token"])
     p = _rel(fa["avg_power_w"], fb["avg_power_w"])
     t = _rel(fa["output_tokens_per_s"], fb["output_tokens_per_s"])
@@ -219,7 +219,7 @@ def rule_j_per_token_follows_power(ra: Result, a: LevelResult, rb: Result, b: Le
 
 
 def rule_failures_rising(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
-    fa, fb = headline(a, boundary), headline(b, boundary)
+    fa, fb = reported_figures(a, boundary), reported_figures(b, boundary)
     pa, pb = fa["failed_pct"] or 0.0, fb["failed_pct"]
     if pb is None or b.requests.failed == 0 or pb - pa < FAILED_PP:
         return None

@@ -105,7 +105,7 @@ def common_boundary(results: list[Result]) -> str | None:
     return common_headline_boundary(lv for r in results for lv in r.levels)
 
 
-def headline(level: LevelResult, boundary: str | None) -> LevelFigures:
+def reported_figures(level: LevelResult, boundary: str | None) -> LevelFigures:
     """Every named figure of a level (None where not measured): with ``--trials``, each figure the
     trials block holds is its mean over the trials (``results.headline.point``), the others the last
     trial's."""
@@ -120,13 +120,13 @@ def ranked_figures(level: LevelResult, boundary: str | None = None, has_slo: boo
                    ) -> LevelFigures:
     """The figures a level is ranked by and reported with — the one rule ``--optimize``, ``--sweep
     auto`` (``run/plan.search_figures``) and ``tune`` (``tune/score.trial_figures``) share: every
-    figure as the answer quotes it (``headline``: the trials' mean under ``--trials``, not the last
+    figure as the answer quotes it (``reported_figures``: the trials' mean under ``--trials``, not the last
     trial's), read at ``boundary`` (default: the level's headline boundary). ``goodput_per_kw``
     without an SLO (``has_slo`` False; None: whether the level carries a goodput block) is the
     output tokens/s per kW: every completed token is good. ``LevelFigures.boundary`` is the
     boundary read (None when the level measured no energy)."""
     b = boundary or headline_boundary(level)
-    h = headline(level, b)
+    h = reported_figures(level, b)
     if has_slo is None:
         has_slo = level.goodput is not None
     every_token_good: dict[str, float | None] = {}

@@ -44,7 +44,7 @@ from wattbench.analysis.compare import (NoiseVerdict, answer_line, decompose, fi
                                         left_out_reason, match_levels, refusal_message, resolve_boundary,
                                         short_key)
 from wattbench.analysis.diagnose import Diagnosis, diagnose
-from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions, select_window, steady_trials_note
+from wattbench.analysis.figures import METRIC_NAMES, reported_figures, metric_suggestions, select_window, steady_trials_note
 from wattbench.results.headline import trial_ci
 from wattbench.core.errors import UserError
 from wattbench.metrics.drift import figure_drift
@@ -191,7 +191,7 @@ def _noise(result: Result | None, level, metric: str, boundary: str | None, hist
 
 def evaluate(check: RegressCheck, a, b, boundary: str | None, label: str, *, base: Result | None = None,
              cand: Result | None = None, history=None, strict: bool = False) -> CheckOutcome:
-    va, vb = headline(a, boundary)[check.metric], headline(b, boundary)[check.metric]
+    va, vb = reported_figures(a, boundary)[check.metric], reported_figures(b, boundary)[check.metric]
     out = CheckOutcome(check=check, level=label, baseline=va, candidate=vb)
     if va is None or vb is None:
         out.status = "skip"
@@ -313,7 +313,7 @@ def regress(result: Result, baseline: Result, checks: str | list[RegressCheck] =
             report.answers.append(answer_line(short_key(b), "run/baseline", d, d.noise))
             answered.append(d.noise)
         else:
-            fa, fb = headline(a, None)["output_tokens_per_s"], headline(b, None)["output_tokens_per_s"]
+            fa, fb = reported_figures(a, None)["output_tokens_per_s"], reported_figures(b, None)["output_tokens_per_s"]
             t = fb / fa if fa and fb is not None else None
             nv = judge_noise(t, "output_tokens_per_s", baseline, a, result, b, None, history,
                              sides=("the baseline", "the run"))

@@ -55,10 +55,10 @@ def roofline_cmd(o: PlanRooflineOptions) -> None:
 
     table = load_hardware_table(extra_files=o.hardware or ())
     if o.result is not None:
-        from wattbench.planning.measured import load_result
+        from wattbench.planning.measured import load_run_or_tune
 
         r = roofline_for_result(
-            load_result(o.result), o.level, o.model, gpu=o.gpu, dtype=o.dtype, batch=o.batch, context=o.context,
+            load_run_or_tune(o.result), o.level, o.model, gpu=o.gpu, dtype=o.dtype, batch=o.batch, context=o.context,
             kv_dtype=o.kv_dtype, gpus=o.gpus, count_input_embedding=not o.strict_embedding, hardware=table,
         )
     else:
@@ -126,10 +126,10 @@ def tco_cmd(o: PlanTcoOptions) -> None:
     if o.result is not None:
         if o.tokens_per_kwh is not None or o.tokens_per_s is not None:
             raise UserError("--result gives tokens per kWh; do not also give --tokens-per-kwh or --tokens-per-s")
-        from wattbench.planning.measured import default_boundary, load_result
+        from wattbench.planning.measured import planning_boundary, load_run_or_tune
 
-        res = load_result(o.result)
-        boundary = o.boundary or default_boundary(res)
+        res = load_run_or_tune(o.result)
+        boundary = o.boundary or planning_boundary(res)
         from wattbench.planning.measured import choice_is_warning
 
         tokens_per_kwh, said = tokens_per_kwh_from_result(res, o.level, boundary)

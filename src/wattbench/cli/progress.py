@@ -225,9 +225,9 @@ class PlainProgress:
             level = data.get("level")
             what = ""
             if level is not None and getattr(level, "requests", None) is not None:
-                from wattbench.report.format import headline_line as headline
+                from wattbench.report.format import headline_line
 
-                what = f": {headline(level)}"
+                what = f": {headline_line(level)}"
             self._say(f"{name} done in {_clock_text(now - start)}{what}")
 
 

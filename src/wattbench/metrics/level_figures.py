@@ -1,6 +1,6 @@
 """Every named figure of one level, as one typed value (``LevelFigures``): what the searches rank a
 level by, compare and regress read, and tune shows. Built in one place, ``analysis/figures.py``
-(``level_figures``: one measurement's own fields; ``headline``: the trials' means under ``--trials``;
+(``level_figures``: one measurement's own fields; ``reported_figures``: the trials' means under ``--trials``;
 ``ranked_figures``: as the answer quotes it, ``run/plan.search_figures`` adding what a search
 judges beside the figures). Each figure is a named field with its unit in the name (as vLLM's
 ``BenchmarkMetrics`` names every figure), None where not measured.

@@ -20,7 +20,7 @@ incomplete beta + bisection) so scipy is not a runtime dependency; so is the gam
 (``gamma_ppf``, regularised incomplete gamma + bisection) that judges an open loop's achieved rate.
 
 ``ci95(values)`` is that interval; which figures a level's trials block holds, and under which
-names, is ``run/analyses.trials_block``'s (the headline's names, ``analysis/figures.headline``).
+names, is ``run/analyses.trials_block``'s (the headline's names, ``analysis/figures.reported_figures``).
 """
 
 from __future__ import annotations

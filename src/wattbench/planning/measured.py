@@ -32,7 +32,7 @@ NODE_BOUNDARIES = ("accelerator", "node", "wall")
 PERCENTILES = ("p95", "p99", "max", "avg")
 
 
-def load_result(path: str | Path) -> Result:
+def load_run_or_tune(path: str | Path) -> Result:
     """Load a run directory (or its ``result.json``), or a ``wattbench tune`` directory.
 
     A tune directory gives its recommended configuration: that trial's run, reduced to the load
@@ -55,7 +55,7 @@ def _tuned_result(path: str | Path) -> Result:
     run = Path(tr.run_dir)
     if not run.is_absolute() and not run.exists():
         run = Path(path).expanduser() / "trials" / run.name
-    res = load_result(run)
+    res = load_run_or_tune(run)
     idx = tr.figures.get("level_index")
     chosen = [lv for lv in res.levels if lv.index == idx]
     if not chosen:
@@ -174,7 +174,7 @@ class MeasuredNode:
     notes: list[str] = field(default_factory=list)  # information: which level was read and why
 
 
-def default_boundary(result: Result) -> str:
+def planning_boundary(result: Result) -> str:
     """The boundary every planner (``plan rack``, ``plan power-first``, ``plan tco``) reads when
     ``--boundary`` is not given: the headline rule (``results.headline``: measured first, then outer
     first, never a part) among the boundaries that size a node (wall, node, accelerator), over every
@@ -220,9 +220,9 @@ def measured_node(
 ) -> MeasuredNode:
     """Node power and delivery for one level (default: :func:`choose_level` — the highest output
     throughput among the valid levels meeting the run's SLO) at ``boundary`` (default:
-    :func:`default_boundary`). The first of ``notes`` names the level and why it was taken (of
+    :func:`planning_boundary`). The first of ``notes`` names the level and why it was taken (of
     ``warnings`` when the level misses the run's SLO: ``choice_is_warning``)."""
-    boundary = boundary or default_boundary(result)
+    boundary = boundary or planning_boundary(result)
     check_boundary_percentile(boundary, percentile)
     if host_overhead_w is not None and host_overhead_w < 0:
         raise UserError(f"host overhead {host_overhead_w} W is negative; give 0 or more")

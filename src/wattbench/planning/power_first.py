@@ -36,13 +36,13 @@ from wattbench.core.numbers import fmt
 from wattbench.planning.measured import (
     boundary_power_w,
     check_boundary_percentile,
-    default_boundary,
+    planning_boundary,
     measured_node,
     result_name,
 )
 from wattbench.core.schema import LevelResult, Result
 from wattbench.metrics.slo import parse_slos
-from wattbench.planning.measured import load_result
+from wattbench.planning.measured import load_run_or_tune
 
 MAX_DP_CELLS = 200_000
 
@@ -92,7 +92,7 @@ def parse_slo(text: str | None) -> LatencyLimits | None:
 @dataclass
 class Candidate:
     result: Result
-    boundary: str | None = None  # None: planning.measured.default_boundary of the run
+    boundary: str | None = None  # None: planning.measured.planning_boundary of the run
     name: str | None = None
     gpus_per_node: int | None = None
     host_overhead_w: float | None = None
@@ -164,7 +164,7 @@ def collect_options(
     for raw in candidates:
         c = _as_candidate(raw)
         if c.boundary is None:
-            c.boundary = default_boundary(c.result)
+            c.boundary = planning_boundary(c.result)
         check_boundary_percentile(c.boundary, percentile)
         base = c.name or result_name(c.result)
         for lv in c.result.levels:
@@ -316,7 +316,7 @@ def parse_candidate_arg(text: str, boundary: str | None = None) -> Candidate:
     """A ``--candidates`` value: a run directory, or ``run=DIR,boundary=node,name=X,gpus=8``."""
     t = text.strip()
     if "=" not in t or Path(t).expanduser().exists():
-        return Candidate(result=load_result(t), boundary=boundary)
+        return Candidate(result=load_run_or_tune(t), boundary=boundary)
     kw: dict[str, Any] = {}
     for item in t.split(","):
         if not item.strip():
@@ -332,5 +332,5 @@ def parse_candidate_arg(text: str, boundary: str | None = None) -> Candidate:
             raise UserError(f"--candidates {text!r}: {k}={v!r} is not a valid {CANDIDATE_KEYS[k].__name__}") from None
     if "run" not in kw:
         raise UserError(f"--candidates {text!r}: give a run directory or run=DIR,…")
-    return Candidate(result=load_result(kw["run"]), boundary=kw.get("boundary", boundary), name=kw.get("name"),
+    return Candidate(result=load_run_or_tune(kw["run"]), boundary=kw.get("boundary", boundary), name=kw.get("name"),
                      gpus_per_node=kw.get("gpus"), host_overhead_w=kw.get("host_overhead_w"))

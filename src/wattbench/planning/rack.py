@@ -25,7 +25,7 @@ from wattbench.core.errors import UserError
 from wattbench.planning.hardware import HardwareTable, find_gpu
 from wattbench.planning.measured import MeasuredNode, measured_node
 from wattbench.core.schema import Result
-from wattbench.planning.measured import load_result
+from wattbench.planning.measured import load_run_or_tune
 
 
 
@@ -294,7 +294,7 @@ def parse_node_arg(text: str) -> NodeSpec | MeasuredNodeRef:
     """A ``--node`` value: a run directory, ``run=DIR,level=2,gpus=8,name=X``, or a NodeSpec string."""
     t = text.strip()
     if "=" not in t or Path(t).expanduser().exists():
-        return MeasuredNodeRef(result=load_result(t))
+        return MeasuredNodeRef(result=load_run_or_tune(t))
     fields = dict(item.split("=", 1) for item in t.split(",") if "=" in item)
     if "run" not in fields:
         return parse_node_spec(t)
@@ -308,5 +308,5 @@ def parse_node_arg(text: str) -> NodeSpec | MeasuredNodeRef:
         except ValueError:
             raise UserError(f"--node {text!r}: {k}={v!r} is not a valid {RUN_KEYS[k].__name__}") from None
     gpus = kw.pop("gpus", None) or kw.pop("gpus_per_node", None)
-    return MeasuredNodeRef(result=load_result(kw["run"]), level=kw.get("level"), gpus_per_node=gpus,
+    return MeasuredNodeRef(result=load_run_or_tune(kw["run"]), level=kw.get("level"), gpus_per_node=gpus,
                            name=kw.get("name"), host_overhead_w=kw.get("host_overhead_w"))

@@ -34,7 +34,7 @@ from wattbench.config import TcoInputs
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt
 from wattbench.metrics.carbon import carbon_g, carbon_g_per_million_tokens, G_PER_TONNE, J_PER_KWH
-from wattbench.planning.measured import choose_level, default_boundary, get_level, level_name
+from wattbench.planning.measured import choose_level, planning_boundary, get_level, level_name
 from wattbench.core.schema import LevelResult, Result
 from wattbench.results.headline import point
 
@@ -144,9 +144,9 @@ def tco(inputs: TcoInputs, carbon_intensity: float | None = None) -> TCOResult:
 
 def tokens_per_kwh_from_result(result: Result, level: int | None, boundary: str | None = None) -> tuple[float, list[str]]:
     """Output tokens per kWh at ``boundary`` (default: the planners' one default,
-    ``planning.measured.default_boundary``) for a level (default: ``planning.measured.choose_level`` —
+    ``planning.measured.planning_boundary``) for a level (default: ``planning.measured.choose_level`` —
     the most efficient valid level meeting the run's SLO). The first warning names the level."""
-    boundary = boundary or default_boundary(result)
+    boundary = boundary or planning_boundary(result)
     have = sorted({b for lv in result.levels for b in lv.energy})
     fix = f"; choose --boundary from those the run has ({', '.join(have) or 'none'})"
     warnings: list[str] = []

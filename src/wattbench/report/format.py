@@ -10,7 +10,7 @@ from wattbench.core.schema import BoundaryEnergy, LevelResult, Result
 from wattbench.results.headline import boundary_order
 from wattbench.results.headline import headline_boundary as _headline_boundary
 from wattbench.results.headline import per_token, shown_boundaries, trial_ci
-from wattbench.analysis.figures import headline
+from wattbench.analysis.figures import reported_figures
 from wattbench.core.numbers import MISSING, fmt, fmt_estimate, fmt_pct, fmt_range, fmt_uncertain
 from wattbench.accounting.findings import NO_SENSOR_REASON
 from wattbench.accounting.level_findings import in_flight_finding, P99_MIN_SAMPLES
@@ -119,7 +119,7 @@ def headline_line(level: LevelResult) -> str:
     if in_flight_finding(level) is not None:  # the achieved load beside the asked one
         figs.append(f"⚠ achieved {fmt(level.load.mean_in_flight, kind='load')} in flight of {level.load.target_concurrency} asked")
     hb = headline_energy(level)
-    h = headline(level, hb[0] if hb else None)  # every figure as the headline rule reads it
+    h = reported_figures(level, hb[0] if hb else None)  # every figure as the headline rule reads it
     figs.append(f"{fmt(h['output_tokens_per_s'])} out tok/s")
     if hb is None:
         figs.append(f"energy unavailable: {energy_unavailable_reason(level)}")

@@ -1,7 +1,7 @@
 """The SLO and goodput cells of every report: the SLO as given, a level's goodput cells at its
 headline boundary, and the goodput figures the headline quotes (the trials' means with ``--trials``).
 Nothing here computes a figure: every number is a field of ``LevelResult.goodput``, read through
-``analysis.figures.headline`` where the headline quotes it."""
+``analysis.figures.reported_figures`` where the headline quotes it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from wattbench.metrics.slo import run_slo_text
 from wattbench.report import format as F
 from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
 from wattbench.core.schema import LevelResult, Result
-from wattbench.analysis.figures import headline
+from wattbench.analysis.figures import reported_figures
 
 
 def slo_text(result: Result) -> str | None:
@@ -45,7 +45,7 @@ def goodput_cells(level: LevelResult) -> GoodputCells:
 
 def goodput_point(level: LevelResult) -> tuple[float | None, float | None]:
     """(goodput tok/s per kW at the level's headline boundary, goodput tok/s) as the headline quotes
-    them (``analysis.figures.headline``: the trials' means with ``--trials``, else as stored)."""
+    them (``analysis.figures.reported_figures``: the trials' means with ``--trials``, else as stored)."""
     hb = F.headline_energy(level)
-    h = headline(level, hb[0] if hb else None)
+    h = reported_figures(level, hb[0] if hb else None)
     return h["goodput_per_kw"], h["goodput_output_tokens_per_s"]

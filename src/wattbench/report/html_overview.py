@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wattbench.analysis.figures import headline
+from wattbench.analysis.figures import reported_figures
 from wattbench.results.headline import trial_ci
 from wattbench.report import format as F
 from wattbench.core.numbers import fmt, fmt_uncertain
@@ -87,7 +87,7 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
     if has_goodput(r) and h is not None and h.boundary is not None:
         # the SLO-bound curve: tokens per kW of the requests that met every SLO, at the headline boundary
         gb = h.boundary
-        ys = [headline(lv, gb)["goodput_per_kw"] if gb in lv.energy else None
+        ys = [reported_figures(lv, gb)["goodput_per_kw"] if gb in lv.energy else None
               for lv in r.levels]
         tr: dict[str, Any] = {
               "type": "scatter", "mode": "lines+markers", "x": x, "y": ys, "text": text,
@@ -103,7 +103,7 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
         color = COLORS[i % len(COLORS)]
         for (name, unit), (xa, ya) in zip(
                 [("output_tokens_per_s_per_kw", "tok/s/kW"), ("j_per_output_token", "J/tok")], panels[:2]):
-            ys = [headline(lv, b)[name] if b in lv.energy else None for lv in r.levels]
+            ys = [reported_figures(lv, b)[name] if b in lv.energy else None for lv in r.levels]
             tr = {"type": "scatter", "mode": "lines+markers", "x": x, "y": ys, "text": text,
                   "name": ptxt(f"{b} ({labels})"), "legendgroup": b, "showlegend": xa == "x",
                   "line": {"color": color}, "xaxis": xa, "yaxis": ya,
@@ -114,12 +114,12 @@ def efficiency_curve(doc: Any, run: RunData, best: LevelResult | None) -> None:
             data.append(tr)
     if not bounds:  # no energy: two panels, throughput and latency, not two empty thirds
         panels = [("x", "y"), ("x2", "y2")]
-        ys = [headline(lv, None)["output_tokens_per_s"] for lv in r.levels]
+        ys = [reported_figures(lv, None)["output_tokens_per_s"] for lv in r.levels]
         data.append({"type": "scatter", "mode": "lines+markers", "x": x, "y": ys, "text": text,
                      "name": "output tokens/s", "line": {"color": COLORS[0]}, "xaxis": "x", "yaxis": "y",
                      "hovertemplate": "%{text}: %{y:,.3~g} tok/s<extra></extra>"})
     tx, ty = panels[-1]
-    ttft = [headline(lv, None)["ttft_p99_ms"] for lv in r.levels]
+    ttft = [reported_figures(lv, None)["ttft_p99_ms"] for lv in r.levels]
     tr = {"type": "scatter", "mode": "lines+markers", "x": x, "y": ttft, "text": text, "name": "p99 TTFT",
           "line": {"color": "#555", "dash": "dot"}, "xaxis": tx, "yaxis": ty,
           "hovertemplate": "%{text}: %{y:,.1f} ms<extra>p99 TTFT</extra>"}

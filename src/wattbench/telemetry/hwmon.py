@@ -24,7 +24,7 @@ so an ``energyN`` counter and a ``powerN`` gauge of one rail pair up (the counte
 the gauge cross-checks it and bridges resets) while two rails stay two devices.
 
 Boundaries: the user's ``boundary=`` applies to every selected channel. Without it, the defaults
-below (``default_boundary``); a channel of unknown meaning — an INA on some rail — is read and
+below (``chip_boundary``); a channel of unknown meaning — an INA on some rail — is read and
 listed as an ``aux`` gauge (``rail_power_w``/``rail_energy_j``), not counted, and a warning says
 how to count it (``hwmon:name=ina226,channel=power1,boundary=node``). Counting a rail of unknown
 meaning as the node would be a wrong figure, the worst bug there is.
@@ -96,7 +96,7 @@ def _read_first_line(path: Path) -> str:
         return f.readline().strip()
 
 
-def default_boundary(chip: str, label: str, siblings: set[str]) -> str | None:
+def chip_boundary(chip: str, label: str, siblings: set[str]) -> str | None:
     """The boundary a channel of a known chip measures, or None (unknown: listed, not counted).
     ``siblings``: the labels of the device's other channels."""
     lab = label.lower()
@@ -220,7 +220,7 @@ class HwmonSensor(Sensor):
     # -- channel meaning (seams for configurations such as Jetson) ------------------------------
 
     def classify(self, c: _Chan, siblings: set[str]) -> str | None:
-        return self.boundary or default_boundary(c.chip, c.label, siblings)
+        return self.boundary or chip_boundary(c.chip, c.label, siblings)
 
     def channel_id(self, c: _Chan, unique_chip: bool) -> str:
         dev = c.chip if unique_chip else c.key.replace("@", "-")

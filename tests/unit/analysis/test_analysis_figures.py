@@ -8,7 +8,7 @@ import pytest
 
 from wattbench.core.schema import Thermal
 from tests.fakes.results_factory import make_level, make_result
-from wattbench.analysis.figures import METRIC_NAMES, common_boundary, headline, throttle_reasons
+from wattbench.analysis.figures import METRIC_NAMES, common_boundary, reported_figures, throttle_reasons
 from wattbench.results.headline import level_key, trial_ci
 from wattbench.core.schema import TrialsBlock
 
@@ -16,7 +16,7 @@ from wattbench.core.schema import TrialsBlock
 def test_headline_reads_every_family():
     lv = make_level(0, value=8, output_tokens_per_s=1000, power_w={"accelerator": 500, "node": 800},
                     failed=4, goodput_rps=3.5, waiting_mean=2.0, gpu_utilization_pct=77, sm_clock_mhz=1500)
-    h = headline(lv, "node")
+    h = reported_figures(lv, "node")
     assert set(h) == METRIC_NAMES
     assert h["avg_power_w"] == 800
     assert h["output_tokens_per_s_per_kw"] == pytest.approx(1000 / 0.8)
@@ -24,7 +24,7 @@ def test_headline_reads_every_family():
     assert h["goodput_rps"] == pytest.approx(3.5, rel=1e-9) and h["mean_waiting"] == pytest.approx(2.0, rel=1e-9)
     assert h["gpu_utilization_pct"] == 77 and h["sm_clock_mhz"] == 1500
     assert h["ttft_p99_ms"] == pytest.approx(120.0, rel=1e-9) and h["tpot_p50_ms"] == pytest.approx(20.0, rel=1e-9)
-    assert headline(lv, "wall")["avg_power_w"] is None
+    assert reported_figures(lv, "wall")["avg_power_w"] is None
 
 
 def test_thermal_block_from_a_dict_and_capping_reasons():
@@ -32,7 +32,7 @@ def test_thermal_block_from_a_dict_and_capping_reasons():
     lv.thermal = Thermal.model_validate({"mean_sm_clock_mhz": 1410, "max_temperature_c": 88,
                                          "throttle_reasons_seen": ["gpu_idle", "sw_power_cap"],
                                          "capping_reasons_seen": ["sw_power_cap"]})
-    h = headline(lv, "accelerator")
+    h = reported_figures(lv, "accelerator")
     assert h["sm_clock_mhz"] == 1410 and h["max_temp_c"] == 88
     assert throttle_reasons(lv) == ["sw_power_cap"]
 

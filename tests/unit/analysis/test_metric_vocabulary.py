@@ -4,7 +4,7 @@ regress's checks all come from analysis.figures; goodput per kW is read from the
 import pytest
 
 from wattbench.analysis.compare import SIDE_BY_SIDE
-from wattbench.analysis.figures import METRIC_NAMES, headline, metric_suggestions
+from wattbench.analysis.figures import METRIC_NAMES, reported_figures, metric_suggestions
 from wattbench.analysis.regress import parse_checks
 from wattbench.core.errors import UserError
 from wattbench.core.schema import BoundaryEnergy, LevelResult
@@ -22,9 +22,9 @@ def test_goodput_per_kw_is_read_at_the_boundary():
     lv = LevelResult(index=0, label="concurrency=8",
                      energy={"node": BoundaryEnergy(boundary="node", method="declared", avg_power_w=500.0)},
                      goodput={"fraction": 0.75, "per_kw": {"node": {"output_tokens_per_s_per_kw": 1234.0}}})
-    h = headline(lv, "node")
+    h = reported_figures(lv, "node")
     assert h["goodput_per_kw"] == pytest.approx(1234.0, rel=1e-9) and h["goodput_fraction"] == pytest.approx(0.75, rel=1e-9)
-    assert headline(lv, "accelerator")["goodput_per_kw"] is None
+    assert reported_figures(lv, "accelerator")["goodput_per_kw"] is None
 
 
 def test_unknown_metric_hint_lists_every_close_name():

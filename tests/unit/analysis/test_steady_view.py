@@ -13,7 +13,7 @@ from tests.fakes.scripted_sensor import build_log, counter_channel, grid
 from wattbench.accounting.level import LevelContext, account_level
 from wattbench.analysis.compare import compare
 from wattbench.analysis.regress import regress
-from wattbench.analysis.figures import goodput_per_kw, headline, ranked_figures, steady_trials_note, steady_view
+from wattbench.analysis.figures import goodput_per_kw, reported_figures, ranked_figures, steady_trials_note, steady_view
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.schema import LoadStats, RequestRecord, TrialsBlock
 from wattbench.metrics.slo import good_output_share, goodput, parse_slos
@@ -76,14 +76,14 @@ def test_the_steady_view_reads_every_window_figure_in_the_steady_window():
     lv = _level()
     v = steady_view(lv)
     assert v is not None and lv.energy["accelerator"].avg_power_w == pytest.approx(400.0)  # the input unchanged
-    h = headline(v, "accelerator")
+    h = reported_figures(v, "accelerator")
     assert h["output_tokens_per_s"] == pytest.approx(40.0)  # not the full window's 25
     assert h["avg_power_w"] == pytest.approx(500.0)
     assert h["output_tokens_per_s_per_kw"] == pytest.approx(h["output_tokens_per_s"] / (h["avg_power_w"] / 1000))
     assert h["goodput_per_kw"] == pytest.approx(SHARE * 80.0)  # the old view kept the full window's 50
     assert h["goodput_output_tokens_per_s"] == pytest.approx(SHARE * 40.0)
     assert v.throughput.duration_s == pytest.approx(2.0) and v.throughput.output_tokens == 80
-    assert h["ttft_p99_ms"] == headline(lv, "accelerator")["ttft_p99_ms"]  # latencies stay the level's
+    assert h["ttft_p99_ms"] == reported_figures(lv, "accelerator")["ttft_p99_ms"]  # latencies stay the level's
     assert steady_view(_level().model_copy(update={"energy_steady": {}})) is None
 
 
@@ -135,7 +135,7 @@ def test_trials_keep_their_steady_figures_and_an_older_file_reads_them_without_a
     fs = lv.trials.figures_steady["output_tokens_per_s_per_kw@accelerator"]
     assert fs.values == pytest.approx(steady_per_kw)
     v = steady_view(lv)
-    h = headline(v, "accelerator")
+    h = reported_figures(v, "accelerator")
     assert h["output_tokens_per_s_per_kw"] == pytest.approx(sum(steady_per_kw) / 3)
     assert h["goodput_per_kw"] == pytest.approx(SHARE * sum(steady_per_kw) / 3)
     assert trial_ci(v, "output_tokens_per_s_per_kw", "accelerator").mean == pytest.approx(sum(steady_per_kw) / 3)
@@ -152,7 +152,7 @@ def test_trials_keep_their_steady_figures_and_an_older_file_reads_them_without_a
     assert rep.todo is not None and rep.todo.startswith("run o: the trials of concurrency=2 kept no steady")  # baseline first
     assert "run r: the trials" in rep.todo
     old = steady_view(lv)
-    assert headline(old, "accelerator")["output_tokens_per_s_per_kw"] == pytest.approx(40.0 / 0.48)
+    assert reported_figures(old, "accelerator")["output_tokens_per_s_per_kw"] == pytest.approx(40.0 / 0.48)
     assert trial_ci(old, "output_tokens_per_s_per_kw", "accelerator") is None
     assert trial_ci(old, "ttft_p99_ms", None) is not None
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from tests.fakes.planning_results import make_level, make_result, write_run
-from wattbench.planning.measured import load_result
+from wattbench.planning.measured import load_run_or_tune
 from wattbench.results.tune import TrialRecord, TuneResult, write_tune
 from wattbench.tune.run import conclude
 
@@ -36,7 +36,7 @@ def _tune_dir(tmp_path):
 
 def test_planning_reads_the_recommended_configuration(tmp_path):
     d = _tune_dir(tmp_path)
-    res = load_result(d)
+    res = load_run_or_tune(d)
     assert [lv.index for lv in res.levels] == [1] and res.tune.config == {"max-num-seqs": 128}
     assert (res.tune.tune_id, res.tune.trial) == ("tune-x", 1)
     out = subprocess.run([sys.executable, "-m", "wattbench", "plan", "rack", "--rack-kw", "10", "--node", str(d),
@@ -58,7 +58,7 @@ def test_tune_and_plan_default_to_the_same_boundary():
     the headline rule (results/headline.py): a node meter before the board, the board before a
     declared node, never the HBM rail."""
     from tests.fakes.results_factory import make_level, make_result
-    from wattbench.planning.measured import default_boundary
+    from wattbench.planning.measured import planning_boundary
     from wattbench.tune.score import trial_figures
 
     for watts, labels, want in (({"accelerator": 600, "accelerator_memory": 150, "node": 900}, {}, "node"),
@@ -68,4 +68,4 @@ def test_tune_and_plan_default_to_the_same_boundary():
         for b, lab in labels.items():
             lv.energy[b].label = lab
         res = make_result("r", levels=[lv])
-        assert trial_figures(lv, None, has_slo=False)["boundary"] == default_boundary(res) == want
+        assert trial_figures(lv, None, has_slo=False)["boundary"] == planning_boundary(res) == want

@@ -154,7 +154,7 @@ class PromptCalibration(_M):
 
 
 class TunedFrom(_M):
-    """A result read from a ``wattbench tune`` directory (``planning.measured.load_result``): the
+    """A result read from a ``wattbench tune`` directory (``planning.measured.load_run_or_tune``): the
     tune's recommended trial, reduced to the level the tune chose. Set in memory, never written."""
 
     tune_id: str
