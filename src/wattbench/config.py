@@ -1233,6 +1233,13 @@ class SensorsOptions(FlaggedConfig):
     as_json: AsJson
 
 
+# the monitor's and doctor's defaults, here so that each has one home (monitor/ and doctor/ take them)
+DEFAULT_MONITOR_INTERVAL_S = 1.0  # seconds between scrapes / accounting intervals
+DEFAULT_LISTEN = "127.0.0.1:9464"  # the Prometheus exporter: this machine only unless told otherwise
+DEFAULT_IDLE_THRESHOLD_TOK_S = 1.0  # output tokens/s at or below which an interval with no request running is idle
+DEFAULT_BURST = 8  # doctor: tiny concurrent requests sent to see a rate limiter
+
+
 class MonitorOptions(FlaggedConfig):
     """``monitor``: the server watched, its meters, and where the figures go."""
 
@@ -1240,9 +1247,9 @@ class MonitorOptions(FlaggedConfig):
         "Base URL of the server whose /metrics counts tokens."))] = None
     sensors: SensorSpecs
     interval_s: Annotated[float, Flag("--interval", commands=EVERY, domain=SECONDS, help=(
-        "Seconds between server scrapes / accounting intervals."))] = 1.0
+        "Seconds between server scrapes / accounting intervals."))] = DEFAULT_MONITOR_INTERVAL_S
     listen: Annotated[str, Flag("--listen", commands=EVERY, help=(
-        "HOST:PORT for the Prometheus exporter; 'off' for none."))] = "127.0.0.1:9464"
+        "HOST:PORT for the Prometheus exporter; 'off' for none."))] = DEFAULT_LISTEN
     history: Annotated[Path | None, Flag("--history", commands=EVERY,
                                          help="Append a JSONL line per interval to FILE.")] = None
     history_max_mb: Annotated[float | None, Flag("--history-max-mb", commands=EVERY, domain=POSITIVE,
@@ -1250,7 +1257,8 @@ class MonitorOptions(FlaggedConfig):
     duration_s: Annotated[float | None, Flag("--duration", commands=EVERY, help=(
         "Stop after this many seconds (default: until Ctrl-C)."))] = None
     idle_threshold: Annotated[float, Flag("--idle-threshold", commands=EVERY, domain=NON_NEGATIVE, help=(
-        "Output tokens/s at or below which an interval with no running request is idle."))] = 1.0
+        "Output tokens/s at or below which an interval with no running request is idle."))] = (
+        DEFAULT_IDLE_THRESHOLD_TOK_S)
     api_key: ServerApiKey
     api_key_file: ApiKeyFile
     live: Annotated[bool, Flag("--live/--no-live", commands=EVERY, help="Show the live table (on a terminal).")] = True
@@ -1273,7 +1281,7 @@ class DoctorOptions(FlaggedConfig):
     api_key: ServerApiKey
     api_key_file: ApiKeyFile
     burst: Annotated[int, Flag("--burst", commands=EVERY, domain=NON_NEGATIVE, help=(
-        "Tiny concurrent requests sent to detect rate limiting (0: none)."))] = 8
+        "Tiny concurrent requests sent to detect rate limiting (0: none)."))] = DEFAULT_BURST
     env: Annotated[bool, Flag("--env/--no-env", commands=EVERY, help=(
         "Run the environment checks (GPU, versions, sensors)."))] = True
     as_json: AsJson

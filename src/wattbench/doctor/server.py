@@ -18,6 +18,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from wattbench.config import DEFAULT_BURST
 from wattbench.doctor.check import Check
 from wattbench.core import origin
 from wattbench.core.errors import TargetError, UserError
@@ -39,7 +40,6 @@ from wattbench.workload.base import RequestSpec
 
 G = "server"
 PROBE_TIMEOUT_S = 20.0
-DEFAULT_BURST = 8
 # gpu_memory_utilization at or above this leaves little room for activations / CUDA graphs
 GPU_MEM_UTIL_WARN = 0.95
 RATE_LIMIT_HEADER_PREFIXES = ("x-ratelimit", "ratelimit", "x-rate-limit", "retry-after")

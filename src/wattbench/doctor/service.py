@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from wattbench.config import DEFAULT_BURST
 from wattbench.doctor.check import DoctorReport
 from wattbench.doctor.troubleshoot import diagnose_failure
 from wattbench.core.errors import UserError
@@ -58,7 +59,7 @@ def run_doctor(
             report.add(env.sensor_checks(sensors, nvml=nvml, measure_s=sensor_measure_s, **(sensor_kw or {})))
         probe = None
         if target is not None:
-            probe = srv.probe_server(target, api_key, srv.DEFAULT_BURST if burst is None else burst)
+            probe = srv.probe_server(target, api_key, DEFAULT_BURST if burst is None else burst)
             report.add(srv.server_checks(probe))
         if target is not None or declared is not None or exporters:
             report.add(cl.checklist_checks(probe, declared, exporters))

@@ -34,9 +34,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import MetricsHandler
 
+from wattbench.config import DEFAULT_LISTEN
 from wattbench.core.errors import UserError
 
-DEFAULT_LISTEN = "127.0.0.1:9464"
 IDLE_TIMEOUT_S = 10.0  # a connection that sends nothing for this long is closed (a half-open one too)
 MAX_CONNECTIONS = 16  # connections served at once; one more is closed at once (each holds a thread)
 STATES = ("idle", "loaded", "unknown")

@@ -17,10 +17,11 @@ from typing import Any, Callable
 
 from wattbench.core.clock import MONOTONIC, Clock, ClockAnchor
 from wattbench.core.errors import UserError
-from wattbench.monitor.exporter import DEFAULT_LISTEN, Exporter
+from wattbench.config import DEFAULT_IDLE_THRESHOLD_TOK_S, DEFAULT_LISTEN, DEFAULT_MONITOR_INTERVAL_S
+from wattbench.monitor.exporter import Exporter
 from wattbench.monitor.history import HistoryWriter
 from wattbench.monitor.sources import ResilientSensor, ServerScraper
-from wattbench.monitor.tracker import DEFAULT_IDLE_THRESHOLD_TOK_S, DEFAULT_WINDOWS_S, EfficiencyTracker, Segment, Span
+from wattbench.monitor.tracker import DEFAULT_WINDOWS_S, EfficiencyTracker, Segment, Span
 from wattbench.telemetry.base import Sensor
 from wattbench.core.redact import combine_credentials, redact_url, scope, url_secrets
 from wattbench.monitor.backoff import Backoff
@@ -38,7 +39,7 @@ class Monitor:
         self,
         target: str | None,
         sensors: list[Sensor | str] | None = None,
-        interval_s: float = 1.0,
+        interval_s: float = DEFAULT_MONITOR_INTERVAL_S,
         listen: str | None = DEFAULT_LISTEN,
         history_path: str | Path | None = None,
         idle_threshold_tok_s: float = DEFAULT_IDLE_THRESHOLD_TOK_S,

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wattbench.accounting.boundaries import contains_work
+from wattbench.config import DEFAULT_IDLE_THRESHOLD_TOK_S
 from wattbench.monitor.store import DEFAULT_MAX_POINTS, BoundedTelemetryLog
 from wattbench.telemetry.base import Channel, Reading
 from wattbench.accounting.boundaries import boundary_totals
@@ -54,7 +55,6 @@ ServerValues = dict[str, Any]
 _Pending = tuple[int, int, dict[str, float], dict[str, float]]
 
 DEFAULT_WINDOWS_S = (10.0, 60.0, 600.0)
-DEFAULT_IDLE_THRESHOLD_TOK_S = 1.0
 MAX_PENDING = 64
 REBUILD_EVERY = 1000
 MODELS_KEPT = 32  # served models kept by name; the rest add up under OTHER_MODELS
