@@ -15,16 +15,18 @@ import dataclasses
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 import asyncio
 import os
 
 import numpy as np
 
 from wattbench.core.clock import now_ns
-from wattbench.telemetry.base import Channel, Reading, SensorFailure
+from wattbench.telemetry.base import Channel, Reading, Sensor, SensorFailure
 from wattbench.core.errors import Interrupted, WattbenchError
-from wattbench.core.recordset import NONE
+from wattbench.core.recordset import NONE, RecordSet
+from wattbench.distributed.executor import Job, Reply
 from wattbench.load.client import new_event_loop
 from wattbench.load.executor import LevelControl
 from wattbench.load.level import end_column, run_level
@@ -54,7 +56,8 @@ def _ip() -> str | None:
         import ray
 
         if ray.is_initialized():
-            return ray.util.get_node_ip_address()
+            ip: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # Ray leaves it unannotated
+            return ip
     except ImportError:
         pass
     return None
@@ -68,7 +71,7 @@ def _sleep_until(t_ns: int) -> None:
         time.sleep(min(d / 1e9, 0.5))
 
 
-def _shift_dict(rec: dict, d: int) -> dict:
+def _shift_dict(rec: dict[str, Any], d: int) -> dict[str, Any]:
     for f in ("scheduled_ns", "sent_ns", "first_token_ns", "last_token_ns", "end_ns"):
         if rec.get(f) is not None:
             rec[f] += d
@@ -86,15 +89,15 @@ class LoadWorker:
     ``remote_classes``). A stop or cancel that arrives before its run started is applied when it
     starts (a threaded actor does not keep the calls' order)."""
 
-    def __init__(self, index: int, clock_skew_ns: int = 0):
+    def __init__(self, index: int, clock_skew_ns: int = 0) -> None:
         self.index = index
         self.skew = int(clock_skew_ns)
-        self._progress = (0, 0, 0)
+        self._progress: tuple[int, int, int] = (0, 0, 0)
         self._lock = threading.Lock()
         self._asked: dict[int, set[str]] = {}  # run id -> {"stop", "cancel"} asked so far
         self._hooks: dict[int, Callable[[str], None]] = {}  # run id -> applies a stop/cancel to it
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         return {"node_id": current_node_id(), "hostname": socket.gethostname(), "ip": _ip(), "pid": os.getpid()}
 
     def clock(self) -> int:
@@ -113,7 +116,7 @@ class LoadWorker:
         with self._lock:
             return self._progress
 
-    def _set_progress(self, d: dict) -> None:
+    def _set_progress(self, d: Mapping[str, Any]) -> None:
         with self._lock:
             self._progress = (d.get("done", 0), d.get("failed", 0), d.get("output_tokens", 0))
 
@@ -145,7 +148,7 @@ class LoadWorker:
             self._asked.pop(run, None)
 
     # -- runs
-    def run_closed(self, job: dict) -> dict:
+    def run_closed(self, job: Job) -> Reply:
         """Closed loop: ``run_level`` on this actor's share, started at ``job['t0_node_ns']``.
 
         The actor's requests are the factory's indices ``i ≡ index (mod n)``; record ids are those
@@ -153,7 +156,7 @@ class LoadWorker:
         a, n = job["index"], job["n"]
         factory: Callable[[int], Any] = job["request_factory"]
 
-        def source(j: int):
+        def source(j: int) -> Any:  # the factory's request (RequestSpec), or None when it ran out
             return factory(a + j * n)
 
         targets = job["targets"]
@@ -168,7 +171,7 @@ class LoadWorker:
                 out = run_level(job["spec"], targets if routes else targets[0], source, self._set_progress,
                                 route=route, control=control)
             except Interrupted as e:  # the driver cancelled: what completed is kept
-                out = e.outcome
+                out = getattr(e, "outcome")  # settle_outcome attaches it (core.errors cannot name it)
         finally:
             self._detach(run)
         recs = []
@@ -179,9 +182,10 @@ class LoadWorker:
             recs.append(_shift_dict(d, self.skew))
         last_end = None
         if len(out.records):  # the last request's end (else its send), from columns
+            assert isinstance(out.records, RecordSet)  # run_level streams its records into one
             c = out.records.columns("sent_ns", "last_token_ns", "end_ns")
-            e = end_column(c)
-            last_end = int(np.where(e != NONE, e, c["sent_ns"]).max())
+            ends = end_column(c)
+            last_end = int(np.where(ends != NONE, ends, c["sent_ns"]).max())
         stop = None
         if last_end is not None and out.load.drain_s is not None:
             stop = last_end - int(out.load.drain_s * 1e9) + self.skew
@@ -190,7 +194,7 @@ class LoadWorker:
                 "saturation_reasons": list(out.load.saturation_reasons), "progress": self.progress(),
                 "down": self._down(out.target_down)}
 
-    def run_open(self, job: dict) -> dict:
+    def run_open(self, job: Job) -> Reply:
         """Open loop / trace: ``job['plan']`` (a ``WorkerPlan`` with this actor's arrivals) at
         ``t0 + offset`` on the driver's timeline."""
         plan = job["plan"]
@@ -206,7 +210,10 @@ class LoadWorker:
                 if what == "cancel":
                     worker.link.cancel.set()
 
-            self._attach(run, lambda what: loop.call_soon_threadsafe(apply, what))
+            def tell(what: str) -> None:  # from the driver's call, on another thread
+                loop.call_soon_threadsafe(apply, what)
+
+            self._attach(run, tell)
             try:
                 interrupted, cpu_pct = run_worker_on_loop(
                     loop, worker, t0, lambda p: self._set_progress(dataclasses.asdict(p)), plan.progress_period_s)
@@ -218,6 +225,7 @@ class LoadWorker:
             asyncio.set_event_loop(None)
             loop.close()
         self._set_progress({"done": worker.done, "failed": worker.failed, "output_tokens": worker.output_tokens})
+        assert isinstance(worker.records, RecordSet)  # a Worker made without a stream keeps a RecordSet
         recs = [_shift_dict(r.model_dump(), self.skew) for r in worker.records]
         return {"records": recs, "cpu_pct": cpu_pct,
                 "stop_ns": None if worker.stop_ns is None else worker.stop_ns + self.skew,
@@ -225,7 +233,7 @@ class LoadWorker:
                 "loop_lag_ns": list(worker.loop_lag_ns), "saturation_reasons": [], "progress": self.progress(),
                 "down": self._down(None if worker.down is None else dataclasses.asdict(worker.down))}
 
-    def _down(self, down: dict | None) -> dict | None:
+    def _down(self, down: dict[str, Any] | None) -> dict[str, Any] | None:
         """A target this actor saw stop answering (``load/liveness.py``), times on this node's clock."""
         if down is None:
             return None
@@ -270,24 +278,24 @@ class NodeSensor:
     """
 
     def __init__(self, node_id: str, specs: list[str] | None = None, interval_s: float = 0.1,
-                 sensor_factory: Callable[[], list] | None = None, clock_skew_ns: int = 0,
-                 estimate_cpu: bool = False):
+                 sensor_factory: Callable[[], list[Sensor]] | None = None, clock_skew_ns: int = 0,
+                 estimate_cpu: bool = False) -> None:
         self.node_id = node_id
         self.specs = list(specs or [])
         self.interval_s = interval_s
         self.factory = sensor_factory
         self.skew = int(clock_skew_ns)
         self.estimate_cpu = estimate_cpu
-        self.sampler = None
+        self.sampler: Sampler | None = None
         self.buffer = _Buffer()
 
     def clock(self) -> int:
         return now_ns() + self.skew
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         return {"node_id": current_node_id(), "hostname": socket.gethostname(), "ip": _ip(), "pid": os.getpid()}
 
-    def open(self) -> dict:
+    def open(self) -> dict[str, Any]:
         """Build and start the sampler; status ``ok``, ``no_meters`` or ``failed``."""
         problems: list[str] = []
         try:
@@ -301,13 +309,13 @@ class NodeSensor:
             return {"status": "failed", "channels": [], "problems": [str(e)], "info": self.info()}
         if not sensors:
             return {"status": "no_meters", "channels": [], "problems": problems, "info": self.info()}
-        self.sampler = Sampler(sensors, interval_s=self.interval_s, sink=self.buffer)
-        self.sampler.start()
-        chans = self.sampler.channels
-        problems += self.sampler.problems
+        sampler = self.sampler = Sampler(sensors, interval_s=self.interval_s, sink=self.buffer)
+        sampler.start()
+        chans = sampler.channels
+        problems += sampler.problems
         status = "ok" if chans else "no_meters"
         if not chans:
-            self.sampler.stop()
+            sampler.stop()
             self.sampler = None
         return {"status": status, "channels": chans, "problems": problems, "info": self.info()}
 
@@ -318,7 +326,7 @@ class NodeSensor:
             return True
         return self.sampler.await_reads_after(int(t_ns) - self.skew, timeout_s)
 
-    def drain(self) -> dict:
+    def drain(self) -> dict[str, Any]:
         readings, failures = self.buffer.take()
         d = self.skew
         return {
@@ -326,7 +334,7 @@ class NodeSensor:
             "failures": [(f.sensor, f.t_ns + d, f.error) for f in failures],
         }
 
-    def stop(self) -> dict:
+    def stop(self) -> dict[str, Any]:
         overhead = None
         if self.sampler is not None:
             self.sampler.stop()
@@ -350,6 +358,7 @@ def remote_classes() -> tuple[Any, Any]:
     if not _REMOTE:
         import ray
 
-        _REMOTE["load"] = ray.remote(max_concurrency=2)(LoadWorker)
-        _REMOTE["sensor"] = ray.remote(num_cpus=0, max_concurrency=2)(NodeSensor)
+        # Ray's stubs type only the task options, not an actor's (max_concurrency)
+        _REMOTE["load"] = ray.remote(max_concurrency=2)(LoadWorker)  # type: ignore[call-overload]
+        _REMOTE["sensor"] = ray.remote(num_cpus=0, max_concurrency=2)(NodeSensor)  # type: ignore[call-overload]
     return _REMOTE["load"], _REMOTE["sensor"]

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import os
 import threading
+from types import ModuleType
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -66,7 +67,7 @@ from wattbench.core.errors import Interrupted, UserError
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.target import TargetSpec
 from wattbench.core.schema import NodeInfo
-from wattbench.telemetry.base import Reading, SensorFailure, TelemetryLog
+from wattbench.telemetry.base import Channel, Reading, Sensor, SensorFailure, TelemetryLog
 from wattbench.distributed.actors import remote_classes
 from wattbench.load.plan import validate_spec
 from wattbench.load.targets import check_targets, weighted_route
@@ -76,7 +77,9 @@ __all__ = ["RayCluster", "DistributedRun", "run_distributed_level", "START_MARGI
 LOOPBACK = "127.0.0.1"
 
 
-def _ray():
+def _ray() -> ModuleType:
+    """Ray, imported when a --ray run needs it (read as a module: its remote methods and actor
+    handles are built at run time, so its calls are untyped here)."""
     try:
         import ray
     except ImportError:
@@ -91,7 +94,7 @@ class DistributedRun:
     nodes: list[NodeInfo]
     telemetry: TelemetryLog
     sensor_problems: list[str]
-    actors: list[dict] = field(default_factory=list)  # per load actor: node, offset, cpu, records
+    actors: list[dict[str, Any]] = field(default_factory=list)  # per load actor: node, offset, cpu, records
 
 
 @dataclass
@@ -101,12 +104,12 @@ class _Sensor:
     hostname: str | None = None
     ip: str | None = None
     status: str = "starting"
-    channels: list = field(default_factory=list)  # Channel as the node described it
+    channels: list[Channel] = field(default_factory=list)  # as the node described them
     problems: list[str] = field(default_factory=list)
     readings: list[tuple[int, str, float]] = field(default_factory=list)  # node clock
     failures: list[tuple[str, int, str]] = field(default_factory=list)
     offsets: list[ClockOffset] = field(default_factory=list)
-    overhead: dict | None = None
+    overhead: dict[str, Any] | None = None  # the node sampler's own cost (Sampler.overhead)
 
 
 class RayCluster:
@@ -120,14 +123,14 @@ class RayCluster:
         actor_cpus: float = 1.0,
         sensors: Sequence[str] | None = None,
         sensor_interval_s: float = 0.1,
-        sensor_factory: Callable[[str], Callable[[], list] | None] | None = None,
+        sensor_factory: Callable[[str], Callable[[], list[Sensor]] | None] | None = None,
         estimate_cpu: bool = False,
         drain_period_s: float = 1.0,
         pings: int = 16,
-        runtime_env: dict | None = None,
-        init_kwargs: dict | None = None,
+        runtime_env: dict[str, Any] | None = None,
+        init_kwargs: dict[str, Any] | None = None,
         clock_skew_ns: Callable[[str, int], int] | None = None,
-    ):
+    ) -> None:
         if n_actors is not None and n_actors < 1:
             raise UserError(f"--ray-actors must be >= 1, got {n_actors}")
         if not actor_cpus >= 0:
@@ -151,8 +154,8 @@ class RayCluster:
         self._drainer: threading.Thread | None = None
         self._stop_drain = threading.Event()
         self._lock = threading.Lock()
-        self.alive_nodes: list[dict] = []
-        self.last_actors: list[dict] = []
+        self.alive_nodes: list[dict[str, Any]] = []  # ray.nodes()'s entries of the nodes alive
+        self.last_actors: list[dict[str, Any]] = []
 
     # -- connection ----------------------------------------------------------------------------
     def connect(self) -> "RayCluster":
@@ -179,7 +182,7 @@ class RayCluster:
     def __enter__(self) -> "RayCluster":
         return self.connect()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -200,7 +203,7 @@ class RayCluster:
             self._we_initialized = False
 
     # -- clocks --------------------------------------------------------------------------------
-    def _offset(self, handle) -> ClockOffset:
+    def _offset(self, handle: Any) -> ClockOffset:
         ray = _ray()
         return measure_offset(lambda: ray.get(handle.clock.remote()), n=self.pings)
 
@@ -379,7 +382,7 @@ class RayCluster:
         spec: LevelSpec,
         targets: TargetSpec | Sequence[TargetSpec],
         request_factory: Callable[[int], Any],
-        on_progress: Callable[[dict], None] | None = None,
+        on_progress: Callable[[dict[str, float]], None] | None = None,
         weights: Sequence[float] | None = None,
         n_actors: int | None = None,
     ) -> LevelOutcome:
@@ -397,7 +400,8 @@ class RayCluster:
         try:
             outcome = run_on_actors(spec, share, loads, on_progress, pings=self.pings)
         except Interrupted as e:
-            self.last_actors = list(e.outcome.load.actors or [])
+            partial: LevelOutcome = getattr(e, "outcome")  # settle_outcome attaches it (core.errors cannot name it)
+            self.last_actors = list(partial.load.actors or [])
             raise
         self.last_actors = list(outcome.load.actors or [])
         return outcome
@@ -433,7 +437,7 @@ def _fill_clock(ni: NodeInfo, offsets: list[ClockOffset]) -> None:
     ni.clock_rtt_ns = min(o.rtt_ns for o in offsets)
 
 
-def start_local(ray, init_kwargs: dict) -> None:
+def start_local(ray: ModuleType, init_kwargs: dict[str, Any]) -> None:
     """Start a new one-machine Ray cluster (``ray.init(address="local")``) bound to loopback.
 
     ``_node_ip_address="127.0.0.1"`` alone is not enough on Linux: Ray rewrites a loopback node
@@ -457,7 +461,7 @@ def start_local(ray, init_kwargs: dict) -> None:
             os.environ[key] = old_env
 
 
-def _remote():
+def _remote() -> tuple[Any, Any]:
     return remote_classes()
 
 
@@ -468,10 +472,10 @@ def run_distributed_level(
     ray_address: str = "auto",
     n_actors: int | None = None,
     *,
-    on_progress: Callable[[dict], None] | None = None,
+    on_progress: Callable[[dict[str, float]], None] | None = None,
     weights: Sequence[float] | None = None,
     sensing: bool = True,
-    **cluster_kw,
+    **cluster_kw: Any,
 ) -> tuple[LevelOutcome, DistributedRun]:
     """One level on Ray with per-node sensing around it (module doc). ``cluster_kw`` go to
     ``RayCluster`` (``sensors``, ``actor_cpus``, ``sensor_factory`` …)."""
