@@ -31,8 +31,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("out tok/s", "Output tokens the server produced per second inside the window."),
     ("per kW", "A rate divided by the average power in kilowatts at a boundary: output tok/s per kW "
                "is tokens per second for each kilowatt drawn, the figure wattbench answers with."),
-    ("J/tok (J/token)", "Joules per output token: energy in the window divided by the output tokens it produced. "
-              "J per total token divides by input plus output tokens, as InferenceX reports it."),
+    ("J/tok, J/total", "Joules per output token: energy in the window divided by the output tokens it "
+                       "produced. J/total is joules per total token: divided by input plus output tokens, "
+                       "as InferenceX reports it."),
     ("goodput", "The output tokens per second of the requests that met every SLO; goodput per kW is "
                 "that rate per kilowatt."),
     ("SLO", "Service-level objective: the latency limits given with --slo, such as a TTFT p99 in ms. "

@@ -32,7 +32,7 @@ class Column:
     styles: list[str] | None = None  # per-cell terminal style, when the column sets its own
     max_width: int | None = None  # longer cells fold onto more lines (the level label only)
     glue: bool = False  # kept in the same table as the column before it (a CI beside its mean, one
-    # boundary's W, tok/s/kW and J/tok, one latency's five statistics)
+    # boundary's W, tok/s/kW, J/tok and J/total, one latency's five statistics)
 
     @property
     def width(self) -> int:
@@ -102,6 +102,8 @@ def level_columns(result: Result, with_latency: bool = True) -> list[Column]:
             cols += [
                 Column(f"tok/s/kW\n{sb}\n{label}", cells("output_tokens_per_s_per_kw"), kind=f"label:{label}"),
                 Column(f"J/tok\n{sb}\n{label}", cells("j_per_output_token"), kind=f"label:{label}", glue=True),
+                # J per total (input + output) token, InferenceX's figure, beside AIPerf's per output token
+                Column(f"J/total\n{sb}\n{label}", cells("j_per_token"), kind=f"label:{label}", glue=True),
             ]
         else:  # a part (the HBM rail; the host of a GPU server): its share, no per-token figure
             shares = [part_share(lv, b) for lv in lvs]

@@ -231,3 +231,29 @@ def test_replica_rows_in_markdown_and_html(tmp_path):
     assert "| ↳ a.example:8000 |  | 40/0 | 700 |" in md and "| ↳ b.example:8001 |  | 20/0 | 300 |" in md
     page = render_html([RunData(tmp_path)], tmp_path / "r.html").read_text()
     assert "↳ a.example:8000" in page and "↳ b.example:8001" in page
+
+
+def test_j_per_total_token_stands_beside_j_per_output_token_at_80_and_160_columns():
+    """InferenceX's J per total token (input + output) beside J per output token, for each
+    boundary, in the summary's level table at 80 and 160 columns, no line wider than the terminal.
+    Hand-checked: 1,000 out tok/s for 60 s at 128 out / 256 in per request is 60,000 output and
+    468 × 256 = 119,808 input tokens; 700 W × 60 s = 42,000 J: J/tok 0.70, J/total 42,000 /
+    179,808 = 0.234; the node's 1,100 W: 1.10 and 0.367 (each as the one formatter writes it)."""
+    from wattbench.core.numbers import fmt
+
+    lvs = [make_level(i, value=v, power_w={"accelerator": 700.0, "node": 1100.0}) for i, v in enumerate((1, 8))]
+    r = make_result(levels=lvs)
+    be = lvs[0].energy["accelerator"]
+    assert be.j_per_token * (lvs[0].throughput.output_tokens + lvs[0].throughput.input_tokens) == pytest.approx(
+        42_000.0, rel=1e-9)
+    for width in (80, 160):
+        out = render(run_summary(r), width)
+        assert max(len(x.rstrip()) for x in out.splitlines()) <= width, out
+        heads = [x.split() for x in out.splitlines()]
+        assert any("J/tok" in h and "J/total" in h for h in heads), out  # side by side, one header line
+        rows = [x.split() for x in out.splitlines() if x.startswith("c=1 ")]
+        cells = [c for row in rows for c in row]
+        for jt, jtotal in ((fmt(0.70), fmt(42_000 / 179_808)), (fmt(1.10), fmt(66_000 / 179_808))):
+            assert jt in cells and jtotal in cells, (width, rows)
+            row = next(r for r in rows if jt in r)
+            assert row.index(jtotal) == row.index(jt) + 1, row  # J/total right after J/tok
