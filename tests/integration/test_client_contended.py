@@ -90,3 +90,57 @@ def test_client_holds_the_asked_streams_beside_busy_processes(tmp_path, contende
     assert held >= HELD_SHARE * STREAMS, (
         f"{held:.2f} of {STREAMS} streams in flight over the {sw.duration_s:.1f} s steady window "
         f"(whole level {lv.load.mean_in_flight:.2f}); client loop lag p99 {lag.p99} ms, max {lag.max} ms")
+
+
+
+# -- the streams a server frees in one step start in one loop turn ------------------------------
+
+
+def test_streams_freed_together_start_in_one_loop_turn():
+    """Beside vLLM on the 2-core machine the client's loop thread was runnable but off its CPU for
+    0.1-0.5 s at a time; a pause that fell between two request starts left the streams a batching
+    step had freed unsent for its length (one request in flight of 8 asked, for 0.3 s). The
+    streams freed together must therefore go out in one turn of the loop, before it polls (and
+    can be paused) again. Ground truth: the loop's own turns, counted by a callback that re-arms
+    itself once per turn, against the turn in which each request's bytes were written (its
+    ``sent_ns``). 8 requests asked in one turn on warm connections: all written within one turn
+    of each other (one request per turn, the gate before, took 8 or more)."""
+    import asyncio
+    import bisect
+
+    from wattbench.core.clock import now_ns
+    from wattbench.core.target import TargetSpec
+    from wattbench.load.client import StreamClient, new_event_loop
+    from wattbench.workload.base import RequestSpec
+
+    proc, base = start_script(SERVER, "--ttft-ms", "5", "--itl-ms", "1", "--output-tokens", "4")
+
+    async def main() -> tuple[list, list[tuple[int, int]]]:
+        loop = asyncio.get_running_loop()
+        turns: list[tuple[int, int]] = []  # (ns, turn) at the start of every turn
+
+        def tick() -> None:
+            turns.append((now_ns(), len(turns)))
+            loop.call_soon(tick)
+
+        async with StreamClient(TargetSpec(base_url=base + "/v1", model="fake-model"), STREAMS) as client:
+            def batch(k: int) -> list:
+                return [client.send(RequestSpec(prompt=f"p{k}-{i}", max_tokens=4), id=i) for i in range(STREAMS)]
+
+            await asyncio.gather(*batch(0))  # opens the connections
+            loop.call_soon(tick)
+            await asyncio.sleep(0)
+            records = await asyncio.gather(*batch(1))  # asked in one turn, on kept-alive connections
+        return records, turns
+
+    loop = new_event_loop()
+    try:
+        records, turns = loop.run_until_complete(main())
+    finally:
+        loop.close()
+        stop_process(proc)
+    assert len(records) == STREAMS and all(r.ok for r in records)
+    starts = [t for t, _ in turns]
+    sent_turn = [bisect.bisect_right(starts, r.sent_ns) - 1 for r in records]
+    assert min(sent_turn) >= 0
+    assert max(sent_turn) - min(sent_turn) <= 1, f"the {STREAMS} requests were written in turns {sorted(sent_turn)}"

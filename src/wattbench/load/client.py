@@ -49,6 +49,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 import asyncio
 import functools
+from collections import deque
 
 import aiohttp
 import orjson
@@ -71,7 +72,7 @@ from wattbench.server.openai import (
 from wattbench.server.sse import DONE, SSEError, SSEParser
 from wattbench.workload.base import RequestSpec
 
-__all__ = ["StreamClient", "READ_BUFSIZE", "new_event_loop", "ERROR_BODY_BYTES", "OUTPUT_TEXT_MAX_CHARS",
+__all__ = ["StreamClient", "SendGate", "SENDS_PER_TURN", "READ_BUFSIZE", "new_event_loop", "ERROR_BODY_BYTES", "OUTPUT_TEXT_MAX_CHARS",
            "OUTPUT_TEXT_CUT"]
 
 # The most of one answer's text kept (``--keep-output-text``, and a session's history): 1 Mi
@@ -81,6 +82,10 @@ __all__ = ["StreamClient", "READ_BUFSIZE", "new_event_loop", "ERROR_BODY_BYTES",
 OUTPUT_TEXT_MAX_CHARS = 1 << 20
 OUTPUT_TEXT_CUT = f" [wattbench: the text was cut here at {OUTPUT_TEXT_MAX_CHARS:,} characters, the most kept per answer]"
 
+# Requests started in one loop turn at most (``SendGate``): 8 back-to-back request starts hold the
+# loop ~1-2 ms (the arrival stamps of that turn wait as long), and the streams a batching server
+# frees in one step, up to 8, go out before the loop polls again.
+SENDS_PER_TURN = 8
 READ_BUFSIZE = 2**20  # bytes; aiohttp's default is 64 KiB
 ERROR_BODY_BYTES = 4096  # of a non-200 answer's body (300 characters are kept); a 10 GB body costs this
 DETAIL_CHARS = 300  # of an error detail kept in a record, cut after the secrets are scrubbed (a key at
@@ -156,18 +161,12 @@ def _timed_connector(**kw: Any) -> aiohttp.TCPConnector:
 
 
 class _SentAt:
-    """Per-request holder: the trace hook writes the wire time into it and opens the send gate."""
+    """Per-request holder: the trace hook writes the wire time into it."""
 
-    __slots__ = ("ns", "gate")
+    __slots__ = ("ns",)
 
-    def __init__(self, gate: asyncio.Lock | None) -> None:
+    def __init__(self) -> None:
         self.ns = 0
-        self.gate = gate
-
-    def open_gate(self) -> None:
-        if self.gate is not None:
-            self.gate.release()
-            self.gate = None
 
 
 async def _on_chunk_sent(session: aiohttp.ClientSession, ctx: SimpleNamespace,
@@ -175,7 +174,66 @@ async def _on_chunk_sent(session: aiohttp.ClientSession, ctx: SimpleNamespace,
     holder = ctx.trace_request_ctx
     if holder is not None and not holder.ns:
         holder.ns = now_ns()
-        holder.open_gate()
+
+
+class SendGate:
+    """At most ``per_turn`` requests start in one turn of the event loop; the rest start in the
+    next turns, in the order they asked, ``per_turn`` at a time.
+
+    Why a bound: N streams that a batching server ends in the same step start N requests back to
+    back, a few hundred microseconds of loop time each, and every byte that arrives meanwhile is
+    stamped late; between two turns the loop reads its sockets. Why not one request per turn (as
+    it was): the streams freed by one step then go out over 2N turns, and on a host whose CPUs a
+    server keeps busy the loop's thread is taken off its CPU for 0.1-0.5 s at a time (runnable,
+    not running: measured beside vLLM on the 2-core machine, docs/benchmarks.md). A pause that
+    falls between those turns leaves the freed streams unsent for its length: one request in
+    flight of 8 asked for 0.3 s. Started in one turn, a batch of up to ``per_turn`` is on the wire
+    before the loop polls again, so a pause afterwards finds them at the server.
+
+    A turn ends when the loop runs the callback armed by the turn's first admission
+    (``call_soon``: after the callbacks already due, before the next ones)."""
+
+    __slots__ = ("per_turn", "used", "waiters", "_armed")
+
+    def __init__(self, per_turn: int = SENDS_PER_TURN) -> None:
+        if per_turn < 1:
+            raise ValueError("per_turn must be at least 1")
+        self.per_turn = per_turn
+        self.used = 0  # admitted in this turn
+        self.waiters: deque[asyncio.Future[None]] = deque()
+        self._armed = False
+
+    async def enter(self) -> None:
+        """Return when this request may start (at once while the turn has room)."""
+        if self.used < self.per_turn and not self.waiters:
+            self.used += 1
+            self._arm()
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.append(fut)
+        self._arm()
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut in self.waiters:  # cancelled while waiting: not admitted
+                self.waiters.remove(fut)
+            raise
+
+    def _arm(self) -> None:
+        if not self._armed:
+            self._armed = True
+            asyncio.get_running_loop().call_soon(self._next_turn)
+
+    def _next_turn(self) -> None:
+        self._armed = False
+        self.used = 0
+        while self.waiters and self.used < self.per_turn:
+            fut = self.waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                self.used += 1
+        if self.used:
+            self._arm()  # the admitted run in the next turn; the count resets after them
 
 
 class StreamClient:
@@ -185,7 +243,7 @@ class StreamClient:
         self.target = target
         self.concurrency = concurrency
         self._session: aiohttp.ClientSession | None = None
-        self._gate: asyncio.Lock | None = None
+        self._gate: SendGate | None = None
         self._headers = auth_headers(target.api_key, target.headers)
         self._url = endpoint_url(target)
         self._scrubbers: dict[int, tuple[TargetSpec, Scrubber]] = {}
@@ -199,7 +257,7 @@ class StreamClient:
         return hit[1]
 
     async def __aenter__(self) -> "StreamClient":
-        self._gate = asyncio.Lock()
+        self._gate = SendGate()
         # limit=0: no cap on connections (aiohttp's default is 100 total).
         connector = _timed_connector(limit=0, limit_per_host=0, ttl_dns_cache=300,
                                      force_close=not self.target.keepalive)
@@ -251,13 +309,11 @@ class StreamClient:
         st = _Stream(is_chat, keep)
         error = detail = status = None
 
-        # The send gate: one request is being put on the wire at a time, so the event loop polls
-        # its sockets between two request writes. Without it, N streams finishing together
-        # (a batching server ends them in the same step) start N requests back to back —
-        # hundreds of microseconds each — and every byte that arrives meanwhile is stamped late.
+        # The send gate: at most SENDS_PER_TURN requests start per loop turn (SendGate).
         gate = self._gate
-        await gate.acquire()
-        sent_at = _SentAt(gate)
+        assert gate is not None
+        await gate.enter()
+        sent_at = _SentAt()
         asked_ns = now_ns()
         try:
             async with origin.request(session, "POST", url, data=body, headers=headers,
@@ -299,8 +355,6 @@ class StreamClient:
             if failure is None:
                 raise
             error, detail = failure
-        finally:
-            sent_at.open_gate()  # the request failed before its bytes went out
         end_ns = now_ns()
         sent_ns = sent_at.ns or asked_ns  # no wire time when the connection failed
 
