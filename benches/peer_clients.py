@@ -455,7 +455,8 @@ def scrape_vllm(base_url: str) -> dict[str, float]:
     text = urllib.request.urlopen(base_url + "/metrics", timeout=30).read().decode()
     out: dict[str, float] = {}
     for line in text.splitlines():
-        m = re.match(r"^(vllm:(?:time_to_first_token|inter_token_latency|time_per_output_token)_seconds_(?:sum|count))"
+        m = re.match(r"^(vllm:(?:time_to_first_token|inter_token_latency|time_per_output_token|e2e_request_latency)"
+                     r"_seconds_(?:sum|count))"
                      r"(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", line)
         if m:
             out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
@@ -473,6 +474,14 @@ def errors_vs_vllm_metrics(rows: list[dict], before: dict, after: dict) -> dict:
     eng_ttft = delta_mean("time_to_first_token")
     eng_itl = delta_mean("inter_token_latency") or delta_mean("time_per_output_token")
     ttft = mean(r["ttft_ms"] for r in rows)
+    # the engine's own view of the load: its requests' end-to-end seconds (arrival at the API
+    # server to the last token) over the tool's window, first start to last end (Little's law): one
+    # definition for every tool, blind to where each tool stamps its start
+    starts = [r["start_ns"] for r in rows if r.get("start_ns")]
+    ends = [r["end_ns"] for r in rows if r.get("end_ns")]
+    e2e = "vllm:e2e_request_latency_seconds_sum"
+    engine_in_flight = ((after[e2e] - before.get(e2e, 0.0)) / ((max(ends) - min(starts)) / 1e9)
+                        if e2e in after and starts and ends and max(ends) > min(starts) else None)
     gaps = [g for r in rows for g in (r["gaps_ms"] or [])]
     itl = mean(gaps) if gaps else mean(r["itl_ms"] for r in rows if r["itl_ms"] is not None)
     return {
@@ -481,7 +490,7 @@ def errors_vs_vllm_metrics(rows: list[dict], before: dict, after: dict) -> dict:
         "ttft_err_ms_p50": None, "ttft_err_ms_p99": None,
         "itl_err_ms_mean": (itl - eng_itl) if itl is not None and eng_itl is not None else None,
         "itl_err_ms_p99": None, "itl_err_basis": "mean vs engine histogram", "itl_reported_ms_mean": itl,
-        "true_itl_ms_mean": eng_itl,
+        "true_itl_ms_mean": eng_itl, "engine_in_flight": engine_in_flight,
         "engine_requests": after.get("vllm:time_to_first_token_seconds_count", 0.0)
         - before.get("vllm:time_to_first_token_seconds_count", 0.0),
     }
@@ -787,7 +796,12 @@ def round_ratios(runs: list[dict], tool: str, key: str, base: str = "vllm") -> l
 def report_load(paths: list[str]) -> str:
     """Per streams level and tool, every round (``/``-separated, in round order) of: output tok/s
     and TPOT (one definition for every tool, and the tool's own), mean in flight (steady window and
-    full); then each tool's ratio to ``vllm bench serve`` of the same round."""
+    full, from the tool's own start stamps; and the engine's view: its requests' end-to-end seconds
+    over the tool's window, where the server is vLLM); then each tool's ratio to ``vllm bench
+    serve`` of the same round, per round and their median, and whether the medians of tok/s and
+    TPOT agree within ±3%."""
+    import statistics
+
     runs = [r for path in paths for r in _load_json(path)["runs"]]
     cells: dict[tuple, list[dict]] = {}
     for r in runs:
@@ -797,22 +811,33 @@ def report_load(paths: list[str]) -> str:
         return " / ".join("–" if r.get(k) is None else format(r[k], fmt) for r in rs)
 
     lines = ["| streams | tool | out tok/s | own out tok/s | TPOT mean (ms) | own TPOT (ms) | in flight, steady "
-             "| in flight, full | client loop lag p99 (ms) | load average (1 min, before) |",
-             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| in flight, full | in flight, engine | client loop lag p99 (ms) | load average (1 min, before) |",
+             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for (conc, ti), rs in sorted(cells.items()):
         ok = sorted((r for r in rs if "error" not in r), key=lambda r: r.get("round", 0))
         lines.append(f"| {conc} | {TOOLS[ti]} | {col(ok, 'out_tok_s', ',.0f')} | {col(ok, 'own_out_tok_s', ',.0f')} "
                      f"| {col(ok, 'tpot_ms_mean', '.2f')} | {col(ok, 'own_tpot_ms', '.2f')} "
                      f"| {col(ok, 'in_flight_steady', '.2f')} | {col(ok, 'in_flight_full', '.2f')} "
+                     f"| {col(ok, 'engine_in_flight', '.2f')} "
                      f"| {col(ok, 'loop_lag_p99_ms', '.0f')} | {' / '.join(r['loadavg_before'].split()[0] for r in ok)} |")
-    lines += ["", "| tool | out tok/s ÷ vllm's | TPOT ÷ vllm's | own out tok/s ÷ vllm's own | own TPOT ÷ vllm's own |",
-              "| --- | ---: | ---: | ---: | ---: |"]
+    keys = ("out_tok_s", "tpot_ms_mean", "in_flight_steady", "engine_in_flight", "own_out_tok_s", "own_tpot_ms")
+    lines += ["", "Ratio to vllm bench serve of the same round (per round; median in brackets):", "",
+              "| tool | out tok/s | TPOT | in flight, steady | in flight, engine | own out tok/s ÷ vllm's own "
+              "| own TPOT ÷ vllm's own | tok/s and TPOT within ±3% (medians) |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for tool in TOOLS:
         if tool == "vllm" or not any(r["tool"] == tool for r in runs):
             continue
-        cells_r = [" / ".join(f"{x:.3f}" for x in round_ratios(runs, tool, k)) or "–"
-                   for k in ("out_tok_s", "tpot_ms_mean", "own_out_tok_s", "own_tpot_ms")]
-        lines.append(f"| {tool} | " + " | ".join(cells_r) + " |")
+        cells_r, med = [], {}
+        for k in keys:
+            xs = round_ratios(runs, tool, k)
+            med[k] = statistics.median(xs) if xs else None
+            cells_r.append((" / ".join(f"{x:.3f}" for x in xs) + f" [{med[k]:.3f}]") if xs else "–")
+        both = [med["out_tok_s"], med["tpot_ms_mean"]]
+        agree = ("–" if None in both else
+                 ("yes" if all(abs(x - 1) <= 0.03 for x in both) else "no") +  # type: ignore[operator]
+                 f" ({(both[0] - 1) * 100:+.1f}%, {(both[1] - 1) * 100:+.1f}%)")  # type: ignore[operator]
+        lines.append(f"| {tool} | " + " | ".join(cells_r) + f" | {agree} |")
     return "\n".join(lines)
 
 
