@@ -13,9 +13,14 @@ steady window never starts before it (warm-up is not measured).
 
 * **closed loop** (``mode="concurrency"``): from the later of ``start_ns`` and the first moment
   the number of requests in flight reaches ``target_concurrency`` to the first completion
-  strictly after the last send (the drain begins there: from then on the server sees fewer than
-  the target). A completion at the same nanosecond as the last send is the one that triggered
-  that send, not the drain.
+  strictly after the last send that left ``target_concurrency`` in flight (the drain begins
+  there: from then on the server sees fewer than the target). That is the last send itself
+  unless the requests ran out mid-step: a server that ends its streams together (one batching
+  step) frees all of them at once, and when fewer requests are left than streams (100 requests
+  on 8 streams: 4 in the last step) those last few run alone — that is drain, not the load
+  asked (before this rule, such a tail of one request's lifetime at 4 of 8 read as a client
+  that lost its streams). A completion at the same nanosecond as that send is the one that triggered it, not
+  the drain.
 * **open loop** (``mode="rate"`` or ``"trace"``): from ``start_ns`` (default: the first send) to
   the first completion strictly after the last send.
 
@@ -123,10 +128,6 @@ def steady_window_ns(
         return None
     last_send = int(sent.max())
     ended = end[end != NO_END]
-    drains = ended[ended > last_send]
-    if drains.size == 0:
-        return None
-    stop = int(drains.min())
     first = int(sent.min()) if start_ns is None else start_ns
     if mode == "concurrency":
         if not target_concurrency or target_concurrency < 1:
@@ -142,8 +143,13 @@ def steady_window_ns(
         if hit.size == 0:
             return None
         start = max(int(sends[hit[0]]), first)
+        last_send = int(sends[hit[-1]])  # the last send that left the target in flight
     else:
         start = first
+    drains = ended[ended > last_send]
+    if drains.size == 0:
+        return None
+    stop = int(drains.min())
     if stop <= start:
         return None
     return Window(start_ns=start, end_ns=stop, duration_s=(stop - start) / 1e9, kind="steady")

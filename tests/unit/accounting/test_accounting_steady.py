@@ -17,6 +17,19 @@ def test_closed_loop_refill_at_same_instant_keeps_target():
     assert (w.start_ns, w.end_ns) == (0, 30)
 
 
+def test_closed_loop_a_last_step_with_fewer_requests_than_streams_is_drain():
+    # 4 streams, 10 requests, a server that ends every step's streams together (steps of 100 ns):
+    # steps 0 and 1 run 4 each, step 2 the last 2 alone. The target was last held after the send
+    # at 100; the drain begins at the first completion after it (200), not after the last send
+    # (300): from 200 the server never again sees 4.
+    reqs = [(s, s + 100) for s in (0, 0, 0, 0, 100, 100, 100, 100, 200, 200)]
+    w = steady_window(reqs, "concurrency", 4)
+    assert (w.start_ns, w.end_ns) == (0, 200)
+    # one more request (a step of 3): the same; a full last step keeps the old edge
+    assert steady_window(reqs + [(200, 300)], "concurrency", 4).end_ns == 200
+    assert steady_window(reqs + [(200, 300), (200, 300)], "concurrency", 4).end_ns == 300
+
+
 def test_closed_loop_never_reaching_target():
     assert steady_window([(0, 5), (6, 10)], "concurrency", 2) is None
     assert steady_window([(0, 5)], "concurrency", None) is None
