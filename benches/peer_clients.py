@@ -45,8 +45,13 @@ the tool that always runs first. Every run gets, from its own per-request stamps
 definition for every tool: output tokens per second (the requests' output tokens over first start
 to last end), TPOT (mean over requests of (end − first token) / (output tokens − 1)), and the mean
 number of requests in flight (start to stream end) over the full window and over the steady window
-(``accounting/steady.py``'s rule: the target first reached → the first end after the last start);
-beside them each tool's own reported tok/s and TPOT where it reports them. ``wattbench-run`` is the
+(``accounting/steady.py``'s rule: the target first reached → the first end after the last send that
+left the target in flight), and, against vLLM, the engine's view of the load: its requests'
+end-to-end seconds (``vllm:e2e_request_latency_seconds``, arrival at the API server to the last
+token) over the tool's window, by Little's law — blind to where each tool stamps its start
+(``vllm bench serve`` and AIPerf before they ask for a connection, wattbench when the request's
+bytes are written, so a pause of the client between the two counts as in flight for the first two
+and not for wattbench); beside them each tool's own reported tok/s and TPOT where it reports them. ``wattbench-run`` is the
 whole ``wattbench run`` command (its sampler and ``/metrics`` scraper threads, the record spool,
 progress; ``--no-prime``, so the engine's histograms cover the measured requests only), where
 ``wattbench`` is one ``run_level`` in its own process. ``--report-load`` prints the per-round table
