@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -11,6 +11,9 @@ from wattbench.cli.common import handle_errors, read_api_key
 from wattbench.cli.options import CommandOptions, Given, options_from
 from wattbench.config import MeasureConfig, RunConfig
 from wattbench.core.interrupt import install_sigterm
+
+if TYPE_CHECKING:
+    from wattbench.run.events import ProgressEvent, ProgressFn
 
 HELP = """Run COMMAND (a load generator) while sampling every meter as `run` does,
 then read its result files for the work done: one level per benchmark it ran.
@@ -33,20 +36,21 @@ Examples:
 """
 
 
-def _progress(quiet: bool) -> Callable[[str, dict[str, Any]], None]:
+def _progress(quiet: bool) -> ProgressFn:
     """The command's own output as it comes, and plain progress lines (each window's start and its
     headline at its end: ``cli.progress.PlainProgress``) on stderr."""
     from wattbench.cli.progress import PlainProgress
+    from wattbench.run.events import CommandOutput
 
     plain = PlainProgress(sys.stderr)
 
-    def show(event: str, data: dict[str, Any]) -> None:
+    def show(event: ProgressEvent) -> None:
         if quiet:
             return
-        if event == "command_output":
-            sys.stderr.write(data.get("line", "") + "\n")
+        if isinstance(event, CommandOutput):
+            sys.stderr.write(event.line + "\n")
         else:
-            plain.update(event, data)
+            plain.update(event)
     return show
 
 

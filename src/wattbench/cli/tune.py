@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import typer
 
@@ -36,6 +35,7 @@ def register(app: typer.Typer) -> None:
     @options_from("tune", RunConfig, TuneConfig, CommandOptions)
     def tune_cmd(given: Given) -> None:
         from wattbench.results.tune import write_tune
+        from wattbench.tune.events import GpuRestored, TrialDone, TrialStarted, TuneEvent
         from wattbench.tune.run import tune
 
         tune_fields = given[TuneConfig]
@@ -48,16 +48,16 @@ def register(app: typer.Typer) -> None:
 
         con = Console(stderr=as_json)
 
-        def progress(event: str, data: dict[str, Any]) -> None:
-            if event == "trial_start":
-                rep = f" (repeat of {data['repeat_of']})" if data.get("repeat_of") is not None else ""
-                con.print(f"trial {data['index']}: {data['label']}{rep}")
-            elif event == "trial_done":
-                tr = data["trial"]
+        def progress(event: TuneEvent) -> None:
+            if isinstance(event, TrialStarted):
+                rep = f" (repeat of {event.repeat_of})" if event.repeat_of is not None else ""
+                con.print(f"trial {event.index}: {event.label}{rep}")
+            elif isinstance(event, TrialDone):
+                tr = event.trial
                 con.print(f"  -> {tr.status}" + (f", score {fmt(tr.score, kind='precise')}" if tr.score is not None else "")
                           + (f" ({tr.detail})" if tr.detail else ""))
-            elif event == "gpu_restored":
-                con.print("restored GPU settings left by an earlier tune: " + "; ".join(data["actions"]))
+            elif isinstance(event, GpuRestored):
+                con.print("restored GPU settings left by an earlier tune: " + "; ".join(event.actions))
 
         from wattbench.cli.run import _install_sigterm
         from wattbench.core.errors import Interrupted

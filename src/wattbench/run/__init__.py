@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from wattbench.run.benchmark import new_run_id, run_benchmark
-from wattbench.run.session import ProgressFn, RunSession
+from wattbench.run.events import ProgressFn
+from wattbench.run.session import RunSession
 
 __all__ = ["run_benchmark", "new_run_id", "RunSession", "ProgressFn"]

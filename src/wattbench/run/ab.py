@@ -22,10 +22,11 @@ per-kW ratio is known within it (``metrics.paired.precise_enough``), ``--max-pai
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from wattbench.analysis.ab import PairedComparison, paired_compare
 from wattbench.analysis.compare import resolve_boundary, short_key
@@ -39,7 +40,8 @@ from wattbench.metrics.noise import MAX_TIME, MAX_TRIALS, REACHED, auto_stop
 from wattbench.metrics.paired import PAIRS_PER_BLOCK, PairedRatio, blocks_for, pair_sides, paired_ratio, precision
 from wattbench.run import analyses, benchmark, plan
 from wattbench.run.level import LevelRunner
-from wattbench.run.session import ProgressFn, RunSession, run_dir_path
+from wattbench.run.events import LevelStarted, Phase, ProgressEvent, ProgressFn
+from wattbench.run.session import RunSession, run_dir_path
 from wattbench.telemetry.base import Sensor
 
 SIDES = ("A", "B")
@@ -58,12 +60,12 @@ class AbOutcome:
 
 def _side_progress(progress: ProgressFn, side: str) -> ProgressFn:
     """The caller's progress with every label and message naming the side (``A c=8 trial 1/4``)."""
-    def emit(event: str, data: dict[str, Any]) -> None:
-        d = dict(data)
-        for k in ("label", "message"):
-            if isinstance(d.get(k), str):
-                d[k] = f"{side} {d[k]}"
-        progress(event, d)
+    def emit(event: ProgressEvent) -> None:
+        if isinstance(event, LevelStarted):
+            event = dataclasses.replace(event, label=f"{side} {event.label}")
+        elif isinstance(event, Phase):
+            event = dataclasses.replace(event, message=f"{side} {event.message}")
+        progress(event)
     return emit
 
 
@@ -100,7 +102,7 @@ def run_ab(config: AbConfig, progress: ProgressFn | None = None, *, sensors: lis
     docstring). ``sensors``: the sensors to sample (None: from the options). Raises ``UserError`` for
     bad input before anything is written, ``Interrupted`` on SIGINT/SIGTERM (both runs closed
     ``interrupted`` with what they measured)."""
-    emit = progress or (lambda event, data: None)
+    emit = progress or (lambda event: None)
     configs = {s: config.side_config(s) for s in SIDES}
     with contextlib.ExitStack() as stack:
         sessions: dict[str, RunSession] = {}
@@ -150,7 +152,7 @@ def _run(config: AbConfig, sessions: dict[str, RunSession], sensors: list[Sensor
     runners = {"A": benchmark.begin(sa, prep_a, idle=False), "B": benchmark.begin(sb, prep_b, idle=False)}
     _shared_idle(sa, sb)
     for s in SIDES:  # each side from a known state: its prompt lengths fitted, its server primed
-        sessions[s].emit("phase", name="prime", message="priming before the first pair")
+        sessions[s].emit(Phase("prime", "priming before the first pair"))
         res = sessions[s].result
         assert res is not None  # begin() wrote each side's skeleton
         plan.prime_first(sessions[s].config, res, runners[s])

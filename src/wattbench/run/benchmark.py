@@ -35,7 +35,8 @@ from wattbench.report.summary import history_summary
 from wattbench.results.store import HistoryStore
 from wattbench.run import analyses, plan, telemetry
 from wattbench.run.level import LevelRunner
-from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
+from wattbench.run.events import Phase, ProgressFn
+from wattbench.run.session import RunSession, resolve_run_dir
 from wattbench.run.targets import Targets, resolve_targets, run_secrets
 from wattbench.server.metrics import MetricsScraper
 from wattbench.core import redact
@@ -62,7 +63,7 @@ def run_benchmark(config: RunConfig, progress: ProgressFn | None = None) -> Resu
     """
     anchor = ClockAnchor.take()
     with contextlib.ExitStack() as stack:
-        session = RunSession(config=config, progress=progress or (lambda event, data: None), anchor=anchor,
+        session = RunSession(config=config, progress=progress or (lambda event: None), anchor=anchor,
                              run_id=new_run_id(anchor), stack=stack)
         try:
             return _run(session)
@@ -307,7 +308,7 @@ def start_result(session: RunSession, run_dir: Path, server: ServerInfo, problem
 
 
 def _idle_window(session: RunSession, seconds: float, what: str) -> tuple[int, int]:
-    session.emit("phase", name="idle", message=f"measuring idle power{what} for {seconds:g} s")
+    session.emit(Phase("idle", f"measuring idle power{what} for {seconds:g} s"))
     t0 = now_ns()
     time.sleep(seconds)
     t1 = now_ns()

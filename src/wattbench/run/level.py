@@ -44,6 +44,7 @@ from wattbench.core.schema import FindingKind
 from wattbench.run import analyses
 from wattbench.run.plan import default_num_requests, planned_levels
 from wattbench.run.prime import precondition
+from wattbench.run.events import Load, LevelDone, LevelProgress, LevelStarted, Measured, Phase, Priming, Unrecorded
 from wattbench.run.session import RunSession
 from wattbench.run.targets import restart_engine
 from wattbench.workload.base import RequestSpec
@@ -143,8 +144,8 @@ class LevelRunner:
                           abandoned=self.abandoned)
         if d.waited_s >= 1.0:
             what = "drained" if d.drained else f"still had {d.in_flight:g} requests"
-            self.session.emit("phase", name="drain", message=f"waited {d.waited_s:.1f} s for the server to finish "
-                                                               f"the previous load; {what}")
+            self.session.emit(Phase("drain", f"waited {d.waited_s:.1f} s for the server to finish "
+                                                               f"the previous load; {what}"))
         return d
 
     def prime_now(self) -> None:
@@ -168,8 +169,8 @@ class LevelRunner:
         session = self.session
         mode, value, n, _ = level
         log = session.sampler.log if session.sampler is not None else None
-        session.emit("phase", name="precondition", message=f"preconditioning the device at {mode}={value:g} until "
-                     "its temperature settles (not measured)")
+        session.emit(Phase("precondition", f"preconditioning the device at {mode}={value:g} until "
+                     "its temperature settles (not measured)"))
 
         def load_round() -> int:
             self.prime(mode, value, n, "preconditioning: loading the device until its temperature settles")
@@ -225,7 +226,7 @@ class LevelRunner:
         level (its latest trial with the mean and CI of its trials so far) recorded at once."""
         session, cfg, run_dir = self.session, self.session.config, self.run_dir
         if k > 0 and cfg.cooldown_s > 0:
-            session.emit("phase", name="cooldown", message=f"cooldown {cfg.cooldown_s:g} s before trial {k + 1}")
+            session.emit(Phase("cooldown", f"cooldown {cfg.cooldown_s:g} s before trial {k + 1}"))
             time.sleep(cfg.cooldown_s)
         drain = self.await_drained()  # the server has finished the load before this one
         thermal_before = None
@@ -234,15 +235,15 @@ class LevelRunner:
             thermal_before = thermal_summary(session.sampler.log, t - THERMAL_BEFORE_NS, t)
         spec = self._spec(mode, value, index, k)
         label = spec.label + label_suffix + (f" trial {k + 1}/{n}" if n > 1 else "")
-        session.emit("level_start", index=index, label=label, total=spec.num_requests,
-                     levels=planned_levels(cfg), trial=k + 1, trials=n, duration_s=spec.duration_s)
+        session.emit(LevelStarted(Measured(index), label, total=spec.num_requests, levels=planned_levels(cfg),
+                                  trial=k + 1, trials=n, duration_s=spec.duration_s))
         requests = self._requests(output_tokens, input_tokens)
         trials = self._trials.setdefault(index, [])
         # the level's records spool into the run directory as they finish (a killed run keeps them)
         spool = rundir.begin_level_spool(run_dir, index, k, label)
         try:
             with spooling_into(spool):
-                outcome = self._run_one(spec, requests, self._on_progress(index))
+                outcome = self._run_one(spec, requests, self._on_progress(Measured(index)))
         except (Interrupted, LevelFailed) as e:  # keep the completed requests of the level cut short
             partial = getattr(e, "outcome", None)
             if partial is not None and partial.records:
@@ -270,7 +271,7 @@ class LevelRunner:
         level = next((lv for lv in self.result.levels if lv.index == index), None)
         if level is not None:
             self.session.write_level_artifacts()
-            self.session.emit("level_done", index=index, level=level)
+            self.session.emit(LevelDone(Measured(index), level))
 
     def unrecorded(self, mode: str, value: float, index: int, label_suffix: str, *,
                    num_requests: int | None = None, duration_s: float | None = None) -> LevelResult:
@@ -282,16 +283,17 @@ class LevelRunner:
         if num_requests is not None or duration_s is not None:
             spec.num_requests, spec.duration_s = num_requests, duration_s
         drain = self.await_drained()
-        self.session.emit("level_start", index=-2, label=spec.label + label_suffix, total=spec.num_requests,
-                          levels=None, trial=1, trials=1, duration_s=spec.duration_s)
-        outcome = self._run_one(spec, self._requests(None, None), self._on_progress(-2))
+        load = Unrecorded(index)
+        self.session.emit(LevelStarted(load, spec.label + label_suffix, total=spec.num_requests,
+                                       duration_s=spec.duration_s))
+        outcome = self._run_one(spec, self._requests(None, None), self._on_progress(load))
         self.used += len(outcome.records)
         self.abandoned = abandoned_count(outcome.records)
         lv = self._account(index, spec, outcome, 0, None, label_suffix)
         add_drain_finding(lv, drain)
         as_record_set(outcome.records).close()  # accounted; not written (its spool goes)
         lv.trial = None
-        self.session.emit("level_done", index=-2, level=lv)
+        self.session.emit(LevelDone(load, lv))
         return lv
 
     def prime(self, mode: str, value: float, n_requests: int, reason: str) -> PrimingPhase:
@@ -304,13 +306,12 @@ class LevelRunner:
                          max_in_flight=cfg.max_concurrency if mode == "rate" else None,
                          stop_when_oversaturated=False)
         label = f"priming {spec.label}"
-        session.emit("phase", name="prime", message=f"priming the server: {n_requests} requests at {spec.label} "
-                                                      "(not measured)")
-        session.emit("level_start", index=-1, label=label, total=n_requests, levels=None, trial=1, trials=1,
-                     duration_s=None)
+        session.emit(Phase("prime", f"priming the server: {n_requests} requests at {spec.label} "
+                                                      "(not measured)"))
+        session.emit(LevelStarted(Priming(), label, total=n_requests))
         t0 = now_ns()
         outcome = self._run_one(spec, self.workload.specs(ENDLESS_REQUESTS, start=PRIME_START),
-                                self._on_progress(-1))
+                                self._on_progress(Priming()))
         t1 = now_ns()
         # a scrape after the priming, as after every level: the first measured level's server
         # counters start from it, not from one taken before (or during) the priming's tokens
@@ -320,21 +321,23 @@ class LevelRunner:
         e2e_s = priming_e2e_s(rs) if len(rs) else None
         self.abandoned = abandoned_count(rs)
         rs.close()  # nothing of the priming is kept
-        session.emit("level_done", index=-1, level=None)
+        session.emit(LevelDone(Priming(), None))
         return PrimingPhase(mode=mode, value=None if value == float("inf") else value, label=spec.label,
                             requests=n_requests, completed=int(ok.sum()),
                             failed=int(len(ok) - ok.sum()), duration_s=(t1 - t0) / 1e9, start_ns=t0, end_ns=t1,
                             reason=reason, prompts=f"workload requests {PRIME_START} onwards (never measured)",
                             e2e_p50_s=e2e_s)
 
-    def _on_progress(self, index: int) -> Callable[[dict[str, Any]], None]:
+    def _on_progress(self, load: Load) -> Callable[[dict[str, Any]], None]:
+        """The load generator's progress (``load.executor.progress_dict``) as ``LevelProgress`` of
+        ``load``, with the meter's latest power."""
         session = self.session
 
         def on_progress(p: dict[str, Any]) -> None:
-            if session.sampler is not None:
-                p = dict(p)
-                p["power_w"] = session.sampler.latest_power_w()
-            session.emit("progress", index=index, **p)
+            power = session.sampler.latest_power_w() if session.sampler is not None else None
+            session.emit(LevelProgress(load, done=int(p.get("done", 0)), failed=int(p.get("failed", 0)),
+                                       output_tokens=int(p.get("output_tokens", 0)), elapsed_s=p.get("elapsed_s"),
+                                       power_w=power))
         return on_progress
 
     def _run_one(self, spec: LevelSpec, requests: Iterable[RequestSpec],
@@ -462,7 +465,7 @@ class LevelRunner:
         session.write_level_artifacts()
         session.write_report()
         if final:
-            session.emit("level_done", index=level.index, level=level)
+            session.emit(LevelDone(Measured(level.index), level))
         return level
 
 

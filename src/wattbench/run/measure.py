@@ -39,7 +39,6 @@ from pathlib import Path
 import asyncio
 import signal
 import time
-from collections.abc import Callable
 from typing import IO
 
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs (types-psutil is not a dependency)
@@ -90,7 +89,8 @@ from wattbench.run.benchmark import (
     start_result,
     stopped,
 )
-from wattbench.run.session import ProgressFn, RunSession, resolve_run_dir
+from wattbench.run.events import CommandOutput, LevelDone, LevelProgress, Measured, Phase, ProgressFn
+from wattbench.run.session import RunSession, resolve_run_dir
 from wattbench.server.metrics import MetricsScraper, ServerTimeline
 from wattbench.core.redact import argv_secrets, clip, env_secrets, redact_argv, redact_url, registered, scope
 from wattbench.accounting.findings import worst
@@ -119,7 +119,7 @@ def measure(mcfg: MeasureConfig, progress: ProgressFn | None = None) -> Result:
     be read — the run directory then keeps what was measured (energy over its lifetime)."""
     anchor = ClockAnchor.take()
     with contextlib.ExitStack() as stack:
-        session = RunSession(config=mcfg.run, progress=progress or (lambda event, data: None), anchor=anchor,
+        session = RunSession(config=mcfg.run, progress=progress or (lambda event: None), anchor=anchor,
                              run_id=new_run_id(anchor), stack=stack)
         try:
             return _measure(session, mcfg)
@@ -289,7 +289,7 @@ class _CommandOutput:
     callback, on a thread; ``close`` stops writing at once, even while a process the command left
     behind still holds the pipe."""
 
-    def __init__(self, stream: IO[bytes], log_path: Path, emit: Callable[..., None]) -> None:
+    def __init__(self, stream: IO[bytes], log_path: Path, emit: ProgressFn) -> None:
         self.stream, self.emit = stream, emit
         self.log = open(log_path, "wb")
         self.lock = threading.Lock()
@@ -328,8 +328,8 @@ class _CommandOutput:
                               "kept]\n").encode()
                 self._write(chunk)
                 if not self.closed:
-                    self.emit("command_output", line=clip(chunk[:4 * PROGRESS_LINE_CHARS].decode(errors="replace"),
-                                                           PROGRESS_LINE_CHARS).rstrip("\n"))
+                    self.emit(CommandOutput(clip(chunk[:4 * PROGRESS_LINE_CHARS].decode(errors="replace"),
+                                                 PROGRESS_LINE_CHARS).rstrip("\n")))
         except (OSError, ValueError):  # the pipe closed under the reader
             pass
 
@@ -416,7 +416,7 @@ def _run_command(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: Meas
     then SIGTERM and SIGKILL) and raises."""
     assert session.run_dir is not None  # start_result made it
     log_path = session.run_dir / "command.log"
-    session.emit("phase", name="command", message="running: " + " ".join(info.command))
+    session.emit(Phase("command", "running: " + " ".join(info.command)))
     started = info.started_ns = now_ns()
     proc = _start_command(mcfg, cwd)
     assert proc.stdout is not None  # stdout=PIPE
@@ -428,7 +428,7 @@ def _run_command(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: Meas
                 break
             except subprocess.TimeoutExpired:
                 power = session.sampler.latest_power_w() if session.sampler is not None else None
-                session.emit("progress", index=0, elapsed_s=(now_ns() - started) / 1e9, power_w=power)
+                session.emit(LevelProgress(Measured(0), elapsed_s=(now_ns() - started) / 1e9, power_w=power))
     except BaseException:
         info.ended_ns = now_ns()
         _stop(proc)
@@ -644,4 +644,4 @@ def _record(session: RunSession, level: LevelResult, records: RecordSet | list[R
     if len(records):
         rundir.append_requests(session.run_dir, as_record_set(records), keep_chunks=session.config.keep_chunks)
     session.write_level_artifacts()
-    session.emit("level_done", index=level.index, level=level)
+    session.emit(LevelDone(Measured(level.index), level))

@@ -54,6 +54,7 @@ from wattbench.core.schema import FigureKey, HistoryCheck, LevelResult, Precondi
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.recordset import as_record_set, NONE
 from wattbench.workload.base import RequestSpec
+from wattbench.run.events import Phase
 from wattbench.run.session import RunSession
 from wattbench.workload.source import Workload
 from wattbench.workload.synthetic import SyntheticWorkload, request_rng
@@ -370,8 +371,8 @@ def calibrate_prompts(runner: ProbeRunner) -> PromptCalibration | None:
                                       min_tokens=1, tags={"workload": "prompt calibration", "index": idx}))
     cal = PromptCalibration(probes=len(probes), lengths=lengths, words=[words[n] for n in lengths])
     in_flight = min(4, len(probes), cfg.max_concurrency or 4)  # never more at once than --max-concurrency allows
-    session.emit("phase", name="calibrate", message=f"calibrating prompt lengths: {len(probes)} one-token requests "
-                                                    "(no tokenizer; not measured)")
+    session.emit(Phase("calibrate", f"calibrating prompt lengths: {len(probes)} one-token requests "
+                                                    "(no tokenizer; not measured)"))
     cols: list[dict[str, np.ndarray]] = []
     stalled: str | None = None
     sent = 0

@@ -14,7 +14,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
 
 from wattbench.accounting.level import LevelContext
 from wattbench.accounting.level_findings import run_validity
@@ -23,6 +23,7 @@ from wattbench.config import RunConfig
 from wattbench.core.errors import StorageError, UserError
 from wattbench.results import rundir
 from wattbench.core.schema import Result
+from wattbench.run.events import ProgressEvent, ProgressFn
 
 if TYPE_CHECKING:
     from wattbench.accounting.idle import IdlePower
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("wattbench.run")
 
-ProgressFn = Callable[[str, dict[str, Any]], None]  # an event's name and its fields
 
 CLOSING_SCRAPE_WAIT_S = 2.0  # at most this long for the scrape after a level's window
 CLOSING_READ_WAIT_S = 2.0  # at most this long for the sensors' readings after a window (NVML's counter: one poll)
@@ -64,9 +64,9 @@ class RunSession:
     slos: list[SLO] = field(default_factory=list)
     engine: EngineHandle | None = None  # the launched engine's handle, None with --target
 
-    def emit(self, event: str, **data: Any) -> None:
+    def emit(self, event: ProgressEvent) -> None:
         try:
-            self.progress(event, data)
+            self.progress(event)
         except Exception:  # a broken progress display must never break a measurement
             log.exception("progress callback failed")
 

@@ -14,6 +14,7 @@ from wattbench.engines.registry import launch
 from wattbench.engines.base import Engine
 from wattbench.core.target import TargetSpec
 from wattbench.core.schema import ServerInfo
+from wattbench.run.events import Phase
 from wattbench.run.session import RunSession
 from wattbench.server.detect import detect_server, kept_models, merge_launched, reuses_connections
 from wattbench.server.identity.build import identity_change
@@ -67,7 +68,7 @@ def _first_target(session: RunSession, run_dir: Path, engine: Engine | None = No
     if engine is None:
         engine = engines.get_engine(cfg.engine)  # looked up when called (tests script the engine)
     engine.check_installed()
-    session.emit("phase", name="engine", message=f"starting the {cfg.engine} engine")
+    session.emit(Phase("engine", f"starting the {cfg.engine} engine"))
     handle = session.stack.enter_context(launch(engine=engine, model=cfg.engine_model, device=cfg.device,
                                                 engine_args=cfg.engine_args, run_dir=run_dir))
     session.engine = handle  # --restart-engine replaces it (restart_engine)
@@ -143,7 +144,7 @@ def restart_engine(session: RunSession, specs: list[TargetSpec], before_trial: i
     if not noise.engine_starts:
         noise.engine_starts.append(EngineStart(index=0, base_url=old.base_url, pid=old.pid,
                                                start_duration_s=old.start_duration_s))
-    session.emit("phase", name="engine", message=f"restarting the {cfg.engine} engine before trial {before_trial + 1}")
+    session.emit(Phase("engine", f"restarting the {cfg.engine} engine before trial {before_trial + 1}"))
     old_url = normalize_base_url(old.base_url)
     old.stop()
     new = session.stack.enter_context(launch(engine=cfg.engine, model=cfg.engine_model, device=cfg.device,

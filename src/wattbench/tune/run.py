@@ -41,7 +41,8 @@ from wattbench.telemetry.base import BOUNDARIES
 from wattbench.tune import strategy as st
 from wattbench.tune.gpu import GpuSettings, state_path
 
-Progress = Callable[[str, dict[str, Any]], None]
+from wattbench.run.events import Phase, ProgressEvent
+from wattbench.tune.events import GpuRestored, InTrial, Progress, TrialDone, TrialStarted
 # Measures one trial (RunEvaluator, or a scripted one in tests): (the trial, the base run
 # configuration, a fixed (load mode, value) or None to search, the objective, the boundary, the
 # trial's run directory, its history tags) -> the trial with its status, figures and score.
@@ -86,7 +87,7 @@ class RunEvaluator:
     """Measures a trial with ``run_benchmark`` (the real path)."""
 
     def __init__(self, progress: Progress | None = None) -> None:
-        self.progress = progress or (lambda e, d: None)
+        self.progress = progress or (lambda event: None)
 
     def __call__(self, trial: TrialRecord, base: RunConfig, fixed_level: tuple[str, float] | None,
                  objective: str, boundary: str | None, run_dir: Path, tags: list[str]) -> TrialRecord:
@@ -102,13 +103,13 @@ class RunEvaluator:
         RunConfig.model_validate(cfg.model_dump())
         marks: dict[str, float] = {}
 
-        def on_event(event: str, data: dict[str, Any]) -> None:
+        def on_event(event: ProgressEvent) -> None:
             now = time.perf_counter()
-            if event == "phase" and data.get("name") == "engine":
+            if isinstance(event, Phase) and event.name == "engine":
                 marks["engine"] = now
             elif "engine" in marks and "ready" not in marks:
                 marks["ready"] = now
-            self.progress(event, {**data, "trial": trial.index})
+            self.progress(InTrial(trial.index, event))
 
         t0 = time.perf_counter()
 
@@ -158,7 +159,7 @@ def tune(cfg: TuneConfig, *, evaluate: Evaluate | None = None, progress: Progres
          gpu: GpuSettings | None = None) -> TuneResult:
     """Run the tune as configured (see the module docstring). ``gpu``: a ``GpuSettings`` (the seam
     for a fake NVML); by default one is made when the space has GPU axes."""
-    progress = progress or (lambda e, d: None)
+    progress = progress or (lambda event: None)
     space = validate(cfg)
     if evaluate is None:
         engines.get_engine(cfg.base.engine).check_installed()  # once, before anything is written or changed
@@ -172,7 +173,7 @@ def tune(cfg: TuneConfig, *, evaluate: Evaluate | None = None, progress: Progres
                             "run `sudo wattbench doctor --restore` to put them back")
         done = gpu.restore()
         if done:
-            progress("gpu_restored", {"actions": done})
+            progress(GpuRestored(tuple(done)))
         if gpu_axes:
             pw = [float(v) for a in space.axes if a.name == "power-limit" for v in a.values if v != "default"]
             ck = [int(v) for a in space.axes if a.name == "sm-clocks" for v in a.values if v != "default"]
@@ -255,7 +256,7 @@ def _run_trial(cfg: TuneConfig, t: TuneResult, d: Path, evaluate: Evaluate, gpu:
     tr = TrialRecord(index=idx, config=config, params=params, label=describe(config), engine_args=engine_args(config),
                      repeat_of=repeat_of)
     settings = gpu_settings(config)
-    progress("trial_start", {"index": idx, "label": tr.label, "repeat_of": repeat_of})
+    progress(TrialStarted(idx, tr.label, repeat_of))
     try:
         if settings:
             assert gpu is not None  # GPU settings come from GPU axes, for which tune() made one
@@ -267,7 +268,7 @@ def _run_trial(cfg: TuneConfig, t: TuneResult, d: Path, evaluate: Evaluate, gpu:
             gpu.restore()  # after every trial
     t.trials.append(tr)
     write_tune(d, t)
-    progress("trial_done", {"trial": tr})
+    progress(TrialDone(tr))
     return tr
 
 

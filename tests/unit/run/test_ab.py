@@ -16,7 +16,7 @@ from wattbench.run.session import RunSession
 
 def _session(run_id: str) -> RunSession:
     s = RunSession(config=RunConfig(target="http://127.0.0.1:9", register_run=False, html=False),
-                   progress=lambda event, data: None, anchor=ClockAnchor.take(), run_id=run_id,
+                   progress=lambda event: None, anchor=ClockAnchor.take(), run_id=run_id,
                    stack=contextlib.ExitStack())
     s.result = make_result(run_id=run_id, levels=[])
     return s

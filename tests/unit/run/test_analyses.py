@@ -40,7 +40,7 @@ class FinishedSampler:
 
 def _session(tmp_path, levels, **cfg) -> RunSession:
     cfg.setdefault("target", "http://127.0.0.1:9")
-    s = RunSession(config=RunConfig(**cfg), progress=lambda event, data: None, anchor=ClockAnchor.take(),
+    s = RunSession(config=RunConfig(**cfg), progress=lambda event: None, anchor=ClockAnchor.take(),
                    run_id="20261202-000000-abcd", stack=contextlib.ExitStack())
     s.run_dir, s.result = tmp_path, make_result(levels=levels)
     return s

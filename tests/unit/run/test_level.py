@@ -32,6 +32,7 @@ from wattbench.run.level import (
     priming_e2e_s,
     requests_needed,
 )
+from wattbench.run.events import LevelDone, LevelProgress, LevelStarted, Load, Measured, Priming, ProgressEvent, Unrecorded
 from wattbench.run.session import RunSession
 from wattbench.run.targets import resolve_targets
 from wattbench.workload.base import RequestSpec
@@ -42,7 +43,7 @@ MS = 1_000_000
 
 
 def _session(progress=None, **cfg) -> RunSession:
-    return RunSession(config=RunConfig(**cfg), progress=progress or (lambda event, data: None),
+    return RunSession(config=RunConfig(**cfg), progress=progress or (lambda event: None),
                       anchor=ClockAnchor.take(), run_id="20261202-000000-abcd", stack=contextlib.ExitStack())
 
 
@@ -60,8 +61,8 @@ def _runner(tmp_path, server, **cfg):
     for k, v in dict(target=base, input_tokens="8", output_tokens="4", num_requests=4, idle_s=0,
                      register_run=False, html=False, no_sensors=True, out=str(tmp_path / "run")).items():
         cfg.setdefault(k, v)
-    events: list[tuple[str, dict]] = []
-    s = _session(lambda event, data: events.append((event, data)), **cfg)
+    events: list[ProgressEvent] = []
+    s = _session(events.append, **cfg)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     s.run_dir, s.result = run_dir, make_result(levels=[])
@@ -69,6 +70,11 @@ def _runner(tmp_path, server, **cfg):
     write_result(run_dir, s.result)
     wl = load_workload(None, open_token_source(None), s.config.seed, input_tokens="8", output_tokens="4")
     return LevelRunner(s, copy.deepcopy(specs), wl), events
+
+
+def _done(events: list[ProgressEvent]) -> list[Load]:
+    """The loads of the run's ``LevelDone`` events, in order."""
+    return [e.load for e in events if isinstance(e, LevelDone)]
 
 
 def _lines(run_dir) -> list[dict]:
@@ -93,9 +99,10 @@ def test_a_levels_trials_are_one_level_with_every_trials_requests_written_once(t
     assert stats()["requests"] == 12  # what the server served is what was written, once each
     assert lr.used == 12 and len(load_requests(lr.session.run_dir)) == 12
     assert _spools(lr.session.run_dir) == []  # every trial's spool went once its records were written
-    starts = [d for e, d in events if e == "level_start"]
-    assert [(d["index"], d["trial"], d["trials"]) for d in starts] == [(0, 1, 3), (0, 2, 3), (0, 3, 3)]
-    assert [d["index"] for e, d in events if e == "level_done"] == [0]  # once, after its last trial
+    starts = [e for e in events if isinstance(e, LevelStarted)]
+    assert [(e.load, e.trial, e.trials) for e in starts] == [(Measured(0), 1, 3), (Measured(0), 2, 3),
+                                                              (Measured(0), 3, 3)]
+    assert _done(events) == [Measured(0)]  # once, after its last trial
     on_disk = load_result(lr.session.run_dir)
     assert len(on_disk.levels) == 1 and on_disk.levels[0].trials.n == 3
 
@@ -110,7 +117,7 @@ def test_levels_follow_each_other_and_a_single_trial_has_no_trials_block(tmp_pat
     recs = _lines(lr.session.run_dir)
     assert sorted(r["level"] for r in recs) == [0] * 4 + [1] * 4
     assert not any("trial" in r for r in recs)  # one trial: no trial field
-    assert [d["index"] for e, d in events if e == "level_done"] == [0, 1]
+    assert _done(events) == [Measured(0), Measured(1)]
 
 
 def test_the_history_checks_measurement_is_recorded_nowhere(tmp_path, server):
@@ -124,7 +131,7 @@ def test_the_history_checks_measurement_is_recorded_nowhere(tmp_path, server):
     assert [lv.index for lv in lr.session.result.levels] == [0]  # not a level of the run
     assert (lr.session.run_dir / "requests.jsonl").read_bytes() == before  # its requests not written
     assert _spools(lr.session.run_dir) == []
-    assert [d["index"] for e, d in events if e == "level_done"] == [0, -2]
+    assert _done(events) == [Measured(0), Unrecorded(0)]  # a re-measure of level 0, named so
 
 
 def test_priming_sends_its_requests_and_keeps_only_its_summary(tmp_path, server):
@@ -141,6 +148,9 @@ def test_priming_sends_its_requests_and_keeps_only_its_summary(tmp_path, server)
     assert json.loads((lr.session.run_dir / "result.json").read_text())["noise"]["priming"]["completed"] == 6
     lr.prime_now()  # after a restart: a second priming is a repriming
     assert len(lr.session.result.noise.repriming) == 1
+    # the priming's events say it is the priming (its own load, no level index), never a level of the run
+    assert [e.load for e in events if isinstance(e, (LevelStarted, LevelDone))] == [Priming()] * 4
+    assert {e.load for e in events if isinstance(e, LevelProgress)} <= {Priming()}
 
 
 def _drain(drained, in_flight=None, abandoned=0, baseline=0.0, waited_s=30.0) -> Drain:
@@ -220,5 +230,5 @@ def test_a_target_that_stops_answering_keeps_its_trials_and_stops_the_run(tmp_pa
     assert sorted(r["trial"] for r in recs if r["ok"]) == [0] * 8 + [1] * 1  # the 9 the server answered
     assert all(r["trial"] == 1 for r in recs if not r["ok"])
     assert _spools(lr.session.run_dir) == []
-    assert [d["index"] for e, d in events if e == "level_done"] == [0]  # recorded as final
+    assert _done(events) == [Measured(0)]  # recorded as final
     assert [lv.index for lv in load_result(lr.session.run_dir).levels] == [0]

@@ -19,6 +19,7 @@ from wattbench.config import RunConfig
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import StorageError, UserError
 from wattbench.results.rundir import load_result, storage_error
+from wattbench.run.events import LevelDone, Measured, Phase
 from wattbench.run.session import RunSession, resolve_run_dir, run_dir_path
 from wattbench.server.metrics import MetricsScraper
 from wattbench.telemetry.jsonl import TelemetryWriter, read_telemetry
@@ -29,7 +30,7 @@ def _session(tmp_path: Path, progress=None, **cfg) -> RunSession:
     cfg.setdefault("target", "http://127.0.0.1:9")
     cfg.setdefault("register_run", False)
     cfg.setdefault("html", False)
-    return RunSession(config=RunConfig(**cfg), progress=progress or (lambda event, data: None),
+    return RunSession(config=RunConfig(**cfg), progress=progress or (lambda event: None),
                       anchor=ClockAnchor.take(), run_id="20261202-000000-abcd", stack=contextlib.ExitStack())
 
 
@@ -59,14 +60,14 @@ def metrics_server():
 def test_a_broken_progress_display_never_stops_the_run(tmp_path):
     seen = []
 
-    def progress(event, data):
-        seen.append((event, data))
+    def progress(event):
+        seen.append(event)
         raise RuntimeError("the terminal went away")
 
     s = _session(tmp_path, progress)
-    s.emit("phase", name="idle", message="measuring idle power")  # does not raise
-    s.emit("level_done", index=0)
-    assert seen == [("phase", {"name": "idle", "message": "measuring idle power"}), ("level_done", {"index": 0})]
+    s.emit(Phase("idle", "measuring idle power"))  # does not raise
+    s.emit(LevelDone(Measured(0), None))
+    assert seen == [Phase("idle", "measuring idle power"), LevelDone(Measured(0), None)]
 
 
 def test_each_level_write_is_on_disk_and_survives_the_run_failing(tmp_path):

@@ -35,7 +35,7 @@ def server():
 def _session(**cfg) -> RunSession:
     cfg.setdefault("register_run", False)
     cfg.setdefault("html", False)
-    return RunSession(config=RunConfig(**cfg), progress=lambda event, data: None, anchor=ClockAnchor.take(),
+    return RunSession(config=RunConfig(**cfg), progress=lambda event: None, anchor=ClockAnchor.take(),
                       run_id="20261202-000000-abcd", stack=contextlib.ExitStack())
 
 

@@ -20,7 +20,7 @@ from wattbench.telemetry.const import ConstSensor
 
 def _session(**cfg) -> RunSession:
     cfg.setdefault("target", "http://127.0.0.1:9")
-    return RunSession(config=RunConfig(**cfg), progress=lambda event, data: None, anchor=ClockAnchor.take(),
+    return RunSession(config=RunConfig(**cfg), progress=lambda event: None, anchor=ClockAnchor.take(),
                       run_id="20261202-000000-abcd", stack=contextlib.ExitStack())
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from wattbench.tune.events import GpuRestored
+
 from tests.fakes.fake_nvml import FakeGPU, FakeNvml
 from wattbench.config import RunConfig, TuneConfig
 from wattbench.core.errors import UserError
@@ -156,9 +158,10 @@ def test_sigkill_then_next_tune_restores_first(tmp_path):
     nv = FakeNvml(gpus=[FakeGPU(), FakeGPU()], persist=str(tmp_path / "device.json"))
     rec = Recorder(nv)
     events = []
-    tune(_cfg(tmp_path, power_limits_w=[300]), evaluate=rec, progress=lambda e, d: events.append(e),
+    tune(_cfg(tmp_path, power_limits_w=[300]), evaluate=rec, progress=events.append,
          gpu=GpuSettings(nvml=nv, state=tmp_path / "state.json", root=True))
-    assert "gpu_restored" in events
+    restored = [e for e in events if isinstance(e, GpuRestored)]
+    assert len(restored) == 1 and restored[0].actions  # said once, with what was put back
     assert rec.seen[0] == (700_000, None)  # the baseline ran on the restored originals
     assert _device(tmp_path) == [{"power_mw": 700_000, "locked": None}] * 2
 
