@@ -55,7 +55,7 @@ def test_tco_defaults_have_one_home(cli):
     for name, info in TcoInputs.model_fields.items():
         if not info.is_required():
             assert by_name[name].default == info.default, name
-    assert TcoInputs(it_kw=1, price_per_kwh=0.1).hours == 8760.0
+    assert TcoInputs(it_kw=1, price_per_kwh=0.1).hours == pytest.approx(8760.0, abs=0)
 
 
 def test_one_command_models_declare_their_ranges():
@@ -98,7 +98,7 @@ def _params(cli, path: list[str], args: list[str]) -> dict[str, object]:
 def test_what_a_generated_option_reads(cli, monkeypatch):
     """A second long name (``agree --timeout``), a value from the environment (``monitor``'s key),
     optional arguments (``history baseline``), and a required option that is missing (``plan tco``)."""
-    assert _params(cli, ["agree"], ["http://a", "http://b", "--prompts", "p.jsonl", "--timeout", "5"])["timeout_s"] == 5.0
+    assert _params(cli, ["agree"], ["http://a", "http://b", "--prompts", "p.jsonl", "--timeout", "5"])["timeout_s"] == pytest.approx(5.0, abs=0)
     monkeypatch.setenv("WATTBENCH_API_KEY", "from-the-environment")
     assert _params(cli, ["monitor"], [])["api_key"] == "from-the-environment"
     got = _params(cli, ["history", "baseline"], [])
