@@ -21,6 +21,7 @@ from tests.fakes.stream_server_proc import stream_server
 from wattbench.core.clock import now_ns
 from wattbench.distributed.actors import LoadWorker
 from wattbench.distributed.executor import run_on_actors, share_level
+from wattbench.distributed.messages import ClosedJob, OpenJob, Reply, timed
 from wattbench.core.errors import Interrupted, UserError, WattbenchError
 from wattbench.core.load_types import LevelSpec
 from wattbench.core.target import TargetSpec
@@ -163,14 +164,41 @@ def test_a_stop_asked_before_its_run_started_is_applied(served):
     share = share_level(spec, [target], False, lambda k: 0, factory, 1)
     w = LoadWorker(0)
     w.stop(7)
-    res = w.run_open(dict(share.jobs[0], t0_node_ns=now_ns() + 20_000_000, run=7))
-    assert res["records"] == [] and res["stop_ns"] is not None
-    res = w.run_open(dict(share.jobs[0], t0_node_ns=now_ns() + 20_000_000, run=8))  # another run: not stopped
-    assert len(res["records"]) == 20
+    job = share.jobs[0]
+    assert isinstance(job, OpenJob)
+    res = w.run_open(timed(job, now_ns() + 20_000_000, 7))
+    assert res.records == [] and res.stop_ns is not None
+    res = w.run_open(timed(job, now_ns() + 20_000_000, 8))  # another run: not stopped
+    assert len(res.records) == 20
+
+
+def test_a_job_or_reply_of_another_shape_is_refused_at_the_boundary(served):
+    """What crosses Ray is checked where it lands: an actor given a plain dict (a driver of another
+    wattbench version) refuses it in one line naming it and before sending anything; a driver
+    given an actor's reply that is not a Reply fails the level naming the actor."""
+    target, stats = served
+    spec = LevelSpec(index=0, mode="rate", value=50.0, arrival="constant", num_requests=4)
+    share = share_level(spec, [target], False, lambda k: 0, factory, 1)
+    job = share.jobs[0]
+    assert isinstance(job, OpenJob) and not isinstance(job, ClosedJob)
+    before = stats()["requests"]
+    with pytest.raises(WattbenchError, match=r"^run_open's job: expected a OpenJob, got dict; run the same "
+                                             r"wattbench version on every node of the Ray cluster$"):
+        LoadWorker(0).run_open({"plan": job.plan, "t0_node_ns": now_ns()})  # type: ignore[arg-type]
+    with pytest.raises(WattbenchError, match=r"^run_closed's job: expected a ClosedJob, got OpenJob"):
+        LoadWorker(0).run_closed(job)  # type: ignore[arg-type]
+    assert stats()["requests"] == before  # refused before any request was sent
+    with pytest.raises(WattbenchError, match=r"load actor 1's reply: expected a Reply, got dict"):
+        _run(spec, target, workers=[LoadWorker(0), _OldReply(1)])
+
+
+class _OldReply(LoadWorker):
+    def run_open(self, job: OpenJob) -> Reply:
+        return {"records": [], "stop_ns": None}  # type: ignore[return-value]
 
 
 class _Dies(LoadWorker):
-    def run_open(self, job: dict) -> dict:
+    def run_open(self, job: OpenJob) -> Reply:
         raise RuntimeError("the actor's process died")
 
 

@@ -8,6 +8,7 @@ import pytest
 from tests.fakes.distributed_servers import scripted_server
 from wattbench.core.clock import now_ns
 from wattbench.distributed.actors import LoadWorker
+from wattbench.distributed.messages import ClosedJob, OpenJob
 from wattbench.load.plan import WorkerPlan, open_arrivals
 from wattbench.core.load_types import LevelSpec
 from wattbench.core.target import TargetSpec
@@ -32,9 +33,9 @@ def test_open_share_keeps_absolute_times_on_a_skewed_clock(target):
     spec = LevelSpec(index=2, mode="rate", value=50.0, arrival="constant", num_requests=20)
     parts, rate, _ = open_arrivals(spec, _req, 2)
     t0 = now_ns() + 100_000_000
-    res = w.run_open({"plan": WorkerPlan(1, 2, "rate", target, arrivals=parts[1]), "t0_node_ns": t0 + SKEW})
+    res = w.run_open(OpenJob(WorkerPlan(1, 2, "rate", target, arrivals=parts[1]), t0_node_ns=t0 + SKEW))
     returned_ns = now_ns()
-    recs = res["records"]
+    recs = res.records
     assert len(recs) == 10 and all(r["ok"] for r in recs)
     # the actor's arrivals are 1, 3, 5 … of a 50/s schedule: offsets 20, 60, 100 … ms after t0
     for r, (idx, off, _, _) in zip(sorted(recs, key=lambda r: r["id"]), parts[1]):
@@ -56,11 +57,11 @@ def test_closed_share_uses_its_indices(target):
         return _req(i)
 
     t0 = now_ns() + 50_000_000
-    res = w.run_closed({"index": 1, "n": 3, "spec": LevelSpec(index=0, mode="concurrency", value=2, num_requests=6,
-                                                              workers=1),
-                        "targets": [target], "routes": None, "request_factory": factory, "t0_node_ns": t0 + SKEW})
+    res = w.run_closed(ClosedJob(index=1, n=3, spec=LevelSpec(index=0, mode="concurrency", value=2, num_requests=6,
+                                                               workers=1),
+                                 targets=[target], routes=None, request_factory=factory, t0_node_ns=t0 + SKEW))
     returned_ns = now_ns()
-    recs = res["records"]
+    recs = res.records
     assert sorted(r["id"] for r in recs) == [1, 4, 7, 10, 13, 16]
     assert all(i % 3 == 1 for i in seen)
     assert min(r["sent_ns"] for r in recs) - SKEW >= t0

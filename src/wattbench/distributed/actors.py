@@ -26,10 +26,11 @@ from wattbench.core.clock import now_ns
 from wattbench.telemetry.base import Channel, Reading, Sensor, SensorFailure
 from wattbench.core.errors import Interrupted, WattbenchError
 from wattbench.core.recordset import NONE, RecordSet
-from wattbench.distributed.executor import Job, Reply
+from wattbench.distributed.messages import ClosedJob, OpenJob, Reply, expect
 from wattbench.load.client import new_event_loop
 from wattbench.load.executor import LevelControl
 from wattbench.load.level import end_column, run_level
+from wattbench.load.liveness import TargetDown
 from wattbench.load.link import LocalLink
 from wattbench.load.worker import cancel_pending, run_worker_on_loop, Worker
 from wattbench.telemetry.detect import autodetect
@@ -69,6 +70,14 @@ def _sleep_until(t_ns: int) -> None:
         if d <= 0:
             return
         time.sleep(min(d / 1e9, 0.5))
+
+
+def _target_down(d: Mapping[str, Any] | None) -> TargetDown | None:
+    """A level outcome's ``target_down`` (``TargetDown.to_dict``'s object) as the ``TargetDown`` it was."""
+    if d is None:
+        return None
+    return TargetDown(str(d["target"]), d["last_ok_ns"], int(d["first_failure_ns"]), int(d["refusals"]),
+                      int(d["failures"]))
 
 
 def _shift_dict(rec: dict[str, Any], d: int) -> dict[str, Any]:
@@ -148,27 +157,28 @@ class LoadWorker:
             self._asked.pop(run, None)
 
     # -- runs
-    def run_closed(self, job: Job) -> Reply:
-        """Closed loop: ``run_level`` on this actor's share, started at ``job['t0_node_ns']``.
+    def run_closed(self, job: ClosedJob) -> Reply:
+        """Closed loop: ``run_level`` on this actor's share, started at ``job.t0_node_ns``.
 
         The actor's requests are the factory's indices ``i ≡ index (mod n)``; record ids are those
         global indices."""
-        a, n = job["index"], job["n"]
-        factory: Callable[[int], Any] = job["request_factory"]
+        job = expect(job, ClosedJob, "run_closed's job")
+        a, n = job.index, job.n
+        factory = job.request_factory
 
         def source(j: int) -> Any:  # the factory's request (RequestSpec), or None when it ran out
             return factory(a + j * n)
 
-        targets = job["targets"]
-        routes = job.get("routes")
+        targets = job.targets
+        routes = job.routes
         route = routes.__getitem__ if routes else None
         control = LevelControl()
-        run = job.get("run", 0)
+        run = job.run
         self._attach(run, lambda what: (control.cancel if what == "cancel" else control.stop).set())
         try:
-            _sleep_until(job["t0_node_ns"] - self.skew)
+            _sleep_until(job.t0_node_ns - self.skew)
             try:
-                out = run_level(job["spec"], targets if routes else targets[0], source, self._set_progress,
+                out = run_level(job.spec, targets if routes else targets[0], source, self._set_progress,
                                 route=route, control=control)
             except Interrupted as e:  # the driver cancelled: what completed is kept
                 out = getattr(e, "outcome")  # settle_outcome attaches it (core.errors cannot name it)
@@ -189,17 +199,17 @@ class LoadWorker:
         stop = None
         if last_end is not None and out.load.drain_s is not None:
             stop = last_end - int(out.load.drain_s * 1e9) + self.skew
-        return {"records": recs, "cpu_pct": out.load.client_cpu_pct, "stop_ns": stop,
-                "stopped_early": out.stopped_early, "info": self.info(), "loop_lag_ns": [],
-                "saturation_reasons": list(out.load.saturation_reasons), "progress": self.progress(),
-                "down": self._down(out.target_down)}
+        return Reply(records=recs, cpu_pct=out.load.client_cpu_pct, stop_ns=stop, stopped_early=out.stopped_early,
+                     info=self.info(), progress=self.progress(), saturation_reasons=list(out.load.saturation_reasons),
+                     down=self._down(_target_down(out.target_down)))
 
-    def run_open(self, job: Job) -> Reply:
-        """Open loop / trace: ``job['plan']`` (a ``WorkerPlan`` with this actor's arrivals) at
+    def run_open(self, job: OpenJob) -> Reply:
+        """Open loop / trace: ``job.plan`` (a ``WorkerPlan`` with this actor's arrivals) at
         ``t0 + offset`` on the driver's timeline."""
-        plan = job["plan"]
-        t0 = job["t0_node_ns"] - self.skew
-        run = job.get("run", 0)
+        job = expect(job, OpenJob, "run_open's job")
+        plan = job.plan
+        t0 = job.t0_node_ns - self.skew
+        run = job.run
         loop = new_event_loop()
         try:
             asyncio.set_event_loop(loop)
@@ -227,20 +237,18 @@ class LoadWorker:
         self._set_progress({"done": worker.done, "failed": worker.failed, "output_tokens": worker.output_tokens})
         assert isinstance(worker.records, RecordSet)  # a Worker made without a stream keeps a RecordSet
         recs = [_shift_dict(r.model_dump(), self.skew) for r in worker.records]
-        return {"records": recs, "cpu_pct": cpu_pct,
-                "stop_ns": None if worker.stop_ns is None else worker.stop_ns + self.skew,
-                "stopped_early": "interrupted" if interrupted else None, "info": self.info(),
-                "loop_lag_ns": list(worker.loop_lag_ns), "saturation_reasons": [], "progress": self.progress(),
-                "down": self._down(None if worker.down is None else dataclasses.asdict(worker.down))}
+        return Reply(records=recs, cpu_pct=cpu_pct,
+                     stop_ns=None if worker.stop_ns is None else worker.stop_ns + self.skew,
+                     stopped_early="interrupted" if interrupted else None, info=self.info(),
+                     progress=self.progress(), loop_lag_ns=list(worker.loop_lag_ns), down=self._down(worker.down))
 
-    def _down(self, down: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _down(self, down: TargetDown | None) -> TargetDown | None:
         """A target this actor saw stop answering (``load/liveness.py``), times on this node's clock."""
         if down is None:
             return None
-        last_ok = down["last_ok_ns"]
-        return {"target": down["target"], "last_ok_ns": None if last_ok is None else last_ok + self.skew,
-                "first_failure_ns": down["first_failure_ns"] + self.skew, "refusals": down["refusals"],
-                "failures": down["failures"]}
+        last_ok = down.last_ok_ns
+        return dataclasses.replace(down, last_ok_ns=None if last_ok is None else last_ok + self.skew,
+                                   first_failure_ns=down.first_failure_ns + self.skew)
 
 
 class _Buffer:

@@ -44,11 +44,11 @@ from wattbench.core.redact import clip
 from wattbench.core.clock import now_ns
 from wattbench.distributed.clock import DEFAULT_PINGS, ClockOffset, OffsetLine, drift_ppm, measure_offset
 from wattbench.distributed.merge import shift_record
+from wattbench.distributed.messages import ClosedJob, Job, OpenJob, Reply, expect, timed
 from wattbench.core.errors import UserError, WattbenchError
 from wattbench.load.executor import coordinate
 from wattbench.load.level import assemble_outcome, settle_outcome
 from wattbench.load.link import Progress, WorkerResult
-from wattbench.load.liveness import TargetDown
 from wattbench.load.plan import PROGRESS_PERIOD_S, WorkerPlan, build_plans, split_count
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.target import TargetSpec
@@ -61,11 +61,6 @@ __all__ = ["RayExecutor", "LoadActor", "LevelShare", "share_level", "run_on_acto
 START_MARGIN_NS = 200_000_000  # t0 this far (plus two round trips) ahead: time for the runs to reach the actors
 _RUN_IDS = itertools.count(1)  # a run id per level: an actor applies a stop/cancel to that run only
 
-# What the driver and a load actor pass (distributed/actors.py's LoadWorker): a job is one actor's
-# share of a level (run_closed/run_open's argument), a reply what its run returns (records as
-# dicts, stop time, CPU, findings); Ray carries both as plain picklable dicts.
-Job = dict[str, Any]
-Reply = dict[str, Any]
 # (done, failed, output tokens): an actor's progress as it reports it (load.link.Progress's fields)
 Counts = tuple[int, int, int]
 
@@ -135,7 +130,7 @@ def share_level(spec: LevelSpec, targets: list[TargetSpec], multi: bool, route: 
     if spec.mode != "concurrency":
         lp = build_plans(dataclasses.replace(spec, workers=n), targets[0], targets if multi else None, route,
                          request_factory)
-        return LevelShare([{"plan": p} for p in lp.plans], lp.plans, lp.target_rate, lp.exhausted_early)
+        return LevelShare([OpenJob(p) for p in lp.plans], lp.plans, lp.target_rate, lp.exhausted_early)
     conc = int(spec.value)
     if spec.num_requests is None and spec.duration_s is None:
         raise UserError("a closed-loop level needs --num-requests or --duration")
@@ -154,8 +149,8 @@ def share_level(spec: LevelSpec, targets: list[TargetSpec], multi: bool, route: 
                                   warmup_requests=_share(spec.warmup_requests, a, n))
         routes = [route(stream + k) for k in range(streams)] if multi else None
         stream += streams
-        jobs.append({"index": a, "n": n, "spec": sub, "targets": targets, "routes": routes,
-                     "request_factory": request_factory})
+        jobs.append(ClosedJob(index=a, n=n, spec=sub, targets=targets, routes=routes,
+                              request_factory=request_factory))
     return LevelShare(jobs, [], None, False)
 
 
@@ -179,6 +174,7 @@ class RayExecutor:
         self.polls: list[Future[Any] | None] = [None] * len(loads)
         self.last_poll_ns = 0
         self.raw: list[Reply] = []
+        self.n_records: dict[int, int] = {}  # actor index -> the records its reply carried
         self._results: list[WorkerResult] | None = None
         self.records = RecordSet()  # the level's records, on the driver's clock, as the actors' arrive
         self.done_f: asyncio.Future[list[Any]] | None = None
@@ -194,8 +190,7 @@ class RayExecutor:
         t0_ns = now_ns() + START_MARGIN_NS + 2 * max(ld.offsets[0].rtt_ns for ld in self.loads)
         method = "run_closed" if self.mode == "concurrency" else "run_open"
         for ld, job in zip(self.loads, self.jobs):
-            self.runs.append(self.calls(ld.handle, method, dict(job, t0_node_ns=ld.offsets[0].to_node(t0_ns),
-                                                                run=self.run_id)))
+            self.runs.append(self.calls(ld.handle, method, timed(job, ld.offsets[0].to_node(t0_ns), self.run_id)))
         # gather with return_exceptions: a failed run is read by results(), never logged as unretrieved
         self.done_f = asyncio.gather(*(asyncio.wrap_future(f, loop=loop) for f in self.runs), return_exceptions=True)
         return t0_ns
@@ -229,7 +224,7 @@ class RayExecutor:
     def progress(self) -> Progress:
         for k, run in enumerate(self.runs):  # an actor's last counts come with its result
             if run.done() and run.exception() is None:
-                self.counts[k] = _counts(run.result().get("progress") or self.counts[k])
+                self.counts[k] = _counts(expect(run.result(), Reply, f"load actor {self.loads[k].index}'s reply").progress)
         return Progress(*(sum(x) for x in zip(*self.counts)))
 
     def _tell(self, method: str) -> None:
@@ -251,7 +246,8 @@ class RayExecutor:
                                      f"failed: {short_error(e, 2000)}") from None
         if self._results is not None:  # the records are in self.records once
             return self._results
-        self.raw = [run.result() for run in self.runs]
+        self.raw = [expect(run.result(), Reply, f"load actor {ld.index}'s reply")
+                    for ld, run in zip(self.loads, self.runs)]
         for ld in self.loads:  # the offsets after the level: drift over the level is corrected
             try:
                 ld.offsets.append(self._offset(ld))
@@ -262,18 +258,18 @@ class RayExecutor:
 
     def _on_driver_clock(self, ld: LoadActor, res: Reply) -> WorkerResult:
         to_driver = offset_line(ld.offsets).to_driver
-        for d in res["records"]:
+        for d in res.records:
             self.records.append(shift_record(build_record(**d), to_driver))
-        res["n_records"], res["records"] = len(res["records"]), None  # appended: the dicts can go
-        stop = to_driver(res["stop_ns"]) if res["stop_ns"] is not None else None
-        down = res.get("down")
+        self.n_records[ld.index] = len(res.records)
+        res.records.clear()  # appended: the dicts can go
+        stop = to_driver(res.stop_ns) if res.stop_ns is not None else None
+        down = res.down
         if down is not None:  # the target stopped answering this actor: when, on the driver's clock
-            last_ok = down["last_ok_ns"]
-            down = TargetDown(down["target"], None if last_ok is None else to_driver(last_ok),
-                              to_driver(down["first_failure_ns"]), down["refusals"], down["failures"])
+            last_ok = down.last_ok_ns
+            down = dataclasses.replace(down, last_ok_ns=None if last_ok is None else to_driver(last_ok),
+                                       first_failure_ns=to_driver(down.first_failure_ns))
         # the open loop's loop-lag probes are durations: merged like workers' (closed loop: judged by the actor)
-        return WorkerResult(None, res["cpu_pct"], stop, res["stopped_early"] == "interrupted",
-                            list(res.get("loop_lag_ns") or []), down)
+        return WorkerResult(None, res.cpu_pct, stop, res.stopped_early == "interrupted", list(res.loop_lag_ns), down)
 
     def close(self) -> None:
         if self.runs and not self.finished():  # the coordinator failed: leave no actor sending
@@ -285,8 +281,8 @@ class RayExecutor:
         for ld, res in zip(self.loads, self.raw):
             before = ld.offsets[0]
             rows.append({
-                "index": ld.index, "node_id": ld.node_id, "hostname": ld.hostname, "records": res["n_records"],
-                "cpu_pct": res["cpu_pct"], "clock_offset_ns": before.offset_ns,
+                "index": ld.index, "node_id": ld.node_id, "hostname": ld.hostname, "records": self.n_records.get(ld.index, 0),
+                "cpu_pct": res.cpu_pct, "clock_offset_ns": before.offset_ns,
                 "clock_uncertainty_ns": offset_line(ld.offsets).uncertainty_ns, "clock_rtt_ns": before.rtt_ns,
                 "drift_ppm": drift_ppm(before, ld.offsets[-1]) if len(ld.offsets) > 1 else None,
                 # ± on drift_ppm: both offsets' bounds over the time between them (short levels: large)
@@ -297,10 +293,10 @@ class RayExecutor:
     def saturation_reasons(self) -> list[str]:
         """Closed loop: each actor judged its own client saturation (loop lag, CPU)."""
         return [f"load actor {ld.index}: {reason}" for ld, res in zip(self.loads, self.raw)
-                for reason in res.get("saturation_reasons") or []]
+                for reason in res.saturation_reasons]
 
     def stopped_early(self) -> str | None:
-        why = sorted({res["stopped_early"] for res in self.raw if res["stopped_early"]})
+        why = sorted({res.stopped_early for res in self.raw if res.stopped_early})
         return why[0] if why else None
 
 
