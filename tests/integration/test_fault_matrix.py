@@ -144,7 +144,7 @@ def test_server_killed_mid_level(tmp_path):
     assert len(recs) <= stats["requests"] + REFUSALS_DOWN + 4 * 2
     assert res.levels[0].validity.verdict == "invalid" and res.validity.verdict == "invalid"
     down = res.levels[0].target_down
-    assert down["target"] == s.base + "/v1" and down["refusals"] >= REFUSALS_DOWN
+    assert down is not None and down.target == s.base + "/v1" and down.refusals >= REFUSALS_DOWN
 
 
 def test_target_gone_after_a_finished_level_summarises_and_registers_it(tmp_path):

@@ -192,7 +192,7 @@ def test_server_sigkilled_mid_level_stops_the_run_with_exit_4(tmp_path):
     assert not any(r.ok for r in after)
     assert len(after) <= FAILURES_DOWN * lv.load.workers, (len(after), lv.load.workers)
     assert lv.requests.completed == len([r for r in ok if not r.warmup])
-    assert lv.validity.verdict == "invalid" and lv.target_down["refusals"] >= 5
+    assert lv.validity.verdict == "invalid" and lv.target_down is not None and lv.target_down.refusals >= 5
 
 
 @pytest.mark.parametrize("bad, needle", [

@@ -226,7 +226,7 @@ def add_level_findings(level: LevelResult, spec: LevelSpec, outcome: LevelOutcom
     """What the level measured, judged (``level_findings.py``): nothing completed, small samples,
     a closed loop far below its label, prompt lengths off, the target gone."""
     if outcome.target_down:
-        level.target_down = dict(outcome.target_down)
+        level.target_down = outcome.target_down.model_copy()
     level.timing = LevelTiming(warmup_s=spec.warmup_s, warmup_requests=spec.warmup_requests,
                                duration_s=spec.duration_s, duration_includes_warmup=False)
     found = level_findings(level, outcome.records, stopped_early=outcome.stopped_early, length_source=length_source,

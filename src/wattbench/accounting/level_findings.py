@@ -40,13 +40,13 @@ note with the measured difference).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
 from wattbench.accounting.gates import gate_findings
 from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, VERDICT_ORDER, Finding, judged, rule, verdicts, worst
 from wattbench.core.errors import StorageError
 from wattbench.core.recordset import NONE, RecordSet, as_record_set
-from wattbench.core.schema import HistoryCheck, LevelResult, RequestRecord, Result, Validity
+from wattbench.core.schema import HistoryCheck, LevelResult, RequestRecord, Result, TargetDownInfo, Validity
 from wattbench.core.schema import FindingKind
 
 __all__ = ["measured_something", "measured_nothing", "nothing_measured_why", "unmeasured_trials_finding", "level_findings", "failed_requests_finding", "bad_usage_finding", "write_stop_finding", "RUN_STOPPED_ON_WRITE", "oversaturation_findings", "run_validity", "no_energy_text", "no_completed_finding", "small_sample_finding", "in_flight_finding",
@@ -248,11 +248,11 @@ def bad_usage_finding(records: Iterable[RequestRecord] | RecordSet) -> Finding |
 
 def level_findings(level: LevelResult, records: Iterable[RequestRecord] | RecordSet, *,
                    stopped_early: str | None = None, length_source: str | None = None,
-                   target_down: dict[str, Any] | None = None) -> list[Finding]:
+                   target_down: TargetDownInfo | None = None) -> list[Finding]:
     """Every rule of this module for one accounted level."""
     out: list[Finding] = []
     if target_down:
-        out.append(rule(FindingKind.TARGET_DOWN, "invalid", f"{target_down.get('text') or 'the target stopped answering'}; "
+        out.append(rule(FindingKind.TARGET_DOWN, "invalid", f"{target_down.text or 'the target stopped answering'}; "
                                                   "the level was stopped and the requests measured before are kept",
                         EVERY_FIGURE, summary="the target stopped answering"))
     for f in (no_completed_finding(level, stopped_early), stopped_finding(stopped_early), small_sample_finding(level),

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from wattbench.core.recordset import RecordSet
-from wattbench.core.schema import LoadStats, RequestRecord
+from wattbench.core.schema import LoadStats, RequestRecord, TargetDownInfo
 
 
 @dataclass
@@ -52,4 +52,4 @@ class LevelOutcome:
     load: LoadStats
     stopped_early: str | None = None
     # the target stopped answering mid-level (load/liveness.py): which, when, and a one-line text
-    target_down: dict[str, Any] | None = None  # the JSON object LevelResult.target_down keeps
+    target_down: TargetDownInfo | None = None  # what LevelResult.target_down keeps

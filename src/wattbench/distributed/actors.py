@@ -26,6 +26,7 @@ from wattbench.core.clock import now_ns
 from wattbench.telemetry.base import Channel, Reading, Sensor, SensorFailure
 from wattbench.core.errors import Interrupted, WattbenchError
 from wattbench.core.recordset import NONE, RecordSet
+from wattbench.core.schema import TargetDownInfo
 from wattbench.distributed.messages import ClosedJob, OpenJob, Reply, expect
 from wattbench.load.client import new_event_loop
 from wattbench.load.executor import LevelControl
@@ -72,12 +73,11 @@ def _sleep_until(t_ns: int) -> None:
         time.sleep(min(d / 1e9, 0.5))
 
 
-def _target_down(d: Mapping[str, Any] | None) -> TargetDown | None:
-    """A level outcome's ``target_down`` (``TargetDown.to_dict``'s object) as the ``TargetDown`` it was."""
-    if d is None:
+def _target_down(d: TargetDownInfo | None) -> TargetDown | None:
+    """A level outcome's ``target_down`` (``TargetDownInfo``) as the ``TargetDown`` it was."""
+    if d is None or d.first_failure_ns is None:
         return None
-    return TargetDown(str(d["target"]), d["last_ok_ns"], int(d["first_failure_ns"]), int(d["refusals"]),
-                      int(d["failures"]))
+    return TargetDown(d.target, d.last_ok_ns, d.first_failure_ns, d.refusals, d.failures)
 
 
 def _shift_dict(rec: dict[str, Any], d: int) -> dict[str, Any]:

@@ -82,7 +82,7 @@ from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.target import TargetSpec
 from wattbench.metrics.latency import stats
 from wattbench.core.recordset import NONE, RecordSet, as_record_set
-from wattbench.core.schema import LoadStats, RequestRecord
+from wattbench.core.schema import LoadStats, RequestRecord, TargetDownInfo
 from wattbench.workload.base import RequestSpec
 from wattbench.accounting.steady import steady_window_ns
 
@@ -228,8 +228,7 @@ def settle_outcome(spec: LevelSpec, outcome: LevelOutcome, results: list[WorkerR
     downs = [r.down for r in results if r.down is not None]
     if downs:
         first = min(downs, key=lambda d: d.first_failure_ns)
-        outcome.target_down = first.to_dict(t0_ns)
-        outcome.target_down["text"] = first.text(t0_ns)
+        outcome.target_down = TargetDownInfo(**first.to_dict(t0_ns), text=first.text(t0_ns))
         outcome.stopped_early = "target stopped answering"
     elif stop_reason:
         outcome.stopped_early = stop_reason

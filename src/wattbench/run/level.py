@@ -261,7 +261,7 @@ class LevelRunner:
         self._write_requests(outcome.records, k, index)
         level = self._record(index, [], final=(k == n - 1 or bool(outcome.target_down)))
         if lv.target_down:  # no further trial against a target that stopped answering
-            raise TargetStopped(f"{lv.target_down['text']} (level {level.label}); the run stopped, "
+            raise TargetStopped(f"{lv.target_down.text} (level {level.label}); the run stopped, "
                                 f"the {sum(t.requests.completed + t.requests.failed for t in trials)} requests "
                                 f"measured are kept in {run_dir}")
         return lv

@@ -62,3 +62,15 @@ def test_unknown_keys_of_an_older_file_are_kept_and_written_back():
     g = Goodput.model_validate(_HAND_MADE)
     assert g.model_dump() == _HAND_MADE
     assert g.output_tokens_per_s == pytest.approx(0.0, abs=1e-12) and g.fraction is None and g.slo_text is None
+
+
+def test_a_target_down_dict_of_an_older_file_loads_and_writes_back_as_read():
+    from wattbench.core.schema import LevelResult
+
+    old = {"target": "http://h:8000/v1", "stopped_answering_s": 12.5, "last_ok_ns": 10, "first_failure_ns": 20,
+           "refusals": 5, "failures": 7, "text": "the target http://h:8000/v1 stopped answering 12.5 s into the level"}
+    lv = LevelResult.model_validate({"index": 0, "label": "c=1", "target_down": old})
+    assert lv.target_down is not None and lv.target_down.refusals == 5 and lv.target_down.text.startswith("the target")
+    assert lv.model_dump(mode="json")["target_down"] == old
+    partial = LevelResult.model_validate({"index": 0, "label": "c=1", "target_down": {"text": "gone"}})
+    assert partial.model_dump(mode="json")["target_down"] == {"text": "gone"}  # only the keys it was written with

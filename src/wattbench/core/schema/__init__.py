@@ -72,6 +72,7 @@ from wattbench.core.schema.blocks import (
 from wattbench.core.schema.kinds import FindingKind
 from wattbench.core.schema.figure_key import FigureKey
 from wattbench.core.schema.level import (
+    TargetDownInfo,
     LevelResult,
     LevelTiming,
     Oversaturation,
@@ -124,6 +125,7 @@ from wattbench.core.schema.run import (
 from wattbench.core.schema.upgrade import upgrade_v1
 
 __all__ = [
+    "TargetDownInfo",
     "CoefficientCheck",
     "IdleBaseline",
     "PrefillDecodeFit",

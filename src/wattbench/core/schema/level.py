@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from wattbench.core.schema.base import _M
+from wattbench.core.schema.base import Num, _M, _Sparse
 from wattbench.core.schema.blocks import Goodput, ServerMetrics, Thermal
 from wattbench.core.schema.measure import ToolLevel
 from wattbench.core.schema.measures import (
@@ -35,6 +35,20 @@ class TrialFigure(_M):
     confidence: float | None = None  # None: the block's confidence
     values: list[float | None] = Field(default_factory=list)
     scale: str | None = None  # "log" | "linear" (None: an older file's, Student-t on the linear scale)
+
+
+class TargetDownInfo(_Sparse):
+    """The target stopped answering during a level (``load/liveness.py``: a streak of connection
+    failures): which target, when (seconds into the level, and the monotonic stamps of its last
+    answer and first failure), the streak's refusals and failures, and the line said."""
+
+    target: str = ""
+    stopped_answering_s: Num | None = None
+    last_ok_ns: int | None = None  # None: no request of the target succeeded
+    first_failure_ns: int | None = None
+    refusals: int = 0
+    failures: int = 0  # connection failures in the streak (disconnects + refusals)
+    text: str = ""
 
 
 class UnmeasuredTrial(_M):
@@ -205,7 +219,7 @@ class LevelResult(_M):
     stationarity: Stationarity | None = None  # trends over the level's trials, warm-up estimate
     oversaturation: Oversaturation | None = None
     stopped_early: str | None = None  # why the level ended before its bound
-    target_down: dict[str, Any] | None = None  # the target stopped answering (load/liveness.py), with "text"
+    target_down: TargetDownInfo | None = None  # the target stopped answering (load/liveness.py)
     tool: ToolLevel | None = None  # `wattbench measure`: the level as the load generator ran it
     extra: dict[str, Any] = Field(default_factory=dict)
 
