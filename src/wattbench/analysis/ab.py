@@ -15,8 +15,13 @@ against the one asked and, short of it, the pairs the observed spread says it ta
 the same meters, so every trial's energy holds the other side's draw while it idles (two servers on
 one GPU, or two GPUs inside one ``accelerator`` or ``node`` boundary). The ratio is of those gross
 figures: it compares "the machine with both resident, serving A" with "… serving B". The meters'
-idle power with both resident and neither loaded is measured before the first pair and shown with
-its share of each side's power, so a reader sees how much of each figure is the idle side's.
+idle power with both resident and neither loaded is measured before the first pair and again after
+each block of pairs (``PairedRun.idle_series``); per level, at its boundary, the series' mean, its
+range and the mean's share of each side's mean power are shown (``IdleDraw``), so a reader sees how
+much of each figure is the idle side's, and the line says the ratio includes that draw. An idle
+series that moves by more than its noise (``metrics/drift.trend``: its 99% interval of the change
+excludes 0, which takes six windows or more) is named with its change. A run written before the series was
+measured shows the one reading before the first pair.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from wattbench.analysis.compare import Decomposition, NoiseVerdict, RatioCI, ans
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt, fmt_pct_against
 from wattbench.core.schema import PairedLevel, PairedRun, Result
+from wattbench.metrics.drift import trend
 from wattbench.metrics.noise import INCONCLUSIVE, judge
 from wattbench.metrics.paired import PairedRatio, paired_ratio, pairs_needed, precise_enough
 
@@ -52,6 +58,24 @@ class PairedAnswer(BaseModel):
     precision_line: str = ""
 
 
+class IdleDraw(BaseModel):
+    """The shared meter's idle series at one level's boundary (both servers resident, neither
+    loaded): how many windows, their mean and range (W), the mean's share of each side's mean power
+    (0.42: 42%), and the series' change over the pairs (%, Theil–Sen) with whether it moved by more
+    than its noise (``drifts``)."""
+
+    key: str
+    boundary: str
+    windows: int
+    mean_w: float
+    low_w: float
+    high_w: float
+    share_a: float | None = None
+    share_b: float | None = None
+    change_pct: float | None = None
+    drifts: bool = False
+
+
 class PairedComparison(BaseModel):
     """``ab``'s answer: the two runs (A, then B), the order they were measured in, the precision
     asked and why it stopped, the shared meter's idle power, and one answer per level."""
@@ -62,6 +86,8 @@ class PairedComparison(BaseModel):
     precision_pct: float | None = None
     stopped: str = ""
     shared_idle_power_w: dict[str, float] = Field(default_factory=dict)
+    idle_series: dict[str, list[tuple[float, float]]] = Field(default_factory=dict)
+    idle: list[IdleDraw] = Field(default_factory=list)
     idle_lines: list[str] = Field(default_factory=list)
     levels: list[PairedAnswer] = Field(default_factory=list)
     todo: str | None = None
@@ -122,6 +148,46 @@ def paired_level(lv: PairedLevel, precision_pct: float | None) -> PairedAnswer:
     return out
 
 
+def _mean_power(powers: list[float | None]) -> float | None:
+    vals = [x for x in powers if x]
+    return sum(vals) / len(vals) if vals else None
+
+
+def idle_draw(lv: PairedLevel, series: list[tuple[float, float]]) -> IdleDraw | None:
+    """The idle series' summary at ``lv``'s boundary (module docstring); None without a window."""
+    if not series or lv.boundary is None:
+        return None
+    watts = [w for _, w in series]
+    mean = sum(watts) / len(watts)
+    pa, pb = _mean_power(lv.a_power_w), _mean_power(lv.b_power_w)
+    tr = trend([t for t, _ in series], watts) if len(series) >= 2 else None
+    change = tr.change if tr is not None else None
+    return IdleDraw(key=lv.key, boundary=lv.boundary, windows=len(series), mean_w=mean, low_w=min(watts),
+                    high_w=max(watts), share_a=mean / pa if pa else None, share_b=mean / pb if pb else None,
+                    change_pct=None if change is None else 100.0 * change, drifts=bool(tr is not None and tr.moves))
+
+
+def _watts(x: float) -> str:
+    """Whole watts from 10 W up (``95``, ``1,250``), three figures below (``5.31``)."""
+    return f"{x:,.0f}" if abs(x) >= 10 else fmt(x)
+
+
+def idle_line(d: IdleDraw) -> str:
+    """``c=16: the shared meter's idle at accelerator (both servers resident, neither loaded), 5
+    windows before and between the blocks: mean 125 W (120–131 W), 42% of A's and 43% of B's power;
+    the ratio includes the idle side's draw (each side's power is the whole meter's)``."""
+    shares = [f"{x:.0%} of {side}'s" for side, x in (("A", d.share_a), ("B", d.share_b)) if x is not None]
+    windows = "1 window before the first pair" if d.windows == 1 else \
+        f"{d.windows} windows before and between the blocks"
+    spread = f" ({_watts(d.low_w)}–{_watts(d.high_w)} W)" if d.windows > 1 else ""
+    drift = ""
+    if d.drifts and d.change_pct is not None:
+        drift = f"; the idle draw drifts {d.change_pct:+.1f}% over the pairs, more than its noise"
+    return (f"{d.key}: the shared meter's idle at {d.boundary} (both servers resident, neither loaded), {windows}: "
+            f"mean {_watts(d.mean_w)} W{spread}, {' and '.join(shares) or 'part of each side'} power{drift}; the ratio "
+            f"includes the idle side's draw at {d.boundary} (each side's power is the whole meter's)")
+
+
 def check_pair(a: Result, b: Result) -> tuple[PairedRun, PairedRun]:
     """The two runs' paired blocks, checked to be the two sides of one ``ab`` (one line otherwise)."""
     pa = a.noise.paired if a.noise else None
@@ -139,10 +205,16 @@ def paired_compare(a: Result, b: Result) -> PairedComparison:
     """``ab``'s answer from its two runs (A first)."""
     pa, _ = check_pair(a, b)
     cmp = PairedComparison(run_ids=[a.run_id, b.run_id], sequence=list(pa.sequence), precision_pct=pa.precision_pct,
-                           stopped=pa.stopped, shared_idle_power_w=dict(pa.shared_idle_power_w))
+                           stopped=pa.stopped, shared_idle_power_w=dict(pa.shared_idle_power_w),
+                           idle_series={b: list(v) for b, v in pa.idle_series.items()})
     for lv in pa.levels:
         ans = paired_level(lv, pa.precision_pct)
         cmp.levels.append(ans)
+        draw = idle_draw(lv, pa.idle_series.get(lv.boundary, [])) if lv.boundary else None
+        if draw is not None:
+            cmp.idle.append(draw)
+            cmp.idle_lines.append(idle_line(draw))
+            continue
         idle = pa.shared_idle_power_w.get(lv.boundary) if lv.boundary else None
         if idle is not None:
             shares = []

@@ -16,6 +16,9 @@ from wattbench.config import AB, AB_LEAVES_OUT, RUN, AbConfig, RunConfig
 HELP = """Measure two servers (or two engine starts) in pairs, alternately A B B A …, over the same levels, and
 answer whether B gives more tokens per kW than A: the ratio, throughput × power, and its interval from the pairs,
 so drift common to both cancels. Both runs are written and registered; `compare` and `report` read them.
+One machine's meters read both: their idle power (both servers resident, neither loaded) is measured before the
+first pair and again after each block of pairs, for --idle seconds each (the extra time per block; --idle 0 skips
+it), and shown with its share of each side's power, which the ratio includes.
 
 Examples:
 

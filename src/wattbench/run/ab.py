@@ -5,6 +5,7 @@
     idle baseline (both resident, neither loaded), copied to both
     priming of A, then of B                                                             run/prime.py
     blocks: A B B A per level, every trial after the server drained the load before it  run/level.py
+      └─ after each block: an idle window (--idle s) on the shared meters ──► the idle series
     ──► two run directories (result.json each) + the pairs in both (Result.noise.paired)
     ──► analysis/ab.paired_compare: the per-kW ratio B/A, its decomposition and interval from the pairs
 
@@ -15,7 +16,10 @@ other with ``--trials``. The design (``metrics/paired.py``): the levels are meas
 a time — pair ``k`` is A's and B's k-th trial of a level, ``A B`` for an even pair, ``B A`` for an
 odd one — so a drift common to both sides cancels; ``--precision`` adds blocks until every level's
 per-kW ratio is known within it (``metrics.paired.precise_enough``), ``--max-pairs`` or
-``--max-time`` ends it. Nothing is written before both sides are checked; a failure closes both runs
+``--max-time`` ends it. After each block the shared meters' idle power is measured again (``--idle``
+seconds, both servers resident and neither loaded: ``benchmark.idle_sample``), so the idle side's
+draw inside every trial's figures is a series over the pairs (``PairedRun.idle_series``), not one
+reading before them. Nothing is written before both sides are checked; a failure closes both runs
 (``failed``, or ``interrupted``), each keeping what it measured and registered in the history.
 """
 
@@ -26,7 +30,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from wattbench.analysis.ab import PairedComparison, paired_compare
 from wattbench.analysis.compare import resolve_boundary, short_key
@@ -151,19 +155,23 @@ def _run(config: AbConfig, sessions: dict[str, RunSession], sensors: list[Sensor
         raise UserError(f"A and B answer at one URL ({ua}): ab compares two servers; give B another URL")
     runners = {"A": benchmark.begin(sa, prep_a, idle=False), "B": benchmark.begin(sb, prep_b, idle=False)}
     _shared_idle(sa, sb)
+    idle_points = _first_idle_point(sa)
     for s in SIDES:  # each side from a known state: its prompt lengths fitted, its server primed
         sessions[s].emit(Phase("prime", "priming before the first pair"))
         res = sessions[s].result
         assert res is not None  # begin() wrote each side's skeleton
         plan.prime_first(sessions[s].config, res, runners[s])
     t0 = now_ns()  # the first pair begins: the pairs' clock
-    sequence, stopped = _pairs(config, sessions, runners, t0)
+    sequence, stopped = _pairs(config, sessions, runners, t0, lambda: _block_idle(sa, idle_points))
     for s in SIDES:
         analyses.run_analyses(sessions[s])
     if sa.config.idle_after_s > 0:
         benchmark.idle_after(sa)
         _copy_idle(sa, sb)
     blocks = _paired_blocks(config, sessions, runners, sequence, stopped, t0)
+    series = _idle_series(idle_points, t0)
+    for block in blocks.values():
+        block.idle_series = series
     for s in SIDES:
         res = sessions[s].result
         assert res is not None and res.noise is not None
@@ -189,6 +197,35 @@ def _shared_idle(sa: RunSession, sb: RunSession) -> None:
     _copy_idle(sa, sb)
 
 
+IdlePoints = dict[str, list[tuple[int, float]]]  # boundary -> [(window midpoint ns, W)]
+
+
+def _first_idle_point(sa: RunSession) -> IdlePoints:
+    """The idle series' first point: the baseline before the first pair (none where it was skipped)."""
+    w = sa.result.idle_window if sa.result is not None else None
+    if w is None:
+        return {}
+    mid = (w.start_ns + w.end_ns) // 2
+    return {b: [(mid, float(i.power_w))] for b, i in (sa.idle_power or {}).items()}
+
+
+def _block_idle(sa: RunSession, points: IdlePoints) -> None:
+    """After a block of pairs: the shared meters' idle power again (``--idle`` seconds, both
+    servers resident, neither loaded), appended to ``points``; nothing where the baseline is skipped."""
+    got = benchmark.idle_sample(sa, sa.config.idle_s, " between blocks of pairs")
+    if got is None:
+        return
+    (t0, t1), idle = got
+    for b, i in idle.items():
+        points.setdefault(b, []).append(((t0 + t1) // 2, float(i.power_w)))
+
+
+def _idle_series(points: IdlePoints, t0_ns: int) -> dict[str, list[tuple[float, float]]]:
+    """``points`` on the pairs' clock (seconds after the first pair began; the baseline before it
+    reads negative)."""
+    return {b: [((t - t0_ns) / 1e9, w) for t, w in pts] for b, pts in points.items()}
+
+
 def _copy_idle(sa: RunSession, sb: RunSession) -> None:
     assert sa.result is not None and sb.result is not None
     sb.idle_power = sa.idle_power
@@ -197,11 +234,11 @@ def _copy_idle(sa: RunSession, sb: RunSession) -> None:
     sb.result.idle_after_window = sa.result.idle_after_window
 
 
-def _pairs(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str, LevelRunner], t0: int
-           ) -> tuple[list[str], str]:
+def _pairs(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str, LevelRunner], t0: int,
+           after_block: Callable[[], None] = lambda: None) -> tuple[list[str], str]:
     """Measure whole blocks over the levels until the pairs asked (``--pairs``) are in and, with
-    ``--precision``, every level's ratio is within it, or ``--max-pairs`` / ``--max-time`` ends it.
-    Returns the order measured and why it stopped."""
+    ``--precision``, every level's ratio is within it, or ``--max-pairs`` / ``--max-time`` ends it;
+    ``after_block`` runs after each block (the idle window: counted in the block's time). Returns the order measured and why it stopped."""
     ladder = list(enumerate(sessions["A"].config.levels()))
     sequence: list[str] = []
     want = blocks_for(config.pairs) * PAIRS_PER_BLOCK
@@ -217,6 +254,7 @@ def _pairs(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str,
                 for side in pair_sides(k):
                     runners[side].trial(mode, value, index, k, planned)
                     sequence.append(f"{side} {_key(mode, value)}")
+        after_block()
         done += PAIRS_PER_BLOCK
         if done < want:
             continue

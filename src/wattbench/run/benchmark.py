@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from wattbench import __version__
-from wattbench.accounting.idle import measure_idle
+from wattbench.accounting.idle import IdlePower, measure_idle
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.config import RunConfig
 from wattbench.environment import collect_environment
@@ -314,6 +314,17 @@ def _idle_window(session: RunSession, seconds: float, what: str) -> tuple[int, i
     t1 = now_ns()
     session.await_closing_reads(t1)  # a reading after the idle window's end, as after every level
     return t0, t1
+
+
+def idle_sample(session: RunSession, seconds: float, what: str) -> tuple[tuple[int, int], dict[str, IdlePower]] | None:
+    """One more idle window of ``seconds`` on the session's meters, nothing loaded (``wattbench ab``
+    between its blocks of pairs): its ``(start_ns, end_ns)`` and idle power per boundary; None where
+    there is no meter, ``seconds`` is 0, or every power figure is a declared constant. The result's
+    baseline is left as it is."""
+    if session.sampler is None or seconds <= 0 or only_declared(session):
+        return None
+    t0, t1 = _idle_window(session, seconds, what)
+    return (t0, t1), measure_idle(session.sampler.log, t0, t1)
 
 
 def only_declared(session: RunSession) -> bool:

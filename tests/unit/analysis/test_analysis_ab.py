@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from wattbench.analysis.ab import check_pair, paired_compare, paired_level
+from wattbench.analysis.ab import check_pair, idle_line, paired_compare, paired_level
 from wattbench.analysis.compare import answer_line
 from wattbench.core.errors import UserError
 from wattbench.core.schema import NoiseInfo, PairedLevel, PairedRun
@@ -71,3 +71,38 @@ def test_runs_not_of_one_ab_are_refused():
         check_pair(b, a)
     with pytest.raises(UserError, match="was not measured by `wattbench ab`"):
         check_pair(a, make_result(run_id="other"))
+
+
+def _with_series(series: list[tuple[float, float]]):
+    a, b = _pair()
+    a.noise.paired.idle_series = {"node": series}
+    return a, b
+
+
+def test_the_idle_series_mean_range_and_share_of_each_side():
+    # before the first pair, then after each of two blocks; A reads 400 W, B 380 W (``_level``)
+    a, b = _with_series([(-2.0, 100.0), (30.0, 120.0), (61.0, 95.0)])
+    cmp = paired_compare(a, b)
+    d = cmp.idle[0]
+    assert (d.key, d.boundary, d.windows) == ("c=8", "node", 3)
+    assert d.mean_w == pytest.approx(105.0, rel=1e-12) and (d.low_w, d.high_w) == (95.0, 120.0)
+    assert d.share_a == pytest.approx(105.0 / 400.0, rel=1e-12) and d.share_b == pytest.approx(105.0 / 380.0, rel=1e-12)
+    assert not d.drifts  # three windows: no interval to exclude 0
+    assert cmp.idle_lines == ["c=8: the shared meter's idle at node (both servers resident, neither loaded), 3 windows "
+                              "before and between the blocks: mean 105 W (95–120 W), 26% of A's and 28% of B's power; "
+                              "the ratio includes the idle side's draw at node (each side's power is the whole "
+                              "meter's)"]
+    assert cmp.model_dump(mode="json")["idle"][0]["mean_w"] == pytest.approx(105.0)  # in --json
+
+
+def test_an_idle_series_that_moves_more_than_its_noise_is_named_with_its_change():
+    # +2 W per block, every step the same: Theil–Sen's slope 2 W per 30 s, the change over 150 s
+    # 10 W on a fitted start of 100 W: +10%, its 99% interval clear of 0
+    rising = [(30.0 * k, 100.0 + 2.0 * k) for k in range(6)]
+    d = paired_compare(*_with_series(rising)).idle[0]
+    assert d.drifts and d.change_pct == pytest.approx(10.0, rel=1e-9)
+    assert "; the idle draw drifts +10.0% over the pairs, more than its noise;" in idle_line(d)
+    # the same six windows in an order with no trend: its interval holds 0, nothing named
+    flat = [(30.0 * k, w) for k, w in enumerate([100.0, 110.0, 100.0, 110.0, 100.0, 110.0])]
+    f = paired_compare(*_with_series(flat)).idle[0]
+    assert not f.drifts and "drifts" not in idle_line(f)

@@ -132,6 +132,10 @@ class PairedRun(_M):
     stopped: str = ""  # why no more pairs were measured
     shared_meter: bool = True  # both sides read by the same meters (one machine)
     shared_idle_power_w: dict[str, float] = Field(default_factory=dict)
+    # the shared meter's idle power again after each block of pairs (both resident, neither loaded;
+    # boundary -> [(s on the pairs' clock, W)], the baseline before the first pair first): the idle
+    # side's draw as the pairs went on. Empty in runs written before it was measured.
+    idle_series: dict[str, list[tuple[float, float]]] = Field(default_factory=dict)
     levels: list[PairedLevel] = Field(default_factory=list)
     # the answer as `ab` printed it (analysis/ab.py: compare's answer line per level), for a report
     # of either run; recomputed from ``levels`` by ``analysis.ab.paired_compare``
