@@ -305,3 +305,33 @@ def test_history_import_of_what_holds_no_run_is_refused(tmp_path, what):
 ])
 def test_trials_takes_a_count_or_auto_in_one_line(tmp_path, args, must_name):
     refused(tmp_path, *args, must_name=must_name)
+
+
+@pytest.mark.parametrize("levels,named", [(("-c", "1"), "--concurrency 1 is below the number of targets (2)"),
+                                          (("-c", "4,1"), "--concurrency 1 is below the number of targets (2)"),
+                                          (("--sweep", "auto", "--max-concurrency", "1"),
+                                           "--max-concurrency 1 (the top of the search) is below the number of "
+                                           "targets (2)")])
+def test_a_concurrency_below_the_number_of_targets_is_refused_before_any_request(tmp_path, levels, named):
+    """Two replicas and a level with fewer streams than targets: refused with the plan's other
+    checks, before the priming, the idle measurement or any request reaches either server (it was
+    refused only when the level started, after the priming had loaded the servers)."""
+    with stream_server("--ttft-ms", "1", "--itl-ms", "1") as (a, stats_a), \
+            stream_server("--ttft-ms", "1", "--itl-ms", "1") as (b, stats_b):
+        line = refused(tmp_path, "-t", b, *levels, "--sensor", "const:node=100", target=a, must_name=named)
+        assert "raise the concurrency or drop targets" in line
+        for stats in (stats_a, stats_b):
+            assert stats()["requests"] == 0 and stats.per_request() == {}
+
+
+def test_the_same_replica_spelled_twice_counts_once(tmp_path):
+    """``http://h:1`` and ``http://h:1/v1/`` are one target (the run deals its load over one), so
+    ``-c 1`` is not below the number of targets: the run goes ahead and measures."""
+    out = tmp_path / "run"
+    with stream_server("--ttft-ms", "1", "--itl-ms", "1") as (base, stats):
+        p = wb("run", "-t", base, "-t", base.rstrip("/") + "/v1/", "-c", "1", "-n", "2", "--input-tokens", "8",
+               "--output-tokens", "4", "--idle", "0", "--sensor", "const:node=100", "--no-html", "--no-register",
+               "--out", str(out), cwd=tmp_path)
+        assert p.returncode == 0, p.stderr
+        assert stats()["requests"] >= 2
+    assert load_result(out).status == "complete"

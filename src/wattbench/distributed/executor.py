@@ -126,7 +126,8 @@ def _share(total: int | None, a: int, n: int) -> int | None:
 def share_level(spec: LevelSpec, targets: list[TargetSpec], multi: bool, route: Callable[[int], int],
                 request_factory: Callable[[int], Any], n: int) -> LevelShare:
     """What each of ``n`` actors runs (module doc); refuses, naming the flag, a closed loop Ray
-    cannot share (sessions, more actors than streams, fewer streams than targets)."""
+    cannot share (sessions, more actors than streams; fewer streams than targets is
+    ``load.plan.validate_spec``'s, checked before)."""
     if spec.mode != "concurrency":
         lp = build_plans(dataclasses.replace(spec, workers=n), targets[0], targets if multi else None, route,
                          request_factory)
@@ -140,8 +141,6 @@ def share_level(spec: LevelSpec, targets: list[TargetSpec], multi: bool, route: 
     if first_request is not None and getattr(first_request, "session_id", None) is not None:
         raise UserError("a workload with sessions cannot run closed-loop on Ray (a session's turns would "
                         "be spread over actors): use --rate, or run without --ray")
-    if multi and conc < len(targets):
-        raise UserError(f"--concurrency {conc} is below the number of targets ({len(targets)})")
     jobs: list[Job] = []
     stream = 0
     for a, streams in enumerate(split_count(conc, n)):

@@ -391,8 +391,8 @@ class RayCluster:
         ``Interrupted`` carrying the completed requests."""
         _ray()  # a clear error when ray is not installed
 
-        validate_spec(spec)
         tlist = [targets] if isinstance(targets, TargetSpec) else list(targets)
+        validate_spec(spec, targets=len(tlist))
         route = weighted_route(check_targets(tlist, weights))
         multi = len(tlist) > 1 or not isinstance(targets, TargetSpec)
         share = share_level(spec, tlist, multi, route, request_factory, n_actors or self.default_actors(spec))

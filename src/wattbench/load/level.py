@@ -168,7 +168,7 @@ def run_level(
     ``control`` stops or cancels the level from another thread (``load.executor.LevelControl``);
     a cancel raises ``Interrupted`` as SIGINT does.
     """
-    validate_spec(spec)
+    validate_spec(spec, targets=1 if isinstance(target, TargetSpec) else len(target))
     targets: list[TargetSpec] | None = None
     if not isinstance(target, TargetSpec):
         targets = list(target)

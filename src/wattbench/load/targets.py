@@ -87,12 +87,7 @@ def run_level_multi(
     weights: Sequence[float] | None = None,
 ) -> LevelOutcome:
     """Run one level against several targets (see module doc); records carry ``target``."""
-    w = check_targets(targets, weights)
-    if spec.mode == "concurrency" and int(spec.value) < len(targets):
-        raise UserError(
-            f"--concurrency {int(spec.value)} is below the number of targets ({len(targets)}): "
-            "some targets would get no stream; raise the concurrency or drop targets"
-        )
+    w = check_targets(targets, weights)  # run_level refuses a concurrency below len(targets)
     return run_level(spec, list(targets), requests, on_progress, route=weighted_route(w))
 
 

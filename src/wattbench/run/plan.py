@@ -31,6 +31,7 @@ from wattbench.load.search import feasible_score
 from wattbench.metrics.drift import figure_drift
 from wattbench.metrics.slo import SLO
 from wattbench.metrics.noise import FigureNoise, auto_stop, level_precision, measured_plateau, trials_noise, with_drift
+from wattbench.run.targets import target_count
 from wattbench.run.prime import (ProbeRunner, calibrate_prompts, check_history, priming_level, repeat_size,
                                  unmeasurable)
 from wattbench.telemetry.base import Channel
@@ -75,9 +76,10 @@ class PlanRunner(ProbeRunner, Protocol):
 
 
 def validate_plan(cfg: RunConfig) -> None:
-    """Refuse a plan the run cannot follow, before anything is written: an unknown objective or
-    sweep, unsupported combinations, and every planned level through the load generator's own
-    checks (``load.plan.validate_spec``: ``--arrival poison``, a rate it refuses)."""
+    """Refuse a plan the run cannot follow, before anything is written or sent: an unknown objective
+    or sweep, unsupported combinations, and every planned level through the load generator's own
+    checks (``load.plan.validate_spec``: ``--arrival poison``, a rate it refuses, a concurrency
+    below the number of targets)."""
     if cfg.optimize and cfg.optimize not in OBJECTIVES:
         raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
     if cfg.optimize in ENERGY_OBJECTIVES and cfg.no_sensors:
@@ -91,8 +93,9 @@ def validate_plan(cfg: RunConfig) -> None:
                         "(-c 1,8,64) with --trials auto")
     if cfg.sweep not in (None, "auto"):
         raise UserError(f"--sweep {cfg.sweep!r}: the only sweep is 'auto' (give levels with --concurrency/--rate)")
+    n_targets = target_count(cfg)
     plans = cfg.levels() if not (cfg.sweep or cfg.optimize) else [("rate", r) for r in cfg.rate] or [
-        ("concurrency", c) for c in (cfg.concurrency or [1])]
+        ("concurrency", c) for c in (cfg.concurrency or [n_targets])]  # a search starts at a stream per target
     flags: list[str | None] = [None] * len(plans)
     if cfg.sweep == "auto" or (cfg.optimize and not cfg.rate and not cfg.concurrency):
         # a search may climb to the top of its ladder: that level must fit the machine too
@@ -103,7 +106,8 @@ def validate_plan(cfg: RunConfig) -> None:
         validate_spec(LevelSpec(index=0, mode=mode, value=value, arrival=cfg.arrival,  # type: ignore[arg-type]
                                 num_requests=cfg.num_requests, duration_s=cfg.duration_s, workers=cfg.workers,
                                 speedup=cfg.speedup, warmup_s=cfg.warmup_s, warmup_requests=cfg.warmup_requests,
-                                max_in_flight=cfg.max_concurrency if mode == "rate" else None), flag=flag)
+                                max_in_flight=cfg.max_concurrency if mode == "rate" else None), flag=flag,
+                      targets=n_targets)
 
 
 def check_meter(cfg: RunConfig, channels: list[Channel]) -> None:
@@ -127,10 +131,11 @@ def planned_levels(cfg: RunConfig) -> int | None:
 
 def optimize_candidates(cfg: RunConfig) -> list[float]:
     """The values ``--optimize`` chooses among: the given rates or concurrencies, else the default
-    ladder up to ``--max-concurrency``."""
+    ladder from one stream per target up to ``--max-concurrency``."""
     if cfg.rate:
         return list(cfg.rate)
-    return list(cfg.concurrency) or [c for c in DEFAULT_LADDER if c <= (cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)]
+    top, least = cfg.max_concurrency or SEARCH_MAX_CONCURRENCY, target_count(cfg)
+    return list(cfg.concurrency) or sorted({least} | {c for c in DEFAULT_LADDER if least <= c <= top})
 
 
 def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list[SLO], runner: PlanRunner | None = None
@@ -147,7 +152,7 @@ def run_plan(cfg: RunConfig, result: Result, measure: Measure, slos: list[SLO], 
     if runner is not None:
         prime_first(cfg, result, runner, candidates)
     if cfg.sweep == "auto":
-        res = auto_sweep(lambda v: search_figures(measure("concurrency", v)), start=1,
+        res = auto_sweep(lambda v: search_figures(measure("concurrency", v)), start=target_count(cfg),
                          max_value=cfg.max_concurrency or SEARCH_MAX_CONCURRENCY)
         result.sweep = SearchOutcome.model_validate(res.to_dict("output_tokens_per_s"))
     elif cfg.optimize:

@@ -52,6 +52,14 @@ def run_secrets(config: RunConfig) -> list[str]:
     return out
 
 
+def target_count(config: RunConfig) -> int:
+    """How many targets the run's load is dealt over: the distinct base URLs of ``--target``
+    (normalized as ``resolve_targets`` does: ``http://h:8000`` and ``http://h:8000/v1/`` are one),
+    or the one engine the run launches. Read from the configuration alone, before any request."""
+    urls = {normalize_base_url(combine_credentials(u, None)[0]) for u in [config.target, *config.targets] if u}
+    return max(1, len(urls))
+
+
 def _first_target(session: RunSession, run_dir: Path, engine: Engine | None = None
                   ) -> tuple[str, str | None, ServerInfo | None, str | None, str | None]:
     """The first target's URL and key; with no ``--target`` an engine launched (``engine``, else

@@ -219,3 +219,28 @@ def test_the_history_check_measures_the_first_level_again_after_a_ladder():
     r1 = FakeRunner(one)
     plan.run_plan(_cfg(concurrency=[4]), one, FakeMeasure(), [], runner=r1)
     assert one.noise.history_check is None and not any(c[0] == "repeat" for c in r1.calls)  # one level: no order
+
+
+REPLICAS = ["http://127.0.0.1:9", "http://127.0.0.1:10"]
+
+
+def test_a_concurrency_below_the_number_of_targets_is_refused_by_the_plan():
+    """Every planned closed-loop level needs a stream per target: refused with the plan, before the
+    run sends anything (a level with fewer streams would leave a replica unloaded)."""
+    with pytest.raises(UserError, match=r"^--concurrency 1 is below the number of targets \(2\): .*drop targets"):
+        plan.validate_plan(_cfg(targets=REPLICAS, concurrency=[4, 1]))
+    with pytest.raises(UserError, match=r"^--max-concurrency 1 \(the top of the search\) is below the number of "
+                                        r"targets \(2\)"):
+        plan.validate_plan(_cfg(targets=REPLICAS, sweep="auto", max_concurrency=1))
+    plan.validate_plan(_cfg(targets=REPLICAS, concurrency=[2, 8]))
+    plan.validate_plan(_cfg(targets=REPLICAS, sweep="auto"))  # the search starts at one stream per target
+    plan.validate_plan(_cfg(targets=REPLICAS, rate=[0.5]))  # an open loop deals requests, not streams
+    plan.validate_plan(_cfg(concurrency=[1]))
+
+
+def test_a_search_over_replicas_starts_at_one_stream_per_target():
+    three = REPLICAS + ["http://127.0.0.1:11/v1/"]
+    assert plan.optimize_candidates(_cfg(targets=three, optimize="goodput_rps", max_concurrency=20)) == [3, 4, 8, 16]
+    m = FakeMeasure(eff=lambda v: 100.0 * v if v <= 8 else 800.0)
+    plan.run_plan(_cfg(targets=REPLICAS, sweep="auto", max_concurrency=64), make_result(), m, [])
+    assert [c[1] for c in m.calls][:3] == [2, 4, 8]

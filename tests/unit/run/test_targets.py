@@ -163,3 +163,11 @@ def test_every_secret_of_the_configuration_is_registered(monkeypatch):
         assert secret in found
     assert "blue" not in found  # a header that carries no credential is not a secret
 
+
+
+def test_target_count_is_the_distinct_base_urls_as_the_run_resolves_them():
+    from wattbench.run.targets import target_count
+
+    assert target_count(RunConfig()) == 1  # the engine the run launches
+    assert target_count(RunConfig(target="http://h:1")) == 1
+    assert target_count(RunConfig(target="http://h:1", targets=["http://h:1", "http://u:p@h:1/v1/", "http://h:2"])) == 2
