@@ -17,7 +17,7 @@ from wattbench.results.rundir import load_result
 from wattbench.run.ab import run_ab
 from wattbench.run.events import LevelStarted, Phase, ProgressEvent
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # the windows' edges are judged against the meter's read timing
 
 LOAD_W = 300.0
 IDLE_W = [100.0, 110.0, 90.0]  # before the first pair, after block 1, after block 2
