@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     wall = time.perf_counter() - wall0
     hist.close()
     snap = tr.snapshot()
-    seg = snap["segmentation"]
+    seg = snap.segmentation
     os.unlink(tmp.name)
     for i in range(1, 10):
         if os.path.exists(f"{tmp.name}.{i}"):
@@ -123,9 +123,9 @@ def main(argv=None) -> int:
     # counters are read at the scrape instants); per state, spans that straddle a load change are
     # classed by their end, so the per-state powers are blurred by one scrape interval per change
     true_e, true_n = last[0] - first[0], last[1] - first[1]
-    tot = snap["windows"]["total"]
+    tot = snap.windows["total"]
     check = {
-        "total_energy_j": snap["energy_total_j"]["accelerator"], "true_energy_j": true_e,
+        "total_energy_j": snap.energy_total_j["accelerator"], "true_energy_j": true_e,
         "total_output_tokens": tot["output_tokens"], "true_output_tokens": true_n,
         "j_per_output_token": tot["j_per_output_token"]["accelerator"], "true_j_per_output_token": true_e / true_n,
         "idle_power_w": seg["idle"]["power_w"]["accelerator"], "idle_power_w_set": 235.0,
@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         "speedup": a.minutes * 60 / wall, "readings_fed": readings_fed, "rows": rows,
         "rss_growth_after_10min_mib": after_warm[-1]["rss_mib"] - after_warm[0]["rss_mib"],
         "heap_growth_after_10min_kib": after_warm[-1]["heap_kib"] - after_warm[0]["heap_kib"],
-        "check": check, "segments_closed": seg["segments_closed"], "counter_resets": snap["counter_resets"],
+        "check": check, "segments_closed": seg["segments_closed"], "counter_resets": snap.counter_resets,
     }
     if a.json:
         print(json.dumps(out, indent=2))

@@ -266,9 +266,9 @@ def prop_monitor_scrapes(texts: list[str]) -> None:
         tr.mark(k * s_ns, vals if "generation_tokens" in vals else None)
     tr.account(len(texts) * s_ns + 10 * s_ns)
     snap = tr.snapshot()
-    models = (snap.get("by_model") or {}).get("models") or {}
+    models = snap.by_model.get("models") or {}
     assert len(models) <= 4 + 1
-    _json.dumps(snap, default=str)
+    _json.dumps(snap.to_dict(), default=str)
     reg = CollectorRegistry(auto_describe=False)
     reg.register(MonitorCollector(lambda: snap))
     generate_latest(reg)

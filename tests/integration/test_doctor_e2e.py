@@ -102,10 +102,10 @@ def test_monitor_against_doctor_server_process(tmp_path):
                 assert time.monotonic() < deadline, "the sampler never read past the last mark"
                 time.sleep(0.01)
             m.flush()
-            snap = m.snapshot()
+            snap = m.latest()
     finally:
         stop_process(proc)
-    tot = snap["windows"]["total"]
+    tot = snap.windows["total"]
     assert tot["output_tokens"] == 23 and tot["prompt_tokens"] == 9
     assert tot["j_per_output_token"]["node"] == pytest.approx(400 * tot["duration_s"] / 23, rel=1e-6)
-    assert snap["sources"]["server"]["engine"] == "vllm" and snap["sources"]["server"]["errors"] == 0
+    assert snap.sources["server"]["engine"] == "vllm" and snap.sources["server"]["errors"] == 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -18,6 +18,7 @@ from wattbench.config import MonitorOptions
 from wattbench.core.errors import UserError
 
 if TYPE_CHECKING:
+    from wattbench.monitor.snapshot import MonitorSnapshot
     from rich.table import Table
 
 HELP = """Watch a running server's efficiency: tokens/s, J/token and tokens per kWh per power
@@ -43,16 +44,16 @@ def _fmt(v: float | int | None, kind: str = "figure") -> str:
     return fmt(v, kind=kind)
 
 
-def _table(snap: dict[str, Any]) -> Table:
+def _table(snap: MonitorSnapshot) -> Table:
     """The live (and final) table of a monitor snapshot: each window's output tokens/s and, per
     boundary, its power, J per output token and tokens per kWh; idle/loaded power and source errors below."""
     from rich.table import Table
     from rich.text import Text
 
-    wins = snap.get("windows") or {}
+    wins = snap.windows
     bounds = sorted({b for f in wins.values() for b in (f.get("energy_j") or {})})
-    t = Table(title=f"wattbench monitor  t={_fmt(snap.get('t_s', 0), 'count')} s  state={snap.get('state') or '-'}  "
-                    f"running={_fmt(snap.get('running'), 'count')}", title_justify="left")
+    t = Table(title=f"wattbench monitor  t={_fmt(snap.t_s, 'count')} s  state={snap.state or '-'}  "
+                    f"running={_fmt(snap.running, 'count')}", title_justify="left")
     t.add_column("window")
     t.add_column("out tok/s", justify="right")
     for b in bounds:
@@ -66,12 +67,12 @@ def _table(snap: dict[str, Any]) -> Table:
                     Text(_fmt((f.get("j_per_output_token") or {}).get(b))),
                     Text(_fmt((f.get("output_tokens_per_kwh") or {}).get(b)))]
         t.add_row(*row)
-    idle = snap.get("idle_power_w") or {}
-    loaded = snap.get("loaded_power_w") or {}
+    idle = snap.idle_power_w
+    loaded = snap.loaded_power_w
     if idle or loaded:
         t.caption = "idle W: " + ", ".join(f"{b} {_fmt(v)}" for b, v in idle.items()) + \
                     "   loaded W: " + ", ".join(f"{b} {_fmt(v)}" for b, v in loaded.items())
-    errs = [f"{k}: {v['errors']} errors, last: {v['last_error']}" for k, v in (snap.get("sources") or {}).items()
+    errs = [f"{k}: {v['errors']} errors, last: {v['last_error']}" for k, v in snap.sources.items()
             if v.get("errors")]
     if errs:
         t.caption = ((t.caption + "\n") if t.caption else "") + "\n".join(errs)
@@ -97,24 +98,24 @@ def register(app: typer.Typer) -> None:
         old = signal.signal(signal.SIGTERM, lambda *_: mon.stop())
         said: set[str] = set()
 
-        def say_problems(snap: dict[str, Any]) -> None:
+        def say_problems(snap: MonitorSnapshot) -> None:
             """Each problem on stderr as soon as it is known (a server without /metrics: at once)."""
-            for p in snap.get("problems") or []:
+            for p in snap.problems:
                 if p not in said:
                     said.add(p)
                     typer.echo(f"wattbench: warning: {p}", err=True)
 
         try:
             mon.start()
-            say_problems(mon.snapshot() or {})
+            say_problems(mon.latest())
             if o.live and not o.quiet and not o.as_json and stdout_is_tty():
                 from rich.live import Live
 
-                def tick(s: dict[str, Any]) -> None:
+                def tick(s: MonitorSnapshot) -> None:
                     say_problems(s)
                     lv.update(_table(s))
 
-                with Live(_table(mon.snapshot()), refresh_per_second=2, transient=False) as lv:
+                with Live(_table(mon.latest()), refresh_per_second=2, transient=False) as lv:
                     summary = mon.run(o.duration_s, on_tick=tick)
             else:
                 summary = mon.run(o.duration_s, on_tick=say_problems)
@@ -128,7 +129,7 @@ def register(app: typer.Typer) -> None:
             from rich.text import Text
 
             con = Console()
-            con.print(_table(summary))
+            con.print(_table(mon.latest()))
             for p in summary.get("problems") or []:
                 if p not in said:  # each said once
                     con.print(Text.assemble(("warning: ", "yellow"), p))

@@ -24,6 +24,8 @@ Metrics (labels in braces; ``window`` is ``10s``, ``1m``, ``10m`` … or ``total
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import socket
 import threading
 from http.server import ThreadingHTTPServer
@@ -34,6 +36,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import MetricsHandler
 
+from wattbench.monitor.snapshot import MonitorSnapshot
 from wattbench.config import DEFAULT_LISTEN
 from wattbench.core.errors import UserError
 
@@ -64,27 +67,27 @@ def parse_listen(value: str) -> tuple[str, int]:
 class MonitorCollector:
     """Builds metric families from the monitor's latest snapshot at each scrape."""
 
-    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, snapshot: Callable[[], MonitorSnapshot | None]) -> None:
         self.snapshot = snapshot
 
     def describe(self) -> list[Metric]:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        s = self.snapshot() or {}
-        w = s.get("windows") or {}
+        s = self.snapshot() or MonitorSnapshot()
+        w = s.windows
         total = w.get("total") or {}
 
-        def gauge_b(name: str, doc: str, values: dict[str, float | None] | None) -> GaugeMetricFamily:
+        def gauge_b(name: str, doc: str, values: Mapping[str, float | None] | None) -> GaugeMetricFamily:
             g = GaugeMetricFamily(name, doc, labels=["boundary"])
             for b, v in sorted((values or {}).items()):
                 if v is not None:
                     g.add_metric([b], float(v))
             return g
 
-        yield gauge_b("wattbench_power_watts", "Average power over the last accounted span.", s.get("power_w"))
+        yield gauge_b("wattbench_power_watts", "Average power over the last accounted span.", s.power_w)
         c = CounterMetricFamily("wattbench_energy_joules", "Energy since the monitor started.", labels=["boundary"])
-        for b, v in sorted((s.get("energy_total_j") or {}).items()):
+        for b, v in sorted(s.energy_total_j.items()):
             c.add_metric([b], float(v))
         yield c
         yield CounterMetricFamily("wattbench_output_tokens", "Output (generated) tokens counted by the server "
@@ -108,7 +111,7 @@ class MonitorCollector:
         yield tps
         yield jpt
         yield tpk
-        models = (s.get("by_model") or {}).get("models") or {}
+        models = s.by_model.get("models") or {}
         mt = CounterMetricFamily("wattbench_model_output_tokens", "Output tokens per served model since the monitor "
                                  "started (the server's per-model counters).", labels=["model"])
         me = CounterMetricFamily("wattbench_model_energy_joules", "Energy per served model since the monitor started "
@@ -126,14 +129,14 @@ class MonitorCollector:
         yield mt
         yield me
         yield mj
-        yield gauge_b("wattbench_idle_power_watts", "Average power while idle.", s.get("idle_power_w"))
-        yield gauge_b("wattbench_loaded_power_watts", "Average power while loaded.", s.get("loaded_power_w"))
-        seg = s.get("segmentation") or {}
+        yield gauge_b("wattbench_idle_power_watts", "Average power while idle.", s.idle_power_w)
+        yield gauge_b("wattbench_loaded_power_watts", "Average power while loaded.", s.loaded_power_w)
+        seg = s.segmentation
         yield gauge_b("wattbench_dynamic_joules_per_output_token", "Loaded energy above idle power per output token.",
                       (seg.get("loaded") or {}).get("dynamic_j_per_output_token"))
         st = GaugeMetricFamily("wattbench_state", "1 for the current state.", labels=["state"])
         for name in STATES:
-            st.add_metric([name], 1.0 if s.get("state") == name else 0.0)
+            st.add_metric([name], 1.0 if s.state == name else 0.0)
         yield st
         secs = CounterMetricFamily("wattbench_state_seconds", "Time spent in each state.", labels=["state"])
         for name in STATES:
@@ -141,7 +144,7 @@ class MonitorCollector:
         yield secs
         err = CounterMetricFamily("wattbench_scrape_errors", "Failed scrapes and sensor reads.", labels=["source"])
         up = GaugeMetricFamily("wattbench_source_up", "1 when the source's last attempt succeeded.", labels=["source"])
-        for src, info in sorted((s.get("sources") or {}).items()):
+        for src, info in sorted(s.sources.items()):
             err.add_metric([src], float(info.get("errors", 0)))
             up.add_metric([src], 1.0 if info.get("up") else 0.0)
         yield err
@@ -182,7 +185,7 @@ class Exporter:
     """Serves a ``MonitorCollector`` over HTTP on ``host:port`` (port 0: any free port), each
     connection closed after ``idle_timeout_s`` without a request, at most ``max_connections`` at once."""
 
-    def __init__(self, snapshot: Callable[[], dict[str, Any]], listen: str = DEFAULT_LISTEN, *,
+    def __init__(self, snapshot: Callable[[], MonitorSnapshot | None], listen: str = DEFAULT_LISTEN, *,
                  idle_timeout_s: float = IDLE_TIMEOUT_S, max_connections: int = MAX_CONNECTIONS) -> None:
         self.host, self.port = parse_listen(listen)
         self.registry = CollectorRegistry(auto_describe=False)

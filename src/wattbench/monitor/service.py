@@ -10,11 +10,13 @@ snapshot (``exporter``) and appends the history (``history``). Library use::
 
 from __future__ import annotations
 
+import dataclasses
 import contextlib
 import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from wattbench.monitor.snapshot import MonitorSnapshot
 from wattbench.core.clock import MONOTONIC, Clock, ClockAnchor
 from wattbench.core.errors import UserError
 from wattbench.config import DEFAULT_IDLE_THRESHOLD_TOK_S, DEFAULT_LISTEN, DEFAULT_MONITOR_INTERVAL_S
@@ -90,7 +92,7 @@ class Monitor:
             self.problems: list[str] = []
             self._scrape_reported = False
             self.anchor: ClockAnchor | None = None
-            self._snapshot: dict[str, Any] = {}
+            self._snapshot: MonitorSnapshot | None = None
             self._lock = threading.Lock()
             self._stop = clock.event()
             self._started = False
@@ -184,7 +186,7 @@ class Monitor:
         self.close()
 
     # -- the loop -----------------------------------------------------------------------------
-    def tick(self) -> dict[str, Any]:
+    def tick(self) -> MonitorSnapshot:
         """One interval: scrape the server, account what the sensor data allows, publish."""
         if self.scraper is not None:
             t, vals = self.scraper.poll()
@@ -239,27 +241,31 @@ class Monitor:
                 out[s.name] = s.status()
         return out
 
-    def _publish(self) -> dict[str, Any]:
-        snap = self.tracker.snapshot()
-        snap["sources"] = self.sources()
-        snap["problems"] = list(self.problems)
-        snap["ticks"] = self.ticks
-        snap["exporter"] = self.exporter.url if self.exporter else None
+    def _publish(self) -> MonitorSnapshot:
+        snap = dataclasses.replace(self.tracker.snapshot(), sources=self.sources(), problems=tuple(self.problems),
+                                   ticks=self.ticks, exporter=self.exporter.url if self.exporter else None)
         with self._lock:
             self._snapshot = snap
         return snap
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> MonitorSnapshot | None:
+        """The latest published snapshot; None before the first tick."""
         with self._lock:
             return self._snapshot
 
+    def latest(self) -> MonitorSnapshot:
+        """The latest published snapshot, else the tracker's figures so far."""
+        return self.snapshot() or self.tracker.snapshot()
+
     def summary(self) -> dict[str, Any]:
-        snap = dict(self.snapshot() or self.tracker.snapshot())
+        """The JSON summary: the latest snapshot's ``to_dict``, the closed segments, the history path."""
+        snap = self.latest().to_dict()
         snap["segments"] = [s.to_dict(self.tracker.t_origin_ns or 0) for s in self.tracker.closed]
         snap["history"] = str(self.history_path) if self.history_path else None
         return snap
 
-    def run(self, duration_s: float | None = None, on_tick: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    def run(self, duration_s: float | None = None, on_tick: Callable[[MonitorSnapshot], None] | None = None
+            ) -> dict[str, Any]:
         """Tick every ``interval_s`` (absolute deadlines) until ``duration_s`` passes, ``stop()`` is
         called, or Ctrl-C. Returns the summary; the caller closes (or use ``with``)."""
         if duration_s is not None and duration_s <= 0:

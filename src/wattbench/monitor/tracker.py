@@ -39,6 +39,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from wattbench.monitor.snapshot import MonitorSnapshot
 from wattbench.accounting.boundaries import contains_work
 from wattbench.config import DEFAULT_IDLE_THRESHOLD_TOK_S
 from wattbench.monitor.store import DEFAULT_MAX_POINTS, BoundedTelemetryLog
@@ -470,27 +471,28 @@ class EfficiencyTracker:
         out["segments_closed"] = self.segments_closed
         return out
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> MonitorSnapshot:
+        """The figures so far (the service adds its sources, problems and ticks)."""
         o = self.t_origin_ns or 0
         ls = self.last_span
-        return {
-            "t_s": (ls.t1_ns - o) / 1e9 if ls else 0.0,
-            "state": ls.state if ls else None,
-            "power_w": {b: e / ls.duration_s for b, e in ls.energy_j.items()} if ls and ls.duration_s > 0 else {},
-            "running": ls.running if ls else None,
-            "waiting": ls.waiting if ls else None,
-            "windows": self.windows(),
-            "idle_power_w": self.idle_power_w(),
-            "loaded_power_w": self.loaded_power_w(),
-            "segmentation": self.segmentation(),
-            "segment": self.segment.to_dict(o) if self.segment else None,
-            "energy_total_j": dict(self.energy_total_j),
-            "by_model": self.models(),
-            "counter_resets": self.counter_resets,
-            "intervals": self.intervals,
-            "forced_intervals": self.forced,
-            "buffered_points": self.log.points(),
-        }
+        return MonitorSnapshot(
+            t_s=(ls.t1_ns - o) / 1e9 if ls else 0.0,
+            state=ls.state if ls else None,
+            power_w={b: e / ls.duration_s for b, e in ls.energy_j.items()} if ls and ls.duration_s > 0 else {},
+            running=ls.running if ls else None,
+            waiting=ls.waiting if ls else None,
+            windows=self.windows(),
+            idle_power_w=self.idle_power_w(),
+            loaded_power_w=self.loaded_power_w(),
+            segmentation=self.segmentation(),
+            segment=self.segment.to_dict(o) if self.segment else None,
+            energy_total_j=dict(self.energy_total_j),
+            by_model=self.models(),
+            counter_resets=self.counter_resets,
+            intervals=self.intervals,
+            forced_intervals=self.forced,
+            buffered_points=self.log.points(),
+        )
 
 
 def _model_entry() -> dict[str, Any]:

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.fakes.scripted_clock import SharedClock
 from tests.fakes.scripted_sensor import LivePower, ScriptedSensor
 from wattbench.monitor.service import Monitor
+from wattbench.monitor.snapshot import MonitorSnapshot
 from wattbench.core.numbers import fmt
 
 MS = 1_000_000
@@ -110,14 +111,14 @@ def test_efficiency_against_known_truth_and_exporter_readback(engine, tmp_path):
         ticks(m, 6, 0.1, before=serve)
         clock.advance(0.05)
         m.flush()
-        snap = m.snapshot()
+        snap = m.latest()
         exp = read_exporter(m.exporter.url)
     tr = m.tracker
     spans = list(tr.spans)
     truth = sensor.true_energy(spans[0].t0_ns, spans[-1].t1_ns)
     measured = sum(s.energy_j["accelerator"] for s in spans)
     assert measured == pytest.approx(truth, rel=2e-3)
-    tot = snap["windows"]["total"]
+    tot = snap.windows["total"]
     assert tot["output_tokens"] == 240 and tot["prompt_tokens"] == 480
     assert tot["j_per_output_token"]["accelerator"] == pytest.approx(truth / 240, rel=2e-3)
     assert tot["output_tokens_per_kwh"]["accelerator"] == pytest.approx(240 / (truth / 3.6e6), rel=2e-3)
@@ -129,10 +130,10 @@ def test_efficiency_against_known_truth_and_exporter_readback(engine, tmp_path):
     edge_j = 200.0 * sensor.bracket_gap_s(loaded[0].t0_ns) / 4 + 1e-6
     t_idle = sum(x.duration_s for x in idle)
     t_loaded = sum(x.duration_s for x in loaded)
-    assert abs(snap["idle_power_w"]["accelerator"] - 100.0) * t_idle <= edge_j
+    assert abs(snap.idle_power_w["accelerator"] - 100.0) * t_idle <= edge_j
     true_loaded = sum(sensor.true_energy(x.t0_ns, x.t1_ns) for x in loaded)
-    assert abs(snap["loaded_power_w"]["accelerator"] * t_loaded - true_loaded) <= edge_j
-    assert snap["state"] == "loaded" and snap["sources"]["server"]["errors"] == 0
+    assert abs(snap.loaded_power_w["accelerator"] * t_loaded - true_loaded) <= edge_j
+    assert snap.state == "loaded" and snap.sources["server"]["errors"] == 0
     # the exporter says the same thing, through prometheus_client's own parser
     acc = (("boundary", "accelerator"),)
     assert exp[("wattbench_output_tokens_total", ())] == 240
@@ -142,7 +143,7 @@ def test_efficiency_against_known_truth_and_exporter_readback(engine, tmp_path):
     assert exp[("wattbench_output_tokens_per_kwh", (("boundary", "accelerator"), ("window", "total")))] == \
         pytest.approx(tot["output_tokens_per_kwh"]["accelerator"], rel=1e-9)
     assert exp[("wattbench_energy_joules_total", acc)] == pytest.approx(tr.energy_total_j["accelerator"], rel=1e-9)
-    assert exp[("wattbench_idle_power_watts", acc)] == pytest.approx(snap["idle_power_w"]["accelerator"], rel=1e-9)
+    assert exp[("wattbench_idle_power_watts", acc)] == pytest.approx(snap.idle_power_w["accelerator"], rel=1e-9)
     last = [x for x in spans if x.t0_ns >= spans[-1].t1_ns - 1_000_000_000]
     n_1s = sum(x.output_tokens for x in last)
     truth_1s = sum(sensor.true_energy(x.t0_ns, x.t1_ns) for x in last) / n_1s
@@ -158,7 +159,7 @@ def test_efficiency_against_known_truth_and_exporter_readback(engine, tmp_path):
     assert kinds[0] == "meta" and kinds[-1] == "summary"
     assert kinds.count("span") == len(spans) and kinds.count("segment") == 1
     seg = next(x for x in lines if x["type"] == "segment")
-    assert seg["state"] == "idle" and seg["power_w"]["accelerator"] == pytest.approx(snap["idle_power_w"]["accelerator"])
+    assert seg["state"] == "idle" and seg["power_w"]["accelerator"] == pytest.approx(snap.idle_power_w["accelerator"])
     assert sum(x["output_tokens"] or 0 for x in lines if x["type"] == "span") == 240
     # the live view renders the same snapshot
     import io
@@ -188,7 +189,7 @@ def test_target_goes_away_and_comes_back(engine):
         engine.stop()
         engine.gen.inc(100)  # served while the monitor cannot see
         ticks(m, 12, 0.1)
-        st = m.snapshot()["sources"]["server"]
+        st = m.latest().sources["server"]
         assert not st["up"] and st["last_error"]
         assert st["errors"] == 5 and m.scraper.skipped == 7  # backing off, not hammering (12 ticks)
         assert st["retry_in_s"] == pytest.approx(0.4)  # capped
@@ -197,16 +198,16 @@ def test_target_goes_away_and_comes_back(engine):
         for n in range(1, 31):
             clock.advance(0.1)
             m.tick()
-            if m.snapshot()["sources"]["server"]["up"]:
+            if m.latest().sources["server"]["up"]:
                 break
         assert n == 4 and m.scraper.skipped == 10  # 1650..1850 skipped, 1950 due and up
         ticks(m, 2, 0.1)
         clock.advance(0.05)
         m.flush()
         exp = read_exporter(m.exporter.url)
-        snap = m.snapshot()
-    assert snap["sources"]["server"]["up"] and snap["sources"]["server"]["errors"] == 5
-    assert snap["windows"]["total"]["output_tokens"] == 130  # 30 seen + 100 counted over the outage
+        snap = m.latest()
+    assert snap.sources["server"]["up"] and snap.sources["server"]["errors"] == 5
+    assert snap.windows["total"]["output_tokens"] == 130  # 30 seen + 100 counted over the outage
     gap = max(m.tracker.spans, key=lambda s: s.duration_s)
     # one span from the last scrape before the outage (350 ms) to the first after it (1950 ms)
     assert gap.output_tokens == 100 and gap.t0_ns == clock.start_ns + 350 * MS and gap.t1_ns == clock.start_ns + 1950 * MS
@@ -232,7 +233,7 @@ def test_failing_meter_backs_off_and_recovers(engine):
         sensor.failing = True
         ticks(m, 6, 0.1)
         during = sensor.attempts - a0
-        st = m.snapshot()["sources"]["trace"]
+        st = m.latest().sources["trace"]
         assert st["errors"] == during == 2  # 30 polls were due
         assert [t - clock.start_ns for t in sensor.read_times[a0:]] == [260 * MS, 760 * MS]
         assert not st["up"] and "scripted meter failure" in st["last_error"]
@@ -240,7 +241,7 @@ def test_failing_meter_backs_off_and_recovers(engine):
         ticks(m, 12, 0.1)
         clock.advance(0.05)
         m.flush()
-        st = m.snapshot()["sources"]["trace"]
+        st = m.latest().sources["trace"]
     assert st["up"] and st["errors"] == 2
     assert sensor.read_times[a0 + 2] - clock.start_ns == 1260 * MS  # the next attempt, back to every 20 ms
     spans = list(m.tracker.spans)
@@ -278,10 +279,39 @@ def test_cli_monitor_json_and_history(engine, tmp_path):
     assert s["windows"]["total"]["power_w"]["node"] == pytest.approx(500.0)
     assert s["sources"]["server"]["engine"] == "vllm"
     assert h.read_text().splitlines()[0].startswith('{"type":"meta"')
+    # the JSON summary and the history's summary line keep the keys, in the order, they always had
+    old_keys = ["t_s", "state", "power_w", "running", "waiting", "windows", "idle_power_w", "loaded_power_w",
+                "segmentation", "segment", "energy_total_j", "by_model", "counter_resets", "intervals",
+                "forced_intervals", "buffered_points", "sources", "problems", "ticks", "exporter", "segments",
+                "history"]
+    assert list(s) == old_keys
+    last = json.loads(h.read_text().splitlines()[-1])
+    assert list(last) == ["type", *old_keys]
+    back = MonitorSnapshot.from_dict(last)  # the history's summary line reads back as the snapshot it was
+    assert back.windows["total"]["power_w"]["node"] == pytest.approx(500.0)
+    assert back.ticks == s["ticks"] and back.sources["server"]["engine"] == "vllm" and back.exporter is None
     r = CliRunner().invoke(build_app(), ["monitor", "--sensor", "const:node=500", "--listen", "nonsense"])
     assert r.exit_code == 2 and "--listen" in r.output
     r = CliRunner().invoke(build_app(), ["monitor", "--sensor", "const:node=500", "--interval", "0"])
     assert r.exit_code == 2
+
+
+def test_a_summary_line_of_an_earlier_history_file_still_loads():
+    """A history file written before the snapshot was typed (its summary line as that version wrote
+    it: the dict fields sometimes null, no 'exporter', a key this version does not know) loads."""
+    line = ('{"type":"summary","t_s":12.5,"state":"idle","power_w":{"node":480.0},"running":0,"waiting":0,'
+            '"windows":{"total":{"duration_s":12.0,"output_tokens":600.0,"output_tokens_per_s":50.0,'
+            '"power_w":{"node":490.0}}},"idle_power_w":{"node":480.0},"loaded_power_w":null,'
+            '"segmentation":{"segments_closed":1},"segment":null,"energy_total_j":{"node":5880.0},'
+            '"by_model":{},"counter_resets":1,"intervals":60,"forced_intervals":2,"buffered_points":33,'
+            '"sources":{"server":{"up":true,"errors":0}},"problems":["a problem"],"ticks":61,'
+            '"segments":[],"history":"m.jsonl","a_later_key":1}')
+    s = MonitorSnapshot.from_dict(json.loads(line))
+    assert (s.t_s, s.state, s.running, s.counter_resets, s.intervals, s.forced_intervals, s.ticks) == (
+        12.5, "idle", 0, 1, 60, 2, 61)
+    assert s.windows["total"]["output_tokens_per_s"] == 50.0 and s.energy_total_j == {"node": 5880.0}
+    assert s.loaded_power_w == {} and s.problems == ("a problem",) and s.exporter is None
+    assert s.to_dict()["loaded_power_w"] == {} and list(s.to_dict())[:2] == ["t_s", "state"]
 
 
 def test_history_rotation(tmp_path):
@@ -356,7 +386,7 @@ def test_a_server_not_up_yet_is_watched_and_named_at_the_first_tick():
     seen = []
     m = Monitor(f"http://127.0.0.1:{port}", ["const:node=500"], interval_s=0.1, listen=None)
     try:
-        m.run(0.35, on_tick=lambda s: seen.append(len([p for p in s["problems"] if "no token" in p])))
+        m.run(0.35, on_tick=lambda s: seen.append(len([p for p in s.problems if "no token" in p])))
     finally:
         m.close()
     assert seen and seen[0] == 1 and seen[-1] == 1  # known at the first tick, said once

@@ -200,7 +200,7 @@ def test_energy_per_model_from_per_model_counters():
             by_model = {m: {"prompt_tokens": v[0], "generation_tokens": v[1]} for m, v in toks.items()}
             tr.mark(t, {"generation_tokens": sum(v[1] for v in toks.values()), "prompt_tokens": 0.0,
                         "running": 1.0, "by_model": by_model})
-    m = tr.snapshot()["by_model"]
+    m = tr.snapshot().by_model
     assert m["label"] == "estimate"
     big, small = m["models"]["big"], m["models"]["small"]
     # spans are 1 s of 300 J; 3 s big alone (900 J); 2 s split 30:90 (150 J big, 450 J small)
