@@ -85,7 +85,7 @@ def test_the_idle_series_mean_range_and_share_of_each_side():
     cmp = paired_compare(a, b)
     d = cmp.idle[0]
     assert (d.key, d.boundary, d.windows) == ("c=8", "node", 3)
-    assert d.mean_w == pytest.approx(105.0, rel=1e-12) and (d.low_w, d.high_w) == (95.0, 120.0)
+    assert d.mean_w == pytest.approx(105.0, rel=1e-12) and (d.low_w, d.high_w) == pytest.approx((95.0, 120.0), rel=1e-12)
     assert d.share_a == pytest.approx(105.0 / 400.0, rel=1e-12) and d.share_b == pytest.approx(105.0 / 380.0, rel=1e-12)
     assert not d.drifts  # three windows: no interval to exclude 0
     assert cmp.idle_lines == ["c=8: the shared meter's idle at node (both servers resident, neither loaded), 3 windows "

@@ -34,10 +34,10 @@ def test_lookup_reads_a_plain_name_only_where_no_key_names_a_boundary() -> None:
     one_boundary = {"avg_power_w": 1.0, "ttft_p99_ms": 2.0}  # an older file: plain names
     many = {"avg_power_w@accelerator": 3.0, "avg_power_w": 9.0, "ttft_p99_ms": 4.0}
     key = FigureKey("avg_power_w", "host")
-    assert key.lookup(one_boundary) == 1.0
+    assert key.lookup(one_boundary) == pytest.approx(1.0, rel=1e-12)
     assert key.lookup(many) is None  # another boundary's figure is never this one's
-    assert FigureKey("avg_power_w", "accelerator").lookup(many) == 3.0
-    assert FigureKey("ttft_p99_ms").lookup(many) == 4.0
+    assert FigureKey("avg_power_w", "accelerator").lookup(many) == pytest.approx(3.0, rel=1e-12)
+    assert FigureKey("ttft_p99_ms").lookup(many) == pytest.approx(4.0, rel=1e-12)
     assert FigureKey("missing").lookup(many) is None
 
 
@@ -47,7 +47,7 @@ def test_trial_entry_reads_through_the_key() -> None:
         "ttft_p99_ms": {"mean": 12.0}}})
     lv = LevelResult.model_validate({"index": 0, "label": "c=1", "trials": block.model_dump()})
     got = trial_entry(lv, "avg_power_w", "host")
-    assert got is not None and got.mean == 90.0
+    assert got is not None and got.mean == pytest.approx(90.0, rel=1e-12)
     latency = trial_entry(lv, "ttft_p99_ms", "host")
-    assert latency is not None and latency.mean == 12.0
+    assert latency is not None and latency.mean == pytest.approx(12.0, rel=1e-12)
     assert trial_entry(lv, "avg_power_w", "wall") is None

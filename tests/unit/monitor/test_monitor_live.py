@@ -307,9 +307,10 @@ def test_a_summary_line_of_an_earlier_history_file_still_loads():
             '"sources":{"server":{"up":true,"errors":0}},"problems":["a problem"],"ticks":61,'
             '"segments":[],"history":"m.jsonl","a_later_key":1}')
     s = MonitorSnapshot.from_dict(json.loads(line))
-    assert (s.t_s, s.state, s.running, s.counter_resets, s.intervals, s.forced_intervals, s.ticks) == (
-        12.5, "idle", 0, 1, 60, 2, 61)
-    assert s.windows["total"]["output_tokens_per_s"] == 50.0 and s.energy_total_j == {"node": 5880.0}
+    assert s.t_s == pytest.approx(12.5, rel=1e-12)
+    assert (s.state, s.running, s.counter_resets, s.intervals, s.forced_intervals, s.ticks) == ("idle", 0, 1, 60, 2, 61)
+    assert s.windows["total"]["output_tokens_per_s"] == pytest.approx(50.0, rel=1e-12)
+    assert s.energy_total_j == pytest.approx({"node": 5880.0}, rel=1e-12)
     assert s.loaded_power_w == {} and s.problems == ("a problem",) and s.exporter is None
     assert s.to_dict()["loaded_power_w"] == {} and list(s.to_dict())[:2] == ["t_s", "state"]
 

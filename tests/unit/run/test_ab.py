@@ -3,6 +3,8 @@ results, one idle measurement made up by hand (its figures known), the other sid
 
 from __future__ import annotations
 
+import pytest
+
 import contextlib
 
 from tests.fakes.results_factory import make_result
@@ -38,7 +40,7 @@ def test_the_idle_baseline_of_side_a_is_side_bs_and_each_side_keeps_its_own_warn
     _copy_idle(sa, sb)
 
     assert sb.idle_power is sa.idle_power
-    assert sb.result.idle == sa.result.idle and sb.result.idle["accelerator"].power_w == 88.5
+    assert sb.result.idle == sa.result.idle and sb.result.idle["accelerator"].power_w == pytest.approx(88.5, rel=1e-12)
     assert sb.result.idle_window == sa.result.idle_window
     assert sb.result.idle_after_window is None
     assert sb.result.warnings == ["B's own warning"]
