@@ -76,7 +76,7 @@ class PromptSpec(BaseModel):
         return req
 
 
-def load_prompts(path: str | os.PathLike) -> list[PromptSpec]:
+def load_prompts(path: str | os.PathLike[str]) -> list[PromptSpec]:
     """Read a JSONL prompts file; a bad line is reported with its number and the reason."""
     p = Path(path)
     if not p.exists():
@@ -257,7 +257,8 @@ def _tokens_from(choice: dict[str, Any], api: str) -> list[str] | None:
 
 
 class _Client:
-    def __init__(self, session, target: AgreeTarget, timeout_s: float, api_key: str | None):
+    def __init__(self, session: aiohttp.ClientSession, target: AgreeTarget, timeout_s: float,
+                 api_key: str | None) -> None:
         self.session = session
         self.target = target
         self.timeout_s = timeout_s
@@ -330,7 +331,8 @@ class _Client:
         return SideOutput(error="unreachable")  # pragma: no cover - the loop always returns
 
 
-async def _detect_model(session, base_url: str, timeout_s: float, api_key: str | None) -> tuple[str, dict]:
+async def _detect_model(session: aiohttp.ClientSession, base_url: str, timeout_s: float,
+                        api_key: str | None) -> tuple[str, dict[str, list[str]]]:
     """The first model ``GET /v1/models`` lists (``server.openai.fetch_models``)."""
     try:
         models = await asyncio.wait_for(fetch_models(session, base_url, api_key), min(timeout_s, 30.0))
@@ -413,5 +415,5 @@ def run_agreement(target_a: str, target_b: str, prompts: list[PromptSpec], max_t
 # ------------------------------------------------------------------ storing
 
 
-def load_agreement_ref(ref: str, db: str | os.PathLike | None = None) -> Agreement:
+def load_agreement_ref(ref: str, db: str | os.PathLike[str] | None = None) -> Agreement:
     return load_agreement(resolve_run_path(ref, db))

@@ -107,8 +107,9 @@ def check_runs(a: Result, b: Result) -> list[Incomparability]:
     return [x for x in out if x is not None]
 
 
-def check_levels(a: LevelResult, b: LevelResult, boundary: str) -> list[Incomparability]:
-    """Checks on one matched pair of levels at the compared boundary."""
+def check_levels(a: LevelResult, b: LevelResult, boundary: str | None) -> list[Incomparability]:
+    """Checks on one matched pair of levels at the compared boundary (None: no boundary is compared,
+    so no sensor check, only the workload's)."""
     out: list[Incomparability] = []
     ka, kb = level_key(a), level_key(b)
     if ka != kb:
@@ -128,7 +129,7 @@ def check_levels(a: LevelResult, b: LevelResult, boundary: str) -> list[Incompar
                 candidate=round(lb, 1), level=b.label,
                 reason=(f"achieved mean {which} length differs by more than {LENGTH_TOLERANCE:.0%}: "
                         f"{la:.1f} vs {lb:.1f} tokens per request")))
-    ea, eb = a.energy.get(boundary), b.energy.get(boundary)
+    ea, eb = (a.energy.get(boundary), b.energy.get(boundary)) if boundary is not None else (None, None)
     if ea is not None and eb is not None:
         ma, mb = f"{ea.method}/{ea.label}", f"{eb.method}/{eb.label}"
         if ma != mb:

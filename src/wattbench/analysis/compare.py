@@ -51,9 +51,9 @@ from wattbench.metrics.drift import figure_drift
 from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, judge, ratio_interval,
                                      repeat_noise, spread_noise, trials_noise, with_drift)
 from wattbench.results.headline import common_headline_boundary, per_token
-from wattbench.core.schema import FigureKey, FindingKind, LevelResult, Result
+from wattbench.core.schema import FigureKey, FindingKind, LevelResult, RequestRecord, Result, SLOBound
 from wattbench.core.numbers import fmt_range, fmt_ratio, fmt_ratio_estimate
-from wattbench.metrics.slo import goodput, parse_slos, run_slo_text
+from wattbench.metrics.slo import SLO, goodput, parse_slos, run_slo_text
 
 # (result, level, figure name at the boundary) -> the run-to-run noise of that configuration's figure
 # in the history store (``results/store_noise``: split at change points), or (relative sd, runs), or None
@@ -339,7 +339,7 @@ def match_levels(a: Result, b: Result, match: str) -> tuple[list[tuple[LevelResu
         un = [f"{b.run_id}: level {i} ({lv.label}) has no counterpart" for i, lv in enumerate(b.levels[n:], n)]
         un += [f"{a.run_id}: level {i} ({lv.label}) has no counterpart" for i, lv in enumerate(a.levels[n:], n)]
         return pairs, un
-    by_key: dict[tuple, LevelResult] = {}
+    by_key: dict[tuple[str, float | None], LevelResult] = {}
     for lv in b.levels:
         by_key.setdefault(level_key(lv), lv)
     pairs, un, used = [], [], set()
@@ -509,9 +509,10 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
                 row.answers.append(answer_line(row.short, pair, None, nv, t))
         cmp.levels.append(row)
 
-    if cmp.levels and all(row.left_out for row in cmp.levels):
+    left_out = [row.left_out for row in cmp.levels if row.left_out]
+    if cmp.levels and len(left_out) == len(cmp.levels):
         raise UserError(f"no level pair can be compared{' at ' + bnd if bnd else ''}: "
-                        f"{'; '.join(row.left_out for row in cmp.levels)}; choose a boundary both runs measured "
+                        f"{'; '.join(left_out)}; choose a boundary both runs measured "
                         "(different boundaries are never compared) or runs whose levels measured something")
     for cand, pairs in per_candidate_pairs:
         usable = [(a, b) for a, b in pairs
@@ -555,15 +556,15 @@ def noise_bases(verdicts: Iterable[NoiseVerdict | None]) -> dict[str, str]:
 # ---------------------------------------------------------------- each run at its best under one SLO
 
 # (result, level) -> the level's request records (to recompute goodput under another SLO), or None
-RecordsOf = Callable[[Result, LevelResult], "list | None"]
+RecordsOf = Callable[[Result, LevelResult], "list[RequestRecord] | None"]
 
 
-def _slo_set(slos) -> frozenset:
+def _slo_set(slos: Iterable[SLO | SLOBound]) -> frozenset[tuple[str, str, float]]:
     """SLOs (``metrics.slo.SLO`` or the stored ``SLOBound``) as a set of (metric, stat, bound)."""
     return frozenset((s.metric, s.stat, float(s.threshold_ms)) for s in slos)
 
 
-def slo_goodput(result: Result, lv: LevelResult, slos: list, boundary: str,
+def slo_goodput(result: Result, lv: LevelResult, slos: list[SLO], boundary: str,
                 records: RecordsOf | None) -> tuple[float | None, float | None, float | None, str]:
     """A level's goodput under ``slos`` at ``boundary``: (goodput output tok/s, average power W,
     goodput tok/s per kW, basis), every figure of the window the level is read in (``select_window``)
@@ -590,7 +591,7 @@ def slo_goodput(result: Result, lv: LevelResult, slos: list, boundary: str,
             "recomputed from its requests")
 
 
-def _meets(lv: LevelResult, slos: list) -> tuple[bool, str]:
+def _meets(lv: LevelResult, slos: list[SLO]) -> tuple[bool, str]:
     """Whether a level meets every SLO as written (the level's stat ≤ the bound), and the first miss.
     The stat is the one the table quotes (``reported_figures``: the trials' mean with ``--trials``, not the
     last trial's), so a level is judged on the figure shown beside it."""

@@ -85,7 +85,7 @@ def _thermal_evidence(level: LevelResult) -> dict[str, Any]:
 LevelRule = Callable[[Result, LevelResult, Result, LevelResult, str | None], "Diagnosis | None"]
 
 
-def rule_efficiency_not_improved(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
+def rule_efficiency_not_improved(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None) -> Diagnosis | None:
     fa, fb = reported_figures(a, boundary), reported_figures(b, boundary)
     t = _rel(fa["output_tokens_per_s"], fb["output_tokens_per_s"])
     p = _rel(fa["avg_power_w"], fb["avg_power_w"])
@@ -104,7 +104,7 @@ def rule_efficiency_not_improved(ra: Result, a: LevelResult, rb: Result, b: Leve
     )
 
 
-def rule_throughput_and_power_down(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
+def rule_throughput_and_power_down(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None) -> Diagnosis | None:
     fa, fb = reported_figures(a, boundary), reported_figures(b, boundary)
     t = _rel(fa["output_tokens_per_s"], fb["output_tokens_per_s"])
     p = _rel(fa["avg_power_w"], fb["avg_power_w"])
@@ -133,7 +133,7 @@ def rule_throughput_and_power_down(ra: Result, a: LevelResult, rb: Result, b: Le
     )
 
 
-def rule_data_movement_bound(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
+def rule_data_movement_bound(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None) -> Diagnosis | None:
     util = b.thermal.mean_gpu_utilization_pct
     acc = b.energy.get("accelerator")
     limit = _power_limit_w(rb)
@@ -152,7 +152,7 @@ def rule_data_movement_bound(ra: Result, a: LevelResult, rb: Result, b: LevelRes
     )
 
 
-def rule_latency_up_queue_growing(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
+def rule_latency_up_queue_growing(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None) -> Diagnosis | None:
     fa, fb = reported_figures(a, boundary), reported_figures(b, boundary)
     ups = {}
     for name in ("ttft_p99_ms", "e2e_p99_ms", "tpot_p99_ms"):
@@ -183,7 +183,7 @@ def rule_latency_up_queue_growing(ra: Result, a: LevelResult, rb: Result, b: Lev
     )
 
 
-def rule_j_per_token_follows_power(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
+def rule_j_per_token_follows_power(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None) -> Diagnosis | None:
     """J/token moved with power while throughput held: the same work at another power draw — a
     clock, power-limit, thermal or co-tenant change, not the engine's work per token."""
     fa, fb = reported_figures(a, boundary), reported_figures(b, boundary)
@@ -218,7 +218,7 @@ def rule_j_per_token_follows_power(ra: Result, a: LevelResult, rb: Result, b: Le
     )
 
 
-def rule_failures_rising(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None):
+def rule_failures_rising(ra: Result, a: LevelResult, rb: Result, b: LevelResult, boundary: str | None) -> Diagnosis | None:
     fa, fb = reported_figures(a, boundary), reported_figures(b, boundary)
     pa, pb = fa["failed_pct"] or 0.0, fb["failed_pct"]
     if pb is None or b.requests.failed == 0 or pb - pa < FAILED_PP:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, TypeGuard
 
 from wattbench.core.schema import LevelResult
 
@@ -22,11 +22,12 @@ class ParetoPoint:
     efficiency: float
     latency: float
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, str | float]:
         return {"label": self.label, "efficiency": self.efficiency, "latency": self.latency}
 
 
-def _ok(v) -> bool:
+def _ok(v: object) -> TypeGuard[float]:
+    """A finite number (not a bool): a figure that can be placed on the plane."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -53,7 +54,7 @@ def is_dominated(p: tuple[str, float, float], others: Iterable[tuple[str, float,
 
 
 def frontier_from_levels(levels: Sequence[LevelResult], *, boundary: str = "accelerator", latency: str = "tpot_ms",
-                         stat: str = "p99", efficiency: str = "output_tokens_per_s_per_kw") -> dict:
+                         stat: str = "p99", efficiency: str = "output_tokens_per_s_per_kw") -> dict[str, object]:
     """The frontier over a run's levels.
 
     ``efficiency``: a field of ``energy[boundary]`` (default output tok/s per kW), or

@@ -40,7 +40,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
-from wattbench.analysis.compare import (NoiseVerdict, answer_line, decompose, figure_noise, judge_noise, noise_bases,
+from wattbench.analysis.compare import (HistorySpread, NoiseVerdict, answer_line, decompose, figure_noise, judge_noise, noise_bases,
                                         left_out_reason, match_levels, refusal_message, resolve_boundary,
                                         short_key)
 from wattbench.analysis.diagnose import Diagnosis, diagnose
@@ -50,7 +50,7 @@ from wattbench.core.errors import UserError
 from wattbench.metrics.drift import figure_drift
 from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, trials_noise, with_drift
 from wattbench.core.numbers import fmt
-from wattbench.core.schema import Result
+from wattbench.core.schema import LevelResult, Result
 
 DEFAULT_CHECKS = "j_per_output_token:+5%,output_tokens_per_s:-3%"
 
@@ -180,7 +180,8 @@ def _fmt(check: RegressCheck, x: float) -> str:
     return ("+" if x >= 0 else "") + fmt(x)
 
 
-def _noise(result: Result | None, level, metric: str, boundary: str | None, history) -> FigureNoise | None:
+def _noise(result: Result | None, level: LevelResult, metric: str, boundary: str | None,
+           history: HistorySpread | None) -> FigureNoise | None:
     """One side's relative noise of ``metric`` (``analysis/compare.figure_noise``)."""
     if result is None:
         ci = trial_ci(level, metric, boundary)
@@ -189,8 +190,9 @@ def _noise(result: Result | None, level, metric: str, boundary: str | None, hist
     return figure_noise(result, level, metric, boundary, history)
 
 
-def evaluate(check: RegressCheck, a, b, boundary: str | None, label: str, *, base: Result | None = None,
-             cand: Result | None = None, history=None, strict: bool = False) -> CheckOutcome:
+def evaluate(check: RegressCheck, a: LevelResult, b: LevelResult, boundary: str | None, label: str, *,
+             base: Result | None = None, cand: Result | None = None, history: HistorySpread | None = None,
+             strict: bool = False) -> CheckOutcome:
     va, vb = reported_figures(a, boundary)[check.metric], reported_figures(b, boundary)[check.metric]
     out = CheckOutcome(check=check, level=label, baseline=va, candidate=vb)
     if va is None or vb is None:
@@ -241,7 +243,7 @@ def evaluate(check: RegressCheck, a, b, boundary: str | None, label: str, *, bas
         out.status = "fail"
         out.miss = judged - check.threshold
         ci = ""
-        if out.noise_aware:
+        if out.noise_aware and out.change_ci is not None:  # noise-aware only where the interval exists
             ci = f", {jd.word} [{_fmt(check, out.change_ci[0])}, {_fmt(check, out.change_ci[1])}]" + (
                 " (--strict: judged on the change itself)" if strict else "")
         else:
@@ -252,7 +254,8 @@ def evaluate(check: RegressCheck, a, b, boundary: str | None, label: str, *, bas
                          "the change is at least that)")
         out.message = (f"{check.text} at {label}: {what}{ci}); limit {check.describe_threshold()}, missed by "
                        f"{_fmt(check, out.miss).lstrip('+')}{judged_on}")
-    elif jd.word == WITHIN and point > check.threshold:
+    elif jd.word == WITHIN and point > check.threshold and out.change_ci is not None:
+        # the change beyond the limit but its interval's end within: only a noise-aware bound, which has the interval
         out.message = (f"{check.text} passes within noise at {label}: {what}, noise [{_fmt(check, out.change_ci[0])}, "
                        f"{_fmt(check, out.change_ci[1])}] from {jd.basis_text}; --strict fails it)")
     else:
@@ -267,7 +270,7 @@ def evaluate(check: RegressCheck, a, b, boundary: str | None, label: str, *, bas
 def regress(result: Result, baseline: Result, checks: str | list[RegressCheck] = DEFAULT_CHECKS,
             boundary: str | None = None, force: bool = False,
             match: Literal["key", "index"] = "key", window: Literal["full", "steady"] = "full",
-            history=None, strict: bool = False) -> RegressReport:
+            history: HistorySpread | None = None, strict: bool = False) -> RegressReport:
     """Evaluate ``checks`` on every level of ``result`` matched to one of ``baseline``.
 
     ``history``: the run-to-run noise of a configuration (``analysis/compare.HistorySpread``);
