@@ -634,9 +634,11 @@ def compare_at_slo(results: list[Result], spec: str | None, boundary: str | None
 
     if boundary is None:
         return refuse(f"at {text}: no power boundary common to the runs' measured levels, so no goodput per kW")
-    chosen: list[tuple[LevelResult, float, float, float] | None] = []
+    chosen: list[tuple[LevelResult, float, float, float]] = []  # each run's (level, tok/s, W, per kW)
     for letter, r in zip(letters, results):
-        best, misses, missing = None, [], []
+        best: tuple[LevelResult, float, float, float] | None = None
+        misses: list[str] = []
+        missing: list[str] = []
         for lv in r.levels:
             if left_out_reason(r.run_id, lv, boundary):
                 continue
@@ -659,22 +661,22 @@ def compare_at_slo(results: list[Result], spec: str | None, boundary: str | None
                           f"{'; '.join(misses[:3]) or 'no level measured'}); loosen the SLO or measure lower loads")
         chosen.append(best)
     base = chosen[0]
-    out.levels = [short_key(c[0]) for c in chosen]  # type: ignore[index]
-    out.goodput_tokens_per_s = [c[1] for c in chosen]  # type: ignore[index]
-    out.avg_power_w = [c[2] for c in chosen]  # type: ignore[index]
-    out.goodput_per_kw = [c[3] for c in chosen]  # type: ignore[index]
+    out.levels = [short_key(c[0]) for c in chosen]
+    out.goodput_tokens_per_s = [c[1] for c in chosen]
+    out.avg_power_w = [c[2] for c in chosen]
+    out.goodput_per_kw = [c[3] for c in chosen]
     for i, c in enumerate(chosen[1:], 1):
-        ratio = c[3] / base[3] if base[3] else None  # type: ignore[index]
-        t = c[1] / base[1] if base[1] else None  # type: ignore[index]
-        p = c[2] / base[2] if base[2] else None  # type: ignore[index]
+        ratio = c[3] / base[3] if base[3] else None
+        t = c[1] / base[1] if base[1] else None
+        p = c[2] / base[2] if base[2] else None
         out.ratio.append(ratio)
         out.throughput_ratio.append(t)
         out.power_ratio.append(p)
         nv = None
         if ratio:
             nv = NoiseVerdict.of("goodput_per_kw", judge(
-                ratio, figure_noise(results[0], base[0], "goodput_per_kw", boundary, None),  # type: ignore[index]
-                figure_noise(results[i], c[0], "goodput_per_kw", boundary, None)))  # type: ignore[index]
+                ratio, figure_noise(results[0], base[0], "goodput_per_kw", boundary, None),
+                figure_noise(results[i], c[0], "goodput_per_kw", boundary, None)))
         out.noise.append(nv)
 
         where = f"({letters[0]} at {out.levels[0]}, {letters[i]} at {out.levels[i]})"

@@ -218,8 +218,8 @@ def evaluate(check: RegressCheck, a: LevelResult, b: LevelResult, boundary: str 
         out.change = ratio - 1.0
         if jd.low is not None and jd.high is not None:
             out.change_ci = [jd.low - 1.0, jd.high - 1.0]
-        if usable:
-            lo, hi = out.change_ci  # type: ignore[misc]
+        if usable and out.change_ci is not None:  # a word other than inconclusive comes with its interval
+            lo, hi = out.change_ci
             out.noise_aware = True
             out.bound = lo if sgn > 0 else -hi
         else:
