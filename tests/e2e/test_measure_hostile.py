@@ -142,7 +142,7 @@ def test_the_log_stops_at_its_cap_and_says_so(tmp_path, monkeypatch):
     t = threading.Thread(target=feed)
     t.start()
     with os.fdopen(r, "rb") as stream:
-        output = m._CommandOutput(stream, tmp_path / "command.log", lambda ev, line: lines.append(line))
+        output = m._CommandOutput(stream, tmp_path / "command.log", lambda ev: lines.append(ev.line))
         assert output.close(60)
     t.join()
     log = (tmp_path / "command.log").read_bytes()

@@ -116,7 +116,7 @@ def test_no_secret_in_any_artifact(tmp_path, cert):
     from wattbench.results.rundir import load_result
 
     flag = load_result(runs / "flag")
-    assert {c["sensor"] for c in flag.sensors} >= {"redfish", "ipmi"}, flag.sensors
+    assert {c.sensor for c in flag.sensors} >= {"redfish", "ipmi"}, flag.sensors
     assert (runs / "flag" / "report.html").exists()
     assert db.exists()
     assert any(bmc_hit.startswith("/redfish/v1/Chassis/1/Power") for bmc_hit in bmc.hits)
