@@ -228,7 +228,11 @@ def test_ctrl_c_stops_a_setsid_grandchild(tmp_path, parent_stays):
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     proc = subprocess.Popen([sys.executable, "-m", "wattbench", "measure", "-s", "const:node=100", "--idle", "0",
                              "--no-register", "-q", "-o", str(tmp_path / "run"), "--", sys.executable, "-c", command],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # SIGINT at its default, as in a terminal's foreground job, whatever the runner's: a
+                            # process started with SIGINT ignored (`measure &` in a script, a worker that
+                            # inherited it) keeps ignoring it, as every Unix program does
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     gpid = None
     try:
         gpid = _wait_for_lines(pid_file, 1, proc)[0]
