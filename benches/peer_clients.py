@@ -61,6 +61,16 @@ and the ratios to ``vllm bench serve`` of the same round::
         --output-tokens 64 --tools wattbench-run,vllm,aiperf --rounds 4 --json benches/data/peer_clients/RUN.json.gz
     PYTHONPATH=src:. python benches/peer_clients.py --report-load benches/data/peer_clients/RUN.json.gz
 
+At the same time (``--together``): each round runs every tool at once, each at ``--streams``
+against the one server (which then holds their sum), the peers first and wattbench once the
+server holds the peers' streams (``vllm:num_requests_running`` + ``waiting``); each tool's figures
+are then read over the window they all held their load in (the overlap of their steady windows):
+output tokens arriving in it per second (a request's tokens at start + TTFT and its own gaps),
+TPOT over the requests that began streaming and ended in it, and the mean of its requests in
+flight. Every figure of a round is read on one server state, so the ratios to ``vllm bench serve``
+compare the clients, not the server's moves between runs. The engine's histograms then cover every
+tool's requests (``server_*`` fields). Keep it to two tools on two cores: three overload them.
+
 Tools: ``--vllm`` (env PEER_VLLM, default /work/venv-vllm/bin/vllm), ``--aiperf`` (PEER_AIPERF,
 /work/venv-peers-aiperf/bin/aiperf), ``--guidellm`` (PEER_GUIDELLM,
 /work/venv-peers-guidellm/bin/guidellm); wattbench runs from this checkout in its own process.
