@@ -19,7 +19,9 @@ Behaviours (``BEHAVIOURS``):
   text is ``<script>…</script>``; not a fault);
 - secrets echoed, per request: ``echo_401`` (401 whose body quotes the ``Authorization``,
   ``X-Api-Key`` and ``X-Route`` headers it got), ``echo_sse_error`` (an SSE error event quoting
-  them), ``echo_text`` (the generated text quotes them; the request succeeds);
+  them), ``echo_text`` (the generated text quotes them; the request succeeds), ``echo_query`` (401
+  whose body starts by quoting the path and query string the request came with, as a gateway that
+  refuses a signature does);
 - redirects to ``--other`` (another origin): ``redirect_302_all`` (every path, ``/v1/models``
   included), ``redirect_307_load`` (the completion endpoints only), ``redirect_307_post_only`` (a
   completion POST is redirected, a GET of the endpoint answers 405: past the pre-flight, every
@@ -44,7 +46,8 @@ import sys
 
 PER_REQUEST = {"usage_huge", "usage_string", "usage_list", "usage_object", "usage_negative", "choices_dict",
                "choices_string", "choices_int_list", "delta_string", "invalid_sse", "endless_line", "http_500",
-               "http_429", "big_error_body", "stall", "never_ending", "echo_401", "echo_sse_error", "echo_text"}
+               "http_429", "big_error_body", "stall", "never_ending", "echo_401", "echo_sse_error", "echo_text",
+               "echo_query"}
 BEHAVIOURS = sorted(PER_REQUEST | {"script_text", "redirect_302_all", "redirect_307_load", "redirect_307_post_only",
                                    "redirect_tokenize",
                                    "redirect_metrics", "redirect_same_origin", "tokenize_cut", "recorder", "ok"})
@@ -253,6 +256,10 @@ class Proto(asyncio.Protocol):
             return
         if bad == "big_error_body":
             self.respond(500, b"E" * 10_000_000, ctype="text/plain")
+            return
+        if bad == "echo_query":
+            got = f"{path}?{getattr(self, 'query', '')}"
+            self.respond(401, json.dumps({"error": {"message": f"signature refused for {got}"}}).encode())
             return
         if bad == "echo_401":
             self.respond(401, json.dumps({"error": {"message": f"Incorrect API key provided: {echoed}"}}).encode())

@@ -333,3 +333,64 @@ def test_closing_reads_bracket_a_window_end_on_every_node(cluster):
         assert sorted(last) == sorted(n[:8] for n in node_ids)
         assert all(t > end for t in last.values()), (end, last)
         cl.stop_sensors()
+
+
+QUERY_SECRET = "rY4sEcReTqUeRy7mN3vB"
+QUERY = f"api-version=2024-06-01&key={QUERY_SECRET}"
+
+
+def _query_pieces_in(text: str) -> list[str]:
+    low = text.lower()
+    return sorted(p for p in {QUERY_SECRET[i:i + 8].lower() for i in range(len(QUERY_SECRET) - 7)} if p in low)
+
+
+def test_load_actors_send_a_targets_query_with_every_request_and_scrub_it(cluster, tmp_path):
+    """``-t 'URL?api-version=…&key=…'`` on Ray: the load actors (processes of both nodes, which have
+    nothing of the driver's but their jobs) send the query with every request, exactly as given, to
+    the target (a hostile server, ``echo_query``, that logs every request with its query and refuses
+    every third with a 401 quoting it back); what they hand back is already scrubbed of it.
+
+    - a closed-loop level on two actors straight from ``RayCluster`` (no scope open in this process:
+      the records are as the actors made them): every request with the query, the 401s' quotes
+      masked, no 8-character piece of the key in any record;
+    - ``run_benchmark`` with ``--rate`` (the actors' open loop) on two actors: every request the
+      server received carried the query, and no file of the run, nor any log the cluster's
+      processes wrote in its session, holds a piece of the key."""
+    from tests.fakes.hostile_server import MODEL
+    from tests.fakes.reliability_procs import HOSTILE, server
+    from wattbench.config import RunConfig
+    from wattbench.core.redact import registered
+    from wattbench.results.rundir import load_result
+    from wattbench.run import run_benchmark
+
+    assert not registered().found_in(QUERY_SECRET)
+    with server("--behaviour", "echo_query", script=HOSTILE) as s:
+        target = TargetSpec(base_url=s.base + "/v1", model=MODEL, query=QUERY)
+        spec = LevelSpec(index=0, mode="concurrency", value=2, num_requests=12)
+        with RayCluster("auto", n_actors=2, actor_cpus=1) as cl:
+            out = cl.run_level(spec, target, factory)
+        closed_log = s.get("/log")
+        cfg = RunConfig(target=f"{s.base}/v1?{QUERY}", ray="auto", ray_actors=2, rate=[20.0], num_requests=12,
+                        input_tokens="8", output_tokens="4", sensors=["const:node=100"], idle_s=0.2,
+                        out=str(tmp_path / "run"), register_run=False, html=False, keep_output_text=True)
+        res = run_benchmark(cfg)
+        log = s.get("/log")
+    # the closed loop: both actors sent, each request with the query
+    assert sorted(a["records"] for a in out.load.actors) == [6, 6]
+    posts = [e for e in closed_log if e["method"] == "POST"]
+    assert len(posts) == 12 and {e["query"] for e in posts} == {QUERY}, posts[:2]
+    details = [r.error_detail for r in out.records if r.error == "http_401"]
+    assert len(details) == 4 and all(d.startswith('{"error": {"message": "signature refused for /v1/completions'
+                                                  '?api-version=2024-06-01&key=***') for d in details), details
+    assert not [r.id for r in out.records if _query_pieces_in(r.model_dump_json())]
+    # the run: every request the server received from the driver and the actors carried the query
+    lv = res.levels[-1]
+    assert lv.load.workers == 2 and all(a["records"] > 0 for a in lv.load.actors), lv.load.actors
+    assert len([e for e in log if e["method"] == "POST"]) >= 12 + 12 and {e["query"] for e in log} == {QUERY}
+    assert load_result(tmp_path / "run").config["target"].endswith("/v1?api-version=2024-06-01&key=***")
+    files = [f for f in tmp_path.rglob("*") if f.is_file()]
+    session = Path(ray._private.worker.global_worker.node.get_session_dir_path()) / "logs"
+    files += [f for f in session.rglob("*") if f.is_file()]
+    assert len(files) > 10
+    leaks = {str(f): _query_pieces_in(f.read_bytes().decode("utf-8", "replace")) for f in files}
+    assert not {f: p for f, p in leaks.items() if p}

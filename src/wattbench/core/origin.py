@@ -29,6 +29,9 @@ version, a SAS signature, a Functions ``code``) is part of the target, not of it
 request to that origin — each same-origin hop too — and to no other (a sensor, an exporter, another
 target); its values but the harmless ones are registered as secrets (``redact.url_secrets``), so
 nothing written or printed holds them. A parameter the request's URL already has is not repeated.
+The registry is the process's own: a process that sends for this one (a spawned load worker, a Ray
+load actor on another node) gets the query with its target (``TargetSpec.query``, read here by
+``target_query``) and registers it in turn (``load.client.sending_for``).
 
 URLs are judged by the HTTP client's own parser (``yarl.URL``, the WHATWG-style reading aiohttp
 sends with), never by ``urllib.parse`` (which reads ``http://a\\@b/`` as another host than a
@@ -59,7 +62,8 @@ if TYPE_CHECKING:  # for the annotations only: a urllib-only caller need not loa
 
 __all__ = ["REDIRECT_STATUSES", "MAX_REDIRECTS", "CrossOriginRedirect", "CredentialRedirect", "TooManyRedirects",
            "origin", "parse_url",
-           "same_origin", "next_hop", "request", "read_body", "urlopen", "send_query", "forget_queries", "with_query"]
+           "same_origin", "next_hop", "request", "read_body", "urlopen", "send_query", "target_query", "forget_queries",
+           "with_query"]
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5  # same-origin hops; a loop ends here with TooManyRedirects
@@ -125,6 +129,16 @@ def send_query(url: str | None) -> None:
     if o[0]:
         register_secrets(*url_secrets(str(url)))  # each time: the scope open now may be another run's
         _TARGET_QUERIES[o] = query
+
+
+def target_query(url: "str | URL") -> str:
+    """The query ``send_query`` registered for ``url``'s origin, raw ('' when none): what every
+    request to it carries. A process that sends for this one (a spawned load worker, a Ray load
+    actor) is handed it with the target (``TargetSpec.query``) and registers it there."""
+    if not _TARGET_QUERIES:
+        return ""
+    u = parse_url(url)
+    return _TARGET_QUERIES.get(origin(u), "") if u is not None and u.is_absolute() else ""
 
 
 def forget_queries() -> None:

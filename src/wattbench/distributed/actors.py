@@ -4,6 +4,10 @@ Both are plain classes (testable without Ray); ``remote_classes()`` wraps them w
 ``ray.remote`` when a distributed run starts. Every timestamp they hand out is on their own
 node's ``perf_counter_ns`` clock; the driver maps them (``distributed.clock``).
 
+A load actor's process has nothing of the driver's but what its job carries: each run sends its
+targets' query strings (``TargetSpec.query``) with every request to them, and registers the
+targets' secrets in its process (``load.client.sending_for``), as the driver's own process does.
+
 ``clock_skew_ns`` is a test seam: the actor behaves as if its node's clock read ``skew`` ns more
 than ``perf_counter_ns`` (what it reports is shifted by ``+skew``, what it is told is shifted by
 ``−skew``), which is how a node whose monotonic clock started elsewhere looks to the driver.
@@ -28,7 +32,7 @@ from wattbench.core.errors import Interrupted, WattbenchError
 from wattbench.core.recordset import NONE, RecordSet
 from wattbench.core.schema import TargetDownInfo
 from wattbench.distributed.messages import ClosedJob, OpenJob, Reply, expect
-from wattbench.load.client import new_event_loop
+from wattbench.load.client import new_event_loop, sending_for
 from wattbench.load.executor import LevelControl
 from wattbench.load.level import end_column, run_level
 from wattbench.load.liveness import TargetDown
@@ -176,12 +180,13 @@ class LoadWorker:
         run = job.run
         self._attach(run, lambda what: (control.cancel if what == "cancel" else control.stop).set())
         try:
-            _sleep_until(job.t0_node_ns - self.skew)
-            try:
-                out = run_level(job.spec, targets if routes else targets[0], source, self._set_progress,
-                                route=route, control=control)
-            except Interrupted as e:  # the driver cancelled: what completed is kept
-                out = getattr(e, "outcome")  # settle_outcome attaches it (core.errors cannot name it)
+            with sending_for(targets):  # this process (another node's) sends as the driver does
+                _sleep_until(job.t0_node_ns - self.skew)
+                try:
+                    out = run_level(job.spec, targets if routes else targets[0], source, self._set_progress,
+                                    route=route, control=control)
+                except Interrupted as e:  # the driver cancelled: what completed is kept
+                    out = getattr(e, "outcome")  # settle_outcome attaches it (core.errors cannot name it)
         finally:
             self._detach(run)
         recs = []
@@ -225,8 +230,10 @@ class LoadWorker:
 
             self._attach(run, tell)
             try:
-                interrupted, cpu_pct = run_worker_on_loop(
-                    loop, worker, t0, lambda p: self._set_progress(dataclasses.asdict(p)), plan.progress_period_s)
+                with sending_for(plan.targets or [plan.target]):  # as the driver sends (another node's process)
+                    interrupted, cpu_pct = run_worker_on_loop(
+                        loop, worker, t0, lambda p: self._set_progress(dataclasses.asdict(p)),
+                        plan.progress_period_s)
             finally:
                 self._detach(run)
             loop.run_until_complete(loop.shutdown_asyncgens())

@@ -45,9 +45,11 @@ before the record exists.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any, Callable
 import asyncio
+import contextlib
 import functools
 from collections import deque
 
@@ -57,7 +59,7 @@ import orjson
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import TargetError
 from wattbench.core import origin
-from wattbench.core.redact import Scrubber, registered
+from wattbench.core.redact import Scrubber, registered, scope
 from wattbench.core.target import TargetSpec
 from wattbench.core.schema import RequestRecord, build_record
 from wattbench.server.openai import (
@@ -72,7 +74,7 @@ from wattbench.server.openai import (
 from wattbench.server.sse import DONE, SSEError, SSEParser
 from wattbench.workload.base import RequestSpec
 
-__all__ = ["StreamClient", "SendGate", "SENDS_PER_TURN", "READ_BUFSIZE", "new_event_loop", "ERROR_BODY_BYTES", "OUTPUT_TEXT_MAX_CHARS",
+__all__ = ["StreamClient", "sending_for", "SendGate", "SENDS_PER_TURN", "READ_BUFSIZE", "new_event_loop", "ERROR_BODY_BYTES", "OUTPUT_TEXT_MAX_CHARS",
            "OUTPUT_TEXT_CUT"]
 
 # The most of one answer's text kept (``--keep-output-text``, and a session's history): 1 Mi
@@ -234,6 +236,22 @@ class SendGate:
                 self.used += 1
         if self.used:
             self._arm()  # the admitted run in the next turn; the count resets after them
+
+
+@contextlib.contextmanager
+def sending_for(targets: Sequence[TargetSpec]) -> Iterator[None]:
+    """The block sends ``targets``' requests in a process that did not resolve them (a spawned load
+    worker, a Ray load actor on any node), exactly as the process that did: each target's query
+    string goes with every request to its origin, same-origin redirect hops included, and to no
+    other (``core.origin.send_query``: from here on, for the process's life, as in the run's own
+    process), and the targets' secrets — the query's values, the key, the secret headers — are
+    registered in this process while the block runs (``core.redact.scope``), so that nothing it
+    writes or prints (a record's error detail, a message, a traceback) holds them."""
+    with scope(*(s for t in targets for s in t.secrets())):
+        for t in targets:
+            if t.query:
+                origin.send_query(f"{t.base_url}?{t.query}")
+        yield
 
 
 class StreamClient:

@@ -31,6 +31,7 @@ from typing import Any, Awaitable, Callable, Coroutine
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs (types-psutil is not a dependency)
 
 from wattbench.core.clock import now_ns
+from wattbench.core.redact import scrub
 from wattbench.load.link import Error, PipeLink, Progress, Ready, Records, Start, WorkerDone, WorkerLink
 from wattbench.load.liveness import LivenessWatch, TargetDown
 from wattbench.load.plan import Item, WorkerPlan
@@ -39,7 +40,7 @@ from wattbench.metrics.latency import request_end_ns
 from wattbench.core.recordset import RecordSet
 from wattbench.core.schema import RequestRecord
 from wattbench.workload.base import RequestSpec
-from wattbench.load.client import new_event_loop, StreamClient
+from wattbench.load.client import new_event_loop, sending_for, StreamClient
 
 LOOP_PROBE_S = 0.01  # the loop-lag probe's period
 # A worker process sends its waiting records once this many wait (and with every progress report):
@@ -388,35 +389,38 @@ def worker_process(plan: WorkerPlan, conn: Connection) -> None:
 
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
-    try:
-        conn.send(Ready(now_ns()))
-        msg = conn.recv()
-        if not isinstance(msg, Start):
-            return
-        link = PipeLink(conn, loop)
-        stream = RecordStream(conn.send)
-        worker = Worker(plan, link, stream)
-
-        def report(p: Progress) -> None:
-            stream.flush()  # the records first: the parent's counts never run ahead of its records
-            conn.send(p)
-
-        interrupted, cpu_pct = run_worker_on_loop(loop, worker, msg.t0_ns, report, plan.progress_period_s,
-                                                  process_cpu=True)
-        link.close()
-        stream.flush()
-        conn.send(WorkerDone(cpu_pct, worker.stop_ns, interrupted, worker.progress(), worker.loop_lag_ns, worker.down))
-    except (EOFError, BrokenPipeError):  # the parent is gone: nothing to report to
-        pass
-    except BaseException:  # report the bug to the parent, which raises it
+    # a spawned process starts with nothing of the parent's: the targets' query strings and secrets
+    with sending_for(plan.targets or [plan.target]):
         try:
-            conn.send(Error(traceback.format_exc()))
-        except (OSError, EOFError):
+            conn.send(Ready(now_ns()))
+            msg = conn.recv()
+            if not isinstance(msg, Start):
+                return
+            link = PipeLink(conn, loop)
+            stream = RecordStream(conn.send)
+            worker = Worker(plan, link, stream)
+
+            def report(p: Progress) -> None:
+                stream.flush()  # the records first: the parent's counts never run ahead of its records
+                conn.send(p)
+
+            interrupted, cpu_pct = run_worker_on_loop(loop, worker, msg.t0_ns, report, plan.progress_period_s,
+                                                      process_cpu=True)
+            link.close()
+            stream.flush()
+            conn.send(WorkerDone(cpu_pct, worker.stop_ns, interrupted, worker.progress(), worker.loop_lag_ns,
+                                 worker.down))
+        except (EOFError, BrokenPipeError):  # the parent is gone: nothing to report to
             pass
-    finally:
-        cancel_pending(loop)
-        loop.close()
-        conn.close()
+        except BaseException:  # report the bug to the parent, which raises it
+            try:
+                conn.send(Error(scrub(traceback.format_exc())))  # an aiohttp error's URL holds the query
+            except (OSError, EOFError):
+                pass
+        finally:
+            cancel_pending(loop)
+            loop.close()
+            conn.close()
 
 
 def cancel_pending(loop: asyncio.AbstractEventLoop) -> None:

@@ -20,6 +20,7 @@ from wattbench.server.detect import detect_server, kept_models, merge_launched, 
 from wattbench.server.identity.build import identity_change
 from wattbench.server.identity.common import target_of
 from wattbench.server.openai import check_load_endpoint, check_model_answers, check_target, normalize_base_url
+from wattbench.core.origin import target_query
 from wattbench.core.redact import body_secrets, combine_credentials, secret_values, url_secrets
 from wattbench.core.errors import TargetStopped, UserError
 from wattbench.core.schema import EngineStart, NoiseInfo
@@ -86,9 +87,12 @@ def _first_target(session: RunSession, run_dir: Path, engine: Engine | None = No
 
 def _spec(cfg: RunConfig, url: str, model: str, key: str | None, server: ServerInfo) -> TargetSpec:
     # force output lengths only on servers that accept the fields (strict servers reject them)
+    # the query its URL was given with (normalize_base_url registered it for the origin): the target's
+    # own, so that a spawned load worker or a Ray load actor sends it too
     t = TargetSpec(base_url=url, model=model, api=cfg.api, api_key=key, request_timeout_s=cfg.request_timeout_s,
                    stall_timeout_s=cfg.stall_timeout_s, keep_output_text=cfg.keep_output_text,
-                   extra_body=dict(server.extra_body), send_min_tokens=bool(server.supports_ignore_eos))
+                   extra_body=dict(server.extra_body), send_min_tokens=bool(server.supports_ignore_eos),
+                   query=target_query(url))
     t.keepalive = reuses_connections(server.engine)
     return t
 
