@@ -324,6 +324,34 @@ def test_a_concurrency_below_the_number_of_targets_is_refused_before_any_request
             assert stats()["requests"] == 0 and stats.per_request() == {}
 
 
+@pytest.mark.parametrize("load, fix", [
+    (("--rate", "2"), "measure the pair in a run of its own with --concurrency 9 or more (--rate takes no "
+                      "--concurrency), or drop --prefill-decode-pair"),
+    (("--sweep", "auto"), "give --concurrency 9 or more, or drop --prefill-decode-pair")])
+def test_a_prefill_decode_pair_with_fewer_streams_than_targets_is_refused_before_any_request(tmp_path, load, fix):
+    """``--prefill-decode-pair`` measures its two closed-loop levels at 8 streams when no
+    ``--concurrency`` is given (with ``--rate`` none can be): with 9 targets that pair cannot run.
+    Refused with the plan, in one line naming the pair's concurrency and what to do, before any
+    request reaches the server (it was refused only when the pair's level started, after every rate
+    level had run, as "--concurrency 8 is below the number of targets", a flag the user never gave).
+    The 9 targets are 9 base paths of one server that logs every request it receives."""
+    from tests.fakes.reliability_procs import HOSTILE, server
+
+    with server("--behaviour", "recorder", script=HOSTILE) as s:
+        targets = [f"{s.base}/replica{i}" for i in range(9)]
+        extra = [a for t in targets[1:] for a in ("-t", t)]
+        line = refused(tmp_path, *extra, *load, "--prefill-decode-pair", "--sensor", "const:node=100",
+                       target=targets[0], must_name="--prefill-decode-pair's concurrency 8 (its default when no "
+                                                    "--concurrency is given) is below the number of targets (9)")
+        assert line.endswith(fix), line
+        assert s.get("/log") == []  # nothing reached the server: no probe, no priming, no level
+    # eight targets: the pair's 8 streams serve them all, and the plan goes ahead
+    from wattbench.config import RunConfig
+    from wattbench.run.plan import validate_plan
+
+    validate_plan(RunConfig(target=targets[0], targets=targets[1:8], rate=[2.0], prefill_decode_pair=True))
+
+
 def test_the_same_replica_spelled_twice_counts_once(tmp_path):
     """``http://h:1`` and ``http://h:1/v1/`` are one target (the run deals its load over one), so
     ``-c 1`` is not below the number of targets: the run goes ahead and measures."""

@@ -451,18 +451,20 @@ def capacity_problem(spec: LevelSpec, machine: Machine, flag_given: str | None =
 
 
 def validate_spec(spec: LevelSpec, machine: Machine | None = None, flag: str | None = None,
-                  targets: int = 1) -> None:
+                  targets: int = 1, fix: str | None = None) -> None:
     """Refuse a level the generator cannot run (UserError naming the flag); the runner calls this
     for every planned level before it sends any request. ``machine``: the host's capacity
     (``Machine.this()`` when not given; ``capacity_problem``); ``flag``: how to name the level's
-    load in that message when it is not the level's own flag (the top of a search); ``targets``: how
-    many targets the level's load is dealt over (a closed loop needs a stream for each)."""
+    load in that message when it is not the level's own flag (the top of a search, the
+    prefill/decode pair's levels); ``targets``: how many targets the level's load is dealt over (a
+    closed loop needs a stream for each); ``fix``: what to do about too few streams when raising
+    the level's concurrency is not the user's to do (the pair's default with ``--rate``)."""
     if spec.mode == "concurrency" and not (spec.value >= 1 and float(spec.value).is_integer()):
         raise UserError(f"--concurrency must be a whole number >= 1, got {spec.value!r}")
     if spec.mode == "concurrency" and int(spec.value) < targets:
         raise UserError(
             f"{flag or f'--concurrency {int(spec.value)}'} is below the number of targets ({targets}): "
-            "some targets would get no stream; raise the concurrency or drop targets"
+            f"some targets would get no stream; {fix or 'raise the concurrency or drop targets'}"
         )
     if spec.mode == "rate":
         if not (not math.isnan(spec.value) and spec.value > 0):

@@ -75,11 +75,17 @@ class PlanRunner(ProbeRunner, Protocol):
                    num_requests: int | None = None, duration_s: float | None = None) -> LevelResult: ...
 
 
+def pair_concurrency(cfg: RunConfig) -> int:
+    """The concurrency of ``--prefill-decode-pair``'s two closed-loop levels: the run's largest
+    ``--concurrency``, else ``PAIR_DEFAULT_CONCURRENCY`` (``--rate``, a search without one)."""
+    return int(max(cfg.concurrency or [PAIR_DEFAULT_CONCURRENCY]))
+
+
 def validate_plan(cfg: RunConfig) -> None:
     """Refuse a plan the run cannot follow, before anything is written or sent: an unknown objective
-    or sweep, unsupported combinations, and every planned level through the load generator's own
-    checks (``load.plan.validate_spec``: ``--arrival poison``, a rate it refuses, a concurrency
-    below the number of targets)."""
+    or sweep, unsupported combinations, and every planned level — ``--prefill-decode-pair``'s too —
+    through the load generator's own checks (``load.plan.validate_spec``: ``--arrival poison``, a
+    rate it refuses, a concurrency below the number of targets)."""
     if cfg.optimize and cfg.optimize not in OBJECTIVES:
         raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
     if cfg.optimize in ENERGY_OBJECTIVES and cfg.no_sensors:
@@ -102,12 +108,20 @@ def validate_plan(cfg: RunConfig) -> None:
         top = cfg.max_concurrency or SEARCH_MAX_CONCURRENCY
         plans.append(("concurrency", top))
         flags.append(f"--max-concurrency {top} (the top of the search)")
-    for (mode, value), flag in zip(plans, flags):
+    fixes: list[str | None] = [None] * len(plans)
+    if cfg.prefill_decode_pair and not cfg.concurrency:  # the pair at its default (at the largest -c: checked above)
+        plans.append(("concurrency", pair_concurrency(cfg)))
+        flags.append(f"--prefill-decode-pair's concurrency {pair_concurrency(cfg)} (its default when no "
+                     "--concurrency is given)")
+        fixes.append(f"measure the pair in a run of its own with --concurrency {n_targets} or more (--rate takes "
+                     "no --concurrency), or drop --prefill-decode-pair" if cfg.rate else
+                     f"give --concurrency {n_targets} or more, or drop --prefill-decode-pair")
+    for (mode, value), flag, fix in zip(plans, flags, fixes):
         validate_spec(LevelSpec(index=0, mode=mode, value=value, arrival=cfg.arrival,  # type: ignore[arg-type]
                                 num_requests=cfg.num_requests, duration_s=cfg.duration_s, workers=cfg.workers,
                                 speedup=cfg.speedup, warmup_s=cfg.warmup_s, warmup_requests=cfg.warmup_requests,
                                 max_in_flight=cfg.max_concurrency if mode == "rate" else None), flag=flag,
-                      targets=n_targets)
+                      targets=n_targets, fix=fix)
 
 
 def check_meter(cfg: RunConfig, channels: list[Channel]) -> None:
@@ -450,7 +464,7 @@ def prefill_decode_pair(cfg: RunConfig, measure: Measure) -> dict[str, Any]:
     """Two extra levels that isolate prefill (max_tokens=1) and decode (short prompts, long outputs)
     at the run's largest concurrency, solved exactly as a cross-check of the regression. Returns the
     solved pair, or ``{"error": sentence}``."""
-    conc = max(cfg.concurrency or [PAIR_DEFAULT_CONCURRENCY])
+    conc = pair_concurrency(cfg)
     pre = measure("concurrency", conc, **PREFILL_HEAVY, label_suffix=" prefill-heavy")
     dec = measure("concurrency", conc, **DECODE_HEAVY, label_suffix=" decode-heavy")
     b = headline_boundary(pre) or headline_boundary(dec)

@@ -238,6 +238,32 @@ def test_a_concurrency_below_the_number_of_targets_is_refused_by_the_plan():
     plan.validate_plan(_cfg(concurrency=[1]))
 
 
+def test_the_prefill_decode_pairs_levels_are_checked_with_the_plan():
+    """``--prefill-decode-pair`` measures two closed-loop levels at the largest ``--concurrency``,
+    else at ``PAIR_DEFAULT_CONCURRENCY`` (8): with ``--rate`` (which takes no ``--concurrency``) and
+    more targets than that, its levels cannot run; refused with the plan, naming the pair and what
+    to do, at 9 targets and not at 8."""
+    many = [f"http://127.0.0.1:{9 + i}" for i in range(plan.PAIR_DEFAULT_CONCURRENCY + 1)]
+    assert plan.pair_concurrency(_cfg(rate=[2.0])) == plan.PAIR_DEFAULT_CONCURRENCY == 8
+    assert plan.pair_concurrency(_cfg(concurrency=[4, 16, 2])) == 16
+    with pytest.raises(UserError) as e:
+        plan.validate_plan(_cfg(targets=many, rate=[2.0], prefill_decode_pair=True))
+    assert str(e.value) == ("--prefill-decode-pair's concurrency 8 (its default when no --concurrency is given) is "
+                            "below the number of targets (9): some targets would get no stream; measure the pair in "
+                            "a run of its own with --concurrency 9 or more (--rate takes no --concurrency), or drop "
+                            "--prefill-decode-pair")
+    with pytest.raises(UserError, match=r"^--prefill-decode-pair's concurrency 8 .* give --concurrency 9 or more, or "
+                                        r"drop --prefill-decode-pair$"):
+        plan.validate_plan(_cfg(targets=many, sweep="auto", prefill_decode_pair=True))
+    plan.validate_plan(_cfg(targets=many[:8], rate=[2.0], prefill_decode_pair=True))  # 8 streams for 8 targets
+    plan.validate_plan(_cfg(targets=many, rate=[2.0]))  # no pair: an open loop deals requests, not streams
+    plan.validate_plan(_cfg(targets=many, concurrency=[9], prefill_decode_pair=True))  # the pair at 9 streams
+    # the pair measures at the concurrency the plan checked
+    m = FakeMeasure()
+    plan.prefill_decode_pair(_cfg(rate=[2.0], prefill_decode_pair=True), m)
+    assert [c[:2] for c in m.calls] == [("concurrency", 8), ("concurrency", 8)]
+
+
 def test_a_search_over_replicas_starts_at_one_stream_per_target():
     three = REPLICAS + ["http://127.0.0.1:11/v1/"]
     assert plan.optimize_candidates(_cfg(targets=three, optimize="goodput_rps", max_concurrency=20)) == [3, 4, 8, 16]
