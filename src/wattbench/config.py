@@ -1155,8 +1155,8 @@ class RegressOptions(FlaggedConfig):
     window: EnergyWindow
     match: MatchLevels
     strict: Annotated[bool, Flag("--strict", commands=EVERY, help=(
-        "Fail a change beyond the limit even when it is within the noise (trials' CIs, the history's run-to-run "
-        "spread)."))] = False
+        "Judge the change itself, not its noise interval (trials' CIs, the history's run-to-run spread): "
+        "fail beyond the limit, else pass; never inconclusive."))] = False
     out: JsonOut
     db: HistoryDb
     as_json: AsJson

@@ -4,6 +4,7 @@ real `python -m wattbench` subprocess)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -106,31 +107,80 @@ def test_compare_missing_and_corrupt_files_named(runner, app, tmp_path, db):
 
 
 def test_regress_exit_codes(runner, app, tmp_path, db):
-    base = make_result("base", levels=[make_level(0, value=8, output_tokens_per_s=1000, power_w=600)])
-    ok = make_result("ok", levels=[make_level(0, value=8, output_tokens_per_s=990, power_w=600)])
-    bad = make_result("bad", levels=[make_level(0, value=8, output_tokens_per_s=950, power_w=660)])
-    for r in (base, ok, bad):
+    """0 pass, 1 fail, 6 inconclusive, 2 bad input (README, "Exit codes"). Six runs of the
+    configuration in the history (tokens/s 998-1,003: sd about 0.2%, 5 df) give each run a noise of
+    about ±0.5%: a candidate with no change passes, a 10% drop fails; without the history, the same
+    pair is inconclusive (no noise known), and --strict judges the change itself."""
+    def run(name, tput, power=600.0):
+        return make_result(name, levels=[make_level(0, value=8, output_tokens_per_s=tput, power_w=power)])
+
+    for r in (run(f"h{i}", t) for i, t in enumerate((1000.0, 1003.0, 998.0, 1002.0, 999.0, 1001.0))):
+        write_result(tmp_path / "runs" / r.run_id, r)
+    for r in (run("ok", 997.0), run("bad", 900.0)):  # the candidates: not in the history
         write_result(tmp_path / r.run_id, r)
-    r = runner.invoke(app, ["history", "import", str(tmp_path)])
+    ok, bad = str(tmp_path / "ok"), str(tmp_path / "bad")
+    r = runner.invoke(app, ["history", "import", str(tmp_path / "runs")])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(app, ["history", "baseline", "main", "base"])
-    assert r.exit_code == 0 and "main -> base" in r.output
+    r = runner.invoke(app, ["history", "baseline", "main", "h0"])
+    assert r.exit_code == 0 and "main -> h0" in r.output
     checks = "j_per_output_token:+5%,output_tokens_per_s:-3%"
-    r = runner.invoke(app, ["regress", "ok", "--baseline", "main", "--fail-on", checks])
+    r = runner.invoke(app, ["regress", ok, "--baseline", "main", "--fail-on", checks])
     assert r.exit_code == 0, r.output
-    assert "all checks hold" in r.output
-    r = runner.invoke(app, ["regress", str(tmp_path / "bad"), "--baseline", "main", "--fail-on", checks])
+    assert "all checks hold" in r.output and "excludes a change beyond -3%" in r.output
+    r = runner.invoke(app, ["regress", bad, "--baseline", "main", "--fail-on", checks])
     assert r.exit_code == 1, r.output
-    assert "FAIL output_tokens_per_s:-3% at concurrency=8" in r.output
-    assert "missed by 2.00%" in r.output
-    r = runner.invoke(app, ["regress", "bad", "--baseline", "main", "--fail-on", checks, "--json"])
+    assert "FAIL output_tokens_per_s:-3% at concurrency=8" in r.output and "beyond noise" in r.output
+    r = runner.invoke(app, ["regress", bad, "--baseline", "main", "--fail-on", checks, "--json"])
     assert r.exit_code == 1
     data = json.loads(r.stdout)
-    assert data["passed"] is False and len([o for o in data["outcomes"] if o["status"] == "fail"]) == 2
-    r = runner.invoke(app, ["regress", "bad", "--baseline", "main", "--fail-on", "nonsense:+5%"])
+    assert data["passed"] is False and data["verdict"] == "fail"
+    assert len([o for o in data["outcomes"] if o["status"] == "fail"]) == 2
+    # the same pair without a history: no noise known, so no pass and no fail
+    paths = [ok, str(tmp_path / "runs" / "h0")]
+    r = runner.invoke(app, ["regress", paths[0], "--baseline", paths[1], "--fail-on", checks, "--db",
+                            str(tmp_path / "none.sqlite3")])
+    assert r.exit_code == 6, r.output
+    assert "2 inconclusive: none failed" in r.output and r.output.count("inconclusive: noise unknown") == 2
+    r = runner.invoke(app, ["regress", paths[0], "--baseline", paths[1], "--fail-on", checks, "--db",
+                            str(tmp_path / "none.sqlite3"), "--strict"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["regress", bad, "--baseline", "main", "--fail-on", "nonsense:+5%"])
     assert r.exit_code == 2 and "unknown metric 'nonsense'" in r.stderr
-    r = runner.invoke(app, ["regress", "bad", "--baseline", "nobaseline", "--fail-on", checks])
+    r = runner.invoke(app, ["regress", bad, "--baseline", "nobaseline", "--fail-on", checks])
     assert r.exit_code == 2 and "'nobaseline': no such run directory, run id, tag or baseline" in r.stderr
+
+
+def test_regress_with_noise_wider_than_its_limit_is_inconclusive_exit_6(runner, app, tmp_path, db):
+    """Both runs' trials give ±11.7% a side (the ratio's bound e^(√2·ln(1.18)/√2) − 1 = ±18%), the
+    figure moved -1%, the limit is 3%: compare says "within noise"; regress cannot tell a 3% drop
+    from none — inconclusive (exit 6), naming the noise and the limit and what would settle it."""
+    from tests.fakes.results_factory import trials_block
+
+    h = math.log(1.18) / math.sqrt(2)
+
+    def run(name, tput):
+        per_kw = tput / 0.6
+        trials = trials_block({"output_tokens_per_s_per_kw@accelerator": (per_kw, per_kw * h)})
+        return make_result(name, levels=[make_level(0, value=8, output_tokens_per_s=tput, power_w=600.0, trials=trials)])
+    for r in (run("a", 1000.0), run("b", 990.0)):
+        write_result(tmp_path / r.run_id, r)
+    cmp = runner.invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert cmp.exit_code == 0 and "within noise" in cmp.output, cmp.output
+    r = runner.invoke(app, ["regress", str(tmp_path / "b"), "--baseline", str(tmp_path / "a"), "--fail-on",
+                            "output_tokens_per_s_per_kw:-3%"])
+    assert r.exit_code == 6, r.output
+    text = " ".join(r.output.split())
+    assert "c=8: run/baseline per kW 0.99× (0.84–1.17), within noise" in text  # compare's word, unchanged
+    line = next(x for x in r.output.splitlines() if x.startswith("inconclusive output_tokens_per_s_per_kw:-3%"))
+    assert "noise ±18.0% (within-run trials (5 trials, 4 df)) is wider than the 3% limit" in line
+    assert "the current noise resolves only effects beyond ±18.0%; to resolve ±3%:" in line
+    assert "more trials of the baseline" in line and "more trials of the run" in line
+    assert "pass" not in line and "within noise" not in line
+    assert "0 held, 1 inconclusive: none failed" in text
+    data = json.loads(runner.invoke(app, ["regress", str(tmp_path / "b"), "--baseline", str(tmp_path / "a"),
+                                          "--fail-on", "output_tokens_per_s_per_kw:-3%", "--json"]).stdout)
+    assert data["verdict"] == "inconclusive" and data["passed"] is False
+    assert data["outcomes"][0]["status"] == "inconclusive" and data["outcomes"][0]["word"] == "within noise"
 
 
 def test_regress_shows_passing_checks_diagnoses_power_and_refuses_itself(runner, app, tmp_path, db):
@@ -141,7 +191,7 @@ def test_regress_shows_passing_checks_diagnoses_power_and_refuses_itself(runner,
     for r in (base, hot):
         write_result(tmp_path / r.run_id, r)
     r = runner.invoke(app, ["regress", str(tmp_path / "hot"), "--baseline", str(tmp_path / "base"),
-                            "--fail-on", "j_per_output_token:+5%,output_tokens_per_s:-3%"])
+                            "--fail-on", "j_per_output_token:+5%,output_tokens_per_s:-3%", "--strict"])
     assert r.exit_code == 1, r.output
     lines = r.output.splitlines()
     assert any(x.startswith("FAIL j_per_output_token:+5% at concurrency=8") for x in lines), r.output

@@ -13,20 +13,45 @@ The sign names the bad direction. Every check is evaluated at every matched leve
 Noise rule (``metrics/noise.judge``, the one compare, ``--optimize`` and ``tune`` use). Each
 side's noise is the wider of its trials' CI (``--trials``) and its configuration's run-to-run noise
 in the history store (split at change points; J/token reads the per-kW figure's, the same on the
-log scale). Each check says ``judge``'s word for its change — the word ``compare`` prints for the
-same pair, boundary and figure — and the report leads with ``compare``'s answer line for each
-pair. The gate:
+log scale; without a history, never the trials' alone: ``metrics/noise.repeat_noise``). Each check
+carries ``judge``'s word for its change (``CheckOutcome.word``) — the word ``compare`` prints for
+the same pair, boundary and figure — and the report leads with ``compare``'s answer line for each
+pair. The word answers "did it change?"; the gate answers "did it regress by more than the
+limit?", on the change's 95% interval:
 
-- **beyond noise**: the change must be beyond the threshold even at the end of its noise interval
-  nearest "no change": for a relative check the ratio's interval is ``[R·e^-w, R·e^w]`` with
-  ``w = sqrt(n_a² + n_b²)``, and a ``+`` check fails only if ``R·e^-w − 1 > threshold`` (a ``−``
-  check only if ``1 − R·e^w > threshold``); for an absolute check the difference's half-width is
-  ``sqrt((n_a·a)² + (n_b·b)²)`` and the check fails only if ``|change| − half-width > threshold``
-  in the bad direction. The miss reported is how far that bound lies beyond the threshold.
-- **within noise**: it passes with that word even when the change itself is beyond the threshold —
-  unless ``strict``, which judges the change itself.
-- **inconclusive** (no noise, fewer than 2 df, a bound over ±25%): the change itself is judged (it
-  fails when beyond the threshold), and what would decide it is said once.
+- relative check: with ``R = candidate / baseline`` and ``w = sqrt(n_a² + n_b²)`` (each side's
+  relative 95% half-width), the change's interval is ``[R·e^-w − 1, R·e^w − 1]``; absolute check:
+  ``change ± sqrt((n_a·a)² + (n_b·b)²)`` (one side's noise standing for both where only one is
+  known, as in ``judge``). Read in the check's bad direction (``+``: a rise; ``−``: a fall), its
+  end nearest no change is ``bound`` and its far end ``worst``:
+
+- **fail** — the whole interval lies beyond the limit: ``bound > threshold`` (a ``−%`` check:
+  ``1 − R·e^w > threshold``). The miss reported is ``bound − threshold``, and the line names the
+  interval's end it was judged on.
+- **pass** — the interval excludes a regression larger than the limit: ``worst <= threshold`` (a
+  ``−%`` check: ``R·e^-w >= 1 − threshold``; a ``+%`` check: ``R·e^w <= 1 + threshold``). A pass
+  inside the noise says ``within noise``; one beyond it in the good direction (or by less than the
+  limit) says ``beyond noise``.
+- **inconclusive** — anything else, with why and what would settle it on the check's line:
+  the noise cannot decide (``judge`` says inconclusive: noise unknown, fewer than 2 degrees of
+  freedom, a bound over ±25%, a drifting figure: its reason, and ``settle_text``'s figures at the
+  limit where the noise is known), or the interval reaches past the limit on one side only — then
+  either the noise is wider than the limit (``noise ±18.0% (…) is wider than the 3% limit``: it
+  cannot tell a change of that size from none), and what would settle it is the smallest effect
+  the current noise resolves and how many more trials or runs of each side would resolve the limit
+  (``metrics/noise.settle_for`` at the limit), or the noise is narrower but the change lies within
+  it of the limit, and what would settle it is the precision of that distance. The advice in words
+  (more trials, more runs, …) is said once for the report (``RegressReport.todo``).
+
+A gate never passes what it cannot see: a run whose noise is wider than its limit is
+``inconclusive``, never ``pass … within noise``, and a change beyond the limit inside that noise is
+never a ``fail`` (its false alarms stay at the 95% interval's one-sided 2.5%). ``strict`` judges
+the change itself, as if there were no noise: ``fail`` beyond the limit, else ``pass``, never
+``inconclusive``.
+
+The report's verdict (``RegressReport.verdict``): ``fail`` when a check fails or a matched level is
+left out, else ``inconclusive`` when a check is, else ``pass``; ``wattbench regress`` exits 1, 6
+(``core.errors.EXIT_INCONCLUSIVE``) or 0 (README, "Exit codes").
 
 A level that measured nothing, or lacks the boundary, fails with one line naming it and why.
 """
@@ -48,7 +73,8 @@ from wattbench.analysis.figures import METRIC_NAMES, reported_figures, metric_su
 from wattbench.results.headline import trial_ci
 from wattbench.core.errors import UserError
 from wattbench.metrics.drift import figure_drift
-from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, trials_noise, with_drift
+from wattbench.metrics.noise import (BEYOND, INCONCLUSIVE, MORE_DATA, NARROWER, WITHIN, FigureNoise, judge, settle_for,
+                                     trials_noise, wider_text, with_drift)
 from wattbench.core.numbers import fmt
 from wattbench.core.schema import LevelResult, Result
 
@@ -91,7 +117,9 @@ class CheckOutcome(BaseModel):
     change: float | None = None  # relative fraction or absolute, candidate vs baseline
     change_ci: list[float] | None = None  # [low, high] of the change when trials exist
     bound: float | None = None  # the change in the bad direction at the CI end nearest zero
-    status: Literal["pass", "fail", "skip"] = "pass"  # core.severity.CheckStatus (a gate: no warn)
+    worst: float | None = None  # the change in the bad direction at the CI's far end (pass: within the limit)
+    # core.severity.CheckStatus less warn (a gate), plus inconclusive: the noise cannot tell (module docstring)
+    status: Literal["pass", "fail", "inconclusive", "skip"] = "pass"
     miss: float | None = None  # how far beyond the threshold (same kind/unit as the threshold)
     noise_aware: bool = False
     within_noise: bool | None = None  # the change's noise interval includes no change (None: noise unknown)
@@ -99,6 +127,9 @@ class CheckOutcome(BaseModel):
     word: str = INCONCLUSIVE  # metrics/noise.judge: beyond noise | within noise | inconclusive
     noise: NoiseVerdict | None = None
     message: str = ""
+    why: str = ""  # inconclusive: why the gate cannot decide
+    settle: str = ""  # inconclusive: what would settle it, in figures (metrics/noise.settle_for)
+    advice: str = ""  # inconclusive: what to do, in words (said once for the report: ``RegressReport.todo``)
 
 
 class LeftOut(BaseModel):
@@ -125,7 +156,7 @@ class RegressReport(BaseModel):
     unmatched: list[str] = Field(default_factory=list)
     left_out: list[LeftOut] = Field(default_factory=list)  # each fails the gate
     answers: list[str] = Field(default_factory=list)  # compare's answer line for each pair
-    todo: str | None = None  # what would decide an inconclusive check, said once
+    todo: str | None = None  # what to do about the inconclusive checks, in words, said once
     # each judged figure's noise basis, said once (``analysis/compare.noise_bases``)
     noise_bases: dict[str, str] = Field(default_factory=dict)
 
@@ -134,8 +165,20 @@ class RegressReport(BaseModel):
         return [o for o in self.outcomes if o.status == "fail"]
 
     @property
+    def inconclusive(self) -> list[CheckOutcome]:
+        return [o for o in self.outcomes if o.status == "inconclusive"]
+
+    @property
+    def verdict(self) -> Literal["pass", "fail", "inconclusive"]:
+        """``fail`` when a check fails or a matched level is left out; else ``inconclusive`` when a
+        check cannot be decided; else ``pass`` (module docstring)."""
+        if self.failed or self.left_out:
+            return "fail"
+        return "inconclusive" if self.inconclusive else "pass"
+
+    @property
     def passed(self) -> bool:
-        return not self.failed and not self.left_out
+        return self.verdict == "pass"
 
 
 def parse_checks(spec: str) -> list[RegressCheck]:
@@ -190,81 +233,118 @@ def _noise(result: Result | None, level: LevelResult, metric: str, boundary: str
     return figure_noise(result, level, metric, boundary, history)
 
 
+SIDES = ("the baseline", "the run")
+
+
 def evaluate(check: RegressCheck, a: LevelResult, b: LevelResult, boundary: str | None, label: str, *,
              base: Result | None = None, cand: Result | None = None, history: HistorySpread | None = None,
              strict: bool = False) -> CheckOutcome:
+    """One check at one level pair: ``judge``'s word for the change and the gate's verdict on its
+    interval against the limit (module docstring)."""
     va, vb = reported_figures(a, boundary)[check.metric], reported_figures(b, boundary)[check.metric]
     out = CheckOutcome(check=check, level=label, baseline=va, candidate=vb)
     if va is None or vb is None:
         out.status = "skip"
         out.message = f"{check.metric} not measured at {label} in {'the baseline' if va is None else 'the run'}"
         return out
+    if check.kind == "relative" and va == 0:
+        out.status = "skip"
+        out.message = f"{check.metric} is 0 in the baseline at {label}; a relative change is undefined"
+        return out
     sgn = 1.0 if check.direction == "+" else -1.0
     na, nb = _noise(base, a, check.metric, boundary, history), _noise(cand, b, check.metric, boundary, history)
     if na is not None or nb is not None:
         out.noise_basis = "+".join(dict.fromkeys(x for n in (na, nb) if n is not None for x in n.basis.split("+")))
-    # an inconclusive check says what would resolve its own limit (a relative one; else the default)
+    # an inconclusive judgement says what would resolve the check's own limit (a relative one; else the default)
     aim = check.threshold if check.kind == "relative" and check.threshold > 0 else None
-    jd = judge(vb / va if va else None, na, nb, sides=("the baseline", "the run"), precision=aim)
+    jd = judge(vb / va if va else None, na, nb, sides=SIDES, precision=aim)
     out.word = jd.word
     out.noise = NoiseVerdict.of(check.metric, jd)
-    usable = jd.word != INCONCLUSIVE  # the noise can decide: its interval bounds the change
+    out.within_noise = True if jd.word == WITHIN else False if jd.word == BEYOND else None
     if check.kind == "relative":
-        if va == 0:
-            out.status = "skip"
-            out.message = f"{check.metric} is 0 in the baseline at {label}; a relative change is undefined"
-            return out
-        ratio = vb / va
-        out.change = ratio - 1.0
+        out.change = vb / va - 1.0
         if jd.low is not None and jd.high is not None:
             out.change_ci = [jd.low - 1.0, jd.high - 1.0]
-        if usable and out.change_ci is not None:  # a word other than inconclusive comes with its interval
-            lo, hi = out.change_ci
-            out.noise_aware = True
-            out.bound = lo if sgn > 0 else -hi
-        else:
-            out.bound = sgn * out.change
     else:
         out.change = vb - va
-        if na is not None and nb is not None:
-            hw = math.sqrt((na.rel_half_width * abs(va)) ** 2 + (nb.rel_half_width * abs(vb)) ** 2)
+        ha, hb = (na or nb), (nb or na)  # one side's noise stands for both, as in judge
+        if ha is not None and hb is not None and ha.known() and hb.known() and ha.basis != "drift":
+            hw = math.sqrt((ha.rel_half_width * abs(va)) ** 2 + (hb.rel_half_width * abs(vb)) ** 2)
             out.change_ci = [out.change - hw, out.change + hw]
-        if usable and out.change_ci is not None:
-            out.noise_aware = True
-            out.bound = sgn * out.change - (out.change_ci[1] - out.change_ci[0]) / 2.0
-        else:
-            out.bound = sgn * out.change
-    out.within_noise = True if jd.word == WITHIN else False if jd.word == BEYOND else None
     point = sgn * out.change
-    judged = point if strict else out.bound
-    what = f"{check.metric} {fmt(va)} -> {fmt(vb)} ({_fmt(check, out.change)}"
-    word = jd.word if jd.word != INCONCLUSIVE else f"inconclusive: {jd.why}"
-    if judged > check.threshold:
-        out.status = "fail"
-        out.miss = judged - check.threshold
-        ci = ""
-        if out.noise_aware and out.change_ci is not None:  # noise-aware only where the interval exists
-            ci = f", {jd.word} [{_fmt(check, out.change_ci[0])}, {_fmt(check, out.change_ci[1])}]" + (
-                " (--strict: judged on the change itself)" if strict else "")
-        else:
-            ci = f", {word}"
-        judged_on = ""
-        if out.noise_aware and not strict:  # the miss is the interval's edge nearest no change, not the change
-            judged_on = (f" (judged on {_fmt(check, sgn * out.bound)}, the 95% interval's end nearest no change: "
-                         "the change is at least that)")
-        out.message = (f"{check.text} at {label}: {what}{ci}); limit {check.describe_threshold()}, missed by "
-                       f"{_fmt(check, out.miss).lstrip('+')}{judged_on}")
-    elif jd.word == WITHIN and point > check.threshold and out.change_ci is not None:
-        # the change beyond the limit but its interval's end within: only a noise-aware bound, which has the interval
-        out.message = (f"{check.text} passes within noise at {label}: {what}, noise [{_fmt(check, out.change_ci[0])}, "
-                       f"{_fmt(check, out.change_ci[1])}] from {jd.basis_text}; --strict fails it)")
+    # the noise can decide (judge's word is not inconclusive) and the interval bounds the change
+    out.noise_aware = jd.word != INCONCLUSIVE and out.change_ci is not None
+    if out.noise_aware and out.change_ci is not None:
+        lo, hi = out.change_ci
+        out.bound, out.worst = (lo, hi) if sgn > 0 else (-hi, -lo)
     else:
-        out.message = f"{check.text} holds at {label}: {what}, {word})"
-    if (out.status == "pass" and jd.word == WITHIN and check.kind == "relative" and jd.bound is not None
-            and jd.bound > check.threshold):  # judge(effect=limit): the noise cannot see a change that size
-        out.message += (f"; its noise ±{jd.bound * 100:.1f}% is wider than the {check.threshold * 100:g}% limit, "
-                        "so a change of that size would not show")
+        out.bound = point
+    what = f"{check.metric} {fmt(va)} -> {fmt(vb)} ({_fmt(check, out.change)}"
+    limit = check.describe_threshold()
+    iv = (f"[{_fmt(check, out.change_ci[0])}, {_fmt(check, out.change_ci[1])}]" if out.change_ci is not None
+          else "")
+    if strict:  # the change itself, as if there were no noise
+        word = jd.word if jd.word != INCONCLUSIVE else f"inconclusive: {jd.why}"
+        if point > check.threshold:
+            out.status, out.miss = "fail", point - check.threshold
+            out.message = (f"{check.text} at {label}: {what}, {word}); limit {limit}, missed by "
+                           f"{_fmt(check, out.miss).lstrip('+')} (--strict: judged on the change itself)")
+        else:
+            out.status = "pass"
+            out.message = f"{check.text} holds at {label}: {what}, {word}) (--strict: judged on the change itself)"
+        return out
+    if not out.noise_aware:  # the noise cannot decide: judge's reason, and its figures at the limit
+        out.status, out.why = "inconclusive", jd.why or "noise unknown"
+        out.settle, out.advice = jd.settle, jd.advice or MORE_DATA
+        out.message = f"{check.text} at {label}: {what}, inconclusive: {out.why})" + (
+            f"; {out.settle}" if out.settle else "")
+        return out
+    assert out.bound is not None and out.worst is not None
+    if out.bound > check.threshold:  # the whole interval lies beyond the limit
+        out.status, out.miss = "fail", out.bound - check.threshold
+        out.message = (f"{check.text} at {label}: {what}, {jd.word} {iv}); limit {limit}, missed by "
+                       f"{_fmt(check, out.miss).lstrip('+')} (judged on {_fmt(check, sgn * out.bound)}, the 95% "
+                       "interval's end nearest no change: the change is at least that)")
+        return out
+    if out.worst <= check.threshold:  # the interval excludes a change beyond the limit
+        out.status = "pass"
+        out.message = (f"{check.text} holds at {label}: {what}, {jd.word} {iv}: its 95% interval excludes a change "
+                       f"beyond {limit})")
+        return out
+    # the interval reaches past the limit on one side only: no pass, no fail
+    out.status, out.advice = "inconclusive", NARROWER
+    out.why, precision = _straddle(check, out, va, jd.bound)
+    out.settle, _ = settle_for(jd.bound, na, nb, precision, jd.df, SIDES)
+    out.message = (f"{check.text} at {label}: {what}, interval {iv}); inconclusive: {out.why}"
+                   + (f"; {out.settle}" if out.settle else ""))
     return out
+
+
+def _straddle(check: RegressCheck, out: CheckOutcome, va: float, bound: float | None) -> tuple[str, float]:
+    """Why an interval that reaches past the limit on one side only cannot decide, and the precision
+    (a relative 95% half-width of the ratio, for ``settle_for``) that would: the limit itself where
+    the noise is wider than it, else the distance of the change from the limit (module docstring)."""
+    assert out.change is not None and out.change_ci is not None
+    t, sgn = check.threshold, (1.0 if check.direction == "+" else -1.0)
+    basis = out.noise.basis_text if out.noise is not None else ""
+    if check.kind == "relative":
+        noise, limit_rel, noise_text, limit_text = bound or 0.0, t, f"±{(bound or 0.0) * 100:.1f}%", f"{t * 100:g}%"
+        edge = 1.0 + sgn * t  # the limit's ratio
+        near = math.expm1(abs(math.log1p(out.change) - math.log(edge))) if edge > 0 else math.inf
+    else:  # in the figure's unit; relative to the baseline for what would settle it
+        half = (out.change_ci[1] - out.change_ci[0]) / 2.0
+        scale = abs(va) if va else math.inf
+        noise, limit_rel, noise_text, limit_text = half / scale, t / scale, f"±{fmt(half)}", check.text
+        near = abs(sgn * out.change - t) / scale
+    if noise > limit_rel:
+        if check.kind == "relative":
+            why = wider_text(noise, basis, f"{limit_text} limit")
+        else:
+            why = f"noise {noise_text} ({basis}) is wider than the {limit_text} limit"
+        return why + ": it cannot tell a change of that size from none", round(limit_rel, 4)
+    why = (f"the change lies within its noise ({noise_text}) of the {limit_text} limit: it can neither rule "
+           "out nor show a change beyond it")
+    return why, max(round(near, 4), 1e-4)
 
 
 def regress(result: Result, baseline: Result, checks: str | list[RegressCheck] = DEFAULT_CHECKS,
@@ -329,9 +409,9 @@ def regress(result: Result, baseline: Result, checks: str | list[RegressCheck] =
             raise UserError(f"check {check.text!r}: {check.metric} is not measured in both runs at any matched "
                             f"level ({outs[0].message})")
         report.outcomes.extend(outs)
-    report.todo = next((o.noise.todo for o in report.outcomes
-                        if o.status != "skip" and o.noise is not None and o.word == INCONCLUSIVE and o.noise.todo),
-                       None)
+    # what to do, in words, once (each inconclusive check's line says why and its own figures)
+    report.todo = "; ".join(dict.fromkeys(o.advice for o in report.outcomes if o.status == "inconclusive"
+                                          and o.advice)) or None
     report.noise_bases = noise_bases(answered + [o.noise for o in report.outcomes if o.status != "skip"])
     if report.todo and steady_notes:  # the steady reading lost the trials' noise: say why first
         report.todo = "; ".join(steady_notes) + "; " + report.todo

@@ -1,9 +1,10 @@
 """`wattbench regress RESULT --baseline REF --fail-on CHECKS`: a CI gate.
 
 Exit 0 when every check holds, 1 when one fails (or a matched level measured nothing or lacks the
-boundary), 2 on bad input (missing/corrupt files, bad check strings, incomparable runs, a baseline
-that is the run itself). Compare's answer line for each pair first, then every check one line each
-(``ok``, ``pass``, ``FAIL``, ``skip``), then the diagnosis.
+boundary), 6 when none fails but one is inconclusive (its noise cannot tell whether it holds:
+``analysis/regress``), 2 on bad input (missing/corrupt files, bad check strings, incomparable runs,
+a baseline that is the run itself). Compare's answer line for each pair first, then every check one
+line each (``ok``, ``pass``, ``FAIL``, ``inconclusive``, ``skip``), then the diagnosis.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from wattbench.config import RegressOptions
 
 def register(app: typer.Typer) -> None:
     @app.command("regress", help="Gate a run against a baseline: exit 0 all checks hold, 1 a check fails, "
-                                 "2 bad input. Checks: METRIC:+N% (fails when it rises more than N%), "
+                                 "6 a check is inconclusive (its noise cannot tell), 2 bad input. "
+                                 "Checks: METRIC:+N% (fails when it rises more than N%), "
                                  "METRIC:-N% (falls more than N%), or absolute like ttft_p99_ms:+20ms.")
     @handle_errors
     @command_options("regress", RegressOptions)
@@ -40,9 +42,12 @@ def register(app: typer.Typer) -> None:
 
             data = rep.model_dump(mode="json")
             data["passed"] = rep.passed
+            data["verdict"] = rep.verdict
             typer.echo(json.dumps(data, indent=2))
         else:
             from wattbench.report.comparison import render_regress
 
             render_regress(rep)
-        raise typer.Exit(0 if rep.passed else 1)
+        from wattbench.core.errors import EXIT_INCONCLUSIVE
+
+        raise typer.Exit({"pass": 0, "fail": 1, "inconclusive": EXIT_INCONCLUSIVE}[rep.verdict])

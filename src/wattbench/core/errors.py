@@ -7,7 +7,8 @@ Anything else is a bug and keeps its traceback.
 Exit codes (README, "Exit codes"): 0 done; 1 a failed check or an internal error; 2 bad input or
 environment; 3 the run finished but a level, or one trial of a level, completed no measured request
 (that trial has no figure; a level none of whose trials measured is ``invalid``); 4 the target
-stopped answering mid-run (``TargetStopped``); 5 ``--strict`` and a figure not ``valid``; 130
+stopped answering mid-run (``TargetStopped``); 5 ``--strict`` and a figure not ``valid``; 6
+``regress``: no check failed, but one is inconclusive (its noise cannot tell whether it holds); 130
 interrupted.
 """
 
@@ -86,6 +87,7 @@ class Interrupted(WattbenchError):
 EXIT_EMPTY_LEVEL = 3
 EXIT_STRICT = 5  # --strict: a figure of a complete run is not `valid` (run.benchmark.strict_failures)
 EXIT_TARGET_STOPPED = TargetStopped.exit_code
+EXIT_INCONCLUSIVE = 6  # regress: no check failed, one could not be decided (analysis.regress.RegressReport.verdict)
 
 
 def not_a_file_reason(path: str | os.PathLike[str]) -> str:

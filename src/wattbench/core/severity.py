@@ -11,7 +11,9 @@ A check (``wattbench doctor``'s ``doctor.check.Check``, ``wattbench regress``'s
 ``analysis.regress.CheckOutcome``) has an outcome, ``CheckStatus``: ``pass``, ``warn``, ``fail`` or
 ``skip`` (the words its output shows). Its severity (``status_severity``): ``pass`` none (nothing
 was found), ``skip`` ``note`` (it could not be checked: said, never a warning), ``warn`` ``warn``,
-``fail`` ``invalid`` (what it checks does not hold: the exit code says so).
+``fail`` ``invalid`` (what it checks does not hold: the exit code says so). ``regress``'s gate has
+no ``warn`` and one outcome more, ``inconclusive``: the noise cannot tell whether the check holds
+(it says why and what would settle it; exit 6 when no check failed).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ the run's history check use (pure functions; docs/compare.md "Noise").
 - ``inconclusive`` — the noise cannot decide: it is unknown, or it rests on fewer than ``MIN_DF``
   (2) degrees of freedom (t(0.975, 1) = 12.7: one more run lands anywhere), or the ratio's bound
   ``e^w − 1`` is wider than ±``MAX_BOUND`` (25%), or wider than the effect the caller must resolve
-  (``effect``: a regress limit, a tune margin), or a side's figure **drifts** (``FigureNoise.drift``:
+  (``effect``: a margin it must resolve), or a side's figure **drifts** (``FigureNoise.drift``:
   its level moved while it was measured, ``metrics.drift.figure_drift``; read first: no interval
   stands for a repeat of a moving series). The judgement then says why and what to do (more
   trials, longer levels, more runs; for a drift, its recorded cause and what it calls for) — never
@@ -16,7 +16,10 @@ the run's history check use (pure functions; docs/compare.md "Noise").
 
 Every caller — ``compare``, ``regress``, the ``--optimize`` plateau (``plateau``,
 ``measured_plateau``), ``tune``'s margins (``margin``) and the history check (``repeat_check``) —
-takes its word from ``judge``; ``Judgement.text`` names the noise basis.
+takes its word from ``judge``; ``Judgement.text`` names the noise basis. ``regress`` prints the
+same word for the same pair, and gates on the interval against its limit (``analysis/regress``:
+``pass`` only when the interval excludes a change beyond the limit, ``fail`` when it lies wholly
+beyond, else ``inconclusive``, with ``wider_text`` and ``settle_for``'s sentences).
 
 **A figure's noise** is a relative 95% half-width ``h`` of the figure as measured (``FigureNoise``),
 with its degrees of freedom ``df``, from the best basis available, in this order:
@@ -186,6 +189,7 @@ class Judgement:
     basis_text: str = ""  # the noise basis in words
     why: str = ""  # inconclusive: the reason
     todo: str = ""  # inconclusive: what to do (with ``settle_text``'s figures where the noise is known)
+    settle: str = ""  # the part of ``todo`` that is ``settle_text``'s figures (empty where the noise is unknown)
     # inconclusive with a known noise: what each side needs to resolve ``precision`` (``ratio_needs``)
     needs: tuple["Need", ...] = ()
     precision: float | None = None
@@ -201,6 +205,14 @@ class Judgement:
     @property
     def inconclusive(self) -> bool:
         return self.word == INCONCLUSIVE
+
+    @property
+    def advice(self) -> str:
+        """``todo`` without ``settle``'s figures: what to do in words, for a caller that says the
+        figures per line (one per limit) and the advice once (``analysis/regress``)."""
+        if self.settle and self.todo.startswith(self.settle):
+            return self.todo[len(self.settle):].lstrip("; ")
+        return self.todo
 
     def interval(self, digits: int = 2) -> str:
         """``0.38–0.44`` (empty when no interval)."""
@@ -286,10 +298,9 @@ def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = No
     j = _Interval(ratio=r, low=lo, high=hi, bound=bound, df=df, basis="+".join(bases),
                   basis_text="; ".join(details))
     aim = precision if precision is not None else abs(effect) if effect else DEFAULT_PRECISION
-    needs = ratio_needs(a, b, aim, sides)
-    settle = settle_text(bound, needs, aim) if df is not None else ""
+    settle, needs = settle_for(bound, a, b, aim, df, sides)
     todo = f"{settle}; {NARROWER}" if settle else NARROWER
-    more = {"needs": needs, "precision": aim}
+    more = {"needs": needs, "precision": aim, "settle": settle}
     if df is None or df < MIN_DF:
         dft = "unknown degrees of freedom" if df is None else f"{df} degree{'s' if df != 1 else ''} of freedom"
         return Judgement(INCONCLUSIVE, why=f"noise from {dft} ({j['basis_text']}), fewer than {MIN_DF}",
@@ -299,9 +310,8 @@ def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = No
                          f"±{MAX_BOUND * 100:.0f}%", todo=todo, **more, **j)  # type: ignore[arg-type]
     if lo <= 1.0 <= hi:
         if effect is not None and bound > abs(effect):
-            return Judgement(INCONCLUSIVE, why=f"noise ±{bound * 100:.1f}% ({j['basis_text']}) is wider than the "
-                             f"{abs(effect) * 100:g}% it must resolve", todo=todo, **more,  # type: ignore[arg-type]
-                             **j)
+            why = wider_text(bound, j["basis_text"], f"{abs(effect) * 100:g}% it must resolve")
+            return Judgement(INCONCLUSIVE, why=why, todo=todo, **more, **j)  # type: ignore[arg-type]
         return Judgement(WITHIN, **j)
     return Judgement(BEYOND, **j)
 
@@ -559,6 +569,23 @@ def settle_text(bound: float | None, needs: Sequence[Need], precision: float) ->
     if not needs:
         return lead
     return f"{lead}; to resolve ±{precision * 100:g}%: " + ", ".join(n.text() for n in needs)
+
+
+def settle_for(bound: float | None, a: FigureNoise | None, b: FigureNoise | None, precision: float,
+               df: int | None, sides: tuple[str, str] = ("A", "B")) -> tuple[str, tuple[Need, ...]]:
+    """What would settle a judgement of ``b / a`` whose ratio's bound is ``bound`` at ``precision``:
+    ``settle_text``'s sentence (empty when the degrees of freedom are unknown: no count can be
+    said) and each side's ``Need`` (``ratio_needs``). ``judge`` says it for every inconclusive
+    judgement with a known noise; ``analysis/regress`` for a check whose interval reaches past its
+    limit, at the precision that limit asks."""
+    needs = ratio_needs(a, b, precision, sides)
+    return (settle_text(bound, needs, precision) if df is not None else ""), needs
+
+
+def wider_text(bound: float, basis_text: str, what: str) -> str:
+    """Why a noise cannot resolve an effect: ``noise ±18.0% (history of key …) is wider than the 3%
+    limit`` (``what``: ``3% limit``, ``2% it must resolve``)."""
+    return f"noise ±{bound * 100:.1f}% ({basis_text}) is wider than the {what}"
 
 
 @dataclass(frozen=True)

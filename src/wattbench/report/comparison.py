@@ -201,8 +201,8 @@ def render_compare(cmp: Comparison, agreement: Agreement | None = None, results:
 
 def render_regress(rep: RegressReport, console: Console | None = None) -> None:
     """``regress`` on a terminal: compare's answer line for each pair, every check one line (``ok``,
-    ``pass`` within noise, ``FAIL``, ``skip``), each level left out one line, what would decide an
-    inconclusive check once, the tally."""
+    ``pass`` within noise, ``FAIL``, ``inconclusive`` with why and what would settle it, ``skip``),
+    each level left out one line, what to do about the inconclusive checks once, the tally."""
     c = console or Console(highlight=False, soft_wrap=True)
     c.print(escape(f"run = {rep.run_id} · baseline = {rep.baseline_id}"))
     for line in rep.answers:
@@ -214,6 +214,8 @@ def render_regress(rep: RegressReport, console: Console | None = None) -> None:
             c.print(f"[red]FAIL[/red] {escape(o.message)}")
         elif o.status == "skip":
             c.print(f"[dim]skip {escape(o.message)}[/dim]")
+        elif o.status == "inconclusive":
+            c.print(f"[yellow]inconclusive[/yellow] {escape(o.message)}")
         elif o.within_noise:  # a pass inside the noise says so
             c.print(f"[cyan]pass[/cyan] {escape(o.message)}")
         else:
@@ -224,7 +226,14 @@ def render_regress(rep: RegressReport, console: Console | None = None) -> None:
         c.print(f"[dim]{escape('inconclusive: ' + rep.todo)}[/dim]")
     held = sum(1 for o in rep.outcomes if o.status == "pass")
     failed = len(rep.failed) + len(rep.left_out)
-    verdict = "[green]all checks hold[/green]" if rep.passed else f"[red]{failed} failed[/red]"
+    unsure = len(rep.inconclusive)
+    if rep.verdict == "pass":
+        verdict = "[green]all checks hold[/green]"
+    elif rep.verdict == "fail":
+        verdict = f"[red]{failed} failed[/red]" + (f", {unsure} inconclusive" if unsure else "")
+    else:
+        verdict = (f"[yellow]{unsure} inconclusive[/yellow]: none failed, but the noise cannot show "
+                   f"{'it holds' if unsure == 1 else 'they hold'}")
     c.print(escape(f"{rep.run_id} vs baseline {rep.baseline_id} @ {rep.boundary or 'no common boundary'}: "
                    f"{held} held, ") + verdict)
     render_findings(c, rep.findings, rep.incomparable if rep.forced else

@@ -53,7 +53,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("within noise", "Two figures differ by less than the measured run-to-run scatter can tell apart."),
     ("beyond noise", "Two figures differ by more than the scatter allows: a real difference."),
     ("inconclusive", "The scatter is unknown, rests on fewer than two degrees of freedom, or is too wide "
-                     "to decide. The line says why and how many more trials or runs would settle it."),
+                     "to decide; in regress, also a check whose interval reaches past its limit (as when the noise is "
+                     "wider than the limit): neither pass nor fail. The line says why and how many more trials "
+                     "or runs would settle it."),
     ("drift", "A figure that moves steadily across a level's trials (a warming GPU, a filling cache). "
               "A drifting series is inconclusive, never within noise."),
     ("primed", "Before the first level, wattbench sends a priming load it does not measure, so caches "

@@ -1,4 +1,6 @@
-"""regress: check parsing, pass/fail with the size of the miss, the noise rule, refusals."""
+"""regress: check parsing, pass/fail with the size of the miss, the noise rule and its edges
+(pass only when the change's interval excludes a regression beyond the limit, fail only when it lies
+wholly beyond, else inconclusive with why and what would settle it), refusals."""
 
 from __future__ import annotations
 
@@ -8,8 +10,18 @@ import math
 import pytest
 
 from tests.fakes.results_factory import make_level, make_result, trials_block
-from wattbench.analysis.regress import parse_checks, regress
+from wattbench.analysis.regress import RegressCheck, parse_checks, regress
 from wattbench.core.errors import UserError
+from wattbench.metrics.noise import FigureNoise
+
+Z = 1.959963984540054
+
+
+def _history(h: float, df: int = 9):
+    """A history that gives every figure of every run the one-run 95% half-width ``h`` (``df``
+    degrees of freedom): the ratio's interval is then ``R·e^±(√2·h)`` exactly."""
+    noise = FigureNoise(h, "history", df + 1, f"history of key k: {df + 1} runs, {df} df", df, 1, "runs")
+    return lambda result, level, figure: noise
 
 
 def test_parse_checks():
@@ -48,18 +60,27 @@ def _pair(tput_b=1000.0, power_b=600.0, ttft_b=120.0, trials_a=None, trials_b=No
     return a, b
 
 
-def test_all_hold():
+def test_all_hold_with_a_tight_noise():
+    # history ±0.5% a run: w = √2 · 0.005; J/token +2.7% -> worst +3.4% <= 5%, throughput -1% -> worst -1.7%
     a, b = _pair(tput_b=990.0, power_b=610.0)
-    rep = regress(b, a, "j_per_output_token:+5%,output_tokens_per_s:-3%")
-    assert rep.passed
+    rep = regress(b, a, "j_per_output_token:+5%,output_tokens_per_s:-3%", history=_history(0.005))
+    assert rep.passed and rep.verdict == "pass"
     assert [o.status for o in rep.outcomes] == ["pass", "pass"]
     assert rep.outcomes[1].change == pytest.approx(-0.01)
+    w = math.sqrt(2) * 0.005
+    assert rep.outcomes[1].worst == pytest.approx(1.0 - 0.99 * math.exp(-w), rel=1e-9)
+    assert "its 95% interval excludes a change beyond -3%" in rep.outcomes[1].message
+    # without any noise the same pair cannot be passed: inconclusive, and --strict judges the change itself
+    rep = regress(b, a, "j_per_output_token:+5%,output_tokens_per_s:-3%")
+    assert rep.verdict == "inconclusive" and not rep.passed and not rep.failed
+    assert [o.status for o in rep.outcomes] == ["inconclusive", "inconclusive"]
+    assert regress(b, a, "j_per_output_token:+5%,output_tokens_per_s:-3%", strict=True).passed
 
 
 def test_failure_reports_size_of_miss():
-    # J/token = P / tput: 660/950 vs 600/1000 -> +15.79%; throughput -5%
+    # J/token = P / tput: 660/950 vs 600/1000 -> +15.79%; throughput -5% (no noise: --strict judges the change)
     a, b = _pair(tput_b=950.0, power_b=660.0)
-    rep = regress(b, a, "j_per_output_token:+5%,output_tokens_per_s:-3%,ttft_p99_ms:+20ms")
+    rep = regress(b, a, "j_per_output_token:+5%,output_tokens_per_s:-3%,ttft_p99_ms:+20ms", strict=True)
     assert not rep.passed
     f = {o.check.metric: o for o in rep.failed}
     assert set(f) == {"j_per_output_token", "output_tokens_per_s"}
@@ -76,10 +97,11 @@ def test_failure_reports_size_of_miss():
 
 def test_absolute_check():
     a, b = _pair(ttft_b=150.0)
-    rep = regress(b, a, "ttft_p99_ms:+20ms")
+    rep = regress(b, a, "ttft_p99_ms:+20ms", strict=True)
     assert rep.failed[0].miss == pytest.approx(10.0)
     assert "missed by 10" in rep.failed[0].message
-    assert regress(b, a, "ttft_p99_ms:+40ms").passed
+    assert regress(b, a, "ttft_p99_ms:+40ms", strict=True).passed
+    assert regress(b, a, "ttft_p99_ms:+40ms").verdict == "inconclusive"  # noise unknown: no pass
 
 
 def test_noise_rule_relative():
@@ -91,12 +113,16 @@ def test_noise_rule_relative():
     tb = trials_block({"output_tokens_per_s": (950.0, 19.0)})
     a, b = _pair(tput_b=950.0, trials_a=ta, trials_b=tb)
     o = regress(b, a, "output_tokens_per_s:-3%").outcomes[0]
-    assert o.noise_aware and o.status == "pass" and o.noise_basis == "trials+floor"
+    # its nearer end is within the limit (no fail) and its far end beyond it (no pass): inconclusive
+    assert o.noise_aware and o.status == "inconclusive" and o.noise_basis == "trials+floor"
     assert o.bound == pytest.approx(1.0 - 0.95 * math.exp(math.sqrt(2) * 1.959963984540054 * 0.023), rel=1e-9)
+    assert o.worst == pytest.approx(1.0 - 0.95 * math.exp(-math.sqrt(2) * 1.959963984540054 * 0.023), rel=1e-9)
     assert o.bound < 0.03 < -o.change == pytest.approx(0.05)  # nearer zero than the point change
-    # same point change without trials fails
+    assert "noise ±6.6% (" in o.why and "is wider than the 3% limit" in o.why
+    # same point change without trials: the noise is unknown, so is the verdict; --strict fails it
     a2, b2 = _pair(tput_b=950.0)
-    assert regress(b2, a2, "output_tokens_per_s:-3%").outcomes[0].status == "fail"
+    assert regress(b2, a2, "output_tokens_per_s:-3%").outcomes[0].status == "inconclusive"
+    assert regress(b2, a2, "output_tokens_per_s:-3%", strict=True).outcomes[0].status == "fail"
     # a larger drop fails even beyond the CI; the miss is the CI bound's excess over the threshold
     tb3 = trials_block({"output_tokens_per_s": (900.0, 18.0)})
     a3, b3 = _pair(tput_b=900.0, trials_a=ta, trials_b=tb3)
@@ -136,21 +162,113 @@ def test_noise_rule_relative_false_alarms_and_power():
     assert fail_rate(0.90) >= 0.60
 
 
+def test_a_tight_noise_passes_no_change_and_never_fails_it():
+    """The other side of the gate, against the truth: runs whose figure has a 0.5% sd, with a
+    history that knows it (20 df): the ratio's bound is e^(√2 · t(0.975, 20) · 0.5%) − 1 = 1.5%,
+    so a run with no true change passes ``-3%`` unless it reads 1.5% low by chance (about 1% of
+    the time), and never fails; a true 10% drop always fails."""
+    import numpy as np
+
+    from wattbench.metrics.trials import t_ppf
+
+    rng = np.random.default_rng(11)
+    hist = _history(t_ppf(0.975, 20) * 0.005, df=20)
+
+    def status(true_ratio: float) -> str:
+        b, a = (make_result(n, levels=[make_level(0, value=8, output_tokens_per_s=float(t), power_w=600.0)])
+                for n, t in (("cand", 1000.0 * true_ratio * math.exp(rng.normal(0, 0.005))),
+                             ("base", 1000.0 * math.exp(rng.normal(0, 0.005)))))
+        return regress(b, a, "output_tokens_per_s:-3%", history=hist).outcomes[0].status
+
+    same = [status(1.0) for _ in range(300)]
+    assert same.count("fail") == 0 and same.count("pass") / 300 >= 0.95
+    assert all(status(0.90) == "fail" for _ in range(50))
+
+
+@pytest.mark.parametrize("check, cand", [("output_tokens_per_s:-3%", {"output_tokens_per_s": 960.0}),
+                                         ("avg_power_w:+5%", {"power_w": 624.0}),
+                                         ("ttft_p99_ms:+20ms", {"ttft_p99_ms": 150.0})])
+@pytest.mark.parametrize("edge", ["pass", "fail"])
+def test_the_limit_edges_cannot_move_by_1_percent(check, cand, edge):
+    """The change's interval against the limit, at both edges, for a falling, a rising and an
+    absolute check: a limit 1% inside or outside the exact edge flips the verdict. Each side's
+    noise is ±2% (a history); the pairs: throughput 1000 → 960 tok/s, power 600 → 624 W, p99 TTFT
+    120 → 150 ms."""
+    c = parse_checks(check)[0]
+    h = 0.02
+    base = {"output_tokens_per_s": 1000.0, "power_w": 600.0, "ttft_p99_ms": 120.0}
+    a = make_result("base", levels=[make_level(0, value=8, **base)])
+    b = make_result("cand", levels=[make_level(0, value=8, **{**base, **cand})])
+    A, B = {"output_tokens_per_s": (1000.0, 960.0), "avg_power_w": (600.0, 624.0),
+            "ttft_p99_ms": (120.0, 150.0)}[c.metric]
+    if c.kind == "relative":  # the change's interval R·e^±w − 1, read in the bad direction
+        w = math.sqrt(2) * h
+        lo, hi = B / A * math.exp(-w) - 1.0, B / A * math.exp(w) - 1.0
+        near, far = (lo, hi) if c.direction == "+" else (-hi, -lo)
+    else:  # change ± sqrt((h·a)² + (h·b)²)
+        hw = math.sqrt((h * A) ** 2 + (h * B) ** 2)
+        near, far = B - A - hw, B - A + hw
+    assert 0 < near < far  # the whole interval lies in the bad direction: either end can be the limit
+    at = far if edge == "pass" else near
+    outcome = {}
+    for k in (0.99, 1.01):
+        chk = RegressCheck(metric=c.metric, direction=c.direction, kind=c.kind, threshold=at * k, text=check)
+        o = regress(b, a, [chk], history=_history(h)).outcomes[0]
+        assert (o.baseline, o.candidate) == pytest.approx((A, B), rel=1e-9)
+        outcome[k] = o.status
+    if edge == "pass":  # pass needs the interval's far end within the limit
+        assert outcome == {0.99: "inconclusive", 1.01: "pass"}
+    else:  # fail needs its near end beyond the limit
+        assert outcome == {0.99: "fail", 1.01: "inconclusive"}
+
+
+def test_a_noise_wider_than_the_limit_is_inconclusive_never_pass_within_noise():
+    """±18% interval (each side a history of ±e^(ln 1.18 / √2)), the figure unchanged (-1%), limit
+    3%: compare says "within noise", but the gate cannot tell a 3% regression from none. The line
+    names the noise and the limit; what would settle it: the smallest effect the noise resolves
+    (±18.0%) and how many runs of each side would resolve ±3% — counted here from the Student t
+    (scipy), not from the code's own helper."""
+    from scipy.stats import t as student
+
+    h = math.log(1.18) / math.sqrt(2)
+    a, b = _pair(tput_b=990.0)
+    rep = regress(b, a, "output_tokens_per_s:-3%", history=_history(h, df=5))
+    o = rep.outcomes[0]
+    assert o.word == "within noise" and o.noise.bound == pytest.approx(0.18, rel=1e-12)
+    assert "within noise" in rep.answers[0]  # compare's word for the same pair, unchanged
+    assert o.status == "inconclusive" and rep.verdict == "inconclusive" and not rep.failed
+    assert "within noise" not in o.message and "pass" not in o.message
+    assert "noise ±18.0% (history of key k: 6 runs, 5 df) is wider than the 3% limit" in o.why
+    assert "the current noise resolves only effects beyond ±18.0%" in o.settle
+    # one run's spread s = h / t(0.975, 5); m runs a side reach ln(1.03)/√2 when t(0.975, 5 + m − 1)·s/√m does
+    s, aim = h / student.ppf(0.975, 5), math.log(1.03) / math.sqrt(2)
+    m = next(m for m in range(2, 10_000) if student.ppf(0.975, 4 + m) * s / math.sqrt(m) <= aim)
+    more = f"{m - 1} more runs"
+    assert f"to resolve ±3%: {more} of the baseline ({m} in all), {more} of the run ({m} in all)" in o.settle
+    assert o.settle in o.message and o.why in o.message
+    assert rep.todo and "more runs of each configuration" in rep.todo  # the advice in words, once
+    # the same noise and change at a 25% limit: its interval lies within it, a pass
+    assert regress(b, a, "output_tokens_per_s:-25%", history=_history(h, df=5)).outcomes[0].status == "pass"
+
+
 def test_noise_rule_absolute():
     ta = trials_block({"ttft_p99_ms": (120.0, 6.0)})
     tb = trials_block({"ttft_p99_ms": (150.0, 8.0)})
     a, b = _pair(ttft_b=150.0, trials_a=ta, trials_b=tb)
     o = regress(b, a, "ttft_p99_ms:+20ms").outcomes[0]
     assert o.bound == pytest.approx(30 - 10.0)  # sqrt(6²+8²) = 10
-    assert o.status == "pass"
+    assert o.worst == pytest.approx(30 + 10.0)
+    assert o.status == "inconclusive"  # [+20, +40] ms: neither within +20 ms nor wholly beyond it
+    assert "the change lies within its noise (±10.0) of the ttft_p99_ms:+20ms limit" in o.why
     o2 = regress(b, a, "ttft_p99_ms:+15ms").outcomes[0]
     assert o2.status == "fail" and o2.miss == pytest.approx(5.0)
+    assert regress(b, a, "ttft_p99_ms:+40ms").outcomes[0].status == "pass"
 
 
 def test_regress_refuses_workload_change_but_not_engine_upgrade():
     a = make_result("base")
     b = make_result("cand", engine_version="0.12.0", driver="590.10")
-    rep = regress(b, a, "output_tokens_per_s:-3%")
+    rep = regress(b, a, "output_tokens_per_s:-3%", strict=True)
     assert rep.passed
     assert {f.id for f in rep.findings} >= {"engine_changed", "driver_changed"}
     assert [p.field for p in rep.incomparable] == ["engine_version"]
@@ -175,8 +293,8 @@ def test_regress_steady_window():
                                                             tp.input_tokens)}
     b.levels[0].energy_steady = {"accelerator": make_energy("accelerator", 660.0, 50.0, tp.output_tokens,
                                                             tp.input_tokens)}
-    assert regress(b, a, "avg_power_w:+5%").passed
-    rep = regress(b, a, "avg_power_w:+5%", window="steady")
+    assert regress(b, a, "avg_power_w:+5%", strict=True).passed
+    rep = regress(b, a, "avg_power_w:+5%", window="steady", strict=True)
     assert rep.window == "steady" and rep.failed[0].miss == pytest.approx(0.05)
 
 
@@ -190,7 +308,7 @@ def test_carbon_per_million_tokens_is_a_regress_metric_and_a_compare_ratio():
         lv = res.levels[0]
         be = lv.energy["accelerator"]
         be.carbon_g_per_million_output_tokens = carbon_g_per_million_tokens(be.energy_j, lv.throughput.output_tokens, g)
-    rep = regress(b, a, "carbon_g_per_million_output_tokens:+10%,j_per_output_token:+5%")
+    rep = regress(b, a, "carbon_g_per_million_output_tokens:+10%,j_per_output_token:+5%", history=_history(0.01))
     assert [o.status for o in rep.outcomes] == ["fail", "pass"]
     assert rep.outcomes[0].change == pytest.approx(0.5)
     d = decompose(a.levels[0], b.levels[0], "accelerator", "cand")
@@ -204,7 +322,7 @@ def test_a_trials_run_is_judged_by_its_trial_mean():
     ta = trials_block({"output_tokens_per_s": (1000.0, 5.0)})
     tb = trials_block({"output_tokens_per_s": (990.0, 5.0)})
     a, b = _pair(tput_b=950.0, trials_a=ta, trials_b=tb)
-    o = regress(b, a, "output_tokens_per_s:-3%").outcomes[0]
+    o = regress(b, a, "output_tokens_per_s:-3%", strict=True).outcomes[0]
     assert (o.baseline, o.candidate) == pytest.approx((1000.0, 990.0), rel=1e-12) and o.status == "pass"
 
 
