@@ -14,7 +14,8 @@ import pytest
 
 import wattbench.engines.registry as engines
 from wattbench.config import RunConfig, TuneConfig
-from wattbench.engines.base import Engine, LaunchPlan, flag_value
+from wattbench.core.argv import flag_value
+from wattbench.engines.base import Engine, LaunchPlan
 from wattbench.results.rundir import load_result
 from wattbench.results.store import HistoryStore
 from wattbench.tune import tune

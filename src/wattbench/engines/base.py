@@ -34,6 +34,7 @@ from typing import Any, BinaryIO, NoReturn
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import EngineError, TargetError
+from wattbench.core.argv import has_flag
 from wattbench.core.schema import ServerInfo
 from wattbench.core import origin
 from wattbench.engines.presets import default_cache_dir
@@ -145,22 +146,6 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     while out and not out[-1]:
         out.pop()
     return "\n".join(out[-lines:])
-
-
-def flag_value(args: list[str], *names: str) -> str | None:
-    """The last value given for any of ``names`` in an argv list (``--x v`` or ``--x=v``)."""
-    val = None
-    for i, a in enumerate(args):
-        for n in names:
-            if a == n and i + 1 < len(args):
-                val = args[i + 1]
-            elif a.startswith(n + "="):
-                val = a.split("=", 1)[1]
-    return val
-
-
-def has_flag(args: list[str], *names: str) -> bool:
-    return any(a in names or any(a.startswith(n + "=") for n in names) for a in args)
 
 
 HTTP_GET_MAX_BYTES = 32 << 20

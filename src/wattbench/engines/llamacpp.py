@@ -19,11 +19,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from wattbench.core.argv import flag_value, has_flag
 from wattbench.engines.base import (
     Engine,
     LaunchPlan,
-    flag_value,
-    has_flag,
     http_get,
     length_forcing_server_info,
 )

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 import subprocess
 
-from wattbench.engines.base import Engine, LaunchPlan, flag_value, has_flag
+from wattbench.core.argv import flag_value, has_flag
+from wattbench.engines.base import Engine, LaunchPlan
 from wattbench.engines.presets import resolve_model
 from wattbench.core.errors import EngineError
 

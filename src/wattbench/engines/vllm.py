@@ -26,11 +26,10 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from wattbench.core.argv import flag_value, has_flag
 from wattbench.engines.base import (
     Engine,
     LaunchPlan,
-    flag_value,
-    has_flag,
     http_get,
     length_forcing_server_info,
 )

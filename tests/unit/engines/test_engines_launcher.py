@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from wattbench.engines.base import Engine, LaunchPlan, flag_value, has_flag, log_tail, start
+from wattbench.core.argv import flag_value, has_flag
+from wattbench.engines.base import Engine, LaunchPlan, log_tail, start
 from wattbench.core.errors import EngineError
 
 FAKE = Path(__file__).resolve().parents[2] / "fakes" / "engines_fake_engine.py"
