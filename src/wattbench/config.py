@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from wattbench.core.errors import UserError
 from wattbench.core.redact import redact_body, redact_headers, redact_url
+from wattbench.core.schema.recorded_config import Api, EngineName, TrialOrder
 
 from wattbench.core.target import REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
 from wattbench.metrics.noise import AUTO_MIN_TRIALS, DEFAULT_MAX_TRIALS, DEFAULT_PRECISION
@@ -293,7 +294,7 @@ class RunConfig(FlaggedConfig):
     model: Annotated[str | None, Flag(
         "--model", "-m", help="Model name on the server (default: first of /v1/models); with no --target, a preset "
         "name (tiny, llama-1b, llama-8b, qwen-7b) or a local HF model directory.")] = None
-    api: Annotated[Literal["completions", "chat"], Flag("--api", help="completions or chat.")] = "completions"
+    api: Annotated[Api, Flag("--api", help="completions or chat.")] = "completions"
     api_key: Annotated[SecretStr | None, Flag("--api-key", commands=RM, help=API_KEY_HELP, show_default=False)] = (
         Field(default=None, exclude=True))
 
@@ -381,7 +382,7 @@ class RunConfig(FlaggedConfig):
     max_time_s: Annotated[float | None, Flag(  # measuring time (first round's start to the last's end)
         "--max-time", domain=SECONDS, help="--trials auto: no round starts that would end past this many seconds of "
         "measuring.")] = None
-    trial_order: Annotated[Literal["interleaved", "shuffled"], Flag(
+    trial_order: Annotated[TrialOrder, Flag(
         "--trial-order", help="--trials over a ladder: interleaved (level by level, round after round) or shuffled "
         "(a seeded shuffle per round).")] = "interleaved"
     restart_engine: Annotated[bool, Flag(  # restart a launched engine before every trial round
@@ -442,7 +443,7 @@ class RunConfig(FlaggedConfig):
         "loads).")] = None
 
     # engine (when no target)
-    engine: Annotated[Literal["transformers", "vllm", "sglang", "llamacpp"], Flag(
+    engine: Annotated[EngineName, Flag(
         "--engine", commands=RT, help="Engine to start when no --target: transformers, vllm, sglang, llamacpp.",
         help_in={TUNE: "transformers, vllm, sglang or llamacpp (started and restarted by wattbench)."})] = "transformers"
     engine_model: Annotated[str | None, Flag(  # preset name or local path (run: --model with no --target)
@@ -1176,7 +1177,7 @@ class AgreeOptions(FlaggedConfig):
                                         help="Model at A (default: first listed).")] = None
     model_b: Annotated[str | None, Flag("--model-b", commands=EVERY,
                                         help="Model at B (default: first listed).")] = None
-    api: Annotated[Literal["completions", "chat"], Flag("--api", commands=EVERY, help=(
+    api: Annotated[Api, Flag("--api", commands=EVERY, help=(
         "API for 'prompt' rows: completions or chat ('messages' rows always use chat)."))] = "completions"
     api_key: Annotated[SecretStr | None, Flag("--api-key", commands=EVERY, show_default=False, help=(
         "API key for both servers (or env WATTBENCH_API_KEY / OPENAI_API_KEY; per server WATTBENCH_API_KEY_A / _B). "

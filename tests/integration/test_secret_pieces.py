@@ -133,7 +133,7 @@ def test_no_piece_of_a_key_in_any_file_or_output_and_the_query_goes_to_the_targe
     recs = load_requests(run_dir)
     details = [r.error_detail for r in recs if r.error == "http_401"]
     assert details and all("Incorrect API key provided: ***" in d for d in details), details[:2]
-    assert res.config["target"].endswith("/v1?sig=***&api-version=2024-06-01"), res.config["target"]
+    assert res.config.target.endswith("/v1?sig=***&api-version=2024-06-01"), res.config.target
 
     blobs.update(_files(tmp_path))
     assert any(name.endswith("report.html") for name in blobs) and any(".sqlite3" in n for n in blobs)

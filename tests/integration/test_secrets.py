@@ -198,8 +198,8 @@ def test_no_url_credential_in_any_artifact(tmp_path):
 
         res = load_result(runs / "ok")
         host = s.base.removeprefix("http://")
-        assert res.config["target"] == f"http://***@{host}"
-        assert res.config["headers"] == {"X-Gateway-Token": "<redacted>"}  # the name kept, the value not
+        assert res.config.target == f"http://***@{host}"
+        assert res.config.headers == {"X-Gateway-Token": "<redacted>"}  # the name kept, the value not
         assert res.server.base_url == f"{s.base}/v1"
         with HistoryStore(db) as h:
             assert [r.run_id for r in h.list_runs()] == [res.run_id]

@@ -164,8 +164,8 @@ def test_no_secret_in_any_encoding_anywhere(tmp_path):
         kept = [r.output_text for r in recs if r.ok]
         assert kept and all("***" in t for t in kept)
     res = load_result(runs / "url")
-    assert res.config["target"] == f"http://***@{host}/v1?sig=***&api-version=2024-06-01"
-    assert res.config["extra_body"] == {"api_key": "<redacted>"}
+    assert res.config.target == f"http://***@{host}/v1?sig=***&api-version=2024-06-01"
+    assert res.config.extra_body == {"api_key": "<redacted>"}
     summary = json.loads(procs["monitor key"].stdout)
     assert "***" in (summary.get("by_model") or {}).get("models", {}), summary.get("by_model")
     meta = json.loads((tmp_path / "mon-url.jsonl").read_text().splitlines()[0])

@@ -38,7 +38,7 @@ def test_tune_vllm_cpu(tmp_path, monkeypatch):
         assert tr.run_dir and (Path(tr.run_dir) / "result.json").is_file()
         res = load_result(tr.run_dir)
         assert f"{t.tune_id}.trial-{tr.index:03d}" in res.tags
-        assert res.config["engine_args"][-4:] == tr.engine_args
+        assert res.config.engine_args[-4:] == tr.engine_args
         assert tr.engine_start_s is not None and tr.engine_start_s > 1.0
         # the engine start is outside every level's window (levels start after it is ready)
         if tr.status == "done":  # the run's one recommendation (the lowest load within noise of the

@@ -338,11 +338,10 @@ def no_idle_finding(result: Result) -> Finding | None:
     read the constant back. Not a warning — nothing is wrong with a declared meter's figures, they
     are gross by nature — and said once, here (before: a warning, printed as a progress line and
     again in the summary)."""
-    cfg = result.config if isinstance(result.config, dict) else {}
     chans = [c for c in result.sensors if c.kind in ("counter", "power")]
     if result.idle or not chans or not all(c.method == "declared" for c in chans):
         return None
-    if not (cfg.get("idle_s") or 0) > 0:
+    if not (result.config.idle_s or 0) > 0:
         return None
     return rule(FindingKind.NO_IDLE, "note", NO_IDLE_TEXT, ("energy",), summary="no idle baseline (declared meter)")
 

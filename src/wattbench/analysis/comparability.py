@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from wattbench.results.headline import describe_key, level_key
-from wattbench.core.schema import LevelResult, Result
+from wattbench.core.schema import LevelResult, Result, model_precision
 
 Category = Literal["setup", "workload", "measurement"]
 
@@ -42,28 +42,13 @@ class Incomparability(BaseModel):
 
 
 def model_of(r: Result) -> str | None:
-    return r.server.model or r.config.get("model")
-
-
-def _arg_value(args: list[Any], flag: str) -> str | None:
-    for i, a in enumerate(args):
-        a = str(a)
-        if a == flag and i + 1 < len(args):
-            return str(args[i + 1])
-        if a.startswith(flag + "="):
-            return a.split("=", 1)[1]
-    return None
+    return r.server.model or r.config.model
 
 
 def precision_of(r: Result) -> str | None:
-    """dtype and quantization, from the server's effective config or the engine arguments."""
-    eff = r.server.effective_config or {}
-    args = r.config.get("engine_args") or []
-    dtype = eff.get("dtype") or eff.get("torch_dtype") or r.config.get("dtype") or _arg_value(args, "--dtype")
-    quant = eff.get("quantization") or r.config.get("quantization") or _arg_value(args, "--quantization")
-    if dtype is None and quant is None:
-        return None
-    return "/".join(str(x) for x in (dtype, quant) if x)
+    """dtype and quantization (``bfloat16/awq``), each from where the run states it
+    (``core.schema.model_precision``: the one rule); None when it states neither."""
+    return model_precision(r.server.effective_config, r.config).text()
 
 
 def _mean_len(lv: LevelResult, which: str) -> float | None:
@@ -93,14 +78,13 @@ def check_runs(a: Result, b: Result) -> list[Incomparability]:
         _differ("precision", "setup", precision_of(a), precision_of(b), "dtype/precision"),
         _differ("engine", "setup", a.server.engine, b.server.engine, "engine"),
         _differ("engine_version", "setup", a.server.version, b.server.version, "engine version"),
-        _differ("workload", "workload", a.config.get("workload"), b.config.get("workload"), "workload"),
-        _differ("api", "workload", a.config.get("api"), b.config.get("api"), "API"),
-        _differ("input_tokens", "workload", a.config.get("input_tokens"), b.config.get("input_tokens"),
-                "requested input length"),
-        _differ("output_tokens", "workload", a.config.get("output_tokens"), b.config.get("output_tokens"),
+        _differ("workload", "workload", a.config.workload, b.config.workload, "workload"),
+        _differ("api", "workload", a.config.api, b.config.api, "API"),
+        _differ("input_tokens", "workload", a.config.input_tokens, b.config.input_tokens, "requested input length"),
+        _differ("output_tokens", "workload", a.config.output_tokens, b.config.output_tokens,
                 "requested output length"),
     ]
-    slo_a, slo_b = a.config.get("slo"), b.config.get("slo")
+    slo_a, slo_b = a.config.slo, b.config.slo
     if slo_a != slo_b:
         out.append(Incomparability(field="slo", category="workload", baseline=slo_a, candidate=slo_b,
                                    reason=f"SLO differs: {slo_a} vs {slo_b}"))

@@ -387,6 +387,5 @@ def run_slo_text(result: Result) -> str | None:
         text = lv.goodput.slo_text if lv.goodput is not None else None
         if text:
             return text
-    slo = result.config.get("slo") if isinstance(result.config, dict) else None
-    return str(slo) if slo else None
+    return result.config.slo or None
 

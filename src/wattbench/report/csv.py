@@ -246,8 +246,7 @@ def request_rows(runs: Iterable[RunData]) -> list[dict[str, Any]]:
     for run in runs:
         t0 = run.t0_ns
         # the server the request went to: its own base URL when several targets were driven, the run's otherwise
-        configured = run.result.config.get("target") if isinstance(run.result.config, dict) else None
-        run_target = configured if isinstance(configured, str) else None
+        run_target = run.result.config.target
         for r in run.requests:
             lat = per_request_latencies(r)
             rows.append({

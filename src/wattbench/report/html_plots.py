@@ -23,7 +23,7 @@ from wattbench.report import attribution as A
 
 def slo_thresholds(result: Result) -> dict[str, float]:
     """SLO thresholds (ms) by figure name (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``), from a
-    level's ``goodput.slos`` (what ``metrics.slo.goodput`` stores), else ``config["slo"]`` read
+    level's ``goodput.slos`` (what ``metrics.slo.goodput`` stores), else the run's ``config.slo`` read
     with the one ``--slo`` parser. Two SLOs on one figure (``ttft_p50``, ``ttft_p99``): the tighter line."""
     slos: list[SLO] = []
     for lv in result.levels:
@@ -31,9 +31,9 @@ def slo_thresholds(result: Result) -> dict[str, float]:
             slos.append(SLO(d.metric, d.stat, d.threshold_ms))
         if slos:
             break
-    if not slos and isinstance(result.config.get("slo"), str):
+    if not slos and result.config.slo:
         try:
-            slos = parse_slos(result.config["slo"])
+            slos = parse_slos(result.config.slo)
         except UserError:
             slos = []
     out: dict[str, float] = {}

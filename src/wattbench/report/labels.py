@@ -96,5 +96,5 @@ def in_load_order(result: Result) -> Result:
 def cost_currency(result: Result) -> str:
     """The currency a run's costs are in: its ``--currency`` (``config.py``; USD by default), named
     beside every cost a report shows, since ``--price-per-kwh`` is a number in it."""
-    cur = result.config.get("currency") if isinstance(result.config, dict) else None
-    return cur if isinstance(cur, str) and cur.strip() else DEFAULT_CURRENCY
+    cur = result.config.currency
+    return cur if cur and cur.strip() else DEFAULT_CURRENCY

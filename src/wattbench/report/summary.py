@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import JsonValue
+
 from wattbench.report import format as F
 from wattbench.core.numbers import MISSING, fmt, fmt_estimate, fmt_pct, fmt_pct_against, fmt_signed_pct, fmt_uncertain
 from wattbench.core.schema import FindingKind, LevelResult, Result
@@ -41,15 +43,15 @@ __all__ = [
 ENGINE_KEYS = ("engine", "engine_model", "engine_args", "device")
 
 
-def applied_config(result: Result) -> list[tuple[str, Any]]:
+def applied_config(result: Result) -> list[tuple[str, JsonValue]]:
     """The run's configuration as it applied, sorted by key: the engine launch settings only when
     wattbench launched the engine (a ``--target`` run talked to a server it did not start), the
     arrival process only when a level ran open loop (a closed-loop run has no arrivals to shape)."""
-    cfg = result.config if isinstance(result.config, dict) else {}
-    targeted = bool(cfg.get("target") or cfg.get("targets"))
-    open_loop = bool(cfg.get("rate")) or any(lv.load.mode == "rate" for lv in result.levels)
-    out = []
-    for k, v in sorted(cfg.items()):
+    cfg = result.config
+    targeted = bool(cfg.target or cfg.targets)
+    open_loop = bool(cfg.rate) or any(lv.load.mode == "rate" for lv in result.levels)
+    out: list[tuple[str, JsonValue]] = []
+    for k, v in sorted(cfg.recorded().items()):
         if targeted and k in ENGINE_KEYS:
             continue
         if k == "arrival" and not open_loop:
@@ -213,21 +215,13 @@ def unmeasured_levels(result: Result) -> list[str]:
     """The levels a fixed ladder planned that a run stopped early never measured (the target gone,
     an interrupt, a failed write), as short labels in the order planned: ``["c=8"]``. Empty for a
     complete run, and for a search (``--sweep auto``, ``--optimize``), whose plan is decided as it goes."""
-    cfg = result.config if isinstance(result.config, dict) else {}
-    if result.status == "complete" or cfg.get("sweep") or cfg.get("optimize"):
+    cfg = result.config
+    if result.status == "complete" or cfg.sweep or cfg.optimize:
         return []
-    mode = "rate" if cfg.get("rate") else "concurrency"
-    planned = cfg.get(mode) or []
+    mode = "rate" if cfg.rate else "concurrency"
+    planned = [float(v) for v in (cfg.rate or cfg.concurrency)]
     done = {F.level_target_value(lv) for lv in result.levels if lv.load.mode == mode}
-    out = []
-    for v in planned:
-        try:
-            x = float(v)
-        except (TypeError, ValueError):
-            continue
-        if x not in done:
-            out.append(load_label(mode, x))
-    return out
+    return [load_label(mode, x) for x in planned if x not in done]
 
 
 def _stop_reason(result: Result) -> str:

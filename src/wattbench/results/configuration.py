@@ -50,7 +50,7 @@ def _model(result: Result) -> str | None:
     eff = s.effective_config or {}
     if s.launched and eff.get("preset"):
         return str(eff["preset"])
-    m = s.model or result.config.get("model")
+    m = s.model or result.config.model
     if s.launched and m and ("/" in m or os.sep in m):
         return os.path.basename(str(m).rstrip("/"))
     return m
@@ -68,7 +68,7 @@ def _workload(result: Result) -> dict[str, Any]:
     w = result.workload.model_dump(mode="json") if result.workload is not None else {}
     out = {k: v for k, v in sorted(w.items())
            if k not in ("seed", "tokenizer", "prompt_salt") and not (isinstance(v, str) and ("/" in v or os.sep in v))}
-    out["api"] = result.config.get("api", "completions")
+    out["api"] = result.config.api or "completions"
     return out
 
 
@@ -101,7 +101,7 @@ def configuration(result: Result, level: LevelResult) -> dict[str, Any]:
     mode, value = level_key(level)
     load: dict[str, Any] = {"mode": mode, "value": value}
     if mode == "rate":
-        load["arrival"] = level.load.arrival or result.config.get("arrival")
+        load["arrival"] = level.load.arrival or result.config.arrival
         load["max_in_flight"] = level.load.max_in_flight
     return {**run_configuration(result), "load": load, "boundary": headline_boundary(level)}
 

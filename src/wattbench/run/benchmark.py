@@ -30,7 +30,8 @@ from wattbench.metrics.carbon_series import parse_carbon_intensity
 from wattbench.metrics.slo import parse_slos
 from wattbench.results import rundir
 from wattbench.core.ids import new_run_id as _new_run_id
-from wattbench.core.schema import CarbonIntensity, ClockInfo, IdleBaseline, NoiseInfo, PrefillDecode, Result, ServerInfo, Window
+from wattbench.core.schema import (CarbonIntensity, ClockInfo, IdleBaseline, NoiseInfo, PrefillDecode, RecordedConfig,
+                                   Result, ServerInfo, Window)
 from wattbench.report.summary import history_summary
 from wattbench.results.store import HistoryStore
 from wattbench.run import analyses, plan, telemetry
@@ -283,7 +284,7 @@ def start_result(session: RunSession, run_dir: Path, server: ServerInfo, problem
         created_at=_dt.datetime.fromtimestamp(anchor.wall_ns / 1e9, tz=_dt.timezone.utc).isoformat(),
         clock=ClockInfo(anchor_wall_ns=anchor.wall_ns, anchor_mono_ns=anchor.mono_ns,
                         anchor_uncertainty_ns=anchor.uncertainty_ns),
-        config=cfg.public_dict(),
+        config=RecordedConfig.model_validate(cfg.public_dict()),
         environment=collect_environment(gpus),
         server=server,
         sensors=[c.to_dict() for c in (sampler.channels if sampler else [])],

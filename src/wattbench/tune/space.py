@@ -39,6 +39,7 @@ from typing import Any, TypeGuard
 from wattbench.core.redact import clip
 from wattbench.core.errors import UserError
 from wattbench.core.errors import not_a_file_reason
+from wattbench.core.schema.recorded_config import AxisValue  # one value of an axis (or DEFAULT)
 from wattbench.results.jsonfile import loads_bounded, read_bounded
 
 GPU_AXES = ("power-limit", "sm-clocks")
@@ -56,8 +57,6 @@ MAX_VALUE_CHARS = 256
 MAX_SPACE_SCALARS = 4000  # values written in the file (the loader is pure Python: ~1 s for 64 KiB of them)
 MAX_SPACE_DEPTH = 16  # axes: NAME: {when: {A: [..]}} is 4 deep
 DEFAULT = "default"  # the value that leaves an argument out
-# One value of an axis: a number, a switch, a word (an engine's choice) or DEFAULT.
-AxisValue = str | int | float | bool
 
 # Engine arguments worth trying, per engine. Switches name their "off" form where the engine has one.
 BUILTIN_SPACES: dict[str, dict[str, list[AxisValue]]] = {

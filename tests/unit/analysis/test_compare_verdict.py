@@ -177,7 +177,7 @@ def test_at_slo_a_700_w_card_at_95_percent_throughput_reads_exactly_1_90x():
     # A (1400 W): c=32 meets the SLO at 2,000 tok/s, c=64 is faster but misses it; B (700 W): c=48 at 1,900
     a = make_result("big", levels=[lv(0, 32, 2000.0, 1400.0, 300.0), lv(1, 64, 2600.0, 1400.0, 900.0)])
     b = make_result("small", levels=[lv(0, 32, 1500.0, 700.0, 200.0), lv(1, 48, 1900.0, 700.0, 450.0)])
-    a.config["slo"] = b.config["slo"] = "ttft_p99=500ms"
+    a.config.slo = b.config.slo = "ttft_p99=500ms"
     at = compare([a, b], match="index", force=True).at_slo  # c=48 vs c=64 pair by index; the SLO pick is per run
     assert at.slo == "ttft_p99=500ms" and at.levels == ["c=32", "c=48"]
     assert at.ratio[0] == pytest.approx(1.90) and at.throughput_ratio[0] == pytest.approx(0.95)

@@ -89,7 +89,7 @@ def test_the_steady_view_reads_every_window_figure_in_the_steady_window():
 
 def test_a_steady_comparison_decomposes_exactly_and_at_slo_reads_the_steady_goodput():
     a, b = make_result("a", levels=[_level(300.0, 500.0)]), make_result("b", levels=[_level(200.0, 400.0)])
-    a.config["slo"] = b.config["slo"] = SLO
+    a.config.slo = b.config.slo = SLO
     full, steady = compare([a, b]), compare([a, b], window="steady")
     for cmp, power_ratio in ((full, 400.0 / 300.0), (steady, 500.0 / 400.0)):
         d = cmp.levels[0].decompositions[0]

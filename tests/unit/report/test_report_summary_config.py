@@ -4,6 +4,7 @@ HTML showed ``engine transformers`` and ``arrival poisson``, defaults it never u
 from __future__ import annotations
 
 from tests.fakes.results_factory import make_level, make_result
+from wattbench.core.schema import RecordedConfig
 from wattbench.report import summary as S
 from wattbench.report.html import build_html
 from wattbench.results.rundir import write_result
@@ -11,8 +12,9 @@ from wattbench.results.rundir import write_result
 
 def _with_config(levels, **cfg):
     r = make_result("cfg", levels=levels)
-    r.config = {"engine": "transformers", "engine_model": None, "engine_args": [], "device": None,
-                "arrival": "poisson", "rate": [], "concurrency": [8], "num_requests": 32, **cfg}
+    r.config = RecordedConfig.model_validate({
+        "engine": "transformers", "engine_model": None, "engine_args": [], "device": None, "arrival": "poisson",
+        "rate": [], "concurrency": [8], "num_requests": 32, **cfg})
     return r
 
 

@@ -139,3 +139,21 @@ def test_typed_blocks_write_back_as_read(name: str, archive: Path | None) -> Non
     assert all(isinstance(s.kind, str) for s in result.sensors)
     if result.idle:
         assert all(b.power_w is not None for b in result.idle.values())
+
+
+_GOLDEN_RUN = ROOT / "tests" / "fixtures" / "golden" / "run_result.json"
+
+
+@pytest.mark.parametrize("name,archive", [*SOURCES, (str(_GOLDEN_RUN.relative_to(ROOT)), None)],
+                         ids=[s[0] for s in SOURCES] + [str(_GOLDEN_RUN.relative_to(ROOT))])
+def test_recorded_config_writes_back_key_for_key_in_order(name: str, archive: Path | None) -> None:
+    """The run's configuration (``Result.config``, a ``RecordedConfig`` since these files were
+    written) names every key they hold and is written back as the file holds it: the same keys in
+    the same order, the same values of the same JSON types (``1.0`` stays ``1.0``), so a file
+    re-written by today's wattbench keeps its configuration block byte for byte."""
+    raw = _raw(name, archive)
+    result = Result.model_validate(raw)
+    assert result.config.model_extra == {}, name  # every key a wattbench wrote is a named field
+    back = json.loads(result.model_dump_json(indent=2))["config"]
+    assert json.dumps(back) == json.dumps(raw["config"])
+    assert result.config.model == raw["config"].get("model") and result.config.seed == raw["config"].get("seed")

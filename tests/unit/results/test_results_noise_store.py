@@ -28,7 +28,7 @@ def test_the_key_names_machine_engine_model_flags_shape_load_and_boundary():
     a = _run("a", 1000.0)
     assert _key(a) == _key(_run("b", 1200.0))  # another run of it, another figure: the same configuration
     seeded = copy.deepcopy(a)
-    seeded.config["seed"] = 9
+    seeded.config.seed = 9
     assert _key(seeded) == _key(a)  # the seed is not the shape
     for other in (_run("c", 1000.0, value=16), _run("d", 1000.0, gpu_name="NVIDIA H100"),
                   _run("e", 1000.0, engine_version="0.12.0"), _run("f", 1000.0, model="other/model"),

@@ -34,14 +34,16 @@ Version history:
   model does not name is kept (an extra, written back as read); an empty goodput dict reads as none.
   Likewise, same keys as before: ``Result.sensors`` (``SensorChannel``), ``Result.idle``
   (``IdleBaseline``) and ``Result.prefill_decode``'s blocks (``PrefillDecodeFit``,
-  ``CoefficientCheck``).
+  ``CoefficientCheck``); and ``Result.config`` (``RecordedConfig``: the run's settings by name, written
+  back with the keys the file held, in its order; a key it does not name kept as an extra).
 
 The models live in sibling modules along the data's seams — ``records`` (one request),
 ``measures`` (a window's figures: latency, throughput, load, energy, validity), ``kinds`` (the
 one table of finding kinds), ``blocks`` (what a
 level observed beside them: goodput, thermal state, the server's metrics), ``level`` (one
 level and its trials; ``figure_key``: how its trial figures are keyed), ``analyses`` (the run's sweep/optimiser, Pareto, prefill/decode, carbon),
-``run`` (``Result`` and what describes the run), ``noise`` (priming, the history check, engine
+``run`` (``Result`` and what describes the run; ``recorded_config``: its settings as written, and where its precision
+came from), ``noise`` (priming, the history check, engine
 starts: ``Result.noise``), ``measure`` (what ``wattbench measure`` adds), ``upgrade``
 (older files in today's form) — and
 are all importable from here, as ``from wattbench.core.schema import Result``.
@@ -107,6 +109,7 @@ from wattbench.core.schema.measures import (
 )
 from wattbench.core.schema.noise import (AutoTrials, EngineStart, HistoryCheck, NoiseInfo, PairedLevel, PairedRun,
                                         Preconditioning, PrimingPhase)
+from wattbench.core.schema.recorded_config import AxisValue, ModelPrecision, RecordedConfig, model_precision
 from wattbench.core.schema.records import RequestRecord, build_record
 from wattbench.core.schema.run import (
     ClockInfo,
@@ -126,6 +129,7 @@ from wattbench.core.schema.upgrade import upgrade_v1
 
 __all__ = [
     "TargetDownInfo",
+    "AxisValue", "ModelPrecision", "RecordedConfig", "model_precision",
     "CoefficientCheck",
     "IdleBaseline",
     "PrefillDecodeFit",

@@ -13,6 +13,7 @@ from wattbench.core.schema.level import LevelResult
 from wattbench.core.schema.measure import MeasureInfo
 from wattbench.core.schema.measures import Validity, Window
 from wattbench.core.schema.noise import NoiseInfo
+from wattbench.core.schema.recorded_config import AxisValue, RecordedConfig
 from wattbench.core.schema.upgrade import _typed_from_extra, upgrade_v1
 
 
@@ -160,7 +161,7 @@ class TunedFrom(_M):
     tune_id: str
     trial: int
     label: str = ""
-    config: dict[str, Any] = Field(default_factory=dict)  # resolved axis -> value ({} = engine defaults)
+    config: dict[str, AxisValue] = Field(default_factory=dict)  # resolved axis -> value ({} = engine defaults)
 
 
 class SensorChannel(_Sparse):
@@ -210,7 +211,7 @@ class Result(_M):
     status: Literal["running", "complete", "interrupted", "failed"] = "running"
     status_detail: str | None = None
     clock: ClockInfo
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: RecordedConfig = Field(default_factory=RecordedConfig)  # the settings it ran with, as written
     environment: Environment = Field(default_factory=Environment)
     server: ServerInfo = Field(default_factory=ServerInfo)
     sensors: list[SensorChannel] = Field(default_factory=list)  # Channel.to_dict() per channel

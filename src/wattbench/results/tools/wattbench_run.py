@@ -80,7 +80,7 @@ def read(paths: list[Path]) -> ToolRun:
         levels.append(ToolLevelData(
             label=lv.label, mode="rate" if rate else "concurrency", value=float(value if value is not None else 0),
             requests=reqs, figures=_figures(lv), max_in_flight=ld.max_in_flight if rate else None,
-            arrival=(result.config or {}).get("arrival") or "poisson" if rate else "poisson"))
+            arrival=result.config.arrival or "poisson" if rate else "poisson"))
     if not levels:
         raise UserError(f"{WHAT}: {run_dir} holds no measured request")
     return ToolRun(tool=TOOL, levels=levels, tokens_counted_by="the server's usage (as the wrapped run counted)",
