@@ -387,7 +387,7 @@ def test_load_actors_send_a_targets_query_with_every_request_and_scrub_it(cluste
     lv = res.levels[-1]
     assert lv.load.workers == 2 and all(a["records"] > 0 for a in lv.load.actors), lv.load.actors
     assert len([e for e in log if e["method"] == "POST"]) >= 12 + 12 and {e["query"] for e in log} == {QUERY}
-    assert load_result(tmp_path / "run").config["target"].endswith("/v1?api-version=2024-06-01&key=***")
+    assert load_result(tmp_path / "run").config.target.endswith("/v1?api-version=2024-06-01&key=***")
     files = [f for f in tmp_path.rglob("*") if f.is_file()]
     session = Path(ray._private.worker.global_worker.node.get_session_dir_path()) / "logs"
     files += [f for f in session.rglob("*") if f.is_file()]
