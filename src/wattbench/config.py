@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from wattbench.core.errors import UserError
 from wattbench.core.redact import redact_body, redact_headers, redact_url
-from wattbench.core.schema.recorded_config import Api, EngineName, TrialOrder
+from wattbench.core.domains import Api, EngineName, TrialOrder
 
 from wattbench.core.target import REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
 from wattbench.metrics.noise import AUTO_MIN_TRIALS, DEFAULT_MAX_TRIALS, DEFAULT_PRECISION

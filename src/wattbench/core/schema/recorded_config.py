@@ -37,11 +37,8 @@ from pydantic import (
 )
 
 from wattbench.core.argv import flag_value
+from wattbench.core.domains import Api, EngineName, TrialOrder
 
-# the domains ``RunConfig`` gives these settings (config.py reads them from here: one home)
-Api = Literal["completions", "chat"]
-EngineName = Literal["transformers", "vllm", "sglang", "llamacpp"]
-TrialOrder = Literal["interleaved", "shuffled"]
 # One value of a tune axis (``tune/space.py``): a number, a switch, a word (an engine's choice)
 AxisValue = str | int | float | bool
 
