@@ -3,6 +3,8 @@ HTML showed ``engine transformers`` and ``arrival poisson``, defaults it never u
 
 from __future__ import annotations
 
+import math
+
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.core.schema import RecordedConfig
 from wattbench.report import summary as S
@@ -35,3 +37,20 @@ def test_an_open_loop_launched_run_shows_both():
     r = _with_config([make_level(0, mode="rate", value=4.0)], rate=[4.0])
     keys = dict(S.applied_config(r))
     assert keys["engine"] == "transformers" and keys["arrival"] == "poisson"
+
+
+def test_an_inf_rate_level_read_back_counts_as_measured(tmp_path):
+    """An interrupted run's unmeasured levels: the recorded ladder's inf rate reads back as inf, the
+    level that measured it as a rate result.json wrote as null; it is not listed as unmeasured."""
+    from wattbench.results.rundir import load_result
+
+    r = _with_config([make_level(0, mode="rate", value=2.0), make_level(1, mode="rate", value=math.inf)],
+                     rate=[2.0, math.inf], num_requests=10)
+    r.status = "interrupted"
+    assert S.unmeasured_levels(r) == []  # in memory
+    write_result(tmp_path / "r", r)
+    back = load_result(tmp_path / "r")
+    assert back.config.rate == [2.0, math.inf] and back.levels[1].load.target_rate_rps is None
+    assert S.unmeasured_levels(back) == []
+    back.levels = back.levels[:1]  # the inf level not measured: listed
+    assert S.unmeasured_levels(back) == ["r=inf"]
