@@ -54,15 +54,15 @@ def test_tune_finds_the_largest_capacity_at_its_boundary(tmp_path, monkeypatch):
         # each configuration's load search found its capacity (the best level, within one step of the
         # ladder it refined) and recommended a load on its plateau: within noise of the best, not above it
         assert 0.9 * cap <= opt.best_value <= cap, (cap, opt.measured_values, opt.scores)
-        assert tr.figures["load_value"] == opt.recommended_value
+        assert tr.figures.load_value == opt.recommended_value
         assert opt.recommended_value in opt.plateau and opt.recommended_value <= opt.best_value
-    assert t.recommended["config"] == {"max-num-seqs": 24}
+    assert t.recommended.config == {"max-num-seqs": 24}
     # goodput per kW is proportional to the streams served: 24 vs 8 slots -> about 3x
-    assert 2.4 <= 1 + t.recommended["gain_over_defaults_pct"] / 100 <= 3.3, t.recommended
+    assert 2.4 <= 1 + t.recommended.gain_over_defaults_pct / 100 <= 3.3, t.recommended
     for tr in t.trials:
         assert tr.engine_start_s is not None and tr.engine_start_s > 0
         assert (Path(tr.run_dir) / "result.json").is_file()
     with HistoryStore(tmp_path / "history.db") as store:  # every trial registered, under its own tag
         for tr in t.trials:
             assert store.get(f"{t.tune_id}.trial-{tr.index:03d}").run_id == tr.run_id
-    assert "--max-num-seqs 24" in t.recommended["serve_command"]
+    assert "--max-num-seqs 24" in t.recommended.serve_command

@@ -45,15 +45,15 @@ def test_tune_vllm_cpu(tmp_path, monkeypatch):
             # best, where one is), else its best level: what the run's answer line reports
             opt = res.optimize
             chosen = opt.recommended_value if opt.recommended_value is not None else opt.best_value
-            assert tr.figures["load_value"] == chosen
+            assert tr.figures.load_value == chosen
         else:  # every lowest level misses the 5 s SLO only if the engine is broken: say which and why
             assert tr.status == "pruned" and tr.detail, (tr.index, tr.status, tr.detail)
     done = [tr for tr in trials if tr.status == "done"]
     assert done, [(tr.status, tr.detail) for tr in trials]
     best = max(done, key=lambda tr: tr.score)
-    assert t.recommended["trial"] == best.index
-    assert t.recommended["serve_command"].startswith("vllm serve tiny ")
-    assert " ".join(best.engine_args) in t.recommended["serve_command"]
+    assert t.recommended.trial == best.index
+    assert t.recommended.serve_command.startswith("vllm serve tiny ")
+    assert " ".join(best.engine_args) in t.recommended.serve_command
     # resume: nothing left to run
     t2 = tune(cfg.model_copy(update={"resume": str(tmp_path / "tune"), "out": None}))
     assert len(t2.trials) == len(t.trials) and load_tune(tmp_path / "tune").status == "complete"

@@ -49,14 +49,14 @@ def _tuned_result(path: str | Path) -> Result:
     rec = t.recommended
     if not rec:
         raise UserError(f"tune {path} has no recommended configuration (no trial met the SLO); nothing to plan with")
-    tr = t.trials[rec["trial"]]
+    tr = t.trials[rec.trial]
     if not tr.run_dir:
         raise UserError(f"tune {path}: the recommended trial has no run directory")
     run = Path(tr.run_dir)
     if not run.is_absolute() and not run.exists():
         run = Path(path).expanduser() / "trials" / run.name
     res = load_run_or_tune(run)
-    idx = tr.figures.get("level_index")
+    idx = tr.figures.level_index
     chosen = [lv for lv in res.levels if lv.index == idx]
     if not chosen:
         raise UserError(f"tune {path}: level {idx} of the recommended trial is missing from {run}")

@@ -10,13 +10,11 @@ from __future__ import annotations
 import html
 import shlex
 
-from typing import Any
-
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.padding import Padding
 from rich.text import Text
 
-from wattbench.results.tune import TuneResult
+from wattbench.results.tune import ParetoTrial, Recommendation, TuneResult
 
 from wattbench.core.numbers import MISSING, fmt, fmt_pct
 from wattbench.report.labels import load_label
@@ -56,11 +54,10 @@ def rows(t: TuneResult) -> list[list[str]]:
         label = tr.label + (f" (repeat of {tr.repeat_of})" if tr.repeat_of is not None else "")
         if tr.gpu_settings:
             label += " [" + ", ".join(f"{k}={v:g}" for k, v in tr.gpu_settings.items()) + "]"
-        out.append([str(tr.index), label, tr.status, load_label(f.get("load_mode"), f.get("load_value")),
-                    _score(tr.score), _n(f.get("goodput_output_tokens_per_s")),
-                    _n(f.get("output_tokens_per_s_per_kw")), _n(f.get("j_per_output_token"), "precise"),
-                    _n(f.get("ttft_p99_ms")), _n(f.get("tpot_p99_ms")), _n(f.get("avg_power_w")),
-                    str(f.get("verdict") or MISSING)])
+        out.append([str(tr.index), label, tr.status, load_label(f.load_mode, f.load_value),
+                    _score(tr.score), _n(f.goodput_output_tokens_per_s),
+                    _n(f.output_tokens_per_s_per_kw), _n(f.j_per_output_token, "precise"),
+                    _n(f.ttft_p99_ms), _n(f.tpot_p99_ms), _n(f.avg_power_w), str(f.verdict or MISSING)])
     return out
 
 
@@ -119,25 +116,25 @@ class TuneSummary:
             yield Text("")
             yield tab
         yield Text("")
-        if t.pareto and t.pareto.get("frontier"):
-            latency = LATENCY_NAMES.get(t.pareto["latency"], t.pareto["latency"])
+        if t.pareto and t.pareto.frontier:
+            latency = LATENCY_NAMES.get(t.pareto.latency, t.pareto.latency)
             yield Text(f"Pareto front (goodput per kW vs {latency}): trials "
-                       + ", ".join(str(i) for i in t.pareto["frontier"]))
+                       + ", ".join(str(i) for i in t.pareto.frontier))
         rec = t.recommended
         if rec:
-            yield Text(f"recommended: trial {rec['trial']} — {rec['label']}", style="bold")
-            yield Padding(Text(rec["summary"]), (0, 0, 0, 2))
+            yield Text(f"recommended: trial {rec.trial} — {rec.label}", style="bold")
+            yield Padding(Text(rec.summary), (0, 0, 0, 2))
             for line in margin_lines(rec):
                 yield Padding(Text(line), (0, 0, 0, 2))
             yield Text("serve it:")
-            for line in shell_lines(rec["serve_command"], options.max_width):
+            for line in shell_lines(rec.serve_command, options.max_width):
                 yield Text(line, no_wrap=True, overflow="fold")
         else:
             yield Text("no configuration scored (none met the SLO?)", style="bold red")
         precision = precision_line(t)
         if precision:
             yield Text(precision)
-        if t.decision and not t.decision.get("separated"):
+        if t.decision and not t.decision.separated:
             yield Text("note: the best two are within the measurement noise, or it cannot tell them apart yet",
                        style="yellow")
         for w in t.warnings:
@@ -151,21 +148,20 @@ def precision_line(t: TuneResult) -> str | None:
     if not p:
         return None
     parts = []
-    for i, f in (p.get("finalists") or {}).items():
-        r = f.get("reached_pct")
-        n = f.get("measurements")
-        parts.append(f"trial {i} " + (f"±{fmt_pct(r)}" if r is not None else "no interval") + f" ({n} measurements)")
-    return f"precision ±{p.get('asked_pct', 0):g}% asked: {p.get('stopped') or 'not judged'} — " + ", ".join(parts)
+    for i, f in p.finalists.items():
+        r = f.reached_pct
+        parts.append(f"trial {i} " + (f"±{fmt_pct(r)}" if r is not None else "no interval")
+                     + f" ({f.measurements} measurements)")
+    return f"precision ±{p.asked_pct:g}% asked: {p.stopped or 'not judged'} — " + ", ".join(parts)
 
 
-def margin_lines(rec: dict[str, Any]) -> list[str]:
+def margin_lines(rec: Recommendation) -> list[str]:
     """The recommendation's margin over the runner-up and over the engine defaults, each a ratio of
     scores with its noise interval (``tune/run.conclude``)."""
     out = []
-    for key, what in (("margin_over_runner_up", "over the runner-up"), ("margin_over_defaults", "over the defaults")):
-        m = rec.get(key)
+    for m, what in ((rec.margin_over_runner_up, "over the runner-up"), (rec.margin_over_defaults, "over the defaults")):
         if m:
-            out.append(f"{what} (trial {m['trial']}): {m['text']}")
+            out.append(f"{what} (trial {m.trial}): {m.text}")
     return out
 
 
@@ -174,12 +170,12 @@ def tune_summary(t: TuneResult) -> list[TuneSummary]:
     return [TuneSummary(t)]
 
 
-def _svg_scatter(points: list[dict[str, Any]], frontier: list[int], xlabel: str, ylabel: str) -> str:
+def _svg_scatter(points: list[ParetoTrial], frontier: list[int], xlabel: str, ylabel: str) -> str:
     if not points:
         return "<p>no trial scored</p>"
     w, h, pad = 520, 300, 50
-    xs: list[float] = [p["latency"] for p in points]
-    ys: list[float] = [p["efficiency"] for p in points]
+    xs: list[float] = [p.latency for p in points]
+    ys: list[float] = [p.efficiency for p in points]
     x0, x1 = min(xs), max(xs) or 1.0
     y0, y1 = 0.0, max(ys) or 1.0
     if x1 == x0:
@@ -196,14 +192,14 @@ def _svg_scatter(points: list[dict[str, Any]], frontier: list[int], xlabel: str,
              f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#888"/>',
              f'<text x="{w / 2}" y="{h - 10}" text-anchor="middle" font-size="12">{html.escape(xlabel)}</text>',
              f'<text x="12" y="{h / 2}" font-size="12" transform="rotate(-90 12 {h / 2})" text-anchor="middle">{html.escape(ylabel)}</text>']
-    front = sorted((p for p in points if p["trial"] in frontier), key=lambda p: p["latency"])
+    front = sorted((p for p in points if p.trial in frontier), key=lambda p: p.latency)
     if len(front) > 1:
-        pts = " ".join(f"{_xy(X(p['latency']))},{_xy(Y(p['efficiency']))}" for p in front)
+        pts = " ".join(f"{_xy(X(p.latency))},{_xy(Y(p.efficiency))}" for p in front)
         parts.append(f'<polyline points="{pts}" fill="none" stroke="#d62728"/>')
     for p in points:
-        col = "#d62728" if p["trial"] in frontier else "#1f77b4"
-        parts.append(f'<circle cx="{_xy(X(p["latency"]))}" cy="{_xy(Y(p["efficiency"]))}" r="4" fill="{col}">'
-                     f'<title>trial {p["trial"]}: {fmt(p["efficiency"])} / {fmt(p["latency"])}</title></circle>')
+        col = "#d62728" if p.trial in frontier else "#1f77b4"
+        parts.append(f'<circle cx="{_xy(X(p.latency))}" cy="{_xy(Y(p.efficiency))}" r="4" fill="{col}">'
+                     f'<title>trial {p.trial}: {fmt(p.efficiency)} / {fmt(p.latency)}</title></circle>')
     parts.append(f'<text x="{pad}" y="{pad - 8}" font-size="11">max {fmt(y1)}</text>')
     parts.append(f'<text x="{w - pad}" y="{h - pad + 14}" font-size="11" text-anchor="end">{fmt(x1)}</text>')
     parts.append(f'<text x="{pad}" y="{h - pad + 14}" font-size="11">{fmt(x0)}</text>')
@@ -236,17 +232,16 @@ def tune_section(t: TuneResult) -> str:
            f"{len(t.trials)} trials, status {e(t.status)}</p>"]
     rec = t.recommended
     if rec:
-        out.append(f"<p><b>Recommended: trial {rec['trial']} — {e(rec['label'])}</b>: {e(rec['summary'])}</p>"
+        out.append(f"<p><b>Recommended: trial {rec.trial} — {e(rec.label)}</b>: {e(rec.summary)}</p>"
                    + "".join(f"<p>{e(line)}</p>" for line in margin_lines(rec))
-                   + f"<pre>{e(rec['serve_command'])}</pre>")
+                   + f"<pre>{e(rec.serve_command)}</pre>")
     out.append("<table><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr>")
     for r in rows(t):
         out.append("<tr>" + "".join(f"<td>{e(x)}</td>" for x in r) + "</tr>")
     out.append("</table>")
     if t.pareto:
-        out.append(f"<h3>Pareto front: goodput per kW vs {e(t.pareto['latency'])}</h3>")
-        out.append(_svg_scatter(t.pareto.get("points") or [], t.pareto.get("frontier") or [],
-                                t.pareto["latency"], "goodput tok/s per kW"))
+        out.append(f"<h3>Pareto front: goodput per kW vs {e(t.pareto.latency)}</h3>")
+        out.append(_svg_scatter(t.pareto.points, t.pareto.frontier, t.pareto.latency, "goodput tok/s per kW"))
     if t.by_axis:
         out.append(f"<h3>Best {e(t.objective)} by axis value</h3>")
         for name, row in t.by_axis.items():

@@ -29,7 +29,8 @@ from wattbench.core.numbers import fmt_pct_against
 from wattbench.tune import score as sc
 from wattbench.metrics.noise import RatioNoise, auto_stop, level_precision, margin
 from wattbench.metrics.trials import rel_half_width
-from wattbench.results.tune import LOWER_IS_BETTER, OBJECTIVES, TrialRecord, TuneResult, load_tune, write_tune
+from wattbench.results.tune import (LOWER_IS_BETTER, OBJECTIVES, Budget, Decision, FinalistPrecision, Margin,
+                                    PrecisionOutcome, Recommendation, TrialRecord, TuneResult, load_tune, write_tune)
 from wattbench.tune.space import Space, build_space, config_key, describe, engine_args, gpu_settings
 from wattbench.accounting.boundaries import WHOLE_BOUNDARIES
 from wattbench.core.errors import EngineError, Interrupted
@@ -140,11 +141,11 @@ class RunEvaluator:
         elif res.levels:
             trial.status, trial.figures = "done", sc.trial_figures(res.levels[0], boundary, has_slo)
         if fixed_level is None and res.optimize is not None and trial.status == "done":
-            trial.figures["top_of_ladder"] = bool(res.optimize.top_of_ladder)
-            trial.figures["ladder"] = list(res.optimize.candidates or [])
+            trial.figures.top_of_ladder = bool(res.optimize.top_of_ladder)
+            trial.figures.ladder = list(res.optimize.candidates or [])
         else:
             trial.status, trial.detail = "failed", "the repeat measured no level"
-        trial.score = trial.figures.get(objective) if trial.status == "done" else None
+        trial.score = trial.figures.objective(objective) if trial.status == "done" else None
         if trial.status == "done" and trial.score is None:
             trial.status, trial.detail = "failed", f"the chosen level has no {objective} (no power measured?)"
         return trial
@@ -182,7 +183,7 @@ def tune(cfg: TuneConfig, *, evaluate: Evaluate | None = None, progress: Progres
     if cfg.resume:
         d = Path(cfg.resume).expanduser()
         t = load_tune(d)
-        if t.engine != cfg.base.engine or t.space != space.to_dict() or t.objective != cfg.objective:
+        if t.engine != cfg.base.engine or t.space != space.record() or t.objective != cfg.objective:
             raise UserError(f"--resume {d}: that tune searched another engine, space or objective; "
                             "give the same flags or start a new tune")
         t.status = "running"
@@ -193,8 +194,8 @@ def tune(cfg: TuneConfig, *, evaluate: Evaluate | None = None, progress: Progres
         if (d / "tune.json").exists():
             raise UserError(f"--out {d} already holds a tune.json; use --resume {d} to continue it")
         t = TuneResult(tune_id=tune_id, created_at=created, engine=cfg.base.engine, model=cfg.base.engine_model,
-                       objective=cfg.objective, boundary=cfg.boundary, slo=cfg.base.slo, space=space.to_dict(),
-                       strategy=name, budget={"max_trials": cfg.max_trials, "max_minutes": cfg.max_minutes},
+                       objective=cfg.objective, boundary=cfg.boundary, slo=cfg.base.slo, space=space.record(),
+                       strategy=name, budget=Budget(max_trials=cfg.max_trials, max_minutes=cfg.max_minutes),
                        config=cfg.model_dump(mode="json", exclude={"resume"}))
     t.directory = str(d)
     strat = st.make(name, space, cfg.seed, cfg.objective)
@@ -288,7 +289,7 @@ def _search(cfg: TuneConfig, t: TuneResult, d: Path, strat: st.Strategy, evaluat
 
 
 def finalist_precision(t: TuneResult, target: float, max_rounds: int, elapsed_s: float,
-                       max_time_s: float | None, round_s: float | None) -> tuple[str | None, dict[str, Any]]:
+                       max_time_s: float | None, round_s: float | None) -> tuple[str | None, PrecisionOutcome]:
     """``--precision``: ``run --trials auto``'s stop rule (``metrics.noise.auto_stop``) over the
     best two configurations, each one's measurements (its first and its repeats) read as a level's
     trials: the relative 95% half-width of their mean against ``target``. Returns why to stop (None:
@@ -296,21 +297,23 @@ def finalist_precision(t: TuneResult, target: float, max_rounds: int, elapsed_s:
     ranked = sc.ranking(t)[:2]
     precs, out = [], {}
     for i, stats in ranked:
-        mean, lo, hi, n = stats["mean"], stats["low"], stats["high"], int(stats["n"] or 0)
-        rel = rel_half_width(mean, lo, hi)  # the log half-width, as every noise rule reads an interval
-        p = level_precision(n, rel, target)
+        rel = rel_half_width(stats.mean, stats.low, stats.high)  # the log half-width, as every noise rule reads an interval
+        p = level_precision(stats.n, rel, target)
         precs.append(p)
-        out[str(i)] = {"measurements": n, "reached_pct": None if rel is None else rel * 100.0, "met": p.met,
-                       "more_measurements": p.more}
+        out[str(i)] = FinalistPrecision(measurements=stats.n, reached_pct=None if rel is None else rel * 100.0,
+                                        met=p.met, more_measurements=p.more)
     rounds = min((p.trials for p in precs), default=0)
     why = auto_stop(precs, rounds, max_trials=max_rounds, elapsed_s=elapsed_s, max_time_s=max_time_s,
                     round_s=round_s)
-    return why, {"asked_pct": target * 100.0, "stopped": why, "finalists": out}
+    return why, PrecisionOutcome(asked_pct=target * 100.0, stopped=why, finalists=out)
 
 
 def _chosen_load(tr: TrialRecord) -> tuple[str, float]:
     """The (load mode, value) a done trial chose (its figures name it): a repeat measures it again."""
-    return str(tr.figures.get("load_mode")), float(tr.figures["load_value"])
+    value = tr.figures.load_value
+    if value is None:
+        raise ValueError(f"trial {tr.index} has no chosen load to repeat")  # a done trial always names it
+    return str(tr.figures.load_mode), float(value)
 
 
 def _repeats(cfg: TuneConfig, t: TuneResult, d: Path, evaluate: Evaluate, gpu: GpuSettings | None,
@@ -350,8 +353,8 @@ def _repeats_to_precision(cfg: TuneConfig, precision_pct: float, t: TuneResult, 
             if why != "reached":
                 t.warnings.append(f"the best two configurations are not known within ±{cfg.precision_pct:g}% "
                                   f"({why}): " + ", ".join(
-                                      f"trial {i} ±{fmt_pct_against(f['reached_pct'], cfg.precision_pct)}" if f["reached_pct"] is not None
-                                      else f"trial {i} one measurement" for i, f in kept["finalists"].items()))
+                                      f"trial {i} ±{fmt_pct_against(f.reached_pct, cfg.precision_pct)}" if f.reached_pct is not None
+                                      else f"trial {i} one measurement" for i, f in kept.finalists.items()))
             return
         r0 = time.monotonic()
         for i, _ in sc.ranking(t)[:2]:
@@ -396,43 +399,39 @@ def conclude(t: TuneResult, cfg: TuneConfig | None = None) -> None:
     i, stats = ranked[0]
     win = t.trials[i]
     base_stats = dict(ranked).get(base.index) if base else None
-    gain = sc.gain_pct(stats["mean"], base_stats["mean"] if base_stats else None, t.objective)
-    model = t.model
-    t.recommended = {
-        "trial": i, "label": win.label, "config": win.config, "engine_args": win.engine_args,
-        "gpu_settings": gpu_settings(win.config), "score": stats["mean"], "score_ci": stats, "figures": win.figures,
-        "gain_over_defaults_pct": gain,
-        "baseline_score": base_stats["mean"] if base_stats else None,
-        "serve_command": serve_command(t.engine, model, win.engine_args, gpu_settings(win.config)),
-        "summary": _summary(t, gain, base_stats is not None),
-    }
+    gain = sc.gain_pct(stats.mean, base_stats.mean if base_stats else None, t.objective)
+    rec = t.recommended = Recommendation(
+        trial=i, label=win.label, config=win.config, engine_args=win.engine_args,
+        gpu_settings=gpu_settings(win.config), score=stats.mean, score_ci=stats, figures=win.figures,
+        gain_over_defaults_pct=gain, baseline_score=base_stats.mean if base_stats else None,
+        serve_command=serve_command(t.engine, t.model, win.engine_args, gpu_settings(win.config)),
+        summary=_summary(t, gain, base_stats is not None),
+    )
     pl, basis = sc.plateau(t)
     hib = t.objective not in LOWER_IS_BETTER
     if len(ranked) >= 2:
         (ia, a), (ib, b) = ranked[0], ranked[1]
-        t.decision = {"best": ia, "runner_up": ib, "best_score": a, "runner_up_score": b,
-                      "separated": not sc.needs_repeat(a, b, t.objective, cfg.noise_pct if cfg else 5.0, pl, ia, ib),
-                      "plateau": [int(v) for v in pl.values] if pl else [], "noise_basis": basis}
+        t.decision = Decision(best=ia, runner_up=ib, best_score=a, runner_up_score=b,
+                              separated=not sc.needs_repeat(a, b, t.objective, cfg.noise_pct if cfg else 5.0, pl, ia, ib),
+                              plateau=[int(v) for v in pl.values] if pl else [], noise_basis=basis)
         m = margin(pl, float(ia), float(ib), higher_is_better=hib) if pl else None
-        t.recommended["margin_over_runner_up"] = _margin_dict(m, ib)
+        rec.margin_over_runner_up = _margin(m, ib)
     if base is not None and base.index != i and pl is not None:
-        t.recommended["margin_over_defaults"] = _margin_dict(margin(pl, float(i), float(base.index),
-                                                                   higher_is_better=hib), base.index)
-    top = win.figures.get("top_of_ladder")
-    if top:
-        msg = (f"the recommended configuration's chosen load ({win.figures.get('load_mode')} "
-               f"{win.figures.get('load_value'):g}) is the top of the ladder it searched: a higher "
+        rec.margin_over_defaults = _margin(margin(pl, float(i), float(base.index), higher_is_better=hib), base.index)
+    if win.figures.top_of_ladder:
+        msg = (f"the recommended configuration's chosen load ({win.figures.load_mode} "
+               f"{win.figures.load_value:g}) is the top of the ladder it searched: a higher "
                "load may be better (widen --concurrency / --max-concurrency)")
         if msg not in t.warnings:
             t.warnings.append(msg)
 
 
-def _margin_dict(m: RatioNoise | None, other: int) -> dict[str, Any] | None:
+def _margin(m: RatioNoise | None, other: int) -> Margin | None:
     """A ratio of scores with its noise interval, as ``tune.json`` keeps it."""
     if m is None:
         return None
-    return {"trial": other, "ratio": m.ratio, "low": m.low, "high": m.high, "within_noise": m.within,
-            "basis": m.basis, "text": m.text()}
+    return Margin(trial=other, ratio=m.ratio, low=m.low, high=m.high, within_noise=m.within, basis=m.basis,
+                  text=m.text())
 
 
 def _summary(t: TuneResult, gain: float | None, has_base: bool) -> str:

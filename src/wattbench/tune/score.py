@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any, TypedDict
-
 from wattbench.core.schema import LevelResult, Result
-from wattbench.results.tune import LOWER_IS_BETTER, TrialRecord, TrialStatus, TuneResult
+from wattbench.results.tune import (LOWER_IS_BETTER, ParetoTrial, ScoreInterval, TrialFigures, TrialPareto,
+                                    TrialRecord, TrialStatus, TuneResult)
 from wattbench.analysis.figures import ranked_figures
 from wattbench.analysis.pareto import pareto_frontier
 from wattbench.metrics.drift import figure_drift
@@ -43,30 +42,29 @@ from wattbench.metrics.trials import trial_interval
 OBJECTIVE_DRIFT = ("goodput_per_kw", "output_tokens_per_s_per_kw", "goodput_rps", "j_per_output_token")
 
 
-def trial_figures(level: LevelResult, boundary: str | None, has_slo: bool) -> dict[str, Any]:
+def trial_figures(level: LevelResult, boundary: str | None, has_slo: bool) -> TrialFigures:
     """The figures a tune table shows for one level: ``analysis.figures.ranked_figures``, the rule
     ``--optimize`` ranks levels by (the trials' mean under ``--trials``, goodput per kW without an
     SLO = output tokens/s per kW)."""
     h = ranked_figures(level, boundary, has_slo)
     ld = level.load
-    return {
-        "boundary": h.boundary,
-        "load_mode": ld.mode,
-        "load_value": ld.target_concurrency if ld.mode == "concurrency" else ld.target_rate_rps,
-        "level_index": level.index,
-        **{k: h[k] for k in ("goodput_per_kw", "goodput_output_tokens_per_s", "output_tokens_per_s",
-                             "output_tokens_per_s_per_kw", "j_per_output_token", "avg_power_w", "ttft_p99_ms",
-                             "tpot_p99_ms")},
-        "verdict": level.validity.verdict,
-        "window_s": level.window.duration_s if level.window else None,
-        # each objective's drift over the level's trials (metrics/drift.figure_drift): [words, what to
-        # do]; a drifting configuration is never placed on the plateau (metrics/noise.judge)
-        "drift": {name: list(d) for name in OBJECTIVE_DRIFT
-                  if (d := figure_drift(level.stationarity, name, h.boundary)) is not None},
-    }
+    return TrialFigures(
+        boundary=h.boundary, load_mode=ld.mode,
+        load_value=ld.target_concurrency if ld.mode == "concurrency" else ld.target_rate_rps,
+        level_index=level.index, goodput_per_kw=h.goodput_per_kw,
+        goodput_output_tokens_per_s=h.goodput_output_tokens_per_s, output_tokens_per_s=h.output_tokens_per_s,
+        output_tokens_per_s_per_kw=h.output_tokens_per_s_per_kw, j_per_output_token=h.j_per_output_token,
+        avg_power_w=h.avg_power_w, ttft_p99_ms=h.ttft_p99_ms, tpot_p99_ms=h.tpot_p99_ms,
+        verdict=level.validity.verdict, window_s=level.window.duration_s if level.window else None,
+        # each objective's drift over the level's trials (metrics/drift.figure_drift): (words, what to
+        # do); a drifting configuration is never placed on the plateau (metrics/noise.judge)
+        drift={name: d for name in OBJECTIVE_DRIFT
+               if (d := figure_drift(level.stationarity, name, h.boundary)) is not None},
+    )
 
 
-def result_figures(result: Result, boundary: str | None, has_slo: bool) -> tuple[TrialStatus, dict[str, Any], str | None]:
+def result_figures(result: Result, boundary: str | None, has_slo: bool
+                   ) -> tuple[TrialStatus, TrialFigures, str | None]:
     """(status, figures, detail) of a trial run made with ``--optimize``."""
     opt = result.optimize
     measured = list(opt.measured_values) if opt is not None else []
@@ -76,11 +74,11 @@ def result_figures(result: Result, boundary: str | None, has_slo: bool) -> tuple
     n = len(result.levels)
     if best is None:
         if n == 1 and measured:
-            return "pruned", {}, "the lowest load level already misses the SLO"
-        return "misses_slo", {}, (opt.reason if opt is not None else None) or "no level met the SLO"
+            return "pruned", TrialFigures(), "the lowest load level already misses the SLO"
+        return "misses_slo", TrialFigures(), (opt.reason if opt is not None else None) or "no level met the SLO"
     i = measured.index(best) if best in measured else None
     if i is None or i >= n:
-        return "failed", {}, "the chosen level is not in the run"
+        return "failed", TrialFigures(), "the chosen level is not in the run"
     return "done", trial_figures(result.levels[i], boundary, has_slo), None
 
 
@@ -112,32 +110,22 @@ def config_scores(t: TuneResult) -> dict[int, list[float]]:
     return out
 
 
-class MeanScore(TypedDict):
-    """A configuration's mean score and its 95% interval (``mean_ci``; ``tune.json`` keeps it as
-    ``score_ci``): ``low``/``high`` None with one score."""
-
-    mean: float
-    low: float | None
-    high: float | None
-    n: int
-
-
-def mean_ci(values: list[float]) -> MeanScore:
+def mean_ci(values: list[float]) -> ScoreInterval:
     """The mean of a configuration's scores and their 95% interval (``metrics.trials.trial_interval``:
     on the log scale for positive scores, so it never crosses zero)."""
     c = trial_interval(values)
     mean = c["mean"]
     if mean is None:  # config_scores lists measured scores only: one at least
         raise ValueError(f"no finite score among {values!r}")
-    return {"mean": mean, "low": c["ci95_low"], "high": c["ci95_high"], "n": c["n"]}
+    return ScoreInterval(mean=mean, low=c["ci95_low"], high=c["ci95_high"], n=c["n"])
 
 
-def ranking(t: TuneResult) -> list[tuple[int, MeanScore]]:
+def ranking(t: TuneResult) -> list[tuple[int, ScoreInterval]]:
     """Original trials ranked best first by their mean score."""
     scores = config_scores(t)
     ranked = [(i, mean_ci(v)) for i, v in scores.items()]
     sign = 1.0 if t.objective in LOWER_IS_BETTER else -1.0
-    ranked.sort(key=lambda x: (sign * x[1]["mean"], x[0]))
+    ranked.sort(key=lambda x: (sign * x[1].mean, x[0]))
     return ranked
 
 
@@ -151,13 +139,12 @@ def plateau(t: TuneResult) -> tuple[Plateau | None, str]:
         if tr.score is None or tr.status != "done":
             continue
         i = tr.repeat_of if tr.repeat_of is not None else tr.index
-        drift = (tr.figures.get("drift") or {}).get(t.objective)
-        ms.append((float(i), float(tr.score), tr.figures.get("window_s"),
-                   with_drift(None, (drift[0], drift[1]) if drift else None)))
+        drift = tr.figures.drift.get(t.objective)
+        ms.append((float(i), float(tr.score), tr.figures.window_s, with_drift(None, drift)))
     return measured_plateau(ms, higher_is_better=t.objective not in LOWER_IS_BETTER, prefer="best")
 
 
-def needs_repeat(a: MeanScore, b: MeanScore, objective: str, noise_pct: float, pl: Plateau | None = None,
+def needs_repeat(a: ScoreInterval, b: ScoreInterval, objective: str, noise_pct: float, pl: Plateau | None = None,
                  ia: int | None = None,
                  ib: int | None = None) -> bool:
     """Whether the best (``a``) and runner-up (``b``) are within the noise: the runner-up on the
@@ -166,8 +153,8 @@ def needs_repeat(a: MeanScore, b: MeanScore, objective: str, noise_pct: float, p
     if pl is not None and ia is not None and ib is not None:
         if float(ib) in pl.values or float(ib) in pl.inconclusive:  # inconclusive: more data decides
             return True
-    gap = abs(a["mean"] - b["mean"]) / max(abs(a["mean"]), abs(b["mean"]), 1e-12)
-    return a["n"] < 2 and b["n"] < 2 and gap * 100.0 < noise_pct
+    gap = abs(a.mean - b.mean) / max(abs(a.mean), abs(b.mean), 1e-12)
+    return a.n < 2 and b.n < 2 and gap * 100.0 < noise_pct
 
 
 def by_axis(t: TuneResult) -> dict[str, dict[str, float | None]]:
@@ -176,7 +163,7 @@ def by_axis(t: TuneResult) -> dict[str, dict[str, float | None]]:
     best: dict[str, dict[str, float | None]] = {}
     ranked = dict(ranking(t))
     trials = {tr.index: tr for tr in t.trials if tr.repeat_of is None}
-    for name in (t.space.get("axes") or {}):
+    for name in t.space.axes:
         row: dict[str, float | None] = {}
         for i, stats in ranked.items():
             tr = trials.get(i)
@@ -184,19 +171,19 @@ def by_axis(t: TuneResult) -> dict[str, dict[str, float | None]]:
                 continue
             key = str(tr.config.get(name, "default"))
             cur = row.get(key)
-            if cur is None or better(stats["mean"], cur, t.objective):
-                row[key] = stats["mean"]
+            if cur is None or better(stats.mean, cur, t.objective):
+                row[key] = stats.mean
         best[name] = row
     return best
 
 
-def pareto(trials: Iterable[TrialRecord], latency: str = "tpot_p99_ms") -> dict[str, Any]:
+def pareto(trials: Iterable[TrialRecord], latency: str = "tpot_p99_ms") -> TrialPareto:
     """Goodput per kW (higher) vs a p99 latency (lower) over the trials' chosen levels."""
-    pts = [(str(tr.index), tr.figures.get("goodput_per_kw"), tr.figures.get(latency))
+    pts = [(str(tr.index), tr.figures.goodput_per_kw, tr.figures.latency(latency))
            for tr in trials if tr.status == "done" and tr.repeat_of is None]
     front = pareto_frontier(pts)
     on = {p.label for p in front}
-    return {"efficiency": "goodput_per_kw", "latency": latency,
-            "points": [{"trial": int(lab), "efficiency": e, "latency": lat, "on_frontier": lab in on}
-                       for lab, e, lat in pts if e is not None and lat is not None and math.isfinite(e)],
-            "frontier": [int(p.label) for p in front]}
+    return TrialPareto(efficiency="goodput_per_kw", latency=latency,
+                       points=[ParetoTrial(trial=int(lab), efficiency=e, latency=lat, on_frontier=lab in on)
+                               for lab, e, lat in pts if e is not None and lat is not None and math.isfinite(e)],
+                       frontier=[int(p.label) for p in front])

@@ -41,6 +41,7 @@ from wattbench.core.errors import UserError
 from wattbench.core.errors import not_a_file_reason
 from wattbench.core.schema.recorded_config import AxisValue  # one value of an axis (or DEFAULT)
 from wattbench.results.jsonfile import loads_bounded, read_bounded
+from wattbench.results.tune import AxisValue, SpaceRecord
 
 GPU_AXES = ("power-limit", "sm-clocks")
 
@@ -117,6 +118,10 @@ class Space:
 
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "axes": {a.name: a.to_dict() for a in self.axes}}
+
+    def record(self) -> SpaceRecord:
+        """The space as ``tune.json`` keeps it (``TuneResult.space``)."""
+        return SpaceRecord.model_validate(self.to_dict())
 
     def active(self, axis: Axis, config: Mapping[str, Any]) -> bool:
         return all(config.get(k) in vs for k, vs in axis.when.items())

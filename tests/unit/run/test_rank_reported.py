@@ -72,8 +72,8 @@ def test_the_level_figures_of_a_search_and_of_tune_are_the_trials_means():
     noise = plan.search_figures(lv).objective_noise["output_tokens_per_s_per_kw"]
     assert noise.basis == "trials" and noise.rel_half_width == pytest.approx(0.01, rel=1e-9)
     t = score.trial_figures(lv, None, has_slo=False)
-    assert t["output_tokens_per_s_per_kw"] == pytest.approx(1200.0, rel=1e-9)
-    assert t["goodput_per_kw"] == pytest.approx(1200.0, rel=1e-9)
+    assert t.output_tokens_per_s_per_kw == pytest.approx(1200.0, rel=1e-9)
+    assert t.goodput_per_kw == pytest.approx(1200.0, rel=1e-9)
 
 
 def test_with_an_slo_the_answer_line_names_the_level_the_search_recommends():
@@ -96,7 +96,7 @@ def test_with_an_slo_the_answer_line_names_the_level_the_search_recommends():
     assert any(ln.startswith("optimize: recommends c=16") for ln in lines), lines
     assert S.headline(result).level.load.target_concurrency == 16  # what the HTML's big figure shows
     tr = score.result_figures(result, None, has_slo=True)
-    assert tr[0] == "done" and tr[1]["load_value"] == 16  # tune scores the configuration at its answer
+    assert tr[0] == "done" and tr[1].load_value == 16  # tune scores the configuration at its answer
 
 
 def test_an_inconclusive_noise_is_never_a_plateau_the_best_is_recommended_and_it_says_so():

@@ -32,7 +32,7 @@ def test_level_figures_record_each_objectives_drift():
         figure="output_tokens_per_s_per_kw", boundary="accelerator", change_pct=-9.0, trials_change_pct=-9.0,
         moves=True, drifting=True)])
     f = trial_figures(lv, "accelerator", False)
-    assert f["drift"]["output_tokens_per_s_per_kw"] == ["drifts -9.0% over its 3 trials (c)", "t"]
-    assert set(f["drift"]) == {"goodput_per_kw", "output_tokens_per_s_per_kw", "j_per_output_token"}
+    assert f.drift["output_tokens_per_s_per_kw"] == ("drifts -9.0% over its 3 trials (c)", "t")
+    assert set(f.drift) == {"goodput_per_kw", "output_tokens_per_s_per_kw", "j_per_output_token"}
     lv.stationarity = None
-    assert trial_figures(lv, "accelerator", False)["drift"] == {}
+    assert trial_figures(lv, "accelerator", False).drift == {}

@@ -18,6 +18,7 @@ from wattbench.tune.events import GpuRestored
 from tests.fakes.fake_nvml import FakeGPU, FakeNvml
 from wattbench.config import RunConfig, TuneConfig
 from wattbench.core.errors import UserError
+from wattbench.results.tune import TrialFigures
 from wattbench.tune import tune
 from wattbench.tune.gpu import GpuSettings, restore_pending
 
@@ -41,7 +42,7 @@ class Recorder:
         if self.fail_on is not None and trial.config.get("power-limit") == self.fail_on:
             raise RuntimeError("engine crashed")
         trial.status, trial.score = "done", 1000.0 + (trial.config.get("power-limit") or 0)
-        trial.figures = {"goodput_per_kw": trial.score, "load_mode": "concurrency", "load_value": 8}
+        trial.figures = TrialFigures(goodput_per_kw=trial.score, load_mode="concurrency", load_value=8)
         return trial
 
 
@@ -62,7 +63,7 @@ def test_settings_applied_per_trial_and_restored_after_each(tmp_path):
     assert all(g.management_mw == 700_000 and g.locked_clocks is None for g in nv.gpus)
     assert not (tmp_path / "state.json").exists()
     assert nv.calls.count("nvmlDeviceResetGpuLockedClocks") == 2 * 2  # after each trial, both GPUs
-    assert t.recommended["serve_command"].startswith("sudo nvidia-smi -pl 550 && sudo nvidia-smi -lgc 1200,1200 && vllm serve")
+    assert t.recommended.serve_command.startswith("sudo nvidia-smi -pl 550 && sudo nvidia-smi -lgc 1200,1200 && vllm serve")
 
 
 def test_restored_on_exception(tmp_path):

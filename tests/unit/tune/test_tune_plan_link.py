@@ -68,4 +68,4 @@ def test_tune_and_plan_default_to_the_same_boundary():
         for b, lab in labels.items():
             lv.energy[b].label = lab
         res = make_result("r", levels=[lv])
-        assert trial_figures(lv, None, has_slo=False)["boundary"] == planning_boundary(res) == want
+        assert trial_figures(lv, None, has_slo=False).boundary == planning_boundary(res) == want

@@ -26,7 +26,7 @@ def test_rows_and_html():
     r = rows(t)
     assert r[1][1] == "{'max-num-seqs': 64} [power_limit_w=400]" and r[1][3] == "c=16" and r[1][4] == "1,300"
     assert r[2][2] == "pruned" and r[2][4] == MISSING
-    assert abs(t.recommended["gain_over_defaults_pct"] - 30.0) < 1e-9
+    assert abs(t.recommended.gain_over_defaults_pct - 30.0) < 1e-9
     page = tune_html(t)
     assert "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page and "&lt;m&gt;" in page
     assert "+30% goodput per kW vs the engine defaults" in page
@@ -36,7 +36,7 @@ def test_rows_and_html():
 def test_small_gain_keeps_a_decimal():
     """A gain of +0.5% reads +0.5%, not +1% (the H200 validation's winner was +0.50%)."""
     t = _t()
-    t.trials[1].score = t.trials[1].figures["goodput_per_kw"] = 1005.0
+    t.trials[1].score = t.trials[1].figures.goodput_per_kw = 1005.0
     conclude(t)
-    assert abs(t.recommended["gain_over_defaults_pct"] - 0.5) < 1e-9
-    assert t.recommended["summary"].startswith("+0.5% goodput per kW vs the engine defaults")
+    assert abs(t.recommended.gain_over_defaults_pct - 0.5) < 1e-9
+    assert t.recommended.summary.startswith("+0.5% goodput per kW vs the engine defaults")

@@ -10,6 +10,7 @@ import pytest
 
 from wattbench.config import RunConfig, TuneConfig
 from wattbench.core.errors import UserError
+from wattbench.results.tune import TrialFigures
 from wattbench.tune import load_tune, tune
 from wattbench.tune.space import build_space, engine_args, load_space_file, parse_axis
 
@@ -40,9 +41,9 @@ class ScriptedEngine:
         k = sum(1 for c, _ in self.calls if c == trial.config) - 1
         v *= 1.0 + self.noise.get(json.dumps(trial.config, sort_keys=True), [0.0] * 10)[k]
         trial.status = "done"
-        trial.figures = {"goodput_per_kw": v, "tpot_p99_ms": 10.0 + v / 100.0, "load_mode": "concurrency",
-                         "load_value": 32, "j_per_output_token": 1000.0 / v}
-        trial.score = trial.figures[objective]
+        trial.figures = TrialFigures(goodput_per_kw=v, tpot_p99_ms=10.0 + v / 100.0, load_mode="concurrency",
+                                     load_value=32, j_per_output_token=1000.0 / v)
+        trial.score = trial.figures.objective(objective)
         trial.run_dir = str(run_dir)
         return trial
 
@@ -62,17 +63,18 @@ def test_exhaustive_finds_the_optimum_and_quotes_the_gain(tmp_path):
     assert t.strategy == "exhaustive" and t.status == "complete"
     assert len([c for c, _ in eng.calls]) == 1 + 10  # the defaults, then every configuration once
     rec = t.recommended
-    assert rec["config"] == {"max-num-seqs": 128, "max-num-batched-tokens": 8192}
+    assert rec.config == {"max-num-seqs": 128, "max-num-batched-tokens": 8192}
     base = ScriptedEngine.surface({})
-    assert rec["gain_over_defaults_pct"] == pytest.approx((3000.0 / base - 1) * 100)
-    assert rec["serve_command"] == "vllm serve tiny --max-num-seqs 128 --max-num-batched-tokens 8192"
-    assert "vs the engine defaults at the same SLO" in rec["summary"]
+    assert rec.gain_over_defaults_pct == pytest.approx((3000.0 / base - 1) * 100)
+    assert rec.serve_command == "vllm serve tiny --max-num-seqs 128 --max-num-batched-tokens 8192"
+    assert "vs the engine defaults at the same SLO" in rec.summary
     pruned = [tr for tr in t.trials if tr.config.get("max-num-seqs") == 512]
     assert pruned and all(tr.status == "pruned" and tr.score is None for tr in pruned)
-    assert t.pareto["frontier"]  # goodput per kW vs p99 TPOT
+    assert t.pareto.frontier  # goodput per kW vs p99 TPOT
     assert t.by_axis["max-num-seqs"]["128"] == pytest.approx(3000.0)
     on_disk = load_tune(tmp_path / "tune")
-    assert on_disk.recommended["config"] == rec["config"] and len(on_disk.trials) == len(t.trials)
+    assert on_disk.recommended.config == rec.config and len(on_disk.trials) == len(t.trials)
+    assert on_disk == t  # every block reads back as written
 
 
 def test_optimizer_finds_the_optimum_within_budget(tmp_path):
@@ -85,7 +87,7 @@ def test_optimizer_finds_the_optimum_within_budget(tmp_path):
     assert t.strategy == "optuna"
     assert build_space("vllm", space_file=str(space)).size() == 36
     assert len({json.dumps(c, sort_keys=True) for c, _ in eng.calls}) == len(eng.calls) <= 24  # never twice
-    assert t.recommended["score"] >= 0.95 * 3000.0, t.recommended
+    assert t.recommended.score >= 0.95 * 3000.0, t.recommended
 
 
 def test_resume_continues_without_rerunning(tmp_path):
@@ -95,7 +97,7 @@ def test_resume_continues_without_rerunning(tmp_path):
     eng2 = ScriptedEngine()
     t2 = tune(_cfg(tmp_path, axes=AXES, resume=str(tmp_path / "tune"), out=None), evaluate=eng2)
     assert len(eng2.calls) == 20 - 4  # the rest of the space; the defaults already measured
-    assert t2.recommended["config"] == {"max-num-seqs": 128, "max-num-batched-tokens": 8192}
+    assert t2.recommended.config == {"max-num-seqs": 128, "max-num-batched-tokens": 8192}
     with pytest.raises(UserError, match="another engine, space or objective"):
         tune(_cfg(tmp_path, axes=AXES[:1], resume=str(tmp_path / "tune"), out=None), evaluate=eng2)
 
@@ -108,8 +110,8 @@ def test_close_scores_are_measured_again(tmp_path):
     t = tune(_cfg(tmp_path, axes=["max-num-seqs=128,120"], baseline=False, max_repeats=2), evaluate=eng)
     repeats = [tr for tr in t.trials if tr.repeat_of is not None]
     assert repeats and all(lv == ("concurrency", 32) for c, lv in eng.calls[2:])
-    assert t.recommended["config"] == {"max-num-seqs": 128}
-    assert t.recommended["score_ci"]["n"] >= 2
+    assert t.recommended.config == {"max-num-seqs": 128}
+    assert t.recommended.score_ci.n >= 2
 
 
 def test_space_grammar(tmp_path):
@@ -146,21 +148,21 @@ def test_the_recommendation_quotes_its_margins_with_intervals_and_the_top_of_its
         def __call__(self, trial, *a):
             trial = super().__call__(trial, *a)
             if trial.status == "done":
-                trial.figures.update(top_of_ladder=trial.config.get("max-num-seqs") == 128, ladder=[4, 16, 32],
-                                     window_s=20.0)
+                trial.figures.top_of_ladder = trial.config.get("max-num-seqs") == 128
+                trial.figures.ladder, trial.figures.window_s = [4, 16, 32], 20.0
             return trial
 
     t = tune(_cfg(tmp_path, axes=["max-num-seqs=64,128"], max_repeats=0), evaluate=TopOfLadder())
     rec = t.recommended
-    assert rec["config"] == {"max-num-seqs": 128}
+    assert rec.config == {"max-num-seqs": 128}
     # 128 (batched tokens default 2048): 3000·e^-1 = 1103.6; 64 and the defaults (256): 3000·e^-1.5
     # = 669.4 each, so the runner-up is the defaults (the lower index of equal scores);
     # single 20 s levels: w = sqrt(2) x 2.527% = 0.035736
-    ru = rec["margin_over_runner_up"]
-    assert ru["trial"] == 0 and ru["ratio"] == pytest.approx(math.exp(0.5)) and ru["within_noise"] is False
-    assert ru["low"] == pytest.approx(math.exp(0.5) * math.exp(-0.035736), rel=1e-4)
-    d = rec["margin_over_defaults"]
-    assert d["trial"] == 0 and d["ratio"] == pytest.approx(math.exp(0.5)) and d["within_noise"] is False
+    ru = rec.margin_over_runner_up
+    assert ru.trial == 0 and ru.ratio == pytest.approx(math.exp(0.5)) and ru.within_noise is False
+    assert ru.low == pytest.approx(math.exp(0.5) * math.exp(-0.035736), rel=1e-4)
+    d = rec.margin_over_defaults
+    assert d.trial == 0 and d.ratio == pytest.approx(math.exp(0.5)) and d.within_noise is False
     assert any("top of the ladder it searched" in w and "concurrency 32" in w for w in t.warnings)
     from wattbench.report.tune import margin_lines
     lines = margin_lines(rec)
@@ -179,10 +181,10 @@ def test_precision_measures_the_best_two_until_each_is_known_within_it(tmp_path)
              evaluate=eng)
     assert sum(tr.repeat_of is not None for tr in t.trials) == 6
     p = t.precision
-    assert p["stopped"] == "reached" and p["asked_pct"] == pytest.approx(2.0)
-    f = p["finalists"]
-    assert {v["measurements"] for v in f.values()} == {4} and all(v["met"] for v in f.values())
-    reached = sorted(v["reached_pct"] for v in f.values())
+    assert p.stopped == "reached" and p.asked_pct == pytest.approx(2.0)
+    f = p.finalists
+    assert {v.measurements for v in f.values()} == {4} and all(v.met for v in f.values())
+    reached = sorted(v.reached_pct for v in f.values())
     # 120: sd 0.4082% -> 3.1824 x 0.4082 / 2 = 0.6496%; 128: sd 0.8165% -> 1.2992%
     assert reached == pytest.approx([0.6496, 1.2992], rel=2e-3)
 
@@ -191,5 +193,5 @@ def test_precision_says_what_a_spent_budget_left(tmp_path):
     noise = {json.dumps({"max-num-seqs": 128}): [0.0, 0.05, -0.05, 0.0], json.dumps({"max-num-seqs": 120}): [0.0] * 4}
     t = tune(_cfg(tmp_path, axes=["max-num-seqs=128,120"], baseline=False, max_repeats=1, precision_pct=2.0),
              evaluate=ScriptedEngine(noise))
-    assert t.precision["stopped"] == "max trials"
+    assert t.precision.stopped == "max trials"
     assert any(w.startswith("the best two configurations are not known within ±2% (max trials)") for w in t.warnings)

@@ -38,9 +38,9 @@ def t():
 
 def _expected_cells(tr) -> list[str]:
     f = tr.figures
-    return [tr.status, f"c={f['load_value']}", f"{tr.score:,.0f}", f"{f['goodput_output_tokens_per_s']:,.0f}",
-            f"{f['output_tokens_per_s_per_kw']:,.0f}", f"{f['j_per_output_token']:.4f}", f"{f['ttft_p99_ms']:,.0f}",
-            f"{f['tpot_p99_ms']:.1f}", f"{f['avg_power_w']:.0f}", f["verdict"]]
+    return [tr.status, f"c={f.load_value}", f"{tr.score:,.0f}", f"{f.goodput_output_tokens_per_s:,.0f}",
+            f"{f.output_tokens_per_s_per_kw:,.0f}", f"{f.j_per_output_token:.4f}", f"{f.ttft_p99_ms:,.0f}",
+            f"{f.tpot_p99_ms:.1f}", f"{f.avg_power_w:.0f}", f.verdict]
 
 
 @pytest.mark.parametrize("width", [80, 160])
@@ -76,13 +76,13 @@ def test_narrow_splits_wide_does_not(t):
 def test_pareto_recommendation_and_serve_command(t, width):
     out = render(t, width)
     flat = " ".join(out.split())
-    front = ", ".join(str(i) for i in t.pareto["frontier"])
-    assert t.pareto["latency"] == "ttft_p99_ms"
+    front = ", ".join(str(i) for i in t.pareto.frontier)
+    assert t.pareto.latency == "ttft_p99_ms"
     assert f"Pareto front (goodput per kW vs p99 TTFT): trials {front}" in flat
     summary = out[out.index("recommended:"):out.index("serve it:")].splitlines()[1:]
     assert all(line.startswith("  ") for line in summary)  # the gain's wrapped lines stay indented
     rec = t.recommended
-    assert f"recommended: trial {rec['trial']} — {rec['label']} {rec['summary']}" in flat
+    assert f"recommended: trial {rec.trial} — {rec.label} {rec.summary}" in flat
     assert "note: the best two are within the measurement noise" in flat  # decision.separated is false
     lines = out.splitlines()
     i = lines.index("serve it:")
@@ -91,7 +91,7 @@ def test_pareto_recommendation_and_serve_command(t, width):
         cmd.append(line.strip().removesuffix("\\").strip())
         if not line.rstrip().endswith("\\"):
             break
-    assert shlex.split(" ".join(cmd)) == shlex.split(rec["serve_command"])
+    assert shlex.split(" ".join(cmd)) == shlex.split(rec.serve_command)
     assert (len(cmd) > 1) == (width == 80)  # continued with a backslash only where it does not fit
 
 
