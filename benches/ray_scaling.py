@@ -73,8 +73,8 @@ def main(argv=None) -> int:
                 req, _, thr = summarize_level(out.records, out.start_ns, out.end_ns)
                 rows.append({"actors": n, "mode": "ray", "completed": req.completed,
                              "requests_per_s": round(thr.requests_per_s, 1),
-                             "client_cpu_pct_per_actor": [round(x["cpu_pct"] or 0, 1) for x in out.load.actors],
-                             "clock_uncertainty_us": [round(x["clock_uncertainty_ns"] / 1e3) for x in out.load.actors]})
+                             "client_cpu_pct_per_actor": [round(x.cpu_pct or 0, 1) for x in out.load.actors],
+                             "clock_uncertainty_us": [round(x.clock_uncertainty_ns / 1e3) for x in out.load.actors]})
                 print(json.dumps(rows[-1]), flush=True)
         finally:
             ray.shutdown()

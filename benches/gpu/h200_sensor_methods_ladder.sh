@@ -21,7 +21,7 @@ for l in r['levels']:
     e=l['energy'].get('accelerator',{}); t=l['throughput']; la=l['latency']
     print(l['label'], 'out tok/s %.1f'%t['output_tokens_per_s'], 'W %.1f'%(e.get('avg_power_w') or 0), 'J/tok %.4f'%(e.get('j_per_output_token') or 0),
           'tok/s/kW %.0f'%(e.get('output_tokens_per_s_per_kw') or 0), 'ttft p50 %.0f'%(la['ttft_ms']['p50'] or 0), 'tpot p50 %.1f'%(la['tpot_ms']['p50'] or 0),
-          'verdict', l['validity']['verdict'], l['validity']['reasons'][:3], 'xcheck', e.get('cross_check',{}).get('diff_pct'))
+          'verdict', l['validity']['verdict'], l['validity']['reasons'][:3], 'xcheck', (e.get('cross_check') or {}).get('diff_pct'))
 "
 tar czf "$OUT/run1.tgz" -C /tmp run1 --exclude=engine-scratch
 ls -la "$OUT"

@@ -43,7 +43,7 @@ def main() -> None:
         (out / "x2-result.json").write_text(json.dumps(r))
         for lv in r["levels"]:
             acc = lv["energy"].get("accelerator", {})
-            per_gpu = {d: v["counter_j"] for d, v in (acc.get("cross_check", {}).get("devices") or {}).items()}
+            per_gpu = {d: v["counter_j"] for d, v in ((acc.get("cross_check") or {}).get("devices") or {}).items()}
             print(lv["label"], "total out tok/s %.0f" % lv["throughput"]["output_tokens_per_s"],
                   "acc J %.1f" % (acc.get("energy_j") or 0), "sum per-GPU J %.1f" % sum(per_gpu.values()),
                   "W %.1f" % (acc.get("avg_power_w") or 0), "tok/s/kW %.0f" % (acc.get("output_tokens_per_s_per_kw") or 0),

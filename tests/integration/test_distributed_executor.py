@@ -52,7 +52,7 @@ def _on_server_clock(out, stats, before: int, after: int) -> None:
     the other), and its TTFT not below the server's."""
     truth = stats.per_request()
     stats(reset=True)
-    u = max(a["clock_uncertainty_ns"] for a in out.load.actors)
+    u = max(a.clock_uncertainty_ns for a in out.load.actors)
     for r in out.records:
         read, first_w, last_w = truth[f"r{r.id}"]
         assert -u <= r.first_token_ns - first_w and -u <= r.last_token_ns - last_w
@@ -69,11 +69,11 @@ def test_open_loop_on_skewed_actors_lands_on_the_driver_clock(served):
     out = _run(spec, target, on_progress=progress.append)
     after = now_ns()
     assert sorted(r.id for r in out.records) == list(range(40)) and all(r.ok for r in out.records)
-    acts = {a["index"]: a for a in out.load.actors}
+    acts = {a.index: a for a in out.load.actors}
     for i, skew in SKEWS.items():  # one process: the true offset is the injected skew
-        assert abs(acts[i]["clock_offset_ns"] - skew) <= acts[i]["clock_uncertainty_ns"]
-        assert acts[i]["records"] == 20 and acts[i]["drift_ppm"] is not None
-    u = max(a["clock_uncertainty_ns"] for a in acts.values())
+        assert abs(acts[i].clock_offset_ns - skew) <= acts[i].clock_uncertainty_ns
+        assert acts[i].records == 20 and acts[i].drift_ppm is not None
+    u = max(a.clock_uncertainty_ns for a in acts.values())
     assert all(before < r.scheduled_ns <= r.sent_ns < r.end_ns < after for r in out.records)
     # the two actors' interleaved arrivals are one 25 ms grid again (10 s apart uncorrected)
     gaps = np.diff(np.sort([r.scheduled_ns for r in out.records]))
@@ -99,7 +99,7 @@ def test_closed_loop_shares_streams_requests_and_indices(served):
     assert len(measured) == 21 and sum(r.warmup for r in out.records) == 3
     assert sorted(r.id for r in out.records if r.worker == 0) == list(range(0, 26, 2))
     assert sorted(r.id for r in out.records if r.worker == 1) == list(range(1, 23, 2))
-    assert sorted(a["records"] for a in out.load.actors) == [11, 13]
+    assert sorted(a.records for a in out.load.actors) == [11, 13]
     assert out.load.target_concurrency == 5 and out.load.workers == 2
     _on_server_clock(out, stats, before, after)
 
@@ -127,8 +127,8 @@ def test_interrupt_cancels_every_actor_and_keeps_what_completed(served, spec):
         assert len(out.records) < spec.num_requests
     else:
         assert out.end_ns - out.start_ns < spec.duration_s * 1e9 / 2
-    assert sorted(a["index"] for a in out.load.actors) == [0, 1]
-    assert all(a["records"] > 0 for a in out.load.actors)
+    assert sorted(a.index for a in out.load.actors) == [0, 1]
+    assert all(a.records > 0 for a in out.load.actors)
 
 
 @pytest.mark.parametrize("spec", [
@@ -150,7 +150,7 @@ def test_a_target_that_stops_answering_ends_the_level_on_the_driver_clock(spec):
     # the server answered at most 20 (those in flight when it died were reset); the level stopped
     # instead of failing for a minute
     assert 0 < len(ok) <= 20 and len(out.records) < 1000
-    u = max(a["clock_uncertainty_ns"] for a in out.load.actors)
+    u = max(a.clock_uncertainty_ns for a in out.load.actors)
     # the server died after the last answer ended and before the first failure: one timeline
     assert down.first_failure_ns is not None and down.last_ok_ns is not None
     assert before < max(r.end_ns for r in ok) <= down.first_failure_ns + 2 * u < after + 2 * u
@@ -230,4 +230,4 @@ def test_backlog_guard_stops_every_actor():
     assert out.stopped_early and out.stopped_early.startswith("over-saturated")
     assert len(out.records) < 36.0 * 12.0 * 0.75 and all(r.ok for r in out.records)
     assert served["streams_done"] == len(out.records)
-    assert all(a["records"] > 0 for a in out.load.actors)
+    assert all(a.records > 0 for a in out.load.actors)

@@ -42,6 +42,11 @@ def test_calibrated_prompts_hit_the_asked_length_as_the_server_counts_it(tmp_pat
     assert cal.tokens_per_word == pytest.approx(2.1, rel=0.01)
     assert cal.overhead_tokens == pytest.approx(7.0, abs=1.5)
     assert res.prompt_length_source == "calibrated" and res.workload.token_source == "calibrated"
+    # the workload's token source says the same fit, typed (TokenizerInfo), as result.json keeps it
+    tok = res.workload.tokenizer
+    assert tok.source == "calibrated" and tok.calibration is not None and tok.calibration.probes == 24
+    assert tok.calibration.tokens_per_word == pytest.approx(cal.tokens_per_word, rel=1e-12)
+    assert tok.words_per_token == pytest.approx(1.0 / cal.tokens_per_word, rel=1e-12)
     for lv in res.levels:
         assert abs(_counted_pct(tmp_path / "cal", lv.index)) <= 2.0
         assert not [f for f in lv.validity.findings if f.kind == "prompt_lengths"]

@@ -148,7 +148,7 @@ def test_closed_loop_merged_equals_single_process(cluster, served):
         dist = cl.run_level(spec, target, factory)
         t_d = now_ns()
         truth_dist = _truth(stats)
-        nodes = {a["node_id"] for a in dist.load.actors}
+        nodes = {a.node_id for a in dist.load.actors}
     assert len(nodes) == 2  # SPREAD put one actor on each node
     (r1, _l1, t1), (r2, _l2, t2) = _summary(single), _summary(dist)
     assert r1.completed == r2.completed == 60 and r2.failed == 0
@@ -156,7 +156,7 @@ def test_closed_loop_merged_equals_single_process(cluster, served):
     # both levels measured right against the server's own log (not against each other's timing)
     _check_against_truth(single, truth_single, TTFT_MS, t_a, t_b)
     _check_against_truth(dist, truth_dist, TTFT_MS, t_c, t_d,
-                         u_ns=max(a["clock_uncertainty_ns"] for a in dist.load.actors))
+                         u_ns=max(a.clock_uncertainty_ns for a in dist.load.actors))
     _throughput_is_the_windows(single, t1)
     _throughput_is_the_windows(dist, t2)
     # 4 streams, each request >= 40 + 5 x 6 = 70 ms at the server: at most 4 / 0.070 requests/s
@@ -180,14 +180,14 @@ def test_open_loop_with_skewed_clocks(cluster, served):
         dist = cl.run_level(spec, target, factory)
     after = now_ns()
     truth_dist = _truth(stats)
-    acts = {a["index"]: a for a in dist.load.actors}
+    acts = {a.index: a for a in dist.load.actors}
     for i, skew in skews.items():
         # same host, so the true offset is the injected skew: the estimate lands within its bound
-        assert abs(acts[i]["clock_offset_ns"] - skew) <= acts[i]["clock_uncertainty_ns"]
+        assert abs(acts[i].clock_offset_ns - skew) <= acts[i].clock_uncertainty_ns
         # the stated bound is the best ping's RTT / 2 (before or after the level, the larger), and
         # every ping ran inside the driver's span of the cluster's life
-        assert (acts[i]["clock_rtt_ns"] + 1) // 2 <= acts[i]["clock_uncertainty_ns"] <= (after - before + 1) // 2
-    u = max(a["clock_uncertainty_ns"] for a in acts.values())
+        assert (acts[i].clock_rtt_ns + 1) // 2 <= acts[i].clock_uncertainty_ns <= (after - before + 1) // 2
+    u = max(a.clock_uncertainty_ns for a in acts.values())
     # corrected timestamps are on the driver's timeline …
     assert all(before < r.sent_ns < after for r in dist.records)
     assert all(before < r.last_token_ns < after for r in dist.records)
@@ -235,7 +235,7 @@ def test_sensor_actor_dies_and_the_run_goes_on(cluster, target):
     # the level ran its time: not stopped early, and (causality) a closed loop with a request in
     # flight when its 2 s ran out cannot end sooner than 2 s after it was asked to start (was:
     # end - first send >= 1.98 s, which a first send delayed by a loaded host breaks)
-    u_load = max(a["clock_uncertainty_ns"] for a in out.load.actors)
+    u_load = max(a.clock_uncertainty_ns for a in out.load.actors)
     assert out.stopped_early is None and out.end_ns >= t_open + 2.0e9 - u_load
     assert infos[sa].sensor_status == "ok"
     assert infos[sb].sensor_status == "died"
@@ -272,7 +272,7 @@ def test_several_targets_through_ray(cluster):
         truth = {u: st.per_request() for u, st in sv}
     per = per_target_summary(out.records, out.start_ns, out.end_ns, urls)
     assert (per[urls[0]].requests.completed, per[urls[1]].requests.completed) == (10, 30)
-    u_ns = max(a["clock_uncertainty_ns"] for a in out.load.actors)
+    u_ns = max(a.clock_uncertainty_ns for a in out.load.actors)
     for url, other, ttft in ((urls[0], urls[1], 20.0), (urls[1], urls[0], 90.0)):
         mine = [r for r in out.records if r.target == url]
         # each request reached the server it is recorded against, and only that one
@@ -376,7 +376,7 @@ def test_load_actors_send_a_targets_query_with_every_request_and_scrub_it(cluste
         res = run_benchmark(cfg)
         log = s.get("/log")
     # the closed loop: both actors sent, each request with the query
-    assert sorted(a["records"] for a in out.load.actors) == [6, 6]
+    assert sorted(a.records for a in out.load.actors) == [6, 6]
     posts = [e for e in closed_log if e["method"] == "POST"]
     assert len(posts) == 12 and {e["query"] for e in posts} == {QUERY}, posts[:2]
     details = [r.error_detail for r in out.records if r.error == "http_401"]
@@ -385,7 +385,7 @@ def test_load_actors_send_a_targets_query_with_every_request_and_scrub_it(cluste
     assert not [r.id for r in out.records if _query_pieces_in(r.model_dump_json())]
     # the run: every request the server received from the driver and the actors carried the query
     lv = res.levels[-1]
-    assert lv.load.workers == 2 and all(a["records"] > 0 for a in lv.load.actors), lv.load.actors
+    assert lv.load.workers == 2 and all(a.records > 0 for a in lv.load.actors), lv.load.actors
     assert len([e for e in log if e["method"] == "POST"]) >= 12 + 12 and {e["query"] for e in log} == {QUERY}
     assert load_result(tmp_path / "run").config.target.endswith("/v1?api-version=2024-06-01&key=***")
     files = [f for f in tmp_path.rglob("*") if f.is_file()]

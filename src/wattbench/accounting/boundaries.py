@@ -20,7 +20,8 @@ Channel choice, per boundary and device (docs/accounting.md, "Boundaries"):
 7. ``label`` is the least trustworthy part: measured < declared < estimate.
 8. Where a device has a counter and a measured power channel, both are kept: ``cross_check`` holds
    the counter energy, the power integral and ``diff_pct = 100 × (integral − counter) / counter``
-   per device and summed; the counter remains the figure. A power channel whose coverage is below
+   per device and summed (``core.schema.DeviceCrossCheck``, ``CrossCheck``; None where no device has
+   both); the counter remains the figure. A power channel whose coverage is below
    ``CROSS_MIN_COVERAGE`` is listed but not used to judge the counter (uncertainty, validity).
 
 10. **Per-token figures belong to boundaries that contain the work** (``contains_work``). The devices
@@ -47,15 +48,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
 from wattbench.accounting.counters import counter_energy
 from wattbench.accounting.integrate import PowerIntegral, power_energy
 from wattbench.accounting.sampling import DEFAULT_GAP_FACTOR, power_stats, sum_polylines, window_polyline
 from wattbench.accounting.uncertainty import combine_pct, meter_pct, sum_pct
-from wattbench.core.schema import FigureKey, LevelResult
+from wattbench.core.schema import CrossCheck, DeviceCrossCheck, FigureKey, LevelResult, PowerChannelCheck
 from wattbench.telemetry.base import BOUNDARIES, CONTAINS, Channel, TelemetryLog
 
 METHOD_RANK = {"measured": 0, "declared": 1, "estimate": 2}
@@ -146,7 +145,7 @@ class DeviceEnergy:
     fill_interp_j: float
     uncertainty_pct: float | None
     uncertainty_parts: dict[str, float]
-    cross_check: dict[str, Any] | None
+    cross_check: DeviceCrossCheck | None
     poly_t_ns: np.ndarray
     poly_w: np.ndarray
     notes: list[str] = field(default_factory=list)
@@ -168,7 +167,7 @@ class BoundaryTotal:
     wraps: int
     update_period_s: float
     uncertainty_pct: float | None
-    cross_check: dict[str, Any]
+    cross_check: CrossCheck | None
     poly_t_ns: np.ndarray
     poly_w: np.ndarray
     parts: list[DeviceEnergy] = field(default_factory=list)
@@ -239,7 +238,7 @@ def device_energy(
     same boundary (measured power channels among them give the cross-check and reset fill)."""
     t, v = log.series(ch.id)
     method = _channel_method(ch)
-    cross: dict[str, Any] | None = None
+    cross: DeviceCrossCheck | None = None
     notes: list[str] = []
     if ch.kind == "counter":
         powers = sorted((o for o in others if o.kind == "power" and o.method == "measured"), key=_cross_key)
@@ -265,20 +264,16 @@ def device_energy(
             ints = {p.id: _power_integral(log, p, t0, t1, gap_factor) for p in powers}
             first = ints[powers[0].id]
             if first.energy_j is not None:
-                cross = {
-                    "counter_j": r.energy_j,
-                    "power_integral_j": first.energy_j,
-                    "power_channel": powers[0].id,
-                    "diff_pct": _diff_pct(r.energy_j, first.energy_j),
-                    "power_coverage": first.coverage,
-                }
+                cross = DeviceCrossCheck(counter_j=r.energy_j, power_integral_j=first.energy_j,
+                                         power_channel=powers[0].id, diff_pct=_diff_pct(r.energy_j, first.energy_j),
+                                         power_coverage=first.coverage)
                 others_x = {
-                    pid: {"power_integral_j": pi.energy_j, "diff_pct": _diff_pct(r.energy_j, pi.energy_j)}
+                    pid: PowerChannelCheck(power_integral_j=pi.energy_j, diff_pct=_diff_pct(r.energy_j, pi.energy_j))
                     for pid, pi in ints.items()
                     if pid != powers[0].id and pi.energy_j is not None
                 }
                 if others_x:
-                    cross["others"] = others_x
+                    cross.others = others_x
                 # the instant power channel shows peaks better than a counter's per-period average
                 if first.coverage >= CROSS_MIN_COVERAGE:
                     poly_t, poly_w = first.poly_t_ns, first.poly_w
@@ -293,9 +288,9 @@ def device_energy(
         poly_t, poly_w = power.poly_t_ns, power.poly_w
     # a poorly covered power channel says little about the counter: its disagreement is shown but
     # neither enters the uncertainty nor the validity verdict
-    trusted = cross is not None and cross["power_coverage"] >= CROSS_MIN_COVERAGE
+    trusted = cross is not None and cross.power_coverage >= CROSS_MIN_COVERAGE
     u, parts = combine_pct(energy, meter_pct=meter_pct(ch), edge_error_j=edge, coverage=cov, fill_interp_j=fill_interp,
-                           cross_diff_pct=cross["diff_pct"] if cross is not None and trusted else None)
+                           cross_diff_pct=cross.diff_pct if cross is not None and trusted else None)
     return DeviceEnergy(
         device=ch.device, channel=ch.id, method=method, label=ch.method, energy_j=energy, coverage=cov,
         largest_gap_s=lg, gaps=gaps, resets=resets, wraps=wraps, update_period_s=period, edge_error_j=edge,
@@ -310,22 +305,18 @@ def _diff_pct(counter_j: float | None, integral_j: float | None) -> float | None
     return 100.0 * (integral_j - counter_j) / counter_j
 
 
-def _merge_cross(parts: list[DeviceEnergy]) -> dict[str, Any]:
-    both = [(p, p.cross_check) for p in parts if p.cross_check and p.cross_check.get("diff_pct") is not None]
+def _merge_cross(parts: list[DeviceEnergy]) -> CrossCheck | None:
+    both = [(p, x, x.diff_pct) for p in parts if (x := p.cross_check) is not None and x.diff_pct is not None]
     if not both:
-        return {}
-    c = sum(x["counter_j"] for _, x in both)
-    i = sum(x["power_integral_j"] for _, x in both)
-    return {
-        "counter_j": c,
-        "power_integral_j": i,
-        "diff_pct": _diff_pct(c, i),
-        "max_abs_device_diff_pct": max(
-            (abs(x["diff_pct"]) for _, x in both if x["power_coverage"] >= CROSS_MIN_COVERAGE),
-            default=None,
-        ),
-        "devices": {p.device or p.channel: x for p, x in both},
-    }
+        return None
+    c = sum(x.counter_j for _, x, _ in both)
+    i = sum(x.power_integral_j for _, x, _ in both)
+    return CrossCheck(
+        counter_j=c, power_integral_j=i, diff_pct=_diff_pct(c, i),
+        max_abs_device_diff_pct=max((abs(d) for _, x, d in both if x.power_coverage >= CROSS_MIN_COVERAGE),
+                                    default=None),
+        devices={p.device or p.channel: x for p, x, _ in both},
+    )
 
 
 def _total(boundary: str, method: str, parts: Sequence[DeviceEnergy | BoundaryTotal], t0: int, t1: int,
@@ -457,7 +448,7 @@ def boundary_totals(
             f = _total("facility", "pue", [src], t0, t1, [f"facility = {src.boundary} × PUE {pue:g}"])
             f.energy_j = None if src.energy_j is None else src.energy_j * pue
             f.poly_w = src.poly_w * pue
-            f.cross_check = {}
+            f.cross_check = None
             f.composite = True
             out["facility"] = f
     return {b: out[b] for b in BOUNDARIES if b in out}

@@ -135,7 +135,7 @@ def energy_findings(totals: dict[str, BoundaryTotal], duration_s: float) -> list
         if t.resets:
             out.append(_energy(FindingKind.COUNTER_RESET, b, names, "warn", f"{b}: energy counter reset {t.resets} time(s) in the "
                                                            "window", summary=f"{b}: energy counter reset"))
-        worst_pct = t.cross_check.get("max_abs_device_diff_pct") if t.cross_check else None
+        worst_pct = t.cross_check.max_abs_device_diff_pct if t.cross_check is not None else None
         if worst_pct is not None and worst_pct > CROSS_WARN_PCT:
             sev = "invalid" if worst_pct > CROSS_INVALID_PCT else "warn"
             lim = CROSS_INVALID_PCT if sev == "invalid" else CROSS_WARN_PCT

@@ -53,7 +53,7 @@ from wattbench.load.plan import PROGRESS_PERIOD_S, WorkerPlan, build_plans, spli
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.target import TargetSpec
 from wattbench.core.recordset import RecordSet
-from wattbench.core.schema import build_record
+from wattbench.core.schema import LoadActorInfo, build_record
 
 __all__ = ["RayExecutor", "LoadActor", "LevelShare", "share_level", "run_on_actors", "ray_call",
            "START_MARGIN_NS"]
@@ -275,18 +275,18 @@ class RayExecutor:
             self.cancel()
 
     # -- what the actors said beside their records
-    def actor_rows(self) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
+    def actor_rows(self) -> list[LoadActorInfo]:
+        rows: list[LoadActorInfo] = []
         for ld, res in zip(self.loads, self.raw):
             before = ld.offsets[0]
-            rows.append({
-                "index": ld.index, "node_id": ld.node_id, "hostname": ld.hostname, "records": self.n_records.get(ld.index, 0),
-                "cpu_pct": res.cpu_pct, "clock_offset_ns": before.offset_ns,
-                "clock_uncertainty_ns": offset_line(ld.offsets).uncertainty_ns, "clock_rtt_ns": before.rtt_ns,
-                "drift_ppm": drift_ppm(before, ld.offsets[-1]) if len(ld.offsets) > 1 else None,
+            rows.append(LoadActorInfo(
+                index=ld.index, node_id=ld.node_id, hostname=ld.hostname, records=self.n_records.get(ld.index, 0),
+                cpu_pct=res.cpu_pct, clock_offset_ns=before.offset_ns,
+                clock_uncertainty_ns=offset_line(ld.offsets).uncertainty_ns, clock_rtt_ns=before.rtt_ns,
+                drift_ppm=drift_ppm(before, ld.offsets[-1]) if len(ld.offsets) > 1 else None,
                 # ± on drift_ppm: both offsets' bounds over the time between them (short levels: large)
-                "drift_uncertainty_ppm": _drift_u(ld.offsets),
-            })
+                drift_uncertainty_ppm=_drift_u(ld.offsets),
+            ))
         return rows
 
     def saturation_reasons(self) -> list[str]:

@@ -66,7 +66,7 @@ from wattbench.distributed.merge import node_channel
 from wattbench.core.errors import Interrupted, UserError
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.target import TargetSpec
-from wattbench.core.schema import NodeInfo
+from wattbench.core.schema import LoadActorInfo, NodeInfo
 from wattbench.telemetry.base import Channel, Reading, Sensor, SensorFailure, TelemetryLog
 from wattbench.distributed.actors import remote_classes
 from wattbench.load.plan import validate_spec
@@ -94,7 +94,7 @@ class DistributedRun:
     nodes: list[NodeInfo]
     telemetry: TelemetryLog
     sensor_problems: list[str]
-    actors: list[dict[str, Any]] = field(default_factory=list)  # per load actor: node, offset, cpu, records
+    actors: list[LoadActorInfo] = field(default_factory=list)  # per load actor: node, offset, cpu, records
 
 
 @dataclass
@@ -155,7 +155,7 @@ class RayCluster:
         self._stop_drain = threading.Event()
         self._lock = threading.Lock()
         self.alive_nodes: list[dict[str, Any]] = []  # ray.nodes()'s entries of the nodes alive
-        self.last_actors: list[dict[str, Any]] = []
+        self.last_actors: list[LoadActorInfo] = []
 
     # -- connection ----------------------------------------------------------------------------
     def connect(self) -> "RayCluster":

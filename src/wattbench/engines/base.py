@@ -35,7 +35,7 @@ from typing import Any, BinaryIO, NoReturn
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import EngineError, TargetError
 from wattbench.core.argv import has_flag
-from wattbench.core.schema import ServerInfo
+from wattbench.core.schema import ServerInfo, StreamBatching
 from wattbench.core import origin
 from wattbench.engines.presets import default_cache_dir
 
@@ -110,7 +110,7 @@ def length_forcing_server_info(stream_interval: int = 1) -> dict[str, Any]:
         "metrics_endpoint": "/metrics",
         "extra_body": {"ignore_eos": True},
         "output_length_forced": True,
-        "stream_batching": {"stream_interval": stream_interval},
+        "stream_batching": StreamBatching(stream_interval=stream_interval),
         "detected_by": ["launched"],
     }
 

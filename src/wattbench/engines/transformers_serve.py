@@ -29,6 +29,7 @@ from wattbench.core.argv import flag_value, has_flag
 from wattbench.engines.base import Engine, LaunchPlan
 from wattbench.engines.presets import resolve_model
 from wattbench.core.errors import EngineError
+from wattbench.core.schema import StreamBatching
 
 CUDA_TUNED_ARGS = ["--cb-use-cuda-graph", "--cb-max-batch-tokens", "8192", "--cb-max-memory-percent", "0.5"]
 # On CPU the paged cache is sized from total RAM by default (0.8 of it in 5.17, 0.6 in 5.24): 17 GB
@@ -140,7 +141,7 @@ class TransformersServe(Engine):
             "extra_body": {},
             "output_length_forced": forced,
             # The CB streamer hands each decoded step to the SSE stream (no server-side coalescing).
-            "stream_batching": {"stream_interval": 1},
+            "stream_batching": StreamBatching(stream_interval=1),
             "detected_by": ["launched"],
         }
 

@@ -21,15 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from wattbench.core.errors import UserError
 from wattbench.core.schema.base import Num, _Sparse
+from wattbench.core.schema.recorded_config import AxisValue  # one value of a search axis
 from wattbench.results.rundir import load_model, write_json_atomic
 
 TUNE_SCHEMA_VERSION = 1
 TUNE_FILE = "tune.json"
 OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw", "j_per_output_token")
 LOWER_IS_BETTER = frozenset({"j_per_output_token"})
-# One value of a search axis: a number, a switch, a word (an engine's choice) or "default" (the
-# engine's own; ``tune.space.DEFAULT``).
-AxisValue = str | int | float | bool
 
 
 class _M(BaseModel):

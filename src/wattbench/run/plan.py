@@ -22,7 +22,7 @@ from wattbench.load.plan import validate_spec
 from wattbench.load.search import SearchResult, auto_sweep, optimize
 from wattbench.core.load_types import LevelSpec
 from wattbench.results.headline import headline_boundary, trial_ci
-from wattbench.core.schema import FigureKey, FindingKind, LevelResult, Result, SearchOutcome
+from wattbench.core.schema import FigureKey, FindingKind, LevelResult, Result, SearchOutcome, TokenizerInfo
 from wattbench.analysis.figures import ranked_ci, ranked_figures
 from wattbench.metrics.level_figures import LevelFigures
 from wattbench.core.clock import now_ns
@@ -392,7 +392,7 @@ def _calibrate(result: Result, runner: PlanRunner) -> None:
         result.prompt_length_source = wl.token_source
         if result.workload is not None:
             result.workload.token_source = wl.token_source
-            result.workload.tokenizer = wl.ts.describe()
+            result.workload.tokenizer = TokenizerInfo.model_validate(wl.ts.describe())
 
 
 def _history_check(cfg: RunConfig, result: Result, runner: PlanRunner) -> None:

@@ -30,7 +30,7 @@ from wattbench.core.redact import authorization_header  # noqa: E402  (one home 
 import asyncio
 
 from wattbench.core.errors import TargetError
-from wattbench.core.schema import ServerInfo
+from wattbench.core.schema import ServerInfo, StreamBatching
 from wattbench.core import origin
 from wattbench.server.engine_rules import ENGINES, Answers, bounded_config, token_count, evidence
 from wattbench.server.identity.build import build_identity
@@ -148,8 +148,9 @@ def merge_launched(launched: ServerInfo, detected: ServerInfo) -> ServerInfo:
         out.models = list(detected.models)
     for k, v in detected.effective_config.items():
         out.effective_config.setdefault(k, v)
-    for k, v in detected.stream_batching.items():
-        out.stream_batching.setdefault(k, v)
+    # what wattbench set stays; detection adds what it did not set
+    out.stream_batching = StreamBatching.model_validate(
+        {**detected.stream_batching.model_dump(), **out.stream_batching.model_dump()})
     if detected.identity is not None:  # a launched engine's port changes with every start: not its identity
         out.identity = detected.identity.model_copy(update={"target": None, "launched": out.engine,
                                                             "engine": out.engine, "version": out.version})

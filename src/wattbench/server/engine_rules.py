@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from wattbench.core.jsontext import clip_value, loads_bounded
 from wattbench.core.redact import clip
-from wattbench.core.schema import ServerInfo
+from wattbench.core.schema import ServerInfo, StreamBatching
 
 Answer = tuple[int, dict[str, str], bytes]  # (HTTP status, lower-cased headers, body); status 0: none
 
@@ -209,20 +209,21 @@ Describe = Callable[[Answers, ServerInfo, Any], tuple[dict[str, Any], Any]]
 
 def _describe_vllm(a: Answers, info: ServerInfo, max_len: Any) -> tuple[dict[str, Any], Any]:
     info.version = a.version_field
-    info.stream_batching = {"stream_interval": None, "note": "vLLM does not expose --stream-interval (default 1)"}
+    info.stream_batching = StreamBatching(stream_interval=None, note="vLLM does not expose --stream-interval (default 1)")
     return {}, max_len
 
 
 def _describe_sglang(a: Answers, info: ServerInfo, max_len: Any) -> tuple[dict[str, Any], Any]:
     if a.sglang_info is None:
         info.version = a.version_field
-        info.stream_batching = {"stream_interval": None, "note": "SGLang --stream-interval not readable"}
+        info.stream_batching = StreamBatching(stream_interval=None, note="SGLang --stream-interval not readable")
         return {}, max_len
     eff = select_server_info(a.sglang_info)
     info.version = _text(a.sglang_info.get("version")) or a.version_field
     # a whole number of tokens, as every stored value of an answer is bounded (a 20-deep list once
     # nested result.json past what wattbench reads back); None: SGLang said something that is not one
-    info.stream_batching = {"stream_interval": token_count(eff["stream_interval"]) if "stream_interval" in eff else 1}
+    info.stream_batching = StreamBatching(
+        stream_interval=token_count(eff["stream_interval"]) if "stream_interval" in eff else 1)
     return eff, max_len or eff.get("max_model_len")
 
 
@@ -231,12 +232,12 @@ def _describe_tgi(a: Answers, info: ServerInfo, max_len: Any) -> tuple[dict[str,
     if tgi is None:
         return {}, max_len
     info.version = _text(tgi.get("version"))
-    info.stream_batching = {"stream_interval": 1}
+    info.stream_batching = StreamBatching(stream_interval=1)
     return {k: tgi[k] for k in TGI_INFO_KEYS if k in tgi}, max_len or tgi.get("max_total_tokens")
 
 
 def _describe_llamacpp(a: Answers, info: ServerInfo, max_len: Any) -> tuple[dict[str, Any], Any]:
-    info.stream_batching = {"stream_interval": 1}
+    info.stream_batching = StreamBatching(stream_interval=1)
     if a.llamacpp_props is None:
         return {}, max_len
     eff = select_props(a.llamacpp_props)
@@ -245,7 +246,7 @@ def _describe_llamacpp(a: Answers, info: ServerInfo, max_len: Any) -> tuple[dict
 
 
 def _describe_transformers(a: Answers, info: ServerInfo, max_len: Any) -> tuple[dict[str, Any], Any]:
-    info.stream_batching = {"stream_interval": 1}
+    info.stream_batching = StreamBatching(stream_interval=1)
     return {}, max_len
 
 

@@ -41,7 +41,7 @@ from wattbench.core.errors import UserError
 from wattbench.core.errors import not_a_file_reason
 from wattbench.core.schema.recorded_config import AxisValue  # one value of an axis (or DEFAULT)
 from wattbench.results.jsonfile import loads_bounded, read_bounded
-from wattbench.results.tune import AxisValue, SpaceRecord
+from wattbench.results.tune import SpaceRecord
 
 GPU_AXES = ("power-limit", "sm-clocks")
 

@@ -44,10 +44,11 @@ def test_mixed_counter_and_power_devices_and_cross_check():
     assert acc.energy_j == pytest.approx(8 * 200 + 8 * 150)
     assert acc.channels == ["g0.c", "g1.p"]
     x = acc.cross_check
-    assert x["counter_j"] == pytest.approx(1600.0)
-    assert x["power_integral_j"] == pytest.approx(1520.0)
-    assert x["diff_pct"] == pytest.approx(-5.0)
-    assert list(x["devices"]) == ["gpu0"]
+    assert x.counter_j == pytest.approx(1600.0)
+    assert x.power_integral_j == pytest.approx(1520.0)
+    assert x.diff_pct == pytest.approx(-5.0)
+    assert list(x.devices) == ["gpu0"]
+    assert x.devices["gpu0"].diff_pct == pytest.approx(-5.0) and x.devices["gpu0"].power_channel == "g0.p"
     # the boundary's peaks come from the power channel where one exists: 190 + 150
     assert acc.power_stats()["p95_power_w"] == pytest.approx(340.0)
 
@@ -57,8 +58,8 @@ def test_channel_choice_order():
     log = build_log(counter("c", 200, primary=False), power("p", 210), power("pa", 190, quantity="power_avg"))
     acc = boundary_totals(log, W0, W1)["accelerator"]
     assert acc.channels == ["c"]
-    assert acc.cross_check["devices"]["dev0"]["power_channel"] == "p"
-    assert acc.cross_check["devices"]["dev0"]["others"]["pa"]["diff_pct"] == pytest.approx(-5.0)
+    assert acc.cross_check.devices["dev0"].power_channel == "p"
+    assert acc.cross_check.devices["dev0"].others["pa"].diff_pct == pytest.approx(-5.0)
     log = build_log(power("p", 210), power("pa", 190, quantity="power_avg"))
     assert boundary_totals(log, W0, W1)["accelerator"].channels == ["p"]
     log = build_log(power("p", 210, primary=True), counter("c", 200, primary=False))
@@ -159,10 +160,10 @@ def test_poorly_covered_power_channel_does_not_judge_the_counter():
     t = T[T <= 5.0 + 1e-9]  # power channel stops half-way through the window
     log = build_log(counter("c", 200), (power_channel("p", update_period_s=0.1), t, np.full(len(t), 200.0)))
     acc = boundary_totals(log, W0, W1)["accelerator"]
-    dev = acc.cross_check["devices"]["dev0"]
-    assert dev["power_coverage"] == pytest.approx(4.0 / 8.0)
-    assert dev["diff_pct"] == pytest.approx(0.0)
-    assert acc.cross_check["max_abs_device_diff_pct"] is None
+    dev = acc.cross_check.devices["dev0"]
+    assert dev.power_coverage == pytest.approx(4.0 / 8.0)
+    assert dev.diff_pct == pytest.approx(0.0)
+    assert acc.cross_check.max_abs_device_diff_pct is None
     assert acc.parts[0].uncertainty_parts["cross_check"] == pytest.approx(0.0, rel=1e-9)
 
 

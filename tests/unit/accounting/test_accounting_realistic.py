@@ -53,5 +53,5 @@ def test_jittered_nvml_like_replay(seed):
     assert err / truth < 0.01  # a 50 s window: edges are small
     assert g.coverage >= 0.95
     assert acc.validity.verdict == "valid", acc.reasons
-    assert abs(g.cross_check["diff_pct"]) < 5.0
+    assert abs(g.cross_check.diff_pct) < 5.0
     assert g.max_power_w == float(np.max(power[(reads >= t0) & (reads <= t1)]))

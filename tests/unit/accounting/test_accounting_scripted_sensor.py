@@ -53,7 +53,7 @@ def test_scripted_sensor_through_accounting_with_wrap_reset_and_gap():
     # 15.55 s, inside the 15..16.5 s gap (and the reset is not mistaken for a wrap)
     assert g.wraps == 4
     assert g.largest_gap_s == pytest.approx(1.6)
-    assert g.cross_check["diff_pct"] == pytest.approx(0.0, abs=1e-9)
+    assert g.cross_check.diff_pct == pytest.approx(0.0, abs=1e-9)
     assert acc.validity.verdict == "warn"
 
 

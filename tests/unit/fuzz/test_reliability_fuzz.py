@@ -196,7 +196,7 @@ def test_pinned_sglang_stream_interval_nested():
     F.prop_identity("m", responses)
     from wattbench.server.detect import classify
 
-    assert classify("http://h:1", responses, "m").stream_batching == {"stream_interval": None}
+    assert classify("http://h:1", responses, "m").stream_batching.model_dump() == {"stream_interval": None}
 
 
 # ---------------------------------------------------------------- the monitor's scrapes

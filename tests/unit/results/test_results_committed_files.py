@@ -126,8 +126,9 @@ def _raw(name: str, archive: Path | None) -> dict:
 @pytest.mark.parametrize("name,archive", SOURCES, ids=[s[0] for s in SOURCES])
 def test_typed_blocks_write_back_as_read(name: str, archive: Path | None) -> None:
     """The blocks typed since these files were written (the sensor inventory, the idle baselines,
-    the prefill/decode split) load into their models and are written back key for key, value for
-    value, as the file holds them."""
+    the prefill/decode split, the counter-vs-integral checks, the stream batching, the token source,
+    the load actors) load into their models and are written back key for key, value for value, as
+    the file holds them (an empty cross-check as none)."""
     raw = _raw(name, archive)
     result = Result.model_validate(raw)
     back = json.loads(result.model_dump_json())
@@ -139,6 +140,27 @@ def test_typed_blocks_write_back_as_read(name: str, archive: Path | None) -> Non
     assert all(isinstance(s.kind, str) for s in result.sensors)
     if result.idle:
         assert all(b.power_w is not None for b in result.idle.values())
+    # the counter-vs-integral checks (an empty one reads as none), the server's stream batching, the
+    # workload's token source and a Ray level's load actors, as the file holds them
+    checks = 0
+    for lv_raw, lv_back, lv in zip(raw.get("levels") or [], back["levels"], result.levels):
+        for window in ("energy", "energy_steady"):
+            for b, block in (lv_raw.get(window) or {}).items():
+                want = block.get("cross_check") or None
+                assert lv_back[window][b]["cross_check"] == want, (window, b)
+                if want:
+                    checks += 1
+                    typed = getattr(lv, window)[b].cross_check
+                    assert typed is not None and typed.counter_j == want["counter_j"]
+                    assert set(typed.devices) == set(want["devices"])
+        assert lv_back["load"]["actors"] == (lv_raw.get("load") or {}).get("actors", [])
+    assert back["server"]["stream_batching"] == (raw.get("server") or {}).get("stream_batching", {})
+    wl_raw = raw.get("workload") or (raw.get("extra") or {}).get("workload")
+    if wl_raw is not None:
+        assert back["workload"]["tokenizer"] == wl_raw.get("tokenizer", {})
+        assert result.workload is not None and result.workload.tokenizer.source == (wl_raw.get("tokenizer") or {}).get("source")
+    assert checks == sum(1 for lv in result.levels for w in (lv.energy, lv.energy_steady)
+                         for e in w.values() if e.cross_check is not None)
 
 
 _GOLDEN_RUN = ROOT / "tests" / "fixtures" / "golden" / "run_result.json"

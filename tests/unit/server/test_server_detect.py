@@ -30,7 +30,8 @@ def test_vllm():
     assert info.supports_ignore_eos is True
     assert info.extra_body == {"ignore_eos": True}
     assert info.metrics_endpoint.endswith("/metrics")
-    assert info.stream_batching["stream_interval"] is None  # not exposed by vLLM
+    assert info.stream_batching.stream_interval is None  # not exposed by vLLM
+    assert info.stream_batching.note == "vLLM does not expose --stream-interval (default 1)"
     assert any("owned_by=vllm" in e for e in info.detected_by)
 
 
@@ -44,7 +45,7 @@ def test_sglang_reads_server_args():
     info = detect(fk.sglang_app())
     assert info.engine == "sglang"
     assert info.version == "0.5.4"
-    assert info.stream_batching == {"stream_interval": 4}
+    assert info.stream_batching.model_dump() == {"stream_interval": 4}
     assert info.effective_config["tp_size"] == 2
     assert info.effective_config["max_total_num_tokens"] == 500000
     assert info.max_model_len == 32768  # from /v1/models, context_length was None

@@ -34,8 +34,19 @@ Version history:
   model does not name is kept (an extra, written back as read); an empty goodput dict reads as none.
   Likewise, same keys as before: ``Result.sensors`` (``SensorChannel``), ``Result.idle``
   (``IdleBaseline``) and ``Result.prefill_decode``'s blocks (``PrefillDecodeFit``,
-  ``CoefficientCheck``); and ``Result.config`` (``RecordedConfig``: the run's settings by name, written
-  back with the keys the file held, in its order; a key it does not name kept as an extra).
+  ``CoefficientCheck``); ``Result.config`` (``RecordedConfig``: the run's settings by name, written
+  back with the keys the file held, in its order; a key it does not name kept as an extra); then
+  ``BoundaryEnergy.cross_check`` (``CrossCheck``, per device ``DeviceCrossCheck``: an empty one, what
+  a boundary without a counter and power pair had, reads as none), ``LoadStats.actors``
+  (``LoadActorInfo``, one per Ray load actor), ``ServerInfo.stream_batching`` (``StreamBatching``)
+  and ``WorkloadInfo.tokenizer`` (``TokenizerInfo``), the last two written with the keys they were
+  given (``{}`` where nothing is known).
+
+What stays free-form (``dict[str, Any]``) is what wattbench does not shape: the server's and the
+engine's own settings (``ServerIdentity.exposed``, ``ServerInfo.effective_config``), request fields
+the user or an engine adds (``ServerInfo.extra_body``) and keys an older file holds that no field
+names (``Result.extra``, ``LevelResult.extra``). ``tests/unit/core/test_schema_free_form.py`` lists
+each with its reason, and fails on a new one.
 
 The models live in sibling modules along the data's seams — ``records`` (one request),
 ``measures`` (a window's figures: latency, throughput, load, energy, validity), ``kinds`` (the
@@ -91,6 +102,10 @@ from wattbench.core.schema.level import (
 from wattbench.core.schema.measure import ClockMapping, MeasureInfo, ToolLevel
 from wattbench.core.schema.measures import (
     BoundaryEnergy,
+    CrossCheck,
+    DeviceCrossCheck,
+    LoadActorInfo,
+    PowerChannelCheck,
     EFFICIENCY_FIGURES,
     LATENCY_FIGURES,
     EnergyShare,
@@ -122,6 +137,9 @@ from wattbench.core.schema.run import (
     ServerIdentity,
     SensorChannel,
     ServerInfo,
+    StreamBatching,
+    TokenCalibration,
+    TokenizerInfo,
     TunedFrom,
     WorkloadInfo,
 )
@@ -138,6 +156,7 @@ __all__ = [
     "FindingKind",
     "DeviceThermal", "Goodput", "GoodputPerKw", "ServerMetrics", "SLOBound", "SLOCheck", "Thermal",
     "ClockMapping", "MeasureInfo", "ToolLevel",
+    "CrossCheck", "DeviceCrossCheck", "LoadActorInfo", "PowerChannelCheck", "StreamBatching", "TokenCalibration", "TokenizerInfo",
     "SCHEMA_VERSION", "BoundaryEnergy", "EFFICIENCY_FIGURES", "Figure", "Finding", "LATENCY_FIGURES", "CarbonIntensity", "ClockInfo", "EnergyShare", "Environment", "GPUInfo",
     "Latency", "LevelResult", "LevelTiming", "LoadStats", "NodeInfo", "Num", "Oversaturation", "Pareto",
     "ParetoFront", "ParetoPoint", "PowerPart", "PowerSplit", "PrefillDecode", "RequestAttribution", "RequestRecord",

@@ -221,7 +221,7 @@ class LevelResult(_M):
     stopped_early: str | None = None  # why the level ended before its bound
     target_down: TargetDownInfo | None = None  # the target stopped answering (load/liveness.py)
     tool: ToolLevel | None = None  # `wattbench measure`: the level as the load generator ran it
-    extra: dict[str, Any] = Field(default_factory=dict)
+    extra: dict[str, Any] = Field(default_factory=dict)  # free-form: an older file's keys no field names, kept
 
     @field_validator("goodput", mode="before")
     @classmethod

@@ -6,12 +6,12 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from wattbench.core.numbers import fmt
 from wattbench.core.redact import clip
 from wattbench.core.safe_text import LINE_CHARS
-from wattbench.core.schema.base import _M, Verdict
+from wattbench.core.schema.base import _M, Verdict, _Sparse
 from wattbench.core.schema.kinds import FindingKind
 from wattbench.core.severity import Severity
 
@@ -83,6 +83,23 @@ class Requests(_M):
     errors: dict[str, int] = Field(default_factory=dict)
 
 
+class LoadActorInfo(_M):
+    """One Ray load actor of a distributed level (``distributed/executor.py``): where it ran, what
+    it sent, its CPU, and its clock against the driver's (offset = actor clock − driver clock, from
+    the minimum-RTT ping before the level; the true offset lies within ± ``clock_uncertainty_ns``)."""
+
+    index: int
+    node_id: str
+    hostname: str | None = None
+    records: int = 0  # the records it returned for the level
+    cpu_pct: float | None = None  # of one core
+    clock_offset_ns: int
+    clock_uncertainty_ns: int
+    clock_rtt_ns: int
+    drift_ppm: float | None = None  # the offset's drift over the level (None: one offset)
+    drift_uncertainty_ppm: float | None = None  # ± on drift_ppm: both offsets' bounds over the time between them
+
+
 class LoadStats(_M):
     """What the load generator asked for and what it achieved."""
 
@@ -103,10 +120,43 @@ class LoadStats(_M):
     saturated: bool = False
     saturation_reasons: list[str] = Field(default_factory=list)
     max_in_flight: int | None = None  # open loop capped at this many requests in flight (--max-concurrency)
-    actors: list[dict[str, Any]] = Field(default_factory=list)  # distributed: per load actor (node, clock, cpu)
+    actors: list[LoadActorInfo] = Field(default_factory=list)  # distributed: per load actor (node, clock, cpu)
 
 
 # ---------------------------------------------------------------- energy
+
+
+class PowerChannelCheck(_M):
+    """A further measured power channel's integral over the window, against the counter."""
+
+    power_integral_j: float | None = None
+    diff_pct: float | None = None  # 100 · (integral − counter) / counter
+
+
+class DeviceCrossCheck(_Sparse):
+    """One device's energy counter against the integral of its measured power channel over the
+    same window (``accounting/boundaries.device_energy``); ``others`` only where the device has
+    further power channels."""
+
+    counter_j: float
+    power_integral_j: float
+    power_channel: str  # the power channel integrated (the first by preference)
+    diff_pct: float | None = None  # 100 · (integral − counter) / counter; None with a zero counter
+    power_coverage: float  # of the window, by the power channel's samples (0..1)
+    others: dict[str, PowerChannelCheck] = Field(default_factory=dict)  # the device's further power channels, by id
+
+
+class CrossCheck(_M):
+    """A boundary's energy counters against their power channels' integrals, summed over the
+    devices that have both (``accounting/boundaries._merge_cross``)."""
+
+    counter_j: float
+    power_integral_j: float
+    diff_pct: float | None = None
+    # the largest disagreement among devices whose power channel covers the window (None: none
+    # does): what the validity verdict judges
+    max_abs_device_diff_pct: float | None = None
+    devices: dict[str, DeviceCrossCheck] = Field(default_factory=dict)  # device (or channel) -> its check
 
 
 class BoundaryEnergy(_M):
@@ -134,7 +184,8 @@ class BoundaryEnergy(_M):
     largest_gap_s: float | None = None
     devices: list[str] = Field(default_factory=list)
     channels: list[str] = Field(default_factory=list)
-    cross_check: dict[str, Any] = Field(default_factory=dict)  # e.g. counter vs power integral
+    # counter vs power integral; None where no device has both (an older file's ``{}`` reads as none)
+    cross_check: CrossCheck | None = None
     notes: list[str] = Field(default_factory=list)
     # added by accounting: what went into coverage and uncertainty (docs/accounting.md)
     gaps: int | None = None  # sample gaps overlapping the window
@@ -148,6 +199,12 @@ class BoundaryEnergy(_M):
     carbon_g: float | None = None
     carbon_g_per_million_output_tokens: float | None = None
     carbon_g_per_request: float | None = None
+
+    @field_validator("cross_check", mode="before")
+    @classmethod
+    def _no_pair_no_check(cls, v: Any) -> Any:
+        """An empty cross-check (what files wrote where no device had both) reads as none."""
+        return None if v == {} else v
 
 
 class EnergyShare(_M):

@@ -62,7 +62,8 @@ class ServerIdentity(_M):
     version: str | None = None
     # the server's effective configuration as it exposes it, by source ("/props",
     # "/metrics vllm:cache_config_info", "/v1/models", "/get_server_info", "/info"), volatile
-    # fields (uptime, counters, timestamps, slot states, sizes found by memory profiling) left out
+    # fields (uptime, counters, timestamps, slot states, sizes found by memory profiling) left out;
+    # free-form: each source's shape is the server's, not wattbench's
     exposed: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # what was asked for and not given, one line each ("/props: HTTP 404"): a restart with other
     # flags there cannot be seen — a --config-label can say it
@@ -70,6 +71,15 @@ class ServerIdentity(_M):
     # set when the server exposed more than an identity keeps (``server/identity/common.MAX_IDENTITY_BYTES``):
     # what was left out ("16 KiB kept: 40 of 300 settings of /props"); None when nothing was
     capped: str | None = None
+
+
+class StreamBatching(_Sparse):
+    """How the server groups tokens into stream chunks, which distorts inter-token latency
+    (``server/detect.py``): ``stream_interval`` tokens per chunk (None: the server does not say;
+    ``note`` why). Empty where nothing is known (what an older file's ``{}`` reads as)."""
+
+    stream_interval: int | None = None
+    note: str | None = None
 
 
 class ServerInfo(_M):
@@ -81,12 +91,13 @@ class ServerInfo(_M):
     max_model_len: int | None = None
     launched: bool = False
     launch_command: list[str] | None = None
-    effective_config: dict[str, Any] = Field(default_factory=dict)
+    effective_config: dict[str, Any] = Field(default_factory=dict)  # free-form: the engine's own settings, its names
     metrics_endpoint: str | None = None
     supports_ignore_eos: bool | None = None
     output_length_forced: bool | None = None
-    stream_batching: dict[str, Any] = Field(default_factory=dict)
-    # engine-specific request fields that force the output length (e.g. {"ignore_eos": true})
+    stream_batching: StreamBatching = Field(default_factory=StreamBatching)
+    # engine-specific request fields that force the output length (e.g. {"ignore_eos": true}), and
+    # --extra-body's: free-form, the request fields are the server's
     extra_body: dict[str, Any] = Field(default_factory=dict)
     detected_by: list[str] = Field(default_factory=list)  # evidence for `engine`
     # redirects met while checking the target (core/origin.py): same-host ones followed
@@ -120,6 +131,30 @@ class NodeInfo(_M):
     problems: list[str] = Field(default_factory=list)
 
 
+class TokenCalibration(_Sparse):
+    """Approximate lengths fitted to the server's count (``run/prime.calibrate_prompts``): tokens =
+    ``tokens_per_word`` · words + ``overhead_tokens``, from ``probes`` probe requests at ``lengths``."""
+
+    tokens_per_word: float | None = None
+    overhead_tokens: float | None = None
+    probes: int | None = None
+    lengths: list[int] = Field(default_factory=list)
+
+
+class TokenizerInfo(_Sparse):
+    """How prompt lengths were counted (``workload.tokenizer``'s token sources, ``describe()``):
+    ``source`` hf (``path``, ``vocab_size``) | server (its ``/tokenize`` ``endpoint``, ``model``) |
+    approx (``words_per_token``) | calibrated (approx fitted to the server: ``calibration``)."""
+
+    source: str | None = None
+    path: str | None = None
+    vocab_size: int | None = None
+    endpoint: str | None = None
+    model: str | None = None
+    words_per_token: float | None = None
+    calibration: TokenCalibration | None = None
+
+
 class WorkloadInfo(_M):
     """What the run's requests were made from (``Workload.describe()``): every kind (synthetic,
     dataset, trace, sessions) gives these; what only one kind has (its distributions, source file
@@ -129,7 +164,7 @@ class WorkloadInfo(_M):
     kind: str | None = None  # synthetic | dataset | trace | sessions
     seed: int | None = None
     token_source: str | None = None  # how prompt lengths were counted: tokenizer | server | approx
-    tokenizer: dict[str, Any] = Field(default_factory=dict)
+    tokenizer: TokenizerInfo = Field(default_factory=TokenizerInfo)
 
 
 class PromptCalibration(_M):
@@ -242,7 +277,7 @@ class Result(_M):
     # priming, the history check, engine starts, the trial order (core/schema/noise.py)
     noise: NoiseInfo | None = None
     measure: MeasureInfo | None = None  # `wattbench measure -- COMMAND`: the command and its tool
-    extra: dict[str, Any] = Field(default_factory=dict)
+    extra: dict[str, Any] = Field(default_factory=dict)  # free-form: an older file's keys no field names, kept
 
     @model_validator(mode="before")
     @classmethod
