@@ -8,6 +8,7 @@ actor on it reports, and every listening socket of every process the start creat
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 ray = pytest.importorskip("ray")
 psutil = pytest.importorskip("psutil")
 
+from wattbench.core.interrupt import on_sigterm  # noqa: E402
 from wattbench.distributed.run import RayCluster  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]
@@ -43,16 +45,29 @@ def test_local_cluster_binds_loopback(monkeypatch):
     env_before, flag_before = os.environ.get(key), ray_constants.ENABLE_RAY_CLUSTER
     me = psutil.Process()
     before = {p.pid for p in me.children(recursive=True)}
-    with RayCluster("local", init_kwargs={"num_cpus": 1, "include_dashboard": False}) as cl:
-        assert [n["NodeManagerAddress"] for n in cl.alive_nodes] == ["127.0.0.1"]
-        assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
-        actor = cl._ensure_loads(1)[0]
-        assert actor.ip == "127.0.0.1" and actor.node_id == cl.alive_nodes[0]["NodeID"]
-        started = {p.pid for p in me.children(recursive=True)} - before
-        socks = _listening(started)
-        names = {name for _, _, name in socks}
-        assert {"gcs_server", "raylet"} <= names  # the scan sees the cluster's own servers
-        assert [s for s in socks if s[0] not in LOOPBACK] == []
+    # as `wattbench run --ray local` has it: SIGTERM stops the run as Ctrl-C does, which ray.init's
+    # own handler (sys.exit, for the whole process) would replace
+    callers = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        with RayCluster("local", init_kwargs={"num_cpus": 1, "include_dashboard": False}) as cl:
+            assert signal.getsignal(signal.SIGTERM) is on_sigterm
+            _check_loopback(cl, me, before)
+        assert signal.getsignal(signal.SIGTERM) is on_sigterm
+    finally:
+        signal.signal(signal.SIGTERM, callers)
     assert not ray.is_initialized()  # we started it, we stopped it
     # the loopback switch was for the cluster's start only
     assert os.environ.get(key) == env_before and ray_constants.ENABLE_RAY_CLUSTER == flag_before
+
+
+def _check_loopback(cl: RayCluster, me, before: set[int]) -> None:
+    """The node, the GCS and a load actor on 127.0.0.1, and no socket of the cluster's processes on another address."""
+    assert [n["NodeManagerAddress"] for n in cl.alive_nodes] == ["127.0.0.1"]
+    assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+    actor = cl._ensure_loads(1)[0]
+    assert actor.ip == "127.0.0.1" and actor.node_id == cl.alive_nodes[0]["NodeID"]
+    started = {p.pid for p in me.children(recursive=True)} - before
+    socks = _listening(started)
+    names = {name for _, _, name in socks}
+    assert {"gcs_server", "raylet"} <= names  # the scan sees the cluster's own servers
+    assert [s for s in socks if s[0] not in LOOPBACK] == []

@@ -12,6 +12,7 @@ from wattbench.cli.common import handle_errors
 from wattbench.cli.options import CommandOptions, Given, borrowed, options, options_in
 from wattbench.cli.run import config_from
 from wattbench.config import AB, AB_LEAVES_OUT, RUN, AbConfig, RunConfig
+from wattbench.core.interrupt import sigterm_as_ctrl_c
 
 HELP = """Measure two servers (or two engine starts) in pairs, alternately A B B A …, over the same levels, and
 answer whether B gives more tokens per kW than A: the ratio, throughput × power, and its interval from the pairs,
@@ -36,6 +37,7 @@ def register(app: typer.Typer) -> None:
     @app.command("ab", help=HELP)
     @handle_errors
     @options_in(AB, OPTIONS, MODELS)
+    @sigterm_as_ctrl_c()  # SIGTERM stops the comparison as Ctrl-C does
     def ab(given: Given) -> None:
         run_fields = dict(given[RunConfig])
         run_fields["targets"] = []
@@ -46,13 +48,11 @@ def register(app: typer.Typer) -> None:
 
         from wattbench.cli.progress import run_progress
         from wattbench.core.errors import Interrupted
-        from wattbench.core.interrupt import install_sigterm
         from wattbench.run.ab import run_ab
 
         err_console, out_console = Console(stderr=True), Console(highlight=False, soft_wrap=True)
         display = run_progress(err_console if as_json else out_console, quiet,
                                sys.stderr.isatty() or os.environ.get("WATTBENCH_PROGRESS") == "1")
-        install_sigterm()
         try:
             with display:
                 outcome = run_ab(config, progress=display.update)

@@ -10,7 +10,7 @@ import typer
 from wattbench.cli.common import handle_errors, read_api_key
 from wattbench.cli.options import CommandOptions, Given, options_from
 from wattbench.config import MeasureConfig, RunConfig
-from wattbench.core.interrupt import install_sigterm
+from wattbench.core.interrupt import sigterm_as_ctrl_c
 
 if TYPE_CHECKING:
     from wattbench.run.events import ProgressEvent, ProgressFn
@@ -58,6 +58,7 @@ def register(app: typer.Typer) -> None:
     @app.command("measure", help=HELP, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     @handle_errors
     @options_from("measure", MeasureConfig, RunConfig, CommandOptions)
+    @sigterm_as_ctrl_c()  # SIGTERM stops the measurement as Ctrl-C does and keeps what it measured
     def measure(given: Given) -> None:
         from wattbench.core.errors import Interrupted
         from wattbench.run.measure import measure as run_measure
@@ -67,7 +68,6 @@ def register(app: typer.Typer) -> None:
         config = RunConfig(**run_fields)
         mcfg = MeasureConfig(run=config, **given[MeasureConfig])
         as_json, quiet = given[CommandOptions]["as_json"], given[CommandOptions]["quiet"]
-        install_sigterm()
         from rich.console import Console
 
         from wattbench.report.terminal import run_summary

@@ -16,6 +16,7 @@ from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
 from wattbench.config import MonitorOptions
 from wattbench.core.errors import UserError
+from wattbench.core.interrupt import restore_handler
 
 if TYPE_CHECKING:
     from wattbench.monitor.snapshot import MonitorSnapshot
@@ -120,8 +121,10 @@ def register(app: typer.Typer) -> None:
             else:
                 summary = mon.run(o.duration_s, on_tick=say_problems)
         finally:
-            summary = mon.close()
-            signal.signal(signal.SIGTERM, old)
+            try:
+                summary = mon.close()
+            finally:  # the caller's handler is back even where closing fails
+                restore_handler(signal.SIGTERM, old)
         if o.as_json:
             typer.echo(json.dumps(summary, indent=2, default=str))
         else:

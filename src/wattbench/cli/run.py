@@ -11,7 +11,7 @@ import typer
 from wattbench.cli.common import handle_errors, read_api_key
 from wattbench.cli.options import CommandOptions, Given, options_from
 from wattbench.config import RunConfig
-from wattbench.core.interrupt import install_sigterm
+from wattbench.core.interrupt import sigterm_as_ctrl_c
 
 HELP = """Benchmark an OpenAI-compatible server (or the embedded engine when no --target is given).
 
@@ -46,11 +46,6 @@ def _parse_warmup(value: Optional[str]) -> tuple[Optional[float], Optional[int]]
         raise UserError(f"--warmup {value!r}: give seconds like 10s or a number of requests like 20") from None
 
 
-def _install_sigterm() -> None:
-    """SIGTERM behaves like Ctrl-C: the run stops cleanly and keeps what it measured (interrupt.py)."""
-    install_sigterm()
-
-
 def config_from(given: Given) -> RunConfig:
     """The RunConfig of ``run``'s options: what one option gives two fields is read here (the API
     key or its file; ``--warmup`` seconds or requests; one ``--target`` is ``target``, several are
@@ -70,6 +65,7 @@ def register(app: typer.Typer) -> None:
     @app.command("run", help=HELP)
     @handle_errors
     @options_from("run", RunConfig, CommandOptions)
+    @sigterm_as_ctrl_c()  # SIGTERM stops the run as Ctrl-C does and keeps what it measured
     def run(given: Given) -> None:
         from wattbench.core.errors import Interrupted
 
@@ -85,7 +81,6 @@ def register(app: typer.Typer) -> None:
         # bars on a terminal; plain lines on stderr where it is not one (a CI log, nohup)
         display = run_progress(err_console if as_json else out_console, quiet,
                                sys.stderr.isatty() or os.environ.get("WATTBENCH_PROGRESS") == "1")
-        _install_sigterm()
         from wattbench.run import run_benchmark
 
         from wattbench.core.errors import WattbenchError

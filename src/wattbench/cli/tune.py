@@ -9,6 +9,7 @@ import typer
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import CommandOptions, Given, options_from
 from wattbench.config import RunConfig, TuneConfig
+from wattbench.core.interrupt import sigterm_as_ctrl_c
 from wattbench.core.numbers import fmt
 
 HELP = """Search engine settings (and, as root, GPU power settings) for the most goodput per kW under an SLO.
@@ -33,6 +34,7 @@ def register(app: typer.Typer) -> None:
     @app.command("tune", help=HELP)
     @handle_errors
     @options_from("tune", RunConfig, TuneConfig, CommandOptions)
+    @sigterm_as_ctrl_c()  # SIGTERM stops like Ctrl-C: the trial in progress ends, tune.json is kept
     def tune_cmd(given: Given) -> None:
         from wattbench.results.tune import write_tune
         from wattbench.tune.events import GpuRestored, TrialDone, TrialStarted, TuneEvent
@@ -59,10 +61,8 @@ def register(app: typer.Typer) -> None:
             elif isinstance(event, GpuRestored):
                 con.print("restored GPU settings left by an earlier tune: " + "; ".join(event.actions))
 
-        from wattbench.cli.run import _install_sigterm
         from wattbench.core.errors import Interrupted
 
-        _install_sigterm()  # SIGTERM stops like Ctrl-C: the trial in progress ends, tune.json is kept
         try:
             t = tune(cfg, progress=progress)
         except (Interrupted, KeyboardInterrupt):

@@ -11,15 +11,25 @@ Where SIGINT is ignored or at its default action — a process started in the ba
 non-interactive shell (``wattbench run &`` in a script, ``nohup``) inherits SIGINT ignored, and
 Python then installs no handler — re-delivering it would drop the SIGTERM (or kill the process
 with no clean-up), so ``KeyboardInterrupt`` is raised here instead.
+
+A handler is process-wide: whatever installs one for a command or a context puts the previous one
+back when that ends, on every path (``sigterm_as_ctrl_c``, ``restore_handler``), so a caller that
+goes on (a test runner, a program calling the library) keeps its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
+import threading
+from collections.abc import Iterator
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
-__all__ = ["on_sigterm", "install_sigterm"]
+__all__ = ["on_sigterm", "install_sigterm", "restore_handler", "sigterm_as_ctrl_c", "Handler"]
+
+# what signal.signal returns and signal.getsignal gives: None where the handler was not set from Python
+Handler = Union[Callable[[int, Union[FrameType, None]], Any], int, signal.Handlers, None]
 
 
 def on_sigterm(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001 - a signal handler's signature
@@ -29,6 +39,27 @@ def on_sigterm(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001 - 
         raise KeyboardInterrupt
 
 
-def install_sigterm() -> Callable[[int, FrameType | None], Any] | int | signal.Handlers | None:
+def install_sigterm() -> Handler:
     """Make SIGTERM behave as Ctrl-C (main thread only); returns the previous handler."""
     return signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def restore_handler(signum: int, previous: Handler) -> None:
+    """Put back ``previous`` (what ``signal.signal`` returned) for ``signum``: one not set from
+    Python (``None``) cannot be set again, so the default action stands in for it."""
+    signal.signal(signum, signal.SIG_DFL if previous is None else previous)
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM behaves as Ctrl-C inside the block; the previous handler is back after it, however
+    it ends. Outside the main thread (where Python allows no handler) the handlers stay as they are.
+    Also a decorator: ``@sigterm_as_ctrl_c()`` covers each call of a command."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = install_sigterm()
+    try:
+        yield
+    finally:
+        restore_handler(signal.SIGTERM, previous)

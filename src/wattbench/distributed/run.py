@@ -53,6 +53,7 @@ meters are dropped (``sensor_status="no_meters"``). Readings are drained every
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from types import ModuleType
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ from wattbench.distributed.executor import (
 )
 from wattbench.distributed.merge import node_channel
 from wattbench.core.errors import Interrupted, UserError
+from wattbench.core.interrupt import Handler, restore_handler
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.target import TargetSpec
 from wattbench.core.schema import LoadActorInfo, NodeInfo
@@ -151,6 +153,7 @@ class RayCluster:
         self.sensors: list[_Sensor] = []
         self.sensor_problems: list[str] = []
         self._we_initialized = False
+        self._sigterm_before: list[Handler] = []  # the caller's SIGTERM handler, while we hold Ray
         self._drainer: threading.Thread | None = None
         self._stop_drain = threading.Event()
         self._lock = threading.Lock()
@@ -165,16 +168,28 @@ class RayCluster:
             if self.runtime_env:
                 kw["runtime_env"] = self.runtime_env
             kw.setdefault("log_to_driver", False)
+            # ray.init installs its own SIGTERM handler (sys.exit) for the whole process: where the
+            # caller has one (run's: stop as on Ctrl-C, keeping what was measured), the caller's
+            # stays; where it has none, Ray's does until close() puts the default back
+            before = self._sigterm_before = (
+                [signal.getsignal(signal.SIGTERM)] if threading.current_thread() is threading.main_thread() else [])
+            started = False
             try:
                 if self.address == "local":
                     start_local(ray, kw)
                 else:
                     ray.init(address=self.address, **kw)
+                started = True
             except ConnectionError as e:
                 raise UserError(
                     f"cannot reach a Ray cluster at {self.address!r} ({e}); start one with `ray start --head` "
                     "or pass --ray ADDRESS (host:6379 of the head node)"
                 ) from None
+            finally:
+                if before and (not started or before[0] not in (signal.SIG_DFL, None)):
+                    restore_handler(signal.SIGTERM, before[0])
+                if not started:
+                    self._sigterm_before = []
             self._we_initialized = True
         self.alive_nodes = [n for n in ray.nodes() if n.get("Alive")]
         return self
@@ -201,6 +216,8 @@ class RayCluster:
         if self._we_initialized and ray.is_initialized():
             ray.shutdown()
             self._we_initialized = False
+        if self._sigterm_before and threading.current_thread() is threading.main_thread():
+            restore_handler(signal.SIGTERM, self._sigterm_before.pop())
 
     # -- clocks --------------------------------------------------------------------------------
     def _offset(self, handle: Any) -> ClockOffset:

@@ -5,8 +5,9 @@ its effective config); this module owns the process: a free loopback port, ``Pop
 list in its own session (so the whole process group can be signalled), stdout+stderr streamed
 into ``<run_dir>/server.log``, a health poll with a timeout and early-exit detection, and a stop
 by PID (SIGTERM to the group, wait, SIGKILL). Stops also happen on failure, on Ctrl-C (the
-context manager's exit), on SIGTERM (turned into ``SystemExit`` when no handler is installed) and
-at interpreter exit (``atexit``). On Linux the child also gets ``PR_SET_PDEATHSIG`` so a killed
+context manager's exit), on SIGTERM (turned into ``SystemExit`` while an engine runs, where no
+handler is installed; the previous handler is back once the last engine stops) and at
+interpreter exit (``atexit``). On Linux the child also gets ``PR_SET_PDEATHSIG`` so a killed
 parent does not leave it behind.
 """
 
@@ -35,6 +36,7 @@ from typing import Any, BinaryIO, NoReturn
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import EngineError, TargetError
 from wattbench.core.argv import has_flag
+from wattbench.core.interrupt import Handler, restore_handler
 from wattbench.core.schema import ServerInfo, StreamBatching
 from wattbench.core import origin
 from wattbench.engines.presets import default_cache_dir
@@ -178,7 +180,9 @@ def _pdeathsig() -> None:  # runs in the child between fork and exec
 
 _LIVE: set["EngineHandle"] = set()
 _LIVE_LOCK = threading.Lock()
-_HOOKS_INSTALLED = False
+_ATEXIT_REGISTERED = False
+# the SIGTERM handler that _on_sigterm replaced, while _on_sigterm is installed (at most one entry)
+_SIGTERM_BEFORE: list[Handler] = []
 
 
 def _stop_all() -> None:
@@ -193,16 +197,31 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:  # noqa: ARG0
 
 
 def _install_cleanup_hooks() -> None:
-    global _HOOKS_INSTALLED
-    if _HOOKS_INSTALLED:
-        return
-    _HOOKS_INSTALLED = True
-    atexit.register(_stop_all)
-    if threading.current_thread() is threading.main_thread():
-        # SIGTERM's default action ends the process without atexit: make it unwind instead, but
-        # only when nobody else (the run orchestrator) has installed a handler.
-        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-            signal.signal(signal.SIGTERM, _on_sigterm)
+    """Before an engine starts: stop every live engine at interpreter exit, and, while one runs,
+    make SIGTERM unwind (``SystemExit``, so the handles' exits and ``atexit`` run) instead of ending
+    the process on the spot, but only where nobody else (the run orchestrator, the caller) has
+    installed a handler, and only from the main thread. ``_release_sigterm`` undoes the latter."""
+    global _ATEXIT_REGISTERED
+    with _LIVE_LOCK:
+        if not _ATEXIT_REGISTERED:
+            _ATEXIT_REGISTERED = True
+            atexit.register(_stop_all)
+        if (not _SIGTERM_BEFORE and threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)):
+            _SIGTERM_BEFORE.append(signal.signal(signal.SIGTERM, _on_sigterm))
+
+
+def _release_sigterm() -> None:
+    """Once no engine is live: SIGTERM's handler is the one it was before the first started (the
+    handler is the whole process's, and the caller goes on without an engine). Left as it is where
+    someone replaced ``_on_sigterm`` meanwhile (theirs stays), or off the main thread (Python sets
+    handlers there only: the next engine stopped on the main thread puts it back)."""
+    with _LIVE_LOCK:
+        if _LIVE or not _SIGTERM_BEFORE or threading.current_thread() is not threading.main_thread():
+            return
+        previous = _SIGTERM_BEFORE.pop()
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            restore_handler(signal.SIGTERM, previous)
 
 
 # ------------------------------------------------------------------ the handle
@@ -285,6 +304,7 @@ class EngineHandle:
                 pass
             with _LIVE_LOCK:
                 _LIVE.discard(self)
+            _release_sigterm()
         return self.returncode
 
     def __enter__(self) -> "EngineHandle":
@@ -366,6 +386,7 @@ def _start_once(engine: Engine, model: str | None, device: str, engine_args: lis
         )
     except FileNotFoundError as e:
         log_file.close()
+        _release_sigterm()
         raise EngineError(f"{engine.name}: cannot run {plan.argv[0]!r} ({e.strerror}); {engine.install_hint}") from None
     handle = EngineHandle(engine, plan, proc, host, port, log_path, log_file)
     with _LIVE_LOCK:

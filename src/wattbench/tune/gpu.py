@@ -27,14 +27,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from wattbench.core.errors import UserError
-from wattbench.core.interrupt import install_sigterm
+from wattbench.core.interrupt import sigterm_as_ctrl_c
 from wattbench.telemetry.nvml_device import Nvml, NvmlDevice
 
 DEFAULT_STATE_PATH = "/var/lib/wattbench/gpu-settings.json"
@@ -82,7 +80,7 @@ class GpuSettings:
         self.root = is_root() if root is None else root
         self._devices_arg = devices
         self._devices: dict[int, NvmlDevice] = {}
-        self._old_sigterm: Callable[[int, FrameType | None], Any] | int | signal.Handlers | None = None
+        self._sigterm = contextlib.ExitStack()  # SIGTERM as Ctrl-C while entered (interrupt.py)
         self.current: dict[str, float] = {}
         self._inited = False
 
@@ -179,18 +177,16 @@ class GpuSettings:
 
     # -------------------------------------------------------------- context: restore on every exit
     def __enter__(self) -> "GpuSettings":
-        # as `run` does (interrupt.py): the work stops as on Ctrl-C and __exit__ restores
-        with contextlib.suppress(ValueError):  # not the main thread: the caller's handlers stay
-            self._old_sigterm = install_sigterm()
+        # as `run` does (interrupt.py): the work stops as on Ctrl-C and __exit__ restores, then puts
+        # the caller's SIGTERM handler back (outside the main thread the caller's handlers stay)
+        self._sigterm.enter_context(sigterm_as_ctrl_c())
         return self
 
     def __exit__(self, *exc: object) -> None:
         try:
             self.restore()
         finally:
-            if self._old_sigterm is not None:
-                with contextlib.suppress(ValueError):
-                    signal.signal(signal.SIGTERM, self._old_sigterm)
+            self._sigterm.close()
             if self._inited:
                 with contextlib.suppress(Exception):
                     self.nv.shutdown()

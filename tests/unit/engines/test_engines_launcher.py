@@ -130,6 +130,43 @@ def test_engine_binary_missing(tmp_path):
         start(FakeEngine("ok", exe="/nonexistent/python"), None, "cpu", [], tmp_path, timeout_s=5)
 
 
+def test_sigterm_unwinds_while_an_engine_runs_and_is_the_callers_again_after(tmp_path):
+    """SIGTERM's handler is the whole process's: the launcher's (``SystemExit``, so every handle's
+    exit and ``atexit`` stop the engines) only from the first start to the last stop, also where a
+    start fails; a handler the caller installed is never replaced."""
+    import signal
+
+    from wattbench.engines import base
+
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # as pytest leaves it (tests/conftest.py)
+    a = start(FakeEngine("ok"), None, "cpu", [], tmp_path / "a", timeout_s=120)
+    try:
+        b = start(FakeEngine("ok"), None, "cpu", [], tmp_path / "b", timeout_s=120)
+        assert signal.getsignal(signal.SIGTERM) is base._on_sigterm
+        b.stop()
+        assert signal.getsignal(signal.SIGTERM) is base._on_sigterm  # engine a still runs
+    finally:
+        a.stop()
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    with pytest.raises(EngineError, match="exited with code 3"):
+        start(FakeEngine("crash"), None, "cpu", [], tmp_path / "c", timeout_s=120)
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    with pytest.raises(EngineError, match="cannot run"):
+        start(FakeEngine("ok", exe="/nonexistent/python"), None, "cpu", [], tmp_path / "d", timeout_s=5)
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+    def theirs(signum, frame):
+        raise AssertionError("not called: no SIGTERM is sent")
+
+    signal.signal(signal.SIGTERM, theirs)
+    try:
+        with start(FakeEngine("ok"), None, "cpu", [], tmp_path / "e", timeout_s=120):
+            assert signal.getsignal(signal.SIGTERM) is theirs
+        assert signal.getsignal(signal.SIGTERM) is theirs
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def test_flag_helpers():
     args = ["--max-num-seqs", "8", "--dtype=half", "--enforce-eager", "--max-num-seqs", "16"]
     assert flag_value(args, "--max-num-seqs") == "16"

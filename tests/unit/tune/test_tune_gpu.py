@@ -74,6 +74,20 @@ def test_restored_on_exception(tmp_path):
     assert all(g.management_mw == 700_000 for g in nv.gpus) and not (tmp_path / "state.json").exists()
 
 
+def test_sigterm_stops_like_ctrl_c_inside_and_is_the_callers_after_an_exception(tmp_path):
+    from wattbench.core.interrupt import on_sigterm
+
+    nv = _fake(tmp_path)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(RuntimeError, match="a trial failed"):
+        with GpuSettings(nvml=nv, state=tmp_path / "state.json", root=True) as g:
+            g.apply({"power_limit_w": 450.0})
+            assert signal.getsignal(signal.SIGTERM) is on_sigterm
+            raise RuntimeError("a trial failed")
+    assert signal.getsignal(signal.SIGTERM) == before
+    assert all(g.management_mw == 700_000 for g in nv.gpus)
+
+
 def test_refused_when_not_root_or_out_of_range(tmp_path):
     nv = _fake(tmp_path)
     with pytest.raises(UserError, match="needs root"):
