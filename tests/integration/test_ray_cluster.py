@@ -8,6 +8,7 @@ and the run goes on.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,7 @@ def cluster():
     ray_constants.ENABLE_RAY_CLUSTER = False
     # every node on loopback: Ray's default node IP is the machine's interface address, and test
     # traffic stays on 127.0.0.1 (tests/unit/reliability/test_loopback_only.py checks this)
+    sigterm = signal.getsignal(signal.SIGTERM)  # ray.init installs its own for the whole process
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False,
                                                       "node_ip_address": "127.0.0.1"})
     try:
@@ -64,6 +66,7 @@ def cluster():
     finally:
         ray.shutdown()
         c.shutdown()
+        signal.signal(signal.SIGTERM, sigterm)
         ray_constants.ENABLE_RAY_CLUSTER = old_cluster
         for k, v in old.items():
             if v is None:
