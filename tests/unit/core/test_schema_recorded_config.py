@@ -61,7 +61,7 @@ def test_every_setting_a_run_writes_is_a_named_field():
     assert set(written) - set(RecordedConfig.model_fields) == set()
     assert "api_key" not in written and "sk-live" not in _text(written)
     # typed as read: the values a reader gets
-    assert rec.concurrency == [1, 8] and rec.rate == [2.0, math.inf] and rec.trials == "auto"
+    assert rec.concurrency == [1, 8] and rec.rate == pytest.approx([2.0, math.inf], rel=1e-12) and rec.trials == "auto"
     assert rec.target == "http://***@a:8000/v1" and rec.headers == {"X-Api-Key": "<redacted>"}
     assert rec.extra_body["api_key"] == "<redacted>" and rec.extra_body["nested"] == {"a": [1, 2.5, None, True]}
     assert rec.engine == "vllm" and rec.api == "chat" and rec.trial_order == "shuffled" and rec.prompt_salt == ""
@@ -77,14 +77,14 @@ def test_a_written_block_reads_back_key_for_key_in_its_order():
     back = json.loads(_result(written).model_dump_json(indent=2))["config"]
     assert _text(back) == _text(as_file)
     again = _result(back)
-    assert again.config.rate == [2.0, math.inf]  # the null read back as the inf it was written for
+    assert again.config.rate == pytest.approx([2.0, math.inf], rel=1e-12)  # the null read back as the inf it was written for
     assert _text(json.loads(again.model_dump_json())["config"]) == _text(as_file)
 
 
 def test_an_older_block_loads_and_writes_back_as_it_was():
     res = _result(_OLD)
     cfg = res.config
-    assert cfg.model == "tiny" and cfg.concurrency == [1, 4] and cfg.duration_s == 3.0 and cfg.trials == 1
+    assert cfg.model == "tiny" and cfg.concurrency == [1, 4] and cfg.duration_s == pytest.approx(3.0, rel=1e-12) and cfg.trials == 1
     assert cfg.model_extra == {"gpu_clock_mhz": 1980}  # the key wattbench does not name, kept
     assert cfg.stall_timeout_s is None and cfg.currency is None and cfg.sensors == []  # not recorded
     back = json.loads(res.model_dump_json())["config"]

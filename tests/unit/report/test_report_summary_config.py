@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.core.schema import RecordedConfig
 from wattbench.report import summary as S
@@ -50,7 +52,7 @@ def test_an_inf_rate_level_read_back_counts_as_measured(tmp_path):
     assert S.unmeasured_levels(r) == []  # in memory
     write_result(tmp_path / "r", r)
     back = load_result(tmp_path / "r")
-    assert back.config.rate == [2.0, math.inf] and back.levels[1].load.target_rate_rps is None
+    assert back.config.rate == pytest.approx([2.0, math.inf], rel=1e-12) and back.levels[1].load.target_rate_rps is None
     assert S.unmeasured_levels(back) == []
     back.levels = back.levels[:1]  # the inf level not measured: listed
     assert S.unmeasured_levels(back) == ["r=inf"]
