@@ -11,6 +11,24 @@ Each level reads as compare's answer line (``analysis/compare.answer_line``) wit
 per-kW ratio, its noise the pairs' interval (``PairedRatio.noise``); then the precision reached
 against the one asked and, short of it, the pairs the observed spread says it takes.
 
+**A drift of one side** (docs/compare.md "A paired A/B measurement"): the pairs cancel a drift both
+sides share, not one that only one side has — then the pairs' ratios move themselves, and their
+spread around one mean is not noise. The level's ratio *drifts* when either (1) the pairs' ratios
+move over the pairs (``PairedRatio.drifts``: ``metrics/drift.trials_trend`` of the ratios in pair
+order, Sen's 99% interval excluding 0; below ``metrics/drift.MIN_POINTS`` (4) pairs there is no
+interval and no drift call from the pairs), or (2) the two sides' own per-second series of the
+figure (each run's recorded ``Stationarity`` trend at the level's boundary, the finer reading of the
+same drift) changed by amounts whose 99% intervals do not overlap (``metrics/drift.trends_apart``).
+A drift common to both sides is neither: it stays judged. A drifting ratio is never judged within
+or beyond noise: the drift is carried to ``metrics/noise.judge`` (``with_drift``), which says
+``inconclusive``; the why names the ratio's change over the pairs and each side's own change with
+its interval (the recorded per-second trend, else the trend of its pairs' values) and the drifting
+side's recorded cause — ``B/A changes +12.8% over the 16 pairs: A holds -0.3% (-2.0% to +1.5%), B
+drifts +18.9% (+6.3% to +30.9%; no recorded cause: …); a drift of one side, which the pairs do not
+cancel``; the todo says to precondition or warm the drifting side and
+measure again (and the side's own recorded remedy, when its cause has one). The precision asked is
+then not reached (``metrics/paired.precision``), whatever the interval's width.
+
 **The shared meter** (docs/compare.md "A paired A/B measurement"): ``ab`` reads both sides with
 the same meters, so every trial's energy holds the other side's draw while it idles (two servers on
 one GPU, or two GPUs inside one ``accelerator`` or ``node`` boundary). The ratio is of those gross
@@ -31,9 +49,9 @@ from pydantic import BaseModel, Field
 from wattbench.analysis.compare import Decomposition, NoiseVerdict, RatioCI, answer_line
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt, fmt_pct_against
-from wattbench.core.schema import PairedLevel, PairedRun, Result
-from wattbench.metrics.drift import trend
-from wattbench.metrics.noise import INCONCLUSIVE, judge
+from wattbench.core.schema import FigureTrend, PairedLevel, PairedRun, Result, Stationarity
+from wattbench.metrics.drift import figure_drift, recorded_trend, trend, trends_apart, trials_trend
+from wattbench.metrics.noise import DRIFT_TODO, INCONCLUSIVE, judge, with_drift
 from wattbench.metrics.paired import PairedRatio, paired_ratio, pairs_needed, precise_enough
 
 PAIR = "B/A"
@@ -99,8 +117,71 @@ def _ci(r: PairedRatio | None) -> RatioCI | None:
     return RatioCI(low=r.low, high=r.high, confidence=0.95, method=PAIRED_CI)
 
 
-def paired_level(lv: PairedLevel, precision_pct: float | None) -> PairedAnswer:
-    """One level's answer from its pairs (module docstring)."""
+def _pct(x: float) -> str:
+    return f"{x:+.1f}%"
+
+
+def _side_change(rec: FigureTrend | None, values: list[float | None]) -> tuple[float, float | None, float | None,
+                                                                               bool] | None:
+    """A side's own change (%) with its 99% interval and whether it moves: its recorded per-second
+    trend, else the trend of its pairs' values in pair order."""
+    if rec is not None and rec.change_pct is not None:
+        return rec.change_pct, rec.ci_low_pct, rec.ci_high_pct, rec.moves
+    tr = trials_trend(values)
+    if tr is None or tr.change is None:
+        return None
+    low, high = tr.change_low, tr.change_high
+    return (100.0 * tr.change, None if low is None else 100.0 * low, None if high is None else 100.0 * high,
+            tr.moves)
+
+
+def ratio_drift(lv: PairedLevel, headline: PairedRatio, figure: str,
+                stationarity: tuple[Stationarity | None, Stationarity | None] = (None, None)) -> tuple[str, str] | None:
+    """The level's ratio drift (module docstring "A drift of one side"): ``(words, what to do)`` in
+    ``metrics/drift.figure_drift``'s form, or None when the ratio holds (or too few pairs to tell)."""
+    recs = [recorded_trend(st, figure, lv.boundary) for st in stationarity]
+    if not headline.drifts and not trends_apart(recs[0], recs[1]):
+        return None
+    per_kw = figure == "output_tokens_per_s_per_kw"
+    series = (lv.a_per_kw, lv.b_per_kw) if per_kw else (lv.a_tokens_per_s, lv.b_tokens_per_s)
+    sides, moved = [], []
+    for side, rec, values, st in zip(("A", "B"), recs, series, stationarity):
+        ch = _side_change(rec, values)
+        if ch is None:
+            continue
+        change, low, high, moves = ch
+        interval = f"{_pct(low)} to {_pct(high)}" if low is not None and high is not None else ""
+        cause = ""
+        if moves:
+            moved.append((side, st))
+            recorded = figure_drift(st, figure, lv.boundary)
+            if recorded is not None and st is not None and st.cause:
+                cause = st.cause
+        note = "; ".join(x for x in (interval, cause) if x)
+        sides.append(f"{side} {'drifts' if moves else 'holds'} {_pct(change)}" + (f" ({note})" if note else ""))
+    tr = headline.trend
+    ratio_change = tr.change if tr is not None else None
+    head = f"changes {_pct(100.0 * ratio_change)} over the {headline.n} pairs" if ratio_change is not None else \
+        f"moves over the {headline.n} pairs"
+    if moved:
+        tail = "a drift of one side, which the pairs do not cancel" if len(moved) == 1 else \
+            "the sides drift apart, which the pairs do not cancel"
+    else:
+        tail = "neither side's own series moves by more than its noise, but their ratio does"
+    words = f"{head}: {', '.join(sides)}; {tail}" if sides else f"{head}; {tail}"
+    who = " and ".join(side for side, _ in moved) or "both sides"
+    todo = [f"precondition {who} (--precondition) or warm {'it' if len(moved) == 1 else 'them'} until "
+            f"{'its' if len(moved) == 1 else 'their'} series settles (a longer --warmup), then measure again"]
+    for _, st in moved:
+        if st is not None and st.todo and st.todo != DRIFT_TODO and st.todo not in todo:
+            todo.append(st.todo)
+    return words, "; ".join(todo)
+
+
+def paired_level(lv: PairedLevel, precision_pct: float | None,
+                 stationarity: tuple[Stationarity | None, Stationarity | None] = (None, None)) -> PairedAnswer:
+    """One level's answer from its pairs (module docstring); ``stationarity``: A's and B's recorded
+    trends of the level (``LevelResult.stationarity``), the sides' own drift."""
     out = PairedAnswer(key=lv.key, label=lv.label, boundary=lv.boundary)
     times = (lv.a_time_s or None, lv.b_time_s or None)
     t = paired_ratio(lv.a_tokens_per_s, lv.b_tokens_per_s, *times)
@@ -115,10 +196,11 @@ def paired_level(lv: PairedLevel, precision_pct: float | None) -> PairedAnswer:
         d, headline = None, t
     out.pairs = headline.n if headline is not None else 0
     figure = "output_tokens_per_s_per_kw" if d is not None else "output_tokens_per_s"
+    drift = ratio_drift(lv, headline, figure, stationarity) if headline is not None else None
     if headline is not None:
         noise = headline.noise()
-        nv = NoiseVerdict.of(figure, judge(headline.ratio, noise, noise))
-        if noise is None:
+        nv = NoiseVerdict.of(figure, judge(headline.ratio, with_drift(noise, drift), noise, sides=(PAIR, PAIR)))
+        if noise is None and drift is None:
             nv.why = (f"{headline.n} pair{'s' if headline.n != 1 else ''} measured both sides: an interval needs "
                       "3 or more (2 degrees of freedom)")
             nv.todo = "more pairs: --pairs 4 or --precision PCT"
@@ -138,7 +220,9 @@ def paired_level(lv: PairedLevel, precision_pct: float | None) -> PairedAnswer:
                              f"ratio from " \
                              f"{out.pairs} pairs"
     if precision_pct is not None:
-        if precise_enough(headline, precision_pct):
+        if drift is not None:
+            out.precision_line += f", not the ±{precision_pct:g}% asked: the ratio drifts, no count of pairs settles it"
+        elif precise_enough(headline, precision_pct):
             out.precision_line += f" (asked ±{precision_pct:g}%)"
         else:
             out.pairs_needed = pairs_needed(headline, precision_pct)
@@ -208,7 +292,8 @@ def paired_compare(a: Result, b: Result) -> PairedComparison:
                            stopped=pa.stopped, shared_idle_power_w=dict(pa.shared_idle_power_w),
                            idle_series={b: list(v) for b, v in pa.idle_series.items()})
     for lv in pa.levels:
-        ans = paired_level(lv, pa.precision_pct)
+        st = tuple(next((x.stationarity for x in r.levels if x.index == lv.index), None) for r in (a, b))
+        ans = paired_level(lv, pa.precision_pct, (st[0], st[1]))
         cmp.levels.append(ans)
         draw = idle_draw(lv, pa.idle_series.get(lv.boundary, [])) if lv.boundary else None
         if draw is not None:

@@ -50,7 +50,7 @@ from typing import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from wattbench.core.schema import FigureKey, Stationarity
+from wattbench.core.schema import FigureKey, FigureTrend, Stationarity
 
 DRIFT_CONFIDENCE = 0.99  # the interval of a change that must exclude 0 for a series to move
 MAX_POINTS = 600  # a longer series is averaged in consecutive groups before the pairwise slopes
@@ -59,7 +59,7 @@ MSER_BATCH = 5  # MSER-5: points per batch
 MSER_MIN_BATCHES = 4  # fewer batches: no truncation estimate
 
 __all__ = ["Trend", "theil_sen", "trend", "trials_trend", "mser", "Mser", "DRIFT_CONFIDENCE", "MSER_BATCH",
-           "figure_drift"]
+           "figure_drift", "recorded_trend", "trends_apart"]
 
 
 @dataclass(frozen=True)
@@ -209,6 +209,25 @@ def _trend_figure(figure: str) -> str | None:
     if any(m in name for m in _TOKEN_MARKS):
         return "output_tokens_per_s"
     return None
+
+
+def recorded_trend(st: Stationarity | None, figure: str, boundary: str | None = None) -> FigureTrend | None:
+    """The level's recorded trend (``Stationarity.trends``) of the series a compared ``figure``
+    follows, at ``boundary`` for a figure of energy (``figure_drift``'s lookup); None if not recorded."""
+    which = _trend_figure(figure) if st is not None else None
+    if st is None or which is None:
+        return None
+    cands = [f for f in st.trends if f.figure == which and (which == "output_tokens_per_s" or f.boundary == boundary)]
+    return cands[0] if cands else None
+
+
+def trends_apart(a: FigureTrend | None, b: FigureTrend | None) -> bool:
+    """Whether two series measured over the same span (the two sides of ``ab``) changed by
+    different amounts, beyond their noise: their 99% intervals of change do not overlap (a
+    conservative test of the difference: a drift both share, however large, is never apart)."""
+    if a is None or b is None or None in (a.ci_low_pct, a.ci_high_pct, b.ci_low_pct, b.ci_high_pct):
+        return False
+    return a.ci_low_pct > b.ci_high_pct or b.ci_low_pct > a.ci_high_pct  # type: ignore[operator]
 
 
 def figure_drift(st: Stationarity | None, figure: str, boundary: str | None = None) -> tuple[str, str] | None:

@@ -21,6 +21,18 @@ and drains space them unevenly. Given each trial's time, the pairs are adjusted 
 sides share (``common_drift_per_s``: one slope of the log figure against time, each side about its
 own mean), at the cost of one more degree of freedom (``n − 2``).
 
+**A drift of one side** (``PairedRatio.trend``, ``drifts``): the pairs cancel a drift both sides
+share, never one that only one side has (a server that warms, fills a cache or throttles while the
+other holds still): then the pairs' ratios themselves move, and their spread is not noise around
+one ratio. So the pairs' ratios (each adjusted for the common drift as above) are trended over the
+pairs in pair order with ``metrics/drift.trials_trend`` — the Theil–Sen slope with Sen's 99%
+interval, the one trend of every drift call — and the ratio *drifts* when that interval excludes 0
+(``Trend.moves``; the ratios or their logs give the same call: the log keeps every pairwise slope's
+sign). A drifting ratio is never judged within or beyond noise (``analysis/ab.py`` carries it to
+``metrics/noise.judge``) and is never precise enough to stop on (``precision``: ``LevelPrecision``
+with ``drifting``). Below ``metrics/drift.MIN_POINTS`` (4) pairs the trend has no interval: no
+drift call is made, the ratio is judged on its interval alone.
+
 **The decomposition** follows compare's (``analysis/compare.Decomposition``): per kW = throughput
 ÷ power, pair by pair; since each pair's per-kW log ratio is its throughput log ratio minus its
 power log ratio, the three geometric means multiply exactly: ``per kW = throughput × (A power ÷ B
@@ -39,6 +51,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from wattbench.metrics.drift import Trend, trials_trend
 from wattbench.metrics.noise import MIN_DF, FigureNoise, LevelPrecision, measurements_needed
 from wattbench.metrics.trials import t_ppf
 
@@ -79,6 +92,13 @@ class PairedRatio:
     log_half_width: float | None = None
     sd_log: float | None = None
     df_used: int | None = None  # None: n − 1 (no drift adjustment)
+    # the pairs' ratios over the pairs (module docstring "A drift of one side"); None below 2 pairs
+    trend: Trend | None = None
+
+    @property
+    def drifts(self) -> bool:
+        """The pairs' ratio moves over the pairs by more than its noise (``Trend.moves``, 99%)."""
+        return self.trend is not None and self.trend.moves
 
     @property
     def df(self) -> int:
@@ -146,32 +166,40 @@ def paired_ratio(a: Sequence[float | None], b: Sequence[float | None], ta: Seque
     mean = sum(logs) / n
     if n < 2:
         return PairedRatio(ratio=math.exp(mean), n=n)
+    # the ratios in pair order, a pair that measured nothing left out with its index kept
+    by_pair: list[float | None] = [None] * (keep[-1] + 1)
+    for k, d in zip(keep, logs):
+        by_pair[k] = math.exp(d)
+    tr = trials_trend(by_pair)
     sd = math.sqrt(sum((d - mean) ** 2 for d in logs) / (n - 1))
     if df < MIN_DF:  # t(0.975, 1) = 12.7: no interval worth giving
-        return PairedRatio(ratio=math.exp(mean), n=n, sd_log=sd, df_used=df)
+        return PairedRatio(ratio=math.exp(mean), n=n, sd_log=sd, df_used=df, trend=tr)
     h = t_ppf(0.5 + CONFIDENCE / 2, df) * sd / math.sqrt(n)
     return PairedRatio(ratio=math.exp(mean), n=n, low=math.exp(mean - h), high=math.exp(mean + h), log_half_width=h,
-                       sd_log=sd, df_used=df)
+                       sd_log=sd, df_used=df, trend=tr)
 
 
 def precision(ratio: PairedRatio | None, precision_pct: float) -> LevelPrecision:
     """The ratio's precision against the one asked, in ``--trials auto``'s terms
     (``metrics/noise.LevelPrecision``: the pairs as its trials, the ratio's relative 95% half-width as
     its reached precision, the pairs in all that would reach the target from the spread seen —
-    ``measurements_needed`` on the pairs' degrees of freedom, rounded up to whole blocks)."""
+    ``measurements_needed`` on the pairs' degrees of freedom, rounded up to whole blocks). A ratio that
+    drifts over the pairs (``PairedRatio.drifts``) has no precision to reach: never ``met``, and no
+    count of pairs would reach it (``needed`` None)."""
     target = precision_pct / 100.0
     if ratio is None:
         return LevelPrecision(target=target, reached=None, trials=0, needed=None)
     reached = ratio.rel_half_width
-    needed = measurements_needed(ratio.n, reached, target, df=ratio.df) if reached is not None else None
+    needed = measurements_needed(ratio.n, reached, target, df=ratio.df) \
+        if reached is not None and not ratio.drifts else None
     if needed is not None:
         needed = PAIRS_PER_BLOCK * blocks_for(needed)
-    return LevelPrecision(target=target, reached=reached, trials=ratio.n, needed=needed)
+    return LevelPrecision(target=target, reached=reached, trials=ratio.n, needed=needed, drifting=ratio.drifts)
 
 
 def precise_enough(ratio: PairedRatio | None, precision_pct: float) -> bool:
     """Whether the ratio's 95% relative half-width is within ``precision_pct`` percent on at least
-    ``MIN_PAIRS`` pairs (``LevelPrecision.met``: the stop rule of ``ab --precision``, as of
+    ``MIN_PAIRS`` pairs and the ratio does not drift over the pairs (``LevelPrecision.met``: the stop rule of ``ab --precision``, as of
     ``run --trials auto``)."""
     return precision(ratio, precision_pct).met
 
