@@ -60,6 +60,7 @@ host: 20% of a core used, arrival stamps 5-25 ms late), and only this probe sees
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
@@ -214,6 +215,25 @@ def failed_level(spec: LevelSpec, err: WattbenchError, records: RecordSet, targe
     return out
 
 
+def last_answer_ns(records: RecordSet | Sequence[RequestRecord], target: str) -> int | None:
+    """When the last request that ``target`` answered ended (its ``end_ns``, else ``sent_ns``), over
+    every worker's records; ``None`` when it answered none. A record with no target is of a level
+    with one target (``rec.target`` is set only when several are driven)."""
+    rs = as_record_set(records)
+    if not len(rs):
+        return None
+    cols = rs.columns("ok", "target", "end_ns", "sent_ns")
+    labels = rs.labels("target")
+    mine = cols["target"] == NONE
+    if target in labels:
+        mine |= cols["target"] == labels.index(target)
+    mine &= cols["ok"]
+    if not mine.any():
+        return None
+    ends = np.where(cols["end_ns"] != NONE, cols["end_ns"], cols["sent_ns"])
+    return int(ends[mine].max())
+
+
 def settle_outcome(spec: LevelSpec, outcome: LevelOutcome, results: list[WorkerResult], t0_ns: int,
                    interrupted: bool, stop_reason: str | None, exhausted_early: bool) -> LevelOutcome:
     """Why the level ended, in one order whatever ran it (workers here, Ray actors in
@@ -228,6 +248,11 @@ def settle_outcome(spec: LevelSpec, outcome: LevelOutcome, results: list[WorkerR
     downs = [r.down for r in results if r.down is not None]
     if downs:
         first = min(downs, key=lambda d: d.first_failure_ns)
+        # the last answer is the target's, whichever worker read it: the worker that saw the failure
+        # first may have had none answered while another had many
+        seen = last_answer_ns(outcome.records, first.target)
+        if seen is not None and (first.last_ok_ns is None or seen > first.last_ok_ns):
+            first = dataclasses.replace(first, last_ok_ns=seen)
         outcome.target_down = TargetDownInfo(**first.to_dict(t0_ns), text=first.text(t0_ns))
         outcome.stopped_early = "target stopped answering"
     elif stop_reason:
