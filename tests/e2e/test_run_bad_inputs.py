@@ -324,6 +324,20 @@ def test_a_concurrency_below_the_number_of_targets_is_refused_before_any_request
             assert stats()["requests"] == 0 and stats.per_request() == {}
 
 
+def test_two_targets_and_no_concurrency_name_the_default_level(tmp_path):
+    """Two replicas and no ``-c``: the default level (one stream) cannot serve both. Refused in one
+    line that says the level was the default and which flag to give (it named "--concurrency 1", a
+    flag the user never gave), before any request reaches either server."""
+    with stream_server("--ttft-ms", "1", "--itl-ms", "1") as (a, stats_a), \
+            stream_server("--ttft-ms", "1", "--itl-ms", "1") as (b, stats_b):
+        line = refused(tmp_path, "-t", b, "--sensor", "const:node=100", target=a,
+                       must_name="the default level --concurrency 1 (when no --concurrency is given) is below the "
+                                 "number of targets (2)")
+        assert line.endswith("some targets would get no stream; give --concurrency 2 or more"), line
+        for stats in (stats_a, stats_b):
+            assert stats()["requests"] == 0 and stats.per_request() == {}
+
+
 @pytest.mark.parametrize("load, fix", [
     (("--rate", "2"), "measure the pair in a run of its own with --concurrency 9 or more (--rate takes no "
                       "--concurrency), or drop --prefill-decode-pair"),

@@ -85,7 +85,8 @@ def validate_plan(cfg: RunConfig) -> None:
     """Refuse a plan the run cannot follow, before anything is written or sent: an unknown objective
     or sweep, unsupported combinations, and every planned level — ``--prefill-decode-pair``'s too —
     through the load generator's own checks (``load.plan.validate_spec``: ``--arrival poison``, a
-    rate it refuses, a concurrency below the number of targets)."""
+    rate it refuses, a concurrency below the number of targets). A level the user did not give (the
+    default ladder, the top of a search, the pair's default) is named as such, with the flag to give."""
     if cfg.optimize and cfg.optimize not in OBJECTIVES:
         raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
     if cfg.optimize in ENERGY_OBJECTIVES and cfg.no_sensors:
@@ -102,13 +103,16 @@ def validate_plan(cfg: RunConfig) -> None:
     n_targets = target_count(cfg)
     plans = cfg.levels() if not (cfg.sweep or cfg.optimize) else [("rate", r) for r in cfg.rate] or [
         ("concurrency", c) for c in (cfg.concurrency or [n_targets])]  # a search starts at a stream per target
-    flags: list[str | None] = [None] * len(plans)
+    defaulted = not (cfg.sweep or cfg.optimize or cfg.rate or cfg.concurrency)  # the user gave no level
+    flags: list[str | None] = [f"the default level --concurrency {int(value)} (when no --concurrency is given)"
+                               if defaulted else None for _, value in plans]
+    fixes: list[str | None] = [f"give --concurrency {n_targets} or more" if defaulted else None for _ in plans]
     if cfg.sweep == "auto" or (cfg.optimize and not cfg.rate and not cfg.concurrency):
         # a search may climb to the top of its ladder: that level must fit the machine too
         top = cfg.max_concurrency or SEARCH_MAX_CONCURRENCY
         plans.append(("concurrency", top))
         flags.append(f"--max-concurrency {top} (the top of the search)")
-    fixes: list[str | None] = [None] * len(plans)
+        fixes.append(None)
     if cfg.prefill_decode_pair and not cfg.concurrency:  # the pair at its default (at the largest -c: checked above)
         plans.append(("concurrency", pair_concurrency(cfg)))
         flags.append(f"--prefill-decode-pair's concurrency {pair_concurrency(cfg)} (its default when no "

@@ -238,6 +238,19 @@ def test_a_concurrency_below_the_number_of_targets_is_refused_by_the_plan():
     plan.validate_plan(_cfg(concurrency=[1]))
 
 
+def test_the_default_level_below_the_number_of_targets_names_what_was_defaulted():
+    """No ``--concurrency`` and two targets: the default level (one stream) is refused naming it as
+    the default, with the flag to give, not as a ``--concurrency 1`` the user never typed."""
+    with pytest.raises(UserError) as e:
+        plan.validate_plan(_cfg(targets=REPLICAS))
+    assert str(e.value) == ("the default level --concurrency 1 (when no --concurrency is given) is below the number "
+                            "of targets (2): some targets would get no stream; give --concurrency 2 or more")
+    # the user's own level keeps the user's flag
+    with pytest.raises(UserError, match=r"^--concurrency 1 is below the number of targets \(2\)"):
+        plan.validate_plan(_cfg(targets=REPLICAS, concurrency=[1]))
+    plan.validate_plan(_cfg(targets=REPLICAS[:1]))  # one target: the default level serves it
+
+
 def test_the_prefill_decode_pairs_levels_are_checked_with_the_plan():
     """``--prefill-decode-pair`` measures two closed-loop levels at the largest ``--concurrency``,
     else at ``PAIR_DEFAULT_CONCURRENCY`` (8): with ``--rate`` (which takes no ``--concurrency``) and
