@@ -324,6 +324,18 @@ def test_a_concurrency_below_the_number_of_targets_is_refused_before_any_request
             assert stats()["requests"] == 0 and stats.per_request() == {}
 
 
+def test_a_prefill_decode_pair_with_no_sensors_is_refused_before_any_request(tmp_path):
+    """``--prefill-decode-pair``'s only figures are energies (J per prefill token, J per decode
+    token): with ``--no-sensors`` its levels would measure nothing (the run skipped them without a
+    word). Refused in one line with the meter to give, before any request reaches the server."""
+    with stream_server("--ttft-ms", "1", "--itl-ms", "1") as (a, stats):
+        line = refused(tmp_path, "--prefill-decode-pair", "--no-sensors", "-c", "1", target=a,
+                       must_name="--prefill-decode-pair splits energy into J per prefill token and J per decode "
+                                 "token, and --no-sensors measures none: drop --no-sensors and give a power meter")
+        assert line.endswith("(or drop --prefill-decode-pair)"), line
+        assert stats()["requests"] == 0 and stats.per_request() == {}
+
+
 def test_two_targets_and_no_concurrency_name_the_default_level(tmp_path):
     """Two replicas and no ``-c``: the default level (one stream) cannot serve both. Refused in one
     line that says the level was the default and which flag to give (it named "--concurrency 1", a

@@ -1,7 +1,9 @@
 """``--optimize`` on a figure per kW with no power meter is refused before any load: one line with
 the ``--sensor`` fix, exit 2, nothing sent to the server (no priming), nothing written. Before,
 such a run primed at the top of the ladder, measured a level that scored nothing and said "no
-measured level meets the SLOs"."""
+measured level meets the SLOs". ``--prefill-decode-pair`` likewise: its only figures are J per
+prefill token and J per decode token, and without a meter its two levels were run for nothing or
+skipped without a word."""
 
 from __future__ import annotations
 
@@ -47,3 +49,36 @@ def test_a_meter_or_an_objective_without_energy_is_accepted():
         check_meter(cfg, [Ch("aux")])  # a temperature is not a meter
     check_meter(RunConfig(target="http://127.0.0.1:9", optimize="goodput_rps"), [])
     check_meter(RunConfig(target="http://127.0.0.1:9"), [])
+
+
+PAIR_NO_METER = ("--prefill-decode-pair splits energy into J per prefill token and J per decode token, and {why}: "
+                 "give a power meter: --sensor nvml (NVIDIA GPUs), --sensor rapl (Intel/AMD CPUs) or, for a known "
+                 "draw, --sensor const:node=WATTS (or drop --prefill-decode-pair)")
+
+
+def test_a_prefill_decode_pair_without_a_meter_is_refused_before_any_load(tmp_path):
+    out = tmp_path / "run"
+    with stream_server("--ttft-ms", "5", "--itl-ms", "2") as (base, stats):
+        cfg = RunConfig(target=base, prefill_decode_pair=True, concurrency=[1], num_requests=4, idle_s=0,
+                        register_run=False, html=False, out=str(out), no_sensors=True)
+        with pytest.raises(UserError) as ei:
+            run_benchmark(cfg)
+        served = stats()
+    assert str(ei.value) == PAIR_NO_METER.format(why="--no-sensors measures none").replace(
+        ": give", ": drop --no-sensors and give")
+    assert served["requests"] == 0  # no priming, no level, no pair
+    assert not (out / "result.json").exists()
+
+
+def test_a_prefill_decode_pair_needs_an_energy_or_power_channel():
+    class Ch:
+        def __init__(self, kind):
+            self.kind = kind
+
+    cfg = RunConfig(target="http://127.0.0.1:9", prefill_decode_pair=True)
+    check_meter(cfg, [Ch("counter")])
+    check_meter(cfg, [Ch("aux"), Ch("power")])
+    for channels in ([], [Ch("aux")]):  # nothing read, or a temperature only
+        with pytest.raises(UserError) as ei:
+            check_meter(cfg, channels)
+        assert str(ei.value) == PAIR_NO_METER.format(why="no power meter could be read on this machine")

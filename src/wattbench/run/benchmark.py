@@ -89,7 +89,7 @@ def _run(session: RunSession) -> Result:
     # the levels: a fixed ladder, an automatic sweep or an SLO-aware search; each level repeated
     # --trials times; each level takes fresh requests (no prefix-cache hits)
     plan.run_plan(cfg, result, lr.measure, session.slos, runner=lr)
-    if cfg.prefill_decode_pair and session.sampler is not None:
+    if cfg.prefill_decode_pair:  # a power meter is read: plan.check_meter refused the pair without one
         result.prefill_decode = PrefillDecode(isolating_pair=plan.prefill_decode_pair(cfg, lr.measure))
     conclude(session)
     return result

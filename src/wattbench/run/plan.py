@@ -89,9 +89,10 @@ def validate_plan(cfg: RunConfig) -> None:
     default ladder, the top of a search, the pair's default) is named as such, with the flag to give."""
     if cfg.optimize and cfg.optimize not in OBJECTIVES:
         raise UserError(f"--optimize {cfg.optimize!r}: choose one of {', '.join(OBJECTIVES)}")
-    if cfg.optimize in ENERGY_OBJECTIVES and cfg.no_sensors:
-        raise UserError(f"--optimize {cfg.optimize} ranks levels by energy, and --no-sensors measures none: "
-                        f"drop --no-sensors and {METER_FIX} (or --optimize goodput_rps)")
+    needs = needs_meter(cfg)
+    if needs is not None and cfg.no_sensors:
+        what, other = needs
+        raise UserError(f"{what}, and --no-sensors measures none: drop --no-sensors and {METER_FIX} (or {other})")
     if cfg.ray and cfg.rate and cfg.max_concurrency is not None:
         raise UserError("--rate with --max-concurrency is not supported with --ray yet: drop one of them")
     if cfg.auto_trials and cfg.sweep:
@@ -128,16 +129,29 @@ def validate_plan(cfg: RunConfig) -> None:
                       targets=n_targets, fix=fix)
 
 
+def needs_meter(cfg: RunConfig) -> tuple[str, str] | None:
+    """What in the plan measures nothing without a power meter, and what to do instead:
+    ``(what it does, the alternative)``, or ``None`` when every figure it asks for stands without
+    one. An ``--optimize`` objective per kW ranks levels by energy; ``--prefill-decode-pair``'s only
+    figures are energies (J per prefill token, J per decode token: ``accounting.attribution.
+    isolating_pair``), so its two levels would load the server for nothing."""
+    if cfg.optimize in ENERGY_OBJECTIVES:
+        return f"--optimize {cfg.optimize} ranks levels by energy", "--optimize goodput_rps"
+    if cfg.prefill_decode_pair:
+        return ("--prefill-decode-pair splits energy into J per prefill token and J per decode token",
+                "drop --prefill-decode-pair")
+    return None
+
+
 def check_meter(cfg: RunConfig, channels: list[Channel]) -> None:
-    """An ``--optimize`` objective per kW needs a power meter: with no energy or power channel
-    (``channels``: the sampler's, none when nothing reads) every level would score nothing, so the
-    run is refused before the priming with the fix, not after a search that cannot rank."""
-    if cfg.optimize not in ENERGY_OBJECTIVES:
+    """What ``needs_meter`` names needs a power meter: with no energy or power channel
+    (``channels``: the sampler's, none when nothing reads) it would measure nothing, so the run is
+    refused before the priming with the fix, not after levels that cannot give its figures."""
+    needs = needs_meter(cfg)
+    if needs is None or any(getattr(c, "kind", None) in ("counter", "power") for c in channels):
         return
-    if any(getattr(c, "kind", None) in ("counter", "power") for c in channels):
-        return
-    raise UserError(f"--optimize {cfg.optimize} ranks levels by energy, and no power meter could be read on "
-                    f"this machine: {METER_FIX} (or --optimize goodput_rps)")
+    what, other = needs
+    raise UserError(f"{what}, and no power meter could be read on this machine: {METER_FIX} (or {other})")
 
 
 def planned_levels(cfg: RunConfig) -> int | None:
