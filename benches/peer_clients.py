@@ -44,7 +44,7 @@ round k runs the tools in an order rotated by k, so a server (or host) that drif
 the tool that always runs first. Every run gets, from its own per-request stamps and by one
 definition for every tool: output tokens per second (the requests' output tokens over first start
 to last end), TPOT (mean over requests of (end − first token) / (output tokens − 1)), and the mean
-number of requests in flight (start to stream end) over the full window and over the steady window
+number of requests in flight (start to last token) over the full window and over the steady window
 (``accounting/steady.py``'s rule: the target first reached → the first end after the last send that
 left the target in flight), and, against vLLM, the engine's view of the load: its requests'
 end-to-end seconds (``vllm:e2e_request_latency_seconds``, arrival at the API server to the last
@@ -282,7 +282,10 @@ def run_wattbench_run(ctx, conc, n, work: Path):
             failed += 1
             continue
         ch = r.get("chunk_ns") or []
-        rows.append({"key": None, "start_ns": r["sent_ns"], "end_ns": r["end_ns"], "out_tokens": r.get("output_tokens"),
+        # a request ends at its last token, as wattbench's own figures and vllm bench serve's latency end it
+        # (the stream's end, after the usage chunk and [DONE], is ~1 ms later on the CPU server)
+        end = r.get("last_token_ns") or r["end_ns"]
+        rows.append({"key": None, "start_ns": r["sent_ns"], "end_ns": end, "out_tokens": r.get("output_tokens"),
                      "ttft_ms": (r["first_token_ns"] - r["sent_ns"]) / 1e6,
                      "gaps_ms": [(b - x) / 1e6 for x, b in zip(ch, ch[1:])],
                      "itl_ms": ((ch[-1] - ch[0]) / (len(ch) - 1) / 1e6) if len(ch) > 1 else None})
