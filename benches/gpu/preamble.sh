@@ -5,7 +5,7 @@
 #   source benches/gpu/preamble.sh
 #
 # Pass WATTBENCH_COMMIT=<commit> when the checkout's .git may be stale (benches/gpu/provenance.py).
-# Afterwards: the carried wheels in .whl/ are installed into /tmp/site (exits 1 if that fails),
+# Afterwards: the carried wheels in .whl/ (or $WHEEL_DIR) are installed into /tmp/site (exits 1 if that fails),
 # PYTHONPATH=/tmp/site:$REPO/src, PYTHONUNBUFFERED=1 and HF_HUB_DISABLE_TELEMETRY=1 are exported, REPO is the
 # repository root, everything the script prints is also written to $OUT/log.txt (LOG=name.txt
 # before sourcing picks another name), the log starts with the date, the GPU (nvidia-smi), torch/
@@ -18,8 +18,9 @@ if [ -z "${OUT:-}" ]; then
 fi
 mkdir -p "$OUT"
 REPO=$PWD
-if compgen -G ".whl/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+WHEEL_DIR=${WHEEL_DIR:-.whl}  # the carried wheels (another folder for a test run beside a checkout's own)
+if compgen -G "$WHEEL_DIR/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEEL_DIR"/*.whl || exit 1
 fi
 export PYTHONPATH=/tmp/site:$REPO/src PYTHONUNBUFFERED=1 HF_HUB_DISABLE_TELEMETRY=1
 python3 "$REPO/benches/gpu/provenance.py" write "$OUT/PROVENANCE.json" "$0" "$@" \

@@ -107,6 +107,8 @@ def test_the_preamble_writes_the_runs_provenance_and_tees_its_log(tmp_path):
     env = {
         **os.environ, "OUT": str(out), "PATH": f"{tmp_path / 'bin'}:{python_dir}:{os.environ.get('PATH', '')}",
         "RUN_WHAT": "a test", "WATTBENCH_API_KEY": "sk-never-recorded",
+        # no wheels to install: a checkout may hold the device's (.whl/, built for its Python)
+        "WHEEL_DIR": str(tmp_path / "no-wheels"),
     }
     env.pop("WATTBENCH_COMMIT", None)
     done = subprocess.run(
