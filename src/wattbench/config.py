@@ -44,6 +44,7 @@ from wattbench.metrics.noise import AUTO_MIN_TRIALS, DEFAULT_MAX_TRIALS, DEFAULT
 MAX_SECONDS = 366 * 24 * 3600.0  # the longest duration, interval or timeout any option takes (a year)
 MAX_SEED = 2**32 - 1
 SEARCH_MAX_CONCURRENCY = 256  # --sweep auto / --optimize upper end when --max-concurrency is not given
+PAIR_DEFAULT_CONCURRENCY = 8  # --prefill-decode-pair's streams when no --concurrency is given
 AUTO = "auto"  # --trials auto
 DEFAULT_PRECISION_PCT = DEFAULT_PRECISION * 100.0  # --trials auto's --precision, in percent
 
@@ -434,7 +435,7 @@ class RunConfig(FlaggedConfig):
         help_in={TUNE: "Top of the default concurrency ladder."})] = None
     prefill_decode_pair: Annotated[bool, Flag(  # two extra levels isolating prefill and decode energy
         "--prefill-decode-pair", help="Two extra levels (max_tokens=1; short prompts, long outputs) that cross-check "
-        "the prefill/decode energy split.")] = False
+        f"the prefill/decode energy split, at the largest --concurrency (default {PAIR_DEFAULT_CONCURRENCY}); energies only: needs a power meter (refused before any load without one).")] = False
     ray: Annotated[str | None, Flag(  # distributed load and per-node sensing
         "--ray", help="Run load actors and per-node sensors on a Ray cluster: auto (the one this machine belongs to), "
         "local (a one-machine cluster on 127.0.0.1) or an address (needs wattbench[ray]).")] = None

@@ -16,7 +16,7 @@ import random
 from wattbench.accounting.attribution import isolating_pair
 from wattbench.accounting.steady import default_num_requests as _steady_default
 from wattbench.accounting.steady import steady_energy_periods
-from wattbench.config import SEARCH_MAX_CONCURRENCY, RunConfig
+from wattbench.config import PAIR_DEFAULT_CONCURRENCY, SEARCH_MAX_CONCURRENCY, RunConfig
 from wattbench.core.errors import UserError
 from wattbench.load.plan import validate_spec
 from wattbench.load.search import SearchResult, auto_sweep, optimize
@@ -42,7 +42,6 @@ ENERGY_OBJECTIVES = ("goodput_per_kw", "output_tokens_per_s_per_kw")  # a figure
 METER_FIX = ("give a power meter: --sensor nvml (NVIDIA GPUs), --sensor rapl (Intel/AMD CPUs) or, for a "
              "known draw, --sensor const:node=WATTS")
 DEFAULT_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-PAIR_DEFAULT_CONCURRENCY = 8
 PREFILL_HEAVY = {"output_tokens": 1, "input_tokens": 1024}
 DECODE_HEAVY = {"output_tokens": 512, "input_tokens": 16}
 
@@ -77,7 +76,7 @@ class PlanRunner(ProbeRunner, Protocol):
 
 def pair_concurrency(cfg: RunConfig) -> int:
     """The concurrency of ``--prefill-decode-pair``'s two closed-loop levels: the run's largest
-    ``--concurrency``, else ``PAIR_DEFAULT_CONCURRENCY`` (``--rate``, a search without one)."""
+    ``--concurrency``, else ``config.PAIR_DEFAULT_CONCURRENCY`` (``--rate``, a search without one)."""
     return int(max(cfg.concurrency or [PAIR_DEFAULT_CONCURRENCY]))
 
 
