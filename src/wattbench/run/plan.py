@@ -111,8 +111,12 @@ def validate_plan(cfg: RunConfig) -> None:
         # a search may climb to the top of its ladder: that level must fit the machine too
         top = cfg.max_concurrency or SEARCH_MAX_CONCURRENCY
         plans.append(("concurrency", top))
-        flags.append(f"--max-concurrency {top} (the top of the search)")
-        fixes.append(None)
+        if cfg.max_concurrency:
+            flags.append(f"--max-concurrency {top} (the top of the search)")
+            fixes.append(None)
+        else:  # named as the default it is, not as a flag the user gave
+            flags.append(f"the search's top, {top} (the default when no --max-concurrency is given)")
+            fixes.append(f"give --max-concurrency {n_targets} or more, or drop targets")
     if cfg.prefill_decode_pair and not cfg.concurrency:  # the pair at its default (at the largest -c: checked above)
         plans.append(("concurrency", pair_concurrency(cfg)))
         flags.append(f"--prefill-decode-pair's concurrency {pair_concurrency(cfg)} (its default when no "

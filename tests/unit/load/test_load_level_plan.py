@@ -224,6 +224,25 @@ def test_a_search_is_checked_at_the_top_of_its_ladder(monkeypatch):
         validate_plan(RunConfig(target="http://h:1", sweep="auto", max_concurrency=16_385, workers=1))
 
 
+def test_a_search_at_its_default_top_names_the_default(monkeypatch):
+    """--sweep auto without --max-concurrency climbs to its default top: a top the machine cannot
+    hold is named as that default, never as a --max-concurrency the user did not give."""
+    from wattbench.config import SEARCH_MAX_CONCURRENCY, RunConfig
+    from wattbench.load import plan as load_plan
+    from wattbench.run.plan import validate_plan
+
+    # room for half the default top's streams (32 KiB each, half the memory wattbench's): 256 do not fit
+    room = SEARCH_MAX_CONCURRENCY * load_plan.BYTES_PER_IN_FLIGHT
+    monkeypatch.setattr(load_plan.Machine, "this", classmethod(lambda cls: load_plan.Machine(room, None)))
+    validate_plan(RunConfig(target="http://h:1", sweep="auto", max_concurrency=SEARCH_MAX_CONCURRENCY // 2,
+                            workers=1))
+    with pytest.raises(UserError) as e:
+        validate_plan(RunConfig(target="http://h:1", sweep="auto", workers=1))
+    msg = str(e.value)
+    assert f"the search's top, {SEARCH_MAX_CONCURRENCY} (the default when no --max-concurrency is given)" in msg
+    assert f"--max-concurrency {SEARCH_MAX_CONCURRENCY}" not in msg
+
+
 def _recording_source(calls: list, n: int | None = None, fail_at: int | None = None):
     import threading
 

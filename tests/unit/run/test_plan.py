@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.results_factory import make_level, make_result, trials_block
-from wattbench.config import RunConfig
+from wattbench.config import SEARCH_MAX_CONCURRENCY, RunConfig
 from wattbench.core.errors import UserError
 from wattbench.core.schema import TrialsBlock
 from wattbench.run import plan
@@ -234,6 +234,12 @@ def test_a_concurrency_below_the_number_of_targets_is_refused_by_the_plan():
         plan.validate_plan(_cfg(targets=REPLICAS, sweep="auto", max_concurrency=1))
     plan.validate_plan(_cfg(targets=REPLICAS, concurrency=[2, 8]))
     plan.validate_plan(_cfg(targets=REPLICAS, sweep="auto"))  # the search starts at one stream per target
+    # the search's default top, not a --max-concurrency the user gave: named as the default, with the flag to give
+    many = [f"http://127.0.0.1:{9 + i}" for i in range(SEARCH_MAX_CONCURRENCY + 1)]
+    with pytest.raises(UserError, match=rf"^the search's top, {SEARCH_MAX_CONCURRENCY} \(the default when no "
+                                        rf"--max-concurrency is given\) is below the number of targets "
+                                        rf"\({len(many)}\): .*give --max-concurrency {len(many)} or more"):
+        plan.validate_plan(_cfg(targets=many, sweep="auto"))
     plan.validate_plan(_cfg(targets=REPLICAS, rate=[0.5]))  # an open loop deals requests, not streams
     plan.validate_plan(_cfg(concurrency=[1]))
 
