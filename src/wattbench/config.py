@@ -29,7 +29,7 @@ from wattbench.core.redact import redact_body, redact_headers, redact_url
 from wattbench.core.domains import Api, EngineName, TrialOrder
 
 from wattbench.core.target import REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
-from wattbench.metrics.noise import AUTO_MIN_TRIALS, DEFAULT_MAX_TRIALS, DEFAULT_PRECISION
+from wattbench.metrics.precision import AUTO_MIN_TRIALS, DEFAULT_MAX_TRIALS, DEFAULT_PRECISION
 
 # ------------------------------------------------------------------ what each numeric option takes
 #

@@ -141,7 +141,7 @@ def test_two_runs_on_a_wandering_server_are_compared_as_repeats_not_as_their_tri
     configuration, five trials each. Their trials share the state they fell in, so the comparison
     never counts their interval alone: its noise is at least the run-to-run floor a side (z · 2.3%),
     and the sentence names the basis it used."""
-    from wattbench.metrics.noise import RUN_TO_RUN_FLOOR_REL_SD, Z_975
+    from wattbench.metrics.figure_noise import RUN_TO_RUN_FLOOR_REL_SD, Z_975
 
     runs = {}
     with stream_server("--ttft-ms", "10", "--itl-ms", "10", "--wander", "0.1", "--wander-every", "2",

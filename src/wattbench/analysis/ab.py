@@ -51,7 +51,8 @@ from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt, fmt_pct_against
 from wattbench.core.schema import FigureTrend, PairedLevel, PairedRun, Result, Stationarity
 from wattbench.metrics.drift import figure_drift, recorded_trend, trend, trends_apart, trials_trend
-from wattbench.metrics.noise import DRIFT_TODO, INCONCLUSIVE, judge, with_drift
+from wattbench.metrics.figure_noise import with_drift
+from wattbench.metrics.noise import DRIFT_TODO, INCONCLUSIVE, judge
 from wattbench.metrics.paired import PairedRatio, paired_ratio, pairs_needed, precise_enough
 
 PAIR = "B/A"

@@ -48,8 +48,9 @@ from wattbench.accounting.findings import note_counts
 from wattbench.accounting.level_findings import measured_something
 from wattbench.core.errors import UserError
 from wattbench.metrics.drift import figure_drift
-from wattbench.metrics.noise import (INCONCLUSIVE, FigureNoise, Judgement, judge, ratio_interval,
-                                     repeat_noise, spread_noise, trials_noise, with_drift)
+from wattbench.metrics.figure_noise import (FigureNoise, ratio_interval, repeat_noise, spread_noise, trials_noise,
+                                            with_drift)
+from wattbench.metrics.noise import INCONCLUSIVE, Judgement, judge
 from wattbench.results.headline import common_headline_boundary, per_token
 from wattbench.core.schema import FigureKey, FindingKind, LevelResult, RequestRecord, Result, SLOBound
 from wattbench.core.numbers import fmt_range, fmt_ratio, fmt_ratio_estimate
@@ -219,7 +220,7 @@ class Comparison(BaseModel):
 
 def log_ratio_ci(value: float, a: TrialCI, b: TrialCI) -> RatioCI:
     """CI of a ratio whose numerator/denominator CIs are ``a`` and ``b`` (order does not matter;
-    ``metrics/noise.ratio_interval``)."""
+    ``metrics/figure_noise.ratio_interval``)."""
     low, high = ratio_interval(value, a.rel_half_width, b.rel_half_width)
     conf = a.confidence if a.confidence == b.confidence else None
     return RatioCI(low=low, high=high, confidence=conf)
@@ -227,7 +228,7 @@ def log_ratio_ci(value: float, a: TrialCI, b: TrialCI) -> RatioCI:
 
 def combine_log_cis(value: float, parts: list[RatioCI]) -> RatioCI:
     """CI of a product of independent ratios, each with a log-symmetric CI (its log half-width
-    ``ln(high / low) / 2``; ``metrics/noise.ratio_interval``)."""
+    ``ln(high / low) / 2``; ``metrics/figure_noise.ratio_interval``)."""
     low, high = ratio_interval(value, *(math.log(p.high / p.low) / 2.0 for p in parts))
     confs = {p.confidence for p in parts}
     return RatioCI(low=low, high=high, confidence=confs.pop() if len(confs) == 1 else None)
@@ -273,7 +274,7 @@ def figure_noise(result: Result, level: LevelResult, figure: str, boundary: str 
     """One side's noise of ``figure`` (``metrics/noise.py``) as a repeat of its run would see it:
     its trials' CI and the history's run-to-run noise of its configuration (J/token: the per-kW
     figure's, the same on the log scale), the wider counting; never the trials' alone — without a
-    history, the run-to-run floor where it is wider (``metrics.noise.repeat_noise``)."""
+    history, the run-to-run floor where it is wider (``metrics.figure_noise.repeat_noise``)."""
     ci = trial_ci(level, figure, boundary)
     drift = figure_drift(level.stationarity, figure, boundary)
     tn = trials_noise(ci.mean, ci.low, ci.high, ci.n, drift=drift) if ci is not None else with_drift(None, drift)
@@ -541,7 +542,7 @@ def compare(results: list[Result], force: bool = False, boundary: str | None = N
 
 def noise_bases(verdicts: Iterable[NoiseVerdict | None]) -> dict[str, str]:
     """Each judged figure's noise basis in the words ``judge`` was given it (``basis_text``: for a
-    history, ``metrics/noise.history_text``, the sentence ``history noise`` prints for the same
+    history, ``metrics/figure_noise.history_text``, the sentence ``history noise`` prints for the same
     configuration), the first of each figure, in order; ``noise unknown`` where no basis was known.
     ``compare`` and ``regress`` print these once, below their answer lines."""
     out: dict[str, str] = {}

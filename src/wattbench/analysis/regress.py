@@ -13,7 +13,7 @@ The sign names the bad direction. Every check is evaluated at every matched leve
 Noise rule (``metrics/noise.judge``, the one compare, ``--optimize`` and ``tune`` use). Each
 side's noise is the wider of its trials' CI (``--trials``) and its configuration's run-to-run noise
 in the history store (split at change points; J/token reads the per-kW figure's, the same on the
-log scale; without a history, never the trials' alone: ``metrics/noise.repeat_noise``). Each check
+log scale; without a history, never the trials' alone: ``metrics/figure_noise.repeat_noise``). Each check
 carries ``judge``'s word for its change (``CheckOutcome.word``) — the word ``compare`` prints for
 the same pair, boundary and figure — and the report leads with ``compare``'s answer line for each
 pair. The word answers "did it change?"; the gate answers "did it regress by more than the
@@ -39,7 +39,7 @@ limit?", on the change's 95% interval:
   either the noise is wider than the limit (``noise ±18.0% (…) is wider than the 3% limit``: it
   cannot tell a change of that size from none), and what would settle it is the smallest effect
   the current noise resolves and how many more trials or runs of each side would resolve the limit
-  (``metrics/noise.settle_for`` at the limit), or the noise is narrower but the change lies within
+  (``metrics/precision.settle_for`` at the limit), or the noise is narrower but the change lies within
   it of the limit, and what would settle it is the precision of that distance. The advice in words
   (more trials, more runs, …) is said once for the report (``RegressReport.todo``).
 
@@ -73,8 +73,9 @@ from wattbench.analysis.figures import METRIC_NAMES, reported_figures, metric_su
 from wattbench.results.headline import trial_ci
 from wattbench.core.errors import UserError
 from wattbench.metrics.drift import figure_drift
-from wattbench.metrics.noise import (BEYOND, INCONCLUSIVE, MORE_DATA, NARROWER, WITHIN, FigureNoise, judge, settle_for,
-                                     trials_noise, wider_text, with_drift)
+from wattbench.metrics.figure_noise import FigureNoise, trials_noise, with_drift
+from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, MORE_DATA, NARROWER, WITHIN, judge
+from wattbench.metrics.precision import settle_for, wider_text
 from wattbench.core.numbers import fmt
 from wattbench.core.schema import LevelResult, Result
 
@@ -128,7 +129,7 @@ class CheckOutcome(BaseModel):
     noise: NoiseVerdict | None = None
     message: str = ""
     why: str = ""  # inconclusive: why the gate cannot decide
-    settle: str = ""  # inconclusive: what would settle it, in figures (metrics/noise.settle_for)
+    settle: str = ""  # inconclusive: what would settle it, in figures (metrics/precision.settle_for)
     advice: str = ""  # inconclusive: what to do, in words (said once for the report: ``RegressReport.todo``)
 
 

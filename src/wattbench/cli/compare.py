@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from wattbench.core.schema import LevelResult, RequestRecord, Result
-    from wattbench.metrics.noise import FigureNoise
+    from wattbench.metrics.figure_noise import FigureNoise
 
 
 def history_spread(db: str | None, judged: list[str]) -> Callable[[Result, LevelResult, str], FigureNoise | None] | None:
@@ -40,7 +40,7 @@ def history_spread(db: str | None, judged: list[str]) -> Callable[[Result, Level
             return None
         if sp is None or sp.figure != figure:
             return None
-        from wattbench.metrics.noise import no_spread
+        from wattbench.metrics.figure_noise import no_spread
 
         return sp.noise() or no_spread(sp.text(), sp.runs)
 

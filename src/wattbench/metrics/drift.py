@@ -234,7 +234,7 @@ def figure_drift(st: Stationarity | None, figure: str, boundary: str | None = No
     """Whether a level's ``figure`` (a compare/regress name, ``name@boundary`` or with
     ``boundary``) drifts (``Stationarity``, ``accounting/drift.py``): ``(words, what to do)`` —
     ``("drifts −15.4% over its 3 trials (GPU temperature 58→79 °C)", "precondition …")`` — or None.
-    The one lookup every noise judgement reads (``metrics/noise.trials_noise``' ``drift``)."""
+    The one lookup every noise judgement reads (``metrics/figure_noise.trials_noise``' ``drift``)."""
     if st is None:
         return None
     which = _trend_figure(figure)

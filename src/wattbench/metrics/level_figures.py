@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator, Mapping
 
-from wattbench.metrics.noise import FigureNoise
+from wattbench.metrics.figure_noise import FigureNoise
 
 
 @dataclass(frozen=True, eq=True)

@@ -39,7 +39,7 @@ power log ratio, the three geometric means multiply exactly: ``per kW = throughp
 power)``.
 
 **The precision stop** (``precise_enough``, ``precision``): ``run --trials auto``'s rule
-(``metrics/noise.LevelPrecision``, ``auto_stop``) with the pairs as its trials: blocks are added
+(``metrics/precision.LevelPrecision``, ``auto_stop``) with the pairs as its trials: blocks are added
 until every level's per-kW ratio has a relative half-width ``e^h − 1`` within the asked precision,
 or a budget ends. With fewer than ``MIN_PAIRS`` pairs there is no interval (``MIN_DF`` of
 ``metrics/noise``: fewer than 2 degrees of freedom is never an answer).
@@ -52,7 +52,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from wattbench.metrics.drift import Trend, trials_trend
-from wattbench.metrics.noise import MIN_DF, FigureNoise, LevelPrecision, measurements_needed
+from wattbench.metrics.figure_noise import MIN_DF, FigureNoise
+from wattbench.metrics.precision import LevelPrecision, measurements_needed
 from wattbench.metrics.trials import t_ppf
 
 CONFIDENCE = 0.95
@@ -181,7 +182,7 @@ def paired_ratio(a: Sequence[float | None], b: Sequence[float | None], ta: Seque
 
 def precision(ratio: PairedRatio | None, precision_pct: float) -> LevelPrecision:
     """The ratio's precision against the one asked, in ``--trials auto``'s terms
-    (``metrics/noise.LevelPrecision``: the pairs as its trials, the ratio's relative 95% half-width as
+    (``metrics/precision.LevelPrecision``: the pairs as its trials, the ratio's relative 95% half-width as
     its reached precision, the pairs in all that would reach the target from the spread seen —
     ``measurements_needed`` on the pairs' degrees of freedom, rounded up to whole blocks). A ratio that
     drifts over the pairs (``PairedRatio.drifts``) has no precision to reach: never ``met``, and no

@@ -12,7 +12,8 @@ from rich.table import Table
 
 from wattbench.core.numbers import fmt, fmt_fraction_pct, fmt_range
 from wattbench.core.numbers import fmt_estimate, fmt_fraction_pct as pct, fmt_ratio, MISSING
-from wattbench.metrics.noise import INCONCLUSIVE, judge, MAX_BOUND, MIN_DF, MIN_HISTORY_RUNS, ZERO_REL
+from wattbench.metrics.figure_noise import MAX_BOUND, MIN_DF, MIN_HISTORY_RUNS, ZERO_REL
+from wattbench.metrics.noise import INCONCLUSIVE, judge
 from wattbench.report.notes import count_text, verdict_text
 from wattbench.results.configuration import describe
 

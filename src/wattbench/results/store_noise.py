@@ -1,6 +1,6 @@
 """The run-to-run noise of a configuration's figure across the history: the complete runs that
 measured it, their invalid levels left out, one value per run, in time order, split at its change
-points (``metrics/noise.series_noise``: a run beyond the series' noise starts a new segment and is
+points (``metrics/series_noise.series_noise``: a run beyond the series' noise starts a new segment and is
 never folded into the spread). ``HistoryStore.noise`` and ``noise_table`` read it;
 ``metrics/noise.judge`` judges with it.
 
@@ -8,7 +8,7 @@ One spread per (configuration, figure): the key's own figure (``levels.figure``:
 the level's boundary, the trials' mean with ``--trials``; output tokens/s without energy), or one of
 the level's stored headline figures (``FIGURE_COLUMNS``: output tokens/s, power, J/output token, the
 trials' means likewise). ``history noise``, ``compare`` and ``regress`` all read it here, so they
-count the same runs and say the basis in one sentence (``metrics/noise.history_text``: where a
+count the same runs and say the basis in one sentence (``metrics/figure_noise.history_text``: where a
 comparison leaves the runs it judges out of the spread, the sentence says so)."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from wattbench.metrics.noise import FigureNoise, SeriesNoise, series_noise
+from wattbench.metrics.figure_noise import FigureNoise
+from wattbench.metrics.series_noise import SeriesNoise, series_noise
 
 # the levels a spread is estimated from: complete runs (not `agree`), levels not invalid, with a configuration key
 # figures whose spread is read from a level's own column (the key's figure is ``levels.figure``)
@@ -54,11 +55,11 @@ class Spread:
     series: SeriesNoise | None = None
 
     def noise(self) -> FigureNoise | None:
-        """One more run's 95% half-width from this spread (``metrics/noise.spread_noise``)."""
+        """One more run's 95% half-width from this spread (``metrics/figure_noise.spread_noise``)."""
         return self.series.noise(self.config_key) if self.series is not None else None
 
     def text(self) -> str:
-        """The basis in the one sentence every command prints (``metrics/noise.history_text``)."""
+        """The basis in the one sentence every command prints (``metrics/figure_noise.history_text``)."""
         return self.series.text(self.config_key) if self.series is not None else ""
 
     def to_dict(self) -> dict[str, Any]:

@@ -103,7 +103,7 @@ class ScoreInterval(_M):
 
 
 class Margin(_M):
-    """A ratio of two configurations' scores with its noise interval (``metrics.noise.margin``):
+    """A ratio of two configurations' scores with its noise interval (``metrics.plateau.margin``):
     the recommendation's over ``trial``."""
 
     trial: int

@@ -40,7 +40,7 @@ from wattbench.config import AbConfig
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import Interrupted, UserError, WattbenchError
 from wattbench.core.schema import LevelResult, PairedLevel, PairedRun, Result
-from wattbench.metrics.noise import MAX_TIME, MAX_TRIALS, REACHED, auto_stop
+from wattbench.metrics.precision import MAX_TIME, MAX_TRIALS, REACHED, auto_stop
 from wattbench.metrics.paired import PAIRS_PER_BLOCK, PairedRatio, blocks_for, pair_sides, paired_ratio, precision
 from wattbench.run import analyses, benchmark, plan
 from wattbench.run.level import LevelRunner
@@ -262,7 +262,7 @@ def _pairs(config: AbConfig, sessions: dict[str, RunSession], runners: dict[str,
             return sequence, f"the {done} pairs asked (--pairs {config.pairs})"
         pct = config.precision_pct
         levels = [precision(_per_kw_ratio(runners, i, t0), pct) for i, _ in ladder]
-        # run --trials auto's stop rule, a block standing for its round (metrics/noise.auto_stop)
+        # run --trials auto's stop rule, a block standing for its round (metrics/precision.auto_stop)
         why = auto_stop(levels, done, max_trials=cap, elapsed_s=(now_ns() - start) / 1e9,
                         max_time_s=config.max_time_s, round_s=(now_ns() - block_start) / 1e9)
         unmet = ", ".join(_key(m, v) for (_, (m, v)), lp in zip(ladder, levels) if not lp.met)

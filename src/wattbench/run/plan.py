@@ -30,7 +30,9 @@ from wattbench.core.schema import AutoTrials, NoiseInfo, Precision
 from wattbench.load.search import feasible_score
 from wattbench.metrics.drift import figure_drift
 from wattbench.metrics.slo import SLO
-from wattbench.metrics.noise import FigureNoise, auto_stop, level_precision, measured_plateau, trials_noise, with_drift
+from wattbench.metrics.figure_noise import FigureNoise, trials_noise, with_drift
+from wattbench.metrics.plateau import measured_plateau
+from wattbench.metrics.precision import auto_stop, level_precision
 from wattbench.run.targets import target_count
 from wattbench.run.prime import (ProbeRunner, calibrate_prompts, check_history, priming_level, repeat_size,
                                  unmeasurable)
@@ -267,7 +269,7 @@ def _round(cfg: RunConfig, runner: PlanRunner, ladder: list[tuple[int, str, floa
 def headline_precision(level: LevelResult, target: float) -> Precision:
     """How precisely ``level``'s headline figure is known: tokens/s per kW at its headline boundary
     (output tokens/s when it measured no energy), the relative 95% half-width of its trials' mean
-    against ``target`` (``metrics.noise.level_precision``: how many more trials would reach it). A
+    against ``target`` (``metrics.precision.level_precision``: how many more trials would reach it). A
     figure that drifts (``metrics.drift.figure_drift``) never reaches it: more trials of a moving
     series narrow nothing, and the drift's words say why."""
     b = headline_boundary(level)
@@ -294,7 +296,7 @@ def auto_rounds(cfg: RunConfig, result: Result, runner: PlanRunner, ladder: list
     """``--trials auto`` over ``ladder`` (``(index, mode, value)``: a fixed ladder, or the candidates
     ``--optimize`` finally ranks): rounds as ``_interleaved`` measures them, added until every
     level's headline figure is known within ``--precision`` on 3+ trials, or ``--max-trials``
-    rounds, or another round would end past ``--max-time`` (``metrics.noise.auto_stop``, asked
+    rounds, or another round would end past ``--max-time`` (``metrics.precision.auto_stop``, asked
     after each round). Each level carries its ``Precision`` (what it reached, and how many more
     trials would reach what was asked); ``Result.noise.auto_trials`` says why the rounds stopped and
     what they cost (rounds, trials, seconds)."""
@@ -341,7 +343,7 @@ def _remeasure_and_plateau(cfg: RunConfig, result: Result, measure: Measure, slo
                            res: SearchResult, runner: PlanRunner | None = None) -> None:
     """``--optimize``: measure the best two candidates again (the decision rests on two
     measurements each, as ``tune`` does), then the plateau — every value whose score is within
-    noise of the best (``metrics/noise.measured_plateau``) — and the recommended value: the
+    noise of the best (``metrics/plateau.measured_plateau``) — and the recommended value: the
     lowest load on it. Every score is the figure the answer reports (``search_figures``: the
     trials' mean under ``--trials``, with the trials' CI as its noise). The recommendation is one
     value, ``recommended_value``, set whenever the search chose one. A level the noise cannot place
@@ -457,7 +459,7 @@ def search_figures(level: LevelResult) -> LevelFigures:
 
 
 def _trials_noise(level: LevelResult, name: str, boundary: str | None) -> FigureNoise | None:
-    """The trials' CI of a ranked figure as a ``metrics.noise.FigureNoise`` (None without trials);
+    """The trials' CI of a ranked figure as a ``metrics.figure_noise.FigureNoise`` (None without trials);
     goodput per kW without an SLO is the output tokens/s per kW's (``analysis.figures.ranked_ci``)."""
     drift = figure_drift(level.stationarity, name, boundary)
     if level.trials is None or level.trials.n < 2:

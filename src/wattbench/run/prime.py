@@ -187,7 +187,7 @@ def check_history(first: LevelResult, repeat: LevelResult | None, precision: flo
     """The history check's verdict: ``repeat`` (the level measured again) against ``first`` (its
     first measurement, with its trials if it has them); with no ``repeat``, ``first``'s first trial
     against its later trials. ``precision``: the one an inconclusive verdict says how to resolve
-    (``--trials auto``'s; None: ``metrics.noise.DEFAULT_PRECISION``).
+    (``--trials auto``'s; None: ``metrics.precision.DEFAULT_PRECISION``).
 
     An open loop (a fixed rate) is judged on what its arrivals allow: each measurement's figure per
     request/s it achieved. A Poisson process sends N ± √N requests in a window and every

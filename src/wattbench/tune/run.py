@@ -27,7 +27,9 @@ from wattbench.config import RunConfig, TuneConfig
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt_pct_against
 from wattbench.tune import score as sc
-from wattbench.metrics.noise import RatioNoise, auto_stop, level_precision, margin
+from wattbench.metrics.noise import RatioNoise
+from wattbench.metrics.plateau import margin
+from wattbench.metrics.precision import auto_stop, level_precision
 from wattbench.metrics.trials import rel_half_width
 from wattbench.results.tune import (LOWER_IS_BETTER, OBJECTIVES, Budget, Decision, FinalistPrecision, Margin,
                                     PrecisionOutcome, Recommendation, TrialRecord, TuneResult, load_tune, write_tune)
@@ -290,7 +292,7 @@ def _search(cfg: TuneConfig, t: TuneResult, d: Path, strat: st.Strategy, evaluat
 
 def finalist_precision(t: TuneResult, target: float, max_rounds: int, elapsed_s: float,
                        max_time_s: float | None, round_s: float | None) -> tuple[str | None, PrecisionOutcome]:
-    """``--precision``: ``run --trials auto``'s stop rule (``metrics.noise.auto_stop``) over the
+    """``--precision``: ``run --trials auto``'s stop rule (``metrics.precision.auto_stop``) over the
     best two configurations, each one's measurements (its first and its repeats) read as a level's
     trials: the relative 95% half-width of their mean against ``target``. Returns why to stop (None:
     measure both again) and what ``tune.json``'s ``decision`` keeps of it."""

@@ -35,7 +35,8 @@ from wattbench.results.tune import (LOWER_IS_BETTER, ParetoTrial, ScoreInterval,
 from wattbench.analysis.figures import ranked_figures
 from wattbench.analysis.pareto import pareto_frontier
 from wattbench.metrics.drift import figure_drift
-from wattbench.metrics.noise import FigureNoise, Plateau, measured_plateau, with_drift
+from wattbench.metrics.figure_noise import FigureNoise, with_drift
+from wattbench.metrics.plateau import Plateau, measured_plateau
 from wattbench.metrics.trials import trial_interval
 
 
@@ -131,7 +132,7 @@ def ranking(t: TuneResult) -> list[tuple[int, ScoreInterval]]:
 
 def plateau(t: TuneResult) -> tuple[Plateau | None, str]:
     """The configurations whose (mean) score is within noise of the best one's
-    (``metrics/noise.measured_plateau``, the rule ``--optimize`` uses for load levels): each
+    (``metrics/plateau.measured_plateau``, the rule ``--optimize`` uses for load levels): each
     configuration's noise is the widest of the single-level bound for its level's window, and the
     spread of the configurations measured more than once, pooled. Returns (Plateau or None, basis)."""
     ms: list[tuple[float, float, float | None, FigureNoise | None]] = []

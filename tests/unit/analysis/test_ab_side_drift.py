@@ -15,7 +15,7 @@ import pytest
 
 from wattbench.analysis.ab import paired_compare, paired_level
 from wattbench.core.schema import PairedLevel, Result
-from wattbench.metrics.noise import REACHED, auto_stop
+from wattbench.metrics.precision import REACHED, auto_stop
 from wattbench.metrics.paired import BLOCK, paired_ratio, precise_enough, precision
 
 RUNS = Path(__file__).resolve().parents[3] / "docs/validation-data/h100-decisive-defaults-drift-2026-12-07/runs.tgz"

@@ -12,7 +12,7 @@ import pytest
 from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.analysis.regress import RegressCheck, parse_checks, regress
 from wattbench.core.errors import UserError
-from wattbench.metrics.noise import FigureNoise
+from wattbench.metrics.figure_noise import FigureNoise
 
 Z = 1.959963984540054
 

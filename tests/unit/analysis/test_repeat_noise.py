@@ -16,7 +16,7 @@ import pytest
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.analysis.compare import compare
 from wattbench.core.schema import TrialsBlock
-from wattbench.metrics.noise import RUN_TO_RUN_FLOOR_REL_SD, spread_noise
+from wattbench.metrics.figure_noise import RUN_TO_RUN_FLOOR_REL_SD, spread_noise
 from wattbench.metrics.trials import trial_interval
 
 KEY = "output_tokens_per_s_per_kw@accelerator"

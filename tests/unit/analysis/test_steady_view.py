@@ -160,7 +160,7 @@ def test_trials_keep_their_steady_figures_and_an_older_file_reads_them_without_a
 def test_a_steady_comparison_counts_the_historys_run_to_run_noise_too():
     """The history keeps full-window figures; a steady window of the same runs varies at least as
     much from run to run, so a steady comparison counts the history's noise as the wider of its two
-    bases (``metrics.noise.combine``), never judging on its trials alone: on the H200 that would have
+    bases (``metrics.figure_noise.combine``), never judging on its trials alone: on the H200 that would have
     read a 1.29x of the engine's defaults as beyond noise where the full window was inconclusive."""
     a, b = make_result("a", levels=[_level(300.0, 500.0)]), make_result("b", levels=[_level(200.0, 400.0)])
     wide = lambda result, level, figure: (0.2, 3)  # ±20% run to run over 3 runs  # noqa: E731

@@ -8,20 +8,10 @@ import math
 
 import pytest
 
-from wattbench.metrics.noise import (
-    FigureNoise,
-    measured_plateau,
-    plateau,
-    pooled_repeat_sd,
-    prediction_noise,
-    ratio_half_width,
-    ratio_interval,
-    ratio_noise,
-    repeat_check,
-    single_level_noise,
-    spread_noise,
-    trials_noise,
-)
+from wattbench.metrics.figure_noise import (FigureNoise, prediction_noise, ratio_half_width, ratio_interval,
+                                            single_level_noise, spread_noise, trials_noise)
+from wattbench.metrics.noise import ratio_noise, repeat_check
+from wattbench.metrics.plateau import measured_plateau, plateau, pooled_repeat_sd
 
 T2, T3, T4 = 4.302653, 3.182446, 2.776445
 
@@ -176,7 +166,7 @@ def test_repeat_check_with_two_trials_is_inconclusive_not_within():
 
 
 def test_a_configuration_change_is_a_change_point_not_spread():
-    from wattbench.metrics.noise import series_noise
+    from wattbench.metrics.series_noise import series_noise
 
     # three runs at one speed, then two at half of it (the scripted server's ITL 10 -> 20 ms)
     s = series_noise([100.0, 102.0, 99.0, 50.0, 51.0], ["r1", "r2", "r3", "s1", "s2"])
@@ -193,7 +183,7 @@ def test_a_configuration_change_is_a_change_point_not_spread():
 
 
 def test_an_early_change_and_a_lone_outlier():
-    from wattbench.metrics.noise import series_noise
+    from wattbench.metrics.series_noise import series_noise
 
     # before the series has 2 df, a move over 25% is a change point
     s = series_noise([100.0, 50.0, 51.0, 50.5])
@@ -207,7 +197,7 @@ def test_an_early_change_and_a_lone_outlier():
 
 
 def test_two_judged_runs_in_one_segment_leave_its_spread():
-    from wattbench.metrics.noise import series_noise
+    from wattbench.metrics.series_noise import series_noise
 
     # the two runs judged differ by 4% (under the 5% a change point needs): inside the segment their
     # difference would widen the very spread that judges it, so they are left out of it
@@ -223,7 +213,9 @@ def test_two_judged_runs_in_one_segment_leave_its_spread():
 
 
 def test_one_count_and_one_sentence_whoever_reads_the_spread():
-    from wattbench.metrics.noise import INCONCLUSIVE, history_text, judge, no_spread, repeat_noise, series_noise
+    from wattbench.metrics.figure_noise import history_text, no_spread, repeat_noise
+    from wattbench.metrics.noise import INCONCLUSIVE, judge
+    from wattbench.metrics.series_noise import series_noise
 
     vals, ids = [100.0, 100.5, 99.5, 101.0], ["a", "b", "c", "d"]
     logs = [math.log(v) for v in vals]
@@ -254,7 +246,8 @@ def test_one_count_and_one_sentence_whoever_reads_the_spread():
 
 
 def test_a_zero_spread_is_inconclusive_and_says_why():
-    from wattbench.metrics.noise import INCONCLUSIVE, judge, series_noise
+    from wattbench.metrics.noise import INCONCLUSIVE, judge
+    from wattbench.metrics.series_noise import series_noise
 
     # four runs with one figure (a declared power and a fixed throughput): sd 0%, 3 df — no noise measured
     fn = series_noise([500.0] * 4, ["a", "b", "c", "d"]).noise("k")

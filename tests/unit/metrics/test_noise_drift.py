@@ -8,18 +8,9 @@ import pytest
 
 from wattbench.core.schema import FigureTrend, Stationarity
 from wattbench.metrics.drift import figure_drift
-from wattbench.metrics.noise import (
-    INCONCLUSIVE,
-    WITHIN,
-    FigureNoise,
-    combine,
-    judge,
-    measured_plateau,
-    repeat_check,
-    spread_noise,
-    trials_noise,
-    with_drift,
-)
+from wattbench.metrics.figure_noise import FigureNoise, combine, spread_noise, trials_noise, with_drift
+from wattbench.metrics.noise import INCONCLUSIVE, WITHIN, judge, repeat_check
+from wattbench.metrics.plateau import measured_plateau
 
 
 def _st(drifting: bool = True, boundary: str = "accelerator", trials: int = 3) -> Stationarity:

@@ -11,7 +11,8 @@ import math
 
 import pytest
 
-from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, FigureNoise, judge, ratio_half_width
+from wattbench.metrics.figure_noise import FigureNoise, ratio_half_width
+from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, WITHIN, judge
 
 H = 0.03  # each side's relative 95% half-width: the ratio's log half-width is w = sqrt(2)·H
 W = ratio_half_width(H, H)

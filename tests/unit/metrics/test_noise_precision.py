@@ -12,22 +12,10 @@ import math
 
 import pytest
 
-from wattbench.metrics.noise import (
-    AUTO_MIN_TRIALS,
-    INCONCLUSIVE,
-    MAX_TIME,
-    MAX_TRIALS,
-    REACHED,
-    FigureNoise,
-    Need,
-    auto_stop,
-    judge,
-    level_precision,
-    measurements_needed,
-    ratio_needs,
-    spread_noise,
-    trials_noise,
-)
+from wattbench.metrics.figure_noise import FigureNoise, spread_noise, trials_noise
+from wattbench.metrics.noise import INCONCLUSIVE, judge
+from wattbench.metrics.precision import (AUTO_MIN_TRIALS, MAX_TIME, MAX_TRIALS, REACHED, Need, auto_stop,
+                                         level_precision, measurements_needed, ratio_needs)
 
 T = {1: 12.7062, 2: 4.3027, 4: 2.7764, 5: 2.5706, 6: 2.4469, 12: 2.1788, 13: 2.1604}
 

@@ -97,7 +97,7 @@ def test_history_noise_prints_each_configuration_at_80_columns(tmp_path):
     # per kW 1428.6 / 1571.4 / 1714.3: sd of ln 9.12% (2 df); t(0.975, 2) x 9.12% = 39.2%: over ±25%
     key = _key(_run("x", 1.0))
     assert lines[1] == "  tok/s/kW mean 1,571, range 1,429–1,714"
-    # the basis in the sentence compare and regress print for it (metrics/noise.history_text)
+    # the basis in the sentence compare and regress print for it (metrics/figure_noise.history_text)
     assert lines[2] == f"  noise: history of key {key}: 3 runs, sd 9.1%, 2 df"
     assert lines[3] == "  one more run within ±39.2% (95%): too wide to judge by (over ±25%)"
     assert "inconclusive" in lines[4]

@@ -171,7 +171,7 @@ class Precision(_M):
     """``--trials auto``: the precision a level's headline figure was measured to — the relative
     95% half-width of its trials' mean (``reached_pct``) against the one asked, on how many trials
     that measured, and, where it stopped short, how many more trials the observed spread says would
-    reach it (``metrics.noise.level_precision``)."""
+    reach it (``metrics.precision.level_precision``)."""
 
     figure: str  # the figure judged: "output_tokens_per_s_per_kw@<boundary>" (or "output_tokens_per_s")
     asked_pct: float

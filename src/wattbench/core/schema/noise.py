@@ -85,7 +85,7 @@ class EngineStart(_M):
 
 
 class AutoTrials(_M):
-    """``--trials auto``: what was asked, why the rounds stopped (``metrics.noise.auto_stop``:
+    """``--trials auto``: what was asked, why the rounds stopped (``metrics.precision.auto_stop``:
     reached, max trials, max time) and what they cost."""
 
     asked_pct: float
