@@ -14,6 +14,7 @@ from pathlib import Path
 import shutil
 import subprocess
 
+from wattbench.core.argv import flag_values
 from wattbench.core.redact import clip
 from wattbench.core.errors import UserError
 from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun
@@ -45,18 +46,6 @@ def detect_tool(argv: list[str]) -> str:
     return "command"
 
 
-def _opt(argv: list[str], *names: str) -> list[str]:
-    """Every value of an option (``--name VALUE`` or ``--name=VALUE``), in order."""
-    out = []
-    for i, a in enumerate(argv):
-        for n in names:
-            if a == n and i + 1 < len(argv):
-                out.append(argv[i + 1])
-            elif a.startswith(n + "="):
-                out.append(a[len(n) + 1:])
-    return out
-
-
 def _kv(value: str) -> dict[str, str]:
     """GuideLLM's ``kind=json,path=out.json`` option values."""
     out = {}
@@ -70,22 +59,23 @@ def _kv(value: str) -> dict[str, str]:
 def tool_target_url(tool: str, argv: list[str]) -> str | None:
     """The server the tool's arguments name (for its ``/metrics``), if they name one."""
     if tool == "vllm-bench-serve":
-        base = _opt(argv, "--base-url")
+        base = flag_values(argv, "--base-url")
         if base:
             return base[-1]
-        host, port = (_opt(argv, "--host") or ["127.0.0.1"])[-1], (_opt(argv, "--port") or ["8000"])[-1]
+        host = (flag_values(argv, "--host") or ["127.0.0.1"])[-1]
+        port = (flag_values(argv, "--port") or ["8000"])[-1]
         return f"http://{host}:{port}"
     if tool == "aiperf":
-        u = _opt(argv, "--url", "-u")
+        u = flag_values(argv, "--url", "-u")
         return u[0] if u else None
     if tool == "wattbench-run":
-        u = _opt(argv, "--target", "-t")
+        u = flag_values(argv, "--target", "-t")
         return u[0] if u else None
     if tool == "guidellm":
-        u = _opt(argv, "--target")
+        u = flag_values(argv, "--target")
         if u:
             return u[-1]
-        for b in _opt(argv, "--backend"):
+        for b in flag_values(argv, "--backend"):
             if "target" in _kv(b):
                 return _kv(b)["target"]
     return None
@@ -104,22 +94,23 @@ def check_tool_args(tool: str, argv: list[str]) -> None:
 def _candidates(tool: str, argv: list[str], cwd: Path) -> list[Path]:
     """Where the tool's result files can be: exact files, or folders to search."""
     if tool == "vllm-bench-serve":
-        d = Path((_opt(argv, "--result-dir") or ["."])[-1])
+        d = Path((flag_values(argv, "--result-dir") or ["."])[-1])
         d = d if d.is_absolute() else cwd / d
-        name = _opt(argv, "--result-filename")
+        name = flag_values(argv, "--result-filename")
         return [d / name[-1]] if name else [d]
     if tool == "aiperf":
-        dirs = _opt(argv, "--output-artifact-dir", "--artifact-dir")
+        dirs = flag_values(argv, "--output-artifact-dir", "--artifact-dir")
         base = Path(dirs[-1]) if dirs else Path("artifacts")
         return [base if base.is_absolute() else cwd / base]
     if tool == "guidellm":
-        paths = [v for v in _opt(argv, "--output-path")]
-        paths += [_kv(v)["path"] for v in _opt(argv, "--output") if _kv(v).get("kind") == "json" and "path" in _kv(v)]
+        paths = [v for v in flag_values(argv, "--output-path")]
+        paths += [_kv(v)["path"] for v in flag_values(argv, "--output")
+                  if _kv(v).get("kind") == "json" and "path" in _kv(v)]
         if paths:
             return [Path(p) if Path(p).is_absolute() else cwd / p for p in paths]
         return [cwd]
     if tool == "wattbench-run":  # its --out, else under its default results folder
-        out = _opt(argv, "--out", "-o")
+        out = flag_values(argv, "--out", "-o")
         base = Path(out[-1]) if out else Path("wattbench-results")
         return [base if base.is_absolute() else cwd / base]
     return []
