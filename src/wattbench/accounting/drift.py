@@ -176,10 +176,14 @@ def _pct(x: float | None) -> float | None:
     return None if x is None else x * 100.0
 
 
-def _figure_trend(figure: str, boundary: str | None, tr: Trend | None, trial_values: list[float | None]
-                  ) -> FigureTrend | None:
+def figure_trend(figure: str, boundary: str | None, tr: Trend | None,
+                 trial_values: list[float | None] | None = None) -> FigureTrend | None:
+    """``tr`` as a level records it (``FigureTrend``: the change and its interval in percent of the
+    fitted start, whether it moves and whether by a material amount), with the trend of
+    ``trial_values`` (one figure per trial) beside it; None without a trend."""
     if tr is None:
         return None
+    trial_values = trial_values or []
     tt = trials_trend(trial_values) if len(trial_values) > 1 else None
     change = tr.change
     moves = tr.moves
@@ -287,18 +291,18 @@ def stationarity(trials: Sequence[LevelResult], warmup_s: float | None = None,
     series = [t.series for t in with_series if t.series is not None]
     tok = [s.output_tokens_per_s for s in series]
     trends: list[FigureTrend] = []
-    ft = _figure_trend(TOKENS, None, _span_trend(series, tok), [_mean(v) for v in tok])
+    ft = figure_trend(TOKENS, None, _span_trend(series, tok), [_mean(v) for v in tok])
     if ft is not None:
         trends.append(ft)
     boundaries = [b for b in series[-1].power_w if all(b in s.power_w for s in series)]
     for b in boundaries:
         pw = [s.power_w[b] for s in series]
-        ft = _figure_trend(POWER, b, _span_trend(series, pw), [_mean(v) for v in pw])
+        ft = figure_trend(POWER, b, _span_trend(series, pw), [_mean(v) for v in pw])
         if ft is not None:
             trends.append(ft)
         kw = [_ratio(t_, p_) for t_, p_ in zip(tok, pw)]
         trial_kw = [(_mean(t_) or 0.0) / m * 1000.0 if (m := _mean(p_)) else None for t_, p_ in zip(tok, pw)]
-        ft = _figure_trend(PER_KW, b, _span_trend(series, kw), trial_kw)
+        ft = figure_trend(PER_KW, b, _span_trend(series, kw), trial_kw)
         if ft is not None:
             trends.append(ft)
     idx, words = other_state(trials)

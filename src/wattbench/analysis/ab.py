@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from wattbench.accounting.drift import figure_trend
 from wattbench.analysis.compare import Decomposition, NoiseVerdict, RatioCI, answer_line
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt, fmt_pct_against
@@ -122,18 +123,14 @@ def _pct(x: float) -> str:
     return f"{x:+.1f}%"
 
 
-def _side_change(rec: FigureTrend | None, values: list[float | None]) -> tuple[float, float | None, float | None,
-                                                                               bool] | None:
+def _side_trend(rec: FigureTrend | None, figure: str, boundary: str | None,
+                values: list[float | None]) -> FigureTrend | None:
     """A side's own change (%) with its 99% interval and whether it moves: its recorded per-second
-    trend, else the trend of its pairs' values in pair order."""
+    trend, else the trend of its pairs' values in pair order, in the form a level records it
+    (``accounting.drift.figure_trend``)."""
     if rec is not None and rec.change_pct is not None:
-        return rec.change_pct, rec.ci_low_pct, rec.ci_high_pct, rec.moves
-    tr = trials_trend(values)
-    if tr is None or tr.change is None:
-        return None
-    low, high = tr.change_low, tr.change_high
-    return (100.0 * tr.change, None if low is None else 100.0 * low, None if high is None else 100.0 * high,
-            tr.moves)
+        return rec
+    return figure_trend(figure, boundary, trials_trend(values))
 
 
 def ratio_drift(lv: PairedLevel, headline: PairedRatio, figure: str,
@@ -147,10 +144,10 @@ def ratio_drift(lv: PairedLevel, headline: PairedRatio, figure: str,
     series = (lv.a_per_kw, lv.b_per_kw) if per_kw else (lv.a_tokens_per_s, lv.b_tokens_per_s)
     sides, moved = [], []
     for side, rec, values, st in zip(("A", "B"), recs, series, stationarity):
-        ch = _side_change(rec, values)
-        if ch is None:
+        ch = _side_trend(rec, figure, lv.boundary, values)
+        if ch is None or ch.change_pct is None:
             continue
-        change, low, high, moves = ch
+        change, low, high, moves = ch.change_pct, ch.ci_low_pct, ch.ci_high_pct, ch.moves
         interval = f"{_pct(low)} to {_pct(high)}" if low is not None and high is not None else ""
         cause = ""
         if moves:
