@@ -16,7 +16,7 @@ from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
 from wattbench.config import MonitorOptions
 from wattbench.core.errors import UserError
-from wattbench.core.interrupt import restore_handler
+from wattbench.core.interrupt import handler_during
 
 if TYPE_CHECKING:
     from wattbench.monitor.snapshot import MonitorSnapshot
@@ -96,7 +96,6 @@ def register(app: typer.Typer) -> None:
                       listen=None if listen.strip().lower() in ("off", "none", "") else listen,
                       history_path=o.history, idle_threshold_tok_s=o.idle_threshold, api_key=api_key,
                       history_max_bytes=int(history_max_mb * 1e6) if history_max_mb else None)
-        old = signal.signal(signal.SIGTERM, lambda *_: mon.stop())
         said: set[str] = set()
 
         def say_problems(snap: MonitorSnapshot) -> None:
@@ -106,25 +105,24 @@ def register(app: typer.Typer) -> None:
                     said.add(p)
                     typer.echo(f"wattbench: warning: {p}", err=True)
 
-        try:
-            mon.start()
-            say_problems(mon.latest())
-            if o.live and not o.quiet and not o.as_json and stdout_is_tty():
-                from rich.live import Live
-
-                def tick(s: MonitorSnapshot) -> None:
-                    say_problems(s)
-                    lv.update(_table(s))
-
-                with Live(_table(mon.latest()), refresh_per_second=2, transient=False) as lv:
-                    summary = mon.run(o.duration_s, on_tick=tick)
-            else:
-                summary = mon.run(o.duration_s, on_tick=say_problems)
-        finally:
+        # SIGTERM stops the monitor; the caller's handler is back after it is closed, even where closing fails
+        with handler_during(signal.SIGTERM, lambda *_: mon.stop()):
             try:
+                mon.start()
+                say_problems(mon.latest())
+                if o.live and not o.quiet and not o.as_json and stdout_is_tty():
+                    from rich.live import Live
+
+                    def tick(s: MonitorSnapshot) -> None:
+                        say_problems(s)
+                        lv.update(_table(s))
+
+                    with Live(_table(mon.latest()), refresh_per_second=2, transient=False) as lv:
+                        summary = mon.run(o.duration_s, on_tick=tick)
+                else:
+                    summary = mon.run(o.duration_s, on_tick=say_problems)
+            finally:
                 summary = mon.close()
-            finally:  # the caller's handler is back even where closing fails
-                restore_handler(signal.SIGTERM, old)
         if o.as_json:
             typer.echo(json.dumps(summary, indent=2, default=str))
         else:

@@ -13,8 +13,9 @@ Python then installs no handler — re-delivering it would drop the SIGTERM (or 
 with no clean-up), so ``KeyboardInterrupt`` is raised here instead.
 
 A handler is process-wide: whatever installs one for a command or a context puts the previous one
-back when that ends, on every path (``sigterm_as_ctrl_c``, ``restore_handler``), so a caller that
-goes on (a test runner, a program calling the library) keeps its own.
+back when that ends, on every path (``handler_during``, ``sigterm_as_ctrl_c``; ``restore_handler``
+where a handler's life is not one block), so a caller that goes on (a test runner, a program
+calling the library) keeps its own.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any, Callable, Union
 
-__all__ = ["on_sigterm", "install_sigterm", "restore_handler", "sigterm_as_ctrl_c", "Handler"]
+__all__ = ["on_sigterm", "restore_handler", "handler_during", "sigterm_as_ctrl_c", "Handler"]
 
 # what signal.signal returns and signal.getsignal gives: None where the handler was not set from Python
 Handler = Union[Callable[[int, Union[FrameType, None]], Any], int, signal.Handlers, None]
@@ -39,11 +40,6 @@ def on_sigterm(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001 - 
         raise KeyboardInterrupt
 
 
-def install_sigterm() -> Handler:
-    """Make SIGTERM behave as Ctrl-C (main thread only); returns the previous handler."""
-    return signal.signal(signal.SIGTERM, on_sigterm)
-
-
 def restore_handler(signum: int, previous: Handler) -> None:
     """Put back ``previous`` (what ``signal.signal`` returned) for ``signum``: one not set from
     Python (``None``) cannot be set again, so the default action stands in for it."""
@@ -51,15 +47,23 @@ def restore_handler(signum: int, previous: Handler) -> None:
 
 
 @contextlib.contextmanager
-def sigterm_as_ctrl_c() -> Iterator[None]:
-    """SIGTERM behaves as Ctrl-C inside the block; the previous handler is back after it, however
-    it ends. Outside the main thread (where Python allows no handler) the handlers stay as they are.
-    Also a decorator: ``@sigterm_as_ctrl_c()`` covers each call of a command."""
+def handler_during(signum: int, handler: Handler) -> Iterator[None]:
+    """``handler`` answers ``signum`` inside the block; the previous handler is back after it,
+    however it ends. Outside the main thread (where Python allows no handler) the handlers stay as
+    they are. Also a decorator: ``@handler_during(...)`` covers each call."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = install_sigterm()
+    previous = signal.signal(signum, handler)
     try:
         yield
     finally:
-        restore_handler(signal.SIGTERM, previous)
+        restore_handler(signum, previous)
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM behaves as Ctrl-C inside the block (``handler_during`` with ``on_sigterm``). Also a
+    decorator: ``@sigterm_as_ctrl_c()`` covers each call of a command."""
+    with handler_during(signal.SIGTERM, on_sigterm):
+        yield
