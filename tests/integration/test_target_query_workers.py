@@ -48,7 +48,7 @@ def echo():
     assert not registered().found_in(SECRET)  # this process knows nothing of the secret
     with server("--behaviour", "echo_query", script=HOSTILE) as s:
         yield s
-    origin.forget_queries()  # an in-process actor registered it for the process's life
+    assert origin.held_queries() == 0  # whatever sent for the target held its query only while it sent
 
 
 def _target(s) -> TargetSpec:
@@ -115,3 +115,27 @@ def test_a_run_with_two_workers_sends_the_query_and_writes_no_piece_of_it(echo, 
     assert len(blobs) > 4  # result.json, requests.jsonl, telemetry … were searched
     leaks = {where: _pieces_in(text) for where, text in blobs.items() if _pieces_in(text)}
     assert not leaks, leaks
+
+
+def test_two_runs_in_one_process_keep_each_targets_query_to_its_own_run(echo, tmp_path):
+    """A library user (a notebook, the monitor, tune) runs twice in one process against one server:
+    first with ``?api-version=…&key=…``, then with no query. The first run's requests carry its query;
+    the second run's carry none (the first target's query was released with its run), and after each
+    run no query is held and no piece of the key is registered in this process."""
+    from wattbench.config import RunConfig
+    from wattbench.run import run_benchmark
+
+    def run(url: str, out: str) -> None:
+        run_benchmark(RunConfig(target=url, concurrency=[2], num_requests=6, input_tokens="8", output_tokens="4",
+                                sensors=["const:node=100"], idle_s=0.0, prime=False, history_check=False,
+                                calibrate_prompts=False, out=str(tmp_path / out), register_run=False, html=False))
+        assert origin.held_queries() == 0 and origin.target_query(echo.base) == ""
+        assert not registered().found_in(SECRET)
+
+    run(f"{echo.base}/v1?{QUERY}", "first")
+    first = echo.get("/log")
+    run(f"{echo.base}/v1", "second")
+    second = echo.get("/log")[len(first):]
+    assert len([e for e in first if e["method"] == "POST"]) >= 6 and {e["query"] for e in first} == {QUERY}
+    assert len([e for e in second if e["method"] == "POST"]) >= 6 and {e["query"] for e in second} == {""}, \
+        [(e["path"], e["query"]) for e in second][:4]

@@ -29,9 +29,13 @@ version, a SAS signature, a Functions ``code``) is part of the target, not of it
 request to that origin — each same-origin hop too — and to no other (a sensor, an exporter, another
 target); its values but the harmless ones are registered as secrets (``redact.url_secrets``), so
 nothing written or printed holds them. A parameter the request's URL already has is not repeated.
-The registry is the process's own: a process that sends for this one (a spawned load worker, a Ray
-load actor on another node) gets the query with its target (``TargetSpec.query``, read here by
-``target_query``) and registers it in turn (``load.client.sending_for``).
+The query is held for as long as the ``redact.scope`` open when it was given (``redact.on_scope_end``:
+the run's session, a command's): when that run ends its target's query is sent no more and kept
+nowhere, so a long-lived process (the monitor, a notebook running many runs, a test session) holds
+only the queries of what runs now. The registry is the process's own: a process that sends for
+this one (a spawned load worker, a Ray load actor on another node) gets the query with its target
+(``TargetSpec.query``, read here by ``target_query``) and registers it in turn, for as long as it
+sends (``load.client.sending_for``).
 
 URLs are judged by the HTTP client's own parser (``yarl.URL``, the WHATWG-style reading aiohttp
 sends with), never by ``urllib.parse`` (which reads ``http://a\\@b/`` as another host than a
@@ -47,6 +51,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import ssl
+import threading
 import urllib.request
 import urllib.response
 from typing import IO, TYPE_CHECKING, Any, AsyncIterator
@@ -55,14 +60,14 @@ from urllib.parse import urlsplit
 from yarl import URL
 
 from wattbench.core.errors import TargetError
-from wattbench.core.redact import redact_url, register_secrets, url_secrets
+from wattbench.core.redact import on_scope_end, redact_url, register_secrets, url_secrets
 
 if TYPE_CHECKING:  # for the annotations only: a urllib-only caller need not load aiohttp
     import aiohttp
 
 __all__ = ["REDIRECT_STATUSES", "MAX_REDIRECTS", "CrossOriginRedirect", "CredentialRedirect", "TooManyRedirects",
            "origin", "parse_url",
-           "same_origin", "next_hop", "request", "read_body", "urlopen", "send_query", "target_query", "forget_queries",
+           "same_origin", "next_hop", "request", "read_body", "urlopen", "send_query", "target_query", "held_queries", "forget_queries",
            "with_query"]
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -108,14 +113,34 @@ def _urllib_origin(url: str) -> tuple[str, str, int | None]:
     return scheme, (p.hostname or "").lower(), port if port is not None else _DEFAULT_PORTS.get(scheme)
 
 
-# origin -> the raw query its target's URL carried (``send_query``)
+# origin -> the raw query its target's URL carried (``send_query``): the newest of ``_HELD``'s for
+# each origin, rebuilt whenever one is added or released (read without the lock: a dict swapped whole)
 _TARGET_QUERIES: dict[tuple[str, str, int | None], str] = {}
+# (what holds it, origin, raw query), oldest first: each entry lives as long as the ``redact.scope``
+# that was open when ``send_query`` gave it (a run's session, a load worker's ``sending_for``)
+_HELD: list[tuple[object, tuple[str, str, int | None], str]] = []
+_HELD_LOCK = threading.Lock()
+
+
+def _rebuild() -> None:
+    """``_TARGET_QUERIES`` from ``_HELD`` (under ``_HELD_LOCK``): for each origin its newest query."""
+    global _TARGET_QUERIES
+    _TARGET_QUERIES = {o: q for _, o, q in _HELD}
+
+
+def _let_go(holder: object) -> None:
+    """Its scope ended: the queries ``holder`` gave are sent no more."""
+    with _HELD_LOCK:
+        _HELD[:] = [h for h in _HELD if h[0] is not holder]
+        _rebuild()
 
 
 def send_query(url: str | None) -> None:
-    """Send the query of a target ``url`` (raw, as given) with every request to its origin from now
-    on; its secret values are registered in the newest open scope (``redact.register_secrets``: the
-    run's, the command's). A URL without a query: nothing."""
+    """Send the query of a target ``url`` (raw, as given) with every request to its origin while the
+    newest open ``redact.scope`` lasts (the run's session, a load worker's ``sending_for``, a
+    command's): when that scope ends, the query is no longer sent, and kept nowhere. Its secret
+    values are registered in that scope (``redact.register_secrets``). Outside every scope nothing is
+    sent (nothing would scrub its values from what is written). A URL without a query: nothing."""
     u = parse_url(url) if url else None
     if u is None or not u.is_absolute():
         return
@@ -126,24 +151,39 @@ def send_query(url: str | None) -> None:
     if not query:
         return
     o = origin(u)
-    if o[0]:
-        register_secrets(*url_secrets(str(url)))  # each time: the scope open now may be another run's
-        _TARGET_QUERIES[o] = query
+    if not o[0]:
+        return
+    holder = object()
+    if not on_scope_end(lambda: _let_go(holder)):
+        return
+    register_secrets(*url_secrets(str(url)))  # each time: the scope open now may be another run's
+    with _HELD_LOCK:
+        _HELD.append((holder, o, query))
+        _rebuild()
 
 
 def target_query(url: "str | URL") -> str:
     """The query ``send_query`` registered for ``url``'s origin, raw ('' when none): what every
     request to it carries. A process that sends for this one (a spawned load worker, a Ray load
     actor) is handed it with the target (``TargetSpec.query``) and registers it there."""
-    if not _TARGET_QUERIES:
+    queries = _TARGET_QUERIES
+    if not queries:
         return ""
     u = parse_url(url)
-    return _TARGET_QUERIES.get(origin(u), "") if u is not None and u.is_absolute() else ""
+    return queries.get(origin(u), "") if u is not None and u.is_absolute() else ""
+
+
+def held_queries() -> int:
+    """How many target queries the open scopes hold (0 once every run that gave one has ended)."""
+    with _HELD_LOCK:
+        return len(_HELD)
 
 
 def forget_queries() -> None:
-    """No target query is sent any more (a process that measured several runs, a test)."""
-    _TARGET_QUERIES.clear()
+    """No target query is sent any more, whichever scope gave it (a test that starts clean)."""
+    with _HELD_LOCK:
+        _HELD.clear()
+        _rebuild()
 
 
 def _names(query: str) -> set[str]:
@@ -153,12 +193,13 @@ def _names(query: str) -> set[str]:
 def with_query(url: "str | URL") -> "str | URL":
     """``url`` with its origin's target query added (``send_query``): the parameters it lacks, in
     the order given; unchanged for another origin or one without a query."""
-    if not _TARGET_QUERIES:
+    queries = _TARGET_QUERIES
+    if not queries:
         return url
     u = parse_url(url)
     if u is None or not u.is_absolute():
         return url
-    query = _TARGET_QUERIES.get(origin(u))
+    query = queries.get(origin(u))
     if not query:
         return url
     have = _names(u.raw_query_string)  # (names: what yarl may decode in a value does not matter)

@@ -61,7 +61,7 @@ import re
 import shlex
 import threading
 import urllib.parse
-from typing import Any, BinaryIO, Iterable, Iterator, TextIO, TypeVar, cast, overload
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, TextIO, TypeVar, cast, overload
 from urllib.parse import urlsplit, urlunsplit
 import sys
 
@@ -74,7 +74,7 @@ _T = TypeVar("_T")
 __all__ = ["BasicCredential", "split_url_credentials", "redact_url", "redact_headers", "redact_text",
            "authorization", "combine_credentials", "secret_forms", "is_secret_header", "redact_argv",
            "secret_values", "url_secrets", "body_secrets", "redact_body", "argv_secrets", "env_secrets",
-           "is_secret_setting", "Scrubber", "scope", "register_secrets", "registered", "scrub", "clip", "guard_std_streams",
+           "is_secret_setting", "Scrubber", "scope", "on_scope_end", "register_secrets", "registered", "scrub", "clip", "guard_std_streams",
            "MASK", "REDACTED", "MIN_SECRET", "MIN_HEADER_SECRET", "GRAM"]
 
 MASK = "***"
@@ -963,11 +963,12 @@ _OWNED: set[str] = set()  # the secrets the scopes added to _REGISTERED (the onl
 
 
 class _Scope:
-    __slots__ = ("secrets", "hold")
+    __slots__ = ("secrets", "hold", "ends")
 
     def __init__(self, secrets: list[str], hold: bool):
         self.secrets = secrets
         self.hold = hold
+        self.ends: list[Callable[[], None]] = []  # called when the scope ends (``on_scope_end``)
 
 
 _OPEN: list[_Scope] = []  # the open scopes, oldest first
@@ -1022,6 +1023,20 @@ def scope(*secrets: str | None, hold: bool = False) -> Iterator[Scrubber]:
                 _release([s for s in own.secrets if s in kept])
             else:
                 _release(own.secrets)
+        for end in own.ends:  # what the scope held besides secrets (outside the lock: each takes its own)
+            end()
+
+
+def on_scope_end(end: Callable[[], None]) -> bool:
+    """Call ``end`` when the newest open scope ends (what runs now holds besides secrets, and must
+    let go of with them: a target's query string, ``core.origin.send_query``); a holding scope keeps
+    only secrets, so ``end`` runs when the scope it was given to ends. False, and ``end`` is never
+    called, outside every scope."""
+    with _LOCK:
+        if not _OPEN:
+            return False
+        _OPEN[-1].ends.append(end)
+    return True
 
 
 def register_secrets(*secrets: str | None) -> None:

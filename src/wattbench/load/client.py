@@ -243,10 +243,10 @@ def sending_for(targets: Sequence[TargetSpec]) -> Iterator[None]:
     """The block sends ``targets``' requests in a process that did not resolve them (a spawned load
     worker, a Ray load actor on any node), exactly as the process that did: each target's query
     string goes with every request to its origin, same-origin redirect hops included, and to no
-    other (``core.origin.send_query``: from here on, for the process's life, as in the run's own
-    process), and the targets' secrets — the query's values, the key, the secret headers — are
-    registered in this process while the block runs (``core.redact.scope``), so that nothing it
-    writes or prints (a record's error detail, a message, a traceback) holds them."""
+    other (``core.origin.send_query``), and the targets' secrets — the query's values, the key, the
+    secret headers — are registered in this process (``core.redact.scope``), so that nothing it
+    writes or prints (a record's error detail, a message, a traceback) holds them: both while the
+    block runs, and no longer (a Ray load actor runs many levels, an in-process one many runs)."""
     with scope(*(s for t in targets for s in t.secrets())):
         for t in targets:
             if t.query:

@@ -264,7 +264,8 @@ def test_urls_are_judged_by_the_http_clients_parser():
 def test_a_targets_query_goes_with_every_request_to_its_origin_and_no_other(servers, monkeypatch):
     """``-t 'http://h/v1?sig=…&api-version=…'``: the query on every request to the target (urllib,
     aiohttp, each same-origin hop), never to another origin; its secret values registered in the
-    scope open when the target is read (a run's, a command's), and only while it is open."""
+    scope open when the target is read (a run's, a command's), and the query sent, only while that
+    scope is open."""
     import aiohttp
 
     from wattbench.core import redact
@@ -272,31 +273,60 @@ def test_a_targets_query_goes_with_every_request_to_its_origin_and_no_other(serv
 
     home, other = servers
     monkeypatch.setattr(redact, "_REGISTERED", redact.Scrubber())
-    monkeypatch.setattr(origin, "_TARGET_QUERIES", {})
+    origin.forget_queries()
     q = "sig=SIG-q%2F9a%2Bsecret&api-version=2024-06-01"
     assert normalize_base_url(f"{home.url}/?sig=outside-every-scope") == f"{home.url}/v1"
-    assert not redact.registered().found_in("outside-every-scope")  # nothing runs: nothing registered
+    # nothing runs: nothing registered, and nothing sent (nothing would scrub it from what is written)
+    assert not redact.registered().found_in("outside-every-scope") and origin.held_queries() == 0
     with redact.scope():
         assert normalize_base_url(f"{home.url}/openai?{q}") == f"{home.url}/openai/v1"
         assert redact.registered().found_in("SIG-q/9a+secret") and not redact.registered().found_in("2024-06-01")
-    assert not redact.registered().found_in("SIG-q/9a+secret")  # the scope ended
-    with origin.urlopen(home.url + "/same", timeout=5) as r:  # and its hop
-        assert json.loads(r.read())["path"] == f"/final?{q}"
-    with origin.urlopen(f"{home.url}/models?api-version=old", timeout=5) as r:  # a parameter it has stays
-        assert json.loads(r.read())["path"] == "/models?api-version=old&sig=SIG-q%2F9a%2Bsecret"
-    with origin.urlopen(other.url + "/metrics", timeout=5) as r:
-        assert json.loads(r.read())["path"] == "/metrics"
+        with origin.urlopen(home.url + "/same", timeout=5) as r:  # and its hop
+            assert json.loads(r.read())["path"] == f"/final?{q}"
+        with origin.urlopen(f"{home.url}/models?api-version=old", timeout=5) as r:  # a parameter it has stays
+            assert json.loads(r.read())["path"] == "/models?api-version=old&sig=SIG-q%2F9a%2Bsecret"
+        with origin.urlopen(other.url + "/metrics", timeout=5) as r:
+            assert json.loads(r.read())["path"] == "/metrics"
 
-    async def go():
-        async with aiohttp.ClientSession() as s:
-            async with origin.request(s, "POST", home.url + "/post307", data=b"x") as r:
-                assert (await r.json(content_type=None))["path"] == f"/final?{q}"
-            async with origin.request(s, "GET", other.url + "/x") as r:
-                assert (await r.json(content_type=None))["path"] == "/x"
+        async def go():
+            async with aiohttp.ClientSession() as s:
+                async with origin.request(s, "POST", home.url + "/post307", data=b"x") as r:
+                    assert (await r.json(content_type=None))["path"] == f"/final?{q}"
+                async with origin.request(s, "GET", other.url + "/x") as r:
+                    assert (await r.json(content_type=None))["path"] == "/x"
 
-    asyncio.run(go())
+        asyncio.run(go())
+        assert origin.held_queries() == 1
+    # the scope ended: its secrets are no longer registered, its query is sent no more and kept nowhere
+    assert not redact.registered().found_in("SIG-q/9a+secret")
+    assert origin.held_queries() == 0 and origin.target_query(home.url) == ""
+    with origin.urlopen(home.url + "/same", timeout=5) as r:
+        assert json.loads(r.read())["path"] == "/final"
     assert [e["path"] for e in home.log] == [f"/same?{q}", f"/final?{q}", "/models?api-version=old&sig=SIG-q%2F9a%2Bsecret",
-                                             f"/post307?{q}", f"/final?{q}"]
+                                             f"/post307?{q}", f"/final?{q}", "/same", "/final"]
     assert [e["path"] for e in other.log] == ["/metrics", "/x"]
+
+
+def test_a_query_lives_as_long_as_the_scope_that_gave_it():
+    """Scopes nest (a command's, its run's, a load worker's): the newest query of an origin is the
+    one sent; when its scope ends the one before it is sent again, and when the last ends none is.
+    A scope that ends out of order releases only its own."""
+    from wattbench.core import redact
+
     origin.forget_queries()
-    assert origin.with_query(home.url + "/v1/models") == home.url + "/v1/models"
+    url = "http://h:1/v1/completions"
+    outer = redact.scope()
+    outer.__enter__()
+    try:
+        origin.send_query("http://h:1/v1?sig=first-secret-1")
+        assert origin.with_query(url) == url + "?sig=first-secret-1"
+        with redact.scope():
+            origin.send_query("http://h:1/v1?sig=second-secret-2&api-version=1")
+            origin.send_query("http://other:2/v1?code=other-secret-3")
+            assert origin.with_query(url) == url + "?sig=second-secret-2&api-version=1"
+            assert origin.held_queries() == 3
+        assert origin.with_query(url) == url + "?sig=first-secret-1"  # the outer run's again
+        assert origin.with_query("http://other:2/x") == "http://other:2/x" and origin.held_queries() == 1
+    finally:
+        outer.__exit__(None, None, None)
+    assert origin.with_query(url) == url and origin.held_queries() == 0
