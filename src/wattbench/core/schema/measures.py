@@ -86,7 +86,17 @@ class Requests(_M):
 class LoadActorInfo(_M):
     """One Ray load actor of a distributed level (``distributed/executor.py``): where it ran, what
     it sent, its CPU, and its clock against the driver's (offset = actor clock − driver clock, from
-    the minimum-RTT ping before the level; the true offset lies within ± ``clock_uncertainty_ns``)."""
+    the minimum-RTT ping before the level; the true offset lies within ± ``clock_uncertainty_ns``).
+
+    Not ``run.NodeInfo``, though both name a node and carry a clock offset: this is one *process*
+    over one *level* (``LevelResult.load.actors``: a row per actor per level, written when the level
+    ends) — what it sent (``records``), its CPU, its offset measured just before that level and its
+    drift over it, which map that level's stamps onto the driver's clock. ``NodeInfo`` is one
+    *machine* over the whole *run* (``Result.nodes``): how many load actors it held, its sensing, and
+    the offset of its sensor actor (else of its first load actor) from the run's first measurement.
+    Several actors share a node and an actor's rows differ level by level, so neither is the other's
+    copy. ``node_id`` here is Ray's full node id; ``NodeInfo.node_id`` is its first 8 characters
+    (``distributed.executor.short_id``): join the two on that prefix."""
 
     index: int
     node_id: str

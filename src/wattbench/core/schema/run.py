@@ -115,7 +115,14 @@ class ServerInfo(_M):
 
 
 class NodeInfo(_M):
-    """One node of a distributed (Ray) run: its clock offset to the driver and its sensing."""
+    """One node of a distributed (Ray) run: its clock offset to the driver and its sensing.
+
+    A machine over the whole run (``Result.nodes``, written once the run's cluster is known): its
+    load actors counted, its sensor actor's status, channels and problems, and its clock — the sensor
+    actor's offsets (the readings' mapping), else its first load actor's first. Not
+    ``measures.LoadActorInfo``, which is one load actor over one level (what it sent, its CPU, the
+    offset and drift that mapped that level's records); ``node_id`` here is the first 8 characters of
+    Ray's node id (``LoadActorInfo.node_id`` holds it whole)."""
 
     node_id: str
     hostname: str | None = None
