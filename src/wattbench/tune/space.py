@@ -116,12 +116,9 @@ class Space:
     def names(self) -> list[str]:
         return [a.name for a in self.axes]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "axes": {a.name: a.to_dict() for a in self.axes}}
-
     def record(self) -> SpaceRecord:
         """The space as ``tune.json`` keeps it (``TuneResult.space``)."""
-        return SpaceRecord.model_validate(self.to_dict())
+        return SpaceRecord.model_validate({"source": self.source, "axes": {a.name: a.to_dict() for a in self.axes}})
 
     def active(self, axis: Axis, config: Mapping[str, Any]) -> bool:
         return all(config.get(k) in vs for k, vs in axis.when.items())
