@@ -120,9 +120,9 @@ def validate_plan(cfg: RunConfig) -> None:
             flags.append(f"the search's top, {top} (the default when no --max-concurrency is given)")
             fixes.append(f"give --max-concurrency {n_targets} or more, or drop targets")
     if cfg.prefill_decode_pair and not cfg.concurrency:  # the pair at its default (at the largest -c: checked above)
-        plans.append(("concurrency", pair_concurrency(cfg)))
-        flags.append(f"--prefill-decode-pair's concurrency {pair_concurrency(cfg)} (its default when no "
-                     "--concurrency is given)")
+        pair = pair_concurrency(cfg)
+        plans.append(("concurrency", pair))
+        flags.append(f"--prefill-decode-pair's concurrency {pair} (its default when no --concurrency is given)")
         fixes.append(f"measure the pair in a run of its own with --concurrency {n_targets} or more (--rate takes "
                      "no --concurrency), or drop --prefill-decode-pair" if cfg.rate else
                      f"give --concurrency {n_targets} or more, or drop --prefill-decode-pair")
