@@ -51,7 +51,7 @@ from wattbench.analysis.compare import Decomposition, NoiseVerdict, RatioCI, ans
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt, fmt_pct_against
 from wattbench.core.schema import FigureTrend, PairedLevel, PairedRun, Result, Stationarity
-from wattbench.metrics.drift import figure_drift, recorded_trend, trend, trends_apart, trials_trend
+from wattbench.metrics.drift import recorded_trend, trend, trends_apart, trials_trend
 from wattbench.metrics.figure_noise import with_drift
 from wattbench.metrics.noise import DRIFT_TODO, INCONCLUSIVE, judge
 from wattbench.metrics.paired import PairedRatio, paired_ratio, pairs_needed, precise_enough
@@ -152,8 +152,7 @@ def ratio_drift(lv: PairedLevel, headline: PairedRatio, figure: str,
         cause = ""
         if moves:
             moved.append((side, st))
-            recorded = figure_drift(st, figure, lv.boundary)
-            if recorded is not None and st is not None and st.cause:
+            if rec is not None and rec.drifting and st is not None and st.cause:  # its recorded series drifts
                 cause = st.cause
         note = "; ".join(x for x in (interval, cause) if x)
         sides.append(f"{side} {'drifts' if moves else 'holds'} {_pct(change)}" + (f" ({note})" if note else ""))
