@@ -6,7 +6,7 @@ the pairs alone (``metrics/paired.paired_ratio``: the geometric mean of the pair
 Student-t interval over the pairs), never from the two runs' trial CIs: a drift common to both
 sides falls out of each pair and, over whole ``A B B A`` blocks, out of the mean.
 
-Each level reads as compare's answer line (``analysis/compare.answer_line``) with compare's
+Each level reads as compare's answer line (``analysis/ratios.answer_line``) with compare's
 ``Decomposition`` (per kW = throughput ÷ power, B over A) and ``metrics/noise.judge``'s word on the
 per-kW ratio, its noise the pairs' interval (``PairedRatio.noise``); then the precision reached
 against the one asked and, short of it, the pairs the observed spread says it takes.
@@ -47,7 +47,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from wattbench.accounting.drift import figure_trend
-from wattbench.analysis.compare import Decomposition, NoiseVerdict, RatioCI, answer_line
+from wattbench.analysis.ratios import Decomposition, NoiseVerdict, RatioCI, answer_line
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt, fmt_pct_against
 from wattbench.core.schema import FigureTrend, PairedLevel, PairedRun, Result, Stationarity

@@ -121,3 +121,10 @@ def check_levels(a: LevelResult, b: LevelResult, boundary: str | None) -> list[I
                                        level=b.label,
                                        reason=f"sensor method at {boundary} differs: {ma} vs {mb}"))
     return out
+
+
+def refusal_message(problems: list[Incomparability], what: str = "runs") -> str:
+    """The one line ``compare`` and ``regress`` refuse incomparable runs with: every reason once, and
+    how to compare anyway."""
+    reasons = "; ".join(dict.fromkeys(p.line() for p in problems))
+    return f"the {what} are not comparable: {reasons} (pass --force to compare anyway; each is flagged)"

@@ -64,10 +64,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from wattbench.analysis.comparability import Incomparability, check_levels, check_runs
-from wattbench.analysis.compare import (HistorySpread, NoiseVerdict, answer_line, decompose, figure_noise, judge_noise, noise_bases,
-                                        left_out_reason, match_levels, refusal_message, resolve_boundary,
-                                        short_key)
+from wattbench.analysis.comparability import Incomparability, check_levels, check_runs, refusal_message
+from wattbench.analysis.level_pairs import left_out_reason, match_levels, resolve_boundary, short_key
+from wattbench.analysis.ratios import (HistorySpread, NoiseVerdict, answer_line, decompose, figure_noise, judge_noise,
+                                       noise_bases)
 from wattbench.analysis.diagnose import Diagnosis, diagnose
 from wattbench.analysis.figures import METRIC_NAMES, reported_figures, metric_suggestions, select_window, steady_trials_note
 from wattbench.results.headline import trial_ci
@@ -158,7 +158,7 @@ class RegressReport(BaseModel):
     left_out: list[LeftOut] = Field(default_factory=list)  # each fails the gate
     answers: list[str] = Field(default_factory=list)  # compare's answer line for each pair
     todo: str | None = None  # what to do about the inconclusive checks, in words, said once
-    # each judged figure's noise basis, said once (``analysis/compare.noise_bases``)
+    # each judged figure's noise basis, said once (``analysis/ratios.noise_bases``)
     noise_bases: dict[str, str] = Field(default_factory=dict)
 
     @property
@@ -226,7 +226,7 @@ def _fmt(check: RegressCheck, x: float) -> str:
 
 def _noise(result: Result | None, level: LevelResult, metric: str, boundary: str | None,
            history: HistorySpread | None) -> FigureNoise | None:
-    """One side's relative noise of ``metric`` (``analysis/compare.figure_noise``)."""
+    """One side's relative noise of ``metric`` (``analysis/ratios.figure_noise``)."""
     if result is None:
         ci = trial_ci(level, metric, boundary)
         drift = figure_drift(level.stationarity, metric, boundary)
@@ -354,7 +354,7 @@ def regress(result: Result, baseline: Result, checks: str | list[RegressCheck] =
             history: HistorySpread | None = None, strict: bool = False) -> RegressReport:
     """Evaluate ``checks`` on every level of ``result`` matched to one of ``baseline``.
 
-    ``history``: the run-to-run noise of a configuration (``analysis/compare.HistorySpread``);
+    ``history``: the run-to-run noise of a configuration (``analysis/ratios.HistorySpread``);
     ``strict``: judge the change itself, not the end of its noise interval nearest no change. A
     matched level that measured nothing or lacks the boundary is left out and fails the gate."""
     parsed = parse_checks(checks) if isinstance(checks, str) else list(checks)

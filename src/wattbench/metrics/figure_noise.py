@@ -37,7 +37,7 @@ with its degrees of freedom ``df``, from the best basis available, in this order
 **A ratio** ``R = b / a`` of two figures with noise ``h_a`` and ``h_b`` has the interval
 ``[R·e^-w, R·e^w]`` with ``w = sqrt(h_a² + h_b²)`` (the log-ratio delta method:
 ``ratio_interval``, the one place it is computed — ``metrics/noise.judge`` and ``repeat_check``,
-``analysis/compare.log_ratio_ci`` and ``analysis/regress`` call it; a product of independent
+``analysis/ratios.log_ratio_ci`` and ``analysis/regress`` call it; a product of independent
 ratios the same way, with each part's log half-width); when only one side's noise is known it
 stands for both (``w = sqrt(2)·h``); its degrees of freedom are the fewer of the two sides'.
 

@@ -33,7 +33,7 @@ sign). A drifting ratio is never judged within or beyond noise (``analysis/ab.py
 with ``drifting``). Below ``metrics/drift.MIN_POINTS`` (4) pairs the trend has no interval: no
 drift call is made, the ratio is judged on its interval alone.
 
-**The decomposition** follows compare's (``analysis/compare.Decomposition``): per kW = throughput
+**The decomposition** follows compare's (``analysis/ratios.Decomposition``): per kW = throughput
 ÷ power, pair by pair; since each pair's per-kW log ratio is its throughput log ratio minus its
 power log ratio, the three geometric means multiply exactly: ``per kW = throughput × (A power ÷ B
 power)``.

@@ -1,5 +1,5 @@
 """Text of ``wattbench ab``: the answer first, in compare's words (``analysis/ab.py`` decides; this
-only words it): who A and B are, one answer line per level (``analysis/compare.answer_line``), the
+only words it): who A and B are, one answer line per level (``analysis/ratios.answer_line``), the
 precision reached, the order measured and why it stopped, the shared meter's idle draw, each run's
 verdict and directory."""
 

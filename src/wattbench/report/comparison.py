@@ -120,7 +120,7 @@ BASIS_LABELS = {"output_tokens_per_s_per_kw": "per kW", "j_per_output_token": "J
 
 
 def basis_lines(bases: dict[str, str]) -> list[str]:
-    """Each judged figure's noise basis once (``analysis/compare.noise_bases``): ``noise of per kW:
+    """Each judged figure's noise basis once (``analysis/ratios.noise_bases``): ``noise of per kW:
     history of key 1e41ee5fdb9cdb02: 4 runs, sd 1.4%, 3 df`` — for a history, the sentence ``history
     noise`` prints for the same configuration. J/output token shares per kW's basis (the same noise on
     the log scale): said with it, not twice."""

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from wattbench.analysis.ab import PairedComparison, paired_compare
-from wattbench.analysis.compare import resolve_boundary, short_key
+from wattbench.analysis.level_pairs import resolve_boundary, short_key
 from wattbench.analysis.figures import level_figures
 from wattbench.metrics.level_figures import LevelFigures
 from wattbench.config import AbConfig

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from wattbench.analysis.ab import check_pair, idle_line, paired_compare, paired_level
-from wattbench.analysis.compare import answer_line
+from wattbench.analysis.ratios import answer_line
 from wattbench.core.errors import UserError
 from wattbench.core.schema import NoiseInfo, PairedLevel, PairedRun
 from tests.fakes.results_factory import make_result

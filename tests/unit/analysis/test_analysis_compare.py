@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.fakes.results_factory import make_level, make_result, trials_block
-from wattbench.analysis.compare import compare, log_ratio_ci
+from wattbench.analysis.compare import compare
+from wattbench.analysis.ratios import log_ratio_ci
 from wattbench.results.headline import TrialCI
 from wattbench.core.errors import UserError
 from wattbench.core.schema import TrialsBlock

@@ -304,7 +304,7 @@ def test_regress_steady_window():
 
 def test_carbon_per_million_tokens_is_a_regress_metric_and_a_compare_ratio():
     """Carbon: same energy, a dirtier grid: the carbon check fails, J/token holds; compare gives the ratio."""
-    from wattbench.analysis.compare import decompose
+    from wattbench.analysis.ratios import decompose
     from wattbench.metrics.carbon import carbon_g_per_million_tokens
 
     a, b = _pair()

@@ -56,7 +56,7 @@ def test_the_ratio_interval_is_computed_in_one_place_and_every_caller_agrees():
     assert ratio_interval(2.0, 0.05) == (pytest.approx(2.0 * math.exp(-0.05), rel=1e-12),
                                          pytest.approx(2.0 * math.exp(0.05), rel=1e-12))
     # compare's trial-CI ratio and its product of ratios, and regress's relative change, call it
-    from wattbench.analysis.compare import combine_log_cis, log_ratio_ci
+    from wattbench.analysis.ratios import combine_log_cis, log_ratio_ci
     from wattbench.results.headline import TrialCI
 
     # log half-widths 0.03 and 0.04 (the trials' intervals of positive figures are log-symmetric)
