@@ -112,7 +112,7 @@ def test_a_detached_grandchild_holding_the_output_does_not_hold_the_end(tmp_path
 
 
 def test_output_without_newlines_is_cut_and_the_log_stays_small(tmp_path):
-    from wattbench.run.measure import LINE_MAX_BYTES
+    from wattbench.run.command import LINE_MAX_BYTES
 
     out = tmp_path / "run"
     code = ("import sys; w = sys.stdout.buffer.write; w(b'x' * (8 << 20)); w(b'\\nafter\\n'); "
@@ -128,7 +128,7 @@ def test_output_without_newlines_is_cut_and_the_log_stays_small(tmp_path):
 
 def test_the_log_stops_at_its_cap_and_says_so(tmp_path, monkeypatch):
     """The reader itself, on a pipe: a log cap of 1 MiB against 3 MiB of lines."""
-    import wattbench.run.measure as m
+    import wattbench.run.command as m
 
     monkeypatch.setattr(m, "LOG_MAX_BYTES", 1 << 20)
     r, w = os.pipe()
@@ -153,7 +153,7 @@ def test_the_log_stops_at_its_cap_and_says_so(tmp_path, monkeypatch):
 
 def test_the_stop_reaches_a_grandchild_that_ignores_sigint_and_sigterm(tmp_path):
     """``_stop`` itself, with a short grace: SIGINT, SIGTERM, then SIGKILL to the group."""
-    from wattbench.run.measure import _stop
+    from wattbench.run.command import _stop
 
     pid_file = tmp_path / "pid"
     code = ("import os, signal, subprocess, sys, time\n"
