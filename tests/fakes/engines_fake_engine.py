@@ -4,7 +4,8 @@
 after a short start), ``crash`` (prints a traceback-like tail and exits 3), ``hang`` (never
 answers), ``child`` (like ok, and spawns a grandchild sleeper in the same process group whose pid
 it prints as ``CHILD_PID=…``), ``lose_port MARKER`` (exits with "address already in use" unless the
-MARKER file exists, which it creates).
+MARKER file exists, which it creates), ``loud`` (like ok, after printing its command line, its
+``HF_TOKEN`` and a terminal escape: what an engine that logs its arguments and environment writes).
 """
 
 from __future__ import annotations
@@ -32,6 +33,11 @@ def main() -> None:
             marker.write_text("1")
             print("OSError: [Errno 98] error while attempting to bind: address already in use", flush=True)
             sys.exit(1)
+    if mode == "loud":
+        import os
+
+        print("non-default args:", sys.argv[3:], flush=True)
+        os.write(2, f"token from the environment: {os.environ.get('HF_TOKEN')}\x1b]0;pwned\x07\n".encode())
     if mode == "hang":
         time.sleep(3600)
     if mode == "child":

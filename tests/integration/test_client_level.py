@@ -151,9 +151,9 @@ def test_closed_loop_duration_drain_and_progress():
     # loop's wait, bounded by its probe) and the streams finishing one by one at the end
     idle_ms = len(meas) * ((lag.max or 0.0) + 2.0) + 4 * e2e_max_s * 1e3
     assert 4 - idle_ms / span_ms <= out.load.mean_in_flight <= 4 + 1e-9, (out.load.mean_in_flight, idle_ms)
-    assert seen and seen[-1]["done"] == len(out.records) and seen[-1]["failed"] == 0
-    assert seen[-1]["output_tokens"] == 10 * len(out.records)
-    times = [p["elapsed_s"] for p in seen]
+    assert seen and seen[-1].requests_done == len(out.records) and seen[-1].requests_failed == 0
+    assert seen[-1].output_tokens == 10 * len(out.records)
+    times = [p.elapsed_s for p in seen]
     assert len(seen) <= 5 * (times[-1] + 1) + 2 and times == sorted(times)
     _, _, thr = summarize_level(out.records, out.start_ns, out.end_ns)
     assert thr.output_tokens_per_s > 0
@@ -210,7 +210,7 @@ def test_worker_processes_stream_records_during_the_level_and_a_dead_one_keeps_w
     the test does not stop it: a worker 0 left to send its share of the 100,000 requests (~15
     minutes) fails it at its 500th request after the kill (~9 s of sending here)."""
     from wattbench.core.errors import WattbenchError
-    from wattbench.load.executor import SubprocessExecutor, coordinate
+    from wattbench.load.executor import LoadProgress, SubprocessExecutor, coordinate
     from wattbench.load.plan import build_plans
 
     spec = LevelSpec(index=0, mode="concurrency", value=4, num_requests=100_000, workers=2)
@@ -220,11 +220,11 @@ def test_worker_processes_stream_records_during_the_level_and_a_dead_one_keeps_w
         lp = build_plans(spec, target, None, None, req)
         ex = SubprocessExecutor(lp.plans, lp.feeder)
 
-        def on_progress(p: dict) -> None:
+        def on_progress(p: LoadProgress) -> None:
             w = ex.records.columns("worker")["worker"]
             # kill worker 1 once the parent holds some of its records (streamed, not at the end)
             if not seen and (w == 1).sum() >= 8:
-                seen.append({"done": p["done"], "rows": len(ex.records), "w0": int((w == 0).sum())})
+                seen.append({"done": p.requests_done, "rows": len(ex.records), "w0": int((w == 0).sum())})
                 os.kill(ex.procs[1].pid, signal.SIGKILL)  # and nothing else: stopping worker 0 is the coordinator's
             elif seen and (w == 0).sum() - seen[0]["w0"] > 500:
                 ex.stop()

@@ -25,6 +25,7 @@ from wattbench.distributed.messages import ClosedJob, OpenJob, Reply, timed
 from wattbench.core.errors import Interrupted, UserError, WattbenchError
 from wattbench.core.load_types import LevelSpec
 from wattbench.core.target import TargetSpec
+from wattbench.load.executor import LoadProgress
 
 SKEWS = {0: 7_000_000_000, 1: -3_000_000_000}
 # how late a loaded host may read a finished answer (scheduling, not clock error): well below the
@@ -85,9 +86,10 @@ def test_open_loop_on_skewed_actors_lands_on_the_driver_clock(served):
     assert out.load.workers == 2 and out.load.target_rate_rps == pytest.approx(40.0, rel=1e-9) and out.stopped_early is None
     assert out.load.send_lag_ms.count == 40 and out.load.client_loop_lag_ms.count > 0
     # progress came through the one loop, and its last word is the actors' final counts
-    assert len(progress) >= 2 and [p["done"] for p in progress] == sorted(p["done"] for p in progress)
-    assert progress[-1]["done"] == 40 and progress[-1]["failed"] == 0
-    assert progress[-1]["output_tokens"] == sum(r.output_tokens for r in out.records)
+    done = [p.requests_done for p in progress]
+    assert len(progress) >= 2 and done == sorted(done)
+    assert progress[-1].requests_done == 40 and progress[-1].requests_failed == 0
+    assert progress[-1].output_tokens == sum(r.output_tokens for r in out.records)
 
 
 def test_closed_loop_shares_streams_requests_and_indices(served):
@@ -114,8 +116,8 @@ def test_closed_loop_shares_streams_requests_and_indices(served):
 def test_interrupt_cancels_every_actor_and_keeps_what_completed(served, spec):
     target, _ = served
 
-    def ctrl_c(p: dict) -> None:
-        if p["done"] >= 6:
+    def ctrl_c(p: LoadProgress) -> None:
+        if p.requests_done >= 6:
             signal.raise_signal(signal.SIGINT)  # the coordinator's handler turns it into its flag
 
     with pytest.raises(Interrupted) as e:

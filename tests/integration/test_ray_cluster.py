@@ -397,3 +397,40 @@ def test_load_actors_send_a_targets_query_with_every_request_and_scrub_it(cluste
     assert len(files) > 10
     leaks = {str(f): _query_pieces_in(f.read_bytes().decode("utf-8", "replace")) for f in files}
     assert not {f: p for f, p in leaks.items() if p}
+
+
+LOUD_SECRET = "rQ5sEcReT/aCt+0rX8kM"
+
+
+def test_a_load_actor_that_prints_and_fails_with_a_secret_leaves_nothing_of_it(cluster, capfd):
+    """A load actor (a process of either node, which gets the secret only in its job's target query)
+    writes the secret — every encoding and pieces, ``tests/fakes/loud_requests.py`` — through every
+    channel a process has, then fails with it. The level fails naming the actor, its error masked;
+    every channel's line reached Ray's log files of the session, masked; and no form or piece of the
+    secret is in any file of the session's logs, in the driver's error, or on the driver's stdout or
+    stderr (this process never registers the secret: the actor scrubbed it)."""
+    from tests.fakes.loud_requests import CHANNELS, MARK, LoudRequests
+    from tests.integration.test_process_output import leaks, loud_texts
+    from wattbench.core.errors import WattbenchError
+    from wattbench.core.redact import registered
+
+    assert not registered().found_in(LOUD_SECRET)
+    session = Path(ray._private.worker.global_worker.node.get_session_dir_path()) / "logs"
+    with scripted_server_with_log("--ttft-ms", "5", "--itl-ms", "1") as (url, _):
+        target = TargetSpec(base_url=url, model="fake-model", query=f"api-version=2024-06-01&key={LOUD_SECRET}")
+        spec = LevelSpec(index=0, mode="concurrency", value=2, num_requests=8)
+        with pytest.raises(WattbenchError) as e:
+            with RayCluster("auto", n_actors=2, actor_cpus=1) as cl:
+                cl.run_level(spec, target, LoudRequests(loud_texts(LOUD_SECRET), at=2, shout_here=True))
+    said = str(e.value)
+    assert said.startswith("load actor 0 on node ") and f"{MARK} raise ***" in said, said[:600]
+    files = {str(f): f.read_bytes() for f in session.rglob("*") if f.is_file()}
+    logs = b"\n".join(data for name, data in files.items() if Path(name).name.startswith("worker-"))
+    # each channel's line (but the asyncio callback's: the actor's requests are drawn off its loop)
+    # reached the actor's log files, masked
+    missing = [c for c in CHANNELS if c not in ("asyncio", "raise") and f"{MARK} {c} ***".encode() not in logs]
+    assert not missing, missing
+    out, err = capfd.readouterr()
+    files.update({"the error": said.encode(), "driver stdout": out.encode(), "driver stderr": err.encode()})
+    assert len(files) > 10
+    assert not leaks(files, LOUD_SECRET)

@@ -8,6 +8,18 @@ A load actor's process has nothing of the driver's but what its job carries: eac
 targets' query strings (``TargetSpec.query``) with every request to them, and registers the
 targets' secrets in its process (``load.client.sending_for``), as the driver's own process does.
 
+Nothing leaves an actor's process holding a secret or raw hostile text. Its stdout and stderr (a
+print, a log line, a warning, a traceback, C code's output: Ray writes them to the session's
+``logs/worker-*.out``/``.err`` and may forward them to the driver's terminal) pass through
+``core.process_output.hold_output`` for the actor's life, scrubbed of every secret its jobs
+carried (kept as long as the actor lives: one run's) and of its node's credential variables
+(``redact.env_secrets``), and made safe for a terminal. A run that fails raises
+``LoadActorFailed``: the error's type and message scrubbed and its controls shown escaped
+(``safe_text.term``), with no cause or context attached, so what Ray stores, logs and hands to the
+driver holds nothing of the original; its traceback, scrubbed, goes to the actor's stderr. The
+plain classes (in-process, tests) do the same but for the process-wide output, which is their
+caller's.
+
 ``clock_skew_ns`` is a test seam: the actor behaves as if its node's clock read ``skew`` ns more
 than ``perf_counter_ns`` (what it reports is shifted by ``+skew``, what it is told is shifted by
 ``−skew``), which is how a node whose monotonic clock started elsewhere looks to the driver.
@@ -19,16 +31,21 @@ import dataclasses
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 import asyncio
 import os
+import sys
 
 import numpy as np
 
 from wattbench.core.clock import now_ns
 from wattbench.telemetry.base import Channel, Reading, Sensor, SensorFailure
 from wattbench.core.errors import Interrupted, WattbenchError
+from wattbench.core.process_output import ProcessSecrets, hold_output, safe_traceback
+from wattbench.core.redact import scope
+from wattbench.core.safe_text import LINE_CHARS, term
+from wattbench.core.target import TargetSpec
 from wattbench.core.recordset import NONE, RecordSet
 from wattbench.core.schema import TargetDownInfo
 from wattbench.distributed.messages import ClosedJob, OpenJob, Reply, expect
@@ -42,7 +59,16 @@ from wattbench.telemetry.detect import autodetect
 from wattbench.telemetry.sampler import Sampler
 from wattbench.telemetry.spec import parse_sensor_spec
 
-__all__ = ["LoadWorker", "NodeSensor", "remote_classes", "current_node_id"]
+__all__ = ["LoadWorker", "NodeSensor", "LoadActorFailed", "remote_classes", "current_node_id"]
+
+class LoadActorFailed(WattbenchError):
+    """A load actor's run failed; the message is the error's type and text, scrubbed and made safe
+    in the actor (module doc)."""
+
+
+def _described(e: BaseException) -> str:
+    """``e`` as one safe text: the registered secrets scrubbed, then cut; controls shown escaped."""
+    return term(f"{type(e).__name__}: {e}", LINE_CHARS, newlines=True)
 
 
 def current_node_id() -> str:
@@ -105,6 +131,7 @@ class LoadWorker:
     def __init__(self, index: int, clock_skew_ns: int = 0) -> None:
         self.index = index
         self.skew = int(clock_skew_ns)
+        self.output: ProcessSecrets | None = None  # an actor process's own output guard (``remote_classes``)
         self._progress: tuple[int, int, int] = (0, 0, 0)
         self._lock = threading.Lock()
         self._asked: dict[int, set[str]] = {}  # run id -> {"stop", "cancel"} asked so far
@@ -129,9 +156,9 @@ class LoadWorker:
         with self._lock:
             return self._progress
 
-    def _set_progress(self, d: Mapping[str, Any]) -> None:
+    def _set_progress(self, done: int, failed: int, output_tokens: int) -> None:
         with self._lock:
-            self._progress = (d.get("done", 0), d.get("failed", 0), d.get("output_tokens", 0))
+            self._progress = (done, failed, output_tokens)
 
     # -- stop / cancel from the driver
     def stop(self, run: int) -> None:
@@ -161,12 +188,30 @@ class LoadWorker:
             self._asked.pop(run, None)
 
     # -- runs
+    def _contained(self, targets: list[TargetSpec], run: Callable[[], Reply]) -> Reply:
+        """``run()`` with the targets' secrets registered (and kept by the actor process's output
+        guard); a failure leaves as ``LoadActorFailed`` with nothing of the original (module doc)."""
+        secrets = [s for t in targets for s in t.secrets()]
+        if self.output is not None:
+            self.output.add(*secrets)
+        with scope(*secrets):
+            try:
+                return run()
+            except Exception as e:  # noqa: BLE001 - every failure leaves scrubbed
+                failure = _described(e)
+                if self.output is not None:  # the actor's own log (in-process, the caller's stderr is not ours)
+                    print(safe_traceback(self.output.text), file=sys.stderr)
+        raise LoadActorFailed(failure)  # outside the handler: no context holds the original
+
     def run_closed(self, job: ClosedJob) -> Reply:
         """Closed loop: ``run_level`` on this actor's share, started at ``job.t0_node_ns``.
 
         The actor's requests are the factory's indices ``i ≡ index (mod n)``; record ids are those
         global indices."""
         job = expect(job, ClosedJob, "run_closed's job")
+        return self._contained(list(job.targets), lambda: self._run_closed(job))
+
+    def _run_closed(self, job: ClosedJob) -> Reply:
         a, n = job.index, job.n
         factory = job.request_factory
 
@@ -183,7 +228,8 @@ class LoadWorker:
             with sending_for(targets):  # this process (another node's) sends as the driver does
                 _sleep_until(job.t0_node_ns - self.skew)
                 try:
-                    out = run_level(job.spec, targets if routes else targets[0], source, self._set_progress,
+                    out = run_level(job.spec, targets if routes else targets[0], source,
+                                    lambda p: self._set_progress(p.requests_done, p.requests_failed, p.output_tokens),
                                     route=route, control=control)
                 except Interrupted as e:  # the driver cancelled: what completed is kept
                     out = getattr(e, "outcome")  # settle_outcome attaches it (core.errors cannot name it)
@@ -212,6 +258,9 @@ class LoadWorker:
         """Open loop / trace: ``job.plan`` (a ``WorkerPlan`` with this actor's arrivals) at
         ``t0 + offset`` on the driver's timeline."""
         job = expect(job, OpenJob, "run_open's job")
+        return self._contained(list(job.plan.targets or [job.plan.target]), lambda: self._run_open(job))
+
+    def _run_open(self, job: OpenJob) -> Reply:
         plan = job.plan
         t0 = job.t0_node_ns - self.skew
         run = job.run
@@ -232,7 +281,7 @@ class LoadWorker:
             try:
                 with sending_for(plan.targets or [plan.target]):  # as the driver sends (another node's process)
                     interrupted, cpu_pct = run_worker_on_loop(
-                        loop, worker, t0, lambda p: self._set_progress(dataclasses.asdict(p)),
+                        loop, worker, t0, lambda p: self._set_progress(p.done, p.failed, p.output_tokens),
                         plan.progress_period_s)
             finally:
                 self._detach(run)
@@ -241,7 +290,7 @@ class LoadWorker:
             cancel_pending(loop)
             asyncio.set_event_loop(None)
             loop.close()
-        self._set_progress({"done": worker.done, "failed": worker.failed, "output_tokens": worker.output_tokens})
+        self._set_progress(worker.done, worker.failed, worker.output_tokens)
         assert isinstance(worker.records, RecordSet)  # a Worker made without a stream keeps a RecordSet
         recs = [_shift_dict(r.model_dump(), self.skew) for r in worker.records]
         return Reply(records=recs, cpu_pct=cpu_pct,
@@ -374,6 +423,24 @@ def remote_classes() -> tuple[Any, Any]:
         import ray
 
         # Ray's stubs type only the task options, not an actor's (max_concurrency)
-        _REMOTE["load"] = ray.remote(max_concurrency=2)(LoadWorker)  # type: ignore[call-overload]
-        _REMOTE["sensor"] = ray.remote(num_cpus=0, max_concurrency=2)(NodeSensor)  # type: ignore[call-overload]
+        _REMOTE["load"] = ray.remote(max_concurrency=2)(_ActorLoadWorker)  # type: ignore[call-overload]
+        _REMOTE["sensor"] = ray.remote(num_cpus=0, max_concurrency=2)(_ActorNodeSensor)  # type: ignore[call-overload]
     return _REMOTE["load"], _REMOTE["sensor"]
+
+
+class _ActorLoadWorker(LoadWorker):
+    """``LoadWorker`` in its own Ray actor process: the process's output guarded for its life."""
+
+    def __init__(self, index: int, clock_skew_ns: int = 0) -> None:
+        super().__init__(index, clock_skew_ns)
+        self.output = ProcessSecrets()  # the node's credential variables; each job's secrets added
+        hold_output(self.output)
+
+
+class _ActorNodeSensor(NodeSensor):
+    """``NodeSensor`` in its own Ray actor process: the process's output guarded for its life (the
+    node's credential variables: a BMC's password in ``REDFISH_PASSWORD``, ``IPMI_PASSWORD``)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        hold_output(ProcessSecrets())

@@ -46,7 +46,7 @@ from wattbench.distributed.clock import DEFAULT_PINGS, ClockOffset, OffsetLine, 
 from wattbench.distributed.merge import shift_record
 from wattbench.distributed.messages import ClosedJob, Job, OpenJob, Reply, expect, timed
 from wattbench.core.errors import UserError, WattbenchError
-from wattbench.load.executor import coordinate
+from wattbench.load.executor import LoadProgress, coordinate
 from wattbench.load.level import assemble_outcome, settle_outcome
 from wattbench.load.link import Progress, WorkerResult
 from wattbench.load.plan import PROGRESS_PERIOD_S, WorkerPlan, build_plans, split_count
@@ -307,7 +307,7 @@ def _drift_u(offsets: list[ClockOffset]) -> float | None:
 
 
 def run_on_actors(spec: LevelSpec, share: LevelShare, loads: list[LoadActor],
-                  on_progress: Callable[[dict[str, float]], None] | None = None, *,
+                  on_progress: Callable[[LoadProgress], None] | None = None, *,
                   calls: Callable[..., Future[Any]] = ray_call,
                   pings: int = DEFAULT_PINGS) -> LevelOutcome:
     """The shared level on ``loads`` under the one coordinator loop (module doc)."""

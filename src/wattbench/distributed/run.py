@@ -71,6 +71,7 @@ from wattbench.core.target import TargetSpec
 from wattbench.core.schema import LoadActorInfo, NodeInfo
 from wattbench.telemetry.base import Channel, Reading, Sensor, SensorFailure, TelemetryLog
 from wattbench.distributed.actors import remote_classes
+from wattbench.load.executor import LoadProgress
 from wattbench.load.plan import validate_spec
 from wattbench.load.targets import check_targets, weighted_route
 
@@ -399,7 +400,7 @@ class RayCluster:
         spec: LevelSpec,
         targets: TargetSpec | Sequence[TargetSpec],
         request_factory: Callable[[int], Any],
-        on_progress: Callable[[dict[str, float]], None] | None = None,
+        on_progress: Callable[[LoadProgress], None] | None = None,
         weights: Sequence[float] | None = None,
         n_actors: int | None = None,
     ) -> LevelOutcome:
@@ -489,7 +490,7 @@ def run_distributed_level(
     ray_address: str = "auto",
     n_actors: int | None = None,
     *,
-    on_progress: Callable[[dict[str, float]], None] | None = None,
+    on_progress: Callable[[LoadProgress], None] | None = None,
     weights: Sequence[float] | None = None,
     sensing: bool = True,
     **cluster_kw: Any,

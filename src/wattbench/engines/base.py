@@ -3,7 +3,10 @@
 Every engine module gives an ``Engine`` (how to find it, the argv, the environment, how to read
 its effective config); this module owns the process: a free loopback port, ``Popen`` with an argv
 list in its own session (so the whole process group can be signalled), stdout+stderr streamed
-into ``<run_dir>/server.log``, a health poll with a timeout and early-exit detection, and a stop
+into ``<run_dir>/server.log`` through ``core.process_output.LinePump`` (each line scrubbed of the
+run's secrets, of the secrets in the engine's own command line — ``--api-key`` among its engine
+arguments — and of the credential variables of its environment, then made safe; its command line
+written there and recorded as ``launch_command`` with those masked, ``redact.redact_argv``), a health poll with a timeout and early-exit detection, and a stop
 by PID (SIGTERM to the group, wait, SIGKILL). Stops also happen on failure, on Ctrl-C (the
 context manager's exit), on SIGTERM (turned into ``SystemExit`` while an engine runs, where no
 handler is installed; the previous handler is back once the last engine stops) and at
@@ -13,7 +16,7 @@ parent does not leave it behind.
 
 from __future__ import annotations
 
-from wattbench.core.redact import authorization_header  # noqa: E402  (one home for Authorization headers)
+from wattbench.core.redact import argv_secrets, authorization_header, env_secrets, redact_argv  # noqa: E402
 
 import atexit
 import http.client
@@ -37,6 +40,7 @@ from wattbench.core.clock import now_ns
 from wattbench.core.errors import EngineError, TargetError
 from wattbench.core.argv import has_flag
 from wattbench.core.interrupt import Handler, restore_handler
+from wattbench.core.process_output import LinePump, ProcessSecrets
 from wattbench.core.schema import ServerInfo, StreamBatching
 from wattbench.core import origin
 from wattbench.engines.presets import default_cache_dir
@@ -231,7 +235,7 @@ class EngineHandle:
     """A running server. Use as a context manager; ``stop()`` is idempotent."""
 
     def __init__(self, engine: Engine, plan: LaunchPlan, proc: subprocess.Popen[bytes], host: str, port: int,
-                 log_path: Path, log_file: BinaryIO):
+                 log_path: Path, log_file: BinaryIO, output: LinePump | None = None):
         self.engine = engine
         self.plan = plan
         self.proc = proc
@@ -240,11 +244,12 @@ class EngineHandle:
         self.port = port
         self.log_path = log_path
         self._log_file = log_file
+        self._output = output  # the child's output into log_file (None: the child writes it itself)
         self.base_url = f"http://{host}:{port}/v1"
         self.root_url = f"http://{host}:{port}"
         self.model: str | None = plan.served_model
         self.server_info = ServerInfo(base_url=self.base_url, engine=engine.name, launched=True,
-                                      launch_command=list(plan.argv))
+                                      launch_command=redact_argv(plan.argv))
         self.start_duration_s: float | None = None
         self.returncode: int | None = None
         self._stopped = False
@@ -298,6 +303,8 @@ class EngineHandle:
             _signal_group(self.pid, signal.SIGKILL)
             self.returncode = self.proc.returncode
         finally:
+            if self._output is not None:
+                self._output.close()  # what the child wrote before it ended, then no more
             try:
                 self._log_file.close()
             except OSError:
@@ -371,14 +378,15 @@ def _start_once(engine: Engine, model: str | None, device: str, engine_args: lis
     env.setdefault("PYTHONUNBUFFERED", "1")
     log_path = run_dir / "server.log"
     log_file = open(log_path, "ab", buffering=0)
-    log_file.write(("$ " + " ".join(plan.argv) + "\n").encode())
+    log_file.write(("$ " + " ".join(redact_argv(plan.argv)) + "\n").encode())
+    secrets = ProcessSecrets([*argv_secrets(plan.argv), *env_secrets(env)], environment=False)
     _install_cleanup_hooks()
     main_thread = threading.current_thread() is threading.main_thread()
     try:
         proc = subprocess.Popen(
             plan.argv,
             stdin=subprocess.DEVNULL,
-            stdout=log_file,
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
@@ -388,7 +396,9 @@ def _start_once(engine: Engine, model: str | None, device: str, engine_args: lis
         log_file.close()
         _release_sigterm()
         raise EngineError(f"{engine.name}: cannot run {plan.argv[0]!r} ({e.strerror}); {engine.install_hint}") from None
-    handle = EngineHandle(engine, plan, proc, host, port, log_path, log_file)
+    assert proc.stdout is not None  # stdout=PIPE
+    output = LinePump(proc.stdout, log_file, secrets.text, name=f"{engine.name}-server-log")
+    handle = EngineHandle(engine, plan, proc, host, port, log_path, log_file, output)
     with _LIVE_LOCK:
         _LIVE.add(handle)
     try:

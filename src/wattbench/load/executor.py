@@ -23,8 +23,8 @@ implements the same protocol over Ray load actors, which run the same worker.
 ``coordinate`` draws the closed loop's requests first (``Feeder.prefill``: before t0, off the loop),
 then runs the one control loop, every 50 ms: interrupt (SIGINT, or ``control.cancel``) →
 cancel; the closed loop's deadline, or ``control.stop`` → close the feeder and stop; the open loop's
-backlog guard (``metrics/saturation.py``) → stop; progress to ``on_progress`` at most every
-``PROGRESS_PERIOD_S``; a failed worker → stop the others. ``LevelControl`` is how another thread stops or cancels a level: a Ray load
+backlog guard (``metrics/saturation.py``) → stop; progress (``LoadProgress``) to ``on_progress`` at
+most every ``PROGRESS_PERIOD_S``; a failed worker → stop the others. ``LevelControl`` is how another thread stops or cancels a level: a Ray load
 actor's level, asked by the driver's coordinator.
 """
 
@@ -35,6 +35,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Awaitable, Callable, Protocol, TypeVar
@@ -293,9 +294,22 @@ class SubprocessExecutor:
                 p.join(timeout=5)
 
 
-def progress_dict(p: Progress, t0_ns: int) -> dict[str, float]:
-    return {"done": p.done, "failed": p.failed, "output_tokens": p.output_tokens,
-            "elapsed_s": max(0.0, (now_ns() - t0_ns) / 1e9)}
+@dataclass(frozen=True)
+class LoadProgress:
+    """A level's load so far, as ``coordinate`` hands it to ``on_progress`` (at most every
+    ``PROGRESS_PERIOD_S``, and once at the end): requests completed and failed, output tokens of the
+    completed ones (the servers' count), summed over every worker; seconds since the level's ``t0``."""
+
+    requests_done: int
+    requests_failed: int
+    output_tokens: int
+    elapsed_s: float
+
+
+def load_progress(p: Progress, t0_ns: int) -> LoadProgress:
+    """The workers' summed counts ``p`` as ``LoadProgress``, ``t0_ns`` the level's start."""
+    return LoadProgress(requests_done=p.done, requests_failed=p.failed, output_tokens=p.output_tokens,
+                        elapsed_s=max(0.0, (now_ns() - t0_ns) / 1e9))
 
 
 def deadline_ns(spec: LevelSpec, feeder: Feeder | None, t0_ns: int) -> int | None:
@@ -310,7 +324,7 @@ def deadline_ns(spec: LevelSpec, feeder: Feeder | None, t0_ns: int) -> int | Non
 
 
 def coordinate(executor: Executor, spec: LevelSpec, plans: list[WorkerPlan], feeder: Feeder | None,
-               on_progress: Callable[[dict[str, float]], None] | None, control: LevelControl | None = None
+               on_progress: Callable[[LoadProgress], None] | None, control: LevelControl | None = None
                ) -> tuple[list[WorkerResult], int, bool, str | None]:
     """Run the level on ``executor`` under the one control loop (module doc). ``plans``: the open
     loop's arrivals for the backlog guard; ``control``: stop or cancel from another thread.
@@ -353,9 +367,9 @@ def coordinate(executor: Executor, spec: LevelSpec, plans: list[WorkerPlan], fee
                 executor.stop()
             if on_progress is not None and now - last >= PROGRESS_PERIOD_S * 1e9:
                 last = now
-                on_progress(progress_dict(p, t0_ns))
+                on_progress(load_progress(p, t0_ns))
         if on_progress is not None:
-            on_progress(progress_dict(executor.progress(), t0_ns))
+            on_progress(load_progress(executor.progress(), t0_ns))
         return executor.results()
 
     try:

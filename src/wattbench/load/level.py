@@ -63,12 +63,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from wattbench.core.errors import Interrupted, LevelFailed, StorageError, UserError, WattbenchError
-from wattbench.load.executor import InProcessExecutor, LevelControl, SubprocessExecutor, coordinate
+from wattbench.load.executor import InProcessExecutor, LevelControl, LoadProgress, SubprocessExecutor, coordinate
 from wattbench.load.link import WorkerResult
 from wattbench.load.plan import (
     ARRIVALS_PER_WORKER_RPS,
@@ -155,7 +155,7 @@ def run_level(
     spec: LevelSpec,
     target: TargetSpec | Sequence[TargetSpec],
     requests: Iterable[RequestSpec] | Callable[[int], RequestSpec],
-    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    on_progress: Callable[[LoadProgress], None] | None = None,
     route: Callable[[int], int] | None = None,
     control: LevelControl | None = None,
 ) -> LevelOutcome:

@@ -20,11 +20,12 @@ the total and per-target latency samples are a partition of the total's.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from wattbench.core.errors import UserError
+from wattbench.load.executor import LoadProgress
 from wattbench.load.level import run_level
 from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.target import TargetSpec
@@ -83,7 +84,7 @@ def run_level_multi(
     spec: LevelSpec,
     targets: Sequence[TargetSpec],
     requests: Iterable[RequestSpec] | Callable[[int], RequestSpec],
-    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    on_progress: Callable[[LoadProgress], None] | None = None,
     weights: Sequence[float] | None = None,
 ) -> LevelOutcome:
     """Run one level against several targets (see module doc); records carry ``target``."""

@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import signal
+import sys
 import time
-import traceback
 from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any, Awaitable, Callable, Coroutine
@@ -31,6 +31,7 @@ from typing import Any, Awaitable, Callable, Coroutine
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs (types-psutil is not a dependency)
 
 from wattbench.core.clock import now_ns
+from wattbench.core.process_output import ProcessSecrets, contain_output, safe_traceback
 from wattbench.core.redact import scrub
 from wattbench.load.link import Error, PipeLink, Progress, Ready, Records, Start, WorkerDone, WorkerLink
 from wattbench.load.liveness import LivenessWatch, TargetDown
@@ -384,13 +385,32 @@ def run_worker_on_loop(loop: asyncio.AbstractEventLoop, worker: Worker, t0_ns: i
 
 
 def worker_process(plan: WorkerPlan, conn: Connection) -> None:
-    """Entry point of a worker subprocess (spawned)."""
+    """Entry point of a worker subprocess (spawned). Everything the process writes to its stdout and
+    stderr — a warning, a log line, a traceback, C code's output — passes through
+    ``core.process_output.contain_output``, scrubbed of its targets' secrets (which reach it with the
+    plan, through the pipe: never a file or its command line) and of the credential variables of its
+    environment, and made safe for the terminal it shares with the run, before it leaves the
+    process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides
 
+    targets = plan.targets or [plan.target]
+    failed = False
+    secrets = ProcessSecrets(s for t in targets for s in t.secrets())
+    with contain_output(secrets):
+        try:
+            _work(plan, targets, conn)
+        except BaseException:  # noqa: BLE001 - a bug outside the level: said here, scrubbed, exit 1
+            failed = True
+            print(safe_traceback(secrets.text), file=sys.stderr)
+    if failed:
+        sys.exit(1)  # the traceback was said above (multiprocessing prints none for SystemExit)
+
+
+def _work(plan: WorkerPlan, targets: list[TargetSpec], conn: Connection) -> None:
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
     # a spawned process starts with nothing of the parent's: the targets' query strings and secrets
-    with sending_for(plan.targets or [plan.target]):
+    with sending_for(targets):
         try:
             conn.send(Ready(now_ns()))
             msg = conn.recv()
@@ -414,7 +434,7 @@ def worker_process(plan: WorkerPlan, conn: Connection) -> None:
             pass
         except BaseException:  # report the bug to the parent, which raises it
             try:
-                conn.send(Error(scrub(traceback.format_exc())))  # an aiohttp error's URL holds the query
+                conn.send(Error(safe_traceback(scrub)))  # an aiohttp error's URL holds the query
             except (OSError, EOFError):
                 pass
         finally:

@@ -10,7 +10,6 @@ import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from wattbench.environment import cpu_frequency_mhz
 from wattbench.accounting.level import account_level, add_level_findings, count_source
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import Interrupted, LevelFailed, TargetStopped
+from wattbench.load.executor import LoadProgress
 from wattbench.load.level import Drain, await_drained, run_level
 from wattbench.load.targets import per_target_summary, run_level_multi
 from wattbench.core.load_types import LevelOutcome, LevelSpec
@@ -328,20 +328,19 @@ class LevelRunner:
                             reason=reason, prompts=f"workload requests {PRIME_START} onwards (never measured)",
                             e2e_p50_s=e2e_s)
 
-    def _on_progress(self, load: Load) -> Callable[[dict[str, Any]], None]:
-        """The load generator's progress (``load.executor.progress_dict``) as ``LevelProgress`` of
+    def _on_progress(self, load: Load) -> Callable[[LoadProgress], None]:
+        """The load generator's progress (``load.executor.LoadProgress``) as ``LevelProgress`` of
         ``load``, with the meter's latest power."""
         session = self.session
 
-        def on_progress(p: dict[str, Any]) -> None:
+        def on_progress(p: LoadProgress) -> None:
             power = session.sampler.latest_power_w() if session.sampler is not None else None
-            session.emit(LevelProgress(load, done=int(p.get("done", 0)), failed=int(p.get("failed", 0)),
-                                       output_tokens=int(p.get("output_tokens", 0)), elapsed_s=p.get("elapsed_s"),
-                                       power_w=power))
+            session.emit(LevelProgress(load, done=p.requests_done, failed=p.requests_failed,
+                                       output_tokens=p.output_tokens, elapsed_s=p.elapsed_s, power_w=power))
         return on_progress
 
     def _run_one(self, spec: LevelSpec, requests: Iterable[RequestSpec],
-                 on_progress: Callable[[dict[str, Any]], None]) -> LevelOutcome:
+                 on_progress: Callable[[LoadProgress], None]) -> LevelOutcome:
         cluster = self.session.cluster
         if cluster is not None:  # --ray: load actors over the cluster, records on the driver's clock
             factory = SpecList(requests, requests_needed(spec))

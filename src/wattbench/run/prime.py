@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -52,6 +52,7 @@ from wattbench.core.numbers import fmt
 from wattbench.results.configuration import level_figure
 from wattbench.core.schema import FigureKey, HistoryCheck, LevelResult, Preconditioning, PrimingPhase, PromptCalibration
 from wattbench.core.load_types import LevelOutcome, LevelSpec
+from wattbench.load.executor import LoadProgress
 from wattbench.core.recordset import as_record_set, NONE
 from wattbench.workload.base import RequestSpec
 from wattbench.run.events import Phase
@@ -316,7 +317,7 @@ class ProbeRunner(Protocol):
     workload: Workload
 
     def _run_one(self, spec: LevelSpec, requests: Iterable[RequestSpec],
-                 on_progress: Callable[[dict[str, Any]], None]) -> LevelOutcome: ...
+                 on_progress: Callable[[LoadProgress], None]) -> LevelOutcome: ...
 
 
 def calibrate_prompts(runner: ProbeRunner) -> PromptCalibration | None:

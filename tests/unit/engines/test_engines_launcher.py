@@ -62,6 +62,24 @@ def gone(pid: int, timeout_s: float = 60.0) -> bool:
     return False
 
 
+def test_an_engines_output_and_command_line_reach_server_log_scrubbed(tmp_path, monkeypatch):
+    """An engine started with a key among its arguments (``--engine-args '--api-key …'``) and a
+    token in its environment prints both, and a terminal escape: ``server.log`` holds its lines
+    with both masked and the escape gone, its command line written there and recorded
+    (``launch_command``) with the key masked."""
+    key, token = "sk-ENGINEkey9Q7w3Zp9Lm2X", "hf_TOKENvalue8Hq2Lm3Nx"
+    monkeypatch.setenv("HF_TOKEN", token)
+    h = start(FakeEngine("loud"), None, "cpu", ["--api-key", key], tmp_path, timeout_s=120)
+    try:
+        assert h.server_info.launch_command[-2:] == ["--api-key", "***"]
+    finally:
+        h.stop()
+    log = (tmp_path / "server.log").read_text()
+    assert log.startswith("$ ") and log.splitlines()[0].endswith("--api-key ***"), log[:300]
+    assert "non-default args: ['--api-key', '***']" in log and "token from the environment: ***" in log, log
+    assert key[3:11] not in log and token[3:11] not in log and "\x1b" not in log and "request /health" in log
+
+
 def test_start_ready_info_and_stop_takes_the_group_down(tmp_path):
     h = start(FakeEngine("child"), None, "cpu", [], tmp_path, timeout_s=120)
     try:
