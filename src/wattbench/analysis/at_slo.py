@@ -19,6 +19,7 @@ from wattbench.core.numbers import fmt_range, fmt_ratio
 from wattbench.core.schema import LevelResult, RequestRecord, Result, SLOBound
 from wattbench.metrics.noise import INCONCLUSIVE, judge
 from wattbench.metrics.slo import SLO, goodput, parse_slos, run_slo_text
+from wattbench.results.headline import level_key
 
 # (result, level) -> the level's request records (to recompute goodput under another SLO), or None
 RecordsOf = Callable[[Result, LevelResult], "list[RequestRecord] | None"]
@@ -37,6 +38,8 @@ class AtSLO(BaseModel):
     throughput_ratio: list[float | None] = Field(default_factory=list)
     power_ratio: list[float | None] = Field(default_factory=list)  # candidate power ÷ baseline power
     noise: list[NoiseVerdict | None] = Field(default_factory=list)
+    # per run: the levels above its chosen one that missed the SLO, each "c=32 ttft_p99 599 ms > 500 ms"
+    misses_above: list[list[str]] = Field(default_factory=list)
     lines: list[str] = Field(default_factory=list)  # the sentence (or the refusal), per candidate
     refused: str | None = None  # a run has no level meeting the SLO
 
@@ -87,6 +90,21 @@ def _meets(lv: LevelResult, slos: list[SLO]) -> tuple[bool, str]:
     return True, ""
 
 
+def _load(lv: LevelResult) -> float:
+    """A level's offered load, to order one run's levels (concurrency or rate; a trace: 0)."""
+    _, value = level_key(lv)
+    return float(value) if value is not None else 0.0
+
+
+def _where(letter: str, level: str, misses: list[str], differ: bool) -> str:
+    """``A at c=8`` and, where the runs are taken at different levels, why this one is not higher:
+    ``A at c=8 — c=32 missed ttft_p99 599 ms > 500 ms`` (at most two misses named)."""
+    if not differ or not misses:
+        return f"{letter} at {level}"
+    more = f" and {len(misses) - 2} more" if len(misses) > 2 else ""
+    return f"{letter} at {level} — {'; '.join(misses[:2])}{more}"
+
+
 def compare_at_slo(results: list[Result], spec: str | None, boundary: str | None, history: HistorySpread | None,
                    records: RecordsOf | None, letters: list[str]) -> AtSLO | None:
     """Each run at its level with the most goodput per kW that meets the SLO ``spec`` (None: the
@@ -117,9 +135,11 @@ def compare_at_slo(results: list[Result], spec: str | None, boundary: str | None
     if boundary is None:
         return refuse(f"at {text}: no power boundary common to the runs' measured levels, so no goodput per kW")
     chosen: list[tuple[LevelResult, float, float, float]] = []  # each run's (level, tok/s, W, per kW)
+    missed: list[list[tuple[float, str]]] = []  # each run's levels that missed the SLO: (load, "c=32 why")
     for letter, r in zip(letters, results):
         best: tuple[LevelResult, float, float, float] | None = None
         misses: list[str] = []
+        missed.append([])
         missing: list[str] = []
         for lv in r.levels:
             if left_out_reason(r.run_id, lv, boundary):
@@ -127,6 +147,7 @@ def compare_at_slo(results: list[Result], spec: str | None, boundary: str | None
             ok, miss = _meets(lv, slos)
             if not ok:
                 misses.append(f"{short_key(lv)} {miss}")
+                missed[-1].append((_load(lv), f"{short_key(lv)} missed {miss}"))
                 continue
             tok, power, per_kw, _ = slo_goodput(r, lv, slos, boundary, records)
             if per_kw is None:
@@ -147,6 +168,7 @@ def compare_at_slo(results: list[Result], spec: str | None, boundary: str | None
     out.goodput_tokens_per_s = [c[1] for c in chosen]
     out.avg_power_w = [c[2] for c in chosen]
     out.goodput_per_kw = [c[3] for c in chosen]
+    out.misses_above = [[why for load, why in m if load > _load(c[0])] for m, c in zip(missed, chosen)]
     for i, c in enumerate(chosen[1:], 1):
         ratio = c[3] / base[3] if base[3] else None
         t = c[1] / base[1] if base[1] else None
@@ -161,7 +183,9 @@ def compare_at_slo(results: list[Result], spec: str | None, boundary: str | None
                 figure_noise(results[i], c[0], "goodput_per_kw", boundary, None)))
         out.noise.append(nv)
 
-        where = f"({letters[0]} at {out.levels[0]}, {letters[i]} at {out.levels[i]})"
+        differ = out.levels[0] != out.levels[i]
+        where = (f"({_where(letters[0], str(out.levels[0]), out.misses_above[0], differ)}, "
+                 f"{_where(letters[i], str(out.levels[i]), out.misses_above[i], differ)})")
         parts = (f": throughput {fmt_ratio(t)} ÷ power {fmt_ratio(p)}" if t is not None and p else "")
         word = "" if nv is None else (f"; {nv.word}" + (f" ({nv.why})" if nv.word == INCONCLUSIVE
                                                          else f" ({fmt_range(nv.low, nv.high, kind='ratio')})"))

@@ -182,10 +182,49 @@ def test_at_slo_a_700_w_card_at_95_percent_throughput_reads_exactly_1_90x():
     assert at.slo == "ttft_p99=500ms" and at.levels == ["c=32", "c=48"]
     assert at.ratio[0] == pytest.approx(1.90) and at.throughput_ratio[0] == pytest.approx(0.95)
     assert at.power_ratio[0] == pytest.approx(0.5)
+    # the runs are taken at different levels, so the line says why A is not higher: its c=64 missed
     assert at.lines[0].startswith("B gives 1.90× the goodput per kW of A at ttft_p99=500ms: throughput 0.95× ÷ "
-                                  "power 0.50× (A at c=32, B at c=48)")
+                                  "power 0.50× (A at c=32 — c=64 missed ttft_p99 900 ms > 500 ms, B at c=48)")
+    assert at.misses_above == [["c=64 missed ttft_p99 900 ms > 500 ms"], []]
     with pytest.raises(Exception, match="no level of run big .* meets it"):
         compare([a, b], match="index", force=True, at_slo="ttft_p99=100ms")
+
+
+def test_at_slo_names_why_a_run_is_taken_lower_only_where_the_levels_differ():
+    """Two ladders of one platform, c=8 and c=32: A's c=32 misses the SLO by its p99 TTFT (599 ms),
+    B's meets it (388 ms), so A is taken at c=8 and B at c=32 and the ratio spans a whole step of
+    load; the line names the miss that put A lower. Where both are taken at one level the misses
+    above it change nothing in the ratio and are not named; a miss below the chosen level is never
+    named; more than two misses read as "and N more"."""
+    slos = [{"metric": "ttft", "stat": "p99", "threshold_ms": 500.0}]
+
+    def lv(i, c, tput, ttft_p99):
+        x = make_level(i, value=c, output_tokens_per_s=tput, power_w={"accelerator": 300.0}, ttft_p99_ms=ttft_p99)
+        x.goodput = Goodput.model_validate({"slos": slos, "output_tokens_per_s": tput, "per_kw": {
+            "accelerator": {"output_tokens_per_s_per_kw": tput / 0.3}}})
+        return x
+
+    a = make_result("a", levels=[lv(0, 8, 585.0, 175.0), lv(1, 32, 1571.0, 599.0)])
+    b = make_result("b", levels=[lv(0, 8, 647.0, 159.0), lv(1, 32, 1863.0, 388.0)])
+    a.config.slo = b.config.slo = "ttft_p99=500ms"
+    at = compare([a, b]).at_slo
+    assert at.levels == ["c=8", "c=32"] and at.misses_above == [["c=32 missed ttft_p99 599 ms > 500 ms"], []]
+    assert "(A at c=8 — c=32 missed ttft_p99 599 ms > 500 ms, B at c=32)" in at.lines[0]
+    # both miss at c=32: both taken at c=8, nothing named
+    b2 = make_result("b2", levels=[lv(0, 8, 647.0, 159.0), lv(1, 32, 1863.0, 650.0)])
+    b2.config.slo = "ttft_p99=500ms"
+    at = compare([a, b2]).at_slo
+    assert at.levels == ["c=8", "c=8"] and "(A at c=8, B at c=8)" in at.lines[0] and "missed" not in at.lines[0]
+    # a ladder whose lowest level misses (c=1) and three above the chosen one miss: two named, "and 1 more"
+    c = make_result("c", levels=[lv(0, 1, 90.0, 700.0), lv(1, 4, 300.0, 200.0), lv(2, 16, 900.0, 510.0),
+                                 lv(3, 32, 1500.0, 900.0), lv(4, 64, 1900.0, 2000.0)])
+    c.config.slo = "ttft_p99=500ms"
+    at = compare([b, c], force=True).at_slo
+    assert at.levels == ["c=32", "c=4"]
+    assert at.misses_above[1] == ["c=16 missed ttft_p99 510 ms > 500 ms", "c=32 missed ttft_p99 900 ms > 500 ms",
+                                  "c=64 missed ttft_p99 2,000 ms > 500 ms"]
+    assert at.lines[0].endswith("(A at c=32, B at c=4 — c=16 missed ttft_p99 510 ms > 500 ms; c=32 missed ttft_p99 "
+                                "900 ms > 500 ms and 1 more); inconclusive (noise unknown)")
 
 
 def test_at_slo_judges_a_level_with_trials_on_the_trials_mean_the_table_shows():
