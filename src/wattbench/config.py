@@ -29,6 +29,7 @@ from wattbench.core.redact import redact_body, redact_headers, redact_url
 from wattbench.core.domains import Api, EngineName, TrialOrder
 
 from wattbench.core.target import REQUEST_TIMEOUT_S, STALL_TIMEOUT_S
+from wattbench.accounting.thermal import PRECONDITION_MAX_S
 from wattbench.metrics.precision import AUTO_MIN_TRIALS, DEFAULT_MAX_TRIALS, DEFAULT_PRECISION
 
 # ------------------------------------------------------------------ what each numeric option takes
@@ -413,12 +414,17 @@ class RunConfig(FlaggedConfig):
         "beyond noise warns).")] = True
     cooldown_s: Annotated[float, Flag(
         "--cooldown", domain=SECONDS_OR_ZERO, help="Seconds between trials.")] = 0.0
-    # load the device until its temperature settles before the first measured level (run/prime.precondition;
-    # the rule and its bounds: accounting/thermal.py PRECONDITION_*); power limits and clocks are never changed
+    # load the device until its temperature and the server's throughput settle before the first measured level
+    # (run/prime.precondition; the rules and their bounds: accounting/thermal.py PRECONDITION_*, metrics/drift.py
+    # SETTLE_*); power limits and clocks are never changed
     precondition: Annotated[bool, Flag(
         "--precondition", commands=(RUN,), help="Before the first measured level, load the device (at the priming's "
-        "level) until its GPU temperature settles: within ±1 °C/min over a minute, at most 10 minutes; not "
-        "measured.")] = False
+        "level) until it settles: its GPU temperature within ±1 °C/min and its output tok/s within ±2% over the "
+        "last minute (the tok/s alone without a GPU temperature); at most --precondition-max; not measured.")] = False
+    precondition_max_s: Annotated[float, Flag(
+        "--precondition-max", commands=(RUN,), domain=SECONDS,
+        help="With --precondition: its time limit in seconds; past it the run measures on and warns.")] = \
+        PRECONDITION_MAX_S
 
     # searching the load
     sweep: Annotated[str | None, Flag(

@@ -66,6 +66,11 @@ the paired design of ``wattbench ab``).
 a stream beginning ``t`` s after it has TTFT and ITL divided by ``1 + F·t`` (``-0.002``: 0.2% fewer
 tokens per second each second; ground truth for the drift rule). ``/stats`` reports ``drift_t0_ns``.
 
+``--ramp-s S --ramp-gain G``: the server warms up and then holds: a stream beginning ``t`` s after its
+first stream has TTFT and ITL divided by ``1 + G·min(t, S)/S`` (its tokens per second rise by ``G``
+over the first ``S`` seconds, linearly, then hold; ground truth for ``--precondition``'s throughput
+rule). ``/stats`` reports ``ramp_t0_ns``.
+
 ``--wander F --wander-every S [--wander-seed N]``: the server's speed wanders slowly: a new factor,
 uniform in ``[1 − F, 1 + F]`` from its own seeded generator, every ``S`` seconds since its start
 (TTFT and ITL of a stream beginning in that span times it): trials of one run share the slow state
@@ -128,6 +133,7 @@ class Script:
         self.max_active_ever = 0
         self.warm_since_ns: int | None = None  # --history-threshold first reached
         self.drift_t0: float | None = None  # --drift-per-s: monotonic time of the first stream
+        self.ramp_t0: float | None = None  # --ramp-s: monotonic time of the first stream
         self.wander_rng = random.Random(a.wander_seed)  # --wander: its own generator
         self.wander_t0 = time.monotonic()
         self.wander_factors: list[float] = []
@@ -209,6 +215,11 @@ class Script:
             if self.drift_t0 is None:
                 self.drift_t0 = now
             drift = 1.0 / max(0.05, 1.0 + a.drift_per_s * (now - self.drift_t0))
+        if a.ramp_s:
+            now = time.monotonic()
+            if self.ramp_t0 is None:
+                self.ramp_t0 = now
+            drift /= 1.0 + a.ramp_gain * min(now - self.ramp_t0, a.ramp_s) / a.ramp_s
         return self.factor * slow * drift * self.log_drift() * self.wander()
 
     def wander(self) -> float:
@@ -295,6 +306,7 @@ class Script:
             "actual_itl_ms": (s["itl_span_ns"] / s["itl_gaps"] / 1e6) if s["itl_gaps"] else None,
             "max_active_ever": self.max_active_ever, "speed_factors": list(self.speed_factors), "wander_factors": list(self.wander_factors),
             "drift_t0_ns": None if self.drift_t0 is None else int(self.drift_t0 * 1e9),
+            "ramp_t0_ns": None if self.ramp_t0 is None else int(self.ramp_t0 * 1e9),
             "history_slow_until_ns": self.warm_since_ns,
         }
         if reset:
@@ -679,6 +691,10 @@ def main(argv=None) -> int:
     p.add_argument("--wander-seed", type=int, default=0)
     p.add_argument("--drift-per-s", type=float, default=0.0,
                    help="speed drifts by this fraction per second from the first stream (TTFT, ITL ÷ 1 + F·t)")
+    p.add_argument("--ramp-s", type=float, default=0.0,
+                   help="the speed rises by --ramp-gain over this many seconds from the first stream, then holds")
+    p.add_argument("--ramp-gain", type=float, default=0.0,
+                   help="the fraction tokens/s rise by over --ramp-s (TTFT, ITL ÷ 1 + G·min(t, S)/S)")
     p.add_argument("--speed-noise", type=float, default=0.0,
                    help="relative sd of a seeded lognormal factor on TTFT and ITL (per start, or per --noise-every)")
     p.add_argument("--noise-seed", type=int, default=0, help="seed of the speed-noise generator")

@@ -170,6 +170,7 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     assert got["config"].pop("strict") is False and "strict" not in want["config"]
     # --precondition: a config field newer than the golden file, off by default
     assert got["config"].pop("precondition") is False and "precondition" not in want["config"]
+    assert got["config"].pop("precondition_max_s") == 600.0 and "precondition_max_s" not in want["config"]
     # --secret-header: a config field newer than the golden file, empty by default
     assert got["config"].pop("secret_headers") == [] and "secret_headers" not in want["config"]
     # --trials auto's bounds: config fields newer than the golden file, unset without --trials auto
@@ -185,6 +186,9 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     assert noise["prompt_salt"] == got["run_id"].rsplit("-", 1)[-1]  # no prompt of another run is repeated
     pr = noise["priming"]  # two rounds of the largest concurrency, none of it measured
     assert (pr["mode"], pr["value"], pr["requests"], pr["completed"]) == ("concurrency", 4, 8, 8)
+    # its output tokens (8 requests of 8) and their rate over its requests' span, inside the phase's
+    assert pr["output_tokens"] == 64
+    assert pr["output_tokens_per_s"] >= 64 / ((pr["end_ns"] - pr["start_ns"]) / 1e9)
     assert noise["trial_order"] == "interleaved"
     hc = noise["history_check"]  # two trials: the first level measured once more after the others
     assert hc["level"] == "concurrency=2" and hc["repeat"]["requests"]["completed"] == 8  # a quarter of 12, at least 8

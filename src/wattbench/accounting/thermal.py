@@ -23,7 +23,9 @@ but do not mean the figures were taken under capping.
 ``--precondition``'s rule (``temperature_settle`` over ``temperature_series``): the devices'
 temperature has settled when each device's readings span at least ``PRECONDITION_COVER`` of the
 last ``PRECONDITION_WINDOW_S`` and their Theil–Sen slope is within ±``PRECONDITION_SLOPE_C_PER_MIN``;
-``run/prime.precondition`` loads the device until it holds or ``PRECONDITION_MAX_S`` pass.
+``run/prime.precondition`` loads the device until it holds, and the server's throughput over the
+loads holds too (``metrics.drift.rounds_settle``, over the same window), or ``--precondition-max``
+seconds (``PRECONDITION_MAX_S`` by default) pass.
 """
 
 from __future__ import annotations
@@ -140,7 +142,7 @@ def thermal_summary(log: TelemetryLog, start_ns: int, end_ns: int) -> Thermal:
 # --precondition (run/prime.precondition): the device is loaded until its temperature settles
 PRECONDITION_WINDOW_S = 60.0  # the slope is read over the last minute of readings
 PRECONDITION_SLOPE_C_PER_MIN = 1.0  # settled: every device's temperature moves by at most this
-PRECONDITION_MAX_S = 600.0  # the time limit: past it the run measures on, and says it did not settle
+PRECONDITION_MAX_S = 600.0  # --precondition-max's default: past it the run measures on, and says it did not settle
 PRECONDITION_COVER = 0.9  # the readings must span this share of the window before a slope is read
 
 

@@ -30,6 +30,13 @@ The trend of a level's trial figures (``trials_trend``: the trial index as ``t``
 pairwise slopes), so the decision rests on the per-second series of the trials together (their
 timestamps kept: the slope is per second of the run's clock, the gaps between trials included).
 
+Settling (``rounds_settle``)
+----------------------------
+``--precondition``'s throughput rule over load rounds (each round's span and output tokens/s): the
+rounds of the last window (at least ``SETTLE_MIN_ROUNDS``, spanning most of it) have settled when
+their Theil–Sen slope, times the window, is within ±``SETTLE_CHANGE_PCT`` % of their fitted start
+(the function's docstring; docs/accounting.md §10c).
+
 Warm-up (``mser``)
 ------------------
 MSER-5 (White 1997; Franklin & White 2008): the series is averaged in batches of ``MSER_BATCH``
@@ -59,7 +66,8 @@ MSER_BATCH = 5  # MSER-5: points per batch
 MSER_MIN_BATCHES = 4  # fewer batches: no truncation estimate
 
 __all__ = ["Trend", "theil_sen", "trend", "trials_trend", "mser", "Mser", "DRIFT_CONFIDENCE", "MSER_BATCH",
-           "figure_drift", "recorded_trend", "trends_apart"]
+           "figure_drift", "recorded_trend", "trends_apart", "RoundsSettle", "rounds_settle", "SETTLE_CHANGE_PCT",
+           "SETTLE_MIN_ROUNDS"]
 
 
 @dataclass(frozen=True)
@@ -256,3 +264,70 @@ def figure_drift(st: Stationarity | None, figure: str, boundary: str | None = No
     if st.cause:
         words += f" ({st.cause})"
     return words, st.todo or "repeat the run, or measure the configurations alternated (A B B A)"
+
+
+# --precondition's throughput rule (``rounds_settle``; run/prime.precondition applies it with the
+# temperature rule, over the window of accounting/thermal.PRECONDITION_WINDOW_S)
+SETTLE_CHANGE_PCT = 2.0  # settled: the rounds' fitted change over the window is within ±this %
+SETTLE_MIN_ROUNDS = 3  # fewer rounds in the window: no slope is read (a line through two rounds is their noise)
+
+
+@dataclass(frozen=True)
+class RoundsSettle:
+    """Whether the output tokens/s of a series of load rounds has stopped moving (``rounds_settle``):
+    the fitted change over ``window_s`` (% of the fitted start; None where no slope was read),
+    the rounds it rests on and how much of the window they span (s)."""
+
+    settled: bool
+    change_pct: float | None
+    rounds: int
+    covered_s: float
+    window_s: float
+    bound_pct: float
+
+    def words(self) -> str:
+        """The verdict in words: ``output tok/s moved +0.4% over the last 60 s (24 rounds; bound ±2%)``,
+        ``… still rising +6.1% …``, or how little of the window the rounds cover."""
+        over = f"over the last {self.window_s:g} s ({self.rounds} rounds; bound ±{self.bound_pct:g}%)"
+        if self.change_pct is None:
+            return (f"output tok/s not yet read: the rounds span {self.covered_s:.1f} s of the {self.window_s:g} s "
+                    f"window ({self.rounds} rounds, at least {SETTLE_MIN_ROUNDS})")
+        if self.settled:
+            return f"output tok/s moved {self.change_pct:+.1f}% {over}"
+        way = "rising" if self.change_pct > 0 else "falling"
+        return f"output tok/s still {way} {self.change_pct:+.1f}% {over}"
+
+
+def rounds_settle(starts_s: Sequence[float], ends_s: Sequence[float], tokens_per_s: Sequence[float | None], *,
+                  window_s: float, cover: float, bound_pct: float = SETTLE_CHANGE_PCT,
+                  min_rounds: int = SETTLE_MIN_ROUNDS) -> RoundsSettle:
+    """``--precondition``'s throughput rule over load rounds in time order (each round's start and
+    end in seconds on one clock, and its output tokens/s; a round with None is left out).
+
+    The window is the rounds that end inside the last ``window_s`` before the last round ended —
+    the round that straddles the window's start included — and never fewer than ``min_rounds`` (long rounds
+    widen it). Settled when (a) the window holds at least ``min_rounds`` rounds, (b) they span (from
+    the first one's start to the last one's end) at least ``cover`` × ``window_s``, and (c) the
+    Theil–Sen slope of their tokens/s over their midpoints (``theil_sen``: the median of every
+    pairwise slope, so one slow round — a stray stall — moves it little), times ``window_s``,
+    is within ±``bound_pct`` % of the fitted value at the window's first round: the throughput moves
+    by less than the bound per window. A change per window, not per round, so a slow warm-up of
+    many short rounds (+0.2% a round, +5% a minute) is not settled where "the last three rounds
+    agree" would call it so."""
+    pts = [(float(a), float(b), float(v)) for a, b, v in zip(starts_s, ends_s, tokens_per_s)
+           if v is not None and math.isfinite(float(v)) and v > 0]
+    if not pts:
+        return RoundsSettle(False, None, 0, 0.0, window_s, bound_pct)
+    last_end = pts[-1][1]
+    first = len(pts) - 1
+    while first > 0 and (pts[first - 1][1] > last_end - window_s or len(pts) - first < min_rounds):
+        first -= 1
+    win = pts[first:]
+    covered = last_end - win[0][0]
+    if len(win) < min_rounds or covered < cover * window_s:
+        return RoundsSettle(False, None, len(win), covered, window_s, bound_pct)
+    tr = theil_sen([(a + b) / 2.0 for a, b, _ in win], [v for _, _, v in win])
+    if tr is None or tr.start <= 0:
+        return RoundsSettle(False, None, len(win), covered, window_s, bound_pct)
+    change = 100.0 * tr.slope * window_s / tr.start
+    return RoundsSettle(abs(change) <= bound_pct, change, len(win), covered, window_s, bound_pct)

@@ -96,7 +96,7 @@ def best_under_slo(result: Result) -> tuple[LevelResult | None, str] | None:
 
 
 def state_line(result: Result) -> str | None:
-    """How the run controlled the server's state: the priming load and the history
+    """How the run controlled the server's state: the priming load, ``--precondition``, the history
     check, and how prompt lengths were fitted to the server without a tokenizer, in one line; None
     when the run did none of them."""
     nz = result.noise or NoiseInfo()
@@ -106,6 +106,11 @@ def state_line(result: Result) -> str | None:
         at = short_label_text(p.label) if p.label else (f"r={p.value:g}/s" if p.mode == "rate" else f"c={p.value:g}")
         dur = "" if p.duration_s is None else f" in {fmt(p.duration_s)} s"
         parts.append(f"primed at {at}: {p.completed}/{p.requests} requests{dur}, not measured")
+    pc = nz.precondition
+    if pc is not None:  # not settled: the run's warning says what still moved
+        how = " and ".join(pc.rules) or "nothing"
+        parts.append(f"preconditioned {fmt(pc.duration_s)} s ({pc.rounds} loads, {how}): "
+                     f"{'settled' if pc.settled else 'not settled'}, not measured")
     h = nz.history_check
     # within noise only: beyond noise or inconclusive, the check is a finding of the run (its note
     # line says it once, with its size: accounting.level_findings.history_finding)

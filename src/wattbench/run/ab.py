@@ -3,7 +3,7 @@
     side A, side B ── each checked (its server answers, or its engine started) ──► two sessions
     one machine's meters ──► one Sampler, read by both sessions (the meters are shared)   run/telemetry.py
     idle baseline (both resident, neither loaded), copied to both
-    priming of A, then of B                                                             run/prime.py
+    priming of A (then --precondition's loads of A until it settles), then of B          run/prime.py
     blocks: A B B A per level, every trial after the server drained the load before it  run/level.py
       └─ after each block: an idle window (--idle s) on the shared meters ──► the idle series
     ──► two run directories (result.json each) + the pairs in both (Result.noise.paired)
@@ -156,7 +156,10 @@ def _run(config: AbConfig, sessions: dict[str, RunSession], sensors: list[Sensor
     runners = {"A": benchmark.begin(sa, prep_a, idle=False), "B": benchmark.begin(sb, prep_b, idle=False)}
     _shared_idle(sa, sb)
     idle_points = _first_idle_point(sa)
-    for s in SIDES:  # each side from a known state: its prompt lengths fitted, its server primed
+    # each side from a known state: its prompt lengths fitted, its server primed and, with
+    # --precondition, loaded until its temperature and throughput settle (recorded in its own result;
+    # a side that did not settle says so in its run's warnings)
+    for s in SIDES:
         sessions[s].emit(Phase("prime", "priming before the first pair"))
         res = sessions[s].result
         assert res is not None  # begin() wrote each side's skeleton

@@ -56,6 +56,8 @@ from wattbench.accounting.level_findings import measured_nothing, unmeasured_tri
 from wattbench.accounting.validity import combine
 from wattbench.core.recordset import NONE
 from wattbench.load.level import end_column
+from wattbench.metrics.drift import SETTLE_CHANGE_PCT
+from wattbench.metrics.latency import tokens_in_window
 
 MAX_PREDRAWN_REQUESTS = 20_000
 ENDLESS_REQUESTS = 1 << 40  # "no end" for a workload's lazy specs(n, start)
@@ -163,26 +165,30 @@ class LevelRunner:
         self.session.write_level_artifacts()
 
     def precondition(self, level: tuple[str, float, int, str]) -> None:
-        """``--precondition``: loads of ``level`` (the priming's) until the devices' temperature
-        settles (``run/prime.precondition``), recorded in ``Result.noise.precondition``; a run
-        warning when it did not settle."""
+        """``--precondition``: loads of ``level`` (the priming's) until the devices' temperature and
+        the server's output tokens/s settle (``run/prime.precondition``), at most
+        ``--precondition-max`` seconds, recorded in ``Result.noise.precondition``; a run warning
+        when it did not settle. The rules' window and throughput bound are read here, when it runs
+        (``PRECONDITION_WINDOW_S``, ``SETTLE_CHANGE_PCT``): the seam a test shortens."""
         session = self.session
         mode, value, n, _ = level
         log = session.sampler.log if session.sampler is not None else None
-        session.emit(Phase("precondition", f"preconditioning the device at {mode}={value:g} until "
-                     "its temperature settles (not measured)"))
+        window_s = PRECONDITION_WINDOW_S
+        limit_s = session.config.precondition_max_s
+        session.emit(Phase("precondition", f"preconditioning the device at {mode}={value:g} until its temperature "
+                                           f"and throughput settle (at most {limit_s:g} s; not measured)"))
 
-        def load_round() -> int:
-            self.prime(mode, value, n, "preconditioning: loading the device until its temperature settles")
-            return n
+        def load_round() -> PrimingPhase:
+            return self.prime(mode, value, n, "preconditioning: loading the device until it settles")
 
         def settle() -> Settle:
             if log is None:
                 return Settle(False, None, None, 0.0)
             t = now_ns()
-            return temperature_settle(temperature_series(log, t - int(PRECONDITION_WINDOW_S * 1e9), t))
+            return temperature_settle(temperature_series(log, t - int(window_s * 1e9), t), window_s)
 
-        pc = precondition(load_round, settle, lambda: now_ns() / 1e9)
+        pc = precondition(load_round, settle, lambda: now_ns() / 1e9, limit_s=limit_s, window_s=window_s,
+                          bound_pct=SETTLE_CHANGE_PCT)
         self.noise.precondition = pc
         if not pc.settled:
             self.result.warnings.append(f"--precondition: {pc.reason}")
@@ -319,6 +325,7 @@ class LevelRunner:
         rs = as_record_set(outcome.records)
         ok = rs.columns("ok")["ok"] if len(rs) else np.zeros(0, bool)
         e2e_s = priming_e2e_s(rs) if len(rs) else None
+        tokens, tok_s = priming_throughput(rs) if len(rs) else (None, None)
         self.abandoned = abandoned_count(rs)
         rs.close()  # nothing of the priming is kept
         session.emit(LevelDone(Priming(), None))
@@ -326,7 +333,7 @@ class LevelRunner:
                             requests=n_requests, completed=int(ok.sum()),
                             failed=int(len(ok) - ok.sum()), duration_s=(t1 - t0) / 1e9, start_ns=t0, end_ns=t1,
                             reason=reason, prompts=f"workload requests {PRIME_START} onwards (never measured)",
-                            e2e_p50_s=e2e_s)
+                            e2e_p50_s=e2e_s, output_tokens=tokens, output_tokens_per_s=tok_s)
 
     def _on_progress(self, load: Load) -> Callable[[LoadProgress], None]:
         """The load generator's progress (``load.executor.LoadProgress``) as ``LevelProgress`` of
@@ -518,6 +525,24 @@ def priming_e2e_s(records: RecordSet | list[RequestRecord]) -> float | None:
     if not done.any():
         return None
     return float(np.median((end[done] - c["sent_ns"][done]) / 1e9))
+
+
+def priming_throughput(records: RecordSet | list[RequestRecord]) -> tuple[int | None, float | None]:
+    """A load's output tokens and tokens per second over its span: from its first request sent to
+    the last one's end (the records' own clock, so the load generator's start-up is not in it),
+    the tokens the server produced inside it by the window rule (``metrics.latency.tokens_in_window``:
+    every stream's, a failed one's too). ``(None, None)`` when no request ended."""
+    c = as_record_set(records).columns("sent_ns", "last_token_ns", "end_ns")
+    end = end_column(c)
+    sent = c["sent_ns"][c["sent_ns"] != NONE]
+    ended = end[end != NONE]
+    if not sent.size or not ended.size:
+        return None, None
+    t0, t1 = int(sent.min()), int(ended.max())
+    if t1 <= t0:
+        return None, None
+    out, _ = tokens_in_window(records, t0, t1)
+    return out, out / ((t1 - t0) / 1e9) if out > 0 else None
 
 
 class SpecList:

@@ -227,7 +227,7 @@ def prime_first(cfg: RunConfig, result: Result, runner: PlanRunner, candidates: 
     runner.prime_now()
     if cfg.precondition and runner.is_trace:
         result.warnings.append("--precondition: not preconditioned (a trace replays its own load)")
-    elif cfg.precondition:  # the device into its steady thermal state before the first measured level
+    elif cfg.precondition:  # the device into its steady state (temperature, throughput) before the first level
         level = prime_at or priming_level(cfg.model_copy(update={"prime": True}), candidates,
                                           SEARCH_MAX_CONCURRENCY)
         if level is not None:

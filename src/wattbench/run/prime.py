@@ -39,13 +39,14 @@ from typing import Protocol
 import numpy as np
 
 from wattbench.accounting.thermal import (
+    PRECONDITION_COVER,
     PRECONDITION_MAX_S,
     PRECONDITION_SLOPE_C_PER_MIN,
     PRECONDITION_WINDOW_S,
     Settle,
 )
 from wattbench.config import RunConfig
-from wattbench.metrics.drift import figure_drift
+from wattbench.metrics.drift import SETTLE_CHANGE_PCT, SETTLE_MIN_ROUNDS, RoundsSettle, figure_drift, rounds_settle
 from wattbench.metrics.noise import INCONCLUSIVE, repeat_check
 from wattbench.report.labels import short_label_text
 from wattbench.core.numbers import fmt
@@ -431,35 +432,68 @@ def calibrate_prompts(runner: ProbeRunner) -> PromptCalibration | None:
     return cal
 
 
-def precondition(load_round: Callable[[], int], settle: Callable[[], Settle], clock_s: Callable[[], float], *,
-                 limit_s: float = PRECONDITION_MAX_S, window_s: float = PRECONDITION_WINDOW_S,
-                 bound_c_per_min: float = PRECONDITION_SLOPE_C_PER_MIN) -> Preconditioning:
-    """``--precondition``: send loads (``load_round``: one priming-sized load, returns its requests)
-    until the devices' temperature settles (``settle``: ``accounting.thermal.temperature_settle``
-    over the last ``window_s``) or ``limit_s`` passes, as MLPerf's power runs load a device into its
-    steady thermal state before they measure. Stops after the first load when no temperature is
-    read (nothing to settle). Never touches power limits or clocks."""
+def precondition(load_round: Callable[[], PrimingPhase], settle: Callable[[], Settle], clock_s: Callable[[], float],
+                 *, limit_s: float = PRECONDITION_MAX_S, window_s: float = PRECONDITION_WINDOW_S,
+                 bound_c_per_min: float = PRECONDITION_SLOPE_C_PER_MIN, bound_pct: float = SETTLE_CHANGE_PCT,
+                 min_rounds: int = SETTLE_MIN_ROUNDS) -> Preconditioning:
+    """``--precondition``: send loads (``load_round``: one priming-sized load, its ``PrimingPhase``
+    with the output tokens/s it read) until the device is in its steady state or ``limit_s``
+    passes, as MLPerf's power runs load a device into its steady thermal state before they measure.
+
+    Steady means both rules hold after a load: the devices' temperature has settled (``settle``:
+    ``accounting.thermal.temperature_settle`` over the last ``window_s``), and the server's output
+    tokens/s over the loads no longer moves (``metrics.drift.rounds_settle``: the fitted change of
+    the loads of the last ``window_s`` within ±``bound_pct`` %, from at least ``min_rounds`` loads).
+    A server's throughput can climb for minutes at a steady temperature (an engine's own warm-up:
+    on an H100 the engine's defaults drifted +24.5% in tokens/s over 16 trials at a held clock and
+    49 °C), which the temperature alone never sees. Where no temperature is read (no NVML or other
+    channel) the throughput rule alone decides, and ``rules`` says so. A load that completes
+    none of its requests stops it (nothing to read a throughput from). Never touches power limits or
+    clocks."""
     t0 = clock_s()
-    rounds = requests = 0
+    requests = 0
+    rounds: list[PrimingPhase] = []
+    ends_s: list[float] = []
     st = Settle(False, None, None, 0.0)
+    tp = RoundsSettle(False, None, 0, 0.0, window_s, bound_pct)
     reason = ""
+    elapsed = 0.0
     while True:
-        requests += load_round()
-        rounds += 1
-        st = settle()
+        phase = load_round()
+        rounds.append(phase)
+        requests += phase.requests
         elapsed = clock_s() - t0
-        if st.devices == 0:
-            reason = "no GPU temperature was read (no NVML or other temperature channel): nothing to settle"
+        ends_s.append(elapsed)
+        st = settle()
+        if phase.completed == 0:
+            reason = (f"not settled: load {len(rounds)} completed none of its {phase.requests} requests (nothing "
+                      "to read a throughput from); the first levels may drift")
             break
-        if st.settled:
-            reason = (f"settled: temperature moved {st.slope_c_per_min:+.2f} °C/min over the last {window_s:g} s "
-                      f"(bound ±{bound_c_per_min:g} °C/min)")
+        tp = rounds_settle([(p.start_ns or 0) / 1e9 for p in rounds], [(p.end_ns or 0) / 1e9 for p in rounds],
+                           [p.output_tokens_per_s for p in rounds], window_s=window_s, cover=PRECONDITION_COVER,
+                           bound_pct=bound_pct, min_rounds=min_rounds)
+        temperature = st.devices > 0
+        if tp.settled and (st.settled or not temperature):
+            reason = f"settled after {elapsed:.0f} s ({len(rounds)} loads): {tp.words()}"
+            reason += (f" and the temperature {st.slope_c_per_min:+.2f} °C/min (bound ±{bound_c_per_min:g} °C/min)"
+                       if temperature and st.slope_c_per_min is not None else
+                       "; no GPU temperature was read (no NVML or other temperature channel): the throughput alone "
+                       "decided")
             break
         if elapsed >= limit_s:
-            slope = "unknown" if st.slope_c_per_min is None else f"{st.slope_c_per_min:+.2f} °C/min"
-            reason = (f"not settled after {elapsed:.0f} s (the limit): temperature still moving {slope} (bound "
-                      f"±{bound_c_per_min:g} °C/min); the first levels may drift")
+            held = [] if tp.settled else [tp.words()]
+            if temperature and not st.settled:
+                slope = "unknown" if st.slope_c_per_min is None else f"{st.slope_c_per_min:+.2f} °C/min"
+                held.append(f"temperature still moving {slope} (bound ±{bound_c_per_min:g} °C/min)")
+            reason = f"not settled after {elapsed:.0f} s (the limit): {'; '.join(held)}; the first levels may drift"
             break
-    return Preconditioning(settled=st.settled, duration_s=clock_s() - t0, rounds=rounds, requests=requests,
-                           temperature_c=st.temperature_c, slope_c_per_min=st.slope_c_per_min,
-                           bound_c_per_min=bound_c_per_min, window_s=window_s, limit_s=limit_s, reason=reason)
+    temperature = st.devices > 0
+    return Preconditioning(
+        settled=tp.settled and (st.settled or not temperature) and rounds[-1].completed > 0,
+        start_ns=rounds[0].start_ns, duration_s=elapsed, rounds=len(rounds), requests=requests,
+        rules=(["temperature"] if temperature else []) + ["throughput"],
+        temperature_c=st.temperature_c, slope_c_per_min=st.slope_c_per_min, bound_c_per_min=bound_c_per_min,
+        temperature_settled=st.settled if temperature else None,
+        round_output_tokens_per_s=[p.output_tokens_per_s for p in rounds], round_end_s=ends_s,
+        throughput_change_pct=tp.change_pct, throughput_rounds=tp.rounds or None, throughput_bound_pct=bound_pct,
+        throughput_settled=tp.settled, window_s=window_s, limit_s=limit_s, reason=reason)

@@ -26,7 +26,7 @@ _EVERY_SETTING = dict(
     carbon_intensity="400", attribute_idle=True, tenant_field="who", slo="ttft_p99=500ms", trials="auto",
     precision_pct=3.0, max_trials=5, max_time_s=100.0, trial_order="shuffled", restart_engine=True, prime=False,
     prime_requests=10, prompt_salt="", calibrate_prompts=False, history_check=False, cooldown_s=2.0,
-    precondition=True, sweep="auto", optimize="goodput_per_kw", max_concurrency=64, prefill_decode_pair=True,
+    precondition=True, precondition_max_s=90.0, sweep="auto", optimize="goodput_per_kw", max_concurrency=64, prefill_decode_pair=True,
     ray="local", ray_actors=3, engine="vllm", engine_model="llama-1b", engine_args=["--dtype", "float16"],
     device="cpu", out="/tmp/x", tags=["a"], config_label="lbl", db="/tmp/db", register_run=False, strict=True,
     html=False, keep_output_text=True, keep_chunks=True, request_timeout_s=30.0,

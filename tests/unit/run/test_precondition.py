@@ -1,8 +1,12 @@
-"""``--precondition`` (``run/prime.precondition`` with ``accounting.thermal.temperature_settle``):
-against the fake NVML read by the real sampler, a device whose temperature follows a scripted
-warming curve is loaded until the curve flattens — not before, not long after — one that keeps
-warming stops at the time limit and says so, no temperature channel stops after one load; no
-power limit or clock is ever set. The settle bound is pinned at ±1%."""
+"""``--precondition`` (``run/prime.precondition`` with ``accounting.thermal.temperature_settle`` and
+``metrics.drift.rounds_settle``): against the fake NVML read by the real sampler, a device whose
+temperature follows a scripted warming curve is loaded until the curve flattens — not before, not
+long after — one that keeps warming stops at the time limit and says so; no power limit or clock is
+ever set. The settle bound is pinned at ±1%. Against scripted loads on a scripted clock: a
+throughput that ramps then holds is loaded until after the ramp, with the rise in the record; a
+steady one settles after the minimum loads; one that keeps climbing reaches the limit and says by
+how much; both rules must hold where a temperature is read, the throughput alone decides where none
+is; a load that completes nothing stops it."""
 
 from __future__ import annotations
 
@@ -22,6 +26,9 @@ from wattbench.accounting.thermal import (
     temperature_settle,
 )
 from wattbench.core.clock import now_ns
+from wattbench.core.schema import PrimingPhase
+from wattbench.metrics.drift import SETTLE_CHANGE_PCT, SETTLE_MIN_ROUNDS
+from wattbench.accounting.thermal import Settle
 from wattbench.run.prime import precondition
 from wattbench.telemetry.nvml import NvmlSensor
 from wattbench.telemetry.sampler import Sampler
@@ -62,10 +69,13 @@ def _run(curve, *, window_s: float, bound: float, limit_s: float):
     sm = Sampler([NvmlSensor(nvml=nv, counter_every_s=3600, aux_every_s=0.02)], interval_s=0.02)
     loads: list[float] = []
 
-    def load_round() -> int:
-        time.sleep(0.1)  # the device under load
+    def load_round() -> PrimingPhase:
+        t0 = time.perf_counter_ns()
+        time.sleep(0.1)  # the device under load, at a steady throughput
         loads.append(time.perf_counter())
-        return 4
+        t1 = time.perf_counter_ns()
+        return PrimingPhase(mode="concurrency", value=2, requests=4, completed=4, start_ns=t0, end_ns=t1,
+                            output_tokens=64, output_tokens_per_s=640.0)
 
     def settle():
         t = now_ns()
@@ -97,7 +107,8 @@ def test_a_warming_device_is_loaded_until_its_curve_flattens():
     assert x_truth - 0.6 <= pc.duration_s <= x_truth + 2.0
     assert abs(pc.slope_c_per_min) <= bound and pc.temperature_c > 495.0
     assert pc.rounds == len(loads) and pc.requests == 4 * pc.rounds
-    assert "settled: temperature moved" in pc.reason
+    assert pc.reason.startswith("settled after") and " and the temperature " in pc.reason
+    assert pc.rules == ["temperature", "throughput"] and pc.temperature_settled and pc.throughput_settled
     assert not [c for c in nv.calls if "Set" in c]  # never a power limit or a clock
 
 
@@ -112,16 +123,110 @@ def test_a_device_that_keeps_warming_stops_at_the_limit_and_says_so():
     assert not [c for c in nv.calls if "Set" in c]
 
 
-def test_no_temperature_stops_after_one_load():
-    n = []
-    pc = precondition(lambda: n.append(1) or 4, lambda: temperature_settle({}), time.perf_counter)
-    assert len(n) == 1 and pc.rounds == 1 and not pc.settled and "no GPU temperature was read" in pc.reason
-    assert pc.limit_s == PRECONDITION_MAX_S
+class Scripted:
+    """Loads on a scripted clock: each takes ``round_s`` and reads ``speed(t)`` output tokens/s (``t``:
+    the clock at its start); ``temperature`` scripts the settle verdict after each (None: no channel)."""
+
+    def __init__(self, speed, round_s: float = 1.0, temperature=None, completed: int = 4):
+        self.t, self.speed, self.round_s, self.temperature, self.completed = 0.0, speed, round_s, temperature, completed
+        self.loads = 0
+
+    def clock(self) -> float:
+        return self.t
+
+    def load(self) -> PrimingPhase:
+        t0 = self.t
+        self.t += self.round_s
+        self.loads += 1
+        v = self.speed(t0)
+        return PrimingPhase(mode="concurrency", value=2, requests=4, completed=self.completed,
+                            start_ns=int(t0 * S), end_ns=int(self.t * S), output_tokens=int(v * self.round_s),
+                            output_tokens_per_s=v if self.completed else None)
+
+    def settle(self) -> Settle:
+        if self.temperature is None:
+            return Settle(False, None, None, 0.0)
+        ok = self.temperature(self.t)
+        return Settle(ok, 0.2 if ok else 3.0, 60.0, 60.0, 1)
+
+
+def _ramp(gain: float, ramp_s: float):
+    return lambda t: 1000.0 * (1.0 + gain * min(t, ramp_s) / ramp_s)
+
+
+def test_a_server_that_warms_up_is_loaded_until_after_its_ramp():
+    # +30% in tokens/s over its first 40 s of 1 s loads, then steady; a 10 s window
+    sc = Scripted(_ramp(0.3, 40.0))
+    pc = precondition(sc.load, sc.settle, sc.clock, window_s=10.0, limit_s=600.0)
+    assert pc.settled, pc.reason
+    # not before the ramp ends, and within the window's length after it (the rule reads the last 10 s)
+    assert 40.0 <= pc.duration_s <= 40.0 + 10.0 + 1.0
+    # the record holds the rise: every load's tokens/s, in order, first at the ramp's foot, last at its top
+    tps = pc.round_output_tokens_per_s
+    assert len(tps) == pc.rounds == sc.loads and pc.requests == 4 * pc.rounds
+    assert tps[0] == pytest.approx(1000.0) and tps[-1] == pytest.approx(1300.0)
+    assert all(b >= a for a, b in zip(tps, tps[1:]))
+    assert pc.round_end_s == pytest.approx([float(k + 1) for k in range(pc.rounds)])
+    assert abs(pc.throughput_change_pct) <= SETTLE_CHANGE_PCT and pc.throughput_settled
+    assert pc.rules == ["throughput"] and pc.temperature_settled is None
+    assert pc.reason.startswith(f"settled after {pc.duration_s:.0f} s ({pc.rounds} loads): output tok/s moved")
+    assert "the throughput alone decided" in pc.reason
+
+
+def test_a_steady_server_settles_after_the_minimum_loads():
+    # 1 s loads, a 10 s window read when 90% of it is covered: 9 loads
+    sc = Scripted(lambda t: 800.0)
+    pc = precondition(sc.load, sc.settle, sc.clock, window_s=10.0)
+    assert pc.settled and pc.rounds == 9 and pc.throughput_change_pct == pytest.approx(0.0)
+    # a window shorter than the minimum loads: the minimum decides
+    sc = Scripted(lambda t: 800.0)
+    pc = precondition(sc.load, sc.settle, sc.clock, window_s=1.0)
+    assert pc.settled and pc.rounds == SETTLE_MIN_ROUNDS
+
+
+def test_a_server_that_keeps_climbing_reaches_the_limit_and_says_by_how_much():
+    sc = Scripted(lambda t: 1000.0 * (1.0 + 0.01 * t))  # +1% of its start a second, without end
+    pc = precondition(sc.load, sc.settle, sc.clock, window_s=10.0, limit_s=30.0)
+    assert not pc.settled and pc.duration_s == pytest.approx(30.0) and pc.rounds == 30
+    # truth over the last 10 loads (1,200 to 1,290 tok/s): 10 tok/s a second, 100 over the 10 s window,
+    # on the window's start of 1,200: +8.3%
+    assert pc.throughput_change_pct == pytest.approx(100 * 10 * 10 / 1200, rel=1e-9)
+    assert pc.reason == (f"not settled after 30 s (the limit): output tok/s still rising "
+                         f"{pc.throughput_change_pct:+.1f}% over the last 10 s (10 rounds; bound "
+                         f"±{SETTLE_CHANGE_PCT:g}%); the first levels may drift")
+    assert pc.limit_s == 30.0 and pc.throughput_settled is False
+
+
+def test_both_rules_must_hold_where_a_temperature_is_read():
+    # the throughput settles at 9 loads; the temperature only from 20 s on
+    sc = Scripted(lambda t: 800.0, temperature=lambda t: t >= 20.0)
+    pc = precondition(sc.load, sc.settle, sc.clock, window_s=10.0)
+    assert pc.settled and pc.rounds == 20 and pc.rules == ["temperature", "throughput"]
+    assert pc.temperature_settled and "and the temperature +0.20 °C/min" in pc.reason
+    # the temperature settles at once, the throughput climbs until the limit: not settled, and why
+    sc = Scripted(lambda t: 1000.0 * (1.0 + 0.01 * t), temperature=lambda t: True)
+    pc = precondition(sc.load, sc.settle, sc.clock, window_s=10.0, limit_s=20.0)
+    assert not pc.settled and pc.temperature_settled and "output tok/s still rising" in pc.reason
+    assert "temperature still" not in pc.reason
+    # the throughput holds, the temperature never settles
+    sc = Scripted(lambda t: 800.0, temperature=lambda t: False)
+    pc = precondition(sc.load, sc.settle, sc.clock, window_s=10.0, limit_s=20.0)
+    assert not pc.settled and pc.throughput_settled and pc.temperature_settled is False
+    assert pc.reason == ("not settled after 20 s (the limit): temperature still moving +3.00 °C/min (bound "
+                         f"±{PRECONDITION_SLOPE_C_PER_MIN:g} °C/min); the first levels may drift")
+
+
+def test_a_load_that_completes_nothing_stops_it():
+    sc = Scripted(lambda t: 800.0, completed=0)
+    pc = precondition(sc.load, sc.settle, sc.clock, window_s=10.0)
+    assert sc.loads == 1 and not pc.settled and pc.round_output_tokens_per_s == [None]
+    assert pc.reason.startswith("not settled: load 1 completed none of its 4 requests")
 
 
 def test_the_help_states_the_bounds():
     from wattbench.config import RunConfig
 
     help_text = RunConfig.model_fields["precondition"].metadata[0].help
-    assert f"±{PRECONDITION_SLOPE_C_PER_MIN:g} °C/min" in help_text
-    assert f"at most {PRECONDITION_MAX_S / 60:g} minutes" in help_text and PRECONDITION_WINDOW_S == pytest.approx(60.0, abs=1e-12)
+    assert f"±{PRECONDITION_SLOPE_C_PER_MIN:g} °C/min" in help_text and f"±{SETTLE_CHANGE_PCT:g}%" in help_text
+    assert "over the last minute" in help_text and PRECONDITION_WINDOW_S == pytest.approx(60.0, abs=1e-12)
+    assert RunConfig().precondition_max_s == PRECONDITION_MAX_S

@@ -26,21 +26,37 @@ class PrimingPhase(_M):
     reason: str = ""  # why this load and this many requests
     prompts: str = ""  # which requests (never the measured ones)
     e2e_p50_s: float | None = None  # median end-to-end time of its completed requests: one request at this load
+    # the server's output tokens inside the load's span (its first request sent to its last one's end:
+    # metrics.latency.tokens_in_window) and them per second of that span: --precondition's rounds read it
+    output_tokens: int | None = None
+    output_tokens_per_s: float | None = None
 
 
 class Preconditioning(_M):
-    """``--precondition``: the device loaded until its temperature settled, before the first
-    measured level (``run/prime.precondition``; the rule: ``accounting.thermal.temperature_settle``).
-    Its requests are not measured. ``settled`` False: the time limit passed, or no temperature was
-    read (``reason`` says which)."""
+    """``--precondition``: the device loaded until it settled, before the first measured level
+    (``run/prime.precondition``): its GPU temperature (``accounting.thermal.temperature_settle``)
+    and the server's output tokens/s over the loads (``metrics.drift.rounds_settle``), or the
+    throughput alone where no temperature is read (``rules`` says which applied). Its requests are
+    not measured. ``settled`` False: the time limit passed, or a load completed nothing
+    (``reason`` says which, and what still moved)."""
 
     settled: bool = False
-    duration_s: float | None = None
+    start_ns: int | None = None  # its first load's start, on the run's clock
+    duration_s: float | None = None  # the budget used (of limit_s)
     rounds: int = 0  # priming-sized loads sent
     requests: int = 0
+    rules: list[str] = Field(default_factory=list)  # the rules that decided: "temperature", "throughput"
     temperature_c: float | None = None  # the last reading (hottest device)
     slope_c_per_min: float | None = None  # the steepest device's slope over the last window
     bound_c_per_min: float | None = None
+    temperature_settled: bool | None = None  # None: no temperature read
+    # every load's output tokens/s (None: it produced none), and when it ended (s after the first began)
+    round_output_tokens_per_s: list[float | None] = Field(default_factory=list)
+    round_end_s: list[float] = Field(default_factory=list)
+    throughput_change_pct: float | None = None  # the last window's fitted change (None: not yet read)
+    throughput_rounds: int | None = None  # the rounds that change rests on
+    throughput_bound_pct: float | None = None
+    throughput_settled: bool | None = None
     window_s: float | None = None
     limit_s: float | None = None
     reason: str = ""

@@ -101,6 +101,7 @@ class RecordedConfig(BaseModel):
     history_check: bool | None = None
     cooldown_s: float | None = None
     precondition: bool | None = None
+    precondition_max_s: float | None = None
     # searching the load
     sweep: str | None = None
     optimize: str | None = None

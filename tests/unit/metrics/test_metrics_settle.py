@@ -1,0 +1,106 @@
+"""``--precondition``'s throughput rule (``metrics.drift.rounds_settle``) against load rounds whose
+truth is known: a line whose change over the window sits a hundredth either side of the bound, the
+window's coverage and its minimum rounds each moved by one, a warm-up that an earlier part of the
+series held and the window no longer does, one stray round, and a slow climb of many short rounds
+that "the last three rounds agree" would have called settled."""
+
+from __future__ import annotations
+
+import pytest
+
+from wattbench.metrics.drift import SETTLE_CHANGE_PCT, SETTLE_MIN_ROUNDS, rounds_settle
+
+COVER = 0.9
+
+
+def _rounds(values: list[float], round_s: float = 1.0, t0: float = 100.0):
+    starts = [t0 + k * round_s for k in range(len(values))]
+    return starts, [s + round_s for s in starts], values
+
+
+def _line(change_pct: float, n: int, window_s: float, start: float = 1000.0) -> list[float]:
+    """``n`` rounds of 1 s filling the window, whose tokens/s move ``change_pct`` % of the first
+    round's over ``window_s`` (the midpoints are 1 s apart: slope ``start·c/window_s`` per s)."""
+    return [start * (1.0 + change_pct / 100.0 * k / window_s) for k in range(n)]
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_the_change_bound_is_pinned_within_a_hundredth(sign):
+    w = 10.0
+    b = SETTLE_CHANGE_PCT
+    inside = rounds_settle(*_rounds(_line(sign * 0.99 * b, 10, w)), window_s=w, cover=COVER)
+    outside = rounds_settle(*_rounds(_line(sign * 1.01 * b, 10, w)), window_s=w, cover=COVER)
+    assert inside.settled and inside.change_pct == pytest.approx(sign * 0.99 * b)
+    assert not outside.settled and outside.change_pct == pytest.approx(sign * 1.01 * b)
+    assert inside.rounds == outside.rounds == 10
+    way = "rising" if sign > 0 else "falling"
+    assert outside.words() == (f"output tok/s still {way} {sign * 1.01 * b:+.1f}% over the last 10 s (10 rounds; "
+                               f"bound ±{b:g}%)")
+    assert inside.words().startswith(f"output tok/s moved {sign * 0.99 * b:+.1f}% over the last 10 s")
+
+
+def test_the_bound_given_is_the_bound_applied():
+    w = 10.0
+    vals = _line(5.0, 10, w)
+    assert not rounds_settle(*_rounds(vals), window_s=w, cover=COVER, bound_pct=4.95).settled
+    assert rounds_settle(*_rounds(vals), window_s=w, cover=COVER, bound_pct=5.05).settled
+
+
+def test_the_window_must_be_covered():
+    # flat rounds of 1 s: 9 of them span 9 s, the 90% of a 10 s window; 10 s windows a hundredth wider
+    # or narrower either side of it
+    flat = [1000.0] * 9
+    assert rounds_settle(*_rounds(flat), window_s=9.0 / (1.01 * COVER), cover=COVER).settled
+    short = rounds_settle(*_rounds(flat), window_s=9.0 / (0.99 * COVER), cover=COVER)
+    assert not short.settled and short.change_pct is None
+    assert short.words().startswith("output tok/s not yet read: the rounds span 9.0 s of the ")
+
+
+def test_at_least_the_minimum_rounds():
+    # rounds of 30 s against a 60 s window: the window widens to the minimum rounds, whatever their span
+    n = SETTLE_MIN_ROUNDS
+    flat = [500.0] * n
+    ok = rounds_settle(*_rounds(flat, round_s=30.0), window_s=60.0, cover=COVER)
+    assert ok.settled and ok.rounds == n and ok.covered_s == pytest.approx(30.0 * n)
+    fewer = rounds_settle(*_rounds(flat[:-1], round_s=30.0), window_s=60.0, cover=COVER)
+    assert not fewer.settled and fewer.change_pct is None and fewer.rounds == n - 1
+    # a slope over the widened window is read per window_s: +1% a round of 30 s is +2% per 60 s
+    climb = rounds_settle(*_rounds([500.0 * (1 + 0.01 * k) for k in range(n)], round_s=30.0), window_s=60.0,
+                          cover=COVER)
+    assert climb.change_pct == pytest.approx(2.0)
+
+
+def test_only_the_last_window_counts():
+    # +50% over the first 20 rounds of 1 s, then flat for 10: the 10 s window holds only the flat part
+    ramp = [1000.0 * (1 + 0.5 * k / 19) for k in range(20)] + [1500.0] * 10
+    st = rounds_settle(*_rounds(ramp), window_s=10.0, cover=COVER)
+    assert st.settled and st.change_pct == pytest.approx(0.0, abs=1e-9) and st.rounds == 10
+    # five rounds sooner, the window still holds half the ramp
+    early = rounds_settle(*_rounds(ramp[:25]), window_s=10.0, cover=COVER)
+    assert not early.settled and early.change_pct > 2 * SETTLE_CHANGE_PCT
+
+
+def test_one_stray_round_does_not_unsettle_a_flat_series():
+    vals = [1000.0] * 12
+    vals[6] = 700.0  # a stall in one round
+    st = rounds_settle(*_rounds(vals), window_s=12.0, cover=COVER)
+    assert st.settled and st.change_pct == pytest.approx(0.0, abs=1e-9)
+    # a round without a figure is left out
+    vals[6] = None
+    assert rounds_settle(*_rounds(vals), window_s=12.0, cover=COVER).rounds == 11
+
+
+def test_a_slow_climb_of_short_rounds_is_not_settled():
+    # +0.2% a round of 2.5 s (the H100's defaults' pace: +24.5% in tokens/s over their trials): the
+    # last three rounds agree within 0.4%, the last minute climbs about 5%
+    vals = [1000.0 * 1.002 ** k for k in range(60)]
+    st = rounds_settle(*_rounds(vals, round_s=2.5), window_s=60.0, cover=COVER)
+    assert max(vals[-3:]) / min(vals[-3:]) < 1.005
+    assert not st.settled and st.change_pct == pytest.approx(100 * (1.002 ** 24 - 1), rel=0.05)
+
+
+def test_nothing_to_read():
+    st = rounds_settle([], [], [], window_s=60.0, cover=COVER)
+    assert not st.settled and st.rounds == 0 and st.change_pct is None
+    zero = rounds_settle(*_rounds([0.0] * 5), window_s=3.0, cover=COVER)
+    assert not zero.settled and zero.rounds == 0
