@@ -11,6 +11,13 @@
 #      the defaults' trials fell 15% in a minute; the pairs cancel a drift both sides share, and the
 #      answer names what is left).
 #
+# PRECONDITION=1 adds `--precondition --precondition-max $PRECONDITION_MAX` (90 s by default) to
+# every part: each side, after its priming and before the first pair, is loaded until its GPU
+# temperature and its output tok/s settle (docs/accounting.md §10c), at most PRECONDITION_MAX
+# seconds per side; the part's limit grows by 2 × PRECONDITION_MAX for it (within BUDGET_S: run one
+# part per call), and parts.json records, per side, whether it settled, in how many loads and
+# seconds, each load's tok/s and why it stopped (the same lines print as "precondition A: …"):
+#   PRECONDITION=1 PARTS=tuned-defaults PART_S=330 bash benches/gpu/decisive.sh
 # Per part: the answer lines, the precision reached on the per-kW ratio, the pairs, why it stopped,
 # and the device time each configuration spent measuring (the sum of its trials' windows) and in
 # all (the part's wall time, engine starts included): parts.json, beside the logs.
@@ -28,7 +35,8 @@
 #   PARTS=tuned-defaults PART_S=520 DURATION=12 bash benches/gpu/decisive.sh
 # Run from the repository root with the wheels carried in .whl/ (docs/validation.md says which):
 #   bash benches/gpu/decisive.sh
-# A dry run on a CPU machine (no meter: the figures are estimates):
+# A dry run on a CPU machine (no meter: the figures are estimates; no GPU temperature: with
+# PRECONDITION=1 the throughput rule alone decides; PARTS=tuned-defaults to try one part):
 #   TUNED_ARGS="--cb-num-blocks 512 --cb-max-batch-tokens 2048" MODEL=tiny DEVICE=cpu CONC=2 OUTPUT_TOKENS=16 \
 #     DURATION=3 PART_S=200 OUT=/tmp/o bash benches/gpu/decisive.sh
 # Outputs under $OUT: log.txt, PROVENANCE.json (script, arguments, commit, device, date),
@@ -44,6 +52,14 @@ t0=$(date +%s)
 BUDGET_S=${BUDGET_S:-530}  # the whole script, engine starts and the archive included (9 minutes = 540 s)
 PART_S=${PART_S:-250}     # each part's limit, engine starts included
 PARTS=${PARTS:-"tuned-tuned tuned-defaults"}  # which parts, in order (one part per call gives it the whole call)
+PRECONDITION=${PRECONDITION:-0}  # 1: each side preconditioned before the first pair (--precondition)
+PRECONDITION_MAX=${PRECONDITION_MAX:-90}  # its limit per side, seconds (--precondition-max)
+PRE=""
+PRE_S=0
+if [ "$PRECONDITION" = 1 ]; then
+  PRE="--precondition --precondition-max $PRECONDITION_MAX"
+  PRE_S=$(( 2 * PRECONDITION_MAX ))
+fi
 MEM=""
 [ -n "${AB_MEMORY:-}" ] && MEM=" --cb-max-memory-percent ${AB_MEMORY}"
 TUNED="--cb-use-cuda-graph --cb-max-batch-tokens 8192 --cb-max-memory-percent 0.5"
@@ -57,15 +73,16 @@ part() {  # part NAME SIDE_A SIDE_B
   local name=$1 a=$2 b=$3 s left limit
   s=$(date +%s)
   left=$(( BUDGET_S - (s - t0) - 15 ))   # 15 s kept for the summary and the archive
-  limit=$(( left < PART_S ? left : PART_S ))
-  if [ "$limit" -lt 90 ]; then echo "$name: skipped, $left s left of the call"; return; fi
+  limit=$(( PART_S + PRE_S ))            # --precondition's loads of both sides on top of the part's
+  limit=$(( left < limit ? left : limit ))
+  if [ "$limit" -lt $(( 90 + PRE_S )) ]; then echo "$name: skipped, $left s left of the call"; return; fi
   # the pairs stop (--max-time) early enough for the last block (~2 trials of DURATION + drains)
-  # and the engines' stop to fit in the part's limit; engine starts come before the pairs
-  local pairs_s=$(( limit - 140 ))
+  # and the engines' stop to fit in the part's limit; engine starts and preconditioning come before the pairs
+  local pairs_s=$(( limit - 140 - PRE_S ))
   [ "$pairs_s" -lt 30 ] && pairs_s=30
-  echo "== $name: ab '$a' '$b' (limit ${limit} s, pairs at most ${pairs_s} s)"
-  # shellcheck disable=SC2086  # COMMON is a list of arguments
-  timeout "$limit" python3 -m wattbench ab "$a" "$b" $COMMON --max-time "$pairs_s" --out "$D/$name" \
+  echo "== $name: ab '$a' '$b' (limit ${limit} s, pairs at most ${pairs_s} s${PRE:+, $PRE})"
+  # shellcheck disable=SC2086  # COMMON and PRE are lists of arguments
+  timeout "$limit" python3 -m wattbench ab "$a" "$b" $COMMON $PRE --max-time "$pairs_s" --out "$D/$name" \
     > "$D/$name.json" 2> "$D/$name.stderr.txt"
   echo "$name: rc=$? wall $(( $(date +%s) - s )) s"
   echo "$(( $(date +%s) - s ))" > "$D/$name.wall_s"
@@ -81,13 +98,14 @@ for p in $PARTS; do
 done
 
 echo "== summary"
-python3 - "$D" "$OUT/parts.json" $PARTS <<'PY'
+python3 - "$D" "$OUT/parts.json" "$PRECONDITION" "$PRECONDITION_MAX" $PARTS <<'PY'
 import json, sys
 from pathlib import Path
 d, out = Path(sys.argv[1]), Path(sys.argv[2])
+pre = sys.argv[3] == "1"
 parts = []
-for name in sys.argv[3:]:
-    p = {"part": name}
+for name in sys.argv[5:]:
+    p = {"part": name, "precondition": {"asked": pre, "max_s": float(sys.argv[4]) if pre else None}}
     try:
         p["wall_s"] = float((d / f"{name}.wall_s").read_text())
     except (OSError, ValueError):
@@ -111,6 +129,12 @@ for name in sys.argv[3:]:
     p["measured_s"] = {}
     for side, rd in zip("AB", data["run_dirs"]):
         r = json.loads((Path(rd) / "result.json").read_text())
+        pc = (r.get("noise") or {}).get("precondition")
+        if pre:  # each side's record as the run wrote it (noise.precondition), or why there is none
+            keep = ("settled", "rules", "duration_s", "rounds", "requests", "reason", "throughput_change_pct",
+                    "temperature_c", "slope_c_per_min", "round_output_tokens_per_s", "round_end_s")
+            p["precondition"][side] = {k: pc.get(k) for k in keep} if pc else {"reason": "not recorded"}
+            print(f"precondition {side}: {pc['reason'] if pc else 'not recorded'}")
         total = 0.0  # each level: its trials times its (last trial's) window: an estimate to the second
         for lv in r.get("levels", []):
             dur = (lv.get("window") or {}).get("duration_s") or 0.0
