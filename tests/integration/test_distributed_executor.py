@@ -211,12 +211,12 @@ def test_a_job_or_reply_of_another_shape_is_refused_at_the_boundary(served):
 
 
 class _OldReply(LoadWorker):
-    def run_open(self, job: OpenJob) -> Reply:
+    def run_open(self, job: OpenJob, targets=None) -> Reply:
         return {"records": [], "stop_ns": None}  # type: ignore[return-value]
 
 
 class _Dies(LoadWorker):
-    def run_open(self, job: OpenJob) -> Reply:
+    def run_open(self, job: OpenJob, targets=None) -> Reply:
         raise RuntimeError("the actor's process died")
 
 

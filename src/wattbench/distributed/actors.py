@@ -48,7 +48,7 @@ from wattbench.core.safe_text import LINE_CHARS, term
 from wattbench.core.target import TargetSpec
 from wattbench.core.recordset import NONE, RecordSet
 from wattbench.core.schema import TargetDownInfo
-from wattbench.distributed.messages import ClosedJob, OpenJob, Reply, expect
+from wattbench.distributed.messages import ClosedJob, OpenJob, Reply, expect, unseal
 from wattbench.load.client import new_event_loop, sending_for
 from wattbench.load.executor import LevelControl
 from wattbench.load.level import end_column, run_level
@@ -203,12 +203,13 @@ class LoadWorker:
                     print(safe_traceback(self.output.text), file=sys.stderr)
         raise LoadActorFailed(failure)  # outside the handler: no context holds the original
 
-    def run_closed(self, job: ClosedJob) -> Reply:
-        """Closed loop: ``run_level`` on this actor's share, started at ``job.t0_node_ns``.
+    def run_closed(self, job: ClosedJob, targets: list[TargetSpec] | None = None) -> Reply:
+        """Closed loop: ``run_level`` on this actor's share, started at ``job.t0_node_ns``
+        (``targets``: the job's targets whole, when it was sent sealed: ``messages.seal``).
 
         The actor's requests are the factory's indices ``i ≡ index (mod n)``; record ids are those
         global indices."""
-        job = expect(job, ClosedJob, "run_closed's job")
+        job = expect(unseal(expect(job, ClosedJob, "run_closed's job"), targets), ClosedJob, "run_closed's job")
         return self._contained(list(job.targets), lambda: self._run_closed(job))
 
     def _run_closed(self, job: ClosedJob) -> Reply:
@@ -254,10 +255,10 @@ class LoadWorker:
                      info=self.info(), progress=self.progress(), saturation_reasons=list(out.load.saturation_reasons),
                      down=self._down(_target_down(out.target_down)))
 
-    def run_open(self, job: OpenJob) -> Reply:
+    def run_open(self, job: OpenJob, targets: list[TargetSpec] | None = None) -> Reply:
         """Open loop / trace: ``job.plan`` (a ``WorkerPlan`` with this actor's arrivals) at
-        ``t0 + offset`` on the driver's timeline."""
-        job = expect(job, OpenJob, "run_open's job")
+        ``t0 + offset`` on the driver's timeline (``targets``: as ``run_closed``'s)."""
+        job = expect(unseal(expect(job, OpenJob, "run_open's job"), targets), OpenJob, "run_open's job")
         return self._contained(list(job.plan.targets or [job.plan.target]), lambda: self._run_open(job))
 
     def _run_open(self, job: OpenJob) -> Reply:

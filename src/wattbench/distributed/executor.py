@@ -44,7 +44,7 @@ from wattbench.core.redact import clip
 from wattbench.core.clock import now_ns
 from wattbench.distributed.clock import DEFAULT_PINGS, ClockOffset, OffsetLine, drift_ppm, measure_offset
 from wattbench.distributed.merge import shift_record
-from wattbench.distributed.messages import ClosedJob, Job, OpenJob, Reply, expect, timed
+from wattbench.distributed.messages import ClosedJob, Job, OpenJob, Reply, expect, seal, timed
 from wattbench.core.errors import UserError, WattbenchError
 from wattbench.load.executor import LoadProgress, coordinate
 from wattbench.load.level import assemble_outcome, settle_outcome
@@ -189,7 +189,9 @@ class RayExecutor:
         t0_ns = now_ns() + START_MARGIN_NS + 2 * max(ld.offsets[0].rtt_ns for ld in self.loads)
         method = "run_closed" if self.mode == "concurrency" else "run_open"
         for ld, job in zip(self.loads, self.jobs):
-            self.runs.append(self.calls(ld.handle, method, timed(job, ld.offsets[0].to_node(t0_ns), self.run_id)))
+            # the targets' secrets beside the job, in a small argument: never in Ray's object store (messages.seal)
+            sealed, targets = seal(timed(job, ld.offsets[0].to_node(t0_ns), self.run_id))
+            self.runs.append(self.calls(ld.handle, method, sealed, targets))
         # gather with return_exceptions: a failed run is read by results(), never logged as unretrieved
         self.done_f = asyncio.gather(*(asyncio.wrap_future(f, loop=loop) for f in self.runs), return_exceptions=True)
         return t0_ns

@@ -8,6 +8,13 @@ over Ray: frozen dataclasses, picklable as Ray carries them, each checked where 
 - ``OpenJob``: an open-loop actor's share (``run_open``'s): its ``WorkerPlan`` of arrivals;
 - both carry the level's start on the actor's node clock (``t0_node_ns``) and the level's run id
   (``run``: a stop or cancel names it), set by ``timed`` when the driver sends the job;
+- ``seal(job) -> (job, targets)``: the job as sent, its targets without their secrets (the key, the
+  headers, the query string, the body's fields: ``public_target``), and the targets whole beside it,
+  a second, small argument; ``unseal(job, targets)`` puts them back in the actor. Ray keeps an
+  argument above its inline limit (~100 KiB: an open loop's arrivals, a request factory's data) in
+  its object store, which lives in shared memory or, where that is small, in a file under ``/tmp``,
+  and spills to disk when full; a small one travels inside the call itself. So a secret crosses to
+  an actor only in memory and on the wire, never in a file;
 - ``Reply``: what the run returns: its records (dicts, times on the driver's clock less the
   offset the driver corrects), when it stopped sending, the client's CPU, how it stopped, its
   loop-lag probes, its own saturation verdicts, its last progress and a target that stopped
@@ -72,6 +79,41 @@ class Reply:
     loop_lag_ns: list[int] = field(default_factory=list)
     saturation_reasons: list[str] = field(default_factory=list)
     down: TargetDown | None = None
+
+
+def public_target(t: TargetSpec) -> TargetSpec:
+    """``t`` without what may hold a secret: its key, headers, query string and extra body fields."""
+    return dataclasses.replace(t, api_key=None, headers={}, secret_headers=(), query="", extra_body={})
+
+
+def _targets_of(job: Job) -> list[TargetSpec]:
+    if isinstance(job, ClosedJob):
+        return list(job.targets)
+    return [job.plan.target, *(job.plan.targets or [])]
+
+
+def _with_targets(job: Job, targets: list[TargetSpec]) -> Job:
+    if isinstance(job, ClosedJob):
+        return dataclasses.replace(job, targets=list(targets))
+    first, rest = targets[0], targets[1:]
+    plan = dataclasses.replace(job.plan, target=first, targets=list(rest) if job.plan.targets is not None else None)
+    return dataclasses.replace(job, plan=plan)
+
+
+def seal(job: Job) -> tuple[Job, list[TargetSpec]]:
+    """``job`` with its targets' secrets taken out, and its targets whole (module doc)."""
+    targets = _targets_of(job)
+    return _with_targets(job, [public_target(t) for t in targets]), targets
+
+
+def unseal(job: Job, targets: list[TargetSpec] | None) -> Job:
+    """A sealed ``job`` with its ``targets`` back (None: a job sent whole, in-process)."""
+    if targets is None:
+        return job
+    if len(targets) != len(_targets_of(job)) or not all(isinstance(t, TargetSpec) for t in targets):
+        raise WattbenchError(f"a load actor's job came with {len(targets)} targets for its "
+                             f"{len(_targets_of(job))}; run the same wattbench version on every node of the Ray cluster")
+    return _with_targets(job, targets)
 
 
 T = TypeVar("T")
