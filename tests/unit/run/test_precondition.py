@@ -194,7 +194,7 @@ def test_a_server_that_keeps_climbing_reaches_the_limit_and_says_by_how_much():
     assert pc.reason == (f"not settled after 30 s (the limit): output tok/s still rising "
                          f"{pc.throughput_change_pct:+.1f}% over the last 10 s (10 rounds; bound "
                          f"±{SETTLE_CHANGE_PCT:g}%); the first levels may drift")
-    assert pc.limit_s == 30.0 and pc.throughput_settled is False
+    assert pc.limit_s == pytest.approx(30.0) and pc.throughput_settled is False
 
 
 def test_both_rules_must_hold_where_a_temperature_is_read():
