@@ -170,7 +170,7 @@ def test_scripted_run_matches_the_golden_result(tmp_path):
     assert got["config"].pop("strict") is False and "strict" not in want["config"]
     # --precondition: a config field newer than the golden file, off by default
     assert got["config"].pop("precondition") is False and "precondition" not in want["config"]
-    assert got["config"].pop("precondition_max_s") == 600.0 and "precondition_max_s" not in want["config"]
+    assert got["config"].pop("precondition_max_s") == pytest.approx(600.0) and "precondition_max_s" not in want["config"]
     # --secret-header: a config field newer than the golden file, empty by default
     assert got["config"].pop("secret_headers") == [] and "secret_headers" not in want["config"]
     # --trials auto's bounds: config fields newer than the golden file, unset without --trials auto
