@@ -43,7 +43,7 @@ import multiprocessing as mp
 
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import WattbenchError
-from wattbench.core.interrupt import Handler, restore_handler
+from wattbench.core.interrupt import handler_during
 from wattbench.load.link import (
     Back, Cancel, Error, Items, LocalLink, Need, Progress, Ready, Records, Start, Stop, WorkerDone, WorkerResult,
 )
@@ -394,15 +394,12 @@ def run_loop(coro_fn: Callable[[asyncio.AbstractEventLoop, threading.Event], Awa
     interrupted = interrupted if interrupted is not None else threading.Event()
     # A plain Python handler, not loop.add_signal_handler: the coordinating coroutine polls the
     # flag every 50 ms, and no loop-owned signal fd is left behind between levels.
-    # The caller's handler is back however the level ends (a return, an error, the interrupt).
-    previous: list[Handler] = []
-    if threading.current_thread() is threading.main_thread():
-        previous.append(signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set()))
+    # The caller's handler is back however the level ends (a return, an error, the interrupt),
+    # before what the level left running is cancelled.
     try:
-        return loop.run_until_complete(coro_fn(loop, interrupted)), interrupted.is_set()
+        with handler_during(signal.SIGINT, lambda signum, frame: interrupted.set()):
+            return loop.run_until_complete(coro_fn(loop, interrupted)), interrupted.is_set()
     finally:
-        if previous:
-            restore_handler(signal.SIGINT, previous[0])
         cancel_pending(loop)
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
