@@ -50,3 +50,40 @@ class _Make:
 
     def __call__(self):
         return [self.cls(**self.kw)]
+
+
+BMC_ENV = "WB_TEST_BMC_PASSWORD"  # a node's BMC password, as a sensor reads it from its environment
+
+
+class LeakySensor(ScriptedSensor):
+    """Reads like ``ScriptedSensor``, but reads 2 and 3 print the node's BMC password (``BMC_ENV``)
+    and fail quoting it, as a meter whose BMC echoes the credential it refused would."""
+
+    def read(self):
+        if self.reads + 1 in (2, 3):
+            self.reads += 1
+            pw = os.environ.get(BMC_ENV, "")
+            print(f"LEAKY-SENSOR read {self.reads}: {pw}", flush=True)
+            raise OSError(f"BMC refused {pw}")
+        return super().read()
+
+
+class RefusedSensor(ScriptedSensor):
+    """A meter whose BMC refuses the password at open, quoting it in its error."""
+
+    def open(self):
+        from wattbench.core.errors import SensorError
+
+        raise SensorError(f"bmc refused the password {os.environ.get(BMC_ENV, '')}")
+
+
+class LeakyMeters:
+    """``sensor_factory``: every node gets a ``LeakySensor`` (100 W) and a ``RefusedSensor``."""
+
+    def __call__(self, node_id: str):
+        return _Leaky()
+
+
+class _Leaky:
+    def __call__(self):
+        return [LeakySensor(power_w=100.0, poll_interval_s=0.05), RefusedSensor(name="refused")]

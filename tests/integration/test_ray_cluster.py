@@ -17,7 +17,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from tests.fakes.distributed_servers import FixedRequests, scripted_server_with_log  # noqa: E402
-from tests.fakes.distributed_sensors import PowerByNode  # noqa: E402
+from tests.fakes.distributed_sensors import BMC_ENV, LeakyMeters, PowerByNode  # noqa: E402
 from wattbench.accounting.boundaries import boundary_totals  # noqa: E402
 from wattbench.core.clock import now_ns  # noqa: E402
 from wattbench.distributed.merge import split_by_node  # noqa: E402
@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 ROOT = Path(__file__).resolve().parents[2]
 TTFT_MS, ITL_MS, OUT = 40.0, 6.0, 6
+BMC_PASSWORD = "bmc-NODE-pw/7Zq+41xv"
 
 
 factory = FixedRequests(max_tokens=OUT, tagged=True)
@@ -42,7 +43,7 @@ def cluster():
 
     import ray._private.ray_constants as ray_constants
 
-    keys = ("PYTHONPATH", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+    keys = ("PYTHONPATH", "RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", BMC_ENV)
     old = {k: os.environ.get(k) for k in keys}
     old_cluster = ray_constants.ENABLE_RAY_CLUSTER
     os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([old["PYTHONPATH"]] if old["PYTHONPATH"] else []))
@@ -52,6 +53,7 @@ def cluster():
     # runs as a single-machine cluster, as it does on macOS/Windows: that switch, for this process
     # (already imported) and for the nodes it starts, keeps every address on loopback.
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ[BMC_ENV] = BMC_PASSWORD  # the nodes' processes hold a BMC password in their environment
     ray_constants.ENABLE_RAY_CLUSTER = False
     # every node on loopback: Ray's default node IP is the machine's interface address, and test
     # traffic stays on 127.0.0.1 (tests/unit/reliability/test_loopback_only.py checks this)
@@ -434,3 +436,30 @@ def test_a_load_actor_that_prints_and_fails_with_a_secret_leaves_nothing_of_it(c
     files.update({"the error": said.encode(), "driver stdout": out.encode(), "driver stderr": err.encode()})
     assert len(files) > 10
     assert not leaks(files, LOUD_SECRET)
+
+
+def test_a_sensor_actor_scrubs_its_nodes_credentials_from_what_it_prints_returns_and_logs(cluster):
+    """Every node's processes hold a BMC password in their environment (``WB_TEST_BMC_PASSWORD``);
+    on each node one meter refuses to open quoting it, another prints it and fails two reads quoting
+    it. The sensor actors (which the driver gives no secret) scrub their node's credential variables:
+    the problems and read failures the driver gets show it masked, the meters' prints reach the
+    session's logs masked, and no form or piece of the password is in any of them."""
+    import time as _time
+
+    from tests.integration.test_process_output import leaks
+
+    session = Path(ray._private.worker.global_worker.node.get_session_dir_path()) / "logs"
+    with RayCluster("auto", n_actors=1, sensor_factory=LeakyMeters(), sensor_interval_s=0.05) as cl:
+        problems = cl.start_sensors()
+        deadline = _time.monotonic() + 60  # ends a hang only: the failing reads are waited for
+        while len(cl.telemetry().failures) < 2 * len(cl.sensors) and _time.monotonic() < deadline:
+            _time.sleep(0.1)
+        log = cl.stop_sensors()
+    refused = [p for p in problems if "bmc refused the password" in p]
+    assert len(refused) == 2 and all(p.endswith("bmc refused the password ***") for p in refused), problems
+    assert len(log.failures) >= 4 and all(f.error == "OSError: BMC refused ***" for f in log.failures), log.failures[:3]
+    files = {str(f): f.read_bytes() for f in session.rglob("*") if f.is_file()}
+    logs = b"\n".join(data for name, data in files.items() if Path(name).name.startswith("worker-"))
+    assert b"LEAKY-SENSOR read 2: ***" in logs and b"LEAKY-SENSOR read 3: ***" in logs
+    files.update({"problems": "\n".join(problems).encode(), "failures": repr(log.failures).encode()})
+    assert not leaks(files, BMC_PASSWORD)

@@ -18,7 +18,9 @@ carried (kept as long as the actor lives: one run's) and of its node's credentia
 (``safe_text.term``), with no cause or context attached, so what Ray stores, logs and hands to the
 driver holds nothing of the original; its traceback, scrubbed, goes to the actor's stderr. The
 plain classes (in-process, tests) do the same but for the process-wide output, which is their
-caller's.
+caller's. A sensor actor, which the driver gives no secret, scrubs its node's credential variables
+(a BMC's password) from its output, from what it returns (a meter's problem or failed read that
+quotes it) and from what it raises (``SensorActorFailed``).
 
 ``clock_skew_ns`` is a test seam: the actor behaves as if its node's clock read ``skew`` ns more
 than ``perf_counter_ns`` (what it reports is shifted by ``+skew``, what it is told is shifted by
@@ -59,7 +61,7 @@ from wattbench.telemetry.detect import autodetect
 from wattbench.telemetry.sampler import Sampler
 from wattbench.telemetry.spec import parse_sensor_spec
 
-__all__ = ["LoadWorker", "NodeSensor", "LoadActorFailed", "remote_classes", "current_node_id"]
+__all__ = ["LoadWorker", "NodeSensor", "LoadActorFailed", "SensorActorFailed", "remote_classes", "current_node_id"]
 
 class LoadActorFailed(WattbenchError):
     """A load actor's run failed; the message is the error's type and text, scrubbed and made safe
@@ -438,10 +440,46 @@ class _ActorLoadWorker(LoadWorker):
         hold_output(self.output)
 
 
+class SensorActorFailed(WattbenchError):
+    """A sensor actor's call failed; the message is the error's type and text, scrubbed of the node's
+    credential variables and made safe in the actor."""
+
+
+def _scrubbed(value: Any, scrub: Callable[[str], str]) -> Any:
+    """``value`` (what a sensor actor returns: dicts, lists, tuples of strings, numbers, channels)
+    with every string scrubbed; other objects as they are."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v, scrub) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_scrubbed(v, scrub) for v in value)
+    return value
+
+
 class _ActorNodeSensor(NodeSensor):
-    """``NodeSensor`` in its own Ray actor process: the process's output guarded for its life (the
-    node's credential variables: a BMC's password in ``REDFISH_PASSWORD``, ``IPMI_PASSWORD``)."""
+    """``NodeSensor`` in its own Ray actor process: the process's output guarded for its life, and
+    what it returns or raises scrubbed, of the node's credential variables (a BMC's password in
+    ``REDFISH_PASSWORD``, ``IPMI_PASSWORD``: a sensor's problem or failure may quote it)."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        hold_output(ProcessSecrets())
+        self.output = ProcessSecrets()
+        hold_output(self.output)
+
+    def _safe(self, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        try:
+            out: dict[str, Any] = _scrubbed(call(), self.output.text)
+            return out
+        except Exception as e:  # noqa: BLE001 - every failure leaves scrubbed
+            failure = term(self.output.text(f"{type(e).__name__}: {e}"), LINE_CHARS, newlines=True)
+        raise SensorActorFailed(failure)  # outside the handler: no context holds the original
+
+    def open(self) -> dict[str, Any]:
+        return self._safe(super().open)
+
+    def drain(self) -> dict[str, Any]:
+        return self._safe(super().drain)
+
+    def stop(self) -> dict[str, Any]:
+        return self._safe(super().stop)
