@@ -139,3 +139,19 @@ def test_two_runs_in_one_process_keep_each_targets_query_to_its_own_run(echo, tm
     assert len([e for e in first if e["method"] == "POST"]) >= 6 and {e["query"] for e in first} == {QUERY}
     assert len([e for e in second if e["method"] == "POST"]) >= 6 and {e["query"] for e in second} == {""}, \
         [(e["path"], e["query"]) for e in second][:4]
+
+
+def test_a_level_in_this_process_sends_its_own_targets_query(echo):
+    """Two runs in one process hold a query each for one origin (``wattbench ab``'s two sides behind
+    one host): a level run here (one worker, in-process) sends its own target's query, not the one
+    given last, and leaves the other as it was."""
+    from wattbench.core import redact
+
+    other = "api-version=2023-01-01&key=OtHeRsIdEsEcReT4"
+    with redact.scope():
+        origin.send_query(f"{echo.base}/v1?{other}")  # the other side's, given after this target's
+        assert origin.target_query(echo.base) == other
+        run_level(LevelSpec(index=0, mode="concurrency", value=2, num_requests=6), _target(echo), _req)
+        assert origin.target_query(echo.base) == other
+    posts = [e for e in echo.get("/log") if e["method"] == "POST"]
+    assert len(posts) == 6 and {e["query"] for e in posts} == {QUERY}, [e["query"] for e in posts][:3]

@@ -60,6 +60,7 @@ host: 20% of a core used, arrival stamps 5-25 ms late), and only this probe sees
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass
@@ -69,6 +70,7 @@ import numpy as np
 
 from wattbench.core.errors import Interrupted, LevelFailed, StorageError, UserError, WattbenchError
 from wattbench.load.executor import InProcessExecutor, LevelControl, LoadProgress, SubprocessExecutor, coordinate
+from wattbench.load.client import sending_for
 from wattbench.load.link import WorkerResult
 from wattbench.load.plan import (
     ARRIVALS_PER_WORKER_RPS,
@@ -184,8 +186,12 @@ def run_level(
     lp = build_plans(spec, target, targets, route, requests)
     plans, feeder = lp.plans, lp.feeder
     executor = InProcessExecutor(plans[0], feeder) if len(plans) == 1 else SubprocessExecutor(plans, feeder)
+    # in this process, the level's own targets' query strings are the ones sent to their origins
+    # (``wattbench ab``'s other side may be another query on the same origin); workers do it in theirs
+    sending = sending_for(targets or [target]) if len(plans) == 1 else contextlib.nullcontext()
     try:
-        results, t0_ns, interrupted, stop_reason = coordinate(executor, spec, plans, feeder, on_progress, control)
+        with sending:
+            results, t0_ns, interrupted, stop_reason = coordinate(executor, spec, plans, feeder, on_progress, control)
     except WattbenchError as e:
         raise failed_level(spec, e, executor.records, lp.target_rate, len(plans)) from None
     exhausted_early = lp.exhausted_early
