@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "src")]
-from wattbench.core.redact import Scrubber  # noqa: E402  (after the path line above)
+from wattbench.core.scrubber import Scrubber  # noqa: E402  (after the path line above)
 
 KEY = "sk-AUDITkeyQ7w3Zp9Lm2Xc8VbN4tR6yU1"
 SECRETS = [KEY, "wbuser:pw-SECRET/url+7c1e", "hdr-SECRET-gw/4e+tok", "Bearer " + KEY, "sig-SECRET-q/9a+"]

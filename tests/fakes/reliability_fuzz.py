@@ -91,7 +91,7 @@ def prop_stream_answer(data: bytes, cuts: list[int], chat: bool) -> None:
     and the outcome is the same in one piece (one read's events are one read's)."""
     from wattbench.load.client import DETAIL_CHARS, ERROR_BODY_BYTES
     from wattbench.server.openai import MAX_USAGE_TOKENS
-    from wattbench.core.redact import Scrubber
+    from wattbench.core.scrubber import Scrubber
 
     st = stream_read(data, cuts, chat)
     assert st.error in (None, "bad_stream", "bad_usage"), st.error

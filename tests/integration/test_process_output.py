@@ -100,7 +100,7 @@ def test_output_lines_are_whole_scrubbed_safe_and_bounded():
     """``OutputLines``: a secret written in two writes is masked whole; a line is released only
     whole; a line past the cap is kept to the cap (scrubbed first: a secret across the cap leaves no
     piece), marked cut, and its rest dropped; control sequences go where the output is no terminal."""
-    from wattbench.core.redact import Scrubber
+    from wattbench.core.scrubber import Scrubber
 
     lines = OutputLines(Scrubber([SECRET]).text, tty=False)
     assert lines.feed(f"half {SECRET[:6]}".encode()) == b""  # no line yet

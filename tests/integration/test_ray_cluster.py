@@ -364,7 +364,7 @@ def test_load_actors_send_a_targets_query_with_every_request_and_scrub_it(cluste
     from tests.fakes.hostile_server import MODEL
     from tests.fakes.reliability_procs import HOSTILE, server
     from wattbench.config import RunConfig
-    from wattbench.core.redact import registered
+    from wattbench.core.secret_scope import registered
     from wattbench.results.rundir import load_result
     from wattbench.run import run_benchmark
 
@@ -414,7 +414,7 @@ def test_a_load_actor_that_prints_and_fails_with_a_secret_leaves_nothing_of_it(c
     from tests.fakes.loud_requests import CHANNELS, MARK, LoudRequests
     from tests.integration.test_process_output import leaks, loud_texts
     from wattbench.core.errors import WattbenchError
-    from wattbench.core.redact import registered
+    from wattbench.core.secret_scope import registered
 
     assert not registered().found_in(LOUD_SECRET)
     session = Path(ray._private.worker.global_worker.node.get_session_dir_path()) / "logs"

@@ -227,9 +227,9 @@ def test_no_url_credential_in_any_artifact(tmp_path):
 
 
 def test_redaction_helpers_cover_urls_headers_and_texts():
-    from wattbench.core.redact import (
-        BasicCredential, authorization, combine_credentials, redact_headers, redact_text, redact_url,
-        split_url_credentials)
+    from wattbench.core.redact import (BasicCredential, authorization, combine_credentials, redact_headers, redact_url,
+                                       split_url_credentials)
+    from wattbench.core.scrubber import redact_text
 
     clean, cred = split_url_credentials("http://u%40x:p%2Fw@127.0.0.1:8000/v1?api_key=k1")
     assert clean == "http://127.0.0.1:8000/v1?api_key=k1" and cred == "u@x:p/w" and "p/w" not in repr(cred)

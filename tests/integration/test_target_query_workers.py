@@ -20,7 +20,7 @@ from tests.fakes.reliability_procs import HOSTILE, child_env, run_argv, run_limi
 from wattbench.core import origin
 from wattbench.core.clock import now_ns
 from wattbench.core.load_types import LevelSpec
-from wattbench.core.redact import registered
+from wattbench.core.secret_scope import registered
 from wattbench.core.target import TargetSpec
 from wattbench.distributed.actors import LoadWorker
 from wattbench.distributed.messages import ClosedJob, OpenJob

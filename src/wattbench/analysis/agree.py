@@ -37,7 +37,9 @@ import numpy as np
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import TargetError, UserError
 from wattbench.server.openai import fetch_models, normalize_base_url, post_json, usage_problem
-from wattbench.core.redact import clip, combine_credentials, redact_text, redact_url, scope, url_secrets
+from wattbench.core.redact import combine_credentials, redact_url, url_secrets
+from wattbench.core.scrubber import redact_text
+from wattbench.core.secret_scope import clip, scope
 from wattbench.results.agreement import (
     AgreeTarget,
     Agreement,

@@ -137,10 +137,10 @@ def build_command() -> Command:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from wattbench.core.redact import guard_std_streams, scope
+    from wattbench.core.secret_scope import guard_std_streams, scope
 
     cmd = build_command()
-    # stdout and stderr never show a secret the command registered (core/redact.py): tables,
+    # stdout and stderr never show a secret the command registered (core/secret_scope.py): tables,
     # --json, error lines that quote a server, even a traceback; the command's scope holds what its
     # run (doctor, monitor, agree …) registered until it has printed its summary and ended
     with guard_std_streams(), scope(hold=True):

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 
 # deeper than any file wattbench or the load generators it reads write (result.json: ~8; a GuideLLM
 # benchmarks.json: ~9), far below the ~1000 at which Python's parser and every recursive walker fail

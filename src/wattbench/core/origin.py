@@ -29,7 +29,7 @@ version, a SAS signature, a Functions ``code``) is part of the target, not of it
 request to that origin — each same-origin hop too — and to no other (a sensor, an exporter, another
 target); its values but the harmless ones are registered as secrets (``redact.url_secrets``), so
 nothing written or printed holds them. A parameter the request's URL already has is not repeated.
-The query is held for as long as the ``redact.scope`` open when it was given (``redact.on_scope_end``:
+The query is held for as long as the ``secret_scope.scope`` open when it was given (``secret_scope.on_scope_end``:
 the run's session, a command's): when that run ends its target's query is sent no more and kept
 nowhere, so a long-lived process (the monitor, a notebook running many runs, a test session) holds
 only the queries of what runs now. The registry is the process's own: a process that sends for
@@ -60,7 +60,8 @@ from urllib.parse import urlsplit
 from yarl import URL
 
 from wattbench.core.errors import TargetError
-from wattbench.core.redact import on_scope_end, redact_url, register_secrets, url_secrets
+from wattbench.core.redact import redact_url, url_secrets
+from wattbench.core.secret_scope import on_scope_end, register_secrets
 
 if TYPE_CHECKING:  # for the annotations only: a urllib-only caller need not load aiohttp
     import aiohttp
@@ -116,7 +117,7 @@ def _urllib_origin(url: str) -> tuple[str, str, int | None]:
 # origin -> the raw query its target's URL carried (``send_query``): the newest of ``_HELD``'s for
 # each origin, rebuilt whenever one is added or released (read without the lock: a dict swapped whole)
 _TARGET_QUERIES: dict[tuple[str, str, int | None], str] = {}
-# (what holds it, origin, raw query), oldest first: each entry lives as long as the ``redact.scope``
+# (what holds it, origin, raw query), oldest first: each entry lives as long as the ``secret_scope.scope``
 # that was open when ``send_query`` gave it (a run's session, a load worker's ``sending_for``)
 _HELD: list[tuple[object, tuple[str, str, int | None], str]] = []
 _HELD_LOCK = threading.Lock()
@@ -137,9 +138,9 @@ def _let_go(holder: object) -> None:
 
 def send_query(url: str | None) -> None:
     """Send the query of a target ``url`` (raw, as given) with every request to its origin while the
-    newest open ``redact.scope`` lasts (the run's session, a load worker's ``sending_for``, a
+    newest open ``secret_scope.scope`` lasts (the run's session, a load worker's ``sending_for``, a
     command's): when that scope ends, the query is no longer sent, and kept nowhere. Its secret
-    values are registered in that scope (``redact.register_secrets``). Outside every scope nothing is
+    values are registered in that scope (``secret_scope.register_secrets``). Outside every scope nothing is
     sent (nothing would scrub its values from what is written). A URL without a query: nothing."""
     u = parse_url(url) if url else None
     if u is None or not u.is_absolute():

@@ -12,7 +12,7 @@ and any of them can hold a target's URL with its query string, a header, or a se
 
 - ``OutputLines(scrub, tty)``: a byte stream cut into lines, each released whole (a secret written
   by two ``write`` calls is masked whole), scrubbed (``scrub``: every form of a secret and every
-  8-character piece, ``core/redact.py``'s ``Scrubber``) and rid of the control sequences no printer
+  8-character piece, ``core/scrubber.py``'s ``Scrubber``) and rid of the control sequences no printer
   of wattbench writes (``core/safe_text.stream``: all of them where the output is no terminal). A
   line longer than ``LINE_MAX_BYTES`` is kept to there — scrubbed, then cut — and marked cut; the
   rest of it is dropped, so what a process writes costs bounded memory here, whatever it is.
@@ -23,7 +23,7 @@ and any of them can hold a target's URL with its query string, a header, or a se
 - ``ProcessSecrets``: what a process scrubs from its output: the secrets it was given, held for as
   long as the process holds them (a job's targets' key, secret headers and query values; the
   credential variables of its environment, ``redact.env_secrets``), and those registered now
-  (``redact.registered()``). A line read after the scope that registered a secret has ended is still
+  (``secret_scope.registered()``). A line read after the scope that registered a secret has ended is still
   scrubbed of it: the thread reads the pipe after the write, maybe after that scope.
 - ``LinePump(stream, sink, scrub)``: the same for a child's output pipe that this process reads (a
   launched engine's stdout and stderr, into ``server.log``).
@@ -41,7 +41,9 @@ import threading
 import traceback
 from typing import IO, Callable, Iterable, Iterator
 
-from wattbench.core.redact import Scrubber, env_secrets, registered
+from wattbench.core.redact import env_secrets
+from wattbench.core.scrubber import Scrubber
+from wattbench.core.secret_scope import registered
 from wattbench.core.safe_text import stream as terminal_safe
 from wattbench.core.safe_text import term
 
@@ -65,7 +67,7 @@ def safe_traceback(scrub: Callable[[str], str]) -> str:
 
 class ProcessSecrets:
     """The secrets a process scrubs from what it writes (module doc): those ``add``ed, kept as long
-    as this object lives, and those registered now (every open ``redact.scope``)."""
+    as this object lives, and those registered now (every open ``secret_scope.scope``)."""
 
     def __init__(self, secrets: Iterable[str | None] = (), *, environment: bool = True) -> None:
         given = list(secrets) + (env_secrets(dict(os.environ)) if environment else [])

@@ -8,14 +8,14 @@ screen, move the cursor, recolour), a carriage return or backspaces that overwri
 printed, C1 controls (``\\x9b`` is CSI on some terminals), bidi overrides that reorder a line —
 and rich markup (``[/x]`` raises a ``MarkupError`` and ends the command; ``[red]`` recolours).
 
-- ``term(text, limit)``: the registered secrets scrubbed (``core/redact.clip``: scrubbed,
+- ``term(text, limit)``: the registered secrets scrubbed (``core/secret_scope.clip``: scrubbed,
   then cut), every control character (C0 but tab and, with ``newlines``, line feed;
   DEL; C1; bidi overrides and isolates; line/paragraph separators) shown as ``\\xNN``/``\\uNNNN``
   (visible, so a reader sees that something was there), the result cut to ``limit`` characters
   with ``…``. For a field printed plainly (``typer.echo``, a ``Text``, ``markup=False``).
 - ``markup(text, limit)``: ``term`` and rich's markup escape, for text placed inside a rich markup
   string.
-- ``stream(text)``: what the CLI's stdout/stderr guard (``server/redact.guard_std_streams``,
+- ``stream(text)``: what the CLI's stdout/stderr guard (``core/secret_scope.guard_std_streams``,
   installed by ``cli.main`` around every command) applies to everything written, as a second line
   of defence behind the printers: control characters and sequences a printer never emits are
   removed — all of them when the stream is not a terminal (rich then writes no escapes), and on a
@@ -37,13 +37,13 @@ def _plain_cut(text: str, limit: int) -> str:
     return text[:limit]
 
 
-# how ``term`` cuts: ``core/redact.py`` installs its ``clip`` (the registered secrets scrubbed, then
+# how ``term`` cuts: ``core/secret_scope.py`` installs its ``clip`` (the registered secrets scrubbed, then
 # cut) when it is imported — which registering a secret does; until then no secret is registered
 _cut: Callable[[str, int], str] = _plain_cut
 
 
 def use_cut(cut: Callable[[str, int], str]) -> None:
-    """Cut untrusted text with ``cut(text, limit)`` from now on (``core/redact.py``'s ``clip``)."""
+    """Cut untrusted text with ``cut(text, limit)`` from now on (``core/secret_scope.py``'s ``clip``)."""
     global _cut
     _cut = cut
 

@@ -45,7 +45,7 @@ from wattbench.core.clock import now_ns
 from wattbench.telemetry.base import Channel, Reading, Sensor, SensorFailure
 from wattbench.core.errors import Interrupted, WattbenchError
 from wattbench.core.process_output import ProcessSecrets, hold_output, safe_traceback
-from wattbench.core.redact import scope
+from wattbench.core.secret_scope import scope
 from wattbench.core.safe_text import LINE_CHARS, term
 from wattbench.core.target import TargetSpec
 from wattbench.core.recordset import NONE, RecordSet

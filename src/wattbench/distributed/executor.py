@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.clock import now_ns
 from wattbench.distributed.clock import DEFAULT_PINGS, ClockOffset, OffsetLine, drift_ppm, measure_offset
 from wattbench.distributed.merge import shift_record

@@ -12,7 +12,8 @@ from __future__ import annotations
 import aiohttp
 import orjson
 
-from wattbench.core.redact import authorization_header, clip  # noqa: E402  (one home for Authorization headers)
+from wattbench.core.redact import authorization_header  # noqa: E402  (one home for Authorization headers)
+from wattbench.core.secret_scope import clip
 
 import asyncio
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from wattbench.config import DEFAULT_BURST
 from wattbench.doctor.check import Check
 from wattbench.core import origin
 from wattbench.core.errors import TargetError, UserError
-from wattbench.core.redact import registered
+from wattbench.core.secret_scope import registered
 from wattbench.core.schema import ServerInfo
 from wattbench.core.target import ApiKind, TargetSpec
 from wattbench.server.detect import detect_server, root_of

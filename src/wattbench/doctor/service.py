@@ -11,7 +11,8 @@ from wattbench.config import DEFAULT_BURST
 from wattbench.doctor.check import DoctorReport
 from wattbench.doctor.troubleshoot import diagnose_failure
 from wattbench.core.errors import UserError
-from wattbench.core.redact import scope, url_secrets
+from wattbench.core.redact import url_secrets
+from wattbench.core.secret_scope import scope
 from wattbench.doctor import checklist as cl, environment as env, server as srv
 from wattbench.server.openai import normalize_base_url
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.severity import CheckStatus
 from wattbench.doctor.check import Check
 from wattbench.core.errors import UserError

@@ -39,7 +39,7 @@ below the number of content chunks — ``server.openai.usage_disagreement``), ``
 connection). A redirect to another host is refused (``core/origin.py``: nothing is sent there) and
 recorded as ``http_<status>``; same-host redirects are followed. A failed request keeps the
 timestamps it got, with ``ok=False``; what is wrong with one answer costs that request, never the
-level. Error details and kept texts are scrubbed of the target's secrets (``core/redact.py``)
+level. Error details and kept texts are scrubbed of the target's secrets (``core/scrubber.py``)
 before the record exists.
 """
 
@@ -59,7 +59,8 @@ import orjson
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import TargetError
 from wattbench.core import origin
-from wattbench.core.redact import Scrubber, registered, scope
+from wattbench.core.scrubber import Scrubber
+from wattbench.core.secret_scope import registered, scope
 from wattbench.core.target import TargetSpec
 from wattbench.core.schema import RequestRecord, build_record
 from wattbench.server.openai import (
@@ -244,7 +245,7 @@ def sending_for(targets: Sequence[TargetSpec]) -> Iterator[None]:
     worker, a Ray load actor on any node), exactly as the process that did: each target's query
     string goes with every request to its origin, same-origin redirect hops included, and to no
     other (``core.origin.send_query``), and the targets' secrets — the query's values, the key, the
-    secret headers — are registered in this process (``core.redact.scope``), so that nothing it
+    secret headers — are registered in this process (``core.secret_scope.scope``), so that nothing it
     writes or prints (a record's error detail, a message, a traceback) holds them: both while the
     block runs, and no longer (a Ray load actor runs many levels, an in-process one many runs)."""
     with scope(*(s for t in targets for s in t.secrets())):

@@ -32,7 +32,7 @@ import psutil  # type: ignore[import-untyped]  # psutil ships no stubs (types-ps
 
 from wattbench.core.clock import now_ns
 from wattbench.core.process_output import ProcessSecrets, contain_output, safe_traceback
-from wattbench.core.redact import scrub
+from wattbench.core.secret_scope import scrub
 from wattbench.load.link import Error, PipeLink, Progress, Ready, Records, Start, WorkerDone, WorkerLink
 from wattbench.load.liveness import LivenessWatch, TargetDown
 from wattbench.load.plan import Item, WorkerPlan

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 from wattbench.core.clock import ClockAnchor
 from wattbench.core.errors import UserError
-from wattbench.core.redact import registered
+from wattbench.core.secret_scope import registered
 
 
 def _clean(x: Any) -> Any:

@@ -25,7 +25,8 @@ from wattbench.monitor.history import HistoryWriter
 from wattbench.monitor.sources import ResilientSensor, ServerScraper
 from wattbench.monitor.tracker import DEFAULT_WINDOWS_S, EfficiencyTracker, Segment, Span
 from wattbench.telemetry.base import Sensor
-from wattbench.core.redact import combine_credentials, redact_url, scope, url_secrets
+from wattbench.core.redact import combine_credentials, redact_url, url_secrets
+from wattbench.core.secret_scope import scope
 from wattbench.monitor.backoff import Backoff
 from wattbench.telemetry.detect import autodetect
 from wattbench.telemetry.sampler import Sampler

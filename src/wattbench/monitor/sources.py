@@ -9,7 +9,8 @@ counted once per attempt).
 
 from __future__ import annotations
 
-from wattbench.core.redact import authorization_header, clip  # noqa: E402  (one home for Authorization headers)
+from wattbench.core.redact import authorization_header  # noqa: E402  (one home for Authorization headers)
+from wattbench.core.secret_scope import clip
 
 import http.client
 import urllib.error

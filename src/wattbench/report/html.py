@@ -22,7 +22,7 @@ import json
 from functools import partial
 from pathlib import Path
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.report import format as F
 from wattbench.core.numbers import MISSING, fmt, fmt_fraction_pct
 from wattbench.results.headline import boundary_order, shown_boundaries
@@ -38,7 +38,7 @@ from wattbench.report.html_plots import (
 from wattbench.report.html_timeline import timeline
 from wattbench.core.schema import BoundaryEnergy, Result
 from wattbench.core.errors import UserError
-from wattbench.core.redact import scrub
+from wattbench.core.secret_scope import scrub
 from wattbench.report.html_overview import overview
 from wattbench.results import rundir
 

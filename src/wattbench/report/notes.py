@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from wattbench.core.severity import SEVERITY_ORDER
 from wattbench.core.numbers import fmt
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.safe_text import LINE_CHARS
 from wattbench.report.labels import levels_text
 from wattbench.core.schema import LevelResult, Result

@@ -7,7 +7,7 @@ the previous complete file; ``requests.jsonl`` is appended and, when a write fai
 (disk full), cut back to its last complete line. A failed write raises
 :class:`~wattbench.core.errors.UserError` (``storage_error``: one line naming the file). Reads use JSON and pydantic only (never pickle or eval); a missing or
 corrupt file raises :class:`~wattbench.core.errors.UserError` naming the file and the problem. Every
-JSON file and ``requests.jsonl`` line is written without the registered secrets (``core.redact.scope``:
+JSON file and ``requests.jsonl`` line is written without the registered secrets (``core.secret_scope.scope``:
 a run's API key, URL credential, secret headers, for the run's lifetime), wherever a server put them.
 """
 
@@ -30,7 +30,7 @@ from wattbench.results.recovery import (
 )
 from wattbench.core.schema import SCHEMA_VERSION, RequestRecord, Result
 from wattbench.core.schema.bounds import result_problem
-from wattbench.core.redact import registered
+from wattbench.core.secret_scope import registered
 from wattbench.results.jsonfile import loads_bounded, read_bounded
 
 RESULT_FILE = "result.json"
@@ -214,7 +214,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def write_json_atomic(path: str | os.PathLike[str], model: BaseModel) -> Path:
     """Write a pydantic model as indented JSON, atomically, without any of the registered
-    secrets (``core/redact.py``: those of every open scope: every string that holds one is scrubbed, the JSON stays valid)."""
+    secrets (``core/secret_scope.py``: those of every open scope: every string that holds one is scrubbed, the JSON stays valid)."""
     p = Path(path)
     text = registered().json_text(model.model_dump_json(indent=2))
     atomic_write_bytes(p, (text + "\n").encode("utf-8"))

@@ -43,7 +43,7 @@ from wattbench.core.schema import Result
 from wattbench.results.store_noise import Spread, spread, spread_table
 from wattbench.results.store_schema import (LEVEL_COLUMNS, MIGRATIONS, SCHEMA_VERSION, gpu_desc, level_rows,
                                             run_config)
-from wattbench.core.redact import registered
+from wattbench.core.secret_scope import registered
 from wattbench.config import name_problem
 from wattbench.results.configuration import run_key, target_text
 

@@ -40,7 +40,7 @@ from wattbench.run.events import Phase, ProgressFn
 from wattbench.run.session import RunSession, resolve_run_dir
 from wattbench.run.targets import Targets, resolve_targets, run_secrets
 from wattbench.server.metrics import MetricsScraper
-from wattbench.core import redact
+from wattbench.core import secret_scope
 from wattbench.engines.base import Engine
 from wattbench.telemetry.base import Sensor
 from wattbench.telemetry.jsonl import TelemetryWriter
@@ -118,7 +118,7 @@ def prepare(session: RunSession, *, sensors: list[Sensor] | None = None, share_t
     meters). ``engine``: the engine to launch when there is no target (None: the config's)."""
     cfg = session.config
     # nothing written or printed from here on holds them, until the session closes
-    session.stack.enter_context(redact.scope(*run_secrets(cfg)))
+    session.stack.enter_context(secret_scope.scope(*run_secrets(cfg)))
     run_dir = resolve_run_dir(cfg, session.run_id)
     session.slos = parse_slos(cfg.slo) if cfg.slo else []  # bad SLO text fails before anything starts
     session.carbon = parse_carbon_intensity(cfg.carbon_intensity)  # a bad file fails here too

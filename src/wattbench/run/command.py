@@ -23,7 +23,7 @@ import psutil  # type: ignore[import-untyped]  # psutil ships no stubs (types-ps
 from wattbench.config import MeasureConfig
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import UserError
-from wattbench.core.redact import clip, registered
+from wattbench.core.secret_scope import clip, registered
 from wattbench.core.schema import MeasureInfo
 from wattbench.run.events import CommandOutput, LevelProgress, Measured, Phase, ProgressFn
 from wattbench.run.session import RunSession

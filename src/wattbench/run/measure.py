@@ -87,7 +87,8 @@ from wattbench.run.benchmark import (
 from wattbench.run.events import LevelDone, Measured, ProgressFn
 from wattbench.run.session import RunSession, resolve_run_dir
 from wattbench.server.metrics import MetricsScraper, ServerTimeline
-from wattbench.core.redact import argv_secrets, env_secrets, redact_argv, redact_url, scope
+from wattbench.core.redact import argv_secrets, env_secrets, redact_argv, redact_url
+from wattbench.core.secret_scope import scope
 from wattbench.accounting.findings import worst
 from wattbench.accounting.validity import combine
 from wattbench.core.redact import combine_credentials, url_secrets

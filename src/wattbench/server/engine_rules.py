@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from wattbench.core.jsontext import clip_value, loads_bounded
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.schema import ServerInfo, StreamBatching
 
 Answer = tuple[int, dict[str, str], bytes]  # (HTTP status, lower-cased headers, body); status 0: none
@@ -30,7 +30,7 @@ def _json(body: bytes) -> Any:
 
 def _text(v: Any, limit: int = 200) -> str | None:
     """A string field of a server's answer: kept when it is a non-empty string (scrubbed of the run's
-    secrets, then cut to ``limit``: ``core.redact.clip``)."""
+    secrets, then cut to ``limit``: ``core.secret_scope.clip``)."""
     return clip(v, limit) if isinstance(v, str) and v else None
 
 

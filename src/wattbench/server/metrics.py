@@ -44,7 +44,7 @@ import bisect
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import TargetError
 from wattbench.core import origin
-from wattbench.core.redact import registered
+from wattbench.core.secret_scope import registered
 from wattbench.core.schema import ServerMetrics
 
 MAX_EXPOSITION_BYTES = 32 << 20  # of one /metrics answer (vLLM's is ~100 KB-1 MB); the rest unread

@@ -11,7 +11,8 @@ from __future__ import annotations
 import aiohttp
 import orjson
 
-from wattbench.core.redact import authorization_header, clip  # noqa: E402  (one home for Authorization headers)
+from wattbench.core.redact import authorization_header  # noqa: E402  (one home for Authorization headers)
+from wattbench.core.secret_scope import clip
 
 import asyncio
 from typing import Any

@@ -21,7 +21,7 @@ broken or hostile. Memory per stream stays below twice the cap.
 
 from __future__ import annotations
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 
 __all__ = ["SSEParser", "SSEError", "DONE", "MAX_LINE_BYTES"]
 

@@ -17,7 +17,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import SensorError, UserError
 from wattbench.telemetry.base import BOUNDARIES, Channel, Reading, Sensor

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Mapping
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Reading, Sensor

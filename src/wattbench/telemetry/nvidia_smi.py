@@ -18,7 +18,7 @@ import queue
 import subprocess
 import threading
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.base import Channel, Kind, Reading, Sensor

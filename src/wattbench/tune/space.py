@@ -36,7 +36,7 @@ from pathlib import Path
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeGuard
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.errors import UserError
 from wattbench.core.errors import not_a_file_reason
 from wattbench.core.schema.recorded_config import AxisValue  # one value of an axis (or DEFAULT)

@@ -17,7 +17,7 @@ works. Token counts exclude special tokens (BOS) and any chat template.
 
 from __future__ import annotations
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.redact import authorization  # noqa: E402  (one home for Authorization values)
 
 import http.client

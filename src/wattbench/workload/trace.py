@@ -44,7 +44,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Iterator
 import zlib
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.errors import UserError
 from wattbench.workload.base import RequestSpec, row_labels
 from wattbench.workload.source import Workload, file_sha256

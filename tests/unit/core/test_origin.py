@@ -268,19 +268,19 @@ def test_a_targets_query_goes_with_every_request_to_its_origin_and_no_other(serv
     scope is open."""
     import aiohttp
 
-    from wattbench.core import redact
+    from wattbench.core import scrubber, secret_scope
     from wattbench.server.openai import normalize_base_url
 
     home, other = servers
-    monkeypatch.setattr(redact, "_REGISTERED", redact.Scrubber())
+    monkeypatch.setattr(secret_scope, "_REGISTERED", scrubber.Scrubber())
     origin.forget_queries()
     q = "sig=SIG-q%2F9a%2Bsecret&api-version=2024-06-01"
     assert normalize_base_url(f"{home.url}/?sig=outside-every-scope") == f"{home.url}/v1"
     # nothing runs: nothing registered, and nothing sent (nothing would scrub it from what is written)
-    assert not redact.registered().found_in("outside-every-scope") and origin.held_queries() == 0
-    with redact.scope():
+    assert not secret_scope.registered().found_in("outside-every-scope") and origin.held_queries() == 0
+    with secret_scope.scope():
         assert normalize_base_url(f"{home.url}/openai?{q}") == f"{home.url}/openai/v1"
-        assert redact.registered().found_in("SIG-q/9a+secret") and not redact.registered().found_in("2024-06-01")
+        assert secret_scope.registered().found_in("SIG-q/9a+secret") and not secret_scope.registered().found_in("2024-06-01")
         with origin.urlopen(home.url + "/same", timeout=5) as r:  # and its hop
             assert json.loads(r.read())["path"] == f"/final?{q}"
         with origin.urlopen(f"{home.url}/models?api-version=old", timeout=5) as r:  # a parameter it has stays
@@ -298,7 +298,7 @@ def test_a_targets_query_goes_with_every_request_to_its_origin_and_no_other(serv
         asyncio.run(go())
         assert origin.held_queries() == 1
     # the scope ended: its secrets are no longer registered, its query is sent no more and kept nowhere
-    assert not redact.registered().found_in("SIG-q/9a+secret")
+    assert not secret_scope.registered().found_in("SIG-q/9a+secret")
     assert origin.held_queries() == 0 and origin.target_query(home.url) == ""
     with origin.urlopen(home.url + "/same", timeout=5) as r:
         assert json.loads(r.read())["path"] == "/final"
@@ -311,16 +311,16 @@ def test_a_query_lives_as_long_as_the_scope_that_gave_it():
     """Scopes nest (a command's, its run's, a load worker's): the newest query of an origin is the
     one sent; when its scope ends the one before it is sent again, and when the last ends none is.
     A scope that ends out of order releases only its own."""
-    from wattbench.core import redact
+    from wattbench.core import secret_scope
 
     origin.forget_queries()
     url = "http://h:1/v1/completions"
-    outer = redact.scope()
+    outer = secret_scope.scope()
     outer.__enter__()
     try:
         origin.send_query("http://h:1/v1?sig=first-secret-1")
         assert origin.with_query(url) == url + "?sig=first-secret-1"
-        with redact.scope():
+        with secret_scope.scope():
             origin.send_query("http://h:1/v1?sig=second-secret-2&api-version=1")
             origin.send_query("http://other:2/v1?code=other-secret-3")
             assert origin.with_query(url) == url + "?sig=second-secret-2&api-version=1"

@@ -1,6 +1,7 @@
-"""``core/redact.py``: which values are secrets, every form they travel in, JSON that stays valid
-after scrubbing, stdout/stderr that never show a registered secret, and the command-line redaction
-(what ``wattbench measure`` writes of the command)."""
+"""``core/redact.py``, ``core/secret_forms.py``, ``core/scrubber.py`` and ``core/secret_scope.py``:
+which values are secrets, every form they travel in, JSON that stays valid after scrubbing,
+stdout/stderr that never show a registered secret, and the command-line redaction (what
+``wattbench measure`` writes of the command)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import urllib.parse
 import pytest
 
 from wattbench.core import redact
-from wattbench.core.redact import MASK, REDACTED, BasicCredential, Scrubber, is_secret_header, redact_argv, secret_values
+from wattbench.core import secret_forms, secret_scope
+from wattbench.core.redact import MASK, REDACTED, BasicCredential, is_secret_header, redact_argv, secret_values
+from wattbench.core.scrubber import Scrubber
 
 
 def test_which_header_values_are_secrets():
@@ -42,7 +45,7 @@ def test_json_stays_valid_and_holds_no_form_of_the_secret(secret):
         out = s.json_text(text)
         back = json.loads(out)  # still JSON
         assert back["c"] == "clean" and back["b"][1:] == [1, None, True]
-        for form in redact.secret_forms(secret):
+        for form in secret_forms.secret_forms(secret):
             assert form not in out, form
         assert back["a"] == "got ***!"
     assert s.json_text('{"untouched": "text"}') == '{"untouched": "text"}'
@@ -58,11 +61,11 @@ def test_basic_credentials_every_form():
 
 
 def test_std_streams_scrub_the_secrets_added_while_they_are_guarded(monkeypatch):
-    secrets = Scrubber()  # the process's own (redact.registered()) when none is given
+    secrets = Scrubber()  # the process's own (secret_scope.registered()) when none is given
     out, err = io.StringIO(), io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
     monkeypatch.setattr(sys, "stderr", err)
-    with redact.guard_std_streams(secrets):
+    with secret_scope.guard_std_streams(secrets):
         print("before sk-later-registered")
         secrets.add("sk-later-registered")
         print("key sk-later-registered here")
@@ -92,7 +95,7 @@ KEY = "sk-Wb/Enc+key_9f3a:7c1e"
 
 def _independent_encodings(s: str) -> dict[str, str]:
     """Each encoding a server or a tool could put a secret in, spelled out here (not taken from the
-    scrubber's own list), so that dropping any one form from ``core/redact.py`` fails a case."""
+    scrubber's own list), so that dropping any one form from ``core/secret_forms.py`` fails a case."""
     b = s.encode()
     return {
         "raw": s,
@@ -329,10 +332,10 @@ def test_terminal_text_is_scrubbed_before_it_is_cut(monkeypatch):
     straddles the 200-character cut leaves nothing."""
     from wattbench.core.safe_text import term
 
-    monkeypatch.setattr(redact, "_REGISTERED", Scrubber([AUDIT_KEY]))
+    monkeypatch.setattr(secret_scope, "_REGISTERED", Scrubber([AUDIT_KEY]))
     assert term("f" * 190 + AUDIT_KEY + " tail", 200) == "f" * 190 + MASK + " tail"
     assert term("g" * 180 + AUDIT_KEY.upper(), 185) == "g" * 180 + MASK
-    assert redact.clip("h" * 171 + AUDIT_KEY, 200) == "h" * 171 + MASK
+    assert secret_scope.clip("h" * 171 + AUDIT_KEY, 200) == "h" * 171 + MASK
 
 
 def test_a_base64_credential_is_masked_whole_to_its_padding():

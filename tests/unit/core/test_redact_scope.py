@@ -1,4 +1,4 @@
-"""Secrets registered for the lifetime of what registered them (``core.redact.scope``), not for the
+"""Secrets registered for the lifetime of what registered them (``core.secret_scope.scope``), not for the
 process's: a secret of one scope is not masked once it ends, nested scopes keep what an outer one
 still holds, a thread that scrubs while the scope is open masks it (the sampler, the scraper), and
 the CLI's holding scope keeps what a command's run registered until the command has printed."""
@@ -11,8 +11,10 @@ import threading
 
 import pytest
 
-from wattbench.core import redact
-from wattbench.core.redact import GRAM, MASK, clip, register_secrets, registered, scope, scrub
+from wattbench.core import scrubber, secret_scope
+from wattbench.core.redact import MASK
+from wattbench.core.scrubber import GRAM
+from wattbench.core.secret_scope import clip, register_secrets, registered, scope, scrub
 
 KEY = "sk-SCOPEkey-7f3Q9zX2Lp8Vw"
 OTHER = "sk-OTHERkey-4b2M8nR6Tq1Yx"
@@ -22,10 +24,10 @@ SHORT = "pw5"  # shorter than a piece: masked by whole value only
 @pytest.fixture(autouse=True)
 def _fresh_registry(monkeypatch):
     """Each test starts with no open scope and an empty scrubber (and leaves them as they were)."""
-    monkeypatch.setattr(redact, "_REGISTERED", redact.Scrubber())
-    monkeypatch.setattr(redact, "_COUNTS", {})
-    monkeypatch.setattr(redact, "_OWNED", set())
-    monkeypatch.setattr(redact, "_OPEN", [])
+    monkeypatch.setattr(secret_scope, "_REGISTERED", scrubber.Scrubber())
+    monkeypatch.setattr(secret_scope, "_COUNTS", {})
+    monkeypatch.setattr(secret_scope, "_OWNED", set())
+    monkeypatch.setattr(secret_scope, "_OPEN", [])
 
 
 def _pieces(secret: str) -> list[str]:
@@ -48,7 +50,7 @@ def test_a_scope_that_raises_still_ends():
     with pytest.raises(RuntimeError), scope(KEY):
         assert scrub(KEY) == MASK
         raise RuntimeError("the run failed")
-    assert scrub(KEY) == KEY and redact._OPEN == [] and redact._COUNTS == {}
+    assert scrub(KEY) == KEY and secret_scope._OPEN == [] and secret_scope._COUNTS == {}
 
 
 def test_nested_scopes_keep_what_an_outer_one_still_holds():
@@ -61,7 +63,7 @@ def test_nested_scopes_keep_what_an_outer_one_still_holds():
                 assert scrub(f"{KEY} {OTHER}") == f"{MASK} {MASK}"
         assert scrub(OTHER) == OTHER
     assert scrub(f"{KEY} {OTHER}") == f"{KEY} {OTHER}"
-    assert redact._COUNTS == {} and redact._OPEN == []
+    assert secret_scope._COUNTS == {} and secret_scope._OPEN == []
 
 
 def test_scopes_may_end_in_any_order():
@@ -97,7 +99,7 @@ def test_a_holding_scope_keeps_what_ended_inside_it_until_it_ends():
             pass
         assert scrub(f"summary {KEY} {OTHER}") == f"summary {MASK} {MASK}"
     assert scrub(f"{KEY} {OTHER}") == f"{KEY} {OTHER}"
-    assert redact._COUNTS == {} and redact._OPEN == []
+    assert secret_scope._COUNTS == {} and secret_scope._OPEN == []
 
 
 def test_a_thread_that_scrubs_while_the_scope_is_open_masks_its_secret():
@@ -151,13 +153,13 @@ def test_a_secret_held_by_an_open_scope_is_masked_whatever_other_threads_open_an
         stop.set()
         watcher.join(10)
     assert leaks == [] and scrubs[0] > 0
-    assert registered().secrets == [] and redact._COUNTS == {}
+    assert registered().secrets == [] and secret_scope._COUNTS == {}
 
 
 def test_a_scope_discards_only_what_it_added():
     """A secret the scrubber held before any scope (a test's own, a writer given a Scrubber) is not
     taken away when a scope that registered it too ends."""
-    redact._REGISTERED.add(KEY)
+    secret_scope._REGISTERED.add(KEY)
     with scope(KEY, OTHER):
         pass
     assert scrub(f"{KEY} {OTHER}") == f"{MASK} {OTHER}"
@@ -166,7 +168,7 @@ def test_a_scope_discards_only_what_it_added():
 def test_the_guarded_streams_scrub_a_scope_s_secret_while_it_is_open(monkeypatch):
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
-    with redact.guard_std_streams():
+    with secret_scope.guard_std_streams():
         print(f"before {KEY}")
         with scope(KEY):
             print(f"during {KEY}")
@@ -175,7 +177,7 @@ def test_the_guarded_streams_scrub_a_scope_s_secret_while_it_is_open(monkeypatch
 
 
 def test_discard_keeps_every_other_secret_and_its_pieces():
-    s = redact.Scrubber([KEY, OTHER, SHORT])
+    s = scrubber.Scrubber([KEY, OTHER, SHORT])
     s.discard(OTHER)
     assert s.secrets == [KEY, SHORT]
     assert s.text(f"{KEY[2:12]} {OTHER} {SHORT}") == f"{MASK} {OTHER} {MASK}"

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from wattbench.core.safe_text import markup, stream, term
-from wattbench.core import redact
+from wattbench.core import scrubber, secret_scope
 
 HOSTILE = ("\x1b]0;pwned\x07\x1b[2J\x1b[31mred\x1b[0m\x1b]8;;http://evil/\x1b\\link\x1b]8;;\x1b\\\r\x08\x9b1m"
            "\u202eevil\u2028[/x][bold]b[/bold]")
@@ -57,7 +57,7 @@ def test_stream_filter_on_a_terminal_keeps_what_rich_writes_only():
 def test_the_cli_stream_guard_applies_the_filter(monkeypatch):
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
-    with redact.guard_std_streams(redact.Scrubber()):
+    with secret_scope.guard_std_streams(scrubber.Scrubber()):
         print("model " + HOSTILE)
     assert "\x1b" not in out.getvalue() and "\x07" not in out.getvalue() and out.getvalue().startswith("model ")
 

@@ -3,7 +3,7 @@ worker, a Ray load actor) takes the target's query string and secrets from the `
 
 from __future__ import annotations
 
-from wattbench.core import origin, redact
+from wattbench.core import origin, scrubber, secret_scope
 from wattbench.core.target import TargetSpec
 from wattbench.load.client import sending_for
 
@@ -12,7 +12,7 @@ QUERY = "api-version=2024-06-01&sig=SIG-q%2F9a%2BZt81secret"
 
 
 def test_a_sending_process_adopts_the_targets_query_and_its_secrets(monkeypatch):
-    monkeypatch.setattr(redact, "_REGISTERED", redact.Scrubber())  # a fresh process: nothing registered
+    monkeypatch.setattr(secret_scope, "_REGISTERED", scrubber.Scrubber())  # a fresh process: nothing registered
     origin.forget_queries()
     t = TargetSpec(base_url="http://h:1/openai/v1", model="m", query=QUERY)
     plain = TargetSpec(base_url="http://other:2/v1", model="m")
@@ -27,10 +27,10 @@ def test_a_sending_process_adopts_the_targets_query_and_its_secrets(monkeypatch)
         assert origin.with_query("http://other:2/v1/completions") == "http://other:2/v1/completions"
         assert origin.with_query("http://h:3/v1/completions") == "http://h:3/v1/completions"
         # what this process writes or prints meanwhile is scrubbed of it, decoded or not, whole or a piece
-        assert redact.scrub(f"refused {QUERY} ({SIG[2:12]})") == "refused api-version=2024-06-01&sig=*** (***)"
+        assert secret_scope.scrub(f"refused {QUERY} ({SIG[2:12]})") == "refused api-version=2024-06-01&sig=*** (***)"
         assert origin.target_query("http://h:1/x") == QUERY and origin.target_query("http://other:2/x") == ""
     # registered and sent while the block ran, only then: a Ray load actor's next run, or this
     # process's next level, keeps nothing of it
-    assert not redact.registered().found_in(SIG)
+    assert not secret_scope.registered().found_in(SIG)
     assert origin.target_query("http://h:1/x") == "" and origin.held_queries() == 0
     assert origin.with_query("http://h:1/openai/v1/completions") == "http://h:1/openai/v1/completions"

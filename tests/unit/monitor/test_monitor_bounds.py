@@ -19,7 +19,7 @@ import pytest
 
 from tests.fakes.churn_metrics import ChurnServer
 from wattbench.core.errors import UserError
-from wattbench.core.redact import scope
+from wattbench.core.secret_scope import scope
 from wattbench.monitor.exporter import Exporter
 from wattbench.monitor.history import HistoryWriter
 from wattbench.monitor.sources import MAX_MODEL_CHARS, model_name

@@ -245,19 +245,19 @@ def test_monitor_sends_url_credentials_as_basic_auth_and_shows_none():
 
     from wattbench.monitor.service import Monitor
     from wattbench.monitor.sources import _scrubbed_models
-    from wattbench.core import redact
+    from wattbench.core import secret_scope
 
     m = Monitor("http://mon:pw-MON-secret1@127.0.0.1:9/?sig=sig-MON-secret2&api-version=1", ["const:node=1"],
                 listen=None)
     assert m.scraper.headers["Authorization"] == "Basic " + base64.b64encode(b"mon:pw-MON-secret1").decode()
     assert "secret" not in m.scraper.url and "@" not in m.scraper.url
     assert m.target_shown == "http://***@127.0.0.1:9/?sig=***&api-version=1"
-    assert redact.scrub("x pw-MON-secret1 sig-MON-secret2") == "x *** ***"
-    redact.register_secrets("sk-MON-echoed-key")  # met while the monitor runs: in its scope
+    assert secret_scope.scrub("x pw-MON-secret1 sig-MON-secret2") == "x *** ***"
+    secret_scope.register_secrets("sk-MON-echoed-key")  # met while the monitor runs: in its scope
     got = _scrubbed_models({"sk-MON-echoed-key": {"generation_tokens": 5.0}, "m-sk-MON-echoed-key": {
         "generation_tokens": 2.0}, "plain": {"generation_tokens": 1.0}})
     assert got == {"***": {"generation_tokens": 5.0}, "m-***": {"generation_tokens": 2.0},
                    "plain": {"generation_tokens": 1.0}}
     m.close()  # the monitor's secrets are registered for its lifetime only
-    assert redact.scrub("x pw-MON-secret1 sig-MON-secret2 sk-MON-echoed-key") == \
+    assert secret_scope.scrub("x pw-MON-secret1 sig-MON-secret2 sk-MON-echoed-key") == \
         "x pw-MON-secret1 sig-MON-secret2 sk-MON-echoed-key"

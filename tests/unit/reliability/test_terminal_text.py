@@ -1,6 +1,6 @@
 """One home for "untrusted text made safe for a terminal" (``core/safe_text.py``), used by every
 printer: everything the CLI prints goes through ``sys.stdout``/``sys.stderr``, which ``cli.main``
-wraps for every command (``server/redact.guard_std_streams``) in a stream that scrubs secrets and
+wraps for every command (``core/secret_scope.guard_std_streams``) in a stream that scrubs secrets and
 applies ``safe_text.stream``. The scan (ast) checks that the wrapping is there and that it applies
 the filter, and flags any way around it in ``src/``: ``sys.__stdout__``/``sys.__stderr__``, an
 ``os.write`` or ``os.fdopen`` on descriptor 1 or 2, opening ``/dev/tty``, a rich ``Console`` given
@@ -68,7 +68,7 @@ def test_every_command_runs_inside_the_guard_and_the_guard_filters():
                      if isinstance(i.context_expr, ast.Call))]
     assert withs and any(isinstance(c, ast.Call) and call_name(c.func) == "cmd.main"
                          for w in withs for c in ast.walk(w)), "cli.main must run the command inside guard_std_streams()"
-    redact = ast.parse((SRC / "core" / "redact.py").read_text())
+    redact = ast.parse((SRC / "core" / "secret_scope.py").read_text())  # the guarded streams
     writes = [f for c in ast.walk(redact) if isinstance(c, ast.ClassDef) and c.name in ("_ScrubbingStream",
                                                                                          "_ScrubbingBuffer")
               for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "write"]

@@ -166,9 +166,10 @@ def test_a_key_after_171_characters_is_scrubbed_before_the_200_character_cut(mon
     """An identity setting, a vLLM ``*_info`` label, a served model id: each is cut to 200 characters,
     and a key echoed at character 171 would leave 29 of its characters if it were cut first."""
     from wattbench.core import redact
+    from wattbench.core import scrubber, secret_scope
     from wattbench.server.engine_rules import Answers
 
-    monkeypatch.setattr(redact, "_REGISTERED", redact.Scrubber([KEY]))  # what a run registers
+    monkeypatch.setattr(secret_scope, "_REGISTERED", scrubber.Scrubber([KEY]))  # what a run registers
     echoed = "f" * 171 + KEY
     props = {"default_generation_settings": {"n_ctx": 512}, "model_alias": echoed, "total_slots": 1}
     ll = build_identity("http://h:8080/v1", "llamacpp", {"/props": ok(props)}, "m", None)

@@ -26,7 +26,7 @@ from typing import Iterator
 
 from pydantic import BaseModel
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.schema.level import LevelResult
 from wattbench.core.schema.run import Result
 

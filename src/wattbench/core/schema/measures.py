@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from wattbench.core.numbers import fmt
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.safe_text import LINE_CHARS
 from wattbench.core.schema.base import _M, Verdict, _Sparse
 from wattbench.core.schema.kinds import FindingKind

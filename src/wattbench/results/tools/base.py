@@ -35,7 +35,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.clock import ClockAnchor
 from wattbench.core.errors import UserError
 from wattbench.core.schema import ClockMapping, RequestRecord, build_record

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.errors import UserError
 from wattbench.results.tools.base import MAX_STAMP_S
 from wattbench.results.jsonfile import read_bounded

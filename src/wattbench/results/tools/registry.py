@@ -15,7 +15,7 @@ import shutil
 import subprocess
 
 from wattbench.core.argv import flag_values
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.errors import UserError
 from wattbench.results.tools.base import ToolLevelData, ToolRequest, ToolRun
 

@@ -4,7 +4,7 @@ as a whole (``common.cap_exposed``: ``MAX_IDENTITY_BYTES``, said in ``ServerIden
 
 from __future__ import annotations
 
-from wattbench.core.redact import clip
+from wattbench.core.secret_scope import clip
 from wattbench.core.schema import ServerIdentity
 from wattbench.server.identity import generic, llamacpp, sglang, tgi, transformers, vllm
 from wattbench.server.identity.common import Responses, cap_exposed, target_of

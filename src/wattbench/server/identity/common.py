@@ -9,7 +9,8 @@ from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 from wattbench.core.jsontext import loads_bounded
-from wattbench.core.redact import clip, is_secret_setting
+from wattbench.core.redact import is_secret_setting
+from wattbench.core.secret_scope import clip
 
 # path -> (HTTP status, headers, body) of one probe; status 0: it failed
 Responses = Mapping[str, tuple[int, Mapping[str, str], bytes]]
