@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from wattbench.metrics.trials import rel_half_width, t_ppf
 
@@ -171,6 +171,22 @@ def history_text(runs: int, rel_sd: float | None, df: int, key: str | None = Non
     else:
         sd = "sd 0%" if rel_sd <= ZERO_REL else f"sd {rel_sd * 100:.1f}%"
     return f"history{of}: {runs} run{'s' if runs != 1 else ''}{segs} {sd}, {df} df"
+
+
+def pooled_sd(groups: Iterable[Sequence[float]]) -> tuple[float | None, int]:
+    """The standard deviation pooled over groups of values, each about its own mean
+    (``sqrt(Σ (x - mean_g)² / Σ (m_g - 1))``), and its degrees of freedom ``Σ (m_g - 1)``; a group
+    of one value adds none; (None, 0) when no group has two. Given ``ln(figure)``, the relative sd
+    of one figure: the history's spread within its segments (``metrics/series_noise``) and a
+    plateau's spread of repeated measurements (``metrics/plateau.pooled_repeat_sd``)."""
+    ss, df = 0.0, 0
+    for g in groups:
+        if len(g) < 2:
+            continue
+        m = sum(g) / len(g)
+        ss += sum((v - m) ** 2 for v in g)
+        df += len(g) - 1
+    return (math.sqrt(ss / df), df) if df else (None, 0)
 
 
 def spread_noise(rel_sd: float | None, runs: int | None, df: int | None = None,

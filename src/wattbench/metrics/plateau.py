@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
-from wattbench.metrics.figure_noise import H200_TRIAL_DF, FigureNoise, single_level_noise, t_975
+from wattbench.metrics.figure_noise import H200_TRIAL_DF, FigureNoise, pooled_sd, single_level_noise, t_975
 from wattbench.metrics.noise import INCONCLUSIVE, WITHIN, Judgement, RatioNoise, judge, ratio_noise
 
 @dataclass
@@ -90,15 +90,7 @@ def pooled_repeat_sd(groups: Iterable[Sequence[float]]) -> tuple[float | None, i
     """The relative sd of one measurement pooled over groups of repeated measurements of the same
     thing (on the log scale: ``sqrt(Σ (ln x - mean ln x)² / Σ (m - 1))``), and its degrees of
     freedom; (None, 0) when no group has two values."""
-    ss, df = 0.0, 0
-    for g in groups:
-        vals = [math.log(v) for v in g if v is not None and v > 0 and math.isfinite(v)]
-        if len(vals) < 2:
-            continue
-        m = sum(vals) / len(vals)
-        ss += sum((v - m) ** 2 for v in vals)
-        df += len(vals) - 1
-    return (math.sqrt(ss / df), df) if df else (None, 0)
+    return pooled_sd([[math.log(v) for v in g if v is not None and v > 0 and math.isfinite(v)] for g in groups])
 
 
 def measured_plateau(measurements: Sequence[tuple[float, float, float | None, FigureNoise | None]], *,

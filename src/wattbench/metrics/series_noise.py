@@ -26,7 +26,9 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from wattbench.metrics.figure_noise import MAX_BOUND, MIN_DF, FigureNoise, history_text, spread_noise, t_975
+from wattbench.metrics.figure_noise import (
+    MAX_BOUND, MIN_DF, FigureNoise, history_text, pooled_sd, spread_noise, t_975,
+)
 
 MIN_CHANGE = 0.05  # a move smaller than this is never a change point (it stays in the spread)
 MAX_LOG_RATIO = 690.0  # ln of the largest ratio written (e^690 ≈ 1e300 is finite, e^710 overflows)
@@ -100,15 +102,7 @@ def _median(xs: Sequence[float]) -> float:
 
 
 def _pooled(logs: Sequence[float], segments: Sequence[Sequence[int]]) -> tuple[float | None, int]:
-    ss, df = 0.0, 0
-    for seg in segments:
-        if len(seg) < 2:
-            continue
-        vals = [logs[i] for i in seg]
-        m = sum(vals) / len(vals)
-        ss += sum((v - m) ** 2 for v in vals)
-        df += len(vals) - 1
-    return (math.sqrt(ss / df), df) if df else (None, 0)
+    return pooled_sd([[logs[i] for i in seg] for seg in segments])
 
 
 def series_noise(values: Sequence[float], run_ids: Sequence[str | None] | None = None,
