@@ -35,7 +35,7 @@ Settling (``rounds_settle``)
 ``--precondition``'s throughput rule over load rounds (each round's span and output tokens/s): the
 rounds of the last window (at least ``SETTLE_MIN_ROUNDS``, spanning most of it) have settled when
 their Theil–Sen slope, times the window, is within ±``SETTLE_CHANGE_PCT`` % of their fitted start
-(the function's docstring; docs/accounting.md §10c).
+and its interval within ±``SETTLE_SCATTER_PCT`` % (the function's docstring; docs/accounting.md §10c).
 
 Warm-up (``mser``)
 ------------------
@@ -67,7 +67,7 @@ MSER_MIN_BATCHES = 4  # fewer batches: no truncation estimate
 
 __all__ = ["Trend", "theil_sen", "trend", "trials_trend", "mser", "Mser", "DRIFT_CONFIDENCE", "MSER_BATCH",
            "figure_drift", "recorded_trend", "trends_apart", "RoundsSettle", "rounds_settle", "SETTLE_CHANGE_PCT",
-           "SETTLE_MIN_ROUNDS"]
+           "SETTLE_MIN_ROUNDS", "SETTLE_SCATTER_PCT"]
 
 
 @dataclass(frozen=True)
@@ -270,13 +270,19 @@ def figure_drift(st: Stationarity | None, figure: str, boundary: str | None = No
 # temperature rule, over the window of accounting/thermal.PRECONDITION_WINDOW_S)
 SETTLE_CHANGE_PCT = 2.0  # settled: the rounds' fitted change over the window is within ±this %
 SETTLE_MIN_ROUNDS = 3  # fewer rounds in the window: no slope is read (a line through two rounds is their noise)
+# and the change's 99% interval (where there is one: MIN_POINTS rounds or more) within ±this %: a change
+# inside the bound from rounds that scatter several-fold (a loaded CPU's) is luck, not a settled throughput;
+# as wide as the noise rule lets a judged ratio's bound be (metrics/figure_noise.MAX_BOUND), so a GPU's
+# loads of a few percent scatter settle from a handful of rounds
+SETTLE_SCATTER_PCT = 25.0
 
 
 @dataclass(frozen=True)
 class RoundsSettle:
     """Whether the output tokens/s of a series of load rounds has stopped moving (``rounds_settle``):
-    the fitted change over ``window_s`` (% of the fitted start; None where no slope was read),
-    the rounds it rests on and how much of the window they span (s)."""
+    the fitted change over ``window_s`` (% of the fitted start; None where no slope was read) with
+    its ``DRIFT_CONFIDENCE`` interval (None below ``MIN_POINTS`` rounds), the rounds it rests on and
+    how much of the window they span (s)."""
 
     settled: bool
     change_pct: float | None
@@ -284,36 +290,58 @@ class RoundsSettle:
     covered_s: float
     window_s: float
     bound_pct: float
+    low_pct: float | None = None
+    high_pct: float | None = None
+    scatter_pct: float = SETTLE_SCATTER_PCT
+
+    @property
+    def moves(self) -> bool:
+        """The interval of the change excludes 0: the throughput moved by more than its scatter."""
+        return self.low_pct is not None and self.high_pct is not None and (self.low_pct > 0 or self.high_pct < 0)
 
     def words(self) -> str:
-        """The verdict in words: ``output tok/s moved +0.4% over the last 60 s (24 rounds; bound ±2%)``,
-        ``… still rising +6.1% …``, or how little of the window the rounds cover."""
-        over = f"over the last {self.window_s:g} s ({self.rounds} rounds; bound ±{self.bound_pct:g}%)"
+        """The verdict in words: ``output tok/s moved +0.4% over the last 60 s (99% interval -1.1% to +1.9%;
+        24 rounds; bound ±2%)``, ``… still rising +6.1% …`` where the interval excludes 0, ``… not
+        steady …`` where it holds 0 and is wider than ±``scatter_pct`` (the rounds scatter too much to
+        tell), ``… still moving …`` past the bound otherwise, or how little of the window the rounds
+        cover."""
         if self.change_pct is None:
             return (f"output tok/s not yet read: the rounds span {self.covered_s:.1f} s of the {self.window_s:g} s "
                     f"window ({self.rounds} rounds, at least {SETTLE_MIN_ROUNDS})")
+        ci = (f"{DRIFT_CONFIDENCE:.0%} interval {self.low_pct:+.1f}% to {self.high_pct:+.1f}%; "
+              if self.low_pct is not None and self.high_pct is not None else "")
+        over = f"over the last {self.window_s:g} s ({ci}{self.rounds} rounds; bound ±{self.bound_pct:g}%)"
         if self.settled:
             return f"output tok/s moved {self.change_pct:+.1f}% {over}"
-        way = "rising" if self.change_pct > 0 else "falling"
-        return f"output tok/s still {way} {self.change_pct:+.1f}% {over}"
+        if self.moves or self.low_pct is None or self.high_pct is None:
+            way = "rising" if self.change_pct > 0 else "falling"
+            return f"output tok/s still {way} {self.change_pct:+.1f}% {over}"
+        if self.low_pct < -self.scatter_pct or self.high_pct > self.scatter_pct:
+            return (f"output tok/s not steady: {self.change_pct:+.1f}% {over}, an interval that holds 0 and is "
+                    f"wider than ±{self.scatter_pct:g}%: the loads' throughput scatters too much to tell")
+        return f"output tok/s still moving {self.change_pct:+.1f}% {over}, past the bound"
 
 
 def rounds_settle(starts_s: Sequence[float], ends_s: Sequence[float], tokens_per_s: Sequence[float | None], *,
                   window_s: float, cover: float, bound_pct: float = SETTLE_CHANGE_PCT,
-                  min_rounds: int = SETTLE_MIN_ROUNDS) -> RoundsSettle:
+                  min_rounds: int = SETTLE_MIN_ROUNDS, scatter_pct: float = SETTLE_SCATTER_PCT) -> RoundsSettle:
     """``--precondition``'s throughput rule over load rounds in time order (each round's start and
     end in seconds on one clock, and its output tokens/s; a round with None is left out).
 
     The window is the rounds that end inside the last ``window_s`` before the last round ended —
     the round that straddles the window's start included — and never fewer than ``min_rounds`` (long rounds
     widen it). Settled when (a) the window holds at least ``min_rounds`` rounds, (b) they span (from
-    the first one's start to the last one's end) at least ``cover`` × ``window_s``, and (c) the
+    the first one's start to the last one's end) at least ``cover`` × ``window_s``, (c) the
     Theil–Sen slope of their tokens/s over their midpoints (``theil_sen``: the median of every
     pairwise slope, so one slow round — a stray stall — moves it little), times ``window_s``,
     is within ±``bound_pct`` % of the fitted value at the window's first round: the throughput moves
-    by less than the bound per window. A change per window, not per round, so a slow warm-up of
-    many short rounds (+0.2% a round, +5% a minute) is not settled where "the last three rounds
-    agree" would call it so."""
+    by less than the bound per window; and (d) the change's ``DRIFT_CONFIDENCE`` interval (Sen's,
+    from ``MIN_POINTS`` rounds on) lies within ±``scatter_pct`` %: on a loaded host whose rounds
+    scatter several-fold a change inside the bound is luck, and is not called settled. The interval
+    is kept beside the change, so such a verdict reads as scatter, not as a rise: a change whose
+    interval holds 0 is "not steady", one whose interval excludes 0 "still rising" (or falling).
+    A change per window, not per round, so a slow warm-up of many short rounds (+0.2% a round, +5% a
+    minute) is not settled where "the last three rounds agree" would call it so."""
     pts = [(float(a), float(b), float(v)) for a, b, v in zip(starts_s, ends_s, tokens_per_s)
            if v is not None and math.isfinite(float(v)) and v > 0]
     if not pts:
@@ -329,5 +357,8 @@ def rounds_settle(starts_s: Sequence[float], ends_s: Sequence[float], tokens_per
     tr = theil_sen([(a + b) / 2.0 for a, b, _ in win], [v for _, _, v in win])
     if tr is None or tr.start <= 0:
         return RoundsSettle(False, None, len(win), covered, window_s, bound_pct)
-    change = 100.0 * tr.slope * window_s / tr.start
-    return RoundsSettle(abs(change) <= bound_pct, change, len(win), covered, window_s, bound_pct)
+    low, high, change = (None if x is None else 100.0 * x * window_s / tr.start for x in (tr.low, tr.high, tr.slope))
+    assert change is not None
+    known = low is None or high is None or (low >= -scatter_pct and high <= scatter_pct)
+    return RoundsSettle(abs(change) <= bound_pct and known, change, len(win), covered, window_s, bound_pct, low, high,
+                        scatter_pct)

@@ -6,9 +6,10 @@ that "the last three rounds agree" would have called settled."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from wattbench.metrics.drift import SETTLE_CHANGE_PCT, SETTLE_MIN_ROUNDS, rounds_settle
+from wattbench.metrics.drift import SETTLE_CHANGE_PCT, SETTLE_MIN_ROUNDS, SETTLE_SCATTER_PCT, rounds_settle
 
 COVER = 0.9
 
@@ -34,8 +35,10 @@ def test_the_change_bound_is_pinned_within_a_hundredth(sign):
     assert not outside.settled and outside.change_pct == pytest.approx(sign * 1.01 * b)
     assert inside.rounds == outside.rounds == 10
     way = "rising" if sign > 0 else "falling"
-    assert outside.words() == (f"output tok/s still {way} {sign * 1.01 * b:+.1f}% over the last 10 s (10 rounds; "
-                               f"bound ±{b:g}%)")
+    c = sign * 1.01 * b  # a line: Sen's interval is the slope itself
+    assert outside.moves and outside.low_pct == pytest.approx(c) and outside.high_pct == pytest.approx(c)
+    assert outside.words() == (f"output tok/s still {way} {c:+.1f}% over the last 10 s (99% interval {c:+.1f}% to "
+                               f"{c:+.1f}%; 10 rounds; bound ±{b:g}%)")
     assert inside.words().startswith(f"output tok/s moved {sign * 0.99 * b:+.1f}% over the last 10 s")
 
 
@@ -97,6 +100,47 @@ def test_a_slow_climb_of_short_rounds_is_not_settled():
     st = rounds_settle(*_rounds(vals, round_s=2.5), window_s=60.0, cover=COVER)
     assert max(vals[-3:]) / min(vals[-3:]) < 1.005
     assert not st.settled and st.change_pct == pytest.approx(100 * (1.002 ** 24 - 1), rel=0.05)
+
+
+def test_rounds_that_scatter_past_the_bound_without_a_trend_are_not_steady_not_rising():
+    # a loaded CPU's loads: tok/s anywhere from 40 to 300 (the dry run of benches/gpu/decisive.sh),
+    # no trend: the change's interval holds 0, so the words say scatter, not a rise
+    rng = np.random.default_rng(7)
+    vals = list(rng.uniform(40.0, 300.0, 40))
+    st = rounds_settle(*_rounds(vals, round_s=1.5), window_s=60.0, cover=COVER)
+    assert st.change_pct is not None and abs(st.change_pct) > SETTLE_CHANGE_PCT and not st.settled
+    assert st.low_pct < 0 < st.high_pct and not st.moves
+    assert st.words().startswith(f"output tok/s not steady: {st.change_pct:+.1f}% over the last 60 s (99% interval ")
+    assert st.words().endswith(f"an interval that holds 0 and is wider than ±{SETTLE_SCATTER_PCT:g}%: the loads' "
+                               "throughput scatters too much to tell")
+    # the same scatter on a climb of +300% over the window: still rising
+    climb = [v + 1000.0 * k / 40 for k, v in enumerate(vals)]
+    up = rounds_settle(*_rounds(climb, round_s=1.5), window_s=60.0, cover=COVER)
+    assert up.moves and up.low_pct > 0 and up.words().startswith("output tok/s still rising +")
+
+
+def _flat_scatter(sd: float) -> list[float]:
+    """40 loads of flat tok/s with a seeded scatter of ``sd`` (a fraction) whose change over the window
+    is inside the change bound (the first such seed: a case crafted once, the same every run)."""
+    for seed in range(100):
+        vals = list(1000.0 * (1.0 + np.random.default_rng(seed).normal(0.0, sd, 40)))
+        st = rounds_settle(*_rounds(vals, round_s=1.5), window_s=60.0, cover=COVER, scatter_pct=1e9)
+        if abs(st.change_pct) <= 0.5 * SETTLE_CHANGE_PCT:
+            return vals
+    raise AssertionError("no seed")
+
+
+def test_the_scatter_bound_is_pinned_within_a_hundredth():
+    vals = _flat_scatter(0.05)
+    wide = rounds_settle(*_rounds(vals, round_s=1.5), window_s=60.0, cover=COVER, scatter_pct=1e9)
+    edge = max(-wide.low_pct, wide.high_pct)
+    assert wide.settled and wide.low_pct < 0 < wide.high_pct
+    assert rounds_settle(*_rounds(vals, round_s=1.5), window_s=60.0, cover=COVER, scatter_pct=1.01 * edge).settled
+    st = rounds_settle(*_rounds(vals, round_s=1.5), window_s=60.0, cover=COVER, scatter_pct=0.99 * edge)
+    assert not st.settled and st.words().startswith("output tok/s not steady: ")
+    # the default: a GPU's scatter of a few percent a load settles, a loaded CPU's of tens does not
+    assert rounds_settle(*_rounds(_flat_scatter(0.02), round_s=1.5), window_s=60.0, cover=COVER).settled
+    assert not rounds_settle(*_rounds(_flat_scatter(0.3), round_s=1.5), window_s=60.0, cover=COVER).settled
 
 
 def test_nothing_to_read():

@@ -191,9 +191,10 @@ def test_a_server_that_keeps_climbing_reaches_the_limit_and_says_by_how_much():
     # truth over the last 10 loads (1,200 to 1,290 tok/s): 10 tok/s a second, 100 over the 10 s window,
     # on the window's start of 1,200: +8.3%
     assert pc.throughput_change_pct == pytest.approx(100 * 10 * 10 / 1200, rel=1e-9)
-    assert pc.reason == (f"not settled after 30 s (the limit): output tok/s still rising "
-                         f"{pc.throughput_change_pct:+.1f}% over the last 10 s (10 rounds; bound "
-                         f"±{SETTLE_CHANGE_PCT:g}%); the first levels may drift")
+    c = pc.throughput_change_pct
+    assert pc.reason == (f"not settled after 30 s (the limit): output tok/s still rising {c:+.1f}% over the last "
+                         f"10 s (99% interval {c:+.1f}% to {c:+.1f}%; 10 rounds; bound ±{SETTLE_CHANGE_PCT:g}%); "
+                         "the first levels may drift")
     assert pc.limit_s == pytest.approx(30.0) and pc.throughput_settled is False
 
 
