@@ -67,7 +67,7 @@ def test_run_precondition_loads_until_after_the_ramp(tmp_path, short_window):
     truth = _speed(RAMP_S) / _speed((first_mid_ns - t0_ns) / 1e9)
     assert truth > 1.2
     assert max(tps[-3:]) / tps[0] == pytest.approx(truth, rel=0.2)
-    assert abs(pc.throughput_change_pct) <= SETTLE_CHANGE_PCT and pc.window_s == WINDOW_S and pc.limit_s == pytest.approx(20.0)
+    assert abs(pc.throughput_change_pct) <= SETTLE_CHANGE_PCT and pc.window_s == pytest.approx(WINDOW_S) and pc.limit_s == pytest.approx(20.0)
     assert not [w for w in r.warnings if w.startswith("--precondition")]
     # the measured level came after it, at the ramp's top
     assert r.levels[0].window.start_ns > end_ns
