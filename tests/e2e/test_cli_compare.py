@@ -57,7 +57,7 @@ def test_compare_platform_claim_from_files(runner, app, tmp_path, db):
     data = json.loads(r.stdout)
     d = data["levels"][0]["decompositions"][0]
     assert d["per_kw_ratio"] == pytest.approx(1.9)
-    assert d["throughput_ratio"] == pytest.approx(0.95) and d["power_ratio"] == pytest.approx(2.0)
+    assert d["throughput_ratio"] == pytest.approx(0.95) and d["power_ratio"] == pytest.approx(0.5)
     assert not db.exists()  # comparing paths needs no history
 
 

@@ -44,10 +44,13 @@ measured shows the one reading before the first pair.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
 
 from wattbench.accounting.drift import figure_trend
-from wattbench.analysis.ratios import Decomposition, NoiseVerdict, RatioCI, answer_line
+from wattbench.analysis.ratios import (RATIO_DIRECTION, Decomposition, NoiseVerdict, RatioCI, answer_line,
+                                       upgrade_ratio_direction)
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt, fmt_pct_against
 from wattbench.core.schema import FigureTrend, PairedLevel, PairedRun, Result, Stationarity
@@ -98,9 +101,12 @@ class IdleDraw(BaseModel):
 
 class PairedComparison(BaseModel):
     """``ab``'s answer: the two runs (A, then B), the order they were measured in, the precision
-    asked and why it stopped, the shared meter's idle power, and one answer per level."""
+    asked and why it stopped, the shared meter's idle power, and one answer per level. Every ratio
+    is B ÷ A (``ratio_direction``); a file written without that field stored ``power_ratio`` A ÷ B
+    and reads in this direction (``analysis/ratios.upgrade_ratio_direction``)."""
 
     run_ids: list[str]
+    ratio_direction: Literal["candidate/baseline"] = RATIO_DIRECTION
     letters: list[str] = Field(default_factory=lambda: ["A", "B"])
     sequence: list[str] = Field(default_factory=list)
     precision_pct: float | None = None
@@ -111,6 +117,11 @@ class PairedComparison(BaseModel):
     idle_lines: list[str] = Field(default_factory=list)
     levels: list[PairedAnswer] = Field(default_factory=list)
     todo: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_ratio_direction(cls, data: Any) -> Any:
+        return upgrade_ratio_direction(data, "levels", "decomposition")
 
 
 def _ci(r: PairedRatio | None) -> RatioCI | None:
@@ -184,7 +195,7 @@ def paired_level(lv: PairedLevel, precision_pct: float | None,
     t = paired_ratio(lv.a_tokens_per_s, lv.b_tokens_per_s, *times)
     if lv.boundary is not None:
         k = paired_ratio(lv.a_per_kw, lv.b_per_kw, *times)
-        p = paired_ratio(lv.b_power_w, lv.a_power_w, *reversed(times))  # A power ÷ B power, as compare stores it
+        p = paired_ratio(lv.a_power_w, lv.b_power_w, *times)  # B power ÷ A power, as compare stores it
         d = Decomposition(candidate="B", boundary=lv.boundary, per_kw_ratio=k.ratio if k else None,
                           throughput_ratio=t.ratio if t else None, power_ratio=p.ratio if p else None,
                           per_kw_ci=_ci(k), throughput_ci=_ci(t), power_ci=_ci(p))

@@ -13,9 +13,9 @@ Beside the answer lines: the side-by-side figures (``SIDE_BY_SIDE``), the runs' 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from wattbench.accounting.findings import note_counts
 from wattbench.analysis.at_slo import AtSLO, RecordsOf, compare_at_slo
@@ -23,8 +23,8 @@ from wattbench.analysis.comparability import Incomparability, check_levels, chec
 from wattbench.analysis.diagnose import Diagnosis, diagnose
 from wattbench.analysis.figures import reported_figures, select_window, steady_trials_note
 from wattbench.analysis.level_pairs import left_out_reason, match_levels, resolve_boundary, short_key
-from wattbench.analysis.ratios import (Decomposition, HistorySpread, NoiseVerdict, answer_line, decompose,
-                                       judge_noise, noise_bases, ratio_of)
+from wattbench.analysis.ratios import (RATIO_DIRECTION, Decomposition, HistorySpread, NoiseVerdict, answer_line,
+                                       decompose, judge_noise, noise_bases, ratio_of, upgrade_ratio_direction)
 from wattbench.core.errors import UserError
 from wattbench.core.schema import Result
 from wattbench.metrics.noise import INCONCLUSIVE
@@ -74,7 +74,12 @@ class RunVerdict(BaseModel):
 
 
 class Comparison(BaseModel):
+    """``compare``'s answer (``--json``, ``--out``). Every ratio in it is candidate ÷ baseline
+    (``ratio_direction``); a file written without that field stored ``power_ratio`` baseline ÷
+    candidate and reads in this direction (``analysis/ratios.upgrade_ratio_direction``)."""
+
     run_ids: list[str]
+    ratio_direction: Literal["candidate/baseline"] = RATIO_DIRECTION
     boundary: str | None  # None: no boundary common to every level; latency and throughput only
     match: Literal["key", "index"]
     window: Literal["full", "steady"] = "full"
@@ -90,6 +95,11 @@ class Comparison(BaseModel):
     todo: str | None = None  # what to do about an inconclusive verdict, said once
     # each judged figure's noise basis, said once (``noise_bases``): figure -> the basis sentence
     noise_bases: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_ratio_direction(cls, data: Any) -> Any:
+        return upgrade_ratio_direction(data, "levels", "decompositions")
 
 
 NO_ENERGY_WARNING = ("no power boundary was measured at every level that measured something: latency and "

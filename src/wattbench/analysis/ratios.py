@@ -4,13 +4,18 @@ says them — what ``compare``, ``regress`` and ``wattbench ab`` (``analysis/ab`
 
 For a candidate against the baseline at one level::
 
-    per_kw_ratio = throughput_ratio × power_ratio
+    per_kw_ratio     = throughput_ratio / power_ratio
     throughput_ratio = tput_candidate / tput_baseline        (output tokens/s)
-    power_ratio      = power_baseline / power_candidate      (average power at the boundary)
+    power_ratio      = power_candidate / power_baseline      (average power at the boundary)
+    j_per_output_token_ratio = power_ratio / throughput_ratio = 1 / per_kw_ratio
 
-The stored ``power_ratio`` is baseline ÷ candidate (so the product is the per-kW ratio); on screen
-every ratio reads candidate ÷ baseline, as in the side-by-side table, so "a 700 W platform at 95% of
-a 1400 W platform's throughput" reads ``per kW: 1.90× = throughput 0.95× ÷ power 0.50×``.
+**One direction**: every ratio, stored and printed, is candidate ÷ baseline (``B/A``), as in the
+side-by-side table, so "a 700 W platform at 95% of a 1400 W platform's throughput" stores
+``per_kw_ratio`` 1.90, ``throughput_ratio`` 0.95, ``power_ratio`` 0.50 and reads ``per kW: 1.90× =
+throughput 0.95× ÷ power 0.50×``. Files written before this direction was one (no
+``ratio_direction`` field) stored ``power_ratio`` and ``power_ci`` as baseline ÷ candidate;
+``upgrade_ratio_direction`` turns such a document's decompositions into this direction, and the
+models that hold decompositions (``Comparison``, ``PairedComparison``) apply it when they read one.
 
 **One ratio, one definition**: every ratio is read from :func:`figures.reported_figures` — the trial
 means with ``--trials`` — so the ratio in an answer line is the ratio in its table. The per-kW ratio
@@ -35,7 +40,7 @@ power); otherwise it combines the throughput and power CIs, treating them as ind
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Literal, TypeGuard
 
 from pydantic import BaseModel
 
@@ -51,6 +56,9 @@ from wattbench.results.headline import TrialCI, trial_ci
 # (result, level, figure name at the boundary) -> the run-to-run noise of that configuration's figure
 # in the history store (``results/store_noise``: split at change points), or (relative sd, runs), or None
 HistorySpread = Callable[[Result, LevelResult, str], "FigureNoise | tuple[float | None, int] | None"]
+
+# the direction of every stored ratio; a document that holds decompositions writes it as ``ratio_direction``
+RATIO_DIRECTION: Literal["candidate/baseline"] = "candidate/baseline"
 
 # figures whose log-scale noise is another's: J/token = power / throughput, the inverse of per kW
 SAME_LOG_NOISE = {"j_per_output_token": "output_tokens_per_s_per_kw"}
@@ -106,7 +114,7 @@ class Decomposition(BaseModel):
     boundary: str
     per_kw_ratio: float | None = None
     throughput_ratio: float | None = None
-    power_ratio: float | None = None  # baseline power / candidate power
+    power_ratio: float | None = None  # candidate power / baseline power
     j_per_output_token_ratio: float | None = None  # candidate / baseline (below 1 is better)
     # candidate / baseline gCO2e per million output tokens (both runs need --carbon-intensity)
     carbon_per_million_output_tokens_ratio: float | None = None
@@ -116,20 +124,63 @@ class Decomposition(BaseModel):
     noise: NoiseVerdict | None = None  # the per-kW ratio (throughput without energy) against the noise
 
     def text(self) -> str:
-        """One line, every ratio in the direction of the table: candidate ÷ baseline (so power
-        reads as the candidate's power over the baseline's, and per kW = throughput ÷ power)."""
+        """One line, every ratio as stored: candidate ÷ baseline (per kW = throughput ÷ power)."""
         if self.per_kw_ratio is None or not self.power_ratio:
             return "per kW: not available (missing throughput or power)"
         per_kw, iv = (fmt_ratio_estimate(self.per_kw_ratio, self.per_kw_ci.low, self.per_kw_ci.high)
                       if self.per_kw_ci is not None else (fmt_ratio(self.per_kw_ratio), ""))
         s = (f"per kW: {per_kw} = throughput {fmt_ratio(self.throughput_ratio)} ÷ "
-             f"power {fmt_ratio(1.0 / self.power_ratio)}")
+             f"power {fmt_ratio(self.power_ratio)}")
         if self.per_kw_ci is not None:
             conf = f"{self.per_kw_ci.confidence:.0%} " if self.per_kw_ci.confidence else ""
             s += f" ({conf}CI {iv}×)"
         if self.carbon_per_million_output_tokens_ratio is not None:
             s += f"; carbon per million output tokens {fmt_ratio(self.carbon_per_million_output_tokens_ratio)}"
         return s
+
+
+def _positive(x: Any) -> TypeGuard[float]:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def upgrade_decomposition(d: Any) -> Any:
+    """A decomposition as a document without ``ratio_direction`` stored it (``power_ratio`` and
+    ``power_ci`` baseline ÷ candidate), in this direction: the power ratio inverted and its interval
+    inverted end for end (``[1/high, 1/low]``); a power ratio that cannot be inverted (zero, not a
+    number) becomes None. Anything but a mapping (a ``Decomposition`` already built) is returned as
+    it is; every other field of a decomposition was candidate ÷ baseline already."""
+    if not isinstance(d, dict):
+        return d
+    out = dict(d)
+    if "power_ratio" in out and out["power_ratio"] is not None:
+        out["power_ratio"] = 1.0 / out["power_ratio"] if _positive(out["power_ratio"]) else None
+    ci = out.get("power_ci")
+    if isinstance(ci, dict):
+        low, high = ci.get("low"), ci.get("high")
+        out["power_ci"] = ({**ci, "low": 1.0 / high, "high": 1.0 / low}
+                           if _positive(low) and _positive(high) else None)
+    return out
+
+
+def upgrade_ratio_direction(data: Any, levels_key: str, decompositions_key: str) -> Any:
+    """A document (``Comparison``, ``PairedComparison``) as read, in this direction: without
+    ``ratio_direction`` it was written when ``power_ratio`` was baseline ÷ candidate, so each of its
+    levels' decompositions (``levels[].<decompositions_key>``: a list, or one) is upgraded
+    (``upgrade_decomposition``) and the field set; with it, or not a mapping, it is returned as it is.
+    The models apply it before they validate, so a file of either direction reads in this one."""
+    if not isinstance(data, dict) or "ratio_direction" in data:
+        return data
+    levels = data.get(levels_key)
+    if isinstance(levels, list):
+        up = []
+        for lv in levels:
+            if isinstance(lv, dict) and decompositions_key in lv:
+                ds = lv[decompositions_key]
+                lv = {**lv, decompositions_key: [upgrade_decomposition(d) for d in ds] if isinstance(ds, list)
+                      else upgrade_decomposition(ds)}
+            up.append(lv)
+        data = {**data, levels_key: up}
+    return {**data, "ratio_direction": RATIO_DIRECTION}
 
 
 def log_ratio_ci(value: float, a: TrialCI, b: TrialCI) -> RatioCI:
@@ -159,10 +210,10 @@ def decompose(baseline: LevelResult, candidate: LevelResult, boundary: str, cand
     """The ratios of one pair at ``boundary``, every one from ``headline`` (the table's figures)."""
     fa, fb = reported_figures(baseline, boundary), reported_figures(candidate, boundary)
     t = ratio_of(fb["output_tokens_per_s"], fa["output_tokens_per_s"])
-    p = ratio_of(fa["avg_power_w"], fb["avg_power_w"])
+    p = ratio_of(fb["avg_power_w"], fa["avg_power_w"])
     per_kw = ratio_of(fb["output_tokens_per_s_per_kw"], fa["output_tokens_per_s_per_kw"])
-    if per_kw is None and t is not None and p is not None:
-        per_kw = t * p
+    if per_kw is None:
+        per_kw = ratio_of(t, p)
     d = Decomposition(candidate=candidate_id, boundary=boundary, per_kw_ratio=per_kw, throughput_ratio=t,
                       power_ratio=p,
                       j_per_output_token_ratio=ratio_of(fb["j_per_output_token"], fa["j_per_output_token"]),
@@ -232,7 +283,7 @@ def answer_line(level: str, pair: str, d: Decomposition | None, nv: NoiseVerdict
             return f"{level}: {pair} per kW not available (missing throughput or power)"
         s = f"{level}: {pair} per kW {judged(d.per_kw_ratio)}"
         if d.throughput_ratio is not None and d.power_ratio:
-            s += f" = throughput {fmt_ratio(d.throughput_ratio)} ÷ power {fmt_ratio(1.0 / d.power_ratio)}"
+            s += f" = throughput {fmt_ratio(d.throughput_ratio)} ÷ power {fmt_ratio(d.power_ratio)}"
         return s
     if throughput_ratio is None:
         return f"{level}: {pair} throughput not available"

@@ -35,8 +35,8 @@ drift call is made, the ratio is judged on its interval alone.
 
 **The decomposition** follows compare's (``analysis/ratios.Decomposition``): per kW = throughput
 ÷ power, pair by pair; since each pair's per-kW log ratio is its throughput log ratio minus its
-power log ratio, the three geometric means multiply exactly: ``per kW = throughput × (A power ÷ B
-power)``.
+power log ratio, the three geometric means divide exactly: ``per kW = throughput ÷ power``, each
+``B ÷ A``.
 
 **The precision stop** (``precise_enough``, ``precision``): ``run --trials auto``'s rule
 (``metrics/precision.LevelPrecision``, ``auto_stop``) with the pairs as its trials: blocks are added

@@ -27,8 +27,8 @@ def test_answer_line_in_compares_words_with_the_decomposition():
     d = ans.decomposition
     t = math.exp(sum(math.log(x / 1000.0) for x in [900.0, 909.0, 891.0, 900.0]) / 4)
     assert d.throughput_ratio == pytest.approx(t, rel=1e-12)
-    assert d.power_ratio == pytest.approx(400.0 / 380.0, rel=1e-12)  # A power ÷ B power, as compare stores it
-    assert d.per_kw_ratio == pytest.approx(t * 400.0 / 380.0, rel=1e-12)
+    assert d.power_ratio == pytest.approx(380.0 / 400.0, rel=1e-12)  # B power ÷ A power, as compare stores it
+    assert d.per_kw_ratio == pytest.approx(t / (380.0 / 400.0), rel=1e-12)
     assert ans.pairs == 4 and ans.noise.word == "beyond noise" and ans.noise.df == 3
     assert ans.answer == answer_line("c=8", "B/A", d, ans.noise)  # compare's words, compare's digits
     assert ans.answer.startswith("c=8: B/A per kW 0.9") and "beyond noise = throughput 0.90× ÷ power 0.95×" in ans.answer

@@ -33,7 +33,7 @@ def test_platform_claim_decomposition():
     assert [lv.key for lv in c.levels] == ["concurrency=8", "concurrency=32"]
     d = c.levels[0].decompositions[0]
     assert d.throughput_ratio == pytest.approx(0.95)
-    assert d.power_ratio == pytest.approx(2.0)
+    assert d.power_ratio == pytest.approx(0.5)  # 700 W ÷ 1400 W: candidate ÷ baseline, as printed
     assert d.per_kw_ratio == pytest.approx(1.9)
     assert d.j_per_output_token_ratio == pytest.approx(1 / 1.9)
     assert d.text() == "per kW: 1.90× = throughput 0.95× ÷ power 0.50×"  # candidate ÷ baseline, as the table
@@ -103,8 +103,8 @@ def test_boundary_default_outermost_and_never_mixed():
     a = make_result("a", levels=[make_level(0, value=8, power_w={"accelerator": 600, "node": 1000, "wall": 1100})])
     b = make_result("b", levels=[make_level(0, value=8, power_w={"accelerator": 500, "node": 800})])
     assert compare([a, b]).boundary == "node"
-    assert compare([a, b]).levels[0].decompositions[0].power_ratio == pytest.approx(1000 / 800)
-    assert compare([a, b], boundary="accelerator").levels[0].decompositions[0].power_ratio == pytest.approx(1.2)
+    assert compare([a, b]).levels[0].decompositions[0].power_ratio == pytest.approx(800 / 1000)
+    assert compare([a, b], boundary="accelerator").levels[0].decompositions[0].power_ratio == pytest.approx(500 / 600)
     with pytest.raises(UserError, match="run b has no wall power at c=8 .*never compared"):
         compare([a, b], boundary="wall", force=True)
 
@@ -134,7 +134,7 @@ def test_ci_propagation_log_delta():
 
     rng = np.random.default_rng(20261201)
     n, hits = 1000, {"throughput": 0, "power": 0, "per_kw": 0}
-    truth = {"throughput": 0.95, "power": 2.0, "per_kw": 1.9}
+    truth = {"throughput": 0.95, "power": 0.5, "per_kw": 1.9}  # each B ÷ A
     for _ in range(n):
         runs = []
         for name, tput, power in (("a", 1000.0, 1400.0), ("b", 950.0, 700.0)):
@@ -192,7 +192,7 @@ def test_decomposition_identity(ta, tb, pa, pb):
     # force: at tiny throughputs the factory's whole-request rounding changes the achieved lengths
     c = compare([a, b], force=True)
     d = c.levels[0].decompositions[0]
-    assert d.per_kw_ratio == pytest.approx(d.throughput_ratio * d.power_ratio)
+    assert d.per_kw_ratio == pytest.approx(d.throughput_ratio / d.power_ratio)
     fa, fb = c.levels[0].figures
     assert d.per_kw_ratio == pytest.approx(fb["output_tokens_per_s_per_kw"] / fa["output_tokens_per_s_per_kw"],
                                            rel=1e-9)
@@ -213,7 +213,7 @@ def test_steady_window_and_saturation_warning():
     assert full.levels[0].decompositions[0].power_ratio == pytest.approx(1.0)
     steady = compare([a, b], window="steady")
     assert steady.window == "steady"
-    assert steady.levels[0].decompositions[0].power_ratio == pytest.approx(1.25)
+    assert steady.levels[0].decompositions[0].power_ratio == pytest.approx(520 / 650)
     assert a.levels[0].energy["accelerator"].avg_power_w == pytest.approx(600.0, rel=1e-9)  # inputs untouched
     assert [v.run_id for v in full.verdicts] == ["a", "b"] and full.warnings == []
     c = make_result("c", levels=[make_level(0, value=8)])

@@ -91,11 +91,11 @@ def test_a_steady_comparison_decomposes_exactly_and_at_slo_reads_the_steady_good
     a, b = make_result("a", levels=[_level(300.0, 500.0)]), make_result("b", levels=[_level(200.0, 400.0)])
     a.config.slo = b.config.slo = SLO
     full, steady = compare([a, b]), compare([a, b], window="steady")
-    for cmp, power_ratio in ((full, 400.0 / 300.0), (steady, 500.0 / 400.0)):
+    for cmp, power_ratio in ((full, 300.0 / 400.0), (steady, 400.0 / 500.0)):
         d = cmp.levels[0].decompositions[0]
         assert d.power_ratio == pytest.approx(power_ratio)
         assert d.throughput_ratio == pytest.approx(1.0)
-        assert d.per_kw_ratio == pytest.approx(d.throughput_ratio * d.power_ratio)
+        assert d.per_kw_ratio == pytest.approx(d.throughput_ratio / d.power_ratio)
     at = steady.at_slo
     assert at.goodput_per_kw == pytest.approx([SHARE * 80.0, SHARE * 100.0])
     assert at.avg_power_w == pytest.approx([500.0, 400.0])
