@@ -469,8 +469,10 @@ class _ActorNodeSensor(NodeSensor):
 
     def _safe(self, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         try:
-            out: dict[str, Any] = _scrubbed(call(), self.output.text)
-            return out
+            out = call()
+            # the texts (problems, read failures, info); the readings' and channels' ids are the
+            # sensors' own names, and a drain carries thousands of them
+            return {k: v if k in ("readings", "channels") else _scrubbed(v, self.output.text) for k, v in out.items()}
         except Exception as e:  # noqa: BLE001 - every failure leaves scrubbed
             failure = term(self.output.text(f"{type(e).__name__}: {e}"), LINE_CHARS, newlines=True)
         raise SensorActorFailed(failure)  # outside the handler: no context holds the original
