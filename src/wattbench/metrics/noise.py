@@ -75,8 +75,8 @@ class Judgement:
     basis: str = "unknown"  # trials | history | trials+history | bound | repeats | unknown
     basis_text: str = ""  # the noise basis in words
     why: str = ""  # inconclusive: the reason
-    todo: str = ""  # inconclusive: what to do (with ``settle_text``'s figures where the noise is known)
-    settle: str = ""  # the part of ``todo`` that is ``settle_text``'s figures (empty where the noise is unknown)
+    advice: str = ""  # inconclusive: what to do, in words
+    settle: str = ""  # inconclusive with a known noise: ``settle_text``'s figures (empty where the noise is unknown)
     # inconclusive with a known noise: what each side needs to resolve ``precision`` (``ratio_needs``)
     needs: tuple["Need", ...] = ()
     precision: float | None = None
@@ -94,12 +94,10 @@ class Judgement:
         return self.word == INCONCLUSIVE
 
     @property
-    def advice(self) -> str:
-        """``todo`` without ``settle``'s figures: what to do in words, for a caller that says the
-        figures per line (one per limit) and the advice once (``analysis/regress``)."""
-        if self.settle and self.todo.startswith(self.settle):
-            return self.todo[len(self.settle):].lstrip("; ")
-        return self.todo
+    def todo(self) -> str:
+        """What to do: ``settle``'s figures, then ``advice``. A caller that says the figures per line
+        (one per limit) and the advice once reads the two apart (``analysis/regress``)."""
+        return "; ".join(x for x in (self.settle, self.advice) if x)
 
     def interval(self, digits: int = 2) -> str:
         """``0.38–0.44`` (empty when no interval)."""
@@ -150,28 +148,28 @@ def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = No
     r = float(ratio) if ratio is not None else float("nan")
     if not (r > 0 and math.isfinite(r)):
         return Judgement(INCONCLUSIVE, r, why="no ratio (a figure is missing or zero)",
-                         todo="measure the figure in both runs")
+                         advice="measure the figure in both runs")
     known = [p for p in (a, b) if p is not None]
     drifting = [(side, p) for side, p in zip(sides, (a, b)) if p is not None and p.drift]
     if drifting:  # a series that moves is not noise: no interval stands for a repeat of it
         return Judgement(INCONCLUSIVE, r, basis="drift",
                          why="; ".join(f"{side} {p.drift}" for side, p in drifting),
-                         todo="; ".join(dict.fromkeys(p.drift_todo or DRIFT_TODO for _, p in drifting)))
+                         advice="; ".join(dict.fromkeys(p.drift_todo or DRIFT_TODO for _, p in drifting)))
     if not known:
-        return Judgement(INCONCLUSIVE, r, why="noise unknown", todo=MORE_DATA)
+        return Judgement(INCONCLUSIVE, r, why="noise unknown", advice=MORE_DATA)
     unbounded = [p for p in known if not p.known()]
     if unbounded:  # a history of too few runs to have a spread: named, never "noise unknown"
         text = "; ".join(dict.fromkeys(p.detail or p.basis for p in unbounded))
         return Judgement(INCONCLUSIVE, r, basis="+".join(dict.fromkeys(p.basis for p in unbounded)),
                          basis_text=text, df=0, why=f"noise from 0 degrees of freedom ({text}), fewer than {MIN_DF}",
-                         todo=MORE_DATA)
+                         advice=MORE_DATA)
     ha = known[0].rel_half_width  # a, else b
     hb = known[-1].rel_half_width  # b, else a
     if not ratio_half_width(ha, hb) > ZERO_REL:  # every side's spread is zero: no noise was measured
         basis_text = "; ".join(dict.fromkeys(p.detail or p.basis for p in known))
         return Judgement(INCONCLUSIVE, r, basis="+".join(dict.fromkeys(p.basis for p in known)),
                          basis_text=basis_text, df=min((p.dof() or 0) for p in known),
-                         why=f"{basis_text}: {ZERO_SPREAD}", todo=ZERO_TODO)
+                         why=f"{basis_text}: {ZERO_SPREAD}", advice=ZERO_TODO)
     bases: list[str] = []
     for p in known:
         for x in p.basis.split("+"):
@@ -186,19 +184,18 @@ def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = No
                   basis_text="; ".join(details))
     aim = precision if precision is not None else abs(effect) if effect else DEFAULT_PRECISION
     settle, needs = settle_for(bound, a, b, aim, df, sides)
-    todo = f"{settle}; {NARROWER}" if settle else NARROWER
-    more = {"needs": needs, "precision": aim, "settle": settle}
+    more = {"needs": needs, "precision": aim, "settle": settle, "advice": NARROWER}
     if df is None or df < MIN_DF:
         dft = "unknown degrees of freedom" if df is None else f"{df} degree{'s' if df != 1 else ''} of freedom"
         return Judgement(INCONCLUSIVE, why=f"noise from {dft} ({j['basis_text']}), fewer than {MIN_DF}",
-                         todo=todo, **more, **j)  # type: ignore[arg-type]
+                         **more, **j)  # type: ignore[arg-type]
     if bound > MAX_BOUND:
         return Judgement(INCONCLUSIVE, why=f"noise ±{bound * 100:.1f}% ({j['basis_text']}) is wider than "
-                         f"±{MAX_BOUND * 100:.0f}%", todo=todo, **more, **j)  # type: ignore[arg-type]
+                         f"±{MAX_BOUND * 100:.0f}%", **more, **j)  # type: ignore[arg-type]
     if lo <= 1.0 <= hi:
         if effect is not None and bound > abs(effect):
             why = wider_text(bound, j["basis_text"], f"{abs(effect) * 100:g}% it must resolve")
-            return Judgement(INCONCLUSIVE, why=why, todo=todo, **more, **j)  # type: ignore[arg-type]
+            return Judgement(INCONCLUSIVE, why=why, **more, **j)  # type: ignore[arg-type]
         return Judgement(WITHIN, **j)
     return Judgement(BEYOND, **j)
 
