@@ -145,10 +145,10 @@ def test_a_level_in_this_process_sends_its_own_targets_query(echo):
     """Two runs in one process hold a query each for one origin (``wattbench ab``'s two sides behind
     one host): a level run here (one worker, in-process) sends its own target's query, not the one
     given last, and leaves the other as it was."""
-    from wattbench.core import redact
+    from wattbench.core.secret_scope import scope
 
     other = "api-version=2023-01-01&key=OtHeRsIdEsEcReT4"
-    with redact.scope():
+    with scope():
         origin.send_query(f"{echo.base}/v1?{other}")  # the other side's, given after this target's
         assert origin.target_query(echo.base) == other
         run_level(LevelSpec(index=0, mode="concurrency", value=2, num_requests=6), _target(echo), _req)

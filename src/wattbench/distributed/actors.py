@@ -63,6 +63,7 @@ from wattbench.telemetry.spec import parse_sensor_spec
 
 __all__ = ["LoadWorker", "NodeSensor", "LoadActorFailed", "SensorActorFailed", "remote_classes", "current_node_id"]
 
+
 class LoadActorFailed(WattbenchError):
     """A load actor's run failed; the message is the error's type and text, scrubbed and made safe
     in the actor (module doc)."""
