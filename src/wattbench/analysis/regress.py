@@ -338,10 +338,7 @@ def _straddle(check: RegressCheck, out: CheckOutcome, va: float, bound: float | 
         noise, limit_rel, noise_text, limit_text = half / scale, t / scale, f"±{fmt(half)}", check.text
         near = abs(sgn * out.change - t) / scale
     if noise > limit_rel:
-        if check.kind == "relative":
-            why = wider_text(noise, basis, f"{limit_text} limit")
-        else:
-            why = f"noise {noise_text} ({basis}) is wider than the {limit_text} limit"
+        why = wider_text(noise_text, basis, f"{limit_text} limit")
         return why + ": it cannot tell a change of that size from none", round(limit_rel, 4)
     why = (f"the change lies within its noise ({noise_text}) of the {limit_text} limit: it can neither rule "
            "out nor show a change beyond it")

@@ -129,10 +129,13 @@ def settle_for(bound: float | None, a: FigureNoise | None, b: FigureNoise | None
     return (settle_text(bound, needs, precision) if df is not None else ""), needs
 
 
-def wider_text(bound: float, basis_text: str, what: str) -> str:
+def wider_text(noise: float | str, basis_text: str, what: str) -> str:
     """Why a noise cannot resolve an effect: ``noise ±18.0% (history of key …) is wider than the 3%
-    limit`` (``what``: ``3% limit``, ``2% it must resolve``)."""
-    return f"noise ±{bound * 100:.1f}% ({basis_text}) is wider than the {what}"
+    limit``. ``noise``: a relative 95% half-width (0.18), or the noise as the caller writes it
+    (``±12.5``, an absolute check's half-width in its metric's unit); ``what``: ``3% limit``,
+    ``2% it must resolve``, ``avg_power_w:+10 limit``."""
+    text = noise if isinstance(noise, str) else f"±{noise * 100:.1f}%"
+    return f"noise {text} ({basis_text}) is wider than the {what}"
 
 
 @dataclass(frozen=True)

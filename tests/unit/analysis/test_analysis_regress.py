@@ -269,6 +269,20 @@ def test_noise_rule_absolute():
     assert regress(b, a, "ttft_p99_ms:+40ms").outcomes[0].status == "pass"
 
 
+def test_an_absolute_noise_wider_than_its_limit_says_so_in_the_limits_unit():
+    """+3 ms with ±10 ms of noise (sqrt(6² + 8²)) against a +5 ms limit: the interval [-7, +13] ms
+    reaches past the limit on one side only, and its ±10 ms is wider than the 5 ms limit — the
+    sentence names the noise in milliseconds, as the relative one names it in percent."""
+    ta = trials_block({"ttft_p99_ms": (120.0, 6.0)})
+    tb = trials_block({"ttft_p99_ms": (123.0, 8.0)})
+    a, b = _pair(ttft_b=123.0, trials_a=ta, trials_b=tb)
+    o = regress(b, a, "ttft_p99_ms:+5ms").outcomes[0]
+    assert o.bound == pytest.approx(3 - 10.0) and o.worst == pytest.approx(3 + 10.0)
+    assert o.status == "inconclusive"
+    assert o.why.startswith("noise ±10.0 (")
+    assert o.why.endswith(") is wider than the ttft_p99_ms:+5ms limit: it cannot tell a change of that size from none")
+
+
 def test_regress_refuses_workload_change_but_not_engine_upgrade():
     a = make_result("base")
     b = make_result("cand", engine_version="0.12.0", driver="590.10")
