@@ -60,6 +60,10 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
               "A drifting series is inconclusive, never within noise."),
     ("primed", "Before the first level, wattbench sends a priming load it does not measure, so caches "
                "and clocks are warm."),
+    ("preconditioned", "With --precondition: after the priming, the same load sent again until the GPU's "
+                       "temperature and the server's output tok/s stop moving over the last minute (the tok/s "
+                       "alone without a temperature), or --precondition-max ends it; not measured. Not settled: "
+                       "the first levels may still drift."),
     ("history check", "The first level measured again at the end: a change beyond noise means the "
                       "server's state moved during the run."),
     ("bound", "The ± within which a change counts as noise, from the measured scatter."),
