@@ -41,10 +41,6 @@ class Incomparability(BaseModel):
         return f"{self.reason}{where}"
 
 
-def model_of(r: Result) -> str | None:
-    return r.server.model or r.config.model
-
-
 def precision_of(r: Result) -> str | None:
     """dtype and quantization (``bfloat16/awq``), each from where the run states it
     (``core.schema.model_precision``: the one rule); None when it states neither."""
@@ -74,7 +70,7 @@ def _differ(field: str, category: Category, a: Any, b: Any, what: str) -> Incomp
 def check_runs(a: Result, b: Result) -> list[Incomparability]:
     """Run-wide checks (model, precision, engine, workload, API, lengths, SLO)."""
     out = [
-        _differ("model", "setup", model_of(a), model_of(b), "model"),
+        _differ("model", "setup", a.served_model, b.served_model, "model"),
         _differ("precision", "setup", precision_of(a), precision_of(b), "dtype/precision"),
         _differ("engine", "setup", a.server.engine, b.server.engine, "engine"),
         _differ("engine_version", "setup", a.server.version, b.server.version, "engine version"),

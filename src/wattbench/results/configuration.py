@@ -50,7 +50,7 @@ def _model(result: Result) -> str | None:
     eff = s.effective_config or {}
     if s.launched and eff.get("preset"):
         return str(eff["preset"])
-    m = s.model or result.config.model
+    m = result.served_model
     if s.launched and m and ("/" in m or os.sep in m):
         return os.path.basename(str(m).rstrip("/"))
     return m

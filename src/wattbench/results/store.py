@@ -272,7 +272,7 @@ class HistoryStore:
                        target=excluded.target, config_label=excluded.config_label, config_id=excluded.config_id,
                        config=excluded.config""",
                 scrub((result.run_id, kind, path, result.created_at, _utc_now_iso(),
-                       result.server.model or result.config.model, result.server.engine, result.server.version,
+                       result.served_model, result.server.engine, result.server.version,
                        gpu_desc(result), json.dumps(bnds), result.status, _verdict(result),
                        result.wattbench_version, json.dumps(summary or {}), target_text(result), result.config_label,
                        run_key(result), run_config(result))),

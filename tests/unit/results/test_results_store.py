@@ -8,7 +8,9 @@ import sqlite3
 import pytest
 
 from tests.fakes.results_factory import make_level, make_result
+from wattbench.analysis.comparability import check_runs
 from wattbench.core.errors import UserError
+from wattbench.results.configuration import run_configuration, run_key
 from wattbench.results.rundir import write_result
 from wattbench.core.schema import TrialsBlock
 from wattbench.results.store import SCHEMA_VERSION, HistoryStore, load_ref, register_run_dir, resolve_run_path
@@ -52,6 +54,20 @@ def test_register_and_get_round_trip(tmp_path, store):
     r.status = "interrupted"
     store.register(r, d)
     assert [x.status for x in store.list_runs()] == ["interrupted"]
+
+
+def test_a_run_whose_server_gave_no_model_id_goes_by_the_model_its_settings_named(tmp_path, store):
+    """The server's model id, else --model (``Result.served_model``): the history's model column,
+    the configuration key's model and the comparison's model check read the same one."""
+    a = make_result("20261129-aaaa11", model="org/alpha")
+    b = make_result("20261129-bbbb22", model="org/beta")
+    for r in (a, b):
+        r.server.model = None
+    da = tmp_path / "runs" / a.run_id
+    write_result(da, a)
+    assert store.register(a, da).model == "org/alpha"
+    assert run_configuration(a)["model"] == "org/alpha" and run_key(a) != run_key(b)
+    assert [(i.baseline, i.candidate) for i in check_runs(a, b) if i.field == "model"] == [("org/alpha", "org/beta")]
 
 
 def test_a_level_with_trials_is_indexed_at_its_trial_means(tmp_path, store):

@@ -296,3 +296,10 @@ class Result(_M):
             return upgrade_v1(data)
         return _typed_from_extra(data)
 
+    @property
+    def served_model(self) -> str | None:
+        """The model the run measured: the id its server gave, else the one its settings named
+        (``--model``). The one rule the comparison's model check, the configuration key and the
+        history store read."""
+        return self.server.model or self.config.model
+
