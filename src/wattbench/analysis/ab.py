@@ -26,7 +26,9 @@ its interval (the recorded per-second trend, else the trend of its pairs' values
 side's recorded cause — ``B/A changes +12.8% over the 16 pairs: A holds -0.3% (-2.0% to +1.5%), B
 drifts +18.9% (+6.3% to +30.9%; no recorded cause: …); a drift of one side, which the pairs do not
 cancel``; the todo says to precondition or warm the drifting side and
-measure again (and the side's own recorded remedy, when its cause has one). The precision asked is
+measure again — or, where that side was preconditioned (its ``noise.precondition``), to give its
+``--precondition-max`` longer when it ended unsettled, or to warm longer or repeat when it drifted
+after settling — (and the side's own recorded remedy, when its cause has one). The precision asked is
 then not reached (``metrics/paired.precision``), whatever the interval's width.
 
 **The shared meter** (docs/compare.md "A paired A/B measurement"): ``ab`` reads both sides with
@@ -53,7 +55,7 @@ from wattbench.analysis.ratios import (RATIO_DIRECTION, Decomposition, NoiseVerd
                                        upgrade_ratio_direction)
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt, fmt_pct_against
-from wattbench.core.schema import FigureTrend, PairedLevel, PairedRun, Result, Stationarity
+from wattbench.core.schema import FigureTrend, PairedLevel, PairedRun, Preconditioning, Result, Stationarity
 from wattbench.metrics.drift import recorded_trend, trend, trends_apart, trials_trend
 from wattbench.metrics.figure_noise import with_drift
 from wattbench.metrics.noise import DRIFT_TODO, INCONCLUSIVE, judge
@@ -145,9 +147,14 @@ def _side_trend(rec: FigureTrend | None, figure: str, boundary: str | None,
 
 
 def ratio_drift(lv: PairedLevel, headline: PairedRatio, figure: str,
-                stationarity: tuple[Stationarity | None, Stationarity | None] = (None, None)) -> tuple[str, str] | None:
+                stationarity: tuple[Stationarity | None, Stationarity | None] = (None, None),
+                preconditioned: tuple[Preconditioning | None, Preconditioning | None] = (None, None)
+                ) -> tuple[str, str] | None:
     """The level's ratio drift (module docstring "A drift of one side"): ``(words, what to do)`` in
-    ``metrics/drift.figure_drift``'s form, or None when the ratio holds (or too few pairs to tell)."""
+    ``metrics/drift.figure_drift``'s form, or None when the ratio holds (or too few pairs to tell).
+    ``preconditioned``: each side's ``--precondition`` record, which what to do reads: a drifting
+    side that was not preconditioned is told to be; one whose preconditioning reached its limit
+    unsettled, to give it longer; one that drifted after it settled, to warm longer or repeat."""
     recs = [recorded_trend(st, figure, lv.boundary) for st in stationarity]
     if not headline.drifts and not trends_apart(recs[0], recs[1]):
         return None
@@ -177,9 +184,21 @@ def ratio_drift(lv: PairedLevel, headline: PairedRatio, figure: str,
     else:
         tail = "neither side's own series moves by more than its noise, but their ratio does"
     words = f"{head}: {', '.join(sides)}; {tail}" if sides else f"{head}; {tail}"
-    who = " and ".join(side for side, _ in moved) or "both sides"
-    todo = [f"precondition {who} (--precondition) or warm {'it' if len(moved) == 1 else 'them'} until "
-            f"{'its' if len(moved) == 1 else 'their'} series settles (a longer --warmup), then measure again"]
+    pcs = dict(zip(("A", "B"), preconditioned))
+    plain = [side for side, _ in moved if pcs[side] is None] if moved else ["both sides"]
+    todo = []
+    if plain:
+        todo.append(f"precondition {' and '.join(plain)} (--precondition) or warm {'it' if len(plain) == 1 else 'them'} "
+                    f"until {'its' if len(plain) == 1 else 'their'} series settles (a longer --warmup), then measure "
+                    "again")
+    for side, _ in moved:
+        pc = pcs[side]
+        if pc is not None and not pc.settled:
+            todo.append(f"{side}'s --precondition ended unsettled after {pc.duration_s or 0.0:.0f} s: give it longer "
+                        "(--precondition-max), then measure again")
+        elif pc is not None:
+            todo.append(f"{side} drifted after --precondition settled it ({pc.duration_s or 0.0:.0f} s): warm it "
+                        "longer (a longer --precondition-max or --warmup) or repeat the pairs")
     for _, st in moved:
         if st is not None and st.todo and st.todo != DRIFT_TODO and st.todo not in todo:
             todo.append(st.todo)
@@ -187,9 +206,12 @@ def ratio_drift(lv: PairedLevel, headline: PairedRatio, figure: str,
 
 
 def paired_level(lv: PairedLevel, precision_pct: float | None,
-                 stationarity: tuple[Stationarity | None, Stationarity | None] = (None, None)) -> PairedAnswer:
+                 stationarity: tuple[Stationarity | None, Stationarity | None] = (None, None),
+                 preconditioned: tuple[Preconditioning | None, Preconditioning | None] = (None, None)
+                 ) -> PairedAnswer:
     """One level's answer from its pairs (module docstring); ``stationarity``: A's and B's recorded
-    trends of the level (``LevelResult.stationarity``), the sides' own drift."""
+    trends of the level (``LevelResult.stationarity``), the sides' own drift; ``preconditioned``:
+    each side's ``--precondition`` record (``ratio_drift``'s what to do)."""
     out = PairedAnswer(key=lv.key, label=lv.label, boundary=lv.boundary)
     times = (lv.a_time_s or None, lv.b_time_s or None)
     t = paired_ratio(lv.a_tokens_per_s, lv.b_tokens_per_s, *times)
@@ -204,7 +226,7 @@ def paired_level(lv: PairedLevel, precision_pct: float | None,
         d, headline = None, t
     out.pairs = headline.n if headline is not None else 0
     figure = "output_tokens_per_s_per_kw" if d is not None else "output_tokens_per_s"
-    drift = ratio_drift(lv, headline, figure, stationarity) if headline is not None else None
+    drift = ratio_drift(lv, headline, figure, stationarity, preconditioned) if headline is not None else None
     if headline is not None:
         noise = headline.noise()
         nv = NoiseVerdict.of(figure, judge(headline.ratio, with_drift(noise, drift), noise, sides=(PAIR, PAIR)))
@@ -301,7 +323,8 @@ def paired_compare(a: Result, b: Result) -> PairedComparison:
                            idle_series={b: list(v) for b, v in pa.idle_series.items()})
     for lv in pa.levels:
         st = tuple(next((x.stationarity for x in r.levels if x.index == lv.index), None) for r in (a, b))
-        ans = paired_level(lv, pa.precision_pct, (st[0], st[1]))
+        pcs = tuple(r.noise.precondition if r.noise is not None else None for r in (a, b))
+        ans = paired_level(lv, pa.precision_pct, (st[0], st[1]), (pcs[0], pcs[1]))
         cmp.levels.append(ans)
         draw = idle_draw(lv, pa.idle_series.get(lv.boundary, [])) if lv.boundary else None
         if draw is not None:

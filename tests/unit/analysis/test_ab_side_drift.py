@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from wattbench.analysis.ab import paired_compare, paired_level
-from wattbench.core.schema import PairedLevel, Result
+from wattbench.core.schema import PairedLevel, Preconditioning, Result
 from wattbench.metrics.precision import REACHED, auto_stop
 from wattbench.metrics.paired import BLOCK, paired_ratio, precise_enough, precision
 
@@ -69,6 +69,26 @@ def test_the_other_side_drifting_names_a():
     ans = paired_level(_pairs(-0.20, 0.0), precision_pct=None)
     assert ans.noise.word == "inconclusive" and "A drifts -" in ans.noise.why and "B holds" in ans.noise.why
     assert "precondition A" in ans.noise.todo
+
+
+def test_what_to_do_reads_the_drifting_sides_precondition():
+    lv = _pairs(0.0, 0.20)
+    unsettled = Preconditioning(settled=False, duration_s=90.0, rounds=30, reason="not settled after 90 s (the limit)")
+    settled = Preconditioning(settled=True, duration_s=75.0, rounds=25, reason="settled after 75 s (25 loads)")
+    # B preconditioned, its limit reached unsettled: give it longer, not "precondition B"
+    ans = paired_level(lv, precision_pct=2.0, preconditioned=(settled, unsettled))
+    assert ans.noise.word == "inconclusive" and "B drifts +" in ans.noise.why
+    assert ans.noise.todo.startswith("B's --precondition ended unsettled after 90 s: give it longer "
+                                     "(--precondition-max), then measure again")
+    assert "precondition B (--precondition)" not in ans.noise.todo
+    # B settled and drifted anyway: warm it longer or repeat
+    ans = paired_level(lv, precision_pct=2.0, preconditioned=(None, settled))
+    assert ans.noise.todo.startswith("B drifted after --precondition settled it (75 s): warm it longer")
+    # only A preconditioned: B, the drifting side, is told to be
+    ans = paired_level(lv, precision_pct=2.0, preconditioned=(unsettled, None))
+    assert ans.noise.todo.startswith("precondition B (--precondition)") and "A's" not in ans.noise.todo
+    # the answer's words are the pairs' alone: the same with or without the records
+    assert ans.answer == paired_level(lv, precision_pct=2.0).answer
 
 
 def test_a_drifting_ratio_is_never_precise_enough_to_stop():
