@@ -83,7 +83,7 @@ def synthetic(n: int, noises: list[float], drifts: list[float], seed: int) -> li
 
 def real(k: int, drifts: list[float], concurrency: int, duration_s: float) -> list[dict]:
     from tests.fakes.stream_server_proc import stream_server
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.run import run_benchmark
 
     rows = []

@@ -76,7 +76,7 @@ def expected_trials(sd: float, precision: float) -> int:
 
 def _auto_once(sd: float, precision_pct: float, seed: int, max_trials: int) -> dict:
     from tests.fakes.stream_server_proc import stream_server
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.run import run_benchmark
 
     args = ("--ttft-ms", "20", "--itl-ms", "20", "--speed-noise", f"{sd:g}", "--noise-seed", str(seed),
@@ -208,7 +208,8 @@ def paired_case(work: Path, *, pairs: int = 6, concurrency: int = 2, duration_s:
     from contextlib import ExitStack
 
     from wattbench.analysis.compare import compare
-    from wattbench.config import AbConfig, RunConfig
+    from wattbench.config.run import RunConfig
+    from wattbench.config.run_commands import AbConfig
     from wattbench.run.ab import run_ab
     from wattbench.run.benchmark import run_benchmark
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the names __getattr__ hands out, so a type checker sees each one's own type
-    from wattbench.config import MeasureConfig, RunConfig
+    from wattbench.config.run import RunConfig
+    from wattbench.config.run_commands import MeasureConfig
     from wattbench.results.rundir import load_result
     from wattbench.run import run_benchmark
     from wattbench.run.measure import measure
@@ -31,7 +32,7 @@ def __getattr__(name: str) -> object:  # lazy entry points
 
         return run_benchmark
     if name == "RunConfig":
-        from wattbench.config import RunConfig
+        from wattbench.config.run import RunConfig
 
         return RunConfig
     if name == "measure":
@@ -39,7 +40,7 @@ def __getattr__(name: str) -> object:  # lazy entry points
 
         return measure
     if name == "MeasureConfig":
-        from wattbench.config import MeasureConfig
+        from wattbench.config.run_commands import MeasureConfig
 
         return MeasureConfig
     if name == "load_result":

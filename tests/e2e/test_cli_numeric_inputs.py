@@ -189,7 +189,7 @@ def test_every_command_has_a_base():
 
 
 def test_what_an_option_takes_is_in_its_domain():
-    from wattbench.config import domain_for
+    from wattbench.config.tables import domain_for
 
     for (command, flag), takes in TAKES.items():
         for kind in takes:
@@ -260,8 +260,8 @@ def test_the_text_walk_finds_the_options_that_read_empty_as_not_given():
 def test_an_empty_value_is_one_line_exit_2_nothing_written(command, option, isolated, capsys):
     """``-c ''`` ran the default level, ``--out ''`` wrote to the default directory, ``--slo ''`` was
     no SLO, ``--tag ''`` was registered: an empty value typed for a text option is refused, naming
-    the option, unless empty means something (``config.EMPTY_TEXT_OK``, checked to be taken)."""
-    from wattbench.config import EMPTY_TEXT_OK
+    the option, unless empty means something (``config.tables.EMPTY_TEXT_OK``, checked to be taken)."""
+    from wattbench.config.tables import EMPTY_TEXT_OK
 
     if option in EMPTY_TEXT_OK:
         code, _, err = invoke([*command.split(), *BASE.get(command, []), option, ""], capsys)

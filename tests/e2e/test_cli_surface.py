@@ -81,7 +81,7 @@ def test_the_same_flag_for_the_same_thing(cli):
         if "--target" in opts:
             assert "-t" in opts, name
         if "--db" in opts:
-            from wattbench.config import DB_HELP
+            from wattbench.config.shared import DB_HELP
 
             assert opts["--db"].help == DB_HELP, name
         if "--quiet" in opts:

@@ -372,7 +372,7 @@ def test_a_prefill_decode_pair_with_fewer_streams_than_targets_is_refused_before
         assert line.endswith(fix), line
         assert s.get("/log") == []  # nothing reached the server: no probe, no priming, no level
     # eight targets: the pair's 8 streams serve them all, and the plan goes ahead
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.run.plan import validate_plan
 
     validate_plan(RunConfig(target=targets[0], targets=targets[1:8], rate=[2.0], prefill_decode_pair=True))

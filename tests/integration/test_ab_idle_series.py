@@ -11,7 +11,8 @@ import pytest
 
 from tests.fakes.scripted_sensor import LivePower, ScriptedSensor
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import AbConfig, RunConfig
+from wattbench.config.run import RunConfig
+from wattbench.config.run_commands import AbConfig
 from wattbench.report.ab import ab_lines
 from wattbench.results.rundir import load_result
 from wattbench.run.ab import run_ab

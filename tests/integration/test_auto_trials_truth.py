@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.metrics.trials import t_ppf
 from wattbench.report.summary import answer_lines
 from wattbench.run import run_benchmark

@@ -21,7 +21,7 @@ import pytest
 
 from tests.fakes.reliability_procs import child_env
 from tests.fakes.stream_server_proc import start_script, stop_process, SERVER
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.run import run_benchmark
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ import re
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.results.configuration import configuration, configuration_key
 from wattbench.run import run_benchmark
 

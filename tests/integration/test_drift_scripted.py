@@ -14,7 +14,7 @@ import pytest
 
 from tests.fakes.reliability_procs import child_env
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.schema import FindingKind
 from wattbench.run import run_benchmark
 

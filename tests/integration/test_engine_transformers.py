@@ -153,7 +153,7 @@ def test_a_target_run_without_a_tokenizer_calibrates_prompts_to_the_served_lengt
     the prompts are fitted to the server's usage.prompt_tokens before the first level, so every
     measured level is within ±2% of the asked input length as the server counts it, with no
     prompt-length finding (the 0.75 words-per-token guess was +58–59% off on the H200)."""
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.run import run_benchmark
 
     h = launch("transformers", "tiny", "cpu", [], tmp_path / "engine", timeout_s=240)

@@ -132,8 +132,8 @@ def test_measure_vllm_bench_serve_against_the_engine(vllm_server, tmp_path, monk
     initial test request, ``--ready-check-timeout-sec 0``, vLLM 0.32's default); over the level's window the tool's records and the counter agree within
     the counter's steps between the scrapes around the window's edges; the tool's stamps are used as
     they are (CLOCK_MONOTONIC)."""
-    from wattbench.config import RunConfig
-    from wattbench.config import MeasureConfig
+    from wattbench.config.run import RunConfig
+    from wattbench.config.run_commands import MeasureConfig
     from wattbench.run.measure import measure
     from wattbench.server.metrics import ServerTimeline
 

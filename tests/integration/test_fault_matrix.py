@@ -99,7 +99,7 @@ def test_429_is_classified_not_retried(tmp_path):
 
 def test_stalled_stream_times_out_as_stall(tmp_path):
     """No bytes for stall_timeout_s -> class ``stall``; the level does not hang on it."""
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.run import run_benchmark
 
     with server(*FAST, "--stall-rate", "0.25", "--seed", "5") as s:
@@ -181,7 +181,7 @@ def test_sensor_failing_mid_run(tmp_path, monkeypatch):
     import wattbench.run.telemetry as run_telemetry
     from wattbench.run import run_benchmark
     from tests.fakes.scripted_sensor import ScriptedSensor, step_trace
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
 
     sensor = ScriptedSensor(step_trace([(0.0, 200.0)]), name="meter", poll_interval_s=0.02)
     monkeypatch.setattr(run_telemetry, "open_sensors", lambda cfg: ([sensor], []))
@@ -230,7 +230,7 @@ def test_disk_full_seam_keeps_previous_result(tmp_path, monkeypatch):
     """ENOSPC while writing the second level's result: one-line UserError (exit 2 at the CLI),
     result.json loads, requests.jsonl has every record written."""
     import wattbench.results.rundir as rundir
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.core.errors import UserError
     from wattbench.run import run_benchmark
 

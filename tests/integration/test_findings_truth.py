@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 
 TTFT_MS, ITL_MS, OUT = 40.0, 8.0, 16
 STREAM_S = (TTFT_MS + (OUT - 1) * ITL_MS) / 1e3

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import wattbench.engines.registry as engines
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.engines.base import Engine, LaunchPlan
 from wattbench.core.errors import TargetError
 from wattbench.results.rundir import load_requests

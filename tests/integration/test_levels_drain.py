@@ -16,7 +16,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.run import run_benchmark
 import wattbench.run.level as run_level
 

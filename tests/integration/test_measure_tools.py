@@ -79,8 +79,8 @@ def _truth(emissions, start_ns: int, end_ns: int) -> float:
 
 
 def _measure(command: list[str], out: Path, cwd: Path, env: dict[str, str | None], monkeypatch):
-    from wattbench.config import RunConfig
-    from wattbench.config import MeasureConfig
+    from wattbench.config.run import RunConfig
+    from wattbench.config.run_commands import MeasureConfig
     from wattbench.run.measure import measure
 
     for k, v in env.items():
@@ -95,7 +95,7 @@ def _measure(command: list[str], out: Path, cwd: Path, env: dict[str, str | None
 def _run_same_load(base: str, out: Path, res):
     """``wattbench run`` with the load the tool ran: its concurrency and the number of requests it
     completed (GuideLLM 0.8.1 with ``max_requests=48`` once ran 47 on this host)."""
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.run import run_benchmark
 
     n = res.levels[0].requests.completed

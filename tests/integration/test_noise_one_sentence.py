@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.reliability_procs import child_env, server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.results.configuration import configuration, configuration_key, level_figure
 
 pytestmark = pytest.mark.slow

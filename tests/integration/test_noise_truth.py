@@ -19,7 +19,7 @@ import pytest
 
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.analysis.compare import compare
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.run import run_benchmark
 
 pytestmark = pytest.mark.slow

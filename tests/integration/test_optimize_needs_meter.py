@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.errors import UserError
 from wattbench.run import run_benchmark
 from wattbench.run.plan import check_meter

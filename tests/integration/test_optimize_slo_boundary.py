@@ -21,7 +21,7 @@ import pytest
 
 from tests.fakes.stream_server_proc import stream_server
 from wattbench.core.clock import now_ns
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.load_types import LevelOutcome
 from wattbench.core.schema import LoadStats, build_record
 

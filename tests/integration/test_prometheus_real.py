@@ -125,7 +125,7 @@ def test_rules_over_the_monitors_exporter_match_the_monitor(tmp_path):
 def test_prometheus_sensor_against_the_real_server(tmp_path):
     from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.core.errors import SensorError
     from wattbench.run import run_benchmark
     from wattbench.telemetry.prometheus import PromQuerySensor

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.run import run_benchmark
 
 SERVER = ("--ttft-ms", "5", "--itl-ms", "2", "--prompt-tokens-per-word", "2.1", "--prompt-overhead", "7")

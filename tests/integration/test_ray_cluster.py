@@ -296,7 +296,7 @@ def test_several_targets_through_ray(cluster):
 def test_wattbench_run_on_ray_merges_nodes_into_a_cluster_boundary(cluster, target, tmp_path):
     """The library entry point with --ray: load actors on both nodes, one sensor actor per node
     (a declared 300 W node meter each), per-node energy and a cluster boundary = their sum."""
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.results.rundir import load_result
     from wattbench.run import run_benchmark
 
@@ -363,7 +363,7 @@ def test_load_actors_send_a_targets_query_with_every_request_and_scrub_it(cluste
       processes wrote in its session, holds a piece of the key."""
     from tests.fakes.hostile_server import MODEL
     from tests.fakes.reliability_procs import HOSTILE, server
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.core.secret_scope import registered
     from wattbench.results.rundir import load_result
     from wattbench.run import run_benchmark

@@ -21,7 +21,7 @@ pytestmark = [
 
 MODEL = "m<script>window.__pwned=1</script>"
 TOKEN = "<img src=x onerror=window.__pwned=2>"
-TAG = 't"><script>window.__pwned=3<script>'  # a tag holds no space or '/' (config.name_problem): markup still fits
+TAG = 't"><script>window.__pwned=3<script>'  # a tag holds no space or '/' (config.shared.name_problem): markup still fits
 FILE = "d<svg onload=window.__pwned=4>.jsonl"
 PROMPT = "<script>window.__pwned=5</script> tell me a story"
 

@@ -11,7 +11,7 @@ import math
 import pytest
 
 from tests.fakes.stream_server_proc import start_script, stop_process, SERVER
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.schema import ServerInfo
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.schema import Result
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "run_result.json"

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.fakes.reliability_procs import server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.metrics.saturation import (EFFICIENCY_FIELDS, SAT_CPU_PCT, SAT_LOOP_LAG_MIN_PROBES, saturated_figures,
                                        saturation_kinds)
 from wattbench.report.format import SATURATION_MARK, headline_line as headline

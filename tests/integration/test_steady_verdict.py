@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 
 
 def _cfg(base, out, conc, num_requests=None, out_tokens="uniform:24:40"):

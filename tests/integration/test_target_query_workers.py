@@ -122,7 +122,7 @@ def test_two_runs_in_one_process_keep_each_targets_query_to_its_own_run(echo, tm
     first with ``?api-version=…&key=…``, then with no query. The first run's requests carry its query;
     the second run's carry none (the first target's query was released with its run), and after each
     run no query is held and no piece of the key is registered in this process."""
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.run import run_benchmark
 
     def run(url: str, out: str) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import wattbench.engines.registry as engines
-from wattbench.config import RunConfig, TuneConfig
+from wattbench.config.run import RunConfig
+from wattbench.config.run_commands import TuneConfig
 from wattbench.core.argv import flag_value
 from wattbench.engines.base import Engine, LaunchPlan
 from wattbench.results.rundir import load_result

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_engine_vllm_cpu import vllm_python
-from wattbench.config import RunConfig, TuneConfig
+from wattbench.config.run import RunConfig
+from wattbench.config.run_commands import TuneConfig
 from wattbench.results.rundir import load_result
 from wattbench.tune import load_tune, tune
 

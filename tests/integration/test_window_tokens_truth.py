@@ -21,7 +21,7 @@ import bisect
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 
 POWER_W = 1000.0
 ITL_MS = 40.0

@@ -1,4 +1,4 @@
-"""RunConfig validation (src/wattbench/config.py): every bad value is refused with a message naming
+"""RunConfig validation (src/wattbench/config/run.py): every bad value is refused with a message naming
 the flag, before anything runs; the levels, request fields and the public (secret-free) form."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 
 
 @pytest.mark.parametrize("kw,msg", [
@@ -99,7 +99,8 @@ def test_public_dict_carries_no_secret():
 
 
 def test_ab_sides_parse_into_a_url_or_an_engine_launch():
-    from wattbench.config import AbConfig, AbSide, RunConfig
+    from wattbench.config.run import RunConfig
+    from wattbench.config.run_commands import AbConfig, AbSide
 
     assert AbSide.parse("http://h:8000", "A").url == "http://h:8000"
     e = AbSide.parse("engine:--cb-max-batch-tokens 8192 --cb-use-cuda-graph", "A")
@@ -121,7 +122,7 @@ def test_ab_sides_parse_into_a_url_or_an_engine_launch():
     ("engine:--a 'unclosed", "http://h:1", "do not parse"),
 ])
 def test_ab_sides_refused_in_one_line(a, b, words):
-    from wattbench.config import AbConfig
+    from wattbench.config.run_commands import AbConfig
     from wattbench.core.errors import UserError
 
     with pytest.raises((UserError, ValidationError), match=words):

@@ -11,7 +11,9 @@ import typer
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import CommandOptions, Given, borrowed, options, options_in
 from wattbench.cli.run import config_from
-from wattbench.config import AB, AB_LEAVES_OUT, RUN, AbConfig, RunConfig
+from wattbench.config.flags import AB, RUN
+from wattbench.config.run import RunConfig
+from wattbench.config.run_commands import AB_LEAVES_OUT, AbConfig
 from wattbench.core.interrupt import sigterm_as_ctrl_c
 
 HELP = """Measure two servers (or two engine starts) in pairs, alternately A B B A …, over the same levels, and

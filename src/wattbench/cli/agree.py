@@ -6,7 +6,7 @@ import typer
 
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
-from wattbench.config import AgreeOptions
+from wattbench.config.commands import AgreeOptions
 
 
 def _key(flag: str | None, side_env: str) -> str | None:

@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - older typer on plain click
     from click.exceptions import ClickException, MissingParameter, UsageError  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from wattbench.config import Domain
+    from wattbench.config.flags import Domain
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -123,7 +123,7 @@ def split_list(value: str | None, cast: Callable[[str], Any] = str, name: str = 
                domain: Domain | None = None) -> list[Any]:
     """Parse a comma list like ``1,8,64``; raise UserError naming the bad item. A list of numbers
     (``cast`` int or float) is checked item by item like any numeric option: against ``domain``
-    (default: the flag's entry in ``config.FLAG_DOMAINS``) and ``MAX_OPTION_MAGNITUDE``; an empty
+    (default: the flag's entry in ``config.tables.FLAG_DOMAINS``) and ``MAX_OPTION_MAGNITUDE``; an empty
     item (``1,,2``, a trailing comma) is refused, not skipped."""
     from wattbench.core.errors import UserError
 
@@ -131,7 +131,7 @@ def split_list(value: str | None, cast: Callable[[str], Any] = str, name: str = 
         return []
     numeric: Domain | None = None  # the range a number takes; None: the items are text
     if cast in (int, float):
-        from wattbench.config import domain_for
+        from wattbench.config.tables import domain_for
 
         numeric = domain if domain is not None else domain_for(name)
     out = []
@@ -210,8 +210,8 @@ def parse_json_object(text: str | None, flag: str) -> dict[str, Any]:
 # Every int and float option of every command passes ``number_gate`` (installed by
 # ``cli.main.build_command``, so a new option is covered without a line of its own), and every item
 # of a comma list of numbers passes ``split_list``'s same checks: the flag's range from the one
-# table (``config.FLAG_DOMAINS``: finite, ``--pue >= 1``, ``--seed`` a 32-bit integer, durations at
-# most ``config.MAX_SECONDS``; positive for a flag not listed) and at most this large in size. No
+# table (``config.tables.FLAG_DOMAINS``: finite, ``--pue >= 1``, ``--seed`` a 32-bit integer, durations at
+# most ``config.flags.MAX_SECONDS``; positive for a flag not listed) and at most this large in size. No
 # option means a value near 1e12 (a trillion requests); beyond it a typo (a 30-digit integer) would
 # reach int64 nanoseconds, the load or numpy.
 MAX_OPTION_MAGNITUDE = 1e12
@@ -232,9 +232,9 @@ def _size_problem(flag: str, v: float | int) -> str | None:
 
 def check_number(flag: str, value: Any, command: str | None = None) -> None:
     """Raise ``UsageError`` (one line naming ``flag``) unless ``value`` (a number; None passes)
-    is in the flag's domain (``config.domain_for``: finite, its range) and at most
+    is in the flag's domain (``config.tables.domain_for``: finite, its range) and at most
     ``MAX_OPTION_MAGNITUDE`` in size."""
-    from wattbench.config import domain_for
+    from wattbench.config.tables import domain_for
 
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return
@@ -259,10 +259,10 @@ def number_gate(param: Any, command: str | None = None) -> None:
 def text_gate(param: Any) -> None:
     """Refuse an empty value (or an empty item of a repeated option) typed for a text option: it
     was read as "not given" (``-c ''`` ran the default level, ``--out ''`` the default directory).
-    Options where empty means something are listed in ``config.EMPTY_TEXT_OK``; a value from the
+    Options where empty means something are listed in ``config.tables.EMPTY_TEXT_OK``; a value from the
     environment or the default is not the user's typing and passes. The raw text is checked, before
     the option's type reads it (a path option would read ``''`` as ``.``)."""
-    from wattbench.config import EMPTY_TEXT_OK
+    from wattbench.config.tables import EMPTY_TEXT_OK
 
     flag = option_name(param)
     if flag in EMPTY_TEXT_OK:

@@ -8,7 +8,7 @@ import typer
 
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
-from wattbench.config import CompareOptions
+from wattbench.config.commands import CompareOptions
 
 if TYPE_CHECKING:
     from pathlib import Path

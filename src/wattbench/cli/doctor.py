@@ -13,7 +13,7 @@ import typer
 
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
-from wattbench.config import DoctorOptions
+from wattbench.config.commands import DoctorOptions
 
 if TYPE_CHECKING:
     from rich.console import Console

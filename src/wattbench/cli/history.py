@@ -12,8 +12,9 @@ import typer
 
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
-from wattbench.config import (FlaggedConfig, HistoryBaselineOptions, HistoryImportOptions, HistoryListOptions, HistoryNoiseOptions,
-                              HistoryShowOptions, HistoryTagOptions, HistoryUntagOptions)
+from wattbench.config.flags import FlaggedConfig
+from wattbench.config.history import (HistoryBaselineOptions, HistoryImportOptions, HistoryListOptions,
+                                      HistoryNoiseOptions, HistoryShowOptions, HistoryTagOptions, HistoryUntagOptions)
 
 
 def _print_json(data: object) -> None:

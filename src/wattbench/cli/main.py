@@ -97,8 +97,8 @@ def _plain_metavars(cmd: Command) -> None:
 
 def _gate_numbers(cmd: Command, path: str = "") -> None:
     """Every int/float option of every command passes ``cli.common.number_gate`` (its flag's range
-    in ``config.FLAG_DOMAINS``, finite, of a size an option can mean) and every other value option
-    ``cli.common.text_gate`` (not empty when typed, ``config.EMPTY_TEXT_OK`` aside) before its
+    in ``config.tables.FLAG_DOMAINS``, finite, of a size an option can mean) and every other value option
+    ``cli.common.text_gate`` (not empty when typed, ``config.tables.EMPTY_TEXT_OK`` aside) before its
     command runs; a new option is covered by being declared."""
     from wattbench.cli.common import number_gate, text_gate
 

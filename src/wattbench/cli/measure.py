@@ -9,7 +9,8 @@ import typer
 
 from wattbench.cli.common import handle_errors, read_api_key
 from wattbench.cli.options import CommandOptions, Given, options_from
-from wattbench.config import MeasureConfig, RunConfig
+from wattbench.config.run import RunConfig
+from wattbench.config.run_commands import MeasureConfig
 from wattbench.core.interrupt import sigterm_as_ctrl_c
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import typer
 
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
-from wattbench.config import MonitorOptions
+from wattbench.config.commands import MonitorOptions
 from wattbench.core.errors import UserError
 from wattbench.core.interrupt import handler_during
 

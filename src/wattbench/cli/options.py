@@ -1,7 +1,7 @@
 """A command's typer options, generated from the configuration fields it sets.
 
-Each option of ``run``, ``measure`` and ``tune`` is declared once, on its field, by a ``config.Flag``
-in the field's ``Annotated`` type (``config.py`` says how). ``options_from(command, *models)``
+Each option of ``run``, ``measure`` and ``tune`` is declared once, on its field, by a ``config.flags.Flag``
+in the field's ``Annotated`` type (``config/flags.py`` says how). ``options_from(command, *models)``
 decorates a command's body: the typer signature is generated from the fields of ``models`` whose
 flag names ``command`` (an ``inspect.Signature`` of ``typer.Option`` defaults, set as the
 wrapper's ``__signature__``), and the body receives what was typed as field values, one dict per
@@ -16,8 +16,8 @@ model (``Given``), ready for ``Model(**given[Model])``:
 
 What a command takes that is no configuration (``--api-key-file``, ``--json``, ``--quiet``) is
 declared the same way on ``CommandOptions``. Every other command's options are one model
-(``config.PlanTcoOptions``), made by ``command_options``; a flag several commands share is one
-field type in ``config.py`` (``--db``, ``--sensor``), so it keeps one wording. No computing here: reading the text of an option is ``cli/common.py``'s.
+(``config.plan.PlanTcoOptions``), made by ``command_options``; a flag several commands share is one
+field type in ``config/shared.py`` (``--db``, ``--sensor``), so it keeps one wording. No computing here: reading the text of an option is ``cli/common.py``'s.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ import typer
 from pydantic import BaseModel, SecretStr
 
 from wattbench.cli.common import LIST_METAVAR, parse_headers, parse_json_object, split_list
-from wattbench.config import MEASURE, POSITIVE, RUN, TUNE, ApiKeyFile, Flag, flags
+from wattbench.config.flags import MEASURE, POSITIVE, RUN, TUNE, Flag, flags
+from wattbench.config.shared import ApiKeyFile
 
 Given = dict[type[BaseModel], dict[str, Any]]  # per model: field name -> the value typed (or its default)
 
@@ -215,7 +216,7 @@ M = TypeVar("M", bound=BaseModel)
 
 def command_options(command: str, model: type[M]) -> Callable[[Callable[[M], None]], Callable[..., None]]:
     """Decorate ``body(options: model)`` into a typer command function taking the options of
-    ``model``, a one-command options model (``config.PlanTcoOptions``): its fields, in field order,
+    ``model``, a one-command options model (``config.plan.PlanTcoOptions``): its fields, in field order,
     worded as ``command`` words them; the body receives the model made from what was typed (its
     fields' domains checked once more, as every ``FlaggedConfig``'s are)."""
     opts = options(command, model, every_field=True)

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
 
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
-from wattbench.config import (DEFAULT_DECODE_BATCH, DEFAULT_DECODE_CONTEXT, PlanPowerFirstOptions, PlanRackOptions,
-                              PlanRooflineOptions, PlanTcoOptions)
+from wattbench.config.plan import (DEFAULT_DECODE_BATCH, DEFAULT_DECODE_CONTEXT, PlanPowerFirstOptions, PlanRackOptions,
+                                   PlanRooflineOptions, PlanTcoOptions)
 
 HELP = """Plan from measurements: decode roofline, rack density, power-first design, TCO.
 

@@ -13,7 +13,7 @@ import typer
 
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
-from wattbench.config import RegressOptions
+from wattbench.config.commands import RegressOptions
 
 
 def register(app: typer.Typer) -> None:

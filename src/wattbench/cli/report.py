@@ -6,7 +6,7 @@ import typer
 
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
-from wattbench.config import ReportOptions
+from wattbench.config.commands import ReportOptions
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,7 @@ import typer
 
 from wattbench.cli.common import handle_errors, read_api_key
 from wattbench.cli.options import CommandOptions, Given, options_from
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.interrupt import sigterm_as_ctrl_c
 
 HELP = """Benchmark an OpenAI-compatible server (or the embedded engine when no --target is given).

@@ -10,7 +10,7 @@ import typer
 
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import command_options
-from wattbench.config import SensorsOptions
+from wattbench.config.commands import SensorsOptions
 from wattbench.core.numbers import fmt
 
 

@@ -8,7 +8,8 @@ import typer
 
 from wattbench.cli.common import handle_errors
 from wattbench.cli.options import CommandOptions, Given, options_from
-from wattbench.config import RunConfig, TuneConfig
+from wattbench.config.run import RunConfig
+from wattbench.config.run_commands import TuneConfig
 from wattbench.core.interrupt import sigterm_as_ctrl_c
 from wattbench.core.numbers import fmt
 

@@ -1,4 +1,4 @@
-"""The words some run settings take: one home for the run's configuration (``config.py``'s
+"""The words some run settings take: one home for the run's configuration (``config/run.py``'s
 ``RunConfig``, which the CLI reads, so this module stays light: no model is built on import) and the
 configuration a result records (``core/schema/recorded_config.py``)."""
 

@@ -19,7 +19,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from wattbench.config import DEFAULT_BURST
+from wattbench.config.commands import DEFAULT_BURST
 from wattbench.doctor.check import Check
 from wattbench.core import origin
 from wattbench.core.errors import TargetError, UserError

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from wattbench.config import DEFAULT_BURST
+from wattbench.config.commands import DEFAULT_BURST
 from wattbench.doctor.check import DoctorReport
 from wattbench.doctor.troubleshoot import diagnose_failure
 from wattbench.core.errors import UserError

@@ -37,7 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import MetricsHandler
 
 from wattbench.monitor.snapshot import MonitorSnapshot
-from wattbench.config import DEFAULT_LISTEN
+from wattbench.config.commands import DEFAULT_LISTEN
 from wattbench.core.errors import UserError
 
 IDLE_TIMEOUT_S = 10.0  # a connection that sends nothing for this long is closed (a half-open one too)

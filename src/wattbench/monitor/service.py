@@ -19,7 +19,7 @@ from typing import Any, Callable
 from wattbench.monitor.snapshot import MonitorSnapshot
 from wattbench.core.clock import MONOTONIC, Clock, ClockAnchor
 from wattbench.core.errors import UserError
-from wattbench.config import DEFAULT_IDLE_THRESHOLD_TOK_S, DEFAULT_LISTEN, DEFAULT_MONITOR_INTERVAL_S
+from wattbench.config.commands import DEFAULT_IDLE_THRESHOLD_TOK_S, DEFAULT_LISTEN, DEFAULT_MONITOR_INTERVAL_S
 from wattbench.monitor.exporter import Exporter
 from wattbench.monitor.history import HistoryWriter
 from wattbench.monitor.sources import ResilientSensor, ServerScraper

@@ -41,7 +41,7 @@ from typing import Any
 
 from wattbench.monitor.snapshot import MonitorSnapshot
 from wattbench.accounting.boundaries import contains_work
-from wattbench.config import DEFAULT_IDLE_THRESHOLD_TOK_S
+from wattbench.config.commands import DEFAULT_IDLE_THRESHOLD_TOK_S
 from wattbench.monitor.store import DEFAULT_MAX_POINTS, BoundedTelemetryLog
 from wattbench.telemetry.base import Channel, Reading
 from wattbench.accounting.boundaries import boundary_totals

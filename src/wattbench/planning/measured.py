@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wattbench.config import DEFAULT_PERCENTILE
+from wattbench.config.plan import DEFAULT_PERCENTILE
 from wattbench.core.errors import UserError
 from wattbench.metrics.slo import run_slo_text
 from wattbench.results.headline import common_headline_boundary, point

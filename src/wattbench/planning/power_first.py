@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wattbench.config import DEFAULT_PERCENTILE, DEFAULT_SITE_HEADROOM_PCT
+from wattbench.config.plan import DEFAULT_PERCENTILE, DEFAULT_SITE_HEADROOM_PCT
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt
 from wattbench.planning.measured import (

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 from pathlib import Path
 
-from wattbench.config import DEFAULT_AIR_MAX_ACCELERATOR_W, DEFAULT_AIR_MAX_RACK_KW, DEFAULT_PERCENTILE
+from wattbench.config.plan import DEFAULT_AIR_MAX_ACCELERATOR_W, DEFAULT_AIR_MAX_RACK_KW, DEFAULT_PERCENTILE
 from wattbench.core.errors import UserError
 from wattbench.planning.hardware import HardwareTable, find_gpu
 from wattbench.planning.measured import MeasuredNode, measured_node

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 import re
 
-from wattbench.config import DEFAULT_DECODE_BATCH, DEFAULT_DECODE_CONTEXT, DEFAULT_WEIGHT_DTYPE
+from wattbench.config.plan import DEFAULT_DECODE_BATCH, DEFAULT_DECODE_CONTEXT, DEFAULT_WEIGHT_DTYPE
 from wattbench.core.errors import UserError
 from wattbench.planning.hardware import GPUSpec, HardwareTable, find_gpu
 from wattbench.planning.model_shapes import COMPUTE_DTYPE, ModelShape, dtype_bytes, load_model_shape

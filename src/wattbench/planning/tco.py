@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from wattbench.config import TcoInputs
+from wattbench.config.plan import TcoInputs
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt
 from wattbench.metrics.carbon import carbon_g, carbon_g_per_million_tokens, G_PER_TONNE, J_PER_KWH

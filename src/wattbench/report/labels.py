@@ -9,7 +9,7 @@ from wattbench.core.numbers import MISSING, fmt
 from wattbench.core.schema import LevelResult, Result
 from wattbench.accounting.findings import level_order
 from wattbench.accounting.level_findings import in_flight_finding
-from wattbench.config import DEFAULT_CURRENCY
+from wattbench.config.shared import DEFAULT_CURRENCY
 
 
 def load_label(mode: str | None, value: float | None, max_in_flight: int | None = None) -> str:
@@ -94,7 +94,7 @@ def in_load_order(result: Result) -> Result:
 
 
 def cost_currency(result: Result) -> str:
-    """The currency a run's costs are in: its ``--currency`` (``config.py``; USD by default), named
+    """The currency a run's costs are in: its ``--currency`` (``config/shared.py``; USD by default), named
     beside every cost a report shows, since ``--price-per-kwh`` is a number in it."""
     cur = result.config.currency
     return cur if cur and cur.strip() else DEFAULT_CURRENCY

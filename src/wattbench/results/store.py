@@ -44,7 +44,7 @@ from wattbench.results.store_noise import Spread, spread, spread_table
 from wattbench.results.store_schema import (LEVEL_COLUMNS, MIGRATIONS, SCHEMA_VERSION, gpu_desc, level_rows,
                                             run_config)
 from wattbench.core.secret_scope import registered
-from wattbench.config import name_problem
+from wattbench.config.shared import name_problem
 from wattbench.results.configuration import run_key, target_text
 
 # kernel filesystems: what lies there is made by the kernel as it is read, never a run (/proc/self's

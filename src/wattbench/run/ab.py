@@ -36,7 +36,7 @@ from wattbench.analysis.ab import PairedComparison, paired_compare
 from wattbench.analysis.level_pairs import resolve_boundary, short_key
 from wattbench.analysis.figures import level_figures
 from wattbench.metrics.level_figures import LevelFigures
-from wattbench.config import AbConfig
+from wattbench.config.run_commands import AbConfig
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import Interrupted, UserError, WattbenchError
 from wattbench.core.schema import LevelResult, PairedLevel, PairedRun, Result

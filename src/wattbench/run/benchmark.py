@@ -23,7 +23,7 @@ from typing import Any
 from wattbench import __version__
 from wattbench.accounting.idle import IdlePower, measure_idle
 from wattbench.core.clock import ClockAnchor, now_ns
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.environment import collect_environment
 from wattbench.core.errors import Interrupted, WattbenchError
 from wattbench.metrics.carbon_series import parse_carbon_intensity

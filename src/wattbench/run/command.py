@@ -20,7 +20,7 @@ from typing import IO
 
 import psutil  # type: ignore[import-untyped]  # psutil ships no stubs (types-psutil is not a dependency)
 
-from wattbench.config import MeasureConfig
+from wattbench.config.run_commands import MeasureConfig
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import UserError
 from wattbench.core.secret_scope import clip, registered

@@ -46,7 +46,7 @@ from wattbench.accounting.level_findings import (
 )
 from wattbench.accounting.findings import Finding
 from wattbench.core.clock import ClockAnchor
-from wattbench.config import MeasureConfig
+from wattbench.config.run_commands import MeasureConfig
 from wattbench.core.errors import Interrupted, TargetError, UserError, WattbenchError
 from wattbench.load.level import assemble_outcome
 from wattbench.core.load_types import LevelSpec

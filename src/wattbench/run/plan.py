@@ -16,7 +16,7 @@ import random
 from wattbench.accounting.attribution import isolating_pair
 from wattbench.accounting.steady import default_num_requests as _steady_default
 from wattbench.accounting.steady import steady_energy_periods
-from wattbench.config import PAIR_DEFAULT_CONCURRENCY, SEARCH_MAX_CONCURRENCY, RunConfig
+from wattbench.config.run import PAIR_DEFAULT_CONCURRENCY, SEARCH_MAX_CONCURRENCY, RunConfig
 from wattbench.core.errors import UserError
 from wattbench.load.plan import validate_spec
 from wattbench.load.search import SearchResult, auto_sweep, optimize
@@ -78,7 +78,7 @@ class PlanRunner(ProbeRunner, Protocol):
 
 def pair_concurrency(cfg: RunConfig) -> int:
     """The concurrency of ``--prefill-decode-pair``'s two closed-loop levels: the run's largest
-    ``--concurrency``, else ``config.PAIR_DEFAULT_CONCURRENCY`` (``--rate``, a search without one)."""
+    ``--concurrency``, else ``config.run.PAIR_DEFAULT_CONCURRENCY`` (``--rate``, a search without one)."""
     return int(max(cfg.concurrency or [PAIR_DEFAULT_CONCURRENCY]))
 
 

@@ -45,7 +45,7 @@ from wattbench.accounting.thermal import (
     PRECONDITION_WINDOW_S,
     Settle,
 )
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.metrics.drift import SETTLE_CHANGE_PCT, SETTLE_MIN_ROUNDS, RoundsSettle, figure_drift, rounds_settle
 from wattbench.metrics.noise import INCONCLUSIVE, repeat_check
 from wattbench.report.labels import short_label_text
@@ -81,7 +81,7 @@ def priming_level(cfg: RunConfig, candidates: list[float] | None = None,
                   search_max: int = 256) -> tuple[str, float, int, str] | None:
     """``(mode, value, requests, reason)`` of the run's priming load, or None with ``--no-prime``.
     ``candidates``: the ``--optimize`` ladder when searching; ``search_max``: the top of a search
-    without ``--max-concurrency`` (``config.SEARCH_MAX_CONCURRENCY``)."""
+    without ``--max-concurrency`` (``config.run.SEARCH_MAX_CONCURRENCY``)."""
     if not cfg.prime:
         return None
     if cfg.rate:

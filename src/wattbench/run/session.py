@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from wattbench.accounting.level import LevelContext
 from wattbench.accounting.level_findings import run_validity
 from wattbench.core.clock import ClockAnchor, now_ns
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.errors import StorageError, UserError
 from wattbench.results import rundir
 from wattbench.core.schema import Result

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.engines import registry as engines
 from wattbench.engines.registry import launch
 from wattbench.engines.base import Engine

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.errors import UserError
 from wattbench.run.session import RunSession
 from wattbench.telemetry import detect, spec

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Callable
 from datetime import datetime, timezone
 
-from wattbench.config import RunConfig, TuneConfig
+from wattbench.config.run import RunConfig
+from wattbench.config.run_commands import TuneConfig
 from wattbench.core.errors import UserError
 from wattbench.core.numbers import fmt_pct_against
 from wattbench.tune import score as sc

@@ -11,7 +11,9 @@ import pytest
 
 from wattbench.cli.common import UsageError, check_number
 from wattbench.cli.main import build_command
-from wattbench.config import CONFIG_MODELS, EVERY, FlaggedConfig, TcoInputs, domain_for, flags
+from wattbench.config.flags import EVERY, FlaggedConfig, flags
+from wattbench.config.plan import TcoInputs
+from wattbench.config.tables import CONFIG_MODELS, domain_for
 
 CLI_DIR = Path(__file__).resolve().parents[3] / "src" / "wattbench" / "cli"
 

@@ -8,16 +8,10 @@ import pytest
 
 from wattbench.cli.main import build_command
 from wattbench.cli.options import CommandOptions, given_from, options
-from wattbench.config import (
-    COMMAND_FLAG_DOMAINS,
-    EMPTY_TEXT_OK,
-    FLAG_DOMAINS,
-    MeasureConfig,
-    RunConfig,
-    TuneConfig,
-    domain_for,
-    flags,
-)
+from wattbench.config.flags import flags
+from wattbench.config.run import RunConfig
+from wattbench.config.run_commands import MeasureConfig, TuneConfig
+from wattbench.config.tables import COMMAND_FLAG_DOMAINS, EMPTY_TEXT_OK, FLAG_DOMAINS, domain_for
 from wattbench.core.target import TargetSpec
 
 MODELS = {"run": (RunConfig, CommandOptions), "measure": (MeasureConfig, RunConfig, CommandOptions),

@@ -12,7 +12,7 @@ import math
 import pytest
 from pydantic import SecretStr
 
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.schema import ClockInfo, ModelPrecision, RecordedConfig, Result, model_precision
 
 # every RunConfig field, none at its default (a field RunConfig gains fails the parity check below

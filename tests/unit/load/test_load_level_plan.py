@@ -214,7 +214,7 @@ def test_validate_spec_refuses_what_the_machine_cannot_hold():
 def test_a_search_is_checked_at_the_top_of_its_ladder(monkeypatch):
     """--sweep auto climbs to --max-concurrency: a top the machine cannot hold is refused before the
     run, named as the search's top, not found half-way through the sweep."""
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.load import plan as load_plan
     from wattbench.run.plan import validate_plan
 
@@ -227,7 +227,7 @@ def test_a_search_is_checked_at_the_top_of_its_ladder(monkeypatch):
 def test_a_search_at_its_default_top_names_the_default(monkeypatch):
     """--sweep auto without --max-concurrency climbs to its default top: a top the machine cannot
     hold is named as that default, never as a --max-concurrency the user did not give."""
-    from wattbench.config import SEARCH_MAX_CONCURRENCY, RunConfig
+    from wattbench.config.run import SEARCH_MAX_CONCURRENCY, RunConfig
     from wattbench.load import plan as load_plan
     from wattbench.run.plan import validate_plan
 

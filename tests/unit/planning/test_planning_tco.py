@@ -6,7 +6,7 @@ from pydantic import ValidationError
 from tests.fakes.planning_results import make_level, make_result
 from wattbench.core.schema import Goodput
 from wattbench.core.errors import UserError
-from wattbench.config import TcoInputs
+from wattbench.config.plan import TcoInputs
 from wattbench.planning.tco import TCOResult, tco, tokens_per_kwh_from_result
 
 

@@ -158,7 +158,7 @@ def test_no_wildcard_listen_default_anywhere_in_src():
 
 def test_monitor_exporter_listens_on_loopback_by_default():
     from wattbench.cli.main import build_command
-    from wattbench.config import MonitorOptions
+    from wattbench.config.commands import MonitorOptions
     from wattbench.monitor import exporter
 
     assert exporter.DEFAULT_LISTEN.startswith("127.0.0.1:")

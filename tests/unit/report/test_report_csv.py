@@ -111,7 +111,7 @@ def trials_run_dir(tmp_path_factory):
     """A real run of two levels, three trials each, against the scripted streaming server at a
     declared 300 W."""
     from tests.fakes.stream_server_proc import stream_server
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
     from wattbench.run import run_benchmark
 
     out = tmp_path_factory.mktemp("trials")

@@ -9,7 +9,7 @@ import contextlib
 
 from tests.fakes.results_factory import make_result
 from wattbench.accounting.idle import IdlePower
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.clock import ClockAnchor
 from wattbench.core.schema import IdleBaseline, Window
 from wattbench.run.ab import _copy_idle

@@ -16,7 +16,7 @@ import pytest
 from tests.fakes.results_factory import make_level, make_result
 from tests.fakes.scripted_sensor import build_log, counter_channel
 from wattbench.accounting.attribution import isolating_pair
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.clock import ClockAnchor
 from wattbench.core.schema import PrefillDecode, RequestRecord, Requests, Thermal
 from wattbench.metrics.carbon_series import parse_carbon_intensity

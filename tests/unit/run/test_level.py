@@ -15,7 +15,7 @@ import pytest
 
 from tests.fakes.results_factory import make_level, make_result
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.clock import ClockAnchor
 from wattbench.core.errors import TargetStopped
 from wattbench.core.load_types import LevelSpec

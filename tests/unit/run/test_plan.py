@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.results_factory import make_level, make_result, trials_block
-from wattbench.config import SEARCH_MAX_CONCURRENCY, RunConfig
+from wattbench.config.run import SEARCH_MAX_CONCURRENCY, RunConfig
 from wattbench.core.errors import UserError
 from wattbench.core.schema import TrialsBlock
 from wattbench.run import plan

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from tests.fakes.results_factory import make_level, make_result
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.errors import UserError
 from wattbench.core.schema import FigureTrend, Stationarity, TrialsBlock
 from wattbench.metrics.trials import trial_interval

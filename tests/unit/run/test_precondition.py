@@ -225,7 +225,7 @@ def test_a_load_that_completes_nothing_stops_it():
 
 
 def test_the_help_states_the_bounds():
-    from wattbench.config import RunConfig
+    from wattbench.config.run import RunConfig
 
     help_text = RunConfig.model_fields["precondition"].metadata[0].help
     assert f"±{PRECONDITION_SLOPE_C_PER_MIN:g} °C/min" in help_text and f"±{SETTLE_CHANGE_PCT:g}%" in help_text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.results_factory import make_level, trials_block
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.run.prime import check_history, priming_level
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests.fakes.results_factory import make_level, make_result, trials_block
 from wattbench.core.schema import Goodput
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.report import summary as S
 from wattbench.report.labels import short_label
 from wattbench.core.schema import TrialsBlock

@@ -15,7 +15,7 @@ import pytest
 from tests.fakes.results_factory import make_level, make_result
 from tests.fakes.scripted_sensor import ScriptedSensor
 from tests.fakes.stream_server_proc import stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import StorageError, UserError
 from wattbench.results.rundir import load_result, storage_error

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tests.fakes.stream_server_proc import SERVER, stream_server
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.clock import ClockAnchor
 from wattbench.core.errors import TargetError
 from wattbench.engines.base import Engine, LaunchPlan

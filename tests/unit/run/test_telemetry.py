@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.fakes.scripted_sensor import ScriptedSensor, build_log, power_channel
-from wattbench.config import RunConfig
+from wattbench.config.run import RunConfig
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import SensorError
 from wattbench.run.session import RunSession

@@ -16,7 +16,8 @@ import pytest
 from wattbench.tune.events import GpuRestored
 
 from tests.fakes.fake_nvml import FakeGPU, FakeNvml
-from wattbench.config import RunConfig, TuneConfig
+from wattbench.config.run import RunConfig
+from wattbench.config.run_commands import TuneConfig
 from wattbench.core.errors import UserError
 from wattbench.results.tune import TrialFigures
 from wattbench.tune import tune

@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from wattbench.config import RunConfig, TuneConfig
+from wattbench.config.run import RunConfig
+from wattbench.config.run_commands import TuneConfig
 from wattbench.core.errors import UserError
 from wattbench.results.tune import TrialFigures
 from wattbench.tune import load_tune, tune

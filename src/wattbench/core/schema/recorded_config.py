@@ -1,5 +1,5 @@
 """The run's configuration as recorded (``Result.config``): what ``RunConfig.public_dict()``
-(``config.py``) writes into ``result.json`` — every ``wattbench run`` / ``measure`` setting but the
+(``config/run.py``) writes into ``result.json`` — every ``wattbench run`` / ``measure`` setting but the
 API key, with credentials redacted — read back by name and type.
 
 A field is ``None`` (or empty) when the file does not record it: an older file written before the
