@@ -12,8 +12,9 @@ bucket). Buckets are of equal length, as near ``BUCKET_S`` as the window allows.
 ``stationarity(trials)`` — the level's trials together, in time order:
 
 * **trends** of output tokens/s, of each boundary's power and of tokens/s per kW (the per-bucket
-  ratio), each the Theil–Sen change over the trials' steady windows with its 99% interval
-  (``metrics/drift.py``), and the trend of the trial figures (each trial's steady mean, in trial
+  ratio), each the Theil–Sen change over the trials' steady windows with its 99% interval, fitted
+  on the log scale (``metrics/drift.trend``: ``exp(slope · span) − 1``, never below −100%; a bucket
+  with nothing in it is left out of the fit), and the trend of the trial figures (each trial's steady mean, in trial
   order). A figure *moves* when its interval excludes 0; a move is sized (its change) and judged
   by the materiality rule (``findings.judged``, ``EFFICIENCY_MATERIAL_PCT``): below the bound a
   ``note``, at or above it a ``drift`` warning — and the figure is *drifting*: no noise verdict
@@ -178,8 +179,8 @@ def _pct(x: float | None) -> float | None:
 
 def figure_trend(figure: str, boundary: str | None, tr: Trend | None,
                  trial_values: list[float | None] | None = None) -> FigureTrend | None:
-    """``tr`` as a level records it (``FigureTrend``: the change and its interval in percent of the
-    fitted start, whether it moves and whether by a material amount), with the trend of
+    """``tr`` (a log-scale trend, ``metrics/drift.trend``) as a level records it (``FigureTrend``: the
+    change and its interval in percent of the fitted start, whether it moves and whether by a material amount), with the trend of
     ``trial_values`` (one figure per trial) beside it; None without a trend."""
     if tr is None:
         return None

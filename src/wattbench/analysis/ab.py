@@ -39,8 +39,8 @@ idle power with both resident and neither loaded is measured before the first pa
 each block of pairs (``PairedRun.idle_series``); per level, at its boundary, the series' mean, its
 range and the mean's share of each side's mean power are shown (``IdleDraw``), so a reader sees how
 much of each figure is the idle side's, and the line says the ratio includes that draw. An idle
-series that moves by more than its noise (``metrics/drift.trend``: its 99% interval of the change
-excludes 0, which takes six windows or more) is named with its change. A run written before the series was
+series that moves by more than its noise (``metrics/drift.trend``, on the log scale: its 99% interval
+of the change excludes 0, which takes six windows or more) is named with its change. A run written before the series was
 measured shows the one reading before the first pair.
 """
 
@@ -86,7 +86,7 @@ class PairedAnswer(BaseModel):
 class IdleDraw(BaseModel):
     """The shared meter's idle series at one level's boundary (both servers resident, neither
     loaded): how many windows, their mean and range (W), the mean's share of each side's mean power
-    (0.42: 42%), and the series' change over the pairs (%, Theil–Sen) with whether it moved by more
+    (0.42: 42%), and the series' change over the pairs (%, Theil–Sen on the log scale) with whether it moved by more
     than its noise (``drifts``)."""
 
     key: str

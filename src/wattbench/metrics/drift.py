@@ -12,9 +12,26 @@ Kendall's S), the interval runs from the ``(N − C)/2``-th to the ``(N + C)/2 +
 where a least-squares slope would follow it. A series longer than ``MAX_POINTS`` is averaged in
 consecutive groups first (the pairwise slopes grow as n²).
 
-The change over a span (``Trend``): ``slope · span`` relative to the fitted value at the series'
-start, so ``4,323 → 3,915 → 3,657`` over three trials reads −15.4% (the last fitted value ÷ the
-first − 1), with the interval's ends the same way.
+A relative change is fitted on the log scale (``theil_sen(..., log=True)``; ``trend``,
+``trials_trend`` and ``rounds_settle`` always): the line is fitted to ``ln y``, so its slope is a
+rate (``ln`` per unit of ``t``: −ln 2 / 10 for a series that halves every 10 s) and the change over
+a span (``Trend.change``, ``Trend.relative``) is ``exp(slope · span) − 1`` — the last fitted value ÷
+the first − 1 — with the interval's ends the same way, ``exp(low · span) − 1 … exp(high · span) − 1``.
+Why not the slope of ``y`` itself, relative to its fitted start: a throughput, a power, a per-kW
+figure, a J/token or a ratio of two of them is positive, and a straight line through a steep fall
+extrapolates through zero — the interval of a −56% fall read −108% … −3%, a negative throughput.
+On the log scale every end is above −100% and a change of +100% is as large as one of −50% (slopes
+``±ln 2``): a rise and a fall of the same factor read alike, where the linear reading sized a fall
+against a start it had already left. ``exp`` is monotone, so whether the interval excludes 0 is the
+same question on either scale (``moves``). A log fit leaves out the points whose value is zero,
+negative or non-finite (a second in which nothing was produced has no logarithm), and averages a
+long series' groups in ``ln y`` (geometric means). So ``4,323 → 3,915 → 3,657`` over three trials
+reads −15.4%: the median of the three pairwise log slopes is the first-to-last one,
+``ln(3,657 / 4,323) / 2``, and ``exp(2 × that) − 1 = 3,657 / 4,323 − 1``.
+
+A linear fit (``log=False``, the default of ``theil_sen``) keeps the slope in the series' own unit
+per unit of ``t`` — the GPU temperature's °C/min (``accounting/thermal.py``), which is not a
+relative figure — and has no relative change (``change`` None).
 
 Drift (``Trend.moves``)
 -----------------------
@@ -34,8 +51,9 @@ Settling (``rounds_settle``)
 ----------------------------
 ``--precondition``'s throughput rule over load rounds (each round's span and output tokens/s): the
 rounds of the last window (at least ``SETTLE_MIN_ROUNDS``, spanning most of it) have settled when
-their Theil–Sen slope, times the window, is within ±``SETTLE_CHANGE_PCT`` % of their fitted start
-and its interval within ±``SETTLE_SCATTER_PCT`` % (the function's docstring; docs/accounting.md §10c).
+their change over the window (the log-scale Theil–Sen slope's, ``exp(slope · window) − 1``) is
+within ±``SETTLE_CHANGE_PCT`` % and its interval within ±``SETTLE_SCATTER_PCT`` % (the function's
+docstring; docs/accounting.md §10c).
 
 Warm-up (``mser``)
 ------------------
@@ -72,40 +90,44 @@ __all__ = ["Trend", "theil_sen", "trend", "trials_trend", "mser", "Mser", "DRIFT
 
 @dataclass(frozen=True)
 class Trend:
-    """A Theil–Sen line through a series and its change over the series' span, relative to the
-    fitted start (module docstring). ``low`` / ``high``: the ``confidence`` interval of the slope
-    (None where the series is too short for one)."""
+    """A Theil–Sen line through a series — through ``ln y`` where ``log`` — and, for a log fit, its
+    change over the series' span relative to the fitted start (module docstring). ``low`` / ``high``:
+    the ``confidence`` interval of the slope (None where the series is too short for one)."""
 
-    slope: float  # per unit of t (per second for a per-second series, per trial for trials)
+    slope: float  # per unit of t (per second for a per-second series, per trial for trials); of ln y where log
     low: float | None
     high: float | None
-    start: float  # the fitted value at the first t
+    start: float  # the fitted value at the first t (in y's unit: exp of the fitted ln y where log)
     span: float  # last t − first t
     n: int  # points the slope rests on (after any averaging)
     confidence: float = DRIFT_CONFIDENCE
+    log: bool = False  # fitted to ln y: the slope is a rate, its change exp(slope · span) − 1
 
-    def _rel(self, slope: float | None) -> float | None:
-        if slope is None or not self.start or not math.isfinite(self.start):
+    def relative(self, slope: float | None, span: float | None = None) -> float | None:
+        """``slope`` (the trend's own, or an end of its interval) as a fraction of change over ``span``
+        (the series' own by default): ``exp(slope · span) − 1``, always above −1. None for a linear fit
+        (its slope is in the series' unit: a relative change is read from a log fit only)."""
+        if slope is None or not self.log:
             return None
-        return slope * self.span / self.start
+        return math.expm1(slope * (self.span if span is None else span))
 
     @property
     def change(self) -> float | None:
         """The fitted change over the span, a fraction of the fitted start (−0.154: −15.4%)."""
-        return self._rel(self.slope)
+        return self.relative(self.slope)
 
     @property
     def change_low(self) -> float | None:
-        return self._rel(self.low)
+        return self.relative(self.low)
 
     @property
     def change_high(self) -> float | None:
-        return self._rel(self.high)
+        return self.relative(self.high)
 
     @property
     def moves(self) -> bool:
         """The interval of the slope excludes 0: the series changes by more than its noise."""
-        if self.low is None or self.high is None or self.start <= 0:
+        if self.low is None or self.high is None:
             return False
         return self.low > 0 or self.high < 0
 
@@ -124,14 +146,19 @@ def _thin(t: np.ndarray, y: np.ndarray, max_points: int) -> tuple[np.ndarray, np
 
 
 def theil_sen(t: Sequence[float] | npt.NDArray[np.floating], y: Sequence[float] | npt.NDArray[np.floating], confidence: float = DRIFT_CONFIDENCE,
-              max_points: int = MAX_POINTS) -> Trend | None:
+              max_points: int = MAX_POINTS, *, log: bool = False) -> Trend | None:
     """The Theil–Sen slope of ``y`` over ``t`` with Sen's ``confidence`` interval (module
-    docstring). Points with a non-finite value are left out; None with fewer than two distinct
-    ``t``. The interval is None below ``MIN_POINTS`` points."""
+    docstring); of ``ln y`` where ``log`` (a relative change: the points whose ``y`` is not above 0
+    are left out too). Points with a non-finite value are left out; None with fewer than two
+    distinct ``t``. The interval is None below ``MIN_POINTS`` points."""
     ta = np.asarray(t, dtype=np.float64)
     ya = np.asarray(y, dtype=np.float64)
     ok = np.isfinite(ta) & np.isfinite(ya)
+    if log:
+        ok &= ya > 0
     ta, ya = ta[ok], ya[ok]
+    if log:
+        ya = np.log(ya)
     order = np.argsort(ta, kind="stable")
     ta, ya = _thin(ta[order], ya[order], max_points)
     n = ta.size
@@ -145,6 +172,8 @@ def theil_sen(t: Sequence[float] | npt.NDArray[np.floating], y: Sequence[float] 
     slopes = np.sort((ya[j] - ya[i])[keep] / dt[keep])
     slope = float(np.median(slopes))
     start = float(np.median(ya - slope * ta)) + slope * float(ta[0])
+    if log:
+        start = math.exp(start)
     low = high = None
     if n >= MIN_POINTS:
         big_n = slopes.size
@@ -154,21 +183,23 @@ def theil_sen(t: Sequence[float] | npt.NDArray[np.floating], y: Sequence[float] 
         if m1 >= 1 and m2 <= big_n:
             low, high = float(slopes[m1 - 1]), float(slopes[m2 - 1])
     return Trend(slope=slope, low=low, high=high, start=start, span=float(ta[-1] - ta[0]), n=int(n),
-                 confidence=confidence)
+                 confidence=confidence, log=log)
 
 
 def trend(t_s: Sequence[float], values: Sequence[float], confidence: float = DRIFT_CONFIDENCE) -> Trend | None:
-    """``theil_sen`` of a per-second series (``t_s`` in seconds on one clock)."""
-    return theil_sen(t_s, values, confidence)
+    """The relative trend of a per-second series of a positive figure (``t_s`` in seconds on one
+    clock): ``theil_sen`` on the log scale (module docstring)."""
+    return theil_sen(t_s, values, confidence, log=True)
 
 
 def trials_trend(values: Sequence[float | None]) -> Trend | None:
     """The trend of a level's trial figures in trial order (a trial with no figure is left out,
-    its index kept): the words "−15% over its 3 trials"."""
+    its index kept), on the log scale like every relative trend (module docstring): the words "−15%
+    over its 3 trials"."""
     pts = [(float(k), float(v)) for k, v in enumerate(values) if v is not None and math.isfinite(float(v))]
     if len(pts) < 2:
         return None
-    return theil_sen([p[0] for p in pts], [p[1] for p in pts])
+    return theil_sen([p[0] for p in pts], [p[1] for p in pts], log=True)
 
 
 @dataclass(frozen=True)
@@ -332,11 +363,12 @@ def rounds_settle(starts_s: Sequence[float], ends_s: Sequence[float], tokens_per
     the round that straddles the window's start included — and never fewer than ``min_rounds`` (long rounds
     widen it). Settled when (a) the window holds at least ``min_rounds`` rounds, (b) they span (from
     the first one's start to the last one's end) at least ``cover`` × ``window_s``, (c) the
-    Theil–Sen slope of their tokens/s over their midpoints (``theil_sen``: the median of every
-    pairwise slope, so one slow round — a stray stall — moves it little), times ``window_s``,
-    is within ±``bound_pct`` % of the fitted value at the window's first round: the throughput moves
-    by less than the bound per window; and (d) the change's ``DRIFT_CONFIDENCE`` interval (Sen's,
-    from ``MIN_POINTS`` rounds on) lies within ±``scatter_pct`` %: on a loaded host whose rounds
+    Theil–Sen slope of their tokens/s over their midpoints, on the log scale (``theil_sen`` with
+    ``log``: the median of every pairwise slope of ``ln`` tokens/s, so one slow round — a stray stall
+    — moves it little), read as a change over ``window_s`` (``exp(slope · window_s) − 1``, above
+    −100% however steep the fall), is within ±``bound_pct`` %: the throughput moves by less than the
+    bound per window; and (d) the change's ``DRIFT_CONFIDENCE`` interval (Sen's, from ``MIN_POINTS``
+    rounds on, its ends read the same way) lies within ±``scatter_pct`` %: on a loaded host whose rounds
     scatter several-fold a change inside the bound is luck, and is not called settled. The interval
     is kept beside the change, so such a verdict reads as scatter, not as a rise: a change whose
     interval holds 0 is "not steady", one whose interval excludes 0 "still rising" (or falling).
@@ -354,11 +386,12 @@ def rounds_settle(starts_s: Sequence[float], ends_s: Sequence[float], tokens_per
     covered = last_end - win[0][0]
     if len(win) < min_rounds or covered < cover * window_s:
         return RoundsSettle(False, None, len(win), covered, window_s, bound_pct)
-    tr = theil_sen([(a + b) / 2.0 for a, b, _ in win], [v for _, _, v in win])
-    if tr is None or tr.start <= 0:
+    tr = theil_sen([(a + b) / 2.0 for a, b, _ in win], [v for _, _, v in win], log=True)
+    change = tr.relative(tr.slope, window_s) if tr is not None else None
+    if tr is None or change is None:
         return RoundsSettle(False, None, len(win), covered, window_s, bound_pct)
-    low, high, change = (None if x is None else 100.0 * x * window_s / tr.start for x in (tr.low, tr.high, tr.slope))
-    assert change is not None
+    low, high = (None if x is None else 100.0 * x for x in (tr.relative(tr.low, window_s), tr.relative(tr.high, window_s)))
+    change *= 100.0
     known = low is None or high is None or (low >= -scatter_pct and high <= scatter_pct)
     return RoundsSettle(abs(change) <= bound_pct and known, change, len(win), covered, window_s, bound_pct, low, high,
                         scatter_pct)

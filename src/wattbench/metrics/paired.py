@@ -26,9 +26,9 @@ share, never one that only one side has (a server that warms, fills a cache or t
 other holds still): then the pairs' ratios themselves move, and their spread is not noise around
 one ratio. So the pairs' ratios (each adjusted for the common drift as above) are trended over the
 pairs in pair order with ``metrics/drift.trials_trend`` — the Theil–Sen slope with Sen's 99%
-interval, the one trend of every drift call — and the ratio *drifts* when that interval excludes 0
-(``Trend.moves``; the ratios or their logs give the same call: the log keeps every pairwise slope's
-sign). A drifting ratio is never judged within or beyond noise (``analysis/ab.py`` carries it to
+interval, on the log scale like every relative trend (the slope of the pairs' log ratios ``d_k``,
+their change ``exp(slope · span) − 1``, above −100% however steep), the one trend of every drift
+call — and the ratio *drifts* when that interval excludes 0 (``Trend.moves``). A drifting ratio is never judged within or beyond noise (``analysis/ab.py`` carries it to
 ``metrics/noise.judge``) and is never precise enough to stop on (``precision``: ``LevelPrecision``
 with ``drifting``). Below ``metrics/drift.MIN_POINTS`` (4) pairs the trend has no interval: no
 drift call is made, the ratio is judged on its interval alone.

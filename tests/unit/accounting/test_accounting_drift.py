@@ -83,13 +83,14 @@ def _trial(k: int, tok: list[float], power: float = 300.0, temp: float | None = 
 
 
 def _drifting_trials(total_change: float, **kw) -> list[LevelResult]:
-    """Three trials of 20 s, 30 s apart, whose tokens/s fall linearly by ``total_change`` from the
-    first second of the first to the last second of the last (no noise: the interval is the slope)."""
+    """Three trials of 20 s, 30 s apart, whose tokens/s move by ``total_change`` from the first second
+    of the first to the last second of the last at a steady rate (geometric: ln tokens/s is a line,
+    so the log-scale trend reads ``total_change`` exactly; no noise: the interval is the slope)."""
     t_first, t_last = 0.5, 2 * 30.0 + 19.5
     out = []
     for k in range(3):
         ts = [k * 30.0 + i + 0.5 for i in range(20)]
-        out.append(_trial(k, [1000.0 * (1.0 + total_change * (t - t_first) / (t_last - t_first)) for t in ts],
+        out.append(_trial(k, [1000.0 * (1.0 + total_change) ** ((t - t_first) / (t_last - t_first)) for t in ts],
                           **{n: v[k] for n, v in kw.items()}))
     return out
 
@@ -114,10 +115,14 @@ def test_a_drift_names_its_size_its_cause_and_what_to_do():
     st = stationarity(trials)
     kw = next(f for f in st.trends if f.figure == "output_tokens_per_s_per_kw")
     assert kw.boundary == "node" and kw.drifting
-    # the trials' steady means: 1000·(1 − 0.15·(t̄_k − 0.5)/79), t̄ = 10, 40, 70
-    means = [1000.0 * (1.0 - 0.15 * (m - 0.5) / 79.0) for m in (10.0, 40.0, 70.0)]
+    # the trials' steady means: each the mean of 0.85^((t − 0.5)/79) over its 20 seconds t0 + 0.5 … t0 + 19.5
+    # (t0 = 0, 30, 60) — a geometric series each, so 30 s apart they stand in the ratio 0.85^(30/79): the
+    # trial figures' log-scale trend reads 0.85^(60/79) − 1 = −11.6%, the per-second one −15.0%
+    means = [sum(1000.0 * 0.85 ** ((t0 + i) / 79.0) for i in range(20)) / 20 for t0 in (0.0, 30.0, 60.0)]
     assert kw.trial_values == pytest.approx([m / 0.3 for m in means])
     assert kw.trials_change_pct == pytest.approx((means[2] / means[0] - 1.0) * 100.0, rel=1e-9)
+    assert kw.trials_change_pct == pytest.approx(100.0 * (0.85 ** (60.0 / 79.0) - 1.0), rel=1e-9)
+    assert kw.change_pct == pytest.approx(-15.0, rel=1e-9)
     assert "GPU temperature 61→83 °C" in st.cause and "SM clock 1,980→1,755 MHz" in st.cause
     assert "sw_thermal_slowdown" in st.cause and "--precondition" in st.todo
     power = next(f for f in st.trends if f.figure == "avg_power_w")

@@ -96,12 +96,12 @@ def test_the_idle_series_mean_range_and_share_of_each_side():
 
 
 def test_an_idle_series_that_moves_more_than_its_noise_is_named_with_its_change():
-    # +2 W per block, every step the same: Theil–Sen's slope 2 W per 30 s, the change over 150 s
-    # 10 W on a fitted start of 100 W: +10%, its 99% interval clear of 0
-    rising = [(30.0 * k, 100.0 + 2.0 * k) for k in range(6)]
+    # ×1.02 per block, every step the same: the log-scale Theil–Sen slope ln 1.02 per 30 s, the change
+    # over 150 s 1.02^5 − 1 = +10.4%, its 99% interval (every pairwise slope alike) clear of 0
+    rising = [(30.0 * k, 100.0 * 1.02 ** k) for k in range(6)]
     d = paired_compare(*_with_series(rising)).idle[0]
-    assert d.drifts and d.change_pct == pytest.approx(10.0, rel=1e-9)
-    assert "; the idle draw drifts +10.0% over the pairs, more than its noise;" in idle_line(d)
+    assert d.drifts and d.change_pct == pytest.approx(100.0 * (1.02 ** 5 - 1.0), rel=1e-9)
+    assert "; the idle draw drifts +10.4% over the pairs, more than its noise;" in idle_line(d)
     # the same six windows in an order with no trend: its interval holds 0, nothing named
     flat = [(30.0 * k, w) for k, w in enumerate([100.0, 110.0, 100.0, 110.0, 100.0, 110.0])]
     f = paired_compare(*_with_series(flat)).idle[0]

@@ -1,7 +1,8 @@
 """The trend and warm-up rules (``metrics/drift.py``) against series whose truth is known: the
-Theil–Sen slope of a line, its robustness to an outlier, Sen's interval at its exact ranks (a 1%
-move of its z changes them), the −15% of the H200's three trials, MSER-5's truncation of a known
-warm-up, and the false-alarm and detection rates of the move rule over seeded series."""
+Theil–Sen slope of a line, a relative change on the log scale (a geometric fall's exact −75%, a
+rise of +100% as large as a fall of −50%), its robustness to an outlier, Sen's interval at its
+exact ranks (a 1% move of its z changes them), the −15% of the H200's three trials, MSER-5's
+truncation of a known warm-up, and the false-alarm and detection rates of the move rule over seeded series."""
 
 from __future__ import annotations
 
@@ -16,13 +17,38 @@ from wattbench.metrics.drift import DRIFT_CONFIDENCE, mser, theil_sen, trend, tr
 
 
 def test_the_slope_of_a_line_is_exact_and_its_interval_collapses_on_it():
+    # a linear fit keeps the series' own unit (the temperature's °C/min) and reads no relative change
     t = np.arange(20.0)
     tr = theil_sen(t, 100.0 - 0.5 * t)
     assert tr.slope == pytest.approx(-0.5)
     assert tr.low == pytest.approx(-0.5) and tr.high == pytest.approx(-0.5)
     assert tr.start == pytest.approx(100.0)
-    assert tr.change == pytest.approx(-0.5 * 19 / 100.0)
+    assert not tr.log and tr.change is None and tr.change_low is None
     assert tr.moves
+
+
+def test_a_geometric_fall_reads_its_exact_change_on_the_log_scale():
+    # y halves every 10 s, exactly: ln y falls ln 2 / 10 a second, so over the 20 s span the change
+    # is 2^-2 − 1 = −75% exactly, and Sen's interval (every pairwise log slope the same) collapses on
+    # it, inside (−100%, 0)
+    t = np.arange(21.0)
+    tr = trend(t, 800.0 * 0.5 ** (t / 10.0))
+    assert tr.log and tr.slope == pytest.approx(-math.log(2) / 10.0, rel=1e-12)
+    assert tr.span == 20.0 and tr.start == pytest.approx(800.0, rel=1e-12)
+    assert tr.change == pytest.approx(-0.75, rel=1e-12)
+    assert -1.0 < tr.change_low <= tr.change <= tr.change_high < 0.0
+    assert tr.change_low == pytest.approx(-0.75, rel=1e-12) and tr.moves
+    assert tr.relative(tr.slope, 10.0) == pytest.approx(-0.5, rel=1e-12)  # one half-life
+
+
+def test_a_rise_of_100_percent_and_a_fall_of_50_are_the_same_size():
+    # doubling and halving over the same 30 s: slopes ±ln 2 / 30, changes +100% and −50%
+    t = np.arange(31.0)
+    up = trend(t, 500.0 * 2.0 ** (t / 30.0))
+    down = trend(t, 500.0 * 0.5 ** (t / 30.0))
+    assert up.slope == pytest.approx(math.log(2) / 30.0, rel=1e-12)
+    assert down.slope == pytest.approx(-up.slope, rel=1e-12)
+    assert up.change == pytest.approx(1.0, rel=1e-12) and down.change == pytest.approx(-0.5, rel=1e-12)
 
 
 def test_one_outlier_does_not_move_the_slope():
@@ -54,14 +80,20 @@ def test_sens_interval_sits_at_its_ranks_and_a_one_percent_move_of_z_changes_the
 
 
 def test_the_h200_trials_read_minus_15_percent():
+    # the pairwise log slopes: ln(3915/4323) = −0.0991, ln(3657/3915) = −0.0682, ln(3657/4323)/2 =
+    # −0.0837; their median is the first-to-last one, so the change is exp(2·that) − 1 = 3657/4323 − 1
     tr = trials_trend([4323.0, 3915.0, 3657.0])
+    assert tr.slope == pytest.approx(math.log(3657.0 / 4323.0) / 2.0, rel=1e-12)
     assert tr.change == pytest.approx(3657.0 / 4323.0 - 1.0, abs=1e-12)  # −15.4%
+    assert f"{100 * tr.change:+.1f}%" == "-15.4%"
     assert tr.low is None and not tr.moves  # three points: no 99% interval on their own
 
 
 def test_a_missing_trial_keeps_its_index():
     tr = trials_trend([100.0, None, 90.0])
-    assert tr.slope == pytest.approx(-5.0) and tr.span == pytest.approx(2.0, abs=1e-12)
+    # one pair of points two trials apart: the log slope ln(0.9) / 2, the change 90/100 − 1
+    assert tr.slope == pytest.approx(math.log(0.9) / 2.0, rel=1e-12) and tr.span == pytest.approx(2.0, abs=1e-12)
+    assert tr.change == pytest.approx(-0.1, rel=1e-12)
 
 
 def test_too_few_points_give_no_trend():
@@ -72,9 +104,13 @@ def test_too_few_points_give_no_trend():
 
 def test_a_long_series_is_thinned_to_the_cap_and_keeps_its_slope():
     t = np.arange(5000.0)
-    tr = trend(t, 50.0 + 0.01 * t)
+    tr = theil_sen(t, 50.0 + 0.01 * t)
     assert tr.n == drift.MAX_POINTS
     assert tr.slope == pytest.approx(0.01, rel=1e-9)
+    # on the log scale the groups are geometric means; a geometric series keeps its rate exactly when
+    # the groups are of one size (5000 points into 500 groups of 10)
+    tr = theil_sen(t, 50.0 * np.exp(1e-4 * t), max_points=500, log=True)
+    assert tr.n == 500 and tr.slope == pytest.approx(1e-4, rel=1e-9)
 
 
 def _level_series(rng, change: float, sd: float, trials: int = 3, seconds: int = 20, gap_s: float = 5.0):

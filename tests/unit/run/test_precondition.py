@@ -185,12 +185,12 @@ def test_a_steady_server_settles_after_the_minimum_loads():
 
 
 def test_a_server_that_keeps_climbing_reaches_the_limit_and_says_by_how_much():
-    sc = Scripted(lambda t: 1000.0 * (1.0 + 0.01 * t))  # +1% of its start a second, without end
+    sc = Scripted(lambda t: 1000.0 * 1.01 ** t)  # +1% a second, compounding, without end
     pc = precondition(sc.load, sc.settle, sc.clock, window_s=10.0, limit_s=30.0)
     assert not pc.settled and pc.duration_s == pytest.approx(30.0) and pc.rounds == 30
-    # truth over the last 10 loads (1,200 to 1,290 tok/s): 10 tok/s a second, 100 over the 10 s window,
-    # on the window's start of 1,200: +8.3%
-    assert pc.throughput_change_pct == pytest.approx(100 * 10 * 10 / 1200, rel=1e-9)
+    # truth over the last 10 loads: ln tok/s climbs ln 1.01 a second, so over the 10 s window the
+    # change is 1.01^10 − 1 = +10.5%
+    assert pc.throughput_change_pct == pytest.approx(100 * (1.01 ** 10 - 1), rel=1e-9)
     c = pc.throughput_change_pct
     assert pc.reason == (f"not settled after 30 s (the limit): output tok/s still rising {c:+.1f}% over the last "
                          f"10 s (99% interval {c:+.1f}% to {c:+.1f}%; 10 rounds; bound ±{SETTLE_CHANGE_PCT:g}%); "

@@ -94,7 +94,9 @@ class SteadySeries(_M):
 class FigureTrend(_M):
     """The trend of one figure over a level's steady windows, its trials together
     (``accounting.drift.stationarity``): the Theil–Sen change over the span with its 99% interval
-    (percent of the fitted start), and the trend of the trial figures."""
+    (percent of the fitted start; fitted on the log scale, ``metrics/drift.py`` — a result written
+    by an earlier wattbench keeps the straight line's reading it recorded), and the trend of the
+    trial figures."""
 
     figure: str  # output_tokens_per_s | avg_power_w | output_tokens_per_s_per_kw
     boundary: str | None = None
