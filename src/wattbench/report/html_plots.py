@@ -6,6 +6,7 @@ Every number comes from ``result.json`` / the run's side files; plots are shaped
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,7 +58,7 @@ def by_load(result: Result) -> Result:
 def x_of_levels(result: Result) -> tuple[list[Any], str]:
     vals = [F.level_target_value(lv) for lv in result.levels]
     modes = {lv.load.mode for lv in result.levels}
-    if all(v is not None for v in vals) and len(modes) == 1:
+    if all(v is not None and math.isfinite(v) for v in vals) and len(modes) == 1:  # rate inf: no place on an axis
         mode = modes.pop()
         return vals, ("concurrency (requests in flight)" if mode == "concurrency" else "offered rate (requests/s)")
     return [ptxt(lv.label) for lv in result.levels], "load level"

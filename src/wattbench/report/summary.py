@@ -226,8 +226,6 @@ def unmeasured_levels(result: Result) -> list[str]:
     mode = "rate" if cfg.rate else "concurrency"
     planned = [float(v) for v in (cfg.rate or cfg.concurrency)]
     done = {F.level_target_value(lv) for lv in result.levels if lv.load.mode == mode}
-    if mode == "rate" and None in done:  # a level's inf rate, which result.json writes as null
-        done.add(math.inf)
     return [load_label(mode, x) for x in planned if x not in done]
 
 

@@ -3,6 +3,7 @@ HTML showed ``engine transformers`` and ``arrival poisson``, defaults it never u
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from tests.fakes.results_factory import make_level, make_result
 from wattbench.core.schema import RecordedConfig
 from wattbench.report import summary as S
+from wattbench.report.labels import short_label
 from wattbench.report.html import build_html
 from wattbench.results.rundir import write_result
 
@@ -42,8 +44,9 @@ def test_an_open_loop_launched_run_shows_both():
 
 
 def test_an_inf_rate_level_read_back_counts_as_measured(tmp_path):
-    """An interrupted run's unmeasured levels: the recorded ladder's inf rate reads back as inf, the
-    level that measured it as a rate result.json wrote as null; it is not listed as unmeasured."""
+    """An interrupted run's unmeasured levels: the recorded ladder's inf rate and the level that
+    measured it, both written as null (JSON has no inf), read back as inf; it is not listed as
+    unmeasured, and is named as in memory."""
     from wattbench.results.rundir import load_result
 
     r = _with_config([make_level(0, mode="rate", value=2.0), make_level(1, mode="rate", value=math.inf)],
@@ -52,7 +55,14 @@ def test_an_inf_rate_level_read_back_counts_as_measured(tmp_path):
     assert S.unmeasured_levels(r) == []  # in memory
     write_result(tmp_path / "r", r)
     back = load_result(tmp_path / "r")
-    assert back.config.rate == pytest.approx([2.0, math.inf], rel=1e-12) and back.levels[1].load.target_rate_rps is None
+    raw = json.loads((tmp_path / "r" / "result.json").read_text())
+    assert raw["config"]["rate"] == [2.0, None] and raw["levels"][1]["load"]["target_rate_rps"] is None
+    assert back.config.rate == pytest.approx([2.0, math.inf], rel=1e-12)
+    assert back.levels[1].load.target_rate_rps == math.inf
+    assert short_label(back.levels[1]) == "r=inf"
+    from wattbench.report.data import RunData
+
+    assert "r=inf" in build_html([RunData(tmp_path / "r")])  # an inf rate has no place on a load axis: labels
     assert S.unmeasured_levels(back) == []
     back.levels = back.levels[:1]  # the inf level not measured: listed
     assert S.unmeasured_levels(back) == ["r=inf"]

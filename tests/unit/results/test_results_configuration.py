@@ -105,3 +105,17 @@ def test_history_rows_carry_target_label_and_the_run_key(tmp_path):
         assert [x.run_id for x in store.list_runs(target="10.0.0.5")] == ["r1"]
     assert got["r1"].target == "10.0.0.5:8000" and got["r1"].config_label == "drv-580"
     assert got["r1"].config_id == run_key(r) and got["r0"].target == IDENTITY_UNKNOWN
+
+
+def test_an_inf_rate_level_keys_the_same_registered_as_run_and_imported_from_its_file(tmp_path):
+    """``run`` registers the result in memory (rate inf), ``history import`` reads result.json (the
+    inf written as null): one level of one configuration, one key, the history's one series."""
+    import math
+
+    from wattbench.results.rundir import load_result, write_result
+
+    r = make_result("a", levels=[make_level(0, mode="rate", value=math.inf)])
+    write_result(tmp_path / "a", r)
+    back = load_result(tmp_path / "a")
+    assert configuration(back, back.levels[0])["load"]["value"] == math.inf
+    assert _key(back) == _key(r)

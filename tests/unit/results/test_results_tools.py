@@ -229,3 +229,22 @@ def test_guidellm_request_left_in_flight_is_counted_and_the_level_warns(tmp_path
     # one request of at most 16 tokens against 192 credited: J/token overstated by at most 8.3%
     assert f.kind == "tool_left_out" and f.effect_pct == pytest.approx(100 * 16 / 192, rel=1e-12)
     assert f.severity == "warn" and combine([f]).verdict == "warn"
+
+
+def test_a_wrapped_wattbench_runs_inf_rate_level_reads_as_inf(tmp_path):
+    """``measure -- wattbench run --rate 2,inf``: result.json writes the inf rate as null (JSON has
+    no inf); the wrapped level reads as inf requests/s, every request at once, not as 0."""
+    import math
+
+    from tests.fakes.results_factory import make_level, make_result
+    from wattbench.results.rundir import write_result
+
+    d = tmp_path / "run"
+    write_result(d, make_result(levels=[make_level(0, mode="rate", value=2.0), make_level(1, mode="rate", value=math.inf)]))
+    assert json.loads((d / "result.json").read_text())["levels"][1]["load"]["target_rate_rps"] is None
+    recs = [{"id": i, "level": i, "sent_ns": 5_000_000_000, "first_token_ns": 5_100_000_000,
+             "last_token_ns": 5_200_000_000, "end_ns": 5_300_000_000, "input_tokens": 16, "output_tokens": 16,
+             "ok": True} for i in (0, 1)]
+    (d / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    run = read_tool("wattbench-run", [d])
+    assert [(lv.mode, lv.value) for lv in run.levels] == [("rate", 2.0), ("rate", math.inf)]

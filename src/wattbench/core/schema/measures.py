@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
 from wattbench.core.numbers import fmt
 from wattbench.core.secret_scope import clip
@@ -115,6 +115,9 @@ class LoadStats(_M):
 
     mode: Literal["concurrency", "rate", "trace"] = "concurrency"
     target_concurrency: int | None = None
+    # a rate level's requests/s; inf (every request at once) is written as null, as result.json's
+    # writer has always written it (JSON has no inf), and read back as inf (``RecordedConfig.rate``
+    # alike); a trace level's stays None where its arrivals span no time
     target_rate_rps: float | None = None
     achieved_rate_rps: float | None = None
     mean_in_flight: float | None = None
@@ -131,6 +134,16 @@ class LoadStats(_M):
     saturation_reasons: list[str] = Field(default_factory=list)
     max_in_flight: int | None = None  # open loop capped at this many requests in flight (--max-concurrency)
     actors: list[LoadActorInfo] = Field(default_factory=list)  # distributed: per load actor (node, clock, cpu)
+
+    @model_validator(mode="after")
+    def _null_rate_is_inf(self) -> LoadStats:
+        if self.mode == "rate" and self.target_rate_rps is None:
+            self.target_rate_rps = math.inf
+        return self
+
+    @field_serializer("target_rate_rps")
+    def _inf_rate_as_null(self, v: float | None) -> float | None:
+        return None if v is not None and math.isinf(v) else v
 
 
 # ---------------------------------------------------------------- energy

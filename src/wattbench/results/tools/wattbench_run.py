@@ -73,8 +73,8 @@ def read(paths: list[Path]) -> ToolRun:
             continue
         ld = lv.load
         rate = ld.mode == "rate"
-        value = (ld.target_rate_rps if rate else ld.target_concurrency)
-        if value is not None and not (math.isfinite(value) and value >= 0):
+        value = (ld.target_rate_rps if rate else ld.target_concurrency)  # a rate's inf: every request at once
+        if value is not None and not (value >= 0 and (math.isfinite(value) or rate)):
             raise UserError(f"{WHAT}: {run_dir / RESULT_NAME} level {lv.index}'s load is {value!r}; "
                             "is it a file wattbench wrote, unedited?")
         levels.append(ToolLevelData(
