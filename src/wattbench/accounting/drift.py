@@ -23,7 +23,14 @@ bucket). Buckets are of equal length, as near ``BUCKET_S`` as the window allows.
   one trial, between the 3 s before it and its window): the GPU's temperature (a change of
   ``TEMP_CHANGE_C`` or more), its SM clock (``CLOCK_CHANGE`` or more), capping throttle reasons,
   the server's running/waiting counts and KV-cache use (a change of ``QUEUE_CHANGE`` requests or
-  ``KV_CHANGE_PCT`` points), the client's loop lag (p99 over ``LAG_CAUSE_MS``), and what to do.
+  ``KV_CHANGE_PCT`` points), the client's loop lag (p99 over ``LAG_CAUSE_MS``), the host's CPUs
+  (``host_cpu_cause``, over each trial's ``HostCpu``: a change of ``STEAL_CHANGE_PCT`` points or
+  more in the steal share of all CPUs' time, of ``BUSY_CHANGE_PCT`` points in their busy share —
+  with the share of the host's other processes beside it where the server's is known — of
+  ``IOWAIT_CHANGE_PCT`` points in iowait, or of ``SERVER_CPU_CHANGE`` (relative) in the CPU the
+  launched server's process tree used; what to do: measure on a host without other tenants or
+  load and pin the server's cores), and what to do. Where nothing moved and the host's CPUs were
+  read, the sentence says they held still too.
 * **another thermal state** (``other_state``): a trial whose peak GPU temperature is
   ``TEMP_STATE_C`` or more from the median of the trials, or whose mean SM clock is ``CLOCK_STATE``
   or more from theirs, or that alone saw capping throttle reasons, is named (``thermal_state``).
@@ -46,7 +53,8 @@ from wattbench.accounting.boundaries import boundary_totals, contains_work
 from wattbench.accounting.findings import EFFICIENCY_MATERIAL_PCT, Finding, judged, rule
 from wattbench.accounting.sampling import trapezoid_j, window_polyline
 from wattbench.core.recordset import RecordSet
-from wattbench.core.schema import FigureTrend, FindingKind, LevelResult, Stationarity, SteadySeries, Thermal, Window
+from wattbench.core.schema import (FigureTrend, FindingKind, HostCpu, LevelResult, Stationarity, SteadySeries, Thermal,
+                                   Window)
 from wattbench.metrics.drift import MSER_BATCH, Trend, mser, trend, trials_trend
 from wattbench.metrics.timeline import output_tokens_per_s_buckets
 from wattbench.telemetry.base import TelemetryLog
@@ -61,6 +69,10 @@ KV_CHANGE_PCT = 5.0  # KV-cache use, percentage points
 LAG_CAUSE_MS = 50.0  # client loop lag p99 named as a cause
 TEMP_STATE_C = 5.0  # a trial this far from the trials' median peak temperature: another state
 CLOCK_STATE = 0.03  # a trial's mean SM clock this far (relative) from the trials' median
+STEAL_CHANGE_PCT = 5.0  # the host's steal share of all CPUs' time, percentage points
+BUSY_CHANGE_PCT = 20.0  # the host's busy share of all CPUs' time, percentage points
+IOWAIT_CHANGE_PCT = 10.0  # the host's iowait share, percentage points
+SERVER_CPU_CHANGE = 0.25  # the launched server's CPU (cores), relative
 
 TOKENS = "output_tokens_per_s"
 POWER = "avg_power_w"
@@ -70,7 +82,7 @@ FIGURE_GROUPS = {TOKENS: ("throughput", "efficiency"), POWER: ("energy", "effici
                  PER_KW: ("efficiency", "energy")}
 
 __all__ = ["steady_series", "stationarity", "stationarity_findings", "warmup_bound_s", "mser_estimate_s",
-           "other_state", "trim_warmup", "BUCKET_S"]
+           "other_state", "trim_warmup", "host_cpu_cause", "rounds_host_cpu", "BUCKET_S"]
 
 
 def _buckets(t0: int, t1: int, bucket_s: float) -> tuple[int, float]:
@@ -200,6 +212,50 @@ def _thermal_of(t: LevelResult) -> Thermal | None:
     return th if th is not None and th.model_fields_set else None
 
 
+HOST_CPU_TODO = "measure on a host without other tenants or load; pin the server's cores"
+
+
+def _moved(a: float | None, b: float | None, points: float) -> bool:
+    return a is not None and b is not None and abs(b - a) >= points
+
+
+def host_cpu_cause(a: HostCpu | None, b: HostCpu | None) -> tuple[list[str], str | None]:
+    """What of the host's CPUs moved from ``a`` (the first trial's, or load's) to ``b`` (the
+    last's), in words, and what to do; ``([], None)`` when nothing moved by its bound (module
+    docstring) or either was not read."""
+    if a is None or b is None:
+        return [], None
+    out: list[str] = []
+    if _moved(a.steal_pct, b.steal_pct, STEAL_CHANGE_PCT):
+        out.append(f"host CPU steal {a.steal_pct:.0f}→{b.steal_pct:.0f}%")
+    if _moved(a.busy_pct, b.busy_pct, BUSY_CHANGE_PCT):
+        oa, ob = a.others_busy_pct, b.others_busy_pct
+        others = f" (others' processes {oa:.0f}→{ob:.0f}%)" if oa is not None and ob is not None else ""
+        out.append(f"host CPUs busy {a.busy_pct:.0f}→{b.busy_pct:.0f}%{others}")
+    if _moved(a.iowait_pct, b.iowait_pct, IOWAIT_CHANGE_PCT):
+        out.append(f"host CPU iowait {a.iowait_pct:.0f}→{b.iowait_pct:.0f}%")
+    x, y = a.server_cpu_cores, b.server_cpu_cores
+    if x is not None and y is not None and max(x, y) > 0 and abs(y - x) >= SERVER_CPU_CHANGE * max(x, y):
+        out.append(f"the server's CPU {x:.1f}→{y:.1f} cores")
+    if a.cpu_count and b.cpu_count and a.cpu_count != b.cpu_count:
+        out.append(f"host CPUs online {a.cpu_count}→{b.cpu_count}")
+    return out, (HOST_CPU_TODO if out else None)
+
+
+def rounds_host_cpu(rounds: Sequence[HostCpu | None]) -> str | None:
+    """What of the host's CPUs moved from the first ``--precondition`` load to the last
+    (``host_cpu_cause``), as the clause an unsettled precondition's reason ends with; None when
+    nothing moved or fewer than two loads were read."""
+    if len(rounds) < 2:
+        return None
+    moved, todo = host_cpu_cause(rounds[0], rounds[-1])
+    return f"the host's CPUs moved over the loads: {'; '.join(moved)}; {todo}" if moved else None
+
+
+def _host_cpu_read(h: HostCpu | None) -> bool:
+    return h is not None and h.busy_pct is not None
+
+
 def _cause(trials: Sequence[LevelResult]) -> tuple[str | None, str | None]:
     """What the run recorded that moved with the figures, and what to do (module docstring)."""
     first, last = trials[0], trials[-1]
@@ -243,11 +299,21 @@ def _cause(trials: Sequence[LevelResult]) -> tuple[str | None, str | None]:
         where = f" in trial {worst_lag[0] + 1}" if len(trials) > 1 else ""
         causes.append(f"client loop lag p99 {worst_lag[1]:,.0f} ms{where}")
         todo.append("give the client its own cores (fewer other processes, --workers N)")
+    ha, hb = first.host_cpu, last.host_cpu
+    host_read = len(trials) > 1 and _host_cpu_read(ha) and _host_cpu_read(hb)
+    if host_read:
+        moved, what = host_cpu_cause(ha, hb)
+        causes += moved
+        if what:
+            todo.append(what)
     if not todo:
         todo.append("repeat the run, or measure the configurations alternated (A B B A) so drift common to both "
                     "cancels")
-    return ("; ".join(causes) if causes else "no recorded cause: temperature, clocks, the server's queue and the "
-            "client's lag held still"), "; ".join(todo)
+    if causes:
+        return "; ".join(causes), "; ".join(todo)
+    held = ("temperature, clocks, the server's queue, the client's lag and the host's CPUs held still" if host_read
+            else "temperature, clocks, the server's queue and the client's lag held still")
+    return f"no recorded cause: {held}", "; ".join(todo)
 
 
 def other_state(trials: Sequence[LevelResult]) -> tuple[list[int], str | None]:

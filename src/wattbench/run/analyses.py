@@ -137,6 +137,7 @@ def trials_block(trials: list[LevelResult]) -> TrialsBlock:
                        figures_steady=_trial_cis(steady, WINDOW_FIGURES) if has_steady else {},
                        thermal_before=[t.thermal_before for t in trials],
                        thermal=[t.thermal if t.thermal.model_fields_set else None for t in trials],
+                       host_cpu=[t.host_cpu for t in trials],
                        unmeasured=unmeasured(trials))
 
 

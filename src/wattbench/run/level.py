@@ -15,6 +15,7 @@ import numpy as np
 
 from wattbench.accounting.drift import (
     mser_estimate_s,
+    rounds_host_cpu,
     stationarity,
     stationarity_findings,
     steady_series,
@@ -28,7 +29,7 @@ from wattbench.accounting.thermal import (
     temperature_settle,
     thermal_summary,
 )
-from wattbench.environment import cpu_frequency_mhz
+from wattbench.environment import CpuSnapshot, cpu_frequency_mhz, cpu_snapshot, host_cpu_between
 from wattbench.accounting.level import account_level, add_level_findings, count_source
 from wattbench.core.clock import now_ns
 from wattbench.core.errors import Interrupted, LevelFailed, TargetStopped
@@ -39,7 +40,8 @@ from wattbench.core.load_types import LevelOutcome, LevelSpec
 from wattbench.core.target import TargetSpec
 from wattbench.results import rundir
 from wattbench.core.recordset import RecordSet, as_record_set, spooling_into
-from wattbench.core.schema import LevelResult, NoiseInfo, PrimingPhase, RequestRecord, Result, Thermal, Validity
+from wattbench.core.schema import (HostCpu, LevelResult, NoiseInfo, PrimingPhase, RequestRecord, Result, Thermal,
+                                   Validity)
 from wattbench.core.schema import FindingKind
 from wattbench.run import analyses
 from wattbench.run.plan import default_num_requests, planned_levels
@@ -178,8 +180,13 @@ class LevelRunner:
         session.emit(Phase("precondition", f"preconditioning the device at {mode}={value:g} until its temperature "
                                            f"and throughput settle (at most {limit_s:g} s; not measured)"))
 
+        round_cpu: list[HostCpu | None] = []
+
         def load_round() -> PrimingPhase:
-            return self.prime(mode, value, n, "preconditioning: loading the device until it settles")
+            cpu0 = self._cpu_snapshot()
+            phase = self.prime(mode, value, n, "preconditioning: loading the device until it settles")
+            round_cpu.append(host_cpu_between(cpu0, self._cpu_snapshot()))
+            return phase
 
         def settle() -> Settle:
             if log is None:
@@ -189,10 +196,20 @@ class LevelRunner:
 
         pc = precondition(load_round, settle, lambda: now_ns() / 1e9, limit_s=limit_s, window_s=window_s,
                           bound_pct=SETTLE_CHANGE_PCT)
+        pc.round_host_cpu = round_cpu
+        moved = rounds_host_cpu(round_cpu) if not pc.settled else None
+        if moved:
+            pc.reason += f" ({moved})"
         self.noise.precondition = pc
         if not pc.settled:
             self.result.warnings.append(f"--precondition: {pc.reason}")
         session.write_level_artifacts()
+
+    def _cpu_snapshot(self) -> CpuSnapshot:
+        """The host's CPUs now, with the launched engine's process tree where wattbench launched
+        it (``environment.cpu_snapshot``)."""
+        engine = self.session.engine
+        return cpu_snapshot(engine.pid if engine is not None else None)
 
     def restart(self, before_trial: int) -> None:
         """A fresh engine (``--restart-engine``), primed again before it is measured."""
@@ -247,6 +264,7 @@ class LevelRunner:
         trials = self._trials.setdefault(index, [])
         # the level's records spool into the run directory as they finish (a killed run keeps them)
         spool = rundir.begin_level_spool(run_dir, index, k, label)
+        cpu0 = self._cpu_snapshot()  # the host's CPUs at the load's start and end, never between
         try:
             with spooling_into(spool):
                 outcome = self._run_one(spec, requests, self._on_progress(Measured(index)))
@@ -254,14 +272,17 @@ class LevelRunner:
             partial = getattr(e, "outcome", None)
             if partial is not None and partial.records:
                 lv = self._account(index, spec, partial, k, thermal_before, label_suffix)
+                lv.host_cpu = host_cpu_between(cpu0, self._cpu_snapshot())
                 self._add_trial(trials, lv)
                 self._record(index, partial.records, final=True)
             else:
                 rundir.end_level_spool(run_dir, index, k)  # nothing finished: nothing to keep
             raise
+        host_cpu = host_cpu_between(cpu0, self._cpu_snapshot())
         self.used += len(outcome.records)
         self.abandoned = abandoned_count(outcome.records)
         lv = self._account(index, spec, outcome, k, thermal_before, label_suffix)
+        lv.host_cpu = host_cpu
         add_drain_finding(lv, drain, f"trial {k + 1}" if n > 1 else "")
         self._add_trial(trials, lv)
         self._write_requests(outcome.records, k, index)

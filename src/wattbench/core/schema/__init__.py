@@ -27,7 +27,9 @@ Version history:
   ``run --trials auto``.  ``LevelResult.series`` (``SteadySeries``: a trial's per-second steady series) and
   ``LevelResult.stationarity`` (``Stationarity``: drift, its cause, the warm-up estimate),
   ``TrialsBlock.thermal`` (each trial's ``Thermal``), ``Thermal.cpu_mhz`` and
-  ``NoiseInfo.precondition`` (``Preconditioning``, ``run --precondition``).
+  ``NoiseInfo.precondition`` (``Preconditioning``, ``run --precondition``); then ``LevelResult.host_cpu``
+  (``HostCpu``: the host's CPUs over a trial), ``TrialsBlock.host_cpu`` (each trial's) and
+  ``Preconditioning.round_host_cpu`` (each load's).
   Typed since within version 2, same keys as before: ``LevelResult.goodput`` (``Goodput``),
   ``thermal`` and ``thermal_before`` (``Thermal``), ``server_metrics`` (``ServerMetrics``), until
   then free dicts (``core/schema/blocks.py``). An older file's dict loads into the model; a key the
@@ -77,6 +79,7 @@ from wattbench.core.schema.blocks import (
     DeviceThermal,
     Goodput,
     GoodputPerKw,
+    HostCpu,
     ServerMetrics,
     SLOBound,
     SLOCheck,
@@ -154,7 +157,7 @@ __all__ = [
     "SensorChannel",
     "FigureKey",
     "FindingKind",
-    "DeviceThermal", "Goodput", "GoodputPerKw", "ServerMetrics", "SLOBound", "SLOCheck", "Thermal",
+    "DeviceThermal", "Goodput", "GoodputPerKw", "HostCpu", "ServerMetrics", "SLOBound", "SLOCheck", "Thermal",
     "ClockMapping", "MeasureInfo", "ToolLevel",
     "CrossCheck", "DeviceCrossCheck", "LoadActorInfo", "PowerChannelCheck", "StreamBatching", "TokenCalibration", "TokenizerInfo",
     "SCHEMA_VERSION", "BoundaryEnergy", "EFFICIENCY_FIGURES", "Figure", "Finding", "LATENCY_FIGURES", "CarbonIntensity", "ClockInfo", "EnergyShare", "Environment", "GPUInfo",

@@ -1,6 +1,6 @@
 """What a level observed beside its figures: goodput under the run's SLOs (``LevelResult.goodput``),
-the GPUs' thermal and clock state (``LevelResult.thermal``) and the server's own metrics
-(``LevelResult.server_metrics``).
+the GPUs' thermal and clock state (``LevelResult.thermal``), the host's CPUs
+(``LevelResult.host_cpu``) and the server's own metrics (``LevelResult.server_metrics``).
 
 Each block is written with the keys its writer set (``_Sparse``): a thermal summary without a
 clock channel has no clock key, a server without ``/metrics`` only ``available`` and ``reason``.
@@ -110,6 +110,38 @@ class Thermal(_Sparse):
     power_limit_w: float | None = None  # the devices' last limits, summed
     cpu_mhz: float | None = None  # the host CPUs' mean current frequency (cpufreq), where readable
     devices: dict[str, DeviceThermal] = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- host CPUs (environment.py)
+
+
+class HostCpu(_Sparse):
+    """The host's CPUs over a window (``environment.host_cpu_between``): ``/proc/stat``'s counters
+    and the processes' ``/proc/PID/stat`` times, read at its start and its end — nothing samples
+    between. A share (``_pct``) is of all the host's CPU time over the window (its CPUs' clock
+    ticks, steal included); ``_cores`` is CPU seconds per second (1.0: one core busy throughout).
+    A key only where it was read: none off Linux, no server key where wattbench did not launch
+    the server (``--target``)."""
+
+    duration_s: float | None = None  # the window, between the two reads
+    cpu_count: int | None = None  # CPUs online at the end (``cpuN`` lines of /proc/stat)
+    cpu_count_start: int | None = None  # CPUs online at the start (a hot-plug moves it)
+    busy_pct: float | None = None  # user, nice, system, irq and softirq time: neither idle, iowait nor steal
+    steal_pct: float | None = None  # time the hypervisor gave the VM's CPUs to others
+    iowait_pct: float | None = None  # idle time with I/O outstanding
+    server_cpu_cores: float | None = None  # the launched engine's process tree (its descendants included)
+    server_cpu_pct: float | None = None
+    wattbench_cpu_cores: float | None = None  # wattbench's own process (its threads included)
+    wattbench_cpu_pct: float | None = None
+
+    @property
+    def others_busy_pct(self) -> float | None:
+        """The busy share neither the launched server nor wattbench's process used — the host's
+        other processes (and the kernel's work for none of them); None without the server's share.
+        Read at slightly different instants, so clamped at 0."""
+        if self.busy_pct is None or self.server_cpu_pct is None:
+            return None
+        return max(0.0, self.busy_pct - self.server_cpu_pct - (self.wattbench_cpu_pct or 0.0))
 
 
 # ---------------------------------------------------------------- server metrics (server/metrics.py)

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from wattbench.core.schema.base import Num, _M, _Sparse
-from wattbench.core.schema.blocks import Goodput, ServerMetrics, Thermal
+from wattbench.core.schema.blocks import Goodput, HostCpu, ServerMetrics, Thermal
 from wattbench.core.schema.measure import ToolLevel
 from wattbench.core.schema.measures import (
     BoundaryEnergy,
@@ -76,6 +76,8 @@ class TrialsBlock(_M):
     thermal_before: list[Thermal | None] = Field(default_factory=list)
     # each trial's thermal and clock state over its window (``LevelResult.thermal``), in trial order
     thermal: list[Thermal | None] = Field(default_factory=list)
+    # each trial's host CPUs over its load (``LevelResult.host_cpu``), in trial order
+    host_cpu: list[HostCpu | None] = Field(default_factory=list)
     unmeasured: list[UnmeasuredTrial] = Field(default_factory=list)
 
 
@@ -217,6 +219,7 @@ class LevelResult(_M):
     trial: int | None = None  # which trial of the level this is (0-based)
     timing: LevelTiming | None = None
     thermal_before: Thermal | None = None  # thermal state over the 3 s before the trial
+    host_cpu: HostCpu | None = None  # the host's CPUs over the trial's load (/proc/stat at its start and end)
     series: SteadySeries | None = None  # this trial's per-second steady series (drift, MSER-5)
     stationarity: Stationarity | None = None  # trends over the level's trials, warm-up estimate
     oversaturation: Oversaturation | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from wattbench.core.schema.base import _M, Num
+from wattbench.core.schema.blocks import HostCpu
 from wattbench.core.schema.level import LevelResult
 
 
@@ -53,6 +54,8 @@ class Preconditioning(_M):
     # every load's output tokens/s (None: it produced none), and when it ended (s after the first began)
     round_output_tokens_per_s: list[float | None] = Field(default_factory=list)
     round_end_s: list[float] = Field(default_factory=list)
+    # the host's CPUs over every load (``LevelResult.host_cpu``'s block; None: not read)
+    round_host_cpu: list[HostCpu | None] = Field(default_factory=list)
     throughput_change_pct: float | None = None  # the last window's fitted change (None: not yet read)
     throughput_rounds: int | None = None  # the rounds that change rests on
     throughput_bound_pct: float | None = None
