@@ -16,7 +16,8 @@
 # temperature and its output tok/s settle (docs/accounting.md §10c), at most PRECONDITION_MAX
 # seconds per side; the part's limit grows by 2 × PRECONDITION_MAX for it (within BUDGET_S: run one
 # part per call), and parts.json records, per side, whether it settled, in how many loads and
-# seconds, each load's tok/s and why it stopped (the same lines print as "precondition A: …"):
+# seconds, each load's tok/s and the host's CPUs over it, and why it stopped (the same lines print
+# as "precondition A: …"); each side's trials' host CPUs (busy, steal, the engine's cores) print too:
 #   PRECONDITION=1 PARTS=tuned-defaults PART_S=330 bash benches/gpu/decisive.sh
 # Per part: the answer lines, the precision reached on the per-kW ratio, the pairs, why it stopped,
 # and the device time each configuration spent measuring (the sum of its trials' windows) and in
@@ -132,9 +133,21 @@ for name in sys.argv[5:]:
         pc = (r.get("noise") or {}).get("precondition")
         if pre:  # each side's record as the run wrote it (noise.precondition), or why there is none
             keep = ("settled", "rules", "duration_s", "rounds", "requests", "reason", "throughput_change_pct",
-                    "temperature_c", "slope_c_per_min", "round_output_tokens_per_s", "round_end_s")
+                    "temperature_c", "slope_c_per_min", "round_output_tokens_per_s", "round_end_s",
+                    "round_host_cpu")
             p["precondition"][side] = {k: pc.get(k) for k in keep} if pc else {"reason": "not recorded"}
             print(f"precondition {side}: {pc['reason'] if pc else 'not recorded'}")
+        # the host's CPUs over each trial (LevelResult.host_cpu): a CPU-bound engine slowed by another
+        # tenant or a VM's steal shows here, where no GPU reading moves
+        hosts = [h for lv in r.get("levels", []) for h in ((lv.get("trials") or {}).get("host_cpu")
+                                                            or [lv.get("host_cpu")]) if h]
+        p.setdefault("host_cpu", {})[side] = hosts
+        if hosts:
+            def span(key, hs=hosts):
+                vals = [h.get(key) for h in hs if h.get(key) is not None]
+                return f"{min(vals):.1f}–{max(vals):.1f}" if vals else "not read"
+            print(f"host CPU {side} over {len(hosts)} trials: busy {span('busy_pct')}%, steal {span('steal_pct')}%, "
+                  f"server {span('server_cpu_cores')} cores")
         total = 0.0  # each level: its trials times its (last trial's) window: an estimate to the second
         for lv in r.get("levels", []):
             dur = (lv.get("window") or {}).get("duration_s") or 0.0

@@ -6,7 +6,10 @@ tree with a name holding spaces and parentheses, and a real ``/proc`` where one 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -136,3 +139,34 @@ def test_a_real_snapshot_reads_this_hosts_cpus_and_this_process():
     assert snap.host.cpus == online
     assert snap.server_ticks is not None and snap.own_cpu_s is not None
     assert cpu_snapshot(None).server_ticks is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc: Linux only")
+def test_a_real_process_trees_ticks_are_its_members_own():
+    """A launched-engine-like tree (a new session: a shell and two busy children, nice'd), stopped
+    with SIGSTOP so its times hold still: the snapshot's tree ticks are the sum psutil reads from
+    each member, and a process outside the tree (this one) is not in them."""
+    psutil = pytest.importorskip("psutil")
+    hog = f"{sys.executable} -c 'while True: pass'"
+    proc = subprocess.Popen(["nice", "-n", "5", "sh", "-c", f"{hog} & {hog} & wait"], start_new_session=True)
+    try:
+        tck = os.sysconf("SC_CLK_TCK")
+        root = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:  # until the tree has run a little (a loaded machine is slow to)
+            members = [root, *root.children(recursive=True)]
+            if len(members) == 3 and sum(m.cpu_times().user + m.cpu_times().system for m in members) * tck >= 10:
+                break
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGSTOP)
+        time.sleep(0.2)  # the stop reaches every member
+        members = [root, *root.children(recursive=True)]
+        assert len(members) == 3
+        truth = sum(sum(m.cpu_times()[:4]) for m in members) * tck  # user, system, children's user and system
+        snap = cpu_snapshot(proc.pid)
+        assert snap.server_ticks is not None and snap.server_ticks >= 10
+        assert snap.server_ticks == pytest.approx(truth, abs=3)  # psutil's seconds are the ticks ÷ CLK_TCK
+        assert cpu_snapshot(members[1].pid).server_ticks < snap.server_ticks  # a subtree is less
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
