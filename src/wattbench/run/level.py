@@ -6,7 +6,6 @@ run's levels (the history check): run/prime.py decides when."""
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -50,7 +49,6 @@ from wattbench.run.events import Load, LevelDone, LevelProgress, LevelStarted, M
 from wattbench.run.session import RunSession
 from wattbench.run.targets import restart_engine
 from wattbench.workload.base import RequestSpec
-from wattbench.workload.synthetic import PromptBuilder
 from wattbench.workload.source import Workload
 from wattbench.workload.trace import TraceWorkload
 from wattbench.accounting.findings import rule, worst
@@ -60,11 +58,10 @@ from wattbench.core.recordset import NONE
 from wattbench.load.level import end_column
 from wattbench.metrics.drift import SETTLE_CHANGE_PCT
 from wattbench.metrics.latency import tokens_in_window
+from wattbench.run.level_requests import SpecList, override_lengths, requests_needed
 
-MAX_PREDRAWN_REQUESTS = 20_000
 ENDLESS_REQUESTS = 1 << 40  # "no end" for a workload's lazy specs(n, start)
 THERMAL_BEFORE_NS = 3_000_000_000  # the thermal state over the 3 s before each trial
-LENGTH_OVERRIDE_SEED = 4242
 # priming sends the workload's requests from here on: far past any a run measures, so a measured
 # prompt is never in the server's prefix cache because of the priming
 PRIME_START = 1 << 40
@@ -564,41 +561,3 @@ def priming_throughput(records: RecordSet | list[RequestRecord]) -> tuple[int | 
         return None, None
     out, _ = tokens_in_window(records, t0, t1)
     return out, out / ((t1 - t0) / 1e9) if out > 0 else None
-
-
-class SpecList:
-    """A picklable request factory for Ray load actors: the level's requests drawn up front."""
-
-    def __init__(self, specs: Iterable[RequestSpec], n: int) -> None:
-        self.specs = list(itertools.islice(iter(specs), n))
-
-    def __call__(self, i: int) -> RequestSpec | None:
-        return self.specs[i] if 0 <= i < len(self.specs) else None
-
-
-def requests_needed(spec: LevelSpec) -> int:
-    """How many requests a distributed level can use (drawn before it starts)."""
-    extra = (spec.warmup_requests or 0) + int(spec.value if spec.mode == "concurrency" else 0)
-    if spec.num_requests is not None:
-        return spec.num_requests + extra
-    if spec.mode == "rate" and spec.duration_s is not None:
-        return int(spec.value * (spec.duration_s + (spec.warmup_s or 0.0)) * 1.3) + 16 + extra
-    return MAX_PREDRAWN_REQUESTS
-
-
-def override_lengths(specs: Iterable[RequestSpec], output_tokens: int | None, input_tokens: int | None,
-                     workload: Workload) -> Iterator[RequestSpec]:
-    """The workload's requests with forced lengths (the prefill/decode isolating pair)."""
-    builder = None
-    if input_tokens is not None and hasattr(workload, "ts"):  # a workload that builds prompts from a token source
-        builder = PromptBuilder(workload.ts, seed=LENGTH_OVERRIDE_SEED)
-    rng = np.random.default_rng(LENGTH_OVERRIDE_SEED)
-    for i, s in enumerate(specs):
-        prompt = s.prompt
-        n_in = s.input_tokens
-        if input_tokens is not None and builder is not None:
-            prompt = builder.text(input_tokens, rng, f"[{i}] ")
-            n_in = input_tokens
-        out = output_tokens if output_tokens is not None else s.max_tokens
-        yield RequestSpec(prompt=prompt, messages=None if prompt else s.messages, max_tokens=out,
-                          input_tokens=n_in, token_source=s.token_source, min_tokens=out)

@@ -23,15 +23,8 @@ from wattbench.core.schema import NoiseInfo, RequestRecord
 from wattbench.core.target import TargetSpec
 from wattbench.load.level import Drain
 from wattbench.results.rundir import load_requests, load_result, write_result
-from wattbench.run.level import (
-    LevelRunner,
-    SpecList,
-    abandoned_count,
-    add_drain_finding,
-    override_lengths,
-    priming_e2e_s,
-    requests_needed,
-)
+from wattbench.run.level import LevelRunner, abandoned_count, add_drain_finding, priming_e2e_s
+from wattbench.run.level_requests import SpecList, override_lengths, requests_needed
 from wattbench.run.events import LevelDone, LevelProgress, LevelStarted, Load, Measured, Priming, ProgressEvent, Unrecorded
 from wattbench.run.session import RunSession
 from wattbench.run.targets import resolve_targets
