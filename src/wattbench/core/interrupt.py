@@ -13,9 +13,14 @@ Python then installs no handler — re-delivering it would drop the SIGTERM (or 
 with no clean-up), so ``KeyboardInterrupt`` is raised here instead.
 
 A handler is process-wide: whatever installs one for a command or a context puts the previous one
-back when that ends, on every path (``handler_during``, ``sigterm_as_ctrl_c``; ``restore_handler``
-where a handler's life is not one block), so a caller that goes on (a test runner, a program
-calling the library) keeps its own.
+back when that ends, on every path (``handler_during``, ``sigterm_as_ctrl_c``, ``interrupts_deferred``;
+``restore_handler`` where a handler's life is not one block), so a caller that goes on (a test
+runner, a program calling the library) keeps its own.
+
+A Python handler runs between any two statements of the main thread, so a ``KeyboardInterrupt`` can
+land after a child was started and before its handle is where the clean-up finds it (``Popen``
+returned, the ``try`` whose ``except`` stops the child not yet entered): the child then outlives the
+stop. ``interrupts_deferred`` holds Ctrl-C and SIGTERM for such a block and delivers them as it ends.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any, Callable, Union
 
-__all__ = ["on_sigterm", "restore_handler", "handler_during", "sigterm_as_ctrl_c", "Handler"]
+__all__ = ["on_sigterm", "restore_handler", "handler_during", "sigterm_as_ctrl_c", "interrupts_deferred",
+           "Handler"]
 
 # what signal.signal returns and signal.getsignal gives: None where the handler was not set from Python
 Handler = Union[Callable[[int, Union[FrameType, None]], Any], int, signal.Handlers, None]
@@ -67,3 +73,35 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
     decorator: ``@sigterm_as_ctrl_c()`` covers each call of a command."""
     with handler_during(signal.SIGTERM, on_sigterm):
         yield
+
+
+DEFERRED = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM wait for the end of the block: one that comes inside it is noted, the
+    previous handlers are put back, and it is delivered again to them as the block ends normally
+    (where the block raises, the handlers are put back and its exception goes on). Only a signal
+    answered by a Python handler is held: an ignored one stays ignored, one at its default action
+    keeps it. Outside the main thread (where Python allows no handler) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def note(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001 - a signal handler's signature
+        if signum not in pending:
+            pending.append(signum)
+
+    previous: dict[int, Handler] = {}
+    try:
+        for sig in DEFERRED:
+            if callable(signal.getsignal(sig)):
+                previous[sig] = signal.signal(sig, note)
+        yield
+    finally:
+        for held, handler in previous.items():
+            restore_handler(held, handler)
+    for signum in pending:
+        signal.raise_signal(signum)  # answered now by the handler just put back

@@ -23,6 +23,7 @@ import psutil  # type: ignore[import-untyped]  # psutil ships no stubs (types-ps
 from wattbench.config.run_commands import MeasureConfig
 from wattbench.core.clock import ClockAnchor, now_ns
 from wattbench.core.errors import UserError
+from wattbench.core.interrupt import interrupts_deferred
 from wattbench.core.secret_scope import clip, registered
 from wattbench.core.schema import MeasureInfo
 from wattbench.run.events import CommandOutput, LevelProgress, Measured, Phase, ProgressFn
@@ -179,10 +180,16 @@ def run_command(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: Measu
     log_path = session.run_dir / "command.log"
     session.emit(Phase("command", "running: " + " ".join(info.command)))
     started = info.started_ns = now_ns()
-    proc = _start_command(mcfg, cwd)
-    assert proc.stdout is not None  # stdout=PIPE
-    output = _CommandOutput(proc.stdout, log_path, session.emit)
+    proc: subprocess.Popen[bytes] | None = None
+    output: _CommandOutput | None = None
     try:
+        # A Ctrl-C or SIGTERM while the command starts waits until `proc` names it, then is raised
+        # here, where the stop below reaches it: one that cut in between (Popen returned, its
+        # handle not yet kept) left the command and its children running.
+        with interrupts_deferred():
+            proc = _start_command(mcfg, cwd)
+            assert proc.stdout is not None  # stdout=PIPE
+            output = _CommandOutput(proc.stdout, log_path, session.emit)
         while True:
             try:
                 rc = proc.wait(timeout=PROGRESS_PERIOD_S)
@@ -192,8 +199,10 @@ def run_command(session: RunSession, mcfg: MeasureConfig, cwd: Path, info: Measu
                 session.emit(LevelProgress(Measured(0), elapsed_s=(now_ns() - started) / 1e9, power_w=power))
     except BaseException:
         info.ended_ns = now_ns()
-        _stop(proc)
-        output.close(OUTPUT_DRAIN_S)
+        if proc is not None:
+            _stop(proc)
+        if output is not None:
+            output.close(OUTPUT_DRAIN_S)
         raise
     info.ended_ns = now_ns()
     end_anchor = ClockAnchor.take()
