@@ -112,7 +112,7 @@ def test_the_bounds_are_those_the_module_docstring_states():
         assert f"``{name}``" in doc
     # the documented sizes: steal is rare on a host of its own, so a small move names it
     assert (adrift.STEAL_CHANGE_PCT, adrift.BUSY_CHANGE_PCT, adrift.IOWAIT_CHANGE_PCT,
-            adrift.SERVER_CPU_CHANGE) == (5.0, 20.0, 10.0, 0.25)
+            adrift.SERVER_CPU_CHANGE) == pytest.approx((5.0, 20.0, 10.0, 0.25), rel=1e-12)
 
 
 def test_abs_side_drift_carries_the_host_cpu_cause():

@@ -34,7 +34,7 @@ def test_a_geometric_fall_reads_its_exact_change_on_the_log_scale():
     t = np.arange(21.0)
     tr = trend(t, 800.0 * 0.5 ** (t / 10.0))
     assert tr.log and tr.slope == pytest.approx(-math.log(2) / 10.0, rel=1e-12)
-    assert tr.span == 20.0 and tr.start == pytest.approx(800.0, rel=1e-12)
+    assert tr.span == pytest.approx(20.0, rel=1e-12) and tr.start == pytest.approx(800.0, rel=1e-12)
     assert tr.change == pytest.approx(-0.75, rel=1e-12)
     assert -1.0 < tr.change_low <= tr.change <= tr.change_high < 0.0
     assert tr.change_low == pytest.approx(-0.75, rel=1e-12) and tr.moves
