@@ -4,11 +4,11 @@ and no completed request is lost."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 
 from tests.fakes.stream_server_proc import stream_server
+from tests.fakes.ports import refused_port
 from wattbench.load.client import StreamClient, new_event_loop
 from wattbench.load.level import run_level
 from wattbench.core.load_types import LevelSpec
@@ -79,11 +79,8 @@ def test_total_timeout():
 
 
 def test_connect_error():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    r = send_one(TargetSpec(base_url=f"http://127.0.0.1:{port}/v1", model="m"))
+    with refused_port() as port:
+        r = send_one(TargetSpec(base_url=f"http://127.0.0.1:{port}/v1", model="m"))
     assert r.error == "connect" and not r.ok and r.chunk_ns == []
 
 

@@ -6,6 +6,7 @@ import json
 import pytest
 from tests.fakes.doctor_server import OpsServerConfig, serve
 
+from tests.fakes.ports import refused_port
 from wattbench.doctor import checklist as cl
 from wattbench.doctor.service import run_doctor
 from wattbench.doctor.server import probe_server, server_checks
@@ -86,13 +87,8 @@ def test_unknown_max_len_and_high_memory_fraction_warn():
 
 
 def test_unreachable_server_fails_and_stops_there():
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    checks = server_checks(probe_server(f"http://127.0.0.1:{port}", burst=0))
+    with refused_port() as port:
+        checks = server_checks(probe_server(f"http://127.0.0.1:{port}", burst=0))
     assert [c.id for c in checks] == ["server.reachable"] and checks[0].status == "fail"
 
 

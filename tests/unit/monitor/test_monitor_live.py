@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.fakes.scripted_clock import SharedClock
 from tests.fakes.scripted_sensor import LivePower, ScriptedSensor
+from tests.fakes.ports import refused_port
 from wattbench.monitor.service import Monitor
 from wattbench.monitor.snapshot import MonitorSnapshot
 from wattbench.core.numbers import fmt
@@ -379,15 +380,11 @@ def test_a_server_without_metrics_is_refused_in_one_line(tmp_path):
 def test_a_server_not_up_yet_is_watched_and_named_at_the_first_tick():
     """A target that does not answer (nothing listens yet) is not refused: a monitor may start
     before its server. Its problem is named at the first tick, once."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # closed again: nothing listens there
     seen = []
-    m = Monitor(f"http://127.0.0.1:{port}", ["const:node=500"], interval_s=0.1, listen=None)
-    try:
-        m.run(0.35, on_tick=lambda s: seen.append(len([p for p in s.problems if "no token" in p])))
-    finally:
-        m.close()
+    with refused_port() as port:  # nothing listens there
+        m = Monitor(f"http://127.0.0.1:{port}", ["const:node=500"], interval_s=0.1, listen=None)
+        try:
+            m.run(0.35, on_tick=lambda s: seen.append(len([p for p in s.problems if "no token" in p])))
+        finally:
+            m.close()
     assert seen and seen[0] == 1 and seen[-1] == 1  # known at the first tick, said once

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import engines_fake_servers as fk
+from tests.fakes.ports import refused_port
 from wattbench.core.errors import TargetError
 from wattbench.server.detect import detect_server
 from wattbench.server.engine_rules import metric_engine
@@ -87,12 +88,7 @@ def test_generic_openai():
 
 
 def test_unreachable_raises_target_error():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with pytest.raises(TargetError, match="cannot reach"):
+    with refused_port() as port, pytest.raises(TargetError, match="cannot reach"):
         asyncio.run(detect_server(f"http://127.0.0.1:{port}/v1"))
 
 

@@ -5,6 +5,7 @@ import socket
 
 import pytest
 
+from tests.fakes.ports import refused_port
 from wattbench.core.errors import TargetError, UserError
 from wattbench.core.target import TargetSpec
 from wattbench.server.openai import (
@@ -99,17 +100,8 @@ def test_repr_never_shows_key():
     assert "SECRET" not in repr(t)
 
 
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_check_target_connection_refused_names_url_and_fix():
-    port = _free_port()
-    with pytest.raises(TargetError) as e:
+    with refused_port() as port, pytest.raises(TargetError) as e:
         asyncio.run(check_target(f"http://127.0.0.1:{port}", "sk-SECRET", None, timeout_s=5))
     msg = str(e.value)
     assert f"127.0.0.1:{port}/v1" in msg and "start the server or fix --target" in msg

@@ -1,9 +1,9 @@
-import socket
 
 import pytest
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.metrics_core import Metric
 
+from tests.fakes.ports import refused_port
 from wattbench.core.errors import SensorError
 from wattbench.telemetry.prometheus import DcgmSensor
 
@@ -27,12 +27,6 @@ class DcgmCollector:
         yield e
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def _endpoint():
     """One real exposition endpoint for the module (its shutdown takes 0.5 s)."""
@@ -44,9 +38,8 @@ def _endpoint():
             return holder["col"].collect()
 
     reg.register(Proxy())
-    port = free_port()
-    server, thread = start_http_server(port, addr="127.0.0.1", registry=reg)
-    yield holder, f"http://127.0.0.1:{port}/metrics"
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=reg)  # the port the system gives
+    yield holder, f"http://127.0.0.1:{server.server_port}/metrics"
     server.shutdown()
     server.server_close()
     thread.join()
@@ -92,7 +85,8 @@ def test_dcgm_no_match_names_fix(exporter):
 
 def test_dcgm_unreachable():
     with pytest.raises(SensorError, match="cannot reach"):
-        DcgmSensor(f"http://127.0.0.1:{free_port()}/metrics").open()
+        with refused_port() as port:
+            DcgmSensor(f"http://127.0.0.1:{port}/metrics").open()
 
 
 # The PromQL sensor (PromQuerySensor) is tested against a real Prometheus scraping a scripted power
