@@ -71,6 +71,33 @@ def test_each_fault_class(flag, error):
         assert len(r.chunk_ns) == 3  # the tokens before the fault keep their timestamps
 
 
+def test_a_client_held_past_the_stall_timeout_reads_a_stream_that_kept_sending():
+    """The stall rule is the server's silence, not the client's: a client whose loop the host held
+    for longer than ``stall_timeout_s`` (here the loop blocked 0.6 s against a 0.2 s rule, while the
+    server wrote a chunk every 10 ms) reads what arrived meanwhile and completes. Before, the read
+    timeout already due in the turn that read the bytes fired first and the request failed as a
+    stall (a loaded host's stall test once read fewer chunks than the server sent)."""
+    import time
+
+    async def go(target):
+        async with StreamClient(target) as c:
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.1, time.sleep, 0.6)  # the host takes the loop's CPU mid-stream
+            return await c.send(RequestSpec(prompt="a b c", max_tokens=60), target)
+
+    with stream_server("--ttft-ms", "10", "--itl-ms", "10") as (base, _):
+        target = TargetSpec(base_url=base + "/v1", model="fake-model", stall_timeout_s=0.2)
+        loop = new_event_loop()
+        try:
+            r = loop.run_until_complete(go(target))
+        finally:
+            loop.close()
+    assert r.ok and r.error is None, (r.error, r.error_detail)
+    assert r.output_tokens == 60 and len(r.chunk_ns) == 60
+    # the hold shows in the stamps: the chunks written meanwhile were read in one turn after it
+    assert max(b - a for a, b in zip(r.chunk_ns, r.chunk_ns[1:])) > 0.2e9
+
+
 def test_total_timeout():
     with stream_server("--ttft-ms", "2000", "--itl-ms", "1") as (base, _):
         target = TargetSpec(base_url=base + "/v1", model="fake-model", request_timeout_s=0.4)

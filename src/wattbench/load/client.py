@@ -129,6 +129,14 @@ if _ResponseHandler is not None:
 
         def data_received(self, data: bytes, _now: Callable[[], int] = now_ns) -> None:
             t = _now()
+            if data:
+                # Bytes came: the read timeout (sock_read, the stall rule) stops now, not at the
+                # deferred parse, which starts it again. After the loop was held past the timeout
+                # (a host that took its CPU), the expired timer is already due in this turn, before
+                # the parse: left armed, it failed as a stall a stream whose bytes were read.
+                handle = getattr(self, "_read_timeout_handle", None)
+                if handle is not None:
+                    handle.cancel()
             pending = self._pending
             if pending is None:
                 self._pending = [(t, data)]
