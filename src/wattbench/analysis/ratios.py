@@ -49,8 +49,9 @@ from wattbench.core.numbers import fmt_ratio, fmt_ratio_estimate
 from wattbench.core.schema import FigureKey, LevelResult, Result
 from wattbench.metrics.drift import figure_drift
 from wattbench.metrics.figure_noise import (FigureNoise, ratio_interval, repeat_noise, spread_noise, trials_noise,
-                                            with_drift)
+                                            with_client, with_drift)
 from wattbench.metrics.noise import INCONCLUSIVE, Judgement, judge
+from wattbench.metrics.saturation import client_bias
 from wattbench.results.headline import TrialCI, trial_ci
 
 # (result, level, figure name at the boundary) -> the run-to-run noise of that configuration's figure
@@ -240,7 +241,9 @@ def figure_noise(result: Result, level: LevelResult, figure: str, boundary: str 
     """One side's noise of ``figure`` (``metrics/noise.py``) as a repeat of its run would see it:
     its trials' CI and the history's run-to-run noise of its configuration (J/token: the per-kW
     figure's, the same on the log scale), the wider counting; never the trials' alone — without a
-    history, the run-to-run floor where it is wider (``metrics.figure_noise.repeat_noise``)."""
+    history, the run-to-run floor where it is wider (``metrics.figure_noise.repeat_noise``). A figure
+    the level marks as biased by its own load generator (``metrics.saturation.client_bias``) carries
+    that mark, and its judgement reads inconclusive (``metrics.noise.judge``)."""
     ci = trial_ci(level, figure, boundary)
     drift = figure_drift(level.stationarity, figure, boundary)
     tn = trials_noise(ci.mean, ci.low, ci.high, ci.n, drift=drift) if ci is not None else with_drift(None, drift)
@@ -252,7 +255,7 @@ def figure_noise(result: Result, level: LevelResult, figure: str, boundary: str 
             hn = got
         elif got is not None:
             hn = spread_noise(got[0], got[1])
-    return repeat_noise(tn, hn)
+    return with_client(repeat_noise(tn, hn), client_bias(level, figure, boundary))
 
 
 def judge_noise(ratio: float | None, figure: str, base: Result, a: LevelResult, cand: Result, b: LevelResult,

@@ -73,9 +73,10 @@ from wattbench.analysis.figures import METRIC_NAMES, reported_figures, metric_su
 from wattbench.results.headline import trial_ci
 from wattbench.core.errors import UserError
 from wattbench.metrics.drift import figure_drift
-from wattbench.metrics.figure_noise import FigureNoise, trials_noise, with_drift
+from wattbench.metrics.figure_noise import FigureNoise, trials_noise, with_client, with_drift
 from wattbench.metrics.noise import BEYOND, INCONCLUSIVE, MORE_DATA, NARROWER, WITHIN, judge
 from wattbench.metrics.precision import settle_for, wider_text
+from wattbench.metrics.saturation import client_bias
 from wattbench.core.numbers import fmt
 from wattbench.core.schema import LevelResult, Result
 
@@ -230,7 +231,8 @@ def _noise(result: Result | None, level: LevelResult, metric: str, boundary: str
     if result is None:
         ci = trial_ci(level, metric, boundary)
         drift = figure_drift(level.stationarity, metric, boundary)
-        return trials_noise(ci.mean, ci.low, ci.high, ci.n, drift=drift) if ci is not None else with_drift(None, drift)
+        tn = trials_noise(ci.mean, ci.low, ci.high, ci.n, drift=drift) if ci is not None else with_drift(None, drift)
+        return with_client(tn, client_bias(level, metric, boundary))
     return figure_noise(result, level, metric, boundary, history)
 
 

@@ -103,6 +103,11 @@ class FigureNoise:
     # do; a drifting figure is never judged within or beyond noise (``judge``)
     drift: str = ""
     drift_todo: str = ""
+    # the side's load generator was judged to bias this figure (``metrics.saturation.client_bias``:
+    # its host held the client's event loop, or an open loop fell behind): its words and what to do;
+    # a figure the run itself marks as biased is never judged within or beyond noise (``judge``)
+    client: str = ""
+    client_todo: str = ""
 
     def pct(self) -> str:
         return f"±{self.rel_half_width * 100:.1f}%"
@@ -151,6 +156,17 @@ def with_drift(noise: FigureNoise | None, drift: tuple[str, str] | None) -> Figu
     if noise is None:
         return FigureNoise(math.nan, "drift", None, "drift", 0, drift=words, drift_todo=todo)
     return replace(noise, drift=words, drift_todo=todo)
+
+
+def with_client(noise: FigureNoise | None, bias: tuple[str, str] | None) -> FigureNoise | None:
+    """``noise`` marked with what the side's client did to the figure (``metrics.saturation.client_bias``:
+    words, what to do); carried with no noise known too (``judge`` reads it first, as a drift)."""
+    if not bias:
+        return noise
+    words, todo = bias
+    if noise is None:
+        return FigureNoise(math.nan, "client", None, "client", 0, client=words, client_todo=todo)
+    return replace(noise, client=words, client_todo=todo)
 
 
 def history_text(runs: int, rel_sd: float | None, df: int, key: str | None = None, segments: int = 1,

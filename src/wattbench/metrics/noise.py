@@ -10,7 +10,10 @@ the run's history check use (pure functions; docs/compare.md "Noise").
   ``e^w − 1`` is wider than ±``MAX_BOUND`` (25%), or wider than the effect the caller must resolve
   (``effect``: a margin it must resolve), or a side's figure **drifts** (``FigureNoise.drift``:
   its level moved while it was measured, ``metrics.drift.figure_drift``; read first: no interval
-  stands for a repeat of a moving series). The judgement then says why and what to do (more
+  stands for a repeat of a moving series), or a side's run marks the figure as biased by its own
+  load generator (``FigureNoise.client``, ``metrics.saturation.client_bias``: a host that held the
+  client's event loop stretches a closed loop's every hand-off, and moves the figure as far as a
+  change of configuration would). The judgement then says why and what to do (more
   trials, longer levels, more runs; for a drift, its recorded cause and what it calls for) — never
   "within noise", and no plateau rests on it.
 
@@ -144,7 +147,9 @@ def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = No
     with a known noise says what would settle it (``settle_text``): the smallest effect the noise
     resolves, and how many more trials or runs of each side would resolve ``precision`` (default:
     ``effect``, else ``DEFAULT_PRECISION``). A side whose figure drifts (``FigureNoise.drift``) makes
-    it inconclusive first, naming the side (``sides``: how the caller calls ``a`` and ``b``)."""
+    it inconclusive first, naming the side (``sides``: how the caller calls ``a`` and ``b``); so does a
+    side whose own load generator biased the figure (``FigureNoise.client``: a host that held the
+    client moves the figure as much as a change of configuration would)."""
     r = float(ratio) if ratio is not None else float("nan")
     if not (r > 0 and math.isfinite(r)):
         return Judgement(INCONCLUSIVE, r, why="no ratio (a figure is missing or zero)",
@@ -155,6 +160,11 @@ def judge(ratio: float | None, a: FigureNoise | None, b: FigureNoise | None = No
         return Judgement(INCONCLUSIVE, r, basis="drift",
                          why="; ".join(f"{side} {p.drift}" for side, p in drifting),
                          advice="; ".join(dict.fromkeys(p.drift_todo or DRIFT_TODO for _, p in drifting)))
+    held = [(side, p) for side, p in zip(sides, (a, b)) if p is not None and p.client]
+    if held:  # the run marks the figure as biased by its own load generator: not the server's figure
+        return Judgement(INCONCLUSIVE, r, basis="client",
+                         why="; ".join(f"{side}'s {p.client}" for side, p in held),
+                         advice="; ".join(dict.fromkeys(p.client_todo for _, p in held)))
     if not known:
         return Judgement(INCONCLUSIVE, r, why="noise unknown", advice=MORE_DATA)
     unbounded = [p for p in known if not p.known()]

@@ -49,7 +49,7 @@ from wattbench.core.schema import Finding, FindingKind, LevelResult, LoadStats
 from wattbench.metrics.trials import t_ppf
 
 __all__ = ["CLIENT_KINDS", "EFFICIENCY_FIELDS", "saturation_kinds", "saturated_figures", "mark_saturated",
-           "client_saturation_reasons", "rate_finding", "rate_interval", "SaturationVerdict",
+           "client_saturation_reasons", "client_bias", "CLIENT_BIAS_TODO", "rate_finding", "rate_interval", "SaturationVerdict",
            "is_oversaturated"]
 
 SAT_LOOP_LAG_MS = 2.0  # loop-lag p99 above this: arrival stamps may be late by that much
@@ -97,6 +97,31 @@ def saturated_figures(level: LevelResult) -> list[str]:
             for b in sorted(getattr(level, window)):
                 out += [f"{window}.{b}.{f}" for f in EFFICIENCY_FIELDS]
     return out
+
+
+CLIENT_BIAS_TODO = ("rerun that side on a quieter host (or with more --workers) until its level carries no client "
+                    "finding")
+
+
+def client_bias(level: LevelResult, name: str, boundary: str | None) -> tuple[str, str] | None:
+    """Whether the level's client, judged saturated (``mark_saturated``), biases the figure ``name``
+    (at ``boundary`` for a figure of energy): its words and what to do, for a comparison to read as
+    inconclusive (``metrics.noise.judge``); None when it does not. A figure is biased when a path of
+    ``level.saturated_figures`` names it: ``*``, its own path, or its block's ``throughput.*`` /
+    ``latency.*``."""
+    paths = level.saturated_figures
+    if not paths:
+        return None
+    throughput = name in type(level.throughput).model_fields
+    for p in paths:
+        head, _, tail = p.rpartition(".")
+        block, _, rest = head.partition(".")
+        at = boundary is None or block not in ("energy", "energy_steady") or rest == boundary
+        if p == "*" or (tail == name and at) or (tail == "*" and ((block == "throughput" and throughput)
+                                                                or (block == "latency" and name in _LATENCY_PATHS))):
+            why = "; ".join(f.text for f in _client_warns(level)) or ", ".join(level.load.saturation_reasons)
+            return f"load generator biased the figure ({why})", CLIENT_BIAS_TODO
+    return None
 
 
 def mark_saturated(level: LevelResult) -> LevelResult:

@@ -107,3 +107,35 @@ def test_the_kinds_the_module_doc_lists_are_the_kinds_mark_saturated_produces():
         produced |= set(mark_saturated(lv).saturation_kinds)
     assert fired == {"client_cpu", "send_lag", "loop_lag", "rate", "cap"}, fired  # every case did fire
     assert produced == documented == {"loop_lag", "send_lag"}, (produced, documented)
+
+
+def test_a_figure_the_client_biased_is_never_judged_within_or_beyond_noise():
+    """``client_bias`` reads the level's marks: the late loop above biases throughput (its window's
+    edges) and the latencies it stamps, not the power; a prompt loop biases nothing. A ratio whose
+    side carries the mark is inconclusive whatever its interval (``judge``), naming the side."""
+    from wattbench.metrics.figure_noise import FigureNoise, with_client
+    from wattbench.metrics.noise import judge
+    from wattbench.metrics.saturation import CLIENT_BIAS_TODO, client_bias
+
+    held = _level([0.1] * 90 + [SAT_LOOP_LAG_MS * 6] * 10)
+    prompt = _level([0.1] * 100)
+    assert prompt.saturated_figures == [] and client_bias(prompt, "output_tokens_per_s", None) is None
+    words, todo = client_bias(held, "output_tokens_per_s", None)
+    assert "throughput.*" in held.saturated_figures and todo == CLIENT_BIAS_TODO
+    assert words.startswith("load generator biased the figure (client event-loop lag p99")
+    assert client_bias(held, "ttft_ms", None) is not None  # a latency it stamps
+    assert client_bias(held, "avg_power_w", "node") is None  # measured correctly whatever the load
+    # an efficiency figure at a boundary: marked there, not at another
+    held.saturated_figures = held.saturated_figures + ["energy.node.output_tokens_per_s_per_kw"]
+    assert client_bias(held, "output_tokens_per_s_per_kw", "node") is not None
+    assert client_bias(held, "output_tokens_per_s_per_kw", "accelerator") is None
+
+    n = FigureNoise(0.02, "trials", 5, "within-run trials (5 trials, 4 df)", 4)
+    assert judge(1.13, n, n).word == "beyond noise" and judge(1.0, n, n).word == "within noise"
+    for ratio in (1.13, 1.0):
+        j = judge(ratio, n, with_client(n, (words, todo)))
+        assert j.inconclusive and not j.within and j.basis == "client", j
+        assert j.why == "B's " + words and j.todo == CLIENT_BIAS_TODO
+    # no noise known on the held side: still named, never "noise unknown"
+    j = judge(0.9, None, with_client(None, (words, todo)), sides=("the baseline", "the run"))
+    assert j.word == "inconclusive" and j.why.startswith("the run's load generator biased")
