@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from wattbench.accounting.boundaries import withhold_outside_work
 from wattbench.core.errors import StorageError, UserError
+from wattbench.core.interrupt import interrupts_deferred
 from wattbench.results.recovery import (
     LEVEL_META_FILE, RUN_LOCK_FILE, SPOOL_DIR, STOPPED_MARKER_PREFIX, level_spool_dir, settle_unfinished,
 )
@@ -214,10 +215,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def write_json_atomic(path: str | os.PathLike[str], model: BaseModel) -> Path:
     """Write a pydantic model as indented JSON, atomically, without any of the registered
-    secrets (``core/secret_scope.py``: those of every open scope: every string that holds one is scrubbed, the JSON stays valid)."""
+    secrets (``core/secret_scope.py``: those of every open scope: every string that holds one is scrubbed, the JSON stays valid).
+    Ctrl-C and SIGTERM wait for the write's end (``core.interrupt.interrupts_deferred``): one that
+    lands inside pydantic's serializer (a Python callback of its Rust core) would come out as a
+    ``PydanticSerializationError`` — a traceback, and the file not written — instead of the
+    ``KeyboardInterrupt`` that ends a run as interrupted with what it measured."""
     p = Path(path)
-    text = registered().json_text(model.model_dump_json(indent=2))
-    atomic_write_bytes(p, (text + "\n").encode("utf-8"))
+    with interrupts_deferred():
+        text = registered().json_text(model.model_dump_json(indent=2))
+        atomic_write_bytes(p, (text + "\n").encode("utf-8"))
     return p
 
 

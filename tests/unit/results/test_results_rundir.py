@@ -201,3 +201,31 @@ def test_requests_are_never_appended_through_a_link(tmp_path):
     with pytest.raises(StorageError):
         append_requests(run, [])
     assert victim.read_text() == "precious\n"
+
+
+def test_an_interrupt_inside_the_serializer_waits_for_the_write(tmp_path):
+    """SIGTERM (delivered as Ctrl-C) that lands while pydantic serializes a result — inside a Python
+    callback of its Rust core, where a ``KeyboardInterrupt`` came out as a
+    ``PydanticSerializationError``: a traceback and no file (a run stopped in its first second did,
+    1 in 4 beside a CPU hog) — waits for the write: the file is whole, then the interrupt is raised."""
+    import json
+    import signal
+
+    import pytest
+    from pydantic import BaseModel, field_serializer
+
+    from wattbench.results.rundir import write_json_atomic
+
+    class Interrupted(BaseModel):
+        name: str = "run"
+
+        @field_serializer("name")
+        def _ser(self, v: str) -> str:
+            signal.raise_signal(signal.SIGINT)  # Python's handler: KeyboardInterrupt, here
+            return v
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    path = tmp_path / "result.json"
+    with pytest.raises(KeyboardInterrupt):
+        write_json_atomic(path, Interrupted())
+    assert json.loads(path.read_text()) == {"name": "run"}
